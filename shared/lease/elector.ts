@@ -1,0 +1,352 @@
+import type { Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import { casSettled } from './cas.js';
+import { holderIdSchema, leaseNameSchema, leaseTimingsSchema, parseConfig, type LeaseTimingsInput } from './config.js';
+import { tokenOf, type HolderMeta, type LeaseRecord, type LeaseToken } from './record.js';
+import type { LeaseStore } from './store.js';
+import { acquire, release, renew, stealable, steal, validFor } from './transitions.js';
+import { z } from 'zod';
+
+/**
+ * Leader election over a lease row (any LeaseStore backend).
+ *
+ * Guarantees
+ * - At most one holder per epoch, epochs strictly increasing: every change of
+ *   the row is a compare-and-swap on its exact prior version.
+ * - `isLeader()` and `token()` never answer for a lease past this node's own
+ *   view of expiry minus `clockSkewMs`.
+ * - A contender takes an expired lease at expiry + `clockSkewMs` by its clock,
+ *   not one retry interval or one TTL later.
+ * - A lost or timed-out write is settled by re-reading the row.
+ *
+ * Non-guarantees
+ * - Two nodes may *believe* they lead at once (a paused process, a clock far
+ *   outside the skew margin). Safety therefore never rests on `isLeader()`:
+ *   every effectful write goes through the store's fenced write with `token()`,
+ *   and the store rejects a deposed holder's write.
+ * - Callbacks run on this process's event loop; a blocked loop delays them.
+ *
+ * Holder ids: nodes that share a holder id are one node (concurrent Lambda
+ * invocations of one stack, by design). Give distinct processes distinct ids.
+ */
+
+export type ElectorState = 'follower' | 'candidate' | 'leader' | 'stopped';
+export type StopReason = 'fenced' | 'expired' | 'resigned' | 'stopped';
+
+export interface LeaderElector {
+  readonly holderId: string;
+  readonly state: ElectorState;
+  /** The token to carry on fenced writes, or null when not (or no longer) leading by the local clock. */
+  token(): LeaseToken | null;
+  isLeader(): Promise<boolean>;
+  start(): void;
+  /** Stops the loop; resigns unless `resign: false` (a crash-like stop). */
+  stop(options?: { resign?: boolean }): Promise<void>;
+}
+
+export interface ElectorCallbacks {
+  onStartedLeading?(token: LeaseToken): void;
+  onStoppedLeading?(token: LeaseToken, reason: StopReason): void;
+  /** The observed leader changed (holder null: nobody leads). */
+  onNewLeader?(leader: { holder: string | null; epoch: number }): void;
+}
+
+const electorOptionsSchema = z.object({
+  name: leaseNameSchema.default('promotion_leader'),
+  holderId: holderIdSchema,
+  hostname: z.string().nullish(),
+  apiUrl: z.string().nullish(),
+  /** ± fraction applied to follower retries so contenders do not move in lockstep. */
+  retryJitter: z.number().min(0).max(0.5).default(0.1),
+});
+
+export type LeaseElectorOptions = z.input<typeof electorOptionsSchema> &
+  LeaseTimingsInput &
+  ElectorCallbacks & { clock?: Clock; logger?: Logger };
+
+export interface CampaignResult {
+  readonly leader: boolean;
+  /** The row as last seen (or written) by this elector. */
+  readonly record: LeaseRecord | null;
+}
+
+export interface ElectorStats {
+  campaigns: number;
+  acquisitions: number;
+  renewals: number;
+  renewFailures: number;
+  errors: number;
+}
+
+export class LeaseElector implements LeaderElector {
+  readonly holderId: string;
+  readonly name: string;
+  readonly timings;
+  readonly stats: ElectorStats = { campaigns: 0, acquisitions: 0, renewals: 0, renewFailures: 0, errors: 0 };
+
+  private readonly meta: HolderMeta;
+  private readonly retryJitter: number;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly callbacks: ElectorCallbacks;
+
+  /** Last row this elector saw or wrote. */
+  private observed: LeaseRecord | null = null;
+  /** Our row while we lead (same object as `observed` then). */
+  private leading: LeaseRecord | null = null;
+  private lastLeader: { holder: string | null; epoch: number } | undefined;
+  private lastCheckAt = Number.NEGATIVE_INFINITY;
+  private lastAttemptFailed = false;
+  private campaigning = false;
+
+  private running = false;
+  private stopped = false;
+  private loopTimer: NodeJS.Timeout | undefined;
+  private stepDownTimer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly store: LeaseStore,
+    options: LeaseElectorOptions,
+  ) {
+    const { clock, logger, onStartedLeading, onStoppedLeading, onNewLeader, ttlMs, renewIntervalMs, retryIntervalMs, clockSkewMs, isLeaderCacheMs, ...rest } =
+      options;
+    const opts = parseConfig('lease elector', electorOptionsSchema, rest);
+    this.timings = parseConfig('lease timing', leaseTimingsSchema, { ttlMs, renewIntervalMs, retryIntervalMs, clockSkewMs, isLeaderCacheMs });
+    this.name = opts.name;
+    this.holderId = opts.holderId;
+    this.meta = { hostname: opts.hostname ?? null, apiUrl: opts.apiUrl ?? null };
+    this.retryJitter = opts.retryJitter;
+    this.clock = clock ?? systemClock;
+    this.logger = logger ?? silentLogger;
+    this.callbacks = { onStartedLeading, onStoppedLeading, onNewLeader };
+  }
+
+  get state(): ElectorState {
+    if (this.stopped) return 'stopped';
+    if (this.leading) return 'leader';
+    return this.campaigning ? 'candidate' : 'follower';
+  }
+
+  token(): LeaseToken | null {
+    this.expireIfDue();
+    return this.leading ? tokenOf(this.leading) : null;
+  }
+
+  /** The row as this elector last saw it: who leads, at which epoch, until when. */
+  lastObserved(): LeaseRecord | null {
+    return this.observed;
+  }
+
+  /**
+   * Seed 000's IsLeader: holder == me and unexpired, cached for
+   * `isLeaderCacheMs` — but never true past our expiry minus the skew margin.
+   */
+  async isLeader(): Promise<boolean> {
+    const now = this.clock.now();
+    this.expireIfDue(now);
+    if (this.stopped) return false;
+    if (now - this.lastCheckAt < this.timings.isLeaderCacheMs) return this.leading !== null;
+    const row = await this.store.read(this.name);
+    this.observe(row, this.clock.now());
+    this.lastCheckAt = now;
+    return this.leading !== null;
+  }
+
+  /**
+   * One election step: renew if leading, otherwise acquire an absent row or
+   * steal an expired or released one, otherwise note who leads. Serialised:
+   * concurrent calls on one elector run one after the other.
+   */
+  campaign(): Promise<CampaignResult> {
+    const run = this.inFlight.then(() => this.campaignOnce());
+    this.inFlight = run.catch(() => undefined);
+    return run;
+  }
+
+  private async campaignOnce(): Promise<CampaignResult> {
+    if (this.stopped) return { leader: false, record: this.observed };
+    this.stats.campaigns++;
+    this.campaigning = true;
+    try {
+      const wasLeading = this.leading !== null;
+      // Plan from what we last saw; if it says "write", CAS straight away
+      // (one round trip) and let a failed condition hand us the current row.
+      let row = this.observed;
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const now = this.clock.now();
+        const next = this.plan(row, now);
+        if (next === null) {
+          if (row === this.observed && attempt === 0) {
+            row = await this.store.read(this.name);
+            this.observe(row, this.clock.now());
+            continue;
+          }
+          break;
+        }
+        const outcome = await casSettled(this.store, row, next);
+        if (outcome.ok) {
+          this.lastAttemptFailed = false;
+          if (wasLeading && next.epoch === this.leading?.epoch) this.stats.renewals++;
+          else this.stats.acquisitions++;
+          this.observe(outcome.record, this.clock.now());
+          break;
+        }
+        if (wasLeading) this.stats.renewFailures++;
+        row = outcome.current;
+        this.observe(row, this.clock.now());
+      }
+      this.lastCheckAt = this.clock.now();
+      return { leader: this.leading !== null, record: this.observed };
+    } catch (err) {
+      this.stats.errors++;
+      this.lastAttemptFailed = true;
+      if (this.leading) this.stats.renewFailures++;
+      this.expireIfDue();
+      throw err;
+    } finally {
+      this.campaigning = false;
+    }
+  }
+
+  /** The row to write next, or null to wait. */
+  private plan(row: LeaseRecord | null, now: number): LeaseRecord | null {
+    const { ttlMs, clockSkewMs } = this.timings;
+    if (row === null) return acquire(this.name, this.holderId, now, ttlMs, this.meta);
+    if (row.holder === this.holderId) return renew(row, now, ttlMs);
+    if (stealable(row, now, clockSkewMs)) return steal(row, this.holderId, now, ttlMs, this.meta);
+    return null;
+  }
+
+  /** Single place where leadership changes and callbacks fire. */
+  private observe(row: LeaseRecord | null, now: number): void {
+    if (row && this.observed && row.name === this.observed.name && row.version < this.observed.version) return; // stale read
+    this.observed = row;
+    const mine = validFor(row, this.holderId, now, this.timings.clockSkewMs) ? row : null;
+    const before = this.leading;
+    if (before && (!mine || mine.epoch !== before.epoch)) {
+      this.leading = null;
+      const reason: StopReason = row && (row.holder !== this.holderId || row.epoch !== before.epoch) ? 'fenced' : 'expired';
+      this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(before), reason));
+    }
+    this.leading = mine;
+    if (mine && (!before || before.epoch !== mine.epoch)) {
+      this.fire('onStartedLeading', () => this.callbacks.onStartedLeading?.(tokenOf(mine)));
+    }
+    this.armStepDown(now);
+    const leader = row && row.holder !== null && !stealable(row, now, 0) ? { holder: row.holder, epoch: row.epoch } : { holder: null, epoch: row?.epoch ?? -1 };
+    if (!this.lastLeader || this.lastLeader.holder !== leader.holder || this.lastLeader.epoch !== leader.epoch) {
+      this.lastLeader = leader;
+      this.fire('onNewLeader', () => this.callbacks.onNewLeader?.(leader));
+    }
+  }
+
+  /** Stop acting the moment our own view of the lease runs out, whatever the loop is doing. */
+  private armStepDown(now: number): void {
+    clearTimeout(this.stepDownTimer);
+    this.stepDownTimer = undefined;
+    if (!this.leading) return;
+    const deadline = this.leading.expiresAt - this.timings.clockSkewMs;
+    this.stepDownTimer = setTimeout(() => this.expireIfDue(), Math.max(0, deadline - now));
+    this.stepDownTimer.unref();
+  }
+
+  private expireIfDue(now = this.clock.now()): void {
+    const held = this.leading;
+    if (held && now >= held.expiresAt - this.timings.clockSkewMs) {
+      this.leading = null;
+      clearTimeout(this.stepDownTimer);
+      this.logger.warn('lease expired before renewal; stepping down', { lease: this.name, epoch: held.epoch });
+      this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'expired'));
+    }
+  }
+
+  private fire(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.logger.error(`${what} callback threw`, { lease: this.name, error: errorMessage(err) });
+    }
+  }
+
+  /** Release the lease (row kept, epoch kept) so the next holder is epoch + 1. */
+  async resign(): Promise<void> {
+    const run = this.inFlight.then(() => this.resignOnce());
+    this.inFlight = run.catch(() => undefined);
+    return run;
+  }
+
+  private async resignOnce(): Promise<void> {
+    const held = this.leading;
+    // We may hold the row without knowing it (an unsettled write): look.
+    let row = held ?? (await this.store.read(this.name));
+    for (let attempt = 0; row && row.holder === this.holderId && attempt < 3; attempt++) {
+      const outcome = await casSettled(this.store, row, release(row, this.clock.now()));
+      row = outcome.ok ? null : outcome.current;
+      if (outcome.ok) this.observed = outcome.record;
+    }
+    if (held) {
+      this.leading = null;
+      clearTimeout(this.stepDownTimer);
+      this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'resigned'));
+    }
+  }
+
+  start(): void {
+    if (this.running || this.stopped) return;
+    this.running = true;
+    this.schedule(0);
+  }
+
+  async stop(options: { resign?: boolean } = {}): Promise<void> {
+    if (this.stopped) return;
+    this.running = false;
+    clearTimeout(this.loopTimer);
+    await this.inFlight;
+    if (options.resign !== false) {
+      try {
+        await this.resign();
+      } catch (err) {
+        this.logger.warn('resign failed; the lease will expire instead', { lease: this.name, error: errorMessage(err) });
+      }
+    }
+    const held = this.leading;
+    this.leading = null;
+    clearTimeout(this.stepDownTimer);
+    this.stopped = true;
+    if (held) this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'stopped'));
+  }
+
+  private schedule(delayMs: number): void {
+    if (!this.running) return;
+    this.loopTimer = setTimeout(() => void this.tick(), delayMs);
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      await this.campaign();
+    } catch (err) {
+      this.logger.warn('campaign failed', { lease: this.name, error: errorMessage(err) });
+    }
+    this.schedule(this.nextDelay(this.clock.now()));
+  }
+
+  /**
+   * Leader: renew every renewInterval (every retryInterval after a failure),
+   * never later than the step-down deadline. Follower: retry with jitter, but
+   * wake exactly when the observed lease becomes stealable.
+   */
+  nextDelay(now: number): number {
+    const { renewIntervalMs, retryIntervalMs, clockSkewMs } = this.timings;
+    if (this.leading) {
+      const due = this.lastAttemptFailed ? now + retryIntervalMs : this.leading.renewedAt + renewIntervalMs;
+      return Math.max(0, Math.min(due, this.leading.expiresAt - clockSkewMs) - now);
+    }
+    const jitter = 1 + this.retryJitter * (2 * Math.random() - 1);
+    let wake = now + retryIntervalMs * jitter;
+    const row = this.observed;
+    if (row && row.holder !== null && row.holder !== this.holderId) wake = Math.min(wake, row.expiresAt + clockSkewMs);
+    return Math.max(0, wake - now);
+  }
+}

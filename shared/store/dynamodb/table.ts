@@ -1,0 +1,43 @@
+import { CreateTableCommand, DescribeTableCommand, ResourceInUseException, type CreateTableCommandInput, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+
+/**
+ * Single-table design: every record lives under a partition key `pk` and sort
+ * key `sk`. The CDK stack declares the same keys. No TTL attribute is ever set
+ * on a lease item: an expired-and-deleted lease would restart at epoch 0.
+ */
+export const KEY = { pk: 'pk', sk: 'sk' } as const;
+
+export function leaseKey(name: string): { pk: string; sk: string } {
+  return { pk: `LEASE#${name}`, sk: 'LEASE' };
+}
+
+export function tableDefinition(tableName: string): CreateTableCommandInput {
+  return {
+    TableName: tableName,
+    BillingMode: 'PAY_PER_REQUEST',
+    AttributeDefinitions: [
+      { AttributeName: KEY.pk, AttributeType: 'S' },
+      { AttributeName: KEY.sk, AttributeType: 'S' },
+    ],
+    KeySchema: [
+      { AttributeName: KEY.pk, KeyType: 'HASH' },
+      { AttributeName: KEY.sk, KeyType: 'RANGE' },
+    ],
+  };
+}
+
+/** Create the table if missing and wait until it is ACTIVE (local, tests, dev accounts; CDK owns it in AWS). */
+export async function ensureTable(client: DynamoDBClient, tableName: string, timeoutMs = 120_000): Promise<void> {
+  try {
+    await client.send(new CreateTableCommand(tableDefinition(tableName)));
+  } catch (err) {
+    if (!(err instanceof ResourceInUseException)) throw err;
+  }
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    if (Table?.TableStatus === 'ACTIVE') return;
+    if (Date.now() > deadline) throw new Error(`DynamoDB table ${tableName} not ACTIVE after ${timeoutMs} ms (status ${Table?.TableStatus})`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}

@@ -1,0 +1,33 @@
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import { migrate } from './schema.js';
+import { pgliteSql, pgSql, type Sql } from './sql.js';
+
+export interface PostgresHandle {
+  readonly sql: Sql;
+  close(): Promise<void>;
+}
+
+/** A `pg` pool on DATABASE_URL (or the given config), schema migrated. */
+export async function connectPostgres(config: pg.PoolConfig = { connectionString: process.env.DATABASE_URL }): Promise<PostgresHandle & { pool: pg.Pool }> {
+  if (!config.connectionString && !config.host) throw new Error('PostgreSQL: set DATABASE_URL or pass a connection config');
+  const pool = new pg.Pool({ max: 10, ...config });
+  // An idle client whose server went away emits 'error'; without a listener that kills the process.
+  pool.on('error', () => undefined);
+  const sql = pgSql(pool);
+  try {
+    await migrate(sql);
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+  return { sql, pool, close: () => pool.end() };
+}
+
+/** Embedded PGlite in `dataDir` (in memory when omitted), schema migrated. */
+export async function openPglite(dataDir?: string): Promise<PostgresHandle & { db: PGlite }> {
+  const db = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  const sql = pgliteSql(db);
+  await migrate(sql);
+  return { sql, db, close: () => db.close() };
+}

@@ -1,0 +1,81 @@
+import type { PGlite, Transaction } from '@electric-sql/pglite';
+import type pg from 'pg';
+
+/**
+ * The one SQL port both PostgreSQL drivers satisfy, so the same statements
+ * run on a server (`pg`, the Aurora path) and embedded (PGlite).
+ */
+export interface Sql {
+  query<R extends object = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
+  /** Runs a script of several statements, no parameters (migrations). */
+  exec(script: string): Promise<void>;
+  /** Runs `fn` in one transaction (READ COMMITTED); inside a transaction it just runs `fn`. */
+  transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
+}
+
+/** int8/bigint: `pg` returns strings, PGlite numbers. Both become a checked JS number. */
+export function toInt(value: unknown, column = 'value'): number {
+  const n = typeof value === 'number' ? value : typeof value === 'bigint' ? Number(value) : Number.parseInt(String(value), 10);
+  if (!Number.isSafeInteger(n)) throw new Error(`${column}: expected a safe integer, got ${String(value)}`);
+  return n;
+}
+
+/** timestamptz: both drivers give a Date; tolerate strings from other paths. */
+export function toMillis(value: unknown, column = 'value'): number {
+  const ms = value instanceof Date ? value.getTime() : new Date(String(value)).getTime();
+  if (Number.isNaN(ms)) throw new Error(`${column}: expected a timestamp, got ${String(value)}`);
+  return ms;
+}
+
+function inTransaction(query: Sql['query'], exec: Sql['exec']): Sql {
+  const tx: Sql = { query, exec, transaction: (fn) => fn(tx) };
+  return tx;
+}
+
+export function pgSql(pool: pg.Pool): Sql {
+  return {
+    query: async (text, params) => pool.query(text, params as unknown[]),
+    exec: async (script) => {
+      await pool.query(script);
+    },
+    async transaction(fn) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(
+          inTransaction(
+            async (text, params) => client.query(text, params as unknown[]),
+            async (script) => {
+              await client.query(script);
+            },
+          ),
+        );
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true; // connection is gone; do not return it to the pool
+        }
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+  };
+}
+
+export function pgliteSql(db: PGlite | Transaction): Sql {
+  const query: Sql['query'] = async (text, params) => db.query(text, params as unknown[]);
+  const exec: Sql['exec'] = async (script) => {
+    await db.exec(script);
+  };
+  if (!('transaction' in db)) return inTransaction(query, exec);
+  return {
+    query,
+    exec,
+    transaction: (fn) => db.transaction((tx) => fn(pgliteSql(tx))),
+  };
+}

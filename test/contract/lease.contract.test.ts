@@ -1,0 +1,230 @@
+/**
+ * The lease contract (DESIGN.md "Lease semantics"), one suite for every
+ * backend. Time is a ManualClock; nothing here sleeps.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FencedError } from '../../shared/lease/fencing.js';
+import { LeaseElector, type LeaseElectorOptions, type StopReason } from '../../shared/lease/elector.js';
+import type { LeaseRecord } from '../../shared/lease/record.js';
+import type { LeaseStore } from '../../shared/lease/store.js';
+import { BACKENDS, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { ManualClock } from '../support/clock.js';
+
+const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100, isLeaderCacheMs: 1_000 };
+
+describe.each(BACKENDS)('lease contract on %s', (backendName) => {
+  let backend: LeaseBackend;
+  beforeAll(async () => {
+    backend = await openBackend(backendName);
+  });
+  afterAll(async () => {
+    await backend?.close();
+  });
+
+  function elector(holderId: string, name: string, clock: ManualClock, extra: Partial<LeaseElectorOptions> = {}, store: LeaseStore = backend.store) {
+    return new LeaseElector(store, { name, holderId, clock, ...TIMINGS, ...extra });
+  }
+
+  it('acquires an absent lease at epoch 0', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const a = elector('a', name, clock);
+    const res = await a.campaign();
+    expect(res.leader).toBe(true);
+    expect(a.token()).toEqual({ name, holder: 'a', epoch: 0 });
+    expect(a.state).toBe('leader');
+    const row = await backend.store.read(name);
+    expect(row).toMatchObject({ name, holder: 'a', epoch: 0, version: 0, expiresAt: clock.now() + TIMINGS.ttlMs });
+  });
+
+  it('renews without changing the epoch', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const a = elector('a', name, clock);
+    await a.campaign();
+    const before = (await backend.store.read(name))!;
+    clock.advance(TIMINGS.renewIntervalMs);
+    expect((await a.campaign()).leader).toBe(true);
+    const after = (await backend.store.read(name))!;
+    expect(after.epoch).toBe(before.epoch);
+    expect(after.version).toBe(before.version + 1);
+    expect(after.expiresAt).toBe(clock.now() + TIMINGS.ttlMs);
+    expect(a.stats.renewals).toBe(1);
+  });
+
+  it('a contender waits while the lease is valid, and steals at expiry + skew with epoch + 1', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const a = elector('a', name, clock);
+    const b = elector('b', name, clock);
+    await a.campaign();
+    const held = (await backend.store.read(name))!;
+
+    expect((await b.campaign()).leader).toBe(false);
+    expect(b.state).toBe('follower');
+    // Fast takeover: b schedules its next attempt for the instant the lease becomes stealable.
+    expect(b.nextDelay(clock.now())).toBeLessThanOrEqual(held.expiresAt + TIMINGS.clockSkewMs - clock.now());
+
+    clock.set(held.expiresAt + TIMINGS.clockSkewMs - 1);
+    expect((await b.campaign()).leader).toBe(false);
+    clock.set(held.expiresAt + TIMINGS.clockSkewMs);
+    expect((await b.campaign()).leader).toBe(true);
+    expect(b.token()).toEqual({ name, holder: 'b', epoch: 1 });
+    expect(await backend.store.read(name)).toMatchObject({ holder: 'b', epoch: 1 });
+  });
+
+  it('a holder whose lease was stolen is fenced: renew returns false and its writes are rejected', async () => {
+    const name = uniqueName('lease');
+    // Separate clocks: a's runs behind, so a still believes it leads when b steals.
+    const clockA = new ManualClock();
+    const clockB = new ManualClock();
+    const stops: StopReason[] = [];
+    const a = elector('a', name, clockA, { onStoppedLeading: (_t, reason) => stops.push(reason) });
+    const b = elector('b', name, clockB);
+    await a.campaign();
+    const tokenA = a.token()!;
+    await backend.fencedPut(tokenA, 'k', 'a-before');
+
+    clockB.advance(TIMINGS.ttlMs + TIMINGS.clockSkewMs);
+    expect((await b.campaign()).leader).toBe(true);
+    expect(a.token()).toEqual(tokenA); // a's own clock says it still leads…
+
+    await expect(backend.fencedPut(tokenA, 'k', 'a-after')).rejects.toMatchObject({
+      name: 'FencedError',
+      current: { holder: 'b', epoch: 1 },
+    }); // …but the store says no.
+    expect(await backend.probe('k')).toBe('a-before');
+
+    clockA.advance(TIMINGS.renewIntervalMs);
+    expect((await a.campaign()).leader).toBe(false);
+    expect(a.token()).toBeNull();
+    expect(stops).toEqual(['fenced']);
+    await backend.fencedPut(b.token()!, 'k', 'b');
+    expect(await backend.probe('k')).toBe('b');
+  });
+
+  it('a fenced write with a token for a lease that does not exist is rejected', async () => {
+    const err = await backend.fencedPut({ name: uniqueName('none'), holder: 'a', epoch: 0 }, 'k2', 'v').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FencedError);
+    expect((err as FencedError).current).toBeNull();
+  });
+
+  it('resign releases without deleting: the next acquisition is epoch + 1, never a reset', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const a = elector('a', name, clock);
+    const b = elector('b', name, clock);
+    await a.campaign();
+    await a.resign();
+    expect(a.token()).toBeNull();
+    const released = await backend.store.read(name);
+    expect(released).toMatchObject({ holder: null, epoch: 0 });
+    expect(released!.expiresAt).toBeLessThan(clock.now());
+
+    // Released rows are taken at once: no waiting out the old expiry.
+    expect((await b.campaign()).leader).toBe(true);
+    expect(b.token()?.epoch).toBe(1);
+    await b.resign();
+    expect((await a.campaign()).leader).toBe(true);
+    expect(a.token()?.epoch).toBe(2);
+    await expect(backend.fencedPut({ name, holder: 'a', epoch: 0 }, 'k3', 'stale')).rejects.toBeInstanceOf(FencedError);
+  });
+
+  it('stop() resigns; stop({ resign: false }) leaves the row held until it expires', async () => {
+    const clock = new ManualClock();
+    const n1 = uniqueName('lease');
+    const a = elector('a', n1, clock);
+    await a.campaign();
+    await a.stop();
+    expect(a.state).toBe('stopped');
+    expect(await backend.store.read(n1)).toMatchObject({ holder: null, epoch: 0 });
+
+    const n2 = uniqueName('lease');
+    const c = elector('c', n2, clock);
+    await c.campaign();
+    await c.stop({ resign: false });
+    expect(await backend.store.read(n2)).toMatchObject({ holder: 'c', epoch: 0 });
+  });
+
+  it('isLeader is cached, but never past the holder’s expiry minus the skew margin', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    let reads = 0;
+    const counting: LeaseStore = {
+      read: (n) => {
+        reads++;
+        return backend.store.read(n);
+      },
+      compareAndSwap: (e, n) => backend.store.compareAndSwap(e, n),
+    };
+    const a = elector('a', name, clock, {}, counting);
+    await a.campaign();
+    const row = (await backend.store.read(name))!;
+
+    clock.set(row.expiresAt - TIMINGS.clockSkewMs - 60);
+    const readsBefore = reads;
+    expect(await a.isLeader()).toBe(true); // cache older than 1 s: reads the row
+    expect(reads).toBe(readsBefore + 1);
+    clock.advance(50);
+    expect(await a.isLeader()).toBe(true); // within the cache window: no read
+    expect(reads).toBe(readsBefore + 1);
+    clock.advance(10); // now exactly expiry − skew; the cache is 60 ms old
+    expect(await a.isLeader()).toBe(false);
+    expect(a.token()).toBeNull();
+  });
+
+  it('reports state changes through onStartedLeading, onStoppedLeading and onNewLeader', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const events: string[] = [];
+    const a = elector('a', name, clock, {
+      onStartedLeading: (t) => events.push(`a started ${t.epoch}`),
+      onStoppedLeading: (t, r) => events.push(`a stopped ${t.epoch} ${r}`),
+    });
+    const b = elector('b', name, clock, { onNewLeader: (l) => events.push(`b sees ${l.holder ?? 'nobody'}@${l.epoch}`) });
+    await a.campaign();
+    await b.campaign();
+    await a.resign();
+    await b.campaign();
+    // b reads the released row (nobody leads) before it takes it.
+    expect(events).toEqual(['a started 0', 'b sees a@0', 'a stopped 0 resigned', 'b sees nobody@0', 'b sees b@1']);
+  });
+
+  it('a row held by this holder id (another invocation of the same node) is adopted at its epoch', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const first = elector('node-1', name, clock);
+    await first.campaign();
+    const second = elector('node-1', name, clock);
+    expect((await second.campaign()).leader).toBe(true);
+    expect(second.token()).toEqual({ name, holder: 'node-1', epoch: 0 });
+  });
+
+  it('versions only grow and the row survives every transition', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const a = elector('a', name, clock);
+    const b = elector('b', name, clock);
+    const seen: LeaseRecord[] = [];
+    const snap = async () => seen.push((await backend.store.read(name))!);
+    await a.campaign();
+    await snap();
+    clock.advance(1_000);
+    await a.campaign();
+    await snap();
+    await a.resign();
+    await snap();
+    await b.campaign();
+    await snap();
+    clock.advance(TIMINGS.ttlMs + TIMINGS.clockSkewMs);
+    await a.campaign();
+    await snap();
+    expect(seen.map((r) => [r.holder, r.epoch, r.version])).toEqual([
+      ['a', 0, 0],
+      ['a', 0, 1],
+      [null, 0, 2],
+      ['b', 1, 3],
+      ['a', 2, 4],
+    ]);
+  });
+});

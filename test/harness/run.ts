@@ -1,0 +1,129 @@
+/**
+ * One entry for every test suite and benchmark: starts the services a suite
+ * needs, runs it with their endpoints in the environment, and always stops
+ * them (also on failure and Ctrl-C).
+ *
+ *   node --import tsx test/harness/run.ts <all|unit|contract|integration|infra|services|bench NAME> [args…]
+ *
+ * When run as root with `unshare` and `ip` available, and every service is
+ * local, the run moves into a fresh loopback-only network namespace first:
+ * DynamoDB Local binds all interfaces and cannot be told otherwise.
+ * ROLLOUT_TEST_NETNS=off disables that.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { startServices, type ServiceSet } from './services.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const bin = (name: string) => resolve(root, 'node_modules/.bin', name);
+
+type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'infra' | 'services' | 'bench';
+const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'infra', 'services', 'bench'];
+
+const [modeArg, ...rest] = process.argv.slice(2);
+if (!modes.includes(modeArg as Mode)) {
+  console.error(`usage: run.ts <${modes.join('|')}> [args]\n  got: ${modeArg ?? '(nothing)'}`);
+  process.exit(2);
+}
+const mode = modeArg as Mode;
+const needsServices = mode !== 'unit' && mode !== 'infra';
+
+function externalEndpoints(): boolean {
+  const e = process.env;
+  return Boolean(e.DATABASE_URL || e.AWS_ENDPOINT_URL || e.AWS_ENDPOINT_URL_DYNAMODB || e.AWS_ENDPOINT_URL_SQS || e.ROLLOUT_TEST_AWS === 'account');
+}
+
+/** Re-run this same command inside `unshare --net` with loopback up, if that works here. */
+function reexecIsolated(): number | undefined {
+  if (!needsServices || process.env.ROLLOUT_IN_NETNS || process.env.ROLLOUT_TEST_NETNS === 'off') return undefined;
+  if (externalEndpoints()) return undefined; // a given endpoint would be unreachable from inside
+  const probe = spawnSync('unshare', ['--net', 'sh', '-c', 'ip link set lo up'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    const why = probe.error ? probe.error.message : probe.stderr.trim() || `exit ${probe.status}`;
+    console.warn(`[harness] network isolation unavailable (unshare --net: ${why}); services bind on this host's interfaces. Set ROLLOUT_TEST_NETNS=off to silence.`);
+    return undefined;
+  }
+  const argv = [process.execPath, ...process.execArgv, ...process.argv.slice(1)];
+  const child = spawnSync('unshare', ['--net', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', ...argv], {
+    stdio: 'inherit',
+    env: { ...process.env, ROLLOUT_IN_NETNS: '1' },
+  });
+  return child.status ?? 1;
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { stdio: 'inherit', env, cwd: root });
+    child.on('exit', (code, signal) => done(code ?? (signal ? 1 : 0)));
+    child.on('error', (err) => {
+      console.error(`[harness] ${cmd}: ${err.message}`);
+      done(1);
+    });
+  });
+}
+
+async function main(): Promise<number> {
+  const isolated = reexecIsolated();
+  if (isolated !== undefined) return isolated;
+
+  const started = Date.now();
+  if (mode === 'all') {
+    console.log('[harness] lint');
+    if ((await run(bin('eslint'), ['.'])) !== 0) return 1;
+    console.log('[harness] typecheck');
+    if ((await run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'])) !== 0) return 1;
+  }
+
+  let services: ServiceSet | undefined;
+  const shutdown = async () => {
+    const s = services;
+    services = undefined;
+    await s?.stop();
+  };
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      console.error(`[harness] ${sig}: stopping services`);
+      void shutdown().finally(() => process.exit(130));
+    });
+  }
+
+  try {
+    if (needsServices) {
+      const t0 = Date.now();
+      services = await startServices();
+      const where = process.env.ROLLOUT_IN_NETNS ? ' (loopback-only network namespace)' : '';
+      console.log(`[harness] services up in ${Date.now() - t0} ms: ${services.started.join(', ') || 'none (all given)'}${where}`);
+    }
+    const env = { ...process.env, ...services?.env };
+
+    if (mode === 'services') {
+      for (const [k, v] of Object.entries(services?.env ?? {})) console.log(`export ${k}=${v}`);
+      console.log('[harness] services running; Ctrl-C stops them');
+      await new Promise(() => undefined);
+    }
+    if (mode === 'bench') {
+      const [name, ...args] = rest;
+      const file = resolve(root, 'test/bench', `${name ?? ''}.ts`);
+      if (!name || !existsSync(file)) {
+        console.error(`usage: npm run bench -- <name>   (test/bench/<name>.ts; got ${name ?? 'nothing'})`);
+        return 2;
+      }
+      return await run(process.execPath, ['--import', 'tsx', file, ...args], env);
+    }
+    const dirs = mode === 'all' ? [] : [`test/${mode}`];
+    const code = await run(bin('vitest'), ['run', ...dirs, ...rest], env);
+    console.log(`[harness] ${mode}: ${code === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    return code;
+  } finally {
+    await shutdown();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error('[harness]', err instanceof Error ? err.message : err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,121 @@
+/**
+ * The three store backends as the contract suites see them, each over a real
+ * server (PostgreSQL, DynamoDB Local) or the real embedded engine (PGlite),
+ * isolated per fixture: a fresh schema, a fresh PGlite, a fresh table.
+ */
+import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { LeaseToken } from '../../shared/lease/record.js';
+import type { LeaseStore } from '../../shared/lease/store.js';
+import { fencedTransactWrite } from '../../shared/store/dynamodb/fence.js';
+import { DynamoLeaseStore } from '../../shared/store/dynamodb/lease-store.js';
+import { ensureTable } from '../../shared/store/dynamodb/table.js';
+import { connectPostgres, openPglite } from '../../shared/store/postgres/connect.js';
+import { withFence } from '../../shared/store/postgres/fence.js';
+import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
+import type { Sql } from '../../shared/store/postgres/sql.js';
+
+export type BackendName = 'postgres' | 'pglite' | 'dynamodb';
+export const BACKENDS: readonly BackendName[] = ['postgres', 'pglite', 'dynamodb'];
+
+export interface LeaseBackend {
+  readonly name: BackendName;
+  readonly store: LeaseStore;
+  /** Writes key = value through the backend's real fenced-write primitive. */
+  fencedPut(token: LeaseToken, key: string, value: string): Promise<void>;
+  probe(key: string): Promise<string | null>;
+  close(): Promise<void>;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(5).toString('hex')}`;
+}
+
+function required(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run the suites through \`npm test\` / \`npm run test:contract\`, which start the services`);
+  return v;
+}
+
+const PROBE_DDL = 'CREATE TABLE fence_probe (key text PRIMARY KEY, value text NOT NULL)';
+
+function sqlProbe(sql: Sql): Pick<LeaseBackend, 'fencedPut' | 'probe'> {
+  return {
+    fencedPut: (token, key, value) =>
+      withFence(sql, token, async (tx) => {
+        await tx.query('INSERT INTO fence_probe (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
+      }),
+    probe: async (key) => (await sql.query<{ value: string }>('SELECT value FROM fence_probe WHERE key = $1', [key])).rows[0]?.value ?? null,
+  };
+}
+
+/** A fresh schema on the test PostgreSQL; every connection of the pool sees only it. */
+export async function postgresSchema(poolSize = 20): Promise<{ sql: Sql; pool: pg.Pool; schema: string; url: string; close(): Promise<void> }> {
+  const url = required('DATABASE_URL');
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const handle = await connectPostgres({ connectionString: url, max: poolSize, options: `-c search_path=${schema}` });
+  return {
+    ...handle,
+    schema,
+    url,
+    async close() {
+      await handle.close();
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      await c.query(`DROP SCHEMA ${schema} CASCADE`);
+      await c.end();
+    },
+  };
+}
+
+export async function dynamoTable(): Promise<{ client: DynamoDBClient; doc: DynamoDBDocumentClient; table: string; close(): Promise<void> }> {
+  if (!process.env.AWS_ENDPOINT_URL && process.env.ROLLOUT_TEST_AWS !== 'account') required('AWS_ENDPOINT_URL_DYNAMODB');
+  const client = new DynamoDBClient({});
+  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+  const table = uniqueName('rollout-test');
+  await ensureTable(client, table);
+  return {
+    client,
+    doc,
+    table,
+    async close() {
+      await client.send(new DeleteTableCommand({ TableName: table })).catch(() => undefined);
+      client.destroy();
+    },
+  };
+}
+
+export async function openBackend(name: BackendName): Promise<LeaseBackend> {
+  switch (name) {
+    case 'postgres': {
+      const db = await postgresSchema();
+      await db.sql.query(PROBE_DDL);
+      return { name, store: new PostgresLeaseStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
+    }
+    case 'pglite': {
+      const db = await openPglite();
+      await db.sql.query(PROBE_DDL);
+      return { name, store: new PostgresLeaseStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
+    }
+    case 'dynamodb': {
+      const t = await dynamoTable();
+      return {
+        name,
+        store: new DynamoLeaseStore(t.doc, t.table),
+        fencedPut: (token, key, value) =>
+          fencedTransactWrite(t.doc, t.table, token, [{ Put: { TableName: t.table, Item: { pk: `PROBE#${key}`, sk: 'PROBE', value } } }]),
+        probe: async (key) => {
+          const { Item } = await t.doc.send(new GetCommand({ TableName: t.table, Key: { pk: `PROBE#${key}`, sk: 'PROBE' }, ConsistentRead: true }));
+          return typeof Item?.value === 'string' ? Item.value : null;
+        },
+        close: () => t.close(),
+      };
+    }
+  }
+}

@@ -1,0 +1,27 @@
+/** A promise the test opens when it wants the other side to proceed. */
+export interface Gate {
+  readonly wait: Promise<void>;
+  open(): void;
+}
+
+export function gate(): Gate {
+  let open!: () => void;
+  const wait = new Promise<void>((r) => (open = r));
+  return { wait, open };
+}
+
+/** Resolves once `cond` holds; polls a real condition (a server's state), never a fixed sleep. */
+export async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 10_000, everyMs = 5): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Whether a promise has settled, without waiting for it. */
+export async function settled(p: Promise<unknown>): Promise<boolean> {
+  const marker = Symbol('pending');
+  const winner = await Promise.race([p.then(() => true, () => true), Promise.resolve(marker)]);
+  return winner !== marker;
+}

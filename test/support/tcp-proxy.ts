@@ -1,0 +1,71 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+/**
+ * A loopback TCP proxy in front of a real server, to make the network lie:
+ * - `dropNextReply()`: the next bytes the server sends on any connection are
+ *   swallowed and that connection is cut — the request was delivered and
+ *   committed, the reply was lost;
+ * - `blackhole(true)`: stop forwarding in both directions without closing —
+ *   a silent partition.
+ */
+export class FaultyProxy {
+  private server: Server | undefined;
+  private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
+  private dropArmed = false;
+  private holes = false;
+  dropped = 0;
+  port = 0;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  async start(): Promise<this> {
+    this.server = createServer((client) => {
+      const upstream = connect(this.targetPort, this.targetHost);
+      const pair = { client, upstream };
+      this.pairs.add(pair);
+      const close = () => {
+        this.pairs.delete(pair);
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', close).on('close', close);
+      upstream.on('error', close).on('close', close);
+      client.on('data', (b: Buffer) => {
+        if (!this.holes) upstream.write(b);
+      });
+      upstream.on('data', (b: Buffer) => {
+        if (this.holes) return;
+        if (this.dropArmed) {
+          this.dropArmed = false;
+          this.dropped++;
+          close();
+          return;
+        }
+        client.write(b);
+      });
+    });
+    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', () => r()));
+    const addr = this.server.address();
+    this.port = addr && typeof addr === 'object' ? addr.port : 0;
+    return this;
+  }
+
+  dropNextReply(): void {
+    this.dropArmed = true;
+  }
+
+  blackhole(on: boolean): void {
+    this.holes = on;
+  }
+
+  async stop(): Promise<void> {
+    for (const p of this.pairs) {
+      p.client.destroy();
+      p.upstream.destroy();
+    }
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+}
