@@ -111,7 +111,9 @@ async function main(): Promise<number> {
       }
       return await run(process.execPath, ['--import', 'tsx', file, ...args], env);
     }
-    const dirs = mode === 'all' ? [] : [`test/${mode}`];
+    // Explicit files or directories narrow the run; otherwise the mode's directory.
+    const narrowed = rest.some((a) => !a.startsWith('-'));
+    const dirs = mode === 'all' || narrowed ? [] : [`test/${mode}`];
     const code = await run(bin('vitest'), ['run', ...dirs, ...rest], env);
     console.log(`[harness] ${mode}: ${code === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     return code;
