@@ -46,10 +46,10 @@ export interface LeaderElector {
 }
 
 export interface ElectorCallbacks {
-  onStartedLeading?(token: LeaseToken): void;
-  onStoppedLeading?(token: LeaseToken, reason: StopReason): void;
+  onStartedLeading?: (token: LeaseToken) => void;
+  onStoppedLeading?: (token: LeaseToken, reason: StopReason) => void;
   /** The observed leader changed (holder null: nobody leads). */
-  onNewLeader?(leader: { holder: string | null; epoch: number }): void;
+  onNewLeader?: (leader: { holder: string | null; epoch: number }) => void;
 }
 
 const electorOptionsSchema = z.object({

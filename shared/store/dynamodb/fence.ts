@@ -59,11 +59,11 @@ export async function fencedTransactWrite(
     const reasons = err.CancellationReasons ?? [];
     const fence = reasons[0];
     if (fence?.Code === 'ConditionalCheckFailed') {
-      const row = plainItem(fence.Item as Record<string, unknown> | undefined);
+      const row = plainItem(fence.Item);
       throw new FencedError(token, row ? { holder: typeof row.holder === 'string' ? row.holder : null, epoch: Number(row.epoch) } : null);
     }
     const failed = reasons
-      .map((r, i) => ({ index: i - 1, code: r.Code ?? 'Unknown', item: plainItem(r.Item as Record<string, unknown> | undefined) }))
+      .map((r, i) => ({ index: i - 1, code: r.Code ?? 'Unknown', item: plainItem(r.Item) }))
       .filter((r) => r.index >= 0 && r.code !== 'None');
     throw new WriteConditionFailedError(failed, { cause: err });
   }
