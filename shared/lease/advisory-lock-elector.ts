@@ -162,7 +162,7 @@ export class AdvisoryLockElector implements LeaderElector {
     const client = this.client;
     this.client = null;
     if (client) destroy(client);
-    this.stepDown('fenced');
+    this.stepDown('lost');
   }
 
   private async tryAcquire(): Promise<void> {

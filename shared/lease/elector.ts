@@ -32,7 +32,12 @@ import { z } from 'zod';
  */
 
 export type ElectorState = 'follower' | 'candidate' | 'leader' | 'stopped';
-export type StopReason = 'fenced' | 'expired' | 'resigned' | 'stopped';
+/**
+ * fenced: the store shows another holder or epoch. expired: our own view of the
+ * lease ran out unrenewed. lost: the session holding an advisory lock died.
+ * resigned / stopped: we let go.
+ */
+export type StopReason = 'fenced' | 'expired' | 'lost' | 'resigned' | 'stopped';
 
 export interface LeaderElector {
   readonly holderId: string;

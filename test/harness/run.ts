@@ -11,8 +11,9 @@
  * ROLLOUT_TEST_NETNS=off disables that.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { startServices, type ServiceSet } from './services.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -35,7 +36,7 @@ function externalEndpoints(): boolean {
 }
 
 /** Re-run this same command inside `unshare --net` with loopback up, if that works here. */
-function reexecIsolated(): number | undefined {
+async function reexecIsolated(): Promise<number | undefined> {
   if (!needsServices || process.env.ROLLOUT_IN_NETNS || process.env.ROLLOUT_TEST_NETNS === 'off') return undefined;
   if (externalEndpoints()) return undefined; // a given endpoint would be unreachable from inside
   const probe = spawnSync('unshare', ['--net', 'sh', '-c', 'ip link set lo up'], { encoding: 'utf8' });
@@ -45,11 +46,13 @@ function reexecIsolated(): number | undefined {
     return undefined;
   }
   const argv = [process.execPath, ...process.execArgv, ...process.argv.slice(1)];
-  const child = spawnSync('unshare', ['--net', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', ...argv], {
+  const child = spawn('unshare', ['--net', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', ...argv], {
     stdio: 'inherit',
     env: { ...process.env, ROLLOUT_IN_NETNS: '1' },
   });
-  return child.status ?? 1;
+  // A signal sent to this process alone (a CI timeout) must still reach the run inside, which owns the services.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => child.kill(sig));
+  return new Promise((done) => child.on('exit', (code, signal) => done(code ?? (signal ? 1 : 0))));
 }
 
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -63,8 +66,18 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env):
   });
 }
 
+/** A plain `N passed, N failed` line, read from vitest's JSON report. */
+function closingLine(report: string): string {
+  try {
+    const r = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number; numPendingTests: number };
+    return `tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed${r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''}`;
+  } catch {
+    return 'tests: no report (vitest did not finish)';
+  }
+}
+
 async function main(): Promise<number> {
-  const isolated = reexecIsolated();
+  const isolated = await reexecIsolated();
   if (isolated !== undefined) return isolated;
 
   const started = Date.now();
@@ -76,11 +89,9 @@ async function main(): Promise<number> {
   }
 
   let services: ServiceSet | undefined;
-  const shutdown = async () => {
-    const s = services;
-    services = undefined;
-    await s?.stop();
-  };
+  // One shutdown, shared by the signal handler and the normal path, so neither exits while the other is still removing files.
+  let stopping: Promise<void> | undefined;
+  const shutdown = () => (stopping ??= services ? services.stop() : Promise.resolve());
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(sig, () => {
       console.error(`[harness] ${sig}: stopping services`);
@@ -114,8 +125,11 @@ async function main(): Promise<number> {
     // Explicit files or directories narrow the run; otherwise the mode's directory.
     const narrowed = rest.some((a) => !a.startsWith('-'));
     const dirs = mode === 'all' || narrowed ? [] : [`test/${mode}`];
-    const code = await run(bin('vitest'), ['run', ...dirs, ...rest], env);
+    const report = join(mkdtempSync(join(tmpdir(), 'rollout-vitest-')), 'report.json');
+    const code = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], env);
     console.log(`[harness] ${mode}: ${code === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(closingLine(report));
+    rmSync(dirname(report), { recursive: true, force: true });
     return code;
   } finally {
     await shutdown();

@@ -85,7 +85,7 @@ describe('advisory-lock elector', () => {
     expect(b.e.token()).toEqual({ name, holder: 'b', epoch: oldToken.epoch + 1 });
     await expect(put(oldToken, 'a-late')).rejects.toBeInstanceOf(FencedError);
     await put(b.e.token()!, 'b');
-    expect(events.slice(0, 3)).toEqual(['a started 0', 'a stopped 0 fenced', 'b started 1']);
+    expect(events.slice(0, 3)).toEqual(['a started 0', 'a stopped 0 lost', 'b started 1']);
     // a is back as a follower on a new session, not a second leader.
     await until('a reconnects', () => a.e.sessionPid !== null);
     expect(a.e.state).toBe('follower');
