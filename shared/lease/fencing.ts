@@ -24,10 +24,6 @@ export class FencedError extends Error {
   }
 }
 
-export function isFencedError(err: unknown): err is FencedError {
-  return err instanceof FencedError;
-}
-
 export function matchesToken(view: LeaseHolderView | null | undefined, token: LeaseToken): boolean {
   return view !== null && view !== undefined && view.holder === token.holder && view.epoch === token.epoch;
 }

@@ -9,6 +9,7 @@ import type { LeaseRecord } from '../../shared/lease/record.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
 import { BACKENDS, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
+import { until } from '../support/gate.js';
 
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100, isLeaderCacheMs: 1_000 };
 
@@ -198,6 +199,26 @@ describe.each(BACKENDS)('lease contract on %s', (backendName) => {
     const second = elector('node-1', name, clock);
     expect((await second.campaign()).leader).toBe(true);
     expect(second.token()).toEqual({ name, holder: 'node-1', epoch: 0 });
+  });
+
+  it('the running loop: a follower takes a crashed leader’s lease once it is stealable, never before', async () => {
+    const name = uniqueName('loop');
+    const timings = { ttlMs: 600, renewIntervalMs: 200, retryIntervalMs: 150, clockSkewMs: 20 };
+    const started = new Map<string, number>();
+    const make = (id: string) =>
+      new LeaseElector(backend.store, { name, holderId: id, ...timings, onStartedLeading: () => started.set(id, Date.now()) });
+    const a = make('a');
+    a.start();
+    await until('a leads', () => a.state === 'leader');
+    const b = make('b');
+    b.start();
+    await until('b has seen a as leader', () => b.lastObserved()?.holder === 'a');
+    await a.stop({ resign: false }); // a crash: no resign
+    const last = (await backend.store.read(name))!;
+    await until('b takes over', () => started.has('b'), 5_000);
+    await b.stop();
+    expect(started.get('b')!).toBeGreaterThanOrEqual(last.expiresAt + timings.clockSkewMs);
+    expect(await backend.store.read(name)).toMatchObject({ holder: null, epoch: 1 });
   });
 
   it('versions only grow and the row survives every transition', async () => {

@@ -4,11 +4,10 @@
  * connection. The elector must settle the outcome by re-reading the row and
  * report the true state — never assume the write failed.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
+import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
 import { DynamoLeaseStore } from '../../shared/store/dynamodb/lease-store.js';
 import { connectPostgres } from '../../shared/store/postgres/connect.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
@@ -99,8 +98,7 @@ describe('lost replies', () => {
     const endpoint = new URL(process.env.AWS_ENDPOINT_URL_DYNAMODB ?? process.env.AWS_ENDPOINT_URL!);
     const ddbProxy = await new FaultyProxy(endpoint.hostname, Number(endpoint.port)).start();
     closers.push(() => ddbProxy.stop());
-    const proxied = (maxAttempts: number) =>
-      DynamoDBDocumentClient.from(new DynamoDBClient({ endpoint: `http://127.0.0.1:${ddbProxy.port}`, maxAttempts }));
+    const proxied = (maxAttempts: number) => dynamoDocumentClient({ endpoint: `http://127.0.0.1:${ddbProxy.port}`, maxAttempts });
     rigs.dynamodb = { direct: new DynamoLeaseStore(t.doc, t.table), viaProxy: new DynamoLeaseStore(proxied(3), t.table), proxy: ddbProxy };
     // …and with retries off, so the elector's own re-read settles it.
     rigs.dynamodbNoRetry = { direct: new DynamoLeaseStore(t.doc, t.table), viaProxy: new DynamoLeaseStore(proxied(1), t.table), proxy: ddbProxy };

@@ -4,7 +4,8 @@
  * isolated per fixture: a fresh schema, a fresh PGlite, a fresh table.
  */
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { LeaseToken } from '../../shared/lease/record.js';
@@ -77,7 +78,7 @@ export async function postgresSchema(poolSize = 20): Promise<{ sql: Sql; pool: p
 export async function dynamoTable(): Promise<{ client: DynamoDBClient; doc: DynamoDBDocumentClient; table: string; close(): Promise<void> }> {
   if (!process.env.AWS_ENDPOINT_URL && process.env.ROLLOUT_TEST_AWS !== 'account') required('AWS_ENDPOINT_URL_DYNAMODB');
   const client = new DynamoDBClient({});
-  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+  const doc = dynamoDocumentClient(client);
   const table = uniqueName('rollout-test');
   await ensureTable(client, table);
   return {
