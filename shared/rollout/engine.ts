@@ -1,0 +1,125 @@
+import type { Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
+import type { EventBus } from '../events/bus.js';
+import type { LeaderElector, LeaseElector } from '../lease/elector.js';
+import type { LeaseToken } from '../lease/record.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import { evaluate } from './evaluate.js';
+import type { RolloutEvent } from './events.js';
+import type { RolloutView } from './model.js';
+import { UnknownRolloutError, type RolloutStore } from './store.js';
+import { planTransition, TransitionRejectedError, type Transition } from './transitions.js';
+
+/** Who leads now: a token to fence writes with, or null. */
+export type Leadership = () => Promise<LeaseToken | null>;
+
+/** For a process whose elector loop runs: the cached local view (IsLeader). */
+export function leadershipOf(elector: LeaderElector): Leadership {
+  return async () => ((await elector.isLeader()) ? elector.token() : null);
+}
+
+/** For a short-lived invocation (Lambda): one campaign step, then the result. */
+export function campaignEachTime(elector: LeaseElector): Leadership {
+  return async () => ((await elector.campaign()).leader ? elector.token() : null);
+}
+
+export interface Action {
+  readonly rolloutId: string;
+  readonly transition: Transition['kind'];
+  readonly stage?: number;
+  /** False: the state evaluated had moved on when we wrote; nothing was written. */
+  readonly applied: boolean;
+  readonly events: readonly RolloutEvent[];
+}
+
+export interface EngineOptions {
+  store: RolloutStore;
+  bus: EventBus;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+/**
+ * The evaluation code both promoters share. Each decision of the pure
+ * evaluator becomes a plan on exactly the state read, applied as one fenced
+ * conditional write; its events go out from the outbox afterwards.
+ */
+export class RolloutEngine {
+  readonly store: RolloutStore;
+  private readonly bus: EventBus;
+  readonly clock: Clock;
+  private readonly logger: Logger;
+
+  constructor(opts: EngineOptions) {
+    this.store = opts.store;
+    this.bus = opts.bus;
+    this.clock = opts.clock ?? systemClock;
+    this.logger = opts.logger ?? silentLogger;
+  }
+
+  async evaluate(rolloutId: string, token: LeaseToken): Promise<Action[]> {
+    const view = await this.store.load(rolloutId);
+    if (!view) throw new UnknownRolloutError(rolloutId);
+    return this.evaluateView(view, token);
+  }
+
+  /** Apply decisions until the evaluator has none (or our reading goes stale). FencedError propagates. */
+  async evaluateView(initial: RolloutView, token: LeaseToken): Promise<Action[]> {
+    const actions: Action[] = [];
+    let view: RolloutView | null = initial;
+    // Bounded: each applied step activates, promotes or ends one stage.
+    for (let step = 0; view && step <= 2 * view.stages.length + 2; step++) {
+      const decision = evaluate(view, this.clock.now());
+      if (!decision) break;
+      const action = await this.applyTo(view, decision, token, `promoter:${token.holder}`);
+      actions.push(action);
+      if (!action.applied) break; // another writer moved it; its own evaluation (or the next tick) goes on from there
+      view = await this.store.load(view.rollout.id);
+    }
+    return actions;
+  }
+
+  private async applyTo(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Promise<Action> {
+    const plan = planTransition(view, t, { now: this.clock.now(), token, actor });
+    const applied = await this.store.apply(token, plan);
+    const stage = 'stage' in t ? t.stage : undefined;
+    if (applied) {
+      this.logger.info('rollout transition', { rolloutId: view.rollout.id, transition: t.kind, stage, epoch: token.epoch });
+      await this.publish(plan.events);
+    }
+    return { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied, events: applied ? plan.events : [] };
+  }
+
+  /**
+   * A manual command on the rollout as it is now. Retries on a fresh reading
+   * if a promoter moved the rollout between our read and our write; refuses
+   * (TransitionRejectedError) when the command does not apply.
+   */
+  async command(rolloutId: string, make: (view: RolloutView) => Transition, token: LeaseToken, actor: string): Promise<Action> {
+    for (let attempt = 0; ; attempt++) {
+      const view = await this.store.load(rolloutId);
+      if (!view) throw new UnknownRolloutError(rolloutId);
+      const action = await this.applyTo(view, make(view), token, actor);
+      if (action.applied) return action;
+      if (attempt >= 4) throw new TransitionRejectedError(rolloutId, action.transition, 'the rollout kept changing; try again');
+    }
+  }
+
+  /** Publish, then mark published. On failure the events stay in the outbox for the next flush. */
+  async publish(events: readonly RolloutEvent[]): Promise<void> {
+    if (!events.length) return;
+    try {
+      await this.bus.publish(events);
+      await this.store.markPublished(events.map((e) => e.id));
+    } catch (err) {
+      this.logger.warn('event publish failed; left in the outbox', { count: events.length, error: errorMessage(err) });
+    }
+  }
+
+  /** Re-publish whatever a crash or a failed publish left behind (same ids). */
+  async flushOutbox(limit = 500): Promise<number> {
+    const pending = await this.store.unpublishedEvents(limit);
+    await this.publish(pending);
+    return pending.length;
+  }
+}

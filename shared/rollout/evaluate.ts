@@ -1,0 +1,71 @@
+import { activeStage, type RolloutView } from './model.js';
+
+/**
+ * The pure evaluator: (rollout, stage statuses, signals, now) → the next
+ * decision, or null when nothing should happen. No I/O. Both promoters call
+ * it; each decision is applied as one fenced conditional write on exactly the
+ * state evaluated here, then the view is read again.
+ */
+
+export type Decision =
+  | { readonly kind: 'activate'; readonly stage: number }
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete' }
+  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string }
+  | { readonly kind: 'deadline'; readonly abort: boolean };
+
+export function evaluate(view: RolloutView, now: number): Decision | null {
+  const { rollout, stages } = view;
+  if (rollout.state !== 'running') return null;
+
+  const active = activeStage(view);
+  if (!active) {
+    // The first stage (or, defensively, the next pending one) has not been activated yet.
+    const next = stages.find((s) => s.phase === 'pending');
+    if (next && stages.slice(0, next.index).every((s) => s.phase === 'promoted')) return { kind: 'activate', stage: next.index };
+    return deadline(view, now);
+  }
+
+  const spec = rollout.spec.stages[active.index];
+  if (!spec) throw new Error(`rollout ${rollout.id}: stage ${active.index} is active but the spec has ${rollout.spec.stages.length} stages`);
+  const { gates } = spec;
+
+  // Breaches first: a breach seen together with an elapsed bake still rolls back.
+  const breach = breachOf(view, active.index);
+  if (breach) return { kind: 'rollback', stage: active.index, reason: breach };
+
+  const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
+  const alarmsOk = gates.alarms.every((a) => view.alarms[a] === 'OK');
+  const m = view.metrics.get(active.index);
+  const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
+  if (baked && alarmsOk && enoughTraffic) {
+    const last = active.index === stages.length - 1;
+    return { kind: 'promote', stage: active.index, then: last ? 'complete' : 'activate_next' };
+  }
+  return deadline(view, now);
+}
+
+/** Why the stage's gates are breached, or null. */
+export function breachOf(view: RolloutView, stage: number): string | null {
+  const gates = view.rollout.spec.stages[stage]?.gates;
+  if (!gates) return null;
+  for (const alarm of gates.alarms) {
+    if (view.alarms[alarm] === 'ALARM') return `alarm ${alarm} is in ALARM`;
+  }
+  const m = view.metrics.get(stage);
+  if (!m || m.requests === 0 || m.requests < gates.minRequests) return null;
+  const errorRate = m.errors / m.requests;
+  if (gates.maxErrorRate !== undefined && errorRate > gates.maxErrorRate) {
+    return `error rate ${errorRate.toFixed(4)} > ${gates.maxErrorRate} over ${m.requests} requests`;
+  }
+  if (gates.maxP99LatencyMs !== undefined && m.p99LatencyMs !== null && m.p99LatencyMs > gates.maxP99LatencyMs) {
+    return `p99 latency ${m.p99LatencyMs} ms > ${gates.maxP99LatencyMs} ms`;
+  }
+  return null;
+}
+
+function deadline(view: RolloutView, now: number): Decision | null {
+  const { rollout } = view;
+  if (rollout.deadlineExceededAt !== null) return null;
+  if (now - rollout.lastProgressAt <= rollout.spec.progressDeadlineSeconds * 1000) return null;
+  return { kind: 'deadline', abort: rollout.spec.progressDeadlineAbort };
+}

@@ -1,0 +1,52 @@
+import { createHash } from 'node:crypto';
+
+/** Source of every rollout event on the bus. */
+export const ROLLOUT_SOURCE = 'ai.rollout';
+
+export const ROLLOUT_EVENT_TYPES = [
+  'ai.rollout.stage_activated',
+  'ai.rollout.stage_promoted',
+  'ai.rollout.rollback_detected',
+  'ai.rollout.completed',
+  'ai.rollout.paused',
+  'ai.rollout.resumed',
+  'ai.rollout.aborted',
+  'ai.rollout.retried',
+  'ai.rollout.progress_deadline_exceeded',
+] as const;
+export type RolloutEventType = (typeof ROLLOUT_EVENT_TYPES)[number];
+
+export interface RolloutEventDetail {
+  readonly rolloutId: string;
+  readonly attempt: number;
+  readonly service: string;
+  readonly version: string;
+  /** Stage concerned (promoted, activated, rolled back), when there is one. */
+  readonly stage?: { readonly index: number; readonly name: string; readonly percent: number };
+  /** The stage activated by the same step (stage_promoted). */
+  readonly nextStage?: { readonly index: number; readonly name: string; readonly percent: number };
+  readonly reason?: string;
+  /** Who acted: `promoter:<holder>` for automatic actions, the caller's identity for commands. */
+  readonly actor: string;
+  /** Lease epoch the action was fenced under. */
+  readonly epoch: number;
+}
+
+/**
+ * One event, stored in the outbox in the same atomic write as the transition
+ * it reports, then published. Its id is fixed at that write, so a publish
+ * retried after a crash or a lost reply carries the same id.
+ */
+export interface RolloutEvent {
+  readonly id: string;
+  readonly source: typeof ROLLOUT_SOURCE;
+  readonly detailType: RolloutEventType;
+  /** Milliseconds since the Unix epoch. */
+  readonly time: number;
+  readonly detail: RolloutEventDetail;
+}
+
+/** Deterministic: the same transition of the same rollout version yields the same id. */
+export function rolloutEventId(rolloutId: string, version: number, type: RolloutEventType, discriminator = ''): string {
+  return createHash('sha256').update(`${rolloutId}\u0000${version}\u0000${type}\u0000${discriminator}`).digest('hex').slice(0, 32);
+}

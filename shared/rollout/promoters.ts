@@ -1,0 +1,139 @@
+import { z } from 'zod';
+import { parseConfig } from '../lease/config.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import type { Action, Leadership, RolloutEngine } from './engine.js';
+import type { InboundEvent } from './inbound.js';
+import type { RolloutView } from './model.js';
+import { UnknownRolloutError } from './store.js';
+
+/**
+ * BatchPromoter: every tick (10 s by default) it takes or renews leadership
+ * and, if leader, evaluates every running rollout. It is the correctness
+ * fallback: whatever the streaming path missed, the next tick catches up.
+ * Ticks never overlap: the next is scheduled when the last one ends.
+ */
+export class BatchPromoter {
+  readonly intervalMs: number;
+  private readonly concurrency: number;
+  private readonly logger: Logger;
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private current: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly engine: RolloutEngine,
+    private readonly leadership: Leadership,
+    options: { intervalMs?: number; concurrency?: number; logger?: Logger } = {},
+  ) {
+    const o = parseConfig(
+      'batch promoter',
+      z.object({ intervalMs: z.number().int().positive().default(10_000), concurrency: z.number().int().min(1).max(64).default(8) }),
+      { intervalMs: options.intervalMs, concurrency: options.concurrency },
+    );
+    this.intervalMs = o.intervalMs;
+    this.concurrency = o.concurrency;
+    this.logger = options.logger ?? silentLogger;
+  }
+
+  async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number }> {
+    const token = await this.leadership();
+    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0 };
+    const republished = await this.engine.flushOutbox();
+    const views = await this.engine.store.loadRunning();
+    const actions: Action[] = [];
+    let next = 0;
+    // A FencedError from any rollout ends the whole tick: we are no longer leader.
+    const worker = async () => {
+      while (next < views.length) {
+        const view = views[next++]!;
+        actions.push(...(await this.engine.evaluateView(view, token)));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.concurrency, views.length) }, worker));
+    return { leader: true, evaluated: views.length, actions, republished };
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    const loop = () => {
+      if (!this.running) return;
+      const started = Date.now();
+      this.current = this.tick()
+        .catch((err: unknown) => this.logger.warn('batch promoter tick failed', { error: errorMessage(err) }))
+        .finally(() => {
+          if (this.running) this.timer = setTimeout(loop, Math.max(0, this.intervalMs - (Date.now() - started)));
+        });
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    clearTimeout(this.timer);
+    await this.current;
+  }
+}
+
+export interface HandleResult {
+  /** The signal or notification was stored (or was a duplicate / older than what is stored). */
+  readonly stored: 'stored' | 'stale' | 'none';
+  /** False when this node does not lead: the BatchPromoter covers it within one tick. */
+  readonly evaluated: boolean;
+  readonly actions: readonly Action[];
+}
+
+/**
+ * StreamingPromoter: one evaluation of the affected rollout(s) per inbound
+ * event, for latency. The signal is stored whoever leads (nothing accepted is
+ * lost); the evaluation happens only on the leader.
+ */
+export class StreamingPromoter {
+  constructor(
+    private readonly engine: RolloutEngine,
+    private readonly leadership: Leadership,
+  ) {}
+
+  async handle(event: InboundEvent): Promise<HandleResult> {
+    const store = this.engine.store;
+    let stored: HandleResult['stored'] = 'none';
+    let affected: () => Promise<RolloutView[]>;
+    switch (event.type) {
+      case 'rollout.metrics_reported': {
+        const view = await store.load(event.rolloutId);
+        if (!view) throw new UnknownRolloutError(event.rolloutId);
+        const stage = typeof event.stage === 'number' ? event.stage : view.rollout.spec.stages.findIndex((s) => s.name === event.stage);
+        if (stage < 0 || stage >= view.rollout.spec.stages.length) {
+          throw new UnknownRolloutError(`${event.rolloutId} (no stage ${JSON.stringify(event.stage)})`);
+        }
+        stored = await store.recordMetrics(event.rolloutId, event.attempt ?? view.rollout.attempt, stage, {
+          requests: event.requests,
+          errors: event.errors,
+          p99LatencyMs: event.p99LatencyMs,
+          observedAt: event.observedAt,
+        });
+        affected = async () => [(await store.load(event.rolloutId))!];
+        break;
+      }
+      case 'rollout.alarm_changed': {
+        stored = await store.recordAlarm(event.alarm, event.state, event.changedAt);
+        affected = async () => (await store.loadRunning()).filter((v) => v.rollout.spec.stages.some((s) => s.gates.alarms.includes(event.alarm)));
+        break;
+      }
+      case 'rollout.created':
+      case 'rollout.command': {
+        affected = async () => {
+          const view = await store.load(event.rolloutId);
+          if (!view) throw new UnknownRolloutError(event.rolloutId);
+          return [view];
+        };
+        break;
+      }
+    }
+    const token = await this.leadership();
+    if (!token) return { stored, evaluated: false, actions: [] };
+    const actions: Action[] = [];
+    for (const view of await affected()) actions.push(...(await this.engine.evaluateView(view, token)));
+    return { stored, evaluated: true, actions };
+  }
+}

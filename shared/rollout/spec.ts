@@ -1,0 +1,148 @@
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { parseConfig } from '../lease/config.js';
+
+/**
+ * Rollout specs. A spec names an opaque target and either explicit stages or
+ * a preset (AppConfig / CodeDeploy style) that expands to explicit stages.
+ * Unknown fields are refused, so a misspelt gate is an error, not a no-op.
+ */
+
+export const gatesSchema = z
+  .object({
+    /** Ceiling on errors / requests, a fraction in [0, 1]. */
+    maxErrorRate: z.number().min(0).max(1).optional(),
+    /** Ceiling on the stage's reported p99 latency. */
+    maxP99LatencyMs: z.number().positive().optional(),
+    /** Metric gates are judged only once this many requests were seen; promotion waits for them. */
+    minRequests: z.number().int().nonnegative().default(0),
+    /** Alarms that must be OK to promote; any of them in ALARM during the bake rolls back. */
+    alarms: z.array(z.string().trim().min(1)).default([]),
+  })
+  .strict();
+
+export const stageSchema = z
+  .object({
+    name: z.string().trim().min(1).max(100),
+    /** Share of traffic on the new version while this stage runs. */
+    percent: z.number().gt(0).max(100),
+    bakeSeconds: z.number().int().nonnegative(),
+    gates: gatesSchema.default({ minRequests: 0, alarms: [] }),
+  })
+  .strict();
+
+const targetSchema = z
+  .object({
+    service: z.string().trim().min(1).max(200),
+    version: z.string().trim().min(1).max(200),
+    labels: z.record(z.string(), z.string()).default({}),
+  })
+  .strict();
+
+const common = {
+  target: targetSchema,
+  /** A running rollout that makes no progress for this long is flagged. */
+  progressDeadlineSeconds: z.number().int().positive().default(3_600),
+  /** …and aborted (rolled back) when this is set. */
+  progressDeadlineAbort: z.boolean().default(false),
+};
+
+const presetGates = { gates: gatesSchema.default({ minRequests: 0, alarms: [] }) };
+
+const explicitSpec = z.object({ ...common, stages: z.array(stageSchema).min(1, 'a rollout needs at least one stage').max(100) }).strict();
+const linearSpec = z
+  .object({ ...common, preset: z.literal('linear'), stepPercent: z.number().gt(0).max(100), bakeSeconds: z.number().int().nonnegative(), ...presetGates })
+  .strict();
+const exponentialSpec = z
+  .object({
+    ...common,
+    preset: z.literal('exponential'),
+    initialPercent: z.number().gt(0).max(100).default(1),
+    growthFactor: z.number().gt(1).max(100).default(2),
+    bakeSeconds: z.number().int().nonnegative(),
+    ...presetGates,
+  })
+  .strict();
+const canarySpec = z
+  .object({ ...common, preset: z.literal('canary'), canaryPercent: z.number().gt(0).lt(100).default(10), bakeSeconds: z.number().int().nonnegative(), ...presetGates })
+  .strict();
+const allAtOnceSpec = z.object({ ...common, preset: z.literal('all-at-once'), bakeSeconds: z.number().int().nonnegative().default(0), ...presetGates }).strict();
+
+const presets = { linear: linearSpec, exponential: exponentialSpec, canary: canarySpec, 'all-at-once': allAtOnceSpec } as const;
+type ParsedInput = z.output<(typeof presets)[keyof typeof presets]> | z.output<typeof explicitSpec>;
+
+export type RolloutSpecInput = z.input<typeof explicitSpec> | z.input<(typeof presets)[keyof typeof presets]>;
+export type Stage = z.output<typeof stageSchema>;
+export type Gates = z.output<typeof gatesSchema>;
+
+/** A validated spec with explicit stages. */
+export interface RolloutSpec {
+  readonly target: z.output<typeof targetSchema>;
+  readonly stages: readonly Stage[];
+  readonly progressDeadlineSeconds: number;
+  readonly progressDeadlineAbort: boolean;
+}
+
+const round2 = (n: number) => Math.round(n * 100) / 100;
+
+function expand(input: ParsedInput): Stage[] {
+  if ('stages' in input) return input.stages;
+  const stage = (percent: number): Stage => ({ name: `${percent}%`, percent, bakeSeconds: input.bakeSeconds, gates: input.gates });
+  switch (input.preset) {
+    case 'linear': {
+      const out: number[] = [];
+      for (let p = input.stepPercent; p < 100; p = round2(p + input.stepPercent)) out.push(round2(p));
+      return [...out, 100].map(stage);
+    }
+    case 'exponential': {
+      const out: number[] = [];
+      for (let p = input.initialPercent; p < 100; p = round2(p * input.growthFactor)) out.push(round2(p));
+      return [...out, 100].map(stage);
+    }
+    case 'canary':
+      return [stage(input.canaryPercent), stage(100)];
+    case 'all-at-once':
+      return [stage(100)];
+  }
+}
+
+const expandedSchema = z
+  .object({ stages: z.array(stageSchema) })
+  .passthrough()
+  .superRefine((spec, ctx) => {
+    const names = new Set<string>();
+    spec.stages.forEach((s, i) => {
+      if (names.has(s.name)) ctx.addIssue({ code: 'custom', path: ['stages', i, 'name'], message: `duplicate stage name "${s.name}"` });
+      names.add(s.name);
+      const prev = spec.stages[i - 1];
+      if (prev && s.percent <= prev.percent) {
+        ctx.addIssue({ code: 'custom', path: ['stages', i, 'percent'], message: `must increase: ${s.percent} after ${prev.percent}` });
+      }
+    });
+    const last = spec.stages.at(-1);
+    if (last && last.percent !== 100) {
+      ctx.addIssue({ code: 'custom', path: ['stages', spec.stages.length - 1, 'percent'], message: `the last stage must reach 100, got ${last.percent}` });
+    }
+  });
+
+/** Validate and expand; throws ConfigError naming every bad field. */
+export function parseRolloutSpec(input: unknown): RolloutSpec {
+  // Dispatch on `preset` ourselves: a union would report "invalid input" instead of the field.
+  const preset = input !== null && typeof input === 'object' && 'preset' in input ? (input as { preset: unknown }).preset : undefined;
+  let schema: z.ZodType<ParsedInput> = explicitSpec;
+  if (preset !== undefined) {
+    if (typeof preset !== 'string' || !(preset in presets)) {
+      throw new ConfigError('rollout spec', [`preset: unknown preset ${JSON.stringify(preset)}; expected one of ${Object.keys(presets).join(', ')}`]);
+    }
+    schema = presets[preset as keyof typeof presets];
+  }
+  const parsed = parseConfig('rollout spec', schema, input);
+  const stages = expand(parsed);
+  parseConfig('rollout spec', expandedSchema, { stages });
+  return {
+    target: parsed.target,
+    stages,
+    progressDeadlineSeconds: parsed.progressDeadlineSeconds,
+    progressDeadlineAbort: parsed.progressDeadlineAbort,
+  };
+}

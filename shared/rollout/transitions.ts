@@ -1,0 +1,230 @@
+import type { LeaseToken } from '../lease/record.js';
+import { ROLLOUT_SOURCE, rolloutEventId, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
+import { activeStage, TERMINAL_STATES, type Rollout, type RolloutState, type RolloutView, type StagePhase, type StageStatus } from './model.js';
+
+/**
+ * Every change to a rollout, planned purely from the view it was decided on.
+ * A plan states the exact prior state it expects — the rollout row's version,
+ * state and attempt, and each touched stage's phase — and a backend applies
+ * it in one atomic fenced write only if all of that still holds. So a
+ * promoter acting on an older reading cannot promote a stage another promoter
+ * has just rolled back, even under the same valid epoch.
+ */
+
+export type Transition =
+  | { readonly kind: 'activate'; readonly stage: number }
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete' }
+  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string }
+  | { readonly kind: 'deadline'; readonly abort: boolean }
+  | { readonly kind: 'promote_full' }
+  | { readonly kind: 'pause'; readonly reason?: string }
+  | { readonly kind: 'resume' }
+  | { readonly kind: 'abort'; readonly reason?: string }
+  | { readonly kind: 'retry' };
+
+export type StageSet = Partial<Pick<StageStatus, 'phase' | 'activatedAt' | 'promotedAt' | 'promotedEpoch' | 'promotedBy' | 'rolledBackAt' | 'reason'>>;
+
+export interface StageChange {
+  readonly index: number;
+  readonly expect: StagePhase;
+  readonly set: StageSet;
+}
+
+export interface TransitionPlan {
+  readonly rolloutId: string;
+  readonly transition: Transition['kind'];
+  /** The rollout row as evaluated: applied only if version, state and attempt still match. */
+  readonly expect: { readonly version: number; readonly state: RolloutState; readonly attempt: number };
+  /** The rollout row after the change (version + 1). */
+  readonly next: Rollout;
+  readonly stageChanges: readonly StageChange[];
+  /** Stage rows of a new attempt (retry). */
+  readonly newStages: readonly StageStatus[];
+  readonly events: readonly RolloutEvent[];
+}
+
+/** A command that does not apply to the rollout as it is (e.g. pausing a completed rollout). */
+export class TransitionRejectedError extends Error {
+  override readonly name = 'TransitionRejectedError';
+  constructor(
+    readonly rolloutId: string,
+    readonly transition: Transition['kind'],
+    readonly reason: string,
+  ) {
+    super(`${transition} ${rolloutId}: ${reason}`);
+  }
+}
+
+export interface TransitionContext {
+  readonly now: number;
+  readonly token: LeaseToken;
+  /** `promoter:<holder>` for automatic decisions; the caller's identity for commands. */
+  readonly actor: string;
+}
+
+export function freshStages(view: Pick<RolloutView, 'rollout'>): StageStatus[] {
+  return view.rollout.spec.stages.map((s, index) => ({
+    index,
+    name: s.name,
+    phase: 'pending',
+    activatedAt: null,
+    promotedAt: null,
+    promotedEpoch: null,
+    promotedBy: null,
+    rolledBackAt: null,
+    reason: null,
+  }));
+}
+
+export function planTransition(view: RolloutView, t: Transition, ctx: TransitionContext): TransitionPlan {
+  const { rollout } = view;
+  const reject = (reason: string) => new TransitionRejectedError(rollout.id, t.kind, reason);
+  const requireState = (...allowed: RolloutState[]) => {
+    if (!allowed.includes(rollout.state)) throw reject(`rollout is ${rollout.state}, expected ${allowed.join(' or ')}`);
+  };
+  const stageAt = (index: number, phase: StagePhase) => {
+    const s = view.stages[index];
+    if (!s) throw reject(`no stage ${index}`);
+    if (s.phase !== phase) throw reject(`stage ${index} (${s.name}) is ${s.phase}, expected ${phase}`);
+    return s;
+  };
+
+  const stageChanges: StageChange[] = [];
+  const events: { type: RolloutEventType; discriminator?: string; extra?: Partial<RolloutEventDetail> }[] = [];
+  let next: Omit<Rollout, 'version' | 'updatedAt'> = rollout;
+  let newStages: StageStatus[] = [];
+  const { now } = ctx;
+  const stageRef = (i: number) => {
+    const s = rollout.spec.stages[i]!;
+    return { index: i, name: s.name, percent: s.percent };
+  };
+  const activate = (i: number) => stageChanges.push({ index: i, expect: 'pending', set: { phase: 'active', activatedAt: now } });
+  const promote = (i: number) =>
+    stageChanges.push({ index: i, expect: 'active', set: { phase: 'promoted', promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor } });
+  const rollBackActive = (reason: string) => {
+    const a = activeStage(view);
+    if (a) stageChanges.push({ index: a.index, expect: 'active', set: { phase: 'rolled_back', rolledBackAt: now, reason } });
+    return a;
+  };
+
+  switch (t.kind) {
+    case 'activate': {
+      requireState('running');
+      stageAt(t.stage, 'pending');
+      if (activeStage(view)) throw reject('another stage is active');
+      activate(t.stage);
+      next = { ...next, lastProgressAt: now };
+      events.push({ type: 'ai.rollout.stage_activated', discriminator: String(t.stage), extra: { stage: stageRef(t.stage) } });
+      break;
+    }
+    case 'promote': {
+      requireState('running');
+      stageAt(t.stage, 'active');
+      promote(t.stage);
+      next = { ...next, lastProgressAt: now };
+      if (t.then === 'activate_next') {
+        stageAt(t.stage + 1, 'pending');
+        activate(t.stage + 1);
+        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage), nextStage: stageRef(t.stage + 1) } });
+      } else {
+        if (t.stage !== view.stages.length - 1) throw reject(`stage ${t.stage} is not the last stage`);
+        next = { ...next, state: 'completed', stateBy: ctx.actor, stateReason: null };
+        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage) } });
+        events.push({ type: 'ai.rollout.completed' });
+      }
+      break;
+    }
+    case 'rollback': {
+      requireState('running');
+      stageAt(t.stage, 'active');
+      stageChanges.push({ index: t.stage, expect: 'active', set: { phase: 'rolled_back', rolledBackAt: now, reason: t.reason } });
+      next = { ...next, state: 'rolled_back', stateBy: ctx.actor, stateReason: t.reason };
+      events.push({ type: 'ai.rollout.rollback_detected', extra: { stage: stageRef(t.stage), reason: t.reason } });
+      break;
+    }
+    case 'deadline': {
+      requireState('running');
+      if (rollout.deadlineExceededAt !== null) throw reject('progress deadline already flagged');
+      const reason = `no progress for ${rollout.spec.progressDeadlineSeconds} s`;
+      next = { ...next, deadlineExceededAt: now };
+      events.push({ type: 'ai.rollout.progress_deadline_exceeded', extra: { reason } });
+      if (t.abort) {
+        const a = rollBackActive(reason);
+        next = { ...next, state: 'aborted', stateBy: ctx.actor, stateReason: reason };
+        events.push({ type: 'ai.rollout.aborted', extra: { reason, ...(a ? { stage: stageRef(a.index) } : {}) } });
+      }
+      break;
+    }
+    case 'promote_full': {
+      requireState('running', 'paused');
+      for (const s of view.stages) {
+        if (s.phase === 'promoted') continue;
+        if (s.phase === 'rolled_back') throw reject(`stage ${s.index} was rolled back`);
+        if (s.phase === 'pending') stageChanges.push({ index: s.index, expect: 'pending', set: { phase: 'promoted', activatedAt: now, promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor } });
+        else promote(s.index);
+        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(s.index), extra: { stage: stageRef(s.index), reason: 'promote-full' } });
+      }
+      next = { ...next, state: 'completed', lastProgressAt: now, stateBy: ctx.actor, stateReason: 'promote-full' };
+      events.push({ type: 'ai.rollout.completed', extra: { reason: 'promote-full' } });
+      break;
+    }
+    case 'pause': {
+      requireState('running');
+      next = { ...next, state: 'paused', stateBy: ctx.actor, stateReason: t.reason ?? null };
+      events.push({ type: 'ai.rollout.paused', ...(t.reason ? { extra: { reason: t.reason } } : {}) });
+      break;
+    }
+    case 'resume': {
+      requireState('paused');
+      // Paused time does not count against the progress deadline.
+      next = { ...next, state: 'running', lastProgressAt: now, deadlineExceededAt: null, stateBy: ctx.actor, stateReason: null };
+      events.push({ type: 'ai.rollout.resumed' });
+      break;
+    }
+    case 'abort': {
+      requireState('running', 'paused');
+      const reason = t.reason ?? 'aborted';
+      const a = rollBackActive(reason);
+      next = { ...next, state: 'aborted', stateBy: ctx.actor, stateReason: reason };
+      events.push({ type: 'ai.rollout.aborted', extra: { reason, ...(a ? { stage: stageRef(a.index) } : {}) } });
+      break;
+    }
+    case 'retry': {
+      requireState('rolled_back', 'aborted');
+      next = { ...next, state: 'running', attempt: rollout.attempt + 1, lastProgressAt: now, deadlineExceededAt: null, stateBy: ctx.actor, stateReason: null };
+      newStages = freshStages(view);
+      events.push({ type: 'ai.rollout.retried' });
+      break;
+    }
+  }
+
+  const version = rollout.version + 1;
+  const nextRollout: Rollout = { ...next, version, updatedAt: now };
+  return {
+    rolloutId: rollout.id,
+    transition: t.kind,
+    expect: { version: rollout.version, state: rollout.state, attempt: rollout.attempt },
+    next: nextRollout,
+    stageChanges,
+    newStages,
+    events: events.map(({ type, discriminator, extra }) => ({
+      id: rolloutEventId(rollout.id, version, type, discriminator),
+      source: ROLLOUT_SOURCE,
+      detailType: type,
+      time: now,
+      detail: {
+        rolloutId: rollout.id,
+        attempt: nextRollout.attempt,
+        service: rollout.spec.target.service,
+        version: rollout.spec.target.version,
+        actor: ctx.actor,
+        epoch: ctx.token.epoch,
+        ...extra,
+      },
+    })),
+  };
+}
+
+export function isTerminal(state: RolloutState): boolean {
+  return TERMINAL_STATES.includes(state);
+}
