@@ -1,7 +1,7 @@
 import { CfnOutput, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import type { Construct } from 'constructs';
-import { KEY } from '../shared/store/dynamodb/table.js';
+import { GSI1, KEY } from '../shared/store/dynamodb/table.js';
 
 /**
  * The control plane in AWS. So far: the store table that holds the lease rows
@@ -25,6 +25,12 @@ export class ControlPlaneStack extends Stack {
       timeToLiveAttribute: 'ttl',
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    this.table.addGlobalSecondaryIndex({
+      indexName: GSI1.name,
+      partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
+      sortKey: { name: GSI1.sk, type: AttributeType.STRING },
     });
 
     new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });

@@ -110,7 +110,7 @@ export class RolloutEngine {
     if (!events.length) return;
     try {
       await this.bus.publish(events);
-      await this.store.markPublished(events.map((e) => e.id));
+      await this.store.markPublished(events);
     } catch (err) {
       this.logger.warn('event publish failed; left in the outbox', { count: events.length, error: errorMessage(err) });
     }

@@ -47,9 +47,12 @@ const common = {
   progressDeadlineAbort: z.boolean().default(false),
 };
 
+/** A promote-full must fit one DynamoDB transaction (100 items): stages + their events + rollout + fence. */
+export const MAX_STAGES = 40;
+
 const presetGates = { gates: gatesSchema.default({ minRequests: 0, alarms: [] }) };
 
-const explicitSpec = z.object({ ...common, stages: z.array(stageSchema).min(1, 'a rollout needs at least one stage').max(100) }).strict();
+const explicitSpec = z.object({ ...common, stages: z.array(stageSchema).min(1, 'a rollout needs at least one stage').max(MAX_STAGES) }).strict();
 const linearSpec = z
   .object({ ...common, preset: z.literal('linear'), stepPercent: z.number().gt(0).max(100), bakeSeconds: z.number().int().nonnegative(), ...presetGates })
   .strict();
@@ -119,6 +122,9 @@ const expandedSchema = z
         ctx.addIssue({ code: 'custom', path: ['stages', i, 'percent'], message: `must increase: ${s.percent} after ${prev.percent}` });
       }
     });
+    if (spec.stages.length > MAX_STAGES) {
+      ctx.addIssue({ code: 'custom', path: ['stages'], message: `at most ${MAX_STAGES} stages, the preset expands to ${spec.stages.length}` });
+    }
     const last = spec.stages.at(-1);
     if (last && last.percent !== 100) {
       ctx.addIssue({ code: 'custom', path: ['stages', spec.stages.length - 1, 'percent'], message: `the last stage must reach 100, got ${last.percent}` });

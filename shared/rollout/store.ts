@@ -27,7 +27,7 @@ export interface RolloutStore {
   apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean>;
   /** Outbox: stored events not yet published, oldest first. */
   unpublishedEvents(limit: number): Promise<RolloutEvent[]>;
-  markPublished(ids: readonly string[]): Promise<void>;
+  markPublished(events: readonly RolloutEvent[]): Promise<void>;
   /** Every event of a rollout, oldest first (its history). */
   events(rolloutId: string): Promise<RolloutEvent[]>;
 }

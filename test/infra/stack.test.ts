@@ -21,8 +21,9 @@ describe('ControlPlaneStack', () => {
     const def = tableDefinition('x');
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       KeySchema: def.KeySchema,
-      AttributeDefinitions: def.AttributeDefinitions,
+      AttributeDefinitions: Match.arrayWith(def.AttributeDefinitions!.map((a) => Match.objectLike(a))),
       BillingMode: 'PAY_PER_REQUEST',
+      GlobalSecondaryIndexes: [Match.objectLike({ IndexName: def.GlobalSecondaryIndexes![0]!.IndexName, KeySchema: def.GlobalSecondaryIndexes![0]!.KeySchema })],
     });
   });
 

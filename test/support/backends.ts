@@ -16,6 +16,9 @@ import { ensureTable } from '../../shared/store/dynamodb/table.js';
 import { connectPostgres, openPglite } from '../../shared/store/postgres/connect.js';
 import { withFence } from '../../shared/store/postgres/fence.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
+import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
+import { DynamoRolloutStore } from '../../shared/store/dynamodb/rollout-store.js';
+import type { RolloutStore } from '../../shared/rollout/store.js';
 import type { Sql } from '../../shared/store/postgres/sql.js';
 
 export type BackendName = 'postgres' | 'pglite' | 'dynamodb';
@@ -24,6 +27,7 @@ export const BACKENDS: readonly BackendName[] = ['postgres', 'pglite', 'dynamodb
 export interface LeaseBackend {
   readonly name: BackendName;
   readonly store: LeaseStore;
+  readonly rollouts: RolloutStore;
   /** Writes key = value through the backend's real fenced-write primitive. */
   fencedPut(token: LeaseToken, key: string, value: string): Promise<void>;
   probe(key: string): Promise<string | null>;
@@ -97,18 +101,19 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
     case 'postgres': {
       const db = await postgresSchema();
       await db.sql.query(PROBE_DDL);
-      return { name, store: new PostgresLeaseStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
+      return { name, store: new PostgresLeaseStore(db.sql), rollouts: new PostgresRolloutStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
     }
     case 'pglite': {
       const db = await openPglite();
       await db.sql.query(PROBE_DDL);
-      return { name, store: new PostgresLeaseStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
+      return { name, store: new PostgresLeaseStore(db.sql), rollouts: new PostgresRolloutStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
     }
     case 'dynamodb': {
       const t = await dynamoTable();
       return {
         name,
         store: new DynamoLeaseStore(t.doc, t.table),
+        rollouts: new DynamoRolloutStore(t.doc, t.table),
         fencedPut: (token, key, value) =>
           fencedTransactWrite(t.doc, t.table, token, [{ Put: { TableName: t.table, Item: { pk: `PROBE#${key}`, sk: 'PROBE', value } } }]),
         probe: async (key) => {

@@ -7,6 +7,9 @@ import { CreateTableCommand, DescribeTableCommand, ResourceInUseException, type 
  */
 export const KEY = { pk: 'pk', sk: 'sk' } as const;
 
+/** A sparse index: only items that carry gsi1pk are in it (e.g. unpublished events under 'OUTBOX'). */
+export const GSI1 = { name: 'gsi1', pk: 'gsi1pk', sk: 'gsi1sk' } as const;
+
 export function leaseKey(name: string): { pk: string; sk: string } {
   return { pk: `LEASE#${name}`, sk: 'LEASE' };
 }
@@ -18,10 +21,22 @@ export function tableDefinition(tableName: string): CreateTableCommandInput {
     AttributeDefinitions: [
       { AttributeName: KEY.pk, AttributeType: 'S' },
       { AttributeName: KEY.sk, AttributeType: 'S' },
+      { AttributeName: GSI1.pk, AttributeType: 'S' },
+      { AttributeName: GSI1.sk, AttributeType: 'S' },
     ],
     KeySchema: [
       { AttributeName: KEY.pk, KeyType: 'HASH' },
       { AttributeName: KEY.sk, KeyType: 'RANGE' },
+    ],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: GSI1.name,
+        KeySchema: [
+          { AttributeName: GSI1.pk, KeyType: 'HASH' },
+          { AttributeName: GSI1.sk, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
     ],
   };
 }

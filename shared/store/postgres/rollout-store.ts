@@ -233,8 +233,10 @@ export class PostgresRolloutStore implements RolloutStore {
     return rows.map(eventOf);
   }
 
-  async markPublished(ids: readonly string[]): Promise<void> {
-    if (ids.length) await this.sql.query('UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL', [ids]);
+  async markPublished(events: readonly RolloutEvent[]): Promise<void> {
+    if (events.length) {
+      await this.sql.query('UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL', [events.map((e) => e.id)]);
+    }
   }
 
   async events(rolloutId: string): Promise<RolloutEvent[]> {

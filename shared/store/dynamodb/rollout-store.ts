@@ -1,0 +1,352 @@
+import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
+import {
+  BatchGetCommand,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  TransactWriteCommand,
+  UpdateCommand,
+  type DynamoDBDocumentClient,
+} from '@aws-sdk/lib-dynamodb';
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import type { LeaseToken } from '../../lease/record.js';
+import type { RolloutEvent } from '../../rollout/events.js';
+import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../../rollout/model.js';
+import type { RolloutSpec } from '../../rollout/spec.js';
+import { RolloutConflictError, UnknownRolloutError, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
+import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
+import { GSI1 } from './table.js';
+
+/**
+ * Rollouts on DynamoDB, single table:
+ *   ROLLOUT#<id> / ROLLOUT              the rollout row (version, state, attempt, …)
+ *   ROLLOUT#<id> / STAGE#<attempt>#<i>  one item per stage of an attempt
+ *   ROLLOUT#<id> / METRICS#<attempt>#<i>
+ *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
+ *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
+ *   ALARM#<name> / ALARM
+ * Every transition is one TransactWriteItems: the lease ConditionCheck, the
+ * rollout row conditioned on version/state/attempt, each stage on its phase,
+ * new items on not existing.
+ */
+
+const pad = (n: number, w: number) => String(n).padStart(w, '0');
+const rolloutPk = (id: string) => `ROLLOUT#${id}`;
+const stageSk = (attempt: number, i: number) => `STAGE#${pad(attempt, 6)}#${pad(i, 3)}`;
+const metricsSk = (attempt: number, i: number) => `METRICS#${pad(attempt, 6)}#${pad(i, 3)}`;
+const OUTBOX = 'OUTBOX';
+
+type Item = Record<string, unknown>;
+const orNull = <T>(v: unknown): T | null => (v === undefined ? null : (v as T));
+
+/** Key order does not survive a DynamoDB map; compare specs canonically. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Item)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+function rolloutItem(r: Rollout): Item {
+  return {
+    pk: rolloutPk(r.id),
+    sk: 'ROLLOUT',
+    type: 'rollout',
+    id: r.id,
+    spec: r.spec,
+    state: r.state,
+    attempt: r.attempt,
+    version: r.version,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+    lastProgressAt: r.lastProgressAt,
+    deadlineExceededAt: r.deadlineExceededAt,
+    stateBy: r.stateBy,
+    stateReason: r.stateReason,
+  };
+}
+
+function rolloutOf(i: Item): Rollout {
+  return {
+    id: String(i.id),
+    spec: i.spec as RolloutSpec,
+    state: i.state as Rollout['state'],
+    attempt: Number(i.attempt),
+    version: Number(i.version),
+    createdAt: Number(i.createdAt),
+    updatedAt: Number(i.updatedAt),
+    lastProgressAt: Number(i.lastProgressAt),
+    deadlineExceededAt: orNull<number>(i.deadlineExceededAt),
+    stateBy: orNull<string>(i.stateBy),
+    stateReason: orNull<string>(i.stateReason),
+  };
+}
+
+function stageItem(id: string, attempt: number, s: StageStatus): Item {
+  return { pk: rolloutPk(id), sk: stageSk(attempt, s.index), type: 'stage', attempt, ...s };
+}
+
+function stageOf(i: Item): StageStatus {
+  return {
+    index: Number(i.index),
+    name: String(i.name),
+    phase: i.phase as StageStatus['phase'],
+    activatedAt: orNull(i.activatedAt),
+    promotedAt: orNull(i.promotedAt),
+    promotedEpoch: orNull(i.promotedEpoch),
+    promotedBy: orNull(i.promotedBy),
+    rolledBackAt: orNull(i.rolledBackAt),
+    reason: orNull(i.reason),
+  };
+}
+
+function eventOf(i: Item): RolloutEvent {
+  return { id: String(i.id), source: 'ai.rollout', detailType: i.detailType as RolloutEvent['detailType'], time: Number(i.time), detail: i.detail as RolloutEvent['detail'] };
+}
+
+export class DynamoRolloutStore implements RolloutStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly table: string,
+    private readonly readConcurrency = 16,
+  ) {}
+
+  async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
+    const rollout: Rollout = { id, spec, state: 'running', attempt: 1, version: 0, createdAt: now, updatedAt: now, lastProgressAt: now, deadlineExceededAt: null, stateBy: actor, stateReason: null };
+    try {
+      await this.doc.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            { Put: { TableName: this.table, Item: rolloutItem(rollout), ConditionExpression: 'attribute_not_exists(pk)' } },
+            ...freshStages({ rollout }).map((s) => ({ Put: { TableName: this.table, Item: stageItem(id, 1, s) } })),
+            { Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } },
+          ],
+        }),
+      );
+      return { created: true };
+    } catch (err) {
+      if (!(err instanceof TransactionCanceledException) || err.CancellationReasons?.[0]?.Code !== 'ConditionalCheckFailed') throw err;
+      const existing = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(id), sk: 'ROLLOUT' }, ConsistentRead: true }));
+      if (!existing.Item || canonical(existing.Item.spec) !== canonical(spec)) throw new RolloutConflictError(id);
+      return { created: false };
+    }
+  }
+
+  async load(id: string): Promise<RolloutView | null> {
+    const [view] = await this.views([id]);
+    return view ?? null;
+  }
+
+  async loadRunning(): Promise<RolloutView[]> {
+    const ids: string[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.doc.send(
+        new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ExclusiveStartKey: start }),
+      );
+      ids.push(...(page.Items ?? []).map((i) => String(i.sk)));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return (await this.views(ids)).filter((v) => v.rollout.state === 'running');
+  }
+
+  /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */
+  private async views(ids: readonly string[]): Promise<RolloutView[]> {
+    const partitions: Item[][] = new Array<Item[]>(ids.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < ids.length) {
+        const i = next++;
+        const items: Item[] = [];
+        let start: Item | undefined;
+        do {
+          const page = await this.doc.send(
+            new QueryCommand({
+              TableName: this.table,
+              KeyConditionExpression: 'pk = :p AND sk >= :from',
+              ExpressionAttributeValues: { ':p': rolloutPk(ids[i]!), ':from': 'METRICS#' },
+              ConsistentRead: true,
+              ExclusiveStartKey: start,
+            }),
+          );
+          items.push(...(page.Items ?? []));
+          start = page.LastEvaluatedKey;
+        } while (start);
+        partitions[i] = items;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.readConcurrency, ids.length) }, worker));
+
+    const views: Omit<RolloutView, 'alarms'>[] = [];
+    for (const items of partitions) {
+      const head = items.find((i) => i.sk === 'ROLLOUT');
+      if (!head) continue;
+      const rollout = rolloutOf(head);
+      const stages = items.filter((i) => i.type === 'stage' && Number(i.attempt) === rollout.attempt).map(stageOf).sort((a, b) => a.index - b.index);
+      const metrics = new Map<number, StageMetrics>();
+      for (const m of items.filter((i) => i.type === 'metrics' && Number(i.attempt) === rollout.attempt)) {
+        metrics.set(Number(m.index), { requests: Number(m.requests), errors: Number(m.errors), p99LatencyMs: orNull(m.p99LatencyMs), observedAt: Number(m.observedAt) });
+      }
+      views.push({ rollout, stages, metrics });
+    }
+    const alarms = await this.alarms([...new Set(views.flatMap((v) => v.rollout.spec.stages.flatMap((s) => s.gates.alarms)))]);
+    return views.map((v) => {
+      const own = v.rollout.spec.stages.flatMap((s) => s.gates.alarms);
+      return { ...v, alarms: Object.fromEntries(own.filter((n) => alarms.has(n)).map((n) => [n, alarms.get(n)!])) };
+    });
+  }
+
+  private async alarms(names: readonly string[]): Promise<Map<string, AlarmState>> {
+    const out = new Map<string, AlarmState>();
+    for (let i = 0; i < names.length; i += 100) {
+      let keys: Item[] | undefined = names.slice(i, i + 100).map((n) => ({ pk: `ALARM#${n}`, sk: 'ALARM' }));
+      while (keys?.length) {
+        const res = await this.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }));
+        for (const item of res.Responses?.[this.table] ?? []) out.set(String(item.name), item.state as AlarmState);
+        keys = res.UnprocessedKeys?.[this.table]?.Keys as Item[] | undefined;
+      }
+    }
+    return out;
+  }
+
+  async recordMetrics(rolloutId: string, attempt: number, stage: number, m: StageMetrics): Promise<SignalOutcome> {
+    const head = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'pk' }));
+    if (!head.Item) throw new UnknownRolloutError(rolloutId);
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { pk: rolloutPk(rolloutId), sk: metricsSk(attempt, stage), type: 'metrics', attempt, index: stage, ...m },
+          ConditionExpression: 'attribute_not_exists(pk) OR observedAt < :o',
+          ExpressionAttributeValues: { ':o': m.observedAt },
+        }),
+      );
+      return 'stored';
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return 'stale';
+      throw err;
+    }
+  }
+
+  async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { pk: `ALARM#${name}`, sk: 'ALARM', type: 'alarm', name, state, changedAt },
+          ConditionExpression: 'attribute_not_exists(pk) OR changedAt < :c',
+          ExpressionAttributeValues: { ':c': changedAt },
+        }),
+      );
+      return 'stored';
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return 'stale';
+      throw err;
+    }
+  }
+
+  async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
+    const { rolloutId: id, expect, next } = plan;
+    const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [
+      {
+        Put: {
+          TableName: this.table,
+          Item: rolloutItem(next),
+          // The rollout row exactly as evaluated.
+          ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',
+          ExpressionAttributeNames: { '#state': 'state' },
+          ExpressionAttributeValues: { ':v': expect.version, ':s': expect.state, ':a': expect.attempt },
+        },
+      },
+    ];
+    for (const change of plan.stageChanges) {
+      const entries = Object.entries(change.set);
+      items.push({
+        Update: {
+          TableName: this.table,
+          Key: { pk: rolloutPk(id), sk: stageSk(expect.attempt, change.index) },
+          UpdateExpression: `SET ${entries.map((_, i) => `#f${i} = :f${i}`).join(', ')}`,
+          ConditionExpression: 'phase = :expectPhase',
+          ExpressionAttributeNames: Object.fromEntries(entries.map(([k], i) => [`#f${i}`, k])),
+          ExpressionAttributeValues: { ':expectPhase': change.expect, ...Object.fromEntries(entries.map(([, v], i) => [`:f${i}`, v])) },
+        },
+      });
+    }
+    for (const s of plan.newStages) {
+      items.push({ Put: { TableName: this.table, Item: stageItem(id, next.attempt, s), ConditionExpression: 'attribute_not_exists(pk)' } });
+    }
+    plan.events.forEach((e, i) => {
+      items.push({
+        Put: {
+          TableName: this.table,
+          Item: {
+            pk: rolloutPk(id),
+            sk: `EVENT#${e.id}`,
+            type: 'event',
+            ...e,
+            // History order is the rollout's version order: writes to one rollout are serialised by its version condition.
+            order: `${pad(next.version, 10)}#${pad(i, 3)}`,
+            [GSI1.pk]: OUTBOX,
+            [GSI1.sk]: `${pad(e.time, 15)}#${pad(next.version, 10)}#${pad(i, 3)}`,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        },
+      });
+    });
+    if (expect.state !== 'running' && next.state === 'running') items.push({ Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } });
+    if (expect.state === 'running' && next.state !== 'running') items.push({ Delete: { TableName: this.table, Key: { pk: 'RUNNING', sk: id } } });
+    try {
+      await fencedTransactWrite(this.doc, this.table, token, items);
+      return true;
+    } catch (err) {
+      if (err instanceof WriteConditionFailedError) return false; // the evaluated state moved on (or a concurrent transaction on it)
+      throw err;
+    }
+  }
+
+  async unpublishedEvents(limit: number): Promise<RolloutEvent[]> {
+    // The index is eventually consistent: an event written a moment ago may show up on the next flush.
+    const res = await this.doc.send(
+      new QueryCommand({ TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :o`, ExpressionAttributeValues: { ':o': OUTBOX }, Limit: limit }),
+    );
+    return (res.Items ?? []).map(eventOf);
+  }
+
+  async markPublished(events: readonly RolloutEvent[]): Promise<void> {
+    for (const e of events) {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: rolloutPk(e.detail.rolloutId), sk: `EVENT#${e.id}` },
+          UpdateExpression: `SET publishedAt = :now REMOVE ${GSI1.pk}, ${GSI1.sk}`,
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeValues: { ':now': Date.now() },
+        }),
+      );
+    }
+  }
+
+  async events(rolloutId: string): Promise<RolloutEvent[]> {
+    const items: Item[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :e)',
+          ExpressionAttributeValues: { ':p': rolloutPk(rolloutId), ':e': 'EVENT#' },
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      items.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return items.sort((a, b) => String(a.order).localeCompare(String(b.order))).map(eventOf);
+  }
+}

@@ -1,0 +1,159 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../shared/errors.js';
+import { evaluate } from '../../shared/rollout/evaluate.js';
+import type { RolloutView, StageStatus } from '../../shared/rollout/model.js';
+import { parseRolloutSpec } from '../../shared/rollout/spec.js';
+import { freshStages, planTransition, TransitionRejectedError } from '../../shared/rollout/transitions.js';
+import { parseInboundEvent } from '../../shared/rollout/inbound.js';
+
+const target = { service: 'checkout', version: 'v42' };
+
+describe('rollout spec', () => {
+  it('accepts explicit stages and fills gate defaults', () => {
+    const spec = parseRolloutSpec({
+      target,
+      stages: [
+        { name: 'canary', percent: 5, bakeSeconds: 300, gates: { maxErrorRate: 0.01, minRequests: 500, alarms: ['checkout-5xx'] } },
+        { name: 'half', percent: 50, bakeSeconds: 600 },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    });
+    expect(spec.stages[1]!.gates).toEqual({ minRequests: 0, alarms: [] });
+    expect(spec.target.labels).toEqual({});
+    expect(spec.progressDeadlineSeconds).toBe(3_600);
+  });
+
+  it.each([
+    [{ target, stages: [] }, /stages: a rollout needs at least one stage/],
+    [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: 1 }, { name: 'b', percent: 40, bakeSeconds: 1 }] }, /stages\.1\.percent: must increase: 40 after 50/],
+    [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: -1 }] }, /stages\.0\.bakeSeconds/],
+    [{ target, stages: [{ name: 'a', percent: 100, bakeSeconds: 1, gates: { maxErrorRat: 0.1 } }] }, /stages\.0\.gates.*maxErrorRat/],
+    [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: 1 }] }, /stages\.0\.percent: the last stage must reach 100/],
+    [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: 1 }, { name: 'a', percent: 100, bakeSeconds: 1 }] }, /stages\.1\.name: duplicate stage name "a"/],
+    [{ stages: [{ name: 'a', percent: 100, bakeSeconds: 1 }] }, /target/],
+    [{ target, preset: 'zigzag', bakeSeconds: 1 }, /preset: unknown preset "zigzag"/],
+    [{ target, preset: 'linear', bakeSeconds: 1 }, /stepPercent/],
+  ])('refuses a bad spec, naming the field (%#)', (input, message) => {
+    expect(() => parseRolloutSpec(input)).toThrow(ConfigError);
+    expect(() => parseRolloutSpec(input)).toThrow(message);
+  });
+
+  it('expands presets to explicit stages', () => {
+    const pct = (input: object) => parseRolloutSpec({ target, ...input }).stages.map((s) => s.percent);
+    expect(pct({ preset: 'linear', stepPercent: 20, bakeSeconds: 60 })).toEqual([20, 40, 60, 80, 100]);
+    expect(pct({ preset: 'linear', stepPercent: 30, bakeSeconds: 60 })).toEqual([30, 60, 90, 100]);
+    expect(pct({ preset: 'exponential', initialPercent: 5, growthFactor: 2, bakeSeconds: 60 })).toEqual([5, 10, 20, 40, 80, 100]);
+    expect(pct({ preset: 'canary', bakeSeconds: 600 })).toEqual([10, 100]);
+    expect(pct({ preset: 'all-at-once' })).toEqual([100]);
+    const gated = parseRolloutSpec({ target, preset: 'canary', bakeSeconds: 600, gates: { maxErrorRate: 0.02 } });
+    expect(gated.stages.every((s) => s.gates.maxErrorRate === 0.02 && s.bakeSeconds === 600)).toBe(true);
+  });
+});
+
+describe('evaluator', () => {
+  const T = 1_700_000_000_000;
+  const spec = parseRolloutSpec({
+    target,
+    progressDeadlineSeconds: 3_600,
+    stages: [
+      { name: 's0', percent: 10, bakeSeconds: 60, gates: { maxErrorRate: 0.05, maxP99LatencyMs: 500, minRequests: 100, alarms: ['a1'] } },
+      { name: 's1', percent: 100, bakeSeconds: 60 },
+    ],
+  });
+  function view(stages: Partial<StageStatus>[], extra: Partial<RolloutView> = {}, state: RolloutView['rollout']['state'] = 'running'): RolloutView {
+    const base = freshStages({ rollout: { spec } as RolloutView['rollout'] });
+    return {
+      rollout: { id: 'r', spec, state, attempt: 1, version: 3, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+      stages: base.map((s, i) => ({ ...s, ...stages[i] })),
+      metrics: new Map(),
+      alarms: { a1: 'OK' },
+      ...extra,
+    };
+  }
+  const active = { phase: 'active' as const, activatedAt: T };
+  const healthy = new Map([[0, { requests: 1_000, errors: 10, p99LatencyMs: 200, observedAt: T }]]);
+
+  it('activates the first stage of a new rollout', () => {
+    expect(evaluate(view([]), T)).toEqual({ kind: 'activate', stage: 0 });
+  });
+  it('waits for the bake, then promotes and activates the next', () => {
+    expect(evaluate(view([active], { metrics: healthy }), T + 59_999)).toBeNull();
+    expect(evaluate(view([active], { metrics: healthy }), T + 60_000)).toEqual({ kind: 'promote', stage: 0, then: 'activate_next' });
+  });
+  it('waits for the minimum request count and for every alarm to be OK', () => {
+    const few = new Map([[0, { requests: 99, errors: 0, p99LatencyMs: 1, observedAt: T }]]);
+    expect(evaluate(view([active], { metrics: few }), T + 120_000)).toBeNull();
+    expect(evaluate(view([active], { metrics: healthy, alarms: {} }), T + 120_000)).toBeNull();
+    expect(evaluate(view([active], { metrics: healthy, alarms: { a1: 'INSUFFICIENT_DATA' } }), T + 120_000)).toBeNull();
+  });
+  it('rolls back on a breach, even once the bake has elapsed', () => {
+    const bad = new Map([[0, { requests: 200, errors: 20, p99LatencyMs: 100, observedAt: T }]]);
+    expect(evaluate(view([active], { metrics: bad }), T + 90_000)).toMatchObject({ kind: 'rollback', stage: 0, reason: expect.stringMatching(/error rate 0\.1000 > 0\.05/) });
+    const slow = new Map([[0, { requests: 200, errors: 0, p99LatencyMs: 900, observedAt: T }]]);
+    expect(evaluate(view([active], { metrics: slow }), T)).toMatchObject({ kind: 'rollback', reason: expect.stringMatching(/p99 latency 900 ms > 500 ms/) });
+    expect(evaluate(view([active], { alarms: { a1: 'ALARM' } }), T)).toMatchObject({ kind: 'rollback', reason: 'alarm a1 is in ALARM' });
+  });
+  it('does not judge metrics below the minimum request count', () => {
+    const early = new Map([[0, { requests: 10, errors: 9, p99LatencyMs: 100, observedAt: T }]]);
+    expect(evaluate(view([active], { metrics: early }), T)).toBeNull();
+  });
+  it('completes with the last stage', () => {
+    expect(evaluate(view([{ phase: 'promoted' }, active]), T + 60_000)).toEqual({ kind: 'promote', stage: 1, then: 'complete' });
+  });
+  it('flags a rollout without progress once, and nothing at all unless running', () => {
+    expect(evaluate(view([active]), T + 3_600_001)).toEqual({ kind: 'deadline', abort: false });
+    const flagged = view([active]);
+    expect(evaluate({ ...flagged, rollout: { ...flagged.rollout, deadlineExceededAt: T + 1 } }, T + 9_999_999)).toBeNull();
+    expect(evaluate(view([active], { metrics: healthy }, 'paused'), T + 120_000)).toBeNull();
+  });
+});
+
+describe('transition plans', () => {
+  const spec = parseRolloutSpec({ target, preset: 'canary', bakeSeconds: 0 });
+  const T = 1_700_000_000_000;
+  const token = { name: 'promotion_leader', holder: 'n1', epoch: 7 };
+  const v = (state: RolloutView['rollout']['state'], phases: StageStatus['phase'][]): RolloutView => ({
+    rollout: { id: 'r', spec, state, attempt: 1, version: 5, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+    stages: freshStages({ rollout: { spec } as RolloutView['rollout'] }).map((s, i) => ({ ...s, phase: phases[i]! })),
+    metrics: new Map(),
+    alarms: {},
+  });
+
+  it('a promotion expects the exact evaluated state and records the epoch', () => {
+    const plan = planTransition(v('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'promoter:n1' });
+    expect(plan.expect).toEqual({ version: 5, state: 'running', attempt: 1 });
+    expect(plan.next.version).toBe(6);
+    expect(plan.stageChanges).toEqual([
+      { index: 0, expect: 'active', set: { phase: 'promoted', promotedAt: T, promotedEpoch: 7, promotedBy: 'promoter:n1' } },
+      { index: 1, expect: 'pending', set: { phase: 'active', activatedAt: T } },
+    ]);
+    expect(plan.events.map((e) => e.detailType)).toEqual(['ai.rollout.stage_promoted']);
+    expect(plan.events[0]!.detail).toMatchObject({ stage: { index: 0, percent: 10 }, nextStage: { index: 1, percent: 100 }, epoch: 7 });
+  });
+
+  it('the same transition of the same version yields the same event id', () => {
+    const a = planTransition(v('running', ['active', 'pending']), { kind: 'pause' }, { now: T, token, actor: 'alice' });
+    const b = planTransition(v('running', ['active', 'pending']), { kind: 'pause' }, { now: T + 5, token, actor: 'alice' });
+    expect(a.events[0]!.id).toBe(b.events[0]!.id);
+  });
+
+  it('refuses commands that do not apply', () => {
+    expect(() => planTransition(v('completed', ['promoted', 'promoted']), { kind: 'pause' }, { now: T, token, actor: 'a' })).toThrow(TransitionRejectedError);
+    expect(() => planTransition(v('running', ['rolled_back', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'a' })).toThrow(
+      /stage 0 \(10%\) is rolled_back, expected active/,
+    );
+    expect(() => planTransition(v('running', ['active', 'pending']), { kind: 'retry' }, { now: T, token, actor: 'a' })).toThrow(/expected rolled_back or aborted/);
+  });
+});
+
+describe('inbound events', () => {
+  it('accepts a metrics report with an ISO time and refuses bad ones naming the field', () => {
+    expect(parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 'canary', requests: 10, errors: 1, observedAt: '2026-11-22T10:00:00Z' })).toMatchObject({
+      observedAt: Date.parse('2026-11-22T10:00:00Z'),
+      p99LatencyMs: null,
+    });
+    expect(() => parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 1, errors: 2, observedAt: 1 })).toThrow(/errors: must not exceed requests/);
+    expect(() => parseInboundEvent({ type: 'rollout.alarm_changed', alarm: 'a', state: 'RED', changedAt: 1 })).toThrow(/state/);
+    expect(() => parseInboundEvent({ type: 'rollout.exploded' })).toThrow(/type/);
+  });
+});
