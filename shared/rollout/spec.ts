@@ -134,7 +134,7 @@ const expandedSchema = z
 /** Validate and expand; throws ConfigError naming every bad field. */
 export function parseRolloutSpec(input: unknown): RolloutSpec {
   // Dispatch on `preset` ourselves: a union would report "invalid input" instead of the field.
-  const preset = input !== null && typeof input === 'object' && 'preset' in input ? (input as { preset: unknown }).preset : undefined;
+  const preset = input !== null && typeof input === 'object' && 'preset' in input ? input.preset : undefined;
   let schema: z.ZodType<ParsedInput> = explicitSpec;
   if (preset !== undefined) {
     if (typeof preset !== 'string' || !(preset in presets)) {
