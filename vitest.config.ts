@@ -9,5 +9,7 @@ export default defineConfig({
     // Two cores: two files at a time keeps races honest without starving the servers.
     maxWorkers: 2,
     reporters: ['default'],
+    // Handlers under test would print CloudWatch EMF lines for every metric.
+    env: { POWERTOOLS_METRICS_DISABLED: 'true' },
   },
 });

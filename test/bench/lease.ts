@@ -7,14 +7,12 @@
  * stopped without resigning at a random point of its renew cycle, time until
  * another contender holds the lease. The last line is one JSON object.
  */
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { parseArgs } from 'node:util';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
-import { BACKENDS, dynamoTable, openBackend, postgresSchema, uniqueName, type BackendName, type LeaseBackend } from '../support/backends.js';
+import { BACKENDS, openBackend, uniqueName, type BackendName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
-import { openPglite } from '../../shared/store/postgres/connect.js';
-import type { Sql } from '../../shared/store/postgres/sql.js';
+import { percentile, rawConditionalWrite, round3 } from './raw.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -31,12 +29,6 @@ const TTL_MS = 2_000;
 const FAILOVER_TIMINGS = { ttlMs: TTL_MS, renewIntervalMs: 600, retryIntervalMs: 450, clockSkewMs: 50 };
 const LATENCY_TIMINGS = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
 
-function percentile(samples: number[], p: number): number {
-  const s = [...samples].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN;
-}
-const round3 = (n: number) => Math.round(n * 1000) / 1000;
-
 async function timed(n: number, op: (i: number) => Promise<unknown>, warmup = Math.min(50, n)): Promise<number[]> {
   for (let i = 0; i < warmup; i++) await op(-1 - i);
   const out: number[] = [];
@@ -46,33 +38,6 @@ async function timed(n: number, op: (i: number) => Promise<unknown>, warmup = Ma
     out.push(performance.now() - t);
   }
   return out;
-}
-
-/** One conditional single-row write with no lease around it: the raw floor. */
-async function rawConditionalWrite(name: BackendName): Promise<{ op: (i: number) => Promise<unknown>; close(): Promise<void> }> {
-  if (name === 'dynamodb') {
-    const t = await dynamoTable();
-    let v = 0;
-    await t.doc.send(new UpdateCommand({ TableName: t.table, Key: { pk: 'RAW', sk: 'RAW' }, UpdateExpression: 'SET v = :z', ExpressionAttributeValues: { ':z': 0 } }));
-    return {
-      op: () =>
-        t.doc.send(
-          new UpdateCommand({
-            TableName: t.table,
-            Key: { pk: 'RAW', sk: 'RAW' },
-            UpdateExpression: 'SET v = :n',
-            ConditionExpression: 'v = :v',
-            ExpressionAttributeValues: { ':v': v, ':n': ++v },
-          }),
-        ),
-      close: () => t.close(),
-    };
-  }
-  const db: { sql: Sql; close(): Promise<void> } = name === 'postgres' ? await postgresSchema(2) : await openPglite();
-  await db.sql.query('CREATE TABLE raw (k int PRIMARY KEY, v bigint NOT NULL)');
-  await db.sql.query('INSERT INTO raw VALUES (1, 0)');
-  let v = 0;
-  return { op: () => db.sql.query('UPDATE raw SET v = $2 WHERE k = 1 AND v = $1', [v, ++v]), close: () => db.close() };
 }
 
 async function latencies(backend: LeaseBackend) {

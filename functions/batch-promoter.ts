@@ -1,0 +1,54 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BatchPromoter } from '../shared/rollout/promoters.js';
+import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+
+/**
+ * BatchPromoter on a schedule. EventBridge schedules fire at most once a
+ * minute, so each invocation ticks every ROLLOUT_TICK_INTERVAL_MS (10 s) while
+ * its remaining time allows another full tick: a 1-minute schedule, a 70 s
+ * timeout and reserved concurrency 1 give one tick every 10 s, one at a time
+ * (ticks never overlap; an invocation that would overlap the next is
+ * throttled by the reserved concurrency). See README for the cost.
+ */
+interface LambdaContext {
+  getRemainingTimeInMillis(): number;
+}
+
+export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'batch-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' })) {
+  return async (_event: unknown, context: LambdaContext): Promise<{ ticks: number; transitions: number; leader: boolean }> => {
+    const rt = await runtime();
+    const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
+    const batch = new BatchPromoter(rt.engine, rt.leadership, { intervalMs: interval, logger: loggerPort(logger) });
+    let ticks = 0;
+    let transitions = 0;
+    let leader = false;
+    try {
+      for (;;) {
+        const started = Date.now();
+        const r = await batch.tick();
+        ticks++;
+        leader = r.leader;
+        transitions += r.actions.filter((a) => a.applied).length;
+        metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
+        // Another tick only if it can start on time and finish (one interval) before the invocation ends.
+        const wait = Math.max(0, interval - (Date.now() - started));
+        if (context.getRemainingTimeInMillis() < wait + interval) break;
+        await sleep(wait);
+      }
+      metrics.addMetric('Transitions', MetricUnit.Count, transitions);
+      logger.info('batch promoter invocation done', { ticks, transitions, leader });
+      return { ticks, transitions, leader };
+    } catch (err) {
+      metrics.addMetric('Errors', MetricUnit.Count, 1);
+      logger.error('batch promoter tick failed', { error: err instanceof Error ? err.message : String(err) });
+      throw err;
+    } finally {
+      metrics.publishStoredMetrics();
+    }
+  };
+}
+
+const logger = new Logger({ serviceName: 'batch-promoter' });
+export const handler = batchPromoterHandler(lazy(() => runtimeFrom(process.env, { logger: loggerPort(logger) })), logger);

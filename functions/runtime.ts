@@ -1,0 +1,93 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { EventBridgeBus } from '../shared/events/eventbridge.js';
+import type { EventBus } from '../shared/events/bus.js';
+import { parseConfig } from '../shared/lease/config.js';
+import { LeaseElector } from '../shared/lease/elector.js';
+import type { LeaseStore } from '../shared/lease/store.js';
+import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
+import type { Logger } from '../shared/log.js';
+import { campaignEachTime, RolloutEngine, type Leadership } from '../shared/rollout/engine.js';
+import type { RolloutStore } from '../shared/rollout/store.js';
+import { dynamoDocumentClient } from '../shared/store/dynamodb/connect.js';
+import { DynamoLeaseStore } from '../shared/store/dynamodb/lease-store.js';
+import { DynamoRolloutStore } from '../shared/store/dynamodb/rollout-store.js';
+import { connectPostgres } from '../shared/store/postgres/connect.js';
+import { PostgresLeaseStore } from '../shared/store/postgres/lease-store.js';
+import { PostgresRolloutStore } from '../shared/store/postgres/rollout-store.js';
+
+/**
+ * What a Lambda handler needs, built once per sandbox from the environment.
+ * In AWS a node is one deployed stack: every invocation of this stack's
+ * functions shares ROLLOUT_NODE_ID as its lease holder, and takes one
+ * campaign step per invocation (no loop survives a frozen sandbox).
+ */
+const envSchema = z.object({
+  ROLLOUT_STORE: z.enum(['dynamodb', 'postgres']).default('dynamodb'),
+  ROLLOUT_TABLE: z.string().min(1).optional(),
+  DATABASE_URL: z.string().min(1).optional(),
+  ROLLOUT_NODE_ID: z.string().min(1).default(`${process.env.AWS_LAMBDA_FUNCTION_NAME ?? hostname()}`),
+  ROLLOUT_EVENT_BUS: z.string().min(1).default('default'),
+  ROLLOUT_LEASE_TTL_MS: z.coerce.number().int().positive().default(30_000),
+  ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
+  ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
+  ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(10_000),
+});
+export type RuntimeEnv = z.output<typeof envSchema>;
+
+export interface Runtime {
+  readonly env: RuntimeEnv;
+  readonly leases: LeaseStore;
+  readonly rollouts: RolloutStore;
+  readonly engine: RolloutEngine;
+  readonly leadership: Leadership;
+}
+
+export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: EventBus; logger?: Logger } = {}): Promise<Runtime> {
+  const env = parseConfig('environment', envSchema, source);
+  let leases: LeaseStore;
+  let rollouts: RolloutStore;
+  if (env.ROLLOUT_STORE === 'dynamodb') {
+    if (!env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
+    const doc = dynamoDocumentClient();
+    leases = new DynamoLeaseStore(doc, env.ROLLOUT_TABLE);
+    rollouts = new DynamoRolloutStore(doc, env.ROLLOUT_TABLE);
+  } else {
+    if (!env.DATABASE_URL) throw new Error('invalid environment config: DATABASE_URL: required when ROLLOUT_STORE=postgres');
+    const db = await connectPostgres({ connectionString: env.DATABASE_URL, max: 2 });
+    leases = new PostgresLeaseStore(db.sql);
+    rollouts = new PostgresRolloutStore(db.sql);
+  }
+  const elector = new LeaseElector(leases, {
+    name: 'promotion_leader',
+    holderId: env.ROLLOUT_NODE_ID,
+    ttlMs: env.ROLLOUT_LEASE_TTL_MS,
+    renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS,
+    retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS,
+    ...(overrides.logger ? { logger: overrides.logger } : {}),
+  });
+  const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS), ...(overrides.logger ? { logger: overrides.logger } : {}) });
+  return { env, leases, rollouts, engine, leadership: campaignEachTime(elector) };
+}
+
+/** One runtime per sandbox, created on first use. */
+export function lazy<T>(make: () => Promise<T>): () => Promise<T> {
+  let value: Promise<T> | undefined;
+  return () => {
+    value ??= make().catch((err: unknown) => {
+      value = undefined; // a failed start (store unreachable) is retried on the next invocation
+      throw err;
+    });
+    return value;
+  };
+}
+
+/** Powertools' Logger as the core's logging port. */
+export function loggerPort(logger: PowertoolsLogger): Logger {
+  return {
+    debug: (m, e) => logger.debug(m, e ?? {}),
+    info: (m, e) => logger.info(m, e ?? {}),
+    warn: (m, e) => logger.warn(m, e ?? {}),
+    error: (m, e) => logger.error(m, e ?? {}),
+  };
+}

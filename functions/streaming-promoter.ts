@@ -1,0 +1,45 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { z } from 'zod';
+import { InvalidEventError, parseInboundEvent } from '../shared/rollout/inbound.js';
+import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
+import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+
+/**
+ * StreamingPromoter, invoked by an EventBridge rule with one rollout event
+ * (detail-type `rollout.metrics_reported`, `rollout.alarm_changed`,
+ * `rollout.created`, `rollout.command`). A bad event is logged with its
+ * reason and fails the invocation, so the rule's retry policy and DLQ keep it.
+ */
+const envelope = z.object({ 'detail-type': z.string().min(1), detail: z.record(z.string(), z.unknown()) }).passthrough();
+
+export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
+  return async (event: unknown): Promise<HandleResult> => {
+    try {
+      const env = envelope.safeParse(event);
+      if (!env.success) throw new InvalidEventError(env.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+      const inbound = parseInboundEvent({ type: env.data['detail-type'], ...env.data.detail });
+      const rt = await runtime();
+      const result = await new StreamingPromoter(rt.engine, rt.leadership).handle(inbound);
+      metrics.addMetric('EventsHandled', MetricUnit.Count, 1);
+      metrics.addMetric('Transitions', MetricUnit.Count, result.actions.filter((a) => a.applied).length);
+      if (!result.evaluated) metrics.addMetric('NotLeader', MetricUnit.Count, 1);
+      logger.info('rollout event handled', { type: inbound.type, stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => `${a.transition}${a.applied ? '' : ' (stale)'}`) });
+      return result;
+    } catch (err) {
+      if (err instanceof InvalidEventError) {
+        metrics.addMetric('InvalidEvents', MetricUnit.Count, 1);
+        logger.error('rejected rollout event', { reason: err.message, event });
+      } else {
+        metrics.addMetric('Errors', MetricUnit.Count, 1);
+        logger.error('rollout event failed', { error: err instanceof Error ? err.message : String(err) });
+      }
+      throw err;
+    } finally {
+      metrics.publishStoredMetrics();
+    }
+  };
+}
+
+const logger = new Logger({ serviceName: 'streaming-promoter' });
+export const handler = streamingPromoterHandler(lazy(() => runtimeFrom(process.env, { logger: loggerPort(logger) })), logger);

@@ -1,0 +1,162 @@
+/**
+ * npm run bench -- promotion [--samples N] [--backends postgres,dynamodb,pglite]
+ *
+ * Per backend: inbound metrics event → stage promoted and its event published
+ * on the bus (StreamingPromoter path), p50/p99, with 1 and with 100 rollouts
+ * receiving events at once; one raw conditional write on the same store in
+ * the same run; and BatchPromoter ticks over 1,000 running rollouts (nothing
+ * due, and every rollout promoting one stage). Last line: one JSON object.
+ */
+import { parseArgs } from 'node:util';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { createRollout } from '../../shared/rollout/commands.js';
+import { campaignEachTime, leadershipOf, RolloutEngine } from '../../shared/rollout/engine.js';
+import { MAX_STAGES } from '../../shared/rollout/spec.js';
+import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
+import { openBackend, type BackendName, type LeaseBackend } from '../support/backends.js';
+import { rawConditionalWrite, percentile, round3 } from './raw.js';
+
+const { values: args } = parseArgs({
+  options: {
+    samples: { type: 'string', default: '300' },
+    rollouts: { type: 'string', default: '1000' },
+    backends: { type: 'string', default: 'postgres,dynamodb' },
+  },
+});
+const SAMPLES = Number(args.samples);
+const TICK_ROLLOUTS = Number(args.rollouts);
+
+/** Every stage waits for 10 requests, no bake: each metrics report for the active stage promotes it. */
+const chain = (stages: number) => ({
+  target: { service: 'bench', version: 'v2' },
+  stages: Array.from({ length: stages }, (_, i) => ({
+    name: `s${i}`,
+    percent: i === stages - 1 ? 100 : Math.round(((i + 1) * 100) / stages),
+    bakeSeconds: 0,
+    gates: { minRequests: 10, maxErrorRate: 0.5 },
+  })),
+});
+
+async function setup(backend: LeaseBackend) {
+  const bus = new InProcessBus();
+  const engine = new RolloutEngine({ store: backend.rollouts, bus });
+  const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'bench', ttlMs: 600_000, renewIntervalMs: 200_000, retryIntervalMs: 5_000 });
+  await elector.campaign();
+  // A running elector's cached view, as on a long-running node; a Lambda would campaign per invocation.
+  const streaming = new StreamingPromoter(engine, leadershipOf(elector));
+  return { bus, engine, elector, streaming };
+}
+
+/** Latency of metrics event → stage_promoted on the bus, for `parallel` rollouts at once. */
+async function eventToPromotion(backend: LeaseBackend, parallel: number, samples: number): Promise<number[]> {
+  const { bus, engine, streaming } = await setup(backend);
+  const rounds = Math.ceil(samples / parallel);
+  const perRollout = Math.min(MAX_STAGES, rounds + 1);
+  const ids: string[] = [];
+  for (let i = 0; i < parallel; i++) {
+    const { id } = await createRollout(engine, { spec: chain(perRollout), actor: 'bench' });
+    await streaming.handle({ type: 'rollout.created', rolloutId: id });
+    ids.push(id);
+  }
+  const waiting = new Map<string, () => void>();
+  bus.subscribe((e) => {
+    const d = e.detail as { rolloutId: string; stage?: { index: number } };
+    if (e.detailType === 'ai.rollout.stage_promoted') waiting.get(`${d.rolloutId}/${d.stage?.index}`)?.();
+  });
+  const out: number[] = [];
+  let observedAt = Date.now();
+  for (let round = 0; round < Math.min(rounds, perRollout - 1); round++) {
+    observedAt++;
+    await Promise.all(
+      ids.map(async (rolloutId) => {
+        const key = `${rolloutId}/${round}`;
+        const promoted = new Promise<void>((r) => waiting.set(key, r));
+        const t = performance.now();
+        await streaming.handle({ type: 'rollout.metrics_reported', rolloutId, stage: round, requests: 100, errors: 0, p99LatencyMs: null, observedAt });
+        await promoted;
+        out.push(performance.now() - t);
+        waiting.delete(key);
+      }),
+    );
+  }
+  return out;
+}
+
+async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: number; allDue: number; setupMs: number }> {
+  const { engine, elector } = await setup(backend);
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16 });
+  const t0 = performance.now();
+  const ids: string[] = [];
+  for (let i = 0; i < n; i += 50) {
+    ids.push(...(await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => (await createRollout(engine, { spec: chain(3), actor: 'bench' })).id))));
+  }
+  await batch.tick(); // activates stage 0 everywhere
+  const setupMs = performance.now() - t0;
+  let t = performance.now();
+  const idle = await batch.tick(); // everything waits for metrics: evaluate only
+  const idleMs = performance.now() - t;
+  if (idle.evaluated !== n || idle.actions.length) throw new Error(`idle tick evaluated ${idle.evaluated}, acted ${idle.actions.length}`);
+  const now = Date.now();
+  for (let i = 0; i < ids.length; i += 50) {
+    await Promise.all(ids.slice(i, i + 50).map((id) => backend.rollouts.recordMetrics(id, 1, 0, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: now })));
+  }
+  t = performance.now();
+  const due = await batch.tick(); // every rollout promotes stage 0
+  const dueMs = performance.now() - t;
+  const promoted = due.actions.filter((a) => a.applied && a.transition === 'promote').length;
+  if (promoted !== n) throw new Error(`all-due tick promoted ${promoted} of ${n}`);
+  return { idle: idleMs, allDue: dueMs, setupMs };
+}
+
+async function main() {
+  const out: Record<string, Record<string, number>> = {};
+  for (const name of args.backends.split(',').map((s) => s.trim()) as BackendName[]) {
+    const backend = await openBackend(name);
+    try {
+      const raw = await rawConditionalWrite(name);
+      const rawSamples: number[] = [];
+      for (let i = 0; i < 50 + SAMPLES; i++) {
+        const t = performance.now();
+        await raw.op(i);
+        if (i >= 50) rawSamples.push(performance.now() - t);
+      }
+      await raw.close();
+      const one = await eventToPromotion(backend, 1, Math.min(SAMPLES, MAX_STAGES - 1));
+      const hundred = await eventToPromotion(backend, 100, SAMPLES);
+      // A store of its own: the tick must see exactly its 1,000 rollouts.
+      const tickBackend = await openBackend(name);
+      const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
+      const rawP50 = percentile(rawSamples, 50);
+      const row = {
+        event_to_promotion_p50_ms: round3(percentile(one, 50)),
+        event_to_promotion_p99_ms: round3(percentile(one, 99)),
+        event_to_promotion_100_rollouts_p50_ms: round3(percentile(hundred, 50)),
+        event_to_promotion_100_rollouts_p99_ms: round3(percentile(hundred, 99)),
+        raw_conditional_write_p50_ms: round3(rawP50),
+        event_to_promotion_p99_vs_raw_p50: round3(percentile(one, 99) / rawP50),
+        batch_tick_1000_ms: Math.round(ticks.idle),
+        batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
+        samples_1: one.length,
+        samples_100: hundred.length,
+      };
+      out[name] = row;
+      console.log(
+        `${name.padEnd(9)} event→promotion p50 ${row.event_to_promotion_p50_ms} / p99 ${row.event_to_promotion_p99_ms} ms (1 rollout; p99 = ${row.event_to_promotion_p99_vs_raw_p50}× raw write p50 ${row.raw_conditional_write_p50_ms} ms) · ` +
+          `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
+          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms)`,
+      );
+    } finally {
+      await backend.close();
+    }
+  }
+  console.log(JSON.stringify({ bench: 'promotion', backends: out }));
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

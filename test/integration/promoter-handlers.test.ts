@@ -1,0 +1,102 @@
+/**
+ * The Lambda handlers, called as Lambda calls them, wired from the
+ * environment to real stores. EventBridge is replaced by the in-process bus
+ * here (the AWS issue brings an EventBridge emulator).
+ */
+import { Logger } from '@aws-lambda-powertools/logger';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { batchPromoterHandler } from '../../functions/batch-promoter.js';
+import { runtimeFrom, type Runtime } from '../../functions/runtime.js';
+import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { createRollout } from '../../shared/rollout/commands.js';
+import { dynamoTable, postgresSchema } from '../support/backends.js';
+
+const SPEC = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10, maxErrorRate: 0.05 } },
+    { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+  ],
+};
+
+function capturingLogger(service: string) {
+  const logger = new Logger({ serviceName: service, logLevel: 'CRITICAL' });
+  const errors: { message: string; extra: unknown[] }[] = [];
+  const original = logger.error.bind(logger);
+  logger.error = (message: unknown, ...extra: unknown[]) => {
+    errors.push({ message: String(message), extra });
+    original(message as string, ...(extra as []));
+  };
+  return { logger, errors };
+}
+
+describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (store) => {
+  let env: NodeJS.ProcessEnv;
+  let bus: InProcessBus;
+  let runtime: Runtime;
+  let close: () => Promise<void>;
+  const envelope = (detailType: string, detail: object) => ({ version: '0', id: 'e1', source: 'rollout.signals', 'detail-type': detailType, detail });
+
+  beforeAll(async () => {
+    bus = new InProcessBus();
+    if (store === 'postgres') {
+      const db = await postgresSchema(2);
+      const url = new URL(db.url);
+      url.searchParams.set('options', `-c search_path=${db.schema}`);
+      env = { ROLLOUT_STORE: 'postgres', DATABASE_URL: url.toString(), ROLLOUT_NODE_ID: 'stack-a/eu-west-1', ROLLOUT_TICK_INTERVAL_MS: '40' };
+      close = () => db.close();
+    } else {
+      const t = await dynamoTable();
+      env = { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: t.table, ROLLOUT_NODE_ID: 'stack-a/eu-west-1', ROLLOUT_TICK_INTERVAL_MS: '40' };
+      close = () => t.close();
+    }
+    runtime = await runtimeFrom(env, { bus });
+  });
+  afterAll(async () => {
+    await close?.();
+  });
+
+  it('streaming: a metrics event arriving through EventBridge promotes the stage', async () => {
+    const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
+    const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
+    await handler(envelope('rollout.created', { rolloutId: id }));
+    const result = await handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: new Date().toISOString() }));
+    expect(result).toMatchObject({ stored: 'stored', evaluated: true });
+    expect(result.actions.map((a) => a.transition)).toEqual(['promote']);
+    expect(bus.history.filter((e) => (e.detail as { rolloutId: string }).rolloutId === id).map((e) => e.detailType)).toEqual(['ai.rollout.stage_activated', 'ai.rollout.stage_promoted']);
+  });
+
+  it('streaming: an invalid event is logged with its reason and fails the invocation (the rule’s DLQ keeps it)', async () => {
+    const { logger, errors } = capturingLogger('streaming-promoter');
+    const handler = streamingPromoterHandler(() => Promise.resolve(runtime), logger);
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'r', stage: 0, requests: 5, errors: 9, observedAt: 1 }))).rejects.toThrow(/errors: must not exceed requests/);
+    await expect(handler({ detail: {} })).rejects.toThrow(/detail-type/);
+    await expect(handler(envelope('rollout.unknown', {}))).rejects.toThrow(/type/);
+    expect(errors.map((e) => e.message)).toEqual(['rejected rollout event', 'rejected rollout event', 'rejected rollout event']);
+    expect(JSON.stringify(errors[0]!.extra)).toMatch(/errors: must not exceed requests/);
+  });
+
+  it('streaming: metrics for an unknown rollout fail the invocation instead of being dropped', async () => {
+    const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'ro_missing', stage: 0, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(/unknown rollout ro_missing/);
+  });
+
+  it('batch: one invocation ticks every interval while its remaining time allows, one tick at a time', async () => {
+    const handler = batchPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
+    const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
+    await runtime.rollouts.recordMetrics(id, 1, 0, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
+    const deadline = Date.now() + 200;
+    const result = await handler({}, { getRemainingTimeInMillis: () => deadline - Date.now() });
+    expect(result.leader).toBe(true);
+    expect(result.ticks).toBeGreaterThanOrEqual(2);
+    expect(Date.now()).toBeLessThanOrEqual(deadline + 100); // it stopped before its time ran out (plus one tick's work)
+    expect((await runtime.rollouts.load(id))!.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
+  });
+
+  it('refuses a bad environment with the variable named', async () => {
+    await expect(runtimeFrom({ ROLLOUT_STORE: 'mysql' })).rejects.toThrow(/ROLLOUT_STORE/);
+    await expect(runtimeFrom({ ROLLOUT_STORE: 'dynamodb' })).rejects.toThrow(/ROLLOUT_TABLE: required/);
+    await expect(runtimeFrom({ ROLLOUT_STORE: 'postgres' })).rejects.toThrow(/DATABASE_URL: required/);
+  });
+});
