@@ -100,19 +100,13 @@ export class StreamingPromoter {
     let affected: () => Promise<RolloutView[]>;
     switch (event.type) {
       case 'rollout.metrics_reported': {
-        const view = await store.load(event.rolloutId);
-        if (!view) throw new UnknownRolloutError(event.rolloutId);
-        const stage = typeof event.stage === 'number' ? event.stage : view.rollout.spec.stages.findIndex((s) => s.name === event.stage);
-        if (stage < 0 || stage >= view.rollout.spec.stages.length) {
-          throw new UnknownRolloutError(`${event.rolloutId} (no stage ${JSON.stringify(event.stage)})`);
-        }
-        stored = await store.recordMetrics(event.rolloutId, event.attempt ?? view.rollout.attempt, stage, {
-          requests: event.requests,
-          errors: event.errors,
-          p99LatencyMs: event.p99LatencyMs,
-          observedAt: event.observedAt,
-        });
-        affected = async () => [(await store.load(event.rolloutId))!];
+        const r = await store.recordMetricsAndLoad(
+          event.rolloutId,
+          { stage: event.stage, attempt: event.attempt },
+          { requests: event.requests, errors: event.errors, p99LatencyMs: event.p99LatencyMs, observedAt: event.observedAt },
+        );
+        stored = r.outcome;
+        affected = () => Promise.resolve([r.view]);
         break;
       }
       case 'rollout.alarm_changed': {

@@ -5,6 +5,10 @@ import type { RolloutSpec } from './spec.js';
 import type { TransitionPlan } from './transitions.js';
 
 export type SignalOutcome = 'stored' | 'stale';
+export interface MetricsTarget {
+  readonly stage: number | string;
+  readonly attempt?: number | undefined;
+}
 
 /** The rollout half of the store port; PostgreSQL/PGlite and DynamoDB implement it. */
 export interface RolloutStore {
@@ -14,8 +18,14 @@ export interface RolloutStore {
   load(id: string): Promise<RolloutView | null>;
   /** Every running rollout, read the same way (what a BatchPromoter tick evaluates). */
   loadRunning(): Promise<RolloutView[]>;
-  /** Metrics are cumulative per stage; an older or equal `observedAt` is ignored ('stale'). */
-  recordMetrics(rolloutId: string, attempt: number, stage: number, metrics: StageMetrics): Promise<SignalOutcome>;
+  /**
+   * Metrics are cumulative per stage; an older or equal `observedAt` is ignored ('stale').
+   * `stage` is an index or a stage name; `attempt` defaults to the rollout's current one.
+   * Throws UnknownRolloutError for an unknown rollout or stage.
+   */
+  recordMetrics(rolloutId: string, at: MetricsTarget, metrics: StageMetrics): Promise<SignalOutcome>;
+  /** recordMetrics, then the rollout's view including them (one round trip where the backend allows). */
+  recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, metrics: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }>;
   recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome>;
   /**
    * Applies a plan in one atomic write, fenced by `token`: only if the rollout
@@ -35,8 +45,11 @@ export interface RolloutStore {
 /** Metrics or a command for a rollout id that does not exist. */
 export class UnknownRolloutError extends Error {
   override readonly name = 'UnknownRolloutError';
-  constructor(readonly rolloutId: string) {
-    super(`unknown rollout ${rolloutId}`);
+  constructor(
+    readonly rolloutId: string,
+    readonly stage?: number | string,
+  ) {
+    super(stage === undefined ? `unknown rollout ${rolloutId}` : `rollout ${rolloutId} has no stage ${JSON.stringify(stage)}`);
   }
 }
 

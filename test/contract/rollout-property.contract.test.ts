@@ -142,7 +142,7 @@ describe.each(BACKENDS)('rollout promotion property on %s', (backendName) => {
                 // Make a promotion due but not yet made: healthy metrics stored without evaluating, bake elapsed.
                 const before = (await backend.rollouts.load(id))!;
                 const due = activeStage(before);
-                if (due) await backend.rollouts.recordMetrics(id, before.rollout.attempt, due.index, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: clock.now() });
+                if (due) await backend.rollouts.recordMetrics(id, { stage: due.index, attempt: before.rollout.attempt }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: clock.now() });
                 clock.advance(60_000);
                 await act({ t: 'renew', n: s.n });
                 await act({ t: 'read', n: s.n });

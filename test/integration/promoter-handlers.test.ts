@@ -85,7 +85,7 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
   it('batch: one invocation ticks every interval while its remaining time allows, one tick at a time', async () => {
     const handler = batchPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
     const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
-    await runtime.rollouts.recordMetrics(id, 1, 0, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
+    await runtime.rollouts.recordMetrics(id, { stage: 0 }, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
     const deadline = Date.now() + 200;
     const result = await handler({}, { getRemainingTimeInMillis: () => deadline - Date.now() });
     expect(result.leader).toBe(true);

@@ -13,7 +13,7 @@ import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../../rollout/model.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { GSI1 } from './table.js';
@@ -214,9 +214,15 @@ export class DynamoRolloutStore implements RolloutStore {
     return out;
   }
 
-  async recordMetrics(rolloutId: string, attempt: number, stage: number, m: StageMetrics): Promise<SignalOutcome> {
-    const head = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'pk' }));
+  async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
+    const head = await this.doc.send(
+      new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }),
+    );
     if (!head.Item) throw new UnknownRolloutError(rolloutId);
+    const stages = (head.Item.spec as RolloutSpec).stages;
+    const stage = typeof at.stage === 'number' ? at.stage : stages.findIndex((s) => s.name === at.stage);
+    if (stage < 0 || stage >= stages.length) throw new UnknownRolloutError(rolloutId, at.stage);
+    const attempt = at.attempt ?? Number(head.Item.attempt);
     try {
       await this.doc.send(
         new PutCommand({
@@ -231,6 +237,11 @@ export class DynamoRolloutStore implements RolloutStore {
       if (err instanceof ConditionalCheckFailedException) return 'stale';
       throw err;
     }
+  }
+
+  async recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }> {
+    const outcome = await this.recordMetrics(rolloutId, at, m);
+    return { outcome, view: (await this.load(rolloutId))! };
   }
 
   async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {

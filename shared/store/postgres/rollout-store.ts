@@ -3,13 +3,12 @@ import type { RolloutEvent, RolloutEventDetail, RolloutEventType } from '../../r
 import { ROLLOUT_SOURCE } from '../../rollout/events.js';
 import type { AlarmState, Rollout, RolloutState, RolloutView, StageMetrics, StagePhase, StageStatus } from '../../rollout/model.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
-import { freshStages, type StageSet, type TransitionPlan } from '../../rollout/transitions.js';
-import { withFence } from './fence.js';
+import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
+import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
-const date = (v: number | null): Date | null => (v === null ? null : new Date(v));
 
 /** One statement, so one snapshot: the rollout with its current attempt's stages and metrics. */
 const VIEW_SQL = `
@@ -80,18 +79,9 @@ function eventOf(e: { id: string; detail_type: string; time: unknown; detail: un
   };
 }
 
-const STAGE_COLUMNS: Record<keyof StageSet, string> = {
-  phase: 'phase',
-  activatedAt: 'activated_at',
-  promotedAt: 'promoted_at',
-  promotedEpoch: 'promoted_epoch',
-  promotedBy: 'promoted_by',
-  rolledBackAt: 'rolled_back_at',
-  reason: 'reason',
-};
 
-/** Raised inside the transaction to roll it back when the evaluated state has moved on. */
-class Stale extends Error {}
+/** SQLSTATE raised by rollout_apply when a stage is no longer in the evaluated phase. */
+const STAGE_MOVED = 'RB001';
 
 export class PostgresRolloutStore implements RolloutStore {
   constructor(private readonly sql: Sql) {}
@@ -159,20 +149,49 @@ export class PostgresRolloutStore implements RolloutStore {
     });
   }
 
-  async recordMetrics(rolloutId: string, attempt: number, stage: number, m: StageMetrics): Promise<SignalOutcome> {
-    const { rows } = await this.sql.query(
-      `INSERT INTO stage_metrics (rollout_id, attempt, stage_index, requests, errors, p99_latency_ms, observed_at)
-       SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM rollouts WHERE id = $1)
-       ON CONFLICT (rollout_id, attempt, stage_index) DO UPDATE
-         SET requests = excluded.requests, errors = excluded.errors, p99_latency_ms = excluded.p99_latency_ms, observed_at = excluded.observed_at
-         WHERE stage_metrics.observed_at < excluded.observed_at
-       RETURNING 1`,
-      [rolloutId, attempt, stage, m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt)],
+  async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
+    return (await this.record(rolloutId, at, m, false)).outcome;
+  }
+
+  async recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }> {
+    const { outcome, view, stage, attempt } = await this.record(rolloutId, at, m, true);
+    // The statement's own snapshot predates its insert: put the stored metrics into the view here.
+    if (outcome === 'stored' && view && attempt === view.rollout.attempt) (view.metrics as Map<number, StageMetrics>).set(stage, m);
+    return { outcome, view: view! };
+  }
+
+  /**
+   * One statement: resolves the stage (index or name) and the current attempt,
+   * upserts the metrics if newer, and optionally reads the view.
+   */
+  private async record(rolloutId: string, at: MetricsTarget, m: StageMetrics, withView: boolean) {
+    const { rows } = await this.sql.query<{ found: unknown; stage: number | null; attempt: number | null; stored: unknown; view: RolloutRow | string | null }>(
+      `WITH tgt AS (
+         SELECT id, coalesce($2::int, attempt) AS attempt, jsonb_array_length(spec->'stages') AS n,
+                coalesce($3::int, (SELECT (o - 1)::int FROM jsonb_array_elements(spec->'stages') WITH ORDINALITY AS s(v, o) WHERE v->>'name' = $4)) AS stage
+           FROM rollouts WHERE id = $1),
+       ins AS (
+         INSERT INTO stage_metrics (rollout_id, attempt, stage_index, requests, errors, p99_latency_ms, observed_at)
+         SELECT id, attempt, stage, $5, $6, $7, $8 FROM tgt WHERE stage >= 0 AND stage < n
+         ON CONFLICT (rollout_id, attempt, stage_index) DO UPDATE
+           SET requests = excluded.requests, errors = excluded.errors, p99_latency_ms = excluded.p99_latency_ms, observed_at = excluded.observed_at
+           WHERE stage_metrics.observed_at < excluded.observed_at
+         RETURNING 1)
+       SELECT (SELECT count(*) FROM tgt) AS found,
+              (SELECT stage FROM tgt WHERE stage >= 0 AND stage < n) AS stage,
+              (SELECT attempt FROM tgt) AS attempt,
+              (SELECT count(*) FROM ins) AS stored,
+              ${withView ? `(SELECT row_to_json(v) FROM (${VIEW_SQL} WHERE r.id = $1) v)` : 'NULL'} AS view`,
+      [rolloutId, at.attempt ?? null, typeof at.stage === 'number' ? at.stage : null, typeof at.stage === 'string' ? at.stage : null,
+        m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt)],
     );
-    if (rows.length) return 'stored';
-    const exists = await this.sql.query('SELECT 1 FROM rollouts WHERE id = $1', [rolloutId]);
-    if (!exists.rows.length) throw new UnknownRolloutError(rolloutId);
-    return 'stale';
+    const r = rows[0]!;
+    if (toInt(r.found) === 0) throw new UnknownRolloutError(rolloutId);
+    if (r.stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
+    const outcome: SignalOutcome = toInt(r.stored) > 0 ? 'stored' : 'stale';
+    const viewRow = typeof r.view === 'string' ? (JSON.parse(r.view) as RolloutRow) : r.view;
+    const [view] = viewRow ? await this.views([viewRow]) : [];
+    return { outcome, view, stage: r.stage, attempt: toInt(r.attempt) };
   }
 
   async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {
@@ -186,41 +205,21 @@ export class PostgresRolloutStore implements RolloutStore {
     return rows.length ? 'stored' : 'stale';
   }
 
+  /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 3). */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {
-      await withFence(this.sql, token, async (tx) => {
-        const n = plan.next;
-        // The rollout row exactly as evaluated. Its row lock also orders every transition of this rollout.
-        const updated = await tx.query(
-          `UPDATE rollouts SET state = $2, attempt = $3, version = $4, updated_at = $5, last_progress_at = $6,
-                  deadline_exceeded_at = $7, state_by = $8, state_reason = $9
-            WHERE id = $1 AND version = $10 AND state = $11 AND attempt = $12
-            RETURNING id`,
-          [plan.rolloutId, n.state, n.attempt, n.version, new Date(n.updatedAt), new Date(n.lastProgressAt), date(n.deadlineExceededAt), n.stateBy, n.stateReason,
-            plan.expect.version, plan.expect.state, plan.expect.attempt],
-        );
-        if (updated.rows.length === 0) throw new Stale();
-        for (const change of plan.stageChanges) {
-          const entries = Object.entries(change.set) as [keyof StageSet, unknown][];
-          const sets = entries.map(([k], i) => `${STAGE_COLUMNS[k]} = $${i + 5}`).join(', ');
-          const values = entries.map(([k, v]) => (k.endsWith('At') ? date(v as number | null) : v));
-          const res = await tx.query(
-            `UPDATE rollout_stages SET ${sets} WHERE rollout_id = $1 AND attempt = $2 AND stage_index = $3 AND phase = $4 RETURNING 1`,
-            [plan.rolloutId, plan.expect.attempt, change.index, change.expect, ...values],
-          );
-          if (res.rows.length === 0) throw new Stale();
-        }
-        if (plan.newStages.length) await this.insertStages(tx, plan.rolloutId, n.attempt, plan.newStages);
-        for (const e of plan.events) {
-          await tx.query(
-            'INSERT INTO rollout_events (id, rollout_id, detail_type, time, detail) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING',
-            [e.id, plan.rolloutId, e.detailType, new Date(e.time), JSON.stringify(e.detail)],
-          );
-        }
-      });
-      return true;
+      const { rows } = await this.sql.query<{ r: { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; epoch?: number | string | null } | string }>(
+        'SELECT rollout_apply($1, $2, $3, $4::jsonb) AS r',
+        [token.name, token.holder, token.epoch, JSON.stringify(plan)],
+      );
+      const raw = rows[0]!.r;
+      const r = typeof raw === 'string' ? (JSON.parse(raw) as Exclude<typeof raw, string>) : raw;
+      if (r.status === 'fenced') {
+        throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
+      }
+      return r.status === 'ok';
     } catch (err) {
-      if (err instanceof Stale) return false;
+      if ((err as { code?: string }).code === STAGE_MOVED) return false;
       throw err;
     }
   }
