@@ -8,7 +8,7 @@ import { evaluate } from './evaluate.js';
 import type { RolloutEvent } from './events.js';
 import type { RolloutView } from './model.js';
 import { UnknownRolloutError, type RolloutStore } from './store.js';
-import { planTransition, TransitionRejectedError, type Transition } from './transitions.js';
+import { planTransition, TransitionRejectedError, viewAfter, type Transition, type TransitionPlan } from './transitions.js';
 
 /** Who leads now: a token to fence writes with, or null. */
 export type Leadership = () => Promise<LeaseToken | null>;
@@ -71,15 +71,15 @@ export class RolloutEngine {
     for (let step = 0; view && step <= 2 * view.stages.length + 2; step++) {
       const decision = evaluate(view, this.clock.now());
       if (!decision) break;
-      const action = await this.applyTo(view, decision, token, `promoter:${token.holder}`);
+      const { action, plan } = await this.applyTo(view, decision, token, `promoter:${token.holder}`);
       actions.push(action);
       if (!action.applied) break; // another writer moved it; its own evaluation (or the next tick) goes on from there
-      view = await this.store.load(view.rollout.id);
+      view = viewAfter(view, plan);
     }
     return actions;
   }
 
-  private async applyTo(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Promise<Action> {
+  private async applyTo(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Promise<{ action: Action; plan: TransitionPlan }> {
     const plan = planTransition(view, t, { now: this.clock.now(), token, actor });
     const applied = await this.store.apply(token, plan);
     const stage = 'stage' in t ? t.stage : undefined;
@@ -87,7 +87,7 @@ export class RolloutEngine {
       this.logger.info('rollout transition', { rolloutId: view.rollout.id, transition: t.kind, stage, epoch: token.epoch });
       await this.publish(plan.events);
     }
-    return { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied, events: applied ? plan.events : [] };
+    return { action: { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied, events: applied ? plan.events : [] }, plan };
   }
 
   /**
@@ -99,7 +99,7 @@ export class RolloutEngine {
     for (let attempt = 0; ; attempt++) {
       const view = await this.store.load(rolloutId);
       if (!view) throw new UnknownRolloutError(rolloutId);
-      const action = await this.applyTo(view, make(view), token, actor);
+      const { action } = await this.applyTo(view, make(view), token, actor);
       if (action.applied) return action;
       if (attempt >= 4) throw new TransitionRejectedError(rolloutId, action.transition, 'the rollout kept changing; try again');
     }

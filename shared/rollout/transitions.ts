@@ -228,3 +228,21 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
 export function isTerminal(state: RolloutState): boolean {
   return TERMINAL_STATES.includes(state);
 }
+
+/**
+ * The view once `plan` has been applied. Exact for the rollout and its stages
+ * (the write was conditioned on the exact prior state); signals are as they
+ * were read, just as if the next evaluation had run a moment earlier.
+ */
+export function viewAfter(view: RolloutView, plan: TransitionPlan): RolloutView {
+  if (plan.newStages.length) return { rollout: plan.next, stages: plan.newStages, metrics: new Map(), alarms: view.alarms };
+  const changes = new Map(plan.stageChanges.map((c) => [c.index, c.set]));
+  return {
+    ...view,
+    rollout: plan.next,
+    stages: view.stages.map((s) => {
+      const set = changes.get(s.index);
+      return set ? { ...s, ...set } : s;
+    }),
+  };
+}

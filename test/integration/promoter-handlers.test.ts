@@ -77,9 +77,12 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     expect(JSON.stringify(errors[0]!.extra)).toMatch(/errors: must not exceed requests/);
   });
 
-  it('streaming: metrics for an unknown rollout fail the invocation instead of being dropped', async () => {
+  it('streaming: metrics for an unknown rollout or stage fail the invocation instead of being dropped', async () => {
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
     await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'ro_missing', stage: 0, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(/unknown rollout ro_missing/);
+    const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'half', requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(`rollout ${id} has no stage "half"`);
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 7, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(`rollout ${id} has no stage 7`);
   });
 
   it('batch: one invocation ticks every interval while its remaining time allows, one tick at a time', async () => {

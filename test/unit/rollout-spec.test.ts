@@ -3,7 +3,7 @@ import { ConfigError } from '../../shared/errors.js';
 import { evaluate } from '../../shared/rollout/evaluate.js';
 import type { RolloutView, StageStatus } from '../../shared/rollout/model.js';
 import { parseRolloutSpec } from '../../shared/rollout/spec.js';
-import { freshStages, planTransition, TransitionRejectedError } from '../../shared/rollout/transitions.js';
+import { freshStages, planTransition, TransitionRejectedError, viewAfter } from '../../shared/rollout/transitions.js';
 import { parseInboundEvent } from '../../shared/rollout/inbound.js';
 
 const target = { service: 'checkout', version: 'v42' };
@@ -129,6 +129,17 @@ describe('transition plans', () => {
     ]);
     expect(plan.events.map((e) => e.detailType)).toEqual(['ai.rollout.stage_promoted']);
     expect(plan.events[0]!.detail).toMatchObject({ stage: { index: 0, percent: 10 }, nextStage: { index: 1, percent: 100 }, epoch: 7 });
+  });
+
+  it('viewAfter is the view a re-read would give after the plan was applied', () => {
+    const before = v('running', ['active', 'pending']);
+    const plan = planTransition(before, { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'p' });
+    const after = viewAfter(before, plan);
+    expect(after.rollout).toEqual(plan.next);
+    expect(after.stages.map((s) => [s.phase, s.promotedEpoch, s.activatedAt])).toEqual([['promoted', 7, null], ['active', null, T]]);
+    const retried = viewAfter(v('aborted', ['rolled_back', 'pending']), planTransition(v('aborted', ['rolled_back', 'pending']), { kind: 'retry' }, { now: T, token, actor: 'p' }));
+    expect(retried.rollout).toMatchObject({ attempt: 2, state: 'running' });
+    expect(retried.stages.map((s) => s.phase)).toEqual(['pending', 'pending']);
   });
 
   it('the same transition of the same version yields the same event id', () => {

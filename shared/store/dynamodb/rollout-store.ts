@@ -109,6 +109,20 @@ function eventOf(i: Item): RolloutEvent {
   return { id: String(i.id), source: 'ai.rollout', detailType: i.detailType as RolloutEvent['detailType'], time: Number(i.time), detail: i.detail as RolloutEvent['detail'] };
 }
 
+type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
+
+/** Every page of a query. */
+async function queryAll(doc: DynamoDBDocumentClient, input: QueryInput): Promise<Item[]> {
+  const items: Item[] = [];
+  let start: Item | undefined;
+  do {
+    const page = await doc.send(new QueryCommand({ ...input, ExclusiveStartKey: start }));
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return items;
+}
+
 export class DynamoRolloutStore implements RolloutStore {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -143,15 +157,8 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   async loadRunning(): Promise<RolloutView[]> {
-    const ids: string[] = [];
-    let start: Item | undefined;
-    do {
-      const page = await this.doc.send(
-        new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ExclusiveStartKey: start }),
-      );
-      ids.push(...(page.Items ?? []).map((i) => String(i.sk)));
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true });
+    const ids = registry.map((i) => String(i.sk));
     return (await this.views(ids)).filter((v) => v.rollout.state === 'running');
   }
 
@@ -162,21 +169,12 @@ export class DynamoRolloutStore implements RolloutStore {
     const worker = async () => {
       while (next < ids.length) {
         const i = next++;
-        const items: Item[] = [];
-        let start: Item | undefined;
-        do {
-          const page = await this.doc.send(
-            new QueryCommand({
-              TableName: this.table,
-              KeyConditionExpression: 'pk = :p AND sk >= :from',
-              ExpressionAttributeValues: { ':p': rolloutPk(ids[i]!), ':from': 'METRICS#' },
-              ConsistentRead: true,
-              ExclusiveStartKey: start,
-            }),
-          );
-          items.push(...(page.Items ?? []));
-          start = page.LastEvaluatedKey;
-        } while (start);
+        const items = await queryAll(this.doc, {
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND sk >= :from',
+          ExpressionAttributeValues: { ':p': rolloutPk(ids[i]!), ':from': 'METRICS#' },
+          ConsistentRead: true,
+        });
         partitions[i] = items;
       }
     };
@@ -329,35 +327,31 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   async markPublished(events: readonly RolloutEvent[]): Promise<void> {
-    for (const e of events) {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: rolloutPk(e.detail.rolloutId), sk: `EVENT#${e.id}` },
-          UpdateExpression: `SET publishedAt = :now REMOVE ${GSI1.pk}, ${GSI1.sk}`,
-          ConditionExpression: 'attribute_exists(pk)',
-          ExpressionAttributeValues: { ':now': Date.now() },
-        }),
-      );
-    }
+    const now = Date.now();
+    await Promise.all(
+      events.map((e) =>
+        this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: rolloutPk(e.detail.rolloutId), sk: `EVENT#${e.id}` },
+            UpdateExpression: `SET publishedAt = :now REMOVE ${GSI1.pk}, ${GSI1.sk}`,
+            ConditionExpression: 'attribute_exists(pk)',
+            ExpressionAttributeValues: { ':now': now },
+          }),
+        ),
+      ),
+    );
   }
 
+
   async events(rolloutId: string): Promise<RolloutEvent[]> {
-    const items: Item[] = [];
-    let start: Item | undefined;
-    do {
-      const page = await this.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :p AND begins_with(sk, :e)',
-          ExpressionAttributeValues: { ':p': rolloutPk(rolloutId), ':e': 'EVENT#' },
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      items.push(...(page.Items ?? []));
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const items = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p AND begins_with(sk, :e)',
+      ExpressionAttributeValues: { ':p': rolloutPk(rolloutId), ':e': 'EVENT#' },
+      ConsistentRead: true,
+    });
     return items.sort((a, b) => String(a.order).localeCompare(String(b.order))).map(eventOf);
   }
+
 }
