@@ -19,6 +19,9 @@ import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
 import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
 import { DynamoRolloutStore } from '../../shared/store/dynamodb/rollout-store.js';
 import type { RolloutStore } from '../../shared/rollout/store.js';
+import type { LedgerStore } from '../../shared/ledger/store.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/store/postgres/ledger-store.js';
+import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/store/dynamodb/ledger-store.js';
 import type { Sql } from '../../shared/store/postgres/sql.js';
 
 export type BackendName = 'postgres' | 'pglite' | 'dynamodb';
@@ -28,6 +31,9 @@ export interface LeaseBackend {
   readonly name: BackendName;
   readonly store: LeaseStore;
   readonly rollouts: RolloutStore;
+  readonly ledger: LedgerStore;
+  /** The coordinator lease store of one run (stamps the run's epoch with each lease win). */
+  runLeases(runId: string): LeaseStore;
   /** Writes key = value through the backend's real fenced-write primitive. */
   fencedPut(token: LeaseToken, key: string, value: string): Promise<void>;
   probe(key: string): Promise<string | null>;
@@ -101,12 +107,28 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
     case 'postgres': {
       const db = await postgresSchema();
       await db.sql.query(PROBE_DDL);
-      return { name, store: new PostgresLeaseStore(db.sql), rollouts: new PostgresRolloutStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
+      return {
+        name,
+        store: new PostgresLeaseStore(db.sql),
+        rollouts: new PostgresRolloutStore(db.sql),
+        ledger: new PostgresLedgerStore(db.sql),
+        runLeases: (runId) => new PostgresRunLeaseStore(db.sql, runId),
+        ...sqlProbe(db.sql),
+        close: () => db.close(),
+      };
     }
     case 'pglite': {
       const db = await openPglite();
       await db.sql.query(PROBE_DDL);
-      return { name, store: new PostgresLeaseStore(db.sql), rollouts: new PostgresRolloutStore(db.sql), ...sqlProbe(db.sql), close: () => db.close() };
+      return {
+        name,
+        store: new PostgresLeaseStore(db.sql),
+        rollouts: new PostgresRolloutStore(db.sql),
+        ledger: new PostgresLedgerStore(db.sql),
+        runLeases: (runId) => new PostgresRunLeaseStore(db.sql, runId),
+        ...sqlProbe(db.sql),
+        close: () => db.close(),
+      };
     }
     case 'dynamodb': {
       const t = await dynamoTable();
@@ -114,6 +136,8 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
         name,
         store: new DynamoLeaseStore(t.doc, t.table),
         rollouts: new DynamoRolloutStore(t.doc, t.table),
+        ledger: new DynamoLedgerStore(t.doc, t.table),
+        runLeases: (runId) => new DynamoRunLeaseStore(t.doc, t.table, runId),
         fencedPut: (token, key, value) =>
           fencedTransactWrite(t.doc, t.table, token, [{ Put: { TableName: t.table, Item: { pk: `PROBE#${key}`, sk: 'PROBE', value } } }]),
         probe: async (key) => {

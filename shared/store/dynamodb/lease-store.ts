@@ -19,7 +19,7 @@ export function leaseFromItem(item: Record<string, unknown>): LeaseRecord {
   };
 }
 
-function itemFromLease(r: LeaseRecord): Record<string, unknown> {
+export function itemFromLease(r: LeaseRecord): Record<string, unknown> {
   const item: Record<string, unknown> = {
     ...leaseKey(r.name),
     type: 'lease',

@@ -1,0 +1,59 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Work items of a run. The id is the content hash of the item's canonical
+ * payload, so enqueueing the same work twice is a no-op and a retried
+ * submission lands on the same row.
+ *
+ * Guarantee: every item ends Done exactly once (one recorded result) or
+ * Failed with a reason. Non-guarantee: an item may *execute* more than once
+ * (a victim and a thief, a crash and a retry); only one result is recorded.
+ */
+
+export type ItemState = 'pending' | 'running' | 'done' | 'failed';
+
+export interface WorkItem {
+  readonly runId: string;
+  readonly id: string;
+  readonly payload: unknown;
+  readonly state: ItemState;
+  /** Running: who holds it. Done: who produced the result. */
+  readonly worker: string | null;
+  /** Running: the coordinator epoch current when it was claimed or stolen. */
+  readonly epoch: number | null;
+  readonly claimedAt: number | null;
+  /** Running: the worker has begun executing it; a started item is never stolen. */
+  readonly started: boolean;
+  /** Running: refreshed by the executing worker; the failure scan ages by this, never by claimedAt. */
+  readonly heartbeatAt: number | null;
+  readonly resultHash: string | null;
+  readonly result: unknown;
+  readonly error: string | null;
+  /** Times it went back to Pending or failed (nack, repend, fail). */
+  readonly attempts: number;
+  /** +1 on every transition. */
+  readonly version: number;
+}
+
+/** Canonical JSON: object keys sorted at every level, so equal content hashes equally. */
+export function canonicalJson(value: unknown): string {
+  if (value === undefined) throw new TypeError('payload must not be undefined');
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.keys(value)
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(`payload has a non-finite number: ${value}`);
+  return JSON.stringify(value);
+}
+
+export function contentId(payload: unknown): string {
+  return createHash('sha256').update(canonicalJson(payload)).digest('hex');
+}
+
+export function resultHash(result: unknown): string {
+  return contentId(result);
+}

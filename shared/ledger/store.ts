@@ -1,0 +1,36 @@
+import type { LeaseToken } from '../lease/record.js';
+import type { WorkItem } from './model.js';
+import type { ItemCas } from './transitions.js';
+
+export type ItemCasOutcome = { readonly ok: true; readonly item: WorkItem } | { readonly ok: false; readonly current: WorkItem | null };
+
+export interface RunRecord {
+  readonly id: string;
+  readonly spec: unknown;
+  /** The coordinator epoch, stamped in the same atomic write as each lease win. */
+  readonly coordinatorEpoch: number;
+  readonly createdAt: number;
+}
+
+/** The ledger half of the store port. */
+export interface LedgerStore {
+  createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }>;
+  getRun(id: string): Promise<RunRecord | null>;
+  /** Idempotent: an item already present (same content, same id) is left as it is. Returns the ids and how many were new. */
+  enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }>;
+  get(runId: string, itemId: string): Promise<WorkItem | null>;
+  /** One compare-and-swap; a fenced one throws FencedError when the coordinator was deposed. */
+  cas(change: ItemCas, now: number): Promise<ItemCasOutcome>;
+  /** Running items (what the coordinator needs: backlog per worker, stale heartbeats). Cost follows the running set, not the run. */
+  running(runId: string): Promise<WorkItem[]>;
+  /** Running items whose heartbeat is older than `before`, oldest first (index-backed). */
+  staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]>;
+  pending(runId: string, limit: number): Promise<WorkItem[]>;
+  counts(runId: string): Promise<Record<WorkItem['state'], number>>;
+}
+
+export function coordinatorLease(runId: string): string {
+  return `coordinator:${runId}`;
+}
+
+export type { LeaseToken };

@@ -1,0 +1,95 @@
+import type { LeaseToken } from '../lease/record.js';
+import { resultHash as hashOf, type WorkItem } from './model.js';
+
+/**
+ * Every change to a work item, one small named compare-and-swap each. `expect`
+ * is the exact prior state the change applies to (equality on each field);
+ * `set` is what it becomes. Coordinator transitions also carry the
+ * coordinator's lease token: the store checks it in the same atomic write.
+ */
+
+export type ItemFields = Omit<WorkItem, 'runId' | 'id' | 'payload' | 'version'>;
+export type Expect = Partial<Pick<ItemFields, 'state' | 'worker' | 'started' | 'heartbeatAt'>>;
+
+export interface ItemCas {
+  readonly transition: 'claim' | 'start' | 'heartbeat' | 'ack' | 'nack' | 'repend' | 'steal' | 'fail';
+  readonly runId: string;
+  readonly itemId: string;
+  readonly expect: Expect;
+  readonly set: Partial<ItemFields>;
+  /** Set: the attempts counter goes up by one. */
+  readonly bumpAttempts?: boolean;
+  /** Coordinator writes only. */
+  readonly fence?: LeaseToken;
+}
+
+const runningCleared = { worker: null, epoch: null, claimedAt: null, started: false, heartbeatAt: null } as const;
+
+/** Worker: take a Pending item. `epoch` is the run's coordinator epoch as the worker last saw it. */
+export function claim(runId: string, itemId: string, worker: string, epoch: number, now: number): ItemCas {
+  return { transition: 'claim', runId, itemId, expect: { state: 'pending' }, set: { state: 'running', worker, epoch, claimedAt: now, started: false, heartbeatAt: now } };
+}
+
+/** Worker: mark a held item started before executing it. From here on it is never stolen. */
+export function start(runId: string, itemId: string, worker: string, now: number): ItemCas {
+  return { transition: 'start', runId, itemId, expect: { state: 'running', worker, started: false }, set: { started: true, heartbeatAt: now } };
+}
+
+/** Worker: still alive and working on it. */
+export function heartbeat(runId: string, itemId: string, worker: string, now: number): ItemCas {
+  return { transition: 'heartbeat', runId, itemId, expect: { state: 'running', worker }, set: { heartbeatAt: now } };
+}
+
+/** Worker: submit the result. Only the holder can; the first result recorded is the only one. */
+export function ack(runId: string, itemId: string, worker: string, result: unknown): ItemCas {
+  return {
+    transition: 'ack',
+    runId,
+    itemId,
+    expect: { state: 'running', worker },
+    set: { ...runningCleared, state: 'done', worker, resultHash: hashOf(result), result, error: null },
+  };
+}
+
+/** Worker: give a held item back (drain, backend refused it). */
+export function nack(runId: string, itemId: string, worker: string, reason: string): ItemCas {
+  return { transition: 'nack', runId, itemId, expect: { state: 'running', worker }, set: { ...runningCleared, state: 'pending', error: reason }, bumpAttempts: true };
+}
+
+/**
+ * Coordinator: a Running item whose heartbeat went stale goes back to Pending.
+ * Conditioned on the exact heartbeat that was judged stale, so a heartbeat
+ * that lands meanwhile keeps the item with its worker.
+ */
+export function repend(fence: LeaseToken, runId: string, itemId: string, worker: string, staleHeartbeatAt: number): ItemCas {
+  return {
+    transition: 'repend',
+    runId,
+    itemId,
+    expect: { state: 'running', worker, heartbeatAt: staleHeartbeatAt },
+    set: { ...runningCleared, state: 'pending', error: `heartbeat of ${worker} stale since ${new Date(staleHeartbeatAt).toISOString()}` },
+    bumpAttempts: true,
+    fence,
+  };
+}
+
+/**
+ * Coordinator: move an item the victim has not started to the thief, in one
+ * step — no Pending window in which the victim's ack is lost or a third worker
+ * takes it. If the victim's `start` races this, exactly one of them wins.
+ */
+export function steal(fence: LeaseToken, runId: string, itemId: string, victim: string, thief: string, now: number): ItemCas {
+  return {
+    transition: 'steal',
+    runId,
+    itemId,
+    expect: { state: 'running', worker: victim, started: false },
+    set: { worker: thief, epoch: fence.epoch, claimedAt: now, started: false, heartbeatAt: now },
+    fence,
+  };
+}
+
+/** Coordinator (poison item, attempts exhausted): Pending or Running(worker) → Failed with a reason. */
+export function fail(fence: LeaseToken, runId: string, itemId: string, from: Expect, error: string): ItemCas {
+  return { transition: 'fail', runId, itemId, expect: from, set: { ...runningCleared, state: 'failed', error }, bumpAttempts: true, fence };
+}

@@ -1,0 +1,288 @@
+import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { LeaseRecord } from '../../lease/record.js';
+import type { CasOutcome, LeaseStore } from '../../lease/store.js';
+import { contentId, type WorkItem } from '../../ledger/model.js';
+import type { ItemCasOutcome, LedgerStore, RunRecord } from '../../ledger/store.js';
+import type { ItemCas } from '../../ledger/transitions.js';
+import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
+import { plainItem } from './item.js';
+import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
+import { GSI1 } from './table.js';
+
+/**
+ * The ledger on DynamoDB:
+ *   RUN#<id> / RUN          the run (spec, coordinatorEpoch)
+ *   RUN#<id> / ITEM#<hash>  one item; while running it is in gsi1 under RUNNING#<run> sorted by
+ *                           heartbeat, while pending under PENDING#<run> — so the coordinator's
+ *                           queries read only the running (or pending) set, never the whole run.
+ * gsi1 is eventually consistent: a query may miss a change of the last moment; every write
+ * it leads to is a compare-and-swap on the item itself, so a stale reading never wins.
+ */
+
+type Item = Record<string, unknown>;
+const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
+const runPk = (id: string) => `RUN#${id}`;
+const itemSk = (id: string) => `ITEM#${id}`;
+
+function itemOf(i: Item): WorkItem {
+  const n = (v: unknown) => (v === undefined || v === null ? null : Number(v));
+  return {
+    runId: String(i.runId),
+    id: String(i.id),
+    payload: i.payload,
+    state: i.state as WorkItem['state'],
+    worker: (i.worker as string | undefined) ?? null,
+    epoch: n(i.epoch),
+    claimedAt: n(i.claimedAt),
+    started: Boolean(i.started),
+    heartbeatAt: n(i.heartbeatAt),
+    resultHash: (i.resultHash as string | undefined) ?? null,
+    result: i.result ?? null,
+    error: (i.error as string | undefined) ?? null,
+    attempts: Number(i.attempts ?? 0),
+    version: Number(i.version ?? 0),
+  };
+}
+
+/** Where an item in `state` sits in gsi1 (or nowhere). */
+function indexKeys(runId: string, itemId: string, state: WorkItem['state'], heartbeatAt: number | null, createdAt: number): Item | null {
+  if (state === 'running') return { [GSI1.pk]: `RUNNING#${runId}`, [GSI1.sk]: `${pad(heartbeatAt ?? 0)}#${itemId}` };
+  if (state === 'pending') return { [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: `${pad(createdAt)}#${itemId}` };
+  return null;
+}
+
+export class DynamoLedgerStore implements LedgerStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly table: string,
+    private readonly writeConcurrency = 16,
+  ) {}
+
+  async createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }> {
+    try {
+      await this.doc.send(
+        new PutCommand({ TableName: this.table, Item: { pk: runPk(id), sk: 'RUN', id, spec, coordinatorEpoch: -1, createdAt: now }, ConditionExpression: 'attribute_not_exists(pk)' }),
+      );
+      return { created: true };
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return { created: false };
+      throw err;
+    }
+  }
+
+  async getRun(id: string): Promise<RunRecord | null> {
+    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(id), sk: 'RUN' }, ConsistentRead: true }));
+    return Item ? { id: String(Item.id), spec: Item.spec, coordinatorEpoch: Number(Item.coordinatorEpoch), createdAt: Number(Item.createdAt) } : null;
+  }
+
+  async enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }> {
+    const ids = payloads.map(contentId);
+    let added = 0;
+    let next = 0;
+    const worker = async () => {
+      while (next < payloads.length) {
+        const i = next++;
+        const id = ids[i]!;
+        try {
+          await this.doc.send(
+            new PutCommand({
+              TableName: this.table,
+              Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload: payloads[i], state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null, now) },
+              ConditionExpression: 'attribute_not_exists(pk)',
+            }),
+          );
+          added++;
+        } catch (err) {
+          if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.writeConcurrency, payloads.length) }, worker));
+    return { ids, added };
+  }
+
+  async get(runId: string, itemId: string): Promise<WorkItem | null> {
+    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: itemSk(itemId) }, ConsistentRead: true }));
+    return Item ? itemOf(Item) : null;
+  }
+
+  async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = { ':one': 1, ':now': now };
+    const sets: string[] = ['version = version + :one', 'updatedAt = :now'];
+    const removes: string[] = [];
+    let k = 0;
+    const name = (f: string) => {
+      const n = `#n${k++}`;
+      names[n] = f;
+      return n;
+    };
+    for (const [f, v] of Object.entries(change.set)) {
+      if (v === null || v === undefined) removes.push(name(f));
+      else {
+        const vn = `:s${k}`;
+        sets.push(`${name(f)} = ${vn}`);
+        values[vn] = v;
+      }
+    }
+    if (change.bumpAttempts) sets.push('attempts = attempts + :one');
+    // Index placement follows the new state: heartbeat order while running, back of the line when (re-)pending.
+    const nextState = change.set.state ?? change.expect.state;
+    if (!nextState) throw new Error(`${change.transition}: a ledger transition must name the state it expects or sets`);
+    const heartbeat = change.set.heartbeatAt ?? (nextState === 'running' ? now : null);
+    const keys = nextState === 'running' && change.set.heartbeatAt === undefined ? null : indexKeys(change.runId, change.itemId, nextState, heartbeat, now);
+    if (keys) {
+      for (const [f, v] of Object.entries(keys)) {
+        const vn = `:i${k}`;
+        values[vn] = v;
+        sets.push(`${name(f)} = ${vn}`);
+      }
+    } else if (nextState !== 'running') {
+      removes.push(name(GSI1.pk), name(GSI1.sk));
+    }
+    const conditions = Object.entries(change.expect).map(([f, v]) => {
+      const n = name(f);
+      if (v === null) return `attribute_not_exists(${n})`;
+      const vn = `:e${k}`;
+      values[vn] = v;
+      return `${n} = ${vn}`;
+    });
+    const update = {
+      TableName: this.table,
+      Key: { pk: runPk(change.runId), sk: itemSk(change.itemId) },
+      UpdateExpression: `SET ${sets.join(', ')}${removes.length ? ` REMOVE ${removes.join(', ')}` : ''}`,
+      ConditionExpression: conditions.join(' AND '),
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: values,
+    };
+    try {
+      if (change.fence) {
+        await fencedTransactWrite(this.doc, this.table, change.fence, [{ Update: update }]);
+        return { ok: true, item: (await this.get(change.runId, change.itemId))! };
+      }
+      const res = await this.doc.send(new UpdateCommand({ ...update, ReturnValues: 'ALL_NEW', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }));
+      return { ok: true, item: itemOf(res.Attributes!) };
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) {
+        const old = plainItem(err.Item);
+        return { ok: false, current: old ? itemOf(old) : null };
+      }
+      if (err instanceof WriteConditionFailedError) return { ok: false, current: await this.get(change.runId, change.itemId) };
+      throw err;
+    }
+  }
+
+  private async index(key: string, cond: string, values: Record<string, unknown>, limit?: number): Promise<WorkItem[]> {
+    const out: WorkItem[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          IndexName: GSI1.name,
+          KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
+          ExpressionAttributeValues: { ':k': key, ...values },
+          ExclusiveStartKey: start,
+          ...(limit ? { Limit: limit - out.length } : {}),
+        }),
+      );
+      out.push(...(page.Items ?? []).map(itemOf));
+      start = page.LastEvaluatedKey;
+    } while (start && (!limit || out.length < limit));
+    return out;
+  }
+
+  running(runId: string): Promise<WorkItem[]> {
+    return this.index(`RUNNING#${runId}`, '', {});
+  }
+
+  staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]> {
+    return this.index(`RUNNING#${runId}`, ` AND ${GSI1.sk} < :before`, { ':before': pad(before) }, limit);
+  }
+
+  pending(runId: string, limit: number): Promise<WorkItem[]> {
+    return this.index(`PENDING#${runId}`, '', {}, limit);
+  }
+
+  /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */
+  async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
+    const out = { pending: 0, running: 0, done: 0, failed: 0 };
+    let start: Item | undefined;
+    do {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
+          ExpressionAttributeValues: { ':p': runPk(runId), ':i': 'ITEM#' },
+          ProjectionExpression: '#s',
+          ExpressionAttributeNames: { '#s': 'state' },
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const i of page.Items ?? []) out[i.state as WorkItem['state']]++;
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+}
+
+/** The coordinator lease of one run, with the run's epoch stamped in the same transaction as each lease win. */
+export class DynamoRunLeaseStore implements LeaseStore {
+  private readonly leases: DynamoLeaseStore;
+
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly table: string,
+    private readonly runId: string,
+  ) {
+    this.leases = new DynamoLeaseStore(doc, table);
+  }
+
+  read(name: string): Promise<LeaseRecord | null> {
+    return this.leases.read(name);
+  }
+
+  async compareAndSwap(expected: LeaseRecord | null, next: LeaseRecord): Promise<CasOutcome> {
+    // Renewals and releases do not change the epoch: a plain lease CAS.
+    if (next.holder === null || (expected !== null && expected.epoch === next.epoch)) return this.leases.compareAndSwap(expected, next);
+    try {
+      await this.doc.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              Put: {
+                TableName: this.table,
+                Item: itemFromLease(next),
+                ...(expected === null
+                  ? { ConditionExpression: 'attribute_not_exists(pk)' }
+                  : { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': expected.version } }),
+                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+              },
+            },
+            {
+              Update: {
+                TableName: this.table,
+                Key: { pk: runPk(this.runId), sk: 'RUN' },
+                UpdateExpression: 'SET coordinatorEpoch = :e',
+                ConditionExpression: 'attribute_exists(pk) AND coordinatorEpoch < :e',
+                ExpressionAttributeValues: { ':e': next.epoch },
+              },
+            },
+          ],
+        }),
+      );
+      return { ok: true, record: next };
+    } catch (err) {
+      if (!(err instanceof TransactionCanceledException)) throw err;
+      const reason = err.CancellationReasons?.[0];
+      if (reason?.Code === 'ConditionalCheckFailed') {
+        const old = plainItem(reason.Item);
+        return { ok: false, current: old ? leaseFromItem(old) : await this.read(next.name) };
+      }
+      throw err;
+    }
+  }
+
+}

@@ -1,0 +1,179 @@
+/**
+ * The ledger contract, one suite for every backend: content-addressed
+ * enqueue, each transition as a compare-and-swap over its exact prior state,
+ * coordinator writes fenced by the run's coordinator lease.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { FencedError } from '../../shared/lease/fencing.js';
+import { contentId } from '../../shared/ledger/model.js';
+import { coordinatorLease } from '../../shared/ledger/store.js';
+import { ack, claim, fail, heartbeat, nack, repend, start, steal } from '../../shared/ledger/transitions.js';
+import { BACKENDS, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { ManualClock } from '../support/clock.js';
+import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
+
+const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
+
+describe.each(BACKENDS)('ledger on %s', (backendName) => {
+  let backend: LeaseBackend;
+  const clock = new ManualClock();
+  beforeAll(async () => {
+    backend = await openBackend(backendName);
+  });
+  afterAll(async () => {
+    await backend?.close();
+  });
+
+  async function run(items: unknown[]) {
+    const runId = uniqueName('run');
+    await backend.ledger.createRun(runId, { kind: 'test' }, clock.now());
+    const { ids } = await backend.ledger.enqueue(runId, items, clock.now());
+    return { runId, ids };
+  }
+  async function coordinator(runId: string, holderId: string) {
+    const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId, clock, ...LEASE });
+    expect((await elector.campaign()).leader).toBe(true);
+    return elector;
+  }
+  const cas = (c: Parameters<LeaseBackend['ledger']['cas']>[0]) => backend.ledger.cas(c, clock.now());
+
+  it('enqueue is content-addressed and idempotent', async () => {
+    const { runId, ids } = await run([{ prompt: 'a', n: 1 }, { n: 1, prompt: 'a' }, { prompt: 'b' }]);
+    expect(ids[0]).toBe(ids[1]);
+    expect(ids[0]).toBe(contentId({ n: 1, prompt: 'a' }));
+    expect(await backend.ledger.counts(runId)).toEqual({ pending: 2, running: 0, done: 0, failed: 0 });
+    expect((await backend.ledger.enqueue(runId, [{ prompt: 'b' }], clock.now())).added).toBe(0);
+    expect(await backend.ledger.createRun(runId, {}, clock.now())).toEqual({ created: false });
+  });
+
+  it('claim → start → heartbeat → ack; a retried submission records nothing twice', async () => {
+    const { runId, ids } = await run([{ job: 1 }]);
+    const id = ids[0]!;
+    expect((await cas(claim(runId, id, 'w1', 0, clock.now()))).ok).toBe(true);
+    expect((await cas(claim(runId, id, 'w2', 0, clock.now()))).ok).toBe(false); // already claimed
+    expect((await cas(start(runId, id, 'w1', clock.now()))).ok).toBe(true);
+    clock.advance(1_000);
+    expect((await cas(heartbeat(runId, id, 'w1', clock.now()))).ok).toBe(true);
+    expect((await cas(ack(runId, id, 'w2', { out: 'x' }))).ok).toBe(false); // not the holder
+    const done = await cas(ack(runId, id, 'w1', { out: 'x' }));
+    expect(done.ok && done.item).toMatchObject({ state: 'done', worker: 'w1', result: { out: 'x' }, resultHash: contentId({ out: 'x' }), heartbeatAt: null });
+    const again = await cas(ack(runId, id, 'w1', { out: 'x' }));
+    expect(again).toMatchObject({ ok: false, current: { state: 'done', resultHash: contentId({ out: 'x' }) } });
+    expect((await backend.ledger.get(runId, id))!.version).toBe(4);
+  });
+
+  it('nack returns an item to Pending (attempts + 1); fail records the reason', async () => {
+    const { runId, ids } = await run([{ job: 'n' }]);
+    const id = ids[0]!;
+    await cas(claim(runId, id, 'w1', 0, clock.now()));
+    await cas(nack(runId, id, 'w1', 'draining'));
+    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'pending', worker: null, attempts: 1, error: 'draining' });
+    const c = await coordinator(runId, 'c1');
+    await cas(fail(c.token()!, runId, id, { state: 'pending' }, 'poison: 5 receives'));
+    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', attempts: 2, error: 'poison: 5 receives' });
+  });
+
+  it('concurrent start and steal of an unstarted item: exactly one wins, and one result is recorded', async () => {
+    for (let round = 0; round < 50; round++) {
+      const { runId, ids } = await run([{ race: round }]);
+      const id = ids[0]!;
+      const coord = await coordinator(runId, 'c1');
+      await cas(claim(runId, id, 'victim', 0, clock.now()));
+      const [started, stolen] = await Promise.all([cas(start(runId, id, 'victim', clock.now())), cas(steal(coord.token()!, runId, id, 'victim', 'thief', clock.now()))]);
+      expect(Number(started.ok) + Number(stolen.ok), `round ${round}`).toBe(1);
+      const [victimAck, thiefAck] = await Promise.all([cas(ack(runId, id, 'victim', { by: 'victim' })), cas(ack(runId, id, 'thief', { by: 'thief' }))]);
+      expect(Number(victimAck.ok) + Number(thiefAck.ok)).toBe(1);
+      expect((await backend.ledger.get(runId, id))!.worker).toBe(started.ok ? 'victim' : 'thief');
+    }
+  });
+
+  it('a started item is never stolen; a steal moves Running(victim) to Running(thief) with no Pending window', async () => {
+    const { runId, ids } = await run([{ s: 1 }, { s: 2 }]);
+    const coord = await coordinator(runId, 'c1');
+    for (const id of ids) await cas(claim(runId, id, 'victim', 0, clock.now()));
+    await cas(start(runId, ids[0]!, 'victim', clock.now()));
+    expect((await cas(steal(coord.token()!, runId, ids[0]!, 'victim', 'thief', clock.now()))).ok).toBe(false);
+    const moved = await cas(steal(coord.token()!, runId, ids[1]!, 'victim', 'thief', clock.now()));
+    expect(moved.ok && moved.item).toMatchObject({ state: 'running', worker: 'thief', started: false, epoch: coord.token()!.epoch });
+    expect((await cas(start(runId, ids[1]!, 'victim', clock.now()))).ok).toBe(false); // the victim's late start loses
+  });
+
+  it('re-pends by heartbeat age, never by claim age: a long item with a live heartbeat stays', async () => {
+    const { runId, ids } = await run([{ long: 1 }, { dead: 1 }]);
+    const coord = await coordinator(runId, 'c1');
+    const [live, dead] = ids as [string, string];
+    await cas(claim(runId, live, 'w-live', 0, clock.now()));
+    await cas(claim(runId, dead, 'w-dead', 0, clock.now()));
+    const timeout = 30_000;
+    for (let i = 0; i < 9; i++) {
+      clock.advance(10_000); // 3 × the timeout in all
+      await cas(heartbeat(runId, live, 'w-live', clock.now()));
+      await coord.campaign();
+    }
+    const stale = await backend.ledger.staleRunning(runId, clock.now() - timeout, 100);
+    expect(stale.map((i) => i.id)).toEqual([dead]);
+    const staleDead = stale[0]!;
+    // A heartbeat that lands after the scan read the row defeats the re-pend.
+    await cas(heartbeat(runId, dead, 'w-dead', clock.now()));
+    expect((await cas(repend(coord.token()!, runId, dead, 'w-dead', staleDead.heartbeatAt!))).ok).toBe(false);
+    const fresh = (await backend.ledger.get(runId, dead))!;
+    clock.advance(timeout + 1);
+    await coord.campaign();
+    expect((await cas(repend(coord.token()!, runId, dead, 'w-dead', fresh.heartbeatAt!))).ok).toBe(true);
+    expect(await backend.ledger.get(runId, live)).toMatchObject({ state: 'running', worker: 'w-live' });
+    expect(await backend.ledger.get(runId, dead)).toMatchObject({ state: 'pending', attempts: 1 });
+  });
+
+  it('coordinator writes are fenced; every lease win stamps the run’s epoch', async () => {
+    const { runId, ids } = await run([{ f: 1 }]);
+    const id = ids[0]!;
+    const old = await coordinator(runId, 'c-old');
+    expect((await backend.ledger.getRun(runId))!.coordinatorEpoch).toBe(0);
+    await cas(claim(runId, id, 'victim', 0, clock.now()));
+    const staleToken = old.token()!;
+    clock.advance(LEASE.ttlMs + LEASE.clockSkewMs);
+    const fresh = await coordinator(runId, 'c-new');
+    expect(fresh.token()!.epoch).toBe(1);
+    expect((await backend.ledger.getRun(runId))!.coordinatorEpoch).toBe(1);
+    await expect(cas(steal(staleToken, runId, id, 'victim', 'thief', clock.now()))).rejects.toBeInstanceOf(FencedError);
+    const item = (await backend.ledger.get(runId, id))!;
+    await expect(cas(repend(staleToken, runId, id, 'victim', item.heartbeatAt!))).rejects.toBeInstanceOf(FencedError);
+    expect((await cas(steal(fresh.token()!, runId, id, 'victim', 'thief', clock.now()))).ok).toBe(true);
+    await fresh.campaign(); // a renewal keeps the stamp
+    expect((await backend.ledger.getRun(runId))!.coordinatorEpoch).toBe(1);
+  });
+
+  it('running / pending / stale queries return only their set, in order', async () => {
+    const { runId, ids } = await run(Array.from({ length: 6 }, (_, i) => ({ q: i })));
+    for (const [i, id] of ids.slice(0, 3).entries()) {
+      await cas(claim(runId, id, `w${i}`, 0, clock.now()));
+      clock.advance(1_000);
+    }
+    await cas(ack(runId, ids[0]!, 'w0', 'ok'));
+    // Index reads may lag on DynamoDB (eventually consistent GSI): wait for the settled view.
+    await expect.poll(async () => (await backend.ledger.running(runId)).map((i) => i.worker).sort(), { interval: 20, timeout: 5_000 }).toEqual(['w1', 'w2']);
+    await expect.poll(async () => (await backend.ledger.pending(runId, 10)).length, { interval: 20, timeout: 5_000 }).toBe(3);
+    await expect.poll(async () => (await backend.ledger.staleRunning(runId, clock.now() - 1_500, 10)).map((i) => i.worker), { interval: 20, timeout: 5_000 }).toEqual(['w1']);
+    expect(await backend.ledger.counts(runId)).toEqual({ pending: 3, running: 2, done: 1, failed: 0 });
+  });
+});
+
+describe('ledger indexes on PostgreSQL', () => {
+  it('the stale-heartbeat and running queries read the partial index, not the run', async () => {
+    const db = await postgresSchema(2);
+    try {
+      const ledger = new PostgresLedgerStore(db.sql);
+      await ledger.createRun('big', {}, Date.now());
+      await ledger.enqueue('big', Array.from({ length: 5_000 }, (_, i) => ({ i })), Date.now());
+      await db.sql.query(`UPDATE work_items SET state = 'done' WHERE run_id = 'big'`);
+      await db.sql.query(`UPDATE work_items SET state = 'running', worker = 'w', heartbeat_at = now() WHERE run_id = 'big' AND id IN (SELECT id FROM work_items WHERE run_id = 'big' LIMIT 20)`);
+      await db.sql.query('ANALYZE work_items');
+      const plan = async (q: string) => JSON.stringify((await db.sql.query(`EXPLAIN (FORMAT JSON) ${q}`)).rows);
+      expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'running' AND heartbeat_at < now() ORDER BY heartbeat_at LIMIT 100`)).toContain('work_items_running');
+      expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'running' ORDER BY heartbeat_at`)).toContain('work_items_running');
+    } finally {
+      await db.close();
+    }
+  });
+});
