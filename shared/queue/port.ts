@@ -1,0 +1,29 @@
+/**
+ * The work-queue port: SQS in AWS; on one machine and in cluster mode the
+ * ledger itself. A message names one item of one run; the ledger, not the
+ * queue, is the truth about the item (a message may be delivered twice).
+ */
+export interface QueueMessage {
+  readonly runId: string;
+  readonly itemId: string;
+  /** Opaque handle for delete / extend / release. */
+  readonly receipt: string;
+  /** How many times this message has been received (1 on first delivery). */
+  readonly receiveCount: number;
+}
+
+export interface WorkQueue {
+  send(runId: string, itemIds: readonly string[]): Promise<void>;
+  /** Long-poll for up to `max` messages, waiting at most `waitSeconds`. */
+  receive(max: number, waitSeconds: number, signal?: AbortSignal): Promise<QueueMessage[]>;
+  /** Done with it (acked, or it no longer concerns us). */
+  delete(message: QueueMessage): Promise<void>;
+  /** Still working on it: keep it invisible for another `seconds`. */
+  extend(message: QueueMessage, seconds: number): Promise<void>;
+  /** Give it back now (nack, drain). */
+  release(message: QueueMessage): Promise<void>;
+}
+
+export class InvalidMessageError extends Error {
+  override readonly name = 'InvalidMessageError';
+}
