@@ -6,6 +6,7 @@ import { FencedError } from '../lease/fencing.js';
 import type { LeaseToken } from '../lease/record.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { WorkItem } from './model.js';
+import type { WorkQueue } from '../queue/port.js';
 import type { LedgerStore } from './store.js';
 import { repend, steal } from './transitions.js';
 
@@ -52,6 +53,8 @@ export interface CoordinatorOptions {
   logger?: Logger;
   /** Called once when deposed: a process exits (within 5 s), a Lambda invocation throws. */
   onFenced?: (err: FencedError) => void;
+  /** Where re-pended items are dispatched again: a Pending item always has a message. */
+  queue?: WorkQueue;
 }
 
 /** Unstarted Running items per worker: what a steal may take. Started items are never counted. */
@@ -113,7 +116,7 @@ export class Coordinator {
     return { epoch: token.epoch, victim, items: taken };
   }
 
-  /** Running items whose per-item heartbeat is older than the failure timeout go back to Pending. */
+  /** Running items whose per-item heartbeat is older than the failure timeout go back to Pending (and on the queue). */
   async failureScan(limit = 1_000): Promise<string[]> {
     const token = this.token();
     const cutoff = this.clock.now() - this.opts.failureTimeoutMs;
@@ -124,6 +127,7 @@ export class Coordinator {
       const out = await this.guard(() => this.opts.ledger.cas(repend(token, this.opts.runId, item.id, item.worker!, item.heartbeatAt!), this.clock.now()));
       if (out.ok) repended.push(item.id);
     }
+    if (repended.length) await this.opts.queue?.send(this.opts.runId, repended);
     return repended;
   }
 

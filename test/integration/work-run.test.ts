@@ -1,0 +1,146 @@
+/**
+ * Work-run witnesses with real services: workers pull from SQS (fauxqs),
+ * claim in the ledger (PostgreSQL or DynamoDB Local), run on the mock
+ * backend; the coordinator steals, restarts, and is deposed. Workers are
+ * stepped by the test, so each interleaving is chosen, not hoped for.
+ */
+import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { mockBackend } from '../../shared/ledger/backends.js';
+import { Coordinator } from '../../shared/ledger/coordinator.js';
+import { coordinatorLease } from '../../shared/ledger/store.js';
+import { Worker } from '../../shared/ledger/worker.js';
+import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { ManualClock } from '../support/clock.js';
+
+const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
+
+describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (backendName) => {
+  let backend: LeaseBackend;
+  const sqs = sqsClient();
+  const queues: string[] = [];
+  const clock = new ManualClock(Date.now());
+  beforeAll(async () => {
+    backend = await openBackend(backendName);
+  });
+  afterAll(async () => {
+    for (const q of queues) await sqs.send(new DeleteQueueCommand({ QueueUrl: q })).catch(() => undefined);
+    await backend?.close();
+  });
+
+  async function run(n: number) {
+    executions = new Map();
+    const runId = uniqueName('run');
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { VisibilityTimeout: '60' } }))).QueueUrl!;
+    queues.push(url);
+    const queue = new SqsWorkQueue(sqs, url);
+    await backend.ledger.createRun(runId, {}, clock.now());
+    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), clock.now());
+    await queue.send(runId, ids);
+    return { runId, ids, queue };
+  }
+  async function coordinator(runId: string, holderId: string, queue: SqsWorkQueue) {
+    const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId, clock, ...LEASE });
+    await elector.campaign();
+    const bus = new InProcessBus();
+    const c = new Coordinator({ runId, ledger: backend.ledger, elector, bus, failureTimeoutMs: LEASE.ttlMs, clock, queue });
+    return { elector, bus, c };
+  }
+  /** Workers reach "the coordinator" — whichever instance serves now. */
+  const endpoint = (c: Coordinator) => {
+    const client = { current: c, requestWork: (w: string) => client.current.stealFor(w) };
+    return client;
+  };
+  /** Executions per payload, across all workers of a test. */
+  let executions = new Map<string, number>();
+  const counting = mockBackend();
+  const worker = (runId: string, id: string, queue: SqsWorkQueue, c?: Coordinator | ReturnType<typeof endpoint>) =>
+    new Worker({
+      runId,
+      workerId: id,
+      ledger: backend.ledger,
+      queue,
+      backend: (payload, signal) => {
+        const key = JSON.stringify(payload);
+        executions.set(key, (executions.get(key) ?? 0) + 1);
+        return counting(payload, signal);
+      },
+      clock,
+      waitSeconds: 0,
+      ...(c ? { coordinator: c instanceof Coordinator ? endpoint(c) : c } : {}),
+    });
+  /** Step every worker until the run is finished (bounded). */
+  async function finish(runId: string, workers: Worker[], total: number) {
+    for (let round = 0; round < 400; round++) {
+      await Promise.all(workers.map((w) => w.step()));
+      const counts = await backend.ledger.counts(runId);
+      if (counts.done + counts.failed === total) return counts;
+    }
+    throw new Error(`run ${runId} did not finish: ${JSON.stringify(await backend.ledger.counts(runId))}`);
+  }
+  async function assertExactlyOnce(runId: string, ids: readonly string[], workers: Worker[]) {
+    const items = await Promise.all(ids.map((id) => backend.ledger.get(runId, id)));
+    expect(items.every((i) => i!.state === 'done' && i!.resultHash !== null)).toBe(true);
+    // One recorded result per item: the workers' successful acks add up to the item count exactly.
+    expect(workers.reduce((n, w) => n + w.stats.done, 0)).toBe(ids.length);
+  }
+
+  it('concurrent_ack_and_steal_no_double_execute: a thief steals from a busy victim; every item gets one result', async () => {
+    const { runId, ids, queue } = await run(40);
+    const { c } = await coordinator(runId, 'c1', queue);
+    const victim = worker(runId, 'victim', queue, c);
+    const thief = worker(runId, 'thief', queue, c);
+    while (victim.held.length < 40) expect(await victim.pull()).toBeGreaterThan(0);
+    // Let the running set settle (DynamoDB's index is eventually consistent), then the idle thief asks.
+    await expect.poll(async () => (await backend.ledger.running(runId)).length, { interval: 20, timeout: 5_000 }).toBe(40);
+    expect(await thief.step()).toBe('stole');
+    expect(thief.stats.stolen).toBe(20);
+    const counts = await finish(runId, [victim, thief], 40);
+    expect(counts).toEqual({ pending: 0, running: 0, done: 40, failed: 0 });
+    await assertExactlyOnce(runId, ids, [victim, thief]);
+    // Steals go both ways as each runs dry, but a stolen item is never started by its victim: with no crash,
+    // every item ran exactly once, and was recorded once.
+    expect(thief.stats.stolen).toBeGreaterThanOrEqual(20);
+    expect(executions.size).toBe(40);
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it('orphaned_steal_is_recovered: a steal whose notice is lost, or rejected by the EpochGuard, still completes', async () => {
+    const { runId, ids, queue } = await run(12);
+    const { c } = await coordinator(runId, 'c1', queue);
+    const victim = worker(runId, 'victim', queue);
+    const thief = worker(runId, 'thief', queue); // no coordinator link: the notice never reaches it
+    while (victim.held.length < 12) expect(await victim.pull()).toBeGreaterThan(0);
+    await expect.poll(async () => (await backend.ledger.running(runId)).length, { interval: 20, timeout: 5_000 }).toBe(12);
+    const lost = await c.stealFor('thief'); // committed, but the reply is dropped
+    expect(lost.items).toHaveLength(6);
+    // An EpochGuard that has seen a newer coordinator rejects an old notice: the items are still adopted.
+    thief.guard.accept(lost.epoch + 1);
+    await finish(runId, [victim, thief], 12);
+    await assertExactlyOnce(runId, ids, [victim, thief]);
+    expect(thief.stats.done).toBe(6);
+  });
+
+  it('coord_restart_no_duplicates: the coordinator crashes mid-run; its successor replays and the run completes once', async () => {
+    const { runId, ids, queue } = await run(60);
+    const first = await coordinator(runId, 'c-first', queue);
+    const coord = endpoint(first.c);
+    const workers = ['w1', 'w2', 'w3'].map((w) => worker(runId, w, queue, coord));
+    for (let i = 0; i < 3; i++) await Promise.all(workers.map((w) => w.step()));
+    await first.elector.stop({ resign: false }); // crash: no resign, no state handed over
+    clock.advance(LEASE.ttlMs + LEASE.clockSkewMs);
+    const second = await coordinator(runId, 'c-second', queue);
+    expect(second.elector.token()!.epoch).toBe(1);
+    const inflight = await second.c.replay();
+    const before = await backend.ledger.counts(runId);
+    expect(before.running).toBe([...inflight.running.values()].reduce((n, l) => n + l.length, 0)); // Running stays in flight
+    // The workers keep going, now answered by the successor; the restart requeued nothing.
+    coord.current = second.c;
+    await finish(runId, workers, 60);
+    await assertExactlyOnce(runId, ids, workers);
+  });
+});
