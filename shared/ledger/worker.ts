@@ -66,6 +66,8 @@ export class Worker {
   private readonly heartbeatMs: number;
   private readonly visibilitySeconds: number;
   private stopping = false;
+  /** The item being executed, so a drain can abort it and give it back. */
+  private current: { readonly itemId: string; readonly abort: AbortController; done: Promise<string | null> } | null = null;
 
   constructor(private readonly o: WorkerOptions) {
     if (!o.workerId.trim()) throw new Error('invalid worker config: workerId: must not be empty');
@@ -86,7 +88,7 @@ export class Worker {
 
   /** One unit of work: run the next held item, else receive, else reconcile and ask for work. */
   async step(): Promise<'ran' | 'received' | 'stole' | 'idle'> {
-    const next = this.backlog.shift();
+    const next = this.stopping ? undefined : this.backlog.shift();
     if (next) {
       await this.execute(next);
       return 'ran';
@@ -132,6 +134,9 @@ export class Worker {
     }
     const item = started.item;
     const abort = new AbortController();
+    let settle!: (given: string | null) => void;
+    this.current = { itemId: h.itemId, abort, done: new Promise((r) => (settle = r)) };
+    let givenBack: string | null = null;
     const beat = setInterval(() => {
       void (async () => {
         const hb = await this.o.ledger.cas(heartbeat(runId, h.itemId, this.id, this.clock.now()), this.clock.now());
@@ -145,6 +150,16 @@ export class Worker {
       try {
         result = await this.o.backend(payload, abort.signal);
       } catch (err) {
+        if (abort.signal.aborted && this.stopping) {
+          // Drained mid-run: hand it back so another worker runs it now, not after the failure timeout.
+          const back = await this.o.ledger.cas(nack(runId, h.itemId, this.id, 'drained'), this.clock.now());
+          if (back.ok) {
+            givenBack = h.itemId;
+            if (h.message) await this.o.queue.release(h.message);
+            else await this.o.queue.send(runId, [h.itemId]);
+          }
+          return;
+        }
         if (abort.signal.aborted) {
           this.stats.lost++;
           return;
@@ -162,6 +177,8 @@ export class Worker {
       if (h.message) await this.o.queue.delete(h.message);
     } finally {
       clearInterval(beat);
+      this.current = null;
+      settle(givenBack);
     }
   }
 
@@ -192,10 +209,16 @@ export class Worker {
     return notice.items.length > 0;
   }
 
-  /** Stop pulling; give back everything held but not started (drain). */
+  /** Drain: stop pulling, abort the running item and give back everything held or running. Returns the ids given back. */
   async drain(): Promise<string[]> {
     this.stopping = true;
     const given: string[] = [];
+    const running = this.current;
+    if (running) {
+      running.abort.abort(new Error('draining'));
+      const back = await running.done;
+      if (back) given.push(back);
+    }
     for (const h of this.backlog.splice(0)) {
       const back = await this.o.ledger.cas(nack(this.o.runId, h.itemId, this.id, 'drained'), this.clock.now());
       if (!back.ok) continue;

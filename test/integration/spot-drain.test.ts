@@ -1,0 +1,100 @@
+/**
+ * spot_drain_completes_within_lead_time, for AWS (notice 120 s, drain 60 s)
+ * and GCP (30 s, 15 s): a worker holding items, one of them mid-run on a slow
+ * backend, gets a preemption notice through the ComputeHint port; the drain
+ * finishes inside the provider's drain deadline, gives everything back, and
+ * another worker completes the run — nothing lost.
+ */
+import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROVIDER_DEADLINES, SimulatedComputeHint, type Provider } from '../../shared/drain/compute-hint.js';
+import { drain, type DrainReport } from '../../shared/drain/drain.js';
+import { mockBackend } from '../../shared/ledger/backends.js';
+import { Worker } from '../../shared/ledger/worker.js';
+import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { until } from '../support/gate.js';
+
+describe.each(['postgres', 'dynamodb'] as const)('spot drain on %s with SQS', (backendName) => {
+  let backend: LeaseBackend;
+  const sqs = sqsClient();
+  const queues: string[] = [];
+  beforeAll(async () => {
+    backend = await openBackend(backendName);
+  });
+  afterAll(async () => {
+    for (const q of queues) await sqs.send(new DeleteQueueCommand({ QueueUrl: q })).catch(() => undefined);
+    await backend?.close();
+  });
+
+  async function setup(n: number) {
+    const runId = uniqueName('run');
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { VisibilityTimeout: '60' } }))).QueueUrl!;
+    queues.push(url);
+    const queue = new SqsWorkQueue(sqs, url);
+    await backend.ledger.createRun(runId, {}, Date.now());
+    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), Date.now());
+    await queue.send(runId, ids);
+    return { runId, ids, queue };
+  }
+  const worker = (runId: string, id: string, queue: SqsWorkQueue, durationMs: number) =>
+    new Worker({ runId, workerId: id, ledger: backend.ledger, queue, backend: mockBackend({ durationMs }), waitSeconds: 0, receiveBatch: 10 });
+
+  describe.each(['aws', 'gcp'] as Provider[])('spot_drain_completes_within_lead_time (%s)', (provider) => {
+    it('drains a worker with a running item and a backlog inside the drain deadline; nothing is lost', async () => {
+      const { runId, ids, queue } = await setup(12);
+      const doomed = worker(runId, 'doomed', queue, 60_000); // each item would take a minute
+      await doomed.pull();
+      const held = doomed.held.length;
+      expect(held).toBeGreaterThan(1);
+      const running = doomed.step(); // starts the first item and hangs in the backend
+      await until('an item is started', async () => (await backend.ledger.running(runId)).some((i) => i.started), 5_000, 20);
+
+      const hint = new SimulatedComputeHint();
+      const registry = new Set(['doomed']);
+      let exited = false;
+      const report = new Promise<DrainReport>((resolve) =>
+        hint.onPreemption((notice) => {
+          void drain({ stopAndNack: () => doomed.drain(), deregister: () => Promise.resolve(void registry.delete('doomed')) }, notice, {
+            snapshot: { estimatedCostMs: 5, take: () => Promise.resolve() },
+            exit: () => (exited = true),
+          }).then(resolve);
+        }),
+      );
+      hint.preempt({ provider, instanceId: 'i-0abc', kind: 'interruption', receivedAt: Date.now() });
+      const r = await report;
+      await running;
+
+      expect(r.deadlineMs).toBe(PROVIDER_DEADLINES[provider].drainDeadlineMs);
+      expect(r.deadlineMs).toBeLessThan(PROVIDER_DEADLINES[provider].noticeLeadMs);
+      expect(r.withinDeadline).toBe(true);
+      expect(r.elapsedMs).toBeLessThan(r.deadlineMs);
+      expect(r.steps).toEqual(['stop_pulling_and_nack', 'snapshot', 'deregister', 'exit']);
+      expect(r.nacked).toHaveLength(held); // the running item and the whole backlog
+      expect(r.problems).toEqual([]);
+      expect(exited).toBe(true);
+      expect(registry.has('doomed')).toBe(false);
+
+      // Everything it held is Pending again and on the queue: another worker finishes the run.
+      const rescuer = worker(runId, 'rescuer', queue, 0);
+      for (let i = 0; i < 100 && (await backend.ledger.counts(runId)).done < ids.length; i++) await rescuer.step();
+      expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: ids.length, failed: 0 });
+      expect(rescuer.stats.done).toBe(ids.length);
+    });
+  });
+
+  it('a drain short of time skips the snapshot and says so; what it gave back is still not lost', async () => {
+    const { runId, queue } = await setup(3);
+    const w = worker(runId, 'late', queue, 0);
+    await w.pull();
+    const deadline = PROVIDER_DEADLINES.gcp.drainDeadlineMs;
+    const r = await drain({ stopAndNack: () => w.drain(), deregister: () => Promise.resolve() }, { provider: 'gcp', instanceId: 'gce-1', kind: 'interruption', receivedAt: Date.now() - deadline + 200 }, {
+      snapshot: { estimatedCostMs: 10_000, take: () => Promise.reject(new Error('must not be called')) },
+    });
+    expect(r.steps).toEqual(['stop_pulling_and_nack', 'snapshot_skipped', 'deregister', 'exit']);
+    expect(r.problems[0]).toMatch(/snapshot skipped: \d+ ms left, it needs ~10000 ms/);
+    expect(r.nacked).toHaveLength(3);
+    expect((await backend.ledger.counts(runId)).pending).toBe(3);
+  });
+});
