@@ -8,7 +8,7 @@ import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { WorkItem } from './model.js';
 import type { WorkQueue } from '../queue/port.js';
 import type { LedgerStore } from './store.js';
-import { repend, steal } from './transitions.js';
+import { fail, repend, steal } from './transitions.js';
 
 /**
  * The coordinator of one run: exactly one at a time, by the lease
@@ -129,6 +129,37 @@ export class Coordinator {
     }
     if (repended.length) await this.opts.queue?.send(this.opts.runId, repended);
     return repended;
+  }
+
+  /**
+   * Items whose message went to the dead-letter queue (poison: received
+   * maxReceiveCount times without a result) are marked Failed with the reason.
+   * A dead letter for an item already finished is acknowledged and dropped.
+   */
+  async failDeadLetters(dlq: WorkQueue, max = 100): Promise<{ failed: string[]; dropped: string[] }> {
+    const token = this.token();
+    const failed: string[] = [];
+    const dropped: string[] = [];
+    for (;;) {
+      const batch = await dlq.receive(10, 0);
+      if (!batch.length) break;
+      for (const m of batch) {
+        const item = m.runId === this.opts.runId ? await this.opts.ledger.get(m.runId, m.itemId) : null;
+        if (item && (item.state === 'pending' || item.state === 'running')) {
+          const from = item.state === 'pending' ? { state: 'pending' as const } : { state: 'running' as const, worker: item.worker };
+          const reason = `poison: delivered ${m.receiveCount} times without a result${item.error ? `; last error: ${item.error}` : ''}`;
+          const out = await this.guard(() => this.opts.ledger.cas(fail(token, m.runId, m.itemId, from, reason), this.clock.now()));
+          if (out.ok) failed.push(m.itemId);
+          else if (out.current && (out.current.state === 'pending' || out.current.state === 'running')) continue; // moved meanwhile: look again next time
+        } else {
+          this.logger.info('dead letter for an item that is finished or unknown; dropped', { runId: m.runId, itemId: m.itemId, state: item?.state ?? 'unknown' });
+          dropped.push(m.itemId);
+        }
+        await dlq.delete(m);
+      }
+      if (failed.length + dropped.length >= max) break;
+    }
+    return { failed, dropped };
   }
 
   /** Rebuild the in-flight map from the ledger: Running stays in flight, Pending is dispatched again, Done/Failed are skipped. */

@@ -4,7 +4,7 @@
  * backend; the coordinator steals, restarts, and is deposed. Workers are
  * stepped by the test, so each interleaving is chosen, not hoped for.
  */
-import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
@@ -142,5 +142,57 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     coord.current = second.c;
     await finish(runId, workers, 60);
     await assertExactlyOnce(runId, ids, workers);
+  });
+
+  it('long_item_is_not_repended: an item running 3 × the failure timeout with a live heartbeat stays with its worker', async () => {
+    const { runId, ids, queue } = await run(1);
+    const timeoutMs = 300;
+    const real = await coordinator(runId, 'c1', queue);
+    // Real time here: the worker's heartbeat timer and the scans run concurrently with the item.
+    const c = new Coordinator({ runId, ledger: backend.ledger, elector: real.elector, bus: real.bus, failureTimeoutMs: timeoutMs, queue });
+    const w = new Worker({ runId, workerId: 'slow', ledger: backend.ledger, queue, backend: mockBackend({ durationMs: 3 * timeoutMs }), waitSeconds: 0, heartbeatMs: timeoutMs / 6 });
+    await w.pull();
+    const running = w.step();
+    const repended: string[] = [];
+    let scans = 0;
+    const scanning = (async () => {
+      for (const t0 = Date.now(); Date.now() - t0 < 3 * timeoutMs; scans++) {
+        repended.push(...(await c.failureScan()));
+        await new Promise((r) => setTimeout(r, timeoutMs / 6));
+      }
+    })();
+    await Promise.all([running, scanning]);
+    expect(scans).toBeGreaterThan(5);
+    expect(repended).toEqual([]);
+    expect(await backend.ledger.get(runId, ids[0]!)).toMatchObject({ state: 'done', worker: 'slow', attempts: 0 });
+  });
+
+  it('a poison item goes to the DLQ after maxReceiveCount and is marked Failed with the reason', async () => {
+    const runId = uniqueName('run');
+    const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('dlq') }))).QueueUrl!;
+    const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['QueueArn'] }));
+    const url = (
+      await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: Attributes!.QueueArn, maxReceiveCount: 3 }) } }))
+    ).QueueUrl!;
+    queues.push(url, dlqUrl);
+    const queue = new SqsWorkQueue(sqs, url);
+    const dlq = new SqsWorkQueue(sqs, dlqUrl);
+    await backend.ledger.createRun(runId, {}, clock.now());
+    const { ids } = await backend.ledger.enqueue(runId, [{ poison: true }], clock.now());
+    await queue.send(runId, ids);
+    const { c } = await coordinator(runId, 'c1', queue);
+    const w = new Worker({ runId, workerId: 'w', ledger: backend.ledger, queue, backend: mockBackend({ failureRate: 1 }), clock, waitSeconds: 0 });
+    for (let i = 0; i < 20 && w.stats.failedRuns < 3; i++) await w.step();
+    expect(w.stats.failedRuns).toBe(3);
+    expect(await w.pull()).toBe(0); // redriven: the main queue no longer offers it
+    const swept = await c.failDeadLetters(dlq);
+    expect(swept).toEqual({ failed: ids, dropped: [] });
+    const item = (await backend.ledger.get(runId, ids[0]!))!;
+    expect(item.state).toBe('failed');
+    expect(item.error).toMatch(/^poison: delivered \d+ times without a result; last error: mock failure/);
+    // A duplicate dead letter for the same (now Failed) item is acknowledged, not retried forever.
+    await dlq.send(runId, ids);
+    expect(await c.failDeadLetters(dlq)).toEqual({ failed: [], dropped: ids });
+    expect(await dlq.receive(10, 0)).toEqual([]);
   });
 });
