@@ -55,6 +55,8 @@ export interface CoordinatorOptions {
   onFenced?: (err: FencedError) => void;
   /** Where re-pended items are dispatched again: a Pending item always has a message. */
   queue?: WorkQueue;
+  /** Page size when replay reads the Pending set. */
+  replayPageSize?: number;
 }
 
 /** Unstarted Running items per worker: what a steal may take. Started items are never counted. */
@@ -172,10 +174,12 @@ export class Coordinator {
       running.set(item.worker ?? '', list);
     }
     const pending: WorkItem[] = [];
-    for (;;) {
-      const page = await this.opts.ledger.pending(this.opts.runId, 10_000);
+    const size = this.opts.replayPageSize ?? 1_000;
+    for (let after: string | undefined; ; ) {
+      const page = await this.opts.ledger.pending(this.opts.runId, size, after);
       pending.push(...page);
-      if (page.length < 10_000) break;
+      if (page.length < size) break;
+      after = page.at(-1)!.id;
     }
     return { running, pending };
   }

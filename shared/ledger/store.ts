@@ -25,7 +25,8 @@ export interface LedgerStore {
   running(runId: string): Promise<WorkItem[]>;
   /** Running items whose heartbeat is older than `before`, oldest first (index-backed). */
   staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]>;
-  pending(runId: string, limit: number): Promise<WorkItem[]>;
+  /** Pending items in item-id order, after `after` (exclusive) when given: a cursor for paging (index-backed). */
+  pending(runId: string, limit: number, after?: string): Promise<WorkItem[]>;
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
 }
 

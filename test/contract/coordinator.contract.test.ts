@@ -122,6 +122,16 @@ describe.each(BACKENDS)('coordinator on %s', (backendName) => {
     expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 6, failed: 0 });
   });
 
+  it('replay pages through a Pending set larger than one page (no re-reading the first page forever)', async () => {
+    const runId = uniqueName('run');
+    await backend.ledger.createRun(runId, {}, clock.now());
+    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: 7 }, (_, i) => ({ runId, i })), clock.now());
+    const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId: 'c', clock, ...LEASE });
+    await elector.campaign();
+    const c = new Coordinator({ runId, ledger: backend.ledger, elector, bus: new InProcessBus(), failureTimeoutMs: LEASE.ttlMs, clock, replayPageSize: 3 });
+    await expect.poll(async () => (await c.replay()).pending.map((i) => i.id).sort(), { interval: 20, timeout: 5_000 }).toEqual([...ids].sort());
+  });
+
   it('split_brain_old_coord_self_fences: a deposed coordinator emits exactly one coordinator_fenced event and stops', async () => {
     // The old coordinator's clock lags: by its own view it still holds the lease when the new one takes it.
     const oldClock = new ManualClock(clock.now());

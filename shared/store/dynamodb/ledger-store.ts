@@ -46,9 +46,9 @@ function itemOf(i: Item): WorkItem {
 }
 
 /** Where an item in `state` sits in gsi1 (or nowhere). */
-function indexKeys(runId: string, itemId: string, state: WorkItem['state'], heartbeatAt: number | null, createdAt: number): Item | null {
+function indexKeys(runId: string, itemId: string, state: WorkItem['state'], heartbeatAt: number | null): Item | null {
   if (state === 'running') return { [GSI1.pk]: `RUNNING#${runId}`, [GSI1.sk]: `${pad(heartbeatAt ?? 0)}#${itemId}` };
-  if (state === 'pending') return { [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: `${pad(createdAt)}#${itemId}` };
+  if (state === 'pending') return { [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: itemId };
   return null;
 }
 
@@ -88,7 +88,7 @@ export class DynamoLedgerStore implements LedgerStore {
           await this.doc.send(
             new PutCommand({
               TableName: this.table,
-              Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload: payloads[i], state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null, now) },
+              Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload: payloads[i], state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null) },
               ConditionExpression: 'attribute_not_exists(pk)',
             }),
           );
@@ -127,11 +127,11 @@ export class DynamoLedgerStore implements LedgerStore {
       }
     }
     if (change.bumpAttempts) sets.push('attempts = attempts + :one');
-    // Index placement follows the new state: heartbeat order while running, back of the line when (re-)pending.
+    // Index placement follows the new state: heartbeat order while running, item-id order while pending.
     const nextState = change.set.state ?? change.expect.state;
     if (!nextState) throw new Error(`${change.transition}: a ledger transition must name the state it expects or sets`);
     const heartbeat = change.set.heartbeatAt ?? (nextState === 'running' ? now : null);
-    const keys = nextState === 'running' && change.set.heartbeatAt === undefined ? null : indexKeys(change.runId, change.itemId, nextState, heartbeat, now);
+    const keys = nextState === 'running' && change.set.heartbeatAt === undefined ? null : indexKeys(change.runId, change.itemId, nextState, heartbeat);
     if (keys) {
       for (const [f, v] of Object.entries(keys)) {
         const vn = `:i${k}`;
@@ -201,8 +201,8 @@ export class DynamoLedgerStore implements LedgerStore {
     return this.index(`RUNNING#${runId}`, ` AND ${GSI1.sk} < :before`, { ':before': pad(before) }, limit);
   }
 
-  pending(runId: string, limit: number): Promise<WorkItem[]> {
-    return this.index(`PENDING#${runId}`, '', {}, limit);
+  pending(runId: string, limit: number, after?: string): Promise<WorkItem[]> {
+    return after === undefined ? this.index(`PENDING#${runId}`, '', {}, limit) : this.index(`PENDING#${runId}`, ` AND ${GSI1.sk} > :after`, { ':after': after }, limit);
   }
 
   /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */

@@ -113,8 +113,11 @@ export class PostgresLedgerStore implements LedgerStore {
     return rows.map(itemOf);
   }
 
-  async pending(runId: string, limit: number): Promise<WorkItem[]> {
-    const { rows } = await this.sql.query<Row>(`SELECT * FROM work_items WHERE run_id = $1 AND state = 'pending' ORDER BY created_at LIMIT $2`, [runId, limit]);
+  async pending(runId: string, limit: number, after?: string): Promise<WorkItem[]> {
+    const { rows } = await this.sql.query<Row>(
+      `SELECT * FROM work_items WHERE run_id = $1 AND state = 'pending' AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $2`,
+      [runId, limit, after ?? null],
+    );
     return rows.map(itemOf);
   }
 

@@ -183,7 +183,7 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       -- The coordinator's queries touch only these partial indexes: their cost follows the running
       -- (or pending) set, not the size of the run.
       CREATE INDEX work_items_running ON work_items (run_id, heartbeat_at) WHERE state = 'running';
-      CREATE INDEX work_items_pending ON work_items (run_id, created_at) WHERE state = 'pending';
+      CREATE INDEX work_items_pending ON work_items (run_id, id) WHERE state = 'pending';
     `,
   },
 ];
