@@ -147,14 +147,18 @@ export async function startDynamo(): Promise<{ url: string; stop: Stopper }> {
   const { jar, libs } = dynamoJar();
   const port = await freePort();
   // DynamoDB Local listens on all interfaces (it has no bind option); tests run in a loopback-only namespace when possible.
+  // Its own working directory: even in memory it writes a metadata file there.
+  const cwd = mkdtempSync(join(tmpdir(), 'rollout-ddb-'));
   const server = spawn('java', ['-Xms128m', '-Xmx1g', `-Djava.library.path=${libs}`, '-jar', jar, '-inMemory', '-sharedDb', '-port', String(port)], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    cwd,
   });
   const log = collect(server);
   const url = `http://127.0.0.1:${port}`;
   const stop: Stopper = async () => {
     if (server.exitCode === null) server.kill('SIGKILL');
     await exited(server);
+    rmSync(cwd, { recursive: true, force: true });
   };
   try {
     await waitFor('DynamoDB Local', 60_000, async () => (await fetch(url)).status > 0, server, log);

@@ -102,33 +102,28 @@ export async function dynamoTable(): Promise<{ client: DynamoDBClient; doc: Dyna
   };
 }
 
+async function sqlBackend(name: BackendName, sql: Sql, close: () => Promise<void>): Promise<LeaseBackend> {
+  await sql.query(PROBE_DDL);
+  return {
+    name,
+    store: new PostgresLeaseStore(sql),
+    rollouts: new PostgresRolloutStore(sql),
+    ledger: new PostgresLedgerStore(sql),
+    runLeases: (runId) => new PostgresRunLeaseStore(sql, runId),
+    ...sqlProbe(sql),
+    close,
+  };
+}
+
 export async function openBackend(name: BackendName): Promise<LeaseBackend> {
   switch (name) {
     case 'postgres': {
       const db = await postgresSchema();
-      await db.sql.query(PROBE_DDL);
-      return {
-        name,
-        store: new PostgresLeaseStore(db.sql),
-        rollouts: new PostgresRolloutStore(db.sql),
-        ledger: new PostgresLedgerStore(db.sql),
-        runLeases: (runId) => new PostgresRunLeaseStore(db.sql, runId),
-        ...sqlProbe(db.sql),
-        close: () => db.close(),
-      };
+      return sqlBackend(name, db.sql, () => db.close());
     }
     case 'pglite': {
       const db = await openPglite();
-      await db.sql.query(PROBE_DDL);
-      return {
-        name,
-        store: new PostgresLeaseStore(db.sql),
-        rollouts: new PostgresRolloutStore(db.sql),
-        ledger: new PostgresLedgerStore(db.sql),
-        runLeases: (runId) => new PostgresRunLeaseStore(db.sql, runId),
-        ...sqlProbe(db.sql),
-        close: () => db.close(),
-      };
+      return sqlBackend(name, db.sql, () => db.close());
     }
     case 'dynamodb': {
       const t = await dynamoTable();

@@ -1,5 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
@@ -9,6 +9,7 @@ import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
+import { queryAll } from './query.js';
 
 /**
  * The ledger on DynamoDB:
@@ -174,23 +175,13 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   private async index(key: string, cond: string, values: Record<string, unknown>, limit?: number): Promise<WorkItem[]> {
-    const out: WorkItem[] = [];
-    let start: Item | undefined;
-    do {
-      const page = await this.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: GSI1.name,
-          KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
-          ExpressionAttributeValues: { ':k': key, ...values },
-          ExclusiveStartKey: start,
-          ...(limit ? { Limit: limit - out.length } : {}),
-        }),
-      );
-      out.push(...(page.Items ?? []).map(itemOf));
-      start = page.LastEvaluatedKey;
-    } while (start && (!limit || out.length < limit));
-    return out;
+    const items = await queryAll(this.doc, {
+      TableName: this.table,
+      IndexName: GSI1.name,
+      KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
+      ExpressionAttributeValues: { ':k': key, ...values },
+    }, limit);
+    return items.map(itemOf);
   }
 
   running(runId: string): Promise<WorkItem[]> {
@@ -208,24 +199,18 @@ export class DynamoLedgerStore implements LedgerStore {
   /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
-    let start: Item | undefined;
-    do {
-      const page = await this.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
-          ExpressionAttributeValues: { ':p': runPk(runId), ':i': 'ITEM#' },
-          ProjectionExpression: '#s',
-          ExpressionAttributeNames: { '#s': 'state' },
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const i of page.Items ?? []) out[i.state as WorkItem['state']]++;
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const items = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
+      ExpressionAttributeValues: { ':p': runPk(runId), ':i': 'ITEM#' },
+      ProjectionExpression: '#s',
+      ExpressionAttributeNames: { '#s': 'state' },
+      ConsistentRead: true,
+    });
+    for (const i of items) out[i.state as WorkItem['state']]++;
     return out;
   }
+
 }
 
 /** The coordinator lease of one run, with the run's epoch stamped in the same transaction as each lease win. */

@@ -17,6 +17,7 @@ import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type Rol
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { GSI1 } from './table.js';
+import { queryAll } from './query.js';
 
 /**
  * Rollouts on DynamoDB, single table:
@@ -107,20 +108,6 @@ function stageOf(i: Item): StageStatus {
 
 function eventOf(i: Item): RolloutEvent {
   return { id: String(i.id), source: 'ai.rollout', detailType: i.detailType as RolloutEvent['detailType'], time: Number(i.time), detail: i.detail as RolloutEvent['detail'] };
-}
-
-type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
-
-/** Every page of a query. */
-async function queryAll(doc: DynamoDBDocumentClient, input: QueryInput): Promise<Item[]> {
-  const items: Item[] = [];
-  let start: Item | undefined;
-  do {
-    const page = await doc.send(new QueryCommand({ ...input, ExclusiveStartKey: start }));
-    items.push(...(page.Items ?? []));
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return items;
 }
 
 export class DynamoRolloutStore implements RolloutStore {
