@@ -13,7 +13,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { startServices, type ServiceSet } from './services.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -91,9 +91,18 @@ async function main(): Promise<number> {
   let services: ServiceSet | undefined;
   // One shutdown, shared by the signal handler and the normal path, so neither exits while the other is still removing files.
   let stopping: Promise<void> | undefined;
-  const shutdown = () => (stopping ??= services ? services.stop() : Promise.resolve());
+  let reportDir: string | undefined;
+  const shutdown = () =>
+    (stopping ??= (services ? services.stop() : Promise.resolve()).finally(() => {
+      if (reportDir) rmSync(reportDir, { recursive: true, force: true });
+    }));
+  // A terminal's Ctrl-C reaches this process twice (its group, and forwarded by the outer process):
+  // every signal after the first must be harmless, or the default action would kill the cleanup.
+  let signalled = false;
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(sig, () => {
+    process.on(sig, () => {
+      if (signalled) return;
+      signalled = true;
       console.error(`[harness] ${sig}: stopping services`);
       void shutdown().finally(() => process.exit(130));
     });
@@ -125,11 +134,11 @@ async function main(): Promise<number> {
     // Explicit files or directories narrow the run; otherwise the mode's directory.
     const narrowed = rest.some((a) => !a.startsWith('-'));
     const dirs = mode === 'all' || narrowed ? [] : [`test/${mode}`];
-    const report = join(mkdtempSync(join(tmpdir(), 'rollout-vitest-')), 'report.json');
+    reportDir = mkdtempSync(join(tmpdir(), 'rollout-vitest-'));
+    const report = join(reportDir, 'report.json');
     const code = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], env);
     console.log(`[harness] ${mode}: ${code === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     console.log(closingLine(report));
-    rmSync(dirname(report), { recursive: true, force: true });
     return code;
   } finally {
     await shutdown();
