@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { EventBridgeBus } from '../shared/events/eventbridge.js';
 import type { EventBus } from '../shared/events/bus.js';
-import { parseConfig } from '../shared/lease/config.js';
+import { parseConfig } from '../shared/config.js';
 import { LeaseElector } from '../shared/lease/elector.js';
 import type { LeaseStore } from '../shared/lease/store.js';
 import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';

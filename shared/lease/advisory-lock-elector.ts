@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { z } from 'zod';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import { holderIdSchema, leaseNameSchema, parseConfig } from './config.js';
+import { parseConfig } from '../config.js';
+import { holderIdSchema, leaseNameSchema } from './config.js';
 import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason } from './elector.js';
 import type { LeaseToken } from './record.js';
 

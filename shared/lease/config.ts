@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { ConfigError } from '../errors.js';
 
 /**
  * Lease timings, validated up front (client-go style). Defaults follow the
@@ -43,13 +42,3 @@ export type LeaseTimings = z.output<typeof leaseTimingsSchema>;
 
 export const holderIdSchema = z.string().trim().min(1, 'must not be empty').max(255);
 export const leaseNameSchema = z.string().trim().min(1, 'must not be empty').max(255);
-
-/** Parse with zod and turn every issue into one `field: message` line. */
-export function parseConfig<S extends z.ZodType>(scope: string, schema: S, input: unknown): z.output<S> {
-  const result = schema.safeParse(input);
-  if (result.success) return result.data;
-  throw new ConfigError(
-    scope,
-    result.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`),
-  );
-}

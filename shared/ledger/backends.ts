@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { parseConfig } from '../lease/config.js';
+import { parseConfig } from '../config.js';
 import { canonicalJson } from './model.js';
 
 /**

@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import { canonicalJson } from '../canonical-json.js';
+
+export { canonicalJson };
 
 /**
  * Work items of a run. The id is the content hash of the item's canonical
@@ -33,21 +36,6 @@ export interface WorkItem {
   readonly attempts: number;
   /** +1 on every transition. */
   readonly version: number;
-}
-
-/** Canonical JSON: object keys sorted at every level, so equal content hashes equally. */
-export function canonicalJson(value: unknown): string {
-  if (value === undefined) throw new TypeError('payload must not be undefined');
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    return `{${Object.keys(value)
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
-      .join(',')}}`;
-  }
-  if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(`payload has a non-finite number: ${value}`);
-  return JSON.stringify(value);
 }
 
 export function contentId(payload: unknown): string {

@@ -1,4 +1,3 @@
-import type { LeaseToken } from '../lease/record.js';
 import type { WorkItem } from './model.js';
 import type { ItemCas } from './transitions.js';
 
@@ -34,4 +33,3 @@ export function coordinatorLease(runId: string): string {
   return `coordinator:${runId}`;
 }
 
-export type { LeaseToken };

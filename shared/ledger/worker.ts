@@ -103,14 +103,16 @@ export class Worker {
   /** Receive a batch and claim what can be claimed; returns how many messages arrived. */
   async pull(): Promise<number> {
     const messages = await this.o.queue.receive(this.o.receiveBatch ?? 10, this.o.waitSeconds ?? 20);
-    for (const m of messages) await this.take(m);
+    if (!messages.length) return 0;
+    // One read per batch: the epoch stamped on claims is informational, it need not be fresher than that.
+    const epoch = Math.max((await this.o.ledger.getRun(this.o.runId))?.coordinatorEpoch ?? 0, 0);
+    for (const m of messages) await this.take(m, epoch);
     return messages.length;
   }
 
   /** Claim a received item; a message for an item that is not Pending is deleted (see the queue rule). */
-  private async take(m: QueueMessage): Promise<void> {
-    const epoch = (await this.o.ledger.getRun(m.runId))?.coordinatorEpoch ?? -1;
-    const out = await this.o.ledger.cas(claim(m.runId, m.itemId, this.id, Math.max(epoch, 0), this.clock.now()), this.clock.now());
+  private async take(m: QueueMessage, epoch: number): Promise<void> {
+    const out = await this.o.ledger.cas(claim(m.runId, m.itemId, this.id, epoch, this.clock.now()), this.clock.now());
     if (out.ok) {
       this.backlog.push({ itemId: m.itemId, message: m });
       await this.o.queue.extend(m, this.visibilitySeconds);

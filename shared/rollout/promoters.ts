@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseConfig } from '../lease/config.js';
+import { parseConfig } from '../config.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { Action, Leadership, RolloutEngine } from './engine.js';
 import type { InboundEvent } from './inbound.js';

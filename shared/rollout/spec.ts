@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { parseConfig } from '../lease/config.js';
+import { parseConfig } from '../config.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or

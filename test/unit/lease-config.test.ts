@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../shared/errors.js';
-import { leaseTimingsSchema, parseConfig } from '../../shared/lease/config.js';
+import { parseConfig } from '../../shared/config.js';
+import { leaseTimingsSchema } from '../../shared/lease/config.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
 

@@ -16,6 +16,7 @@ import type { RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
+import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
 import { queryAll } from './query.js';
 
@@ -40,18 +41,6 @@ const OUTBOX = 'OUTBOX';
 
 type Item = Record<string, unknown>;
 const orNull = <T>(v: unknown): T | null => (v === undefined ? null : (v as T));
-
-/** Key order does not survive a DynamoDB map; compare specs canonically. */
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v && typeof v === 'object') {
-    return `{${Object.keys(v)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Item)[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(v);
-}
 
 function rolloutItem(r: Rollout): Item {
   return {
@@ -133,7 +122,8 @@ export class DynamoRolloutStore implements RolloutStore {
     } catch (err) {
       if (!(err instanceof TransactionCanceledException) || err.CancellationReasons?.[0]?.Code !== 'ConditionalCheckFailed') throw err;
       const existing = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(id), sk: 'ROLLOUT' }, ConsistentRead: true }));
-      if (!existing.Item || canonical(existing.Item.spec) !== canonical(spec)) throw new RolloutConflictError(id);
+      // Key order does not survive a DynamoDB map: compare specs canonically.
+    if (!existing.Item || canonicalJson(existing.Item.spec) !== canonicalJson(spec)) throw new RolloutConflictError(id);
       return { created: false };
     }
   }

@@ -1,4 +1,3 @@
-import { FencedError } from '../../lease/fencing.js';
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, canonicalJson, type WorkItem } from '../../ledger/model.js';
@@ -159,4 +158,3 @@ export class PostgresRunLeaseStore implements LeaseStore {
   }
 }
 
-export { FencedError };
