@@ -21,6 +21,12 @@ export interface LedgerStore {
   /** One compare-and-swap; a fenced one throws FencedError when the coordinator was deposed. */
   cas(change: ItemCas, now: number): Promise<ItemCasOutcome>;
   /** Running items (what the coordinator needs: backlog per worker, stale heartbeats). Cost follows the running set, not the run. */
+  /**
+   * Many compare-and-swaps at once, each judged on its own (not a transaction):
+   * a worker starts, heartbeats and acks a chunk of items in one round trip.
+   * Outcomes keep the input order.
+   */
+  casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]>;
   running(runId: string): Promise<WorkItem[]>;
   /** Running items whose heartbeat is older than `before`, oldest first (index-backed). */
   staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]>;

@@ -5,6 +5,7 @@ import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import type { ExecutionBackend } from './backends.js';
 import type { StealNotice } from './coordinator.js';
 import { EpochGuard } from './epoch-guard.js';
+import type { WorkItem } from './model.js';
 import type { LedgerStore } from './store.js';
 import { ack, claim, heartbeat, nack, start } from './transitions.js';
 
@@ -41,6 +42,14 @@ export interface WorkerOptions {
   /** Long-poll wait (SQS: up to 20 s). */
   waitSeconds?: number;
   receiveBatch?: number;
+  /**
+   * How long a chunk of started items may take. Items are started (made
+   * unstealable) a chunk at a time, sized from the measured item duration so a
+   * chunk lasts about this long: one item at a time when items are slow (a
+   * thief can still take the rest), many per round trip when they are fast.
+   */
+  chunkBudgetMs?: number;
+  maxChunk?: number;
 }
 
 interface Held {
@@ -65,9 +74,13 @@ export class Worker {
   private readonly logger: Logger;
   private readonly heartbeatMs: number;
   private readonly visibilitySeconds: number;
+  private readonly chunkBudgetMs: number;
+  private readonly maxChunk: number;
+  /** Moving average of one item's execution time; null until measured. */
+  private itemMs: number | null = null;
   private stopping = false;
-  /** The item being executed, so a drain can abort it and give it back. */
-  private current: { readonly itemId: string; readonly abort: AbortController; done: Promise<string | null> } | null = null;
+  /** The chunk being executed: a drain aborts its current item and waits for what it gave back. */
+  private current: { readonly abort: AbortController; readonly done: Promise<string[]> } | null = null;
 
   constructor(private readonly o: WorkerOptions) {
     if (!o.workerId.trim()) throw new Error('invalid worker config: workerId: must not be empty');
@@ -75,6 +88,8 @@ export class Worker {
     this.logger = o.logger ?? silentLogger;
     this.heartbeatMs = o.heartbeatMs ?? 5_000;
     this.visibilitySeconds = o.visibilitySeconds ?? 30;
+    this.chunkBudgetMs = o.chunkBudgetMs ?? 100;
+    this.maxChunk = o.maxChunk ?? 64;
   }
 
   get id(): string {
@@ -86,116 +101,208 @@ export class Worker {
     return this.backlog.map((h) => h.itemId);
   }
 
-  /** One unit of work: run the next held item, else receive, else reconcile and ask for work. */
+  get draining(): boolean {
+    return this.stopping;
+  }
+
+  /** One unit of work: run the next chunk of held items, else receive, else reconcile and ask for work. */
   async step(): Promise<'ran' | 'received' | 'stole' | 'idle'> {
-    const next = this.stopping ? undefined : this.backlog.shift();
-    if (next) {
-      await this.execute(next);
+    if (this.stopping) return 'idle';
+    if (this.backlog.length) {
+      await this.executeChunk();
       return 'ran';
     }
-    if (this.stopping) return 'idle';
     if ((await this.pull()) > 0) return 'received';
     if (await this.reconcile()) return 'stole';
     if (this.o.coordinator && (await this.askForWork())) return 'stole';
     return 'idle';
   }
 
+  /**
+   * Step until `signal` aborts or the worker drains. `idle` is called when a
+   * step found nothing to do (after the long poll), e.g. to stop once the
+   * run is finished.
+   */
+  async run(signal: AbortSignal, idle?: () => Promise<boolean>): Promise<void> {
+    while (!signal.aborted && !this.stopping) {
+      const did = await this.step();
+      if (did === 'idle' && idle && (await idle())) return;
+    }
+  }
+
   /** Receive a batch and claim what can be claimed; returns how many messages arrived. */
-  async pull(): Promise<number> {
-    const messages = await this.o.queue.receive(this.o.receiveBatch ?? 10, this.o.waitSeconds ?? 20);
+  async pull(signal?: AbortSignal): Promise<number> {
+    const messages = await this.o.queue.receive(this.o.receiveBatch ?? 10, this.o.waitSeconds ?? 20, signal);
     if (!messages.length) return 0;
+    const unclaimed = messages.filter((m) => !m.claimed);
+    // Claimed by the queue itself (the ledger-backed queue claims as it delivers).
+    for (const m of messages) if (m.claimed && !this.held.includes(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m });
+    if (!unclaimed.length) return messages.length;
     // One read per batch: the epoch stamped on claims is informational, it need not be fresher than that.
     const epoch = Math.max((await this.o.ledger.getRun(this.o.runId))?.coordinatorEpoch ?? 0, 0);
-    for (const m of messages) await this.take(m, epoch);
+    const now = this.clock.now();
+    const outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
+    const extend: QueueMessage[] = [];
+    const drop: QueueMessage[] = [];
+    unclaimed.forEach((m, i) => {
+      const out = outs[i]!;
+      if (out.ok) {
+        this.backlog.push({ itemId: m.itemId, message: m });
+        extend.push(m);
+      } else if (out.current?.worker === this.id && out.current.state === 'running' && !this.held.includes(m.itemId)) {
+        this.backlog.push({ itemId: m.itemId, message: m }); // ours already (a redelivery to us)
+      } else if (out.current === null || out.current.state !== 'pending') {
+        drop.push(m); // see the queue rule
+      }
+    });
+    await Promise.all([...extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)), ...drop.map((m) => this.o.queue.delete(m))]);
     return messages.length;
   }
 
-  /** Claim a received item; a message for an item that is not Pending is deleted (see the queue rule). */
-  private async take(m: QueueMessage, epoch: number): Promise<void> {
-    const out = await this.o.ledger.cas(claim(m.runId, m.itemId, this.id, epoch, this.clock.now()), this.clock.now());
-    if (out.ok) {
-      this.backlog.push({ itemId: m.itemId, message: m });
-      await this.o.queue.extend(m, this.visibilitySeconds);
-    } else if (out.current === null || out.current.state !== 'pending') {
-      if (out.current?.worker === this.id && out.current.state === 'running' && !this.held.includes(m.itemId)) {
-        this.backlog.push({ itemId: m.itemId, message: m }); // ours already (a redelivery to us)
-      } else {
-        await this.o.queue.delete(m);
-      }
-    }
+  private chunkSize(): number {
+    if (this.itemMs === null) return 1;
+    return Math.max(1, Math.min(this.maxChunk, Math.floor(this.chunkBudgetMs / Math.max(this.itemMs, 0.01))));
   }
 
-  private async execute(h: Held): Promise<void> {
-    const { runId } = this.o;
-    const started = await this.o.ledger.cas(start(runId, h.itemId, this.id, this.clock.now()), this.clock.now());
-    if (!started.ok) {
-      // Stolen before we started it (the thief runs it), or no longer ours.
-      this.stats.lost++;
-      if (h.message) await this.o.queue.delete(h.message);
-      return;
-    }
-    const item = started.item;
+  private executeChunk(): Promise<void> {
+    const chunk = this.backlog.splice(0, this.chunkSize());
     const abort = new AbortController();
-    let settle!: (given: string | null) => void;
-    this.current = { itemId: h.itemId, abort, done: new Promise((r) => (settle = r)) };
-    let givenBack: string | null = null;
+    const done = this.runChunk(chunk, abort);
+    this.current = { abort, done };
+    return done.then(
+      () => {
+        this.current = null;
+      },
+      (err: unknown) => {
+        this.current = null;
+        throw err;
+      },
+    );
+  }
+
+  /** Start the chunk in one round trip, run its items one by one, record results in batches. Returns the ids given back by a drain. */
+  private async runChunk(chunk: Held[], chunkAbort: AbortController): Promise<string[]> {
+    const { runId } = this.o;
+    const now = this.clock.now();
+    const startOuts = await this.o.ledger.casMany(chunk.map((h) => start(runId, h.itemId, this.id, now)), now);
+    const todo: { h: Held; item: WorkItem }[] = [];
+    const gone: QueueMessage[] = [];
+    chunk.forEach((h, i) => {
+      const out = startOuts[i]!;
+      if (out.ok) todo.push({ h, item: out.item });
+      else {
+        // Stolen before we started it (the thief runs it), or no longer ours.
+        this.stats.lost++;
+        if (h.message) gone.push(h.message);
+      }
+    });
+    await this.deleteAll(gone);
+    const lostIds = new Set<string>();
+    let itemAbort: AbortController | null = null;
+    let currentId: string | null = null;
+    const finished = new Set<string>();
     const beat = setInterval(() => {
       void (async () => {
-        const hb = await this.o.ledger.cas(heartbeat(runId, h.itemId, this.id, this.clock.now()), this.clock.now());
-        if (!hb.ok) abort.abort(new Error(`claim on ${h.itemId} lost`));
-        else if (h.message) await this.o.queue.extend(h.message, this.visibilitySeconds);
-      })().catch((err: unknown) => this.logger.warn('heartbeat failed', { item: h.itemId, error: errorMessage(err) }));
-    }, this.heartbeatMs);
-    try {
-      const payload = item.payload ?? (await this.o.ledger.get(runId, h.itemId))?.payload;
-      let result: unknown;
-      try {
-        result = await this.o.backend(payload, abort.signal);
-      } catch (err) {
-        if (abort.signal.aborted && this.stopping) {
-          // Drained mid-run: hand it back so another worker runs it now, not after the failure timeout.
-          const back = await this.o.ledger.cas(nack(runId, h.itemId, this.id, 'drained'), this.clock.now());
-          if (back.ok) {
-            givenBack = h.itemId;
-            if (h.message) await this.o.queue.release(h.message);
-            else await this.o.queue.send(runId, [h.itemId]);
+        const live = todo.filter((t) => !finished.has(t.h.itemId) && !lostIds.has(t.h.itemId));
+        const at = this.clock.now();
+        const outs = await this.o.ledger.casMany(live.map((t) => heartbeat(runId, t.h.itemId, this.id, at)), at);
+        const extend: QueueMessage[] = [];
+        live.forEach((t, i) => {
+          if (outs[i]!.ok) {
+            if (t.h.message) extend.push(t.h.message);
+          } else {
+            lostIds.add(t.h.itemId);
+            if (t.h.itemId === currentId) itemAbort?.abort(new Error(`claim on ${t.h.itemId} lost`));
           }
-          return;
+        });
+        await Promise.all(extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)));
+      })().catch((err: unknown) => this.logger.warn('heartbeat failed', { items: todo.length, error: errorMessage(err) }));
+    }, this.heartbeatMs);
+    const results: { h: Held; result: unknown }[] = [];
+    const given: string[] = [];
+    let lastFlush = performance.now();
+    const flush = async () => {
+      const batch = results.splice(0);
+      if (!batch.length) return;
+      const outs = await this.o.ledger.casMany(batch.map((r) => ack(runId, r.h.itemId, this.id, r.result)), this.clock.now());
+      outs.forEach((out) => (out.ok ? this.stats.done++ : this.stats.lost++)); // lost: re-pended meanwhile, whoever holds it now records the result
+      for (const r of batch) finished.add(r.h.itemId);
+      await this.deleteAll(batch.flatMap((r) => (r.h.message ? [r.h.message] : [])));
+      lastFlush = performance.now();
+    };
+    try {
+      for (const [n, t] of todo.entries()) {
+        if (this.stopping) {
+          // Drained: the rest of the chunk was started but never run; give it all back now.
+          given.push(...(await this.giveBack(todo.slice(n).map((x) => x.h))));
+          break;
         }
-        if (abort.signal.aborted) {
+        if (lostIds.has(t.h.itemId)) {
           this.stats.lost++;
-          return;
+          continue;
         }
-        // The backend failed: give the item back; its message returns (and after maxReceiveCount goes to the DLQ).
-        this.stats.failedRuns++;
-        const back = await this.o.ledger.cas(nack(runId, h.itemId, this.id, errorMessage(err)), this.clock.now());
-        if (h.message) await (back.ok ? this.o.queue.release(h.message) : this.o.queue.delete(h.message));
-        else if (back.ok) await this.o.queue.send(runId, [h.itemId]);
-        return;
+        if (results.length && performance.now() - lastFlush >= this.chunkBudgetMs) await flush();
+        itemAbort = new AbortController();
+        currentId = t.h.itemId;
+        const signal = AbortSignal.any([itemAbort.signal, chunkAbort.signal]);
+        const began = performance.now();
+        try {
+          const payload = t.item.payload ?? (await this.o.ledger.get(runId, t.h.itemId))?.payload;
+          results.push({ h: t.h, result: await this.o.backend(payload, signal) });
+          const took = performance.now() - began;
+          this.itemMs = this.itemMs === null ? took : this.itemMs * 0.8 + took * 0.2;
+        } catch (err) {
+          if (signal.aborted && this.stopping) {
+            // Drained mid-run: hand it back so another worker runs it now, not after the failure timeout.
+            given.push(...(await this.giveBack(todo.slice(n).map((x) => x.h))));
+            break;
+          }
+          if (signal.aborted) {
+            this.stats.lost++;
+            continue;
+          }
+          // The backend failed: give the item back; its message returns (and after maxReceiveCount goes to the DLQ).
+          this.stats.failedRuns++;
+          this.itemMs = this.itemMs ?? performance.now() - began;
+          const back = await this.o.ledger.cas(nack(runId, t.h.itemId, this.id, errorMessage(err)), this.clock.now());
+          finished.add(t.h.itemId);
+          if (t.h.message) await (back.ok ? this.o.queue.release(t.h.message) : this.o.queue.delete(t.h.message));
+          else if (back.ok) await this.o.queue.send(runId, [t.h.itemId]);
+        }
       }
-      const done = await this.o.ledger.cas(ack(runId, h.itemId, this.id, result), this.clock.now());
-      if (done.ok) this.stats.done++;
-      else this.stats.lost++; // re-pended meanwhile: whoever holds it now records the result
-      if (h.message) await this.o.queue.delete(h.message);
+      await flush();
     } finally {
       clearInterval(beat);
-      this.current = null;
-      settle(givenBack);
     }
+    return given;
+  }
+
+  private async deleteAll(messages: readonly QueueMessage[]): Promise<void> {
+    if (messages.length) await this.o.queue.deleteMany(messages);
+  }
+
+  /** Nack held items (back to Pending) and put them back on the queue; returns the ids given back. */
+  private async giveBack(items: readonly Held[]): Promise<string[]> {
+    if (!items.length) return [];
+    const outs = await this.o.ledger.casMany(items.map((h) => nack(this.o.runId, h.itemId, this.id, 'drained')), this.clock.now());
+    const given = items.filter((_, i) => outs[i]!.ok);
+    const resend = given.filter((h) => !h.message).map((h) => h.itemId);
+    await Promise.all(given.flatMap((h) => (h.message ? [this.o.queue.release(h.message)] : [])));
+    if (resend.length) await this.o.queue.send(this.o.runId, resend);
+    return given.map((h) => h.itemId);
   }
 
   /** Adopt Running(me) items the worker does not hold: a steal whose notice was lost or rejected. */
   async reconcile(): Promise<boolean> {
     const mine = (await this.o.ledger.running(this.o.runId)).filter((i) => i.worker === this.id && !this.held.includes(i.id));
-    for (const item of mine) {
-      if (item.started) {
-        // We started it in a previous life and no longer run it: give it back.
-        const back = await this.o.ledger.cas(nack(this.o.runId, item.id, this.id, 'worker restarted'), this.clock.now());
-        if (back.ok) await this.o.queue.send(this.o.runId, [item.id]);
-      } else if (!this.held.includes(item.id)) {
-        this.backlog.push({ itemId: item.id, message: null });
-      }
+    const restarted = mine.filter((i) => i.started);
+    if (restarted.length) {
+      // We started these in a previous life and no longer run them: give them back.
+      const outs = await this.o.ledger.casMany(restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted')), this.clock.now());
+      const back = restarted.filter((_, n) => outs[n]!.ok).map((i) => i.id);
+      if (back.length) await this.o.queue.send(this.o.runId, back);
     }
+    for (const item of mine) if (!item.started) this.backlog.push({ itemId: item.id, message: null });
     return this.backlog.length > 0;
   }
 
@@ -218,16 +325,9 @@ export class Worker {
     const running = this.current;
     if (running) {
       running.abort.abort(new Error('draining'));
-      const back = await running.done;
-      if (back) given.push(back);
+      given.push(...(await running.done.catch(() => [])));
     }
-    for (const h of this.backlog.splice(0)) {
-      const back = await this.o.ledger.cas(nack(this.o.runId, h.itemId, this.id, 'drained'), this.clock.now());
-      if (!back.ok) continue;
-      given.push(h.itemId);
-      if (h.message) await this.o.queue.release(h.message);
-      else await this.o.queue.send(this.o.runId, [h.itemId]);
-    }
+    given.push(...(await this.giveBack(this.backlog.splice(0))));
     return given;
   }
 }

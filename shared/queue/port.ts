@@ -10,6 +10,8 @@ export interface QueueMessage {
   readonly receipt: string;
   /** How many times this message has been received (1 on first delivery). */
   readonly receiveCount: number;
+  /** Already claimed for the receiving worker (the ledger-backed queue claims as it delivers). */
+  readonly claimed?: boolean;
 }
 
 export interface WorkQueue {
@@ -18,6 +20,7 @@ export interface WorkQueue {
   receive(max: number, waitSeconds: number, signal?: AbortSignal): Promise<QueueMessage[]>;
   /** Done with it (acked, or it no longer concerns us). */
   delete(message: QueueMessage): Promise<void>;
+  deleteMany(messages: readonly QueueMessage[]): Promise<void>;
   /** Still working on it: keep it invisible for another `seconds`. */
   extend(message: QueueMessage, seconds: number): Promise<void>;
   /** Give it back now (nack, drain). */

@@ -144,6 +144,31 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     expect((await backend.ledger.getRun(runId))!.coordinatorEpoch).toBe(1);
   });
 
+  it('casMany judges each change on its own exact prior state, keeps input order, and fences a coordinator batch', async () => {
+    const { runId, ids } = await run([{ m: 1 }, { m: 2 }, { m: 3 }, { m: 4 }]);
+    const [a, b, c, d] = ids as [string, string, string, string];
+    expect((await cas(claim(runId, c, 'other', 0, clock.now()))).ok).toBe(true);
+    const claims = await backend.ledger.casMany([a, b, c, d].map((id) => claim(runId, id, 'w1', 0, clock.now())), clock.now());
+    expect(claims.map((o) => o.ok)).toEqual([true, true, false, true]);
+    const lostOne = claims[2]!;
+    expect(!lostOne.ok && lostOne.current).toMatchObject({ id: c, state: 'running', worker: 'other' });
+    // Mixed shapes in one call: starts and an ack of an unstarted item, results stay in order.
+    const mixed = await backend.ledger.casMany([start(runId, a, 'w1', clock.now()), ack(runId, b, 'w1', { r: 'b' }), start(runId, c, 'w1', clock.now()), start(runId, d, 'w1', clock.now())], clock.now());
+    expect(mixed.map((o) => o.ok)).toEqual([true, true, false, true]);
+    const acks = await backend.ledger.casMany([ack(runId, a, 'w1', { r: 'a' }), ack(runId, b, 'w1', { r: 'again' }), ack(runId, d, 'w1', { r: 'd' })], clock.now());
+    expect(acks.map((o) => o.ok)).toEqual([true, false, true]); // b already has its one result
+    expect((await backend.ledger.get(runId, b))!.result).toEqual({ r: 'b' });
+    expect((await backend.ledger.get(runId, a))!).toMatchObject({ state: 'done', result: { r: 'a' }, resultHash: contentId({ r: 'a' }) });
+    // A deposed coordinator's batch is refused as a whole.
+    const old = await coordinator(runId, 'c1');
+    const token = old.token()!;
+    clock.advance(LEASE.ttlMs + LEASE.clockSkewMs);
+    await coordinator(runId, 'c2');
+    await expect(backend.ledger.casMany([steal(token, runId, c, 'other', 'w1', clock.now())], clock.now())).rejects.toBeInstanceOf(FencedError);
+    expect((await backend.ledger.get(runId, c))!.worker).toBe('other');
+    expect(await backend.ledger.casMany([], clock.now())).toEqual([]);
+  });
+
   it('running / pending / stale queries return only their set, in order', async () => {
     const { runId, ids } = await run(Array.from({ length: 6 }, (_, i) => ({ q: i })));
     for (const [i, id] of ids.slice(0, 3).entries()) {

@@ -1,5 +1,6 @@
 import {
   ChangeMessageVisibilityCommand,
+  DeleteMessageBatchCommand,
   DeleteMessageCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
@@ -70,6 +71,15 @@ export class SqsWorkQueue implements WorkQueue {
 
   async delete(message: QueueMessage): Promise<void> {
     await this.sqs.send(new DeleteMessageCommand({ QueueUrl: this.queueUrl, ReceiptHandle: message.receipt }));
+  }
+
+  async deleteMany(messages: readonly QueueMessage[]): Promise<void> {
+    for (let i = 0; i < messages.length; i += 10) {
+      const batch = messages.slice(i, i + 10);
+      const res = await this.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: batch.map((m, j) => ({ Id: String(j), ReceiptHandle: m.receipt })) }));
+      // A failed delete only means a redelivery, which the queue rule absorbs; retry those once one by one.
+      for (const f of res.Failed ?? []) await this.delete(batch[Number(f.Id)]!);
+    }
   }
 
   async extend(message: QueueMessage, seconds: number): Promise<void> {

@@ -1,6 +1,7 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
+import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import type { ItemCasOutcome, LedgerStore, RunRecord } from '../../ledger/store.js';
@@ -80,27 +81,27 @@ export class DynamoLedgerStore implements LedgerStore {
   async enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }> {
     const ids = payloads.map(contentId);
     let added = 0;
-    let next = 0;
-    const worker = async () => {
-      while (next < payloads.length) {
-        const i = next++;
-        const id = ids[i]!;
-        try {
-          await this.doc.send(
-            new PutCommand({
-              TableName: this.table,
-              Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload: payloads[i], state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null) },
-              ConditionExpression: 'attribute_not_exists(pk)',
-            }),
-          );
-          added++;
-        } catch (err) {
-          if (!(err instanceof ConditionalCheckFailedException)) throw err;
-        }
+    await mapLimit(payloads, this.writeConcurrency, async (payload, i) => {
+      const id = ids[i]!;
+      try {
+        await this.doc.send(
+          new PutCommand({
+            TableName: this.table,
+            Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null) },
+            ConditionExpression: 'attribute_not_exists(pk)',
+          }),
+        );
+        added++;
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.writeConcurrency, payloads.length) }, worker));
+    });
     return { ids, added };
+  }
+
+  /** Independent conditional writes, a bounded number in flight (DynamoDB has no multi-item conditional update outside transactions). */
+  casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
+    return mapLimit(changes, this.writeConcurrency, (change) => this.cas(change, now));
   }
 
   async get(runId: string, itemId: string): Promise<WorkItem | null> {

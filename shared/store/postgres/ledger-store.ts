@@ -19,6 +19,18 @@ const COLUMN: Record<keyof ItemFields, string> = {
   error: 'error',
   attempts: 'attempts',
 };
+const SQL_TYPE: Record<keyof ItemFields, string> = {
+  state: 'text',
+  worker: 'text',
+  epoch: 'bigint',
+  claimedAt: 'timestamptz',
+  started: 'boolean',
+  heartbeatAt: 'timestamptz',
+  resultHash: 'text',
+  result: 'jsonb',
+  error: 'text',
+  attempts: 'integer',
+};
 const TIME_FIELDS = new Set<keyof ItemFields>(['claimedAt', 'heartbeatAt']);
 
 function sqlValue(field: keyof ItemFields, v: unknown): unknown {
@@ -97,6 +109,57 @@ export class PostgresLedgerStore implements LedgerStore {
     const { rows } = change.fence ? await withFence(this.sql, change.fence, (tx) => tx.query<Row>(text, params)) : await this.sql.query<Row>(text, params);
     if (rows[0]) return { ok: true, item: itemOf(rows[0]) };
     return { ok: false, current: await this.get(change.runId, change.itemId) };
+  }
+
+  /**
+   * Changes of one shape (same transition, same fields) become one
+   * `UPDATE … FROM unnest(…)`: each row still matches only its own exact
+   * expected state. Rows that did not match are read back in one query.
+   */
+  async casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
+    const out = new Array<ItemCasOutcome>(changes.length);
+    const groups = new Map<string, number[]>();
+    changes.forEach((c, i) => {
+      const key = [c.runId, c.transition, Object.keys(c.set).join(','), Object.keys(c.expect).join(','), c.bumpAttempts ?? false, c.fence ? `${c.fence.holder}@${c.fence.epoch}` : ''].join('|');
+      groups.set(key, [...(groups.get(key) ?? []), i]);
+    });
+    for (const idx of groups.values()) {
+      const first = changes[idx[0]!]!;
+      const setFields = Object.keys(first.set) as (keyof ItemFields)[];
+      const expectFields = Object.keys(first.expect) as (keyof ItemFields)[];
+      const params: unknown[] = [first.runId, new Date(now), idx.map((i) => changes[i]!.itemId)];
+      const column = (field: keyof ItemFields, values: unknown[]) => {
+        // jsonb travels as text (a jsonb[] parameter would need array literal quoting).
+        params.push(values.map((v) => sqlValue(field, v)));
+        return `$${params.length}::${field === 'result' ? 'text' : SQL_TYPE[field]}[]`;
+      };
+      const cols = ['id', ...setFields.map((f) => `s_${f}`), ...expectFields.map((f) => `e_${f}`)];
+      const arrays = [
+        '$3::text[]',
+        ...setFields.map((f) => column(f, idx.map((i) => changes[i]!.set[f]))),
+        ...expectFields.map((f) => column(f, idx.map((i) => (changes[i]!.expect as Partial<ItemFields>)[f]))),
+      ];
+      const value = (f: keyof ItemFields) => (f === 'result' ? `v.s_${f}::jsonb` : `v.s_${f}`);
+      const sets = [...setFields.map((f) => `${COLUMN[f]} = ${value(f)}`), ...(first.bumpAttempts ? ['attempts = w.attempts + 1'] : []), 'version = w.version + 1', 'updated_at = $2'];
+      const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM v.e_${f}`);
+      const text = `UPDATE work_items w SET ${sets.join(', ')}
+                    FROM unnest(${arrays.join(', ')}) AS v(${cols.join(', ')})
+                    WHERE w.run_id = $1 AND w.id = v.id${where.map((c) => ` AND ${c}`).join('')} RETURNING w.*`;
+      const { rows } = first.fence ? await withFence(this.sql, first.fence, (tx) => tx.query<Row>(text, params)) : await this.sql.query<Row>(text, params);
+      const won = new Map(rows.map((r) => [String(r.id), itemOf(r)]));
+      const lost = idx.filter((i) => !won.has(changes[i]!.itemId)).map((i) => changes[i]!.itemId);
+      const current = new Map<string, WorkItem>();
+      if (lost.length) {
+        const read = await this.sql.query<Row>('SELECT * FROM work_items WHERE run_id = $1 AND id = ANY($2::text[])', [first.runId, lost]);
+        for (const r of read.rows) current.set(String(r.id), itemOf(r));
+      }
+      for (const i of idx) {
+        const id = changes[i]!.itemId;
+        const item = won.get(id);
+        out[i] = item ? { ok: true, item } : { ok: false, current: current.get(id) ?? null };
+      }
+    }
+    return out;
   }
 
   async running(runId: string): Promise<WorkItem[]> {

@@ -1,0 +1,140 @@
+import type { Clock } from '../../clock.js';
+import { systemClock } from '../../clock.js';
+import { toInt, type Sql } from '../../store/postgres/sql.js';
+import type { QueueMessage, WorkQueue } from '../port.js';
+import type { WakeSource } from './wake.js';
+
+/**
+ * The work queue served by the ledger itself (PostgreSQL / PGlite): one
+ * machine and cluster mode need no SQS. A Pending row *is* the message, so
+ * the queue rule ("a Pending item always has a message") holds by
+ * construction. `receive` is the `claim` transition (Pending → Running(worker),
+ * unstarted, heartbeat now, stamped with the run's epoch) for a batch at once,
+ * `FOR UPDATE SKIP LOCKED` so concurrent workers never wait on each other's
+ * rows; when nothing is Pending it sleeps until a wake-up (LISTEN/NOTIFY or
+ * in-process), not in a polling loop.
+ *
+ * Poison items: an item given back `maxReceiveCount` times is no longer
+ * delivered; `LedgerDeadLetters` hands it to the coordinator's
+ * `failDeadLetters`, as the SQS DLQ does.
+ */
+export interface LedgerQueueOptions {
+  maxReceiveCount?: number;
+  clock?: Clock;
+}
+
+export class LedgerWorkQueue implements WorkQueue {
+  private readonly maxReceiveCount: number;
+  private readonly clock: Clock;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly wake: WakeSource,
+    private readonly runId: string,
+    /** Who claims what `receive` delivers; a queue without one (the coordinator's) only sends. */
+    private readonly workerId: string | null,
+    private readonly options: LedgerQueueOptions = {},
+  ) {
+    this.maxReceiveCount = options.maxReceiveCount ?? 5;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /** The same queue, receiving for one worker. */
+  forWorker(workerId: string): LedgerWorkQueue {
+    return new LedgerWorkQueue(this.sql, this.wake, this.runId, workerId, this.options);
+  }
+
+  /** The items are already Pending in the ledger: only wake whoever waits. */
+  async send(runId: string): Promise<void> {
+    await this.wake.notify(runId);
+  }
+
+  async receive(max: number, waitSeconds: number, signal?: AbortSignal): Promise<QueueMessage[]> {
+    const until = performance.now() + Math.max(0, waitSeconds) * 1000;
+    for (;;) {
+      const armed = this.wake.arm(this.runId);
+      const got = await this.claimBatch(max);
+      const left = until - performance.now();
+      if (got.length || left <= 0 || signal?.aborted) {
+        armed.cancel();
+        return got;
+      }
+      await armed.wait(left, signal);
+    }
+  }
+
+  private async claimBatch(max: number): Promise<QueueMessage[]> {
+    if (this.workerId === null) throw new Error('this ledger queue has no worker id: use forWorker(id) to receive');
+    const now = new Date(this.clock.now());
+    const { rows } = await this.sql.query<{ id: string; attempts: unknown }>(
+      `WITH picked AS (
+         SELECT id FROM work_items
+          WHERE run_id = $1 AND state = 'pending' AND attempts < $4
+          ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+       UPDATE work_items w
+          SET state = 'running', worker = $2, started = false, claimed_at = $5, heartbeat_at = $5,
+              epoch = GREATEST((SELECT coordinator_epoch FROM runs WHERE id = $1), 0),
+              version = w.version + 1, updated_at = $5
+         FROM picked WHERE w.run_id = $1 AND w.id = picked.id
+       RETURNING w.id, w.attempts`,
+      [this.runId, this.workerId, Math.max(1, max), this.maxReceiveCount, now],
+    );
+    return rows.map((r) => ({ runId: this.runId, itemId: r.id, receipt: r.id, receiveCount: toInt(r.attempts) + 1, claimed: true }));
+  }
+
+  /** The ledger row is the message: acked, it is no longer Pending. */
+  delete(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  deleteMany(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Liveness is the ledger heartbeat. */
+  extend(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Nacked back to Pending in the ledger already: wake a waiting worker. */
+  async release(): Promise<void> {
+    await this.wake.notify(this.runId);
+  }
+}
+
+/** Pending items given back `maxReceiveCount` times or more: the dead letters of the ledger-backed queue. */
+export class LedgerDeadLetters implements WorkQueue {
+  constructor(
+    private readonly sql: Sql,
+    private readonly runId: string,
+    private readonly maxReceiveCount = 5,
+  ) {}
+
+  async receive(max: number): Promise<QueueMessage[]> {
+    const { rows } = await this.sql.query<{ id: string; attempts: unknown }>(
+      `SELECT id, attempts FROM work_items WHERE run_id = $1 AND state = 'pending' AND attempts >= $2 ORDER BY id LIMIT $3`,
+      [this.runId, this.maxReceiveCount, Math.max(1, max)],
+    );
+    return rows.map((r) => ({ runId: this.runId, itemId: r.id, receipt: r.id, receiveCount: toInt(r.attempts) }));
+  }
+
+  send(): Promise<void> {
+    return Promise.reject(new Error('the ledger dead letters are read-only: items get there by being given back maxReceiveCount times'));
+  }
+
+  delete(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  deleteMany(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  extend(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  release(): Promise<void> {
+    return Promise.resolve();
+  }
+}
