@@ -39,7 +39,12 @@ export interface WorkItem {
 }
 
 export function contentId(payload: unknown): string {
-  return createHash('sha256').update(canonicalJson(payload)).digest('hex');
+  return hashText(canonicalJson(payload));
+}
+
+/** sha256 of an already canonical JSON text. */
+export function hashText(canonical: string): string {
+  return createHash('sha256').update(canonical).digest('hex');
 }
 
 export function resultHash(result: unknown): string {

@@ -5,7 +5,6 @@ import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import type { ExecutionBackend } from './backends.js';
 import type { StealNotice } from './coordinator.js';
 import { EpochGuard } from './epoch-guard.js';
-import type { WorkItem } from './model.js';
 import type { LedgerStore } from './store.js';
 import { ack, claim, heartbeat, nack, start } from './transitions.js';
 
@@ -55,6 +54,8 @@ export interface WorkerOptions {
 interface Held {
   readonly itemId: string;
   readonly message: QueueMessage | null;
+  /** Claimed and started by the queue in one step: run it now, no start CAS. */
+  readonly started?: { readonly payload: unknown };
 }
 
 export interface WorkerStats {
@@ -80,7 +81,7 @@ export class Worker {
   private itemMs: number | null = null;
   private stopping = false;
   /** The chunk being executed: a drain aborts its current item and waits for what it gave back. */
-  private current: { readonly abort: AbortController; readonly done: Promise<string[]> } | null = null;
+  private current: { readonly abort: (reason: Error) => void; readonly done: Promise<string[]> } | null = null;
 
   constructor(private readonly o: WorkerOptions) {
     if (!o.workerId.trim()) throw new Error('invalid worker config: workerId: must not be empty');
@@ -106,13 +107,14 @@ export class Worker {
   }
 
   /** One unit of work: run the next chunk of held items, else receive, else reconcile and ask for work. */
-  async step(): Promise<'ran' | 'received' | 'stole' | 'idle'> {
+  async step(signal?: AbortSignal): Promise<'ran' | 'received' | 'stole' | 'idle'> {
     if (this.stopping) return 'idle';
     if (this.backlog.length) {
       await this.executeChunk();
       return 'ran';
     }
-    if ((await this.pull()) > 0) return 'received';
+    if ((await this.pull(signal)) > 0) return 'received';
+    if (signal?.aborted) return 'idle';
     if (await this.reconcile()) return 'stole';
     if (this.o.coordinator && (await this.askForWork())) return 'stole';
     return 'idle';
@@ -125,18 +127,23 @@ export class Worker {
    */
   async run(signal: AbortSignal, idle?: () => Promise<boolean>): Promise<void> {
     while (!signal.aborted && !this.stopping) {
-      const did = await this.step();
+      const did = await this.step(signal);
       if (did === 'idle' && idle && (await idle())) return;
     }
   }
 
   /** Receive a batch and claim what can be claimed; returns how many messages arrived. */
   async pull(signal?: AbortSignal): Promise<number> {
-    const messages = await this.o.queue.receive(this.o.receiveBatch ?? 10, this.o.waitSeconds ?? 20, signal);
+    const batch = this.o.receiveBatch ?? 10;
+    // Items known to be fast and a whole batch fits in one chunk: ask the queue to start them as it claims them.
+    const startNow = this.itemMs !== null && this.chunkSize() >= batch;
+    const messages = await this.o.queue.receive(batch, this.o.waitSeconds ?? 20, signal, { start: startNow });
     if (!messages.length) return 0;
     const unclaimed = messages.filter((m) => !m.claimed);
     // Claimed by the queue itself (the ledger-backed queue claims as it delivers).
-    for (const m of messages) if (m.claimed && !this.held.includes(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m });
+    for (const m of messages) {
+      if (m.claimed && !this.held.includes(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m, ...(m.started ? { started: { payload: m.payload } } : {}) });
+    }
     if (!unclaimed.length) return messages.length;
     // One read per batch: the epoch stamped on claims is informational, it need not be fresher than that.
     const epoch = Math.max((await this.o.ledger.getRun(this.o.runId))?.coordinatorEpoch ?? 0, 0);
@@ -165,10 +172,14 @@ export class Worker {
   }
 
   private executeChunk(): Promise<void> {
-    const chunk = this.backlog.splice(0, this.chunkSize());
-    const abort = new AbortController();
-    const done = this.runChunk(chunk, abort);
-    this.current = { abort, done };
+    // Items the queue started already are run now, whatever the chunk size.
+    const preStarted = this.backlog.findIndex((h) => !h.started);
+    const chunk = this.backlog.splice(0, preStarted === 0 ? this.chunkSize() : preStarted === -1 ? this.backlog.length : preStarted);
+    // One controller for the item being run; replaced only after it fired (a lost claim), so a
+    // chunk of fast items does not allocate a signal per item.
+    const ctl = { c: new AbortController() };
+    const done = this.runChunk(chunk, ctl);
+    this.current = { abort: (reason) => ctl.c.abort(reason), done };
     return done.then(
       () => {
         this.current = null;
@@ -181,15 +192,16 @@ export class Worker {
   }
 
   /** Start the chunk in one round trip, run its items one by one, record results in batches. Returns the ids given back by a drain. */
-  private async runChunk(chunk: Held[], chunkAbort: AbortController): Promise<string[]> {
+  private async runChunk(chunk: Held[], ctl: { c: AbortController }): Promise<string[]> {
     const { runId } = this.o;
     const now = this.clock.now();
-    const startOuts = await this.o.ledger.casMany(chunk.map((h) => start(runId, h.itemId, this.id, now)), now);
-    const todo: { h: Held; item: WorkItem }[] = [];
+    const toStart = chunk.filter((h) => !h.started);
+    const startOuts = toStart.length ? await this.o.ledger.casMany(toStart.map((h) => start(runId, h.itemId, this.id, now)), now) : [];
+    const todo: { h: Held; payload: unknown }[] = chunk.flatMap((h) => (h.started ? [{ h, payload: h.started.payload }] : []));
     const gone: QueueMessage[] = [];
-    chunk.forEach((h, i) => {
+    toStart.forEach((h, i) => {
       const out = startOuts[i]!;
-      if (out.ok) todo.push({ h, item: out.item });
+      if (out.ok) todo.push({ h, payload: out.item.payload });
       else {
         // Stolen before we started it (the thief runs it), or no longer ours.
         this.stats.lost++;
@@ -198,7 +210,6 @@ export class Worker {
     });
     await this.deleteAll(gone);
     const lostIds = new Set<string>();
-    let itemAbort: AbortController | null = null;
     let currentId: string | null = null;
     const finished = new Set<string>();
     const beat = setInterval(() => {
@@ -212,7 +223,7 @@ export class Worker {
             if (t.h.message) extend.push(t.h.message);
           } else {
             lostIds.add(t.h.itemId);
-            if (t.h.itemId === currentId) itemAbort?.abort(new Error(`claim on ${t.h.itemId} lost`));
+            if (t.h.itemId === currentId) ctl.c.abort(new Error(`claim on ${t.h.itemId} lost`));
           }
         });
         await Promise.all(extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)));
@@ -242,12 +253,12 @@ export class Worker {
           continue;
         }
         if (results.length && performance.now() - lastFlush >= this.chunkBudgetMs) await flush();
-        itemAbort = new AbortController();
+        if (ctl.c.signal.aborted && !this.stopping) ctl.c = new AbortController();
         currentId = t.h.itemId;
-        const signal = AbortSignal.any([itemAbort.signal, chunkAbort.signal]);
+        const signal = ctl.c.signal;
         const began = performance.now();
         try {
-          const payload = t.item.payload ?? (await this.o.ledger.get(runId, t.h.itemId))?.payload;
+          const payload = t.payload ?? (await this.o.ledger.get(runId, t.h.itemId))?.payload;
           results.push({ h: t.h, result: await this.o.backend(payload, signal) });
           const took = performance.now() - began;
           this.itemMs = this.itemMs === null ? took : this.itemMs * 0.8 + took * 0.2;
@@ -324,7 +335,7 @@ export class Worker {
     const given: string[] = [];
     const running = this.current;
     if (running) {
-      running.abort.abort(new Error('draining'));
+      running.abort(new Error('draining'));
       given.push(...(await running.done.catch(() => [])));
     }
     given.push(...(await this.giveBack(this.backlog.splice(0))));

@@ -12,12 +12,24 @@ export interface QueueMessage {
   readonly receiveCount: number;
   /** Already claimed for the receiving worker (the ledger-backed queue claims as it delivers). */
   readonly claimed?: boolean;
+  /** Claimed and started in the same step (asked for with `receive(…, { start: true })`); carries the payload. */
+  readonly started?: boolean;
+  readonly payload?: unknown;
+}
+
+export interface ReceiveOptions {
+  /**
+   * The worker will execute everything it receives at once: a queue served by
+   * the ledger may claim and start in one step (saving a round trip per batch).
+   * Other queues ignore it.
+   */
+  readonly start?: boolean;
 }
 
 export interface WorkQueue {
   send(runId: string, itemIds: readonly string[]): Promise<void>;
   /** Long-poll for up to `max` messages, waiting at most `waitSeconds`. */
-  receive(max: number, waitSeconds: number, signal?: AbortSignal): Promise<QueueMessage[]>;
+  receive(max: number, waitSeconds: number, signal?: AbortSignal, options?: ReceiveOptions): Promise<QueueMessage[]>;
   /** Done with it (acked, or it no longer concerns us). */
   delete(message: QueueMessage): Promise<void>;
   deleteMany(messages: readonly QueueMessage[]): Promise<void>;

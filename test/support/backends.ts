@@ -37,6 +37,10 @@ export interface LeaseBackend {
   /** Writes key = value through the backend's real fenced-write primitive. */
   fencedPut(token: LeaseToken, key: string, value: string): Promise<void>;
   probe(key: string): Promise<string | null>;
+  /** PostgreSQL / PGlite only: the SQL port (the ledger-backed queue runs on it). */
+  readonly sql?: Sql;
+  /** PostgreSQL only: the schema-scoped connection string (for LISTEN/NOTIFY connections). */
+  readonly url?: string;
   close(): Promise<void>;
 }
 
@@ -102,10 +106,12 @@ export async function dynamoTable(): Promise<{ client: DynamoDBClient; doc: Dyna
   };
 }
 
-async function sqlBackend(name: BackendName, sql: Sql, close: () => Promise<void>): Promise<LeaseBackend> {
+async function sqlBackend(name: BackendName, sql: Sql, close: () => Promise<void>, url?: string): Promise<LeaseBackend> {
   await sql.query(PROBE_DDL);
   return {
     name,
+    sql,
+    ...(url ? { url } : {}),
     store: new PostgresLeaseStore(sql),
     rollouts: new PostgresRolloutStore(sql),
     ledger: new PostgresLedgerStore(sql),
@@ -119,7 +125,7 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
   switch (name) {
     case 'postgres': {
       const db = await postgresSchema();
-      return sqlBackend(name, db.sql, () => db.close());
+      return sqlBackend(name, db.sql, () => db.close(), db.url);
     }
     case 'pglite': {
       const db = await openPglite();

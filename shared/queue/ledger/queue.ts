@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../clock.js';
 import { systemClock } from '../../clock.js';
 import { toInt, type Sql } from '../../store/postgres/sql.js';
-import type { QueueMessage, WorkQueue } from '../port.js';
+import type { QueueMessage, ReceiveOptions, WorkQueue } from '../port.js';
 import type { WakeSource } from './wake.js';
 
 /**
@@ -26,6 +27,8 @@ export interface LedgerQueueOptions {
 export class LedgerWorkQueue implements WorkQueue {
   private readonly maxReceiveCount: number;
   private readonly clock: Clock;
+  /** Where this worker's next claim starts in the Pending index (a random point at first). */
+  private cursor = randomBytes(32).toString('hex');
 
   constructor(
     private readonly sql: Sql,
@@ -49,11 +52,11 @@ export class LedgerWorkQueue implements WorkQueue {
     await this.wake.notify(runId);
   }
 
-  async receive(max: number, waitSeconds: number, signal?: AbortSignal): Promise<QueueMessage[]> {
+  async receive(max: number, waitSeconds: number, signal?: AbortSignal, options: ReceiveOptions = {}): Promise<QueueMessage[]> {
     const until = performance.now() + Math.max(0, waitSeconds) * 1000;
     for (;;) {
       const armed = this.wake.arm(this.runId);
-      const got = await this.claimBatch(max);
+      const got = await this.claimBatch(max, options.start === true);
       const left = until - performance.now();
       if (got.length || left <= 0 || signal?.aborted) {
         armed.cancel();
@@ -63,23 +66,47 @@ export class LedgerWorkQueue implements WorkQueue {
     }
   }
 
-  private async claimBatch(max: number): Promise<QueueMessage[]> {
+  /**
+   * `claim` for a batch; with `start`, `claim` then `start` in the same
+   * statement (the items are executed at once). Each worker walks the
+   * Pending index from its own cursor: item ids are content hashes, so
+   * uniformly spread, and workers starting at random points claim from
+   * different parts of the key space instead of all fighting over (and
+   * skipping past) the same first rows. At the end it wraps around.
+   */
+  private async claimBatch(max: number, start: boolean): Promise<QueueMessage[]> {
     if (this.workerId === null) throw new Error('this ledger queue has no worker id: use forWorker(id) to receive');
+    const want = Math.max(1, max);
+    const got = await this.claimAfter(this.cursor, want, start);
+    if (got.length < want && this.cursor !== '') got.push(...(await this.claimAfter('', want - got.length, start)));
+    this.cursor = got.at(-1)?.itemId ?? '';
+    return got;
+  }
+
+  private async claimAfter(after: string, max: number, start: boolean): Promise<QueueMessage[]> {
     const now = new Date(this.clock.now());
-    const { rows } = await this.sql.query<{ id: string; attempts: unknown }>(
+    const { rows } = await this.sql.query<{ id: string; attempts: unknown; payload: unknown }>(
       `WITH picked AS (
          SELECT id FROM work_items
-          WHERE run_id = $1 AND state = 'pending' AND attempts < $4
+          WHERE run_id = $1 AND state = 'pending' AND attempts < $4 AND id > $7
           ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
        UPDATE work_items w
-          SET state = 'running', worker = $2, started = false, claimed_at = $5, heartbeat_at = $5,
+          SET state = 'running', worker = $2, started = $6, claimed_at = $5, heartbeat_at = $5,
               epoch = GREATEST((SELECT coordinator_epoch FROM runs WHERE id = $1), 0),
               version = w.version + 1, updated_at = $5
          FROM picked WHERE w.run_id = $1 AND w.id = picked.id
-       RETURNING w.id, w.attempts`,
-      [this.runId, this.workerId, Math.max(1, max), this.maxReceiveCount, now],
+       RETURNING w.id, w.attempts${start ? ', w.payload' : ''}`,
+      [this.runId, this.workerId, max, this.maxReceiveCount, now, start, after],
     );
-    return rows.map((r) => ({ runId: this.runId, itemId: r.id, receipt: r.id, receiveCount: toInt(r.attempts) + 1, claimed: true }));
+    rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return rows.map((r) => ({
+      runId: this.runId,
+      itemId: r.id,
+      receipt: r.id,
+      receiveCount: toInt(r.attempts) + 1,
+      claimed: true,
+      ...(start ? { started: true, payload: r.payload } : {}),
+    }));
   }
 
   /** The ledger row is the message: acked, it is no longer Pending. */

@@ -1,6 +1,6 @@
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
-import { contentId, canonicalJson, type WorkItem } from '../../ledger/model.js';
+import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
 import type { ItemCasOutcome, LedgerStore, RunRecord } from '../../ledger/store.js';
 import type { ItemCas, ItemFields } from '../../ledger/transitions.js';
 import { withFence } from './fence.js';
@@ -19,6 +19,8 @@ const COLUMN: Record<keyof ItemFields, string> = {
   error: 'error',
   attempts: 'attempts',
 };
+const ANALYZE_AFTER = 1_000;
+
 const SQL_TYPE: Record<keyof ItemFields, string> = {
   state: 'text',
   worker: 'text',
@@ -78,17 +80,25 @@ export class PostgresLedgerStore implements LedgerStore {
   }
 
   async enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }> {
-    const ids = payloads.map(contentId);
+    const texts = payloads.map(canonicalJson);
+    const ids = texts.map(hashText);
     let added = 0;
     for (let i = 0; i < payloads.length; i += 1000) {
-      const slice = payloads.slice(i, i + 1000);
       const { rows } = await this.sql.query(
         `INSERT INTO work_items (run_id, id, payload, state, created_at, updated_at)
          SELECT $1, id, payload::jsonb, 'pending', $4, $4 FROM unnest($2::text[], $3::text[]) AS t(id, payload)
          ON CONFLICT (run_id, id) DO NOTHING RETURNING id`,
-        [runId, ids.slice(i, i + 1000), slice.map(canonicalJson), new Date(now)],
+        [runId, ids.slice(i, i + 1000), texts.slice(i, i + 1000), new Date(now)],
       );
       added += rows.length;
+    }
+    // A bulk load (more than autovacuum's 10 % threshold): refresh the planner's statistics now,
+    // not at the next autovacuum. With a fresh table's default estimates the batched updates
+    // join the whole run instead of looking each row up by key (hundreds of ms per batch, not ~1 ms).
+    if (added >= ANALYZE_AFTER) {
+      const { rows } = await this.sql.query<{ n: unknown }>(`SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'work_items'::regclass`);
+      const known = Math.max(0, toInt(rows[0]?.n ?? 0));
+      if (added > known * 0.1) await this.sql.query('ANALYZE work_items');
     }
     return { ids, added };
   }
@@ -121,27 +131,39 @@ export class PostgresLedgerStore implements LedgerStore {
     const groups = new Map<string, number[]>();
     changes.forEach((c, i) => {
       const key = [c.runId, c.transition, Object.keys(c.set).join(','), Object.keys(c.expect).join(','), c.bumpAttempts ?? false, c.fence ? `${c.fence.holder}@${c.fence.epoch}` : ''].join('|');
-      groups.set(key, [...(groups.get(key) ?? []), i]);
+      const group = groups.get(key);
+      if (group) group.push(i);
+      else groups.set(key, [i]);
     });
     for (const idx of groups.values()) {
       const first = changes[idx[0]!]!;
       const setFields = Object.keys(first.set) as (keyof ItemFields)[];
       const expectFields = Object.keys(first.expect) as (keyof ItemFields)[];
       const params: unknown[] = [first.runId, new Date(now), idx.map((i) => changes[i]!.itemId)];
-      const column = (field: keyof ItemFields, values: unknown[]) => {
-        // jsonb travels as text (a jsonb[] parameter would need array literal quoting).
-        params.push(values.map((v) => sqlValue(field, v)));
-        return `$${params.length}::${field === 'result' ? 'text' : SQL_TYPE[field]}[]`;
+      const cols = ['id'];
+      const arrays = ['$3::text[]'];
+      // A field with the same value for every change of the group (the worker, the new state,
+      // the cleared fields) is one scalar parameter; only the values that differ travel as arrays.
+      const operand = (prefix: 's' | 'e', field: keyof ItemFields, values: unknown[]): string => {
+        const sqlValues = values.map((v) => sqlValue(field, v));
+        const type = field === 'result' ? 'text' : SQL_TYPE[field];
+        const uniform = sqlValues.every((v) => (v instanceof Date && sqlValues[0] instanceof Date ? v.getTime() === sqlValues[0].getTime() : v === sqlValues[0]));
+        if (uniform) {
+          params.push(sqlValues[0]);
+          return `$${params.length}::${type}`;
+        }
+        params.push(sqlValues);
+        cols.push(`${prefix}_${field}`);
+        arrays.push(`$${params.length}::${type}[]`);
+        return `v.${prefix}_${field}`;
       };
-      const cols = ['id', ...setFields.map((f) => `s_${f}`), ...expectFields.map((f) => `e_${f}`)];
-      const arrays = [
-        '$3::text[]',
-        ...setFields.map((f) => column(f, idx.map((i) => changes[i]!.set[f]))),
-        ...expectFields.map((f) => column(f, idx.map((i) => (changes[i]!.expect as Partial<ItemFields>)[f]))),
-      ];
-      const value = (f: keyof ItemFields) => (f === 'result' ? `v.s_${f}::jsonb` : `v.s_${f}`);
-      const sets = [...setFields.map((f) => `${COLUMN[f]} = ${value(f)}`), ...(first.bumpAttempts ? ['attempts = w.attempts + 1'] : []), 'version = w.version + 1', 'updated_at = $2'];
-      const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM v.e_${f}`);
+      const sets = setFields.map((f) => {
+        const v = operand('s', f, idx.map((i) => changes[i]!.set[f]));
+        return `${COLUMN[f]} = ${f === 'result' ? `(${v})::jsonb` : v}`;
+      });
+      if (first.bumpAttempts) sets.push('attempts = w.attempts + 1');
+      sets.push('version = w.version + 1', 'updated_at = $2');
+      const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM ${operand('e', f, idx.map((i) => (changes[i]!.expect as Partial<ItemFields>)[f]))}`);
       const text = `UPDATE work_items w SET ${sets.join(', ')}
                     FROM unnest(${arrays.join(', ')}) AS v(${cols.join(', ')})
                     WHERE w.run_id = $1 AND w.id = v.id${where.map((c) => ` AND ${c}`).join('')} RETURNING w.*`;
