@@ -15,6 +15,12 @@ import { DynamoRolloutStore } from '../shared/store/dynamodb/rollout-store.js';
 import { connectPostgres } from '../shared/store/postgres/connect.js';
 import { PostgresLeaseStore } from '../shared/store/postgres/lease-store.js';
 import { PostgresRolloutStore } from '../shared/store/postgres/rollout-store.js';
+import type { LedgerStore } from '../shared/ledger/store.js';
+import { WorkerRegistry, type RegistryStore } from '../shared/registry/registry.js';
+import { DynamoLedgerStore, DynamoRunLeaseStore } from '../shared/store/dynamodb/ledger-store.js';
+import { DynamoRegistryStore } from '../shared/store/dynamodb/registry-store.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../shared/store/postgres/ledger-store.js';
+import { PostgresRegistryStore } from '../shared/store/postgres/registry-store.js';
 
 /**
  * What a Lambda handler needs, built once per sandbox from the environment.
@@ -38,6 +44,10 @@ export type RuntimeEnv = z.output<typeof envSchema>;
 export interface Runtime {
   readonly env: RuntimeEnv;
   readonly leases: LeaseStore;
+  readonly ledger: LedgerStore;
+  readonly registry: WorkerRegistry;
+  /** The coordinator lease store of one run (stamps the run's epoch with each win). */
+  runLeases(runId: string): LeaseStore;
   readonly rollouts: RolloutStore;
   readonly engine: RolloutEngine;
   readonly leadership: Leadership;
@@ -47,16 +57,26 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
   const env = parseConfig('environment', envSchema, source);
   let leases: LeaseStore;
   let rollouts: RolloutStore;
+  let ledger: LedgerStore;
+  let registry: RegistryStore;
+  let runLeases: (runId: string) => LeaseStore;
   if (env.ROLLOUT_STORE === 'dynamodb') {
-    if (!env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
+    const table = env.ROLLOUT_TABLE;
+    if (!table) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
     const doc = dynamoDocumentClient();
-    leases = new DynamoLeaseStore(doc, env.ROLLOUT_TABLE);
-    rollouts = new DynamoRolloutStore(doc, env.ROLLOUT_TABLE);
+    leases = new DynamoLeaseStore(doc, table);
+    rollouts = new DynamoRolloutStore(doc, table);
+    ledger = new DynamoLedgerStore(doc, table);
+    registry = new DynamoRegistryStore(doc, table);
+    runLeases = (runId) => new DynamoRunLeaseStore(doc, table, runId);
   } else {
     if (!env.DATABASE_URL) throw new Error('invalid environment config: DATABASE_URL: required when ROLLOUT_STORE=postgres');
     const db = await connectPostgres({ connectionString: env.DATABASE_URL, max: 2 });
     leases = new PostgresLeaseStore(db.sql);
     rollouts = new PostgresRolloutStore(db.sql);
+    ledger = new PostgresLedgerStore(db.sql);
+    registry = new PostgresRegistryStore(db.sql);
+    runLeases = (runId) => new PostgresRunLeaseStore(db.sql, runId);
   }
   const elector = new LeaseElector(leases, {
     name: 'promotion_leader',
@@ -67,7 +87,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS), ...(overrides.logger ? { logger: overrides.logger } : {}) });
-  return { env, leases, rollouts, engine, leadership: campaignEachTime(elector) };
+  return { env, leases, rollouts, ledger, registry: new WorkerRegistry(registry), runLeases, engine, leadership: campaignEachTime(elector) };
 }
 
 /** One runtime per sandbox, created on first use. */

@@ -1,0 +1,56 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { DrainOutcome } from '../shared/registry/registry.js';
+import { InvalidNoticeError, noticeFromEvent } from '../shared/drain/sources.js';
+import { errorMessage } from '../shared/log.js';
+import { lazy, runtimeFrom, type Runtime } from './runtime.js';
+
+/**
+ * Spot drain, invoked by the default-bus rule for `EC2 Spot Instance
+ * Interruption Warning` and `EC2 Instance Rebalance Recommendation`. It marks
+ * the instance's workers draining in the registry; each worker sees that on
+ * its next registry heartbeat and runs the drain (stop pulling → nack →
+ * deregister → exit) against a deadline counted from the notice's own time.
+ *
+ * Notices for an instance we do not know, duplicates and notices arriving
+ * after the worker left are answered and logged, never thrown: a retried
+ * event can never succeed, and retrying it forever is a known failure of
+ * other termination handlers. A malformed event is thrown with its reason so
+ * the rule's DLQ keeps it.
+ */
+export interface DrainResult {
+  readonly instanceId: string;
+  readonly kind: 'interruption' | 'rebalance';
+  readonly outcome: DrainOutcome;
+  readonly workers: readonly string[];
+}
+
+const METRIC: Record<DrainOutcome, string> = { requested: 'DrainsRequested', duplicate: 'DuplicateNotices', unknown: 'UnknownInstances', gone: 'LateNotices' };
+
+export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'spot-drain' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'spot-drain' })) {
+  return async (event: unknown): Promise<DrainResult> => {
+    try {
+      const notice = noticeFromEvent(event, Date.now());
+      const rt = await runtime();
+      const { outcome, workers } = await rt.registry.requestDrain(notice, Date.now());
+      metrics.addMetric(METRIC[outcome], MetricUnit.Count, 1);
+      const fields = { instanceId: notice.instanceId, kind: notice.kind, outcome, workers, noticeAgeMs: Date.now() - notice.noticeAt };
+      if (outcome === 'requested') logger.info('drain requested', fields);
+      else logger.warn(`spot notice acknowledged without a drain: ${outcome}`, fields);
+      return { instanceId: notice.instanceId, kind: notice.kind, outcome, workers };
+    } catch (err) {
+      if (err instanceof InvalidNoticeError) {
+        metrics.addMetric('InvalidNotices', MetricUnit.Count, 1);
+        logger.error('rejected spot event', { reason: err.message, event });
+      } else {
+        metrics.addMetric('Errors', MetricUnit.Count, 1);
+        logger.error('spot drain failed', { error: errorMessage(err) });
+      }
+      throw err;
+    } finally {
+      metrics.publishStoredMetrics();
+    }
+  };
+}
+
+export const handler = spotDrainHandler(lazy(() => runtimeFrom(process.env)));

@@ -1,0 +1,84 @@
+import type { Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
+import type { ComputeHint, PreemptionNotice } from '../drain/compute-hint.js';
+import { drain, type DrainReport } from '../drain/drain.js';
+import { RegistryHint } from '../drain/sources.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import type { Registration, WorkerRegistry } from '../registry/registry.js';
+import type { LedgerStore } from './store.js';
+import type { Worker } from './worker.js';
+
+/**
+ * A worker as a long-running process: registers itself, heartbeats the
+ * registry (which is how a drain requested by the spot-drain Lambda reaches
+ * it), listens to any other preemption source, runs the pull loop, and on a
+ * notice drains within the provider's deadline and stops. `run` resolves with
+ * why it stopped.
+ */
+export interface AgentOptions {
+  worker: Worker;
+  registry: WorkerRegistry;
+  registration: Registration;
+  ledger: LedgerStore;
+  /** Extra preemption sources (instance metadata); the registry's drain requests are always watched. */
+  hints?: readonly ComputeHint[];
+  registryHeartbeatMs?: number;
+  /** Stop once the run has nothing Pending or Running. */
+  exitWhenDone?: boolean;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+export type AgentExit = { readonly reason: 'done' | 'stopped' } | { readonly reason: 'drained'; readonly report: DrainReport };
+
+export class WorkerAgent {
+  private readonly registryHint = new RegistryHint();
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+
+  constructor(private readonly o: AgentOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.logger = o.logger ?? silentLogger;
+  }
+
+  async run(signal: AbortSignal): Promise<AgentExit> {
+    const { worker, registry, registration: reg } = this.o;
+    await registry.register(reg, this.clock.now());
+    this.logger.info('worker registered', { ...reg });
+    const stop = new AbortController();
+    const stopAll = AbortSignal.any([signal, stop.signal]);
+    const state: { draining: Promise<DrainReport> | null } = { draining: null };
+    const onNotice = (notice: PreemptionNotice) => {
+      if (state.draining) return;
+      this.logger.warn('preemption notice: draining', { ...notice });
+      state.draining = drain({ stopAndNack: () => worker.drain(), deregister: () => registry.deregister(reg.instanceId, reg.workerId, this.clock.now()) }, notice, { clock: this.clock });
+      stop.abort();
+    };
+    const unsubscribe = [this.registryHint, ...(this.o.hints ?? [])].map((h) => h.onPreemption(onNotice));
+    const beat = setInterval(() => {
+      registry
+        .heartbeat(reg.instanceId, reg.workerId, this.clock.now())
+        .then((record) => this.registryHint.observe(record))
+        .catch((err: unknown) => this.logger.warn('registry heartbeat failed', { error: errorMessage(err) }));
+    }, this.o.registryHeartbeatMs ?? 5_000);
+    try {
+      let done = false;
+      await worker.run(stopAll, async () => {
+        if (!this.o.exitWhenDone) return false;
+        const c = await this.o.ledger.counts(reg.runId ?? '');
+        done = c.pending + c.running === 0;
+        return done;
+      });
+      if (state.draining) {
+        const report = await state.draining;
+        this.logger.info('drained', { ...report });
+        return { reason: 'drained', report };
+      }
+      await registry.deregister(reg.instanceId, reg.workerId, this.clock.now());
+      return { reason: done ? 'done' : 'stopped' };
+    } finally {
+      clearInterval(beat);
+      for (const u of unsubscribe) u();
+    }
+  }
+}

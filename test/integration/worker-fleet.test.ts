@@ -1,0 +1,246 @@
+/**
+ * The worker fleet around the ledger: the registry (every store), the
+ * spot-drain Lambda on EventBridge-shaped events, the instance-metadata
+ * sources (served over HTTP by a local stand-in for IMDSv2 / GCP metadata),
+ * a worker agent draining on a registry request, and the coordinator Lambda
+ * reached through the Lambda Invoke API.
+ */
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { coordinatorHandler } from '../../functions/coordinator.js';
+import { lazy, runtimeFrom } from '../../functions/runtime.js';
+import { spotDrainHandler } from '../../functions/spot-drain.js';
+import { PROVIDER_DEADLINES, type PreemptionNotice } from '../../shared/drain/compute-hint.js';
+import { Ec2MetadataHint, GcpMetadataHint, InvalidNoticeError, REBALANCE_RECOMMENDATION, SPOT_INTERRUPTION } from '../../shared/drain/sources.js';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { WorkerAgent } from '../../shared/ledger/agent.js';
+import { mockBackend } from '../../shared/ledger/backends.js';
+import { LambdaCoordinatorClient } from '../../shared/ledger/coordinator-client.js';
+import { Worker } from '../../shared/ledger/worker.js';
+import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { WorkerRegistry } from '../../shared/registry/registry.js';
+import { DynamoRegistryStore } from '../../shared/store/dynamodb/registry-store.js';
+import { PostgresRegistryStore } from '../../shared/store/postgres/registry-store.js';
+import { BACKENDS, dynamoTable, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+
+const silentMetrics = { addMetric: () => undefined, publishStoredMetrics: () => undefined } as never;
+const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
+
+function spotEvent(detailType: string, instanceId: string, time = new Date().toISOString()) {
+  return { version: '0', id: uniqueName('evt'), 'detail-type': detailType, source: 'aws.ec2', account: '123456789012', time, region: 'us-east-1', resources: [`arn:aws:ec2:us-east-1:123456789012:instance/${instanceId}`], detail: { 'instance-id': instanceId, 'instance-action': 'terminate' } };
+}
+
+async function serve(handler: (req: IncomingMessage, body: string, res: ServerResponse) => void | Promise<void>): Promise<{ url: string; server: Server }> {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => void handler(req, body, res));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+describe.each(BACKENDS)('worker registry on %s', (backendName) => {
+  let backend: LeaseBackend;
+  let registry: WorkerRegistry;
+  let tableClose: (() => Promise<void>) | null = null;
+  beforeAll(async () => {
+    backend = await openBackend(backendName);
+    if (backend.sql) registry = new WorkerRegistry(new PostgresRegistryStore(backend.sql), { staleAfterMs: 10_000 });
+    else {
+      const t = await dynamoTable();
+      tableClose = () => t.close();
+      registry = new WorkerRegistry(new DynamoRegistryStore(t.doc, t.table), { staleAfterMs: 10_000 });
+    }
+  });
+  afterAll(async () => {
+    await tableClose?.();
+    await backend?.close();
+  });
+
+  it('drain requests: requested once, then duplicate; unknown instance; late after the worker left or went silent', async () => {
+    const now = 1_000_000;
+    const instance = uniqueName('i');
+    await registry.register({ workerId: 'w1', instanceId: instance, provider: 'aws', runId: 'r' }, now);
+    await registry.register({ workerId: 'w2', instanceId: instance, provider: 'aws', runId: 'r' }, now);
+    expect((await registry.heartbeat(instance, 'w1', now + 1_000))!.heartbeatAt).toBe(now + 1_000);
+    const notice = { instanceId: instance, kind: 'interruption' as const, provider: 'aws' as const, noticeAt: now + 1_500 };
+    expect(await registry.requestDrain(notice, now + 2_000)).toEqual({ outcome: 'requested', workers: ['w1', 'w2'] });
+    const seen = await registry.heartbeat(instance, 'w1', now + 2_500);
+    expect(seen).toMatchObject({ state: 'draining', drain: { kind: 'interruption', provider: 'aws', noticeAt: now + 1_500 } });
+    expect((await registry.requestDrain({ ...notice, kind: 'rebalance' }, now + 3_000)).outcome).toBe('duplicate');
+    expect(await registry.requestDrain({ ...notice, instanceId: uniqueName('i-unknown') }, now)).toEqual({ outcome: 'unknown', workers: [] });
+    await registry.deregister(instance, 'w1', now + 4_000);
+    await registry.deregister(instance, 'w2', now + 4_000);
+    expect((await registry.requestDrain(notice, now + 5_000)).outcome).toBe('gone');
+    expect(await registry.heartbeat(instance, 'w1', now + 6_000)).toMatchObject({ state: 'gone', goneAt: now + 4_000 });
+    // A worker that stopped heartbeating (crashed, never deregistered): the notice is late, not a drain.
+    const silent = uniqueName('i');
+    await registry.register({ workerId: 'w', instanceId: silent, provider: 'gcp', runId: null }, now);
+    expect((await registry.requestDrain({ ...notice, instanceId: silent }, now + 10_001)).outcome).toBe('gone');
+    expect((await registry.list()).some((w) => w.instanceId === silent && w.provider === 'gcp')).toBe(true);
+    await expect(registry.register({ workerId: ' ', instanceId: silent, provider: 'aws', runId: null }, now)).rejects.toThrow(/workerId: must not be empty/);
+  });
+});
+
+describe('spot drain on DynamoDB + SQS', () => {
+  let t: Awaited<ReturnType<typeof dynamoTable>>;
+  let backend: LeaseBackend;
+  const sqs = sqsClient();
+  beforeAll(async () => {
+    backend = await openBackend('dynamodb');
+    t = await dynamoTable();
+  });
+  afterAll(async () => {
+    await t?.close();
+    await backend?.close();
+  });
+  const runtime = () => lazy(() => runtimeFrom({ ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: t.table, ROLLOUT_NODE_ID: 'stack-a' }));
+
+  it('the drain Lambda reaches a running worker through the registry: it drains inside the AWS deadline, gives everything back, and a later notice is acknowledged as late', async () => {
+    const rt = runtime();
+    const { ledger, registry } = await rt();
+    const runId = uniqueName('run');
+    const instanceId = uniqueName('i');
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { VisibilityTimeout: '60' } }))).QueueUrl!;
+    try {
+      const queue = new SqsWorkQueue(sqs, url);
+      await ledger.createRun(runId, {}, Date.now());
+      const { ids } = await ledger.enqueue(runId, Array.from({ length: 12 }, (_, i) => ({ runId, i })), Date.now());
+      await queue.send(runId, ids);
+      const worker = new Worker({ runId, workerId: 'w1', ledger, queue, backend: mockBackend({ durationMs: 60_000 }), waitSeconds: 0 });
+      const agent = new WorkerAgent({ worker, registry, ledger, registration: { workerId: 'w1', instanceId, provider: 'aws', runId }, registryHeartbeatMs: 50 });
+      const exit = agent.run(new AbortController().signal);
+      // The worker holds items and runs one (a minute long) when the notice comes.
+      await expect.poll(async () => (await ledger.running(runId)).some((i) => i.started), { interval: 20, timeout: 10_000 }).toBe(true);
+      const handler = spotDrainHandler(rt, silentLog, silentMetrics);
+      const noticeTime = new Date();
+      expect(await handler(spotEvent(SPOT_INTERRUPTION, instanceId, noticeTime.toISOString()))).toMatchObject({ outcome: 'requested', workers: ['w1'], kind: 'interruption' });
+      const result = await exit;
+      expect(result.reason).toBe('drained');
+      if (result.reason !== 'drained') return;
+      expect(result.report.withinDeadline).toBe(true);
+      expect(result.report.deadlineMs).toBe(PROVIDER_DEADLINES.aws.drainDeadlineMs);
+      expect(result.report.notice.receivedAt).toBe(noticeTime.getTime()); // the deadline counts from the cloud's notice time
+      expect(result.report.steps).toEqual(['stop_pulling_and_nack', 'deregister', 'exit']);
+      expect(result.report.nacked.length).toBeGreaterThan(0);
+      const counts = await ledger.counts(runId);
+      expect(counts).toEqual({ pending: 12, running: 0, done: 0, failed: 0 }); // nothing lost, nothing left held
+      // The duplicate (a rebalance after the interruption, or a retried event) and unknown instances are answered, not thrown.
+      expect((await handler(spotEvent(REBALANCE_RECOMMENDATION, instanceId))).outcome).toBe('gone');
+      expect((await handler(spotEvent(SPOT_INTERRUPTION, uniqueName('i-not-ours')))).outcome).toBe('unknown');
+      await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(InvalidNoticeError);
+      await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(/time: .*detail.instance-id/s);
+    } finally {
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+    }
+  });
+
+  it('the coordinator Lambda over the Invoke API: one stack coordinates (steals for an idle worker), another is told it is not the coordinator', async () => {
+    const rtA = runtime();
+    const rtB = lazy(() => runtimeFrom({ ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: t.table, ROLLOUT_NODE_ID: 'stack-b' }));
+    const { ledger } = await rtA();
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
+    const queue = new SqsWorkQueue(sqs, url);
+    const options = { bus: new InProcessBus(), queue: () => ({ work: queue, dlq: null }), onFenced: () => undefined };
+    const handlers: Record<string, (e: unknown) => Promise<unknown>> = { 'coordinator-a': coordinatorHandler(rtA, options, silentLog, silentMetrics), 'coordinator-b': coordinatorHandler(rtB, options, silentLog, silentMetrics) };
+    // The Lambda Invoke API (REST-JSON), served by calling the handler in-process.
+    const { url: endpoint, server } = await serve(async (req, body, res) => {
+      const name = decodeURIComponent(/\/functions\/([^/]+)\/invocations/.exec(req.url ?? '')?.[1] ?? '');
+      const fn = handlers[name];
+      if (!fn) {
+        res.writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' }).end(JSON.stringify({ message: `Function not found: ${name}` }));
+        return;
+      }
+      try {
+        const reply = JSON.stringify(await fn(JSON.parse(body)));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(reply);
+      } catch (err) {
+        res.writeHead(200, { 'content-type': 'application/json', 'x-amz-function-error': 'Unhandled' }).end(JSON.stringify({ errorMessage: (err as Error).message }));
+      }
+    });
+    const lambda = new LambdaClient({ endpoint });
+    try {
+      const runId = uniqueName('run');
+      await ledger.createRun(runId, {}, Date.now());
+      const { ids } = await ledger.enqueue(runId, Array.from({ length: 8 }, (_, i) => ({ runId, i })), Date.now());
+      await queue.send(runId, ids);
+      const victim = new Worker({ runId, workerId: 'victim', ledger, queue, backend: mockBackend(), waitSeconds: 0 });
+      while (victim.held.length < 8) expect(await victim.pull()).toBeGreaterThan(0);
+      await expect.poll(async () => (await ledger.running(runId)).length, { interval: 20, timeout: 5_000 }).toBe(8);
+      const thief = new Worker({ runId, workerId: 'thief', ledger, queue, backend: mockBackend(), waitSeconds: 0, coordinator: new LambdaCoordinatorClient(lambda, 'coordinator-a', runId) });
+      expect(await thief.step()).toBe('stole');
+      expect(thief.held).toHaveLength(4);
+      expect(thief.guard.current).toBe(0);
+      // The other stack does not hold coordinator:<run>: it says so instead of acting.
+      expect(await handlers['coordinator-b']!({ action: 'steal', runId, workerId: 'thief' })).toEqual({ leader: false, holder: 'stack-a' });
+      await expect(new LambdaCoordinatorClient(lambda, 'coordinator-a', runId).requestWork('')).rejects.toThrow(/workerId/);
+      await expect(handlers['coordinator-a']!({ action: 'rebalance', runId })).rejects.toThrow(/invalid coordinator request: action/);
+      expect(await handlers['coordinator-a']!({ action: 'scan', runId })).toMatchObject({ leader: true, scanned: { repended: [], failed: [] } });
+    } finally {
+      lambda.destroy();
+      server.close();
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+    }
+  });
+});
+
+describe('instance-metadata sources', () => {
+  it('AWS IMDSv2: no notice while spot/instance-action is 404; an interruption once it appears (token required)', async () => {
+    let action = false;
+    const { url, server } = await serve((req, _body, res) => {
+      if (req.method === 'PUT' && req.url === '/latest/api/token') return void res.writeHead(200).end('tok-1');
+      if (req.headers['x-aws-ec2-metadata-token'] !== 'tok-1') return void res.writeHead(401).end();
+      if (req.url === '/latest/meta-data/instance-id') return void res.writeHead(200).end('i-0abc');
+      if (req.url === '/latest/meta-data/spot/instance-action' && action) return void res.writeHead(200).end(JSON.stringify({ action: 'terminate', time: new Date().toISOString() }));
+      res.writeHead(404).end();
+    });
+    try {
+      expect(await Ec2MetadataHint.instanceId({ endpoint: url })).toBe('i-0abc');
+      const hint = new Ec2MetadataHint('i-0abc', { endpoint: url, pollMs: 20 });
+      const notices: PreemptionNotice[] = [];
+      hint.onPreemption((n) => notices.push(n));
+      expect(await hint.check()).toBeNull();
+      hint.start();
+      action = true;
+      await expect.poll(() => notices.length, { interval: 10, timeout: 5_000 }).toBe(1);
+      hint.stop();
+      expect(notices[0]).toMatchObject({ provider: 'aws', instanceId: 'i-0abc', kind: 'interruption' });
+    } finally {
+      server.close();
+    }
+  });
+
+  it('GCP: the preempted flag is watched with wait_for_change, and fires once it turns TRUE', async () => {
+    let release!: () => void;
+    const flipped = new Promise<void>((r) => (release = r));
+    const { url, server } = await serve(async (req, _body, res) => {
+      if (req.headers['metadata-flavor'] !== 'Google') return void res.writeHead(403).end();
+      if (req.url === '/computeMetadata/v1/instance/id') return void res.writeHead(200).end('4242');
+      if (req.url === '/computeMetadata/v1/instance/preempted?wait_for_change=true') {
+        await flipped;
+        return void res.writeHead(200).end('TRUE');
+      }
+      res.writeHead(404).end();
+    });
+    try {
+      expect(await GcpMetadataHint.instanceId({ endpoint: url })).toBe('4242');
+      const hint = new GcpMetadataHint('4242', { endpoint: url });
+      const notices: PreemptionNotice[] = [];
+      hint.onPreemption((n) => notices.push(n));
+      hint.start();
+      release();
+      await expect.poll(() => notices.length, { interval: 10, timeout: 5_000 }).toBe(1);
+      hint.stop();
+      expect(notices[0]).toMatchObject({ provider: 'gcp', instanceId: '4242', kind: 'interruption' });
+      expect(PROVIDER_DEADLINES.gcp).toEqual({ noticeLeadMs: 30_000, drainDeadlineMs: 15_000 });
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
