@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
+import { ConfigError } from '../../shared/errors.js';
+import { errorMessage, type Logger } from '../../shared/log.js';
+import { runWorkerCommand, type WorkerSummary } from './worker-command.js';
+
+/**
+ * The `rollout` command. Exit codes: 0 done (or stopped, or drained), 1 a
+ * runtime failure, 2 bad flags or configuration.
+ */
+
+function stderrLogger(json: boolean): Logger {
+  const line = (level: string) => (message: string, extra?: Record<string, unknown>) => {
+    if (json) process.stderr.write(`${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`);
+    else process.stderr.write(`${new Date().toISOString()} ${level.padEnd(5)} ${message}${extra && Object.keys(extra).length ? ` ${JSON.stringify(extra)}` : ''}\n`);
+  };
+  return { debug: () => undefined, info: line('info'), warn: line('warn'), error: line('error') };
+}
+
+const int = (name: string) => (v: string) => {
+  if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`${name} must be a whole number, got "${v}"`);
+  return Number(v);
+};
+
+function summaryLine(s: WorkerSummary): string {
+  const drain = s.drainMs === null ? '' : `, drained ${s.nacked} items in ${s.drainMs} ms${s.withinDeadline ? '' : ' (past the deadline)'}`;
+  return `worker ${s.workerId} on ${s.instanceId}: ${s.exit}; done ${s.done}, stolen ${s.stolen}, lost ${s.lost}, backend failures ${s.failedRuns}${drain}`;
+}
+
+export function program(): Command {
+  const cli = new Command('rollout').description('Progressive rollouts and distributed work runs, kept safe by fenced leases.')
+    .showHelpAfterError('(add --help for usage)')
+    // Before the subcommands: they inherit it, so a usage error returns here (exit 2) instead of exiting.
+    .exitOverride();
+  cli
+    .command('worker')
+    .description('Run a worker of one work run: pull items, claim them in the ledger, run them on a backend, record the results; drain on a spot notice.')
+    .requiredOption('--run <id>', 'the run to work on')
+    .addOption(new Option('--store <kind>', 'where the ledger is').choices(['postgres', 'dynamodb']).env('ROLLOUT_STORE'))
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
+    .addOption(new Option('--table <name>', 'DynamoDB table').env('ROLLOUT_TABLE'))
+    .addOption(new Option('--queue <ledger|url>', '"ledger" (PostgreSQL: the ledger is the queue) or an SQS queue URL').env('ROLLOUT_WORK_QUEUE_URL'))
+    .addOption(new Option('--coordinator <none|lambda:name|url>', 'where an idle worker asks for work (steals)').env('ROLLOUT_COORDINATOR'))
+    .addOption(new Option('--backend <kind>', 'how items run').choices(['mock', 'http']).default('mock'))
+    .option('--backend-url <url>', 'http backend: POST each payload here; the response body is the result')
+    .option('--mock-duration-ms <ms>', 'mock backend: time per item', int('--mock-duration-ms'), 0)
+    .option('--mock-failure-rate <0..1>', 'mock backend: share of items that always fail (poison)', (v) => Number(v), 0)
+    .addOption(new Option('--worker-id <id>', 'this worker (default: host-pid)').env('ROLLOUT_WORKER_ID'))
+    .option('--instance-id <id|auto>', 'the machine, as spot notices name it; auto reads the instance metadata (aws, gcp) or the host name', 'auto')
+    .addOption(new Option('--provider <kind>', 'where it runs: which preemption notices to watch and which drain deadline applies').choices(['aws', 'gcp', 'local']).default('local'))
+    .option('--metadata-endpoint <url>', 'instance metadata base URL (default 169.254.169.254 on AWS, metadata.google.internal on GCP)')
+    .option('--heartbeat-ms <ms>', 'item heartbeat, visibility extension and registry heartbeat', int('--heartbeat-ms'), 5_000)
+    .option('--visibility-seconds <s>', 'SQS visibility kept ahead while an item is held', int('--visibility-seconds'), 30)
+    .option('--wait-seconds <s>', 'long-poll wait, 0–20', int('--wait-seconds'), 20)
+    .option('--batch <n>', 'messages received at once', int('--batch'), 10)
+    .option('--max-receive-count <n>', 'ledger queue: deliveries before an item is a dead letter (SQS: set on the queue)', int('--max-receive-count'), 5)
+    .option('--exit-when-done', 'stop once the run has nothing pending or running', false)
+    .option('--json', 'logs and the summary as JSON lines', false)
+    .action(async (opts: Record<string, unknown>) => {
+      const json = opts.json === true;
+      const logger = stderrLogger(json);
+      const stop = new AbortController();
+      const preempt = new SimulatedComputeHint();
+      let signals = 0;
+      // SIGTERM is how ECS announces a Fargate Spot interruption (and how an orchestrator stops a task): drain.
+      // SIGINT drains too; a second signal exits at once (held items return through the failure scan).
+      const onSignal = (sig: NodeJS.Signals) => {
+        if (++signals > 1) process.exit(130);
+        logger.warn(`${sig}: draining`);
+        preempt.preempt({ provider: opts.provider === 'gcp' ? 'gcp' : 'aws', instanceId: String(opts.instanceId), kind: 'interruption', receivedAt: Date.now() });
+      };
+      process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
+      const { json: _json, ...rest } = opts;
+      void _json;
+      const summary = await runWorkerCommand({ ...rest, store: (opts.store as 'postgres' | 'dynamodb' | undefined) ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'), queue: (opts.queue as string | undefined) ?? 'ledger' } as never, stop.signal, logger, preempt);
+      process.stdout.write(`${json ? JSON.stringify(summary) : summaryLine(summary)}\n`);
+    });
+  return cli;
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  try {
+    await program().parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') return 0;
+    if (typeof code === 'string' && code.startsWith('commander.')) return 2;
+    process.stderr.write(`rollout: ${errorMessage(err)}\n`);
+    return err instanceof ConfigError ? 2 : 1;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  // Exit explicitly: idle keep-alive sockets of the AWS SDK would hold the process open.
+  process.exit(await main(process.argv.slice(2)));
+}

@@ -1,0 +1,167 @@
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { ConfigError } from '../../shared/errors.js';
+import { SimulatedComputeHint, type ComputeHint } from '../../shared/drain/compute-hint.js';
+import { Ec2MetadataHint, GcpMetadataHint } from '../../shared/drain/sources.js';
+import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
+import { httpBackend, mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
+import { HttpCoordinatorClient, LambdaCoordinatorClient } from '../../shared/ledger/coordinator-client.js';
+import type { LedgerStore } from '../../shared/ledger/store.js';
+import { Worker, type CoordinatorClient } from '../../shared/ledger/worker.js';
+import type { Logger } from '../../shared/log.js';
+import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
+import { PgNotifyWake } from '../../shared/queue/ledger/wake.js';
+import type { WorkQueue } from '../../shared/queue/port.js';
+import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { WorkerRegistry, type RegistryStore } from '../../shared/registry/registry.js';
+import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
+import { DynamoLedgerStore } from '../../shared/store/dynamodb/ledger-store.js';
+import { DynamoRegistryStore } from '../../shared/store/dynamodb/registry-store.js';
+import { connectPostgres } from '../../shared/store/postgres/connect.js';
+import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
+import { PostgresRegistryStore } from '../../shared/store/postgres/registry-store.js';
+
+/**
+ * `rollout worker`: one long-running worker process of one run (EC2 / ECS
+ * spot capacity, or a local machine). Everything it needs comes from flags,
+ * with the environment as defaults; a bad value is refused with its name.
+ */
+export const workerOptionsSchema = z
+  .object({
+    run: z.string().min(1, 'required'),
+    store: z.enum(['postgres', 'dynamodb']),
+    databaseUrl: z.string().min(1).optional(),
+    table: z.string().min(1).optional(),
+    queue: z.string().min(1).default('ledger'),
+    coordinator: z.string().min(1).default('none'),
+    backend: z.enum(['mock', 'http']).default('mock'),
+    backendUrl: z.string().url().optional(),
+    mockDurationMs: z.coerce.number().int().nonnegative().default(0),
+    mockFailureRate: z.coerce.number().min(0).max(1).default(0),
+    workerId: z.string().min(1).default(`${hostname()}-${process.pid}`),
+    instanceId: z.string().min(1).default('auto'),
+    provider: z.enum(['aws', 'gcp', 'local']).default('local'),
+    metadataEndpoint: z.string().url().optional(),
+    heartbeatMs: z.coerce.number().int().positive().default(5_000),
+    visibilitySeconds: z.coerce.number().int().positive().max(43_200).default(30),
+    waitSeconds: z.coerce.number().int().min(0).max(20).default(20),
+    batch: z.coerce.number().int().positive().max(1_000).default(10),
+    maxReceiveCount: z.coerce.number().int().positive().default(5),
+    exitWhenDone: z.boolean().default(false),
+  })
+  .superRefine((o, ctx) => {
+    if (o.store === 'postgres' && !o.databaseUrl) ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
+    if (o.store === 'dynamodb' && !o.table) ctx.addIssue({ code: 'custom', path: ['table'], message: 'required with --store dynamodb (or set ROLLOUT_TABLE)' });
+    if (o.store === 'dynamodb' && o.queue === 'ledger') ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
+    if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue)) ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
+    if (o.backend === 'http' && !o.backendUrl) ctx.addIssue({ code: 'custom', path: ['backendUrl'], message: 'required with --backend http' });
+    if (o.coordinator !== 'none' && !o.coordinator.startsWith('lambda:') && !/^https?:\/\//.test(o.coordinator)) {
+      ctx.addIssue({ code: 'custom', path: ['coordinator'], message: `must be "none", "lambda:<function>" or an http(s) URL, got ${o.coordinator}` });
+    }
+  });
+export type WorkerCommandOptions = z.input<typeof workerOptionsSchema>;
+
+export interface WorkerSummary {
+  readonly exit: AgentExit['reason'];
+  readonly workerId: string;
+  readonly instanceId: string;
+  readonly done: number;
+  readonly lost: number;
+  readonly stolen: number;
+  readonly failedRuns: number;
+  readonly nacked: number;
+  readonly drainMs: number | null;
+  readonly withinDeadline: boolean | null;
+}
+
+async function instanceIdFor(o: z.output<typeof workerOptionsSchema>): Promise<string> {
+  if (o.instanceId !== 'auto') return o.instanceId;
+  const endpoint = o.metadataEndpoint ? { endpoint: o.metadataEndpoint } : {};
+  if (o.provider === 'aws') return Ec2MetadataHint.instanceId(endpoint);
+  if (o.provider === 'gcp') return GcpMetadataHint.instanceId(endpoint);
+  return hostname();
+}
+
+/** Runs the worker until the run is done (with exitWhenDone), `signal` aborts, or a drain; returns its summary. */
+export async function runWorkerCommand(input: WorkerCommandOptions, signal: AbortSignal, logger: Logger, preempt?: SimulatedComputeHint): Promise<WorkerSummary> {
+  const parsed = workerOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    // Name the flag the user typed, not the field it lands in.
+    throw new ConfigError('worker', parsed.error.issues.map((i) => `${i.path.length ? `--${String(i.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : '(flags)'}: ${i.message}`));
+  }
+  const o = parsed.data;
+  const closers: (() => Promise<void>)[] = [];
+  try {
+    let ledger: LedgerStore;
+    let registryStore: RegistryStore;
+    let queue: WorkQueue;
+    if (o.store === 'postgres') {
+      const db = await connectPostgres({ connectionString: o.databaseUrl!, max: 4 });
+      closers.push(() => db.close());
+      ledger = new PostgresLedgerStore(db.sql);
+      registryStore = new PostgresRegistryStore(db.sql);
+      if (o.queue === 'ledger') {
+        const wake = await PgNotifyWake.open({ connectionString: o.databaseUrl! }, logger);
+        closers.unshift(() => wake.close());
+        queue = new LedgerWorkQueue(db.sql, wake, o.run, o.workerId, { maxReceiveCount: o.maxReceiveCount });
+      } else queue = new SqsWorkQueue(sqsClient(), o.queue);
+    } else {
+      const doc = dynamoDocumentClient();
+      ledger = new DynamoLedgerStore(doc, o.table!);
+      registryStore = new DynamoRegistryStore(doc, o.table!);
+      queue = new SqsWorkQueue(sqsClient(), o.queue);
+    }
+    if (!(await ledger.getRun(o.run))) throw new Error(`run ${o.run} does not exist in the ${o.store} store`);
+    let coordinator: CoordinatorClient | undefined;
+    if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), o.run);
+    else if (o.coordinator !== 'none') coordinator = new HttpCoordinatorClient(o.coordinator, o.run);
+    const backend: ExecutionBackend = o.backend === 'http' ? httpBackend({ url: o.backendUrl! }) : mockBackend({ durationMs: o.mockDurationMs, failureRate: o.mockFailureRate });
+    const instanceId = await instanceIdFor(o);
+    const hints: ComputeHint[] = preempt ? [preempt] : [];
+    const metadata = o.metadataEndpoint ? { endpoint: o.metadataEndpoint, logger } : { logger };
+    if (o.provider === 'aws') hints.push(new Ec2MetadataHint(instanceId, metadata).start());
+    if (o.provider === 'gcp') hints.push(new GcpMetadataHint(instanceId, metadata).start());
+    closers.push(async () => {
+      for (const h of hints) if (h instanceof Ec2MetadataHint || h instanceof GcpMetadataHint) h.stop();
+    });
+    const worker = new Worker({
+      runId: o.run,
+      workerId: o.workerId,
+      ledger,
+      queue,
+      backend,
+      ...(coordinator ? { coordinator } : {}),
+      logger,
+      heartbeatMs: o.heartbeatMs,
+      visibilitySeconds: o.visibilitySeconds,
+      waitSeconds: o.waitSeconds,
+      receiveBatch: o.batch,
+    });
+    const agent = new WorkerAgent({
+      worker,
+      registry: new WorkerRegistry(registryStore, { staleAfterMs: Math.max(60_000, 6 * o.heartbeatMs) }),
+      registration: { workerId: o.workerId, instanceId, provider: o.provider, runId: o.run },
+      ledger,
+      hints,
+      registryHeartbeatMs: o.heartbeatMs,
+      exitWhenDone: o.exitWhenDone,
+      logger,
+    });
+    logger.info('worker started', { run: o.run, worker: o.workerId, instance: instanceId, store: o.store, queue: o.queue === 'ledger' ? 'ledger' : 'sqs', coordinator: o.coordinator });
+    const exit = await agent.run(signal);
+    const report = exit.reason === 'drained' ? exit.report : null;
+    return {
+      exit: exit.reason,
+      workerId: o.workerId,
+      instanceId,
+      ...worker.stats,
+      nacked: report?.nacked.length ?? 0,
+      drainMs: report?.elapsedMs ?? null,
+      withinDeadline: report?.withinDeadline ?? null,
+    };
+  } finally {
+    for (const close of closers) await close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * `rollout worker` as real processes on PostgreSQL, the ledger serving as
+ * the queue (LISTEN/NOTIFY across processes): three workers finish a run;
+ * SIGTERM (how ECS announces a Fargate Spot interruption) drains one and
+ * gives everything back; bad flags exit 2 naming the flag.
+ */
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
+import { postgresSchema, uniqueName } from '../support/backends.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+interface Proc {
+  readonly exit: Promise<number | null>;
+  readonly stdout: () => string;
+  readonly stderr: () => string;
+  kill(signal: NodeJS.Signals): void;
+}
+
+function rollout(args: string[], env: Record<string, string> = {}): Proc {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'infra/local/cli.ts', ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  return { exit: new Promise((r) => child.on('exit', (code) => r(code))), stdout: () => out, stderr: () => err, kill: (s) => child.kill(s) };
+}
+
+describe('rollout worker', () => {
+  let db: Awaited<ReturnType<typeof postgresSchema>>;
+  let ledger: PostgresLedgerStore;
+  let url: string;
+  beforeAll(async () => {
+    db = await postgresSchema(4);
+    ledger = new PostgresLedgerStore(db.sql);
+    url = `${db.url}?options=${encodeURIComponent(`-c search_path=${db.schema}`)}`;
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  async function run(n: number): Promise<string> {
+    const runId = uniqueName('run');
+    await ledger.createRun(runId, {}, Date.now());
+    await ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), Date.now());
+    return runId;
+  }
+
+  it('three worker processes share a run through the ledger queue and exit when it is done; every item recorded once', async () => {
+    const runId = await run(300);
+    const procs = ['a', 'b', 'c'].map((w) => rollout(['worker', '--run', runId, '--database-url', url, '--worker-id', w, '--batch', '20', '--wait-seconds', '1', '--exit-when-done', '--json']));
+    const codes = await Promise.all(procs.map((p) => p.exit));
+    expect(codes, procs.map((p) => p.stderr()).join('\n')).toEqual([0, 0, 0]);
+    const summaries = procs.map((p) => JSON.parse(p.stdout().trim().split('\n').at(-1)!) as { exit: string; done: number });
+    expect(summaries.every((s) => s.exit === 'done')).toBe(true);
+    expect(summaries.reduce((n, s) => n + s.done, 0)).toBe(300);
+    expect(await ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 300, failed: 0 });
+    const { rows } = await db.sql.query<{ worker_id: string; state: string }>('SELECT worker_id, state FROM workers ORDER BY worker_id');
+    expect(rows.filter((r) => ['a', 'b', 'c'].includes(r.worker_id)).map((r) => r.state)).toEqual(['gone', 'gone', 'gone']); // registered, then deregistered
+  });
+
+  it('SIGTERM drains: the running item and the held ones go back to Pending, the worker deregisters and exits 0', async () => {
+    const runId = await run(6);
+    const p = rollout(['worker', '--run', runId, '--database-url', url, '--worker-id', 'spot', '--batch', '6', '--mock-duration-ms', '60000', '--wait-seconds', '1']);
+    await expect.poll(async () => (await ledger.running(runId)).some((i) => i.started), { interval: 50, timeout: 30_000 }).toBe(true);
+    p.kill('SIGTERM');
+    expect(await p.exit, p.stderr()).toBe(0);
+    expect(p.stdout()).toMatch(/worker spot on .*: drained; done 0, .*drained 6 items in \d+ ms/);
+    expect(await ledger.counts(runId)).toEqual({ pending: 6, running: 0, done: 0, failed: 0 });
+  });
+
+  it('bad flags exit 2 and name the flag; a run that does not exist exits 1', async () => {
+    const noRun = rollout(['worker', '--database-url', url]);
+    expect(await noRun.exit).toBe(2);
+    expect(noRun.stderr()).toMatch(/required option '--run <id>' not specified/);
+    const badBatch = rollout(['worker', '--run', 'r', '--database-url', url, '--batch', 'ten']);
+    expect(await badBatch.exit).toBe(2);
+    expect(badBatch.stderr()).toMatch(/--batch must be a whole number, got "ten"/);
+    const badQueue = rollout(['worker', '--run', 'r', '--store', 'dynamodb', '--table', 't'], { DATABASE_URL: '' });
+    expect(await badQueue.exit).toBe(2);
+    expect(badQueue.stderr()).toMatch(/--queue: the ledger-backed queue needs --store postgres/);
+    const missing = rollout(['worker', '--run', 'no-such-run', '--database-url', url]);
+    expect(await missing.exit).toBe(1);
+    expect(missing.stderr()).toMatch(/run no-such-run does not exist in the postgres store/);
+  });
+});
