@@ -2,7 +2,7 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { ConfigError } from '../../shared/errors.js';
-import { SimulatedComputeHint, type ComputeHint } from '../../shared/drain/compute-hint.js';
+import type { ComputeHint, SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
 import { Ec2MetadataHint, GcpMetadataHint } from '../../shared/drain/sources.js';
 import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
 import { httpBackend, mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
@@ -123,8 +123,9 @@ export async function runWorkerCommand(input: WorkerCommandOptions, signal: Abor
     const metadata = o.metadataEndpoint ? { endpoint: o.metadataEndpoint, logger } : { logger };
     if (o.provider === 'aws') hints.push(new Ec2MetadataHint(instanceId, metadata).start());
     if (o.provider === 'gcp') hints.push(new GcpMetadataHint(instanceId, metadata).start());
-    closers.push(async () => {
+    closers.push(() => {
       for (const h of hints) if (h instanceof Ec2MetadataHint || h instanceof GcpMetadataHint) h.stop();
+      return Promise.resolve();
     });
     const worker = new Worker({
       runId: o.run,

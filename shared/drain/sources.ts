@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { WorkerRegistry } from '../registry/registry.js';
-import type { ComputeHint, PreemptionNotice, Provider } from './compute-hint.js';
+import type { ComputeHint, PreemptionNotice } from './compute-hint.js';
 
 /**
  * Where preemption notices come from, each adapted to the ComputeHint port:
