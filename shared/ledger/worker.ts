@@ -113,10 +113,14 @@ export class Worker {
       await this.executeChunk();
       return 'ran';
     }
-    if ((await this.pull(signal)) > 0) return 'received';
+    // Just ran dry: look without waiting, then adopt or steal, and only then long-poll —
+    // an idle worker must not sit out a 20 s poll while others hold a backlog.
+    const wait = this.o.waitSeconds ?? 20;
+    if ((await this.pull(signal, 0)) > 0) return 'received';
     if (signal?.aborted) return 'idle';
     if (await this.reconcile()) return 'stole';
     if (this.o.coordinator && (await this.askForWork())) return 'stole';
+    if (wait > 0 && (await this.pull(signal, wait)) > 0) return 'received';
     return 'idle';
   }
 
@@ -133,11 +137,17 @@ export class Worker {
   }
 
   /** Receive a batch and claim what can be claimed; returns how many messages arrived. */
-  async pull(signal?: AbortSignal): Promise<number> {
+  async pull(signal?: AbortSignal, waitSeconds = this.o.waitSeconds ?? 20): Promise<number> {
     const batch = this.o.receiveBatch ?? 10;
     // Items known to be fast and a whole batch fits in one chunk: ask the queue to start them as it claims them.
     const startNow = this.itemMs !== null && this.chunkSize() >= batch;
-    const messages = await this.o.queue.receive(batch, this.o.waitSeconds ?? 20, signal, { start: startNow });
+    let messages: QueueMessage[];
+    try {
+      messages = await this.o.queue.receive(batch, waitSeconds, signal, { start: startNow });
+    } catch (err) {
+      if (signal?.aborted) return 0; // stopping: an aborted long poll is not an error
+      throw err;
+    }
     if (!messages.length) return 0;
     const unclaimed = messages.filter((m) => !m.claimed);
     // Claimed by the queue itself (the ledger-backed queue claims as it delivers).

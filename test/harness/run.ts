@@ -19,8 +19,8 @@ import { startServices, type ServiceSet } from './services.js';
 const root = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => resolve(root, 'node_modules/.bin', name);
 
-type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'infra' | 'services' | 'bench';
-const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'infra', 'services', 'bench'];
+type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'infra' | 'services' | 'bench' | 'smoke';
+const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'infra', 'services', 'bench', 'smoke'];
 
 const [modeArg, ...rest] = process.argv.slice(2);
 if (!modes.includes(modeArg as Mode)) {
@@ -131,6 +131,7 @@ async function main(): Promise<number> {
       }
       return await run(process.execPath, ['--import', 'tsx', file, ...args], env);
     }
+    if (mode === 'smoke') return await run(process.execPath, ['--import', 'tsx', resolve(root, 'test/smoke/three-node.ts'), ...rest], env);
     // Explicit files or directories narrow the run; otherwise the mode's directory.
     const narrowed = rest.some((a) => !a.startsWith('-'));
     const dirs = mode === 'all' || narrowed ? [] : [`test/${mode}`];

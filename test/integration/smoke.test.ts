@@ -1,0 +1,14 @@
+/** The 3-node smoke (1 coordinator + 3 workers) in both modes, as `npm run smoke:3node` runs it. */
+import { describe, expect, it } from 'vitest';
+import { smoke, summaryLine } from '../smoke/three-node.js';
+
+describe.each(['local', 'sqs'] as const)('3-node smoke over %s', (mode) => {
+  it('the run is done within 30 s, with at least one steal and no duplicate result', async () => {
+    const s = await smoke(mode);
+    console.log(summaryLine(s));
+    expect(s.done).toBe(s.items);
+    expect(s.steals).toBeGreaterThan(0);
+    expect(s.duplicates).toBe(0);
+    expect(s.seconds).toBeLessThan(30);
+  });
+});
