@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
 import { ConfigError } from '../../shared/errors.js';
 import { errorMessage, type Logger } from '../../shared/log.js';
-import { runWorkerCommand, type WorkerSummary } from './worker-command.js';
+import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from './worker-command.js';
 
 /**
  * The `rollout` command. Exit codes: 0 done (or stopped, or drained), 1 a
@@ -60,7 +60,6 @@ export function program(): Command {
     .action(async (opts: Record<string, unknown>) => {
       const json = opts.json === true;
       const logger = stderrLogger(json);
-      const stop = new AbortController();
       const preempt = new SimulatedComputeHint();
       let signals = 0;
       // SIGTERM is how ECS announces a Fargate Spot interruption (and how an orchestrator stops a task): drain.
@@ -71,9 +70,10 @@ export function program(): Command {
         preempt.preempt({ provider: opts.provider === 'gcp' ? 'gcp' : 'aws', instanceId: String(opts.instanceId), kind: 'interruption', receivedAt: Date.now() });
       };
       process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
-      const { json: _json, ...rest } = opts;
-      void _json;
-      const summary = await runWorkerCommand({ ...rest, store: (opts.store as 'postgres' | 'dynamodb' | undefined) ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'), queue: (opts.queue as string | undefined) ?? 'ledger' } as never, stop.signal, logger, preempt);
+      const { json: _json, store, queue, ...flags } = opts;
+      const input = { ...flags, store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'), queue: queue ?? 'ledger' };
+      // The flags are checked (and named in errors) by the worker's own schema.
+      const summary = await runWorkerCommand(input as WorkerCommandOptions, new AbortController().signal, logger, preempt);
       process.stdout.write(`${json ? JSON.stringify(summary) : summaryLine(summary)}\n`);
     });
   return cli;

@@ -102,10 +102,6 @@ export class Worker {
     return this.backlog.map((h) => h.itemId);
   }
 
-  get draining(): boolean {
-    return this.stopping;
-  }
-
   /** One unit of work: run the next chunk of held items, else receive, else reconcile and ask for work. */
   async step(signal?: AbortSignal): Promise<'ran' | 'received' | 'stole' | 'idle'> {
     if (this.stopping) return 'idle';
@@ -150,9 +146,10 @@ export class Worker {
     }
     if (!messages.length) return 0;
     const unclaimed = messages.filter((m) => !m.claimed);
+    const held = new Set(this.held);
     // Claimed by the queue itself (the ledger-backed queue claims as it delivers).
     for (const m of messages) {
-      if (m.claimed && !this.held.includes(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m, ...(m.started ? { started: { payload: m.payload } } : {}) });
+      if (m.claimed && !held.has(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m, ...(m.started ? { started: { payload: m.payload } } : {}) });
     }
     if (!unclaimed.length) return messages.length;
     // One read per batch: the epoch stamped on claims is informational, it need not be fresher than that.
@@ -166,7 +163,7 @@ export class Worker {
       if (out.ok) {
         this.backlog.push({ itemId: m.itemId, message: m });
         extend.push(m);
-      } else if (out.current?.worker === this.id && out.current.state === 'running' && !this.held.includes(m.itemId)) {
+      } else if (out.current?.worker === this.id && out.current.state === 'running' && !held.has(m.itemId)) {
         this.backlog.push({ itemId: m.itemId, message: m }); // ours already (a redelivery to us)
       } else if (out.current === null || out.current.state !== 'pending') {
         drop.push(m); // see the queue rule
@@ -315,7 +312,8 @@ export class Worker {
 
   /** Adopt Running(me) items the worker does not hold: a steal whose notice was lost or rejected. */
   async reconcile(): Promise<boolean> {
-    const mine = (await this.o.ledger.running(this.o.runId)).filter((i) => i.worker === this.id && !this.held.includes(i.id));
+    const held = new Set(this.held);
+    const mine = (await this.o.ledger.running(this.o.runId)).filter((i) => i.worker === this.id && !held.has(i.id));
     const restarted = mine.filter((i) => i.started);
     if (restarted.length) {
       // We started these in a previous life and no longer run them: give them back.
@@ -334,7 +332,8 @@ export class Worker {
       this.stats.staleNotices++;
       return false;
     }
-    for (const itemId of notice.items) if (!this.held.includes(itemId)) this.backlog.push({ itemId, message: null });
+    const held = new Set(this.held);
+    for (const itemId of notice.items) if (!held.has(itemId)) this.backlog.push({ itemId, message: null });
     this.stats.stolen += notice.items.length;
     return notice.items.length > 0;
   }

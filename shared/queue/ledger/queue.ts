@@ -24,7 +24,22 @@ export interface LedgerQueueOptions {
   clock?: Clock;
 }
 
-export class LedgerWorkQueue implements WorkQueue {
+/** On the ledger a row is the message: deleting or extending one has nothing to do (the ledger state and heartbeat say it all). */
+abstract class LedgerRows {
+  delete(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  deleteMany(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  extend(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+export class LedgerWorkQueue extends LedgerRows implements WorkQueue {
   private readonly maxReceiveCount: number;
   private readonly clock: Clock;
   /** Where this worker's next claim starts in the Pending index (a random point at first). */
@@ -38,6 +53,7 @@ export class LedgerWorkQueue implements WorkQueue {
     private readonly workerId: string | null,
     private readonly options: LedgerQueueOptions = {},
   ) {
+    super();
     this.maxReceiveCount = options.maxReceiveCount ?? 5;
     this.clock = options.clock ?? systemClock;
   }
@@ -109,20 +125,6 @@ export class LedgerWorkQueue implements WorkQueue {
     }));
   }
 
-  /** The ledger row is the message: acked, it is no longer Pending. */
-  delete(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  deleteMany(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  /** Liveness is the ledger heartbeat. */
-  extend(): Promise<void> {
-    return Promise.resolve();
-  }
-
   /** Nacked back to Pending in the ledger already: wake a waiting worker. */
   async release(): Promise<void> {
     await this.wake.notify(this.runId);
@@ -130,12 +132,14 @@ export class LedgerWorkQueue implements WorkQueue {
 }
 
 /** Pending items given back `maxReceiveCount` times or more: the dead letters of the ledger-backed queue. */
-export class LedgerDeadLetters implements WorkQueue {
+export class LedgerDeadLetters extends LedgerRows implements WorkQueue {
   constructor(
     private readonly sql: Sql,
     private readonly runId: string,
     private readonly maxReceiveCount = 5,
-  ) {}
+  ) {
+    super();
+  }
 
   async receive(max: number): Promise<QueueMessage[]> {
     const { rows } = await this.sql.query<{ id: string; attempts: unknown }>(
@@ -147,18 +151,6 @@ export class LedgerDeadLetters implements WorkQueue {
 
   send(): Promise<void> {
     return Promise.reject(new Error('the ledger dead letters are read-only: items get there by being given back maxReceiveCount times'));
-  }
-
-  delete(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  deleteMany(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  extend(): Promise<void> {
-    return Promise.resolve();
   }
 
   release(): Promise<void> {
