@@ -24,15 +24,28 @@ export interface LedgerStore {
   /**
    * Many compare-and-swaps at once, each judged on its own (not a transaction):
    * a worker starts, heartbeats and acks a chunk of items in one round trip.
-   * Outcomes keep the input order.
+   * Outcomes keep the input order. At most one change per item per call (two
+   * would have no defined order): more is refused.
    */
   casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]>;
+  /** As casMany, answering only whether each change applied (heartbeats, acks, nacks: no rows sent back). */
+  applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]>;
   running(runId: string): Promise<WorkItem[]>;
   /** Running items whose heartbeat is older than `before`, oldest first (index-backed). */
   staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]>;
   /** Pending items in item-id order, after `after` (exclusive) when given: a cursor for paging (index-backed). */
   pending(runId: string, limit: number, after?: string): Promise<WorkItem[]>;
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
+}
+
+/** casMany / applyMany take one change per item: two changes of one item in a batch have no order. */
+export function assertOneChangePerItem(changes: readonly ItemCas[]): void {
+  const seen = new Set<string>();
+  for (const c of changes) {
+    const key = `${c.runId}\u0000${c.itemId}`;
+    if (seen.has(key)) throw new Error(`batched CAS: more than one change for item ${c.itemId} of run ${c.runId} in one call`);
+    seen.add(key);
+  }
 }
 
 export function coordinatorLease(runId: string): string {

@@ -145,8 +145,19 @@ export class Worker {
       throw err;
     }
     if (!messages.length) return 0;
-    const unclaimed = messages.filter((m) => !m.claimed);
     const held = new Set(this.held);
+    // The same item twice in one batch (SQS delivers at least once): claim it once, drop the copy.
+    const seen = new Set<string>();
+    const copies: QueueMessage[] = [];
+    const unclaimed: QueueMessage[] = [];
+    for (const m of messages) {
+      if (m.claimed) continue;
+      if (seen.has(m.itemId)) copies.push(m);
+      else {
+        seen.add(m.itemId);
+        unclaimed.push(m);
+      }
+    }
     // Claimed by the queue itself (the ledger-backed queue claims as it delivers).
     for (const m of messages) {
       if (m.claimed && !held.has(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m, ...(m.started ? { started: { payload: m.payload } } : {}) });
@@ -157,7 +168,7 @@ export class Worker {
     const now = this.clock.now();
     const outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
     const extend: QueueMessage[] = [];
-    const drop: QueueMessage[] = [];
+    const drop: QueueMessage[] = [...copies];
     unclaimed.forEach((m, i) => {
       const out = outs[i]!;
       if (out.ok) {
@@ -223,10 +234,10 @@ export class Worker {
       void (async () => {
         const live = todo.filter((t) => !finished.has(t.h.itemId) && !lostIds.has(t.h.itemId));
         const at = this.clock.now();
-        const outs = await this.o.ledger.casMany(live.map((t) => heartbeat(runId, t.h.itemId, this.id, at)), at);
+        const outs = await this.o.ledger.applyMany(live.map((t) => heartbeat(runId, t.h.itemId, this.id, at)), at);
         const extend: QueueMessage[] = [];
         live.forEach((t, i) => {
-          if (outs[i]!.ok) {
+          if (outs[i]) {
             if (t.h.message) extend.push(t.h.message);
           } else {
             lostIds.add(t.h.itemId);
@@ -242,8 +253,8 @@ export class Worker {
     const flush = async () => {
       const batch = results.splice(0);
       if (!batch.length) return;
-      const outs = await this.o.ledger.casMany(batch.map((r) => ack(runId, r.h.itemId, this.id, r.result)), this.clock.now());
-      outs.forEach((out) => (out.ok ? this.stats.done++ : this.stats.lost++)); // lost: re-pended meanwhile, whoever holds it now records the result
+      const outs = await this.o.ledger.applyMany(batch.map((r) => ack(runId, r.h.itemId, this.id, r.result)), this.clock.now());
+      outs.forEach((ok) => (ok ? this.stats.done++ : this.stats.lost++)); // lost: re-pended meanwhile, whoever holds it now records the result
       for (const r of batch) finished.add(r.h.itemId);
       await this.deleteAll(batch.flatMap((r) => (r.h.message ? [r.h.message] : [])));
       lastFlush = performance.now();
@@ -302,8 +313,8 @@ export class Worker {
   /** Nack held items (back to Pending) and put them back on the queue; returns the ids given back. */
   private async giveBack(items: readonly Held[]): Promise<string[]> {
     if (!items.length) return [];
-    const outs = await this.o.ledger.casMany(items.map((h) => nack(this.o.runId, h.itemId, this.id, 'drained')), this.clock.now());
-    const given = items.filter((_, i) => outs[i]!.ok);
+    const outs = await this.o.ledger.applyMany(items.map((h) => nack(this.o.runId, h.itemId, this.id, 'drained')), this.clock.now());
+    const given = items.filter((_, i) => outs[i]);
     const resend = given.filter((h) => !h.message).map((h) => h.itemId);
     await Promise.all(given.flatMap((h) => (h.message ? [this.o.queue.release(h.message)] : [])));
     if (resend.length) await this.o.queue.send(this.o.runId, resend);
@@ -317,8 +328,8 @@ export class Worker {
     const restarted = mine.filter((i) => i.started);
     if (restarted.length) {
       // We started these in a previous life and no longer run them: give them back.
-      const outs = await this.o.ledger.casMany(restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted')), this.clock.now());
-      const back = restarted.filter((_, n) => outs[n]!.ok).map((i) => i.id);
+      const outs = await this.o.ledger.applyMany(restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted')), this.clock.now());
+      const back = restarted.filter((_, n) => outs[n]).map((i) => i.id);
       if (back.length) await this.o.queue.send(this.o.runId, back);
     }
     for (const item of mine) if (!item.started) this.backlog.push({ itemId: item.id, message: null });

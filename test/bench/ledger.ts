@@ -1,5 +1,5 @@
 /**
- * npm run bench -- ledger [--items N] [--dynamo-items N] [--workers 4] [--batch 100] [--reps 1]
+ * npm run bench -- ledger [--items N] [--dynamo-items N] [--workers 4] [--batch 500] [--reps 3]
  *
  * End-to-end work-run throughput: enqueue → claim → run (mock backend, zero
  * duration) → ack, with 4 workers, until every item is recorded Done.
@@ -29,7 +29,7 @@ const { values: args } = parseArgs({
     items: { type: 'string', default: '20000' },
     'dynamo-items': { type: 'string', default: '1000' },
     workers: { type: 'string', default: '4' },
-    batch: { type: 'string', default: '100' },
+    batch: { type: 'string', default: '500' },
     reps: { type: 'string', default: '3' },
   },
 });

@@ -167,6 +167,13 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     await expect(backend.ledger.casMany([steal(token, runId, c, 'other', 'w1', clock.now())], clock.now())).rejects.toBeInstanceOf(FencedError);
     expect((await backend.ledger.get(runId, c))!.worker).toBe('other');
     expect(await backend.ledger.casMany([], clock.now())).toEqual([]);
+    // applyMany: the same judgement, answered as booleans in input order; one change per item per call.
+    const more = await run([{ m: 5 }, { m: 6 }, { m: 7 }]);
+    const [e, f, g] = more.ids as [string, string, string];
+    await backend.ledger.applyMany([e, f, g].map((id) => claim(more.runId, id, 'w2', 0, clock.now())), clock.now());
+    expect(await backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), heartbeat(more.runId, f, 'w3', clock.now()), nack(more.runId, g, 'w2', 'give back')], clock.now())).toEqual([true, false, true]);
+    expect((await backend.ledger.get(more.runId, g))!).toMatchObject({ state: 'pending', attempts: 1, error: 'give back' });
+    await expect(backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), ack(more.runId, e, 'w2', 1)], clock.now())).rejects.toThrow(/more than one change for item/);
   });
 
   it('running / pending / stale queries return only their set, in order', async () => {

@@ -167,6 +167,18 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     expect(await backend.ledger.get(runId, ids[0]!)).toMatchObject({ state: 'done', worker: 'slow', attempts: 0 });
   });
 
+  it('an item whose message arrives twice (at-least-once delivery, a re-send) is claimed once and recorded once', async () => {
+    const { runId, ids, queue } = await run(3);
+    await queue.send(runId, ids); // every item now has two messages
+    const w = worker(runId, 'w', queue);
+    for (let i = 0; i < 10 && w.held.length < 3; i++) await w.pull();
+    expect([...w.held].sort()).toEqual([...ids].sort());
+    await finish(runId, [w], 3);
+    await assertExactlyOnce(runId, ids, [w]);
+    // The copies were deleted, not left to come back.
+    expect(await w.pull()).toBe(0);
+  });
+
   it('a poison item goes to the DLQ after maxReceiveCount and is marked Failed with the reason', async () => {
     const runId = uniqueName('run');
     const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('dlq') }))).QueueUrl!;

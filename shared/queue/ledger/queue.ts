@@ -110,7 +110,7 @@ export class LedgerWorkQueue extends LedgerRows implements WorkQueue {
           SET state = 'running', worker = $2, started = $6, claimed_at = $5, heartbeat_at = $5,
               epoch = GREATEST((SELECT coordinator_epoch FROM runs WHERE id = $1), 0),
               version = w.version + 1, updated_at = $5
-         FROM picked WHERE w.run_id = $1 AND w.id = picked.id
+        WHERE w.run_id = $1 AND w.id = ANY(ARRAY(SELECT id FROM picked)) -- by key: no join for the planner to misjudge
        RETURNING w.id, w.attempts${start ? ', w.payload' : ''}`,
       [this.runId, this.workerId, max, this.maxReceiveCount, now, start, after],
     );

@@ -4,7 +4,7 @@ import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
-import type { ItemCasOutcome, LedgerStore, RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
@@ -100,8 +100,13 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   /** Independent conditional writes, a bounded number in flight (DynamoDB has no multi-item conditional update outside transactions). */
-  casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
+  async casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
+    assertOneChangePerItem(changes);
     return mapLimit(changes, this.writeConcurrency, (change) => this.cas(change, now));
+  }
+
+  async applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]> {
+    return (await this.casMany(changes, now)).map((o) => o.ok);
   }
 
   async get(runId: string, itemId: string): Promise<WorkItem | null> {

@@ -1,7 +1,7 @@
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
-import type { ItemCasOutcome, LedgerStore, RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas, ItemFields } from '../../ledger/transitions.js';
 import { withFence } from './fence.js';
 import { PostgresLeaseStore } from './lease-store.js';
@@ -20,6 +20,7 @@ const COLUMN: Record<keyof ItemFields, string> = {
   attempts: 'attempts',
 };
 const ANALYZE_AFTER = 1_000;
+const ENQUEUE_BATCH = 5_000;
 
 const SQL_TYPE: Record<keyof ItemFields, string> = {
   state: 'text',
@@ -83,14 +84,16 @@ export class PostgresLedgerStore implements LedgerStore {
     const texts = payloads.map(canonicalJson);
     const ids = texts.map(hashText);
     let added = 0;
-    for (let i = 0; i < payloads.length; i += 1000) {
-      const { rows } = await this.sql.query(
-        `INSERT INTO work_items (run_id, id, payload, state, created_at, updated_at)
-         SELECT $1, id, payload::jsonb, 'pending', $4, $4 FROM unnest($2::text[], $3::text[]) AS t(id, payload)
-         ON CONFLICT (run_id, id) DO NOTHING RETURNING id`,
-        [runId, ids.slice(i, i + 1000), texts.slice(i, i + 1000), new Date(now)],
+    for (let i = 0; i < payloads.length; i += ENQUEUE_BATCH) {
+      const { rows } = await this.sql.query<{ n: unknown }>(
+        `WITH added AS (
+           INSERT INTO work_items (run_id, id, payload, state, created_at, updated_at)
+           SELECT $1, id, payload::jsonb, 'pending', $4, $4 FROM unnest($2::text[], $3::text[]) AS t(id, payload)
+           ON CONFLICT (run_id, id) DO NOTHING RETURNING 1)
+         SELECT count(*) AS n FROM added`,
+        [runId, ids.slice(i, i + ENQUEUE_BATCH), texts.slice(i, i + ENQUEUE_BATCH), new Date(now)],
       );
-      added += rows.length;
+      added += toInt(rows[0]?.n ?? 0);
     }
     // A bulk load (more than autovacuum's 10 % threshold): refresh the planner's statistics now,
     // not at the next autovacuum. With a fresh table's default estimates the batched updates
@@ -98,7 +101,7 @@ export class PostgresLedgerStore implements LedgerStore {
     if (added >= ANALYZE_AFTER) {
       const { rows } = await this.sql.query<{ n: unknown }>(`SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'work_items'::regclass`);
       const known = Math.max(0, toInt(rows[0]?.n ?? 0));
-      if (added > known * 0.1) await this.sql.query('ANALYZE work_items');
+      if (added > known * 0.1) await this.sql.query('ANALYZE work_items (run_id, id, state)'); // the planner's keys; not the payloads
     }
     return { ids, added };
   }
@@ -128,6 +131,35 @@ export class PostgresLedgerStore implements LedgerStore {
    */
   async casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
     const out = new Array<ItemCasOutcome>(changes.length);
+    for (const { idx, first, rows } of await this.updateGroups(changes, now, 'w.*')) {
+      const won = new Map(rows.map((r) => [String(r.id), itemOf(r)]));
+      const lost = idx.filter((i) => !won.has(changes[i]!.itemId)).map((i) => changes[i]!.itemId);
+      const current = new Map<string, WorkItem>();
+      if (lost.length) {
+        const read = await this.sql.query<Row>('SELECT * FROM work_items WHERE run_id = $1 AND id = ANY($2::text[])', [first.runId, lost]);
+        for (const r of read.rows) current.set(String(r.id), itemOf(r));
+      }
+      for (const i of idx) {
+        const id = changes[i]!.itemId;
+        const item = won.get(id);
+        out[i] = item ? { ok: true, item } : { ok: false, current: current.get(id) ?? null };
+      }
+    }
+    return out;
+  }
+
+  /** The same updates, returning only the ids that changed: no rows to send back, parse or re-read. */
+  async applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]> {
+    const out = new Array<boolean>(changes.length).fill(false);
+    for (const { idx, rows } of await this.updateGroups(changes, now, 'w.id')) {
+      const won = new Set(rows.map((r) => String(r.id)));
+      for (const i of idx) out[i] = won.has(changes[i]!.itemId);
+    }
+    return out;
+  }
+
+  private async updateGroups(changes: readonly ItemCas[], now: number, returning: string): Promise<{ idx: number[]; first: ItemCas; rows: Row[] }[]> {
+    assertOneChangePerItem(changes);
     const groups = new Map<string, number[]>();
     changes.forEach((c, i) => {
       const key = [c.runId, c.transition, Object.keys(c.set).join(','), Object.keys(c.expect).join(','), c.bumpAttempts ?? false, c.fence ? `${c.fence.holder}@${c.fence.epoch}` : ''].join('|');
@@ -135,6 +167,7 @@ export class PostgresLedgerStore implements LedgerStore {
       if (group) group.push(i);
       else groups.set(key, [i]);
     });
+    const results: { idx: number[]; first: ItemCas; rows: Row[] }[] = [];
     for (const idx of groups.values()) {
       const first = changes[idx[0]!]!;
       const setFields = Object.keys(first.set) as (keyof ItemFields)[];
@@ -142,12 +175,14 @@ export class PostgresLedgerStore implements LedgerStore {
       const params: unknown[] = [first.runId, new Date(now), idx.map((i) => changes[i]!.itemId)];
       const cols = ['id'];
       const arrays = ['$3::text[]'];
-      // A field with the same value for every change of the group (the worker, the new state,
-      // the cleared fields) is one scalar parameter; only the values that differ travel as arrays.
+      // A value set to the same thing for every change of the group (the worker, the new state,
+      // the cleared fields) is one scalar parameter. Expected values always come from the unnest
+      // rows: as constants the planner would estimate them from stale statistics (say "running is
+      // rare"), expect one row and scan the table instead of looking each item up by key.
       const operand = (prefix: 's' | 'e', field: keyof ItemFields, values: unknown[]): string => {
         const sqlValues = values.map((v) => sqlValue(field, v));
         const type = field === 'result' ? 'text' : SQL_TYPE[field];
-        const uniform = sqlValues.every((v) => (v instanceof Date && sqlValues[0] instanceof Date ? v.getTime() === sqlValues[0].getTime() : v === sqlValues[0]));
+        const uniform = prefix === 's' && sqlValues.every((v) => (v instanceof Date && sqlValues[0] instanceof Date ? v.getTime() === sqlValues[0].getTime() : v === sqlValues[0]));
         if (uniform) {
           params.push(sqlValues[0]);
           return `$${params.length}::${type}`;
@@ -166,22 +201,11 @@ export class PostgresLedgerStore implements LedgerStore {
       const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM ${operand('e', f, idx.map((i) => (changes[i]!.expect as Partial<ItemFields>)[f]))}`);
       const text = `UPDATE work_items w SET ${sets.join(', ')}
                     FROM unnest(${arrays.join(', ')}) AS v(${cols.join(', ')})
-                    WHERE w.run_id = $1 AND w.id = v.id${where.map((c) => ` AND ${c}`).join('')} RETURNING w.*`;
+                    WHERE w.run_id = $1 AND w.id = ANY($3::text[]) AND w.id = v.id${where.map((c) => ` AND ${c}`).join('')} RETURNING ${returning}`;
       const { rows } = first.fence ? await withFence(this.sql, first.fence, (tx) => tx.query<Row>(text, params)) : await this.sql.query<Row>(text, params);
-      const won = new Map(rows.map((r) => [String(r.id), itemOf(r)]));
-      const lost = idx.filter((i) => !won.has(changes[i]!.itemId)).map((i) => changes[i]!.itemId);
-      const current = new Map<string, WorkItem>();
-      if (lost.length) {
-        const read = await this.sql.query<Row>('SELECT * FROM work_items WHERE run_id = $1 AND id = ANY($2::text[])', [first.runId, lost]);
-        for (const r of read.rows) current.set(String(r.id), itemOf(r));
-      }
-      for (const i of idx) {
-        const id = changes[i]!.itemId;
-        const item = won.get(id);
-        out[i] = item ? { ok: true, item } : { ok: false, current: current.get(id) ?? null };
-      }
+      results.push({ idx, first, rows });
     }
-    return out;
+    return results;
   }
 
   async running(runId: string): Promise<WorkItem[]> {
