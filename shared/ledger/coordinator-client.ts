@@ -12,6 +12,8 @@ import type { CoordinatorClient } from './worker.js';
 export const coordinatorRequest = z.discriminatedUnion('action', [
   z.object({ action: z.literal('steal'), runId: z.string().min(1), workerId: z.string().min(1) }).strict(),
   z.object({ action: z.literal('scan'), runId: z.string().min(1) }).strict(),
+  /** The schedule's request: scan every open run. */
+  z.object({ action: z.literal('scan-all') }).strict(),
 ]);
 export type CoordinatorRequest = z.infer<typeof coordinatorRequest>;
 

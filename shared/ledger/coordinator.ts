@@ -146,7 +146,10 @@ export class Coordinator {
       const batch = await dlq.receive(10, 0);
       if (!batch.length) break;
       for (const m of batch) {
-        const item = m.runId === this.opts.runId ? await this.opts.ledger.get(m.runId, m.itemId) : null;
+        // A shared DLQ holds other runs' dead letters too: theirs are left for their coordinator
+        // (invisible until the DLQ's visibility timeout, so this pass does not see them again).
+        if (m.runId !== this.opts.runId) continue;
+        const item = await this.opts.ledger.get(m.runId, m.itemId);
         if (item && (item.state === 'pending' || item.state === 'running')) {
           const from = item.state === 'pending' ? { state: 'pending' as const } : { state: 'running' as const, worker: item.worker };
           const reason = `poison: delivered ${m.receiveCount} times without a result${item.error ? `; last error: ${item.error}` : ''}`;

@@ -36,6 +36,8 @@ export interface LedgerStore {
   /** Pending items in item-id order, after `after` (exclusive) when given: a cursor for paging (index-backed). */
   pending(runId: string, limit: number, after?: string): Promise<WorkItem[]>;
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
+  /** Runs with anything Pending or Running: what a scheduled coordinator scan visits. Cost follows the number of runs, not items. */
+  openRuns(): Promise<string[]>;
 }
 
 /** casMany / applyMany take one change per item: two changes of one item in a batch have no order. */

@@ -105,13 +105,18 @@ export class WorkerRegistry {
     const active = live.filter((w) => w.state === 'active');
     if (!active.length) return { outcome: live.length ? 'duplicate' : 'gone', workers: live.map((w) => w.workerId) };
     const asked: string[] = [];
+    const drain: DrainRequest = { kind: notice.kind, provider: notice.provider, noticeAt: notice.noticeAt, requestedAt: now };
     for (const w of active) {
-      const drain: DrainRequest = { kind: notice.kind, provider: notice.provider, noticeAt: notice.noticeAt, requestedAt: now };
-      if (await this.store.replace('active', w.heartbeatAt, { ...w, state: 'draining', drain })) asked.push(w.workerId);
-      else {
-        // It moved meanwhile (a heartbeat, or another notice): look again once.
-        const again = (await this.store.byInstance(notice.instanceId)).find((x) => x.workerId === w.workerId);
-        if (again?.state === 'active' && (await this.store.replace('active', again.heartbeatAt, { ...again, state: 'draining', drain }))) asked.push(w.workerId);
+      // The worker heartbeats meanwhile (the CAS includes its heartbeat): read again and retry until it
+      // is marked, or is no longer active (drained, gone). Never report a live worker as a duplicate.
+      let current: WorkerRecord | undefined = w;
+      for (let attempt = 0; current?.state === 'active'; attempt++) {
+        if (await this.store.replace('active', current.heartbeatAt, { ...current, state: 'draining', drain })) {
+          asked.push(w.workerId);
+          break;
+        }
+        if (attempt >= 20) throw new Error(`worker ${w.workerId} on ${notice.instanceId}: drain request lost 20 races with its heartbeat`);
+        current = (await this.store.byInstance(notice.instanceId)).find((x) => x.workerId === w.workerId);
       }
     }
     return asked.length ? { outcome: 'requested', workers: asked } : { outcome: 'duplicate', workers: active.map((w) => w.workerId) };

@@ -176,6 +176,23 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     await expect(backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), ack(more.runId, e, 'w2', 1)], clock.now())).rejects.toThrow(/more than one change for item/);
   });
 
+  it('openRuns lists the runs with anything pending or running, not finished or empty ones', async () => {
+    const pending = await run([{ o: 1 }]);
+    const running = await run([{ o: 2 }]);
+    const finished = await run([{ o: 3 }]);
+    const empty = await run([]);
+    expect((await cas(claim(running.runId, running.ids[0]!, 'w', 0, clock.now()))).ok).toBe(true);
+    expect((await cas(claim(finished.runId, finished.ids[0]!, 'w', 0, clock.now()))).ok).toBe(true);
+    expect((await cas(ack(finished.runId, finished.ids[0]!, 'w', 'r'))).ok).toBe(true);
+    // DynamoDB's index is eventually consistent: wait for the settled answer.
+    await expect
+      .poll(async () => {
+        const open = new Set(await backend.ledger.openRuns());
+        return [pending.runId, running.runId, finished.runId, empty.runId].map((id) => open.has(id));
+      }, { interval: 20, timeout: 5_000 })
+      .toEqual([true, true, false, false]);
+  });
+
   it('running / pending / stale queries return only their set, in order', async () => {
     const { runId, ids } = await run(Array.from({ length: 6 }, (_, i) => ({ q: i })));
     for (const [i, id] of ids.slice(0, 3).entries()) {

@@ -206,5 +206,10 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     await dlq.send(runId, ids);
     expect(await c.failDeadLetters(dlq)).toEqual({ failed: [], dropped: ids });
     expect(await dlq.receive(10, 0)).toEqual([]);
+    // The DLQ is shared by every run: another run's dead letter is left for its own coordinator.
+    await dlq.send('another-run', ids);
+    expect(await c.failDeadLetters(dlq)).toEqual({ failed: [], dropped: [] });
+    const left = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }));
+    expect(Number(left.Attributes!.ApproximateNumberOfMessages) + Number(left.Attributes!.ApproximateNumberOfMessagesNotVisible)).toBe(1);
   });
 });

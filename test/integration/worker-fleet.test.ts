@@ -85,6 +85,28 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     expect((await registry.list()).some((w) => w.instanceId === silent && w.provider === 'gcp')).toBe(true);
     await expect(registry.register({ workerId: ' ', instanceId: silent, provider: 'aws', runId: null }, now)).rejects.toThrow(/workerId: must not be empty/);
   });
+
+  it('a drain request wins against a worker heartbeating as fast as it can: requested, never misreported as a duplicate', async () => {
+    const instance = uniqueName('i');
+    let t = 2_000_000;
+    await registry.register({ workerId: 'busy', instanceId: instance, provider: 'aws', runId: 'r' }, t);
+    let beating = true;
+    const heartbeats = (async () => {
+      let n = 0;
+      while (beating) {
+        await registry.heartbeat(instance, 'busy', ++t);
+        n++;
+        await new Promise((r) => setImmediate(r)); // PGlite settles on microtasks: let timers run
+      }
+      return n;
+    })();
+    await expect.poll(async () => (await registry.list()).find((w) => w.instanceId === instance)!.heartbeatAt, { interval: 5 }).toBeGreaterThan(2_000_000);
+    const out = await registry.requestDrain({ instanceId: instance, kind: 'interruption', provider: 'aws', noticeAt: t }, t);
+    beating = false;
+    expect(await heartbeats).toBeGreaterThan(0);
+    expect(out).toEqual({ outcome: 'requested', workers: ['busy'] });
+    expect((await registry.heartbeat(instance, 'busy', t + 1))!.state).toBe('draining');
+  });
 });
 
 describe('spot drain on DynamoDB + SQS', () => {
@@ -181,6 +203,9 @@ describe('spot drain on DynamoDB + SQS', () => {
       await expect(new LambdaCoordinatorClient(lambda, 'coordinator-a', runId).requestWork('')).rejects.toThrow(/workerId/);
       await expect(handlers['coordinator-a']!({ action: 'rebalance', runId })).rejects.toThrow(/invalid coordinator request: action/);
       expect(await handlers['coordinator-a']!({ action: 'scan', runId })).toMatchObject({ leader: true, scanned: { repended: [], failed: [] } });
+      // The schedule's request visits every open run; this run is open (its items are Running).
+      await expect.poll(async () => (await ledger.openRuns()).includes(runId), { interval: 20, timeout: 5_000 }).toBe(true);
+      expect(await handlers['coordinator-a']!({ action: 'scan-all' })).toMatchObject({ leader: true, scanned: { repended: [], failed: [] } });
     } finally {
       lambda.destroy();
       server.close();

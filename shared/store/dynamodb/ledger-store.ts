@@ -25,6 +25,7 @@ import { queryAll } from './query.js';
 type Item = Record<string, unknown>;
 const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 const runPk = (id: string) => `RUN#${id}`;
+const RUNS_INDEX = 'RUNS';
 const itemSk = (id: string) => `ITEM#${id}`;
 
 function itemOf(i: Item): WorkItem {
@@ -64,7 +65,7 @@ export class DynamoLedgerStore implements LedgerStore {
   async createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }> {
     try {
       await this.doc.send(
-        new PutCommand({ TableName: this.table, Item: { pk: runPk(id), sk: 'RUN', id, spec, coordinatorEpoch: -1, createdAt: now }, ConditionExpression: 'attribute_not_exists(pk)' }),
+        new PutCommand({ TableName: this.table, Item: { pk: runPk(id), sk: 'RUN', id, spec, coordinatorEpoch: -1, createdAt: now, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id }, ConditionExpression: 'attribute_not_exists(pk)' }),
       );
       return { created: true };
     } catch (err) {
@@ -203,6 +204,17 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */
+  /** Every run is listed under one gsi1 key; a run is open while its PENDING# or RUNNING# index partition holds anything. */
+  async openRuns(): Promise<string[]> {
+    const runs = await queryAll(this.doc, { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': RUNS_INDEX } });
+    const open = await mapLimit(runs, this.writeConcurrency, async (r) => {
+      const id = String(r.id);
+      for (const prefix of ['PENDING#', 'RUNNING#']) if ((await this.index(`${prefix}${id}`, '', {}, 1)).length) return id;
+      return null;
+    });
+    return open.filter((id): id is string => id !== null).sort();
+  }
+
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
     const items = await queryAll(this.doc, {

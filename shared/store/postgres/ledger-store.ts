@@ -229,6 +229,17 @@ export class PostgresLedgerStore implements LedgerStore {
     return rows.map(itemOf);
   }
 
+  async openRuns(): Promise<string[]> {
+    // One probe of each partial index per run.
+    const { rows } = await this.sql.query<{ id: string }>(
+      `SELECT r.id FROM runs r
+        WHERE EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id AND w.state = 'pending')
+           OR EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id AND w.state = 'running')
+        ORDER BY r.id`,
+    );
+    return rows.map((r) => r.id);
+  }
+
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
     const { rows } = await this.sql.query<{ state: WorkItem['state']; n: unknown }>('SELECT state, count(*) AS n FROM work_items WHERE run_id = $1 GROUP BY state', [runId]);
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
