@@ -1,18 +1,49 @@
-import { CfnOutput, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
-import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
+import { CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from 'aws-cdk-lib';
+import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
+import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable } from 'aws-cdk-lib/aws-dynamodb';
+import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { GSI1, KEY } from '../shared/store/dynamodb/table.js';
+import { FUNCTIONS, type FunctionName, type FunctionSpec } from './topology.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Newest Node.js runtime aws-cdk-lib offers; the code also runs on the local Node 20. */
+export const LAMBDA_RUNTIME = Runtime.NODEJS_24_X;
+
+/** How many receives before a work item's message goes to the DLQ (and the item to Failed). */
+export const MAX_RECEIVE_COUNT = 5;
+
+export interface ControlPlaneProps extends StackProps {
+  /** This stack's node identity (lease holder). Two stacks sharing a store elect one leader. Default: the stack name. */
+  readonly nodeId?: string;
+}
 
 /**
- * The control plane in AWS. So far: the store table that holds the lease rows
- * (and, as the rollout and ledger land, everything else). Keys come from the
- * same module the code and the tests use, so they cannot drift.
+ * The control plane in AWS: the store table, the rollout event bus (with an
+ * archive for replay), the work queue and its DLQ, and the functions of
+ * `topology.ts` wired to their rules and schedules, each rule target with a
+ * retry policy and a DLQ; alarms and a dashboard.
  */
 export class ControlPlaneStack extends Stack {
   readonly table: Table;
+  readonly bus: EventBus;
+  readonly workQueue: Queue;
+  readonly workDlq: Queue;
+  /** Events a rule could not deliver to its target after its retries. */
+  readonly eventsDlq: Queue;
+  readonly functions: Record<FunctionName, NodejsFunction>;
 
-  constructor(scope: Construct, id: string, props?: StackProps) {
+  constructor(scope: Construct, id: string, props: ControlPlaneProps = {}) {
     super(scope, id, props);
+    const nodeId = props.nodeId ?? this.stackName;
 
     this.table = new Table(this, 'Store', {
       partitionKey: { name: KEY.pk, type: AttributeType.STRING },
@@ -26,13 +57,134 @@ export class ControlPlaneStack extends Stack {
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
-
     this.table.addGlobalSecondaryIndex({
       indexName: GSI1.name,
       partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
       sortKey: { name: GSI1.sk, type: AttributeType.STRING },
     });
 
+    this.bus = new EventBus(this, 'RolloutBus', { eventBusName: `${this.stackName}-rollout` });
+    new Archive(this, 'RolloutArchive', { sourceEventBus: this.bus, eventPattern: { account: [this.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
+
+    const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
+      new Queue(this, name, { encryption: QueueEncryption.SQS_MANAGED, enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });
+    this.workDlq = queue('WorkDlq');
+    this.eventsDlq = queue('EventsDlq');
+    Validations.of(this.eventsDlq).acknowledge({ id: 'AwsSolutions::AwsSolutions-SQS3', reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)' });
+    // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
+    this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
+
+    const env: Record<string, string> = {
+      ROLLOUT_STORE: 'dynamodb',
+      ROLLOUT_TABLE: this.table.tableName,
+      ROLLOUT_NODE_ID: nodeId,
+      ROLLOUT_EVENT_BUS: this.bus.eventBusName,
+      ROLLOUT_WORK_QUEUE_URL: this.workQueue.queueUrl,
+      ROLLOUT_WORK_DLQ_URL: this.workDlq.queueUrl,
+      POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
+      POWERTOOLS_LOG_LEVEL: 'INFO',
+    };
+    const defaultBus = EventBus.fromEventBusName(this, 'DefaultBus', 'default');
+    this.functions = {} as Record<FunctionName, NodejsFunction>;
+    for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]) {
+      this.functions[name] = this.lambda(name, spec, env, defaultBus);
+    }
+
+    this.operations();
     new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });
+    new CfnOutput(this, 'RolloutBusName', { value: this.bus.eventBusName });
+    new CfnOutput(this, 'WorkQueueUrl', { value: this.workQueue.queueUrl });
+    new CfnOutput(this, 'CoordinatorFunctionName', { value: this.functions.coordinator.functionName });
+  }
+
+  private lambda(name: FunctionName, spec: FunctionSpec, env: Record<string, string>, defaultBus: IEventBus): NodejsFunction {
+    const id = name[0]!.toUpperCase() + name.slice(1);
+    const fn = new NodejsFunction(this, id, {
+      entry: join(root, spec.entry),
+      handler: 'handler',
+      projectRoot: root,
+      depsLockFilePath: join(root, 'package-lock.json'),
+      runtime: LAMBDA_RUNTIME,
+      architecture: Architecture.ARM_64,
+      description: spec.description,
+      timeout: Duration.seconds(spec.timeoutSeconds),
+      memorySize: spec.memoryMb,
+      ...(spec.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: spec.reservedConcurrency } : {}),
+      environment: { ...env, POWERTOOLS_SERVICE_NAME: name },
+      tracing: Tracing.ACTIVE,
+      logGroup: new LogGroup(this, `${id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+      // The SDK is bundled (the versions tested are the versions run); PGlite is never used in Lambda.
+      bundling: { format: OutputFormat.CJS, target: 'node22', minify: true, sourceMap: true, externalModules: ['@electric-sql/pglite', 'pg-native'] },
+    });
+    for (const grant of spec.grants) {
+      if (grant === 'store:read') this.table.grantReadData(fn);
+      if (grant === 'store:write') this.table.grantWriteData(fn);
+      if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
+      if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
+      if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
+    }
+    // Every rule target: retried for up to an hour, then kept in the events DLQ with the reason.
+    const target = (input?: Readonly<Record<string, unknown>>) =>
+      new LambdaFunction(fn, { deadLetterQueue: this.eventsDlq, retryAttempts: 4, maxEventAge: Duration.hours(1), ...(input ? { event: RuleTargetInput.fromObject(input) } : {}) });
+    spec.triggers.forEach((t, i) => {
+      if (t.kind === 'rule') {
+        new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: t.pattern, targets: [target()], description: spec.description });
+      } else if (t.kind === 'schedule') {
+        new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
+      }
+    });
+    Validations.of(fn).acknowledge(
+      { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
+      { id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray PutTraceSegments/PutTelemetryRecords cannot be scoped to a resource' },
+      { id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${this.getLogicalId(this.table.node.defaultChild as CfnTable)}.Arn>/index/*]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' },
+    );
+    return fn;
+  }
+
+  private operations(): void {
+    const alarms: Alarm[] = [];
+    for (const [name, q] of [['WorkDlq', this.workDlq], ['EventsDlq', this.eventsDlq]] as const) {
+      alarms.push(
+        new Alarm(this, `${name}NotEmpty`, {
+          alarmDescription: `${name} holds messages: poison work items or events no target could take (each carries its reason)`,
+          metric: q.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
+          threshold: 0,
+          comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
+          evaluationPeriods: 1,
+          treatMissingData: TreatMissingData.NOT_BREACHING,
+        }),
+      );
+    }
+    alarms.push(
+      new Alarm(this, 'WorkQueueAge', {
+        alarmDescription: 'Work waits more than 15 minutes: too few workers, or none',
+        metric: this.workQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1) }),
+        threshold: 900,
+        evaluationPeriods: 3,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      }),
+    );
+    for (const [name, fn] of Object.entries(this.functions)) {
+      alarms.push(
+        new Alarm(this, `${name}Errors`, {
+          alarmDescription: `${name} failed invocations`,
+          metric: fn.metricErrors({ period: Duration.minutes(5) }),
+          threshold: 0,
+          comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
+          evaluationPeriods: 1,
+          treatMissingData: TreatMissingData.NOT_BREACHING,
+        }),
+      );
+    }
+    // A deposed coordinator or a leader that could not renew: fencing did its job, but someone should look.
+    const fenced = new Metric({ namespace: 'Rollout', metricName: 'Fenced', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
+    alarms.push(new Alarm(this, 'LeaseLost', { alarmDescription: 'A coordinator lost its lease mid-request (fenced)', metric: fenced, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
+    const dashboard = new Dashboard(this, 'Dashboard', { dashboardName: `${this.stackName}-control-plane` });
+    dashboard.addWidgets(
+      new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()) }),
+      new GraphWidget({ title: 'Errors', left: Object.values(this.functions).map((f) => f.metricErrors()) }),
+      new GraphWidget({ title: 'Work queue', left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()], right: [this.workQueue.metricApproximateAgeOfOldestMessage()] }),
+      new GraphWidget({ title: 'Alarms firing', left: alarms.map((a) => a.metric) }),
+    );
   }
 }

@@ -2,20 +2,31 @@ import { App, Stack, Validations } from 'aws-cdk-lib';
 import { AttributeType, Table } from 'aws-cdk-lib/aws-dynamodb';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { describe, expect, it } from 'vitest';
-import { ControlPlaneStack } from '../../infra/stack.js';
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
+import { FUNCTIONS, type FunctionSpec } from '../../infra/topology.js';
 import { tableDefinition } from '../../shared/store/dynamodb/table.js';
 
 function synth() {
-  const app = new App();
-  const stack = new ControlPlaneStack(app, 'Test');
+  const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) });
+  const stack = new ControlPlaneStack(app, 'Test', { nodeId: 'test/eu-west-1' });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  const assembly = app.synth(); // throws on any unacknowledged cdk-nag finding
-  return { template: Template.fromStack(stack), assembly };
+  const assembly = app.synth(); // throws on any unacknowledged cdk-nag finding; bundles every function
+  return { template: Template.fromStack(stack), assembly, stack };
 }
 
+type Resource = { Type: string; Properties: Record<string, unknown> };
+
 describe('ControlPlaneStack', () => {
-  const { template } = synth();
+  const { template, assembly, stack } = synth();
+  const json = template.toJSON() as { Resources: Record<string, Resource> };
+  const ofType = (type: string) => Object.entries(json.Resources).filter(([, r]) => r.Type === type);
+  const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
+  afterAll(() => rmSync(assembly.directory, { recursive: true, force: true }));
 
   it('declares the store table with the keys the code uses', () => {
     const def = tableDefinition('x');
@@ -37,9 +48,110 @@ describe('ControlPlaneStack', () => {
     template.hasResource('AWS::DynamoDB::Table', { DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' });
   });
 
-  it('outputs the table name', () => {
-    template.hasOutput('StoreTableName', { Value: Match.anyValue() });
-    expect(Object.keys(template.findResources('AWS::DynamoDB::Table'))).toHaveLength(1);
+  it('every function as topology.ts declares it: newest Node.js runtime, arm64, its timeout, memory and reserved concurrency, tracing, the node id', () => {
+    expect(LAMBDA_RUNTIME.name).toBe('nodejs24.x');
+    for (const [name, spec] of Object.entries(FUNCTIONS) as [string, FunctionSpec][]) {
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        Description: spec.description,
+        Runtime: 'nodejs24.x',
+        Architectures: ['arm64'],
+        Timeout: spec.timeoutSeconds,
+        MemorySize: spec.memoryMb,
+        TracingConfig: { Mode: 'Active' },
+        ...(spec.reservedConcurrency !== undefined ? { ReservedConcurrentExecutions: spec.reservedConcurrency } : {}),
+        Environment: { Variables: Match.objectLike({ ROLLOUT_STORE: 'dynamodb', ROLLOUT_NODE_ID: 'test/eu-west-1', POWERTOOLS_SERVICE_NAME: name, ROLLOUT_TABLE: Match.anyValue() }) },
+      });
+    }
+    expect(ofType('AWS::Lambda::Function')).toHaveLength(Object.keys(FUNCTIONS).length);
+  });
+
+  it('each rule carries the declared pattern on the right bus; every target has a retry policy and the events DLQ', () => {
+    const dlq = logicalId(stack.eventsDlq);
+    const bus = logicalId(stack.bus);
+    const rules = ofType('AWS::Events::Rule').map(([, r]) => r.Properties);
+    for (const [name, spec] of Object.entries(FUNCTIONS) as [keyof typeof FUNCTIONS, FunctionSpec][]) {
+      const fn = logicalId(stack.functions[name]);
+      for (const t of spec.triggers) {
+        if (t.kind === 'invoke') continue;
+        const rule = rules.find((r) => JSON.stringify(r.Targets).includes(fn) && (t.kind === 'rule' ? JSON.stringify(r.EventPattern) === JSON.stringify(t.pattern) : r.ScheduleExpression === `rate(${t.everyMinutes} minute${t.everyMinutes === 1 ? '' : 's'})`));
+        expect(rule, `${name} ${t.kind}`).toBeDefined();
+        if (t.kind === 'rule') expect(rule!.EventBusName ? JSON.stringify(rule!.EventBusName) : 'default').toBe(t.bus === 'rollout' ? JSON.stringify({ Ref: bus }) : JSON.stringify('default'));
+        const [target] = rule!.Targets as Record<string, unknown>[];
+        expect(target).toMatchObject({ RetryPolicy: { MaximumRetryAttempts: 4, MaximumEventAgeInSeconds: 3600 }, DeadLetterConfig: { Arn: { 'Fn::GetAtt': [dlq, 'Arn'] } } });
+        if (t.kind === 'schedule' && t.input) expect(JSON.parse(target!.Input as string)).toEqual(t.input);
+      }
+    }
+    expect(rules).toHaveLength(4);
+    template.hasResourceProperties('AWS::Events::Rule', { EventPattern: { source: ['aws.ec2'], 'detail-type': ['EC2 Spot Instance Interruption Warning', 'EC2 Instance Rebalance Recommendation'] } });
+    template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)', Targets: [Match.objectLike({ Input: JSON.stringify({ action: 'scan-all' }) })] });
+  });
+
+  it('the rollout bus keeps an archive for replay', () => {
+    template.hasResourceProperties('AWS::Events::Archive', { SourceArn: { 'Fn::GetAtt': [logicalId(stack.bus), 'Arn'] }, RetentionDays: 30 });
+  });
+
+  it('queues: SSE, TLS only, the work queue redrives to its DLQ after maxReceiveCount', () => {
+    const queues = ofType('AWS::SQS::Queue');
+    expect(queues).toHaveLength(3);
+    for (const [, q] of queues) expect(q.Properties.SqsManagedSseEnabled).toBe(true);
+    template.hasResourceProperties('AWS::SQS::Queue', { RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, maxReceiveCount: MAX_RECEIVE_COUNT }, VisibilityTimeout: 60 });
+    const policies = ofType('AWS::SQS::QueuePolicy');
+    expect(policies).toHaveLength(3);
+    for (const [, p] of policies) {
+      expect(JSON.stringify(p.Properties.PolicyDocument)).toContain('"aws:SecureTransport":"false"');
+    }
+  });
+
+  it('IAM: no wildcard actions; data actions only on this table, its index, the bus and the queues', () => {
+    for (const [id, p] of ofType('AWS::IAM::Policy')) {
+      const statements = (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement;
+      for (const s of statements) {
+        const actions = [s.Action].flat();
+        for (const a of actions) expect(a, id).not.toMatch(/^\*$|:\*$/);
+        if (actions.some((a) => a.startsWith('dynamodb:'))) expect(JSON.stringify(s.Resource)).toContain(logicalId(stack.table));
+        if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}`));
+      }
+    }
+    // Only the coordinator may send work or consume dead letters.
+    const coordinatorPolicy = JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith('CoordinatorServiceRole')).map(([, p]) => p));
+    expect(coordinatorPolicy).toContain('sqs:SendMessage');
+    const others = JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => !id.startsWith('CoordinatorServiceRole')).map(([, p]) => p));
+    expect(others).not.toContain('sqs:');
+  });
+
+  it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease; a dashboard', () => {
+    const alarms = ofType('AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
+    for (const q of [stack.workDlq, stack.eventsDlq]) {
+      expect(alarms.some((a) => a.MetricName === 'ApproximateNumberOfMessagesVisible' && a.Threshold === 0 && JSON.stringify(a.Dimensions).includes(logicalId(q)))).toBe(true);
+    }
+    expect(alarms.some((a) => a.MetricName === 'ApproximateAgeOfOldestMessage')).toBe(true);
+    expect(alarms.filter((a) => a.MetricName === 'Errors')).toHaveLength(Object.keys(FUNCTIONS).length);
+    expect(alarms.some((a) => a.MetricName === 'Fenced' && a.Namespace === 'Rollout')).toBe(true);
+    expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(1);
+  });
+
+  it('outputs the table, bus, work queue and coordinator function', () => {
+    for (const out of ['StoreTableName', 'RolloutBusName', 'WorkQueueUrl', 'CoordinatorFunctionName']) template.hasOutput(out, { Value: Match.anyValue() });
+  });
+
+  it('each bundled function loads on its own (no package from this checkout) and exports its handler', async () => {
+    const assets = readdirSync(assembly.directory).filter((d) => d.startsWith('asset.'));
+    expect(assets).toHaveLength(Object.keys(FUNCTIONS).length);
+    // Outside the project: no package.json says "module", no node_modules to fall back on — as in Lambda.
+    const dir = mkdtempSync(join(tmpdir(), 'rollout-bundle-'));
+    try {
+      for (const a of assets) {
+        cpSync(join(assembly.directory, a), join(dir, a), { recursive: true });
+        const mod = createRequire(join(dir, a, 'index.js'))(join(dir, a, 'index.js')) as { handler?: unknown };
+        expect(typeof mod.handler, a).toBe('function');
+      }
+      // The bundled spot-drain handler refuses a malformed event before touching any store.
+      const drainAsset = assets.find((a) => (createRequire(join(dir, a, 'index.js'))(join(dir, a, 'index.js')) as Record<string, unknown>).spotDrainHandler);
+      const drain = createRequire(join(dir, drainAsset!, 'index.js'))(join(dir, drainAsset!, 'index.js')) as { handler: (e: unknown) => Promise<unknown> };
+      await expect(drain.handler({ source: 'aws.ec2' })).rejects.toThrow(/not an EC2 spot notice/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

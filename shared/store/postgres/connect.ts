@@ -1,4 +1,4 @@
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { migrate } from './schema.js';
 import { pgliteSql, pgSql, type Sql } from './sql.js';
@@ -26,7 +26,9 @@ export async function connectPostgres(config: pg.PoolConfig = { connectionString
 
 /** Embedded PGlite in `dataDir` (in memory when omitted), schema migrated. */
 export async function openPglite(dataDir?: string): Promise<PostgresHandle & { db: PGlite }> {
-  const db = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  // Loaded on use: the Lambda bundles leave the embedded database (several MB of WebAssembly) out.
+  const { PGlite: Embedded } = await import('@electric-sql/pglite');
+  const db = dataDir ? await Embedded.create(dataDir) : await Embedded.create();
   const sql = pgliteSql(db);
   await migrate(sql);
   return { sql, db, close: () => db.close() };

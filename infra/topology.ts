@@ -1,0 +1,76 @@
+import { REBALANCE_RECOMMENDATION, SPOT_INTERRUPTION } from '../shared/drain/sources.js';
+
+/**
+ * One declaration of each function and what triggers it. The CDK stack
+ * builds from this, and so does anything that runs the same topology
+ * elsewhere (the local runtime, the tests' EventBridge stand-in reads the
+ * synthesized rules), so the rule that deploys is the rule that runs.
+ */
+
+/** An EventBridge event pattern (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-patterns.html). */
+export type EventPattern = Readonly<Record<string, unknown>>;
+
+export type Trigger =
+  /** A rule on the stack's own bus (`rollout`) or the account's default bus (AWS service events). */
+  | { readonly kind: 'rule'; readonly bus: 'rollout' | 'default'; readonly pattern: EventPattern }
+  /** An EventBridge schedule; `input` is the event the function receives. */
+  | { readonly kind: 'schedule'; readonly everyMinutes: number; readonly input?: Readonly<Record<string, unknown>> }
+  /** Invoked directly (Lambda Invoke by workers). */
+  | { readonly kind: 'invoke' };
+
+export interface FunctionSpec {
+  /** Source file under functions/, exporting `handler`. */
+  readonly entry: string;
+  readonly description: string;
+  readonly triggers: readonly Trigger[];
+  readonly timeoutSeconds: number;
+  readonly memoryMb: number;
+  /** Why: see each function. Undefined = the account's unreserved pool. */
+  readonly reservedConcurrency?: number;
+  /** What it may touch. */
+  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume')[];
+}
+
+/** Rollout signals sent to the bus by users and integrations (detail-type = the inbound event type). */
+export const ROLLOUT_SIGNAL_TYPES = ['rollout.created', 'rollout.metrics_reported', 'rollout.alarm_changed', 'rollout.command'] as const;
+
+export const FUNCTIONS = {
+  streamingPromoter: {
+    entry: 'functions/streaming-promoter.ts',
+    description: 'Stores a rollout signal and, when this stack leads, evaluates the rollout at once',
+    triggers: [{ kind: 'rule', bus: 'rollout', pattern: { 'detail-type': [...ROLLOUT_SIGNAL_TYPES] } }],
+    // One evaluation is a few store round trips; 30 s covers a slow store with retries.
+    timeoutSeconds: 30,
+    memoryMb: 512,
+    grants: ['store:read', 'store:write', 'bus:put'],
+  },
+  batchPromoter: {
+    entry: 'functions/batch-promoter.ts',
+    description: 'Ticks every 10 s within a once-a-minute invocation: promotes what is due, catches up on dropped events',
+    triggers: [{ kind: 'schedule', everyMinutes: 1 }],
+    // Ticks through one minute and ends before the next invocation; concurrency 1 so ticks never overlap.
+    timeoutSeconds: 70,
+    memoryMb: 512,
+    reservedConcurrency: 1,
+    grants: ['store:read', 'store:write', 'bus:put'],
+  },
+  coordinator: {
+    entry: 'functions/coordinator.ts',
+    description: 'Coordinator of work runs: steals for idle workers (invoked), failure scan and dead letters (scheduled)',
+    triggers: [{ kind: 'invoke' }, { kind: 'schedule', everyMinutes: 1, input: { action: 'scan-all' } }],
+    timeoutSeconds: 60,
+    memoryMb: 512,
+    grants: ['store:read', 'store:write', 'bus:put', 'queue:send', 'dlq:consume'],
+  },
+  spotDrain: {
+    entry: 'functions/spot-drain.ts',
+    description: 'Asks the workers of an instance to drain on a Spot interruption or rebalance notice',
+    triggers: [{ kind: 'rule', bus: 'default', pattern: { source: ['aws.ec2'], 'detail-type': [SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION] } }],
+    // A notice gives 120 s; the handler only writes the registry, so a short timeout fails fast into the retry policy.
+    timeoutSeconds: 15,
+    memoryMb: 256,
+    grants: ['store:read', 'store:write'],
+  },
+} as const satisfies Record<string, FunctionSpec>;
+
+export type FunctionName = keyof typeof FUNCTIONS;
