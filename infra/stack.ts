@@ -112,6 +112,9 @@ export class ControlPlaneStack extends Stack {
       ...(spec.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: spec.reservedConcurrency } : {}),
       environment: { ...env, POWERTOOLS_SERVICE_NAME: name },
       tracing: Tracing.ACTIVE,
+      // Rules invoke asynchronously: a failed invocation is retried twice by Lambda, then kept in the
+      // events DLQ with its error (the rule target's own DLQ only sees delivery failures).
+      ...(spec.triggers.some((t) => t.kind !== 'invoke') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
       logGroup: new LogGroup(this, `${id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
       // The SDK is bundled (the versions tested are the versions run); PGlite is never used in Lambda.
       bundling: { format: OutputFormat.CJS, target: 'node22', minify: true, sourceMap: true, externalModules: ['@electric-sql/pglite', 'pg-native'] },

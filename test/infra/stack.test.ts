@@ -65,6 +65,15 @@ describe('ControlPlaneStack', () => {
     expect(ofType('AWS::Lambda::Function')).toHaveLength(Object.keys(FUNCTIONS).length);
   });
 
+  it('functions invoked by rules keep failed invocations: two async retries, then the events DLQ', () => {
+    for (const [name, spec] of Object.entries(FUNCTIONS) as [keyof typeof FUNCTIONS, FunctionSpec][]) {
+      if (!spec.triggers.some((t) => t.kind !== 'invoke')) continue;
+      const fn = logicalId(stack.functions[name]);
+      template.hasResourceProperties('AWS::Lambda::Function', { Description: spec.description, DeadLetterConfig: { TargetArn: { 'Fn::GetAtt': [logicalId(stack.eventsDlq), 'Arn'] } } });
+      template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', { FunctionName: { Ref: fn }, MaximumRetryAttempts: 2 });
+    }
+  });
+
   it('each rule carries the declared pattern on the right bus; every target has a retry policy and the events DLQ', () => {
     const dlq = logicalId(stack.eventsDlq);
     const bus = logicalId(stack.bus);
@@ -109,14 +118,18 @@ describe('ControlPlaneStack', () => {
         const actions = [s.Action].flat();
         for (const a of actions) expect(a, id).not.toMatch(/^\*$|:\*$/);
         if (actions.some((a) => a.startsWith('dynamodb:'))) expect(JSON.stringify(s.Resource)).toContain(logicalId(stack.table));
-        if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}`));
+        if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
       }
     }
-    // Only the coordinator may send work or consume dead letters.
+    // Only the coordinator may send work or consume dead letters; the others may only put failed events in the events DLQ.
     const coordinatorPolicy = JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith('CoordinatorServiceRole')).map(([, p]) => p));
-    expect(coordinatorPolicy).toContain('sqs:SendMessage');
-    const others = JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => !id.startsWith('CoordinatorServiceRole')).map(([, p]) => p));
-    expect(others).not.toContain('sqs:');
+    expect(coordinatorPolicy).toContain(logicalId(stack.workQueue));
+    expect(coordinatorPolicy).toContain('sqs:ReceiveMessage');
+    for (const [id, p] of ofType('AWS::IAM::Policy').filter(([pid]) => !pid.startsWith('CoordinatorServiceRole'))) {
+      const doc = JSON.stringify(p.Properties.PolicyDocument);
+      expect(doc, id).not.toContain(logicalId(stack.workQueue));
+      expect(doc, id).not.toContain('sqs:ReceiveMessage');
+    }
   });
 
   it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease; a dashboard', () => {

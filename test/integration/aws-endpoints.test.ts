@@ -1,0 +1,178 @@
+/**
+ * End-to-end over AWS-compatible endpoints, through the unmodified SDK
+ * clients (endpoints only from AWS_ENDPOINT_URL_*): DynamoDB Local, SQS on
+ * fauxqs, and the tests' EventBridge stand-in loaded with the rules of the
+ * synthesized stack. The handlers run in-process where AWS would invoke them.
+ *
+ * Stand-in liberty: real EventBridge refuses PutEvents with an `aws.*`
+ * source; the Spot notice here is put the way AWS itself would deliver it.
+ */
+import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
+import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { batchPromoterHandler } from '../../functions/batch-promoter.js';
+import { coordinatorHandler } from '../../functions/coordinator.js';
+import { lazy, runtimeFrom, type Runtime } from '../../functions/runtime.js';
+import { spotDrainHandler } from '../../functions/spot-drain.js';
+import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
+import { ControlPlaneStack } from '../../infra/stack.js';
+import type { FUNCTIONS } from '../../infra/topology.js';
+import { WorkerAgent } from '../../shared/ledger/agent.js';
+import { mockBackend } from '../../shared/ledger/backends.js';
+import { Worker } from '../../shared/ledger/worker.js';
+import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { createRollout } from '../../shared/rollout/commands.js';
+import { dynamoTable, uniqueName } from '../support/backends.js';
+import { EventBridgeStandIn, type Handler } from '../support/eventbridge/server.js';
+
+const SPEC = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10, maxErrorRate: 0.05 } },
+    { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+  ],
+};
+const quiet = { addMetric: () => undefined, publishStoredMetrics: () => undefined } as never;
+const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
+
+describe('the deployed topology over AWS-compatible endpoints', () => {
+  const sqs = sqsClient();
+  const queues: string[] = [];
+  let table: Awaited<ReturnType<typeof dynamoTable>>;
+  let eb: EventBridgeStandIn;
+  let events: EventBridgeClient;
+  let rt: () => Promise<Runtime>;
+  let observed: string; // a queue subscribed to the rollout bus's ai.rollout events
+  let eventsDlq: string;
+  let workQueue: string;
+  const busName = uniqueName('bus');
+  const arn = (kind: 'lambda' | 'sqs', name: string) => (kind === 'lambda' ? `arn:aws:lambda:us-east-1:000000000000:function:${name}` : `arn:aws:sqs:us-east-1:000000000000:${name}`);
+
+  async function queue(name: string): Promise<string> {
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName(name) }))).QueueUrl!;
+    queues.push(url);
+    return url;
+  }
+  async function receiveAll(url: string, until: (bodies: unknown[]) => boolean): Promise<{ body: unknown; attributes: Record<string, string> }[]> {
+    const got: { body: unknown; attributes: Record<string, string> }[] = [];
+    for (let i = 0; i < 50 && !until(got.map((g) => g.body)); i++) {
+      const res = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }));
+      for (const m of res.Messages ?? []) got.push({ body: JSON.parse(m.Body!) as unknown, attributes: Object.fromEntries(Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue ?? ''])) });
+    }
+    return got;
+  }
+
+  beforeAll(async () => {
+    table = await dynamoTable();
+    [observed, eventsDlq, workQueue] = await Promise.all([queue('observed'), queue('events-dlq'), queue('work')]);
+    const workDlq = await queue('work-dlq');
+    // The stack as it deploys (bundling skipped: the handlers run in-process here).
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new ControlPlaneStack(app, 'E2e');
+    const template = Template.fromStack(stack).toJSON() as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+    const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
+    const env = { ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: table.table, ROLLOUT_NODE_ID: 'e2e', ROLLOUT_EVENT_BUS: busName, ROLLOUT_TICK_INTERVAL_MS: '40', ROLLOUT_WORK_QUEUE_URL: workQueue, ROLLOUT_WORK_DLQ_URL: workDlq };
+    rt = lazy(() => runtimeFrom(env));
+    const handlers: Record<keyof typeof FUNCTIONS, Handler> = {
+      streamingPromoter: streamingPromoterHandler(rt, silent, quiet),
+      // One tick per scheduled invocation here (AWS would keep ticking through its minute).
+      batchPromoter: (e) => batchPromoterHandler(rt, silent, quiet)(e, { getRemainingTimeInMillis: () => 0 }),
+      coordinator: coordinatorHandler(rt, { onFenced: () => undefined }, silent, quiet),
+      spotDrain: spotDrainHandler(rt, silent, quiet),
+    };
+    const names: Record<string, string> = { [id(stack.bus)]: busName };
+    const lambdas: Record<string, { handler: Handler; retries: number; dlqUrl: string }> = {};
+    for (const [name, fn] of Object.entries(stack.functions) as [keyof typeof FUNCTIONS, (typeof stack.functions)[keyof typeof FUNCTIONS]][]) {
+      names[id(fn)] = arn('lambda', name);
+      // Retries as the function's EventInvokeConfig says, failures to its DLQ (the stack's events DLQ).
+      const invokeConfig = Object.values(template.Resources).find((r) => r.Type === 'AWS::Lambda::EventInvokeConfig' && JSON.stringify(r.Properties.FunctionName).includes(id(fn)));
+      lambdas[arn('lambda', name)] = { handler: handlers[name], retries: Number(invokeConfig?.Properties.MaximumRetryAttempts ?? 2), dlqUrl: eventsDlq };
+    }
+    names[id(stack.eventsDlq)] = arn('sqs', 'events-dlq');
+    eb = await new EventBridgeStandIn({ sqs, lambdas, queues: { [arn('sqs', 'events-dlq')]: eventsDlq, [arn('sqs', 'observed')]: observed } }).start();
+    // Before the first handler call: the runtime's EventBridge client reads it when it is made.
+    process.env.AWS_ENDPOINT_URL_EVENTBRIDGE = eb.url;
+    events = new EventBridgeClient({});
+    eb.loadTemplate(template, names);
+    // A subscriber of our own, through the SDK: every ai.rollout event on the bus lands on a queue.
+    await events.send(new PutRuleCommand({ Name: 'observe', EventBusName: busName, EventPattern: JSON.stringify({ source: ['ai.rollout'] }) }));
+    await events.send(new PutTargetsCommand({ Rule: 'observe', EventBusName: busName, Targets: [{ Id: 'q', Arn: arn('sqs', 'observed') }] }));
+  });
+  afterAll(async () => {
+    for (const q of queues) await sqs.send(new DeleteQueueCommand({ QueueUrl: q })).catch(() => undefined);
+    await eb?.stop();
+    await table?.close();
+    delete process.env.AWS_ENDPOINT_URL_EVENTBRIDGE;
+  });
+
+  const put = (detailType: string, detail: object, bus = busName, source = 'rollout.signals') =>
+    events.send(new PutEventsCommand({ Entries: [{ EventBusName: bus, Source: source, DetailType: detailType, Detail: JSON.stringify(detail) }] }));
+
+  it('metrics put on the bus reach the StreamingPromoter through the deployed rule; the promotion events arrive on a subscriber queue', async () => {
+    const { engine } = await rt();
+    const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
+    expect((await put('rollout.created', { rolloutId: id })).FailedEntryCount).toBe(0);
+    await eb.idle();
+    await put('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: new Date().toISOString() });
+    await eb.idle();
+    const got = await receiveAll(observed, (bodies) => bodies.some((b) => JSON.stringify(b).includes(id) && JSON.stringify(b).includes('stage_promoted')));
+    const mine = got.map((g) => g.body as { 'detail-type': string; detail: { rolloutId: string } }).filter((b) => b.detail.rolloutId === id);
+    expect(mine.map((b) => b['detail-type'])).toEqual(expect.arrayContaining(['ai.rollout.stage_activated', 'ai.rollout.stage_promoted']));
+  });
+
+  it('a dropped event is caught up by the scheduled BatchPromoter tick', async () => {
+    const { engine, rollouts } = await rt();
+    const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
+    await put('rollout.created', { rolloutId: id });
+    await eb.idle();
+    // The metrics reach the store but their event is lost before any evaluation (no PutEvents).
+    await rollouts.recordMetrics(id, { stage: 'canary' }, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
+    const phases = async () => (await rollouts.load(id))!.stages.map((s) => s.phase);
+    expect(await phases()).toEqual(['active', 'pending']);
+    await eb.tick(); // the schedule fires
+    await eb.idle();
+    expect(await phases()).toEqual(['promoted', 'active']);
+  });
+
+  it('an invalid event is retried, then lands in the events DLQ with its reason', async () => {
+    await put('rollout.metrics_reported', { rolloutId: 'r', stage: 0, requests: 5, errors: 9, observedAt: 1 });
+    await eb.idle();
+    const failed = eb.deliveries.filter((d) => !d.ok);
+    expect(failed.at(-1)!.attempts).toBe(3); // the first call and Lambda's two async retries
+    expect(failed.at(-1)!.error).toMatch(/errors: must not exceed requests/);
+    const dead = await receiveAll(eventsDlq, (b) => b.length > 0);
+    expect(dead).toHaveLength(1);
+    expect(dead[0]!.body).toMatchObject({ 'detail-type': 'rollout.metrics_reported', detail: { rolloutId: 'r' } });
+    expect(dead[0]!.attributes.ErrorMessage).toMatch(/errors: must not exceed requests/);
+  });
+
+  it('a Spot interruption event, as AWS sends it, drains a worker through the deployed rule; its items return to the queue', async () => {
+    const { ledger, registry } = await rt();
+    const runId = uniqueName('run');
+    const instanceId = `i-${uniqueName('x').slice(2)}`;
+    const work = new SqsWorkQueue(sqs, workQueue);
+    await ledger.createRun(runId, {}, Date.now());
+    const { ids } = await ledger.enqueue(runId, Array.from({ length: 6 }, (_, i) => ({ runId, i })), Date.now());
+    await work.send(runId, ids);
+    const worker = new Worker({ runId, workerId: 'spot-1', ledger, queue: work, backend: mockBackend({ durationMs: 60_000 }), waitSeconds: 0 });
+    const agent = new WorkerAgent({ worker, registry, ledger, registration: { workerId: 'spot-1', instanceId, provider: 'aws', runId }, registryHeartbeatMs: 50 });
+    const exit = agent.run(new AbortController().signal);
+    await expect.poll(async () => (await ledger.running(runId)).some((i) => i.started), { interval: 20, timeout: 10_000 }).toBe(true);
+    // The EventBridge event AWS emits two minutes before reclaiming the instance.
+    await events.send(
+      new PutEventsCommand({
+        Entries: [{ Source: 'aws.ec2', DetailType: 'EC2 Spot Instance Interruption Warning', Resources: [`arn:aws:ec2:us-east-1:000000000000:instance/${instanceId}`], Detail: JSON.stringify({ 'instance-id': instanceId, 'instance-action': 'terminate' }) }],
+      }),
+    );
+    const result = await exit;
+    await eb.idle();
+    expect(result.reason).toBe('drained');
+    expect(eb.deliveries.some((d) => d.ok && JSON.stringify(d.event).includes(instanceId))).toBe(true);
+    expect(await ledger.counts(runId)).toEqual({ pending: 6, running: 0, done: 0, failed: 0 });
+    const attrs = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: workQueue, AttributeNames: ['ApproximateNumberOfMessages'] }));
+    expect(Number(attrs.Attributes!.ApproximateNumberOfMessages)).toBeGreaterThanOrEqual(6); // back on the queue for other workers
+  });
+});
