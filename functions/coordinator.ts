@@ -19,25 +19,56 @@ import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
  * invocation of this stack, so it adopts its own lease), then serves one
  * request on the ledger:
  *   {"action":"steal","runId","workerId"}  an idle worker asks for work
- *   {"action":"scan","runId"}              failure scan + dead letters of one run
+ *   {"action":"scan","runId"}              failure scan of one run
  *   {"action":"scan-all"}                  the same for every open run (the schedule)
+ * Dead letters have their own trigger (dead-letters.ts, on the work DLQ).
  * Not the coordinator (another stack holds the lease): `{leader:false}`.
  * Deposed mid-request: one coordinator_fenced event, then the process exits
  * so the sandbox is not reused.
  */
 export interface CoordinatorHandlerOptions {
   bus?: EventBus;
-  queue?: (runtime: Runtime) => { work: WorkQueue; dlq: WorkQueue | null };
+  /** Where re-pended items go back to. Default: ROLLOUT_WORK_QUEUE_URL on SQS. */
+  queue?: (runtime: Runtime) => WorkQueue;
   /** Default: exit the process (the Lambda sandbox is discarded). */
   onFenced?: (err: FencedError) => void;
 }
 
-function sqsQueues(): { work: WorkQueue; dlq: WorkQueue | null } {
+function sqsWorkQueue(): WorkQueue {
   const url = process.env.ROLLOUT_WORK_QUEUE_URL;
   if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required for the coordinator');
-  const sqs = sqsClient();
-  const dlq = process.env.ROLLOUT_WORK_DLQ_URL;
-  return { work: new SqsWorkQueue(sqs, url), dlq: dlq ? new SqsWorkQueue(sqs, dlq) : null };
+  return new SqsWorkQueue(sqsClient(), url);
+}
+
+/**
+ * Win (or adopt) coordinator:<run> as this stack's node and return the
+ * run's Coordinator under that lease; or who holds it instead.
+ */
+export async function openCoordinator(
+  rt: Runtime,
+  runId: string,
+  o: { bus?: EventBus; queue?: WorkQueue; onFenced?: (err: FencedError) => void; logger: Logger },
+): Promise<{ coordinator: Coordinator; epoch: number } | { coordinator: null; holder: string | null }> {
+  const elector = new LeaseElector(rt.runLeases(runId), {
+    name: coordinatorLease(runId),
+    holderId: rt.env.ROLLOUT_NODE_ID,
+    ttlMs: rt.env.ROLLOUT_LEASE_TTL_MS,
+    renewIntervalMs: rt.env.ROLLOUT_LEASE_RENEW_MS,
+    retryIntervalMs: rt.env.ROLLOUT_LEASE_RETRY_MS,
+  });
+  const won = await elector.campaign();
+  if (!won.leader) return { coordinator: null, holder: won.record?.holder ?? null };
+  const coordinator = new Coordinator({
+    runId,
+    ledger: rt.ledger,
+    elector,
+    bus: o.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS),
+    failureTimeoutMs: rt.env.ROLLOUT_LEASE_TTL_MS,
+    ...(o.queue ? { queue: o.queue } : {}),
+    logger: loggerPort(o.logger),
+    onFenced: o.onFenced ?? (() => setImmediate(() => process.exit(75))),
+  });
+  return { coordinator, epoch: elector.token()!.epoch };
 }
 
 export function coordinatorHandler(
@@ -46,33 +77,16 @@ export function coordinatorHandler(
   logger = new Logger({ serviceName: 'coordinator' }),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }),
 ) {
-  type Reply = CoordinatorReply & { scanned?: { repended: string[]; failed: string[] } };
+  type Reply = CoordinatorReply & { scanned?: { repended: string[] } };
 
-  /** One run's request: win (or adopt) coordinator:<run>, then act under its fence. */
+  /** One run's request, under its coordinator lease. */
   async function serve(rt: Runtime, req: { action: 'steal'; runId: string; workerId: string } | { action: 'scan'; runId: string }): Promise<Reply> {
-    const elector = new LeaseElector(rt.runLeases(req.runId), {
-      name: coordinatorLease(req.runId),
-      holderId: rt.env.ROLLOUT_NODE_ID,
-      ttlMs: rt.env.ROLLOUT_LEASE_TTL_MS,
-      renewIntervalMs: rt.env.ROLLOUT_LEASE_RENEW_MS,
-      retryIntervalMs: rt.env.ROLLOUT_LEASE_RETRY_MS,
-    });
-    const won = await elector.campaign();
-    if (!won.leader) {
+    const opened = await openCoordinator(rt, req.runId, { ...(options.bus ? { bus: options.bus } : {}), queue: (options.queue ?? sqsWorkQueue)(rt), ...(options.onFenced ? { onFenced: options.onFenced } : {}), logger });
+    if (!opened.coordinator) {
       metrics.addMetric('NotCoordinator', MetricUnit.Count, 1);
-      return { leader: false, holder: won.record?.holder ?? null };
+      return { leader: false, holder: opened.holder };
     }
-    const queues = (options.queue ?? sqsQueues)(rt);
-    const coordinator = new Coordinator({
-      runId: req.runId,
-      ledger: rt.ledger,
-      elector,
-      bus: options.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS),
-      failureTimeoutMs: rt.env.ROLLOUT_LEASE_TTL_MS,
-      queue: queues.work,
-      logger: loggerPort(logger),
-      onFenced: options.onFenced ?? (() => setImmediate(() => process.exit(75))),
-    });
+    const { coordinator, epoch } = opened;
     if (req.action === 'steal') {
       const notice = await coordinator.stealFor(req.workerId);
       metrics.addMetric('ItemsStolen', MetricUnit.Count, notice.items.length);
@@ -80,10 +94,8 @@ export function coordinatorHandler(
       return { leader: true, notice: { ...notice, items: [...notice.items] } };
     }
     const repended = await coordinator.failureScan();
-    const failed = queues.dlq ? (await coordinator.failDeadLetters(queues.dlq)).failed : [];
     metrics.addMetric('ItemsRepended', MetricUnit.Count, repended.length);
-    metrics.addMetric('ItemsFailed', MetricUnit.Count, failed.length);
-    return { leader: true, notice: { epoch: elector.token()!.epoch, victim: null, items: [] }, scanned: { repended, failed } };
+    return { leader: true, notice: { epoch, victim: null, items: [] }, scanned: { repended } };
   }
 
   return async (event: unknown): Promise<Reply> => {
@@ -94,11 +106,10 @@ export function coordinatorHandler(
       const rt = await runtime();
       if (req.action === 'scan-all') {
         // The schedule: every open run, one after another (each its own lease and fence).
-        const scanned = { repended: [] as string[], failed: [] as string[] };
+        const scanned = { repended: [] as string[] };
         for (const runId of await rt.ledger.openRuns()) {
           const reply = await serve(rt, { action: 'scan', runId });
           scanned.repended.push(...(reply.scanned?.repended ?? []));
-          scanned.failed.push(...(reply.scanned?.failed ?? []));
         }
         return { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
       }

@@ -3,6 +3,7 @@ import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissing
 import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -68,7 +69,8 @@ export class ControlPlaneStack extends Stack {
 
     const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
       new Queue(this, name, { encryption: QueueEncryption.SQS_MANAGED, enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });
-    this.workDlq = queue('WorkDlq');
+    // Consumed by the dead-letters function: visibility six times its timeout, as AWS advises for event sources.
+    this.workDlq = queue('WorkDlq', { visibilityTimeout: Duration.seconds(180) });
     this.eventsDlq = queue('EventsDlq');
     Validations.of(this.eventsDlq).acknowledge({ id: 'AwsSolutions::AwsSolutions-SQS3', reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)' });
     // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
@@ -81,6 +83,7 @@ export class ControlPlaneStack extends Stack {
       ROLLOUT_EVENT_BUS: this.bus.eventBusName,
       ROLLOUT_WORK_QUEUE_URL: this.workQueue.queueUrl,
       ROLLOUT_WORK_DLQ_URL: this.workDlq.queueUrl,
+      ROLLOUT_MAX_RECEIVE_COUNT: String(MAX_RECEIVE_COUNT),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
       POWERTOOLS_LOG_LEVEL: 'INFO',
     };
@@ -114,7 +117,7 @@ export class ControlPlaneStack extends Stack {
       tracing: Tracing.ACTIVE,
       // Rules invoke asynchronously: a failed invocation is retried twice by Lambda, then kept in the
       // events DLQ with its error (the rule target's own DLQ only sees delivery failures).
-      ...(spec.triggers.some((t) => t.kind !== 'invoke') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
+      ...(spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
       logGroup: new LogGroup(this, `${id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
       // The SDK is bundled (the versions tested are the versions run); PGlite is never used in Lambda.
       bundling: { format: OutputFormat.CJS, target: 'node22', minify: true, sourceMap: true, externalModules: ['@electric-sql/pglite', 'pg-native'] },
@@ -132,6 +135,8 @@ export class ControlPlaneStack extends Stack {
     spec.triggers.forEach((t, i) => {
       if (t.kind === 'rule') {
         new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: t.pattern, targets: [target()], description: spec.description });
+      } else if (t.kind === 'queue') {
+        fn.addEventSource(new SqsEventSource(this.workDlq, { batchSize: t.batchSize, reportBatchItemFailures: true }));
       } else if (t.kind === 'schedule') {
         new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
       }

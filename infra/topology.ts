@@ -16,7 +16,9 @@ export type Trigger =
   /** An EventBridge schedule; `input` is the event the function receives. */
   | { readonly kind: 'schedule'; readonly everyMinutes: number; readonly input?: Readonly<Record<string, unknown>> }
   /** Invoked directly (Lambda Invoke by workers). */
-  | { readonly kind: 'invoke' };
+  | { readonly kind: 'invoke' }
+  /** An SQS event source with partial batch responses. */
+  | { readonly kind: 'queue'; readonly queue: 'work-dlq'; readonly batchSize: number };
 
 export interface FunctionSpec {
   /** Source file under functions/, exporting `handler`. */
@@ -56,11 +58,19 @@ export const FUNCTIONS = {
   },
   coordinator: {
     entry: 'functions/coordinator.ts',
-    description: 'Coordinator of work runs: steals for idle workers (invoked), failure scan and dead letters (scheduled)',
+    description: 'Coordinator of work runs: steals for idle workers (invoked), failure scan of open runs (scheduled)',
     triggers: [{ kind: 'invoke' }, { kind: 'schedule', everyMinutes: 1, input: { action: 'scan-all' } }],
     timeoutSeconds: 60,
     memoryMb: 512,
-    grants: ['store:read', 'store:write', 'bus:put', 'queue:send', 'dlq:consume'],
+    grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
+  },
+  deadLetters: {
+    entry: 'functions/dead-letters.ts',
+    description: 'Marks the items of poison work messages Failed with the reason, under the run coordinator lease',
+    triggers: [{ kind: 'queue', queue: 'work-dlq', batchSize: 10 }],
+    timeoutSeconds: 30,
+    memoryMb: 256,
+    grants: ['store:read', 'store:write', 'bus:put', 'dlq:consume'],
   },
   spotDrain: {
     entry: 'functions/spot-drain.ts',

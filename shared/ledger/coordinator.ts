@@ -6,7 +6,7 @@ import { FencedError } from '../lease/fencing.js';
 import type { LeaseToken } from '../lease/record.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { WorkItem } from './model.js';
-import type { WorkQueue } from '../queue/port.js';
+import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import type { LedgerStore } from './store.js';
 import { fail, repend, steal } from './transitions.js';
 
@@ -139,7 +139,7 @@ export class Coordinator {
    * A dead letter for an item already finished is acknowledged and dropped.
    */
   async failDeadLetters(dlq: WorkQueue, max = 100): Promise<{ failed: string[]; dropped: string[] }> {
-    const token = this.token();
+    this.token();
     const failed: string[] = [];
     const dropped: string[] = [];
     for (;;) {
@@ -149,22 +149,35 @@ export class Coordinator {
         // A shared DLQ holds other runs' dead letters too: theirs are left for their coordinator
         // (invisible until the DLQ's visibility timeout, so this pass does not see them again).
         if (m.runId !== this.opts.runId) continue;
-        const item = await this.opts.ledger.get(m.runId, m.itemId);
-        if (item && (item.state === 'pending' || item.state === 'running')) {
-          const from = item.state === 'pending' ? { state: 'pending' as const } : { state: 'running' as const, worker: item.worker };
-          const reason = `poison: delivered ${m.receiveCount} times without a result${item.error ? `; last error: ${item.error}` : ''}`;
-          const out = await this.guard(() => this.opts.ledger.cas(fail(token, m.runId, m.itemId, from, reason), this.clock.now()));
-          if (out.ok) failed.push(m.itemId);
-          else if (out.current && (out.current.state === 'pending' || out.current.state === 'running')) continue; // moved meanwhile: look again next time
-        } else {
-          this.logger.info('dead letter for an item that is finished or unknown; dropped', { runId: m.runId, itemId: m.itemId, state: item?.state ?? 'unknown' });
-          dropped.push(m.itemId);
-        }
+        const outcome = await this.failDeadLetter(m);
+        if (outcome === 'moved') continue; // look again next time
+        (outcome === 'failed' ? failed : dropped).push(m.itemId);
         await dlq.delete(m);
       }
       if (failed.length + dropped.length >= max) break;
     }
     return { failed, dropped };
+  }
+
+  /**
+   * One dead letter of this run: its item, if still Pending or Running, becomes Failed with the
+   * reason ('failed'); a dead letter of a finished or unknown item is done with ('dropped'); an item
+   * that moved while we looked is left for the next look ('moved').
+   */
+  async failDeadLetter(m: Pick<QueueMessage, 'runId' | 'itemId' | 'receiveCount'>): Promise<'failed' | 'dropped' | 'moved'> {
+    const token = this.token();
+    if (m.runId !== this.opts.runId) throw new Error(`dead letter of run ${m.runId} handed to the coordinator of ${this.opts.runId}`);
+    const item = await this.opts.ledger.get(m.runId, m.itemId);
+    if (item && (item.state === 'pending' || item.state === 'running')) {
+      const from = item.state === 'pending' ? { state: 'pending' as const } : { state: 'running' as const, worker: item.worker };
+      const reason = `poison: delivered ${m.receiveCount} times without a result${item.error ? `; last error: ${item.error}` : ''}`;
+      const out = await this.guard(() => this.opts.ledger.cas(fail(token, m.runId, m.itemId, from, reason), this.clock.now()));
+      if (out.ok) return 'failed';
+      if (out.current && (out.current.state === 'pending' || out.current.state === 'running')) return 'moved';
+      return 'dropped';
+    }
+    this.logger.info('dead letter for an item that is finished or unknown; dropped', { runId: m.runId, itemId: m.itemId, state: item?.state ?? 'unknown' });
+    return 'dropped';
   }
 
   /** Rebuild the in-flight map from the ledger: Running stays in flight, Pending is dispatched again, Done/Failed are skipped. */

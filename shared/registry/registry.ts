@@ -48,12 +48,19 @@ export type DrainOutcome =
   /** The workers there have left or stopped heartbeating: the notice came too late. */
   | 'gone';
 
-/** The registry's storage: small conditional writes, one port for PostgreSQL, PGlite and DynamoDB. */
+/**
+ * The registry's storage: small field-level conditional writes, one port for
+ * PostgreSQL, PGlite and DynamoDB. A heartbeat never conflicts with a state
+ * change (each touches its own fields), so a drain request cannot be starved
+ * by a worker that heartbeats often.
+ */
 export interface RegistryStore {
   put(record: WorkerRecord): Promise<void>;
   byInstance(instanceId: string): Promise<WorkerRecord[]>;
-  /** Writes `next` only if the stored record still has `expectedState` and `expectedHeartbeatAt`; false otherwise. */
-  replace(expectedState: WorkerState, expectedHeartbeatAt: number, next: WorkerRecord): Promise<boolean>;
+  /** Raise the heartbeat (never lower it) unless the worker is gone; the record as stored, null if unknown. */
+  heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null>;
+  /** Move to `to` only from one of the states in `from`; false when the worker was in none of them. */
+  setState(instanceId: string, workerId: string, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean>;
   list(): Promise<WorkerRecord[]>;
 }
 
@@ -83,14 +90,8 @@ export class WorkerRegistry {
   }
 
   /** Refresh the heartbeat; returns the record as stored (a drain request shows up here), null if unknown. */
-  async heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const current = (await this.store.byInstance(instanceId)).find((w) => w.workerId === workerId);
-      if (!current || current.state === 'gone') return current ?? null;
-      const next = { ...current, heartbeatAt: Math.max(now, current.heartbeatAt) };
-      if (await this.store.replace(current.state, current.heartbeatAt, next)) return next;
-    }
-    throw new Error(`worker ${workerId}: heartbeat lost five races in a row`);
+  heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null> {
+    return this.store.heartbeat(instanceId, workerId, now);
   }
 
   /**
@@ -104,32 +105,16 @@ export class WorkerRegistry {
     const live = workers.filter((w) => w.state !== 'gone' && now - w.heartbeatAt <= this.staleAfterMs);
     const active = live.filter((w) => w.state === 'active');
     if (!active.length) return { outcome: live.length ? 'duplicate' : 'gone', workers: live.map((w) => w.workerId) };
-    const asked: string[] = [];
     const drain: DrainRequest = { kind: notice.kind, provider: notice.provider, noticeAt: notice.noticeAt, requestedAt: now };
-    for (const w of active) {
-      // The worker heartbeats meanwhile (the CAS includes its heartbeat): read again and retry until it
-      // is marked, or is no longer active (drained, gone). Never report a live worker as a duplicate.
-      let current: WorkerRecord | undefined = w;
-      for (let attempt = 0; current?.state === 'active'; attempt++) {
-        if (await this.store.replace('active', current.heartbeatAt, { ...current, state: 'draining', drain })) {
-          asked.push(w.workerId);
-          break;
-        }
-        if (attempt >= 20) throw new Error(`worker ${w.workerId} on ${notice.instanceId}: drain request lost 20 races with its heartbeat`);
-        current = (await this.store.byInstance(notice.instanceId)).find((x) => x.workerId === w.workerId);
-      }
-    }
+    const asked: string[] = [];
+    for (const w of active) if (await this.store.setState(notice.instanceId, w.workerId, ['active'], { state: 'draining', drain })) asked.push(w.workerId);
+    // None moved: another notice got there first (or they left meanwhile).
     return asked.length ? { outcome: 'requested', workers: asked } : { outcome: 'duplicate', workers: active.map((w) => w.workerId) };
   }
 
   /** The worker has left: the record stays, marked gone, so a late notice is recognised as late. */
   async deregister(instanceId: string, workerId: string, now: number): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const current = (await this.store.byInstance(instanceId)).find((w) => w.workerId === workerId);
-      if (!current || current.state === 'gone') return;
-      if (await this.store.replace(current.state, current.heartbeatAt, { ...current, state: 'gone', goneAt: now })) return;
-    }
-    throw new Error(`worker ${workerId}: deregister lost five races in a row`);
+    await this.store.setState(instanceId, workerId, ['active', 'draining'], { state: 'gone', goneAt: now });
   }
 
   list(): Promise<WorkerRecord[]> {

@@ -67,7 +67,7 @@ describe('ControlPlaneStack', () => {
 
   it('functions invoked by rules keep failed invocations: two async retries, then the events DLQ', () => {
     for (const [name, spec] of Object.entries(FUNCTIONS) as [keyof typeof FUNCTIONS, FunctionSpec][]) {
-      if (!spec.triggers.some((t) => t.kind !== 'invoke')) continue;
+      if (!spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule')) continue;
       const fn = logicalId(stack.functions[name]);
       template.hasResourceProperties('AWS::Lambda::Function', { Description: spec.description, DeadLetterConfig: { TargetArn: { 'Fn::GetAtt': [logicalId(stack.eventsDlq), 'Arn'] } } });
       template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', { FunctionName: { Ref: fn }, MaximumRetryAttempts: 2 });
@@ -82,6 +82,10 @@ describe('ControlPlaneStack', () => {
       const fn = logicalId(stack.functions[name]);
       for (const t of spec.triggers) {
         if (t.kind === 'invoke') continue;
+        if (t.kind === 'queue') {
+          template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { FunctionName: { Ref: fn }, EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, BatchSize: t.batchSize, FunctionResponseTypes: ['ReportBatchItemFailures'] });
+          continue;
+        }
         const rule = rules.find((r) => JSON.stringify(r.Targets).includes(fn) && (t.kind === 'rule' ? JSON.stringify(r.EventPattern) === JSON.stringify(t.pattern) : r.ScheduleExpression === `rate(${t.everyMinutes} minute${t.everyMinutes === 1 ? '' : 's'})`));
         expect(rule, `${name} ${t.kind}`).toBeDefined();
         if (t.kind === 'rule') expect(rule!.EventBusName ? JSON.stringify(rule!.EventBusName) : 'default').toBe(t.bus === 'rollout' ? JSON.stringify({ Ref: bus }) : JSON.stringify('default'));
@@ -121,14 +125,15 @@ describe('ControlPlaneStack', () => {
         if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
       }
     }
-    // Only the coordinator may send work or consume dead letters; the others may only put failed events in the events DLQ.
-    const coordinatorPolicy = JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith('CoordinatorServiceRole')).map(([, p]) => p));
-    expect(coordinatorPolicy).toContain(logicalId(stack.workQueue));
-    expect(coordinatorPolicy).toContain('sqs:ReceiveMessage');
-    for (const [id, p] of ofType('AWS::IAM::Policy').filter(([pid]) => !pid.startsWith('CoordinatorServiceRole'))) {
+    // Only the coordinator sends work; only the dead-letters function reads the work DLQ; the others
+    // may only put failed events into the events DLQ.
+    const policyOf = (prefix: string) => JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith(prefix)).map(([, p]) => p));
+    expect(policyOf('CoordinatorServiceRole')).toContain(logicalId(stack.workQueue));
+    expect(policyOf('DeadLettersServiceRole')).toContain('sqs:ReceiveMessage');
+    for (const [id, p] of ofType('AWS::IAM::Policy')) {
       const doc = JSON.stringify(p.Properties.PolicyDocument);
-      expect(doc, id).not.toContain(logicalId(stack.workQueue));
-      expect(doc, id).not.toContain('sqs:ReceiveMessage');
+      if (!id.startsWith('CoordinatorServiceRole')) expect(doc, id).not.toContain(logicalId(stack.workQueue));
+      if (!id.startsWith('DeadLettersServiceRole')) expect(doc, id).not.toContain('sqs:ReceiveMessage');
     }
   });
 

@@ -8,12 +8,16 @@
  * source; the Spot notice here is put the way AWS itself would deliver it.
  */
 import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
-import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import type { SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { coordinatorLease } from '../../shared/ledger/store.js';
 import { batchPromoterHandler } from '../../functions/batch-promoter.js';
 import { coordinatorHandler } from '../../functions/coordinator.js';
+import { deadLettersHandler } from '../../functions/dead-letters.js';
 import { lazy, runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { spotDrainHandler } from '../../functions/spot-drain.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
@@ -48,6 +52,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   let observed: string; // a queue subscribed to the rollout bus's ai.rollout events
   let eventsDlq: string;
   let workQueue: string;
+  let workDlq: string;
   const busName = uniqueName('bus');
   const arn = (kind: 'lambda' | 'sqs', name: string) => (kind === 'lambda' ? `arn:aws:lambda:us-east-1:000000000000:function:${name}` : `arn:aws:sqs:us-east-1:000000000000:${name}`);
 
@@ -65,10 +70,16 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     return got;
   }
 
+  async function receiveRaw(url: string, n: number): Promise<Message[]> {
+    const got: Message[] = [];
+    for (let i = 0; i < 20 && got.length < n; i++) got.push(...((await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }))).Messages ?? []));
+    return got;
+  }
+
   beforeAll(async () => {
     table = await dynamoTable();
     [observed, eventsDlq, workQueue] = await Promise.all([queue('observed'), queue('events-dlq'), queue('work')]);
-    const workDlq = await queue('work-dlq');
+    workDlq = await queue('work-dlq');
     // The stack as it deploys (bundling skipped: the handlers run in-process here).
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new ControlPlaneStack(app, 'E2e');
@@ -82,6 +93,8 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       batchPromoter: (e) => batchPromoterHandler(rt, silent, quiet)(e, { getRemainingTimeInMillis: () => 0 }),
       coordinator: coordinatorHandler(rt, { onFenced: () => undefined }, silent, quiet),
       spotDrain: spotDrainHandler(rt, silent, quiet),
+      // Not on a rule: its trigger is an SQS event source (the work DLQ), driven by the test below.
+      deadLetters: (e) => deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet)(e as SQSEvent),
     };
     const names: Record<string, string> = { [id(stack.bus)]: busName };
     const lambdas: Record<string, { handler: Handler; retries: number; dlqUrl: string }> = {};
@@ -174,5 +187,32 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     expect(await ledger.counts(runId)).toEqual({ pending: 6, running: 0, done: 0, failed: 0 });
     const attrs = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: workQueue, AttributeNames: ['ApproximateNumberOfMessages'] }));
     expect(Number(attrs.Attributes!.ApproximateNumberOfMessages)).toBeGreaterThanOrEqual(6); // back on the queue for other workers
+  });
+
+  it('the work DLQ consumer reports partial batch failures: settled records go, a run another stack coordinates comes back, a malformed one is dropped', async () => {
+    const runtime = await rt();
+    const { ledger } = runtime;
+    const dlq = new SqsWorkQueue(sqs, workDlq);
+    const ours = uniqueName('run');
+    const theirs = uniqueName('run');
+    for (const r of [ours, theirs]) await ledger.createRun(r, {}, Date.now());
+    const [mine] = (await ledger.enqueue(ours, [{ poison: 1 }], Date.now())).ids;
+    const [other] = (await ledger.enqueue(theirs, [{ poison: 2 }], Date.now())).ids;
+    // Another stack holds the coordinator lease of `theirs`.
+    await new LeaseElector(runtime.runLeases(theirs), { name: coordinatorLease(theirs), holderId: 'other-stack', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 }).campaign();
+    await dlq.send(ours, [mine!]);
+    await dlq.send(theirs, [other!]);
+    await sqs.send(new SendMessageCommand({ QueueUrl: workDlq, MessageBody: 'not json' }));
+    // The records as the event source mapping hands them over.
+    const messages = (await receiveRaw(workDlq, 3)).map((m) => ({ messageId: m.MessageId!, receiptHandle: m.ReceiptHandle!, body: m.Body!, attributes: {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: arn('sqs', 'work-dlq'), awsRegion: 'us-east-1' }));
+    expect(messages).toHaveLength(3);
+    const handler = deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet);
+    const response = await handler({ Records: messages } as unknown as SQSEvent);
+    const theirsMessage = messages.find((m) => m.body.includes(theirs))!;
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: theirsMessage.messageId }]);
+    const failedItem = (await ledger.get(ours, mine!))!;
+    expect(failedItem.state).toBe('failed');
+    expect(failedItem.error).toMatch(/^poison: delivered 5 times/);
+    expect((await ledger.get(theirs, other!))!.state).toBe('pending'); // left for its own coordinator
   });
 });

@@ -168,7 +168,7 @@ describe('spot drain on DynamoDB + SQS', () => {
     const { ledger } = await rtA();
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
     const queue = new SqsWorkQueue(sqs, url);
-    const options = { bus: new InProcessBus(), queue: () => ({ work: queue, dlq: null }), onFenced: () => undefined };
+    const options = { bus: new InProcessBus(), queue: () => queue, onFenced: () => undefined };
     const handlers: Record<string, (e: unknown) => Promise<unknown>> = { 'coordinator-a': coordinatorHandler(rtA, options, silentLog, silentMetrics), 'coordinator-b': coordinatorHandler(rtB, options, silentLog, silentMetrics) };
     // The Lambda Invoke API (REST-JSON), served by calling the handler in-process.
     const { url: endpoint, server } = await serve(async (req, body, res) => {
@@ -202,10 +202,10 @@ describe('spot drain on DynamoDB + SQS', () => {
       expect(await handlers['coordinator-b']!({ action: 'steal', runId, workerId: 'thief' })).toEqual({ leader: false, holder: 'stack-a' });
       await expect(new LambdaCoordinatorClient(lambda, 'coordinator-a', runId).requestWork('')).rejects.toThrow(/workerId/);
       await expect(handlers['coordinator-a']!({ action: 'rebalance', runId })).rejects.toThrow(/invalid coordinator request: action/);
-      expect(await handlers['coordinator-a']!({ action: 'scan', runId })).toMatchObject({ leader: true, scanned: { repended: [], failed: [] } });
+      expect(await handlers['coordinator-a']!({ action: 'scan', runId })).toMatchObject({ leader: true, scanned: { repended: [] } });
       // The schedule's request visits every open run; this run is open (its items are Running).
       await expect.poll(async () => (await ledger.openRuns()).includes(runId), { interval: 20, timeout: 5_000 }).toBe(true);
-      expect(await handlers['coordinator-a']!({ action: 'scan-all' })).toMatchObject({ leader: true, scanned: { repended: [], failed: [] } });
+      expect(await handlers['coordinator-a']!({ action: 'scan-all' })).toMatchObject({ leader: true, scanned: { repended: [] } });
     } finally {
       lambda.destroy();
       server.close();

@@ -1,6 +1,6 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { PutCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { RegistryStore, WorkerRecord, WorkerState } from '../../registry/registry.js';
+import { GetCommand, PutCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DrainRequest, RegistryStore, WorkerRecord, WorkerState } from '../../registry/registry.js';
 import { queryAll } from './query.js';
 
 /**
@@ -10,10 +10,11 @@ import { queryAll } from './query.js';
  */
 const GONE_TTL_S = 7 * 24 * 3600;
 
+const key = (instanceId: string, workerId: string) => ({ pk: `INSTANCE#${instanceId}`, sk: `WORKER#${workerId}` });
+
 function itemOf(w: WorkerRecord): Record<string, unknown> {
   return {
-    pk: `INSTANCE#${w.instanceId}`,
-    sk: `WORKER#${w.workerId}`,
+    ...key(w.instanceId, w.workerId),
     ...w,
     ...(w.goneAt !== null ? { ttl: Math.floor(w.goneAt / 1000) + GONE_TTL_S } : {}),
   };
@@ -53,15 +54,49 @@ export class DynamoRegistryStore implements RegistryStore {
     return items.map(recordOf);
   }
 
-  async replace(expectedState: WorkerState, expectedHeartbeatAt: number, w: WorkerRecord): Promise<boolean> {
+  async heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null> {
+    try {
+      const { Attributes } = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: key(instanceId, workerId),
+          UpdateExpression: 'SET heartbeatAt = :now',
+          ConditionExpression: 'attribute_exists(pk) AND #s <> :gone AND heartbeatAt < :now',
+          ExpressionAttributeNames: { '#s': 'state' },
+          ExpressionAttributeValues: { ':now': now, ':gone': 'gone' },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return recordOf(Attributes!);
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      // Unknown, gone, or already a later heartbeat: answer with what is stored.
+      const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: key(instanceId, workerId), ConsistentRead: true }));
+      return Item ? recordOf(Item) : null;
+    }
+  }
+
+  async setState(instanceId: string, workerId: string, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean> {
+    const values: Record<string, unknown> = { ':to': to.state, ...Object.fromEntries(from.map((f, i) => [`:f${i}`, f])) };
+    const sets = ['#s = :to'];
+    if (to.drain) {
+      sets.push('drain = :drain');
+      values[':drain'] = to.drain;
+    }
+    if (to.goneAt !== undefined) {
+      sets.push('goneAt = :gone, #ttl = :ttl');
+      values[':gone'] = to.goneAt;
+      values[':ttl'] = Math.floor(to.goneAt / 1000) + GONE_TTL_S;
+    }
     try {
       await this.doc.send(
-        new PutCommand({
+        new UpdateCommand({
           TableName: this.table,
-          Item: itemOf(w),
-          ConditionExpression: '#s = :s AND heartbeatAt = :h',
-          ExpressionAttributeNames: { '#s': 'state' },
-          ExpressionAttributeValues: { ':s': expectedState, ':h': expectedHeartbeatAt },
+          Key: key(instanceId, workerId),
+          UpdateExpression: `SET ${sets.join(', ')}`,
+          ConditionExpression: `#s IN (${from.map((_, i) => `:f${i}`).join(', ')})`,
+          ExpressionAttributeNames: { '#s': 'state', ...(to.goneAt !== undefined ? { '#ttl': 'ttl' } : {}) },
+          ExpressionAttributeValues: values,
         }),
       );
       return true;

@@ -1,4 +1,4 @@
-import type { RegistryStore, WorkerRecord, WorkerState } from '../../registry/registry.js';
+import type { DrainRequest, RegistryStore, WorkerRecord, WorkerState } from '../../registry/registry.js';
 import { toMillis, type Sql } from './sql.js';
 
 type Row = Record<string, unknown>;
@@ -36,11 +36,20 @@ export class PostgresRegistryStore implements RegistryStore {
     return rows.map(recordOf);
   }
 
-  async replace(expectedState: WorkerState, expectedHeartbeatAt: number, w: WorkerRecord): Promise<boolean> {
+  async heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null> {
+    const { rows } = await this.sql.query<Row>(
+      `UPDATE workers SET heartbeat_at = GREATEST(heartbeat_at, $3) WHERE instance_id = $1 AND worker_id = $2 AND state <> 'gone' RETURNING ${COLUMNS}`,
+      [instanceId, workerId, new Date(now)],
+    );
+    if (rows[0]) return recordOf(rows[0]);
+    return (await this.byInstance(instanceId)).find((w) => w.workerId === workerId) ?? null;
+  }
+
+  async setState(instanceId: string, workerId: string, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean> {
     const { rows } = await this.sql.query(
-      `UPDATE workers SET provider = $3, run_id = $4, state = $5, registered_at = $6, heartbeat_at = $7, drain = $8, gone_at = $9
-        WHERE instance_id = $1 AND worker_id = $2 AND state = $10 AND heartbeat_at = $11 RETURNING worker_id`,
-      [...values(w), expectedState, new Date(expectedHeartbeatAt)],
+      `UPDATE workers SET state = $3, drain = COALESCE($4::jsonb, drain), gone_at = COALESCE($5, gone_at)
+        WHERE instance_id = $1 AND worker_id = $2 AND state = ANY($6::text[]) RETURNING worker_id`,
+      [instanceId, workerId, to.state, to.drain ? JSON.stringify(to.drain) : null, to.goneAt === undefined ? null : new Date(to.goneAt), [...from]],
     );
     return rows.length === 1;
   }
