@@ -4,9 +4,16 @@ import { ControlPlaneStack } from './stack.js';
 
 /** `npm run synth` / `cdk deploy`. Offline: no lookups, no version check, no notices. */
 export function buildApp(app = new App()): App {
-  const stackName: unknown = app.node.tryGetContext('stackName');
-  new ControlPlaneStack(app, typeof stackName === 'string' && stackName ? stackName : 'RolloutControlPlane', {
+  const context = (key: string): string | undefined => {
+    const v: unknown = app.node.tryGetContext(key);
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || !v.trim()) throw new Error(`invalid context: ${key}: must be a non-empty string, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const nodeId = context('nodeId');
+  new ControlPlaneStack(app, context('stackName') ?? 'RolloutControlPlane', {
     description: 'Rollout control plane: progressive rollouts and work runs under epoch-fenced leases',
+    ...(nodeId ? { nodeId } : {}),
   });
   // cdk-nag 3 is a policy-validation plugin; findings fail the synth.
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

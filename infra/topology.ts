@@ -51,8 +51,9 @@ export const FUNCTIONS = {
     description: 'Ticks every 10 s within a once-a-minute invocation: promotes what is due, catches up on dropped events',
     triggers: [{ kind: 'schedule', everyMinutes: 1 }],
     // Ticks through one minute and ends before the next invocation; concurrency 1 so ticks never overlap.
+    // Mostly waiting between ticks, so memory (and CPU, which scales with it) is kept small; see README for the cost.
     timeoutSeconds: 70,
-    memoryMb: 512,
+    memoryMb: 256,
     reservedConcurrency: 1,
     grants: ['store:read', 'store:write', 'bus:put'],
   },
