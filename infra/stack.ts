@@ -4,6 +4,9 @@ import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable } fro
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -135,6 +138,8 @@ export class ControlPlaneStack extends Stack {
     spec.triggers.forEach((t, i) => {
       if (t.kind === 'rule') {
         new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: t.pattern, targets: [target()], description: spec.description });
+      } else if (t.kind === 'http') {
+        this.httpApi(fn);
       } else if (t.kind === 'queue') {
         fn.addEventSource(new SqsEventSource(this.workDlq, { batchSize: t.batchSize, reportBatchItemFailures: true }));
       } else if (t.kind === 'schedule') {
@@ -147,6 +152,21 @@ export class ControlPlaneStack extends Stack {
       { id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${this.getLogicalId(this.table.node.defaultChild as CfnTable)}.Arn>/index/*]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' },
     );
     return fn;
+  }
+
+  /** An HTTP API in front of `fn`: IAM authorization on every route, access logs, throttling. */
+  private httpApi(fn: NodejsFunction): void {
+    const api = new HttpApi(this, 'HttpApi', { description: 'Rollout control plane API (SigV4-signed requests only)', createDefaultStage: false });
+    api.addRoutes({ path: '/{proxy+}', methods: [HttpMethod.GET, HttpMethod.POST], integration: new HttpLambdaIntegration('ApiIntegration', fn), authorizer: new HttpIamAuthorizer() });
+    const logs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
+    const stage = new HttpStage(this, 'ApiStage', {
+      httpApi: api,
+      stageName: '$default',
+      autoDeploy: true,
+      throttle: { rateLimit: 50, burstLimit: 100 },
+      accessLogSettings: { destination: new LogGroupLogDestination(logs) },
+    });
+    new CfnOutput(this, 'ApiUrl', { value: stage.url });
   }
 
   private operations(): void {

@@ -17,6 +17,8 @@ export type Trigger =
   | { readonly kind: 'schedule'; readonly everyMinutes: number; readonly input?: Readonly<Record<string, unknown>> }
   /** Invoked directly (Lambda Invoke by workers). */
   | { readonly kind: 'invoke' }
+  /** The HTTP API (API Gateway, IAM authorization): every route. */
+  | { readonly kind: 'http' }
   /** An SQS event source with partial batch responses. */
   | { readonly kind: 'queue'; readonly queue: 'work-dlq'; readonly batchSize: number };
 
@@ -81,6 +83,14 @@ export const FUNCTIONS = {
     timeoutSeconds: 15,
     memoryMb: 256,
     grants: ['store:read', 'store:write'],
+  },
+  api: {
+    entry: 'functions/api.ts',
+    description: 'HTTP API: cluster status, rollouts (create, read, commands) and runs (create, status)',
+    triggers: [{ kind: 'http' }],
+    timeoutSeconds: 29,
+    memoryMb: 512,
+    grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
   },
 } as const satisfies Record<string, FunctionSpec>;
 

@@ -82,6 +82,15 @@ describe('ControlPlaneStack', () => {
       const fn = logicalId(stack.functions[name]);
       for (const t of spec.triggers) {
         if (t.kind === 'invoke') continue;
+        if (t.kind === 'http') {
+          // Every route behind IAM (SigV4) authorization, proxied to the api function.
+          template.hasResourceProperties('AWS::ApiGatewayV2::Route', { RouteKey: 'GET /{proxy+}', AuthorizationType: 'AWS_IAM' });
+          template.hasResourceProperties('AWS::ApiGatewayV2::Route', { RouteKey: 'POST /{proxy+}', AuthorizationType: 'AWS_IAM' });
+          for (const [, r] of ofType('AWS::ApiGatewayV2::Route')) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
+          template.hasResourceProperties('AWS::ApiGatewayV2::Stage', { StageName: '$default', AutoDeploy: true, AccessLogSettings: Match.objectLike({ DestinationArn: Match.anyValue() }), DefaultRouteSettings: { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 } });
+          expect(JSON.stringify(ofType('AWS::ApiGatewayV2::Integration'))).toContain(fn);
+          continue;
+        }
         if (t.kind === 'queue') {
           template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { FunctionName: { Ref: fn }, EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, BatchSize: t.batchSize, FunctionResponseTypes: ['ReportBatchItemFailures'] });
           continue;
@@ -125,14 +134,14 @@ describe('ControlPlaneStack', () => {
         if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
       }
     }
-    // Only the coordinator sends work; only the dead-letters function reads the work DLQ; the others
-    // may only put failed events into the events DLQ.
+    // Only the coordinator (re-pended items) and the API (new runs) send work; only the dead-letters
+    // function reads the work DLQ; the others may only put failed events into the events DLQ.
     const policyOf = (prefix: string) => JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith(prefix)).map(([, p]) => p));
     expect(policyOf('CoordinatorServiceRole')).toContain(logicalId(stack.workQueue));
     expect(policyOf('DeadLettersServiceRole')).toContain('sqs:ReceiveMessage');
     for (const [id, p] of ofType('AWS::IAM::Policy')) {
       const doc = JSON.stringify(p.Properties.PolicyDocument);
-      if (!id.startsWith('CoordinatorServiceRole')) expect(doc, id).not.toContain(logicalId(stack.workQueue));
+      if (!id.startsWith('CoordinatorServiceRole') && !id.startsWith('ApiServiceRole')) expect(doc, id).not.toContain(logicalId(stack.workQueue));
       if (!id.startsWith('DeadLettersServiceRole')) expect(doc, id).not.toContain('sqs:ReceiveMessage');
     }
   });
@@ -148,8 +157,8 @@ describe('ControlPlaneStack', () => {
     expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(1);
   });
 
-  it('outputs the table, bus, work queue and coordinator function', () => {
-    for (const out of ['StoreTableName', 'RolloutBusName', 'WorkQueueUrl', 'CoordinatorFunctionName']) template.hasOutput(out, { Value: Match.anyValue() });
+  it('outputs the table, bus, work queue, coordinator function and API URL', () => {
+    for (const out of ['StoreTableName', 'RolloutBusName', 'WorkQueueUrl', 'CoordinatorFunctionName', 'ApiUrl']) template.hasOutput(out, { Value: Match.anyValue() });
   });
 
   it('each bundled function loads on its own (no package from this checkout) and exports its handler', async () => {

@@ -11,7 +11,8 @@ import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand 
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import type { SQSEvent } from 'aws-lambda';
+import type { APIGatewayProxyEventV2WithIAMAuthorizer, SQSEvent } from 'aws-lambda';
+import { apiLambdaHandler } from '../../functions/api.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
@@ -95,6 +96,8 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       spotDrain: spotDrainHandler(rt, silent, quiet),
       // Not on a rule: its trigger is an SQS event source (the work DLQ), driven by the test below.
       deadLetters: (e) => deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet)(e as SQSEvent),
+      // Behind API Gateway, driven by the test below with HTTP API (payload 2.0) events.
+      api: (e) => apiLambdaHandler(rt, {}, silent, quiet)(e as APIGatewayProxyEventV2WithIAMAuthorizer),
     };
     const names: Record<string, string> = { [id(stack.bus)]: busName };
     const lambdas: Record<string, { handler: Handler; retries: number; dlqUrl: string }> = {};
@@ -124,9 +127,26 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   const put = (detailType: string, detail: object, bus = busName, source = 'rollout.signals') =>
     events.send(new PutEventsCommand({ Entries: [{ EventBusName: bus, Source: source, DetailType: detailType, Detail: JSON.stringify(detail) }] }));
 
-  it('metrics put on the bus reach the StreamingPromoter through the deployed rule; the promotion events arrive on a subscriber queue', async () => {
-    const { engine } = await rt();
-    const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
+  /** An HTTP API (payload 2.0) request as API Gateway hands it over after IAM authorization. */
+  const http = (method: string, path: string, body?: unknown) =>
+    apiLambdaHandler(rt, {}, silent, quiet)({
+      version: '2.0',
+      routeKey: `${method} /{proxy+}`,
+      rawPath: path,
+      rawQueryString: '',
+      headers: { 'content-type': 'application/json' },
+      isBase64Encoded: false,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      requestContext: { http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: uniqueName('req'), authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } } },
+    } as unknown as APIGatewayProxyEventV2WithIAMAuthorizer);
+
+  it('a rollout created through the API, metrics put on the bus: the StreamingPromoter promotes through the deployed rule; the events arrive on a subscriber queue', async () => {
+    const created = await http('POST', '/rollouts', { spec: SPEC });
+    expect(created.statusCode).toBe(201);
+    const { id } = JSON.parse(created.body!) as { id: string };
+    const bad = await http('POST', '/rollouts', { spec: { ...SPEC, stages: [] } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toMatch(/stages/);
     expect((await put('rollout.created', { rolloutId: id })).FailedEntryCount).toBe(0);
     await eb.idle();
     await put('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: new Date().toISOString() });
@@ -134,6 +154,14 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     const got = await receiveAll(observed, (bodies) => bodies.some((b) => JSON.stringify(b).includes(id) && JSON.stringify(b).includes('stage_promoted')));
     const mine = got.map((g) => g.body as { 'detail-type': string; detail: { rolloutId: string } }).filter((b) => b.detail.rolloutId === id);
     expect(mine.map((b) => b['detail-type'])).toEqual(expect.arrayContaining(['ai.rollout.stage_activated', 'ai.rollout.stage_promoted']));
+    const view = JSON.parse((await http('GET', `/rollouts/${id}`)).body!) as { createdBy: string; stages: { phase: string }[] };
+    expect(view.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
+    // A manual command through the API: fenced by this stack's promotion lease, recorded with the caller.
+    const abort = await http('POST', `/rollouts/${id}/abort`, { reason: 'smoke' });
+    expect(abort.statusCode, abort.body).toBe(200);
+    expect(JSON.parse(abort.body!)).toMatchObject({ action: { transition: 'abort', applied: true } });
+    expect((await http('POST', `/rollouts/${id}/explode`)).statusCode).toBe(404);
+    expect((await http('GET', '/cluster/leader')).statusCode).toBe(200);
   });
 
   it('a dropped event is caught up by the scheduled BatchPromoter tick', async () => {

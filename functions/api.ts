@@ -1,0 +1,55 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { apiHandler, type ApiDeps } from '../shared/api/handler.js';
+import { errorMessage } from '../shared/log.js';
+import { sqsClient } from '../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../shared/queue/sqs/queue.js';
+import { lazy, runtimeFrom, type Runtime } from './runtime.js';
+
+/**
+ * The HTTP API (API Gateway HTTP API, payload 2.0, IAM authorization): an
+ * adapter from the request to shared/api. The caller's IAM principal is the
+ * actor recorded on every change. Unexpected failures answer 500 with a
+ * request id to find the log line, never the internals.
+ */
+export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Partial<Pick<ApiDeps, 'workQueue'>> = {}, logger = new Logger({ serviceName: 'api' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' })) {
+  const handle = lazy(async () => {
+    const rt = await runtime();
+    return apiHandler({
+      nodeId: rt.env.ROLLOUT_NODE_ID,
+      engine: rt.engine,
+      leadership: rt.leadership,
+      leases: rt.leases,
+      ledger: rt.ledger,
+      workQueue:
+        overrides.workQueue ??
+        (() => {
+          const url = process.env.ROLLOUT_WORK_QUEUE_URL;
+          if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required to create runs');
+          return new SqsWorkQueue(sqsClient(), url);
+        }),
+    });
+  });
+
+  return async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
+    const method = event.requestContext.http.method;
+    const path = event.rawPath;
+    try {
+      const body = event.body === undefined ? null : event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
+      const actor = event.requestContext.authorizer?.iam?.userArn ?? 'unknown';
+      const res = await (await handle())({ method, path, body, actor });
+      metrics.addMetric(res.status >= 500 ? 'Responses5xx' : res.status >= 400 ? 'Responses4xx' : 'Responses2xx', MetricUnit.Count, 1);
+      if (res.status >= 400) logger.warn('request refused', { method, path, status: res.status, body: res.body });
+      return { statusCode: res.status, headers: { 'content-type': 'application/json', ...res.headers }, body: JSON.stringify(res.body) };
+    } catch (err) {
+      metrics.addMetric('Responses5xx', MetricUnit.Count, 1);
+      logger.error('request failed', { method, path, requestId: event.requestContext.requestId, error: errorMessage(err) });
+      return { statusCode: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'internal error', requestId: event.requestContext.requestId }) };
+    } finally {
+      metrics.publishStoredMetrics();
+    }
+  };
+}
+
+export const handler = apiLambdaHandler(lazy(() => runtimeFrom(process.env)));

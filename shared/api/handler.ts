@@ -1,0 +1,220 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { Clock } from '../clock.js';
+import { systemClock } from '../clock.js';
+import { ConfigError } from '../errors.js';
+import type { LeaseStore } from '../lease/store.js';
+import type { LedgerStore } from '../ledger/store.js';
+import type { WorkQueue } from '../queue/port.js';
+import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
+import type { Leadership, RolloutEngine } from '../rollout/engine.js';
+import type { RolloutView } from '../rollout/model.js';
+import { UnknownRolloutError } from '../rollout/store.js';
+import { TransitionRejectedError } from '../rollout/transitions.js';
+
+/**
+ * The control plane's HTTP API, independent of transport: the Lambda behind
+ * API Gateway and a cluster node serve the same routes through this.
+ *
+ *   GET  /cluster/status | /cluster/leader | /cluster/health
+ *   POST /rollouts                         create (spec), idempotent on `id`
+ *   GET  /rollouts                         the running rollouts
+ *   GET  /rollouts/{id}
+ *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
+ *   POST /runs                             create a work run and enqueue its items
+ *   GET  /runs/{id}                        its counts
+ *
+ * Bad requests get a 4xx whose body names what is wrong. Writes that need the
+ * promotion lease answer 503 with the current leader when this node does not
+ * hold it.
+ */
+export interface ApiRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly body: string | null;
+  /** Who is calling (the IAM principal behind the request). */
+  readonly actor: string;
+}
+
+export interface ApiResponse {
+  readonly status: number;
+  readonly body: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export interface ApiDeps {
+  readonly nodeId: string;
+  readonly engine: RolloutEngine;
+  readonly leadership: Leadership;
+  readonly leases: LeaseStore;
+  readonly ledger: LedgerStore;
+  /** Where a new run's items are sent (SQS in AWS). */
+  readonly workQueue: () => WorkQueue;
+  readonly clock?: Clock;
+}
+
+export const PROMOTION_LEASE = 'promotion_leader';
+const MAX_RUN_ITEMS = 10_000;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+}
+
+const createRolloutBody = z.object({ id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)').optional(), spec: z.unknown() }).strict();
+const commandBody = z.object({ reason: z.string().max(1_000).optional() }).strict();
+const createRunBody = z
+  .object({
+    id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)').optional(),
+    spec: z.record(z.string(), z.unknown()).default({}),
+    items: z.array(z.unknown()).min(1, 'at least one item').max(MAX_RUN_ITEMS, `at most ${MAX_RUN_ITEMS} items per request; add more with further requests on the same id`),
+  })
+  .strict();
+
+function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
+  let json: unknown = {};
+  if (body !== null && body.trim() !== '') {
+    try {
+      json = JSON.parse(body);
+    } catch (err) {
+      throw new HttpError(400, `request body is not JSON: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw new HttpError(400, 'invalid request body', { issues: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`) });
+  return parsed.data;
+}
+
+function viewJson(v: RolloutView): unknown {
+  return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms };
+}
+
+export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiResponse> {
+  const clock = deps.clock ?? systemClock;
+
+  async function leaderInfo() {
+    const row = await deps.leases.read(PROMOTION_LEASE);
+    const now = clock.now();
+    return row && row.holder !== null && row.expiresAt > now ? { holder: row.holder, epoch: row.epoch, expiresAt: new Date(row.expiresAt).toISOString() } : null;
+  }
+
+  async function requireLeadership() {
+    const token = await deps.leadership();
+    if (token) return token;
+    const leader = await leaderInfo();
+    throw new HttpError(503, leader ? `not the leader: ${leader.holder} is` : 'no leader elected', { leader }, );
+  }
+
+  const routes: { method: string; pattern: RegExp; run: (m: RegExpMatchArray, req: ApiRequest) => Promise<ApiResponse> }[] = [
+    {
+      method: 'GET',
+      pattern: /^\/cluster\/status$/,
+      run: async () => {
+        const leader = await leaderInfo();
+        return { status: 200, body: { nodeId: deps.nodeId, leader, isLeader: leader?.holder === deps.nodeId, time: new Date(clock.now()).toISOString() } };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/cluster\/leader$/,
+      run: async () => {
+        const leader = await leaderInfo();
+        return leader ? { status: 200, body: leader } : { status: 503, body: { error: 'no leader elected' } };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/cluster\/health$/,
+      run: async () => {
+        try {
+          await deps.leases.read(PROMOTION_LEASE);
+          return { status: 200, body: { status: 'ok', nodeId: deps.nodeId, store: 'reachable' } };
+        } catch (err) {
+          return { status: 503, body: { status: 'degraded', nodeId: deps.nodeId, store: `unreachable: ${err instanceof Error ? err.message : String(err)}` } };
+        }
+      },
+    },
+    {
+      method: 'POST',
+      pattern: /^\/rollouts$/,
+      run: async (_m, req) => {
+        const body = parseBody(createRolloutBody, req.body);
+        const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
+        return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/rollouts$/,
+      run: async () => ({ status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map(viewJson) } }),
+    },
+    {
+      method: 'GET',
+      pattern: /^\/rollouts\/([^/]+)$/,
+      run: async (m) => {
+        const view = await deps.engine.store.load(decodeURIComponent(m[1]!));
+        if (!view) throw new HttpError(404, `rollout ${decodeURIComponent(m[1]!)} not found`);
+        return { status: 200, body: viewJson(view) };
+      },
+    },
+    {
+      method: 'POST',
+      pattern: /^\/rollouts\/([^/]+)\/([a-z-]+)$/,
+      run: async (m, req) => {
+        const command = m[2]!;
+        if (!(COMMANDS as readonly string[]).includes(command)) throw new HttpError(404, `unknown command ${command}: one of ${COMMANDS.join(', ')}`);
+        const body = parseBody(commandBody, req.body);
+        const token = await requireLeadership();
+        const action = await runCommand(deps.engine, token, { rolloutId: decodeURIComponent(m[1]!), command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+        return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
+      },
+    },
+    {
+      method: 'POST',
+      pattern: /^\/runs$/,
+      run: async (_m, req) => {
+        const body = parseBody(createRunBody, req.body);
+        const id = body.id ?? `run_${randomUUID()}`;
+        const now = clock.now();
+        const { created } = await deps.ledger.createRun(id, body.spec, now);
+        const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
+        // Idempotent: items already present are not sent again (their messages exist or they are done).
+        if (added > 0) await deps.workQueue().send(id, ids);
+        return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/runs\/([^/]+)$/,
+      run: async (m) => {
+        const id = decodeURIComponent(m[1]!);
+        const run = await deps.ledger.getRun(id);
+        if (!run) throw new HttpError(404, `run ${id} not found`);
+        const counts = await deps.ledger.counts(id);
+        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), counts, done: counts.pending + counts.running === 0 } };
+      },
+    },
+  ];
+
+  return async (req) => {
+    try {
+      const path = req.path.replace(/\/+$/, '') || '/';
+      const matching = routes.map((r) => ({ r, m: path.match(r.pattern) })).filter((x) => x.m);
+      if (!matching.length) throw new HttpError(404, `no route for ${path}`);
+      const route = matching.find((x) => x.r.method === req.method.toUpperCase());
+      if (!route) throw new HttpError(405, `${req.method} not allowed on ${path}: use ${[...new Set(matching.map((x) => x.r.method))].join(' or ')}`);
+      return await route.r.run(route.m!, req);
+    } catch (err) {
+      if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
+      if (err instanceof ConfigError) return { status: 400, body: { error: err.message, issues: err.issues } };
+      if (err instanceof UnknownRolloutError) return { status: 404, body: { error: err.message } };
+      if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
+      throw err;
+    }
+  };
+}
