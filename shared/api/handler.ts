@@ -184,7 +184,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const { created } = await deps.ledger.createRun(id, body.spec, now);
         const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
         // Idempotent: items already present are not sent again (their messages exist or they are done).
-        if (added > 0) await deps.workQueue().send(id, ids);
+        if (added > 0) await deps.workQueue().send(id, [...new Set(ids)]);
         return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
       },
     },

@@ -1,0 +1,101 @@
+/**
+ * The HTTP API's routes on real stores (PostgreSQL, DynamoDB Local): status
+ * codes and bodies a client relies on, leadership for commands, idempotent
+ * run creation.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiHandler, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
+import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { ManualClock } from '../support/clock.js';
+
+const SPEC = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } },
+    { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+  ],
+};
+const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
+
+describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
+  let backend: LeaseBackend;
+  const clock = new ManualClock(Date.now());
+  const sqs = sqsClient();
+  let queueUrl: string;
+  /** Messages on the work queue (SQS on the test endpoint). */
+  const queued = async () => {
+    const a = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
+    return Number(a.Attributes!.ApproximateNumberOfMessages);
+  };
+  let call: (method: string, path: string, body?: unknown) => ReturnType<ReturnType<typeof apiHandler>>;
+  let follower: ReturnType<typeof apiHandler>;
+
+  beforeAll(async () => {
+    backend = await openBackend(name);
+    queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('api') }))).QueueUrl!;
+    const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
+    const elector = (holder: string) => new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: holder, clock, ...LEASE });
+    const deps = { engine, leases: backend.store, ledger: backend.ledger, workQueue: () => new SqsWorkQueue(sqs, queueUrl), clock };
+    const handle = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')) });
+    follower = apiHandler({ ...deps, nodeId: 'node-b', leadership: campaignEachTime(elector('node-b')) });
+    call = (method, path, body) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice' } satisfies ApiRequest);
+  });
+  afterAll(async () => {
+    await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
+    await backend?.close();
+  });
+
+  it('cluster: no leader yet → 503 "no leader elected"; health reports the store reachable', async () => {
+    expect(await call('GET', '/cluster/leader')).toEqual({ status: 503, body: { error: 'no leader elected' } });
+    expect(await call('GET', '/cluster/health')).toMatchObject({ status: 200, body: { status: 'ok', store: 'reachable' } });
+    expect(await call('GET', '/cluster/status')).toMatchObject({ status: 200, body: { nodeId: 'node-a', leader: null, isLeader: false } });
+  });
+
+  it('rollouts: create (201, then 200 for the same id), get, list; a bad spec is a 400 that names the field', async () => {
+    const created = await call('POST', '/rollouts', { id: `ro-${name}`, spec: SPEC });
+    expect(created).toMatchObject({ status: 201, body: { id: `ro-${name}`, created: true }, headers: { location: `/rollouts/ro-${name}` } });
+    expect((await call('POST', '/rollouts', { id: `ro-${name}`, spec: SPEC })).status).toBe(200);
+    expect(await call('GET', `/rollouts/ro-${name}`)).toMatchObject({ status: 200, body: { id: `ro-${name}`, state: 'running', stages: [{ name: 'canary' }, { name: 'all' }] } });
+    expect(((await call('GET', '/rollouts')).body as { rollouts: { id: string }[] }).rollouts.map((r) => r.id)).toContain(`ro-${name}`);
+    const bad = await call('POST', '/rollouts', { spec: { ...SPEC, stages: [{ name: 'x', percent: 50, bakeSeconds: 0, gates: {} }] } });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toMatch(/the last stage must reach 100/);
+    expect(await call('POST', '/rollouts', '{not json')).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^request body is not JSON/) as unknown } });
+    expect(await call('POST', '/rollouts', { spec: SPEC, colour: 'red' })).toMatchObject({ status: 400, body: { issues: [expect.stringMatching(/colour/) as unknown] } });
+    expect((await call('GET', '/rollouts/nope')).status).toBe(404);
+  });
+
+  it('commands: the leader applies them (recorded with the caller); a follower answers 503 naming the leader; a refused transition is 409', async () => {
+    await call('POST', '/rollouts', { id: `cmd-${name}`, spec: SPEC });
+    const paused = await call('POST', `/rollouts/cmd-${name}/pause`, { reason: 'investigating' });
+    expect(paused).toMatchObject({ status: 200, body: { action: { transition: 'pause', applied: true } } });
+    expect(await follower({ method: 'POST', path: `/rollouts/cmd-${name}/resume`, body: null, actor: 'bob' })).toMatchObject({ status: 503, body: { error: 'not the leader: node-a is', leader: { holder: 'node-a' } } });
+    expect((await call('POST', `/rollouts/cmd-${name}/pause`)).status).toBe(409);
+    expect(await call('POST', `/rollouts/cmd-${name}/launch`)).toMatchObject({ status: 404, body: { error: expect.stringMatching(/unknown command launch: one of promote, promote-full/) as unknown } });
+    expect((await call('POST', '/rollouts/unknown-id/abort')).status).toBe(404);
+    expect(await call('GET', '/cluster/leader')).toMatchObject({ status: 200, body: { holder: 'node-a', epoch: 0 } });
+  });
+
+  it('runs: create enqueues and sends the items once; the same request again adds nothing; status counts', async () => {
+    const first = await call('POST', '/runs', { id: `run-${name}`, items: [{ p: 1 }, { p: 2 }, { p: 1 }] });
+    expect(first).toMatchObject({ status: 201, body: { id: `run-${name}`, created: true, items: 3, added: 2 } });
+    expect(await queued()).toBe(2); // one message per item: the repeated payload is the same item
+    expect(await call('POST', '/runs', { id: `run-${name}`, items: [{ p: 2 }, { p: 1 }] })).toMatchObject({ status: 200, body: { created: false, added: 0 } });
+    expect(await queued()).toBe(2); // nothing new, nothing sent again
+    expect(await call('GET', `/runs/run-${name}`)).toMatchObject({ status: 200, body: { counts: { pending: 2, running: 0, done: 0, failed: 0 }, done: false } });
+    expect(await call('POST', '/runs', { items: [] })).toMatchObject({ status: 400, body: { issues: ['items: at least one item'] } });
+    expect((await call('GET', '/runs/none')).status).toBe(404);
+  });
+
+  it('routing: unknown path 404, wrong method 405 naming the allowed ones', async () => {
+    expect(await call('GET', '/nowhere')).toMatchObject({ status: 404, body: { error: 'no route for /nowhere' } });
+    expect(await call('DELETE', '/rollouts')).toMatchObject({ status: 405, body: { error: 'DELETE not allowed on /rollouts: use POST or GET' } });
+  });
+});
+
