@@ -1,4 +1,6 @@
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { hostname } from 'node:os';
+import type pg from 'pg';
 import { z } from 'zod';
 import { EventBridgeBus } from '../shared/events/eventbridge.js';
 import type { EventBus } from '../shared/events/bus.js';
@@ -32,6 +34,8 @@ const envSchema = z.object({
   ROLLOUT_STORE: z.enum(['dynamodb', 'postgres']).default('dynamodb'),
   ROLLOUT_TABLE: z.string().min(1).optional(),
   DATABASE_URL: z.string().min(1).optional(),
+  /** Aurora: the cluster's generated secret (host, port, dbname, username, password); read at cold start. */
+  ROLLOUT_DB_SECRET_ARN: z.string().min(1).optional(),
   ROLLOUT_NODE_ID: z.string().min(1).default(`${process.env.AWS_LAMBDA_FUNCTION_NAME ?? hostname()}`),
   ROLLOUT_EVENT_BUS: z.string().min(1).default('default'),
   ROLLOUT_LEASE_TTL_MS: z.coerce.number().int().positive().default(30_000),
@@ -70,8 +74,8 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     registry = new DynamoRegistryStore(doc, table);
     runLeases = (runId) => new DynamoRunLeaseStore(doc, table, runId);
   } else {
-    if (!env.DATABASE_URL) throw new Error('invalid environment config: DATABASE_URL: required when ROLLOUT_STORE=postgres');
-    const db = await connectPostgres({ connectionString: env.DATABASE_URL, max: 2 });
+    if (!env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN) throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
+    const db = await connectPostgres(env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await secretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 });
     leases = new PostgresLeaseStore(db.sql);
     rollouts = new PostgresRolloutStore(db.sql);
     ledger = new PostgresLedgerStore(db.sql);
@@ -88,6 +92,21 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
   });
   const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS), ...(overrides.logger ? { logger: overrides.logger } : {}) });
   return { env, leases, rollouts, ledger, registry: new WorkerRegistry(registry), runLeases, engine, leadership: campaignEachTime(elector) };
+}
+
+const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });
+
+/** A PostgreSQL connection from an RDS-generated secret; TLS verified against the CA bundle the runtime provides. */
+export async function secretConnection(secretArn: string, client = new SecretsManagerClient({})): Promise<pg.PoolConfig> {
+  const { SecretString } = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));
+  let json: unknown;
+  try {
+    json = JSON.parse(SecretString ?? '');
+  } catch {
+    throw new Error(`database secret ${secretArn}: not a JSON secret`);
+  }
+  const s = parseConfig(`database secret ${secretArn}`, dbSecret, json);
+  return { host: s.host, port: s.port, user: s.username, password: s.password, database: s.dbname, ssl: process.env.ROLLOUT_DB_TLS === 'off' ? false : { rejectUnauthorized: true } };
 }
 
 /** One runtime per sandbox, created on first use. */

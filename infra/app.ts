@@ -11,9 +11,12 @@ export function buildApp(app = new App()): App {
     return v;
   };
   const nodeId = context('nodeId');
+  const store = context('store') ?? 'dynamodb';
+  if (store !== 'dynamodb' && store !== 'aurora') throw new Error(`invalid context: store: must be dynamodb or aurora, got ${store}`);
   new ControlPlaneStack(app, context('stackName') ?? 'RolloutControlPlane', {
     description: 'Rollout control plane: progressive rollouts and work runs under epoch-fenced leases',
     ...(nodeId ? { nodeId } : {}),
+    store,
   });
   // cdk-nag 3 is a policy-validation plugin; findings fail the synth.
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

@@ -15,6 +15,7 @@ import type { Construct } from 'constructs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GSI1, KEY } from '../shared/store/dynamodb/table.js';
+import { AuroraStore } from './aurora.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from './topology.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -28,6 +29,8 @@ export const MAX_RECEIVE_COUNT = 5;
 export interface ControlPlaneProps extends StackProps {
   /** This stack's node identity (lease holder). Two stacks sharing a store elect one leader. Default: the stack name. */
   readonly nodeId?: string;
+  /** Where leases, rollouts and ledgers live. Default: DynamoDB. */
+  readonly store?: 'dynamodb' | 'aurora';
 }
 
 /**
@@ -44,6 +47,8 @@ export class ControlPlaneStack extends Stack {
   /** Events a rule could not deliver to its target after its retries. */
   readonly eventsDlq: Queue;
   readonly functions: Record<FunctionName, NodejsFunction>;
+  /** Set with `store: 'aurora'`. */
+  readonly aurora: AuroraStore | null;
 
   constructor(scope: Construct, id: string, props: ControlPlaneProps = {}) {
     super(scope, id, props);
@@ -79,9 +84,9 @@ export class ControlPlaneStack extends Stack {
     // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
     this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
 
+    this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora') : null;
     const env: Record<string, string> = {
-      ROLLOUT_STORE: 'dynamodb',
-      ROLLOUT_TABLE: this.table.tableName,
+      ...(this.aurora ? { ROLLOUT_STORE: 'postgres' } : { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: this.table.tableName }),
       ROLLOUT_NODE_ID: nodeId,
       ROLLOUT_EVENT_BUS: this.bus.eventBusName,
       ROLLOUT_WORK_QUEUE_URL: this.workQueue.queueUrl,
@@ -118,6 +123,7 @@ export class ControlPlaneStack extends Stack {
       ...(spec.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: spec.reservedConcurrency } : {}),
       environment: { ...env, POWERTOOLS_SERVICE_NAME: name },
       tracing: Tracing.ACTIVE,
+      ...(this.aurora ? { vpc: this.aurora.vpc, vpcSubnets: this.aurora.subnets, securityGroups: [this.aurora.clientGroup] } : {}),
       // Rules invoke asynchronously: a failed invocation is retried twice by Lambda, then kept in the
       // events DLQ with its error (the rule target's own DLQ only sees delivery failures).
       ...(spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
@@ -125,9 +131,10 @@ export class ControlPlaneStack extends Stack {
       // The SDK is bundled (the versions tested are the versions run); PGlite is never used in Lambda.
       bundling: { format: OutputFormat.CJS, target: 'node22', minify: true, sourceMap: true, externalModules: ['@electric-sql/pglite', 'pg-native'] },
     });
+    if (this.aurora) this.aurora.grant(fn);
     for (const grant of spec.grants) {
-      if (grant === 'store:read') this.table.grantReadData(fn);
-      if (grant === 'store:write') this.table.grantWriteData(fn);
+      if (grant === 'store:read' && !this.aurora) this.table.grantReadData(fn);
+      if (grant === 'store:write' && !this.aurora) this.table.grantWriteData(fn);
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
       if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
@@ -146,6 +153,12 @@ export class ControlPlaneStack extends Stack {
         new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
       }
     });
+    if (this.aurora) {
+      Validations.of(fn).acknowledge({
+        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
+        reason: 'AWSLambdaVPCAccessExecutionRole only lets the function manage its own network interfaces in the VPC, and write its logs',
+      });
+    }
     Validations.of(fn).acknowledge(
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
       { id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray PutTraceSegments/PutTelemetryRecords cannot be scoped to a resource' },

@@ -191,3 +191,50 @@ describe('cdk-nag at synth', () => {
     expect(() => app.synth()).toThrow(/AwsSolutions-DDB3/);
   });
 });
+
+describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new ControlPlaneStack(app, 'AuroraTest', { store: 'aurora' });
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  app.synth(); // cdk-nag clean for this variant too
+  const template = Template.fromStack(stack);
+  const json = template.toJSON() as { Resources: Record<string, Resource> };
+
+  it('an encrypted, deletion-protected Aurora PostgreSQL Serverless v2 cluster in private subnets, credentials in a rotated secret', () => {
+    template.hasResourceProperties('AWS::RDS::DBCluster', {
+      Engine: 'aurora-postgresql',
+      StorageEncrypted: true,
+      DeletionProtection: true,
+      EnableIAMDatabaseAuthentication: true,
+      ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 8 },
+      BackupRetentionPeriod: 7,
+    });
+    template.hasResource('AWS::RDS::DBCluster', { DeletionPolicy: 'Snapshot' });
+    template.resourceCountIs('AWS::SecretsManager::RotationSchedule', 1);
+    template.hasResourceProperties('AWS::EC2::FlowLog', { TrafficType: 'REJECT' });
+  });
+
+  it('every function runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants', () => {
+    for (const [, fn] of Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length)) {
+      const env = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
+      expect(env.ROLLOUT_STORE).toBe('postgres');
+      expect(env.ROLLOUT_DB_SECRET_ARN).toBeDefined();
+      expect(env.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
+      expect(env.ROLLOUT_TABLE).toBeUndefined();
+      expect(fn.Properties.VpcConfig).toBeDefined();
+    }
+    const functionPolicies = Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && Object.keys(FUNCTIONS).some((n) => id.toLowerCase().startsWith(n.toLowerCase())));
+    expect(functionPolicies.length).toBe(Object.keys(FUNCTIONS).length);
+    for (const [id, p] of functionPolicies) {
+      const doc = JSON.stringify(p.Properties.PolicyDocument);
+      expect(doc, id).toContain('secretsmanager:GetSecretValue');
+      expect(doc, id).not.toContain('dynamodb:');
+    }
+  });
+
+  it('only the functions’ security group reaches the database port', () => {
+    const ingress = Object.values(json.Resources).filter((r) => r.Type === 'AWS::EC2::SecurityGroupIngress');
+    expect(ingress.some((r) => r.Properties.FromPort === 5433 && r.Properties.SourceSecurityGroupId !== undefined)).toBe(true);
+    expect(JSON.stringify(ingress)).not.toContain('0.0.0.0/0');
+  });
+});
