@@ -17,6 +17,7 @@ export function buildApp(app = new App()): App {
     description: 'Rollout control plane: progressive rollouts and work runs under epoch-fenced leases',
     ...(nodeId ? { nodeId } : {}),
     store,
+    ...(context('sharedTable') ? { sharedTableName: context('sharedTable')! } : {}),
   });
   // cdk-nag 3 is a policy-validation plugin; findings fail the synth.
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

@@ -1,6 +1,6 @@
 import { CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
-import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable } from 'aws-cdk-lib/aws-dynamodb';
+import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -31,6 +31,11 @@ export interface ControlPlaneProps extends StackProps {
   readonly nodeId?: string;
   /** Where leases, rollouts and ledgers live. Default: DynamoDB. */
   readonly store?: 'dynamodb' | 'aurora';
+  /**
+   * DynamoDB: use this existing table (another stack's) instead of creating one, so two
+   * stacks share one store and elect one leader.
+   */
+  readonly sharedTableName?: string;
 }
 
 /**
@@ -40,7 +45,8 @@ export interface ControlPlaneProps extends StackProps {
  * retry policy and a DLQ; alarms and a dashboard.
  */
 export class ControlPlaneStack extends Stack {
-  readonly table: Table;
+  /** The DynamoDB store (created, or shared from another stack); null with the Aurora store. */
+  readonly table: ITable | null;
   readonly bus: EventBus;
   readonly workQueue: Queue;
   readonly workDlq: Queue;
@@ -54,23 +60,29 @@ export class ControlPlaneStack extends Stack {
     super(scope, id, props);
     const nodeId = props.nodeId ?? this.stackName;
 
-    this.table = new Table(this, 'Store', {
-      partitionKey: { name: KEY.pk, type: AttributeType.STRING },
-      sortKey: { name: KEY.sk, type: AttributeType.STRING },
-      billingMode: BillingMode.PAY_PER_REQUEST,
-      encryption: TableEncryption.AWS_MANAGED,
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      // Records that may expire carry `ttl`; lease items never do — a lease row
-      // removed by TTL would come back at epoch 0 and break fencing.
-      timeToLiveAttribute: 'ttl',
-      deletionProtection: true,
-      removalPolicy: RemovalPolicy.RETAIN,
-    });
-    this.table.addGlobalSecondaryIndex({
-      indexName: GSI1.name,
-      partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
-      sortKey: { name: GSI1.sk, type: AttributeType.STRING },
-    });
+    if (props.store === 'aurora') this.table = null;
+    else if (props.sharedTableName) {
+      this.table = Table.fromTableAttributes(this, 'Store', { tableName: props.sharedTableName, globalIndexes: [GSI1.name] });
+    } else {
+      const table = new Table(this, 'Store', {
+        partitionKey: { name: KEY.pk, type: AttributeType.STRING },
+        sortKey: { name: KEY.sk, type: AttributeType.STRING },
+        billingMode: BillingMode.PAY_PER_REQUEST,
+        encryption: TableEncryption.AWS_MANAGED,
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        // Records that may expire carry `ttl`; lease items never do — a lease row
+        // removed by TTL would come back at epoch 0 and break fencing.
+        timeToLiveAttribute: 'ttl',
+        deletionProtection: true,
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+      table.addGlobalSecondaryIndex({
+        indexName: GSI1.name,
+        partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
+        sortKey: { name: GSI1.sk, type: AttributeType.STRING },
+      });
+      this.table = table;
+    }
 
     this.bus = new EventBus(this, 'RolloutBus', { eventBusName: `${this.stackName}-rollout` });
     new Archive(this, 'RolloutArchive', { sourceEventBus: this.bus, eventPattern: { account: [this.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
@@ -86,7 +98,7 @@ export class ControlPlaneStack extends Stack {
 
     this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora') : null;
     const env: Record<string, string> = {
-      ...(this.aurora ? { ROLLOUT_STORE: 'postgres' } : { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: this.table.tableName }),
+      ...(this.table ? { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: this.table.tableName } : { ROLLOUT_STORE: 'postgres' }),
       ROLLOUT_NODE_ID: nodeId,
       ROLLOUT_EVENT_BUS: this.bus.eventBusName,
       ROLLOUT_WORK_QUEUE_URL: this.workQueue.queueUrl,
@@ -102,7 +114,7 @@ export class ControlPlaneStack extends Stack {
     }
 
     this.operations();
-    new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });
+    if (this.table) new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });
     new CfnOutput(this, 'RolloutBusName', { value: this.bus.eventBusName });
     new CfnOutput(this, 'WorkQueueUrl', { value: this.workQueue.queueUrl });
     new CfnOutput(this, 'CoordinatorFunctionName', { value: this.functions.coordinator.functionName });
@@ -133,8 +145,8 @@ export class ControlPlaneStack extends Stack {
     });
     if (this.aurora) this.aurora.grant(fn);
     for (const grant of spec.grants) {
-      if (grant === 'store:read' && !this.aurora) this.table.grantReadData(fn);
-      if (grant === 'store:write' && !this.aurora) this.table.grantWriteData(fn);
+      if (grant === 'store:read') this.table?.grantReadData(fn);
+      if (grant === 'store:write') this.table?.grantWriteData(fn);
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
       if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
@@ -162,9 +174,15 @@ export class ControlPlaneStack extends Stack {
     Validations.of(fn).acknowledge(
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
       { id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray PutTraceSegments/PutTelemetryRecords cannot be scoped to a resource' },
-      { id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${this.getLogicalId(this.table.node.defaultChild as CfnTable)}.Arn>/index/*]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' },
+      ...(this.table ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::${this.indexResource(this.table)}]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' }] : []),
     );
     return fn;
+  }
+
+  /** How cdk-nag names the table's index ARN pattern in a policy. */
+  private indexResource(table: ITable): string {
+    const cfn = table.node.defaultChild as CfnTable | undefined;
+    return cfn ? `<${this.getLogicalId(cfn)}.Arn>/index/*` : `arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/${table.tableName}/index/*`;
   }
 
   /** An HTTP API in front of `fn`: IAM authorization on every route, access logs, throttling. */

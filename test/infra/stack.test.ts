@@ -130,7 +130,7 @@ describe('ControlPlaneStack', () => {
       for (const s of statements) {
         const actions = [s.Action].flat();
         for (const a of actions) expect(a, id).not.toMatch(/^\*$|:\*$/);
-        if (actions.some((a) => a.startsWith('dynamodb:'))) expect(JSON.stringify(s.Resource)).toContain(logicalId(stack.table));
+        if (actions.some((a) => a.startsWith('dynamodb:'))) expect(JSON.stringify(s.Resource)).toContain(logicalId(stack.table!));
         if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
       }
     }
@@ -236,5 +236,23 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     const ingress = Object.values(json.Resources).filter((r) => r.Type === 'AWS::EC2::SecurityGroupIngress');
     expect(ingress.some((r) => r.Properties.FromPort === 5433 && r.Properties.SourceSecurityGroupId !== undefined)).toBe(true);
     expect(JSON.stringify(ingress)).not.toContain('0.0.0.0/0');
+  });
+});
+
+describe('two stacks sharing one store (-c sharedTable=…)', () => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const a = new ControlPlaneStack(app, 'StackA', { nodeId: 'a/eu-west-1' });
+  const b = new ControlPlaneStack(app, 'StackB', { nodeId: 'b/eu-west-1', sharedTableName: 'rollout-store-a' });
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  app.synth();
+  const tb = Template.fromStack(b);
+
+  it('the second stack creates no table, points every function at the shared one, and keeps its own node id', () => {
+    expect(Template.fromStack(a).findResources('AWS::DynamoDB::Table')).not.toEqual({});
+    tb.resourceCountIs('AWS::DynamoDB::Table', 0);
+    const fns = Object.values(tb.findResources('AWS::Lambda::Function')).filter((r) => (r.Properties as { Description?: string }).Description);
+    expect(fns).toHaveLength(Object.keys(FUNCTIONS).length);
+    for (const fn of fns) expect((fn.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment.Variables).toMatchObject({ ROLLOUT_TABLE: 'rollout-store-a', ROLLOUT_NODE_ID: 'b/eu-west-1' });
+    expect(JSON.stringify(tb.findResources('AWS::IAM::Policy'))).toContain(':table/rollout-store-a/index/*');
   });
 });
