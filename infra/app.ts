@@ -11,6 +11,10 @@ export function buildApp(app = new App()): App {
     return v;
   };
   const nodeId = context('nodeId');
+  const workers = (v: string) => {
+    if (!/^\d+$/.test(v) || Number(v) > 100) throw new Error(`invalid context: workerCount: a whole number up to 100, got ${v}`);
+    return Number(v);
+  };
   const store = context('store') ?? 'dynamodb';
   if (store !== 'dynamodb' && store !== 'aurora') throw new Error(`invalid context: store: must be dynamodb or aurora, got ${store}`);
   new ControlPlaneStack(app, context('stackName') ?? 'RolloutControlPlane', {
@@ -18,6 +22,7 @@ export function buildApp(app = new App()): App {
     ...(nodeId ? { nodeId } : {}),
     store,
     ...(context('sharedTable') ? { sharedTableName: context('sharedTable')! } : {}),
+    ...(context('workerRun') ? { workerFleet: { runId: context('workerRun')!, desired: workers(context('workerCount') ?? '2') } } : {}),
   });
   // cdk-nag 3 is a policy-validation plugin; findings fail the synth.
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

@@ -14,6 +14,24 @@ import { Construct } from 'constructs';
  * The schema is migrated on first use by whichever function connects first
  * (migrations take an advisory lock, so concurrent cold starts are safe).
  */
+/** Two AZs, public / private-with-egress (one NAT gateway) / isolated subnets, flow logs of rejected traffic. */
+export function controlPlaneVpc(scope: Construct): Vpc {
+  const vpc = new Vpc(scope, 'Vpc', {
+    maxAzs: 2,
+    natGateways: 1,
+    subnetConfiguration: [
+      { name: 'public', subnetType: SubnetType.PUBLIC, cidrMask: 24 },
+      { name: 'private', subnetType: SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 22 },
+      { name: 'data', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
+    ],
+  });
+  vpc.addFlowLog('FlowLogs', {
+    destination: FlowLogDestination.toCloudWatchLogs(new LogGroup(scope, 'FlowLogGroup', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY })),
+    trafficType: FlowLogTrafficType.REJECT,
+  });
+  return vpc;
+}
+
 export class AuroraStore extends Construct {
   readonly vpc: Vpc;
   readonly cluster: DatabaseCluster;
@@ -23,19 +41,7 @@ export class AuroraStore extends Construct {
 
   constructor(scope: Construct, id: string) {
     super(scope, id);
-    this.vpc = new Vpc(this, 'Vpc', {
-      maxAzs: 2,
-      natGateways: 1,
-      subnetConfiguration: [
-        { name: 'public', subnetType: SubnetType.PUBLIC, cidrMask: 24 },
-        { name: 'private', subnetType: SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 22 },
-        { name: 'data', subnetType: SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
-      ],
-    });
-    this.vpc.addFlowLog('FlowLogs', {
-      destination: FlowLogDestination.toCloudWatchLogs(new LogGroup(this, 'FlowLogGroup', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY })),
-      trafficType: FlowLogTrafficType.REJECT,
-    });
+    this.vpc = controlPlaneVpc(this);
     this.clientGroup = new SecurityGroup(this, 'Clients', { vpc: this.vpc, description: 'Control-plane functions that use the store', allowAllOutbound: true });
     const dbGroup = new SecurityGroup(this, 'Database', { vpc: this.vpc, description: 'The store; reachable from the control-plane functions only', allowAllOutbound: false });
     this.cluster = new DatabaseCluster(this, 'Cluster', {

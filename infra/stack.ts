@@ -15,7 +15,8 @@ import type { Construct } from 'constructs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GSI1, KEY } from '../shared/store/dynamodb/table.js';
-import { AuroraStore } from './aurora.js';
+import { AuroraStore, controlPlaneVpc } from './aurora.js';
+import { WorkerFleet } from './worker-fleet.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from './topology.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -36,6 +37,8 @@ export interface ControlPlaneProps extends StackProps {
    * stacks share one store and elect one leader.
    */
   readonly sharedTableName?: string;
+  /** Deploy a Spot worker fleet for this run (DynamoDB store). */
+  readonly workerFleet?: { readonly runId: string; readonly desired: number };
 }
 
 /**
@@ -113,6 +116,10 @@ export class ControlPlaneStack extends Stack {
       this.functions[name] = this.lambda(name, spec, env, defaultBus);
     }
 
+    if (props.workerFleet) {
+      if (!this.table) throw new Error('invalid stack config: workerFleet: needs the DynamoDB store (workers on Aurora are not wired yet)');
+      new WorkerFleet(this, 'Workers', { vpc: controlPlaneVpc(this), root, table: this.table, workQueue: this.workQueue, coordinator: this.functions.coordinator, ...props.workerFleet });
+    }
     this.operations();
     if (this.table) new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });
     new CfnOutput(this, 'RolloutBusName', { value: this.bus.eventBusName });

@@ -3,6 +3,7 @@ import { AttributeType, Table } from 'aws-cdk-lib/aws-dynamodb';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -254,5 +255,62 @@ describe('two stacks sharing one store (-c sharedTable=…)', () => {
     expect(fns).toHaveLength(Object.keys(FUNCTIONS).length);
     for (const fn of fns) expect((fn.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment.Variables).toMatchObject({ ROLLOUT_TABLE: 'rollout-store-a', ROLLOUT_NODE_ID: 'b/eu-west-1' });
     expect(JSON.stringify(tb.findResources('AWS::IAM::Policy'))).toContain(':table/rollout-store-a/index/*');
+  });
+});
+
+describe('the optional Spot worker fleet (-c workerRun=…)', () => {
+  const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-fleet-')), context: { 'aws:cdk:bundling-stacks': ['FleetTest'] } });
+  const stack = new ControlPlaneStack(app, 'FleetTest', { workerFleet: { runId: 'run-42', desired: 3 } });
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  const assembly = app.synth();
+  const template = Template.fromStack(stack);
+  afterAll(() => rmSync(assembly.directory, { recursive: true, force: true }));
+
+  it('an arm64 Spot group (price-capacity-optimized, capacity rebalance) of the desired size, IMDSv2 only, encrypted disk', () => {
+    template.hasResourceProperties('AWS::AutoScaling::AutoScalingGroup', {
+      DesiredCapacity: '3',
+      CapacityRebalance: true,
+      MixedInstancesPolicy: Match.objectLike({ InstancesDistribution: { OnDemandPercentageAboveBaseCapacity: 0, SpotAllocationStrategy: 'price-capacity-optimized' } }),
+    });
+    template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
+      LaunchTemplateData: Match.objectLike({ MetadataOptions: { HttpTokens: 'required' }, BlockDeviceMappings: [Match.objectLike({ Ebs: Match.objectLike({ Encrypted: true }) })] }),
+    });
+  });
+
+  it('each instance runs `rollout worker` for the run as a systemd service that drains on stop', () => {
+    const lt = Object.values(template.findResources('AWS::EC2::LaunchTemplate'))[0]!;
+    const userData = JSON.stringify((lt.Properties as { LaunchTemplateData: { UserData: unknown } }).LaunchTemplateData.UserData);
+    expect(userData).toContain('rollout.mjs worker --run run-42 --store dynamodb');
+    expect(userData).toContain('--provider aws --instance-id auto');
+    expect(userData).toContain('TimeoutStopSec=75');
+  });
+
+  it('the instance role: the table, the work queue, invoking the coordinator, reading its one bundle; no wildcard actions', () => {
+    const policies = template.findResources('AWS::IAM::Policy');
+    const worker = Object.entries(policies).find(([id]) => id.startsWith('WorkersRole'))![1];
+    const statements = (worker.Properties as { PolicyDocument: { Statement: { Action: string | string[]; Resource: unknown }[] } }).PolicyDocument.Statement;
+    for (const s of statements) for (const a of [s.Action].flat()) expect(a).not.toMatch(/^\*$|:\*$/);
+    const doc = JSON.stringify(statements);
+    expect(doc).toContain('lambda:InvokeFunction');
+    expect(doc).toContain('sqs:ReceiveMessage');
+    expect(doc).toContain('"s3:GetObject"');
+    expect(doc).not.toContain('s3:List');
+  });
+
+  it('the bundled command runs on its own (no package from this checkout)', () => {
+    const dir = readdirSync(assembly.directory).find((d) => d.startsWith('asset.') && readdirSync(join(assembly.directory, d)).includes('rollout.mjs'));
+    expect(dir).toBeDefined();
+    const out = mkdtempSync(join(tmpdir(), 'rollout-cmd-'));
+    try {
+      cpSync(join(assembly.directory, dir!, 'rollout.mjs'), join(out, 'rollout.mjs'));
+      const help = spawnSync(process.execPath, [join(out, 'rollout.mjs'), 'worker', '--help'], { encoding: 'utf8', cwd: out });
+      expect(help.status).toBe(0);
+      expect(help.stdout).toMatch(/Usage: rollout worker/);
+      const bad = spawnSync(process.execPath, [join(out, 'rollout.mjs'), 'worker', '--run', 'r', '--store', 'dynamodb', '--table', 't', '--queue', 'ledger'], { encoding: 'utf8', cwd: out });
+      expect(bad.status).toBe(2);
+      expect(bad.stderr).toMatch(/--queue: the ledger-backed queue needs --store postgres/);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   });
 });
