@@ -5,7 +5,7 @@ import { apiHandler, type ApiDeps } from '../shared/api/handler.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsClient } from '../shared/queue/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/queue/sqs/queue.js';
-import { lazy, runtimeFrom, type Runtime } from './runtime.js';
+import { lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
 
 /**
  * The HTTP API (API Gateway HTTP API, payload 2.0, IAM authorization): an
@@ -27,7 +27,7 @@ export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Par
         (() => {
           const url = process.env.ROLLOUT_WORK_QUEUE_URL;
           if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required to create runs');
-          return new SqsWorkQueue(sqsClient(), url);
+          return new SqsWorkQueue(traced(sqsClient()), url);
         }),
     });
   });

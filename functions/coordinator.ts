@@ -11,7 +11,8 @@ import { coordinatorLease } from '../shared/ledger/store.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/queue/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/queue/sqs/queue.js';
-import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 
 /**
  * The coordinator of a run as a Lambda. Every invocation is a stateless
@@ -37,7 +38,7 @@ export interface CoordinatorHandlerOptions {
 function sqsWorkQueue(): WorkQueue {
   const url = process.env.ROLLOUT_WORK_QUEUE_URL;
   if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required for the coordinator');
-  return new SqsWorkQueue(sqsClient(), url);
+  return new SqsWorkQueue(traced(sqsClient()), url);
 }
 
 /**
@@ -62,7 +63,7 @@ export async function openCoordinator(
     runId,
     ledger: rt.ledger,
     elector,
-    bus: o.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS),
+    bus: o.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
     failureTimeoutMs: rt.env.ROLLOUT_LEASE_TTL_MS,
     ...(o.queue ? { queue: o.queue } : {}),
     logger: loggerPort(o.logger),

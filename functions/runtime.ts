@@ -1,3 +1,6 @@
+import { Tracer } from '@aws-lambda-powertools/tracer';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { hostname } from 'node:os';
 import type pg from 'pg';
@@ -67,7 +70,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
   if (env.ROLLOUT_STORE === 'dynamodb') {
     const table = env.ROLLOUT_TABLE;
     if (!table) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
-    const doc = dynamoDocumentClient();
+    const doc = dynamoDocumentClient(traced(new DynamoDBClient({})));
     leases = new DynamoLeaseStore(doc, table);
     rollouts = new DynamoRolloutStore(doc, table);
     ledger = new DynamoLedgerStore(doc, table);
@@ -90,14 +93,14 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS,
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
-  const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS), ...(overrides.logger ? { logger: overrides.logger } : {}) });
+  const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))), ...(overrides.logger ? { logger: overrides.logger } : {}) });
   return { env, leases, rollouts, ledger, registry: new WorkerRegistry(registry), runLeases, engine, leadership: campaignEachTime(elector) };
 }
 
 const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });
 
 /** A PostgreSQL connection from an RDS-generated secret; TLS verified against the CA bundle the runtime provides. */
-export async function secretConnection(secretArn: string, client = new SecretsManagerClient({})): Promise<pg.PoolConfig> {
+export async function secretConnection(secretArn: string, client = traced(new SecretsManagerClient({}))): Promise<pg.PoolConfig> {
   const { SecretString } = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));
   let json: unknown;
   try {
@@ -107,6 +110,18 @@ export async function secretConnection(secretArn: string, client = new SecretsMa
   }
   const s = parseConfig(`database secret ${secretArn}`, dbSecret, json);
   return { host: s.host, port: s.port, user: s.username, password: s.password, database: s.dbname, ssl: process.env.ROLLOUT_DB_TLS === 'off' ? false : { rejectUnauthorized: true } };
+}
+
+/**
+ * Powertools Tracer, configured by the environment (POWERTOOLS_SERVICE_NAME,
+ * POWERTOOLS_TRACE_ENABLED, POWERTOOLS_TRACER_CAPTURE_RESPONSE…): every AWS
+ * client a handler uses is captured as an X-Ray subsegment of the function's
+ * trace. Outside Lambda the tracer is off and clients are returned as they are.
+ */
+export const tracer = new Tracer();
+
+export function traced<T>(client: T): T {
+  return tracer.isTracingEnabled() ? tracer.captureAWSv3Client(client) : client;
 }
 
 /** One runtime per sandbox, created on first use. */

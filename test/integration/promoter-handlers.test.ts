@@ -93,13 +93,15 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     const result = await handler({}, { getRemainingTimeInMillis: () => deadline - Date.now() });
     expect(result.leader).toBe(true);
     expect(result.ticks).toBeGreaterThanOrEqual(2);
-    expect(Date.now()).toBeLessThanOrEqual(deadline + 100); // it stopped before its time ran out (plus one tick's work)
+    // It stopped on its own once no further tick fitted (without that it would tick until the test times out);
+    // the slack is one slow tick on a loaded machine.
+    expect(Date.now()).toBeLessThanOrEqual(deadline + 1_000);
     expect((await runtime.rollouts.load(id))!.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
   });
 
   it('refuses a bad environment with the variable named', async () => {
     await expect(runtimeFrom({ ROLLOUT_STORE: 'mysql' })).rejects.toThrow(/ROLLOUT_STORE/);
     await expect(runtimeFrom({ ROLLOUT_STORE: 'dynamodb' })).rejects.toThrow(/ROLLOUT_TABLE: required/);
-    await expect(runtimeFrom({ ROLLOUT_STORE: 'postgres' })).rejects.toThrow(/DATABASE_URL: required/);
+    await expect(runtimeFrom({ ROLLOUT_STORE: 'postgres' })).rejects.toThrow(/DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required/);
   });
 });
