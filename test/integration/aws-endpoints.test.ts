@@ -10,7 +10,9 @@
 import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, SQSEvent } from 'aws-lambda';
 import { apiLambdaHandler } from '../../functions/api.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,9 +84,12 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     [observed, eventsDlq, workQueue] = await Promise.all([queue('observed'), queue('events-dlq'), queue('work')]);
     workDlq = await queue('work-dlq');
     // The stack as it deploys (bundling skipped: the handlers run in-process here).
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const outdir = mkdtempSync(join(tmpdir(), 'rollout-e2e-cdk-'));
+    const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new ControlPlaneStack(app, 'E2e');
-    const template = Template.fromStack(stack).toJSON() as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+    // The template file of the cloud assembly, as `cdk deploy` would upload it.
+    const template = JSON.parse(readFileSync(join(app.synth().directory, stack.templateFile), 'utf8')) as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+    rmSync(outdir, { recursive: true, force: true });
     const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
     const env = { ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: table.table, ROLLOUT_NODE_ID: 'e2e', ROLLOUT_EVENT_BUS: busName, ROLLOUT_TICK_INTERVAL_MS: '40', ROLLOUT_WORK_QUEUE_URL: workQueue, ROLLOUT_WORK_DLQ_URL: workDlq };
     rt = lazy(() => runtimeFrom(env));
