@@ -107,7 +107,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     const token = await deps.leadership();
     if (token) return token;
     const leader = await leaderInfo();
-    throw new HttpError(503, leader ? `not the leader: ${leader.holder} is` : 'no leader elected', { leader }, );
+    throw new HttpError(503, leader ? `not the leader: ${leader.holder} is` : 'no leader elected', { leader });
   }
 
   const routes: { method: string; pattern: RegExp; run: (m: RegExpMatchArray, req: ApiRequest) => Promise<ApiResponse> }[] = [
