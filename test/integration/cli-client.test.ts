@@ -1,0 +1,115 @@
+/**
+ * The `rollout` client commands as processes, against the HTTP API served by
+ * a local node adapter (node:http over the same routes as the Lambda) on
+ * PostgreSQL: tables for people, JSON for scripts, exit codes for both.
+ * Also: a SigV4-signed request carries the execute-api credential scope.
+ */
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveApi } from '../../infra/local/http.js';
+import { apiHandler, PROMOTION_LEASE } from '../../shared/api/handler.js';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
+import { InProcessWake } from '../../shared/queue/ledger/wake.js';
+import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
+import { openBackend, type LeaseBackend } from '../support/backends.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const SPEC = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
+
+function rollout(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'infra/local/cli.ts', ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('exit', (code) => done({ code, out, err }));
+  });
+}
+
+describe('rollout client commands', () => {
+  let backend: LeaseBackend;
+  let node: Awaited<ReturnType<typeof serveApi>>;
+  const dir = mkdtempSync(join(tmpdir(), 'rollout-cli-'));
+  const file = (name: string, content: unknown) => {
+    const p = join(dir, name);
+    writeFileSync(p, typeof content === 'string' ? content : JSON.stringify(content));
+    return p;
+  };
+
+  beforeAll(async () => {
+    backend = await openBackend('postgres');
+    const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus() });
+    const elector = new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: 'node-1', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 });
+    node = await serveApi(
+      apiHandler({ nodeId: 'node-1', engine, leadership: campaignEachTime(elector), leases: backend.store, ledger: backend.ledger, workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null) }),
+    );
+  });
+  afterAll(async () => {
+    await node?.close();
+    await backend?.close();
+  });
+
+  it('rollouts: create from a file, list as a table, get, a command; --json for scripts', async () => {
+    const created = await rollout(['rollouts', 'create', '--url', node.url, '--file', file('spec.json', SPEC), '--id', 'ro-cli', '--actor', 'alice']);
+    expect(created.code, created.err).toBe(0);
+    expect(created.out.trim()).toBe('created ro-cli');
+    const list = await rollout(['rollouts', 'list', '--url', node.url]);
+    expect(list.out).toMatch(/^ID\s+STATE\s+STAGES$/m);
+    expect(list.out).toMatch(/^ro-cli\s+running\s+canary:pending all:pending$/m); // the promoters activate the first stage
+    const paused = await rollout(['rollouts', 'pause', 'ro-cli', '--url', node.url, '--reason', 'looking', '--actor', 'alice']);
+    expect(paused.code, paused.err).toBe(0);
+    expect(paused.out).toMatch(/^pause: applied \(ai\.rollout\.\w+\)/);
+    const json = await rollout(['rollouts', 'get', 'ro-cli', '--url', node.url, '--json']);
+    expect(JSON.parse(json.out)).toMatchObject({ id: 'ro-cli', state: 'paused', stateBy: 'alice' });
+    const status = await rollout(['status', '--url', node.url]);
+    expect(status.out).toMatch(/^node node-1 \(leader\)\nleader node-1 \(epoch 0, lease until /);
+  });
+
+  it('runs: create from an array of payloads, status as a table', async () => {
+    const created = await rollout(['runs', 'create', '--url', node.url, '--file', file('items.json', [{ n: 1 }, { n: 2 }]), '--id', 'run-cli']);
+    expect(created.out.trim()).toBe('created run-cli: 2 items, 2 new');
+    const status = await rollout(['runs', 'status', 'run-cli', '--url', node.url]);
+    expect(status.out).toMatch(/^run-cli\s+in progress\nPENDING\s+RUNNING\s+DONE\s+FAILED\n2\s+0\s+0\s+0$/m);
+  });
+
+  it('errors: a refused request exits non-zero with the reason; an unreachable node and a bad file say so', async () => {
+    const bad = await rollout(['rollouts', 'create', '--url', node.url, '--file', file('bad.json', { stages: [] })]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/HTTP 400: invalid .*config/);
+    const missing = await rollout(['rollouts', 'get', 'nope', '--url', node.url]);
+    expect(missing.code).toBe(1);
+    expect(missing.err).toMatch(/HTTP 404: rollout nope not found/);
+    const down = await rollout(['status', '--url', 'http://127.0.0.1:9']);
+    expect(down.code).toBe(1);
+    expect(down.err).toMatch(/cannot reach http:\/\/127\.0\.0\.1:9/);
+    const notJson = await rollout(['runs', 'create', '--url', node.url, '--file', file('x.json', '{oops')]);
+    expect(notJson.code).toBe(2);
+    expect(notJson.err).toMatch(/x\.json is not JSON/);
+  });
+
+  it('--aws-region signs with SigV4 for execute-api', async () => {
+    let auth = '';
+    const server = createServer((req, res) => {
+      auth = String(req.headers.authorization ?? '');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ holder: 'x', epoch: 3, expiresAt: 'soon' }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const out = await rollout(['cluster', 'leader', '--url', url, '--aws-region', 'eu-west-1'], { AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret' });
+      expect(out.code, out.err).toBe(0);
+      expect(out.out.trim()).toBe('x (epoch 3, lease until soon)');
+      expect(auth).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=[^,]*host[^,]*, Signature=[0-9a-f]{64}$/);
+    } finally {
+      server.close();
+    }
+  });
+});
