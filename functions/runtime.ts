@@ -26,6 +26,7 @@ import { DynamoLedgerStore, DynamoRunLeaseStore } from '../shared/store/dynamodb
 import { DynamoRegistryStore } from '../shared/store/dynamodb/registry-store.js';
 import { PostgresLedgerStore, PostgresRunLeaseStore } from '../shared/store/postgres/ledger-store.js';
 import { PostgresRegistryStore } from '../shared/store/postgres/registry-store.js';
+import { BATCH_TICK_SECONDS } from '../infra/topology.js';
 
 /**
  * What a Lambda handler needs, built once per sandbox from the environment.
@@ -44,7 +45,7 @@ const envSchema = z.object({
   ROLLOUT_LEASE_TTL_MS: z.coerce.number().int().positive().default(30_000),
   ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
   ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
-  ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(10_000),
+  ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(BATCH_TICK_SECONDS * 1000),
 });
 export type RuntimeEnv = z.output<typeof envSchema>;
 

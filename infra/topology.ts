@@ -38,6 +38,12 @@ export interface FunctionSpec {
 /** Rollout signals sent to the bus by users and integrations (detail-type = the inbound event type). */
 export const ROLLOUT_SIGNAL_TYPES = ['rollout.created', 'rollout.metrics_reported', 'rollout.alarm_changed', 'rollout.command'] as const;
 
+/**
+ * The BatchPromoter's cadence. Lambda runs it as ticks within a once-a-minute
+ * invocation (a schedule cannot fire every 10 s); a local node runs the loop.
+ */
+export const BATCH_TICK_SECONDS = 10;
+
 export const FUNCTIONS = {
   streamingPromoter: {
     entry: 'functions/streaming-promoter.ts',

@@ -2,10 +2,14 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { COMMANDS } from '../../shared/rollout/commands.js';
+import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
+import { ROLLOUT_SIGNAL_TYPES } from '../topology.js';
 import { ApiError, call } from './client.js';
 import { SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
 import { ConfigError } from '../../shared/errors.js';
 import { errorMessage, type Logger } from '../../shared/log.js';
+import { UsageError } from './errors.js';
+import { serveCommand, startCommand } from './node-command.js';
 import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from './worker-command.js';
 
 /**
@@ -79,8 +83,83 @@ export function program(): Command {
       const summary = await runWorkerCommand(input as WorkerCommandOptions, new AbortController().signal, logger, preempt);
       process.stdout.write(`${json ? JSON.stringify(summary) : summaryLine(summary)}\n`);
     });
+  nodeCommands(cli);
   clientCommands(cli);
   return cli;
+}
+
+const seconds = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!(n > 0)) throw new InvalidArgumentError(`${name} must be a positive number of seconds, got "${v}"`);
+  return n;
+};
+
+function nodeCommands(cli: Command): void {
+  cli
+    .command('start')
+    .description('Run the control plane on this machine: embedded PostgreSQL (PGlite) in --data-dir, both promoters, the coordinator, in-process workers, the API and status page; with a demo unless --no-demo')
+    .option('--data-dir <dir>', 'where the embedded database lives (state survives a restart); "memory" keeps nothing', './.rollout')
+    .addOption(new Option('--port <port>', 'HTTP port').argParser(int('--port')).env('ROLLOUT_PORT').default(8000))
+    .addOption(new Option('--host <host>', 'interface to listen on').env('ROLLOUT_HOST').default('127.0.0.1'))
+    .option('--node-id <id>', 'this node', 'local-1')
+    .option('--no-demo', 'start empty: no demo rollout or run')
+    .option('--demo-items <n>', 'items in the demo run', int('--demo-items'), 300)
+    .option('--demo-bake-seconds <s>', 'bake time of each demo stage', int('--demo-bake-seconds'), 3)
+    .option('--workers <n>', 'in-process workers per open run', int('--workers'), 3)
+    .option('--item-ms <ms>', 'mock backend: time per item', int('--item-ms'), 25)
+    .option('--exit-after-demo', 'stop once the demo has finished', false)
+    .option('--json', 'logs as JSON lines', false)
+    .action(async (o: { dataDir: string; port: number; host: string; nodeId: string; demo: boolean; demoItems: number; demoBakeSeconds: number; workers: number; itemMs: number; exitAfterDemo: boolean; json: boolean }) => {
+      if (o.workers < 1) throw new UsageError('--workers must be at least 1');
+      if (o.demoItems < 1) throw new UsageError('--demo-items must be at least 1');
+      const logger = quiet(stderrLogger(o.json));
+      await startCommand({ ...o, dataDir: o.dataDir === 'memory' ? null : o.dataDir }, logger);
+    });
+  cli
+    .command('serve')
+    .description('Run a cluster node on PostgreSQL (seed 002): membership, leader election, leader-only promoters and coordinators, the API, /metrics and the status page')
+    .addOption(new Option('--node-id <id>', 'unique node id').env('CLUSTER_NODE_ID').makeOptionMandatory())
+    .addOption(new Option('--hostname <name>', 'this node\'s host name').env('CLUSTER_HOSTNAME'))
+    .addOption(new Option('--port <port>', 'HTTP port').argParser(int('--port')).env('ROLLOUT_PORT').default(8000))
+    .addOption(new Option('--host <host>', 'interface to listen on').env('ROLLOUT_HOST').default('127.0.0.1'))
+    .addOption(new Option('--api-url <url>', 'the URL other nodes and clients reach this node at (default http://<host>:<port>)').env('ROLLOUT_API_URL'))
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL').makeOptionMandatory())
+    .addOption(new Option('--elector <kind>', 'how the leader is chosen').choices(['lease', 'advisory-lock', 'static']).env('ROLLOUT_ELECTOR').default('lease'))
+    .addOption(new Option('--lease-ttl <s>', 'leadership lease duration').argParser(seconds('--lease-ttl')).env('CLUSTER_LEASE_TTL').default(30))
+    .addOption(new Option('--heartbeat-interval <s>', 'node heartbeat and lease renewal').argParser(seconds('--heartbeat-interval')).env('CLUSTER_HEARTBEAT_INTERVAL').default(10))
+    .addOption(new Option('--election-interval <s>', 'how often a follower tries for the lease').argParser(seconds('--election-interval')).env('CLUSTER_ELECTION_INTERVAL').default(5))
+    .addOption(new Option('--election-timeout <s>', 'a node silent this long is unhealthy').argParser(seconds('--election-timeout')).env('CLUSTER_ELECTION_TIMEOUT').default(15))
+    .addOption(new Option('--monitor-interval <s>', 'cluster monitor (leader)').argParser(seconds('--monitor-interval')).env('CLUSTER_MONITOR_INTERVAL').default(15))
+    .addOption(new Option('--tick-interval <s>', 'BatchPromoter tick').argParser(seconds('--tick-interval')).env('ROLLOUT_TICK_INTERVAL'))
+    .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
+    .option('--json', 'logs as JSON lines', false)
+    .action(async (o: { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; redirectWrites?: boolean | string; json: boolean }) => {
+      const logger = stderrLogger(o.json);
+      await serveCommand(
+        {
+          nodeId: o.nodeId,
+          ...(o.hostname ? { hostname: o.hostname } : {}),
+          host: o.host,
+          port: o.port,
+          ...(o.apiUrl ? { apiUrl: o.apiUrl } : {}),
+          store: { kind: 'postgres', databaseUrl: o.databaseUrl },
+          elector: o.elector,
+          leaseTtlSeconds: o.leaseTtl,
+          heartbeatIntervalSeconds: o.heartbeatInterval,
+          electionIntervalSeconds: o.electionInterval,
+          electionTimeoutSeconds: o.electionTimeout,
+          monitorIntervalSeconds: o.monitorInterval,
+          ...(o.tickInterval ? { tickIntervalSeconds: o.tickInterval } : {}),
+          redirectWrites: o.redirectWrites === true || o.redirectWrites === 'true' || o.redirectWrites === '1',
+        },
+        logger,
+      );
+    });
+}
+
+/** `npm start` keeps the terminal for its progress: only warnings and errors are logged. */
+function quiet(logger: Logger): Logger {
+  return { ...logger, info: () => undefined };
 }
 
 /** The options every client command takes: where the control plane is, and output as JSON. */
@@ -101,10 +180,6 @@ function table(rows: Record<string, unknown>[], columns: string[]): string {
   return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
 }
 
-/** Bad input the command itself found (a file): reported like a flag error, exit 2. */
-class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
 
 function readJsonFile(path: string): unknown {
   let text: string;
@@ -161,6 +236,66 @@ function clientCommands(cli: Command): void {
       }),
     );
   }
+
+  const events = cli.command('events').description('Rollout signals (the StreamingPromoter acts on them at once)');
+  target(
+    events
+      .command('publish')
+      .description('Send a rollout signal: to a node (POST /events), or with --event-bus to the deployed EventBridge bus')
+      .requiredOption('--type <type>', `one of ${ROLLOUT_SIGNAL_TYPES.join(', ')}`)
+      .option('--rollout <id>', 'the rollout (rolloutId)')
+      .option('--stage <index|name>', 'metrics: the stage')
+      .option('--requests <n>', 'metrics: requests so far in the stage (cumulative)', int('--requests'))
+      .option('--errors <n>', 'metrics: errors so far in the stage (cumulative)', int('--errors'))
+      .option('--p99-ms <ms>', 'metrics: p99 latency', (v) => Number(v))
+      .option('--alarm <name>', 'alarm_changed: the alarm')
+      .option('--state <OK|ALARM|INSUFFICIENT_DATA>', 'alarm_changed: its state')
+      .option('--data <json>', 'further fields of the event, as JSON')
+      .addOption(new Option('--event-bus <name>', 'publish to this EventBridge bus (region and credentials from the AWS chain) instead of a node').env('ROLLOUT_EVENT_BUS')),
+  ).action(async (o: ClientOpts & { type: string; rollout?: string; stage?: string; requests?: number; errors?: number; p99Ms?: number; alarm?: string; state?: string; data?: string; eventBus?: string }) => {
+    let extra: Record<string, unknown> = {};
+    if (o.data) {
+      try {
+        extra = JSON.parse(o.data) as Record<string, unknown>;
+      } catch (err) {
+        throw new UsageError(`--data is not JSON: ${errorMessage(err)}`);
+      }
+    }
+    const now = new Date().toISOString();
+    const fields: Record<string, unknown> = {
+      ...(o.rollout ? { rolloutId: o.rollout } : {}),
+      ...(o.stage !== undefined ? { stage: /^\d+$/.test(o.stage) ? Number(o.stage) : o.stage } : {}),
+      ...(o.requests !== undefined ? { requests: o.requests } : {}),
+      ...(o.errors !== undefined ? { errors: o.errors } : {}),
+      ...(o.p99Ms !== undefined ? { p99LatencyMs: o.p99Ms } : {}),
+      ...(o.alarm ? { alarm: o.alarm } : {}),
+      ...(o.state ? { state: o.state } : {}),
+      ...(o.type === 'rollout.metrics_reported' ? { observedAt: now } : {}),
+      ...(o.type === 'rollout.alarm_changed' ? { changedAt: now } : {}),
+      ...extra,
+    };
+    // Checked here too, so a bad event is refused before it leaves (the bus would only dead-letter it).
+    const event = { type: o.type, ...fields };
+    try {
+      parseInboundEvent(event);
+    } catch (err) {
+      if (err instanceof InvalidEventError) throw new UsageError(err.message);
+      throw err;
+    }
+    if (o.eventBus) {
+      const { type, ...detail } = event;
+      const { EventBridgeClient, PutEventsCommand } = await import('@aws-sdk/client-eventbridge');
+      const res = await new EventBridgeClient({}).send(new PutEventsCommand({ Entries: [{ EventBusName: o.eventBus, Source: 'rollout.cli', DetailType: type, Detail: JSON.stringify(detail) }] }));
+      if (res.FailedEntryCount) throw new Error(`EventBridge refused the event: ${res.Entries?.[0]?.ErrorCode ?? ''} ${res.Entries?.[0]?.ErrorMessage ?? ''}`);
+      process.stdout.write(o.json ? `${JSON.stringify({ eventId: res.Entries?.[0]?.EventId })}\n` : `published ${type} to ${o.eventBus} (${res.Entries?.[0]?.EventId ?? ''})\n`);
+      return;
+    }
+    await run(o, 'POST', '/events', event, (r) => {
+      const x = r as { stored: string; evaluated: boolean; actions: { transition: string; applied: boolean }[] };
+      const acts = x.actions.filter((a) => a.applied).map((a) => a.transition);
+      return `accepted (${x.stored})${x.evaluated ? `; evaluated${acts.length ? `: ${acts.join(', ')}` : ', no change'}` : '; this node does not lead: the leader evaluates it within one tick'}`;
+    });
+  });
 
   const runs = cli.command('runs').description('Work runs');
   target(runs.command('create').description('Create a run from a JSON file: an array of payloads, or {"items": [...], "spec": {...}}').requiredOption('--file <items.json>', 'the items').option('--id <id>', 'an id of your own (idempotent)')).action(

@@ -1,6 +1,6 @@
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, randomUUID } from 'node:crypto';
 
 /**
  * How the `rollout` command talks to a control plane: a local node or any
@@ -42,10 +42,20 @@ class Sha256 {
   }
 }
 
-export async function call(target: Target, method: string, path: string, body?: unknown): Promise<unknown> {
+/**
+ * One request. A write carries an Idempotency-Key, kept across the retry a
+ * follower's answer leads to (503 naming the leader: sent once more, to the
+ * leader), so a write is applied at most once whatever path it takes.
+ */
+export async function call(target: Target, method: string, path: string, body?: unknown, idempotencyKey: string | null = method === 'GET' ? null : randomUUID(), followed = false): Promise<unknown> {
   const url = new URL(path, target.url.endsWith('/') ? target.url : `${target.url}/`);
   const payload = body === undefined ? undefined : JSON.stringify(body);
-  let headers: Record<string, string> = { 'content-type': 'application/json', host: url.host, ...(target.actor ? { 'x-rollout-actor': target.actor } : {}) };
+  let headers: Record<string, string> = {
+    'content-type': 'application/json',
+    host: url.host,
+    ...(target.actor ? { 'x-rollout-actor': target.actor } : {}),
+    ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
+  };
   if (target.awsRegion) {
     const signer = new SignatureV4({ service: 'execute-api', region: target.awsRegion, credentials: defaultProvider(), sha256: Sha256 });
     const signed = await signer.sign({
@@ -72,6 +82,10 @@ export async function call(target: Target, method: string, path: string, body?: 
     parsed = text ? JSON.parse(text) : null;
   } catch {
     // not JSON: keep the text
+  }
+  const leaderUrl = res.headers.get('x-rollout-leader-url');
+  if (res.status === 503 && leaderUrl && !followed && !target.awsRegion && new URL(leaderUrl).origin !== url.origin && /^https?:$/.test(new URL(leaderUrl).protocol)) {
+    return call({ ...target, url: leaderUrl }, method, path, body, idempotencyKey, true);
   }
   if (!res.ok) throw new ApiError(res.status, parsed);
   return parsed;

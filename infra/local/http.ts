@@ -11,6 +11,19 @@ import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
  */
 export const MAX_BODY_BYTES = 1_048_576;
 
+/** A request as a local node sees it: the API's, plus the headers (lower-cased). */
+export interface HttpRequest extends ApiRequest {
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** A body sent as it is (HTML, Prometheus text) rather than as JSON. */
+export class RawBody {
+  constructor(
+    readonly text: string,
+    readonly contentType: string,
+  ) {}
+}
+
 function readBody(req: IncomingMessage): Promise<string | null> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -29,18 +42,20 @@ function readBody(req: IncomingMessage): Promise<string | null> {
   });
 }
 
-export async function serveApi(handle: (req: ApiRequest) => Promise<ApiResponse>, options: { host?: string; port?: number; logger?: Logger } = {}): Promise<{ url: string; server: Server; close(): Promise<void> }> {
+export async function serveApi(handle: (req: HttpRequest) => Promise<ApiResponse>, options: { host?: string; port?: number; logger?: Logger } = {}): Promise<{ url: string; server: Server; close(): Promise<void> }> {
   const logger = options.logger ?? silentLogger;
   const server = createServer((req, res) => {
     void (async () => {
       const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+        if (body instanceof RawBody) res.writeHead(status, { 'content-type': body.contentType, ...headers }).end(body.text);
+        else res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
       };
       try {
         const url = new URL(req.url ?? '/', 'http://local');
         const body = await readBody(req);
         const actor = [req.headers['x-rollout-actor']].flat()[0] ?? 'local';
-        const out = await handle({ method: req.method ?? 'GET', path: url.pathname, body, actor });
+        const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, [v].flat().join(', ')]));
+        const out = await handle({ method: req.method ?? 'GET', path: url.pathname, body, actor, headers });
         send(out.status, out.body, { ...out.headers });
       } catch (err) {
         const status = (err as { status?: number }).status ?? 500;

@@ -124,6 +124,13 @@ export class AdvisoryLockElector implements LeaderElector {
     this.stopped = true;
   }
 
+  /** A follower tries for the lock now (the leader announced it resigned) instead of at its next retry. */
+  tryNow(): void {
+    if (!this.running || this.leading) return;
+    clearTimeout(this.timer);
+    this.busy = this.busy.then(() => this.tick());
+  }
+
   private schedule(delayMs: number): void {
     if (!this.running) return;
     this.timer = setTimeout(() => {

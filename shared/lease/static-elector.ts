@@ -1,9 +1,14 @@
+import { casSettled } from './cas.js';
 import type { LeaderElector } from './elector.js';
-import type { LeaseToken } from './record.js';
+import type { LeaseRecord, LeaseToken } from './record.js';
+import type { LeaseStore } from './store.js';
+import { acquire, release, renew, steal, stealable } from './transitions.js';
 
 /**
  * Single-node elector, the default until HA is enabled (seed 000): always
- * leads with a fixed epoch and touches no database. Running two nodes with it
+ * leads with a fixed epoch and touches no database. Fenced writes check the
+ * lease row, so a node that writes through the store uses `pinStaticLeader`,
+ * which backs the epoch with the row once at start. Running two nodes with it
  * against one store gives two leaders; use LeaseElector for more than one.
  */
 export class StaticElector implements LeaderElector {
@@ -35,4 +40,44 @@ export class StaticElector implements LeaderElector {
     this.stopped = true;
     return Promise.resolve();
   }
+}
+
+/** Long enough to mean "until resigned"; a restart of the same holder takes its row back. */
+const PINNED_TTL_MS = 100 * 365 * 24 * 3_600_000;
+
+/**
+ * A StaticElector whose epoch is backed by the lease row, so the store's
+ * fenced writes accept its token. It writes the row once, at start: absent →
+ * acquire, ours (a restart) → renew, released or expired → steal (epoch + 1).
+ * A row another holder still holds is refused: two static nodes on one store
+ * would be two leaders. `stop()` releases the row (epoch kept).
+ */
+export async function pinStaticLeader(store: LeaseStore, holderId: string, options: { name?: string; hostname?: string | null; apiUrl?: string | null; now?: () => number } = {}): Promise<StaticElector & { release(): Promise<void> }> {
+  const name = options.name ?? 'promotion_leader';
+  const now = options.now ?? Date.now;
+  const meta = { hostname: options.hostname ?? null, apiUrl: options.apiUrl ?? null };
+  const row = await store.read(name);
+  let next: LeaseRecord;
+  if (row === null) next = acquire(name, holderId, now(), PINNED_TTL_MS, meta);
+  else if (row.holder === holderId) next = renew(row, now(), PINNED_TTL_MS);
+  else if (stealable(row, now(), 0)) next = steal(row, holderId, now(), PINNED_TTL_MS, meta);
+  else throw new Error(`lease ${name} is held by ${row.holder} until ${new Date(row.expiresAt).toISOString()}: a static node must be the only node on its store (use the lease elector for several)`);
+  const outcome = await casSettled(store, row, next);
+  if (!outcome.ok) throw new Error(`lease ${name} changed while a static node was taking it (now held by ${outcome.current?.holder ?? 'nobody'}); try again`);
+  let held: LeaseRecord | null = outcome.record;
+  const elector = new StaticElector(holderId, name, held.epoch);
+  const stop = elector.stop.bind(elector);
+  const releaseRow = async () => {
+    if (!held) return;
+    const r = held;
+    held = null;
+    await casSettled(store, r, release(r, now()));
+  };
+  return Object.assign(elector, {
+    release: releaseRow,
+    stop: async (o: { resign?: boolean } = {}) => {
+      await stop();
+      if (o.resign !== false) await releaseRow();
+    },
+  });
 }

@@ -37,6 +37,13 @@ export interface EngineOptions {
   bus: EventBus;
   clock?: Clock;
   logger?: Logger;
+  /**
+   * Leave events in the outbox instead of publishing them: for an engine whose
+   * writes sit in an enclosing transaction, where publishing (and marking
+   * published) before the commit could announce a change that never happened.
+   * The owner flushes the outbox after the commit.
+   */
+  deferPublish?: boolean;
 }
 
 /**
@@ -49,8 +56,10 @@ export class RolloutEngine {
   private readonly bus: EventBus;
   readonly clock: Clock;
   private readonly logger: Logger;
+  private readonly deferPublish: boolean;
 
   constructor(opts: EngineOptions) {
+    this.deferPublish = opts.deferPublish ?? false;
     this.store = opts.store;
     this.bus = opts.bus;
     this.clock = opts.clock ?? systemClock;
@@ -107,7 +116,7 @@ export class RolloutEngine {
 
   /** Publish, then mark published. On failure the events stay in the outbox for the next flush. */
   async publish(events: readonly RolloutEvent[]): Promise<void> {
-    if (!events.length) return;
+    if (!events.length || this.deferPublish) return;
     try {
       await this.bus.publish(events);
       await this.store.markPublished(events);

@@ -98,10 +98,13 @@ export class PgNotifyWake implements WakeSource {
   private constructor(
     private readonly config: pg.ClientConfig,
     private readonly logger: Logger,
+    /** Further channels to listen on over the same connection (a node's leadership wake-up). */
+    private readonly channels: Readonly<Record<string, (payload: string) => void>>,
   ) {}
 
-  static async open(config: pg.ClientConfig = { connectionString: process.env.DATABASE_URL }, logger: Logger = silentLogger): Promise<PgNotifyWake> {
-    const wake = new PgNotifyWake(config, logger);
+  static async open(config: pg.ClientConfig = { connectionString: process.env.DATABASE_URL }, logger: Logger = silentLogger, channels: Readonly<Record<string, (payload: string) => void>> = {}): Promise<PgNotifyWake> {
+    for (const c of Object.keys(channels)) if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`invalid channel name ${c}: lower-case letters, digits and _`);
+    const wake = new PgNotifyWake(config, logger, channels);
     await wake.connect();
     return wake;
   }
@@ -110,11 +113,13 @@ export class PgNotifyWake implements WakeSource {
     const client = new pg.Client(this.config);
     client.on('notification', (n) => {
       if (n.channel === WAKE_CHANNEL && n.payload) this.waiters.wake(n.payload);
+      else this.channels[n.channel]?.(n.payload ?? '');
     });
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client, new Error('connection ended')));
     await client.connect();
     await client.query(`LISTEN ${WAKE_CHANNEL}`);
+    for (const channel of Object.keys(this.channels)) await client.query(`LISTEN ${channel}`);
     this.client = client;
   }
 

@@ -1,0 +1,162 @@
+/**
+ * A local cluster: one throwaway PostgreSQL, N `rollout serve` nodes and nginx
+ * in front (the configuration in nginx.conf.template), all on loopback.
+ *
+ *   npm run cluster:3node            start, print the URLs, run until Ctrl-C
+ *
+ * The end-to-end test starts the same thing through `startCluster`.
+ * nginx is Debian's package; it is installed if missing (as root).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { collect, exited, freePort, startPostgres, waitFor } from './processes.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+export interface ClusterOptions {
+  nodes?: number;
+  /** nginx's port (default: a free one; the interactive script uses 8000). */
+  port?: number;
+  /** Environment for every node: CLUSTER_LEASE_TTL, CLUSTER_HEARTBEAT_INTERVAL… */
+  env?: Record<string, string>;
+  /** A PostgreSQL to use instead of a throwaway one. */
+  databaseUrl?: string;
+}
+
+export interface ClusterNodeProcess {
+  readonly id: string;
+  readonly url: string;
+  process: ChildProcess;
+  log: () => string;
+  /** Signal it and wait for it to exit. */
+  kill(signal: NodeJS.Signals): Promise<void>;
+  /** Start it again (after a kill), same id and port. */
+  restart(): Promise<void>;
+}
+
+export interface LocalCluster {
+  /** nginx. */
+  readonly url: string;
+  readonly databaseUrl: string;
+  readonly nodes: ClusterNodeProcess[];
+  stop(): Promise<void>;
+}
+
+export function nginxBinary(): string {
+  for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) if (existsSync(p)) return p;
+  const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' });
+  if (which.status === 0 && which.stdout.trim()) return which.stdout.trim();
+  if (process.getuid?.() === 0) {
+    process.stderr.write('[cluster] nginx not found: installing Debian\'s nginx package\n');
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+    const install = update.status === 0 ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'nginx'], { stdio: 'inherit', env }) : update;
+    if (install.status === 0 && existsSync('/usr/sbin/nginx')) return '/usr/sbin/nginx';
+  }
+  throw new Error('nginx not found: apt-get install nginx (Debian), or put nginx on PATH');
+}
+
+export function nginxConfig(dir: string, port: number, nodePorts: readonly number[]): string {
+  const template = readFileSync(join(root, 'infra/local/nginx.conf.template'), 'utf8');
+  return template
+    .replaceAll('{{dir}}', dir)
+    .replaceAll('{{port}}', String(port))
+    .replace('{{read_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`).join('\n'))
+    .replace('{{write_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=0;`).join('\n'));
+}
+
+async function healthy(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
+  await res.text();
+  return res.ok;
+}
+
+export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster> {
+  const count = o.nodes ?? 3;
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const s of stops.reverse()) await s().catch(() => undefined);
+  };
+  try {
+    let databaseUrl = o.databaseUrl;
+    if (!databaseUrl) {
+      const pg = await startPostgres();
+      stops.push(pg.stop);
+      databaseUrl = pg.url;
+    }
+    const nodes: ClusterNodeProcess[] = [];
+    for (let i = 1; i <= count; i++) {
+      const port = await freePort();
+      const id = `node-${i}`;
+      const url = `http://127.0.0.1:${port}`;
+      const env = { ...process.env, ...o.env, CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: databaseUrl };
+      const launch = () => spawn(process.execPath, ['--import', 'tsx', join(root, 'infra/local/cli.ts'), 'serve', '--json'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const node: ClusterNodeProcess = {
+        id,
+        url,
+        process: launch(),
+        log: () => '',
+        async kill(signal) {
+          if (node.process.exitCode === null && node.process.signalCode === null) node.process.kill(signal);
+          await exited(node.process);
+        },
+        async restart() {
+          node.process = launch();
+          node.log = collect(node.process);
+          await waitFor(id, 30_000, () => healthy(url), node.process, () => node.log());
+        },
+      };
+      node.log = collect(node.process);
+      nodes.push(node);
+      stops.push(() => node.kill('SIGTERM'));
+    }
+    for (const n of nodes) await waitFor(n.id, 30_000, () => healthy(n.url), n.process, () => n.log());
+
+    const dir = mkdtempSync(join(tmpdir(), 'rollout-nginx-'));
+    for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
+    chmodSync(dir, 0o755);
+    const port = o.port ?? (await freePort());
+    writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, nodes.map((n) => Number(new URL(n.url).port))));
+    const nginx = spawn(nginxBinary(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const nginxLog = collect(nginx);
+    stops.push(async () => {
+      if (nginx.exitCode === null) nginx.kill('SIGQUIT');
+      await exited(nginx);
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor('nginx', 15_000, () => healthy(url), nginx, () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+    // Stop in reverse: nginx, then the nodes (each resigns), then PostgreSQL.
+    return { url, databaseUrl, nodes, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const port = Number(process.env.ROLLOUT_PORT ?? 8000);
+  process.stdout.write('starting PostgreSQL, 3 nodes and nginx…\n');
+  const cluster = await startCluster({ port });
+  process.stdout.write(
+    [
+      `cluster up: nginx on ${cluster.url} (status page: ${cluster.url}/)`,
+      ...cluster.nodes.map((n) => `  ${n.id}  ${n.url}  (pid ${n.process.pid})`),
+      `  PostgreSQL ${cluster.databaseUrl}`,
+      'try:',
+      `  npm run rollout -- cluster status --url ${cluster.url}`,
+      `  kill -9 <pid of the leader>   # a follower takes over within the lease TTL`,
+      'Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+  await new Promise<void>((done) => {
+    process.once('SIGINT', () => done());
+    process.once('SIGTERM', () => done());
+  });
+  process.stdout.write('stopping…\n');
+  await cluster.stop();
+  process.exit(0);
+}

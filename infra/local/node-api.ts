@@ -1,0 +1,276 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Registry } from 'prom-client';
+import { apiHandler, type ApiResponse } from '../../shared/api/handler.js';
+import { coordinatorRequest } from '../../shared/ledger/coordinator-client.js';
+import { errorMessage } from '../../shared/log.js';
+import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
+import { RolloutEngine } from '../../shared/rollout/engine.js';
+import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
+import { toInt, toMillis } from '../../shared/store/postgres/sql.js';
+import { RawBody, type HttpRequest } from './http.js';
+import type { ControlPlaneNode } from './node.js';
+
+/**
+ * What a node serves over HTTP, in front of the shared API routes:
+ *
+ *   GET  /                  the status page
+ *   GET  /metrics           Prometheus
+ *   GET  /cluster/status | /cluster/leader | /cluster/health   (seed 002's fields)
+ *   GET  /ui/state          everything the status page shows, in one read
+ *   POST /events            a rollout signal (metrics, alarm, created, command), any node
+ *   POST /coordinator       a remote worker's steal request (HttpCoordinatorClient)
+ *   …and the shared API (rollouts, runs)
+ *
+ * Writes (any method but GET/HEAD, except /events) need the leader: a
+ * follower answers 503 naming the leader in `x-rollout-leader-id` /
+ * `x-rollout-leader-url` and the body (a proxy with `proxy_next_upstream
+ * http_503` moves on to the next node), or 307 to the leader when the node
+ * is told to redirect. No leader: 503 "no leader elected".
+ *
+ * A write with an `Idempotency-Key` header runs in one transaction with the
+ * record of its response: a retry of the same key (a proxy failing over after
+ * the node died mid-request, a client retrying) replays that response and
+ * never applies the write twice; the same key on a different request is 422.
+ *
+ * Reads keep answering while the store is unreachable, from the last good
+ * answer of that path, marked `stale` (with when it was read and why).
+ */
+const page = readFileSync(new URL('./status-page.html', import.meta.url), 'utf8');
+
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const VERSION = '0.1.0';
+
+type Handle = (req: HttpRequest) => Promise<ApiResponse>;
+
+export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
+  const shared = node.api();
+  const lastGood = new Map<string, { body: unknown; at: number }>();
+
+  const json = (status: number, body: unknown, headers?: Record<string, string>): ApiResponse => ({ status, body, ...(headers ? { headers } : {}) });
+
+  async function notLeader(path: string): Promise<ApiResponse> {
+    let leader;
+    try {
+      leader = await node.refreshLeader();
+    } catch (err) {
+      return json(503, { error: `no leader can be confirmed: store unreachable: ${errorMessage(err)}`, nodeId: node.nodeId }, { 'retry-after': '1' });
+    }
+    if (!leader) return json(503, { error: 'no leader elected', nodeId: node.nodeId }, { 'retry-after': '1' });
+    const headers: Record<string, string> = { 'x-rollout-leader-id': leader.id, 'retry-after': '1' };
+    if (leader.apiUrl) headers['x-rollout-leader-url'] = leader.apiUrl;
+    if (node.config.redirectWrites && leader.apiUrl) return json(307, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, { ...headers, location: new URL(path, leader.apiUrl).toString() });
+    return json(503, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, headers);
+  }
+
+  async function idempotent(req: HttpRequest, key: string): Promise<ApiResponse> {
+    if (key.length > 200) return json(400, { error: 'Idempotency-Key: at most 200 characters' });
+    const fingerprint = createHash('sha256').update(`${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
+    const after: (() => Promise<void>)[] = [];
+    const out = await node.sql.transaction(async (tx) => {
+      // Same-key requests queue here; the second sees the first's committed record.
+      await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [createHash('sha256').update(`idem:${key}`).digest().readBigInt64BE(0).toString()]);
+      const { rows } = await tx.query<{ fingerprint: string; status: unknown; response: unknown }>('SELECT fingerprint, status, response FROM api_requests WHERE key = $1', [key]);
+      const seen = rows[0];
+      if (seen) {
+        if (seen.fingerprint !== fingerprint) return json(422, { error: `Idempotency-Key ${key} was already used for a different request` });
+        return json(toInt(seen.status), seen.response, { 'idempotent-replayed': 'true' });
+      }
+      const engine = new RolloutEngine({ store: new PostgresRolloutStore(tx), bus: node.bus, deferPublish: true, logger: node.logger });
+      const res = await apiHandler(node.apiDeps(tx, engine, (fn) => after.push(fn)))(req);
+      // 5xx is not an answer (nothing was applied): a retry should run it again.
+      if (res.status < 500) await tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, fingerprint, res.status, JSON.stringify(res.body), node.nodeId]);
+      return res;
+    });
+    for (const fn of after) await fn().catch(() => undefined);
+    // Events the write produced were left in the outbox until the commit.
+    await node.engine.flushOutbox().catch(() => undefined);
+    return out;
+  }
+
+  async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
+    try {
+      const res = await run();
+      if (res.status === 200) {
+        lastGood.set(req.path, { body: res.body, at: Date.now() });
+        if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);
+      }
+      node.storeUp();
+      return res;
+    } catch (err) {
+      node.storeDown(err);
+      const cached = lastGood.get(req.path);
+      const reason = `store unreachable: ${errorMessage(err)}`;
+      if (!cached || typeof cached.body !== 'object' || cached.body === null) return json(503, { error: reason, nodeId: node.nodeId });
+      return json(200, { ...cached.body, stale: { asOf: new Date(cached.at).toISOString(), reason } }, { 'x-rollout-stale': 'true' });
+    }
+  }
+
+  const routes: Record<string, (req: HttpRequest) => Promise<ApiResponse>> = {
+    'GET /': () => Promise.resolve(json(200, new RawBody(page, 'text/html; charset=utf-8'))),
+    'GET /metrics': async () => json(200, new RawBody(await metrics.metrics(), metrics.contentType)),
+    'GET /cluster/status': (req) => read(req, async () => json(200, await clusterStatus(node))),
+    'GET /cluster/leader': (req) =>
+      read(req, async () => {
+        const leader = await node.refreshLeader();
+        return leader ? json(200, leaderJson(leader)) : json(503, { error: 'no leader elected' });
+      }),
+    'GET /cluster/health': async () => json(200, await clusterHealth(node)),
+    'GET /ui/state': (req) => read(req, async () => json(200, await uiState(node))),
+    'POST /events': async (req) => {
+      let input: unknown;
+      try {
+        input = JSON.parse(req.body ?? '');
+      } catch (err) {
+        return json(400, { error: `request body is not JSON: ${errorMessage(err)}` });
+      }
+      try {
+        const result = await node.streaming.handle(parseInboundEvent(input));
+        return json(202, { stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })) });
+      } catch (err) {
+        if (err instanceof InvalidEventError) return json(400, { error: err.message, issues: err.issues });
+        throw err;
+      }
+    },
+    'POST /coordinator': async (req) => {
+      let input: unknown;
+      try {
+        input = JSON.parse(req.body ?? '');
+      } catch (err) {
+        return json(400, { error: `request body is not JSON: ${errorMessage(err)}` });
+      }
+      const parsed = coordinatorRequest.safeParse(input);
+      if (!parsed.success || parsed.data.action !== 'steal') return json(400, { error: 'invalid coordinator request: expected {"action":"steal","runId":…,"workerId":…}' });
+      const r = await node.stealFor(parsed.data.runId, parsed.data.workerId);
+      return json(200, r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r);
+    },
+  };
+
+  return async (req) => {
+    const method = req.method.toUpperCase();
+    const path = req.path.replace(/\/+$/, '') || '/';
+    const route = routes[`${method} ${path}`];
+    const write = !READ_METHODS.has(method);
+    if (write && path !== '/events' && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
+    if (route) return route(req);
+    if (!write) return read(req, () => shared(req));
+    const key = req.headers['idempotency-key'];
+    const res = key ? await idempotent(req, key) : await shared(req);
+    // A new rollout's first stage starts now, not at the next tick.
+    if (method === 'POST' && path === '/rollouts' && res.status === 201) {
+      const id = (res.body as { id?: unknown }).id;
+      if (typeof id === 'string') await node.streaming.handle({ type: 'rollout.created', rolloutId: id }).catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
+    }
+    return res;
+  };
+}
+
+function leaderJson(l: NonNullable<ControlPlaneNode['leader']>) {
+  return {
+    leader_id: l.id,
+    term: l.epoch,
+    hostname: l.hostname,
+    api_url: l.apiUrl,
+    acquired_at: new Date(l.acquiredAt).toISOString(),
+    renewed_at: new Date(l.renewedAt).toISOString(),
+    expires_at: new Date(l.expiresAt).toISOString(),
+    // The names the CLI and the Lambda API use.
+    holder: l.id,
+    epoch: l.epoch,
+    expiresAt: new Date(l.expiresAt).toISOString(),
+  };
+}
+
+/** Seed 002's cluster status, from the node's view (the store is read when reachable). */
+export async function clusterStatus(node: ControlPlaneNode) {
+  const leader = await node.refreshLeader();
+  const nodes = await node.membership.nodes();
+  node.nodes = nodes;
+  return {
+    node_id: node.nodeId,
+    hostname: node.config.hostname,
+    api_url: node.apiUrl,
+    state: node.state,
+    is_leader: node.state === 'leader',
+    leader_id: leader?.id ?? null,
+    term: node.term,
+    elector: node.config.elector,
+    cluster_size: nodes.length,
+    healthy_nodes: nodes.filter((n) => n.isHealthy).length,
+    nodes: nodes.map((n) => ({ node_id: n.nodeId, hostname: n.hostname, port: n.port, api_url: n.apiUrl, state: n.state, term: n.term, is_healthy: n.isHealthy, last_heartbeat: new Date(n.lastHeartbeat).toISOString() })),
+    // The names the CLI and the Lambda API use.
+    nodeId: node.nodeId,
+    isLeader: node.state === 'leader',
+    leader: leader ? { holder: leader.id, epoch: leader.epoch, expiresAt: new Date(leader.expiresAt).toISOString(), apiUrl: leader.apiUrl } : null,
+    time: new Date().toISOString(),
+  };
+}
+
+/** Ready: the store answers and a leader is known. Always 200 with the status (a load balancer reads `status`). */
+export async function clusterHealth(node: ControlPlaneNode) {
+  let storeError: string | null = null;
+  try {
+    await node.refreshLeader();
+    node.storeUp();
+  } catch (err) {
+    storeError = errorMessage(err);
+    node.storeDown(err);
+  }
+  const ready = storeError === null && node.leader !== null;
+  return {
+    status: ready ? 'healthy' : 'degraded',
+    clustering: node.config.elector === 'static' ? 'disabled' : 'enabled',
+    node_id: node.nodeId,
+    state: node.state,
+    is_leader: node.state === 'leader',
+    leader_id: node.leader?.id ?? null,
+    cluster_size: node.nodes.length,
+    cluster_ready: ready,
+    store: storeError === null ? 'reachable' : `unreachable: ${storeError}`,
+    timestamp: Date.now() / 1000,
+    version: VERSION,
+  };
+}
+
+/** The status page's one read: leader, nodes, recent rollouts with gate readings, recent runs with counts. */
+export async function uiState(node: ControlPlaneNode) {
+  const status = await clusterStatus(node);
+  const { rows: rolloutRows } = await node.sql.query<{ id: string }>(`SELECT id FROM rollouts ORDER BY (state = 'running') DESC, updated_at DESC LIMIT 20`);
+  const rollouts = [];
+  for (const { id } of rolloutRows) {
+    const v = await node.engine.store.load(id);
+    if (!v) continue;
+    rollouts.push({
+      id,
+      state: v.rollout.state,
+      target: v.rollout.spec.target,
+      attempt: v.rollout.attempt,
+      stages: v.stages.map((s) => {
+        const spec = v.rollout.spec.stages[s.index]!;
+        const m = v.metrics.get(s.index);
+        return {
+          name: spec.name,
+          percent: spec.percent,
+          bakeSeconds: spec.bakeSeconds,
+          phase: s.phase,
+          activatedAt: s.activatedAt === null ? null : new Date(s.activatedAt).toISOString(),
+          gates: spec.gates,
+          readings: m ? { requests: m.requests, errors: m.errors, errorRate: m.requests ? m.errors / m.requests : 0, p99LatencyMs: m.p99LatencyMs } : null,
+          alarms: spec.gates.alarms.map((a) => ({ name: a, state: v.alarms[a] ?? 'INSUFFICIENT_DATA' })),
+        };
+      }),
+    });
+  }
+  const { rows: runRows } = await node.sql.query<Record<string, unknown>>(
+    `SELECT r.id, r.created_at, r.coordinator_epoch, coalesce(s.steals, 0) AS steals,
+            (SELECT count(*) FROM workers w WHERE w.run_id = r.id AND w.drain IS NOT NULL) AS drains
+       FROM runs r LEFT JOIN run_stats s ON s.run_id = r.id ORDER BY r.created_at DESC LIMIT 20`,
+  );
+  const runs = [];
+  for (const r of runRows) {
+    const id = String(r.id);
+    const counts = await node.ledger.counts(id);
+    runs.push({ id, createdAt: new Date(toMillis(r.created_at)).toISOString(), coordinatorEpoch: toInt(r.coordinator_epoch), counts, total: counts.pending + counts.running + counts.done + counts.failed, steals: toInt(r.steals), drains: toInt(r.drains), done: counts.pending + counts.running === 0 });
+  }
+  return { cluster: status, rollouts, runs };
+}

@@ -1,0 +1,172 @@
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { errorMessage, type Logger } from '../../shared/log.js';
+import { UsageError } from './errors.js';
+import { Demo, type DemoProgress } from './demo.js';
+import { serveApi } from './http.js';
+import { nodeMetrics } from './metrics.js';
+import { nodeApi } from './node-api.js';
+import { ControlPlaneNode, type NodeConfigInput } from './node.js';
+import { LocalWorkerPool } from './worker-pool.js';
+
+/**
+ * `rollout start` (npm start) and `rollout serve`: a node with its HTTP
+ * server, until a signal stops it. The first SIGINT/SIGTERM stops cleanly
+ * (leadership resigned, the node leaves the cluster); a second exits at once.
+ */
+
+async function listen(node: ControlPlaneNode, logger: Logger) {
+  const handle = nodeApi(node, nodeMetrics(node));
+  try {
+    return await serveApi(handle, { host: node.config.host, port: node.config.port, logger });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'EADDRINUSE') throw new UsageError(`port ${node.config.port} on ${node.config.host} is in use: stop what uses it or pass --port`);
+    throw err;
+  }
+}
+
+/** Resolves on the first SIGINT/SIGTERM (or when `signal` aborts). */
+function untilStopped(signal?: AbortSignal): Promise<string> {
+  return new Promise((done) => {
+    let count = 0;
+    const on = (sig: NodeJS.Signals) => {
+      if (++count > 1) process.exit(130);
+      done(sig);
+    };
+    process.on('SIGINT', on).on('SIGTERM', on);
+    signal?.addEventListener('abort', () => done('abort'), { once: true });
+  });
+}
+
+/** One `npm start` per data directory: PGlite is a single process's database. */
+function lockDataDir(dir: string): () => void {
+  mkdirSync(dir, { recursive: true });
+  const lock = resolve(dir, 'rollout.pid');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(lock, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => rmSync(lock, { force: true });
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'EEXIST') throw err;
+      const pid = Number(readFileSync(lock, 'utf8'));
+      let alive = false;
+      try {
+        process.kill(pid, 0);
+        alive = Number.isInteger(pid) && pid > 0;
+      } catch {
+        alive = false;
+      }
+      if (alive) throw new UsageError(`${dir} is in use by another control plane (pid ${pid}); stop it or pass --data-dir`);
+      rmSync(lock, { force: true }); // left by a process that died
+    }
+  }
+  throw new UsageError(`cannot lock ${dir}`);
+}
+
+export interface StartOptions {
+  dataDir: string | null;
+  host: string;
+  port: number;
+  nodeId: string;
+  demo: boolean;
+  demoItems: number;
+  demoBakeSeconds: number;
+  workers: number;
+  itemMs: number;
+  /** Stop once the demo has finished (for scripts and tests). */
+  exitAfterDemo: boolean;
+}
+
+function bar(p: DemoProgress): string {
+  const mark = (phase: string) => (phase === 'promoted' ? '✔' : phase === 'active' ? '▶' : phase === 'rolled_back' ? '✘' : ' ');
+  return p.stages.map((s) => `[${mark(s.phase)} ${s.name} ${s.percent}%]`).join('');
+}
+
+function progressLines(p: DemoProgress, url: string): string[] {
+  const gate = p.errorRate === null ? '' : `  errors ${(100 * p.errorRate).toFixed(1)}%, p99 ${p.p99LatencyMs ?? '-'} ms`;
+  return [
+    `rollout ${p.rolloutId}  ${p.rolloutState.padEnd(9)} ${bar(p)}${gate}${p.rolloutSeconds === null ? '' : `  (${p.rolloutSeconds.toFixed(1)} s)`}`,
+    `run     ${p.runId}  ${p.done}/${p.items} done, ${p.running} running, ${p.failed} failed · steals ${p.steals} · drains ${p.drains}${p.runSeconds === null ? '' : `  (${p.runSeconds.toFixed(1)} s)`}`,
+    `status page ${url}   Ctrl-C to stop`,
+  ];
+}
+
+/** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */
+export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.WriteStream = process.stdout): Promise<void> {
+  const unlock = o.dataDir ? lockDataDir(o.dataDir) : () => undefined;
+  let node: ControlPlaneNode | null = null;
+  try {
+    node = await ControlPlaneNode.open({ nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1 }, logger);
+    const server = await listen(node, logger);
+    await node.start();
+    const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });
+    pool.start();
+    out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
+    const stopped = new AbortController();
+    const demo = o.demo ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds }) : null;
+    let ticker: NodeJS.Timeout | undefined;
+    if (demo) {
+      await demo.start();
+      out.write(`demo: a 4-stage rollout and a run of ${o.demoItems} items on ${o.workers} workers (watch ${server.url})\n`);
+      const tty = out.isTTY === true;
+      let drawn = 0;
+      let last = '';
+      const draw = async () => {
+        const p = await demo.progress();
+        const lines = progressLines(p, server.url);
+        const text = lines.join('\n');
+        if (tty) {
+          out.write(`${drawn ? `\x1b[${drawn}A\x1b[J` : ''}${text}\n`);
+          drawn = lines.length;
+        } else if (text !== last) out.write(`${lines.slice(0, 2).join('\n')}\n`);
+        last = text;
+        if (demo.finished()) {
+          clearInterval(ticker);
+          out.write(`demo complete: rollout ${p.rolloutId} ${p.rolloutState} in ${p.rolloutSeconds?.toFixed(1)} s; run ${p.runId} finished in ${p.runSeconds?.toFixed(1)} s (${p.done} done, ${p.failed} failed, steals ${p.steals}, drains ${p.drains})\n`);
+          if (o.exitAfterDemo) stopped.abort();
+          else out.write(`still serving ${server.url} — Ctrl-C to stop\n`);
+        }
+      };
+      let drawing = false;
+      ticker = setInterval(() => {
+        if (drawing) return;
+        drawing = true;
+        draw()
+          .catch((err: unknown) => logger.warn('progress failed', { error: errorMessage(err) }))
+          .finally(() => (drawing = false));
+      }, tty ? 250 : 1_000);
+    } else out.write(`status page ${server.url} — Ctrl-C to stop\n`);
+    const why = await untilStopped(stopped.signal);
+    clearInterval(ticker);
+    out.write(`${why === 'abort' ? 'stopping' : `${why}: stopping`}…\n`);
+    await demo?.stop();
+    await pool.close();
+    await server.close();
+    await node.stop();
+    node = null;
+    out.write('stopped\n');
+  } finally {
+    await node?.stop().catch(() => undefined);
+    unlock();
+  }
+}
+
+/** `rollout serve`: a cluster node on PostgreSQL. */
+export async function serveCommand(config: NodeConfigInput, logger: Logger, out: NodeJS.WriteStream = process.stdout): Promise<void> {
+  const node = await ControlPlaneNode.open(config, logger);
+  let server: Awaited<ReturnType<typeof listen>> | null = null;
+  try {
+    server = await listen(node, logger);
+    await node.start();
+    out.write(`${JSON.stringify({ event: 'serving', nodeId: node.nodeId, url: server.url, apiUrl: node.apiUrl, elector: node.config.elector })}\n`);
+    const why = await untilStopped();
+    logger.info(`${why}: stopping`, { nodeId: node.nodeId });
+  } finally {
+    // Resign first, so a follower takes over while this node finishes; then stop serving.
+    await node.stop();
+    await server?.close();
+  }
+}
