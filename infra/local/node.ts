@@ -172,7 +172,8 @@ export class ControlPlaneNode {
     let node: ControlPlaneNode;
     if (config.store.kind === 'postgres') {
       const url = config.store.databaseUrl;
-      const db = await connectPostgres({ connectionString: url, max: 10 });
+      // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
+      const db = await connectPostgres({ connectionString: url, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 });
       let onLeader = (_payload: string) => undefined as void;
       const wake = await PgNotifyWake.open({ connectionString: url }, logger, { [LEADER_CHANNEL]: (p) => onLeader(p) }).catch(async (err: unknown) => {
         await db.close();

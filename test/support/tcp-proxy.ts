@@ -6,13 +6,15 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  *   swallowed and that connection is cut — the request was delivered and
  *   committed, the reply was lost;
  * - `blackhole(true)`: stop forwarding in both directions without closing —
- *   a silent partition.
+ *   a silent partition;
+ * - `refuse(true)`: the server is down (connections cut and refused).
  */
 export class FaultyProxy {
   private server: Server | undefined;
   private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
   private dropArmed = false;
   private holes = false;
+  private refusing = false;
   dropped = 0;
   port = 0;
 
@@ -23,6 +25,10 @@ export class FaultyProxy {
 
   async start(): Promise<this> {
     this.server = createServer((client) => {
+      if (this.refusing) {
+        client.destroy();
+        return;
+      }
       const upstream = connect(this.targetPort, this.targetHost);
       const pair = { client, upstream };
       this.pairs.add(pair);
@@ -55,6 +61,17 @@ export class FaultyProxy {
 
   dropNextReply(): void {
     this.dropArmed = true;
+  }
+
+  /** The server is down: every connection is cut, new ones are closed at once. */
+  refuse(on: boolean): void {
+    this.refusing = on;
+    if (!on) return;
+    for (const p of this.pairs) {
+      p.client.destroy();
+      p.upstream.destroy();
+    }
+    this.pairs.clear();
   }
 
   blackhole(on: boolean): void {

@@ -1,0 +1,218 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { serveApi } from '../../infra/local/http.js';
+import { nodeMetrics } from '../../infra/local/metrics.js';
+import { nodeApi } from '../../infra/local/node-api.js';
+import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.js';
+import { freePort } from '../../infra/local/processes.js';
+import { FaultyProxy } from '../support/tcp-proxy.js';
+
+/**
+ * Cluster nodes in this process on a real PostgreSQL (a database of their
+ * own on the harness's server): leader-only writes, idempotent writes, and
+ * seed 002's database outage behaviour, with the outage made by a proxy.
+ */
+const admin = process.env.DATABASE_URL!;
+let dbUrl: string;
+let dbName: string;
+
+beforeAll(async () => {
+  dbName = `node_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+  const c = new pg.Client({ connectionString: admin });
+  await c.connect();
+  await c.query(`CREATE DATABASE ${dbName}`);
+  await c.end();
+  const u = new URL(admin);
+  u.pathname = `/${dbName}`;
+  dbUrl = u.toString();
+});
+
+const running: { node: ControlPlaneNode; close(): Promise<void> }[] = [];
+afterEach(async () => {
+  for (const r of running.splice(0)) await r.close();
+});
+
+afterAll(async () => {
+  const c = new pg.Client({ connectionString: admin });
+  await c.connect();
+  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+  await c.end();
+});
+
+const fast = { leaseTtlSeconds: 2, heartbeatIntervalSeconds: 0.6, electionIntervalSeconds: 0.4, electionTimeoutSeconds: 2, monitorIntervalSeconds: 0.5, tickIntervalSeconds: 0.5 };
+
+async function startNode(nodeId: string, url: string, extra: Partial<NodeConfigInput> = {}, start = true) {
+  const port = await freePort();
+  const node = await ControlPlaneNode.open({ nodeId, store: { kind: 'postgres', databaseUrl: url }, port, ...fast, ...extra });
+  const server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
+  if (start) await node.start();
+  const handle = {
+    node,
+    url: server.url,
+    close: async () => {
+      await node.stop();
+      await server.close();
+    },
+  };
+  running.push(handle);
+  return handle;
+}
+
+async function until<T>(what: string, ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+async function http(url: string, method = 'GET', body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { method, redirect: 'manual', headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+}
+
+const spec = { target: { service: 'svc', version: 'v2' }, preset: 'linear', stepPercent: 50, bakeSeconds: 60 };
+
+describe('cluster node', () => {
+  it('refuses writes on a follower (503 naming the leader, or 307 when told to redirect) and with no leader at all', async () => {
+    const a = await startNode('n-a', dbUrl);
+    await until('a leads', 5_000, async () => a.node.state === 'leader');
+    const b = await startNode('n-b', dbUrl);
+    const c = await startNode('n-c', dbUrl, { redirectWrites: true });
+    await until('b sees a', 5_000, async () => (await b.node.refreshLeader())?.id === 'n-a');
+
+    const r = await http(`${b.url}/rollouts`, 'POST', { spec });
+    expect(r.status).toBe(503);
+    expect(r.headers.get('x-rollout-leader-id')).toBe('n-a');
+    expect(r.headers.get('x-rollout-leader-url')).toBe(a.url);
+    expect((r.body.leader as { leader_id: string }).leader_id).toBe('n-a');
+
+    const redirected = await http(`${c.url}/rollouts`, 'POST', { spec });
+    expect(redirected.status).toBe(307);
+    expect(redirected.headers.get('location')).toBe(`${a.url}/rollouts`);
+
+    // Signals are not leader-only: stored by whichever node gets them.
+    const sig = await http(`${b.url}/events`, 'POST', { type: 'rollout.alarm_changed', alarm: 'x', state: 'OK', changedAt: Date.now() });
+    expect(sig.status).toBe(202);
+    expect(sig.body.evaluated).toBe(false);
+    const bad = await http(`${b.url}/events`, 'POST', { type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 1, errors: 2, observedAt: Date.now() });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatch(/errors: must not exceed requests/);
+
+    // Nobody leads: the lease released and no node campaigning (a node not started yet).
+    await a.close();
+    running.splice(running.indexOf(a), 1);
+    await b.close();
+    await c.close();
+    running.splice(0);
+    const lone = await startNode('n-d', dbUrl, {}, false);
+    const none = await http(`${lone.url}/rollouts`, 'POST', { spec });
+    expect(none.status).toBe(503);
+    expect(none.body.error).toBe('no leader elected');
+  }, 30_000);
+
+  it('applies a write with an Idempotency-Key once: a retry replays it, the key on another request is refused', async () => {
+    const a = await startNode('n-idem', dbUrl);
+    await until('leads', 5_000, async () => a.node.state === 'leader');
+    const key = randomUUID();
+    const first = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key });
+    expect(first.status).toBe(201);
+    const again = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key });
+    expect(again.status).toBe(201);
+    expect(again.body.id).toBe(first.body.id);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    const other = await http(`${a.url}/rollouts`, 'POST', { spec: { ...spec, bakeSeconds: 5 } }, { 'idempotency-key': key });
+    expect(other.status).toBe(422);
+    expect(other.body.error).toMatch(/already used for a different request/);
+    // The first stage started at once (not at the next tick), and its event left the outbox after the commit.
+    const view = await http(`${a.url}/rollouts/${String(first.body.id)}`);
+    expect((view.body.stages as { phase: string }[])[0]!.phase).toBe('active');
+    const { rows } = await a.node.sql.query<{ n: string }>('SELECT count(*) AS n FROM rollout_events WHERE rollout_id = $1 AND published_at IS NULL', [first.body.id]);
+    expect(Number(rows[0]!.n)).toBe(0);
+  }, 30_000);
+
+  it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over at once', async () => {
+    const a = await startNode('n-lock-a', dbUrl, { elector: 'advisory-lock', electionIntervalSeconds: 5 });
+    await until('a leads', 5_000, async () => a.node.state === 'leader');
+    const b = await startNode('n-lock-b', dbUrl, { elector: 'advisory-lock', electionIntervalSeconds: 5 });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(b.node.state).toBe('follower');
+    const epoch = a.node.term;
+    const created = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': randomUUID() });
+    expect(created.status).toBe(201);
+    const stoppedAt = Date.now();
+    await a.close();
+    running.splice(running.indexOf(a), 1);
+    // Followers retry every 5 s here; the resign's NOTIFY brings b in well before that.
+    await until('b leads', 2_000, async () => b.node.state === 'leader');
+    expect(Date.now() - stoppedAt).toBeLessThan(1_000);
+    expect(b.node.term).toBe(epoch + 1);
+    const cmd = await http(`${b.url}/rollouts/${String(created.body.id)}/pause`, 'POST', {}, { 'idempotency-key': randomUUID() });
+    expect(cmd.status).toBe(200);
+  }, 30_000);
+
+  it('refuses a configuration it cannot run, naming the field', async () => {
+    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'pglite', dataDir: null }, elector: 'advisory-lock' })).rejects.toThrow(/elector: advisory-lock needs a PostgreSQL server/);
+    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: dbUrl }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 })).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
+    await expect(ControlPlaneNode.open({ nodeId: 'has space', store: { kind: 'pglite', dataDir: null } })).rejects.toThrow(/nodeId/);
+  });
+
+  it('a PostgreSQL outage: the leader steps down, nobody is elected, reads answer from the last known state and say so; election resumes when it returns', async () => {
+    const u = new URL(dbUrl);
+    const proxy = await new FaultyProxy(u.hostname, Number(u.port)).start();
+    u.port = String(proxy.port);
+    try {
+      const a = await startNode('n-out-a', u.toString());
+      const b = await startNode('n-out-b', u.toString());
+      const leader = await until('a leader', 5_000, async () => [a, b].find((n) => n.node.state === 'leader'));
+      const created = await http(`${leader.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': randomUUID() });
+      expect(created.status).toBe(201);
+      for (const n of [a, b]) expect((await http(`${n.url}/rollouts`)).status).toBe(200);
+
+      proxy.refuse(true);
+      const downAt = Date.now();
+      await until('the leader steps down', 4_000, async () => a.node.state !== 'leader' && b.node.state !== 'leader');
+      expect(Date.now() - downAt).toBeLessThanOrEqual(fast.leaseTtlSeconds * 1000 + 500);
+      // Longer than a TTL more: still nobody.
+      await new Promise((r) => setTimeout(r, fast.leaseTtlSeconds * 1000));
+      expect([a.node.state, b.node.state]).not.toContain('leader');
+
+      for (const n of [a, b]) {
+        const read = await http(`${n.url}/rollouts`);
+        expect(read.status).toBe(200);
+        expect(read.headers.get('x-rollout-stale')).toBe('true');
+        expect((read.body.stale as { reason: string }).reason).toMatch(/store unreachable/);
+        expect((read.body.rollouts as { id: string }[]).map((r) => r.id)).toContain(created.body.id);
+        const health = await http(`${n.url}/cluster/health`);
+        expect(health.body.status).toBe('degraded');
+        expect(String(health.body.store)).toMatch(/^unreachable/);
+        const write = await http(`${n.url}/rollouts`, 'POST', { spec });
+        expect(write.status).toBe(503);
+        expect(write.body.error).toMatch(/no leader can be confirmed: store unreachable/);
+      }
+
+      proxy.refuse(false);
+      await until('a leader again', 10_000, async () => [a, b].find((n) => n.node.state === 'leader'));
+      const fresh = await http(`${a.url}/rollouts`);
+      expect(fresh.headers.get('x-rollout-stale')).toBeNull();
+      // The step-down was recorded once the store was back (events wait for it).
+      const db = new pg.Client({ connectionString: dbUrl });
+      await db.connect();
+      try {
+        const { rows } = await until('leader_lost recorded', 5_000, async () => {
+          const r = await db.query<{ node_id: string; reason: string }>(`SELECT node_id, event_data->>'reason' AS reason FROM cluster_events WHERE event_type = 'leader_lost' AND node_id = $1`, [leader.node.nodeId]);
+          return r.rows.length ? r : null;
+        });
+        expect(rows.map((r) => r.reason)).toContain('expired');
+      } finally {
+        await db.end();
+      }
+    } finally {
+      for (const r of running.splice(0)) await r.close().catch(() => undefined);
+      await proxy.stop();
+    }
+  }, 60_000);
+});
