@@ -9,7 +9,6 @@ import { SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
 import { ConfigError } from '../../shared/errors.js';
 import { errorMessage, type Logger } from '../../shared/log.js';
 import { UsageError } from './errors.js';
-import { serveCommand, startCommand } from './node-command.js';
 import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from './worker-command.js';
 
 /**
@@ -113,6 +112,8 @@ function nodeCommands(cli: Command): void {
       if (o.workers < 1) throw new UsageError('--workers must be at least 1');
       if (o.demoItems < 1) throw new UsageError('--demo-items must be at least 1');
       const logger = quiet(stderrLogger(o.json));
+      // Loaded on use: the worker fleet's bundle of this command carries only what `worker` needs.
+      const { startCommand } = await import('./node-command.js');
       await startCommand({ ...o, dataDir: o.dataDir === 'memory' ? null : o.dataDir }, logger);
     });
   cli
@@ -135,6 +136,7 @@ function nodeCommands(cli: Command): void {
     .option('--json', 'logs as JSON lines', false)
     .action(async (o: { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json);
+      const { serveCommand } = await import('./node-command.js');
       await serveCommand(
         {
           nodeId: o.nodeId,

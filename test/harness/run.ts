@@ -19,8 +19,8 @@ import { startServices, type ServiceSet } from './services.js';
 const root = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => resolve(root, 'node_modules/.bin', name);
 
-type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'infra' | 'services' | 'bench' | 'smoke';
-const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'infra', 'services', 'bench', 'smoke'];
+type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'e2e' | 'infra' | 'services' | 'bench' | 'smoke';
+const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'e2e', 'infra', 'services', 'bench', 'smoke'];
 
 const [modeArg, ...rest] = process.argv.slice(2);
 if (!modes.includes(modeArg as Mode)) {

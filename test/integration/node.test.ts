@@ -59,7 +59,7 @@ async function startNode(nodeId: string, url: string, extra: Partial<NodeConfigI
   return handle;
 }
 
-async function until<T>(what: string, ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+async function until<T>(what: string, ms: number, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await probe();
@@ -79,7 +79,7 @@ const spec = { target: { service: 'svc', version: 'v2' }, preset: 'linear', step
 describe('cluster node', () => {
   it('refuses writes on a follower (503 naming the leader, or 307 when told to redirect) and with no leader at all', async () => {
     const a = await startNode('n-a', dbUrl);
-    await until('a leads', 5_000, async () => a.node.state === 'leader');
+    await until('a leads', 5_000, () => a.node.state === 'leader');
     const b = await startNode('n-b', dbUrl);
     const c = await startNode('n-c', dbUrl, { redirectWrites: true });
     await until('b sees a', 5_000, async () => (await b.node.refreshLeader())?.id === 'n-a');
@@ -116,7 +116,7 @@ describe('cluster node', () => {
 
   it('applies a write with an Idempotency-Key once: a retry replays it, the key on another request is refused', async () => {
     const a = await startNode('n-idem', dbUrl);
-    await until('leads', 5_000, async () => a.node.state === 'leader');
+    await until('leads', 5_000, () => a.node.state === 'leader');
     const key = randomUUID();
     const first = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key });
     expect(first.status).toBe(201);
@@ -136,7 +136,7 @@ describe('cluster node', () => {
 
   it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over at once', async () => {
     const a = await startNode('n-lock-a', dbUrl, { elector: 'advisory-lock', electionIntervalSeconds: 5 });
-    await until('a leads', 5_000, async () => a.node.state === 'leader');
+    await until('a leads', 5_000, () => a.node.state === 'leader');
     const b = await startNode('n-lock-b', dbUrl, { elector: 'advisory-lock', electionIntervalSeconds: 5 });
     await new Promise((r) => setTimeout(r, 300));
     expect(b.node.state).toBe('follower');
@@ -147,7 +147,7 @@ describe('cluster node', () => {
     await a.close();
     running.splice(running.indexOf(a), 1);
     // Followers retry every 5 s here; the resign's NOTIFY brings b in well before that.
-    await until('b leads', 2_000, async () => b.node.state === 'leader');
+    await until('b leads', 2_000, () => b.node.state === 'leader');
     expect(Date.now() - stoppedAt).toBeLessThan(1_000);
     expect(b.node.term).toBe(epoch + 1);
     const cmd = await http(`${b.url}/rollouts/${String(created.body.id)}/pause`, 'POST', {}, { 'idempotency-key': randomUUID() });
@@ -167,14 +167,14 @@ describe('cluster node', () => {
     try {
       const a = await startNode('n-out-a', u.toString());
       const b = await startNode('n-out-b', u.toString());
-      const leader = await until('a leader', 5_000, async () => [a, b].find((n) => n.node.state === 'leader'));
+      const leader = await until('a leader', 5_000, () => [a, b].find((n) => n.node.state === 'leader'));
       const created = await http(`${leader.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': randomUUID() });
       expect(created.status).toBe(201);
       for (const n of [a, b]) expect((await http(`${n.url}/rollouts`)).status).toBe(200);
 
       proxy.refuse(true);
       const downAt = Date.now();
-      await until('the leader steps down', 4_000, async () => a.node.state !== 'leader' && b.node.state !== 'leader');
+      await until('the leader steps down', 4_000, () => a.node.state !== 'leader' && b.node.state !== 'leader');
       expect(Date.now() - downAt).toBeLessThanOrEqual(fast.leaseTtlSeconds * 1000 + 500);
       // Longer than a TTL more: still nobody.
       await new Promise((r) => setTimeout(r, fast.leaseTtlSeconds * 1000));
@@ -195,7 +195,7 @@ describe('cluster node', () => {
       }
 
       proxy.refuse(false);
-      await until('a leader again', 10_000, async () => [a, b].find((n) => n.node.state === 'leader'));
+      await until('a leader again', 10_000, () => [a, b].find((n) => n.node.state === 'leader'));
       const fresh = await http(`${a.url}/rollouts`);
       expect(fresh.headers.get('x-rollout-stale')).toBeNull();
       // The step-down was recorded once the store was back (events wait for it).
