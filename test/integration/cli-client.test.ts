@@ -4,12 +4,11 @@
  * PostgreSQL: tables for people, JSON for scripts, exit codes for both.
  * Also: a SigV4-signed request carries the execute-api credential scope.
  */
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveApi } from '../../infra/local/http.js';
 import { apiHandler, PROMOTION_LEASE } from '../../shared/api/handler.js';
@@ -19,20 +18,9 @@ import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
 import { InProcessWake } from '../../shared/queue/ledger/wake.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { openBackend, type LeaseBackend } from '../support/backends.js';
+import { rollout } from '../support/cli.js';
 
-const root = resolve(import.meta.dirname, '../..');
 const SPEC = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
-
-function rollout(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'infra/local/cli.ts', ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.on('exit', (code) => done({ code, out, err }));
-  });
-}
 
 describe('rollout client commands', () => {
   let backend: LeaseBackend;

@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { serveApi } from '../../infra/local/http.js';
@@ -6,6 +9,7 @@ import { nodeMetrics } from '../../infra/local/metrics.js';
 import { nodeApi } from '../../infra/local/node-api.js';
 import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
+import { rollout } from '../support/cli.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -159,6 +163,35 @@ describe('cluster node', () => {
     await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: dbUrl }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 })).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
     await expect(ControlPlaneNode.open({ nodeId: 'has space', store: { kind: 'pglite', dataDir: null } })).rejects.toThrow(/nodeId/);
   });
+
+  it('the CLI against nodes: a write sent to a follower is followed to the leader once; events publish moves a rollout; serve refuses bad timings', async () => {
+    const a = await startNode('n-cli-a', dbUrl);
+    await until('a leads', 5_000, () => a.node.state === 'leader');
+    const b = await startNode('n-cli-b', dbUrl);
+    await until('b sees a', 5_000, async () => (await b.node.refreshLeader())?.id === 'n-cli-a');
+    const specFile = join(mkdtempSync(join(tmpdir(), 'rollout-node-')), 'spec.json');
+    writeFileSync(specFile, JSON.stringify({ target: { service: 'cli', version: 'v2' }, stages: [{ name: 'one', percent: 50, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'two', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] }));
+    const created = await rollout(['rollouts', 'create', '--file', specFile, '--id', 'cli-ro', '--url', b.url]);
+    expect(created.code, created.err).toBe(0);
+    expect(created.out.trim()).toBe('created cli-ro');
+
+    const sig = await rollout(['events', 'publish', '--type', 'rollout.metrics_reported', '--rollout', 'cli-ro', '--stage', '0', '--requests', '20', '--errors', '0', '--url', a.url]);
+    expect(sig.code, sig.err).toBe(0);
+    expect(sig.out.trim()).toBe('accepted (stored); evaluated: promote');
+    const got = await rollout(['rollouts', 'get', 'cli-ro', '--url', a.url, '--json']);
+    expect((JSON.parse(got.out) as { stages: { phase: string }[] }).stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
+
+    const bad = await rollout(['events', 'publish', '--type', 'rollout.metrics_reported', '--rollout', 'cli-ro', '--stage', '0', '--requests', '5', '--errors', '9', '--url', a.url]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/errors: must not exceed requests/);
+
+    const serve = await rollout(['serve', '--lease-ttl', '5', '--heartbeat-interval', '10'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: dbUrl });
+    expect(serve.code).toBe(2);
+    expect(serve.err).toMatch(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
+    const noDb = await rollout(['serve'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: '' });
+    expect(noDb.code).toBe(2);
+    expect(noDb.err).toMatch(/store.databaseUrl: DATABASE_URL is required for a PostgreSQL node/);
+  }, 60_000);
 
   it('a PostgreSQL outage: the leader steps down, nobody is elected, reads answer from the last known state and say so; election resumes when it returns', async () => {
     const u = new URL(dbUrl);
