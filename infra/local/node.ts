@@ -80,6 +80,8 @@ export const nodeConfigSchema = z
     scanIntervalSeconds: seconds.default(5),
     /** Followers answer writes with 307 to the leader instead of 503 with the leader named. */
     redirectWrites: z.boolean().default(false),
+    /** On a graceful stop, NOTIFY followers so one takes over at once (off: they find out at their next retry). */
+    wakeOnResign: z.boolean().default(true),
     eventRetentionDays: z.number().positive().default(7),
   })
   .superRefine((c, ctx) => {
@@ -497,7 +499,7 @@ export class ControlPlaneNode {
     await this.stopCoordinators();
     const wasLeader = this.elector?.state === 'leader';
     await this.elector?.stop();
-    if (wasLeader && this.config.store.kind === 'postgres') {
+    if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) {
       await this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]).catch(() => undefined);
     }
     await this.flushEvents();
