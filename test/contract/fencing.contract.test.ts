@@ -11,7 +11,7 @@ import { tokenOf } from '../../shared/lease/record.js';
 import { steal } from '../../shared/lease/transitions.js';
 import { withFence } from '../../shared/store/postgres/fence.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
-import { BACKENDS, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { BACKENDS, fencedProbePut, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { gate, settled, until } from '../support/gate.js';
 
@@ -160,6 +160,60 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
 
     await expect(withFence(db.sql, token, (tx) => put(tx, 'k2', 'a-late'))).rejects.toBeInstanceOf(FencedError);
     expect(await probe('k2')).toBe('a-in-time');
+  });
+
+  it('one-statement fence: a steal in flight makes the old holder’s statement wait, then write nothing and report FencedError', async () => {
+    const name = uniqueName('fence');
+    const clock = new ManualClock();
+    const { token, row } = await heldLease(name, clock);
+    const release = gate();
+    const stealLocked = gate();
+    const stealing = db.sql.transaction(async (tx) => {
+      expect((await new PostgresLeaseStore(tx).compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs))).ok).toBe(true);
+      stealLocked.open();
+      await release.wait;
+    });
+    await stealLocked.wait;
+    const write = fencedProbePut(db.sql, token, 'k4', 'a-late');
+    write.catch(() => undefined);
+    try {
+      await until('the fenced statement waits on the lease row lock', () => waitingOnLock('WITH fence AS MATERIALIZED%'));
+      expect(await settled(write)).toBe(false);
+    } finally {
+      release.open();
+    }
+    await stealing;
+    const err = await write.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FencedError);
+    expect((err as FencedError).current).toEqual({ holder: 'b', epoch: token.epoch + 1 });
+    expect(await probe('k4')).toBeNull();
+  });
+
+  it('one-statement fence: the statement holds the lease row until its transaction commits; the steal waits for it', async () => {
+    const name = uniqueName('fence');
+    const clock = new ManualClock();
+    const { token, row } = await heldLease(name, clock);
+    const release = gate();
+    const written = gate();
+    // The statement inside a transaction the test keeps open: its lock must last until the commit.
+    const write = db.sql.transaction(async (tx) => {
+      await fencedProbePut(tx, token, 'k5', 'a-in-time');
+      written.open();
+      await release.wait;
+    });
+    await written.wait;
+    const stealing = store.compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
+    try {
+      await until('the steal waits on the lease row lock', () => waitingOnLock('UPDATE leases%'));
+      expect(await settled(stealing)).toBe(false);
+    } finally {
+      release.open();
+    }
+    await write;
+    expect((await stealing).ok).toBe(true);
+    expect(await probe('k5')).toBe('a-in-time');
+    await expect(fencedProbePut(db.sql, token, 'k5', 'a-late')).rejects.toBeInstanceOf(FencedError);
+    expect(await probe('k5')).toBe('a-in-time');
   });
 
   it('holder alone is not enough: the same holder at an older epoch is rejected', async () => {

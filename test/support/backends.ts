@@ -14,7 +14,7 @@ import { fencedTransactWrite } from '../../shared/store/dynamodb/fence.js';
 import { DynamoLeaseStore } from '../../shared/store/dynamodb/lease-store.js';
 import { ensureTable } from '../../shared/store/dynamodb/table.js';
 import { connectPostgres, openPglite } from '../../shared/store/postgres/connect.js';
-import { withFence } from '../../shared/store/postgres/fence.js';
+import { assertStillHeld, fenceClauses } from '../../shared/store/postgres/fence.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
 import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
 import { DynamoRolloutStore } from '../../shared/store/dynamodb/rollout-store.js';
@@ -56,12 +56,20 @@ function required(name: string): string {
 
 const PROBE_DDL = 'CREATE TABLE fence_probe (key text PRIMARY KEY, value text NOT NULL)';
 
+/** A probe write fenced in one statement (the form the ledger's coordinator writes use). */
+export async function fencedProbePut(sql: Sql, token: LeaseToken, key: string, value: string): Promise<void> {
+  const params: unknown[] = [key, value];
+  const fence = fenceClauses(token, params);
+  const { rows } = await sql.query(
+    `${fence.with} INSERT INTO fence_probe (key, value) SELECT $1, $2 WHERE ${fence.holds} ON CONFLICT (key) DO UPDATE SET value = excluded.value RETURNING key`,
+    params,
+  );
+  if (!rows.length) await assertStillHeld(sql, token);
+}
+
 function sqlProbe(sql: Sql): Pick<LeaseBackend, 'fencedPut' | 'probe'> {
   return {
-    fencedPut: (token, key, value) =>
-      withFence(sql, token, async (tx) => {
-        await tx.query('INSERT INTO fence_probe (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
-      }),
+    fencedPut: (token, key, value) => fencedProbePut(sql, token, key, value),
     probe: async (key) => (await sql.query<{ value: string }>('SELECT value FROM fence_probe WHERE key = $1', [key])).rows[0]?.value ?? null,
   };
 }

@@ -3,7 +3,7 @@ import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
 import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas, ItemFields } from '../../ledger/transitions.js';
-import { withFence } from './fence.js';
+import { assertStillHeld, fenceClauses } from './fence.js';
 import { PostgresLeaseStore } from './lease-store.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 
@@ -65,7 +65,7 @@ function itemOf(r: Row): WorkItem {
   };
 }
 
-/** The ledger on PostgreSQL / PGlite: each transition one conditional UPDATE (inside the fence for coordinator writes). */
+/** The ledger on PostgreSQL / PGlite: each transition one conditional UPDATE (coordinator writes carry the fence in the same statement). */
 export class PostgresLedgerStore implements LedgerStore {
   constructor(private readonly sql: Sql) {}
 
@@ -117,10 +117,13 @@ export class PostgresLedgerStore implements LedgerStore {
     const sets = Object.entries(change.set).map(([f, v]) => `${COLUMN[f as keyof ItemFields]} = ${p(sqlValue(f as keyof ItemFields, v))}`);
     if (change.bumpAttempts) sets.push('attempts = attempts + 1');
     const where = Object.entries(change.expect).map(([f, v]) => `${COLUMN[f as keyof ItemFields]} IS NOT DISTINCT FROM ${p(sqlValue(f as keyof ItemFields, v))}`);
-    const text = `UPDATE work_items SET ${[...sets, 'version = version + 1', 'updated_at = $3'].join(', ')}
+    const fence = change.fence ? fenceClauses(change.fence, params) : null;
+    if (fence) where.push(fence.holds);
+    const text = `${fence?.with ?? ''} UPDATE work_items SET ${[...sets, 'version = version + 1', 'updated_at = $3'].join(', ')}
                    WHERE run_id = $1 AND id = $2 AND ${where.join(' AND ')} RETURNING *`;
-    const { rows } = change.fence ? await withFence(this.sql, change.fence, (tx) => tx.query<Row>(text, params)) : await this.sql.query<Row>(text, params);
+    const { rows } = await this.sql.query<Row>(text, params);
     if (rows[0]) return { ok: true, item: itemOf(rows[0]) };
+    if (change.fence) await assertStillHeld(this.sql, change.fence);
     return { ok: false, current: await this.get(change.runId, change.itemId) };
   }
 
@@ -199,10 +202,14 @@ export class PostgresLedgerStore implements LedgerStore {
       if (first.bumpAttempts) sets.push('attempts = w.attempts + 1');
       sets.push('version = w.version + 1', 'updated_at = $2');
       const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM ${operand('e', f, idx.map((i) => (changes[i]!.expect as Partial<ItemFields>)[f]))}`);
-      const text = `UPDATE work_items w SET ${sets.join(', ')}
+      const fence = first.fence ? fenceClauses(first.fence, params) : null;
+      if (fence) where.push(fence.holds);
+      const text = `${fence?.with ?? ''} UPDATE work_items w SET ${sets.join(', ')}
                     FROM unnest(${arrays.join(', ')}) AS v(${cols.join(', ')})
                     WHERE w.run_id = $1 AND w.id = ANY($3::text[]) AND w.id = v.id${where.map((c) => ` AND ${c}`).join('')} RETURNING ${returning}`;
-      const { rows } = first.fence ? await withFence(this.sql, first.fence, (tx) => tx.query<Row>(text, params)) : await this.sql.query<Row>(text, params);
+      const { rows } = await this.sql.query<Row>(text, params);
+      // Nothing changed: fenced (FencedError), or every row had moved on (reported per item).
+      if (!rows.length && first.fence) await assertStillHeld(this.sql, first.fence);
       results.push({ idx, first, rows });
     }
     return results;
