@@ -183,8 +183,10 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const now = clock.now();
         const { created } = await deps.ledger.createRun(id, body.spec, now);
         const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
-        // Idempotent: items already present are not sent again (their messages exist or they are done).
-        if (added > 0) await deps.workQueue().send(id, [...new Set(ids)]);
+        // Every item of the request is sent, new or not: a request that stored its items and then
+        // failed before sending is completed by its retry. A duplicate message is harmless (a worker
+        // drops one whose item is no longer pending).
+        await deps.workQueue().send(id, [...new Set(ids)]);
         return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
       },
     },

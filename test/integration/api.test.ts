@@ -82,12 +82,12 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(await call('GET', '/cluster/leader')).toMatchObject({ status: 200, body: { holder: 'node-a', epoch: 0 } });
   });
 
-  it('runs: create enqueues and sends the items once; the same request again adds nothing; status counts', async () => {
+  it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {
     const first = await call('POST', '/runs', { id: `run-${name}`, items: [{ p: 1 }, { p: 2 }, { p: 1 }] });
     expect(first).toMatchObject({ status: 201, body: { id: `run-${name}`, created: true, items: 3, added: 2 } });
     expect(await queued()).toBe(2); // one message per item: the repeated payload is the same item
     expect(await call('POST', '/runs', { id: `run-${name}`, items: [{ p: 2 }, { p: 1 }] })).toMatchObject({ status: 200, body: { created: false, added: 0 } });
-    expect(await queued()).toBe(2); // nothing new, nothing sent again
+    expect(await queued()).toBe(4); // nothing new; both sent again (duplicates are dropped by workers)
     expect(await call('GET', `/runs/run-${name}`)).toMatchObject({ status: 200, body: { counts: { pending: 2, running: 0, done: 0, failed: 0 }, done: false } });
     expect(await call('POST', '/runs', { items: [] })).toMatchObject({ status: 400, body: { issues: ['items: at least one item'] } });
     expect((await call('GET', '/runs/none')).status).toBe(404);
