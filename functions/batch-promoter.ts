@@ -2,7 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
-import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
  * BatchPromoter on a schedule. EventBridge schedules fire at most once a
@@ -21,6 +21,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
     const batch = new BatchPromoter(rt.engine, rt.leadership, { intervalMs: interval, logger: loggerPort(logger) });
+    const renewalFailures = renewalFailuresSince(rt);
     let ticks = 0;
     let transitions = 0;
     let leader = false;
@@ -45,6 +46,11 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
       logger.error('batch promoter tick failed', { error: err instanceof Error ? err.message : String(err) });
       throw err;
     } finally {
+      const lost = renewalFailures();
+      if (lost) {
+        metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
+        logger.warn('promotion lease renewal failed while leading', { failures: lost });
+      }
       metrics.publishStoredMetrics();
     }
   };

@@ -59,6 +59,14 @@ export interface Runtime {
   readonly rollouts: RolloutStore;
   readonly engine: RolloutEngine;
   readonly leadership: Leadership;
+  /** This stack's promotion_leader elector (one campaign step per `leadership()` call). */
+  readonly elector: LeaseElector;
+}
+
+/** Renewals of promotion_leader that failed while leading, from now on: call the result at the end of an invocation. */
+export function renewalFailuresSince(rt: Runtime): () => number {
+  const before = rt.elector.stats.renewFailures;
+  return () => rt.elector.stats.renewFailures - before;
 }
 
 export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: EventBus; logger?: Logger } = {}): Promise<Runtime> {
@@ -95,7 +103,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))), ...(overrides.logger ? { logger: overrides.logger } : {}) });
-  return { env, leases, rollouts, ledger, registry: new WorkerRegistry(registry), runLeases, engine, leadership: campaignEachTime(elector) };
+  return { env, leases, rollouts, ledger, registry: new WorkerRegistry(registry), runLeases, engine, leadership: campaignEachTime(elector), elector };
 }
 
 const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });

@@ -3,7 +3,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { z } from 'zod';
 import { InvalidEventError, parseInboundEvent } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
-import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
  * StreamingPromoter, invoked by an EventBridge rule with one rollout event
@@ -15,11 +15,13 @@ const envelope = z.object({ 'detail-type': z.string().min(1), detail: z.record(z
 
 export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
   return async (event: unknown): Promise<HandleResult> => {
+    let renewalFailures = () => 0;
     try {
       const env = envelope.safeParse(event);
       if (!env.success) throw new InvalidEventError(env.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
       const inbound = parseInboundEvent({ type: env.data['detail-type'], ...env.data.detail });
       const rt = await runtime();
+      renewalFailures = renewalFailuresSince(rt);
       const result = await new StreamingPromoter(rt.engine, rt.leadership).handle(inbound);
       metrics.addMetric('EventsHandled', MetricUnit.Count, 1);
       metrics.addMetric('Transitions', MetricUnit.Count, result.actions.filter((a) => a.applied).length);
@@ -36,6 +38,11 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
       }
       throw err;
     } finally {
+      const lost = renewalFailures();
+      if (lost) {
+        metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
+        logger.warn('promotion lease renewal failed while leading', { failures: lost });
+      }
       metrics.publishStoredMetrics();
     }
   };

@@ -245,6 +245,10 @@ export class ControlPlaneStack extends Stack {
     // A deposed coordinator or a leader that could not renew: fencing did its job, but someone should look.
     const fenced = new Metric({ namespace: 'Rollout', metricName: 'Fenced', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
     alarms.push(new Alarm(this, 'LeaseLost', { alarmDescription: 'A coordinator lost its lease mid-request (fenced)', metric: fenced, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
+    for (const [id, service] of [['BatchPromoterLeaseRenewal', 'batch-promoter'], ['StreamingPromoterLeaseRenewal', 'streaming-promoter']] as const) {
+      const failures = new Metric({ namespace: 'Rollout', metricName: 'LeaseRenewalFailures', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service } });
+      alarms.push(new Alarm(this, id, { alarmDescription: `The ${service} held promotion_leader and could not renew it (another stack took it, or the store failed)`, metric: failures, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
+    }
     const dashboard = new Dashboard(this, 'Dashboard', { dashboardName: `${this.stackName}-control-plane` });
     dashboard.addWidgets(
       new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()) }),

@@ -147,7 +147,7 @@ describe('ControlPlaneStack', () => {
     }
   });
 
-  it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease; a dashboard', () => {
+  it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease, a promoter that could not renew; a dashboard', () => {
     const alarms = ofType('AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
     for (const q of [stack.workDlq, stack.eventsDlq]) {
       expect(alarms.some((a) => a.MetricName === 'ApproximateNumberOfMessagesVisible' && a.Threshold === 0 && JSON.stringify(a.Dimensions).includes(logicalId(q)))).toBe(true);
@@ -155,6 +155,9 @@ describe('ControlPlaneStack', () => {
     expect(alarms.some((a) => a.MetricName === 'ApproximateAgeOfOldestMessage')).toBe(true);
     expect(alarms.filter((a) => a.MetricName === 'Errors')).toHaveLength(Object.keys(FUNCTIONS).length);
     expect(alarms.some((a) => a.MetricName === 'Fenced' && a.Namespace === 'Rollout')).toBe(true);
+    for (const service of ['batch-promoter', 'streaming-promoter']) {
+      expect(alarms.some((a) => a.MetricName === 'LeaseRenewalFailures' && (a as { Dimensions?: { Name: string; Value: string }[] }).Dimensions?.some((d) => d.Name === 'service' && d.Value === service))).toBe(true);
+    }
     expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(1);
   });
 

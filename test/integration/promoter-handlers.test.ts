@@ -4,11 +4,13 @@
  * here (the AWS issue brings an EventBridge emulator).
  */
 import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batchPromoterHandler } from '../../functions/batch-promoter.js';
 import { runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
 import { InProcessBus } from '../../shared/events/bus.js';
+import { steal } from '../../shared/lease/transitions.js';
 import { createRollout } from '../../shared/rollout/commands.js';
 import { dynamoTable, postgresSchema } from '../support/backends.js';
 
@@ -97,6 +99,24 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     // the slack is one slow tick on a loaded machine.
     expect(Date.now()).toBeLessThanOrEqual(deadline + 1_000);
     expect((await runtime.rollouts.load(id))!.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
+  });
+
+  it('batch: a leader that cannot renew (another stack took the lease) is counted as a renewal failure, for the alarm', async () => {
+    const metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' });
+    const added: string[] = [];
+    const addMetric = metrics.addMetric.bind(metrics);
+    metrics.addMetric = (name, unit, value) => {
+      added.push(`${name}=${value}`);
+      return addMetric(name, unit, value);
+    };
+    const handler = batchPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }), metrics);
+    expect((await runtime.leadership()) !== null).toBe(true);
+    // Another stack takes the row (as if this one had been partitioned past its expiry).
+    const row = (await runtime.leases.read('promotion_leader'))!;
+    expect((await runtime.leases.compareAndSwap(row, steal(row, 'stack-b/us-east-1', row.expiresAt + 1, 30_000))).ok).toBe(true);
+    const result = await handler({}, { getRemainingTimeInMillis: () => 0 });
+    expect(result.leader).toBe(false);
+    expect(added).toContain('LeaseRenewalFailures=1');
   });
 
   it('refuses a bad environment with the variable named', async () => {
