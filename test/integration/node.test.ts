@@ -11,6 +11,10 @@ import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.j
 import { freePort } from '../../infra/local/processes.js';
 import { rollout } from '../support/cli.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';
+import { mockBackend } from '../../shared/ledger/backends.js';
+import { HttpCoordinatorClient } from '../../shared/ledger/coordinator-client.js';
+import { Worker } from '../../shared/ledger/worker.js';
+import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
 
 /**
  * Cluster nodes in this process on a real PostgreSQL (a database of their
@@ -192,6 +196,23 @@ describe('cluster node', () => {
     expect(noDb.code).toBe(2);
     expect(noDb.err).toMatch(/store.databaseUrl: DATABASE_URL is required for a PostgreSQL node/);
   }, 60_000);
+
+  it('a remote worker asks a follower for work: it is sent on to the leader, whose coordinator steals for it', async () => {
+    const a = await startNode('n-steal-a', dbUrl);
+    await until('a leads', 5_000, () => a.node.state === 'leader');
+    const b = await startNode('n-steal-b', dbUrl);
+    const runId = `steal-${randomUUID().slice(0, 8)}`;
+    const created = await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 20 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() });
+    expect(created.status).toBe(201);
+    // One worker claims everything and runs nothing yet: all of it is stealable.
+    const hog = new Worker({ runId, workerId: 'hog', ledger: b.node.ledger, queue: new LedgerWorkQueue(b.node.sql, b.node.wake, runId, null).forWorker('hog'), backend: mockBackend(), waitSeconds: 0, receiveBatch: 20 });
+    expect(await hog.pull(undefined, 0)).toBe(20);
+    const notice = await new HttpCoordinatorClient(`${b.url}/coordinator`, runId).requestWork('idle');
+    expect(notice.victim).toBe('hog');
+    expect(notice.items.length).toBeGreaterThan(0);
+    const state = await http(`${b.url}/ui/state`);
+    expect((state.body.runs as { id: string; steals: number }[]).find((r) => r.id === runId)?.steals).toBe(notice.items.length);
+  }, 30_000);
 
   it('a PostgreSQL outage: the leader steps down, nobody is elected, reads answer from the last known state and say so; election resumes when it returns', async () => {
     const u = new URL(dbUrl);
