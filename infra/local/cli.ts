@@ -216,6 +216,11 @@ function clientCommands(cli: Command): void {
   const cluster = cli.command('cluster').description('Cluster membership and leadership');
   target(cluster.command('status').description('This node and the leader')).action(statusAction);
   target(cluster.command('leader').description('The current leader')).action((o: ClientOpts) => run(o, 'GET', '/cluster/leader', undefined, (r) => leaderLine(r as Status['leader'])));
+  target(cluster.command('events').description('The newest cluster events (a node only)').option('--limit <n>', 'how many, 1–500', int('--limit'), 20)).action((o: ClientOpts & { limit: number }) =>
+    run(o, 'GET', `/cluster/events?limit=${o.limit}`, undefined, (r) =>
+      table((r as { events: { timestamp: string; node_id: string; event_type: string; event_data: Record<string, unknown> | null }[] }).events.map((e) => ({ time: e.timestamp, node: e.node_id, event: e.event_type, details: Object.entries(e.event_data ?? {}).filter(([k]) => k !== 'at').map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ') })), ['time', 'node', 'event', 'details']),
+    ),
+  );
 
   const rollouts = cli.command('rollouts').description('Progressive rollouts');
   target(rollouts.command('create').description('Create a rollout from a spec file (JSON)').requiredOption('--file <spec.json>', 'the rollout spec').option('--id <id>', 'an id of your own (idempotent)')).action(

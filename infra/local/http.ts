@@ -14,6 +14,7 @@ export const MAX_BODY_BYTES = 1_048_576;
 /** A request as a local node sees it: the API's, plus the headers (lower-cased). */
 export interface HttpRequest extends ApiRequest {
   readonly headers: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
 }
 
 /** A body sent as it is (HTML, Prometheus text) rather than as JSON. */
@@ -55,7 +56,7 @@ export async function serveApi(handle: (req: HttpRequest) => Promise<ApiResponse
         const body = await readBody(req);
         const actor = [req.headers['x-rollout-actor']].flat()[0] ?? 'local';
         const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, [v].flat().join(', ')]));
-        const out = await handle({ method: req.method ?? 'GET', path: url.pathname, body, actor, headers });
+        const out = await handle({ method: req.method ?? 'GET', path: url.pathname, body, actor, headers, query: url.searchParams });
         send(out.status, out.body, { ...out.headers });
       } catch (err) {
         const status = (err as { status?: number }).status ?? 500;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { apiHandler, type ApiResponse } from '../../shared/api/handler.js';
+import type { ClusterEvent } from '../../shared/cluster/membership.js';
 import { coordinatorRequest } from '../../shared/ledger/coordinator-client.js';
 import { errorMessage } from '../../shared/log.js';
 import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
@@ -17,6 +18,7 @@ import type { ControlPlaneNode } from './node.js';
  *   GET  /                  the status page
  *   GET  /metrics           Prometheus
  *   GET  /cluster/status | /cluster/leader | /cluster/health   (seed 002's fields)
+ *   GET  /cluster/events?limit=50   the newest cluster events
  *   GET  /ui/state          everything the status page shows, in one read
  *   POST /events            a rollout signal (metrics, alarm, created, command), any node
  *   POST /coordinator       a remote worker's steal request (HttpCoordinatorClient)
@@ -117,6 +119,12 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       }),
     'GET /cluster/health': async () => json(200, await clusterHealth(node)),
     'GET /ui/state': (req) => read(req, async () => json(200, await uiState(node))),
+    'GET /cluster/events': (req) => {
+      const raw = req.query.get('limit') ?? '50';
+      const limit = Number(raw);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500) return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw}"` }));
+      return read(req, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
+    },
     'POST /events': async (req) => {
       let input: unknown;
       try {
@@ -163,6 +171,10 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
     }
     return res;
   };
+}
+
+function eventJson(e: ClusterEvent) {
+  return { id: e.id, node_id: e.nodeId, event_type: e.type, event_data: e.data, timestamp: new Date(e.at).toISOString() };
 }
 
 function leaderJson(l: NonNullable<ControlPlaneNode['leader']>) {
@@ -272,5 +284,6 @@ export async function uiState(node: ControlPlaneNode) {
     const counts = await node.ledger.counts(id);
     runs.push({ id, createdAt: new Date(toMillis(r.created_at)).toISOString(), coordinatorEpoch: toInt(r.coordinator_epoch), counts, total: counts.pending + counts.running + counts.done + counts.failed, steals: toInt(r.steals), drains: toInt(r.drains), done: counts.pending + counts.running === 0 });
   }
-  return { cluster: status, rollouts, runs };
+  const events = (await node.membership.events(12)).map(eventJson);
+  return { cluster: status, rollouts, runs, events };
 }

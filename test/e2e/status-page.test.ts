@@ -81,6 +81,11 @@ describe('status page', () => {
     await expect.poll(() => rollout.locator('.stage.promoted').allInnerTexts(), { timeout: 5_000 }).toEqual(['canary 5%']);
     expect(await rollout.locator('.stage.active').innerText()).toBe('half 50%');
 
+    // The cluster's own history: the node joined and was elected.
+    const events = await page.locator('#events tbody tr').allInnerTexts();
+    expect(events.some((e) => /page-node\s+leader_elected\s+term 0/.test(e))).toBe(true);
+    expect(events.some((e) => /page-node\s+node_joined/.test(e))).toBe(true);
+
     mkdirSync(shots, { recursive: true });
     await page.screenshot({ path: resolve(shots, 'status-page.png'), fullPage: true });
     await page.close();

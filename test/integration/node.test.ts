@@ -189,6 +189,15 @@ describe('cluster node', () => {
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/errors: must not exceed requests/);
 
+    const events = await rollout(['cluster', 'events', '--limit', '500', '--url', b.url]);
+    expect(events.code, events.err).toBe(0);
+    expect(events.out.split('\n')[0]).toMatch(/^TIME\s+NODE\s+EVENT\s+DETAILS$/);
+    expect(events.out).toMatch(/n-cli-a\s+leader_elected\s+term=\d+/);
+    expect(events.out, events.out).toMatch(/n-cli-b\s+node_joined\s+apiUrl=http/);
+    const badLimit = await rollout(['cluster', 'events', '--limit', '0', '--url', b.url]);
+    expect(badLimit.code).toBe(2);
+    expect(badLimit.err).toMatch(/limit: a whole number from 1 to 500, got "0"/);
+
     const serve = await rollout(['serve', '--lease-ttl', '5', '--heartbeat-interval', '10'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: dbUrl });
     expect(serve.code).toBe(2);
     expect(serve.err).toMatch(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
