@@ -284,6 +284,7 @@ export async function uiState(node: ControlPlaneNode) {
     const counts = await node.ledger.counts(id);
     runs.push({ id, createdAt: new Date(toMillis(r.created_at)).toISOString(), coordinatorEpoch: toInt(r.coordinator_epoch), counts, total: counts.pending + counts.running + counts.done + counts.failed, steals: toInt(r.steals), drains: toInt(r.drains), done: counts.pending + counts.running === 0 });
   }
-  const events = (await node.membership.events(12)).map(eventJson);
+  // Renewals come every heartbeat; on the page they would push out what matters.
+  const events = (await node.membership.events(100)).filter((e) => e.type !== 'lease_renewed').slice(0, 12).map(eventJson);
   return { cluster: status, rollouts, runs, events };
 }
