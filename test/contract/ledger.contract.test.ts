@@ -193,6 +193,18 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
       .toEqual([true, true, false, false]);
   });
 
+  it('a finished run that gets new items is open again', async () => {
+    const r = await run([{ reopen: 1 }]);
+    expect((await cas(claim(r.runId, r.ids[0]!, 'w', 0, clock.now()))).ok).toBe(true);
+    expect((await cas(ack(r.runId, r.ids[0]!, 'w', 'r'))).ok).toBe(true);
+    await expect.poll(async () => (await backend.ledger.openRuns()).includes(r.runId), { interval: 20, timeout: 5_000 }).toBe(false);
+    // Listed again after it was found finished (DynamoDB takes it out of its index then).
+    expect(await backend.ledger.openRuns()).not.toContain(r.runId);
+    const { added } = await backend.ledger.enqueue(r.runId, [{ reopen: 2 }], clock.now());
+    expect(added).toBe(1);
+    await expect.poll(async () => (await backend.ledger.openRuns()).includes(r.runId), { interval: 20, timeout: 5_000 }).toBe(true);
+  });
+
   it('running / pending / stale queries return only their set, in order', async () => {
     const { runId, ids } = await run(Array.from({ length: 6 }, (_, i) => ({ q: i })));
     for (const [i, id] of ids.slice(0, 3).entries()) {

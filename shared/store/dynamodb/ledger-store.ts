@@ -1,5 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
@@ -14,7 +14,9 @@ import { queryAll } from './query.js';
 
 /**
  * The ledger on DynamoDB:
- *   RUN#<id> / RUN          the run (spec, coordinatorEpoch)
+ *   RUN#<id> / RUN          the run (spec, coordinatorEpoch, enqueues); in gsi1 under RUNS while it
+ *                           may have work: openRuns takes a finished run out once, and an
+ *                           enqueue that adds items puts it back
  *   RUN#<id> / ITEM#<hash>  one item; while running it is in gsi1 under RUNNING#<run> sorted by
  *                           heartbeat, while pending under PENDING#<run> — so the coordinator's
  *                           queries read only the running (or pending) set, never the whole run.
@@ -65,7 +67,7 @@ export class DynamoLedgerStore implements LedgerStore {
   async createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }> {
     try {
       await this.doc.send(
-        new PutCommand({ TableName: this.table, Item: { pk: runPk(id), sk: 'RUN', id, spec, coordinatorEpoch: -1, createdAt: now, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id }, ConditionExpression: 'attribute_not_exists(pk)' }),
+        new PutCommand({ TableName: this.table, Item: { pk: runPk(id), sk: 'RUN', id, spec, coordinatorEpoch: -1, createdAt: now, enqueues: 0, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id }, ConditionExpression: 'attribute_not_exists(pk)' }),
       );
       return { created: true };
     } catch (err) {
@@ -97,6 +99,19 @@ export class DynamoLedgerStore implements LedgerStore {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
     });
+    // After the items: a run openRuns is taking out at this moment either sees them (and stays) or
+    // loses its conditional write to this counter (and is back in the index).
+    if (added > 0) {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: runPk(runId), sk: 'RUN' },
+          UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #ipk = :runs, #isk = :id',
+          ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk },
+          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':runs': RUNS_INDEX, ':id': runId },
+        }),
+      );
+    }
     return { ids, added };
   }
 
@@ -205,14 +220,63 @@ export class DynamoLedgerStore implements LedgerStore {
 
   /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */
   /** Every run is listed under one gsi1 key; a run is open while its PENDING# or RUNNING# index partition holds anything. */
+  /**
+   * The runs in the RUNS index with a pending or running item. A run found
+   * with neither (by the eventually consistent index, then confirmed by a
+   * consistent read of its items) leaves the index, so the scheduled scan's
+   * cost follows the open runs, not every run ever created. It leaves only
+   * if no enqueue happened since it was listed (`enqueues` unchanged).
+   */
   async openRuns(): Promise<string[]> {
     const runs = await queryAll(this.doc, { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': RUNS_INDEX } });
     const open = await mapLimit(runs, this.writeConcurrency, async (r) => {
       const id = String(r.id);
       for (const prefix of ['PENDING#', 'RUNNING#']) if ((await this.index(`${prefix}${id}`, '', {}, 1)).length) return id;
+      if (await this.hasWork(id)) return id; // the index lags behind
+      await this.closeRun(id, r.enqueues);
       return null;
     });
     return open.filter((id): id is string => id !== null).sort();
+  }
+
+  /** A consistent read of the run's items, stopping at the first pending or running one. */
+  private async hasWork(runId: string): Promise<boolean> {
+    let start: Item | undefined;
+    do {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
+          FilterExpression: '#s IN (:pending, :running)',
+          ExpressionAttributeNames: { '#s': 'state' },
+          ExpressionAttributeValues: { ':p': runPk(runId), ':i': 'ITEM#', ':pending': 'pending', ':running': 'running' },
+          ProjectionExpression: 'sk',
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      if (page.Items?.length) return true;
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return false;
+  }
+
+  private async closeRun(runId: string, enqueues: unknown): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: runPk(runId), sk: 'RUN' },
+          UpdateExpression: 'REMOVE #ipk, #isk',
+          // Runs written before the counter existed have none.
+          ConditionExpression: enqueues === undefined ? 'attribute_not_exists(enqueues)' : 'enqueues = :seen',
+          ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk },
+          ...(enqueues === undefined ? {} : { ExpressionAttributeValues: { ':seen': enqueues } }),
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err; // an enqueue came in: it stays
+    }
   }
 
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
