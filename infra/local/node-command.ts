@@ -97,6 +97,11 @@ function progressLines(p: DemoProgress, url: string): string[] {
 /** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */
 export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.WriteStream = process.stdout): Promise<void> {
   const unlock = o.dataDir ? lockDataDir(o.dataDir) : () => undefined;
+  const stopped = new AbortController();
+  // Listening from the start: a Ctrl-C while the database opens still stops cleanly (once it is open).
+  const stopSignal = untilStopped(stopped.signal);
+  let signalled = false;
+  void stopSignal.then(() => (signalled = true));
   let node: ControlPlaneNode | null = null;
   try {
     node = await ControlPlaneNode.open({ nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1 }, logger);
@@ -105,8 +110,7 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });
     pool.start();
     out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
-    const stopped = new AbortController();
-    const demo = o.demo ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds }) : null;
+    const demo = o.demo && !signalled ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds }) : null;
     let ticker: NodeJS.Timeout | undefined;
     if (demo) {
       await demo.start();
@@ -139,7 +143,7 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
           .finally(() => (drawing = false));
       }, tty ? 250 : 1_000);
     } else out.write(`status page ${server.url} — Ctrl-C to stop\n`);
-    const why = await untilStopped(stopped.signal);
+    const why = await stopSignal;
     clearInterval(ticker);
     out.write(`${why === 'abort' ? 'stopping' : `${why}: stopping`}…\n`);
     await demo?.stop();
@@ -156,13 +160,15 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
 
 /** `rollout serve`: a cluster node on PostgreSQL. */
 export async function serveCommand(config: NodeConfigInput, logger: Logger, out: NodeJS.WriteStream = process.stdout): Promise<void> {
+  // Listening before the store opens: a SIGTERM during start-up still leaves the cluster cleanly.
+  const stopSignal = untilStopped();
   const node = await ControlPlaneNode.open(config, logger);
   let server: Awaited<ReturnType<typeof listen>> | null = null;
   try {
     server = await listen(node, logger);
     await node.start();
     out.write(`${JSON.stringify({ event: 'serving', nodeId: node.nodeId, url: server.url, apiUrl: node.apiUrl, elector: node.config.elector })}\n`);
-    const why = await untilStopped();
+    const why = await stopSignal;
     logger.info(`${why}: stopping`, { nodeId: node.nodeId });
   } finally {
     // Resign first, so a follower takes over while this node finishes; then stop serving.
