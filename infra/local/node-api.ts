@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
-import { apiHandler, type ApiResponse } from '../../shared/api/handler.js';
+import { z } from 'zod';
+import { apiHandler, HttpError, parseBody, type ApiResponse } from '../../shared/api/handler.js';
 import type { ClusterEvent } from '../../shared/cluster/membership.js';
 import { coordinatorRequest } from '../../shared/ledger/coordinator-client.js';
 import { errorMessage } from '../../shared/log.js';
@@ -126,12 +127,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       return read(req, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
     },
     'POST /events': async (req) => {
-      let input: unknown;
-      try {
-        input = JSON.parse(req.body ?? '');
-      } catch (err) {
-        return json(400, { error: `request body is not JSON: ${errorMessage(err)}` });
-      }
+      const input = parseBody(z.unknown(), req.body);
       try {
         const result = await node.streaming.handle(parseInboundEvent(input));
         return json(202, { stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })) });
@@ -141,15 +137,9 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       }
     },
     'POST /coordinator': async (req) => {
-      let input: unknown;
-      try {
-        input = JSON.parse(req.body ?? '');
-      } catch (err) {
-        return json(400, { error: `request body is not JSON: ${errorMessage(err)}` });
-      }
-      const parsed = coordinatorRequest.safeParse(input);
-      if (!parsed.success || parsed.data.action !== 'steal') return json(400, { error: 'invalid coordinator request: expected {"action":"steal","runId":…,"workerId":…}' });
-      const r = await node.stealFor(parsed.data.runId, parsed.data.workerId);
+      const request = parseBody(coordinatorRequest, req.body);
+      if (request.action !== 'steal') return json(400, { error: `a node's coordinator answers "steal" requests; "${request.action}" runs on its own schedule here` });
+      const r = await node.stealFor(request.runId, request.workerId);
       return json(200, r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r);
     },
   };
@@ -160,7 +150,14 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
     const route = routes[`${method} ${path}`];
     const write = !READ_METHODS.has(method);
     if (write && path !== '/events' && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
-    if (route) return route(req);
+    if (route) {
+      try {
+        return await route(req);
+      } catch (err) {
+        if (err instanceof HttpError) return json(err.status, { error: err.message, ...err.extra });
+        throw err;
+      }
+    }
     if (!write) return read(req, () => shared(req));
     const key = req.headers['idempotency-key'];
     const res = key ? await idempotent(req, key) : await shared(req);

@@ -56,7 +56,8 @@ export interface ApiDeps {
 export const PROMOTION_LEASE = 'promotion_leader';
 const MAX_RUN_ITEMS = 10_000;
 
-class HttpError extends Error {
+/** A request refused with a status and a reason (and fields to add to the body). */
+export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
@@ -76,7 +77,8 @@ const createRunBody = z
   })
   .strict();
 
-function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
+/** The body parsed as JSON and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
+export function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
   let json: unknown = {};
   if (body !== null && body.trim() !== '') {
     try {

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedError } from '../../shared/lease/fencing.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
-import { tokenOf } from '../../shared/lease/record.js';
+import { tokenOf, type LeaseToken } from '../../shared/lease/record.js';
 import { steal } from '../../shared/lease/transitions.js';
 import { withFence } from '../../shared/store/postgres/fence.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
@@ -102,118 +102,92 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
     return { token: a.token() ?? tokenOf((await store.read(name))!), row: (await store.read(name))! };
   }
 
-  it('a steal in flight (row locked, not yet committed) makes the old holder’s fenced write wait, then fail', async () => {
-    const name = uniqueName('fence');
-    const clock = new ManualClock();
-    const { token, row } = await heldLease(name, clock);
-    const release = gate();
-    const stealLocked = gate();
+  /**
+   * The two PostgreSQL forms of a fenced write: `write` is a fenced write of a
+   * probe key; `hold` makes one that has passed its fence and then waits for
+   * `release` before its transaction commits.
+   */
+  const FORMS = [
+    {
+      form: 'transaction (withFence)',
+      write: (token: LeaseToken, key: string, value: string) => withFence(db.sql, token, (tx) => put(tx, key, value)),
+      hold: (token: LeaseToken, key: string, value: string, held: () => void, release: Promise<void>) =>
+        withFence(db.sql, token, async (tx) => {
+          held();
+          await release;
+          await put(tx, key, value);
+        }),
+    },
+    {
+      form: 'one statement (fenceClauses)',
+      write: (token: LeaseToken, key: string, value: string) => fencedProbePut(db.sql, token, key, value),
+      hold: (token: LeaseToken, key: string, value: string, held: () => void, release: Promise<void>) =>
+        db.sql.transaction(async (tx) => {
+          await fencedProbePut(tx, token, key, value);
+          held();
+          await release;
+        }),
+    },
+  ];
 
-    // The real steal statement, in a transaction the test keeps open.
-    const stealing = db.sql.transaction(async (tx) => {
-      const outcome = await new PostgresLeaseStore(tx).compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
-      expect(outcome.ok).toBe(true);
-      stealLocked.open();
-      await release.wait;
+  describe.each(FORMS)('$form', ({ write, hold }) => {
+    it('a steal in flight (row locked, not yet committed) makes the old holder’s fenced write wait, then fail and write nothing', async () => {
+      const name = uniqueName('fence');
+      const key = uniqueName('k');
+      const clock = new ManualClock();
+      const { token, row } = await heldLease(name, clock);
+      const release = gate();
+      const stealLocked = gate();
+
+      // The real steal statement, in a transaction the test keeps open.
+      const stealing = db.sql.transaction(async (tx) => {
+        const outcome = await new PostgresLeaseStore(tx).compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
+        expect(outcome.ok).toBe(true);
+        stealLocked.open();
+        await release.wait;
+      });
+      await stealLocked.wait;
+
+      const late = write(token, key, 'a-late');
+      late.catch(() => undefined); // judged below; keep an early rejection from going unhandled
+      try {
+        await until('the fenced write waits on the lease row lock', () => waitingOnLock('%FOR SHARE%'));
+        expect(await settled(late)).toBe(false);
+      } finally {
+        release.open(); // a failed assertion must not leave the transaction open
+      }
+      await stealing;
+      const err = await late.catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FencedError);
+      expect((err as FencedError).current).toEqual({ holder: 'b', epoch: token.epoch + 1 });
+      expect(await probe(key)).toBeNull();
     });
-    await stealLocked.wait;
 
-    const write = withFence(db.sql, token, (tx) => put(tx, 'k1', 'a-late'));
-    write.catch(() => undefined); // judged below; keep an early rejection from going unhandled
-    try {
-      await until('the fenced write waits on the lease row lock', () => waitingOnLock('%FOR SHARE%'));
-      expect(await settled(write)).toBe(false);
-    } finally {
-      release.open(); // a failed assertion must not leave the transaction open
-    }
-    await stealing;
-    const err = await write.catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(FencedError);
-    expect((err as FencedError).current).toEqual({ holder: 'b', epoch: token.epoch + 1 });
-    expect(await probe('k1')).toBeNull();
-  });
+    it('a fenced write in flight holds the row until it commits: the steal waits for it, and every later old-epoch write fails', async () => {
+      const name = uniqueName('fence');
+      const key = uniqueName('k');
+      const clock = new ManualClock();
+      const { token, row } = await heldLease(name, clock);
+      const release = gate();
+      const held = gate();
 
-  it('a fenced write in flight holds the row: the steal waits for it, and every later old-epoch write fails', async () => {
-    const name = uniqueName('fence');
-    const clock = new ManualClock();
-    const { token, row } = await heldLease(name, clock);
-    const release = gate();
-    const checked = gate();
+      const inTime = hold(token, key, 'a-in-time', () => held.open(), release.wait);
+      await held.wait;
 
-    const write = withFence(db.sql, token, async (tx) => {
-      checked.open();
-      await release.wait;
-      await put(tx, 'k2', 'a-in-time');
+      const stealing = store.compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
+      try {
+        await until('the steal waits on the lease row lock', () => waitingOnLock('UPDATE leases%'));
+        expect(await settled(stealing)).toBe(false);
+      } finally {
+        release.open();
+      }
+      await inTime; // it passed its fence before the steal: it commits, and the steal is ordered after it
+      expect((await stealing).ok).toBe(true);
+      expect(await probe(key)).toBe('a-in-time');
+
+      await expect(write(token, key, 'a-late')).rejects.toBeInstanceOf(FencedError);
+      expect(await probe(key)).toBe('a-in-time');
     });
-    await checked.wait;
-
-    const stealing = store.compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
-    try {
-      await until('the steal waits on the lease row lock', () => waitingOnLock('UPDATE leases%'));
-      expect(await settled(stealing)).toBe(false);
-    } finally {
-      release.open();
-    }
-    await write; // it checked before the steal: it commits, and the steal is ordered after it
-    expect((await stealing).ok).toBe(true);
-    expect(await probe('k2')).toBe('a-in-time');
-
-    await expect(withFence(db.sql, token, (tx) => put(tx, 'k2', 'a-late'))).rejects.toBeInstanceOf(FencedError);
-    expect(await probe('k2')).toBe('a-in-time');
-  });
-
-  it('one-statement fence: a steal in flight makes the old holder’s statement wait, then write nothing and report FencedError', async () => {
-    const name = uniqueName('fence');
-    const clock = new ManualClock();
-    const { token, row } = await heldLease(name, clock);
-    const release = gate();
-    const stealLocked = gate();
-    const stealing = db.sql.transaction(async (tx) => {
-      expect((await new PostgresLeaseStore(tx).compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs))).ok).toBe(true);
-      stealLocked.open();
-      await release.wait;
-    });
-    await stealLocked.wait;
-    const write = fencedProbePut(db.sql, token, 'k4', 'a-late');
-    write.catch(() => undefined);
-    try {
-      await until('the fenced statement waits on the lease row lock', () => waitingOnLock('WITH fence AS MATERIALIZED%'));
-      expect(await settled(write)).toBe(false);
-    } finally {
-      release.open();
-    }
-    await stealing;
-    const err = await write.catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(FencedError);
-    expect((err as FencedError).current).toEqual({ holder: 'b', epoch: token.epoch + 1 });
-    expect(await probe('k4')).toBeNull();
-  });
-
-  it('one-statement fence: the statement holds the lease row until its transaction commits; the steal waits for it', async () => {
-    const name = uniqueName('fence');
-    const clock = new ManualClock();
-    const { token, row } = await heldLease(name, clock);
-    const release = gate();
-    const written = gate();
-    // The statement inside a transaction the test keeps open: its lock must last until the commit.
-    const write = db.sql.transaction(async (tx) => {
-      await fencedProbePut(tx, token, 'k5', 'a-in-time');
-      written.open();
-      await release.wait;
-    });
-    await written.wait;
-    const stealing = store.compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
-    try {
-      await until('the steal waits on the lease row lock', () => waitingOnLock('UPDATE leases%'));
-      expect(await settled(stealing)).toBe(false);
-    } finally {
-      release.open();
-    }
-    await write;
-    expect((await stealing).ok).toBe(true);
-    expect(await probe('k5')).toBe('a-in-time');
-    await expect(fencedProbePut(db.sql, token, 'k5', 'a-late')).rejects.toBeInstanceOf(FencedError);
-    expect(await probe('k5')).toBe('a-in-time');
   });
 
   it('holder alone is not enough: the same holder at an older epoch is rejected', async () => {
