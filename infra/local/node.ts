@@ -143,6 +143,7 @@ export class ControlPlaneNode {
 
   private readonly batch: BatchPromoter;
   private readonly coordinators = new Map<string, RunCoordinator>();
+  private readonly opening = new Map<string, Promise<RunCoordinator | null>>();
   private readonly pendingEvents: { type: ClusterEventType; data: Record<string, unknown> | null; at: number }[] = [];
   private readonly timers: NodeJS.Timeout[] = [];
   private lastRenewals = 0;
@@ -206,6 +207,17 @@ export class ControlPlaneNode {
     return this.elector?.token()?.epoch ?? this.leader?.epoch ?? 0;
   }
 
+  /** Every lease this node holds (promotion_leader, coordinator:<run>): renewed with the heartbeat, retried every election interval. */
+  private leaseTimings() {
+    const c = this.config;
+    return {
+      ttlMs: c.leaseTtlSeconds * 1000,
+      renewIntervalMs: c.heartbeatIntervalSeconds * 1000,
+      retryIntervalMs: c.electionIntervalSeconds * 1000,
+      clockSkewMs: Math.min(1_000, (c.leaseTtlSeconds * 1000) / 10),
+    };
+  }
+
   /** Join the cluster, start electing, promoting and coordinating. */
   async start(): Promise<void> {
     const c = this.config;
@@ -226,10 +238,7 @@ export class ControlPlaneNode {
         name: PROMOTION_LEASE,
         holderId: c.nodeId,
         ...meta,
-        ttlMs: c.leaseTtlSeconds * 1000,
-        renewIntervalMs: c.heartbeatIntervalSeconds * 1000,
-        retryIntervalMs: c.electionIntervalSeconds * 1000,
-        clockSkewMs: Math.min(1_000, (c.leaseTtlSeconds * 1000) / 10),
+        ...this.leaseTimings(),
         isLeaderCacheMs: Math.min(1_000, c.electionIntervalSeconds * 500),
         logger: this.logger,
         ...callbacks,
@@ -391,7 +400,16 @@ export class ControlPlaneNode {
     return this.coordinatorPass;
   }
 
-  async coordinatorFor(runId: string): Promise<RunCoordinator | null> {
+  /** The run's coordinator on this node, opened on first use; concurrent callers (steal requests, the scan) share one opening. */
+  coordinatorFor(runId: string): Promise<RunCoordinator | null> {
+    const pending = this.opening.get(runId);
+    if (pending) return pending;
+    const opening = this.openCoordinator(runId).finally(() => this.opening.delete(runId));
+    this.opening.set(runId, opening);
+    return opening;
+  }
+
+  private async openCoordinator(runId: string): Promise<RunCoordinator | null> {
     const existing = this.coordinators.get(runId);
     if (existing && existing.elector.token()) return existing;
     if (existing) {
@@ -403,10 +421,7 @@ export class ControlPlaneNode {
     const elector = new LeaseElector(new PostgresRunLeaseStore(this.sql, runId), {
       name: coordinatorLease(runId),
       holderId: this.nodeId,
-      ttlMs: c.leaseTtlSeconds * 1000,
-      renewIntervalMs: c.heartbeatIntervalSeconds * 1000,
-      retryIntervalMs: c.electionIntervalSeconds * 1000,
-      clockSkewMs: Math.min(1_000, (c.leaseTtlSeconds * 1000) / 10),
+      ...this.leaseTimings(),
       logger: this.logger,
     });
     // Another node's coordinator may still hold the run until its lease runs out.
