@@ -52,6 +52,17 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
 
   const json = (status: number, body: unknown, headers?: Record<string, string>): ApiResponse => ({ status, body, ...(headers ? { headers } : {}) });
 
+  // Every open status page polls once a second: viewers within half a second share one read.
+  let state: { at: number; value: Promise<Awaited<ReturnType<typeof uiState>>> } | null = null;
+  const sharedState = () => {
+    if (!state || Date.now() - state.at > 500) {
+      const value = uiState(node);
+      state = { at: Date.now(), value };
+      value.catch(() => (state = null)); // a failed read is not shared
+    }
+    return state.value;
+  };
+
   async function notLeader(path: string): Promise<ApiResponse> {
     let leader;
     try {
@@ -119,7 +130,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
         return leader ? json(200, leaderJson(leader)) : json(503, { error: 'no leader elected' });
       }),
     'GET /cluster/health': async () => json(200, await clusterHealth(node)),
-    'GET /ui/state': (req) => read(req, async () => json(200, await uiState(node))),
+    'GET /ui/state': (req) => read(req, async () => json(200, await sharedState())),
     'GET /cluster/events': (req) => {
       const raw = req.query.get('limit') ?? '50';
       const limit = Number(raw);
