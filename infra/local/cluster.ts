@@ -48,7 +48,8 @@ export function nginxBinary(): string {
   for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) if (existsSync(p)) return p;
   const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' });
   if (which.status === 0 && which.stdout.trim()) return which.stdout.trim();
-  if (process.getuid?.() === 0) {
+  // Not from inside the tests' loopback-only namespace: the mirror is unreachable there (the test harness installs it first).
+  if (process.getuid?.() === 0 && !process.env.ROLLOUT_IN_NETNS) {
     process.stderr.write('[cluster] nginx not found: installing Debian\'s nginx package\n');
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });

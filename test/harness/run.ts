@@ -14,6 +14,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { ensurePackages, needsOf } from './packages.js';
 import { startServices, type ServiceSet } from './services.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -66,17 +67,32 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env):
   });
 }
 
-/** A plain `N passed, N failed` line, read from vitest's JSON report. */
+/** A plain `N passed, N failed` line, read from vitest's JSON report; a file that failed before its tests ran counts too. */
 function closingLine(report: string): string {
   try {
-    const r = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number; numPendingTests: number };
-    return `tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed${r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''}`;
+    const r = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number; numPendingTests: number; numFailedTestSuites: number };
+    const files = r.numFailedTestSuites ? `; ${r.numFailedTestSuites} file${r.numFailedTestSuites === 1 ? '' : 's'} failed` : '';
+    return `tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed${r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''}${files}`;
   } catch {
     return 'tests: no report (vitest did not finish)';
   }
 }
 
+/** The Debian packages this run needs, installed (as root) before the run moves into its network namespace. */
+function checkPackages(): boolean {
+  if (process.env.ROLLOUT_IN_NETNS) return true; // the outer process saw to it
+  const e = process.env;
+  const awsGiven = e.ROLLOUT_TEST_AWS === 'account' || Boolean(e.AWS_ENDPOINT_URL);
+  const services = { postgres: needsServices && !e.DATABASE_URL, dynamodb: needsServices && !e.AWS_ENDPOINT_URL_DYNAMODB && !awsGiven };
+  const isolating = needsServices && e.ROLLOUT_TEST_NETNS !== 'off' && !externalEndpoints();
+  const args = mode === 'bench' || mode === 'smoke' ? [] : rest;
+  const result = ensurePackages(needsOf(mode, args, services), isolating ? ['unshare', 'ip'] : []);
+  if (!result.ok) console.error(result.message);
+  return result.ok;
+}
+
 async function main(): Promise<number> {
+  if (!checkPackages()) return 2;
   const isolated = await reexecIsolated();
   if (isolated !== undefined) return isolated;
 
