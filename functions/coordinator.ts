@@ -6,7 +6,8 @@ import { LeaseElector } from '../shared/lease/elector.js';
 import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
 import { coordinatorRequest, type CoordinatorReply } from '../shared/ledger/coordinator-client.js';
-import { Coordinator } from '../shared/ledger/coordinator.js';
+import { Coordinator, type ScanReport } from '../shared/ledger/coordinator.js';
+import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import { coordinatorLease } from '../shared/ledger/store.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/queue/sqs/connect.js';
@@ -20,7 +21,8 @@ import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.j
  * invocation of this stack, so it adopts its own lease), then serves one
  * request on the ledger:
  *   {"action":"steal","runId","workerId"}  an idle worker asks for work
- *   {"action":"scan","runId"}              failure scan of one run
+ *   {"action":"scan","runId"}              scan of one run: silent workers' items re-pended,
+ *                                          poison failed, items left without a message sent
  *   {"action":"scan-all"}                  the same for every open run (the schedule)
  * Dead letters have their own trigger (dead-letters.ts, on the work DLQ).
  * Not the coordinator (another stack holds the lease): `{leader:false}`.
@@ -40,6 +42,13 @@ function sqsWorkQueue(): WorkQueue {
   if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required for the coordinator');
   return new SqsWorkQueue(traced(sqsClient()), url);
 }
+
+/**
+ * Heartbeats seen by this sandbox, kept across invocations: a warm sandbox
+ * judges a silent worker on its own clock (staleness.ts); a cold one falls
+ * back on the heartbeat's stamp with the skew margin.
+ */
+const watch = new HeartbeatWatch();
 
 /**
  * Win (or adopt) coordinator:<run> as this stack's node and return the
@@ -65,6 +74,7 @@ export async function openCoordinator(
     elector,
     bus: o.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
     failureTimeoutMs: rt.env.ROLLOUT_LEASE_TTL_MS,
+    watch,
     ...(o.queue ? { queue: o.queue } : {}),
     logger: loggerPort(o.logger),
     onFenced: o.onFenced ?? (() => setImmediate(() => process.exit(75))),
@@ -78,7 +88,7 @@ export function coordinatorHandler(
   logger = new Logger({ serviceName: 'coordinator' }),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }),
 ) {
-  type Reply = CoordinatorReply & { scanned?: { repended: string[] } };
+  type Reply = CoordinatorReply & { scanned?: ScanReport };
 
   /** One run's request, under its coordinator lease. */
   async function serve(rt: Runtime, req: { action: 'steal'; runId: string; workerId: string } | { action: 'scan'; runId: string }): Promise<Reply> {
@@ -94,9 +104,11 @@ export function coordinatorHandler(
       logger.info('steal', { runId: req.runId, thief: req.workerId, victim: notice.victim, items: notice.items.length, epoch: notice.epoch });
       return { leader: true, notice: { ...notice, items: [...notice.items] } };
     }
-    const repended = await coordinator.failureScan();
-    metrics.addMetric('ItemsRepended', MetricUnit.Count, repended.length);
-    return { leader: true, notice: { epoch, victim: null, items: [] }, scanned: { repended } };
+    const scanned = await coordinator.scan();
+    metrics.addMetric('ItemsRepended', MetricUnit.Count, scanned.repended.length);
+    metrics.addMetric('ItemsFailed', MetricUnit.Count, scanned.failed.length);
+    metrics.addMetric('ItemsResent', MetricUnit.Count, scanned.resent.length);
+    return { leader: true, notice: { epoch, victim: null, items: [] }, scanned };
   }
 
   return async (event: unknown): Promise<Reply> => {
@@ -107,10 +119,12 @@ export function coordinatorHandler(
       const rt = await runtime();
       if (req.action === 'scan-all') {
         // The schedule: every open run, one after another (each its own lease and fence).
-        const scanned = { repended: [] as string[] };
+        const scanned: ScanReport = { repended: [], failed: [], resent: [] };
         for (const runId of await rt.ledger.openRuns()) {
           const reply = await serve(rt, { action: 'scan', runId });
           scanned.repended.push(...(reply.scanned?.repended ?? []));
+          scanned.failed.push(...(reply.scanned?.failed ?? []));
+          scanned.resent.push(...(reply.scanned?.resent ?? []));
         }
         return { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
       }

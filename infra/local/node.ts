@@ -12,7 +12,8 @@ import type { LeaseStore } from '../../shared/lease/store.js';
 import { Coordinator, type StealNotice } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
-import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
+import { HeartbeatWatch } from '../../shared/ledger/staleness.js';
+import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/queue/ledger/wake.js';
 import { WorkerRegistry } from '../../shared/registry/registry.js';
 import { leadershipOf, RolloutEngine, type Leadership } from '../../shared/rollout/engine.js';
@@ -143,6 +144,8 @@ export class ControlPlaneNode {
 
   private readonly batch: BatchPromoter;
   private readonly coordinators = new Map<string, RunCoordinator>();
+  /** Heartbeats this node has seen, kept across its coordinators' re-openings (staleness.ts). */
+  private readonly watch = new HeartbeatWatch();
   private readonly opening = new Map<string, Promise<RunCoordinator | null>>();
   private readonly pendingEvents: { type: ClusterEventType; data: Record<string, unknown> | null; at: number }[] = [];
   private readonly timers: NodeJS.Timeout[] = [];
@@ -377,7 +380,7 @@ export class ControlPlaneNode {
 
   // ── run coordinators (leader only) ──────────────────────────────────────
 
-  /** On the leader: a coordinator for every open run, each under its own lease; its failure scan. */
+  /** On the leader: a coordinator for every open run, each under its own lease; its scan (silent workers, poison, dead letters). */
   coordinate(): Promise<void> {
     this.coordinatorPass = this.coordinatorPass.then(async () => {
       if (this.stopping) return;
@@ -389,12 +392,15 @@ export class ControlPlaneNode {
       for (const [runId, rc] of this.coordinators) {
         if (!open.has(runId)) {
           this.coordinators.delete(runId);
+          this.watch.forget(runId);
           await rc.elector.stop();
         }
       }
       for (const runId of open) {
         const rc = await this.coordinatorFor(runId);
-        if (rc) await rc.coordinator.failureScan();
+        if (!rc) continue;
+        const r = await rc.coordinator.scan();
+        if (r.repended.length || r.failed.length) this.logger.info('run scanned', { runId, repended: r.repended.length, failed: r.failed.length });
       }
     }).catch((err: unknown) => this.logger.warn('coordinator pass failed', { error: errorMessage(err) }));
     return this.coordinatorPass;
@@ -435,7 +441,10 @@ export class ControlPlaneNode {
         elector,
         bus: this.bus,
         failureTimeoutMs: c.leaseTtlSeconds * 1000,
+        watch: this.watch,
         queue: new LedgerWorkQueue(this.sql, this.wake, runId, null),
+        // Items given back maxAttempts times are no longer delivered: the scan fails them with the reason.
+        deadLetters: new LedgerDeadLetters(this.sql, runId),
         logger: this.logger,
         onFenced: () => {
           if (this.coordinators.get(runId) === rc) this.coordinators.delete(runId);
@@ -480,6 +489,7 @@ export class ControlPlaneNode {
       leases,
       ledger: sql === this.sql ? this.ledger : new PostgresLedgerStore(sql),
       workQueue: () => ({
+        deliversFromLedger: true,
         send: async (runId: string) => {
           // A wake-up sent before the commit would find nothing to claim.
           if (afterCommit) afterCommit(() => this.wake.notify(runId));

@@ -5,6 +5,7 @@ import { systemClock } from '../clock.js';
 import { ConfigError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
 import type { LedgerStore } from '../ledger/store.js';
+import { dispatch } from '../ledger/dispatch.js';
 import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
@@ -185,10 +186,11 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const now = clock.now();
         const { created } = await deps.ledger.createRun(id, body.spec, now);
         const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
-        // Every item of the request is sent, new or not: a request that stored its items and then
-        // failed before sending is completed by its retry. A duplicate message is harmless (a worker
-        // drops one whose item is no longer pending).
-        await deps.workQueue().send(id, [...new Set(ids)]);
+        // Every item of the request is sent, new or not: a retry completes a request that stored its
+        // items and failed before sending (and so does the coordinator's scan, which sends what was
+        // never recorded as sent). A duplicate message is harmless: a worker drops one whose item is
+        // no longer pending. Items never claimed yet (version 0) are recorded as sent.
+        await dispatch(deps.ledger, deps.workQueue(), id, [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })), now);
         return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
       },
     },

@@ -5,10 +5,12 @@ import type { LeaderElector } from '../lease/elector.js';
 import { FencedError } from '../lease/fencing.js';
 import type { LeaseToken } from '../lease/record.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import type { WorkItem } from './model.js';
+import { dispatch } from './dispatch.js';
+import { MAX_ATTEMPTS, type WorkItem } from './model.js';
 import type { QueueMessage, WorkQueue } from '../queue/port.js';
+import { HeartbeatWatch } from './staleness.js';
 import type { LedgerStore } from './store.js';
-import { fail, repend, steal } from './transitions.js';
+import { fail, repend, steal, type ItemCas } from './transitions.js';
 
 /**
  * The coordinator of one run: exactly one at a time, by the lease
@@ -19,6 +21,10 @@ import { fail, repend, steal } from './transitions.js';
  */
 
 export const MAX_STEAL_BATCH = 32;
+/** Items re-pended, failed or re-sent per round trip of a scan: a crash loses at most one batch's messages, which the next scan sends. */
+const SCAN_BATCH = 100;
+/** SQS keeps a message 14 days at most (the stack's retention): a Pending item sent longer ago than this is sent again. */
+export const RESEND_AFTER_MS = 13 * 86_400_000;
 
 export interface StealNotice {
   /** The coordinator epoch the notice was issued under: workers' EpochGuard checks it. */
@@ -47,8 +53,22 @@ export interface CoordinatorOptions {
   ledger: LedgerStore;
   elector: LeaderElector;
   bus: EventBus;
-  /** coordinator_failure_timeout: a Running item whose heartbeat is older goes back to Pending. Equals the lease TTL. */
+  /** coordinator_failure_timeout: a Running item whose heartbeat is unchanged this long goes back to Pending. Equals the lease TTL. */
   failureTimeoutMs: number;
+  /**
+   * Where heartbeats are watched (see staleness.ts). Share one per process so
+   * that what one scan saw is remembered by the next, whichever Coordinator
+   * object runs it (a Lambda builds one per invocation).
+   */
+  watch?: HeartbeatWatch;
+  /** The largest skew between a worker's clock and ours that a coordinator without memory tolerates. Default 60 s. */
+  maxClockSkewMs?: number;
+  /** A started item that went back this many times ends Failed (poison). Default MAX_ATTEMPTS (the queue's maxReceiveCount). */
+  maxAttempts?: number;
+  /** A Pending item whose last message is older than this is sent again. Default RESEND_AFTER_MS. */
+  resendAfterMs?: number;
+  /** The ledger-backed queue's dead letters (LedgerDeadLetters): the scan fails them. SQS has its own DLQ consumer. */
+  deadLetters?: WorkQueue;
   clock?: Clock;
   logger?: Logger;
   /** Called once when deposed: a process exits (within 5 s), a Lambda invocation throws. */
@@ -71,15 +91,29 @@ export function backlogs(running: readonly WorkItem[]): Map<string, WorkItem[]> 
   return out;
 }
 
+export interface ScanReport {
+  /** Running items whose worker went silent, back to Pending (and on the queue). */
+  readonly repended: string[];
+  /** Poison: started maxAttempts times without a result, or dead letters of the ledger-backed queue. */
+  readonly failed: string[];
+  /** Pending items that had no message (a crash between storing and sending), sent now. */
+  readonly resent: string[];
+}
+
 export class Coordinator {
   private fenced = false;
   private readonly clock: Clock;
   private readonly logger: Logger;
+  private readonly watch: HeartbeatWatch;
+  private readonly maxAttempts: number;
 
   constructor(private readonly opts: CoordinatorOptions) {
     if (!(opts.failureTimeoutMs > 0)) throw new Error(`invalid coordinator config: failureTimeoutMs: must be positive, got ${opts.failureTimeoutMs}`);
+    this.maxAttempts = opts.maxAttempts ?? MAX_ATTEMPTS;
+    if (!(Number.isInteger(this.maxAttempts) && this.maxAttempts >= 1)) throw new Error(`invalid coordinator config: maxAttempts: must be an integer ≥ 1, got ${opts.maxAttempts}`);
     this.clock = opts.clock ?? systemClock;
     this.logger = opts.logger ?? silentLogger;
+    this.watch = opts.watch ?? new HeartbeatWatch();
   }
 
   get isFenced(): boolean {
@@ -118,19 +152,63 @@ export class Coordinator {
     return { epoch: token.epoch, victim, items: taken };
   }
 
-  /** Running items whose per-item heartbeat is older than the failure timeout go back to Pending (and on the queue). */
-  async failureScan(limit = 1_000): Promise<string[]> {
+  /**
+   * Everything the schedule asks of a run's coordinator, each step bounded:
+   * the failure scan, re-sending Pending items that have no message, and
+   * failing the ledger-backed queue's dead letters.
+   */
+  async scan(limit = 1_000): Promise<ScanReport> {
+    const { repended, failed } = await this.failureScan(limit);
+    const resent = await this.resendUnsent(limit);
+    if (this.opts.deadLetters) failed.push(...(await this.failDeadLetters(this.opts.deadLetters, limit)).failed);
+    return { repended, failed, resent };
+  }
+
+  /**
+   * Running items whose worker went silent (staleness.ts: judged on our clock,
+   * never by comparing the worker's stamp with it) go back to Pending and on
+   * the queue, a batch at a time; a started one that has used up its
+   * attempts ends Failed instead (poison that kills its worker).
+   */
+  async failureScan(limit = 1_000): Promise<{ repended: string[]; failed: string[] }> {
     const token = this.token();
-    const cutoff = this.clock.now() - this.opts.failureTimeoutMs;
-    const stale = await this.opts.ledger.staleRunning(this.opts.runId, cutoff, limit);
+    const { runId, ledger, queue } = this.opts;
+    const timeoutMs = this.opts.failureTimeoutMs;
+    const stale = this.watch.observe(runId, await ledger.running(runId), this.clock.now(), { timeoutMs, maxClockSkewMs: this.opts.maxClockSkewMs ?? 60_000 }).slice(0, limit);
     const repended: string[] = [];
-    for (const item of stale) {
-      if (item.heartbeatAt === null || item.worker === null || item.heartbeatAt >= cutoff) continue;
-      const out = await this.guard(() => this.opts.ledger.cas(repend(token, this.opts.runId, item.id, item.worker!, item.heartbeatAt!), this.clock.now()));
-      if (out.ok) repended.push(item.id);
+    const failed: string[] = [];
+    for (let i = 0; i < stale.length; i += SCAN_BATCH) {
+      const changes = stale.slice(i, i + SCAN_BATCH).map((item): ItemCas => {
+        const silent = `worker ${item.worker} went silent (heartbeat unchanged for ${timeoutMs} ms)`;
+        if (item.started && item.attempts + 1 >= this.maxAttempts) {
+          const reason = `poison: started ${item.attempts + 1} times without a result; last: ${silent}${item.error ? `; before: ${item.error}` : ''}`;
+          return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, reason);
+        }
+        return repend(token, runId, item, silent);
+      });
+      const outs = await this.guard(() => ledger.casMany(changes, this.clock.now()));
+      const back = outs.flatMap((o) => (o.ok && o.item.state === 'pending' ? [o.item] : []));
+      failed.push(...outs.flatMap((o) => (o.ok && o.item.state === 'failed' ? [o.item.id] : [])));
+      if (queue) await dispatch(ledger, queue, runId, back, this.clock.now());
+      repended.push(...back.map((item) => item.id));
     }
-    if (repended.length) await this.opts.queue?.send(this.opts.runId, repended);
-    return repended;
+    return { repended, failed };
+  }
+
+  /**
+   * Pending items with no message — stored, then the process died (or the
+   * send was refused) before the message went out — are sent now and
+   * recorded. Also those sent longer ago than the queue keeps messages. A
+   * duplicate (the sender was only slow) is harmless: workers drop it.
+   */
+  async resendUnsent(limit = 1_000): Promise<string[]> {
+    this.token();
+    const { runId, ledger, queue } = this.opts;
+    if (!queue || queue.deliversFromLedger) return [];
+    const items = await ledger.unsent(runId, this.clock.now() - (this.opts.resendAfterMs ?? RESEND_AFTER_MS), limit);
+    for (let i = 0; i < items.length; i += SCAN_BATCH) await dispatch(ledger, queue, runId, items.slice(i, i + SCAN_BATCH), this.clock.now());
+    if (items.length) this.logger.warn('pending items had no message: sent again', { runId, items: items.length });
+    return items.map((item) => item.id);
   }
 
   /**
@@ -191,11 +269,11 @@ export class Coordinator {
     }
     const pending: WorkItem[] = [];
     const size = this.opts.replayPageSize ?? 1_000;
-    for (let after: string | undefined; ; ) {
+    for (let after: WorkItem | undefined; ; ) {
       const page = await this.opts.ledger.pending(this.opts.runId, size, after);
       pending.push(...page);
       if (page.length < size) break;
-      after = page.at(-1)!.id;
+      after = page.at(-1)!;
     }
     return { running, pending };
   }

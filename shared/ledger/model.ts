@@ -32,7 +32,19 @@ export interface WorkItem {
   readonly resultHash: string | null;
   readonly result: unknown;
   readonly error: string | null;
-  /** Times it went back to Pending or failed (nack, repend, fail). */
+  /**
+   * Pending: when a message for it was last sent (or, after a nack that releases
+   * the worker's message, known to exist); null = none sent since it became
+   * Pending. The coordinator's scan re-sends those, so a crash between storing
+   * a change and sending its message never strands an item.
+   */
+  readonly sentAt: number | null;
+  /**
+   * Runs that ended without a result through the item's own doing: a backend
+   * failure, or a started item whose worker went silent. What we cause — a
+   * drain, a re-pend of an unstarted item, a steal — is not counted. At
+   * `maxAttempts` the item is poison and ends Failed with the reason.
+   */
   readonly attempts: number;
   /** +1 on every transition. */
   readonly version: number;
@@ -50,3 +62,14 @@ export function hashText(canonical: string): string {
 export function resultHash(result: unknown): string {
   return contentId(result);
 }
+
+/**
+ * The largest result recorded, as canonical JSON: a DynamoDB item (payload,
+ * result and bookkeeping together) must stay under 400 KB. A larger result
+ * fails its item with the reason, on every backend alike; store it elsewhere
+ * (S3) and return a reference.
+ */
+export const MAX_RESULT_BYTES = 256 * 1024;
+
+/** Default poison threshold, the work queue's maxReceiveCount in AWS. */
+export const MAX_ATTEMPTS = 5;

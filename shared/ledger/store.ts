@@ -20,7 +20,6 @@ export interface LedgerStore {
   get(runId: string, itemId: string): Promise<WorkItem | null>;
   /** One compare-and-swap; a fenced one throws FencedError when the coordinator was deposed. */
   cas(change: ItemCas, now: number): Promise<ItemCasOutcome>;
-  /** Running items (what the coordinator needs: backlog per worker, stale heartbeats). Cost follows the running set, not the run. */
   /**
    * Many compare-and-swaps at once, each judged on its own (not a transaction):
    * a worker starts, heartbeats and acks a chunk of items in one round trip.
@@ -30,11 +29,22 @@ export interface LedgerStore {
   casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]>;
   /** As casMany, answering only whether each change applied (heartbeats, acks, nacks: no rows sent back). */
   applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]>;
+  /** Running items (what the coordinator needs: backlog per worker, stale heartbeats). Cost follows the running set, not the run. */
   running(runId: string): Promise<WorkItem[]>;
-  /** Running items whose heartbeat is older than `before`, oldest first (index-backed). */
-  staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]>;
-  /** Pending items in item-id order, after `after` (exclusive) when given: a cursor for paging (index-backed). */
-  pending(runId: string, limit: number, after?: string): Promise<WorkItem[]>;
+  /** Pending items in the store's own order, after `after` (the last item of the previous page) when given (index-backed). */
+  pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]>;
+  /**
+   * Pending items that need a message: none sent since they became Pending
+   * (`sentAt` null), or the last one sent before `sentBefore` (a queue drops
+   * messages older than its retention). Unsent first (index-backed).
+   */
+  unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]>;
+  /**
+   * Their messages were sent: `sentAt` = now for each item still Pending at
+   * the version given (an item claimed meanwhile is left alone). Bookkeeping,
+   * not a transition: the version does not change.
+   */
+  markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void>;
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
   /** Runs with anything Pending or Running: what a scheduled coordinator scan visits. Cost follows the number of runs, not items. */
   openRuns(): Promise<string[]>;

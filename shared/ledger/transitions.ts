@@ -1,5 +1,5 @@
 import type { LeaseToken } from '../lease/record.js';
-import { resultHash as hashOf, type WorkItem } from './model.js';
+import { canonicalJson, hashText, type WorkItem } from './model.js';
 
 /**
  * Every change to a work item, one small named compare-and-swap each. `expect`
@@ -9,15 +9,16 @@ import { resultHash as hashOf, type WorkItem } from './model.js';
  */
 
 export type ItemFields = Omit<WorkItem, 'runId' | 'id' | 'payload' | 'version'>;
-export type Expect = Partial<Pick<ItemFields, 'state' | 'worker' | 'started' | 'heartbeatAt'>>;
+/** Expected fields; `version` pins the exact row that was judged (a heartbeat changes it). */
+export type Expect = Partial<Pick<ItemFields, 'state' | 'worker' | 'started' | 'heartbeatAt'>> & { readonly version?: number };
 
 export interface ItemCas {
-  readonly transition: 'claim' | 'start' | 'heartbeat' | 'ack' | 'nack' | 'repend' | 'steal' | 'fail';
+  readonly transition: 'claim' | 'start' | 'heartbeat' | 'ack' | 'nack' | 'repend' | 'steal' | 'fail' | 'reject';
   readonly runId: string;
   readonly itemId: string;
   readonly expect: Expect;
   readonly set: Partial<ItemFields>;
-  /** Set: the attempts counter goes up by one. */
+  /** Set: the attempts counter goes up by one (a run that ended without a result by the item's doing). */
   readonly bumpAttempts?: boolean;
   /** Coordinator writes only. */
   readonly fence?: LeaseToken;
@@ -40,35 +41,66 @@ export function heartbeat(runId: string, itemId: string, worker: string, now: nu
   return { transition: 'heartbeat', runId, itemId, expect: { state: 'running', worker }, set: { heartbeatAt: now } };
 }
 
-/** Worker: submit the result. Only the holder can; the first result recorded is the only one. */
-export function ack(runId: string, itemId: string, worker: string, result: unknown): ItemCas {
+/**
+ * Worker: submit the result. Only the holder can; the first result recorded is the only one.
+ * `canonical` is the result's canonical JSON when the caller has it already (it measured it).
+ */
+export function ack(runId: string, itemId: string, worker: string, result: unknown, canonical: string = canonicalJson(result)): ItemCas {
   return {
     transition: 'ack',
     runId,
     itemId,
     expect: { state: 'running', worker },
-    set: { ...runningCleared, state: 'done', worker, resultHash: hashOf(result), result, error: null },
+    set: { ...runningCleared, state: 'done', worker, resultHash: hashText(canonical), result, error: null },
   };
 }
 
-/** Worker: give a held item back (drain, backend refused it). */
-export function nack(runId: string, itemId: string, worker: string, reason: string): ItemCas {
-  return { transition: 'nack', runId, itemId, expect: { state: 'running', worker }, set: { ...runningCleared, state: 'pending', error: reason }, bumpAttempts: true };
+export interface NackOptions {
+  /** The backend failed it (counts toward poison); a drain we chose does not. */
+  readonly counts: boolean;
 }
 
 /**
- * Coordinator: a Running item whose heartbeat went stale goes back to Pending.
- * Conditioned on the exact heartbeat that was judged stale, so a heartbeat
- * that lands meanwhile keeps the item with its worker.
+ * Worker: give a held item back (backend failure, drain, restart). It has no
+ * message on record (`sentAt` null) until the caller has released its own or
+ * sent a new one and recorded that (`markSent`), so a crash in between leaves
+ * it for the scan to send.
  */
-export function repend(fence: LeaseToken, runId: string, itemId: string, worker: string, staleHeartbeatAt: number): ItemCas {
+export function nack(runId: string, itemId: string, worker: string, reason: string, o: NackOptions): ItemCas {
+  return {
+    transition: 'nack',
+    runId,
+    itemId,
+    expect: { state: 'running', worker },
+    set: { ...runningCleared, state: 'pending', error: reason, sentAt: null },
+    bumpAttempts: o.counts,
+  };
+}
+
+/**
+ * Worker: the item ran, but its result cannot be recorded (larger than
+ * MAX_RESULT_BYTES). Like ack, only the holder can, and it is final: the
+ * item ends Failed with the reason instead of being retried forever.
+ */
+export function reject(runId: string, itemId: string, worker: string, reason: string): ItemCas {
+  return { transition: 'reject', runId, itemId, expect: { state: 'running', worker }, set: { ...runningCleared, state: 'failed', worker, error: reason }, bumpAttempts: true };
+}
+
+/**
+ * Coordinator: a Running item whose heartbeat went stale goes back to Pending,
+ * without a message until the caller sends one. Conditioned on the exact
+ * version judged stale, so a heartbeat that lands meanwhile keeps the item
+ * with its worker. Only a started item counts an attempt: it may be what
+ * killed its worker; an unstarted one never ran.
+ */
+export function repend(fence: LeaseToken, runId: string, item: Pick<WorkItem, 'id' | 'worker' | 'version' | 'started'>, why: string): ItemCas {
   return {
     transition: 'repend',
     runId,
-    itemId,
-    expect: { state: 'running', worker, heartbeatAt: staleHeartbeatAt },
-    set: { ...runningCleared, state: 'pending', error: `heartbeat of ${worker} stale since ${new Date(staleHeartbeatAt).toISOString()}` },
-    bumpAttempts: true,
+    itemId: item.id,
+    expect: { state: 'running', worker: item.worker, version: item.version },
+    set: { ...runningCleared, state: 'pending', error: why, sentAt: null },
+    bumpAttempts: item.started,
     fence,
   };
 }
@@ -89,7 +121,7 @@ export function steal(fence: LeaseToken, runId: string, itemId: string, victim: 
   };
 }
 
-/** Coordinator (poison item, attempts exhausted): Pending or Running(worker) → Failed with a reason. */
+/** Coordinator (poison item, attempts exhausted): Pending or Running(worker) → Failed with a reason. `from` may pin the version. */
 export function fail(fence: LeaseToken, runId: string, itemId: string, from: Expect, error: string): ItemCas {
   return { transition: 'fail', runId, itemId, expect: from, set: { ...runningCleared, state: 'failed', error }, bumpAttempts: true, fence };
 }

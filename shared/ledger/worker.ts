@@ -1,12 +1,15 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import type { ExecutionBackend } from './backends.js';
 import type { StealNotice } from './coordinator.js';
+import { dispatch } from './dispatch.js';
 import { EpochGuard } from './epoch-guard.js';
+import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from './model.js';
 import type { LedgerStore } from './store.js';
-import { ack, claim, heartbeat, nack, start } from './transitions.js';
+import { ack, claim, heartbeat, nack, reject, start, type ItemCas } from './transitions.js';
 
 /**
  * A worker of one run: pulls item ids from the queue, claims each in the
@@ -16,9 +19,16 @@ import { ack, claim, heartbeat, nack, start } from './transitions.js';
  * arrived), then asks the coordinator for work.
  *
  * Queue rule: a message matters only while its item is Pending; whoever puts
- * an item back to Pending makes sure it has a message (a nack releases ours,
- * the coordinator's failure scan re-sends). So a message whose item is
- * Running elsewhere, Done or Failed is deleted.
+ * an item back to Pending makes sure it has a message (a nack releases ours or
+ * sends a new one, the coordinator's failure scan re-sends, and its scan sends
+ * whatever was stored but never sent). So a message whose item is Running
+ * elsewhere, Done or Failed is deleted.
+ *
+ * Liveness: everything the worker holds — claimed and waiting, executing,
+ * executed but not yet recorded — is heartbeated while the worker runs, so a
+ * deep backlog never ages into a re-pend. A store or queue error does not end
+ * the worker: `run` logs it, backs off (jittered, capped) and goes on, and
+ * what it held is kept (results are recorded later, unrun items run later).
  */
 
 export interface CoordinatorClient {
@@ -54,9 +64,12 @@ export interface WorkerOptions {
 interface Held {
   readonly itemId: string;
   readonly message: QueueMessage | null;
-  /** Claimed and started by the queue in one step: run it now, no start CAS. */
+  /** Started already (by the queue as it claimed, or before a store error interrupted its chunk): run it, no start CAS. */
   readonly started?: { readonly payload: unknown };
 }
+
+/** What became of an executed item, until the ledger has it. */
+type Outcome = { readonly h: Held; readonly kind: 'result'; readonly result: unknown } | { readonly h: Held; readonly kind: 'failure'; readonly reason: string };
 
 export interface WorkerStats {
   done: number;
@@ -64,13 +77,29 @@ export interface WorkerStats {
   lost: number;
   stolen: number;
   failedRuns: number;
+  /** Items that ran but whose result could not be recorded (too large, not JSON): Failed with the reason. */
+  rejected: number;
   staleNotices: number;
+  /** Steps that failed on a store or queue error and were retried after a backoff. */
+  errors: number;
+}
+
+/** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
+export function backoffMs(failures: number, random: () => number = Math.random): number {
+  const cap = Math.min(30_000, 250 * 2 ** Math.min(Math.max(failures, 1) - 1, 10));
+  return Math.round(cap * (0.5 + random() / 2));
 }
 
 export class Worker {
   readonly guard = new EpochGuard();
-  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, staleNotices: 0 };
+  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0 };
   private readonly backlog: Held[] = [];
+  /** Started items of the chunk being run that have no outcome yet. */
+  private readonly executing = new Map<string, Held>();
+  /** Executed items whose outcome is not in the ledger yet (recorded in batches; kept across a store error). */
+  private readonly outcomes: Outcome[] = [];
+  /** Items found lost by a heartbeat while executing: skipped, or aborted if running now. */
+  private readonly lostIds = new Set<string>();
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly heartbeatMs: number;
@@ -81,7 +110,11 @@ export class Worker {
   private itemMs: number | null = null;
   private stopping = false;
   /** The chunk being executed: a drain aborts its current item and waits for what it gave back. */
-  private current: { readonly abort: (reason: Error) => void; readonly done: Promise<string[]> } | null = null;
+  private current: { readonly abort: (reason: Error) => void; readonly done: Promise<string[]>; itemId: string | null } | null = null;
+  /** Heartbeats run while the worker is active (its run loop, or a chunk being executed). */
+  private active = 0;
+  private beat: NodeJS.Timeout | null = null;
+  private beating: Promise<void> | null = null;
 
   constructor(private readonly o: WorkerOptions) {
     if (!o.workerId.trim()) throw new Error('invalid worker config: workerId: must not be empty');
@@ -102,9 +135,13 @@ export class Worker {
     return this.backlog.map((h) => h.itemId);
   }
 
-  /** One unit of work: run the next chunk of held items, else receive, else reconcile and ask for work. */
+  /** One unit of work: record what is unrecorded, run the next chunk of held items, else receive, else reconcile and ask for work. */
   async step(signal?: AbortSignal): Promise<'ran' | 'received' | 'stole' | 'idle'> {
     if (this.stopping) return 'idle';
+    if (this.outcomes.length) {
+      await this.flush();
+      return 'ran';
+    }
     if (this.backlog.length) {
       await this.executeChunk();
       return 'ran';
@@ -123,12 +160,32 @@ export class Worker {
   /**
    * Step until `signal` aborts or the worker drains. `idle` is called when a
    * step found nothing to do (after the long poll), e.g. to stop once the
-   * run is finished.
+   * run is finished. A failed step (a store or queue error, a malformed
+   * answer) is logged and retried after a jittered backoff; it never ends the
+   * loop.
    */
   async run(signal: AbortSignal, idle?: () => Promise<boolean>): Promise<void> {
-    while (!signal.aborted && !this.stopping) {
-      const did = await this.step(signal);
-      if (did === 'idle' && idle && (await idle())) return;
+    this.activate();
+    let failures = 0;
+    try {
+      while (!signal.aborted && !this.stopping) {
+        try {
+          const did = await this.step(signal);
+          failures = 0;
+          if (did === 'idle' && idle && (await idle())) return;
+        } catch (err) {
+          if (signal.aborted || this.stopping) return;
+          failures++;
+          this.stats.errors++;
+          const waitMs = backoffMs(failures);
+          const detail = { workerId: this.id, error: errorMessage(err), failures, waitMs };
+          if (failures >= 5) this.logger.error('worker step failed again; retrying', detail);
+          else this.logger.warn('worker step failed; retrying', detail);
+          await sleep(waitMs, undefined, { signal }).catch(() => undefined);
+        }
+      }
+    } finally {
+      this.deactivate();
     }
   }
 
@@ -184,32 +241,90 @@ export class Worker {
     return messages.length;
   }
 
+  /**
+   * Heartbeat everything held — waiting, executing and executed-but-unrecorded
+   * — in one round trip, and keep their messages invisible. An item whose
+   * heartbeat is refused was taken from us (stolen, re-pended): dropped if it
+   * waits, aborted if it runs.
+   */
+  heartbeat(): Promise<void> {
+    this.beating ??= this.beatOnce().finally(() => (this.beating = null));
+    return this.beating;
+  }
+
+  private async beatOnce(): Promise<void> {
+    const byId = new Map<string, Held>();
+    for (const h of [...this.backlog, ...this.executing.values(), ...this.outcomes.map((o) => o.h)]) byId.set(h.itemId, h);
+    const held = [...byId.values()];
+    if (!held.length) return;
+    const at = this.clock.now();
+    const outs = await this.o.ledger.applyMany(held.map((h) => heartbeat(this.o.runId, h.itemId, this.id, at)), at);
+    const extend: QueueMessage[] = [];
+    const gone: QueueMessage[] = [];
+    held.forEach((h, i) => {
+      if (outs[i]) {
+        if (h.message) extend.push(h.message);
+        return;
+      }
+      // Refused: no longer Running(us) — unless it finished meanwhile, which is not a loss.
+      const waiting = this.backlog.findIndex((b) => b.itemId === h.itemId);
+      if (waiting >= 0) {
+        this.backlog.splice(waiting, 1);
+        this.stats.lost++;
+        if (h.message) gone.push(h.message);
+      } else if (this.executing.has(h.itemId)) {
+        this.lostIds.add(h.itemId);
+        if (this.current?.itemId === h.itemId) this.current.abort(new Error(`claim on ${h.itemId} lost`));
+      }
+    });
+    await Promise.all([...extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)), ...(gone.length ? [this.o.queue.deleteMany(gone)] : [])]);
+  }
+
+  private activate(): void {
+    if (this.active++ === 0) {
+      this.beat = setInterval(() => {
+        void this.heartbeat().catch((err: unknown) => this.logger.warn('heartbeat failed', { workerId: this.id, error: errorMessage(err) }));
+      }, this.heartbeatMs);
+      this.beat.unref?.();
+    }
+  }
+
+  private deactivate(): void {
+    if (--this.active === 0 && this.beat) {
+      clearInterval(this.beat);
+      this.beat = null;
+    }
+  }
+
   private chunkSize(): number {
     if (this.itemMs === null) return 1;
     return Math.max(1, Math.min(this.maxChunk, Math.floor(this.chunkBudgetMs / Math.max(this.itemMs, 0.01))));
   }
 
   private executeChunk(): Promise<void> {
-    // Items the queue started already are run now, whatever the chunk size.
+    // Items started already are run now, whatever the chunk size.
     const preStarted = this.backlog.findIndex((h) => !h.started);
     const chunk = this.backlog.splice(0, preStarted === 0 ? this.chunkSize() : preStarted === -1 ? this.backlog.length : preStarted);
     // One controller for the item being run; replaced only after it fired (a lost claim), so a
     // chunk of fast items does not allocate a signal per item.
     const ctl = { c: new AbortController() };
+    this.activate();
     const done = this.runChunk(chunk, ctl);
-    this.current = { abort: (reason) => ctl.c.abort(reason), done };
+    this.current = { abort: (reason) => ctl.c.abort(reason), done, itemId: null };
     return done.then(
       () => {
         this.current = null;
+        this.deactivate();
       },
       (err: unknown) => {
         this.current = null;
+        this.deactivate();
         throw err;
       },
     );
   }
 
-  /** Start the chunk in one round trip, run its items one by one, record results in batches. Returns the ids given back by a drain. */
+  /** Start the chunk in one round trip, run its items one by one, record outcomes in batches. Returns the ids given back by a drain. */
   private async runChunk(chunk: Held[], ctl: { c: AbortController }): Promise<string[]> {
     const { runId } = this.o;
     const now = this.clock.now();
@@ -226,111 +341,177 @@ export class Worker {
         if (h.message) gone.push(h.message);
       }
     });
-    await this.deleteAll(gone);
-    const lostIds = new Set<string>();
-    let currentId: string | null = null;
-    const finished = new Set<string>();
-    const beat = setInterval(() => {
-      void (async () => {
-        const live = todo.filter((t) => !finished.has(t.h.itemId) && !lostIds.has(t.h.itemId));
-        const at = this.clock.now();
-        const outs = await this.o.ledger.applyMany(live.map((t) => heartbeat(runId, t.h.itemId, this.id, at)), at);
-        const extend: QueueMessage[] = [];
-        live.forEach((t, i) => {
-          if (outs[i]) {
-            if (t.h.message) extend.push(t.h.message);
-          } else {
-            lostIds.add(t.h.itemId);
-            if (t.h.itemId === currentId) ctl.c.abort(new Error(`claim on ${t.h.itemId} lost`));
-          }
-        });
-        await Promise.all(extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)));
-      })().catch((err: unknown) => this.logger.warn('heartbeat failed', { items: todo.length, error: errorMessage(err) }));
-    }, this.heartbeatMs);
-    const results: { h: Held; result: unknown }[] = [];
+    this.lostIds.clear();
+    for (const t of todo) this.executing.set(t.h.itemId, { ...t.h, started: { payload: t.payload } });
     const given: string[] = [];
     let lastFlush = performance.now();
-    const flush = async () => {
-      const batch = results.splice(0);
-      if (!batch.length) return;
-      const outs = await this.o.ledger.applyMany(batch.map((r) => ack(runId, r.h.itemId, this.id, r.result)), this.clock.now());
-      outs.forEach((ok) => (ok ? this.stats.done++ : this.stats.lost++)); // lost: re-pended meanwhile, whoever holds it now records the result
-      for (const r of batch) finished.add(r.h.itemId);
-      await this.deleteAll(batch.flatMap((r) => (r.h.message ? [r.h.message] : [])));
-      lastFlush = performance.now();
-    };
     try {
+      await this.deleteAll(gone);
       for (const [n, t] of todo.entries()) {
+        const id = t.h.itemId;
         if (this.stopping) {
           // Drained: the rest of the chunk was started but never run; give it all back now.
           given.push(...(await this.giveBack(todo.slice(n).map((x) => x.h))));
+          for (const x of todo.slice(n)) this.executing.delete(x.h.itemId);
           break;
         }
-        if (lostIds.has(t.h.itemId)) {
+        if (this.lostIds.has(id)) {
           this.stats.lost++;
+          this.executing.delete(id);
           continue;
         }
-        if (results.length && performance.now() - lastFlush >= this.chunkBudgetMs) await flush();
+        if (this.outcomes.length && performance.now() - lastFlush >= this.chunkBudgetMs) {
+          await this.flush();
+          lastFlush = performance.now();
+        }
         if (ctl.c.signal.aborted && !this.stopping) ctl.c = new AbortController();
-        currentId = t.h.itemId;
+        if (this.current) this.current.itemId = id;
         const signal = ctl.c.signal;
         const began = performance.now();
+        const payload = t.payload ?? (await this.o.ledger.get(runId, id))?.payload;
         try {
-          const payload = t.payload ?? (await this.o.ledger.get(runId, t.h.itemId))?.payload;
-          results.push({ h: t.h, result: await this.o.backend(payload, signal) });
+          const result = await this.o.backend(payload, signal);
+          this.executing.delete(id);
+          this.outcomes.push({ h: t.h, kind: 'result', result });
           const took = performance.now() - began;
           this.itemMs = this.itemMs === null ? took : this.itemMs * 0.8 + took * 0.2;
         } catch (err) {
           if (signal.aborted && this.stopping) {
             // Drained mid-run: hand it back so another worker runs it now, not after the failure timeout.
             given.push(...(await this.giveBack(todo.slice(n).map((x) => x.h))));
+            for (const x of todo.slice(n)) this.executing.delete(x.h.itemId);
             break;
           }
+          this.executing.delete(id);
           if (signal.aborted) {
             this.stats.lost++;
             continue;
           }
-          // The backend failed: give the item back; its message returns (and after maxReceiveCount goes to the DLQ).
+          // The backend failed: give the item back now (it counts toward poison).
           this.stats.failedRuns++;
           this.itemMs = this.itemMs ?? performance.now() - began;
-          const back = await this.o.ledger.cas(nack(runId, t.h.itemId, this.id, errorMessage(err)), this.clock.now());
-          finished.add(t.h.itemId);
-          if (t.h.message) await (back.ok ? this.o.queue.release(t.h.message) : this.o.queue.delete(t.h.message));
-          else if (back.ok) await this.o.queue.send(runId, [t.h.itemId]);
+          this.outcomes.push({ h: t.h, kind: 'failure', reason: errorMessage(err) });
+          await this.flush();
         }
       }
-      await flush();
+      await this.flush();
+    } catch (err) {
+      // A store or queue error: the chunk's unrun items go back to the front of the line, still
+      // started and heartbeated, and are run at the next step; outcomes wait to be recorded.
+      const unrun = todo.filter((t) => this.executing.has(t.h.itemId)).map((t) => this.executing.get(t.h.itemId)!);
+      this.backlog.unshift(...unrun);
+      throw err;
     } finally {
-      clearInterval(beat);
+      this.executing.clear();
     }
     return given;
+  }
+
+  /**
+   * Record executed items: results as acks (or, when a result cannot be
+   * stored, as a rejection that fails the item with the reason), backend
+   * failures as nacks that count toward poison. An outcome leaves the list
+   * only once the ledger has answered for it.
+   */
+  private async flush(): Promise<void> {
+    if (!this.outcomes.length) return;
+    const { runId } = this.o;
+    const batch = this.outcomes.slice();
+    const results = batch.filter((o): o is Extract<Outcome, { kind: 'result' }> => o.kind === 'result');
+    const failures = batch.filter((o): o is Extract<Outcome, { kind: 'failure' }> => o.kind === 'failure');
+    const now = this.clock.now();
+    if (results.length) {
+      const changes = results.map((r) => this.recordable(r));
+      const outs = await this.o.ledger.applyMany(changes, now);
+      this.forget(results);
+      // Lost: re-pended meanwhile; whoever holds it now records the result.
+      outs.forEach((ok, i) => (ok ? (changes[i]!.transition === 'reject' ? this.stats.rejected++ : this.stats.done++) : this.stats.lost++));
+      await this.deleteAll(results.flatMap((r) => (r.h.message ? [r.h.message] : [])));
+    }
+    if (failures.length) {
+      const outs = await this.o.ledger.casMany(failures.map((f) => nack(runId, f.h.itemId, this.id, f.reason, { counts: true })), now);
+      this.forget(failures);
+      // Our message comes back (its receives count toward the DLQ); without one, or when it can no
+      // longer be released (another worker deleted the copy it got), a new one is sent.
+      const released: WorkItem[] = [];
+      const resend: WorkItem[] = [];
+      await Promise.all(
+        failures.map(async (f, i) => {
+          const out = outs[i]!;
+          if (!out.ok) return f.h.message ? this.o.queue.delete(f.h.message) : undefined;
+          if (!f.h.message) return resend.push(out.item);
+          try {
+            await this.o.queue.release(f.h.message);
+            released.push(out.item);
+          } catch (err) {
+            this.logger.warn('releasing a message failed: sending a new one', { itemId: f.h.itemId, error: errorMessage(err) });
+            resend.push(out.item);
+          }
+          return undefined;
+        }),
+      );
+      if (released.length && !this.o.queue.deliversFromLedger) await this.o.ledger.markSent(runId, released, this.clock.now());
+      await dispatch(this.o.ledger, this.o.queue, runId, resend, this.clock.now());
+    }
+  }
+
+  /** An ack, unless the result cannot be stored: then a rejection naming why. */
+  private recordable(r: { h: Held; result: unknown }): ItemCas {
+    let canonical: string;
+    try {
+      canonical = canonicalJson(r.result);
+    } catch (err) {
+      return reject(this.o.runId, r.h.itemId, this.id, `result is not storable as JSON: ${errorMessage(err)}`);
+    }
+    const bytes = Buffer.byteLength(canonical);
+    if (bytes > MAX_RESULT_BYTES) {
+      return reject(this.o.runId, r.h.itemId, this.id, `result of ${bytes} bytes exceeds the limit of ${MAX_RESULT_BYTES} bytes: store it elsewhere (e.g. S3) and return a reference`);
+    }
+    return ack(this.o.runId, r.h.itemId, this.id, r.result, canonical);
+  }
+
+  private forget(done: readonly Outcome[]): void {
+    const set = new Set(done);
+    for (let i = this.outcomes.length - 1; i >= 0; i--) if (set.has(this.outcomes[i]!)) this.outcomes.splice(i, 1);
   }
 
   private async deleteAll(messages: readonly QueueMessage[]): Promise<void> {
     if (messages.length) await this.o.queue.deleteMany(messages);
   }
 
-  /** Nack held items (back to Pending) and put them back on the queue; returns the ids given back. */
+  /**
+   * Nack held items without counting an attempt (we chose to stop, the item
+   * did nothing wrong) and make sure each has a message: on SQS a new one
+   * (releasing ours would count a receive toward the DLQ), then ours is
+   * deleted. Returns the ids given back.
+   */
   private async giveBack(items: readonly Held[]): Promise<string[]> {
     if (!items.length) return [];
-    const outs = await this.o.ledger.applyMany(items.map((h) => nack(this.o.runId, h.itemId, this.id, 'drained')), this.clock.now());
-    const given = items.filter((_, i) => outs[i]);
-    const resend = given.filter((h) => !h.message).map((h) => h.itemId);
-    await Promise.all(given.flatMap((h) => (h.message ? [this.o.queue.release(h.message)] : [])));
-    if (resend.length) await this.o.queue.send(this.o.runId, resend);
-    return given.map((h) => h.itemId);
+    const { runId } = this.o;
+    const fromLedger = this.o.queue.deliversFromLedger === true;
+    const now = this.clock.now();
+    const outs = await this.o.ledger.casMany(items.map((h) => nack(runId, h.itemId, this.id, 'drained', { counts: false })), now);
+    const given = outs.flatMap((o) => (o.ok ? [o.item] : []));
+    if (fromLedger) {
+      if (given.length) await this.o.queue.send(runId, given.map((i) => i.id)); // a wake-up
+    } else {
+      await dispatch(this.o.ledger, this.o.queue, runId, given, this.clock.now());
+      await this.deleteAll(items.flatMap((h) => (h.message ? [h.message] : [])));
+    }
+    return given.map((i) => i.id);
   }
 
   /** Adopt Running(me) items the worker does not hold: a steal whose notice was lost or rejected. */
   async reconcile(): Promise<boolean> {
-    const held = new Set(this.held);
+    const held = new Set([...this.held, ...this.outcomes.map((o) => o.h.itemId)]);
     const mine = (await this.o.ledger.running(this.o.runId)).filter((i) => i.worker === this.id && !held.has(i.id));
     const restarted = mine.filter((i) => i.started);
     if (restarted.length) {
-      // We started these in a previous life and no longer run them: give them back.
-      const outs = await this.o.ledger.applyMany(restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted')), this.clock.now());
-      const back = restarted.filter((_, n) => outs[n]).map((i) => i.id);
-      if (back.length) await this.o.queue.send(this.o.runId, back);
+      // We started these in a previous life and no longer run them: give them back. It may be what
+      // killed us, so it counts toward poison.
+      const now = this.clock.now();
+      const outs = await this.o.ledger.casMany(restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted while running it', { counts: true })), now);
+      await dispatch(this.o.ledger, this.o.queue, this.o.runId, outs.flatMap((o) => (o.ok ? [o.item] : [])), this.clock.now());
     }
     for (const item of mine) if (!item.started) this.backlog.push({ itemId: item.id, message: null });
     return this.backlog.length > 0;
@@ -358,6 +539,8 @@ export class Worker {
       running.abort(new Error('draining'));
       given.push(...(await running.done.catch(() => [])));
     }
+    // Executed items keep their results: record them rather than run them again elsewhere.
+    await this.flush().catch((err: unknown) => this.logger.warn('recording results before the drain failed', { error: errorMessage(err) }));
     given.push(...(await this.giveBack(this.backlog.splice(0))));
     return given;
   }

@@ -27,6 +27,12 @@ export interface ReceiveOptions {
 }
 
 export interface WorkQueue {
+  /**
+   * The queue delivers the ledger's Pending rows themselves (the ledger-backed
+   * queue): a Pending item always has its "message", sending only wakes
+   * workers, and nothing needs recording or re-sending.
+   */
+  readonly deliversFromLedger?: boolean;
   send(runId: string, itemIds: readonly string[]): Promise<void>;
   /** Long-poll for up to `max` messages, waiting at most `waitSeconds`. */
   receive(max: number, waitSeconds: number, signal?: AbortSignal, options?: ReceiveOptions): Promise<QueueMessage[]>;

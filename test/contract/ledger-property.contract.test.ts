@@ -121,7 +121,7 @@ describe.each(BACKENDS)('ledger property on %s', (backendName) => {
               break;
             case 'scan':
               await current.elector.campaign();
-              seen.repends += (await current.c.failureScan().catch((e: unknown) => (tolerate(e), []))).length;
+              seen.repends += (await current.c.failureScan().catch((e: unknown) => (tolerate(e), { repended: [] }))).repended.length;
               break;
             case 'advance':
               clock.advance(s.ms);

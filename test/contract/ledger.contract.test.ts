@@ -8,7 +8,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
 import { contentId } from '../../shared/ledger/model.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
-import { ack, claim, fail, heartbeat, nack, repend, start, steal } from '../../shared/ledger/transitions.js';
+import { ack, claim, fail, heartbeat, nack, reject, repend, start, steal } from '../../shared/ledger/transitions.js';
 import { BACKENDS, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
@@ -63,15 +63,46 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     expect((await backend.ledger.get(runId, id))!.version).toBe(4);
   });
 
-  it('nack returns an item to Pending (attempts + 1); fail records the reason', async () => {
+  it('nack returns an item to Pending with no message on record; only a failure counts an attempt; fail records the reason', async () => {
     const { runId, ids } = await run([{ job: 'n' }]);
     const id = ids[0]!;
     await cas(claim(runId, id, 'w1', 0, clock.now()));
-    await cas(nack(runId, id, 'w1', 'draining'));
-    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'pending', worker: null, attempts: 1, error: 'draining' });
+    await cas(nack(runId, id, 'w1', 'drained', { counts: false }));
+    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'pending', worker: null, attempts: 0, error: 'drained', sentAt: null });
+    await cas(claim(runId, id, 'w1', 0, clock.now()));
+    await cas(nack(runId, id, 'w1', 'backend: boom', { counts: true }));
+    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'pending', attempts: 1, error: 'backend: boom' });
     const c = await coordinator(runId, 'c1');
     await cas(fail(c.token()!, runId, id, { state: 'pending' }, 'poison: 5 receives'));
     expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', attempts: 2, error: 'poison: 5 receives' });
+  });
+
+  it('reject: the holder fails an item whose result cannot be stored, once; nobody else can', async () => {
+    const { runId, ids } = await run([{ job: 'r' }]);
+    const id = ids[0]!;
+    await cas(claim(runId, id, 'w1', 0, clock.now()));
+    expect((await cas(reject(runId, id, 'w2', 'too big'))).ok).toBe(false);
+    expect((await cas(reject(runId, id, 'w1', 'result of 300000 bytes exceeds the limit'))).ok).toBe(true);
+    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', worker: 'w1', error: 'result of 300000 bytes exceeds the limit', result: null });
+    expect((await cas(ack(runId, id, 'w1', 'late'))).ok).toBe(false);
+  });
+
+  it('unsent / markSent: an item is unsent until its message is recorded at the version sent; a claim in between is left alone', async () => {
+    const { runId, ids } = await run([{ u: 1 }, { u: 2 }, { u: 3 }]);
+    const [a, b, c] = ids as [string, string, string];
+    const unsent = async (before = clock.now() - 60_000) => (await backend.ledger.unsent(runId, before, 10)).map((i) => i.id).sort();
+    await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([a, b, c].sort());
+    // b is claimed before its sender records the send: the record must not touch the running row.
+    await cas(claim(runId, b, 'w1', 0, clock.now()));
+    await backend.ledger.markSent(runId, [a, b, c].map((id) => ({ id, version: 0 })), clock.now());
+    expect(await backend.ledger.get(runId, a)).toMatchObject({ state: 'pending', sentAt: clock.now(), version: 0 });
+    expect(await backend.ledger.get(runId, b)).toMatchObject({ state: 'running', worker: 'w1' });
+    await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([]);
+    // A message older than the queue keeps them counts as gone.
+    await expect.poll(() => unsent(clock.now() + 1), { interval: 20, timeout: 5_000 }).toEqual([a, c].sort());
+    // Back to Pending: no message on record again.
+    await cas(nack(runId, b, 'w1', 'backend: no', { counts: true }));
+    await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([b]);
   });
 
   it('concurrent start and steal of an unstarted item: exactly one wins, and one result is recorded', async () => {
@@ -99,30 +130,22 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     expect((await cas(start(runId, ids[1]!, 'victim', clock.now()))).ok).toBe(false); // the victim's late start loses
   });
 
-  it('re-pends by heartbeat age, never by claim age: a long item with a live heartbeat stays', async () => {
-    const { runId, ids } = await run([{ long: 1 }, { dead: 1 }]);
+  it('repend is pinned to the version judged stale: a heartbeat in between keeps the item; a started item counts an attempt, an unstarted one not', async () => {
+    const { runId, ids } = await run([{ started: 1 }, { waiting: 1 }]);
     const coord = await coordinator(runId, 'c1');
-    const [live, dead] = ids as [string, string];
-    await cas(claim(runId, live, 'w-live', 0, clock.now()));
-    await cas(claim(runId, dead, 'w-dead', 0, clock.now()));
-    const timeout = 30_000;
-    for (let i = 0; i < 9; i++) {
-      clock.advance(10_000); // 3 × the timeout in all
-      await cas(heartbeat(runId, live, 'w-live', clock.now()));
-      await coord.campaign();
-    }
-    const stale = await backend.ledger.staleRunning(runId, clock.now() - timeout, 100);
-    expect(stale.map((i) => i.id)).toEqual([dead]);
-    const staleDead = stale[0]!;
-    // A heartbeat that lands after the scan read the row defeats the re-pend.
-    await cas(heartbeat(runId, dead, 'w-dead', clock.now()));
-    expect((await cas(repend(coord.token()!, runId, dead, 'w-dead', staleDead.heartbeatAt!))).ok).toBe(false);
-    const fresh = (await backend.ledger.get(runId, dead))!;
-    clock.advance(timeout + 1);
-    await coord.campaign();
-    expect((await cas(repend(coord.token()!, runId, dead, 'w-dead', fresh.heartbeatAt!))).ok).toBe(true);
-    expect(await backend.ledger.get(runId, live)).toMatchObject({ state: 'running', worker: 'w-live' });
-    expect(await backend.ledger.get(runId, dead)).toMatchObject({ state: 'pending', attempts: 1 });
+    const [ran, waited] = ids as [string, string];
+    await cas(claim(runId, ran, 'w-dead', 0, clock.now()));
+    await cas(start(runId, ran, 'w-dead', clock.now()));
+    await cas(claim(runId, waited, 'w-dead', 0, clock.now()));
+    const judged = (await backend.ledger.get(runId, ran))!;
+    // A heartbeat that lands after the scan read the row defeats the re-pend, even with the same stamp.
+    await cas(heartbeat(runId, ran, 'w-dead', judged.heartbeatAt!));
+    expect((await cas(repend(coord.token()!, runId, judged, 'silent'))).ok).toBe(false);
+    const fresh = (await backend.ledger.get(runId, ran))!;
+    expect((await cas(repend(coord.token()!, runId, fresh, 'silent'))).ok).toBe(true);
+    expect((await cas(repend(coord.token()!, runId, (await backend.ledger.get(runId, waited))!, 'silent'))).ok).toBe(true);
+    expect(await backend.ledger.get(runId, ran)).toMatchObject({ state: 'pending', attempts: 1, error: 'silent', sentAt: null });
+    expect(await backend.ledger.get(runId, waited)).toMatchObject({ state: 'pending', attempts: 0 });
   });
 
   it('coordinator writes are fenced; every lease win stamps the run’s epoch', async () => {
@@ -138,7 +161,7 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     expect((await backend.ledger.getRun(runId))!.coordinatorEpoch).toBe(1);
     await expect(cas(steal(staleToken, runId, id, 'victim', 'thief', clock.now()))).rejects.toBeInstanceOf(FencedError);
     const item = (await backend.ledger.get(runId, id))!;
-    await expect(cas(repend(staleToken, runId, id, 'victim', item.heartbeatAt!))).rejects.toBeInstanceOf(FencedError);
+    await expect(cas(repend(staleToken, runId, item, 'silent'))).rejects.toBeInstanceOf(FencedError);
     expect((await cas(steal(fresh.token()!, runId, id, 'victim', 'thief', clock.now()))).ok).toBe(true);
     await fresh.campaign(); // a renewal keeps the stamp
     expect((await backend.ledger.getRun(runId))!.coordinatorEpoch).toBe(1);
@@ -171,7 +194,7 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     const more = await run([{ m: 5 }, { m: 6 }, { m: 7 }]);
     const [e, f, g] = more.ids as [string, string, string];
     await backend.ledger.applyMany([e, f, g].map((id) => claim(more.runId, id, 'w2', 0, clock.now())), clock.now());
-    expect(await backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), heartbeat(more.runId, f, 'w3', clock.now()), nack(more.runId, g, 'w2', 'give back')], clock.now())).toEqual([true, false, true]);
+    expect(await backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), heartbeat(more.runId, f, 'w3', clock.now()), nack(more.runId, g, 'w2', 'give back', { counts: true })], clock.now())).toEqual([true, false, true]);
     expect((await backend.ledger.get(more.runId, g))!).toMatchObject({ state: 'pending', attempts: 1, error: 'give back' });
     await expect(backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), ack(more.runId, e, 'w2', 1)], clock.now())).rejects.toThrow(/more than one change for item/);
   });
@@ -205,7 +228,7 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     await expect.poll(async () => (await backend.ledger.openRuns()).includes(r.runId), { interval: 20, timeout: 5_000 }).toBe(true);
   });
 
-  it('running / pending / stale queries return only their set, in order', async () => {
+  it('running / pending queries return only their set', async () => {
     const { runId, ids } = await run(Array.from({ length: 6 }, (_, i) => ({ q: i })));
     for (const [i, id] of ids.slice(0, 3).entries()) {
       await cas(claim(runId, id, `w${i}`, 0, clock.now()));
@@ -215,13 +238,15 @@ describe.each(BACKENDS)('ledger on %s', (backendName) => {
     // Index reads may lag on DynamoDB (eventually consistent GSI): wait for the settled view.
     await expect.poll(async () => (await backend.ledger.running(runId)).map((i) => i.worker).sort(), { interval: 20, timeout: 5_000 }).toEqual(['w1', 'w2']);
     await expect.poll(async () => (await backend.ledger.pending(runId, 10)).length, { interval: 20, timeout: 5_000 }).toBe(3);
-    await expect.poll(async () => (await backend.ledger.staleRunning(runId, clock.now() - 1_500, 10)).map((i) => i.worker), { interval: 20, timeout: 5_000 }).toEqual(['w1']);
+    const firstPage = await backend.ledger.pending(runId, 2);
+    const secondPage = await backend.ledger.pending(runId, 2, firstPage.at(-1));
+    expect(new Set([...firstPage, ...secondPage].map((i) => i.id)).size).toBe(3);
     expect(await backend.ledger.counts(runId)).toEqual({ pending: 3, running: 2, done: 1, failed: 0 });
   });
 });
 
 describe('ledger indexes on PostgreSQL', () => {
-  it('the stale-heartbeat and running queries read the partial index, not the run', async () => {
+  it('the running and unsent queries read their partial indexes, not the run', async () => {
     const db = await postgresSchema(2);
     try {
       const ledger = new PostgresLedgerStore(db.sql);
@@ -231,7 +256,7 @@ describe('ledger indexes on PostgreSQL', () => {
       await db.sql.query(`UPDATE work_items SET state = 'running', worker = 'w', heartbeat_at = now() WHERE run_id = 'big' AND id IN (SELECT id FROM work_items WHERE run_id = 'big' LIMIT 20)`);
       await db.sql.query('ANALYZE work_items');
       const plan = async (q: string) => JSON.stringify((await db.sql.query(`EXPLAIN (FORMAT JSON) ${q}`)).rows);
-      expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'running' AND heartbeat_at < now() ORDER BY heartbeat_at LIMIT 100`)).toContain('work_items_running');
+      expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'pending' AND (sent_at IS NULL OR sent_at < now()) ORDER BY sent_at NULLS FIRST LIMIT 100`)).toContain('work_items_unsent');
       expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'running' ORDER BY heartbeat_at`)).toContain('work_items_running');
     } finally {
       await db.close();

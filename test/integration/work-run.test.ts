@@ -157,7 +157,7 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     let scans = 0;
     const scanning = (async () => {
       for (const t0 = Date.now(); Date.now() - t0 < 3 * timeoutMs; scans++) {
-        repended.push(...(await c.failureScan()));
+        repended.push(...(await c.failureScan()).repended);
         await new Promise((r) => setTimeout(r, timeoutMs / 6));
       }
     })();

@@ -39,8 +39,10 @@ export interface LeaseBackend {
   probe(key: string): Promise<string | null>;
   /** PostgreSQL / PGlite only: the SQL port (the ledger-backed queue runs on it). */
   readonly sql?: Sql;
-  /** PostgreSQL only: the schema-scoped connection string (for LISTEN/NOTIFY connections). */
+  /** PostgreSQL only: the server's connection string (for LISTEN/NOTIFY connections). */
   readonly url?: string;
+  /** PostgreSQL only: the fixture's schema; a connection of its own needs `-c search_path=<schema>`. */
+  readonly schema?: string;
   close(): Promise<void>;
 }
 
@@ -114,12 +116,13 @@ export async function dynamoTable(): Promise<{ client: DynamoDBClient; doc: Dyna
   };
 }
 
-async function sqlBackend(name: BackendName, sql: Sql, close: () => Promise<void>, url?: string): Promise<LeaseBackend> {
+async function sqlBackend(name: BackendName, sql: Sql, close: () => Promise<void>, url?: string, schema?: string): Promise<LeaseBackend> {
   await sql.query(PROBE_DDL);
   return {
     name,
     sql,
     ...(url ? { url } : {}),
+    ...(schema ? { schema } : {}),
     store: new PostgresLeaseStore(sql),
     rollouts: new PostgresRolloutStore(sql),
     ledger: new PostgresLedgerStore(sql),
@@ -133,7 +136,7 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
   switch (name) {
     case 'postgres': {
       const db = await postgresSchema();
-      return sqlBackend(name, db.sql, () => db.close(), db.url);
+      return sqlBackend(name, db.sql, () => db.close(), db.url, db.schema);
     }
     case 'pglite': {
       const db = await openPglite();

@@ -40,6 +40,7 @@ abstract class LedgerRows {
 }
 
 export class LedgerWorkQueue extends LedgerRows implements WorkQueue {
+  readonly deliversFromLedger = true;
   private readonly maxReceiveCount: number;
   private readonly clock: Clock;
   /** Where this worker's next claim starts in the Pending index (a random point at first). */

@@ -18,8 +18,9 @@ import { queryAll } from './query.js';
  *                           may have work: openRuns takes a finished run out once, and an
  *                           enqueue that adds items puts it back
  *   RUN#<id> / ITEM#<hash>  one item; while running it is in gsi1 under RUNNING#<run> sorted by
- *                           heartbeat, while pending under PENDING#<run> — so the coordinator's
- *                           queries read only the running (or pending) set, never the whole run.
+ *                           heartbeat, while pending under PENDING#<run> sorted by when its message
+ *                           was last sent (never sent: 0, first) — so the coordinator's queries read
+ *                           only the running (or pending, or unsent) set, never the whole run.
  * gsi1 is eventually consistent: a query may miss a change of the last moment; every write
  * it leads to is a compare-and-swap on the item itself, so a stale reading never wins.
  */
@@ -45,15 +46,18 @@ function itemOf(i: Item): WorkItem {
     resultHash: (i.resultHash as string | undefined) ?? null,
     result: i.result ?? null,
     error: (i.error as string | undefined) ?? null,
+    sentAt: n(i.sentAt),
     attempts: Number(i.attempts ?? 0),
     version: Number(i.version ?? 0),
   };
 }
 
+const pendingSk = (itemId: string, sentAt: number | null) => `${pad(sentAt ?? 0)}#${itemId}`;
+
 /** Where an item in `state` sits in gsi1 (or nowhere). */
-function indexKeys(runId: string, itemId: string, state: WorkItem['state'], heartbeatAt: number | null): Item | null {
+function indexKeys(runId: string, itemId: string, state: WorkItem['state'], heartbeatAt: number | null, sentAt: number | null): Item | null {
   if (state === 'running') return { [GSI1.pk]: `RUNNING#${runId}`, [GSI1.sk]: `${pad(heartbeatAt ?? 0)}#${itemId}` };
-  if (state === 'pending') return { [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: itemId };
+  if (state === 'pending') return { [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: pendingSk(itemId, sentAt) };
   return null;
 }
 
@@ -90,7 +94,7 @@ export class DynamoLedgerStore implements LedgerStore {
         await this.doc.send(
           new PutCommand({
             TableName: this.table,
-            Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null) },
+            Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null, null) },
             ConditionExpression: 'attribute_not_exists(pk)',
           }),
         );
@@ -154,7 +158,8 @@ export class DynamoLedgerStore implements LedgerStore {
     const nextState = change.set.state ?? change.expect.state;
     if (!nextState) throw new Error(`${change.transition}: a ledger transition must name the state it expects or sets`);
     const heartbeat = change.set.heartbeatAt ?? (nextState === 'running' ? now : null);
-    const keys = nextState === 'running' && change.set.heartbeatAt === undefined ? null : indexKeys(change.runId, change.itemId, nextState, heartbeat);
+    // A change within Running that leaves the heartbeat alone (start without one) keeps the item where it is.
+    const keys = nextState === 'running' && change.set.heartbeatAt === undefined ? null : indexKeys(change.runId, change.itemId, nextState, heartbeat, change.set.sentAt ?? null);
     if (keys) {
       for (const [f, v] of Object.entries(keys)) {
         const vn = `:i${k}`;
@@ -210,12 +215,34 @@ export class DynamoLedgerStore implements LedgerStore {
     return this.index(`RUNNING#${runId}`, '', {});
   }
 
-  staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]> {
-    return this.index(`RUNNING#${runId}`, ` AND ${GSI1.sk} < :before`, { ':before': pad(before) }, limit);
+  pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]> {
+    return after === undefined
+      ? this.index(`PENDING#${runId}`, '', {}, limit)
+      : this.index(`PENDING#${runId}`, ` AND ${GSI1.sk} > :after`, { ':after': pendingSk(after.id, after.sentAt) }, limit);
   }
 
-  pending(runId: string, limit: number, after?: string): Promise<WorkItem[]> {
-    return after === undefined ? this.index(`PENDING#${runId}`, '', {}, limit) : this.index(`PENDING#${runId}`, ` AND ${GSI1.sk} > :after`, { ':after': after }, limit);
+  unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]> {
+    return this.index(`PENDING#${runId}`, ` AND ${GSI1.sk} < :before`, { ':before': pad(sentBefore) }, limit);
+  }
+
+  /** One conditional update per item (DynamoDB has no batched update), a bounded number in flight. */
+  async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
+    await mapLimit(items, this.writeConcurrency, async (item) => {
+      try {
+        await this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: runPk(runId), sk: itemSk(item.id) },
+            UpdateExpression: 'SET sentAt = :now, #isk = :sk',
+            ConditionExpression: '#s = :pending AND version = :v',
+            ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
+            ExpressionAttributeValues: { ':now': now, ':sk': pendingSk(item.id, now), ':pending': 'pending', ':v': item.version },
+          }),
+        );
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err; // claimed (or re-pended) meanwhile
+      }
+    });
   }
 
   /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */

@@ -7,7 +7,10 @@ import { assertStillHeld, fenceClauses } from './fence.js';
 import { PostgresLeaseStore } from './lease-store.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 
-const COLUMN: Record<keyof ItemFields, string> = {
+type Field = keyof ItemFields | 'version';
+const COLUMN: Record<Field, string> = {
+  version: 'version',
+  sentAt: 'sent_at',
   state: 'state',
   worker: 'worker',
   epoch: 'epoch',
@@ -22,7 +25,9 @@ const COLUMN: Record<keyof ItemFields, string> = {
 const ANALYZE_AFTER = 1_000;
 const ENQUEUE_BATCH = 5_000;
 
-const SQL_TYPE: Record<keyof ItemFields, string> = {
+const SQL_TYPE: Record<Field, string> = {
+  version: 'bigint',
+  sentAt: 'timestamptz',
   state: 'text',
   worker: 'text',
   epoch: 'bigint',
@@ -34,9 +39,9 @@ const SQL_TYPE: Record<keyof ItemFields, string> = {
   error: 'text',
   attempts: 'integer',
 };
-const TIME_FIELDS = new Set<keyof ItemFields>(['claimedAt', 'heartbeatAt']);
+const TIME_FIELDS = new Set<Field>(['claimedAt', 'heartbeatAt', 'sentAt']);
 
-function sqlValue(field: keyof ItemFields, v: unknown): unknown {
+function sqlValue(field: Field, v: unknown): unknown {
   if (v === null || v === undefined) return null;
   if (TIME_FIELDS.has(field)) return new Date(v as number);
   if (field === 'result') return JSON.stringify(v);
@@ -60,6 +65,7 @@ function itemOf(r: Row): WorkItem {
     resultHash: (r.result_hash as string | null) ?? null,
     result: r.result ?? null,
     error: (r.error as string | null) ?? null,
+    sentAt: ms(r.sent_at),
     attempts: toInt(r.attempts),
     version: toInt(r.version),
   };
@@ -114,9 +120,9 @@ export class PostgresLedgerStore implements LedgerStore {
   async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
     const params: unknown[] = [change.runId, change.itemId, new Date(now)];
     const p = (v: unknown) => `$${params.push(v)}`;
-    const sets = Object.entries(change.set).map(([f, v]) => `${COLUMN[f as keyof ItemFields]} = ${p(sqlValue(f as keyof ItemFields, v))}`);
+    const sets = Object.entries(change.set).map(([f, v]) => `${COLUMN[f as Field]} = ${p(sqlValue(f as Field, v))}`);
     if (change.bumpAttempts) sets.push('attempts = attempts + 1');
-    const where = Object.entries(change.expect).map(([f, v]) => `${COLUMN[f as keyof ItemFields]} IS NOT DISTINCT FROM ${p(sqlValue(f as keyof ItemFields, v))}`);
+    const where = Object.entries(change.expect).map(([f, v]) => `${COLUMN[f as Field]} IS NOT DISTINCT FROM ${p(sqlValue(f as Field, v))}`);
     const fence = change.fence ? fenceClauses(change.fence, params) : null;
     if (fence) where.push(fence.holds);
     const text = `${fence?.with ?? ''} UPDATE work_items SET ${[...sets, 'version = version + 1', 'updated_at = $3'].join(', ')}
@@ -174,7 +180,7 @@ export class PostgresLedgerStore implements LedgerStore {
     for (const idx of groups.values()) {
       const first = changes[idx[0]!]!;
       const setFields = Object.keys(first.set) as (keyof ItemFields)[];
-      const expectFields = Object.keys(first.expect) as (keyof ItemFields)[];
+      const expectFields = Object.keys(first.expect) as Field[];
       const params: unknown[] = [first.runId, new Date(now), idx.map((i) => changes[i]!.itemId)];
       const cols = ['id'];
       const arrays = ['$3::text[]'];
@@ -182,7 +188,7 @@ export class PostgresLedgerStore implements LedgerStore {
       // the cleared fields) is one scalar parameter. Expected values always come from the unnest
       // rows: as constants the planner would estimate them from stale statistics (say "running is
       // rare"), expect one row and scan the table instead of looking each item up by key.
-      const operand = (prefix: 's' | 'e', field: keyof ItemFields, values: unknown[]): string => {
+      const operand = (prefix: 's' | 'e', field: Field, values: unknown[]): string => {
         const sqlValues = values.map((v) => sqlValue(field, v));
         const type = field === 'result' ? 'text' : SQL_TYPE[field];
         const uniform = prefix === 's' && sqlValues.every((v) => (v instanceof Date && sqlValues[0] instanceof Date ? v.getTime() === sqlValues[0].getTime() : v === sqlValues[0]));
@@ -201,7 +207,7 @@ export class PostgresLedgerStore implements LedgerStore {
       });
       if (first.bumpAttempts) sets.push('attempts = w.attempts + 1');
       sets.push('version = w.version + 1', 'updated_at = $2');
-      const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM ${operand('e', f, idx.map((i) => (changes[i]!.expect as Partial<ItemFields>)[f]))}`);
+      const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM ${operand('e', f, idx.map((i) => (changes[i]!.expect as Partial<Record<Field, unknown>>)[f]))}`);
       const fence = first.fence ? fenceClauses(first.fence, params) : null;
       if (fence) where.push(fence.holds);
       const text = `${fence?.with ?? ''} UPDATE work_items w SET ${sets.join(', ')}
@@ -220,20 +226,30 @@ export class PostgresLedgerStore implements LedgerStore {
     return rows.map(itemOf);
   }
 
-  async staleRunning(runId: string, before: number, limit: number): Promise<WorkItem[]> {
+  async pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]> {
     const { rows } = await this.sql.query<Row>(
-      `SELECT * FROM work_items WHERE run_id = $1 AND state = 'running' AND heartbeat_at < $2 ORDER BY heartbeat_at LIMIT $3`,
-      [runId, new Date(before), limit],
+      `SELECT * FROM work_items WHERE run_id = $1 AND state = 'pending' AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $2`,
+      [runId, limit, after?.id ?? null],
     );
     return rows.map(itemOf);
   }
 
-  async pending(runId: string, limit: number, after?: string): Promise<WorkItem[]> {
+  async unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]> {
     const { rows } = await this.sql.query<Row>(
-      `SELECT * FROM work_items WHERE run_id = $1 AND state = 'pending' AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $2`,
-      [runId, limit, after ?? null],
+      `SELECT * FROM work_items WHERE run_id = $1 AND state = 'pending' AND (sent_at IS NULL OR sent_at < $2)
+        ORDER BY sent_at NULLS FIRST LIMIT $3`,
+      [runId, new Date(sentBefore), limit],
     );
     return rows.map(itemOf);
+  }
+
+  async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
+    if (!items.length) return;
+    await this.sql.query(
+      `UPDATE work_items w SET sent_at = $2 FROM unnest($3::text[], $4::bigint[]) AS v(id, version)
+        WHERE w.run_id = $1 AND w.id = ANY($3::text[]) AND w.id = v.id AND w.state = 'pending' AND w.version = v.version`,
+      [runId, new Date(now), items.map((i) => i.id), items.map((i) => i.version)],
+    );
   }
 
   async openRuns(): Promise<string[]> {
