@@ -106,12 +106,12 @@ export async function runWorkerCommand(input: WorkerCommandOptions, signal: Abor
         const wake = await PgNotifyWake.open({ connectionString: o.databaseUrl! }, logger);
         closers.unshift(() => wake.close());
         queue = new LedgerWorkQueue(db.sql, wake, o.run, o.workerId, { maxReceiveCount: o.maxReceiveCount });
-      } else queue = new SqsWorkQueue(sqsClient(), o.queue);
+      } else queue = new SqsWorkQueue(sqsClient(), o.queue, { logger });
     } else {
       const doc = dynamoDocumentClient();
       ledger = new DynamoLedgerStore(doc, o.table!);
       registryStore = new DynamoRegistryStore(doc, o.table!);
-      queue = new SqsWorkQueue(sqsClient(), o.queue);
+      queue = new SqsWorkQueue(sqsClient(), o.queue, { logger });
     }
     if (!(await ledger.getRun(o.run))) throw new Error(`run ${o.run} does not exist in the ${o.store} store`);
     let coordinator: CoordinatorClient | undefined;

@@ -43,29 +43,32 @@ export class WorkerAgent {
 
   async run(signal: AbortSignal): Promise<AgentExit> {
     const { worker, registry, registration: reg } = this.o;
-    await registry.register(reg, this.clock.now());
-    this.logger.info('worker registered', { ...reg });
     const stop = new AbortController();
     const stopAll = AbortSignal.any([signal, stop.signal]);
     const state: { draining: Promise<DrainReport> | null } = { draining: null };
     const onNotice = (notice: PreemptionNotice) => {
       if (state.draining) return;
       this.logger.warn('preemption notice: draining', { ...notice });
-      state.draining = drain({ stopAndNack: () => worker.drain(), deregister: () => registry.deregister(reg.instanceId, reg.workerId, this.clock.now()) }, notice, { clock: this.clock });
+      state.draining = drain({ stopAndNack: () => worker.drain(), deregister: () => registry.deregister(reg, this.clock.now()) }, notice, { clock: this.clock });
       stop.abort();
     };
+    // Listening before registering: a drain requested while this worker was away is in the record registration returns.
     const unsubscribe = [this.registryHint, ...(this.o.hints ?? [])].map((h) => h.onPreemption(onNotice));
-    const beat = setInterval(() => {
-      registry
-        .heartbeat(reg.instanceId, reg.workerId, this.clock.now())
-        .then((record) => this.registryHint.observe(record))
-        .catch((err: unknown) => this.logger.warn('registry heartbeat failed', { error: errorMessage(err) }));
-    }, this.o.registryHeartbeatMs ?? 5_000);
+    let beat: NodeJS.Timeout | undefined;
     try {
+      const record = await registry.register(reg, this.clock.now());
+      this.logger.info('worker registered', { ...reg, state: record.state });
+      this.registryHint.observe(record);
+      beat = setInterval(() => {
+        registry
+          .heartbeat(reg, this.clock.now())
+          .then((r) => this.registryHint.observe(r))
+          .catch((err: unknown) => this.logger.warn('registry heartbeat failed', { error: errorMessage(err) }));
+      }, this.o.registryHeartbeatMs ?? 5_000);
       let done = false;
       await worker.run(stopAll, async () => {
         if (!this.o.exitWhenDone) return false;
-        const c = await this.o.ledger.counts(reg.runId ?? '');
+        const c = await this.o.ledger.counts(reg.runId);
         done = c.pending + c.running === 0;
         return done;
       });
@@ -74,7 +77,7 @@ export class WorkerAgent {
         this.logger.info('drained', { ...report });
         return { reason: 'drained', report };
       }
-      await registry.deregister(reg.instanceId, reg.workerId, this.clock.now());
+      await registry.deregister(reg, this.clock.now());
       return { reason: done ? 'done' : 'stopped' };
     } finally {
       clearInterval(beat);

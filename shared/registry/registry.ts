@@ -1,13 +1,26 @@
 import type { PreemptionNotice, Provider } from '../drain/compute-hint.js';
 
 /**
- * Where workers register themselves (worker id, instance id, provider,
+ * Where workers register themselves (worker id, run, instance id, provider,
  * heartbeat) so the coordinator and the drain handler can find them. Records
  * are keyed by instance first: a preemption notice names an instance, and one
- * instance may run several workers.
+ * instance may run several workers, of several runs. Within an instance a
+ * record is one worker of one run: the same worker id in two runs is two
+ * workers, each drained, heartbeated and deregistered on its own.
  *
- * A gone worker's record stays (marked gone, expiring later) so that a notice
- * arriving after the worker left is recognised as late, not unknown.
+ * Guarantees:
+ * - A notice asks every active worker of its instance to drain, whatever its
+ *   run, and however old its heartbeat looks: a stamp made by the worker's
+ *   clock is never the sole reason to skip a worker (a live worker with a
+ *   slow clock must drain; a dead one never reads the request).
+ * - Registration never erases a pending drain request: a worker registering
+ *   while its record is draining gets that record back, and drains at once.
+ * - A gone worker's record stays (marked gone, expiring later) so that a
+ *   notice arriving after the worker left is recognised as late, not unknown.
+ *
+ * Not guaranteed: a worker that registers on an instance after its notice was
+ * handled, under a new identity, is not asked to drain (the notice named the
+ * workers it found).
  */
 export type WorkerState = 'active' | 'draining' | 'gone';
 
@@ -19,23 +32,26 @@ export interface DrainRequest {
   readonly requestedAt: number;
 }
 
-export interface WorkerRecord {
-  readonly workerId: string;
+/** One worker of one run on one instance. */
+export interface WorkerKey {
   readonly instanceId: string;
+  readonly runId: string;
+  readonly workerId: string;
+}
+
+export interface Registration extends WorkerKey {
   readonly provider: Provider | 'local';
-  readonly runId: string | null;
+}
+
+export interface WorkerRecord extends Registration {
   readonly state: WorkerState;
   readonly registeredAt: number;
+  /** Stamped by the worker's clock: shown, and compared only with a margin. */
   readonly heartbeatAt: number;
   readonly drain: DrainRequest | null;
   readonly goneAt: number | null;
-}
-
-export interface Registration {
-  readonly workerId: string;
-  readonly instanceId: string;
-  readonly provider: Provider | 'local';
-  readonly runId: string | null;
+  /** How long since the store last heard from the worker, on the store's own clock; null where the store has none (DynamoDB). */
+  readonly silentForMs: number | null;
 }
 
 export type DrainOutcome =
@@ -45,7 +61,7 @@ export type DrainOutcome =
   | 'duplicate'
   /** No worker ever registered on that instance (not ours, or long forgotten). */
   | 'unknown'
-  /** The workers there have left or stopped heartbeating: the notice came too late. */
+  /** The workers there have left or stopped heartbeating (any still registered were asked all the same): the notice came too late. */
   | 'gone';
 
 /**
@@ -55,69 +71,90 @@ export type DrainOutcome =
  * by a worker that heartbeats often.
  */
 export interface RegistryStore {
-  put(record: WorkerRecord): Promise<void>;
+  /**
+   * Write the record (active, fresh heartbeat) unless the worker is draining,
+   * in one conditional write; returns the record as stored afterwards — the
+   * draining one, untouched, when a drain request is pending.
+   */
+  register(record: Omit<WorkerRecord, 'silentForMs'>): Promise<WorkerRecord>;
   byInstance(instanceId: string): Promise<WorkerRecord[]>;
   /** Raise the heartbeat (never lower it) unless the worker is gone; the record as stored, null if unknown. */
-  heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null>;
+  heartbeat(key: WorkerKey, now: number): Promise<WorkerRecord | null>;
   /** Move to `to` only from one of the states in `from`; false when the worker was in none of them. */
-  setState(instanceId: string, workerId: string, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean>;
+  setState(key: WorkerKey, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean>;
   list(): Promise<WorkerRecord[]>;
 }
 
 export interface RegistryOptions {
-  /** A worker whose heartbeat is older than this is treated as gone (it crashed without deregistering). */
+  /** A worker not heard from for this long is reported silent (it crashed without deregistering). */
   staleAfterMs?: number;
+  /** Where the store has no clock, how far the worker's clock may be from ours before its stamp is read as silence. */
+  clockSkewMs?: number;
 }
 
 export class WorkerRegistry {
   readonly staleAfterMs: number;
+  readonly clockSkewMs: number;
 
   constructor(
     private readonly store: RegistryStore,
     options: RegistryOptions = {},
   ) {
     this.staleAfterMs = options.staleAfterMs ?? 60_000;
+    this.clockSkewMs = options.clockSkewMs ?? 5_000;
     if (!(this.staleAfterMs > 0)) throw new Error(`invalid registry config: staleAfterMs: must be positive, got ${this.staleAfterMs}`);
+    if (!(this.clockSkewMs >= 0)) throw new Error(`invalid registry config: clockSkewMs: must not be negative, got ${this.clockSkewMs}`);
   }
 
+  /** Register (or re-register after a restart); the record as stored: check its state, a drain may be pending. */
   async register(r: Registration, now: number): Promise<WorkerRecord> {
-    for (const [field, v] of [['workerId', r.workerId], ['instanceId', r.instanceId]] as const) {
+    for (const [field, v] of [['workerId', r.workerId], ['instanceId', r.instanceId], ['runId', r.runId]] as const) {
       if (!v.trim()) throw new Error(`invalid worker registration: ${field}: must not be empty`);
     }
-    const record: WorkerRecord = { ...r, state: 'active', registeredAt: now, heartbeatAt: now, drain: null, goneAt: null };
-    await this.store.put(record);
-    return record;
+    return this.store.register({ ...r, state: 'active', registeredAt: now, heartbeatAt: now, drain: null, goneAt: null });
   }
 
   /** Refresh the heartbeat; returns the record as stored (a drain request shows up here), null if unknown. */
-  heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null> {
-    return this.store.heartbeat(instanceId, workerId, now);
+  heartbeat(key: WorkerKey, now: number): Promise<WorkerRecord | null> {
+    return this.store.heartbeat(key, now);
   }
 
   /**
-   * A preemption notice for an instance. Never throws for an instance it does
-   * not know, a duplicate or a late notice: those are answered (and logged by
-   * the caller) so the event source does not retry them forever.
+   * A preemption notice for an instance: every active worker there, of any
+   * run, is asked to drain. Never throws for an instance it does not know, a
+   * duplicate or a late notice: those are answered (and logged by the caller)
+   * so the event source does not retry them forever.
    */
   async requestDrain(notice: Pick<PreemptionNotice, 'instanceId' | 'kind' | 'provider'> & { noticeAt: number }, now: number): Promise<{ outcome: DrainOutcome; workers: string[] }> {
     const workers = await this.store.byInstance(notice.instanceId);
     if (!workers.length) return { outcome: 'unknown', workers: [] };
-    const live = workers.filter((w) => w.state !== 'gone' && now - w.heartbeatAt <= this.staleAfterMs);
-    const active = live.filter((w) => w.state === 'active');
-    if (!active.length) return { outcome: live.length ? 'duplicate' : 'gone', workers: live.map((w) => w.workerId) };
+    const present = workers.filter((w) => w.state !== 'gone');
+    const active = present.filter((w) => w.state === 'active');
+    if (!active.length) return { outcome: present.length ? 'duplicate' : 'gone', workers: present.map((w) => w.workerId) };
     const drain: DrainRequest = { kind: notice.kind, provider: notice.provider, noticeAt: notice.noticeAt, requestedAt: now };
-    const asked: string[] = [];
-    for (const w of active) if (await this.store.setState(notice.instanceId, w.workerId, ['active'], { state: 'draining', drain })) asked.push(w.workerId);
+    const asked: WorkerRecord[] = [];
+    // Silent-looking workers are asked too: the look may be a clock's fault, and asking a dead worker costs nothing.
+    for (const w of active) if (await this.store.setState(w, ['active'], { state: 'draining', drain })) asked.push(w);
     // None moved: another notice got there first (or they left meanwhile).
-    return asked.length ? { outcome: 'requested', workers: asked } : { outcome: 'duplicate', workers: active.map((w) => w.workerId) };
+    if (!asked.length) return { outcome: 'duplicate', workers: active.map((w) => w.workerId) };
+    return { outcome: asked.some((w) => !this.silent(w, now)) ? 'requested' : 'gone', workers: asked.map((w) => w.workerId) };
   }
 
   /** The worker has left: the record stays, marked gone, so a late notice is recognised as late. */
-  async deregister(instanceId: string, workerId: string, now: number): Promise<void> {
-    await this.store.setState(instanceId, workerId, ['active', 'draining'], { state: 'gone', goneAt: now });
+  async deregister(key: WorkerKey, now: number): Promise<void> {
+    await this.store.setState(key, ['active', 'draining'], { state: 'gone', goneAt: now });
   }
 
   list(): Promise<WorkerRecord[]> {
     return this.store.list();
+  }
+
+  /**
+   * One clock per comparison: the store's own when it has one; otherwise the
+   * worker's stamp against ours, allowing for the skew between the two.
+   */
+  private silent(w: WorkerRecord, now: number): boolean {
+    if (w.silentForMs !== null) return w.silentForMs > this.staleAfterMs;
+    return now - w.heartbeatAt > this.staleAfterMs + this.clockSkewMs;
   }
 }

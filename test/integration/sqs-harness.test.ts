@@ -1,6 +1,7 @@
 /**
- * The harness's SQS endpoint behaves like SQS for what the work-run queue will
- * rely on: long-poll receive, visibility timeout, redrive to a DLQ.
+ * The harness's SQS endpoint is the one the suites reach, and behaves like SQS
+ * for what the work-run queue relies on: send and receive, visibility
+ * timeout, redrive to a DLQ.
  */
 import {
   ChangeMessageVisibilityCommand,
@@ -22,8 +23,21 @@ describe('SQS endpoint', () => {
     sqs.destroy();
   });
 
-  it('is configured through AWS_ENDPOINT_URL_SQS (or AWS_ENDPOINT_URL)', () => {
-    expect(process.env.AWS_ENDPOINT_URL_SQS ?? process.env.AWS_ENDPOINT_URL ?? process.env.ROLLOUT_TEST_AWS).toBeTruthy();
+  it('is the endpoint the harness set: a message sent is received with the same body, from a queue whose URL names that endpoint', async () => {
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('probe') }))).QueueUrl!;
+    queues.push(url);
+    const body = JSON.stringify({ probe: uniqueName('m') });
+    const sent = await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: body }));
+    const { Messages } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, WaitTimeSeconds: 5 }));
+    expect(Messages?.map((m) => [m.MessageId, m.Body])).toEqual([[sent.MessageId, body]]);
+    // The harness starts fauxqs and sets AWS_ENDPOINT_URL_SQS unless given an endpoint for every AWS service
+    // (AWS_ENDPOINT_URL, e.g. LocalStack) or a real account; its fauxqs listens on loopback only and says so in queue URLs.
+    const endpoint = process.env.AWS_ENDPOINT_URL_SQS;
+    if (!endpoint) return;
+    const { hostname, port } = new URL(endpoint);
+    expect(hostname).toBe('127.0.0.1');
+    // fauxqs prefixes the host the SQS way (sqs.<region>.127.0.0.1): not resolvable, hence useQueueUrlAsEndpoint off in sqsClient.
+    expect(url).toMatch(new RegExp(`^http://(?:sqs\\.[a-z0-9-]+\\.)?127\\.0\\.0\\.1:${port}/\\d+/probe-`));
   });
 
   it('moves a message that keeps coming back to the DLQ after maxReceiveCount', async () => {

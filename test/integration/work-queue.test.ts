@@ -3,14 +3,44 @@ import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, Rece
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendError, httpBackend, mockBackend } from '../../shared/ledger/backends.js';
+import { Worker } from '../../shared/ledger/worker.js';
 import { contentId } from '../../shared/ledger/model.js';
-import { InvalidMessageError } from '../../shared/queue/port.js';
 import { sqsClient } from '../../shared/queue/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
-import { uniqueName } from '../support/backends.js';
+import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { until } from '../support/gate.js';
+
+const sqs = sqsClient();
+const created: string[] = [];
+afterAll(async () => {
+  for (const url of created) await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+});
+
+interface Line {
+  msg: string;
+  fields: Record<string, unknown>;
+}
+
+/** A work queue with its own DLQ (redrive after `maxReceiveCount` receives), and what its queue adapter logged. */
+async function redriven(maxReceiveCount: number) {
+  const dlq = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('dlq') }))).QueueUrl!;
+  const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq, AttributeNames: ['QueueArn'] }));
+  const url = (
+    await sqs.send(
+      new CreateQueueCommand({
+        QueueName: uniqueName('work'),
+        Attributes: { VisibilityTimeout: '30', RedrivePolicy: JSON.stringify({ deadLetterTargetArn: Attributes!.QueueArn, maxReceiveCount }) },
+      }),
+    )
+  ).QueueUrl!;
+  created.push(url, dlq);
+  const lines: Line[] = [];
+  const at = (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ msg, fields });
+  const queue = new SqsWorkQueue(sqs, url, { logger: { debug: at, info: at, warn: at, error: at } });
+  return { queue, url, dlq, lines };
+}
 
 describe('SqsWorkQueue', () => {
-  const sqs = sqsClient();
   const urls: string[] = [];
   let queue: SqsWorkQueue;
   let dlqUrl: string;
@@ -79,11 +109,73 @@ describe('SqsWorkQueue', () => {
     expect(JSON.parse(dead.Messages![0]!.Body!)).toEqual({ runId: 'run-3', itemId: id });
   });
 
-  it('refuses a malformed message with the field named', async () => {
-    await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: JSON.stringify({ runId: 'r', itemId: 'not-a-hash' }) }));
-    const err = await queue.receive(1, 5).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(InvalidMessageError);
-    expect((err as Error).message).toMatch(/itemId: must be a sha256 content id/);
+  it('a malformed message does not strand the valid ones of its batch: they come on their first delivery; it is logged (id, body, reason) and redriven to the DLQ', async () => {
+    const { queue: q, url, dlq, lines } = await redriven(3);
+    const good = ids(5, 'mixed');
+    await q.send('run-m', good);
+    const wrong = JSON.stringify({ runId: 'run-m', itemId: 'not-a-hash' });
+    const bad = await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: wrong }));
+    const junk = await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'not json at all' }));
+    const got = [];
+    for (let i = 0; i < 10 && got.length < good.length; i++) got.push(...(await q.receive(10, 1)));
+    expect(got.map((m) => m.itemId).sort()).toEqual([...good].sort());
+    expect(got.every((m) => m.receiveCount === 1)).toBe(true);
+    await q.deleteMany(got);
+    const logged = (id: string | undefined) => lines.find((l) => l.msg === 'malformed SQS message left for the DLQ' && l.fields.messageId === id)?.fields;
+    expect(logged(bad.MessageId)).toMatchObject({ body: wrong, reason: expect.stringMatching(/itemId: must be a sha256 content id/) as unknown, receiveCount: 1 });
+    expect(logged(junk.MessageId)).toMatchObject({ body: 'not json at all', reason: expect.stringMatching(/not JSON/) as unknown });
+    // Workers keep polling; the queue's redrive policy moves each malformed message after maxReceiveCount receives.
+    const dead = new Set<string>();
+    const later: unknown[] = [];
+    await until(
+      'both malformed messages are in the DLQ',
+      async () => {
+        later.push(...(await q.receive(10, 1)));
+        const { Messages } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }));
+        for (const m of Messages ?? []) dead.add(m.Body!);
+        return dead.size === 2;
+      },
+      60_000,
+      100,
+    );
+    expect([...dead].sort()).toEqual(['not json at all', wrong].sort());
+    expect(later).toEqual([]); // the valid ones, deleted, never came back; the malformed ones were never handed out
+  });
+});
+
+describe.each(['postgres', 'dynamodb'] as const)('a malformed SQS message among a run\'s messages, on %s', (backendName) => {
+  let backend: LeaseBackend;
+  beforeAll(async () => {
+    backend = await openBackend(backendName);
+  });
+  afterAll(async () => {
+    await backend?.close();
+  });
+
+  it('the worker keeps going: every valid item is Done, the malformed message ends in the DLQ', async () => {
+    const { queue, url, dlq } = await redriven(2);
+    const runId = uniqueName('run');
+    await backend.ledger.createRun(runId, {}, Date.now());
+    const { ids: items } = await backend.ledger.enqueue(runId, Array.from({ length: 8 }, (_, i) => ({ runId, i })), Date.now());
+    await queue.send(runId, items.slice(0, 4));
+    await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify({ runId, itemId: 'x'.repeat(64) }) }));
+    await queue.send(runId, items.slice(4));
+    const worker = new Worker({ runId, workerId: 'w1', ledger: backend.ledger, queue, backend: mockBackend(), waitSeconds: 1 });
+    await worker.run(new AbortController().signal, async () => {
+      const c = await backend.ledger.counts(runId);
+      return c.pending + c.running === 0;
+    });
+    expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 8, failed: 0 });
+    await until(
+      'the malformed message is in the DLQ',
+      async () => {
+        await queue.receive(10, 1);
+        const { Messages } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq, WaitTimeSeconds: 0 }));
+        return (Messages ?? []).some((m) => m.Body!.includes('x'.repeat(64)));
+      },
+      60_000,
+      100,
+    );
   });
 });
 

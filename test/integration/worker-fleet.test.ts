@@ -22,10 +22,11 @@ import { LambdaCoordinatorClient } from '../../shared/ledger/coordinator-client.
 import { Worker } from '../../shared/ledger/worker.js';
 import { sqsClient } from '../../shared/queue/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
-import { WorkerRegistry } from '../../shared/registry/registry.js';
+import { WorkerRegistry, type RegistryStore } from '../../shared/registry/registry.js';
 import { DynamoRegistryStore } from '../../shared/store/dynamodb/registry-store.js';
 import { PostgresRegistryStore } from '../../shared/store/postgres/registry-store.js';
 import { BACKENDS, dynamoTable, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { until } from '../support/gate.js';
 
 const silentMetrics = { addMetric: () => undefined, publishStoredMetrics: () => undefined } as never;
 const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
@@ -47,43 +48,55 @@ async function serve(handler: (req: IncomingMessage, body: string, res: ServerRe
 describe.each(BACKENDS)('worker registry on %s', (backendName) => {
   let backend: LeaseBackend;
   let registry: WorkerRegistry;
+  let store: RegistryStore;
   let tableClose: (() => Promise<void>) | null = null;
   beforeAll(async () => {
     backend = await openBackend(backendName);
-    if (backend.sql) registry = new WorkerRegistry(new PostgresRegistryStore(backend.sql), { staleAfterMs: 10_000 });
+    if (backend.sql) store = new PostgresRegistryStore(backend.sql);
     else {
       const t = await dynamoTable();
       tableClose = () => t.close();
-      registry = new WorkerRegistry(new DynamoRegistryStore(t.doc, t.table), { staleAfterMs: 10_000 });
+      store = new DynamoRegistryStore(t.doc, t.table);
     }
+    registry = new WorkerRegistry(store, { staleAfterMs: 10_000 });
   });
   afterAll(async () => {
     await tableClose?.();
     await backend?.close();
   });
 
-  it('drain requests: requested once, then duplicate; unknown instance; late after the worker left or went silent', async () => {
+  it('drain requests: requested once, then duplicate; unknown instance; late after the workers left', async () => {
     const now = 1_000_000;
     const instance = uniqueName('i');
     await registry.register({ workerId: 'w1', instanceId: instance, provider: 'aws', runId: 'r' }, now);
     await registry.register({ workerId: 'w2', instanceId: instance, provider: 'aws', runId: 'r' }, now);
-    expect((await registry.heartbeat(instance, 'w1', now + 1_000))!.heartbeatAt).toBe(now + 1_000);
+    expect((await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 1_000))!.heartbeatAt).toBe(now + 1_000);
     const notice = { instanceId: instance, kind: 'interruption' as const, provider: 'aws' as const, noticeAt: now + 1_500 };
     expect(await registry.requestDrain(notice, now + 2_000)).toEqual({ outcome: 'requested', workers: ['w1', 'w2'] });
-    const seen = await registry.heartbeat(instance, 'w1', now + 2_500);
+    const seen = await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 2_500);
     expect(seen).toMatchObject({ state: 'draining', drain: { kind: 'interruption', provider: 'aws', noticeAt: now + 1_500 } });
     expect((await registry.requestDrain({ ...notice, kind: 'rebalance' }, now + 3_000)).outcome).toBe('duplicate');
     expect(await registry.requestDrain({ ...notice, instanceId: uniqueName('i-unknown') }, now)).toEqual({ outcome: 'unknown', workers: [] });
-    await registry.deregister(instance, 'w1', now + 4_000);
-    await registry.deregister(instance, 'w2', now + 4_000);
+    await registry.deregister({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 4_000);
+    await registry.deregister({ instanceId: instance, runId: 'r', workerId: 'w2' }, now + 4_000);
     expect((await registry.requestDrain(notice, now + 5_000)).outcome).toBe('gone');
-    expect(await registry.heartbeat(instance, 'w1', now + 6_000)).toMatchObject({ state: 'gone', goneAt: now + 4_000 });
-    // A worker that stopped heartbeating (crashed, never deregistered): the notice is late, not a drain.
+    expect(await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 6_000)).toMatchObject({ state: 'gone', goneAt: now + 4_000 });
+    await expect(registry.register({ workerId: ' ', instanceId: instance, provider: 'aws', runId: 'r' }, now)).rejects.toThrow(/workerId: must not be empty/);
+    await expect(registry.register({ workerId: 'w', instanceId: instance, provider: 'aws', runId: '' }, now)).rejects.toThrow(/runId: must not be empty/);
+  });
+
+  it('a worker that stopped heartbeating (crashed, never deregistered): the notice is reported late, and the worker is asked all the same', async () => {
     const silent = uniqueName('i');
-    await registry.register({ workerId: 'w', instanceId: silent, provider: 'gcp', runId: null }, now);
-    expect((await registry.requestDrain({ ...notice, instanceId: silent }, now + 10_001)).outcome).toBe('gone');
-    expect((await registry.list()).some((w) => w.instanceId === silent && w.provider === 'gcp')).toBe(true);
-    await expect(registry.register({ workerId: ' ', instanceId: silent, provider: 'aws', runId: null }, now)).rejects.toThrow(/workerId: must not be empty/);
+    const key = { workerId: 'w', instanceId: silent, runId: 'r' };
+    await registry.register({ ...key, provider: 'gcp' }, Date.now());
+    const strict = new WorkerRegistry(store, { staleAfterMs: 1, clockSkewMs: 0 });
+    // Silence is measured on the store's clock (PostgreSQL, PGlite) or on ours (DynamoDB): real time must pass.
+    await until('the worker has been silent for a while', async () => {
+      const [w] = await store.byInstance(silent);
+      return (w!.silentForMs ?? Date.now() - w!.heartbeatAt) > 5;
+    });
+    expect(await strict.requestDrain({ instanceId: silent, kind: 'interruption', provider: 'gcp', noticeAt: Date.now() }, Date.now())).toEqual({ outcome: 'gone', workers: ['w'] });
+    expect(await registry.heartbeat(key, Date.now())).toMatchObject({ state: 'draining', provider: 'gcp' });
   });
 
   it('a drain request wins against a worker heartbeating as fast as it can: requested, never misreported as a duplicate', async () => {
@@ -94,7 +107,7 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     const heartbeats = (async () => {
       let n = 0;
       while (beating) {
-        await registry.heartbeat(instance, 'busy', ++t);
+        await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'busy' }, ++t);
         n++;
         await new Promise((r) => setImmediate(r)); // PGlite settles on microtasks: let timers run
       }
@@ -105,7 +118,69 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     beating = false;
     expect(await heartbeats).toBeGreaterThan(0);
     expect(out).toEqual({ outcome: 'requested', workers: ['busy'] });
-    expect((await registry.heartbeat(instance, 'busy', t + 1))!.state).toBe('draining');
+    expect((await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'busy' }, t + 1))!.state).toBe('draining');
+  });
+
+  it('one record per worker per run: the same worker id in two runs is two workers; leaving one leaves the other working', async () => {
+    const now = Date.now();
+    const instance = uniqueName('i');
+    await registry.register({ workerId: 'w1', instanceId: instance, provider: 'local', runId: 'run-a' }, now);
+    await registry.register({ workerId: 'w1', instanceId: instance, provider: 'local', runId: 'run-b' }, now);
+    const mine = (await registry.list()).filter((w) => w.instanceId === instance);
+    expect(mine.map((w) => `${w.runId}/${w.workerId}`).sort()).toEqual(['run-a/w1', 'run-b/w1']);
+    await registry.deregister({ instanceId: instance, runId: 'run-a', workerId: 'w1' }, now + 1);
+    expect((await registry.list()).filter((w) => w.instanceId === instance).map((w) => `${w.runId}/${w.state}`).sort()).toEqual(['run-a/gone', 'run-b/active']);
+  });
+
+  it('registration never erases a drain request: a worker re-registering while asked to drain is told so', async () => {
+    const now = Date.now();
+    const instance = uniqueName('i');
+    const reg = { workerId: 'w1', instanceId: instance, provider: 'aws' as const, runId: 'r' };
+    await registry.register(reg, now);
+    expect((await registry.requestDrain({ instanceId: instance, kind: 'interruption', provider: 'aws', noticeAt: now }, now + 1)).outcome).toBe('requested');
+    // The worker restarts (same identity) after the request and before it saw it.
+    const again = await registry.register(reg, now + 2);
+    expect(again).toMatchObject({ state: 'draining', drain: { kind: 'interruption', noticeAt: now } });
+    expect(await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 3)).toMatchObject({ state: 'draining', drain: { kind: 'interruption', noticeAt: now } });
+  });
+
+  it('a worker whose clock is behind is still asked to drain (its heartbeat stamp is not judged by the drain handler\'s clock alone)', async () => {
+    const now = Date.now();
+    const behind = now - 10 * 60_000; // ten minutes behind: sixty times the registry's staleness bound
+    const instance = uniqueName('i');
+    await registry.register({ workerId: 'slow-clock', instanceId: instance, provider: 'aws', runId: 'r' }, behind);
+    await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'slow-clock' }, behind + 1);
+    const out = await registry.requestDrain({ instanceId: instance, kind: 'interruption', provider: 'aws', noticeAt: now }, now);
+    expect(out.workers).toEqual(['slow-clock']);
+    // PostgreSQL and PGlite judge the heartbeat on the store's own clock: it is fresh.
+    if (backendName !== 'dynamodb') expect(out.outcome).toBe('requested');
+    expect(await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'slow-clock' }, behind + 2)).toMatchObject({ state: 'draining' });
+  });
+
+  it('a worker agent that starts while its record is draining drains at once instead of working on a doomed instance', async () => {
+    const sqs = sqsClient();
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
+    try {
+      const runId = uniqueName('run');
+      const instanceId = uniqueName('i');
+      const queue = new SqsWorkQueue(sqs, url);
+      await backend.ledger.createRun(runId, {}, Date.now());
+      const { ids } = await backend.ledger.enqueue(runId, [{ runId, i: 0 }], Date.now());
+      await queue.send(runId, ids);
+      const registration = { workerId: 'w1', instanceId, provider: 'aws' as const, runId };
+      // Its previous life registered, then the instance got its notice; the process restarts before it saw it.
+      await registry.register(registration, Date.now());
+      expect((await registry.requestDrain({ instanceId, kind: 'interruption', provider: 'aws', noticeAt: Date.now() }, Date.now())).outcome).toBe('requested');
+      const worker = new Worker({ runId, workerId: 'w1', ledger: backend.ledger, queue, backend: mockBackend(), waitSeconds: 0 });
+      const agent = new WorkerAgent({ worker, registry, ledger: backend.ledger, registration, registryHeartbeatMs: 50, exitWhenDone: true });
+      const exit = await agent.run(new AbortController().signal);
+      expect(exit.reason).toBe('drained');
+      expect(worker.stats.done).toBe(0);
+      expect(await backend.ledger.counts(runId)).toEqual({ pending: 1, running: 0, done: 0, failed: 0 });
+    } finally {
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+      sqs.destroy();
+    }
   });
 });
 

@@ -7,21 +7,46 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
-import { InvalidMessageError, type QueueMessage, type WorkQueue } from '../port.js';
+import { errorMessage, silentLogger, type Logger } from '../../log.js';
+import type { QueueMessage, WorkQueue } from '../port.js';
 
 const bodySchema = z.object({ runId: z.string().min(1), itemId: z.string().regex(/^[0-9a-f]{64}$/, 'must be a sha256 content id') }).strict();
+
+/** A malformed message comes back after 1, 2, 4… s (at most this), not after the whole visibility timeout. */
+const MALFORMED_RETRY_MAX_S = 60;
+const BODY_EXCERPT = 500;
 
 /**
  * A run's work queue on SQS. Long polling (up to 20 s), visibility timeout
  * extended while an item runs, redrive to a DLQ after the queue's
- * maxReceiveCount (set on the queue, by the stack). A malformed message is
- * refused with the reason and left for the DLQ — never silently dropped.
+ * maxReceiveCount (set on the queue, by the stack).
+ *
+ * A malformed message never costs the valid messages of its batch: they are
+ * returned; it is logged (id, body excerpt, reason) and left on the queue,
+ * neither deleted nor handed out, for the redrive policy to move to the DLQ
+ * (whose consumer logs and drops it). So that takes seconds, not
+ * maxReceiveCount × the visibility timeout, it is made visible again after a
+ * delay that doubles with each receive (1 s, 2 s, 4 s…): with the stack's
+ * maxReceiveCount of 5 it is moved at the first receive after about 31 s
+ * (1 + 2 + 4 + 8 + 16), instead of 5 × 60 s; on a queue without a redrive
+ * policy it comes back at most once a minute.
+ * (Sending it to the DLQ ourselves would need the DLQ's URL and a grant on
+ * it in every worker, and would lose the receive count the DLQ records.)
  */
+export interface SqsQueueOptions {
+  logger?: Logger;
+}
+
 export class SqsWorkQueue implements WorkQueue {
+  private readonly logger: Logger;
+
   constructor(
     private readonly sqs: SQSClient,
     private readonly queueUrl: string,
-  ) {}
+    options: SqsQueueOptions = {},
+  ) {
+    this.logger = options.logger ?? silentLogger;
+  }
 
   async send(runId: string, itemIds: readonly string[]): Promise<void> {
     for (let i = 0; i < itemIds.length; i += 10) {
@@ -49,24 +74,26 @@ export class SqsWorkQueue implements WorkQueue {
       signal ? { abortSignal: signal } : {},
     );
     const out: QueueMessage[] = [];
+    const malformed: Promise<void>[] = [];
     for (const m of res.Messages ?? []) {
       const receiveCount = Number(m.Attributes?.ApproximateReceiveCount ?? 1);
-      let body: unknown;
-      try {
-        body = JSON.parse(m.Body ?? '');
-      } catch {
-        body = undefined;
-      }
-      const parsed = bodySchema.safeParse(body);
-      if (!parsed.success) {
-        // Left invisible until its timeout, then redelivered until the DLQ takes it; the error names why.
-        throw new InvalidMessageError(
-          `SQS message ${m.MessageId}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')} (receive ${receiveCount})`,
-        );
-      }
-      out.push({ ...parsed.data, receipt: m.ReceiptHandle!, receiveCount });
+      const parsed = parseBody(m.Body);
+      if (parsed.ok) out.push({ ...parsed.body, receipt: m.ReceiptHandle!, receiveCount });
+      else malformed.push(this.leaveForDlq(m.MessageId ?? '(no id)', m.Body ?? '', m.ReceiptHandle!, receiveCount, parsed.reason));
     }
+    await Promise.all(malformed);
     return out;
+  }
+
+  private async leaveForDlq(messageId: string, body: string, receipt: string, receiveCount: number, reason: string): Promise<void> {
+    const retryInS = Math.min(MALFORMED_RETRY_MAX_S, 2 ** (receiveCount - 1));
+    this.logger.error('malformed SQS message left for the DLQ', { queueUrl: this.queueUrl, messageId, body: body.slice(0, BODY_EXCERPT), reason, receiveCount, retryInS });
+    try {
+      await this.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: this.queueUrl, ReceiptHandle: receipt, VisibilityTimeout: retryInS }));
+    } catch (err) {
+      // It still comes back, after the queue's visibility timeout: later, not lost.
+      this.logger.warn('malformed SQS message: could not shorten its visibility', { messageId, error: errorMessage(err) });
+    }
   }
 
   async delete(message: QueueMessage): Promise<void> {
@@ -89,4 +116,17 @@ export class SqsWorkQueue implements WorkQueue {
   async release(message: QueueMessage): Promise<void> {
     await this.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: this.queueUrl, ReceiptHandle: message.receipt, VisibilityTimeout: 0 }));
   }
+}
+
+/** A message body, checked: `{ runId, itemId }` and nothing else; otherwise the reason, naming the field. */
+function parseBody(raw: string | undefined): { ok: true; body: z.infer<typeof bodySchema> } | { ok: false; reason: string } {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw ?? '');
+  } catch {
+    return { ok: false, reason: 'body: not JSON' };
+  }
+  const parsed = bodySchema.safeParse(body);
+  if (parsed.success) return { ok: true, body: parsed.data };
+  return { ok: false, reason: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ') };
 }

@@ -1,20 +1,24 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { DrainRequest, RegistryStore, WorkerRecord, WorkerState } from '../../registry/registry.js';
+import type { DrainRequest, RegistryStore, WorkerKey, WorkerRecord, WorkerState } from '../../registry/registry.js';
 import { queryAll } from './query.js';
 
 /**
- * Worker registry on DynamoDB: INSTANCE#<id> / WORKER#<id>, so the drain
- * handler reads one partition per notice (strongly consistent). A gone
- * worker's record expires through the table's TTL a week after it left.
+ * Worker registry on DynamoDB: INSTANCE#<instance> / WORKER#<run>#<worker>
+ * (each part URI-encoded, so no '#' inside one can blur the two), so the
+ * drain handler reads one partition per notice (strongly consistent) and
+ * finds every worker of every run on the instance. A gone worker's record
+ * expires through the table's TTL a week after it left. DynamoDB has no clock
+ * of its own: records carry no silentForMs, the registry judges stamps with a
+ * margin.
  */
 const GONE_TTL_S = 7 * 24 * 3600;
 
-const key = (instanceId: string, workerId: string) => ({ pk: `INSTANCE#${instanceId}`, sk: `WORKER#${workerId}` });
+const key = (k: WorkerKey) => ({ pk: `INSTANCE#${k.instanceId}`, sk: `WORKER#${encodeURIComponent(k.runId)}#${encodeURIComponent(k.workerId)}` });
 
-function itemOf(w: WorkerRecord): Record<string, unknown> {
+function itemOf(w: Omit<WorkerRecord, 'silentForMs'>): Record<string, unknown> {
   return {
-    ...key(w.instanceId, w.workerId),
+    ...key(w),
     ...w,
     ...(w.goneAt !== null ? { ttl: Math.floor(w.goneAt / 1000) + GONE_TTL_S } : {}),
   };
@@ -25,14 +29,17 @@ function recordOf(i: Record<string, unknown>): WorkerRecord {
     workerId: String(i.workerId),
     instanceId: String(i.instanceId),
     provider: i.provider as WorkerRecord['provider'],
-    runId: (i.runId as string | null | undefined) ?? null,
+    runId: typeof i.runId === 'string' ? i.runId : '',
     state: i.state as WorkerState,
     registeredAt: Number(i.registeredAt),
     heartbeatAt: Number(i.heartbeatAt),
     drain: (i.drain as WorkerRecord['drain'] | undefined) ?? null,
     goneAt: i.goneAt === null || i.goneAt === undefined ? null : Number(i.goneAt),
+    silentForMs: null,
   };
 }
+
+const byWorker = (a: WorkerRecord, b: WorkerRecord) => a.workerId.localeCompare(b.workerId) || a.runId.localeCompare(b.runId);
 
 export class DynamoRegistryStore implements RegistryStore {
   constructor(
@@ -40,8 +47,28 @@ export class DynamoRegistryStore implements RegistryStore {
     private readonly table: string,
   ) {}
 
-  async put(w: WorkerRecord): Promise<void> {
-    await this.doc.send(new PutCommand({ TableName: this.table, Item: itemOf(w) }));
+  async register(w: Omit<WorkerRecord, 'silentForMs'>): Promise<WorkerRecord> {
+    // Two rounds at most: a record refused as draining and gone by the time it is read was a drain that finished.
+    for (let round = 0; ; round++) {
+      try {
+        await this.doc.send(
+          new PutCommand({
+            TableName: this.table,
+            Item: itemOf(w),
+            // A pending drain request survives any registration: the worker reads it back and drains.
+            ConditionExpression: 'attribute_not_exists(pk) OR #s <> :draining',
+            ExpressionAttributeNames: { '#s': 'state' },
+            ExpressionAttributeValues: { ':draining': 'draining' },
+          }),
+        );
+        return recordOf(itemOf(w));
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      }
+      const stored = await this.get(w);
+      if (stored?.state === 'draining') return stored;
+      if (round >= 1) throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
+    }
   }
 
   async byInstance(instanceId: string): Promise<WorkerRecord[]> {
@@ -51,15 +78,15 @@ export class DynamoRegistryStore implements RegistryStore {
       ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}`, ':w': 'WORKER#' },
       ConsistentRead: true,
     });
-    return items.map(recordOf);
+    return items.map(recordOf).sort(byWorker);
   }
 
-  async heartbeat(instanceId: string, workerId: string, now: number): Promise<WorkerRecord | null> {
+  async heartbeat(k: WorkerKey, now: number): Promise<WorkerRecord | null> {
     try {
       const { Attributes } = await this.doc.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: key(instanceId, workerId),
+          Key: key(k),
           UpdateExpression: 'SET heartbeatAt = :now',
           ConditionExpression: 'attribute_exists(pk) AND #s <> :gone AND heartbeatAt < :now',
           ExpressionAttributeNames: { '#s': 'state' },
@@ -71,12 +98,11 @@ export class DynamoRegistryStore implements RegistryStore {
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
       // Unknown, gone, or already a later heartbeat: answer with what is stored.
-      const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: key(instanceId, workerId), ConsistentRead: true }));
-      return Item ? recordOf(Item) : null;
+      return this.get(k);
     }
   }
 
-  async setState(instanceId: string, workerId: string, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean> {
+  async setState(k: WorkerKey, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean> {
     const values: Record<string, unknown> = { ':to': to.state, ...Object.fromEntries(from.map((f, i) => [`:f${i}`, f])) };
     const sets = ['#s = :to'];
     if (to.drain) {
@@ -92,7 +118,7 @@ export class DynamoRegistryStore implements RegistryStore {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: key(instanceId, workerId),
+          Key: key(k),
           UpdateExpression: `SET ${sets.join(', ')}`,
           ConditionExpression: `#s IN (${from.map((_, i) => `:f${i}`).join(', ')})`,
           ExpressionAttributeNames: { '#s': 'state', ...(to.goneAt !== undefined ? { '#ttl': 'ttl' } : {}) },
@@ -117,6 +143,11 @@ export class DynamoRegistryStore implements RegistryStore {
       out.push(...(page.Items ?? []).map(recordOf));
       start = page.LastEvaluatedKey;
     } while (start);
-    return out.sort((a, b) => a.instanceId.localeCompare(b.instanceId) || a.workerId.localeCompare(b.workerId));
+    return out.sort((a, b) => a.instanceId.localeCompare(b.instanceId) || byWorker(a, b));
+  }
+
+  private async get(k: WorkerKey): Promise<WorkerRecord | null> {
+    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: key(k), ConsistentRead: true }));
+    return Item ? recordOf(Item) : null;
   }
 }

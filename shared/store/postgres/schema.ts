@@ -264,6 +264,19 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       CREATE INDEX work_items_unsent ON work_items (run_id, sent_at NULLS FIRST) WHERE state = 'pending';
     `,
   },
+  {
+    id: 9,
+    name: 'worker registry: one record per worker per run; heartbeats judged on the store clock',
+    sql: `
+      -- The same worker id in two runs is two workers: draining or deregistering one must not touch the other.
+      UPDATE workers SET run_id = '' WHERE run_id IS NULL;
+      ALTER TABLE workers ALTER COLUMN run_id SET NOT NULL;
+      ALTER TABLE workers DROP CONSTRAINT workers_pkey;
+      ALTER TABLE workers ADD PRIMARY KEY (instance_id, run_id, worker_id);
+      -- When the store last heard from the worker, by the store's clock (heartbeat_at is the worker's).
+      ALTER TABLE workers ADD COLUMN seen_at timestamptz NOT NULL DEFAULT now();
+    `,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).
