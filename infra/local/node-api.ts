@@ -36,6 +36,9 @@ import type { ControlPlaneNode } from './node.js';
  * the node died mid-request, a client retrying) replays that response and
  * never applies the write twice; the same key on a different request is 422.
  *
+ * The record is bound to the key and to the request as its actor sent it;
+ * an answer that asks to be retried is not recorded (see `final`).
+ *
  * Reads keep answering while the store is unreachable, from the last good
  * answer of that path, marked `stale` (with when it was read and why).
  */
@@ -45,6 +48,21 @@ const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const VERSION = '0.1.0';
 
 type Handle = (req: HttpRequest) => Promise<ApiResponse>;
+
+/**
+ * Whether an answer is kept as the record of its Idempotency-Key. One that
+ * asks to be retried is not: replayed, it would say "try again" forever.
+ * Those applied nothing, so running the retry again is safe:
+ *   5xx                  nothing was applied (the transaction rolled back)
+ *   408, 425, 429        too slow, too early, too many: the same request later may pass
+ *   409                  a conflict with the state as it was (a promoter moved the rollout
+ *                        under a command, "kept changing; try again"); it may not hold later
+ *   Retry-After          the answer says so itself
+ */
+export function final(res: ApiResponse): boolean {
+  if (res.status >= 500 || [408, 409, 425, 429].includes(res.status)) return false;
+  return !Object.keys(res.headers ?? {}).some((h) => h.toLowerCase() === 'retry-after');
+}
 
 export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
   const shared = node.api();
@@ -79,7 +97,8 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
 
   async function idempotent(req: HttpRequest, key: string): Promise<ApiResponse> {
     if (key.length > 200) return json(400, { error: 'Idempotency-Key: at most 200 characters' });
-    const fingerprint = createHash('sha256').update(`${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
+    // Who asked is part of the request: another actor's key never replays someone else's answer.
+    const fingerprint = createHash('sha256').update(`${req.actor}\n${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
     const after: (() => Promise<void>)[] = [];
     const out = await node.sql.transaction(async (tx) => {
       // Same-key requests queue here; the second sees the first's committed record.
@@ -92,8 +111,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       }
       const engine = new RolloutEngine({ store: new PostgresRolloutStore(tx), bus: node.bus, deferPublish: true, logger: node.logger });
       const res = await apiHandler(node.apiDeps(tx, engine, (fn) => after.push(fn)))(req);
-      // 5xx is not an answer (nothing was applied): a retry should run it again.
-      if (res.status < 500) await tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, fingerprint, res.status, JSON.stringify(res.body), node.nodeId]);
+      if (final(res)) await tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, fingerprint, res.status, JSON.stringify(res.body), node.nodeId]);
       return res;
     });
     for (const fn of after) await fn().catch(() => undefined);

@@ -142,6 +142,69 @@ describe('cluster node', () => {
     expect(Number(rows[0]!.n)).toBe(0);
   }, 30_000);
 
+  it('an idempotency record never keeps a "try again": the retry runs the request again', async () => {
+    const a = await startNode('n-retryable', dbUrl);
+    await until('leads', 5_000, () => a.node.state === 'leader');
+    const created = await http(`${a.url}/rollouts`, 'POST', { id: 'busy', spec }, { 'idempotency-key': randomUUID() });
+    expect(created.status).toBe(201);
+    // Every update of the rollout row is swallowed, as if another writer moved it each time: the command gives up.
+    await a.node.sql.query(`CREATE FUNCTION keep_changing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF OLD.id = 'busy' THEN RETURN NULL; END IF; RETURN NEW; END $$`);
+    await a.node.sql.query('CREATE TRIGGER keep_changing BEFORE UPDATE ON rollouts FOR EACH ROW EXECUTE FUNCTION keep_changing()');
+    const key = randomUUID();
+    try {
+      const refused = await http(`${a.url}/rollouts/busy/pause`, 'POST', {}, { 'idempotency-key': key });
+      expect(refused.status).toBe(409);
+      expect(refused.body.error).toMatch(/kept changing; try again/);
+    } finally {
+      await a.node.sql.query('DROP TRIGGER keep_changing ON rollouts');
+      await a.node.sql.query('DROP FUNCTION keep_changing()');
+    }
+    const retried = await http(`${a.url}/rollouts/busy/pause`, 'POST', {}, { 'idempotency-key': key });
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    expect(retried.status).toBe(200);
+    expect(retried.body.action).toMatchObject({ transition: 'pause', applied: true });
+    // The answer that applied something is the one kept.
+    const again = await http(`${a.url}/rollouts/busy/pause`, 'POST', {}, { 'idempotency-key': key });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(retried.body);
+  }, 30_000);
+
+  it('an idempotency record is bound to who asked: the same key and request from another actor is refused, not answered with the first one', async () => {
+    const a = await startNode('n-actor', dbUrl);
+    await until('leads', 5_000, () => a.node.state === 'leader');
+    const key = randomUUID();
+    const alice = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key, 'x-rollout-actor': 'alice' });
+    expect(alice.status).toBe(201);
+    const mallory = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key, 'x-rollout-actor': 'mallory' });
+    expect(mallory.status).toBe(422);
+    expect(mallory.body.error).toMatch(/already used for a different request/);
+    expect(mallory.body.id).toBeUndefined();
+    const aliceAgain = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key, 'x-rollout-actor': 'alice' });
+    expect(aliceAgain.headers.get('idempotent-replayed')).toBe('true');
+    expect(aliceAgain.body.id).toBe(alice.body.id);
+  }, 30_000);
+
+  it('bad paths and conflicting runs on a node: malformed percent-encoding is a 400 (not a store outage), a run re-sent with another spec is a 409', async () => {
+    const a = await startNode('n-input', dbUrl);
+    await until('leads', 5_000, () => a.node.state === 'leader');
+    const read = await http(`${a.url}/rollouts/%E0`);
+    expect(read.status).toBe(400);
+    expect(read.body.error).toMatch(/^path segment "%E0" is not valid percent-encoding/);
+    expect(read.headers.get('x-rollout-stale')).toBeNull();
+    for (const headers of [{}, { 'idempotency-key': randomUUID() }] as Record<string, string>[]) {
+      const write = await http(`${a.url}/rollouts/%E0/pause`, 'POST', {}, headers);
+      expect(write.status).toBe(400);
+      expect(write.body.error).toMatch(/^path segment "%E0" is not valid percent-encoding/);
+    }
+    const runId = `conflict-${randomUUID().slice(0, 8)}`;
+    const first = await http(`${a.url}/runs`, 'POST', { id: runId, spec: { model: 'a' }, items: [{ i: 1 }] }, { 'idempotency-key': randomUUID() });
+    expect(first.status).toBe(201);
+    const other = await http(`${a.url}/runs`, 'POST', { id: runId, spec: { model: 'b' }, items: [{ i: 2 }] }, { 'idempotency-key': randomUUID() });
+    expect(other.status).toBe(409);
+    expect(other.body).toMatchObject({ error: `run ${runId} exists with a different spec`, spec: { model: 'a' } });
+    expect(await a.node.ledger.counts(runId)).toMatchObject({ pending: 1 });
+  }, 30_000);
+
   it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over at once', async () => {
     const a = await startNode('n-lock-a', dbUrl, { elector: 'advisory-lock', electionIntervalSeconds: 5 });
     await until('a leads', 5_000, () => a.node.state === 'leader');
