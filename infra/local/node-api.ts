@@ -39,12 +39,19 @@ import type { ControlPlaneNode } from './node.js';
  * The record is bound to the key and to the request as its actor sent it;
  * an answer that asks to be retried is not recorded (see `final`).
  *
- * Reads keep answering while the store is unreachable, from the last good
- * answer of that path, marked `stale` (with when it was read and why).
+ * Reads keep answering while the store is unreachable or slow, from the last
+ * good answer of that path, marked `stale` (with when it was read and why):
+ * a live node answers every read within `READ_DEADLINE_MS`, so a proxy that
+ * waits longer than that is waiting on a node that is not running (paused,
+ * its event loop stuck), and moves on. Every answer names the node that gave
+ * it (`x-rollout-node-id`).
  */
 const page = readFileSync(new URL('./status-page.html', import.meta.url), 'utf8');
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** How long a read waits for the store before answering from the last good answer (or 503). */
+export const READ_DEADLINE_MS = 750;
 const VERSION = '0.1.0';
 
 type Handle = (req: HttpRequest) => Promise<ApiResponse>;
@@ -64,7 +71,18 @@ export function final(res: ApiResponse): boolean {
   return !Object.keys(res.headers ?? {}).some((h) => h.toLowerCase() === 'retry-after');
 }
 
-export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
+/** The store's answer, or an error once `ms` have passed without one (the query goes on, bounded by the pool's own timeouts). */
+function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  work.catch(() => undefined);
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
+  const readDeadlineMs = options.readDeadlineMs ?? READ_DEADLINE_MS;
   const shared = node.api();
   const lastGood = new Map<string, { body: unknown; at: number }>();
 
@@ -122,7 +140,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
 
   async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
     try {
-      const res = await run();
+      const res = await within(readDeadlineMs, run());
       if (res.status === 200) {
         lastGood.set(req.path, { body: res.body, at: Date.now() });
         if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);
@@ -147,7 +165,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
         const leader = await node.refreshLeader();
         return leader ? json(200, leaderJson(leader)) : json(503, { error: 'no leader elected' });
       }),
-    'GET /cluster/health': async () => json(200, await clusterHealth(node)),
+    'GET /cluster/health': async () => json(200, await clusterHealth(node, readDeadlineMs)),
     'GET /ui/state': (req) => read(req, async () => json(200, await sharedState())),
     'GET /cluster/events': (req) => {
       const raw = req.query.get('limit') ?? '50';
@@ -173,7 +191,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
     },
   };
 
-  return async (req) => {
+  async function answer(req: HttpRequest): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
     const path = req.path.replace(/\/+$/, '') || '/';
     const route = routes[`${method} ${path}`];
@@ -196,6 +214,11 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       if (typeof id === 'string') await node.streaming.handle({ type: 'rollout.created', rolloutId: id }).catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
     }
     return res;
+  }
+
+  return async (req) => {
+    const res = await answer(req);
+    return { ...res, headers: { ...res.headers, 'x-rollout-node-id': node.nodeId } };
   };
 }
 
@@ -245,10 +268,10 @@ export async function clusterStatus(node: ControlPlaneNode) {
 }
 
 /** Ready: the store answers and a leader is known. Always 200 with the status (a load balancer reads `status`). */
-export async function clusterHealth(node: ControlPlaneNode) {
+export async function clusterHealth(node: ControlPlaneNode, deadlineMs = READ_DEADLINE_MS) {
   let storeError: string | null = null;
   try {
-    await node.refreshLeader();
+    await within(deadlineMs, node.refreshLeader());
     node.storeUp();
   } catch (err) {
     storeError = errorMessage(err);

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { serveApi } from '../../infra/local/http.js';
 import { nodeMetrics } from '../../infra/local/metrics.js';
-import { nodeApi } from '../../infra/local/node-api.js';
+import { nodeApi, READ_DEADLINE_MS } from '../../infra/local/node-api.js';
 import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
 import { rollout } from '../support/cli.js';
@@ -291,6 +291,36 @@ describe('cluster node', () => {
     const state = await http(`${b.url}/ui/state`);
     expect((state.body.runs as { id: string; steals: number }[]).find((r) => r.id === runId)?.steals).toBe(notice.items.length);
   }, 30_000);
+
+  it('a store that stops answering (no error, no reply): reads answer by the node\'s own deadline, from the last good answer, and health says degraded', async () => {
+    const u = new URL(dbUrl);
+    const proxy = await new FaultyProxy(u.hostname, Number(u.port)).start();
+    u.port = String(proxy.port);
+    try {
+      const a = await startNode('n-silent', u.toString());
+      await until('leads', 5_000, () => a.node.state === 'leader');
+      const fresh = await http(`${a.url}/rollouts`);
+      expect(fresh.status).toBe(200);
+      proxy.blackhole(true);
+      const t0 = Date.now();
+      const read = await http(`${a.url}/rollouts`);
+      const readMs = Date.now() - t0;
+      expect(read.status).toBe(200);
+      expect(read.headers.get('x-rollout-stale')).toBe('true');
+      expect((read.body.stale as { reason: string }).reason).toBe(`store unreachable: no answer within ${READ_DEADLINE_MS} ms`);
+      expect(read.headers.get('x-rollout-node-id')).toBe('n-silent');
+      const never = await http(`${a.url}/cluster/events`);
+      expect(never.status).toBe(503);
+      expect(never.body.error).toBe(`store unreachable: no answer within ${READ_DEADLINE_MS} ms`);
+      const health = await http(`${a.url}/cluster/health`);
+      expect(health.body).toMatchObject({ status: 'degraded', store: `unreachable: no answer within ${READ_DEADLINE_MS} ms` });
+      console.log(`[node] a read with the store silent answered in ${readMs} ms (deadline ${READ_DEADLINE_MS} ms)`);
+    } finally {
+      proxy.blackhole(false);
+      for (const r of running.splice(0)) await r.close().catch(() => undefined);
+      await proxy.stop();
+    }
+  }, 60_000);
 
   it('a PostgreSQL outage: the leader steps down, nobody is elected, reads answer from the last known state and say so; election resumes when it returns', async () => {
     const u = new URL(dbUrl);
