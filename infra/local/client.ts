@@ -66,10 +66,13 @@ class Sha256 {
  * election, a proxy that found no node to take it), sent again after
  * Retry-After (1 s without one) for up to `retryWritesForMs`. So a write is
  * applied at most once whatever path it takes. Reads are not retried: their
- * 503 ("no leader elected") is an answer.
+ * 503 ("no leader elected") is an answer. Nor are writes to the deployed API,
+ * which does not record keys.
  */
 export async function call(target: Target, method: string, path: string, body?: unknown, idempotencyKey: string | null = method === 'GET' ? null : randomUUID()): Promise<unknown> {
-  const deadline = Date.now() + (method === 'GET' ? 0 : (target.retryWritesForMs ?? WRITE_RETRY_MS));
+  // The deployed API keeps no record of keys (API Gateway never retries; a 504 there may have committed): no retries.
+  const retries = method !== 'GET' && !target.awsRegion;
+  const deadline = Date.now() + (retries ? (target.retryWritesForMs ?? WRITE_RETRY_MS) : 0);
   for (;;) {
     try {
       return await send(target, method, path, body, idempotencyKey);

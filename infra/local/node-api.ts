@@ -37,7 +37,10 @@ import type { ControlPlaneNode } from './node.js';
  * never applies the write twice; the same key on a different request is 422.
  *
  * The record is bound to the key and to the request as its actor sent it;
- * an answer that asks to be retried is not recorded (see `final`).
+ * an answer that asks to be retried is not recorded (see `final`). A write
+ * without a key is applied as it comes: whoever retries it supplies the key
+ * (the rollout CLI always does; nginx gives the writes it may send on to
+ * another node a key of its own, see nginx.conf.template).
  *
  * Reads keep answering while the store is unreachable or slow, from the last
  * good answer of that path, marked `stale` (with when it was read and why):

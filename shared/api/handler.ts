@@ -18,7 +18,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  * API Gateway and a cluster node serve the same routes through this.
  *
  *   GET  /cluster/status | /cluster/leader | /cluster/health
- *   POST /rollouts                         create (spec), idempotent on `id`
+ *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
  *   GET  /rollouts                         the running rollouts
  *   GET  /rollouts/{id}
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
