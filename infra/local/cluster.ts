@@ -11,6 +11,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { READ_DEADLINE_MS } from './node-api.js';
+import { nodeConfigSchema } from './node.js';
 import { collect, exited, freePort, startPostgres, waitFor } from './processes.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -59,13 +61,67 @@ export function nginxBinary(): string {
   throw new Error('nginx not found: apt-get install nginx (Debian), or put nginx on PATH');
 }
 
-export function nginxConfig(dir: string, port: number, nodePorts: readonly number[]): string {
+/** How long nginx waits for a node's answer before moving on (see the template's header). */
+export interface ProxyTimeouts {
+  readMs: number;
+  writeMs: number;
+}
+
+/**
+ * The proxy's timeouts from the nodes' own settings (the CLUSTER_* variables
+ * `rollout serve` reads, defaults and validation from the node's schema).
+ */
+export function proxyTimeouts(env: Record<string, string | undefined> = {}): ProxyTimeouts {
+  const num = (name: string, key: string) => (env[name] === undefined ? {} : { [key]: Number(env[name]) });
+  const c = nodeConfigSchema.parse({
+    nodeId: 'proxy',
+    store: { kind: 'pglite', dataDir: null },
+    ...num('CLUSTER_LEASE_TTL', 'leaseTtlSeconds'),
+    ...num('CLUSTER_HEARTBEAT_INTERVAL', 'heartbeatIntervalSeconds'),
+    ...num('CLUSTER_ELECTION_INTERVAL', 'electionIntervalSeconds'),
+  });
+  return {
+    // A live node answers within its read deadline; the rest is scheduling slack.
+    readMs: READ_DEADLINE_MS + 500,
+    // A silent leader's lease runs out within a TTL of its last renewal; a contender takes it
+    // within one election interval after that, plus the skew margin (at most 1 s).
+    writeMs: Math.ceil((c.leaseTtlSeconds + c.electionIntervalSeconds + 1) * 1000),
+  };
+}
+
+export function nginxConfig(dir: string, port: number, nodePorts: readonly number[], timeouts: ProxyTimeouts = proxyTimeouts()): string {
   const template = readFileSync(join(root, 'infra/local/nginx.conf.template'), 'utf8');
   return template
     .replaceAll('{{dir}}', dir)
     .replaceAll('{{port}}', String(port))
+    .replaceAll('{{read_timeout}}', `${timeouts.readMs}ms`)
+    .replaceAll('{{write_timeout}}', `${timeouts.writeMs}ms`)
     .replace('{{read_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`).join('\n'))
     .replace('{{write_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=0;`).join('\n'));
+}
+
+/** nginx with the shipped configuration in front of `nodePorts`; `url` once it answers. */
+export async function startNginx(nodePorts: readonly number[], o: { port?: number; timeouts?: ProxyTimeouts } = {}): Promise<{ url: string; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'rollout-nginx-'));
+  for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
+  chmodSync(dir, 0o755);
+  const port = o.port ?? (await freePort());
+  writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, nodePorts, o.timeouts));
+  const nginx = spawn(nginxBinary(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const nginxLog = collect(nginx);
+  const stop = async () => {
+    if (nginx.exitCode === null) nginx.kill('SIGQUIT');
+    await exited(nginx);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor('nginx', 15_000, async () => (await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(1_000) }).catch(() => null)) !== null, nginx, () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url, stop };
 }
 
 async function healthy(url: string): Promise<boolean> {
@@ -115,20 +171,10 @@ export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster
     }
     for (const n of nodes) await waitFor(n.id, 30_000, () => healthy(n.url), n.process, () => n.log());
 
-    const dir = mkdtempSync(join(tmpdir(), 'rollout-nginx-'));
-    for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
-    chmodSync(dir, 0o755);
-    const port = o.port ?? (await freePort());
-    writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, nodes.map((n) => Number(new URL(n.url).port))));
-    const nginx = spawn(nginxBinary(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const nginxLog = collect(nginx);
-    stops.push(async () => {
-      if (nginx.exitCode === null) nginx.kill('SIGQUIT');
-      await exited(nginx);
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const url = `http://127.0.0.1:${port}`;
-    await waitFor('nginx', 15_000, () => healthy(url), nginx, () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+    const nginx = await startNginx(nodes.map((n) => Number(new URL(n.url).port)), { ...(o.port ? { port: o.port } : {}), timeouts: proxyTimeouts({ ...process.env, ...o.env }) });
+    stops.push(() => nginx.stop());
+    const url = nginx.url;
+    await waitFor('nginx', 15_000, () => healthy(url));
     // Stop in reverse: nginx, then the nodes (each resigns), then PostgreSQL.
     return { url, databaseUrl, nodes, stop: stopAll };
   } catch (err) {

@@ -36,17 +36,56 @@ import type { ControlPlaneNode } from './node.js';
  * the node died mid-request, a client retrying) replays that response and
  * never applies the write twice; the same key on a different request is 422.
  *
- * Reads keep answering while the store is unreachable, from the last good
- * answer of that path, marked `stale` (with when it was read and why).
+ * The record is bound to the key and to the request as its actor sent it;
+ * an answer that asks to be retried is not recorded (see `final`). A write
+ * without a key is applied as it comes: whoever retries it supplies the key
+ * (the rollout CLI always does; nginx gives the writes it may send on to
+ * another node a key of its own, see nginx.conf.template).
+ *
+ * Reads keep answering while the store is unreachable or slow, from the last
+ * good answer of that path, marked `stale` (with when it was read and why):
+ * a live node answers every read within `READ_DEADLINE_MS`, so a proxy that
+ * waits longer than that is waiting on a node that is not running (paused,
+ * its event loop stuck), and moves on. Every answer names the node that gave
+ * it (`x-rollout-node-id`).
  */
 const page = readFileSync(new URL('./status-page.html', import.meta.url), 'utf8');
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** How long a read waits for the store before answering from the last good answer (or 503). */
+export const READ_DEADLINE_MS = 750;
 const VERSION = '0.1.0';
 
 type Handle = (req: HttpRequest) => Promise<ApiResponse>;
 
-export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
+/**
+ * Whether an answer is kept as the record of its Idempotency-Key. One that
+ * asks to be retried is not: replayed, it would say "try again" forever.
+ * Those applied nothing, so running the retry again is safe:
+ *   5xx                  nothing was applied (the transaction rolled back)
+ *   408, 425, 429        too slow, too early, too many: the same request later may pass
+ *   409                  a conflict with the state as it was (a promoter moved the rollout
+ *                        under a command, "kept changing; try again"); it may not hold later
+ *   Retry-After          the answer says so itself
+ */
+export function final(res: ApiResponse): boolean {
+  if (res.status >= 500 || [408, 409, 425, 429].includes(res.status)) return false;
+  return !Object.keys(res.headers ?? {}).some((h) => h.toLowerCase() === 'retry-after');
+}
+
+/** The store's answer, or an error once `ms` have passed without one (the query goes on, bounded by the pool's own timeouts). */
+function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  work.catch(() => undefined);
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
+  const readDeadlineMs = options.readDeadlineMs ?? READ_DEADLINE_MS;
   const shared = node.api();
   const lastGood = new Map<string, { body: unknown; at: number }>();
 
@@ -79,7 +118,8 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
 
   async function idempotent(req: HttpRequest, key: string): Promise<ApiResponse> {
     if (key.length > 200) return json(400, { error: 'Idempotency-Key: at most 200 characters' });
-    const fingerprint = createHash('sha256').update(`${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
+    // Who asked is part of the request: another actor's key never replays someone else's answer.
+    const fingerprint = createHash('sha256').update(`${req.actor}\n${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
     const after: (() => Promise<void>)[] = [];
     const out = await node.sql.transaction(async (tx) => {
       // Same-key requests queue here; the second sees the first's committed record.
@@ -92,8 +132,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       }
       const engine = new RolloutEngine({ store: new PostgresRolloutStore(tx), bus: node.bus, deferPublish: true, logger: node.logger });
       const res = await apiHandler(node.apiDeps(tx, engine, (fn) => after.push(fn)))(req);
-      // 5xx is not an answer (nothing was applied): a retry should run it again.
-      if (res.status < 500) await tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, fingerprint, res.status, JSON.stringify(res.body), node.nodeId]);
+      if (final(res)) await tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, fingerprint, res.status, JSON.stringify(res.body), node.nodeId]);
       return res;
     });
     for (const fn of after) await fn().catch(() => undefined);
@@ -104,7 +143,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
 
   async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
     try {
-      const res = await run();
+      const res = await within(readDeadlineMs, run());
       if (res.status === 200) {
         lastGood.set(req.path, { body: res.body, at: Date.now() });
         if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);
@@ -129,7 +168,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
         const leader = await node.refreshLeader();
         return leader ? json(200, leaderJson(leader)) : json(503, { error: 'no leader elected' });
       }),
-    'GET /cluster/health': async () => json(200, await clusterHealth(node)),
+    'GET /cluster/health': async () => json(200, await clusterHealth(node, readDeadlineMs)),
     'GET /ui/state': (req) => read(req, async () => json(200, await sharedState())),
     'GET /cluster/events': (req) => {
       const raw = req.query.get('limit') ?? '50';
@@ -155,7 +194,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
     },
   };
 
-  return async (req) => {
+  async function answer(req: HttpRequest): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
     const path = req.path.replace(/\/+$/, '') || '/';
     const route = routes[`${method} ${path}`];
@@ -178,6 +217,11 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry): Handle {
       if (typeof id === 'string') await node.streaming.handle({ type: 'rollout.created', rolloutId: id }).catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
     }
     return res;
+  }
+
+  return async (req) => {
+    const res = await answer(req);
+    return { ...res, headers: { ...res.headers, 'x-rollout-node-id': node.nodeId } };
   };
 }
 
@@ -227,10 +271,10 @@ export async function clusterStatus(node: ControlPlaneNode) {
 }
 
 /** Ready: the store answers and a leader is known. Always 200 with the status (a load balancer reads `status`). */
-export async function clusterHealth(node: ControlPlaneNode) {
+export async function clusterHealth(node: ControlPlaneNode, deadlineMs = READ_DEADLINE_MS) {
   let storeError: string | null = null;
   try {
-    await node.refreshLeader();
+    await within(deadlineMs, node.refreshLeader());
     node.storeUp();
   } catch (err) {
     storeError = errorMessage(err);

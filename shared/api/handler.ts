@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
+import { canonicalJson } from '../canonical-json.js';
 import { ConfigError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -10,7 +11,7 @@ import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
 import type { RolloutView } from '../rollout/model.js';
-import { UnknownRolloutError } from '../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
 
 /**
@@ -18,11 +19,12 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  * API Gateway and a cluster node serve the same routes through this.
  *
  *   GET  /cluster/status | /cluster/leader | /cluster/health
- *   POST /rollouts                         create (spec), idempotent on `id`
+ *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
  *   GET  /rollouts                         the running rollouts
  *   GET  /rollouts/{id}
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
- *   POST /runs                             create a work run and enqueue its items
+ *   POST /runs                             create a work run and enqueue its items; the same id adds
+ *                                          items (a spec, if sent, must be the run's: 409 otherwise)
  *   GET  /runs/{id}                        its counts
  *
  * Bad requests get a 4xx whose body names what is wrong. Writes that need the
@@ -73,7 +75,8 @@ const commandBody = z.object({ reason: z.string().max(1_000).optional() }).stric
 const createRunBody = z
   .object({
     id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)').optional(),
-    spec: z.record(z.string(), z.unknown()).default({}),
+    /** Omitted on a request that adds items to an existing run. */
+    spec: z.record(z.string(), z.unknown()).optional(),
     items: z.array(z.unknown()).min(1, 'at least one item').max(MAX_RUN_ITEMS, `at most ${MAX_RUN_ITEMS} items per request; add more with further requests on the same id`),
   })
   .strict();
@@ -91,6 +94,16 @@ export function parseBody<S extends z.ZodType>(schema: S, body: string | null): 
   const parsed = schema.safeParse(json);
   if (!parsed.success) throw new HttpError(400, 'invalid request body', { issues: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`) });
   return parsed.data;
+}
+
+/** A path parameter, decoded; a malformed escape (`%E0`) is the caller's mistake, not a crash. */
+function segment(m: RegExpMatchArray, i: number): string {
+  const raw = m[i]!;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new HttpError(400, `path segment "${raw}" is not valid percent-encoding (UTF-8 bytes as %XX)`);
+  }
 }
 
 function viewJson(v: RolloutView): unknown {
@@ -111,6 +124,12 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     if (token) return token;
     const leader = await leaderInfo();
     throw new HttpError(503, leader ? `not the leader: ${leader.holder} is` : 'no leader elected', { leader });
+  }
+
+  /** A run's spec is fixed when it is created: a request naming another one is refused, not merged. */
+  async function sameSpec(id: string, spec: unknown): Promise<void> {
+    const run = await deps.ledger.getRun(id);
+    if (run && canonicalJson(run.spec) !== canonicalJson(spec)) throw new HttpError(409, `run ${id} exists with a different spec`, { spec: run.spec });
   }
 
   const routes: { method: string; pattern: RegExp; run: (m: RegExpMatchArray, req: ApiRequest) => Promise<ApiResponse> }[] = [
@@ -160,8 +179,9 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       method: 'GET',
       pattern: /^\/rollouts\/([^/]+)$/,
       run: async (m) => {
-        const view = await deps.engine.store.load(decodeURIComponent(m[1]!));
-        if (!view) throw new HttpError(404, `rollout ${decodeURIComponent(m[1]!)} not found`);
+        const id = segment(m, 1);
+        const view = await deps.engine.store.load(id);
+        if (!view) throw new HttpError(404, `rollout ${id} not found`);
         return { status: 200, body: viewJson(view) };
       },
     },
@@ -173,7 +193,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (!(COMMANDS as readonly string[]).includes(command)) throw new HttpError(404, `unknown command ${command}: one of ${COMMANDS.join(', ')}`);
         const body = parseBody(commandBody, req.body);
         const token = await requireLeadership();
-        const action = await runCommand(deps.engine, token, { rolloutId: decodeURIComponent(m[1]!), command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+        const action = await runCommand(deps.engine, token, { rolloutId: segment(m, 1), command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
         return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
       },
     },
@@ -184,7 +204,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const body = parseBody(createRunBody, req.body);
         const id = body.id ?? `run_${randomUUID()}`;
         const now = clock.now();
-        const { created } = await deps.ledger.createRun(id, body.spec, now);
+        const { created } = await deps.ledger.createRun(id, body.spec ?? {}, now);
+        if (!created && body.spec !== undefined) await sameSpec(id, body.spec);
         const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
         // Every item of the request is sent, new or not: a retry completes a request that stored its
         // items and failed before sending (and so does the coordinator's scan, which sends what was
@@ -198,7 +219,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       method: 'GET',
       pattern: /^\/runs\/([^/]+)$/,
       run: async (m) => {
-        const id = decodeURIComponent(m[1]!);
+        const id = segment(m, 1);
         const run = await deps.ledger.getRun(id);
         if (!run) throw new HttpError(404, `run ${id} not found`);
         const counts = await deps.ledger.counts(id);
@@ -219,6 +240,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
       if (err instanceof ConfigError) return { status: 400, body: { error: err.message, issues: err.issues } };
       if (err instanceof UnknownRolloutError) return { status: 404, body: { error: err.message } };
+      if (err instanceof RolloutConflictError) return { status: 409, body: { error: err.message } };
       if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
       throw err;
     }

@@ -16,7 +16,8 @@ import type { LeaseToken } from './record.js';
  * Fencing: on winning the lock the leader bumps the epoch of the lease row of
  * the same name (in `leases`), so writes made through the store's fenced
  * write carry an epoch a later leader invalidates. The keepalive is itself a
- * fenced touch of that row; finding a different epoch there means deposed.
+ * fenced touch of that row; finding a different holder or epoch there means
+ * deposed: it steps down and unlocks, so others can contend.
  *
  * Limits — read before choosing this elector:
  * - It needs a direct, session-preserving connection. Behind a transaction
@@ -55,12 +56,16 @@ export class AdvisoryLockElector implements LeaderElector {
   private readonly opts: z.output<typeof optionsSchema>;
   private readonly logger: Logger;
 
+  /** Tries for the lock and wins, for operators and tests (a follower that tried and lost shows attempts > acquisitions). */
+  readonly stats = { attempts: 0, acquisitions: 0 };
+
   private client: pg.Client | null = null;
   private leading: LeaseToken | null = null;
   private running = false;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> = Promise.resolve();
+  private ticking = false;
 
   constructor(private readonly options: AdvisoryLockElectorOptions) {
     const { connection: _c, logger, onStartedLeading: _s, onStoppedLeading: _t, onNewLeader: _n, ...rest } = options;
@@ -139,12 +144,15 @@ export class AdvisoryLockElector implements LeaderElector {
   }
 
   private async tick(): Promise<void> {
+    this.ticking = true;
     try {
       if (this.leading) await this.keepalive();
       else await this.tryAcquire();
     } catch (err) {
       this.logger.warn('advisory-lock elector step failed', { lease: this.name, error: errorMessage(err) });
       this.dropSession(err);
+    } finally {
+      this.ticking = false;
     }
     this.schedule(this.leading ? this.opts.keepaliveIntervalMs : this.opts.retryIntervalMs);
   }
@@ -164,6 +172,11 @@ export class AdvisoryLockElector implements LeaderElector {
     if (this.client !== client) return;
     this.logger.warn('advisory-lock session lost', { lease: this.name, error: errorMessage(err) });
     this.dropSession(err);
+    // Contend again at a follower's pace, not at the next keepalive (a step in flight reschedules itself).
+    if (!this.ticking) {
+      clearTimeout(this.timer);
+      this.schedule(this.opts.retryIntervalMs);
+    }
   }
 
   private dropSession(_err: unknown): void {
@@ -175,8 +188,10 @@ export class AdvisoryLockElector implements LeaderElector {
 
   private async tryAcquire(): Promise<void> {
     const client = await this.session();
+    this.stats.attempts++;
     const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS locked', [this.lockKey]);
     if (!rows[0]?.locked) return;
+    this.stats.acquisitions++;
     // Won the lock: take the next epoch on the lease row so earlier holders are fenced.
     const { rows: lease } = await client.query<{ epoch: string | number }>(
       `INSERT INTO leases (name, holder, epoch, version, acquired_at, renewed_at, expires_at, hostname, api_url)
@@ -211,10 +226,25 @@ export class AdvisoryLockElector implements LeaderElector {
         ]),
         timedOut,
       ]);
-      if (result.rowCount === 0) this.stepDown('fenced');
+      if (result.rowCount === 0) await this.letGo(client);
     } finally {
       clearTimeout(timeout);
     }
+  }
+
+  /**
+   * The row moved on without us: give up the lock before saying so. Kept, it
+   * would shut every other contender out, and our next try would take it again
+   * re-entrantly (held twice, so one unlock no longer frees it) and take the
+   * row back with epoch + 1.
+   */
+  private async letGo(client: pg.Client): Promise<void> {
+    try {
+      await client.query('SELECT pg_advisory_unlock_all()');
+    } catch (err) {
+      this.dropSession(err); // a closed session frees it
+    }
+    this.stepDown('fenced');
   }
 
   /** Informational expiry on the row: two keepalives. The lock, not this time, decides leadership. */

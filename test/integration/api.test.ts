@@ -69,6 +69,9 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(await call('POST', '/rollouts', '{not json')).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^request body is not JSON/) as unknown } });
     expect(await call('POST', '/rollouts', { spec: SPEC, colour: 'red' })).toMatchObject({ status: 400, body: { issues: [expect.stringMatching(/colour/) as unknown] } });
     expect((await call('GET', '/rollouts/nope')).status).toBe(404);
+    // The same id with another spec is refused, not answered as if it were the same rollout.
+    const stages = SPEC.stages.map((st) => ({ ...st, bakeSeconds: 30 }));
+    expect(await call('POST', '/rollouts', { id: `ro-${name}`, spec: { ...SPEC, stages } })).toMatchObject({ status: 409, body: { error: `rollout ro-${name} already exists with a different spec` } });
   });
 
   it('commands: the leader applies them (recorded with the caller); a follower answers 503 naming the leader; a refused transition is 409', async () => {
@@ -91,6 +94,33 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(await call('GET', `/runs/run-${name}`)).toMatchObject({ status: 200, body: { counts: { pending: 2, running: 0, done: 0, failed: 0 }, done: false } });
     expect(await call('POST', '/runs', { items: [] })).toMatchObject({ status: 400, body: { issues: ['items: at least one item'] } });
     expect((await call('GET', '/runs/none')).status).toBe(404);
+  });
+
+  it('runs: the same id with a different spec is a 409 naming the run (nothing added, nothing sent); without a spec it adds items', async () => {
+    const id = `spec-${name}`;
+    expect(await call('POST', '/runs', { id, spec: { model: 'a', temperature: 0 }, items: [{ p: 1 }] })).toMatchObject({ status: 201 });
+    const before = await queued();
+    const other = await call('POST', '/runs', { id, spec: { model: 'b', temperature: 0 }, items: [{ p: 2 }] });
+    expect(other).toMatchObject({ status: 409, body: { error: `run ${id} exists with a different spec`, spec: { model: 'a', temperature: 0 } } });
+    expect(await queued()).toBe(before);
+    expect(await call('GET', `/runs/${id}`)).toMatchObject({ status: 200, body: { spec: { model: 'a', temperature: 0 }, counts: { pending: 1 } } });
+    // The same spec (keys in another order), or none: more items for the same run.
+    expect(await call('POST', '/runs', { id, spec: { temperature: 0, model: 'a' }, items: [{ p: 2 }] })).toMatchObject({ status: 200, body: { created: false, added: 1 } });
+    expect(await call('POST', '/runs', { id, items: [{ p: 3 }] })).toMatchObject({ status: 200, body: { created: false, added: 1 } });
+    expect(await call('GET', `/runs/${id}`)).toMatchObject({ status: 200, body: { spec: { model: 'a', temperature: 0 }, counts: { pending: 3 } } });
+  });
+
+  it('paths: malformed percent-encoding is a 400 naming the segment, on every route that takes an id', async () => {
+    for (const [method, path] of [
+      ['GET', '/rollouts/%E0'],
+      ['POST', '/rollouts/%E0/pause'],
+      ['GET', '/runs/%E0%A4'],
+    ] as const) {
+      const res = await call(method, path);
+      expect(res, `${method} ${path}`).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^path segment "%E0(%A4)?" is not valid percent-encoding/) as unknown } });
+    }
+    // Well-formed encoding still decodes.
+    expect(await call('GET', '/rollouts/no%20such')).toMatchObject({ status: 404, body: { error: 'rollout no such not found' } });
   });
 
   it('routing: unknown path 404, wrong method 405 naming the allowed ones', async () => {

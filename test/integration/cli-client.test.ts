@@ -83,6 +83,37 @@ describe('rollout client commands', () => {
     expect(notJson.err).toMatch(/x\.json is not JSON/);
   });
 
+  it('a write answered "try again" (503 during an election, 502/504 from a proxy) is sent again with the same Idempotency-Key; a read is not', async () => {
+    const seen: { method: string; key: string | undefined }[] = [];
+    const answers = [503, 504, 502, 201];
+    const server = createServer((req, res) => {
+      seen.push({ method: req.method!, key: req.headers['idempotency-key'] as string | undefined });
+      if (req.method === 'GET') {
+        res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify({ error: 'no leader elected' }));
+        return;
+      }
+      const status = answers.shift()!;
+      res.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify(status === 201 ? { id: 'ro-x', created: true } : { error: 'no leader elected' }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const created = await rollout(['rollouts', 'create', '--url', url, '--file', file('retry.json', SPEC)]);
+      expect(created.code, created.err).toBe(0);
+      expect(created.out.trim()).toBe('created ro-x');
+      expect(seen).toHaveLength(4);
+      expect(new Set(seen.map((s) => s.key)).size).toBe(1);
+      expect(seen[0]!.key).toMatch(/^[0-9a-f-]{36}$/);
+      seen.length = 0;
+      const leader = await rollout(['cluster', 'leader', '--url', url]);
+      expect(leader.code).toBe(1);
+      expect(leader.err).toMatch(/HTTP 503: no leader elected/);
+      expect(seen).toEqual([{ method: 'GET', key: undefined }]);
+    } finally {
+      server.close();
+    }
+  });
+
   it('--aws-region signs with SigV4 for execute-api', async () => {
     let auth = '';
     const server = createServer((req, res) => {
