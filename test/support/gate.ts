@@ -19,9 +19,18 @@ export async function until(what: string, cond: () => Promise<boolean> | boolean
   }
 }
 
-/** Whether a promise has settled, without waiting for it. */
+/**
+ * Whether a promise has settled by now, without waiting for it to. (A race
+ * against an already-resolved marker cannot tell: the marker always wins,
+ * because `p.then(…)` settles one microtask later even when `p` has.)
+ */
 export async function settled(p: Promise<unknown>): Promise<boolean> {
-  const marker = Symbol('pending');
-  const winner = await Promise.race([p.then(() => true, () => true), Promise.resolve(marker)]);
-  return winner !== marker;
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  // Every callback of an already-settled promise runs before the next macrotask.
+  await new Promise((r) => setImmediate(r));
+  return done;
 }
