@@ -55,6 +55,18 @@ export const conflictStats = {
   exhausted: 0,
 };
 
+/** The counters' growth from now on: call the result at the end of an invocation. */
+export function conflictsSince(): () => { conflicts: number; retries: number; exhausted: number } {
+  const before = { ...conflictStats };
+  return () => ({ conflicts: conflictStats.conflicts - before.conflicts, retries: conflictStats.retries - before.retries, exhausted: conflictStats.exhausted - before.exhausted });
+}
+
+/** The counters as Lambda metrics (name, value), nonzero ones only. */
+export function conflictMetrics(delta: ReturnType<ReturnType<typeof conflictsSince>>): [name: string, value: number][] {
+  const named: [string, number][] = [['TransactionConflicts', delta.conflicts], ['TransactionRetries', delta.retries], ['TransactionRetriesExhausted', delta.exhausted]];
+  return named.filter(([, v]) => v > 0);
+}
+
 export class WriteContendedError extends Error {
   override readonly name = 'WriteContendedError';
   constructor(attempts: number, options: { cause: unknown }) {
