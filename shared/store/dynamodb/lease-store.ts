@@ -1,5 +1,5 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, type DynamoDBDocumentClient, type PutCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { inTurn, retryingConflicts } from './conflicts.js';
@@ -58,7 +58,7 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async compareAndSwap(expected: LeaseRecord | null, next: LeaseRecord): Promise<CasOutcome> {
-    const put = new PutCommand({
+    const put: PutCommandInput = {
       TableName: this.tableName,
       Item: itemFromLease(next),
       ...(expected === null
@@ -67,10 +67,10 @@ export class DynamoLeaseStore implements LeaseStore {
         : // steal, renew, release: only over the exact prior row
           { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': expected.version } }),
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-    });
+    };
     try {
       // In turn with this client's fenced writes, which all condition-check this item.
-      await inTurn(this.doc, `${this.tableName}|${next.name}`, () => retryingConflicts(() => this.doc.send(put)));
+      await inTurn(this.doc, `${this.tableName}|${next.name}`, () => retryingConflicts(() => this.doc.send(new PutCommand(put))));
       return { ok: true, record: next };
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
