@@ -81,7 +81,8 @@ async function eventToPromotion(backend: LeaseBackend, parallel: number, samples
       ids.push(id);
     }
     for (let stage = 0; stage < STAGES; stage++) {
-      observedAt++;
+      // Newer than the last report, and not before the stage became active (a reading from before is ignored).
+      observedAt = Math.max(observedAt + 1, Date.now());
       await Promise.all(
         ids.map(async (rolloutId) => {
           const key = `${rolloutId}/${stage}`;
@@ -185,6 +186,12 @@ async function main() {
   await proxy?.stop();
   console.log(JSON.stringify({ bench: 'promotion', backends: out }));
 }
+
+// The loop empties only if a sample waits for a promotion that never comes: fail loudly instead of exiting 0 with no result.
+process.on('beforeExit', () => {
+  console.error('promotion bench: a sample waited for a stage_promoted event that never came');
+  process.exit(1);
+});
 
 main().then(
   () => process.exit(0),
