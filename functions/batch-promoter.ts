@@ -2,6 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
+import { conflictMetrics, conflictsSince } from '../shared/store/dynamodb/conflicts.js';
 import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
@@ -22,6 +23,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
     const batch = new BatchPromoter(rt.engine, rt.leadership, { intervalMs: interval, logger: loggerPort(logger) });
     const renewalFailures = renewalFailuresSince(rt);
+    const conflicts = conflictsSince();
     let ticks = 0;
     let transitions = 0;
     let leader = false;
@@ -51,6 +53,8 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
         metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
         logger.warn('promotion lease renewal failed while leading', { failures: lost });
       }
+      // DynamoDB: fenced writes refused for conflicts with other processes (other sandboxes, another stack), and retried.
+      for (const [name, value] of conflictMetrics(conflicts())) metrics.addMetric(name, MetricUnit.Count, value);
       metrics.publishStoredMetrics();
     }
   };

@@ -10,13 +10,15 @@ import { lazy, runtimeFrom, type Runtime } from './runtime.js';
  * Interruption Warning` and `EC2 Instance Rebalance Recommendation`. It marks
  * the instance's workers draining in the registry; each worker sees that on
  * its next registry heartbeat and runs the drain (stop pulling → nack →
- * deregister → exit) against a deadline counted from the notice's own time.
+ * deregister → exit) against a deadline counted from the notice's own time,
+ * or from its receipt if the notice claims a later one.
  *
  * Notices for an instance we do not know, duplicates and notices arriving
  * after the worker left are answered and logged, never thrown: a retried
  * event can never succeed, and retrying it forever is a known failure of
- * other termination handlers. A malformed event is thrown with its reason so
- * the rule's DLQ keeps it.
+ * other termination handlers. A malformed event — an instance id that is no
+ * EC2 instance id among them — is thrown with its reason so the rule's DLQ
+ * keeps it; it never reaches the registry.
  */
 export interface DrainResult {
   readonly instanceId: string;

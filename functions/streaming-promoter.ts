@@ -3,6 +3,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { z } from 'zod';
 import { InvalidEventError, parseInboundEvent } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
+import { conflictMetrics, conflictsSince } from '../shared/store/dynamodb/conflicts.js';
 import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
@@ -16,6 +17,7 @@ const envelope = z.object({ 'detail-type': z.string().min(1), detail: z.record(z
 export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
   return async (event: unknown): Promise<HandleResult> => {
     let renewalFailures = () => 0;
+    const conflicts = conflictsSince();
     try {
       const env = envelope.safeParse(event);
       if (!env.success) throw new InvalidEventError(env.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
@@ -43,6 +45,8 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
         metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
         logger.warn('promotion lease renewal failed while leading', { failures: lost });
       }
+      // DynamoDB: fenced writes refused for conflicts with other processes (other sandboxes, another stack), and retried.
+      for (const [name, value] of conflictMetrics(conflicts())) metrics.addMetric(name, MetricUnit.Count, value);
       metrics.publishStoredMetrics();
     }
   };

@@ -44,7 +44,8 @@ export async function drain(target: DrainTarget, notice: PreemptionNotice, optio
   const clock = options.clock ?? systemClock;
   const started = clock.now();
   const { drainDeadlineMs } = PROVIDER_DEADLINES[notice.provider];
-  const deadline = notice.receivedAt + drainDeadlineMs;
+  // From the notice's time, or from now if the notice claims a later one: a stamp from the future never buys time.
+  const deadline = Math.min(notice.receivedAt, started) + drainDeadlineMs;
   const steps: DrainStep[] = [];
   const problems: string[] = [];
   let nacked: string[] = [];

@@ -15,18 +15,27 @@ import type { ComputeHint, PreemptionNotice } from './compute-hint.js';
 export const SPOT_INTERRUPTION = 'EC2 Spot Instance Interruption Warning';
 export const REBALANCE_RECOMMENDATION = 'EC2 Instance Rebalance Recommendation';
 
+/** What EC2 instance ids look like: `i-` and 8 (older) or 17 lower-case hex digits. Anything else never names one of our workers. */
+export const EC2_INSTANCE_ID = /^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$/;
+
 const ec2Event = z.object({
   source: z.literal('aws.ec2'),
   'detail-type': z.enum([SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION]),
   time: z.string().datetime({ offset: true }),
-  detail: z.object({ 'instance-id': z.string().min(1) }).passthrough(),
+  detail: z.object({ 'instance-id': z.string().regex(EC2_INSTANCE_ID, 'not an EC2 instance id (i- followed by 8 or 17 hex digits)') }).passthrough(),
 });
 
 export class InvalidNoticeError extends Error {
   override readonly name = 'InvalidNoticeError';
 }
 
-/** An EventBridge spot event → a notice; a malformed event is refused with the reason (it goes to the target's DLQ). */
+/**
+ * An EventBridge spot event → a notice; a malformed event is refused with the
+ * reason (it goes to the target's DLQ). The drain deadline counts from
+ * `noticeAt`: the event's time, unless that is later than our receipt — a
+ * notice stamped in the future must not give the drain more time than the
+ * cloud does.
+ */
 export function noticeFromEvent(event: unknown, receivedAt: number): PreemptionNotice & { noticeAt: number } {
   const parsed = ec2Event.safeParse(event);
   if (!parsed.success) {
@@ -38,7 +47,7 @@ export function noticeFromEvent(event: unknown, receivedAt: number): PreemptionN
     instanceId: e.detail['instance-id'],
     kind: e['detail-type'] === SPOT_INTERRUPTION ? 'interruption' : 'rebalance',
     receivedAt,
-    noticeAt: Date.parse(e.time),
+    noticeAt: Math.min(Date.parse(e.time), receivedAt),
   };
 }
 

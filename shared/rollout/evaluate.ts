@@ -1,4 +1,4 @@
-import { activeStage, type RolloutView } from './model.js';
+import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 
 /**
  * The pure evaluator: (rollout, stage statuses, signals, now) → the next
@@ -35,7 +35,7 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
 
   const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
   const alarmsOk = gates.alarms.every((a) => view.alarms[a] === 'OK');
-  const m = view.metrics.get(active.index);
+  const m = stageReading(view, active.index);
   const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
   if (baked && alarmsOk && enoughTraffic) {
     const last = active.index === stages.length - 1;
@@ -51,7 +51,7 @@ export function breachOf(view: RolloutView, stage: number): string | null {
   for (const alarm of gates.alarms) {
     if (view.alarms[alarm] === 'ALARM') return `alarm ${alarm} is in ALARM`;
   }
-  const m = view.metrics.get(stage);
+  const m = stageReading(view, stage);
   if (!m || m.requests === 0 || m.requests < gates.minRequests) return null;
   const errorRate = m.errors / m.requests;
   if (gates.maxErrorRate !== undefined && errorRate > gates.maxErrorRate) {
@@ -61,6 +61,18 @@ export function breachOf(view: RolloutView, stage: number): string | null {
     return `p99 latency ${m.p99LatencyMs} ms > ${gates.maxP99LatencyMs} ms`;
   }
   return null;
+}
+
+/**
+ * The stage's reading, if it was observed while the stage was active. One
+ * observed before the stage became active is about other traffic (a previous
+ * stage's, a report sent early): it neither breaches nor stands in for the
+ * stage's own requests.
+ */
+export function stageReading(view: RolloutView, stage: number): StageMetrics | undefined {
+  const m = view.metrics.get(stage);
+  const activatedAt = view.stages[stage]?.activatedAt ?? null;
+  return m && activatedAt !== null && m.observedAt >= activatedAt ? m : undefined;
 }
 
 function deadline(view: RolloutView, now: number): Decision | null {

@@ -6,7 +6,9 @@ import { z } from 'zod';
  * named, and the caller keeps it (DLQ / error log).
  */
 
-const when = z.union([z.number().int().nonnegative(), z.string().datetime({ offset: true }).transform((s) => Date.parse(s))]);
+/** The latest instant a JavaScript Date can hold: anything beyond is no time at all. */
+const MAX_TIME = 8_640_000_000_000_000;
+const when = z.union([z.number().int().nonnegative().max(MAX_TIME), z.string().datetime({ offset: true }).transform((s) => Date.parse(s))]);
 const id = z.string().trim().min(1).max(200);
 
 export const inboundEventSchema = z.discriminatedUnion('type', [
@@ -44,6 +46,26 @@ export class InvalidEventError extends Error {
   constructor(readonly issues: readonly string[]) {
     super(`invalid rollout event: ${issues.join('; ')}`);
   }
+}
+
+/**
+ * How far ahead of our clock a reading's `observedAt` (or an alarm's
+ * `changedAt`) may be: the clock skew we allow a reporter. Each stage keeps
+ * its newest reading, so a reading from further ahead would outrank every
+ * real one until its time came: a breach reported meanwhile would be "older"
+ * and ignored. Within the margin, such a reading can hide later ones for at
+ * most this long.
+ */
+export const READING_SKEW_MARGIN_MS = 30_000;
+
+/** Refuses a signal stamped later than now + the margin, naming the field (InvalidEventError: the caller keeps the event). */
+export function refuseFromTheFuture(event: InboundEvent, now: number, marginMs = READING_SKEW_MARGIN_MS): void {
+  const stamped = event.type === 'rollout.metrics_reported' ? (['observedAt', event.observedAt] as const) : event.type === 'rollout.alarm_changed' ? (['changedAt', event.changedAt] as const) : null;
+  if (!stamped || stamped[1] <= now + marginMs) return;
+  const [field, at] = stamped;
+  throw new InvalidEventError([
+    `${field}: ${new Date(at).toISOString()} is later than now + ${marginMs / 1000} s (${new Date(now).toISOString()}); a reading from the future would outrank every real one — check the reporter's clock`,
+  ]);
 }
 
 export function parseInboundEvent(input: unknown): InboundEvent {

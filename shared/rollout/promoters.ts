@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseConfig } from '../config.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { Action, Leadership, RolloutEngine } from './engine.js';
-import type { InboundEvent } from './inbound.js';
+import { READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
 import type { RolloutView } from './model.js';
 import { UnknownRolloutError } from './store.js';
 
@@ -86,15 +86,27 @@ export interface HandleResult {
 /**
  * StreamingPromoter: one evaluation of the affected rollout(s) per inbound
  * event, for latency. The signal is stored whoever leads (nothing accepted is
- * lost); the evaluation happens only on the leader.
+ * lost); the evaluation happens only on the leader. A signal stamped later
+ * than now + `readingSkewMarginMs` (by the engine's clock) is refused with
+ * InvalidEventError before anything is stored.
  */
 export class StreamingPromoter {
+  private readonly readingSkewMarginMs: number;
+
   constructor(
     private readonly engine: RolloutEngine,
     private readonly leadership: Leadership,
-  ) {}
+    options: { readingSkewMarginMs?: number } = {},
+  ) {
+    this.readingSkewMarginMs = parseConfig(
+      'streaming promoter',
+      z.object({ readingSkewMarginMs: z.number().int().nonnegative().default(READING_SKEW_MARGIN_MS) }),
+      { readingSkewMarginMs: options.readingSkewMarginMs },
+    ).readingSkewMarginMs;
+  }
 
   async handle(event: InboundEvent): Promise<HandleResult> {
+    refuseFromTheFuture(event, this.engine.clock.now(), this.readingSkewMarginMs);
     const store = this.engine.store;
     let stored: HandleResult['stored'] = 'none';
     let affected: () => Promise<RolloutView[]>;

@@ -88,25 +88,66 @@ export interface RolloutSpec {
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
 
+export interface SteppedPercents {
+  /** The percents visited below 100, at most MAX_STAGES of them. */
+  readonly percents: readonly number[];
+  /** reaches100: the next step is 100 or more; tooMany: MAX_STAGES below 100 and still short; stalls: a step did not rise. */
+  readonly outcome: 'reaches100' | 'tooMany' | 'stalls';
+}
+
+/**
+ * The percents a stepped preset visits below 100: `first`, then `next(p)`
+ * while below 100. Bounded by the stage limit, not by the numbers: `next` is
+ * called at most MAX_STAGES times, so expansion generates at most
+ * MAX_STAGES + 1 candidates with the final 100, and it stops at the first
+ * step that does not rise (a step that rounds to nothing at two decimals
+ * would otherwise run forever, holding the event loop and filling the heap).
+ */
+export function steppedPercents(first: number, next: (p: number) => number): SteppedPercents {
+  const percents: number[] = [];
+  let p = first;
+  while (p < 100) {
+    if (percents.length === MAX_STAGES) return { percents, outcome: 'tooMany' };
+    percents.push(round2(p));
+    const q = next(p);
+    if (!(q > p)) return { percents, outcome: 'stalls' };
+    p = q;
+  }
+  return { percents, outcome: 'reaches100' };
+}
+
 function expand(input: ParsedInput): Stage[] {
   if ('stages' in input) return input.stages;
   const stage = (percent: number): Stage => ({ name: `${percent}%`, percent, bakeSeconds: input.bakeSeconds, gates: input.gates });
   switch (input.preset) {
     case 'linear': {
-      const out: number[] = [];
-      for (let p = input.stepPercent; p < 100; p = round2(p + input.stepPercent)) out.push(round2(p));
-      return [...out, 100].map(stage);
+      const step = input.stepPercent;
+      return stepped(steppedPercents(step, (p) => round2(p + step)), {
+        stalls: (at) => `stepPercent: ${step} does not advance at two decimals (it stays at ${at}%): the preset never reaches 100`,
+        tooMany: () => `stepPercent: ${step} needs about ${Math.ceil(100 / step)} stages to reach 100; at most ${MAX_STAGES}`,
+      }).map(stage);
     }
     case 'exponential': {
-      const out: number[] = [];
-      for (let p = input.initialPercent; p < 100; p = round2(p * input.growthFactor)) out.push(round2(p));
-      return [...out, 100].map(stage);
+      const { initialPercent: first, growthFactor: g } = input;
+      const from = `growthFactor: ${g} from initialPercent ${first}`;
+      return stepped(steppedPercents(first, (p) => round2(p * g)), {
+        stalls: (at) => `${from} does not grow at two decimals (it stays at ${at}%): the preset never reaches 100`,
+        tooMany: () => `${from} needs about ${Math.ceil(Math.log(100 / first) / Math.log(g)) + 1} stages to reach 100; at most ${MAX_STAGES}`,
+      }).map(stage);
     }
     case 'canary':
       return [stage(input.canaryPercent), stage(100)];
     case 'all-at-once':
       return [stage(100)];
   }
+}
+
+/** The preset's percents ending with 100, or a ConfigError naming the field and why it cannot be expanded. */
+function stepped(r: SteppedPercents, why: { stalls: (at: number) => string; tooMany: () => string }): number[] {
+  if (r.outcome === 'stalls') throw new ConfigError('rollout spec', [why.stalls(r.percents.at(-1)!)]);
+  // Below 100 plus the final 100: MAX_STAGES below is one too many.
+  if (r.outcome === 'tooMany' || r.percents.length === MAX_STAGES) throw new ConfigError('rollout spec', [why.tooMany()]);
+  return [...r.percents, 100];
 }
 
 const expandedSchema = z

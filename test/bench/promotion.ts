@@ -1,11 +1,18 @@
 /**
- * npm run bench -- promotion [--samples N] [--backends postgres,dynamodb,pglite]
+ * npm run bench -- promotion [--samples N] [--backends postgres,dynamodb,pglite] [--emulate-conflicts]
  *
  * Per backend: inbound metrics event → stage promoted and its event published
  * on the bus (StreamingPromoter path), p50/p99, with 1 and with 100 rollouts
  * receiving events at once; one raw conditional write on the same store in
  * the same run; and BatchPromoter ticks over 1,000 running rollouts (nothing
  * due, and every rollout promoting one stage). Last line: one JSON object.
+ *
+ * DynamoDB rows also count transaction conflicts (writes DynamoDB refused
+ * because another transaction was on one of their items), the retries they
+ * cost and the writes given up. DynamoDB Local never raises a conflict, so
+ * against it these are 0 unless `--emulate-conflicts` sends DynamoDB's
+ * requests through a proxy that applies DynamoDB's conflict rules (its own
+ * hop adds to every DynamoDB figure of the run).
  */
 import { parseArgs } from 'node:util';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -13,7 +20,9 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { createRollout } from '../../shared/rollout/commands.js';
 import { campaignEachTime, leadershipOf, RolloutEngine } from '../../shared/rollout/engine.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
+import { conflictStats } from '../../shared/store/dynamodb/conflicts.js';
 import { openBackend, type BackendName, type LeaseBackend } from '../support/backends.js';
+import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.js';
 import { rawConditionalWrite, percentile, round3 } from './raw.js';
 
 const { values: args } = parseArgs({
@@ -21,6 +30,7 @@ const { values: args } = parseArgs({
     samples: { type: 'string', default: '300' },
     rollouts: { type: 'string', default: '1000' },
     backends: { type: 'string', default: 'postgres,dynamodb' },
+    'emulate-conflicts': { type: 'boolean', default: false },
   },
 });
 const SAMPLES = Number(args.samples);
@@ -71,7 +81,8 @@ async function eventToPromotion(backend: LeaseBackend, parallel: number, samples
       ids.push(id);
     }
     for (let stage = 0; stage < STAGES; stage++) {
-      observedAt++;
+      // Newer than the last report, and not before the stage became active (a reading from before is ignored).
+      observedAt = Math.max(observedAt + 1, Date.now());
       await Promise.all(
         ids.map(async (rolloutId) => {
           const key = `${rolloutId}/${stage}`;
@@ -114,9 +125,15 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
 }
 
 async function main() {
-  const out: Record<string, Record<string, number>> = {};
+  const out: Record<string, Record<string, number | boolean>> = {};
+  let proxy: ContentionProxy | undefined;
+  if (args['emulate-conflicts']) {
+    proxy = await new ContentionProxy(dynamoEndpoint()).start();
+    process.env.AWS_ENDPOINT_URL_DYNAMODB = proxy.url; // every DynamoDB client of the run is made after this
+  }
   for (const name of args.backends.split(',').map((s) => s.trim()) as BackendName[]) {
     const backend = await openBackend(name);
+    const before = { ...conflictStats };
     try {
       const raw = await rawConditionalWrite(name);
       const rawSamples: number[] = [];
@@ -146,19 +163,35 @@ async function main() {
         batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
         samples_1: one.length,
         samples_100: hundred.length,
+        ...(name === 'dynamodb'
+          ? {
+              transaction_conflicts: conflictStats.conflicts - before.conflicts,
+              transaction_retries: conflictStats.retries - before.retries,
+              transaction_retries_exhausted: conflictStats.exhausted - before.exhausted,
+              conflicts_emulated: proxy !== undefined,
+            }
+          : {}),
       };
       out[name] = row;
       console.log(
         `${name.padEnd(9)} event→promotion p50 ${row.event_to_promotion_p50_ms} / p99 ${row.event_to_promotion_p99_ms} ms (1 rollout; ${row.event_to_promotion_p50_vs_raw_p50}× / ${row.event_to_promotion_p99_vs_raw_p99}× a raw conditional write's p50 ${row.raw_conditional_write_p50_ms} / p99 ${row.raw_conditional_write_p99_ms} ms) · ` +
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
-          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms)`,
+          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms)` +
+          (name === 'dynamodb' ? ` · transaction conflicts ${row.transaction_conflicts}, retries ${row.transaction_retries}, given up ${row.transaction_retries_exhausted}${proxy ? ' (emulated)' : ''}` : ''),
       );
     } finally {
       await backend.close();
     }
   }
+  await proxy?.stop();
   console.log(JSON.stringify({ bench: 'promotion', backends: out }));
 }
+
+// The loop empties only if a sample waits for a promotion that never comes: fail loudly instead of exiting 0 with no result.
+process.on('beforeExit', () => {
+  console.error('promotion bench: a sample waited for a stage_promoted event that never came');
+  process.exit(1);
+});
 
 main().then(
   () => process.exit(0),

@@ -11,6 +11,7 @@ import { tokenOf, type LeaseToken } from '../../shared/lease/record.js';
 import { steal } from '../../shared/lease/transitions.js';
 import { withFence } from '../../shared/store/postgres/fence.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
+import type { Sql } from '../../shared/store/postgres/sql.js';
 import { BACKENDS, fencedProbePut, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { gate, settled, until } from '../support/gate.js';
@@ -87,13 +88,20 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
   const put = (tx: { query: (t: string, p: unknown[]) => Promise<unknown> }, key: string, value: string) =>
     tx.query('INSERT INTO fence_probe (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
   const probe = async (key: string) => (await db.sql.query<{ value: string }>('SELECT value FROM fence_probe WHERE key = $1', [key])).rows[0]?.value ?? null;
-  const waitingOnLock = async (pattern: string) =>
+  /**
+   * Whether a statement like `pattern` is waiting on a lock that the session
+   * `blocker` holds — the transaction this test keeps open. Scoped to that
+   * backend pid: other files' sessions on the same server wait on locks too,
+   * and must not answer for ours.
+   */
+  const waitingOnLock = async (blocker: number, pattern: string) =>
     (
       await db.sql.query<{ n: string }>(
-        `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
-        [pattern],
+        `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid)) AND query LIKE $2`,
+        [blocker, pattern],
       )
     ).rows[0]!.n !== '0';
+  const backendPid = async (tx: Sql) => (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
 
   async function heldLease(name: string, clock: ManualClock) {
     const a = new LeaseElector(store, { name, holderId: 'a', clock, ...TIMINGS });
@@ -105,15 +113,15 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
   /**
    * The two PostgreSQL forms of a fenced write: `write` is a fenced write of a
    * probe key; `hold` makes one that has passed its fence and then waits for
-   * `release` before its transaction commits.
+   * `release` before its transaction commits (`held` gets its backend pid).
    */
   const FORMS = [
     {
       form: 'transaction (withFence)',
       write: (token: LeaseToken, key: string, value: string) => withFence(db.sql, token, (tx) => put(tx, key, value)),
-      hold: (token: LeaseToken, key: string, value: string, held: () => void, release: Promise<void>) =>
+      hold: (token: LeaseToken, key: string, value: string, held: (pid: number) => void, release: Promise<void>) =>
         withFence(db.sql, token, async (tx) => {
-          held();
+          held(await backendPid(tx));
           await release;
           await put(tx, key, value);
         }),
@@ -121,10 +129,10 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
     {
       form: 'one statement (fenceClauses)',
       write: (token: LeaseToken, key: string, value: string) => fencedProbePut(db.sql, token, key, value),
-      hold: (token: LeaseToken, key: string, value: string, held: () => void, release: Promise<void>) =>
+      hold: (token: LeaseToken, key: string, value: string, held: (pid: number) => void, release: Promise<void>) =>
         db.sql.transaction(async (tx) => {
           await fencedProbePut(tx, token, key, value);
-          held();
+          held(await backendPid(tx));
           await release;
         }),
     },
@@ -138,11 +146,13 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
       const { token, row } = await heldLease(name, clock);
       const release = gate();
       const stealLocked = gate();
+      let stealer = 0;
 
       // The real steal statement, in a transaction the test keeps open.
       const stealing = db.sql.transaction(async (tx) => {
         const outcome = await new PostgresLeaseStore(tx).compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
         expect(outcome.ok).toBe(true);
+        stealer = await backendPid(tx);
         stealLocked.open();
         await release.wait;
       });
@@ -151,7 +161,7 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
       const late = write(token, key, 'a-late');
       late.catch(() => undefined); // judged below; keep an early rejection from going unhandled
       try {
-        await until('the fenced write waits on the lease row lock', () => waitingOnLock('%FOR SHARE%'));
+        await until('the fenced write waits on the lease row lock the steal holds', () => waitingOnLock(stealer, '%FOR SHARE%'));
         expect(await settled(late)).toBe(false);
       } finally {
         release.open(); // a failed assertion must not leave the transaction open
@@ -170,13 +180,14 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
       const { token, row } = await heldLease(name, clock);
       const release = gate();
       const held = gate();
+      let writer = 0;
 
-      const inTime = hold(token, key, 'a-in-time', () => held.open(), release.wait);
+      const inTime = hold(token, key, 'a-in-time', (pid) => ((writer = pid), held.open()), release.wait);
       await held.wait;
 
       const stealing = store.compareAndSwap(row, steal(row, 'b', clock.now(), TIMINGS.ttlMs));
       try {
-        await until('the steal waits on the lease row lock', () => waitingOnLock('UPDATE leases%'));
+        await until('the steal waits on the lease row lock the fenced write holds', () => waitingOnLock(writer, 'UPDATE leases%'));
         expect(await settled(stealing)).toBe(false);
       } finally {
         release.open();
@@ -188,6 +199,37 @@ describe('forced interleavings on PostgreSQL (lease row locks)', () => {
       await expect(write(token, key, 'a-late')).rejects.toBeInstanceOf(FencedError);
       expect(await probe(key)).toBe('a-in-time');
     });
+  });
+
+  it('the lock-wait probe answers for waits on its own session’s locks only, not for another session’s', async () => {
+    const key = uniqueName('k');
+    await put(db.sql, key, 'v');
+    const release = gate();
+    const locked = gate();
+    const idle = gate();
+    let holder = 0;
+    let bystander = 0;
+    // One session locks a row; another waits on it with FOR SHARE (as a parallel file's fenced write would); a third holds nothing.
+    const holding = db.sql.transaction(async (tx) => {
+      await tx.query('SELECT value FROM fence_probe WHERE key = $1 FOR UPDATE', [key]);
+      holder = await backendPid(tx);
+      locked.open();
+      await release.wait;
+    });
+    const standing = db.sql.transaction(async (tx) => {
+      bystander = await backendPid(tx);
+      idle.open();
+      await release.wait;
+    });
+    await Promise.all([locked.wait, idle.wait]);
+    const waiter = db.sql.query('SELECT value FROM fence_probe WHERE key = $1 FOR SHARE', [key]);
+    try {
+      await until('the FOR SHARE reader waits on the row lock', () => waitingOnLock(holder, '%FOR SHARE%'));
+      expect(await waitingOnLock(bystander, '%FOR SHARE%')).toBe(false);
+    } finally {
+      release.open();
+    }
+    await Promise.all([holding, standing, waiter]);
   });
 
   it('holder alone is not enough: the same holder at an older epoch is rejected', async () => {

@@ -10,6 +10,7 @@
 import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -198,7 +199,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   it('a Spot interruption event, as AWS sends it, drains a worker through the deployed rule; its items return to the queue', async () => {
     const { ledger, registry } = await rt();
     const runId = uniqueName('run');
-    const instanceId = `i-${uniqueName('x').slice(2)}`;
+    const instanceId = `i-${randomBytes(9).toString('hex').slice(0, 17)}`; // an EC2 instance id: the drain Lambda refuses anything else
     const work = new SqsWorkQueue(sqs, workQueue);
     await ledger.createRun(runId, {}, Date.now());
     const { ids } = await ledger.enqueue(runId, Array.from({ length: 6 }, (_, i) => ({ runId, i })), Date.now());

@@ -79,6 +79,18 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     expect(JSON.stringify(errors[0]!.extra)).toMatch(/errors: must not exceed requests/);
   });
 
+  it('streaming: a reading stamped in the future is refused naming observedAt, logged as a rejected event (the rule’s DLQ keeps it), and not stored', async () => {
+    const { logger, errors } = capturingLogger('streaming-promoter');
+    const handler = streamingPromoterHandler(() => Promise.resolve(runtime), logger);
+    const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
+    await handler(envelope('rollout.created', { rolloutId: id }));
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: '9999-12-31T00:00:00Z' }))).rejects.toThrow(
+      /observedAt: 9999-12-31T00:00:00\.000Z is later than now \+ 30 s/,
+    );
+    expect(errors.map((e) => e.message)).toEqual(['rejected rollout event']);
+    expect((await runtime.rollouts.load(id))!.metrics.size).toBe(0);
+  });
+
   it('streaming: metrics for an unknown rollout or stage fail the invocation instead of being dropped', async () => {
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
     await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'ro_missing', stage: 0, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(/unknown rollout ro_missing/);
@@ -87,17 +99,23 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 7, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(`rollout ${id} has no stage 7`);
   });
 
-  it('batch: one invocation ticks every interval while its remaining time allows, one tick at a time', async () => {
-    const handler = batchPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
+  it('batch: one invocation ticks while its remaining time allows another full tick, then stops on its own', async () => {
     const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
-    await runtime.rollouts.recordMetrics(id, { stage: 0 }, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
-    const deadline = Date.now() + 200;
-    const result = await handler({}, { getRemainingTimeInMillis: () => deadline - Date.now() });
-    expect(result.leader).toBe(true);
-    expect(result.ticks).toBeGreaterThanOrEqual(2);
-    // It stopped on its own once no further tick fitted (without that it would tick until the test times out);
-    // the slack is one slow tick on a loaded machine.
-    expect(Date.now()).toBeLessThanOrEqual(deadline + 1_000);
+    const interval = runtime.env.ROLLOUT_TICK_INTERVAL_MS;
+    // Lambda's remaining time, as a function of the ticks done: room for two more after the first, then none.
+    let asked = 0;
+    const context = { getRemainingTimeInMillis: () => (++asked < 3 ? 10 * interval : 0) };
+    // Each tick starts by asking for leadership: count the ticks, and report stage 0's traffic once it is active.
+    let ticks = 0;
+    const leadership = async () => {
+      if (++ticks > 3) throw new Error(`tick ${ticks}: the invocation went on past its remaining time`);
+      if (ticks === 2) await runtime.rollouts.recordMetrics(id, { stage: 0 }, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
+      return runtime.leadership();
+    };
+    const handler = batchPromoterHandler(() => Promise.resolve({ ...runtime, leadership }), new Logger({ logLevel: 'CRITICAL' }));
+    const result = await handler({}, context);
+    expect(result).toMatchObject({ ticks: 3, leader: true });
+    expect(asked).toBe(3); // it looked at its remaining time after every tick
     expect((await runtime.rollouts.load(id))!.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
   });
 

@@ -7,6 +7,7 @@
  */
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,6 +31,9 @@ import { until } from '../support/gate.js';
 
 const silentMetrics = { addMetric: () => undefined, publishStoredMetrics: () => undefined } as never;
 const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
+
+/** An EC2 instance id (`i-` and 17 hex digits): the drain Lambda refuses anything else. */
+const ec2InstanceId = () => `i-${randomBytes(9).toString('hex').slice(0, 17)}`;
 
 function spotEvent(detailType: string, instanceId: string, time = new Date().toISOString()) {
   return { version: '0', id: uniqueName('evt'), 'detail-type': detailType, source: 'aws.ec2', account: '123456789012', time, region: 'us-east-1', resources: [`arn:aws:ec2:us-east-1:123456789012:instance/${instanceId}`], detail: { 'instance-id': instanceId, 'instance-action': 'terminate' } };
@@ -202,7 +206,7 @@ describe('spot drain on DynamoDB + SQS', () => {
     const rt = runtime();
     const { ledger, registry } = await rt();
     const runId = uniqueName('run');
-    const instanceId = uniqueName('i');
+    const instanceId = ec2InstanceId();
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { VisibilityTimeout: '60' } }))).QueueUrl!;
     try {
       const queue = new SqsWorkQueue(sqs, url);
@@ -229,7 +233,7 @@ describe('spot drain on DynamoDB + SQS', () => {
       expect(counts).toEqual({ pending: 12, running: 0, done: 0, failed: 0 }); // nothing lost, nothing left held
       // The duplicate (a rebalance after the interruption, or a retried event) and unknown instances are answered, not thrown.
       expect((await handler(spotEvent(REBALANCE_RECOMMENDATION, instanceId))).outcome).toBe('gone');
-      expect((await handler(spotEvent(SPOT_INTERRUPTION, uniqueName('i-not-ours')))).outcome).toBe('unknown');
+      expect((await handler(spotEvent(SPOT_INTERRUPTION, ec2InstanceId()))).outcome).toBe('unknown');
       await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(InvalidNoticeError);
       await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(/time: .*detail.instance-id/s);
     } finally {

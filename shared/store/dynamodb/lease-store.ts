@@ -1,7 +1,8 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, type DynamoDBDocumentClient, type PutCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
+import { inTurn, retryingConflicts } from './conflicts.js';
 import { plainItem } from './item.js';
 import { leaseKey } from './table.js';
 
@@ -37,7 +38,14 @@ export function itemFromLease(r: LeaseRecord): Record<string, unknown> {
   return item;
 }
 
-/** Leases on DynamoDB: one conditional PutItem per transition, strongly consistent reads. */
+/**
+ * Leases on DynamoDB: one conditional PutItem per transition, strongly
+ * consistent reads. A PutItem that meets a transaction on the lease item
+ * (every fenced write checks it) is refused with TransactionConflictException,
+ * nothing written: it waits its turn behind this client's fenced writes and is
+ * sent again on a conflict with another process's (conflicts.ts), so a
+ * renewal is not lost to fenced writes.
+ */
 export class DynamoLeaseStore implements LeaseStore {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -50,19 +58,19 @@ export class DynamoLeaseStore implements LeaseStore {
   }
 
   async compareAndSwap(expected: LeaseRecord | null, next: LeaseRecord): Promise<CasOutcome> {
+    const put: PutCommandInput = {
+      TableName: this.tableName,
+      Item: itemFromLease(next),
+      ...(expected === null
+        ? // acquire: only if no row has ever existed under this name
+          { ConditionExpression: 'attribute_not_exists(pk)' }
+        : // steal, renew, release: only over the exact prior row
+          { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': expected.version } }),
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    };
     try {
-      await this.doc.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: itemFromLease(next),
-          ...(expected === null
-            ? // acquire: only if no row has ever existed under this name
-              { ConditionExpression: 'attribute_not_exists(pk)' }
-            : // steal, renew, release: only over the exact prior row
-              { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': expected.version } }),
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
+      // In turn with this client's fenced writes, which all condition-check this item.
+      await inTurn(this.doc, `${this.tableName}|${next.name}`, () => retryingConflicts(() => this.doc.send(new PutCommand(put))));
       return { ok: true, record: next };
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;

@@ -1,11 +1,12 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
+import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
@@ -342,31 +343,29 @@ export class DynamoRunLeaseStore implements LeaseStore {
     // Renewals and releases do not change the epoch: a plain lease CAS.
     if (next.holder === null || (expected !== null && expected.epoch === next.epoch)) return this.leases.compareAndSwap(expected, next);
     try {
-      await this.doc.send(
-        new TransactWriteCommand({
-          TransactItems: [
-            {
-              Put: {
-                TableName: this.table,
-                Item: itemFromLease(next),
-                ...(expected === null
-                  ? { ConditionExpression: 'attribute_not_exists(pk)' }
-                  : { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': expected.version } }),
-                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-              },
+      await transactWrite(this.doc, {
+        TransactItems: [
+          {
+            Put: {
+              TableName: this.table,
+              Item: itemFromLease(next),
+              ...(expected === null
+                ? { ConditionExpression: 'attribute_not_exists(pk)' }
+                : { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': expected.version } }),
+              ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
             },
-            {
-              Update: {
-                TableName: this.table,
-                Key: { pk: runPk(this.runId), sk: 'RUN' },
-                UpdateExpression: 'SET coordinatorEpoch = :e',
-                ConditionExpression: 'attribute_exists(pk) AND coordinatorEpoch < :e',
-                ExpressionAttributeValues: { ':e': next.epoch },
-              },
+          },
+          {
+            Update: {
+              TableName: this.table,
+              Key: { pk: runPk(this.runId), sk: 'RUN' },
+              UpdateExpression: 'SET coordinatorEpoch = :e',
+              ConditionExpression: 'attribute_exists(pk) AND coordinatorEpoch < :e',
+              ExpressionAttributeValues: { ':e': next.epoch },
             },
-          ],
-        }),
-      );
+          },
+        ],
+      });
       return { ok: true, record: next };
     } catch (err) {
       if (!(err instanceof TransactionCanceledException)) throw err;

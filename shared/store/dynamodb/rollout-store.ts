@@ -1,20 +1,12 @@
-import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import {
-  BatchGetCommand,
-  GetCommand,
-  PutCommand,
-  QueryCommand,
-  TransactWriteCommand,
-  UpdateCommand,
-  type DynamoDBDocumentClient,
-} from '@aws-sdk/lib-dynamodb';
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
+import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../../rollout/model.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
+import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
@@ -109,21 +101,20 @@ export class DynamoRolloutStore implements RolloutStore {
   async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
     const rollout: Rollout = { id, spec, state: 'running', attempt: 1, version: 0, createdAt: now, updatedAt: now, lastProgressAt: now, deadlineExceededAt: null, stateBy: actor, stateReason: null };
     try {
-      await this.doc.send(
-        new TransactWriteCommand({
-          TransactItems: [
-            { Put: { TableName: this.table, Item: rolloutItem(rollout), ConditionExpression: 'attribute_not_exists(pk)' } },
-            ...freshStages({ rollout }).map((s) => ({ Put: { TableName: this.table, Item: stageItem(id, 1, s) } })),
-            { Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } },
-          ],
-        }),
-      );
+      // A second create of the same id in flight at once conflicts: retried, it then finds the first.
+      await transactWrite(this.doc, {
+        TransactItems: [
+          { Put: { TableName: this.table, Item: rolloutItem(rollout), ConditionExpression: 'attribute_not_exists(pk)' } },
+          ...freshStages({ rollout }).map((s) => ({ Put: { TableName: this.table, Item: stageItem(id, 1, s) } })),
+          { Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } },
+        ],
+      });
       return { created: true };
     } catch (err) {
       if (!(err instanceof TransactionCanceledException) || err.CancellationReasons?.[0]?.Code !== 'ConditionalCheckFailed') throw err;
       const existing = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(id), sk: 'ROLLOUT' }, ConsistentRead: true }));
       // Key order does not survive a DynamoDB map: compare specs canonically.
-    if (!existing.Item || canonicalJson(existing.Item.spec) !== canonicalJson(spec)) throw new RolloutConflictError(id);
+      if (!existing.Item || canonicalJson(existing.Item.spec) !== canonicalJson(spec)) throw new RolloutConflictError(id);
       return { created: false };
     }
   }
@@ -238,7 +229,7 @@ export class DynamoRolloutStore implements RolloutStore {
 
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     const { rolloutId: id, expect, next } = plan;
-    const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [
+    const items: NonNullable<TransactWriteCommandInput['TransactItems']> = [
       {
         Put: {
           TableName: this.table,
@@ -290,7 +281,8 @@ export class DynamoRolloutStore implements RolloutStore {
       await fencedTransactWrite(this.doc, this.table, token, items);
       return true;
     } catch (err) {
-      if (err instanceof WriteConditionFailedError) return false; // the evaluated state moved on (or a concurrent transaction on it)
+      // The evaluated state moved on. (A conflict with a concurrent transaction is no verdict: fencedTransactWrite retries it.)
+      if (err instanceof WriteConditionFailedError) return false;
       throw err;
     }
   }
