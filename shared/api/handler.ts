@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, StoreContendedError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { dispatch } from '../ledger/dispatch.js';
@@ -242,6 +242,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       if (err instanceof UnknownRolloutError) return { status: 404, body: { error: err.message } };
       if (err instanceof RolloutConflictError) return { status: 409, body: { error: err.message } };
       if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
+      if (err instanceof StoreContendedError) return { status: 503, body: { error: err.message }, headers: { 'retry-after': '1' } };
       throw err;
     }
   };

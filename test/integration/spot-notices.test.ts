@@ -65,7 +65,7 @@ describe.each(['postgres', 'dynamodb'] as const)('spot notices through the drain
 
   it('a notice stamped an hour ahead asks for a drain that counts from its receipt, not from the hour', async () => {
     const instanceId = ec2InstanceId();
-    await rt.registry.register({ workerId: 'w1', instanceId, provider: 'aws', runId: null }, Date.now());
+    await rt.registry.register({ workerId: 'w1', instanceId, provider: 'aws', runId: 'run-1' }, Date.now());
     const { handler } = captured(rt);
     const before = Date.now();
     expect(await handler(spotEvent(instanceId, new Date(before + 3_600_000).toISOString()))).toMatchObject({ outcome: 'requested', workers: ['w1'] });

@@ -2,6 +2,7 @@ import { TransactionCanceledException, TransactionConflictException } from '@aws
 import { TransactWriteCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { StoreContendedError } from '../../errors.js';
 
 /**
  * Writes DynamoDB refused without judging them, sent again.
@@ -67,7 +68,7 @@ export function conflictMetrics(delta: ReturnType<ReturnType<typeof conflictsSin
   return named.filter(([, v]) => v > 0);
 }
 
-export class WriteContendedError extends Error {
+export class WriteContendedError extends StoreContendedError {
   override readonly name = 'WriteContendedError';
   constructor(attempts: number, options: { cause: unknown }) {
     super(`DynamoDB refused the write ${attempts} times for conflicts with concurrent writes on its items; nothing was written, try again`, options);

@@ -6,7 +6,7 @@ import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
-import { transactWrite } from './conflicts.js';
+import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
@@ -190,7 +190,8 @@ export class DynamoLedgerStore implements LedgerStore {
         await fencedTransactWrite(this.doc, this.table, change.fence, [{ Update: update }]);
         return { ok: true, item: (await this.get(change.runId, change.itemId))! };
       }
-      const res = await this.doc.send(new UpdateCommand({ ...update, ReturnValues: 'ALL_NEW', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }));
+      // A worker's write on an item a coordinator transaction holds (a start meeting a steal) is refused unjudged: again.
+      const res = await retryingConflicts(() => this.doc.send(new UpdateCommand({ ...update, ReturnValues: 'ALL_NEW', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' })));
       return { ok: true, item: itemOf(res.Attributes!) };
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) {
