@@ -89,6 +89,9 @@ export const nodeConfigSchema = z
     if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });
     if (c.elector === 'lease' && !(c.leaseTtlSeconds > c.heartbeatIntervalSeconds && c.heartbeatIntervalSeconds > 1.2 * c.electionIntervalSeconds)) {
       ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}) > 1.2 × election interval (${c.electionIntervalSeconds})` });
+    } else if (!(c.leaseTtlSeconds > c.heartbeatIntervalSeconds)) {
+      // Whatever the elector, run coordinators hold row leases with these timings.
+      ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}): run coordinators renew their leases at the heartbeat` });
     }
     if (!(c.deadAfterSeconds > c.electionTimeoutSeconds)) ctx.addIssue({ code: 'custom', path: ['deadAfterSeconds'], message: 'must exceed the election timeout' });
   });
@@ -180,6 +183,11 @@ export class ControlPlaneNode {
       const url = config.store.databaseUrl;
       // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
       const db = await connectPostgres({ connectionString: url, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 });
+      // A node paused inside a transaction (SIGSTOP, a long GC pause) must not hold its row and
+      // advisory locks past its lease: PostgreSQL ends such a session after one TTL, and the new
+      // leader's retry of the same write (same Idempotency-Key) goes through instead of waiting.
+      const idleLimitMs = Math.ceil(config.leaseTtlSeconds * 1000);
+      db.pool.on('connect', (client) => void client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`).catch(() => undefined));
       let onLeader = (_payload: string) => undefined as void;
       const wake = await PgNotifyWake.open({ connectionString: url }, logger, { [LEADER_CHANNEL]: (p) => onLeader(p) }).catch(async (err: unknown) => {
         await db.close();
@@ -210,13 +218,18 @@ export class ControlPlaneNode {
     return this.elector?.token()?.epoch ?? this.leader?.epoch ?? 0;
   }
 
-  /** Every lease this node holds (promotion_leader, coordinator:<run>): renewed with the heartbeat, retried every election interval. */
+  /**
+   * Every row lease this node holds (promotion_leader, coordinator:<run>):
+   * renewed with the heartbeat, retried every election interval — or faster
+   * when another elector's long interval would break the row lease's rule
+   * (renew > 1.2 × retry).
+   */
   private leaseTimings() {
     const c = this.config;
     return {
       ttlMs: c.leaseTtlSeconds * 1000,
       renewIntervalMs: c.heartbeatIntervalSeconds * 1000,
-      retryIntervalMs: c.electionIntervalSeconds * 1000,
+      retryIntervalMs: Math.min(c.electionIntervalSeconds, c.heartbeatIntervalSeconds / 1.25) * 1000,
       clockSkewMs: Math.min(1_000, (c.leaseTtlSeconds * 1000) / 10),
     };
   }
