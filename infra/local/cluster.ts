@@ -96,7 +96,10 @@ export function nginxConfig(dir: string, port: number, nodePorts: readonly numbe
     .replaceAll('{{port}}', String(port))
     .replaceAll('{{read_timeout}}', `${timeouts.readMs}ms`)
     .replaceAll('{{write_timeout}}', `${timeouts.writeMs}ms`)
-    .replace('{{read_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`).join('\n'))
+    .replace(
+      '{{read_servers}}',
+      [...nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`), ...nodePorts.map((p) => `    server 127.0.0.1:${p} backup max_fails=0;`)].join('\n'),
+    )
     .replace('{{write_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=0;`).join('\n'));
 }
 

@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, startNginx, type ClusterNodeProcess, type LocalCluster } from '../../infra/local/cluster.js';
+import { proxyTimeouts, startCluster, startNginx, type ClusterNodeProcess, type LocalCluster } from '../../infra/local/cluster.js';
 import { serveApi } from '../../infra/local/http.js';
 import { nodeMetrics } from '../../infra/local/metrics.js';
 import { nodeApi } from '../../infra/local/node-api.js';
 import { ControlPlaneNode } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
+import { freshDatabase } from '../support/backends.js';
 
 /**
  * The local cluster end to end: its own PostgreSQL, `rollout serve`
@@ -284,6 +285,34 @@ describe('three nodes behind nginx', () => {
     expect(record).toEqual([{ node_id: next, status: 201 }]);
   }, 240_000);
 
+  it('every node stalled at once (a loaded host): reads through nginx wait and are answered, never 502', async () => {
+    await waitForLeader(null, 30_000);
+    const reading = readers(cluster.url, ['/rollouts', '/cluster/status']);
+    await until('reads are flowing', 30_000, () => reading.reads.length > 5);
+    // Longer than nginx's read timeout on every node in turn: a read begun now times out on each.
+    const stallMs = proxyTimeouts(env).readMs * (cluster.nodes.length + 0.5);
+    const pausedAt = Date.now();
+    for (const n of cluster.nodes) {
+      paused.add(n.id);
+      n.process.kill('SIGSTOP');
+    }
+    await sleep(stallMs); // the fault itself: how long the host stalls
+    for (const n of cluster.nodes) {
+      n.process.kill('SIGCONT');
+      paused.delete(n.id);
+    }
+    const resumedAt = Date.now();
+    // Past nginx's fail_timeout (5 s): the time every node stays benched after its timeout.
+    await until('reads went on past the bench', 60_000, () => reading.reads.some((r) => r.startedAt > resumedAt + 6_000));
+    await reading.stop();
+    const window = reading.reads.filter((r) => r.startedAt >= pausedAt);
+    const waited = window.filter((r) => r.startedAt < resumedAt);
+    console.log(`[e2e] all nodes paused ${stallMs} ms: ${window.length} reads, those begun during the pause took up to ${Math.max(...waited.map((r) => r.ms))} ms`);
+    expect(notAnswers(window)).toEqual([]);
+    // A read begun during the stall went through every node's timeout, then to a node listed again as a backup.
+    expect(waited.some((r) => r.upstream.split(',').length > cluster.nodes.length)).toBe(true);
+  }, 120_000);
+
   it('serves Prometheus metrics with the leadership figures', async () => {
     const leader = await waitForLeader(null, 30_000);
     const node = cluster.nodes.find((n) => n.id === leader)!;
@@ -294,28 +323,6 @@ describe('three nodes behind nginx', () => {
     for (const name of ['rollout_leadership_duration_seconds', 'rollout_elections_won_total', 'rollout_lease_renewals_total', 'rollout_cluster_nodes', 'rollout_last_failover_timestamp_seconds']) expect(text).toContain(name);
   });
 });
-
-/** A database of its own on the harness's PostgreSQL. */
-async function freshDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const admin = process.env.DATABASE_URL;
-  if (!admin) throw new Error('DATABASE_URL is not set: run through npm run test:e2e');
-  const name = `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${name}`);
-  await c.end();
-  const u = new URL(admin);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    async drop() {
-      const d = new pg.Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await d.end();
-    },
-  };
-}
 
 describe('a graceful stop hands over by the wake-up', () => {
   // Followers retry every 10 minutes here and the lease lasts 25: within this test, only the

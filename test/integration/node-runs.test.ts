@@ -3,8 +3,6 @@
  * node's own coordinator scan is what ends a poison item there — there is no
  * SQS DLQ — so a run with one finishes and `--exit-when-done` workers exit.
  */
-import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlaneNode } from '../../infra/local/node.js';
 import { WorkerAgent } from '../../shared/ledger/agent.js';
@@ -12,29 +10,17 @@ import type { ExecutionBackend } from '../../shared/ledger/backends.js';
 import { contentId } from '../../shared/ledger/model.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
-import { uniqueName } from '../support/backends.js';
+import { freshDatabase, uniqueName } from '../support/backends.js';
 
-const admin = process.env.DATABASE_URL!;
+let database: Awaited<ReturnType<typeof freshDatabase>>;
 let dbUrl: string;
-let dbName: string;
 
 beforeAll(async () => {
-  dbName = `node_runs_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${dbName}`);
-  await c.end();
-  const u = new URL(admin);
-  u.pathname = `/${dbName}`;
-  dbUrl = u.toString();
+  database = await freshDatabase('node_runs');
+  dbUrl = database.url;
 });
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await c.end();
-});
+afterAll(() => database.drop());
 
 describe.each([
   { kind: 'pglite', elector: 'static' },

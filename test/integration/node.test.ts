@@ -9,6 +9,7 @@ import { nodeMetrics } from '../../infra/local/metrics.js';
 import { nodeApi, READ_DEADLINE_MS } from '../../infra/local/node-api.js';
 import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
+import { freshDatabase } from '../support/backends.js';
 import { rollout } from '../support/cli.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';
 import type { AdvisoryLockElector } from '../../shared/lease/advisory-lock-elector.js';
@@ -23,19 +24,12 @@ import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
  * own on the harness's server): leader-only writes, idempotent writes, and
  * seed 002's database outage behaviour, with the outage made by a proxy.
  */
-const admin = process.env.DATABASE_URL!;
+let database: Awaited<ReturnType<typeof freshDatabase>>;
 let dbUrl: string;
-let dbName: string;
 
 beforeAll(async () => {
-  dbName = `node_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${dbName}`);
-  await c.end();
-  const u = new URL(admin);
-  u.pathname = `/${dbName}`;
-  dbUrl = u.toString();
+  database = await freshDatabase('node');
+  dbUrl = database.url;
 });
 
 const running: { node: ControlPlaneNode; close(): Promise<void> }[] = [];
@@ -43,12 +37,7 @@ afterEach(async () => {
   for (const r of running.splice(0)) await r.close();
 });
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await c.end();
-});
+afterAll(() => database.drop());
 
 const fast = { leaseTtlSeconds: 2, heartbeatIntervalSeconds: 0.6, electionIntervalSeconds: 0.4, electionTimeoutSeconds: 2, monitorIntervalSeconds: 0.5, tickIntervalSeconds: 0.5 };
 

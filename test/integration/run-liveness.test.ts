@@ -145,6 +145,25 @@ function harness(setup: Setup) {
   return h;
 }
 
+/** The coordinator's scan every 100 ms of real time, as its schedule runs it, until stopped; what it re-pended. */
+function scanning(coordinator: Coordinator): { readonly repended: string[]; stop(): Promise<void> } {
+  const halt = new AbortController();
+  const repended: string[] = [];
+  const loop = (async () => {
+    while (!halt.signal.aborted) {
+      repended.push(...(await coordinator.scan()).repended);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    repended,
+    stop: async () => {
+      halt.abort();
+      await loop;
+    },
+  };
+}
+
 /** Step workers, scanning now and then, until the run has nothing Pending or Running (bounded by rounds, not time). */
 async function finish(h: ReturnType<typeof harness>, runId: string, workers: Worker[], scan?: Coordinator, rounds = 300) {
   for (let round = 0; round < rounds; round++) {
@@ -232,60 +251,43 @@ describe.each(labelled(ALL))('liveness of a run on $label', (setup) => {
 
   it('held_backlog_is_heartbeated: long items, a large batch, a short failure timeout — nothing held is re-pended, no attempt is added', async () => {
     // Real time: the worker's heartbeat timer and the scans run while the items do. Ten items of
-    // 400 ms each are claimed at once; the failure timeout (1.5 s) is far shorter than the backlog.
+    // 600 ms each are claimed at once; the failure timeout (3 s) is half the backlog.
     const { runId, ids, forWorker } = await h.run(10);
-    const coordinator = await h.coordinator(runId, forWorker('c'), { timeoutMs: 1_500, clock: offsetClock(0) });
-    const w = h.worker(runId, 'long', forWorker('long'), { backend: mockBackend({ durationMs: 400 }), heartbeatMs: 100, receiveBatch: 10 });
+    const coordinator = await h.coordinator(runId, forWorker('c'), { timeoutMs: 3_000, clock: offsetClock(0) });
+    const w = h.worker(runId, 'long', forWorker('long'), { backend: mockBackend({ durationMs: 600 }), heartbeatMs: 100, receiveBatch: 10 });
     while (w.held.length < 10) await w.pull();
-    const stop = new AbortController();
-    const scans: string[] = [];
-    const scanning = (async () => {
-      while (!stop.signal.aborted) {
-        scans.push(...(await coordinator.scan()).repended);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    })();
-    await w.run(stop.signal, async () => {
+    const scans = scanning(coordinator);
+    await w.run(new AbortController().signal, async () => {
       const c = await h.counts(runId);
-      if (c.pending + c.running === 0) stop.abort();
-      return stop.signal.aborted;
+      return c.pending + c.running === 0;
     });
-    stop.abort();
-    await scanning;
-    expect(scans).toEqual([]);
+    await scans.stop();
+    expect(scans.repended).toEqual([]);
     expect(w.stats).toMatchObject({ done: 10, lost: 0 });
     for (const id of ids) expect(await h.backend.ledger.get(runId, id)).toMatchObject({ state: 'done', worker: 'long', attempts: 0 });
   });
 
   it('clock_offset: a worker 30 s behind is never judged dead; a dead worker 10 min ahead is recovered after the timeout', async () => {
     const { runId, forWorker } = await h.run(6);
-    const coordinator = await h.coordinator(runId, forWorker('c'), { timeoutMs: 1_500, clock: offsetClock(0) });
-    const stop = new AbortController();
-    const scans: string[] = [];
-    const scanning = (async () => {
-      while (!stop.signal.aborted) {
-        scans.push(...(await coordinator.scan()).repended);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    })();
+    const coordinator = await h.coordinator(runId, forWorker('c'), { timeoutMs: 3_000, clock: offsetClock(0) });
+    const scans = scanning(coordinator);
     try {
       // Behind: its heartbeats look 30 s old to the coordinator's clock, every time.
       const behind = h.worker(runId, 'behind', forWorker('behind'), { backend: mockBackend({ durationMs: 300 }), heartbeatMs: 100, clock: offsetClock(-30_000), receiveBatch: 3 });
       const done = new AbortController();
       await behind.run(done.signal, async () => (await h.counts(runId)).pending === 0);
-      expect(scans).toEqual([]);
+      expect(scans.repended).toEqual([]);
       expect(behind.stats.lost).toBe(0);
       // Ahead: it claims what is left and dies at once; its stamps lie 10 minutes in the future.
       const { runId: run2, forWorker: for2 } = await h.run(2, (i) => ({ ahead: i }));
-      const c2 = await h.coordinator(run2, for2('c'), { timeoutMs: 1_500, clock: offsetClock(0) });
+      const c2 = await h.coordinator(run2, for2('c'), { timeoutMs: 3_000, clock: offsetClock(0) });
       const ahead = h.worker(run2, 'ahead', for2('ahead'), { clock: offsetClock(600_000), receiveBatch: 10 });
       while (ahead.held.length < 2) await ahead.pull();
       await until('the dead worker’s items are re-pended', async () => (await c2.scan()).repended.length > 0 || (await h.counts(run2)).pending === 2, 20_000, 100);
       const rescuer = h.worker(run2, 'rescuer', for2('rescuer'));
       expect(await finish(h, run2, [rescuer], c2)).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
     } finally {
-      stop.abort();
-      await scanning;
+      await scans.stop();
     }
   });
 

@@ -5,36 +5,23 @@
  * finishes.
  */
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlaneNode } from '../../infra/local/node.js';
 import { LocalWorkerPool, type PoolOptions } from '../../infra/local/worker-pool.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import type { Logger } from '../../shared/log.js';
-import { uniqueName } from '../support/backends.js';
+import { freshDatabase, uniqueName } from '../support/backends.js';
 import { until } from '../support/gate.js';
 
-const admin = process.env.DATABASE_URL!;
+let database: Awaited<ReturnType<typeof freshDatabase>>;
 let dbUrl: string;
-let dbName: string;
 
 beforeAll(async () => {
-  dbName = `pool_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${dbName}`);
-  await c.end();
-  const u = new URL(admin);
-  u.pathname = `/${dbName}`;
-  dbUrl = u.toString();
+  database = await freshDatabase('pool');
+  dbUrl = database.url;
 });
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await c.end();
-});
+afterAll(() => database.drop());
 
 /** A logger that keeps what was said, for assertions on why a worker was replaced. */
 interface Line {
