@@ -115,6 +115,7 @@ export class Worker {
   private active = 0;
   private beat: NodeJS.Timeout | null = null;
   private beating: Promise<void> | null = null;
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: WorkerOptions) {
     if (!o.workerId.trim()) throw new Error('invalid worker config: workerId: must not be empty');
@@ -413,7 +414,14 @@ export class Worker {
    * failures as nacks that count toward poison. An outcome leaves the list
    * only once the ledger has answered for it.
    */
-  private async flush(): Promise<void> {
+  private flush(): Promise<void> {
+    // One at a time: a drain records outcomes while the loop may be recording them too.
+    const next = this.flushing.then(() => this.flushOnce());
+    this.flushing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async flushOnce(): Promise<void> {
     if (!this.outcomes.length) return;
     const { runId } = this.o;
     const batch = this.outcomes.slice();

@@ -9,6 +9,7 @@ import { nodeApi } from '../../infra/local/node-api.js';
 import { ControlPlaneNode } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
 import { freshDatabase } from '../support/backends.js';
+import { eventually as until } from '../support/gate.js';
 
 /**
  * The local cluster end to end: its own PostgreSQL, `rollout serve`
@@ -48,15 +49,6 @@ async function request(url: string, method: string, body?: unknown, headers: Rec
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(what: string, ms: number, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(25);
-  }
-}
 
 const rolloutSpec = (key: string) => ({ target: { service: 'e2e', version: 'v2', labels: { key } }, preset: 'linear', stepPercent: 50, bakeSeconds: 60 });
 

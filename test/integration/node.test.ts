@@ -10,6 +10,7 @@ import { nodeApi, READ_DEADLINE_MS } from '../../infra/local/node-api.js';
 import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
 import { freshDatabase } from '../support/backends.js';
+import { eventually as until } from '../support/gate.js';
 import { rollout } from '../support/cli.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';
 import type { AdvisoryLockElector } from '../../shared/lease/advisory-lock-elector.js';
@@ -58,15 +59,6 @@ async function startNode(nodeId: string, url: string, extra: Partial<NodeConfigI
   return handle;
 }
 
-async function until<T>(what: string, ms: number, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 async function http(url: string, method = 'GET', body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(url, { method, redirect: 'manual', headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });

@@ -34,3 +34,14 @@ export async function settled(p: Promise<unknown>): Promise<boolean> {
   await new Promise((r) => setImmediate(r));
   return done;
 }
+
+/** The first truthy value `probe` returns, polled every 25 ms; throws naming `what` after `ms`. */
+export async function eventually<T>(what: string, ms: number, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
