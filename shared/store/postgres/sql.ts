@@ -40,6 +40,10 @@ export function pgSql(pool: pg.Pool): Sql {
     },
     async transaction(fn) {
       const client = await pool.connect();
+      // A connection that dies while checked out rejects its query and also emits 'error' on the
+      // client; unheard, that 'error' is an uncaught exception that ends the process.
+      const lost = () => undefined;
+      client.on('error', lost);
       let broken = false;
       try {
         await client.query('BEGIN');
@@ -61,6 +65,7 @@ export function pgSql(pool: pg.Pool): Sql {
         }
         throw err;
       } finally {
+        client.removeListener('error', lost);
         client.release(broken);
       }
     },
