@@ -44,7 +44,3 @@ export interface WorkQueue {
   /** Give it back now (nack, drain). */
   release(message: QueueMessage): Promise<void>;
 }
-
-export class InvalidMessageError extends Error {
-  override readonly name = 'InvalidMessageError';
-}
