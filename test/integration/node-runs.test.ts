@@ -10,17 +10,11 @@ import type { ExecutionBackend } from '../../shared/ledger/backends.js';
 import { contentId } from '../../shared/ledger/model.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
-import { freshDatabase, uniqueName } from '../support/backends.js';
+import { uniqueName } from '../support/backends.js';
+import { databaseForFile } from '../support/database.js';
 
-let database: Awaited<ReturnType<typeof freshDatabase>>;
-let dbUrl: string;
+const database = databaseForFile('node_runs');
 
-beforeAll(async () => {
-  database = await freshDatabase('node_runs');
-  dbUrl = database.url;
-});
-
-afterAll(() => database.drop());
 
 describe.each([
   { kind: 'pglite', elector: 'static' },
@@ -30,7 +24,7 @@ describe.each([
   beforeAll(async () => {
     node = await ControlPlaneNode.open({
       nodeId: uniqueName('runs-node'),
-      store: kind === 'pglite' ? { kind, dataDir: null } : { kind, databaseUrl: dbUrl },
+      store: kind === 'pglite' ? { kind, dataDir: null } : { kind, databaseUrl: database.url },
       elector,
       leaseTtlSeconds: 2,
       heartbeatIntervalSeconds: 0.6,

@@ -3,13 +3,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { serveApi } from '../../infra/local/http.js';
 import { nodeMetrics } from '../../infra/local/metrics.js';
 import { nodeApi, READ_DEADLINE_MS } from '../../infra/local/node-api.js';
 import { ControlPlaneNode, type NodeConfigInput } from '../../infra/local/node.js';
 import { freePort } from '../../infra/local/processes.js';
-import { freshDatabase } from '../support/backends.js';
+import { databaseForFile } from '../support/database.js';
 import { eventually as until } from '../support/gate.js';
 import { rollout } from '../support/cli.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';
@@ -25,20 +25,13 @@ import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
  * own on the harness's server): leader-only writes, idempotent writes, and
  * seed 002's database outage behaviour, with the outage made by a proxy.
  */
-let database: Awaited<ReturnType<typeof freshDatabase>>;
-let dbUrl: string;
-
-beforeAll(async () => {
-  database = await freshDatabase('node');
-  dbUrl = database.url;
-});
+const database = databaseForFile('node');
 
 const running: { node: ControlPlaneNode; close(): Promise<void> }[] = [];
 afterEach(async () => {
   for (const r of running.splice(0)) await r.close();
 });
 
-afterAll(() => database.drop());
 
 const fast = { leaseTtlSeconds: 2, heartbeatIntervalSeconds: 0.6, electionIntervalSeconds: 0.4, electionTimeoutSeconds: 2, monitorIntervalSeconds: 0.5, tickIntervalSeconds: 0.5 };
 
@@ -69,10 +62,10 @@ const spec = { target: { service: 'svc', version: 'v2' }, preset: 'linear', step
 
 describe('cluster node', () => {
   it('refuses writes on a follower (503 naming the leader, or 307 when told to redirect) and with no leader at all', async () => {
-    const a = await startNode('n-a', dbUrl);
+    const a = await startNode('n-a', database.url);
     await until('a leads', 5_000, () => a.node.state === 'leader');
-    const b = await startNode('n-b', dbUrl);
-    const c = await startNode('n-c', dbUrl, { redirectWrites: true });
+    const b = await startNode('n-b', database.url);
+    const c = await startNode('n-c', database.url, { redirectWrites: true });
     await until('b sees a', 5_000, async () => (await b.node.refreshLeader())?.id === 'n-a');
 
     const r = await http(`${b.url}/rollouts`, 'POST', { spec });
@@ -99,14 +92,14 @@ describe('cluster node', () => {
     await b.close();
     await c.close();
     running.splice(0);
-    const lone = await startNode('n-d', dbUrl, {}, false);
+    const lone = await startNode('n-d', database.url, {}, false);
     const none = await http(`${lone.url}/rollouts`, 'POST', { spec });
     expect(none.status).toBe(503);
     expect(none.body.error).toBe('no leader elected');
   }, 30_000);
 
   it('applies a write with an Idempotency-Key once: a retry replays it, the key on another request is refused', async () => {
-    const a = await startNode('n-idem', dbUrl);
+    const a = await startNode('n-idem', database.url);
     await until('leads', 5_000, () => a.node.state === 'leader');
     const key = randomUUID();
     const first = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key });
@@ -126,7 +119,7 @@ describe('cluster node', () => {
   }, 30_000);
 
   it('an idempotency record never keeps a "try again": the retry runs the request again', async () => {
-    const a = await startNode('n-retryable', dbUrl);
+    const a = await startNode('n-retryable', database.url);
     await until('leads', 5_000, () => a.node.state === 'leader');
     const created = await http(`${a.url}/rollouts`, 'POST', { id: 'busy', spec }, { 'idempotency-key': randomUUID() });
     expect(created.status).toBe(201);
@@ -153,7 +146,7 @@ describe('cluster node', () => {
   }, 30_000);
 
   it('an idempotency record is bound to who asked: the same key and request from another actor is refused, not answered with the first one', async () => {
-    const a = await startNode('n-actor', dbUrl);
+    const a = await startNode('n-actor', database.url);
     await until('leads', 5_000, () => a.node.state === 'leader');
     const key = randomUUID();
     const alice = await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': key, 'x-rollout-actor': 'alice' });
@@ -168,7 +161,7 @@ describe('cluster node', () => {
   }, 30_000);
 
   it('bad paths and conflicting runs on a node: malformed percent-encoding is a 400 (not a store outage), a run re-sent with another spec is a 409', async () => {
-    const a = await startNode('n-input', dbUrl);
+    const a = await startNode('n-input', database.url);
     await until('leads', 5_000, () => a.node.state === 'leader');
     const read = await http(`${a.url}/rollouts/%E0`);
     expect(read.status).toBe(400);
@@ -191,9 +184,9 @@ describe('cluster node', () => {
   it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over by the wake-up, not the retry', async () => {
     // Followers retry only after the test is over: a take-over within it can only come from the resign's NOTIFY.
     const retryLater = { elector: 'advisory-lock', electionIntervalSeconds: 600 } as const;
-    const a = await startNode('n-lock-a', dbUrl, retryLater);
+    const a = await startNode('n-lock-a', database.url, retryLater);
     await until('a leads', 5_000, () => a.node.state === 'leader');
-    const b = await startNode('n-lock-b', dbUrl, retryLater);
+    const b = await startNode('n-lock-b', database.url, retryLater);
     const bElector = b.node.elector as AdvisoryLockElector;
     await until('b has tried for the lock', 5_000, () => bElector.stats.attempts === 1 && b.node.state === 'follower');
     expect(bElector.stats.acquisitions).toBe(0);
@@ -214,14 +207,14 @@ describe('cluster node', () => {
 
   it('refuses a configuration it cannot run, naming the field', async () => {
     await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'pglite', dataDir: null }, elector: 'advisory-lock' })).rejects.toThrow(/elector: advisory-lock needs a PostgreSQL server/);
-    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: dbUrl }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 })).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
+    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: database.url }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 })).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
     await expect(ControlPlaneNode.open({ nodeId: 'has space', store: { kind: 'pglite', dataDir: null } })).rejects.toThrow(/nodeId/);
   });
 
   it('the CLI against nodes: a write sent to a follower is followed to the leader once; events publish moves a rollout; serve refuses bad timings', async () => {
-    const a = await startNode('n-cli-a', dbUrl);
+    const a = await startNode('n-cli-a', database.url);
     await until('a leads', 5_000, () => a.node.state === 'leader');
-    const b = await startNode('n-cli-b', dbUrl);
+    const b = await startNode('n-cli-b', database.url);
     await until('b sees a', 5_000, async () => (await b.node.refreshLeader())?.id === 'n-cli-a');
     const specFile = join(mkdtempSync(join(tmpdir(), 'rollout-node-')), 'spec.json');
     writeFileSync(specFile, JSON.stringify({ target: { service: 'cli', version: 'v2' }, stages: [{ name: 'one', percent: 50, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'two', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] }));
@@ -248,7 +241,7 @@ describe('cluster node', () => {
     expect(badLimit.code).toBe(2);
     expect(badLimit.err).toMatch(/limit: a whole number from 1 to 500, got "0"/);
 
-    const serve = await rollout(['serve', '--lease-ttl', '5', '--heartbeat-interval', '10'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: dbUrl });
+    const serve = await rollout(['serve', '--lease-ttl', '5', '--heartbeat-interval', '10'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: database.url });
     expect(serve.code).toBe(2);
     expect(serve.err).toMatch(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
     const noDb = await rollout(['serve'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: '' });
@@ -257,9 +250,9 @@ describe('cluster node', () => {
   }, 60_000);
 
   it('a remote worker asks a follower for work: it is sent on to the leader, whose coordinator steals for it', async () => {
-    const a = await startNode('n-steal-a', dbUrl);
+    const a = await startNode('n-steal-a', database.url);
     await until('a leads', 5_000, () => a.node.state === 'leader');
-    const b = await startNode('n-steal-b', dbUrl);
+    const b = await startNode('n-steal-b', database.url);
     const runId = `steal-${randomUUID().slice(0, 8)}`;
     const created = await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 20 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() });
     expect(created.status).toBe(201);
@@ -274,7 +267,7 @@ describe('cluster node', () => {
   }, 30_000);
 
   it('a store that stops answering (no error, no reply): reads answer by the node\'s own deadline, from the last good answer, and health says degraded', async () => {
-    const u = new URL(dbUrl);
+    const u = new URL(database.url);
     const proxy = await new FaultyProxy(u.hostname, Number(u.port)).start();
     u.port = String(proxy.port);
     try {
@@ -304,7 +297,7 @@ describe('cluster node', () => {
   }, 60_000);
 
   it('a PostgreSQL outage: the leader steps down, nobody is elected, reads answer from the last known state and say so; election resumes when it returns', async () => {
-    const u = new URL(dbUrl);
+    const u = new URL(database.url);
     const proxy = await new FaultyProxy(u.hostname, Number(u.port)).start();
     u.port = String(proxy.port);
     try {
@@ -348,7 +341,7 @@ describe('cluster node', () => {
       const fresh = await http(`${a.url}/rollouts`);
       expect(fresh.headers.get('x-rollout-stale')).toBeNull();
       // The step-down was recorded once the store was back (events wait for it).
-      const db = new pg.Client({ connectionString: dbUrl });
+      const db = new pg.Client({ connectionString: database.url });
       await db.connect();
       try {
         const { rows } = await until('leader_lost recorded', 5_000, async () => {

@@ -10,18 +10,12 @@ import { ControlPlaneNode } from '../../infra/local/node.js';
 import { LocalWorkerPool, type PoolOptions } from '../../infra/local/worker-pool.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import type { Logger } from '../../shared/log.js';
-import { freshDatabase, uniqueName } from '../support/backends.js';
+import { uniqueName } from '../support/backends.js';
+import { databaseForFile } from '../support/database.js';
 import { until } from '../support/gate.js';
 
-let database: Awaited<ReturnType<typeof freshDatabase>>;
-let dbUrl: string;
+const database = databaseForFile('pool');
 
-beforeAll(async () => {
-  database = await freshDatabase('pool');
-  dbUrl = database.url;
-});
-
-afterAll(() => database.drop());
 
 /** A logger that keeps what was said, for assertions on why a worker was replaced. */
 interface Line {
@@ -48,7 +42,7 @@ describe.each(['pglite', 'postgres'] as const)('in-process worker pool on %s', (
   beforeAll(async () => {
     node = await ControlPlaneNode.open({
       nodeId: uniqueName('pool-node'),
-      store: kind === 'pglite' ? { kind, dataDir: null } : { kind, databaseUrl: dbUrl },
+      store: kind === 'pglite' ? { kind, dataDir: null } : { kind, databaseUrl: database.url },
       elector: 'static',
       scanIntervalSeconds: 0.5,
     });
