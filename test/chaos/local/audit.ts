@@ -119,7 +119,10 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
   return withClient(url, async (c) => {
     const rel = (v: unknown) => (ms(v) ?? o.epochMs) - o.epochMs;
     const { rows: audit } = await c.query<{ seq: string; at: Date; tbl: string; op: string; old: Json | null; new: Json | null; lease: Json | null }>(
-      'SELECT seq, at, tbl, op, old, new, lease FROM chaos_audit WHERE seq > $1 ORDER BY seq',
+      // Each lease's last change before the schedule too: who held what when it began.
+      `SELECT * FROM (SELECT DISTINCT ON (coalesce(new, old)->>'name') seq, at, tbl, op, old, new, lease FROM chaos_audit
+                       WHERE tbl = 'leases' AND seq <= $1 ORDER BY coalesce(new, old)->>'name', seq DESC) AS before
+       UNION ALL SELECT seq, at, tbl, op, old, new, lease FROM chaos_audit WHERE seq > $1 ORDER BY seq`,
       [o.fromSeq],
     );
     const mine = (rolloutOrRun: unknown, set: readonly string[]) => set.includes(String(rolloutOrRun));
@@ -149,8 +152,8 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
           key: `${String(row.rollout_id)}/${num(row.attempt)}/${num(row.stage_index)}`,
           lease: 'promotion_leader',
           current: leaseRef(a.lease),
-          // The product records the holder and epoch a promotion was made under.
-          claimed: to === 'promoted' && from !== 'promoted' && epoch !== null ? { holder: str(a.new.promoted_by), epoch } : null,
+          // The product records the epoch a promotion was made under (promoted_by is the actor, not the holder).
+          claimed: to === 'promoted' && from !== 'promoted' && epoch !== null ? { holder: null, epoch } : null,
           before: a.old ? { phase: a.old.phase } : null,
           after: { phase: a.new.phase },
         });
