@@ -103,7 +103,7 @@ export async function auditMark(url: string): Promise<number> {
 type Json = Record<string, unknown>;
 const num = (v: unknown): number => (v === null || v === undefined ? NaN : Number(v));
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
-const ms = (v: unknown): number | null => (v === null || v === undefined ? null : new Date(String(v)).getTime());
+const ms = (v: unknown): number | null => (v === null || v === undefined ? null : v instanceof Date ? v.getTime() : new Date(String(v)).getTime());
 
 function leaseRef(l: Json | null): LeaseRef | null {
   if (!l || l.absent) return null;

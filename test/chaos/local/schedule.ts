@@ -375,7 +375,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
   const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, log: o.log };
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D` };
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F` };
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
@@ -383,6 +383,9 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   await create(ids.healthy, 'promote');
   await create(ids.breach, 'rollback');
   await create(ids.manual, 'any');
+  // Breaches at a random moment: some land while a tick is evaluating an older, healthy reading.
+  await create(ids.racer1, 'rollback');
+  await create(ids.racer2, 'rollback');
 
   // A run: short items, a few long ones, a few poison ones.
   const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? 1_200 : 5 + rng.int(25), poison: n % 53 === 7 }));
@@ -397,6 +400,8 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     signalLoop(c, ids.healthy, null),
     signalLoop(c, ids.breach, 2_000),
     signalLoop(c, ids.manual, null),
+    signalLoop(c, ids.racer1, 900 + rng.int(2_500)),
+    signalLoop(c, ids.racer2, 900 + rng.int(2_500)),
     readerLoop(c, ['/cluster/leader', `/rollouts/${ids.healthy}`, `/runs/${runId}`]),
     commandLoop(c, ids.manual, ids.manual),
   ];
@@ -423,7 +428,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   // Quiet: the workload goes on without faults until the runs and rollouts settle, or the bound passes.
   const settled = async () => {
     const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = $1 AND state IN ('pending', 'running')", [runId]);
-    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late]]);
+    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2]]);
     return open === 0 && running === 0;
   };
   while (now(c) - healedAt < QUIET_MAX_MS && !(await settled())) await sleep(250);
