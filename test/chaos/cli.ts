@@ -6,7 +6,7 @@
  *   --schedules N        schedules per topology (default 3)
  *   --seed S             the seed (default: random, printed); the same seed replays the same plan
  *   --topology T         local | aws | both (default both)
- *   --variant V          run a deliberately broken variant (variants.ts), or `all`: each variant
+ *   --variant V[,V…]     run deliberately broken variants (variants.ts), or `all`: each variant
  *                        until the checker catches it, at most N schedules each
  *   --faults K           faults per schedule (default 3)
  *   --items N            work items per run (default 150)
@@ -59,7 +59,7 @@ if (!['local', 'aws', 'both'].includes(topology)) {
   console.error(`--topology: local, aws or both, got "${topology}"`);
   process.exit(2);
 }
-const variants = values.variant === 'all' ? Object.keys(VARIANTS) : values.variant ? [variantNamed(values.variant).name] : [null];
+const variants = values.variant === 'all' ? Object.keys(VARIANTS) : values.variant ? values.variant.split(',').map((v) => variantNamed(v.trim()).name) : [null];
 const out = resolve(values.out!);
 mkdirSync(out, { recursive: true });
 
