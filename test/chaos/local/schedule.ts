@@ -129,11 +129,18 @@ function pickNode(c: Ctx): ClusterNode {
 }
 
 /** Metric reports for one rollout until the schedule ends: healthy, or breaching once `breachAfter` passed. */
-async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null): Promise<void> {
+/**
+ * Metric reports for one rollout. A racer, once breaching, reports straight to
+ * the leader every few tens of milliseconds, so some breaches land while the
+ * leader's tick holds an older, healthy evaluation of the same rollout.
+ */
+async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null, racer = false): Promise<void> {
   let last: { stage: number; at: number } | null = null;
   while (!c.stopping) {
-    const viaNode = c.rng.int(3) === 0;
-    const node = pickNode(c);
+    const breachingNow = breachAfterMs !== null && now(c) > breachAfterMs;
+    const rushing = racer && breachingNow;
+    const viaNode = rushing || c.rng.int(3) === 0;
+    const node = (rushing ? await c.cluster.leader() : null) ?? pickNode(c);
     const base = viaNode ? node.url : c.cluster.nginxUrl;
     const read = await call(c, { client: `signals-${id.slice(-1)}`, kind: 'read.rollout', base, via: viaNode ? node.id : 'nginx', method: 'GET', path: `/rollouts/${id}`, target: id });
     const view = read.result as { state?: string; stages?: { index?: number; phase?: string }[] } | undefined;
@@ -150,7 +157,7 @@ async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null): Pro
       if (c.signals.reordered && last && last.stage === active.index) await send({ ...event, errors: breaching ? 0 : event.errors, observedAt: last.at - 500 });
       last = { stage: active.index, at };
     }
-    await sleep(250);
+    await sleep(rushing ? 30 : 250);
   }
 }
 
@@ -375,7 +382,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
   const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, log: o.log };
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F` };
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H` };
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
@@ -384,8 +391,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   await create(ids.breach, 'rollback');
   await create(ids.manual, 'any');
   // Breaches at a random moment: some land while a tick is evaluating an older, healthy reading.
-  await create(ids.racer1, 'rollback');
-  await create(ids.racer2, 'rollback');
+  for (const racer of [ids.racer1, ids.racer2, ids.racer3, ids.racer4]) await create(racer, 'rollback');
 
   // A run: short items, a few long ones, a few poison ones.
   const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? 1_200 : 5 + rng.int(25), poison: n % 53 === 7 }));
@@ -400,8 +406,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     signalLoop(c, ids.healthy, null),
     signalLoop(c, ids.breach, 2_000),
     signalLoop(c, ids.manual, null),
-    signalLoop(c, ids.racer1, 900 + rng.int(2_500)),
-    signalLoop(c, ids.racer2, 900 + rng.int(2_500)),
+    ...[ids.racer1, ids.racer2, ids.racer3, ids.racer4].map((racer) => signalLoop(c, racer, 900 + rng.int(2_500), true)),
     readerLoop(c, ['/cluster/leader', `/rollouts/${ids.healthy}`, `/runs/${runId}`]),
     commandLoop(c, ids.manual, ids.manual),
   ];
@@ -428,7 +433,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   // Quiet: the workload goes on without faults until the runs and rollouts settle, or the bound passes.
   const settled = async () => {
     const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = $1 AND state IN ('pending', 'running')", [runId]);
-    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2]]);
+    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4]]);
     return open === 0 && running === 0;
   };
   while (now(c) - healedAt < QUIET_MAX_MS && !(await settled())) await sleep(250);
