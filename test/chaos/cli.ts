@@ -12,6 +12,7 @@
  *   --items N            work items per run (default 150)
  *   --out DIR            where histories, reports and timelines go (default test-results/chaos)
  *   --from I             first schedule index (replay schedule I of a seed alone: --from I --schedules 1)
+ *   --kinds K[,K…]       only these fault kinds (local topology)
  *
  * Prints a line per schedule, a report per violation, and as its last line one
  * JSON object: schedules, faults by kind, operations, violations by invariant.
@@ -21,9 +22,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { check, countByInvariant, report } from './check.js';
-import type { ChaosHistory, Violation } from './history.js';
+import type { ChaosHistory, FaultKind, Violation } from './history.js';
 import { ChaosCluster } from './local/cluster.js';
-import { runLocalSchedule } from './local/schedule.js';
+import { LOCAL_FAULTS, runLocalSchedule } from './local/schedule.js';
 import { renderTimeline } from './timeline.js';
 import { VARIANTS, variantNamed } from './variants.js';
 
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     items: { type: 'string', default: '150' },
     out: { type: 'string', default: 'test-results/chaos' },
     from: { type: 'string', default: '0' },
+    kinds: { type: 'string' },
   },
 });
 
@@ -60,6 +62,13 @@ if (!['local', 'aws', 'both'].includes(topology)) {
   process.exit(2);
 }
 const variants = values.variant === 'all' ? Object.keys(VARIANTS) : values.variant ? values.variant.split(',').map((v) => variantNamed(v.trim()).name) : [null];
+const kinds = values.kinds?.split(',').map((k) => k.trim()) as FaultKind[] | undefined;
+for (const k of kinds ?? []) {
+  if (!LOCAL_FAULTS.includes(k)) {
+    console.error(`--kinds: ${k} is not a fault kind of the local topology (${LOCAL_FAULTS.join(', ')})`);
+    process.exit(2);
+  }
+}
 const out = resolve(values.out!);
 mkdirSync(out, { recursive: true });
 
@@ -92,7 +101,7 @@ async function runTopology(top: 'local' | 'aws', variant: string | null): Promis
   if (top === 'local') {
     const cluster = new ChaosCluster({ nodes: 3, variant });
     await cluster.start();
-    runOne = (i) => runLocalSchedule(cluster, { seed, schedule: i, variant, faultsPerSchedule: faults, items, log });
+    runOne = (i) => runLocalSchedule(cluster, { seed, schedule: i, variant, faultsPerSchedule: faults, items, log, ...(kinds ? { kinds } : {}) });
     stop = () => cluster.stop();
   } else {
     const specifier = './aws/run.js';

@@ -237,6 +237,7 @@ const FAULT_COLOURS: Record<string, string> = {
   'kill-worker': '#c45a7a',
   'kill-coordinator': '#a0322f',
   'pause-leader': '#e6a700',
+  'zombie-leader': '#b8860b',
   'restart-leader': '#f08a24',
   'store-restart': '#1f77b4',
   'store-blackhole': '#3b3f8f',

@@ -31,7 +31,7 @@ DECLARE
   lease_row jsonb;
   subject jsonb := to_jsonb(CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END);
 BEGIN
-  IF TG_TABLE_NAME IN ('rollouts', 'rollout_stages') THEN
+  IF TG_TABLE_NAME IN ('rollouts', 'rollout_stages', 'rollout_events') THEN
     lease_name := 'promotion_leader';
   ELSIF TG_TABLE_NAME = 'work_items' THEN
     lease_name := 'coordinator:' || (subject->>'run_id');
@@ -72,6 +72,11 @@ DROP TRIGGER IF EXISTS chaos_audit_stage_changes ON rollout_stages;
 CREATE TRIGGER chaos_audit_stage_changes AFTER UPDATE ON rollout_stages
   FOR EACH ROW WHEN (OLD.phase IS DISTINCT FROM NEW.phase)
   EXECUTE FUNCTION chaos_audit_row();
+
+-- Every transition writes its outbox events in the same atomic step, each carrying the epoch it was made under.
+DROP TRIGGER IF EXISTS chaos_audit_events ON rollout_events;
+CREATE TRIGGER chaos_audit_events AFTER INSERT ON rollout_events
+  FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 
 DROP TRIGGER IF EXISTS chaos_audit_items ON work_items;
 CREATE TRIGGER chaos_audit_items AFTER UPDATE ON work_items
@@ -156,6 +161,22 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
           claimed: to === 'promoted' && from !== 'promoted' && epoch !== null ? { holder: null, epoch } : null,
           before: a.old ? { phase: a.old.phase } : null,
           after: { phase: a.new.phase },
+        });
+        continue;
+      }
+      if (a.tbl === 'rollout_events') {
+        if (!mine(row.rollout_id, o.rollouts) || !a.new) continue;
+        const detail = (a.new.detail ?? {}) as Json;
+        writes.push({
+          seq,
+          at,
+          table: 'rollout_events',
+          key: `${String(row.rollout_id)}/${String(a.new.detail_type)}`,
+          lease: 'promotion_leader',
+          current: leaseRef(a.lease),
+          claimed: typeof detail.epoch === 'number' ? { holder: null, epoch: detail.epoch } : null,
+          before: null,
+          after: { detailType: a.new.detail_type, actor: detail.actor ?? null },
         });
         continue;
       }

@@ -216,6 +216,7 @@ export class ChaosCluster {
   readonly backend = new Backend();
   readonly nodes: ClusterNode[] = [];
   readonly workers = new Map<string, ManagedProcess>();
+  readonly replacements: ManagedProcess[] = [];
   nginxUrl = '';
   private nginx: { url: string; stop(): Promise<void> } | null = null;
   private readonly links: FaultyProxy[] = [];
@@ -268,6 +269,34 @@ export class ChaosCluster {
       ...(variant?.nginx ? { rewrite: variant.nginx } : {}),
     });
     this.nginxUrl = this.nginx.url;
+  }
+
+  /**
+   * A second process under an existing node's id, on its own port: what an
+   * orchestrator starts when it declares a paused or partitioned node dead.
+   * Not behind nginx; it leads, coordinates and writes like any node.
+   */
+  async replacement(of: ClusterNode): Promise<ManagedProcess> {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    // Its own link: the original's may be holding the original's late writes.
+    const link = await new FaultyProxy('127.0.0.1', this.store.port).start();
+    this.links.push(link);
+    const proc = new ManagedProcess(of.id, 'node', (offset) =>
+      spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json'], {
+        cwd: root,
+        env: { ...this.env(offset), CLUSTER_NODE_ID: of.id, CLUSTER_HOSTNAME: `${of.id}-replacement`, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    this.replacements.push(proc);
+    proc.start();
+    await waitFor(`${of.id} (replacement)`, 60_000, async () => {
+      const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
+      await res.text();
+      return res.ok;
+    }, proc.child!, proc.log);
+    return proc;
   }
 
   async startNode(n: ClusterNode): Promise<void> {
@@ -327,7 +356,7 @@ export class ChaosCluster {
 
   /** Every process as a span on the schedule's clock. */
   spans(epochMs: number): ProcessSpan[] {
-    const all: ManagedProcess[] = [this.store.process, ...this.nodes.map((n) => n.process), ...this.workers.values()];
+    const all: ManagedProcess[] = [this.store.process, ...this.nodes.map((n) => n.process), ...this.replacements, ...this.workers.values()];
     return all.flatMap((p) =>
       p.spans
         .filter((s) => s.to === null || s.to >= epochMs)
@@ -340,6 +369,7 @@ export class ChaosCluster {
       l.blackhole(false);
       l.delay(0);
       l.loseReplies(false);
+      l.hold(false);
       l.refuse(false);
     }
     for (const n of this.nodes) n.process.resume();
@@ -349,7 +379,7 @@ export class ChaosCluster {
   async stop(): Promise<void> {
     await this.nginx?.stop().catch(() => undefined);
     await Promise.all([...this.workers.values()].map((w) => w.kill('SIGKILL')));
-    await Promise.all(this.nodes.map((n) => n.process.kill('SIGTERM')));
+    await Promise.all([...this.replacements, ...this.nodes.map((n) => n.process)].map((p) => p.kill('SIGTERM')));
     for (const l of this.links) await l.stop();
     await this.backend.stop();
     await this.store.destroy();

@@ -25,6 +25,7 @@ export const LOCAL_FAULTS: readonly FaultKind[] = [
   'kill-worker',
   'kill-coordinator',
   'pause-leader',
+  'zombie-leader',
   'restart-leader',
   'store-restart',
   'store-blackhole',
@@ -275,6 +276,48 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       end(f);
       return;
     }
+    case 'zombie-leader': {
+      // The fencing-token story: a paused leader is declared dead and replaced under the same node
+      // id; another node leads meanwhile and dies; the replacement takes the lease at a later epoch;
+      // then the paused process resumes with whatever it was about to write under the old epoch.
+      // Caught with a fenced transition on the wire (its link holds it), then paused: the write
+      // arrives only after the replacement leads at a later epoch. If none comes within 4 s, the
+      // link holds whatever is in flight then.
+      const zombie = await leaderOr(c, p);
+      const f = record(zombie.id, 'a fenced write held in the network, paused, replaced under its id, resumed');
+      await Promise.race([zombie.link.holdAt('rollout_apply'), sleep(4_000).then(() => zombie.link.hold(true))]);
+      zombie.process.pause();
+      const other = async (): Promise<ClusterNode | null> => {
+        for (let i = 0; i < 80; i++) {
+          const l = await cl.leader();
+          if (l && l.id !== zombie.id) return l;
+          await sleep(100);
+        }
+        return null;
+      };
+      const next = await other();
+      let replacement: ManagedProcess | null = null;
+      try {
+        replacement = await cl.replacement(zombie);
+      } catch (err) {
+        c.log(`[chaos] replacement of ${zombie.id} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+      }
+      // The third node is cut off from the store meanwhile, so the lease goes to the replacement.
+      const third = cl.nodes.find((n) => n !== zombie && n !== next) ?? null;
+      third?.link.blackhole(true);
+      if (next) {
+        await next.process.kill('SIGKILL');
+        for (let i = 0; i < 80 && (await cl.leader())?.id === next.id; i++) await sleep(100);
+      }
+      third?.link.blackhole(false);
+      zombie.link.hold(false);
+      zombie.process.resume();
+      await sleep(1_500);
+      await replacement?.kill('SIGKILL');
+      if (next) await restartInBackground(c, f, () => cl.startNode(next));
+      end(f);
+      return;
+    }
     case 'restart-leader': {
       const n = await leaderOr(c, p);
       const f = record(n.id, 'SIGTERM, then start');
@@ -373,6 +416,8 @@ export interface ScheduleOptions {
   readonly variant: string | null;
   readonly faultsPerSchedule: number;
   readonly items: number;
+  /** Only these fault kinds (default: every kind). */
+  readonly kinds?: readonly FaultKind[];
   readonly log: (line: string) => void;
 }
 
@@ -413,7 +458,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
 
   // Faults while the workload runs.
   await sleep(800);
-  const plan = planFaults(o.seed, o.schedule, o.faultsPerSchedule);
+  const plan = planFaults(o.seed, o.schedule, o.faultsPerSchedule, o.kinds);
   o.log(`[chaos] schedule ${o.schedule} (seed ${o.seed}${o.variant ? `, variant ${o.variant}` : ''}): ${plan.map((p) => p.kind).join(', ')}`);
   for (const [i, p] of plan.entries()) {
     await inject(c, p, workers, startWorker);
