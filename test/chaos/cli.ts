@@ -56,7 +56,7 @@ const faults = positive('faults', values.faults);
 const items = positive('items', values.items, 10);
 const from = positive('from', values.from, 0);
 const seed = values.seed ?? String(Math.floor(Math.random() * 1e9));
-const topology = values.topology!;
+const topology = values.topology;
 if (!['local', 'aws', 'both'].includes(topology)) {
   console.error(`--topology: local, aws or both, got "${topology}"`);
   process.exit(2);
@@ -69,7 +69,7 @@ for (const k of kinds ?? []) {
     process.exit(2);
   }
 }
-const out = resolve(values.out!);
+const out = resolve(values.out);
 mkdirSync(out, { recursive: true });
 
 const log = (line: string) => process.stderr.write(`${line}\n`);

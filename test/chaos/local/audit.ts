@@ -107,8 +107,8 @@ export async function auditMark(url: string): Promise<number> {
 
 type Json = Record<string, unknown>;
 const num = (v: unknown): number => (v === null || v === undefined ? NaN : Number(v));
-const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
-const ms = (v: unknown): number | null => (v === null || v === undefined ? null : v instanceof Date ? v.getTime() : new Date(String(v)).getTime());
+const str = (v: unknown): string | null => (v === null || v === undefined ? null : typeof v === 'string' ? v : JSON.stringify(v));
+const ms = (v: unknown): number | null => (v === null || v === undefined ? null : v instanceof Date ? v.getTime() : typeof v === 'string' || typeof v === 'number' ? new Date(v).getTime() : NaN);
 
 function leaseRef(l: Json | null): LeaseRef | null {
   if (!l || l.absent) return null;

@@ -364,7 +364,7 @@ export class ChaosCluster {
     );
   }
 
-  async heal(): Promise<void> {
+  heal(): void {
     for (const l of this.links) {
       l.blackhole(false);
       l.delay(0);

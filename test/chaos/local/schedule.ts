@@ -100,7 +100,7 @@ async function call(c: Ctx, o: { client: string; kind: string; base: string; via
       if (res.status < 400) op.outcome = 'ok';
       else if (node && res.status !== 502 && res.status !== 504) op.outcome = 'failed';
       else op.outcome = 'unknown';
-      if (op.outcome !== 'ok') op.detail = String(body.error ?? res.statusText).slice(0, 160);
+      if (op.outcome !== 'ok') op.detail = (typeof body.error === 'string' ? body.error : res.statusText).slice(0, 160);
     } catch (err) {
       op.completedAt = now(c);
       op.outcome = 'unknown';
@@ -470,7 +470,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   }
   const faultsUntil = now(c);
   // Heal: every link whole, every process running; a node that failed to restart gets one more try.
-  await cluster.heal();
+  cluster.heal();
   for (const n of cluster.nodes) if (!n.process.alive) await cluster.startNode(n).catch((err: unknown) => o.log(`[chaos] ${n.id} did not come back: ${String(err).split('\n')[0]}`));
   for (const w of workers) if (!w.alive && !(w.spans.at(-1)?.end === 'exited')) startWorker(w);
   const healedAt = now(c);
