@@ -10,8 +10,8 @@ import type { EventRow, FencedWrite, IdempotencyRow, ItemRow, ItemState, ItemTra
  * what the trigger reads is the lease current at commit; changes of one row
  * are serialised by its row lock, so their `seq` order is their commit order.
  *
- * Heartbeats and renewals are not logged (they change no holder, epoch,
- * state or owner): the log stays small enough to read back whole.
+ * Item heartbeats are not logged (they change no state or owner); lease
+ * renewals are (a few a second), so a leader's term can be drawn to its end.
  */
 
 const AUDIT_SQL = `
@@ -53,9 +53,9 @@ DROP TRIGGER IF EXISTS chaos_audit_leases ON leases;
 CREATE TRIGGER chaos_audit_leases AFTER INSERT OR DELETE ON leases
   FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 DROP TRIGGER IF EXISTS chaos_audit_lease_changes ON leases;
+-- Renewals too: the timeline draws a term until its last renewal runs out.
 CREATE TRIGGER chaos_audit_lease_changes AFTER UPDATE ON leases
-  FOR EACH ROW WHEN (OLD.holder IS DISTINCT FROM NEW.holder OR OLD.epoch IS DISTINCT FROM NEW.epoch)
-  EXECUTE FUNCTION chaos_audit_row();
+  FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 
 DROP TRIGGER IF EXISTS chaos_audit_rollouts ON rollouts;
 CREATE TRIGGER chaos_audit_rollouts AFTER INSERT ON rollouts
@@ -141,7 +141,8 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       const at = rel(a.at);
       const row = (a.new ?? a.old)!;
       if (a.tbl === 'leases') {
-        leaseChanges.push({ seq, at, name: String(row.name), change: a.op === 'INSERT' ? 'insert' : a.op === 'DELETE' ? 'delete' : 'update', holder: a.op === 'DELETE' ? null : str(row.holder), epoch: num(row.epoch), expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at) });
+        // A lease as it stood when the schedule began counts from the schedule's start.
+        leaseChanges.push({ seq, at: seq <= o.fromSeq ? Math.max(0, at) : at, name: String(row.name), change: a.op === 'INSERT' ? 'insert' : a.op === 'DELETE' ? 'delete' : 'update', holder: a.op === 'DELETE' ? null : str(row.holder), epoch: num(row.epoch), expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at) });
         continue;
       }
       if (a.tbl === 'rollout_stages') {
