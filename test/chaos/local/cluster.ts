@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { proxyTimeouts, startNginx } from '../../../infra/local/cluster.js';
-import { collect, exited, freePort, postgresBinDir, serverUser, waitFor } from '../../../infra/local/processes.js';
+import { collect, exited, freePort, postgresAnswers, postgresBinDir, serverUser, waitFor } from '../../../infra/local/processes.js';
 import { FaultyProxy } from '../../support/tcp-proxy.js';
 import type { ProcessSpan } from '../history.js';
 import { variantNamed } from '../variants.js';
@@ -130,17 +130,7 @@ class RestartablePostgres {
 
   async start(): Promise<void> {
     this.process.start();
-    await waitFor('PostgreSQL', 30_000, async () => {
-      const c = new pg.Client({ connectionString: this.url });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        await c.query('SELECT 1');
-        return true;
-      } finally {
-        await c.end().catch(() => undefined);
-      }
-    }, this.process.child!, this.process.log);
+    await waitFor('PostgreSQL', 30_000, () => postgresAnswers(this.url), this.process.child!, this.process.log);
   }
 
   /** An immediate shutdown (SIGQUIT): like a crash, recovered from the WAL at the next start. */
