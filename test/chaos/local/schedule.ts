@@ -439,7 +439,8 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   for (const racer of [ids.racer1, ids.racer2, ids.racer3, ids.racer4]) await create(racer, 'rollback');
 
   // A run: short items, a few long ones, a few poison ones.
-  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? 1_200 : 5 + rng.int(25), poison: n % 53 === 7 }));
+  // Long items outlast the failure timeout: an item is judged by its heartbeats, never by its age.
+  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? TTL_MS + 500 : 5 + rng.int(25), poison: n % 53 === 7 }));
   const runOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: runId, items }, key: `${runId}-key`, target: runId, retries: 10 });
   runOp.result = { ...runOp.result, items: items.length };
 
@@ -452,7 +453,9 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     signalLoop(c, ids.breach, 2_000),
     signalLoop(c, ids.manual, null),
     ...[ids.racer1, ids.racer2, ids.racer3, ids.racer4].map((racer) => signalLoop(c, racer, 900 + rng.int(2_500), true)),
-    readerLoop(c, ['/cluster/leader', `/rollouts/${ids.healthy}`, `/runs/${runId}`]),
+    readerLoop(c, [`/rollouts/${ids.healthy}`, `/runs/${runId}`]),
+    // Who leads, polled as a dashboard does: during an election every node answers 503.
+    readerLoop(c, ['/cluster/leader']),
     commandLoop(c, ids.manual, ids.manual),
   ];
 
