@@ -287,20 +287,19 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         out.push({ label: what, next: applied });
         return;
       }
-      // The engine's write threw: the evaluation ends, the next one reads afresh.
-      if (s.budget.lost > 0) out.push({ label: `${what}, reply lost`, next: spend(idle(applied), 'lost') });
       // RolloutEngine.evaluateView: go on from the view after the plan, without reading again.
       const plan: TransitionPlan = { rolloutId: ROLLOUT, events: [], ...m.plan, next: { ...m.plan.next, spec: SPEC } };
       const view = liteView(viewAfter(fullView(p.view), plan));
       const again = decide(view, m.token, `promoter:${nodeId(p.node)}`);
-      if (again === null) {
-        out.push({ label: what, next: idle(applied) });
-        return;
+      if (again === null) out.push({ label: what, next: idle(applied) });
+      else {
+        out.push({
+          label: `${what}; ${m.from} goes on: sends ${describePlan(again)}`,
+          next: send({ ...applied, promoters: setAt(applied.promoters, pi, { ...p, view }) }, { from: m.from, token: m.token, plan: again, listening: true }),
+        });
       }
-      out.push({
-        label: `${what}; ${m.from} goes on: sends ${describePlan(again)}`,
-        next: send({ ...applied, promoters: setAt(applied.promoters, pi, { ...p, view }) }, { from: m.from, token: m.token, plan: again, listening: true }),
-      });
+      // The engine's write threw: the evaluation ends, the next one reads afresh.
+      if (s.budget.lost > 0) out.push({ label: `${what}, reply lost`, next: spend(idle(applied), 'lost') });
     });
 
     if (s.budget.signals > 0) {
