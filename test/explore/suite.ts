@@ -1,0 +1,107 @@
+import { explore, type ExploreResult, type Model } from './explorer.js';
+import { leaseModel, type LeaseScope } from './models/lease.js';
+import { ledgerModel, type LedgerScope } from './models/ledger.js';
+import { promotionModel, type PromotionScope } from './models/promotion.js';
+import type { Variant } from './store.js';
+
+/**
+ * What the explorer runs: each model in the correct form (it must find
+ * nothing) and each broken variant on the models that can express it (it
+ * must find a counterexample of every invariant listed). Shared by the CLI
+ * and the unit test, so both check the same thing.
+ */
+
+export type ModelName = 'lease' | 'ledger' | 'promotion';
+export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion'];
+
+export interface Scope {
+  readonly lease: LeaseScope;
+  readonly ledger: LedgerScope;
+  readonly promotion: PromotionScope;
+}
+
+export const SCOPES = {
+  /** Fast enough for every `npm test`. */
+  default: {
+    lease: { nodes: 2, budget: { ticks: 2, crashes: 1, lost: 1 }, maxDepth: 12 },
+    ledger: { coordinators: 2, workers: 2, items: 2, budget: { ticks: 1, crashes: 1, lost: 1, failures: 0 }, maxDepth: 6 },
+    promotion: { promoters: [2, 1], commands: ['abort', 'retry'], budget: { ticks: 1, crashes: 1, lost: 1, signals: 2, commands: 2 }, maxDepth: 7 },
+  },
+  /** More processes, items, faults and depth: minutes, not seconds. */
+  large: {
+    lease: { nodes: 3, budget: { ticks: 2, crashes: 1, lost: 1 }, maxDepth: 12 },
+    ledger: { coordinators: 2, workers: 2, items: 3, budget: { ticks: 1, crashes: 1, lost: 1, failures: 1 }, maxDepth: 8 },
+    promotion: { promoters: [2, 2], commands: ['abort', 'retry', 'pause', 'resume', 'promote_full'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 3, commands: 3 }, maxDepth: 9 },
+  },
+} as const satisfies Record<string, Scope>;
+
+export type ScopeName = keyof typeof SCOPES;
+
+export interface VariantRun {
+  readonly variant: Exclude<Variant, 'correct'>;
+  readonly model: ModelName;
+  /** Every invariant the variant must be caught breaking in this model. */
+  readonly breaks: readonly string[];
+  /** What is broken, in a few words. */
+  readonly what: string;
+}
+
+/**
+ * The depth within which every variant must be caught, in any scope. Its
+ * counterexamples are a handful of steps; a variant that got past this bound
+ * would make the run fail, not hang.
+ */
+export const VARIANT_DEPTH = 9;
+
+export const VARIANT_RUNS: readonly VariantRun[] = [
+  { variant: 'fence-holder-only', model: 'lease', breaks: ['fenced-write-under-current-epoch'], what: 'the fence checks the holder, not the epoch' },
+  { variant: 'fence-holder-only', model: 'ledger', breaks: ['fenced-write-under-current-epoch'], what: 'a deposed coordinator of the same name steals' },
+  { variant: 'fence-holder-only', model: 'promotion', breaks: ['fenced-write-under-current-epoch'], what: 'a plan of an earlier leadership applies' },
+  { variant: 'fence-epoch-only', model: 'lease', breaks: ['fenced-write-under-current-epoch'], what: 'the fence checks the epoch, not the holder' },
+  { variant: 'fence-check-then-write', model: 'lease', breaks: ['fenced-write-under-current-epoch'], what: 'the fence is read, then the write lands later' },
+  {
+    variant: 'resign-deletes-row',
+    model: 'lease',
+    breaks: ['lease-one-holder-per-epoch', 'lease-epoch-monotonic', 'fenced-write-under-current-epoch'],
+    what: "resign deletes the row (seed 000): the next acquire is epoch 0",
+  },
+  { variant: 'promote-if-not-promoted', model: 'promotion', breaks: ['no-promotion-after-rollback'], what: "promotion WHERE phase != 'promoted', no rollout version" },
+  { variant: 'promote-fence-only', model: 'promotion', breaks: ['stage-promoted-at-most-once', 'promotion-monotonic'], what: 'a plan is applied on the fence alone' },
+  { variant: 'steal-started', model: 'ledger', breaks: ['steal-only-unstarted'], what: 'the coordinator steals items already started' },
+  { variant: 'steal-two-step', model: 'ledger', breaks: ['no-item-lost'], what: 'a steal re-pends, then claims, in two writes' },
+  { variant: 'ack-any-worker', model: 'ledger', breaks: ['done-by-holder'], what: 'an ack is conditioned on Running, not on the worker' },
+  { variant: 'ack-by-worker-only', model: 'ledger', breaks: ['one-result-per-item'], what: 'an ack is conditioned on the worker, not on Running' },
+];
+
+function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Model<unknown>; maxDepth: number } {
+  switch (name) {
+    case 'lease':
+      return { model: leaseModel(scope.lease, variant) as Model<unknown>, maxDepth: scope.lease.maxDepth };
+    case 'ledger':
+      return { model: ledgerModel(scope.ledger, variant) as Model<unknown>, maxDepth: scope.ledger.maxDepth };
+    case 'promotion':
+      return { model: promotionModel(scope.promotion, variant) as Model<unknown>, maxDepth: scope.promotion.maxDepth };
+  }
+}
+
+export interface RunResult extends ExploreResult {
+  readonly variant: Variant;
+  /** Invariants the run had to break (none for a correct model). */
+  readonly expected: readonly string[];
+  /** Correct model: no violation. Variant: every expected invariant broken. */
+  readonly ok: boolean;
+}
+
+export function runCorrect(scopeName: ScopeName, name: ModelName): RunResult {
+  const { model, maxDepth } = modelOf(SCOPES[scopeName], name, 'correct');
+  const r = explore(model, { maxDepth });
+  return { ...r, variant: 'correct', expected: [], ok: r.violations.length === 0 };
+}
+
+/** A variant hunts for its invariants: the search stops once each has a counterexample. */
+export function runVariant(scopeName: ScopeName, run: VariantRun): RunResult {
+  const { model } = modelOf(SCOPES[scopeName], run.model, run.variant);
+  const r = explore(model, { maxDepth: VARIANT_DEPTH, stopWhen: run.breaks });
+  const caught = new Set(r.violations.map((v) => v.invariant));
+  return { ...r, variant: run.variant, expected: run.breaks, ok: run.breaks.every((b) => caught.has(b)) };
+}
