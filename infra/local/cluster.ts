@@ -104,12 +104,13 @@ export function nginxConfig(dir: string, port: number, nodePorts: readonly numbe
 }
 
 /** nginx with the shipped configuration in front of `nodePorts`; `url` once it answers. */
-export async function startNginx(nodePorts: readonly number[], o: { port?: number; timeouts?: ProxyTimeouts } = {}): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startNginx(nodePorts: readonly number[], o: { port?: number; timeouts?: ProxyTimeouts; rewrite?: (conf: string) => string } = {}): Promise<{ url: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'rollout-nginx-'));
   for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
   chmodSync(dir, 0o755);
   const port = o.port ?? (await freePort());
-  writeFileSync(join(dir, 'nginx.conf'), nginxConfig(dir, port, nodePorts, o.timeouts));
+  const conf = nginxConfig(dir, port, nodePorts, o.timeouts);
+  writeFileSync(join(dir, 'nginx.conf'), o.rewrite ? o.rewrite(conf) : conf);
   const nginx = spawn(nginxBinary(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
   const nginxLog = collect(nginx);
   const stop = async () => {

@@ -49,7 +49,7 @@ export function exited(child: ChildProcess): Promise<void> {
 
 // ---------------------------------------------------------------- PostgreSQL
 
-function postgresBinDir(): string {
+export function postgresBinDir(): string {
   if (process.env.PG_BIN) return process.env.PG_BIN;
   const fromConfig = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
   if (fromConfig.status === 0 && existsSync(join(fromConfig.stdout.trim(), 'initdb'))) return fromConfig.stdout.trim();
@@ -60,7 +60,7 @@ function postgresBinDir(): string {
 }
 
 /** initdb refuses to run as root: run the server as `postgres` when we are root. */
-function serverUser(): { uid: number; gid: number } | undefined {
+export function serverUser(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const uid = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
   const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });

@@ -50,6 +50,7 @@ export function needsOf(mode: string, args: readonly string[], services: { postg
   if (services.postgres) needs.add('postgres');
   if (services.dynamodb) needs.add('java');
   const paths = args.filter((a) => !a.startsWith('-'));
+  if (mode === 'chaos') needs.add('nginx');
   const runsTests = ['all', 'e2e', 'contract', 'integration'].includes(mode);
   if (runsTests) {
     const scope = paths.length ? paths : mode === 'all' ? ['test'] : [`test/${mode}`];

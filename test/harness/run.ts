@@ -3,7 +3,7 @@
  * needs, runs it with their endpoints in the environment, and always stops
  * them (also on failure and Ctrl-C).
  *
- *   node --import tsx test/harness/run.ts <all|unit|contract|integration|infra|services|bench NAME> [args…]
+ *   node --import tsx test/harness/run.ts <all|unit|contract|integration|infra|services|bench NAME|smoke|chaos> [args…]
  *
  * When run as root with `unshare` and `ip` available, and every service is
  * local, the run moves into a fresh loopback-only network namespace first:
@@ -20,8 +20,8 @@ import { startServices, type ServiceSet } from './services.js';
 const root = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => resolve(root, 'node_modules/.bin', name);
 
-type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'e2e' | 'infra' | 'services' | 'bench' | 'smoke';
-const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'e2e', 'infra', 'services', 'bench', 'smoke'];
+type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'e2e' | 'infra' | 'services' | 'bench' | 'smoke' | 'chaos';
+const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'e2e', 'infra', 'services', 'bench', 'smoke', 'chaos'];
 
 const [modeArg, ...rest] = process.argv.slice(2);
 if (!modes.includes(modeArg as Mode)) {
@@ -85,7 +85,7 @@ function checkPackages(): boolean {
   const awsGiven = e.ROLLOUT_TEST_AWS === 'account' || Boolean(e.AWS_ENDPOINT_URL);
   const services = { postgres: needsServices && !e.DATABASE_URL, dynamodb: needsServices && !e.AWS_ENDPOINT_URL_DYNAMODB && !awsGiven };
   const isolating = needsServices && e.ROLLOUT_TEST_NETNS !== 'off' && !externalEndpoints();
-  const args = mode === 'bench' || mode === 'smoke' ? [] : rest;
+  const args = mode === 'bench' || mode === 'smoke' || mode === 'chaos' ? [] : rest;
   const result = ensurePackages(needsOf(mode, args, services), isolating ? ['unshare', 'ip'] : []);
   if (!result.ok) console.error(result.message);
   return result.ok;
@@ -147,6 +147,7 @@ async function main(): Promise<number> {
       }
       return await run(process.execPath, ['--import', 'tsx', file, ...args], env);
     }
+    if (mode === 'chaos') return await run(process.execPath, ['--import', 'tsx', resolve(root, 'test/chaos/cli.ts'), ...rest], env);
     if (mode === 'smoke') return await run(process.execPath, ['--import', 'tsx', resolve(root, 'test/smoke/three-node.ts'), ...rest], env);
     // Explicit files or directories narrow the run; otherwise the mode's directory.
     const narrowed = rest.some((a) => !a.startsWith('-'));

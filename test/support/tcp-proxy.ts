@@ -7,7 +7,11 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  *   committed, the reply was lost;
  * - `blackhole(true)`: stop forwarding in both directions without closing —
  *   a silent partition;
- * - `refuse(true)`: the server is down (connections cut and refused).
+ * - `refuse(true)`: the server is down (connections cut and refused);
+ * - `delay(ms)`: every byte, both ways, arrives `ms` late and in order — a
+ *   congested link; bytes already sent are delivered even if their sender has
+ *   since died (the network does not know);
+ * - `loseReplies(true)`: every reply cuts its connection instead of arriving.
  */
 export class FaultyProxy {
   private server: Server | undefined;
@@ -15,6 +19,8 @@ export class FaultyProxy {
   private dropArmed = false;
   private holes = false;
   private refusing = false;
+  private delayMs = 0;
+  private losing = false;
   dropped = 0;
   port = 0;
 
@@ -32,25 +38,39 @@ export class FaultyProxy {
       const upstream = connect(this.targetPort, this.targetHost);
       const pair = { client, upstream };
       this.pairs.add(pair);
+      // Deliveries in flight, per direction: a close waits for them (bytes on the wire still arrive).
+      let inFlight = Promise.resolve();
       const close = () => {
-        this.pairs.delete(pair);
-        client.destroy();
-        upstream.destroy();
+        void inFlight.then(() => {
+          this.pairs.delete(pair);
+          client.destroy();
+          upstream.destroy();
+        });
+      };
+      const later = (deliver: () => void) => {
+        if (this.delayMs <= 0) return deliver();
+        const dueAt = Date.now() + this.delayMs;
+        inFlight = inFlight.then(() => new Promise<void>((r) => setTimeout(() => {
+          deliver();
+          r();
+        }, Math.max(0, dueAt - Date.now()))));
       };
       client.on('error', close).on('close', close);
       upstream.on('error', close).on('close', close);
       client.on('data', (b: Buffer) => {
-        if (!this.holes) upstream.write(b);
+        if (!this.holes) later(() => upstream.destroyed || upstream.write(b));
       });
       upstream.on('data', (b: Buffer) => {
         if (this.holes) return;
-        if (this.dropArmed) {
+        if (this.dropArmed || this.losing) {
           this.dropArmed = false;
           this.dropped++;
-          close();
+          this.pairs.delete(pair);
+          client.destroy();
+          upstream.destroy();
           return;
         }
-        client.write(b);
+        later(() => client.destroyed || client.write(b));
       });
     });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', () => r()));
@@ -72,6 +92,15 @@ export class FaultyProxy {
       p.upstream.destroy();
     }
     this.pairs.clear();
+  }
+
+  /** Every byte from now on arrives `ms` late (0: on time again). */
+  delay(ms: number): void {
+    this.delayMs = ms;
+  }
+
+  loseReplies(on: boolean): void {
+    this.losing = on;
   }
 
   blackhole(on: boolean): void {

@@ -1,0 +1,238 @@
+import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, Violation } from './history.js';
+
+/**
+ * The chaos checker. It reads only a ChaosHistory: what clients asked and
+ * were told, what the nemesis broke, which processes lived when (the harness
+ * knows: it started, killed and paused them), and the store's own change log
+ * read with plain SQL or plain DynamoDB reads. It never asks the system what
+ * it thinks happened.
+ *
+ * Safety (must hold in every schedule, faults or not):
+ *   lease-one-holder-per-epoch   no two holders ever held the same lease epoch
+ *   lease-epoch-monotonic        a lease's epoch never goes back; its row is never deleted
+ *   write-under-current-epoch    a fenced write that records its epoch committed while the
+ *                                lease row had that epoch (and holder); no fenced update while
+ *                                the lease has no holder
+ *   stage-promoted-once          a stage is promoted at most once
+ *   no-promotion-after-rollback  never after the stage rolled back or its attempt ended
+ *   one-result-per-item          at most one result per item; Done and Failed are final
+ *   idempotency-once             a write sent under one Idempotency-Key took effect once
+ *   acknowledged-write-kept      what the system acknowledged is in the store
+ *
+ * Liveness (after the faults heal, within the bounds the harness states):
+ *   leader-after-heal            a live process holds promotion_leader
+ *   runs-finish                  every item Done, or Failed with a reason
+ *   rollouts-settle              every rollout terminal, paused, or waiting on an active stage's
+ *                                bake (not stalled past it)
+ *   pending-has-message          no item Pending without a message
+ *   reads-answer                 every read through the proxy was answered by a node, throughout
+ *   live-worker-keeps-items      an item is taken from a worker (re-pended) only when that
+ *                                worker was silent for the failure timeout, or a fault explains it
+ */
+
+const fmt = (ms: number | null) => (ms === null ? '—' : `${(ms / 1000).toFixed(2)}s`);
+
+function leaseLine(c: LeaseChange): string {
+  return `${fmt(c.at)} lease ${c.name} ${c.change} → holder ${c.holder ?? '∅'} epoch ${c.epoch}`;
+}
+
+function opLine(o: Op): string {
+  return `${fmt(o.invokedAt)}–${fmt(o.completedAt)} ${o.client} ${o.kind}${o.target ? ` ${o.target}` : ''} via ${o.via}${o.key ? ` key ${o.key}` : ''}: ${o.outcome}${o.status ? ` ${o.status}` : ''}${o.node ? ` from ${o.node}` : ''}${o.detail ? ` (${o.detail})` : ''}`;
+}
+
+function faultLine(f: FaultRecord): string {
+  return `${fmt(f.startAt)}–${fmt(f.endAt)} fault ${f.kind} on ${f.target}${f.detail ? ` (${f.detail})` : ''}`;
+}
+
+function itemLine(t: ItemTransition): string {
+  const side = (s: ItemTransition['from']) => (s ? `${s.state}(${s.worker ?? '∅'}${s.started ? ',started' : ''})` : '∅');
+  return `${fmt(t.at)} item ${t.runId}/${t.itemId.slice(0, 12)} ${side(t.from)} → ${side(t.to)}${t.to.error ? ` error "${t.to.error.slice(0, 80)}"` : ''}`;
+}
+
+/** Alive and running (not paused) over the whole of [from, to]. */
+function aliveThroughout(spans: readonly ProcessSpan[], process: string, from: number, to: number): boolean {
+  return spans.some((s) => s.process === process && s.from <= from && (s.to === null || s.to >= to));
+}
+
+function faultsOverlapping(faults: readonly FaultRecord[], from: number, to: number, end: number): FaultRecord[] {
+  return faults.filter((f) => f.startAt <= to && (f.endAt ?? end) >= from);
+}
+
+export function check(h: ChaosHistory): Violation[] {
+  const out: Violation[] = [];
+  const v = (invariant: string, kind: Violation['kind'], message: string, evidence: string[], at: number | null) => out.push({ invariant, kind, message, evidence, at });
+  const s = h.store;
+  const end = h.phases.quietUntil;
+
+  // ── leases ──────────────────────────────────────────────────────────────
+  const byLease = new Map<string, LeaseChange[]>();
+  for (const c of s.leaseChanges) byLease.set(c.name, [...(byLease.get(c.name) ?? []), c]);
+  for (const [name, changes] of byLease) {
+    const holders = new Map<number, LeaseChange>();
+    let last: LeaseChange | null = null;
+    for (const c of changes) {
+      if (c.change === 'delete') {
+        v('lease-epoch-monotonic', 'safety', `lease ${name} was deleted at epoch ${c.epoch}: the next acquisition restarts at epoch 0`, [...(last ? [leaseLine(last)] : []), leaseLine(c)], c.at);
+      } else if (last && c.epoch < last.epoch) {
+        v('lease-epoch-monotonic', 'safety', `lease ${name} went back from epoch ${last.epoch} to ${c.epoch}`, [leaseLine(last), leaseLine(c)], c.at);
+      }
+      if (c.holder !== null && c.change !== 'delete') {
+        const first = holders.get(c.epoch);
+        if (first && first.holder !== c.holder) {
+          v('lease-one-holder-per-epoch', 'safety', `lease ${name} epoch ${c.epoch} held by ${first.holder} and by ${c.holder}`, [leaseLine(first), leaseLine(c)], c.at);
+        } else if (!first) holders.set(c.epoch, c);
+      }
+      last = c;
+    }
+  }
+
+  // ── fenced writes ───────────────────────────────────────────────────────
+  for (const w of s.writes) {
+    if (w.claimed) {
+      const cur = w.current;
+      const ok = cur !== null && cur.epoch === w.claimed.epoch && (w.claimed.holder === null || cur.holder === w.claimed.holder);
+      if (!ok) {
+        v('write-under-current-epoch', 'safety', `${w.table} ${w.key} written under ${w.claimed.holder ?? '?'}@${w.claimed.epoch} while ${w.lease} was ${cur ? `${cur.holder ?? '∅'}@${cur.epoch}` : 'absent'}`, [
+          ...s.leaseChanges.filter((c) => c.name === w.lease && c.at <= w.at).slice(-3).map(leaseLine),
+          `${fmt(w.at)} write ${w.table} ${w.key} ${JSON.stringify(w.before)} → ${JSON.stringify(w.after)} claimed ${JSON.stringify(w.claimed)}`,
+        ], w.at);
+      }
+    } else if (w.before !== null && w.lease === 'promotion_leader' && (w.current === null || w.current.holder === null)) {
+      v('write-under-current-epoch', 'safety', `${w.table} ${w.key} changed while ${w.lease} had no holder`, [
+        ...s.leaseChanges.filter((c) => c.name === w.lease && c.at <= w.at).slice(-2).map(leaseLine),
+        `${fmt(w.at)} write ${w.table} ${w.key} ${JSON.stringify(w.before)} → ${JSON.stringify(w.after)}`,
+      ], w.at);
+    }
+  }
+
+  // ── promotion ───────────────────────────────────────────────────────────
+  const promoted = new Map<string, number>();
+  for (const t of s.stageTransitions) {
+    const key = `${t.rolloutId}/${t.attempt}/${t.index}`;
+    const line = (x: typeof t) => `${fmt(x.at)} stage ${x.rolloutId} attempt ${x.attempt} #${x.index} ${x.from ?? '∅'} → ${x.to}${x.by ? ` by ${x.by}@${x.epoch}` : ''}`;
+    if (t.to !== 'promoted') continue;
+    const n = (promoted.get(key) ?? 0) + 1;
+    promoted.set(key, n);
+    if (n > 1) v('stage-promoted-once', 'safety', `stage ${key} promoted ${n} times`, s.stageTransitions.filter((x) => `${x.rolloutId}/${x.attempt}/${x.index}` === key).map(line), t.at);
+    if (t.from === 'rolled_back') v('no-promotion-after-rollback', 'safety', `stage ${key} promoted after it was rolled back`, s.stageTransitions.filter((x) => `${x.rolloutId}/${x.attempt}/${x.index}` === key).map(line), t.at);
+    const ended = s.rolloutTransitions.find((r) => r.rolloutId === t.rolloutId && r.seq < t.seq && r.from?.attempt === t.attempt && r.to.attempt === t.attempt && (r.to.state === 'rolled_back' || r.to.state === 'aborted'));
+    if (ended) {
+      v('no-promotion-after-rollback', 'safety', `stage ${key} promoted after its attempt was ${ended.to.state}`, [`${fmt(ended.at)} rollout ${ended.rolloutId} ${ended.from?.state} → ${ended.to.state} (${ended.to.reason ?? ''})`, line(t)], t.at);
+    }
+  }
+
+  // ── results ─────────────────────────────────────────────────────────────
+  const results = new Map<string, ItemTransition[]>();
+  for (const t of s.itemTransitions) {
+    const key = `${t.runId}/${t.itemId}`;
+    if (t.from && (t.from.state === 'done' || t.from.state === 'failed')) {
+      v('one-result-per-item', 'safety', `item ${key} left ${t.from.state}`, [itemLine(t)], t.at);
+    }
+    if (t.to.state === 'done') {
+      const prior = results.get(key) ?? [];
+      results.set(key, [...prior, t]);
+      if (prior.length) v('one-result-per-item', 'safety', `item ${key} recorded ${prior.length + 1} results`, [...prior, t].map(itemLine), t.at);
+    }
+  }
+
+  // ── what clients were told ──────────────────────────────────────────────
+  const byKey = new Map<string, number>();
+  for (const r of s.rollouts) if (r.labels.key) byKey.set(r.labels.key, (byKey.get(r.labels.key) ?? 0) + 1);
+  for (const o of h.ops) {
+    if (o.kind === 'rollout.create' && o.key) {
+      const n = byKey.get(o.key) ?? 0;
+      if (n > 1) v('idempotency-once', 'safety', `rollout create with key ${o.key} made ${n} rollouts`, [opLine(o)], o.completedAt);
+      if (o.outcome === 'ok' && (n === 0 || (typeof o.result?.id === 'string' && !s.rollouts.some((r) => r.id === o.result!.id)))) {
+        v('acknowledged-write-kept', 'safety', `rollout ${String(o.result?.id ?? o.key)} was acknowledged and is not in the store`, [opLine(o)], o.completedAt);
+      }
+    }
+    if (o.kind === 'run.create' && o.outcome === 'ok' && o.target) {
+      const run = s.runs.find((r) => r.id === o.target);
+      const want = Number(o.result?.items ?? 0);
+      if (!run || run.items < want) v('acknowledged-write-kept', 'safety', `run ${o.target} was acknowledged with ${want} items; the store has ${run ? run.items : 'no run'}`, [opLine(o)], o.completedAt);
+    }
+    if ((o.kind === 'rollout.pause' || o.kind === 'rollout.abort') && o.key && o.target) {
+      const applied = s.rolloutTransitions.filter((r) => r.rolloutId === o.target && r.to.reason === o.key && (r.from?.state !== r.to.state || r.from?.attempt !== r.to.attempt));
+      if (applied.length > 1) v('idempotency-once', 'safety', `${o.kind} with key ${o.key} applied ${applied.length} times`, [opLine(o), ...applied.map((r) => `${fmt(r.at)} rollout ${r.rolloutId} ${r.from?.state} → ${r.to.state}`)], o.completedAt);
+      if (o.outcome === 'ok' && o.result?.applied === true && applied.length === 0) {
+        v('acknowledged-write-kept', 'safety', `${o.kind} of ${o.target} was acknowledged as applied and is not in the store`, [opLine(o)], o.completedAt);
+      }
+    }
+  }
+
+  // ── liveness ────────────────────────────────────────────────────────────
+  const healed = h.phases.healedAt;
+  const leaderBy = healed + h.bounds.leaderWithinMs;
+  if (leaderBy <= end) {
+    const changes = s.leaseChanges.filter((c) => c.name === 'promotion_leader' && c.at <= leaderBy);
+    const current = changes.at(-1);
+    const holder = current?.change === 'delete' ? null : (current?.holder ?? null);
+    if (holder === null || !aliveThroughout(h.processes, holder, leaderBy, leaderBy)) {
+      v('leader-after-heal', 'liveness', `no live leader ${fmt(h.bounds.leaderWithinMs)} after the faults healed (lease holder: ${holder ?? 'none'})`, [...changes.slice(-3).map(leaseLine), ...h.faults.slice(-3).map(faultLine)], leaderBy);
+    }
+  }
+
+  const finishBy = healed + h.bounds.runsFinishWithinMs;
+  for (const run of s.runs) {
+    const items = s.items.filter((i) => i.runId === run.id);
+    const open = items.filter((i) => i.state === 'pending' || i.state === 'running');
+    const unexplained = items.filter((i) => i.state === 'failed' && !i.error);
+    if (open.length) {
+      v('runs-finish', 'liveness', `run ${run.id}: ${open.length} of ${items.length} items still open ${fmt(end - healed)} after the faults healed (bound ${fmt(h.bounds.runsFinishWithinMs)})`, open.slice(0, 5).map((i) => `item ${i.id.slice(0, 12)} ${i.state}(${i.worker ?? '∅'}) attempts ${i.attempts}`), end);
+    } else {
+      const last = s.itemTransitions.filter((t) => t.runId === run.id && (t.to.state === 'done' || t.to.state === 'failed')).at(-1);
+      if (last && last.at > finishBy) v('runs-finish', 'liveness', `run ${run.id} finished ${fmt(last.at - healed)} after the faults healed (bound ${fmt(h.bounds.runsFinishWithinMs)})`, [itemLine(last)], last.at);
+    }
+    if (unexplained.length) v('runs-finish', 'liveness', `run ${run.id}: ${unexplained.length} items Failed without a reason`, unexplained.slice(0, 5).map((i) => `item ${i.id}`), end);
+    const silent = items.filter((i) => i.state === 'pending' && !i.hasMessage);
+    if (silent.length) v('pending-has-message', 'liveness', `run ${run.id}: ${silent.length} Pending items have no message`, silent.slice(0, 5).map((i) => `item ${i.id}`), end);
+  }
+
+  for (const r of s.rollouts) {
+    if (['completed', 'rolled_back', 'aborted', 'paused'].includes(r.state)) continue;
+    const active = r.stages.filter((x) => x.attempt === r.attempt && x.phase === 'active');
+    const bakeMs = Number(r.labels.bakeMs ?? NaN);
+    if (active.length !== 1) {
+      v('rollouts-settle', 'liveness', `rollout ${r.id} is ${r.state} with ${active.length} active stages`, r.stages.map((x) => `attempt ${x.attempt} #${x.index} ${x.name} ${x.phase}`), end);
+    } else if (r.labels.expect === 'promote' && Number.isFinite(bakeMs) && active[0]!.activatedAt !== null && active[0]!.activatedAt + bakeMs + h.bounds.leaderWithinMs < end && active[0]!.activatedAt + bakeMs < healed + h.bounds.leaderWithinMs) {
+      // Healthy readings keep coming for it: past its bake and a leader's worth of slack, it must have moved on.
+      v('rollouts-settle', 'liveness', `rollout ${r.id} stalled on stage ${active[0]!.name}: active since ${fmt(active[0]!.activatedAt)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)}`, [], end);
+    }
+  }
+
+  for (const o of h.ops) {
+    if (!o.kind.startsWith('read.') || o.via !== 'nginx') continue;
+    if (o.outcome === 'unknown' || (o.outcome === 'failed' && !o.node)) {
+      v('reads-answer', 'liveness', `a read through the proxy got no answer from any node`, [opLine(o), ...faultsOverlapping(h.faults, o.invokedAt, o.completedAt ?? end, end).map(faultLine)], o.invokedAt);
+    }
+  }
+
+  // An item taken back from a live worker that kept heartbeating is work thrown away.
+  const timeout = h.bounds.failureTimeoutMs;
+  for (const t of s.itemTransitions) {
+    if (!t.from || t.from.state !== 'running' || t.to.state !== 'pending' || !t.from.worker) continue;
+    const worker = t.from.worker;
+    if (!h.workers.includes(worker)) continue;
+    const window = [t.at - timeout - 1_000, t.at] as const;
+    if (!aliveThroughout(h.processes, worker, window[0], window[1])) continue;
+    // The worker gave it back itself (its backend failed it, or it was told to stop).
+    if (h.ops.some((o) => o.kind === 'backend.execute' && o.target === t.itemId && o.outcome === 'failed' && o.invokedAt <= t.at)) continue;
+    const excuses = faultsOverlapping(h.faults, window[0], window[1], end).filter((f) => f.target === worker || f.kind.startsWith('store-') || f.kind === 'clock-offset');
+    if (excuses.length) continue;
+    v('live-worker-keeps-items', 'liveness', `item ${t.runId}/${t.itemId.slice(0, 12)} taken back from ${worker}, alive and unfaulted for the failure timeout before`, [...s.itemTransitions.filter((x) => x.itemId === t.itemId && x.at <= t.at).slice(-3).map(itemLine)], t.at);
+  }
+
+  return out.sort((a, b) => (a.at ?? 0) - (b.at ?? 0));
+}
+
+/** One line per invariant broken, with counts: for the summary. */
+export function countByInvariant(violations: readonly Violation[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const x of violations) out[x.invariant] = (out[x.invariant] ?? 0) + 1;
+  return out;
+}
+
+/** A readable report of one violation: the message and the history slice that shows it. */
+export function report(x: Violation): string {
+  return [`✗ ${x.kind} · ${x.invariant} at ${fmt(x.at)}: ${x.message}`, ...x.evidence.map((e) => `    ${e}`)].join('\n');
+}

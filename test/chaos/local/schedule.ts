@@ -1,0 +1,473 @@
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import pg from 'pg';
+import { collect, exited } from '../../../infra/local/processes.js';
+import type { ChaosHistory, FaultKind, FaultRecord, Op } from '../history.js';
+import { Rng } from '../rng.js';
+import { auditMark, dumpStore } from './audit.js';
+import { SKEW_MARGIN_MS, TIMINGS, type ChaosCluster, type ClusterNode, type ManagedProcess } from './cluster.js';
+
+/**
+ * One schedule over the local cluster: a workload through the public surface
+ * (HTTP through nginx and straight to nodes, POST /events, the CLI), faults
+ * from a seeded plan while it runs, then healing and a bounded quiet period;
+ * then the store is dumped with plain SQL and everything goes into a
+ * ChaosHistory for the checker.
+ */
+
+const root = resolve(import.meta.dirname, '../../..');
+const wall = () => performance.timeOrigin + performance.now();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const LOCAL_FAULTS: readonly FaultKind[] = [
+  'kill-leader',
+  'kill-follower',
+  'kill-worker',
+  'kill-coordinator',
+  'pause-leader',
+  'restart-leader',
+  'store-restart',
+  'store-blackhole',
+  'store-delay',
+  'store-lose-replies',
+  'clock-offset',
+  'signals-duplicated',
+  'signals-reordered',
+  'signals-late',
+];
+
+const TTL_MS = TIMINGS.ttlS * 1000;
+/** After the last fault heals: a leader within TTL + one election interval + the skew margin, plus a second of scheduling slack on a loaded 2-core host. */
+const LEADER_WITHIN_MS = TTL_MS + TIMINGS.electionS * 1000 + SKEW_MARGIN_MS + 1_000;
+/** Every run finishes within this after healing: re-pends after one failure timeout, the scan's cadence (5 s), the rest of the work. */
+const RUNS_FINISH_WITHIN_MS = 30_000;
+const QUIET_MAX_MS = 35_000;
+
+export interface FaultPlan {
+  readonly kind: FaultKind;
+  /** Chooses targets and durations. */
+  readonly pick: number;
+}
+
+/** The plan for one schedule: which faults, in what order. Round-robin over a seeded shuffle, so a few schedules cover every kind. */
+export function planFaults(seed: string, schedule: number, perSchedule: number, kinds: readonly FaultKind[] = LOCAL_FAULTS): FaultPlan[] {
+  const order = new Rng(`${seed}/kinds`).shuffle([...kinds]);
+  const rng = new Rng(`${seed}/${schedule}`);
+  return Array.from({ length: perSchedule }, (_, i) => ({ kind: order[(schedule * perSchedule + i) % order.length]!, pick: rng.int(1_000_000) }));
+}
+
+type SignalMode = { duplicated: boolean; reordered: boolean; late: boolean };
+
+interface Ctx {
+  readonly cluster: ChaosCluster;
+  readonly epochMs: number;
+  readonly ops: Op[];
+  readonly faults: FaultRecord[];
+  readonly rng: Rng;
+  readonly signals: SignalMode;
+  nextOp: number;
+  stopping: boolean;
+  readonly log: (line: string) => void;
+}
+
+const now = (c: Ctx) => wall() - c.epochMs;
+
+/** One HTTP call as a history op: ok / failed (a node said no) / unknown (no node answered). */
+async function call(c: Ctx, o: { client: string; kind: string; base: string; via: string; method: string; path: string; body?: unknown; key?: string; target?: string; retries?: number }): Promise<Op> {
+  const op: Op = { id: c.nextOp++, client: o.client, kind: o.kind, via: o.via, invokedAt: now(c), completedAt: null, outcome: 'unknown', ...(o.key ? { key: o.key } : {}), ...(o.target ? { target: o.target } : {}) };
+  c.ops.push(op);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const res = await fetch(`${o.base}${o.path}`, {
+        method: o.method,
+        headers: { 'content-type': 'application/json', 'x-rollout-actor': o.client, ...(o.key ? { 'idempotency-key': o.key } : {}) },
+        ...(o.body === undefined ? {} : { body: JSON.stringify(o.body) }),
+        signal: AbortSignal.timeout(20_000),
+      });
+      const text = await res.text();
+      let body: Record<string, unknown> = {};
+      try {
+        body = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        body = { error: text.slice(0, 120) };
+      }
+      const node = res.headers.get('x-rollout-node-id');
+      op.completedAt = now(c);
+      op.status = res.status;
+      if (node) op.node = node;
+      op.result = body;
+      if (res.status < 400) op.outcome = 'ok';
+      else if (node && res.status !== 502 && res.status !== 504) op.outcome = 'failed';
+      else op.outcome = 'unknown';
+      if (op.outcome !== 'ok') op.detail = String(body.error ?? res.statusText).slice(0, 160);
+    } catch (err) {
+      op.completedAt = now(c);
+      op.outcome = 'unknown';
+      op.detail = err instanceof Error ? `${err.name}: ${err.message}`.slice(0, 160) : String(err);
+    }
+    // A write retried under the same key (as the CLI does): the system must apply it once.
+    const retryable = op.outcome === 'unknown' || (op.status !== undefined && op.status >= 500);
+    if (!retryable || attempt >= (o.retries ?? 0) || c.stopping) return op;
+    await sleep(300);
+  }
+}
+
+function rolloutSpec(key: string, expect: 'promote' | 'rollback' | 'any') {
+  const gates = { maxErrorRate: 0.05, minRequests: 10 };
+  return {
+    target: { service: 'chaos', version: 'v2', labels: { key, bakeMs: '1000', expect } },
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds: 1, gates },
+      { name: 'half', percent: 50, bakeSeconds: 1, gates },
+      { name: 'all', percent: 100, bakeSeconds: 0, gates },
+    ],
+  };
+}
+
+function pickNode(c: Ctx): ClusterNode {
+  return c.cluster.nodes[c.rng.int(c.cluster.nodes.length)]!;
+}
+
+/** Metric reports for one rollout until the schedule ends: healthy, or breaching once `breachAfter` passed. */
+async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null): Promise<void> {
+  let last: { stage: number; at: number } | null = null;
+  while (!c.stopping) {
+    const viaNode = c.rng.int(3) === 0;
+    const node = pickNode(c);
+    const base = viaNode ? node.url : c.cluster.nginxUrl;
+    const read = await call(c, { client: `signals-${id.slice(-1)}`, kind: 'read.rollout', base, via: viaNode ? node.id : 'nginx', method: 'GET', path: `/rollouts/${id}`, target: id });
+    const view = read.result as { state?: string; stages?: { index?: number; phase?: string }[] } | undefined;
+    if (view?.state && ['completed', 'rolled_back', 'aborted'].includes(view.state)) return;
+    const active = view?.stages?.find((s) => s.phase === 'active');
+    if (active && typeof active.index === 'number') {
+      const breaching = breachAfterMs !== null && now(c) > breachAfterMs;
+      const at = c.signals.late ? Date.now() - 20_000 : Date.now();
+      const event = { type: 'rollout.metrics_reported', rolloutId: id, stage: active.index, requests: 100, errors: breaching ? 40 : 0, p99LatencyMs: 50, observedAt: at };
+      const send = (e: typeof event) => call(c, { client: `signals-${id.slice(-1)}`, kind: 'signal.metrics', base, via: viaNode ? node.id : 'nginx', method: 'POST', path: '/events', body: e, target: id });
+      await send(event);
+      if (c.signals.duplicated) await send(event);
+      // An older reading arriving after a newer one.
+      if (c.signals.reordered && last && last.stage === active.index) await send({ ...event, errors: breaching ? 0 : event.errors, observedAt: last.at - 500 });
+      last = { stage: active.index, at };
+    }
+    await sleep(250);
+  }
+}
+
+async function readerLoop(c: Ctx, paths: readonly string[]): Promise<void> {
+  let i = 0;
+  while (!c.stopping) {
+    const path = paths[i++ % paths.length]!;
+    await call(c, { client: 'reader', kind: path.startsWith('/cluster') ? 'read.leader' : path.startsWith('/runs') ? 'read.run' : 'read.rollout', base: c.cluster.nginxUrl, via: 'nginx', method: 'GET', path });
+    await sleep(150);
+  }
+}
+
+/** Manual commands on one rollout, each under its own Idempotency-Key (the reason carries it, so the store shows which command did what). */
+async function commandLoop(c: Ctx, id: string, keyPrefix: string): Promise<void> {
+  const commands = ['pause', 'resume', 'promote', 'pause', 'abort', 'retry', 'resume'] as const;
+  for (const [i, command] of commands.entries()) {
+    if (c.stopping) return;
+    await sleep(700 + c.rng.int(800));
+    const key = `${keyPrefix}-${command}-${i}`;
+    if (i === 3) {
+      await cliCommand(c, id, command, key);
+      continue;
+    }
+    await call(c, { client: 'operator', kind: `rollout.${command}`, base: c.cluster.nginxUrl, via: 'nginx', method: 'POST', path: `/rollouts/${id}/${command}`, body: command === 'pause' || command === 'abort' ? { reason: key } : {}, key, target: id, retries: 8 }).then((op) => {
+      const action = (op.result as { action?: { applied?: boolean; transition?: string } } | undefined)?.action;
+      if (action) op.result = { applied: action.applied === true, transition: action.transition };
+    });
+  }
+}
+
+/** The same command through the `rollout` CLI, as an operator would type it. */
+async function cliCommand(c: Ctx, id: string, command: string, key: string): Promise<void> {
+  const op: Op = { id: c.nextOp++, client: 'cli', kind: `rollout.${command}`, via: 'cli', invokedAt: now(c), completedAt: null, outcome: 'unknown', key, target: id };
+  c.ops.push(op);
+  const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, 'infra/local/cli.ts'), 'rollouts', command, id, '--reason', key, '--url', c.cluster.nginxUrl, '--actor', 'cli', '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = collect(child);
+  await exited(child);
+  op.completedAt = now(c);
+  op.outcome = child.exitCode === 0 ? 'ok' : 'failed';
+  try {
+    const body = JSON.parse(out().trim().split('\n').filter((l) => l.startsWith('{')).at(-1) ?? '{}') as { action?: { applied?: boolean; transition?: string } };
+    if (body.action) op.result = { applied: body.action.applied === true, transition: body.action.transition };
+  } catch {
+    op.detail = out().slice(-160);
+  }
+  if (op.outcome !== 'ok') op.detail = out().slice(-160);
+}
+
+// ── the nemesis ─────────────────────────────────────────────────────────────
+
+async function restartInBackground(c: Ctx, f: FaultRecord, start: () => Promise<void>): Promise<void> {
+  try {
+    await start();
+  } catch (err) {
+    c.log(`[chaos] restart after ${f.kind} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+  }
+}
+
+async function leaderOr(c: Ctx, pick: number): Promise<ClusterNode> {
+  return (await c.cluster.leader()) ?? c.cluster.nodes[pick % c.cluster.nodes.length]!;
+}
+
+async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startWorker: (w: ManagedProcess) => void): Promise<void> {
+  const cl = c.cluster;
+  const record = (target: string, detail?: string): FaultRecord => {
+    const f: FaultRecord = { kind: plan.kind, target, startAt: now(c), endAt: null, ...(detail ? { detail } : {}) };
+    c.faults.push(f);
+    c.log(`[chaos] ${(f.startAt / 1000).toFixed(1)}s ${plan.kind} → ${target}${detail ? ` (${detail})` : ''}`);
+    return f;
+  };
+  const end = (f: FaultRecord) => (f.endAt = now(c));
+  const p = plan.pick;
+  switch (plan.kind) {
+    case 'kill-leader':
+    case 'kill-follower': {
+      const leader = await cl.leader();
+      const followers = cl.nodes.filter((n) => n !== leader && n.process.alive);
+      const n = plan.kind === 'kill-leader' ? (leader ?? cl.nodes[p % 3]!) : followers[p % Math.max(1, followers.length)] ?? cl.nodes[p % 3]!;
+      const f = record(n.id);
+      await n.process.kill('SIGKILL');
+      await sleep(500 + (p % 1500));
+      await restartInBackground(c, f, () => cl.startNode(n));
+      end(f);
+      return;
+    }
+    case 'kill-coordinator': {
+      // The coordinators live on the leader: kill it while a steal is being served, if one comes within 3 s.
+      const before = await steals(cl.store.url);
+      for (let i = 0; i < 60 && (await steals(cl.store.url)) === before; i++) await sleep(50);
+      const n = await leaderOr(c, p);
+      const f = record(n.id, 'coordinator host, during steals');
+      await n.process.kill('SIGKILL');
+      await sleep(800);
+      await restartInBackground(c, f, () => cl.startNode(n));
+      end(f);
+      return;
+    }
+    case 'kill-worker': {
+      const alive = workers.filter((w) => w.alive);
+      if (!alive.length) return;
+      const w = alive[p % alive.length]!;
+      const f = record(w.name);
+      await w.kill('SIGKILL');
+      await sleep(700 + (p % 1000));
+      startWorker(w);
+      end(f);
+      return;
+    }
+    case 'pause-leader': {
+      const n = await leaderOr(c, p);
+      const f = record(n.id, `SIGSTOP for ${TTL_MS + 1_500} ms`);
+      n.process.pause();
+      await sleep(TTL_MS + 1_500);
+      n.process.resume();
+      end(f);
+      return;
+    }
+    case 'restart-leader': {
+      const n = await leaderOr(c, p);
+      const f = record(n.id, 'SIGTERM, then start');
+      await n.process.kill('SIGTERM');
+      await restartInBackground(c, f, () => cl.startNode(n));
+      end(f);
+      return;
+    }
+    case 'store-restart': {
+      const f = record('store');
+      await cl.store.stop();
+      await sleep(500 + (p % 1000));
+      await restartInBackground(c, f, () => cl.store.start());
+      end(f);
+      return;
+    }
+    case 'store-blackhole':
+    case 'store-delay':
+    case 'store-lose-replies': {
+      const n = p % 2 === 0 ? await leaderOr(c, p) : cl.nodes[p % cl.nodes.length]!;
+      const ms = plan.kind === 'store-blackhole' ? TTL_MS + 1_000 : plan.kind === 'store-delay' ? 2_500 : 1_500;
+      const delay = 200 + (p % 1300);
+      const f = record(`${n.id}→store`, plan.kind === 'store-delay' ? `${delay} ms each way for ${ms} ms` : `${ms} ms`);
+      if (plan.kind === 'store-blackhole') n.link.blackhole(true);
+      else if (plan.kind === 'store-delay') n.link.delay(delay);
+      else n.link.loseReplies(true);
+      await sleep(ms);
+      n.link.blackhole(false);
+      n.link.delay(0);
+      n.link.loseReplies(false);
+      end(f);
+      return;
+    }
+    case 'clock-offset': {
+      // One node and one worker run with their wall clocks off by more than the skew margin.
+      const n = cl.nodes[p % cl.nodes.length]!;
+      const alive = workers.filter((w) => w.alive);
+      const w = alive.length ? alive[p % alive.length]! : null;
+      const offset = (p % 2 === 0 ? 1 : -1) * (1_500 + (p % 2_500));
+      const f = record(`${n.id}${w ? ` and ${w.name}` : ''}`, `${offset} ms`);
+      n.process.clockOffsetMs = offset;
+      await n.process.kill('SIGTERM');
+      await restartInBackground(c, f, () => cl.startNode(n));
+      if (w) {
+        w.clockOffsetMs = offset;
+        await w.kill('SIGTERM');
+        startWorker(w);
+      }
+      await sleep(3_000);
+      n.process.clockOffsetMs = 0;
+      await n.process.kill('SIGTERM');
+      await restartInBackground(c, f, () => cl.startNode(n));
+      if (w) w.clockOffsetMs = 0;
+      end(f);
+      return;
+    }
+    case 'signals-duplicated':
+    case 'signals-reordered':
+    case 'signals-late': {
+      const f = record('signals');
+      const mode = plan.kind === 'signals-duplicated' ? 'duplicated' : plan.kind === 'signals-reordered' ? 'reordered' : 'late';
+      c.signals[mode] = true;
+      await sleep(2_500);
+      c.signals[mode] = false;
+      end(f);
+      return;
+    }
+    default:
+      throw new Error(`the local topology has no ${plan.kind} fault`);
+  }
+}
+
+async function steals(url: string): Promise<number> {
+  return sqlValue(url, 'SELECT coalesce(sum(steals), 0) AS v FROM run_stats');
+}
+
+async function sqlValue(url: string, text: string, params: unknown[] = []): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ v: string | number }>(text, params);
+    return Number(rows[0]?.v ?? 0);
+  } catch {
+    return NaN;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+// ── one schedule ────────────────────────────────────────────────────────────
+
+export interface ScheduleOptions {
+  readonly seed: string;
+  readonly schedule: number;
+  readonly variant: string | null;
+  readonly faultsPerSchedule: number;
+  readonly items: number;
+  readonly log: (line: string) => void;
+}
+
+export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions): Promise<ChaosHistory> {
+  const epochMs = wall();
+  const mark = await auditMark(cluster.store.url);
+  const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
+  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, log: o.log };
+  const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D` };
+  const runId = `${tag}-run`;
+
+  const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
+    call(c, { client: 'creator', kind: 'rollout.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/rollouts', body: { id, spec: rolloutSpec(`${id}-key`, expect) }, key: `${id}-key`, target: id, retries: 10 });
+  await create(ids.healthy, 'promote');
+  await create(ids.breach, 'rollback');
+  await create(ids.manual, 'any');
+
+  // A run: short items, a few long ones, a few poison ones.
+  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? 1_200 : 5 + rng.int(25), poison: n % 53 === 7 }));
+  const runOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: runId, items }, key: `${runId}-key`, target: runId, retries: 10 });
+  runOp.result = { ...runOp.result, items: items.length };
+
+  const workers = [1, 2, 3].map((i) => cluster.worker(runId, `${tag}-w${i}`));
+  const startWorker = (w: ManagedProcess) => w.start();
+  for (const w of workers) startWorker(w);
+
+  const loops = [
+    signalLoop(c, ids.healthy, null),
+    signalLoop(c, ids.breach, 2_000),
+    signalLoop(c, ids.manual, null),
+    readerLoop(c, ['/cluster/leader', `/rollouts/${ids.healthy}`, `/runs/${runId}`]),
+    commandLoop(c, ids.manual, ids.manual),
+  ];
+
+  // Faults while the workload runs.
+  await sleep(800);
+  const plan = planFaults(o.seed, o.schedule, o.faultsPerSchedule);
+  o.log(`[chaos] schedule ${o.schedule} (seed ${o.seed}${o.variant ? `, variant ${o.variant}` : ''}): ${plan.map((p) => p.kind).join(', ')}`);
+  for (const [i, p] of plan.entries()) {
+    await inject(c, p, workers, startWorker);
+    if (i === 0) {
+      await create(ids.late, 'promote');
+      loops.push(signalLoop(c, ids.late, null));
+    }
+    await sleep(300 + rng.int(700));
+  }
+  const faultsUntil = now(c);
+  // Heal: every link whole, every process running; a node that failed to restart gets one more try.
+  await cluster.heal();
+  for (const n of cluster.nodes) if (!n.process.alive) await cluster.startNode(n).catch((err: unknown) => o.log(`[chaos] ${n.id} did not come back: ${String(err).split('\n')[0]}`));
+  for (const w of workers) if (!w.alive && !(w.spans.at(-1)?.end === 'exited')) startWorker(w);
+  const healedAt = now(c);
+
+  // Quiet: the workload goes on without faults until the runs and rollouts settle, or the bound passes.
+  const settled = async () => {
+    const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = $1 AND state IN ('pending', 'running')", [runId]);
+    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late]]);
+    return open === 0 && running === 0;
+  };
+  while (now(c) - healedAt < QUIET_MAX_MS && !(await settled())) await sleep(250);
+  // A little longer, so a late wrong move (a promotion after a rollback, a second result) has time to show.
+  await sleep(1_000);
+  const quietUntil = now(c);
+  c.stopping = true;
+  await Promise.race([Promise.all(loops), sleep(25_000)]);
+  for (const w of workers) await w.kill('SIGKILL');
+
+  const executions = cluster.backend.executions.splice(0);
+  const store = await dumpStore(cluster.store.url, { fromSeq: mark, epochMs, rollouts: Object.values(ids), runs: [runId] });
+  // The backend's own record of executions: which item failed, as the backend (not the worker) says.
+  const itemIdOf = await itemIds(cluster.store.url, runId);
+  for (const e of executions) {
+    const target = itemIdOf.get(e.n);
+    if (target === undefined || e.startedAt < epochMs) continue;
+    c.ops.push({ id: c.nextOp++, client: 'backend', kind: 'backend.execute', via: 'backend', target, invokedAt: e.startedAt - epochMs, completedAt: e.endedAt === null ? null : e.endedAt - epochMs, outcome: e.ok === null ? 'unknown' : e.ok ? 'ok' : 'failed' });
+  }
+  return {
+    topology: 'local',
+    seed: o.seed,
+    schedule: o.schedule,
+    variant: o.variant,
+    epochMs,
+    nodes: cluster.nodes.map((n) => n.id),
+    workers: workers.map((w) => w.name),
+    ops: c.ops,
+    faults: c.faults,
+    processes: cluster.spans(epochMs).filter((s) => s.role !== 'worker' || workers.some((w) => w.name === s.process)),
+    phases: { faultsUntil, healedAt, quietUntil },
+    bounds: { leaderWithinMs: LEADER_WITHIN_MS, runsFinishWithinMs: RUNS_FINISH_WITHIN_MS, failureTimeoutMs: TTL_MS },
+    store,
+  };
+}
+
+async function itemIds(url: string, runId: string): Promise<Map<number, string>> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ id: string; n: number }>("SELECT id, (payload->>'n')::int AS n FROM work_items WHERE run_id = $1", [runId]);
+    return new Map(rows.map((r) => [Number(r.n), r.id]));
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

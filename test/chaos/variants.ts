@@ -1,0 +1,97 @@
+/**
+ * Deliberately broken variants of the product, for proving that the chaos
+ * checker (and the explorer) can fail. None of this is in the product: the
+ * harness starts each process with a module-load hook (variant-hooks.mjs)
+ * that applies a variant's edits to the named source files as they load, or
+ * rewrites the proxy's configuration it generates itself. An edit whose text
+ * is no longer found fails the load loudly, so a variant cannot silently
+ * become a no-op when the code moves on.
+ */
+
+export interface SourceEdit {
+  /** Path from the project root. */
+  readonly file: string;
+  readonly find: string;
+  readonly replace: string;
+}
+
+export interface Variant {
+  readonly name: string;
+  readonly description: string;
+  /** The invariant the checker should report. */
+  readonly breaks: string;
+  readonly edits: readonly SourceEdit[];
+  /** Rewrites nginx.conf as generated for the cluster. */
+  readonly nginx?: (conf: string) => string;
+}
+
+export const VARIANTS: Record<string, Variant> = {
+  'fence-holder-only': {
+    name: 'fence-holder-only',
+    description: 'the fence checks the lease holder, not the epoch',
+    breaks: 'write-under-current-epoch',
+    edits: [
+      { file: 'shared/lease/fencing.ts', find: 'view.holder === token.holder && view.epoch === token.epoch', replace: 'view.holder === token.holder' },
+      { file: 'shared/store/postgres/fence.ts', find: 'AND epoch = ${p(token.epoch)} FOR SHARE', replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE' },
+      { file: 'shared/store/postgres/schema.ts', find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN', replace: 'IF l.holder IS DISTINCT FROM p_holder THEN' },
+    ],
+  },
+  'promote-if-not-promoted': {
+    name: 'promote-if-not-promoted',
+    description: "promotion conditioned on phase != 'promoted' (seed 000), not on the exact state evaluated",
+    breaks: 'no-promotion-after-rollback',
+    edits: [
+      {
+        file: 'shared/store/postgres/schema.ts',
+        find: "WHERE id = p->>'rolloutId' AND version = (x->>'version')::bigint AND state = x->>'state' AND attempt = (x->>'attempt')::int;",
+        replace: "WHERE id = p->>'rolloutId';",
+      },
+      { file: 'shared/store/postgres/schema.ts', find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';", replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';" },
+    ],
+  },
+  'nginx-bench-on-503': {
+    name: 'nginx-bench-on-503',
+    description: "the proxy's read pool counts a 503 as a dead node and has no never-benched backups",
+    breaks: 'reads-answer',
+    edits: [],
+    nginx: (conf) => {
+      const out = conf
+        .split('\n')
+        .filter((l) => !/server 127\.0\.0\.1:\d+ backup max_fails=0;/.test(l))
+        .join('\n')
+        .replace(/proxy_read_timeout (\S+);\n(\s+)proxy_next_upstream error timeout;/, 'proxy_read_timeout $1;\n$2proxy_next_upstream error timeout http_503;');
+      if (out === conf || !out.includes('error timeout http_503;\n      add_header X-Controller-Mode "read-distributed"')) throw new Error('variant nginx-bench-on-503: the read location was not found in nginx.conf');
+      return out;
+    },
+  },
+  'no-heartbeat-of-held': {
+    name: 'no-heartbeat-of-held',
+    description: 'a worker heartbeats only the items it is executing, not those it holds waiting',
+    breaks: 'live-worker-keeps-items',
+    edits: [
+      {
+        file: 'shared/ledger/worker.ts',
+        find: 'for (const h of [...this.backlog, ...this.executing.values(), ...this.outcomes.map((o) => o.h)]) byId.set(h.itemId, h);',
+        replace: 'for (const h of [...this.executing.values()]) byId.set(h.itemId, h);',
+      },
+    ],
+  },
+  'resign-deletes-row': {
+    name: 'resign-deletes-row',
+    description: 'resigning deletes the lease row (seed 000), so the next holder starts again at epoch 0',
+    breaks: 'lease-epoch-monotonic',
+    edits: [
+      {
+        file: 'shared/store/postgres/lease-store.ts',
+        find: '        : // steal, renew, release: only over the exact prior row\n          await this.sql.query(',
+        replace: "        : next.holder === null\n          ? await this.sql.query('DELETE FROM leases WHERE name = $1 AND version = $2 RETURNING name', [next.name, expected.version])\n          : await this.sql.query(",
+      },
+    ],
+  },
+};
+
+export function variantNamed(name: string): Variant {
+  const v = VARIANTS[name];
+  if (!v) throw new Error(`unknown variant "${name}": one of ${Object.keys(VARIANTS).join(', ')}`);
+  return v;
+}
