@@ -50,6 +50,7 @@ export interface ProxyStats {
   throttled: number;
   conflicts: number;
   held: number;
+  stragglers: number;
   killedMidWrite: number;
 }
 
@@ -128,7 +129,7 @@ export type Random = () => number;
 export class ObservingProxy {
   private server: Server | undefined;
   private faults: StoreFaults = { throttle: 0, conflict: 0 };
-  private readonly holds: { prefix: string; released: Promise<void> }[] = [];
+  private readonly holds: { prefix: string; released: Promise<void>; stragglers: Promise<void> | null }[] = [];
   private killArm: { match: (client: string, op: string, touches: readonly string[]) => boolean; kill: (client: string) => Promise<MidWriteFate>; caught: (client: string, op: string, fate: MidWriteFate) => void } | null = null;
   /** The one write in flight to DynamoDB Local at a time. */
   private turn: Promise<void> = Promise.resolve();
@@ -138,7 +139,7 @@ export class ObservingProxy {
   private seq = 0;
   private readonly inFlight = new Set<Promise<void>>();
 
-  readonly stats: ProxyStats = { requests: 0, writes: 0, observed: 0, throttled: 0, conflicts: 0, held: 0, killedMidWrite: 0 };
+  readonly stats: ProxyStats = { requests: 0, writes: 0, observed: 0, throttled: 0, conflicts: 0, held: 0, stragglers: 0, killedMidWrite: 0 };
   readonly leaseChanges: LeaseChange[] = [];
   readonly writes: FencedWrite[] = [];
   readonly stageTransitions: StageTransition[] = [];
@@ -187,10 +188,16 @@ export class ObservingProxy {
     this.faults = f;
   }
 
-  /** Requests from clients whose name starts with `prefix` wait until `release` is called; then they go on, late. */
-  hold(prefix: string): () => void {
+  /**
+   * Requests from clients whose name starts with `prefix` wait until `release`
+   * is called; then they go on, late. With `stragglers`, the fenced writes
+   * among them (transactions that condition-check a lease) wait longer still,
+   * until that promise settles: writes delivered long after their writer lost
+   * touch, the fence's reason to exist.
+   */
+  hold(prefix: string, stragglers: Promise<void> | null = null): () => void {
     let release!: () => void;
-    const h = { prefix, released: new Promise<void>((r) => (release = r)) };
+    const h = { prefix, released: new Promise<void>((r) => (release = r)), stragglers };
     this.holds.push(h);
     return () => {
       const i = this.holds.indexOf(h);
@@ -223,14 +230,19 @@ export class ObservingProxy {
   private async handle(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
     const op = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
     const ua = `${String(req.headers['x-amz-user-agent'] ?? '')} ${String(req.headers['user-agent'] ?? '')}`;
-    const client = /\bapp\/(\S+)/.exec(ua)?.[1] ?? 'unnamed';
+    // Powertools appends its own marker to the app id (`-PT-…`): the name is what comes before it.
+    const client = (/\bapp\/(\S+)/.exec(ua)?.[1] ?? 'unnamed').replace(/-PT-.*$/, '');
     this.stats.requests++;
     this.clients.set(client, (this.clients.get(client) ?? 0) + 1);
 
-    for (const h of this.holds) {
+    for (const h of [...this.holds]) {
       if (!client.startsWith(h.prefix)) continue;
       this.stats.held++;
       await h.released;
+      if (h.stragglers && op === 'TransactWriteItems' && actionsOf(op, JSON.parse(body.toString('utf8')) as Plain).some((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease')) {
+        this.stats.stragglers++;
+        await h.stragglers;
+      }
     }
 
     const reply = (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) => {
@@ -319,9 +331,12 @@ export class ObservingProxy {
       }
       this.stats.observed++;
       const after = await this.afterImages(op, watched, r.body);
-      const fence = actions.find((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease');
-      const lease = fence ? await this.readLease(fence) : undefined;
-      this.record(watched, before, after, fence ?? null, lease ?? null);
+      const fence = actions.find((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease') ?? null;
+      // An unfenced write of a rollout or stage is still judged against promotion_leader as it stood at commit.
+      const leased = watched.some((a) => ['rollout', 'stage'].includes(kindOf(a.key).kind));
+      const leaseKey = fence ?? (leased ? { kind: 'ConditionCheck' as const, table: watched[0]!.table, key: { pk: { S: 'LEASE#promotion_leader' }, sk: { S: 'LEASE' } }, body: {} } : null);
+      const lease = leaseKey ? await this.readLease(leaseKey) : null;
+      this.record(watched, before, after, fence, lease);
       return r;
     } finally {
       done();
@@ -410,9 +425,7 @@ export class ObservingProxy {
       const leaseName = fenceName ?? ((kind.kind === 'rollout' || kind.kind === 'stage') && b !== null ? 'promotion_leader' : null);
       if (leaseName) {
         const row = n ?? b!;
-        const rowClaim = kind.kind === 'stage' && row.promotedEpoch !== undefined && row.promotedEpoch !== null ? { holder: str(row.promotedBy), epoch: Number(row.promotedEpoch) } : null;
-        const claimed: LeaseRef | null = rowClaim ?? (claim && claim.epoch !== null ? { holder: claim.holder, epoch: claim.epoch } : kind.kind === 'item' && row.epoch !== undefined && row.epoch !== null && claim ? { holder: claim.holder, epoch: Number(row.epoch) } : null);
-        this.writes.push({ seq: ++this.seq, at, table: TABLE_NAMES[kind.kind], key: writeKey(kind, row), lease: leaseName, current: fence ? current : null, claimed, before: b, after: n });
+        this.writes.push({ seq: ++this.seq, at, table: TABLE_NAMES[kind.kind], key: writeKey(kind, row), lease: leaseName, current, claimed: claimOf(kind, b, n, claim), before: b, after: n });
       }
       if (kind.kind === 'stage' && n && (b === null || b.phase !== n.phase)) {
         const promoted = n.phase === 'promoted' && n.promotedEpoch !== undefined && n.promotedEpoch !== null;
@@ -468,6 +481,20 @@ interface Forwarded {
   readonly status: number;
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
+}
+
+/**
+ * The holder and epoch a write says it was made under: first what the row
+ * itself records (a promotion's promotedBy/promotedEpoch, a steal's epoch on
+ * the item, as the local topology reads them), else what its fence
+ * ConditionCheck compared on the wire; null when it says neither.
+ */
+function claimOf(kind: Kind, b: Plain | null, n: Plain | null, fence: { holder: string | null; epoch: number | null } | null): LeaseRef | null {
+  // promotedBy names the promoter (`promoter:<node>`), not the lease holder: the row vouches for the epoch only.
+  if (kind.kind === 'stage' && n && n.phase === 'promoted' && b?.phase !== 'promoted' && n.promotedEpoch !== undefined && n.promotedEpoch !== null) return { holder: null, epoch: Number(n.promotedEpoch) };
+  if (kind.kind === 'item' && n && b && n.state === 'running' && b.state === 'running' && n.worker !== b.worker && n.epoch !== undefined && n.epoch !== null) return { holder: fence?.holder ?? null, epoch: Number(n.epoch) };
+  if (fence && fence.epoch !== null) return { holder: fence.holder, epoch: fence.epoch };
+  return null;
 }
 
 function changed(a: Plain | null, b: Plain | null, fields: readonly string[]): boolean {

@@ -2,7 +2,8 @@
  * Lambda, as far as a chaos schedule needs it: each function of a stack is a
  * pool of sandbox processes (lambda-runtime.ts). An invocation goes to an idle
  * sandbox, or a new one (a cold start), so concurrent invocations run in
- * different processes, as in AWS. A sandbox that runs past the function's
+ * different processes, as in AWS; at the function's concurrency limit it is
+ * refused (throttled), never queued. A sandbox that runs past the function's
  * time-out is killed with SIGKILL, as Lambda does; so is one the nemesis
  * kills. Either way its invocation's outcome is unknown to the caller: the
  * handler may have written anything before it died.
@@ -16,32 +17,44 @@ import { closeSync, openSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-const root = resolve(import.meta.dirname, '../../..');
-const RUNTIME = join(import.meta.dirname, 'lambda-runtime.ts');
+const here = fileURLToPath(new URL('.', import.meta.url));
+const root = resolve(here, '../../..');
+const RUNTIME = join(here, 'lambda-runtime.ts');
 
 export type InvokeOutcome =
   | { readonly status: 'ok'; readonly result: unknown; readonly sandbox: string }
   | { readonly status: 'error'; readonly error: string; readonly sandbox: string }
   /** The sandbox died mid-invocation: killed by the nemesis, timed out, or exited on its own. */
-  | { readonly status: 'killed' | 'timeout' | 'exited'; readonly detail: string; readonly sandbox: string };
+  | { readonly status: 'killed' | 'timeout' | 'exited'; readonly detail: string; readonly sandbox: string }
+  /** Refused before it ran: every sandbox the function may have is busy (Lambda's TooManyRequestsException). */
+  | { readonly status: 'throttled'; readonly detail: string; readonly sandbox: null };
 
 export interface FunctionOptions {
   /** The stack's node identity (the lease holder of every invocation of its functions). */
   readonly stack: string;
-  /** Short name used in process names and user agents, e.g. `stack-a`. */
+  /** Short name used in process names, e.g. `stack-a`. */
   readonly stackTag: string;
   readonly name: string;
+  /**
+   * How its sandboxes name themselves to the store proxy (the SDK's user agent
+   * app id, `<prefix>.<n>`): short, because the SDK allows 50 characters and
+   * Powertools appends its own marker.
+   */
+  readonly appPrefix: string;
   /** The handler module, relative to the project root (`functions/coordinator.ts`). */
   readonly module: string;
   readonly env: Readonly<Record<string, string>>;
   readonly timeoutMs: number;
   readonly maxSandboxes: number;
-  /** Extra `--import` flags for each sandbox (a variant loader). */
+  /** Sandboxes kept started (provisioned concurrency): one that dies is replaced in the background, off any invocation's path. */
+  readonly warmSandboxes: number;
+  /** Extra `--import` flags for each sandbox, after tsx's (a variant loader: hooks registered later run first). */
   readonly imports: readonly string[];
   readonly logDir: string;
   /** Told when a sandbox process starts and ends (for the history's process spans). */
-  readonly onProcess: (name: string, event: 'start' | 'end', end?: 'killed' | 'exited' | 'crashed') => void;
+  readonly onProcess: (name: string, event: 'start' | 'end', end?: 'killed' | 'stopped' | 'exited' | 'crashed') => void;
 }
 
 interface Pending {
@@ -56,7 +69,7 @@ class Sandbox {
   pending: Pending | null = null;
   alive = true;
   /** Why it is being killed, so its invocation's outcome says so. */
-  killedFor: 'killed' | 'timeout' | null = null;
+  killedFor: 'killed' | 'timeout' | 'stopped' | null = null;
 
   constructor(
     readonly name: string,
@@ -65,7 +78,7 @@ class Sandbox {
     exited: (s: Sandbox, code: number | null, signal: NodeJS.Signals | null) => void,
   ) {
     const log = openSync(join(o.logDir, `${appId}.log`), 'a');
-    this.proc = spawn(process.execPath, [...o.imports.flatMap((i) => ['--import', i]), '--import', 'tsx', RUNTIME, resolve(root, o.module)], {
+    this.proc = spawn(process.execPath, ['--import', 'tsx', ...o.imports.flatMap((i) => ['--import', i]), RUNTIME, resolve(root, o.module)], {
       cwd: root,
       env: { ...process.env, ...o.env, AWS_SDK_UA_APP_ID: appId, AWS_LAMBDA_FUNCTION_NAME: o.name, ROLLOUT_NODE_ID: o.stack },
       stdio: ['ignore', log, log, 'ipc'],
@@ -89,14 +102,14 @@ class Sandbox {
       this.pending = null;
       if (p) {
         clearTimeout(p.timer);
-        const status = this.killedFor ?? 'exited';
+        const status = this.killedFor === 'timeout' || this.killedFor === 'killed' ? this.killedFor : 'exited';
         p.resolve({ status, detail: status === 'timeout' ? 'Task timed out' : signal ? `Runtime exited with signal: ${signal}` : `Runtime exited with code ${code}`, sandbox: this.name });
       }
       exited(this, code, signal);
     });
   }
 
-  kill(reason: 'killed' | 'timeout'): void {
+  kill(reason: 'killed' | 'timeout' | 'stopped'): void {
     if (!this.alive) return;
     this.killedFor = reason;
     this.proc.kill('SIGKILL');
@@ -105,7 +118,6 @@ class Sandbox {
 
 export class LambdaFunction {
   private readonly sandboxes = new Set<Sandbox>();
-  private readonly waiting: (() => void)[] = [];
   private spawned = 0;
   private nextId = 0;
   /** Invocations in flight. */
@@ -118,11 +130,13 @@ export class LambdaFunction {
     return `${this.o.stackTag}/${this.o.name}`;
   }
 
-  /** Start `n` sandboxes ahead of the first invocations (provisioned concurrency, in effect). */
-  async warm(n = 1): Promise<void> {
-    const fresh = Array.from({ length: n }, () => this.spawn());
-    await Promise.all(fresh.map((s) => s.ready));
+  /** Start the warm sandboxes ahead of the first invocations. */
+  async warm(): Promise<void> {
+    const fresh = Array.from({ length: Math.max(0, this.o.warmSandboxes - this.sandboxes.size) }, () => this.spawn());
+    await Promise.all(fresh.map((s) => s.ready.catch(() => undefined)));
   }
+
+  private stopping = false;
 
   /** Sandboxes running an invocation now. */
   busy(): string[] {
@@ -144,39 +158,42 @@ export class LambdaFunction {
     this.invocations++;
     try {
       const sandbox = await this.acquire();
+      if (!sandbox) return { status: 'throttled', detail: `TooManyRequestsException: Rate Exceeded (${this.o.maxSandboxes} sandboxes busy)`, sandbox: null };
       const id = ++this.nextId;
       const timeoutMs = o.timeoutMs ?? this.o.timeoutMs;
       return await new Promise<InvokeOutcome>((done) => {
         const timer = setTimeout(() => sandbox.kill('timeout'), timeoutMs);
         sandbox.pending = { id, resolve: done, timer };
         sandbox.proc.send({ id, event, deadline: Date.now() + timeoutMs });
-      }).finally(() => this.release());
+      });
     } finally {
       this.inFlight--;
     }
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     const all = [...this.sandboxes];
-    for (const s of all) s.kill('killed');
+    for (const s of all) s.kill('stopped');
     await Promise.all(all.map((s) => (s.proc.exitCode !== null || s.proc.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => s.proc.once('exit', () => r())))));
   }
 
   private spawn(): Sandbox {
     const n = ++this.spawned;
-    const appId = `${this.o.stackTag}.${this.o.name}.${n}`;
+    const appId = `${this.o.appPrefix}.${n}`;
     const name = `${this.o.stackTag}/${this.o.name}#${n}`;
     const s = new Sandbox(name, appId, this.o, (dead, code, signal) => {
       this.sandboxes.delete(dead);
-      this.o.onProcess(name, 'end', dead.killedFor ? 'killed' : signal || code ? 'crashed' : 'exited');
-      this.release();
+      this.o.onProcess(name, 'end', dead.killedFor === 'stopped' ? 'stopped' : dead.killedFor ? 'killed' : signal || code ? 'crashed' : 'exited');
+      if (!this.stopping && this.sandboxes.size < this.o.warmSandboxes) this.spawn();
     });
     this.sandboxes.add(s);
     this.o.onProcess(name, 'start');
     return s;
   }
 
-  private async acquire(): Promise<Sandbox> {
+  /** An idle sandbox, or a new one while the function is under its concurrency; null when it is at it (no queue: Lambda throttles). */
+  private async acquire(): Promise<Sandbox | null> {
     for (let coldFailures = 0; ; ) {
       const idle = [...this.sandboxes].find((s) => s.alive && !s.pending && !this.claimed.has(s));
       if (idle) {
@@ -206,16 +223,12 @@ export class LambdaFunction {
         if (s.alive) return s;
         continue;
       }
-      await new Promise<void>((r) => this.waiting.push(r));
+      return null;
     }
   }
 
   /** Sandboxes handed to an invocation that has not sent it yet (waiting for a cold start). */
   private readonly claimed = new Set<Sandbox>();
-
-  private release(): void {
-    this.waiting.shift()?.();
-  }
 }
 
 /** The Lambda Invoke API (synchronous) over the pools, by function name. */
@@ -247,6 +260,10 @@ export class InvokeEndpoint {
           (out) => {
             if (out.status === 'ok') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out.result));
             else {
+              if (out.status === 'throttled') {
+                res.writeHead(429, { 'content-type': 'application/json', 'x-amzn-errortype': 'TooManyRequestsException' }).end(JSON.stringify({ Type: 'User', message: out.detail, Reason: 'ReservedFunctionConcurrentInvocationLimitExceeded' }));
+                return;
+              }
               const error = out.status === 'error' ? { errorType: out.error.split(':')[0], errorMessage: out.error } : { errorType: out.status === 'timeout' ? 'Sandbox.Timedout' : 'Runtime.ExitError', errorMessage: out.detail };
               res.writeHead(200, { 'content-type': 'application/json', 'x-amz-function-error': 'Unhandled' }).end(JSON.stringify(error));
             }

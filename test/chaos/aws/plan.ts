@@ -78,9 +78,15 @@ export interface Shape {
   readonly poisonRate: number;
   /** Faults to inject (default: all of AWS_FAULTS). */
   readonly faults?: readonly AwsFault[];
+  /**
+   * How many faults a schedule injects. Unset: every kind once, in a seeded order, and more
+   * while the phase has room. Set: that many, round-robin over one seeded order of the kinds
+   * across schedules (as the local topology does), so a few short schedules cover every kind.
+   */
+  readonly faultCount?: number;
 }
 
-export const DEFAULT_SHAPE: Shape = { faultsMs: 24_000, rollouts: 4, runs: [{ items: 160, workers: 3 }, { items: 80, workers: 2 }], itemMs: 120, poisonRate: 0.03 };
+export const DEFAULT_SHAPE: Shape = { faultsMs: 24_000, rollouts: 4, runs: [{ items: 150, workers: 3 }], itemMs: 100, poisonRate: 0.03 };
 
 export interface FaultStep {
   readonly at: number;
@@ -97,8 +103,10 @@ export interface FaultStep {
 export interface RolloutPlan {
   readonly key: string;
   readonly stages: readonly string[];
-  /** The stage whose readings breach its gate (a rollback), or null for a healthy rollout. */
-  readonly breachAt: number | null;
+  /** From this time in the faults phase on, its readings breach the gates (a rollback); null: healthy throughout. */
+  readonly breachAfterMs: number | null;
+  /** What the checker may expect of it: `promote` (healthy, never paused or aborted), `rollback`, `any`. */
+  readonly expect: 'promote' | 'rollback' | 'any';
   /** Manual commands through the API, at times in the faults phase. */
   readonly commands: readonly { readonly at: number; readonly command: 'pause' | 'resume' | 'abort' | 'promote' }[];
 }
@@ -107,6 +115,8 @@ export interface RunPlan {
   readonly key: string;
   readonly items: number;
   readonly workers: number;
+  /** Items whose backend always fails. */
+  readonly poison: readonly number[];
 }
 
 export interface Plan {
@@ -129,7 +139,8 @@ export function makePlan(seed: string, schedule: number, shape: Shape, leaseTtlM
   const F = shape.faultsMs;
 
   const rollouts: RolloutPlan[] = Array.from({ length: shape.rollouts }, (_, i) => {
-    const breachAt = r.next() < 0.35 ? r.int(0, STAGES.length - 1) : null;
+    // The first rollout breaches, the second stays healthy, the rest as the seed says.
+    const breachAfterMs = i === 0 || (i > 1 && r.next() < 0.35) ? r.int(Math.round(F * 0.1), Math.round(F * 0.6)) : null;
     const commands: RolloutPlan['commands'][number][] = [];
     const roll = r.next();
     if (roll < 0.35) {
@@ -137,14 +148,27 @@ export function makePlan(seed: string, schedule: number, shape: Shape, leaseTtlM
       commands.push({ at, command: 'pause' }, { at: at + r.int(1_000, Math.round(F * 0.3)), command: 'resume' });
     } else if (roll < 0.5) commands.push({ at: r.int(Math.round(F * 0.3), Math.round(F * 0.8)), command: 'abort' });
     else if (roll < 0.7) commands.push({ at: r.int(Math.round(F * 0.1), Math.round(F * 0.6)), command: 'promote' });
-    return { key: `ro-${tag}-${i}`, stages: STAGES, breachAt, commands };
+    if (i === 1) commands.splice(0);
+    const expect = commands.some((c) => c.command !== 'promote') ? 'any' : breachAfterMs !== null ? 'rollback' : 'promote';
+    return { key: `ro-${tag}-${i}`, stages: STAGES, breachAfterMs, expect, commands };
   });
-  const runs: RunPlan[] = shape.runs.map((run, i) => ({ key: `run-${tag}-${i}`, items: run.items, workers: run.workers }));
+  const runs: RunPlan[] = shape.runs.map((run, i) => ({
+    key: `run-${tag}-${i}`,
+    items: run.items,
+    workers: run.workers,
+    poison: Array.from({ length: run.items }, (_, n) => n).filter(() => r.next() < shape.poisonRate),
+  }));
 
   const kinds = shape.faults ?? AWS_FAULTS;
-  // Every kind at least once, in a seeded order, then more draws while the phase has room.
-  const count = Math.max(kinds.length, Math.floor(F / 2_000));
-  const order = [...r.shuffle(kinds), ...Array.from({ length: count - kinds.length }, () => r.pick(kinds))];
+  let order: AwsFault[];
+  if (shape.faultCount !== undefined) {
+    const rotation = rng(`aws-chaos-kinds:${seed}`).shuffle(kinds);
+    order = Array.from({ length: shape.faultCount }, (_, i) => rotation[(schedule * shape.faultCount! + i) % rotation.length]!);
+  } else {
+    // Every kind at least once, in a seeded order, then more draws while the phase has room.
+    const count = Math.max(kinds.length, Math.floor(F / 2_000));
+    order = [...r.shuffle(kinds), ...Array.from({ length: count - kinds.length }, () => r.pick(kinds))];
+  }
   const slot = (F - 1_500) / order.length;
   const faults = order.map((kind, i) => step(r, kind, Math.round(500 + i * slot + r.next() * slot * 0.5), runs, leaseTtlMs));
   return { seed, schedule, shape, rollouts, runs, faults, salt: tag };
@@ -175,9 +199,20 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
       return { at, kind, target: 'store', durationMs: d, detail: `${Math.round(p * 100)}% of transactions cancelled (TransactionConflict) for ${d} ms`, params: { p } };
     }
     case 'store-delay': {
+      // One stack cut off past the lease TTL, then the other: leadership moves away and back. The first
+      // stack's fenced writes caught in its cut are delivered only after the second cut heals (or never, if `release`).
       const stack = r.pick(['stack-a', 'stack-b']);
+      const other = stack === 'stack-a' ? 'stack-b' : 'stack-a';
       const d = ttl + r.int(1_000, 2_500);
-      return { at, kind, target: `${stack}→store`, durationMs: d, detail: `every request of ${stack} held ${d} ms (longer than the lease TTL), then delivered late`, params: { stack } };
+      const stragglers = r.pick(['late', 'release'] as const);
+      return {
+        at,
+        kind,
+        target: `${stack}→store`,
+        durationMs: d,
+        detail: `every request of ${stack} held ${d} ms (longer than the lease TTL), then of ${other}; ${stack}'s fenced writes ${stragglers === 'late' ? 'delivered after both' : 'delivered with the rest'}`,
+        params: { stack, other, stragglers },
+      };
     }
     case 'queue-redeliver': {
       const n = r.int(3, 8);
@@ -194,15 +229,15 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
     }
     case 'kill-worker': {
       const d = r.int(800, 2_500);
-      return { at, kind, target: worker, durationMs: d, detail: `SIGKILL; restarted with the same id after ${d} ms`, params: { run } };
+      return { at, kind, target: worker, durationMs: d, detail: `SIGKILL; a new worker process on the same instance after ${d} ms`, params: { run } };
     }
   }
 }
 
 export function describePlan(p: Plan): string {
   const lines = [`aws chaos plan seed=${p.seed} schedule=${p.schedule} (salt ${p.salt}), faults for ${p.shape.faultsMs} ms`];
-  for (const ro of p.rollouts) lines.push(`  rollout ${ro.key}: ${ro.breachAt === null ? 'healthy' : `breaches at ${ro.stages[ro.breachAt]}`}${ro.commands.map((c) => `, ${c.command} @${c.at}`).join('')}`);
-  for (const run of p.runs) lines.push(`  run ${run.key}: ${run.items} items, ${run.workers} workers, item ${p.shape.itemMs} ms, poison ≈${Math.round(p.shape.poisonRate * 100)}%`);
+  for (const ro of p.rollouts) lines.push(`  rollout ${ro.key}: ${ro.breachAfterMs === null ? 'healthy' : `breaching from @${ro.breachAfterMs}`}${ro.commands.map((c) => `, ${c.command} @${c.at}`).join('')} (expect ${ro.expect})`);
+  for (const run of p.runs) lines.push(`  run ${run.key}: ${run.items} items (poison: ${run.poison.join(', ') || 'none'}), ${run.workers} workers, item ${p.shape.itemMs} ms`);
   for (const f of p.faults) lines.push(`  @${String(f.at).padStart(6)} ${f.kind.padEnd(18)} ${f.target.padEnd(28)} ${f.detail}`);
   return lines.join('\n');
 }

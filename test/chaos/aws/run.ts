@@ -20,12 +20,14 @@
  * FaultRecord; the store's side comes from the proxy's observer and a plain
  * Scan at the end. Nothing the system says about itself is used.
  */
-import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteTableCommand, DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteMessageCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SPOT_INTERRUPTION } from '../../../shared/drain/sources.js';
@@ -34,6 +36,7 @@ import { startServices } from '../../harness/services.js';
 import { EventBridgeStandIn, type Handler } from '../../support/eventbridge/server.js';
 import type { ChaosHistory, FaultKind, FaultRecord, Op, Outcome, ProcessSpan } from '../history.js';
 import { ObservingProxy, type MidWriteFate, type StoreFaults } from './ddb-proxy.js';
+import { ChaosBackend } from './backend.js';
 import { rowsOf, scanTable } from './dump.js';
 import { InvokeEndpoint, LambdaFunction, type InvokeOutcome } from './lambda.js';
 import { DEFAULT_SHAPE, describePlan, makePlan, rng, type FaultStep, type Plan, type Shape } from './plan.js';
@@ -54,18 +57,40 @@ export interface AwsScheduleOptions {
   readonly log?: (line: string) => void;
 }
 
+const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../..');
+/** The module-load hook every process is started with when a broken variant is on (variants.ts). */
+const PRELOAD = resolve(root, 'test/chaos/preload.ts');
+
 export const NODE_A = 'stack-a/us-east-1';
 export const NODE_B = 'stack-b/eu-west-1';
-export const LEASE = { ttlMs: 3_000, renewMs: 1_000, retryMs: 500, skewMs: 1_000 } as const;
-const TICK_INTERVAL_MS = 300;
-/** How often the schedules fire (a minute in AWS; the lease TTL here is 3 s, not 30). */
-const SCHEDULE_EVERY_MS = 1_000;
-const SIGNAL_EVERY_MS = 250;
-const WORKER_HEARTBEAT_MS = 500;
-const VISIBILITY_S = 5;
+/** Lease timings scaled down from AWS's 30 / 10 / 5 s, so leadership moves within a schedule; the elector validates them. */
+export const LEASE = { ttlMs: 5_000, renewMs: 1_500, retryMs: 1_000, skewMs: 1_000 } as const;
+const TICK_INTERVAL_MS = 500;
+/** How often the schedules fire (a minute in AWS; the lease TTL here is 5 s, not 30); a BatchPromoter invocation ticks for most of it. */
+const SCHEDULE_EVERY_MS = 2_000;
+const SIGNAL_EVERY_MS = 500;
+const WORKER_HEARTBEAT_MS = 1_000;
+/** The stack's 60 s, halved: a worker that stops extending loses its messages sooner (the scan re-sends anyway). */
+const VISIBILITY_S = 30;
 const MAX_RECEIVE_COUNT = 5;
-/** Time-outs, scaled down with the lease timings (AWS: 30 s, 70 s, 60 s, 29 s, 15 s, 30 s). */
-const TIMEOUTS: Record<string, number> = { streamingPromoter: 4_000, batchPromoter: 1_500, coordinator: 4_000, api: 4_000, spotDrain: 3_000, deadLetters: 4_000 };
+/**
+ * Time-outs (AWS: 30, 70, 60, 29, 15, 30 s). The BatchPromoter's bounds how long it
+ * ticks; the others leave room for a loaded machine, so a time-out is a fault the
+ * plan chose (invoke-killed), not the host's.
+ */
+const TIMEOUTS: Record<string, number> = { streamingPromoter: 10_000, batchPromoter: 2_500, coordinator: 10_000, api: 10_000, spotDrain: 10_000, deadLetters: 10_000 };
+/**
+ * Concurrency per function and stack. The stack reserves 1 for the BatchPromoter;
+ * 2 here, so a duplicated tick can overlap the scheduled one, as the design says
+ * concurrent invocations of one node must be safe.
+ */
+const CONCURRENCY: Record<string, number> = { streamingPromoter: 3, batchPromoter: 2, coordinator: 4, api: 2, spotDrain: 2, deadLetters: 1 };
+/**
+ * Sandboxes kept warm (provisioned concurrency): a cold start loads the SDK and the
+ * project from source, seconds of CPU on a busy host, which would otherwise turn
+ * every kill into a run of time-outs and throttles that no fault plan asked for.
+ */
+const WARM: Record<string, number> = { streamingPromoter: 3, batchPromoter: 2, coordinator: 3, api: 1, spotDrain: 1, deadLetters: 1 };
 const MODULES: Record<string, string> = {
   streamingPromoter: 'functions/streaming-promoter.ts',
   batchPromoter: 'functions/batch-promoter.ts',
@@ -75,6 +100,9 @@ const MODULES: Record<string, string> = {
   deadLetters: 'functions/dead-letters.ts',
 };
 const STACK_B_FUNCTIONS = ['batchPromoter', 'coordinator'];
+/** Short codes for the sandboxes' names at the store proxy (`a.sp.3`: stack-a's StreamingPromoter, third sandbox). */
+const CODES: Record<string, string> = { streamingPromoter: 'sp', batchPromoter: 'bp', coordinator: 'co', api: 'api', spotDrain: 'sd', deadLetters: 'dl' };
+const stackCode = (tag: string) => tag.slice('stack-'.length);
 
 // ─────────────────────────────────────────── per process: services and the template
 
@@ -127,6 +155,27 @@ function synthesized(): Promise<Synth> {
   return synth;
 }
 
+/** For `npm run chaos -- --topology aws` (test/chaos/cli.ts): the services and the template once, then schedules. */
+export async function startAwsHarness(o: { variant: string | null; log?: (line: string) => void; quietMs?: number }): Promise<{
+  runSchedule(s: { seed: string; schedule: number; variant?: string | null; faultsPerSchedule: number; items: number }): Promise<ChaosHistory>;
+  stop(): Promise<void>;
+}> {
+  await awsServices();
+  await synthesized();
+  return {
+    runSchedule: (s) =>
+      runAwsSchedule({
+        seed: s.seed,
+        schedule: s.schedule,
+        variant: s.variant ?? o.variant,
+        ...(o.quietMs ? { quietMs: o.quietMs } : {}),
+        ...(o.log ? { log: o.log } : {}),
+        shape: { faultCount: s.faultsPerSchedule, faultsMs: Math.max(12_000, s.faultsPerSchedule * 5_000), runs: [{ items: s.items, workers: 3 }] },
+      }),
+    stop: () => stopAwsServices(),
+  };
+}
+
 // ─────────────────────────────────────────── the history as it is recorded
 
 class Recorder {
@@ -173,9 +222,11 @@ class Recorder {
 
 // ─────────────────────────────────────────── the schedule
 
-const SPEC = (key: string, stages: readonly string[]) => ({
-  target: { service: 'checkout', version: `v-${key}`, labels: { chaos: key } },
-  stages: stages.map((name, i) => ({ name, percent: i === stages.length - 1 ? 100 : [10, 50][i] ?? 50, bakeSeconds: 0, gates: { minRequests: 10, maxErrorRate: 0.05 } })),
+const BAKE_S = 1;
+/** The labels carry what the checker matches on: the create's key, what to expect of it, its bake. */
+const SPEC = (ro: { key: string; stages: readonly string[]; expect: string }) => ({
+  target: { service: 'checkout', version: `v-${ro.key}`, labels: { key: ro.key, expect: ro.expect, bakeMs: String(BAKE_S * 1000) } },
+  stages: ro.stages.map((name, i) => ({ name, percent: i === ro.stages.length - 1 ? 100 : ([10, 50][i] ?? 50), bakeSeconds: i === ro.stages.length - 1 ? 0 : BAKE_S, gates: { minRequests: 10, maxErrorRate: 0.05 } })),
 });
 
 export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistory> {
@@ -211,7 +262,11 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   const proxy = await new ObservingProxy(ddbUrl, { now, random: rng(`proxy:${o.seed}:${o.schedule}`).next }).start();
   rec.process('dynamodb-local', 'store', 'start');
   rec.process('ddb-proxy', 'proxy', 'start');
+  // A node here is a deployed stack: it can be invoked throughout, whatever becomes of its sandboxes.
+  for (const node of [NODE_A, NODE_B]) rec.process(node, 'node', 'start');
   cleanups.push(() => proxy.stop());
+  const backend = await new ChaosBackend({ itemMs: shape.itemMs, now }).start();
+  cleanups.push(() => backend.stop());
 
   const table = `chaos-${plan.salt}-${Date.now().toString(36)}`;
   await ensureTable(plainDdb, table);
@@ -255,11 +310,11 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     AWS_SECRET_ACCESS_KEY: 'test',
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     POWERTOOLS_METRICS_DISABLED: 'true',
-    POWERTOOLS_LOG_LEVEL: 'WARN',
+    POWERTOOLS_LOG_LEVEL: 'INFO',
     POWERTOOLS_DEV: 'false',
-    ROLLOUT_CHAOS_VARIANT: o.variant ?? '',
+    ...(o.variant ? { CHAOS_VARIANT: o.variant } : {}),
   };
-  const imports = o.imports ?? [];
+  const imports = o.imports ?? (o.variant ? [PRELOAD] : []);
   const stacks = { 'stack-a': NODE_A, 'stack-b': NODE_B } as const;
   const pools = new Map<string, LambdaFunction>();
   for (const [tag, node] of Object.entries(stacks)) {
@@ -270,10 +325,12 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
           stack: node,
           stackTag: tag,
           name,
+          appPrefix: `${stackCode(tag)}.${CODES[name]}`,
           module: MODULES[name]!,
           env: childEnv,
           timeoutMs: TIMEOUTS[name]!,
-          maxSandboxes: 4,
+          maxSandboxes: CONCURRENCY[name]!,
+          warmSandboxes: tag === 'stack-a' ? WARM[name]! : Math.min(2, WARM[name]!),
           imports,
           logDir,
           onProcess: (p, event, end) => rec.process(p, 'lambda', event, end),
@@ -302,6 +359,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       const out = await fn.invoke(event, short ? { timeoutMs: short.afterMs } : {});
       const node = label.startsWith('stack-a') ? NODE_A : NODE_B;
       if (out.status === 'ok') rec.end(op, 'ok', { node, result: summarize(meta.kind, out.result) });
+      else if (out.status === 'throttled') rec.end(op, 'failed', { detail: out.detail });
       // A handler that threw may have written before it did; a sandbox that died certainly may have.
       else rec.end(op, 'unknown', { node, detail: out.status === 'error' ? out.error : `${out.status}: ${out.detail} (${out.sandbox})` });
       return out;
@@ -355,7 +413,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   cleanups.push(() => endpoint.stop());
 
   // Sandboxes started ahead, so the first faults meet warm functions rather than a queue of cold starts.
-  await Promise.all([...pools.values()].map((p) => p.warm(1)));
+  await Promise.all([...pools.values()].map((p) => p.warm()));
 
   // ── the API, as API Gateway (payload 2.0, IAM authorization) hands a request to the function
   async function api(method: string, path: string, body: unknown, meta: { kind: string; target?: string; key?: string }): Promise<{ status: number; body: Record<string, unknown> } | null> {
@@ -372,6 +430,10 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
         requestContext: { http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'chaos' }, requestId: `req-${op.id}`, authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/operator' } } },
       })
       .catch((err: unknown) => ({ status: 'exited' as const, detail: String(err), sandbox: '?' }));
+    if (out.status === 'throttled') {
+      rec.end(op, 'failed', { detail: out.detail });
+      return null;
+    }
     if (out.status !== 'ok') {
       rec.end(op, 'unknown', { node: NODE_A, detail: out.status === 'error' ? out.error : `${out.status}: ${out.detail}` });
       return null;
@@ -380,7 +442,10 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     const parsed = res.body ? (JSON.parse(res.body) as Record<string, unknown>) : {};
     // A 4xx, or a 503 (not the leader; a write refused unjudged), applied nothing; a 500 may have applied anything.
     const outcome: Outcome = res.statusCode < 300 ? 'ok' : res.statusCode === 500 ? 'unknown' : 'failed';
-    rec.end(op, outcome, { status: res.statusCode, node: NODE_A, result: parsed, ...(res.statusCode >= 300 ? { detail: String(parsed.error ?? '') } : {}) });
+    // A command's answer, as the checker reads it: applied or not, and which transition.
+    const action = parsed.action as { applied?: boolean; transition?: string } | undefined;
+    const result = action ? { applied: action.applied === true, transition: action.transition } : parsed;
+    rec.end(op, outcome, { status: res.statusCode, node: NODE_A, result, ...(res.statusCode >= 300 ? { detail: String(parsed.error ?? '') } : {}) });
     return { status: res.statusCode, body: parsed };
   }
 
@@ -401,8 +466,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     env: { ...childEnv, AWS_ENDPOINT_URL_LAMBDA: endpoint.url },
     table,
     queueUrl: workQueue,
-    itemMs: shape.itemMs,
-    poisonRate: shape.poisonRate,
+    backendUrl: backend.url,
     heartbeatMs: WORKER_HEARTBEAT_MS,
     visibilitySeconds: VISIBILITY_S,
     imports,
@@ -417,35 +481,54 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   const w0 = now();
   log(`[${w0}] workload and faults start`);
 
+  const heals: (() => Promise<void> | void)[] = [];
+  const nemesis = new Nemesis({ rec, proxy, pools, fleet, sqs, workQueue, putEvents, duplicating, timeoutNext, heals, now, log, track });
+  const steps = plan.faults.map((step) => track(sleep(Math.max(0, w0 + step.at - now())).then(() => nemesis.run(step))));
+
   try {
     // ── the workload: runs and rollouts created through the API, then signals and commands
     for (const run of plan.runs) {
-      const items = Array.from({ length: run.items }, (_, i) => ({ run: run.key, i, salt: plan.salt }));
-      await api('POST', '/runs', { id: run.key, spec: { chaos: run.key }, items }, { kind: 'run.create', target: run.key, key: run.key });
+      const poison = new Set(run.poison);
+      const items = Array.from({ length: run.items }, (_, i) => ({ run: run.key, i, salt: plan.salt, ...(poison.has(i) ? { poison: true } : {}) }));
+      const op = await api('POST', '/runs', { id: run.key, spec: { chaos: run.key }, items }, { kind: 'run.create', target: run.key, key: run.key });
+      if (!op || op.status >= 300) log(`run ${run.key} was not created (${op ? op.status : 'no answer'}): its workers will find no run`);
       for (let w = 0; w < run.workers; w++) fleet.add(run.key, w);
     }
     for (const ro of plan.rollouts) {
-      const created = await api('POST', '/rollouts', { id: ro.key, spec: SPEC(ro.key, ro.stages) }, { kind: 'rollout.create', target: ro.key, key: ro.key });
+      const created = await api('POST', '/rollouts', { id: ro.key, spec: SPEC(ro) }, { kind: 'rollout.create', target: ro.key, key: ro.key });
       if (created && created.status < 300) await putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.created', Detail: JSON.stringify({ rolloutId: ro.key }) }], { client: 'signals', kind: 'signal.created', target: ro.key });
     }
+    // The traffic of each rollout's live stage, as the service's metrics would report it: the reporter knows which
+    // stage is live (read here straight from the table, not through the system), healthy until its breach time.
+    const liveStage = async (id: string): Promise<number | null> => {
+      const res = await plainDdb.send(new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': { S: `ROLLOUT#${id}` } }, ConsistentRead: true }));
+      const items = (res.Items ?? []).map((i) => unmarshall(i));
+      const head = items.find((i) => i.sk === 'ROLLOUT');
+      if (!head || head.state !== 'running') return null;
+      const active = items.find((i) => i.type === 'stage' && i.attempt === head.attempt && i.phase === 'active');
+      return active ? Number(active.index) : null;
+    };
     const signals = track(
       (async () => {
         for (let i = 0; workloadOn; i++) {
           const ro = plan.rollouts[i % plan.rollouts.length]!;
-          const entries = ro.stages.map((stage, s) => {
-            const breach = ro.breachAt === s;
-            return { EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.metrics_reported', Detail: JSON.stringify({ rolloutId: ro.key, stage, requests: 100 + i, errors: breach ? 40 : 0, observedAt: new Date().toISOString() }) };
-          });
-          void track(putEvents(entries, { client: 'signals', kind: 'signal.metrics', target: ro.key }));
+          const stage = await liveStage(ro.key).catch(() => null);
+          if (stage !== null) {
+            const breach = ro.breachAfterMs !== null && now() - w0 >= ro.breachAfterMs;
+            const detail = { rolloutId: ro.key, stage, requests: 100, errors: breach ? 40 : 0, observedAt: new Date().toISOString() };
+            void track(putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.metrics_reported', Detail: JSON.stringify(detail) }], { client: 'signals', kind: 'signal.metrics', target: ro.key }));
+          }
           await sleep(SIGNAL_EVERY_MS);
         }
       })(),
     );
     const commands = plan.rollouts.flatMap((ro) => ro.commands.map((c) => ({ ...c, rollout: ro.key })));
     for (const c of commands) {
+      const key = `${c.rollout}-${c.command}-${c.at}`;
       void track(
         sleep(Math.max(0, w0 + c.at - now())).then(() =>
-          workloadOn ? api('POST', `/rollouts/${c.rollout}/${c.command}`, { reason: `chaos ${c.command}` }, { kind: `rollout.${c.command}`, target: c.rollout, key: `${c.rollout}:${c.command}:${c.at}` }) : null,
+          // The reason carries the key, so the store shows which command made which change.
+          workloadOn ? api('POST', `/rollouts/${c.rollout}/${c.command}`, { reason: key }, { kind: `rollout.${c.command}`, target: c.rollout, key }) : null,
         ),
       );
     }
@@ -477,10 +560,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       })(),
     );
 
-    // ── the nemesis
-    const heals: (() => Promise<void> | void)[] = [];
-    const nemesis = new Nemesis({ rec, proxy, pools, fleet, sqs, workQueue, putEvents, duplicating, timeoutNext, heals, now, log, track });
-    const steps = plan.faults.map((step) => track(sleep(Math.max(0, w0 + step.at - now())).then(() => nemesis.run(step))));
+    // ── the faults phase runs its course (the nemesis' steps were started with the workload)
     await sleep(Math.max(0, w0 + shape.faultsMs - now()));
     const faultsUntil = now();
     log(`[${faultsUntil}] faults end: healing`);
@@ -505,16 +585,26 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     // Reads after the quiet period: the operator's last look at each rollout and run.
     for (const ro of plan.rollouts) await api('GET', `/rollouts/${ro.key}`, undefined, { kind: 'read.rollout', target: ro.key });
     for (const run of plan.runs) await api('GET', `/runs/${run.key}`, undefined, { kind: 'read.run', target: run.key });
-    const quietUntil = now();
     schedulesOn = false;
     await Promise.all([schedules, deadLetters]);
     await fleet.stop();
-    log(`[${quietUntil}] quiet period over; settling in-flight invocations`);
+    log(`[${now()}] quiet period over; settling in-flight invocations`);
     while (background.size) await Promise.all([...background]);
     for (const p of pools.values()) await p.stop();
     await proxy.idle();
+    // The end of the history: nothing runs any more, and the dump below is the store as it now stands.
+    const quietUntil = now();
 
-    const rows = rowsOf(await scanTable(plainDdb, table), (w) => w - epochMs);
+    const scanned = await scanTable(plainDdb, table);
+    const rows = rowsOf(scanned, (w) => w - epochMs);
+    // The backend's own record of executions, by item: which ran, and which the backend failed.
+    const itemOf = new Map(scanned.filter((i) => String(i.sk).startsWith('ITEM#')).map((i) => { const p = i.payload as { run?: string; i?: number }; return [`${p.run}#${p.i}`, String(i.id)]; }));
+    for (const e of backend.executions) {
+      const target = itemOf.get(`${String(e.payload.run)}#${String(e.payload.i)}`);
+      const op = rec.begin({ client: 'backend', kind: 'backend.execute', via: 'backend', ...(target ? { target } : {}) });
+      Object.assign(op, { invokedAt: e.startedAt, completedAt: e.endedAt, outcome: e.ok === null ? 'unknown' : e.ok ? 'ok' : 'failed' });
+    }
+    for (const node of [NODE_A, NODE_B]) rec.process(node, 'node', 'end', 'stopped');
     rec.process('ddb-proxy', 'proxy', 'end', 'stopped');
     rec.process('dynamodb-local', 'store', 'end', 'stopped');
     const history: ChaosHistory = {
@@ -645,8 +735,14 @@ class Nemesis {
         });
       }
       case 'store-delay': {
-        const stack = String(step.params.stack);
-        return this.window(step, () => this.d.proxy.hold(`${stack}.`));
+        const [stack, other] = [String(step.params.stack), String(step.params.other)];
+        let deliver!: () => void;
+        const stragglers = step.params.stragglers === 'late' ? new Promise<void>((r) => (deliver = r)) : null;
+        if (stragglers) this.d.heals.push(() => deliver());
+        await this.window({ ...step, target: `${stack}→store` }, () => this.d.proxy.hold(`${stackCode(stack)}.`, stragglers), `every request of ${stack} held for ${step.durationMs} ms${stragglers ? '; its fenced writes held until the second cut heals' : ''}`);
+        if (!this.stopping) await this.window({ ...step, target: `${other}→store` }, () => this.d.proxy.hold(`${stackCode(other)}.`), `every request of ${other} held for ${step.durationMs} ms`);
+        deliver?.();
+        return;
       }
       case 'invoke-killed':
         return this.killInvocation(step);
@@ -682,7 +778,7 @@ class Nemesis {
       case 'notice-duplicated': {
         const slot = this.slot(step);
         if (!slot) return void log(`  no live worker in ${step.target}'s run; skipped`);
-        const f = rec.fault(step.kind, `${slot.workerId}@${slot.instanceId}`, step.detail);
+        const f = rec.fault(step.kind, slot.workerId, `${step.detail} (instance ${slot.instanceId})`);
         const copies = Array.from({ length: Number(step.params.copies) }, () => this.notice(slot.instanceId, new Date()));
         await Promise.all(copies);
         f.endAt = now();
@@ -694,7 +790,7 @@ class Nemesis {
         const instance = gone ?? slot?.instanceId;
         if (!instance) return void log('  no instance to send a late notice for; skipped');
         const when = gone ? new Date() : new Date(Date.now() - Number(step.params.ageS) * 1000);
-        const f = rec.fault(step.kind, gone ? `departed@${instance}` : `${slot!.workerId}@${instance}`, gone ? 'spot notice for an instance whose worker has already left' : `spot notice stamped ${String(step.params.ageS)} s ago`);
+        const f = rec.fault(step.kind, gone ? instance : slot!.workerId, gone ? `spot notice for ${instance}, whose worker has already left` : `spot notice for ${instance} stamped ${String(step.params.ageS)} s ago`);
         await this.notice(instance, when);
         f.endAt = now();
         return;
@@ -719,8 +815,8 @@ class Nemesis {
   }
 
   /** A fault in force for step.durationMs (or until the faults phase ends, whichever is first). */
-  private async window(step: FaultStep, start: () => () => void): Promise<void> {
-    const f = this.d.rec.fault(step.kind, step.target, step.detail);
+  private async window(step: FaultStep, start: () => () => void, detail = step.detail): Promise<void> {
+    const f = this.d.rec.fault(step.kind, step.target, detail);
     const undo = start();
     let undone = false;
     const heal = () => {
@@ -753,7 +849,7 @@ class Nemesis {
       return;
     }
     const fate: MidWriteFate = mode === 'mid-write-commit' ? 'commit' : 'drop';
-    const prefix = `${fn.o.stackTag}.${fn.o.name}.`;
+    const prefix = `${fn.o.appPrefix}.`;
     const caught = proxy.killOnNextWrite(
       // A write that changes state the history follows (a lease, a rollout, a stage, a work item).
       (client, _op, touches) => client.startsWith(prefix) && touches.some((k) => k !== 'other'),

@@ -3,24 +3,26 @@
  * command) against the table through the observing proxy, SQS on fauxqs, and
  * the coordinator Lambda through the Invoke endpoint. Each worker slot of a
  * run keeps one worker alive, as a spot fleet would: a worker killed by the
- * nemesis comes back under the same identity (a restarted process on the
- * same instance); a worker that drained on a spot notice is replaced by a new
+ * nemesis comes back as a new worker on the same instance (a restarted
+ * process); a worker that drained on a spot notice is replaced by a new
  * worker on a new instance.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-const root = resolve(import.meta.dirname, '../../..');
+const here = fileURLToPath(new URL('.', import.meta.url));
+const root = resolve(here, '../../..');
 const CLI = resolve(root, 'infra/local/cli.ts');
 
 export interface FleetOptions {
   readonly env: Readonly<Record<string, string>>;
   readonly table: string;
   readonly queueUrl: string;
-  readonly itemMs: number;
-  readonly poisonRate: number;
+  /** The harness's execution backend (backend.ts). */
+  readonly backendUrl: string;
   readonly heartbeatMs: number;
   readonly visibilitySeconds: number;
   readonly imports: readonly string[];
@@ -79,9 +81,9 @@ export class WorkerFleet {
     slot.logFile = join(this.o.logDir, `worker.${slot.workerId}.g${slot.generation}.${Date.now()}.log`);
     const out = openSync(slot.logFile, 'a');
     const args = [
-      ...this.o.imports.flatMap((i) => ['--import', i]),
       '--import',
       'tsx',
+      ...this.o.imports.flatMap((i) => ['--import', i]),
       CLI,
       'worker',
       '--run', slot.run,
@@ -95,18 +97,20 @@ export class WorkerFleet {
       '--heartbeat-ms', String(this.o.heartbeatMs),
       '--visibility-seconds', String(this.o.visibilitySeconds),
       '--wait-seconds', '1',
-      '--batch', '5',
-      '--mock-duration-ms', String(this.o.itemMs),
-      '--mock-failure-rate', String(this.o.poisonRate),
+      // Few messages held at once: each is heartbeated and extended while held.
+      '--batch', '2',
+      '--backend', 'http',
+      '--backend-url', this.o.backendUrl,
       '--exit-when-done',
       '--json',
     ];
-    const proc = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...this.o.env, AWS_SDK_UA_APP_ID: `worker.${slot.workerId}` }, stdio: ['ignore', out, out] });
+    const proc = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...this.o.env, AWS_SDK_UA_APP_ID: `w.${slot.workerId}` }, stdio: ['ignore', out, out] });
     closeSync(out);
     slot.proc = proc;
     slot.status = 'running';
     slot.ending = null;
-    const name = `${slot.workerId}#${slot.generation}`;
+    // The span is named by the worker id, as the ledger names the item's holder: a restart under the same id is a new span of it.
+    const name = slot.workerId;
     this.o.onProcess(name, 'start');
     const exited = new Promise<void>((done) =>
       proc.once('exit', (code, signal) => {
@@ -148,8 +152,16 @@ export class WorkerFleet {
     return true;
   }
 
+  /**
+   * A killed worker's process comes back on the same instance as a new worker
+   * (the command's default id is host-pid: a new process is a new worker); what
+   * the dead one held is recovered by the failure scan, not adopted.
+   */
   restart(slot: Slot): void {
-    if (slot.status === 'killed') this.start(slot);
+    if (slot.status !== 'killed') return;
+    slot.generation++;
+    slot.workerId = `${slot.run}-w${slot.index}-g${slot.generation}`;
+    this.start(slot);
   }
 
   /** Every slot done (its worker saw the run finished) or stopped. */
