@@ -84,7 +84,7 @@ const keyString = (table: string, key: Wire) => `${table}|${key.pk?.S ?? ''}|${k
 const keyOnly = (item: Wire): Wire => ({ pk: item.pk!, sk: item.sk! });
 
 function actionsOf(op: string, input: Plain): Action[] {
-  const table = String(input.TableName ?? '');
+  const table = typeof input.TableName === 'string' ? input.TableName : '';
   switch (op) {
     case 'PutItem':
       return [{ kind: 'Put', table, key: keyOnly(input.Item as Wire), body: input }];
@@ -95,7 +95,7 @@ function actionsOf(op: string, input: Plain): Action[] {
     case 'TransactWriteItems':
       return (input.TransactItems as Record<string, Plain>[]).map((entry) => {
         const [kind, a] = Object.entries(entry)[0] as [Action['kind'], Plain];
-        const t = String(a.TableName ?? '');
+        const t = typeof a.TableName === 'string' ? a.TableName : '';
         return { kind, table: t, key: kind === 'Put' ? keyOnly(a.Item as Wire) : (a.Key as Wire), body: a };
       });
     default:
@@ -105,7 +105,7 @@ function actionsOf(op: string, input: Plain): Action[] {
 
 /** The holder and epoch a fence ConditionCheck compares the lease item with, read from its expression. */
 function fenceClaim(check: Action): { holder: string | null; epoch: number | null } {
-  const expr = String(check.body.ConditionExpression ?? '');
+  const expr = typeof check.body.ConditionExpression === 'string' ? check.body.ConditionExpression : '';
   const values = (check.body.ExpressionAttributeValues ?? {}) as Wire;
   const names = (check.body.ExpressionAttributeNames ?? {}) as Record<string, string>;
   const operand = (attr: string): AttributeValue | undefined => {
@@ -129,7 +129,7 @@ export type Random = () => number;
 export class ObservingProxy {
   private server: Server | undefined;
   private faults: StoreFaults = { throttle: 0, conflict: 0 };
-  private readonly holds: { prefix: string; released: Promise<void>; stragglers: Promise<void> | null }[] = [];
+  private readonly holds: { prefix: string; released: Promise<void> }[] = [];
   private killArm: { match: (client: string, op: string, touches: readonly string[]) => boolean; kill: (client: string) => Promise<MidWriteFate>; caught: (client: string, op: string, fate: MidWriteFate) => void } | null = null;
   /** The one write in flight to DynamoDB Local at a time. */
   private turn: Promise<void> = Promise.resolve();
@@ -188,16 +188,10 @@ export class ObservingProxy {
     this.faults = f;
   }
 
-  /**
-   * Requests from clients whose name starts with `prefix` wait until `release`
-   * is called; then they go on, late. With `stragglers`, the fenced writes
-   * among them (transactions that condition-check a lease) wait longer still,
-   * until that promise settles: writes delivered long after their writer lost
-   * touch, the fence's reason to exist.
-   */
-  hold(prefix: string, stragglers: Promise<void> | null = null): () => void {
+  /** Requests from clients whose name starts with `prefix` wait until `release` is called; then they go on, late. */
+  hold(prefix: string): () => void {
     let release!: () => void;
-    const h = { prefix, released: new Promise<void>((r) => (release = r)), stragglers };
+    const h = { prefix, released: new Promise<void>((r) => (release = r)) };
     this.holds.push(h);
     return () => {
       const i = this.holds.indexOf(h);
@@ -222,6 +216,36 @@ export class ObservingProxy {
     this.killArm = null;
   }
 
+  private straggler: { match: (client: string, op: string, touches: readonly string[], fenced: boolean) => boolean; caught: (c: { client: string; op: string }) => void; release: Promise<void> } | null = null;
+
+  /**
+   * The next write that `match`es is held back (not sent to DynamoDB Local)
+   * until `deliver` is called: a write delivered late, after its writer may
+   * have lost its lease.
+   */
+  holdNextWrite(match: (client: string, op: string, touches: readonly string[], fenced: boolean) => boolean): { caught: Promise<{ client: string; op: string }>; deliver: () => void; cancel: () => void } {
+    let deliver!: () => void;
+    const release = new Promise<void>((r) => (deliver = r));
+    let caught!: (c: { client: string; op: string }) => void;
+    const got = new Promise<{ client: string; op: string }>((r) => (caught = r));
+    this.straggler = { match, caught, release };
+    return {
+      caught: got,
+      deliver,
+      cancel: () => {
+        if (this.straggler?.release === release) this.straggler = null;
+        deliver();
+      },
+    };
+  }
+
+  /** The lease row as it stands (a plain consistent read), for the nemesis to aim at the leader. */
+  async leaseRow(table: string, name: string): Promise<{ holder: string | null; epoch: number } | null> {
+    const got = await this.read([{ table, key: { pk: { S: `LEASE#${name}` }, sk: { S: 'LEASE' } } }]);
+    const row = [...got.values()][0];
+    return row ? { holder: str(row.holder), epoch: Number(row.epoch) } : null;
+  }
+
   /** Every request received so far has been answered (or dropped). */
   async idle(): Promise<void> {
     while (this.inFlight.size) await Promise.all([...this.inFlight]);
@@ -239,10 +263,6 @@ export class ObservingProxy {
       if (!client.startsWith(h.prefix)) continue;
       this.stats.held++;
       await h.released;
-      if (h.stragglers && op === 'TransactWriteItems' && actionsOf(op, JSON.parse(body.toString('utf8')) as Plain).some((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease')) {
-        this.stats.stragglers++;
-        await h.stragglers;
-      }
     }
 
     const reply = (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) => {
@@ -261,7 +281,16 @@ export class ObservingProxy {
     this.stats.writes++;
     let fate: MidWriteFate = 'commit';
     const arm = this.killArm;
-    const touches = arm ? actionsOf(op, JSON.parse(body.toString('utf8')) as Plain).filter((a) => a.kind !== 'ConditionCheck').map((a) => kindOf(a.key).kind) : [];
+    const late = this.straggler;
+    const parsed = arm || late ? actionsOf(op, JSON.parse(body.toString('utf8')) as Plain) : [];
+    const touches = parsed.filter((a) => a.kind !== 'ConditionCheck').map((a) => kindOf(a.key).kind);
+    const fenced = parsed.some((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease');
+    if (late && late.match(client, op, touches, fenced)) {
+      this.straggler = null;
+      this.stats.stragglers++;
+      late.caught({ client, op });
+      await late.release;
+    }
     if (arm && arm.match(client, op, touches)) {
       this.killArm = null;
       this.stats.killedMidWrite++;

@@ -33,7 +33,7 @@ const { values } = parseArgs({
 const seed = values.seed ?? String(Math.floor(Math.random() * 1e9));
 const first = Number(values.schedule);
 const count = Number(values.schedules);
-const out = resolve(values.out!);
+const out = resolve(values.out);
 mkdirSync(out, { recursive: true });
 const items = values.items ? Number(values.items) : undefined;
 const runs = Number(values.runs);

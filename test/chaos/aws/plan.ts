@@ -199,19 +199,18 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
       return { at, kind, target: 'store', durationMs: d, detail: `${Math.round(p * 100)}% of transactions cancelled (TransactionConflict) for ${d} ms`, params: { p } };
     }
     case 'store-delay': {
-      // One stack cut off past the lease TTL, then the other: leadership moves away and back. The first
-      // stack's fenced writes caught in its cut are delivered only after the second cut heals (or never, if `release`).
-      const stack = r.pick(['stack-a', 'stack-b']);
-      const other = stack === 'stack-a' ? 'stack-b' : 'stack-a';
+      // Leadership moved away and back under a late write: the leading stack's next fenced write is held, the
+      // stack is cut off past the lease TTL (the other takes the lease), then the other is (the first takes it
+      // back, a higher epoch under the same holder); the held write arrives after both cuts, or with the first.
       const d = ttl + r.int(1_000, 2_500);
-      const stragglers = r.pick(['late', 'release'] as const);
+      const straggler = r.pick(['after-both', 'with-first'] as const);
       return {
         at,
         kind,
-        target: `${stack}→store`,
+        target: 'leader→store',
         durationMs: d,
-        detail: `every request of ${stack} held ${d} ms (longer than the lease TTL), then of ${other}; ${stack}'s fenced writes ${stragglers === 'late' ? 'delivered after both' : 'delivered with the rest'}`,
-        params: { stack, other, stragglers },
+        detail: `the leading stack's next fenced write held; that stack cut off ${d} ms (longer than the lease TTL), then the other; the write delivered ${straggler === 'after-both' ? 'after both cuts' : 'with the first cut'}`,
+        params: { stack: r.pick(['stack-a', 'stack-b']), straggler },
       };
     }
     case 'queue-redeliver': {

@@ -39,7 +39,7 @@ import { ObservingProxy, type MidWriteFate, type StoreFaults } from './ddb-proxy
 import { ChaosBackend } from './backend.js';
 import { rowsOf, scanTable } from './dump.js';
 import { InvokeEndpoint, LambdaFunction, type InvokeOutcome } from './lambda.js';
-import { DEFAULT_SHAPE, describePlan, makePlan, rng, type FaultStep, type Plan, type Shape } from './plan.js';
+import { DEFAULT_SHAPE, describePlan, makePlan, rng, type FaultStep, type Shape } from './plan.js';
 import { WorkerFleet, type Slot } from './workers.js';
 
 export interface AwsScheduleOptions {
@@ -99,7 +99,14 @@ const MODULES: Record<string, string> = {
   spotDrain: 'functions/spot-drain.ts',
   deadLetters: 'functions/dead-letters.ts',
 };
-const STACK_B_FUNCTIONS = ['batchPromoter', 'coordinator'];
+/**
+ * Stack-b's share: its schedules (BatchPromoter, coordinator scan) and its
+ * consumer of the work DLQ. Both stacks use one work queue and DLQ here, so a
+ * run coordinated by either can be settled (MULTI-REGION.md's second stack has
+ * queues of its own: see the report on dead letters of a run the other stack
+ * coordinates).
+ */
+const STACK_B_FUNCTIONS = ['batchPromoter', 'coordinator', 'deadLetters'];
 /** Short codes for the sandboxes' names at the store proxy (`a.sp.3`: stack-a's StreamingPromoter, third sandbox). */
 const CODES: Record<string, string> = { streamingPromoter: 'sp', batchPromoter: 'bp', coordinator: 'co', api: 'api', spotDrain: 'sd', deadLetters: 'dl' };
 const stackCode = (tag: string) => tag.slice('stack-'.length);
@@ -259,7 +266,8 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     return p;
   };
 
-  const proxy = await new ObservingProxy(ddbUrl, { now, random: rng(`proxy:${o.seed}:${o.schedule}`).next }).start();
+  const random = rng(`proxy:${o.seed}:${o.schedule}`);
+  const proxy = await new ObservingProxy(ddbUrl, { now, random: () => random.next() }).start();
   rec.process('dynamodb-local', 'store', 'start');
   rec.process('ddb-proxy', 'proxy', 'start');
   // A node here is a deployed stack: it can be invoked throughout, whatever becomes of its sandboxes.
@@ -276,7 +284,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     cleanups.push(() => sqs.send(new DeleteQueueCommand({ QueueUrl: url })));
     return url;
   };
-  const workDlq = await queue('work-dlq', { VisibilityTimeout: '10' });
+  const workDlq = await queue('work-dlq', { VisibilityTimeout: '3' });
   const workDlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: workDlq, AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn!;
   const workQueue = await queue('work', { VisibilityTimeout: String(VISIBILITY_S), RedrivePolicy: JSON.stringify({ deadLetterTargetArn: workDlqArn, maxReceiveCount: MAX_RECEIVE_COUNT }) });
   const eventsDlq = await queue('events-dlq');
@@ -445,7 +453,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     // A command's answer, as the checker reads it: applied or not, and which transition.
     const action = parsed.action as { applied?: boolean; transition?: string } | undefined;
     const result = action ? { applied: action.applied === true, transition: action.transition } : parsed;
-    rec.end(op, outcome, { status: res.statusCode, node: NODE_A, result, ...(res.statusCode >= 300 ? { detail: String(parsed.error ?? '') } : {}) });
+    rec.end(op, outcome, { status: res.statusCode, node: NODE_A, result, ...(res.statusCode >= 300 ? { detail: typeof parsed.error === 'string' ? parsed.error : JSON.stringify(parsed.error ?? null) } : {}) });
     return { status: res.statusCode, body: parsed };
   }
 
@@ -482,7 +490,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   log(`[${w0}] workload and faults start`);
 
   const heals: (() => Promise<void> | void)[] = [];
-  const nemesis = new Nemesis({ rec, proxy, pools, fleet, sqs, workQueue, putEvents, duplicating, timeoutNext, heals, now, log, track });
+  const nemesis = new Nemesis({ rec, proxy, table, pools, fleet, sqs, workQueue, putEvents, duplicating, timeoutNext, heals, now, log, track });
   const steps = plan.faults.map((step) => track(sleep(Math.max(0, w0 + step.at - now())).then(() => nemesis.run(step))));
 
   try {
@@ -544,15 +552,20 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
         }
       })(),
     );
-    // ── the work DLQ's event source mapping: batches of dead letters to the dead-letters function
+    // ── each stack's event source mapping on the work DLQ: batches of dead letters to its dead-letters function,
+    // the two mappings taking turns (a record one stack cannot settle — the other coordinates the run — comes back
+    // after the DLQ's visibility timeout, to the other's turn)
+    let turn = 0;
     const deadLetters = track(
       (async () => {
         while (schedulesOn) {
+          const tag = turn % 2 === 0 ? 'stack-a' : 'stack-b';
           const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: workDlq, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, AttributeNames: ['All'] })).catch(() => ({ Messages: [] }));
           const messages = got.Messages ?? [];
           if (!messages.length) continue;
+          turn++;
           const records = messages.map((m) => ({ messageId: m.MessageId!, receiptHandle: m.ReceiptHandle!, body: m.Body!, attributes: m.Attributes ?? {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: workDlqArn, awsRegion: region }));
-          const out = await invoke('stack-a/deadLetters', { Records: records }, { client: 'sqs-event-source', kind: 'dead-letters' }).catch(() => null);
+          const out = await invoke(`${tag}/deadLetters`, { Records: records }, { client: `sqs-event-source-${stackCode(tag)}`, kind: 'dead-letters' }).catch(() => null);
           if (out?.status !== 'ok') continue; // the batch comes back after its visibility timeout
           const failed = new Set(((out.result as { batchItemFailures?: { itemIdentifier: string }[] }).batchItemFailures ?? []).map((f) => f.itemIdentifier));
           for (const m of messages) if (!failed.has(m.MessageId!)) await sqs.send(new DeleteMessageCommand({ QueueUrl: workDlq, ReceiptHandle: m.ReceiptHandle! })).catch(() => undefined);
@@ -678,6 +691,7 @@ function summarize(kind: string, result: unknown): Record<string, unknown> {
 interface NemesisDeps {
   readonly rec: Recorder;
   readonly proxy: ObservingProxy;
+  readonly table: string;
   readonly pools: ReadonlyMap<string, LambdaFunction>;
   readonly fleet: WorkerFleet;
   readonly sqs: SQSClient;
@@ -734,16 +748,8 @@ class Nemesis {
           };
         });
       }
-      case 'store-delay': {
-        const [stack, other] = [String(step.params.stack), String(step.params.other)];
-        let deliver!: () => void;
-        const stragglers = step.params.stragglers === 'late' ? new Promise<void>((r) => (deliver = r)) : null;
-        if (stragglers) this.d.heals.push(() => deliver());
-        await this.window({ ...step, target: `${stack}→store` }, () => this.d.proxy.hold(`${stackCode(stack)}.`, stragglers), `every request of ${stack} held for ${step.durationMs} ms${stragglers ? '; its fenced writes held until the second cut heals' : ''}`);
-        if (!this.stopping) await this.window({ ...step, target: `${other}→store` }, () => this.d.proxy.hold(`${stackCode(other)}.`), `every request of ${other} held for ${step.durationMs} ms`);
-        deliver?.();
-        return;
-      }
+      case 'store-delay':
+        return this.flip(step);
       case 'invoke-killed':
         return this.killInvocation(step);
       case 'queue-redeliver': {
@@ -762,7 +768,7 @@ class Nemesis {
         if (!slot) return void log(`  no live worker in ${step.target}'s run; skipped`);
         const f = rec.fault(step.kind, slot.workerId, step.detail);
         await this.d.fleet.kill(slot);
-        const back = async () => {
+        const back = () => {
           this.d.fleet.restart(slot);
           f.endAt = now();
         };
@@ -771,7 +777,7 @@ class Nemesis {
         const i = this.d.heals.indexOf(back);
         if (i >= 0) {
           this.d.heals.splice(i, 1);
-          await back();
+          back();
         }
         return;
       }
@@ -796,6 +802,37 @@ class Nemesis {
         return;
       }
     }
+  }
+
+  /**
+   * Leadership away and back, with a write of the first term delivered in the
+   * second: the fence must refuse it (same holder, older epoch).
+   */
+  private async flip(step: FaultStep): Promise<void> {
+    const { proxy, log } = this.d;
+    const row = await proxy.leaseRow(this.d.table, 'promotion_leader').catch((err: unknown) => {
+      log(`  could not read promotion_leader (${String(err)}); aiming at ${String(step.params.stack)}`);
+      return null;
+    });
+    const leader = row?.holder === NODE_B ? 'stack-b' : row?.holder === NODE_A ? 'stack-a' : String(step.params.stack);
+    const other = leader === 'stack-a' ? 'stack-b' : 'stack-a';
+    const code = `${stackCode(leader)}.`;
+    // A fenced write of a promotion or rollback (a stage or the rollout row) if one comes soon, else any fenced write.
+    let straggler = proxy.holdNextWrite((client, _op, touches, fenced) => client.startsWith(code) && fenced && touches.some((k) => k === 'stage' || k === 'rollout'));
+    let caught = await Promise.race([straggler.caught, this.pause(4_000).then(() => null)]);
+    if (!caught && !this.stopping) {
+      straggler.cancel();
+      straggler = proxy.holdNextWrite((client, _op, _touches, fenced) => client.startsWith(code) && fenced);
+      caught = await Promise.race([straggler.caught, this.pause(2_000).then(() => null)]);
+    }
+    if (!caught) straggler.cancel();
+    else log(`  holding ${caught.client}'s ${caught.op} (a fenced write of ${leader}, epoch ${row?.epoch ?? '?'})`);
+    this.d.heals.push(() => straggler.deliver());
+    const what = caught ? `; ${caught.client}'s fenced ${caught.op} held back, to be delivered ${step.params.straggler === 'after-both' ? `after ${other}'s cut too` : 'when this cut heals'}` : '; no fenced write to hold came';
+    await this.window({ ...step, target: `${leader}→store` }, () => proxy.hold(code), `every request of ${leader} (holding promotion_leader at epoch ${row?.epoch ?? '?'}) held ${step.durationMs} ms${what}`);
+    if (step.params.straggler !== 'after-both') straggler.deliver();
+    if (!this.stopping) await this.window({ ...step, target: `${other}→store` }, () => proxy.hold(`${stackCode(other)}.`), `every request of ${other} held ${step.durationMs} ms`);
+    straggler.deliver();
   }
 
   private slot(step: FaultStep): Slot | null {
