@@ -5,6 +5,8 @@
  * workers as real processes, faults from a seeded plan. The checker reads
  * only the recorded history; on correct code it finds nothing.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { check, report } from '../chaos/check.js';
 import { runAwsSchedule, stopAwsServices } from '../chaos/aws/run.js';
@@ -28,6 +30,10 @@ describe('chaos over the AWS topology', () => {
     expect(history.store.writes.length).toBeGreaterThan(0);
     expect(history.store.leaseChanges.some((c) => c.name === 'promotion_leader')).toBe(true);
     const violations = check(history);
+    // Kept for a look afterwards (and for the timeline page), as `npm run chaos` keeps its histories.
+    const out = resolve('test-results/chaos');
+    mkdirSync(out, { recursive: true });
+    writeFileSync(resolve(out, `aws-${SEED}-${schedule}.json`), JSON.stringify({ history, violations }));
     expect(violations.map(report)).toEqual([]);
   }, 600_000);
 });

@@ -3,7 +3,8 @@
  * `npm run chaos` (its `--topology aws` runs the same schedules):
  *
  *   node --import tsx test/chaos/aws/main.ts [--seed S] [--schedule I] [--schedules N]
- *        [--faults-ms MS] [--quiet-ms MS] [--items N] [--runs 1|2] [--variant V] [--out DIR]
+ *        [--faults N] [--faults-ms MS] [--quiet-ms MS] [--items N] [--runs 1|2]
+ *        [--workers N] [--rollouts N] [--variant V] [--out DIR]
  *
  * DynamoDB Local and fauxqs come from AWS_ENDPOINT_URL_DYNAMODB /
  * AWS_ENDPOINT_URL_SQS (`npm run services`), or are started here. Prints each
@@ -26,6 +27,9 @@ const { values } = parseArgs({
     'quiet-ms': { type: 'string' },
     items: { type: 'string' },
     runs: { type: 'string', default: '1' },
+    workers: { type: 'string', default: '3' },
+    rollouts: { type: 'string' },
+    faults: { type: 'string' },
     variant: { type: 'string' },
     out: { type: 'string', default: 'test-results/chaos' },
   },
@@ -49,7 +53,9 @@ try {
       ...(values['quiet-ms'] ? { quietMs: Number(values['quiet-ms']) } : {}),
       shape: {
         ...(values['faults-ms'] ? { faultsMs: Number(values['faults-ms']) } : {}),
-        ...(items ? { runs: Array.from({ length: runs }, (_, i) => ({ items: i ? Math.max(10, Math.round(items / 2)) : items, workers: i ? 2 : 3 })) } : {}),
+        ...(items ? { runs: Array.from({ length: runs }, (_, i) => ({ items: i ? Math.max(10, Math.round(items / 2)) : items, workers: Number(values.workers) })) } : {}),
+        ...(values.rollouts ? { rollouts: Number(values.rollouts) } : {}),
+        ...(values.faults ? { faultCount: Number(values.faults) } : {}),
       },
       log: (line) => process.stderr.write(`${line}\n`),
     });

@@ -73,6 +73,8 @@ const WORKER_HEARTBEAT_MS = 1_000;
 /** The stack's 60 s, halved: a worker that stops extending loses its messages sooner (the scan re-sends anyway). */
 const VISIBILITY_S = 30;
 const MAX_RECEIVE_COUNT = 5;
+/** How long a spot notice's fault lasts at most: until its worker has drained and left, or this. */
+const NOTICE_EFFECT_MS = 20_000;
 /**
  * Time-outs (AWS: 30, 70, 60, 29, 15, 30 s). The BatchPromoter's bounds how long it
  * ticks; the others leave room for a loaded machine, so a time-out is a fault the
@@ -785,8 +787,11 @@ class Nemesis {
         const slot = this.slot(step);
         if (!slot) return void log(`  no live worker in ${step.target}'s run; skipped`);
         const f = rec.fault(step.kind, slot.workerId, `${step.detail} (instance ${slot.instanceId})`);
+        const gone = this.d.fleet.gone(slot);
         const copies = Array.from({ length: Number(step.params.copies) }, () => this.notice(slot.instanceId, new Date()));
         await Promise.all(copies);
+        // The interruption lasts until its worker has drained and left (bounded: a notice can also be lost).
+        await Promise.race([gone, sleep(NOTICE_EFFECT_MS)]);
         f.endAt = now();
         return;
       }
@@ -797,7 +802,9 @@ class Nemesis {
         if (!instance) return void log('  no instance to send a late notice for; skipped');
         const when = gone ? new Date() : new Date(Date.now() - Number(step.params.ageS) * 1000);
         const f = rec.fault(step.kind, gone ? instance : slot!.workerId, gone ? `spot notice for ${instance}, whose worker has already left` : `spot notice for ${instance} stamped ${String(step.params.ageS)} s ago`);
+        const left = slot ? this.d.fleet.gone(slot) : Promise.resolve();
         await this.notice(instance, when);
+        await Promise.race([left, sleep(NOTICE_EFFECT_MS)]);
         f.endAt = now();
         return;
       }

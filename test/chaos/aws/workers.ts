@@ -141,6 +141,13 @@ export class WorkerFleet {
     void exited.finally(() => this.exits.delete(exited));
   }
 
+  /** Resolves when the slot's current worker process has exited (at once if it has none). */
+  gone(slot: Slot): Promise<void> {
+    const proc = slot.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+    return new Promise((r) => proc.once('exit', () => r()));
+  }
+
   /** SIGKILL the slot's worker; it stays down until `restart`. Resolves once the process is gone. */
   async kill(slot: Slot): Promise<boolean> {
     const proc = slot.proc;
