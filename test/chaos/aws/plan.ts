@@ -102,6 +102,8 @@ export interface FaultStep {
 
 export interface RolloutPlan {
   readonly key: string;
+  /** When it is created through the API, in the faults phase. */
+  readonly createAt: number;
   readonly stages: readonly string[];
   /** From this time in the faults phase on, its readings breach the gates (a rollback); null: healthy throughout. */
   readonly breachAfterMs: number | null;
@@ -139,18 +141,21 @@ export function makePlan(seed: string, schedule: number, shape: Shape, leaseTtlM
   const F = shape.faultsMs;
 
   const rollouts: RolloutPlan[] = Array.from({ length: shape.rollouts }, (_, i) => {
-    // The first rollout breaches, the second stays healthy, the rest as the seed says.
-    const breachAfterMs = i === 0 || (i > 1 && r.next() < 0.35) ? r.int(Math.round(F * 0.1), Math.round(F * 0.6)) : null;
+    // Created one after another over the first two thirds of the phase, so rollouts are in flight while each fault hits.
+    const createAt = Math.round((i / Math.max(1, shape.rollouts)) * F * 0.66);
+    // The first rollout breaches, the second stays healthy, the rest as the seed says. A breach comes a few seconds
+    // in, while a stage bakes: a promoter acting on the healthy reading before it meets one acting on the breach.
+    const breachAfterMs = i === 0 || (i > 1 && r.next() < 0.5) ? createAt + r.int(1_500, 5_000) : null;
     const commands: RolloutPlan['commands'][number][] = [];
     const roll = r.next();
     if (roll < 0.35) {
-      const at = r.int(Math.round(F * 0.1), Math.round(F * 0.5));
-      commands.push({ at, command: 'pause' }, { at: at + r.int(1_000, Math.round(F * 0.3)), command: 'resume' });
-    } else if (roll < 0.5) commands.push({ at: r.int(Math.round(F * 0.3), Math.round(F * 0.8)), command: 'abort' });
-    else if (roll < 0.7) commands.push({ at: r.int(Math.round(F * 0.1), Math.round(F * 0.6)), command: 'promote' });
+      const at = createAt + r.int(500, 3_000);
+      commands.push({ at, command: 'pause' }, { at: at + r.int(1_000, 4_000), command: 'resume' });
+    } else if (roll < 0.5) commands.push({ at: createAt + r.int(1_000, 5_000), command: 'abort' });
+    else if (roll < 0.7) commands.push({ at: createAt + r.int(500, 4_000), command: 'promote' });
     if (i === 1) commands.splice(0);
     const expect = commands.some((c) => c.command !== 'promote') ? 'any' : breachAfterMs !== null ? 'rollback' : 'promote';
-    return { key: `ro-${tag}-${i}`, stages: STAGES, breachAfterMs, expect, commands };
+    return { key: `ro-${tag}-${i}`, createAt, stages: STAGES, breachAfterMs, expect, commands };
   });
   const runs: RunPlan[] = shape.runs.map((run, i) => ({
     key: `run-${tag}-${i}`,
@@ -202,8 +207,10 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
       // Leadership moved away and back under a late write: the leading stack's next fenced write is held, the
       // stack is cut off past the lease TTL (the other takes the lease), then the other is (the first takes it
       // back, a higher epoch under the same holder); the held write arrives after both cuts, or with the first.
-      const d = ttl + r.int(1_000, 2_500);
-      const straggler = r.pick(['after-both', 'with-first'] as const);
+      // Past the TTL, the skew margin and a schedule period or two: the other stack's next tick finds the lease expired.
+      const d = ttl + r.int(3_000, 5_000);
+      // Mostly after both cuts: only then does the write meet its own holder again, at a higher epoch.
+      const straggler = r.next() < 0.75 ? 'after-both' : 'with-first';
       return {
         at,
         kind,
@@ -235,7 +242,7 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
 
 export function describePlan(p: Plan): string {
   const lines = [`aws chaos plan seed=${p.seed} schedule=${p.schedule} (salt ${p.salt}), faults for ${p.shape.faultsMs} ms`];
-  for (const ro of p.rollouts) lines.push(`  rollout ${ro.key}: ${ro.breachAfterMs === null ? 'healthy' : `breaching from @${ro.breachAfterMs}`}${ro.commands.map((c) => `, ${c.command} @${c.at}`).join('')} (expect ${ro.expect})`);
+  for (const ro of p.rollouts) lines.push(`  rollout ${ro.key} @${ro.createAt}: ${ro.breachAfterMs === null ? 'healthy' : `breaching from @${ro.breachAfterMs}`}${ro.commands.map((c) => `, ${c.command} @${c.at}`).join('')} (expect ${ro.expect})`);
   for (const run of p.runs) lines.push(`  run ${run.key}: ${run.items} items (poison: ${run.poison.join(', ') || 'none'}), ${run.workers} workers, item ${p.shape.itemMs} ms`);
   for (const f of p.faults) lines.push(`  @${String(f.at).padStart(6)} ${f.kind.padEnd(18)} ${f.target.padEnd(28)} ${f.detail}`);
   return lines.join('\n');

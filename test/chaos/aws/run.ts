@@ -505,8 +505,13 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       for (let w = 0; w < run.workers; w++) fleet.add(run.key, w);
     }
     for (const ro of plan.rollouts) {
-      const created = await api('POST', '/rollouts', { id: ro.key, spec: SPEC(ro) }, { kind: 'rollout.create', target: ro.key, key: ro.key });
-      if (created && created.status < 300) await putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.created', Detail: JSON.stringify({ rolloutId: ro.key }) }], { client: 'signals', kind: 'signal.created', target: ro.key });
+      void track(
+        sleep(Math.max(0, w0 + ro.createAt - now())).then(async () => {
+          if (!workloadOn) return;
+          const created = await api('POST', '/rollouts', { id: ro.key, spec: SPEC(ro) }, { kind: 'rollout.create', target: ro.key, key: ro.key });
+          if (created && created.status < 300) await putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.created', Detail: JSON.stringify({ rolloutId: ro.key }) }], { client: 'signals', kind: 'signal.created', target: ro.key });
+        }),
+      );
     }
     // The traffic of each rollout's live stage, as the service's metrics would report it: the reporter knows which
     // stage is live (read here straight from the table, not through the system), healthy until its breach time.
@@ -592,7 +597,8 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       if (now() - healedAt < 2_000) continue;
       const rows = rowsOf(await scanTable(plainDdb, table), (w) => w - epochMs);
       const runsDone = rows.items.every((i) => i.state === 'done' || i.state === 'failed') && rows.runs.length === plan.runs.length;
-      const rolloutsSettled = rows.rollouts.length === plan.rollouts.length && rows.rollouts.every((r) => r.state !== 'running');
+      // Every rollout that exists (a create refused by a fault made none) has left `running`.
+      const rolloutsSettled = rows.rollouts.every((r) => r.state !== 'running');
       if (runsDone && rolloutsSettled) break;
     }
     workloadOn = false;
