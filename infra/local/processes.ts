@@ -68,6 +68,19 @@ export function serverUser(): { uid: number; gid: number } | undefined {
   return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
 }
 
+/** Whether a PostgreSQL server at `url` accepts a connection and answers a query. */
+export async function postgresAnswers(url: string): Promise<boolean> {
+  const c = new pg.Client({ connectionString: url });
+  c.on('error', () => undefined);
+  try {
+    await c.connect();
+    await c.query('SELECT 1');
+    return true;
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
 export async function startPostgres(): Promise<{ url: string; stop: Stopper }> {
   const bin = postgresBinDir();
   const user = serverUser();
@@ -97,17 +110,7 @@ export async function startPostgres(): Promise<{ url: string; stop: Stopper }> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitFor('PostgreSQL', 30_000, async () => {
-      const c = new pg.Client({ connectionString: url });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        await c.query('SELECT 1');
-        return true;
-      } finally {
-        await c.end().catch(() => undefined);
-      }
-    }, server, log);
+    await waitFor('PostgreSQL', 30_000, () => postgresAnswers(url), server, log);
   } catch (err) {
     await stop();
     throw err;

@@ -143,7 +143,7 @@ export function check(h: ChaosHistory): Violation[] {
       const n = byKey.get(o.key) ?? 0;
       if (n > 1) v('idempotency-once', 'safety', `rollout create with key ${o.key} made ${n} rollouts`, [opLine(o)], o.completedAt);
       if (o.outcome === 'ok' && (n === 0 || (typeof o.result?.id === 'string' && !s.rollouts.some((r) => r.id === o.result!.id)))) {
-        v('acknowledged-write-kept', 'safety', `rollout ${String(o.result?.id ?? o.key)} was acknowledged and is not in the store`, [opLine(o)], o.completedAt);
+        v('acknowledged-write-kept', 'safety', `rollout ${typeof o.result?.id === 'string' ? o.result.id : o.key} was acknowledged and is not in the store`, [opLine(o)], o.completedAt);
       }
     }
     if (o.kind === 'run.create' && o.outcome === 'ok' && o.target) {

@@ -6,12 +6,13 @@
  *   --schedules N        schedules per topology (default 3)
  *   --seed S             the seed (default: random, printed); the same seed replays the same plan
  *   --topology T         local | aws | both (default both)
- *   --variant V          run a deliberately broken variant (variants.ts), or `all`: each variant
+ *   --variant V[,V…]     run deliberately broken variants (variants.ts), or `all`: each variant
  *                        until the checker catches it, at most N schedules each
  *   --faults K           faults per schedule (default 3)
  *   --items N            work items per run (default 150)
  *   --out DIR            where histories, reports and timelines go (default test-results/chaos)
  *   --from I             first schedule index (replay schedule I of a seed alone: --from I --schedules 1)
+ *   --kinds K[,K…]       only these fault kinds (local topology)
  *
  * Prints a line per schedule, a report per violation, and as its last line one
  * JSON object: schedules, faults by kind, operations, violations by invariant.
@@ -21,9 +22,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { check, countByInvariant, report } from './check.js';
-import type { ChaosHistory, Violation } from './history.js';
+import type { ChaosHistory, FaultKind, Violation } from './history.js';
 import { ChaosCluster } from './local/cluster.js';
-import { runLocalSchedule } from './local/schedule.js';
+import { LOCAL_FAULTS, runLocalSchedule } from './local/schedule.js';
 import { renderTimeline } from './timeline.js';
 import { VARIANTS, variantNamed } from './variants.js';
 
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     items: { type: 'string', default: '150' },
     out: { type: 'string', default: 'test-results/chaos' },
     from: { type: 'string', default: '0' },
+    kinds: { type: 'string' },
   },
 });
 
@@ -54,13 +56,20 @@ const faults = positive('faults', values.faults);
 const items = positive('items', values.items, 10);
 const from = positive('from', values.from, 0);
 const seed = values.seed ?? String(Math.floor(Math.random() * 1e9));
-const topology = values.topology!;
+const topology = values.topology;
 if (!['local', 'aws', 'both'].includes(topology)) {
   console.error(`--topology: local, aws or both, got "${topology}"`);
   process.exit(2);
 }
-const variants = values.variant === 'all' ? Object.keys(VARIANTS) : values.variant ? [variantNamed(values.variant).name] : [null];
-const out = resolve(values.out!);
+const variants = values.variant === 'all' ? Object.keys(VARIANTS) : values.variant ? values.variant.split(',').map((v) => variantNamed(v.trim()).name) : [null];
+const kinds = values.kinds?.split(',').map((k) => k.trim()) as FaultKind[] | undefined;
+for (const k of kinds ?? []) {
+  if (!LOCAL_FAULTS.includes(k)) {
+    console.error(`--kinds: ${k} is not a fault kind of the local topology (${LOCAL_FAULTS.join(', ')})`);
+    process.exit(2);
+  }
+}
+const out = resolve(values.out);
 mkdirSync(out, { recursive: true });
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -92,7 +101,7 @@ async function runTopology(top: 'local' | 'aws', variant: string | null): Promis
   if (top === 'local') {
     const cluster = new ChaosCluster({ nodes: 3, variant });
     await cluster.start();
-    runOne = (i) => runLocalSchedule(cluster, { seed, schedule: i, variant, faultsPerSchedule: faults, items, log });
+    runOne = (i) => runLocalSchedule(cluster, { seed, schedule: i, variant, faultsPerSchedule: faults, items, log, ...(kinds ? { kinds } : {}) });
     stop = () => cluster.stop();
   } else {
     const specifier = './aws/run.js';

@@ -45,6 +45,7 @@ export type FaultKind =
   | 'kill-worker'
   | 'kill-coordinator'
   | 'pause-leader'
+  | 'zombie-leader'
   | 'restart-leader'
   | 'store-restart'
   | 'store-blackhole'

@@ -11,6 +11,9 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  * - `delay(ms)`: every byte, both ways, arrives `ms` late and in order — a
  *   congested link; bytes already sent are delivered even if their sender has
  *   since died (the network does not know);
+ * - `hold(true)`: bytes stop moving but are kept; `hold(false)` delivers them
+ *   all, late and in order (a paused or partitioned sender's writes arriving
+ *   after the world moved on);
  * - `loseReplies(true)`: every reply cuts its connection instead of arriving.
  */
 export class FaultyProxy {
@@ -21,6 +24,10 @@ export class FaultyProxy {
   private refusing = false;
   private delayMs = 0;
   private losing = false;
+  private holding = false;
+  private held: (() => void)[] = [];
+  private holdMarker: string | null = null;
+  private onHeld: (() => void) | undefined;
   dropped = 0;
   port = 0;
 
@@ -47,7 +54,9 @@ export class FaultyProxy {
           upstream.destroy();
         });
       };
-      const later = (deliver: () => void) => {
+      const later = (write: () => void) => {
+        // Held bytes wait in order for release(), like packets queued in a congested network.
+        const deliver = () => (this.holding ? this.held.push(write) : write());
         if (this.delayMs <= 0) return deliver();
         const dueAt = Date.now() + this.delayMs;
         inFlight = inFlight.then(() => new Promise<void>((r) => setTimeout(() => {
@@ -58,6 +67,11 @@ export class FaultyProxy {
       client.on('error', close).on('close', close);
       upstream.on('error', close).on('close', close);
       client.on('data', (b: Buffer) => {
+        if (this.holdMarker && b.includes(this.holdMarker)) {
+          this.holding = true;
+          this.holdMarker = null;
+          this.onHeld?.();
+        }
         if (!this.holes) later(() => upstream.destroyed || upstream.write(b));
       });
       upstream.on('data', (b: Buffer) => {
@@ -97,6 +111,31 @@ export class FaultyProxy {
   /** Every byte from now on arrives `ms` late (0: on time again). */
   delay(ms: number): void {
     this.delayMs = ms;
+  }
+
+  /** Bytes stop moving but are kept (both ways), and all arrive, in order, when it is switched off. */
+  hold(on: boolean): void {
+    this.holding = on;
+    if (on) return;
+    this.holdMarker = null;
+    const queued = this.held;
+    this.held = [];
+    for (const w of queued) w();
+  }
+
+  /**
+   * Starts holding (as `hold(true)`) at the first request whose bytes contain
+   * `marker` — that request included — and resolves then: a write caught in
+   * the network on its way to the server.
+   */
+  holdAt(marker: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.holdMarker = marker;
+      this.onHeld = () => {
+        this.onHeld = undefined;
+        resolve();
+      };
+    });
   }
 
   loseReplies(on: boolean): void {

@@ -10,8 +10,8 @@ import type { EventRow, FencedWrite, IdempotencyRow, ItemRow, ItemState, ItemTra
  * what the trigger reads is the lease current at commit; changes of one row
  * are serialised by its row lock, so their `seq` order is their commit order.
  *
- * Heartbeats and renewals are not logged (they change no holder, epoch,
- * state or owner): the log stays small enough to read back whole.
+ * Item heartbeats are not logged (they change no state or owner); lease
+ * renewals are (a few a second), so a leader's term can be drawn to its end.
  */
 
 const AUDIT_SQL = `
@@ -31,7 +31,7 @@ DECLARE
   lease_row jsonb;
   subject jsonb := to_jsonb(CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END);
 BEGIN
-  IF TG_TABLE_NAME IN ('rollouts', 'rollout_stages') THEN
+  IF TG_TABLE_NAME IN ('rollouts', 'rollout_stages', 'rollout_events') THEN
     lease_name := 'promotion_leader';
   ELSIF TG_TABLE_NAME = 'work_items' THEN
     lease_name := 'coordinator:' || (subject->>'run_id');
@@ -53,9 +53,9 @@ DROP TRIGGER IF EXISTS chaos_audit_leases ON leases;
 CREATE TRIGGER chaos_audit_leases AFTER INSERT OR DELETE ON leases
   FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 DROP TRIGGER IF EXISTS chaos_audit_lease_changes ON leases;
+-- Renewals too: the timeline draws a term until its last renewal runs out.
 CREATE TRIGGER chaos_audit_lease_changes AFTER UPDATE ON leases
-  FOR EACH ROW WHEN (OLD.holder IS DISTINCT FROM NEW.holder OR OLD.epoch IS DISTINCT FROM NEW.epoch)
-  EXECUTE FUNCTION chaos_audit_row();
+  FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 
 DROP TRIGGER IF EXISTS chaos_audit_rollouts ON rollouts;
 CREATE TRIGGER chaos_audit_rollouts AFTER INSERT ON rollouts
@@ -72,6 +72,11 @@ DROP TRIGGER IF EXISTS chaos_audit_stage_changes ON rollout_stages;
 CREATE TRIGGER chaos_audit_stage_changes AFTER UPDATE ON rollout_stages
   FOR EACH ROW WHEN (OLD.phase IS DISTINCT FROM NEW.phase)
   EXECUTE FUNCTION chaos_audit_row();
+
+-- Every transition writes its outbox events in the same atomic step, each carrying the epoch it was made under.
+DROP TRIGGER IF EXISTS chaos_audit_events ON rollout_events;
+CREATE TRIGGER chaos_audit_events AFTER INSERT ON rollout_events
+  FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 
 DROP TRIGGER IF EXISTS chaos_audit_items ON work_items;
 CREATE TRIGGER chaos_audit_items AFTER UPDATE ON work_items
@@ -102,8 +107,8 @@ export async function auditMark(url: string): Promise<number> {
 
 type Json = Record<string, unknown>;
 const num = (v: unknown): number => (v === null || v === undefined ? NaN : Number(v));
-const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
-const ms = (v: unknown): number | null => (v === null || v === undefined ? null : new Date(String(v)).getTime());
+const str = (v: unknown): string | null => (v === null || v === undefined ? null : typeof v === 'string' ? v : JSON.stringify(v));
+const ms = (v: unknown): number | null => (v === null || v === undefined ? null : v instanceof Date ? v.getTime() : typeof v === 'string' || typeof v === 'number' ? new Date(v).getTime() : NaN);
 
 function leaseRef(l: Json | null): LeaseRef | null {
   if (!l || l.absent) return null;
@@ -136,7 +141,8 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       const at = rel(a.at);
       const row = (a.new ?? a.old)!;
       if (a.tbl === 'leases') {
-        leaseChanges.push({ seq, at, name: String(row.name), change: a.op === 'INSERT' ? 'insert' : a.op === 'DELETE' ? 'delete' : 'update', holder: a.op === 'DELETE' ? null : str(row.holder), epoch: num(row.epoch), expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at) });
+        // A lease as it stood when the schedule began counts from the schedule's start.
+        leaseChanges.push({ seq, at: seq <= o.fromSeq ? Math.max(0, at) : at, name: String(row.name), change: a.op === 'INSERT' ? 'insert' : a.op === 'DELETE' ? 'delete' : 'update', holder: a.op === 'DELETE' ? null : str(row.holder), epoch: num(row.epoch), expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at) });
         continue;
       }
       if (a.tbl === 'rollout_stages') {
@@ -156,6 +162,22 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
           claimed: to === 'promoted' && from !== 'promoted' && epoch !== null ? { holder: null, epoch } : null,
           before: a.old ? { phase: a.old.phase } : null,
           after: { phase: a.new.phase },
+        });
+        continue;
+      }
+      if (a.tbl === 'rollout_events') {
+        if (!mine(row.rollout_id, o.rollouts) || !a.new) continue;
+        const detail = (a.new.detail ?? {}) as Json;
+        writes.push({
+          seq,
+          at,
+          table: 'rollout_events',
+          key: `${String(row.rollout_id)}/${String(a.new.detail_type)}`,
+          lease: 'promotion_leader',
+          current: leaseRef(a.lease),
+          claimed: typeof detail.epoch === 'number' ? { holder: null, epoch: detail.epoch } : null,
+          before: null,
+          after: { detailType: a.new.detail_type, actor: detail.actor ?? null },
         });
         continue;
       }

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { proxyTimeouts, startNginx } from '../../../infra/local/cluster.js';
-import { collect, exited, freePort, postgresBinDir, serverUser, waitFor } from '../../../infra/local/processes.js';
+import { collect, exited, freePort, postgresAnswers, postgresBinDir, serverUser, waitFor } from '../../../infra/local/processes.js';
 import { FaultyProxy } from '../../support/tcp-proxy.js';
 import type { ProcessSpan } from '../history.js';
 import { variantNamed } from '../variants.js';
@@ -119,7 +119,10 @@ class RestartablePostgres {
   private spawnServer(): ChildProcess {
     this.server = spawn(
       join(postgresBinDir(), 'postgres'),
-      ['-D', join(this.dir, 'data'), '-p', String(this.port), '-k', this.dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
+      // Commits are durable against a crash of the server process (the store-restart fault is one):
+      // synchronous_commit stays on, so an acknowledged write is in the WAL. fsync off only gives up
+      // durability against a crash of the machine, which no fault here causes.
+      ['-D', join(this.dir, 'data'), '-p', String(this.port), '-k', this.dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
       { stdio: ['ignore', 'pipe', 'pipe'], ...serverUser() },
     );
     return this.server;
@@ -127,17 +130,7 @@ class RestartablePostgres {
 
   async start(): Promise<void> {
     this.process.start();
-    await waitFor('PostgreSQL', 30_000, async () => {
-      const c = new pg.Client({ connectionString: this.url });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        await c.query('SELECT 1');
-        return true;
-      } finally {
-        await c.end().catch(() => undefined);
-      }
-    }, this.process.child!, this.process.log);
+    await waitFor('PostgreSQL', 30_000, () => postgresAnswers(this.url), this.process.child!, this.process.log);
   }
 
   /** An immediate shutdown (SIGQUIT): like a crash, recovered from the WAL at the next start. */
@@ -213,6 +206,7 @@ export class ChaosCluster {
   readonly backend = new Backend();
   readonly nodes: ClusterNode[] = [];
   readonly workers = new Map<string, ManagedProcess>();
+  readonly replacements: ManagedProcess[] = [];
   nginxUrl = '';
   private nginx: { url: string; stop(): Promise<void> } | null = null;
   private readonly links: FaultyProxy[] = [];
@@ -265,6 +259,34 @@ export class ChaosCluster {
       ...(variant?.nginx ? { rewrite: variant.nginx } : {}),
     });
     this.nginxUrl = this.nginx.url;
+  }
+
+  /**
+   * A second process under an existing node's id, on its own port: what an
+   * orchestrator starts when it declares a paused or partitioned node dead.
+   * Not behind nginx; it leads, coordinates and writes like any node.
+   */
+  async replacement(of: ClusterNode): Promise<ManagedProcess> {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    // Its own link: the original's may be holding the original's late writes.
+    const link = await new FaultyProxy('127.0.0.1', this.store.port).start();
+    this.links.push(link);
+    const proc = new ManagedProcess(of.id, 'node', (offset) =>
+      spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json'], {
+        cwd: root,
+        env: { ...this.env(offset), CLUSTER_NODE_ID: of.id, CLUSTER_HOSTNAME: `${of.id}-replacement`, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    this.replacements.push(proc);
+    proc.start();
+    await waitFor(`${of.id} (replacement)`, 60_000, async () => {
+      const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
+      await res.text();
+      return res.ok;
+    }, proc.child!, proc.log);
+    return proc;
   }
 
   async startNode(n: ClusterNode): Promise<void> {
@@ -324,7 +346,7 @@ export class ChaosCluster {
 
   /** Every process as a span on the schedule's clock. */
   spans(epochMs: number): ProcessSpan[] {
-    const all: ManagedProcess[] = [this.store.process, ...this.nodes.map((n) => n.process), ...this.workers.values()];
+    const all: ManagedProcess[] = [this.store.process, ...this.nodes.map((n) => n.process), ...this.replacements, ...this.workers.values()];
     return all.flatMap((p) =>
       p.spans
         .filter((s) => s.to === null || s.to >= epochMs)
@@ -332,11 +354,12 @@ export class ChaosCluster {
     );
   }
 
-  async heal(): Promise<void> {
+  heal(): void {
     for (const l of this.links) {
       l.blackhole(false);
       l.delay(0);
       l.loseReplies(false);
+      l.hold(false);
       l.refuse(false);
     }
     for (const n of this.nodes) n.process.resume();
@@ -346,7 +369,7 @@ export class ChaosCluster {
   async stop(): Promise<void> {
     await this.nginx?.stop().catch(() => undefined);
     await Promise.all([...this.workers.values()].map((w) => w.kill('SIGKILL')));
-    await Promise.all(this.nodes.map((n) => n.process.kill('SIGTERM')));
+    await Promise.all([...this.replacements, ...this.nodes.map((n) => n.process)].map((p) => p.kill('SIGTERM')));
     for (const l of this.links) await l.stop();
     await this.backend.stop();
     await this.store.destroy();

@@ -25,6 +25,7 @@ export const LOCAL_FAULTS: readonly FaultKind[] = [
   'kill-worker',
   'kill-coordinator',
   'pause-leader',
+  'zombie-leader',
   'restart-leader',
   'store-restart',
   'store-blackhole',
@@ -99,7 +100,7 @@ async function call(c: Ctx, o: { client: string; kind: string; base: string; via
       if (res.status < 400) op.outcome = 'ok';
       else if (node && res.status !== 502 && res.status !== 504) op.outcome = 'failed';
       else op.outcome = 'unknown';
-      if (op.outcome !== 'ok') op.detail = String(body.error ?? res.statusText).slice(0, 160);
+      if (op.outcome !== 'ok') op.detail = (typeof body.error === 'string' ? body.error : res.statusText).slice(0, 160);
     } catch (err) {
       op.completedAt = now(c);
       op.outcome = 'unknown';
@@ -129,11 +130,18 @@ function pickNode(c: Ctx): ClusterNode {
 }
 
 /** Metric reports for one rollout until the schedule ends: healthy, or breaching once `breachAfter` passed. */
-async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null): Promise<void> {
+/**
+ * Metric reports for one rollout. A racer, once breaching, reports straight to
+ * the leader every few tens of milliseconds, so some breaches land while the
+ * leader's tick holds an older, healthy evaluation of the same rollout.
+ */
+async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null, racer = false): Promise<void> {
   let last: { stage: number; at: number } | null = null;
   while (!c.stopping) {
-    const viaNode = c.rng.int(3) === 0;
-    const node = pickNode(c);
+    const breachingNow = breachAfterMs !== null && now(c) > breachAfterMs;
+    const rushing = racer && breachingNow;
+    const viaNode = rushing || c.rng.int(3) === 0;
+    const node = (rushing ? await c.cluster.leader() : null) ?? pickNode(c);
     const base = viaNode ? node.url : c.cluster.nginxUrl;
     const read = await call(c, { client: `signals-${id.slice(-1)}`, kind: 'read.rollout', base, via: viaNode ? node.id : 'nginx', method: 'GET', path: `/rollouts/${id}`, target: id });
     const view = read.result as { state?: string; stages?: { index?: number; phase?: string }[] } | undefined;
@@ -150,7 +158,7 @@ async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null): Pro
       if (c.signals.reordered && last && last.stage === active.index) await send({ ...event, errors: breaching ? 0 : event.errors, observedAt: last.at - 500 });
       last = { stage: active.index, at };
     }
-    await sleep(250);
+    await sleep(rushing ? 30 : 250);
   }
 }
 
@@ -268,6 +276,48 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       end(f);
       return;
     }
+    case 'zombie-leader': {
+      // The fencing-token story: a paused leader is declared dead and replaced under the same node
+      // id; another node leads meanwhile and dies; the replacement takes the lease at a later epoch;
+      // then the paused process resumes with whatever it was about to write under the old epoch.
+      // Caught with a fenced transition on the wire (its link holds it), then paused: the write
+      // arrives only after the replacement leads at a later epoch. If none comes within 4 s, the
+      // link holds whatever is in flight then.
+      const zombie = await leaderOr(c, p);
+      const f = record(zombie.id, 'a fenced write held in the network, paused, replaced under its id, resumed');
+      await Promise.race([zombie.link.holdAt('rollout_apply'), sleep(4_000).then(() => zombie.link.hold(true))]);
+      zombie.process.pause();
+      const other = async (): Promise<ClusterNode | null> => {
+        for (let i = 0; i < 80; i++) {
+          const l = await cl.leader();
+          if (l && l.id !== zombie.id) return l;
+          await sleep(100);
+        }
+        return null;
+      };
+      const next = await other();
+      let replacement: ManagedProcess | null = null;
+      try {
+        replacement = await cl.replacement(zombie);
+      } catch (err) {
+        c.log(`[chaos] replacement of ${zombie.id} failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+      }
+      // The third node is cut off from the store meanwhile, so the lease goes to the replacement.
+      const third = cl.nodes.find((n) => n !== zombie && n !== next) ?? null;
+      third?.link.blackhole(true);
+      if (next) {
+        await next.process.kill('SIGKILL');
+        for (let i = 0; i < 80 && (await cl.leader())?.id === next.id; i++) await sleep(100);
+      }
+      third?.link.blackhole(false);
+      zombie.link.hold(false);
+      zombie.process.resume();
+      await sleep(1_500);
+      await replacement?.kill('SIGKILL');
+      if (next) await restartInBackground(c, f, () => cl.startNode(next));
+      end(f);
+      return;
+    }
     case 'restart-leader': {
       const n = await leaderOr(c, p);
       const f = record(n.id, 'SIGTERM, then start');
@@ -366,6 +416,8 @@ export interface ScheduleOptions {
   readonly variant: string | null;
   readonly faultsPerSchedule: number;
   readonly items: number;
+  /** Only these fault kinds (default: every kind). */
+  readonly kinds?: readonly FaultKind[];
   readonly log: (line: string) => void;
 }
 
@@ -375,7 +427,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
   const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, log: o.log };
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D` };
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H` };
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
@@ -383,6 +435,8 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   await create(ids.healthy, 'promote');
   await create(ids.breach, 'rollback');
   await create(ids.manual, 'any');
+  // Breaches at a random moment: some land while a tick is evaluating an older, healthy reading.
+  for (const racer of [ids.racer1, ids.racer2, ids.racer3, ids.racer4]) await create(racer, 'rollback');
 
   // A run: short items, a few long ones, a few poison ones.
   const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? 1_200 : 5 + rng.int(25), poison: n % 53 === 7 }));
@@ -397,13 +451,14 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     signalLoop(c, ids.healthy, null),
     signalLoop(c, ids.breach, 2_000),
     signalLoop(c, ids.manual, null),
+    ...[ids.racer1, ids.racer2, ids.racer3, ids.racer4].map((racer) => signalLoop(c, racer, 900 + rng.int(2_500), true)),
     readerLoop(c, ['/cluster/leader', `/rollouts/${ids.healthy}`, `/runs/${runId}`]),
     commandLoop(c, ids.manual, ids.manual),
   ];
 
   // Faults while the workload runs.
   await sleep(800);
-  const plan = planFaults(o.seed, o.schedule, o.faultsPerSchedule);
+  const plan = planFaults(o.seed, o.schedule, o.faultsPerSchedule, o.kinds);
   o.log(`[chaos] schedule ${o.schedule} (seed ${o.seed}${o.variant ? `, variant ${o.variant}` : ''}): ${plan.map((p) => p.kind).join(', ')}`);
   for (const [i, p] of plan.entries()) {
     await inject(c, p, workers, startWorker);
@@ -415,7 +470,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   }
   const faultsUntil = now(c);
   // Heal: every link whole, every process running; a node that failed to restart gets one more try.
-  await cluster.heal();
+  cluster.heal();
   for (const n of cluster.nodes) if (!n.process.alive) await cluster.startNode(n).catch((err: unknown) => o.log(`[chaos] ${n.id} did not come back: ${String(err).split('\n')[0]}`));
   for (const w of workers) if (!w.alive && !(w.spans.at(-1)?.end === 'exited')) startWorker(w);
   const healedAt = now(c);
@@ -423,7 +478,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   // Quiet: the workload goes on without faults until the runs and rollouts settle, or the bound passes.
   const settled = async () => {
     const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = $1 AND state IN ('pending', 'running')", [runId]);
-    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late]]);
+    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4]]);
     return open === 0 && running === 0;
   };
   while (now(c) - healedAt < QUIET_MAX_MS && !(await settled())) await sleep(250);
