@@ -68,7 +68,13 @@ const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'TransactWriteIte
 const JSON_HEADERS = { 'content-type': 'application/x-amz-json-1.0' };
 
 /** The kind of item a key names, by the single-table layout (shared/store/dynamodb). */
-type Kind = { kind: 'lease'; name: string } | { kind: 'rollout'; rolloutId: string } | { kind: 'stage'; rolloutId: string } | { kind: 'item'; runId: string; itemId: string } | { kind: 'other' };
+type Kind =
+  | { kind: 'lease'; name: string }
+  | { kind: 'rollout'; rolloutId: string }
+  | { kind: 'stage'; rolloutId: string }
+  | { kind: 'event'; rolloutId: string }
+  | { kind: 'item'; runId: string; itemId: string }
+  | { kind: 'other' };
 
 function kindOf(key: Wire): Kind {
   const pk = key.pk?.S ?? '';
@@ -76,6 +82,7 @@ function kindOf(key: Wire): Kind {
   if (pk.startsWith('LEASE#') && sk === 'LEASE') return { kind: 'lease', name: pk.slice('LEASE#'.length) };
   if (pk.startsWith('ROLLOUT#') && sk === 'ROLLOUT') return { kind: 'rollout', rolloutId: pk.slice('ROLLOUT#'.length) };
   if (pk.startsWith('ROLLOUT#') && sk.startsWith('STAGE#')) return { kind: 'stage', rolloutId: pk.slice('ROLLOUT#'.length) };
+  if (pk.startsWith('ROLLOUT#') && sk.startsWith('EVENT#')) return { kind: 'event', rolloutId: pk.slice('ROLLOUT#'.length) };
   if (pk.startsWith('RUN#') && sk.startsWith('ITEM#')) return { kind: 'item', runId: pk.slice('RUN#'.length), itemId: sk.slice('ITEM#'.length) };
   return { kind: 'other' };
 }
@@ -341,7 +348,8 @@ export class ObservingProxy {
     try {
       const input = JSON.parse(body.toString('utf8')) as Plain;
       const actions = actionsOf(op, input);
-      const watched = actions.filter((a) => a.kind !== 'ConditionCheck' && kindOf(a.key).kind !== 'other');
+      // Outbox events matter as they are written; marking one published changes nothing the history follows.
+      const watched = actions.filter((a) => a.kind !== 'ConditionCheck' && kindOf(a.key).kind !== 'other' && (a.kind === 'Put' || kindOf(a.key).kind !== 'event'));
       if (!watched.length) return await send();
       const before = await this.imagesOf(watched);
       let r: Forwarded;
@@ -362,7 +370,7 @@ export class ObservingProxy {
       const after = await this.afterImages(op, watched, r.body);
       const fence = actions.find((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease') ?? null;
       // An unfenced write of a rollout or stage is still judged against promotion_leader as it stood at commit.
-      const leased = watched.some((a) => ['rollout', 'stage'].includes(kindOf(a.key).kind));
+      const leased = watched.some((a) => ['rollout', 'stage', 'event'].includes(kindOf(a.key).kind));
       const leaseKey = fence ?? (leased ? { kind: 'ConditionCheck' as const, table: watched[0]!.table, key: { pk: { S: 'LEASE#promotion_leader' }, sk: { S: 'LEASE' } }, body: {} } : null);
       const lease = leaseKey ? await this.readLease(leaseKey) : null;
       this.record(watched, before, after, fence, lease);
@@ -383,7 +391,9 @@ export class ObservingProxy {
     const missing: { table: string; key: Wire }[] = [];
     for (const a of actions) {
       const k = keyString(a.table, a.key);
-      if (this.images.has(k)) out.set(k, this.images.get(k)!);
+      // An outbox event is a new item every time (its id names the rollout version it was made at).
+      if (a.kind === 'Put' && kindOf(a.key).kind === 'event') out.set(k, null);
+      else if (this.images.has(k)) out.set(k, this.images.get(k)!);
       else missing.push({ table: a.table, key: a.key });
     }
     if (missing.length) for (const [k, v] of await this.read(missing)) out.set(k, v);
@@ -440,6 +450,25 @@ export class ObservingProxy {
       const n = after.has(k) ? after.get(k)! : b;
       this.images.set(k, n);
       const kind = kindOf(a.key);
+      if (kind.kind === 'event') {
+        this.images.delete(k);
+        // Each transition writes its outbox events in the same atomic step, each carrying the epoch it was made under.
+        if (b === null && n !== null) {
+          const detail = (n.detail ?? {}) as Plain;
+          this.writes.push({
+            seq: ++this.seq,
+            at,
+            table: TABLE_NAMES.event,
+            key: `${kind.rolloutId}/${String(n.detailType)}`,
+            lease: fenceName ?? 'promotion_leader',
+            current,
+            claimed: typeof detail.epoch === 'number' ? { holder: null, epoch: detail.epoch } : null,
+            before: null,
+            after: { detailType: n.detailType, actor: detail.actor ?? null },
+          });
+        }
+        continue;
+      }
       if (kind.kind === 'lease') {
         if (changed(b, n, ['holder', 'epoch', 'expiresAt', 'version']) || (b === null) !== (n === null)) {
           const row = n ?? b!;
@@ -542,7 +571,7 @@ function dedupe(keys: readonly Wire[]): Wire[] {
 }
 
 /** The PostgreSQL table each kind of item corresponds to, so both topologies name writes alike. */
-const TABLE_NAMES: Record<Kind['kind'], string> = { lease: 'leases', rollout: 'rollouts', stage: 'rollout_stages', item: 'work_items', other: '' };
+const TABLE_NAMES: Record<Kind['kind'], string> = { lease: 'leases', rollout: 'rollouts', stage: 'rollout_stages', event: 'rollout_events', item: 'work_items', other: '' };
 
 /** The row a write touched, named as the history names it: `rollout`, `rollout/attempt/stage`, `run/item`. */
 function writeKey(kind: Kind, row: Plain): string {
