@@ -246,8 +246,10 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   log(describePlan(plan));
   const { template, busId, dlqId, functionIds } = await synthesized();
 
-  const t0 = performance.now();
-  const epochMs = Date.now();
+  // The schedule's clock starts when the workload does (below); until then it counts from here, and what it
+  // stamps before (sandboxes started ahead) is moved to 0.
+  let t0 = performance.now();
+  let epochMs = Date.now();
   const now = () => Math.round(performance.now() - t0);
   const rec = new Recorder(now);
   const logDir = o.logDir ?? mkdtempSync(join(tmpdir(), `rollout-chaos-aws-${plan.salt}-`));
@@ -488,6 +490,8 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
 
   let workloadOn = true;
   let schedulesOn = true;
+  t0 = performance.now();
+  epochMs = Date.now();
   const w0 = now();
   log(`[${w0}] workload and faults start`);
 
@@ -638,11 +642,12 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       workers: [...fleet.workerIds].sort(),
       ops: rec.ops,
       faults: rec.faults,
-      processes: rec.spans,
+      processes: rec.spans.map((p) => ({ ...p, from: Math.max(0, p.from), ...(p.to === null ? {} : { to: Math.max(0, p.to) }) })),
       phases: { faultsUntil, healedAt, quietUntil },
       bounds: {
-        // A lease is taken within one TTL of its holder's last renewal, once a schedule fires (plus the skew margin).
-        leaderWithinMs: LEASE.ttlMs + LEASE.skewMs + SCHEDULE_EVERY_MS + TIMEOUTS.batchPromoter!,
+        // A lease is taken within one TTL of its holder's last renewal (plus the skew margin) by the next tick that
+        // finishes: two schedule periods and an invocation's time-out, since on a busy host one tick may not finish.
+        leaderWithinMs: LEASE.ttlMs + LEASE.skewMs + 2 * SCHEDULE_EVERY_MS + TIMEOUTS.batchPromoter!,
         runsFinishWithinMs: quietMs,
         failureTimeoutMs: LEASE.ttlMs,
       },
@@ -772,7 +777,7 @@ class Nemesis {
         return;
       }
       case 'kill-worker': {
-        const slot = this.slot(step);
+        const slot = await this.slot(step);
         if (!slot) return void log(`  no live worker in ${step.target}'s run; skipped`);
         const f = rec.fault(step.kind, slot.workerId, step.detail);
         await this.d.fleet.kill(slot);
@@ -790,7 +795,7 @@ class Nemesis {
         return;
       }
       case 'notice-duplicated': {
-        const slot = this.slot(step);
+        const slot = await this.slot(step);
         if (!slot) return void log(`  no live worker in ${step.target}'s run; skipped`);
         const f = rec.fault(step.kind, slot.workerId, `${step.detail} (instance ${slot.instanceId})`);
         const gone = this.d.fleet.gone(slot);
@@ -803,7 +808,7 @@ class Nemesis {
       }
       case 'notice-late': {
         const gone = this.d.fleet.departedInstances.at(-1);
-        const slot = gone ? null : this.slot(step);
+        const slot = gone ? null : await this.slot(step);
         const instance = gone ?? slot?.instanceId;
         if (!instance) return void log('  no instance to send a late notice for; skipped');
         const when = gone ? new Date() : new Date(Date.now() - Number(step.params.ageS) * 1000);
@@ -848,12 +853,15 @@ class Nemesis {
     straggler.deliver();
   }
 
-  private slot(step: FaultStep): Slot | null {
+  /** The slot's live worker, or another live one of its run; waits a little for one (a run still being created, a worker replaced). */
+  private async slot(step: FaultStep): Promise<Slot | null> {
     const run = step.target.split('/')[0]!;
-    const live = this.d.fleet.live().filter((s) => s.run === run);
-    if (!live.length) return null;
-    const wanted = live.find((s) => s.key === step.target);
-    return wanted ?? live[0]!;
+    for (let waited = 0; ; waited += 250) {
+      const live = this.d.fleet.live().filter((s) => s.run === run);
+      if (live.length) return live.find((s) => s.key === step.target) ?? live[0]!;
+      if (waited >= 5_000 || this.stopping) return null;
+      await this.pause(250);
+    }
   }
 
   /** The EC2 Spot interruption warning, put on the default bus as AWS itself delivers it. */
@@ -912,10 +920,12 @@ class Nemesis {
       },
     );
     this.d.heals.push(() => proxy.disarm());
-    const got = await Promise.race([caught, this.pause(5_000).then(() => null)]);
+    const got = await Promise.race([caught, this.pause(4_000).then(() => null)]);
     if (!got) {
       proxy.disarm();
-      log(`  ${step.target} made no write within 5 s; the kill was not armed any longer`);
+      // A function with nothing to write (the other stack coordinates every run) dies by a time-out instead.
+      if (!this.stopping) this.d.timeoutNext.set(step.target, { afterMs: Number(step.params.afterMs), step: { ...step, detail: `made no write within 4 s: its next invocation times out after ${String(step.params.afterMs)} ms` } });
+      log(`  ${step.target} made no write within 4 s; its next invocation times out instead`);
       return;
     }
     log(`  killed ${got.client} at its ${got.op}; the write ${got.fate === 'commit' ? 'committed' : 'was lost'}`);
