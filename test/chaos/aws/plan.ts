@@ -175,11 +175,11 @@ export function makePlan(seed: string, schedule: number, shape: Shape, leaseTtlM
     order = [...r.shuffle(kinds), ...Array.from({ length: count - kinds.length }, () => r.pick(kinds))];
   }
   const slot = (F - 1_500) / order.length;
-  const faults = order.map((kind, i) => step(r, kind, Math.round(500 + i * slot + r.next() * slot * 0.5), runs, leaseTtlMs));
+  const faults = order.map((kind, i) => step(r, kind, Math.round(500 + i * slot + r.next() * slot * 0.5), runs, leaseTtlMs, F)).sort((a, b) => a.at - b.at);
   return { seed, schedule, shape, rollouts, runs, faults, salt: tag };
 }
 
-function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl: number): FaultStep {
+function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl: number, phaseMs: number): FaultStep {
   const run = r.int(0, runs.length - 1);
   const worker = `${runs[run]!.key}/w${r.int(0, runs[run]!.workers - 1)}`;
   switch (kind) {
@@ -212,7 +212,8 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
       // Mostly after both cuts: only then does the write meet its own holder again, at a higher epoch.
       const straggler = r.next() < 0.75 ? 'after-both' : 'with-first';
       return {
-        at,
+        // Early enough for both cuts to end inside the faults phase (the heal would cut the second short).
+        at: Math.max(500, Math.min(at, phaseMs - 2 * d - 1_000)),
         kind,
         target: 'leader→store',
         durationMs: d,
