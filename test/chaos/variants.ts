@@ -84,6 +84,12 @@ export const VARIANTS: Record<string, Variant> = {
       },
     ],
   },
+  'no-dead-letter-pass': {
+    name: 'no-dead-letter-pass',
+    description: "the node's coordinator never fails items given back maxReceiveCount times: poison stays Pending, undelivered, forever",
+    breaks: 'runs-finish',
+    edits: [{ file: 'infra/local/node.ts', find: 'deadLetters: new LedgerDeadLetters(this.sql, runId),', replace: '' }],
+  },
   'resign-deletes-row': {
     name: 'resign-deletes-row',
     description: 'resigning deletes the lease row (seed 000), so the next holder starts again at epoch 0',
