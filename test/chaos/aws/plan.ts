@@ -212,8 +212,9 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
       // Mostly after both cuts: only then does the write meet its own holder again, at a higher epoch.
       const straggler = r.next() < 0.75 ? 'after-both' : 'with-first';
       return {
-        // Early enough for both cuts to end inside the faults phase (the heal would cut the second short).
-        at: Math.max(500, Math.min(at, phaseMs - 2 * d - 1_000)),
+        // Early enough for both cuts to end inside the faults phase (the heal would cut the second short),
+        // late enough for a leader to exist.
+        at: Math.max(2_000, Math.min(at, phaseMs - 2 * d - 1_000)),
         kind,
         target: 'leader→store',
         durationMs: d,
