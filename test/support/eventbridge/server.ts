@@ -179,7 +179,8 @@ export class EventBridgeStandIn {
       'detail-type': e.DetailType,
       source: e.Source,
       account: this.account,
-      time: (e.Time ? new Date(e.Time as string | number) : new Date()).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      // The SDK sends Time as epoch seconds (AWS JSON 1.1 timestamps); a string is taken as a date.
+      time: (e.Time === undefined || e.Time === null ? new Date() : typeof e.Time === 'number' ? new Date(e.Time * 1000) : new Date(e.Time as string)).toISOString().replace(/\.\d{3}Z$/, 'Z'),
       region: this.region,
       resources: (e.Resources) ?? [],
       detail: JSON.parse(String(e.Detail)) as unknown,
