@@ -1,5 +1,6 @@
-import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { forwardHttp, type Forwarded } from './http-forward.js';
 
 /**
  * DynamoDB Local serialises every request, so it never cancels a transaction
@@ -143,17 +144,8 @@ export class ContentionProxy {
     if (h && keys.some((k) => h.keys.includes(k)) && --h.remaining <= 0) h.release();
   }
 
-  private forward(headers: IncomingHttpHeaders, body: Buffer, method: string, path: string): Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }> {
-    return new Promise((resolve, reject) => {
-      const req = request({ host: this.upstream.hostname, port: this.upstream.port, method, path, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 502, headers: res.headers, body: Buffer.concat(chunks) }));
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+  private forward(headers: IncomingHttpHeaders, body: Buffer, method: string, path: string): Promise<Forwarded> {
+    return forwardHttp(this.upstream, headers, body, method, path);
   }
 }
 

@@ -29,8 +29,9 @@
  */
 import { BatchGetItemCommand, DynamoDBClient, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { forwardHttp, type Forwarded } from '../../support/http-forward.js';
 import type { FencedWrite, ItemState, ItemTransition, LeaseChange, LeaseRef, RolloutTransition, StagePhase, StageTransition } from '../history.js';
 
 type Wire = Record<string, AttributeValue>;
@@ -522,23 +523,8 @@ export class ObservingProxy {
   }
 
   private forward(headers: IncomingHttpHeaders, body: Buffer, method: string, path: string): Promise<Forwarded> {
-    return new Promise((resolve, reject) => {
-      const req = request({ host: this.upstream.hostname, port: this.upstream.port, method, path, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 502, headers: res.headers, body: Buffer.concat(chunks) }));
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+    return forwardHttp(this.upstream, headers, body, method, path);
   }
-}
-
-interface Forwarded {
-  readonly status: number;
-  readonly headers: IncomingHttpHeaders;
-  readonly body: Buffer;
 }
 
 /**
