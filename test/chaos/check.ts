@@ -128,7 +128,7 @@ export function check(h: ChaosHistory): Violation[] {
     if (t.from && (t.from.state === 'done' || t.from.state === 'failed')) {
       v('one-result-per-item', 'safety', `item ${key} left ${t.from.state}`, [itemLine(t)], t.at);
     }
-    if (t.to.state === 'done') {
+    if (t.to.state === 'done' || (t.from?.state === 'done' && t.to.resultHash !== null)) {
       const prior = results.get(key) ?? [];
       results.set(key, [...prior, t]);
       if (prior.length) v('one-result-per-item', 'safety', `item ${key} recorded ${prior.length + 1} results`, [...prior, t].map(itemLine), t.at);
@@ -167,7 +167,9 @@ export function check(h: ChaosHistory): Violation[] {
     const changes = s.leaseChanges.filter((c) => c.name === 'promotion_leader' && c.at <= leaderBy);
     const current = changes.at(-1);
     const holder = current?.change === 'delete' ? null : (current?.holder ?? null);
-    if (holder === null || !aliveThroughout(h.processes, holder, leaderBy, leaderBy)) {
+    // Expiry is written on the holder's clock, which a clock-offset fault may have set up to 4 s off.
+    const lapsed = current?.expiresAt !== null && current?.expiresAt !== undefined && current.expiresAt + 5_000 < leaderBy;
+    if (holder === null || lapsed || !aliveThroughout(h.processes, holder, leaderBy, leaderBy)) {
       v('leader-after-heal', 'liveness', `no live leader ${fmt(h.bounds.leaderWithinMs)} after the faults healed (lease holder: ${holder ?? 'none'})`, [...changes.slice(-3).map(leaseLine), ...h.faults.slice(-3).map(faultLine)], leaderBy);
     }
   }
@@ -194,9 +196,15 @@ export function check(h: ChaosHistory): Violation[] {
     const bakeMs = Number(r.labels.bakeMs ?? NaN);
     if (active.length !== 1) {
       v('rollouts-settle', 'liveness', `rollout ${r.id} is ${r.state} with ${active.length} active stages`, r.stages.map((x) => `attempt ${x.attempt} #${x.index} ${x.name} ${x.phase}`), end);
-    } else if (r.labels.expect === 'promote' && Number.isFinite(bakeMs) && active[0]!.activatedAt !== null && active[0]!.activatedAt + bakeMs + h.bounds.leaderWithinMs < end && active[0]!.activatedAt + bakeMs < healed + h.bounds.leaderWithinMs) {
-      // Healthy readings keep coming for it: past its bake and a leader's worth of slack, it must have moved on.
-      v('rollouts-settle', 'liveness', `rollout ${r.id} stalled on stage ${active[0]!.name}: active since ${fmt(active[0]!.activatedAt)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)}`, [], end);
+    } else if (r.labels.expect === 'promote' && Number.isFinite(bakeMs)) {
+      // Healthy readings keep coming for it: once its bake is over and a leader could act (a leader's
+      // worth of slack after healing), it must have moved on. Activation is read from the audit log (the
+      // store's clock), not from the row (the writing node's clock).
+      const stage = active[0]!;
+      const activated = s.stageTransitions.filter((x) => x.rolloutId === r.id && x.attempt === r.attempt && x.index === stage.index && x.to === 'active').at(-1)?.at ?? stage.activatedAt;
+      if (activated !== null && Math.max(activated + bakeMs, healed) + h.bounds.leaderWithinMs < end) {
+        v('rollouts-settle', 'liveness', `rollout ${r.id} stalled on stage ${stage.name}: active since ${fmt(activated)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)}`, [], end);
+      }
     }
   }
 
@@ -213,7 +221,9 @@ export function check(h: ChaosHistory): Violation[] {
     if (!t.from || t.from.state !== 'running' || t.to.state !== 'pending' || !t.from.worker) continue;
     const worker = t.from.worker;
     if (!h.workers.includes(worker)) continue;
-    const window = [t.at - timeout - 1_000, t.at] as const;
+    // The process that got the item must have lived through it: a restarted worker gives back what its predecessor held.
+    const got = s.itemTransitions.filter((x) => x.itemId === t.itemId && x.seq < t.seq && x.to.state === 'running' && x.to.worker === worker).at(-1);
+    const window = [Math.min(t.at - timeout - 1_000, got?.at ?? 0), t.at] as const;
     if (!aliveThroughout(h.processes, worker, window[0], window[1])) continue;
     // The worker gave it back itself (its backend failed it, or it was told to stop).
     if (h.ops.some((o) => o.kind === 'backend.execute' && o.target === t.itemId && o.outcome === 'failed' && o.invokedAt <= t.at)) continue;

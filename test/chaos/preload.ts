@@ -4,6 +4,7 @@
  * - CHAOS_CLOCK_OFFSET_MS: this process's wall clock runs that far off (Date.now and
  *   new Date()); monotonic timers are untouched, as with a real clock offset.
  */
+import { readFileSync } from 'node:fs';
 import { register } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -12,6 +13,12 @@ import { variantNamed } from './variants.js';
 const variant = process.env.CHAOS_VARIANT;
 if (variant) {
   const v = variantNamed(variant);
+  // Every edit must apply exactly once, or the variant would silently be the product as it is.
+  const root = resolve(import.meta.dirname, '../..');
+  for (const e of v.edits) {
+    const n = readFileSync(resolve(root, e.file), 'utf8').split(e.find).length - 1;
+    if (n !== 1) throw new Error(`chaos variant ${v.name}: "${e.find.slice(0, 80)}" found ${n} times in ${e.file}`);
+  }
   register(pathToFileURL(resolve(import.meta.dirname, 'variant-hooks.mjs')), { data: { edits: v.edits, root: resolve(import.meta.dirname, '../..') } });
 }
 

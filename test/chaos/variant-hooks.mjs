@@ -21,7 +21,8 @@ export async function load(url, context, nextLoad) {
   let source = await readFile(path, 'utf8');
   for (const e of mine) {
     if (!source.includes(e.find)) throw new Error(`chaos variant: "${e.find.slice(0, 80)}" not found in ${e.file}`);
-    source = source.replace(e.find, e.replace);
+    if (source.split(e.find).length !== 2) throw new Error(`chaos variant: "${e.find.slice(0, 80)}" found more than once in ${e.file}`);
+    source = source.replace(e.find, () => e.replace);
   }
   const out = await transform(source, { loader: 'ts', format: 'esm', sourcefile: path, sourcemap: 'inline', target: 'node20' });
   return { format: 'module', source: out.code, shortCircuit: true };

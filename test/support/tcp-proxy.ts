@@ -47,6 +47,7 @@ export class FaultyProxy {
       this.pairs.add(pair);
       // Deliveries in flight, per direction: a close waits for them (bytes on the wire still arrive).
       let inFlight = Promise.resolve();
+      let queued = 0;
       const close = () => {
         void inFlight.then(() => {
           this.pairs.delete(pair);
@@ -57,9 +58,12 @@ export class FaultyProxy {
       const later = (write: () => void) => {
         // Held bytes wait in order for release(), like packets queued in a congested network.
         const deliver = () => (this.holding ? this.held.push(write) : write());
-        if (this.delayMs <= 0) return deliver();
+        // Without a delay, and nothing delayed still on its way: at once. Otherwise in order behind it.
+        if (this.delayMs <= 0 && queued === 0) return deliver();
         const dueAt = Date.now() + this.delayMs;
+        queued++;
         inFlight = inFlight.then(() => new Promise<void>((r) => setTimeout(() => {
+          queued--;
           deliver();
           r();
         }, Math.max(0, dueAt - Date.now()))));

@@ -70,7 +70,7 @@ CREATE TRIGGER chaos_audit_stages AFTER INSERT ON rollout_stages
   FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 DROP TRIGGER IF EXISTS chaos_audit_stage_changes ON rollout_stages;
 CREATE TRIGGER chaos_audit_stage_changes AFTER UPDATE ON rollout_stages
-  FOR EACH ROW WHEN (OLD.phase IS DISTINCT FROM NEW.phase)
+  FOR EACH ROW WHEN (OLD.phase IS DISTINCT FROM NEW.phase OR OLD.promoted_epoch IS DISTINCT FROM NEW.promoted_epoch)
   EXECUTE FUNCTION chaos_audit_row();
 
 -- Every transition writes its outbox events in the same atomic step, each carrying the epoch it was made under.
@@ -80,7 +80,7 @@ CREATE TRIGGER chaos_audit_events AFTER INSERT ON rollout_events
 
 DROP TRIGGER IF EXISTS chaos_audit_items ON work_items;
 CREATE TRIGGER chaos_audit_items AFTER UPDATE ON work_items
-  FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.worker IS DISTINCT FROM NEW.worker OR OLD.started IS DISTINCT FROM NEW.started)
+  FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.worker IS DISTINCT FROM NEW.worker OR OLD.started IS DISTINCT FROM NEW.started OR OLD.result_hash IS DISTINCT FROM NEW.result_hash)
   EXECUTE FUNCTION chaos_audit_row();
 `;
 
@@ -252,10 +252,4 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
     const events: EventRow[] = eventRows.map((e) => ({ seq: Number(e.seq), rolloutId: e.rollout_id, detailType: e.detail_type, detail: e.detail }));
     return { leaseChanges, writes, stageTransitions, rolloutTransitions, itemTransitions, rollouts, runs, items, idempotency, events };
   });
-}
-
-/** The lease rows as they stand (the observer samples them during the schedule). */
-export async function readLeases(client: pg.Client): Promise<{ name: string; holder: string | null; epoch: number; expiresAt: number }[]> {
-  const { rows } = await client.query<{ name: string; holder: string | null; epoch: string; expires_at: Date }>('SELECT name, holder, epoch, expires_at FROM leases');
-  return rows.map((r) => ({ name: r.name, holder: r.holder, epoch: Number(r.epoch), expiresAt: r.expires_at.getTime() }));
 }

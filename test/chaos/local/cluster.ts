@@ -49,15 +49,10 @@ export class ManagedProcess {
     this.child = this.launch(this.clockOffsetMs);
     this.log = collect(this.child);
     this.paused = false;
-    const span: (typeof this.spans)[number] = { from: wall(), to: null };
-    this.spans.push(span);
+    this.spans.push({ from: wall(), to: null });
     const child = this.child;
-    child.once('exit', (code, signal) => {
-      if (span.to === null) {
-        span.to = wall();
-        span.end = signal === 'SIGKILL' ? 'killed' : code === 0 ? 'exited' : signal ? 'stopped' : 'crashed';
-      }
-    });
+    // Closes whichever span is open (a resume opens a new one).
+    child.once('exit', (code, signal) => this.closeSpan(signal === 'SIGKILL' ? 'killed' : code === 0 ? 'exited' : signal ? 'stopped' : 'crashed'));
   }
 
   private closeSpan(end: ProcessSpan['end']): void {
@@ -72,8 +67,12 @@ export class ManagedProcess {
     if (!this.child || !this.alive) return;
     if (this.paused) this.child.kill('SIGCONT');
     this.closeSpan(signal === 'SIGKILL' ? 'killed' : 'stopped');
-    this.child.kill(signal);
-    await exited(this.child);
+    const child = this.child;
+    child.kill(signal);
+    // A process that does not stop within 15 s of a polite signal is killed.
+    const force = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited(child);
+    clearTimeout(force);
     this.paused = false;
   }
 
@@ -281,11 +280,16 @@ export class ChaosCluster {
     );
     this.replacements.push(proc);
     proc.start();
-    await waitFor(`${of.id} (replacement)`, 60_000, async () => {
-      const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
-      await res.text();
-      return res.ok;
-    }, proc.child!, proc.log);
+    try {
+      await waitFor(`${of.id} (replacement)`, 60_000, async () => {
+        const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
+        await res.text();
+        return res.ok;
+      }, proc.child!, proc.log);
+    } catch (err) {
+      await proc.kill('SIGKILL');
+      throw err;
+    }
     return proc;
   }
 

@@ -285,7 +285,9 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       // link holds whatever is in flight then.
       const zombie = await leaderOr(c, p);
       const f = record(zombie.id, 'a fenced write held in the network, paused, replaced under its id, resumed');
-      await Promise.race([zombie.link.holdAt('rollout_apply'), sleep(4_000).then(() => zombie.link.hold(true))]);
+      let fallback: NodeJS.Timeout | undefined;
+      await Promise.race([zombie.link.holdAt('rollout_apply'), new Promise<void>((r) => (fallback = setTimeout(() => r(zombie.link.hold(true)), 4_000)))]);
+      clearTimeout(fallback);
       zombie.process.pause();
       const other = async (): Promise<ClusterNode | null> => {
         for (let i = 0; i < 80; i++) {
@@ -370,7 +372,11 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       n.process.clockOffsetMs = 0;
       await n.process.kill('SIGTERM');
       await restartInBackground(c, f, () => cl.startNode(n));
-      if (w) w.clockOffsetMs = 0;
+      if (w) {
+        w.clockOffsetMs = 0;
+        await w.kill('SIGTERM');
+        startWorker(w);
+      }
       end(f);
       return;
     }
@@ -484,7 +490,8 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4]]);
     return open === 0 && running === 0;
   };
-  while (now(c) - healedAt < QUIET_MAX_MS && !(await settled())) await sleep(250);
+  // At least the leader bound, so the checker can judge leadership after healing.
+  while (now(c) - healedAt < QUIET_MAX_MS && !(now(c) - healedAt >= LEADER_WITHIN_MS && (await settled()))) await sleep(250);
   // A little longer, so a late wrong move (a promotion after a rollback, a second result) has time to show.
   await sleep(1_000);
   const quietUntil = now(c);
