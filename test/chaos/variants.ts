@@ -21,6 +21,8 @@ export interface Variant {
   /** The invariant the checker should report. */
   readonly breaks: string;
   readonly edits: readonly SourceEdit[];
+  /** Also switched on over the AWS topology (its edits include the DynamoDB adapters'). */
+  readonly aws?: boolean;
   /** Rewrites nginx.conf as generated for the cluster. */
   readonly nginx?: (conf: string) => string;
 }
@@ -28,6 +30,7 @@ export interface Variant {
 export const VARIANTS: Record<string, Variant> = {
   'fence-holder-only': {
     name: 'fence-holder-only',
+    aws: true,
     description: 'the fence checks the lease holder, not the epoch',
     breaks: 'write-under-current-epoch',
     edits: [
@@ -41,6 +44,7 @@ export const VARIANTS: Record<string, Variant> = {
   },
   'promote-if-not-promoted': {
     name: 'promote-if-not-promoted',
+    aws: true,
     description: "promotion conditioned on phase != 'promoted' (seed 000), not on the exact state evaluated",
     breaks: 'no-promotion-after-rollback',
     edits: [

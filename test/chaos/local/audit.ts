@@ -49,12 +49,9 @@ BEGIN
 END
 $f$;
 
-DROP TRIGGER IF EXISTS chaos_audit_leases ON leases;
-CREATE TRIGGER chaos_audit_leases AFTER INSERT OR DELETE ON leases
-  FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
-DROP TRIGGER IF EXISTS chaos_audit_lease_changes ON leases;
 -- Renewals too: the timeline draws a term until its last renewal runs out.
-CREATE TRIGGER chaos_audit_lease_changes AFTER UPDATE ON leases
+DROP TRIGGER IF EXISTS chaos_audit_leases ON leases;
+CREATE TRIGGER chaos_audit_leases AFTER INSERT OR UPDATE OR DELETE ON leases
   FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 
 DROP TRIGGER IF EXISTS chaos_audit_rollouts ON rollouts;

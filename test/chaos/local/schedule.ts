@@ -129,9 +129,9 @@ function pickNode(c: Ctx): ClusterNode {
   return c.cluster.nodes[c.rng.int(c.cluster.nodes.length)]!;
 }
 
-/** Metric reports for one rollout until the schedule ends: healthy, or breaching once `breachAfter` passed. */
 /**
- * Metric reports for one rollout. A racer, once breaching, reports straight to
+ * Metric reports for one rollout until the schedule ends: healthy, or breaching
+ * once `breachAfterMs` passed. A racer, once breaching, reports straight to
  * the leader every few tens of milliseconds, so some breaches land while the
  * leader's tick holds an older, healthy evaluation of the same rollout.
  */
@@ -209,7 +209,7 @@ async function cliCommand(c: Ctx, id: string, command: string, key: string): Pro
 
 // ── the nemesis ─────────────────────────────────────────────────────────────
 
-async function restartInBackground(c: Ctx, f: FaultRecord, start: () => Promise<void>): Promise<void> {
+async function restartLogged(c: Ctx, f: FaultRecord, start: () => Promise<void>): Promise<void> {
   try {
     await start();
   } catch (err) {
@@ -240,7 +240,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const f = record(n.id);
       await n.process.kill('SIGKILL');
       await sleep(500 + (p % 1500));
-      await restartInBackground(c, f, () => cl.startNode(n));
+      await restartLogged(c, f, () => cl.startNode(n));
       end(f);
       return;
     }
@@ -252,7 +252,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const f = record(n.id, 'coordinator host, during steals');
       await n.process.kill('SIGKILL');
       await sleep(800);
-      await restartInBackground(c, f, () => cl.startNode(n));
+      await restartLogged(c, f, () => cl.startNode(n));
       end(f);
       return;
     }
@@ -316,7 +316,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       zombie.process.resume();
       await sleep(1_500);
       await replacement?.kill('SIGKILL');
-      if (next) await restartInBackground(c, f, () => cl.startNode(next));
+      if (next) await restartLogged(c, f, () => cl.startNode(next));
       end(f);
       return;
     }
@@ -324,7 +324,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const n = await leaderOr(c, p);
       const f = record(n.id, 'SIGTERM, then start');
       await n.process.kill('SIGTERM');
-      await restartInBackground(c, f, () => cl.startNode(n));
+      await restartLogged(c, f, () => cl.startNode(n));
       end(f);
       return;
     }
@@ -332,7 +332,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const f = record('store');
       await cl.store.stop();
       await sleep(500 + (p % 1000));
-      await restartInBackground(c, f, () => cl.store.start());
+      await restartLogged(c, f, () => cl.store.start());
       end(f);
       return;
     }
@@ -362,7 +362,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const f = record(`${n.id}${w ? ` and ${w.name}` : ''}`, `${offset} ms`);
       n.process.clockOffsetMs = offset;
       await n.process.kill('SIGTERM');
-      await restartInBackground(c, f, () => cl.startNode(n));
+      await restartLogged(c, f, () => cl.startNode(n));
       if (w) {
         w.clockOffsetMs = offset;
         await w.kill('SIGTERM');
@@ -371,7 +371,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       await sleep(3_000);
       n.process.clockOffsetMs = 0;
       await n.process.kill('SIGTERM');
-      await restartInBackground(c, f, () => cl.startNode(n));
+      await restartLogged(c, f, () => cl.startNode(n));
       if (w) {
         w.clockOffsetMs = 0;
         await w.kill('SIGTERM');
