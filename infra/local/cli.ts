@@ -60,6 +60,7 @@ export function program(): Command {
     .option('--visibility-seconds <s>', 'SQS visibility kept ahead while an item is held', int('--visibility-seconds'), 30)
     .option('--wait-seconds <s>', 'long-poll wait, 0–20', int('--wait-seconds'), 20)
     .option('--batch <n>', 'messages received at once', int('--batch'), 10)
+    .option('--chunk-budget-ms <ms>', 'how long a chunk of started (unstealable) items may take; items are started a chunk at a time, sized from their measured duration', int('--chunk-budget-ms'), 100)
     .option('--max-receive-count <n>', 'ledger queue: deliveries before an item is a dead letter (SQS: set on the queue)', int('--max-receive-count'), 5)
     .option('--exit-when-done', 'stop once the run has nothing pending or running', false)
     .option('--json', 'logs and the summary as JSON lines', false)
@@ -132,9 +133,10 @@ function nodeCommands(cli: Command): void {
     .addOption(new Option('--election-timeout <s>', 'a node silent this long is unhealthy').argParser(seconds('--election-timeout')).env('CLUSTER_ELECTION_TIMEOUT').default(15))
     .addOption(new Option('--monitor-interval <s>', 'cluster monitor (leader)').argParser(seconds('--monitor-interval')).env('CLUSTER_MONITOR_INTERVAL').default(15))
     .addOption(new Option('--tick-interval <s>', 'BatchPromoter tick').argParser(seconds('--tick-interval')).env('ROLLOUT_TICK_INTERVAL'))
+    .addOption(new Option('--scan-interval <s>', "run coordinators' failure scan (silent workers, unsent items, poison)").argParser(seconds('--scan-interval')).env('ROLLOUT_SCAN_INTERVAL').default(5))
     .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
     .option('--json', 'logs as JSON lines', false)
-    .action(async (o: { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; redirectWrites?: boolean | string; json: boolean }) => {
+    .action(async (o: { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json);
       const { serveCommand } = await import('./node-command.js');
       await serveCommand(
@@ -152,6 +154,7 @@ function nodeCommands(cli: Command): void {
           electionTimeoutSeconds: o.electionTimeout,
           monitorIntervalSeconds: o.monitorInterval,
           ...(o.tickInterval ? { tickIntervalSeconds: o.tickInterval } : {}),
+          scanIntervalSeconds: o.scanInterval,
           redirectWrites: o.redirectWrites === true || o.redirectWrites === 'true' || o.redirectWrites === '1',
         },
         logger,

@@ -48,6 +48,7 @@ export const workerOptionsSchema = z
     visibilitySeconds: z.coerce.number().int().positive().max(43_200).default(30),
     waitSeconds: z.coerce.number().int().min(0).max(20).default(20),
     batch: z.coerce.number().int().positive().max(1_000).default(10),
+    chunkBudgetMs: z.coerce.number().positive().default(100),
     maxReceiveCount: z.coerce.number().int().positive().default(5),
     exitWhenDone: z.boolean().default(false),
   })
@@ -139,6 +140,7 @@ export async function runWorkerCommand(input: WorkerCommandOptions, signal: Abor
       visibilitySeconds: o.visibilitySeconds,
       waitSeconds: o.waitSeconds,
       receiveBatch: o.batch,
+      chunkBudgetMs: o.chunkBudgetMs,
     });
     const agent = new WorkerAgent({
       worker,

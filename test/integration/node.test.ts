@@ -244,6 +244,9 @@ describe('cluster node', () => {
     const serve = await rollout(['serve', '--lease-ttl', '5', '--heartbeat-interval', '10'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: database.url });
     expect(serve.code).toBe(2);
     expect(serve.err).toMatch(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
+    const badScan = await rollout(['serve', '--scan-interval', '0'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: database.url });
+    expect(badScan.code).toBe(2);
+    expect(badScan.err).toMatch(/--scan-interval must be a positive number of seconds, got "0"/);
     const noDb = await rollout(['serve'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: '' });
     expect(noDb.code).toBe(2);
     expect(noDb.err).toMatch(/store.databaseUrl: DATABASE_URL is required for a PostgreSQL node/);

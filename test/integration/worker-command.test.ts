@@ -78,6 +78,9 @@ describe('rollout worker', () => {
     const badBatch = rollout(['worker', '--run', 'r', '--database-url', url, '--batch', 'ten']);
     expect(await badBatch.exit).toBe(2);
     expect(badBatch.stderr()).toMatch(/--batch must be a whole number, got "ten"/);
+    const badChunk = rollout(['worker', '--run', 'r', '--database-url', url, '--chunk-budget-ms', '0']);
+    expect(await badChunk.exit).toBe(2);
+    expect(badChunk.stderr()).toMatch(/invalid worker config: --chunk-budget-ms: Too small/);
     const badQueue = rollout(['worker', '--run', 'r', '--store', 'dynamodb', '--table', 't'], { DATABASE_URL: '' });
     expect(await badQueue.exit).toBe(2);
     expect(badQueue.stderr()).toMatch(/--queue: the ledger-backed queue needs --store postgres/);

@@ -26,7 +26,7 @@ export class FaultyProxy {
   private losing = false;
   private holding = false;
   private held: (() => void)[] = [];
-  private holdMarker: string | null = null;
+  private holdMarker: readonly string[] | null = null;
   private onHeld: (() => void) | undefined;
   dropped = 0;
   port = 0;
@@ -71,7 +71,7 @@ export class FaultyProxy {
       client.on('error', close).on('close', close);
       upstream.on('error', close).on('close', close);
       client.on('data', (b: Buffer) => {
-        if (this.holdMarker && b.includes(this.holdMarker)) {
+        if (this.holdMarker && this.holdMarker.every((m) => b.includes(m))) {
           this.holding = true;
           this.holdMarker = null;
           this.onHeld?.();
@@ -129,12 +129,12 @@ export class FaultyProxy {
 
   /**
    * Starts holding (as `hold(true)`) at the first request whose bytes contain
-   * `marker` — that request included — and resolves then: a write caught in
-   * the network on its way to the server.
+   * `marker` (every one of them, if several) — that request included — and
+   * resolves then: a write caught in the network on its way to the server.
    */
-  holdAt(marker: string): Promise<void> {
+  holdAt(marker: string | readonly string[]): Promise<void> {
     return new Promise((resolve) => {
-      this.holdMarker = marker;
+      this.holdMarker = typeof marker === 'string' ? [marker] : marker;
       this.onHeld = () => {
         this.onHeld = undefined;
         resolve();

@@ -226,6 +226,7 @@ export class ChaosCluster {
       CLUSTER_ELECTION_INTERVAL: String(TIMINGS.electionS),
       CLUSTER_ELECTION_TIMEOUT: String(TIMINGS.ttlS),
       CLUSTER_MONITOR_INTERVAL: '1',
+      ROLLOUT_SCAN_INTERVAL: '1',
       ROLLOUT_TICK_INTERVAL: String(TIMINGS.tickS),
     };
   }
@@ -302,7 +303,8 @@ export class ChaosCluster {
     }, n.process.child!, n.process.log);
   }
 
-  worker(runId: string, workerId: string): ManagedProcess {
+  /** `chunkBudgetMs`: 1 starts one item at a time, so the rest of each batch waits claimed (and must be heartbeated). */
+  worker(runId: string, workerId: string, o: { chunkBudgetMs?: number } = {}): ManagedProcess {
     const key = `${workerId}`;
     const proc = new ManagedProcess(key, 'worker', (offset) =>
       spawn(
@@ -322,6 +324,7 @@ export class ChaosCluster {
           '--heartbeat-ms', '500',
           '--wait-seconds', '1',
           '--batch', '5',
+          ...(o.chunkBudgetMs === undefined ? [] : ['--chunk-budget-ms', String(o.chunkBudgetMs)]),
           '--exit-when-done',
           '--json',
         ],

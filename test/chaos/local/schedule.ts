@@ -68,6 +68,8 @@ interface Ctx {
   readonly signals: SignalMode;
   nextOp: number;
   stopping: boolean;
+  /** A rollout nothing but the zombie-leader fault writes to (no readings, no commands). */
+  readonly quiet: string;
   readonly log: (line: string) => void;
 }
 
@@ -283,10 +285,16 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       // Caught with a fenced transition on the wire (its link holds it), then paused: the write
       // arrives only after the replacement leads at a later epoch. If none comes within 4 s, the
       // link holds whatever is in flight then.
+      // The write is a pause of a rollout no one else touches, sent to the leader itself: nothing
+      // moves that row's version meanwhile, so only the fence's epoch can refuse the late write.
       const zombie = await leaderOr(c, p);
       const f = record(zombie.id, 'a fenced write held in the network, paused, replaced under its id, resumed');
       let fallback: NodeJS.Timeout | undefined;
-      await Promise.race([zombie.link.holdAt('rollout_apply'), new Promise<void>((r) => (fallback = setTimeout(() => r(zombie.link.hold(true)), 4_000)))]);
+      const held = zombie.link.holdAt(['rollout_apply', c.quiet]);
+      // No Idempotency-Key: with one, the write would run inside a transaction that PostgreSQL ends
+      // after one TTL idle (the node's idle_in_transaction_session_timeout), a second line of defence.
+      const pause = call(c, { client: 'operator', kind: 'rollout.pause', base: zombie.url, via: zombie.id, method: 'POST', path: `/rollouts/${c.quiet}/pause`, body: { reason: 'zombie' }, target: c.quiet });
+      await Promise.race([held, new Promise<void>((r) => (fallback = setTimeout(() => r(zombie.link.hold(true)), 4_000)))]);
       clearTimeout(fallback);
       zombie.process.pause();
       const other = async (): Promise<ClusterNode | null> => {
@@ -314,7 +322,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       third?.link.blackhole(false);
       zombie.link.hold(false);
       zombie.process.resume();
-      await sleep(1_500);
+      await Promise.race([pause, sleep(1_500)]);
       await replacement?.kill('SIGKILL');
       if (next) await restartLogged(c, f, () => cl.startNode(next));
       end(f);
@@ -431,9 +439,9 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const epochMs = wall();
   const mark = await auditMark(cluster.store.url);
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
-  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, log: o.log };
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H` };
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H`, quiet: `${tag}-Q` };
+  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, log: o.log };
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
@@ -443,14 +451,17 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   await create(ids.manual, 'any');
   // Breaches at a random moment: some land while a tick is evaluating an older, healthy reading.
   for (const racer of [ids.racer1, ids.racer2, ids.racer3, ids.racer4]) await create(racer, 'rollback');
+  await create(ids.quiet, 'any');
 
   // A run: short items, a few long ones, a few poison ones.
-  // Long items outlast the failure timeout: an item is judged by its heartbeats, never by its age.
-  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? TTL_MS + 500 : 5 + rng.int(25), poison: n % 53 === 7 }));
+  // Long items outlast the failure timeout and one scan: an item is judged by its heartbeats, never by
+  // its age, whether it runs or waits claimed behind a long one.
+  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? TTL_MS + 1_500 : 5 + rng.int(25), poison: n % 53 === 7 }));
   const runOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: runId, items }, key: `${runId}-key`, target: runId, retries: 10 });
   runOp.result = { ...runOp.result, items: items.length };
 
-  const workers = [1, 2, 3].map((i) => cluster.worker(runId, `${tag}-w${i}`));
+  // One worker starts its items one at a time: items wait claimed behind its long ones.
+  const workers = [1, 2, 3].map((i) => cluster.worker(runId, `${tag}-w${i}`, i === 1 ? { chunkBudgetMs: 1 } : {}));
   const startWorker = (w: ManagedProcess) => w.start();
   for (const w of workers) startWorker(w);
 
