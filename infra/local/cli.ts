@@ -119,7 +119,7 @@ function nodeCommands(cli: Command): void {
     });
   cli
     .command('serve')
-    .description('Run a cluster node on PostgreSQL (seed 002): membership, leader election, leader-only promoters and coordinators, the API, /metrics and the status page')
+    .description('Run a cluster node on PostgreSQL: membership, leader election, leader-only promoters and coordinators, the API, /metrics and the status page')
     .addOption(new Option('--node-id <id>', 'unique node id').env('CLUSTER_NODE_ID').makeOptionMandatory())
     .addOption(new Option('--hostname <name>', 'this node\'s host name').env('CLUSTER_HOSTNAME'))
     .addOption(new Option('--port <port>', 'HTTP port').argParser(int('--port')).env('ROLLOUT_PORT').default(8000))

@@ -3,8 +3,8 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import type { ControlPlaneNode } from './node.js';
 
 /**
- * Prometheus metrics of a node (`GET /metrics`): the key metrics seed 002
- * names — leadership duration, elections, lease renewal success, node
+ * Prometheus metrics of a node (`GET /metrics`): the key metrics of a leader-elected
+ * controller — leadership duration, elections, lease renewal success, node
  * health, last failover — read from the node when scraped.
  */
 export function nodeMetrics(node: ControlPlaneNode): Registry {

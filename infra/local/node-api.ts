@@ -18,7 +18,7 @@ import type { ControlPlaneNode } from './node.js';
  *
  *   GET  /                  the status page
  *   GET  /metrics           Prometheus
- *   GET  /cluster/status | /cluster/leader | /cluster/health   (seed 002's fields)
+ *   GET  /cluster/status | /cluster/leader | /cluster/health   (Orchestry's field names)
  *   GET  /cluster/events?limit=50   the newest cluster events
  *   GET  /ui/state          everything the status page shows, in one read
  *   POST /events            a rollout signal (metrics, alarm, created, command), any node
@@ -245,7 +245,7 @@ function leaderJson(l: NonNullable<ControlPlaneNode['leader']>) {
   };
 }
 
-/** Seed 002's cluster status, from the node's view (the store is read when reachable). */
+/** The cluster status (Orchestry's field names), from the node's view (the store is read when reachable). */
 export async function clusterStatus(node: ControlPlaneNode) {
   const leader = await node.refreshLeader();
   const nodes = await node.membership.nodes();

@@ -31,7 +31,7 @@ import { BATCH_TICK_SECONDS } from '../topology.js';
  * A control-plane node on one machine: the local runtime that wires the same
  * core the Lambda functions run (promoters, coordinator, API) around a
  * PostgreSQL store (a server in cluster mode, embedded PGlite for
- * `npm start`), with the loops of seed 002:
+ * `npm start`), with the loops of Orchestry's distributed controller:
  *
  *   heartbeat  every heartbeatInterval: the node's row in cluster_nodes, the
  *              cluster events that could not be written yet
@@ -40,7 +40,7 @@ import { BATCH_TICK_SECONDS } from '../topology.js';
  *   monitor    every monitorInterval, on the leader: stale nodes unhealthy,
  *              dead ones removed, old events and request records pruned
  *
- * What runs where (seed 004): the HTTP API, metrics and health on every node;
+ * What runs where (as in Leoflow's ADR 0009): the HTTP API, metrics and health on every node;
  * the BatchPromoter's evaluations, the run coordinators and the monitor on
  * the leader only. Safety does not rest on that split: every effectful write
  * is fenced by the store.

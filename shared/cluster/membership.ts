@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import { systemClock } from '../clock.js';
 
 /**
- * Cluster membership for `rollout serve` nodes (seed 002): every node
+ * Cluster membership for `rollout serve` nodes (after Orchestry's distributed controller): every node
  * registers in `cluster_nodes` and heartbeats; a monitor marks nodes whose
  * heartbeat is stale unhealthy and removes dead ones; everything that
  * changes membership or leadership is appended to `cluster_events`.

@@ -8,7 +8,7 @@ import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason } from '
 import type { LeaseToken } from './record.js';
 
 /**
- * Leader election with a PostgreSQL session advisory lock (seed 004):
+ * Leader election with a PostgreSQL session advisory lock (Leoflow's ADR 0009):
  * `pg_try_advisory_lock` on a dedicated session; followers retry every 5 s;
  * the leader runs a keepalive every 30 s and steps down the moment its own
  * session dies (connection error/end, or a keepalive that fails or times out).

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 /**
- * Lease timings, validated up front (client-go style). Defaults follow the
- * seeds: TTL 30 s, renew every 10 s, retry every 5 s, IsLeader cached 1 s.
+ * Lease timings, validated up front (client-go style). Defaults are the usual
+ * controller ones: TTL 30 s, renew every 10 s, retry every 5 s, IsLeader cached 1 s.
  *
  * Invariants: ttl > renewInterval > 1.2 × retryInterval, and the skew margin
  * leaves room to act: clockSkew < ttl − renewInterval (a freshly renewed lease

@@ -146,7 +146,7 @@ export class LeaseElector implements LeaderElector {
   }
 
   /**
-   * Seed 000's IsLeader: holder == me and unexpired, cached for
+   * IsLeader: holder == me and unexpired, cached for
    * `isLeaderCacheMs` — but never true past our expiry minus the skew margin.
    */
   async isLeader(): Promise<boolean> {

@@ -5,7 +5,7 @@ import type { LeaseStore } from './store.js';
 import { acquire, release, renew, steal, stealable } from './transitions.js';
 
 /**
- * Single-node elector, the default until HA is enabled (seed 000): always
+ * Single-node elector, the default until HA is enabled: always
  * leads with a fixed epoch and touches no database. Fenced writes check the
  * lease row, so a node that writes through the store uses `pinStaticLeader`,
  * which backs the epoch with the row once at start. Running two nodes with it

@@ -6,7 +6,7 @@
  * is measured. Ours wakes followers with NOTIFY; the baseline is the same
  * nodes with the wake-up off, where the follower finds out at its next retry
  * — what client-go's leaderelection does with ReleaseOnCancel (retryPeriod
- * 2 s by default) and what seed 004's advisory-lock followers do (5 s).
+ * 2 s by default) and what Leoflow's advisory-lock followers do (5 s).
  * Last line: one JSON object.
  */
 import { randomUUID } from 'node:crypto';

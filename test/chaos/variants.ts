@@ -45,7 +45,7 @@ export const VARIANTS: Record<string, Variant> = {
   'promote-if-not-promoted': {
     name: 'promote-if-not-promoted',
     aws: true,
-    description: "promotion conditioned on phase != 'promoted' (seed 000), not on the exact state evaluated",
+    description: "promotion conditioned on phase != 'promoted', not on the exact state evaluated",
     breaks: 'no-promotion-after-rollback',
     edits: [
       {
@@ -96,7 +96,7 @@ export const VARIANTS: Record<string, Variant> = {
   },
   'resign-deletes-row': {
     name: 'resign-deletes-row',
-    description: 'resigning deletes the lease row (seed 000), so the next holder starts again at epoch 0',
+    description: 'resigning deletes the lease row, so the next holder starts again at epoch 0',
     breaks: 'lease-epoch-monotonic',
     edits: [
       {

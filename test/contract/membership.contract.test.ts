@@ -1,5 +1,5 @@
 /**
- * Cluster membership (seed 002's cluster_nodes and cluster_events) on
+ * Cluster membership (cluster_nodes and cluster_events) on
  * PostgreSQL and PGlite: join, heartbeat, stale → unhealthy, dead → removed,
  * graceful leave, the events it records.
  */

@@ -41,7 +41,7 @@ type Simple =
   | { t: 'read'; n: number }
   | { t: 'applyStale'; n: number }
   | { t: 'command'; n: number; cmd: Command }
-  /** Evaluate on n, let `interference` happen, then write n's now-older decision: the pattern that broke seed 000. */
+  /** Evaluate on n, let `interference` happen, then write n's now-older decision: the pattern that breaks a promotion conditioned on phase != 'promoted'. */
   | { t: 'race'; n: number; interference: 'breach' | 'steal' | 'tick' | 'pause' };
 type Step = Simple | { t: 'pair'; a: Simple; b: Simple };
 

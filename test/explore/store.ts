@@ -99,7 +99,7 @@ export function leaseCas(cell: LeaseCell, ghost: LeaseGhost, expected: LeaseReco
 
 /**
  * Resign. Correct: the release row is compare-and-swapped in (the row is kept,
- * so the next holder is epoch + 1). resign-deletes-row: seed 000's
+ * so the next holder is epoch + 1). resign-deletes-row: the naive
  * `DELETE … WHERE holder = self`.
  */
 export function leaseResign(cell: LeaseCell, ghost: LeaseGhost, expected: LeaseRecord, next: LeaseRecord, variant: Variant): LeaseWrite {
@@ -188,8 +188,8 @@ export type ApplyStatus = 'ok' | 'stale' | 'fenced';
 /**
  * `rollout_apply`, after its fence: the rollout row as evaluated, then each
  * stage's exact phase, all or nothing. promote-if-not-promoted writes the
- * rollout row unconditionally and each stage WHERE phase != 'promoted' (seed
- * 000's PromoteStage); promote-fence-only checks nothing but the fence.
+ * rollout row unconditionally and each stage WHERE phase != 'promoted' (the
+ * naive PromoteStage); promote-fence-only checks nothing but the fence.
  */
 export function applyPlan(cell: RolloutCell, plan: PlanWrite, variant: Variant): { status: Exclude<ApplyStatus, 'fenced'>; cell: RolloutCell } {
   const r = cell.rollout;

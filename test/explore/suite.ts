@@ -63,7 +63,7 @@ export const VARIANT_RUNS: readonly VariantRun[] = [
     variant: 'resign-deletes-row',
     model: 'lease',
     breaks: ['lease-one-holder-per-epoch', 'lease-epoch-monotonic', 'fenced-write-under-current-epoch'],
-    what: "resign deletes the row (seed 000): the next acquire is epoch 0",
+    what: "resign deletes the row: the next acquire is epoch 0",
   },
   { variant: 'promote-if-not-promoted', model: 'promotion', breaks: ['no-promotion-after-rollback'], what: "promotion WHERE phase != 'promoted', no rollout version" },
   { variant: 'promote-fence-only', model: 'promotion', breaks: ['stage-promoted-at-most-once', 'promotion-monotonic'], what: 'a plan is applied on the fence alone' },

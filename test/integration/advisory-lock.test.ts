@@ -1,5 +1,5 @@
 /**
- * The advisory-lock elector (seed 004) on a real PostgreSQL server. Each test
+ * The advisory-lock elector (Leoflow's ADR 0009) on a real PostgreSQL server. Each test
  * shows what caused a change (the session's end, a keepalive timeout, a
  * released lock), never how fast it came: an interval that must not explain
  * the change is made far longer than the test.

@@ -23,7 +23,7 @@ import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
 /**
  * Cluster nodes in this process on a real PostgreSQL (a database of their
  * own on the harness's server): leader-only writes, idempotent writes, and
- * seed 002's database outage behaviour, with the outage made by a proxy.
+ * the database outage behaviour, with the outage made by a proxy.
  */
 const database = databaseForFile('node');
 

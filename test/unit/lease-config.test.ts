@@ -14,7 +14,7 @@ const unused: LeaseStore = {
 const timings = (t: Record<string, unknown>) => parseConfig('lease timing', leaseTimingsSchema, t);
 
 describe('lease timing config', () => {
-  it('defaults to the seeds: TTL 30 s, renew 10 s, retry 5 s, IsLeader cache 1 s', () => {
+  it('defaults to the usual controller timings: TTL 30 s, renew 10 s, retry 5 s, IsLeader cache 1 s', () => {
     expect(timings({})).toEqual({ ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000, isLeaderCacheMs: 1_000 });
   });
 

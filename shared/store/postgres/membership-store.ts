@@ -17,7 +17,7 @@ function nodeOf(r: Row): ClusterNode {
   };
 }
 
-/** `cluster_nodes` and `cluster_events` (seed 002's tables) on PostgreSQL / PGlite. */
+/** `cluster_nodes` and `cluster_events` (the cluster tables of Orchestry's distributed controller) on PostgreSQL / PGlite. */
 export class PostgresMembershipStore implements MembershipStore {
   constructor(private readonly sql: Sql) {}
 

@@ -208,7 +208,7 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
   {
     id: 6,
     name: 'cluster membership',
-    // Seed 002's tables. Leadership is the lease row (leases), so its leader_lease table is not created.
+    // Cluster membership, as Orchestry's distributed controller keeps it. Leadership is the lease row (leases), so its leader_lease table is not created.
     sql: `
       CREATE TABLE cluster_nodes (
         node_id        varchar(255) PRIMARY KEY,

@@ -220,7 +220,7 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
   const stealChanges = (held: HeldToken, item: WorkItem, victim: string, thief: string): ItemCas[] => {
     const token = fenceOf(held);
     if (variant === 'steal-two-step') {
-      // The seed's try_repending then try_claim: two fenced CASes with Pending in between.
+      // A two-step steal (try_repending then try_claim): two fenced CASes with Pending in between.
       return [repend(token, RUN, item, `stolen for ${thief}`), { ...claim(RUN, item.id, thief, token.epoch, STAMP), fence: token }];
     }
     const change = steal(token, RUN, item.id, victim, thief, STAMP);
