@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
 import { ConfigError, StoreContendedError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';

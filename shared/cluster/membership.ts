@@ -1,5 +1,4 @@
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 
 /**
  * Cluster membership for `rollout serve` nodes (after Orchestry's distributed controller): every node

@@ -1,5 +1,4 @@
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { errorMessage } from '../log.js';
 import { PROVIDER_DEADLINES, type PreemptionNotice } from './compute-hint.js';
 

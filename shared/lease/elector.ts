@@ -1,5 +1,4 @@
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { casSettled } from './cas.js';
 import { parseConfig } from '../config.js';

@@ -1,5 +1,4 @@
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { ComputeHint, PreemptionNotice } from '../drain/compute-hint.js';
 import { drain, type DrainReport } from '../drain/drain.js';
 import { RegistryHint } from '../drain/sources.js';

@@ -1,5 +1,4 @@
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { EventBus } from '../events/bus.js';
 import type { LeaderElector } from '../lease/elector.js';
 import { FencedError } from '../lease/fencing.js';

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import type { ExecutionBackend } from './backends.js';

@@ -1,5 +1,4 @@
-import type { Clock } from '../clock.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { EventBus } from '../events/bus.js';
 import type { LeaderElector, LeaseElector } from '../lease/elector.js';
 import type { LeaseToken } from '../lease/record.js';

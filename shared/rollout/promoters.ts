@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseConfig } from '../config.js';
+import { mapLimit } from '../concurrency.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { Action, Leadership, RolloutEngine } from './engine.js';
 import { READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
@@ -40,16 +41,8 @@ export class BatchPromoter {
     if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0 };
     const republished = await this.engine.flushOutbox();
     const views = await this.engine.store.loadRunning();
-    const actions: Action[] = [];
-    let next = 0;
     // A FencedError from any rollout ends the whole tick: we are no longer leader.
-    const worker = async () => {
-      while (next < views.length) {
-        const view = views[next++]!;
-        actions.push(...(await this.engine.evaluateView(view, token)));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.concurrency, views.length) }, worker));
+    const actions = (await mapLimit(views, this.concurrency, (view) => this.engine.evaluateView(view, token))).flat();
     return { leader: true, evaluated: views.length, actions, republished };
   }
 

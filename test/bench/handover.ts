@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ControlPlaneNode } from '../../infra/local/node.js';
+import { until } from '../support/gate.js';
 import { percentile, round3 } from './raw.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '20' }, 'baseline-rounds': { type: 'string', default: '6' }, 'retry-seconds': { type: 'string', default: '2' } } });
@@ -43,17 +44,9 @@ async function node(wake: boolean): Promise<ControlPlaneNode> {
   return n;
 }
 
-async function until(probe: () => boolean, ms: number): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!probe()) {
-    if (performance.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}
-
 async function series(wake: boolean, rounds: number): Promise<number[]> {
   let leader = await node(wake);
-  await until(() => leader.state === 'leader', 20_000);
+  await until('a first leader', () => leader.state === 'leader', 20_000, 1);
   const samples: number[] = [];
   for (let i = 0; i < rounds; i++) {
     const follower = await node(wake);
@@ -62,7 +55,7 @@ async function series(wake: boolean, rounds: number): Promise<number[]> {
     if (follower.state !== 'follower') throw new Error(`follower is ${follower.state}`);
     const t0 = performance.now();
     const stopping = leader.stop();
-    await until(() => follower.state === 'leader', 5 * retry * 1000 + 5_000);
+    await until('the follower leads', () => follower.state === 'leader', 5 * retry * 1000 + 5_000, 1);
     samples.push(performance.now() - t0);
     await stopping;
     leader = follower;

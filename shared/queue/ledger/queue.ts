@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Clock } from '../../clock.js';
-import { systemClock } from '../../clock.js';
+import { systemClock, type Clock } from '../../clock.js';
 import { toInt, type Sql } from '../../store/postgres/sql.js';
 import type { QueueMessage, ReceiveOptions, WorkQueue } from '../port.js';
 import type { WakeSource } from './wake.js';

@@ -1,5 +1,6 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { systemClock, type Clock } from '../../clock.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../../rollout/model.js';
@@ -11,6 +12,7 @@ import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
 import { queryAll } from './query.js';
+import { mapLimit } from '../../concurrency.js';
 
 /**
  * Rollouts on DynamoDB, single table:
@@ -96,6 +98,7 @@ export class DynamoRolloutStore implements RolloutStore {
     private readonly doc: DynamoDBDocumentClient,
     private readonly table: string,
     private readonly readConcurrency = 16,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
@@ -132,21 +135,9 @@ export class DynamoRolloutStore implements RolloutStore {
 
   /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */
   private async views(ids: readonly string[]): Promise<RolloutView[]> {
-    const partitions: Item[][] = new Array<Item[]>(ids.length);
-    let next = 0;
-    const worker = async () => {
-      while (next < ids.length) {
-        const i = next++;
-        const items = await queryAll(this.doc, {
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :p AND sk >= :from',
-          ExpressionAttributeValues: { ':p': rolloutPk(ids[i]!), ':from': 'METRICS#' },
-          ConsistentRead: true,
-        });
-        partitions[i] = items;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.readConcurrency, ids.length) }, worker));
+    const partitions = await mapLimit(ids, this.readConcurrency, (id) =>
+      queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p AND sk >= :from', ExpressionAttributeValues: { ':p': rolloutPk(id), ':from': 'METRICS#' }, ConsistentRead: true }),
+    );
 
     const views: Omit<RolloutView, 'alarms'>[] = [];
     for (const items of partitions) {
@@ -296,7 +287,7 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   async markPublished(events: readonly RolloutEvent[]): Promise<void> {
-    const now = Date.now();
+    const now = this.clock.now();
     await Promise.all(
       events.map((e) =>
         this.doc.send(

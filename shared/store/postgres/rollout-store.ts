@@ -1,6 +1,5 @@
 import type { LeaseToken } from '../../lease/record.js';
-import type { RolloutEvent, RolloutEventDetail, RolloutEventType } from '../../rollout/events.js';
-import { ROLLOUT_SOURCE } from '../../rollout/events.js';
+import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
 import type { AlarmState, Rollout, RolloutState, RolloutView, StageMetrics, StagePhase, StageStatus } from '../../rollout/model.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';

@@ -1,5 +1,4 @@
-import type { LeaseRecord } from '../../../shared/lease/record.js';
-import { sameRow } from '../../../shared/lease/record.js';
+import { sameRow, type LeaseRecord } from '../../../shared/lease/record.js';
 import { acquire, release, renew, steal, stealable } from '../../../shared/lease/transitions.js';
 import type { Invariant, Model, Step } from '../explorer.js';
 import {
