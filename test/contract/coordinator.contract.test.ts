@@ -2,7 +2,7 @@
  * The coordinator on every backend: steal policy, failure scan, stateless
  * replay and self-fencing. Workers are played by the test, step by step.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
@@ -10,20 +10,13 @@ import { Coordinator, MAX_STEAL_BATCH, NotCoordinatorError } from '../../shared/
 import { EpochGuard } from '../../shared/ledger/epoch-guard.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { ack, claim, heartbeat, start } from '../../shared/ledger/transitions.js';
-import { BACKENDS, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend, type LeaseBackend, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
 
-describe.each(BACKENDS)('coordinator on %s', (backendName) => {
-  let backend: LeaseBackend;
+forEachBackend('coordinator on %s', (backend) => {
   const clock = new ManualClock();
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
 
   async function setup(n: number, holderId = 'c1', ownClock: ManualClock = clock) {
     const runId = uniqueName('run');

@@ -12,20 +12,13 @@ import { steal } from '../../shared/lease/transitions.js';
 import { withFence } from '../../shared/store/postgres/fence.js';
 import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
 import type { Sql } from '../../shared/store/postgres/sql.js';
-import { BACKENDS, fencedProbePut, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { fencedProbePut, forEachBackend, postgresSchema, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { gate, settled, until } from '../support/gate.js';
 
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100 };
 
-describe.each(BACKENDS)('fenced writes racing a steal on %s', (backendName) => {
-  let backend: LeaseBackend;
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
+forEachBackend('fenced writes racing a steal on %s', (backend) => {
 
   it('no write with the old epoch is accepted once the steal has committed', async () => {
     const name = uniqueName('fence');

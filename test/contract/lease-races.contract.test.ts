@@ -4,9 +4,9 @@
  * valid), steal (it has expired) and take-over of a released row — with real
  * concurrent requests to the store.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { LeaseElector } from '../../shared/lease/elector.js';
-import { BACKENDS, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
 function shuffle<T>(items: readonly T[]): T[] {
@@ -22,14 +22,7 @@ const CONTENDERS = 8;
 const ROUNDS = 500;
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100 };
 
-describe.each(BACKENDS)('lease races on %s', (backendName) => {
-  let backend: LeaseBackend;
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
+forEachBackend('lease races on %s', (backend) => {
 
   it(`${CONTENDERS} contenders × ${ROUNDS} rounds: one holder per epoch, epochs increase, views match the row`, { timeout: 240_000 }, async () => {
     const name = uniqueName('race');

@@ -2,25 +2,18 @@
  * The lease contract (DESIGN.md "Lease semantics"), one suite for every
  * backend. Time is a ManualClock; nothing here sleeps.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { FencedError } from '../../shared/lease/fencing.js';
 import { LeaseElector, type LeaseElectorOptions, type StopReason } from '../../shared/lease/elector.js';
 import type { LeaseRecord } from '../../shared/lease/record.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
-import { BACKENDS, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { until } from '../support/gate.js';
 
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100, isLeaderCacheMs: 1_000 };
 
-describe.each(BACKENDS)('lease contract on %s', (backendName) => {
-  let backend: LeaseBackend;
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
+forEachBackend('lease contract on %s', (backend) => {
 
   function elector(holderId: string, name: string, clock: ManualClock, extra: Partial<LeaseElectorOptions> = {}, store: LeaseStore = backend.store) {
     return new LeaseElector(store, { name, holderId, clock, ...TIMINGS, ...extra });

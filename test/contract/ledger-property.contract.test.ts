@@ -5,7 +5,7 @@
  * its own result, no result is recorded twice, and none is lost.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
@@ -13,7 +13,7 @@ import { Coordinator, NotCoordinatorError } from '../../shared/ledger/coordinato
 import { contentId } from '../../shared/ledger/model.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { ack, claim, heartbeat, start } from '../../shared/ledger/transitions.js';
-import { BACKENDS, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
 const RUNS = Number(process.env.LEDGER_PROPERTY_RUNS ?? 200);
@@ -43,14 +43,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 
 const resultOf = (payload: unknown) => ({ output: contentId(payload) });
 
-describe.each(BACKENDS)('ledger property on %s', (backendName) => {
-  let backend: LeaseBackend;
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
+forEachBackend('ledger property on %s', (backend, backendName) => {
 
   it(`${RUNS} schedules: every item Done exactly once, no result twice, none lost`, { timeout: 600_000 }, async () => {
     const clock = new ManualClock();

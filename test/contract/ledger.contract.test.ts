@@ -3,27 +3,20 @@
  * enqueue, each transition as a compare-and-swap over its exact prior state,
  * coordinator writes fenced by the run's coordinator lease.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
 import { contentId } from '../../shared/ledger/model.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { ack, claim, fail, heartbeat, nack, reject, repend, start, steal } from '../../shared/ledger/transitions.js';
-import { BACKENDS, openBackend, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend, type LeaseBackend, postgresSchema, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
 
-describe.each(BACKENDS)('ledger on %s', (backendName) => {
-  let backend: LeaseBackend;
+forEachBackend('ledger on %s', (backend) => {
   const clock = new ManualClock();
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
 
   async function run(items: unknown[]) {
     const runId = uniqueName('run');

@@ -3,24 +3,19 @@
  * PostgreSQL and PGlite: join, heartbeat, stale → unhealthy, dead → removed,
  * graceful leave, the events it records.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { Membership } from '../../shared/cluster/membership.js';
 import { PostgresMembershipStore } from '../../shared/store/postgres/membership-store.js';
-import { openBackend, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
 const node = (id: string, port: number) => ({ nodeId: id, hostname: 'localhost', port, apiUrl: `http://127.0.0.1:${port}` });
 
-describe.each(['postgres', 'pglite'] as const)('cluster membership on %s', (name) => {
-  let backend: LeaseBackend;
+forEachBackend('cluster membership on %s', { only: ['postgres', 'pglite'] }, (backend) => {
   const clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
   let m: Membership;
-  beforeAll(async () => {
-    backend = await openBackend(name);
+  beforeAll(() => {
     m = new Membership(new PostgresMembershipStore(backend.sql!), { staleAfterMs: 30_000, deadAfterMs: 180_000, clock });
-  });
-  afterAll(async () => {
-    await backend?.close();
   });
 
   it('join records node_joined once; heartbeats carry the reported state and term', async () => {

@@ -7,7 +7,7 @@
  *   in order.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
@@ -18,7 +18,7 @@ import { evaluate } from '../../shared/rollout/evaluate.js';
 import { activeStage, type StagePhase } from '../../shared/rollout/model.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
 import { planTransition, TransitionRejectedError, type TransitionPlan } from '../../shared/rollout/transitions.js';
-import { BACKENDS, openBackend, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
 const RUNS = Number(process.env.ROLLOUT_PROPERTY_RUNS ?? 200);
@@ -67,14 +67,7 @@ const ALLOWED: Record<StagePhase, readonly StagePhase[]> = {
   rolled_back: ['rolled_back'],
 };
 
-describe.each(BACKENDS)('rollout promotion property on %s', (backendName) => {
-  let backend: LeaseBackend;
-  beforeAll(async () => {
-    backend = await openBackend(backendName);
-  });
-  afterAll(async () => {
-    await backend?.close();
-  });
+forEachBackend('rollout promotion property on %s', (backend, backendName) => {
 
   it(`${RUNS} random interleavings keep promotion monotonic, fenced and final`, { timeout: 600_000 }, async () => {
     const clock = new ManualClock();

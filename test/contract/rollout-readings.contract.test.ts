@@ -6,14 +6,14 @@
  * are refused (the field named), and a reading observed before its stage
  * became active is about other traffic: it is ignored. Time is a ManualClock.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { createRollout } from '../../shared/rollout/commands.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { InvalidEventError, READING_SKEW_MARGIN_MS } from '../../shared/rollout/inbound.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
-import { BACKENDS, openBackend, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
@@ -27,22 +27,17 @@ const SPEC = {
 };
 const FAR_FUTURE = Date.parse('9999-12-31T00:00:00Z');
 
-describe.each(BACKENDS)('gate readings on %s', (backendName) => {
-  let backend: LeaseBackend;
+forEachBackend('gate readings on %s', { fresh: 'each' }, (backend) => {
   let clock: ManualClock;
   let batch: BatchPromoter;
   let streaming: StreamingPromoter;
   let engine: RolloutEngine;
-  beforeEach(async () => {
-    backend = await openBackend(backendName);
+  beforeEach(() => {
     clock = new ManualClock();
     engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
     const leadership = campaignEachTime(new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'a', clock, ...LEASE }));
     batch = new BatchPromoter(engine, leadership);
     streaming = new StreamingPromoter(engine, leadership);
-  });
-  afterEach(async () => {
-    await backend?.close();
   });
 
   const metrics = (rolloutId: string, stage: number, errors: number, observedAt: number) =>

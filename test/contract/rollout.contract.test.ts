@@ -2,7 +2,7 @@
  * Rollout promotion witnesses, on every backend. Time is a ManualClock;
  * interleavings are forced with gates, never with sleeps.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
@@ -12,7 +12,7 @@ import { evaluate } from '../../shared/rollout/evaluate.js';
 import type { RolloutStore } from '../../shared/rollout/store.js';
 import { planTransition } from '../../shared/rollout/transitions.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
-import { BACKENDS, openBackend, type LeaseBackend } from '../support/backends.js';
+import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { gate } from '../support/gate.js';
 
@@ -26,15 +26,10 @@ const SPEC = {
   ],
 };
 
-describe.each(BACKENDS)('rollout promotion on %s', (backendName) => {
-  let backend: LeaseBackend;
+forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
   let clock: ManualClock;
-  beforeEach(async () => {
-    backend = await openBackend(backendName);
+  beforeEach(() => {
     clock = new ManualClock();
-  });
-  afterEach(async () => {
-    await backend?.close();
   });
 
   function node(holderId: string, store: RolloutStore = backend.rollouts) {

@@ -8,6 +8,7 @@ import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe } from 'vitest';
 import type { LeaseToken } from '../../shared/lease/record.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
 import { fencedTransactWrite } from '../../shared/store/dynamodb/fence.js';
@@ -181,4 +182,35 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
       };
     }
   }
+}
+
+export interface BackendBlockOptions {
+  /** Only these backends (default: all three). */
+  readonly only?: readonly BackendName[];
+  /** `each`: a backend of its own for every test (default `once` per block). */
+  readonly fresh?: 'once' | 'each';
+}
+
+/**
+ * One `describe` per backend, the backend opened before the block's tests
+ * (`fresh: 'each'`: before each test) and closed after. `backend` is filled
+ * in by that hook, so tests read `backend.store` as if it were a constant.
+ */
+export function forEachBackend(title: string, body: (backend: LeaseBackend, name: BackendName) => void): void;
+export function forEachBackend(title: string, o: BackendBlockOptions, body: (backend: LeaseBackend, name: BackendName) => void): void;
+export function forEachBackend(title: string, a: BackendBlockOptions | ((backend: LeaseBackend, name: BackendName) => void), b?: (backend: LeaseBackend, name: BackendName) => void): void {
+  const [o, body]: [BackendBlockOptions, typeof b & {}] = typeof a === 'function' ? [{}, a] : [a, b!];
+  describe.each(o.only ?? BACKENDS)(title, (name) => {
+    const backend = { name } as LeaseBackend;
+    const open = async () => void Object.assign(backend, await openBackend(name));
+    const close = async () => void (await backend.close?.());
+    if (o.fresh === 'each') {
+      beforeEach(open);
+      afterEach(close);
+    } else {
+      beforeAll(open);
+      afterAll(close);
+    }
+    body(backend, name);
+  });
 }
