@@ -247,8 +247,6 @@ export class DynamoLedgerStore implements LedgerStore {
     });
   }
 
-  /** Reads the run's whole partition (state only): for status, not for the coordinator's hot path. */
-  /** Every run is listed under one gsi1 key; a run is open while its PENDING# or RUNNING# index partition holds anything. */
   /**
    * The runs in the RUNS index with a pending or running item. A run found
    * with neither (by the eventually consistent index, then confirmed by a
