@@ -23,6 +23,29 @@ export default tseslint.config(
       ],
     },
   },
+  // The direction of imports: the core (shared/, adapters aside) sees ports only; adapters do not
+  // know the runtimes that choose them. The picture in README's Architecture section stays true.
+  {
+    files: ['shared/**/*.ts'],
+    ignores: ['shared/adapters/**'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { group: ['pg', '@electric-sql/*', '@aws-sdk/*', '@aws-lambda-powertools/*'], message: 'The core imports ports only: a driver or SDK belongs in an adapter (shared/adapters/).' },
+          { group: ['**/adapters/**'], message: 'The core imports ports only: a runtime chooses the adapters and passes them in.' },
+          { group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'The core does not know its runtimes or its deployment.' },
+        ],
+      }],
+    },
+  },
+  {
+    files: ['shared/adapters/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'Adapters do not know the runtimes that choose them or the deployment.' }],
+      }],
+    },
+  },
   {
     files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,

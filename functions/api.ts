@@ -3,8 +3,8 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { apiHandler, type ApiDeps } from '../shared/api/handler.js';
 import { errorMessage } from '../shared/log.js';
-import { sqsClient } from '../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../shared/queue/sqs/queue.js';
+import { sqsClient } from '../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
 import { lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
 
 /**

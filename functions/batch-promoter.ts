@@ -2,7 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
-import { conflictMetrics, conflictsSince } from '../shared/store/dynamodb/conflicts.js';
+import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
 
 /**

@@ -1,17 +1,17 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { EventBridgeBus } from '../shared/events/eventbridge.js';
+import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
 import { LeaseElector } from '../shared/lease/elector.js';
 import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
-import { coordinatorRequest, type CoordinatorReply } from '../shared/ledger/coordinator-client.js';
+import { coordinatorRequest, type CoordinatorReply } from '../shared/ledger/coordinator-protocol.js';
 import { Coordinator, type ScanReport } from '../shared/ledger/coordinator.js';
 import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import { coordinatorLease } from '../shared/ledger/store.js';
 import type { WorkQueue } from '../shared/queue/port.js';
-import { sqsClient } from '../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../shared/queue/sqs/queue.js';
+import { sqsClient } from '../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 

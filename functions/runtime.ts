@@ -5,7 +5,7 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { hostname } from 'node:os';
 import type pg from 'pg';
 import { z } from 'zod';
-import { EventBridgeBus } from '../shared/events/eventbridge.js';
+import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
 import { parseConfig } from '../shared/config.js';
 import { LeaseElector } from '../shared/lease/elector.js';
@@ -14,18 +14,18 @@ import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
 import type { Logger } from '../shared/log.js';
 import { campaignEachTime, RolloutEngine, type Leadership } from '../shared/rollout/engine.js';
 import type { RolloutStore } from '../shared/rollout/store.js';
-import { dynamoDocumentClient } from '../shared/store/dynamodb/connect.js';
-import { DynamoLeaseStore } from '../shared/store/dynamodb/lease-store.js';
-import { DynamoRolloutStore } from '../shared/store/dynamodb/rollout-store.js';
-import { connectPostgres } from '../shared/store/postgres/connect.js';
-import { PostgresLeaseStore } from '../shared/store/postgres/lease-store.js';
-import { PostgresRolloutStore } from '../shared/store/postgres/rollout-store.js';
+import { dynamoDocumentClient } from '../shared/adapters/dynamodb/connect.js';
+import { DynamoLeaseStore } from '../shared/adapters/dynamodb/lease-store.js';
+import { DynamoRolloutStore } from '../shared/adapters/dynamodb/rollout-store.js';
+import { connectPostgres } from '../shared/adapters/postgres/connect.js';
+import { PostgresLeaseStore } from '../shared/adapters/postgres/lease-store.js';
+import { PostgresRolloutStore } from '../shared/adapters/postgres/rollout-store.js';
 import type { LedgerStore } from '../shared/ledger/store.js';
 import { WorkerRegistry, type RegistryStore } from '../shared/registry/registry.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../shared/store/dynamodb/ledger-store.js';
-import { DynamoRegistryStore } from '../shared/store/dynamodb/registry-store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../shared/store/postgres/ledger-store.js';
-import { PostgresRegistryStore } from '../shared/store/postgres/registry-store.js';
+import { DynamoLedgerStore, DynamoRunLeaseStore } from '../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRegistryStore } from '../shared/adapters/dynamodb/registry-store.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../shared/adapters/postgres/ledger-store.js';
+import { PostgresRegistryStore } from '../shared/adapters/postgres/registry-store.js';
 import { BATCH_TICK_SECONDS } from '../infra/topology.js';
 
 /**

@@ -3,7 +3,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { z } from 'zod';
 import { InvalidEventError, parseInboundEvent } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
-import { conflictMetrics, conflictsSince } from '../shared/store/dynamodb/conflicts.js';
+import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
 
 /**

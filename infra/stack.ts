@@ -14,7 +14,7 @@ import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { GSI1, KEY } from '../shared/store/dynamodb/table.js';
+import { GSI1, KEY } from '../shared/adapters/dynamodb/table.js';
 import { AuroraStore, controlPlaneVpc } from './aurora.js';
 import { WorkerFleet } from './worker-fleet.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from './topology.js';

@@ -4,12 +4,12 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { apiHandler, HttpError, parseBody, type ApiResponse } from '../../shared/api/handler.js';
 import type { ClusterEvent } from '../../shared/cluster/membership.js';
-import { coordinatorRequest } from '../../shared/ledger/coordinator-client.js';
+import { coordinatorRequest } from '../../shared/ledger/coordinator-protocol.js';
 import { errorMessage } from '../../shared/log.js';
 import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
 import { RolloutEngine } from '../../shared/rollout/engine.js';
-import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
-import { toInt, toMillis } from '../../shared/store/postgres/sql.js';
+import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-store.js';
+import { toInt, toMillis } from '../../shared/adapters/postgres/sql.js';
 import { RawBody, type HttpRequest } from './http.js';
 import type { ControlPlaneNode } from './node.js';
 

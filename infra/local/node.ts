@@ -4,7 +4,7 @@ import { apiHandler, PROMOTION_LEASE, type ApiDeps } from '../../shared/api/hand
 import { Membership, type ClusterNode, type ClusterEventType, type NodeState } from '../../shared/cluster/membership.js';
 import { parseConfig } from '../../shared/config.js';
 import { InProcessBus } from '../../shared/events/bus.js';
-import { AdvisoryLockElector } from '../../shared/lease/advisory-lock-elector.js';
+import { AdvisoryLockElector } from '../../shared/adapters/postgres/advisory-lock-elector.js';
 import { LeaseElector, type ElectorCallbacks, type LeaderElector } from '../../shared/lease/elector.js';
 import type { LeaseToken } from '../../shared/lease/record.js';
 import { pinStaticLeader } from '../../shared/lease/static-elector.js';
@@ -13,18 +13,18 @@ import { Coordinator, type StealNotice } from '../../shared/ledger/coordinator.j
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
 import { HeartbeatWatch } from '../../shared/ledger/staleness.js';
-import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
-import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/queue/ledger/wake.js';
+import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
+import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/adapters/postgres/wake.js';
 import { WorkerRegistry } from '../../shared/registry/registry.js';
 import { leadershipOf, RolloutEngine, type Leadership } from '../../shared/rollout/engine.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
-import { connectPostgres, openPglite } from '../../shared/store/postgres/connect.js';
-import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/store/postgres/ledger-store.js';
-import { PostgresMembershipStore } from '../../shared/store/postgres/membership-store.js';
-import { PostgresRegistryStore } from '../../shared/store/postgres/registry-store.js';
-import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
-import type { Sql } from '../../shared/store/postgres/sql.js';
+import { connectPostgres, openPglite } from '../../shared/adapters/postgres/connect.js';
+import { PostgresLeaseStore } from '../../shared/adapters/postgres/lease-store.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresMembershipStore } from '../../shared/adapters/postgres/membership-store.js';
+import { PostgresRegistryStore } from '../../shared/adapters/postgres/registry-store.js';
+import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-store.js';
+import type { Sql } from '../../shared/adapters/postgres/sql.js';
 import { BATCH_TICK_SECONDS } from '../topology.js';
 
 /**

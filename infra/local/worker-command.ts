@@ -3,25 +3,26 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { ConfigError } from '../../shared/errors.js';
 import type { ComputeHint, SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
-import { Ec2MetadataHint, GcpMetadataHint } from '../../shared/drain/sources.js';
+import { Ec2MetadataHint, GcpMetadataHint } from '../../shared/adapters/metadata/hints.js';
 import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
 import { httpBackend, mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
-import { HttpCoordinatorClient, LambdaCoordinatorClient } from '../../shared/ledger/coordinator-client.js';
+import { HttpCoordinatorClient } from '../../shared/adapters/http/coordinator-client.js';
+import { LambdaCoordinatorClient } from '../../shared/adapters/lambda/coordinator-client.js';
 import type { LedgerStore } from '../../shared/ledger/store.js';
 import { Worker, type CoordinatorClient } from '../../shared/ledger/worker.js';
 import type { Logger } from '../../shared/log.js';
-import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
-import { PgNotifyWake } from '../../shared/queue/ledger/wake.js';
+import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
+import { PgNotifyWake } from '../../shared/adapters/postgres/wake.js';
 import type { WorkQueue } from '../../shared/queue/port.js';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { WorkerRegistry, type RegistryStore } from '../../shared/registry/registry.js';
-import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
-import { DynamoLedgerStore } from '../../shared/store/dynamodb/ledger-store.js';
-import { DynamoRegistryStore } from '../../shared/store/dynamodb/registry-store.js';
-import { connectPostgres } from '../../shared/store/postgres/connect.js';
-import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
-import { PostgresRegistryStore } from '../../shared/store/postgres/registry-store.js';
+import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRegistryStore } from '../../shared/adapters/dynamodb/registry-store.js';
+import { connectPostgres } from '../../shared/adapters/postgres/connect.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresRegistryStore } from '../../shared/adapters/postgres/registry-store.js';
 
 /**
  * `rollout worker`: one long-running worker process of one run (EC2 / ECS

@@ -3,7 +3,7 @@ import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Worker, type WorkerOptions } from '../../shared/ledger/worker.js';
 import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
-import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
+import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import type { ControlPlaneNode } from './node.js';
 
 /**

@@ -13,8 +13,8 @@ import { PROVIDER_DEADLINES } from '../../shared/drain/compute-hint.js';
 import { drain } from '../../shared/drain/drain.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Worker } from '../../shared/ledger/worker.js';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type BackendName } from '../support/backends.js';
 import { percentile, round3 } from './raw.js';
 

@@ -20,7 +20,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { createRollout } from '../../shared/rollout/commands.js';
 import { campaignEachTime, leadershipOf, RolloutEngine } from '../../shared/rollout/engine.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
-import { conflictStats } from '../../shared/store/dynamodb/conflicts.js';
+import { conflictStats } from '../../shared/adapters/dynamodb/conflicts.js';
 import { openBackend, type BackendName, type LeaseBackend } from '../support/backends.js';
 import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.js';
 import { rawConditionalWrite, percentile, round3 } from './raw.js';

@@ -1,7 +1,7 @@
 /** Helpers both benchmarks share: percentiles and the raw conditional write they compare with. */
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { openPglite } from '../../shared/store/postgres/connect.js';
-import type { Sql } from '../../shared/store/postgres/sql.js';
+import { openPglite } from '../../shared/adapters/postgres/connect.js';
+import type { Sql } from '../../shared/adapters/postgres/sql.js';
 import { dynamoTable, postgresSchema, type BackendName } from '../support/backends.js';
 
 export function percentile(samples: number[], p: number): number {

@@ -35,11 +35,11 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'write-under-current-epoch',
     edits: [
       { file: 'shared/lease/fencing.ts', find: 'view.holder === token.holder && view.epoch === token.epoch', replace: 'view.holder === token.holder' },
-      { file: 'shared/store/postgres/fence.ts', find: 'AND epoch = ${p(token.epoch)} FOR SHARE', replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE' },
-      { file: 'shared/store/postgres/schema.ts', find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN', replace: 'IF l.holder IS DISTINCT FROM p_holder THEN' },
+      { file: 'shared/adapters/postgres/fence.ts', find: 'AND epoch = ${p(token.epoch)} FOR SHARE', replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE' },
+      { file: 'shared/adapters/postgres/schema.ts', find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN', replace: 'IF l.holder IS DISTINCT FROM p_holder THEN' },
       // DynamoDB: the fence's ConditionCheck on the lease item compares the holder alone.
-      { file: 'shared/store/dynamodb/fence.ts', find: "ConditionExpression: 'holder = :fenceHolder AND epoch = :fenceEpoch',", replace: "ConditionExpression: 'holder = :fenceHolder'," },
-      { file: 'shared/store/dynamodb/fence.ts', find: "ExpressionAttributeValues: { ':fenceHolder': token.holder, ':fenceEpoch': token.epoch },", replace: "ExpressionAttributeValues: { ':fenceHolder': token.holder }," },
+      { file: 'shared/adapters/dynamodb/fence.ts', find: "ConditionExpression: 'holder = :fenceHolder AND epoch = :fenceEpoch',", replace: "ConditionExpression: 'holder = :fenceHolder'," },
+      { file: 'shared/adapters/dynamodb/fence.ts', find: "ExpressionAttributeValues: { ':fenceHolder': token.holder, ':fenceEpoch': token.epoch },", replace: "ExpressionAttributeValues: { ':fenceHolder': token.holder }," },
     ],
   },
   'promote-if-not-promoted': {
@@ -49,16 +49,16 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'no-promotion-after-rollback',
     edits: [
       {
-        file: 'shared/store/postgres/schema.ts',
+        file: 'shared/adapters/postgres/schema.ts',
         find: "WHERE id = p->>'rolloutId' AND version = (x->>'version')::bigint AND state = x->>'state' AND attempt = (x->>'attempt')::int;",
         replace: "WHERE id = p->>'rolloutId';",
       },
-      { file: 'shared/store/postgres/schema.ts', find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';", replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';" },
+      { file: 'shared/adapters/postgres/schema.ts', find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';", replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';" },
       // DynamoDB: the rollout row is written whatever it became since it was read (its values stay used, as
       // DynamoDB requires), and a stage changes unless it is promoted.
-      { file: 'shared/store/dynamodb/rollout-store.ts', find: "ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',", replace: "ConditionExpression: 'attribute_exists(pk) OR (version = :v AND #state = :s AND attempt = :a)'," },
-      { file: 'shared/store/dynamodb/rollout-store.ts', find: "ConditionExpression: 'phase = :expectPhase',", replace: "ConditionExpression: 'phase <> :promotedPhase AND (phase = :expectPhase OR attribute_exists(phase))'," },
-      { file: 'shared/store/dynamodb/rollout-store.ts', find: "ExpressionAttributeValues: { ':expectPhase': change.expect,", replace: "ExpressionAttributeValues: { ':expectPhase': change.expect, ':promotedPhase': 'promoted'," },
+      { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',", replace: "ConditionExpression: 'attribute_exists(pk) OR (version = :v AND #state = :s AND attempt = :a)'," },
+      { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ConditionExpression: 'phase = :expectPhase',", replace: "ConditionExpression: 'phase <> :promotedPhase AND (phase = :expectPhase OR attribute_exists(phase))'," },
+      { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ExpressionAttributeValues: { ':expectPhase': change.expect,", replace: "ExpressionAttributeValues: { ':expectPhase': change.expect, ':promotedPhase': 'promoted'," },
     ],
   },
   'nginx-bench-on-503': {
@@ -100,7 +100,7 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'lease-epoch-monotonic',
     edits: [
       {
-        file: 'shared/store/postgres/lease-store.ts',
+        file: 'shared/adapters/postgres/lease-store.ts',
         find: '        : // steal, renew, release: only over the exact prior row\n          await this.sql.query(',
         replace: "        : next.holder === null\n          ? await this.sql.query('DELETE FROM leases WHERE name = $1 AND version = $2 RETURNING name', [next.name, expected.version])\n          : await this.sql.query(",
       },

@@ -11,7 +11,7 @@ import { coordinatorLease } from '../../shared/ledger/store.js';
 import { ack, claim, fail, heartbeat, nack, reject, repend, start, steal } from '../../shared/ledger/transitions.js';
 import { forEachBackend, type LeaseBackend, postgresSchema, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
-import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
 

@@ -5,7 +5,7 @@
  */
 import { beforeAll, expect, it } from 'vitest';
 import { Membership } from '../../shared/cluster/membership.js';
-import { PostgresMembershipStore } from '../../shared/store/postgres/membership-store.js';
+import { PostgresMembershipStore } from '../../shared/adapters/postgres/membership-store.js';
 import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
 import { FUNCTIONS, type FunctionSpec } from '../../infra/topology.js';
-import { tableDefinition } from '../../shared/store/dynamodb/table.js';
+import { tableDefinition } from '../../shared/adapters/dynamodb/table.js';
 
 function synth() {
   const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) });

@@ -5,11 +5,11 @@
  * the change is made far longer than the test.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AdvisoryLockElector, type AdvisoryLockElectorOptions } from '../../shared/lease/advisory-lock-elector.js';
+import { AdvisoryLockElector, type AdvisoryLockElectorOptions } from '../../shared/adapters/postgres/advisory-lock-elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
 import type { LeaseToken } from '../../shared/lease/record.js';
 import { silentLogger } from '../../shared/log.js';
-import { withFence } from '../../shared/store/postgres/fence.js';
+import { withFence } from '../../shared/adapters/postgres/fence.js';
 import { postgresSchema, uniqueName } from '../support/backends.js';
 import { until } from '../support/gate.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';

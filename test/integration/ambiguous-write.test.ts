@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
-import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
-import { DynamoLeaseStore } from '../../shared/store/dynamodb/lease-store.js';
-import { connectPostgres } from '../../shared/store/postgres/connect.js';
-import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
+import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
+import { DynamoLeaseStore } from '../../shared/adapters/dynamodb/lease-store.js';
+import { connectPostgres } from '../../shared/adapters/postgres/connect.js';
+import { PostgresLeaseStore } from '../../shared/adapters/postgres/lease-store.js';
 import { dynamoTable, postgresSchema, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';

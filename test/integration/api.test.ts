@@ -8,8 +8,8 @@ import { apiHandler, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/h
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';

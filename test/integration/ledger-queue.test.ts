@@ -11,8 +11,8 @@ import { mockBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { Worker } from '../../shared/ledger/worker.js';
-import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
-import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/queue/ledger/wake.js';
+import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
+import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/adapters/postgres/wake.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };

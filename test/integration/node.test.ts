@@ -13,12 +13,12 @@ import { databaseForFile } from '../support/database.js';
 import { eventually as until } from '../support/gate.js';
 import { rollout } from '../support/cli.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';
-import type { AdvisoryLockElector } from '../../shared/lease/advisory-lock-elector.js';
+import type { AdvisoryLockElector } from '../../shared/adapters/postgres/advisory-lock-elector.js';
 import type { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
-import { HttpCoordinatorClient } from '../../shared/ledger/coordinator-client.js';
+import { HttpCoordinatorClient } from '../../shared/adapters/http/coordinator-client.js';
 import { Worker } from '../../shared/ledger/worker.js';
-import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
+import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 
 /**
  * Cluster nodes in this process on a real PostgreSQL (a database of their

@@ -5,7 +5,7 @@
  * connection would take the whole process — a node, its leadership — down.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectPostgres, type PostgresHandle } from '../../shared/store/postgres/connect.js';
+import { connectPostgres, type PostgresHandle } from '../../shared/adapters/postgres/connect.js';
 import { postgresSchema } from '../support/backends.js';
 import { until } from '../support/gate.js';
 import { FaultyProxy } from '../support/tcp-proxy.js';

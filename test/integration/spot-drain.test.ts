@@ -14,8 +14,8 @@ import { PROVIDER_DEADLINES, SimulatedComputeHint, type PreemptionNotice, type P
 import { drain, type DrainReport } from '../../shared/drain/drain.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Worker } from '../../shared/ledger/worker.js';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { until } from '../support/gate.js';

@@ -12,7 +12,7 @@ import {
   SendMessageCommand,
 } from '@aws-sdk/client-sqs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { uniqueName } from '../support/backends.js';
 
 describe('SQS endpoint', () => {

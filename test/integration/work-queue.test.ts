@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendError, httpBackend, mockBackend } from '../../shared/ledger/backends.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import { contentId } from '../../shared/ledger/model.js';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { until } from '../support/gate.js';
 

@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PostgresLedgerStore } from '../../shared/store/postgres/ledger-store.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
 import { postgresSchema, uniqueName } from '../support/backends.js';
 
 const root = resolve(import.meta.dirname, '../..');

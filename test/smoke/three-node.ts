@@ -13,11 +13,11 @@ import { mockBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
 import { Worker } from '../../shared/ledger/worker.js';
-import { LedgerWorkQueue } from '../../shared/queue/ledger/queue.js';
-import { InProcessWake } from '../../shared/queue/ledger/wake.js';
+import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
+import { InProcessWake } from '../../shared/adapters/postgres/wake.js';
 import type { WorkQueue } from '../../shared/queue/port.js';
-import { sqsClient } from '../../shared/queue/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/queue/sqs/queue.js';
+import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName } from '../support/backends.js';
 
 export interface SmokeSummary {

@@ -5,25 +5,25 @@
  */
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
+import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe } from 'vitest';
 import type { LeaseToken } from '../../shared/lease/record.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
-import { fencedTransactWrite } from '../../shared/store/dynamodb/fence.js';
-import { DynamoLeaseStore } from '../../shared/store/dynamodb/lease-store.js';
-import { ensureTable } from '../../shared/store/dynamodb/table.js';
-import { connectPostgres, openPglite } from '../../shared/store/postgres/connect.js';
-import { assertStillHeld, fenceClauses } from '../../shared/store/postgres/fence.js';
-import { PostgresLeaseStore } from '../../shared/store/postgres/lease-store.js';
-import { PostgresRolloutStore } from '../../shared/store/postgres/rollout-store.js';
-import { DynamoRolloutStore } from '../../shared/store/dynamodb/rollout-store.js';
+import { fencedTransactWrite } from '../../shared/adapters/dynamodb/fence.js';
+import { DynamoLeaseStore } from '../../shared/adapters/dynamodb/lease-store.js';
+import { ensureTable } from '../../shared/adapters/dynamodb/table.js';
+import { connectPostgres, openPglite } from '../../shared/adapters/postgres/connect.js';
+import { assertStillHeld, fenceClauses } from '../../shared/adapters/postgres/fence.js';
+import { PostgresLeaseStore } from '../../shared/adapters/postgres/lease-store.js';
+import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-store.js';
+import { DynamoRolloutStore } from '../../shared/adapters/dynamodb/rollout-store.js';
 import type { RolloutStore } from '../../shared/rollout/store.js';
 import type { LedgerStore } from '../../shared/ledger/store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/store/postgres/ledger-store.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/store/dynamodb/ledger-store.js';
-import type { Sql } from '../../shared/store/postgres/sql.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import type { Sql } from '../../shared/adapters/postgres/sql.js';
 
 export type BackendName = 'postgres' | 'pglite' | 'dynamodb';
 export const BACKENDS: readonly BackendName[] = ['postgres', 'pglite', 'dynamodb'];

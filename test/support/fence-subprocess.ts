@@ -11,10 +11,10 @@ import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { exitOnFence } from '../../shared/ledger/self-fence.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
-import { dynamoDocumentClient } from '../../shared/store/dynamodb/connect.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/store/dynamodb/ledger-store.js';
-import { pgSql } from '../../shared/store/postgres/sql.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/store/postgres/ledger-store.js';
+import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
+import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { pgSql } from '../../shared/adapters/postgres/sql.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
 
 const runId = process.env.FENCE_RUN_ID!;
 let ledger: LedgerStore;

@@ -68,7 +68,7 @@ interface Action {
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'TransactWriteItems']);
 const JSON_HEADERS = { 'content-type': 'application/x-amz-json-1.0' };
 
-/** The kind of item a key names, by the single-table layout (shared/store/dynamodb). */
+/** The kind of item a key names, by the single-table layout (shared/adapters/dynamodb). */
 type Kind =
   | { kind: 'lease'; name: string }
   | { kind: 'rollout'; rolloutId: string }

@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SPOT_INTERRUPTION } from '../../../shared/drain/sources.js';
-import { ensureTable } from '../../../shared/store/dynamodb/table.js';
+import { ensureTable } from '../../../shared/adapters/dynamodb/table.js';
 import { startServices } from '../../harness/services.js';
 import { EventBridgeStandIn, type Handler } from '../../support/eventbridge/server.js';
 import type { ChaosHistory, FaultKind, FaultRecord, Op, Outcome, ProcessSpan } from '../history.js';

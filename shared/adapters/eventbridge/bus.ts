@@ -1,5 +1,5 @@
 import { EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
-import type { BusEvent, EventBus } from './bus.js';
+import type { BusEvent, EventBus } from '../../events/bus.js';
 
 /**
  * EventBridge as the bus. PutEvents takes 10 entries per call; a partial

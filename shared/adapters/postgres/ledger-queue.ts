@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../../clock.js';
-import { toInt, type Sql } from '../../store/postgres/sql.js';
-import type { QueueMessage, ReceiveOptions, WorkQueue } from '../port.js';
+import { toInt, type Sql } from './sql.js';
+import type { QueueMessage, ReceiveOptions, WorkQueue } from '../../queue/port.js';
 import type { WakeSource } from './wake.js';
 
 /**

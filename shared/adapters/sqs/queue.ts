@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
-import type { QueueMessage, WorkQueue } from '../port.js';
+import type { QueueMessage, WorkQueue } from '../../queue/port.js';
 
 const bodySchema = z.object({ runId: z.string().min(1), itemId: z.string().regex(/^[0-9a-f]{64}$/, 'must be a sha256 content id') }).strict();
 

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { z } from 'zod';
-import { errorMessage, silentLogger, type Logger } from '../log.js';
-import { parseConfig } from '../config.js';
-import { holderIdSchema, leaseNameSchema } from './config.js';
-import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason } from './elector.js';
-import type { LeaseToken } from './record.js';
+import { errorMessage, silentLogger, type Logger } from '../../log.js';
+import { parseConfig } from '../../config.js';
+import { holderIdSchema, leaseNameSchema } from '../../lease/config.js';
+import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason } from '../../lease/elector.js';
+import type { LeaseToken } from '../../lease/record.js';
 
 /**
  * Leader election with a PostgreSQL session advisory lock (Leoflow's ADR 0009):
