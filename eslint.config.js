@@ -47,6 +47,14 @@ export default tseslint.config(
     },
   },
   {
+    files: ['functions/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ group: ['**/infra/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'A Lambda bundle carries no deployment code: what both runtimes read lives in shared/ (shared/topology.ts).' }],
+      }],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
   },

@@ -21,7 +21,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
   return async (_event: unknown, context: LambdaContext): Promise<{ ticks: number; transitions: number; leader: boolean }> => {
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
-    const batch = new BatchPromoter(rt.engine, rt.leadership, { intervalMs: interval, logger: loggerPort(logger) });
+    const batch = new BatchPromoter(rt.engine, rt.leadership);
     const renewalFailures = renewalFailuresSince(rt);
     const conflicts = conflictsSince();
     let ticks = 0;

@@ -26,7 +26,7 @@ import { DynamoLedgerStore, DynamoRunLeaseStore } from '../shared/adapters/dynam
 import { DynamoRegistryStore } from '../shared/adapters/dynamodb/registry-store.js';
 import { PostgresLedgerStore, PostgresRunLeaseStore } from '../shared/adapters/postgres/ledger-store.js';
 import { PostgresRegistryStore } from '../shared/adapters/postgres/registry-store.js';
-import { BATCH_TICK_SECONDS } from '../infra/topology.js';
+import { BATCH_TICK_SECONDS } from '../shared/topology.js';
 
 /**
  * What a Lambda handler needs, built once per sandbox from the environment.

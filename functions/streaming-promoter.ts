@@ -1,7 +1,6 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { z } from 'zod';
-import { InvalidEventError, parseInboundEvent } from '../shared/rollout/inbound.js';
+import { inboundFromEnvelope, InvalidEventError } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
 import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
@@ -12,16 +11,12 @@ import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } fro
  * `rollout.created`, `rollout.command`). A bad event is logged with its
  * reason and fails the invocation, so the rule's retry policy and DLQ keep it.
  */
-const envelope = z.object({ 'detail-type': z.string().min(1), detail: z.record(z.string(), z.unknown()) }).passthrough();
-
 export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
   return async (event: unknown): Promise<HandleResult> => {
     let renewalFailures = () => 0;
     const conflicts = conflictsSince();
     try {
-      const env = envelope.safeParse(event);
-      if (!env.success) throw new InvalidEventError(env.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
-      const inbound = parseInboundEvent({ type: env.data['detail-type'], ...env.data.detail });
+      const inbound = inboundFromEnvelope(event);
       const rt = await runtime();
       renewalFailures = renewalFailuresSince(rt);
       const result = await new StreamingPromoter(rt.engine, rt.leadership).handle(inbound);

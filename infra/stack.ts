@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { GSI1, KEY } from '../shared/adapters/dynamodb/table.js';
 import { AuroraStore, controlPlaneVpc } from './aurora.js';
 import { WorkerFleet } from './worker-fleet.js';
-import { FUNCTIONS, type FunctionName, type FunctionSpec } from './topology.js';
+import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topology.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { COMMANDS } from '../../shared/rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
-import { ROLLOUT_SIGNAL_TYPES } from '../topology.js';
+import { ROLLOUT_SIGNAL_TYPES } from '../../shared/topology.js';
 import { ApiError, call } from './client.js';
 import { SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
 import { ConfigError } from '../../shared/errors.js';

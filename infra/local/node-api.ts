@@ -4,14 +4,16 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { apiHandler, HttpError, parseBody, type ApiResponse } from '../../shared/api/handler.js';
 import type { ClusterEvent } from '../../shared/cluster/membership.js';
-import { coordinatorRequest } from '../../shared/ledger/coordinator-protocol.js';
+import { InvalidNoticeError } from '../../shared/drain/sources.js';
 import { errorMessage } from '../../shared/log.js';
 import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
 import { RolloutEngine } from '../../shared/rollout/engine.js';
+import type { HandleResult } from '../../shared/rollout/promoters.js';
 import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-store.js';
 import { toInt, toMillis } from '../../shared/adapters/postgres/sql.js';
 import { RawBody, type HttpRequest } from './http.js';
 import type { ControlPlaneNode } from './node.js';
+import { NoRouteError, type BusEnvelope } from './triggers.js';
 
 /**
  * What a node serves over HTTP, in front of the shared API routes:
@@ -21,8 +23,11 @@ import type { ControlPlaneNode } from './node.js';
  *   GET  /cluster/status | /cluster/leader | /cluster/health   (Orchestry's field names)
  *   GET  /cluster/events?limit=50   the newest cluster events
  *   GET  /ui/state          everything the status page shows, in one read
- *   POST /events            a rollout signal (metrics, alarm, created, command), any node
- *   POST /coordinator       a remote worker's steal request (HttpCoordinatorClient)
+ *   POST /events            a rollout signal (metrics, alarm, created, command), or any event
+ *                           as EventBridge delivers it (an EC2 spot notice), any node: routed
+ *                           by the topology's rules (triggers.ts)
+ *   POST /coordinator       a remote worker's steal request (HttpCoordinatorClient): the
+ *                           coordinator function's invoke trigger
  *   …and the shared API (rollouts, runs)
  *
  * Writes (any method but GET/HEAD, except /events) need the leader: a
@@ -86,7 +91,8 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
 
 export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
   const readDeadlineMs = options.readDeadlineMs ?? READ_DEADLINE_MS;
-  const shared = node.api();
+  // The api function's http trigger: the shared routes behind the node's own.
+  const shared = node.triggers.http('api');
   const lastGood = new Map<string, { body: unknown; at: number }>();
 
   const json = (status: number, body: unknown, headers?: Record<string, string>): ApiResponse => ({ status, body, ...(headers ? { headers } : {}) });
@@ -179,19 +185,25 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     'POST /events': async (req) => {
       const input = parseBody(z.unknown(), req.body);
       try {
-        const result = await node.streaming.handle(parseInboundEvent(input));
+        // An event as EventBridge delivers it (source, detail-type, detail) goes on the bus its source names:
+        // AWS service events (aws.*) on the default bus, the rest on ours, as PutEvents would put them.
+        if (isEnvelope(input)) {
+          const delivered = await node.triggers.route(input.source.startsWith('aws.') ? 'default' : 'rollout', input);
+          return json(202, { delivered: delivered.map((d) => ({ function: d.fn, result: d.result })) });
+        }
+        // A rollout signal as the CLI sends it: on our bus, detail-type = its type.
+        const signal = parseInboundEvent(input);
+        const { type, ...detail } = signal;
+        const [first] = await node.triggers.route('rollout', { source: 'rollout.api', 'detail-type': type, detail });
+        const result = first!.result as HandleResult;
         return json(202, { stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })) });
       } catch (err) {
         if (err instanceof InvalidEventError) return json(400, { error: err.message, issues: err.issues });
+        if (err instanceof InvalidNoticeError || err instanceof NoRouteError) return json(400, { error: err.message });
         throw err;
       }
     },
-    'POST /coordinator': async (req) => {
-      const request = parseBody(coordinatorRequest, req.body);
-      if (request.action !== 'steal') return json(400, { error: `a node's coordinator answers "steal" requests; "${request.action}" runs on its own schedule here` });
-      const r = await node.stealFor(request.runId, request.workerId);
-      return json(200, r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r);
-    },
+    'POST /coordinator': async (req) => json(200, await node.triggers.invoke('coordinator', parseBody(z.unknown(), req.body))),
   };
 
   async function answer(req: HttpRequest): Promise<ApiResponse> {
@@ -339,4 +351,8 @@ export async function uiState(node: ControlPlaneNode) {
   // Renewals come every heartbeat; on the page they would push out what matters.
   const events = (await node.membership.events(100)).filter((e) => e.type !== 'lease_renewed').slice(0, 12).map(eventJson);
   return { cluster: status, rollouts, runs, events };
+}
+
+function isEnvelope(input: unknown): input is BusEnvelope {
+  return typeof input === 'object' && input !== null && typeof (input as Record<string, unknown>)['detail-type'] === 'string' && typeof (input as Record<string, unknown>).source === 'string';
 }

@@ -25,7 +25,12 @@ import { PostgresMembershipStore } from '../../shared/adapters/postgres/membersh
 import { PostgresRegistryStore } from '../../shared/adapters/postgres/registry-store.js';
 import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-store.js';
 import type { Sql } from '../../shared/adapters/postgres/sql.js';
-import { BATCH_TICK_SECONDS } from '../topology.js';
+import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
+import { noticeFromEvent } from '../../shared/drain/sources.js';
+import { coordinatorRequest } from '../../shared/ledger/coordinator-protocol.js';
+import { inboundFromEnvelope } from '../../shared/rollout/inbound.js';
+import { HttpError } from '../../shared/api/handler.js';
+import { LocalTriggers, type LocalHandlers } from './triggers.js';
 
 /**
  * A control-plane node on one machine: the local runtime that wires the same
@@ -139,6 +144,8 @@ export class ControlPlaneNode {
   readonly membership: Membership;
   readonly streaming: StreamingPromoter;
   readonly leadership: Leadership;
+  /** The topology's functions, wired from their triggers (triggers.ts). */
+  readonly triggers: LocalTriggers;
   elector!: LeaderElector;
   /** The lease row as last read: who leads, for followers' answers and the status page. */
   leader: LeaderView | null = null;
@@ -172,7 +179,31 @@ export class ControlPlaneNode {
     this.membership = new Membership(new PostgresMembershipStore(sql), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
     this.leadership = async () => (this.elector ? leadershipOf(this.elector)() : null);
     this.streaming = new StreamingPromoter(this.engine, this.leadership);
-    this.batch = new BatchPromoter(this.engine, this.leadership, { intervalMs: (config.tickIntervalSeconds ?? BATCH_TICK_SECONDS) * 1000, logger });
+    this.batch = new BatchPromoter(this.engine, this.leadership);
+    this.triggers = new LocalTriggers(this.functions(), logger);
+  }
+
+  /** What each function of the topology is on this node. */
+  private functions(): LocalHandlers {
+    const c = this.config;
+    return {
+      streamingPromoter: { rule: (event) => this.streaming.handle(inboundFromEnvelope(event)) },
+      batchPromoter: { schedule: { everySeconds: c.tickIntervalSeconds ?? BATCH_TICK_SECONDS, run: () => this.batch.tick() } },
+      coordinator: {
+        invoke: async (input) => {
+          const request = coordinatorRequest.safeParse(input);
+          if (!request.success) throw new HttpError(400, `invalid coordinator request: ${request.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+          if (request.data.action !== 'steal') throw new HttpError(400, `a node's coordinator answers "steal" requests; "${request.data.action}" runs on its own schedule here`);
+          const r = await this.stealFor(request.data.runId, request.data.workerId);
+          return r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r;
+        },
+        schedule: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinate() },
+      },
+      // The ledger-backed queue: an item given back maxReceiveCount times is a dead letter, failed with the reason.
+      deadLetters: { queue: { everySeconds: c.scanIntervalSeconds, run: () => this.failDeadLetters() } },
+      spotDrain: { rule: (event) => this.registry.requestDrain(noticeFromEvent(event, Date.now()), Date.now()) },
+      api: { http: (req) => this.api()(req) },
+    };
   }
 
   /** Connects and migrates the store; nothing runs until `start()`. */
@@ -262,10 +293,9 @@ export class ControlPlaneNode {
     }
     await this.membership.join({ nodeId: c.nodeId, hostname: c.hostname, port: c.port, apiUrl: this.apiUrl });
     this.elector.start();
-    this.batch.start();
+    this.triggers.start();
     this.every(c.heartbeatIntervalSeconds, () => this.heartbeat());
     this.every(c.monitorIntervalSeconds, () => this.monitor());
-    this.every(c.scanIntervalSeconds, () => this.coordinate());
     await this.refreshLeader().catch(() => undefined);
     this.logger.info('node started', { nodeId: c.nodeId, elector: c.elector, apiUrl: this.apiUrl });
   }
@@ -393,7 +423,7 @@ export class ControlPlaneNode {
 
   // ── run coordinators (leader only) ──────────────────────────────────────
 
-  /** On the leader: a coordinator for every open run, each under its own lease; its scan (silent workers, poison, dead letters). */
+  /** On the leader: a coordinator for every open run, each under its own lease; its scan (silent workers, unsent items, poison). */
   coordinate(): Promise<void> {
     this.coordinatorPass = this.coordinatorPass.then(async () => {
       if (this.stopping) return;
@@ -416,6 +446,18 @@ export class ControlPlaneNode {
         if (r.repended.length || r.failed.length) this.logger.info('run scanned', { runId, repended: r.repended.length, failed: r.failed.length });
       }
     }).catch((err: unknown) => this.logger.warn('coordinator pass failed', { error: errorMessage(err) }));
+    return this.coordinatorPass;
+  }
+
+  /** On the leader: the dead letters of every run it coordinates, failed with the reason (under each run's coordinator lease). */
+  failDeadLetters(): Promise<void> {
+    // In turn with the coordinators' pass, which opens and closes them.
+    this.coordinatorPass = this.coordinatorPass.then(async () => {
+      for (const [runId, rc] of this.coordinators) {
+        const r = await rc.coordinator.failDeadLetters(new LedgerDeadLetters(this.sql, runId));
+        if (r.failed.length) this.logger.info('dead letters failed', { runId, failed: r.failed.length });
+      }
+    }).catch((err: unknown) => this.logger.warn('dead-letter pass failed', { error: errorMessage(err) }));
     return this.coordinatorPass;
   }
 
@@ -456,8 +498,6 @@ export class ControlPlaneNode {
         failureTimeoutMs: c.leaseTtlSeconds * 1000,
         watch: this.watch,
         queue: new LedgerWorkQueue(this.sql, this.wake, runId, null),
-        // Items given back maxAttempts times are no longer delivered: the scan fails them with the reason.
-        deadLetters: new LedgerDeadLetters(this.sql, runId),
         logger: this.logger,
         onFenced: () => {
           if (this.coordinators.get(runId) === rc) this.coordinators.delete(runId);
@@ -532,7 +572,7 @@ export class ControlPlaneNode {
     if (this.stopping) return;
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
-    await this.batch.stop();
+    await this.triggers.stop();
     await this.coordinatorPass;
     await this.stopCoordinators();
     const wasLeader = this.elector?.state === 'leader';

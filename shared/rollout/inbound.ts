@@ -73,3 +73,12 @@ export function parseInboundEvent(input: unknown): InboundEvent {
   if (r.success) return r.data;
   throw new InvalidEventError(r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`));
 }
+
+const envelope = z.object({ 'detail-type': z.string().min(1), detail: z.record(z.string(), z.unknown()) }).passthrough();
+
+/** An event as EventBridge delivers it (detail-type + detail), in AWS or on the local bus → a rollout event; refused with the field named. */
+export function inboundFromEnvelope(event: unknown): InboundEvent {
+  const env = envelope.safeParse(event);
+  if (!env.success) throw new InvalidEventError(env.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+  return parseInboundEvent({ type: env.data['detail-type'], ...env.data.detail });
+}

@@ -1,39 +1,27 @@
 import { z } from 'zod';
 import { parseConfig } from '../config.js';
 import { mapLimit } from '../concurrency.js';
-import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { Action, Leadership, RolloutEngine } from './engine.js';
 import { READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
 import type { RolloutView } from './model.js';
 import { UnknownRolloutError } from './store.js';
 
 /**
- * BatchPromoter: every tick (10 s by default) it takes or renews leadership
- * and, if leader, evaluates every running rollout. It is the correctness
- * fallback: whatever the streaming path missed, the next tick catches up.
- * Ticks never overlap: the next is scheduled when the last one ends.
+ * BatchPromoter: each tick takes or renews leadership and, if leader,
+ * evaluates every running rollout. It is the correctness fallback: whatever
+ * the streaming path missed, the next tick catches up. Who ticks it — the
+ * batch-promoter Lambda within its minute, a node's schedule trigger — never
+ * overlaps two ticks.
  */
 export class BatchPromoter {
-  readonly intervalMs: number;
   private readonly concurrency: number;
-  private readonly logger: Logger;
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private current: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly engine: RolloutEngine,
     private readonly leadership: Leadership,
-    options: { intervalMs?: number; concurrency?: number; logger?: Logger } = {},
+    options: { concurrency?: number } = {},
   ) {
-    const o = parseConfig(
-      'batch promoter',
-      z.object({ intervalMs: z.number().int().positive().default(10_000), concurrency: z.number().int().min(1).max(64).default(8) }),
-      { intervalMs: options.intervalMs, concurrency: options.concurrency },
-    );
-    this.intervalMs = o.intervalMs;
-    this.concurrency = o.concurrency;
-    this.logger = options.logger ?? silentLogger;
+    this.concurrency = parseConfig('batch promoter', z.object({ concurrency: z.number().int().min(1).max(64).default(8) }), { concurrency: options.concurrency }).concurrency;
   }
 
   async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number }> {
@@ -44,27 +32,6 @@ export class BatchPromoter {
     // A FencedError from any rollout ends the whole tick: we are no longer leader.
     const actions = (await mapLimit(views, this.concurrency, (view) => this.engine.evaluateView(view, token))).flat();
     return { leader: true, evaluated: views.length, actions, republished };
-  }
-
-  start(): void {
-    if (this.running) return;
-    this.running = true;
-    const loop = () => {
-      if (!this.running) return;
-      const started = Date.now();
-      this.current = this.tick()
-        .catch((err: unknown) => this.logger.warn('batch promoter tick failed', { error: errorMessage(err) }))
-        .finally(() => {
-          if (this.running) this.timer = setTimeout(loop, Math.max(0, this.intervalMs - (Date.now() - started)));
-        });
-    };
-    loop();
-  }
-
-  async stop(): Promise<void> {
-    this.running = false;
-    clearTimeout(this.timer);
-    await this.current;
   }
 }
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
-import { FUNCTIONS, type FunctionSpec } from '../../infra/topology.js';
+import { FUNCTIONS, type FunctionSpec } from '../../shared/topology.js';
 import { tableDefinition } from '../../shared/adapters/dynamodb/table.js';
 
 function synth() {

@@ -26,7 +26,7 @@ import { lazy, runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { spotDrainHandler } from '../../functions/spot-drain.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
 import { ControlPlaneStack } from '../../infra/stack.js';
-import type { FUNCTIONS } from '../../infra/topology.js';
+import type { FUNCTIONS } from '../../shared/topology.js';
 import { WorkerAgent } from '../../shared/ledger/agent.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Worker } from '../../shared/ledger/worker.js';

@@ -3,7 +3,7 @@
  * user guide documents ("Creating event patterns", "Content filtering").
  */
 import { describe, expect, it } from 'vitest';
-import { matches, type Pattern } from '../support/eventbridge/pattern.js';
+import { matches, type Pattern } from '../../shared/events/pattern.js';
 
 const ec2 = {
   version: '0',

@@ -13,7 +13,7 @@ import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { matches, type Pattern } from './pattern.js';
+import { matches, type Pattern } from '../../../shared/events/pattern.js';
 
 export type Handler = (event: unknown) => Promise<unknown>;
 

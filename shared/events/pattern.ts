@@ -1,7 +1,8 @@
 /**
  * EventBridge event-pattern matching, as the EventBridge user guide
  * ("Creating event patterns" and "Content filtering in event patterns")
- * describes it, for the tests' EventBridge stand-in:
+ * describes it. The local runtime routes its bus with it (a rule that
+ * deploys is the rule that runs), and so does the tests' EventBridge stand-in:
  *  - every field named in the pattern must match; fields the pattern does not name are ignored;
  *  - a leaf is an array of conditions, any of which may match; an array in the event matches
  *    when any of its elements does;

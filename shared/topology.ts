@@ -1,10 +1,12 @@
-import { REBALANCE_RECOMMENDATION, SPOT_INTERRUPTION } from '../shared/drain/sources.js';
+import { REBALANCE_RECOMMENDATION, SPOT_INTERRUPTION } from './drain/sources.js';
 
 /**
  * One declaration of each function and what triggers it. The CDK stack
- * builds from this, and so does anything that runs the same topology
- * elsewhere (the local runtime, the tests' EventBridge stand-in reads the
- * synthesized rules), so the rule that deploys is the rule that runs.
+ * builds from this, and the local runtime wires its triggers from it
+ * (infra/local/triggers.ts: a rule is a route of the in-process bus through
+ * the same pattern matcher, a schedule a timer, an invocation a call, the
+ * queue the ledger-backed queue); the tests' EventBridge stand-in reads the
+ * synthesized rules. So the rule that deploys is the rule that runs.
  */
 
 /** An EventBridge event pattern (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-patterns.html). */
