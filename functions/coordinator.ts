@@ -2,18 +2,17 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
-import { LeaseElector } from '../shared/lease/elector.js';
 import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
 import { coordinatorRequest, type CoordinatorReply } from '../shared/ledger/coordinator-protocol.js';
-import { Coordinator, type ScanReport } from '../shared/ledger/coordinator.js';
+import { type ScanReport } from '../shared/ledger/coordinator.js';
 import { HeartbeatWatch } from '../shared/ledger/staleness.js';
-import { coordinatorLease } from '../shared/ledger/store.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
-import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { lazy, leaseTimingsOf, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { openRunCoordinator, type OpenedCoordinator } from '../shared/ledger/open.js';
 
 /**
  * The coordinator of a run as a Lambda. Every invocation is a stateless
@@ -50,36 +49,20 @@ function sqsWorkQueue(): WorkQueue {
  */
 const watch = new HeartbeatWatch();
 
-/**
- * Win (or adopt) coordinator:<run> as this stack's node and return the
- * run's Coordinator under that lease; or who holds it instead.
- */
-export async function openCoordinator(
-  rt: Runtime,
-  runId: string,
-  o: { bus?: EventBus; queue?: WorkQueue; onFenced?: (err: FencedError) => void; logger: Logger },
-): Promise<{ coordinator: Coordinator; epoch: number } | { coordinator: null; holder: string | null }> {
-  const elector = new LeaseElector(rt.runLeases(runId), {
-    name: coordinatorLease(runId),
-    holderId: rt.env.ROLLOUT_NODE_ID,
-    ttlMs: rt.env.ROLLOUT_LEASE_TTL_MS,
-    renewIntervalMs: rt.env.ROLLOUT_LEASE_RENEW_MS,
-    retryIntervalMs: rt.env.ROLLOUT_LEASE_RETRY_MS,
-  });
-  const won = await elector.campaign();
-  if (!won.leader) return { coordinator: null, holder: won.record?.holder ?? null };
-  const coordinator = new Coordinator({
+/** This stack's coordinator of `runId` (its node id is the holder, so every invocation adopts the same lease), or who holds it instead. */
+export function openCoordinator(rt: Runtime, runId: string, o: { bus?: EventBus; queue?: WorkQueue; onFenced?: (err: FencedError) => void; logger: Logger }): Promise<OpenedCoordinator> {
+  return openRunCoordinator({
     runId,
+    leases: rt.runLeases(runId),
+    holderId: rt.env.ROLLOUT_NODE_ID,
+    timings: leaseTimingsOf(rt.env),
     ledger: rt.ledger,
-    elector,
     bus: o.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
-    failureTimeoutMs: rt.env.ROLLOUT_LEASE_TTL_MS,
     watch,
     ...(o.queue ? { queue: o.queue } : {}),
     logger: loggerPort(o.logger),
     onFenced: o.onFenced ?? (() => setImmediate(() => process.exit(75))),
   });
-  return { coordinator, epoch: elector.token()!.epoch };
 }
 
 export function coordinatorHandler(

@@ -8,24 +8,16 @@ import { z } from 'zod';
 import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
 import { parseConfig } from '../shared/config.js';
+import { runtimeLeaseTimings } from '../shared/lease/config.js';
 import { LeaseElector } from '../shared/lease/elector.js';
 import type { LeaseStore } from '../shared/lease/store.js';
 import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
 import type { Logger } from '../shared/log.js';
 import { campaignEachTime, RolloutEngine, type Leadership } from '../shared/rollout/engine.js';
 import type { RolloutStore } from '../shared/rollout/store.js';
-import { dynamoDocumentClient } from '../shared/adapters/dynamodb/connect.js';
-import { DynamoLeaseStore } from '../shared/adapters/dynamodb/lease-store.js';
-import { DynamoRolloutStore } from '../shared/adapters/dynamodb/rollout-store.js';
-import { connectPostgres } from '../shared/adapters/postgres/connect.js';
-import { PostgresLeaseStore } from '../shared/adapters/postgres/lease-store.js';
-import { PostgresRolloutStore } from '../shared/adapters/postgres/rollout-store.js';
 import type { LedgerStore } from '../shared/ledger/store.js';
-import { WorkerRegistry, type RegistryStore } from '../shared/registry/registry.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../shared/adapters/dynamodb/ledger-store.js';
-import { DynamoRegistryStore } from '../shared/adapters/dynamodb/registry-store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../shared/adapters/postgres/ledger-store.js';
-import { PostgresRegistryStore } from '../shared/adapters/postgres/registry-store.js';
+import { WorkerRegistry } from '../shared/registry/registry.js';
+import { openStores } from '../shared/compose/stores.js';
 import { BATCH_TICK_SECONDS } from '../shared/topology.js';
 
 /**
@@ -46,6 +38,10 @@ const envSchema = z.object({
   ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
   ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
   ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(BATCH_TICK_SECONDS * 1000),
+}).superRefine((e, ctx) => {
+  if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
+    ctx.addIssue({ code: 'custom', path: ['ROLLOUT_LEASE_RETRY_MS'], message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})` });
+  }
 });
 export type RuntimeEnv = z.output<typeof envSchema>;
 
@@ -63,6 +59,11 @@ export interface Runtime {
   readonly elector: LeaseElector;
 }
 
+/** The timings of every lease this stack holds. */
+export function leaseTimingsOf(env: RuntimeEnv) {
+  return runtimeLeaseTimings({ ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS });
+}
+
 /** Renewals of promotion_leader that failed while leading, from now on: call the result at the end of an invocation. */
 export function renewalFailuresSince(rt: Runtime): () => number {
   const before = rt.elector.stats.renewFailures;
@@ -71,39 +72,22 @@ export function renewalFailuresSince(rt: Runtime): () => number {
 
 export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: EventBus; logger?: Logger } = {}): Promise<Runtime> {
   const env = parseConfig('environment', envSchema, source);
-  let leases: LeaseStore;
-  let rollouts: RolloutStore;
-  let ledger: LedgerStore;
-  let registry: RegistryStore;
-  let runLeases: (runId: string) => LeaseStore;
-  if (env.ROLLOUT_STORE === 'dynamodb') {
-    const table = env.ROLLOUT_TABLE;
-    if (!table) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
-    const doc = dynamoDocumentClient(traced(new DynamoDBClient({})));
-    leases = new DynamoLeaseStore(doc, table);
-    rollouts = new DynamoRolloutStore(doc, table);
-    ledger = new DynamoLedgerStore(doc, table);
-    registry = new DynamoRegistryStore(doc, table);
-    runLeases = (runId) => new DynamoRunLeaseStore(doc, table, runId);
-  } else {
-    if (!env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN) throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
-    const db = await connectPostgres(env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await secretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 });
-    leases = new PostgresLeaseStore(db.sql);
-    rollouts = new PostgresRolloutStore(db.sql);
-    ledger = new PostgresLedgerStore(db.sql);
-    registry = new PostgresRegistryStore(db.sql);
-    runLeases = (runId) => new PostgresRunLeaseStore(db.sql, runId);
-  }
+  if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
+  if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN) throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
+  const stores = await openStores(
+    env.ROLLOUT_STORE === 'dynamodb'
+      ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})) }
+      : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await secretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
+  );
+  const { leases, rollouts, ledger, runLeases } = stores;
   const elector = new LeaseElector(leases, {
     name: 'promotion_leader',
     holderId: env.ROLLOUT_NODE_ID,
-    ttlMs: env.ROLLOUT_LEASE_TTL_MS,
-    renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS,
-    retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS,
+    ...leaseTimingsOf(env),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))), ...(overrides.logger ? { logger: overrides.logger } : {}) });
-  return { env, leases, rollouts, ledger, registry: new WorkerRegistry(registry), runLeases, engine, leadership: campaignEachTime(elector), elector };
+  return { env, leases, rollouts, ledger, registry: new WorkerRegistry(stores.registry), runLeases, engine, leadership: campaignEachTime(elector), elector };
 }
 
 const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });

@@ -5,25 +5,25 @@ import { Membership, type ClusterNode, type ClusterEventType, type NodeState } f
 import { parseConfig } from '../../shared/config.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { AdvisoryLockElector } from '../../shared/adapters/postgres/advisory-lock-elector.js';
+import { runtimeLeaseTimings } from '../../shared/lease/config.js';
 import { LeaseElector, type ElectorCallbacks, type LeaderElector } from '../../shared/lease/elector.js';
 import type { LeaseToken } from '../../shared/lease/record.js';
 import { pinStaticLeader } from '../../shared/lease/static-elector.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
-import { Coordinator, type StealNotice } from '../../shared/ledger/coordinator.js';
+import type { Coordinator } from '../../shared/ledger/coordinator.js';
+import { type StealNotice } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
 import { HeartbeatWatch } from '../../shared/ledger/staleness.js';
+import { openRunCoordinator } from '../../shared/ledger/open.js';
 import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/adapters/postgres/wake.js';
 import { WorkerRegistry } from '../../shared/registry/registry.js';
 import { leadershipOf, RolloutEngine, type Leadership } from '../../shared/rollout/engine.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
-import { connectPostgres, openPglite } from '../../shared/adapters/postgres/connect.js';
-import { PostgresLeaseStore } from '../../shared/adapters/postgres/lease-store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { openStores, sqlStores, type StoreBundle } from '../../shared/compose/stores.js';
+import type { LedgerStore } from '../../shared/ledger/store.js';
 import { PostgresMembershipStore } from '../../shared/adapters/postgres/membership-store.js';
-import { PostgresRegistryStore } from '../../shared/adapters/postgres/registry-store.js';
-import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-store.js';
 import type { Sql } from '../../shared/adapters/postgres/sql.js';
 import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
 import { noticeFromEvent } from '../../shared/drain/sources.js';
@@ -139,7 +139,7 @@ export class ControlPlaneNode {
   readonly stats: NodeStats = { elections: 0, leaderChanges: 0, leaderSince: null, leadershipSecondsTotal: 0, lastFailoverAt: null, heartbeats: 0, heartbeatFailures: 0, storeReachable: true, lastStoreError: null };
   readonly leases: LeaseStore;
   readonly engine: RolloutEngine;
-  readonly ledger: PostgresLedgerStore;
+  readonly ledger: LedgerStore;
   readonly registry: WorkerRegistry;
   readonly membership: Membership;
   readonly streaming: StreamingPromoter;
@@ -163,20 +163,24 @@ export class ControlPlaneNode {
   private stopping = false;
   private coordinatorPass: Promise<void> = Promise.resolve();
 
+  readonly sql: Sql;
+
   private constructor(
     config: NodeConfig,
-    readonly sql: Sql,
+    private readonly stores: StoreBundle,
     readonly wake: WakeSource,
     private readonly closeStore: () => Promise<void>,
     readonly logger: Logger,
   ) {
     this.config = config;
     this.apiUrl = config.apiUrl ?? `http://${config.host === '0.0.0.0' ? config.hostname : config.host}:${config.port}`;
-    this.leases = new PostgresLeaseStore(sql);
-    this.engine = new RolloutEngine({ store: new PostgresRolloutStore(sql), bus: this.bus, logger });
-    this.ledger = new PostgresLedgerStore(sql);
-    this.registry = new WorkerRegistry(new PostgresRegistryStore(sql));
-    this.membership = new Membership(new PostgresMembershipStore(sql), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
+    // Cluster mode is PostgreSQL's (a server, or PGlite for `npm start`): membership and the ledger-backed queue need SQL.
+    this.sql = stores.sql!;
+    this.leases = stores.leases;
+    this.engine = new RolloutEngine({ store: stores.rollouts, bus: this.bus, logger });
+    this.ledger = stores.ledger;
+    this.registry = new WorkerRegistry(stores.registry);
+    this.membership = new Membership(new PostgresMembershipStore(this.sql), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
     this.leadership = async () => (this.elector ? leadershipOf(this.elector)() : null);
     this.streaming = new StreamingPromoter(this.engine, this.leadership);
     this.batch = new BatchPromoter(this.engine, this.leadership);
@@ -212,27 +216,29 @@ export class ControlPlaneNode {
     let node: ControlPlaneNode;
     if (config.store.kind === 'postgres') {
       const url = config.store.databaseUrl;
-      // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
-      const db = await connectPostgres({ connectionString: url, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 });
       // A node paused inside a transaction (SIGSTOP, a long GC pause) must not hold its row and
       // advisory locks past its lease: PostgreSQL ends such a session after one TTL, and the new
       // leader's retry of the same write (same Idempotency-Key) goes through instead of waiting.
       const idleLimitMs = Math.ceil(config.leaseTtlSeconds * 1000);
-      db.pool.on('connect', (client) => void client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`).catch(() => undefined));
+      const stores = await openStores({
+        kind: 'postgres',
+        // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
+        connection: { connectionString: url, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 },
+        onConnect: (client) => void client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`).catch(() => undefined),
+      });
       let onLeader = (_payload: string) => undefined as void;
       const wake = await PgNotifyWake.open({ connectionString: url }, logger, { [LEADER_CHANNEL]: (p) => onLeader(p) }).catch(async (err: unknown) => {
-        await db.close();
+        await stores.close();
         throw err;
       });
-      node = new ControlPlaneNode(config, db.sql, wake, async () => {
+      node = new ControlPlaneNode(config, stores, wake, async () => {
         await wake.close();
-        await db.close();
+        await stores.close();
       }, logger);
       onLeader = (p) => node.onLeaderNotice(p);
     } else {
-      const db = await openPglite(config.store.dataDir ?? undefined);
-      const wake = new InProcessWake();
-      node = new ControlPlaneNode(config, db.sql, wake, () => db.close(), logger);
+      const stores = await openStores({ kind: 'pglite', dataDir: config.store.dataDir });
+      node = new ControlPlaneNode(config, stores, new InProcessWake(), () => stores.close(), logger);
     }
     return node;
   }
@@ -257,12 +263,7 @@ export class ControlPlaneNode {
    */
   private leaseTimings() {
     const c = this.config;
-    return {
-      ttlMs: c.leaseTtlSeconds * 1000,
-      renewIntervalMs: c.heartbeatIntervalSeconds * 1000,
-      retryIntervalMs: Math.min(c.electionIntervalSeconds, c.heartbeatIntervalSeconds / 1.25) * 1000,
-      clockSkewMs: Math.min(1_000, (c.leaseTtlSeconds * 1000) / 10),
-    };
+    return runtimeLeaseTimings({ ttlMs: c.leaseTtlSeconds * 1000, renewIntervalMs: c.heartbeatIntervalSeconds * 1000, retryIntervalMs: c.electionIntervalSeconds * 1000 });
   }
 
   /** Join the cluster, start electing, promoting and coordinating. */
@@ -478,33 +479,26 @@ export class ControlPlaneNode {
       await existing.elector.stop({ resign: false });
     }
     if (this.stopping || !(await this.isLeader())) return null;
-    const c = this.config;
-    const elector = new LeaseElector(new PostgresRunLeaseStore(this.sql, runId), {
-      name: coordinatorLease(runId),
+    let rc: RunCoordinator | null = null;
+    const opened = await openRunCoordinator({
+      runId,
+      leases: this.stores.runLeases(runId),
       holderId: this.nodeId,
-      ...this.leaseTimings(),
+      timings: this.leaseTimings(),
+      ledger: this.ledger,
+      bus: this.bus,
+      watch: this.watch,
+      queue: new LedgerWorkQueue(this.sql, this.wake, runId, null),
       logger: this.logger,
+      onFenced: () => {
+        if (rc && this.coordinators.get(runId) === rc) this.coordinators.delete(runId);
+        void rc?.elector.stop({ resign: false });
+      },
     });
     // Another node's coordinator may still hold the run until its lease runs out.
-    if (!(await elector.campaign()).leader) return null;
-    elector.start();
-    const rc: RunCoordinator = {
-      elector,
-      coordinator: new Coordinator({
-        runId,
-        ledger: this.ledger,
-        elector,
-        bus: this.bus,
-        failureTimeoutMs: c.leaseTtlSeconds * 1000,
-        watch: this.watch,
-        queue: new LedgerWorkQueue(this.sql, this.wake, runId, null),
-        logger: this.logger,
-        onFenced: () => {
-          if (this.coordinators.get(runId) === rc) this.coordinators.delete(runId);
-          void elector.stop({ resign: false });
-        },
-      }),
-    };
+    if (!opened.coordinator) return null;
+    opened.elector.start();
+    rc = { elector: opened.elector, coordinator: opened.coordinator };
     await rc.coordinator.replay();
     this.coordinators.set(runId, rc);
     return rc;
@@ -513,7 +507,7 @@ export class ControlPlaneNode {
   /** A worker's steal request (in-process or over HTTP). */
   async stealFor(runId: string, workerId: string): Promise<{ leader: true; notice: StealNotice } | { leader: false; holder: string | null }> {
     const rc = await this.coordinatorFor(runId);
-    if (!rc) return { leader: false, holder: (await new PostgresRunLeaseStore(this.sql, runId).read(coordinatorLease(runId)))?.holder ?? null };
+    if (!rc) return { leader: false, holder: (await this.stores.runLeases(runId).read(coordinatorLease(runId)))?.holder ?? null };
     const notice = await rc.coordinator.stealFor(workerId);
     if (notice.items.length) await this.countSteals(runId, notice.items.length);
     return { leader: true, notice };
@@ -534,13 +528,14 @@ export class ControlPlaneNode {
 
   /** The shared API's dependencies over `sql` (the pool, or one request's transaction). */
   apiDeps(sql: Sql, engine: RolloutEngine, afterCommit?: (fn: () => Promise<void>) => void): ApiDeps {
-    const leases = sql === this.sql ? this.leases : new PostgresLeaseStore(sql);
+    const tx = sql === this.sql ? this.stores : sqlStores(sql);
+    const leases = tx.leases;
     return {
       nodeId: this.nodeId,
       engine,
       leadership: this.leadership,
       leases,
-      ledger: sql === this.sql ? this.ledger : new PostgresLedgerStore(sql),
+      ledger: tx.ledger,
       workQueue: () => ({
         deliversFromLedger: true,
         send: async (runId: string) => {

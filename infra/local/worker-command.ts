@@ -8,7 +8,7 @@ import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
 import { httpBackend, mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
 import { HttpCoordinatorClient } from '../../shared/adapters/http/coordinator-client.js';
 import { LambdaCoordinatorClient } from '../../shared/adapters/lambda/coordinator-client.js';
-import type { LedgerStore } from '../../shared/ledger/store.js';
+import { openStores } from '../../shared/compose/stores.js';
 import { Worker, type CoordinatorClient } from '../../shared/ledger/worker.js';
 import type { Logger } from '../../shared/log.js';
 import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
@@ -16,13 +16,7 @@ import { PgNotifyWake } from '../../shared/adapters/postgres/wake.js';
 import type { WorkQueue } from '../../shared/queue/port.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
-import { WorkerRegistry, type RegistryStore } from '../../shared/registry/registry.js';
-import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
-import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
-import { DynamoRegistryStore } from '../../shared/adapters/dynamodb/registry-store.js';
-import { connectPostgres } from '../../shared/adapters/postgres/connect.js';
-import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
-import { PostgresRegistryStore } from '../../shared/adapters/postgres/registry-store.js';
+import { WorkerRegistry } from '../../shared/registry/registry.js';
 
 /**
  * `rollout worker`: one long-running worker process of one run (EC2 / ECS
@@ -96,25 +90,15 @@ export async function runWorkerCommand(input: WorkerCommandOptions, signal: Abor
   const o = parsed.data;
   const closers: (() => Promise<void>)[] = [];
   try {
-    let ledger: LedgerStore;
-    let registryStore: RegistryStore;
+    const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 4 } } : { kind: 'dynamodb', table: o.table! });
+    closers.push(() => stores.close());
+    const { ledger, registry: registryStore } = stores;
     let queue: WorkQueue;
-    if (o.store === 'postgres') {
-      const db = await connectPostgres({ connectionString: o.databaseUrl!, max: 4 });
-      closers.push(() => db.close());
-      ledger = new PostgresLedgerStore(db.sql);
-      registryStore = new PostgresRegistryStore(db.sql);
-      if (o.queue === 'ledger') {
-        const wake = await PgNotifyWake.open({ connectionString: o.databaseUrl! }, logger);
-        closers.unshift(() => wake.close());
-        queue = new LedgerWorkQueue(db.sql, wake, o.run, o.workerId, { maxReceiveCount: o.maxReceiveCount });
-      } else queue = new SqsWorkQueue(sqsClient(), o.queue, { logger });
-    } else {
-      const doc = dynamoDocumentClient();
-      ledger = new DynamoLedgerStore(doc, o.table!);
-      registryStore = new DynamoRegistryStore(doc, o.table!);
-      queue = new SqsWorkQueue(sqsClient(), o.queue, { logger });
-    }
+    if (o.queue === 'ledger' && stores.sql) {
+      const wake = await PgNotifyWake.open({ connectionString: o.databaseUrl! }, logger);
+      closers.unshift(() => wake.close());
+      queue = new LedgerWorkQueue(stores.sql, wake, o.run, o.workerId, { maxReceiveCount: o.maxReceiveCount });
+    } else queue = new SqsWorkQueue(sqsClient(), o.queue, { logger });
     if (!(await ledger.getRun(o.run))) throw new Error(`run ${o.run} does not exist in the ${o.store} store`);
     let coordinator: CoordinatorClient | undefined;
     if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), o.run);

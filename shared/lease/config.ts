@@ -38,6 +38,22 @@ export const leaseTimingsSchema = z
   });
 
 export type LeaseTimingsInput = z.input<typeof leaseTimingsSchema>;
+
+/**
+ * The timings of every lease a runtime holds (promotion_leader, each run's
+ * coordinator lease), from the three it is configured with: the retry is
+ * kept under renew / 1.25, as the rule above needs, whatever elector set
+ * the configured one; the skew margin is a tenth of the TTL, at most 1 s.
+ * The one place a runtime's configuration becomes lease timings.
+ */
+export function runtimeLeaseTimings(c: { readonly ttlMs: number; readonly renewIntervalMs: number; readonly retryIntervalMs: number }): Pick<LeaseTimings, 'ttlMs' | 'renewIntervalMs' | 'retryIntervalMs' | 'clockSkewMs'> {
+  return {
+    ttlMs: c.ttlMs,
+    renewIntervalMs: c.renewIntervalMs,
+    retryIntervalMs: Math.floor(Math.min(c.retryIntervalMs, c.renewIntervalMs / 1.25)),
+    clockSkewMs: Math.floor(Math.min(1_000, c.ttlMs / 10)),
+  };
+}
 export type LeaseTimings = z.output<typeof leaseTimingsSchema>;
 
 export const holderIdSchema = z.string().trim().min(1, 'must not be empty').max(255);

@@ -1,0 +1,74 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type pg from 'pg';
+import { dynamoDocumentClient } from '../adapters/dynamodb/connect.js';
+import { DynamoLeaseStore } from '../adapters/dynamodb/lease-store.js';
+import { DynamoLedgerStore, DynamoRunLeaseStore } from '../adapters/dynamodb/ledger-store.js';
+import { DynamoRegistryStore } from '../adapters/dynamodb/registry-store.js';
+import { DynamoRolloutStore } from '../adapters/dynamodb/rollout-store.js';
+import { connectPostgres, openPglite } from '../adapters/postgres/connect.js';
+import { PostgresLeaseStore } from '../adapters/postgres/lease-store.js';
+import { PostgresLedgerStore, PostgresRunLeaseStore } from '../adapters/postgres/ledger-store.js';
+import { PostgresRegistryStore } from '../adapters/postgres/registry-store.js';
+import { PostgresRolloutStore } from '../adapters/postgres/rollout-store.js';
+import type { Sql } from '../adapters/postgres/sql.js';
+import type { LeaseStore } from '../lease/store.js';
+import type { LedgerStore } from '../ledger/store.js';
+import type { RegistryStore } from '../registry/registry.js';
+import type { RolloutStore } from '../rollout/store.js';
+
+/**
+ * The one place that turns "which store" into the store ports: every runtime
+ * (the Lambda functions, a node, `npm start`, `rollout worker`) opens its
+ * stores here, so choosing DynamoDB, PostgreSQL or PGlite is one branch in
+ * the project, not one per runtime.
+ */
+export type StoreConfig =
+  | { readonly kind: 'dynamodb'; readonly table: string; readonly client?: DynamoDBClient }
+  /** A server (or Aurora): a pool over `connection`; `onConnect` runs on each new session (e.g. session timeouts). */
+  | { readonly kind: 'postgres'; readonly connection: pg.PoolConfig; readonly onConnect?: (client: pg.PoolClient) => void }
+  /** Embedded PostgreSQL in `dataDir` (in memory when null). */
+  | { readonly kind: 'pglite'; readonly dataDir: string | null };
+
+export interface StoreBundle {
+  readonly kind: StoreConfig['kind'];
+  readonly leases: LeaseStore;
+  readonly rollouts: RolloutStore;
+  readonly ledger: LedgerStore;
+  readonly registry: RegistryStore;
+  /** The coordinator lease store of one run (stamps the run's epoch with each lease win). */
+  readonly runLeases: (runId: string) => LeaseStore;
+  /** PostgreSQL and PGlite: the SQL port, for what only they offer (the ledger-backed queue, cluster membership). */
+  readonly sql: Sql | null;
+  close(): Promise<void>;
+}
+
+/** Opens (and for PostgreSQL, migrates) the store and returns its ports. */
+export async function openStores(c: StoreConfig): Promise<StoreBundle> {
+  if (c.kind === 'dynamodb') {
+    const doc = dynamoDocumentClient(c.client ?? new DynamoDBClient({}));
+    return {
+      kind: c.kind,
+      leases: new DynamoLeaseStore(doc, c.table),
+      rollouts: new DynamoRolloutStore(doc, c.table),
+      ledger: new DynamoLedgerStore(doc, c.table),
+      registry: new DynamoRegistryStore(doc, c.table),
+      runLeases: (runId) => new DynamoRunLeaseStore(doc, c.table, runId),
+      sql: null,
+      close: () => Promise.resolve(doc.destroy()),
+    };
+  }
+  const db = c.kind === 'postgres' ? await connectPostgres(c.connection) : await openPglite(c.dataDir ?? undefined);
+  if (c.kind === 'postgres' && c.onConnect && 'pool' in db) db.pool.on('connect', c.onConnect);
+  return { kind: c.kind, ...sqlStores(db.sql), sql: db.sql, close: () => db.close() };
+}
+
+/** The store ports over one SQL connection (a pool, or one request's transaction). */
+export function sqlStores(sql: Sql): Pick<StoreBundle, 'leases' | 'rollouts' | 'ledger' | 'registry' | 'runLeases'> {
+  return {
+    leases: new PostgresLeaseStore(sql),
+    rollouts: new PostgresRolloutStore(sql),
+    ledger: new PostgresLedgerStore(sql),
+    registry: new PostgresRegistryStore(sql),
+    runLeases: (runId) => new PostgresRunLeaseStore(sql, runId),
+  };
+}
