@@ -2,8 +2,8 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
-import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
-import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
+import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { PromoterTelemetry } from './telemetry.js';
 
 /**
  * BatchPromoter on a schedule. EventBridge schedules fire at most once a
@@ -22,8 +22,8 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
     const batch = new BatchPromoter(rt.engine, rt.leadership);
-    const renewalFailures = renewalFailuresSince(rt);
-    const conflicts = conflictsSince();
+    const telemetry = new PromoterTelemetry(logger, metrics);
+    telemetry.watch(rt);
     let ticks = 0;
     let transitions = 0;
     let leader = false;
@@ -48,14 +48,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
       logger.error('batch promoter tick failed', { error: err instanceof Error ? err.message : String(err) });
       throw err;
     } finally {
-      const lost = renewalFailures();
-      if (lost) {
-        metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
-        logger.warn('promotion lease renewal failed while leading', { failures: lost });
-      }
-      // DynamoDB: fenced writes refused for conflicts with other processes (other sandboxes, another stack), and retried.
-      for (const [name, value] of conflictMetrics(conflicts())) metrics.addMetric(name, MetricUnit.Count, value);
-      metrics.publishStoredMetrics();
+      telemetry.publish();
     }
   };
 }

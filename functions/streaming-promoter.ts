@@ -2,8 +2,8 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { inboundFromEnvelope, InvalidEventError } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
-import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
-import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } from './runtime.js';
+import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { PromoterTelemetry } from './telemetry.js';
 
 /**
  * StreamingPromoter, invoked by an EventBridge rule with one rollout event
@@ -13,12 +13,11 @@ import { lazy, loggerPort, renewalFailuresSince, runtimeFrom, type Runtime } fro
  */
 export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
   return async (event: unknown): Promise<HandleResult> => {
-    let renewalFailures = () => 0;
-    const conflicts = conflictsSince();
+    const telemetry = new PromoterTelemetry(logger, metrics);
     try {
       const inbound = inboundFromEnvelope(event);
       const rt = await runtime();
-      renewalFailures = renewalFailuresSince(rt);
+      telemetry.watch(rt);
       const result = await new StreamingPromoter(rt.engine, rt.leadership).handle(inbound);
       metrics.addMetric('EventsHandled', MetricUnit.Count, 1);
       metrics.addMetric('Transitions', MetricUnit.Count, result.actions.filter((a) => a.applied).length);
@@ -35,14 +34,7 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
       }
       throw err;
     } finally {
-      const lost = renewalFailures();
-      if (lost) {
-        metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
-        logger.warn('promotion lease renewal failed while leading', { failures: lost });
-      }
-      // DynamoDB: fenced writes refused for conflicts with other processes (other sandboxes, another stack), and retried.
-      for (const [name, value] of conflictMetrics(conflicts())) metrics.addMetric(name, MetricUnit.Count, value);
-      metrics.publishStoredMetrics();
+      telemetry.publish();
     }
   };
 }

@@ -1,0 +1,35 @@
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
+import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
+import { renewalFailuresSince, type Runtime } from './runtime.js';
+
+/**
+ * What every promoter invocation counts at its end, whatever happened in it:
+ * renewals of promotion_leader that failed while this stack led, and
+ * DynamoDB's fenced writes that conflicted with other processes (other
+ * sandboxes, another stack) and were retried. Then the metrics are published.
+ */
+export class PromoterTelemetry {
+  private renewalFailures = () => 0;
+  private readonly conflicts = conflictsSince();
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /** From now on, count this runtime's failed renewals. */
+  watch(rt: Runtime): void {
+    this.renewalFailures = renewalFailuresSince(rt);
+  }
+
+  publish(): void {
+    const lost = this.renewalFailures();
+    if (lost) {
+      this.metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
+      this.logger.warn('promotion lease renewal failed while leading', { failures: lost });
+    }
+    for (const [name, value] of conflictMetrics(this.conflicts())) this.metrics.addMetric(name, MetricUnit.Count, value);
+    this.metrics.publishStoredMetrics();
+  }
+}
