@@ -28,12 +28,12 @@ export default tseslint.config(
   // README's Architecture section stays true.
   {
     files: ['shared/**/*.ts'],
-    ignores: ['shared/adapters/**', 'shared/compose/**'],
+    ignores: ['shared/adapters/**', 'shared/compose/**', 'shared/runtimes/**'],
     rules: {
       'no-restricted-imports': ['error', {
         patterns: [
           { group: ['pg', '@electric-sql/*', '@aws-sdk/*', '@aws-lambda-powertools/*'], message: 'The core imports ports only: a driver or SDK belongs in an adapter (shared/adapters/).' },
-          { group: ['**/adapters/**'], message: 'The core imports ports only: a runtime chooses the adapters and passes them in.' },
+          { group: ['**/adapters/**', '**/compose/**', '**/runtimes/**'], message: 'The core imports ports only: a runtime chooses the adapters and passes them in.' },
           { group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'The core does not know its runtimes or its deployment.' },
         ],
       }],
@@ -48,10 +48,10 @@ export default tseslint.config(
     },
   },
   {
-    files: ['functions/**/*.ts'],
+    files: ['functions/**/*.ts', 'shared/runtimes/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', {
-        patterns: [{ group: ['**/infra/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'A Lambda bundle carries no deployment code: what both runtimes read lives in shared/ (shared/topology.ts).' }],
+        patterns: [{ group: ['**/infra/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'A runtime carries no deployment code: what the stack and the runtimes both read lives in shared/ (shared/topology.ts).' }],
       }],
     },
   },

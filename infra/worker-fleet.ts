@@ -35,7 +35,7 @@ export class WorkerFleet extends Construct {
   constructor(scope: Construct, id: string, props: WorkerFleetProps) {
     super(scope, id);
     const bundle = new Asset(this, 'Command', {
-      path: join(props.root, 'infra', 'local'),
+      path: join(props.root, 'shared', 'runtimes'),
       assetHashType: AssetHashType.OUTPUT,
       bundling: {
         // Only used if local bundling were impossible; esbuild is a dependency, so it never is.
@@ -43,7 +43,7 @@ export class WorkerFleet extends Construct {
         local: {
           tryBundle(outputDir: string): boolean {
             buildSync({
-              entryPoints: [join(props.root, 'infra', 'local', 'cli.ts')],
+              entryPoints: [join(props.root, 'shared', 'runtimes', 'cli', 'cli.ts')],
               outfile: join(outputDir, 'rollout.mjs'),
               bundle: true,
               platform: 'node',

@@ -3,7 +3,7 @@ import { REBALANCE_RECOMMENDATION, SPOT_INTERRUPTION } from './drain/sources.js'
 /**
  * One declaration of each function and what triggers it. The CDK stack
  * builds from this, and the local runtime wires its triggers from it
- * (infra/local/triggers.ts: a rule is a route of the in-process bus through
+ * (shared/runtimes/node/triggers.ts: a rule is a route of the in-process bus through
  * the same pattern matcher, a schedule a timer, an invocation a call, the
  * queue the ledger-backed queue); the tests' EventBridge stand-in reads the
  * synthesized rules. So the rule that deploys is the rule that runs.

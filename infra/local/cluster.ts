@@ -11,8 +11,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { READ_DEADLINE_MS } from './node-api.js';
-import { nodeConfigSchema } from './node.js';
+import { READ_DEADLINE_MS } from '../../shared/runtimes/node/node-api.js';
+import { nodeConfigSchema } from '../../shared/runtimes/node/node.js';
 import { collect, exited, freePort, startPostgres, waitFor } from './processes.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -153,7 +153,7 @@ export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster
       const id = `node-${i}`;
       const url = `http://127.0.0.1:${port}`;
       const env = { ...process.env, ...o.env, CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: databaseUrl };
-      const launch = () => spawn(process.execPath, ['--import', 'tsx', join(root, 'infra/local/cli.ts'), 'serve', '--json'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const launch = () => spawn(process.execPath, ['--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), 'serve', '--json'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
       const node: ClusterNodeProcess = {
         id,
         url,

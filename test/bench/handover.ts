@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { ControlPlaneNode } from '../../infra/local/node.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { until } from '../support/gate.js';
 import { percentile, round3 } from './raw.js';
 

@@ -2,12 +2,12 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveApi } from '../../infra/local/http.js';
-import { nodeMetrics } from '../../infra/local/metrics.js';
-import { nodeApi } from '../../infra/local/node-api.js';
-import { ControlPlaneNode } from '../../infra/local/node.js';
+import { serveApi } from '../../shared/runtimes/node/http.js';
+import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
+import { nodeApi } from '../../shared/runtimes/node/node-api.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { freePort } from '../../infra/local/processes.js';
-import { LocalWorkerPool } from '../../infra/local/worker-pool.js';
+import { LocalWorkerPool } from '../../shared/runtimes/node/worker-pool.js';
 
 /**
  * The status page in a real browser (Debian's Chromium through

@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveApi } from '../../infra/local/http.js';
+import { serveApi } from '../../shared/runtimes/node/http.js';
 import { apiHandler, PROMOTION_LEASE } from '../../shared/api/handler.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';

@@ -1,7 +1,7 @@
 /**
  * One topology, two runtimes: the CDK stack builds every function of
  * shared/topology.ts with its triggers (test/infra/stack.test.ts), and the
- * local runtime wires the same declaration (infra/local/triggers.ts). Here a
+ * local runtime wires the same declaration (shared/runtimes/node/triggers.ts). Here a
  * node on embedded PostgreSQL: every declared trigger is wired, and events
  * reach the function whose rule matches them, as EventBridge would route them.
  */
@@ -10,8 +10,8 @@ import { HttpError } from '../../shared/api/handler.js';
 import { SPOT_INTERRUPTION } from '../../shared/drain/sources.js';
 import type { HandleResult } from '../../shared/rollout/promoters.js';
 import { FUNCTIONS, type Trigger } from '../../shared/topology.js';
-import { ControlPlaneNode } from '../../infra/local/node.js';
-import { NoRouteError } from '../../infra/local/triggers.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import { NoRouteError } from '../../shared/runtimes/node/triggers.js';
 
 describe('the local runtime wires every function of the topology from its triggers', () => {
   let node: ControlPlaneNode;

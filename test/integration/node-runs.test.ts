@@ -4,7 +4,7 @@
  * SQS DLQ — so a run with one finishes and `--exit-when-done` workers exit.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlaneNode } from '../../infra/local/node.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { WorkerAgent } from '../../shared/ledger/agent.js';
 import type { ExecutionBackend } from '../../shared/ledger/backends.js';
 import { contentId } from '../../shared/ledger/model.js';

@@ -6,8 +6,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlaneNode } from '../../infra/local/node.js';
-import { LocalWorkerPool, type PoolOptions } from '../../infra/local/worker-pool.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import { LocalWorkerPool, type PoolOptions } from '../../shared/runtimes/node/worker-pool.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import type { Logger } from '../../shared/log.js';
 import { uniqueName } from '../support/backends.js';

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = resolve(here, '../../..');
-const CLI = resolve(root, 'infra/local/cli.ts');
+const CLI = resolve(root, 'shared/runtimes/cli/cli.ts');
 
 export interface FleetOptions {
   readonly env: Readonly<Record<string, string>>;

@@ -213,7 +213,7 @@ export class ChaosCluster {
   constructor(readonly o: { nodes: number; variant: string | null }) {}
 
   private nodeArgs(): string[] {
-    return ['--import', 'tsx', '--import', join(root, 'test/chaos/preload.ts'), join(root, 'infra/local/cli.ts')];
+    return ['--import', 'tsx', '--import', join(root, 'test/chaos/preload.ts'), join(root, 'shared/runtimes/cli/cli.ts')];
   }
 
   private env(offsetMs: number): NodeJS.ProcessEnv {

@@ -195,7 +195,7 @@ async function commandLoop(c: Ctx, id: string, keyPrefix: string): Promise<void>
 async function cliCommand(c: Ctx, id: string, command: string, key: string): Promise<void> {
   const op: Op = { id: c.nextOp++, client: 'cli', kind: `rollout.${command}`, via: 'cli', invokedAt: now(c), completedAt: null, outcome: 'unknown', key, target: id };
   c.ops.push(op);
-  const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, 'infra/local/cli.ts'), 'rollouts', command, id, '--reason', key, '--url', c.cluster.nginxUrl, '--actor', 'cli', '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, 'shared/runtimes/cli/cli.ts'), 'rollouts', command, id, '--reason', key, '--url', c.cluster.nginxUrl, '--actor', 'cli', '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = collect(child);
   await exited(child);
   op.completedAt = now(c);

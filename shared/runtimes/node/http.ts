@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ApiRequest, ApiResponse } from '../../shared/api/handler.js';
-import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
+import type { ApiRequest, ApiResponse } from '../../api/handler.js';
+import { errorMessage, silentLogger, type Logger } from '../../log.js';
 
 /**
  * The HTTP API on a plain node:http server: what a local node serves (the

@@ -1,5 +1,5 @@
-import { createRollout } from '../../shared/rollout/commands.js';
-import { isTerminal } from '../../shared/rollout/transitions.js';
+import { createRollout } from '../../rollout/commands.js';
+import { isTerminal } from '../../rollout/transitions.js';
 import type { ControlPlaneNode } from './node.js';
 import type { LocalWorkerPool } from './worker-pool.js';
 

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
-import { mockBackend } from '../../shared/ledger/backends.js';
-import { Worker, type WorkerOptions } from '../../shared/ledger/worker.js';
-import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
-import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
+import { WorkerAgent, type AgentExit } from '../../ledger/agent.js';
+import { mockBackend } from '../../ledger/backends.js';
+import { Worker, type WorkerOptions } from '../../ledger/worker.js';
+import { errorMessage, silentLogger, type Logger } from '../../log.js';
+import { LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
 import type { ControlPlaneNode } from './node.js';
 
 /**

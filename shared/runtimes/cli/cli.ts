@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
-import { COMMANDS } from '../../shared/rollout/commands.js';
-import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
-import { ROLLOUT_SIGNAL_TYPES } from '../../shared/topology.js';
+import { COMMANDS } from '../../rollout/commands.js';
+import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
+import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
 import { ApiError, call } from './client.js';
-import { SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
-import { ConfigError } from '../../shared/errors.js';
-import { errorMessage, type Logger } from '../../shared/log.js';
+import { SimulatedComputeHint } from '../../drain/compute-hint.js';
+import { ConfigError } from '../../errors.js';
+import { errorMessage, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
-import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from './worker-command.js';
+import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from '../worker/worker-command.js';
 
 /**
  * The `rollout` command. Exit codes: 0 done (or stopped, or drained), 1 a
@@ -114,7 +114,7 @@ function nodeCommands(cli: Command): void {
       if (o.demoItems < 1) throw new UsageError('--demo-items must be at least 1');
       const logger = quiet(stderrLogger(o.json));
       // Loaded on use: the worker fleet's bundle of this command carries only what `worker` needs.
-      const { startCommand } = await import('./node-command.js');
+      const { startCommand } = await import('../node/node-command.js');
       await startCommand({ ...o, dataDir: o.dataDir === 'memory' ? null : o.dataDir }, logger);
     });
   cli
@@ -138,7 +138,7 @@ function nodeCommands(cli: Command): void {
     .option('--json', 'logs as JSON lines', false)
     .action(async (o: { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json);
-      const { serveCommand } = await import('./node-command.js');
+      const { serveCommand } = await import('../node/node-command.js');
       await serveCommand(
         {
           nodeId: o.nodeId,

@@ -1,7 +1,7 @@
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { errorMessage, type Logger } from '../../shared/log.js';
-import { UsageError } from './errors.js';
+import { errorMessage, type Logger } from '../../log.js';
+import { UsageError } from '../cli/errors.js';
 import { Demo, type DemoProgress } from './demo.js';
 import { serveApi } from './http.js';
 import { nodeMetrics } from './metrics.js';

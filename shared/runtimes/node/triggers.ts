@@ -1,7 +1,7 @@
-import type { ApiRequest, ApiResponse } from '../../shared/api/handler.js';
-import { matches } from '../../shared/events/pattern.js';
-import { errorMessage, silentLogger, type Logger } from '../../shared/log.js';
-import { FUNCTIONS, type FunctionName, type Trigger } from '../../shared/topology.js';
+import type { ApiRequest, ApiResponse } from '../../api/handler.js';
+import { matches } from '../../events/pattern.js';
+import { errorMessage, silentLogger, type Logger } from '../../log.js';
+import { FUNCTIONS, type FunctionName, type Trigger } from '../../topology.js';
 
 /**
  * The local runtime's side of the topology: every function of

@@ -1,22 +1,22 @@
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { ConfigError } from '../../shared/errors.js';
-import type { ComputeHint, SimulatedComputeHint } from '../../shared/drain/compute-hint.js';
-import { Ec2MetadataHint, GcpMetadataHint } from '../../shared/adapters/metadata/hints.js';
-import { WorkerAgent, type AgentExit } from '../../shared/ledger/agent.js';
-import { httpBackend, mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
-import { HttpCoordinatorClient } from '../../shared/adapters/http/coordinator-client.js';
-import { LambdaCoordinatorClient } from '../../shared/adapters/lambda/coordinator-client.js';
-import { openStores } from '../../shared/compose/stores.js';
-import { Worker, type CoordinatorClient } from '../../shared/ledger/worker.js';
-import type { Logger } from '../../shared/log.js';
-import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
-import { PgNotifyWake } from '../../shared/adapters/postgres/wake.js';
-import type { WorkQueue } from '../../shared/queue/port.js';
-import { sqsClient } from '../../shared/adapters/sqs/connect.js';
-import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
-import { WorkerRegistry } from '../../shared/registry/registry.js';
+import { ConfigError } from '../../errors.js';
+import type { ComputeHint, SimulatedComputeHint } from '../../drain/compute-hint.js';
+import { Ec2MetadataHint, GcpMetadataHint } from '../../adapters/metadata/hints.js';
+import { WorkerAgent, type AgentExit } from '../../ledger/agent.js';
+import { httpBackend, mockBackend, type ExecutionBackend } from '../../ledger/backends.js';
+import { HttpCoordinatorClient } from '../../adapters/http/coordinator-client.js';
+import { LambdaCoordinatorClient } from '../../adapters/lambda/coordinator-client.js';
+import { openStores } from '../../compose/stores.js';
+import { Worker, type CoordinatorClient } from '../../ledger/worker.js';
+import type { Logger } from '../../log.js';
+import { LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
+import { PgNotifyWake } from '../../adapters/postgres/wake.js';
+import type { WorkQueue } from '../../queue/port.js';
+import { sqsClient } from '../../adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../adapters/sqs/queue.js';
+import { WorkerRegistry } from '../../registry/registry.js';
 
 /**
  * `rollout worker`: one long-running worker process of one run (EC2 / ECS

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { LeaseElector } from '../../shared/lease/elector.js';
+import { LeaseElector } from '../../lease/elector.js';
 import type { ControlPlaneNode } from './node.js';
 
 /**
