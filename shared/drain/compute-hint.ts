@@ -42,3 +42,21 @@ export class SimulatedComputeHint implements ComputeHint {
     for (const l of this.listeners) l(notice);
   }
 }
+
+/** Listeners of one hint; it fires once (a drain runs once). */
+export class NoticeListeners {
+  private readonly set = new Set<(n: PreemptionNotice) => void>();
+  private fired = false;
+
+  add(l: (n: PreemptionNotice) => void): () => void {
+    this.set.add(l);
+    return () => this.set.delete(l);
+  }
+
+  /** Once per hint: a drain runs once. */
+  fire(n: PreemptionNotice): void {
+    if (this.fired) return;
+    this.fired = true;
+    for (const l of this.set) l(n);
+  }
+}

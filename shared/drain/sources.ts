@@ -1,11 +1,10 @@
 import { z } from 'zod';
-import type { WorkerRegistry } from '../registry/registry.js';
-import type { ComputeHint, PreemptionNotice } from './compute-hint.js';
+import type { PreemptionNotice } from './compute-hint.js';
 
 /**
  * Where preemption notices come from, each adapted to the ComputeHint port:
- *  - the EventBridge events (read by the drain Lambda, which asks the workers
- *    of the instance to drain through the registry: `RegistryHint`);
+ *  - the EventBridge events, read here (by the drain Lambda, which asks the
+ *    workers of the instance to drain through the registry: registry/hint.ts);
  *  - the instance metadata, read by the worker itself (adapters/metadata).
  */
 
@@ -46,42 +45,4 @@ export function noticeFromEvent(event: unknown, receivedAt: number): PreemptionN
     receivedAt,
     noticeAt: Math.min(Date.parse(e.time), receivedAt),
   };
-}
-
-/** Listeners of one hint; it fires once (a drain runs once). */
-export class NoticeListeners {
-  private readonly set = new Set<(n: PreemptionNotice) => void>();
-  private fired = false;
-
-  add(l: (n: PreemptionNotice) => void): () => void {
-    this.set.add(l);
-    return () => this.set.delete(l);
-  }
-
-  /** Once per hint: a drain runs once. */
-  fire(n: PreemptionNotice): void {
-    if (this.fired) return;
-    this.fired = true;
-    for (const l of this.set) l(n);
-  }
-}
-
-/**
- * The worker learns of a drain request through its registry heartbeat (the
- * drain Lambda marked it draining). The notice time is the cloud's, so the
- * deadline counts from when the notice was issued.
- */
-export class RegistryHint implements ComputeHint {
-  private readonly listeners = new NoticeListeners();
-
-  onPreemption(listener: (notice: PreemptionNotice) => void): () => void {
-    return this.listeners.add(listener);
-  }
-
-  /** Feed each heartbeat's answer here. */
-  observe(record: Awaited<ReturnType<WorkerRegistry['heartbeat']>>): void {
-    if (record?.state === 'draining' && record.drain) {
-      this.listeners.fire({ provider: record.drain.provider, instanceId: record.instanceId, kind: record.drain.kind, receivedAt: record.drain.noticeAt });
-    }
-  }
 }

@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import type { ComputeHint, PreemptionNotice } from '../drain/compute-hint.js';
 import { drain, type DrainReport } from '../drain/drain.js';
-import { RegistryHint } from '../drain/sources.js';
+import { RegistryHint } from '../registry/hint.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { Registration, WorkerRegistry } from '../registry/registry.js';
 import type { LedgerStore } from './store.js';

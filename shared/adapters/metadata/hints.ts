@@ -1,5 +1,4 @@
-import { NoticeListeners } from '../../drain/sources.js';
-import type { ComputeHint, PreemptionNotice } from '../../drain/compute-hint.js';
+import { NoticeListeners, type ComputeHint, type PreemptionNotice } from '../../drain/compute-hint.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 
 /**
