@@ -5,8 +5,10 @@ import { ConfigError } from './errors.js';
 export function parseConfig<S extends z.ZodType>(scope: string, schema: S, input: unknown): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  throw new ConfigError(
-    scope,
-    result.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`),
-  );
+  throw new ConfigError(scope, issueLines(result.error));
+}
+
+/** One `field: message` line per issue, the field as a dotted path (`stageChanges.0.index`). */
+export function issueLines(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
 }

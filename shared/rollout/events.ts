@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { Same } from '../types.js';
+import { millisSchema } from './model.js';
 
 /** Source of every rollout event on the bus. */
 export const ROLLOUT_SOURCE = 'ai.rollout';
@@ -45,6 +48,31 @@ export interface RolloutEvent {
   readonly time: number;
   readonly detail: RolloutEventDetail;
 }
+
+const stageRefSchema = z.object({ index: z.number().int().nonnegative(), name: z.string().min(1), percent: z.number().gt(0).max(100) }).readonly();
+
+export const rolloutEventSchema = z
+  .object({
+    id: z.string().min(1),
+    source: z.literal(ROLLOUT_SOURCE),
+    detailType: z.enum(ROLLOUT_EVENT_TYPES),
+    time: millisSchema,
+    detail: z
+      .object({
+        rolloutId: z.string().min(1),
+        attempt: z.number().int().min(1),
+        service: z.string(),
+        version: z.string(),
+        stage: stageRefSchema.optional(),
+        nextStage: stageRefSchema.optional(),
+        reason: z.string().optional(),
+        actor: z.string(),
+        epoch: z.number().int().nonnegative(),
+      })
+      .readonly(),
+  })
+  .readonly();
+const _sameEvent: Same<z.output<typeof rolloutEventSchema>, RolloutEvent> = true;
 
 /** Deterministic: the same transition of the same rollout version yields the same id. */
 export function rolloutEventId(rolloutId: string, version: number, type: RolloutEventType, discriminator = ''): string {

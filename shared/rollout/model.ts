@@ -1,7 +1,12 @@
+import { z } from 'zod';
+import type { Same } from '../types.js';
 import type { RolloutSpec } from './spec.js';
 
-export type RolloutState = 'running' | 'paused' | 'completed' | 'rolled_back' | 'aborted';
-export type StagePhase = 'pending' | 'active' | 'promoted' | 'rolled_back';
+/** As the rollouts and rollout_stages CHECK constraints list them. */
+export const ROLLOUT_STATES = ['running', 'paused', 'completed', 'rolled_back', 'aborted'] as const;
+export const STAGE_PHASES = ['pending', 'active', 'promoted', 'rolled_back'] as const;
+export type RolloutState = (typeof ROLLOUT_STATES)[number];
+export type StagePhase = (typeof STAGE_PHASES)[number];
 export type AlarmState = 'OK' | 'ALARM' | 'INSUFFICIENT_DATA';
 
 export const TERMINAL_STATES: readonly RolloutState[] = ['completed', 'rolled_back', 'aborted'];
@@ -24,6 +29,27 @@ export interface Rollout {
   readonly stateReason: string | null;
 }
 
+/** Milliseconds since the Unix epoch. */
+export const millisSchema = z.number().int().nonnegative();
+
+export const rolloutSchema = z
+  .object({
+    id: z.string().min(1),
+    // Validated once by parseRolloutSpec when the rollout was created; a plan carries it unchanged.
+    spec: z.custom<RolloutSpec>((v) => typeof v === 'object' && v !== null && Array.isArray((v as { stages?: unknown }).stages), 'expected the rollout spec'),
+    state: z.enum(ROLLOUT_STATES),
+    attempt: z.number().int().min(1),
+    version: z.number().int().nonnegative(),
+    createdAt: millisSchema,
+    updatedAt: millisSchema,
+    lastProgressAt: millisSchema,
+    deadlineExceededAt: millisSchema.nullable(),
+    stateBy: z.string().nullable(),
+    stateReason: z.string().nullable(),
+  })
+  .readonly();
+const _sameRollout: Same<z.output<typeof rolloutSchema>, Rollout> = true;
+
 export interface StageStatus {
   readonly index: number;
   readonly name: string;
@@ -36,6 +62,20 @@ export interface StageStatus {
   readonly rolledBackAt: number | null;
   readonly reason: string | null;
 }
+
+export const stageStatusShape = {
+  index: z.number().int().nonnegative(),
+  name: z.string().min(1),
+  phase: z.enum(STAGE_PHASES),
+  activatedAt: millisSchema.nullable(),
+  promotedAt: millisSchema.nullable(),
+  promotedEpoch: z.number().int().nonnegative().nullable(),
+  promotedBy: z.string().nullable(),
+  rolledBackAt: millisSchema.nullable(),
+  reason: z.string().nullable(),
+};
+export const stageStatusSchema = z.object(stageStatusShape).readonly();
+const _sameStageStatus: Same<z.output<typeof stageStatusSchema>, StageStatus> = true;
 
 /** Cumulative for the stage since it was activated; the newest `observedAt` wins. */
 export interface StageMetrics {

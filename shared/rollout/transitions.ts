@@ -1,6 +1,21 @@
+import { z } from 'zod';
+import { issueLines } from '../config.js';
 import type { LeaseToken } from '../lease/record.js';
-import { ROLLOUT_SOURCE, rolloutEventId, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
-import { activeStage, TERMINAL_STATES, type Rollout, type RolloutState, type RolloutView, type StagePhase, type StageStatus } from './model.js';
+import type { Same } from '../types.js';
+import { ROLLOUT_SOURCE, rolloutEventId, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
+import {
+  activeStage,
+  rolloutSchema,
+  STAGE_PHASES,
+  stageStatusSchema,
+  stageStatusShape,
+  TERMINAL_STATES,
+  type Rollout,
+  type RolloutState,
+  type RolloutView,
+  type StagePhase,
+  type StageStatus,
+} from './model.js';
 
 /**
  * Every change to a rollout, planned purely from the view it was decided on.
@@ -22,6 +37,9 @@ export type Transition =
   | { readonly kind: 'abort'; readonly reason?: string }
   | { readonly kind: 'retry' };
 
+export const TRANSITION_KINDS = ['activate', 'promote', 'rollback', 'deadline', 'promote_full', 'pause', 'resume', 'abort', 'retry'] as const;
+const _sameKinds: Same<(typeof TRANSITION_KINDS)[number], Transition['kind']> = true;
+
 export type StageSet = Partial<Pick<StageStatus, 'phase' | 'activatedAt' | 'promotedAt' | 'promotedEpoch' | 'promotedBy' | 'rolledBackAt' | 'reason'>>;
 
 export interface StageChange {
@@ -41,6 +59,67 @@ export interface TransitionPlan {
   /** Stage rows of a new attempt (retry). */
   readonly newStages: readonly StageStatus[];
   readonly events: readonly RolloutEvent[];
+}
+
+/** SQL tests each key (`s ? 'phase'`) and skips any other, DynamoDB would write any: an unknown key is refused. */
+export const stageSetSchema = z
+  .strictObject(stageStatusShape)
+  .pick({ phase: true, activatedAt: true, promotedAt: true, promotedEpoch: true, promotedBy: true, rolledBackAt: true, reason: true })
+  .partial()
+  .readonly();
+const _sameStageSet: Same<z.output<typeof stageSetSchema>, StageSet> = true;
+
+/**
+ * The plan as the backends read it: rollout_apply (PL/pgSQL, migration 3)
+ * reads its JSON by field name, so a field renamed here alone would be read
+ * as null there, silently. The interface and this schema are checked against
+ * each other at compile time; every plan is checked against the schema as it
+ * is made; test/unit/transition-plan.test.ts checks that every JSON path the
+ * SQL reads is one the schema requires.
+ */
+export const transitionPlanSchema = z
+  .object({
+    rolloutId: z.string().min(1),
+    transition: z.enum(TRANSITION_KINDS),
+    expect: rolloutSchema.unwrap().pick({ version: true, state: true, attempt: true }).readonly(),
+    next: rolloutSchema,
+    stageChanges: z
+      .array(
+        z
+          .object({
+            index: stageStatusShape.index,
+            expect: z.enum(STAGE_PHASES),
+            set: stageSetSchema,
+          })
+          .readonly(),
+      )
+      .readonly(),
+    newStages: z.array(stageStatusSchema).readonly(),
+    events: z.array(rolloutEventSchema).readonly(),
+  })
+  .superRefine((plan, ctx) => {
+    // SQL keys every write by rolloutId; DynamoDB keys the rollout row by next.id and marks events published by detail.rolloutId.
+    if (plan.next.id !== plan.rolloutId) ctx.addIssue({ code: 'custom', path: ['next', 'id'], message: `must be the rolloutId ${plan.rolloutId}` });
+    plan.events.forEach((e, i) => {
+      if (e.detail.rolloutId !== plan.rolloutId) ctx.addIssue({ code: 'custom', path: ['events', i, 'detail', 'rolloutId'], message: `must be the rolloutId ${plan.rolloutId}` });
+    });
+  })
+  .readonly();
+const _samePlan: Same<z.output<typeof transitionPlanSchema>, TransitionPlan> = true;
+
+/** A plan that does not match transitionPlanSchema: a bug in its maker, refused before any store sees it. */
+export class MalformedPlanError extends Error {
+  override readonly name = 'MalformedPlanError';
+  constructor(readonly issues: readonly string[]) {
+    super(`malformed transition plan: ${issues.join('; ')}`);
+  }
+}
+
+/** The plan itself once it matches the schema; MalformedPlanError naming every bad field otherwise. */
+export function checkPlan(plan: unknown): TransitionPlan {
+  const result = transitionPlanSchema.safeParse(plan);
+  if (!result.success) throw new MalformedPlanError(issueLines(result.error));
+  return plan as TransitionPlan;
 }
 
 /** A command that does not apply to the rollout as it is (e.g. pausing a completed rollout). */
@@ -200,7 +279,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
 
   const version = rollout.version + 1;
   const nextRollout: Rollout = { ...next, version, updatedAt: now };
-  return {
+  return checkPlan({
     rolloutId: rollout.id,
     transition: t.kind,
     expect: { version: rollout.version, state: rollout.state, attempt: rollout.attempt },
@@ -222,7 +301,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
         ...extra,
       },
     })),
-  };
+  } satisfies TransitionPlan);
 }
 
 export function isTerminal(state: RolloutState): boolean {

@@ -91,6 +91,8 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
     // client-side transaction: the lease row FOR SHARE (holder and epoch),
     // the rollout row as evaluated (version, state, attempt), each stage's
     // phase; all or nothing. A stage mismatch raises RB001 to undo the rest.
+    // It reads the plan's JSON by field name: test/unit/transition-plan.test.ts takes every path it
+    // reads from this text and checks that transitionPlanSchema requires it.
     sql: `
       CREATE FUNCTION rollout_ts(v jsonb) RETURNS timestamptz LANGUAGE sql IMMUTABLE AS
         $f$ SELECT CASE WHEN v IS NULL OR v = 'null'::jsonb THEN NULL ELSE to_timestamp((v #>> '{}')::double precision / 1000) END $f$;
