@@ -36,100 +36,73 @@ const CONSTANTS: Record<string, unknown> = { ':pending': 'pending', ':running': 
 
 export const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 export const pendingSk = (itemId: string, sentAt: number | null) => `${pad(sentAt ?? 0)}#${itemId}`;
-const runningIndex = (c: ItemCas, heartbeatAt: number) => ({ ':ipk': `RUNNING#${c.runId}`, ':isk': `${pad(heartbeatAt)}#${c.itemId}` });
-/** Pending with no message sent: first in the unsent order. */
-const unsentIndex = (c: ItemCas) => ({ ':ipk': `PENDING#${c.runId}`, ':isk': pendingSk(c.itemId, null) });
+/** A Running item's heartbeat is also its place in gsi1 (RUNNING#<run>, by heartbeat). */
+const beat = (c: ItemCas, heartbeatAt: number) => ({ ':heartbeatAt': heartbeatAt, ':ipk': `RUNNING#${c.runId}`, ':isk': `${pad(heartbeatAt)}#${c.itemId}` });
+/** Pending with no message sent: first in its run's PENDING order. */
+const unsent = (c: ItemCas) => ({ ':ipk': `PENDING#${c.runId}`, ':isk': pendingSk(c.itemId, null) });
 
-/** The update with the names and values its expressions use (DynamoDB refuses unused ones). */
-function update(expression: string, condition: string, values: Record<string, unknown>, now: number): ItemUpdate {
-  const text = `${expression} ${condition}`;
-  const used = (placeholder: string) => new RegExp(`${placeholder}(?![A-Za-z0-9_])`).test(text);
-  const pick = (from: Record<string, unknown>) => Object.entries(from).filter(([k]) => used(k));
-  return {
-    UpdateExpression: expression,
-    ConditionExpression: condition,
-    ExpressionAttributeNames: Object.fromEntries(pick(NAMES)) as Record<string, string>,
-    ExpressionAttributeValues: Object.fromEntries(pick({ ...CONSTANTS, ...values, ':now': now })),
-  };
+interface Parts {
+  readonly when: string;
+  readonly update: string;
+  readonly values: Record<string, unknown>;
 }
 
-/** The transition's update. */
-export function ledgerUpdate(c: ItemCas, now: number): ItemUpdate {
+/** Each transition: the condition (`when`), the update, and the values they use. */
+function parts(c: ItemCas): Parts {
   switch (c.transition) {
     // claim — a worker takes the item: Running(worker), unstarted, heartbeat now, stamped with the epoch it saw.
     case 'claim':
-      return update(
-        'SET #state = :running, worker = :worker, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        PENDING,
-        { ':worker': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt, ...runningIndex(c, c.set.heartbeatAt) },
-        now,
-      );
+      return { when: PENDING, update: 'SET #state = :running, worker = :worker, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ...beat(c, c.set.heartbeatAt) } };
     // start — the holder begins executing it; from now on it is never stolen.
     case 'start':
-      return update(
-        'SET started = :true, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        `${HELD} AND ${UNSTARTED}`,
-        { ':worker': c.expect.worker, ':heartbeatAt': c.set.heartbeatAt, ...runningIndex(c, c.set.heartbeatAt) },
-        now,
-      );
+      return { when: `${HELD} AND ${UNSTARTED}`, update: 'SET started = :true, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.expect.worker, ...beat(c, c.set.heartbeatAt) } };
     // heartbeat — the holder is alive.
     case 'heartbeat':
-      return update(
-        'SET heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        HELD,
-        { ':worker': c.expect.worker, ':heartbeatAt': c.set.heartbeatAt, ...runningIndex(c, c.set.heartbeatAt) },
-        now,
-      );
+      return { when: HELD, update: 'SET heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.expect.worker, ...beat(c, c.set.heartbeatAt) } };
     // ack — the holder records the result: Done, once (the worker stays: who produced it).
     case 'ack':
-      return update(
-        'SET #state = :done, resultHash = :resultHash, #result = :result, started = :false, version = version + :one, updatedAt = :now REMOVE #error, epoch, claimedAt, heartbeatAt, #ipk, #isk',
-        HELD,
-        { ':worker': c.expect.worker, ':resultHash': c.set.resultHash, ':result': c.set.result ?? null },
-        now,
-      );
+      return { when: HELD, update: 'SET #state = :done, resultHash = :resultHash, #result = :result, started = :false, version = version + :one, updatedAt = :now REMOVE #error, epoch, claimedAt, heartbeatAt, #ipk, #isk',
+        values: { ':worker': c.expect.worker, ':resultHash': c.set.resultHash, ':result': c.set.result ?? null } };
     // nack — the holder gives it back: Pending with no message on record; an attempt counts when the backend failed it.
     case 'nack':
-      return update(
-        'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
-        HELD,
-        { ':worker': c.expect.worker, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsentIndex(c) },
-        now,
-      );
+      return { when: HELD, update: 'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
+        values: { ':worker': c.expect.worker, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c) } };
     // reject — the holder ran it but cannot record the result: Failed with the reason, an attempt counted.
     case 'reject':
-      return update(
-        'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, version = version + :one, updatedAt = :now REMOVE epoch, claimedAt, heartbeatAt, #ipk, #isk',
-        HELD,
-        { ':worker': c.expect.worker, ':error': c.set.error },
-        now,
-      );
-    // repend (fenced) — a silent worker's item goes back to Pending with no message on record, pinned to
-    // the row judged stale (a heartbeat since keeps it); an attempt counts when it had started.
+      return { when: HELD, update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, version = version + :one, updatedAt = :now REMOVE epoch, claimedAt, heartbeatAt, #ipk, #isk',
+        values: { ':worker': c.expect.worker, ':error': c.set.error } };
+    // repend (fenced) — a silent worker's item goes back to Pending with no message on record, only if it is still
+    // the row judged stale (a heartbeat since keeps it with its worker); an attempt counts when it had started.
     case 'repend':
-      return update(
-        'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
-        `${HELD} AND ${AT_VERSION}`,
-        { ':worker': c.expect.worker, ':version': c.expect.version, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsentIndex(c) },
-        now,
-      );
-    // steal (fenced) — an unstarted item moves from the victim (:worker) to the thief in one step, no
-    // Pending in between; a start racing this: exactly one wins.
+      return { when: `${HELD} AND ${AT_VERSION}`, update: 'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
+        values: { ':worker': c.expect.worker, ':version': c.expect.version, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c) } };
+    // steal (fenced) — an unstarted item moves from the victim (:worker) to the thief in one step, no Pending in
+    // between; a start racing it: exactly one of them wins.
     case 'steal':
-      return update(
-        'SET worker = :thief, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        `${HELD} AND ${UNSTARTED}`,
-        { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt, ...runningIndex(c, c.set.heartbeatAt) },
-        now,
-      );
-    // fail (fenced) — a poison item ends Failed with the reason, an attempt counted; found as judged:
-    // Pending, or Running held by the worker seen, at the version seen when one is given.
+      return { when: `${HELD} AND ${UNSTARTED}`, update: 'SET worker = :thief, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ...beat(c, c.set.heartbeatAt) } };
+    // fail (fenced) — a poison item ends Failed with the reason, an attempt counted. Found as judged: Pending, or
+    // Running held by the worker seen; at the version seen when one is given.
     case 'fail':
-      return update(
-        'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, #ipk, #isk',
-        [c.expect.state === 'pending' ? PENDING : HELD, ...(c.expect.version === undefined ? [] : [AT_VERSION])].join(' AND '),
-        { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error },
-        now,
-      );
+      return { when: [c.expect.state === 'pending' ? PENDING : HELD, ...(c.expect.version === undefined ? [] : [AT_VERSION])].join(' AND '),
+        update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, #ipk, #isk',
+        values: { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error } };
   }
+}
+
+/** The transition's update, with the names and values its expressions use (DynamoDB refuses unused ones). */
+export function ledgerUpdate(c: ItemCas, now: number): ItemUpdate {
+  const { when, update, values } = parts(c);
+  const text = `${update} ${when}`;
+  const used = (placeholder: string) => new RegExp(`${placeholder}(?![A-Za-z0-9_])`).test(text);
+  const pick = (from: Record<string, unknown>) => Object.entries(from).filter(([k]) => used(k));
+  return {
+    UpdateExpression: update,
+    ConditionExpression: when,
+    ExpressionAttributeNames: Object.fromEntries(pick(NAMES)) as Record<string, string>,
+    ExpressionAttributeValues: Object.fromEntries(pick({ ...CONSTANTS, ...values, ':now': now })),
+  };
 }
