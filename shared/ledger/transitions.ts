@@ -40,14 +40,16 @@ interface Change<T extends Transition, E extends Expect, S extends Partial<ItemF
 type Held = { readonly state: 'running'; readonly worker: string };
 type Cleared = { readonly worker: null; readonly epoch: null; readonly claimedAt: null; readonly started: false; readonly heartbeatAt: null };
 type ClearedButWorker = Omit<Cleared, 'worker'> & { readonly worker: string };
+/** Coordinator transitions carry the coordinator's lease token; a worker's carry none. */
 type Fenced = { readonly fence: LeaseToken };
+type Unfenced = { readonly fence?: undefined };
 
-export type ClaimCas = Change<'claim', { readonly state: 'pending' }, { readonly state: 'running'; readonly worker: string; readonly epoch: number; readonly claimedAt: number; readonly started: false; readonly heartbeatAt: number }>;
-export type StartCas = Change<'start', Held & { readonly started: false }, { readonly started: true; readonly heartbeatAt: number }>;
-export type HeartbeatCas = Change<'heartbeat', Held, { readonly heartbeatAt: number }>;
-export type AckCas = Change<'ack', Held, ClearedButWorker & { readonly state: 'done'; readonly resultHash: string; readonly result: unknown; readonly error: null }>;
-export type NackCas = Change<'nack', Held, Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }> & { readonly bumpAttempts: boolean };
-export type RejectCas = Change<'reject', Held, ClearedButWorker & { readonly state: 'failed'; readonly error: string }> & { readonly bumpAttempts: true };
+export type ClaimCas = Change<'claim', { readonly state: 'pending' }, { readonly state: 'running'; readonly worker: string; readonly epoch: number; readonly claimedAt: number; readonly started: false; readonly heartbeatAt: number }> & Unfenced;
+export type StartCas = Change<'start', Held & { readonly started: false }, { readonly started: true; readonly heartbeatAt: number }> & Unfenced;
+export type HeartbeatCas = Change<'heartbeat', Held, { readonly heartbeatAt: number }> & Unfenced;
+export type AckCas = Change<'ack', Held, ClearedButWorker & { readonly state: 'done'; readonly resultHash: string; readonly result: unknown; readonly error: null }> & Unfenced;
+export type NackCas = Change<'nack', Held, Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }> & Unfenced & { readonly bumpAttempts: boolean };
+export type RejectCas = Change<'reject', Held, ClearedButWorker & { readonly state: 'failed'; readonly error: string }> & Unfenced & { readonly bumpAttempts: true };
 export type RependCas = Change<'repend', { readonly state: 'running'; readonly worker: string | null; readonly version: number }, Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }> & Fenced & { readonly bumpAttempts: boolean };
 export type StealCas = Change<'steal', Held & { readonly started: false }, { readonly worker: string; readonly epoch: number; readonly claimedAt: number; readonly started: false; readonly heartbeatAt: number }> & Fenced;
 /** What `fail` may find: Pending, or Running with the worker seen; at the version seen, when given. */

@@ -14,7 +14,7 @@ import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budg
  *
  * Modeled, with the project's own transitions (claim, start, heartbeat, ack,
  * nack, repend, steal, fail) applied by the store model's item CAS (the
- * conditions of PostgresLedgerStore.cas) and the fence:
+ * conditions of each transition's statement, ledger-statements.ts) and the fence:
  * - a worker, as in worker.ts: when idle it pulls (claims up to two Pending
  *   items in one batch, as if their messages arrived), reconciles (adopts
  *   Running(itself) items it does not hold, nacks the ones it started in a
