@@ -8,9 +8,10 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
 import { contentId } from '../../shared/ledger/model.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
-import { ack, claim, fail, heartbeat, nack, reject, repend, start, steal } from '../../shared/ledger/transitions.js';
+import { ack, claim, fail, heartbeat, nack, reject, repend, start, steal, type ItemCas } from '../../shared/ledger/transitions.js';
 import { forEachBackend, type LeaseBackend, postgresSchema, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
+import { HEARTBEAT } from '../../shared/adapters/postgres/ledger-statements.js';
 import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
@@ -192,6 +193,41 @@ forEachBackend('ledger on %s', (backend) => {
     await expect(backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), ack(more.runId, e, 'w2', 1)], clock.now())).rejects.toThrow(/more than one change for item/);
   });
 
+  it('each transition writes exactly its change: the fields it sets, an attempt when it counts one, the next version', async () => {
+    const { runId, ids } = await run(Array.from({ length: 8 }, (_, i) => ({ exact: i })));
+    const [a1, a2, b1, b2, c1, c2, d1, d2] = ids as [string, string, string, string, string, string, string, string];
+    const token = (await coordinator(runId, 'c1')).token()!;
+    const read = async (id: string) => (await backend.ledger.get(runId, id))!;
+    // One batch, two items per transition; each outcome is the prior row with the change applied as plain data.
+    const step = async (changes: ItemCas[]) => {
+      const before = await Promise.all(changes.map((c) => read(c.itemId)));
+      const outs = await backend.ledger.casMany(changes, clock.now());
+      outs.forEach((out, i) => {
+        const [c, prior] = [changes[i]!, before[i]!];
+        expect(out, `${c.transition} of ${c.itemId}`).toEqual({ ok: true, item: { ...prior, ...c.set, attempts: prior.attempts + (c.bumpAttempts ? 1 : 0), version: prior.version + 1 } });
+      });
+      clock.advance(1_000);
+    };
+    await step(ids.map((id) => claim(runId, id, 'w1', token.epoch, clock.now())));
+    await step([
+      ...[a1, a2].map((id) => start(runId, id, 'w1', clock.now())),
+      nack(runId, b1, 'w1', 'backend: boom', { counts: true }),
+      nack(runId, b2, 'w1', 'drained', { counts: false }),
+      ...[c1, c2].map((id) => reject(runId, id, 'w1', 'too big')),
+      ...[d1, d2].map((id) => steal(token, runId, id, 'w1', 'w2', clock.now())),
+    ]);
+    await step([
+      ...[a1, a2].map((id) => heartbeat(runId, id, 'w1', clock.now())),
+      fail(token, runId, b1, { state: 'pending' }, 'poison'),
+      fail(token, runId, b2, { state: 'pending', version: (await read(b2)).version }, 'poison'),
+      start(runId, d1, 'w2', clock.now()),
+    ]);
+    await step([ack(runId, a1, 'w1', { out: 1 }), ack(runId, a2, 'w1', null), ...(await Promise.all([d1, d2].map(read))).map((item) => repend(token, runId, item, 'silent'))]);
+    await step([d1, d2].map((id) => claim(runId, id, 'w3', token.epoch, clock.now())));
+    await step([fail(token, runId, d1, { state: 'running', worker: 'w3', version: (await read(d1)).version }, 'poison'), fail(token, runId, d2, { state: 'running', worker: 'w3' }, 'poison')]);
+    expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 2, failed: 6 });
+  });
+
   it('openRuns lists the runs with anything pending or running, not finished or empty ones', async () => {
     const pending = await run([{ o: 1 }]);
     const running = await run([{ o: 2 }]);
@@ -251,6 +287,25 @@ describe('ledger indexes on PostgreSQL', () => {
       const plan = async (q: string) => JSON.stringify((await db.sql.query(`EXPLAIN (FORMAT JSON) ${q}`)).rows);
       expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'pending' AND (sent_at IS NULL OR sent_at < now()) ORDER BY sent_at NULLS FIRST LIMIT 100`)).toContain('work_items_unsent');
       expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'running' ORDER BY heartbeat_at`)).toContain('work_items_running');
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a batched transition looks its items up by key, though the statistics were taken while all were Pending', async () => {
+    const db = await postgresSchema(2);
+    try {
+      const ledger = new PostgresLedgerStore(db.sql);
+      await ledger.createRun('busy', {}, Date.now());
+      const { ids } = await ledger.enqueue('busy', Array.from({ length: 20_000 }, (_, i) => ({ i })), Date.now()); // analyzed: all Pending
+      await db.sql.query(`UPDATE work_items SET state = 'running', worker = 'w', heartbeat_at = now() WHERE run_id = 'busy'`);
+      const batch = ids.slice(0, 100);
+      const plan = async (text: string) =>
+        JSON.stringify((await db.sql.query(`EXPLAIN (FORMAT JSON) ${text}`, ['busy', new Date(), batch, batch.map(() => 'w'), batch.map(() => new Date())])).rows);
+      const heartbeats = HEARTBEAT.text as string;
+      expect(await plan(heartbeats)).toContain('work_items_pkey');
+      // What the statement's text avoids: with a plain constant the batch would read the whole running set.
+      expect(await plan(heartbeats.replace("(SELECT 'running')", "'running'"))).toContain('work_items_running');
     } finally {
       await db.close();
     }

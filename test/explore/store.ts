@@ -1,6 +1,6 @@
 import { matchesToken } from '../../shared/lease/fencing.js';
 import type { LeaseRecord, LeaseToken } from '../../shared/lease/record.js';
-import type { ItemFields, ItemCas } from '../../shared/ledger/transitions.js';
+import type { ItemFields, ItemChange } from '../../shared/ledger/transitions.js';
 import type { Rollout, StageStatus } from '../../shared/rollout/model.js';
 import type { TransitionPlan } from '../../shared/rollout/transitions.js';
 
@@ -14,9 +14,10 @@ import type { TransitionPlan } from '../../shared/rollout/transitions.js';
  * - the fence: `withFence` / `fenceClauses` (postgres/fence.ts) and
  *   `fencedTransactWrite` (dynamodb/fence.ts): the lease row's holder AND epoch,
  *   checked in the same atomic step as the write.
- * - a ledger item CAS: `PostgresLedgerStore.cas` — every `expect` field IS NOT
- *   DISTINCT FROM, `set` applied, attempts + 1 when asked, version + 1; a
- *   fenced change is refused with FencedError when the fence fails.
+ * - a ledger item CAS: each transition's statement (postgres/ledger-statements.ts,
+ *   dynamodb/ledger-updates.ts) — every `expect` field equal, `set` applied,
+ *   attempts + 1 when asked, version + 1; a fenced change is refused with
+ *   FencedError when the fence fails.
  * - a rollout plan: the `rollout_apply` function of schema.ts — fence, then
  *   the rollout row WHERE version, state and attempt, then each stage of the
  *   expected attempt WHERE phase = the expected one; all or nothing.
@@ -146,12 +147,12 @@ export function recordFencedWrite(ghost: LeaseGhost, cell: LeaseCell, token: Hel
 export type ItemRow = ItemFields & { readonly version: number };
 
 /**
- * One item CAS, conditions exactly as `PostgresLedgerStore.cas` writes them:
- * each expected field equal (null equal to null), then the set, attempts + 1
+ * One item CAS, conditions as the transitions' statements write them (ledger-statements.ts):
+ * each expected field equal, then the set, attempts + 1
  * when the change bumps them, version + 1. The fence is the caller's: it is
  * checked first, in the same step.
  */
-export function applyItemCas(item: ItemRow, change: ItemCas): ItemRow | null {
+export function applyItemCas(item: ItemRow, change: ItemChange): ItemRow | null {
   for (const [field, value] of Object.entries(change.expect)) {
     if ((item as unknown as Record<string, unknown>)[field] !== value) return null;
   }

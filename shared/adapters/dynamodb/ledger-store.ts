@@ -9,6 +9,7 @@ import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
+import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
 import { queryAll } from './query.js';
@@ -27,7 +28,6 @@ import { queryAll } from './query.js';
  */
 
 type Item = Record<string, unknown>;
-const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 const runPk = (id: string) => `RUN#${id}`;
 const RUNS_INDEX = 'RUNS';
 const itemSk = (id: string) => `ITEM#${id}`;
@@ -51,15 +51,6 @@ function itemOf(i: Item): WorkItem {
     attempts: Number(i.attempts ?? 0),
     version: Number(i.version ?? 0),
   };
-}
-
-const pendingSk = (itemId: string, sentAt: number | null) => `${pad(sentAt ?? 0)}#${itemId}`;
-
-/** Where an item in `state` sits in gsi1 (or nowhere). */
-function indexKeys(runId: string, itemId: string, state: WorkItem['state'], heartbeatAt: number | null, sentAt: number | null): Item | null {
-  if (state === 'running') return { [GSI1.pk]: `RUNNING#${runId}`, [GSI1.sk]: `${pad(heartbeatAt ?? 0)}#${itemId}` };
-  if (state === 'pending') return { [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: pendingSk(itemId, sentAt) };
-  return null;
 }
 
 export class DynamoLedgerStore implements LedgerStore {
@@ -95,7 +86,7 @@ export class DynamoLedgerStore implements LedgerStore {
         await this.doc.send(
           new PutCommand({
             TableName: this.table,
-            Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, ...indexKeys(runId, id, 'pending', null, null) },
+            Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: pendingSk(id, null) },
             ConditionExpression: 'attribute_not_exists(pk)',
           }),
         );
@@ -135,56 +126,9 @@ export class DynamoLedgerStore implements LedgerStore {
     return Item ? itemOf(Item) : null;
   }
 
+  /** The transition's update (ledger-updates.ts); a coordinator's in one transaction with its fence. */
   async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
-    const names: Record<string, string> = {};
-    const values: Record<string, unknown> = { ':one': 1, ':now': now };
-    const sets: string[] = ['version = version + :one', 'updatedAt = :now'];
-    const removes: string[] = [];
-    let k = 0;
-    const name = (f: string) => {
-      const n = `#n${k++}`;
-      names[n] = f;
-      return n;
-    };
-    for (const [f, v] of Object.entries(change.set)) {
-      if (v === null || v === undefined) removes.push(name(f));
-      else {
-        const vn = `:s${k}`;
-        sets.push(`${name(f)} = ${vn}`);
-        values[vn] = v;
-      }
-    }
-    if (change.bumpAttempts) sets.push('attempts = attempts + :one');
-    // Index placement follows the new state: heartbeat order while running, item-id order while pending.
-    const nextState = change.set.state ?? change.expect.state;
-    if (!nextState) throw new Error(`${change.transition}: a ledger transition must name the state it expects or sets`);
-    const heartbeat = change.set.heartbeatAt ?? (nextState === 'running' ? now : null);
-    // A change within Running that leaves the heartbeat alone (start without one) keeps the item where it is.
-    const keys = nextState === 'running' && change.set.heartbeatAt === undefined ? null : indexKeys(change.runId, change.itemId, nextState, heartbeat, change.set.sentAt ?? null);
-    if (keys) {
-      for (const [f, v] of Object.entries(keys)) {
-        const vn = `:i${k}`;
-        values[vn] = v;
-        sets.push(`${name(f)} = ${vn}`);
-      }
-    } else if (nextState !== 'running') {
-      removes.push(name(GSI1.pk), name(GSI1.sk));
-    }
-    const conditions = Object.entries(change.expect).map(([f, v]) => {
-      const n = name(f);
-      if (v === null) return `attribute_not_exists(${n})`;
-      const vn = `:e${k}`;
-      values[vn] = v;
-      return `${n} = ${vn}`;
-    });
-    const update = {
-      TableName: this.table,
-      Key: { pk: runPk(change.runId), sk: itemSk(change.itemId) },
-      UpdateExpression: `SET ${sets.join(', ')}${removes.length ? ` REMOVE ${removes.join(', ')}` : ''}`,
-      ConditionExpression: conditions.join(' AND '),
-      ExpressionAttributeNames: names,
-      ExpressionAttributeValues: values,
-    };
+    const update = { TableName: this.table, Key: { pk: runPk(change.runId), sk: itemSk(change.itemId) }, ...ledgerUpdate(change, now) };
     try {
       if (change.fence) {
         await fencedTransactWrite(this.doc, this.table, change.fence, [{ Update: update }]);

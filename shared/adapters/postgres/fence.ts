@@ -25,6 +25,12 @@ export async function withFence<T>(sql: Sql, token: LeaseToken, write: (tx: Sql)
   });
 }
 
+/** The fence as SQL: a `WITH` to put before a write and the condition its WHERE must include. */
+export interface FenceClauses {
+  readonly with: string;
+  readonly holds: string;
+}
+
 /**
  * The same fence inside one statement: one round trip instead of four
  * (BEGIN, lock, write, COMMIT). A materialized CTE locks the lease row FOR
@@ -41,7 +47,7 @@ export async function withFence<T>(sql: Sql, token: LeaseToken, write: (tx: Sql)
  * have been fenced or may have found its rows changed: `assertStillHeld`
  * tells which (only then, so the common path stays one round trip).
  */
-export function fenceClauses(token: LeaseToken, params: unknown[]): { readonly with: string; readonly holds: string } {
+export function fenceClauses(token: LeaseToken, params: unknown[]): FenceClauses {
   const p = (v: unknown) => `$${params.push(v)}`;
   return {
     with: `WITH fence AS MATERIALIZED (SELECT 1 FROM leases WHERE name = ${p(token.name)} AND holder = ${p(token.holder)} AND epoch = ${p(token.epoch)} FOR SHARE)`,

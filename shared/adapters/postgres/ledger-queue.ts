@@ -2,17 +2,18 @@ import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../../clock.js';
 import { toInt, type Sql } from './sql.js';
 import type { QueueMessage, ReceiveOptions, WorkQueue } from '../../queue/port.js';
+import { CLAIM_NEXT } from './ledger-statements.js';
 import type { WakeSource } from './wake.js';
 
 /**
  * The work queue served by the ledger itself (PostgreSQL / PGlite): one
  * machine and cluster mode need no SQS. A Pending row *is* the message, so
  * the queue rule ("a Pending item always has a message") holds by
- * construction. `receive` is the `claim` transition (Pending → Running(worker),
- * unstarted, heartbeat now, stamped with the run's epoch) for a batch at once,
- * `FOR UPDATE SKIP LOCKED` so concurrent workers never wait on each other's
- * rows; when nothing is Pending it sleeps until a wake-up (LISTEN/NOTIFY or
- * in-process), not in a polling loop.
+ * construction. `receive` is the `claim` statement (ledger-statements.ts:
+ * Pending → Running(worker), heartbeat now, stamped with the run's epoch) for
+ * the next Pending items, `FOR UPDATE SKIP LOCKED` so concurrent workers never
+ * wait on each other's rows; when nothing is Pending it sleeps until a
+ * wake-up (LISTEN/NOTIFY or in-process), not in a polling loop.
  *
  * Poison items: an item given back `maxReceiveCount` times is no longer
  * delivered; `LedgerDeadLetters` hands it to the coordinator's
@@ -102,17 +103,8 @@ export class LedgerWorkQueue extends LedgerRows implements WorkQueue {
   private async claimAfter(after: string, max: number, start: boolean): Promise<QueueMessage[]> {
     const now = new Date(this.clock.now());
     const { rows } = await this.sql.query<{ id: string; attempts: unknown; payload: unknown }>(
-      `WITH picked AS (
-         SELECT id FROM work_items
-          WHERE run_id = $1 AND state = 'pending' AND attempts < $4 AND id > $7
-          ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
-       UPDATE work_items w
-          SET state = 'running', worker = $2, started = $6, claimed_at = $5, heartbeat_at = $5,
-              epoch = GREATEST((SELECT coordinator_epoch FROM runs WHERE id = $1), 0),
-              version = w.version + 1, updated_at = $5
-        WHERE w.run_id = $1 AND w.id = ANY(ARRAY(SELECT id FROM picked)) -- by key: no join for the planner to misjudge
-       RETURNING w.id, w.attempts${start ? ', w.payload' : ''}`,
-      [this.runId, this.workerId, max, this.maxReceiveCount, now, start, after],
+      `${CLAIM_NEXT}\n  RETURNING w.id, w.attempts${start ? ', w.payload' : ''}`,
+      [this.runId, now, this.workerId, now, now, start, max, this.maxReceiveCount, after],
     );
     rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return rows.map((r) => ({

@@ -2,51 +2,14 @@ import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
 import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
-import type { ItemCas, ItemFields } from '../../ledger/transitions.js';
+import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
+import { LEDGER_STATEMENTS, type LedgerStatement } from './ledger-statements.js';
 import { PostgresLeaseStore } from './lease-store.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 
-type Field = keyof ItemFields | 'version';
-const COLUMN: Record<Field, string> = {
-  version: 'version',
-  sentAt: 'sent_at',
-  state: 'state',
-  worker: 'worker',
-  epoch: 'epoch',
-  claimedAt: 'claimed_at',
-  started: 'started',
-  heartbeatAt: 'heartbeat_at',
-  resultHash: 'result_hash',
-  result: 'result',
-  error: 'error',
-  attempts: 'attempts',
-};
 const ANALYZE_AFTER = 1_000;
 const ENQUEUE_BATCH = 5_000;
-
-const SQL_TYPE: Record<Field, string> = {
-  version: 'bigint',
-  sentAt: 'timestamptz',
-  state: 'text',
-  worker: 'text',
-  epoch: 'bigint',
-  claimedAt: 'timestamptz',
-  started: 'boolean',
-  heartbeatAt: 'timestamptz',
-  resultHash: 'text',
-  result: 'jsonb',
-  error: 'text',
-  attempts: 'integer',
-};
-const TIME_FIELDS = new Set<Field>(['claimedAt', 'heartbeatAt', 'sentAt']);
-
-function sqlValue(field: Field, v: unknown): unknown {
-  if (v === null || v === undefined) return null;
-  if (TIME_FIELDS.has(field)) return new Date(v as number);
-  if (field === 'result') return JSON.stringify(v);
-  return v;
-}
 
 type Row = Record<string, unknown>;
 const ms = (v: unknown) => (v === null || v === undefined ? null : toMillis(v));
@@ -71,7 +34,7 @@ function itemOf(r: Row): WorkItem {
   };
 }
 
-/** The ledger on PostgreSQL / PGlite: each transition one conditional UPDATE (coordinator writes carry the fence in the same statement). */
+/** The ledger on PostgreSQL / PGlite: each transition its own conditional UPDATE (ledger-statements.ts; coordinator writes carry the fence in the same statement). */
 export class PostgresLedgerStore implements LedgerStore {
   constructor(private readonly sql: Sql) {}
 
@@ -118,29 +81,13 @@ export class PostgresLedgerStore implements LedgerStore {
   }
 
   async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
-    const params: unknown[] = [change.runId, change.itemId, new Date(now)];
-    const p = (v: unknown) => `$${params.push(v)}`;
-    const sets = Object.entries(change.set).map(([f, v]) => `${COLUMN[f as Field]} = ${p(sqlValue(f as Field, v))}`);
-    if (change.bumpAttempts) sets.push('attempts = attempts + 1');
-    const where = Object.entries(change.expect).map(([f, v]) => `${COLUMN[f as Field]} IS NOT DISTINCT FROM ${p(sqlValue(f as Field, v))}`);
-    const fence = change.fence ? fenceClauses(change.fence, params) : null;
-    if (fence) where.push(fence.holds);
-    const text = `${fence?.with ?? ''} UPDATE work_items SET ${[...sets, 'version = version + 1', 'updated_at = $3'].join(', ')}
-                   WHERE run_id = $1 AND id = $2 AND ${where.join(' AND ')} RETURNING *`;
-    const { rows } = await this.sql.query<Row>(text, params);
-    if (rows[0]) return { ok: true, item: itemOf(rows[0]) };
-    if (change.fence) await assertStillHeld(this.sql, change.fence);
-    return { ok: false, current: await this.get(change.runId, change.itemId) };
+    return (await this.casMany([change], now))[0]!;
   }
 
-  /**
-   * Changes of one shape (same transition, same fields) become one
-   * `UPDATE … FROM unnest(…)`: each row still matches only its own exact
-   * expected state. Rows that did not match are read back in one query.
-   */
+  /** Changes of one transition (of one run, under one fence) go in one statement; rows that did not match are read back in one query. */
   async casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
     const out = new Array<ItemCasOutcome>(changes.length);
-    for (const { idx, first, rows } of await this.updateGroups(changes, now, 'w.*')) {
+    for (const { idx, first, rows } of await this.write(changes, now, 'w.*')) {
       const won = new Map(rows.map((r) => [String(r.id), itemOf(r)]));
       const lost = idx.filter((i) => !won.has(changes[i]!.itemId)).map((i) => changes[i]!.itemId);
       const current = new Map<string, WorkItem>();
@@ -157,63 +104,41 @@ export class PostgresLedgerStore implements LedgerStore {
     return out;
   }
 
-  /** The same updates, returning only the ids that changed: no rows to send back, parse or re-read. */
+  /** The same statements, returning only the ids that changed: no rows to send back, parse or re-read. */
   async applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]> {
     const out = new Array<boolean>(changes.length).fill(false);
-    for (const { idx, rows } of await this.updateGroups(changes, now, 'w.id')) {
+    for (const { idx, rows } of await this.write(changes, now, 'w.id')) {
       const won = new Set(rows.map((r) => String(r.id)));
       for (const i of idx) out[i] = won.has(changes[i]!.itemId);
     }
     return out;
   }
 
-  private async updateGroups(changes: readonly ItemCas[], now: number, returning: string): Promise<{ idx: number[]; first: ItemCas; rows: Row[] }[]> {
+  /** Each batch through its transition's statement (ledger-statements.ts). */
+  private async write(changes: readonly ItemCas[], now: number, returning: 'w.*' | 'w.id'): Promise<{ idx: number[]; first: ItemCas; rows: Row[] }[]> {
     assertOneChangePerItem(changes);
-    const groups = new Map<string, number[]>();
+    const statementOf = (c: ItemCas) => LEDGER_STATEMENTS[c.transition] as LedgerStatement<ItemCas>;
+    const batches = new Map<string, number[]>();
     changes.forEach((c, i) => {
-      const key = [c.runId, c.transition, Object.keys(c.set).join(','), Object.keys(c.expect).join(','), c.bumpAttempts ?? false, c.fence ? `${c.fence.holder}@${c.fence.epoch}` : ''].join('|');
-      const group = groups.get(key);
-      if (group) group.push(i);
-      else groups.set(key, [i]);
+      const key = [c.runId, c.transition, c.fence ? `${c.fence.name}|${c.fence.holder}|${c.fence.epoch}` : '', statementOf(c).batchKey?.(c) ?? ''].join('\u0000');
+      const batch = batches.get(key);
+      if (batch) batch.push(i);
+      else batches.set(key, [i]);
     });
     const results: { idx: number[]; first: ItemCas; rows: Row[] }[] = [];
-    for (const idx of groups.values()) {
+    for (const idx of batches.values()) {
       const first = changes[idx[0]!]!;
-      const setFields = Object.keys(first.set) as (keyof ItemFields)[];
-      const expectFields = Object.keys(first.expect) as Field[];
-      const params: unknown[] = [first.runId, new Date(now), idx.map((i) => changes[i]!.itemId)];
-      const cols = ['id'];
-      const arrays = ['$3::text[]'];
-      // A value set to the same thing for every change of the group (the worker, the new state,
-      // the cleared fields) is one scalar parameter. Expected values always come from the unnest
-      // rows: as constants the planner would estimate them from stale statistics (say "running is
-      // rare"), expect one row and scan the table instead of looking each item up by key.
-      const operand = (prefix: 's' | 'e', field: Field, values: unknown[]): string => {
-        const sqlValues = values.map((v) => sqlValue(field, v));
-        const type = field === 'result' ? 'text' : SQL_TYPE[field];
-        const uniform = prefix === 's' && sqlValues.every((v) => (v instanceof Date && sqlValues[0] instanceof Date ? v.getTime() === sqlValues[0].getTime() : v === sqlValues[0]));
-        if (uniform) {
-          params.push(sqlValues[0]);
-          return `$${params.length}::${type}`;
-        }
-        params.push(sqlValues);
-        cols.push(`${prefix}_${field}`);
-        arrays.push(`$${params.length}::${type}[]`);
-        return `v.${prefix}_${field}`;
-      };
-      const sets = setFields.map((f) => {
-        const v = operand('s', f, idx.map((i) => changes[i]!.set[f]));
-        return `${COLUMN[f]} = ${f === 'result' ? `(${v})::jsonb` : v}`;
-      });
-      if (first.bumpAttempts) sets.push('attempts = w.attempts + 1');
-      sets.push('version = w.version + 1', 'updated_at = $2');
-      const where = expectFields.map((f) => `w.${COLUMN[f]} IS NOT DISTINCT FROM ${operand('e', f, idx.map((i) => (changes[i]!.expect as Partial<Record<Field, unknown>>)[f]))}`);
-      const fence = first.fence ? fenceClauses(first.fence, params) : null;
-      if (fence) where.push(fence.holds);
-      const text = `${fence?.with ?? ''} UPDATE work_items w SET ${sets.join(', ')}
-                    FROM unnest(${arrays.join(', ')}) AS v(${cols.join(', ')})
-                    WHERE w.run_id = $1 AND w.id = ANY($3::text[]) AND w.id = v.id${where.map((c) => ` AND ${c}`).join('')} RETURNING ${returning}`;
-      const { rows } = await this.sql.query<Row>(text, params);
+      const statement = statementOf(first);
+      const params: unknown[] = [first.runId, new Date(now), ...statement.params(idx.map((i) => changes[i]!))];
+      let text: string;
+      if (typeof statement.text === 'string') {
+        if (first.fence) throw new Error(`${first.transition} is not a fenced transition: its change must carry no fence`);
+        text = statement.text;
+      } else {
+        if (!first.fence) throw new Error(`${first.transition} is a coordinator transition: its change must carry the coordinator's fence`);
+        text = statement.text(fenceClauses(first.fence, params));
+      }
+      const { rows } = await this.sql.query<Row>(`${text}\n  RETURNING ${returning}`, params);
       // Nothing changed: fenced (FencedError), or every row had moved on (reported per item).
       if (!rows.length && first.fence) await assertStillHeld(this.sql, first.fence);
       results.push({ idx, first, rows });

@@ -3,7 +3,7 @@ import { EpochGuard } from '../../../shared/ledger/epoch-guard.js';
 import type { LeaseToken } from '../../../shared/lease/record.js';
 import type { WorkItem } from '../../../shared/ledger/model.js';
 import { coordinatorLease } from '../../../shared/ledger/store.js';
-import { ack, claim, fail, heartbeat, nack, repend, start, steal, type ItemCas } from '../../../shared/ledger/transitions.js';
+import { ack, claim, fail, heartbeat, nack, repend, start, steal, type ItemChange } from '../../../shared/ledger/transitions.js';
 import type { Invariant, Model, Step } from '../explorer.js';
 import { applyItemCas, emptyLeaseGhost, fenceAdmits, checksAtIssue, noLease, recordFencedWrite, type HeldToken, type ItemRow, type Variant } from '../store.js';
 import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budget, type Contender, type HasLease, type LeaseTiming, type LeaseWorld } from './lease.js';
@@ -14,7 +14,7 @@ import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budg
  *
  * Modeled, with the project's own transitions (claim, start, heartbeat, ack,
  * nack, repend, steal, fail) applied by the store model's item CAS (the
- * conditions of PostgresLedgerStore.cas) and the fence:
+ * conditions of each transition's statement, ledger-statements.ts) and the fence:
  * - a worker, as in worker.ts: when idle it pulls (claims up to two Pending
  *   items in one batch, as if their messages arrived), reconciles (adopts
  *   Running(itself) items it does not hold, nacks the ones it started in a
@@ -87,7 +87,7 @@ type CoordinatorWrite =
       readonly from: string;
       readonly token: HeldToken;
       readonly thief: string;
-      readonly todo: readonly ItemCas[];
+      readonly todo: readonly ItemChange[];
       readonly taken: readonly string[];
       /** Its coordinator crashed: what is on the wire still lands, nothing follows it. */
       readonly orphan: boolean;
@@ -95,7 +95,7 @@ type CoordinatorWrite =
       readonly listening: boolean;
       readonly admitted: boolean | null;
     }
-  | { readonly kind: 'scan'; readonly from: string; readonly token: HeldToken; readonly change: ItemCas; readonly admitted: boolean | null };
+  | { readonly kind: 'scan'; readonly from: string; readonly token: HeldToken; readonly change: ItemChange; readonly admitted: boolean | null };
 
 /** What the invariants need of each item's history (the chaos checker reads it from itemTransitions). */
 interface ItemGhost {
@@ -151,7 +151,7 @@ function describeItem(id: string, it: ItemRow): string {
  * One committed item change: the row and the ghost. `steal` marks the
  * changes a steal makes, so the ghost knows a Pending window it opens.
  */
-function commit(s: LedgerState, change: ItemCas, opts: { steal?: boolean } = {}): { s: LedgerState; ok: boolean } {
+function commit(s: LedgerState, change: ItemChange, opts: { steal?: boolean } = {}): { s: LedgerState; ok: boolean } {
   const i = indexOf(change.itemId);
   const prior = s.items[i]!;
   const after = applyItemCas(prior, change);
@@ -211,13 +211,13 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
   const spend = (s: LedgerState, what: keyof LedgerBudget): LedgerState => ({ ...s, budget: { ...s.budget, [what]: s.budget[what] - 1 } });
 
   // Variants that change what a process asks for (the product's transitions stay as they are).
-  const ackFor = (id: string, w: string): ItemCas => {
+  const ackFor = (id: string, w: string): ItemChange => {
     const change = ack(RUN, id, w, { item: id, by: w });
     if (variant === 'ack-any-worker') return { ...change, expect: { state: 'running' } };
     if (variant === 'ack-by-worker-only') return { ...change, expect: { worker: w } };
     return change;
   };
-  const stealChanges = (held: HeldToken, item: WorkItem, victim: string, thief: string): ItemCas[] => {
+  const stealChanges = (held: HeldToken, item: WorkItem, victim: string, thief: string): ItemChange[] => {
     const token = fenceOf(held);
     if (variant === 'steal-two-step') {
       // A two-step steal (try_repending then try_claim): two fenced CASes with Pending in between.
@@ -424,7 +424,7 @@ function project(s: LedgerState): unknown {
     s.net.flatMap((m) => (m.kind === 'scan' ? [m.change] : m.todo)).flatMap((c) => (c.itemId === id && c.expect.version !== undefined ? [c.expect.version] : []));
   const ranks = s.items.map((it, i) => [...new Set([it.version, ...pins(itemId(i))])].sort((a, b) => a - b));
   const rank = (id: string, v: number) => ranks[indexOf(id)]!.indexOf(v);
-  const change = (c: ItemCas) => (c.expect.version === undefined ? c : { ...c, expect: { ...c.expect, version: rank(c.itemId, c.expect.version) } });
+  const change = (c: ItemChange) => (c.expect.version === undefined ? c : { ...c, expect: { ...c.expect, version: rank(c.itemId, c.expect.version) } });
   return {
     ...s,
     runEpoch: null,
