@@ -55,6 +55,7 @@ export type FaultKind =
   | 'signals-duplicated'
   | 'signals-reordered'
   | 'signals-late'
+  | 'slow-promotion'
   | 'invoke-duplicated'
   | 'invoke-killed'
   | 'store-throttle'

@@ -249,6 +249,7 @@ const FAULT_COLOURS: Record<string, string> = {
   'signals-duplicated': '#8c564b',
   'signals-reordered': '#a9746e',
   'signals-late': '#6d4c41',
+  'slow-promotion': '#d4a017',
   'invoke-duplicated': '#bcbd22',
   'invoke-killed': '#98862d',
   'queue-redeliver': '#7f9f3f',

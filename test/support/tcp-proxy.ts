@@ -14,7 +14,11 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  * - `hold(true)`: bytes stop moving but are kept; `hold(false)` delivers them
  *   all, late and in order (a paused or partitioned sender's writes arriving
  *   after the world moved on);
- * - `loseReplies(true)`: every reply cuts its connection instead of arriving.
+ * - `loseReplies(true)`: every reply cuts its connection instead of arriving;
+ * - `slowAt(markers, ms, windowMs)`: a request carrying the markers, and what
+ *   follows it on its own connection, arrives `ms` late while the link's other
+ *   connections move on (a write overtaken by later ones); so does every
+ *   other such request within `windowMs` of the first.
  */
 export class FaultyProxy {
   private server: Server | undefined;
@@ -28,6 +32,7 @@ export class FaultyProxy {
   private held: (() => void)[] = [];
   private holdMarker: readonly string[] | null = null;
   private onHeld: (() => void) | undefined;
+  private slow: { readonly markers: readonly string[]; readonly ms: number; readonly windowMs: number; readonly caught: () => void; until: number | null } | null = null;
   dropped = 0;
   port = 0;
 
@@ -70,7 +75,25 @@ export class FaultyProxy {
       };
       client.on('error', close).on('close', close);
       upstream.on('error', close).on('close', close);
+      // This connection's requests while one of them is slowed (slowAt): they wait behind it, in order.
+      let slowed: (() => void)[] | null = null;
       client.on('data', (b: Buffer) => {
+        if (this.slow && this.slow.until !== null && Date.now() > this.slow.until) this.slow = null;
+        if (!slowed && this.slow && this.slow.markers.every((m) => b.includes(m))) {
+          const { ms, caught } = this.slow;
+          this.slow.until ??= Date.now() + this.slow.windowMs;
+          slowed = [];
+          setTimeout(() => {
+            const queue = slowed ?? [];
+            slowed = null;
+            for (const w of queue) w();
+          }, ms);
+          caught();
+        }
+        if (slowed) {
+          if (!this.holes) slowed.push(() => later(() => upstream.destroyed || upstream.write(b)));
+          return;
+        }
         if (this.holdMarker && this.holdMarker.every((m) => b.includes(m))) {
           this.holding = true;
           this.holdMarker = null;
@@ -121,7 +144,9 @@ export class FaultyProxy {
   hold(on: boolean): void {
     this.holding = on;
     if (on) return;
+    // Released: nothing stays armed either.
     this.holdMarker = null;
+    this.slow = null;
     const queued = this.held;
     this.held = [];
     for (const w of queued) w();
@@ -140,6 +165,11 @@ export class FaultyProxy {
         resolve();
       };
     });
+  }
+
+  /** Requests whose bytes contain every marker, from the first one for `windowMs`, arrive `ms` late, each with what follows it on its connection; resolves at the first. */
+  slowAt(markers: readonly string[], ms: number, windowMs = 0): Promise<void> {
+    return new Promise((resolve) => (this.slow = { markers, ms, windowMs, caught: resolve, until: null }));
   }
 
   loseReplies(on: boolean): void {

@@ -35,6 +35,7 @@ export const LOCAL_FAULTS: readonly FaultKind[] = [
   'signals-duplicated',
   'signals-reordered',
   'signals-late',
+  'slow-promotion',
 ];
 
 const TTL_MS = TIMINGS.ttlS * 1000;
@@ -70,6 +71,8 @@ interface Ctx {
   stopping: boolean;
   /** A rollout nothing but the zombie-leader fault writes to (no readings, no commands). */
   readonly quiet: string;
+  /** A rollout that gets readings only from the slow-promotion fault. */
+  readonly slow: string;
   readonly log: (line: string) => void;
 }
 
@@ -328,6 +331,32 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       end(f);
       return;
     }
+    case 'slow-promotion': {
+      // A promotion overtaken: the leader promotes a rollout on a healthy reading, and that write (and
+      // any other promotion of it for a while) is slowed on its own connection; a breach arriving
+      // meanwhile is rolled back over another connection, then the promotion arrives. Only the exact
+      // state the promotion was evaluated on (its version) can refuse it.
+      const leader = await leaderOr(c, p);
+      const f = record(leader.id, 'a promotion slowed 2 s on its connection while a breach rolls the stage back');
+      let caught = false;
+      const slowed = leader.link.slowAt(['rollout_apply', c.slow, '"promoted"'], 2_000, 1_500).then(() => (caught = true));
+      const reading = (errors: number) => ({ type: 'rollout.metrics_reported', rolloutId: c.slow, stage: 0, requests: 100, errors, p99LatencyMs: 50, observedAt: Date.now() });
+      const send = (errors: number) => call(c, { client: 'signals-S', kind: 'signal.metrics', base: leader.url, via: leader.id, method: 'POST', path: '/events', body: reading(errors), target: c.slow });
+      // Healthy readings until one's promotion is caught (its answer waits for the slowed write: not awaited).
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < 20 && !caught; i++) {
+        pending.push(send(0));
+        await Promise.race([slowed, sleep(200)]);
+      }
+      // Then breaches, while the promotion is on its way.
+      for (let i = 0; caught && i < 10; i++) {
+        await send(40);
+        await sleep(50);
+      }
+      await Promise.all(pending);
+      end(f);
+      return;
+    }
     case 'restart-leader': {
       const n = await leaderOr(c, p);
       const f = record(n.id, 'SIGTERM, then start');
@@ -440,8 +469,8 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const mark = await auditMark(cluster.store.url);
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H`, quiet: `${tag}-Q` };
-  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, log: o.log };
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H`, quiet: `${tag}-Q`, slow: `${tag}-S` };
+  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, slow: ids.slow, log: o.log };
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
@@ -452,6 +481,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   // Breaches at a random moment: some land while a tick is evaluating an older, healthy reading.
   for (const racer of [ids.racer1, ids.racer2, ids.racer3, ids.racer4]) await create(racer, 'rollback');
   await create(ids.quiet, 'any');
+  await create(ids.slow, 'any');
 
   // A run: short items, a few long ones, a few poison ones.
   // Long items outlast the failure timeout and one scan: an item is judged by its heartbeats, never by
