@@ -92,7 +92,7 @@ export const VARIANTS: Record<string, Variant> = {
     name: 'no-dead-letter-pass',
     description: "the node's coordinator never fails items given back maxReceiveCount times: poison stays Pending, undelivered, forever",
     breaks: 'runs-finish',
-    edits: [{ file: 'shared/runtimes/node/node.ts', find: 'run: () => this.failDeadLetters() } },', replace: 'run: () => Promise.resolve() } },' }],
+    edits: [{ file: 'shared/runtimes/node/node.ts', find: 'run: () => this.coordinators.failDeadLetters() } },', replace: 'run: () => Promise.resolve() } },' }],
   },
   'resign-deletes-row': {
     name: 'resign-deletes-row',

@@ -10,12 +10,8 @@ import { LeaseElector, type ElectorCallbacks, type LeaderElector } from '../../l
 import type { LeaseToken } from '../../lease/record.js';
 import { pinStaticLeader } from '../../lease/static-elector.js';
 import type { LeaseStore } from '../../lease/store.js';
-import type { Coordinator } from '../../ledger/coordinator.js';
-import { type StealNotice } from '../../ledger/coordinator.js';
-import { coordinatorLease } from '../../ledger/store.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
-import { HeartbeatWatch } from '../../ledger/staleness.js';
-import { openRunCoordinator } from '../../ledger/open.js';
+import { RunCoordinators } from '../../ledger/run-coordinators.js';
 import { LedgerDeadLetters, LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
 import { WorkerRegistry } from '../../registry/registry.js';
@@ -127,10 +123,6 @@ export interface NodeStats {
   lastStoreError: string | null;
 }
 
-export interface RunCoordinator {
-  readonly elector: LeaseElector;
-  readonly coordinator: Coordinator;
-}
 
 export class ControlPlaneNode {
   readonly config: NodeConfig;
@@ -153,15 +145,12 @@ export class ControlPlaneNode {
   nodes: ClusterNode[] = [];
 
   private readonly batch: BatchPromoter;
-  private readonly coordinators = new Map<string, RunCoordinator>();
-  /** Heartbeats this node has seen, kept across its coordinators' re-openings (staleness.ts). */
-  private readonly watch = new HeartbeatWatch();
-  private readonly opening = new Map<string, Promise<RunCoordinator | null>>();
+  /** On the leader: a coordinator per open run. */
+  private readonly coordinators: RunCoordinators;
   private readonly pendingEvents: { type: ClusterEventType; data: Record<string, unknown> | null; at: number }[] = [];
   private readonly timers: NodeJS.Timeout[] = [];
   private lastRenewals = 0;
   private stopping = false;
-  private coordinatorPass: Promise<void> = Promise.resolve();
 
   readonly sql: Sql;
 
@@ -184,6 +173,19 @@ export class ControlPlaneNode {
     this.leadership = async () => (this.elector ? leadershipOf(this.elector)() : null);
     this.streaming = new StreamingPromoter(this.engine, this.leadership);
     this.batch = new BatchPromoter(this.engine, this.leadership);
+    this.coordinators = new RunCoordinators({
+      holderId: config.nodeId,
+      ledger: this.ledger,
+      runLeases: stores.runLeases,
+      timings: this.leaseTimings(),
+      bus: this.bus,
+      isLeader: () => this.isLeader(),
+      queueFor: (runId) => new LedgerWorkQueue(this.sql, this.wake, runId, null),
+      // The ledger-backed queue: an item given back maxReceiveCount times is a dead letter, failed with the reason.
+      deadLettersFor: (runId) => new LedgerDeadLetters(this.sql, runId),
+      onSteal: (runId, n) => this.countSteals(runId, n),
+      logger,
+    });
     this.triggers = new LocalTriggers(this.functions(), logger);
   }
 
@@ -201,10 +203,10 @@ export class ControlPlaneNode {
           const r = await this.stealFor(request.data.runId, request.data.workerId);
           return r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r;
         },
-        schedule: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinate() },
+        schedule: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinators.scan() },
       },
       // The ledger-backed queue: an item given back maxReceiveCount times is a dead letter, failed with the reason.
-      deadLetters: { queue: { everySeconds: c.scanIntervalSeconds, run: () => this.failDeadLetters() } },
+      deadLetters: { queue: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinators.failDeadLetters() } },
       spotDrain: { rule: (event) => this.registry.requestDrain(noticeFromEvent(event, Date.now()), Date.now()) },
       api: { http: (req) => this.api()(req) },
     };
@@ -322,7 +324,7 @@ export class ControlPlaneNode {
     this.record('leader_elected', { term: token.epoch });
     void this.heartbeat().catch(() => undefined);
     // Take up the coordinators now rather than at the next scan.
-    void this.coordinate().catch(() => undefined);
+    void this.coordinators.scan();
   }
 
   private onStoppedLeading(token: LeaseToken, reason: string): void {
@@ -330,7 +332,7 @@ export class ControlPlaneNode {
     this.stats.leaderSince = null;
     this.logger.warn('leadership lost', { nodeId: this.nodeId, term: token.epoch, reason });
     this.record('leader_lost', { term: token.epoch, reason });
-    void this.stopCoordinators();
+    void this.coordinators.closeAll();
     if (!this.stopping) void this.heartbeat().catch(() => undefined);
   }
 
@@ -424,104 +426,14 @@ export class ControlPlaneNode {
 
   // ── run coordinators (leader only) ──────────────────────────────────────
 
-  /** On the leader: a coordinator for every open run, each under its own lease; its scan (silent workers, unsent items, poison). */
-  coordinate(): Promise<void> {
-    this.coordinatorPass = this.coordinatorPass.then(async () => {
-      if (this.stopping) return;
-      if (!(await this.isLeader())) {
-        await this.stopCoordinators();
-        return;
-      }
-      const open = new Set(await this.ledger.openRuns());
-      for (const [runId, rc] of this.coordinators) {
-        if (!open.has(runId)) {
-          this.coordinators.delete(runId);
-          this.watch.forget(runId);
-          await rc.elector.stop();
-        }
-      }
-      for (const runId of open) {
-        const rc = await this.coordinatorFor(runId);
-        if (!rc) continue;
-        const r = await rc.coordinator.scan();
-        if (r.repended.length || r.failed.length) this.logger.info('run scanned', { runId, repended: r.repended.length, failed: r.failed.length });
-      }
-    }).catch((err: unknown) => this.logger.warn('coordinator pass failed', { error: errorMessage(err) }));
-    return this.coordinatorPass;
-  }
-
-  /** On the leader: the dead letters of every run it coordinates, failed with the reason (under each run's coordinator lease). */
-  failDeadLetters(): Promise<void> {
-    // In turn with the coordinators' pass, which opens and closes them.
-    this.coordinatorPass = this.coordinatorPass.then(async () => {
-      for (const [runId, rc] of this.coordinators) {
-        const r = await rc.coordinator.failDeadLetters(new LedgerDeadLetters(this.sql, runId));
-        if (r.failed.length) this.logger.info('dead letters failed', { runId, failed: r.failed.length });
-      }
-    }).catch((err: unknown) => this.logger.warn('dead-letter pass failed', { error: errorMessage(err) }));
-    return this.coordinatorPass;
-  }
-
-  /** The run's coordinator on this node, opened on first use; concurrent callers (steal requests, the scan) share one opening. */
-  coordinatorFor(runId: string): Promise<RunCoordinator | null> {
-    const pending = this.opening.get(runId);
-    if (pending) return pending;
-    const opening = this.openCoordinator(runId).finally(() => this.opening.delete(runId));
-    this.opening.set(runId, opening);
-    return opening;
-  }
-
-  private async openCoordinator(runId: string): Promise<RunCoordinator | null> {
-    const existing = this.coordinators.get(runId);
-    if (existing && existing.elector.token()) return existing;
-    if (existing) {
-      this.coordinators.delete(runId);
-      await existing.elector.stop({ resign: false });
-    }
-    if (this.stopping || !(await this.isLeader())) return null;
-    let rc: RunCoordinator | null = null;
-    const opened = await openRunCoordinator({
-      runId,
-      leases: this.stores.runLeases(runId),
-      holderId: this.nodeId,
-      timings: this.leaseTimings(),
-      ledger: this.ledger,
-      bus: this.bus,
-      watch: this.watch,
-      queue: new LedgerWorkQueue(this.sql, this.wake, runId, null),
-      logger: this.logger,
-      onFenced: () => {
-        if (rc && this.coordinators.get(runId) === rc) this.coordinators.delete(runId);
-        void rc?.elector.stop({ resign: false });
-      },
-    });
-    // Another node's coordinator may still hold the run until its lease runs out.
-    if (!opened.coordinator) return null;
-    opened.elector.start();
-    rc = { elector: opened.elector, coordinator: opened.coordinator };
-    await rc.coordinator.replay();
-    this.coordinators.set(runId, rc);
-    return rc;
-  }
-
   /** A worker's steal request (in-process or over HTTP). */
-  async stealFor(runId: string, workerId: string): Promise<{ leader: true; notice: StealNotice } | { leader: false; holder: string | null }> {
-    const rc = await this.coordinatorFor(runId);
-    if (!rc) return { leader: false, holder: (await this.stores.runLeases(runId).read(coordinatorLease(runId)))?.holder ?? null };
-    const notice = await rc.coordinator.stealFor(workerId);
-    if (notice.items.length) await this.countSteals(runId, notice.items.length);
-    return { leader: true, notice };
+  stealFor(runId: string, workerId: string): ReturnType<RunCoordinators['stealFor']> {
+    return this.coordinators.stealFor(runId, workerId);
   }
 
   /** Items moved by steals, per run: the status page's figure (drains are read from the worker registry). */
   private async countSteals(runId: string, n: number): Promise<void> {
     await this.sql.query('INSERT INTO run_stats (run_id, steals) VALUES ($1, $2) ON CONFLICT (run_id) DO UPDATE SET steals = run_stats.steals + $2', [runId, n]);
-  }
-
-  private async stopCoordinators(): Promise<void> {
-    const all = [...this.coordinators.values()];
-    this.coordinators.clear();
-    await Promise.all(all.map((rc) => rc.elector.stop().catch(() => undefined)));
   }
 
   // ── the API ─────────────────────────────────────────────────────────────
@@ -568,8 +480,7 @@ export class ControlPlaneNode {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
     await this.triggers.stop();
-    await this.coordinatorPass;
-    await this.stopCoordinators();
+    await this.coordinators.stop();
     const wasLeader = this.elector?.state === 'leader';
     await this.elector?.stop();
     if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) {

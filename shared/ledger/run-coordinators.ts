@@ -1,0 +1,161 @@
+import type { EventBus } from '../events/bus.js';
+import type { LeaseElector } from '../lease/elector.js';
+import type { LeaseTimingsInput } from '../lease/config.js';
+import type { LeaseStore } from '../lease/store.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import type { WorkQueue } from '../queue/port.js';
+import type { Coordinator, StealNotice } from './coordinator.js';
+import { openRunCoordinator } from './open.js';
+import { HeartbeatWatch } from './staleness.js';
+import { coordinatorLease, type LedgerStore } from './store.js';
+
+export interface RunCoordinator {
+  readonly elector: LeaseElector;
+  readonly coordinator: Coordinator;
+}
+
+export interface RunCoordinatorsOptions {
+  readonly holderId: string;
+  readonly ledger: LedgerStore;
+  /** The coordinator lease store of one run. */
+  readonly runLeases: (runId: string) => LeaseStore;
+  readonly timings: LeaseTimingsInput & { readonly ttlMs: number };
+  readonly bus: EventBus;
+  /** Whether this process leads (only the leader coordinates). */
+  readonly isLeader: () => Promise<boolean>;
+  /** Where a run's re-pended items are sent. */
+  readonly queueFor: (runId: string) => WorkQueue;
+  /** A run's dead letters (undelivered after maxReceiveCount), when the queue keeps them itself. */
+  readonly deadLettersFor?: (runId: string) => WorkQueue;
+  /** Items a steal moved, per run (a figure for the status page). */
+  readonly onSteal?: (runId: string, items: number) => Promise<void>;
+  readonly logger?: Logger;
+}
+
+/**
+ * The run coordinators of a long-lived leader: one per open run, each under
+ * its own lease, opened on first use (a steal request or the scan), kept
+ * renewed, replayed from the ledger when opened, and closed when the run
+ * finishes or leadership is lost. Passes (the scan, dead letters) take turns
+ * with each other and with openings and closings.
+ */
+export class RunCoordinators {
+  private readonly coordinators = new Map<string, RunCoordinator>();
+  private readonly opening = new Map<string, Promise<RunCoordinator | null>>();
+  /** Heartbeats seen, kept across re-openings (staleness.ts). */
+  private readonly watch = new HeartbeatWatch();
+  private readonly logger: Logger;
+  private pass: Promise<void> = Promise.resolve();
+  private stopping = false;
+
+  constructor(private readonly o: RunCoordinatorsOptions) {
+    this.logger = o.logger ?? silentLogger;
+  }
+
+  /** On the leader: a coordinator for every open run, and its scan (silent workers, unsent items, poison); elsewhere, none. */
+  scan(): Promise<void> {
+    return this.inTurn('coordinator pass failed', async () => {
+      if (this.stopping) return;
+      if (!(await this.o.isLeader())) {
+        await this.closeAll();
+        return;
+      }
+      const open = new Set(await this.o.ledger.openRuns());
+      for (const [runId, rc] of this.coordinators) {
+        if (!open.has(runId)) {
+          this.coordinators.delete(runId);
+          this.watch.forget(runId);
+          await rc.elector.stop();
+        }
+      }
+      for (const runId of open) {
+        const rc = await this.of(runId);
+        if (!rc) continue;
+        const r = await rc.coordinator.scan();
+        if (r.repended.length || r.failed.length) this.logger.info('run scanned', { runId, repended: r.repended.length, failed: r.failed.length });
+      }
+    });
+  }
+
+  /** The dead letters of every run coordinated here, failed with the reason (under each run's coordinator lease). */
+  failDeadLetters(): Promise<void> {
+    const dlq = this.o.deadLettersFor;
+    if (!dlq) return Promise.resolve();
+    return this.inTurn('dead-letter pass failed', async () => {
+      for (const [runId, rc] of this.coordinators) {
+        const r = await rc.coordinator.failDeadLetters(dlq(runId));
+        if (r.failed.length) this.logger.info('dead letters failed', { runId, failed: r.failed.length });
+      }
+    });
+  }
+
+  /** A worker's steal request: the notice, or who coordinates the run instead. */
+  async stealFor(runId: string, workerId: string): Promise<{ leader: true; notice: StealNotice } | { leader: false; holder: string | null }> {
+    const rc = await this.of(runId);
+    if (!rc) return { leader: false, holder: (await this.o.runLeases(runId).read(coordinatorLease(runId)))?.holder ?? null };
+    const notice = await rc.coordinator.stealFor(workerId);
+    if (notice.items.length) await this.o.onSteal?.(runId, notice.items.length);
+    return { leader: true, notice };
+  }
+
+  /** The run's coordinator here, opened on first use; concurrent callers share one opening. */
+  of(runId: string): Promise<RunCoordinator | null> {
+    const pending = this.opening.get(runId);
+    if (pending) return pending;
+    const opening = this.open(runId).finally(() => this.opening.delete(runId));
+    this.opening.set(runId, opening);
+    return opening;
+  }
+
+  /** Leadership lost: every coordinator closes (its lease resigned). */
+  async closeAll(): Promise<void> {
+    const all = [...this.coordinators.values()];
+    this.coordinators.clear();
+    await Promise.all(all.map((rc) => rc.elector.stop().catch(() => undefined)));
+  }
+
+  /** Shutting down: no pass starts, the one under way ends, then every coordinator closes. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.pass;
+    await this.closeAll();
+  }
+
+  private inTurn(failure: string, step: () => Promise<void>): Promise<void> {
+    this.pass = this.pass.then(step).catch((err: unknown) => this.logger.warn(failure, { error: errorMessage(err) }));
+    return this.pass;
+  }
+
+  private async open(runId: string): Promise<RunCoordinator | null> {
+    const existing = this.coordinators.get(runId);
+    if (existing && existing.elector.token()) return existing;
+    if (existing) {
+      this.coordinators.delete(runId);
+      await existing.elector.stop({ resign: false });
+    }
+    if (this.stopping || !(await this.o.isLeader())) return null;
+    let rc: RunCoordinator | null = null;
+    const opened = await openRunCoordinator({
+      runId,
+      leases: this.o.runLeases(runId),
+      holderId: this.o.holderId,
+      timings: this.o.timings,
+      ledger: this.o.ledger,
+      bus: this.o.bus,
+      watch: this.watch,
+      queue: this.o.queueFor(runId),
+      logger: this.logger,
+      onFenced: () => {
+        if (rc && this.coordinators.get(runId) === rc) this.coordinators.delete(runId);
+        void rc?.elector.stop({ resign: false });
+      },
+    });
+    // Another process's coordinator may still hold the run until its lease runs out.
+    if (!opened.coordinator) return null;
+    opened.elector.start();
+    rc = { elector: opened.elector, coordinator: opened.coordinator };
+    await rc.coordinator.replay();
+    this.coordinators.set(runId, rc);
+    return rc;
+  }
+}
