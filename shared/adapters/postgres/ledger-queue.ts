@@ -123,6 +123,36 @@ export class LedgerWorkQueue extends LedgerRows implements WorkQueue {
   }
 }
 
+/**
+ * The ledger-backed queue as a writer of items sees it (the API creating a
+ * run): the rows it wrote are the messages, so sending only wakes the
+ * workers, after the writer's commit when it runs in a transaction (a
+ * wake-up sent before would find nothing to claim). It receives nothing.
+ */
+export class LedgerSender extends LedgerRows implements WorkQueue {
+  readonly deliversFromLedger = true;
+
+  constructor(
+    private readonly wake: Pick<WakeSource, 'notify'>,
+    private readonly afterCommit?: (fn: () => Promise<void>) => void,
+  ) {
+    super();
+  }
+
+  async send(runId: string): Promise<void> {
+    if (this.afterCommit) this.afterCommit(() => this.wake.notify(runId));
+    else await this.wake.notify(runId);
+  }
+
+  receive(): Promise<QueueMessage[]> {
+    return Promise.resolve([]);
+  }
+
+  release(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
 /** Pending items given back `maxReceiveCount` times or more: the dead letters of the ledger-backed queue. */
 export class LedgerDeadLetters extends LedgerRows implements WorkQueue {
   constructor(

@@ -12,7 +12,7 @@ import { pinStaticLeader } from '../../lease/static-elector.js';
 import type { LeaseStore } from '../../lease/store.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { RunCoordinators } from '../../ledger/run-coordinators.js';
-import { LedgerDeadLetters, LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
+import { LedgerDeadLetters, LedgerSender, LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
 import { WorkerRegistry } from '../../registry/registry.js';
 import { leadershipOf, RolloutEngine, type Leadership } from '../../rollout/engine.js';
@@ -441,26 +441,13 @@ export class ControlPlaneNode {
   /** The shared API's dependencies over `sql` (the pool, or one request's transaction). */
   apiDeps(sql: Sql, engine: RolloutEngine, afterCommit?: (fn: () => Promise<void>) => void): ApiDeps {
     const tx = sql === this.sql ? this.stores : sqlStores(sql);
-    const leases = tx.leases;
     return {
       nodeId: this.nodeId,
       engine,
       leadership: this.leadership,
-      leases,
+      leases: tx.leases,
       ledger: tx.ledger,
-      workQueue: () => ({
-        deliversFromLedger: true,
-        send: async (runId: string) => {
-          // A wake-up sent before the commit would find nothing to claim.
-          if (afterCommit) afterCommit(() => this.wake.notify(runId));
-          else await this.wake.notify(runId);
-        },
-        receive: () => Promise.resolve([]),
-        delete: () => Promise.resolve(),
-        deleteMany: () => Promise.resolve(),
-        extend: () => Promise.resolve(),
-        release: () => Promise.resolve(),
-      }),
+      workQueue: () => new LedgerSender(this.wake, afterCommit),
     };
   }
 
