@@ -48,6 +48,10 @@ export interface LeaderElector {
   start(): void;
   /** Stops the loop; resigns unless `resign: false` (a crash-like stop). */
   stop(options?: { resign?: boolean }): Promise<void>;
+  /** Try for leadership now, not at the next retry (a leader announced it resigned); a no-op where there is nothing to try. */
+  tryNow(): void;
+  /** Renewals of the lease so far, and those that failed while leading; zeros where there is no lease to renew. */
+  renewalCounts(): { readonly renewals: number; readonly renewFailures: number };
 }
 
 export interface ElectorCallbacks {
@@ -296,6 +300,14 @@ export class LeaseElector implements LeaderElector {
       clearTimeout(this.stepDownTimer);
       this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'resigned'));
     }
+  }
+
+  tryNow(): void {
+    void this.campaign().catch(() => undefined);
+  }
+
+  renewalCounts(): { readonly renewals: number; readonly renewFailures: number } {
+    return { renewals: this.stats.renewals, renewFailures: this.stats.renewFailures };
   }
 
   start(): void {

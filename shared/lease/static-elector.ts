@@ -36,6 +36,14 @@ export class StaticElector implements LeaderElector {
 
   start(): void {}
 
+  /** Always leads: nothing to try. */
+  tryNow(): void {}
+
+  /** Its row is written once, at start: nothing is renewed. */
+  renewalCounts(): { readonly renewals: number; readonly renewFailures: number } {
+    return { renewals: 0, renewFailures: 0 };
+  }
+
   stop(): Promise<void> {
     this.stopped = true;
     return Promise.resolve();

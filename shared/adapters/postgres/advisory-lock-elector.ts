@@ -129,6 +129,11 @@ export class AdvisoryLockElector implements LeaderElector {
     this.stopped = true;
   }
 
+  /** A session lock is held, not renewed: nothing to count. */
+  renewalCounts(): { readonly renewals: number; readonly renewFailures: number } {
+    return { renewals: 0, renewFailures: 0 };
+  }
+
   /** A follower tries for the lock now (the leader announced it resigned) instead of at its next retry. */
   tryNow(): void {
     if (!this.running || this.leading) return;

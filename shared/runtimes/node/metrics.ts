@@ -1,5 +1,4 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { LeaseElector } from '../../lease/elector.js';
 import type { ControlPlaneNode } from './node.js';
 
 /**
@@ -11,7 +10,7 @@ export function nodeMetrics(node: ControlPlaneNode): Registry {
   const registry = new Registry();
   registry.setDefaultLabels({ node_id: node.nodeId });
   collectDefaultMetrics({ register: registry, prefix: 'rollout_process_' });
-  const renewals = () => (node.elector instanceof LeaseElector ? node.elector.stats : { renewals: 0, renewFailures: 0 });
+  const renewals = () => node.elector?.renewalCounts() ?? { renewals: 0, renewFailures: 0 };
 
   new Gauge({ name: 'rollout_is_leader', help: '1 while this node holds promotion_leader', registers: [registry], collect() {
     this.set(node.state === 'leader' ? 1 : 0);

@@ -349,9 +349,7 @@ export class ControlPlaneNode {
   /** A NOTIFY on the leader channel: someone resigned; try for the lease now. */
   private onLeaderNotice(payload: string): void {
     if (this.stopping || payload === this.nodeId) return;
-    const e = this.elector;
-    if (e instanceof LeaseElector) void e.campaign().catch(() => undefined);
-    else if (e instanceof AdvisoryLockElector) e.tryNow();
+    this.elector?.tryNow();
   }
 
   async refreshLeader(): Promise<LeaderView | null> {
@@ -389,7 +387,7 @@ export class ControlPlaneNode {
     const c = this.config;
     try {
       await this.membership.heartbeat({ nodeId: c.nodeId, hostname: c.hostname, port: c.port, apiUrl: this.apiUrl }, this.state, this.term);
-      const renewals = this.elector instanceof LeaseElector ? this.elector.stats.renewals : 0;
+      const renewals = this.elector?.renewalCounts().renewals ?? 0;
       if (renewals > this.lastRenewals && this.state === 'leader') this.record('lease_renewed', { term: this.term, renewals: renewals - this.lastRenewals });
       this.lastRenewals = renewals;
       await this.flushEvents();
