@@ -47,6 +47,8 @@ export interface MembershipStore {
   append(type: ClusterEventType, nodeId: string, data: Record<string, unknown> | null, now: number): Promise<void>;
   /** Newest first. */
   events(limit: number): Promise<ClusterEvent[]>;
+  /** Delete events older than `before`. */
+  pruneEvents(before: number): Promise<void>;
 }
 
 export interface MembershipOptions {
@@ -108,6 +110,11 @@ export class Membership {
     const degraded = nodes.length > 0 && healthy * 2 <= nodes.length;
     if (degraded && stale.length) await this.store.append('cluster_degraded', by, { healthy, total: nodes.length, stale }, now);
     return { stale, removed, degraded };
+  }
+
+  /** The cluster log keeps `retentionMs` of history. */
+  pruneEvents(retentionMs: number): Promise<void> {
+    return this.store.pruneEvents(this.clock.now() - retentionMs);
   }
 
   nodes(): Promise<ClusterNode[]> {

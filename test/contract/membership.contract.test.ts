@@ -64,4 +64,14 @@ forEachBackend('cluster membership on %s', { only: ['postgres', 'pglite'] }, (ba
     await expect(m.join(node(' ', 1))).rejects.toThrow(/nodeId: must not be empty/);
     expect(() => new Membership(new PostgresMembershipStore(backend.sql!), { staleAfterMs: 10, deadAfterMs: 5 })).toThrow(/must exceed/);
   });
+
+  it('the cluster log keeps its retention: older events are pruned, newer ones kept', async () => {
+    await m.record('election_started', 'n1', { lastTerm: 7 });
+    clock.advance(60_000);
+    await m.record('leader_elected', 'n1', { term: 8 });
+    await m.pruneEvents(30_000);
+    const left = (await m.events(500)).map((e) => e.data);
+    expect(left).toContainEqual({ term: 8 });
+    expect(left).not.toContainEqual({ lastTerm: 7 });
+  });
 });

@@ -67,6 +67,10 @@ export class PostgresMembershipStore implements MembershipStore {
     await this.sql.query('INSERT INTO cluster_events (node_id, event_type, event_data, timestamp) VALUES ($1, $2, $3, $4)', [nodeId, type, data === null ? null : JSON.stringify(data), new Date(now)]);
   }
 
+  async pruneEvents(before: number): Promise<void> {
+    await this.sql.query('DELETE FROM cluster_events WHERE timestamp < $1', [new Date(before)]);
+  }
+
   async events(limit: number): Promise<ClusterEvent[]> {
     const { rows } = await this.sql.query<Row>('SELECT * FROM cluster_events ORDER BY id DESC LIMIT $1', [limit]);
     return rows.map((r) => ({ id: toInt(r.id), nodeId: String(r.node_id), type: r.event_type as ClusterEventType, data: (r.event_data as Record<string, unknown> | null) ?? null, at: toMillis(r.timestamp) }));

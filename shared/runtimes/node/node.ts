@@ -416,8 +416,7 @@ export class ControlPlaneNode {
     if (!(await this.isLeader())) return;
     const r = await this.membership.monitor(this.nodeId);
     if (r.stale.length || r.removed.length) this.logger.warn('cluster membership changed', { ...r });
-    const retention = new Date(Date.now() - this.config.eventRetentionDays * 86_400_000);
-    await this.sql.query('DELETE FROM cluster_events WHERE timestamp < $1', [retention]);
+    await this.membership.pruneEvents(this.config.eventRetentionDays * 86_400_000);
     await this.sql.query('DELETE FROM api_requests WHERE created_at < $1', [new Date(Date.now() - 86_400_000)]);
     this.nodes = await this.membership.nodes();
   }
