@@ -11,6 +11,7 @@ import { RolloutEngine } from '../../rollout/engine.js';
 import type { HandleResult } from '../../rollout/promoters.js';
 import { PostgresRolloutStore } from '../../adapters/postgres/rollout-store.js';
 import { toInt, toMillis } from '../../adapters/postgres/sql.js';
+import { PostgresIdempotency } from '../../adapters/postgres/idempotency.js';
 import { RawBody, type HttpRequest } from './http.js';
 import type { ControlPlaneNode } from './node.js';
 import { NoRouteError, type BusEnvelope } from './triggers.js';
@@ -128,17 +129,17 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     const fingerprint = createHash('sha256').update(`${req.actor}\n${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
     const after: (() => Promise<void>)[] = [];
     const out = await node.sql.transaction(async (tx) => {
+      const records = new PostgresIdempotency(tx);
       // Same-key requests queue here; the second sees the first's committed record.
-      await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [createHash('sha256').update(`idem:${key}`).digest().readBigInt64BE(0).toString()]);
-      const { rows } = await tx.query<{ fingerprint: string; status: unknown; response: unknown }>('SELECT fingerprint, status, response FROM api_requests WHERE key = $1', [key]);
-      const seen = rows[0];
+      await records.lock(key);
+      const seen = await records.find(key);
       if (seen) {
         if (seen.fingerprint !== fingerprint) return json(422, { error: `Idempotency-Key ${key} was already used for a different request` });
-        return json(toInt(seen.status), seen.response, { 'idempotent-replayed': 'true' });
+        return json(seen.status, seen.response, { 'idempotent-replayed': 'true' });
       }
       const engine = new RolloutEngine({ store: new PostgresRolloutStore(tx), bus: node.bus, deferPublish: true, logger: node.logger });
       const res = await apiHandler(node.apiDeps(tx, engine, (fn) => after.push(fn)))(req);
-      if (final(res)) await tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, fingerprint, res.status, JSON.stringify(res.body), node.nodeId]);
+      if (final(res)) await records.save(key, { fingerprint, status: res.status, response: res.body }, node.nodeId);
       return res;
     });
     for (const fn of after) await fn().catch(() => undefined);

@@ -13,6 +13,7 @@ import type { LeaseStore } from '../../lease/store.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { RunCoordinators } from '../../ledger/run-coordinators.js';
 import { LedgerDeadLetters, LedgerSender, LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
+import { PostgresIdempotency } from '../../adapters/postgres/idempotency.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
 import { WorkerRegistry } from '../../registry/registry.js';
 import { leadershipOf, RolloutEngine, type Leadership } from '../../rollout/engine.js';
@@ -417,7 +418,7 @@ export class ControlPlaneNode {
     const r = await this.membership.monitor(this.nodeId);
     if (r.stale.length || r.removed.length) this.logger.warn('cluster membership changed', { ...r });
     await this.membership.pruneEvents(this.config.eventRetentionDays * 86_400_000);
-    await this.sql.query('DELETE FROM api_requests WHERE created_at < $1', [new Date(Date.now() - 86_400_000)]);
+    await new PostgresIdempotency(this.sql).prune(Date.now() - 86_400_000);
     this.nodes = await this.membership.nodes();
   }
 
