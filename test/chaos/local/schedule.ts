@@ -39,9 +39,11 @@ export const LOCAL_FAULTS: readonly FaultKind[] = [
 ];
 
 const TTL_MS = TIMINGS.ttlS * 1000;
+/** A long item outlasts the failure timeout (the TTL) and two coordinator scans. */
+const LONG_ITEM_MS = TTL_MS + 2_500;
 /** After the last fault heals: a leader within TTL + one election interval + the skew margin, plus a second of scheduling slack on a loaded 2-core host. */
 const LEADER_WITHIN_MS = TTL_MS + TIMINGS.electionS * 1000 + SKEW_MARGIN_MS + 1_000;
-/** Every run finishes within this after healing: re-pends after one failure timeout, the scan's cadence (5 s), the rest of the work. */
+/** Every run finishes within this after healing: re-pends after one failure timeout, the scan's cadence (1 s here), the rest of the work. */
 const RUNS_FINISH_WITHIN_MS = 30_000;
 const QUIET_MAX_MS = 35_000;
 
@@ -483,15 +485,19 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   await create(ids.quiet, 'any');
   await create(ids.slow, 'any');
 
-  // A run: short items, a few long ones, a few poison ones.
-  // Long items outlast the failure timeout and one scan: an item is judged by its heartbeats, never by
-  // its age, whether it runs or waits claimed behind a long one.
-  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 37 === 5 ? TTL_MS + 1_500 : 5 + rng.int(25), poison: n % 53 === 7 }));
+  // A run: short items, long ones spread through it, a few poison ones.
+  // Long items outlast the failure timeout and two scans: an item is judged by its heartbeats, never by
+  // its age, whether it runs or waits claimed behind a long one. Spread through the run (one in 20),
+  // they keep every worker busy until its end, so items wait claimed behind them while the queue is
+  // still full: no idle worker steals them first, and the last ones wait in the quiet period, when
+  // no fault excuses a taken item.
+  const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 20 === 5 ? LONG_ITEM_MS : 5 + rng.int(25), poison: n % 53 === 7 }));
   const runOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: runId, items }, key: `${runId}-key`, target: runId, retries: 10 });
   runOp.result = { ...runOp.result, items: items.length };
 
-  // One worker starts its items one at a time: items wait claimed behind its long ones.
-  const workers = [1, 2, 3].map((i) => cluster.worker(runId, `${tag}-w${i}`, i === 1 ? { chunkBudgetMs: 1 } : {}));
+  // Two workers start their items one at a time: items wait claimed behind their long ones. The
+  // third keeps the default budget, so whole batches are started and run as one chunk.
+  const workers = [1, 2, 3].map((i) => cluster.worker(runId, `${tag}-w${i}`, i === 2 ? {} : { chunkBudgetMs: 1 }));
   const startWorker = (w: ManagedProcess) => w.start();
   for (const w of workers) startWorker(w);
 
