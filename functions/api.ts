@@ -1,7 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { apiHandler, type ApiDeps } from '../shared/api/handler.js';
+import type { ApiDeps } from '../shared/api/handler.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
@@ -14,14 +14,8 @@ import { lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
  * request id to find the log line, never the internals.
  */
 export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Partial<Pick<ApiDeps, 'workQueue'>> = {}, logger = new Logger({ serviceName: 'api' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' })) {
-  const handle = lazy(async () => {
-    const rt = await runtime();
-    return apiHandler({
-      nodeId: rt.env.ROLLOUT_NODE_ID,
-      engine: rt.engine,
-      leadership: rt.leadership,
-      leases: rt.leases,
-      ledger: rt.ledger,
+  const handle = lazy(async () =>
+    (await runtime()).api({
       workQueue:
         overrides.workQueue ??
         (() => {
@@ -29,8 +23,8 @@ export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Par
           if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required to create runs');
           return new SqsWorkQueue(traced(sqsClient()), url);
         }),
-    });
-  });
+    }),
+  );
 
   return async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
     const method = event.requestContext.http.method;

@@ -3,6 +3,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
 import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { instrumented } from './handler.js';
 import { PromoterTelemetry } from './telemetry.js';
 
 /**
@@ -18,39 +19,31 @@ interface LambdaContext {
 }
 
 export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'batch-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' })) {
-  return async (_event: unknown, context: LambdaContext): Promise<{ ticks: number; transitions: number; leader: boolean }> => {
+  const telemetry = new PromoterTelemetry(logger, metrics);
+  return instrumented<unknown, { ticks: number; transitions: number; leader: boolean }, LambdaContext>({ logger, metrics, failure: 'batch promoter tick failed', atEnd: () => telemetry.publish() }, async (_event, context) => {
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
     const batch = new BatchPromoter(rt.engine, rt.leadership);
-    const telemetry = new PromoterTelemetry(logger, metrics);
     telemetry.watch(rt);
     let ticks = 0;
     let transitions = 0;
     let leader = false;
-    try {
-      for (;;) {
-        const started = Date.now();
-        const r = await batch.tick();
-        ticks++;
-        leader = r.leader;
-        transitions += r.actions.filter((a) => a.applied).length;
-        metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
-        // Another tick only if it can start on time and finish (one interval) before the invocation ends.
-        const wait = Math.max(0, interval - (Date.now() - started));
-        if (context.getRemainingTimeInMillis() < wait + interval) break;
-        await sleep(wait);
-      }
-      metrics.addMetric('Transitions', MetricUnit.Count, transitions);
-      logger.info('batch promoter invocation done', { ticks, transitions, leader });
-      return { ticks, transitions, leader };
-    } catch (err) {
-      metrics.addMetric('Errors', MetricUnit.Count, 1);
-      logger.error('batch promoter tick failed', { error: err instanceof Error ? err.message : String(err) });
-      throw err;
-    } finally {
-      telemetry.publish();
+    for (;;) {
+      const started = Date.now();
+      const r = await batch.tick();
+      ticks++;
+      leader = r.leader;
+      transitions += r.actions.filter((a) => a.applied).length;
+      metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
+      // Another tick only if it can start on time and finish (one interval) before the invocation ends.
+      const wait = Math.max(0, interval - (Date.now() - started));
+      if (context.getRemainingTimeInMillis() < wait + interval) break;
+      await sleep(wait);
     }
-  };
+    metrics.addMetric('Transitions', MetricUnit.Count, transitions);
+    logger.info('batch promoter invocation done', { ticks, transitions, leader });
+    return { ticks, transitions, leader };
+  });
 }
 
 const logger = new Logger({ serviceName: 'batch-promoter' });

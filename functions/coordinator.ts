@@ -1,6 +1,5 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
 import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
@@ -10,9 +9,9 @@ import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
-import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
-import { lazy, leaseTimingsOf, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
-import { openRunCoordinator, type OpenedCoordinator } from '../shared/ledger/open.js';
+import { instrumented } from './handler.js';
+import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
+import type { OpenedCoordinator } from '../shared/ledger/open.js';
 
 /**
  * The coordinator of a run as a Lambda. Every invocation is a stateless
@@ -51,13 +50,8 @@ const watch = new HeartbeatWatch();
 
 /** This stack's coordinator of `runId` (its node id is the holder, so every invocation adopts the same lease), or who holds it instead. */
 export function openCoordinator(rt: Runtime, runId: string, o: { bus?: EventBus; queue?: WorkQueue; onFenced?: (err: FencedError) => void; logger: Logger }): Promise<OpenedCoordinator> {
-  return openRunCoordinator({
-    runId,
-    leases: rt.runLeases(runId),
-    holderId: rt.env.ROLLOUT_NODE_ID,
-    timings: leaseTimingsOf(rt.env),
-    ledger: rt.ledger,
-    bus: o.bus ?? new EventBridgeBus(rt.env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
+  return rt.openRunCoordinator(runId, {
+    ...(o.bus ? { bus: o.bus } : {}),
     watch,
     ...(o.queue ? { queue: o.queue } : {}),
     logger: loggerPort(o.logger),
@@ -94,32 +88,25 @@ export function coordinatorHandler(
     return { leader: true, notice: { epoch, victim: null, items: [] }, scanned };
   }
 
-  return async (event: unknown): Promise<Reply> => {
-    try {
+  return instrumented<unknown, Reply>(
+    { logger, metrics, failure: 'coordinator request failed', known: (err) => (err instanceof FencedError ? { metric: 'Fenced', message: 'coordinator request failed', fields: { error: errorMessage(err) } } : null) },
+    async (event) => {
       const parsed = coordinatorRequest.safeParse(event);
       if (!parsed.success) throw new TypeError(`invalid coordinator request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; ')}`);
       const req = parsed.data;
       const rt = await runtime();
-      if (req.action === 'scan-all') {
-        // The schedule: every open run, one after another (each its own lease and fence).
-        const scanned: ScanReport = { repended: [], failed: [], resent: [] };
-        for (const runId of await rt.ledger.openRuns()) {
-          const reply = await serve(rt, { action: 'scan', runId });
-          scanned.repended.push(...(reply.scanned?.repended ?? []));
-          scanned.failed.push(...(reply.scanned?.failed ?? []));
-          scanned.resent.push(...(reply.scanned?.resent ?? []));
-        }
-        return { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
+      if (req.action !== 'scan-all') return serve(rt, req);
+      // The schedule: every open run, one after another (each its own lease and fence).
+      const scanned: ScanReport = { repended: [], failed: [], resent: [] };
+      for (const runId of await rt.stores.ledger.openRuns()) {
+        const reply = await serve(rt, { action: 'scan', runId });
+        scanned.repended.push(...(reply.scanned?.repended ?? []));
+        scanned.failed.push(...(reply.scanned?.failed ?? []));
+        scanned.resent.push(...(reply.scanned?.resent ?? []));
       }
-      return await serve(rt, req);
-    } catch (err) {
-      metrics.addMetric(err instanceof FencedError ? 'Fenced' : 'Errors', MetricUnit.Count, 1);
-      logger.error('coordinator request failed', { error: errorMessage(err) });
-      throw err;
-    } finally {
-      metrics.publishStoredMetrics();
-    }
-  };
+      return { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
+    },
+  );
 }
 
 export const handler = coordinatorHandler(lazy(() => runtimeFrom(process.env)));

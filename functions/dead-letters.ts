@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { EventBus } from '../shared/events/bus.js';
 import type { FencedError } from '../shared/lease/fencing.js';
 import { openCoordinator } from './coordinator.js';
+import { instrumented } from './handler.js';
 import { lazy, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
@@ -57,14 +58,8 @@ export function deadLettersHandler(
     logger.info(`dead letter ${outcome}`, { runId: parsed.runId, itemId: parsed.itemId });
   }
 
-  return async (event: SQSEvent): Promise<SQSBatchResponse> => {
-    try {
-      // A batch that fails whole is answered as failures, not thrown: the records come back either way.
-      return await processPartialResponse(event, record, processor, { throwOnFullBatchFailure: false });
-    } finally {
-      metrics.publishStoredMetrics();
-    }
-  };
+  // A batch that fails whole is answered as failures, not thrown: the records come back either way.
+  return instrumented<SQSEvent, SQSBatchResponse>({ logger, metrics, failure: 'dead letter batch failed' }, (event) => processPartialResponse(event, record, processor, { throwOnFullBatchFailure: false }));
 }
 
 export const handler = deadLettersHandler(lazy(() => runtimeFrom(process.env)));

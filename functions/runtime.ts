@@ -8,17 +8,10 @@ import { z } from 'zod';
 import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
 import { parseConfig } from '../shared/config.js';
-import { runtimeLeaseTimings } from '../shared/lease/config.js';
-import { LeaseElector } from '../shared/lease/elector.js';
-import type { LeaseStore } from '../shared/lease/store.js';
 import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
 import type { Logger } from '../shared/log.js';
-import { campaignEachTime, RolloutEngine, type Leadership } from '../shared/rollout/engine.js';
-import type { RolloutStore } from '../shared/rollout/store.js';
-import type { LedgerStore } from '../shared/ledger/store.js';
-import { WorkerRegistry } from '../shared/registry/registry.js';
-import { openStores } from '../shared/compose/stores.js';
 import { BATCH_TICK_SECONDS } from '../shared/topology.js';
+import { openControlPlane, type ControlPlane } from '../shared/compose/control-plane.js';
 
 /**
  * What a Lambda handler needs, built once per sandbox from the environment.
@@ -45,49 +38,34 @@ const envSchema = z.object({
 });
 export type RuntimeEnv = z.output<typeof envSchema>;
 
-export interface Runtime {
+/** This stack's control plane, with the environment it was opened from. */
+export interface Runtime extends ControlPlane {
   readonly env: RuntimeEnv;
-  readonly leases: LeaseStore;
-  readonly ledger: LedgerStore;
-  readonly registry: WorkerRegistry;
-  /** The coordinator lease store of one run (stamps the run's epoch with each win). */
-  runLeases(runId: string): LeaseStore;
-  readonly rollouts: RolloutStore;
-  readonly engine: RolloutEngine;
-  readonly leadership: Leadership;
-  /** This stack's promotion_leader elector (one campaign step per `leadership()` call). */
-  readonly elector: LeaseElector;
-}
-
-/** The timings of every lease this stack holds. */
-export function leaseTimingsOf(env: RuntimeEnv) {
-  return runtimeLeaseTimings({ ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS });
 }
 
 /** Renewals of promotion_leader that failed while leading, from now on: call the result at the end of an invocation. */
 export function renewalFailuresSince(rt: Runtime): () => number {
-  const before = rt.elector.stats.renewFailures;
-  return () => rt.elector.stats.renewFailures - before;
+  const before = rt.elector.renewalCounts().renewFailures;
+  return () => rt.elector.renewalCounts().renewFailures - before;
 }
 
 export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: EventBus; logger?: Logger } = {}): Promise<Runtime> {
   const env = parseConfig('environment', envSchema, source);
   if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
   if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN) throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
-  const stores = await openStores(
-    env.ROLLOUT_STORE === 'dynamodb'
-      ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})) }
-      : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await secretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
-  );
-  const { leases, rollouts, ledger, runLeases } = stores;
-  const elector = new LeaseElector(leases, {
-    name: 'promotion_leader',
+  const plane = await openControlPlane({
+    store:
+      env.ROLLOUT_STORE === 'dynamodb'
+        ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})) }
+        : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await secretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
     holderId: env.ROLLOUT_NODE_ID,
-    ...leaseTimingsOf(env),
+    timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },
+    // One campaign step per leadership check: no loop survives a frozen sandbox.
+    election: { kind: 'lease', loop: false },
+    bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
-  const engine = new RolloutEngine({ store: rollouts, bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))), ...(overrides.logger ? { logger: overrides.logger } : {}) });
-  return { env, leases, rollouts, ledger, registry: new WorkerRegistry(stores.registry), runLeases, engine, leadership: campaignEachTime(elector), elector };
+  return Object.assign(plane, { env });
 }
 
 const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });

@@ -2,7 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DrainOutcome } from '../shared/registry/registry.js';
 import { InvalidNoticeError, noticeFromEvent } from '../shared/drain/sources.js';
-import { errorMessage } from '../shared/log.js';
+import { instrumented } from './handler.js';
 import { lazy, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
@@ -30,8 +30,14 @@ export interface DrainResult {
 const METRIC: Record<DrainOutcome, string> = { requested: 'DrainsRequested', duplicate: 'DuplicateNotices', unknown: 'UnknownInstances', gone: 'LateNotices' };
 
 export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'spot-drain' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'spot-drain' })) {
-  return async (event: unknown): Promise<DrainResult> => {
-    try {
+  return instrumented<unknown, DrainResult>(
+    {
+      logger,
+      metrics,
+      failure: 'spot drain failed',
+      known: (err, event) => (err instanceof InvalidNoticeError ? { metric: 'InvalidNotices', message: 'rejected spot event', fields: { reason: err.message, event } } : null),
+    },
+    async (event) => {
       const notice = noticeFromEvent(event, Date.now());
       const rt = await runtime();
       const { outcome, workers } = await rt.registry.requestDrain(notice, Date.now());
@@ -40,19 +46,8 @@ export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = new L
       if (outcome === 'requested') logger.info('drain requested', fields);
       else logger.warn(`spot notice acknowledged without a drain: ${outcome}`, fields);
       return { instanceId: notice.instanceId, kind: notice.kind, outcome, workers };
-    } catch (err) {
-      if (err instanceof InvalidNoticeError) {
-        metrics.addMetric('InvalidNotices', MetricUnit.Count, 1);
-        logger.error('rejected spot event', { reason: err.message, event });
-      } else {
-        metrics.addMetric('Errors', MetricUnit.Count, 1);
-        logger.error('spot drain failed', { error: errorMessage(err) });
-      }
-      throw err;
-    } finally {
-      metrics.publishStoredMetrics();
-    }
-  };
+    },
+  );
 }
 
 export const handler = spotDrainHandler(lazy(() => runtimeFrom(process.env)));

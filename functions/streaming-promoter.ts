@@ -3,6 +3,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { inboundFromEnvelope, InvalidEventError } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
 import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { instrumented } from './handler.js';
 import { PromoterTelemetry } from './telemetry.js';
 
 /**
@@ -12,9 +13,16 @@ import { PromoterTelemetry } from './telemetry.js';
  * reason and fails the invocation, so the rule's retry policy and DLQ keep it.
  */
 export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
-  return async (event: unknown): Promise<HandleResult> => {
-    const telemetry = new PromoterTelemetry(logger, metrics);
-    try {
+  const telemetry = new PromoterTelemetry(logger, metrics);
+  return instrumented<unknown, HandleResult>(
+    {
+      logger,
+      metrics,
+      failure: 'rollout event failed',
+      known: (err, event) => (err instanceof InvalidEventError ? { metric: 'InvalidEvents', message: 'rejected rollout event', fields: { reason: err.message, event } } : null),
+      atEnd: () => telemetry.publish(),
+    },
+    async (event) => {
       const inbound = inboundFromEnvelope(event);
       const rt = await runtime();
       telemetry.watch(rt);
@@ -24,19 +32,8 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
       if (!result.evaluated) metrics.addMetric('NotLeader', MetricUnit.Count, 1);
       logger.info('rollout event handled', { type: inbound.type, stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => `${a.transition}${a.applied ? '' : ' (stale)'}`) });
       return result;
-    } catch (err) {
-      if (err instanceof InvalidEventError) {
-        metrics.addMetric('InvalidEvents', MetricUnit.Count, 1);
-        logger.error('rejected rollout event', { reason: err.message, event });
-      } else {
-        metrics.addMetric('Errors', MetricUnit.Count, 1);
-        logger.error('rollout event failed', { error: err instanceof Error ? err.message : String(err) });
-      }
-      throw err;
-    } finally {
-      telemetry.publish();
-    }
-  };
+    },
+  );
 }
 
 const logger = new Logger({ serviceName: 'streaming-promoter' });

@@ -1,5 +1,5 @@
 import { casSettled } from './cas.js';
-import type { LeaderElector } from './elector.js';
+import type { ElectorCallbacks, LeaderElector } from './elector.js';
 import type { LeaseRecord, LeaseToken } from './record.js';
 import type { LeaseStore } from './store.js';
 import { acquire, release, renew, steal, stealable } from './transitions.js';
@@ -13,11 +13,13 @@ import { acquire, release, renew, steal, stealable } from './transitions.js';
  */
 export class StaticElector implements LeaderElector {
   private stopped = false;
+  private started = false;
 
   constructor(
     readonly holderId: string,
     readonly name = 'promotion_leader',
     readonly epoch = 0,
+    private readonly callbacks: Pick<ElectorCallbacks, 'onStartedLeading'> = {},
   ) {
     if (!holderId.trim()) throw new Error('StaticElector: holderId must not be empty');
   }
@@ -34,7 +36,12 @@ export class StaticElector implements LeaderElector {
     return Promise.resolve(!this.stopped);
   }
 
-  start(): void {}
+  /** Leads from the start: tells `onStartedLeading` once, as a lease elector does on winning. */
+  start(): void {
+    if (this.started || this.stopped) return;
+    this.started = true;
+    this.callbacks.onStartedLeading?.(this.token()!);
+  }
 
   /** Always leads: nothing to try. */
   tryNow(): void {}
@@ -60,7 +67,7 @@ const PINNED_TTL_MS = 100 * 365 * 24 * 3_600_000;
  * A row another holder still holds is refused: two static nodes on one store
  * would be two leaders. `stop()` releases the row (epoch kept).
  */
-export async function pinStaticLeader(store: LeaseStore, holderId: string, options: { name?: string; hostname?: string | null; apiUrl?: string | null; now?: () => number } = {}): Promise<StaticElector & { release(): Promise<void> }> {
+export async function pinStaticLeader(store: LeaseStore, holderId: string, options: { name?: string; hostname?: string | null; apiUrl?: string | null; now?: () => number } & Pick<ElectorCallbacks, 'onStartedLeading'> = {}): Promise<StaticElector & { release(): Promise<void> }> {
   const name = options.name ?? 'promotion_leader';
   const now = options.now ?? Date.now;
   const meta = { hostname: options.hostname ?? null, apiUrl: options.apiUrl ?? null };
@@ -73,7 +80,7 @@ export async function pinStaticLeader(store: LeaseStore, holderId: string, optio
   const outcome = await casSettled(store, row, next);
   if (!outcome.ok) throw new Error(`lease ${name} changed while a static node was taking it (now held by ${outcome.current?.holder ?? 'nobody'}); try again`);
   let held: LeaseRecord | null = outcome.record;
-  const elector = new StaticElector(holderId, name, held.epoch);
+  const elector = new StaticElector(holderId, name, held.epoch, options.onStartedLeading ? { onStartedLeading: options.onStartedLeading } : {});
   const stop = elector.stop.bind(elector);
   const releaseRow = async () => {
     if (!held) return;

@@ -55,8 +55,8 @@ describe('runtime on the Aurora path (secret → pg)', () => {
     process.env.PGOPTIONS = `-c search_path=${db.schema}`; // this test's schema, as pg reads it from the environment
     try {
       const rt = await runtimeFrom({ ROLLOUT_STORE: 'postgres', ROLLOUT_DB_SECRET_ARN: 'arn:db', ROLLOUT_NODE_ID: 'aurora-test' });
-      await rt.ledger.createRun('aurora-run', {}, Date.now());
-      expect(await rt.ledger.enqueue('aurora-run', [{ a: 1 }], Date.now())).toMatchObject({ added: 1 });
+      await rt.stores.ledger.createRun('aurora-run', {}, Date.now());
+      expect(await rt.stores.ledger.enqueue('aurora-run', [{ a: 1 }], Date.now())).toMatchObject({ added: 1 });
       expect((await db.sql.query<{ n: string }>('SELECT count(*) AS n FROM work_items')).rows[0]!.n).toBe('1');
     } finally {
       delete process.env.AWS_ENDPOINT_URL_SECRETS_MANAGER;

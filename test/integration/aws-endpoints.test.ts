@@ -171,7 +171,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   });
 
   it('a dropped event is caught up by the scheduled BatchPromoter tick', async () => {
-    const { engine, rollouts } = await rt();
+    const { engine, stores: { rollouts } } = await rt();
     const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
     await put('rollout.created', { rolloutId: id });
     await eb.idle();
@@ -197,7 +197,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   });
 
   it('a Spot interruption event, as AWS sends it, drains a worker through the deployed rule; its items return to the queue', async () => {
-    const { ledger, registry } = await rt();
+    const { stores: { ledger }, registry } = await rt();
     const runId = uniqueName('run');
     const instanceId = `i-${randomBytes(9).toString('hex').slice(0, 17)}`; // an EC2 instance id: the drain Lambda refuses anything else
     const work = new SqsWorkQueue(sqs, workQueue);
@@ -225,7 +225,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
 
   it('the work DLQ consumer reports partial batch failures: settled records go, a run another stack coordinates comes back, a malformed one is dropped', async () => {
     const runtime = await rt();
-    const { ledger } = runtime;
+    const { ledger } = runtime.stores;
     const dlq = new SqsWorkQueue(sqs, workDlq);
     const ours = uniqueName('run');
     const theirs = uniqueName('run');
@@ -233,7 +233,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     const [mine] = (await ledger.enqueue(ours, [{ poison: 1 }], Date.now())).ids;
     const [other] = (await ledger.enqueue(theirs, [{ poison: 2 }], Date.now())).ids;
     // Another stack holds the coordinator lease of `theirs`.
-    await new LeaseElector(runtime.runLeases(theirs), { name: coordinatorLease(theirs), holderId: 'other-stack', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 }).campaign();
+    await new LeaseElector(runtime.stores.runLeases(theirs), { name: coordinatorLease(theirs), holderId: 'other-stack', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 }).campaign();
     await dlq.send(ours, [mine!]);
     await dlq.send(theirs, [other!]);
     await sqs.send(new SendMessageCommand({ QueueUrl: workDlq, MessageBody: 'not json' }));

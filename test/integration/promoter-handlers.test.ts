@@ -88,7 +88,7 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
       /observedAt: 9999-12-31T00:00:00\.000Z is later than now \+ 30 s/,
     );
     expect(errors.map((e) => e.message)).toEqual(['rejected rollout event']);
-    expect((await runtime.rollouts.load(id))!.metrics.size).toBe(0);
+    expect((await runtime.stores.rollouts.load(id))!.metrics.size).toBe(0);
   });
 
   it('streaming: metrics for an unknown rollout or stage fail the invocation instead of being dropped', async () => {
@@ -109,14 +109,14 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     let ticks = 0;
     const leadership = async () => {
       if (++ticks > 3) throw new Error(`tick ${ticks}: the invocation went on past its remaining time`);
-      if (ticks === 2) await runtime.rollouts.recordMetrics(id, { stage: 0 }, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
+      if (ticks === 2) await runtime.stores.rollouts.recordMetrics(id, { stage: 0 }, { requests: 50, errors: 0, p99LatencyMs: null, observedAt: Date.now() });
       return runtime.leadership();
     };
     const handler = batchPromoterHandler(() => Promise.resolve({ ...runtime, leadership }), new Logger({ logLevel: 'CRITICAL' }));
     const result = await handler({}, context);
     expect(result).toMatchObject({ ticks: 3, leader: true });
     expect(asked).toBe(3); // it looked at its remaining time after every tick
-    expect((await runtime.rollouts.load(id))!.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
+    expect((await runtime.stores.rollouts.load(id))!.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
   });
 
   it('batch: a leader that cannot renew (another stack took the lease) is counted as a renewal failure, for the alarm', async () => {
@@ -130,8 +130,8 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     const handler = batchPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }), metrics);
     expect((await runtime.leadership()) !== null).toBe(true);
     // Another stack takes the row (as if this one had been partitioned past its expiry).
-    const row = (await runtime.leases.read('promotion_leader'))!;
-    expect((await runtime.leases.compareAndSwap(row, steal(row, 'stack-b/us-east-1', row.expiresAt + 1, 30_000))).ok).toBe(true);
+    const row = (await runtime.stores.leases.read('promotion_leader'))!;
+    expect((await runtime.stores.leases.compareAndSwap(row, steal(row, 'stack-b/us-east-1', row.expiresAt + 1, 30_000))).ok).toBe(true);
     const result = await handler({}, { getRemainingTimeInMillis: () => 0 });
     expect(result.leader).toBe(false);
     expect(added).toContain('LeaseRenewalFailures=1');

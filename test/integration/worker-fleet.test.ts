@@ -205,7 +205,7 @@ describe('spot drain on DynamoDB + SQS', () => {
 
   it('the drain Lambda reaches a running worker through the registry: it drains inside the AWS deadline, gives everything back, and a later notice is acknowledged as late', async () => {
     const rt = runtime();
-    const { ledger, registry } = await rt();
+    const { stores: { ledger }, registry } = await rt();
     const runId = uniqueName('run');
     const instanceId = ec2InstanceId();
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { VisibilityTimeout: '60' } }))).QueueUrl!;
@@ -245,7 +245,7 @@ describe('spot drain on DynamoDB + SQS', () => {
   it('the coordinator Lambda over the Invoke API: one stack coordinates (steals for an idle worker), another is told it is not the coordinator', async () => {
     const rtA = runtime();
     const rtB = lazy(() => runtimeFrom({ ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: t.table, ROLLOUT_NODE_ID: 'stack-b' }));
-    const { ledger } = await rtA();
+    const { ledger } = (await rtA()).stores;
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
     const queue = new SqsWorkQueue(sqs, url);
     const options = { bus: new InProcessBus(), queue: () => queue, onFenced: () => undefined };

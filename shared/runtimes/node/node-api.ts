@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
-import { apiHandler, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
+import { HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
 import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
 import { errorMessage } from '../../log.js';
@@ -138,7 +138,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
         return json(seen.status, seen.response, { 'idempotent-replayed': 'true' });
       }
       const engine = new RolloutEngine({ store: new PostgresRolloutStore(tx), bus: node.bus, deferPublish: true, logger: node.logger });
-      const res = await apiHandler(node.apiDeps(tx, engine, (fn) => after.push(fn)))(req);
+      const res = await node.api({ tx, engine, afterCommit: (fn) => after.push(fn) })(req);
       if (final(res)) await records.save(key, { fingerprint, status: res.status, response: res.body }, node.nodeId);
       return res;
     });
@@ -262,7 +262,7 @@ function leaderJson(l: NonNullable<ControlPlaneNode['leader']>) {
 export async function clusterStatus(node: ControlPlaneNode) {
   const leader = await node.refreshLeader();
   const nodes = await node.membership.nodes();
-  node.nodes = nodes;
+  node.member.nodes = nodes;
   return {
     node_id: node.nodeId,
     hostname: node.config.hostname,

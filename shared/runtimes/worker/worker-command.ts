@@ -1,7 +1,5 @@
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { hostname } from 'node:os';
-import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
 import type { ComputeHint, SimulatedComputeHint } from '../../drain/compute-hint.js';
 import { Ec2MetadataHint, GcpMetadataHint } from '../../adapters/metadata/hints.js';
 import { WorkerAgent, type AgentExit } from '../../ledger/agent.js';
@@ -17,48 +15,18 @@ import type { WorkQueue } from '../../queue/port.js';
 import { sqsClient } from '../../adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../adapters/sqs/queue.js';
 import { WorkerRegistry } from '../../registry/registry.js';
+import { parseWorkerOptions, type WorkerCommandOptions, type WorkerOptions } from './config.js';
+
+export type { WorkerCommandOptions } from './config.js';
 
 /**
  * `rollout worker`: one long-running worker process of one run (EC2 / ECS
- * spot capacity, or a local machine). Everything it needs comes from flags,
- * with the environment as defaults; a bad value is refused with its name.
+ * spot capacity, or a local machine), composed from its options (config.ts):
+ * the stores, the queue, the coordinator client, the execution backend and
+ * the interruption hints.
  */
-export const workerOptionsSchema = z
-  .object({
-    run: z.string().min(1, 'required'),
-    store: z.enum(['postgres', 'dynamodb']),
-    databaseUrl: z.string().min(1).optional(),
-    table: z.string().min(1).optional(),
-    queue: z.string().min(1).default('ledger'),
-    coordinator: z.string().min(1).default('none'),
-    backend: z.enum(['mock', 'http']).default('mock'),
-    backendUrl: z.string().url().optional(),
-    mockDurationMs: z.coerce.number().int().nonnegative().default(0),
-    mockFailureRate: z.coerce.number().min(0).max(1).default(0),
-    workerId: z.string().min(1).default(`${hostname()}-${process.pid}`),
-    instanceId: z.string().min(1).default('auto'),
-    provider: z.enum(['aws', 'gcp', 'local']).default('local'),
-    metadataEndpoint: z.string().url().optional(),
-    heartbeatMs: z.coerce.number().int().positive().default(5_000),
-    visibilitySeconds: z.coerce.number().int().positive().max(43_200).default(30),
-    waitSeconds: z.coerce.number().int().min(0).max(20).default(20),
-    batch: z.coerce.number().int().positive().max(1_000).default(10),
-    chunkBudgetMs: z.coerce.number().positive().default(100),
-    maxReceiveCount: z.coerce.number().int().positive().default(5),
-    exitWhenDone: z.boolean().default(false),
-  })
-  .superRefine((o, ctx) => {
-    if (o.store === 'postgres' && !o.databaseUrl) ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
-    if (o.store === 'dynamodb' && !o.table) ctx.addIssue({ code: 'custom', path: ['table'], message: 'required with --store dynamodb (or set ROLLOUT_TABLE)' });
-    if (o.store === 'dynamodb' && o.queue === 'ledger') ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
-    if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue)) ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
-    if (o.backend === 'http' && !o.backendUrl) ctx.addIssue({ code: 'custom', path: ['backendUrl'], message: 'required with --backend http' });
-    if (o.coordinator !== 'none' && !o.coordinator.startsWith('lambda:') && !/^https?:\/\//.test(o.coordinator)) {
-      ctx.addIssue({ code: 'custom', path: ['coordinator'], message: `must be "none", "lambda:<function>" or an http(s) URL, got ${o.coordinator}` });
-    }
-  });
-export type WorkerCommandOptions = z.input<typeof workerOptionsSchema>;
 
+/** What the worker reports when it exits. */
 export interface WorkerSummary {
   readonly exit: AgentExit['reason'];
   readonly workerId: string;
@@ -72,7 +40,7 @@ export interface WorkerSummary {
   readonly withinDeadline: boolean | null;
 }
 
-async function instanceIdFor(o: z.output<typeof workerOptionsSchema>): Promise<string> {
+async function instanceIdFor(o: WorkerOptions): Promise<string> {
   if (o.instanceId !== 'auto') return o.instanceId;
   const endpoint = o.metadataEndpoint ? { endpoint: o.metadataEndpoint } : {};
   if (o.provider === 'aws') return Ec2MetadataHint.instanceId(endpoint);
@@ -82,12 +50,7 @@ async function instanceIdFor(o: z.output<typeof workerOptionsSchema>): Promise<s
 
 /** Runs the worker until the run is done (with exitWhenDone), `signal` aborts, or a drain; returns its summary. */
 export async function runWorkerCommand(input: WorkerCommandOptions, signal: AbortSignal, logger: Logger, preempt?: SimulatedComputeHint): Promise<WorkerSummary> {
-  const parsed = workerOptionsSchema.safeParse(input);
-  if (!parsed.success) {
-    // Name the flag the user typed, not the field it lands in.
-    throw new ConfigError('worker', parsed.error.issues.map((i) => `${i.path.length ? `--${String(i.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : '(flags)'}: ${i.message}`));
-  }
-  const o = parsed.data;
+  const o = parseWorkerOptions(input);
   const closers: (() => Promise<void>)[] = [];
   try {
     const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 4 } } : { kind: 'dynamodb', table: o.table! });

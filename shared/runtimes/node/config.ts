@@ -1,0 +1,55 @@
+import { hostname as osHostname } from 'node:os';
+import { z } from 'zod';
+
+/** A node's configuration (`rollout serve` flags and environment, `npm start`), validated as a whole. */
+export const ELECTORS = ['lease', 'advisory-lock', 'static'] as const;
+export type ElectorKind = (typeof ELECTORS)[number];
+
+/** Leadership changes wake followers on this channel (a resigning leader is replaced at once, not at the next retry). */
+export const LEADER_CHANNEL = 'rollout_leader';
+
+const seconds = z.number().positive();
+export const nodeConfigSchema = z
+  .object({
+    nodeId: z.string().trim().min(1).max(255).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : -'),
+    hostname: z.string().trim().min(1).max(255).default(osHostname()),
+    /** Interface to listen on. */
+    host: z.string().min(1).default('127.0.0.1'),
+    port: z.number().int().min(0).max(65_535).default(8000),
+    /** The URL other nodes and proxies reach this node at (default http://<host>:<port>). */
+    apiUrl: z.string().url().optional(),
+    store: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('postgres'), databaseUrl: z.string().min(1, 'DATABASE_URL is required for a PostgreSQL node') }),
+      z.object({ kind: z.literal('pglite'), dataDir: z.string().min(1).nullable() }),
+    ]),
+    elector: z.enum(ELECTORS).default('lease'),
+    leaseTtlSeconds: seconds.default(30),
+    heartbeatIntervalSeconds: seconds.default(10),
+    electionIntervalSeconds: seconds.default(5),
+    /** A node silent this long is unhealthy. */
+    electionTimeoutSeconds: seconds.default(15),
+    monitorIntervalSeconds: seconds.default(15),
+    /** A node silent this long is removed (node_left). */
+    deadAfterSeconds: seconds.default(180),
+    /** BatchPromoter cadence (the topology's 10 s by default). */
+    tickIntervalSeconds: seconds.optional(),
+    /** Coordinator failure scan of open runs. */
+    scanIntervalSeconds: seconds.default(5),
+    /** Followers answer writes with 307 to the leader instead of 503 with the leader named. */
+    redirectWrites: z.boolean().default(false),
+    /** On a graceful stop, NOTIFY followers so one takes over at once (off: they find out at their next retry). */
+    wakeOnResign: z.boolean().default(true),
+    eventRetentionDays: z.number().positive().default(7),
+  })
+  .superRefine((c, ctx) => {
+    if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });
+    if (c.elector === 'lease' && !(c.leaseTtlSeconds > c.heartbeatIntervalSeconds && c.heartbeatIntervalSeconds > 1.2 * c.electionIntervalSeconds)) {
+      ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}) > 1.2 × election interval (${c.electionIntervalSeconds})` });
+    } else if (!(c.leaseTtlSeconds > c.heartbeatIntervalSeconds)) {
+      // Whatever the elector, run coordinators hold row leases with these timings.
+      ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}): run coordinators renew their leases at the heartbeat` });
+    }
+    if (!(c.deadAfterSeconds > c.electionTimeoutSeconds)) ctx.addIssue({ code: 'custom', path: ['deadAfterSeconds'], message: 'must exceed the election timeout' });
+  });
+export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
+export type NodeConfig = z.output<typeof nodeConfigSchema>;
