@@ -193,3 +193,15 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
     progressDeadlineAbort: parsed.progressDeadlineAbort,
   };
 }
+
+/**
+ * Which stage a signal means: an index within the spec, or a stage's name
+ * (names are unique, see `duplicate stage name`); null when it names none.
+ * The rule every store follows: DynamoDB applies this function, and
+ * PostgreSQL's single-statement reading applies the same rule in SQL (so a
+ * reading stays one round trip); the readings contract test holds both to it.
+ */
+export function stageIndexOf(spec: Pick<RolloutSpec, 'stages'>, stage: number | string): number | null {
+  const index = typeof stage === 'number' ? stage : spec.stages.findIndex((s) => s.name === stage);
+  return Number.isInteger(index) && index >= 0 && index < spec.stages.length ? index : null;
+}

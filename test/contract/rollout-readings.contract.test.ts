@@ -51,6 +51,22 @@ forEachBackend('gate readings on %s', { fresh: 'each' }, (backend) => {
     return id;
   }
 
+  it('a reading names its stage by index or by name; a name no stage has, or an index past the last, is refused naming what was asked for', async () => {
+    const id = await started();
+    const reading = { requests: 200, errors: 0, p99LatencyMs: 100, observedAt: clock.now() };
+    expect(await backend.rollouts.recordMetrics(id, { stage: 'canary' }, reading)).toBe('stored');
+    // The same reading again, now by index: the stage already has it.
+    expect(await backend.rollouts.recordMetrics(id, { stage: 0 }, reading)).toBe('stale');
+    expect(await backend.rollouts.recordMetrics(id, { stage: 'half' }, { ...reading, observedAt: clock.now() + 1 })).toBe('stored');
+    const view = (await backend.rollouts.load(id))!;
+    expect(view.metrics.get(0)).toMatchObject({ requests: 200 });
+    expect(view.metrics.get(1)).toMatchObject({ requests: 200 });
+    await expect(backend.rollouts.recordMetrics(id, { stage: 'Canary' }, reading)).rejects.toThrow(`rollout ${id} has no stage "Canary"`);
+    await expect(backend.rollouts.recordMetrics(id, { stage: 3 }, reading)).rejects.toThrow(`rollout ${id} has no stage 3`);
+    await expect(backend.rollouts.recordMetrics(id, { stage: -1 }, reading)).rejects.toThrow(`rollout ${id} has no stage -1`);
+    await expect(backend.rollouts.recordMetrics('nope', { stage: 0 }, reading)).rejects.toThrow('unknown rollout nope');
+  });
+
   it('a healthy reading from 9999-12-31 does not become the stage’s reading: the breach reported after it rolls the stage back', async () => {
     const id = await started();
     const future = await outcome(streaming.handle(metrics(id, 0, 0, FAR_FUTURE)));

@@ -2,13 +2,19 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../shared/errors.js';
 import { evaluate } from '../../shared/rollout/evaluate.js';
 import type { RolloutView, StageStatus } from '../../shared/rollout/model.js';
-import { parseRolloutSpec } from '../../shared/rollout/spec.js';
+import { parseRolloutSpec, stageIndexOf } from '../../shared/rollout/spec.js';
 import { freshStages, planTransition, TransitionRejectedError, viewAfter } from '../../shared/rollout/transitions.js';
 import { parseInboundEvent } from '../../shared/rollout/inbound.js';
 
 const target = { service: 'checkout', version: 'v42' };
 
 describe('rollout spec', () => {
+  it('a signal names its stage by index or by unique name; anything else names none', () => {
+    const spec = parseRolloutSpec({ target, stages: [{ name: 'canary', percent: 5, bakeSeconds: 60 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+    expect([stageIndexOf(spec, 0), stageIndexOf(spec, 1), stageIndexOf(spec, 'canary'), stageIndexOf(spec, 'all')]).toEqual([0, 1, 0, 1]);
+    expect([stageIndexOf(spec, 2), stageIndexOf(spec, -1), stageIndexOf(spec, 0.5), stageIndexOf(spec, 'Canary'), stageIndexOf(spec, '')]).toEqual([null, null, null, null, null]);
+  });
+
   it('accepts explicit stages and fills gate defaults', () => {
     const spec = parseRolloutSpec({
       target,

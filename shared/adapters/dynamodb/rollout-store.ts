@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../../clock.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../../rollout/model.js';
-import type { RolloutSpec } from '../../rollout/spec.js';
+import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { transactWrite } from './conflicts.js';
@@ -176,9 +176,8 @@ export class DynamoRolloutStore implements RolloutStore {
       new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }),
     );
     if (!head.Item) throw new UnknownRolloutError(rolloutId);
-    const stages = (head.Item.spec as RolloutSpec).stages;
-    const stage = typeof at.stage === 'number' ? at.stage : stages.findIndex((s) => s.name === at.stage);
-    if (stage < 0 || stage >= stages.length) throw new UnknownRolloutError(rolloutId, at.stage);
+    const stage = stageIndexOf(head.Item.spec as RolloutSpec, at.stage);
+    if (stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
     const attempt = at.attempt ?? Number(head.Item.attempt);
     try {
       await this.doc.send(

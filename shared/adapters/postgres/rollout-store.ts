@@ -160,7 +160,8 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   /**
-   * One statement: resolves the stage (index or name) and the current attempt,
+   * One statement: resolves the stage (index or name: `stageIndexOf`'s rule,
+   * in SQL so a reading stays one round trip) and the current attempt,
    * upserts the metrics if newer, and optionally reads the view.
    */
   private async record(rolloutId: string, at: MetricsTarget, m: StageMetrics, withView: boolean) {
