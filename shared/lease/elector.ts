@@ -1,5 +1,6 @@
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
+import { StepLoop } from './step-loop.js';
 import { casSettled } from './cas.js';
 import { parseConfig } from '../config.js';
 import { holderIdSchema, leaseNameSchema, leaseTimingsSchema, type LeaseTimingsInput } from './config.js';
@@ -109,9 +110,8 @@ export class LeaseElector implements LeaderElector {
   private lastAttemptFailed = false;
   private campaigning = false;
 
-  private running = false;
   private stopped = false;
-  private loopTimer: NodeJS.Timeout | undefined;
+  private readonly loop = new StepLoop(() => this.tick());
   private stepDownTimer: NodeJS.Timeout | undefined;
   private inFlight: Promise<unknown> = Promise.resolve();
 
@@ -311,15 +311,12 @@ export class LeaseElector implements LeaderElector {
   }
 
   start(): void {
-    if (this.running || this.stopped) return;
-    this.running = true;
-    this.schedule(0);
+    if (!this.stopped) this.loop.start();
   }
 
   async stop(options: { resign?: boolean } = {}): Promise<void> {
     if (this.stopped) return;
-    this.running = false;
-    clearTimeout(this.loopTimer);
+    await this.loop.stop();
     await this.inFlight;
     if (options.resign !== false) {
       try {
@@ -335,18 +332,14 @@ export class LeaseElector implements LeaderElector {
     if (held) this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'stopped'));
   }
 
-  private schedule(delayMs: number): void {
-    if (!this.running) return;
-    this.loopTimer = setTimeout(() => void this.tick(), delayMs);
-  }
-
-  private async tick(): Promise<void> {
+  /** One step of the loop: a campaign, then the delay to the next. */
+  private async tick(): Promise<number> {
     try {
       await this.campaign();
     } catch (err) {
       this.logger.warn('campaign failed', { lease: this.name, error: errorMessage(err) });
     }
-    this.schedule(this.nextDelay(this.clock.now()));
+    return this.nextDelay(this.clock.now());
   }
 
   /**

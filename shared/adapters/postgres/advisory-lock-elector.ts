@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { z } from 'zod';
+import { StepLoop } from '../../lease/step-loop.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { parseConfig } from '../../config.js';
 import { holderIdSchema, leaseNameSchema } from '../../lease/config.js';
@@ -61,11 +62,8 @@ export class AdvisoryLockElector implements LeaderElector {
 
   private client: pg.Client | null = null;
   private leading: LeaseToken | null = null;
-  private running = false;
   private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private busy: Promise<void> = Promise.resolve();
-  private ticking = false;
+  private readonly loop = new StepLoop(() => this.tick());
 
   constructor(private readonly options: AdvisoryLockElectorOptions) {
     const { connection: _c, logger, onStartedLeading: _s, onStoppedLeading: _t, onNewLeader: _n, ...rest } = options;
@@ -98,16 +96,12 @@ export class AdvisoryLockElector implements LeaderElector {
   }
 
   start(): void {
-    if (this.running || this.stopped) return;
-    this.running = true;
-    this.schedule(0);
+    if (!this.stopped) this.loop.start();
   }
 
   async stop(options: { resign?: boolean } = {}): Promise<void> {
     if (this.stopped) return;
-    this.running = false;
-    clearTimeout(this.timer);
-    await this.busy;
+    await this.loop.stop();
     const client = this.client;
     this.client = null;
     if (client && this.leading && options.resign !== false) {
@@ -136,30 +130,19 @@ export class AdvisoryLockElector implements LeaderElector {
 
   /** A follower tries for the lock now (the leader announced it resigned) instead of at its next retry. */
   tryNow(): void {
-    if (!this.running || this.leading) return;
-    clearTimeout(this.timer);
-    this.busy = this.busy.then(() => this.tick());
+    if (!this.leading) this.loop.now();
   }
 
-  private schedule(delayMs: number): void {
-    if (!this.running) return;
-    this.timer = setTimeout(() => {
-      this.busy = this.tick();
-    }, delayMs);
-  }
-
-  private async tick(): Promise<void> {
-    this.ticking = true;
+  /** One step of the loop: keep the lock alive, or try for it; then the delay to the next. */
+  private async tick(): Promise<number> {
     try {
       if (this.leading) await this.keepalive();
       else await this.tryAcquire();
     } catch (err) {
       this.logger.warn('advisory-lock elector step failed', { lease: this.name, error: errorMessage(err) });
       this.dropSession(err);
-    } finally {
-      this.ticking = false;
     }
-    this.schedule(this.leading ? this.opts.keepaliveIntervalMs : this.opts.retryIntervalMs);
+    return this.leading ? this.opts.keepaliveIntervalMs : this.opts.retryIntervalMs;
   }
 
   private async session(): Promise<pg.Client> {
@@ -178,10 +161,7 @@ export class AdvisoryLockElector implements LeaderElector {
     this.logger.warn('advisory-lock session lost', { lease: this.name, error: errorMessage(err) });
     this.dropSession(err);
     // Contend again at a follower's pace, not at the next keepalive (a step in flight reschedules itself).
-    if (!this.ticking) {
-      clearTimeout(this.timer);
-      this.schedule(this.opts.retryIntervalMs);
-    }
+    if (!this.loop.stepping) this.loop.after(this.opts.retryIntervalMs);
   }
 
   private dropSession(_err: unknown): void {

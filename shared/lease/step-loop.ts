@@ -1,0 +1,71 @@
+/**
+ * An elector's loop: one step at a time, each followed by the delay it
+ * returns. `now()` runs a step at once instead of waiting for the timer (a
+ * leader announced it resigned); `after()` moves the next step; `stop()`
+ * waits for the step in flight, and none starts after it. Steps never
+ * overlap. A step handles its own errors: what it throws ends the loop.
+ */
+export class StepLoop {
+  private running = false;
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> = Promise.resolve();
+  private busy = false;
+  /** `now()` was called during a step: the next follows at once. */
+  private again = false;
+
+  constructor(private readonly step: () => Promise<number>) {}
+
+  /** Started and not stopped. */
+  get active(): boolean {
+    return this.running;
+  }
+
+  /** A step is running now. */
+  get stepping(): boolean {
+    return this.busy;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.after(0);
+  }
+
+  /** The next step in `delayMs`, whatever the last one asked for (a step in flight sets its own when it ends). */
+  after(delayMs: number): void {
+    if (!this.running) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (!this.busy) this.inFlight = this.run();
+    }, delayMs);
+  }
+
+  /** A step now; if one is running, another right after it. */
+  now(): void {
+    if (!this.running) return;
+    if (this.busy) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.inFlight = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    clearTimeout(this.timer);
+    await this.inFlight;
+  }
+
+  private async run(): Promise<void> {
+    this.busy = true;
+    this.again = false;
+    let next: number;
+    try {
+      next = await this.step();
+    } finally {
+      this.busy = false;
+    }
+    this.after(this.again ? 0 : next);
+  }
+}
