@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { leaderViewOf } from '../cluster/member.js';
+import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
 import { z } from 'zod';
 import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
@@ -17,7 +19,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  * The control plane's HTTP API, independent of transport: the Lambda behind
  * API Gateway and a cluster node serve the same routes through this.
  *
- *   GET  /cluster/status | /cluster/leader | /cluster/health
+ *   GET  /cluster/status | /cluster/leader | /cluster/health   (cluster.ts)
  *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
  *   GET  /rollouts                         the running rollouts
  *   GET  /rollouts/{id}
@@ -56,6 +58,8 @@ export interface ApiDeps {
 }
 
 export const PROMOTION_LEASE = 'promotion_leader';
+/** The API's version, on /cluster/health. */
+export const API_VERSION = '0.1.0';
 const MAX_RUN_ITEMS = 10_000;
 
 /** A request refused with a status and a reason (and fields to add to the body). */
@@ -111,18 +115,14 @@ function viewJson(v: RolloutView): unknown {
 
 export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiResponse> {
   const clock = deps.clock ?? systemClock;
-
-  async function leaderInfo() {
-    const row = await deps.leases.read(PROMOTION_LEASE);
-    const now = clock.now();
-    return row && row.holder !== null && row.expiresAt > now ? { holder: row.holder, epoch: row.epoch, expiresAt: new Date(row.expiresAt).toISOString() } : null;
-  }
+  // What the API alone knows of the cluster: the lease row and its own holder id (a node answers /cluster/* with more).
+  const cluster: ClusterView = { nodeId: deps.nodeId, elector: 'lease', version: API_VERSION, leader: async () => leaderViewOf(await deps.leases.read(PROMOTION_LEASE), clock.now()) };
 
   async function requireLeadership() {
     const token = await deps.leadership();
     if (token) return token;
-    const leader = await leaderInfo();
-    throw new HttpError(503, leader ? `not the leader: ${leader.holder} is` : 'no leader elected', { leader });
+    const leader = await cluster.leader();
+    throw new HttpError(503, leader ? `not the leader: ${leader.id} is` : 'no leader elected', { leader: leader ? leaderJson(leader) : null });
   }
 
   /** A run's spec is fixed when it is created: a request naming another one is refused, not merged. */
@@ -132,34 +132,9 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   }
 
   const routes: { method: string; pattern: RegExp; run: (m: RegExpMatchArray, req: ApiRequest) => Promise<ApiResponse> }[] = [
-    {
-      method: 'GET',
-      pattern: /^\/cluster\/status$/,
-      run: async () => {
-        const leader = await leaderInfo();
-        return { status: 200, body: { nodeId: deps.nodeId, leader, isLeader: leader?.holder === deps.nodeId, time: new Date(clock.now()).toISOString() } };
-      },
-    },
-    {
-      method: 'GET',
-      pattern: /^\/cluster\/leader$/,
-      run: async () => {
-        const leader = await leaderInfo();
-        return leader ? { status: 200, body: leader } : { status: 503, body: { error: 'no leader elected' } };
-      },
-    },
-    {
-      method: 'GET',
-      pattern: /^\/cluster\/health$/,
-      run: async () => {
-        try {
-          await deps.leases.read(PROMOTION_LEASE);
-          return { status: 200, body: { status: 'ok', nodeId: deps.nodeId, store: 'reachable' } };
-        } catch (err) {
-          return { status: 503, body: { status: 'degraded', nodeId: deps.nodeId, store: `unreachable: ${err instanceof Error ? err.message : String(err)}` } };
-        }
-      },
-    },
+    { method: 'GET', pattern: /^\/cluster\/status$/, run: () => clusterStatus(cluster, clock.now()) },
+    { method: 'GET', pattern: /^\/cluster\/leader$/, run: () => clusterLeader(cluster) },
+    { method: 'GET', pattern: /^\/cluster\/health$/, run: () => clusterHealth(cluster, clock.now()) },
     {
       method: 'POST',
       pattern: /^\/rollouts$/,

@@ -1,5 +1,5 @@
 import type { ElectorCallbacks, LeaderElector } from '../lease/elector.js';
-import type { LeaseToken } from '../lease/record.js';
+import type { LeaseRecord, LeaseToken } from '../lease/record.js';
 import type { LeaseStore } from '../lease/store.js';
 import { errorMessage, type Logger } from '../log.js';
 import type { ClusterEventType, ClusterNode, Membership, NodeState } from './membership.js';
@@ -28,6 +28,11 @@ export interface LeaderView {
   readonly acquiredAt: number;
   readonly renewedAt: number;
   readonly expiresAt: number;
+}
+
+/** The leader a lease row names, or null when nobody holds it or the lease has run out by `now`. */
+export function leaderViewOf(row: LeaseRecord | null, now: number): LeaderView | null {
+  return row && row.holder !== null && row.expiresAt > now ? { id: row.holder, epoch: row.epoch, hostname: row.hostname, apiUrl: row.apiUrl, acquiredAt: row.acquiredAt, renewedAt: row.renewedAt, expiresAt: row.expiresAt } : null;
 }
 
 /** Counters and timestamps behind /metrics and /cluster/status. */
@@ -138,8 +143,7 @@ export class ClusterMember {
   }
 
   async refreshLeader(): Promise<LeaderView | null> {
-    const row = await this.o.leases.read(this.o.leaseName);
-    this.leader = row && row.holder !== null && row.expiresAt > Date.now() ? { id: row.holder, epoch: row.epoch, hostname: row.hostname, apiUrl: row.apiUrl, acquiredAt: row.acquiredAt, renewedAt: row.renewedAt, expiresAt: row.expiresAt } : null;
+    this.leader = leaderViewOf(await this.o.leases.read(this.o.leaseName), Date.now());
     return this.leader;
   }
 

@@ -51,10 +51,10 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     await backend?.close();
   });
 
-  it('cluster: no leader yet → 503 "no leader elected"; health reports the store reachable', async () => {
+  it('cluster: no leader yet → 503 "no leader elected"; health answers degraded (no leader) with the store reachable', async () => {
     expect(await call('GET', '/cluster/leader')).toEqual({ status: 503, body: { error: 'no leader elected' } });
-    expect(await call('GET', '/cluster/health')).toMatchObject({ status: 200, body: { status: 'ok', store: 'reachable' } });
-    expect(await call('GET', '/cluster/status')).toMatchObject({ status: 200, body: { nodeId: 'node-a', leader: null, isLeader: false } });
+    expect(await call('GET', '/cluster/health')).toMatchObject({ status: 200, body: { status: 'degraded', node_id: 'node-a', cluster_ready: false, store: 'reachable' } });
+    expect(await call('GET', '/cluster/status')).toMatchObject({ status: 200, body: { node_id: 'node-a', state: 'follower', is_leader: false, leader_id: null, leader: null, elector: 'lease' } });
   });
 
   it('rollouts: create (201, then 200 for the same id), get, list; a bad spec is a 400 that names the field', async () => {
@@ -78,11 +78,11 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     await call('POST', '/rollouts', { id: `cmd-${name}`, spec: SPEC });
     const paused = await call('POST', `/rollouts/cmd-${name}/pause`, { reason: 'investigating' });
     expect(paused).toMatchObject({ status: 200, body: { action: { transition: 'pause', applied: true } } });
-    expect(await follower({ method: 'POST', path: `/rollouts/cmd-${name}/resume`, body: null, actor: 'bob' })).toMatchObject({ status: 503, body: { error: 'not the leader: node-a is', leader: { holder: 'node-a' } } });
+    expect(await follower({ method: 'POST', path: `/rollouts/cmd-${name}/resume`, body: null, actor: 'bob' })).toMatchObject({ status: 503, body: { error: 'not the leader: node-a is', leader: { leader_id: 'node-a' } } });
     expect((await call('POST', `/rollouts/cmd-${name}/pause`)).status).toBe(409);
     expect(await call('POST', `/rollouts/cmd-${name}/launch`)).toMatchObject({ status: 404, body: { error: expect.stringMatching(/unknown command launch: one of promote, promote-full/) as unknown } });
     expect((await call('POST', '/rollouts/unknown-id/abort')).status).toBe(404);
-    expect(await call('GET', '/cluster/leader')).toMatchObject({ status: 200, body: { holder: 'node-a', epoch: 0 } });
+    expect(await call('GET', '/cluster/leader')).toMatchObject({ status: 200, body: { leader_id: 'node-a', term: 0 } });
   });
 
   it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {

@@ -118,7 +118,7 @@ describe('rollout client commands', () => {
     let auth = '';
     const server = createServer((req, res) => {
       auth = String(req.headers.authorization ?? '');
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ holder: 'x', epoch: 3, expiresAt: 'soon' }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ leader_id: 'x', term: 3, expires_at: 'soon' }));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {

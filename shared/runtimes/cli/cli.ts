@@ -205,15 +205,15 @@ async function run(o: ClientOpts, method: string, path: string, body: unknown, h
   process.stdout.write(`${o.json ? JSON.stringify(res, null, 2) : human(res)}\n`);
 }
 
-type Status = { nodeId: string; isLeader: boolean; leader: { holder: string; epoch: number; expiresAt: string } | null };
-const leaderLine = (l: Status['leader']) => (l ? `${l.holder} (epoch ${l.epoch}, lease until ${l.expiresAt})` : 'none elected');
+type Status = { node_id: string; is_leader: boolean; leader: { leader_id: string; term: number; expires_at: string } | null };
+const leaderLine = (l: Status['leader']) => (l ? `${l.leader_id} (epoch ${l.term}, lease until ${l.expires_at})` : 'none elected');
 type RolloutJson = { id: string; state: string; stages: { name: string; phase: string }[] };
 const stagesLine = (r: RolloutJson) => r.stages.map((s) => `${s.name}:${s.phase}`).join(' ');
 
 function clientCommands(cli: Command): void {
   const statusAction = (o: ClientOpts) => run(o, 'GET', '/cluster/status', undefined, (r) => {
     const s = r as Status;
-    return `node ${s.nodeId}${s.isLeader ? ' (leader)' : ''}\nleader ${leaderLine(s.leader)}`;
+    return `node ${s.node_id}${s.is_leader ? ' (leader)' : ''}\nleader ${leaderLine(s.leader)}`;
   });
   target(cli.command('status').description('The control plane at a glance: this node and the leader')).action(statusAction);
   const cluster = cli.command('cluster').description('Cluster membership and leadership');

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
-import { HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
+import { API_VERSION, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
+import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from '../../api/cluster.js';
 import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
 import { errorMessage } from '../../log.js';
@@ -61,7 +62,6 @@ const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** How long a read waits for the store before answering from the last good answer (or 503). */
 export const READ_DEADLINE_MS = 750;
-const VERSION = '0.1.0';
 
 type Handle = (req: HttpRequest) => Promise<ApiResponse>;
 
@@ -98,11 +98,25 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
 
   const json = (status: number, body: unknown, headers?: Record<string, string>): ApiResponse => ({ status, body, ...(headers ? { headers } : {}) });
 
+  // What a node knows of the cluster: its elector's view, its membership, the lease row within the read deadline.
+  const cluster: ClusterView = {
+    nodeId: node.nodeId,
+    hostname: node.config.hostname,
+    apiUrl: node.apiUrl,
+    elector: node.config.elector,
+    version: API_VERSION,
+    leader: () => within(readDeadlineMs, node.refreshLeader()),
+    self: () => ({ state: node.state, term: node.term }),
+    members: async () => (node.member.nodes = await node.membership.nodes()),
+    knownMembers: () => node.nodes,
+    storeSeen: (err) => (err === null ? node.storeUp() : node.storeDown(err)),
+  };
+
   // Every open status page polls once a second: viewers within half a second share one read.
   let state: { at: number; value: Promise<Awaited<ReturnType<typeof uiState>>> } | null = null;
   const sharedState = () => {
     if (!state || Date.now() - state.at > 500) {
-      const value = uiState(node);
+      const value = uiState(node, cluster);
       state = { at: Date.now(), value };
       value.catch(() => (state = null)); // a failed read is not shared
     }
@@ -169,13 +183,10 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
   const routes: Record<string, (req: HttpRequest) => Promise<ApiResponse>> = {
     'GET /': () => Promise.resolve(json(200, new RawBody(page, 'text/html; charset=utf-8'))),
     'GET /metrics': async () => json(200, new RawBody(await metrics.metrics(), metrics.contentType)),
-    'GET /cluster/status': (req) => read(req, async () => json(200, await clusterStatus(node))),
-    'GET /cluster/leader': (req) =>
-      read(req, async () => {
-        const leader = await node.refreshLeader();
-        return leader ? json(200, leaderJson(leader)) : json(503, { error: 'no leader elected' });
-      }),
-    'GET /cluster/health': async () => json(200, await clusterHealth(node, readDeadlineMs)),
+    'GET /cluster/status': (req) => read(req, () => clusterStatus(cluster)),
+    'GET /cluster/leader': (req) => read(req, () => clusterLeader(cluster)),
+    // Never from the last good answer: health says what the store says now.
+    'GET /cluster/health': () => clusterHealth(cluster),
     'GET /ui/state': (req) => read(req, async () => json(200, await sharedState())),
     'GET /cluster/events': (req) => {
       const raw = req.query.get('limit') ?? '50';
@@ -242,76 +253,9 @@ function eventJson(e: ClusterEvent) {
   return { id: e.id, node_id: e.nodeId, event_type: e.type, event_data: e.data, timestamp: new Date(e.at).toISOString() };
 }
 
-function leaderJson(l: NonNullable<ControlPlaneNode['leader']>) {
-  return {
-    leader_id: l.id,
-    term: l.epoch,
-    hostname: l.hostname,
-    api_url: l.apiUrl,
-    acquired_at: new Date(l.acquiredAt).toISOString(),
-    renewed_at: new Date(l.renewedAt).toISOString(),
-    expires_at: new Date(l.expiresAt).toISOString(),
-    // The names the CLI and the Lambda API use.
-    holder: l.id,
-    epoch: l.epoch,
-    expiresAt: new Date(l.expiresAt).toISOString(),
-  };
-}
-
-/** The cluster status (Orchestry's field names), from the node's view (the store is read when reachable). */
-export async function clusterStatus(node: ControlPlaneNode) {
-  const leader = await node.refreshLeader();
-  const nodes = await node.membership.nodes();
-  node.member.nodes = nodes;
-  return {
-    node_id: node.nodeId,
-    hostname: node.config.hostname,
-    api_url: node.apiUrl,
-    state: node.state,
-    is_leader: node.state === 'leader',
-    leader_id: leader?.id ?? null,
-    term: node.term,
-    elector: node.config.elector,
-    cluster_size: nodes.length,
-    healthy_nodes: nodes.filter((n) => n.isHealthy).length,
-    nodes: nodes.map((n) => ({ node_id: n.nodeId, hostname: n.hostname, port: n.port, api_url: n.apiUrl, state: n.state, term: n.term, is_healthy: n.isHealthy, last_heartbeat: new Date(n.lastHeartbeat).toISOString() })),
-    // The names the CLI and the Lambda API use.
-    nodeId: node.nodeId,
-    isLeader: node.state === 'leader',
-    leader: leader ? { holder: leader.id, epoch: leader.epoch, expiresAt: new Date(leader.expiresAt).toISOString(), apiUrl: leader.apiUrl } : null,
-    time: new Date().toISOString(),
-  };
-}
-
-/** Ready: the store answers and a leader is known. Always 200 with the status (a load balancer reads `status`). */
-export async function clusterHealth(node: ControlPlaneNode, deadlineMs = READ_DEADLINE_MS) {
-  let storeError: string | null = null;
-  try {
-    await within(deadlineMs, node.refreshLeader());
-    node.storeUp();
-  } catch (err) {
-    storeError = errorMessage(err);
-    node.storeDown(err);
-  }
-  const ready = storeError === null && node.leader !== null;
-  return {
-    status: ready ? 'healthy' : 'degraded',
-    clustering: node.config.elector === 'static' ? 'disabled' : 'enabled',
-    node_id: node.nodeId,
-    state: node.state,
-    is_leader: node.state === 'leader',
-    leader_id: node.leader?.id ?? null,
-    cluster_size: node.nodes.length,
-    cluster_ready: ready,
-    store: storeError === null ? 'reachable' : `unreachable: ${storeError}`,
-    timestamp: Date.now() / 1000,
-    version: VERSION,
-  };
-}
-
 /** The status page's one read: leader, nodes, recent rollouts with gate readings, recent runs with counts. */
-export async function uiState(node: ControlPlaneNode) {
-  const status = await clusterStatus(node);
+export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
+  const status = (await clusterStatus(cluster)).body as Record<string, unknown>;
   const { rows: rolloutRows } = await node.sql.query<{ id: string }>(`SELECT id FROM rollouts ORDER BY (state = 'running') DESC, updated_at DESC LIMIT 20`);
   const rollouts = [];
   for (const { id } of rolloutRows) {
