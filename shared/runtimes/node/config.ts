@@ -1,5 +1,6 @@
 import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
+import type { StoreConfig } from '../../compose/stores.js';
 
 /** A node's configuration (`rollout serve` flags and environment, `npm start`), validated as a whole. */
 export const ELECTORS = ['lease', 'advisory-lock', 'static'] as const;
@@ -53,3 +54,23 @@ export const nodeConfigSchema = z
   });
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
+
+/** Where other nodes and proxies reach this node. */
+export function apiUrlOf(c: NodeConfig): string {
+  return c.apiUrl ?? `http://${c.host === '0.0.0.0' ? c.hostname : c.host}:${c.port}`;
+}
+
+/** The store a node opens. */
+export function storeOf(c: NodeConfig): StoreConfig {
+  if (c.store.kind === 'pglite') return { kind: 'pglite', dataDir: c.store.dataDir };
+  // A node paused inside a transaction (SIGSTOP, a long GC pause) must not hold its row and
+  // advisory locks past its lease: PostgreSQL ends such a session after one TTL, and the new
+  // leader's retry of the same write (same Idempotency-Key) goes through instead of waiting.
+  const idleLimitMs = Math.ceil(c.leaseTtlSeconds * 1000);
+  return {
+    kind: 'postgres',
+    // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
+    connection: { connectionString: c.store.databaseUrl, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 },
+    onConnect: (client) => void client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`).catch(() => undefined),
+  };
+}

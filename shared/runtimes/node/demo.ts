@@ -1,3 +1,4 @@
+import { errorMessage, type Logger } from '../../log.js';
 import { createRollout } from '../../rollout/commands.js';
 import { isTerminal } from '../../rollout/transitions.js';
 import type { ControlPlaneNode } from './node.js';
@@ -135,4 +136,52 @@ export class Demo {
     clearTimeout(this.timer);
     await this.reporting;
   }
+}
+
+function bar(p: DemoProgress): string {
+  const mark = (phase: string) => (phase === 'promoted' ? '✔' : phase === 'active' ? '▶' : phase === 'rolled_back' ? '✘' : ' ');
+  return p.stages.map((s) => `[${mark(s.phase)} ${s.name} ${s.percent}%]`).join('');
+}
+
+function progressLines(p: DemoProgress, url: string): string[] {
+  const gate = p.errorRate === null ? '' : `  errors ${(100 * p.errorRate).toFixed(1)}%, p99 ${p.p99LatencyMs ?? '-'} ms`;
+  return [
+    `rollout ${p.rolloutId}  ${p.rolloutState.padEnd(9)} ${bar(p)}${gate}${p.rolloutSeconds === null ? '' : `  (${p.rolloutSeconds.toFixed(1)} s)`}`,
+    `run     ${p.runId}  ${p.done}/${p.items} done, ${p.running} running, ${p.failed} failed · steals ${p.steals} · drains ${p.drains}${p.runSeconds === null ? '' : `  (${p.runSeconds.toFixed(1)} s)`}`,
+    `status page ${url}   Ctrl-C to stop`,
+  ];
+}
+
+/**
+ * The demo's live progress on `out`: redrawn in place on a terminal, a line
+ * per change otherwise; a summary line when it is over, then `onFinished`.
+ */
+export function printProgress(demo: Demo, out: NodeJS.WriteStream, url: string, logger: Logger, onFinished: () => void): { stop(): void } {
+  const tty = out.isTTY === true;
+  let drawn = 0;
+  let last = '';
+  let drawing = false;
+  const draw = async () => {
+    const p = await demo.progress();
+    const lines = progressLines(p, url);
+    const text = lines.join('\n');
+    if (tty) {
+      out.write(`${drawn ? `\x1b[${drawn}A\x1b[J` : ''}${text}\n`);
+      drawn = lines.length;
+    } else if (text !== last) out.write(`${lines.slice(0, 2).join('\n')}\n`);
+    last = text;
+    if (demo.finished()) {
+      clearInterval(ticker);
+      out.write(`demo complete: rollout ${p.rolloutId} ${p.rolloutState} in ${p.rolloutSeconds?.toFixed(1)} s; run ${p.runId} finished in ${p.runSeconds?.toFixed(1)} s (${p.done} done, ${p.failed} failed, steals ${p.steals}, drains ${p.drains})\n`);
+      onFinished();
+    }
+  };
+  const ticker = setInterval(() => {
+    if (drawing) return;
+    drawing = true;
+    draw()
+      .catch((err: unknown) => logger.warn('progress failed', { error: errorMessage(err) }))
+      .finally(() => (drawing = false));
+  }, tty ? 250 : 1_000);
+  return { stop: () => clearInterval(ticker) };
 }

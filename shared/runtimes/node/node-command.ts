@@ -1,8 +1,8 @@
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { errorMessage, type Logger } from '../../log.js';
+import type { Logger } from '../../log.js';
 import { UsageError } from '../cli/errors.js';
-import { Demo, type DemoProgress } from './demo.js';
+import { Demo, printProgress } from './demo.js';
 import { serveApi } from './http.js';
 import { nodeMetrics } from './metrics.js';
 import { nodeApi } from './node-api.js';
@@ -80,20 +80,6 @@ export interface StartOptions {
   exitAfterDemo: boolean;
 }
 
-function bar(p: DemoProgress): string {
-  const mark = (phase: string) => (phase === 'promoted' ? '✔' : phase === 'active' ? '▶' : phase === 'rolled_back' ? '✘' : ' ');
-  return p.stages.map((s) => `[${mark(s.phase)} ${s.name} ${s.percent}%]`).join('');
-}
-
-function progressLines(p: DemoProgress, url: string): string[] {
-  const gate = p.errorRate === null ? '' : `  errors ${(100 * p.errorRate).toFixed(1)}%, p99 ${p.p99LatencyMs ?? '-'} ms`;
-  return [
-    `rollout ${p.rolloutId}  ${p.rolloutState.padEnd(9)} ${bar(p)}${gate}${p.rolloutSeconds === null ? '' : `  (${p.rolloutSeconds.toFixed(1)} s)`}`,
-    `run     ${p.runId}  ${p.done}/${p.items} done, ${p.running} running, ${p.failed} failed · steals ${p.steals} · drains ${p.drains}${p.runSeconds === null ? '' : `  (${p.runSeconds.toFixed(1)} s)`}`,
-    `status page ${url}   Ctrl-C to stop`,
-  ];
-}
-
 /** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */
 export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.WriteStream = process.stdout): Promise<void> {
   const unlock = o.dataDir ? lockDataDir(o.dataDir) : () => undefined;
@@ -111,40 +97,17 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     pool.start();
     out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
     const demo = o.demo && !signalled ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds }) : null;
-    let ticker: NodeJS.Timeout | undefined;
+    let printer: { stop(): void } | undefined;
     if (demo) {
       await demo.start();
       out.write(`demo: a 4-stage rollout and a run of ${o.demoItems} items on ${o.workers} workers (watch ${server.url})\n`);
-      const tty = out.isTTY === true;
-      let drawn = 0;
-      let last = '';
-      const draw = async () => {
-        const p = await demo.progress();
-        const lines = progressLines(p, server.url);
-        const text = lines.join('\n');
-        if (tty) {
-          out.write(`${drawn ? `\x1b[${drawn}A\x1b[J` : ''}${text}\n`);
-          drawn = lines.length;
-        } else if (text !== last) out.write(`${lines.slice(0, 2).join('\n')}\n`);
-        last = text;
-        if (demo.finished()) {
-          clearInterval(ticker);
-          out.write(`demo complete: rollout ${p.rolloutId} ${p.rolloutState} in ${p.rolloutSeconds?.toFixed(1)} s; run ${p.runId} finished in ${p.runSeconds?.toFixed(1)} s (${p.done} done, ${p.failed} failed, steals ${p.steals}, drains ${p.drains})\n`);
-          if (o.exitAfterDemo) stopped.abort();
-          else out.write(`still serving ${server.url} — Ctrl-C to stop\n`);
-        }
-      };
-      let drawing = false;
-      ticker = setInterval(() => {
-        if (drawing) return;
-        drawing = true;
-        draw()
-          .catch((err: unknown) => logger.warn('progress failed', { error: errorMessage(err) }))
-          .finally(() => (drawing = false));
-      }, tty ? 250 : 1_000);
+      printer = printProgress(demo, out, server.url, logger, () => {
+        if (o.exitAfterDemo) stopped.abort();
+        else out.write(`still serving ${server.url} — Ctrl-C to stop\n`);
+      });
     } else out.write(`status page ${server.url} — Ctrl-C to stop\n`);
     const why = await stopSignal;
-    clearInterval(ticker);
+    printer?.stop();
     out.write(`${why === 'abort' ? 'stopping' : `${why}: stopping`}…\n`);
     await demo?.stop();
     await pool.close();

@@ -2,7 +2,7 @@ import { HttpError, PROMOTION_LEASE, type apiHandler } from '../../api/handler.j
 import { ClusterMember, type LeaderView, type NodeStats } from '../../cluster/member.js';
 import { Membership, type ClusterNode, type NodeState } from '../../cluster/membership.js';
 import { openControlPlane, type ControlPlane } from '../../compose/control-plane.js';
-import { sqlStores, type StoreConfig } from '../../compose/stores.js';
+import { sqlStores } from '../../compose/stores.js';
 import { parseConfig } from '../../config.js';
 import { noticeFromEvent } from '../../drain/sources.js';
 import { InProcessBus } from '../../events/bus.js';
@@ -18,7 +18,7 @@ import { LedgerDeadLetters, LedgerSender, LedgerWorkQueue } from '../../adapters
 import { PostgresMembershipStore } from '../../adapters/postgres/membership-store.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
-import { LEADER_CHANNEL, nodeConfigSchema, type NodeConfig, type NodeConfigInput } from './config.js';
+import { apiUrlOf, LEADER_CHANNEL, nodeConfigSchema, storeOf, type NodeConfig, type NodeConfigInput } from './config.js';
 import { LocalTriggers, type LocalHandlers } from './triggers.js';
 
 export { ELECTORS, LEADER_CHANNEL, nodeConfigSchema, type ElectorKind, type NodeConfig, type NodeConfigInput } from './config.js';
@@ -279,23 +279,4 @@ export class ControlPlaneNode {
     await this.plane.close();
     this.logger.info('node stopped', { nodeId: this.nodeId });
   }
-}
-
-function apiUrlOf(c: NodeConfig): string {
-  return c.apiUrl ?? `http://${c.host === '0.0.0.0' ? c.hostname : c.host}:${c.port}`;
-}
-
-/** The store a node opens. */
-function storeOf(c: NodeConfig): StoreConfig {
-  if (c.store.kind === 'pglite') return { kind: 'pglite', dataDir: c.store.dataDir };
-  // A node paused inside a transaction (SIGSTOP, a long GC pause) must not hold its row and
-  // advisory locks past its lease: PostgreSQL ends such a session after one TTL, and the new
-  // leader's retry of the same write (same Idempotency-Key) goes through instead of waiting.
-  const idleLimitMs = Math.ceil(c.leaseTtlSeconds * 1000);
-  return {
-    kind: 'postgres',
-    // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
-    connection: { connectionString: c.store.databaseUrl, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 },
-    onConnect: (client) => void client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`).catch(() => undefined),
-  };
 }
