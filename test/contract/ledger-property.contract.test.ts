@@ -156,10 +156,12 @@ forEachBackend('ledger property on %s', (backend, backendName) => {
       {
         numRuns: RUNS,
         // Run first, so each kind of event the assertions below count happens whatever the random draws:
-        // a silent worker's item re-pended (claimed, then scans a failure timeout apart) and a steal.
+        // a silent worker's item re-pended (claimed, then scans a failure timeout apart), a steal, and a
+        // deposed coordinator's steal refused by the fence (w1 holds three unstarted items it may take).
         examples: [
           [[{ t: 'claim', w: 0 }, { t: 'scan' }, { t: 'advance', ms: 40_000 }, { t: 'scan' }, { t: 'advance', ms: 40_000 }, { t: 'scan' }]],
           [[{ t: 'claim', w: 0 }, { t: 'claim', w: 0 }, { t: 'steal', w: 1 }, { t: 'restartCoordinator' }, { t: 'oldCoordinatorSteals' }]],
+          [[{ t: 'claim', w: 1 }, { t: 'claim', w: 1 }, { t: 'claim', w: 1 }, { t: 'restartCoordinator' }, { t: 'oldCoordinatorSteals' }]],
         ],
       },
     );

@@ -16,6 +16,7 @@ import { BATCH_TICK_SECONDS } from '../../topology.js';
 import { PostgresIdempotency } from '../../adapters/postgres/idempotency.js';
 import { LedgerDeadLetters, LedgerSender, LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
 import { PostgresMembershipStore } from '../../adapters/postgres/membership-store.js';
+import { PostgresRunStats } from '../../adapters/postgres/run-stats.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
 import { apiUrlOf, LEADER_CHANNEL, nodeConfigSchema, storeOf, type NodeConfig, type NodeConfigInput } from './config.js';
@@ -78,7 +79,8 @@ export class ControlPlaneNode {
       queueFor: (runId) => new LedgerWorkQueue(this.sql, this.wake, runId, null),
       // The ledger-backed queue: an item given back maxReceiveCount times is a dead letter, failed with the reason.
       deadLettersFor: (runId) => new LedgerDeadLetters(this.sql, runId),
-      onSteal: (runId, n) => this.countSteals(runId, n),
+      // Items moved by steals, per run: the status page's figure.
+      onSteal: (runId, n) => new PostgresRunStats(this.sql).addSteals(runId, n),
     });
     this.triggers = new LocalTriggers(this.functions(), logger);
   }
@@ -245,11 +247,6 @@ export class ControlPlaneNode {
     return this.coordinators.stealFor(runId, workerId);
   }
 
-  /** Items moved by steals, per run: the status page's figure (drains are read from the worker registry). */
-  private async countSteals(runId: string, n: number): Promise<void> {
-    await this.sql.query('INSERT INTO run_stats (run_id, steals) VALUES ($1, $2) ON CONFLICT (run_id) DO UPDATE SET steals = run_stats.steals + $2', [runId, n]);
-  }
-
   /** The shared API over the pool, or over one request's transaction `tx` with its engine (a write with an Idempotency-Key). */
   api(over?: { tx: Sql; engine: RolloutEngine; afterCommit: (fn: () => Promise<void>) => void }): ReturnType<typeof apiHandler> {
     if (!over) return this.plane.api({ workQueue: () => new LedgerSender(this.wake) });
@@ -271,9 +268,7 @@ export class ControlPlaneNode {
     await this.coordinators.stop();
     const wasLeader = this.plane.elector.state === 'leader';
     await this.plane.elector.stop();
-    if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) {
-      await this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]).catch(() => undefined);
-    }
+    if (wasLeader && this.config.wakeOnResign) await this.wake.announce(LEADER_CHANNEL, this.nodeId).catch(() => undefined);
     await this.member.leave();
     await this.closeWake();
     await this.plane.close();
