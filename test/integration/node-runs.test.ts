@@ -44,18 +44,18 @@ describe.each([
     expect(res.status).toBe(201);
     const alwaysFails: ExecutionBackend = (payload) => ((payload as { poison?: boolean }).poison ? Promise.reject(new Error('always fails')) : Promise.resolve('ok'));
     const queue = new LedgerWorkQueue(node.sql, node.wake, runId, null).forWorker('w1');
-    const worker = new Worker({ runId, workerId: 'w1', ledger: node.ledger, queue, backend: alwaysFails, waitSeconds: 1, heartbeatMs: 200 });
-    const agent = new WorkerAgent({ worker, registry: node.registry, registration: { workerId: 'w1', instanceId: 'local-1', provider: 'local', runId }, ledger: node.ledger, registryHeartbeatMs: 200, exitWhenDone: true });
+    const worker = new Worker({ runId, workerId: 'w1', ledger: node.plane.stores.ledger, queue, backend: alwaysFails, waitSeconds: 1, heartbeatMs: 200 });
+    const agent = new WorkerAgent({ worker, registry: node.plane.registry, registration: { workerId: 'w1', instanceId: 'local-1', provider: 'local', runId }, ledger: node.plane.stores.ledger, registryHeartbeatMs: 200, exitWhenDone: true });
     const stop = new AbortController();
     const exit = agent.run(stop.signal);
     try {
       const poison = contentId(items[0]);
       // Bounded by the poll, not by the run: a node that never fails it leaves the worker waiting forever.
-      await expect.poll(async () => (await node.ledger.get(runId, poison))?.state, { interval: 100, timeout: 30_000 }).toBe('failed');
-      const item = (await node.ledger.get(runId, poison))!;
+      await expect.poll(async () => (await node.plane.stores.ledger.get(runId, poison))?.state, { interval: 100, timeout: 30_000 }).toBe('failed');
+      const item = (await node.plane.stores.ledger.get(runId, poison))!;
       expect(item.error).toMatch(/^poison: delivered 5 times without a result; last error: always fails/);
       expect((await exit).reason).toBe('done');
-      expect(await node.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 2, failed: 1 });
+      expect(await node.plane.stores.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 2, failed: 1 });
     } finally {
       stop.abort();
       await exit.catch(() => undefined);

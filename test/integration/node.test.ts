@@ -178,7 +178,7 @@ describe('cluster node', () => {
     const other = await http(`${a.url}/runs`, 'POST', { id: runId, spec: { model: 'b' }, items: [{ i: 2 }] }, { 'idempotency-key': randomUUID() });
     expect(other.status).toBe(409);
     expect(other.body).toMatchObject({ error: `run ${runId} exists with a different spec`, spec: { model: 'a' } });
-    expect(await a.node.ledger.counts(runId)).toMatchObject({ pending: 1 });
+    expect(await a.node.plane.stores.ledger.counts(runId)).toMatchObject({ pending: 1 });
   }, 30_000);
 
   it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over by the wake-up, not the retry', async () => {
@@ -187,7 +187,7 @@ describe('cluster node', () => {
     const a = await startNode('n-lock-a', database.url, retryLater);
     await until('a leads', 5_000, () => a.node.state === 'leader');
     const b = await startNode('n-lock-b', database.url, retryLater);
-    const bElector = b.node.elector as AdvisoryLockElector;
+    const bElector = b.node.plane.elector as AdvisoryLockElector;
     await until('b has tried for the lock', 5_000, () => bElector.stats.attempts === 1 && b.node.state === 'follower');
     expect(bElector.stats.acquisitions).toBe(0);
     const epoch = a.node.term;
@@ -260,7 +260,7 @@ describe('cluster node', () => {
     const created = await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 20 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() });
     expect(created.status).toBe(201);
     // One worker claims everything and runs nothing yet: all of it is stealable.
-    const hog = new Worker({ runId, workerId: 'hog', ledger: b.node.ledger, queue: new LedgerWorkQueue(b.node.sql, b.node.wake, runId, null).forWorker('hog'), backend: mockBackend(), waitSeconds: 0, receiveBatch: 20 });
+    const hog = new Worker({ runId, workerId: 'hog', ledger: b.node.plane.stores.ledger, queue: new LedgerWorkQueue(b.node.sql, b.node.wake, runId, null).forWorker('hog'), backend: mockBackend(), waitSeconds: 0, receiveBatch: 20 });
     expect(await hog.pull(undefined, 0)).toBe(20);
     const notice = await new HttpCoordinatorClient(`${b.url}/coordinator`, runId).requestWork('idle');
     expect(notice.victim).toBe('hog');
@@ -316,7 +316,7 @@ describe('cluster node', () => {
       await until('the leader steps down', 10_000, () => a.node.state !== 'leader' && b.node.state !== 'leader');
       console.log(`[node] the leader stepped down ${Date.now() - downAt} ms into the outage (TTL ${fast.leaseTtlSeconds} s)`);
       // Both keep campaigning, and every campaign fails: nobody is elected while the store is away.
-      const electors = [a, b].map((n) => n.node.elector as LeaseElector);
+      const electors = [a, b].map((n) => n.node.plane.elector as LeaseElector);
       const before = electors.map((e) => ({ ...e.stats }));
       // A campaign is counted when it starts and its error when it ends: wait for both, never race them.
       await until('both have campaigned and failed twice more', 10_000, () => electors.every((e, i) => e.stats.campaigns >= before[i]!.campaigns + 2 && e.stats.errors >= before[i]!.errors + 2));

@@ -64,33 +64,33 @@ describe.each(['pglite', 'postgres'] as const)('in-process worker pool on %s', (
 
   async function run(items: number): Promise<string> {
     const runId = uniqueName('run');
-    await node.ledger.createRun(runId, {}, Date.now());
-    await node.ledger.enqueue(runId, Array.from({ length: items }, (_, i) => ({ runId, i })), Date.now());
+    await node.plane.stores.ledger.createRun(runId, {}, Date.now());
+    await node.plane.stores.ledger.enqueue(runId, Array.from({ length: items }, (_, i) => ({ runId, i })), Date.now());
     await node.wake.notify(runId);
     return runId;
   }
 
   const finished = (runId: string, items: number) =>
-    until(`run ${runId}: all ${items} items Done`, async () => (await node.ledger.counts(runId)).done === items, 45_000, 50);
+    until(`run ${runId}: all ${items} items Done`, async () => (await node.plane.stores.ledger.counts(runId)).done === items, 45_000, 50);
 
   it('two runs on one node: interrupting run A\'s worker drains only that worker; run B\'s workers keep working and both runs finish', async () => {
     const a = await run(60);
     const b = await run(60);
     const p = pool({ size: 3, itemMs: 40, staggerMs: 0 });
     // Both runs have working workers holding items before the interruption.
-    await until('both runs are being worked on', async () => (await node.ledger.counts(a)).done > 0 && (await node.ledger.counts(b)).done > 0, 30_000, 20);
+    await until('both runs are being worked on', async () => (await node.plane.stores.ledger.counts(a)).done > 0 && (await node.plane.stores.ledger.counts(b)).done > 0, 30_000, 20);
     let victim: string | null = null;
     await until('a worker of run A holding items is interrupted', async () => (victim = await p.interrupt(a)) !== null, 30_000, 20);
     await until('the victim drained', () => p.drained(a) === 1, 30_000, 20);
     await Promise.all([finished(a, 60), finished(b, 60)]);
     expect(p.drained(a)).toBe(1);
     expect(p.drained(b)).toBe(0);
-    const records = await node.registry.list();
+    const records = await node.plane.registry.list();
     // Run B's workers were never asked to drain; of run A's, only the victim was.
     expect(records.filter((w) => w.runId === b && w.drain !== null)).toEqual([]);
     expect(records.filter((w) => w.runId === a && w.drain !== null).map((w) => w.workerId)).toEqual([victim]);
-    expect(await node.ledger.counts(a)).toEqual({ pending: 0, running: 0, done: 60, failed: 0 });
-    expect(await node.ledger.counts(b)).toEqual({ pending: 0, running: 0, done: 60, failed: 0 });
+    expect(await node.plane.stores.ledger.counts(a)).toEqual({ pending: 0, running: 0, done: 60, failed: 0 });
+    expect(await node.plane.stores.ledger.counts(b)).toEqual({ pending: 0, running: 0, done: 60, failed: 0 });
   });
 
   it('a store error that kills workers does not stall the run: every item ends Done', async () => {
@@ -111,7 +111,7 @@ describe.each(['pglite', 'postgres'] as const)('in-process worker pool on %s', (
     try {
       pool({ size: 2, itemMs: 5, staggerMs: 0, restartBackoffMs: { initial: 20, max: 1_000 } });
       await finished(runId, 30);
-      expect(await node.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 30, failed: 0 });
+      expect(await node.plane.stores.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 30, failed: 0 });
       // Every fault was hit (the sequence counts each start attempt, failed ones included).
       expect(Number((await node.sql.query<{ n: unknown }>(`SELECT last_value AS n FROM ${seq}`)).rows[0]!.n)).toBeGreaterThan(3);
     } finally {
@@ -145,7 +145,7 @@ describe.each(['pglite', 'postgres'] as const)('in-process worker pool on %s', (
     await until('the only worker, holding items, is interrupted', async () => (victim = await p.interrupt(runId)) !== null, 30_000, 20);
     await finished(runId, 40);
     expect(p.drained(runId)).toBe(1);
-    const records = (await node.registry.list()).filter((w) => w.runId === runId);
+    const records = (await node.plane.registry.list()).filter((w) => w.runId === runId);
     expect(records.length).toBeGreaterThanOrEqual(2);
     const drained = records.find((w) => w.workerId === victim)!;
     expect(records.filter((w) => w.workerId !== victim).every((w) => w.instanceId !== drained.instanceId && w.drain === null)).toBe(true);

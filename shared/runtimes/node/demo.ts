@@ -56,7 +56,7 @@ export class Demo {
 
   async start(): Promise<void> {
     const gates = { maxErrorRate: 0.05, maxP99LatencyMs: 800, minRequests: 50 };
-    await createRollout(this.node.engine, {
+    await createRollout(this.node.plane.engine, {
       id: this.rolloutId,
       actor: 'demo',
       spec: {
@@ -71,8 +71,8 @@ export class Demo {
     });
     await this.node.streaming.handle({ type: 'rollout.created', rolloutId: this.rolloutId });
     const now = Date.now();
-    await this.node.ledger.createRun(this.runId, { demo: true }, now);
-    await this.node.ledger.enqueue(this.runId, Array.from({ length: this.o.items }, (_, i) => ({ demo: this.runId, item: i })), now);
+    await this.node.plane.stores.ledger.createRun(this.runId, { demo: true }, now);
+    await this.node.plane.stores.ledger.enqueue(this.runId, Array.from({ length: this.o.items }, (_, i) => ({ demo: this.runId, item: i })), now);
     await this.node.wake.notify(this.runId);
     const every = 1000 / (this.o.reportsPerSecond ?? 4);
     const loop = () => {
@@ -87,7 +87,7 @@ export class Demo {
 
   /** One metrics report for the active stage (cumulative, ~0.5% errors), and the spot interruption when due. */
   private async step(): Promise<void> {
-    const view = await this.node.engine.store.load(this.rolloutId);
+    const view = await this.node.plane.engine.store.load(this.rolloutId);
     if (view && !isTerminal(view.rollout.state)) {
       const active = view.stages.find((s) => s.phase === 'active');
       if (active) {
@@ -98,7 +98,7 @@ export class Demo {
         await this.node.streaming.handle({ type: 'rollout.metrics_reported', rolloutId: this.rolloutId, stage: active.index, requests: c.requests, errors: c.errors, p99LatencyMs: 120 + Math.round(Math.random() * 60), observedAt: Date.now() });
       }
     } else if (view && this.rolloutDoneAt === null) this.rolloutDoneAt = Date.now();
-    const counts = await this.node.ledger.counts(this.runId);
+    const counts = await this.node.plane.stores.ledger.counts(this.runId);
     // Once a late worker has stolen (or the run is nearly done), so the demo shows both.
     if (!this.interrupted && counts.done >= this.o.items / 3 && (this.pool.stolen(this.runId) > 0 || counts.done >= (this.o.items * 3) / 4)) this.interrupted = (await this.pool.interrupt(this.runId)) !== null;
     if (this.runDoneAt === null && counts.pending + counts.running === 0) this.runDoneAt = Date.now();
@@ -109,8 +109,8 @@ export class Demo {
   }
 
   async progress(): Promise<DemoProgress> {
-    const view = await this.node.engine.store.load(this.rolloutId);
-    const counts = await this.node.ledger.counts(this.runId);
+    const view = await this.node.plane.engine.store.load(this.rolloutId);
+    const counts = await this.node.plane.stores.ledger.counts(this.runId);
     const active = view?.stages.find((s) => s.phase === 'active');
     const m = active ? view?.metrics.get(active.index) : undefined;
     const secs = (t: number | null) => (t === null ? null : (t - this.began) / 1000);

@@ -10,7 +10,7 @@ export function nodeMetrics(node: ControlPlaneNode): Registry {
   const registry = new Registry();
   registry.setDefaultLabels({ node_id: node.nodeId });
   collectDefaultMetrics({ register: registry, prefix: 'rollout_process_' });
-  const renewals = () => node.elector?.renewalCounts() ?? { renewals: 0, renewFailures: 0 };
+  const renewals = () => node.plane.elector?.renewalCounts() ?? { renewals: 0, renewFailures: 0 };
 
   new Gauge({ name: 'rollout_is_leader', help: '1 while this node holds promotion_leader', registers: [registry], collect() {
     this.set(node.state === 'leader' ? 1 : 0);
@@ -43,9 +43,9 @@ export function nodeMetrics(node: ControlPlaneNode): Registry {
     this.set(node.stats.lastFailoverAt === null ? 0 : node.stats.lastFailoverAt / 1000);
   } });
   new Gauge({ name: 'rollout_cluster_nodes', help: 'Nodes in cluster_nodes as last read, by health', labelNames: ['health'] as const, registers: [registry], collect() {
-    const healthy = node.nodes.filter((n) => n.isHealthy).length;
+    const healthy = node.member.nodes.filter((n) => n.isHealthy).length;
     this.set({ health: 'healthy' }, healthy);
-    this.set({ health: 'unhealthy' }, node.nodes.length - healthy);
+    this.set({ health: 'unhealthy' }, node.member.nodes.length - healthy);
   } });
   new Counter({ name: 'rollout_node_heartbeats_total', help: 'Heartbeats of this node, by result', labelNames: ['result'] as const, registers: [registry], collect() {
     this.reset();

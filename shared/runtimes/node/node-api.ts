@@ -108,7 +108,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     leader: () => within(readDeadlineMs, node.refreshLeader()),
     self: () => ({ state: node.state, term: node.term }),
     members: async () => (node.member.nodes = await node.membership.nodes()),
-    knownMembers: () => node.nodes,
+    knownMembers: () => node.member.nodes,
     storeSeen: (err) => (err === null ? node.storeUp() : node.storeDown(err)),
   };
 
@@ -158,7 +158,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     });
     for (const fn of after) await fn().catch(() => undefined);
     // Events the write produced were left in the outbox until the commit.
-    await node.engine.flushOutbox().catch(() => undefined);
+    await node.plane.engine.flushOutbox().catch(() => undefined);
     return out;
   }
 
@@ -259,7 +259,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
   const { rows: rolloutRows } = await node.sql.query<{ id: string }>(`SELECT id FROM rollouts ORDER BY (state = 'running') DESC, updated_at DESC LIMIT 20`);
   const rollouts = [];
   for (const { id } of rolloutRows) {
-    const v = await node.engine.store.load(id);
+    const v = await node.plane.engine.store.load(id);
     if (!v) continue;
     rollouts.push({
       id,
@@ -290,7 +290,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
   const runs = [];
   for (const r of runRows) {
     const id = String(r.id);
-    const counts = await node.ledger.counts(id);
+    const counts = await node.plane.stores.ledger.counts(id);
     runs.push({ id, createdAt: new Date(toMillis(r.created_at)).toISOString(), coordinatorEpoch: toInt(r.coordinator_epoch), counts, total: counts.pending + counts.running + counts.done + counts.failed, steals: toInt(r.steals), drains: toInt(r.drains), done: counts.pending + counts.running === 0 });
   }
   // Renewals come every heartbeat; on the page they would push out what matters.

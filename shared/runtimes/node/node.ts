@@ -1,6 +1,6 @@
 import { HttpError, PROMOTION_LEASE, type apiHandler } from '../../api/handler.js';
 import { ClusterMember, type LeaderView, type NodeStats } from '../../cluster/member.js';
-import { Membership, type ClusterNode, type NodeState } from '../../cluster/membership.js';
+import { Membership, type NodeState } from '../../cluster/membership.js';
 import { openControlPlane, type ControlPlane } from '../../compose/control-plane.js';
 import { sqlStores } from '../../compose/stores.js';
 import { parseConfig } from '../../config.js';
@@ -163,26 +163,8 @@ export class ControlPlaneNode {
   get nodeId(): string {
     return this.config.nodeId;
   }
-  get engine(): RolloutEngine {
-    return this.plane.engine;
-  }
-  get ledger(): ControlPlane['stores']['ledger'] {
-    return this.plane.stores.ledger;
-  }
-  get registry(): ControlPlane['registry'] {
-    return this.plane.registry;
-  }
-  get elector(): ControlPlane['elector'] {
-    return this.plane.elector;
-  }
   get stats(): NodeStats {
     return this.member.stats;
-  }
-  get leader(): LeaderView | null {
-    return this.member.leader;
-  }
-  get nodes(): ClusterNode[] {
-    return this.member.nodes;
   }
   get state(): NodeState {
     return this.member.state;

@@ -97,7 +97,7 @@ export class LocalWorkerPool {
   }
 
   private async adoptRuns(): Promise<void> {
-    for (const runId of await this.node.ledger.openRuns()) {
+    for (const runId of await this.node.plane.stores.ledger.openRuns()) {
       if (this.runs.has(runId) || this.stop.signal.aborted) continue;
       this.runs.set(runId, this.size);
       for (let i = 0; i < this.size; i++) {
@@ -171,7 +171,7 @@ export class LocalWorkerPool {
     const worker = this.makeWorker({
       runId,
       workerId,
-      ledger: node.ledger,
+      ledger: node.plane.stores.ledger,
       queue: new LedgerWorkQueue(node.sql, node.wake, runId, null).forWorker(workerId),
       backend: mockBackend({ durationMs: this.itemMs }),
       coordinator: {
@@ -186,7 +186,7 @@ export class LocalWorkerPool {
       heartbeatMs: 1_000,
       logger: this.quiet,
     });
-    const agent = new WorkerAgent({ worker, registry: node.registry, registration: { workerId, instanceId, provider: 'local', runId }, ledger: node.ledger, registryHeartbeatMs: 250, exitWhenDone: true, logger: this.quiet });
+    const agent = new WorkerAgent({ worker, registry: node.plane.registry, registration: { workerId, instanceId, provider: 'local', runId }, ledger: node.plane.stores.ledger, registryHeartbeatMs: 250, exitWhenDone: true, logger: this.quiet });
     const pw: PoolWorker = { runId, workerId, instanceId, worker, exit: null };
     this.workers.push(pw);
     return { pw, agent };
@@ -202,7 +202,7 @@ export class LocalWorkerPool {
     const victim = this.workers.filter((w) => w.runId === runId && w.exit === null && w.worker.held.length > 0).at(-1);
     if (!victim) return null;
     const now = Date.now();
-    const r = await this.node.registry.requestDrain({ instanceId: victim.instanceId, kind: 'interruption', provider: 'aws', noticeAt: now }, now);
+    const r = await this.node.plane.registry.requestDrain({ instanceId: victim.instanceId, kind: 'interruption', provider: 'aws', noticeAt: now }, now);
     return r.outcome === 'requested' ? victim.worker.id : null;
   }
 
