@@ -54,8 +54,6 @@ export interface ControlPlaneConfig {
 
 export interface ControlPlane {
   readonly stores: StoreBundle;
-  readonly holderId: string;
-  readonly timings: ReturnType<typeof runtimeLeaseTimings>;
   readonly engine: RolloutEngine;
   readonly registry: WorkerRegistry;
   readonly elector: LeaderElector;
@@ -71,7 +69,7 @@ export interface ControlPlane {
 }
 
 /** The promotion elector the configuration names, and how a leadership check reads it. */
-async function election(c: ControlPlaneConfig, stores: StoreBundle, timings: ControlPlane['timings'], logger: Logger): Promise<{ elector: LeaderElector; leadership: Leadership }> {
+async function election(c: ControlPlaneConfig, stores: StoreBundle, timings: ReturnType<typeof runtimeLeaseTimings>, logger: Logger): Promise<{ elector: LeaderElector; leadership: Leadership }> {
   const meta = c.leaderMeta ?? { hostname: null, apiUrl: null };
   const callbacks = c.callbacks?.(stores) ?? {};
   const e = c.election;
@@ -111,8 +109,6 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
   const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger });
   return {
     stores,
-    holderId: c.holderId,
-    timings,
     engine,
     registry: new WorkerRegistry(stores.registry),
     elector,
