@@ -250,7 +250,10 @@ export class ControlPlaneNode {
     await this.coordinators.stop();
     const wasLeader = this.plane.elector.state === 'leader';
     await this.plane.elector.stop();
-    if (wasLeader && this.config.wakeOnResign) await this.wake.announce(LEADER_CHANNEL, this.nodeId).catch(() => undefined);
+    // Over the pool, not the wake-up's own listening connection, which may be down or reconnecting.
+    if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) {
+      await this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]).catch(() => undefined);
+    }
     await this.member.leave();
     await this.closeWake();
     await this.plane.close();
