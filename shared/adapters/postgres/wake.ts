@@ -16,8 +16,6 @@ export interface WakeSource {
   /** Arm before looking, so a wake-up between the look and the wait is not missed. */
   arm(runId: string): Armed;
   notify(runId: string): Promise<void>;
-  /** Tell every listening process on `channel` (one of the further channels it was opened with); one process has nobody to tell. */
-  announce(channel: string, payload: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -76,10 +74,6 @@ export class InProcessWake implements WakeSource {
 
   notify(runId: string): Promise<void> {
     this.waiters.wake(runId);
-    return Promise.resolve();
-  }
-
-  announce(): Promise<void> {
     return Promise.resolve();
   }
 
@@ -154,12 +148,6 @@ export class PgNotifyWake implements WakeSource {
     const client = this.client;
     if (client) await client.query('SELECT pg_notify($1, $2)', [WAKE_CHANNEL, runId]);
     else this.waiters.wake(runId);
-  }
-
-  /** Over the listening connection; while it is down nobody is told (listeners find out at their own pace, as without it). */
-  async announce(channel: string, payload: string): Promise<void> {
-    if (!(channel in this.channels)) throw new Error(`announce: ${channel} is not a channel this wake-up was opened with`);
-    await this.client?.query('SELECT pg_notify($1, $2)', [channel, payload]);
   }
 
   async close(): Promise<void> {
