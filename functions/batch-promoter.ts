@@ -23,7 +23,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
   return instrumented<unknown, { ticks: number; transitions: number; leader: boolean }, LambdaContext>({ logger, metrics, failure: 'batch promoter tick failed', atEnd: () => telemetry.publish() }, async (_event, context) => {
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
-    const batch = new BatchPromoter(rt.engine, rt.leadership);
+    const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger) });
     telemetry.watch(rt);
     let ticks = 0;
     let transitions = 0;

@@ -7,6 +7,7 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -157,6 +158,11 @@ export class ControlPlaneStack extends Stack {
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
       if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
+      if (grant === 'cloudwatch:read') {
+        // GetMetricData takes no resource; DescribeAlarms is scoped to this account's alarms in any region (a gate may name its region).
+        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] }));
+        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:DescribeAlarms'], resources: [`arn:${this.partition}:cloudwatch:*:${this.account}:alarm:*`] }));
+      }
     }
     // Every rule target: retried for up to an hour, then kept in the events DLQ with the reason.
     const target = (input?: Readonly<Record<string, unknown>>) =>
@@ -180,7 +186,13 @@ export class ControlPlaneStack extends Stack {
     }
     Validations.of(fn).acknowledge(
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
-      { id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray PutTraceSegments/PutTelemetryRecords cannot be scoped to a resource' },
+      {
+        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
+        reason: `X-Ray PutTraceSegments/PutTelemetryRecords${spec.grants.some((g) => g === 'cloudwatch:read') ? ' and CloudWatch GetMetricData' : ''} cannot be scoped to a resource`,
+      },
+      ...(spec.grants.some((g) => g === 'cloudwatch:read')
+        ? [{ id: 'AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:*:<AWS::AccountId>:alarm:*]', reason: 'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms' }]
+        : []),
       ...(this.table ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::${this.indexResource(this.table)}]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' }] : []),
     );
     return fn;

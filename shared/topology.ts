@@ -1,4 +1,5 @@
 import { REBALANCE_RECOMMENDATION, SPOT_INTERRUPTION } from './drain/sources.js';
+import { CLOUDWATCH_ALARM_DETAIL_TYPE, CLOUDWATCH_SOURCE } from './rollout/inbound.js';
 
 /**
  * One declaration of each function and what triggers it. The CDK stack
@@ -34,7 +35,7 @@ export interface FunctionSpec {
   /** Why: see each function. Undefined = the account's unreserved pool. */
   readonly reservedConcurrency?: number;
   /** What it may touch. */
-  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume')[];
+  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume' | 'cloudwatch:read')[];
 }
 
 /** Rollout signals sent to the bus by users and integrations (detail-type = the inbound event type). */
@@ -49,8 +50,12 @@ export const BATCH_TICK_SECONDS = 10;
 export const FUNCTIONS = {
   streamingPromoter: {
     entry: 'functions/streaming-promoter.ts',
-    description: 'Stores a rollout signal and, when this stack leads, evaluates the rollout at once',
-    triggers: [{ kind: 'rule', bus: 'rollout', pattern: { 'detail-type': [...ROLLOUT_SIGNAL_TYPES] } }],
+    description: 'Stores a rollout signal or an alarm state change and, when this stack leads, evaluates the rollout at once',
+    triggers: [
+      { kind: 'rule', bus: 'rollout', pattern: { 'detail-type': [...ROLLOUT_SIGNAL_TYPES] } },
+      // CloudWatch puts every alarm's state changes on the account's default bus: a cloudwatchAlarm gate breached is acted on within one delivery.
+      { kind: 'rule', bus: 'default', pattern: { source: [CLOUDWATCH_SOURCE], 'detail-type': [CLOUDWATCH_ALARM_DETAIL_TYPE] } },
+    ],
     // One evaluation is a few store round trips; 30 s covers a slow store with retries.
     timeoutSeconds: 30,
     memoryMb: 512,
@@ -58,14 +63,15 @@ export const FUNCTIONS = {
   },
   batchPromoter: {
     entry: 'functions/batch-promoter.ts',
-    description: 'Ticks every 10 s within a once-a-minute invocation: promotes what is due, catches up on dropped events',
+    description: 'Ticks every 10 s within a once-a-minute invocation: reads due gates, promotes what is due, catches up on dropped events',
     triggers: [{ kind: 'schedule', everyMinutes: 1 }],
     // Ticks through one minute and ends before the next invocation; concurrency 1 so ticks never overlap.
     // Mostly waiting between ticks, so memory (and CPU, which scales with it) is kept small; see README for the cost.
     timeoutSeconds: 70,
     memoryMb: 256,
     reservedConcurrency: 1,
-    grants: ['store:read', 'store:write', 'bus:put'],
+    // Provider gates are read on its tick only: DescribeAlarms and GetMetricData are granted here and nowhere else.
+    grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read'],
   },
   coordinator: {
     entry: 'functions/coordinator.ts',

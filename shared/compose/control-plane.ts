@@ -13,6 +13,8 @@ import { silentLogger, type Logger } from '../log.js';
 import type { WorkQueue } from '../queue/port.js';
 import { WorkerRegistry } from '../registry/registry.js';
 import { campaignEachTime, leadershipOf, RolloutEngine, type Leadership } from '../rollout/engine.js';
+import { GateReader, type GateProviders } from '../rollout/gate-reader.js';
+import { defaultGateProviders } from './gates.js';
 import { openStores, type StoreBundle, type StoreConfig } from './stores.js';
 
 /**
@@ -47,6 +49,8 @@ export interface ControlPlaneConfig {
   readonly bus: EventBus;
   /** Written on the lease row, so followers and proxies can name and reach the leader. */
   readonly leaderMeta?: { readonly hostname: string | null; readonly apiUrl: string | null };
+  /** Where provider gates are read from (default: Prometheus over HTTP, CloudWatch with the process's AWS identity). */
+  readonly gateProviders?: GateProviders;
   /** Leadership changes (a node's cluster bookkeeping, made over the opened stores); a Lambda has none. */
   readonly callbacks?: (stores: StoreBundle) => ElectorCallbacks;
   readonly logger?: Logger;
@@ -55,6 +59,8 @@ export interface ControlPlaneConfig {
 export interface ControlPlane {
   readonly stores: StoreBundle;
   readonly engine: RolloutEngine;
+  /** Reads due provider gates on the BatchPromoter's tick. */
+  readonly gateReader: GateReader;
   readonly registry: WorkerRegistry;
   readonly elector: LeaderElector;
   /** The token to fence writes with, or null when this process does not lead. */
@@ -110,6 +116,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
   return {
     stores,
     engine,
+    gateReader: new GateReader(c.gateProviders ?? defaultGateProviders(), stores.rollouts, { logger }),
     registry: new WorkerRegistry(stores.registry),
     elector,
     leadership,

@@ -1,3 +1,4 @@
+import { providerVerdict, type GateReading } from './gates.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 
 /**
@@ -9,8 +10,12 @@ import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 
 export type Decision =
   | { readonly kind: 'activate'; readonly stage: number }
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete' }
-  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string }
+  /** `readings`: the provider gates' passing readings that allowed it. */
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[] }
+  /** `readings`: the provider gate reading that decided, when a provider gate did. */
+  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[] }
+  /** A provider gate's inconclusive readings are over its limit: stop and say why, neither promote nor roll back. */
+  | { readonly kind: 'pause'; readonly reason: string; readonly readings: readonly GateReading[] }
   | { readonly kind: 'deadline'; readonly abort: boolean };
 
 export function evaluate(view: RolloutView, now: number): Decision | null {
@@ -32,14 +37,18 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   // Breaches first: a breach seen together with an elapsed bake still rolls back.
   const breach = breachOf(view, active.index);
   if (breach) return { kind: 'rollback', stage: active.index, reason: breach };
+  // Provider gates count readings since the stage's activation or last resume: both set lastProgressAt.
+  const providers = providerVerdict(gates.providers ?? [], view.gates, active.index, rollout.lastProgressAt);
+  if (providers.kind === 'rollback') return { kind: 'rollback', stage: active.index, reason: providers.reason, readings: providers.readings };
+  if (providers.kind === 'pause') return { kind: 'pause', reason: providers.reason, readings: providers.readings };
 
   const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
   const alarmsOk = gates.alarms.every((a) => view.alarms[a] === 'OK');
   const m = stageReading(view, active.index);
   const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
-  if (baked && alarmsOk && enoughTraffic) {
+  if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') {
     const last = active.index === stages.length - 1;
-    return { kind: 'promote', stage: active.index, then: last ? 'complete' : 'activate_next' };
+    return { kind: 'promote', stage: active.index, then: last ? 'complete' : 'activate_next', ...(providers.readings.length ? { readings: providers.readings } : {}) };
   }
   return deadline(view, now);
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Same } from '../types.js';
+import { gateReadingSchema, type GateReading } from './gates.js';
 import { millisSchema } from './model.js';
 
 /** Source of every rollout event on the bus. */
@@ -29,6 +30,8 @@ export interface RolloutEventDetail {
   /** The stage activated by the same step (stage_promoted). */
   readonly nextStage?: { readonly index: number; readonly name: string; readonly percent: number };
   readonly reason?: string;
+  /** The provider gate readings that decided (stage_promoted: those that passed; rollback_detected, paused: the one over its limit). */
+  readonly readings?: readonly GateReading[];
   /** Who acted: `promoter:<holder>` for automatic actions, the caller's identity for commands. */
   readonly actor: string;
   /** Lease epoch the action was fenced under. */
@@ -66,6 +69,7 @@ export const rolloutEventSchema = z
         stage: stageRefSchema.optional(),
         nextStage: stageRefSchema.optional(),
         reason: z.string().optional(),
+        readings: z.array(gateReadingSchema).readonly().optional(),
         actor: z.string(),
         epoch: z.number().int().nonnegative(),
       })

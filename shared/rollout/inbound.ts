@@ -8,6 +8,12 @@ import { z } from 'zod';
 
 /** The latest instant a JavaScript Date can hold: anything beyond is no time at all. */
 const MAX_TIME = 8_640_000_000_000_000;
+/** The inbound type of a native CloudWatch alarm state change. */
+export const CLOUDWATCH_ALARM_CHANGE = 'cloudwatch.alarm_state_change';
+/** How AWS names the event on the default bus. */
+export const CLOUDWATCH_SOURCE = 'aws.cloudwatch';
+export const CLOUDWATCH_ALARM_DETAIL_TYPE = 'CloudWatch Alarm State Change';
+
 const when = z.union([z.number().int().nonnegative().max(MAX_TIME), z.string().datetime({ offset: true }).transform((s) => Date.parse(s))]);
 const id = z.string().trim().min(1).max(200);
 
@@ -37,6 +43,16 @@ export const inboundEventSchema = z.discriminatedUnion('type', [
     })
     .strict(),
   z.object({ type: z.literal('rollout.command'), rolloutId: id, command: z.string().min(1) }).strict(),
+  /** A CloudWatch alarm's state change, as AWS puts it on the default bus (see `inboundFromEnvelope`). */
+  z
+    .object({
+      type: z.literal(CLOUDWATCH_ALARM_CHANGE),
+      alarm: z.string().trim().min(1).max(255),
+      state: z.enum(['OK', 'ALARM', 'INSUFFICIENT_DATA']),
+      changedAt: when,
+      region: z.string().max(64).optional(),
+    })
+    .strict(),
 ]);
 
 export type InboundEvent = z.output<typeof inboundEventSchema>;
@@ -60,7 +76,12 @@ export const READING_SKEW_MARGIN_MS = 30_000;
 
 /** Refuses a signal stamped later than now + the margin, naming the field (InvalidEventError: the caller keeps the event). */
 export function refuseFromTheFuture(event: InboundEvent, now: number, marginMs = READING_SKEW_MARGIN_MS): void {
-  const stamped = event.type === 'rollout.metrics_reported' ? (['observedAt', event.observedAt] as const) : event.type === 'rollout.alarm_changed' ? (['changedAt', event.changedAt] as const) : null;
+  const stamped =
+    event.type === 'rollout.metrics_reported'
+      ? (['observedAt', event.observedAt] as const)
+      : event.type === 'rollout.alarm_changed' || event.type === CLOUDWATCH_ALARM_CHANGE
+        ? (['changedAt', event.changedAt] as const)
+        : null;
   if (!stamped || stamped[1] <= now + marginMs) return;
   const [field, at] = stamped;
   throw new InvalidEventError([
@@ -74,11 +95,51 @@ export function parseInboundEvent(input: unknown): InboundEvent {
   throw new InvalidEventError(r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`));
 }
 
-const envelope = z.object({ 'detail-type': z.string().min(1), detail: z.record(z.string(), z.unknown()) }).passthrough();
+const envelope = z.object({ source: z.string().optional(), 'detail-type': z.string().min(1), detail: z.record(z.string(), z.unknown()) }).passthrough();
 
-/** An event as EventBridge delivers it (detail-type + detail), in AWS or on the local bus → a rollout event; refused with the field named. */
+/** AWS writes `2019-10-02T17:04:40.989+0000`: an offset without its colon, which ISO-8601 parsers may refuse. */
+const awsTimestamp = z
+  .string()
+  .max(64)
+  .transform((s, ctx) => {
+    const ms = Date.parse(s.replace(/([+-]\d{2})(\d{2})$/, '$1:$2'));
+    if (Number.isNaN(ms)) {
+      ctx.addIssue({ code: 'custom', message: `not a timestamp: ${JSON.stringify(s)}` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+/**
+ * The detail of AWS's `CloudWatch Alarm State Change` event (metric and
+ * composite alarms alike). Only what a gate needs is read; the rest of AWS's
+ * detail (configuration, reasonData, previousState) passes through unread.
+ */
+const cloudwatchAlarmDetail = z
+  .object({
+    alarmName: z.string().trim().min(1).max(255),
+    state: z.object({ value: z.enum(['OK', 'ALARM', 'INSUFFICIENT_DATA']), timestamp: awsTimestamp }).passthrough(),
+  })
+  .passthrough();
+
+/**
+ * An event as EventBridge delivers it (source, detail-type + detail), in AWS
+ * or on the local bus → an inbound event; refused with the field named. Our
+ * own signals carry their type as the detail-type; AWS's CloudWatch alarm
+ * state changes are read from AWS's own shape.
+ */
 export function inboundFromEnvelope(event: unknown): InboundEvent {
   const env = envelope.safeParse(event);
-  if (!env.success) throw new InvalidEventError(env.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+  if (!env.success) throw new InvalidEventError(issues(env.error));
+  if (env.data.source === CLOUDWATCH_SOURCE && env.data['detail-type'] === CLOUDWATCH_ALARM_DETAIL_TYPE) {
+    const d = cloudwatchAlarmDetail.safeParse(env.data.detail);
+    if (!d.success) throw new InvalidEventError(issues(d.error, 'detail'));
+    const region = typeof (event as { region?: unknown }).region === 'string' ? String((event as { region: string }).region) : undefined;
+    return parseInboundEvent({ type: CLOUDWATCH_ALARM_CHANGE, alarm: d.data.alarmName, state: d.data.state.value, changedAt: d.data.state.timestamp, ...(region ? { region } : {}) });
+  }
   return parseInboundEvent({ type: env.data['detail-type'], ...env.data.detail });
+}
+
+function issues(error: z.ZodError, under?: string): string[] {
+  return error.issues.map((i) => `${[...(under ? [under] : []), ...i.path].join('.') || '(root)'}: ${i.message}`);
 }

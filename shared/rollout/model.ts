@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
+import type { GateTally } from './gates.js';
 import type { RolloutSpec } from './spec.js';
 
 /** As the rollouts and rollout_stages CHECK constraints list them. */
@@ -92,8 +93,38 @@ export interface RolloutView {
   readonly stages: readonly StageStatus[];
   /** Metrics per stage index of the current attempt. */
   readonly metrics: ReadonlyMap<number, StageMetrics>;
-  /** Current state of every alarm a stage of this rollout names. */
+  /** Current state of every alarm a stage of this rollout names (its `alarms` and its cloudwatchAlarm gates). */
   readonly alarms: Readonly<Record<string, AlarmState>>;
+  /** Provider gate tallies of the current attempt, by stage index, then gate name. */
+  readonly gates: ReadonlyMap<number, ReadonlyMap<string, GateTally>>;
+}
+
+/** The alarm names a spec's stages watch: their `alarms` lists and their cloudwatchAlarm gates. */
+export function alarmNamesOf(spec: RolloutSpec): string[] {
+  return [...new Set(spec.stages.flatMap((s) => [...s.gates.alarms, ...(s.gates.providers ?? []).flatMap((g) => (g.type === 'cloudwatchAlarm' ? g.alarms : []))]))];
+}
+
+/** Tallies as a view holds them, from a flat list. */
+export function talliesByStage(tallies: Iterable<GateTally>): Map<number, Map<string, GateTally>> {
+  const out = new Map<number, Map<string, GateTally>>();
+  for (const t of tallies) {
+    let m = out.get(t.stage);
+    if (!m) out.set(t.stage, (m = new Map<string, GateTally>()));
+    m.set(t.gate, t);
+  }
+  return out;
+}
+
+/** The view with these tallies in place of the ones it holds (readings just stored). */
+export function withTallies(view: RolloutView, tallies: readonly GateTally[]): RolloutView {
+  if (!tallies.length) return view;
+  const merged = new Map([...view.gates].map(([stage, m]) => [stage, new Map(m)]));
+  for (const t of tallies) {
+    let m = merged.get(t.stage);
+    if (!m) merged.set(t.stage, (m = new Map<string, GateTally>()));
+    m.set(t.gate, t);
+  }
+  return { ...view, gates: merged };
 }
 
 export function activeStage(view: RolloutView): StageStatus | undefined {

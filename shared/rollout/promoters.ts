@@ -2,36 +2,55 @@ import { z } from 'zod';
 import { parseConfig } from '../config.js';
 import { mapLimit } from '../concurrency.js';
 import type { Action, Leadership, RolloutEngine } from './engine.js';
-import { READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
-import type { RolloutView } from './model.js';
-import { UnknownRolloutError } from './store.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import type { GateReader } from './gate-reader.js';
+import { judge, type ReadingToStore } from './gates.js';
+import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
+import { activeStage, alarmNamesOf, withTallies, type RolloutView } from './model.js';
+import { UnknownRolloutError, type RolloutStore } from './store.js';
 
 /**
- * BatchPromoter: each tick takes or renews leadership and, if leader,
- * evaluates every running rollout. It is the correctness fallback: whatever
- * the streaming path missed, the next tick catches up. Who ticks it — the
- * batch-promoter Lambda within its minute, a node's schedule trigger — never
- * overlaps two ticks.
+ * BatchPromoter: each tick takes or renews leadership and, if leader, reads
+ * the provider gates that are due (GateReader: outside the fence, each
+ * reading stored) and evaluates every running rollout. It is the correctness
+ * fallback: whatever the streaming path missed, the next tick catches up.
+ * Who ticks it — the batch-promoter Lambda within its minute, a node's
+ * schedule trigger — never overlaps two ticks.
  */
 export class BatchPromoter {
   private readonly concurrency: number;
+  private readonly reader: GateReader | undefined;
+  private readonly logger: Logger;
 
   constructor(
     private readonly engine: RolloutEngine,
     private readonly leadership: Leadership,
-    options: { concurrency?: number } = {},
+    options: { concurrency?: number; reader?: GateReader; logger?: Logger } = {},
   ) {
     this.concurrency = parseConfig('batch promoter', z.object({ concurrency: z.number().int().min(1).max(64).default(8) }), { concurrency: options.concurrency }).concurrency;
+    this.reader = options.reader;
+    this.logger = options.logger ?? silentLogger;
   }
 
-  async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number }> {
+  async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number; readings: number }> {
     const token = await this.leadership();
-    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0 };
+    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0 };
     const republished = await this.engine.flushOutbox();
-    const views = await this.engine.store.loadRunning();
+    let views = await this.engine.store.loadRunning();
+    let readings = 0;
+    if (this.reader) {
+      try {
+        const read = await this.reader.read(views);
+        views = read.views;
+        readings = read.readings.length;
+      } catch (err) {
+        // The gates not read this tick keep their last tallies: a stage whose gate has no new reading does not promote on it.
+        this.logger.warn('gate readings not stored this tick', { error: errorMessage(err) });
+      }
+    }
     // A FencedError from any rollout ends the whole tick: we are no longer leader.
     const actions = (await mapLimit(views, this.concurrency, (view) => this.engine.evaluateView(view, token))).flat();
-    return { leader: true, evaluated: views.length, actions, republished };
+    return { leader: true, evaluated: views.length, actions, republished, readings };
   }
 }
 
@@ -81,9 +100,13 @@ export class StreamingPromoter {
         affected = () => Promise.resolve([r.view]);
         break;
       }
-      case 'rollout.alarm_changed': {
+      case 'rollout.alarm_changed':
+      case CLOUDWATCH_ALARM_CHANGE: {
         stored = await store.recordAlarm(event.alarm, event.state, event.changedAt);
-        affected = async () => (await store.loadRunning()).filter((v) => v.rollout.spec.stages.some((s) => s.gates.alarms.includes(event.alarm)));
+        let views = (await store.loadRunning()).filter((v) => alarmNamesOf(v.rollout.spec).includes(event.alarm));
+        // Stored whoever leads: what the alarm's newest state says of every gate that watches it.
+        if (stored === 'stored') views = await alarmReadings(store, views, event.alarm, this.engine.clock.now());
+        affected = () => Promise.resolve(views);
         break;
       }
       case 'rollout.created':
@@ -102,4 +125,29 @@ export class StreamingPromoter {
     for (const view of await affected()) actions.push(...(await this.engine.evaluateView(view, token)));
     return { stored, evaluated: true, actions };
   }
+}
+
+/**
+ * The readings an alarm's state change makes: one for each cloudwatchAlarm
+ * gate of an active stage that names the alarm, judged on the states the
+ * views hold (the change among them). A change settles a gate only when it
+ * fails it (an alarm in ALARM) or passes it (all OK); anything else is left
+ * to the next DescribeAlarms reading, which sees every alarm as it is.
+ */
+async function alarmReadings(store: RolloutStore, views: readonly RolloutView[], alarm: string, at: number): Promise<RolloutView[]> {
+  const toStore: ReadingToStore[] = [];
+  for (const v of views) {
+    const active = v.rollout.state === 'running' ? activeStage(v) : undefined;
+    if (!active) continue;
+    for (const gate of v.rollout.spec.stages[active.index]?.gates.providers ?? []) {
+      if (gate.type !== 'cloudwatchAlarm' || !gate.alarms.includes(alarm)) continue;
+      const states = Object.fromEntries(gate.alarms.map((a) => [a, v.alarms[a] ?? ('missing' as const)]));
+      const answer = `state change of ${alarm}: ${gate.alarms.map((a) => `${a} ${states[a]}`).join(', ')}`;
+      const reading = judge(gate, { kind: 'alarms', states, answer }, { attempt: v.rollout.attempt, stage: active.index, at, source: 'event' });
+      if (reading.outcome !== 'inconclusive') toStore.push({ rolloutId: v.rollout.id, origin: v.rollout.lastProgressAt, reading });
+    }
+  }
+  if (!toStore.length) return [...views];
+  const counted = await store.recordGateReadings(toStore);
+  return views.map((v) => withTallies(v, counted.filter((c) => c.rolloutId === v.rollout.id).map((c) => c.tally)));
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
+import { providerGatesSchema } from './gate-spec.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -17,7 +18,13 @@ export const gatesSchema = z
     /** Metric gates are judged only once this many requests were seen; promotion waits for them. */
     minRequests: z.number().int().nonnegative().default(0),
     /** Alarms that must be OK to promote; any of them in ALARM during the bake rolls back. */
-    alarms: z.array(z.string().trim().min(1)).default([]),
+    alarms: z.array(z.string().trim().min(1).max(255)).max(100).default([]),
+    /**
+     * Gates read from where the metrics live (gate-spec.ts). Absent rather
+     * than empty by default: a spec stored before providers existed reads
+     * back equal to the same spec parsed now, so re-creating it stays a no-op.
+     */
+    providers: providerGatesSchema.optional(),
   })
   .strict();
 

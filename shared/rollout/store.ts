@@ -1,5 +1,6 @@
 import type { LeaseToken } from '../lease/record.js';
 import type { RolloutEvent } from './events.js';
+import type { GateReading, GateTally, ReadingToStore } from './gates.js';
 import type { AlarmState, RolloutView, StageMetrics } from './model.js';
 import type { RolloutSpec } from './spec.js';
 import type { TransitionPlan } from './transitions.js';
@@ -28,6 +29,15 @@ export interface RolloutStore {
   recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, metrics: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }>;
   recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome>;
   /**
+   * Stores provider gate readings, whoever leads (a reading is a fact, not a
+   * decision: no fence), and counts each in its gate's tally by `tallyWith`'s
+   * rule. Returns the tallies as they stand after the write, for the readings
+   * that counted (one taken in an older period than its tally's does not).
+   */
+  recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]>;
+  /** The newest `perGate` (default 50) readings of every gate of the rollout's current attempt (or `attempt`), newest first. */
+  gateReadings(rolloutId: string, o?: { readonly perGate?: number; readonly attempt?: number }): Promise<GateReading[]>;
+  /**
    * Applies a plan in one atomic write, fenced by `token`: only if the rollout
    * row still has the plan's expected version, state and attempt and each
    * touched stage its expected phase. Returns false when the evaluated state
@@ -40,6 +50,12 @@ export interface RolloutStore {
   markPublished(events: readonly RolloutEvent[]): Promise<void>;
   /** Every event of a rollout, oldest first (its history). */
   events(rolloutId: string): Promise<RolloutEvent[]>;
+}
+
+/** A tally as it stands once a reading was counted into it. */
+export interface CountedReading {
+  readonly rolloutId: string;
+  readonly tally: GateTally;
 }
 
 /** Metrics or a command for a rollout id that does not exist. */

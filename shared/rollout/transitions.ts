@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { issueLines } from '../config.js';
 import type { LeaseToken } from '../lease/record.js';
+import type { GateReading } from './gates.js';
 import type { Same } from '../types.js';
 import { ROLLOUT_SOURCE, rolloutEventId, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
 import {
@@ -28,11 +29,12 @@ import {
 
 export type Transition =
   | { readonly kind: 'activate'; readonly stage: number }
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete' }
-  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string }
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[] }
+  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[] }
   | { readonly kind: 'deadline'; readonly abort: boolean }
   | { readonly kind: 'promote_full' }
-  | { readonly kind: 'pause'; readonly reason?: string }
+  /** `readings`: the gate readings that decided an automatic pause. */
+  | { readonly kind: 'pause'; readonly reason?: string; readonly readings?: readonly GateReading[] }
   | { readonly kind: 'resume' }
   | { readonly kind: 'abort'; readonly reason?: string }
   | { readonly kind: 'retry' };
@@ -201,14 +203,15 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       stageAt(t.stage, 'active');
       promote(t.stage);
       next = { ...next, lastProgressAt: now };
+      const decided = readingsOf(t);
       if (t.then === 'activate_next') {
         stageAt(t.stage + 1, 'pending');
         activate(t.stage + 1);
-        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage), nextStage: stageRef(t.stage + 1) } });
+        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage), nextStage: stageRef(t.stage + 1), ...decided } });
       } else {
         if (t.stage !== view.stages.length - 1) throw reject(`stage ${t.stage} is not the last stage`);
         next = { ...next, state: 'completed', stateBy: ctx.actor, stateReason: null };
-        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage) } });
+        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage), ...decided } });
         events.push({ type: 'ai.rollout.completed' });
       }
       break;
@@ -218,7 +221,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       stageAt(t.stage, 'active');
       stageChanges.push({ index: t.stage, expect: 'active', set: { phase: 'rolled_back', rolledBackAt: now, reason: t.reason } });
       next = { ...next, state: 'rolled_back', stateBy: ctx.actor, stateReason: t.reason };
-      events.push({ type: 'ai.rollout.rollback_detected', extra: { stage: stageRef(t.stage), reason: t.reason } });
+      events.push({ type: 'ai.rollout.rollback_detected', extra: { stage: stageRef(t.stage), reason: t.reason, ...readingsOf(t) } });
       break;
     }
     case 'deadline': {
@@ -250,7 +253,8 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
     case 'pause': {
       requireState('running');
       next = { ...next, state: 'paused', stateBy: ctx.actor, stateReason: t.reason ?? null };
-      events.push({ type: 'ai.rollout.paused', ...(t.reason ? { extra: { reason: t.reason } } : {}) });
+      const a = activeStage(view);
+      events.push({ type: 'ai.rollout.paused', extra: { ...(t.reason ? { reason: t.reason } : {}), ...(a && t.readings?.length ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) } });
       break;
     }
     case 'resume': {
@@ -304,6 +308,11 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
   } satisfies TransitionPlan);
 }
 
+/** The readings a decision carries, as an event detail field (absent when there are none). */
+function readingsOf(t: { readonly readings?: readonly GateReading[] }): { readings?: readonly GateReading[] } {
+  return t.readings?.length ? { readings: t.readings } : {};
+}
+
 export function isTerminal(state: RolloutState): boolean {
   return TERMINAL_STATES.includes(state);
 }
@@ -314,7 +323,7 @@ export function isTerminal(state: RolloutState): boolean {
  * were read, just as if the next evaluation had run a moment earlier.
  */
 export function viewAfter(view: RolloutView, plan: TransitionPlan): RolloutView {
-  if (plan.newStages.length) return { rollout: plan.next, stages: plan.newStages, metrics: new Map(), alarms: view.alarms };
+  if (plan.newStages.length) return { rollout: plan.next, stages: plan.newStages, metrics: new Map(), alarms: view.alarms, gates: new Map() };
   const changes = new Map(plan.stageChanges.map((c) => [c.index, c.set]));
   return {
     ...view,

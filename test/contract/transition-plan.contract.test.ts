@@ -90,7 +90,7 @@ function planned(name: string, transitions: readonly Transition[]) {
   const rollout: RolloutView['rollout'] = {
     id, spec: SPEC, state: 'running', attempt: 1, version: 0, createdAt: T0, updatedAt: T0, lastProgressAt: T0, deadlineExceededAt: null, stateBy: 'alice', stateReason: null,
   };
-  let view: RolloutView = { rollout, stages: freshStages({ rollout }), metrics: new Map(), alarms: {} };
+  let view: RolloutView = { rollout, stages: freshStages({ rollout }), metrics: new Map(), alarms: {}, gates: new Map() };
   const created = held(view, []);
   const steps: Step[] = [];
   for (const [i, t] of transitions.entries()) {

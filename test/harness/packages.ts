@@ -30,22 +30,37 @@ export const REQUIREMENTS = {
   postgres: { pkg: 'postgresql-15', why: 'the throwaway PostgreSQL cluster', present: postgresInitdb },
   nginx: { pkg: 'nginx', why: "the local cluster's end-to-end test", present: () => existsSync('/usr/sbin/nginx') || onPath('nginx') },
   chromium: { pkg: 'chromium', why: "the status page's browser test", present: () => existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium') },
+  prometheus: {
+    pkg: 'prometheus',
+    why: 'the Prometheus gate tests and the promotion bench',
+    present: () => (process.env.PROMETHEUS_BIN ? existsSync(process.env.PROMETHEUS_BIN) : existsSync('/usr/bin/prometheus') || onPath('prometheus')),
+  },
   unshare: { pkg: 'util-linux', why: 'a loopback-only network namespace', present: () => onPath('unshare') },
   ip: { pkg: 'iproute2', why: 'a loopback-only network namespace', present: () => onPath('ip') },
 } as const satisfies Record<string, Requirement>;
 export type Need = keyof typeof REQUIREMENTS;
 
-/** Which test files need which tools beyond the services (the e2e suites). */
+/** Which test files need which tools beyond the services (the e2e suites, the ones with a real Prometheus). */
 const FILE_NEEDS: Record<string, readonly Need[]> = {
   'test/e2e/cluster.test.ts': ['nginx'],
   'test/e2e/status-page.test.ts': ['chromium'],
   'test/e2e/chaos.test.ts': ['nginx'],
   'test/e2e/chaos-timeline.test.ts': ['chromium'],
+  'test/integration/prometheus-support.test.ts': ['prometheus'],
+  'test/integration/prometheus-gates.test.ts': ['prometheus'],
+  'test/integration/prometheus-provider.test.ts': ['prometheus'],
+  'test/contract/gate-providers.contract.test.ts': ['prometheus'],
+};
+
+/** Which benchmarks (`bench NAME`, test/bench/NAME.ts) need which tools beyond the services. */
+const BENCH_NEEDS: Record<string, readonly Need[]> = {
+  promotion: ['prometheus'],
 };
 
 /**
  * What a run of `mode` needs. `args` narrows a run to files or directories;
- * a narrowed run needs only what its files need.
+ * a narrowed run needs only what its files need. For `bench`, `args` is the
+ * benchmark's name.
  */
 export function needsOf(mode: string, args: readonly string[], services: { postgres: boolean; dynamodb: boolean }): Need[] {
   const needs = new Set<Need>();
@@ -53,11 +68,13 @@ export function needsOf(mode: string, args: readonly string[], services: { postg
   if (services.dynamodb) needs.add('java');
   const paths = args.filter((a) => !a.startsWith('-'));
   if (mode === 'chaos') needs.add('nginx');
+  if (mode === 'bench') BENCH_NEEDS[args[0] ?? '']?.forEach((x) => needs.add(x));
   const runsTests = ['all', 'e2e', 'contract', 'integration'].includes(mode);
   if (runsTests) {
     const scope = paths.length ? paths : mode === 'all' ? ['test'] : [`test/${mode}`];
+    // vitest takes each argument as a filter matching any file whose path contains it (`-- prometheus` runs them all).
     for (const [file, n] of Object.entries(FILE_NEEDS)) {
-      if (scope.some((p) => file.startsWith(p.replace(/^\.\//, '').replace(/\/$/, '')) || p.replace(/^\.\//, '') === file)) n.forEach((x) => needs.add(x));
+      if (scope.some((p) => file.includes(p.replace(/^\.\//, '').replace(/\/$/, '')))) n.forEach((x) => needs.add(x));
     }
   }
   return [...needs];

@@ -85,7 +85,8 @@ function checkPackages(): boolean {
   const awsGiven = e.ROLLOUT_TEST_AWS === 'account' || Boolean(e.AWS_ENDPOINT_URL);
   const services = { postgres: needsServices && !e.DATABASE_URL, dynamodb: needsServices && !e.AWS_ENDPOINT_URL_DYNAMODB && !awsGiven };
   const isolating = needsServices && e.ROLLOUT_TEST_NETNS !== 'off' && !externalEndpoints();
-  const args = mode === 'bench' || mode === 'smoke' || mode === 'chaos' ? [] : rest;
+  // A bench's first argument is its name (what it needs); smoke's and chaos's arguments name no files.
+  const args = mode === 'bench' ? rest.slice(0, 1) : mode === 'smoke' || mode === 'chaos' ? [] : rest;
   const result = ensurePackages(needsOf(mode, args, services), isolating ? ['unshare', 'ip'] : []);
   if (!result.ok) console.error(result.message);
   return result.ok;

@@ -104,8 +104,12 @@ describe('ControlPlaneStack', () => {
         if (t.kind === 'schedule' && t.input) expect(JSON.parse(target!.Input as string)).toEqual(t.input);
       }
     }
-    expect(rules).toHaveLength(4);
+    expect(rules).toHaveLength(5);
     template.hasResourceProperties('AWS::Events::Rule', { EventPattern: { source: ['aws.ec2'], 'detail-type': ['EC2 Spot Instance Interruption Warning', 'EC2 Instance Rebalance Recommendation'] } });
+    // AWS's own alarm state changes, on the default bus, reach the StreamingPromoter.
+    const alarmRule = rules.find((r) => JSON.stringify(r.EventPattern) === JSON.stringify({ source: ['aws.cloudwatch'], 'detail-type': ['CloudWatch Alarm State Change'] }));
+    expect(alarmRule?.EventBusName ?? 'default').toBe('default');
+    expect(JSON.stringify(alarmRule?.Targets)).toContain(logicalId(stack.functions.streamingPromoter));
     template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)', Targets: [Match.objectLike({ Input: JSON.stringify({ action: 'scan-all' }) })] });
   });
 
@@ -145,6 +149,14 @@ describe('ControlPlaneStack', () => {
       if (!id.startsWith('CoordinatorServiceRole') && !id.startsWith('ApiServiceRole')) expect(doc, id).not.toContain(logicalId(stack.workQueue));
       if (!id.startsWith('DeadLettersServiceRole')) expect(doc, id).not.toContain('sqs:ReceiveMessage');
     }
+    // Provider gates are read on the BatchPromoter's tick: it alone may read CloudWatch, and DescribeAlarms only on this account's alarms.
+    const cloudwatch = ofType('AWS::IAM::Policy').flatMap(([id, p]) =>
+      (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement.filter((st) => [st.Action].flat().some((a) => a.startsWith('cloudwatch:'))).map((st) => ({ id, st })),
+    );
+    expect(cloudwatch.map(({ id }) => id.replace(/ServiceRole.*/, ''))).toEqual(['BatchPromoter', 'BatchPromoter']);
+    expect(cloudwatch.flatMap(({ st }) => [st.Action].flat()).sort()).toEqual(['cloudwatch:DescribeAlarms', 'cloudwatch:GetMetricData']);
+    const describeAlarms = cloudwatch.find(({ st }) => [st.Action].flat().includes('cloudwatch:DescribeAlarms'))!;
+    expect(JSON.stringify(describeAlarms.st.Resource)).toMatch(/cloudwatch:\*:.*:alarm:\*/);
   });
 
   it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease, a promoter that could not renew; a dashboard', () => {

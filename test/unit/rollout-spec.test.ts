@@ -73,6 +73,7 @@ describe('evaluator', () => {
       stages: base.map((s, i) => ({ ...s, ...stages[i] })),
       metrics: new Map(),
       alarms: { a1: 'OK' },
+      gates: new Map(),
       ...extra,
     };
   }
@@ -123,6 +124,7 @@ describe('transition plans', () => {
     stages: freshStages({ rollout: { spec } as RolloutView['rollout'] }).map((s, i) => ({ ...s, phase: phases[i]! })),
     metrics: new Map(),
     alarms: {},
+    gates: new Map(),
   });
 
   it('a promotion expects the exact evaluated state and records the epoch', () => {

@@ -50,6 +50,7 @@ const view = (state: RolloutView['rollout']['state'], phases: StageStatus['phase
   stages: freshStages({ rollout: { spec } as RolloutView['rollout'] }).map((s, i) => ({ ...s, phase: phases[i]! })),
   metrics: new Map(),
   alarms: {},
+  gates: new Map(),
 });
 // Between them every array the SQL walks has an element: stage changes and events, new stages.
 const promote = planTransition(view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }, ctx);

@@ -3,9 +3,11 @@ import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, t
 import { systemClock, type Clock } from '../../clock.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
-import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../../rollout/model.js';
+import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
+import { tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
+import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type CountedReading, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -19,6 +21,8 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / ROLLOUT              the rollout row (version, state, attempt, …)
  *   ROLLOUT#<id> / STAGE#<attempt>#<i>  one item per stage of an attempt
  *   ROLLOUT#<id> / METRICS#<attempt>#<i>
+ *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
+ *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_TTL_DAYS)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
  *   ALARM#<name> / ALARM
@@ -31,6 +35,14 @@ const pad = (n: number, w: number) => String(n).padStart(w, '0');
 const rolloutPk = (id: string) => `ROLLOUT#${id}`;
 const stageSk = (attempt: number, i: number) => `STAGE#${pad(attempt, 6)}#${pad(i, 3)}`;
 const metricsSk = (attempt: number, i: number) => `METRICS#${pad(attempt, 6)}#${pad(i, 3)}`;
+// A view reads sk >= METRICS#: tallies (T…) are in it, the reading history (G…) and events (E…) are not.
+const tallySk = (attempt: number, i: number, gate: string) => `TALLY#${pad(attempt, 6)}#${pad(i, 3)}#${gate}`;
+const readingPrefix = (attempt: number) => `GATEREADING#${pad(attempt, 6)}#`;
+const readingSk = (r: GateReading) => `${readingPrefix(r.attempt)}${pad(r.stage, 3)}#${r.gate}#${pad(r.at, 15)}`;
+/** Gate readings are a record for people, not for decisions: they expire (DynamoDB TTL on `ttl`); tallies stay. */
+export const READING_TTL_DAYS = 30;
+/** A tally is read, recomputed by tallyWith and written back only if unchanged: this many tries before giving up. */
+const TALLY_ATTEMPTS = 8;
 const OUTBOX = 'OUTBOX';
 
 type Item = Record<string, unknown>;
@@ -149,11 +161,12 @@ export class DynamoRolloutStore implements RolloutStore {
       for (const m of items.filter((i) => i.type === 'metrics' && Number(i.attempt) === rollout.attempt)) {
         metrics.set(Number(m.index), { requests: Number(m.requests), errors: Number(m.errors), p99LatencyMs: orNull(m.p99LatencyMs), observedAt: Number(m.observedAt) });
       }
-      views.push({ rollout, stages, metrics });
+      const tallies = items.filter((i) => i.type === 'tally' && Number(i.attempt) === rollout.attempt).map((i) => i.tally as GateTally);
+      views.push({ rollout, stages, metrics, gates: talliesByStage(tallies) });
     }
-    const alarms = await this.alarms([...new Set(views.flatMap((v) => v.rollout.spec.stages.flatMap((s) => s.gates.alarms)))]);
+    const alarms = await this.alarms([...new Set(views.flatMap((v) => alarmNamesOf(v.rollout.spec)))]);
     return views.map((v) => {
-      const own = v.rollout.spec.stages.flatMap((s) => s.gates.alarms);
+      const own = alarmNamesOf(v.rollout.spec);
       return { ...v, alarms: Object.fromEntries(own.filter((n) => alarms.has(n)).map((n) => [n, alarms.get(n)!])) };
     });
   }
@@ -215,6 +228,68 @@ export class DynamoRolloutStore implements RolloutStore {
       if (err instanceof ConditionalCheckFailedException) return 'stale';
       throw err;
     }
+  }
+
+  async recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]> {
+    const counted = await mapLimit(readings, this.readConcurrency, async (r) => ({ rolloutId: r.rolloutId, tally: await this.recordReading(r) }));
+    return counted.filter((c): c is CountedReading => c.tally !== null);
+  }
+
+  /** The history item, and the tally as `tallyWith` says, written together only if the tally is as read. */
+  private async recordReading({ rolloutId, origin, reading }: ReadingToStore): Promise<GateTally | null> {
+    const key = { pk: rolloutPk(rolloutId), sk: tallySk(reading.attempt, reading.stage, reading.gate) };
+    const history = { Put: { TableName: this.table, Item: { pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: Math.floor(reading.at / 1000) + READING_TTL_DAYS * 86_400 } } };
+    for (let attempt = 0; attempt < TALLY_ATTEMPTS; attempt++) {
+      const current = (await this.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }))).Item;
+      const next = tallyWith(current?.tally as GateTally | undefined, reading, origin);
+      if (next === null) {
+        await this.doc.send(new PutCommand(history.Put));
+        return null;
+      }
+      const version = current ? Number(current.version) : 0;
+      try {
+        await transactWrite(this.doc, {
+          TransactItems: [
+            {
+              Put: {
+                TableName: this.table,
+                Item: { ...key, type: 'tally', attempt: reading.attempt, tally: next, version: version + 1 },
+                ConditionExpression: current ? 'version = :v' : 'attribute_not_exists(pk)',
+                ...(current ? { ExpressionAttributeValues: { ':v': version } } : {}),
+              },
+            },
+            history,
+          ],
+        });
+        return next;
+      } catch (err) {
+        // Another reading of this gate got there first: read again and recount.
+        if (!(err instanceof TransactionCanceledException) || err.CancellationReasons?.[0]?.Code !== 'ConditionalCheckFailed') throw err;
+      }
+    }
+    throw new StoreContendedError(`gate ${reading.gate} of rollout ${rolloutId}: the tally kept changing under ${TALLY_ATTEMPTS} writes; try again`);
+  }
+
+  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number } = {}): Promise<GateReading[]> {
+    const head = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }));
+    if (!head.Item) return [];
+    const attempt = o.attempt ?? Number(head.Item.attempt);
+    const spec = head.Item.spec as RolloutSpec;
+    const gates = spec.stages.flatMap((s, i) => (s.gates.providers ?? []).map((g) => ({ stage: i, gate: g.name })));
+    // One query per gate, newest first, so a long bake's history is never read in full.
+    const perGate = await mapLimit(gates, this.readConcurrency, ({ stage, gate }) =>
+      queryAll(
+        this.doc,
+        {
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :r)',
+          ExpressionAttributeValues: { ':p': rolloutPk(rolloutId), ':r': `${readingPrefix(attempt)}${pad(stage, 3)}#${gate}#` },
+          ScanIndexForward: false,
+        },
+        o.perGate ?? 50,
+      ),
+    );
+    return perGate.flat().map((i) => i.reading as GateReading);
   }
 
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {

@@ -1,22 +1,65 @@
 import type { LeaseToken } from '../../lease/record.js';
 import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
-import type { AlarmState, Rollout, RolloutState, RolloutView, StageMetrics, StagePhase, StageStatus } from '../../rollout/model.js';
+import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
+import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type CountedReading, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
 
-/** One statement, so one snapshot: the rollout with its current attempt's stages and metrics. */
+/** One statement, so one snapshot: the rollout with its current attempt's stages, metrics and gate tallies. */
 const VIEW_SQL = `
   SELECT r.*,
     (SELECT coalesce(json_agg(s ORDER BY s.stage_index), '[]') FROM rollout_stages s
       WHERE s.rollout_id = r.id AND s.attempt = r.attempt) AS stages,
     (SELECT coalesce(json_agg(m), '[]') FROM stage_metrics m
-      WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics
+      WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics,
+    (SELECT coalesce(json_agg(g), '[]') FROM gate_tallies g
+      WHERE g.rollout_id = r.id AND g.attempt = r.attempt) AS gates
   FROM rollouts r`;
+
+/**
+ * Readings counted into their tallies in one statement, by the rule of
+ * \`tallyWith\` (shared/rollout/gates.ts): same period, add; a newer period,
+ * start again; an older one, leave the tally alone. Ties on \`at\` go to the
+ * newer write, as there. The history row is kept either way.
+ */
+const RECORD_READINGS_SQL = `
+  WITH input AS (
+    SELECT x->>'rolloutId' AS rollout_id, rollout_ts(x->'origin') AS origin, x->'reading' AS r
+      FROM jsonb_array_elements($1::jsonb) AS x),
+  history AS (
+    INSERT INTO gate_readings (rollout_id, attempt, stage_index, gate, at, type, outcome, value, query, answer, reason, source)
+    SELECT rollout_id, (r->>'attempt')::int, (r->>'stage')::int, r->>'gate', rollout_ts(r->'at'), r->>'type', r->>'outcome',
+           (r->>'value')::double precision, r->>'query', r->>'answer', r->>'reason', r->>'source'
+      FROM input
+    ON CONFLICT DO NOTHING)
+  INSERT INTO gate_tallies AS t (rollout_id, attempt, stage_index, gate, origin, readings, failures, inconclusive, last, last_failure, last_inconclusive)
+  SELECT rollout_id, (r->>'attempt')::int, (r->>'stage')::int, r->>'gate', origin, 1,
+         (r->>'outcome' = 'fail')::int, (r->>'outcome' = 'inconclusive')::int, r,
+         CASE WHEN r->>'outcome' = 'fail' THEN r END, CASE WHEN r->>'outcome' = 'inconclusive' THEN r END
+    FROM input
+  ON CONFLICT (rollout_id, attempt, stage_index, gate) DO UPDATE SET
+    readings     = CASE WHEN t.origin = excluded.origin THEN t.readings + 1 ELSE 1 END,
+    failures     = CASE WHEN t.origin = excluded.origin THEN t.failures ELSE 0 END + excluded.failures,
+    inconclusive = CASE WHEN t.origin = excluded.origin THEN t.inconclusive ELSE 0 END + excluded.inconclusive,
+    last = CASE WHEN t.origin = excluded.origin AND (t.last->>'at')::bigint > (excluded.last->>'at')::bigint THEN t.last ELSE excluded.last END,
+    last_failure = CASE
+      WHEN t.origin <> excluded.origin THEN excluded.last_failure
+      WHEN excluded.last_failure IS NULL THEN t.last_failure
+      WHEN t.last_failure IS NOT NULL AND (t.last_failure->>'at')::bigint > (excluded.last_failure->>'at')::bigint THEN t.last_failure
+      ELSE excluded.last_failure END,
+    last_inconclusive = CASE
+      WHEN t.origin <> excluded.origin THEN excluded.last_inconclusive
+      WHEN excluded.last_inconclusive IS NULL THEN t.last_inconclusive
+      WHEN t.last_inconclusive IS NOT NULL AND (t.last_inconclusive->>'at')::bigint > (excluded.last_inconclusive->>'at')::bigint THEN t.last_inconclusive
+      ELSE excluded.last_inconclusive END,
+    origin = excluded.origin
+  WHERE t.origin <= excluded.origin
+  RETURNING t.*`;
 
 interface RolloutRow {
   id: string;
@@ -32,6 +75,7 @@ interface RolloutRow {
   state_reason: string | null;
   stages: Record<string, unknown>[] | string;
   metrics: Record<string, unknown>[] | string;
+  gates: Record<string, unknown>[] | string;
 }
 
 function json<T>(v: T[] | string): T[] {
@@ -65,6 +109,22 @@ function stageOf(s: Record<string, unknown>): StageStatus {
     promotedBy: (s.promoted_by as string | null) ?? null,
     rolledBackAt: ms(s.rolled_back_at),
     reason: (s.reason as string | null) ?? null,
+  };
+}
+
+const readingOf = (v: unknown): GateReading | null => (v === null || v === undefined ? null : ((typeof v === 'string' ? JSON.parse(v) : v) as GateReading));
+
+function tallyOf(g: Record<string, unknown>): GateTally {
+  return {
+    gate: String(g.gate),
+    stage: toInt(g.stage_index),
+    origin: toMillis(g.origin),
+    readings: toInt(g.readings),
+    failures: toInt(g.failures),
+    inconclusive: toInt(g.inconclusive),
+    last: readingOf(g.last)!,
+    lastFailure: readingOf(g.last_failure),
+    lastInconclusive: readingOf(g.last_inconclusive),
   };
 }
 
@@ -122,7 +182,7 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   private async views(rows: RolloutRow[]): Promise<RolloutView[]> {
-    const names = [...new Set(rows.flatMap((r) => r.spec.stages.flatMap((s) => s.gates.alarms)))];
+    const names = [...new Set(rows.flatMap((r) => alarmNamesOf(r.spec)))];
     const alarms: Record<string, AlarmState> = {};
     if (names.length) {
       const res = await this.sql.query<{ name: string; state: AlarmState }>('SELECT name, state FROM alarm_states WHERE name = ANY($1::text[])', [names]);
@@ -138,12 +198,13 @@ export class PostgresRolloutStore implements RolloutStore {
           observedAt: toMillis(m.observed_at),
         });
       }
-      const own = new Set(r.spec.stages.flatMap((s) => s.gates.alarms));
+      const own = new Set(alarmNamesOf(r.spec));
       return {
         rollout: rolloutOf(r),
         stages: json(r.stages).map(stageOf),
         metrics,
         alarms: Object.fromEntries(Object.entries(alarms).filter(([n]) => own.has(n))),
+        gates: talliesByStage(json(r.gates).map(tallyOf)),
       };
     });
   }
@@ -205,6 +266,40 @@ export class PostgresRolloutStore implements RolloutStore {
     return rows.length ? 'stored' : 'stale';
   }
 
+  async recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]> {
+    const out: CountedReading[] = [];
+    // One statement may not update a row twice: readings of the same gate go in successive rounds.
+    for (const round of uniqueRounds(readings)) {
+      const { rows } = await this.sql.query<Record<string, unknown>>(RECORD_READINGS_SQL, [JSON.stringify(round)]);
+      out.push(...rows.map((row) => ({ rolloutId: String(row.rollout_id), tally: tallyOf(row) })));
+    }
+    return out;
+  }
+
+  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number } = {}): Promise<GateReading[]> {
+    const { rows } = await this.sql.query<Record<string, unknown>>(
+      `SELECT * FROM (
+         SELECT g.*, row_number() OVER (PARTITION BY g.stage_index, g.gate ORDER BY g.at DESC) AS n
+           FROM gate_readings g JOIN rollouts r ON r.id = g.rollout_id
+          WHERE g.rollout_id = $1 AND g.attempt = coalesce($2::int, r.attempt)) x
+        WHERE n <= $3 ORDER BY stage_index, gate, at DESC`,
+      [rolloutId, o.attempt ?? null, o.perGate ?? 50],
+    );
+    return rows.map((g) => ({
+      gate: String(g.gate),
+      type: g.type as GateReading['type'],
+      attempt: toInt(g.attempt),
+      stage: toInt(g.stage_index),
+      at: toMillis(g.at),
+      outcome: g.outcome as GateReading['outcome'],
+      value: g.value === null ? null : Number(g.value),
+      query: String(g.query),
+      answer: String(g.answer),
+      reason: (g.reason as string | null) ?? null,
+      source: g.source as GateReading['source'],
+    }));
+  }
+
   /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 3). */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {
@@ -245,4 +340,17 @@ export class PostgresRolloutStore implements RolloutStore {
     );
     return rows.map(eventOf);
   }
+}
+
+/** Readings split so that no two of one round count into the same tally. */
+export function uniqueRounds(readings: readonly ReadingToStore[]): ReadingToStore[][] {
+  const rounds: { keys: Set<string>; items: ReadingToStore[] }[] = [];
+  for (const r of readings) {
+    const key = JSON.stringify([r.rolloutId, r.reading.attempt, r.reading.stage, r.reading.gate]);
+    let round = rounds.find((x) => !x.keys.has(key));
+    if (!round) rounds.push((round = { keys: new Set(), items: [] }));
+    round.keys.add(key);
+    round.items.push(r);
+  }
+  return rounds.map((x) => x.items);
 }

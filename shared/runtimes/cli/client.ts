@@ -1,6 +1,5 @@
-import { defaultProvider } from '@aws-sdk/credential-provider-node';
-import { SignatureV4 } from '@smithy/signature-v4';
-import { createHash, createHmac, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { sigv4Headers } from '../../adapters/http/sigv4.js';
 
 /**
  * How the `rollout` command talks to a control plane: a local node or any
@@ -42,23 +41,6 @@ export class ApiError extends Error {
   }
 }
 
-/** SHA-256 (and HMAC-SHA-256 with a key) in the shape the signer wants. */
-type Data = string | ArrayBuffer | ArrayBufferView;
-const bytes = (d: Data): string | Uint8Array => (typeof d === 'string' ? d : d instanceof ArrayBuffer ? new Uint8Array(d) : new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
-
-class Sha256 {
-  private readonly h;
-  constructor(secret?: Data) {
-    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', bytes(secret));
-  }
-  update(data: Data): void {
-    this.h.update(bytes(data));
-  }
-  digest(): Promise<Uint8Array> {
-    return Promise.resolve(new Uint8Array(this.h.digest()));
-  }
-}
-
 /**
  * One request. A write carries an Idempotency-Key, kept across every retry:
  * the one a follower's answer leads to (503 naming the leader: sent once
@@ -94,20 +76,7 @@ async function send(target: Target, method: string, path: string, body: unknown,
     ...(target.actor ? { 'x-rollout-actor': target.actor } : {}),
     ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
   };
-  if (target.awsRegion) {
-    const signer = new SignatureV4({ service: 'execute-api', region: target.awsRegion, credentials: defaultProvider(), sha256: Sha256 });
-    const signed = await signer.sign({
-      method,
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port ? { port: Number(url.port) } : {}),
-      path: url.pathname,
-      query: Object.fromEntries(url.searchParams),
-      headers,
-      ...(payload !== undefined ? { body: payload } : {}),
-    });
-    headers = signed.headers;
-  }
+  if (target.awsRegion) headers = await sigv4Headers({ service: 'execute-api', region: target.awsRegion }, { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) });
   let res: Response;
   try {
     res = await fetch(url, { method, headers, ...(payload !== undefined ? { body: payload } : {}), signal: AbortSignal.timeout(method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS) });

@@ -120,7 +120,7 @@ function setAt<T>(xs: readonly T[], i: number, x: T): T[] {
 }
 
 function fullView(v: ViewLite): RolloutView {
-  return { rollout: { ...v.rollout, spec: SPEC }, stages: v.stages, metrics: new Map(), alarms: { [ALARM]: v.alarm } };
+  return { rollout: { ...v.rollout, spec: SPEC }, stages: v.stages, metrics: new Map(), alarms: { [ALARM]: v.alarm }, gates: new Map() };
 }
 
 function liteView(v: RolloutView): ViewLite {

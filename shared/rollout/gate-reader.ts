@@ -1,0 +1,147 @@
+import { systemClock, type Clock } from '../clock.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import type { ProviderGate, ProviderType } from './gate-spec.js';
+import { dueGates, judge, type GateReading, type ProviderResult, type ReadingToStore } from './gates.js';
+import { activeStage, withTallies, type RolloutView } from './model.js';
+import type { RolloutStore } from './store.js';
+
+/**
+ * The gate provider port: one adapter per kind of gate (Prometheus,
+ * CloudWatch alarms, CloudWatch metrics). An adapter reads; it never judges
+ * (gates.ts does, once for all of them) and never throws for one gate's
+ * trouble: a provider that cannot answer says why, as a result.
+ *
+ * `read` gets every gate of its kind due in one tick, so an adapter can
+ * batch (one DescribeAlarms for up to 100 alarms, one GetMetricData for up
+ * to 500 queries) and ask each distinct query once. Each request it makes
+ * must end within its gates' `timeoutSeconds` (`deadline`); `signal` aborts
+ * everything still in flight.
+ */
+export interface GateProvider<G extends ProviderGate = ProviderGate> {
+  read(gates: readonly G[], o: { readonly now: number; readonly signal: AbortSignal }): Promise<ProviderResult[]>;
+}
+
+export type GateProviders = { readonly [T in ProviderType]?: GateProvider<Extract<ProviderGate, { type: T }>> };
+
+/** A timeout as a provider reports it, in the words a reading keeps. */
+export class GateTimeoutError extends Error {
+  override readonly name = 'GateTimeoutError';
+  constructor(readonly ms: number) {
+    super(`timed out after ${ms / 1000} s`);
+  }
+}
+
+/**
+ * `fn` given a signal that aborts after `ms` (or with `outer`), and settled
+ * by then whatever `fn` does with it: a provider that ignores its signal
+ * cannot hold a tick past the gate's timeout.
+ */
+export async function deadline<T>(ms: number, outer: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const abort = () => controller.abort(outer?.reason);
+  outer?.addEventListener('abort', abort, { once: true });
+  try {
+    return await Promise.race([
+      fn(controller.signal),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const err = new GateTimeoutError(ms);
+          controller.abort(err);
+          reject(err);
+        }, ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    outer?.removeEventListener('abort', abort);
+  }
+}
+
+interface Due {
+  readonly view: RolloutView;
+  readonly stage: number;
+  readonly gate: ProviderGate;
+}
+
+/**
+ * Reads the provider gates that are due on the active stages of running
+ * rollouts, on the BatchPromoter's tick, outside the fence: each gate at most
+ * once per its interval, each kind of provider asked once per tick with all of
+ * its gates (the adapter batches and bounds its own concurrency), every
+ * request within its gate's timeout. Every answer, errors included, becomes a
+ * stored reading; the views come back with the tallies those readings made,
+ * so the evaluator decides from exactly what was stored.
+ */
+export class GateReader {
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+
+  constructor(
+    private readonly providers: GateProviders,
+    private readonly store: RolloutStore,
+    o: { clock?: Clock; logger?: Logger } = {},
+  ) {
+    this.clock = o.clock ?? systemClock;
+    this.logger = o.logger ?? silentLogger;
+  }
+
+  async read(views: readonly RolloutView[]): Promise<{ views: RolloutView[]; readings: readonly GateReading[] }> {
+    const now = this.clock.now();
+    const due: Due[] = [];
+    for (const view of views) {
+      const active = view.rollout.state === 'running' ? activeStage(view) : undefined;
+      const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : undefined;
+      if (!active || !gates?.length) continue;
+      for (const gate of dueGates(gates, view.gates, active.index, view.rollout.lastProgressAt, now)) due.push({ view, stage: active.index, gate });
+    }
+    if (!due.length) return { views: [...views], readings: [] };
+
+    const byType = new Map<ProviderType, Due[]>();
+    for (const d of due) byType.set(d.gate.type, [...(byType.get(d.gate.type) ?? []), d]);
+    const results = new Map<Due, ProviderResult>();
+    await Promise.all(
+      [...byType].map(async ([type, list]) => {
+        for (const [d, r] of zip(list, await this.ask(type, list, now))) results.set(d, r);
+      }),
+    );
+
+    const at = this.clock.now();
+    const toStore: ReadingToStore[] = due.map((d) => ({
+      rolloutId: d.view.rollout.id,
+      origin: d.view.rollout.lastProgressAt,
+      reading: judge(d.gate, results.get(d)!, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' }),
+    }));
+    const counted = await this.store.recordGateReadings(toStore);
+    const inconclusive = toStore.filter((r) => r.reading.outcome === 'inconclusive');
+    if (inconclusive.length) {
+      this.logger.warn('gate readings inconclusive', { count: inconclusive.length, first: { rolloutId: inconclusive[0]!.rolloutId, gate: inconclusive[0]!.reading.gate, reason: inconclusive[0]!.reading.reason } });
+    }
+    const byRollout = new Map<string, typeof counted>();
+    for (const c of counted) byRollout.set(c.rolloutId, [...(byRollout.get(c.rolloutId) ?? []), c]);
+    return {
+      views: views.map((v) => withTallies(v, (byRollout.get(v.rollout.id) ?? []).map((c) => c.tally))),
+      readings: toStore.map((r) => r.reading),
+    };
+  }
+
+  /** One kind's gates through its provider, bounded by the longest of their timeouts; a failure of the whole call is every gate's error. */
+  private async ask(type: ProviderType, list: readonly Due[], now: number): Promise<ProviderResult[]> {
+    // Each provider reads its own kind: `list` holds only gates of `type`.
+    const provider: GateProvider | undefined = this.providers[type];
+    if (!provider) return list.map(() => ({ kind: 'error', message: `no ${type} provider is configured where the promoter runs`, answer: '' }));
+    const ms = Math.max(...list.map((d) => d.gate.timeoutSeconds)) * 1000;
+    try {
+      const results = await deadline(ms, undefined, (signal) => provider.read(list.map((d) => d.gate), { now, signal }));
+      if (results.length !== list.length) throw new Error(`the ${type} provider answered ${results.length} results for ${list.length} gates`);
+      return results;
+    } catch (err) {
+      this.logger.warn('gate provider failed', { type, gates: list.length, error: errorMessage(err) });
+      return list.map(() => ({ kind: 'error', message: errorMessage(err), answer: '' }));
+    }
+  }
+}
+
+function zip<A, B>(a: readonly A[], b: readonly B[]): [A, B][] {
+  return a.map((x, i) => [x, b[i]!]);
+}

@@ -1,0 +1,181 @@
+import { z } from 'zod';
+
+/**
+ * Provider gates: a stage's gates that we read ourselves from where the
+ * metrics already live (Prometheus, CloudWatch alarms, CloudWatch metrics),
+ * beside the thresholds on pushed signals. Every string and list is bounded
+ * here, before anything loops over it, and unknown fields are refused, so a
+ * misspelt field is an error, not a gate that silently never fails.
+ *
+ * A reading passes when `value <comparison> threshold` holds: `"comparison":
+ * "<", "threshold": 0.05` passes while the value stays under 0.05.
+ */
+
+export const COMPARISONS = ['<', '<=', '>', '>='] as const;
+export type Comparison = (typeof COMPARISONS)[number];
+
+/** The per-type default read interval: alarms are cheap and batched (read every tick); metrics follow their resolution. */
+export const DEFAULT_INTERVAL_SECONDS = { prometheus: 30, cloudwatchAlarm: 10, cloudwatchMetric: 60 } as const;
+/** At most this many provider gates on one stage (a tick reads them all; an event's plan carries their readings). */
+export const MAX_PROVIDER_GATES = 10;
+
+const gateName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits, _ . : - (at most 64)');
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'an environment variable name');
+const region = z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d{1,2}$/, 'an AWS region such as us-east-1');
+const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+
+const limits = (type: keyof typeof DEFAULT_INTERVAL_SECONDS) => ({
+  name: gateName,
+  /** Read at most once per interval while the stage is active. */
+  intervalSeconds: z.number().int().min(1).max(3_600).default(DEFAULT_INTERVAL_SECONDS[type]),
+  /** A query that takes longer is abandoned and the reading is inconclusive. */
+  timeoutSeconds: z.number().int().min(1).max(60).default(10),
+  /** Not read until this long after the stage became active (or was resumed): time for the new version's series to appear. */
+  initialDelaySeconds: z.number().int().nonnegative().max(86_400).default(0),
+  /** The stage rolls back when more readings than this fail (Argo's failureLimit). */
+  failureLimit: z.number().int().nonnegative().max(1_000).default(0),
+  /** The rollout pauses when more readings than this are inconclusive (Argo's inconclusiveLimit; Argo's default is 0, ours tolerates two blips). */
+  inconclusiveLimit: z.number().int().nonnegative().max(1_000).default(2),
+});
+
+const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };
+
+/** Credentials are never stored in a spec: a spec names the environment variables of the reading process that hold them. */
+const prometheusAuth = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('basic'), username: z.string().min(1).max(256), passwordEnv: envName }).strict(),
+  z.object({ type: z.literal('bearer'), tokenEnv: envName }).strict(),
+  /** Amazon Managed Service for Prometheus: requests signed with the reading process's AWS credentials. */
+  z.object({ type: z.literal('sigv4'), region, service: z.string().regex(/^[a-z0-9-]{1,32}$/).default('aps') }).strict(),
+]);
+
+export const prometheusGateSchema = z
+  .object({
+    type: z.literal('prometheus'),
+    ...limits('prometheus'),
+    /** The server's base URL: http://prometheus:9090, or an AMP workspace's https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>. */
+    address: z
+      .string()
+      .max(2_048)
+      .url()
+      .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL'),
+    /** PromQL answering one number: a scalar, or a vector of exactly one sample. */
+    query: z.string().trim().min(1).max(4_096),
+    ...comparisonFields,
+    auth: prometheusAuth.optional(),
+  })
+  .strict();
+
+const alarmName = z.string().trim().min(1).max(255);
+
+export const cloudwatchAlarmGateSchema = z
+  .object({
+    type: z.literal('cloudwatchAlarm'),
+    ...limits('cloudwatchAlarm'),
+    /** AppConfig's monitor semantics: the gate fails while any of these is in ALARM. */
+    alarms: z.array(alarmName).min(1).max(100),
+    region: region.optional(),
+  })
+  .strict()
+  .superRefine((g, ctx) => {
+    const seen = new Set<string>();
+    g.alarms.forEach((a, i) => {
+      if (seen.has(a)) ctx.addIssue({ code: 'custom', path: ['alarms', i], message: `duplicate alarm "${a}"` });
+      seen.add(a);
+    });
+  });
+
+/** CloudWatch's statistics: the named ones, percentiles and trimmed means (p99, p99.9, tm90, …). */
+const stat = z.string().regex(/^(SampleCount|Average|Sum|Minimum|Maximum|(p|tm|wm|tc|ts)\d{1,2}(\.\d{1,3})?|p100|IQM)$/, 'a CloudWatch statistic: Sum, Average, Minimum, Maximum, SampleCount, pNN, tmNN…');
+export const metricSchema = z
+  .object({
+    namespace: z.string().min(1).max(255),
+    metricName: z.string().min(1).max(255),
+    dimensions: z
+      .record(z.string().min(1).max(255), z.string().min(1).max(1_024))
+      .refine((d) => Object.keys(d).length <= 30, 'at most 30 dimensions')
+      .default({}),
+    stat,
+  })
+  .strict();
+export type MetricStat = z.output<typeof metricSchema>;
+
+const metricId = z.string().regex(/^[a-z][a-zA-Z0-9_]{0,254}$/, 'starts with a lowercase letter; letters, digits and _ (GetMetricData ids)');
+
+export const cloudwatchMetricGateSchema = z
+  .object({
+    type: z.literal('cloudwatchMetric'),
+    ...limits('cloudwatchMetric'),
+    /** One metric and statistic… */
+    metric: metricSchema.optional(),
+    /** …or a metric math expression over `metrics`, each named by its id (`errors / requests`). */
+    expression: z.string().trim().min(1).max(2_048).optional(),
+    metrics: z
+      .record(metricId, metricSchema)
+      .refine((m) => Object.keys(m).length >= 1 && Object.keys(m).length <= 10, 'between 1 and 10 metrics')
+      .optional(),
+    /** The value is the statistic over the last whole period. */
+    periodSeconds: z
+      .number()
+      .int()
+      .refine((p) => [1, 5, 10, 30].includes(p) || (p >= 60 && p <= 86_400 && p % 60 === 0), 'must be 1, 5, 10, 30 or a multiple of 60 up to 86400')
+      .default(60),
+    ...comparisonFields,
+    region: region.optional(),
+  })
+  .strict()
+  .superRefine((g, ctx) => {
+    if ((g.metric === undefined) === (g.expression === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['metric'], message: 'give either metric, or expression with metrics' });
+    }
+    if (g.expression !== undefined && g.metrics === undefined) ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'an expression needs the metrics it names' });
+    if (g.metric !== undefined && g.metrics !== undefined) ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'metrics go with an expression, not with metric' });
+  });
+
+export const providerGateSchema = z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema]);
+
+export const providerGatesSchema = z
+  .array(providerGateSchema)
+  .max(MAX_PROVIDER_GATES)
+  .superRefine((gates, ctx) => {
+    const names = new Set<string>();
+    gates.forEach((g, i) => {
+      if (names.has(g.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate gate name "${g.name}"` });
+      names.add(g.name);
+    });
+  });
+
+export type PrometheusGate = z.output<typeof prometheusGateSchema>;
+export type CloudwatchAlarmGate = z.output<typeof cloudwatchAlarmGateSchema>;
+export type CloudwatchMetricGate = z.output<typeof cloudwatchMetricGateSchema>;
+export type ProviderGate = z.output<typeof providerGateSchema>;
+export type ProviderType = ProviderGate['type'];
+export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric'] as const satisfies readonly ProviderType[];
+
+/** What a reading of the gate asks, in words a person can check: the PromQL, the alarms, the metric query. */
+export function queryOf(g: ProviderGate): string {
+  switch (g.type) {
+    case 'prometheus':
+      return g.query;
+    case 'cloudwatchAlarm':
+      return `alarms ${g.alarms.join(', ')}`;
+    case 'cloudwatchMetric': {
+      const m = (x: MetricStat) => `${x.stat}(${x.namespace} ${x.metricName}${Object.keys(x.dimensions).length ? ` {${Object.entries(x.dimensions).map(([k, v]) => `${k}=${v}`).join(', ')}}` : ''})`;
+      const what = g.metric ? m(g.metric) : `${g.expression} where ${Object.entries(g.metrics ?? {}).map(([id, x]) => `${id} = ${m(x)}`).join('; ')}`;
+      return `${what} over ${g.periodSeconds} s`;
+    }
+  }
+}
+
+/** Whether `value` passes `comparison threshold`. */
+export function passes(value: number, comparison: Comparison, threshold: number): boolean {
+  switch (comparison) {
+    case '<':
+      return value < threshold;
+    case '<=':
+      return value <= threshold;
+    case '>':
+      return value > threshold;
+    case '>=':
+      return value >= threshold;
+  }
+}

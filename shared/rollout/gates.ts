@@ -1,0 +1,230 @@
+import { z } from 'zod';
+import type { Same } from '../types.js';
+import { passes, queryOf, type ProviderGate } from './gate-spec.js';
+import type { AlarmState } from './model.js';
+
+/**
+ * What a provider gate saw, and what it means. Pure: the GateReader asks the
+ * providers and stores readings; the evaluator decides from the stored
+ * tallies; nothing here does I/O.
+ *
+ * Every reading has one of three outcomes, and a gate with no reading in the
+ * stage's current period has a fourth state, no data:
+ *
+ *   pass          the provider answered one number and it met the comparison
+ *                 (an alarm gate: every alarm OK)
+ *   fail          it answered one number and it did not (an alarm gate: an alarm in ALARM)
+ *   inconclusive  no usable number: a provider error, a timeout, an empty result,
+ *                 NaN or ±Inf, several series where one was expected, an alarm
+ *                 in INSUFFICIENT_DATA or not found
+ *   (no data)     not read yet in this period: the stage just became active, was
+ *                 resumed, or is within the gate's initial delay
+ *
+ * A stage promotes only while every provider gate's newest reading passes. A
+ * gate whose failures exceed its failureLimit rolls the stage back; one whose
+ * inconclusive readings exceed its inconclusiveLimit pauses the rollout with a
+ * reason naming the gate and the provider's last error. So a provider outage
+ * pauses a rollout: it never passes it, and never rolls it back by itself.
+ *
+ * Counts belong to a period: from the stage's activation, or from the last
+ * resume (a resume starts the count again, as an Argo AnalysisRun restarts).
+ * The period is identified by the rollout's `lastProgressAt` when the gate
+ * was read (it is set on activation and on resume, never in between); a
+ * tally of an older period is no data for the current one.
+ */
+
+export const GATE_OUTCOMES = ['pass', 'fail', 'inconclusive'] as const;
+export type GateOutcome = (typeof GATE_OUTCOMES)[number];
+
+/** Longest provider answer kept with a reading: enough to see what came back, bounded for the store and the event. */
+export const MAX_ANSWER_CHARS = 1_000;
+
+export interface GateReading {
+  readonly gate: string;
+  readonly type: ProviderGate['type'];
+  readonly attempt: number;
+  readonly stage: number;
+  /** When it was read, by the reader's clock (ms since the epoch). */
+  readonly at: number;
+  readonly outcome: GateOutcome;
+  /** The number compared, when the provider gave one. */
+  readonly value: number | null;
+  /** What was asked. */
+  readonly query: string;
+  /** The provider's answer as it came back (at most MAX_ANSWER_CHARS). */
+  readonly answer: string;
+  /** Why it failed or was inconclusive, in words (the provider's error, `empty result`, …); null on a pass. */
+  readonly reason: string | null;
+  /** `poll`: read on a tick; `event`: from a pushed alarm state change. */
+  readonly source: 'poll' | 'event';
+}
+
+export const gateReadingSchema = z
+  .object({
+    gate: z.string().min(1),
+    type: z.enum(['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric']),
+    attempt: z.number().int().min(1),
+    stage: z.number().int().nonnegative(),
+    at: z.number().int().nonnegative(),
+    outcome: z.enum(GATE_OUTCOMES),
+    value: z.number().nullable(),
+    query: z.string(),
+    answer: z.string(),
+    reason: z.string().nullable(),
+    source: z.enum(['poll', 'event']),
+  })
+  .readonly();
+const _sameReading: Same<z.output<typeof gateReadingSchema>, GateReading> = true;
+
+/** A gate's counts in one period of its stage, with the readings a decision names. */
+export interface GateTally {
+  readonly gate: string;
+  readonly stage: number;
+  /** The period: the rollout's lastProgressAt when these readings were taken. */
+  readonly origin: number;
+  readonly readings: number;
+  readonly failures: number;
+  readonly inconclusive: number;
+  readonly last: GateReading;
+  readonly lastFailure: GateReading | null;
+  readonly lastInconclusive: GateReading | null;
+}
+
+/** A reading to store, with the period it was taken in. */
+export interface ReadingToStore {
+  readonly rolloutId: string;
+  readonly origin: number;
+  readonly reading: GateReading;
+}
+
+/**
+ * The tally once `reading` (taken in period `origin`) is counted, or null when
+ * it belongs to an older period than the tally's and does not count. Every
+ * store applies this rule: DynamoDB calls it, PostgreSQL's upsert mirrors it
+ * in SQL; the gate readings contract test holds both to it.
+ */
+export function tallyWith(tally: GateTally | undefined, reading: GateReading, origin: number): GateTally | null {
+  const fresh = !tally || tally.origin < origin;
+  if (!fresh && tally.origin > origin) return null;
+  const base = fresh ? { readings: 0, failures: 0, inconclusive: 0, last: null, lastFailure: null, lastInconclusive: null } : tally;
+  const newer = (a: GateReading | null) => (a === null || reading.at >= a.at ? reading : a);
+  return {
+    gate: reading.gate,
+    stage: reading.stage,
+    origin,
+    readings: base.readings + 1,
+    failures: base.failures + (reading.outcome === 'fail' ? 1 : 0),
+    inconclusive: base.inconclusive + (reading.outcome === 'inconclusive' ? 1 : 0),
+    last: newer(base.last),
+    lastFailure: reading.outcome === 'fail' ? newer(base.lastFailure) : base.lastFailure,
+    lastInconclusive: reading.outcome === 'inconclusive' ? newer(base.lastInconclusive) : base.lastInconclusive,
+  };
+}
+
+/**
+ * What a provider returned for one gate, before it is judged. Providers say
+ * what they got; whether that passes is decided here, once, for all of them.
+ */
+export type ProviderResult =
+  | { readonly kind: 'number'; readonly value: number; readonly answer: string }
+  /** The query ran and matched nothing (an empty vector, no datapoint in the period). */
+  | { readonly kind: 'empty'; readonly answer: string }
+  /** More than one series where one number was expected. */
+  | { readonly kind: 'several'; readonly count: number; readonly answer: string }
+  | { readonly kind: 'alarms'; readonly states: Readonly<Record<string, AlarmState | 'missing'>>; readonly answer: string }
+  | { readonly kind: 'error'; readonly message: string; readonly answer: string };
+
+const clip = (s: string) => (s.length > MAX_ANSWER_CHARS ? `${s.slice(0, MAX_ANSWER_CHARS - 1)}…` : s);
+
+/** One reading of `gate` from what its provider returned. */
+export function judge(gate: ProviderGate, result: ProviderResult, where: { attempt: number; stage: number; at: number; source: GateReading['source'] }): GateReading {
+  const reading = (outcome: GateOutcome, value: number | null, reason: string | null): GateReading => ({
+    gate: gate.name,
+    type: gate.type,
+    ...where,
+    outcome,
+    value,
+    query: queryOf(gate),
+    answer: clip(result.answer),
+    reason: reason === null ? null : clip(reason),
+  });
+  switch (result.kind) {
+    case 'error':
+      return reading('inconclusive', null, result.message);
+    case 'empty':
+      return reading('inconclusive', null, 'empty result: the query matched no series (or no datapoint in the period)');
+    case 'several':
+      return reading('inconclusive', null, `the query returned ${result.count} series; a gate needs exactly one number`);
+    case 'alarms': {
+      if (gate.type !== 'cloudwatchAlarm') return reading('inconclusive', null, `a ${gate.type} gate got alarm states`);
+      const firing = gate.alarms.filter((a) => result.states[a] === 'ALARM');
+      if (firing.length) return reading('fail', null, `in ALARM: ${firing.join(', ')}`);
+      const unsure = gate.alarms.filter((a) => result.states[a] !== 'OK');
+      if (unsure.length) {
+        return reading('inconclusive', null, unsure.map((a) => (result.states[a] === 'missing' || result.states[a] === undefined ? `alarm ${a} not found` : `alarm ${a} is ${result.states[a]}`)).join('; '));
+      }
+      return reading('pass', null, null);
+    }
+    case 'number': {
+      if (gate.type === 'cloudwatchAlarm') return reading('inconclusive', null, 'an alarm gate got a number');
+      const v = result.value;
+      if (!Number.isFinite(v)) return reading('inconclusive', null, `the value is ${Number.isNaN(v) ? 'NaN' : v > 0 ? '+Inf' : '-Inf'}: no number to compare`);
+      if (passes(v, gate.comparison, gate.threshold)) return reading('pass', v, null);
+      return reading('fail', v, `${v} does not meet ${gate.comparison} ${gate.threshold}`);
+    }
+  }
+}
+
+/** The tally of `gate` for the current period of `stage`, or undefined (no data). */
+export function currentTally(tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, gate: string, origin: number): GateTally | undefined {
+  const t = tallies.get(stage)?.get(gate);
+  return t && t.origin === origin ? t : undefined;
+}
+
+/**
+ * The provider gates due for a reading now: the stage is active, the gate's
+ * initial delay has passed, and its last reading in this period (if any) is
+ * at least one interval old. So each gate is read at most once per interval.
+ */
+export function dueGates(gates: readonly ProviderGate[], tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, origin: number, now: number): ProviderGate[] {
+  return gates.filter((g) => {
+    if (now < origin + g.initialDelaySeconds * 1000) return false;
+    const t = currentTally(tallies, stage, g.name, origin);
+    return !t || now - t.last.at >= g.intervalSeconds * 1000;
+  });
+}
+
+export type GateVerdict =
+  | { readonly kind: 'rollback'; readonly reason: string; readonly readings: readonly GateReading[] }
+  | { readonly kind: 'pause'; readonly reason: string; readonly readings: readonly GateReading[] }
+  /** Every gate's newest reading passes: these are the readings that allow promotion. */
+  | { readonly kind: 'pass'; readonly readings: readonly GateReading[] }
+  /** Some gate has no data, or its newest reading does not pass (yet within its limits). */
+  | { readonly kind: 'wait'; readonly reason: string };
+
+const describe = (g: ProviderGate) => `gate ${g.name} (${g.type})`;
+const plural = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
+
+/**
+ * The provider gates' verdict on the active stage. Failures are looked at
+ * before inconclusive readings, across all gates: a breach rolls back even
+ * while another gate's provider is down.
+ */
+export function providerVerdict(gates: readonly ProviderGate[], tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, origin: number): GateVerdict {
+  const current = gates.map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
+  for (const { g, t } of current) {
+    if (t && t.failures > g.failureLimit) {
+      const r = t.lastFailure ?? t.last;
+      return { kind: 'rollback', reason: `${describe(g)}: ${plural(t.failures, 'failed reading')} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`, readings: [r] };
+    }
+  }
+  for (const { g, t } of current) {
+    if (t && t.inconclusive > g.inconclusiveLimit) {
+      const r = t.lastInconclusive ?? t.last;
+      return { kind: 'pause', reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`, readings: [r] };
+    }
+  }
+  const waiting = current.find(({ t }) => !t || t.last.outcome !== 'pass');
+  if (waiting) return { kind: 'wait', reason: waiting.t ? `${describe(waiting.g)}: last reading ${waiting.t.last.outcome}` : `${describe(waiting.g)}: no data yet` };
+  return { kind: 'pass', readings: current.map(({ t }) => t!.last) };
+}
