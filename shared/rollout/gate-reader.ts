@@ -47,8 +47,9 @@ export async function deadline<T>(ms: number, outer: AbortSignal | undefined, fn
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           const err = new GateTimeoutError(ms);
-          controller.abort(err);
+          // Settle first: what `fn` throws when aborted must not win the race over the timeout.
           reject(err);
+          controller.abort(err);
         }, ms);
       }),
     ]);

@@ -231,8 +231,21 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   async recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]> {
-    const counted = await mapLimit(readings, this.readConcurrency, async (r) => ({ rolloutId: r.rolloutId, tally: await this.recordReading(r) }));
-    return counted.filter((c): c is CountedReading => c.tally !== null);
+    // Readings of one gate in order, one after another (each tally after its own reading, the last one standing); gates in parallel.
+    const byTally = new Map<string, ReadingToStore[]>();
+    for (const r of readings) {
+      const key = JSON.stringify([r.rolloutId, r.reading.attempt, r.reading.stage, r.reading.gate]);
+      byTally.set(key, [...(byTally.get(key) ?? []), r]);
+    }
+    const counted = await mapLimit([...byTally.values()], this.readConcurrency, async (same) => {
+      const out: CountedReading[] = [];
+      for (const r of same) {
+        const tally = await this.recordReading(r);
+        if (tally) out.push({ rolloutId: r.rolloutId, tally });
+      }
+      return out;
+    });
+    return counted.flat();
   }
 
   /** The history item, and the tally as `tallyWith` says, written together only if the tally is as read. */

@@ -1,0 +1,206 @@
+/**
+ * Provider gates on every backend: readings are counted into their tallies
+ * by one rule (`tallyWith`, which DynamoDB calls and PostgreSQL's upsert
+ * mirrors in SQL), the view carries the tallies, the history keeps what each
+ * gate saw, and the promoters act on them — promote on a pass, roll back past
+ * failureLimit, pause past inconclusiveLimit, count again after a resume, and
+ * roll back on a native CloudWatch alarm change in one delivery. Providers
+ * here are the test's own (their answers set by hand); the provider contract
+ * suite runs the real ones. Time is a ManualClock.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { createRollout, runCommand } from '../../shared/rollout/commands.js';
+import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
+import { GateReader, type GateProviders } from '../../shared/rollout/gate-reader.js';
+import { tallyWith, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from '../../shared/rollout/gates.js';
+import { inboundFromEnvelope } from '../../shared/rollout/inbound.js';
+import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
+import { forEachBackend } from '../support/backends.js';
+import { alarmStateChange } from '../support/cloudwatch/events.js';
+import { ManualClock } from '../support/clock.js';
+
+const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
+const PROM = { type: 'prometheus', name: 'error-rate', address: 'http://prometheus.invalid:9090', query: 'sum(errors) / sum(requests)', comparison: '<', threshold: 0.05, intervalSeconds: 10 };
+const ALARMS = { type: 'cloudwatchAlarm', name: 'alarms', alarms: ['checkout-5xx', 'checkout-latency'], intervalSeconds: 10 };
+const spec = (providers: unknown[], bakeSeconds = 30) => ({
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds, gates: { providers } },
+    { name: 'all', percent: 100, bakeSeconds: 0, gates: { providers } },
+  ],
+});
+
+function reading(o: Partial<GateReading> & { at: number }): GateReading {
+  return { gate: 'error-rate', type: 'prometheus', attempt: 1, stage: 0, outcome: 'pass', value: 0.01, query: 'q', answer: '{"status":"success"}', reason: null, source: 'poll', ...o };
+}
+
+forEachBackend('provider gates on %s', { fresh: 'each' }, (backend) => {
+  let clock: ManualClock;
+  let engine: RolloutEngine;
+  beforeEach(() => {
+    clock = new ManualClock();
+    engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
+  });
+
+  describe('tallies', () => {
+    it('every backend counts by tallyWith’s rule: add within a period, start again in a newer one, ignore an older one', async () => {
+      const { id } = await createRollout(engine, { spec: spec([PROM, { ...PROM, name: 'latency' }]), actor: 'alice' });
+      const { id: other } = await createRollout(engine, { spec: spec([PROM]), actor: 'alice' });
+      const T = clock.now();
+      const steps: ReadingToStore[][] = [
+        // Two gates of one rollout and a gate of another in one batch.
+        [
+          { rolloutId: id, origin: T, reading: reading({ at: T + 1, outcome: 'fail', value: 0.4, reason: '0.4 does not meet < 0.05' }) },
+          { rolloutId: id, origin: T, reading: reading({ at: T + 1, gate: 'latency', outcome: 'inconclusive', value: null, reason: 'connect ECONNREFUSED 127.0.0.1:9090' }) },
+          { rolloutId: other, origin: T, reading: reading({ at: T + 1 }) },
+        ],
+        // The same gate twice in one batch (two rounds on PostgreSQL), and a late reading that keeps the newest as last.
+        [
+          { rolloutId: id, origin: T, reading: reading({ at: T + 3 }) },
+          { rolloutId: id, origin: T, reading: reading({ at: T + 2, outcome: 'inconclusive', value: null, reason: 'empty result' }) },
+        ],
+        // A resume at T + 10: a newer period starts the counts again…
+        [{ rolloutId: id, origin: T + 10, reading: reading({ at: T + 11 }) }],
+        // …and a reading taken before it, stored after it, does not count.
+        [{ rolloutId: id, origin: T, reading: reading({ at: T + 4, outcome: 'fail', value: 0.9 }) }],
+        // Equal times: the later write is the last.
+        [{ rolloutId: id, origin: T + 10, reading: reading({ at: T + 11, outcome: 'fail', value: 0.2, reason: '0.2 does not meet < 0.05' }) }],
+      ];
+      const model = new Map<string, GateTally>();
+      for (const batch of steps) {
+        const counted = await backend.rollouts.recordGateReadings(batch);
+        const expected: { rolloutId: string; tally: GateTally }[] = [];
+        for (const r of batch) {
+          const key = `${r.rolloutId}/${r.reading.gate}`;
+          const next = tallyWith(model.get(key), r.reading, r.origin);
+          if (next) {
+            model.set(key, next);
+            expected.push({ rolloutId: r.rolloutId, tally: next });
+          }
+        }
+        // What a batch returns: the tally after each counted reading (the last one per gate is what stands).
+        const last = (xs: { rolloutId: string; tally: GateTally }[]) => Object.fromEntries(xs.map((x) => [`${x.rolloutId}/${x.tally.gate}`, x.tally]));
+        expect(last(counted)).toEqual(last(expected));
+      }
+      expect(model.get(`${id}/error-rate`)).toMatchObject({ origin: T + 10, readings: 2, failures: 1, inconclusive: 0, last: { outcome: 'fail', value: 0.2 } });
+      const view = (await backend.rollouts.load(id))!;
+      expect(view.gates.get(0)?.get('error-rate')).toEqual(model.get(`${id}/error-rate`));
+      expect(view.gates.get(0)?.get('latency')).toEqual(model.get(`${id}/latency`));
+      expect((await backend.rollouts.loadRunning()).find((v) => v.rollout.id === other)?.gates.get(0)?.get('error-rate')).toEqual(model.get(`${other}/error-rate`));
+    });
+
+    it('the history keeps every reading as it was, the newest of each gate first', async () => {
+      const { id } = await createRollout(engine, { spec: spec([PROM, { ...PROM, name: 'latency' }]), actor: 'alice' });
+      const T = clock.now();
+      const written = Array.from({ length: 5 }, (_, i) => reading({ at: T + i * 1_000, value: i === 2 ? null : i / 100, outcome: i === 2 ? 'inconclusive' : 'pass', reason: i === 2 ? 'the value is NaN: no number to compare' : null }));
+      for (const r of written) await backend.rollouts.recordGateReadings([{ rolloutId: id, origin: T, reading: r }]);
+      await backend.rollouts.recordGateReadings([{ rolloutId: id, origin: T, reading: reading({ at: T, gate: 'latency', source: 'event', type: 'prometheus' }) }]);
+      const three = await backend.rollouts.gateReadings(id, { perGate: 3 });
+      expect(three).toEqual([...written.slice(2).reverse(), reading({ at: T, gate: 'latency', source: 'event' })]);
+      expect(await backend.rollouts.gateReadings(id)).toHaveLength(6);
+      expect(await backend.rollouts.gateReadings('no-such-rollout')).toEqual([]);
+    });
+  });
+
+  describe('the promoters act on them', () => {
+    let answers: Map<string, ProviderResult>;
+    let batch: BatchPromoter;
+    let streaming: StreamingPromoter;
+    let leadership: ReturnType<typeof campaignEachTime>;
+    beforeEach(() => {
+      answers = new Map();
+      const fixed = (name: string): ProviderResult => answers.get(name) ?? { kind: 'error', message: `no answer set for ${name}`, answer: '' };
+      const providers: GateProviders = {
+        prometheus: { read: (gates) => Promise.resolve(gates.map((g) => fixed(g.name))) },
+        cloudwatchAlarm: { read: (gates) => Promise.resolve(gates.map((g) => fixed(g.name))) },
+      };
+      leadership = campaignEachTime(new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'a', clock, ...LEASE }));
+      batch = new BatchPromoter(engine, leadership, { reader: new GateReader(providers, backend.rollouts, { clock }) });
+      streaming = new StreamingPromoter(engine, leadership);
+    });
+    const stateOf = async (id: string) => {
+      const v = (await backend.rollouts.load(id))!;
+      return { state: v.rollout.state, phases: v.stages.map((s) => s.phase), reason: v.rollout.stateReason };
+    };
+    const events = async (id: string) => (await backend.rollouts.events(id)).map((e) => e.detailType);
+
+    it('promote on a passing reading once baked; roll back on a failing one, the reading in the event', async () => {
+      const { id } = await createRollout(engine, { spec: spec([PROM]), actor: 'alice' });
+      answers.set('error-rate', { kind: 'number', value: 0.01, answer: '0.01' });
+      await batch.tick(); // activates the canary
+      await batch.tick(); // reads: pass, but not baked yet
+      expect(await stateOf(id)).toMatchObject({ phases: ['active', 'pending'] });
+      clock.advance(30_000);
+      await batch.tick(); // reads again (one interval later), baked: promote
+      expect(await stateOf(id)).toMatchObject({ phases: ['promoted', 'active'] });
+      const promoted = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.stage_promoted')!;
+      expect(promoted.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'pass', value: 0.01, stage: 0, source: 'poll' })]);
+
+      answers.set('error-rate', { kind: 'number', value: 0.3, answer: '0.3' });
+      await batch.tick(); // the new stage's first reading fails
+      expect(await stateOf(id)).toEqual({ state: 'rolled_back', phases: ['promoted', 'rolled_back'], reason: 'gate error-rate (prometheus): 1 failed reading > failureLimit 0; last: 0.3 does not meet < 0.05' });
+      const rollback = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
+      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'fail', value: 0.3, stage: 1 })]);
+      // Every reading is in the history, with what was asked.
+      expect((await backend.rollouts.gateReadings(id)).map((r) => [r.stage, r.outcome, r.query])).toEqual([
+        [0, 'pass', 'sum(errors) / sum(requests)'],
+        [0, 'pass', 'sum(errors) / sum(requests)'],
+        [1, 'fail', 'sum(errors) / sum(requests)'],
+      ]);
+    });
+
+    it('an outage pauses the rollout naming the gate and the error — never a promotion, never a rollback — and a resume counts again', async () => {
+      const { id } = await createRollout(engine, { spec: spec([PROM], 0), actor: 'alice' });
+      answers.set('error-rate', { kind: 'error', message: 'prometheus 127.0.0.1:9090: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9090', answer: '' });
+      await batch.tick(); // activates
+      for (let i = 0; i < 2; i++) {
+        await batch.tick();
+        expect((await stateOf(id)).state).toBe('running');
+        clock.advance(10_000);
+      }
+      await batch.tick(); // the third inconclusive reading is over inconclusiveLimit 2
+      expect(await stateOf(id)).toEqual({
+        state: 'paused',
+        phases: ['active', 'pending'],
+        reason: 'gate error-rate (prometheus): 3 inconclusive readings > inconclusiveLimit 2; last: prometheus 127.0.0.1:9090: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9090',
+      });
+      expect(await events(id)).toEqual(['ai.rollout.stage_activated', 'ai.rollout.paused']);
+      clock.advance(10_000);
+      await batch.tick(); // a paused rollout is not read
+      expect((await backend.rollouts.gateReadings(id)).length).toBe(3);
+
+      // Prometheus is back; a resume starts a new period: the gate has no data until it is read again.
+      answers.set('error-rate', { kind: 'number', value: 0.0, answer: '0' });
+      clock.advance(1_000);
+      await runCommand(engine, (await leadership())!, { rolloutId: id, command: 'resume', actor: 'alice' });
+      expect((await backend.rollouts.load(id))!.gates.get(0)?.get('error-rate')?.inconclusive).toBe(3);
+      await batch.tick();
+      expect(await stateOf(id)).toMatchObject({ state: 'running', phases: ['promoted', 'active'] });
+    });
+
+    it('a native CloudWatch alarm change rolls the stage back in one delivery; an older one changes nothing', async () => {
+      const { id } = await createRollout(engine, { spec: spec([ALARMS]), actor: 'alice' });
+      await batch.tick(); // activates
+      await batch.tick(); // the poll has no answer set: an inconclusive reading
+      const T = clock.now();
+      const at = (ms: number) => new Date(ms).toISOString().replace('Z', '+0000');
+      // OK for one alarm while the other's state is unknown: the change settles nothing, no reading.
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-5xx', 'OK', at(T - 5_000))));
+      expect((await backend.rollouts.gateReadings(id)).map((r) => r.source)).toEqual(['poll']);
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-latency', 'ALARM', at(T - 1_000))));
+      expect(await stateOf(id)).toEqual({ state: 'rolled_back', phases: ['rolled_back', 'pending'], reason: 'gate alarms (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-latency' });
+      const rollback = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
+      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'alarms', outcome: 'fail', source: 'event', answer: 'state change of checkout-latency: checkout-5xx OK, checkout-latency ALARM' })]);
+
+      // A late delivery of an older change is stale: stored nothing new, made no reading.
+      const { id: second } = await createRollout(engine, { spec: spec([ALARMS]), actor: 'bob' });
+      await batch.tick();
+      await batch.tick();
+      const late = await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-latency', 'OK', at(T - 2_000))));
+      expect(late.stored).toBe('stale');
+      expect((await backend.rollouts.gateReadings(second)).map((r) => r.source)).toEqual(['poll']);
+    });
+  });
+});

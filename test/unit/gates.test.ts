@@ -1,0 +1,276 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../shared/errors.js';
+import { evaluate } from '../../shared/rollout/evaluate.js';
+import { deadline, GateReader, GateTimeoutError, type GateProvider } from '../../shared/rollout/gate-reader.js';
+import { dueGates, judge, providerVerdict, tallyWith, type GateReading, type GateTally, type ProviderResult } from '../../shared/rollout/gates.js';
+import { inboundFromEnvelope, InvalidEventError } from '../../shared/rollout/inbound.js';
+import { talliesByStage, type RolloutView } from '../../shared/rollout/model.js';
+import { parseRolloutSpec } from '../../shared/rollout/spec.js';
+import type { CountedReading, RolloutStore } from '../../shared/rollout/store.js';
+import { freshStages, planTransition } from '../../shared/rollout/transitions.js';
+import type { PrometheusGate, ProviderGate } from '../../shared/rollout/gate-spec.js';
+import { alarmStateChange } from '../support/cloudwatch/events.js';
+
+const target = { service: 'checkout', version: 'v2' };
+const T = 1_700_000_000_000;
+
+function specWith(providers: unknown[], bakeSeconds = 0) {
+  return parseRolloutSpec({
+    target,
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds, gates: { providers } },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  });
+}
+
+const prom = { type: 'prometheus', name: 'errors', address: 'http://prometheus:9090', query: 'sum(rate(errors[1m]))', comparison: '<', threshold: 0.05 };
+const alarmGate = { type: 'cloudwatchAlarm', name: 'alarms', alarms: ['checkout-5xx', 'checkout-latency'] };
+
+function errorsOf(input: unknown): string[] {
+  try {
+    parseRolloutSpec(input);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.issues as string[];
+    throw err;
+  }
+  return [];
+}
+
+describe('provider gates in the spec', () => {
+  it('takes each provider with its defaults', () => {
+    const spec = specWith([
+      prom,
+      alarmGate,
+      { type: 'cloudwatchMetric', name: 'rate', expression: 'errors / requests', metrics: { errors: { namespace: 'App', metricName: 'Errors', stat: 'Sum' }, requests: { namespace: 'App', metricName: 'Requests', stat: 'Sum' } }, comparison: '<=', threshold: 0.01 },
+    ]);
+    const [p, a, m] = spec.stages[0]!.gates.providers!;
+    expect(p).toMatchObject({ intervalSeconds: 30, timeoutSeconds: 10, initialDelaySeconds: 0, failureLimit: 0, inconclusiveLimit: 2 });
+    expect(a).toMatchObject({ intervalSeconds: 10 });
+    expect(m).toMatchObject({ intervalSeconds: 60, periodSeconds: 60 });
+    // A stage without providers keeps no field: a spec stored before providers existed reads back equal.
+    expect(spec.stages[1]!.gates).toEqual({ minRequests: 0, alarms: [] });
+  });
+
+  it('refuses a bad gate naming the field', () => {
+    const at = 'stages.0.gates.providers';
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, comparison: '=' }] } }] })).toEqual([
+      expect.stringMatching(new RegExp(`^${at}\\.0\\.comparison: `)),
+    ]);
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, adress: 'x' }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0: Unrecognized key: "adress"`));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [prom, prom] } }] })).toEqual([`${at}.1.name: duplicate gate name "errors"`]);
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, address: 'ftp://x' }] } }] })).toEqual([`${at}.0.address: must be an http(s) URL`]);
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, auth: { type: 'bearer', token: 'secret' } }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.auth`));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, threshold: Number.NaN }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.threshold: `));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, query: 'x'.repeat(4_097) }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.query: `));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ type: 'cloudwatchMetric', name: 'm', comparison: '<', threshold: 1 }] } }] })).toEqual([`${at}.0.metric: give either metric, or expression with metrics`]);
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ type: 'cloudwatchMetric', name: 'm', expression: 'a/b', metrics: { A: { namespace: 'n', metricName: 'm', stat: 'Sum' } }, comparison: '<', threshold: 1 }] } }] })[0]).toMatch(
+      new RegExp(`^${at}\\.0\\.metrics\\.A: `),
+    );
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...alarmGate, alarms: [] }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.alarms: `));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, type: 'datadog' }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.type: `));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: Array.from({ length: 11 }, (_, i) => ({ ...prom, name: `g${i}` })) } }] })[0]).toMatch(new RegExp(`^${at}: `));
+  });
+});
+
+const gate = specWith([prom]).stages[0]!.gates.providers![0]! as PrometheusGate;
+const where = { attempt: 1, stage: 0, at: T, source: 'poll' as const };
+
+describe('judging what a provider returned', () => {
+  const outcome = (r: ProviderResult, g: ProviderGate = gate) => {
+    const x = judge(g, r, where);
+    return [x.outcome, x.value, x.reason];
+  };
+  it('a number is compared; anything else is inconclusive, with the reason', () => {
+    expect(outcome({ kind: 'number', value: 0.01, answer: '' })).toEqual(['pass', 0.01, null]);
+    expect(outcome({ kind: 'number', value: 0.05, answer: '' })).toEqual(['fail', 0.05, '0.05 does not meet < 0.05']);
+    expect(outcome({ kind: 'number', value: Number.NaN, answer: '' })).toEqual(['inconclusive', null, 'the value is NaN: no number to compare']);
+    expect(outcome({ kind: 'number', value: Number.POSITIVE_INFINITY, answer: '' })[0]).toBe('inconclusive');
+    expect(outcome({ kind: 'empty', answer: '' })).toEqual(['inconclusive', null, expect.stringMatching(/^empty result/)]);
+    expect(outcome({ kind: 'several', count: 3, answer: '' })).toEqual(['inconclusive', null, 'the query returned 3 series; a gate needs exactly one number']);
+    expect(outcome({ kind: 'error', message: 'connect ECONNREFUSED 127.0.0.1:9090', answer: '' })).toEqual(['inconclusive', null, 'connect ECONNREFUSED 127.0.0.1:9090']);
+  });
+  it('an alarm gate fails on any ALARM, passes on all OK, and is inconclusive otherwise', () => {
+    const g = specWith([alarmGate]).stages[0]!.gates.providers![0]!;
+    const states = (a: string, b: string) => ({ kind: 'alarms', states: { 'checkout-5xx': a, 'checkout-latency': b }, answer: '' }) as ProviderResult;
+    expect(outcome(states('OK', 'OK'), g)).toEqual(['pass', null, null]);
+    expect(outcome(states('OK', 'ALARM'), g)).toEqual(['fail', null, 'in ALARM: checkout-latency']);
+    expect(outcome(states('ALARM', 'missing'), g)[0]).toBe('fail');
+    expect(outcome(states('OK', 'INSUFFICIENT_DATA'), g)).toEqual(['inconclusive', null, 'alarm checkout-latency is INSUFFICIENT_DATA']);
+    expect(outcome(states('missing', 'OK'), g)).toEqual(['inconclusive', null, 'alarm checkout-5xx not found']);
+  });
+  it('keeps a long answer bounded', () => {
+    expect(judge(gate, { kind: 'empty', answer: 'x'.repeat(5_000) }, where).answer).toHaveLength(1_000);
+  });
+});
+
+const reading = (outcome: GateReading['outcome'], at: number, stage = 0): GateReading => ({ gate: 'errors', type: 'prometheus', attempt: 1, stage, at, outcome, value: null, query: 'q', answer: '', reason: outcome === 'pass' ? null : outcome, source: 'poll' });
+
+describe('tallies', () => {
+  it('count within a period, start again in a newer one, and ignore an older one', () => {
+    const a = tallyWith(undefined, reading('fail', T + 1), T)!;
+    expect(a).toMatchObject({ origin: T, readings: 1, failures: 1, inconclusive: 0 });
+    const b = tallyWith(a, reading('inconclusive', T + 2), T)!;
+    expect(b).toMatchObject({ readings: 2, failures: 1, inconclusive: 1, last: { at: T + 2 }, lastFailure: { at: T + 1 }, lastInconclusive: { at: T + 2 } });
+    // A reading that arrives late keeps its place: the newest stays the last.
+    expect(tallyWith(b, reading('pass', T + 1), T)).toMatchObject({ readings: 3, last: { at: T + 2 } });
+    // Resumed at T + 10: the counts start again.
+    expect(tallyWith(b, reading('pass', T + 11), T + 10)).toMatchObject({ origin: T + 10, readings: 1, failures: 0, inconclusive: 0, lastFailure: null, lastInconclusive: null });
+    // Taken before the resume, stored after it: it does not count.
+    expect(tallyWith(tallyWith(b, reading('pass', T + 11), T + 10)!, reading('fail', T + 3), T)).toBeNull();
+  });
+});
+
+function tally(t: Partial<GateTally>): GateTally {
+  const last = t.last ?? reading('pass', T + 1);
+  return { gate: 'errors', stage: 0, origin: T, readings: 1, failures: 0, inconclusive: 0, last, lastFailure: null, lastInconclusive: null, ...t };
+}
+
+describe('the provider verdict', () => {
+  const gates = [gate];
+  const of = (t?: GateTally) => providerVerdict(gates, talliesByStage(t ? [t] : []), 0, T);
+  it('waits with no data, or while the newest reading does not pass; passes on a passing newest reading', () => {
+    expect(of()).toEqual({ kind: 'wait', reason: 'gate errors (prometheus): no data yet' });
+    expect(of(tally({ origin: T - 1 }))).toMatchObject({ kind: 'wait', reason: 'gate errors (prometheus): no data yet' });
+    expect(of(tally({ last: reading('inconclusive', T + 1), inconclusive: 1 }))).toMatchObject({ kind: 'wait' });
+    expect(of(tally({}))).toEqual({ kind: 'pass', readings: [reading('pass', T + 1)] });
+  });
+  it('rolls back past failureLimit and pauses past inconclusiveLimit, naming the gate and the last reason', () => {
+    const failed = reading('fail', T + 5);
+    expect(of(tally({ failures: 1, last: failed, lastFailure: failed }))).toEqual({ kind: 'rollback', reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: fail', readings: [failed] });
+    const down = { ...reading('inconclusive', T + 9), reason: 'connect ECONNREFUSED 127.0.0.1:9090' };
+    expect(of(tally({ inconclusive: 2, last: down, lastInconclusive: down }))).toMatchObject({ kind: 'wait' });
+    expect(of(tally({ inconclusive: 3, last: down, lastInconclusive: down }))).toEqual({
+      kind: 'pause',
+      reason: 'gate errors (prometheus): 3 inconclusive readings > inconclusiveLimit 2; last: connect ECONNREFUSED 127.0.0.1:9090',
+      readings: [down],
+    });
+    // A breach is looked at first: it rolls back even while the provider is also flaky.
+    expect(of(tally({ failures: 1, inconclusive: 5, lastFailure: failed, lastInconclusive: down })).kind).toBe('rollback');
+  });
+});
+
+describe('due gates', () => {
+  const g = { ...gate, intervalSeconds: 30, initialDelaySeconds: 5 };
+  const due = (t: GateTally | undefined, now: number) => dueGates([g], talliesByStage(t ? [t] : []), 0, T, now).length === 1;
+  it('waits out the initial delay, then reads at most once per interval', () => {
+    expect(due(undefined, T + 4_999)).toBe(false);
+    expect(due(undefined, T + 5_000)).toBe(true);
+    expect(due(tally({ last: reading('pass', T + 5_000) }), T + 34_999)).toBe(false);
+    expect(due(tally({ last: reading('pass', T + 5_000) }), T + 35_000)).toBe(true);
+    // A tally of an earlier period is no reading of this one.
+    expect(due(tally({ origin: T - 60_000, last: reading('pass', T + 5_000) }), T + 6_000)).toBe(true);
+  });
+});
+
+describe('the evaluator with provider gates', () => {
+  const spec = specWith([prom], 60);
+  const view = (tallies: GateTally[], o: { lastProgressAt?: number; activatedAt?: number } = {}): RolloutView => {
+    const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
+    stages[0] = { ...stages[0]!, phase: 'active', activatedAt: o.activatedAt ?? T };
+    return {
+      rollout: { id: 'r', spec, state: 'running', attempt: 1, version: 2, createdAt: T, updatedAt: T, lastProgressAt: o.lastProgressAt ?? T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+      stages,
+      metrics: new Map(),
+      alarms: {},
+      gates: talliesByStage(tallies),
+    };
+  };
+  it('promotes only once baked and the gate passes, carrying the reading', () => {
+    expect(evaluate(view([]), T + 61_000)).toBeNull();
+    expect(evaluate(view([tally({})]), T + 59_000)).toBeNull();
+    expect(evaluate(view([tally({})]), T + 61_000)).toEqual({ kind: 'promote', stage: 0, then: 'activate_next', readings: [reading('pass', T + 1)] });
+  });
+  it('pauses on an outage instead of promoting, and a resume starts the count again', () => {
+    const down = reading('inconclusive', T + 9);
+    const outage = tally({ inconclusive: 3, last: down, lastInconclusive: down });
+    expect(evaluate(view([outage]), T + 61_000)).toMatchObject({ kind: 'pause', readings: [down] });
+    // Resumed at T + 100: the old period's tally is no data; nothing happens until the gate is read again.
+    expect(evaluate(view([outage], { lastProgressAt: T + 100_000 }), T + 161_000)).toBeNull();
+  });
+  it('a pause plan stops the rollout with the reason and the reading in its event', () => {
+    const down = reading('inconclusive', T + 9);
+    const v = view([tally({ inconclusive: 3, last: down, lastInconclusive: down })]);
+    const decision = evaluate(v, T + 61_000)!;
+    const plan = planTransition(v, decision, { now: T + 61_000, token: { name: 'promotion_leader', holder: 'n1', epoch: 3 }, actor: 'promoter:n1' });
+    expect(plan.next).toMatchObject({ state: 'paused', stateBy: 'promoter:n1', stateReason: expect.stringMatching(/^gate errors \(prometheus\): 3 inconclusive readings/) });
+    expect(plan.stageChanges).toEqual([]);
+    expect(plan.events).toEqual([expect.objectContaining({ detailType: 'ai.rollout.paused', detail: expect.objectContaining({ stage: { index: 0, name: 'canary', percent: 10 }, readings: [down] }) })]);
+  });
+  it('a rollback names the failing reading in its event', () => {
+    const failed = { ...reading('fail', T + 9), value: 0.4, reason: '0.4 does not meet < 0.05' };
+    const v = view([tally({ failures: 1, last: failed, lastFailure: failed })]);
+    const plan = planTransition(v, evaluate(v, T + 10_000)!, { now: T + 10_000, token: { name: 'promotion_leader', holder: 'n1', epoch: 3 }, actor: 'promoter:n1' });
+    expect(plan.next.state).toBe('rolled_back');
+    expect(plan.events[0]).toMatchObject({ detailType: 'ai.rollout.rollback_detected', detail: { reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: 0.4 does not meet < 0.05', readings: [failed] } });
+  });
+});
+
+describe('the GateReader', () => {
+  const spec = specWith([{ ...prom, timeoutSeconds: 1 }, { ...alarmGate, timeoutSeconds: 1 }]);
+  const running = (id: string): RolloutView => {
+    const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
+    stages[0] = { ...stages[0]!, phase: 'active', activatedAt: T };
+    return { rollout: { id, spec, state: 'running', attempt: 1, version: 2, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null }, stages, metrics: new Map(), alarms: {}, gates: new Map() };
+  };
+  function storeThatCounts() {
+    const stored: CountedReading[] = [];
+    const store = {
+      recordGateReadings: (rs: readonly { rolloutId: string; origin: number; reading: GateReading }[]) => {
+        const out = rs.map((r) => ({ rolloutId: r.rolloutId, tally: tallyWith(undefined, r.reading, r.origin)! }));
+        stored.push(...out);
+        return Promise.resolve(out);
+      },
+    } as unknown as RolloutStore;
+    return { store, stored };
+  }
+
+  it('asks each kind of provider once with all its due gates, stores every answer and returns the views with their tallies', async () => {
+    const calls: number[] = [];
+    const prometheus: GateProvider<PrometheusGate> = { read: (gs) => (calls.push(gs.length), Promise.resolve(gs.map(() => ({ kind: 'number', value: 0.01, answer: '0.01' })))) };
+    const { store, stored } = storeThatCounts();
+    const reader = new GateReader({ prometheus }, store, { clock: { now: () => T + 1_000 } });
+    const { views, readings } = await reader.read([running('a'), running('b')]);
+    expect(calls).toEqual([2]);
+    expect(readings.map((r) => [r.gate, r.outcome, r.reason])).toEqual([
+      ['errors', 'pass', null],
+      ['alarms', 'inconclusive', 'no cloudwatchAlarm provider is configured where the promoter runs'],
+      ['errors', 'pass', null],
+      ['alarms', 'inconclusive', 'no cloudwatchAlarm provider is configured where the promoter runs'],
+    ]);
+    expect(stored).toHaveLength(4);
+    expect(views[0]!.gates.get(0)?.get('errors')?.last.outcome).toBe('pass');
+  });
+
+  it('a provider that ignores its signal still ends at the timeout: every gate it held is inconclusive', async () => {
+    const hung: GateProvider<PrometheusGate> = { read: () => new Promise<ProviderResult[]>(() => undefined) };
+    const { store } = storeThatCounts();
+    const reader = new GateReader({ prometheus: hung, cloudwatchAlarm: { read: (gs) => Promise.resolve(gs.map(() => ({ kind: 'alarms', states: { 'checkout-5xx': 'OK', 'checkout-latency': 'OK' }, answer: '' }) as ProviderResult)) } }, store, { clock: { now: () => T } });
+    const { readings } = await reader.read([running('a')]);
+    expect(readings.map((r) => [r.gate, r.outcome, r.reason])).toEqual([
+      ['errors', 'inconclusive', 'timed out after 1 s'],
+      ['alarms', 'pass', null],
+    ]);
+  });
+
+  it('deadline() aborts the signal it handed out and rejects with GateTimeoutError', async () => {
+    let aborted: unknown;
+    const err = await deadline(20, undefined, (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => ((aborted = signal.reason), reject(new Error('late')))))).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GateTimeoutError);
+    expect(aborted).toBeInstanceOf(GateTimeoutError);
+  });
+});
+
+describe('native CloudWatch alarm state changes', () => {
+  it.each(['OK', 'ALARM', 'INSUFFICIENT_DATA'] as const)('AWS’s %s event becomes an alarm change with its state timestamp', (state) => {
+    expect(inboundFromEnvelope(alarmStateChange('ServerCpuTooHigh', state))).toEqual({ type: 'cloudwatch.alarm_state_change', alarm: 'ServerCpuTooHigh', state, changedAt: Date.parse('2019-10-02T17:04:40.989Z'), region: 'us-east-1' });
+  });
+  it('a malformed one is refused with the field named', () => {
+    const bad = alarmStateChange('x', 'ALARM');
+    (bad.detail.state as { value: string }).value = 'FIRING';
+    expect(() => inboundFromEnvelope(bad)).toThrow(InvalidEventError);
+    expect(() => inboundFromEnvelope(bad)).toThrow(/detail\.state\.value: /);
+    const noTime = alarmStateChange('x', 'ALARM', 'yesterday');
+    expect(() => inboundFromEnvelope(noTime)).toThrow(/detail\.state\.timestamp: not a timestamp: "yesterday"/);
+  });
+});
