@@ -193,9 +193,11 @@ describe('the evaluator with provider gates', () => {
     const v = view([tally({ inconclusive: 3, last: down, lastInconclusive: down })]);
     const decision = evaluate(v, T + 61_000)!;
     const plan = planTransition(v, decision, { now: T + 61_000, token: { name: 'promotion_leader', holder: 'n1', epoch: 3 }, actor: 'promoter:n1' });
-    expect(plan.next).toMatchObject({ state: 'paused', stateBy: 'promoter:n1', stateReason: expect.stringMatching(/^gate errors \(prometheus\): 3 inconclusive readings/) });
+    expect(plan.next).toMatchObject({ state: 'paused', stateBy: 'promoter:n1' });
+    expect(plan.next.stateReason).toMatch(/^gate errors \(prometheus\): 3 inconclusive readings/);
     expect(plan.stageChanges).toEqual([]);
-    expect(plan.events).toEqual([expect.objectContaining({ detailType: 'ai.rollout.paused', detail: expect.objectContaining({ stage: { index: 0, name: 'canary', percent: 10 }, readings: [down] }) })]);
+    expect(plan.events.map((e) => e.detailType)).toEqual(['ai.rollout.paused']);
+    expect(plan.events[0]!.detail).toMatchObject({ stage: { index: 0, name: 'canary', percent: 10 }, readings: [down] });
   });
   it('a rollback names the failing reading in its event', () => {
     const failed = { ...reading('fail', T + 9), value: 0.4, reason: '0.4 does not meet < 0.05' };
@@ -245,7 +247,8 @@ describe('the GateReader', () => {
   it('a provider that ignores its signal still ends at the timeout: every gate it held is inconclusive', async () => {
     const hung: GateProvider<PrometheusGate> = { read: () => new Promise<ProviderResult[]>(() => undefined) };
     const { store } = storeThatCounts();
-    const reader = new GateReader({ prometheus: hung, cloudwatchAlarm: { read: (gs) => Promise.resolve(gs.map(() => ({ kind: 'alarms', states: { 'checkout-5xx': 'OK', 'checkout-latency': 'OK' }, answer: '' }) as ProviderResult)) } }, store, { clock: { now: () => T } });
+    const ok: ProviderResult = { kind: 'alarms', states: { 'checkout-5xx': 'OK', 'checkout-latency': 'OK' }, answer: '' };
+    const reader = new GateReader({ prometheus: hung, cloudwatchAlarm: { read: (gs) => Promise.resolve(gs.map(() => ok)) } }, store, { clock: { now: () => T } });
     const { readings } = await reader.read([running('a')]);
     expect(readings.map((r) => [r.gate, r.outcome, r.reason])).toEqual([
       ['errors', 'inconclusive', 'timed out after 1 s'],
