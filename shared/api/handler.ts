@@ -11,7 +11,7 @@ import { dispatch } from '../ledger/dispatch.js';
 import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
-import type { RolloutView } from '../rollout/model.js';
+import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
 
@@ -22,7 +22,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /cluster/status | /cluster/leader | /cluster/health   (cluster.ts)
  *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
  *   GET  /rollouts                         the running rollouts
- *   GET  /rollouts/{id}
+ *   GET  /rollouts/{id}                    with each provider gate's recent readings
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
  *   POST /runs                             create a work run and enqueue its items; the same id adds
  *                                          items (a spec, if sent, must be the run's: 409 otherwise)
@@ -109,10 +109,6 @@ function segment(m: RegExpMatchArray, i: number): string {
   }
 }
 
-function viewJson(v: RolloutView): unknown {
-  return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms };
-}
-
 export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiResponse> {
   const clock = deps.clock ?? systemClock;
   // What the API alone knows of the cluster: the lease row and its own holder id (a node answers /cluster/* with more).
@@ -147,7 +143,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     {
       method: 'GET',
       pattern: /^\/rollouts$/,
-      run: async () => ({ status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map(viewJson) } }),
+      run: async () => ({ status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } }),
     },
     {
       method: 'GET',
@@ -156,7 +152,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const id = segment(m, 1);
         const view = await deps.engine.store.load(id);
         if (!view) throw new HttpError(404, `rollout ${id} not found`);
-        return { status: 200, body: viewJson(view) };
+        const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
+        return { status: 200, body: viewJson(view, hasGates ? await deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined) };
       },
     },
     {

@@ -91,6 +91,63 @@ describe('status page', () => {
     await page.close();
   }, 60_000);
 
+  it('draws each provider gate of the active stage: its readings over time against the threshold, coloured by outcome', async () => {
+    // Never read by the node during the test (a long initial delay): the readings shown are the ones stored here, as a reader stores them.
+    const gate = { type: 'prometheus', name: 'error-rate', address: 'http://prometheus.invalid:9090', query: 'sum(errors) / sum(requests)', comparison: '<', threshold: 0.05, initialDelaySeconds: 86_400 };
+    const alarms = { type: 'cloudwatchAlarm', name: 'alarms', alarms: ['checkout-5xx'], initialDelaySeconds: 86_400, failureLimit: 5 };
+    await post('/rollouts', { id: 'charted', spec: { target: { service: 'cart', version: 'v9' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate, alarms] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] } });
+    await expect.poll(async () => (await node.plane.engine.store.load('charted'))?.stages[0]?.phase, { timeout: 10_000 }).toBe('active');
+    const view = (await node.plane.engine.store.load('charted'))!;
+    const T = Date.now();
+    const values = [0.01, 0.02, null, 0.03, 0.2];
+    const at = (i: number) => T - (values.length - i) * 1_000;
+    await node.plane.engine.store.recordGateReadings(
+      values.map((value, i) => ({
+        rolloutId: 'charted',
+        origin: view.rollout.lastProgressAt,
+        reading: {
+          gate: 'error-rate', type: 'prometheus', attempt: 1, stage: 0, at: at(i), value, query: gate.query, answer: '', source: 'poll',
+          outcome: value === null ? 'inconclusive' : value < 0.05 ? 'pass' : 'fail',
+          reason: value === null ? 'connect ECONNREFUSED 10.0.0.9:9090' : value < 0.05 ? null : `${value} does not meet < 0.05`,
+        },
+      })),
+    );
+    await node.plane.engine.store.recordGateReadings([
+      { rolloutId: 'charted', origin: view.rollout.lastProgressAt, reading: { gate: 'alarms', type: 'cloudwatchAlarm', attempt: 1, stage: 0, at: T, value: null, query: 'alarms checkout-5xx', answer: '', source: 'event', outcome: 'pass', reason: null } },
+    ]);
+
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    await page.goto(server.url);
+    const chart = page.locator('.rollout[data-id="charted"] .chart[data-gate="error-rate"]');
+    // The failing reading rolled the stage back (failureLimit 0): the page keeps showing the stage and what decided.
+    await expect.poll(() => page.locator('.rollout[data-id="charted"]').innerText(), { timeout: 15_000 }).toMatch(/charted\s+rolled_back/);
+    expect(await page.locator('.rollout[data-id="charted"] .reason').innerText()).toBe('gate error-rate (prometheus): 1 failed reading > failureLimit 0; last: 0.2 does not meet < 0.05');
+    expect(await chart.innerText()).toMatch(/error-rate\s+prometheus\s+fail\s+1 failed \/ 1 inconclusive of 5/);
+    expect(await chart.innerText()).toContain('passes when value < 0.05');
+    const circles = chart.locator('circle.point');
+    const points: { outcome: string | null; x: number; y: number }[] = [];
+    for (let i = 0; i < (await circles.count()); i++) {
+      const c = circles.nth(i);
+      points.push({ outcome: await c.getAttribute('data-outcome'), x: Number(await c.getAttribute('cx')), y: Number(await c.getAttribute('cy')) });
+    }
+    expect(points.map((p) => p.outcome)).toEqual(['pass', 'pass', 'inconclusive', 'pass', 'fail']);
+    // Oldest on the left; every pass below the dashed threshold line, the failure above it, the reading without a value on the axis.
+    expect(points.map((p) => p.x)).toEqual([...points.map((p) => p.x)].sort((a, b) => a - b));
+    const line = Number(await chart.locator('line.threshold').getAttribute('y1'));
+    for (const p of points.filter((q) => q.outcome === 'pass')) expect(p.y).toBeGreaterThan(line);
+    expect(points.find((p) => p.outcome === 'fail')!.y).toBeLessThan(line);
+    expect(points.find((p) => p.outcome === 'inconclusive')!.y).toBeGreaterThan(Math.max(...points.filter((p) => p.outcome === 'pass').map((p) => p.y)));
+    expect(await page.evaluate(`getComputedStyle(document.querySelector('.rollout[data-id="charted"] .chart[data-gate="error-rate"] circle.point.fail')).fill`)).toBe('rgb(220, 38, 38)');
+    const alarmChart = page.locator('.rollout[data-id="charted"] .chart[data-gate="alarms"]');
+    expect(await alarmChart.innerText()).toContain('fails while an alarm is in ALARM');
+    expect(await alarmChart.locator('line.threshold').count()).toBe(0);
+    expect(await alarmChart.locator('circle.point.pass').count()).toBe(1);
+
+    mkdirSync(shots, { recursive: true });
+    await page.locator('.rollout[data-id="charted"]').screenshot({ path: resolve(shots, 'status-page-gates.png') });
+    await page.close();
+  }, 60_000);
+
   it('says so when the node cannot be reached', async () => {
     const page = await browser.newPage();
     await page.goto(server.url);

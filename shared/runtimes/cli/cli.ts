@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
+import type { GateJson } from '../../api/rollout-json.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
@@ -207,8 +208,17 @@ async function run(o: ClientOpts, method: string, path: string, body: unknown, h
 
 type Status = { node_id: string; is_leader: boolean; leader: { leader_id: string; term: number; expires_at: string } | null };
 const leaderLine = (l: Status['leader']) => (l ? `${l.leader_id} (epoch ${l.term}, lease until ${l.expires_at})` : 'none elected');
-type RolloutJson = { id: string; state: string; stages: { name: string; phase: string }[] };
+type RolloutJson = { id: string; state: string; stateReason: string | null; stages: { name: string; phase: string }[]; gates?: GateJson[] };
 const stagesLine = (r: RolloutJson) => r.stages.map((s) => `${s.name}:${s.phase}`).join(' ');
+
+/** One provider gate: its state in the stage's current period, what it asks, and its newest readings. */
+function gateLines(g: GateJson, stage: string): string {
+  const limits = `failureLimit ${g.failureLimit}, inconclusiveLimit ${g.inconclusiveLimit}`;
+  const passWhen = g.comparison === null ? 'fails while an alarm is in ALARM' : `passes when value ${g.comparison} ${g.threshold}`;
+  const head = `\ngate ${g.name} (${g.type}, stage ${stage}): ${g.status} · ${g.counts.readings} readings, ${g.counts.failures} failed, ${g.counts.inconclusive} inconclusive (${limits}) · ${passWhen}\n  ${g.query}`;
+  const rows = (g.readings ?? (g.last ? [g.last] : [])).slice(0, 10).map((r) => ({ at: new Date(r.at).toISOString(), outcome: r.outcome, value: r.value, source: r.source, reason: r.reason }));
+  return rows.length ? `${head}\n${table(rows, ['at', 'outcome', 'value', 'source', 'reason']).replace(/^/gm, '  ')}` : `${head}\n  no readings yet`;
+}
 
 function clientCommands(cli: Command): void {
   const statusAction = (o: ClientOpts) => run(o, 'GET', '/cluster/status', undefined, (r) => {
@@ -235,7 +245,7 @@ function clientCommands(cli: Command): void {
   target(rollouts.command('get').description('One rollout').argument('<id>')).action((id: string, o: ClientOpts) =>
     run(o, 'GET', `/rollouts/${encodeURIComponent(id)}`, undefined, (r) => {
       const x = r as RolloutJson;
-      return `${x.id}  ${x.state}\n${table(x.stages.map((st) => ({ ...st })), ['name', 'phase'])}`;
+      return [`${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`, table(x.stages.map((st) => ({ ...st })), ['name', 'phase']), ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage)))].join('\n');
     }),
   );
   for (const command of COMMANDS) {

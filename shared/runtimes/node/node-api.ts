@@ -8,6 +8,7 @@ import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
 import { errorMessage } from '../../log.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
+import { gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
 import { RolloutEngine } from '../../rollout/engine.js';
 import type { HandleResult } from '../../rollout/promoters.js';
 import { PostgresRolloutStore } from '../../adapters/postgres/rollout-store.js';
@@ -264,6 +265,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
     rollouts.push({
       id,
       state: v.rollout.state,
+      stateReason: v.rollout.stateReason,
       target: v.rollout.spec.target,
       attempt: v.rollout.attempt,
       stages: v.stages.map((s) => {
@@ -280,6 +282,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
           alarms: spec.gates.alarms.map((a) => ({ name: a, state: v.alarms[a] ?? 'INSUFFICIENT_DATA' })),
         };
       }),
+      gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
     });
   }
   const { rows: runRows } = await node.sql.query<Record<string, unknown>>(

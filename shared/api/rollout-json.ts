@@ -1,0 +1,68 @@
+import type { ProviderGate } from '../rollout/gate-spec.js';
+import { currentTally, type GateReading } from '../rollout/gates.js';
+import type { RolloutView } from '../rollout/model.js';
+
+/**
+ * A rollout as the API, the status page and the CLI show it: the rollout
+ * row, its stages, its pushed signals, and what each provider gate saw.
+ */
+
+/** The newest readings of each gate on `GET /rollouts/{id}` and the status page. */
+export const READINGS_SHOWN = 30;
+
+export interface GateJson {
+  readonly stage: number;
+  readonly name: string;
+  readonly type: ProviderGate['type'];
+  readonly query: string;
+  /** Pass when `value <comparison> threshold` (absent for alarm gates). */
+  readonly comparison: string | null;
+  readonly threshold: number | null;
+  readonly intervalSeconds: number;
+  readonly failureLimit: number;
+  readonly inconclusiveLimit: number;
+  /**
+   * The newest reading's outcome in the stage's current period (activation
+   * or last resume), or `no-data` when the gate has not been read in it. A
+   * stage that is no longer active shows the readings it ended with.
+   */
+  readonly status: GateReading['outcome'] | 'no-data';
+  readonly counts: { readonly readings: number; readonly failures: number; readonly inconclusive: number };
+  readonly last: GateReading | null;
+  /** Newest first; only where asked for (one rollout, the status page). */
+  readonly readings?: readonly GateReading[];
+}
+
+/** Every provider gate of every stage of the current attempt, with its tally and, given `history`, its recent readings. */
+export function gatesJson(v: RolloutView, history?: readonly GateReading[]): GateJson[] {
+  return v.rollout.spec.stages.flatMap((stage, index) =>
+    (stage.gates.providers ?? []).map((g) => {
+      const status = v.stages[index];
+      // The active stage counts from its current period; a finished one shows what it ended with.
+      const t = status?.phase === 'active' ? currentTally(v.gates, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
+      return {
+        stage: index,
+        name: g.name,
+        type: g.type,
+        query: t?.last.query ?? queryLine(g),
+        comparison: g.type === 'cloudwatchAlarm' ? null : g.comparison,
+        threshold: g.type === 'cloudwatchAlarm' ? null : g.threshold,
+        intervalSeconds: g.intervalSeconds,
+        failureLimit: g.failureLimit,
+        inconclusiveLimit: g.inconclusiveLimit,
+        status: t ? t.last.outcome : 'no-data',
+        counts: { readings: t?.readings ?? 0, failures: t?.failures ?? 0, inconclusive: t?.inconclusive ?? 0 },
+        last: t?.last ?? null,
+        ...(history ? { readings: history.filter((r) => r.stage === index && r.gate === g.name).slice(0, READINGS_SHOWN) } : {}),
+      };
+    }),
+  );
+}
+
+function queryLine(g: ProviderGate): string {
+  return g.type === 'prometheus' ? g.query : g.type === 'cloudwatchAlarm' ? `alarms ${g.alarms.join(', ')}` : g.expression ?? `${g.metric?.namespace} ${g.metric?.metricName}`;
+}
+
+export function viewJson(v: RolloutView, history?: readonly GateReading[]): unknown {
+  return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms, gates: gatesJson(v, history) };
+}
