@@ -5,7 +5,10 @@
  * synthesized stack. The handlers run in-process where AWS would invoke them.
  *
  * Stand-in liberty: real EventBridge refuses PutEvents with an `aws.*`
- * source; the Spot notice here is put the way AWS itself would deliver it.
+ * source; the Spot notice and the CloudWatch alarm state change here are put
+ * the way AWS itself would deliver them. CloudWatch's DescribeAlarms is served
+ * by the tests' CloudWatch stand-in (no emulator exists), through the
+ * unmodified SDK client.
  */
 import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message } from '@aws-sdk/client-sqs';
@@ -35,6 +38,8 @@ import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { createRollout } from '../../shared/rollout/commands.js';
 import { dynamoTable, uniqueName } from '../support/backends.js';
 import { EventBridgeStandIn, type Handler } from '../support/eventbridge/server.js';
+import { CloudWatchStandIn } from '../support/cloudwatch/server.js';
+import { alarmStateChange } from '../support/cloudwatch/events.js';
 
 const SPEC = {
   target: { service: 'checkout', version: 'v2' },
@@ -51,6 +56,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   const queues: string[] = [];
   let table: Awaited<ReturnType<typeof dynamoTable>>;
   let eb: EventBridgeStandIn;
+  let cloudwatch: CloudWatchStandIn;
   let events: EventBridgeClient;
   let rt: () => Promise<Runtime>;
   let observed: string; // a queue subscribed to the rollout bus's ai.rollout events
@@ -82,6 +88,9 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
 
   beforeAll(async () => {
     table = await dynamoTable();
+    // Before any CloudWatch client is made (the gate providers make theirs on first use).
+    cloudwatch = await new CloudWatchStandIn().start();
+    process.env.AWS_ENDPOINT_URL_CLOUDWATCH = cloudwatch.url;
     [observed, eventsDlq, workQueue] = await Promise.all([queue('observed'), queue('events-dlq'), queue('work')]);
     workDlq = await queue('work-dlq');
     // The stack as it deploys (bundling skipped: the handlers run in-process here).
@@ -126,8 +135,10 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   afterAll(async () => {
     for (const q of queues) await sqs.send(new DeleteQueueCommand({ QueueUrl: q })).catch(() => undefined);
     await eb?.stop();
+    await cloudwatch?.stop();
     await table?.close();
     delete process.env.AWS_ENDPOINT_URL_EVENTBRIDGE;
+    delete process.env.AWS_ENDPOINT_URL_CLOUDWATCH;
   });
 
   const put = (detailType: string, detail: object, bus = busName, source = 'rollout.signals') =>
@@ -182,6 +193,69 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     await eb.tick(); // the schedule fires
     await eb.idle();
     expect(await phases()).toEqual(['promoted', 'active']);
+  });
+
+  describe('a stage gated on a CloudWatch alarm', () => {
+    const gated = (alarm: string) => ({
+      target: { service: 'checkout', version: 'v3' },
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: [alarm], intervalSeconds: 1 }] } },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    });
+    /** Scheduled BatchPromoter ticks (what the clock would fire), until `done` holds of the rollout. */
+    const tickUntil = async (id: string, done: (v: { phases: string[]; gate: string | undefined }) => boolean) => {
+      const { stores: { rollouts } } = await rt();
+      const look = async () => {
+        const v = (await rollouts.load(id))!;
+        return { phases: v.stages.map((s) => s.phase), gate: v.gates.get(0)?.get('health')?.last.outcome };
+      };
+      await expect
+        .poll(async () => {
+          await eb.tick();
+          await eb.idle();
+          return done(await look());
+        }, { timeout: 20_000 })
+        .toBe(true);
+    };
+
+    it('going to ALARM rolls the active stage back within one event delivery through the deployed rule', async () => {
+      const { engine, stores: { rollouts } } = await rt();
+      cloudwatch.setAlarm('checkout-5xx', 'OK');
+      const { id } = await createRollout(engine, { spec: gated('checkout-5xx'), actor: 'alice' });
+      // The tick activates the stage and reads the alarm (DescribeAlarms): OK, a pass.
+      await tickUntil(id, (v) => v.gate === 'pass');
+      const delivered = eb.deliveries.length;
+      const sample = alarmStateChange('checkout-5xx', 'ALARM', new Date().toISOString().replace('Z', '+0000'));
+      // CloudWatch puts the state change on the account's default bus, in its own shape.
+      await events.send(new PutEventsCommand({ Entries: [{ Source: sample.source, DetailType: sample['detail-type'], Resources: sample.resources, Detail: JSON.stringify(sample.detail) }] }));
+      await eb.idle();
+      // One delivery, by the StreamingPromoter's rule on the default bus, taken at the first attempt.
+      const ofChange = eb.deliveries.slice(delivered).filter((d) => (d.event as { 'detail-type'?: string })['detail-type'] === 'CloudWatch Alarm State Change');
+      expect(ofChange.map((d) => [d.rule.replace(/[0-9A-F]{8}$/, ''), d.ok, d.attempts])).toEqual([['StreamingPromoterRule1', true, 1]]);
+      const v = (await rollouts.load(id))!;
+      expect(v.rollout.state).toBe('rolled_back');
+      expect(v.rollout.stateReason).toBe('gate health (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-5xx');
+      const rollback = (await rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
+      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'health', outcome: 'fail', source: 'event' })]);
+      // Subscribers of the rollout bus get it too.
+      const seen = await receiveAll(observed, (b) => b.some((x) => JSON.stringify(x).includes(id) && JSON.stringify(x).includes('rollback_detected')));
+      expect(seen.some((m) => JSON.stringify(m.body).includes('"source":"event"'))).toBe(true);
+    });
+
+    it('a missed state change is caught up on the next tick through DescribeAlarms', async () => {
+      const { engine, stores: { rollouts } } = await rt();
+      cloudwatch.setAlarm('checkout-latency', 'OK');
+      const { id } = await createRollout(engine, { spec: gated('checkout-latency'), actor: 'alice' });
+      await tickUntil(id, (v) => v.gate === 'pass');
+      // The alarm fires; its event never arrives.
+      cloudwatch.setAlarm('checkout-latency', 'ALARM', { reason: 'Threshold Crossed: 3 datapoints were greater than the threshold (400.0)' });
+      await tickUntil(id, (v) => v.phases[0] === 'rolled_back');
+      const rollback = (await rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
+      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'health', outcome: 'fail', source: 'poll', query: 'alarms checkout-latency' })]);
+      expect(rollback.detail.readings![0]!.answer).toContain('Threshold Crossed: 3 datapoints');
+      expect(cloudwatch.calls.some((c) => c.operation === 'DescribeAlarms' && JSON.stringify(c.input).includes('checkout-latency'))).toBe(true);
+    });
   });
 
   it('an invalid event is retried, then lands in the events DLQ with its reason', async () => {
