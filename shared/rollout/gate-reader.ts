@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { ProviderGate, ProviderType } from './gate-spec.js';
@@ -38,6 +39,8 @@ export class GateTimeoutError extends Error {
  */
 export async function deadline<T>(ms: number, outer: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
+  // A batch's signal is the outer one of each of its requests' deadlines: many listeners, by design.
+  setMaxListeners(0, controller.signal);
   let timer: NodeJS.Timeout | undefined;
   const abort = () => controller.abort(outer?.reason);
   outer?.addEventListener('abort', abort, { once: true });
@@ -112,6 +115,7 @@ export class GateReader {
       rolloutId: d.view.rollout.id,
       origin: d.view.rollout.lastProgressAt,
       reading: judge(d.gate, results.get(d)!, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' }),
+      prior: d.view.gates.get(d.stage)?.get(d.gate.name) ?? null,
     }));
     const counted = await this.store.recordGateReadings(toStore);
     const inconclusive = toStore.filter((r) => r.reading.outcome === 'inconclusive');

@@ -144,7 +144,7 @@ async function alarmReadings(store: RolloutStore, views: readonly RolloutView[],
       const states = Object.fromEntries(gate.alarms.map((a) => [a, v.alarms[a] ?? ('missing' as const)]));
       const answer = `state change of ${alarm}: ${gate.alarms.map((a) => `${a} ${states[a]}`).join(', ')}`;
       const reading = judge(gate, { kind: 'alarms', states, answer }, { attempt: v.rollout.attempt, stage: active.index, at, source: 'event' });
-      if (reading.outcome !== 'inconclusive') toStore.push({ rolloutId: v.rollout.id, origin: v.rollout.lastProgressAt, reading });
+      if (reading.outcome !== 'inconclusive') toStore.push({ rolloutId: v.rollout.id, origin: v.rollout.lastProgressAt, reading, prior: v.gates.get(active.index)?.get(gate.name) ?? null });
     }
   }
   if (!toStore.length) return [...views];

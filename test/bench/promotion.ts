@@ -24,6 +24,10 @@ import { conflictStats } from '../../shared/adapters/dynamodb/conflicts.js';
 import { openBackend, type BackendName, type LeaseBackend } from '../support/backends.js';
 import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.js';
 import { rawConditionalWrite, percentile, round3 } from './raw.js';
+import { GateReader } from '../../shared/rollout/gate-reader.js';
+import { defaultGateProviders } from '../../shared/compose/gates.js';
+import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
+import { startExporter, startPrometheus, waitForSeries, type PrometheusServer } from '../support/prometheus.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -124,8 +128,42 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
   return { idle: idleMs, allDue: dueMs, setupMs };
 }
 
+/**
+ * One tick over `n` running rollouts whose active stage has one Prometheus
+ * gate each, every gate due (a query per rollout, its reading stored, the
+ * rollout evaluated); then a tick with none due (read within the interval).
+ */
+async function prometheusTicks(backend: LeaseBackend, n: number, prometheus: PrometheusServer): Promise<{ allDue: number; noneDue: number; readings: number; inconclusive: number }> {
+  const { engine, elector } = await setup(backend);
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, reader: new GateReader(defaultGateProviders(), backend.rollouts) });
+  const gated = (i: number) => ({
+    target: { service: `svc-${i}`, version: 'v2' },
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'prometheus', name: 'error-rate', address: prometheus.url, query: `bench_error_rate{rollout="${i}"}`, comparison: '<', threshold: 0.05, intervalSeconds: 3_600 }] } },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  });
+  for (let i = 0; i < n; i += 50) await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, j) => createRollout(engine, { spec: gated(i + j), actor: 'bench' })));
+  await batch.tick(); // activates every canary; its gate is read from the next tick on
+  let t = performance.now();
+  const due = await batch.tick();
+  const allDue = performance.now() - t;
+  t = performance.now();
+  const idle = await batch.tick();
+  const noneDue = performance.now() - t;
+  if (due.readings !== n || idle.readings !== 0) throw new Error(`prometheus ticks read ${due.readings} then ${idle.readings} gates of ${n}`);
+  const inconclusive = (await Promise.all((await backend.rollouts.loadRunning()).map((v) => v.gates.get(0)?.get('error-rate')?.inconclusive ?? 0))).reduce((a, b) => a + b, 0);
+  return { allDue, noneDue, readings: due.readings, inconclusive };
+}
+
 async function main() {
   const out: Record<string, Record<string, number | boolean>> = {};
+  // A real Prometheus with one series per gated rollout (the exporter's gauge), for the gated tick.
+  const exporter = await startExporter();
+  const rate = exporter.gauge('bench_error_rate', 'error rate per rollout', ['rollout']);
+  for (let i = 0; i < TICK_ROLLOUTS; i++) rate.set({ rollout: String(i) }, 0.001);
+  const prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 1_000 });
+  await waitForSeries(prometheus.url, 'count(bench_error_rate)', (s) => s[0]?.value === TICK_ROLLOUTS, 60_000);
   let proxy: ContentionProxy | undefined;
   if (args['emulate-conflicts']) {
     proxy = await new ContentionProxy(dynamoEndpoint()).start();
@@ -148,6 +186,8 @@ async function main() {
       // A store of its own: the tick must see exactly its 1,000 rollouts.
       const tickBackend = await openBackend(name);
       const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
+      const gatedBackend = await openBackend(name);
+      const gated = await prometheusTicks(gatedBackend, TICK_ROLLOUTS, prometheus).finally(() => gatedBackend.close());
       const rawP50 = percentile(rawSamples, 50);
       const rawP99 = percentile(rawSamples, 99);
       const row = {
@@ -161,6 +201,10 @@ async function main() {
         event_to_promotion_p99_vs_raw_p99: round3(percentile(one, 99) / rawP99),
         batch_tick_1000_ms: Math.round(ticks.idle),
         batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
+        batch_tick_1000_prometheus_gates_ms: Math.round(gated.allDue),
+        batch_tick_1000_prometheus_gates_none_due_ms: Math.round(gated.noneDue),
+        batch_tick_prometheus_share_of_interval: round3(gated.allDue / (BATCH_TICK_SECONDS * 1000)),
+        prometheus_readings_inconclusive: gated.inconclusive,
         samples_1: one.length,
         samples_100: hundred.length,
         ...(name === 'dynamodb'
@@ -176,7 +220,8 @@ async function main() {
       console.log(
         `${name.padEnd(9)} event→promotion p50 ${row.event_to_promotion_p50_ms} / p99 ${row.event_to_promotion_p99_ms} ms (1 rollout; ${row.event_to_promotion_p50_vs_raw_p50}× / ${row.event_to_promotion_p99_vs_raw_p99}× a raw conditional write's p50 ${row.raw_conditional_write_p50_ms} / p99 ${row.raw_conditional_write_p99_ms} ms) · ` +
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
-          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms)` +
+          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms) · ` +
+          `with a Prometheus gate each: ${row.batch_tick_1000_prometheus_gates_ms} ms all read (${TICK_ROLLOUTS} queries, ${row.prometheus_readings_inconclusive} inconclusive; ${(100 * row.batch_tick_prometheus_share_of_interval).toFixed(1)}% of the ${BATCH_TICK_SECONDS} s interval), ${row.batch_tick_1000_prometheus_gates_none_due_ms} ms none due` +
           (name === 'dynamodb' ? ` · transaction conflicts ${row.transaction_conflicts}, retries ${row.transaction_retries}, given up ${row.transaction_retries_exhausted}${proxy ? ' (emulated)' : ''}` : ''),
       );
     } finally {
@@ -184,6 +229,8 @@ async function main() {
     }
   }
   await proxy?.stop();
+  await prometheus.stop();
+  await exporter.close();
   console.log(JSON.stringify({ bench: 'promotion', backends: out }));
 }
 

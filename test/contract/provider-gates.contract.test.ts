@@ -85,6 +85,16 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend) => {
         expect(last(counted)).toEqual(last(expected));
       }
       expect(model.get(`${id}/error-rate`)).toMatchObject({ origin: T + 10, readings: 2, failures: 1, inconclusive: 0, last: { outcome: 'fail', value: 0.2 } });
+      // A reader's stale idea of the tally (none at all, or one reading behind) is only a hint: the count is made on the tally as it is.
+      const behind = tallyWith(undefined, reading({ at: T + 11 }), T + 10)!;
+      for (const prior of [null, behind]) {
+        const r = reading({ at: T + 20 + (prior ? 1 : 0), outcome: 'inconclusive', value: null, reason: 'timed out after 10 s' });
+        const [counted] = await backend.rollouts.recordGateReadings([{ rolloutId: id, origin: T + 10, reading: r, prior }]);
+        const next = tallyWith(model.get(`${id}/error-rate`), r, T + 10)!;
+        model.set(`${id}/error-rate`, next);
+        expect(counted?.tally).toEqual(next);
+      }
+      expect(model.get(`${id}/error-rate`)).toMatchObject({ readings: 4, failures: 1, inconclusive: 2 });
       const view = (await backend.rollouts.load(id))!;
       expect(view.gates.get(0)?.get('error-rate')).toEqual(model.get(`${id}/error-rate`));
       expect(view.gates.get(0)?.get('latency')).toEqual(model.get(`${id}/latency`));

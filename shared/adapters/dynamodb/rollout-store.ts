@@ -13,7 +13,7 @@ import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
-import { queryAll } from './query.js';
+import { batchPut, queryAll } from './query.js';
 import { mapLimit } from '../../concurrency.js';
 
 /**
@@ -240,44 +240,48 @@ export class DynamoRolloutStore implements RolloutStore {
     const counted = await mapLimit([...byTally.values()], this.readConcurrency, async (same) => {
       const out: CountedReading[] = [];
       for (const r of same) {
-        const tally = await this.recordReading(r);
+        const tally = await this.countReading(r, same.length > 1 ? undefined : r.prior);
         if (tally) out.push({ rolloutId: r.rolloutId, tally });
       }
       return out;
     });
+    // The history is for people, not decisions: written after the counts, in batches, whatever they said.
+    await batchPut(
+      this.doc,
+      this.table,
+      readings.map(({ rolloutId, reading }) => ({ pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: Math.floor(reading.at / 1000) + READING_TTL_DAYS * 86_400 })),
+    );
     return counted.flat();
   }
 
-  /** The history item, and the tally as `tallyWith` says, written together only if the tally is as read. */
-  private async recordReading({ rolloutId, origin, reading }: ReadingToStore): Promise<GateTally | null> {
+  /**
+   * The tally as `tallyWith` says, written only if it is still the one it was
+   * computed from: (origin, readings) names a tally's state, since every
+   * count raises one or moves the other forward. Starts from the reader's
+   * `prior` when given, and reads the tally only when that was stale.
+   */
+  private async countReading({ rolloutId, origin, reading }: ReadingToStore, prior: GateTally | null | undefined): Promise<GateTally | null> {
     const key = { pk: rolloutPk(rolloutId), sk: tallySk(reading.attempt, reading.stage, reading.gate) };
-    const history = { Put: { TableName: this.table, Item: { pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: Math.floor(reading.at / 1000) + READING_TTL_DAYS * 86_400 } } };
+    const read = async () => (await this.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }))).Item?.tally as GateTally | undefined;
+    let current = prior === undefined ? await read() : (prior ?? undefined);
     for (let attempt = 0; attempt < TALLY_ATTEMPTS; attempt++) {
-      const current = (await this.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }))).Item;
-      const next = tallyWith(current?.tally as GateTally | undefined, reading, origin);
-      if (next === null) {
-        await this.doc.send(new PutCommand(history.Put));
-        return null;
-      }
-      const version = current ? Number(current.version) : 0;
+      const next = tallyWith(current, reading, origin);
+      if (next === null) return null;
       try {
-        await transactWrite(this.doc, {
-          TransactItems: [
-            {
-              Put: {
-                TableName: this.table,
-                Item: { ...key, type: 'tally', attempt: reading.attempt, tally: next, version: version + 1 },
-                ConditionExpression: current ? 'version = :v' : 'attribute_not_exists(pk)',
-                ...(current ? { ExpressionAttributeValues: { ':v': version } } : {}),
-              },
-            },
-            history,
-          ],
-        });
+        await this.doc.send(
+          new PutCommand({
+            TableName: this.table,
+            Item: { ...key, type: 'tally', attempt: reading.attempt, tally: next },
+            ...(current
+              ? { ConditionExpression: '#t.#o = :o AND #t.#n = :n', ExpressionAttributeNames: { '#t': 'tally', '#o': 'origin', '#n': 'readings' }, ExpressionAttributeValues: { ':o': current.origin, ':n': current.readings } }
+              : { ConditionExpression: 'attribute_not_exists(pk)' }),
+          }),
+        );
         return next;
       } catch (err) {
-        // Another reading of this gate got there first: read again and recount.
-        if (!(err instanceof TransactionCanceledException) || err.CancellationReasons?.[0]?.Code !== 'ConditionalCheckFailed') throw err;
+        // Another reading of this gate got there first: read it and count again.
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        current = await read();
       }
     }
     throw new StoreContendedError(`gate ${reading.gate} of rollout ${rolloutId}: the tally kept changing under ${TALLY_ATTEMPTS} writes; try again`);
