@@ -12,6 +12,7 @@ import type { HandleResult } from '../../shared/rollout/promoters.js';
 import { FUNCTIONS, type Trigger } from '../../shared/topology.js';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { NoRouteError } from '../../shared/runtimes/node/triggers.js';
+import { alarmStateChange } from '../support/cloudwatch/events.js';
 
 describe('the local runtime wires every function of the topology from its triggers', () => {
   let node: ControlPlaneNode;
@@ -50,6 +51,16 @@ describe('the local runtime wires every function of the topology from its trigge
     // Our rule lives on our bus only: the same notice there finds no function.
     await expect(node.triggers.route('rollout', notice)).rejects.toThrow(NoRouteError);
     await expect(node.triggers.route('rollout', { source: 'test', 'detail-type': 'rollout.unheard_of', detail: {} })).rejects.toThrow(/no function takes test "rollout.unheard_of" on the rollout bus/);
+  });
+
+  it('a CloudWatch alarm state change, as AWS puts it on the default bus, reaches the StreamingPromoter and rolls back a stage gated on the alarm', async () => {
+    const spec = { target: { service: 'svc', version: 'v3' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: ['svc-5xx'] }] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+    const created = await node.triggers.http('api')({ method: 'POST', path: '/rollouts', body: JSON.stringify({ id: 'alarmed', spec }), actor: 'test' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await node.triggers.route('rollout', { source: 'test', 'detail-type': 'rollout.created', detail: { rolloutId: 'alarmed' } });
+    const delivered = await node.triggers.route('default', alarmStateChange('svc-5xx', 'ALARM', new Date().toISOString().replace('Z', '+0000')));
+    expect(delivered.map((d) => d.fn)).toEqual(['streamingPromoter']);
+    expect((delivered[0]!.result as HandleResult).actions.map((a) => [a.transition, a.applied])).toEqual([['rollback', true]]);
   });
 
   it('the coordinator is invoked with the request a worker sends; a malformed one is a 400 naming the field', async () => {
