@@ -184,6 +184,7 @@ export class PostgresRolloutStore implements RolloutStore {
               ${withView ? `(SELECT row_to_json(v) FROM (${VIEW_SQL} WHERE r.id = $1) v)` : 'NULL'} AS view`,
       [rolloutId, at.attempt ?? null, typeof at.stage === 'number' ? at.stage : null, typeof at.stage === 'string' ? at.stage : null,
         m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt)],
+      withView ? 'rollout_record_and_load' : 'rollout_record',
     );
     const r = rows[0]!;
     if (toInt(r.found) === 0) throw new UnknownRolloutError(rolloutId);
@@ -211,6 +212,7 @@ export class PostgresRolloutStore implements RolloutStore {
       const { rows } = await this.sql.query<{ r: { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; epoch?: number | string | null } | string }>(
         'SELECT rollout_apply($1, $2, $3, $4::jsonb) AS r',
         [token.name, token.holder, token.epoch, JSON.stringify(plan)],
+        'rollout_apply',
       );
       const raw = rows[0]!.r;
       const r = typeof raw === 'string' ? (JSON.parse(raw) as Exclude<typeof raw, string>) : raw;
@@ -234,7 +236,11 @@ export class PostgresRolloutStore implements RolloutStore {
 
   async markPublished(events: readonly RolloutEvent[]): Promise<void> {
     if (events.length) {
-      await this.sql.query('UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL', [events.map((e) => e.id)]);
+      await this.sql.query(
+        'UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL',
+        [events.map((e) => e.id)],
+        'rollout_mark_published',
+      );
     }
   }
 
