@@ -70,7 +70,7 @@ export const stageSetSchema = z
 const _sameStageSet: Same<z.output<typeof stageSetSchema>, StageSet> = true;
 
 /**
- * The plan as the backends read it: rollout_apply (PL/pgSQL, migration 3)
+ * The plan as the backends read it: rollout_apply (PL/pgSQL, migration 10)
  * reads its JSON by field name, so a field renamed here alone would be read
  * as null there, silently. The interface and this schema are checked against
  * each other at compile time; every plan is checked against the schema as it

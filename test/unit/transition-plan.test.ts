@@ -22,10 +22,12 @@ const BINDINGS: Record<string, { readonly path: string; readonly boundBy: string
   p: { path: '', boundBy: 'p jsonb)' },
   n: { path: 'next', boundBy: "n jsonb := p->'next';" },
   x: { path: 'expect', boundBy: "x jsonb := p->'expect';" },
-  c: { path: 'stageChanges[]', boundBy: "FOR c IN SELECT value FROM jsonb_array_elements(p->'stageChanges') LOOP" },
+  changes: { path: 'stageChanges', boundBy: "changes jsonb := p->'stageChanges';" },
+  c: { path: 'stageChanges[]', boundBy: 'c := changes->i;' },
   s: { path: 'stageChanges[].set', boundBy: "s := c->'set';" },
   v: { path: 'newStages[]', boundBy: "FROM jsonb_array_elements(p->'newStages') AS v;" },
-  ev: { path: 'events[]', boundBy: "FOR ev IN SELECT value FROM jsonb_array_elements(p->'events') LOOP" },
+  events: { path: 'events', boundBy: "events jsonb := p->'events';" },
+  ev: { path: 'events[]', boundBy: 'ev := events->i;' },
 };
 
 /** Every plan path rollout_apply reads; `optional`: it is only read after `s ? 'key'` says it is there. */

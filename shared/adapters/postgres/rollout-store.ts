@@ -206,12 +206,13 @@ export class PostgresRolloutStore implements RolloutStore {
     return rows.length ? 'stored' : 'stale';
   }
 
-  /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 3). */
+  /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 10). */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {
       const { rows } = await this.sql.query<{ r: { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; epoch?: number | string | null } | string }>(
         'SELECT rollout_apply($1, $2, $3, $4::jsonb) AS r',
-        [token.name, token.holder, token.epoch, JSON.stringify(plan)],
+        // rollout_apply never reads the spec, the largest part of the plan: it is not sent.
+        [token.name, token.holder, token.epoch, JSON.stringify({ ...plan, next: { ...plan.next, spec: undefined } })],
         'rollout_apply',
       );
       const raw = rows[0]!.r;
