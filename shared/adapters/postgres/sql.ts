@@ -39,7 +39,8 @@ function inTransaction(query: Sql['query'], exec: Sql['exec']): Sql {
 
 export function pgSql(pool: pg.Pool): Sql {
   return {
-    query: async (text, params, name) => pool.query(name ? { name, text, values: params as unknown[] } : { text, values: params as unknown[] }),
+    // A config object costs pg a copy of it: only a named statement needs one.
+    query: async (text, params, name) => (name ? pool.query({ name, text, values: params as unknown[] }) : pool.query(text, params as unknown[])),
     exec: async (script) => {
       await pool.query(script);
     },
@@ -54,7 +55,7 @@ export function pgSql(pool: pg.Pool): Sql {
         await client.query('BEGIN');
         const result = await fn(
           inTransaction(
-            async (text, params, name) => client.query(name ? { name, text, values: params as unknown[] } : { text, values: params as unknown[] }),
+            async (text, params, name) => (name ? client.query({ name, text, values: params as unknown[] }) : client.query(text, params as unknown[])),
             async (script) => {
               await client.query(script);
             },
