@@ -1,11 +1,14 @@
 import { z } from 'zod';
 import { issueLines } from '../config.js';
 import type { LeaseToken } from '../lease/record.js';
-import type { GateReading } from './gates.js';
+import { gateReadingSchema, type GateReading } from './gates.js';
+
+const gateReadingsSchema = z.array(gateReadingSchema);
 import type { Same } from '../types.js';
-import { ROLLOUT_SOURCE, rolloutEventId, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
+import { ROLLOUT_EVENT_TYPES, ROLLOUT_SOURCE, rolloutEventId, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
 import {
   activeStage,
+  ROLLOUT_STATES,
   rolloutSchema,
   STAGE_PHASES,
   stageStatusSchema,
@@ -72,7 +75,7 @@ export const stageSetSchema = z
 const _sameStageSet: Same<z.output<typeof stageSetSchema>, StageSet> = true;
 
 /**
- * The plan as the backends read it: rollout_apply (PL/pgSQL, migration 3)
+ * The plan as the backends read it: rollout_apply (PL/pgSQL, migration 10)
  * reads its JSON by field name, so a field renamed here alone would be read
  * as null there, silently. The interface and this schema are checked against
  * each other at compile time; every plan is checked against the schema as it
@@ -117,11 +120,70 @@ export class MalformedPlanError extends Error {
   }
 }
 
-/** The plan itself once it matches the schema; MalformedPlanError naming every bad field otherwise. */
+/**
+ * The plan itself once it matches the schema; MalformedPlanError naming every bad field otherwise.
+ * A plan the hand-written `isWellFormedPlan` accepts is one the schema accepts too (it is at least as
+ * strict; test/unit/transition-plan.test.ts checks that on every field of every kind of plan), so
+ * the schema's full parse, which copies the whole plan, runs only for a plan it doubts: on the
+ * promotion path the parse cost more than evaluating and planning together.
+ */
 export function checkPlan(plan: unknown): TransitionPlan {
+  if (isWellFormedPlan(plan)) return plan as TransitionPlan;
   const result = transitionPlanSchema.safeParse(plan);
   if (!result.success) throw new MalformedPlanError(issueLines(result.error));
   return plan as TransitionPlan;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isStr = (v: unknown): v is string => typeof v === 'string';
+const isName = (v: unknown) => isStr(v) && v.length > 0;
+/** z.number().int() with a lower bound: a safe integer. */
+const isInt = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
+const isMillis = (v: unknown) => isInt(v, 0);
+const orNull = (v: unknown, test: (v: unknown) => boolean) => v === null || test(v);
+const isIn = (values: readonly string[]) => (v: unknown) => isStr(v) && values.includes(v);
+const isState = isIn(ROLLOUT_STATES);
+const isPhase = isIn(STAGE_PHASES);
+const isEventType = isIn(ROLLOUT_EVENT_TYPES);
+const isTransition = isIn(TRANSITION_KINDS);
+const STAGE_SET_KEYS = new Set(Object.keys(stageSetSchema.unwrap().shape));
+
+function isStageRef(v: unknown): boolean {
+  return isObj(v) && isInt(v.index, 0) && isName(v.name) && typeof v.percent === 'number' && v.percent > 0 && v.percent <= 100;
+}
+
+/** transitionPlanSchema, by hand: true only for a plan the schema accepts (false may still be one it accepts). */
+export function isWellFormedPlan(p: unknown): boolean {
+  if (!isObj(p) || !isName(p.rolloutId) || !isTransition(p.transition)) return false;
+  const { expect: x, next: n, stageChanges, newStages, events } = p;
+  if (!isObj(x) || !isInt(x.version, 0) || !isState(x.state) || !isInt(x.attempt, 1)) return false;
+  if (!isObj(n) || n.id !== p.rolloutId || !isName(n.id) || !isObj(n.spec) || !Array.isArray(n.spec.stages) || !isState(n.state) || !isInt(n.attempt, 1)) return false;
+  if (!isInt(n.version, 0) || !isMillis(n.createdAt) || !isMillis(n.updatedAt) || !isMillis(n.lastProgressAt) || !orNull(n.deadlineExceededAt, isMillis)) return false;
+  if (!orNull(n.stateBy, isStr) || !orNull(n.stateReason, isStr)) return false;
+  if (!Array.isArray(stageChanges) || !Array.isArray(newStages) || !Array.isArray(events)) return false;
+  for (const c of stageChanges as unknown[]) {
+    if (!isObj(c) || !isInt(c.index, 0) || !isPhase(c.expect) || !isObj(c.set)) return false;
+    const set = c.set;
+    for (const key of Object.keys(set)) if (!STAGE_SET_KEYS.has(key)) return false;
+    if (set.phase !== undefined && !isPhase(set.phase)) return false;
+    for (const key of ['activatedAt', 'promotedAt', 'rolledBackAt'] as const) if (set[key] !== undefined && !orNull(set[key], isMillis)) return false;
+    if (set.promotedEpoch !== undefined && !orNull(set.promotedEpoch, (v) => isInt(v, 0))) return false;
+    for (const key of ['promotedBy', 'reason'] as const) if (set[key] !== undefined && !orNull(set[key], isStr)) return false;
+  }
+  for (const s of newStages as unknown[]) {
+    if (!isObj(s) || !isInt(s.index, 0) || !isName(s.name) || !isPhase(s.phase) || !orNull(s.promotedEpoch, (v) => isInt(v, 0))) return false;
+    if (!orNull(s.activatedAt, isMillis) || !orNull(s.promotedAt, isMillis) || !orNull(s.rolledBackAt, isMillis) || !orNull(s.promotedBy, isStr) || !orNull(s.reason, isStr)) return false;
+  }
+  for (const e of events as unknown[]) {
+    if (!isObj(e) || !isName(e.id) || e.source !== ROLLOUT_SOURCE || !isEventType(e.detailType) || !isMillis(e.time) || !isObj(e.detail)) return false;
+    const d = e.detail;
+    if (d.rolloutId !== p.rolloutId || !isInt(d.attempt, 1) || !isStr(d.service) || !isStr(d.version) || !isStr(d.actor) || !isInt(d.epoch, 0)) return false;
+    if ((d.stage !== undefined && !isStageRef(d.stage)) || (d.nextStage !== undefined && !isStageRef(d.nextStage)) || (d.reason !== undefined && !isStr(d.reason))) return false;
+    // Readings ride only on gate-decided transitions, never on the metrics path: their schema checks them.
+    if (d.readings !== undefined && !gateReadingsSchema.safeParse(d.readings).success) return false;
+  }
+  return true;
 }
 
 /** A command that does not apply to the rollout as it is (e.g. pausing a completed rollout). */

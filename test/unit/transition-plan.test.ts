@@ -6,9 +6,20 @@
  */
 import { describe, expect, it } from 'vitest';
 import { migrations } from '../../shared/adapters/postgres/schema.js';
+import type { GateReading } from '../../shared/rollout/gates.js';
 import type { RolloutView, StageStatus } from '../../shared/rollout/model.js';
 import { parseRolloutSpec } from '../../shared/rollout/spec.js';
-import { checkPlan, freshStages, MalformedPlanError, planTransition, stageSetSchema, type TransitionPlan } from '../../shared/rollout/transitions.js';
+import {
+  checkPlan,
+  freshStages,
+  isWellFormedPlan,
+  MalformedPlanError,
+  planTransition,
+  stageSetSchema,
+  transitionPlanSchema,
+  type Transition,
+  type TransitionPlan,
+} from '../../shared/rollout/transitions.js';
 
 /** The newest migration that (re)defines rollout_apply: the SQL a store runs. */
 function rolloutApplySql(): string {
@@ -22,10 +33,12 @@ const BINDINGS: Record<string, { readonly path: string; readonly boundBy: string
   p: { path: '', boundBy: 'p jsonb)' },
   n: { path: 'next', boundBy: "n jsonb := p->'next';" },
   x: { path: 'expect', boundBy: "x jsonb := p->'expect';" },
-  c: { path: 'stageChanges[]', boundBy: "FOR c IN SELECT value FROM jsonb_array_elements(p->'stageChanges') LOOP" },
+  changes: { path: 'stageChanges', boundBy: "changes jsonb := p->'stageChanges';" },
+  c: { path: 'stageChanges[]', boundBy: 'c := changes->i;' },
   s: { path: 'stageChanges[].set', boundBy: "s := c->'set';" },
   v: { path: 'newStages[]', boundBy: "FROM jsonb_array_elements(p->'newStages') AS v;" },
-  ev: { path: 'events[]', boundBy: "FOR ev IN SELECT value FROM jsonb_array_elements(p->'events') LOOP" },
+  events: { path: 'events', boundBy: "events jsonb := p->'events';" },
+  ev: { path: 'events[]', boundBy: 'ev := events->i;' },
 };
 
 /** Every plan path rollout_apply reads; `optional`: it is only read after `s ? 'key'` says it is there. */
@@ -173,5 +186,83 @@ describe('TransitionPlan and rollout_apply', () => {
     expect(() => planTransition(holed, { kind: 'activate', stage: 0 }, ctx)).toThrow(MalformedPlanError);
     expect(() => planTransition(holed, { kind: 'activate', stage: 0 }, ctx)).toThrow(/next\.deadlineExceededAt: /);
     expect(checkPlan(promote)).toBe(promote);
+  });
+});
+
+const reading = (outcome: GateReading['outcome'], value: number | null): GateReading => ({
+  gate: 'g', type: 'prometheus', attempt: 1, stage: 0, at: T, outcome, value, query: 'up', answer: '{}', reason: outcome === 'pass' ? null : 'why', source: 'poll',
+});
+
+describe('checkPlan without a full parse', () => {
+  /** A plan of every kind, from the states each applies to. */
+  const everyKind: TransitionPlan[] = (
+    [
+      [view('running', ['pending', 'pending']), { kind: 'activate', stage: 0 }],
+      [view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }],
+      [view('running', ['promoted', 'active']), { kind: 'promote', stage: 1, then: 'complete' }],
+      [view('running', ['active', 'pending']), { kind: 'rollback', stage: 0, reason: 'error rate' }],
+      [view('running', ['active', 'pending']), { kind: 'deadline', abort: true }],
+      [view('running', ['active', 'pending']), { kind: 'deadline', abort: false }],
+      [view('paused', ['active', 'pending']), { kind: 'promote_full' }],
+      [view('running', ['active', 'pending']), { kind: 'pause', reason: 'looking' }],
+      [view('running', ['active', 'pending']), { kind: 'pause' }],
+      [view('paused', ['active', 'pending']), { kind: 'resume' }],
+      [view('running', ['active', 'pending']), { kind: 'abort', reason: 'no' }],
+      [view('aborted', ['rolled_back', 'pending']), { kind: 'retry' }],
+      // Decided by a provider gate: the reading rides in the event.
+      [view('running', ['active', 'pending']), { kind: 'rollback', stage: 0, reason: 'gate g', readings: [reading('fail', 0.3)] }],
+      [view('running', ['active', 'pending']), { kind: 'pause', reason: 'gate g', readings: [reading('inconclusive', null)] }],
+      [view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next', readings: [reading('pass', 0.01)] }],
+    ] as [RolloutView, Transition][]
+  ).map(([v, t]) => planTransition(v, t, ctx));
+
+  const ODD: unknown[] = [undefined, null, '', 'x', -1, 0, 1.5, 2 ** 53, Number.NaN, Infinity, 101, true, [], {}];
+  /** Every way of spoiling one field or one object of the plan: a missing key, an odd value, an unknown key. */
+  function* spoiled(plan: Json): Generator<{ what: string; plan: Json }> {
+    function* walk(node: unknown, path: (string | number)[]): Generator<(string | number)[]> {
+      if (node === null || typeof node !== 'object') return;
+      for (const [k, v] of Object.entries(node)) {
+        const at = [...path, Array.isArray(node) ? Number(k) : k];
+        yield at;
+        yield* walk(v, at);
+      }
+    }
+    const holder = (p: Json, at: (string | number)[]) => at.slice(0, -1).reduce<Record<string | number, unknown>>((o, k) => o[k] as Record<string | number, unknown>, p);
+    for (const at of [[], ...walk(plan, [])]) {
+      const key = at.at(-1);
+      if (key !== undefined) {
+        const p = JSON.parse(JSON.stringify(plan)) as Json;
+        delete holder(p, at)[key];
+        yield { what: `${at.join('.')} deleted`, plan: p };
+        for (const odd of ODD) {
+          const q = JSON.parse(JSON.stringify(plan)) as Json;
+          holder(q, at)[key] = odd;
+          yield { what: `${at.join('.')} = ${String(JSON.stringify(odd))}`, plan: q };
+        }
+      }
+      const p = JSON.parse(JSON.stringify(plan)) as Json;
+      const target = key === undefined ? p : holder(p, at)[key];
+      if (target !== null && typeof target === 'object' && !Array.isArray(target)) {
+        (target as Json).unknownKey = 1;
+        yield { what: `${at.join('.') || '(root)'} with an unknown key`, plan: p };
+      }
+    }
+  }
+
+  it('takes every plan planTransition makes without the full parse', () => {
+    for (const plan of everyKind) expect(isWellFormedPlan(plan), plan.transition).toBe(true);
+  });
+
+  it('takes no plan the schema refuses: every field of every kind of plan, spoiled', () => {
+    let refused = 0;
+    for (const plan of everyKind) {
+      for (const { what, plan: p } of spoiled(copy(plan))) {
+        if (transitionPlanSchema.safeParse(p).success) continue;
+        refused++;
+        expect(isWellFormedPlan(p), `${plan.transition}: ${what}`).toBe(false);
+        expect(() => checkPlan(p), `${plan.transition}: ${what}`).toThrow(MalformedPlanError);
+      }
+    }
+    expect(refused).toBeGreaterThan(1000);
   });
 });

@@ -1,6 +1,6 @@
 import type { LeaseToken } from '../../lease/record.js';
 import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
-import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
+import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type CountedReading, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
@@ -10,15 +10,31 @@ import { toInt, toMillis, type Sql } from './sql.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
 
-/** One statement, so one snapshot: the rollout with its current attempt's stages, metrics and gate tallies. */
+/** A timestamptz as epoch milliseconds, in SQL: rows reach the client as JSON numbers, not dates to parse. */
+const msOf = (column: string) => `round(date_part('epoch', ${column}) * 1000)`;
+
+/**
+ * One statement, so one snapshot: the rollout with its current attempt's
+ * stages, metrics and provider gate tallies, and the state of every alarm its
+ * stages name (`alarms` and cloudwatchAlarm gates, no second query). Stages
+ * and metrics come as arrays of values in a fixed order (stageOf, metricsOf),
+ * timestamps as epoch milliseconds.
+ */
 const VIEW_SQL = `
   SELECT r.*,
-    (SELECT coalesce(json_agg(s ORDER BY s.stage_index), '[]') FROM rollout_stages s
-      WHERE s.rollout_id = r.id AND s.attempt = r.attempt) AS stages,
-    (SELECT coalesce(json_agg(m), '[]') FROM stage_metrics m
-      WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics,
-    (SELECT coalesce(json_agg(g), '[]') FROM gate_tallies g
-      WHERE g.rollout_id = r.id AND g.attempt = r.attempt) AS gates
+    (SELECT coalesce(json_agg(json_build_array(s.stage_index, s.name, s.phase, ${msOf('s.activated_at')}, ${msOf('s.promoted_at')},
+                                               s.promoted_epoch, s.promoted_by, ${msOf('s.rolled_back_at')}, s.reason) ORDER BY s.stage_index), '[]')
+       FROM rollout_stages s WHERE s.rollout_id = r.id AND s.attempt = r.attempt) AS stages,
+    (SELECT coalesce(json_agg(json_build_array(m.stage_index, m.requests, m.errors, m.p99_latency_ms, ${msOf('m.observed_at')})), '[]')
+       FROM stage_metrics m WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics,
+    (SELECT coalesce(json_object_agg(a.name, a.state), '{}') FROM alarm_states a
+      WHERE a.name = ANY (ARRAY(
+        SELECT jsonb_array_elements_text(g->'gates'->'alarms') FROM jsonb_array_elements(r.spec->'stages') g
+        UNION ALL
+        SELECT jsonb_array_elements_text(p->'alarms') FROM jsonb_array_elements(r.spec->'stages') g, jsonb_array_elements(coalesce(g->'gates'->'providers', '[]')) p
+         WHERE p->>'type' = 'cloudwatchAlarm'))) AS alarms,
+    (SELECT coalesce(json_agg(t), '[]') FROM gate_tallies t
+      WHERE t.rollout_id = r.id AND t.attempt = r.attempt) AS gates
   FROM rollouts r`;
 
 /**
@@ -73,13 +89,19 @@ interface RolloutRow {
   deadline_exceeded_at: unknown;
   state_by: string | null;
   state_reason: string | null;
-  stages: Record<string, unknown>[] | string;
-  metrics: Record<string, unknown>[] | string;
+  stages: StageTuple[] | string;
+  metrics: MetricsTuple[] | string;
+  alarms: Record<string, AlarmState> | string;
   gates: Record<string, unknown>[] | string;
 }
 
-function json<T>(v: T[] | string): T[] {
-  return typeof v === 'string' ? (JSON.parse(v) as T[]) : v;
+/** VIEW_SQL's stage: index, name, phase, activated, promoted, promoted epoch, promoted by, rolled back, reason. */
+type StageTuple = [number, string, StagePhase, number | null, number | null, number | string | null, string | null, number | null, string | null];
+/** VIEW_SQL's metrics: stage index, requests, errors, p99 latency, observed. */
+type MetricsTuple = [number, number | string, number | string, number | null, number];
+
+function json<T>(v: T | string): T {
+  return typeof v === 'string' ? (JSON.parse(v) as T) : v;
 }
 
 function rolloutOf(r: RolloutRow): Rollout {
@@ -98,17 +120,17 @@ function rolloutOf(r: RolloutRow): Rollout {
   };
 }
 
-function stageOf(s: Record<string, unknown>): StageStatus {
+function stageOf([index, name, phase, activatedAt, promotedAt, promotedEpoch, promotedBy, rolledBackAt, reason]: StageTuple): StageStatus {
   return {
-    index: toInt(s.stage_index),
-    name: String(s.name),
-    phase: s.phase as StagePhase,
-    activatedAt: ms(s.activated_at),
-    promotedAt: ms(s.promoted_at),
-    promotedEpoch: s.promoted_epoch === null ? null : toInt(s.promoted_epoch),
-    promotedBy: (s.promoted_by as string | null) ?? null,
-    rolledBackAt: ms(s.rolled_back_at),
-    reason: (s.reason as string | null) ?? null,
+    index,
+    name,
+    phase,
+    activatedAt,
+    promotedAt,
+    promotedEpoch: promotedEpoch === null ? null : toInt(promotedEpoch),
+    promotedBy,
+    rolledBackAt,
+    reason,
   };
 }
 
@@ -126,6 +148,14 @@ function tallyOf(g: Record<string, unknown>): GateTally {
     lastFailure: readingOf(g.last_failure),
     lastInconclusive: readingOf(g.last_inconclusive),
   };
+}
+
+function metricsOf(rows: readonly MetricsTuple[]): Map<number, StageMetrics> {
+  const metrics = new Map<number, StageMetrics>();
+  for (const [stage, requests, errors, p99LatencyMs, observedAt] of rows) {
+    metrics.set(stage, { requests: toInt(requests), errors: toInt(errors), p99LatencyMs, observedAt });
+  }
+  return metrics;
 }
 
 function eventOf(e: { id: string; detail_type: string; time: unknown; detail: unknown }): RolloutEvent {
@@ -172,8 +202,7 @@ export class PostgresRolloutStore implements RolloutStore {
 
   async load(id: string): Promise<RolloutView | null> {
     const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE r.id = $1`, [id]);
-    const views = await this.views(rows);
-    return views[0] ?? null;
+    return this.views(rows)[0] ?? null;
   }
 
   async loadRunning(): Promise<RolloutView[]> {
@@ -181,32 +210,14 @@ export class PostgresRolloutStore implements RolloutStore {
     return this.views(rows);
   }
 
-  private async views(rows: RolloutRow[]): Promise<RolloutView[]> {
-    const names = [...new Set(rows.flatMap((r) => alarmNamesOf(r.spec)))];
-    const alarms: Record<string, AlarmState> = {};
-    if (names.length) {
-      const res = await this.sql.query<{ name: string; state: AlarmState }>('SELECT name, state FROM alarm_states WHERE name = ANY($1::text[])', [names]);
-      for (const a of res.rows) alarms[a.name] = a.state;
-    }
-    return rows.map((r) => {
-      const metrics = new Map<number, StageMetrics>();
-      for (const m of json(r.metrics)) {
-        metrics.set(toInt(m.stage_index), {
-          requests: toInt(m.requests),
-          errors: toInt(m.errors),
-          p99LatencyMs: m.p99_latency_ms === null ? null : Number(m.p99_latency_ms),
-          observedAt: toMillis(m.observed_at),
-        });
-      }
-      const own = new Set(alarmNamesOf(r.spec));
-      return {
-        rollout: rolloutOf(r),
-        stages: json(r.stages).map(stageOf),
-        metrics,
-        alarms: Object.fromEntries(Object.entries(alarms).filter(([n]) => own.has(n))),
-        gates: talliesByStage(json(r.gates).map(tallyOf)),
-      };
-    });
+  private views(rows: RolloutRow[]): RolloutView[] {
+    return rows.map((r) => ({
+      rollout: rolloutOf(r),
+      stages: json(r.stages).map(stageOf),
+      metrics: metricsOf(json(r.metrics)),
+      alarms: json(r.alarms),
+      gates: talliesByStage(json(r.gates).map(tallyOf)),
+    }));
   }
 
   async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
@@ -245,13 +256,14 @@ export class PostgresRolloutStore implements RolloutStore {
               ${withView ? `(SELECT row_to_json(v) FROM (${VIEW_SQL} WHERE r.id = $1) v)` : 'NULL'} AS view`,
       [rolloutId, at.attempt ?? null, typeof at.stage === 'number' ? at.stage : null, typeof at.stage === 'string' ? at.stage : null,
         m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt)],
+      withView ? 'rollout_record_and_load' : 'rollout_record',
     );
     const r = rows[0]!;
     if (toInt(r.found) === 0) throw new UnknownRolloutError(rolloutId);
     if (r.stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
     const outcome: SignalOutcome = toInt(r.stored) > 0 ? 'stored' : 'stale';
     const viewRow = typeof r.view === 'string' ? (JSON.parse(r.view) as RolloutRow) : r.view;
-    const [view] = viewRow ? await this.views([viewRow]) : [];
+    const [view] = viewRow ? this.views([viewRow]) : [];
     return { outcome, view, stage: r.stage, attempt: toInt(r.attempt) };
   }
 
@@ -300,12 +312,14 @@ export class PostgresRolloutStore implements RolloutStore {
     }));
   }
 
-  /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 3). */
+  /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 10). */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {
       const { rows } = await this.sql.query<{ r: { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; epoch?: number | string | null } | string }>(
         'SELECT rollout_apply($1, $2, $3, $4::jsonb) AS r',
-        [token.name, token.holder, token.epoch, JSON.stringify(plan)],
+        // rollout_apply never reads the spec, the largest part of the plan: it is not sent.
+        [token.name, token.holder, token.epoch, JSON.stringify({ ...plan, next: { ...plan.next, spec: undefined } })],
+        'rollout_apply',
       );
       const raw = rows[0]!.r;
       const r = typeof raw === 'string' ? (JSON.parse(raw) as Exclude<typeof raw, string>) : raw;
@@ -329,7 +343,11 @@ export class PostgresRolloutStore implements RolloutStore {
 
   async markPublished(events: readonly RolloutEvent[]): Promise<void> {
     if (events.length) {
-      await this.sql.query('UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL', [events.map((e) => e.id)]);
+      await this.sql.query(
+        'UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL',
+        [events.map((e) => e.id)],
+        'rollout_mark_published',
+      );
     }
   }
 

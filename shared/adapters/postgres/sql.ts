@@ -6,7 +6,12 @@ import type pg from 'pg';
  * run on a server (`pg`, the Aurora path) and embedded (PGlite).
  */
 export interface Sql {
-  query<R extends object = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
+  /**
+   * `name`: run it as a named prepared statement, parsed and planned once per
+   * connection instead of on every call (for the hot statements; PGlite, in
+   * process, ignores it). One name is one text for the life of the process.
+   */
+  query<R extends object = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<{ rows: R[] }>;
   /** Runs a script of several statements, no parameters (migrations). */
   exec(script: string): Promise<void>;
   /** Runs `fn` in one transaction (READ COMMITTED); inside a transaction it just runs `fn`. */
@@ -34,7 +39,8 @@ function inTransaction(query: Sql['query'], exec: Sql['exec']): Sql {
 
 export function pgSql(pool: pg.Pool): Sql {
   return {
-    query: async (text, params) => pool.query(text, params as unknown[]),
+    // A config object costs pg a copy of it: only a named statement needs one.
+    query: async (text, params, name) => (name ? pool.query({ name, text, values: params as unknown[] }) : pool.query(text, params as unknown[])),
     exec: async (script) => {
       await pool.query(script);
     },
@@ -49,7 +55,7 @@ export function pgSql(pool: pg.Pool): Sql {
         await client.query('BEGIN');
         const result = await fn(
           inTransaction(
-            async (text, params) => client.query(text, params as unknown[]),
+            async (text, params, name) => (name ? client.query({ name, text, values: params as unknown[] }) : client.query(text, params as unknown[])),
             async (script) => {
               await client.query(script);
             },
