@@ -153,7 +153,7 @@ async function prometheusTicks(backend: LeaseBackend, n: number, prometheus: Pro
   const idle = await batch.tick();
   const noneDue = performance.now() - t;
   if (due.readings !== n || idle.readings !== 0) throw new Error(`prometheus ticks read ${due.readings} then ${idle.readings} gates of ${n}`);
-  const inconclusive = (await Promise.all((await backend.rollouts.loadRunning()).map((v) => v.gates.get(0)?.get('error-rate')?.inconclusive ?? 0))).reduce((a, b) => a + b, 0);
+  const inconclusive = (await backend.rollouts.loadRunning()).reduce((sum, v) => sum + (v.gates.get(0)?.get('error-rate')?.inconclusive ?? 0), 0);
   return { allDue, noneDue, readings: due.readings, inconclusive };
 }
 
