@@ -77,14 +77,15 @@ export function coordinatorHandler(
     const { coordinator, epoch } = opened;
     if (req.action === 'steal') {
       const notice = await coordinator.stealFor(req.workerId);
-      metrics.addMetric('ItemsStolen', MetricUnit.Count, notice.items.length);
+      if (notice.items.length) metrics.addMetric('ItemsStolen', MetricUnit.Count, notice.items.length);
       logger.info('steal', { runId: req.runId, thief: req.workerId, victim: notice.victim, items: notice.items.length, epoch: notice.epoch });
       return { leader: true, notice: { ...notice, items: [...notice.items] } };
     }
     const scanned = await coordinator.scan();
-    metrics.addMetric('ItemsRepended', MetricUnit.Count, scanned.repended.length);
-    metrics.addMetric('ItemsFailed', MetricUnit.Count, scanned.failed.length);
-    metrics.addMetric('ItemsResent', MetricUnit.Count, scanned.resent.length);
+    // Counted when something happened: a quiet scan publishes no zeros (each metric is billed by the hour it has data).
+    if (scanned.repended.length) metrics.addMetric('ItemsRepended', MetricUnit.Count, scanned.repended.length);
+    if (scanned.failed.length) metrics.addMetric('ItemsFailed', MetricUnit.Count, scanned.failed.length);
+    if (scanned.resent.length) metrics.addMetric('ItemsResent', MetricUnit.Count, scanned.resent.length);
     return { leader: true, notice: { epoch, victim: null, items: [] }, scanned };
   }
 

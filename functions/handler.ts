@@ -37,7 +37,16 @@ export function instrumented<E, R, C = void>(o: HandlerInstruments<E>, run: (eve
       throw err;
     } finally {
       if (o.atEnd) o.atEnd();
-      else o.metrics.publishStoredMetrics();
+      else publishIfAny(o.metrics);
     }
   };
+}
+
+/**
+ * Publishes the invocation's metrics, if it counted anything. A custom metric
+ * is billed for every hour it has data, so an invocation that did nothing
+ * (an idle tick, a scan of no runs) publishes nothing rather than zeros.
+ */
+export function publishIfAny(metrics: Metrics): void {
+  if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
 }

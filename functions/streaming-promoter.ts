@@ -28,7 +28,8 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
       telemetry.watch(rt);
       const result = await new StreamingPromoter(rt.engine, rt.leadership).handle(inbound);
       metrics.addMetric('EventsHandled', MetricUnit.Count, 1);
-      metrics.addMetric('Transitions', MetricUnit.Count, result.actions.filter((a) => a.applied).length);
+      const transitions = result.actions.filter((a) => a.applied).length;
+      if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
       if (!result.evaluated) metrics.addMetric('NotLeader', MetricUnit.Count, 1);
       logger.info('rollout event handled', { type: inbound.type, stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => `${a.transition}${a.applied ? '' : ' (stale)'}`) });
       return result;

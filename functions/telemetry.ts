@@ -2,6 +2,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { renewalFailuresSince, type Runtime } from './runtime.js';
+import { publishIfAny } from './handler.js';
 
 /**
  * What every promoter invocation counts at its end, whatever happened in it:
@@ -30,6 +31,6 @@ export class PromoterTelemetry {
       this.logger.warn('promotion lease renewal failed while leading', { failures: lost });
     }
     for (const [name, value] of conflictMetrics(this.conflicts())) this.metrics.addMetric(name, MetricUnit.Count, value);
-    this.metrics.publishStoredMetrics();
+    publishIfAny(this.metrics);
   }
 }

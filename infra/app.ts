@@ -22,6 +22,7 @@ export function buildApp(app = new App()): App {
     ...(nodeId ? { nodeId } : {}),
     store,
     ...(context('sharedTable') ? { sharedTableName: context('sharedTable')! } : {}),
+    ...(context('dashboard') === 'true' ? { dashboard: true } : {}),
     ...(context('workerRun') ? { workerFleet: { runId: context('workerRun')!, desired: workers(context('workerCount') ?? '2') } } : {}),
   });
   // cdk-nag 3 is a policy-validation plugin; findings fail the synth.

@@ -38,6 +38,12 @@ export interface ControlPlaneProps extends StackProps {
    * stacks share one store and elect one leader.
    */
   readonly sharedTableName?: string;
+  /**
+   * A CloudWatch dashboard of invocations, errors, the queues and the alarms.
+   * Off by default: a dashboard is US$ 3 a month beyond an account's first
+   * three, more than the rest of an idle stack together.
+   */
+  readonly dashboard?: boolean;
   /** Deploy a Spot worker fleet for this run (DynamoDB store). */
   readonly workerFleet?: { readonly runId: string; readonly desired: number };
 }
@@ -121,7 +127,7 @@ export class ControlPlaneStack extends Stack {
       if (!this.table) throw new Error('invalid stack config: workerFleet: needs the DynamoDB store (workers on Aurora are not wired yet)');
       new WorkerFleet(this, 'Workers', { vpc: controlPlaneVpc(this), root, table: this.table, workQueue: this.workQueue, coordinator: this.functions.coordinator, ...props.workerFleet });
     }
-    this.operations();
+    this.operations(props.dashboard ?? false);
     if (this.table) new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });
     new CfnOutput(this, 'RolloutBusName', { value: this.bus.eventBusName });
     new CfnOutput(this, 'WorkQueueUrl', { value: this.workQueue.queueUrl });
@@ -142,7 +148,7 @@ export class ControlPlaneStack extends Stack {
       memorySize: spec.memoryMb,
       ...(spec.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: spec.reservedConcurrency } : {}),
       environment: { ...env, POWERTOOLS_SERVICE_NAME: name },
-      tracing: Tracing.ACTIVE,
+      tracing: spec.tracing === 'active' ? Tracing.ACTIVE : Tracing.PASS_THROUGH,
       ...(this.aurora ? { vpc: this.aurora.vpc, vpcSubnets: this.aurora.subnets, securityGroups: [this.aurora.clientGroup] } : {}),
       // Rules invoke asynchronously: a failed invocation is retried twice by Lambda, then kept in the
       // events DLQ with its error (the rule target's own DLQ only sees delivery failures).
@@ -219,7 +225,7 @@ export class ControlPlaneStack extends Stack {
     new CfnOutput(this, 'ApiUrl', { value: stage.url });
   }
 
-  private operations(): void {
+  private operations(dashboard: boolean): void {
     const alarms: Alarm[] = [];
     for (const [name, q] of [['WorkDlq', this.workDlq], ['EventsDlq', this.eventsDlq]] as const) {
       alarms.push(
@@ -261,8 +267,8 @@ export class ControlPlaneStack extends Stack {
       const failures = new Metric({ namespace: 'Rollout', metricName: 'LeaseRenewalFailures', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service } });
       alarms.push(new Alarm(this, id, { alarmDescription: `The ${service} held promotion_leader and could not renew it (another stack took it, or the store failed)`, metric: failures, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
     }
-    const dashboard = new Dashboard(this, 'Dashboard', { dashboardName: `${this.stackName}-control-plane` });
-    dashboard.addWidgets(
+    if (!dashboard) return;
+    new Dashboard(this, 'Dashboard', { dashboardName: `${this.stackName}-control-plane` }).addWidgets(
       new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()) }),
       new GraphWidget({ title: 'Errors', left: Object.values(this.functions).map((f) => f.metricErrors()) }),
       new GraphWidget({ title: 'Work queue', left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()], right: [this.workQueue.metricApproximateAgeOfOldestMessage()] }),

@@ -34,6 +34,13 @@ export interface FunctionSpec {
   readonly memoryMb: number;
   /** Why: see each function. Undefined = the account's unreserved pool. */
   readonly reservedConcurrency?: number;
+  /**
+   * X-Ray: `active` samples every invocation; `passthrough` traces only what
+   * arrives traced. The functions a schedule invokes every minute pass
+   * through: active, they would record some 43,000 traces a month each while
+   * nothing happens.
+   */
+  readonly tracing: 'active' | 'passthrough';
   /** What it may touch. */
   readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume' | 'cloudwatch:read')[];
 }
@@ -59,6 +66,7 @@ export const FUNCTIONS = {
     // One evaluation is a few store round trips; 30 s covers a slow store with retries.
     timeoutSeconds: 30,
     memoryMb: 512,
+    tracing: 'active',
     grants: ['store:read', 'store:write', 'bus:put'],
   },
   batchPromoter: {
@@ -70,6 +78,7 @@ export const FUNCTIONS = {
     timeoutSeconds: 70,
     memoryMb: 256,
     reservedConcurrency: 1,
+    tracing: 'passthrough',
     // Provider gates are read on its tick only: DescribeAlarms and GetMetricData are granted here and nowhere else.
     grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read'],
   },
@@ -79,6 +88,7 @@ export const FUNCTIONS = {
     triggers: [{ kind: 'invoke' }, { kind: 'schedule', everyMinutes: 1, input: { action: 'scan-all' } }],
     timeoutSeconds: 60,
     memoryMb: 512,
+    tracing: 'passthrough',
     grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
   },
   deadLetters: {
@@ -87,6 +97,7 @@ export const FUNCTIONS = {
     triggers: [{ kind: 'queue', queue: 'work-dlq', batchSize: 10 }],
     timeoutSeconds: 30,
     memoryMb: 256,
+    tracing: 'active',
     grants: ['store:read', 'store:write', 'bus:put', 'dlq:consume'],
   },
   spotDrain: {
@@ -96,6 +107,7 @@ export const FUNCTIONS = {
     // A notice gives 120 s; the handler only writes the registry, so a short timeout fails fast into the retry policy.
     timeoutSeconds: 15,
     memoryMb: 256,
+    tracing: 'active',
     grants: ['store:read', 'store:write'],
   },
   api: {
@@ -104,6 +116,7 @@ export const FUNCTIONS = {
     triggers: [{ kind: 'http' }],
     timeoutSeconds: 29,
     memoryMb: 512,
+    tracing: 'active',
     grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
   },
 } as const satisfies Record<string, FunctionSpec>;

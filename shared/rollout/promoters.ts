@@ -32,6 +32,18 @@ export class BatchPromoter {
     this.logger = options.logger ?? silentLogger;
   }
 
+  /**
+   * Whether a tick would have anything to do: a rollout running, or an event
+   * left in the outbox. Two small reads and no lease write, so a runtime that
+   * pays by the second (the batch-promoter Lambda) can stop ticking while
+   * nothing runs; whatever starts in the meantime is caught up by its next
+   * invocation.
+   */
+  async hasWork(): Promise<boolean> {
+    const [running, unpublished] = await Promise.all([this.engine.store.anyRunning(), this.engine.store.unpublishedEvents(1)]);
+    return running || unpublished.length > 0;
+  }
+
   async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number; readings: number }> {
     const token = await this.leadership();
     if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0 };

@@ -19,6 +19,8 @@ export interface RolloutStore {
   load(id: string): Promise<RolloutView | null>;
   /** Every running rollout, read the same way (what a BatchPromoter tick evaluates). */
   loadRunning(): Promise<RolloutView[]>;
+  /** Whether any rollout is running: one small read, for a promoter deciding whether to tick at all. */
+  anyRunning(): Promise<boolean>;
   /**
    * Metrics are cumulative per stage; an older or equal `observedAt` is ignored ('stale').
    * `stage` is an index or a stage name; `attempt` defaults to the rollout's current one.

@@ -51,6 +51,7 @@ describe('ControlPlaneStack', () => {
 
   it('every function as topology.ts declares it: newest Node.js runtime, arm64, its timeout, memory and reserved concurrency, tracing, the node id', () => {
     expect(LAMBDA_RUNTIME.name).toBe('nodejs24.x');
+    expect([FUNCTIONS.batchPromoter.tracing, FUNCTIONS.coordinator.tracing]).toEqual(['passthrough', 'passthrough']);
     for (const [name, spec] of Object.entries(FUNCTIONS) as [string, FunctionSpec][]) {
       template.hasResourceProperties('AWS::Lambda::Function', {
         Description: spec.description,
@@ -58,7 +59,8 @@ describe('ControlPlaneStack', () => {
         Architectures: ['arm64'],
         Timeout: spec.timeoutSeconds,
         MemorySize: spec.memoryMb,
-        TracingConfig: { Mode: 'Active' },
+        // The functions a schedule wakes every minute trace only what arrives traced (an idle stack records no traces).
+        TracingConfig: { Mode: spec.tracing === 'active' ? 'Active' : 'PassThrough' },
         ...(spec.reservedConcurrency !== undefined ? { ReservedConcurrentExecutions: spec.reservedConcurrency } : {}),
         Environment: { Variables: Match.objectLike({ ROLLOUT_STORE: 'dynamodb', ROLLOUT_NODE_ID: 'test/eu-west-1', POWERTOOLS_SERVICE_NAME: name, ROLLOUT_TABLE: Match.anyValue() }) },
       });
@@ -159,7 +161,7 @@ describe('ControlPlaneStack', () => {
     expect(JSON.stringify(describeAlarms.st.Resource)).toMatch(/cloudwatch:\*:.*:alarm:\*/);
   });
 
-  it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease, a promoter that could not renew; a dashboard', () => {
+  it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease, a promoter that could not renew; a dashboard only when asked for', () => {
     const alarms = ofType('AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
     for (const q of [stack.workDlq, stack.eventsDlq]) {
       expect(alarms.some((a) => a.MetricName === 'ApproximateNumberOfMessagesVisible' && a.Threshold === 0 && JSON.stringify(a.Dimensions).includes(logicalId(q)))).toBe(true);
@@ -170,7 +172,10 @@ describe('ControlPlaneStack', () => {
     for (const service of ['batch-promoter', 'streaming-promoter']) {
       expect(alarms.some((a) => a.MetricName === 'LeaseRenewalFailures' && (a as { Dimensions?: { Name: string; Value: string }[] }).Dimensions?.some((d) => d.Name === 'service' && d.Value === service))).toBe(true);
     }
-    expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(1);
+    // US$ 3 a month beyond an account's first three: opt-in.
+    expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(0);
+    const withDashboard = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WithDashboard', { dashboard: true }));
+    expect(Object.keys(withDashboard.findResources('AWS::CloudWatch::Dashboard'))).toHaveLength(1);
   });
 
   it('outputs the table, bus, work queue, coordinator function and API URL', () => {

@@ -59,6 +59,34 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     await close?.();
   });
 
+  // First in the file: the store has no rollout yet.
+  it('batch: with nothing running an invocation ends at once — no tick, no lease write, no metric; a rollout whose event was lost is caught up by the next one, which ticks while it runs and stops when it ends', async () => {
+    const metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' });
+    const published: string[] = [];
+    const publish = metrics.publishStoredMetrics.bind(metrics);
+    metrics.publishStoredMetrics = () => {
+      published.push('published');
+      return publish();
+    };
+    // Time enough for many ticks: what ends the invocation here is having nothing left to tick for.
+    const context = { getRemainingTimeInMillis: () => 10 * runtime.env.ROLLOUT_TICK_INTERVAL_MS };
+    const handler = batchPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }), metrics);
+    const before = await runtime.stores.leases.read('promotion_leader');
+    expect(await handler({}, context)).toEqual({ ticks: 0, transitions: 0, leader: false, idle: true });
+    expect(await runtime.stores.leases.read('promotion_leader')).toEqual(before);
+    expect(published).toEqual([]);
+
+    // A rollout starts and its rollout.created never reaches the StreamingPromoter: the next invocation activates it,
+    // ticks while it runs (here it completes: no bake, no gates) and ends once nothing runs, with time still left.
+    const { id } = await createRollout(runtime.engine, { spec: { target: SPEC.target, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0 }, { name: 'all', percent: 100, bakeSeconds: 0 }] }, actor: 'alice' });
+    const result = await handler({}, context);
+    expect(result).toMatchObject({ idle: false, leader: true, transitions: 3 });
+    expect(result.ticks).toBe(1);
+    expect((await runtime.stores.rollouts.load(id))!.rollout.state).toBe('completed');
+    expect(published).toEqual(['published']);
+    expect(await handler({}, context)).toMatchObject({ idle: true });
+  });
+
   it('streaming: a metrics event arriving through EventBridge promotes the stage', async () => {
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
     const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });

@@ -139,6 +139,11 @@ export class DynamoRolloutStore implements RolloutStore {
     return view ?? null;
   }
 
+  async anyRunning(): Promise<boolean> {
+    const res = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, Limit: 1, ProjectionExpression: 'sk' }));
+    return (res.Items?.length ?? 0) > 0;
+  }
+
   async loadRunning(): Promise<RolloutView[]> {
     const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true });
     const ids = registry.map((i) => String(i.sk));

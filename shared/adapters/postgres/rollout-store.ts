@@ -205,6 +205,11 @@ export class PostgresRolloutStore implements RolloutStore {
     return this.views(rows)[0] ?? null;
   }
 
+  async anyRunning(): Promise<boolean> {
+    const { rows } = await this.sql.query<{ any: boolean }>(`SELECT EXISTS (SELECT 1 FROM rollouts WHERE state = 'running') AS any`);
+    return Boolean(rows[0]?.any);
+  }
+
   async loadRunning(): Promise<RolloutView[]> {
     const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE r.state = 'running' ORDER BY r.id`);
     return this.views(rows);
