@@ -21,8 +21,10 @@ export async function load(url, context, nextLoad) {
   let source = await readFile(path, 'utf8');
   for (const e of mine) {
     if (!source.includes(e.find)) throw new Error(`chaos variant: "${e.find.slice(0, 80)}" not found in ${e.file}`);
-    if (source.split(e.find).length !== 2) throw new Error(`chaos variant: "${e.find.slice(0, 80)}" found more than once in ${e.file}`);
-    source = source.replace(e.find, () => e.replace);
+    if (!e.last && source.split(e.find).length !== 2) throw new Error(`chaos variant: "${e.find.slice(0, 80)}" found more than once in ${e.file}`);
+    // `last`: the definition in force when a later migration redefines a function.
+    const at = source.lastIndexOf(e.find);
+    source = source.slice(0, at) + e.replace + source.slice(at + e.find.length);
   }
   const out = await transform(source, { loader: 'ts', format: 'esm', sourcefile: path, sourcemap: 'inline', target: 'node20' });
   return { format: 'module', source: out.code, shortCircuit: true };

@@ -13,6 +13,11 @@ export interface SourceEdit {
   readonly file: string;
   readonly find: string;
   readonly replace: string;
+  /**
+   * The text stands in several migrations (a function redefined by a later
+   * one): the edit goes to its last occurrence, the definition in force.
+   */
+  readonly last?: true;
 }
 
 export interface Variant {
@@ -36,7 +41,7 @@ export const VARIANTS: Record<string, Variant> = {
     edits: [
       { file: 'shared/lease/fencing.ts', find: 'view.holder === token.holder && view.epoch === token.epoch', replace: 'view.holder === token.holder' },
       { file: 'shared/adapters/postgres/fence.ts', find: 'AND epoch = ${p(token.epoch)} FOR SHARE', replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE' },
-      { file: 'shared/adapters/postgres/schema.ts', find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN', replace: 'IF l.holder IS DISTINCT FROM p_holder THEN' },
+      { file: 'shared/adapters/postgres/schema.ts', find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN', replace: 'IF l.holder IS DISTINCT FROM p_holder THEN', last: true },
       // DynamoDB: the fence's ConditionCheck on the lease item compares the holder alone.
       { file: 'shared/adapters/dynamodb/fence.ts', find: "ConditionExpression: 'holder = :fenceHolder AND epoch = :fenceEpoch',", replace: "ConditionExpression: 'holder = :fenceHolder'," },
       { file: 'shared/adapters/dynamodb/fence.ts', find: "ExpressionAttributeValues: { ':fenceHolder': token.holder, ':fenceEpoch': token.epoch },", replace: "ExpressionAttributeValues: { ':fenceHolder': token.holder }," },
@@ -52,8 +57,9 @@ export const VARIANTS: Record<string, Variant> = {
         file: 'shared/adapters/postgres/schema.ts',
         find: "WHERE id = p->>'rolloutId' AND version = (x->>'version')::bigint AND state = x->>'state' AND attempt = (x->>'attempt')::int;",
         replace: "WHERE id = p->>'rolloutId';",
+        last: true,
       },
-      { file: 'shared/adapters/postgres/schema.ts', find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';", replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';" },
+      { file: 'shared/adapters/postgres/schema.ts', find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';", replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';", last: true },
       // DynamoDB: the rollout row is written whatever it became since it was read (its values stay used, as
       // DynamoDB requires), and a stage changes unless it is promoted.
       { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',", replace: "ConditionExpression: 'attribute_exists(pk) OR (version = :v AND #state = :s AND attempt = :a)'," },
