@@ -48,7 +48,7 @@ const SPEC = {
     { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
   ],
 };
-const quiet = { addMetric: () => undefined, publishStoredMetrics: () => undefined } as never;
+const quiet = { addMetric: () => undefined, hasStoredMetrics: () => false, publishStoredMetrics: () => undefined } as never;
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
 
 describe('the deployed topology over AWS-compatible endpoints', () => {

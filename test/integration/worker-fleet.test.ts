@@ -30,7 +30,7 @@ import { PostgresRegistryStore } from '../../shared/adapters/postgres/registry-s
 import { BACKENDS, dynamoTable, openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { until } from '../support/gate.js';
 
-const silentMetrics = { addMetric: () => undefined, publishStoredMetrics: () => undefined } as never;
+const silentMetrics = { addMetric: () => undefined, hasStoredMetrics: () => false, publishStoredMetrics: () => undefined } as never;
 const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
 
 /** An EC2 instance id (`i-` and 17 hex digits): the drain Lambda refuses anything else. */
