@@ -8,6 +8,7 @@ import { ConfigError, StoreContendedError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { dispatch } from '../ledger/dispatch.js';
+import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
@@ -25,7 +26,8 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /rollouts/{id}                    with each provider gate's recent readings
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
  *   POST /runs                             create a work run and enqueue its items; the same id adds
- *                                          items (a spec, if sent, must be the run's: 409 otherwise)
+ *                                          items (a spec, if sent, must be the run's: 409 otherwise);
+ *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
  *   GET  /runs/{id}                        its counts
  *
  * Bad requests get a 4xx whose body names what is wrong. Writes that need the
@@ -81,8 +83,17 @@ const createRunBody = z
     /** Omitted on a request that adds items to an existing run. */
     spec: z.record(z.string(), z.unknown()).optional(),
     items: z.array(z.unknown()).min(1, 'at least one item').max(MAX_RUN_ITEMS, `at most ${MAX_RUN_ITEMS} items per request; add more with further requests on the same id`),
+    /** A new run's layout, fixed at creation: its shards, or the rate it is expected to run at (they follow from it). */
+    shards: z.number().int().min(1).max(MAX_RUN_SHARDS).optional(),
+    itemsPerSecond: z.number().positive().max(1_000_000).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((b, ctx) => {
+    if (b.shards !== undefined && b.itemsPerSecond !== undefined) ctx.addIssue({ code: 'custom', path: ['shards'], message: 'give shards or itemsPerSecond, not both' });
+    if (b.itemsPerSecond !== undefined && shardsFor(b.itemsPerSecond) > MAX_RUN_SHARDS) {
+      ctx.addIssue({ code: 'custom', path: ['itemsPerSecond'], message: `${b.itemsPerSecond} items/s needs ${shardsFor(b.itemsPerSecond)} shards of 1 KB items; a run takes at most ${MAX_RUN_SHARDS}: split it into runs` });
+    }
+  });
 
 /** The body parsed as JSON and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
 export function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
@@ -175,7 +186,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const body = parseBody(createRunBody, req.body);
         const id = body.id ?? `run_${randomUUID()}`;
         const now = clock.now();
-        const { created } = await deps.ledger.createRun(id, body.spec ?? {}, now);
+        const shards = body.shards ?? (body.itemsPerSecond === undefined ? undefined : shardsFor(body.itemsPerSecond));
+        const { created } = await deps.ledger.createRun(id, body.spec ?? {}, now, shards === undefined ? {} : { shards });
         if (!created && body.spec !== undefined) await sameSpec(id, body.spec);
         const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
         // Every item of the request is sent, new or not: a retry completes a request that stored its
@@ -194,7 +206,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const run = await deps.ledger.getRun(id);
         if (!run) throw new HttpError(404, `run ${id} not found`);
         const counts = await deps.ledger.counts(id);
-        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), counts, done: counts.pending + counts.running === 0 } };
+        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0 } };
       },
     },
   ];

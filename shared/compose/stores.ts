@@ -15,6 +15,7 @@ import type { LeaseStore } from '../lease/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { RegistryStore } from '../registry/registry.js';
 import type { RolloutStore } from '../rollout/store.js';
+import { DEFAULT_RUN_SHARDS } from '../ledger/capacity.js';
 
 /**
  * The one place that turns "which store" into the store ports: every runtime
@@ -50,7 +51,7 @@ export async function openStores(c: StoreConfig): Promise<StoreBundle> {
       kind: c.kind,
       leases: new DynamoLeaseStore(doc, c.table),
       rollouts: new DynamoRolloutStore(doc, c.table),
-      ledger: new DynamoLedgerStore(doc, c.table),
+      ledger: new DynamoLedgerStore(doc, c.table, { defaultShards: DEFAULT_RUN_SHARDS }),
       registry: new DynamoRegistryStore(doc, c.table),
       runLeases: (runId) => new DynamoRunLeaseStore(doc, c.table, runId),
       sql: null,

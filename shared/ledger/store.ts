@@ -9,11 +9,20 @@ export interface RunRecord {
   /** The coordinator epoch, stamped in the same atomic write as each lease win. */
   readonly coordinatorEpoch: number;
   readonly createdAt: number;
+  /** How many shards its items are spread over, where the store shards runs (DynamoDB); null where it does not, or for a run of the first layout. */
+  readonly shards?: number | null;
+}
+
+/** How a run is laid out, fixed when it is created. */
+export interface RunOptions {
+  /** Shards of its items (a store that does not shard ignores it): see shared/ledger/capacity.ts for how many. */
+  readonly shards?: number;
 }
 
 /** The ledger half of the store port. */
 export interface LedgerStore {
-  createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }>;
+  /** Idempotent on id: an existing run is left as it is (its layout included). */
+  createRun(id: string, spec: unknown, now: number, options?: RunOptions): Promise<{ created: boolean }>;
   getRun(id: string): Promise<RunRecord | null>;
   /** Idempotent: an item already present (same content, same id) is left as it is. Returns the ids and how many were new. */
   enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }>;

@@ -170,7 +170,8 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
         name,
         store: new DynamoLeaseStore(t.doc, t.table),
         rollouts: new DynamoRolloutStore(t.doc, t.table),
-        ledger: new DynamoLedgerStore(t.doc, t.table),
+        // Runs spread over 4 shards: every contract suite exercises the fan-out, not one key.
+        ledger: new DynamoLedgerStore(t.doc, t.table, { defaultShards: 4 }),
         runLeases: (runId) => new DynamoRunLeaseStore(t.doc, t.table, runId),
         fencedPut: (token, key, value) =>
           fencedTransactWrite(t.doc, t.table, token, [{ Put: { TableName: t.table, Item: { pk: `PROBE#${key}`, sk: 'PROBE', value } } }]),

@@ -4,11 +4,12 @@ import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunOptions, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
+import { runKeys, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
@@ -16,21 +17,25 @@ import { queryAll } from './query.js';
 
 /**
  * The ledger on DynamoDB:
- *   RUN#<id> / RUN          the run (spec, coordinatorEpoch, enqueues); in gsi1 under RUNS while it
- *                           may have work: openRuns takes a finished run out once, and an
- *                           enqueue that adds items puts it back
- *   RUN#<id> / ITEM#<hash>  one item; while running it is in gsi1 under RUNNING#<run> sorted by
- *                           heartbeat, while pending under PENDING#<run> sorted by when its message
- *                           was last sent (never sent: 0, first) — so the coordinator's queries read
- *                           only the running (or pending, or unsent) set, never the whole run.
+ *   RUN#<id> / RUN          the run (spec, shards, coordinatorEpoch, enqueues, items); in gsi1
+ *                           under RUNS while it may have work: openRuns takes a finished run
+ *                           out once, and an enqueue that adds items puts it back
+ *   items                   one item each, spread over the run's shards (ledger-keys.ts); while
+ *                           running it is in gsi1 under its shard's RUNNING key sorted by heartbeat,
+ *                           while pending under its PENDING key sorted by when its message was last
+ *                           sent (never sent: 0, first), once failed under its FAILED key — so the
+ *                           coordinator's queries read only the running (or pending, or unsent)
+ *                           set, fanned out over the shards, never the whole run.
  * gsi1 is eventually consistent: a query may miss a change of the last moment; every write
  * it leads to is a compare-and-swap on the item itself, so a stale reading never wins.
+ *
+ * A run records its shard count when it is created and keeps it; a run
+ * created before sharding has none and keeps the first layout, so the runs
+ * of an existing table finish where they started.
  */
 
 type Item = Record<string, unknown>;
-const runPk = (id: string) => `RUN#${id}`;
 const RUNS_INDEX = 'RUNS';
-const itemSk = (id: string) => `ITEM#${id}`;
 
 function itemOf(i: Item): WorkItem {
   const n = (v: unknown) => (v === undefined || v === null ? null : Number(v));
@@ -53,18 +58,40 @@ function itemOf(i: Item): WorkItem {
   };
 }
 
+export interface DynamoLedgerOptions {
+  /** Writes (and fanned-out queries) in flight at once. */
+  readonly concurrency?: number;
+  /** Shards of a run created without a count of its own. */
+  readonly defaultShards?: number;
+}
+
 export class DynamoLedgerStore implements LedgerStore {
+  private readonly concurrency: number;
+  private readonly defaultShards: number;
+  /** A run's layout never changes once created: read once per run. */
+  private readonly layouts = new Map<string, RunKeys>();
+
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly table: string,
-    private readonly writeConcurrency = 16,
-  ) {}
+    o: DynamoLedgerOptions = {},
+  ) {
+    this.concurrency = o.concurrency ?? 16;
+    this.defaultShards = o.defaultShards ?? 1;
+  }
 
-  async createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }> {
+  async createRun(id: string, spec: unknown, now: number, o: RunOptions = {}): Promise<{ created: boolean }> {
+    const shards = o.shards ?? this.defaultShards;
+    const keys = runKeys(id, shards); // validates the count before anything is written
     try {
       await this.doc.send(
-        new PutCommand({ TableName: this.table, Item: { pk: runPk(id), sk: 'RUN', id, spec, coordinatorEpoch: -1, createdAt: now, enqueues: 0, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id }, ConditionExpression: 'attribute_not_exists(pk)' }),
+        new PutCommand({
+          TableName: this.table,
+          Item: { pk: runPk(id), sk: 'RUN', id, spec, shards, coordinatorEpoch: -1, createdAt: now, enqueues: 0, items: 0, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
       );
+      this.layouts.set(id, keys);
       return { created: true };
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) return { created: false };
@@ -74,19 +101,36 @@ export class DynamoLedgerStore implements LedgerStore {
 
   async getRun(id: string): Promise<RunRecord | null> {
     const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(id), sk: 'RUN' }, ConsistentRead: true }));
-    return Item ? { id: String(Item.id), spec: Item.spec, coordinatorEpoch: Number(Item.coordinatorEpoch), createdAt: Number(Item.createdAt) } : null;
+    if (!Item) return null;
+    this.remember(id, Item);
+    return { id: String(Item.id), spec: Item.spec, coordinatorEpoch: Number(Item.coordinatorEpoch), createdAt: Number(Item.createdAt), shards: Item.shards === undefined ? null : Number(Item.shards) };
+  }
+
+  private remember(id: string, run: Item): RunKeys {
+    const keys = runKeys(id, run.shards === undefined ? null : Number(run.shards));
+    this.layouts.set(id, keys);
+    return keys;
+  }
+
+  /** The run's layout; an unknown run has none yet (its item writes find no item, its queries nothing). */
+  private async keys(runId: string): Promise<RunKeys> {
+    const known = this.layouts.get(runId);
+    if (known) return known;
+    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: 'RUN' }, ProjectionExpression: 'shards', ConsistentRead: true }));
+    return Item ? this.remember(runId, Item) : runKeys(runId, null);
   }
 
   async enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }> {
+    const keys = await this.keys(runId);
     const ids = payloads.map(contentId);
     let added = 0;
-    await mapLimit(payloads, this.writeConcurrency, async (payload, i) => {
+    await mapLimit(payloads, this.concurrency, async (payload, i) => {
       const id = ids[i]!;
       try {
         await this.doc.send(
           new PutCommand({
             TableName: this.table,
-            Item: { pk: runPk(runId), sk: itemSk(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, [GSI1.pk]: `PENDING#${runId}`, [GSI1.sk]: pendingSk(id, null) },
+            Item: { ...keys.item(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, [GSI1.pk]: keys.index(id).pending, [GSI1.sk]: pendingSk(id, null) },
             ConditionExpression: 'attribute_not_exists(pk)',
           }),
         );
@@ -95,16 +139,16 @@ export class DynamoLedgerStore implements LedgerStore {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
     });
-    // After the items: a run openRuns is taking out at this moment either sees them (and stays) or
-    // loses its conditional write to this counter (and is back in the index).
+    // After the items, once per request (never per item): a run openRuns is taking out at this moment
+    // either sees them (and stays) or loses its conditional write to this counter (and is back in the index).
     if (added > 0) {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.table,
           Key: { pk: runPk(runId), sk: 'RUN' },
-          UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #ipk = :runs, #isk = :id',
-          ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk },
-          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':runs': RUNS_INDEX, ':id': runId },
+          UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id',
+          ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk, '#items': 'items' },
+          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':added': added, ':runs': RUNS_INDEX, ':id': runId },
         }),
       );
     }
@@ -114,7 +158,7 @@ export class DynamoLedgerStore implements LedgerStore {
   /** Independent conditional writes, a bounded number in flight (DynamoDB has no multi-item conditional update outside transactions). */
   async casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
     assertOneChangePerItem(changes);
-    return mapLimit(changes, this.writeConcurrency, (change) => this.cas(change, now));
+    return mapLimit(changes, this.concurrency, (change) => this.cas(change, now));
   }
 
   async applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]> {
@@ -122,13 +166,15 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   async get(runId: string, itemId: string): Promise<WorkItem | null> {
-    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: itemSk(itemId) }, ConsistentRead: true }));
+    const keys = await this.keys(runId);
+    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: keys.item(itemId), ConsistentRead: true }));
     return Item ? itemOf(Item) : null;
   }
 
   /** The transition's update (ledger-updates.ts); a coordinator's in one transaction with its fence. */
   async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
-    const update = { TableName: this.table, Key: { pk: runPk(change.runId), sk: itemSk(change.itemId) }, ...ledgerUpdate(change, now) };
+    const keys = await this.keys(change.runId);
+    const update = { TableName: this.table, Key: keys.item(change.itemId), ...ledgerUpdate(change, now, keys.index(change.itemId)) };
     try {
       if (change.fence) {
         await fencedTransactWrite(this.doc, this.table, change.fence, [{ Update: update }]);
@@ -147,38 +193,53 @@ export class DynamoLedgerStore implements LedgerStore {
     }
   }
 
-  private async index(key: string, cond: string, values: Record<string, unknown>, limit?: number): Promise<WorkItem[]> {
-    const items = await queryAll(this.doc, {
-      TableName: this.table,
-      IndexName: GSI1.name,
-      KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
-      ExpressionAttributeValues: { ':k': key, ...values },
-    }, limit);
-    return items.map(itemOf);
+  /** One index key's items, in its sort order, after `from` (exclusive) or before `to` (exclusive) when given. */
+  private async index(key: string, range: { after?: string; before?: string } = {}, limit?: number, select?: 'COUNT'): Promise<Item[]> {
+    const cond = range.after !== undefined ? ` AND ${GSI1.sk} > :after` : range.before !== undefined ? ` AND ${GSI1.sk} < :before` : '';
+    return queryAll(
+      this.doc,
+      {
+        TableName: this.table,
+        IndexName: GSI1.name,
+        KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
+        ExpressionAttributeValues: { ':k': key, ...(range.after !== undefined ? { ':after': range.after } : {}), ...(range.before !== undefined ? { ':before': range.before } : {}) },
+        ...(select ? { Select: select } : {}),
+      },
+      limit,
+    );
   }
 
-  running(runId: string): Promise<WorkItem[]> {
-    return this.index(`RUNNING#${runId}`, '', {});
+  /** Every shard's part of an index, fanned out a bounded number at a time. */
+  private fanOut<T>(keys: readonly string[], each: (key: string) => Promise<T>): Promise<T[]> {
+    return mapLimit(keys, this.concurrency, each);
   }
 
-  pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]> {
-    return after === undefined
-      ? this.index(`PENDING#${runId}`, '', {}, limit)
-      : this.index(`PENDING#${runId}`, ` AND ${GSI1.sk} > :after`, { ':after': pendingSk(after.id, after.sentAt) }, limit);
+  async running(runId: string): Promise<WorkItem[]> {
+    const keys = await this.keys(runId);
+    return (await this.fanOut(keys.runningKeys, (k) => this.index(k))).flat().map(itemOf);
   }
 
-  unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]> {
-    return this.index(`PENDING#${runId}`, ` AND ${GSI1.sk} < :before`, { ':before': pad(sentBefore) }, limit);
+  /** In the store's own order, across shards: by when the message was last sent (never: first), then id. */
+  async pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]> {
+    const keys = await this.keys(runId);
+    const from = after === undefined ? {} : { after: pendingSk(after.id, after.sentAt) };
+    return firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, from, limit)), limit).map(itemOf);
+  }
+
+  async unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]> {
+    const keys = await this.keys(runId);
+    return firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, { before: pad(sentBefore) }, limit)), limit).map(itemOf);
   }
 
   /** One conditional update per item (DynamoDB has no batched update), a bounded number in flight. */
   async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
-    await mapLimit(items, this.writeConcurrency, async (item) => {
+    const keys = await this.keys(runId);
+    await mapLimit(items, this.concurrency, async (item) => {
       try {
         await this.doc.send(
           new UpdateCommand({
             TableName: this.table,
-            Key: { pk: runPk(runId), sk: itemSk(item.id) },
+            Key: keys.item(item.id),
             UpdateExpression: 'SET sentAt = :now, #isk = :sk',
             ConditionExpression: '#s = :pending AND version = :v',
             ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
@@ -200,39 +261,53 @@ export class DynamoLedgerStore implements LedgerStore {
    */
   async openRuns(): Promise<string[]> {
     const runs = await queryAll(this.doc, { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': RUNS_INDEX } });
-    const open = await mapLimit(runs, this.writeConcurrency, async (r) => {
+    const open = await mapLimit(runs, this.concurrency, async (r) => {
       const id = String(r.id);
-      for (const prefix of ['PENDING#', 'RUNNING#']) if ((await this.index(`${prefix}${id}`, '', {}, 1)).length) return id;
-      if (await this.hasWork(id)) return id; // the index lags behind
+      if ((await this.openState(id)) === 'open') return id;
       await this.closeRun(id, r.enqueues);
       return null;
     });
     return open.filter((id): id is string => id !== null).sort();
   }
 
-  /** A consistent read of the run's items, stopping at the first pending or running one. */
-  private async hasWork(runId: string): Promise<boolean> {
-    let start: Item | undefined;
-    do {
-      const page = await this.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
-          FilterExpression: '#s IN (:pending, :running)',
-          ExpressionAttributeNames: { '#s': 'state' },
-          ExpressionAttributeValues: { ':p': runPk(runId), ':i': 'ITEM#', ':pending': 'pending', ':running': 'running' },
-          ProjectionExpression: 'sk',
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
-      );
-      if (page.Items?.length) return true;
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return false;
+  /**
+   * Whether anything of the run is pending or running: the index first (a
+   * query of one entry per key), then, when it shows nothing, a consistent
+   * read of the items, stopping at the first open one (the index lags).
+   */
+  private async openState(runId: string): Promise<'open' | 'closed'> {
+    const keys = await this.keys(runId);
+    const hits = await this.fanOut([...keys.pendingKeys, ...keys.runningKeys], async (k) => (await this.index(k, {}, 1)).length > 0);
+    if (hits.some(Boolean)) return 'open';
+    return (await this.firstOpen(keys)) ? 'open' : 'closed';
   }
 
-  private async closeRun(runId: string, enqueues: unknown): Promise<void> {
+  /** A consistent read of the run's items, shard by shard, stopping at the first pending or running one. */
+  private async firstOpen(keys: RunKeys): Promise<WorkItem['state'] | null> {
+    for (const partition of keys.partitions) {
+      let start: Item | undefined;
+      do {
+        const page = await this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
+            FilterExpression: '#s IN (:pending, :running)',
+            ExpressionAttributeNames: { '#s': 'state' },
+            ExpressionAttributeValues: { ':p': partition, ':i': 'ITEM#', ':pending': 'pending', ':running': 'running' },
+            ProjectionExpression: '#s',
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        );
+        const found = page.Items?.[0];
+        if (found) return found.state as WorkItem['state'];
+        start = page.LastEvaluatedKey;
+      } while (start);
+    }
+    return null;
+  }
+
+  private async closeRun(runId: string, enqueues: unknown): Promise<boolean> {
     try {
       await this.doc.send(
         new UpdateCommand({
@@ -245,17 +320,56 @@ export class DynamoLedgerStore implements LedgerStore {
           ...(enqueues === undefined ? {} : { ExpressionAttributeValues: { ':seen': enqueues } }),
         }),
       );
+      return true;
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err; // an enqueue came in: it stays
+      return false;
     }
   }
 
+  /**
+   * A sharded run's counts come from its index and its record, never from
+   * reading its items: pending, running and failed are counted per shard
+   * key, done is the items enqueued less those. The index lags a moment, so
+   * a run that looks finished is confirmed by a consistent read of its items
+   * (stopping at the first open one) before it is reported finished, and is
+   * then closed (out of the RUNS index), so that read happens once. A run of
+   * the first layout is counted by reading its items, as it always was.
+   */
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
+    const keys = await this.keys(runId);
+    if (keys.shards === null) return this.countByReading(keys.partitions[0]!);
+    const { Item: run } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: 'RUN' }, ConsistentRead: true }));
+    if (!run) return { pending: 0, running: 0, done: 0, failed: 0 };
+    const count = async (list: readonly string[]) => (await this.fanOut(list, (k) => this.countKey(k))).reduce((a, b) => a + b, 0);
+    const closed = run[GSI1.pk] !== RUNS_INDEX;
+    const [pending, running, failed] = closed ? [0, 0, await count(keys.failedKeys)] : await Promise.all([count(keys.pendingKeys), count(keys.runningKeys), count(keys.failedKeys)]);
+    const out = { pending, running, failed, done: Math.max(0, Number(run.items ?? 0) - pending - running - failed) };
+    if (!closed && pending + running === 0) {
+      const open = await this.firstOpen(keys);
+      if (open) out[open] = Math.max(1, out[open]);
+      else if (await this.closeRun(runId, run.enqueues)) return out;
+    }
+    return out;
+  }
+
+  private async countKey(key: string): Promise<number> {
+    let total = 0;
+    let start: Item | undefined;
+    do {
+      const page = await this.doc.send(new QueryCommand({ TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': key }, Select: 'COUNT', ExclusiveStartKey: start }));
+      total += page.Count ?? 0;
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return total;
+  }
+
+  private async countByReading(partition: string): Promise<Record<WorkItem['state'], number>> {
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
     const items = await queryAll(this.doc, {
       TableName: this.table,
       KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
-      ExpressionAttributeValues: { ':p': runPk(runId), ':i': 'ITEM#' },
+      ExpressionAttributeValues: { ':p': partition, ':i': 'ITEM#' },
       ProjectionExpression: '#s',
       ExpressionAttributeNames: { '#s': 'state' },
       ConsistentRead: true,
@@ -263,7 +377,14 @@ export class DynamoLedgerStore implements LedgerStore {
     for (const i of items) out[i.state as WorkItem['state']]++;
     return out;
   }
+}
 
+/** The first `limit` of several sorted index pages, in index order (gsi1sk), as one list. */
+function firstInOrder(pages: readonly Item[][], limit: number): Item[] {
+  return pages
+    .flat()
+    .sort((a, b) => String(a[GSI1.sk]).localeCompare(String(b[GSI1.sk])))
+    .slice(0, limit);
 }
 
 /** The coordinator lease of one run, with the run's epoch stamped in the same transaction as each lease win. */

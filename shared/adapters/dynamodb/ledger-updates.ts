@@ -8,8 +8,10 @@ import { GSI1 } from './table.js';
  * goes in one transaction with the fence's ConditionCheck (fence.ts).
  *
  * Absent means null: a field cleared is REMOVEd. While Running an item is in
- * gsi1 under RUNNING#<run> by heartbeat, while Pending under PENDING#<run> by
- * when its message was last sent (never: first); Done and Failed leave it.
+ * gsi1 under its shard's RUNNING key by heartbeat, while Pending under its
+ * PENDING key by when its message was last sent (never: first), once Failed
+ * under its FAILED key (so failures are counted without reading the run);
+ * Done leaves the index. The keys are the run layout's (ledger-keys.ts).
  */
 
 /** An item's conditional update, without its table and key. */
@@ -36,10 +38,19 @@ const CONSTANTS: Record<string, unknown> = { ':pending': 'pending', ':running': 
 
 export const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 export const pendingSk = (itemId: string, sentAt: number | null) => `${pad(sentAt ?? 0)}#${itemId}`;
-/** A Running item's heartbeat is also its place in gsi1 (RUNNING#<run>, by heartbeat). */
-const beat = (c: ItemCas, heartbeatAt: number) => ({ ':heartbeatAt': heartbeatAt, ':ipk': `RUNNING#${c.runId}`, ':isk': `${pad(heartbeatAt)}#${c.itemId}` });
-/** Pending with no message sent: first in its run's PENDING order. */
-const unsent = (c: ItemCas) => ({ ':ipk': `PENDING#${c.runId}`, ':isk': pendingSk(c.itemId, null) });
+/** The item's index keys, by state (ledger-keys.ts: one run's, or one shard's). */
+export interface IndexKeys {
+  readonly pending: string;
+  readonly running: string;
+  readonly failed: string;
+}
+
+/** A Running item's heartbeat is also its place in gsi1 (its RUNNING key, by heartbeat). */
+const beat = (c: ItemCas, k: IndexKeys, heartbeatAt: number) => ({ ':heartbeatAt': heartbeatAt, ':ipk': k.running, ':isk': `${pad(heartbeatAt)}#${c.itemId}` });
+/** Pending with no message sent: first in its PENDING order. */
+const unsent = (c: ItemCas, k: IndexKeys) => ({ ':ipk': k.pending, ':isk': pendingSk(c.itemId, null) });
+/** Failed: under its FAILED key. */
+const failed = (c: ItemCas, k: IndexKeys) => ({ ':ipk': k.failed, ':isk': c.itemId });
 
 interface Parts {
   readonly when: string;
@@ -48,20 +59,20 @@ interface Parts {
 }
 
 /** Each transition: the condition (`when`), the update, and the values they use. */
-function parts(c: ItemCas): Parts {
+function parts(c: ItemCas, k: IndexKeys): Parts {
   switch (c.transition) {
     // claim — a worker takes the item: Running(worker), unstarted, heartbeat now, stamped with the epoch it saw.
     case 'claim':
       return { when: PENDING, update: 'SET #state = :running, worker = :worker, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ...beat(c, c.set.heartbeatAt) } };
+        values: { ':worker': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ...beat(c, k, c.set.heartbeatAt) } };
     // start — the holder begins executing it; from now on it is never stolen.
     case 'start':
       return { when: `${HELD} AND ${UNSTARTED}`, update: 'SET started = :true, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.expect.worker, ...beat(c, c.set.heartbeatAt) } };
+        values: { ':worker': c.expect.worker, ...beat(c, k, c.set.heartbeatAt) } };
     // heartbeat — the holder is alive.
     case 'heartbeat':
       return { when: HELD, update: 'SET heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.expect.worker, ...beat(c, c.set.heartbeatAt) } };
+        values: { ':worker': c.expect.worker, ...beat(c, k, c.set.heartbeatAt) } };
     // ack — the holder records the result: Done, once (the worker stays: who produced it).
     case 'ack':
       return { when: HELD, update: 'SET #state = :done, resultHash = :resultHash, #result = :result, started = :false, version = version + :one, updatedAt = :now REMOVE #error, epoch, claimedAt, heartbeatAt, #ipk, #isk',
@@ -69,33 +80,33 @@ function parts(c: ItemCas): Parts {
     // nack — the holder gives it back: Pending with no message on record; an attempt counts when the backend failed it.
     case 'nack':
       return { when: HELD, update: 'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
-        values: { ':worker': c.expect.worker, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c) } };
+        values: { ':worker': c.expect.worker, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c, k) } };
     // reject — the holder ran it but cannot record the result: Failed with the reason, an attempt counted.
     case 'reject':
-      return { when: HELD, update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, version = version + :one, updatedAt = :now REMOVE epoch, claimedAt, heartbeatAt, #ipk, #isk',
-        values: { ':worker': c.expect.worker, ':error': c.set.error } };
+      return { when: HELD, update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE epoch, claimedAt, heartbeatAt',
+        values: { ':worker': c.expect.worker, ':error': c.set.error, ...failed(c, k) } };
     // repend (fenced) — a silent worker's item goes back to Pending with no message on record, only if it is still
     // the row judged stale (a heartbeat since keeps it with its worker); an attempt counts when it had started.
     case 'repend':
       return { when: `${HELD} AND ${AT_VERSION}`, update: 'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
-        values: { ':worker': c.expect.worker, ':version': c.expect.version, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c) } };
+        values: { ':worker': c.expect.worker, ':version': c.expect.version, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c, k) } };
     // steal (fenced) — an unstarted item moves from the victim (:worker) to the thief in one step, no Pending in
     // between; a start racing it: exactly one of them wins.
     case 'steal':
       return { when: `${HELD} AND ${UNSTARTED}`, update: 'SET worker = :thief, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ...beat(c, c.set.heartbeatAt) } };
+        values: { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ...beat(c, k, c.set.heartbeatAt) } };
     // fail (fenced) — a poison item ends Failed with the reason, an attempt counted. Found as judged: Pending, or
     // Running held by the worker seen; at the version seen when one is given.
     case 'fail':
       return { when: [c.expect.state === 'pending' ? PENDING : HELD, ...(c.expect.version === undefined ? [] : [AT_VERSION])].join(' AND '),
-        update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, #ipk, #isk',
-        values: { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error } };
+        update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt',
+        values: { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error, ...failed(c, k) } };
   }
 }
 
 /** The transition's update, with the names and values its expressions use (DynamoDB refuses unused ones). */
-export function ledgerUpdate(c: ItemCas, now: number): ItemUpdate {
-  const { when, update, values } = parts(c);
+export function ledgerUpdate(c: ItemCas, now: number, keys: IndexKeys): ItemUpdate {
+  const { when, update, values } = parts(c, keys);
   const text = `${update} ${when}`;
   const used = (placeholder: string) => new RegExp(`${placeholder}(?![A-Za-z0-9_])`).test(text);
   const pick = (from: Record<string, unknown>) => Object.entries(from).filter(([k]) => used(k));

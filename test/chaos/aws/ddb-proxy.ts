@@ -33,6 +33,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 import { forwardHttp, type Forwarded } from '../../support/http-forward.js';
 import type { FencedWrite, ItemState, ItemTransition, LeaseChange, LeaseRef, RolloutTransition, StagePhase, StageTransition } from '../history.js';
+import { runOfKey } from '../../../shared/adapters/dynamodb/ledger-keys.js';
 
 type Wire = Record<string, AttributeValue>;
 type Plain = Record<string, unknown>;
@@ -84,7 +85,8 @@ function kindOf(key: Wire): Kind {
   if (pk.startsWith('ROLLOUT#') && sk === 'ROLLOUT') return { kind: 'rollout', rolloutId: pk.slice('ROLLOUT#'.length) };
   if (pk.startsWith('ROLLOUT#') && sk.startsWith('STAGE#')) return { kind: 'stage', rolloutId: pk.slice('ROLLOUT#'.length) };
   if (pk.startsWith('ROLLOUT#') && sk.startsWith('EVENT#')) return { kind: 'event', rolloutId: pk.slice('ROLLOUT#'.length) };
-  if (pk.startsWith('RUN#') && sk.startsWith('ITEM#')) return { kind: 'item', runId: pk.slice('RUN#'.length), itemId: sk.slice('ITEM#'.length) };
+  // A run's items may be spread over shards (RUN#<run>#<shard>): the run is the key without its shard.
+  if (pk.startsWith('RUN#') && sk.startsWith('ITEM#')) return { kind: 'item', runId: runOfKey(pk), itemId: sk.slice('ITEM#'.length) };
   return { kind: 'other' };
 }
 

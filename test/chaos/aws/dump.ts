@@ -38,7 +38,8 @@ export function rowsOf(items: readonly Plain[], toSchedule: (wallMs: number) => 
   const itemsBy = new Map<string, Plain[]>();
   for (const i of items) {
     if (pk(i).startsWith('ROLLOUT#') && sk(i).startsWith('STAGE#')) stagesBy.set(pk(i), [...(stagesBy.get(pk(i)) ?? []), i]);
-    if (pk(i).startsWith('RUN#') && sk(i).startsWith('ITEM#')) itemsBy.set(pk(i), [...(itemsBy.get(pk(i)) ?? []), i]);
+    // Items by run, whatever shard of it they are in (RUN#<run>#<shard>).
+    if (pk(i).startsWith('RUN#') && sk(i).startsWith('ITEM#')) itemsBy.set(String(i.runId), [...(itemsBy.get(String(i.runId)) ?? []), i]);
   }
   const rollouts: RolloutRow[] = items
     .filter((i) => pk(i).startsWith('ROLLOUT#') && sk(i) === 'ROLLOUT')
@@ -63,7 +64,7 @@ export function rowsOf(items: readonly Plain[], toSchedule: (wallMs: number) => 
     .sort((a, b) => a.id.localeCompare(b.id));
   const runs: RunRow[] = items
     .filter((i) => pk(i).startsWith('RUN#') && sk(i) === 'RUN')
-    .map((r) => ({ id: String(r.id), items: (itemsBy.get(pk(r)) ?? []).length }))
+    .map((r) => ({ id: String(r.id), items: (itemsBy.get(String(r.id)) ?? []).length }))
     .sort((a, b) => a.id.localeCompare(b.id));
   const workItems: ItemRow[] = [...itemsBy.values()].flat().map((i) => ({
     runId: String(i.runId),
