@@ -1,0 +1,160 @@
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_ASSUMPTIONS, METRICS_BY_SERVICE, PRICES, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, type CfnTemplate } from '../../infra/cost.js';
+import { ControlPlaneStack, type ControlPlaneProps } from '../../infra/stack.js';
+
+const root = join(import.meta.dirname, '../..');
+
+/** The stack as it deploys, bundling skipped (the template is the same; only the asset hashes differ). */
+function synth(props: ControlPlaneProps = {}) {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const template = Template.fromStack(new ControlPlaneStack(app, 'CostTest', props));
+  return { template, json: template.toJSON() as CfnTemplate };
+}
+
+const ids = (t: Template, type: string) => Object.keys(t.findResources(type)).sort();
+
+describe('estimateCost on the default stack (DynamoDB store)', () => {
+  const { template, json } = synth();
+  const estimate = estimateCost(json);
+
+  it('counts every function, alarm, schedule rule and event source mapping the template holds', () => {
+    for (const type of ['AWS::Lambda::Function', 'AWS::CloudWatch::Alarm', 'AWS::Lambda::EventSourceMapping', 'AWS::Events::Rule', 'AWS::DynamoDB::Table', 'AWS::Events::Archive']) {
+      expect([...(estimate.counted[type] ?? [])].sort(), type).toEqual(ids(template, type));
+    }
+    const scheduleRules = Object.entries(template.findResources('AWS::Events::Rule')).filter(([, r]) => (r as { Properties: { ScheduleExpression?: string } }).Properties.ScheduleExpression);
+    expect(estimate.schedules.map((s) => s.rule).sort()).toEqual(scheduleRules.map(([id]) => id).sort());
+    expect(estimate.schedules.length).toBeGreaterThan(0);
+    // Every function has its invocations, and every resource type is either priced or known to be free.
+    expect(Object.keys(estimate.invocations).sort()).toEqual(ids(template, 'AWS::Lambda::Function'));
+    expect(estimate.unpriced).toEqual([]);
+    const alarms = estimate.lines.find((l) => l.what.startsWith('CloudWatch alarms'))!;
+    expect(alarms.idle).toBeCloseTo(ids(template, 'AWS::CloudWatch::Alarm').length * PRICES.alarmStandard.usd, 10);
+  });
+
+  it('idle, the stack costs at most US$ 2 a month at list prices', () => {
+    expect(estimate.store).toBe('dynamodb');
+    expect(estimate.idle).toBeGreaterThan(0);
+    expect(estimate.idle).toBeLessThanOrEqual(2);
+  });
+
+  it("the scheduled functions' idle lines come from their schedule rate: rate(1 minute) is 43,200 invocations a month", () => {
+    expect(rateMinutes('rate(1 minute)')).toBe(1);
+    expect(rateMinutes('rate(5 minutes)')).toBe(5);
+    expect(rateMinutes('rate(2 hours)')).toBe(120);
+    expect(rateMinutes('cron(0 12 * * ? *)')).toBeNull();
+    for (const s of estimate.schedules) {
+      expect(s.expression).toBe('rate(1 minute)');
+      expect(s.perMonth).toBe(43_200);
+      for (const target of s.targets) expect(estimate.invocations[target]!.idle).toBe(43_200);
+    }
+    const batch = estimate.lines.find((l) => l.what.startsWith('batch-promoter'))!;
+    expect(batch.basis).toContain('43,200');
+
+    // The same template with the batch promoter's schedule at rate(5 minutes): a fifth of the invocations, a fifth of its idle line.
+    const slower = structuredClone(json) as { Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }> };
+    const rule = estimate.schedules.find((s) => s.targets.some((t) => t.startsWith('BatchPromoter')))!;
+    slower.Resources[rule.rule]!.Properties!.ScheduleExpression = 'rate(5 minutes)';
+    const after = estimateCost(slower);
+    expect(after.invocations[rule.targets[0]!]!.idle).toBe(8_640);
+    const batchAfter = after.lines.find((l) => l.what.startsWith('batch-promoter'))!;
+    // Cold starts (per hour, not per invocation) are the part that does not scale with the rate.
+    const coldStarts = DEFAULT_ASSUMPTIONS.coldStartsPerFunctionHour * 720 * (DEFAULT_ASSUMPTIONS.initMs / 1000) * 0.25 * PRICES.lambdaArmGbSecond.usd;
+    expect(batchAfter.idle - coldStarts).toBeCloseTo((batch.idle - coldStarts) / 5, 8);
+    expect(after.idle).toBeLessThan(estimate.idle);
+  });
+
+  it('an idle stack publishes no custom metric, records no trace and writes nothing to the table', () => {
+    const line = (prefix: string) => estimate.lines.find((l) => l.what.startsWith(prefix))!;
+    expect(line('CloudWatch custom metrics').idle).toBe(0);
+    expect(line('X-Ray').idle).toBe(0);
+    expect(line('CloudWatch dashboard')).toBeUndefined();
+    // Two read units a minute: the batch promoter's two Limit 1 queries (1 + 0.5 RRU) and the coordinator's index query (0.5).
+    expect(line('DynamoDB on-demand requests').idle).toBeCloseTo(43_200 * 2 * PRICES.dynamoRead.usd, 10);
+  });
+
+  it('busy costs at least idle, line by line and in total', () => {
+    for (const l of estimate.lines) expect(l.busy, l.what).toBeGreaterThanOrEqual(l.idle);
+    expect(estimate.busy).toBeGreaterThan(estimate.idle);
+    expect(estimate.busy).toBeCloseTo(estimate.lines.reduce((n, l) => n + l.busy, 0), 10);
+    // The busy column follows --events.
+    const more = estimateCost(json, { ...DEFAULT_ASSUMPTIONS, eventsPerMonth: 2 * DEFAULT_ASSUMPTIONS.eventsPerMonth });
+    expect(more.busy).toBeGreaterThan(estimate.busy);
+    expect(more.idle).toBeCloseTo(estimate.idle, 10);
+  });
+
+  it('prints a markdown table and a JSON line with both totals', () => {
+    const md = markdownTable(estimate);
+    expect(md.split('\n')).toHaveLength(estimate.lines.length + 3);
+    expect(md).toContain('**total**');
+    const parsed = JSON.parse(jsonLine(estimate)) as { store: string; idle_usd_month: number; busy_usd_month: number; lines: unknown[] };
+    expect(parsed).toMatchObject({ store: 'dynamodb', idle_usd_month: Math.round(estimate.idle * 100) / 100, busy_usd_month: Math.round(estimate.busy * 100) / 100 });
+    expect(parsed.lines).toHaveLength(estimate.lines.length);
+  });
+});
+
+describe('estimateCost with the dashboard (-c dashboard=true)', () => {
+  it("adds the dashboard's price, idle and busy, and nothing else", () => {
+    const without = estimateCost(synth().json);
+    const { template, json } = synth({ dashboard: true });
+    const withDashboard = estimateCost(json);
+    expect(withDashboard.counted['AWS::CloudWatch::Dashboard']).toEqual(ids(template, 'AWS::CloudWatch::Dashboard'));
+    expect(ids(template, 'AWS::CloudWatch::Dashboard')).toHaveLength(1);
+    expect(withDashboard.idle - without.idle).toBeCloseTo(PRICES.dashboard.usd, 10);
+    expect(withDashboard.busy - without.busy).toBeCloseTo(PRICES.dashboard.usd, 10);
+  });
+});
+
+describe('estimateCost with the Aurora store', () => {
+  const { template, json } = synth({ store: 'aurora' });
+  const estimate = estimateCost(json);
+
+  it('prices what the template holds: the serverless instances at their minimum ACUs, the NAT gateway, its address, the secret', () => {
+    expect(estimate.store).toBe('aurora');
+    expect(estimate.unpriced).toEqual([]);
+    for (const type of ['AWS::RDS::DBInstance', 'AWS::EC2::NatGateway', 'AWS::EC2::EIP', 'AWS::SecretsManager::Secret', 'AWS::Lambda::Function']) {
+      expect([...(estimate.counted[type] ?? [])].sort(), type).toEqual(ids(template, type));
+    }
+    const acus = estimate.lines.find((l) => l.what.startsWith('Aurora Serverless v2'))!;
+    expect(acus.idle).toBeCloseTo(ids(template, 'AWS::RDS::DBInstance').length * 0.5 * 720 * PRICES.auroraAcuHour.usd, 8);
+    const nat = estimate.lines.find((l) => l.what.startsWith('NAT gateway'))!;
+    expect(nat.idle).toBeCloseTo(720 * PRICES.natGatewayHour.usd, 8);
+    // No DynamoDB line: the functions use PostgreSQL.
+    expect(estimate.lines.some((l) => l.what.startsWith('DynamoDB'))).toBe(false);
+    for (const l of estimate.lines) expect(l.busy, l.what).toBeGreaterThanOrEqual(l.idle);
+  });
+});
+
+describe('the metric catalog', () => {
+  it('names every metric the functions can publish, and no other', () => {
+    const found = new Set<string>();
+    // Metric names are capitalized; a lower-case literal in a call (`outcome === 'failed' ? …`) is not one.
+    const quoted = (s: string) => [...s.matchAll(/'([A-Z][A-Za-z0-9]+)'/g)].map((m) => m[1]!);
+    for (const file of readdirSync(join(root, 'functions')).filter((f) => f.endsWith('.ts'))) {
+      const src = readFileSync(join(root, 'functions', file), 'utf8');
+      for (const m of src.matchAll(/addMetric\(([^;]*?)MetricUnit/gs)) quoted(m[1]!).forEach((n) => found.add(n));
+      for (const m of src.matchAll(/metric: '([A-Za-z0-9]+)'/g)) found.add(m[1]!);
+      for (const m of src.matchAll(/const METRIC\b[^{]*\{([^}]*)\}/g)) [...m[1]!.matchAll(/: '([A-Za-z0-9]+)'/g)].forEach((n) => found.add(n[1]!));
+    }
+    const conflicts = readFileSync(join(root, 'shared/adapters/dynamodb/conflicts.ts'), 'utf8');
+    // conflictMetrics names its counters as [name, delta.x] pairs.
+    for (const m of conflicts.matchAll(/\['([A-Za-z]+)', delta\./g)) found.add(m[1]!);
+    const catalog = new Set(Object.values(METRICS_BY_SERVICE).flatMap((s) => [...s.busy, ...s.onEvent]));
+    expect([...catalog].sort()).toEqual([...found].sort());
+  });
+});
+
+describe('the CLI options', () => {
+  it('parses --store, --dashboard, --events and --markdown, and refuses anything else', () => {
+    expect(parseArgs([])).toEqual({ store: 'dynamodb', dashboard: false, events: 1_000_000, markdown: false });
+    expect(parseArgs(['--store', 'aurora', '--dashboard', '--events', '2,000,000', '--markdown'])).toEqual({ store: 'aurora', dashboard: true, events: 2_000_000, markdown: true });
+    expect(parseArgs(['--events=500'])).toMatchObject({ events: 500 });
+    expect(() => parseArgs(['--store', 'mysql'])).toThrow(/--store/);
+    expect(() => parseArgs(['--events', '-3'])).toThrow(/--events/);
+    expect(() => parseArgs(['--events'])).toThrow(/needs a value/);
+    expect(() => parseArgs(['--fast'])).toThrow(/unknown option/);
+  });
+});
