@@ -59,6 +59,9 @@ export function openCoordinator(rt: Runtime, runId: string, o: { bus?: EventBus;
   });
 }
 
+/** A run throttled within this long (by its record) counts as throttled now: two scans' worth. */
+const THROTTLED_RECENTLY_MS = 120_000;
+
 export function coordinatorHandler(
   runtime: () => Promise<Runtime>,
   options: CoordinatorHandlerOptions = {},
@@ -99,12 +102,17 @@ export function coordinatorHandler(
       if (req.action !== 'scan-all') return serve(rt, req);
       // The schedule: every open run, one after another (each its own lease and fence).
       const scanned: ScanReport = { repended: [], failed: [], resent: [] };
+      let throttledRuns = 0;
       for (const runId of await rt.stores.ledger.openRuns()) {
         const reply = await serve(rt, { action: 'scan', runId });
         scanned.repended.push(...(reply.scanned?.repended ?? []));
         scanned.failed.push(...(reply.scanned?.failed ?? []));
         scanned.resent.push(...(reply.scanned?.resent ?? []));
+        // Workers (on EC2, with no metrics of their own) note throttling on the run's record: counted here, once a minute, for the alarm.
+        const throttled = (await rt.stores.ledger.getRun(runId))?.throttled;
+        if (throttled && Date.now() - throttled.at < THROTTLED_RECENTLY_MS) throttledRuns++;
       }
+      if (throttledRuns) metrics.addMetric('RunsThrottled', MetricUnit.Count, throttledRuns);
       return { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
     },
   );

@@ -1,6 +1,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { errorMessage } from '../shared/log.js';
+import { throttlesSince } from '../shared/adapters/dynamodb/throttles.js';
 
 /** An error the handler expects (a malformed event, a deposed coordinator): counted under its own metric and logged its own way. */
 export interface KnownFailure {
@@ -27,6 +28,7 @@ export interface HandlerInstruments<E> {
  */
 export function instrumented<E, R, C = void>(o: HandlerInstruments<E>, run: (event: E, context: C) => Promise<R>): (event: E, context: C) => Promise<R> {
   return async (event, context) => {
+    const throttles = throttlesSince();
     try {
       return await run(event, context);
     } catch (err) {
@@ -36,6 +38,12 @@ export function instrumented<E, R, C = void>(o: HandlerInstruments<E>, run: (eve
       else o.logger.error(o.failure, { error: errorMessage(err) });
       throw err;
     } finally {
+      // DynamoDB refusals on a hot key this invocation retried: back-pressure worth a look (sharding), counted only when it happened.
+      const t = throttles();
+      if (t.throttled) {
+        o.metrics.addMetric('Throttled', MetricUnit.Count, t.throttled);
+        o.logger.warn('DynamoDB throttled requests (retried)', { throttled: t.throttled, byKeyFamily: Object.fromEntries(t.byFamily) });
+      }
       if (o.atEnd) o.atEnd();
       else publishIfAny(o.metrics);
     }

@@ -230,12 +230,12 @@ export const IDLE_READ_UNITS: Partial<Record<FunctionName, number>> = { batchPro
  * checks this list against the code.
  */
 export const METRICS_BY_SERVICE: Readonly<Record<string, { readonly busy: readonly string[]; readonly onEvent: readonly string[] }>> = {
-  'streaming-promoter': { busy: ['EventsHandled', 'Transitions'], onEvent: ['NotLeader', 'InvalidEvents', 'Errors', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
-  'batch-promoter': { busy: ['TickMs', 'Transitions'], onEvent: ['Errors', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
-  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'Fenced', 'Errors'] },
-  'dead-letters': { busy: [], onEvent: ['InvalidDeadLetters', 'ItemsFailed', 'DeadLettersDropped', 'Errors'] },
-  'spot-drain': { busy: [], onEvent: ['DrainsRequested', 'DuplicateNotices', 'UnknownInstances', 'LateNotices', 'InvalidNotices', 'Errors'] },
-  api: { busy: ['Responses2xx'], onEvent: ['Responses4xx', 'Responses5xx'] },
+  'streaming-promoter': { busy: ['EventsHandled', 'Transitions'], onEvent: ['NotLeader', 'InvalidEvents', 'Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
+  'batch-promoter': { busy: ['TickMs', 'Transitions'], onEvent: ['Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
+  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'RunsThrottled', 'Fenced', 'Errors', 'Throttled'] },
+  'dead-letters': { busy: [], onEvent: ['InvalidDeadLetters', 'ItemsFailed', 'DeadLettersDropped', 'Errors', 'Throttled'] },
+  'spot-drain': { busy: [], onEvent: ['DrainsRequested', 'DuplicateNotices', 'UnknownInstances', 'LateNotices', 'InvalidNotices', 'Errors', 'Throttled'] },
+  api: { busy: ['Responses2xx'], onEvent: ['Responses4xx', 'Responses5xx', 'Throttled'] },
 };
 
 // ---------------------------------------------------------------------------

@@ -260,6 +260,18 @@ export class ControlPlaneStack extends Stack {
         }),
       );
     }
+    // A run's store refusing requests on a hot key (workers note it on the run; the coordinator's scan counts such runs).
+    const throttledRuns = new Metric({ namespace: 'Rollout', metricName: 'RunsThrottled', statistic: 'Maximum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
+    alarms.push(
+      new Alarm(this, 'RunThrottled', {
+        alarmDescription: 'A work run is throttled by DynamoDB (a hot key): it runs slower than it could. rollout runs status names the key family; create such runs with more shards (itemsPerSecond)',
+        metric: throttledRuns,
+        threshold: 0,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 2,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      }),
+    );
     // A deposed coordinator or a leader that could not renew: fencing did its job, but someone should look.
     const fenced = new Metric({ namespace: 'Rollout', metricName: 'Fenced', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
     alarms.push(new Alarm(this, 'LeaseLost', { alarmDescription: 'A coordinator lost its lease mid-request (fenced)', metric: fenced, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));

@@ -28,7 +28,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   POST /runs                             create a work run and enqueue its items; the same id adds
  *                                          items (a spec, if sent, must be the run's: 409 otherwise);
  *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
- *   GET  /runs/{id}                        its counts
+ *   GET  /runs/{id}                        its counts, its shards, when its store last throttled it
  *
  * Bad requests get a 4xx whose body names what is wrong. Writes that need the
  * promotion lease answer 503 with the current leader when this node does not
@@ -206,7 +206,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const run = await deps.ledger.getRun(id);
         if (!run) throw new HttpError(404, `run ${id} not found`);
         const counts = await deps.ledger.counts(id);
-        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0 } };
+        const throttled = run.throttled ? { at: new Date(run.throttled.at).toISOString(), secondsAgo: Math.max(0, Math.round((clock.now() - run.throttled.at) / 1000)), keyFamily: run.throttled.family, requests: run.throttled.requests } : null;
+        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled } };
       },
     },
   ];

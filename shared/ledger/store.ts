@@ -11,6 +11,8 @@ export interface RunRecord {
   readonly createdAt: number;
   /** How many shards its items are spread over, where the store shards runs (DynamoDB); null where it does not, or for a run of the first layout. */
   readonly shards?: number | null;
+  /** Where the store throttles (DynamoDB): the last time a request of this run was refused, on which key family, and how many so far. */
+  readonly throttled?: { readonly at: number; readonly family: string; readonly requests: number };
 }
 
 /** How a run is laid out, fixed when it is created. */

@@ -169,6 +169,8 @@ describe('ControlPlaneStack', () => {
     expect(alarms.some((a) => a.MetricName === 'ApproximateAgeOfOldestMessage')).toBe(true);
     expect(alarms.filter((a) => a.MetricName === 'Errors')).toHaveLength(Object.keys(FUNCTIONS).length);
     expect(alarms.some((a) => a.MetricName === 'Fenced' && a.Namespace === 'Rollout')).toBe(true);
+    // A run throttled on a hot key (workers note it on the run; the coordinator's scan counts such runs).
+    expect(alarms.some((a) => a.MetricName === 'RunsThrottled' && a.Namespace === 'Rollout')).toBe(true);
     for (const service of ['batch-promoter', 'streaming-promoter']) {
       expect(alarms.some((a) => a.MetricName === 'LeaseRenewalFailures' && (a as { Dimensions?: { Name: string; Value: string }[] }).Dimensions?.some((d) => d.Name === 'service' && d.Value === service))).toBe(true);
     }

@@ -3,6 +3,7 @@ import { TransactWriteCommand, type DynamoDBDocumentClient, type TransactWriteCo
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreContendedError } from '../../errors.js';
+import { countThrottle, isThrottled } from './throttles.js';
 
 /**
  * Writes DynamoDB refused without judging them, sent again.
@@ -118,6 +119,7 @@ export async function retryingConflicts<T>(write: (attempt: number) => Promise<T
     } catch (err) {
       if (!isUnjudged(err)) throw err;
       if (isConflict(err)) conflictStats.conflicts++;
+      else if (isThrottled(err)) countThrottle('transaction');
       if (attempt + 1 >= CONFLICT_RETRY.maxAttempts) {
         conflictStats.exhausted++;
         throw new WriteContendedError(attempt + 1, { cause: err });

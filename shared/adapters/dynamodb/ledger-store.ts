@@ -9,11 +9,12 @@ import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { plainItem } from './item.js';
-import { runKeys, runPk, type RunKeys } from './ledger-keys.js';
+import { runKeys, runOfKey, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
 import { queryAll } from './query.js';
+import { retryingThrottles } from './throttles.js';
 
 /**
  * The ledger on DynamoDB:
@@ -36,6 +37,8 @@ import { queryAll } from './query.js';
 
 type Item = Record<string, unknown>;
 const RUNS_INDEX = 'RUNS';
+/** How often a process writes a run's throttling to its record, at most. */
+const THROTTLE_NOTE_MS = 10_000;
 
 function itemOf(i: Item): WorkItem {
   const n = (v: unknown) => (v === undefined || v === null ? null : Number(v));
@@ -70,6 +73,8 @@ export class DynamoLedgerStore implements LedgerStore {
   private readonly defaultShards: number;
   /** A run's layout never changes once created: read once per run. */
   private readonly layouts = new Map<string, RunKeys>();
+  /** Throttled requests not yet written to their run's record (at most one such write per run every THROTTLE_NOTE_MS). */
+  private readonly throttleNotes = new Map<string, { count: number; family: string; writtenAt: number }>();
 
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -103,7 +108,15 @@ export class DynamoLedgerStore implements LedgerStore {
     const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(id), sk: 'RUN' }, ConsistentRead: true }));
     if (!Item) return null;
     this.remember(id, Item);
-    return { id: String(Item.id), spec: Item.spec, coordinatorEpoch: Number(Item.coordinatorEpoch), createdAt: Number(Item.createdAt), shards: Item.shards === undefined ? null : Number(Item.shards) };
+    const t = Item.throttle as { at: number; family: string } | undefined;
+    return {
+      id: String(Item.id),
+      spec: Item.spec,
+      coordinatorEpoch: Number(Item.coordinatorEpoch),
+      createdAt: Number(Item.createdAt),
+      shards: Item.shards === undefined ? null : Number(Item.shards),
+      ...(t ? { throttled: { at: Number(t.at), family: String(t.family), requests: Number(Item.throttledRequests ?? 0) } } : {}),
+    };
   }
 
   private remember(id: string, run: Item): RunKeys {
@@ -120,19 +133,56 @@ export class DynamoLedgerStore implements LedgerStore {
     return Item ? this.remember(runId, Item) : runKeys(runId, null);
   }
 
+  /** A request on one of the run's keys: throttling retried with a backoff (throttles.ts) and noted on the run's record. */
+  private throttled<T>(runId: string, key: string, request: () => Promise<T>): Promise<T> {
+    return retryingThrottles(key, request, (family) => this.noteThrottle(runId, family));
+  }
+
+  /**
+   * Writes what was throttled to the run's record — when, on which key
+   * family, how many requests — at most once per THROTTLE_NOTE_MS per run:
+   * what `rollout runs status` shows. Observability only: not awaited, and
+   * a write that fails (throttled itself, on a hot run record) is dropped.
+   */
+  private noteThrottle(runId: string, family: string): void {
+    const note = this.throttleNotes.get(runId) ?? { count: 0, family, writtenAt: 0 };
+    note.count++;
+    note.family = family;
+    this.throttleNotes.set(runId, note);
+    const now = Date.now();
+    if (now - note.writtenAt < THROTTLE_NOTE_MS) return;
+    const n = note.count;
+    note.count = 0;
+    note.writtenAt = now;
+    void this.doc
+      .send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: runPk(runId), sk: 'RUN' },
+          UpdateExpression: 'SET throttle = :t ADD throttledRequests :n',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeValues: { ':t': { at: now, family }, ':n': n },
+        }),
+      )
+      .catch(() => undefined);
+  }
+
   async enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }> {
     const keys = await this.keys(runId);
     const ids = payloads.map(contentId);
     let added = 0;
     await mapLimit(payloads, this.concurrency, async (payload, i) => {
       const id = ids[i]!;
+      const item = keys.item(id);
       try {
-        await this.doc.send(
-          new PutCommand({
-            TableName: this.table,
-            Item: { ...keys.item(id), runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, [GSI1.pk]: keys.index(id).pending, [GSI1.sk]: pendingSk(id, null) },
-            ConditionExpression: 'attribute_not_exists(pk)',
-          }),
+        await this.throttled(runId, item.pk, () =>
+          this.doc.send(
+            new PutCommand({
+              TableName: this.table,
+              Item: { ...item, runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, [GSI1.pk]: keys.index(id).pending, [GSI1.sk]: pendingSk(id, null) },
+              ConditionExpression: 'attribute_not_exists(pk)',
+            }),
+          ),
         );
         added++;
       } catch (err) {
@@ -167,7 +217,8 @@ export class DynamoLedgerStore implements LedgerStore {
 
   async get(runId: string, itemId: string): Promise<WorkItem | null> {
     const keys = await this.keys(runId);
-    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: keys.item(itemId), ConsistentRead: true }));
+    const key = keys.item(itemId);
+    const { Item } = await this.throttled(runId, key.pk, () => this.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true })));
     return Item ? itemOf(Item) : null;
   }
 
@@ -181,7 +232,9 @@ export class DynamoLedgerStore implements LedgerStore {
         return { ok: true, item: (await this.get(change.runId, change.itemId))! };
       }
       // A worker's write on an item a coordinator transaction holds (a start meeting a steal) is refused unjudged: again.
-      const res = await retryingConflicts(() => this.doc.send(new UpdateCommand({ ...update, ReturnValues: 'ALL_NEW', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' })));
+      const res = await this.throttled(change.runId, update.Key.pk, () =>
+        retryingConflicts(() => this.doc.send(new UpdateCommand({ ...update, ReturnValues: 'ALL_NEW', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }))),
+      );
       return { ok: true, item: itemOf(res.Attributes!) };
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) {
@@ -196,7 +249,7 @@ export class DynamoLedgerStore implements LedgerStore {
   /** One index key's items, in its sort order, after `from` (exclusive) or before `to` (exclusive) when given. */
   private async index(key: string, range: { after?: string; before?: string } = {}, limit?: number, select?: 'COUNT'): Promise<Item[]> {
     const cond = range.after !== undefined ? ` AND ${GSI1.sk} > :after` : range.before !== undefined ? ` AND ${GSI1.sk} < :before` : '';
-    return queryAll(
+    return this.throttled(runOfKey(key), `gsi1:${key}`, () => queryAll(
       this.doc,
       {
         TableName: this.table,
@@ -206,7 +259,7 @@ export class DynamoLedgerStore implements LedgerStore {
         ...(select ? { Select: select } : {}),
       },
       limit,
-    );
+    ));
   }
 
   /** Every shard's part of an index, fanned out a bounded number at a time. */
@@ -235,16 +288,19 @@ export class DynamoLedgerStore implements LedgerStore {
   async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
     const keys = await this.keys(runId);
     await mapLimit(items, this.concurrency, async (item) => {
+      const key = keys.item(item.id);
       try {
-        await this.doc.send(
-          new UpdateCommand({
-            TableName: this.table,
-            Key: keys.item(item.id),
-            UpdateExpression: 'SET sentAt = :now, #isk = :sk',
-            ConditionExpression: '#s = :pending AND version = :v',
-            ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
-            ExpressionAttributeValues: { ':now': now, ':sk': pendingSk(item.id, now), ':pending': 'pending', ':v': item.version },
-          }),
+        await this.throttled(runId, key.pk, () =>
+          this.doc.send(
+            new UpdateCommand({
+              TableName: this.table,
+              Key: key,
+              UpdateExpression: 'SET sentAt = :now, #isk = :sk',
+              ConditionExpression: '#s = :pending AND version = :v',
+              ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
+              ExpressionAttributeValues: { ':now': now, ':sk': pendingSk(item.id, now), ':pending': 'pending', ':v': item.version },
+            }),
+          ),
         );
       } catch (err) {
         if (!(err instanceof ConditionalCheckFailedException)) throw err; // claimed (or re-pended) meanwhile
@@ -357,7 +413,10 @@ export class DynamoLedgerStore implements LedgerStore {
     let total = 0;
     let start: Item | undefined;
     do {
-      const page = await this.doc.send(new QueryCommand({ TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': key }, Select: 'COUNT', ExclusiveStartKey: start }));
+      const from = start;
+      const page = await this.throttled(runOfKey(key), `gsi1:${key}`, () =>
+        this.doc.send(new QueryCommand({ TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': key }, Select: 'COUNT', ExclusiveStartKey: from })),
+      );
       total += page.Count ?? 0;
       start = page.LastEvaluatedKey;
     } while (start);

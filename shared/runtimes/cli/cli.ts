@@ -330,8 +330,12 @@ function clientCommands(cli: Command): void {
   );
   target(runs.command('status').description('Items per state').argument('<id>')).action((id: string, o: ClientOpts) =>
     run(o, 'GET', `/runs/${encodeURIComponent(id)}`, undefined, (r) => {
-      const x = r as { id: string; done: boolean; counts: Record<string, number> };
-      return `${x.id}  ${x.done ? 'done' : 'in progress'}\n${table([x.counts], ['pending', 'running', 'done', 'failed'])}`;
+      const x = r as { id: string; done: boolean; counts: Record<string, number>; shards?: number | null; throttled?: { secondsAgo: number; keyFamily: string; requests: number } | null };
+      const layout = x.shards ? `  ${x.shards} shard${x.shards === 1 ? '' : 's'}` : '';
+      // Throttling within the last few minutes is what is happening now: say so, and on which keys.
+      const t = x.throttled;
+      const throttled = t ? `\n${t.secondsAgo < 300 ? 'THROTTLED' : 'throttled'} ${t.secondsAgo} s ago on ${t.keyFamily} (${t.requests} requests refused and retried so far)${t.secondsAgo < 300 ? ': a hot key; more shards spread it (create the run with itemsPerSecond)' : ''}` : '';
+      return `${x.id}  ${x.done ? 'done' : 'in progress'}${layout}\n${table([x.counts], ['pending', 'running', 'done', 'failed'])}${throttled}`;
     }),
   );
 }
