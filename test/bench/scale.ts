@@ -71,7 +71,23 @@ function timingClaims(ledger: LedgerStore, claims: number[]): LedgerStore {
   });
 }
 
-async function runOn(layout: Layout, upstream: URL): Promise<Record<string, unknown>> {
+interface Row {
+  readonly shards: number | null;
+  readonly limited: boolean;
+  readonly items_per_s: number;
+  readonly seconds: number;
+  readonly requests: number;
+  readonly throttled_requests: number;
+  readonly throttled_by_key_family: Record<string, number>;
+  readonly hottest_key_family: string | null;
+  readonly hottest_key_peak_wcu_per_window: number;
+  readonly keys_written: number;
+  readonly claim_p50_ms: number;
+  readonly claim_p99_ms: number;
+  readonly worker_steps_failed: number;
+}
+
+async function runOn(layout: Layout, upstream: URL): Promise<Row> {
   const proxy = await new ThrottleProxy(upstream, layout.limited ? LIMITS : { partitionWcu: 1e9, partitionRcu: 1e9 }).start();
   // Every client of this layout goes through the proxy: the workers' ledger and the producer alike.
   const client = new DynamoDBClient({ endpoint: proxy.url });
@@ -101,7 +117,8 @@ async function runOn(layout: Layout, upstream: URL): Promise<Record<string, unkn
     const stop = new AbortController();
     const recorded = () => workers.reduce((s, w) => s + w.stats.done, 0);
     // Workers run as in production: a step that fails (throttled past the SDK's retries) is retried after a jittered backoff.
-    await Promise.all(workers.map((w) => w.run(stop.signal, async () => (recorded() >= ITEMS ? (stop.abort(), true) : false))));
+    const finished = () => Promise.resolve(recorded() >= ITEMS && (stop.abort(), true));
+    await Promise.all(workers.map((w) => w.run(stop.signal, finished)));
     const seconds = (performance.now() - began) / 1000;
     if (recorded() !== ITEMS) throw new Error(`${layout.name}: recorded ${recorded()} results of ${ITEMS}`);
     const stats = proxy.stats();
@@ -125,7 +142,7 @@ async function untilAccepted<T>(request: () => Promise<T>): Promise<T> {
   }
 }
 
-function row(layout: Layout, seconds: number, claims: number[], stats: ThrottleStats, failedSteps: number): Record<string, unknown> {
+function row(layout: Layout, seconds: number, claims: number[], stats: ThrottleStats, failedSteps: number): Row {
   const hottest = [...stats.keys].sort((a, b) => b.peakWcu - a.peakWcu)[0];
   const refusedBy = Object.fromEntries(stats.families.filter((f) => f.refused > 0).map((f) => [f.family, f.refused]));
   return {
@@ -153,13 +170,13 @@ async function main() {
     ...args.shards.split(',').map((n) => ({ name: `shards_${n.trim()}`, shards: Number(n), limited: true })),
     { name: 'no_limit', shards: Math.max(...args.shards.split(',').map(Number)), limited: false },
   ];
-  const out: Record<string, Record<string, unknown>> = {};
+  const out: Record<string, Row> = {};
   for (const layout of layouts) {
     const r = await runOn(layout, upstream);
     out[layout.name] = r;
-    const refused = Object.entries(r.throttled_by_key_family as Record<string, number>).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+    const refused = Object.entries(r.throttled_by_key_family).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
     console.log(
-      `${layout.name.padEnd(10)} ${String(r.items_per_s).padStart(8)} items/s · throttled ${r.throttled_requests} of ${r.requests} requests (${refused}) · hottest ${r.hottest_key_family} at ${r.hottest_key_peak_wcu_per_window} WCU in a window · ${r.keys_written} keys written · claim p50 ${r.claim_p50_ms} / p99 ${r.claim_p99_ms} ms · ${r.worker_steps_failed} worker steps failed and retried`,
+      `${layout.name.padEnd(10)} ${String(r.items_per_s).padStart(8)} items/s · throttled ${r.throttled_requests} of ${r.requests} requests (${refused}) · hottest ${r.hottest_key_family ?? '-'} at ${r.hottest_key_peak_wcu_per_window} WCU in a window · ${r.keys_written} keys written · claim p50 ${r.claim_p50_ms} / p99 ${r.claim_p99_ms} ms · ${r.worker_steps_failed} worker steps failed and retried`,
     );
   }
   console.log(JSON.stringify({ bench: 'scale', items: ITEMS, workers: WORKERS, limits_per_key_per_s: { wcu: LIMITS.partitionWcu, rcu: LIMITS.partitionRcu }, layouts: out }));
