@@ -1,4 +1,4 @@
-import type { ProviderGate } from '../rollout/gate-spec.js';
+import { queryOf, type ProviderGate } from '../rollout/gate-spec.js';
 import { currentTally, type GateReading } from '../rollout/gates.js';
 import type { RolloutView } from '../rollout/model.js';
 
@@ -44,7 +44,7 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         stage: index,
         name: g.name,
         type: g.type,
-        query: t?.last.query ?? queryLine(g),
+        query: t?.last.query ?? queryOf(g),
         comparison: g.type === 'cloudwatchAlarm' ? null : g.comparison,
         threshold: g.type === 'cloudwatchAlarm' ? null : g.threshold,
         intervalSeconds: g.intervalSeconds,
@@ -57,10 +57,6 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
       };
     }),
   );
-}
-
-function queryLine(g: ProviderGate): string {
-  return g.type === 'prometheus' ? g.query : g.type === 'cloudwatchAlarm' ? `alarms ${g.alarms.join(', ')}` : g.expression ?? `${g.metric?.namespace} ${g.metric?.metricName}`;
 }
 
 export function viewJson(v: RolloutView, history?: readonly GateReading[]): unknown {
