@@ -2,6 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
+import { FUNCTIONS } from '../shared/topology.js';
 import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
 import { instrumented } from './handler.js';
 import { PromoterTelemetry } from './telemetry.js';
@@ -22,6 +23,9 @@ import { PromoterTelemetry } from './telemetry.js';
  * (whose `rollout.created` event was lost) is caught up by the next
  * invocation, within a minute. See README for the cost.
  */
+/** How often the schedule invokes it (topology.ts): the next invocation ticks from then on. */
+const SCHEDULE_MS = (FUNCTIONS.batchPromoter.triggers.find((t) => t.kind === 'schedule')?.everyMinutes ?? 1) * 60_000;
+
 interface LambdaContext {
   getRemainingTimeInMillis(): number;
 }
@@ -42,6 +46,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
     const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger) });
     telemetry.watch(rt);
     if (!(await batch.hasWork())) return { ticks: 0, transitions: 0, leader: false, idle: true };
+    const invoked = Date.now();
     let ticks = 0;
     let transitions = 0;
     let leader = false;
@@ -53,9 +58,11 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
       transitions += r.actions.filter((a) => a.applied).length;
       // How close a tick that did work comes to its interval: the figure to act on (memory, concurrency) before ticks fall behind.
       if (r.leader && r.evaluated) metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
-      // Another tick only if it can start on time and finish (one interval) before the invocation ends…
+      // Another tick only if it can start on time and finish (one interval) before the invocation ends,
+      // and starts before the schedule's next invocation does (which would otherwise be throttled by the reserved concurrency)…
       const wait = Math.max(0, interval - (Date.now() - started));
       if (context.getRemainingTimeInMillis() < wait + interval) break;
+      if (Date.now() - invoked + wait > SCHEDULE_MS - interval / 2) break;
       // …and only while there is something to tick for: the last rollout has ended and its events are out.
       if (!(await batch.hasWork())) break;
       await sleep(wait);

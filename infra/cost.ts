@@ -415,8 +415,14 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const invocations: Record<string, { idle: number; busy: number }> = {};
   const lambdaCost = (n: number, ms: number, memoryMb: number) => n * ((ms / 1000) * (memoryMb / 1024) * PRICES.lambdaArmGbSecond.usd + PRICES.lambdaRequest.usd);
   const coldStarts = (memoryMb: number) => a.coldStartsPerFunctionHour * monthHours * (a.initMs / 1000) * (memoryMb / 1024) * PRICES.lambdaArmGbSecond.usd;
-  /** A busy BatchPromoter invocation ticks every BATCH_TICK_SECONDS while its remaining time covers a wait and a tick (functions/batch-promoter.ts): ticks at 0, 10, … up to the last start t with timeout − t ≥ 2 intervals, one more at the next. */
-  const busyTicks = (timeout: number) => Math.floor((timeout - 2 * BATCH_TICK_SECONDS) / BATCH_TICK_SECONDS) + 2;
+  /**
+   * A busy BatchPromoter invocation ticks every BATCH_TICK_SECONDS while its remaining time covers a wait and a tick,
+   * and only while the next tick starts before the schedule's next invocation (functions/batch-promoter.ts): ticks at
+   * 0, 10, … — by the timeout, up to the last start t with timeout − t ≥ 2 intervals and one more; by the schedule,
+   * up to the last start before period − half an interval.
+   */
+  const busyTicks = (timeout: number, periodSeconds: number) =>
+    Math.min(Math.floor((timeout - 2 * BATCH_TICK_SECONDS) / BATCH_TICK_SECONDS) + 2, Math.floor((periodSeconds - BATCH_TICK_SECONDS / 2) / BATCH_TICK_SECONDS) + 1);
   let ticksPerMonth = 0;
   let idleReadUnits = 0;
   const quiet: string[] = [];
@@ -429,7 +435,8 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       let busyMs = idleMs;
       let busyBasis = 'same as idle (no work run open)';
       if (f.role === 'batchPromoter') {
-        const ticks = busyTicks(f.timeoutSeconds);
+        const period = Math.min(...schedules.filter((x) => x.targets.includes(f.id)).map((x) => (30 * 24 * 60 * 60) / x.perMonth));
+        const ticks = busyTicks(f.timeoutSeconds, period);
         busyMs = ((ticks - 1) * BATCH_TICK_SECONDS) * 1000 + a.tickMs;
         ticksPerMonth += scheduled * ticks;
         busyBasis = `${fmtInt(scheduled)} × ~${Math.round(busyMs / 1000)} s (${ticks} ticks ${BATCH_TICK_SECONDS} s apart, timeout ${f.timeoutSeconds} s) × ${mem}`;
