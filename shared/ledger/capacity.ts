@@ -74,3 +74,25 @@ export function shardsFor(itemsPerSecond: number, shape: ItemShape = { itemKb: 1
   const hottest = Math.max(p.itemWcu, p.pendingWcu, p.runningWcu);
   return Math.max(1, Math.ceil((itemsPerSecond * hottest) / (share * PARTITION_WCU)));
 }
+
+/** The ledger writes of an item's life, each on the item's shard (ledger-updates.ts). */
+export type ItemWrite = 'enqueue' | 'markSent' | 'claim' | 'start' | 'heartbeat' | 'ack';
+
+/**
+ * What each of those writes costs, in write units per KB of the item: on the
+ * item's partition key and as index writes on its shard's PENDING and RUNNING
+ * keys. The header's table, one row a write; `perItem` is their sum (the
+ * capacity test checks that), so the plan and the model (infra/capacity/)
+ * charge each request what `perItem` counts in total.
+ */
+export const ITEM_WRITES: Readonly<Record<ItemWrite, { readonly item: number; readonly pending: number; readonly running: number }>> = {
+  enqueue: { item: 1, pending: 1, running: 0 },
+  markSent: { item: 1, pending: 2, running: 0 },
+  claim: { item: 1, pending: 1, running: 1 },
+  start: { item: 1, pending: 0, running: 2 },
+  heartbeat: { item: 1, pending: 0, running: 2 },
+  ack: { item: 1, pending: 0, running: 1 },
+};
+
+/** Write units per KB-rounded write of an item of `itemKb` KB (1 per started KB, at least 1). */
+export const unitsPerWrite = (itemKb: number): number => Math.max(1, Math.ceil(itemKb));

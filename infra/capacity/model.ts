@@ -1,0 +1,1673 @@
+/**
+ * A DISCRETE-EVENT MODEL of a work run on the sharded DynamoDB ledger — a
+ * model, not DynamoDB: it predicts how fast a run goes and which key runs
+ * hot from the ledger's own requests, AWS's published per-key limits and a
+ * few stated assumptions, nothing measured in AWS. Pure, seeded and
+ * deterministic: the same input gives the same result, to the request.
+ *
+ * What it simulates, request by request, on a simulated clock:
+ * - a producer enqueueing the items (PutItem each, as DynamoLedgerStore.enqueue
+ *   does, a bounded number in flight), sending their messages (SendMessageBatch,
+ *   10 a call, one call after another as SqsWorkQueue.send does) and, in a
+ *   deployment, recording them sent (markSent, dispatch.ts);
+ * - W workers running Worker.step (shared/ledger/worker.ts): receive up to 10,
+ *   read the run record once per batch, claim each (bounded concurrency), extend
+ *   each message's visibility; start a chunk (one item at a time when items
+ *   are slow, up to maxChunk when fast), run it, ack in batches, delete the
+ *   messages 10 a call; heartbeat everything held every heartbeatMs (a write
+ *   and a visibility extension each); when idle, reconcile (a query of every
+ *   RUNNING key: the whole running set), ask the coordinator for work, long-poll;
+ * - a step that fails as the code's does: a request past every retry rejects
+ *   its round (mapLimit: the other lanes go on and land), the worker backs off
+ *   (250 ms doubling) and has forgotten what the round held — claimed items are
+ *   found again by its reconcile (started ones nacked and re-sent), a message
+ *   received but never extended comes back after the queue's visibility
+ *   timeout (60 s), an ack round is sent again (the acks that had landed are
+ *   refused as already Done);
+ * - in a deployment, the coordinator Lambda: a steal per idle worker's ask
+ *   (lease campaign, the running set read, up to 32 fenced transactions one at
+ *   a time on the lease item) and the scan every minute (the running set read,
+ *   silent items re-pended after the 30 s failure timeout, unsent re-sent);
+ *   invocations past the account's concurrency are refused (429).
+ * Every DynamoDB request is charged to the keys `ITEM_WRITES` names
+ * (shared/ledger/capacity.ts): the item's shard partition and its shard's
+ * PENDING / RUNNING keys, per fixed window of `windowMs`. As the throttling
+ * simulator does (test/support/dynamodb-throttle.ts), a request is refused
+ * when one of its keys has already used (or reserved) its limit in the current
+ * window; it applied nothing and is retried as the code retries it: the SDK's
+ * standard mode (4 attempts, throttling backoff 1 s doubling, full jitter, a
+ * 500-token retry quota at 5 a retry), then `retryingThrottles` (8 attempts,
+ * 50 ms doubling to 2 s, full jitter; throttles.ts). Fenced transactions are
+ * not retried by the SDK: conflicts.ts retries them (10 attempts, 10 ms to
+ * 400 ms). A refused request still costs the store a request.
+ *
+ * The store serves at most `machineRequestsPerSecond` requests (DynamoDB and
+ * SQS alike: one FIFO server), each also taking a fixed latency. On this
+ * machine that ceiling is calibrated from the unlimited benchmark run; in AWS
+ * it is effectively unlimited, and the table's on-demand throughput quota
+ * (`tableQuota`) applies instead, metered like a key; so do SQS's in-flight
+ * limit (receives return nothing past it) and Lambda's concurrency.
+ *
+ * Scale. `weight` k makes each simulated worker, item and request stand for k
+ * real ones moving in lockstep (k = 1 at the benchmark's scale: one simulated
+ * request per real request). A simulated item's k real items are hashed to
+ * shards independently (k uniform draws, seeded), so per-key loads have the
+ * real spread; its requests charge each of those shards its share. A request
+ * is admitted or refused whole (all k), which overstates throttling on a key
+ * near its limit, and k workers in lockstep make bursts k times larger than
+ * independent ones would (the fleet's heartbeats are spread over their
+ * interval; the benchmark's, started together, are not). The same code runs
+ * both scales; only k and the inputs differ.
+ *
+ * Simplified or not modelled: latencies are fixed, not distributed; one FIFO
+ * server stands for the machine's CPUs; no crashes and no poison; a message is
+ * delivered once until it comes back (no duplicates); a victim learns of a
+ * steal at once; the enqueue counter's SDK-only retry is not distinguished;
+ * Lambda cold starts and its scaling rate (1,000 environments per 10 s) are
+ * not modelled, only its concurrency; DynamoDB's burst credits, adaptive
+ * capacity, splits for heat and on-demand scaling (warm throughput) are not
+ * modelled — a table is taken as warm for whatever its quota allows.
+ */
+import { CONFLICT_RETRY } from '../../shared/adapters/dynamodb/conflicts.js';
+import { THROTTLE_RETRY } from '../../shared/adapters/dynamodb/throttles.js';
+import { ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
+import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
+import { backoffMs } from '../../shared/ledger/worker.js';
+import { PRICES } from '../cost.js';
+
+// ---------------------------------------------------------------------------
+// Inputs and results
+// ---------------------------------------------------------------------------
+
+/**
+ * The AWS SDK v3's standard retry mode as this project's lockfile resolves it
+ * (@smithy/core util-retry, `Retry.v2026`; DynamoDBClient's defaults): 4
+ * attempts, a throttling error waits U(0, min(20 s, 1 s × 2^retry)), each
+ * retry takes 5 tokens of a 500-token quota per client, a success gives back
+ * 1 (or the retry's 5). Read from node_modules on 2026-11-24.
+ */
+export const SDK_RETRY = { maxAttempts: 4, throttlingBaseMs: 1_000, capMs: 20_000, quota: 500, retryCost: 5, successRefund: 1 } as const;
+
+export interface KeyLimits {
+  /** Units one table partition key may use per window (AWS: 1,000 WCU / 3,000 RCU a second). */
+  readonly partitionWcu: number;
+  readonly partitionRcu: number;
+  /** The same for a GSI key (default: the partition's). */
+  readonly gsiWcu?: number;
+  readonly gsiRcu?: number;
+  readonly windowMs: number;
+}
+
+/** A table-level throughput quota (units a second): the table's writes and reads, and its GSI's. */
+export interface TableQuota {
+  readonly wcu: number;
+  readonly rcu: number;
+  readonly gsiWcu: number;
+  readonly gsiRcu: number;
+}
+
+export type Producer =
+  /** The benchmark's: enqueue everything (bounded concurrency), then send every message, then start the workers. */
+  | { readonly kind: 'phased'; readonly concurrency: number }
+  /** A deployment's: API requests of `requestItems` paced at `itemsPerSecond`, each enqueue → send → markSent; workers run from the start. */
+  | { readonly kind: 'streaming'; readonly itemsPerSecond: number; readonly requestItems: number; readonly concurrency: number };
+
+export interface WorkerBehaviour {
+  readonly receiveBatch: number;
+  /** Requests in flight per ledger call (DynamoLedgerStore `concurrency`). */
+  readonly concurrency: number;
+  readonly maxChunk: number;
+  readonly chunkBudgetMs: number;
+  readonly heartbeatMs: number;
+  /**
+   * 'aligned': every worker's heartbeat timer ticks together (the benchmark starts them in one process at
+   * once); 'spread': each at its own phase (a fleet's instances start at different moments).
+   */
+  readonly heartbeatPhase: 'aligned' | 'spread';
+  /** Visibility set on each held message at claim and heartbeat (worker `--visibility-seconds`, default 30). */
+  readonly visibilitySeconds: number;
+  /** Long-poll wait when idle (0: none, as in the benchmark). */
+  readonly waitSeconds: number;
+  /** Whether an idle worker asks the coordinator (Lambda) for work. */
+  readonly coordinator: boolean;
+  /** 'shared': one SDK client (one retry quota) for everyone, as in the benchmark; 'per-worker': one per process. */
+  readonly clients: 'shared' | 'per-worker';
+}
+
+export interface ModelInput {
+  readonly items: number;
+  readonly workers: number;
+  /** null: the first (unsharded) layout — one key of each family, the run record on the items' partition. */
+  readonly shards: number | null;
+  readonly itemKb: number;
+  /** How long the backend takes per item. */
+  readonly itemMs: number;
+  readonly limits: KeyLimits;
+  /** null: none (the benchmark's simulator has none). */
+  readonly tableQuota: TableQuota | null;
+  readonly machineRequestsPerSecond: number;
+  readonly latencyMs: { readonly dynamodb: number; readonly sqs: number; readonly lambda: number };
+  readonly worker: WorkerBehaviour;
+  /** The queue's visibility timeout: a message received and never extended comes back after it (the stack's and the benchmark's: 60 s). */
+  readonly queueVisibilitySeconds: number;
+  readonly producer: Producer;
+  /** The coordinator's scheduled scan (null: none). */
+  readonly scanEverySeconds: number | null;
+  /** A Running item whose heartbeat has not moved this long (and did not at the scan before) is re-pended by the scan (the lease TTL: 30 s). */
+  readonly failureTimeoutSeconds: number;
+  /** Memory of the coordinator and API functions (GB-seconds are billed by it). */
+  readonly lambdaMemoryMb: number;
+  /** Concurrent executions the account allows: an invocation past it is refused (429) and the caller's step fails. */
+  readonly lambdaConcurrencyLimit: number;
+  /** In-flight messages the queue allows: past it, receives return nothing (SQS: about 120,000 per standard queue). */
+  readonly sqsInFlightLimit: number;
+  /** Real items, workers and requests each simulated one stands for (1: exact). */
+  readonly weight: number;
+  readonly seed: number;
+  /** Simulated time after which a run that has not finished is stopped and reported unfinished (default: a day). */
+  readonly stopAfterSeconds?: number;
+}
+
+/** Key families, named as the throttling simulator names them (`defaultFamily`). */
+export type Family = 'item' | 'pending' | 'running' | 'runRecord' | 'lease' | 'runs';
+
+export interface ModelResult {
+  /** From the first enqueue to the end (the last ack, or every worker stopped: `finish`). */
+  readonly seconds: number;
+  readonly itemsPerSecond: number;
+  /** When the workers started (the phased producer starts them once every message is out). */
+  readonly workStartedSeconds: number;
+  /** Per family: the most units one key used in one window, and the family's name as the simulator prints it. */
+  readonly peakPerKey: Readonly<Record<Family, { readonly key: string; readonly wcu: number; readonly rcu: number }>>;
+  /** The hottest key's family and units in its busiest window (writes). */
+  readonly hottest: { readonly family: string; readonly wcu: number };
+  /** Requests refused for throttling, by the family of each key that was at its limit (as the simulator counts; "(reads)" when its reads were), and in all. */
+  readonly throttledByFamily: Readonly<Record<string, number>>;
+  readonly throttledRequests: number;
+  /** Requests refused by the table-level quota. */
+  readonly tableThrottled: number;
+  /** Requests that outlasted every retry (StoreThrottledError), and the worker steps that failed on one. */
+  readonly exhausted: number;
+  /** The same, by the family of the request's first key. */
+  readonly exhaustedByFamily: Readonly<Record<string, number>>;
+  readonly failedSteps: number;
+  /** Items the failure scan re-pended (their worker's heartbeat had stopped, or its step had failed and forgotten them). */
+  readonly repended: number;
+  readonly requests: { readonly dynamodb: number; readonly sqs: number };
+  /** Units actually consumed (admitted requests): table writes, index writes, reads. */
+  readonly units: { readonly wcu: number; readonly indexWcu: number; readonly rcu: number };
+  /** Table-level units a second in the busiest window. */
+  readonly peakTable: { readonly wcu: number; readonly indexWcu: number; readonly rcu: number };
+  readonly sqsInFlightPeak: number;
+  readonly lambda: { readonly invocations: number; readonly concurrencyPeak: number; readonly throttled: number; readonly gbSeconds: number; readonly steals: number; readonly itemsStolen: number };
+  /** Receives that returned nothing because the queue's in-flight limit was reached. */
+  readonly sqsOverLimit: number;
+  readonly weight: number;
+  /** Items left unfinished when the simulation stopped (a day of simulated time), by where they were. */
+  readonly unfinished: Readonly<Record<string, number>>;
+  /** Every 10 simulated seconds: items done, requests refused, DynamoDB requests so far (real counts). */
+  readonly timeline: readonly { readonly t: number; readonly done: number; readonly throttled: number; readonly dynamodb: number }[];
+}
+
+// ---------------------------------------------------------------------------
+// Seeded randomness and the event queue
+// ---------------------------------------------------------------------------
+
+/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A binary heap of (time, sequence) → callback: ties run in the order they were scheduled. */
+class Events {
+  private t: number[] = [];
+  private s: number[] = [];
+  private f: (() => void)[] = [];
+  private seq = 0;
+
+  get size(): number {
+    return this.t.length;
+  }
+
+  push(time: number, fn: () => void): void {
+    const t = this.t;
+    const s = this.s;
+    const f = this.f;
+    let i = t.length;
+    const seq = this.seq++;
+    t.push(time);
+    s.push(seq);
+    f.push(fn);
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (t[p]! < time || (t[p] === time && s[p]! < seq)) break;
+      t[i] = t[p]!;
+      s[i] = s[p]!;
+      f[i] = f[p]!;
+      i = p;
+    }
+    t[i] = time;
+    s[i] = seq;
+    f[i] = fn;
+  }
+
+  /** The earliest event's time and callback. */
+  pop(): [number, () => void] {
+    const t = this.t;
+    const s = this.s;
+    const f = this.f;
+    const top: [number, () => void] = [t[0]!, f[0]!];
+    const lt = t.pop()!;
+    const ls = s.pop()!;
+    const lf = f.pop()!;
+    const n = t.length;
+    if (n > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= n) break;
+        const r = l + 1;
+        let c = l;
+        if (r < n && (t[r]! < t[l]! || (t[r] === t[l] && s[r]! < s[l]!))) c = r;
+        if (lt < t[c]! || (lt === t[c] && ls < s[c]!)) break;
+        t[i] = t[c]!;
+        s[i] = s[c]!;
+        f[i] = f[c]!;
+        i = c;
+      }
+      t[i] = lt;
+      s[i] = ls;
+      f[i] = lf;
+    }
+    return top;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------
+
+/** How a refused request is retried: SDK then retryingThrottles ('app'), SDK only ('sdk'), or conflicts.ts's loop ('conflict'). */
+type Policy = 'app' | 'sdk' | 'conflict';
+
+interface Client {
+  /** Tokens left in the SDK's retry quota. */
+  quota: number;
+}
+
+interface Req {
+  readonly svc: 'ddb' | 'sqs';
+  /** Key ids, kinds (0 write, 1 read) and units (already × weight). */
+  readonly keys: number[];
+  readonly kinds: number[];
+  readonly units: number[];
+  readonly policy: Policy;
+  readonly client: Client;
+  sdkAttempt: number;
+  sdkRetried: boolean;
+  appAttempt: number;
+  stepFailures: number;
+  done: () => void;
+  /** What the request changes once applied (a claim lands, an ack records the result). */
+  onOk?: () => void;
+  /** Called when every retry is spent: the caller's request fails (StoreThrottledError). Unset: retried after the step backoff. */
+  exhausted?: () => void;
+}
+
+/** What a simulated process waits for. */
+type Op =
+  | { readonly op: 'sleep'; readonly ms: number }
+  | { readonly op: 'all'; readonly reqs: readonly Req[]; readonly limit: number }
+  | { readonly op: 'poll'; readonly ms: number }
+  | { readonly op: 'lock' }
+  /** Resumes when the process's own callback, handed to `register`, is called. */
+  | { readonly op: 'wait'; readonly register: (resume: () => void) => void };
+
+/** A simulated process: `yield` an op, get back whether it succeeded (an 'all' whose request outlasted its retries: false). */
+type Proc<R = void> = Generator<Op, R, boolean>;
+
+// Key families in key-id order: per-shard families first (id = family × N + shard), then the singletons.
+const F_ITEM = 0;
+const F_PENDING = 1;
+const F_RUNNING = 2;
+
+// ---------------------------------------------------------------------------
+// The simulation
+// ---------------------------------------------------------------------------
+
+export function simulate(input: ModelInput): ModelResult {
+  return new Simulation(input).run();
+}
+
+interface WorkerState {
+  readonly id: number;
+  readonly client: Client;
+  backlog: number[];
+  executing: number[];
+  outcomes: number[];
+  /** Running(this worker) in the ledger: what its reconcile finds, less what it holds. */
+  owned: Set<number>;
+  itemMs: number | null;
+  beating: boolean;
+  stopped: boolean;
+}
+
+class Simulation {
+  private readonly rand: () => number;
+  private readonly ev = new Events();
+  private now = 0;
+  private readonly k: number;
+  private readonly stopAtMs: number;
+  private readonly n: number; // shards (1 for the first layout)
+  private readonly w: number; // units per write of an item
+  private readonly simItems: number;
+  private readonly simWorkers: number;
+  // Keys: 3 per shard, then the run record, the lease, the RUNS index key.
+  private readonly keyCount: number;
+  private readonly kRunRecord: number;
+  private readonly kLease: number;
+  private readonly kRuns: number;
+  private readonly isGsi: Uint8Array;
+  private readonly keyWindow: Float64Array;
+  private readonly used: [Float64Array, Float64Array];
+  private readonly reserved: [Float64Array, Float64Array];
+  private readonly peak: [Float64Array, Float64Array];
+  private readonly keyRefused: Float64Array;
+  private readonly limit: [number, number, number, number]; // table W, table R, gsi W, gsi R per window
+  private readonly quota: [number, number, number, number] | null; // per window
+  private tableWindow = -1;
+  private readonly tableUsed = [0, 0, 0, 0]; // table W, table R, gsi W, gsi R
+  private readonly tableReserved = [0, 0, 0, 0];
+  private readonly tablePeak = [0, 0, 0, 0];
+  // Items: their shard slots (k draws grouped), state, holder.
+  private readonly slotStart: Int32Array;
+  private readonly slotShard: Int32Array;
+  private readonly slotCount: Float64Array;
+  private readonly state: Uint8Array; // 0 stored, unsent; 1 pending with a message; 2 running; 3 done
+  private readonly owner: Int32Array;
+  private readonly started: Uint8Array;
+  private readonly stored: Uint8Array; // enqueued (its PutItem landed)
+  private readonly hasMsg: Uint8Array; // a message exists (queued or in flight)
+  private readonly msgInFlight: Uint8Array; // received, neither deleted nor visible again
+  private readonly msgDue: Float64Array; // when an in-flight message becomes visible again
+  private readonly msgRef: Uint8Array; // the holding worker has the message's receipt (extends and deletes it)
+  private readonly sentRecorded: Uint8Array; // markSent landed
+  private readonly heldBy: Int32Array; // the worker whose memory (backlog, chunk, outcomes) has it
+  private readonly lastBeat: Float64Array; // its heartbeatAt: claim, start, heartbeat, steal
+  private readonly staleSeen: Uint8Array; // judged silent at the scan before (HeartbeatWatch needs two looks)
+  private readonly pendingCnt: Float64Array; // real entries under each shard's PENDING key
+  private readonly runningCnt: Float64Array;
+  private readonly unsentCnt: Float64Array;
+  private readonly queue: number[] = [];
+  private queueHead = 0;
+  private readonly pollers: (() => void)[] = [];
+  private serverFree = 0;
+  private readonly serviceMs: number;
+  private readonly workers: WorkerState[] = [];
+  private readonly sharedClient: Client = { quota: SDK_RETRY.quota };
+  private readonly coordinatorClient: Client = { quota: SDK_RETRY.quota };
+  private leaseHeld = false;
+  private readonly leaseWaiters: (() => void)[] = [];
+  private doneItems = 0;
+  private lastAck = 0;
+  private finished = false;
+  private running = 0; // workers still looping
+  private endAt: number | null = null;
+  private workStartedAt = 0;
+  // Counters (real units: × weight).
+  private ddbRequests = 0;
+  private sqsRequests = 0;
+  private refusedRequests = 0;
+  private tableRefused = 0;
+  private exhaustedRequests = 0;
+  private failedSteps = 0;
+  private readonly exhaustedBy = new Map<string, number>();
+  private repended = 0;
+  private readonly refusedByFamily = new Map<string, number>();
+  private wcu = 0;
+  private indexWcu = 0;
+  private rcu = 0;
+  private inFlight = 0;
+  private inFlightPeak = 0;
+  private lambdaInvocations = 0;
+  private lambdaConcurrency = 0;
+  private lambdaConcurrencyPeak = 0;
+  private lambdaGbSeconds = 0;
+  private lambdaThrottled = 0;
+  private sqsOverLimit = 0;
+  private steals = 0;
+  private readonly timeline: { t: number; done: number; throttled: number; dynamodb: number }[] = [];
+  private itemsStolen = 0;
+
+  constructor(private readonly o: ModelInput) {
+    if (!(o.items >= 1 && o.workers >= 1 && o.weight >= 1)) throw new Error('model: items, workers and weight must be at least 1');
+    this.rand = seededRandom(o.seed);
+    this.k = o.weight;
+    this.stopAtMs = (o.stopAfterSeconds ?? 86_400) * 1000;
+    this.n = o.shards ?? 1;
+    this.w = unitsPerWrite(o.itemKb);
+    this.simItems = Math.max(1, Math.round(o.items / this.k));
+    this.simWorkers = Math.max(1, Math.round(o.workers / this.k));
+    this.kRunRecord = o.shards === null ? F_ITEM * this.n : 3 * this.n; // the first layout: the record shares the items' partition
+    this.kLease = 3 * this.n + 1;
+    this.kRuns = 3 * this.n + 2;
+    this.keyCount = 3 * this.n + 3;
+    this.isGsi = new Uint8Array(this.keyCount);
+    for (let s = 0; s < this.n; s++) {
+      this.isGsi[F_PENDING * this.n + s] = 1;
+      this.isGsi[F_RUNNING * this.n + s] = 1;
+    }
+    this.isGsi[this.kRuns] = 1;
+    this.keyWindow = new Float64Array(this.keyCount).fill(-1);
+    const arr = () => new Float64Array(this.keyCount);
+    this.used = [arr(), arr()];
+    this.reserved = [arr(), arr()];
+    this.peak = [arr(), arr()];
+    this.keyRefused = arr();
+    const l = o.limits;
+    this.limit = [l.partitionWcu, l.partitionRcu, l.gsiWcu ?? l.partitionWcu, l.gsiRcu ?? l.partitionRcu];
+    const perWindow = l.windowMs / 1000;
+    this.quota = o.tableQuota ? [o.tableQuota.wcu * perWindow, o.tableQuota.rcu * perWindow, o.tableQuota.gsiWcu * perWindow, o.tableQuota.gsiRcu * perWindow] : null;
+    this.serviceMs = Number.isFinite(o.machineRequestsPerSecond) ? (1000 * this.k) / o.machineRequestsPerSecond : 0;
+    // Each simulated item's k real items, hashed to shards one by one.
+    this.slotStart = new Int32Array(this.simItems + 1);
+    const shards: number[] = [];
+    const counts: number[] = [];
+    const tally = new Map<number, number>();
+    for (let i = 0; i < this.simItems; i++) {
+      this.slotStart[i] = shards.length;
+      tally.clear();
+      if (this.n === 1) tally.set(0, this.k);
+      else for (let j = 0; j < this.k; j++) {
+        const s = Math.floor(this.rand() * this.n);
+        tally.set(s, (tally.get(s) ?? 0) + 1);
+      }
+      for (const [s, c] of tally) {
+        shards.push(s);
+        counts.push(c);
+      }
+    }
+    this.slotStart[this.simItems] = shards.length;
+    this.slotShard = Int32Array.from(shards);
+    this.slotCount = Float64Array.from(counts);
+    this.state = new Uint8Array(this.simItems);
+    this.owner = new Int32Array(this.simItems).fill(-1);
+    this.started = new Uint8Array(this.simItems);
+    this.stored = new Uint8Array(this.simItems);
+    this.hasMsg = new Uint8Array(this.simItems);
+    this.msgInFlight = new Uint8Array(this.simItems);
+    this.msgDue = new Float64Array(this.simItems);
+    this.msgRef = new Uint8Array(this.simItems);
+    this.sentRecorded = new Uint8Array(this.simItems);
+    this.heldBy = new Int32Array(this.simItems).fill(-1);
+    this.lastBeat = new Float64Array(this.simItems);
+    this.staleSeen = new Uint8Array(this.simItems);
+    this.pendingCnt = new Float64Array(this.n);
+    this.runningCnt = new Float64Array(this.n);
+    this.unsentCnt = new Float64Array(this.n);
+  }
+
+  run(): ModelResult {
+    const o = this.o;
+    this.spawn(this.producer());
+    if (o.producer.kind === 'streaming') this.startWorkers();
+    if (o.scanEverySeconds !== null && o.worker.coordinator) this.every(o.scanEverySeconds * 1000, () => this.spawn(this.scan()));
+    this.every(10_000, () => this.timeline.push({ t: this.now / 1000, done: this.doneItems * this.k, throttled: this.refusedRequests, dynamodb: this.ddbRequests }));
+    // A run that does not finish (no worker, a limit of 0, items nobody will pick up) stops at stopAfterSeconds.
+    while (this.ev.size > 0 && this.endAt === null) {
+      const [t, fn] = this.ev.pop();
+      if (t > this.stopAtMs) break;
+      this.now = t;
+      fn();
+    }
+    const end = this.endAt ?? this.now;
+    return this.result(end);
+  }
+
+  // ------------------------------------------------------------ processes
+
+  private spawn(p: Proc<unknown>, onEnd?: () => void): void {
+    this.resume(p, true, onEnd);
+  }
+
+  private resume(p: Proc<unknown>, value: boolean, onEnd?: () => void): void {
+    const r = p.next(value);
+    if (r.done) {
+      onEnd?.();
+      return;
+    }
+    const op = r.value;
+    const again = () => this.resume(p, true, onEnd);
+    switch (op.op) {
+      case 'sleep':
+        this.ev.push(this.now + op.ms, again);
+        return;
+      case 'all':
+        this.all(op.reqs, op.limit, (ok) => this.resume(p, ok, onEnd));
+        return;
+      case 'poll': {
+        if (this.queued() > 0 || op.ms <= 0) {
+          this.ev.push(this.now, again);
+          return;
+        }
+        let woken = false;
+        const wake = () => {
+          if (woken) return;
+          woken = true;
+          again();
+        };
+        this.pollers.push(wake);
+        this.ev.push(this.now + op.ms, () => {
+          // Timed out: no longer among the pollers a message wakes.
+          const at = this.pollers.indexOf(wake);
+          if (at >= 0) this.pollers.splice(at, 1);
+          wake();
+        });
+        return;
+      }
+      case 'wait':
+        op.register(() => this.ev.push(this.now, again));
+        return;
+      case 'lock':
+        if (!this.leaseHeld) {
+          this.leaseHeld = true;
+          this.ev.push(this.now, again);
+        } else this.leaseWaiters.push(again);
+        return;
+    }
+  }
+
+  private unlock(): void {
+    const next = this.leaseWaiters.shift();
+    if (next) this.ev.push(this.now, next);
+    else this.leaseHeld = false;
+  }
+
+  private every(ms: number, fn: () => void): void {
+    const tick = () => {
+      if (this.finished) return;
+      fn();
+      this.ev.push(this.now + ms, tick);
+    };
+    this.ev.push(this.now + ms, tick);
+  }
+
+  /**
+   * mapLimit: at most `limit` in flight; `done(true)` once all have succeeded,
+   * `done(false)` at the first that outlasted its retries — as mapLimit
+   * rejects — while the other lanes go on in the background (their requests
+   * still land: `onOk`).
+   */
+  private all(reqs: readonly Req[], limit: number, done: (ok: boolean) => void): void {
+    const n = reqs.length;
+    if (n === 0) {
+      this.ev.push(this.now, () => done(true));
+      return;
+    }
+    let next = 0;
+    let lanes = Math.min(limit, n);
+    let settled = false;
+    const lane = () => {
+      if (next >= n) {
+        if (--lanes === 0 && !settled) {
+          settled = true;
+          done(true);
+        }
+        return;
+      }
+      const r = reqs[next++]!;
+      r.exhausted ??= () => {
+        lanes--;
+        if (settled) return;
+        settled = true;
+        done(false);
+      };
+      this.send(r, lane);
+    };
+    for (let i = 0, l = lanes; i < l; i++) lane();
+  }
+
+  // ------------------------------------------------------------ requests and retries
+
+  private send(r: Req, done: () => void): void {
+    r.done = done;
+    this.attempt(r);
+  }
+
+  /** When a request the store takes now is answered: the FIFO server, then the fixed latency. */
+  private served(latency: number): number {
+    const start = Math.max(this.now, this.serverFree);
+    this.serverFree = start + this.serviceMs;
+    return this.serverFree + latency;
+  }
+
+  private attempt(r: Req): void {
+    if (r.svc === 'sqs') {
+      this.sqsRequests += this.k;
+      this.ev.push(this.served(this.o.latencyMs.sqs), () => {
+        r.onOk?.();
+        r.done();
+      });
+      return;
+    }
+    this.ddbRequests += this.k;
+    const at = this.served(this.o.latencyMs.dynamodb);
+    const hot = this.hotKeys(r);
+    if (hot !== null) {
+      this.refusedRequests += this.k;
+      if (hot.length === 0) this.tableRefused += this.k;
+      for (const code of hot) {
+        const key = code >> 1;
+        this.keyRefused[key]! += this.k;
+        const f = `${this.familyName(key)}${code & 1 ? ' (reads)' : ''}`;
+        this.refusedByFamily.set(f, (this.refusedByFamily.get(f) ?? 0) + this.k);
+      }
+      this.ev.push(at, () => this.refused(r));
+      return;
+    }
+    const window = this.reserve(r);
+    this.ev.push(at, () => {
+      this.settle(r, window);
+      if (r.policy !== 'conflict') r.client.quota = Math.min(SDK_RETRY.quota, r.client.quota + (r.sdkRetried ? SDK_RETRY.retryCost : SDK_RETRY.successRefund));
+      r.onOk?.();
+      r.done();
+    });
+  }
+
+  private refused(r: Req): void {
+    r.sdkAttempt++;
+    if (r.policy !== 'conflict' && r.sdkAttempt < SDK_RETRY.maxAttempts && r.client.quota >= SDK_RETRY.retryCost) {
+      r.client.quota -= SDK_RETRY.retryCost;
+      r.sdkRetried = true;
+      const d = this.rand() * Math.min(SDK_RETRY.capMs, SDK_RETRY.throttlingBaseMs * 2 ** (r.sdkAttempt - 1));
+      this.ev.push(this.now + d, () => this.attempt(r));
+      return;
+    }
+    // The SDK gave up (or never retries): the caller's loop, if it has one.
+    r.sdkAttempt = 0;
+    r.sdkRetried = false;
+    r.appAttempt++;
+    const loop = r.policy === 'app' ? THROTTLE_RETRY : r.policy === 'conflict' ? CONFLICT_RETRY : null;
+    if (loop && r.appAttempt < loop.maxAttempts) {
+      const d = this.rand() * Math.min(loop.maxDelayMs, loop.baseDelayMs * 2 ** (r.appAttempt - 1));
+      this.ev.push(this.now + d, () => this.attempt(r));
+      return;
+    }
+    // Past every retry: the caller's request fails, or the step does and the worker does it again after its backoff.
+    this.exhaustedRequests += this.k;
+    const what = r.keys.length ? `${this.familyName(r.keys[0]!)}${r.kinds[0] ? ' (read)' : ''}` : 'sqs';
+    this.exhaustedBy.set(what, (this.exhaustedBy.get(what) ?? 0) + this.k);
+    if (r.exhausted) {
+      r.exhausted();
+      return;
+    }
+    r.appAttempt = 0;
+    r.stepFailures++;
+    this.ev.push(this.now + backoffMs(r.stepFailures, this.rand), () => this.attempt(r));
+  }
+
+  private roll(key: number): void {
+    const win = Math.floor(this.now / this.o.limits.windowMs);
+    if (this.keyWindow[key] !== win) {
+      this.keyWindow[key] = win;
+      this.used[0][key] = 0;
+      this.used[1][key] = 0;
+      this.reserved[0][key] = 0;
+      this.reserved[1][key] = 0;
+    }
+  }
+
+  private rollTable(): void {
+    const win = Math.floor(this.now / this.o.limits.windowMs);
+    if (this.tableWindow !== win) {
+      this.tableWindow = win;
+      this.tableUsed.fill(0);
+      this.tableReserved.fill(0);
+    }
+  }
+
+  /** The keys at their limit, as key × 2 + kind (null: admitted; empty: refused by the table quota alone). */
+  private hotKeys(r: Req): number[] | null {
+    let hot: number[] | null = null;
+    for (let i = 0; i < r.keys.length; i++) {
+      const key = r.keys[i]!;
+      const kind = r.kinds[i]!;
+      this.roll(key);
+      const lim = this.limit[(this.isGsi[key] ? 2 : 0) + kind]!;
+      if (this.used[kind as 0 | 1][key]! + this.reserved[kind as 0 | 1][key]! < lim) continue;
+      hot ??= [];
+      const code = key * 2 + kind;
+      if (!hot.includes(code)) hot.push(code);
+    }
+    if (hot === null && this.quota) {
+      this.rollTable();
+      for (let i = 0; i < r.keys.length; i++) {
+        const slot = (this.isGsi[r.keys[i]!] ? 2 : 0) + r.kinds[i]!;
+        if (this.tableUsed[slot]! + this.tableReserved[slot]! >= this.quota[slot]!) return [];
+      }
+    }
+    return hot;
+  }
+
+  private reserve(r: Req): number {
+    this.rollTable();
+    for (let i = 0; i < r.keys.length; i++) {
+      const key = r.keys[i]!;
+      const kind = r.kinds[i]!;
+      this.reserved[kind as 0 | 1][key]! += r.units[i]!;
+      this.tableReserved[(this.isGsi[key] ? 2 : 0) + kind]! += r.units[i]!;
+    }
+    return this.tableWindow;
+  }
+
+  /** The reservation gives way to the units used, charged in the window the answer comes in (as the simulator does). */
+  private settle(r: Req, window: number): void {
+    const sameWindow = Math.floor(this.now / this.o.limits.windowMs) === window;
+    this.rollTable();
+    for (let i = 0; i < r.keys.length; i++) {
+      const key = r.keys[i]!;
+      const kind = r.kinds[i]!;
+      const u = r.units[i]!;
+      const slot = (this.isGsi[key] ? 2 : 0) + kind;
+      this.roll(key);
+      if (sameWindow) {
+        this.reserved[kind as 0 | 1][key] = Math.max(0, this.reserved[kind as 0 | 1][key]! - u);
+        this.tableReserved[slot] = Math.max(0, this.tableReserved[slot]! - u);
+      }
+      const v = (this.used[kind as 0 | 1][key]! += u);
+      if (v > this.peak[kind as 0 | 1][key]!) this.peak[kind as 0 | 1][key] = v;
+      const t = (this.tableUsed[slot]! += u);
+      if (t > this.tablePeak[slot]!) this.tablePeak[slot] = t;
+      if (kind === 1) this.rcu += u;
+      else if (this.isGsi[key]) this.indexWcu += u;
+      else this.wcu += u;
+    }
+  }
+
+  private req(svc: 'ddb' | 'sqs', policy: Policy, client: Client, keys: number[] = [], kinds: number[] = [], units: number[] = []): Req {
+    return { svc, keys, kinds, units, policy, client, sdkAttempt: 0, sdkRetried: false, appAttempt: 0, stepFailures: 0, done: () => undefined };
+  }
+
+  private sqs(client: Client): Req {
+    return this.req('sqs', 'sdk', client);
+  }
+
+  /** One of the item's ledger writes, charged to each shard its real items hash to. */
+  private itemWrite(item: number, write: ItemWrite, client: Client): Req {
+    return this.itemMove(item, ITEM_WRITES[write], client);
+  }
+
+  /** A write of the item costing `c` units per KB on its partition, PENDING and RUNNING keys. */
+  private itemMove(item: number, c: { readonly item: number; readonly pending: number; readonly running: number }, client: Client, policy: Policy = 'app'): Req {
+    const keys: number[] = [];
+    const kinds: number[] = [];
+    const units: number[] = [];
+    for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
+      const s = this.slotShard[j]!;
+      const u = this.slotCount[j]! * this.w;
+      keys.push(F_ITEM * this.n + s);
+      kinds.push(0);
+      units.push(c.item * u);
+      if (c.pending) {
+        keys.push(F_PENDING * this.n + s);
+        kinds.push(0);
+        units.push(c.pending * u);
+      }
+      if (c.running) {
+        keys.push(F_RUNNING * this.n + s);
+        kinds.push(0);
+        units.push(c.running * u);
+      }
+    }
+    return this.req('ddb', policy, client, keys, kinds, units);
+  }
+
+  /** A write refused by its condition (the item moved on): one unit of the item on its partition, nothing in the index. */
+  private failedWrite(item: number, client: Client): Req {
+    const keys: number[] = [];
+    const units: number[] = [];
+    for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
+      keys.push(F_ITEM * this.n + this.slotShard[j]!);
+      units.push(this.slotCount[j]! * this.w);
+    }
+    return this.req('ddb', 'app', client, keys, keys.map(() => 0), units);
+  }
+
+  /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry moved (delete + put, twice), the lease's ConditionCheck (2). */
+  private stealWrite(item: number, client: Client): Req {
+    const keys: number[] = [this.kLease];
+    const kinds: number[] = [0];
+    const units: number[] = [2 * this.k];
+    for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
+      const s = this.slotShard[j]!;
+      const u = this.slotCount[j]! * this.w;
+      keys.push(F_ITEM * this.n + s, F_RUNNING * this.n + s);
+      kinds.push(0, 0);
+      units.push(2 * u, 4 * u);
+    }
+    return this.req('ddb', 'conflict', client, keys, kinds, units);
+  }
+
+  private single(key: number, kind: number, units: number, policy: Policy, client: Client): Req {
+    return this.req('ddb', policy, client, [key], [kind], [units * this.k]);
+  }
+
+  /** Every page of a query of one index key: eventually consistent, ½ unit per started 4 KB (at least ½), 1 MB a page. */
+  private queryPages(key: number, entries: number, client: Client): Req[] {
+    const bytes = entries * this.o.itemKb * 1024;
+    const pages = Math.max(1, Math.ceil(bytes / (1024 * 1024)));
+    const per = bytes / pages;
+    return Array.from({ length: pages }, () => this.single(key, 1, 0.5 * Math.max(1, Math.ceil(per / 4096)), 'app', client));
+  }
+
+  /** `ledger.running(run)`: every shard's RUNNING key read whole (their pages in order). */
+  private *readRunning(client: Client, concurrency: number): Proc<boolean> {
+    const perKey: Req[][] = Array.from({ length: this.n }, (_, s) => this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]! / this.k, client));
+    // Pages of one key follow each other; keys fan out `concurrency` at a time.
+    if (!(yield { op: 'all', reqs: perKey.map((pages) => pages[0]!), limit: concurrency })) return false;
+    const rest = perKey.flatMap((pages) => pages.slice(1));
+    return rest.length ? yield { op: 'all', reqs: rest, limit: concurrency } : true;
+  }
+
+  // ------------------------------------------------------------ the queue
+
+  private queued(): number {
+    return this.queue.length - this.queueHead;
+  }
+
+  /** New messages (a send): on the queue at once; long polls wake, one per batch's worth. */
+  private pushMessages(items: readonly number[]): void {
+    for (const i of items) {
+      if (this.msgInFlight[i]) this.dropMessage(i); // a fresh message replaces one still held somewhere
+      this.queue.push(i);
+      this.hasMsg[i] = 1;
+      if (this.state[i] === 0) this.state[i] = 1;
+    }
+    let wake = Math.ceil(items.length / this.o.worker.receiveBatch);
+    while (wake-- > 0 && this.pollers.length) this.pollers.shift()!();
+  }
+
+  private take(max: number): number[] {
+    const out: number[] = [];
+    while (out.length < max && this.queueHead < this.queue.length) {
+      const i = this.queue[this.queueHead++]!;
+      if (!this.hasMsg[i] || this.msgInFlight[i]) continue; // deleted, or delivered already
+      out.push(i);
+    }
+    if (this.queueHead > 4096 && this.queueHead * 2 > this.queue.length) {
+      this.queue.splice(0, this.queueHead);
+      this.queueHead = 0;
+    }
+    return out;
+  }
+
+  /** A message received or extended stays invisible until `ms` from now; then, unless deleted or extended again, it is delivered again. */
+  private invisibleFor(i: number, ms: number): void {
+    const due = this.now + ms;
+    this.msgDue[i] = due;
+    this.ev.push(due, () => {
+      if (!this.msgInFlight[i] || this.msgDue[i] !== due) return;
+      this.msgInFlight[i] = 0;
+      this.inFlight -= this.k;
+      this.queue.push(i);
+      if (this.pollers.length) this.pollers.shift()!();
+    });
+  }
+
+  private dropMessage(i: number): void {
+    if (this.msgInFlight[i]) this.inFlight -= this.k;
+    this.msgInFlight[i] = 0;
+    this.hasMsg[i] = 0;
+    this.msgRef[i] = 0;
+  }
+
+  private moveCounts(item: number, from: Float64Array | null, to: Float64Array | null): void {
+    for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
+      const s = this.slotShard[j]!;
+      const c = this.slotCount[j]!;
+      if (from) from[s]! -= c;
+      if (to) to[s]! += c;
+    }
+  }
+
+  /** An invocation, or null when the account's concurrency is used up (the caller gets a 429). */
+  private lambdaStart(): number | null {
+    if (this.lambdaConcurrency + this.k > this.o.lambdaConcurrencyLimit) {
+      this.lambdaThrottled += this.k;
+      return null;
+    }
+    this.lambdaInvocations += this.k;
+    this.lambdaConcurrency += this.k;
+    this.lambdaConcurrencyPeak = Math.max(this.lambdaConcurrencyPeak, this.lambdaConcurrency);
+    return this.now;
+  }
+
+  private lambdaEnd(began: number): void {
+    this.lambdaConcurrency -= this.k;
+    this.lambdaGbSeconds += (this.k * (this.now - began + this.o.latencyMs.lambda) * this.o.lambdaMemoryMb) / 1024 / 1000;
+  }
+
+  // ------------------------------------------------------------ the producer
+
+  private *producer(): Proc {
+    const p = this.o.producer;
+    if (p.kind === 'phased') {
+      const client = this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota };
+      const all = Array.from({ length: this.simItems }, (_, i) => i);
+      yield* this.enqueueUntilAccepted(all, p.concurrency, client);
+      // The run record's counter, once per enqueue request.
+      yield { op: 'all', reqs: [this.single(this.kRunRecord, 0, 1, 'sdk', client)], limit: 1 };
+      for (let i = 0; i < all.length; i += 10) {
+        yield { op: 'all', reqs: [this.sqs(client)], limit: 1 };
+        this.pushMessages(all.slice(i, i + 10));
+      }
+      this.startWorkers();
+      return;
+    }
+    // Streaming: API requests paced at the target rate, each its own Lambda invocation.
+    const per = Math.max(1, Math.round(p.requestItems / this.k));
+    const gapMs = (per * this.k * 1000) / p.itemsPerSecond;
+    for (let first = 0; first < this.simItems; first += per) {
+      const items = Array.from({ length: Math.min(per, this.simItems - first) }, (_, j) => first + j);
+      this.spawn(this.apiRequest(items, p.concurrency));
+      yield { op: 'sleep', ms: gapMs };
+    }
+  }
+
+  /**
+   * `ledger.enqueue` (mapLimit over the items) sent again whole, after up to
+   * 1 s, whenever it fails — the benchmark's untilAccepted, an API client
+   * retrying a 503. A failed call's other lanes go on in the background; the
+   * items already stored cost their partition a refused conditional put each
+   * time round.
+   */
+  private *enqueueUntilAccepted(items: readonly number[], concurrency: number, client: Client): Proc {
+    let accepted = false;
+    let waiting: (() => void) | null = null;
+    const call = (attempt: number) => {
+      let next = 0;
+      let lanes = Math.min(concurrency, items.length);
+      let failed = false;
+      const lane = () => {
+        if (next >= items.length) {
+          if (--lanes === 0 && !failed && !accepted) {
+            accepted = true;
+            waiting?.();
+          }
+          return;
+        }
+        const i = items[next++]!;
+        const r = this.state[i] === 0 && !this.stored[i] ? this.itemWrite(i, 'enqueue', client) : this.failedWrite(i, client);
+        r.onOk = () => {
+          if (this.stored[i]) return;
+          this.stored[i] = 1;
+          this.moveCounts(i, null, this.pendingCnt);
+          this.moveCounts(i, null, this.unsentCnt);
+        };
+        r.exhausted = () => {
+          // StoreThrottledError: this lane stops; the call fails at its first one and is sent again.
+          lanes--;
+          if (failed || accepted) return;
+          failed = true;
+          if (attempt >= 50) throw new Error('model: the enqueue never got through (50 attempts)');
+          this.ev.push(this.now + 1000 * this.rand(), () => call(attempt + 1));
+        };
+        this.send(r, lane);
+      };
+      for (let j = 0, l = lanes; j < l; j++) lane();
+    };
+    call(1);
+    if (!accepted) yield { op: 'wait', register: (resume) => (waiting = resume) };
+  }
+
+  private *apiRequest(items: readonly number[], concurrency: number): Proc {
+    let began = this.lambdaStart();
+    // A 429 from Lambda (through the API: a 5xx): the client sends the request again a second later.
+    while (began === null) {
+      yield { op: 'sleep', ms: 1_000 };
+      began = this.lambdaStart();
+    }
+    const client: Client = { quota: SDK_RETRY.quota };
+    yield* this.enqueueUntilAccepted(items, concurrency, client);
+    yield { op: 'all', reqs: [this.single(this.kRunRecord, 0, 1, 'sdk', client)], limit: 1 };
+    yield* this.dispatch(items, client, concurrency);
+    this.lambdaEnd(began);
+  }
+
+  /** dispatch.ts: every message out (10 a call, one call after another), then each recorded sent (markSent). */
+  private *dispatch(items: readonly number[], client: Client, concurrency: number): Proc<boolean> {
+    for (let i = 0; i < items.length; i += 10) {
+      yield { op: 'all', reqs: [this.sqs(client)], limit: 1 };
+      this.pushMessages(items.slice(i, i + 10));
+    }
+    const marks = items.map((i) => {
+      if (this.state[i] !== 1) return this.failedWrite(i, client); // claimed meanwhile: the condition refuses it
+      const r = this.itemWrite(i, 'markSent', client);
+      r.onOk = () => {
+        if (this.sentRecorded[i]) return;
+        this.sentRecorded[i] = 1;
+        this.moveCounts(i, this.unsentCnt, null);
+      };
+      return r;
+    });
+    return yield { op: 'all', reqs: marks, limit: concurrency };
+  }
+
+  // ------------------------------------------------------------ workers
+
+  private startWorkers(): void {
+    this.workStartedAt = this.now;
+    for (let id = 0; id < this.simWorkers; id++) {
+      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false };
+      this.workers.push(wk);
+      this.running++;
+      // Heartbeats tick from the worker's start, whatever it is doing.
+      const beat = () => {
+        if (wk.stopped || this.finished) return;
+        if (!wk.beating) this.spawn(this.heartbeat(wk));
+        this.ev.push(this.now + this.o.worker.heartbeatMs, beat);
+      };
+      const phase = this.o.worker.heartbeatPhase === 'spread' ? this.rand() : 1;
+      this.ev.push(this.now + phase * this.o.worker.heartbeatMs, beat);
+      this.spawn(this.worker(wk), () => {
+        wk.stopped = true;
+        if (--this.running === 0 && this.endAt === null) this.endAt = this.now;
+      });
+    }
+  }
+
+  /** Worker.run: steps; a failed step (a request past its retries) backs off 250 ms doubling, and the loop goes on. */
+  private *worker(wk: WorkerState): Proc {
+    let failures = 0;
+    while (!this.finished) {
+      const did = yield* this.step(wk);
+      if (did === 'failed') {
+        failures++;
+        this.failedSteps += this.k;
+        yield { op: 'sleep', ms: backoffMs(failures, this.rand) };
+        continue;
+      }
+      failures = 0;
+      // Idle: the benchmark's `finished` check (every result is in the ledger) stops everyone.
+      if (did === 'idle' && this.doneItems >= this.simItems) this.finished = true;
+    }
+  }
+
+  private *step(wk: WorkerState): Proc<'ran' | 'idle' | 'failed'> {
+    const b = this.o.worker;
+    if (wk.outcomes.length) return (yield* this.flush(wk)) ? 'ran' : 'failed';
+    if (wk.backlog.length) return (yield* this.executeChunk(wk)) ? 'ran' : 'failed';
+    const got = yield* this.pull(wk, 0);
+    if (got !== 0) return got < 0 ? 'failed' : 'ran';
+    const adopted = yield* this.reconcile(wk);
+    if (adopted !== 0) return adopted < 0 ? 'failed' : 'ran';
+    if (b.coordinator) {
+      const stolen = yield* this.askForWork(wk);
+      if (stolen !== 0) return stolen < 0 ? 'failed' : 'ran';
+    }
+    if (b.waitSeconds > 0) {
+      const more = yield* this.pull(wk, b.waitSeconds);
+      if (more !== 0) return more < 0 ? 'failed' : 'ran';
+    }
+    return 'idle';
+  }
+
+  private hold(wk: WorkerState, i: number): void {
+    this.heldBy[i] = wk.id;
+  }
+
+  /** Out of the worker's memory (its step failed) while maybe still Running(wk) in the ledger: reconcile finds it. */
+  private orphan(wk: WorkerState, i: number): void {
+    if (this.heldBy[i] === wk.id) this.heldBy[i] = -1;
+    this.msgRef[i] = 0;
+  }
+
+  /** Who the ledger says holds a Running item (-1: nobody). */
+  private setOwner(i: number, id: number): void {
+    const was = this.owner[i]!;
+    if (was >= 0) this.workers[was]?.owned.delete(i);
+    this.owner[i] = id;
+    if (id >= 0) this.workers[id]?.owned.add(i);
+  }
+
+  /** Worker.pull: receive, read the run record, claim (a failed claim: adopt ours, drop the rest), extend. -1: the step failed. */
+  private *pull(wk: WorkerState, waitSeconds: number): Proc<number> {
+    const b = this.o.worker;
+    if (waitSeconds > 0) yield { op: 'poll', ms: waitSeconds * 1000 };
+    yield { op: 'all', reqs: [this.sqs(wk.client)], limit: 1 };
+    const room = Math.floor((this.o.sqsInFlightLimit - this.inFlight) / this.k);
+    if (room <= 0 && this.queued() > 0) this.sqsOverLimit += this.k;
+    const got = this.take(Math.min(b.receiveBatch, Math.max(0, room)));
+    if (!got.length) return 0;
+    for (const i of got) {
+      this.msgInFlight[i] = 1;
+      this.invisibleFor(i, this.o.queueVisibilitySeconds * 1000);
+    }
+    this.inFlight += got.length * this.k;
+    this.inFlightPeak = Math.max(this.inFlightPeak, this.inFlight);
+    if (!(yield { op: 'all', reqs: [this.single(this.kRunRecord, 1, 1, 'sdk', wk.client)], limit: 1 })) return -1;
+    let failed = false;
+    const mine: number[] = [];
+    const claims = got.map((i) => {
+      if (this.state[i] !== 1) return this.failedWrite(i, wk.client);
+      const r = this.itemWrite(i, 'claim', wk.client);
+      r.onOk = () => {
+        if (this.state[i] !== 1) return;
+        this.state[i] = 2;
+        this.setOwner(i, wk.id);
+        this.started[i] = 0;
+        this.lastBeat[i] = this.now;
+        this.moveCounts(i, this.pendingCnt, this.runningCnt);
+        if (failed) this.orphan(wk, i);
+        else mine.push(i);
+      };
+      return r;
+    });
+    if (!(yield { op: 'all', reqs: claims, limit: b.concurrency })) {
+      failed = true;
+      for (const i of mine) this.orphan(wk, i);
+      return -1;
+    }
+    const extend: number[] = [];
+    const drop: number[] = [];
+    for (const i of got) {
+      if (mine.includes(i)) {
+        this.hold(wk, i);
+        this.msgRef[i] = 1;
+        wk.backlog.push(i);
+        extend.push(i);
+      } else if (this.state[i] === 2 && this.owner[i] === wk.id && this.heldBy[i] !== wk.id) {
+        this.hold(wk, i); // ours already (a redelivery to us)
+        this.msgRef[i] = 1;
+        wk.backlog.push(i);
+      } else if (this.state[i] !== 1) drop.push(i); // Running elsewhere, Done: the queue rule
+    }
+    yield {
+      op: 'all',
+      reqs: [
+        ...extend.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.msgInFlight[i] && this.invisibleFor(i, this.o.worker.visibilitySeconds * 1000) })),
+        ...drop.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.dropMessage(i) })),
+      ],
+      limit: Infinity,
+    };
+    return got.length;
+  }
+
+  private chunkSize(wk: WorkerState): number {
+    if (wk.itemMs === null) return 1;
+    return Math.max(1, Math.min(this.o.worker.maxChunk, Math.floor(this.o.worker.chunkBudgetMs / Math.max(wk.itemMs, 0.01))));
+  }
+
+  /** Worker.executeChunk/runChunk: start the chunk in one round (items started already are run as they are), run, ack. */
+  private *executeChunk(wk: WorkerState): Proc<boolean> {
+    const b = this.o.worker;
+    const preStarted = wk.backlog.findIndex((i) => !this.started[i]);
+    const chunk = wk.backlog.splice(0, preStarted === 0 ? this.chunkSize(wk) : preStarted === -1 ? wk.backlog.length : preStarted);
+    const toStart = chunk.filter((i) => !this.started[i]);
+    const ok: number[] = chunk.filter((i) => this.started[i] && this.owner[i] === wk.id && this.state[i] === 2);
+    const gone: number[] = [];
+    const starts = toStart.map((i) => {
+      if (this.owner[i] !== wk.id || this.state[i] !== 2) {
+        gone.push(i);
+        return this.failedWrite(i, wk.client); // stolen before we started it
+      }
+      const r = this.itemWrite(i, 'start', wk.client);
+      r.onOk = () => {
+        if (this.owner[i] !== wk.id || this.state[i] !== 2) return;
+        this.started[i] = 1;
+        this.lastBeat[i] = this.now;
+      };
+      return r;
+    });
+    if (!(yield { op: 'all', reqs: starts, limit: b.concurrency })) {
+      // The start round failed: the chunk is out of the backlog and nobody remembers it (runChunk's starts are outside its try).
+      for (const i of chunk) this.orphan(wk, i);
+      return false;
+    }
+    ok.push(...toStart.filter((i) => this.started[i] && this.owner[i] === wk.id));
+    for (const i of gone) this.heldBy[i] = -1;
+    const lostMsgs = gone.filter((i) => this.msgRef[i]);
+    if (lostMsgs.length) yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => lostMsgs.forEach((i) => this.dropMessage(i)) })], limit: 1 };
+    wk.executing.push(...ok);
+    let lastFlush = this.now;
+    for (const i of ok) {
+      if (this.o.itemMs > 0) yield { op: 'sleep', ms: this.o.itemMs };
+      wk.executing.splice(wk.executing.indexOf(i), 1);
+      wk.outcomes.push(i);
+      wk.itemMs = wk.itemMs === null ? this.o.itemMs : wk.itemMs * 0.8 + this.o.itemMs * 0.2;
+      if (wk.outcomes.length && this.now - lastFlush >= b.chunkBudgetMs) {
+        if (!(yield* this.flush(wk))) {
+          // The unrun items go back to the front of the line, still started.
+          wk.backlog.unshift(...wk.executing.splice(0));
+          return false;
+        }
+        lastFlush = this.now;
+      }
+    }
+    return yield* this.flush(wk);
+  }
+
+  /** Worker.flushOnce: ack the outcomes; an outcome leaves the list only once the whole round got through. */
+  private *flush(wk: WorkerState): Proc<boolean> {
+    if (!wk.outcomes.length) return true;
+    const batch = wk.outcomes.slice();
+    const acks = batch.map((i) => {
+      if (this.state[i] !== 2 || this.owner[i] !== wk.id) return this.failedWrite(i, wk.client); // acked by an earlier round, or lost
+      const r = this.itemWrite(i, 'ack', wk.client);
+      r.onOk = () => {
+        if (this.state[i] !== 2) return;
+        this.state[i] = 3;
+        this.setOwner(i, -1);
+        this.moveCounts(i, this.runningCnt, null);
+        this.doneItems++;
+        this.lastAck = this.now;
+        if (this.doneItems >= this.simItems && this.o.producer.kind === 'streaming') {
+          // A deployment's run ends with its last result; the workers idling after it are not the run.
+          this.finished = true;
+          this.endAt = this.now;
+        }
+      };
+      return r;
+    });
+    if (!(yield { op: 'all', reqs: acks, limit: this.o.worker.concurrency })) return false;
+    wk.outcomes.splice(0, batch.length);
+    const withMessage: number[] = [];
+    for (const i of batch) {
+      if (this.heldBy[i] === wk.id) this.heldBy[i] = -1;
+      if (this.msgRef[i]) withMessage.push(i);
+    }
+    for (let j = 0; j < withMessage.length; j += 10) {
+      const part = withMessage.slice(j, j + 10);
+      yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => part.forEach((i) => this.dropMessage(i)) })], limit: 1 };
+    }
+    return true;
+  }
+
+  /** Worker.beatOnce: a heartbeat for everything held; only a round that got through extends the messages. */
+  private *heartbeat(wk: WorkerState): Proc {
+    const held = [...new Set([...wk.backlog, ...wk.executing, ...wk.outcomes])].filter((i) => this.owner[i] === wk.id && this.state[i] === 2);
+    if (!held.length) return;
+    wk.beating = true;
+    const beats = held.map((i) => Object.assign(this.itemWrite(i, 'heartbeat', wk.client), { onOk: () => this.owner[i] === wk.id && this.state[i] === 2 && (this.lastBeat[i] = this.now) }));
+    const ok = yield { op: 'all', reqs: beats, limit: this.o.worker.concurrency };
+    if (ok) {
+      const extend = held.filter((i) => this.msgRef[i] && this.msgInFlight[i]);
+      yield { op: 'all', reqs: extend.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.msgInFlight[i] && this.invisibleFor(i, this.o.worker.visibilitySeconds * 1000) })), limit: Infinity };
+    }
+    wk.beating = false;
+  }
+
+  /**
+   * Worker.reconcile: read the running set; give back what we started in a
+   * failed step (nack, counted, and a new message), adopt what we hold
+   * unstarted. Returns how many it adopted; -1: the step failed.
+   */
+  private *reconcile(wk: WorkerState): Proc<number> {
+    if (!(yield* this.readRunning(wk.client, this.o.worker.concurrency))) return -1;
+    const mine = [...wk.owned].filter((i) => this.state[i] === 2 && this.heldBy[i] !== wk.id);
+    const restarted = mine.filter((i) => this.started[i]);
+    if (restarted.length) {
+      const back: number[] = [];
+      const nacks = restarted.map((i) => {
+        // nack: the item goes back to Pending — its index entry moves from the RUNNING key to the PENDING key.
+        const r = this.itemMove(i, { item: 1, pending: 1, running: 1 }, wk.client);
+        r.onOk = () => {
+          if (this.state[i] !== 2 || this.owner[i] !== wk.id) return;
+          this.state[i] = 1;
+          this.setOwner(i, -1);
+          this.started[i] = 0;
+          this.sentRecorded[i] = 0;
+          this.moveCounts(i, this.runningCnt, this.pendingCnt);
+          this.moveCounts(i, null, this.unsentCnt);
+          back.push(i);
+        };
+        return r;
+      });
+      if (!(yield { op: 'all', reqs: nacks, limit: this.o.worker.concurrency })) return -1;
+      if (!(yield* this.dispatch(back, wk.client, this.o.worker.concurrency))) return -1;
+    }
+    const unstarted = mine.filter((i) => !this.started[i]);
+    for (const i of unstarted) {
+      this.hold(wk, i);
+      wk.backlog.push(i);
+    }
+    return unstarted.length;
+  }
+
+  // ------------------------------------------------------------ the coordinator (Lambda)
+
+  /** Each invocation campaigns for the run's lease: a conditional put that fails, then the renewal (one unit each). */
+  private *campaign(client: Client): Proc<boolean> {
+    if (!(yield { op: 'all', reqs: [this.single(this.kLease, 0, 1, 'sdk', client)], limit: 1 })) return false;
+    return yield { op: 'all', reqs: [this.single(this.kLease, 0, 1, 'sdk', client)], limit: 1 };
+  }
+
+  /** An idle worker's requestWork: the coordinator Lambda steals for it. Items stolen; -1: the invocation failed. */
+  private *askForWork(thief: WorkerState): Proc<number> {
+    const began = this.lambdaStart();
+    if (began === null) return -1;
+    const client = this.coordinatorClient;
+    const fail = () => {
+      this.lambdaEnd(began);
+      return -1;
+    };
+    yield { op: 'sleep', ms: this.o.latencyMs.lambda };
+    if (!(yield* this.campaign(client))) return fail();
+    if (!(yield* this.readRunning(client, 16))) return fail();
+    let victim: WorkerState | null = null;
+    let most = 0;
+    const unstarted = (v: WorkerState) => v.backlog.filter((i) => this.owner[i] === v.id && !this.started[i] && this.state[i] === 2);
+    for (const v of this.workers) {
+      if (v === thief) continue;
+      const n = unstarted(v).length;
+      if (n > most) [victim, most] = [v, n];
+    }
+    const taken: number[] = [];
+    if (victim && !thief.backlog.length) {
+      // From the back of the victim's line: it would reach them last.
+      const candidates = unstarted(victim).slice(-Math.min(Math.ceil(most / 2), MAX_STEAL_BATCH));
+      for (const i of candidates) {
+        // A run's fenced writes all condition-check its one lease item: concurrent ones conflict, so they go one at a time.
+        yield { op: 'lock' };
+        const moved = yield { op: 'all', reqs: [this.stealWrite(i, client)], limit: 1 };
+        const stillThere = moved && this.owner[i] === victim.id && !this.started[i] && this.state[i] === 2;
+        if (stillThere) {
+          this.setOwner(i, thief.id);
+          this.lastBeat[i] = this.now;
+          const at = victim.backlog.indexOf(i);
+          if (at >= 0) victim.backlog.splice(at, 1);
+          // The victim finds it gone at its next heartbeat and deletes its message; the thief holds it without one.
+          if (this.msgRef[i]) this.dropMessage(i);
+          taken.push(i);
+        }
+        const read = yield { op: 'all', reqs: [this.single(F_ITEM * this.n + this.slotShard[this.slotStart[i]!]!, 1, 1, 'app', client)], limit: 1 };
+        this.unlock();
+        if (!moved || !read) return fail();
+      }
+    }
+    this.steals += this.k;
+    this.itemsStolen += taken.length * this.k;
+    for (const i of taken) this.hold(thief, i);
+    thief.backlog.push(...taken);
+    this.lambdaEnd(began);
+    return taken.length;
+  }
+
+  /**
+   * Coordinator.failureScan: Running items whose heartbeat has not moved for
+   * the failure timeout, at two looks in a row, go back to Pending (a fenced
+   * transaction each, one at a time on the lease item; at most 1,000 a scan)
+   * and on the queue. A worker still holding one finds its ack refused.
+   */
+  private *failureScan(client: Client): Proc {
+    const timeout = this.o.failureTimeoutSeconds * 1000;
+    const stale: number[] = [];
+    for (const w of this.workers) {
+      for (const i of w.owned) {
+        const silent = this.now - this.lastBeat[i]! >= timeout;
+        if (silent && this.staleSeen[i] && stale.length * this.k < 1000) stale.push(i);
+        this.staleSeen[i] = silent ? 1 : 0;
+      }
+    }
+    const back: number[] = [];
+    for (const i of stale) {
+      yield { op: 'lock' };
+      // repend: the item ×2, its index entry RUNNING → PENDING (delete + put) ×2, the lease's ConditionCheck.
+      const r = this.itemMove(i, { item: 2, pending: 2, running: 2 }, client, 'conflict');
+      r.keys.push(this.kLease);
+      r.kinds.push(0);
+      r.units.push(2 * this.k);
+      const ok = yield { op: 'all', reqs: [r], limit: 1 };
+      this.unlock();
+      if (!ok) break;
+      if (this.state[i] !== 2 || this.now - this.lastBeat[i]! < timeout) continue;
+      // A worker that still has it waiting drops it at its next heartbeat; one running it finds its ack refused.
+      const holder = this.heldBy[i]! >= 0 ? this.workers[this.heldBy[i]!] : undefined;
+      const waiting = holder ? holder.backlog.indexOf(i) : -1;
+      if (holder && waiting >= 0) {
+        holder.backlog.splice(waiting, 1);
+        this.heldBy[i] = -1;
+      }
+      this.state[i] = 1;
+      this.setOwner(i, -1);
+      this.started[i] = 0;
+      this.staleSeen[i] = 0;
+      this.sentRecorded[i] = 0;
+      this.moveCounts(i, this.runningCnt, this.pendingCnt);
+      this.moveCounts(i, null, this.unsentCnt);
+      back.push(i);
+      this.repended += this.k;
+    }
+    if (back.length) yield* this.dispatch(back, client, 16);
+  }
+
+  /** The schedule's scan-all: open runs (one probe of every PENDING and RUNNING key), then this run's failure scan and unsent re-send. */
+  private *scan(): Proc {
+    const began = this.lambdaStart();
+    if (began === null) return;
+    const client = this.coordinatorClient;
+    yield { op: 'sleep', ms: this.o.latencyMs.lambda };
+    yield { op: 'all', reqs: [this.single(this.kRuns, 1, 0.5, 'sdk', client)], limit: 1 };
+    const probes: Req[] = [];
+    for (let s = 0; s < this.n; s++) probes.push(this.single(F_PENDING * this.n + s, 1, 0.5, 'app', client), this.single(F_RUNNING * this.n + s, 1, 0.5, 'app', client));
+    yield { op: 'all', reqs: probes, limit: 16 };
+    yield* this.campaign(client);
+    if (yield* this.readRunning(client, 16)) yield* this.failureScan(client);
+    // Unsent items (stored, message not yet recorded): at most 1,000 a key.
+    const unsent: Req[] = [];
+    for (let s = 0; s < this.n; s++) unsent.push(...this.queryPages(F_PENDING * this.n + s, Math.min(1000, this.unsentCnt[s]! / this.k), client));
+    yield { op: 'all', reqs: unsent, limit: 16 };
+    yield { op: 'all', reqs: [this.single(this.kRunRecord, 1, 1, 'sdk', client)], limit: 1 };
+    this.lambdaEnd(began);
+  }
+
+  // ------------------------------------------------------------ results
+
+  private familyName(key: number): string {
+    const sharded = this.o.shards !== null;
+    if (key === this.kRunRecord) return sharded ? 'RUN#*' : 'RUN#*';
+    if (key === this.kLease) return 'LEASE#*';
+    if (key === this.kRuns) return 'gsi1:RUNS';
+    const f = Math.floor(key / this.n);
+    const suffix = sharded ? '#*#*' : '#*';
+    return f === F_ITEM ? `RUN${suffix}` : f === F_PENDING ? `gsi1:PENDING${suffix}` : `gsi1:RUNNING${suffix}`;
+  }
+
+  private familyOf(key: number): Family {
+    if (key === this.kLease) return 'lease';
+    if (key === this.kRuns) return 'runs';
+    if (key === this.kRunRecord && this.o.shards !== null) return 'runRecord';
+    const f = Math.floor(key / this.n);
+    return f === F_ITEM ? 'item' : f === F_PENDING ? 'pending' : 'running';
+  }
+
+  private unfinished(): Record<string, number> {
+    const out: Record<string, number> = {};
+    const held = new Set(this.workers.flatMap((w) => [...w.backlog, ...w.executing, ...w.outcomes]));
+    const orphans = new Set(this.workers.flatMap((w) => [...w.owned].filter((i) => this.heldBy[i] !== w.id)));
+    for (let i = 0; i < this.simItems; i++) {
+      if (this.state[i] === 3) continue;
+      const where =
+        this.state[i] === 0 ? (this.stored[i] ? 'stored, no message' : 'not stored')
+        : this.state[i] === 1 ? (this.msgInFlight[i] ? 'pending, message in flight' : this.hasMsg[i] ? 'pending, message queued' : 'pending, no message')
+        : held.has(i) ? `running, held${this.started[i] ? ' (started)' : ''}`
+        : orphans.has(i) ? `running, orphaned${this.started[i] ? ' (started)' : ''}`
+        : `running, lost${this.started[i] ? ' (started)' : ''}`;
+      out[where] = (out[where] ?? 0) + this.k;
+    }
+    return out;
+  }
+
+  private result(end: number): ModelResult {
+    const seconds = end / 1000;
+    const families: Family[] = ['item', 'pending', 'running', 'runRecord', 'lease', 'runs'];
+    const peakPerKey = Object.fromEntries(families.map((f) => [f, { key: '', wcu: 0, rcu: 0 }])) as Record<Family, { key: string; wcu: number; rcu: number }>;
+    let hottest = { family: '', wcu: -1 };
+    for (let key = 0; key < this.keyCount; key++) {
+      const f = this.familyOf(key);
+      const p = peakPerKey[f];
+      p.key = this.familyName(key);
+      p.wcu = Math.max(p.wcu, this.peak[0][key]!);
+      p.rcu = Math.max(p.rcu, this.peak[1][key]!);
+      if (this.peak[0][key]! > hottest.wcu) hottest = { family: this.familyName(key), wcu: this.peak[0][key]! };
+    }
+    const perSecond = 1000 / this.o.limits.windowMs;
+    return {
+      seconds,
+      itemsPerSecond: seconds > 0 ? (this.doneItems * this.k) / seconds : 0,
+      workStartedSeconds: this.workStartedAt / 1000,
+      peakPerKey,
+      hottest,
+      throttledByFamily: Object.fromEntries([...this.refusedByFamily].sort((a, b) => b[1] - a[1])),
+      throttledRequests: this.refusedRequests,
+      tableThrottled: this.tableRefused,
+      exhausted: this.exhaustedRequests,
+      exhaustedByFamily: Object.fromEntries(this.exhaustedBy),
+      failedSteps: this.failedSteps,
+      repended: this.repended,
+      requests: { dynamodb: this.ddbRequests, sqs: this.sqsRequests },
+      units: { wcu: this.wcu, indexWcu: this.indexWcu, rcu: this.rcu },
+      peakTable: { wcu: this.tablePeak[0]! * perSecond, indexWcu: this.tablePeak[2]! * perSecond, rcu: (this.tablePeak[1]! + this.tablePeak[3]!) * perSecond },
+      sqsInFlightPeak: this.inFlightPeak,
+      sqsOverLimit: this.sqsOverLimit,
+      lambda: { invocations: this.lambdaInvocations, concurrencyPeak: this.lambdaConcurrencyPeak, throttled: this.lambdaThrottled, gbSeconds: this.lambdaGbSeconds, steals: this.steals, itemsStolen: this.itemsStolen },
+      weight: this.k,
+      unfinished: this.unfinished(),
+      timeline: this.timeline,
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The two scales: the benchmark's run, and a deployment's
+// ---------------------------------------------------------------------------
+
+/** The benchmark's loopback round trip (DynamoDB Local, fauxqs), before the machine's own queueing. Assumed, not measured. */
+export const BENCH_LATENCY_MS = { dynamodb: 1, sqs: 1, lambda: 0 } as const;
+
+export interface BenchParams {
+  readonly items: number;
+  readonly workers: number;
+  readonly shards: number | null;
+  /** false: the simulator meters but never refuses. */
+  readonly limited: boolean;
+  readonly wcu: number;
+  readonly rcu: number;
+  readonly windowMs: number;
+  readonly machineRequestsPerSecond: number;
+  readonly seed: number;
+}
+
+/** test/bench/scale.ts's run as the model sees it: its producer, its workers' options, one shared SDK client, no coordinator. */
+export function benchModelInput(p: BenchParams): ModelInput {
+  const none = 1e12;
+  return {
+    items: p.items,
+    workers: p.workers,
+    shards: p.shards,
+    itemKb: 1,
+    itemMs: 0,
+    limits: p.limited ? { partitionWcu: p.wcu, partitionRcu: p.rcu, windowMs: p.windowMs } : { partitionWcu: none, partitionRcu: none, windowMs: p.windowMs },
+    tableQuota: null,
+    machineRequestsPerSecond: p.machineRequestsPerSecond,
+    latencyMs: BENCH_LATENCY_MS,
+    // The bench's Worker options (receiveBatch 10, maxChunk 10, waitSeconds 0) and DynamoLedgerStore concurrency 8.
+    worker: { receiveBatch: 10, concurrency: 8, maxChunk: 10, chunkBudgetMs: 100, heartbeatMs: 5_000, heartbeatPhase: 'aligned', visibilitySeconds: 30, waitSeconds: 0, coordinator: false, clients: 'shared' },
+    queueVisibilitySeconds: 60,
+    producer: { kind: 'phased', concurrency: 8 },
+    scanEverySeconds: null,
+    failureTimeoutSeconds: 30,
+    lambdaMemoryMb: 512,
+    lambdaConcurrencyLimit: Number.POSITIVE_INFINITY,
+    sqsInFlightLimit: Number.POSITIVE_INFINITY,
+    weight: 1,
+    seed: p.seed,
+  };
+}
+
+export interface DeploymentParams {
+  readonly items: number;
+  readonly rate: number;
+  readonly workers: number;
+  readonly shards: number;
+  readonly itemKb: number;
+  readonly itemSeconds: number;
+  readonly heartbeatSeconds: number;
+  readonly tableQuota: TableQuota | null;
+  readonly latencyMs: { readonly dynamodb: number; readonly sqs: number; readonly lambda: number };
+  readonly apiRequestItems: number;
+  readonly lambdaMemoryMb: number;
+  readonly lambdaConcurrencyLimit: number;
+  readonly sqsInFlightLimit: number;
+  readonly weight: number;
+  readonly seed: number;
+  readonly stopAfterSeconds?: number;
+}
+
+/** A deployment: AWS's per-partition limits, the workers' defaults (infra/worker-fleet.ts runs `rollout worker`), the coordinator Lambda, the API producing at the rate. */
+export function deploymentModelInput(p: DeploymentParams): ModelInput {
+  return {
+    items: p.items,
+    workers: p.workers,
+    shards: p.shards,
+    itemKb: p.itemKb,
+    itemMs: p.itemSeconds * 1000,
+    limits: { partitionWcu: PARTITION_WCU, partitionRcu: PARTITION_RCU, windowMs: 1_000 },
+    tableQuota: p.tableQuota,
+    machineRequestsPerSecond: Number.POSITIVE_INFINITY,
+    latencyMs: p.latencyMs,
+    worker: { receiveBatch: 10, concurrency: 16, maxChunk: 64, chunkBudgetMs: 100, heartbeatMs: p.heartbeatSeconds * 1000, heartbeatPhase: 'spread', visibilitySeconds: 30, waitSeconds: 20, coordinator: true, clients: 'per-worker' },
+    queueVisibilitySeconds: 60,
+    producer: { kind: 'streaming', itemsPerSecond: p.rate, requestItems: p.apiRequestItems, concurrency: 16 },
+    scanEverySeconds: 60,
+    // The coordinator Lambda's failure timeout is its lease TTL (functions/runtime.ts ROLLOUT_LEASE_TTL_MS, 30 s).
+    failureTimeoutSeconds: 30,
+    lambdaMemoryMb: p.lambdaMemoryMb,
+    lambdaConcurrencyLimit: p.lambdaConcurrencyLimit,
+    sqsInFlightLimit: p.sqsInFlightLimit,
+    weight: p.weight,
+    seed: p.seed,
+    ...(p.stopAfterSeconds === undefined ? {} : { stopAfterSeconds: p.stopAfterSeconds }),
+  };
+}
+
+/** The median run (by items/s) of the same input over `seeds`. */
+export function medianRun(make: (seed: number) => ModelInput, seeds: readonly number[]): ModelResult {
+  const runs = seeds.map((seed) => simulate(make(seed))).sort((a, b) => a.itemsPerSecond - b.itemsPerSecond);
+  return runs[Math.floor((runs.length - 1) / 2)]!;
+}
+
+/**
+ * The machine ceiling (requests/s) at which the model's median run reaches
+ * `measuredItemsPerSecond`: bisection in log space (the rate grows with the
+ * ceiling; seeds fixed, so the search is deterministic).
+ */
+export function calibrateMachine(measuredItemsPerSecond: number, make: (machineRequestsPerSecond: number, seed: number) => ModelInput, seeds: readonly number[]): number {
+  let lo = Math.log(10);
+  let hi = Math.log(1e7);
+  for (let i = 0; i < 40; i++) {
+    const mid = (lo + hi) / 2;
+    const r = medianRun((seed) => make(Math.exp(mid), seed), seeds);
+    if (r.itemsPerSecond < measuredItemsPerSecond) lo = mid;
+    else hi = mid;
+  }
+  return Math.exp((lo + hi) / 2);
+}
+
+/** What a run's counted requests cost at list prices (infra/cost.ts PRICES): DynamoDB units consumed, SQS requests, Lambda. EC2 is not priced there. */
+export function modelCost(r: ModelResult): { usd: number; lines: Record<string, number> } {
+  const lines = {
+    dynamodb_writes: (r.units.wcu + r.units.indexWcu) * PRICES.dynamoWrite.usd,
+    dynamodb_reads: r.units.rcu * PRICES.dynamoRead.usd,
+    sqs: r.requests.sqs * PRICES.sqsRequest.usd,
+    lambda: r.lambda.invocations * PRICES.lambdaRequest.usd + r.lambda.gbSeconds * PRICES.lambdaArmGbSecond.usd,
+  };
+  return { usd: Object.values(lines).reduce((a, b) => a + b, 0), lines };
+}

@@ -1,0 +1,457 @@
+/**
+ * The capacity plan of a work run on AWS: for a run of N items at a target
+ * rate, what every path of the ledger asks of DynamoDB (units, on which
+ * keys), of SQS and of Lambda; the shards it needs; the table-level totals
+ * against the account's quotas; the workers; the cost at list prices; and
+ * the limits a user runs into. Pure arithmetic over the code's own requests
+ * (shared/ledger/capacity.ts `ITEM_WRITES`, worker.ts, coordinator.ts,
+ * ledger-store.ts, sqs/queue.ts) — `npm run capacity` prints it (cli.ts).
+ *
+ * Arithmetic, not a measurement: the per-item counts follow from the code;
+ * the timings (latencies, how long an item runs) are named assumptions; the
+ * AWS limits and prices are dated and sourced below. The discrete-event model
+ * (model.ts) checks the steady state and shows the transients (start, tail).
+ */
+import { PARTITION_RCU, PARTITION_WCU, DEFAULT_KEY_SHARE, ITEM_WRITES, MAX_RUN_SHARDS, perItem, shardsFor, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
+import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
+import { MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
+import { FUNCTIONS } from '../../shared/topology.js';
+import { PRICE_REGION, PRICES, PRICES_READ_ON } from '../cost.js';
+
+// ---------------------------------------------------------------------------
+// AWS limits (read 2026-11-24 through the docs search; each with its page)
+// ---------------------------------------------------------------------------
+
+export const LIMITS_READ_ON = '2026-11-24';
+
+export interface Limit {
+  readonly value: number;
+  readonly unit: string;
+  readonly adjustable: boolean | 'unknown';
+  readonly source: string;
+}
+
+export const AWS_LIMITS = {
+  partitionWcu: {
+    value: PARTITION_WCU,
+    unit: 'write units/s per partition (a key cannot spread over partitions; a GSI key throttles the table writes that write it)',
+    adjustable: false,
+    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html ("each individual partition is limited to 1,000 write units per second and 3,000 read units per second")',
+  },
+  partitionRcu: { value: PARTITION_RCU, unit: 'read units/s per partition', adjustable: false, source: 'same page' },
+  tableOnDemandWcu: {
+    value: 40_000,
+    unit: 'write request units/s per on-demand table (the table-level quota; this plan applies it to the table and to its GSI each — the excerpts read do not say how an on-demand GSI counts)',
+    adjustable: true,
+    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode-max-throughput.html ("bounded by 40,000 table-level read and write throughput AWS service quota ... you can request an increase"); Limits.html (per table, on-demand: 40,000 RRU and 40,000 WRU); throttling-account-limit-exceeded-mitigation.html (AccountLimitExceeded throttling reason)',
+  },
+  tableOnDemandRcu: { value: 40_000, unit: 'read request units/s per on-demand table', adjustable: true, source: 'same pages' },
+  warmNewTableWcu: {
+    value: 4_000,
+    unit: 'writes/s a new on-demand table sustains at once (warm throughput); it scales past that on its own only up to twice its previous peak within 30 minutes',
+    adjustable: true,
+    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/pre-warming-on-demand-capacity-mode.html; warm-throughput.html (raise it with CreateTable/UpdateTable WarmThroughput, table and each GSI; pre-warming is billed)',
+  },
+  warmNewTableRcu: { value: 12_000, unit: 'reads/s a new on-demand table sustains at once', adjustable: true, source: 'same pages' },
+  itemBytes: { value: 400 * 1024, unit: 'bytes per DynamoDB item (payload, result and bookkeeping together)', adjustable: false, source: 'Limits.html; shared/ledger/model.ts MAX_RESULT_BYTES says the same' },
+  transactionActions: { value: 100, unit: 'actions per TransactWriteItems (aggregate at most 4 MB)', adjustable: false, source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html' },
+  sqsInFlight: {
+    value: 120_000,
+    unit: 'in-flight messages per standard queue (received, not yet deleted); past it short polls get OverLimit, long polls return nothing',
+    adjustable: true,
+    source: 'docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html (increase by support request)',
+  },
+  sqsBatch: { value: 10, unit: 'messages per SendMessageBatch / ReceiveMessage / DeleteMessageBatch', adjustable: false, source: 'SQS API reference; shared/adapters/sqs/queue.ts batches by 10' },
+  lambdaConcurrency: { value: 1_000, unit: 'concurrent executions per account and Region (every function together)', adjustable: true, source: 'serverlessland.com AWS Lambda Operator Guide, scaling-concurrency ("default concurrent limit of 1000 per Region ... a soft limit")' },
+  lambdaScaling: { value: 1_000, unit: 'new execution environments per function every 10 s', adjustable: false, source: 'docs.aws.amazon.com/lambda/latest/dg/scaling-behavior.html' },
+} as const satisfies Record<string, Limit>;
+
+// ---------------------------------------------------------------------------
+// Assumptions: what the code does not fix
+// ---------------------------------------------------------------------------
+
+export const PLAN_ASSUMPTIONS = {
+  /** Messages a worker receives at once (worker `--batch`, default 10). */
+  receiveBatch: 10,
+  /** A chunk of started items lasts about this long (worker `--chunk-budget-ms`). */
+  chunkBudgetMs: 100,
+  /** Worker maxChunk default (worker.ts). */
+  maxChunk: 64,
+  /** Requests in flight per ledger call (DynamoLedgerStore default). */
+  ledgerConcurrency: 16,
+  /** Idle long poll (worker `--wait-seconds`, default 20). */
+  longPollSeconds: 20,
+  /** DynamoDB answers in "single-digit milliseconds" (on-demand-capacity-mode.html); 5 ms a request is assumed. */
+  dynamodbMs: 5,
+  /** An SQS request from EC2 in the same Region (assumed; not measured here). */
+  sqsMs: 10,
+  /** A warm Lambda Invoke's round trip besides the handler's own requests (assumed). */
+  lambdaMs: 30,
+  /** Items per enqueue request: the API's maximum (MAX_RUN_ITEMS in shared/api/handler.ts). */
+  apiRequestItems: 10_000,
+  /** The coordinator's scan-all schedule (shared/topology.ts: every minute). */
+  scanEverySeconds: 60,
+  /** One worker per instance: the fleet runs `rollout worker` as one systemd service (infra/worker-fleet.ts, c7g.large Spot). */
+  workersPerInstance: 1,
+} as const;
+
+export interface PlanInput {
+  readonly items: number;
+  /** Target items/s. */
+  readonly rate: number;
+  /** Workers deployed; default: as many as the rate needs. */
+  readonly workers?: number;
+  /** Size of an item as stored (payload, result, bookkeeping), KB. */
+  readonly itemKb: number;
+  /** How long the backend takes per item, s. */
+  readonly itemSeconds: number;
+  /** Worker heartbeat interval, s (worker `--heartbeat-ms`, default 5 s). */
+  readonly heartbeatSeconds: number;
+  /** Share of a partition's limit a key may reach. */
+  readonly share: number;
+}
+
+export const PLAN_DEFAULTS: Omit<PlanInput, 'items' | 'rate'> = { itemKb: 1, itemSeconds: 1, heartbeatSeconds: 5, share: DEFAULT_KEY_SHARE };
+
+// ---------------------------------------------------------------------------
+// The plan
+// ---------------------------------------------------------------------------
+
+/** One path of the ledger and what one pass of it costs. */
+export interface PathRow {
+  readonly path: string;
+  /** How often: per item, per idle worker poll, per scan… */
+  readonly per: string;
+  readonly dynamodbRequests: number;
+  /** Write units on the item's partition (or the key named), index write units, read units. */
+  readonly wcu: number;
+  readonly indexWcu: number;
+  readonly rcu: number;
+  readonly sqsRequests: number;
+  readonly lambdaInvocations: number;
+  readonly keys: string;
+}
+
+export interface Check {
+  readonly what: string;
+  readonly value: number;
+  readonly limit: number;
+  readonly ok: boolean;
+  readonly note: string;
+}
+
+export interface CapacityPlan {
+  readonly input: PlanInput;
+  /** Derived timings: per item on one worker, held (claim to ack), heartbeats per item. */
+  readonly timing: { readonly workerSecondsPerItem: number; readonly heldSeconds: number; readonly heartbeatsPerItem: number; readonly chunk: number; readonly deletesPerItem: number };
+  readonly paths: readonly PathRow[];
+  readonly perItem: { readonly itemWcu: number; readonly pendingWcu: number; readonly runningWcu: number; readonly rcu: number; readonly sqsRequests: number; readonly lambdaInvocations: number };
+  readonly shards: { readonly needed: number; readonly apiDefault: number; readonly max: number; readonly fits: boolean; readonly perKey: readonly Check[] };
+  readonly table: readonly Check[];
+  readonly sqs: { readonly requestsPerSecond: number; readonly inFlight: number; readonly check: Check };
+  readonly lambda: { readonly steady: { readonly invocationsPerSecond: number; readonly concurrency: number }; readonly tail: { readonly invocationsPerSecond: number; readonly concurrency: number }; readonly checks: readonly Check[] };
+  readonly workers: { readonly needed: number; readonly deployed: number; readonly achievableRate: number; readonly instances: number };
+  /** The run's duration at the achievable rate. */
+  readonly runSeconds: number;
+  /** Idle fleet and tail: the running-set reads every idle worker makes. */
+  readonly idle: { readonly runningSetRcu: number; readonly perKeyRcuPerSecond: number; readonly tableRcuPerSecond: number; readonly leaseWcuPerSecond: number; readonly checks: readonly Check[] };
+  readonly cost: { readonly perItemUsd: number; readonly perMillionUsd: number; readonly perHourUsd: number; readonly runUsd: number; readonly storageUsdMonth: number; readonly lines: readonly { readonly what: string; readonly perMillionUsd: number; readonly basis: string }[]; readonly unpriced: readonly string[] };
+  readonly limits: readonly string[];
+  readonly warnings: readonly string[];
+  readonly beforeRun: readonly string[];
+}
+
+const check = (what: string, value: number, limit: number, note: string): Check => ({ what, value, limit, ok: value <= limit, note });
+
+export function planCapacity(input: PlanInput): CapacityPlan {
+  const a = PLAN_ASSUMPTIONS;
+  const { rate, itemKb, itemSeconds, heartbeatSeconds, share } = input;
+  if (!(input.items > 0 && rate > 0 && itemKb > 0 && itemSeconds >= 0 && heartbeatSeconds > 0 && share > 0 && share <= 1)) {
+    throw new Error('invalid plan input: items, rate, item size and heartbeat must be positive, item seconds ≥ 0, share in (0, 1]');
+  }
+  const w = unitsPerWrite(itemKb);
+  const b = a.receiveBatch;
+  const ld = a.dynamodbMs / 1000;
+  const ls = a.sqsMs / 1000;
+  const rounds = (n: number) => Math.ceil(n / a.ledgerConcurrency);
+
+  // How a worker goes through a batch (worker.ts): receive, one run-record read, the claims, the extensions;
+  // then chunks — one item when items are slower than the chunk budget, else as many as fit in it — each
+  // started in one round, run one by one, acked in one round and its messages deleted in one call.
+  const chunkCap = itemSeconds * 1000 >= a.chunkBudgetMs ? 1 : Math.min(a.maxChunk, Math.floor(a.chunkBudgetMs / Math.max(itemSeconds * 1000, 0.01)));
+  const chunk = Math.max(1, Math.min(chunkCap, b));
+  const chunks = Math.ceil(b / chunk);
+  const batchSeconds = ls + ld + rounds(b) * ld + ls + chunks * (2 * rounds(chunk) * ld + ls) + b * itemSeconds;
+  const workerSecondsPerItem = batchSeconds / b;
+  // Items wait in the worker's backlog for those before them: held (claim to ack) ≈ half a batch on average.
+  const heldSeconds = ((b + 1) / 2) * workerSecondsPerItem + ls;
+  const heartbeats = heldSeconds / heartbeatSeconds;
+  const deletesPerItem = chunks / b;
+
+  const shape = { itemKb, heartbeats };
+  const p = perItem(shape);
+  const unit = (write: ItemWrite, times = 1) => {
+    const c = ITEM_WRITES[write];
+    return { wcu: c.item * w * times, indexWcu: (c.pending + c.running) * w * times };
+  };
+  const shardKeys = 'RUN#<run>#<s> (item) · gsi1 PENDING#<run>#<s> · gsi1 RUNNING#<run>#<s>';
+
+  // Shards: the code's own rule at this shape, and what the API's `itemsPerSecond` would pick (1 KB, 1 heartbeat).
+  const needed = shardsFor(rate, shape, share);
+  const shards = Math.min(needed, MAX_RUN_SHARDS);
+  const perKey = (u: number) => (rate * u) / shards;
+  const keyLimitW = share * PARTITION_WCU;
+  const keyLimitR = share * PARTITION_RCU;
+  const runRecordRcu = rate / b; // one consistent GetItem (≤ 4 KB: 1 unit) per received batch, all on the run's record
+  const perKeyChecks = [
+    check('item partition RUN#<run>#<s>', perKey(p.itemWcu), keyLimitW, 'write units/s per key'),
+    check('gsi1 PENDING#<run>#<s>', perKey(p.pendingWcu), keyLimitW, 'index write units/s per key'),
+    check('gsi1 RUNNING#<run>#<s>', perKey(p.runningWcu), keyLimitW, 'index write units/s per key'),
+    check('run record RUN#<run> (reads)', runRecordRcu, keyLimitR, 'consistent reads/s: one per received batch, on one key whatever the shards'),
+  ];
+
+  // Workers.
+  const needWorkers = Math.ceil(rate * workerSecondsPerItem);
+  const workers = input.workers ?? needWorkers;
+  const achievable = Math.min(rate, workers / workerSecondsPerItem);
+  const runSeconds = input.items / achievable;
+
+  // The running set, and what reading it costs: reconcile and steal read every RUNNING key whole.
+  const runningSet = achievable * heldSeconds;
+  const perKeyRead = 0.5 * Math.max(1, Math.ceil(((runningSet / shards) * itemKb) / 4));
+  const runningSetRcu = shards * perKeyRead;
+  const stolen = Math.min(MAX_STEAL_BATCH, Math.ceil((b - 1) / 2));
+  const stealSeconds = a.lambdaMs / 1000 + 2 * ld + rounds(shards) * ld + stolen * 2 * ld;
+
+  // Idle fleet (before the first message, and the tail): each idle worker reconciles and asks for work once a long poll.
+  const idlePolls = workers / a.longPollSeconds;
+  const idle = {
+    runningSetRcu,
+    perKeyRcuPerSecond: 2 * idlePolls * perKeyRead,
+    tableRcuPerSecond: 2 * idlePolls * runningSetRcu,
+    leaseWcuPerSecond: idlePolls * (2 + 2 * stolen),
+  };
+
+  const apiSeconds = rounds(a.apiRequestItems) * ld + (a.apiRequestItems / 10) * ls + rounds(a.apiRequestItems) * ld;
+  const apiPerSecond = achievable / a.apiRequestItems;
+
+  const paths: PathRow[] = [
+    { path: 'enqueue', per: 'item', dynamodbRequests: 1 + 1 / a.apiRequestItems, ...unit('enqueue'), wcu: unit('enqueue').wcu + 1 / a.apiRequestItems, rcu: 0, sqsRequests: 0, lambdaInvocations: 1 / a.apiRequestItems, keys: `PutItem on ${shardKeys.split(' · ').slice(0, 2).join(' · ')} (PENDING put); + the run record RUN#<run> once per API request of ≤ ${a.apiRequestItems.toLocaleString('en-US')} items` },
+    { path: 'send', per: 'item', dynamodbRequests: 1, ...unit('markSent'), rcu: 0, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'SendMessageBatch (10 a call); markSent UpdateItem: item partition, PENDING sort key moves (delete + put)' },
+    { path: 'claim', per: 'item', dynamodbRequests: 1 + 1 / b, ...unit('claim'), rcu: 1 / b, sqsRequests: 1 / b + 1, lambdaInvocations: 0, keys: 'ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) per batch; UpdateItem: item partition, PENDING delete, RUNNING put; ChangeMessageVisibility per message (not batched)' },
+    { path: 'start', per: 'item', dynamodbRequests: 1, ...unit('start'), rcu: 0, sqsRequests: 0, lambdaInvocations: 0, keys: 'UpdateItem: item partition, RUNNING sort key moves (delete + put)' },
+    { path: 'heartbeat', per: `item (${heartbeats.toFixed(2)} of them)`, dynamodbRequests: heartbeats, ...unit('heartbeat', heartbeats), rcu: 0, sqsRequests: heartbeats, lambdaInvocations: 0, keys: 'UpdateItem: item partition, RUNNING sort key moves; ChangeMessageVisibility per held message (not batched)' },
+    { path: 'ack', per: 'item', dynamodbRequests: 1, ...unit('ack'), rcu: 0, sqsRequests: deletesPerItem, lambdaInvocations: 0, keys: `UpdateItem (with the result): item partition, RUNNING delete; DeleteMessageBatch per chunk (${chunk === 1 ? 'one item a chunk: a call per item' : `${chunk} items a chunk`})` },
+    { path: 'steal', per: 'idle worker ask (Lambda)', dynamodbRequests: 2 + shards + 2 * stolen, wcu: 2 + stolen * 2 * w + stolen * 2, indexWcu: stolen * 4 * w, rcu: runningSetRcu + stolen, sqsRequests: 0, lambdaInvocations: 1, keys: `LEASE#coordinator:<run> campaign (2 writes) + a ConditionCheck (2) per stolen item; every RUNNING key read whole (${runningSetRcu.toFixed(1)} RCU at the steady running set); up to ${stolen} fenced 2-action transactions, one at a time (item ×2, RUNNING delete+put ×2) and a consistent GetItem each` },
+    { path: 'reconcile (idle worker)', per: 'idle worker poll', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 1, lambdaInvocations: 0, keys: 'every RUNNING key read whole (to adopt what was stolen for it); ReceiveMessage' },
+    { path: 'scan', per: `run, every ${a.scanEverySeconds} s (Lambda)`, dynamodbRequests: 1 + 2 * shards + 2 + shards + shards + 1, wcu: 2, indexWcu: 0, rcu: 0.5 + shards + runningSetRcu + 0.5 * shards + 1, sqsRequests: 0, lambdaInvocations: 1, keys: 'gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key read whole; unsent PENDING entries (≤ 1,000 a key); run record' },
+    { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * w + 2 * w, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, lease ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
+    { path: 'replay (node coordinator)', per: 'pending item (on takeover)', dynamodbRequests: (itemKb * 1024) / (1024 * 1024), wcu: 0, indexWcu: 0, rcu: (0.5 * itemKb) / 4, sqsRequests: 0, lambdaInvocations: 0, keys: 'every PENDING key read in pages (1 MB a page), plus the running set' },
+  ];
+
+  // Per item in steady state (the scan amortised over the items of a minute).
+  const scanRcu = paths.find((r) => r.path === 'scan')!.rcu;
+  const itemsPerScan = achievable * a.scanEverySeconds;
+  const sqsPerItem = 1 / 10 + 1 / b + 1 + heartbeats + deletesPerItem;
+  const rcuPerItem = 1 / b + scanRcu / itemsPerScan;
+  const lambdaPerItem = 1 / a.apiRequestItems + 1 / itemsPerScan;
+  const perItemTotals = { itemWcu: p.itemWcu + 1 / a.apiRequestItems, pendingWcu: p.pendingWcu, runningWcu: p.runningWcu, rcu: rcuPerItem, sqsRequests: sqsPerItem, lambdaInvocations: lambdaPerItem };
+
+  // Table-level, steady state.
+  const registryWcu = workers / heartbeatSeconds; // the worker registry's heartbeat, INSTANCE#<id>
+  const tableWcu = rate * perItemTotals.itemWcu + registryWcu;
+  const indexWcu = rate * (p.pendingWcu + p.runningWcu);
+  const tableRcu = rate * rcuPerItem;
+  const quotaW = AWS_LIMITS.tableOnDemandWcu.value;
+  const quotaR = AWS_LIMITS.tableOnDemandRcu.value;
+  const table = [
+    check('table writes (WCU/s)', tableWcu, quotaW, `per-table on-demand quota; a new table is warm for ${AWS_LIMITS.warmNewTableWcu.value.toLocaleString('en-US')} writes/s`),
+    check('gsi1 writes (index WCU/s)', indexWcu, quotaW, 'the same quota applied to the index (see AWS_LIMITS.tableOnDemandWcu)'),
+    check('reads (RCU/s, steady)', tableRcu, quotaR, `a new table is warm for ${AWS_LIMITS.warmNewTableRcu.value.toLocaleString('en-US')} reads/s`),
+    check('table writes vs warm throughput of a new table', tableWcu, AWS_LIMITS.warmNewTableWcu.value, 'pre-warm the table (WarmThroughput) before the run'),
+    check('gsi1 writes vs warm throughput of a new index', indexWcu, AWS_LIMITS.warmNewTableWcu.value, 'pre-warm gsi1 too'),
+  ];
+
+  // SQS: requests and the in-flight messages (received, not yet deleted: held plus the delete round trip).
+  const sqsPerSecond = rate * sqsPerItem;
+  const inFlight = achievable * (heldSeconds + ls);
+  const sqsCheck = check('SQS in-flight messages', inFlight, AWS_LIMITS.sqsInFlight.value, 'rate × how long an item is held (claim to ack): fewer items per receive, or shorter items, lower it');
+
+  // Lambda: the API (enqueue), the scan, and every idle worker's steal at the tail.
+  const steady = { invocationsPerSecond: apiPerSecond + 1 / a.scanEverySeconds, concurrency: apiPerSecond * apiSeconds + 1 };
+  const tail = { invocationsPerSecond: idlePolls, concurrency: idlePolls * stealSeconds };
+  const lambdaChecks = [
+    check('Lambda concurrency, steady (API enqueue + scan)', steady.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${apiSeconds.toFixed(1)} s per ${a.apiRequestItems.toLocaleString('en-US')}-item enqueue request (the API Lambda times out at ${FUNCTIONS.api.timeoutSeconds} s)`),
+    check('Lambda concurrency, tail (a steal per idle worker a long poll)', tail.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${workers.toLocaleString('en-US')} idle workers / ${a.longPollSeconds} s × ${stealSeconds.toFixed(2)} s a steal, if its reads are not throttled — they are (idle fleet, below), and then each steal takes seconds: the model's start-up herd fills the 1,000`),
+    check('coordinator invocations per 10 s at the tail (new environments)', Math.min(tail.concurrency, idlePolls * 10), AWS_LIMITS.lambdaScaling.value, 'Lambda adds at most 1,000 environments to a function every 10 s'),
+  ];
+  const idleChecks = [
+    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, PARTITION_RCU, 'reconcile + steal read every RUNNING key whole, per idle worker per long poll'),
+    check('idle fleet: table reads (RCU/s)', idle.tableRcuPerSecond, quotaR, 'the same, over all shards'),
+    check('tail: lease key writes (WCU/s), at most', idle.leaseWcuPerSecond, PARTITION_WCU, `each steal invocation campaigns (2 writes) and condition-checks the lease per item it moves (up to ${stolen} while victims have backlogs)`),
+  ];
+
+  // Cost at list prices (infra/cost.ts PRICES).
+  const writeUnits = perItemTotals.itemWcu + p.pendingWcu + p.runningWcu;
+  const apiGbS = (apiSeconds * FUNCTIONS.api.memoryMb) / 1024 / a.apiRequestItems;
+  const scanSeconds = a.lambdaMs / 1000 + 4 * ld + 2 * rounds(2 * shards) * ld;
+  const scanGbSPerItem = (scanSeconds * FUNCTIONS.coordinator.memoryMb) / 1024 / itemsPerScan;
+  const lines = [
+    { what: 'DynamoDB writes', perMillionUsd: 1e6 * writeUnits * PRICES.dynamoWrite.usd, basis: `${writeUnits.toFixed(2)} WRU an item (${perItemTotals.itemWcu.toFixed(2)} table + ${(p.pendingWcu + p.runningWcu).toFixed(2)} gsi1) × US$ ${(PRICES.dynamoWrite.usd * 1e6).toFixed(3)}/M` },
+    { what: 'DynamoDB reads', perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd, basis: `${rcuPerItem.toFixed(3)} RRU an item (run record per batch, the scan) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M` },
+    { what: 'SQS requests', perMillionUsd: 1e6 * sqsPerItem * PRICES.sqsRequest.usd, basis: `${sqsPerItem.toFixed(2)} requests an item × US$ ${(PRICES.sqsRequest.usd * 1e6).toFixed(2)}/M` },
+    { what: 'Lambda (API enqueue, scan)', perMillionUsd: 1e6 * (lambdaPerItem * PRICES.lambdaRequest.usd + (apiGbS + scanGbSPerItem) * PRICES.lambdaArmGbSecond.usd), basis: `${(lambdaPerItem * 1e6).toFixed(1)} invocations a million items, ${((apiGbS + scanGbSPerItem) * 1e6).toFixed(0)} GB-s` },
+  ];
+  const perMillion = lines.reduce((s, l) => s + l.perMillionUsd, 0);
+  const perItemUsd = perMillion / 1e6;
+  const gb = (input.items * itemKb) / (1024 * 1024);
+  const storageUsdMonth = gb * (PRICES.dynamoStorage.usd + PRICES.dynamoPitr.usd);
+
+  const warnings: string[] = [];
+  if (needed > MAX_RUN_SHARDS) warnings.push(`${rate} items/s needs ${needed} shards at this shape; a run takes at most ${MAX_RUN_SHARDS}: split it into ${Math.ceil(needed / MAX_RUN_SHARDS)} runs`);
+  for (const c of perKeyChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)} (${share * 100}% of the partition's limit) — ${c.note}`);
+  if (!sqsCheck.ok) warnings.push(`SQS in flight ≈ ${fmt(inFlight)} > ${fmt(AWS_LIMITS.sqsInFlight.value)}: receives stop returning messages; use a smaller --batch, more queues, or ask AWS for more`);
+  else if (inFlight > 0.8 * AWS_LIMITS.sqsInFlight.value) warnings.push(`SQS in flight ≈ ${fmt(inFlight)}, over 80 % of ${fmt(AWS_LIMITS.sqsInFlight.value)}`);
+  for (const c of table.slice(0, 3)) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > the ${fmt(c.limit)} default quota: request an increase (Service Quotas) before the run`);
+  for (const c of lambdaChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)}`);
+  for (const c of idleChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)} — ${c.note}`);
+  if (workers < needWorkers) warnings.push(`${workers} workers reach ${fmt(achievable)} items/s, not ${fmt(rate)}: ${needWorkers} needed`);
+  if (apiSeconds > FUNCTIONS.api.timeoutSeconds * 0.75) warnings.push(`an enqueue request of ${a.apiRequestItems} items takes ~${apiSeconds.toFixed(0)} s, near the API's ${FUNCTIONS.api.timeoutSeconds} s timeout: send smaller requests`);
+
+  const beforeRun = [
+    `Create the run with shards: ${shards} (its itemsPerSecond would pick ${shardsFor(rate)}, which assumes 1 KB items and one heartbeat each).`,
+    ...(tableWcu > quotaW || indexWcu > quotaW || tableRcu > quotaR ? [`Ask for the DynamoDB table-level throughput quota (Service Quotas, adjustable) above ${fmt(Math.max(tableWcu, indexWcu))} WRU/s — the default is ${fmt(quotaW)} per table.`] : []),
+    ...(tableWcu > AWS_LIMITS.warmNewTableWcu.value || indexWcu > AWS_LIMITS.warmNewTableWcu.value
+      ? [`Pre-warm the table to ≥ ${fmt(tableWcu)} writes/s and gsi1 to ≥ ${fmt(indexWcu)} writes/s (UpdateTable WarmThroughput; billed; give it time), or ramp the rate up no faster than doubling each 30 minutes — a new on-demand table is warm for ${fmt(AWS_LIMITS.warmNewTableWcu.value)} writes/s.`]
+      : []),
+    ...(!sqsCheck.ok ? ['Lower the in-flight messages (smaller --batch or shorter items) or ask AWS for a higher SQS in-flight quota.'] : []),
+    ...(lambdaChecks.some((c) => !c.ok) ? [`Raise the account's Lambda concurrency above ${fmt(Math.max(steady.concurrency, tail.concurrency))}, or reserve concurrency for the coordinator.`] : []),
+    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): an idle worker reads the whole running set twice a long poll.`] : []),
+    `Keep results under ${MAX_RESULT_BYTES / 1024} KiB (larger ones fail their item: store them in S3 and return a reference).`,
+  ];
+
+  const limits = [
+    `item: ${AWS_LIMITS.itemBytes.value / 1024} KB per DynamoDB item. The ledger refuses a result over ${MAX_RESULT_BYTES / 1024} KiB (MAX_RESULT_BYTES): the worker records a reject — the item ends Failed with "store it elsewhere (e.g. S3) and return a reference". Nothing is offloaded to S3 for you; a payload over the limit fails its enqueue.`,
+    `transaction: ${AWS_LIMITS.transactionActions.value} actions / 4 MB. Every fenced write is its own 2-action transaction (the lease's ConditionCheck + the item), so the ledger never comes near it; all of a run's fenced writes go through its one lease item, one at a time.`,
+    `SQS: ${fmt(AWS_LIMITS.sqsInFlight.value)} in-flight messages per standard queue; here ≈ ${fmt(inFlight)}.`,
+    `Lambda: ${fmt(AWS_LIMITS.lambdaConcurrency.value)} concurrent executions per account (adjustable), ${fmt(AWS_LIMITS.lambdaScaling.value)} new environments per function every 10 s.`,
+    `DynamoDB: ${PARTITION_WCU} WCU / ${PARTITION_RCU} RCU per partition key (not adjustable: shard), ${fmt(quotaW)} WRU / ${fmt(quotaR)} RRU per on-demand table (adjustable), new tables warm at ${fmt(AWS_LIMITS.warmNewTableWcu.value)} writes / ${fmt(AWS_LIMITS.warmNewTableRcu.value)} reads a second.`,
+    `a run: at most ${MAX_RUN_SHARDS} shards; the API takes ${fmt(a.apiRequestItems)} items per request.`,
+  ];
+
+  return {
+    input,
+    timing: { workerSecondsPerItem, heldSeconds, heartbeatsPerItem: heartbeats, chunk, deletesPerItem },
+    paths,
+    perItem: perItemTotals,
+    shards: { needed, apiDefault: shardsFor(rate), max: MAX_RUN_SHARDS, fits: needed <= MAX_RUN_SHARDS, perKey: perKeyChecks },
+    table,
+    sqs: { requestsPerSecond: sqsPerSecond, inFlight, check: sqsCheck },
+    lambda: { steady, tail, checks: lambdaChecks },
+    workers: { needed: needWorkers, deployed: workers, achievableRate: achievable, instances: Math.ceil(workers / a.workersPerInstance) },
+    runSeconds,
+    idle: { ...idle, checks: idleChecks },
+    cost: {
+      perItemUsd,
+      perMillionUsd: perMillion,
+      perHourUsd: perItemUsd * achievable * 3600,
+      runUsd: perItemUsd * input.items,
+      storageUsdMonth,
+      lines,
+      unpriced: [`EC2 workers: ${fmt(Math.ceil(workers / a.workersPerInstance))} instances × ${(runSeconds / 3600).toFixed(2)} h (c7g.large Spot in infra/worker-fleet.ts; infra/cost.ts has no EC2 price — add one there to price them)`, 'pre-warming (billed by AWS per the warm throughput raised)', 'the tail\'s idle reads (see idle) and anything throttled and retried'],
+    },
+    limits,
+    warnings,
+    beforeRun,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Printing
+// ---------------------------------------------------------------------------
+
+export function fmt(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  if (Math.abs(x) >= 100) return Math.round(x).toLocaleString('en-US');
+  if (Math.abs(x) >= 1) return x.toFixed(1);
+  return x.toPrecision(2);
+}
+
+const usd = (x: number) => `US$ ${x < 1 ? x.toFixed(4) : x.toFixed(2)}`;
+const mark = (c: Check) => (c.ok ? 'ok  ' : 'OVER');
+
+export function formatPlan(plan: CapacityPlan): string {
+  const i = plan.input;
+  const t = plan.timing;
+  const out: string[] = [];
+  out.push(`# Capacity plan: ${fmt(i.items)} items at ${fmt(i.rate)} items/s (${i.itemKb} KB items, ${i.itemSeconds} s each, heartbeat ${i.heartbeatSeconds} s, key share ${i.share})`);
+  out.push(`limits read ${LIMITS_READ_ON}; prices ${PRICE_REGION} list, read ${PRICES_READ_ON} (infra/cost.ts)`);
+  out.push('');
+  out.push(`## Per item and per path  (w = ${unitsPerWrite(i.itemKb)} unit a write; held ${t.heldSeconds.toFixed(2)} s claim→ack → ${t.heartbeatsPerItem.toFixed(2)} heartbeats an item; chunk ${t.chunk})`);
+  out.push('path                          per                          DDB req   WCU    idxWCU   RCU      SQS req  Lambda   keys');
+  for (const r of plan.paths) {
+    out.push(`${r.path.padEnd(30)}${r.per.padEnd(29)}${fmt(r.dynamodbRequests).padStart(7)}${fmt(r.wcu).padStart(7)}${fmt(r.indexWcu).padStart(9)}${fmt(r.rcu).padStart(9)}${fmt(r.sqsRequests).padStart(9)}${fmt(r.lambdaInvocations).padStart(9)}   ${r.keys}`);
+  }
+  const pi = plan.perItem;
+  out.push(`per item, steady: ${pi.itemWcu.toFixed(2)} WCU on its partition + ${pi.pendingWcu.toFixed(2)} PENDING + ${pi.runningWcu.toFixed(2)} RUNNING index WCU, ${pi.rcu.toFixed(3)} RCU, ${pi.sqsRequests.toFixed(2)} SQS requests, ${(pi.lambdaInvocations * 1e6).toFixed(1)} Lambda invocations a million`);
+  out.push('');
+  out.push(`## Shards: ${plan.shards.needed}${plan.shards.fits ? '' : ` (over the ${plan.shards.max} a run takes)`}  — no key above ${i.share * 100}% of its partition (${PARTITION_WCU} WCU / ${PARTITION_RCU} RCU); the API's itemsPerSecond would pick ${plan.shards.apiDefault}`);
+  for (const c of plan.shards.perKey) out.push(`  ${mark(c)} ${c.what.padEnd(34)} ${fmt(c.value).padStart(8)} / ${fmt(c.limit)}  ${c.note}`);
+  out.push('');
+  out.push('## Table level (steady state)');
+  for (const c of plan.table) out.push(`  ${mark(c)} ${c.what.padEnd(48)} ${fmt(c.value).padStart(9)} / ${fmt(c.limit)}  ${c.note}`);
+  out.push('');
+  out.push('## SQS, Lambda, workers');
+  out.push(`  SQS: ${fmt(plan.sqs.requestsPerSecond)} requests/s (sends, receives and deletes 10 a call; visibility extensions one a message)`);
+  out.push(`  ${mark(plan.sqs.check)} ${plan.sqs.check.what}: ≈ ${fmt(plan.sqs.inFlight)} / ${fmt(plan.sqs.check.limit)} — ${plan.sqs.check.note}`);
+  out.push(`  Lambda steady: ${fmt(plan.lambda.steady.invocationsPerSecond)} invocations/s, concurrency ≈ ${fmt(plan.lambda.steady.concurrency)}; tail: ${fmt(plan.lambda.tail.invocationsPerSecond)} steal invocations/s, concurrency ≈ ${fmt(plan.lambda.tail.concurrency)}`);
+  for (const c of plan.lambda.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
+  out.push(`  workers: ${fmt(plan.workers.needed)} needed (${t.workerSecondsPerItem.toFixed(3)} s of a worker per item: one item at a time); ${fmt(plan.workers.deployed)} deployed → ${fmt(plan.workers.achievableRate)} items/s; ${fmt(plan.workers.instances)} instances; run ≈ ${(plan.runSeconds / 60).toFixed(1)} min`);
+  out.push(`  idle fleet / tail: the running set costs ${fmt(plan.idle.runningSetRcu)} RCU to read; idle workers read it ${fmt((2 * plan.workers.deployed) / PLAN_ASSUMPTIONS.longPollSeconds)} times/s`);
+  for (const c of plan.idle.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
+  out.push('');
+  out.push(`## Cost (on-demand list prices, ${PRICE_REGION}, read ${PRICES_READ_ON}; no free tier)`);
+  for (const l of plan.cost.lines) out.push(`  ${l.what.padEnd(28)} ${usd(l.perMillionUsd).padStart(12)} per million items  (${l.basis})`);
+  out.push(`  per million items ${usd(plan.cost.perMillionUsd)} · per hour at ${fmt(plan.workers.achievableRate)} items/s ${usd(plan.cost.perHourUsd)} · this run ${usd(plan.cost.runUsd)} · storage ${usd(plan.cost.storageUsdMonth)} a month while kept (table + PITR)`);
+  for (const u of plan.cost.unpriced) out.push(`  not priced: ${u}`);
+  out.push('');
+  out.push('## Limits');
+  for (const l of plan.limits) out.push(`  - ${l}`);
+  out.push('');
+  out.push(plan.warnings.length ? '## Warnings' : '## Warnings: none');
+  for (const w of plan.warnings) out.push(`  ! ${w}`);
+  out.push('');
+  out.push('## Before the run');
+  for (const s of plan.beforeRun) out.push(`  - ${s}`);
+  out.push('');
+  out.push('## Sources');
+  for (const [k, l] of Object.entries(AWS_LIMITS) as [string, Limit][]) out.push(`  - ${k}: ${fmt(l.value)} ${l.unit} (adjustable: ${String(l.adjustable)}) — ${l.source}`);
+  for (const k of ['dynamoWrite', 'dynamoRead', 'sqsRequest', 'lambdaRequest', 'lambdaArmGbSecond', 'dynamoStorage', 'dynamoPitr'] as const) out.push(`  - price ${k}: US$ ${+(PRICES[k].usd * (PRICES[k].usd < 0.001 ? 1e6 : 1)).toPrecision(6)}${PRICES[k].usd < 0.001 ? ' per million' : ''} (${PRICES[k].unit}) — ${PRICES[k].source}`);
+  for (const [k, v] of Object.entries(PLAN_ASSUMPTIONS)) out.push(`  - assumption ${k}: ${v}`);
+  return out.join('\n');
+}
+
+/** Three decimals, or four significant digits for what is smaller than that. */
+const r3 = (x: number) => (Math.abs(x) >= 1 || x === 0 ? Math.round(x * 1000) / 1000 : +x.toPrecision(4));
+
+/** The one JSON object the CLI ends with. */
+export function planJson(plan: CapacityPlan): Record<string, unknown> {
+  return {
+    capacity: 'plan',
+    input: plan.input,
+    shards: plan.shards.needed,
+    per_item: Object.fromEntries(Object.entries(plan.perItem).map(([k, v]) => [k, r3(v)])),
+    heartbeats_per_item: r3(plan.timing.heartbeatsPerItem),
+    per_key_units_per_s: Object.fromEntries(plan.shards.perKey.map((c) => [c.what, r3(c.value)])),
+    table: Object.fromEntries(plan.table.slice(0, 3).map((c) => [c.what, { value: r3(c.value), quota: c.limit, ok: c.ok }])),
+    sqs: { requests_per_s: r3(plan.sqs.requestsPerSecond), in_flight: Math.round(plan.sqs.inFlight), limit: plan.sqs.check.limit, ok: plan.sqs.check.ok },
+    lambda: { steady: { invocations_per_s: r3(plan.lambda.steady.invocationsPerSecond), concurrency: r3(plan.lambda.steady.concurrency) }, tail: { invocations_per_s: r3(plan.lambda.tail.invocationsPerSecond), concurrency: r3(plan.lambda.tail.concurrency) } },
+    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond) },
+    workers: plan.workers,
+    run_minutes: r3(plan.runSeconds / 60),
+    cost_usd: { per_million_items: r3(plan.cost.perMillionUsd), per_hour: r3(plan.cost.perHourUsd), run: r3(plan.cost.runUsd), storage_month: r3(plan.cost.storageUsdMonth) },
+    prices_read_on: PRICES_READ_ON,
+    limits_read_on: LIMITS_READ_ON,
+    warnings: plan.warnings,
+  };
+}
