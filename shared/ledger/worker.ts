@@ -7,7 +7,7 @@ import type { StealNotice } from './coordinator.js';
 import { dispatch } from './dispatch.js';
 import { EpochGuard } from './epoch-guard.js';
 import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from './model.js';
-import type { LedgerStore } from './store.js';
+import type { ItemCasOutcome, LedgerStore } from './store.js';
 import { ack, claim, heartbeat, nack, reject, start, type ItemCas } from './transitions.js';
 
 /**
@@ -324,12 +324,43 @@ export class Worker {
     );
   }
 
+  /**
+   * The chunk's start CASes. When the round fails part way (a store refusing
+   * on a hot key past its retries, an outage), some starts may have landed:
+   * the chunk goes back to the backlog as the ledger has it — started by us
+   * (run it, no second start), still unstarted (start it again), or no longer
+   * ours — and the step fails and backs off. Left to reconcile, a started item
+   * would be given back as if it had died running (an attempt counted toward
+   * poison) though nothing ran it.
+   */
+  private async startRound(chunk: readonly Held[], toStart: readonly Held[], now: number): Promise<ItemCasOutcome[]> {
+    const { runId } = this.o;
+    try {
+      return await this.o.ledger.casMany(toStart.map((h) => start(runId, h.itemId, this.id, now)), now);
+    } catch (err) {
+      const back: Held[] = [];
+      for (const h of chunk) {
+        if (h.started) {
+          back.push(h);
+          continue;
+        }
+        const item = await this.o.ledger.get(runId, h.itemId).catch(() => undefined);
+        // Unknown (the store is down): keep it unstarted; a start CAS that finds it started by us then loses it to the scan, counted.
+        if (item === undefined) back.push(h);
+        else if (item?.state === 'running' && item.worker === this.id) back.push(item.started ? { ...h, started: { payload: item.payload } } : h);
+        else this.stats.lost++;
+      }
+      this.backlog.unshift(...back);
+      throw err;
+    }
+  }
+
   /** Start the chunk in one round trip, run its items one by one, record outcomes in batches. Returns the ids given back by a drain. */
   private async runChunk(chunk: Held[], ctl: { c: AbortController }): Promise<string[]> {
     const { runId } = this.o;
     const now = this.clock.now();
     const toStart = chunk.filter((h) => !h.started);
-    const startOuts = toStart.length ? await this.o.ledger.casMany(toStart.map((h) => start(runId, h.itemId, this.id, now)), now) : [];
+    const startOuts = toStart.length ? await this.startRound(chunk, toStart, now) : [];
     const todo: { h: Held; payload: unknown }[] = chunk.flatMap((h) => (h.started ? [{ h, payload: h.started.payload }] : []));
     const gone: QueueMessage[] = [];
     toStart.forEach((h, i) => {

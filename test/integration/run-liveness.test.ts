@@ -15,7 +15,8 @@ import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
-import { MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
+import { contentId, MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
+import { StoreContendedError } from '../../shared/errors.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import type { Logger } from '../../shared/log.js';
@@ -338,6 +339,50 @@ describe.each(labelled(ALL))('liveness of a run on $label', (setup) => {
     }
     expect(await h.backend.ledger.get(runId, ids[0]!)).toMatchObject({ state: 'failed', attempts: 2 });
     expect((await h.backend.ledger.get(runId, ids[0]!))!.error).toMatch(/^poison: started 2 times without a result/);
+  });
+});
+
+describe.each(labelled(ALL))('a start round that fails part way: $label', (setup) => {
+  const h = harness(setup);
+  beforeAll(() => h.open());
+  afterAll(() => h.close());
+
+  it('start_round_failure_is_not_poison: the starts that landed are run, the rest started again; no attempt is counted, nothing runs twice', async () => {
+    const { runId, forWorker } = await h.run(6);
+    // The store, with one start round cut after its first change has landed (a write refused on a hot key past its retries).
+    let cut = false;
+    const ledger = new Proxy(h.backend.ledger, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        if (prop !== 'casMany') return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        return async (changes: Parameters<LedgerStore['casMany']>[0], now: number) => {
+          if (cut || changes[0]?.transition !== 'start' || changes.length < 2) return target.casMany(changes, now);
+          cut = true;
+          await target.casMany(changes.slice(0, 1), now);
+          throw new StoreContendedError('refused on a hot key; try again');
+        };
+      },
+    });
+    const executed: string[] = [];
+    const w = h.worker(runId, 'w', forWorker('w'), {
+      ledger,
+      receiveBatch: 6,
+      backend: (payload) => {
+        executed.push(JSON.stringify(payload));
+        return Promise.resolve('ok');
+      },
+    });
+    const stop = new AbortController();
+    await w.run(stop.signal, async () => {
+      const c = await h.counts(runId);
+      return c.pending + c.running === 0;
+    });
+    expect(cut).toBe(true);
+    expect(await h.counts(runId)).toEqual({ pending: 0, running: 0, done: 6, failed: 0 });
+    expect(executed).toHaveLength(6);
+    expect(new Set(executed).size).toBe(6);
+    const attempts = await Promise.all(Array.from({ length: 6 }, (_, i) => h.backend.ledger.get(runId, contentId({ i }))));
+    expect(attempts.map((i) => i!.attempts)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 });
 

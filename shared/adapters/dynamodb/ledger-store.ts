@@ -192,14 +192,16 @@ export class DynamoLedgerStore implements LedgerStore {
     // After the items, once per request (never per item): a run openRuns is taking out at this moment
     // either sees them (and stays) or loses its conditional write to this counter (and is back in the index).
     if (added > 0) {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: runPk(runId), sk: 'RUN' },
-          UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id',
-          ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk, '#items': 'items' },
-          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':added': added, ':runs': RUNS_INDEX, ':id': runId },
-        }),
+      await this.throttled(runId, runPk(runId), () =>
+        this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: runPk(runId), sk: 'RUN' },
+            UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id',
+            ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk, '#items': 'items' },
+            ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':added': added, ':runs': RUNS_INDEX, ':id': runId },
+          }),
+        ),
       );
     }
     return { ids, added };
