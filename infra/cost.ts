@@ -17,10 +17,10 @@
  * `estimateCost` is pure: the CLI at the end synthesizes the stack in-process.
  */
 import { App } from 'aws-cdk-lib';
-import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { isEntryPoint } from './entry.js';
 import { BATCH_TICK_SECONDS, FUNCTIONS, type FunctionName } from '../shared/topology.js';
 
 // ---------------------------------------------------------------------------
@@ -749,14 +749,7 @@ async function main(argv: readonly string[]): Promise<void> {
   console.log(jsonLine(estimate));
 }
 
-const invokedDirectly = (() => {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-})();
-if (invokedDirectly) {
+if (isEntryPoint(import.meta.url)) {
   main(process.argv.slice(2)).catch((err: unknown) => {
     console.error(err instanceof Error ? err.message : String(err));
     process.exit(err instanceof Error && err.message.startsWith('invalid arguments') ? 2 : 1);

@@ -7,8 +7,7 @@
  * limits. Plain text, then one JSON object on the last line (`--json`: only
  * that line).
  */
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { isEntryPoint } from '../entry.js';
 import { parseArgs } from 'node:util';
 import { formatPlan, planCapacity, planJson, PLAN_DEFAULTS, type PlanInput } from './plan.js';
 
@@ -55,14 +54,7 @@ function main(argv: readonly string[]): void {
   console.log(JSON.stringify(planJson(plan)));
 }
 
-const invokedDirectly = (() => {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-})();
-if (invokedDirectly) {
+if (isEntryPoint(import.meta.url)) {
   try {
     main(process.argv.slice(2));
   } catch (err) {
