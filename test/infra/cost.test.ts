@@ -35,6 +35,15 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     expect(alarms.idle).toBeCloseTo(ids(template, 'AWS::CloudWatch::Alarm').length * PRICES.alarmStandard.usd, 10);
   });
 
+  it("README's cost table is the one this stack implies: its totals are estimateCost's, so the table cannot drift from the stack", () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
+    const total = /\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/.exec(section);
+    expect(total, 'the Monthly cost section has a total row').not.toBeNull();
+    expect([Number(total![1]), Number(total![2])], 'run `npm run cost` and copy its figures into README').toEqual([Math.round(estimate.idle * 100) / 100, Math.round(estimate.busy * 100) / 100]);
+    expect(section).toContain(`CloudWatch: ${ids(template, 'AWS::CloudWatch::Alarm').length} alarms`);
+  });
+
   it('idle, the stack costs at most US$ 2 a month at list prices', () => {
     expect(estimate.store).toBe('dynamodb');
     expect(estimate.idle).toBeGreaterThan(0);

@@ -15,6 +15,8 @@ import { openControlPlane, type ControlPlane } from '../../shared/compose/contro
 import { InProcessBus } from '../../shared/events/bus.js';
 import { uniqueName } from '../support/backends.js';
 import { ThrottleProxy } from '../support/dynamodb-throttle.js';
+import { serveApi } from '../../shared/runtimes/node/http.js';
+import { rollout } from '../support/cli.js';
 
 describe('a throttled run', () => {
   let proxy: ThrottleProxy;
@@ -59,6 +61,17 @@ describe('a throttled run', () => {
     expect(s.throttled).not.toBeNull();
     expect(s.throttled!.keyFamily).toMatch(/^(RUN#\*#\*|gsi1 \(RUN#\*#\* writes\))$/);
     expect(s.throttled!.requests).toBeGreaterThan(0);
+
+    // What an operator reads: the CLI against the same API.
+    const server = await serveApi(api);
+    try {
+      const shown = await rollout(['runs', 'status', 'hot', '--url', server.url]);
+      expect(shown.code, shown.err).toBe(0);
+      expect(shown.out).toMatch(/^hot {2}in progress {2}1 shard\n/);
+      expect(shown.out).toMatch(/\nTHROTTLED \d+ s ago on (RUN#\*#\*|gsi1 \(RUN#\*#\* writes\)) \(\d+ requests refused and retried so far\): a hot key; more shards spread it/);
+    } finally {
+      await server.close();
+    }
   });
 
   it('spread over shards at the same limits, the same request is not throttled', async () => {
