@@ -231,6 +231,34 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect(await types(id)).toEqual(['stage_activated:0', 'progress_deadline_exceeded', 'aborted:0']);
   });
 
+  it('a view holds the state of exactly the alarms its spec names — stage alarms and cloudwatchAlarm gates — on every read path', async () => {
+    const a = node('a');
+    const watching = {
+      target: { service: 'checkout', version: 'v2' },
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 60, gates: { alarms: ['checkout-5xx', 'checkout-p99'] } },
+        { name: 'half', percent: 50, bakeSeconds: 60, gates: { alarms: ['checkout-5xx'], providers: [{ type: 'cloudwatchAlarm', name: 'aws', alarms: ['db-cpu'] }] } },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    };
+    const { id } = await createRollout(a.engine, { spec: watching, actor: 'alice' });
+    const { id: plain } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
+    await a.streaming.handle({ type: 'rollout.created', rolloutId: id });
+    for (const [alarm, state] of [['checkout-5xx', 'OK'], ['checkout-p99', 'OK'], ['db-cpu', 'ALARM'], ['unrelated', 'ALARM']] as const) {
+      await backend.rollouts.recordAlarm(alarm, state, clock.now());
+    }
+    const expected = { 'checkout-5xx': 'OK', 'checkout-p99': 'OK', 'db-cpu': 'ALARM' };
+    expect((await backend.rollouts.load(id))!.alarms).toEqual(expected);
+    expect((await backend.rollouts.loadRunning()).find((v) => v.rollout.id === id)!.alarms).toEqual(expected);
+    expect((await backend.rollouts.load(plain))!.alarms).toEqual({});
+    // The record path, twice: the second read comes after the store has seen the spec once.
+    for (const observedAt of [clock.now(), clock.now() + 1]) {
+      const { view } = await backend.rollouts.recordMetricsAndLoad(id, { stage: 0 }, { requests: 1, errors: 0, p99LatencyMs: null, observedAt });
+      expect(view.alarms).toEqual(expected);
+      expect(view.rollout.spec).toEqual((await backend.rollouts.load(id))!.rollout.spec);
+    }
+  });
+
   it('an event left unpublished by a failed publish goes out on the next tick, with the same id', async () => {
     const a = node('a');
     let failing = true;

@@ -20,22 +20,21 @@ const msOf = (column: string) => `round(date_part('epoch', ${column}) * 1000)`;
  * and metrics come as arrays of values in a fixed order (stageOf, metricsOf),
  * timestamps as epoch milliseconds.
  */
-const VIEW_SQL = `
-  SELECT r.*,
+const ROLLOUT_COLUMNS = `r.id, r.state, r.attempt, r.version, ${msOf('r.created_at')} AS created_at, ${msOf('r.updated_at')} AS updated_at,
+  ${msOf('r.last_progress_at')} AS last_progress_at, ${msOf('r.deadline_exceeded_at')} AS deadline_exceeded_at, r.state_by, r.state_reason`;
+const viewSql = (spec: string) => `
+  SELECT ${ROLLOUT_COLUMNS}, ${spec} AS spec,
     (SELECT coalesce(json_agg(json_build_array(s.stage_index, s.name, s.phase, ${msOf('s.activated_at')}, ${msOf('s.promoted_at')},
                                                s.promoted_epoch, s.promoted_by, ${msOf('s.rolled_back_at')}, s.reason) ORDER BY s.stage_index), '[]')
        FROM rollout_stages s WHERE s.rollout_id = r.id AND s.attempt = r.attempt) AS stages,
     (SELECT coalesce(json_agg(json_build_array(m.stage_index, m.requests, m.errors, m.p99_latency_ms, ${msOf('m.observed_at')})), '[]')
        FROM stage_metrics m WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics,
     (SELECT coalesce(json_object_agg(a.name, a.state), '{}') FROM alarm_states a
-      WHERE a.name = ANY (ARRAY(
-        SELECT jsonb_array_elements_text(g->'gates'->'alarms') FROM jsonb_array_elements(r.spec->'stages') g
-        UNION ALL
-        SELECT jsonb_array_elements_text(p->'alarms') FROM jsonb_array_elements(r.spec->'stages') g, jsonb_array_elements(coalesce(g->'gates'->'providers', '[]')) p
-         WHERE p->>'type' = 'cloudwatchAlarm'))) AS alarms,
+      WHERE a.name = ANY (r.alarm_names)) AS alarms,
     (SELECT coalesce(json_agg(t), '[]') FROM gate_tallies t
       WHERE t.rollout_id = r.id AND t.attempt = r.attempt) AS gates
   FROM rollouts r`;
+const VIEW_SQL = viewSql('r.spec');
 
 /**
  * Readings counted into their tallies in one statement, by the rule of
@@ -172,7 +171,13 @@ function eventOf(e: { id: string; detail_type: string; time: unknown; detail: un
 /** SQLSTATE raised by rollout_apply when a stage is no longer in the evaluated phase. */
 const STAGE_MOVED = 'RB001';
 
+/** Specs the record path keeps so a reading does not fetch the same spec again: enough for every running rollout of a busy instance. */
+const SPEC_CACHE_SIZE = 10_000;
+
 export class PostgresRolloutStore implements RolloutStore {
+  /** A rollout's spec never changes once created (no statement updates it, rollouts are never deleted), so a copy stays true. */
+  private readonly specs = new Map<string, RolloutSpec>();
+
   constructor(private readonly sql: Sql) {}
 
   async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
@@ -217,12 +222,20 @@ export class PostgresRolloutStore implements RolloutStore {
 
   private views(rows: RolloutRow[]): RolloutView[] {
     return rows.map((r) => ({
-      rollout: rolloutOf(r),
+      rollout: rolloutOf(this.remember(r)),
       stages: json(r.stages).map(stageOf),
       metrics: metricsOf(json(r.metrics)),
       alarms: json(r.alarms),
       gates: talliesByStage(json(r.gates).map(tallyOf)),
     }));
+  }
+
+  private remember(r: RolloutRow): RolloutRow {
+    if (!this.specs.has(r.id)) {
+      if (this.specs.size >= SPEC_CACHE_SIZE) this.specs.delete(this.specs.keys().next().value!);
+      this.specs.set(r.id, r.spec);
+    }
+    return r;
   }
 
   async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
@@ -242,6 +255,8 @@ export class PostgresRolloutStore implements RolloutStore {
    * upserts the metrics if newer, and optionally reads the view.
    */
   private async record(rolloutId: string, at: MetricsTarget, m: StageMetrics, withView: boolean) {
+    // The spec is fetched only when this store has not seen it (it is most of a view's bytes).
+    const known = withView ? this.specs.get(rolloutId) : undefined;
     const { rows } = await this.sql.query<{ found: unknown; stage: number | null; attempt: number | null; stored: unknown; view: RolloutRow | string | null }>(
       `WITH tgt AS (
          SELECT id, coalesce($2::int, attempt) AS attempt, jsonb_array_length(spec->'stages') AS n,
@@ -258,9 +273,9 @@ export class PostgresRolloutStore implements RolloutStore {
               (SELECT stage FROM tgt WHERE stage >= 0 AND stage < n) AS stage,
               (SELECT attempt FROM tgt) AS attempt,
               (SELECT count(*) FROM ins) AS stored,
-              ${withView ? `(SELECT row_to_json(v) FROM (${VIEW_SQL} WHERE r.id = $1) v)` : 'NULL'} AS view`,
+              ${withView ? `(SELECT row_to_json(v) FROM (${viewSql('CASE WHEN $9 THEN r.spec END')} WHERE r.id = $1) v)` : 'NULL'} AS view`,
       [rolloutId, at.attempt ?? null, typeof at.stage === 'number' ? at.stage : null, typeof at.stage === 'string' ? at.stage : null,
-        m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt)],
+        m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt), ...(withView ? [known === undefined] : [])],
       withView ? 'rollout_record_and_load' : 'rollout_record',
     );
     const r = rows[0]!;
@@ -268,6 +283,7 @@ export class PostgresRolloutStore implements RolloutStore {
     if (r.stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
     const outcome: SignalOutcome = toInt(r.stored) > 0 ? 'stored' : 'stale';
     const viewRow = typeof r.view === 'string' ? (JSON.parse(r.view) as RolloutRow) : r.view;
+    if (viewRow && known) viewRow.spec ??= known;
     const [view] = viewRow ? this.views([viewRow]) : [];
     return { outcome, view, stage: r.stage, attempt: toInt(r.attempt) };
   }

@@ -27,7 +27,7 @@ export function toInt(value: unknown, column = 'value'): number {
 
 /** timestamptz: both drivers give a Date; tolerate strings from other paths. */
 export function toMillis(value: unknown, column = 'value'): number {
-  const ms = value instanceof Date ? value.getTime() : new Date(String(value)).getTime();
+  const ms = typeof value === 'number' ? value : value instanceof Date ? value.getTime() : new Date(String(value)).getTime();
   if (Number.isNaN(ms)) throw new Error(`${column}: expected a timestamp, got ${String(value)}`);
   return ms;
 }
