@@ -1592,23 +1592,15 @@ export function benchModelInput(p: BenchParams): ModelInput {
   };
 }
 
-export interface DeploymentParams {
-  readonly items: number;
+/** What a deployment sets of the model's input as it is (the rest is the stack's fixed behaviour, below). */
+type DeploymentPassThrough =
+  | 'items' | 'workers' | 'itemKb' | 'tableQuota' | 'latencyMs' | 'lambdaMemoryMb' | 'lambdaConcurrencyLimit' | 'sqsInFlightLimit' | 'weight' | 'seed' | 'stopAfterSeconds';
+export interface DeploymentParams extends Pick<ModelInput, DeploymentPassThrough> {
   readonly rate: number;
-  readonly workers: number;
   readonly shards: number;
-  readonly itemKb: number;
   readonly itemSeconds: number;
   readonly heartbeatSeconds: number;
-  readonly tableQuota: TableQuota | null;
-  readonly latencyMs: { readonly dynamodb: number; readonly sqs: number; readonly lambda: number };
   readonly apiRequestItems: number;
-  readonly lambdaMemoryMb: number;
-  readonly lambdaConcurrencyLimit: number;
-  readonly sqsInFlightLimit: number;
-  readonly weight: number;
-  readonly seed: number;
-  readonly stopAfterSeconds?: number;
 }
 
 /** A deployment: AWS's per-partition limits, the workers' defaults (infra/worker-fleet.ts runs `rollout worker`), the coordinator Lambda, the API producing at the rate. */

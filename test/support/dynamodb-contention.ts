@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { forwardHttp, type Forwarded } from './http-forward.js';
+import { closeNow, listenOnLoopback } from './local-server.js';
 
 /**
  * DynamoDB Local serialises every request, so it never cancels a transaction
@@ -49,16 +49,13 @@ export class ContentionProxy {
         });
       });
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async stop(): Promise<void> {
     this.hold?.release();
-    const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-    this.server?.closeAllConnections();
-    await closed;
+    await closeNow(this.server);
   }
 
   resetPeak(): void {

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { crc32, gunzipSync } from 'node:zlib';
 import { forwardHttp, type Forwarded } from './http-forward.js';
+import { closeNow, listenOnLoopback } from './local-server.js';
 
 /**
  * A THROTTLING SIMULATOR FOR TESTS AND BENCHMARKS — not DynamoDB, and not a
@@ -410,15 +410,12 @@ export class ThrottleProxy {
           .catch((err: unknown) => res.writeHead(502).end(String(err)));
       });
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async stop(): Promise<void> {
-    const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-    this.server?.closeAllConnections();
-    await closed;
+    await closeNow(this.server);
   }
 
   stats(): ThrottleStats {

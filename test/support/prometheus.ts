@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collect, exited, freePort, waitFor } from '../../infra/local/processes.js';
+import { closeNow, listenOnLoopback } from './local-server.js';
 
 export interface PrometheusServer {
   /** `http://127.0.0.1:PORT`, the base of the HTTP API. */
@@ -264,23 +265,14 @@ export async function startExporter(): Promise<Exporter> {
       (err: unknown) => res.writeHead(500).end(String(err)),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const addr = server.address();
-  if (!addr || typeof addr !== 'object') throw new Error('exporter did not report a port');
+  const url = new URL(await listenOnLoopback(server));
   return {
-    target: `127.0.0.1:${addr.port}`,
+    target: url.host,
     registry,
     counter: (name, help, labelNames = []) => new Counter({ name, help, labelNames, registers: [registry] }),
     gauge: (name, help, labelNames = []) => new Gauge({ name, help, labelNames, registers: [registry] }),
     histogram: (name, help, labelNames = [], buckets) => new Histogram({ name, help, labelNames, registers: [registry], ...(buckets ? { buckets: [...buckets] } : {}) }),
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        // Prometheus keeps its scrape connection alive; close would wait for it.
-        server.close((err) => (err ? reject(err) : resolve()));
-        server.closeAllConnections();
-      }),
+    // Prometheus keeps its scrape connection alive; a plain close would wait for it.
+    close: () => closeNow(server),
   };
 }

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeNow, listenOnLoopback } from '../../support/local-server.js';
 
 export interface Execution {
   readonly payload: Record<string, unknown>;
@@ -54,14 +54,11 @@ export class ChaosBackend {
         });
       });
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/execute`;
+    this.url = `${await listenOnLoopback(this.server)}/execute`;
     return this;
   }
 
   async stop(): Promise<void> {
-    const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-    this.server?.closeAllConnections();
-    await closed;
+    await closeNow(this.server);
   }
 }

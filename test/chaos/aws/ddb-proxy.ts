@@ -30,10 +30,10 @@
 import { BatchGetItemCommand, DynamoDBClient, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { forwardHttp, type Forwarded } from '../../support/http-forward.js';
 import type { FencedWrite, ItemState, ItemTransition, LeaseChange, LeaseRef, RolloutTransition, StagePhase, StageTransition } from '../history.js';
 import { runOfKey } from '../../../shared/adapters/dynamodb/ledger-keys.js';
+import { closeNow, listenOnLoopback } from '../../support/local-server.js';
 
 type Wire = Record<string, AttributeValue>;
 type Plain = Record<string, unknown>;
@@ -181,16 +181,13 @@ export class ObservingProxy {
     // SDK clients keep connections alive; a held request may wait for seconds.
     this.server.keepAliveTimeout = 60_000;
     this.server.requestTimeout = 0;
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async stop(): Promise<void> {
     for (const h of this.holds.splice(0)) void h;
-    const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-    this.server?.closeAllConnections();
-    await closed;
+    await closeNow(this.server);
     this.reader.destroy();
   }
 

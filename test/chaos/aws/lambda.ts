@@ -15,9 +15,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { closeNow, listenOnLoopback } from '../../support/local-server.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = resolve(here, '../../..');
@@ -272,14 +272,11 @@ export class InvokeEndpoint {
         );
       });
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async stop(): Promise<void> {
-    const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-    this.server?.closeAllConnections();
-    await closed;
+    await closeNow(this.server);
   }
 }

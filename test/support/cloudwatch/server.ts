@@ -50,7 +50,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeNow, listenOnLoopback } from '../local-server.js';
 
 export type AlarmState = 'OK' | 'ALARM' | 'INSUFFICIENT_DATA';
 export type AlarmType = 'MetricAlarm' | 'CompositeAlarm';
@@ -156,8 +156,7 @@ export class CloudWatchStandIn {
         .finally(() => this.inFlight.delete(p));
       this.inFlight.add(p);
     });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
@@ -169,11 +168,7 @@ export class CloudWatchStandIn {
     this.waiters = [];
     const server = this.server;
     this.server = null;
-    if (!server) return;
-    await new Promise<void>((r) => {
-      server.close(() => r());
-      server.closeAllConnections();
-    });
+    await closeNow(server ?? undefined);
   }
 
   /** Clears alarms, datapoints, pending faults and recorded calls. */
