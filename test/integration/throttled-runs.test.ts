@@ -8,9 +8,13 @@
  * shards, at the same limits, is not throttled.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { runKeys, runPk } from '../../shared/adapters/dynamodb/ledger-keys.js';
+import { queryAll } from '../../shared/adapters/dynamodb/query.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureTable } from '../../shared/adapters/dynamodb/table.js';
-import { throttleStats } from '../../shared/adapters/dynamodb/throttles.js';
+import { StoreThrottledError, throttleStats } from '../../shared/adapters/dynamodb/throttles.js';
 import { openControlPlane, type ControlPlane } from '../../shared/compose/control-plane.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { uniqueName } from '../support/backends.js';
@@ -22,11 +26,12 @@ describe('a throttled run', () => {
   let proxy: ThrottleProxy;
   let plane: ControlPlane;
   let api: ReturnType<ControlPlane['api']>;
+  let table: string;
   beforeAll(async () => {
     const upstream = new URL(process.env.AWS_ENDPOINT_URL_DYNAMODB!);
     // 20 write units a second per key: one key takes ~5 items a second, far less than one request enqueues at once.
     proxy = await new ThrottleProxy(upstream, { partitionWcu: 20, partitionRcu: 200 }).start();
-    const table = uniqueName('throttled');
+    table = uniqueName('throttled');
     await ensureTable(new DynamoDBClient({ endpoint: upstream.toString() }), table);
     plane = await openControlPlane({
       store: { kind: 'dynamodb', table, client: new DynamoDBClient({ endpoint: proxy.url }) },
@@ -80,6 +85,33 @@ describe('a throttled run', () => {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const s = await status('spread');
     expect(s).toMatchObject({ shards: 32, counts: { pending: 60 }, throttled: null });
+  });
+
+  it('a request refused part way counts what it stored: its retry adds the rest, and the run record counts every item once', async () => {
+    // One write unit a second on a key: most of the request's writes give up after their retries.
+    const starved = await new ThrottleProxy(new URL(process.env.AWS_ENDPOINT_URL_DYNAMODB!), { partitionWcu: 1, partitionRcu: 200 }).start();
+    const items = Array.from({ length: 30 }, (_, i) => ({ n: i }));
+    const body = JSON.stringify({ id: 'partial', shards: 1, items });
+    try {
+      const slow = new DynamoLedgerStore(DynamoDBDocumentClient.from(new DynamoDBClient({ endpoint: starved.url })), table);
+      await slow.createRun('partial', {}, Date.now(), { shards: 1 });
+      await expect(slow.enqueue('partial', items, Date.now())).rejects.toBeInstanceOf(StoreThrottledError);
+    } finally {
+      await starved.stop();
+    }
+    const doc = DynamoDBDocumentClient.from(new DynamoDBClient({}));
+    const stored = async () =>
+      (await queryAll(doc, { TableName: table, KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)', ExpressionAttributeValues: { ':p': runKeys('partial', 1).partitions[0], ':i': 'ITEM#' }, ConsistentRead: true })).length;
+    const counted = async () => Number((await doc.send(new GetCommand({ TableName: table, Key: { pk: runPk('partial'), sk: 'RUN' }, ConsistentRead: true }))).Item?.items ?? 0);
+    const before = await stored();
+    expect(before).toBeGreaterThan(0);
+    expect(before).toBeLessThan(items.length);
+    expect(await counted()).toBe(before);
+    const again = await api({ method: 'POST', path: '/runs', body, actor: 'test' });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body).toMatchObject({ added: items.length - before });
+    expect(await stored()).toBe(items.length);
+    expect(await counted()).toBe(items.length);
   });
 
   it('refuses a rate that would need more shards than a run may have, naming the field', async () => {

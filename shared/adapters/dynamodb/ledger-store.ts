@@ -171,6 +171,7 @@ export class DynamoLedgerStore implements LedgerStore {
     const keys = await this.keys(runId);
     const ids = payloads.map(contentId);
     let added = 0;
+    let failure: { err: unknown } | null = null;
     await mapLimit(payloads, this.concurrency, async (payload, i) => {
       const id = ids[i]!;
       const item = keys.item(id);
@@ -188,9 +189,10 @@ export class DynamoLedgerStore implements LedgerStore {
       } catch (err) {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
-    });
+    }).catch((err: unknown) => (failure = { err }));
     // After the items, once per request (never per item): a run openRuns is taking out at this moment
     // either sees them (and stays) or loses its conditional write to this counter (and is back in the index).
+    // Also when the request failed part way: a retry finds the items it put already there and would not count them.
     if (added > 0) {
       await this.throttled(runId, runPk(runId), () =>
         this.doc.send(
@@ -204,6 +206,7 @@ export class DynamoLedgerStore implements LedgerStore {
         ),
       );
     }
+    if (failure) throw (failure as { err: unknown }).err;
     return { ids, added };
   }
 
@@ -402,12 +405,13 @@ export class DynamoLedgerStore implements LedgerStore {
     const count = async (list: readonly string[]) => (await this.fanOut(list, (k) => this.countKey(k))).reduce((a, b) => a + b, 0);
     const closed = run[GSI1.pk] !== RUNS_INDEX;
     const [pending, running, failed] = closed ? [0, 0, await count(keys.failedKeys)] : await Promise.all([count(keys.pendingKeys), count(keys.runningKeys), count(keys.failedKeys)]);
-    const out = { pending, running, failed, done: Math.max(0, Number(run.items ?? 0) - pending - running - failed) };
+    const out = { pending, running, failed, done: 0 };
     if (!closed && pending + running === 0) {
       const open = await this.firstOpen(keys);
       if (open) out[open] = Math.max(1, out[open]);
-      else if (await this.closeRun(runId, run.enqueues)) return out;
+      else await this.closeRun(runId, run.enqueues);
     }
+    out.done = Math.max(0, Number(run.items ?? 0) - out.pending - out.running - out.failed);
     return out;
   }
 
