@@ -38,6 +38,8 @@ export class GateTimeoutError extends Error {
  * cannot hold a tick past the gate's timeout.
  */
 export async function deadline<T>(ms: number, outer: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  // Past the batch's deadline already: no request of it starts (an abort listener added now would never fire).
+  outer?.throwIfAborted();
   const controller = new AbortController();
   // A batch's signal is the outer one of each of its requests' deadlines: many listeners, by design.
   setMaxListeners(0, controller.signal);

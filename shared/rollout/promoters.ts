@@ -115,10 +115,15 @@ export class StreamingPromoter {
       case 'rollout.alarm_changed':
       case CLOUDWATCH_ALARM_CHANGE: {
         stored = await store.recordAlarm(event.alarm, event.state, event.changedAt);
-        let views = (await store.loadRunning()).filter((v) => alarmNamesOf(v.rollout.spec).includes(event.alarm));
-        // Stored whoever leads: what the alarm's newest state says of every gate that watches it.
-        if (stored === 'stored') views = await alarmReadings(store, views, event.alarm, this.engine.clock.now());
-        affected = () => Promise.resolve(views);
+        const watching = async () => (await store.loadRunning()).filter((v) => alarmNamesOf(v.rollout.spec).includes(event.alarm));
+        if (stored === 'stored') {
+          // Stored whoever leads: what the alarm's newest state says of every gate that watches it.
+          const region = event.type === CLOUDWATCH_ALARM_CHANGE ? event.region : undefined;
+          const views = await alarmReadings(store, await watching(), event.alarm, region, this.engine.clock.now());
+          affected = () => Promise.resolve(views);
+        } else {
+          affected = watching;
+        }
         break;
       }
       case 'rollout.created':
@@ -146,13 +151,16 @@ export class StreamingPromoter {
  * fails it (an alarm in ALARM) or passes it (all OK); anything else is left
  * to the next DescribeAlarms reading, which sees every alarm as it is.
  */
-async function alarmReadings(store: RolloutStore, views: readonly RolloutView[], alarm: string, at: number): Promise<RolloutView[]> {
+async function alarmReadings(store: RolloutStore, views: readonly RolloutView[], alarm: string, region: string | undefined, at: number): Promise<RolloutView[]> {
   const toStore: ReadingToStore[] = [];
   for (const v of views) {
     const active = v.rollout.state === 'running' ? activeStage(v) : undefined;
     if (!active) continue;
     for (const gate of v.rollout.spec.stages[active.index]?.gates.providers ?? []) {
       if (gate.type !== 'cloudwatchAlarm' || !gate.alarms.includes(alarm)) continue;
+      // As the tick reads it: not before its initial delay, and not from a same-named alarm of another region.
+      if (at < v.rollout.lastProgressAt + gate.initialDelaySeconds * 1000) continue;
+      if (gate.region && region && gate.region !== region) continue;
       const states = Object.fromEntries(gate.alarms.map((a) => [a, v.alarms[a] ?? ('missing' as const)]));
       const answer = `state change of ${alarm}: ${gate.alarms.map((a) => `${a} ${states[a]}`).join(', ')}`;
       const reading = judge(gate, { kind: 'alarms', states, answer }, { attempt: v.rollout.attempt, stage: active.index, at, source: 'event' });

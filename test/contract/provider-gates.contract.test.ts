@@ -212,5 +212,23 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend) => {
       expect(late.stored).toBe('stale');
       expect((await backend.rollouts.gateReadings(second)).map((r) => r.source)).toEqual(['poll']);
     });
+
+    it('an alarm change is read as the tick reads the gate: not within its initial delay, not from a same-named alarm of another region', async () => {
+      const at = (ms: number) => new Date(ms).toISOString().replace('Z', '+0000');
+      const delayed = { ...ALARMS, name: 'delayed', alarms: ['checkout-5xx'], initialDelaySeconds: 60 };
+      const elsewhere = { ...ALARMS, name: 'elsewhere', alarms: ['checkout-latency'], region: 'eu-west-1' };
+      const { id } = await createRollout(engine, { spec: spec([delayed, elsewhere]), actor: 'alice' });
+      await batch.tick(); // activates
+      const T = clock.now();
+      // us-east-1's checkout-latency is not eu-west-1's; checkout-5xx breaches within the delay.
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-latency', 'ALARM', at(T - 2_000))));
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-5xx', 'ALARM', at(T - 1_000))));
+      expect(await backend.rollouts.gateReadings(id)).toEqual([]);
+      expect(await stateOf(id)).toMatchObject({ state: 'running', phases: ['active', 'pending'] });
+      // Past the delay, a change is acted on in its delivery.
+      clock.advance(61_000);
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-5xx', 'ALARM', at(clock.now() - 1_000))));
+      expect(await stateOf(id)).toMatchObject({ state: 'rolled_back', reason: 'gate delayed (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-5xx' });
+    });
   });
 });

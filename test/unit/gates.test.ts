@@ -262,6 +262,15 @@ describe('the GateReader', () => {
     expect(err).toBeInstanceOf(GateTimeoutError);
     expect(aborted).toBeInstanceOf(GateTimeoutError);
   });
+
+  it('deadline() under a batch whose deadline has passed starts nothing and rejects with the batch’s reason', async () => {
+    const batch = new AbortController();
+    batch.abort(new GateTimeoutError(10_000));
+    let started = false;
+    const err = await deadline(20, batch.signal, () => ((started = true), Promise.resolve('answer'))).catch((e: unknown) => e);
+    expect(err).toBe(batch.signal.reason);
+    expect(started).toBe(false);
+  });
 });
 
 describe('native CloudWatch alarm state changes', () => {
