@@ -31,7 +31,7 @@ export const DEFAULT_KEY_SHARE = 0.5;
  * need, for four index queries where one would do.
  */
 export const DEFAULT_RUN_SHARDS = 4;
-/** The most shards a run may have (ledger-keys.ts MAX_SHARDS). */
+/** The most shards a run may have (the DynamoDB ledger's keys refuse more). */
 export const MAX_RUN_SHARDS = 512;
 
 export interface ItemShape {
@@ -51,17 +51,12 @@ export interface PerItem {
 }
 
 export function perItem(shape: ItemShape): PerItem {
-  const w = Math.max(1, Math.ceil(shape.itemKb));
+  const w = unitsPerWrite(shape.itemKb);
   const h = Math.max(0, shape.heartbeats);
-  const itemWrites = 5 + h; // enqueue, markSent, claim, start, ack + heartbeats
-  return {
-    itemWrites,
-    itemWcu: itemWrites * w,
-    // enqueue put 1, markSent delete + put 2, claim delete 1
-    pendingWcu: 4 * w,
-    // claim put 1, start delete + put 2, heartbeats 2 each, ack delete 1
-    runningWcu: (4 + 2 * h) * w,
-  };
+  const writes = Object.entries(ITEM_WRITES).map(([write, units]) => ({ n: write === 'heartbeat' ? h : 1, units }));
+  const sum = (on: 'item' | 'pending' | 'running') => writes.reduce((total, x) => total + x.n * x.units[on], 0);
+  const itemWrites = writes.reduce((total, x) => total + x.n, 0);
+  return { itemWrites, itemWcu: sum('item') * w, pendingWcu: sum('pending') * w, runningWcu: sum('running') * w };
 }
 
 /**
@@ -81,8 +76,7 @@ export type ItemWrite = 'enqueue' | 'markSent' | 'claim' | 'start' | 'heartbeat'
 /**
  * What each of those writes costs, in write units per KB of the item: on the
  * item's partition key and as index writes on its shard's PENDING and RUNNING
- * keys. The header's table, one row a write; `perItem` is their sum (the
- * capacity test checks that), so the plan and the model (infra/capacity/)
+ * keys. The header's table, one row a write; `perItem` is their sum, so the plan and the model (infra/capacity/)
  * charge each request what `perItem` counts in total.
  */
 export const ITEM_WRITES: Readonly<Record<ItemWrite, { readonly item: number; readonly pending: number; readonly running: number }>> = {

@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { ProviderGate, ProviderType } from './gate-spec.js';
-import { dueGates, judge, type GateReading, type ProviderResult, type ReadingToStore } from './gates.js';
+import { dueGates, judge, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from './gates.js';
 import { activeStage, withTallies, type RolloutView } from './model.js';
 import type { RolloutStore } from './store.js';
 
@@ -113,23 +113,12 @@ export class GateReader {
     );
 
     const at = this.clock.now();
-    const toStore: ReadingToStore[] = due.map((d) => ({
-      rolloutId: d.view.rollout.id,
-      origin: d.view.rollout.lastProgressAt,
-      reading: judge(d.gate, results.get(d)!, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' }),
-      prior: d.view.gates.get(d.stage)?.get(d.gate.name) ?? null,
-    }));
-    const counted = await this.store.recordGateReadings(toStore);
+    const toStore = due.map((d) => toStoreOf(d.view, d.gate, judge(d.gate, results.get(d)!, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' })));
     const inconclusive = toStore.filter((r) => r.reading.outcome === 'inconclusive');
     if (inconclusive.length) {
       this.logger.warn('gate readings inconclusive', { count: inconclusive.length, first: { rolloutId: inconclusive[0]!.rolloutId, gate: inconclusive[0]!.reading.gate, reason: inconclusive[0]!.reading.reason } });
     }
-    const byRollout = new Map<string, typeof counted>();
-    for (const c of counted) byRollout.set(c.rolloutId, [...(byRollout.get(c.rolloutId) ?? []), c]);
-    return {
-      views: views.map((v) => withTallies(v, (byRollout.get(v.rollout.id) ?? []).map((c) => c.tally))),
-      readings: toStore.map((r) => r.reading),
-    };
+    return { views: await recordReadings(this.store, views, toStore), readings: toStore.map((r) => r.reading) };
   }
 
   /** One kind's gates through its provider, bounded by the longest of their timeouts; a failure of the whole call is every gate's error. */
@@ -147,6 +136,19 @@ export class GateReader {
       return list.map(() => ({ kind: 'error', message: errorMessage(err), answer: '' }));
     }
   }
+}
+
+/** A reading of one of the view's gates, to be counted in the period the view is in, with the tally the view holds as a hint. */
+export function toStoreOf(view: RolloutView, gate: ProviderGate, reading: GateReading): ReadingToStore {
+  return { rolloutId: view.rollout.id, origin: view.rollout.lastProgressAt, reading, prior: view.gates.get(reading.stage)?.get(gate.name) ?? null };
+}
+
+/** Stores the readings; the views come back with the tallies they made, so a decision is made from exactly what was stored. */
+export async function recordReadings(store: RolloutStore, views: readonly RolloutView[], toStore: readonly ReadingToStore[]): Promise<RolloutView[]> {
+  if (!toStore.length) return [...views];
+  const byRollout = new Map<string, GateTally[]>();
+  for (const c of await store.recordGateReadings(toStore)) byRollout.set(c.rolloutId, [...(byRollout.get(c.rolloutId) ?? []), c.tally]);
+  return views.map((v) => withTallies(v, byRollout.get(v.rollout.id) ?? []));
 }
 
 function zip<A, B>(a: readonly A[], b: readonly B[]): [A, B][] {

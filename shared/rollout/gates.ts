@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
-import { passes, queryOf, type ProviderGate } from './gate-spec.js';
+import { passes, PROVIDER_TYPES, queryOf, type ProviderGate } from './gate-spec.js';
 import type { AlarmState } from './model.js';
 
 /**
@@ -62,7 +62,7 @@ export interface GateReading {
 export const gateReadingSchema = z
   .object({
     gate: z.string().min(1),
-    type: z.enum(['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric']),
+    type: z.enum(PROVIDER_TYPES),
     attempt: z.number().int().min(1),
     stage: z.number().int().nonnegative(),
     at: z.number().int().nonnegative(),

@@ -3,10 +3,10 @@ import { parseConfig } from '../config.js';
 import { mapLimit } from '../concurrency.js';
 import type { Action, Leadership, RolloutEngine } from './engine.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import type { GateReader } from './gate-reader.js';
+import { recordReadings, toStoreOf, type GateReader } from './gate-reader.js';
 import { judge, type ReadingToStore } from './gates.js';
 import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
-import { activeStage, alarmNamesOf, withTallies, type RolloutView } from './model.js';
+import { activeStage, alarmNamesOf, type RolloutView } from './model.js';
 import { UnknownRolloutError, type RolloutStore } from './store.js';
 
 /**
@@ -164,10 +164,8 @@ async function alarmReadings(store: RolloutStore, views: readonly RolloutView[],
       const states = Object.fromEntries(gate.alarms.map((a) => [a, v.alarms[a] ?? ('missing' as const)]));
       const answer = `state change of ${alarm}: ${gate.alarms.map((a) => `${a} ${states[a]}`).join(', ')}`;
       const reading = judge(gate, { kind: 'alarms', states, answer }, { attempt: v.rollout.attempt, stage: active.index, at, source: 'event' });
-      if (reading.outcome !== 'inconclusive') toStore.push({ rolloutId: v.rollout.id, origin: v.rollout.lastProgressAt, reading, prior: v.gates.get(active.index)?.get(gate.name) ?? null });
+      if (reading.outcome !== 'inconclusive') toStore.push(toStoreOf(v, gate, reading));
     }
   }
-  if (!toStore.length) return [...views];
-  const counted = await store.recordGateReadings(toStore);
-  return views.map((v) => withTallies(v, counted.filter((c) => c.rolloutId === v.rollout.id).map((c) => c.tally)));
+  return recordReadings(store, views, toStore);
 }

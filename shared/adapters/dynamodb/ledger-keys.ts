@@ -18,7 +18,7 @@
  * request (enqueue, lease win), never per item.
  */
 
-export const MAX_SHARDS = 512;
+import { MAX_RUN_SHARDS as MAX_SHARDS } from '../../ledger/capacity.js';
 
 export interface RunKeys {
   /** N, or null for the first layout. */

@@ -15,6 +15,7 @@ import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js
 import { GSI1 } from './table.js';
 import { queryAll } from './query.js';
 import { retryingThrottles } from './throttles.js';
+import { BoundedMap } from '../../bounded-map.js';
 
 /**
  * The ledger on DynamoDB:
@@ -68,13 +69,16 @@ export interface DynamoLedgerOptions {
   readonly defaultShards?: number;
 }
 
+/** Runs whose layout a store keeps: a run's keys are up to 4 × 512 strings. */
+const KNOWN_RUNS = 1_000;
+
 export class DynamoLedgerStore implements LedgerStore {
   private readonly concurrency: number;
   private readonly defaultShards: number;
-  /** A run's layout never changes once created: read once per run. */
-  private readonly layouts = new Map<string, RunKeys>();
+  /** A run's layout never changes once created: read once per run (the runs of a long-lived process, the most recent ones). */
+  private readonly layouts = new BoundedMap<string, RunKeys>(KNOWN_RUNS);
   /** Throttled requests not yet written to their run's record (at most one such write per run every THROTTLE_NOTE_MS). */
-  private readonly throttleNotes = new Map<string, { count: number; family: string; writtenAt: number }>();
+  private readonly throttleNotes = new BoundedMap<string, { count: number; family: string; writtenAt: number }>(KNOWN_RUNS);
 
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -252,7 +256,7 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   /** One index key's items, in its sort order, after `from` (exclusive) or before `to` (exclusive) when given. */
-  private async index(key: string, range: { after?: string; before?: string } = {}, limit?: number, select?: 'COUNT'): Promise<Item[]> {
+  private async index(key: string, range: { after?: string; before?: string } = {}, limit?: number): Promise<Item[]> {
     const cond = range.after !== undefined ? ` AND ${GSI1.sk} > :after` : range.before !== undefined ? ` AND ${GSI1.sk} < :before` : '';
     return this.throttled(runOfKey(key), `gsi1:${key}`, () => queryAll(
       this.doc,
@@ -261,7 +265,6 @@ export class DynamoLedgerStore implements LedgerStore {
         IndexName: GSI1.name,
         KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
         ExpressionAttributeValues: { ':k': key, ...(range.after !== undefined ? { ':after': range.after } : {}), ...(range.before !== undefined ? { ':before': range.before } : {}) },
-        ...(select ? { Select: select } : {}),
       },
       limit,
     ));

@@ -7,6 +7,7 @@ import { RolloutConflictError, UnknownRolloutError, type CountedReading, type Me
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
+import { BoundedMap } from '../../bounded-map.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
 
@@ -176,7 +177,7 @@ const SPEC_CACHE_SIZE = 10_000;
 
 export class PostgresRolloutStore implements RolloutStore {
   /** A rollout's spec never changes once created (no statement updates it, rollouts are never deleted), so a copy stays true. */
-  private readonly specs = new Map<string, RolloutSpec>();
+  private readonly specs = new BoundedMap<string, RolloutSpec>(SPEC_CACHE_SIZE);
 
   constructor(private readonly sql: Sql) {}
 
@@ -231,10 +232,7 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   private remember(r: RolloutRow): RolloutRow {
-    if (!this.specs.has(r.id)) {
-      if (this.specs.size >= SPEC_CACHE_SIZE) this.specs.delete(this.specs.keys().next().value!);
-      this.specs.set(r.id, r.spec);
-    }
+    if (!this.specs.has(r.id)) this.specs.set(r.id, r.spec);
     return r;
   }
 
