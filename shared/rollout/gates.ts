@@ -59,6 +59,9 @@ export interface GateReading {
   readonly source: 'poll' | 'event';
 }
 
+/** How long a reading's history is kept: a record for people, not for decisions (the tallies stay). */
+export const READING_RETENTION_DAYS = 30;
+
 export const gateReadingSchema = z
   .object({
     gate: z.string().min(1),

@@ -40,6 +40,12 @@ export interface RolloutStore {
   /** The newest `perGate` (default 50) readings of every gate of the rollout's current attempt (or `attempt`), newest first. */
   gateReadings(rolloutId: string, o?: { readonly perGate?: number; readonly attempt?: number }): Promise<GateReading[]>;
   /**
+   * Deletes up to `limit` readings taken before `before` (the history only:
+   * tallies stay), oldest first; returns how many. A store whose readings
+   * expire by themselves (DynamoDB's TTL) deletes none here.
+   */
+  pruneGateReadings(before: number, limit: number): Promise<number>;
+  /**
    * Applies a plan in one atomic write, fenced by `token`: only if the rollout
    * row still has the plan's expected version, state and attempt and each
    * touched stage its expected phase. Returns false when the evaluated state

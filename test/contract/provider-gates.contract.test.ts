@@ -14,7 +14,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { createRollout, runCommand } from '../../shared/rollout/commands.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { GateReader, type GateProviders } from '../../shared/rollout/gate-reader.js';
-import { tallyWith, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from '../../shared/rollout/gates.js';
+import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from '../../shared/rollout/gates.js';
 import { inboundFromEnvelope } from '../../shared/rollout/inbound.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
 import { forEachBackend } from '../support/backends.js';
@@ -36,7 +36,7 @@ function reading(o: Partial<GateReading> & { at: number }): GateReading {
   return { gate: 'error-rate', type: 'prometheus', attempt: 1, stage: 0, outcome: 'pass', value: 0.01, query: 'q', answer: '{"status":"success"}', reason: null, source: 'poll', ...o };
 }
 
-forEachBackend('provider gates on %s', { fresh: 'each' }, (backend) => {
+forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
   let clock: ManualClock;
   let engine: RolloutEngine;
   beforeEach(() => {
@@ -188,6 +188,27 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend) => {
       expect((await backend.rollouts.load(id))!.gates.get(0)?.get('error-rate')?.inconclusive).toBe(3);
       await batch.tick();
       expect(await stateOf(id)).toMatchObject({ state: 'running', phases: ['promoted', 'active'] });
+    });
+
+    it(`a tick prunes readings older than ${READING_RETENTION_DAYS} days (DynamoDB's TTL does it there); the tallies stay`, async () => {
+      const { id } = await createRollout(engine, { spec: spec([PROM], 60 * 86_400), actor: 'alice' });
+      answers.set('error-rate', { kind: 'number', value: 0.01, answer: '0.01' });
+      await batch.tick(); // activates
+      expect((await batch.tick()).readings).toBe(1);
+      clock.advance((READING_RETENTION_DAYS + 1) * 86_400_000);
+      const later = await batch.tick();
+      expect(later.readings).toBe(1);
+      const kept = (await backend.rollouts.gateReadings(id)).map((r) => r.at);
+      expect(kept[0]).toBe(clock.now());
+      if (name === 'dynamodb') {
+        expect(later.pruned).toBe(0);
+        expect(kept).toHaveLength(2);
+      } else {
+        expect(later.pruned).toBe(1);
+        expect(kept).toHaveLength(1);
+      }
+      expect((await backend.rollouts.load(id))!.gates.get(0)?.get('error-rate')?.readings).toBe(2);
+      expect((await batch.tick()).pruned).toBe(0);
     });
 
     it('a native CloudWatch alarm change rolls the stage back in one delivery; an older one changes nothing', async () => {

@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../../clock.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
-import { tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
+import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type CountedReading, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
@@ -22,7 +22,7 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / STAGE#<attempt>#<i>  one item per stage of an attempt
  *   ROLLOUT#<id> / METRICS#<attempt>#<i>
  *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
- *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_TTL_DAYS)
+ *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_RETENTION_DAYS, by TTL on `ttl`)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
  *   ALARM#<name> / ALARM
@@ -39,8 +39,6 @@ const metricsSk = (attempt: number, i: number) => `METRICS#${pad(attempt, 6)}#${
 const tallySk = (attempt: number, i: number, gate: string) => `TALLY#${pad(attempt, 6)}#${pad(i, 3)}#${gate}`;
 const readingPrefix = (attempt: number) => `GATEREADING#${pad(attempt, 6)}#`;
 const readingSk = (r: GateReading) => `${readingPrefix(r.attempt)}${pad(r.stage, 3)}#${r.gate}#${pad(r.at, 15)}`;
-/** Gate readings are a record for people, not for decisions: they expire (DynamoDB TTL on `ttl`); tallies stay. */
-export const READING_TTL_DAYS = 30;
 /** A tally is read, recomputed by tallyWith and written back only if unchanged: this many tries before giving up. */
 const TALLY_ATTEMPTS = 8;
 const OUTBOX = 'OUTBOX';
@@ -235,6 +233,11 @@ export class DynamoRolloutStore implements RolloutStore {
     }
   }
 
+  /** DynamoDB's TTL deletes each reading READING_RETENTION_DAYS after it was taken: nothing to do here. */
+  pruneGateReadings(): Promise<number> {
+    return Promise.resolve(0);
+  }
+
   async recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]> {
     // Readings of one gate in order, one after another (each tally after its own reading, the last one standing); gates in parallel.
     const byTally = new Map<string, ReadingToStore[]>();
@@ -254,7 +257,7 @@ export class DynamoRolloutStore implements RolloutStore {
     await batchPut(
       this.doc,
       this.table,
-      readings.map(({ rolloutId, reading }) => ({ pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: Math.floor(reading.at / 1000) + READING_TTL_DAYS * 86_400 })),
+      readings.map(({ rolloutId, reading }) => ({ pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: Math.floor(reading.at / 1000) + READING_RETENTION_DAYS * 86_400 })),
     );
     return counted.flat();
   }

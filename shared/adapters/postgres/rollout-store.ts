@@ -331,6 +331,19 @@ export class PostgresRolloutStore implements RolloutStore {
     }));
   }
 
+  async pruneGateReadings(before: number, limit: number): Promise<number> {
+    const { rows } = await this.sql.query<{ n: unknown }>(
+      `WITH old AS (SELECT rollout_id, attempt, stage_index, gate, at FROM gate_readings WHERE at < $1 ORDER BY at LIMIT $2),
+       gone AS (DELETE FROM gate_readings g USING old
+                 WHERE (g.rollout_id, g.attempt, g.stage_index, g.gate, g.at) = (old.rollout_id, old.attempt, old.stage_index, old.gate, old.at)
+                 RETURNING 1)
+       SELECT count(*) AS n FROM gone`,
+      [new Date(before), limit],
+      'rollout_prune_readings',
+    );
+    return toInt(rows[0]?.n ?? 0);
+  }
+
   /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 10). */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {
