@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { forwardHttp, type Forwarded } from './http-forward.js';
-import { closeNow, listenOnLoopback } from './local-server.js';
+import { closeNow, listenOnLoopback, withBody } from './local-server.js';
 
 /**
  * DynamoDB Local serialises every request, so it never cancels a transaction
@@ -38,17 +38,14 @@ export class ContentionProxy {
   constructor(private readonly upstream: URL) {}
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const body = Buffer.concat(chunks);
+    this.server = createServer(
+      withBody((req, res, body) => {
         const reply = (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) => res.writeHead(status, headers as Record<string, string>).end(payload);
         void this.handle(req.headers, body, req.method ?? 'POST', req.url ?? '/', reply).catch((err: unknown) => {
           res.writeHead(502).end(String(err));
         });
-      });
-    });
+      }),
+    );
     this.url = await listenOnLoopback(this.server);
     return this;
   }

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { crc32, gunzipSync } from 'node:zlib';
 import { forwardHttp, type Forwarded } from './http-forward.js';
-import { closeNow, listenOnLoopback } from './local-server.js';
+import { closeNow, listenOnLoopback, withBody } from './local-server.js';
 
 /**
  * A THROTTLING SIMULATOR FOR TESTS AND BENCHMARKS — not DynamoDB, and not a
@@ -392,11 +392,8 @@ export class ThrottleProxy {
   }
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const body = Buffer.concat(chunks);
+    this.server = createServer(
+      withBody((req, res, body) => {
         let input: Json = {};
         try {
           input = body.length ? (JSON.parse(body.toString('utf8')) as Json) : {};
@@ -408,8 +405,8 @@ export class ThrottleProxy {
         void this.handle(call)
           .then((r) => res.writeHead(r.status, r.headers as Record<string, string>).end(r.body))
           .catch((err: unknown) => res.writeHead(502).end(String(err)));
-      });
-    });
+      }),
+    );
     this.url = await listenOnLoopback(this.server);
     return this;
   }

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** Listens on a free loopback port; the server's base URL. */
@@ -19,4 +19,13 @@ export async function closeNow(server: Server | undefined): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeAllConnections();
   await closed;
+}
+
+/** A request listener that gets the whole request body first. */
+export function withBody(handle: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void): RequestListener {
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => handle(req, res, Buffer.concat(chunks)));
+  };
 }

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { closeNow, listenOnLoopback } from '../../support/local-server.js';
+import { closeNow, listenOnLoopback, withBody } from '../../support/local-server.js';
 
 export interface Execution {
   readonly payload: Record<string, unknown>;
@@ -26,11 +26,9 @@ export class ChaosBackend {
   constructor(private readonly o: { readonly itemMs: number; readonly now: () => number }) {}
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
+    this.server = createServer(
+      withBody((req, res, body) => {
+        const text = body.toString('utf8');
         let payload: Record<string, unknown>;
         try {
           payload = JSON.parse(text) as Record<string, unknown>;
@@ -52,8 +50,8 @@ export class ChaosBackend {
           clearTimeout(timer);
           e.endedAt = this.o.now();
         });
-      });
-    });
+      }),
+    );
     this.url = `${await listenOnLoopback(this.server)}/execute`;
     return this;
   }

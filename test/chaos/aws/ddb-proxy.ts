@@ -33,7 +33,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import { forwardHttp, type Forwarded } from '../../support/http-forward.js';
 import type { FencedWrite, ItemState, ItemTransition, LeaseChange, LeaseRef, RolloutTransition, StagePhase, StageTransition } from '../history.js';
 import { runOfKey } from '../../../shared/adapters/dynamodb/ledger-keys.js';
-import { closeNow, listenOnLoopback } from '../../support/local-server.js';
+import { closeNow, listenOnLoopback, withBody } from '../../support/local-server.js';
 
 type Wire = Record<string, AttributeValue>;
 type Plain = Record<string, unknown>;
@@ -167,17 +167,15 @@ export class ObservingProxy {
   }
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const p = this.handle(req, res, Buffer.concat(chunks)).catch((err: unknown) => {
+    this.server = createServer(
+      withBody((req, res, body) => {
+        const p = this.handle(req, res, body).catch((err: unknown) => {
           if (!res.headersSent && !res.destroyed) res.writeHead(500, JSON_HEADERS).end(JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: String(err) }));
         });
         this.inFlight.add(p);
         void p.finally(() => this.inFlight.delete(p));
-      });
-    });
+      }),
+    );
     // SDK clients keep connections alive; a held request may wait for seconds.
     this.server.keepAliveTimeout = 60_000;
     this.server.requestTimeout = 0;

@@ -17,7 +17,7 @@ import { closeSync, openSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { closeNow, listenOnLoopback } from '../../support/local-server.js';
+import { closeNow, listenOnLoopback, withBody } from '../../support/local-server.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = resolve(here, '../../..');
@@ -239,10 +239,8 @@ export class InvokeEndpoint {
   constructor(private readonly call: (functionName: string, event: unknown) => Promise<InvokeOutcome>) {}
 
   async start(): Promise<this> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
+    this.server = createServer(
+      withBody((req, res, body) => {
         const m = /^\/2015-03-31\/functions\/([^/]+)\/invocations/.exec(req.url ?? '');
         if (!m) {
           res.writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' }).end(JSON.stringify({ Type: 'User', message: `no route ${req.url}` }));
@@ -251,7 +249,7 @@ export class InvokeEndpoint {
         const name = decodeURIComponent(m[1]!).split(':').at(-1)!;
         let event: unknown;
         try {
-          event = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+          event = JSON.parse(body.toString('utf8') || '{}');
         } catch {
           res.writeHead(400, { 'content-type': 'application/json', 'x-amzn-errortype': 'InvalidRequestContentException' }).end(JSON.stringify({ Type: 'User', message: 'Could not parse request body into json' }));
           return;
@@ -270,8 +268,8 @@ export class InvokeEndpoint {
           },
           (err: unknown) => res.writeHead(500, { 'content-type': 'application/json', 'x-amzn-errortype': 'ServiceException' }).end(JSON.stringify({ Type: 'Service', message: String(err) })),
         );
-      });
-    });
+      }),
+    );
     this.url = await listenOnLoopback(this.server);
     return this;
   }
