@@ -1,4 +1,4 @@
-/** A Map that forgets its oldest entry past `capacity`: for caches of facts that never change, kept by a long-lived process. */
+/** A Map that forgets its oldest entry past `capacity`: for a long-lived process's caches (of facts that never change, or that are checked before use). */
 export class BoundedMap<K, V> extends Map<K, V> {
   constructor(private readonly capacity: number) {
     super();

@@ -6,7 +6,7 @@ import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { evaluate } from './evaluate.js';
 import type { RolloutEvent } from './events.js';
 import type { RolloutView } from './model.js';
-import { UnknownRolloutError, type RolloutStore } from './store.js';
+import { UnknownRolloutError, type HeldReading, type RolloutStore, type SignalOutcome } from './store.js';
 import { planTransition, TransitionRejectedError, viewAfter, type Transition, type TransitionPlan } from './transitions.js';
 
 /** Who leads now: a token to fence writes with, or null. */
@@ -73,7 +73,16 @@ export class RolloutEngine {
 
   /** Apply decisions until the evaluator has none (or our reading goes stale). FencedError propagates. */
   async evaluateView(initial: RolloutView, token: LeaseToken): Promise<Action[]> {
-    const actions: Action[] = [];
+    return (await this.evaluateFrom(initial, token)).actions;
+  }
+
+  /**
+   * evaluateView, also returning the view its last decision left (what the
+   * store holds now, unless another writer came in since), or null when a
+   * write found the rollout moved.
+   */
+  async evaluateFrom(initial: RolloutView, token: LeaseToken, done: Action[] = []): Promise<{ actions: Action[]; view: RolloutView | null }> {
+    const actions = [...done];
     let view: RolloutView | null = initial;
     // Bounded: each applied step activates, promotes or ends one stage.
     for (let step = 0; view && step <= 2 * view.stages.length + 2; step++) {
@@ -81,21 +90,48 @@ export class RolloutEngine {
       if (!decision) break;
       const { action, plan } = await this.applyTo(view, decision, token, `promoter:${token.holder}`);
       actions.push(action);
-      if (!action.applied) break; // another writer moved it; its own evaluation (or the next tick) goes on from there
-      view = viewAfter(view, plan);
+      // Another writer moved it; its own evaluation (or the next tick) goes on from there.
+      view = action.applied ? viewAfter(view, plan) : null;
     }
-    return actions;
+    return { actions, view };
+  }
+
+  /**
+   * A metrics reading decided on a view this promoter holds, the first
+   * decision written with the reading in one round trip (the store's
+   * recordMetricsAndApply); then on as evaluateFrom. Undefined when the store
+   * cannot, or the reading decides nothing on the held view: the caller
+   * records it and reads the view as usual. When the store no longer holds
+   * what `held` was read from, the decision is made again on the fresh view.
+   */
+  async decideWithReading(held: RolloutView, reading: HeldReading, token: LeaseToken): Promise<{ outcome: SignalOutcome; actions: Action[]; view: RolloutView | null } | undefined> {
+    if (!this.store.recordMetricsAndApply || held.rollout.state !== 'running') return undefined;
+    if (reading.attempt !== undefined && reading.attempt !== held.rollout.attempt) return undefined;
+    const prior = held.metrics.get(reading.stage);
+    if (prior && prior.observedAt >= reading.metrics.observedAt) return undefined;
+    const view: RolloutView = { ...held, metrics: new Map(held.metrics).set(reading.stage, reading.metrics) };
+    const decision = evaluate(view, this.clock.now());
+    if (!decision) return undefined;
+    const plan = planTransition(view, decision, { now: this.clock.now(), token, actor: `promoter:${token.holder}` });
+    const written = await this.store.recordMetricsAndApply(token, plan, reading, held);
+    if (written.applied) return { outcome: 'stored', ...(await this.evaluateFrom(viewAfter(view, plan), token, [await this.applied(view, decision, plan, token)])) };
+    if (written.view === null) return undefined;
+    return { outcome: written.outcome, ...(await this.evaluateFrom(written.view, token)) };
   }
 
   private async applyTo(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Promise<{ action: Action; plan: TransitionPlan }> {
     const plan = planTransition(view, t, { now: this.clock.now(), token, actor });
-    const applied = await this.store.apply(token, plan);
+    if (await this.store.apply(token, plan)) return { action: await this.applied(view, t, plan, token), plan };
     const stage = 'stage' in t ? t.stage : undefined;
-    if (applied) {
-      this.logger.info('rollout transition', { rolloutId: view.rollout.id, transition: t.kind, stage, epoch: token.epoch });
-      await this.publish(plan.events);
-    }
-    return { action: { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied, events: applied ? plan.events : [] }, plan };
+    return { action: { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied: false, events: [] }, plan };
+  }
+
+  /** A plan the store applied: logged, its events published. */
+  private async applied(view: RolloutView, t: Transition, plan: TransitionPlan, token: LeaseToken): Promise<Action> {
+    const stage = 'stage' in t ? t.stage : undefined;
+    this.logger.info('rollout transition', { rolloutId: view.rollout.id, transition: t.kind, stage, epoch: token.epoch });
+    await this.publish(plan.events);
+    return { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied: true, events: plan.events };
   }
 
   /**

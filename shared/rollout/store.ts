@@ -11,6 +11,21 @@ export interface MetricsTarget {
   readonly attempt?: number | undefined;
 }
 
+/** A metrics reading for recordMetricsAndApply: its stage as an index (a name resolved on the held view's spec). */
+export interface HeldReading {
+  readonly stage: number;
+  readonly attempt?: number | undefined;
+  readonly metrics: StageMetrics;
+}
+
+export type ReadingApplied =
+  /** The reading stored and the plan applied, in one write. */
+  | { readonly applied: true }
+  /** The store no longer holds what the view was read from: the reading stored (or stale), and the view as it is now. */
+  | { readonly applied: false; readonly outcome: SignalOutcome; readonly view: RolloutView }
+  /** Nothing written, the reading included (a stage had moved under the plan): record it the usual way. */
+  | { readonly applied: false; readonly outcome: null; readonly view: null };
+
 /** The rollout half of the store port; PostgreSQL/PGlite and DynamoDB implement it. */
 export interface RolloutStore {
   /** Idempotent on id: creating an existing id with the same spec is a no-op; with another spec, an error. */
@@ -53,6 +68,16 @@ export interface RolloutStore {
    * The plan's events are stored in the same write (the outbox).
    */
   apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean>;
+  /**
+   * Optional, for a leader that holds a view of the rollout: the reading and
+   * the plan decided on `held` plus the reading, in one round trip. The
+   * reading is stored whoever leads (as recordMetrics would). The plan is
+   * applied as by apply() only if the store still holds exactly what `held`
+   * was read from (version, metrics, alarm states, gate tallies); otherwise
+   * the fresh view comes back, for the caller to decide again on it.
+   * FencedError when deposed (the reading stays stored).
+   */
+  recordMetricsAndApply?(token: LeaseToken, plan: TransitionPlan, reading: HeldReading, held: RolloutView): Promise<ReadingApplied>;
   /** Outbox: stored events not yet published, oldest first. */
   unpublishedEvents(limit: number): Promise<RolloutEvent[]>;
   markPublished(events: readonly RolloutEvent[]): Promise<void>;

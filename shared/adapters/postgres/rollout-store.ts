@@ -3,7 +3,7 @@ import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type Rollou
 import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type CountedReading, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
@@ -168,6 +168,29 @@ function eventOf(e: { id: string; detail_type: string; time: unknown; detail: un
   };
 }
 
+
+/** What rollout_apply_with_reading answers. */
+type ApplyWithReading =
+  | { status: 'ok' | 'changed' | 'stale'; stored: boolean; attempt: number }
+  | { status: 'fenced'; holder?: string | null; epoch?: number | string | null }
+  | { status: 'unknown' };
+
+/**
+ * What rollout_apply_with_reading compares with the store: the view's version
+ * and attempt, and per row the value that moves forward on every change
+ * (observed_at, an alarm's state, a tally's origin and count), in the form the function builds.
+ */
+function heldInputs(v: RolloutView) {
+  const tallies: Record<string, [number, number]> = {};
+  for (const [stage, gates] of v.gates) for (const [gate, t] of gates) tallies[`${stage}/${gate}`] = [t.origin, t.readings];
+  return {
+    version: v.rollout.version,
+    attempt: v.rollout.attempt,
+    metrics: Object.fromEntries([...v.metrics].map(([stage, m]) => [String(stage), m.observedAt])),
+    alarms: v.alarms,
+    tallies,
+  };
+}
 
 /** SQLSTATE raised by rollout_apply when a stage is no longer in the evaluated phase. */
 const STAGE_MOVED = 'RB001';
@@ -363,6 +386,50 @@ export class PostgresRolloutStore implements RolloutStore {
       if ((err as { code?: string }).code === STAGE_MOVED) return false;
       throw err;
     }
+  }
+
+  /**
+   * One round trip: `rollout_apply_with_reading` (migration 14) stores the
+   * reading and applies the plan if what `held` was read from is unchanged;
+   * if not, the same statement reads the view afresh for the caller to decide again.
+   */
+  async recordMetricsAndApply(token: LeaseToken, plan: TransitionPlan, reading: HeldReading, held: RolloutView): Promise<ReadingApplied> {
+    const known = this.specs.get(plan.rolloutId);
+    let rows: { r: ApplyWithReading | string; view: RolloutRow | string | null }[];
+    try {
+      ({ rows } = await this.sql.query<{ r: ApplyWithReading | string; view: RolloutRow | string | null }>(
+        `WITH a AS MATERIALIZED (SELECT rollout_apply_with_reading($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb) AS r)
+         SELECT a.r, CASE WHEN a.r->>'status' IN ('changed', 'stale')
+                          THEN (SELECT row_to_json(v) FROM (${viewSql('CASE WHEN $8 THEN r.spec END')} WHERE r.id = $7) v) END AS view
+           FROM a`,
+        [
+          token.name,
+          token.holder,
+          token.epoch,
+          JSON.stringify({ stage: reading.stage, attempt: reading.attempt ?? null, ...reading.metrics }),
+          JSON.stringify(heldInputs(held)),
+          JSON.stringify({ ...plan, next: { ...plan.next, spec: undefined } }),
+          plan.rolloutId,
+          known === undefined,
+        ],
+        'rollout_apply_with_reading',
+      ));
+    } catch (err) {
+      // Nothing was written, the reading included: the caller records it the usual way.
+      if ((err as { code?: string }).code === STAGE_MOVED) return { applied: false, outcome: null, view: null };
+      throw err;
+    }
+    const row = rows[0]!;
+    const r = typeof row.r === 'string' ? (JSON.parse(row.r) as ApplyWithReading) : row.r;
+    if (r.status === 'unknown') throw new UnknownRolloutError(plan.rolloutId, reading.stage);
+    if (r.status === 'fenced') throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
+    if (r.status === 'ok') return { applied: true };
+    const viewRow = typeof row.view === 'string' ? (JSON.parse(row.view) as RolloutRow) : row.view!;
+    if (known) viewRow.spec ??= known;
+    const view = this.views([viewRow])[0]!;
+    // The statement's snapshot predates the function's insert, as in record().
+    if (r.stored && r.attempt === view.rollout.attempt) (view.metrics as Map<number, StageMetrics>).set(reading.stage, reading.metrics);
+    return { applied: false, outcome: r.stored ? 'stored' : 'stale', view };
   }
 
   async unpublishedEvents(limit: number): Promise<RolloutEvent[]> {
