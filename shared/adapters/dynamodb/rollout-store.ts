@@ -192,28 +192,42 @@ export class DynamoRolloutStore implements RolloutStore {
       new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }),
     );
     if (!head.Item) throw new UnknownRolloutError(rolloutId);
-    const stage = stageIndexOf(head.Item.spec as RolloutSpec, at.stage);
+    return this.putMetrics(rolloutId, head.Item.spec as RolloutSpec, Number(head.Item.attempt), at, m).then((r) => r.outcome);
+  }
+
+  /** The stage resolved on `spec`, the attempt defaulting to `attempt`; stored only if newer than the stage's reading. */
+  private async putMetrics(rolloutId: string, spec: RolloutSpec, attempt: number, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; stage: number; attempt: number }> {
+    const stage = stageIndexOf(spec, at.stage);
     if (stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
-    const attempt = at.attempt ?? Number(head.Item.attempt);
+    const target = at.attempt ?? attempt;
     try {
       await this.doc.send(
         new PutCommand({
           TableName: this.table,
-          Item: { pk: rolloutPk(rolloutId), sk: metricsSk(attempt, stage), type: 'metrics', attempt, index: stage, ...m },
+          Item: { pk: rolloutPk(rolloutId), sk: metricsSk(target, stage), type: 'metrics', attempt: target, index: stage, ...m },
           ConditionExpression: 'attribute_not_exists(pk) OR observedAt < :o',
           ExpressionAttributeValues: { ':o': m.observedAt },
         }),
       );
-      return 'stored';
+      return { outcome: 'stored', stage, attempt: target };
     } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) return 'stale';
+      if (err instanceof ConditionalCheckFailedException) return { outcome: 'stale', stage, attempt: target };
       throw err;
     }
   }
 
+  /**
+   * The view first (its head resolves the stage and attempt, so no read of
+   * its own), then the reading, put into the view when stored. A stale
+   * reading means a newer one came in: the view is read again to include it.
+   */
   async recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }> {
-    const outcome = await this.recordMetrics(rolloutId, at, m);
-    return { outcome, view: (await this.load(rolloutId))! };
+    const before = await this.load(rolloutId);
+    if (!before) throw new UnknownRolloutError(rolloutId);
+    const { outcome, stage, attempt } = await this.putMetrics(rolloutId, before.rollout.spec, before.rollout.attempt, at, m);
+    if (outcome === 'stale') return { outcome, view: (await this.load(rolloutId))! };
+    if (attempt === before.rollout.attempt) (before.metrics as Map<number, StageMetrics>).set(stage, m);
+    return { outcome, view: before };
   }
 
   async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {
