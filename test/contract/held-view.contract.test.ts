@@ -154,6 +154,20 @@ forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 
     expect(view.metrics.get(0)?.observedAt).toBe(clock.now());
   });
 
+  it('a reading after a retry counts for the new attempt, though the store last read the rollout at the old one', async () => {
+    const id = await held();
+    await streaming.handle(metrics(id, 0, 60, clock.now())); // 30 % errors: rolled back
+    const leader = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'a', clock, ...LEASE });
+    await leader.campaign();
+    await engine.command(id, () => ({ kind: 'retry' }), leader.token()!, 'bob');
+    clock.advance(1_000);
+    const r = await streaming.handle(metrics(id, 0, 0, clock.now()));
+    expect(r.stored).toBe('stored');
+    const view = (await backend.rollouts.load(id))!;
+    expect(view.rollout.attempt).toBe(2);
+    expect(view.metrics.get(0)).toEqual({ requests: 200, errors: 0, p99LatencyMs: 100, observedAt: clock.now() });
+  });
+
   it('a deposed leader that still believes it leads: its reading is stored, its promotion refused as fenced', async () => {
     const a = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'a', clock, ...LEASE });
     await a.campaign();
