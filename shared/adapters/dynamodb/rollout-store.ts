@@ -15,10 +15,6 @@ import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
 import { batchPut, queryAll } from './query.js';
 import { mapLimit } from '../../concurrency.js';
-import { BoundedMap } from '../../bounded-map.js';
-
-/** Rollouts whose spec and attempt a store keeps: every running rollout of a busy instance. */
-const SEEN_ROLLOUTS = 10_000;
 
 /**
  * Rollouts on DynamoDB, single table:
@@ -108,9 +104,6 @@ function eventOf(i: Item): RolloutEvent {
 }
 
 export class DynamoRolloutStore implements RolloutStore {
-  /** Each rollout's spec and attempt as last read: a metrics reading's stage and attempt without a read first. */
-  private readonly seen = new BoundedMap<string, { spec: RolloutSpec; attempt: number }>(SEEN_ROLLOUTS);
-
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly table: string,
@@ -166,7 +159,6 @@ export class DynamoRolloutStore implements RolloutStore {
       const head = items.find((i) => i.sk === 'ROLLOUT');
       if (!head) continue;
       const rollout = rolloutOf(head);
-      this.seen.set(rollout.id, { spec: rollout.spec, attempt: rollout.attempt });
       const stages = items.filter((i) => i.type === 'stage' && Number(i.attempt) === rollout.attempt).map(stageOf).sort((a, b) => a.index - b.index);
       const metrics = new Map<number, StageMetrics>();
       for (const m of items.filter((i) => i.type === 'metrics' && Number(i.attempt) === rollout.attempt)) {
@@ -225,30 +217,17 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   /**
-   * The view and the reading. With the rollout seen before (its spec never
-   * changes; its attempt only on a retry), both go at once, the reading to the
-   * attempt last seen; a retry since then moves it to the current one.
-   * Otherwise the view first: its head resolves the stage and attempt. The
-   * reading is put into the view when stored and newer than the view's; a
-   * stale one means a newer reading came in, so the view is read again.
+   * The view first (its head resolves the stage and attempt, so no read of
+   * its own), then the reading, put into the view when stored. A stale
+   * reading means a newer one came in: the view is read again to include it.
    */
   async recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }> {
-    const seen = this.seen.get(rolloutId);
-    let before: RolloutView | null;
-    let put: { outcome: SignalOutcome; stage: number; attempt: number };
-    if (seen) {
-      [before, put] = await Promise.all([this.load(rolloutId), this.putMetrics(rolloutId, seen.spec, seen.attempt, at, m)]);
-      if (before && at.attempt === undefined && put.attempt !== before.rollout.attempt) put = await this.putMetrics(rolloutId, before.rollout.spec, before.rollout.attempt, at, m);
-    } else {
-      before = await this.load(rolloutId);
-      if (!before) throw new UnknownRolloutError(rolloutId);
-      put = await this.putMetrics(rolloutId, before.rollout.spec, before.rollout.attempt, at, m);
-    }
+    const before = await this.load(rolloutId);
     if (!before) throw new UnknownRolloutError(rolloutId);
-    if (put.outcome === 'stale') return { outcome: put.outcome, view: (await this.load(rolloutId))! };
-    const shown = before.metrics.get(put.stage);
-    if (put.attempt === before.rollout.attempt && (!shown || shown.observedAt < m.observedAt)) (before.metrics as Map<number, StageMetrics>).set(put.stage, m);
-    return { outcome: put.outcome, view: before };
+    const { outcome, stage, attempt } = await this.putMetrics(rolloutId, before.rollout.spec, before.rollout.attempt, at, m);
+    if (outcome === 'stale') return { outcome, view: (await this.load(rolloutId))! };
+    if (attempt === before.rollout.attempt) (before.metrics as Map<number, StageMetrics>).set(stage, m);
+    return { outcome, view: before };
   }
 
   async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {
