@@ -7,6 +7,10 @@
  * the same run; and BatchPromoter ticks over 1,000 running rollouts (nothing
  * due, and every rollout promoting one stage). Last line: one JSON object.
  *
+ * `held_view_share`: of the 1-rollout metrics events, those the leader wrote
+ * with their decision in one round trip on its held view (PostgreSQL; 0 on
+ * DynamoDB, which has no such write).
+ *
  * DynamoDB rows also count transaction conflicts (writes DynamoDB refused
  * because another transaction was on one of their items), the retries they
  * cost and the writes given up. DynamoDB Local never raises a conflict, so
@@ -67,8 +71,13 @@ async function setup(backend: LeaseBackend) {
  * rollouts receiving events at once. Rollouts have 4 stages (a common shape,
  * e.g. 5/25/50/100); fresh ones start until enough samples are taken.
  */
-async function eventToPromotion(backend: LeaseBackend, parallel: number, samples: number, warmup = 0): Promise<number[]> {
+async function eventToPromotion(backend: LeaseBackend, parallel: number, samples: number, warmup = 0): Promise<{ samples: number[]; held: number; events: number }> {
   const { bus, engine, streaming } = await setup(backend);
+  // How many events went in one write on the leader's held view (PostgreSQL), against all metrics events.
+  const counts = { held: 0, events: 0 };
+  const store = backend.rollouts;
+  const withReading = store.recordMetricsAndApply?.bind(store);
+  if (withReading) store.recordMetricsAndApply = (...a) => (counts.held++, withReading(...a));
   // The sample ends when stage_promoted reaches the bus, not when the handler has also re-read and marked it published.
   const waiting = new Map<string, (at: number) => void>();
   bus.subscribe((e) => {
@@ -92,6 +101,7 @@ async function eventToPromotion(backend: LeaseBackend, parallel: number, samples
           const key = `${rolloutId}/${stage}`;
           const promoted = new Promise<number>((r) => waiting.set(key, r));
           const t = performance.now();
+          counts.events++;
           await streaming.handle({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 100, errors: 0, p99LatencyMs: null, observedAt });
           out.push((await promoted) - t);
           waiting.delete(key);
@@ -99,8 +109,9 @@ async function eventToPromotion(backend: LeaseBackend, parallel: number, samples
       );
     }
   }
+  if (withReading) store.recordMetricsAndApply = withReading;
   // Like the raw write's: the first operations warm the code, the pool's connections and their prepared statements.
-  return out.slice(warmup);
+  return { samples: out.slice(warmup), ...counts };
 }
 
 async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: number; allDue: number; setupMs: number }> {
@@ -183,8 +194,9 @@ async function main() {
       }
       await raw.close();
       // Warmed up as the raw write is (its first 50 operations are not counted).
-      const one = await eventToPromotion(backend, 1, SAMPLES, 50);
-      const hundred = await eventToPromotion(backend, 100, SAMPLES);
+      const first = await eventToPromotion(backend, 1, SAMPLES, 50);
+      const one = first.samples;
+      const hundred = (await eventToPromotion(backend, 100, SAMPLES)).samples;
       // A store of its own: the tick must see exactly its 1,000 rollouts.
       const tickBackend = await openBackend(name);
       const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
@@ -208,6 +220,7 @@ async function main() {
         batch_tick_prometheus_share_of_interval: round3(gated.allDue / (BATCH_TICK_SECONDS * 1000)),
         prometheus_readings_inconclusive: gated.inconclusive,
         samples_1: one.length,
+        held_view_share: round3(first.held / first.events),
         samples_100: hundred.length,
         ...(name === 'dynamodb'
           ? {
@@ -220,7 +233,7 @@ async function main() {
       };
       out[name] = row;
       console.log(
-        `${name.padEnd(9)} event→promotion p50 ${row.event_to_promotion_p50_ms} / p99 ${row.event_to_promotion_p99_ms} ms (1 rollout; ${row.event_to_promotion_p50_vs_raw_p50}× / ${row.event_to_promotion_p99_vs_raw_p99}× a raw conditional write's p50 ${row.raw_conditional_write_p50_ms} / p99 ${row.raw_conditional_write_p99_ms} ms) · ` +
+        `${name.padEnd(9)} event→promotion p50 ${row.event_to_promotion_p50_ms} / p99 ${row.event_to_promotion_p99_ms} ms (1 rollout; ${row.event_to_promotion_p50_vs_raw_p50}× / ${row.event_to_promotion_p99_vs_raw_p99}× a raw conditional write's p50 ${row.raw_conditional_write_p50_ms} / p99 ${row.raw_conditional_write_p99_ms} ms; ${(100 * row.held_view_share).toFixed(0)}% in one write on the held view) · ` +
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
           `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms) · ` +
           `with a Prometheus gate each: ${row.batch_tick_1000_prometheus_gates_ms} ms all read (${TICK_ROLLOUTS} queries, ${row.prometheus_readings_inconclusive} inconclusive; ${(100 * row.batch_tick_prometheus_share_of_interval).toFixed(1)}% of the ${BATCH_TICK_SECONDS} s interval), ${row.batch_tick_1000_prometheus_gates_none_due_ms} ms none due` +
