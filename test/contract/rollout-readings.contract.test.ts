@@ -15,16 +15,9 @@ import { InvalidEventError, READING_SKEW_MARGIN_MS } from '../../shared/rollout/
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
 import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
+import { CHECKOUT_SPEC, LEASE } from '../support/checkout-rollout.js';
 
-const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
-const SPEC = {
-  target: { service: 'checkout', version: 'v2' },
-  stages: [
-    { name: 'canary', percent: 10, bakeSeconds: 60, gates: { maxErrorRate: 0.05, minRequests: 100, alarms: ['checkout-5xx'] } },
-    { name: 'half', percent: 50, bakeSeconds: 60, gates: { maxErrorRate: 0.05, minRequests: 100 } },
-    { name: 'all', percent: 100, bakeSeconds: 0 },
-  ],
-};
+const SPEC = CHECKOUT_SPEC;
 const FAR_FUTURE = Date.parse('9999-12-31T00:00:00Z');
 
 forEachBackend('gate readings on %s', { fresh: 'each' }, (backend) => {
