@@ -11,31 +11,16 @@ import { BoundedMap } from '../../bounded-map.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
 
-/** A timestamptz as epoch milliseconds, in SQL: rows reach the client as JSON numbers, not dates to parse. */
-const msOf = (column: string) => `round(date_part('epoch', ${column}) * 1000)`;
-
 /**
- * One statement, so one snapshot: the rollout with its current attempt's
- * stages, metrics and provider gate tallies, and the state of every alarm its
- * stages name (`alarms` and cloudwatchAlarm gates, no second query). Stages
- * and metrics come as arrays of values in a fixed order (stageOf, metricsOf),
- * timestamps as epoch milliseconds.
+ * What a decision reads of a rollout: the `rollout_views` view of migration
+ * 15, one statement, so one snapshot. Stages and metrics come as arrays of
+ * values in a fixed order (stageOf, metricsOf), timestamps as epoch milliseconds.
  */
-const ROLLOUT_COLUMNS = `r.id, r.state, r.attempt, r.version, ${msOf('r.created_at')} AS created_at, ${msOf('r.updated_at')} AS updated_at,
-  ${msOf('r.last_progress_at')} AS last_progress_at, ${msOf('r.deadline_exceeded_at')} AS deadline_exceeded_at, r.state_by, r.state_reason`;
 const viewSql = (spec: string) => `
-  SELECT ${ROLLOUT_COLUMNS}, ${spec} AS spec,
-    (SELECT coalesce(json_agg(json_build_array(s.stage_index, s.name, s.phase, ${msOf('s.activated_at')}, ${msOf('s.promoted_at')},
-                                               s.promoted_epoch, s.promoted_by, ${msOf('s.rolled_back_at')}, s.reason) ORDER BY s.stage_index), '[]')
-       FROM rollout_stages s WHERE s.rollout_id = r.id AND s.attempt = r.attempt) AS stages,
-    (SELECT coalesce(json_agg(json_build_array(m.stage_index, m.requests, m.errors, m.p99_latency_ms, ${msOf('m.observed_at')})), '[]')
-       FROM stage_metrics m WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics,
-    (SELECT coalesce(json_object_agg(a.name, a.state), '{}') FROM alarm_states a
-      WHERE a.name = ANY (r.alarm_names)) AS alarms,
-    (SELECT coalesce(json_agg(t), '[]') FROM gate_tallies t
-      WHERE t.rollout_id = r.id AND t.attempt = r.attempt) AS gates
-  FROM rollouts r`;
-const VIEW_SQL = viewSql('r.spec');
+  SELECT id, state, attempt, version, created_at, updated_at, last_progress_at, deadline_exceeded_at, state_by, state_reason,
+         ${spec} AS spec, stages, metrics, alarms, gates
+    FROM rollout_views`;
+const VIEW_SQL = viewSql('spec');
 
 /**
  * Readings counted into their tallies in one statement, by the rule of
@@ -168,10 +153,10 @@ function eventOf(e: { id: string; detail_type: string; time: unknown; detail: un
   };
 }
 
-
 /** What rollout_apply_with_reading answers. */
 type ApplyWithReading =
-  | { status: 'ok' | 'changed' | 'stale'; stored: boolean; attempt: number }
+  | { status: 'ok'; stored: true; attempt: number }
+  | { status: 'changed' | 'stale'; stored: boolean; attempt: number; view: RolloutRow }
   | { status: 'fenced'; holder?: string | null; epoch?: number | string | null }
   | { status: 'unknown' };
 
@@ -230,7 +215,7 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   async load(id: string): Promise<RolloutView | null> {
-    const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE r.id = $1`, [id]);
+    const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE id = $1`, [id], 'rollout_load');
     return this.views(rows)[0] ?? null;
   }
 
@@ -240,7 +225,7 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   async loadRunning(): Promise<RolloutView[]> {
-    const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE r.state = 'running' ORDER BY r.id`);
+    const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE state = 'running' ORDER BY id`, [], 'rollout_load_running');
     return this.views(rows);
   }
 
@@ -294,7 +279,7 @@ export class PostgresRolloutStore implements RolloutStore {
               (SELECT stage FROM tgt WHERE stage >= 0 AND stage < n) AS stage,
               (SELECT attempt FROM tgt) AS attempt,
               (SELECT count(*) FROM ins) AS stored,
-              ${withView ? `(SELECT row_to_json(v) FROM (${viewSql('CASE WHEN $9 THEN r.spec END')} WHERE r.id = $1) v)` : 'NULL'} AS view`,
+              ${withView ? `(SELECT row_to_json(v) FROM (${viewSql('CASE WHEN $9 THEN spec END')} WHERE id = $1) v)` : 'NULL'} AS view`,
       [rolloutId, at.attempt ?? null, typeof at.stage === 'number' ? at.stage : null, typeof at.stage === 'string' ? at.stage : null,
         m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt), ...(withView ? [known === undefined] : [])],
       withView ? 'rollout_record_and_load' : 'rollout_record',
@@ -395,13 +380,11 @@ export class PostgresRolloutStore implements RolloutStore {
    */
   async recordMetricsAndApply(token: LeaseToken, plan: TransitionPlan, reading: HeldReading, held: RolloutView): Promise<ReadingApplied> {
     const known = this.specs.get(plan.rolloutId);
-    let rows: { r: ApplyWithReading | string; view: RolloutRow | string | null }[];
+    let rows: { r: ApplyWithReading | string }[];
     try {
-      ({ rows } = await this.sql.query<{ r: ApplyWithReading | string; view: RolloutRow | string | null }>(
-        `WITH a AS MATERIALIZED (SELECT rollout_apply_with_reading($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb) AS r)
-         SELECT a.r, CASE WHEN a.r->>'status' IN ('changed', 'stale')
-                          THEN (SELECT row_to_json(v) FROM (${viewSql('CASE WHEN $8 THEN r.spec END')} WHERE r.id = $7) v) END AS view
-           FROM a`,
+      // A plain call: the function reads the view itself, and only when it found the inputs changed.
+      ({ rows } = await this.sql.query<{ r: ApplyWithReading | string }>(
+        'SELECT rollout_apply_with_reading($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb, $7) AS r',
         [
           token.name,
           token.holder,
@@ -409,7 +392,6 @@ export class PostgresRolloutStore implements RolloutStore {
           JSON.stringify({ stage: reading.stage, attempt: reading.attempt ?? null, ...reading.metrics }),
           JSON.stringify(heldInputs(held)),
           JSON.stringify({ ...plan, next: { ...plan.next, spec: undefined } }),
-          plan.rolloutId,
           known === undefined,
         ],
         'rollout_apply_with_reading',
@@ -419,17 +401,14 @@ export class PostgresRolloutStore implements RolloutStore {
       if ((err as { code?: string }).code === STAGE_MOVED) return { applied: false, outcome: null, view: null };
       throw err;
     }
-    const row = rows[0]!;
-    const r = typeof row.r === 'string' ? (JSON.parse(row.r) as ApplyWithReading) : row.r;
+    const r = json(rows[0]!.r);
     if (r.status === 'unknown') throw new UnknownRolloutError(plan.rolloutId, reading.stage);
     if (r.status === 'fenced') throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
     if (r.status === 'ok') return { applied: true };
-    const viewRow = typeof row.view === 'string' ? (JSON.parse(row.view) as RolloutRow) : row.view!;
+    // Read after the reading was stored (or found older than the one stored): it is in the view either way.
+    const viewRow = r.view;
     if (known) viewRow.spec ??= known;
-    const view = this.views([viewRow])[0]!;
-    // The statement's snapshot predates the function's insert, as in record().
-    if (r.stored && r.attempt === view.rollout.attempt) (view.metrics as Map<number, StageMetrics>).set(reading.stage, reading.metrics);
-    return { applied: false, outcome: r.stored ? 'stored' : 'stale', view };
+    return { applied: false, outcome: r.stored ? 'stored' : 'stale', view: this.views([viewRow])[0]! };
   }
 
   async unpublishedEvents(limit: number): Promise<RolloutEvent[]> {

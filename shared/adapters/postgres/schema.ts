@@ -468,6 +468,87 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       $f$;
     `,
   },
+  {
+    id: 15,
+    name: 'rollout_views: what the evaluator reads, defined once; a reading and its decision return the view they found changed',
+    // The view a decision is made on, as one SQL view (inlined by the planner,
+    // so a spec nobody selects is never read): the rollout with its current
+    // attempt's stages, metrics and provider gate tallies, and the state of
+    // every alarm its stages name; timestamps as epoch milliseconds.
+    //
+    // rollout_apply_with_reading, seven arguments: migration 14's function,
+    // called as a plain statement. It builds the view it found changed
+    // itself (p_with_spec: with the spec), where migration 14's caller read
+    // it in a subquery the server set up on every call. The alarm and tally
+    // comparisons cost an index probe when the rollout has none. Migration
+    // 14's six-argument function stays for nodes of the previous version.
+    sql: `
+      CREATE VIEW rollout_views AS
+        SELECT r.id, r.state, r.attempt, r.version,
+               round(date_part('epoch', r.created_at) * 1000) AS created_at, round(date_part('epoch', r.updated_at) * 1000) AS updated_at,
+               round(date_part('epoch', r.last_progress_at) * 1000) AS last_progress_at,
+               round(date_part('epoch', r.deadline_exceeded_at) * 1000) AS deadline_exceeded_at, r.state_by, r.state_reason, r.spec,
+          (SELECT coalesce(json_agg(json_build_array(s.stage_index, s.name, s.phase, round(date_part('epoch', s.activated_at) * 1000),
+                                                     round(date_part('epoch', s.promoted_at) * 1000), s.promoted_epoch, s.promoted_by,
+                                                     round(date_part('epoch', s.rolled_back_at) * 1000), s.reason) ORDER BY s.stage_index), '[]')
+             FROM rollout_stages s WHERE s.rollout_id = r.id AND s.attempt = r.attempt) AS stages,
+          (SELECT coalesce(json_agg(json_build_array(m.stage_index, m.requests, m.errors, m.p99_latency_ms, round(date_part('epoch', m.observed_at) * 1000))), '[]')
+             FROM stage_metrics m WHERE m.rollout_id = r.id AND m.attempt = r.attempt) AS metrics,
+          (SELECT coalesce(json_object_agg(a.name, a.state), '{}') FROM alarm_states a WHERE a.name = ANY (r.alarm_names)) AS alarms,
+          (SELECT coalesce(json_agg(t), '[]') FROM gate_tallies t WHERE t.rollout_id = r.id AND t.attempt = r.attempt) AS gates
+        FROM rollouts r;
+
+      CREATE FUNCTION rollout_apply_with_reading(p_lease text, p_holder text, p_epoch bigint, p_reading jsonb, p_held jsonb, p jsonb, p_with_spec boolean)
+        RETURNS jsonb LANGUAGE plpgsql AS $f$
+      DECLARE
+        rid text := p->>'rolloutId';
+        r record;
+        att integer;
+        stg integer := (p_reading->>'stage')::int;
+        same boolean;
+        stored boolean;
+        res jsonb;
+      BEGIN
+        SELECT version, attempt, alarm_names, jsonb_array_length(spec->'stages') AS n INTO r FROM rollouts WHERE id = rid;
+        IF NOT FOUND OR stg < 0 OR stg >= r.n THEN
+          RETURN '{"status": "unknown"}';
+        END IF;
+        att := coalesce((p_reading->>'attempt')::int, r.attempt);
+        same := r.version = (p_held->>'version')::bigint AND r.attempt = (p_held->>'attempt')::int
+          AND (SELECT coalesce(jsonb_object_agg(m.stage_index::text, round(date_part('epoch', m.observed_at) * 1000)), '{}')
+                 FROM stage_metrics m WHERE m.rollout_id = rid AND m.attempt = r.attempt) = p_held->'metrics';
+        IF same AND cardinality(r.alarm_names) = 0 THEN
+          same := p_held->'alarms' = '{}';
+        ELSIF same THEN
+          same := (SELECT coalesce(jsonb_object_agg(a.name, a.state), '{}') FROM alarm_states a WHERE a.name = ANY (r.alarm_names)) = p_held->'alarms';
+        END IF;
+        IF same AND p_held->'tallies' = '{}' THEN
+          same := NOT EXISTS (SELECT FROM gate_tallies t WHERE t.rollout_id = rid AND t.attempt = r.attempt);
+        ELSIF same THEN
+          same := (SELECT coalesce(jsonb_object_agg(t.stage_index || '/' || t.gate, jsonb_build_array(round(date_part('epoch', t.origin) * 1000), t.readings)), '{}')
+                     FROM gate_tallies t WHERE t.rollout_id = rid AND t.attempt = r.attempt) = p_held->'tallies';
+        END IF;
+
+        INSERT INTO stage_metrics (rollout_id, attempt, stage_index, requests, errors, p99_latency_ms, observed_at)
+        VALUES (rid, att, stg, (p_reading->>'requests')::bigint, (p_reading->>'errors')::bigint, (p_reading->>'p99LatencyMs')::double precision,
+                to_timestamp((p_reading->>'observedAt')::float8 / 1000))
+        ON CONFLICT (rollout_id, attempt, stage_index) DO UPDATE
+          SET requests = excluded.requests, errors = excluded.errors, p99_latency_ms = excluded.p99_latency_ms, observed_at = excluded.observed_at
+          WHERE stage_metrics.observed_at < excluded.observed_at;
+        stored := FOUND;
+        IF stored AND same THEN
+          res := rollout_apply(p_lease, p_holder, p_epoch, p);
+          IF res->>'status' <> 'stale' THEN
+            RETURN res || jsonb_build_object('stored', true, 'attempt', att);
+          END IF;
+        END IF;
+        -- Read after the insert, by a statement of its own: the view includes this reading if it was stored.
+        RETURN jsonb_build_object('status', coalesce(res->>'status', 'changed'), 'stored', stored, 'attempt', att, 'view',
+          (SELECT to_jsonb(v) - CASE WHEN p_with_spec THEN '' ELSE 'spec' END FROM rollout_views v WHERE v.id = rid));
+      END
+      $f$;
+    `,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).
