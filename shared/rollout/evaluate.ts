@@ -53,6 +53,21 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   return deadline(view, now);
 }
 
+/**
+ * What evaluate() reads of a view besides the rollout row and its stages
+ * (every transition rewrites the row and bumps its version, which so stands
+ * for both): the active stage's metrics, the alarms its gates name and its
+ * provider gates' tallies. Null when no stage is active: then the row and
+ * the stages are all it reads. A store that checks these are unchanged
+ * knows a decision made on the view still holds.
+ */
+export function signalsRead(view: RolloutView): { readonly stage: number; readonly alarms: readonly string[]; readonly gates: readonly string[] } | null {
+  const active = view.rollout.state === 'running' ? activeStage(view) : undefined;
+  const gates = active && view.rollout.spec.stages[active.index]?.gates;
+  if (!active || !gates) return null;
+  return { stage: active.index, alarms: [...new Set(gates.alarms)], gates: (gates.providers ?? []).map((g) => g.name) };
+}
+
 /** Why the stage's gates are breached, or null. */
 export function breachOf(view: RolloutView, stage: number): string | null {
   const gates = view.rollout.spec.stages[stage]?.gates;

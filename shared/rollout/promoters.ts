@@ -171,7 +171,7 @@ export class StreamingPromoter {
    * no such view, we do not lead, or the reading decides nothing on it.
    */
   private async withHeldView(event: InboundEvent & { type: 'rollout.metrics_reported' }, metrics: StageMetrics, lead: () => Promise<LeaseToken | null>): Promise<HandleResult | undefined> {
-    // Where the store has no such write (DynamoDB), the reading is stored before leadership is asked, as ever.
+    // Where the store has no such write, the reading is stored before leadership is asked, as ever.
     const held = this.engine.store.recordMetricsAndApply ? this.held.get(event.rolloutId) : undefined;
     const stage = held ? stageIndexOf(held.rollout.spec, event.stage) : null;
     if (!held || stage === null) return undefined;

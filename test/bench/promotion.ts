@@ -8,8 +8,8 @@
  * due, and every rollout promoting one stage). Last line: one JSON object.
  *
  * `held_view_share`: of the 1-rollout metrics events, those the leader wrote
- * with their decision in one round trip on its held view (PostgreSQL; 0 on
- * DynamoDB, which has no such write).
+ * with their decision in one round trip on its held view (one statement on
+ * PostgreSQL, one transaction on DynamoDB).
  *
  * DynamoDB rows also count transaction conflicts (writes DynamoDB refused
  * because another transaction was on one of their items), the retries they

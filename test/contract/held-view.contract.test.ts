@@ -1,13 +1,12 @@
 /**
  * The leader's fast path for a metrics reading. A StreamingPromoter keeps the
  * view it last left each running rollout in; a reading is decided on that
- * view and, where the store can (PostgreSQL, PGlite), written with its
- * decision in one round trip. The store applies the decision only if it
- * still holds what the view was read from, so whatever changed since (an
- * alarm, another node's reading, another writer's transition, a new leader)
- * makes the decision be taken again on the fresh view, never on the old one.
- * DynamoDB has no such write: the same cases take the usual path there, with
- * the same outcomes. Time is a ManualClock.
+ * view and written with its decision in one round trip (one statement on
+ * PostgreSQL and PGlite, one transaction on DynamoDB). The store applies the
+ * decision only if it still holds what the view was read from, so whatever
+ * changed since (an alarm, another node's reading, another writer's
+ * transition, a new leader) makes the decision be taken again on the fresh
+ * view, never on the old one. Time is a ManualClock.
  */
 import { beforeEach, expect, it } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -40,13 +39,13 @@ function counted(store: RolloutStore): { store: RolloutStore; calls: string[] } 
   return { store: proxy, calls };
 }
 
-forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 'each' }, (backend, name) => {
+forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 'each' }, (backend) => {
   let clock: ManualClock;
   let engine: RolloutEngine;
   let calls: string[];
   let streaming: StreamingPromoter;
-  /** The round trips of a reading that promotes on a current held view: one where the store can. */
-  const oneWrite = () => (name === 'dynamodb' ? ['recordMetricsAndLoad', 'apply'] : ['recordMetricsAndApply']);
+  /** The round trips of a reading that promotes on a current held view: one. */
+  const oneWrite = () => ['recordMetricsAndApply'];
 
   beforeEach(() => {
     clock = new ManualClock();

@@ -7,7 +7,9 @@ import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type Rollo
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type CountedReading, type MetricsTarget, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { signalsRead } from '../../rollout/evaluate.js';
+import { FencedError } from '../../lease/fencing.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -332,6 +334,80 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
+    try {
+      await fencedTransactWrite(this.doc, this.table, token, this.planItems(plan));
+      return true;
+    } catch (err) {
+      // The evaluated state moved on. (A conflict with a concurrent transaction is no verdict: fencedTransactWrite retries it.)
+      if (err instanceof WriteConditionFailedError) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * The reading, the plan and a ConditionCheck on each signal the decision
+   * read (signalsRead: the active stage's metrics, its alarms, its gates'
+   * tallies) in one transaction: the plan applies only if none moved since
+   * `held` was read, as rollout_apply_with_reading does on PostgreSQL. The
+   * rollout row's version check covers the row and the stages. If anything
+   * moved, nothing is written: the reading is then stored and the view read
+   * the usual way, for the caller to decide again on it.
+   */
+  async recordMetricsAndApply(token: LeaseToken, plan: TransitionPlan, reading: HeldReading, held: RolloutView): Promise<ReadingApplied> {
+    const id = plan.rolloutId;
+    const attempt = held.rollout.attempt;
+    const target: MetricsTarget = { stage: reading.stage, attempt: reading.attempt };
+    const read = signalsRead(held);
+    const items = [this.metricsPut(id, attempt, reading, held.metrics.get(reading.stage)), ...(read ? this.signalChecks(id, held, read, reading.stage) : []), ...this.planItems(plan)];
+    // Another attempt's reading, or more checks than a transaction holds: the usual way.
+    if ((reading.attempt ?? attempt) !== attempt || items.length > 99) return { applied: false, ...(await this.recordMetricsAndLoad(id, target, reading.metrics)) };
+    try {
+      await fencedTransactWrite(this.doc, this.table, token, items);
+      return { applied: true };
+    } catch (err) {
+      // Stored whoever leads, as a signal always is.
+      if (err instanceof FencedError) await this.recordMetrics(id, target, reading.metrics);
+      if (!(err instanceof WriteConditionFailedError)) throw err;
+    }
+    return { applied: false, ...(await this.recordMetricsAndLoad(id, target, reading.metrics)) };
+  }
+
+  /** The reading of the held view's attempt, put only over the reading the view held (or none). */
+  private metricsPut(id: string, attempt: number, reading: HeldReading, prior: StageMetrics | undefined) {
+    return {
+      Put: {
+        TableName: this.table,
+        Item: { pk: rolloutPk(id), sk: metricsSk(attempt, reading.stage), type: 'metrics', attempt, index: reading.stage, ...reading.metrics },
+        ...(prior ? { ConditionExpression: 'observedAt = :o', ExpressionAttributeValues: { ':o': prior.observedAt } } : { ConditionExpression: 'attribute_not_exists(pk)' }),
+      },
+    };
+  }
+
+  /** A ConditionCheck per signal read: each as the view held it, or still absent. */
+  private signalChecks(id: string, held: RolloutView, read: NonNullable<ReturnType<typeof signalsRead>>, written: number) {
+    const { attempt } = held.rollout;
+    const check = (Key: Item, ConditionExpression: string, ExpressionAttributeValues?: Item, ExpressionAttributeNames?: Record<string, string>) => ({
+      ConditionCheck: { TableName: this.table, Key, ConditionExpression, ...(ExpressionAttributeValues && { ExpressionAttributeValues }), ...(ExpressionAttributeNames && { ExpressionAttributeNames }) },
+    });
+    const absent = 'attribute_not_exists(pk)';
+    const out = [];
+    if (read.stage !== written) {
+      const m = held.metrics.get(read.stage);
+      out.push(check({ pk: rolloutPk(id), sk: metricsSk(attempt, read.stage) }, m ? 'observedAt = :o' : absent, m && { ':o': m.observedAt }));
+    }
+    for (const name of read.alarms) {
+      const state = held.alarms[name];
+      out.push(check({ pk: `ALARM#${name}`, sk: 'ALARM' }, state ? '#s = :s' : absent, state && { ':s': state }, state && { '#s': 'state' }));
+    }
+    for (const gate of read.gates) {
+      const t = held.gates.get(read.stage)?.get(gate);
+      out.push(check({ pk: rolloutPk(id), sk: tallySk(attempt, read.stage, gate) }, t ? 'tally.origin = :o AND tally.readings = :n' : absent, t && { ':o': t.origin, ':n': t.readings }));
+    }
+    return out;
+  }
+
+  /** A transition's items, all conditioned on the state the plan was made on (fencedTransactWrite adds the fence). */
+  private planItems(plan: TransitionPlan): NonNullable<TransactWriteCommandInput['TransactItems']> {
     const { rolloutId: id, expect, next } = plan;
     const items: NonNullable<TransactWriteCommandInput['TransactItems']> = [
       {
@@ -381,14 +457,7 @@ export class DynamoRolloutStore implements RolloutStore {
     });
     if (expect.state !== 'running' && next.state === 'running') items.push({ Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } });
     if (expect.state === 'running' && next.state !== 'running') items.push({ Delete: { TableName: this.table, Key: { pk: 'RUNNING', sk: id } } });
-    try {
-      await fencedTransactWrite(this.doc, this.table, token, items);
-      return true;
-    } catch (err) {
-      // The evaluated state moved on. (A conflict with a concurrent transaction is no verdict: fencedTransactWrite retries it.)
-      if (err instanceof WriteConditionFailedError) return false;
-      throw err;
-    }
+    return items;
   }
 
   async unpublishedEvents(limit: number): Promise<RolloutEvent[]> {
