@@ -131,6 +131,24 @@ forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 
     expect(view.metrics.get(0)?.errors).toBe(60);
   });
 
+  it('a reading for the next stage, while the canary’s own reading turned into a breach after the view was held: the breach decides', async () => {
+    const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
+    await streaming.handle({ type: 'rollout.created', rolloutId: id });
+    await streaming.handle({ type: 'rollout.alarm_changed', alarm: 'checkout-5xx', state: 'OK', changedAt: clock.now() });
+    clock.advance(30_000);
+    // Healthy, but before the bake ends: decides nothing, and the view holding it is kept.
+    expect((await streaming.handle(metrics(id, 0, 0, clock.now()))).actions).toEqual([]);
+    // Another node stores the canary's newer reading, a breach; this promoter's view still has the healthy one.
+    expect(await backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 200, errors: 60, p99LatencyMs: 100, observedAt: clock.now() + 1 })).toBe('stored');
+    clock.advance(31_000);
+    // On the held view the canary has baked and is healthy: promotion, unless the store says its reading moved.
+    const r = await streaming.handle(metrics(id, 1, 0, clock.now()));
+    expect(r.stored).toBe('stored');
+    expect(r.actions.map((a) => [a.transition, a.stage, a.applied])).toEqual([['rollback', 0, true]]);
+    const view = (await backend.rollouts.load(id))!;
+    expect(view.stages[0]).toMatchObject({ phase: 'rolled_back', reason: 'error rate 0.3000 > 0.05 over 200 requests' });
+  });
+
   it('another writer paused the rollout after the view was held: the reading is stored, nothing is promoted', async () => {
     const id = await held();
     const other = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'a', clock, ...LEASE });

@@ -7,6 +7,7 @@ import { RolloutConflictError, UnknownRolloutError, type CountedReading, type He
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
+import { signalsRead } from '../../rollout/evaluate.js';
 import { BoundedMap } from '../../bounded-map.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
@@ -162,18 +163,22 @@ type ApplyWithReading =
 
 /**
  * What rollout_apply_with_reading compares with the store: the view's version
- * and attempt, and per row the value that moves forward on every change
- * (observed_at, an alarm's state, a tally's origin and count), in the form the function builds.
+ * and attempt, and each signal the decision read (signalsRead) as the view
+ * held it, null where it held none, in the form the function builds.
  */
 function heldInputs(v: RolloutView) {
-  const tallies: Record<string, [number, number]> = {};
-  for (const [stage, gates] of v.gates) for (const [gate, t] of gates) tallies[`${stage}/${gate}`] = [t.origin, t.readings];
+  const read = signalsRead(v);
+  const tally = (gate: string) => {
+    const t = read && v.gates.get(read.stage)?.get(gate);
+    return t ? [t.origin, t.readings] : null;
+  };
   return {
     version: v.rollout.version,
     attempt: v.rollout.attempt,
-    metrics: Object.fromEntries([...v.metrics].map(([stage, m]) => [String(stage), m.observedAt])),
-    alarms: v.alarms,
-    tallies,
+    stage: read?.stage ?? null,
+    observedAt: (read && v.metrics.get(read.stage)?.observedAt) ?? null,
+    alarms: Object.fromEntries((read?.alarms ?? []).map((a) => [a, v.alarms[a] ?? null])),
+    tallies: Object.fromEntries((read?.gates ?? []).map((g) => [g, tally(g)])),
   };
 }
 

@@ -479,9 +479,14 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
     // rollout_apply_with_reading, seven arguments: migration 14's function,
     // called as a plain statement. It builds the view it found changed
     // itself (p_with_spec: with the spec), where migration 14's caller read
-    // it in a subquery the server set up on every call. The alarm and tally
-    // comparisons cost an index probe when the rollout has none. Migration
-    // 14's six-argument function stays for nodes of the previous version.
+    // it in a subquery the server set up on every call. It compares only
+    // what the decision read (signalsRead in shared/rollout/evaluate.ts), as
+    // held: the rollout's version and attempt, which stand for the row and
+    // its stages; the active stage (p_held.stage, null when none is) metrics'
+    // observed_at; the states of the alarms its gates name and its provider
+    // gates' tallies (origin, readings), null for one not stored. Each of
+    // those only moves forward, so equal means unchanged. Migration 14's
+    // six-argument function stays for nodes of the previous version.
     sql: `
       CREATE VIEW rollout_views AS
         SELECT r.id, r.state, r.attempt, r.version,
@@ -505,28 +510,29 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
         r record;
         att integer;
         stg integer := (p_reading->>'stage')::int;
+        sig integer := (p_held->>'stage')::int;
         same boolean;
         stored boolean;
         res jsonb;
       BEGIN
-        SELECT version, attempt, alarm_names, jsonb_array_length(spec->'stages') AS n INTO r FROM rollouts WHERE id = rid;
+        SELECT r0.version, r0.attempt, jsonb_array_length(r0.spec->'stages') AS n,
+               (SELECT round(date_part('epoch', m.observed_at) * 1000) FROM stage_metrics m
+                 WHERE m.rollout_id = rid AND m.attempt = r0.attempt AND m.stage_index = sig) AS seen
+          INTO r FROM rollouts r0 WHERE r0.id = rid;
         IF NOT FOUND OR stg < 0 OR stg >= r.n THEN
           RETURN '{"status": "unknown"}';
         END IF;
         att := coalesce((p_reading->>'attempt')::int, r.attempt);
         same := r.version = (p_held->>'version')::bigint AND r.attempt = (p_held->>'attempt')::int
-          AND (SELECT coalesce(jsonb_object_agg(m.stage_index::text, round(date_part('epoch', m.observed_at) * 1000)), '{}')
-                 FROM stage_metrics m WHERE m.rollout_id = rid AND m.attempt = r.attempt) = p_held->'metrics';
-        IF same AND cardinality(r.alarm_names) = 0 THEN
-          same := p_held->'alarms' = '{}';
-        ELSIF same THEN
-          same := (SELECT coalesce(jsonb_object_agg(a.name, a.state), '{}') FROM alarm_states a WHERE a.name = ANY (r.alarm_names)) = p_held->'alarms';
+          AND r.seen IS NOT DISTINCT FROM (p_held->>'observedAt')::float8;
+        IF same AND p_held->'alarms' <> '{}' THEN
+          same := (SELECT jsonb_object_agg(k.name, a.state) FROM jsonb_object_keys(p_held->'alarms') AS k(name)
+                     LEFT JOIN alarm_states a ON a.name = k.name) = p_held->'alarms';
         END IF;
-        IF same AND p_held->'tallies' = '{}' THEN
-          same := NOT EXISTS (SELECT FROM gate_tallies t WHERE t.rollout_id = rid AND t.attempt = r.attempt);
-        ELSIF same THEN
-          same := (SELECT coalesce(jsonb_object_agg(t.stage_index || '/' || t.gate, jsonb_build_array(round(date_part('epoch', t.origin) * 1000), t.readings)), '{}')
-                     FROM gate_tallies t WHERE t.rollout_id = rid AND t.attempt = r.attempt) = p_held->'tallies';
+        IF same AND p_held->'tallies' <> '{}' THEN
+          same := (SELECT jsonb_object_agg(k.gate, CASE WHEN t.gate IS NOT NULL THEN jsonb_build_array(round(date_part('epoch', t.origin) * 1000), t.readings) END)
+                     FROM jsonb_object_keys(p_held->'tallies') AS k(gate)
+                     LEFT JOIN gate_tallies t ON t.rollout_id = rid AND t.attempt = r.attempt AND t.stage_index = sig AND t.gate = k.gate) = p_held->'tallies';
         END IF;
 
         INSERT INTO stage_metrics (rollout_id, attempt, stage_index, requests, errors, p99_latency_ms, observed_at)
