@@ -72,9 +72,10 @@ export interface RolloutStore {
    * Optional, for a leader that holds a view of the rollout: the reading and
    * the plan decided on `held` plus the reading, in one round trip. The
    * reading is stored whoever leads (as recordMetrics would). The plan is
-   * applied as by apply() only if the store still holds exactly what `held`
-   * was read from (version, metrics, alarm states, gate tallies); otherwise
-   * the fresh view comes back, for the caller to decide again on it.
+   * applied as by apply() only if the store still holds what the decision
+   * read of `held` (signalsRead: the rollout's version, the active stage's
+   * metrics, its alarms' states, its gates' tallies); otherwise the fresh
+   * view comes back, for the caller to decide again on it.
    * FencedError when deposed (the reading stays stored).
    */
   recordMetricsAndApply?(token: LeaseToken, plan: TransitionPlan, reading: HeldReading, held: RolloutView): Promise<ReadingApplied>;
