@@ -357,10 +357,13 @@ export class DynamoRolloutStore implements RolloutStore {
     const id = plan.rolloutId;
     const attempt = held.rollout.attempt;
     const target: MetricsTarget = { stage: reading.stage, attempt: reading.attempt };
+    const usual = async (): Promise<ReadingApplied> => ({ applied: false, ...(await this.recordMetricsAndLoad(id, target, reading.metrics)) });
+    // Another attempt's reading: the usual way.
+    if ((reading.attempt ?? attempt) !== attempt) return usual();
     const read = signalsRead(held);
     const items = [this.metricsPut(id, attempt, reading, held.metrics.get(reading.stage)), ...(read ? this.signalChecks(id, held, read, reading.stage) : []), ...this.planItems(plan)];
-    // Another attempt's reading, or more checks than a transaction holds: the usual way.
-    if ((reading.attempt ?? attempt) !== attempt || items.length > 99) return { applied: false, ...(await this.recordMetricsAndLoad(id, target, reading.metrics)) };
+    // More checks than a transaction holds: the usual way.
+    if (items.length > 99) return usual();
     try {
       await fencedTransactWrite(this.doc, this.table, token, items);
       return { applied: true };
@@ -369,7 +372,7 @@ export class DynamoRolloutStore implements RolloutStore {
       if (err instanceof FencedError) await this.recordMetrics(id, target, reading.metrics);
       if (!(err instanceof WriteConditionFailedError)) throw err;
     }
-    return { applied: false, ...(await this.recordMetricsAndLoad(id, target, reading.metrics)) };
+    return usual();
   }
 
   /** The reading of the held view's attempt, put only over the reading the view held (or none). */
