@@ -178,14 +178,31 @@ async function prometheusTicks(backend: LeaseBackend, n: number, prometheus: Pro
   return { allDue, noneDue, readings: due.readings, inconclusive };
 }
 
+/**
+ * A real Prometheus scraping one series per gated rollout (the exporter's
+ * gauge), for the gated tick only: up while the latency windows are taken,
+ * its scrapes (1,000 series a second, the exporter's share in this process)
+ * would land in their samples.
+ */
+async function withPrometheus<T>(series: number, run: (prometheus: PrometheusServer) => Promise<T>): Promise<T> {
+  const exporter = await startExporter();
+  try {
+    const rate = exporter.gauge('bench_error_rate', 'error rate per rollout', ['rollout']);
+    for (let i = 0; i < series; i++) rate.set({ rollout: String(i) }, 0.001);
+    const prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 1_000 });
+    try {
+      await waitForSeries(prometheus.url, 'count(bench_error_rate)', (s) => s[0]?.value === series, 60_000);
+      return await run(prometheus);
+    } finally {
+      await prometheus.stop();
+    }
+  } finally {
+    await exporter.close();
+  }
+}
+
 async function main() {
   const out: Record<string, Record<string, number | boolean>> = {};
-  // A real Prometheus with one series per gated rollout (the exporter's gauge), for the gated tick.
-  const exporter = await startExporter();
-  const rate = exporter.gauge('bench_error_rate', 'error rate per rollout', ['rollout']);
-  for (let i = 0; i < TICK_ROLLOUTS; i++) rate.set({ rollout: String(i) }, 0.001);
-  const prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 1_000 });
-  await waitForSeries(prometheus.url, 'count(bench_error_rate)', (s) => s[0]?.value === TICK_ROLLOUTS, 60_000);
   let proxy: ContentionProxy | undefined;
   if (args['emulate-conflicts']) {
     proxy = await new ContentionProxy(dynamoEndpoint()).start();
@@ -213,7 +230,7 @@ async function main() {
       const tickBackend = await openBackend(name);
       const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
       const gatedBackend = await openBackend(name);
-      const gated = await prometheusTicks(gatedBackend, TICK_ROLLOUTS, prometheus).finally(() => gatedBackend.close());
+      const gated = await withPrometheus(TICK_ROLLOUTS, (prometheus) => prometheusTicks(gatedBackend, TICK_ROLLOUTS, prometheus)).finally(() => gatedBackend.close());
       const rawP50 = percentile(rawSamples, 50);
       const rawP99 = percentile(rawSamples, 99);
       const row = {
@@ -265,8 +282,6 @@ async function main() {
     }
   }
   await proxy?.stop();
-  await prometheus.stop();
-  await exporter.close();
   console.log(JSON.stringify({ bench: 'promotion', backends: out }));
 }
 
