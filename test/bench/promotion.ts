@@ -4,7 +4,8 @@
  * Per backend: inbound metrics event → stage promoted and its event published
  * on the bus (StreamingPromoter path), p50/p99, with 1 and with 100 rollouts
  * receiving events at once; one raw conditional write on the same store in
- * the same run; and BatchPromoter ticks over 1,000 running rollouts (nothing
+ * the same run, taken alternately with the 1-rollout events (the ratios'
+ * baseline) and also alone, back to back; and BatchPromoter ticks over 1,000 running rollouts (nothing
  * due, and every rollout promoting one stage). Last line: one JSON object.
  *
  * `held_view_share`: of the 1-rollout metrics events, those the leader wrote
@@ -82,7 +83,7 @@ async function setup(backend: LeaseBackend) {
  * rollouts receiving events at once. Rollouts have 4 stages (a common shape,
  * e.g. 5/25/50/100); fresh ones start until enough samples are taken.
  */
-async function eventToPromotion(backend: LeaseBackend, parallel: number, samples: number): Promise<{ samples: number[]; held: number; events: number }> {
+async function eventToPromotion(backend: LeaseBackend, parallel: number, samples: number, before?: () => Promise<void>): Promise<{ samples: number[]; held: number; events: number }> {
   const { bus, engine, streaming } = await setup(backend);
   // How many events went in one write on the leader's held view (PostgreSQL), against all metrics events.
   const counts = { held: 0, events: 0 };
@@ -107,6 +108,7 @@ async function eventToPromotion(backend: LeaseBackend, parallel: number, samples
     for (let stage = 0; stage < STAGES; stage++) {
       // Newer than the last report, and not before the stage became active (a reading from before is ignored).
       observedAt = Math.max(observedAt + 1, Date.now());
+      await before?.();
       await Promise.all(
         ids.map(async (rolloutId) => {
           const key = `${rolloutId}/${stage}`;
@@ -212,49 +214,66 @@ async function main() {
     const backend = await openBackend(name);
     const before = { ...conflictStats };
     try {
+      const total = Math.max(EARLY, WARMUP) + SAMPLES;
       const raw = await rawConditionalWrite(name);
-      const rawAll: number[] = [];
-      for (let i = 0; i < Math.max(EARLY, WARMUP) + SAMPLES; i++) {
+      const timed = async (into: number[]) => {
         const t = performance.now();
-        await raw.op(i);
-        rawAll.push(performance.now() - t);
-      }
+        await raw.op(into.length);
+        into.push(performance.now() - t);
+      };
+      // Alone: the raw write back to back with nothing else in the process, as every earlier run took it.
+      const rawAlone: number[] = [];
+      while (rawAlone.length < total) await timed(rawAlone);
+      // Paired: one raw write before each metrics event, so both meet the same conditions (the machine's
+      // other tenants, drift over the run, the process's own garbage and compiled code).
+      const rawPaired: number[] = [];
+      const first = await eventToPromotion(backend, 1, total, () => timed(rawPaired));
       await raw.close();
-      const first = await eventToPromotion(backend, 1, Math.max(EARLY, WARMUP) + SAMPLES);
-      const early = { one: first.samples.slice(EARLY, EARLY + SAMPLES), raw: rawAll.slice(EARLY, EARLY + SAMPLES) };
-      const steady = { one: first.samples.slice(WARMUP, WARMUP + SAMPLES), raw: rawAll.slice(WARMUP, WARMUP + SAMPLES) };
-      const one = early.one;
-      const rawSamples = early.raw;
+      const windowed = (from: number) => ({
+        one: first.samples.slice(from, from + SAMPLES),
+        paired: rawPaired.slice(from, from + SAMPLES),
+        alone: rawAlone.slice(from, from + SAMPLES),
+      });
+      const early = windowed(EARLY);
+      const steady = windowed(WARMUP);
       const hundred = (await eventToPromotion(backend, 100, SAMPLES)).samples;
       // A store of its own: the tick must see exactly its 1,000 rollouts.
       const tickBackend = await openBackend(name);
       const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
       const gatedBackend = await openBackend(name);
       const gated = await withPrometheus(TICK_ROLLOUTS, (prometheus) => prometheusTicks(gatedBackend, TICK_ROLLOUTS, prometheus)).finally(() => gatedBackend.close());
-      const rawP50 = percentile(rawSamples, 50);
-      const rawP99 = percentile(rawSamples, 99);
+      const figures = (w: ReturnType<typeof windowed>, key: (k: string) => string) => {
+        const [p50, p99] = [percentile(w.one, 50), percentile(w.one, 99)];
+        const raw = { p50: percentile(w.paired, 50), p99: percentile(w.paired, 99) };
+        const alone = { p50: percentile(w.alone, 50), p99: percentile(w.alone, 99) };
+        return {
+          [key('event_to_promotion_p50_ms')]: round3(p50),
+          [key('event_to_promotion_p99_ms')]: round3(p99),
+          [key('raw_conditional_write_p50_ms')]: round3(raw.p50),
+          [key('raw_conditional_write_p99_ms')]: round3(raw.p99),
+          [key('event_to_promotion_p50_vs_raw_p50')]: round3(p50 / raw.p50),
+          [key('event_to_promotion_p99_vs_raw_p99')]: round3(p99 / raw.p99),
+          [key('raw_conditional_write_alone_p50_ms')]: round3(alone.p50),
+          [key('raw_conditional_write_alone_p99_ms')]: round3(alone.p99),
+          [key('event_to_promotion_p50_vs_raw_alone_p50')]: round3(p50 / alone.p50),
+          [key('event_to_promotion_p99_vs_raw_alone_p99')]: round3(p99 / alone.p99),
+        };
+      };
+      const e = figures(early, (k) => k);
+      const steadyKey = (k: string) => k.replace(/^(event_to_promotion|raw_conditional_write)/, '$1_steady');
+      const st = figures(steady, steadyKey);
+      const latency: Record<string, number> = { ...e, ...st };
       const row = {
-        event_to_promotion_p50_ms: round3(percentile(one, 50)),
-        event_to_promotion_p99_ms: round3(percentile(one, 99)),
+        ...latency,
         event_to_promotion_100_rollouts_p50_ms: round3(percentile(hundred, 50)),
         event_to_promotion_100_rollouts_p99_ms: round3(percentile(hundred, 99)),
-        raw_conditional_write_p50_ms: round3(rawP50),
-        raw_conditional_write_p99_ms: round3(rawP99),
-        event_to_promotion_p50_vs_raw_p50: round3(percentile(one, 50) / rawP50),
-        event_to_promotion_p99_vs_raw_p99: round3(percentile(one, 99) / rawP99),
-        event_to_promotion_steady_p50_ms: round3(percentile(steady.one, 50)),
-        event_to_promotion_steady_p99_ms: round3(percentile(steady.one, 99)),
-        raw_conditional_write_steady_p50_ms: round3(percentile(steady.raw, 50)),
-        raw_conditional_write_steady_p99_ms: round3(percentile(steady.raw, 99)),
-        event_to_promotion_steady_p50_vs_raw_p50: round3(percentile(steady.one, 50) / percentile(steady.raw, 50)),
-        event_to_promotion_steady_p99_vs_raw_p99: round3(percentile(steady.one, 99) / percentile(steady.raw, 99)),
         batch_tick_1000_ms: Math.round(ticks.idle),
         batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
         batch_tick_1000_prometheus_gates_ms: Math.round(gated.allDue),
         batch_tick_1000_prometheus_gates_none_due_ms: Math.round(gated.noneDue),
         batch_tick_prometheus_share_of_interval: round3(gated.allDue / (BATCH_TICK_SECONDS * 1000)),
         prometheus_readings_inconclusive: gated.inconclusive,
-        samples_1: one.length,
+        samples_1: early.one.length,
         warmup_early: EARLY,
         warmup_steady: WARMUP,
         held_view_share: round3(first.held / first.events),
@@ -268,10 +287,14 @@ async function main() {
             }
           : {}),
       };
+      const window = (f: Record<string, number>, k: (key: string) => string) =>
+        `p50 ${f[k('event_to_promotion_p50_ms')]} / p99 ${f[k('event_to_promotion_p99_ms')]} ms = ${f[k('event_to_promotion_p50_vs_raw_p50')]}× / ${f[k('event_to_promotion_p99_vs_raw_p99')]}× ` +
+        `a raw conditional write's p50 ${f[k('raw_conditional_write_p50_ms')]} / p99 ${f[k('raw_conditional_write_p99_ms')]} ms taken alternately with it ` +
+        `(the raw write alone: ${f[k('raw_conditional_write_alone_p50_ms')]} / ${f[k('raw_conditional_write_alone_p99_ms')]} ms, ${f[k('event_to_promotion_p50_vs_raw_alone_p50')]}× / ${f[k('event_to_promotion_p99_vs_raw_alone_p99')]}×)`;
       out[name] = row;
       console.log(
-        `${name.padEnd(9)} event→promotion p50 ${row.event_to_promotion_p50_ms} / p99 ${row.event_to_promotion_p99_ms} ms (1 rollout, after ${EARLY}; ${row.event_to_promotion_p50_vs_raw_p50}× / ${row.event_to_promotion_p99_vs_raw_p99}× a raw conditional write's p50 ${row.raw_conditional_write_p50_ms} / p99 ${row.raw_conditional_write_p99_ms} ms; ${(100 * row.held_view_share).toFixed(0)}% in one write on the held view) · ` +
-          `steady, after ${WARMUP}: p50 ${row.event_to_promotion_steady_p50_ms} / p99 ${row.event_to_promotion_steady_p99_ms} ms (${row.event_to_promotion_steady_p50_vs_raw_p50}× / ${row.event_to_promotion_steady_p99_vs_raw_p99}× the raw write's ${row.raw_conditional_write_steady_p50_ms} / ${row.raw_conditional_write_steady_p99_ms} ms) · ` +
+        `${name.padEnd(9)} event→promotion, 1 rollout, after ${EARLY}: ${window(latency, (k) => k)} · after ${WARMUP}: ${window(latency, steadyKey)} · ` +
+          `${(100 * row.held_view_share).toFixed(0)}% in one write on the held view · ` +
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
           `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms) · ` +
           `with a Prometheus gate each: ${row.batch_tick_1000_prometheus_gates_ms} ms all read (${TICK_ROLLOUTS} queries, ${row.prometheus_readings_inconclusive} inconclusive; ${(100 * row.batch_tick_prometheus_share_of_interval).toFixed(1)}% of the ${BATCH_TICK_SECONDS} s interval), ${row.batch_tick_1000_prometheus_gates_none_due_ms} ms none due` +

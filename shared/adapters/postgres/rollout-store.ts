@@ -426,10 +426,13 @@ export class PostgresRolloutStore implements RolloutStore {
 
   async markPublished(events: readonly RolloutEvent[]): Promise<void> {
     if (events.length) {
+      // Found by primary key only: with `published_at IS NULL` in the WHERE, the generic plan also
+      // scanned the partial index of unpublished events, whose entries for published rows stay until
+      // VACUUM (a bitmap scan never marks them dead), so each call cost more the more had been published.
       await this.sql.query(
-        'UPDATE rollout_events SET published_at = now() WHERE id = ANY($1::text[]) AND published_at IS NULL',
+        'UPDATE rollout_events SET published_at = coalesce(published_at, now()) WHERE id = ANY($1::text[])',
         [events.map((e) => e.id)],
-        'rollout_mark_published',
+        'rollout_mark_published_by_id',
       );
     }
   }
