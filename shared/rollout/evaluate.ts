@@ -1,5 +1,6 @@
 import { providerVerdict, type GateReading } from './gates.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
+import type { Gates } from './spec.js';
 
 /**
  * The pure evaluator: (rollout, stage statuses, signals, now) → the next
@@ -10,10 +11,13 @@ import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 
 export type Decision =
   | { readonly kind: 'activate'; readonly stage: number }
-  /** `readings`: the provider gates' passing readings that allowed it. */
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[] }
-  /** `readings`: the provider gate reading that decided, when a provider gate did. */
-  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[] }
+  /**
+   * `readings`: the provider gates' passing readings that allowed it; `metrics`: the pushed reading the
+   * stage's traffic and threshold gates judged, when it has any.
+   */
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
+  /** `readings`: the provider gate reading that decided, when a provider gate did; `metrics`: the pushed reading, when it breached. */
+  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   /** A provider gate's inconclusive readings are over its limit: stop and say why, neither promote nor roll back. */
   | { readonly kind: 'pause'; readonly reason: string; readonly readings: readonly GateReading[] }
   | { readonly kind: 'deadline'; readonly abort: boolean };
@@ -35,8 +39,11 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   const { gates } = spec;
 
   // Breaches first: a breach seen together with an elapsed bake still rolls back.
-  const breach = breachOf(view, active.index);
-  if (breach) return { kind: 'rollback', stage: active.index, reason: breach };
+  const m = stageReading(view, active.index);
+  const alarmBreach = alarmBreachOf(view, gates.alarms);
+  if (alarmBreach) return { kind: 'rollback', stage: active.index, reason: alarmBreach };
+  const metricsBreach = metricsBreachOf(gates, m);
+  if (metricsBreach) return { kind: 'rollback', stage: active.index, reason: metricsBreach, metrics: m! };
   // Provider gates count readings since the stage's activation or last resume: both set lastProgressAt.
   const providers = providerVerdict(gates.providers ?? [], view.gates, active.index, rollout.lastProgressAt);
   if (providers.kind === 'rollback') return { kind: 'rollback', stage: active.index, reason: providers.reason, readings: providers.readings };
@@ -44,11 +51,17 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
 
   const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
   const alarmsOk = gates.alarms.every((a) => view.alarms[a] === 'OK');
-  const m = stageReading(view, active.index);
   const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
   if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') {
     const last = active.index === stages.length - 1;
-    return { kind: 'promote', stage: active.index, then: last ? 'complete' : 'activate_next', ...(providers.readings.length ? { readings: providers.readings } : {}) };
+    const judged = m !== undefined && (gates.minRequests > 0 || gates.maxErrorRate !== undefined || gates.maxP99LatencyMs !== undefined);
+    return {
+      kind: 'promote',
+      stage: active.index,
+      then: last ? 'complete' : 'activate_next',
+      ...(providers.readings.length ? { readings: providers.readings } : {}),
+      ...(judged ? { metrics: m } : {}),
+    };
   }
   return deadline(view, now);
 }
@@ -72,10 +85,16 @@ export function signalsRead(view: RolloutView): { readonly stage: number; readon
 export function breachOf(view: RolloutView, stage: number): string | null {
   const gates = view.rollout.spec.stages[stage]?.gates;
   if (!gates) return null;
-  for (const alarm of gates.alarms) {
-    if (view.alarms[alarm] === 'ALARM') return `alarm ${alarm} is in ALARM`;
-  }
-  const m = stageReading(view, stage);
+  return alarmBreachOf(view, gates.alarms) ?? metricsBreachOf(gates, stageReading(view, stage));
+}
+
+function alarmBreachOf(view: RolloutView, alarms: readonly string[]): string | null {
+  const alarm = alarms.find((a) => view.alarms[a] === 'ALARM');
+  return alarm === undefined ? null : `alarm ${alarm} is in ALARM`;
+}
+
+/** Why the stage's pushed reading breaches its thresholds, or null (none, too little traffic, within them). */
+function metricsBreachOf(gates: Gates, m: StageMetrics | undefined): string | null {
   if (!m || m.requests === 0 || m.requests < gates.minRequests) return null;
   const errorRate = m.errors / m.requests;
   if (gates.maxErrorRate !== undefined && errorRate > gates.maxErrorRate) {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Same } from '../types.js';
 import { gateReadingSchema, type GateReading } from './gates.js';
-import { millisSchema } from './model.js';
+import { millisSchema, stageMetricsSchema, type StageMetrics } from './model.js';
 
 /** Source of every rollout event on the bus. */
 export const ROLLOUT_SOURCE = 'ai.rollout';
@@ -32,6 +32,8 @@ export interface RolloutEventDetail {
   readonly reason?: string;
   /** The provider gate readings that decided (stage_promoted: those that passed; rollback_detected, paused: the one over its limit). */
   readonly readings?: readonly GateReading[];
+  /** The pushed metrics reading the stage's traffic and threshold gates judged (stage_promoted; rollback_detected on a breach of them). */
+  readonly metrics?: StageMetrics;
   /** Who acted: `promoter:<holder>` for automatic actions, the caller's identity for commands. */
   readonly actor: string;
   /** Lease epoch the action was fenced under. */
@@ -70,6 +72,7 @@ export const rolloutEventSchema = z
         nextStage: stageRefSchema.optional(),
         reason: z.string().optional(),
         readings: z.array(gateReadingSchema).readonly().optional(),
+        metrics: stageMetricsSchema.optional(),
         actor: z.string(),
         epoch: z.number().int().nonnegative(),
       })

@@ -86,6 +86,16 @@ export interface StageMetrics {
   readonly observedAt: number;
 }
 
+export const stageMetricsSchema = z
+  .object({
+    requests: z.number().int().nonnegative(),
+    errors: z.number().int().nonnegative(),
+    p99LatencyMs: z.number().nonnegative().nullable(),
+    observedAt: millisSchema,
+  })
+  .readonly();
+const _sameStageMetrics: Same<z.output<typeof stageMetricsSchema>, StageMetrics> = true;
+
 /** Everything the evaluator needs about one rollout, as read at one moment. */
 export interface RolloutView {
   readonly rollout: Rollout;

@@ -11,12 +11,14 @@ import {
   ROLLOUT_STATES,
   rolloutSchema,
   STAGE_PHASES,
+  stageMetricsSchema,
   stageStatusSchema,
   stageStatusShape,
   TERMINAL_STATES,
   type Rollout,
   type RolloutState,
   type RolloutView,
+  type StageMetrics,
   type StagePhase,
   type StageStatus,
 } from './model.js';
@@ -32,8 +34,9 @@ import {
 
 export type Transition =
   | { readonly kind: 'activate'; readonly stage: number }
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[] }
-  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[] }
+  /** `readings`, `metrics`: what the gates saw when the evaluator decided (Decision); they ride on the event. */
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
+  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   | { readonly kind: 'deadline'; readonly abort: boolean }
   | { readonly kind: 'promote_full' }
   /** `readings`: the gate readings that decided an automatic pause. */
@@ -180,8 +183,9 @@ export function isWellFormedPlan(p: unknown): boolean {
     const d = e.detail;
     if (d.rolloutId !== p.rolloutId || !isInt(d.attempt, 1) || !isStr(d.service) || !isStr(d.version) || !isStr(d.actor) || !isInt(d.epoch, 0)) return false;
     if ((d.stage !== undefined && !isStageRef(d.stage)) || (d.nextStage !== undefined && !isStageRef(d.nextStage)) || (d.reason !== undefined && !isStr(d.reason))) return false;
-    // Readings ride only on gate-decided transitions, never on the metrics path: their schema checks them.
+    // Readings and metrics ride only on gate-decided transitions: their schemas check them.
     if (d.readings !== undefined && !gateReadingsSchema.safeParse(d.readings).success) return false;
+    if (d.metrics !== undefined && !stageMetricsSchema.safeParse(d.metrics).success) return false;
   }
   return true;
 }
@@ -265,7 +269,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       stageAt(t.stage, 'active');
       promote(t.stage);
       next = { ...next, lastProgressAt: now };
-      const decided = readingsOf(t);
+      const decided = { ...readingsOf(t), ...metricsOf(t) };
       if (t.then === 'activate_next') {
         stageAt(t.stage + 1, 'pending');
         activate(t.stage + 1);
@@ -283,7 +287,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       stageAt(t.stage, 'active');
       stageChanges.push({ index: t.stage, expect: 'active', set: { phase: 'rolled_back', rolledBackAt: now, reason: t.reason } });
       next = { ...next, state: 'rolled_back', stateBy: ctx.actor, stateReason: t.reason };
-      events.push({ type: 'ai.rollout.rollback_detected', extra: { stage: stageRef(t.stage), reason: t.reason, ...readingsOf(t) } });
+      events.push({ type: 'ai.rollout.rollback_detected', extra: { stage: stageRef(t.stage), reason: t.reason, ...readingsOf(t), ...metricsOf(t) } });
       break;
     }
     case 'deadline': {
@@ -373,6 +377,11 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
 /** The readings a decision carries, as an event detail field (absent when there are none). */
 function readingsOf(t: { readonly readings?: readonly GateReading[] }): { readings?: readonly GateReading[] } {
   return t.readings?.length ? { readings: t.readings } : {};
+}
+
+/** The pushed reading a decision judged, as an event detail field (absent when it judged none). */
+function metricsOf(t: { readonly metrics?: StageMetrics }): { metrics?: StageMetrics } {
+  return t.metrics ? { metrics: t.metrics } : {};
 }
 
 export function isTerminal(state: RolloutState): boolean {

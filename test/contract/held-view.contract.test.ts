@@ -77,6 +77,9 @@ forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 
     const view = (await backend.rollouts.load(id))!;
     expect(view.stages.map((s) => s.phase)).toEqual(['promoted', 'active', 'pending']);
     expect(view.metrics.get(0)).toEqual({ requests: 200, errors: 0, p99LatencyMs: 100, observedAt: clock.now() });
+    // The one write stored the event with the reading it was decided on.
+    const promoted = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.stage_promoted')!;
+    expect(promoted.detail.metrics).toEqual(view.metrics.get(0));
 
     // The view it left is held in turn: the next stage's reading goes the same way (and the last stage, no bake, no gates, follows at once).
     clock.advance(61_000);

@@ -58,6 +58,9 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect(view.rollout.state).toBe('completed');
     expect(view.stages.map((s) => [s.phase, s.promotedEpoch])).toEqual([['promoted', 0], ['promoted', 0], ['promoted', 0]]);
     expect(await types(id)).toEqual(['stage_activated:0', 'stage_promoted:0', 'stage_promoted:1', 'stage_promoted:2', 'completed']);
+    // The pushed reading each gated stage was promoted on is stored with its event; the ungated last stage names none.
+    const promotedOn = (await backend.rollouts.events(id)).filter((e) => e.detailType === 'ai.rollout.stage_promoted').map((e) => e.detail.metrics?.errors ?? null);
+    expect(promotedOn).toEqual([1, 2, null]);
     expect(a.bus.history.map((e) => e.id)).toEqual((await backend.rollouts.events(id)).map((e) => e.id));
     expect(await backend.rollouts.unpublishedEvents(10)).toEqual([]);
     expect((await a.batch.tick()).actions).toEqual([]);

@@ -85,7 +85,7 @@ describe('evaluator', () => {
   });
   it('waits for the bake, then promotes and activates the next', () => {
     expect(evaluate(view([active], { metrics: healthy }), T + 59_999)).toBeNull();
-    expect(evaluate(view([active], { metrics: healthy }), T + 60_000)).toEqual({ kind: 'promote', stage: 0, then: 'activate_next' });
+    expect(evaluate(view([active], { metrics: healthy }), T + 60_000)).toEqual({ kind: 'promote', stage: 0, then: 'activate_next', metrics: healthy.get(0) });
   });
   it('waits for the minimum request count and for every alarm to be OK', () => {
     const few = new Map([[0, { requests: 99, errors: 0, p99LatencyMs: 1, observedAt: T }]]);
@@ -95,10 +95,23 @@ describe('evaluator', () => {
   });
   it('rolls back on a breach, even once the bake has elapsed', () => {
     const bad = new Map([[0, { requests: 200, errors: 20, p99LatencyMs: 100, observedAt: T }]]);
-    expect(evaluate(view([active], { metrics: bad }), T + 90_000)).toEqual({ kind: 'rollback', stage: 0, reason: 'error rate 0.1000 > 0.05 over 200 requests' });
+    expect(evaluate(view([active], { metrics: bad }), T + 90_000)).toEqual({ kind: 'rollback', stage: 0, reason: 'error rate 0.1000 > 0.05 over 200 requests', metrics: bad.get(0) });
     const slow = new Map([[0, { requests: 200, errors: 0, p99LatencyMs: 900, observedAt: T }]]);
-    expect(evaluate(view([active], { metrics: slow }), T)).toEqual({ kind: 'rollback', stage: 0, reason: 'p99 latency 900 ms > 500 ms' });
-    expect(evaluate(view([active], { alarms: { a1: 'ALARM' } }), T)).toMatchObject({ kind: 'rollback', reason: 'alarm a1 is in ALARM' });
+    expect(evaluate(view([active], { metrics: slow }), T)).toEqual({ kind: 'rollback', stage: 0, reason: 'p99 latency 900 ms > 500 ms', metrics: slow.get(0) });
+    // An alarm decides before the metrics are judged: the rollback carries no reading of them.
+    expect(evaluate(view([active], { metrics: bad, alarms: { a1: 'ALARM' } }), T)).toEqual({ kind: 'rollback', stage: 0, reason: 'alarm a1 is in ALARM' });
+  });
+  it('the pushed reading that decided rides on the event, and only the one that decided', () => {
+    const token = { name: 'promotion_leader', holder: 'n1', epoch: 7 };
+    const planned = (v: RolloutView, now: number) => planTransition(v, evaluate(v, now)!, { now, token, actor: 'promoter:n1' });
+    const promoted = planned(view([active], { metrics: healthy }), T + 60_000);
+    expect(promoted.events.map((e) => [e.detailType, e.detail.metrics])).toEqual([['ai.rollout.stage_promoted', healthy.get(0)]]);
+    const bad = new Map([[0, { requests: 200, errors: 20, p99LatencyMs: 100, observedAt: T }]]);
+    expect(planned(view([active], { metrics: bad }), T).events.map((e) => [e.detailType, e.detail.metrics])).toEqual([['ai.rollout.rollback_detected', bad.get(0)]]);
+    expect(planned(view([active], { metrics: bad, alarms: { a1: 'ALARM' } }), T).events[0]!.detail).not.toHaveProperty('metrics');
+    // A stage with no traffic or threshold gate judged no reading: its promotion names none.
+    const last = planned(view([{ phase: 'promoted' }, active], { metrics: new Map([[1, healthy.get(0)!]]) }), T + 60_000);
+    expect(last.events.map((e) => [e.detailType, e.detail.metrics])).toEqual([['ai.rollout.stage_promoted', undefined], ['ai.rollout.completed', undefined]]);
   });
   it('does not judge metrics below the minimum request count', () => {
     const early = new Map([[0, { requests: 10, errors: 9, p99LatencyMs: 100, observedAt: T }]]);

@@ -213,6 +213,9 @@ describe('checkPlan without a full parse', () => {
       [view('running', ['active', 'pending']), { kind: 'rollback', stage: 0, reason: 'gate g', readings: [reading('fail', 0.3)] }],
       [view('running', ['active', 'pending']), { kind: 'pause', reason: 'gate g', readings: [reading('inconclusive', null)] }],
       [view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next', readings: [reading('pass', 0.01)] }],
+      // Decided on pushed metrics: the reading judged rides in the event.
+      [view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next', metrics: { requests: 100, errors: 1, p99LatencyMs: null, observedAt: 5 } }],
+      [view('running', ['active', 'pending']), { kind: 'rollback', stage: 0, reason: 'error rate', metrics: { requests: 100, errors: 90, p99LatencyMs: 812.5, observedAt: 5 } }],
     ] as [RolloutView, Transition][]
   ).map(([v, t]) => planTransition(v, t, ctx));
 
