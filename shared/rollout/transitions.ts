@@ -11,7 +11,6 @@ import {
   ROLLOUT_STATES,
   rolloutSchema,
   STAGE_PHASES,
-  stageMetricsSchema,
   stageStatusSchema,
   stageStatusShape,
   TERMINAL_STATES,
@@ -152,6 +151,12 @@ const isEventType = isIn(ROLLOUT_EVENT_TYPES);
 const isTransition = isIn(TRANSITION_KINDS);
 const STAGE_SET_KEYS = new Set(Object.keys(stageSetSchema.unwrap().shape));
 
+/** stageMetricsSchema, by hand: it rides on every plan a pushed reading decides, where a full parse would cost more than the check. */
+function isStageMetrics(v: unknown): boolean {
+  if (!isObj(v) || !isInt(v.requests, 0) || !isInt(v.errors, 0) || !isMillis(v.observedAt)) return false;
+  return v.p99LatencyMs === null || (typeof v.p99LatencyMs === 'number' && Number.isFinite(v.p99LatencyMs) && v.p99LatencyMs >= 0);
+}
+
 function isStageRef(v: unknown): boolean {
   return isObj(v) && isInt(v.index, 0) && isName(v.name) && typeof v.percent === 'number' && v.percent > 0 && v.percent <= 100;
 }
@@ -185,7 +190,7 @@ export function isWellFormedPlan(p: unknown): boolean {
     if ((d.stage !== undefined && !isStageRef(d.stage)) || (d.nextStage !== undefined && !isStageRef(d.nextStage)) || (d.reason !== undefined && !isStr(d.reason))) return false;
     // Readings and metrics ride only on gate-decided transitions: their schemas check them.
     if (d.readings !== undefined && !gateReadingsSchema.safeParse(d.readings).success) return false;
-    if (d.metrics !== undefined && !stageMetricsSchema.safeParse(d.metrics).success) return false;
+    if (d.metrics !== undefined && !isStageMetrics(d.metrics)) return false;
   }
   return true;
 }
