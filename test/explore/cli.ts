@@ -1,10 +1,10 @@
 /**
- * Explores the lease, ledger and promotion models exhaustively within a
+ * Explores the lease, ledger, promotion and held-view models exhaustively within a
  * scope, correct and broken, and reports what it found.
  *
  *   node --import tsx test/explore/cli.ts [--scope default|large] [--variant correct|all|NAME]
  *
- * --variant correct runs the three models as the product is; a variant NAME
+ * --variant correct runs every model as the product is; a variant NAME
  * runs that variant on every model that can express it; all (the default)
  * runs both. One line per run with its counts, a shortest trace for every
  * violation, and as the last line a JSON summary. Exit 1 when a correct
@@ -54,7 +54,8 @@ const { scope, variant } = parseArgs(process.argv.slice(2));
 const s = SCOPES[scope];
 console.log(
   `scope ${scope}: lease ${s.lease.nodes} nodes, depth ${s.lease.maxDepth}; ledger ${s.ledger.coordinators} coordinators, ${s.ledger.workers} workers, ` +
-    `${s.ledger.items} items, depth ${s.ledger.maxDepth}; promotion ${s.promotion.promoters.join('+')} promoters, depth ${s.promotion.maxDepth}; variants within depth ${VARIANT_DEPTH}`,
+    `${s.ledger.items} items, depth ${s.ledger.maxDepth}; promotion ${s.promotion.promoters.join('+')} promoters, depth ${s.promotion.maxDepth}; ` +
+    `held ${s.held.promoters.join('+')} promoters, ${s.held.budget.readings} readings, depth ${s.held.maxDepth}; variants within depth ${VARIANT_DEPTH}`,
 );
 
 const results: { name: string; r: RunResult }[] = [];

@@ -43,6 +43,8 @@ export const VARIANTS = [
   'steal-two-step',
   'ack-any-worker',
   'ack-by-worker-only',
+  'held-no-alarm-check',
+  'held-no-metrics-check',
 ] as const;
 export type Variant = (typeof VARIANTS)[number];
 

@@ -11,13 +11,15 @@ import type { Variant } from './store.js';
  * and the unit test, so both check the same thing.
  */
 
-export type ModelName = 'lease' | 'ledger' | 'promotion';
-export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion'];
+export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held';
+export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held'];
 
 export interface Scope {
   readonly lease: LeaseScope;
   readonly ledger: LedgerScope;
   readonly promotion: PromotionScope;
+  /** The promotion model's held-view scope: a metrics reading and its decision in one write on a view a promoter held. */
+  readonly held: PromotionScope;
 }
 
 export const SCOPES = {
@@ -25,13 +27,15 @@ export const SCOPES = {
   default: {
     lease: { nodes: 2, budget: { ticks: 2, crashes: 1, lost: 1 }, maxDepth: 12 },
     ledger: { coordinators: 2, workers: 2, items: 2, budget: { ticks: 1, crashes: 1, lost: 1, failures: 0 }, maxDepth: 6 },
-    promotion: { promoters: [2, 1], commands: ['abort', 'retry'], budget: { ticks: 1, crashes: 1, lost: 1, signals: 2, commands: 2 }, maxDepth: 7 },
+    promotion: { promoters: [2, 1], commands: ['abort', 'retry'], budget: { ticks: 1, crashes: 1, lost: 1, signals: 2, commands: 2, readings: 0, bakes: 0 }, maxDepth: 7 },
+    held: { held: true, promoters: [1, 1], commands: [], budget: { ticks: 1, crashes: 0, lost: 0, signals: 1, commands: 0, readings: 2, bakes: 1 }, maxDepth: 7 },
   },
   /** More processes, items, faults and depth: minutes, not seconds. */
   large: {
     lease: { nodes: 3, budget: { ticks: 2, crashes: 1, lost: 1 }, maxDepth: 12 },
     ledger: { coordinators: 2, workers: 2, items: 3, budget: { ticks: 1, crashes: 1, lost: 1, failures: 1 }, maxDepth: 8 },
-    promotion: { promoters: [2, 2], commands: ['abort', 'retry', 'pause', 'resume', 'promote_full'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 3, commands: 3 }, maxDepth: 9 },
+    promotion: { promoters: [2, 2], commands: ['abort', 'retry', 'pause', 'resume', 'promote_full'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 3, commands: 3, readings: 0, bakes: 0 }, maxDepth: 9 },
+    held: { held: true, promoters: [1, 1], commands: ['abort', 'retry'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 2, commands: 1, readings: 2, bakes: 1 }, maxDepth: 8 },
   },
 } as const satisfies Record<string, Scope>;
 
@@ -71,6 +75,8 @@ export const VARIANT_RUNS: readonly VariantRun[] = [
   { variant: 'steal-two-step', model: 'ledger', breaks: ['no-item-lost'], what: 'a steal re-pends, then claims, in two writes' },
   { variant: 'ack-any-worker', model: 'ledger', breaks: ['done-by-holder'], what: 'an ack is conditioned on Running, not on the worker' },
   { variant: 'ack-by-worker-only', model: 'ledger', breaks: ['one-result-per-item'], what: 'an ack is conditioned on the worker, not on Running' },
+  { variant: 'held-no-alarm-check', model: 'held', breaks: ['held-decision-current'], what: "a reading's decision on a held view ignores an alarm changed since" },
+  { variant: 'held-no-metrics-check', model: 'held', breaks: ['held-decision-current'], what: "a reading's decision on a held view ignores the active stage's newer reading" },
 ];
 
 function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Model<unknown>; maxDepth: number } {
@@ -81,6 +87,8 @@ function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Mode
       return { model: ledgerModel(scope.ledger, variant) as Model<unknown>, maxDepth: scope.ledger.maxDepth };
     case 'promotion':
       return { model: promotionModel(scope.promotion, variant) as Model<unknown>, maxDepth: scope.promotion.maxDepth };
+    case 'held':
+      return { model: promotionModel(scope.held, variant) as Model<unknown>, maxDepth: scope.held.maxDepth };
   }
 }
 

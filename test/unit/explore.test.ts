@@ -47,6 +47,7 @@ describe('the explorer', () => {
       leaseModel(SCOPES.default.lease) as Model<unknown>,
       ledgerModel(SCOPES.default.ledger) as Model<unknown>,
       promotionModel(SCOPES.default.promotion) as Model<unknown>,
+      promotionModel(SCOPES.default.held) as Model<unknown>,
     ];
     let compared = 0;
     for (const m of models) {
@@ -79,5 +80,27 @@ describe('each broken variant is caught', () => {
     const caught = r.violations.filter((v) => run.breaks.includes(v.invariant));
     expect(caught.map((v) => v.invariant).sort()).toEqual([...run.breaks].sort());
     for (const v of caught) expect(v.trace.length).toBeGreaterThan(0);
+  });
+});
+
+describe('the held-view write', () => {
+  // The checks rollout_apply_with_reading makes beyond rollout_apply's, each shown to be needed: without it a
+  // reading's decision on a held view applies where the evaluator, on the store as it is, decides otherwise.
+  const counterexample = (variant: 'held-no-alarm-check' | 'held-no-metrics-check') => {
+    const run = VARIANT_RUNS.find((r) => r.variant === variant)!;
+    return runVariant('default', run).violations.find((v) => v.invariant === 'held-decision-current')!;
+  };
+
+  it('without the alarm check: a promotion decided before the alarm went to ALARM applies', () => {
+    const v = counterexample('held-no-alarm-check');
+    expect(v.trace.some((l) => l.includes('turns ALARM'))).toBe(true);
+    expect(v.message).toMatch(/applied promote .* the evaluator decides rollback/);
+  });
+
+  it("without the active stage's reading check: a next stage's reading promotes past a breach another node stored", () => {
+    const v = counterexample('held-no-metrics-check');
+    expect(v.trace.some((l) => /a bad reading of stage 0 .* reaches n1\/0; recorded: stored/.test(l))).toBe(true);
+    expect(v.trace.some((l) => /a good reading of stage 1 .* on its held view it sends promote/.test(l))).toBe(true);
+    expect(v.message).toMatch(/applied promote .* the evaluator decides rollback/);
   });
 });

@@ -1,8 +1,9 @@
 import type { LeaseToken } from '../../../shared/lease/record.js';
 import { evaluate } from '../../../shared/rollout/evaluate.js';
-import type { AlarmState, RolloutView, StageStatus } from '../../../shared/rollout/model.js';
+import { type AlarmState, type RolloutView, type StageMetrics, type StageStatus } from '../../../shared/rollout/model.js';
 import { parseRolloutSpec } from '../../../shared/rollout/spec.js';
 import { freshStages, planTransition, TransitionRejectedError, viewAfter, type TransitionPlan } from '../../../shared/rollout/transitions.js';
+import { canonicalJson } from '../../../shared/canonical-json.js';
 import type { Invariant, Model, Step } from '../explorer.js';
 import { applyPlan, checksAtIssue, emptyLeaseGhost, fenceAdmits, noLease, planWrite, recordFencedWrite, type HeldToken, type PlanWrite, type RolloutCell, type RolloutRow, type Variant } from '../store.js';
 import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budget, type Contender, type HasLease, type LeaseTiming, type LeaseWorld } from './lease.js';
@@ -32,6 +33,24 @@ import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budg
  * outbox and event publishing (stored in the same write; they decide
  * nothing), the StreamingPromoter's trigger (any promoter may evaluate at any
  * time, a superset of when it does).
+ *
+ * With `held` (the held-view scope), the leader's one-write path for a
+ * metrics reading instead: stages bake for 1 s on a rollout clock that can
+ * move once, and gate on a reading (at least one request, error rate ≤ 0.5)
+ * as well as the alarm. Each node has one StreamingPromoter, which holds the
+ * view its last evaluation left (n0 starts holding the canary active with a
+ * good reading). A good or bad reading for the active or the next stage,
+ * observed after every one before it or delivered late, reaches a node:
+ * on a held view that decides with it, the promoter sends the reading, the
+ * view it held and the plan in one write, applied as
+ * `rollout_apply_with_reading` does (the reading stored if newer; the plan
+ * only if it was, the rollout row's version and attempt, the active stage's
+ * reading and the alarm are as held, and the fence and `rollout_apply`'s
+ * conditions hold; otherwise it decides again on the store as it now is);
+ * anywhere else the reading is stored (recordMetrics) and any promoter may
+ * evaluate later. `held-decision-current` then checks what the write exists
+ * for: a plan it applies is the one the evaluator makes on the store at that
+ * moment, the reading included.
  */
 
 const ROLLOUT = 'rollout';
@@ -46,6 +65,18 @@ const SPEC = parseRolloutSpec({
   ],
 });
 
+/** The held-view scope's: a bake, so a held view can come to decide as time passes; a reading gate beside the alarm. */
+const HELD_SPEC = parseRolloutSpec({
+  target: { service: 'svc', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 1, gates: { alarms: [ALARM], minRequests: 1, maxErrorRate: 0.5 } },
+    { name: 'all', percent: 100, bakeSeconds: 1, gates: { alarms: [ALARM], minRequests: 1, maxErrorRate: 0.5 } },
+  ],
+});
+const BAKE_MS = 1_000;
+/** Every reading reports this many requests: a good one has no errors, a bad one nothing else. */
+const REQUESTS = 2;
+
 export type Command = 'abort' | 'retry' | 'pause' | 'resume' | 'promote_full';
 
 export interface PromotionBudget extends Budget {
@@ -53,6 +84,10 @@ export interface PromotionBudget extends Budget {
   readonly signals: number;
   /** Operator commands sent. */
   readonly commands: number;
+  /** Metrics readings arriving (held-view scope). */
+  readonly readings: number;
+  /** Moves of the rollout clock past a bake (held-view scope). */
+  readonly bakes: number;
 }
 
 export interface PromotionScope {
@@ -61,12 +96,21 @@ export interface PromotionScope {
   readonly commands: readonly Command[];
   readonly budget: PromotionBudget;
   readonly maxDepth: number;
+  /** The held-view scope: readings, bakes and the one-write path (see the model's comment). */
+  readonly held?: boolean;
 }
 
-/** What a promoter read: the rollout without its spec, the current attempt's stages, the alarm. */
+/** A stored metrics reading, as far as the evaluator tells readings apart. */
+interface Reading {
+  readonly errors: number;
+  readonly observedAt: number;
+}
+
+/** What a promoter read: the rollout without its spec, the current attempt's stages and readings, the alarm. */
 interface ViewLite {
   readonly rollout: RolloutRow;
   readonly stages: readonly StageStatus[];
+  readonly metrics: Readonly<Record<number, Reading>>;
   readonly alarm: AlarmState;
 }
 
@@ -74,6 +118,16 @@ interface Promoter {
   readonly node: number;
   /** The view its plan in flight was made on (null: idle). */
   readonly view: ViewLite | null;
+  /** Held-view scope: the view its last evaluation left, which a reading may be decided on. */
+  readonly held: ViewLite | null;
+}
+
+/** A reading sent with the decision it made on a held view. */
+interface HeldWrite {
+  readonly stage: number;
+  readonly reading: Reading;
+  /** The view the decision was made on, before the reading. */
+  readonly held: ViewLite;
 }
 
 interface Apply {
@@ -84,6 +138,8 @@ interface Apply {
   /** Its sender still awaits the answer. */
   readonly listening: boolean;
   readonly admitted: boolean | null;
+  /** Held-view scope: the write also stores a reading, and applies only on the view held. */
+  readonly withReading?: HeldWrite;
 }
 
 interface StageGhost {
@@ -95,7 +151,13 @@ interface StageGhost {
 
 export interface PromotionState extends HasLease {
   readonly now: number;
+  /** The rollout's clock (what evaluate and the plans read); the lease keeps its own, `now`. */
+  readonly clock: number;
   readonly store: RolloutCell;
+  /** Stored readings by `attempt/stage`. */
+  readonly metrics: Readonly<Record<string, Reading>>;
+  /** The latest time a reading sent so far was observed at. */
+  readonly observed: number;
   readonly alarm: AlarmState;
   readonly nodes: readonly Contender[];
   readonly promoters: readonly Promoter[];
@@ -103,6 +165,8 @@ export interface PromotionState extends HasLease {
   /** Per attempt (index attempt − 1): each stage's history, and whether the attempt was rolled back or aborted. */
   readonly ghost: readonly { readonly ended: boolean; readonly stages: readonly StageGhost[] }[];
   readonly budget: PromotionBudget;
+  /** Ghost: the first held-view write that applied a plan the evaluator would not make on the store as it was. */
+  readonly staleDecision: string | null;
 }
 
 export const PROMOTION_TIMING: LeaseTiming = { name: 'promotion_leader', tickMs: 1_000, ttlMs: 1_000, skewMs: 0 };
@@ -119,17 +183,29 @@ function setAt<T>(xs: readonly T[], i: number, x: T): T[] {
   return xs.map((y, j) => (j === i ? x : y));
 }
 
-function fullView(v: ViewLite): RolloutView {
-  return { rollout: { ...v.rollout, spec: SPEC }, stages: v.stages, metrics: new Map(), alarms: { [ALARM]: v.alarm }, gates: new Map() };
+const metricsOf = (r: Reading): StageMetrics => ({ requests: REQUESTS, errors: r.errors, p99LatencyMs: null, observedAt: r.observedAt });
+
+function fullView(v: ViewLite, spec: typeof SPEC): RolloutView {
+  const metrics = new Map(Object.entries(v.metrics).map(([stage, r]) => [Number(stage), metricsOf(r)]));
+  return { rollout: { ...v.rollout, spec }, stages: v.stages, metrics, alarms: { [ALARM]: v.alarm }, gates: new Map() };
 }
 
 function liteView(v: RolloutView): ViewLite {
   const { spec: _spec, ...rollout } = v.rollout;
-  return { rollout, stages: v.stages, alarm: v.alarms[ALARM] ?? 'INSUFFICIENT_DATA' };
+  const metrics = Object.fromEntries([...v.metrics].map(([stage, m]) => [stage, { errors: m.errors, observedAt: m.observedAt }]));
+  return { rollout, stages: v.stages, metrics, alarm: v.alarms[ALARM] ?? 'INSUFFICIENT_DATA' };
 }
 
 function read(s: PromotionState): ViewLite {
-  return { rollout: s.store.rollout, stages: s.store.stages[s.store.rollout.attempt] ?? [], alarm: s.alarm };
+  const attempt = s.store.rollout.attempt;
+  const metrics: Record<number, Reading> = {};
+  for (const [key, r] of Object.entries(s.metrics)) if (key.startsWith(`${attempt}/`)) metrics[Number(key.slice(key.indexOf('/') + 1))] = r;
+  return { rollout: s.store.rollout, stages: s.store.stages[attempt] ?? [], metrics, alarm: s.alarm };
+}
+
+/** The active stage of a view, as evaluate finds it. */
+function activeOf(v: ViewLite): number | undefined {
+  return v.rollout.state === 'running' ? v.stages.find((x) => x.phase === 'active')?.index : undefined;
 }
 
 function describeStages(c: RolloutCell): string {
@@ -142,12 +218,12 @@ function describePlan(p: PlanWrite): string {
   return `${p.transition}${stages ? ` (${stages})` : ''} on v${p.expect.version}`;
 }
 
-/** A decision of the evaluator on `view`, planned: the step the engine would send, or null. */
-function decide(view: ViewLite, token: HeldToken, actor: string): PlanWrite | null {
-  const full = fullView(view);
-  const decision = evaluate(full, NOW);
+/** A decision of the evaluator on `view` at `now`, planned: the step the engine would send, or null. */
+function decide(spec: typeof SPEC, view: ViewLite, token: HeldToken, actor: string, now: number): PlanWrite | null {
+  const full = fullView(view, spec);
+  const decision = evaluate(full, now);
   if (decision === null) return null;
-  return planWrite(planTransition(full, decision, { now: NOW, token: fenceOf(token), actor }));
+  return planWrite(planTransition(full, decision, { now, token: fenceOf(token), actor }));
 }
 
 /** Ghost: what a committed plan did to each stage and attempt. */
@@ -177,11 +253,13 @@ function recordPlan(ghost: PromotionState['ghost'], before: RolloutCell, plan: P
 }
 
 export function promotionModel(scope: PromotionScope, variant: Variant = 'correct', timing: LeaseTiming = PROMOTION_TIMING): Model<PromotionState> {
+  const held = scope.held === true;
+  const spec = held ? HELD_SPEC : SPEC;
   const rollout: RolloutRow = {
     id: ROLLOUT,
     state: 'running',
     attempt: 1,
-    version: 0,
+    version: held ? 1 : 0,
     createdAt: NOW,
     updatedAt: NOW,
     lastProgressAt: NOW,
@@ -189,17 +267,34 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     stateBy: 'ops',
     stateReason: null,
   };
+  // Held-view scope: the canary active with a good reading, baking; n0's promoter left it so and holds that view.
+  const fresh = freshStages({ rollout: { ...rollout, spec } });
+  const stages = held ? fresh.map((x) => (x.index === 0 ? { ...x, phase: 'active' as const, activatedAt: NOW } : x)) : fresh;
+  const metrics: Record<string, Reading> = held ? { '1/0': { errors: 0, observedAt: NOW } } : {};
+  const heldView: ViewLite = { rollout, stages, metrics: held ? { 0: metrics['1/0']! } : {}, alarm: 'OK' };
   const initial: PromotionState = {
     now: 0,
+    clock: NOW,
     lease: noLease,
     leaseGhost: emptyLeaseGhost,
-    store: { rollout, stages: { 1: freshStages({ rollout: { ...rollout, spec: SPEC } }) } },
+    store: { rollout, stages: { 1: stages } },
+    metrics,
+    observed: NOW,
     alarm: 'OK',
     nodes: scope.promoters.map(() => freshContender),
-    promoters: scope.promoters.flatMap((n, node) => Array.from({ length: n }, () => ({ node, view: null }))),
+    promoters: scope.promoters.flatMap((n, node) => Array.from({ length: n }, (_, i) => ({ node, view: null, held: held && node === 0 && i === 0 ? heldView : null }))),
     net: [],
     ghost: [freshAttempt],
     budget: scope.budget,
+    staleDecision: null,
+  };
+  const decideAt = (s: PromotionState, view: ViewLite, token: HeldToken, actor: string) => decide(spec, view, token, actor, s.clock);
+  /** The store with a reading recorded as recordMetrics does (the current attempt; only over an older one). */
+  const withReading = (s: PromotionState, stage: number, r: Reading): { state: PromotionState; stored: boolean } => {
+    const key = `${s.store.rollout.attempt}/${stage}`;
+    const prior = s.metrics[key];
+    if (prior && prior.observedAt >= r.observedAt) return { state: s, stored: false };
+    return { state: { ...s, metrics: { ...s.metrics, [key]: r } }, stored: true };
   };
   const spend = (s: PromotionState, what: keyof PromotionBudget): PromotionState => ({ ...s, budget: { ...s.budget, [what]: s.budget[what] - 1 } });
   const promoterId = (s: PromotionState, pi: number) => `${nodeId(s.promoters[pi]!.node)}/${s.promoters.slice(0, pi).filter((p) => p.node === s.promoters[pi]!.node).length}`;
@@ -209,6 +304,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
   });
 
   const steps = (s: PromotionState): Step<PromotionState>[] => {
+    const describeReading = (stage: number, r: Reading) => `a ${r.errors ? 'bad' : 'good'} reading of stage ${stage} (observed ${r.observedAt})`;
     const out: Step<PromotionState>[] = [];
     const world: LeaseWorld = { now: s.now, lease: s.lease, ghost: s.leaseGhost, mayLoseReply: false, mayStop: s.budget.crashes > 0 };
 
@@ -224,7 +320,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         const next: PromotionState = {
           ...s,
           nodes: setAt(s.nodes, ni, freshContender),
-          promoters: s.promoters.map((p) => (p.node === ni ? { ...p, view: null } : p)),
+          promoters: s.promoters.map((p) => (p.node === ni ? { ...p, view: null, held: null } : p)),
           net: s.net.map((m) => (gone(m.from) ? { ...m, listening: false } : m)),
         };
         out.push({ label: `${me} crashes (its promoters with it)`, next: spend(next, 'crashes') });
@@ -235,8 +331,14 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       const token = s.nodes[p.node]!.token;
       if (p.view !== null || token === null) return;
       const view = read(s);
-      const plan = decide(view, token, `promoter:${nodeId(p.node)}`);
-      if (plan === null) return;
+      const plan = decideAt(s, view, token, `promoter:${nodeId(p.node)}`);
+      if (plan === null) {
+        // Held-view scope: an evaluation that decides nothing still leaves the promoter holding what it read.
+        if (held && canonicalJson(p.held) !== canonicalJson(view)) {
+          out.push({ label: `${promoterId(s, pi)} reads ${describeStages(s.store)}, alarm ${s.alarm}: nothing to decide; holds it`, next: { ...s, promoters: setAt(s.promoters, pi, { ...p, held: view }) } });
+        }
+        return;
+      }
       const from = promoterId(s, pi);
       out.push({
         label: `${from} reads ${describeStages(s.store)}, alarm ${s.alarm}; sends ${describePlan(plan)} under epoch ${token.epoch}`,
@@ -247,11 +349,11 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     if (s.budget.commands > 0 && !s.net.some((m) => m.from === 'ops' && m.listening)) {
       s.nodes.forEach((c, ni) => {
         if (c.token === null) return;
-        const view = fullView(read(s));
+        const view = fullView(read(s), spec);
         for (const kind of scope.commands) {
           let plan: TransitionPlan;
           try {
-            plan = planTransition(view, { kind }, { now: NOW, token: fenceOf(c.token), actor: 'ops' });
+            plan = planTransition(view, { kind }, { now: s.clock, token: fenceOf(c.token), actor: 'ops' });
           } catch (err) {
             if (err instanceof TransitionRejectedError) continue;
             throw err;
@@ -269,18 +371,55 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       const rest = s.net.filter((_, j) => j !== k);
       const admitted = m.admitted ?? fenceAdmits(s.lease, fenceOf(m.token), variant);
       const pi = m.from === 'ops' ? -1 : s.promoters.findIndex((_, i) => promoterId(s, i) === m.from);
-      const head = `${m.from}'s ${describePlan(m.plan)} under epoch ${m.token.epoch} arrives`;
-      const idle = (st: PromotionState): PromotionState => (pi >= 0 && m.listening ? { ...st, promoters: setAt(st.promoters, pi, { ...st.promoters[pi]!, view: null }) } : st);
-      if (!admitted) {
+      const head = `${m.from}'s ${describePlan(m.plan)} under epoch ${m.token.epoch}${m.withReading ? ` with ${describeReading(m.withReading.stage, m.withReading.reading)}` : ''} arrives`;
+      // Its evaluation ends: the promoter holds what it was left with (nothing, after a write that did not apply).
+      const idle = (st: PromotionState, keep: ViewLite | null = null): PromotionState =>
+        pi >= 0 && m.listening ? { ...st, promoters: setAt(st.promoters, pi, { ...st.promoters[pi]!, view: null, held: held ? keep : null }) } : st;
+      let before = s;
+      if (m.withReading) {
+        // rollout_apply_with_reading: the reading is stored whoever leads; the plan applies only on the view held.
+        const w = m.withReading;
+        const { state, stored } = withReading(s, w.stage, w.reading);
+        // What the decision read, as held against the store before this reading (signalsRead): row, active stage's reading, alarm.
+        const current = read(s);
+        const sig = activeOf(w.held);
+        const sameRow = w.held.rollout.version === current.rollout.version && w.held.rollout.attempt === current.rollout.attempt;
+        const sameReading = variant === 'held-no-metrics-check' || sig === undefined || w.held.metrics[sig]?.observedAt === current.metrics[sig]?.observedAt;
+        const sameAlarm = variant === 'held-no-alarm-check' || w.held.alarm === current.alarm;
+        const moved = !stored ? 'an equal or newer reading was stored' : !(sameRow && sameReading && sameAlarm) ? 'the store moved from the view held' : null;
+        const fresh = read(state);
+        const applies = moved === null && admitted && applyPlan(state.store, m.plan, variant).status === 'ok';
+        if (!applies) {
+          // The fence is asked only of a plan that would apply: fenced, FencedError ends the evaluation and
+          // the promoter keeps the view it held. Otherwise the write returned the view as it is now and the
+          // caller decides again on it.
+          const fenced = moved === null && !admitted;
+          const why = moved ?? (fenced ? `fenced (lease ${describeRow(s.lease.row)})` : `stale (${describeStages(s.store)})`);
+          const after = { ...state, net: rest };
+          const again = !fenced && m.listening && pi >= 0 ? decideAt(s, fresh, m.token, `promoter:${nodeId(s.promoters[pi]!.node)}`) : null;
+          const label = `${head}: reading ${stored ? 'stored' : 'not stored'}, plan not applied (${why})`;
+          if (again === null) out.push({ label, next: idle(after, fenced ? w.held : fresh) });
+          else {
+            const resent = send({ ...after, promoters: setAt(after.promoters, pi, { ...after.promoters[pi]!, view: fresh }) }, { from: m.from, token: m.token, plan: again, listening: true });
+            out.push({ label: `${label}; decides again: sends ${describePlan(again)}`, next: resent });
+          }
+          return;
+        }
+        // What the write is for: the plan it applies is the evaluator's on the store as it is, the reading included.
+        const expected = decideAt(s, fresh, m.token, `promoter:${nodeId(s.promoters[pi]!.node)}`);
+        const got = describePlan(m.plan);
+        const wanted = expected ? describePlan(expected) : 'nothing';
+        before = wanted === got || state.staleDecision !== null ? state : { ...state, staleDecision: `${m.from} applied ${got} on a held view; on the store as it was the evaluator decides ${wanted}` };
+      } else if (!admitted) {
         out.push({ label: `${head}: fenced (lease ${describeRow(s.lease.row)})`, next: idle({ ...s, net: rest }) });
         return;
       }
-      const r = applyPlan(s.store, m.plan, variant);
+      const r = applyPlan(before.store, m.plan, variant);
       if (r.status !== 'ok') {
         out.push({ label: `${head}: stale, nothing written (${describeStages(s.store)})`, next: idle({ ...s, net: rest }) });
         return;
       }
-      const applied: PromotionState = { ...s, net: rest, store: r.cell, ghost: recordPlan(s.ghost, s.store, m.plan), leaseGhost: recordFencedWrite(s.leaseGhost, s.lease, m.token) };
+      const applied: PromotionState = { ...before, net: rest, store: r.cell, ghost: recordPlan(before.ghost, before.store, m.plan), leaseGhost: recordFencedWrite(before.leaseGhost, before.lease, m.token) };
       const what = `${head}: applied → ${describeStages(r.cell)}`;
       const p = pi >= 0 ? s.promoters[pi]! : null;
       if (p === null || p.view === null || !m.listening) {
@@ -288,19 +427,54 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         return;
       }
       // RolloutEngine.evaluateView: go on from the view after the plan, without reading again.
-      const plan: TransitionPlan = { rolloutId: ROLLOUT, events: [], ...m.plan, next: { ...m.plan.next, spec: SPEC } };
-      const view = liteView(viewAfter(fullView(p.view), plan));
-      const again = decide(view, m.token, `promoter:${nodeId(p.node)}`);
-      if (again === null) out.push({ label: what, next: idle(applied) });
+      const plan: TransitionPlan = { rolloutId: ROLLOUT, events: [], ...m.plan, next: { ...m.plan.next, spec } };
+      const view = liteView(viewAfter(fullView(p.view, spec), plan));
+      const again = decideAt(s, view, m.token, `promoter:${nodeId(p.node)}`);
+      if (again === null) out.push({ label: what, next: idle(applied, view) });
       else {
         out.push({
           label: `${what}; ${m.from} goes on: sends ${describePlan(again)}`,
           next: send({ ...applied, promoters: setAt(applied.promoters, pi, { ...p, view }) }, { from: m.from, token: m.token, plan: again, listening: true }),
         });
       }
-      // The engine's write threw: the evaluation ends, the next one reads afresh.
-      if (s.budget.lost > 0) out.push({ label: `${what}, reply lost`, next: spend(idle(applied), 'lost') });
+      // The engine's write threw: the evaluation ends, the next one reads afresh; a StreamingPromoter still holds what it held.
+      if (s.budget.lost > 0) out.push({ label: `${what}, reply lost`, next: spend(idle(applied, p.held), 'lost') });
     });
+
+    if (held && s.budget.readings > 0) {
+      s.promoters.forEach((p, pi) => {
+        const token = s.nodes[p.node]!.token;
+        const current = activeOf(read(s));
+        const heldActive = p.held ? activeOf(p.held) : undefined;
+        const targets = [...new Set([current, heldActive].flatMap((a) => (a === undefined ? [] : [a, a + 1])))].filter((x) => x < spec.stages.length).sort();
+        for (const stage of targets) {
+          // A reading observed after every one before it, or one delivered late: observed before the last one sent.
+          const times = [Math.max(s.observed, s.clock) + 2, ...(s.observed > NOW ? [s.observed - 1] : [])];
+          for (const [errors, observedAt] of [0, REQUESTS].flatMap((e) => times.map((t) => [e, t] as const))) {
+            const reading: Reading = { errors, observedAt };
+            const base = spend({ ...s, observed: Math.max(s.observed, observedAt) }, 'readings');
+            const at = `${describeReading(stage, reading)} reaches ${promoterId(s, pi)}`;
+            // decideWithReading: a running held view, a reading newer than the one it holds, a decision.
+            const prior = p.held?.metrics[stage];
+            const onHeld =
+              p.view === null && token !== null && p.held !== null && p.held.rollout.state === 'running' && !(prior && prior.observedAt >= reading.observedAt)
+                ? { ...p.held, metrics: { ...p.held.metrics, [stage]: reading } }
+                : null;
+            const plan = onHeld && token ? decideAt(s, onHeld, token, `promoter:${nodeId(p.node)}`) : null;
+            if (plan && onHeld && token) {
+              const next = send({ ...base, promoters: setAt(base.promoters, pi, { ...p, view: onHeld }) }, { from: promoterId(s, pi), token, plan, listening: true, withReading: { stage, reading, held: p.held! } });
+              out.push({ label: `${at}; on its held view it sends ${describePlan(plan)} with it, under epoch ${token.epoch}`, next });
+            } else {
+              const { state, stored } = withReading(base, stage, reading);
+              out.push({ label: `${at}; recorded: ${stored ? 'stored' : 'older than the one stored'}`, next: state });
+            }
+          }
+        }
+      });
+    }
+    if (held && s.budget.bakes > 0) {
+      out.push({ label: `the rollout clock passes a bake: ${s.clock + BAKE_MS}`, next: spend({ ...s, clock: s.clock + BAKE_MS }, 'bakes') });
+    }
 
     if (s.budget.signals > 0) {
       const to: AlarmState = s.alarm === 'OK' ? 'ALARM' : 'OK';
@@ -310,25 +484,35 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     return out;
   };
 
-  return { name: 'promotion', initial, steps, invariants: [...leaseInvariants, ...promotionInvariants], project };
+  return { name: held ? 'held' : 'promotion', initial, steps, invariants: [...leaseInvariants, ...promotionInvariants, ...(held ? [heldDecisionCurrent] : [])], project: (s) => project(s, held) };
 }
 
 /**
  * What the future depends on: the rollout row's version only as ranked among
- * the versions pinned by plans in flight and views being worked on; phases,
- * not who promoted when; fenced writes that were fine.
+ * the versions pinned by plans in flight and views being worked on or held;
+ * phases (and, with bakes, when each stage became active), not who promoted
+ * when; fenced writes that were fine.
  */
-function project(s: PromotionState): unknown {
-  const versions = [...new Set([s.store.rollout.version, ...s.net.map((m) => m.plan.expect.version), ...s.promoters.flatMap((p) => (p.view ? [p.view.rollout.version] : []))])].sort((a, b) => a - b);
+function project(s: PromotionState, held: boolean): unknown {
+  const versions = [
+    ...new Set([
+      s.store.rollout.version,
+      ...s.net.flatMap((m) => [m.plan.expect.version, ...(m.withReading ? [m.withReading.held.rollout.version] : [])]),
+      ...s.promoters.flatMap((p) => [...(p.view ? [p.view.rollout.version] : []), ...(p.held ? [p.held.rollout.version] : [])]),
+    ]),
+  ].sort((a, b) => a - b);
   const rank = (v: number) => versions.indexOf(v);
   const row = (r: RolloutRow) => ({ state: r.state, attempt: r.attempt, version: rank(r.version) });
-  const phases = (stages: readonly StageStatus[]) => stages.map((x) => x.phase);
+  // With bakes, when a stage became active decides when it has baked and which readings are its own.
+  const phases = (stages: readonly StageStatus[]) => stages.map((x) => (held ? [x.phase, x.activatedAt] : x.phase));
+  // Readings stay whole: which is newer, and equal observedAt, are what the held-view write compares.
+  const lite = (v: ViewLite) => ({ rollout: row(v.rollout), stages: phases(v.stages), alarm: v.alarm, metrics: v.metrics });
   return {
     ...s,
     leaseGhost: { ...s.leaseGhost, writes: s.leaseGhost.writes.filter((w) => w.under !== w.atCommit) },
     lease: { ...s.lease, row: s.lease.row && { ...s.lease.row, version: 0 } },
     store: { rollout: row(s.store.rollout), stages: Object.fromEntries(Object.entries(s.store.stages).map(([a, st]) => [a, phases(st)])) },
-    promoters: s.promoters.map((p) => ({ node: p.node, view: p.view && { rollout: row(p.view.rollout), stages: phases(p.view.stages), alarm: p.view.alarm } })),
+    promoters: s.promoters.map((p) => ({ node: p.node, view: p.view && lite(p.view), held: p.held && lite(p.held) })),
     net: s.net.map((m) => ({
       ...m,
       plan: {
@@ -338,6 +522,7 @@ function project(s: PromotionState): unknown {
         stageChanges: m.plan.stageChanges.map((c) => ({ index: c.index, expect: c.expect, phase: c.set.phase })),
         newStages: m.plan.newStages.length,
       },
+      ...(m.withReading ? { withReading: { ...m.withReading, held: lite(m.withReading.held) } } : {}),
     })),
   };
 }
@@ -365,3 +550,8 @@ export const promotionMonotonic: Invariant<PromotionState> = {
 };
 
 export const promotionInvariants = [stagePromotedAtMostOnce, noPromotionAfterRollback, promotionMonotonic] as const;
+
+export const heldDecisionCurrent: Invariant<PromotionState> = {
+  name: 'held-decision-current',
+  check: (s) => s.staleDecision,
+};
