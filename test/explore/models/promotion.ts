@@ -154,8 +154,8 @@ export interface PromotionState extends HasLease {
   /** The rollout's clock (what evaluate and the plans read); the lease keeps its own, `now`. */
   readonly clock: number;
   readonly store: RolloutCell;
-  /** Stored readings by `attempt/stage`. */
-  readonly metrics: Readonly<Record<string, Reading>>;
+  /** Stored readings by attempt, then stage (as the store's stages). */
+  readonly metrics: Readonly<Record<number, Readonly<Record<number, Reading>>>>;
   /** The latest time a reading sent so far was observed at. */
   readonly observed: number;
   readonly alarm: AlarmState;
@@ -198,9 +198,7 @@ function liteView(v: RolloutView): ViewLite {
 
 function read(s: PromotionState): ViewLite {
   const attempt = s.store.rollout.attempt;
-  const metrics: Record<number, Reading> = {};
-  for (const [key, r] of Object.entries(s.metrics)) if (key.startsWith(`${attempt}/`)) metrics[Number(key.slice(key.indexOf('/') + 1))] = r;
-  return { rollout: s.store.rollout, stages: s.store.stages[attempt] ?? [], metrics, alarm: s.alarm };
+  return { rollout: s.store.rollout, stages: s.store.stages[attempt] ?? [], metrics: s.metrics[attempt] ?? {}, alarm: s.alarm };
 }
 
 /** The active stage of a view, as evaluate finds it. */
@@ -270,15 +268,15 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
   // Held-view scope: the canary active with a good reading, baking; n0's promoter left it so and holds that view.
   const fresh = freshStages({ rollout: { ...rollout, spec } });
   const stages = held ? fresh.map((x) => (x.index === 0 ? { ...x, phase: 'active' as const, activatedAt: NOW } : x)) : fresh;
-  const metrics: Record<string, Reading> = held ? { '1/0': { errors: 0, observedAt: NOW } } : {};
-  const heldView: ViewLite = { rollout, stages, metrics: held ? { 0: metrics['1/0']! } : {}, alarm: 'OK' };
+  const canary: Record<number, Reading> = held ? { 0: { errors: 0, observedAt: NOW } } : {};
+  const heldView: ViewLite = { rollout, stages, metrics: canary, alarm: 'OK' };
   const initial: PromotionState = {
     now: 0,
     clock: NOW,
     lease: noLease,
     leaseGhost: emptyLeaseGhost,
     store: { rollout, stages: { 1: stages } },
-    metrics,
+    metrics: held ? { 1: canary } : {},
     observed: NOW,
     alarm: 'OK',
     nodes: scope.promoters.map(() => freshContender),
@@ -288,13 +286,14 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     budget: scope.budget,
     staleDecision: null,
   };
-  const decideAt = (s: PromotionState, view: ViewLite, token: HeldToken, actor: string) => decide(spec, view, token, actor, s.clock);
+  /** Promoter `pi`'s decision on `view` at the rollout clock. */
+  const decideAt = (s: PromotionState, view: ViewLite, token: HeldToken, pi: number) => decide(spec, view, token, `promoter:${nodeId(s.promoters[pi]!.node)}`, s.clock);
   /** The store with a reading recorded as recordMetrics does (the current attempt; only over an older one). */
   const withReading = (s: PromotionState, stage: number, r: Reading): { state: PromotionState; stored: boolean } => {
-    const key = `${s.store.rollout.attempt}/${stage}`;
-    const prior = s.metrics[key];
+    const attempt = s.store.rollout.attempt;
+    const prior = s.metrics[attempt]?.[stage];
     if (prior && prior.observedAt >= r.observedAt) return { state: s, stored: false };
-    return { state: { ...s, metrics: { ...s.metrics, [key]: r } }, stored: true };
+    return { state: { ...s, metrics: { ...s.metrics, [attempt]: { ...s.metrics[attempt], [stage]: r } } }, stored: true };
   };
   const spend = (s: PromotionState, what: keyof PromotionBudget): PromotionState => ({ ...s, budget: { ...s.budget, [what]: s.budget[what] - 1 } });
   const promoterId = (s: PromotionState, pi: number) => `${nodeId(s.promoters[pi]!.node)}/${s.promoters.slice(0, pi).filter((p) => p.node === s.promoters[pi]!.node).length}`;
@@ -331,7 +330,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       const token = s.nodes[p.node]!.token;
       if (p.view !== null || token === null) return;
       const view = read(s);
-      const plan = decideAt(s, view, token, `promoter:${nodeId(p.node)}`);
+      const plan = decideAt(s, view, token, pi);
       if (plan === null) {
         // Held-view scope: an evaluation that decides nothing still leaves the promoter holding what it read.
         if (held && canonicalJson(p.held) !== canonicalJson(view)) {
@@ -376,6 +375,8 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       const idle = (st: PromotionState, keep: ViewLite | null = null): PromotionState =>
         pi >= 0 && m.listening ? { ...st, promoters: setAt(st.promoters, pi, { ...st.promoters[pi]!, view: null, held: held ? keep : null }) } : st;
       let before = s;
+      // A held write's plan, tried on the store with its reading (then applied as it is).
+      let tried: ReturnType<typeof applyPlan> | null = null;
       if (m.withReading) {
         // rollout_apply_with_reading: the reading is stored whoever leads; the plan applies only on the view held.
         const w = m.withReading;
@@ -388,15 +389,15 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         const sameAlarm = variant === 'held-no-alarm-check' || w.held.alarm === current.alarm;
         const moved = !stored ? 'an equal or newer reading was stored' : !(sameRow && sameReading && sameAlarm) ? 'the store moved from the view held' : null;
         const fresh = read(state);
-        const applies = moved === null && admitted && applyPlan(state.store, m.plan, variant).status === 'ok';
-        if (!applies) {
+        tried = moved === null && admitted ? applyPlan(state.store, m.plan, variant) : null;
+        if (tried?.status !== 'ok') {
           // The fence is asked only of a plan that would apply: fenced, FencedError ends the evaluation and
           // the promoter keeps the view it held. Otherwise the write returned the view as it is now and the
           // caller decides again on it.
           const fenced = moved === null && !admitted;
           const why = moved ?? (fenced ? `fenced (lease ${describeRow(s.lease.row)})` : `stale (${describeStages(s.store)})`);
           const after = { ...state, net: rest };
-          const again = !fenced && m.listening && pi >= 0 ? decideAt(s, fresh, m.token, `promoter:${nodeId(s.promoters[pi]!.node)}`) : null;
+          const again = !fenced && m.listening && pi >= 0 ? decideAt(s, fresh, m.token, pi) : null;
           const label = `${head}: reading ${stored ? 'stored' : 'not stored'}, plan not applied (${why})`;
           if (again === null) out.push({ label, next: idle(after, fenced ? w.held : fresh) });
           else {
@@ -406,7 +407,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
           return;
         }
         // What the write is for: the plan it applies is the evaluator's on the store as it is, the reading included.
-        const expected = decideAt(s, fresh, m.token, `promoter:${nodeId(s.promoters[pi]!.node)}`);
+        const expected = decideAt(s, fresh, m.token, pi);
         const got = describePlan(m.plan);
         const wanted = expected ? describePlan(expected) : 'nothing';
         before = wanted === got || state.staleDecision !== null ? state : { ...state, staleDecision: `${m.from} applied ${got} on a held view; on the store as it was the evaluator decides ${wanted}` };
@@ -414,7 +415,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         out.push({ label: `${head}: fenced (lease ${describeRow(s.lease.row)})`, next: idle({ ...s, net: rest }) });
         return;
       }
-      const r = applyPlan(before.store, m.plan, variant);
+      const r = tried ?? applyPlan(before.store, m.plan, variant);
       if (r.status !== 'ok') {
         out.push({ label: `${head}: stale, nothing written (${describeStages(s.store)})`, next: idle({ ...s, net: rest }) });
         return;
@@ -429,7 +430,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       // RolloutEngine.evaluateView: go on from the view after the plan, without reading again.
       const plan: TransitionPlan = { rolloutId: ROLLOUT, events: [], ...m.plan, next: { ...m.plan.next, spec } };
       const view = liteView(viewAfter(fullView(p.view, spec), plan));
-      const again = decideAt(s, view, m.token, `promoter:${nodeId(p.node)}`);
+      const again = decideAt(s, view, m.token, pi);
       if (again === null) out.push({ label: what, next: idle(applied, view) });
       else {
         out.push({
@@ -460,7 +461,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
               p.view === null && token !== null && p.held !== null && p.held.rollout.state === 'running' && !(prior && prior.observedAt >= reading.observedAt)
                 ? { ...p.held, metrics: { ...p.held.metrics, [stage]: reading } }
                 : null;
-            const plan = onHeld && token ? decideAt(s, onHeld, token, `promoter:${nodeId(p.node)}`) : null;
+            const plan = onHeld && token ? decideAt(s, onHeld, token, pi) : null;
             if (plan && onHeld && token) {
               const next = send({ ...base, promoters: setAt(base.promoters, pi, { ...p, view: onHeld }) }, { from: promoterId(s, pi), token, plan, listening: true, withReading: { stage, reading, held: p.held! } });
               out.push({ label: `${at}; on its held view it sends ${describePlan(plan)} with it, under epoch ${token.epoch}`, next });
