@@ -4,6 +4,9 @@ import type { LeaseStore } from '../lease/store.js';
 import { errorMessage, type Logger } from '../log.js';
 import type { ClusterEventType, ClusterNode, Membership, NodeState } from './membership.js';
 
+const FLUSH_RETRY_MS = 500;
+const FLUSH_RETRY_MAX_MS = 30_000;
+
 /**
  * One node's part in the cluster, the loops of Orchestry's distributed
  * controller that are not the control plane itself:
@@ -73,6 +76,8 @@ export class ClusterMember {
 
   private readonly pendingEvents: { type: ClusterEventType; data: Record<string, unknown> | null; at: number }[] = [];
   private flushing: Promise<void> = Promise.resolve();
+  /** Events that could not be written are retried with backoff, not left for the next heartbeat. */
+  private flushRetry: { timer: NodeJS.Timeout | undefined; delayMs: number } = { timer: undefined, delayMs: FLUSH_RETRY_MS };
   private lastRenewals = 0;
   private stopping = false;
 
@@ -111,6 +116,7 @@ export class ClusterMember {
   /** Write what waits, leave the cluster. */
   async leave(): Promise<void> {
     await this.flushEvents();
+    clearTimeout(this.flushRetry.timer); // leaving: what is still unwritten stays in this process's log
     await this.o.membership.leave(this.nodeId).catch((err: unknown) => this.o.logger.warn('leaving the cluster failed', { error: errorMessage(err) }));
   }
 
@@ -161,8 +167,16 @@ export class ClusterMember {
           await this.o.membership.record(e.type, this.nodeId, { ...e.data, at: new Date(e.at).toISOString() });
           this.pendingEvents.shift();
         }
+        this.flushRetry.delayMs = FLUSH_RETRY_MS;
       })
-      .catch(() => undefined);
+      .catch((err: unknown) => {
+        const r = this.flushRetry;
+        this.o.logger.warn('cluster events not written; retrying', { pending: this.pendingEvents.length, retryInMs: r.delayMs, error: errorMessage(err) });
+        clearTimeout(r.timer);
+        r.timer = setTimeout(() => void this.flushEvents(), r.delayMs);
+        r.timer.unref();
+        r.delayMs = Math.min(r.delayMs * 2, FLUSH_RETRY_MAX_MS);
+      });
     return this.flushing;
   }
 

@@ -69,3 +69,36 @@ export class StepLoop {
     this.after(this.again ? 0 : next);
   }
 }
+
+/** After a wake-up, a failed step is retried this soon, doubling up to the loop's usual wait. */
+export const WAKE_RETRY_MS = 100;
+
+/**
+ * A wake-up says the lease is free now; one failed attempt must not lose that
+ * news until the next retry. From the wake-up until a step gets an answer,
+ * failed steps retry from WAKE_RETRY_MS with backoff.
+ */
+export class WakeBackoff {
+  private failures: number | null = null;
+  /** Woken while the current step ran: its answer predates the news. */
+  private sinceStepBegan = false;
+
+  woken(): void {
+    this.failures = 0;
+    this.sinceStepBegan = true;
+  }
+
+  stepBegins(): void {
+    this.sinceStepBegan = false;
+  }
+
+  answered(): void {
+    if (!this.sinceStepBegan) this.failures = null;
+  }
+
+  /** The wait after a failed step: `usual` unless a wake-up is pending. */
+  afterFailure(usual: number): number {
+    if (this.failures === null) return usual;
+    return Math.min(WAKE_RETRY_MS * 2 ** this.failures++, usual);
+  }
+}

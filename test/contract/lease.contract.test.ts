@@ -214,6 +214,32 @@ forEachBackend('lease contract on %s', (backend) => {
     expect(await backend.store.read(name)).toMatchObject({ holder: null, epoch: 1 });
   });
 
+  it('a follower woken when the leader resigns keeps trying through store errors, not only at its next retry', async () => {
+    const name = uniqueName('wake');
+    // The next retry is ten minutes away: only the wake-up and its own retries can elect b here.
+    const timings = { ttlMs: 1_800_000, renewIntervalMs: 900_000, retryIntervalMs: 600_000, clockSkewMs: 100 };
+    let failing = 0;
+    let failed = 0;
+    // The real store, with b's next reads and writes refused as a dropped connection would.
+    const flaky: LeaseStore = {
+      read: (n) => (failing > 0 ? (failing--, failed++, Promise.reject(new Error('connection terminated'))) : backend.store.read(n)),
+      compareAndSwap: (e, n) => (failing > 0 ? (failing--, failed++, Promise.reject(new Error('connection terminated'))) : backend.store.compareAndSwap(e, n)),
+    };
+    const a = new LeaseElector(backend.store, { name, holderId: 'a', ...timings });
+    const b = new LeaseElector(flaky, { name, holderId: 'b', ...timings });
+    a.start();
+    await until('a leads', () => a.state === 'leader');
+    b.start();
+    await until('b has seen a as leader', () => b.lastObserved()?.holder === 'a');
+    await a.stop();
+    failing = 3;
+    b.tryNow();
+    await until('b leads', () => b.state === 'leader', 30_000);
+    expect(failed).toBe(3);
+    expect(b.token()).toEqual({ name, holder: 'b', epoch: 1 });
+    await b.stop();
+  });
+
   it('versions only grow and the row survives every transition', async () => {
     const name = uniqueName('lease');
     const clock = new ManualClock();

@@ -361,7 +361,10 @@ describe('a graceful stop hands over by the wake-up', () => {
     expect(leader.process.exitCode).toBe(0);
     const elected = await until('the follower leads', 30_000, async () =>
       (await db.query<{ at: string; term: string }>(`SELECT event_data->>'at' AS at, event_data->>'term' AS term FROM cluster_events WHERE id > $1 AND event_type = 'leader_elected' AND node_id = $2`, [before[0]!.max ?? 0, follower.id])).rows[0],
-    );
+    ).catch((err: Error) => {
+      // What each node logged is the only account of why a hand-over did not happen.
+      throw new Error(`${err.message}\n${cluster.nodes.map((n) => `--- ${n.id}\n${n.log()}`).join('\n')}`);
+    });
     const { rows } = await db.query<{ node_id: string; event_type: string; at: string; reason: string | null }>(
       `SELECT node_id, event_type, event_data->>'at' AS at, event_data->>'reason' AS reason FROM cluster_events WHERE id > $1 ORDER BY id`,
       [before[0]!.max ?? 0],

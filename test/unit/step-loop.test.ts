@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
-import { StepLoop } from '../../shared/lease/step-loop.js';
+import { StepLoop, WAKE_RETRY_MS, WakeBackoff } from '../../shared/lease/step-loop.js';
 
 beforeEach(() => vi.useFakeTimers());
 afterEach(() => vi.useRealTimers());
@@ -51,4 +51,22 @@ it('a step runs after the delay the last one returned; after() moves it', async 
   await vi.advanceTimersByTimeAsync(150);
   expect(at.map((t) => t - start)).toEqual([0, 1_000, 2_000, 2_600]);
   await loop.stop();
+});
+
+it('after a wake-up, failed steps retry from WAKE_RETRY_MS, doubling up to the usual wait, until a step gets an answer', () => {
+  const w = new WakeBackoff();
+  // 100, 200, … 3,200 ms, then capped at the usual wait.
+  expect(w.afterFailure(5_000)).toBe(5_000); // no wake-up pending: the usual wait
+  w.woken();
+  w.stepBegins();
+  expect([0, 1, 2, 3, 4, 5, 6].map(() => w.afterFailure(5_000))).toEqual([1, 2, 4, 8, 16, 32].map((k) => k * WAKE_RETRY_MS).concat(5_000));
+  w.stepBegins();
+  w.answered();
+  expect(w.afterFailure(5_000)).toBe(5_000);
+
+  // An answer from a step that began before the wake-up predates the news: the backoff stays.
+  w.stepBegins();
+  w.woken();
+  w.answered();
+  expect(w.afterFailure(5_000)).toBe(WAKE_RETRY_MS);
 });

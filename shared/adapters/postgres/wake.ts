@@ -62,6 +62,10 @@ class Waiters {
   wake(runId: string): void {
     for (const fire of [...(this.byRun.get(runId) ?? [])]) fire();
   }
+
+  wakeAll(): void {
+    for (const runId of [...this.byRun.keys()]) this.wake(runId);
+  }
 }
 
 /** One process: PGlite, the single-node runtime, tests. */
@@ -98,7 +102,7 @@ export class PgNotifyWake implements WakeSource {
   private constructor(
     private readonly config: pg.ClientConfig,
     private readonly logger: Logger,
-    /** Further channels to listen on over the same connection (a node's leadership wake-up). */
+    /** Further channels to listen on over the same connection (a node's leadership wake-up); after a reconnect each hears '' (notices may have been missed). */
     private readonly channels: Readonly<Record<string, (payload: string) => void>>,
   ) {}
 
@@ -130,7 +134,7 @@ export class PgNotifyWake implements WakeSource {
     client.end().catch(() => undefined);
     const retry = (delay: number) => {
       this.retryTimer = setTimeout(() => {
-        this.connect().catch((e: unknown) => {
+        this.connect().then(() => this.missedWhileDown(), (e: unknown) => {
           this.logger.warn('work wake-up reconnect failed', { error: errorMessage(e) });
           if (!this.closed) retry(Math.min(delay * 2, 30_000));
         });
@@ -139,8 +143,24 @@ export class PgNotifyWake implements WakeSource {
     retry(500);
   }
 
+  /** Notices sent while the connection was down are lost: every waiter looks again, every channel hears an empty payload. */
+  private missedWhileDown(): void {
+    if (this.closed) return;
+    this.logger.info('work wake-up connection restored');
+    this.waiters.wakeAll();
+    for (const on of Object.values(this.channels)) on('');
+  }
+
   arm(runId: string): Armed {
     return this.waiters.arm(runId);
+  }
+
+  /** NOTIFY on one of the further channels, over the listening connection (no pool or new connection needed). */
+  async publish(channel: string, payload: string): Promise<void> {
+    if (!(channel in this.channels)) throw new Error(`not a channel of this wake-up: ${channel}`);
+    const client = this.client;
+    if (!client) throw new Error('work wake-up connection is down');
+    await client.query('SELECT pg_notify($1, $2)', [channel, payload]);
   }
 
   async notify(runId: string): Promise<void> {

@@ -236,6 +236,26 @@ export class ControlPlaneNode {
     return this.plane.api({ workQueue: () => new LedgerSender(this.wake, over.afterCommit), over: { engine: over.engine, leases, ledger } });
   }
 
+  /** Over the pool first (the listening connection may be down or reconnecting), then over the listening connection. */
+  private async announceResigned(): Promise<void> {
+    let error: unknown;
+    try {
+      await this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]);
+      return;
+    } catch (err) {
+      error = err;
+    }
+    if (this.wake instanceof PgNotifyWake) {
+      try {
+        await this.wake.publish(LEADER_CHANNEL, this.nodeId);
+        return;
+      } catch (err) {
+        error = err;
+      }
+    }
+    this.logger.warn('could not tell the followers of the resignation; one takes over at its next retry', { error: errorMessage(error) });
+  }
+
   /**
    * Graceful: stop promoting and coordinating, resign (row kept, epoch kept),
    * tell followers at once so one takes over without waiting for a retry,
@@ -250,10 +270,7 @@ export class ControlPlaneNode {
     await this.coordinators.stop();
     const wasLeader = this.plane.elector.state === 'leader';
     await this.plane.elector.stop();
-    // Over the pool, not the wake-up's own listening connection, which may be down or reconnecting.
-    if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) {
-      await this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]).catch(() => undefined);
-    }
+    if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) await this.announceResigned();
     await this.member.leave();
     await this.closeWake();
     await this.plane.close();
