@@ -67,12 +67,16 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env):
   });
 }
 
-/** A plain `N passed, N failed` line, read from vitest's JSON report; a file that failed before its tests ran counts too. */
-function closingLine(report: string): string {
+/**
+ * A plain `N passed, N failed` line, read from vitest's JSON report; a file that failed before its tests ran counts too,
+ * and so does a run that failed with every test passed (an unhandled error, which vitest reports above).
+ */
+function closingLine(report: string, code: number): string {
   try {
     const r = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number; numPendingTests: number; numFailedTestSuites: number };
     const files = r.numFailedTestSuites ? `; ${r.numFailedTestSuites} file${r.numFailedTestSuites === 1 ? '' : 's'} failed` : '';
-    return `tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed${r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''}${files}`;
+    const other = code !== 0 && !r.numFailedTests && !r.numFailedTestSuites ? `; vitest failed (exit ${code}): see its errors above` : '';
+    return `tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed${r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''}${files}${other}`;
   } catch {
     return 'tests: no report (vitest did not finish)';
   }
@@ -157,7 +161,7 @@ async function main(): Promise<number> {
     const report = join(reportDir, 'report.json');
     const code = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], env);
     console.log(`[harness] ${mode}: ${code === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    console.log(closingLine(report));
+    console.log(closingLine(report, code));
     return code;
   } finally {
     await shutdown();

@@ -164,7 +164,10 @@ export class LambdaFunction {
       return await new Promise<InvokeOutcome>((done) => {
         const timer = setTimeout(() => sandbox.kill('timeout'), timeoutMs);
         sandbox.pending = { id, resolve: done, timer };
-        sandbox.proc.send({ id, event, deadline: Date.now() + timeoutMs });
+        // The sandbox may be dying (its channel closed before its 'exit' arrived): its exit settles this invocation.
+        sandbox.proc.send({ id, event, deadline: Date.now() + timeoutMs }, (err) => {
+          if (err && sandbox.proc.exitCode === null && sandbox.proc.signalCode === null) sandbox.proc.kill('SIGKILL');
+        });
       });
     } finally {
       this.inFlight--;
