@@ -5,31 +5,27 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresMembershipStore } from '../../shared/adapters/postgres/membership-store.js';
-import { connectPostgres, type PostgresHandle } from '../../shared/adapters/postgres/connect.js';
+import type { PostgresHandle } from '../../shared/adapters/postgres/connect.js';
 import { PostgresLeaseStore } from '../../shared/adapters/postgres/lease-store.js';
 import { ClusterMember } from '../../shared/cluster/member.js';
 import { Membership } from '../../shared/cluster/membership.js';
 import { silentLogger } from '../../shared/log.js';
-import { postgresSchema } from '../support/backends.js';
+import { proxiedPostgresSchema } from '../support/backends.js';
 import { until } from '../support/gate.js';
-import { FaultyProxy } from '../support/tcp-proxy.js';
+import type { FaultyProxy } from '../support/tcp-proxy.js';
 
 describe('cluster events while the store is away', () => {
-  let schema: Awaited<ReturnType<typeof postgresSchema>>;
+  let setup: Awaited<ReturnType<typeof proxiedPostgresSchema>>;
+  let schema: typeof setup.schema;
   let proxy: FaultyProxy;
   let db: PostgresHandle;
 
   beforeAll(async () => {
-    schema = await postgresSchema(2);
-    const url = new URL(schema.url);
-    proxy = await new FaultyProxy(url.hostname, Number(url.port)).start();
-    url.port = String(proxy.port);
-    db = await connectPostgres({ connectionString: url.toString(), options: `-c search_path=${schema.schema}`, max: 2 });
+    setup = await proxiedPostgresSchema(2);
+    ({ schema, proxy, db } = setup);
   });
   afterAll(async () => {
-    await db?.close();
-    await proxy?.stop();
-    await schema?.close();
+    await setup?.close();
   });
 
   it('an event recorded during an outage is written when the store is back, with no heartbeat', async () => {

@@ -5,30 +5,25 @@
  * connection would take the whole process — a node, its leadership — down.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectPostgres, type PostgresHandle } from '../../shared/adapters/postgres/connect.js';
-import { postgresSchema } from '../support/backends.js';
+import type { PostgresHandle } from '../../shared/adapters/postgres/connect.js';
+import { proxiedPostgresSchema } from '../support/backends.js';
 import { until } from '../support/gate.js';
-import { FaultyProxy } from '../support/tcp-proxy.js';
+import type { FaultyProxy } from '../support/tcp-proxy.js';
 
 describe('a PostgreSQL connection lost mid-transaction', () => {
-  let schema: Awaited<ReturnType<typeof postgresSchema>>;
+  let setup: Awaited<ReturnType<typeof proxiedPostgresSchema>>;
   let proxy: FaultyProxy;
   let db: PostgresHandle;
   const uncaught: unknown[] = [];
   const record = (err: unknown) => uncaught.push(err);
   beforeAll(async () => {
-    schema = await postgresSchema(2);
-    const url = new URL(schema.url);
-    proxy = await new FaultyProxy(url.hostname, Number(url.port)).start();
-    url.port = String(proxy.port);
-    db = await connectPostgres({ connectionString: url.toString(), options: `-c search_path=${schema.schema}`, max: 2 });
+    setup = await proxiedPostgresSchema(2);
+    ({ proxy, db } = setup);
     process.prependListener('uncaughtException', record);
   });
   afterAll(async () => {
     process.removeListener('uncaughtException', record);
-    await db?.close();
-    await proxy?.stop();
-    await schema?.close();
+    await setup?.close();
   });
 
   it('rejects the transaction and raises nothing else; the pool serves again once the server is back', async () => {

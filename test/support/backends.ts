@@ -24,6 +24,8 @@ import type { LedgerStore } from '../../shared/ledger/store.js';
 import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
 import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
 import type { Sql } from '../../shared/adapters/postgres/sql.js';
+import type { PostgresHandle } from '../../shared/adapters/postgres/connect.js';
+import { FaultyProxy } from './tcp-proxy.js';
 
 export type BackendName = 'postgres' | 'pglite' | 'dynamodb';
 export const BACKENDS: readonly BackendName[] = ['postgres', 'pglite', 'dynamodb'];
@@ -117,6 +119,25 @@ export async function postgresSchema(poolSize = 20): Promise<{ sql: Sql; pool: p
       await c.connect();
       await c.query(`DROP SCHEMA ${schema} CASCADE`);
       await c.end();
+    },
+  };
+}
+
+/** A fresh schema, and a pool of `poolSize` that reaches it only through a FaultyProxy (to cut, refuse or delay). */
+export async function proxiedPostgresSchema(poolSize: number): Promise<{ schema: Awaited<ReturnType<typeof postgresSchema>>; proxy: FaultyProxy; db: PostgresHandle; close(): Promise<void> }> {
+  const schema = await postgresSchema(2);
+  const url = new URL(schema.url);
+  const proxy = await new FaultyProxy(url.hostname, Number(url.port)).start();
+  url.port = String(proxy.port);
+  const db = await connectPostgres({ connectionString: url.toString(), options: `-c search_path=${schema.schema}`, max: poolSize });
+  return {
+    schema,
+    proxy,
+    db,
+    async close() {
+      await db.close();
+      await proxy.stop();
+      await schema.close();
     },
   };
 }
