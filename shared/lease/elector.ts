@@ -1,6 +1,6 @@
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import { StepLoop, WakeBackoff } from './step-loop.js';
+import { StepLoop, type StepOutcome } from './step-loop.js';
 import { casSettled } from './cas.js';
 import { parseConfig } from '../config.js';
 import { holderIdSchema, leaseNameSchema, leaseTimingsSchema, type LeaseTimingsInput } from './config.js';
@@ -109,7 +109,6 @@ export class LeaseElector implements LeaderElector {
   private lastCheckAt = Number.NEGATIVE_INFINITY;
   private lastAttemptFailed = false;
   private campaigning = false;
-  private readonly wake = new WakeBackoff();
 
   private stopped = false;
   private readonly loop = new StepLoop(() => this.tick());
@@ -305,14 +304,12 @@ export class LeaseElector implements LeaderElector {
 
   /**
    * A step of the loop now, so what the campaign finds sets the next step: a
-   * win renews at the renew interval, a store error retries from
-   * WAKE_RETRY_MS with backoff rather than at the next retry (else the news
-   * that the lease is free would be lost with the one attempt).
+   * win renews at the renew interval, a store error retries with the loop's
+   * WakeBackoff rather than at the next retry (else the news that the lease
+   * is free would be lost with the one attempt).
    */
   tryNow(): void {
-    // Not started, or stopping: no loop to wake (and a stopping node must not take the lease back).
-    if (!this.loop.active) return;
-    this.wake.woken();
+    // A no-op when not started or stopping: a stopping node must not take the lease back.
     this.loop.now();
   }
 
@@ -343,14 +340,12 @@ export class LeaseElector implements LeaderElector {
   }
 
   /** One step of the loop: a campaign, then the delay to the next. */
-  private async tick(): Promise<number> {
-    this.wake.stepBegins();
+  private async tick(): Promise<StepOutcome> {
     try {
       await this.campaign();
-      this.wake.answered();
     } catch (err) {
       this.logger.warn('campaign failed', { lease: this.name, error: errorMessage(err) });
-      if (!this.leading) return this.wake.afterFailure(this.nextDelay(this.clock.now()));
+      if (!this.leading) return { unanswered: this.nextDelay(this.clock.now()) };
     }
     return this.nextDelay(this.clock.now());
   }

@@ -1,9 +1,17 @@
 /**
+ * What a step returns: the delay to the next step once it got an answer, or
+ * `{ unanswered }` (the usual delay) when it failed before it got one.
+ */
+export type StepOutcome = number | { readonly unanswered: number };
+
+/**
  * An elector's loop: one step at a time, each followed by the delay it
  * returns. `now()` runs a step at once instead of waiting for the timer (a
- * leader announced it resigned); `after()` moves the next step; `stop()`
- * waits for the step in flight, and none starts after it. Steps never
- * overlap. A step handles its own errors: what it throws ends the loop.
+ * wake-up: a leader announced it resigned); from then until a step gets an
+ * answer, failed steps retry with WakeBackoff rather than after the usual
+ * delay. `after()` moves the next step; `stop()` waits for the step in
+ * flight, and none starts after it. Steps never overlap. A step handles its
+ * own errors: what it throws ends the loop.
  */
 export class StepLoop {
   private running = false;
@@ -12,8 +20,9 @@ export class StepLoop {
   private busy = false;
   /** `now()` was called during a step: the next follows at once. */
   private again = false;
+  private readonly wake = new WakeBackoff();
 
-  constructor(private readonly step: () => Promise<number>) {}
+  constructor(private readonly step: () => Promise<StepOutcome>) {}
 
   /** Started and not stopped. */
   get active(): boolean {
@@ -43,6 +52,7 @@ export class StepLoop {
   /** A step now; if one is running, another right after it. */
   now(): void {
     if (!this.running) return;
+    this.wake.woken();
     if (this.busy) {
       this.again = true;
       return;
@@ -60,9 +70,14 @@ export class StepLoop {
   private async run(): Promise<void> {
     this.busy = true;
     this.again = false;
+    this.wake.stepBegins();
     let next: number;
     try {
-      next = await this.step();
+      const outcome = await this.step();
+      if (typeof outcome === 'number') {
+        this.wake.answered();
+        next = outcome;
+      } else next = this.wake.afterFailure(outcome.unanswered);
     } finally {
       this.busy = false;
     }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { z } from 'zod';
-import { StepLoop, WakeBackoff } from '../../lease/step-loop.js';
+import { StepLoop, type StepOutcome } from '../../lease/step-loop.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { parseConfig } from '../../config.js';
 import { holderIdSchema, leaseNameSchema } from '../../lease/config.js';
@@ -64,7 +64,6 @@ export class AdvisoryLockElector implements LeaderElector {
   private leading: LeaseToken | null = null;
   private stopped = false;
   private readonly loop = new StepLoop(() => this.tick());
-  private readonly wake = new WakeBackoff();
 
   constructor(private readonly options: AdvisoryLockElectorOptions) {
     const { connection: _c, logger, onStartedLeading: _s, onStoppedLeading: _t, onNewLeader: _n, ...rest } = options;
@@ -131,22 +130,18 @@ export class AdvisoryLockElector implements LeaderElector {
 
   /** A follower tries for the lock now (the leader announced it resigned) instead of at its next retry. */
   tryNow(): void {
-    if (this.leading || !this.loop.active) return;
-    this.wake.woken();
-    this.loop.now();
+    if (!this.leading) this.loop.now();
   }
 
   /** One step of the loop: keep the lock alive, or try for it; then the delay to the next. */
-  private async tick(): Promise<number> {
-    this.wake.stepBegins();
+  private async tick(): Promise<StepOutcome> {
     try {
       if (this.leading) await this.keepalive();
       else await this.tryAcquire();
-      this.wake.answered();
     } catch (err) {
       this.logger.warn('advisory-lock elector step failed', { lease: this.name, error: errorMessage(err) });
       this.dropSession(err);
-      if (!this.leading) return this.wake.afterFailure(this.opts.retryIntervalMs);
+      if (!this.leading) return { unanswered: this.opts.retryIntervalMs };
     }
     return this.leading ? this.opts.keepaliveIntervalMs : this.opts.retryIntervalMs;
   }

@@ -237,17 +237,11 @@ export class ControlPlaneNode {
   }
 
   /** Over the pool first (the listening connection may be down or reconnecting), then over the listening connection. */
-  private async announceResigned(): Promise<void> {
+  private async announceResigned(wake: PgNotifyWake): Promise<void> {
     let error: unknown;
-    try {
-      await this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]);
-      return;
-    } catch (err) {
-      error = err;
-    }
-    if (this.wake instanceof PgNotifyWake) {
+    for (const send of [() => this.sql.query('SELECT pg_notify($1, $2)', [LEADER_CHANNEL, this.nodeId]), () => wake.publish(LEADER_CHANNEL, this.nodeId)]) {
       try {
-        await this.wake.publish(LEADER_CHANNEL, this.nodeId);
+        await send();
         return;
       } catch (err) {
         error = err;
@@ -270,7 +264,7 @@ export class ControlPlaneNode {
     await this.coordinators.stop();
     const wasLeader = this.plane.elector.state === 'leader';
     await this.plane.elector.stop();
-    if (wasLeader && this.config.store.kind === 'postgres' && this.config.wakeOnResign) await this.announceResigned();
+    if (wasLeader && this.wake instanceof PgNotifyWake && this.config.wakeOnResign) await this.announceResigned(this.wake);
     await this.member.leave();
     await this.closeWake();
     await this.plane.close();
