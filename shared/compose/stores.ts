@@ -25,8 +25,12 @@ import { DEFAULT_RUN_SHARDS } from '../ledger/capacity.js';
  */
 export type StoreConfig =
   | { readonly kind: 'dynamodb'; readonly table: string; readonly client?: DynamoDBClient }
-  /** A server (or Aurora): a pool over `connection`; `onConnect` runs on each new session (e.g. session timeouts). */
-  | { readonly kind: 'postgres'; readonly connection: pg.PoolConfig; readonly onConnect?: (client: pg.PoolClient) => void }
+  /**
+   * A server (or Aurora): a pool over `connection`. `onConnect` runs on each new
+   * session (e.g. session timeouts) and the pool hands the session out only
+   * once it has settled, so no query is ever queued behind it on one client.
+   */
+  | { readonly kind: 'postgres'; readonly connection: pg.PoolConfig; readonly onConnect?: (client: pg.ClientBase) => Promise<void> }
   /** Embedded PostgreSQL in `dataDir` (in memory when null). */
   | { readonly kind: 'pglite'; readonly dataDir: string | null };
 
@@ -58,8 +62,10 @@ export async function openStores(c: StoreConfig): Promise<StoreBundle> {
       close: () => Promise.resolve(doc.destroy()),
     };
   }
-  const db = c.kind === 'postgres' ? await connectPostgres(c.connection) : await openPglite(c.dataDir ?? undefined);
-  if (c.kind === 'postgres' && c.onConnect && 'pool' in db) db.pool.on('connect', c.onConnect);
+  // A pool option, not a 'connect' listener: the migration's sessions get it too, and pg-pool waits for
+  // the promise it returns before handing the session out (typed `void` in @types/pg, awaited in pg-pool 3).
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises
+  const db = c.kind === 'postgres' ? await connectPostgres({ ...c.connection, ...(c.onConnect ? { onConnect: c.onConnect } : {}) }) : await openPglite(c.dataDir ?? undefined);
   return { kind: c.kind, ...sqlStores(db.sql), sql: db.sql, close: () => db.close() };
 }
 

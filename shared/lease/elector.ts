@@ -4,7 +4,7 @@ import { StepLoop, type StepOutcome } from './step-loop.js';
 import { casSettled } from './cas.js';
 import { parseConfig } from '../config.js';
 import { holderIdSchema, leaseNameSchema, leaseTimingsSchema, type LeaseTimingsInput } from './config.js';
-import { tokenOf, type HolderMeta, type LeaseRecord, type LeaseToken } from './record.js';
+import { staleReply, tokenOf, type HolderMeta, type LeaseRecord, type LeaseToken } from './record.js';
 import type { LeaseStore } from './store.js';
 import { acquire, release, renew, stealable, steal, validFor } from './transitions.js';
 import { z } from 'zod';
@@ -20,6 +20,11 @@ import { z } from 'zod';
  * - A contender takes an expired lease at expiry + `clockSkewMs` by its clock,
  *   not one retry interval or one TTL later.
  * - A lost or timed-out write is settled by re-reading the row.
+ * - Replies are applied in the order of what they saw, not the order they
+ *   arrive: a leadership check reads outside the campaign's turn, so its
+ *   reply may come back after our own later write. A row older by version
+ *   than the one we hold, or an absent row from a request issued before the
+ *   reply we hold, never replaces it (`staleReply`).
  *
  * Non-guarantees
  * - Two nodes may *believe* they lead at once (a paused process, a clock far
@@ -48,11 +53,20 @@ export interface LeaderElector {
   isLeader(): Promise<boolean>;
   start(): void;
   /** Stops the loop; resigns unless `resign: false` (a crash-like stop). */
-  stop(options?: { resign?: boolean }): Promise<void>;
+  stop(options?: { resign?: boolean }): Promise<Stopped>;
   /** Try for leadership now, not at the next retry (a leader announced it resigned); a no-op where there is nothing to try. */
   tryNow(): void;
   /** Renewals of the lease so far, and those that failed while leading; zeros where there is no lease to renew. */
   renewalCounts(): { readonly renewals: number; readonly renewFailures: number };
+}
+
+export interface Stopped {
+  /**
+   * This stop released a lease row held in our name, so another node may take
+   * it now: worth telling the followers. True also when we held the row
+   * without knowing it (an unsettled write, a step-down on our own clock).
+   */
+  readonly released: boolean;
 }
 
 export interface ElectorCallbacks {
@@ -103,6 +117,10 @@ export class LeaseElector implements LeaderElector {
 
   /** Last row this elector saw or wrote. */
   private observed: LeaseRecord | null = null;
+  /** Store requests issued so far: each reply is stamped with its request's place in this order. */
+  private issued = 0;
+  /** The latest-issued request whose reply has been applied (or found current). */
+  private appliedTicket = 0;
   /** Our row while we lead (same object as `observed` then). */
   private leading: LeaseRecord | null = null;
   private lastLeader: { holder: string | null; epoch: number } | undefined;
@@ -157,8 +175,10 @@ export class LeaseElector implements LeaderElector {
     this.expireIfDue(now);
     if (this.stopped) return false;
     if (now - this.lastCheckAt < this.timings.isLeaderCacheMs) return this.leading !== null;
+    // Outside the campaign's turn: a campaign may write while this read is in flight.
+    const ticket = ++this.issued;
     const row = await this.store.read(this.name);
-    this.observe(row, this.clock.now());
+    this.observe(row, this.clock.now(), ticket);
     this.lastCheckAt = now;
     return this.leading !== null;
   }
@@ -188,23 +208,25 @@ export class LeaseElector implements LeaderElector {
         const next = this.plan(row, now);
         if (next === null) {
           if (row === this.observed && attempt === 0) {
+            const ticket = ++this.issued;
             row = await this.store.read(this.name);
-            this.observe(row, this.clock.now());
+            this.observe(row, this.clock.now(), ticket);
             continue;
           }
           break;
         }
+        const ticket = ++this.issued;
         const outcome = await casSettled(this.store, row, next);
         if (outcome.ok) {
           this.lastAttemptFailed = false;
           if (wasLeading && next.epoch === this.leading?.epoch) this.stats.renewals++;
           else this.stats.acquisitions++;
-          this.observe(outcome.record, this.clock.now());
+          this.observe(outcome.record, this.clock.now(), ticket);
           break;
         }
         if (wasLeading) this.stats.renewFailures++;
         row = outcome.current;
-        this.observe(row, this.clock.now());
+        this.observe(row, this.clock.now(), ticket);
       }
       this.lastCheckAt = this.clock.now();
       return { leader: this.leading !== null, record: this.observed };
@@ -228,9 +250,15 @@ export class LeaseElector implements LeaderElector {
     return null;
   }
 
+  /** Whether the reply to the request with `ticket` shows an older state than the row we hold (see `staleReply`). */
+  private stale(row: LeaseRecord | null, ticket: number): boolean {
+    return staleReply(this.observed, row, ticket < this.appliedTicket);
+  }
+
   /** Single place where leadership changes and callbacks fire. */
-  private observe(row: LeaseRecord | null, now: number): void {
-    if (row && this.observed && row.name === this.observed.name && row.version < this.observed.version) return; // stale read
+  private observe(row: LeaseRecord | null, now: number, ticket: number): void {
+    if (this.stale(row, ticket)) return;
+    this.appliedTicket = Math.max(this.appliedTicket, ticket);
     this.observed = row;
     const mine = validFor(row, this.holderId, now, this.timings.clockSkewMs) ? row : null;
     const before = this.leading;
@@ -279,27 +307,34 @@ export class LeaseElector implements LeaderElector {
     }
   }
 
-  /** Release the lease (row kept, epoch kept) so the next holder is epoch + 1. */
-  async resign(): Promise<void> {
+  /** Release the lease (row kept, epoch kept) so the next holder is epoch + 1. True when a row held in our name was released. */
+  async resign(): Promise<boolean> {
     const run = this.inFlight.then(() => this.resignOnce());
     this.inFlight = run.catch(() => undefined);
     return run;
   }
 
-  private async resignOnce(): Promise<void> {
+  private async resignOnce(): Promise<boolean> {
     const held = this.leading;
+    let released = false;
     // We may hold the row without knowing it (an unsettled write): look.
     let row = held ?? (await this.store.read(this.name));
     for (let attempt = 0; row && row.holder === this.holderId && attempt < 3; attempt++) {
+      const ticket = ++this.issued;
       const outcome = await casSettled(this.store, row, release(row, this.clock.now()));
       row = outcome.ok ? null : outcome.current;
-      if (outcome.ok) this.observed = outcome.record;
+      released ||= outcome.ok;
+      if (outcome.ok && !this.stale(outcome.record, ticket)) {
+        this.observed = outcome.record;
+        this.appliedTicket = Math.max(this.appliedTicket, ticket);
+      }
     }
     if (held) {
       this.leading = null;
       clearTimeout(this.stepDownTimer);
       this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'resigned'));
     }
+    return released;
   }
 
   /**
@@ -321,13 +356,14 @@ export class LeaseElector implements LeaderElector {
     if (!this.stopped) this.loop.start();
   }
 
-  async stop(options: { resign?: boolean } = {}): Promise<void> {
-    if (this.stopped) return;
+  async stop(options: { resign?: boolean } = {}): Promise<Stopped> {
+    if (this.stopped) return { released: false };
     await this.loop.stop();
     await this.inFlight;
+    let released = false;
     if (options.resign !== false) {
       try {
-        await this.resign();
+        released = await this.resign();
       } catch (err) {
         this.logger.warn('resign failed; the lease will expire instead', { lease: this.name, error: errorMessage(err) });
       }
@@ -337,6 +373,7 @@ export class LeaseElector implements LeaderElector {
     clearTimeout(this.stepDownTimer);
     this.stopped = true;
     if (held) this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'stopped'));
+    return { released };
   }
 
   /** One step of the loop: a campaign, then the delay to the next. */

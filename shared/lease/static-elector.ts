@@ -1,5 +1,5 @@
 import { casSettled } from './cas.js';
-import type { ElectorCallbacks, LeaderElector } from './elector.js';
+import type { ElectorCallbacks, LeaderElector, Stopped } from './elector.js';
 import type { LeaseRecord, LeaseToken } from './record.js';
 import type { LeaseStore } from './store.js';
 import { acquire, release, renew, steal, stealable } from './transitions.js';
@@ -51,9 +51,10 @@ export class StaticElector implements LeaderElector {
     return { renewals: 0, renewFailures: 0 };
   }
 
-  stop(): Promise<void> {
+  /** Its row stays held (a restart of the same holder takes it back): nothing is released. */
+  stop(): Promise<Stopped> {
     this.stopped = true;
-    return Promise.resolve();
+    return Promise.resolve({ released: false });
   }
 }
 

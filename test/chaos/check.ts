@@ -1,4 +1,4 @@
-import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, Violation } from './history.js';
+import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, StoreDump, Violation } from './history.js';
 
 /**
  * The chaos checker. It reads only a ChaosHistory: what clients asked and
@@ -20,7 +20,11 @@ import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, Proces
  *   acknowledged-write-kept      what the system acknowledged is in the store
  *
  * Liveness (after the faults heal, within the bounds the harness states):
- *   leader-after-heal            a live process holds promotion_leader
+ *   leader-after-heal            whenever there is promotion work after the faults heal (a
+ *                                rollout running, or an event left in the outbox; a signal
+ *                                asks for an evaluation only of a running rollout), a live
+ *                                process holds promotion_leader within the bound. An idle
+ *                                AWS stack campaigns for nothing and may hold no lease.
  *   runs-finish                  every item Done, or Failed with a reason
  *   rollouts-settle              every rollout terminal, paused, or waiting on an active stage's
  *                                bake (not stalled past it)
@@ -52,6 +56,81 @@ function itemLine(t: ItemTransition): string {
 /** Alive and running (not paused) over the whole of [from, to]. */
 function aliveThroughout(spans: readonly ProcessSpan[], process: string, from: number, to: number): boolean {
   return spans.some((s) => s.process === process && s.from <= from && (s.to === null || s.to >= to));
+}
+
+type Interval = readonly [number, number];
+
+/**
+ * When the promotion leader has something to do, as the store's history
+ * shows it: each span a rollout was running, and each span an event sat in
+ * the outbox (made, not yet marked published). What `BatchPromoter.hasWork`
+ * asks, so an idle AWS stack, which then campaigns for nothing, is not judged.
+ */
+export function promotionWork(s: StoreDump, end: number): { span: Interval; what: string }[] {
+  const out: { span: Interval; what: string }[] = [];
+  const byRollout = new Map<string, typeof s.rolloutTransitions>();
+  for (const t of s.rolloutTransitions) byRollout.set(t.rolloutId, [...(byRollout.get(t.rolloutId) ?? []), t]);
+  for (const r of s.rollouts) {
+    const transitions = [...(byRollout.get(r.id) ?? [])].sort((a, b) => a.seq - b.seq);
+    // A rollout seen running with no change on record ran throughout.
+    if (!transitions.length && r.state === 'running') out.push({ span: [0, end], what: `rollout ${r.id} running` });
+    let since: number | null = null;
+    for (const t of transitions) {
+      if (t.to.state === 'running' && since === null) since = t.at;
+      else if (t.to.state !== 'running' && since !== null) {
+        out.push({ span: [since, t.at], what: `rollout ${r.id} running` });
+        since = null;
+      }
+    }
+    if (since !== null) out.push({ span: [since, end], what: `rollout ${r.id} running` });
+  }
+  for (const e of s.events) out.push({ span: [e.at, e.publishedAt ?? end], what: `event ${e.detailType} of ${e.rolloutId} in the outbox` });
+  return out;
+}
+
+/** When a live process held promotion_leader: each holder's spans, cut at its lease's expiry (with the clock-offset slack) and at the next change. */
+export function leaderSpans(changes: readonly LeaseChange[], processes: readonly ProcessSpan[], end: number, slackMs: number): Interval[] {
+  const out: Interval[] = [];
+  changes.forEach((c, i) => {
+    if (c.change === 'delete' || c.holder === null) return;
+    const next = changes[i + 1]?.at ?? end;
+    const until = Math.min(next, c.expiresAt === null ? end : c.expiresAt + slackMs);
+    for (const p of processes) {
+      if (p.process !== c.holder) continue;
+      const from = Math.max(c.at, p.from);
+      const to = Math.min(until, p.to ?? end);
+      if (from <= to) out.push([from, to]);
+    }
+  });
+  return out.sort((a, b) => a[0] - b[0]);
+}
+
+/**
+ * The first moment in `work` (within [from, to]) with no leader span meeting
+ * [t, t + bound], or null. A moment t fails when it lies in a gap between
+ * leader spans (g1, g2) with t + bound < g2.
+ */
+export function firstLeaderlessWork(work: readonly Interval[], leaders: readonly Interval[], bound: number, from: number, to: number): number | null {
+  const gaps: Interval[] = [];
+  let covered = Number.NEGATIVE_INFINITY;
+  for (const [a, b] of leaders) {
+    if (a > covered) gaps.push([covered, a]);
+    covered = Math.max(covered, b);
+  }
+  gaps.push([covered, Number.POSITIVE_INFINITY]);
+  let first: number | null = null;
+  for (const [g1, g2] of gaps) {
+    // Failing moments: (g1, g2 - bound), within [from, to].
+    const lo = Math.max(g1, from);
+    const hi = Math.min(g2 - bound, to);
+    for (const [w1, w2] of work) {
+      const a = Math.max(lo, w1);
+      const b = Math.min(hi, w2);
+      // (g1, …) is open at g1: a leader span ending at g1 covers g1 itself.
+      if (a < b || (a === b && a > g1 && a < g2 - bound)) first = first === null ? a : Math.min(first, a);
+    }
+  }
+  return first;
 }
 
 function faultsOverlapping(faults: readonly FaultRecord[], from: number, to: number, end: number): FaultRecord[] {
@@ -162,15 +241,30 @@ export function check(h: ChaosHistory): Violation[] {
 
   // ── liveness ────────────────────────────────────────────────────────────
   const healed = h.phases.healedAt;
-  const leaderBy = healed + h.bounds.leaderWithinMs;
-  if (leaderBy <= end) {
-    const changes = s.leaseChanges.filter((c) => c.name === 'promotion_leader' && c.at <= leaderBy);
-    const current = changes.at(-1);
-    const holder = current?.change === 'delete' ? null : (current?.holder ?? null);
+  const bound = h.bounds.leaderWithinMs;
+  if (healed + bound <= end) {
+    const changes = s.leaseChanges.filter((c) => c.name === 'promotion_leader');
     // Expiry is written on the holder's clock, which a clock-offset fault may have set up to 4 s off.
-    const lapsed = current?.expiresAt !== null && current?.expiresAt !== undefined && current.expiresAt + 5_000 < leaderBy;
-    if (holder === null || lapsed || !aliveThroughout(h.processes, holder, leaderBy, leaderBy)) {
-      v('leader-after-heal', 'liveness', `no live leader ${fmt(h.bounds.leaderWithinMs)} after the faults healed (lease holder: ${holder ?? 'none'})`, [...changes.slice(-3).map(leaseLine), ...h.faults.slice(-3).map(faultLine)], leaderBy);
+    const leaders = leaderSpans(changes, h.processes, end, 5_000);
+    const work = promotionWork(s, end);
+    const t = firstLeaderlessWork(
+      work.map((w) => w.span),
+      leaders,
+      bound,
+      healed,
+      end - bound,
+    );
+    if (t !== null) {
+      const what = work.filter((w) => w.span[0] <= t && t <= w.span[1]).map((w) => w.what);
+      const before = changes.filter((c) => c.at <= t + bound);
+      const holder = before.at(-1)?.change === 'delete' ? null : (before.at(-1)?.holder ?? null);
+      v(
+        'leader-after-heal',
+        'liveness',
+        `promotion work at ${fmt(t)} (${what.slice(0, 2).join('; ')}${what.length > 2 ? `; ${what.length - 2} more` : ''}) and no live leader within ${fmt(bound)} (lease holder: ${holder ?? 'none'})`,
+        [...before.slice(-3).map(leaseLine), ...h.faults.slice(-3).map(faultLine)],
+        t + bound,
+      );
     }
   }
 

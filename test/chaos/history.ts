@@ -203,12 +203,16 @@ export interface IdempotencyRow {
   readonly node: string;
 }
 
-/** An outbound event the store holds (rollout_events), for "applied twice" checks. */
+/** An outbound event the store holds (rollout_events), for "applied twice" checks and the outbox's promotion work. */
 export interface EventRow {
   readonly seq: number;
   readonly rolloutId: string;
   readonly detailType: string;
   readonly detail: Record<string, unknown>;
+  /** When it was made (the event's time, on the writer's clock), schedule clock. */
+  readonly at: number;
+  /** When it was marked published, schedule clock; null: still in the outbox when the history closed. */
+  readonly publishedAt: number | null;
 }
 
 export interface StoreDump {

@@ -9,7 +9,7 @@ import type { LeaseRecord } from '../../shared/lease/record.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
 import { forEachBackend, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
-import { until } from '../support/gate.js';
+import { gate, until, type Gate } from '../support/gate.js';
 
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100, isLeaderCacheMs: 1_000 };
 
@@ -165,6 +165,90 @@ forEachBackend('lease contract on %s', (backend) => {
     clock.advance(10); // now exactly expiry − skew; the cache is 60 ms old
     expect(await a.isLeader()).toBe(false);
     expect(a.token()).toBeNull();
+  });
+
+  /**
+   * The store answers a leadership check's read at once, but the reply is held
+   * until the test opens a gate: the read was served before our own write
+   * committed and is applied after it, as a slow reply under load is.
+   */
+  function heldReplies(): { store: LeaseStore; holdNextRead(): Gate & { readonly served: Promise<void> } } {
+    let hold: (Gate & { served: Promise<void>; markServed(): void }) | null = null;
+    const store: LeaseStore = {
+      read: async (n) => {
+        const held = hold;
+        hold = null;
+        const row = await backend.store.read(n);
+        if (held) {
+          held.markServed();
+          await held.wait;
+        }
+        return row;
+      },
+      compareAndSwap: (e, n) => backend.store.compareAndSwap(e, n),
+    };
+    return {
+      store,
+      holdNextRead: () => {
+        const g = gate();
+        const served = gate();
+        hold = { ...g, served: served.wait, markServed: () => served.open() };
+        return hold;
+      },
+    };
+  }
+
+  it.each([
+    ['absent', 'a fresh lease'],
+    ['released', 'a released lease'],
+  ] as const)('a leadership check read before our acquire of %s row, answered after it, does not undo it (%s)', async (before, _what) => {
+    const name = uniqueName('stale');
+    const clock = new ManualClock();
+    if (before === 'released') {
+      const old = elector('old', name, clock);
+      await old.campaign();
+      await old.resign();
+    }
+    const held = heldReplies();
+    const stopped: StopReason[] = [];
+    const a = elector('a', name, clock, { onStoppedLeading: (_t, reason) => stopped.push(reason) }, held.store);
+    const release = held.holdNextRead();
+    const check = a.isLeader();
+    await release.served; // the store has answered: the row as it was before a's write
+    expect((await a.campaign()).leader).toBe(true);
+    const epoch = before === 'absent' ? 0 : 1;
+    expect(a.token()).toEqual({ name, holder: 'a', epoch });
+    release.open();
+    expect(await check).toBe(true);
+    expect(stopped).toEqual([]);
+    expect(a.state).toBe('leader');
+    expect(a.token()).toEqual({ name, holder: 'a', epoch });
+    expect(await backend.store.read(name)).toMatchObject({ holder: 'a', epoch });
+  });
+
+  it('stop() releases a row held in our name that we did not know we held, and says so (followers are told)', async () => {
+    const name = uniqueName('unknown');
+    const clock = new ManualClock();
+    let lose = false;
+    // The acquire commits, then its reply and the read that would settle it are lost.
+    const lossy: LeaseStore = {
+      read: (n) => (lose ? Promise.reject(new Error('connection terminated')) : backend.store.read(n)),
+      compareAndSwap: async (e, n) => {
+        const outcome = await backend.store.compareAndSwap(e, n);
+        if (!lose) return outcome;
+        throw new Error('connection terminated');
+      },
+    };
+    const a = elector('a', name, clock, {}, lossy);
+    lose = true;
+    await expect(a.campaign()).rejects.toThrow(/outcome unknown/);
+    lose = false;
+    expect(a.token()).toBeNull();
+    expect(await backend.store.read(name)).toMatchObject({ holder: 'a', epoch: 0 });
+    expect(await a.stop()).toEqual({ released: true });
+    expect(await backend.store.read(name)).toMatchObject({ holder: null, epoch: 0 });
+    const b = elector('b', name, clock);
+    expect(await b.stop()).toEqual({ released: false });
   });
 
   it('reports state changes through onStartedLeading, onStoppedLeading and onNewLeader', async () => {

@@ -45,6 +45,7 @@ export const VARIANTS = [
   'ack-by-worker-only',
   'held-no-alarm-check',
   'held-no-metrics-check',
+  'late-read-applied',
 ] as const;
 export type Variant = (typeof VARIANTS)[number];
 

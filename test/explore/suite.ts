@@ -25,14 +25,14 @@ export interface Scope {
 export const SCOPES = {
   /** Fast enough for every `npm test`. */
   default: {
-    lease: { nodes: 2, budget: { ticks: 2, crashes: 1, lost: 1 }, maxDepth: 12 },
+    lease: { nodes: 2, budget: { ticks: 2, crashes: 1, lost: 1, checks: 1 }, maxDepth: 12 },
     ledger: { coordinators: 2, workers: 2, items: 2, budget: { ticks: 1, crashes: 1, lost: 1, failures: 0 }, maxDepth: 6 },
     promotion: { promoters: [2, 1], commands: ['abort', 'retry'], budget: { ticks: 1, crashes: 1, lost: 1, signals: 2, commands: 2, readings: 0, bakes: 0 }, maxDepth: 7 },
     held: { held: true, promoters: [1, 1], commands: [], budget: { ticks: 1, crashes: 0, lost: 0, signals: 1, commands: 0, readings: 2, bakes: 1 }, maxDepth: 7 },
   },
   /** More processes, items, faults and depth: minutes, not seconds. */
   large: {
-    lease: { nodes: 3, budget: { ticks: 2, crashes: 1, lost: 1 }, maxDepth: 12 },
+    lease: { nodes: 3, budget: { ticks: 2, crashes: 1, lost: 1, checks: 2 }, maxDepth: 12 },
     ledger: { coordinators: 2, workers: 2, items: 3, budget: { ticks: 1, crashes: 1, lost: 1, failures: 1 }, maxDepth: 8 },
     promotion: { promoters: [2, 2], commands: ['abort', 'retry', 'pause', 'resume', 'promote_full'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 3, commands: 3, readings: 0, bakes: 0 }, maxDepth: 9 },
     held: { held: true, promoters: [1, 1], commands: ['abort', 'retry'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 2, commands: 1, readings: 2, bakes: 1 }, maxDepth: 8 },
@@ -68,6 +68,12 @@ export const VARIANT_RUNS: readonly VariantRun[] = [
     model: 'lease',
     breaks: ['lease-one-holder-per-epoch', 'lease-epoch-monotonic', 'fenced-write-under-current-epoch'],
     what: "resign deletes the row: the next acquire is epoch 0",
+  },
+  {
+    variant: 'late-read-applied',
+    model: 'lease',
+    breaks: ['lease-view-never-regresses'],
+    what: "a leadership check's reply of no row, read before the holder's acquire, is applied after it",
   },
   { variant: 'promote-if-not-promoted', model: 'promotion', breaks: ['no-promotion-after-rollback'], what: "promotion WHERE phase != 'promoted', no rollout version" },
   { variant: 'promote-fence-only', model: 'promotion', breaks: ['stage-promoted-at-most-once', 'promotion-monotonic'], what: 'a plan is applied on the fence alone' },

@@ -205,6 +205,19 @@ describe('cluster node', () => {
     expect(cmd.status).toBe(200);
   }, 30_000);
 
+  it('every session of a node\'s pool ends an idle transaction after one lease TTL, the migration\'s first sessions too', async () => {
+    const a = await startNode('n-sessions', database.url, {}, false);
+    // Ten queries held open at once take all ten sessions of the pool, whichever opened first.
+    const rows = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        a.node.sql.query<{ pid: number; limit: string }>("SELECT pg_backend_pid() AS pid, current_setting('idle_in_transaction_session_timeout') AS limit FROM pg_sleep(0.2)"),
+      ),
+    );
+    const sessions = new Map(rows.map((r) => [r.rows[0]!.pid, r.rows[0]!.limit]));
+    expect(sessions.size).toBe(10);
+    expect(new Set(sessions.values())).toEqual(new Set([`${fast.leaseTtlSeconds}s`]));
+  });
+
   it('refuses a configuration it cannot run, naming the field', async () => {
     await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'pglite', dataDir: null }, elector: 'advisory-lock' })).rejects.toThrow(/elector: advisory-lock needs a PostgreSQL server/);
     await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: database.url }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 })).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);

@@ -5,7 +5,7 @@ import { StepLoop, type StepOutcome } from '../../lease/step-loop.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { parseConfig } from '../../config.js';
 import { holderIdSchema, leaseNameSchema } from '../../lease/config.js';
-import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason } from '../../lease/elector.js';
+import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason, Stopped } from '../../lease/elector.js';
 import type { LeaseToken } from '../../lease/record.js';
 
 /**
@@ -99,20 +99,24 @@ export class AdvisoryLockElector implements LeaderElector {
     if (!this.stopped) this.loop.start();
   }
 
-  async stop(options: { resign?: boolean } = {}): Promise<void> {
-    if (this.stopped) return;
+  async stop(options: { resign?: boolean } = {}): Promise<Stopped> {
+    if (this.stopped) return { released: false };
     await this.loop.stop();
     const client = this.client;
     this.client = null;
+    let released = false;
     if (client && this.leading && options.resign !== false) {
       // Clear the holder (epoch kept) before unlocking, so no reader sees us as holder after we stop.
-      await client
+      released = await client
         .query('UPDATE leases SET holder = NULL, version = version + 1, renewed_at = now(), expires_at = now() WHERE name = $1 AND holder = $2 AND epoch = $3', [
           this.name,
           this.holderId,
           this.leading.epoch,
         ])
-        .catch(() => undefined);
+        .then(
+          (r) => (r.rowCount ?? 0) > 0,
+          () => false,
+        );
       await client.query('SELECT pg_advisory_unlock($1::bigint)', [this.lockKey]).catch(() => undefined);
     }
     if (client) {
@@ -121,6 +125,7 @@ export class AdvisoryLockElector implements LeaderElector {
     }
     this.stepDown(options.resign === false ? 'stopped' : 'resigned');
     this.stopped = true;
+    return { released };
   }
 
   /** A session lock is held, not renewed: nothing to count. */

@@ -71,6 +71,8 @@ export function storeOf(c: NodeConfig): StoreConfig {
     kind: 'postgres',
     // Bounded waits: a store that stops answering must turn into errors (stale reads, step-down), not hung requests.
     connection: { connectionString: c.store.databaseUrl, max: 10, connectionTimeoutMillis: 3_000, query_timeout: 10_000 },
-    onConnect: (client) => void client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`).catch(() => undefined),
+    onConnect: async (client) => {
+      await client.query(`SET idle_in_transaction_session_timeout = ${idleLimitMs}`);
+    },
   };
 }

@@ -262,9 +262,9 @@ export class ControlPlaneNode {
     for (const t of this.timers) clearInterval(t);
     await this.triggers.stop();
     await this.coordinators.stop();
-    const wasLeader = this.plane.elector.state === 'leader';
-    await this.plane.elector.stop();
-    if (wasLeader && this.wake instanceof PgNotifyWake && this.config.wakeOnResign) await this.announceResigned(this.wake);
+    // Told when a row held in our name was released, whether or not we knew we led.
+    const { released } = await this.plane.elector.stop();
+    if (released && this.wake instanceof PgNotifyWake && this.config.wakeOnResign) await this.announceResigned(this.wake);
     await this.member.leave();
     await this.closeWake();
     await this.plane.close();

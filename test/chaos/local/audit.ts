@@ -245,8 +245,11 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
     const items: ItemRow[] = itemRows.map((r) => ({ runId: r.run_id, id: r.id, state: r.state, worker: r.worker, resultHash: r.result_hash, error: r.error, attempts: Number(r.attempts), hasMessage: true }));
     const { rows: keyRows } = await c.query<{ key: string; status: number; node_id: string }>('SELECT key, status, node_id FROM api_requests WHERE created_at >= $1', [new Date(o.epochMs - 1_000)]);
     const idempotency: IdempotencyRow[] = keyRows.map((r) => ({ key: r.key, status: Number(r.status), node: r.node_id }));
-    const { rows: eventRows } = await c.query<{ seq: string; rollout_id: string; detail_type: string; detail: Json }>('SELECT seq, rollout_id, detail_type, detail FROM rollout_events WHERE rollout_id = ANY($1::text[]) ORDER BY seq', [o.rollouts]);
-    const events: EventRow[] = eventRows.map((e) => ({ seq: Number(e.seq), rolloutId: e.rollout_id, detailType: e.detail_type, detail: e.detail }));
+    const { rows: eventRows } = await c.query<{ seq: string; rollout_id: string; detail_type: string; detail: Json; time: Date; published_at: Date | null }>(
+      'SELECT seq, rollout_id, detail_type, detail, time, published_at FROM rollout_events WHERE rollout_id = ANY($1::text[]) ORDER BY seq',
+      [o.rollouts],
+    );
+    const events: EventRow[] = eventRows.map((e) => ({ seq: Number(e.seq), rolloutId: e.rollout_id, detailType: e.detail_type, detail: e.detail, at: rel(e.time), publishedAt: e.published_at === null ? null : rel(e.published_at) }));
     return { leaseChanges, writes, stageTransitions, rolloutTransitions, itemTransitions, rollouts, runs, items, idempotency, events };
   });
 }

@@ -1,4 +1,4 @@
-import { sameRow, type LeaseRecord } from '../../../shared/lease/record.js';
+import { sameRow, staleReply, type LeaseRecord } from '../../../shared/lease/record.js';
 import { acquire, release, renew, steal, stealable } from '../../../shared/lease/transitions.js';
 import type { Invariant, Model, Step } from '../explorer.js';
 import {
@@ -27,7 +27,11 @@ import {
  * by re-reading (casSettled, with the project's sameRow) before anything
  * else. A contender may stop and resign (release, row kept), crash (forget
  * everything; its writes already on the wire still arrive) — both spend the
- * crash budget — and issue fenced writes with the token it holds. Time is
+ * crash budget — and issue fenced writes with the token it holds. A
+ * leadership check (`isLeader`, outside the campaign's turn) is read by the
+ * store when issued and its reply applied any number of steps later, after
+ * the contender's own writes: the elector's `staleReply` (the product's rule)
+ * decides whether it may replace the view. Time is
  * discrete ticks of one shared clock; the lease expires by it, and a holder
  * renews at most once per tick (its cadence, and what keeps versions finite).
  *
@@ -55,15 +59,28 @@ export interface LeaseTiming {
   readonly skewMs: number;
 }
 
+/** A leadership check's read: served by the store when issued, its reply still on the way. */
+export interface PendingCheck {
+  readonly row: LeaseRecord | null;
+  /** Ghost: the grant of that row. */
+  readonly grant: number | null;
+  /** A reply to a request issued after this one has been applied since (the elector's ticket order). */
+  readonly overtaken: boolean;
+}
+
 /** A process's view of the lease: what it last saw, the token it acts with, and a write it does not know the outcome of. */
 export interface Contender {
   readonly view: LeaseRecord | null;
   readonly token: HeldToken | null;
   /** A lease write whose reply was lost: settled by re-reading before anything else. */
   readonly unsure: LeaseRecord | null;
+  /** A leadership check in flight (the lease model only). */
+  readonly check: PendingCheck | null;
+  /** Ghost: the highest row version this process has applied (-1: only "no row"; null: nothing yet). */
+  readonly seen: number | null;
 }
 
-export const freshContender: Contender = { view: null, token: null, unsure: null };
+export const freshContender: Contender = { view: null, token: null, unsure: null, check: null, seen: null };
 
 export interface LeaseWorld {
   /** Milliseconds on the shared clock. */
@@ -91,9 +108,20 @@ export function describeRow(row: LeaseRecord | null): string {
   return row.holder === null ? `released@${row.epoch}` : `${row.holder}@${row.epoch} until ${row.expiresAt}`;
 }
 
-/** The elector's `observe`: the row seen becomes the view; the token is ours while the row names us. */
-function observe(row: LeaseRecord | null, grant: number | null, me: string): Contender {
-  return { view: row, token: row !== null && row.holder === me ? { name: row.name, holder: me, epoch: row.epoch, grant } : null, unsure: null };
+/**
+ * The elector's `observe`: the row seen becomes the view; the token is ours
+ * while the row names us. A check in flight is now overtaken: this reply's
+ * request was issued after it.
+ */
+function observe(prior: Contender, row: LeaseRecord | null, grant: number | null, me: string): Contender {
+  const version = row === null ? -1 : row.version;
+  return {
+    view: row,
+    token: row !== null && row.holder === me ? { name: row.name, holder: me, epoch: row.epoch, grant } : null,
+    unsure: null,
+    check: prior.check && { ...prior.check, overtaken: true },
+    seen: prior.seen === null ? version : Math.max(prior.seen, version),
+  };
 }
 
 /** The elector's `plan`: the row to write next, or null to wait and read. */
@@ -117,27 +145,27 @@ function plan(row: LeaseRecord | null, me: string, now: number, t: LeaseTiming):
  */
 export function contenderSteps(w: LeaseWorld, c: Contender, me: string, t: LeaseTiming, variant: Variant, remembers = true): ContenderStep[] {
   const out: ContenderStep[] = [];
-  const keep = (x: Contender): Contender => (remembers ? x : { view: null, token: x.token, unsure: null });
+  const keep = (x: Contender): Contender => (remembers ? x : { ...freshContender, token: x.token });
   const same = (label: string, contender: Contender): ContenderStep => ({ label, contender: keep(contender), lease: w.lease, ghost: w.ghost, lostReply: false, stopped: false });
   if (c.unsure !== null) {
     // casSettled: the write may have committed; the row says whether it did.
     const row = w.lease.row;
     const won = sameRow(row, c.unsure);
-    out.push(same(`${me} settles its unanswered lease write by reading: ${won ? 'it committed' : 'it did not'} (${describeRow(row)})`, observe(row, w.lease.grant, me)));
+    out.push(same(`${me} settles its unanswered lease write by reading: ${won ? 'it committed' : 'it did not'} (${describeRow(row)})`, observe(c, row, w.lease.grant, me)));
     return out;
   }
   const seenRow = remembers ? c.view : w.lease.row;
   const p = plan(seenRow, me, w.now, t);
   if (p === null) {
     // A read that shows nothing new changes nothing: not a step.
-    const seen = observe(w.lease.row, w.lease.grant, me);
+    const seen = observe(c, w.lease.row, w.lease.grant, me);
     if (!sameRow(c.view, keep(seen).view) || c.token?.epoch !== seen.token?.epoch || c.token?.grant !== seen.token?.grant) {
       out.push(same(`${me} reads the lease: ${describeRow(w.lease.row)}`, seen));
     }
   } else {
     const r = leaseCas(w.lease, w.ghost, seenRow, p.next);
     const result = r.ok ? `ok, ${describeRow(p.next)}` : `lost the race, row is ${describeRow(w.lease.row)}`;
-    out.push({ label: `${me} campaigns: ${p.what} → ${result}`, contender: keep(observe(r.cell.row, r.cell.grant, me)), lease: r.cell, ghost: r.ghost, lostReply: false, stopped: false });
+    out.push({ label: `${me} campaigns: ${p.what} → ${result}`, contender: keep(observe(c, r.cell.row, r.cell.grant, me)), lease: r.cell, ghost: r.ghost, lostReply: false, stopped: false });
     if (w.mayLoseReply) {
       out.push({
         label: `${me} campaigns: ${p.what} → ${r.ok ? 'committed' : 'refused'}, reply lost`,
@@ -154,9 +182,30 @@ export function contenderSteps(w: LeaseWorld, c: Contender, me: string, t: Lease
     const next = release(mine, w.now);
     const r = leaseResign(w.lease, w.ghost, mine, next, variant);
     const after = r.ok ? describeRow(r.cell.row) : `refused, row is ${describeRow(w.lease.row)}`;
-    out.push({ label: `${me} stops and resigns → ${after}`, contender: keep({ ...observe(r.cell.row, r.cell.grant, me), token: null }), lease: r.cell, ghost: r.ghost, lostReply: false, stopped: true });
+    out.push({ label: `${me} stops and resigns → ${after}`, contender: keep({ ...observe(c, r.cell.row, r.cell.grant, me), token: null }), lease: r.cell, ghost: r.ghost, lostReply: false, stopped: true });
   }
   return out;
+}
+
+/**
+ * A leadership check: issued (the store reads the row now) while none is in
+ * flight, or its reply applied, or dropped by `staleReply`. late-read-applied
+ * is the elector before it ordered replies: only the version is compared, so
+ * a reply of "no row" is always applied.
+ */
+export function checkSteps(w: LeaseWorld, c: Contender, me: string, variant: Variant, mayIssue: boolean): { label: string; contender: Contender; issued: boolean }[] {
+  if (c.check === null) {
+    // A check that reads the row the view already holds can only be dropped or change nothing: not a step.
+    if (!mayIssue || (w.lease.row !== null && sameRow(w.lease.row, c.view))) return [];
+    return [{ label: `${me} checks its leadership: the store reads ${describeRow(w.lease.row)}, the reply is on its way`, contender: { ...c, check: { row: w.lease.row, grant: w.lease.grant, overtaken: false } }, issued: true }];
+  }
+  const check = c.check;
+  const done = { ...c, check: null };
+  const issuedBefore = variant === 'late-read-applied' ? false : check.overtaken;
+  if (staleReply(c.view, check.row, issuedBefore)) {
+    return [{ label: `${me}'s leadership check answers ${describeRow(check.row)}: older than its view (${describeRow(c.view)}), dropped`, contender: done, issued: false }];
+  }
+  return [{ label: `${me}'s leadership check answers ${describeRow(check.row)}: applied`, contender: { ...observe(done, check.row, check.grant, me), unsure: c.unsure }, issued: false }];
 }
 
 // ── invariants shared by every model that has a lease ─────────────────────
@@ -197,6 +246,24 @@ export const fencedWriteUnderCurrentEpoch: Invariant<HasLease> = {
 
 export const leaseInvariants = [leaseOneHolderPerEpoch, leaseEpochMonotonic, fencedWriteUnderCurrentEpoch] as const;
 
+/**
+ * No process goes back to an older view of the lease than one it applied.
+ * Going back is how a holder whose row still names it, live, steps down
+ * (reason "expired"): nobody then leads until its next retry, since the
+ * others cannot steal a live lease.
+ */
+export const leaseViewNeverRegresses: Invariant<{ readonly nodes: readonly Contender[] }> = {
+  name: 'lease-view-never-regresses',
+  check: (s) => {
+    for (const [i, c] of s.nodes.entries()) {
+      if (c.seen === null) continue;
+      const version = c.view === null ? -1 : c.view.version;
+      if (version < c.seen) return `${nodeId(i)} went back to ${describeRow(c.view)} after applying version ${c.seen} of the row`;
+    }
+    return null;
+  },
+};
+
 // ── the lease model ───────────────────────────────────────────────────────
 
 export interface Budget {
@@ -205,9 +272,14 @@ export interface Budget {
   readonly lost: number;
 }
 
+/** The lease model's: leadership checks issued, too. */
+export interface LeaseBudget extends Budget {
+  readonly checks: number;
+}
+
 export interface LeaseScope {
   readonly nodes: number;
-  readonly budget: Budget;
+  readonly budget: LeaseBudget;
   readonly maxDepth: number;
 }
 
@@ -223,12 +295,14 @@ export interface LeaseState extends HasLease {
   readonly nodes: readonly Contender[];
   /** Fenced writes sent and not yet committed, in a canonical order (a multiset). */
   readonly net: readonly InFlightWrite[];
-  readonly budget: Budget;
+  readonly budget: LeaseBudget;
 }
 
 export const LEASE_TIMING: LeaseTiming = { name: 'promotion_leader', tickMs: 1_000, ttlMs: 1_000, skewMs: 0 };
 
-const nodeId = (i: number) => `n${i}`;
+function nodeId(i: number): string {
+  return `n${i}`;
+}
 
 function withWrite(net: readonly InFlightWrite[], w: InFlightWrite): InFlightWrite[] {
   const key = (x: InFlightWrite) => JSON.stringify(x);
@@ -262,6 +336,9 @@ export function leaseModel(scope: LeaseScope, variant: Variant = 'correct', timi
           },
         });
       }
+      for (const step of checkSteps(world, c, me, variant, s.budget.checks > 0)) {
+        out.push({ label: step.label, next: { ...s, nodes: setNode(step.contender), budget: { ...s.budget, checks: s.budget.checks - (step.issued ? 1 : 0) } } });
+      }
       // One fenced write in flight per contender bounds the net without losing an interleaving that matters.
       if (c.token !== null && !s.net.some((w) => w.from === me)) {
         const admitted = checksAtIssue(variant) ? fenceAdmits(s.lease, c.token, variant) : null;
@@ -284,5 +361,5 @@ export function leaseModel(scope: LeaseScope, variant: Variant = 'correct', timi
     }
     return out;
   };
-  return { name: 'lease', initial, steps, invariants: leaseInvariants };
+  return { name: 'lease', initial, steps, invariants: [...leaseInvariants, leaseViewNeverRegresses] };
 }
