@@ -83,17 +83,18 @@ export async function pinStaticLeader(store: LeaseStore, holderId: string, optio
   let held: LeaseRecord | null = outcome.record;
   const elector = new StaticElector(holderId, name, held.epoch, options.onStartedLeading ? { onStartedLeading: options.onStartedLeading } : {});
   const stop = elector.stop.bind(elector);
-  const releaseRow = async () => {
-    if (!held) return;
+  const releaseRow = async (): Promise<boolean> => {
+    if (!held) return false;
     const r = held;
     held = null;
-    await casSettled(store, r, release(r, now()));
+    return (await casSettled(store, r, release(r, now()))).ok;
   };
-  return Object.assign(elector, {
-    release: releaseRow,
-    stop: async (o: { resign?: boolean } = {}) => {
+  const pinned: StaticElector & { release(): Promise<void> } = Object.assign(elector, {
+    release: async () => void (await releaseRow()),
+    stop: async (o: { resign?: boolean } = {}): Promise<Stopped> => {
       await stop();
-      if (o.resign !== false) await releaseRow();
+      return { released: o.resign !== false && (await releaseRow()) };
     },
   });
+  return pinned;
 }
