@@ -12,6 +12,8 @@ import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
 import type { Logger } from '../shared/log.js';
 import { BATCH_TICK_SECONDS } from '../shared/topology.js';
 import { openControlPlane, type ControlPlane } from '../shared/compose/control-plane.js';
+import { OutboundPolicy } from '../shared/outbound/policy.js';
+import { OperatorSecrets } from '../shared/outbound/secrets.js';
 
 /**
  * What a Lambda handler needs, built once per sandbox from the environment.
@@ -31,6 +33,19 @@ const envSchema = z.object({
   ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
   ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
   ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(BATCH_TICK_SECONDS * 1000),
+  /** What a spec may make the stack request (the stack's `outbound` prop, as JSON): nothing when unset. */
+  ROLLOUT_OUTBOUND: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined || text.trim() === '') return {};
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not JSON' });
+        return z.NEVER;
+      }
+    }),
 }).superRefine((e, ctx) => {
   if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
     ctx.addIssue({ code: 'custom', path: ['ROLLOUT_LEASE_RETRY_MS'], message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})` });
@@ -62,10 +77,22 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },
     // One campaign step per leadership check: no loop survives a frozen sandbox.
     election: { kind: 'lease', loop: false },
+    outbound: new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]),
+    secrets: new OperatorSecrets({ secretsManager: secretString }),
     bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   return Object.assign(plane, { env });
+}
+
+let secrets: SecretsManagerClient | undefined;
+
+/** A Secrets Manager secret's string, for the credentials the operator bound to outbound origins. */
+async function secretString(secretId: string): Promise<string> {
+  secrets ??= traced(new SecretsManagerClient({}));
+  const { SecretString } = await secrets.send(new GetSecretValueCommand({ SecretId: secretId }));
+  if (SecretString === undefined) throw new Error(`secret ${secretId} has no string value`);
+  return SecretString;
 }
 
 const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });

@@ -19,6 +19,7 @@ import { GSI1, KEY } from '../shared/adapters/dynamodb/table.js';
 import { AuroraStore, controlPlaneVpc } from './aurora.js';
 import { WorkerFleet } from './worker-fleet.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topology.js';
+import { OutboundPolicy, type OutboundConfigInput } from '../shared/outbound/policy.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -46,6 +47,13 @@ export interface ControlPlaneProps extends StackProps {
   readonly dashboard?: boolean;
   /** Deploy a Spot worker fleet for this run (DynamoDB store). */
   readonly workerFleet?: { readonly runId: string; readonly desired: number };
+  /**
+   * What a rollout spec may make the stack request: the origins its gates may
+   * read and the credentials bound to them (secrets in Secrets Manager; the
+   * functions that read gates may read those secrets, nothing else). None by
+   * default: a spec naming an origin is refused.
+   */
+  readonly outbound?: OutboundConfigInput;
 }
 
 /**
@@ -65,6 +73,8 @@ export class ControlPlaneStack extends Stack {
   readonly functions: Record<FunctionName, NodejsFunction>;
   /** Set with `store: 'aurora'`. */
   readonly aurora: AuroraStore | null;
+  /** The Secrets Manager secrets the outbound credentials name. */
+  private readonly outboundSecrets: readonly string[];
 
   constructor(scope: Construct, id: string, props: ControlPlaneProps = {}) {
     super(scope, id, props);
@@ -107,6 +117,12 @@ export class ControlPlaneStack extends Stack {
     this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
 
     this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora') : null;
+    // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
+    const outbound = new OutboundPolicy(props.outbound ?? {});
+    this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
+      const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : null;
+      return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
+    });
     const env: Record<string, string> = {
       ...(this.table ? { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: this.table.tableName } : { ROLLOUT_STORE: 'postgres' }),
       ROLLOUT_NODE_ID: nodeId,
@@ -114,6 +130,7 @@ export class ControlPlaneStack extends Stack {
       ROLLOUT_WORK_QUEUE_URL: this.workQueue.queueUrl,
       ROLLOUT_WORK_DLQ_URL: this.workDlq.queueUrl,
       ROLLOUT_MAX_RECEIVE_COUNT: String(MAX_RECEIVE_COUNT),
+      ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
       POWERTOOLS_LOG_LEVEL: 'INFO',
     };
@@ -164,6 +181,11 @@ export class ControlPlaneStack extends Stack {
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
       if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
+      if (grant === 'cloudwatch:read' && this.outboundSecrets.length) {
+        // The gate readers send the operator's credentials: those secrets, and no others.
+        const arn = (id: string) => (id.startsWith('arn:') ? `${id}*` : `arn:${this.partition}:secretsmanager:${this.region}:${this.account}:secret:${id}-*`);
+        fn.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.outboundSecrets.map(arn) }));
+      }
       if (grant === 'cloudwatch:read') {
         // GetMetricData takes no resource; DescribeAlarms is scoped to this account's alarms in any region (a gate may name its region).
         fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] }));

@@ -11,6 +11,8 @@ import { dispatch } from '../ledger/dispatch.js';
 import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
+import type { OutboundPolicy } from '../outbound/policy.js';
+import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
@@ -56,6 +58,8 @@ export interface ApiDeps {
   readonly ledger: LedgerStore;
   /** Where a new run's items are sent (SQS in AWS). */
   readonly workQueue: () => WorkQueue;
+  /** What a spec may make us request: a spec naming anything else is refused at creation. */
+  readonly outbound: OutboundPolicy;
   readonly clock?: Clock;
 }
 
@@ -147,6 +151,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       pattern: /^\/rollouts$/,
       run: async (_m, req) => {
         const body = parseBody(createRolloutBody, req.body);
+        const refused = outboundIssues(parseRolloutSpec(body.spec), deps.outbound);
+        if (refused.length) throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
         const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
         return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
       },

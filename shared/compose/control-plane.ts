@@ -15,6 +15,8 @@ import { WorkerRegistry } from '../registry/registry.js';
 import { campaignEachTime, leadershipOf, RolloutEngine, type Leadership } from '../rollout/engine.js';
 import { GateReader, type GateProviders } from '../rollout/gate-reader.js';
 import { defaultGateProviders } from './gates.js';
+import { OutboundPolicy } from '../outbound/policy.js';
+import type { SecretSource } from '../outbound/secrets.js';
 import { openStores, type StoreBundle, type StoreConfig } from './stores.js';
 
 /**
@@ -49,8 +51,12 @@ export interface ControlPlaneConfig {
   readonly bus: EventBus;
   /** Written on the lease row, so followers and proxies can name and reach the leader. */
   readonly leaderMeta?: { readonly hostname: string | null; readonly apiUrl: string | null };
-  /** Where provider gates are read from (default: Prometheus over HTTP, CloudWatch with the process's AWS identity). */
+  /** Where provider gates are read from (default: Prometheus over HTTP under `outbound`, CloudWatch with the process's AWS identity). */
   readonly gateProviders?: GateProviders;
+  /** What a spec may make us request (default: nothing; a spec naming an origin is refused). */
+  readonly outbound?: OutboundPolicy;
+  /** Where the outbound credentials' secrets are read (default: this process's environment and files). */
+  readonly secrets?: SecretSource;
   /** Leadership changes (a node's cluster bookkeeping, made over the opened stores); a Lambda has none. */
   readonly callbacks?: (stores: StoreBundle) => ElectorCallbacks;
   readonly logger?: Logger;
@@ -113,10 +119,11 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
   }
   const { elector, leadership } = chosen;
   const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger });
+  const outbound = c.outbound ?? OutboundPolicy.none();
   return {
     stores,
     engine,
-    gateReader: new GateReader(c.gateProviders ?? defaultGateProviders(), stores.rollouts, { logger }),
+    gateReader: new GateReader(c.gateProviders ?? defaultGateProviders({ outbound, ...(c.secrets ? { secrets: c.secrets } : {}) }), stores.rollouts, { logger }),
     registry: new WorkerRegistry(stores.registry),
     elector,
     leadership,
@@ -136,7 +143,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
     runCoordinators: (o) => new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),
     api: (o) => {
       const over = o.over ?? { engine, leases: stores.leases, ledger: stores.ledger };
-      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, ...over });
+      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, ...over });
     },
     close: () => stores.close(),
   };

@@ -20,7 +20,6 @@ export const DEFAULT_INTERVAL_SECONDS = { prometheus: 30, cloudwatchAlarm: 10, c
 export const MAX_PROVIDER_GATES = 10;
 
 const gateName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits, _ . : - (at most 64)');
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'an environment variable name');
 const region = z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d{1,2}$/, 'an AWS region such as us-east-1');
 const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 
@@ -40,13 +39,12 @@ const limits = (type: keyof typeof DEFAULT_INTERVAL_SECONDS) => ({
 
 const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };
 
-/** Credentials are never stored in a spec: a spec names the environment variables of the reading process that hold them. */
-const prometheusAuth = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('basic'), username: z.string().min(1).max(256), passwordEnv: envName }).strict(),
-  z.object({ type: z.literal('bearer'), tokenEnv: envName }).strict(),
-  /** Amazon Managed Service for Prometheus: requests signed with the reading process's AWS credentials. */
-  z.object({ type: z.literal('sigv4'), region, service: z.string().regex(/^[a-z0-9-]{1,32}$/).default('aps') }).strict(),
-]);
+/**
+ * A spec never carries or points at a secret: it names a credential the
+ * operator bound to the gate's origin (outbound/policy.ts), and the operator
+ * says where its secret lives.
+ */
+const credentialName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'the name of a credential in the operator\'s outbound configuration');
 
 export const prometheusGateSchema = z
   .object({
@@ -61,9 +59,17 @@ export const prometheusGateSchema = z
     /** PromQL answering one number: a scalar, or a vector of exactly one sample. */
     query: z.string().trim().min(1).max(4_096),
     ...comparisonFields,
-    auth: prometheusAuth.optional(),
+    /** The operator's credential for this origin (basic, bearer, or SigV4 for Amazon Managed Service for Prometheus). */
+    credential: credentialName.optional(),
   })
   .strict();
+
+/** What an earlier spec's `auth` now is: said plainly, instead of "unrecognized key". */
+function noAuth(g: unknown, ctx: z.RefinementCtx): void {
+  if (typeof g === 'object' && g !== null && 'auth' in g) {
+    ctx.addIssue({ code: 'custom', path: ['auth'], message: 'a spec no longer names secrets or environment variables: name a credential the operator configured for this origin ("credential": "<name>")' });
+  }
+}
 
 const alarmName = z.string().trim().min(1).max(255);
 
@@ -131,7 +137,7 @@ export const cloudwatchMetricGateSchema = z
     if (g.metric !== undefined && g.metrics !== undefined) ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'metrics go with an expression, not with metric' });
   });
 
-export const providerGateSchema = z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema]);
+export const providerGateSchema = z.unknown().superRefine(noAuth).pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema]));
 
 export const providerGatesSchema = z
   .array(providerGateSchema)

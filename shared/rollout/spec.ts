@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
+import type { OutboundPolicy } from '../outbound/policy.js';
 import { providerGatesSchema } from './gate-spec.js';
 
 /**
@@ -211,4 +212,28 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
 export function stageIndexOf(spec: Pick<RolloutSpec, 'stages'>, stage: number | string): number | null {
   const index = typeof stage === 'number' ? stage : spec.stages.findIndex((s) => s.name === stage);
   return Number.isInteger(index) && index >= 0 && index < spec.stages.length ? index : null;
+}
+
+/**
+ * What a spec would make us request that the operator has not allowed: one
+ * `field: why` line per gate address outside the allow-list and per
+ * credential unknown or bound to another origin. Checked when a spec is
+ * accepted (a 400 naming the field, not an inconclusive gate at the first
+ * tick), and again at every read, since the operator's list may change.
+ */
+export function outboundIssues(spec: Pick<RolloutSpec, 'stages'>, policy: OutboundPolicy): string[] {
+  const out: string[] = [];
+  spec.stages.forEach((stage, i) => {
+    stage.gates.providers?.forEach((g, j) => {
+      if (g.type !== 'prometheus') return;
+      const at = `stages.${i}.gates.providers.${j}`;
+      const url = policy.refuseUrl(g.address, `${at}.address`);
+      if (url) out.push(url);
+      else if (g.credential !== undefined) {
+        const cred = policy.refuseCredential(g.credential, g.address, `${at}.credential`);
+        if (cred) out.push(cred);
+      }
+    });
+  });
+  return out;
 }

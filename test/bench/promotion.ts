@@ -31,6 +31,7 @@ import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.
 import { rawConditionalWrite, percentile, round3 } from './raw.js';
 import { GateReader } from '../../shared/rollout/gate-reader.js';
 import { defaultGateProviders } from '../../shared/compose/gates.js';
+import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
 import { startExporter, startPrometheus, waitForSeries, type PrometheusServer } from '../support/prometheus.js';
 
@@ -159,7 +160,7 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
  */
 async function prometheusTicks(backend: LeaseBackend, n: number, prometheus: PrometheusServer): Promise<{ allDue: number; noneDue: number; readings: number; inconclusive: number }> {
   const { engine, elector } = await setup(backend);
-  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, reader: new GateReader(defaultGateProviders(), backend.rollouts) });
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, reader: new GateReader(defaultGateProviders({ outbound: new OutboundPolicy({ origins: [prometheus.url] }) }), backend.rollouts) });
   const gated = (i: number) => ({
     target: { service: `svc-${i}`, version: 'v2' },
     stages: [

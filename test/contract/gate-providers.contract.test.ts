@@ -16,6 +16,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CloudWatchAlarmProvider, CloudWatchMetricProvider, cloudWatchClients } from '../../shared/adapters/cloudwatch/providers.js';
 import { PrometheusProvider } from '../../shared/adapters/prometheus/provider.js';
+import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
+import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import type { GateProvider } from '../../shared/rollout/gate-reader.js';
 import { providerGateSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
 import { judge, type GateOutcome } from '../../shared/rollout/gates.js';
@@ -68,6 +70,9 @@ let prometheus: PrometheusServer;
 let exporter: Exporter;
 let hung: Awaited<ReturnType<typeof silentServer>>;
 let cloudwatch: CloudWatchStandIn;
+/** The operator's list: the test Prometheus and the hung endpoint, by address (loopback is reached only so). */
+let outbound: OutboundHttp;
+let prometheusProvider: PrometheusProvider;
 
 beforeAll(async () => {
   exporter = await startExporter();
@@ -79,6 +84,8 @@ beforeAll(async () => {
   await waitForSeries(prometheus.url, 'gate_value', (s) => s.length === 3);
   hung = await silentServer();
   cloudwatch = await new CloudWatchStandIn({ region: 'us-east-1' }).start();
+  outbound = new OutboundHttp(new OutboundPolicy({ origins: [prometheus.url, hung.url] }));
+  prometheusProvider = new PrometheusProvider({ outbound });
 }, 60_000);
 
 afterAll(async () => {
@@ -95,7 +102,9 @@ const metric = { namespace: 'Checkout', metricName: 'Errors', stat: 'Sum' };
 const subjects: Subject[] = [
   {
     name: 'prometheus',
-    provider: new PrometheusProvider(),
+    get provider() {
+      return prometheusProvider;
+    },
     arrange: (c) => {
       const at = (query: string, address = prometheus.url) => Promise.resolve(gate({ type: 'prometheus', address, query, comparison: '<', threshold: 0.05 }));
       switch (c) {
@@ -200,7 +209,7 @@ describe('what the providers ask, and how often', () => {
     const g2 = { ...g1, name: 'b' };
     const all = gateOf('prometheus', { name: 'c', address: prometheus.url, query: 'gate_value', comparison: '<', threshold: 0.05 });
     const seen: string[] = [];
-    const counting = new PrometheusProvider({ fetch: (url, init) => (seen.push(typeof init?.body === 'string' ? init.body : ''), fetch(url, init)) });
+    const counting = new PrometheusProvider({ outbound: { policy: outbound.policy, request: (req) => (seen.push(req.body ?? ''), outbound.request(req)) } });
     const results = await counting.read([g1, g2, all], { signal: new AbortController().signal });
     expect(seen).toHaveLength(2);
     expect(results.map((r) => r.kind)).toEqual(['number', 'number', 'several']);

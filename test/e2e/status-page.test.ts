@@ -24,7 +24,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   const port = await freePort();
-  node = await ControlPlaneNode.open({ nodeId: 'page-node', port, store: { kind: 'pglite', dataDir: null }, elector: 'static', scanIntervalSeconds: 1 });
+  node = await ControlPlaneNode.open({ nodeId: 'page-node', port, store: { kind: 'pglite', dataDir: null }, elector: 'static', scanIntervalSeconds: 1, outbound: { origins: ['http://prometheus.invalid:9090'] } });
   server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
   await node.start();
   pool = new LocalWorkerPool(node, { size: 3, itemMs: 5 });

@@ -69,7 +69,7 @@ export function needsOf(mode: string, args: readonly string[], services: { postg
   const paths = args.filter((a) => !a.startsWith('-'));
   if (mode === 'chaos') needs.add('nginx');
   if (mode === 'bench') BENCH_NEEDS[args[0] ?? '']?.forEach((x) => needs.add(x));
-  const runsTests = ['all', 'e2e', 'contract', 'integration'].includes(mode);
+  const runsTests = ['all', 'e2e', 'contract', 'integration', 'security'].includes(mode);
   if (runsTests) {
     const scope = paths.length ? paths : mode === 'all' ? ['test'] : [`test/${mode}`];
     // vitest takes each argument as a filter matching any file whose path contains it (`-- prometheus` runs them all).

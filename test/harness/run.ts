@@ -3,7 +3,7 @@
  * needs, runs it with their endpoints in the environment, and always stops
  * them (also on failure and Ctrl-C).
  *
- *   node --import tsx test/harness/run.ts <all|unit|contract|integration|infra|services|bench NAME|smoke|chaos> [args…]
+ *   node --import tsx test/harness/run.ts <all|unit|contract|integration|e2e|security|infra|services|bench NAME|smoke|chaos> [args…]
  *
  * When run as root with `unshare` and `ip` available, and every service is
  * local, the run moves into a fresh loopback-only network namespace first:
@@ -20,8 +20,8 @@ import { startServices, type ServiceSet } from './services.js';
 const root = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => resolve(root, 'node_modules/.bin', name);
 
-type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'e2e' | 'infra' | 'services' | 'bench' | 'smoke' | 'chaos';
-const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'e2e', 'infra', 'services', 'bench', 'smoke', 'chaos'];
+type Mode = 'all' | 'unit' | 'contract' | 'integration' | 'e2e' | 'security' | 'infra' | 'services' | 'bench' | 'smoke' | 'chaos';
+const modes: readonly Mode[] = ['all', 'unit', 'contract', 'integration', 'e2e', 'security', 'infra', 'services', 'bench', 'smoke', 'chaos'];
 
 const [modeArg, ...rest] = process.argv.slice(2);
 if (!modes.includes(modeArg as Mode)) {

@@ -3,6 +3,7 @@
  * codes and bodies a client relies on, leadership for commands, idempotent
  * run creation.
  */
+import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiHandler, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -41,7 +42,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('api') }))).QueueUrl!;
     const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
     const elector = (holder: string) => new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: holder, clock, ...LEASE });
-    const deps = { engine, leases: backend.store, ledger: backend.ledger, workQueue: () => new SqsWorkQueue(sqs, queueUrl), clock };
+    const deps = { engine, leases: backend.store, ledger: backend.ledger, workQueue: () => new SqsWorkQueue(sqs, queueUrl), outbound: OutboundPolicy.none(), clock };
     const handle = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')) });
     follower = apiHandler({ ...deps, nodeId: 'node-b', leadership: campaignEachTime(elector('node-b')) });
     call = (method, path, body) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice' } satisfies ApiRequest);

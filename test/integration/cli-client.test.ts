@@ -4,6 +4,7 @@
  * PostgreSQL: tables for people, JSON for scripts, exit codes for both.
  * Also: a SigV4-signed request carries the execute-api credential scope.
  */
+import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -37,7 +38,7 @@ describe('rollout client commands', () => {
     const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus() });
     const elector = new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: 'node-1', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 });
     node = await serveApi(
-      apiHandler({ nodeId: 'node-1', engine, leadership: campaignEachTime(elector), leases: backend.store, ledger: backend.ledger, workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null) }),
+      apiHandler({ nodeId: 'node-1', engine, leadership: campaignEachTime(elector), leases: backend.store, ledger: backend.ledger, workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null), outbound: OutboundPolicy.none() }),
     );
   });
   afterAll(async () => {

@@ -39,7 +39,8 @@ beforeAll(async () => {
   prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 200 });
   await waitForSeries(prometheus.url, 'app_errors_total', (s) => s.length === 3);
   const port = await freePort();
-  node = await ControlPlaneNode.open({ nodeId: 'gates-node', port, store: { kind: 'postgres', databaseUrl: db.url }, elector: 'static', tickIntervalSeconds: 0.25 });
+  // The operator allows the test's Prometheus, by address: a loopback server is reached only so.
+  node = await ControlPlaneNode.open({ nodeId: 'gates-node', port, store: { kind: 'postgres', databaseUrl: db.url }, elector: 'static', tickIntervalSeconds: 0.25, outbound: { origins: [prometheus.url] } });
   server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
   await node.start();
 }, 90_000);

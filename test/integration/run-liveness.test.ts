@@ -7,6 +7,7 @@
  * PostgreSQL or DynamoDB Local. Faults are real: a TCP proxy that refuses
  * connections stands between a process and its store or queue.
  */
+import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiHandler } from '../../shared/api/handler.js';
@@ -231,7 +232,7 @@ describe.each(labelled(SQS_ONLY))('a crash between storing and sending never str
     const queueUrl = await h.sqsQueue();
     const cut = await h.sqsThroughProxy(queueUrl);
     const elector = new LeaseElector(h.backend.store, { name: 'promotion_leader', holderId: 'n1', ...LEASE });
-    const api = apiHandler({ nodeId: 'n1', engine: new RolloutEngine({ store: h.backend.rollouts, bus: new InProcessBus() }), leadership: campaignEachTime(elector), leases: h.backend.store, ledger: h.backend.ledger, workQueue: () => cut.queue });
+    const api = apiHandler({ nodeId: 'n1', engine: new RolloutEngine({ store: h.backend.rollouts, bus: new InProcessBus() }), leadership: campaignEachTime(elector), leases: h.backend.store, ledger: h.backend.ledger, workQueue: () => cut.queue, outbound: OutboundPolicy.none() });
     const runId = uniqueName('run');
     cut.proxy.refuse(true);
     // The request fails (the runtime answers 500): nothing was sent.

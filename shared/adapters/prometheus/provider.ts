@@ -1,8 +1,11 @@
 import { mapLimit } from '../../concurrency.js';
 import { errorMessage } from '../../log.js';
+import { OutboundPolicy, OutboundRefusedError, type Credential } from '../../outbound/policy.js';
+import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../outbound/secrets.js';
 import type { PrometheusGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
+import { OutboundHttp, type OutboundClient } from '../http/outbound.js';
 import { sigv4Headers } from '../http/sigv4.js';
 
 /**
@@ -13,16 +16,20 @@ import { sigv4Headers } from '../http/sigv4.js';
  * gate's timeout passed to the server too, so it stops evaluating when we
  * stop waiting.
  *
- * A tick asks each distinct (address, query, auth) once, at most
+ * A tick asks each distinct (address, query, credential) once, at most
  * `concurrency` at a time, each within its gates' shortest timeout.
- * Credentials come from the environment variables the gate names, never from
- * the spec.
+ *
+ * Every request goes through the operator's outbound policy: to an
+ * allow-listed origin, with the credential the operator bound to that
+ * origin, the answer capped at 64 KiB. Nothing that was sent (a secret, an
+ * Authorization header) is kept in the answer or the reason a reading stores.
  */
 export interface PrometheusProviderOptions {
   readonly concurrency?: number;
-  /** Where `passwordEnv` / `tokenEnv` are looked up (default: process.env). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  readonly fetch?: typeof fetch;
+  /** The outbound requests (default: none allowed until the operator allow-lists origins). */
+  readonly outbound?: OutboundClient & { readonly policy: OutboundPolicy };
+  /** Where the credentials' secrets are read (default: this process's environment and files). */
+  readonly secrets?: SecretSource;
   /** SigV4 signing (default: the usual AWS credential chain). */
   readonly sign?: typeof sigv4Headers;
 }
@@ -37,63 +44,96 @@ class PrometheusAnswerError extends Error {
   }
 }
 
+const keyOf = (g: PrometheusGate) => JSON.stringify([g.address, g.query, g.credential ?? null]);
+
 export class PrometheusProvider implements GateProvider<PrometheusGate> {
   private readonly concurrency: number;
-  private readonly env: Readonly<Record<string, string | undefined>>;
-  private readonly fetch: typeof fetch;
+  private readonly outbound: OutboundClient & { readonly policy: OutboundPolicy };
+  private readonly secrets: SecretSource;
   private readonly sign: typeof sigv4Headers;
 
   constructor(o: PrometheusProviderOptions = {}) {
     this.concurrency = o.concurrency ?? 16;
-    this.env = o.env ?? process.env;
-    this.fetch = o.fetch ?? fetch;
+    this.outbound = o.outbound ?? new OutboundHttp(OutboundPolicy.none());
+    this.secrets = o.secrets ?? new OperatorSecrets();
     this.sign = o.sign ?? sigv4Headers;
   }
 
   async read(gates: readonly PrometheusGate[], o: { readonly signal: AbortSignal }): Promise<ProviderResult[]> {
     const byKey = new Map<string, PrometheusGate[]>();
-    for (const g of gates) {
-      const key = JSON.stringify([g.address, g.query, g.auth ?? null]);
-      byKey.set(key, [...(byKey.get(key) ?? []), g]);
-    }
+    for (const g of gates) byKey.set(keyOf(g), [...(byKey.get(keyOf(g)) ?? []), g]);
     const distinct = [...byKey.entries()];
     const answers = await mapLimit(distinct, this.concurrency, ([, same]) => this.query(same[0]!, Math.min(...same.map((g) => g.timeoutSeconds)), o.signal));
     const byQuery = new Map(distinct.map(([key], i) => [key, answers[i]!]));
-    return gates.map((g) => byQuery.get(JSON.stringify([g.address, g.query, g.auth ?? null]))!);
+    return gates.map((g) => byQuery.get(keyOf(g))!);
   }
 
   private async query(gate: PrometheusGate, timeoutSeconds: number, signal: AbortSignal): Promise<ProviderResult> {
+    const sent: string[] = [];
     try {
-      const text = await deadline(timeoutSeconds * 1000, signal, (s) => this.request(gate, timeoutSeconds, s));
-      return resultOf(text);
+      const text = await deadline(timeoutSeconds * 1000, signal, (s) => this.request(gate, timeoutSeconds, s, sent));
+      return scrubbed(resultOf(text), sent);
     } catch (err) {
-      return { kind: 'error', message: `prometheus ${new URL(gate.address).host}: ${reason(err)}`, answer: err instanceof PrometheusAnswerError ? err.answer : '' };
+      return scrubbed({ kind: 'error', message: `prometheus ${new URL(gate.address).host}: ${reason(err)}`, answer: err instanceof PrometheusAnswerError ? err.answer : '' }, sent);
     }
   }
 
-  private async request(gate: PrometheusGate, timeoutSeconds: number, signal: AbortSignal): Promise<string> {
-    const url = new URL(`${gate.address.replace(/\/+$/, '')}/api/v1/query`);
+  /** `sent` collects what must never be kept: the secrets and header values this request carried. */
+  private async request(gate: PrometheusGate, timeoutSeconds: number, signal: AbortSignal, sent: string[]): Promise<string> {
+    const url = `${gate.address.replace(/\/+$/, '')}/api/v1/query`;
+    const policy = this.outbound.policy;
+    // Checked again at every read: the operator's list may have changed since the spec was accepted.
+    const refused = policy.refuseUrl(url, `gate ${gate.name} address`) ?? (gate.credential === undefined ? null : policy.refuseCredential(gate.credential, url, `gate ${gate.name} credential`));
+    if (refused) throw new OutboundRefusedError(refused);
     const body = new URLSearchParams({ query: gate.query, timeout: `${timeoutSeconds}s` }).toString();
-    let headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
-    const auth = gate.auth;
-    if (auth?.type === 'basic') headers.authorization = `Basic ${Buffer.from(`${auth.username}:${this.secret(auth.passwordEnv, gate, 'passwordEnv')}`).toString('base64')}`;
-    if (auth?.type === 'bearer') headers.authorization = `Bearer ${this.secret(auth.tokenEnv, gate, 'tokenEnv')}`;
-    if (auth?.type === 'sigv4') headers = await this.sign({ service: auth.service, region: auth.region }, { method: 'POST', url, headers, body });
-    const res = await this.fetch(url, { method: 'POST', headers, body, signal, redirect: 'error' });
-    const text = await res.text();
-    if (!res.ok) {
+    const cred = gate.credential === undefined ? null : policy.credential(gate.credential);
+    const headers = await this.authorized(cred, url, body, { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, sent);
+    const res = await this.outbound.request({ url, method: 'POST', headers, body, signal });
+    if (res.status === 401 || res.status === 403) this.forget(cred);
+    if (res.status < 200 || res.status >= 300) {
       // Prometheus explains a refusal in JSON ({"status":"error","errorType":…,"error":…}); a proxy may not.
-      const why = parseJson(text) as { errorType?: string; error?: string } | undefined;
-      throw new PrometheusAnswerError(why?.error ? `HTTP ${res.status} ${why.errorType ?? ''}: ${why.error}`.replace(' :', ':') : `HTTP ${res.status} ${res.statusText}`, text);
+      const why = parseJson(res.text) as { errorType?: string; error?: string } | undefined;
+      throw new PrometheusAnswerError(why?.error ? `HTTP ${res.status} ${why.errorType ?? ''}: ${why.error}`.replace(' :', ':') : `HTTP ${res.status} ${res.statusText}`, res.text);
     }
-    return text;
+    return res.text;
   }
 
-  private secret(name: string, gate: PrometheusGate, field: string): string {
-    const v = this.env[name];
-    if (!v) throw new Error(`environment variable ${name} (auth.${field} of gate ${gate.name}) is not set where the promoter runs`);
-    return v;
+  private async authorized(cred: Credential | null, url: string, body: string, headers: Record<string, string>, sent: string[]): Promise<Record<string, string>> {
+    if (cred === null) return headers;
+    switch (cred.type) {
+      case 'basic': {
+        const password = await this.secrets.get(cred.password);
+        const value = `Basic ${Buffer.from(`${cred.username}:${password}`).toString('base64')}`;
+        sent.push(password, value.slice(6));
+        return { ...headers, authorization: value };
+      }
+      case 'bearer': {
+        const token = await this.secrets.get(cred.token);
+        sent.push(token);
+        return { ...headers, authorization: `Bearer ${token}` };
+      }
+      case 'sigv4': {
+        const signed = await this.sign({ service: 'aps', region: cred.region }, { method: 'POST', url: new URL(url), headers, body });
+        for (const [k, v] of Object.entries(signed)) if (/^(authorization|x-amz-security-token)$/i.test(k)) sent.push(v);
+        return signed;
+      }
+    }
   }
+
+  private forget(cred: Credential | null): void {
+    if (cred?.type === 'basic') this.secrets.forget(cred.password);
+    if (cred?.type === 'bearer') this.secrets.forget(cred.token);
+  }
+}
+
+/** Every occurrence of what was sent, cut from what a reading keeps. */
+function scrubbed(result: ProviderResult, sent: readonly string[]): ProviderResult {
+  const secrets = sent.filter((s) => s.length >= 4);
+  if (!secrets.length) return result;
+  const cut = (text: string) => secrets.reduce((t, s) => t.split(s).join('[redacted]'), text);
+  const out: Record<string, unknown> = { ...result, answer: cut(result.answer) };
+  if ('message' in result) out.message = cut(result.message);
+  return out as unknown as ProviderResult;
 }
 
 interface QueryResponse {
@@ -131,6 +171,7 @@ function parseJson(text: string): unknown {
 
 /** An error as a reading keeps it: fetch's "fetch failed" says nothing, its cause (ECONNREFUSED …) does. */
 function reason(err: unknown): string {
+  if (err instanceof SecretNotFoundError) return `credential: ${err.message}`;
   const cause = (err as { cause?: unknown }).cause;
   if (err instanceof Error && err.message === 'fetch failed' && cause) {
     const c = cause as { code?: string; message?: string };

@@ -10,6 +10,7 @@ import { SimulatedComputeHint } from '../../drain/compute-hint.js';
 import { ConfigError } from '../../errors.js';
 import { errorMessage, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
+import type { NodeConfigInput } from '../node/config.js';
 import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from '../worker/worker-command.js';
 
 /**
@@ -95,9 +96,24 @@ const seconds = (name: string) => (v: string) => {
   return n;
 };
 
+/** The options a node takes on what its requests may reach and who may ask (start and serve alike). */
+function trustOptions(cmd: Command): Command {
+  return cmd.addOption(new Option('--outbound-config <file.json>', 'what a spec may make this node request: allowed origins and the credentials bound to them (none by default)').env('ROLLOUT_OUTBOUND_CONFIG'));
+}
+
+interface TrustOpts {
+  outboundConfig?: string;
+}
+
+/** The node configuration the trust options give. */
+function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound'> {
+  // Checked, field by field, by the node's own schema.
+  return o.outboundConfig ? { outbound: readJsonFile(o.outboundConfig) as NodeConfigInput['outbound'] } : {};
+}
+
 function nodeCommands(cli: Command): void {
-  cli
-    .command('start')
+  trustOptions(cli
+    .command('start'))
     .description('Run the control plane on this machine: embedded PostgreSQL (PGlite) in --data-dir, both promoters, the coordinator, in-process workers, the API and status page; with a demo unless --no-demo')
     .option('--data-dir <dir>', 'where the embedded database lives (state survives a restart); "memory" keeps nothing', './.rollout')
     .addOption(new Option('--port <port>', 'HTTP port').argParser(int('--port')).env('ROLLOUT_PORT').default(8000))
@@ -110,16 +126,17 @@ function nodeCommands(cli: Command): void {
     .option('--item-ms <ms>', 'mock backend: time per item', int('--item-ms'), 25)
     .option('--exit-after-demo', 'stop once the demo has finished', false)
     .option('--json', 'logs as JSON lines', false)
-    .action(async (o: { dataDir: string; port: number; host: string; nodeId: string; demo: boolean; demoItems: number; demoBakeSeconds: number; workers: number; itemMs: number; exitAfterDemo: boolean; json: boolean }) => {
+    .action(async (o: TrustOpts & { dataDir: string; port: number; host: string; nodeId: string; demo: boolean; demoItems: number; demoBakeSeconds: number; workers: number; itemMs: number; exitAfterDemo: boolean; json: boolean }) => {
       if (o.workers < 1) throw new UsageError('--workers must be at least 1');
       if (o.demoItems < 1) throw new UsageError('--demo-items must be at least 1');
       const logger = quiet(stderrLogger(o.json));
       // Loaded on use: the worker fleet's bundle of this command carries only what `worker` needs.
       const { startCommand } = await import('../node/node-command.js');
-      await startCommand({ ...o, dataDir: o.dataDir === 'memory' ? null : o.dataDir }, logger);
+      const { outboundConfig: _o, ...rest } = o;
+      await startCommand({ ...rest, dataDir: o.dataDir === 'memory' ? null : o.dataDir, ...trustConfig(o) }, logger);
     });
-  cli
-    .command('serve')
+  trustOptions(cli
+    .command('serve'))
     .description('Run a cluster node on PostgreSQL: membership, leader election, leader-only promoters and coordinators, the API, /metrics and the status page')
     .addOption(new Option('--node-id <id>', 'unique node id').env('CLUSTER_NODE_ID').makeOptionMandatory())
     .addOption(new Option('--hostname <name>', 'this node\'s host name').env('CLUSTER_HOSTNAME'))
@@ -137,7 +154,7 @@ function nodeCommands(cli: Command): void {
     .addOption(new Option('--scan-interval <s>', "run coordinators' failure scan (silent workers, unsent items, poison)").argParser(seconds('--scan-interval')).env('ROLLOUT_SCAN_INTERVAL').default(5))
     .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
     .option('--json', 'logs as JSON lines', false)
-    .action(async (o: { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
+    .action(async (o: TrustOpts & { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json);
       const { serveCommand } = await import('../node/node-command.js');
       await serveCommand(
@@ -157,6 +174,7 @@ function nodeCommands(cli: Command): void {
           ...(o.tickInterval ? { tickIntervalSeconds: o.tickInterval } : {}),
           scanIntervalSeconds: o.scanInterval,
           redirectWrites: o.redirectWrites === true || o.redirectWrites === 'true' || o.redirectWrites === '1',
+          ...trustConfig(o),
         },
         logger,
       );

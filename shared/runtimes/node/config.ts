@@ -1,6 +1,7 @@
 import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
 import type { StoreConfig } from '../../compose/stores.js';
+import { outboundConfigSchema } from '../../outbound/policy.js';
 
 /** A node's configuration (`rollout serve` flags and environment, `npm start`), validated as a whole. */
 export const ELECTORS = ['lease', 'advisory-lock', 'static'] as const;
@@ -41,6 +42,8 @@ export const nodeConfigSchema = z
     /** On a graceful stop, NOTIFY followers so one takes over at once (off: they find out at their next retry). */
     wakeOnResign: z.boolean().default(true),
     eventRetentionDays: z.number().positive().default(7),
+    /** What a spec may make this node request (`--outbound-config`): nothing by default. */
+    outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
   })
   .superRefine((c, ctx) => {
     if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });

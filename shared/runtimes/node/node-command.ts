@@ -78,6 +78,8 @@ export interface StartOptions {
   itemMs: number;
   /** Stop once the demo has finished (for scripts and tests). */
   exitAfterDemo: boolean;
+  /** What a spec may make the node request (`--outbound-config`). */
+  outbound?: NodeConfigInput['outbound'];
 }
 
 /** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */
@@ -90,7 +92,10 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
   void stopSignal.then(() => (signalled = true));
   let node: ControlPlaneNode | null = null;
   try {
-    node = await ControlPlaneNode.open({ nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1 }, logger);
+    node = await ControlPlaneNode.open(
+      { nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1, ...(o.outbound === undefined ? {} : { outbound: o.outbound }) },
+      logger,
+    );
     const server = await listen(node, logger);
     await node.start();
     const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });

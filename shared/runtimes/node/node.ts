@@ -19,6 +19,7 @@ import { PostgresMembershipStore } from '../../adapters/postgres/membership-stor
 import { PostgresRunStats } from '../../adapters/postgres/run-stats.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
+import { OutboundPolicy } from '../../outbound/policy.js';
 import { apiUrlOf, LEADER_CHANNEL, nodeConfigSchema, storeOf, type NodeConfig, type NodeConfigInput } from './config.js';
 import { LocalTriggers, type LocalHandlers } from './triggers.js';
 
@@ -123,6 +124,7 @@ export class ControlPlaneNode {
         : config.elector === 'advisory-lock' && config.store.kind === 'postgres' ? { kind: 'advisory-lock', connection: { connectionString: config.store.databaseUrl } }
         : { kind: 'lease', loop: true, isLeaderCacheMs: Math.min(1_000, config.electionIntervalSeconds * 500) },
       bus,
+      outbound: new OutboundPolicy(config.outbound),
       leaderMeta: { hostname: config.hostname, apiUrl: apiUrlOf(config) },
       callbacks: (stores) => {
         const membership = new Membership(new PostgresMembershipStore(stores.sql!), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
