@@ -98,7 +98,9 @@ export function nginxConfig(dir: string, port: number, nodePorts: readonly numbe
     .replaceAll('{{write_timeout}}', `${timeouts.writeMs}ms`)
     .replace(
       '{{read_servers}}',
-      [...nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`), ...nodePorts.map((p) => `    server 127.0.0.1:${p} backup max_fails=0;`)].join('\n'),
+      // Each node twice among the backups: with every primary benched, a read still has two tries on each node
+      // (two read timeouts' worth per node) before it gets 502, enough for a host that stalled to come back.
+      [...nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`), ...[0, 1].flatMap(() => nodePorts.map((p) => `    server 127.0.0.1:${p} backup max_fails=0;`))].join('\n'),
     )
     .replace('{{write_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=0;`).join('\n'));
 }

@@ -16,6 +16,7 @@ import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
+import { gate } from '../support/gate.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
 
@@ -150,19 +151,29 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     const real = await coordinator(runId, 'c1', queue);
     // Real time here: the worker's heartbeat timer and the scans run concurrently with the item.
     const c = new Coordinator({ runId, ledger: backend.ledger, elector: real.elector, bus: real.bus, failureTimeoutMs: timeoutMs, queue });
-    const w = new Worker({ runId, workerId: 'slow', ledger: backend.ledger, queue, backend: mockBackend({ durationMs: 3 * timeoutMs }), waitSeconds: 0, heartbeatMs: timeoutMs / 6 });
+    // The item runs until the test lets it finish: after the scans that matter, however slow the machine.
+    const finish = gate();
+    let startedAt = 0;
+    const slow = async () => {
+      startedAt = Date.now();
+      await finish.wait;
+      return { output: 'slow' };
+    };
+    const w = new Worker({ runId, workerId: 'slow', ledger: backend.ledger, queue, backend: slow, waitSeconds: 0, heartbeatMs: timeoutMs / 6 });
     await w.pull();
     const running = w.step();
     const repended: string[] = [];
-    let scans = 0;
-    const scanning = (async () => {
-      for (const t0 = Date.now(); Date.now() - t0 < 3 * timeoutMs; scans++) {
-        repended.push(...(await c.failureScan()).repended);
-        await new Promise((r) => setTimeout(r, timeoutMs / 6));
-      }
-    })();
-    await Promise.all([running, scanning]);
-    expect(scans).toBeGreaterThan(5);
+    // Scans while the item has run longer than the timeout, until it has run three times the timeout, and at least three such scans.
+    let late = 0;
+    for (;;) {
+      const ranMs = startedAt ? Date.now() - startedAt : 0;
+      repended.push(...(await c.failureScan()).repended);
+      if (ranMs > timeoutMs) late++;
+      if (late >= 3 && ranMs > 3 * timeoutMs) break;
+      await new Promise((r) => setTimeout(r, timeoutMs / 6)); // the scan cadence, not a wait for anything
+    }
+    finish.open();
+    await running;
     expect(repended).toEqual([]);
     expect(await backend.ledger.get(runId, ids[0]!)).toMatchObject({ state: 'done', worker: 'slow', attempts: 0 });
   });
