@@ -17,3 +17,17 @@ export class ConfigError extends Error {
 export class StoreContendedError extends Error {
   override readonly name: string = 'StoreContendedError';
 }
+
+/**
+ * An error whose message is our own words, safe to put in an answer to
+ * anyone. Any other error's text (a driver's, a store's) goes to the log,
+ * never to a response body.
+ */
+export class PublicError extends Error {
+  override readonly name: string = 'PublicError';
+}
+
+/** The message of `err` if it may be answered with, else `fallback`. */
+export function publicMessage(err: unknown, fallback: string): string {
+  return err instanceof PublicError ? err.message : fallback;
+}

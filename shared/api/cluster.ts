@@ -1,6 +1,6 @@
 import type { LeaderView } from '../cluster/member.js';
+import { PublicError } from '../errors.js';
 import type { ClusterNode, NodeState } from '../cluster/membership.js';
-import { errorMessage } from '../log.js';
 
 /**
  * The /cluster/* answers, defined once for every runtime (a node, the
@@ -92,12 +92,12 @@ export async function clusterLeader(view: ClusterView): Promise<ClusterAnswer> {
 
 export async function clusterHealth(view: ClusterView, now = Date.now()): Promise<ClusterAnswer> {
   let leader: LeaderView | null = null;
-  let storeError: string | null = null;
+  let storeError: unknown = null;
   try {
     leader = await view.leader();
     view.storeSeen?.(null);
   } catch (err) {
-    storeError = errorMessage(err);
+    storeError = err;
     view.storeSeen?.(err);
   }
   const ready = storeError === null && leader !== null;
@@ -114,7 +114,8 @@ export async function clusterHealth(view: ClusterView, now = Date.now()): Promis
       leader_id: leader?.id ?? null,
       ...(members ? { cluster_size: members.length } : {}),
       cluster_ready: ready,
-      store: storeError === null ? 'reachable' : `unreachable: ${storeError}`,
+      // The driver's words stay in the node's log and /cluster/status: health is answered to anyone.
+      store: storeError === null ? 'reachable' : `unreachable${storeError instanceof PublicError ? `: ${storeError.message}` : ''}`,
       timestamp: now / 1000,
       version: view.version,
     },

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { JsonBodyError, parseJsonBody } from './json.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
 import { z } from 'zod';
@@ -79,11 +80,13 @@ export class HttpError extends Error {
   }
 }
 
-const createRolloutBody = z.object({ id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)').optional(), spec: z.unknown() }).strict();
+/** What an id of a rollout or run may be, in a body or a path. */
+const ID_RULE = /^[A-Za-z0-9_.:-]{1,128}$/;
+const createRolloutBody = z.object({ id: z.string().regex(ID_RULE, 'letters, digits, _ . : - (at most 128)').optional(), spec: z.unknown() }).strict();
 const commandBody = z.object({ reason: z.string().max(1_000).optional() }).strict();
 const createRunBody = z
   .object({
-    id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (at most 128)').optional(),
+    id: z.string().regex(ID_RULE, 'letters, digits, _ . : - (at most 128)').optional(),
     /** Omitted on a request that adds items to an existing run. */
     spec: z.record(z.string(), z.unknown()).optional(),
     items: z.array(z.unknown()).min(1, 'at least one item').max(MAX_RUN_ITEMS, `at most ${MAX_RUN_ITEMS} items per request; add more with further requests on the same id`),
@@ -99,14 +102,15 @@ const createRunBody = z
     }
   });
 
-/** The body parsed as JSON and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
+/** The body parsed as JSON (bounded: parseJsonBody) and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
 export function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
   let json: unknown = {};
   if (body !== null && body.trim() !== '') {
     try {
-      json = JSON.parse(body);
+      json = parseJsonBody(body);
     } catch (err) {
-      throw new HttpError(400, `request body is not JSON: ${err instanceof Error ? err.message : String(err)}`);
+      if (err instanceof JsonBodyError) throw new HttpError(400, err.message);
+      throw err;
     }
   }
   const parsed = schema.safeParse(json);
@@ -114,14 +118,17 @@ export function parseBody<S extends z.ZodType>(schema: S, body: string | null): 
   return parsed.data;
 }
 
-/** A path parameter, decoded; a malformed escape (`%E0`) is the caller's mistake, not a crash. */
-function segment(m: RegExpMatchArray, i: number): string {
+/** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
+function segment(m: RegExpMatchArray, i: number, what: string): string {
   const raw = m[i]!;
+  let id: string;
   try {
-    return decodeURIComponent(raw);
+    id = decodeURIComponent(raw);
   } catch {
-    throw new HttpError(400, `path segment "${raw}" is not valid percent-encoding (UTF-8 bytes as %XX)`);
+    throw new HttpError(400, `path segment "${raw.slice(0, 200)}" is not valid percent-encoding (UTF-8 bytes as %XX)`);
   }
+  if (!ID_RULE.test(id)) throw new HttpError(400, `${what} in the path: letters, digits, _ . : - (at most 128)`);
+  return id;
 }
 
 export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiResponse> {
@@ -166,7 +173,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       method: 'GET',
       pattern: /^\/rollouts\/([^/]+)$/,
       run: async (m) => {
-        const id = segment(m, 1);
+        const id = segment(m, 1, 'rollout id');
         const view = await deps.engine.store.load(id);
         if (!view) throw new HttpError(404, `rollout ${id} not found`);
         const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
@@ -181,7 +188,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (!(COMMANDS as readonly string[]).includes(command)) throw new HttpError(404, `unknown command ${command}: one of ${COMMANDS.join(', ')}`);
         const body = parseBody(commandBody, req.body);
         const token = await requireLeadership();
-        const action = await runCommand(deps.engine, token, { rolloutId: segment(m, 1), command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+        const action = await runCommand(deps.engine, token, { rolloutId: segment(m, 1, 'rollout id'), command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
         return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
       },
     },
@@ -208,7 +215,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       method: 'GET',
       pattern: /^\/runs\/([^/]+)$/,
       run: async (m) => {
-        const id = segment(m, 1);
+        const id = segment(m, 1, 'run id');
         const run = await deps.ledger.getRun(id);
         if (!run) throw new HttpError(404, `run ${id} not found`);
         const counts = await deps.ledger.counts(id);

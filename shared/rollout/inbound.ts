@@ -14,6 +14,10 @@ export const CLOUDWATCH_ALARM_CHANGE = 'cloudwatch.alarm_state_change';
 export const CLOUDWATCH_SOURCE = 'aws.cloudwatch';
 export const CLOUDWATCH_ALARM_DETAIL_TYPE = 'CloudWatch Alarm State Change';
 
+/** Integers as their columns hold them: attempt and stage are `integer`, counts `bigint` read as exact JS numbers. */
+const INT32_MAX = 2_147_483_647;
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+
 const when = z.union([z.number().int().nonnegative().max(MAX_TIME), z.string().datetime({ offset: true }).transform((s) => Date.parse(s))]);
 const id = z.string().trim().min(1).max(200);
 
@@ -24,12 +28,12 @@ export const inboundEventSchema = z.discriminatedUnion('type', [
       type: z.literal('rollout.metrics_reported'),
       rolloutId: id,
       /** Defaults to the rollout's current attempt. */
-      attempt: z.number().int().positive().optional(),
+      attempt: z.number().int().positive().max(INT32_MAX).optional(),
       /** Stage index or name. */
-      stage: z.union([z.number().int().nonnegative(), z.string().trim().min(1)]),
-      requests: z.number().int().nonnegative(),
-      errors: z.number().int().nonnegative(),
-      p99LatencyMs: z.number().nonnegative().nullable().default(null),
+      stage: z.union([z.number().int().nonnegative().max(INT32_MAX), z.string().trim().min(1).max(100)]),
+      requests: count,
+      errors: count,
+      p99LatencyMs: z.number().nonnegative().max(86_400_000).nullable().default(null),
       observedAt: when,
     })
     .strict()
@@ -42,7 +46,7 @@ export const inboundEventSchema = z.discriminatedUnion('type', [
       changedAt: when,
     })
     .strict(),
-  z.object({ type: z.literal('rollout.command'), rolloutId: id, command: z.string().min(1) }).strict(),
+  z.object({ type: z.literal('rollout.command'), rolloutId: id, command: z.string().min(1).max(64) }).strict(),
   /** A CloudWatch alarm's state change, as AWS puts it on the default bus (see `inboundFromEnvelope`). */
   z
     .object({

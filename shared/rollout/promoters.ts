@@ -89,11 +89,25 @@ export interface HandleResult {
 }
 
 /**
+ * A signal's time, clamped to when we received it: a reading is a claim, and
+ * its time may not outrank a reading received after it (the newest reading of
+ * a stage wins). A reporter stamping its readings ahead (within the skew
+ * margin; beyond it they are refused) gains nothing: they count as received
+ * now, so a real breach reported a moment later is newer and is judged.
+ */
+export function clampedToReceipt(event: InboundEvent, now: number): InboundEvent {
+  if (event.type === 'rollout.metrics_reported' && event.observedAt > now) return { ...event, observedAt: now };
+  if ((event.type === 'rollout.alarm_changed' || event.type === CLOUDWATCH_ALARM_CHANGE) && event.changedAt > now) return { ...event, changedAt: now };
+  return event;
+}
+
+/**
  * StreamingPromoter: one evaluation of the affected rollout(s) per inbound
  * event, for latency. The signal is stored whoever leads (nothing accepted is
  * lost); the evaluation happens only on the leader. A signal stamped later
  * than now + `readingSkewMarginMs` (by the engine's clock) is refused with
- * InvalidEventError before anything is stored.
+ * InvalidEventError before anything is stored; one stamped later than now,
+ * within the margin, counts as received now (`clampedToReceipt`).
  */
 export class StreamingPromoter {
   private readonly readingSkewMarginMs: number;
@@ -112,8 +126,10 @@ export class StreamingPromoter {
     ).readingSkewMarginMs;
   }
 
-  async handle(event: InboundEvent): Promise<HandleResult> {
-    refuseFromTheFuture(event, this.engine.clock.now(), this.readingSkewMarginMs);
+  async handle(received: InboundEvent): Promise<HandleResult> {
+    const now = this.engine.clock.now();
+    refuseFromTheFuture(received, now, this.readingSkewMarginMs);
+    const event = clampedToReceipt(received, now);
     const store = this.engine.store;
     let stored: HandleResult['stored'] = 'none';
     let affected: () => Promise<RolloutView[]>;

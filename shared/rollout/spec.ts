@@ -17,7 +17,7 @@ export const gatesSchema = z
     /** Ceiling on the stage's reported p99 latency. */
     maxP99LatencyMs: z.number().positive().optional(),
     /** Metric gates are judged only once this many requests were seen; promotion waits for them. */
-    minRequests: z.number().int().nonnegative().default(0),
+    minRequests: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).default(0),
     /** Alarms that must be OK to promote; any of them in ALARM during the bake rolls back. */
     alarms: z.array(z.string().trim().min(1).max(255)).max(100).default([]),
     /**
@@ -29,12 +29,16 @@ export const gatesSchema = z
   })
   .strict();
 
+/** A year: longer than any bake a person means, and well inside every store's integer range. */
+const MAX_SECONDS = 31_536_000;
+const bakeSeconds = z.number().int().nonnegative().max(MAX_SECONDS);
+
 export const stageSchema = z
   .object({
     name: z.string().trim().min(1).max(100),
     /** Share of traffic on the new version while this stage runs. */
     percent: z.number().gt(0).max(100),
-    bakeSeconds: z.number().int().nonnegative(),
+    bakeSeconds: bakeSeconds,
     gates: gatesSchema.default({ minRequests: 0, alarms: [] }),
   })
   .strict();
@@ -43,14 +47,17 @@ const targetSchema = z
   .object({
     service: z.string().trim().min(1).max(200),
     version: z.string().trim().min(1).max(200),
-    labels: z.record(z.string(), z.string()).default({}),
+    labels: z
+      .record(z.string().regex(/^[A-Za-z0-9_.:/-]{1,63}$/, 'a label name: letters, digits, _ . : / - (at most 63)'), z.string().max(256))
+      .refine((l) => Object.keys(l).length <= 32, 'at most 32 labels')
+      .default({}),
   })
   .strict();
 
 const common = {
   target: targetSchema,
   /** A running rollout that makes no progress for this long is flagged. */
-  progressDeadlineSeconds: z.number().int().positive().default(3_600),
+  progressDeadlineSeconds: z.number().int().positive().max(MAX_SECONDS).default(3_600),
   /** …and aborted (rolled back) when this is set. */
   progressDeadlineAbort: z.boolean().default(false),
 };
@@ -62,7 +69,7 @@ const presetGates = { gates: gatesSchema.default({ minRequests: 0, alarms: [] })
 
 const explicitSpec = z.object({ ...common, stages: z.array(stageSchema).min(1, 'a rollout needs at least one stage').max(MAX_STAGES) }).strict();
 const linearSpec = z
-  .object({ ...common, preset: z.literal('linear'), stepPercent: z.number().gt(0).max(100), bakeSeconds: z.number().int().nonnegative(), ...presetGates })
+  .object({ ...common, preset: z.literal('linear'), stepPercent: z.number().gt(0).max(100), bakeSeconds, ...presetGates })
   .strict();
 const exponentialSpec = z
   .object({
@@ -70,14 +77,14 @@ const exponentialSpec = z
     preset: z.literal('exponential'),
     initialPercent: z.number().gt(0).max(100).default(1),
     growthFactor: z.number().gt(1).max(100).default(2),
-    bakeSeconds: z.number().int().nonnegative(),
+    bakeSeconds,
     ...presetGates,
   })
   .strict();
 const canarySpec = z
-  .object({ ...common, preset: z.literal('canary'), canaryPercent: z.number().gt(0).lt(100).default(10), bakeSeconds: z.number().int().nonnegative(), ...presetGates })
+  .object({ ...common, preset: z.literal('canary'), canaryPercent: z.number().gt(0).lt(100).default(10), bakeSeconds, ...presetGates })
   .strict();
-const allAtOnceSpec = z.object({ ...common, preset: z.literal('all-at-once'), bakeSeconds: z.number().int().nonnegative().default(0), ...presetGates }).strict();
+const allAtOnceSpec = z.object({ ...common, preset: z.literal('all-at-once'), bakeSeconds: bakeSeconds.default(0), ...presetGates }).strict();
 
 const presets = { linear: linearSpec, exponential: exponentialSpec, canary: canarySpec, 'all-at-once': allAtOnceSpec } as const;
 type ParsedInput = z.output<(typeof presets)[keyof typeof presets]> | z.output<typeof explicitSpec>;
@@ -180,8 +187,13 @@ const expandedSchema = z
     }
   });
 
+/** Largest spec accepted, as JSON: a spec is read on every evaluation and carried in plans. */
+export const MAX_SPEC_BYTES = 65_536;
+
 /** Validate and expand; throws ConfigError naming every bad field. */
 export function parseRolloutSpec(input: unknown): RolloutSpec {
+  const size = Buffer.byteLength(JSON.stringify(input) ?? '');
+  if (size > MAX_SPEC_BYTES) throw new ConfigError('rollout spec', [`(root): ${size} bytes as JSON; at most ${MAX_SPEC_BYTES}`]);
   // Dispatch on `preset` ourselves: a union would report "invalid input" instead of the field.
   const preset = input !== null && typeof input === 'object' && 'preset' in input ? input.preset : undefined;
   let schema: z.ZodType<ParsedInput> = explicitSpec;

@@ -120,8 +120,10 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
       const res = await call(method, path);
       expect(res, `${method} ${path}`).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^path segment "%E0(%A4)?" is not valid percent-encoding/) as unknown } });
     }
-    // Well-formed encoding still decodes.
-    expect(await call('GET', '/rollouts/no%20such')).toMatchObject({ status: 404, body: { error: 'rollout no such not found' } });
+    // Well-formed encoding still decodes, and the id is held to the id rules.
+    expect(await call('GET', '/rollouts/no%2Dsuch')).toMatchObject({ status: 404, body: { error: 'rollout no-such not found' } });
+    expect(await call('GET', '/rollouts/no%20such')).toMatchObject({ status: 400, body: { error: 'rollout id in the path: letters, digits, _ . : - (at most 128)' } });
+    expect(await call('GET', `/runs/${'x'.repeat(129)}`)).toMatchObject({ status: 400, body: { error: 'run id in the path: letters, digits, _ . : - (at most 128)' } });
   });
 
   it('routing: unknown path 404, wrong method 405 naming the allowed ones', async () => {

@@ -5,6 +5,7 @@
  * Also: a SigV4-signed request carries the execute-api credential scope.
  */
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
+import { guarded } from '../../shared/runtimes/node/guard.js';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -37,8 +38,9 @@ describe('rollout client commands', () => {
     backend = await openBackend('postgres');
     const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus() });
     const elector = new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: 'node-1', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 });
+    // Behind the guard a node serves with authentication off: the actor is the one --actor names.
     node = await serveApi(
-      apiHandler({ nodeId: 'node-1', engine, leadership: campaignEachTime(elector), leases: backend.store, ledger: backend.ledger, workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null), outbound: OutboundPolicy.none() }),
+      guarded(apiHandler({ nodeId: 'node-1', engine, leadership: campaignEachTime(elector), leases: backend.store, ledger: backend.ledger, workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null), outbound: OutboundPolicy.none() }), { authenticators: [], allowedHosts: null, rateLimit: { perAddress: 0, perCredential: 0, burstSeconds: 1 } }),
     );
   });
   afterAll(async () => {

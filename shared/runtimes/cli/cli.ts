@@ -11,6 +11,8 @@ import { ConfigError } from '../../errors.js';
 import { errorMessage, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
 import type { NodeConfigInput } from '../node/config.js';
+import { SCOPES } from '../../auth/scopes.js';
+import { mintToken, parseScopes } from '../../auth/tokens.js';
 import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from '../worker/worker-command.js';
 
 /**
@@ -50,6 +52,8 @@ export function program(): Command {
     .addOption(new Option('--table <name>', 'DynamoDB table').env('ROLLOUT_TABLE'))
     .addOption(new Option('--queue <ledger|url>', '"ledger" (PostgreSQL: the ledger is the queue) or an SQS queue URL').env('ROLLOUT_WORK_QUEUE_URL'))
     .addOption(new Option('--coordinator <none|lambda:name|url>', 'where an idle worker asks for work (steals)').env('ROLLOUT_COORDINATOR'))
+    .addOption(new Option('--token <token>', "a bearer token with the worker scope, for a node's coordinator with authentication on").env('ROLLOUT_TOKEN'))
+    .addOption(new Option('--ca-file <pem>', "the CA a node's HTTPS certificate chains to").env('ROLLOUT_CA_FILE'))
     .addOption(new Option('--backend <kind>', 'how items run').choices(['mock', 'http']).default('mock'))
     .option('--backend-url <url>', 'http backend: POST each payload here; the response body is the result')
     .option('--mock-duration-ms <ms>', 'mock backend: time per item', int('--mock-duration-ms'), 0)
@@ -87,6 +91,7 @@ export function program(): Command {
     });
   nodeCommands(cli);
   clientCommands(cli);
+  authCommands(cli);
   return cli;
 }
 
@@ -98,17 +103,90 @@ const seconds = (name: string) => (v: string) => {
 
 /** The options a node takes on what its requests may reach and who may ask (start and serve alike). */
 function trustOptions(cmd: Command): Command {
-  return cmd.addOption(new Option('--outbound-config <file.json>', 'what a spec may make this node request: allowed origins and the credentials bound to them (none by default)').env('ROLLOUT_OUTBOUND_CONFIG'));
+  return cmd
+    .addOption(new Option('--outbound-config <file.json>', 'what a spec may make this node request: allowed origins and the credentials bound to them (none by default)').env('ROLLOUT_OUTBOUND_CONFIG'))
+    .addOption(new Option('--auth-tokens-file <file>', 'bearer tokens this node accepts: lines of "sha256:<hex> <actor> <scope,scope…>" (see rollout auth token)').env('ROLLOUT_AUTH_TOKENS_FILE'))
+    .addOption(new Option('--oidc-issuer <url>', 'accept JWTs from this OIDC issuer (keys from its discovery document)').env('ROLLOUT_OIDC_ISSUER'))
+    .addOption(new Option('--oidc-audience <aud>', 'the audience the JWTs must name').env('ROLLOUT_OIDC_AUDIENCE'))
+    .addOption(new Option('--oidc-jwks-url <url>', "the issuer's JWKS, when not from discovery").env('ROLLOUT_OIDC_JWKS_URL'))
+    .addOption(new Option('--oidc-actor-claim <claim>', 'the claim that names the actor').env('ROLLOUT_OIDC_ACTOR_CLAIM').default('sub'))
+    .addOption(new Option('--oidc-scopes-claim <claim>', 'the claim that carries scopes (or groups, with --oidc-scope-map)').env('ROLLOUT_OIDC_SCOPES_CLAIM').default('scope'))
+    .addOption(new Option('--oidc-scope-map <json>', 'claim values to scopes, e.g. {"platform-admins":["read","admin"]}').env('ROLLOUT_OIDC_SCOPE_MAP'))
+    .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM)').env('ROLLOUT_TLS_CERT'))
+    .addOption(new Option('--tls-key <file>', "the certificate's private key (PEM)").env('ROLLOUT_TLS_KEY'))
+    .addOption(new Option('--tls-client-ca <file>', 'ask for client certificates and accept those this CA signed; the actor is cert:<subject CN>').env('ROLLOUT_TLS_CLIENT_CA'))
+    .addOption(new Option('--tls-client-scopes <scopes>', 'scopes of a client-certificate caller').env('ROLLOUT_TLS_CLIENT_SCOPES').default('read'))
+    .addOption(new Option('--allowed-hosts <names>', 'Host names this node answers to, comma-separated ("*": any); default: loopback and its own names while authentication is off').env('ROLLOUT_ALLOWED_HOSTS'))
+    .addOption(new Option('--rate-limit <rps>', 'requests per second per peer address (0: none)').argParser((v) => nonNegative('--rate-limit', v)).env('ROLLOUT_RATE_LIMIT'))
+    .addOption(new Option('--rate-limit-per-credential <rps>', 'requests per second per credential (0: none)').argParser((v) => nonNegative('--rate-limit-per-credential', v)).env('ROLLOUT_RATE_LIMIT_PER_CREDENTIAL'))
+    .addOption(new Option('--insecure-no-auth', 'serve beyond loopback with no authentication: anyone who reaches the node may do anything').env('ROLLOUT_INSECURE_NO_AUTH'));
 }
 
 interface TrustOpts {
   outboundConfig?: string;
+  authTokensFile?: string;
+  oidcIssuer?: string;
+  oidcAudience?: string;
+  oidcJwksUrl?: string;
+  oidcActorClaim: string;
+  oidcScopesClaim: string;
+  oidcScopeMap?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsClientCa?: string;
+  tlsClientScopes: string;
+  allowedHosts?: string;
+  rateLimit?: number;
+  rateLimitPerCredential?: number;
+  insecureNoAuth?: boolean | string;
 }
 
-/** The node configuration the trust options give. */
-function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound'> {
-  // Checked, field by field, by the node's own schema.
-  return o.outboundConfig ? { outbound: readJsonFile(o.outboundConfig) as NodeConfigInput['outbound'] } : {};
+const TRUST_KEYS = ['outboundConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'insecureNoAuth'] as const;
+
+function nonNegative(name: string, v: string): number {
+  const n = Number(v);
+  if (!(n >= 0)) throw new InvalidArgumentError(`${name} must be a number ≥ 0, got "${v}"`);
+  return n;
+}
+
+const flag = (v: boolean | string | undefined) => v === true || v === 'true' || v === '1';
+
+/** The node configuration the trust options give; checked, field by field, by the node's own schema. */
+function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit'> {
+  if (o.tlsCert === undefined !== (o.tlsKey === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
+  if (o.oidcIssuer && !o.oidcAudience) throw new UsageError('--oidc-issuer needs --oidc-audience: the audience the tokens must be meant for');
+  let scopeMap: unknown;
+  if (o.oidcScopeMap) {
+    try {
+      scopeMap = JSON.parse(o.oidcScopeMap);
+    } catch (err) {
+      throw new UsageError(`--oidc-scope-map is not JSON: ${errorMessage(err)}`);
+    }
+  }
+  return {
+    ...(o.outboundConfig ? { outbound: readJsonFile(o.outboundConfig) as NodeConfigInput['outbound'] } : {}),
+    auth: {
+      // Paths: the node reads them, and names them in its errors.
+      ...(o.authTokensFile ? { tokensFile: o.authTokensFile } : {}),
+      ...(o.oidcIssuer
+        ? { oidc: { issuer: o.oidcIssuer, audience: o.oidcAudience!, actorClaim: o.oidcActorClaim, scopesClaim: o.oidcScopesClaim, ...(o.oidcJwksUrl ? { jwksUrl: o.oidcJwksUrl } : {}), ...(scopeMap ? { scopeMap: scopeMap as Record<string, never[]> } : {}) } }
+        : {}),
+      certificateScopes: o.tlsClientScopes.split(',').map((x) => x.trim()) as never[],
+      insecureNoAuth: flag(o.insecureNoAuth),
+    },
+    ...(o.tlsCert && o.tlsKey ? { tls: { certFile: o.tlsCert, keyFile: o.tlsKey, ...(o.tlsClientCa ? { clientCaFile: o.tlsClientCa } : {}) } } : {}),
+    ...(o.allowedHosts ? { allowedHosts: o.allowedHosts.split(',').map((h) => h.trim()).filter(Boolean) } : {}),
+    ...(o.rateLimit !== undefined || o.rateLimitPerCredential !== undefined
+      ? { rateLimit: { ...(o.rateLimit !== undefined ? { perAddress: Number(o.rateLimit) } : {}), ...(o.rateLimitPerCredential !== undefined ? { perCredential: Number(o.rateLimitPerCredential) } : {}) } }
+      : {}),
+  };
+}
+
+/** `o` without the trust options (what the command itself takes). */
+function withoutTrust<T extends TrustOpts>(o: T): Omit<T, (typeof TRUST_KEYS)[number]> {
+  const out = { ...o } as Record<string, unknown>;
+  for (const k of TRUST_KEYS) delete out[k];
+  return out as Omit<T, (typeof TRUST_KEYS)[number]>;
 }
 
 function nodeCommands(cli: Command): void {
@@ -132,8 +210,7 @@ function nodeCommands(cli: Command): void {
       const logger = quiet(stderrLogger(o.json));
       // Loaded on use: the worker fleet's bundle of this command carries only what `worker` needs.
       const { startCommand } = await import('../node/node-command.js');
-      const { outboundConfig: _o, ...rest } = o;
-      await startCommand({ ...rest, dataDir: o.dataDir === 'memory' ? null : o.dataDir, ...trustConfig(o) }, logger);
+      await startCommand({ ...withoutTrust(o), dataDir: o.dataDir === 'memory' ? null : o.dataDir, trust: trustConfig(o) }, logger);
     });
   trustOptions(cli
     .command('serve'))
@@ -181,6 +258,21 @@ function nodeCommands(cli: Command): void {
     });
 }
 
+function authCommands(cli: Command): void {
+  cli
+    .command('auth')
+    .description('Credentials for nodes with authentication on')
+    .command('token')
+    .description('Print a new random token, and the line to add to the tokens file (--auth-tokens-file): only its hash is kept there')
+    .requiredOption('--actor <name>', 'who the token acts as: recorded with every write it makes')
+    .requiredOption('--scopes <scopes>', `what it may do, comma-separated: ${SCOPES.join(', ')}`)
+    .option('--json', 'print {token, line} as JSON', false)
+    .action((o: { actor: string; scopes: string; json: boolean }) => {
+      const { token, line } = mintToken(o.actor, parseScopes(o.scopes, '--scopes'));
+      process.stdout.write(o.json ? `${JSON.stringify({ token, line })}\n` : `token (shown once; give it to ${o.actor}):\n${token}\n\nline for the tokens file:\n${line}\n`);
+    });
+}
+
 /** `npm start` keeps the terminal for its progress: only warnings and errors are logged. */
 function quiet(logger: Logger): Logger {
   return { ...logger, info: () => undefined };
@@ -191,11 +283,13 @@ function target(cmd: Command): Command {
   return cmd
     .addOption(new Option('--url <url>', 'the control plane: a local node, a load balancer, or the deployed API URL').env('ROLLOUT_URL').default('http://127.0.0.1:8000'))
     .addOption(new Option('--aws-region <region>', 'sign requests with SigV4 for the deployed HTTP API in this region (credentials from the AWS chain)').env('ROLLOUT_AWS_REGION'))
-    .option('--actor <name>', 'who is acting, for a local node (the deployed API uses your IAM identity)')
+    .addOption(new Option('--token <token>', 'a bearer token for a node with authentication on: ours (rollout auth token) or an OIDC JWT').env('ROLLOUT_TOKEN'))
+    .addOption(new Option('--ca-file <pem>', "the CA a node's HTTPS certificate chains to, when the system does not trust it").env('ROLLOUT_CA_FILE'))
+    .option('--actor <name>', 'who is acting, for a node with authentication off (with it on, the credential names you; the deployed API uses your IAM identity)')
     .option('--json', 'print the response as JSON', false);
 }
 
-type ClientOpts = { url: string; awsRegion?: string; actor?: string; json: boolean };
+type ClientOpts = { url: string; awsRegion?: string; actor?: string; token?: string; caFile?: string; json: boolean };
 
 function table(rows: Record<string, unknown>[], columns: string[]): string {
   const cell = (v: unknown): string => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
@@ -204,6 +298,14 @@ function table(rows: Record<string, unknown>[], columns: string[]): string {
   return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
 }
 
+
+function readPem(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new UsageError(`cannot read ${path}: ${errorMessage(err)}`);
+  }
+}
 
 function readJsonFile(path: string): unknown {
   let text: string;
@@ -220,7 +322,12 @@ function readJsonFile(path: string): unknown {
 }
 
 async function run(o: ClientOpts, method: string, path: string, body: unknown, human: (r: unknown) => string): Promise<void> {
-  const res = await call({ url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}) }, method, path, body);
+  const res = await call(
+    { url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}), ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readPem(o.caFile) } : {}) },
+    method,
+    path,
+    body,
+  );
   process.stdout.write(`${o.json ? JSON.stringify(res, null, 2) : human(res)}\n`);
 }
 

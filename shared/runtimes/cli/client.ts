@@ -1,16 +1,24 @@
 import { randomUUID } from 'node:crypto';
+import { send as sendHttp, type ClientAnswer } from '../../adapters/http/client.js';
 import { sigv4Headers } from '../../adapters/http/sigv4.js';
 
 /**
- * How the `rollout` command talks to a control plane: a local node or any
- * URL over plain HTTP, or the deployed HTTP API with SigV4-signed requests
- * (service `execute-api`, credentials from the usual AWS chain).
+ * How the `rollout` command talks to a control plane: a node or any URL over
+ * HTTP or HTTPS (with a bearer token when the node asks for one, and the
+ * operator's CA when its certificate is not one the system trusts), or the
+ * deployed HTTP API with SigV4-signed requests (service `execute-api`,
+ * credentials from the usual AWS chain).
  */
 export interface Target {
   readonly url: string;
   /** Sign for the deployed API in this region. */
   readonly awsRegion?: string;
+  /** Who is acting, for a node with authentication off (with it on, the credential says). */
   readonly actor?: string;
+  /** A bearer token: ours (`rt_…`) or an OIDC JWT. */
+  readonly token?: string;
+  /** PEM of the CA a node's HTTPS certificate chains to. */
+  readonly ca?: string | Buffer;
   /** How long a write keeps being retried while the answer is "try again" (default 60 s). */
   readonly retryWritesForMs?: number;
 }
@@ -74,29 +82,54 @@ async function send(target: Target, method: string, path: string, body: unknown,
     'content-type': 'application/json',
     host: url.host,
     ...(target.actor ? { 'x-rollout-actor': target.actor } : {}),
+    ...(target.token ? { authorization: `Bearer ${target.token}` } : {}),
     ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
   };
   if (target.awsRegion) headers = await sigv4Headers({ service: 'execute-api', region: target.awsRegion }, { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) });
-  let res: Response;
+  if (target.token && url.protocol === 'http:' && !isLoopbackHost(url.hostname)) warnCleartext(url);
+  let res: ClientAnswer;
   try {
-    res = await fetch(url, { method, headers, ...(payload !== undefined ? { body: payload } : {}), signal: AbortSignal.timeout(method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS) });
+    res = await sendHttp(url, { method, headers, ...(payload !== undefined ? { body: payload } : {}), timeoutMs: method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS, ...(target.ca ? { tls: { ca: target.ca } } : {}) });
   } catch (err) {
     throw new Error(`cannot reach ${url.origin}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`);
   }
-  const text = await res.text();
+  const text = res.text;
   let parsed: unknown = text;
   try {
     parsed = text ? JSON.parse(text) : null;
   } catch {
     // not JSON: keep the text
   }
-  const leaderUrl = res.headers.get('x-rollout-leader-url');
-  if (res.status === 503 && leaderUrl && !followed && !target.awsRegion && new URL(leaderUrl).origin !== url.origin && /^https?:$/.test(new URL(leaderUrl).protocol)) {
+  const leaderUrl = res.header('x-rollout-leader-url');
+  // Followed once, and only to the same scheme: a token meant for HTTPS is never sent in the clear because a node said so.
+  if (res.status === 503 && leaderUrl && !followed && !target.awsRegion && followable(leaderUrl, url)) {
     return send({ ...target, url: leaderUrl }, method, path, body, idempotencyKey, true);
   }
-  if (!res.ok) {
-    const retryAfter = res.headers.get('retry-after');
+  if (res.status < 200 || res.status >= 300) {
+    const retryAfter = res.header('retry-after');
     throw new ApiError(res.status, parsed, retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) * 1000 : null);
   }
   return parsed;
+}
+
+function followable(leaderUrl: string, from: URL): boolean {
+  try {
+    const to = new URL(leaderUrl);
+    return to.origin !== from.origin && to.protocol === from.protocol && /^https?:$/.test(to.protocol);
+  } catch {
+    return false;
+  }
+}
+
+function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[(.*)\]$/, '$1');
+  return h === 'localhost' || h === '::1' || /^127\./.test(h);
+}
+
+let warned = false;
+/** A token sent over plain HTTP beyond this machine can be read on the way: said once, on stderr. */
+function warnCleartext(url: URL): void {
+  if (warned) return;
+  warned = true;
+  process.stderr.write(`rollout: warning: sending a token over plain HTTP to ${url.host}; use https:// (the shipped nginx configuration terminates TLS)\n`);
 }

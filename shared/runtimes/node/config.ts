@@ -2,6 +2,8 @@ import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
 import type { StoreConfig } from '../../compose/stores.js';
 import { outboundConfigSchema } from '../../outbound/policy.js';
+import { oidcConfigSchema } from '../../adapters/oidc/authenticator.js';
+import { SCOPES } from '../../auth/scopes.js';
 
 /** A node's configuration (`rollout serve` flags and environment, `npm start`), validated as a whole. */
 export const ELECTORS = ['lease', 'advisory-lock', 'static'] as const;
@@ -44,6 +46,29 @@ export const nodeConfigSchema = z
     eventRetentionDays: z.number().positive().default(7),
     /** What a spec may make this node request (`--outbound-config`): nothing by default. */
     outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
+    /** Who may ask what (guard.ts). Off (every caller may do everything) unless one way to prove identity is set. */
+    auth: z
+      .object({
+        /** `--auth-tokens-file`: lines of `sha256:<hex> <actor> <scope,…>`. */
+        tokensFile: z.string().min(1).optional(),
+        /** `--oidc-*`: JWTs from an issuer. */
+        oidc: oidcConfigSchema.optional(),
+        /** Scopes of a caller proved by a client certificate (needs tls.clientCaFile). */
+        certificateScopes: z.array(z.enum(SCOPES)).min(1).default(['read']),
+        /** Serve beyond loopback with no authentication anyway (`--insecure-no-auth`): said on every start. */
+        insecureNoAuth: z.boolean().default(false),
+      })
+      .strict()
+      .default({ certificateScopes: ['read'], insecureNoAuth: false }),
+    /** TLS on the node (`--tls-cert`, `--tls-key`); `clientCaFile` asks for and verifies client certificates. */
+    tls: z.object({ certFile: z.string().min(1), keyFile: z.string().min(1), clientCaFile: z.string().min(1).optional() }).strict().optional(),
+    /** Host names this node answers to (`--allowed-hosts`); default: loopback names and its own, while authentication is off; `*`: any. */
+    allowedHosts: z.array(z.string().min(1).max(255)).max(64).optional(),
+    /** Requests per second per peer address and per credential (0: no limit); bursts of `burstSeconds` worth. */
+    rateLimit: z
+      .object({ perAddress: z.number().min(0).default(200), perCredential: z.number().min(0).default(100), burstSeconds: z.number().positive().max(60).default(2) })
+      .strict()
+      .default({ perAddress: 200, perCredential: 100, burstSeconds: 2 }),
   })
   .superRefine((c, ctx) => {
     if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });
@@ -54,13 +79,32 @@ export const nodeConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}): run coordinators renew their leases at the heartbeat` });
     }
     if (!(c.deadAfterSeconds > c.electionTimeoutSeconds)) ctx.addIssue({ code: 'custom', path: ['deadAfterSeconds'], message: 'must exceed the election timeout' });
+    if (!isLoopback(c.host) && !authEnabled(c) && !c.auth.insecureNoAuth) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['host'],
+        message: `${c.host} is reachable beyond this machine and no authentication is set: pass --auth-tokens-file or --oidc-issuer (or --insecure-no-auth to let anyone who reaches it do anything)`,
+      });
+    }
+    if (c.tls?.clientCaFile === undefined && c.auth.certificateScopes.join() !== 'read') ctx.addIssue({ code: 'custom', path: ['auth', 'certificateScopes'], message: 'needs tls.clientCaFile (--tls-client-ca)' });
   });
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
 
+/** An interface only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/** Whether any way to prove identity is configured. */
+export function authEnabled(c: Pick<NodeConfig, 'auth' | 'tls'>): boolean {
+  return Boolean(c.auth.tokensFile || c.auth.oidc || c.tls?.clientCaFile);
+}
+
 /** Where other nodes and proxies reach this node. */
 export function apiUrlOf(c: NodeConfig): string {
-  return c.apiUrl ?? `http://${c.host === '0.0.0.0' ? c.hostname : c.host}:${c.port}`;
+  return c.apiUrl ?? `${c.tls ? 'https' : 'http'}://${c.host === '0.0.0.0' ? c.hostname : c.host}:${c.port}`;
 }
 
 /** The store a node opens. */

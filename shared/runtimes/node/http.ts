@@ -1,20 +1,61 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { ApiRequest, ApiResponse } from '../../api/handler.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 
 /**
- * The HTTP API on a plain node:http server: what a local node serves (the
- * same routes as the Lambda behind API Gateway). The actor is whoever the
- * `x-rollout-actor` header names (a local node trusts its network; put it
- * behind a proxy that sets the header from real authentication otherwise).
+ * The HTTP API on a plain node:http (or node:https) server: what a local node
+ * serves (the same routes as the Lambda behind API Gateway). This layer
+ * bounds what a connection can hold before any handler runs:
+ *
+ *   headers     in within 10 s (checked every second, so a client trickling a
+ *               header line every few seconds is cut off, not kept for good)
+ *   request     in within 30 s; a keep-alive connection idles 5 s
+ *   connections at most 1,024 at once (more are closed on accept)
+ *   body        at most 1 MiB (413, written before the connection closes;
+ *               a Content-Length over it is refused before a byte is read),
+ *               and valid UTF-8 (400)
+ *
+ * Who is asking, and what they may do, is the handler's (guard.ts).
  */
 export const MAX_BODY_BYTES = 1_048_576;
 
-/** A request as a local node sees it: the API's, plus the headers (lower-cased). */
+export interface HttpLimits {
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxConnections: number;
+  readonly maxBodyBytes: number;
+  readonly maxHeaderBytes: number;
+}
+
+export const HTTP_LIMITS: HttpLimits = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: 1_024, maxBodyBytes: MAX_BODY_BYTES, maxHeaderBytes: 16_384 };
+
+/** TLS on the node: its certificate, and optionally client certificates verified against `clientCa`. */
+export interface TlsFiles {
+  readonly cert: string | Buffer;
+  readonly key: string | Buffer;
+  readonly clientCa?: string | Buffer;
+}
+
+/** A verified client certificate: who it names. */
+export interface ClientCertificate {
+  readonly subject: string;
+  readonly fingerprint256: string;
+}
+
+/** A request as a local node sees it: the API's, plus the headers (lower-cased) and where it came from. */
 export interface HttpRequest extends ApiRequest {
   readonly headers: Readonly<Record<string, string>>;
   readonly query: URLSearchParams;
+  /** The peer's address (the proxy's, behind one). */
+  readonly remoteAddress: string;
+  /** A client certificate the TLS layer verified against the configured CA; null otherwise. */
+  readonly clientCertificate: ClientCertificate | null;
+  /** Whether the connection is TLS. */
+  readonly secure: boolean;
 }
 
 /** A body sent as it is (HTML, Prometheus text) rather than as JSON. */
@@ -25,54 +66,126 @@ export class RawBody {
   ) {}
 }
 
-function readBody(req: IncomingMessage): Promise<string | null> {
+class RequestRefused extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function readBody(req: IncomingMessage, max: number): Promise<string | null> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > max) return Promise.reject(new RequestRefused(413, `request body over ${max} bytes`));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let over = false;
     req.on('data', (c: Buffer) => {
+      if (over) return; // drained, not kept: the answer is written once the client stops sending or the timeout ends it
       size += c.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(Object.assign(new Error(`request body over ${MAX_BODY_BYTES} bytes`), { status: 413 }));
-        req.destroy();
+      if (size > max) {
+        over = true;
+        chunks.length = 0;
+        reject(new RequestRefused(413, `request body over ${max} bytes`));
         return;
       }
       chunks.push(c);
     });
-    req.on('end', () => resolve(chunks.length ? Buffer.concat(chunks).toString('utf8') : null));
+    req.on('end', () => {
+      if (over) return;
+      if (!chunks.length) return resolve(null);
+      try {
+        resolve(utf8.decode(Buffer.concat(chunks)));
+      } catch {
+        reject(new RequestRefused(400, 'request body is not valid UTF-8'));
+      }
+    });
     req.on('error', reject);
   });
 }
 
-export async function serveApi(handle: (req: HttpRequest) => Promise<ApiResponse>, options: { host?: string; port?: number; logger?: Logger } = {}): Promise<{ url: string; server: Server; close(): Promise<void> }> {
+function clientCertificate(req: IncomingMessage): ClientCertificate | null {
+  const socket = req.socket as TLSSocket;
+  if (typeof socket.getPeerCertificate !== 'function' || !socket.authorized) return null;
+  const cert = socket.getPeerCertificate();
+  if (!cert || !cert.subject) return null;
+  const cn = [cert.subject.CN].flat()[0];
+  return cn ? { subject: cn, fingerprint256: cert.fingerprint256 } : null;
+}
+
+export async function serveApi(
+  handle: (req: HttpRequest) => Promise<ApiResponse>,
+  options: { host?: string; port?: number; logger?: Logger; limits?: Partial<HttpLimits>; tls?: TlsFiles } = {},
+): Promise<{ url: string; server: Server; close(): Promise<void> }> {
   const logger = options.logger ?? silentLogger;
-  const server = createServer((req, res) => {
+  const limits = { ...HTTP_LIMITS, ...options.limits };
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     void (async () => {
       const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+        if (res.headersSent) return;
         if (body instanceof RawBody) res.writeHead(status, { 'content-type': body.contentType, ...headers }).end(body.text);
         else res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
       };
       try {
         const url = new URL(req.url ?? '/', 'http://local');
-        const body = await readBody(req);
-        const actor = [req.headers['x-rollout-actor']].flat()[0] ?? 'local';
+        const body = await readBody(req, limits.maxBodyBytes);
         const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, [v].flat().join(', ')]));
-        const out = await handle({ method: req.method ?? 'GET', path: url.pathname, body, actor, headers, query: url.searchParams });
+        const out = await handle({
+          method: req.method ?? 'GET',
+          path: url.pathname,
+          body,
+          // Who asks is the guard's to say (guard.ts), never a header's.
+          actor: 'anonymous',
+          headers,
+          query: url.searchParams,
+          remoteAddress: req.socket.remoteAddress ?? '',
+          clientCertificate: options.tls ? clientCertificate(req) : null,
+          secure: Boolean(options.tls),
+        });
         send(out.status, out.body, { ...out.headers });
       } catch (err) {
+        if (err instanceof RequestRefused) {
+          // Written, then the connection closed: the rest of an oversize body is not read.
+          send(err.status, { error: err.message }, { connection: 'close' });
+          if (err.status === 413) res.once('finish', () => req.socket.destroySoon());
+          return;
+        }
         const status = (err as { status?: number }).status ?? 500;
         if (status >= 500) logger.error('request failed', { method: req.method, path: req.url, error: errorMessage(err) });
         send(status, { error: status >= 500 ? 'internal error' : errorMessage(err) });
       }
     })();
-  });
+  };
+  const serverOptions: ServerOptions = {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    maxHeaderSize: limits.maxHeaderBytes,
+    // How often the two timeouts above are checked (Node's default is 30 s).
+    connectionsCheckingInterval: 1_000,
+    requireHostHeader: true,
+  };
+  const server: Server = options.tls
+    ? createTlsServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key, ...(options.tls.clientCa ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}) }, listener)
+    : createServer(serverOptions, listener);
+  server.maxConnections = limits.maxConnections;
+  server.maxRequestsPerSocket = 1_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
   });
   const { address, port } = server.address() as AddressInfo;
   return {
-    url: `http://${address.includes(':') ? `[${address}]` : address}:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://${address.includes(':') ? `[${address}]` : address}:${port}`,
     server,
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeIdleConnections();
+      }),
   };
 }

@@ -7,6 +7,7 @@ import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterVi
 import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
 import { errorMessage } from '../../log.js';
+import { PublicError } from '../../errors.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
 import { RolloutEngine } from '../../rollout/engine.js';
@@ -17,6 +18,12 @@ import { PostgresIdempotency } from '../../adapters/postgres/idempotency.js';
 import { RawBody, type HttpRequest } from './http.js';
 import type { ControlPlaneNode } from './node.js';
 import { NoRouteError, type BusEnvelope } from './triggers.js';
+import { guarded, pageCsp } from './guard.js';
+import { CertificateAuthenticator } from '../../auth/certificate.js';
+import type { Authenticator } from '../../auth/identity.js';
+import { TokenAuthenticator } from '../../auth/tokens.js';
+import { OidcAuthenticator } from '../../adapters/oidc/authenticator.js';
+import { apiUrlOf, authEnabled, type NodeConfig } from './config.js';
 
 /**
  * What a node serves over HTTP, in front of the shared API routes:
@@ -85,13 +92,40 @@ export function final(res: ApiResponse): boolean {
 function within<T>(ms: number, work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new PublicError(`no answer within ${ms} ms`)), ms);
   });
   work.catch(() => undefined);
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
+/** The ways this node's configuration proves identity (none: authentication off). */
+export function authenticatorsOf(c: NodeConfig): Authenticator[] {
+  const out: Authenticator[] = [];
+  if (c.auth.tokensFile) out.push(TokenAuthenticator.fromFile(c.auth.tokensFile));
+  if (c.auth.oidc) out.push(new OidcAuthenticator(c.auth.oidc));
+  if (c.tls?.clientCaFile) out.push(new CertificateAuthenticator(new Set(c.auth.certificateScopes)));
+  return out;
+}
+
+/** The names a node answers to: as configured (`*`: any); else, with authentication off, loopback's and its own; with it on, any. */
+export function allowedHostsOf(c: NodeConfig): string[] | null {
+  if (c.allowedHosts) return c.allowedHosts.includes('*') ? null : c.allowedHosts;
+  if (authEnabled(c)) return null;
+  return [...new Set(['localhost', '127.0.0.1', '::1', c.host, c.hostname, new URL(apiUrlOf(c)).hostname].filter((h) => h !== '0.0.0.0' && h !== '::'))];
+}
+
+/** The node's routes behind its guard (guard.ts): what a node serves over HTTP. */
 export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
+  const c = node.config;
+  return guarded(nodeRoutes(node, metrics, options), {
+    authenticators: authenticatorsOf(c),
+    allowedHosts: allowedHostsOf(c),
+    rateLimit: c.rateLimit,
+    pageHeaders: { 'content-security-policy': pageCsp(page), 'x-frame-options': 'DENY' },
+  });
+}
+
+function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
   const readDeadlineMs = options.readDeadlineMs ?? READ_DEADLINE_MS;
   // The api function's http trigger: the shared routes behind the node's own.
   const shared = node.triggers.http('api');
@@ -129,12 +163,14 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     try {
       leader = await node.refreshLeader();
     } catch (err) {
-      return json(503, { error: `no leader can be confirmed: store unreachable: ${errorMessage(err)}`, nodeId: node.nodeId }, { 'retry-after': '1' });
+      node.logger.warn('no leader can be confirmed', { error: errorMessage(err) });
+      return json(503, { error: 'no leader can be confirmed: store unreachable', nodeId: node.nodeId }, { 'retry-after': '1' });
     }
     if (!leader) return json(503, { error: 'no leader elected', nodeId: node.nodeId }, { 'retry-after': '1' });
     const headers: Record<string, string> = { 'x-rollout-leader-id': leader.id, 'retry-after': '1' };
     if (leader.apiUrl) headers['x-rollout-leader-url'] = leader.apiUrl;
-    if (node.config.redirectWrites && leader.apiUrl) return json(307, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, { ...headers, location: new URL(path, leader.apiUrl).toString() });
+    // The leader's origin and this request's path only: a path such as //elsewhere/ must not name another host.
+    if (node.config.redirectWrites && leader.apiUrl) return json(307, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, { ...headers, location: `${new URL(leader.apiUrl).origin}/${path.replace(/^\/+/, '')}` });
     return json(503, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, headers);
   }
 
@@ -174,8 +210,9 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
       return res;
     } catch (err) {
       node.storeDown(err);
+      node.logger.warn('read answered without the store', { path: req.path, error: errorMessage(err) });
       const cached = lastGood.get(req.path);
-      const reason = `store unreachable: ${errorMessage(err)}`;
+      const reason = `store unreachable${err instanceof PublicError ? `: ${err.message}` : ''}`;
       if (!cached || typeof cached.body !== 'object' || cached.body === null) return json(503, { error: reason, nodeId: node.nodeId });
       return json(200, { ...cached.body, stale: { asOf: new Date(cached.at).toISOString(), reason } }, { 'x-rollout-stale': 'true' });
     }

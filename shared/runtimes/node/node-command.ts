@@ -3,7 +3,8 @@ import { resolve } from 'node:path';
 import type { Logger } from '../../log.js';
 import { UsageError } from '../cli/errors.js';
 import { Demo, printProgress } from './demo.js';
-import { serveApi } from './http.js';
+import { serveApi, type TlsFiles } from './http.js';
+import { authEnabled, type NodeConfig } from './config.js';
 import { nodeMetrics } from './metrics.js';
 import { nodeApi } from './node-api.js';
 import { ControlPlaneNode, type NodeConfigInput } from './node.js';
@@ -16,14 +17,30 @@ import { LocalWorkerPool } from './worker-pool.js';
  */
 
 async function listen(node: ControlPlaneNode, logger: Logger) {
+  const c = node.config;
   const handle = nodeApi(node, nodeMetrics(node));
+  if (c.auth.insecureNoAuth && !authEnabled(c)) {
+    logger.warn(`INSECURE: serving ${c.host}:${c.port} with no authentication (--insecure-no-auth): anyone who reaches this node may create, promote and abort rollouts and runs`);
+  }
   try {
-    return await serveApi(handle, { host: node.config.host, port: node.config.port, logger });
+    return await serveApi(handle, { host: c.host, port: c.port, logger, ...(c.tls ? { tls: readTls(c.tls) } : {}) });
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'EADDRINUSE') throw new UsageError(`port ${node.config.port} on ${node.config.host} is in use: stop what uses it or pass --port`);
     throw err;
   }
+}
+
+/** The node's TLS files, read now: a missing one stops the start, naming it. */
+export function readTls(t: NonNullable<NodeConfig['tls']>): TlsFiles {
+  const read = (what: string, file: string) => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new UsageError(`${what} ${file} cannot be read: ${(err as { code?: string }).code ?? String(err)}`);
+    }
+  };
+  return { cert: read('--tls-cert', t.certFile), key: read('--tls-key', t.keyFile), ...(t.clientCaFile ? { clientCa: read('--tls-client-ca', t.clientCaFile) } : {}) };
 }
 
 /** Resolves on the first SIGINT/SIGTERM (or when `signal` aborts). */
@@ -78,8 +95,8 @@ export interface StartOptions {
   itemMs: number;
   /** Stop once the demo has finished (for scripts and tests). */
   exitAfterDemo: boolean;
-  /** What a spec may make the node request (`--outbound-config`). */
-  outbound?: NodeConfigInput['outbound'];
+  /** Who may ask, and what a spec may make the node request (`--auth-*`, `--oidc-*`, `--tls-*`, `--outbound-config`…). */
+  trust?: Pick<NodeConfigInput, 'outbound' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit'>;
 }
 
 /** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */
@@ -93,7 +110,7 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
   let node: ControlPlaneNode | null = null;
   try {
     node = await ControlPlaneNode.open(
-      { nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1, ...(o.outbound === undefined ? {} : { outbound: o.outbound }) },
+      { nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1, ...o.trust },
       logger,
     );
     const server = await listen(node, logger);

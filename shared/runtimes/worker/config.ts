@@ -15,6 +15,10 @@ export const workerOptionsSchema = z
     table: z.string().min(1).optional(),
     queue: z.string().min(1).default('ledger'),
     coordinator: z.string().min(1).default('none'),
+    /** A bearer token (scope `worker`) for a node's coordinator with authentication on. */
+    token: z.string().min(1).max(16_384).optional(),
+    /** PEM file of the CA a node's HTTPS certificate chains to. */
+    caFile: z.string().min(1).optional(),
     backend: z.enum(['mock', 'http']).default('mock'),
     backendUrl: z.string().url().optional(),
     mockDurationMs: z.coerce.number().int().nonnegative().default(0),

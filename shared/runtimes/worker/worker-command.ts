@@ -1,4 +1,5 @@
 import { LambdaClient } from '@aws-sdk/client-lambda';
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { ComputeHint, SimulatedComputeHint } from '../../drain/compute-hint.js';
 import { Ec2MetadataHint, GcpMetadataHint } from '../../adapters/metadata/hints.js';
@@ -65,7 +66,7 @@ export async function runWorkerCommand(input: WorkerCommandOptions, signal: Abor
     if (!(await ledger.getRun(o.run))) throw new Error(`run ${o.run} does not exist in the ${o.store} store`);
     let coordinator: CoordinatorClient | undefined;
     if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), o.run);
-    else if (o.coordinator !== 'none') coordinator = new HttpCoordinatorClient(o.coordinator, o.run);
+    else if (o.coordinator !== 'none') coordinator = new HttpCoordinatorClient(o.coordinator, o.run, { ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}) });
     const backend: ExecutionBackend = o.backend === 'http' ? httpBackend({ url: o.backendUrl! }) : mockBackend({ durationMs: o.mockDurationMs, failureRate: o.mockFailureRate });
     const instanceId = await instanceIdFor(o);
     const hints: ComputeHint[] = preempt ? [preempt] : [];

@@ -1,0 +1,127 @@
+import { createHash } from 'node:crypto';
+import type { ApiResponse } from '../../api/handler.js';
+import { JsonBodyError, parseJsonBody } from '../../api/json.js';
+import { identify, Unauthenticated, type Authenticator, type Identity } from '../../auth/identity.js';
+import { RateLimiter } from '../../auth/rate-limit.js';
+import { isOpen, scopeFor, SCOPES } from '../../auth/scopes.js';
+import type { HttpRequest } from './http.js';
+
+/**
+ * Who may ask a node what, checked before any route runs (DESIGN.md "Trust
+ * boundaries"), in this order:
+ *
+ *   Host       an allowed name, else 421 (a page on another site that
+ *              rebinds its DNS name to 127.0.0.1 reaches no data)
+ *   rate       per peer address, then per credential: 429 with Retry-After
+ *   identity   a bearer token (ours, or an OIDC JWT) or a verified client
+ *              certificate, else 401 with WWW-Authenticate; the actor of
+ *              every write comes from it, never from a header
+ *   browser    a write must say Content-Type: application/json (415), and
+ *              one sent from a page of another origin is refused (403): a
+ *              form or `text/plain` POST from another site cannot pass
+ *   scope      what the route needs (auth/scopes.ts), else 403 naming it
+ *
+ * With authentication off (loopback, or --insecure-no-auth) every caller has
+ * every scope and the actor is `x-rollout-actor` or `local`: the node trusts
+ * whoever reaches it, which is why it refuses to bind beyond loopback so.
+ * Every answer carries nosniff, no-referrer and a CSP that forbids framing.
+ */
+export interface GuardOptions {
+  /** Empty: authentication is off. */
+  readonly authenticators: readonly Authenticator[];
+  /** Host names (no port) this node answers to; null: any. */
+  readonly allowedHosts: readonly string[] | null;
+  readonly rateLimit: { readonly perAddress: number; readonly perCredential: number; readonly burstSeconds: number };
+  /** Extra headers for one route's answer (the status page's CSP). */
+  readonly pageHeaders?: Readonly<Record<string, string>>;
+  readonly now?: () => number;
+}
+
+type Handle = (req: HttpRequest) => Promise<ApiResponse>;
+
+const JSON_CSP = "default-src 'none'; frame-ancestors 'none'";
+const ALL_SCOPES = new Set(SCOPES);
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** The CSP of a page whose inline scripts are allowed by their hashes. */
+export function pageCsp(html: string): string {
+  const scripts = [...html.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => `'sha256-${createHash('sha256').update(m[1]!).digest('base64')}'`);
+  return `default-src 'none'; script-src ${scripts.join(' ') || "'none'"}; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
+}
+
+/** A Host header's name: port and IPv6 brackets dropped, lower-cased. */
+export function hostName(host: string): string {
+  const h = host.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(1, h.indexOf(']'));
+  const colon = h.lastIndexOf(':');
+  return colon > 0 && h.indexOf(':') === colon ? h.slice(0, colon) : h;
+}
+
+export function guarded(inner: Handle, o: GuardOptions): Handle {
+  const now = o.now ?? Date.now;
+  const byAddress = o.rateLimit.perAddress > 0 ? new RateLimiter(o.rateLimit.perAddress, Math.max(1, o.rateLimit.perAddress * o.rateLimit.burstSeconds), now) : null;
+  const byCredential = o.rateLimit.perCredential > 0 ? new RateLimiter(o.rateLimit.perCredential, Math.max(1, o.rateLimit.perCredential * o.rateLimit.burstSeconds), now) : null;
+  const allowed = o.allowedHosts ? new Set(o.allowedHosts.map(hostName)) : null;
+  const authOn = o.authenticators.length > 0;
+  const refuse = (status: number, error: string, headers: Record<string, string> = {}): ApiResponse => ({ status, body: { error }, headers });
+
+  async function check(req: HttpRequest): Promise<ApiResponse> {
+    const method = req.method.toUpperCase();
+    const host = req.headers.host ?? '';
+    if (allowed && !allowed.has(hostName(host))) return refuse(421, `host "${host.slice(0, 100)}" is not a name this node answers to (--allowed-hosts)`);
+    const slow = byAddress?.take(req.remoteAddress);
+    if (slow) return refuse(429, 'too many requests from this address', { 'retry-after': String(slow) });
+    const open = isOpen(method, req.path);
+
+    let identity: Identity | null = null;
+    if (!authOn) identity = { actor: req.headers['x-rollout-actor']?.slice(0, 128) || 'local', scopes: ALL_SCOPES, via: 'none' };
+    else if (!open) {
+      const authorization = req.headers.authorization ?? '';
+      const bearer = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] ?? null;
+      try {
+        identity = await identify(o.authenticators, { bearer, certificate: req.clientCertificate });
+      } catch (err) {
+        if (!(err instanceof Unauthenticated)) throw err;
+        return refuse(401, `invalid credentials: ${err.message}`, { 'www-authenticate': `Bearer realm="rollout", error="invalid_token"` });
+      }
+      if (!identity) return refuse(401, 'credentials required: Authorization: Bearer <token>, or a client certificate', { 'www-authenticate': 'Bearer realm="rollout"' });
+      const limited = byCredential?.take(identity.actor);
+      if (limited) return refuse(429, `too many requests from ${identity.actor}`, { 'retry-after': String(limited) });
+    }
+
+    if (WRITE_METHODS.has(method)) {
+      const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      if (type !== 'application/json') return refuse(415, `a write must be sent as Content-Type: application/json${type ? `, not ${type}` : ''}`);
+      const origin = req.headers.origin;
+      if (origin !== undefined && !sameOrigin(origin, host)) return refuse(403, `a write from a page of another origin (${origin.slice(0, 100)}) is refused`);
+    }
+
+    if (open) return inner({ ...req, actor: identity?.actor ?? 'anonymous' });
+    let body: unknown = null;
+    if (req.path === '/events' && req.body !== null) {
+      try {
+        body = parseJsonBody(req.body);
+      } catch (err) {
+        if (!(err instanceof JsonBodyError)) throw err;
+        // The route says what is wrong with it; an unreadable body needs no more than `signal`.
+      }
+    }
+    const scope = scopeFor(method, req.path.replace(/\/+$/, '') || '/', body);
+    if (!identity!.scopes.has(scope)) return refuse(403, `${identity!.actor} lacks the "${scope}" scope, which ${method} ${req.path.slice(0, 200)} needs`);
+    return inner({ ...req, actor: identity!.actor });
+  }
+
+  return async (req) => {
+    const res = await check(req);
+    const page = req.path === '/' && res.status === 200 && o.pageHeaders ? o.pageHeaders : { 'content-security-policy': JSON_CSP };
+    return { ...res, headers: { ...res.headers, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'cache-control': 'no-store', ...page } };
+  };
+}
+
+function sameOrigin(origin: string, host: string): boolean {
+  try {
+    return new URL(origin).host.toLowerCase() === host.toLowerCase();
+  } catch {
+    return false;
+  }
+}
