@@ -14,6 +14,8 @@ export interface Credentials {
   readonly bearer: string | null;
   /** A client certificate the TLS layer verified. */
   readonly certificate: { readonly subject: string } | null;
+  /** A signed request: its Rollout-Signature header and the body it signs. */
+  readonly signature?: { readonly header: string; readonly body: string } | null;
 }
 
 /** No credential the authenticator knows; `challenge` goes in WWW-Authenticate. */

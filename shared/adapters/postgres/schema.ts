@@ -555,6 +555,17 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       $f$;
     `,
   },
+  {
+    id: 16,
+    name: 'signal signatures seen within their window: a replayed signed signal is refused on every node',
+    sql: `
+      CREATE TABLE signal_signatures (
+        signature text PRIMARY KEY,
+        seen_at   timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX signal_signatures_seen ON signal_signatures (seen_at);
+    `,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).

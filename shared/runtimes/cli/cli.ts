@@ -112,6 +112,7 @@ function trustOptions(cmd: Command): Command {
     .addOption(new Option('--oidc-actor-claim <claim>', 'the claim that names the actor').env('ROLLOUT_OIDC_ACTOR_CLAIM').default('sub'))
     .addOption(new Option('--oidc-scopes-claim <claim>', 'the claim that carries scopes (or groups, with --oidc-scope-map)').env('ROLLOUT_OIDC_SCOPES_CLAIM').default('scope'))
     .addOption(new Option('--oidc-scope-map <json>', 'claim values to scopes, e.g. {"platform-admins":["read","admin"]}').env('ROLLOUT_OIDC_SCOPE_MAP'))
+    .addOption(new Option('--signal-keys-file <file>', 'reporters that sign their signals instead of holding a token: lines of "<reporter> <secret>"').env('ROLLOUT_SIGNAL_KEYS_FILE'))
     .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM)').env('ROLLOUT_TLS_CERT'))
     .addOption(new Option('--tls-key <file>', "the certificate's private key (PEM)").env('ROLLOUT_TLS_KEY'))
     .addOption(new Option('--tls-client-ca <file>', 'ask for client certificates and accept those this CA signed; the actor is cert:<subject CN>').env('ROLLOUT_TLS_CLIENT_CA'))
@@ -131,6 +132,7 @@ interface TrustOpts {
   oidcActorClaim: string;
   oidcScopesClaim: string;
   oidcScopeMap?: string;
+  signalKeysFile?: string;
   tlsCert?: string;
   tlsKey?: string;
   tlsClientCa?: string;
@@ -141,7 +143,7 @@ interface TrustOpts {
   insecureNoAuth?: boolean | string;
 }
 
-const TRUST_KEYS = ['outboundConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'insecureNoAuth'] as const;
+const TRUST_KEYS = ['outboundConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'insecureNoAuth'] as const;
 
 function nonNegative(name: string, v: string): number {
   const n = Number(v);
@@ -168,6 +170,7 @@ function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 
     auth: {
       // Paths: the node reads them, and names them in its errors.
       ...(o.authTokensFile ? { tokensFile: o.authTokensFile } : {}),
+      ...(o.signalKeysFile ? { signalKeysFile: o.signalKeysFile } : {}),
       ...(o.oidcIssuer
         ? { oidc: { issuer: o.oidcIssuer, audience: o.oidcAudience!, actorClaim: o.oidcActorClaim, scopesClaim: o.oidcScopesClaim, ...(o.oidcJwksUrl ? { jwksUrl: o.oidcJwksUrl } : {}), ...(scopeMap ? { scopeMap: scopeMap as Record<string, never[]> } : {}) } }
         : {}),
@@ -321,9 +324,9 @@ function readJsonFile(path: string): unknown {
   }
 }
 
-async function run(o: ClientOpts, method: string, path: string, body: unknown, human: (r: unknown) => string): Promise<void> {
+async function run(o: ClientOpts, method: string, path: string, body: unknown, human: (r: unknown) => string, sign?: { reporter: string; secret: string }): Promise<void> {
   const res = await call(
-    { url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}), ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readPem(o.caFile) } : {}) },
+    { url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}), ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readPem(o.caFile) } : {}), ...(sign ? { sign } : {}) },
     method,
     path,
     body,
@@ -396,8 +399,9 @@ function clientCommands(cli: Command): void {
       .option('--alarm <name>', 'alarm_changed: the alarm')
       .option('--state <OK|ALARM|INSUFFICIENT_DATA>', 'alarm_changed: its state')
       .option('--data <json>', 'further fields of the event, as JSON')
+      .option('--signer <reporter>', 'sign the signal as this reporter (Rollout-Signature) instead of sending a token; the secret from ROLLOUT_SIGNING_SECRET')
       .addOption(new Option('--event-bus <name>', 'publish to this EventBridge bus (region and credentials from the AWS chain) instead of a node').env('ROLLOUT_EVENT_BUS')),
-  ).action(async (o: ClientOpts & { type: string; rollout?: string; stage?: string; requests?: number; errors?: number; p99Ms?: number; alarm?: string; state?: string; data?: string; eventBus?: string }) => {
+  ).action(async (o: ClientOpts & { type: string; rollout?: string; stage?: string; requests?: number; errors?: number; p99Ms?: number; alarm?: string; state?: string; data?: string; eventBus?: string; signer?: string }) => {
     let extra: Record<string, unknown> = {};
     if (o.data) {
       try {
@@ -435,11 +439,17 @@ function clientCommands(cli: Command): void {
       process.stdout.write(o.json ? `${JSON.stringify({ eventId: res.Entries?.[0]?.EventId })}\n` : `published ${type} to ${o.eventBus} (${res.Entries?.[0]?.EventId ?? ''})\n`);
       return;
     }
+    let sign: { reporter: string; secret: string } | undefined;
+    if (o.signer) {
+      const secret = process.env.ROLLOUT_SIGNING_SECRET;
+      if (!secret) throw new UsageError('--signer needs the reporter\'s secret in ROLLOUT_SIGNING_SECRET');
+      sign = { reporter: o.signer, secret };
+    }
     await run(o, 'POST', '/events', event, (r) => {
       const x = r as { stored: string; evaluated: boolean; actions: { transition: string; applied: boolean }[] };
       const acts = x.actions.filter((a) => a.applied).map((a) => a.transition);
       return `accepted (${x.stored})${x.evaluated ? `; evaluated${acts.length ? `: ${acts.join(', ')}` : ', no change'}` : '; this node does not lead: the leader evaluates it within one tick'}`;
-    });
+    }, sign);
   });
 
   const runs = cli.command('runs').description('Work runs');

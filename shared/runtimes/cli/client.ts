@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { send as sendHttp, type ClientAnswer } from '../../adapters/http/client.js';
 import { sigv4Headers } from '../../adapters/http/sigv4.js';
+import { SIGNATURE_HEADER, signatureHeader } from '../../auth/signature.js';
 
 /**
  * How the `rollout` command talks to a control plane: a node or any URL over
@@ -19,6 +20,8 @@ export interface Target {
   readonly token?: string;
   /** PEM of the CA a node's HTTPS certificate chains to. */
   readonly ca?: string | Buffer;
+  /** Sign the body as this reporter (Rollout-Signature) instead of sending a token. */
+  readonly sign?: { readonly reporter: string; readonly secret: string };
   /** How long a write keeps being retried while the answer is "try again" (default 60 s). */
   readonly retryWritesForMs?: number;
 }
@@ -84,6 +87,8 @@ async function send(target: Target, method: string, path: string, body: unknown,
     ...(target.actor ? { 'x-rollout-actor': target.actor } : {}),
     ...(target.token ? { authorization: `Bearer ${target.token}` } : {}),
     ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
+    // Made at each send: a retry after a few seconds carries a fresh time, and a new signature the node has not seen.
+    ...(target.sign && payload !== undefined ? { [SIGNATURE_HEADER]: signatureHeader(target.sign.reporter, target.sign.secret, payload) } : {}),
   };
   if (target.awsRegion) headers = await sigv4Headers({ service: 'execute-api', region: target.awsRegion }, { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) });
   if (target.token && url.protocol === 'http:' && !isLoopbackHost(url.hostname)) warnCleartext(url);

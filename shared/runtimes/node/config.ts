@@ -53,6 +53,8 @@ export const nodeConfigSchema = z
         tokensFile: z.string().min(1).optional(),
         /** `--oidc-*`: JWTs from an issuer. */
         oidc: oidcConfigSchema.optional(),
+        /** `--signal-keys-file`: reporters that sign their signals (`<reporter> <secret>` a line). */
+        signalKeysFile: z.string().min(1).optional(),
         /** Scopes of a caller proved by a client certificate (needs tls.clientCaFile). */
         certificateScopes: z.array(z.enum(SCOPES)).min(1).default(['read']),
         /** Serve beyond loopback with no authentication anyway (`--insecure-no-auth`): said on every start. */
@@ -99,7 +101,7 @@ export function isLoopback(host: string): boolean {
 
 /** Whether any way to prove identity is configured. */
 export function authEnabled(c: Pick<NodeConfig, 'auth' | 'tls'>): boolean {
-  return Boolean(c.auth.tokensFile || c.auth.oidc || c.tls?.clientCaFile);
+  return Boolean(c.auth.tokensFile || c.auth.oidc || c.auth.signalKeysFile || c.tls?.clientCaFile);
 }
 
 /** Where other nodes and proxies reach this node. */

@@ -4,6 +4,7 @@ import { JsonBodyError, parseJsonBody } from '../../api/json.js';
 import { identify, Unauthenticated, type Authenticator, type Identity } from '../../auth/identity.js';
 import { RateLimiter } from '../../auth/rate-limit.js';
 import { isOpen, scopeFor, SCOPES } from '../../auth/scopes.js';
+import { SIGNATURE_HEADER } from '../../auth/signature.js';
 import type { HttpRequest } from './http.js';
 
 /**
@@ -79,12 +80,14 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
       const authorization = req.headers.authorization ?? '';
       const bearer = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] ?? null;
       try {
-        identity = await identify(o.authenticators, { bearer, certificate: req.clientCertificate });
+        const signed = req.headers[SIGNATURE_HEADER];
+        const signature = signed !== undefined && method === 'POST' && req.path === '/events' ? { header: signed, body: req.body ?? '' } : null;
+        identity = await identify(o.authenticators, { bearer, certificate: req.clientCertificate, signature });
       } catch (err) {
         if (!(err instanceof Unauthenticated)) throw err;
         return refuse(401, `invalid credentials: ${err.message}`, { 'www-authenticate': `Bearer realm="rollout", error="invalid_token"` });
       }
-      if (!identity) return refuse(401, 'credentials required: Authorization: Bearer <token>, or a client certificate', { 'www-authenticate': 'Bearer realm="rollout"' });
+      if (!identity) return refuse(401, 'credentials required: Authorization: Bearer <token>, a client certificate, or (for POST /events) a Rollout-Signature', { 'www-authenticate': 'Bearer realm="rollout"' });
       const limited = byCredential?.take(identity.actor);
       if (limited) return refuse(429, `too many requests from ${identity.actor}`, { 'retry-after': String(limited) });
     }

@@ -22,6 +22,9 @@ import { guarded, pageCsp } from './guard.js';
 import { CertificateAuthenticator } from '../../auth/certificate.js';
 import type { Authenticator } from '../../auth/identity.js';
 import { TokenAuthenticator } from '../../auth/tokens.js';
+import { readSignalKeys, SignatureAuthenticator } from '../../auth/signature.js';
+import { PostgresSeenSignatures } from '../../adapters/postgres/signatures.js';
+import type { Sql } from '../../adapters/postgres/sql.js';
 import { OidcAuthenticator } from '../../adapters/oidc/authenticator.js';
 import { apiUrlOf, authEnabled, type NodeConfig } from './config.js';
 
@@ -98,12 +101,13 @@ function within<T>(ms: number, work: Promise<T>): Promise<T> {
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
-/** The ways this node's configuration proves identity (none: authentication off). */
-export function authenticatorsOf(c: NodeConfig): Authenticator[] {
+/** The ways this node's configuration proves identity (none: authentication off); signatures seen are kept in `sql`. */
+export function authenticatorsOf(c: NodeConfig, sql: Sql): Authenticator[] {
   const out: Authenticator[] = [];
   if (c.auth.tokensFile) out.push(TokenAuthenticator.fromFile(c.auth.tokensFile));
   if (c.auth.oidc) out.push(new OidcAuthenticator(c.auth.oidc));
   if (c.tls?.clientCaFile) out.push(new CertificateAuthenticator(new Set(c.auth.certificateScopes)));
+  if (c.auth.signalKeysFile) out.push(new SignatureAuthenticator(readSignalKeys(c.auth.signalKeysFile), new PostgresSeenSignatures(sql)));
   return out;
 }
 
@@ -118,7 +122,7 @@ export function allowedHostsOf(c: NodeConfig): string[] | null {
 export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
   const c = node.config;
   return guarded(nodeRoutes(node, metrics, options), {
-    authenticators: authenticatorsOf(c),
+    authenticators: authenticatorsOf(c, node.sql),
     allowedHosts: allowedHostsOf(c),
     rateLimit: c.rateLimit,
     pageHeaders: { 'content-security-policy': pageCsp(page), 'x-frame-options': 'DENY' },

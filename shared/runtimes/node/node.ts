@@ -20,6 +20,8 @@ import { PostgresRunStats } from '../../adapters/postgres/run-stats.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../adapters/postgres/wake.js';
 import { OutboundPolicy } from '../../outbound/policy.js';
+import { PostgresSeenSignatures } from '../../adapters/postgres/signatures.js';
+import { SIGNATURE_WINDOW_SECONDS } from '../../auth/signature.js';
 import { apiUrlOf, LEADER_CHANNEL, nodeConfigSchema, storeOf, type NodeConfig, type NodeConfigInput } from './config.js';
 import { LocalTriggers, type LocalHandlers } from './triggers.js';
 
@@ -224,6 +226,8 @@ export class ControlPlaneNode {
     if (!(await this.isLeader())) return;
     await this.member.monitor();
     await new PostgresIdempotency(this.sql).prune(Date.now() - 86_400_000);
+    // Past twice their window: a replay that old is refused by its time alone.
+    await new PostgresSeenSignatures(this.sql).prune(Date.now() - 2 * SIGNATURE_WINDOW_SECONDS * 1000);
   }
 
   /** A worker's steal request (in-process or over HTTP). */
