@@ -13,6 +13,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { READ_DEADLINE_MS } from '../../shared/runtimes/node/node-api.js';
 import { nodeConfigSchema } from '../../shared/runtimes/node/node.js';
+import { connect } from 'node:net';
+import { send } from '../../shared/adapters/http/client.js';
 import { collect, exited, freePort, startPostgres, waitFor } from './processes.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -25,6 +27,8 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   /** A PostgreSQL to use instead of a throwaway one. */
   databaseUrl?: string;
+  /** nginx serves HTTPS with this certificate; `ca` is what it chains to (for the health checks here). */
+  tls?: ProxyTls & { readonly ca: Buffer };
 }
 
 export interface ClusterNodeProcess {
@@ -89,11 +93,19 @@ export function proxyTimeouts(env: Record<string, string | undefined> = {}): Pro
   };
 }
 
-export function nginxConfig(dir: string, port: number, nodePorts: readonly number[], timeouts: ProxyTimeouts = proxyTimeouts()): string {
+/** nginx's certificate and key (PEM files): it then serves HTTPS. */
+export interface ProxyTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
+export function nginxConfig(dir: string, port: number, nodePorts: readonly number[], timeouts: ProxyTimeouts = proxyTimeouts(), tls?: ProxyTls): string {
   const template = readFileSync(join(root, 'infra/local/nginx.conf.template'), 'utf8');
   return template
     .replaceAll('{{dir}}', dir)
     .replaceAll('{{port}}', String(port))
+    .replace('{{listen_ssl}}', tls ? ' ssl' : '')
+    .replace('{{tls}}', tls ? `    ssl_certificate ${tls.certFile};\n    ssl_certificate_key ${tls.keyFile};\n    ssl_protocols TLSv1.2 TLSv1.3;` : '    # no TLS: plain HTTP on loopback')
     .replaceAll('{{read_timeout}}', `${timeouts.readMs}ms`)
     .replaceAll('{{write_timeout}}', `${timeouts.writeMs}ms`)
     .replace(
@@ -106,12 +118,12 @@ export function nginxConfig(dir: string, port: number, nodePorts: readonly numbe
 }
 
 /** nginx with the shipped configuration in front of `nodePorts`; `url` once it answers. */
-export async function startNginx(nodePorts: readonly number[], o: { port?: number; timeouts?: ProxyTimeouts; rewrite?: (conf: string) => string } = {}): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startNginx(nodePorts: readonly number[], o: { port?: number; timeouts?: ProxyTimeouts; tls?: ProxyTls; rewrite?: (conf: string) => string } = {}): Promise<{ url: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'rollout-nginx-'));
   for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
   chmodSync(dir, 0o755);
   const port = o.port ?? (await freePort());
-  const conf = nginxConfig(dir, port, nodePorts, o.timeouts);
+  const conf = nginxConfig(dir, port, nodePorts, o.timeouts, o.tls);
   writeFileSync(join(dir, 'nginx.conf'), o.rewrite ? o.rewrite(conf) : conf);
   const nginx = spawn(nginxBinary(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
   const nginxLog = collect(nginx);
@@ -120,9 +132,9 @@ export async function startNginx(nodePorts: readonly number[], o: { port?: numbe
     await exited(nginx);
     rmSync(dir, { recursive: true, force: true });
   };
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${o.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   try {
-    await waitFor('nginx', 15_000, async () => (await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(1_000) }).catch(() => null)) !== null, nginx, () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+    await waitFor('nginx', 15_000, () => listening(port), nginx, () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
   } catch (err) {
     await stop();
     throw err;
@@ -130,10 +142,18 @@ export async function startNginx(nodePorts: readonly number[], o: { port?: numbe
   return { url, stop };
 }
 
-async function healthy(url: string): Promise<boolean> {
-  const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
-  await res.text();
-  return res.ok;
+/** Whether something accepts connections on the port (nginx is up, HTTP or HTTPS alike). */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+}
+
+async function healthy(url: string, ca?: Buffer): Promise<boolean> {
+  const res = await send(new URL('/cluster/health', url), { method: 'GET', headers: {}, timeoutMs: 1_000, ...(ca ? { tls: { ca } } : {}) });
+  return res.status === 200;
 }
 
 export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster> {
@@ -154,7 +174,8 @@ export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster
       const port = await freePort();
       const id = `node-${i}`;
       const url = `http://127.0.0.1:${port}`;
-      const env = { ...process.env, ...o.env, CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: databaseUrl };
+      // nginx, on loopback, says whom it forwards for: the nodes' per-address limit is the client's.
+      const env = { ...process.env, ROLLOUT_TRUSTED_PROXIES: '127.0.0.1', ...o.env, CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: databaseUrl };
       const launch = () => spawn(process.execPath, ['--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), 'serve', '--json'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
       const node: ClusterNodeProcess = {
         id,
@@ -177,10 +198,10 @@ export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster
     }
     for (const n of nodes) await waitFor(n.id, 30_000, () => healthy(n.url), n.process, () => n.log());
 
-    const nginx = await startNginx(nodes.map((n) => Number(new URL(n.url).port)), { ...(o.port ? { port: o.port } : {}), timeouts: proxyTimeouts({ ...process.env, ...o.env }) });
+    const nginx = await startNginx(nodes.map((n) => Number(new URL(n.url).port)), { ...(o.port ? { port: o.port } : {}), ...(o.tls ? { tls: o.tls } : {}), timeouts: proxyTimeouts({ ...process.env, ...o.env }) });
     stops.push(() => nginx.stop());
     const url = nginx.url;
-    await waitFor('nginx', 15_000, () => healthy(url));
+    await waitFor('nginx', 15_000, () => healthy(url, o.tls?.ca));
     // Stop in reverse: nginx, then the nodes (each resigns), then PostgreSQL.
     return { url, databaseUrl, nodes, stop: stopAll };
   } catch (err) {

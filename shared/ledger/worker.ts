@@ -81,6 +81,8 @@ export interface WorkerStats {
   staleNotices: number;
   /** Steps that failed on a store or queue error and were retried after a backoff. */
   errors: number;
+  /** Steal requests the coordinator did not answer (refused, unreachable): the worker long-polled instead. */
+  stealErrors: number;
 }
 
 /** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
@@ -91,7 +93,9 @@ export function backoffMs(failures: number, random: () => number = Math.random):
 
 export class Worker {
   readonly guard = new EpochGuard();
-  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0 };
+  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0 };
+  /** When a failed steal request was last logged: at most one warning a minute. */
+  private stealErrorLoggedAt = Number.NEGATIVE_INFINITY;
   private readonly backlog: Held[] = [];
   /** Started items of the chunk being run that have no outcome yet. */
   private readonly executing = new Map<string, Held>();
@@ -152,7 +156,9 @@ export class Worker {
     if ((await this.pull(signal, 0)) > 0) return 'received';
     if (signal?.aborted) return 'idle';
     if (await this.reconcile()) return 'stole';
-    if (this.o.coordinator && (await this.askForWork())) return 'stole';
+    // A steal is a shortcut, not a need: a coordinator that cannot answer (refused, unreachable) leaves the long poll, and the
+    // check that the run is done, to go on as usual.
+    if (this.o.coordinator && (await this.askForWork().catch((err: unknown) => this.stealFailed(err)))) return 'stole';
     if (wait > 0 && (await this.pull(signal, wait)) > 0) return 'received';
     return 'idle';
   }
@@ -553,6 +559,16 @@ export class Worker {
     }
     for (const item of mine) if (!item.started) this.backlog.push({ itemId: item.id, message: null });
     return this.backlog.length > 0;
+  }
+
+  private stealFailed(err: unknown): false {
+    this.stats.stealErrors++;
+    const now = this.clock.now();
+    if (now - this.stealErrorLoggedAt >= 60_000) {
+      this.stealErrorLoggedAt = now;
+      this.logger.warn('asking the coordinator for work failed; long-polling instead', { failures: this.stats.stealErrors, error: errorMessage(err) });
+    }
+    return false;
   }
 
   private async askForWork(): Promise<boolean> {

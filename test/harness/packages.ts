@@ -35,6 +35,7 @@ export const REQUIREMENTS = {
     why: 'the Prometheus gate tests and the promotion bench',
     present: () => (process.env.PROMETHEUS_BIN ? existsSync(process.env.PROMETHEUS_BIN) : existsSync('/usr/bin/prometheus') || onPath('prometheus')),
   },
+  openssl: { pkg: 'openssl', why: 'throwaway certificates for the TLS tests', present: () => onPath('openssl') },
   unshare: { pkg: 'util-linux', why: 'a loopback-only network namespace', present: () => onPath('unshare') },
   ip: { pkg: 'iproute2', why: 'a loopback-only network namespace', present: () => onPath('ip') },
 } as const satisfies Record<string, Requirement>;
@@ -43,6 +44,7 @@ export type Need = keyof typeof REQUIREMENTS;
 /** Which test files need which tools beyond the services (the e2e suites, the ones with a real Prometheus). */
 const FILE_NEEDS: Record<string, readonly Need[]> = {
   'test/e2e/cluster.test.ts': ['nginx'],
+  'test/e2e/cluster-auth.test.ts': ['nginx', 'chromium', 'openssl'],
   'test/e2e/status-page.test.ts': ['chromium'],
   'test/e2e/chaos.test.ts': ['nginx'],
   'test/e2e/chaos-timeline.test.ts': ['chromium'],

@@ -120,6 +120,7 @@ function trustOptions(cmd: Command): Command {
     .addOption(new Option('--allowed-hosts <names>', 'Host names this node answers to, comma-separated ("*": any); default: loopback and its own names while authentication is off').env('ROLLOUT_ALLOWED_HOSTS'))
     .addOption(new Option('--rate-limit <rps>', 'requests per second per peer address (0: none)').argParser((v) => nonNegative('--rate-limit', v)).env('ROLLOUT_RATE_LIMIT'))
     .addOption(new Option('--rate-limit-per-credential <rps>', 'requests per second per credential (0: none)').argParser((v) => nonNegative('--rate-limit-per-credential', v)).env('ROLLOUT_RATE_LIMIT_PER_CREDENTIAL'))
+    .addOption(new Option('--trusted-proxies <addresses>', 'proxies whose X-Forwarded-For names the client, comma-separated (the shipped nginx sets it)').env('ROLLOUT_TRUSTED_PROXIES'))
     .addOption(new Option('--insecure-no-auth', 'serve beyond loopback with no authentication: anyone who reaches the node may do anything').env('ROLLOUT_INSECURE_NO_AUTH'));
 }
 
@@ -140,10 +141,11 @@ interface TrustOpts {
   allowedHosts?: string;
   rateLimit?: number;
   rateLimitPerCredential?: number;
+  trustedProxies?: string;
   insecureNoAuth?: boolean | string;
 }
 
-const TRUST_KEYS = ['outboundConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'insecureNoAuth'] as const;
+const TRUST_KEYS = ['outboundConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
 
 function nonNegative(name: string, v: string): number {
   const n = Number(v);
@@ -154,7 +156,7 @@ function nonNegative(name: string, v: string): number {
 const flag = (v: boolean | string | undefined) => v === true || v === 'true' || v === '1';
 
 /** The node configuration the trust options give; checked, field by field, by the node's own schema. */
-function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit'> {
+function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit' | 'trustedProxies'> {
   if (o.tlsCert === undefined !== (o.tlsKey === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
   if (o.oidcIssuer && !o.oidcAudience) throw new UsageError('--oidc-issuer needs --oidc-audience: the audience the tokens must be meant for');
   let scopeMap: unknown;
@@ -178,6 +180,7 @@ function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 
       insecureNoAuth: flag(o.insecureNoAuth),
     },
     ...(o.tlsCert && o.tlsKey ? { tls: { certFile: o.tlsCert, keyFile: o.tlsKey, ...(o.tlsClientCa ? { clientCaFile: o.tlsClientCa } : {}) } } : {}),
+    ...(o.trustedProxies ? { trustedProxies: o.trustedProxies.split(',').map((h) => h.trim()).filter(Boolean) } : {}),
     ...(o.allowedHosts ? { allowedHosts: o.allowedHosts.split(',').map((h) => h.trim()).filter(Boolean) } : {}),
     ...(o.rateLimit !== undefined || o.rateLimitPerCredential !== undefined
       ? { rateLimit: { ...(o.rateLimit !== undefined ? { perAddress: Number(o.rateLimit) } : {}), ...(o.rateLimitPerCredential !== undefined ? { perCredential: Number(o.rateLimitPerCredential) } : {}) } }

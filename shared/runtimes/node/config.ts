@@ -66,6 +66,8 @@ export const nodeConfigSchema = z
     tls: z.object({ certFile: z.string().min(1), keyFile: z.string().min(1), clientCaFile: z.string().min(1).optional() }).strict().optional(),
     /** Host names this node answers to (`--allowed-hosts`); default: loopback names and its own, while authentication is off; `*`: any. */
     allowedHosts: z.array(z.string().min(1).max(255)).max(64).optional(),
+    /** Proxies whose X-Forwarded-For is believed (`--trusted-proxies`): behind nginx, the rate per address is the client's. */
+    trustedProxies: z.array(z.string().min(1).max(64)).max(64).default([]),
     /** Requests per second per peer address and per credential (0: no limit); bursts of `burstSeconds` worth. */
     rateLimit: z
       .object({ perAddress: z.number().min(0).default(200), perCredential: z.number().min(0).default(100), burstSeconds: z.number().positive().max(60).default(2) })

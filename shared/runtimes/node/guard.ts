@@ -33,6 +33,8 @@ export interface GuardOptions {
   /** Host names (no port) this node answers to; null: any. */
   readonly allowedHosts: readonly string[] | null;
   readonly rateLimit: { readonly perAddress: number; readonly perCredential: number; readonly burstSeconds: number };
+  /** Peers whose X-Forwarded-For names the client (the shipped nginx sets it): the address rate-limited is the client's. */
+  readonly trustedProxies?: readonly string[];
   /** Extra headers for one route's answer (the status page's CSP). */
   readonly pageHeaders?: Readonly<Record<string, string>>;
   readonly now?: () => number;
@@ -64,13 +66,14 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
   const byCredential = o.rateLimit.perCredential > 0 ? new RateLimiter(o.rateLimit.perCredential, Math.max(1, o.rateLimit.perCredential * o.rateLimit.burstSeconds), now) : null;
   const allowed = o.allowedHosts ? new Set(o.allowedHosts.map(hostName)) : null;
   const authOn = o.authenticators.length > 0;
+  const trusted = new Set(o.trustedProxies ?? []);
   const refuse = (status: number, error: string, headers: Record<string, string> = {}): ApiResponse => ({ status, body: { error }, headers });
 
   async function check(req: HttpRequest): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
     const host = req.headers.host ?? '';
     if (allowed && !allowed.has(hostName(host))) return refuse(421, `host "${host.slice(0, 100)}" is not a name this node answers to (--allowed-hosts)`);
-    const slow = byAddress?.take(req.remoteAddress);
+    const slow = byAddress?.take(clientAddress(req, trusted));
     if (slow) return refuse(429, 'too many requests from this address', { 'retry-after': String(slow) });
     const open = isOpen(method, req.path);
 
@@ -119,6 +122,14 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     const page = req.path === '/' && res.status === 200 && o.pageHeaders ? o.pageHeaders : { 'content-security-policy': JSON_CSP };
     return { ...res, headers: { ...res.headers, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'cache-control': 'no-store', ...page } };
   };
+}
+
+/** The client's address: the peer's, or what a trusted proxy says it forwarded for (the last hop it added). */
+function clientAddress(req: HttpRequest, trusted: ReadonlySet<string>): string {
+  const peer = req.remoteAddress.replace(/^::ffff:/, '');
+  const forwarded = req.headers['x-forwarded-for'];
+  if (!forwarded || !trusted.has(peer)) return peer;
+  return forwarded.split(',').at(-1)!.trim().slice(0, 64) || peer;
 }
 
 function sameOrigin(origin: string, host: string): boolean {

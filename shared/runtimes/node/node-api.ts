@@ -125,6 +125,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     authenticators: authenticatorsOf(c, node.sql),
     allowedHosts: allowedHostsOf(c),
     rateLimit: c.rateLimit,
+    trustedProxies: c.trustedProxies,
     pageHeaders: { 'content-security-policy': pageCsp(page), 'x-frame-options': 'DENY' },
   });
 }
