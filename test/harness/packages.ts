@@ -35,6 +35,7 @@ export const REQUIREMENTS = {
     why: 'the Prometheus gate tests and the promotion bench',
     present: () => (process.env.PROMETHEUS_BIN ? existsSync(process.env.PROMETHEUS_BIN) : existsSync('/usr/bin/prometheus') || onPath('prometheus')),
   },
+  wrk: { pkg: 'wrk', why: 'the API benchmark\'s load', present: () => onPath('wrk') },
   openssl: { pkg: 'openssl', why: 'throwaway certificates for the TLS tests', present: () => onPath('openssl') },
   unshare: { pkg: 'util-linux', why: 'a loopback-only network namespace', present: () => onPath('unshare') },
   ip: { pkg: 'iproute2', why: 'a loopback-only network namespace', present: () => onPath('ip') },
@@ -57,6 +58,7 @@ const FILE_NEEDS: Record<string, readonly Need[]> = {
 /** Which benchmarks (`bench NAME`, test/bench/NAME.ts) need which tools beyond the services. */
 const BENCH_NEEDS: Record<string, readonly Need[]> = {
   promotion: ['prometheus'],
+  api: ['wrk'],
 };
 
 /**
