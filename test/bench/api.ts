@@ -41,7 +41,7 @@ async function start(auth: boolean): Promise<Node> {
   const url = `http://127.0.0.1:${port}`;
   await new Promise<void>((ready, fail) => {
     child.once('exit', (code) => fail(new Error(`node exited with ${code}`)));
-    child.stdout!.on('data', (c: Buffer) => c.toString().includes('status page') && ready());
+    child.stdout.on('data', (c: Buffer) => c.toString().includes('status page') && ready());
   });
   const headers: Record<string, string> = auth ? { authorization: `Bearer ${reader.token}` } : {};
   const res = await fetch(`${url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ id: 'bench', spec: { target: { service: 's', version: 'v2' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 3_600 }] } }) });

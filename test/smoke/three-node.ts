@@ -70,9 +70,10 @@ export async function smoke(mode: 'local' | 'sqs'): Promise<SmokeSummary> {
     const workers = ['worker-1', 'worker-2', 'worker-3'].map(
       (id) => new Worker({ runId, workerId: id, ledger, queue: queueFor(id), backend: mockBackend({ durationMs: ITEM_MS }), coordinator: client, waitSeconds: 1, receiveBatch: mode === 'sqs' ? 10 : 40, heartbeatMs: 1_000 }),
     );
-    // Worker 1 comes up first and takes half the run; the others join late, run dry first, and steal from it.
+    // Worker 1 comes up first and takes the whole run; the others join late and have nothing to take but
+    // what they steal from it (however slow the machine, it cannot start all it holds before they ask).
     const first = workers[0]!;
-    while (first.held.length < ITEMS / 2) if ((await first.pull(undefined, 1)) === 0) break;
+    while (first.held.length < ITEMS) if ((await first.pull(undefined, 1)) === 0) break;
     const recorded = () => workers.reduce((n, w) => n + w.stats.done, 0);
     const loops = workers.map(async (w) => {
       while (!stop.signal.aborted) {
