@@ -97,17 +97,37 @@ async function secretString(secretId: string): Promise<string> {
 
 const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });
 
-/** A PostgreSQL connection from an RDS-generated secret; TLS verified against the CA bundle the runtime provides. */
-export async function secretConnection(secretArn: string, client = traced(new SecretsManagerClient({}))): Promise<pg.PoolConfig> {
-  const { SecretString } = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));
-  let json: unknown;
-  try {
-    json = JSON.parse(SecretString ?? '');
-  } catch {
-    throw new Error(`database secret ${secretArn}: not a JSON secret`);
-  }
-  const s = parseConfig(`database secret ${secretArn}`, dbSecret, json);
-  return { host: s.host, port: s.port, user: s.username, password: s.password, database: s.dbname, ssl: process.env.ROLLOUT_DB_TLS === 'off' ? false : { rejectUnauthorized: true } };
+/**
+ * A PostgreSQL connection from an RDS-generated secret; TLS verified against
+ * the CA bundle the runtime provides. The password survives rotation: each
+ * new connection asks for it, and the secret is read again once it is
+ * `ttlMs` old (30 s), so after Secrets Manager rotates it, new connections
+ * use the new password within that long while open ones carry on.
+ */
+export async function secretConnection(secretArn: string, client = traced(new SecretsManagerClient({})), ttlMs = 30_000): Promise<pg.PoolConfig> {
+  const read = async () => {
+    const { SecretString } = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));
+    let json: unknown;
+    try {
+      json = JSON.parse(SecretString ?? '');
+    } catch {
+      throw new Error(`database secret ${secretArn}: not a JSON secret`);
+    }
+    return parseConfig(`database secret ${secretArn}`, dbSecret, json);
+  };
+  let held = { secret: await read(), at: Date.now() };
+  const s = held.secret;
+  return {
+    host: s.host,
+    port: s.port,
+    user: s.username,
+    database: s.dbname,
+    password: async () => {
+      if (Date.now() - held.at >= ttlMs) held = { secret: await read(), at: Date.now() };
+      return held.secret.password;
+    },
+    ssl: process.env.ROLLOUT_DB_TLS === 'off' ? false : { rejectUnauthorized: true },
+  };
 }
 
 /**

@@ -292,6 +292,7 @@ const NO_CHARGE_OF_THEIR_OWN: Readonly<Record<string, string>> = {
   'AWS::SQS::Queue': 'billed by request: the SQS line',
   'AWS::SQS::QueuePolicy': 'free',
   'AWS::Events::EventBus': 'billed by event: the EventBridge line',
+  'AWS::Events::EventBusPolicy': 'free',
   'AWS::Logs::LogGroup': 'billed by ingestion and storage: the logs line',
   'AWS::ApiGatewayV2::Api': 'billed by request: the HTTP API line',
   'AWS::ApiGatewayV2::Integration': 'free',

@@ -4,10 +4,10 @@ import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type HttpRoute } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
-import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { AnyPrincipal, Effect, PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -15,11 +15,13 @@ import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { GSI1, KEY } from '../shared/adapters/dynamodb/table.js';
+import { GSI1, KEY, LEADING_KEYS } from '../shared/adapters/dynamodb/table.js';
+import { grantItems } from './grants.js';
 import { AuroraStore, controlPlaneVpc } from './aurora.js';
 import { WorkerFleet } from './worker-fleet.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topology.js';
 import { OutboundPolicy, type OutboundConfigInput } from '../shared/outbound/policy.js';
+import { COMMANDS } from '../shared/rollout/commands.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -28,6 +30,15 @@ export const LAMBDA_RUNTIME = Runtime.NODEJS_24_X;
 
 /** How many receives before a work item's message goes to the DLQ (and the item to Failed). */
 export const MAX_RECEIVE_COUNT = 5;
+
+/** The HTTP API's routes, by the role an IAM policy grants: what the shared API (shared/api/handler.ts) answers. */
+export const API_ROUTES = {
+  read: [['GET', '/{proxy+}']],
+  operate: [['POST', '/rollouts/{id}/{command}']],
+  // API Gateway takes the literal segment first: abort is admin's, the other commands operate's.
+  admin: [['POST', '/rollouts'], ['POST', '/runs'], ['POST', '/rollouts/{id}/abort']],
+} as const satisfies Record<string, readonly (readonly ['GET' | 'POST', string])[]>;
+export type ApiRole = keyof typeof API_ROUTES;
 
 export interface ControlPlaneProps extends StackProps {
   /** This stack's node identity (lease holder). Two stacks sharing a store elect one leader. Default: the stack name. */
@@ -54,6 +65,15 @@ export interface ControlPlaneProps extends StackProps {
    * default: a spec naming an origin is refused.
    */
   readonly outbound?: OutboundConfigInput;
+  /**
+   * Who may put rollout signals on the stack's bus besides its own functions:
+   * IAM principal ARNs (roles, users; `*` wildcards as in ArnLike). Everyone
+   * else is denied `events:PutEvents` by the bus's resource policy. None by
+   * default: name your pipelines' and operators' roles.
+   */
+  readonly eventSenders?: readonly string[];
+  /** The regions whose CloudWatch alarms and metrics gates may read (default: the stack's own). */
+  readonly gateRegions?: readonly string[];
 }
 
 /**
@@ -73,8 +93,12 @@ export class ControlPlaneStack extends Stack {
   readonly functions: Record<FunctionName, NodejsFunction>;
   /** Set with `store: 'aurora'`. */
   readonly aurora: AuroraStore | null;
+  /** The HTTP API's routes by what they do, for `grantApi`. */
+  readonly apiRoutes: Record<ApiRole, HttpRoute[]> = { read: [], operate: [], admin: [] };
   /** The Secrets Manager secrets the outbound credentials name. */
   private readonly outboundSecrets: readonly string[];
+  /** Where CloudWatch gates may read. */
+  private readonly gateRegions: readonly string[];
 
   constructor(scope: Construct, id: string, props: ControlPlaneProps = {}) {
     super(scope, id, props);
@@ -119,6 +143,7 @@ export class ControlPlaneStack extends Stack {
     this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora') : null;
     // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
     const outbound = new OutboundPolicy(props.outbound ?? {});
+    this.gateRegions = props.gateRegions?.length ? props.gateRegions : [this.region];
     this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
       const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : null;
       return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
@@ -139,6 +164,8 @@ export class ControlPlaneStack extends Stack {
     for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]) {
       this.functions[name] = this.lambda(name, spec, env, defaultBus);
     }
+
+    this.lockBus(props.eventSenders ?? []);
 
     if (props.workerFleet) {
       if (!this.table) throw new Error('invalid stack config: workerFleet: needs the DynamoDB store (workers on Aurora are not wired yet)');
@@ -176,8 +203,9 @@ export class ControlPlaneStack extends Stack {
     });
     if (this.aurora) this.aurora.grant(fn);
     for (const grant of spec.grants) {
-      if (grant === 'store:read') this.table?.grantReadData(fn);
-      if (grant === 'store:write') this.table?.grantWriteData(fn);
+      if (this.table && (grant === 'store:read' || grant === 'store:write')) {
+        grantItems(fn, this.table, grant === 'store:read' ? 'read' : 'write', spec.keys.flatMap((k) => LEADING_KEYS[k]));
+      }
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
       if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
@@ -187,9 +215,9 @@ export class ControlPlaneStack extends Stack {
         fn.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.outboundSecrets.map(arn) }));
       }
       if (grant === 'cloudwatch:read') {
-        // GetMetricData takes no resource; DescribeAlarms is scoped to this account's alarms in any region (a gate may name its region).
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'] }));
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:DescribeAlarms'], resources: [`arn:${this.partition}:cloudwatch:*:${this.account}:alarm:*`] }));
+        // GetMetricData takes no resource: held to the gate regions by the requested region. DescribeAlarms: this account's alarms in those regions.
+        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } } }));
+        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:DescribeAlarms'], resources: this.gateRegions.map((r) => `arn:${this.partition}:cloudwatch:${r}:${this.account}:alarm:*`) }));
       }
     }
     // Every rule target: retried for up to an hour, then kept in the events DLQ with the reason.
@@ -219,11 +247,52 @@ export class ControlPlaneStack extends Stack {
         reason: `X-Ray PutTraceSegments/PutTelemetryRecords${spec.grants.some((g) => g === 'cloudwatch:read') ? ' and CloudWatch GetMetricData' : ''} cannot be scoped to a resource`,
       },
       ...(spec.grants.some((g) => g === 'cloudwatch:read')
-        ? [{ id: 'AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:*:<AWS::AccountId>:alarm:*]', reason: 'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms' }]
+        ? this.gateRegions.map((r) => ({
+            id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:${r === this.region ? '<AWS::Region>' : r}:<AWS::AccountId>:alarm:*]`,
+            reason: 'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms in the gate regions',
+          }))
         : []),
       ...(this.table ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::${this.indexResource(this.table)}]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' }] : []),
     );
     return fn;
+  }
+
+  /**
+   * Only the named senders and the stack's own functions may put events on
+   * the rollout bus: a Deny for every other principal (a same-account role
+   * with events:PutEvents on `*` included). The signal rule also matches on
+   * `source` (topology.ts), so our own ai.rollout events are never signals.
+   */
+  private lockBus(senders: readonly string[]): void {
+    const own = Object.entries(this.functions).filter(([name]) => FUNCTIONS[name as FunctionName].grants.some((g) => g === 'bus:put')).map(([, fn]) => fn.role!.roleArn);
+    this.bus.addToResourcePolicy(
+      new PolicyStatement({
+        sid: 'OnlyNamedSendersPutEvents',
+        effect: Effect.DENY,
+        principals: [new AnyPrincipal()],
+        actions: ['events:PutEvents'],
+        resources: [this.bus.eventBusArn],
+        // Only requests made by an IAM principal: EventBridge's own (an archive replay) carry none and are not denied.
+        conditions: { ArnNotLike: { 'aws:PrincipalArn': [...senders, ...own] }, Null: { 'aws:PrincipalArn': 'false' } },
+      }),
+    );
+  }
+
+  /**
+   * Lets `grantee` call what each role named may (execute-api:Invoke). Written
+   * path by path rather than per route: a `*` in an execute-api ARN crosses
+   * `/`, so a grant of `rollouts/*` would let an operator abort.
+   */
+  grantApi(grantee: IGrantable, ...roles: ApiRole[]): void {
+    const api = this.apiRoutes.read[0]?.httpApi;
+    if (!api) throw new Error('grantApi: this stack has no HTTP API');
+    const arn = (method: string, path: string) => `arn:${this.partition}:execute-api:${this.region}:${this.account}:${api.apiId}/*/${method}${path}`;
+    const paths: Record<ApiRole, string[]> = {
+      read: [arn('GET', '/*')],
+      operate: COMMANDS.filter((c) => c !== 'abort').map((c) => arn('POST', `/rollouts/*/${c}`)),
+      admin: [arn('POST', '/rollouts'), arn('POST', '/runs'), arn('POST', '/rollouts/*/abort')],
+    };
+    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: ['execute-api:Invoke'], resources: roles.flatMap((r) => paths[r]) }));
   }
 
   /** How cdk-nag names the table's index ARN pattern in a policy. */
@@ -232,10 +301,20 @@ export class ControlPlaneStack extends Stack {
     return cfn ? `<${this.getLogicalId(cfn)}.Arn>/index/*` : `arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/${table.tableName}/index/*`;
   }
 
-  /** An HTTP API in front of `fn`: IAM authorization on every route, access logs, throttling. */
+  /**
+   * An HTTP API in front of `fn`: IAM authorization on every route, access
+   * logs, throttling. The routes are split by what they do, so an IAM policy
+   * can grant reading, operating and administering separately (`grantApi`);
+   * a path no route names is refused by API Gateway before the function runs.
+   * Signals go on the bus, not through the API: `eventSenders`.
+   */
   private httpApi(fn: NodejsFunction): void {
     const api = new HttpApi(this, 'HttpApi', { description: 'Rollout control plane API (SigV4-signed requests only)', createDefaultStage: false });
-    api.addRoutes({ path: '/{proxy+}', methods: [HttpMethod.GET, HttpMethod.POST], integration: new HttpLambdaIntegration('ApiIntegration', fn), authorizer: new HttpIamAuthorizer() });
+    const integration = new HttpLambdaIntegration('ApiIntegration', fn);
+    const authorizer = new HttpIamAuthorizer();
+    for (const [role, routes] of Object.entries(API_ROUTES) as [ApiRole, (typeof API_ROUTES)[ApiRole]][]) {
+      for (const [method, path] of routes) this.apiRoutes[role].push(...api.addRoutes({ path, methods: [method === 'GET' ? HttpMethod.GET : HttpMethod.POST], integration, authorizer }));
+    }
     const logs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
     const stage = new HttpStage(this, 'ApiStage', {
       httpApi: api,

@@ -2,6 +2,8 @@ import { AssetHashType, DockerImage, Duration, Stack, Validations, type CfnEleme
 import { AutoScalingGroup, SpotAllocationStrategy } from 'aws-cdk-lib/aws-autoscaling';
 import { BlockDeviceVolume, InstanceType, LaunchTemplate, MachineImage, AmazonLinuxCpuType, SecurityGroup, SubnetType, UserData, type IVpc } from 'aws-cdk-lib/aws-ec2';
 import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { LEADING_KEYS, runLeadingKeys } from '../shared/adapters/dynamodb/table.js';
+import { grantItems } from './grants.js';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
@@ -64,7 +66,9 @@ export class WorkerFleet extends Construct {
     const role = new Role(this, 'Role', { assumedBy: new ServicePrincipal('ec2.amazonaws.com'), description: 'rollout worker instances' });
     // Session Manager instead of SSH: no inbound port at all.
     role.addManagedPolicy(ManagedPolicy.fromAwsManagedPolicyName('AmazonSSMManagedInstanceCore'));
-    props.table.grantReadWriteData(role);
+    // This run's items and index keys, and the worker registry: no other run's, no rollout's, no lease to write.
+    grantItems(role, props.table, 'read', [...runLeadingKeys(props.runId), ...LEADING_KEYS.registry]);
+    grantItems(role, props.table, 'write', [...runLeadingKeys(props.runId).filter((k) => !k.startsWith('LEASE#')), ...LEADING_KEYS.registry]);
     props.workQueue.grantConsumeMessages(role);
     props.workQueue.grantSendMessages(role);
     props.coordinator.grantInvoke(role);

@@ -43,7 +43,19 @@ export interface FunctionSpec {
   readonly tracing: 'active' | 'passthrough';
   /** What it may touch. */
   readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume' | 'cloudwatch:read')[];
+  /**
+   * Which families of the store's items (DynamoDB: the partition keys, held
+   * to them by `dynamodb:LeadingKeys`): a function that only promotes cannot
+   * read or write a run's items, and the reverse.
+   */
+  readonly keys: readonly KeyFamily[];
 }
+
+/** The store's items by what they are: the promotion lease, the run leases, rollouts and their signals, runs and their items, the worker registry. */
+export type KeyFamily = 'promotionLease' | 'runLeases' | 'rollouts' | 'runs' | 'registry';
+
+/** What the source of a rollout signal on the bus starts with (`rollout.cli`, `rollout.api`, `rollout.<your pipeline>`). */
+export const SIGNAL_SOURCE_PREFIX = 'rollout.';
 
 /** Rollout signals sent to the bus by users and integrations (detail-type = the inbound event type). */
 export const ROLLOUT_SIGNAL_TYPES = ['rollout.created', 'rollout.metrics_reported', 'rollout.alarm_changed', 'rollout.command'] as const;
@@ -59,7 +71,8 @@ export const FUNCTIONS = {
     entry: 'functions/streaming-promoter.ts',
     description: 'Stores a rollout signal or an alarm state change and, when this stack leads, evaluates the rollout at once',
     triggers: [
-      { kind: 'rule', bus: 'rollout', pattern: { 'detail-type': [...ROLLOUT_SIGNAL_TYPES] } },
+      // Signals only from our senders' sources (rollout.cli, rollout.api, your pipeline's rollout.<name>): never our own ai.rollout telemetry.
+      { kind: 'rule', bus: 'rollout', pattern: { source: [{ prefix: SIGNAL_SOURCE_PREFIX }], 'detail-type': [...ROLLOUT_SIGNAL_TYPES] } },
       // CloudWatch puts every alarm's state changes on the account's default bus: a cloudwatchAlarm gate breached is acted on within one delivery.
       { kind: 'rule', bus: 'default', pattern: { source: [CLOUDWATCH_SOURCE], 'detail-type': [CLOUDWATCH_ALARM_DETAIL_TYPE] } },
     ],
@@ -68,6 +81,7 @@ export const FUNCTIONS = {
     memoryMb: 512,
     tracing: 'active',
     grants: ['store:read', 'store:write', 'bus:put'],
+    keys: ['promotionLease', 'rollouts'],
   },
   batchPromoter: {
     entry: 'functions/batch-promoter.ts',
@@ -81,6 +95,7 @@ export const FUNCTIONS = {
     tracing: 'passthrough',
     // Provider gates are read on its tick only: DescribeAlarms and GetMetricData are granted here and nowhere else.
     grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read'],
+    keys: ['promotionLease', 'rollouts'],
   },
   coordinator: {
     entry: 'functions/coordinator.ts',
@@ -90,6 +105,7 @@ export const FUNCTIONS = {
     memoryMb: 512,
     tracing: 'passthrough',
     grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
+    keys: ['runLeases', 'runs', 'registry'],
   },
   deadLetters: {
     entry: 'functions/dead-letters.ts',
@@ -99,6 +115,7 @@ export const FUNCTIONS = {
     memoryMb: 256,
     tracing: 'active',
     grants: ['store:read', 'store:write', 'bus:put', 'dlq:consume'],
+    keys: ['runLeases', 'runs'],
   },
   spotDrain: {
     entry: 'functions/spot-drain.ts',
@@ -109,6 +126,7 @@ export const FUNCTIONS = {
     memoryMb: 256,
     tracing: 'active',
     grants: ['store:read', 'store:write'],
+    keys: ['registry'],
   },
   api: {
     entry: 'functions/api.ts',
@@ -118,6 +136,8 @@ export const FUNCTIONS = {
     memoryMb: 512,
     tracing: 'active',
     grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
+    // Commands campaign for the promotion lease; a run's status reads its items' index.
+    keys: ['promotionLease', 'rollouts', 'runs'],
   },
 } as const satisfies Record<string, FunctionSpec>;
 

@@ -1,5 +1,6 @@
 import { App, Stack, Validations } from 'aws-cdk-lib';
 import { AttributeType, Table } from 'aws-cdk-lib/aws-dynamodb';
+import { AccountRootPrincipal, Role } from 'aws-cdk-lib/aws-iam';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -10,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
 import { FUNCTIONS, type FunctionSpec } from '../../shared/topology.js';
-import { tableDefinition } from '../../shared/adapters/dynamodb/table.js';
+import { LEADING_KEYS, tableDefinition } from '../../shared/adapters/dynamodb/table.js';
 
 function synth() {
   const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) });
@@ -86,9 +87,8 @@ describe('ControlPlaneStack', () => {
       for (const t of spec.triggers) {
         if (t.kind === 'invoke') continue;
         if (t.kind === 'http') {
-          // Every route behind IAM (SigV4) authorization, proxied to the api function.
-          template.hasResourceProperties('AWS::ApiGatewayV2::Route', { RouteKey: 'GET /{proxy+}', AuthorizationType: 'AWS_IAM' });
-          template.hasResourceProperties('AWS::ApiGatewayV2::Route', { RouteKey: 'POST /{proxy+}', AuthorizationType: 'AWS_IAM' });
+          // Every route behind IAM (SigV4) authorization, proxied to the api function; split so a policy can grant read, operate and admin apart.
+          expect(ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey).sort()).toEqual(['GET /{proxy+}', 'POST /rollouts', 'POST /rollouts/{id}/abort', 'POST /rollouts/{id}/{command}', 'POST /runs']);
           for (const [, r] of ofType('AWS::ApiGatewayV2::Route')) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
           template.hasResourceProperties('AWS::ApiGatewayV2::Stage', { StageName: '$default', AutoDeploy: true, AccessLogSettings: Match.objectLike({ DestinationArn: Match.anyValue() }), DefaultRouteSettings: { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 } });
           expect(JSON.stringify(ofType('AWS::ApiGatewayV2::Integration'))).toContain(fn);
@@ -157,8 +157,59 @@ describe('ControlPlaneStack', () => {
     );
     expect(cloudwatch.map(({ id }) => id.replace(/ServiceRole.*/, ''))).toEqual(['BatchPromoter', 'BatchPromoter']);
     expect(cloudwatch.flatMap(({ st }) => [st.Action].flat()).sort()).toEqual(['cloudwatch:DescribeAlarms', 'cloudwatch:GetMetricData']);
+    // …in the gate regions only: the stack's own by default.
     const describeAlarms = cloudwatch.find(({ st }) => [st.Action].flat().includes('cloudwatch:DescribeAlarms'))!;
-    expect(JSON.stringify(describeAlarms.st.Resource)).toMatch(/cloudwatch:\*:.*:alarm:\*/);
+    expect(JSON.stringify(describeAlarms.st.Resource)).toMatch(/cloudwatch:",\{"Ref":"AWS::Region"\},":",\{"Ref":"AWS::AccountId"\},":alarm:\*/);
+    const metricData = cloudwatch.find(({ st }) => [st.Action].flat().includes('cloudwatch:GetMetricData'))!.st as { Condition?: unknown };
+    expect(metricData.Condition).toEqual({ StringEquals: { 'aws:RequestedRegion': [{ Ref: 'AWS::Region' }] } });
+  });
+
+  it('IAM: each function reaches only its key families of the store (dynamodb:LeadingKeys), and never scans', () => {
+    const itemStatements = (prefix: string) =>
+      ofType('AWS::IAM::Policy')
+        .filter(([id]) => id.startsWith(prefix))
+        .flatMap(([, p]) => (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Condition?: Record<string, Record<string, string[]>> }[] }).Statement)
+        .filter((st) => [st.Action].flat().some((a) => a.startsWith('dynamodb:')));
+    for (const [name, spec] of Object.entries(FUNCTIONS)) {
+      const id = name[0]!.toUpperCase() + name.slice(1);
+      const statements = itemStatements(`${id}ServiceRole`);
+      expect(statements.length, name).toBeGreaterThan(0);
+      for (const st of statements) {
+        expect([st.Action].flat(), name).not.toContain('dynamodb:Scan');
+        expect(st.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys']?.sort(), name).toEqual([...new Set(spec.keys.flatMap((k) => LEADING_KEYS[k]))].sort());
+      }
+    }
+    // The promoters never touch a run's items; the coordinator never a rollout's.
+    expect(JSON.stringify(itemStatements('BatchPromoterServiceRole'))).not.toContain('RUN#');
+    expect(JSON.stringify(itemStatements('CoordinatorServiceRole'))).not.toContain('ROLLOUT#');
+  });
+
+  it('grantApi gives a role exactly its routes: a reader cannot invoke a POST, an operator cannot abort', () => {
+    const app2 = new App();
+    const s2 = new ControlPlaneStack(app2, 'Grants', { env: { account: '123456789012', region: 'eu-west-1' } });
+    const roles = Object.fromEntries((['read', 'operate', 'admin'] as const).map((r) => [r, new Role(s2, `${r}Role`, { assumedBy: new AccountRootPrincipal() })]));
+    for (const [r, role] of Object.entries(roles)) s2.grantApi(role, r as 'read' | 'operate' | 'admin');
+    const t = Template.fromStack(s2).toJSON() as { Resources: Record<string, { Type: string; Properties: { Roles?: { Ref: string }[]; PolicyDocument?: unknown } }> };
+    const granted = (role: string) => JSON.stringify(Object.values(t.Resources).filter((x) => x.Type === 'AWS::IAM::Policy' && JSON.stringify(x.Properties.Roles).includes(`${role}Role`)).map((x) => x.Properties.PolicyDocument));
+    expect(granted('read')).toContain('/GET/*');
+    expect(granted('read')).not.toContain('/POST/');
+    for (const c of ['promote', 'promote-full', 'pause', 'resume', 'retry']) expect(granted('operate')).toContain(`/POST/rollouts/*/${c}"`);
+    expect(granted('operate')).not.toMatch(/abort|\/POST\/rollouts\/\*"/);
+    expect(granted('admin')).toContain('/POST/rollouts/*/abort');
+  });
+
+  it('the rollout bus: only named senders and the stack\'s own functions may put events; signals are matched on their source too', () => {
+    const policies = ofType('AWS::Events::EventBusPolicy').map(([, p]) => p.Properties as { Statement: { Effect: string; Action: string; Principal: unknown; Condition: { ArnNotLike: { 'aws:PrincipalArn': unknown[] } } } });
+    expect(policies).toHaveLength(1);
+    const st = policies[0]!.Statement;
+    expect(st).toMatchObject({ Effect: 'Deny', Action: 'events:PutEvents', Principal: { AWS: '*' }, Condition: { Null: { 'aws:PrincipalArn': 'false' } } });
+    const allowed = JSON.stringify(st.Condition.ArnNotLike['aws:PrincipalArn']);
+    for (const name of ['StreamingPromoter', 'BatchPromoter', 'Coordinator', 'DeadLetters', 'Api']) expect(allowed).toContain(`${name}ServiceRole`);
+    expect(allowed).not.toContain('SpotDrainServiceRole');
+    const withSenders = new ControlPlaneStack(new App(), 'Senders', { env: { account: '123456789012', region: 'eu-west-1' }, eventSenders: ['arn:aws:iam::123456789012:role/metrics-pipeline'] });
+    expect(JSON.stringify(Template.fromStack(withSenders).findResources('AWS::Events::EventBusPolicy'))).toContain('arn:aws:iam::123456789012:role/metrics-pipeline');
+    const signalRule = ofType('AWS::Events::Rule').map(([, r]) => r.Properties as { EventPattern?: { source?: unknown; 'detail-type'?: string[] } }).find((r) => r.EventPattern?.['detail-type']?.includes('rollout.metrics_reported'));
+    expect(signalRule?.EventPattern?.source).toEqual([{ prefix: 'rollout.' }]);
   });
 
   it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease, a promoter that could not renew; a dashboard only when asked for', () => {

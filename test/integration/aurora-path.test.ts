@@ -65,6 +65,21 @@ describe('runtime on the Aurora path (secret → pg)', () => {
     }
   });
 
+  it('the password survives rotation: a new connection asks for it, and the secret is read again once it is old', async () => {
+    const client = new SecretsManagerClient({ endpoint });
+    const base = JSON.parse(secrets.get('arn:db')!) as Record<string, unknown>;
+    secrets.set('arn:rotating', JSON.stringify({ ...base, password: 'before-rotation' }));
+    const ttl = 60_000;
+    const config = await secretConnection('arn:rotating', client, 0);
+    const password = config.password as () => Promise<string>;
+    secrets.set('arn:rotating', JSON.stringify({ ...base, password: 'after-rotation' }));
+    expect(await password()).toBe('after-rotation');
+    // With a longer cache, the secret as read at start is used until it is that old.
+    const cached = await secretConnection('arn:rotating', client, ttl);
+    secrets.set('arn:rotating', JSON.stringify({ ...base, password: 'third' }));
+    expect(await (cached.password as () => Promise<string>)()).toBe('after-rotation');
+  });
+
   it('a malformed secret is refused naming the field; a missing one names the secret', async () => {
     const client = new SecretsManagerClient({ endpoint });
     await expect(secretConnection('arn:bad', client)).rejects.toThrow(/database secret arn:bad.*port/);

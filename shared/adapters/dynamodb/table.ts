@@ -1,3 +1,4 @@
+import type { KeyFamily } from '../../topology.js';
 import { CreateTableCommand, DescribeTableCommand, ResourceInUseException, type CreateTableCommandInput, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 
 /**
@@ -9,6 +10,24 @@ export const KEY = { pk: 'pk', sk: 'sk' } as const;
 
 /** A sparse index: only items that carry gsi1pk are in it (e.g. unpublished events under 'OUTBOX'). */
 export const GSI1 = { name: 'gsi1', pk: 'gsi1pk', sk: 'gsi1sk' } as const;
+
+/**
+ * Each family's partition keys (and gsi1 partition keys: a query of the index
+ * is held to its own), as IAM `dynamodb:LeadingKeys` patterns. The layout is
+ * in rollout-store.ts, ledger-keys.ts, registry-store.ts and `leaseKey`.
+ */
+export const LEADING_KEYS: Readonly<Record<KeyFamily, readonly string[]>> = {
+  promotionLease: ['LEASE#promotion_leader'],
+  runLeases: ['LEASE#coordinator:*'],
+  rollouts: ['ROLLOUT#*', 'RUNNING', 'ALARM#*', 'OUTBOX'],
+  runs: ['RUN#*', 'RUNS', 'PENDING#*', 'RUNNING#*', 'FAILED#*'],
+  registry: ['INSTANCE#*'],
+};
+
+/** One run's keys only (a worker fleet of that run): its record and items, their index keys, its coordinator's lease (read). */
+export function runLeadingKeys(runId: string): string[] {
+  return [`RUN#${runId}`, `RUN#${runId}#*`, `PENDING#${runId}`, `PENDING#${runId}#*`, `RUNNING#${runId}`, `RUNNING#${runId}#*`, `FAILED#${runId}`, `FAILED#${runId}#*`, `LEASE#coordinator:${runId}`];
+}
 
 export function leaseKey(name: string): { pk: string; sk: string } {
   return { pk: `LEASE#${name}`, sk: 'LEASE' };
