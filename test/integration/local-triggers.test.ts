@@ -36,8 +36,10 @@ describe('the local runtime wires every function of the topology from its trigge
     const spec = { target: { service: 'svc', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { maxErrorRate: 0.05, minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { maxErrorRate: 0.05, minRequests: 10 } }] };
     const created = await node.triggers.http('api')({ method: 'POST', path: '/rollouts', body: JSON.stringify({ id: 'wired', spec }), actor: 'test' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    await node.triggers.route('rollout', { source: 'test', 'detail-type': 'rollout.created', detail: { rolloutId: 'wired' } });
-    const delivered = await node.triggers.route('rollout', { source: 'test', 'detail-type': 'rollout.metrics_reported', detail: { rolloutId: 'wired', stage: 0, requests: 100, errors: 0, observedAt: Date.now() } });
+    // A signal's source must say it is one (rollout.*): the bus also carries our own ai.rollout events.
+    await expect(node.triggers.route('rollout', { source: 'ai.rollout', 'detail-type': 'rollout.created', detail: { rolloutId: 'wired' } })).rejects.toThrow(/no function takes/);
+    await node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.created', detail: { rolloutId: 'wired' } });
+    const delivered = await node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.metrics_reported', detail: { rolloutId: 'wired', stage: 0, requests: 100, errors: 0, observedAt: Date.now() } });
     expect(delivered.map((d) => d.fn)).toEqual(['streamingPromoter']);
     const result = delivered[0]!.result as HandleResult;
     expect(result.stored).toBe('stored');
@@ -50,14 +52,14 @@ describe('the local runtime wires every function of the topology from its trigge
     expect(delivered).toEqual([{ fn: 'spotDrain', result: { outcome: 'unknown', workers: [] } }]);
     // Our rule lives on our bus only: the same notice there finds no function.
     await expect(node.triggers.route('rollout', notice)).rejects.toThrow(NoRouteError);
-    await expect(node.triggers.route('rollout', { source: 'test', 'detail-type': 'rollout.unheard_of', detail: {} })).rejects.toThrow(/no function takes test "rollout.unheard_of" on the rollout bus/);
+    await expect(node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.unheard_of', detail: {} })).rejects.toThrow(/no function takes rollout.test "rollout.unheard_of" on the rollout bus/);
   });
 
   it('a CloudWatch alarm state change, as AWS puts it on the default bus, reaches the StreamingPromoter and rolls back a stage gated on the alarm', async () => {
     const spec = { target: { service: 'svc', version: 'v3' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: ['svc-5xx'] }] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
     const created = await node.triggers.http('api')({ method: 'POST', path: '/rollouts', body: JSON.stringify({ id: 'alarmed', spec }), actor: 'test' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    await node.triggers.route('rollout', { source: 'test', 'detail-type': 'rollout.created', detail: { rolloutId: 'alarmed' } });
+    await node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.created', detail: { rolloutId: 'alarmed' } });
     const delivered = await node.triggers.route('default', alarmStateChange('svc-5xx', 'ALARM', new Date().toISOString().replace('Z', '+0000')));
     expect(delivered.map((d) => d.fn)).toEqual(['streamingPromoter']);
     expect((delivered[0]!.result as HandleResult).actions.map((a) => [a.transition, a.applied])).toEqual([['rollback', true]]);
