@@ -119,6 +119,15 @@ describe('the cluster behind nginx with TLS and authentication', () => {
       { DATABASE_URL: cluster.databaseUrl },
     );
     expect(anonymous.err).toMatch(/HTTP 401/);
+    // And with an OIDC token that carries the worker scope.
+    const third = await rollout(['runs', 'create', ...over(), '--file', items, '--id', 'auth-run-3', '--token', admin.token]);
+    expect(third.code, third.err).toBe(0);
+    const byJwt = await rollout(
+      ['worker', '--run', 'auth-run-3', '--store', 'postgres', '--queue', 'ledger', '--coordinator', `${cluster.url}/coordinator`, '--ca-file', certs.caFile, '--worker-id', 'w-jwt', '--mock-duration-ms', '5', '--wait-seconds', '1', '--exit-when-done'],
+      { DATABASE_URL: cluster.databaseUrl, ROLLOUT_TOKEN: await signJwt({ sub: 'fleet@example.com', scope: 'worker' }) },
+    );
+    expect(byJwt.code, byJwt.err).toBe(0);
+    expect(byJwt.err).not.toMatch(/HTTP 40[13]/);
   }, 120_000);
 
   it('the status page asks for a token, then shows the cluster and its rollouts with a read token', async () => {
@@ -135,5 +144,14 @@ describe('the cluster behind nginx with TLS and authentication', () => {
     mkdirSync(shots, { recursive: true });
     await page.screenshot({ path: resolve(shots, 'status-page-signed-in.png'), fullPage: true });
     await context.close();
+    // The same with an OIDC token, in a fresh tab (sessionStorage is per tab).
+    const second = await browser.newContext({ ignoreHTTPSErrors: true });
+    const tab = await second.newPage();
+    await tab.goto(cluster.url);
+    await tab.locator('#signin').waitFor({ state: 'visible' });
+    await tab.fill('#token', await signJwt({ sub: 'viewer@example.com', scope: 'read' }));
+    await tab.click('#signin button');
+    await tab.locator('#rollouts').getByText('cli-ro').first().waitFor();
+    await second.close();
   }, 60_000);
 });

@@ -46,6 +46,7 @@ export type Need = keyof typeof REQUIREMENTS;
 const FILE_NEEDS: Record<string, readonly Need[]> = {
   'test/e2e/cluster.test.ts': ['nginx'],
   'test/e2e/cluster-auth.test.ts': ['nginx', 'chromium', 'openssl'],
+  'test/security/tls.test.ts': ['openssl'],
   'test/e2e/status-page.test.ts': ['chromium'],
   'test/e2e/chaos.test.ts': ['nginx'],
   'test/e2e/chaos-timeline.test.ts': ['chromium'],

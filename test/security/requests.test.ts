@@ -99,6 +99,28 @@ describe('requests that try to hold a node', () => {
   });
 });
 
+describe('requests that come too fast', () => {
+  it('one address past its rate is answered 429 with Retry-After, and nothing it sent is applied', async () => {
+    const limited = await nodeUnderTest({ rateLimit: { perAddress: 3, perCredential: 0, burstSeconds: 1 } });
+    try {
+      const statuses: number[] = [];
+      let retryAfter: string | null = null;
+      for (let i = 0; i < 6; i++) {
+        const res = await fetch(`${limited.url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: `fast-${i}`, spec: spec() }) });
+        statuses.push(res.status);
+        if (res.status === 429) retryAfter ??= res.headers.get('retry-after');
+      }
+      expect(statuses.slice(0, 3)).toEqual([201, 201, 201]);
+      expect(statuses).toContain(429);
+      expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
+      const refused = statuses.flatMap((st, i) => (st === 429 ? [`fast-${i}`] : []));
+      for (const id of refused) expect(await limited.node.plane.engine.store.load(id)).toBeNull();
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
 describe('input that no field accepts', () => {
   it('a 1 MiB body of nested arrays is refused before it is parsed', async () => {
     const r = await post('/rollouts', `${'['.repeat(500_000)}${']'.repeat(500_000)}`);
