@@ -13,6 +13,8 @@ import { lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
  * actor recorded on every change. Unexpected failures answer 500 with a
  * request id to find the log line, never the internals.
  */
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
 export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Partial<Pick<ApiDeps, 'workQueue'>> = {}, logger = new Logger({ serviceName: 'api' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' })) {
   const handle = lazy(async () =>
     (await runtime()).api({
@@ -30,7 +32,12 @@ export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Par
     const method = event.requestContext.http.method;
     const path = event.rawPath;
     try {
-      const body = event.body === undefined ? null : event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
+      let body: string | null;
+      try {
+        body = event.body === undefined ? null : event.isBase64Encoded ? utf8.decode(Buffer.from(event.body, 'base64')) : event.body;
+      } catch {
+        return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'request body is not valid UTF-8' }) };
+      }
       const actor = event.requestContext.authorizer?.iam?.userArn ?? 'unknown';
       const res = await (await handle())({ method, path, body, actor });
       metrics.addMetric(res.status >= 500 ? 'Responses5xx' : res.status >= 400 ? 'Responses4xx' : 'Responses2xx', MetricUnit.Count, 1);

@@ -181,6 +181,23 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     expect((await http('GET', '/cluster/leader')).statusCode).toBe(200);
   });
 
+  it('the API refuses a body that is not UTF-8 (400), as a node does, and stores nothing', async () => {
+    const id = uniqueName('bytes');
+    const bytes = Buffer.concat([Buffer.from(`{"id":"${id}","spec":{"target":{"service":"`), Buffer.from([0xc3, 0x28]), Buffer.from('"}}}')]);
+    const res = await apiLambdaHandler(rt, {}, silent, quiet)({
+      version: '2.0',
+      routeKey: 'POST /rollouts',
+      rawPath: '/rollouts',
+      rawQueryString: '',
+      headers: { 'content-type': 'application/json' },
+      isBase64Encoded: true,
+      body: bytes.toString('base64'),
+      requestContext: { http: { method: 'POST', path: '/rollouts', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: uniqueName('req'), authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } } },
+    } as unknown as APIGatewayProxyEventV2WithIAMAuthorizer);
+    expect(res).toMatchObject({ statusCode: 400, body: JSON.stringify({ error: 'request body is not valid UTF-8' }) });
+    expect((await http('GET', `/rollouts/${id}`)).statusCode).toBe(404);
+  });
+
   it('a dropped event is caught up by the scheduled BatchPromoter tick', async () => {
     const { engine, stores: { rollouts } } = await rt();
     const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
