@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Names, RemovalPolicy, Stack, Validations, type StackProps } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
@@ -129,7 +129,9 @@ export class ControlPlaneStack extends Stack {
     }
 
     this.bus = new EventBus(this, 'RolloutBus', { eventBusName: `${this.stackName}-rollout` });
-    new Archive(this, 'RolloutArchive', { sourceEventBus: this.bus, eventPattern: { account: [this.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
+    // Named here, within EventBridge's 48 characters for an archive: a name generated from the stack's name and the
+    // construct's id (RolloutControlPlane-RolloutArchive45992123-…) runs past it. Unique per stack: the stack's own name, hashed.
+    new Archive(this, 'RolloutArchive', { archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`, sourceEventBus: this.bus, eventPattern: { account: [this.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
 
     const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
       new Queue(this, name, { encryption: QueueEncryption.SQS_MANAGED, enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });

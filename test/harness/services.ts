@@ -77,9 +77,44 @@ export async function startSqs(): Promise<{ url: string; stop: Stopper }> {
   return { url: `http://127.0.0.1:${addr.port}`, stop: () => app.close() };
 }
 
+// ------------------------------------------------------------------- moto
+
+/** What to run when moto is missing: PyPI is the only place it comes from. */
+export const MOTO_INSTALL = "pip install 'moto[server]==5.2.1'";
+
+export function motoAvailable(): boolean {
+  return spawnSync('sh', ['-c', 'command -v moto_server'], { stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * moto (an AWS emulator, shipped in this machine's image) on a loopback port:
+ * CloudFormation, S3, IAM, SSM, EventBridge, CloudWatch, Lambda, ELBv2 and
+ * the rest, for what it emulates faithfully (README "Testing against AWS
+ * emulators"). Each test names it as its endpoint; nothing else is pointed
+ * at it by default.
+ */
+export async function startMoto(): Promise<{ url: string; stop: Stopper }> {
+  if (!motoAvailable()) throw new Error(`moto_server is not installed: ${MOTO_INSTALL}`);
+  const port = await freePort();
+  const server = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = collect(server);
+  const url = `http://127.0.0.1:${port}`;
+  const stop: Stopper = async () => {
+    if (server.exitCode === null) server.kill('SIGTERM');
+    await exited(server);
+  };
+  try {
+    await waitFor('moto', 60_000, async () => (await fetch(`${url}/moto-api/`)).status > 0, server, log);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url, stop };
+}
+
 // -------------------------------------------------------------------- all
 
-export async function startServices(wanted: { postgres?: boolean; dynamodb?: boolean; sqs?: boolean } = { postgres: true, dynamodb: true, sqs: true }): Promise<ServiceSet> {
+export async function startServices(wanted: { postgres?: boolean; dynamodb?: boolean; sqs?: boolean; moto?: boolean } = { postgres: true, dynamodb: true, sqs: true, moto: true }): Promise<ServiceSet> {
   const env: Record<string, string> = {};
   const stoppers: Stopper[] = [];
   const started: string[] = [];
@@ -100,6 +135,9 @@ export async function startServices(wanted: { postgres?: boolean; dynamodb?: boo
     if (wanted.sqs && !given.AWS_ENDPOINT_URL_SQS && !awsGiven) {
       tasks.push(startSqs().then((s) => { stoppers.push(s.stop); env.AWS_ENDPOINT_URL_SQS = s.url; started.push('sqs'); }));
     }
+    if (wanted.moto && !given.ROLLOUT_MOTO_URL && !awsGiven && motoAvailable()) {
+      tasks.push(startMoto().then((s) => { stoppers.push(s.stop); env.ROLLOUT_MOTO_URL = s.url; started.push('moto'); }));
+    }
     const results = await Promise.allSettled(tasks);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
@@ -107,7 +145,7 @@ export async function startServices(wanted: { postgres?: boolean; dynamodb?: boo
     await stop();
     throw err;
   }
-  if (started.includes('dynamodb') || started.includes('sqs')) {
+  if (started.includes('dynamodb') || started.includes('sqs') || started.includes('moto')) {
     // Emulators accept any credentials; never let real ones leak into a local run.
     env.AWS_REGION = given.AWS_REGION ?? 'us-east-1';
     env.AWS_ACCESS_KEY_ID = 'test';

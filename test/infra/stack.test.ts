@@ -184,6 +184,13 @@ describe('ControlPlaneStack', () => {
     expect(JSON.stringify(itemStatements('CoordinatorServiceRole'))).not.toContain('ROLLOUT#');
   });
 
+  it('the event archive has a name within EventBridge\'s 48 characters, unique to its stack', () => {
+    const name = (id: string) => (Object.values(Template.fromStack(new ControlPlaneStack(new App(), id, {})).findResources('AWS::Events::Archive'))[0]!.Properties as { ArchiveName: string }).ArchiveName;
+    const names = ['RolloutControlPlane', 'RolloutControlPlane-eu-west-1-secondary-region-stack'].map(name);
+    for (const n of names) expect(n).toMatch(/^[.\-_A-Za-z0-9]{1,48}$/);
+    expect(new Set(names).size).toBe(2);
+  });
+
   it('grantApi gives a role exactly its routes: a reader cannot invoke a POST, an operator cannot abort', () => {
     const app2 = new App();
     const s2 = new ControlPlaneStack(app2, 'Grants', { env: { account: '123456789012', region: 'eu-west-1' } });
