@@ -15,7 +15,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ensurePackages, needsOf } from './packages.js';
-import { startServices, type ServiceSet } from './services.js';
+import { MOTO_INSTALL, motoAvailable, startServices, type ServiceSet } from './services.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => resolve(root, 'node_modules/.bin', name);
@@ -30,6 +30,13 @@ if (!modes.includes(modeArg as Mode)) {
 }
 const mode = modeArg as Mode;
 const needsServices = mode !== 'unit' && mode !== 'infra';
+/** Test files that deploy to moto (an AWS emulator from PyPI, not a Debian package). */
+const MOTO_FILES = ['test/infra/deploy.test.ts'];
+const narrowedTo = rest.filter((a) => !a.startsWith('-'));
+const needsMoto =
+  (mode === 'all' || mode === 'infra') &&
+  !process.env.ROLLOUT_MOTO_URL &&
+  (narrowedTo.length === 0 || MOTO_FILES.some((f) => narrowedTo.some((p) => f.includes(p.replace(/^\.\//, '').replace(/\/$/, '')))));
 
 function externalEndpoints(): boolean {
   const e = process.env;
@@ -98,6 +105,10 @@ function checkPackages(): boolean {
 
 async function main(): Promise<number> {
   if (!checkPackages()) return 2;
+  if (needsMoto && !motoAvailable()) {
+    console.error(`[harness] missing moto, the AWS emulator the deployment test runs cdk deploy against; run: ${MOTO_INSTALL}`);
+    return 2;
+  }
   const isolated = await reexecIsolated();
   if (isolated !== undefined) return isolated;
 
@@ -130,9 +141,9 @@ async function main(): Promise<number> {
   }
 
   try {
-    if (needsServices) {
+    if (needsServices || needsMoto) {
       const t0 = Date.now();
-      services = await startServices();
+      services = await startServices(needsServices ? undefined : { moto: true });
       const where = process.env.ROLLOUT_IN_NETNS ? ' (loopback-only network namespace)' : '';
       console.log(`[harness] services up in ${Date.now() - t0} ms: ${services.started.join(', ') || 'none (all given)'}${where}`);
     }
