@@ -1,15 +1,23 @@
 /**
  * EventBridge event-pattern matching, as the EventBridge user guide
- * ("Creating event patterns" and "Content filtering in event patterns")
- * describes it. The local runtime routes its bus with it (a rule that
+ * ("Creating event patterns", "Content filtering in event patterns", "Arrays
+ * in event patterns") and AWS's Event Ruler, the engine those pages
+ * describe, define it. The local runtime routes its bus with it (a rule that
  * deploys is the rule that runs), and so does the tests' EventBridge stand-in:
  *  - every field named in the pattern must match; fields the pattern does not name are ignored;
- *  - a leaf is an array of conditions, any of which may match; an array in the event matches
- *    when any of its elements does;
+ *  - conditions apply to leaf values only: a field whose value is an object (or an array
+ *    holding no scalars) has no value to match, and counts as absent for `exists`;
+ *  - a leaf is an array of conditions, any of which may match; an array in the event
+ *    matches when any of its elements does (anything-but included: one element that is
+ *    not excluded is enough);
+ *  - an array of objects is "crushed out" of the path: a nested pattern matches when
+ *    one element matches all of it (array-consistent, as Event Ruler's JSON matching);
  *  - conditions: exact values (string, number, null, ""), prefix, suffix (both also with
  *    equals-ignore-case), anything-but (a value, a list, prefix, suffix, equals-ignore-case,
  *    wildcard), numeric ranges, exists, equals-ignore-case, wildcard, cidr (IPv4 and IPv6);
  *  - `$or` takes a list of sub-patterns, any of which may match.
+ * test/infra/pattern-differential.test.ts holds it against moto's matcher and
+ * writes down where, and why, they differ.
  */
 export type Pattern = Record<string, unknown>;
 
@@ -18,17 +26,25 @@ export function matches(pattern: Pattern, event: unknown): boolean {
 }
 
 function matchObject(pattern: Pattern, value: unknown): boolean {
+  if (Array.isArray(value)) {
+    const elements = value.flat(Infinity).filter(isObject);
+    if (elements.length > 0) return elements.some((e) => matchFields(pattern, e));
+    value = undefined; // no object to descend into: every field below is absent
+  }
+  return matchFields(pattern, value);
+}
+
+function matchFields(pattern: Pattern, value: unknown): boolean {
   for (const [key, rule] of Object.entries(pattern)) {
     if (key === '$or') {
       if (!Array.isArray(rule) || !rule.some((p) => matchObject(p as Pattern, value))) return false;
       continue;
     }
-    const present = isObject(value) && Object.prototype.hasOwnProperty.call(value, key);
-    const field = present ? (value)[key] : undefined;
+    const field = isObject(value) && Object.prototype.hasOwnProperty.call(value, key) ? value[key] : undefined;
     if (Array.isArray(rule)) {
-      if (!matchLeaf(rule, present, field)) return false;
+      if (!matchLeaf(rule, leafValues(field))) return false;
     } else if (isObject(rule)) {
-      if (!present || !matchObject(rule, field)) return false;
+      if (!matchObject(rule, field)) return false;
     } else {
       throw new Error(`invalid event pattern at "${key}": a leaf must be an array of conditions`);
     }
@@ -36,15 +52,14 @@ function matchObject(pattern: Pattern, value: unknown): boolean {
   return true;
 }
 
-function matchLeaf(conditions: unknown[], present: boolean, field: unknown): boolean {
-  const values = Array.isArray(field) ? field : [field];
-  return conditions.some((c) => {
-    if (isObject(c) && 'exists' in c) return c.exists === present;
-    if (!present) return false;
-    // anything-but on an array value: no element may match what it excludes.
-    if (isObject(c) && 'anything-but' in c) return values.length > 0 && values.every((v) => matchCondition(c, v));
-    return values.some((v) => matchCondition(c, v));
-  });
+/** The scalar values a field holds; none for an absent field, an object, or an array of objects. */
+function leafValues(field: unknown): unknown[] {
+  if (field === undefined || isObject(field)) return [];
+  return Array.isArray(field) ? field.flat(Infinity).filter((v) => !isObject(v)) : [field];
+}
+
+function matchLeaf(conditions: unknown[], values: unknown[]): boolean {
+  return conditions.some((c) => (isObject(c) && 'exists' in c ? c.exists === values.length > 0 : values.some((v) => matchCondition(c, v))));
 }
 
 function matchCondition(c: unknown, v: unknown): boolean {

@@ -30,8 +30,8 @@ if (!modes.includes(modeArg as Mode)) {
 }
 const mode = modeArg as Mode;
 const needsServices = mode !== 'unit' && mode !== 'infra';
-/** Test files that deploy to moto (an AWS emulator from PyPI, not a Debian package). */
-const MOTO_FILES = ['test/infra/deploy.test.ts'];
+/** Test files that talk to moto (an AWS emulator from PyPI, not a Debian package). */
+const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts'];
 const narrowedTo = rest.filter((a) => !a.startsWith('-'));
 const needsMoto =
   (mode === 'all' || mode === 'infra') &&
@@ -106,7 +106,7 @@ function checkPackages(): boolean {
 async function main(): Promise<number> {
   if (!checkPackages()) return 2;
   if (needsMoto && !motoAvailable()) {
-    console.error(`[harness] missing moto, the AWS emulator the deployment test runs cdk deploy against; run: ${MOTO_INSTALL}`);
+    console.error(`[harness] missing moto, the AWS emulator the deployment and pattern tests run against; run: ${MOTO_INSTALL}`);
     return 2;
   }
   const isolated = await reexecIsolated();

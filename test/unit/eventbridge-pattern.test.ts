@@ -48,7 +48,9 @@ const cases: [string, Pattern, boolean][] = [
   ['anything-but suffix', { detail: { 'instance-id': [{ 'anything-but': { suffix: 'def0' } }] } }, false],
   ['anything-but equals-ignore-case (list)', { detail: { state: [{ 'anything-but': { 'equals-ignore-case': ['TERMINATED', 'Stopped'] } }] } }, false],
   ['anything-but wildcard', { detail: { state: [{ 'anything-but': { wildcard: 'run*' } }] } }, true],
-  ['anything-but on an array value: every element must pass', { detail: { tags: [{ 'anything-but': 'web' }] } }, false],
+  // Element by element, as any condition on an array ("Arrays in event patterns"): 'prod' is not excluded.
+  ['anything-but on an array value: one element that passes is enough', { detail: { tags: [{ 'anything-but': 'web' }] } }, true],
+  ['anything-but on an array value whose every element is excluded', { detail: { tags: [{ 'anything-but': ['web', 'prod'] }] } }, false],
   ['numeric range', { detail: { 'c-count': [{ numeric: ['>', 0, '<=', 5] }] } }, true],
   ['numeric: a bound on one field, equality on another', { detail: { 'd-count': [{ numeric: ['<', 10] }], 'x-limit': [{ numeric: ['=', 3.018e2] }] } }, true],
   ['numeric on a fraction, outside', { detail: { 'x-limit': [{ numeric: ['>=', 302] }] } }, false],
@@ -57,6 +59,10 @@ const cases: [string, Pattern, boolean][] = [
   ['exists: true on a null value', { detail: { location: [{ exists: true }] } }, true],
   ['exists: false on a present field', { detail: { state: [{ exists: false }] } }, false],
   ['exists: false on an absent field', { detail: { missing: [{ exists: false }] } }, true],
+  // Event Ruler: "Exists match only works on the leaf nodes. It does not work on intermediate nodes."
+  ['exists: true on an object (not a leaf)', { detail: { c: [{ exists: true }] } }, false],
+  ['exists: false on an object (not a leaf)', { detail: { c: [{ exists: false }] } }, true],
+  ['exists: false below an absent object', { detail: { missing: { deeper: [{ exists: false }] } } }, true],
   ['equals-ignore-case', { 'detail-type': [{ 'equals-ignore-case': 'ec2 instance state-change notification' }] }, true],
   ['wildcard', { resources: [{ wildcard: 'arn:aws:ec2:*:*:instance/*' }] }, true],
   ['wildcard, no', { detail: { state: [{ wildcard: 'run*' }] } }, false],
@@ -78,6 +84,17 @@ describe('EventBridge pattern matching (documented cases)', () => {
   it('cidr IPv6', () => {
     expect(matches({ ip: [{ cidr: '2001:db8::/32' }] }, { ip: '2001:db8:1:2::7' })).toBe(true);
     expect(matches({ ip: [{ cidr: '2001:db8::/32' }] }, { ip: '2001:db9::1' })).toBe(false);
+  });
+
+  it('an array of objects is crushed out of the path; all of a nested pattern must match within one element (Event Ruler, "JSON Array Matching")', () => {
+    const event = { employees: [{ firstName: 'John', lastName: 'Doe' }, { firstName: 'Anna', lastName: 'Smith' }, [{ firstName: 'Peter', lastName: 'Jones' }]] };
+    expect(matches({ employees: { firstName: ['Anna'] } }, event)).toBe(true);
+    expect(matches({ employees: { firstName: ['Peter'] } }, event)).toBe(true); // multi-level arrays too
+    expect(matches({ employees: { firstName: ['Anna'], lastName: ['Smith'] } }, event)).toBe(true);
+    expect(matches({ employees: { firstName: ['Anna'], lastName: ['Jones'] } }, event)).toBe(false); // split across elements
+    expect(matches({ employees: { firstName: [{ exists: true }], middle: [{ exists: false }] } }, event)).toBe(true);
+    expect(matches({ employees: [{ exists: true }] }, event)).toBe(false); // objects are not leaves
+    expect(matches({ tags: [{ exists: true }] }, { tags: [] })).toBe(false); // an empty array holds no value
   });
 
   it('a malformed pattern is refused, not silently matched', () => {
