@@ -31,10 +31,10 @@ if (!modes.includes(modeArg as Mode)) {
 const mode = modeArg as Mode;
 const needsServices = mode !== 'unit' && mode !== 'infra';
 /** Test files that talk to moto (an AWS emulator from PyPI, not a Debian package). */
-const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts'];
+const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts', 'test/integration/aws-endpoints.test.ts', 'test/integration/sqs-emulators.test.ts'];
 const narrowedTo = rest.filter((a) => !a.startsWith('-'));
 const needsMoto =
-  (mode === 'all' || mode === 'infra') &&
+  (mode === 'all' || mode === 'infra' || mode === 'integration') &&
   !process.env.ROLLOUT_MOTO_URL &&
   (narrowedTo.length === 0 || MOTO_FILES.some((f) => narrowedTo.some((p) => f.includes(p.replace(/^\.\//, '').replace(/\/$/, '')))));
 

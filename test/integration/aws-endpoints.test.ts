@@ -1,17 +1,23 @@
 /**
  * End-to-end over AWS-compatible endpoints, through the unmodified SDK
- * clients (endpoints only from AWS_ENDPOINT_URL_*): DynamoDB Local, SQS on
- * fauxqs, and the tests' EventBridge stand-in loaded with the rules of the
- * synthesized stack. The handlers run in-process where AWS would invoke them.
+ * clients (endpoints only from AWS_ENDPOINT_URL_*): DynamoDB Local, the work
+ * queues on fauxqs, and EventBridge and CloudWatch on moto. The rules of the
+ * synthesized stack are put on moto, which matches and routes every event;
+ * the handlers run in-process where AWS would invoke them (moto cannot run a
+ * function without Docker: test/support/eventbridge/moto.ts plays Lambda's
+ * asynchronous invocation, retries and DLQ). CloudWatch's DescribeAlarms is
+ * moto's, on alarms the test puts and sets there.
  *
- * Stand-in liberty: real EventBridge refuses PutEvents with an `aws.*`
+ * Emulator liberty: real EventBridge refuses PutEvents with an `aws.*`
  * source; the Spot notice and the CloudWatch alarm state change here are put
- * the way AWS itself would deliver them. CloudWatch's DescribeAlarms is served
- * by the tests' CloudWatch stand-in (no emulator exists), through the
- * unmodified SDK client.
+ * the way AWS itself would deliver them.
+ *
+ * The file works in a region of its own on moto: the deployment test's stack
+ * has Lambda targets on the default bus, which moto cannot deliver to.
  */
-import { EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
-import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message } from '@aws-sdk/client-sqs';
+import { CreateEventBusCommand, EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
+import { CloudWatchClient, PutMetricAlarmCommand, SetAlarmStateCommand } from '@aws-sdk/client-cloudwatch';
+import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -37,8 +43,8 @@ import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { createRollout } from '../../shared/rollout/commands.js';
 import { dynamoTable, uniqueName } from '../support/backends.js';
-import { EventBridgeStandIn, type Handler } from '../support/eventbridge/server.js';
-import { CloudWatchStandIn } from '../support/cloudwatch/server.js';
+import type { Handler } from '../support/eventbridge/server.js';
+import { MotoEventBridge } from '../support/eventbridge/moto.js';
 import { alarmStateChange } from '../support/cloudwatch/events.js';
 
 const SPEC = {
@@ -48,6 +54,11 @@ const SPEC = {
     { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
   ],
 };
+const moto = process.env.ROLLOUT_MOTO_URL;
+if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
+const REGION = 'eu-west-3';
+const ACCOUNT = '123456789012'; // moto's
+process.env.AWS_REGION = REGION; // before any client is made
 const quiet = { addMetric: () => undefined, hasStoredMetrics: () => false, publishStoredMetrics: () => undefined } as never;
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
 
@@ -55,8 +66,8 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   const sqs = sqsClient();
   const queues: string[] = [];
   let table: Awaited<ReturnType<typeof dynamoTable>>;
-  let eb: EventBridgeStandIn;
-  let cloudwatch: CloudWatchStandIn;
+  let eb: MotoEventBridge;
+  let cloudwatch: CloudWatchClient;
   let events: EventBridgeClient;
   let rt: () => Promise<Runtime>;
   let observed: string; // a queue subscribed to the rollout bus's ai.rollout events
@@ -64,17 +75,23 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   let workQueue: string;
   let workDlq: string;
   const busName = uniqueName('bus');
-  const arn = (kind: 'lambda' | 'sqs', name: string) => (kind === 'lambda' ? `arn:aws:lambda:us-east-1:000000000000:function:${name}` : `arn:aws:sqs:us-east-1:000000000000:${name}`);
+  const lambdaArn = (name: string) => `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${name}`;
+  /** An alarm on moto, in the state given (created on first use). */
+  async function setAlarm(name: string, state: 'OK' | 'ALARM', reason = `set by the test: ${state}`): Promise<void> {
+    await cloudwatch.send(new PutMetricAlarmCommand({ AlarmName: name, Namespace: 'Checkout', MetricName: name, Statistic: 'Sum', Period: 60, EvaluationPeriods: 1, Threshold: 1, ComparisonOperator: 'GreaterThanThreshold' }));
+    await cloudwatch.send(new SetAlarmStateCommand({ AlarmName: name, StateValue: state, StateReason: reason }));
+  }
 
   async function queue(name: string): Promise<string> {
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName(name) }))).QueueUrl!;
     queues.push(url);
     return url;
   }
-  async function receiveAll(url: string, until: (bodies: unknown[]) => boolean): Promise<{ body: unknown; attributes: Record<string, string> }[]> {
+  /** What arrives on a queue of moto's (a rule's target, the events DLQ). */
+  async function receiveAll(url: string, until: (bodies: unknown[]) => boolean, client: SQSClient = eb.sqs): Promise<{ body: unknown; attributes: Record<string, string> }[]> {
     const got: { body: unknown; attributes: Record<string, string> }[] = [];
     for (let i = 0; i < 50 && !until(got.map((g) => g.body)); i++) {
-      const res = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }));
+      const res = await client.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }));
       for (const m of res.Messages ?? []) got.push({ body: JSON.parse(m.Body!) as unknown, attributes: Object.fromEntries(Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue ?? ''])) });
     }
     return got;
@@ -89,10 +106,9 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   beforeAll(async () => {
     table = await dynamoTable();
     // Before any CloudWatch client is made (the gate providers make theirs on first use).
-    cloudwatch = await new CloudWatchStandIn().start();
-    process.env.AWS_ENDPOINT_URL_CLOUDWATCH = cloudwatch.url;
-    [observed, eventsDlq, workQueue] = await Promise.all([queue('observed'), queue('events-dlq'), queue('work')]);
-    workDlq = await queue('work-dlq');
+    process.env.AWS_ENDPOINT_URL_CLOUDWATCH = moto;
+    cloudwatch = new CloudWatchClient({});
+    [workQueue, workDlq] = await Promise.all([queue('work'), queue('work-dlq')]);
     // The stack as it deploys (bundling skipped: the handlers run in-process here).
     const outdir = mkdtempSync(join(tmpdir(), 'rollout-e2e-cdk-'));
     const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
@@ -114,28 +130,32 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       // Behind API Gateway, driven by the test below with HTTP API (payload 2.0) events.
       api: (e) => apiLambdaHandler(rt, {}, silent, quiet)(e as APIGatewayProxyEventV2WithIAMAuthorizer),
     };
-    const names: Record<string, string> = { [id(stack.bus)]: busName };
-    const lambdas: Record<string, { handler: Handler; retries: number; dlqUrl: string }> = {};
+    const lambdas: Record<string, { handler: Handler; retries: number; dlqArn?: string }> = {};
+    eb = new MotoEventBridge({ moto, region: REGION, account: ACCOUNT, lambdas });
+    const eventsDlqQueue = await eb.queue('events-dlq');
+    const observedQueue = await eb.queue('observed');
+    [eventsDlq, observed] = [eventsDlqQueue.url, observedQueue.url];
+    const names: Record<string, string> = { [id(stack.bus)]: busName, [id(stack.eventsDlq)]: eventsDlqQueue.arn };
     for (const [name, fn] of Object.entries(stack.functions) as [keyof typeof FUNCTIONS, (typeof stack.functions)[keyof typeof FUNCTIONS]][]) {
-      names[id(fn)] = arn('lambda', name);
+      names[id(fn)] = lambdaArn(name);
       // Retries as the function's EventInvokeConfig says, failures to its DLQ (the stack's events DLQ).
       const invokeConfig = Object.values(template.Resources).find((r) => r.Type === 'AWS::Lambda::EventInvokeConfig' && JSON.stringify(r.Properties.FunctionName).includes(id(fn)));
-      lambdas[arn('lambda', name)] = { handler: handlers[name], retries: Number(invokeConfig?.Properties.MaximumRetryAttempts ?? 2), dlqUrl: eventsDlq };
+      lambdas[lambdaArn(name)] = { handler: handlers[name], retries: Number(invokeConfig?.Properties.MaximumRetryAttempts ?? 2), dlqArn: eventsDlqQueue.arn };
     }
-    names[id(stack.eventsDlq)] = arn('sqs', 'events-dlq');
-    eb = await new EventBridgeStandIn({ sqs, lambdas, queues: { [arn('sqs', 'events-dlq')]: eventsDlq, [arn('sqs', 'observed')]: observed } }).start();
+    await eb.start();
     // Before the first handler call: the runtime's EventBridge client reads it when it is made.
     process.env.AWS_ENDPOINT_URL_EVENTBRIDGE = eb.url;
     events = new EventBridgeClient({});
-    eb.loadTemplate(template, names);
+    await events.send(new CreateEventBusCommand({ Name: busName }));
+    await eb.loadTemplate(template, names);
     // A subscriber of our own, through the SDK: every ai.rollout event on the bus lands on a queue.
-    await events.send(new PutRuleCommand({ Name: 'observe', EventBusName: busName, EventPattern: JSON.stringify({ source: ['ai.rollout'] }) }));
-    await events.send(new PutTargetsCommand({ Rule: 'observe', EventBusName: busName, Targets: [{ Id: 'q', Arn: arn('sqs', 'observed') }] }));
+    await events.send(new PutRuleCommand({ Name: `observe-${busName}`, EventBusName: busName, EventPattern: JSON.stringify({ source: ['ai.rollout'] }) }));
+    await events.send(new PutTargetsCommand({ Rule: `observe-${busName}`, EventBusName: busName, Targets: [{ Id: 'q', Arn: observedQueue.arn }] }));
   });
   afterAll(async () => {
     for (const q of queues) await sqs.send(new DeleteQueueCommand({ QueueUrl: q })).catch(() => undefined);
     await eb?.stop();
-    await cloudwatch?.stop();
+    cloudwatch?.destroy();
     await table?.close();
     delete process.env.AWS_ENDPOINT_URL_EVENTBRIDGE;
     delete process.env.AWS_ENDPOINT_URL_CLOUDWATCH;
@@ -238,7 +258,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
 
     it('going to ALARM rolls the active stage back within one event delivery through the deployed rule', async () => {
       const { engine, stores: { rollouts } } = await rt();
-      cloudwatch.setAlarm('checkout-5xx', 'OK');
+      await setAlarm('checkout-5xx', 'OK');
       const { id } = await createRollout(engine, { spec: gated('checkout-5xx'), actor: 'alice' });
       // The tick activates the stage and reads the alarm (DescribeAlarms): OK, a pass.
       await tickUntil(id, (v) => v.gate === 'pass');
@@ -262,16 +282,16 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
 
     it('a missed state change is caught up on the next tick through DescribeAlarms', async () => {
       const { engine, stores: { rollouts } } = await rt();
-      cloudwatch.setAlarm('checkout-latency', 'OK');
+      await setAlarm('checkout-latency', 'OK');
       const { id } = await createRollout(engine, { spec: gated('checkout-latency'), actor: 'alice' });
       await tickUntil(id, (v) => v.gate === 'pass');
       // The alarm fires; its event never arrives.
-      cloudwatch.setAlarm('checkout-latency', 'ALARM', { reason: 'Threshold Crossed: 3 datapoints were greater than the threshold (400.0)' });
+      await setAlarm('checkout-latency', 'ALARM', 'Threshold Crossed: 3 datapoints were greater than the threshold (400.0)');
       await tickUntil(id, (v) => v.phases[0] === 'rolled_back');
       const rollback = (await rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
       expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'health', outcome: 'fail', source: 'poll', query: 'alarms checkout-latency' })]);
+      // The reason lives on moto's alarm only: the reading came from DescribeAlarms.
       expect(rollback.detail.readings![0]!.answer).toContain('Threshold Crossed: 3 datapoints');
-      expect(cloudwatch.calls.some((c) => c.operation === 'DescribeAlarms' && JSON.stringify(c.input).includes('checkout-latency'))).toBe(true);
     });
   });
 
@@ -329,7 +349,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     await dlq.send(theirs, [other!]);
     await sqs.send(new SendMessageCommand({ QueueUrl: workDlq, MessageBody: 'not json' }));
     // The records as the event source mapping hands them over.
-    const messages = (await receiveRaw(workDlq, 3)).map((m) => ({ messageId: m.MessageId!, receiptHandle: m.ReceiptHandle!, body: m.Body!, attributes: {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: arn('sqs', 'work-dlq'), awsRegion: 'us-east-1' }));
+    const messages = (await receiveRaw(workDlq, 3)).map((m) => ({ messageId: m.MessageId!, receiptHandle: m.ReceiptHandle!, body: m.Body!, attributes: {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: `arn:aws:sqs:${REGION}:${ACCOUNT}:work-dlq`, awsRegion: 'us-east-1' }));
     expect(messages).toHaveLength(3);
     const handler = deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet);
     const response = await handler({ Records: messages } as unknown as SQSEvent);

@@ -1,6 +1,8 @@
 /**
- * A CloudWatch STAND-IN for tests: not CloudWatch, not an emulator. No CloudWatch emulator is
- * available to the tests (no internet, no Docker, no LocalStack), so this small server speaks
+ * A CloudWatch STAND-IN for tests: not CloudWatch, not an emulator. moto (the emulator the
+ * integration tests use for DescribeAlarms) returns no values for GetMetricData metric math,
+ * cannot fail or stall a call on cue, and does not count calls; where a test needs any of those
+ * (the gate-provider contract, the chaos topology), this small server speaks
  * CloudWatch's wire protocol well enough that the unmodified `@aws-sdk/client-cloudwatch` client
  * reaches it through `endpoint` / AWS_ENDPOINT_URL_CLOUDWATCH, for two operations only.
  *

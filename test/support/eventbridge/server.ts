@@ -1,6 +1,10 @@
 /**
- * An EventBridge stand-in for tests (no emulator for it exists on npm). It
- * speaks the AWS JSON 1.1 protocol for PutRule, PutTargets and PutEvents, so
+ * An EventBridge stand-in, for the AWS chaos topology only: it delivers in
+ * microseconds and lets a schedule fire at the chaos clock's pace, where
+ * moto (which the integration tests route through: eventbridge/moto.ts)
+ * spends some 170 ms on each delivery and cannot invoke a function. Its
+ * matcher is ours (shared/events/pattern.ts), which
+ * test/infra/pattern-differential.test.ts holds against moto's. It speaks the AWS JSON 1.1 protocol for PutRule, PutTargets and PutEvents, so
  * the unmodified SDK client reaches it through AWS_ENDPOINT_URL_EVENTBRIDGE.
  * Rules and targets are loaded from the synthesized template, so the
  * patterns tested are the patterns that deploy. Delivery follows AWS:
