@@ -39,6 +39,7 @@
 import { CreateEventBusCommand, DeleteEventBusCommand, DeleteRuleCommand, EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand, RemoveTargetsCommand } from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteQueueCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seededRandom } from '../../infra/capacity/model.js';
 import { matches, type Pattern } from '../../shared/events/pattern.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL;
@@ -52,17 +53,7 @@ const EVENTS = 50;
 
 // ------------------------------------------------------------- generation
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const random = prng(SEED);
+const random = seededRandom(SEED);
 const chance = (p: number) => random() < p;
 const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
 const some = <T,>(xs: readonly T[], max: number, min = 1): T[] => Array.from({ length: min + Math.floor(random() * (max - min + 1)) }, () => pick(xs));

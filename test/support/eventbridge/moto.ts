@@ -17,9 +17,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { forwardHttp } from '../http-forward.js';
 import type { Delivery, Handler } from './server.js';
+import { templateRules } from './template.js';
 
 type Cfn = { Type: string; Properties: Record<string, unknown> };
-type Ref = { Ref?: string; 'Fn::GetAtt'?: [string, string] };
 
 export interface MotoEventBridgeOptions {
   /** moto's URL. */
@@ -98,35 +98,23 @@ export class MotoEventBridge {
    * logical id the rules refer to (buses, functions, queues), as a deployment would have made them.
    */
   async loadTemplate(template: { Resources: Record<string, Cfn> }, names: Record<string, string>): Promise<void> {
-    const resolve = (v: unknown): string => {
-      if (typeof v === 'string') return v;
-      const r = v as Ref;
-      const id = r.Ref ?? r['Fn::GetAtt']?.[0];
-      if (!id || !(id in names)) throw new Error(`template refers to ${JSON.stringify(v)}: give its name`);
-      return names[id]!;
-    };
-    for (const [id, res] of Object.entries(template.Resources)) {
-      if (res.Type !== 'AWS::Events::Rule') continue;
-      const p = res.Properties;
-      const bus = p.EventBusName ? resolve(p.EventBusName) : 'default';
-      const rule = `${id}-${this.tag}`.slice(0, 64); // rules on the default bus outlive a test file
-      await this.events.send(new PutRuleCommand({ Name: rule, EventBusName: bus, ...(p.EventPattern ? { EventPattern: JSON.stringify(p.EventPattern) } : {}), ...(p.ScheduleExpression ? { ScheduleExpression: p.ScheduleExpression as string } : {}) }));
+    for (const r of templateRules(template, names)) {
+      const rule = `${r.id}-${this.tag}`.slice(0, 64); // rules on the default bus outlive a test file
+      await this.events.send(new PutRuleCommand({ Name: rule, EventBusName: r.bus, ...(r.pattern ? { EventPattern: r.pattern } : {}), ...(r.schedule ? { ScheduleExpression: r.schedule } : {}) }));
       const targets: { Id: string; Arn: string; Input?: string }[] = [];
-      for (const t of p.Targets as Record<string, unknown>[]) {
-        const arn = resolve(t.Arn);
-        const input = t.Input ? { Input: t.Input as string } : {};
-        if (!arn.startsWith('arn:aws:lambda:')) targets.push({ Id: String(t.Id), Arn: arn, ...input });
+      for (const t of r.targets) {
+        if (!t.Arn.startsWith('arn:aws:lambda:')) targets.push(t);
         else {
-          if (!this.o.lambdas[arn]) throw new Error(`no handler for ${arn}`);
-          const q = await this.queue(`invoke-${id}-${String(t.Id)}`);
-          this.invokes.set(q.url, { rule: id, fn: arn });
-          targets.push({ Id: String(t.Id), Arn: q.arn, ...input });
+          if (!this.o.lambdas[t.Arn]) throw new Error(`no handler for ${t.Arn}`);
+          const q = await this.queue(`invoke-${r.id}-${t.Id}`);
+          this.invokes.set(q.url, { rule: r.id, fn: t.Arn });
+          targets.push({ ...t, Arn: q.arn });
         }
       }
       // moto takes a rule without a pattern to match every event on its bus, a schedule rule included;
       // AWS sends a schedule rule's targets its scheduled events only. So those targets stay here, for tick().
-      if (p.ScheduleExpression) this.schedules.push({ rule, targets });
-      else await this.events.send(new PutTargetsCommand({ Rule: rule, EventBusName: bus, Targets: targets }));
+      if (r.schedule) this.schedules.push({ rule, targets });
+      else await this.events.send(new PutTargetsCommand({ Rule: rule, EventBusName: r.bus, Targets: targets }));
     }
   }
 

@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { matches, type Pattern } from '../../../shared/events/pattern.js';
+import { templateRules } from './template.js';
 
 export type Handler = (event: unknown) => Promise<unknown>;
 
@@ -55,7 +56,6 @@ export interface StandInOptions {
 }
 
 type Cfn = { Type: string; Properties: Record<string, unknown> };
-type Ref = { Ref?: string; 'Fn::GetAtt'?: [string, string] };
 
 export class EventBridgeStandIn {
   readonly rules = new Map<string, Rule>();
@@ -93,19 +93,9 @@ export class EventBridgeStandIn {
    * logical id the rules refer to (buses, functions, queues), as a deployment would have made them.
    */
   loadTemplate(template: { Resources: Record<string, Cfn> }, names: Record<string, string>): void {
-    const resolve = (v: unknown): string => {
-      if (typeof v === 'string') return v;
-      const r = v as Ref;
-      const id = r.Ref ?? r['Fn::GetAtt']?.[0];
-      if (!id || !(id in names)) throw new Error(`template refers to ${JSON.stringify(v)}: give its name`);
-      return names[id]!;
-    };
-    for (const [id, res] of Object.entries(template.Resources)) {
-      if (res.Type !== 'AWS::Events::Rule') continue;
-      const p = res.Properties;
-      this.call('PutRule', { Name: id, EventBusName: p.EventBusName ? resolve(p.EventBusName) : 'default', ...(p.EventPattern ? { EventPattern: JSON.stringify(p.EventPattern) } : {}), ...(p.ScheduleExpression ? { ScheduleExpression: p.ScheduleExpression } : {}) });
-      const targets = (p.Targets as Record<string, unknown>[]).map((t) => ({ Id: t.Id, Arn: resolve(t.Arn), ...(t.Input ? { Input: t.Input } : {}) }));
-      this.call('PutTargets', { Rule: id, EventBusName: p.EventBusName ? resolve(p.EventBusName) : 'default', Targets: targets });
+    for (const rule of templateRules(template, names)) {
+      this.call('PutRule', { Name: rule.id, EventBusName: rule.bus, ...(rule.pattern ? { EventPattern: rule.pattern } : {}), ...(rule.schedule ? { ScheduleExpression: rule.schedule } : {}) });
+      this.call('PutTargets', { Rule: rule.id, EventBusName: rule.bus, Targets: rule.targets });
     }
   }
 
