@@ -25,8 +25,10 @@ import {
   SendMessageCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
+import { createHash } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
+import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { uniqueName } from '../support/backends.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL;
@@ -136,5 +138,23 @@ describe.each(['fauxqs', 'moto'] as const)('SQS semantics on %s', (emulator) => 
     expect(res.Failed?.map((f) => [f.Id, f.Code, f.SenderFault])).toEqual([['bad', 'ReceiptHandleIsInvalid', true]]);
     // Deleted: it does not come back when its visibility would have ended.
     expect((await receive(url, { wait: 3 })).Messages ?? []).toEqual([]);
+  });
+
+  // Our adapter on each: moto refuses the bad entry (as SQS does), which takes the one-by-one retry path.
+  it('the work queue adapter: a receipt SQS refuses in deleteMany costs that message a redelivery, not the others their deletes', async () => {
+    const url = await queue();
+    const warnings: string[] = [];
+    const logger = { info: () => undefined, debug: () => undefined, error: () => undefined, warn: (m: string) => warnings.push(m) };
+    const work = new SqsWorkQueue(sqs, url, { logger });
+    const ids = ['a', 'b', 'c'].map((x) => createHash('sha256').update(x).digest('hex')).sort();
+    await work.send('run', ids);
+    const got = await work.receive(10, 5);
+    expect(got.map((m) => m.itemId).sort()).toEqual(ids);
+    const bad = { ...got[0]!, receipt: 'not-a-receipt-handle' };
+    await work.deleteMany([bad, ...got.slice(1)]);
+    await work.release(got[0]!);
+    // Only the message whose delete was refused is left.
+    expect((await work.receive(10, 5)).map((m) => m.itemId)).toEqual([got[0]!.itemId]);
+    expect(warnings).toEqual(emulator === 'moto' ? ['SQS refused a delete: the message will be delivered again'] : []);
   });
 });

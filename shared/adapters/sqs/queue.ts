@@ -104,8 +104,11 @@ export class SqsWorkQueue implements WorkQueue {
     for (let i = 0; i < messages.length; i += 10) {
       const batch = messages.slice(i, i + 10);
       const res = await this.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: batch.map((m, j) => ({ Id: String(j), ReceiptHandle: m.receipt })) }));
-      // A failed delete only means a redelivery, which the queue rule absorbs; retry those once one by one.
-      for (const f of res.Failed ?? []) await this.delete(batch[Number(f.Id)]!);
+      // A failed delete only means a redelivery, which the queue rule absorbs: retry those once one by one,
+      // and let a refusal there cost that message a redelivery, not the rest of the batch their deletes.
+      for (const f of res.Failed ?? []) {
+        await this.delete(batch[Number(f.Id)]!).catch((err: unknown) => this.logger.warn('SQS refused a delete: the message will be delivered again', { queueUrl: this.queueUrl, code: f.Code, error: errorMessage(err) }));
+      }
     }
   }
 
