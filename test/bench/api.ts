@@ -80,7 +80,7 @@ try {
   withAuth.process.kill('SIGTERM');
   withoutAuth.process.kill('SIGTERM');
 }
-const med = (xs: number[]) => percentile(xs, 0.5);
+const med = (xs: number[]) => percentile(xs, 50);
 const ratio = med(authed) / med(open);
 console.log(`median: authenticated ${med(authed).toFixed(0)} req/s, unauthenticated ${med(open).toFixed(0)} req/s: ${ratio.toFixed(3)}× (goal ≥ 0.9×)`);
 console.log(
