@@ -13,6 +13,8 @@
  * each UTF-16 unit.
  */
 
+import type { RolloutView } from './model.js';
+
 export const BUCKETS = 10_000;
 
 const utf8 = new TextEncoder();
@@ -32,20 +34,15 @@ export function murmur3x86_32(bytes: Uint8Array, seed = 0): number {
     h = (h << 13) | (h >>> 19);
     h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  let k = 0;
-  switch (bytes.length & 3) {
-    case 3:
-      k ^= bytes[blocks + 2]! << 16;
-    // falls through
-    case 2:
-      k ^= bytes[blocks + 1]! << 8;
-    // falls through
-    case 1:
-      k ^= bytes[blocks]!;
-      k = Math.imul(k, c1);
-      k = (k << 15) | (k >>> 17);
-      k = Math.imul(k, c2);
-      h ^= k;
+  const tail = bytes.length & 3;
+  if (tail) {
+    let k = bytes[blocks]!;
+    if (tail > 1) k ^= bytes[blocks + 1]! << 8;
+    if (tail > 2) k ^= bytes[blocks + 2]! << 16;
+    k = Math.imul(k, c1);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, c2);
+    h ^= k;
   }
   h ^= bytes.length;
   h ^= h >>> 16;
@@ -64,4 +61,55 @@ export function bucketOf(rolloutId: string, entity: string): number {
 /** Whether a bucket is on the new version at this percent (0–100, two decimals at most). */
 export function inCohort(bucket: number, percent: number): boolean {
   return bucket < Math.round(percent * 100);
+}
+
+/** The traffic a rollout's state asks for: what actuators converge to and assignment answers from. */
+export interface Traffic {
+  readonly attempt: number;
+  /** Share on the new version, 0–100. */
+  readonly percent: number;
+  /** The stage whose percent is in force; null before the first activation and after a rollback or abort. */
+  readonly stage: { readonly index: number; readonly name: string } | null;
+  /** Completed: the new version is the version, nothing is split any more. */
+  readonly final: boolean;
+}
+
+/**
+ * As committed: the active stage's percent while running or paused, the last stage's 100 once
+ * completed, 0 after a rollback or an abort, and 0 before any stage is active.
+ */
+export function trafficOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Traffic {
+  const { rollout, stages } = view;
+  const at = (index: number) => ({ index, name: rollout.spec.stages[index]!.name });
+  switch (rollout.state) {
+    case 'completed':
+      return { attempt: rollout.attempt, percent: 100, stage: at(rollout.spec.stages.length - 1), final: true };
+    case 'rolled_back':
+    case 'aborted':
+      return { attempt: rollout.attempt, percent: 0, stage: null, final: false };
+    case 'running':
+    case 'paused': {
+      const active = stages.find((s) => s.phase === 'active');
+      return active ? { attempt: rollout.attempt, percent: rollout.spec.stages[active.index]!.percent, stage: at(active.index), final: false } : { attempt: rollout.attempt, percent: 0, stage: null, final: false };
+    }
+  }
+}
+
+export interface Assignment {
+  /** The version this entity should run: the new one, or the stable one when the spec names it (else null). */
+  readonly version: string | null;
+  readonly variant: 'stable' | 'new';
+  readonly percent: number;
+  readonly stage: string | null;
+  readonly attempt: number;
+  readonly bucket: number;
+}
+
+/** Which version an entity should run now: a pure function of the rollout's committed state. */
+export function assignmentOf(view: Pick<RolloutView, 'rollout' | 'stages'>, entity: string): Assignment {
+  const traffic = trafficOf(view);
+  const bucket = bucketOf(view.rollout.id, entity);
+  const variant = traffic.final || inCohort(bucket, traffic.percent) ? 'new' : 'stable';
+  const { target } = view.rollout.spec;
+  return { version: variant === 'new' ? target.version : (target.stableVersion ?? null), variant, percent: traffic.percent, stage: traffic.stage?.name ?? null, attempt: traffic.attempt, bucket };
 }

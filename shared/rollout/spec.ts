@@ -47,6 +47,8 @@ const targetSchema = z
   .object({
     service: z.string().trim().min(1).max(200),
     version: z.string().trim().min(1).max(200),
+    /** The version the new one replaces, when the spec knows it: what assignment answers for the stable cohort. */
+    stableVersion: z.string().trim().min(1).max(200).optional(),
     labels: z
       .record(z.string().regex(/^[A-Za-z0-9_.:/-]{1,63}$/, 'a label name: letters, digits, _ . : / - (at most 63)'), z.string().max(256))
       .refine((l) => Object.keys(l).length <= 32, 'at most 32 labels')

@@ -4,7 +4,9 @@
  * properties a rollout relies on.
  */
 import { describe, expect, it } from 'vitest';
-import { BUCKETS, bucketOf, inCohort, murmur3x86_32 } from '../../shared/rollout/assignment.js';
+import { assignmentOf, BUCKETS, bucketOf, inCohort, murmur3x86_32, trafficOf, type Traffic } from '../../shared/rollout/assignment.js';
+import type { Rollout, StageStatus } from '../../shared/rollout/model.js';
+import { parseRolloutSpec } from '../../shared/rollout/spec.js';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
@@ -64,5 +66,47 @@ describe('bucketOf and inCohort', () => {
     const a = entities.filter((e) => inCohort(bucketOf('r1', e), 10));
     const b = new Set(entities.filter((e) => inCohort(bucketOf('r2', e), 10)));
     expect(a.filter((e) => b.has(e)).length).toBeLessThan(a.length / 2);
+  });
+});
+
+describe('trafficOf and assignmentOf: a pure function of the committed state', () => {
+  const spec = parseRolloutSpec({
+    target: { service: 'checkout', version: 'v2', stableVersion: 'v1' },
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds: 0 },
+      { name: 'half', percent: 50, bakeSeconds: 0 },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  });
+  const view = (state: Rollout['state'], phases: StageStatus['phase'][], over: Partial<Rollout> = {}) => ({
+    rollout: { id: 'r1', spec, state, attempt: 2, version: 5, createdAt: 0, updatedAt: 0, lastProgressAt: 0, deadlineExceededAt: null, stateBy: null, stateReason: null, ...over },
+    stages: phases.map((phase, index) => ({ index, name: spec.stages[index]!.name, phase, activatedAt: null, promotedAt: null, promotedEpoch: null, promotedBy: null, rolledBackAt: null, reason: null })),
+  });
+
+  it.each<[string, Rollout['state'], StageStatus['phase'][], Traffic]>([
+    ['before the first activation', 'running', ['pending', 'pending', 'pending'], { attempt: 2, percent: 0, stage: null, final: false }],
+    ['the first stage active', 'running', ['active', 'pending', 'pending'], { attempt: 2, percent: 10, stage: { index: 0, name: 'canary' }, final: false }],
+    ['paused on the second', 'paused', ['promoted', 'active', 'pending'], { attempt: 2, percent: 50, stage: { index: 1, name: 'half' }, final: false }],
+    ['rolled back', 'rolled_back', ['promoted', 'rolled_back', 'pending'], { attempt: 2, percent: 0, stage: null, final: false }],
+    ['aborted', 'aborted', ['active', 'pending', 'pending'], { attempt: 2, percent: 0, stage: null, final: false }],
+    ['completed', 'completed', ['promoted', 'promoted', 'promoted'], { attempt: 2, percent: 100, stage: { index: 2, name: 'all' }, final: true }],
+  ])('%s', (_name, state, phases, expected) => {
+    expect(trafficOf(view(state, phases))).toEqual(expected);
+  });
+
+  it('answers an entity by its bucket: the new version inside the cohort, the stable one outside, everyone stable after a rollback', () => {
+    const entities = Array.from({ length: 1_000 }, (_, i) => `host-${i}`);
+    const at = (state: Rollout['state'], phases: StageStatus['phase'][]) => entities.map((e) => assignmentOf(view(state, phases), e));
+    const canary = at('running', ['active', 'pending', 'pending']);
+    for (const a of canary) expect(a).toMatchObject(a.bucket < 1_000 ? { variant: 'new', version: 'v2' } : { variant: 'stable', version: 'v1' });
+    expect(canary[0]).toMatchObject({ percent: 10, stage: 'canary', attempt: 2, bucket: bucketOf('r1', 'host-0') });
+    expect(canary.some((a) => a.variant === 'new')).toBe(true);
+    expect(at('rolled_back', ['promoted', 'rolled_back', 'pending']).every((a) => a.variant === 'stable' && a.version === 'v1')).toBe(true);
+    expect(at('completed', ['promoted', 'promoted', 'promoted']).every((a) => a.variant === 'new' && a.version === 'v2')).toBe(true);
+  });
+
+  it('names no stable version the spec does not know', () => {
+    const bare = parseRolloutSpec({ target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 0 }] });
+    expect(assignmentOf({ ...view('aborted', ['active']), rollout: { ...view('aborted', ['active']).rollout, spec: bare } }, 'host-1')).toMatchObject({ variant: 'stable', version: null });
   });
 });
