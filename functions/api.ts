@@ -39,11 +39,12 @@ export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Par
         return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'request body is not valid UTF-8' }) };
       }
       const actor = event.requestContext.authorizer?.iam?.userArn ?? 'unknown';
-      const res = await (await handle())({ method, path, body, actor });
+      const res = await (await handle())({ method, path, body, actor, query: new URLSearchParams(event.rawQueryString ?? ''), headers: event.headers ?? {} });
       metrics.addMetric(res.status >= 500 ? 'Responses5xx' : res.status >= 400 ? 'Responses4xx' : 'Responses2xx', MetricUnit.Count, 1);
       if (res.status >= 400) logger.warn('request refused', { method, path, status: res.status, actor, body: res.body });
       // Who changed what, with the caller's IAM ARN, for every write that went through.
       else if (method !== 'GET' && method !== 'HEAD') logger.info('write', { method, path, status: res.status, actor, requestId: event.requestContext.requestId });
+      if (res.status === 304) return { statusCode: 304, headers: { ...res.headers }, body: '' };
       return { statusCode: res.status, headers: { 'content-type': 'application/json', ...res.headers }, body: JSON.stringify(res.body) };
     } catch (err) {
       metrics.addMetric('Responses5xx', MetricUnit.Count, 1);

@@ -16,6 +16,7 @@ import type { OutboundPolicy } from '../outbound/policy.js';
 import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
+import { assignmentOf } from '../rollout/assignment.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
 
@@ -28,6 +29,9 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /rollouts                         the running rollouts
  *   GET  /rollouts/{id}                    with each provider gate's recent readings
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
+ *   GET  /rollouts/{id}/assignment?entity=E[&entity=F…]
+ *                                          which version each entity should run (rollout/assignment.ts),
+ *                                          with an ETag (304 on If-None-Match) and a 5 s Cache-Control
  *   POST /runs                             create a work run and enqueue its items; the same id adds
  *                                          items (a spec, if sent, must be the run's: 409 otherwise);
  *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
@@ -43,6 +47,10 @@ export interface ApiRequest {
   readonly body: string | null;
   /** Who is calling (the IAM principal behind the request). */
   readonly actor: string;
+  /** The query string, where a route reads one. */
+  readonly query?: URLSearchParams;
+  /** Request headers, names lower-cased (If-None-Match is read). */
+  readonly headers?: Readonly<Record<string, string | undefined>>;
 }
 
 export interface ApiResponse {
@@ -119,6 +127,9 @@ export function parseBody<S extends z.ZodType>(schema: S, body: string | null): 
 }
 
 /** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
+/** Entities one assignment request may ask about. */
+export const MAX_ASSIGNMENT_ENTITIES = 100;
+
 function segment(m: RegExpMatchArray, i: number, what: string): string {
   const raw = m[i]!;
   let id: string;
@@ -178,6 +189,24 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (!view) throw new HttpError(404, `rollout ${id} not found`);
         const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
         return { status: 200, body: viewJson(view, hasGates ? await deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined) };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/rollouts\/([^/]+)\/assignment$/,
+      run: async (m, req) => {
+        const id = segment(m, 1, 'rollout id');
+        const entities = req.query?.getAll('entity') ?? [];
+        if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES) throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
+        const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
+        if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
+        const view = await deps.engine.store.load(id);
+        if (!view) throw new HttpError(404, `rollout ${id} not found`);
+        // Every transition bumps the rollout's version, and an answer depends on nothing else.
+        const headers = { etag: `"${view.rollout.attempt}.${view.rollout.version}"`, 'cache-control': 'private, max-age=5' };
+        if (req.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
+        const one = (entity: string) => ({ entity, ...assignmentOf(view, entity) });
+        return { status: 200, body: entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) }, headers };
       },
     },
     {

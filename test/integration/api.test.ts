@@ -12,6 +12,7 @@ import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } fro
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
+import { bucketOf } from '../../shared/rollout/assignment.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
@@ -34,7 +35,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     const a = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
     return Number(a.Attributes!.ApproximateNumberOfMessages);
   };
-  let call: (method: string, path: string, body?: unknown) => ReturnType<ReturnType<typeof apiHandler>>;
+  let call: (method: string, path: string, body?: unknown, extra?: Pick<ApiRequest, 'query' | 'headers'>) => ReturnType<ReturnType<typeof apiHandler>>;
   let follower: ReturnType<typeof apiHandler>;
 
   beforeAll(async () => {
@@ -45,7 +46,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     const deps = { engine, leases: backend.store, ledger: backend.ledger, workQueue: () => new SqsWorkQueue(sqs, queueUrl), outbound: OutboundPolicy.none(), clock };
     const handle = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')) });
     follower = apiHandler({ ...deps, nodeId: 'node-b', leadership: campaignEachTime(elector('node-b')) });
-    call = (method, path, body) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice' } satisfies ApiRequest);
+    call = (method, path, body, extra) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice', ...extra } satisfies ApiRequest);
   });
   afterAll(async () => {
     await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
@@ -84,6 +85,26 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(await call('POST', `/rollouts/cmd-${name}/launch`)).toMatchObject({ status: 404, body: { error: expect.stringMatching(/unknown command launch: one of promote, promote-full/) as unknown } });
     expect((await call('POST', '/rollouts/unknown-id/abort')).status).toBe(404);
     expect(await call('GET', '/cluster/leader')).toMatchObject({ status: 200, body: { leader_id: 'node-a', term: 0 } });
+  });
+
+  it('assignment: which version each entity runs follows the committed state; the ETag changes with it and answers 304 while it does not', async () => {
+    const id = `as-${name}`;
+    await call('POST', '/rollouts', { id, spec: { ...SPEC, target: { service: 'checkout', version: 'v2', stableVersion: 'v1' } } });
+    const ask = (entities: string[], headers?: Record<string, string>) => call('GET', `/rollouts/${id}/assignment`, undefined, { query: new URLSearchParams(entities.map((e): [string, string] => ['entity', e])), ...(headers ? { headers } : {}) });
+    const before = await ask(['host-1']);
+    expect(before).toMatchObject({ status: 200, body: { rolloutId: id, entity: 'host-1', variant: 'stable', version: 'v1', percent: 0, stage: null, attempt: 1, bucket: bucketOf(id, 'host-1') } });
+    const etag = before.headers!.etag!;
+    expect(before.headers!['cache-control']).toBe('private, max-age=5');
+    expect(await ask(['host-1'], { 'if-none-match': etag })).toMatchObject({ status: 304, body: null });
+    expect((await call('POST', `/rollouts/${id}/promote-full`)).status).toBe(200);
+    const done = await ask(['host-1', 'host-2'], { 'if-none-match': etag });
+    expect(done).toMatchObject({ status: 200, body: { rolloutId: id, assignments: [{ entity: 'host-1', variant: 'new', version: 'v2', percent: 100, stage: 'all' }, { entity: 'host-2', variant: 'new', version: 'v2' }] } });
+    expect(done.headers!.etag).not.toBe(etag);
+    // Bounded and named: no entity, too many, one too long; an unknown rollout.
+    expect(await ask([])).toMatchObject({ status: 400, body: { error: 'entity: give 1 to 100 (?entity=E&entity=F…), got 0' } });
+    expect((await ask(Array.from({ length: 101 }, (_, i) => `h${i}`))).status).toBe(400);
+    expect(await ask(['ok', 'x'.repeat(257)])).toMatchObject({ status: 400, body: { error: 'entity 2: 1 to 256 characters' } });
+    expect((await call('GET', '/rollouts/nope/assignment', undefined, { query: new URLSearchParams('entity=a') })).status).toBe(404);
   });
 
   it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {

@@ -55,7 +55,8 @@ async function startNode(nodeId: string, url: string, extra: Partial<NodeConfigI
 
 async function http(url: string, method = 'GET', body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(url, { method, redirect: 'manual', headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as Record<string, unknown>, text };
 }
 
 const spec = { target: { service: 'svc', version: 'v2' }, preset: 'linear', stepPercent: 50, bakeSeconds: 60 };
@@ -291,7 +292,17 @@ describe('cluster node', () => {
       await until('leads', 5_000, () => a.node.state === 'leader');
       const fresh = await http(`${a.url}/rollouts`);
       expect(fresh.status).toBe(200);
+      const { id } = (await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': randomUUID() })).body as { id: string };
+      const assignment = (entity: string, headers: Record<string, string> = {}) => http(`${a.url}/rollouts/${id}/assignment?entity=${entity}`, 'GET', undefined, headers);
+      const asked = await assignment('host-a');
+      expect(asked.body).toMatchObject({ entity: 'host-a', variant: 'stable' });
+      // Over HTTP, an unchanged answer is a 304 with no body.
+      expect(await assignment('host-a', { 'if-none-match': asked.headers.get('etag')! })).toMatchObject({ status: 304, text: '' });
       proxy.blackhole(true);
+      // The last good answer is kept per question: host-a's, never for host-b.
+      const staleA = await assignment('host-a');
+      expect(staleA).toMatchObject({ status: 200, body: { entity: 'host-a', variant: 'stable', stale: { reason: `store unreachable: no answer within ${READ_DEADLINE_MS} ms` } } });
+      expect((await assignment('host-b')).status).toBe(503);
       const t0 = Date.now();
       const read = await http(`${a.url}/rollouts`);
       const readMs = Date.now() - t0;

@@ -127,7 +127,8 @@ export async function serveApi(
     void (async () => {
       const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
         if (res.headersSent) return;
-        if (body instanceof RawBody) res.writeHead(status, { 'content-type': body.contentType, ...headers }).end(body.text);
+        if (status === 304) res.writeHead(status, headers).end(); // no body, by definition
+        else if (body instanceof RawBody) res.writeHead(status, { 'content-type': body.contentType, ...headers }).end(body.text);
         else res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
       };
       try {

@@ -204,11 +204,14 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     return out;
   }
 
+  // The query is part of what was asked: one entity's assignment is never another's stale answer.
+  const readKey = (req: HttpRequest) => (req.query.size ? `${req.path}?${req.query.toString()}` : req.path);
+
   async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
     try {
       const res = await within(readDeadlineMs, run());
       if (res.status === 200) {
-        lastGood.set(req.path, { body: res.body, at: Date.now() });
+        lastGood.set(readKey(req), { body: res.body, at: Date.now() });
         if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);
       }
       node.storeUp();
@@ -216,7 +219,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     } catch (err) {
       node.storeDown(err);
       node.logger.warn('read answered without the store', { path: req.path, error: errorMessage(err) });
-      const cached = lastGood.get(req.path);
+      const cached = lastGood.get(readKey(req));
       const reason = `store unreachable${err instanceof PublicError ? `: ${err.message}` : ''}`;
       if (!cached || typeof cached.body !== 'object' || cached.body === null) return json(503, { error: reason, nodeId: node.nodeId });
       return json(200, { ...cached.body, stale: { asOf: new Date(cached.at).toISOString(), reason } }, { 'x-rollout-stale': 'true' });
