@@ -294,14 +294,16 @@ describe('cluster node', () => {
       expect(fresh.status).toBe(200);
       const { id } = (await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': randomUUID() })).body as { id: string };
       const assignment = (entity: string, headers: Record<string, string> = {}) => http(`${a.url}/rollouts/${id}/assignment?entity=${entity}`, 'GET', undefined, headers);
+      // The leader activates the first stage (50 %, a 60 s bake): the answer holds still from then on.
+      await until('the first stage is active', 5_000, async () => ((await http(`${a.url}/rollouts/${id}`)).body.stages as { phase: string }[])[0]!.phase === 'active');
       const asked = await assignment('host-a');
-      expect(asked.body).toMatchObject({ entity: 'host-a', variant: 'stable' });
+      expect(asked.body).toMatchObject({ entity: 'host-a', percent: 50, stage: '50%' });
       // Over HTTP, an unchanged answer is a 304 with no body.
       expect(await assignment('host-a', { 'if-none-match': asked.headers.get('etag')! })).toMatchObject({ status: 304, text: '' });
       proxy.blackhole(true);
       // The last good answer is kept per question: host-a's, never for host-b.
       const staleA = await assignment('host-a');
-      expect(staleA).toMatchObject({ status: 200, body: { entity: 'host-a', variant: 'stable', stale: { reason: `store unreachable: no answer within ${READ_DEADLINE_MS} ms` } } });
+      expect(staleA).toMatchObject({ status: 200, body: { entity: 'host-a', variant: asked.body.variant, bucket: asked.body.bucket, stale: { reason: `store unreachable: no answer within ${READ_DEADLINE_MS} ms` } } });
       expect((await assignment('host-b')).status).toBe(503);
       const t0 = Date.now();
       const read = await http(`${a.url}/rollouts`);
