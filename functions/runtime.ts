@@ -115,16 +115,24 @@ export async function secretConnection(secretArn: string, client = traced(new Se
     }
     return parseConfig(`database secret ${secretArn}`, dbSecret, json);
   };
-  let held = { secret: await read(), at: Date.now() };
-  const s = held.secret;
+  // One read at a time: connections opened together after the secret went stale share it.
+  let held = { secret: Promise.resolve(await read()), at: Date.now() };
+  const s = await held.secret;
   return {
     host: s.host,
     port: s.port,
     user: s.username,
     database: s.dbname,
     password: async () => {
-      if (Date.now() - held.at >= ttlMs) held = { secret: await read(), at: Date.now() };
-      return held.secret.password;
+      if (Date.now() - held.at >= ttlMs) {
+        const secret = read();
+        held = { secret, at: Date.now() };
+        // A failed read is not kept: the next connection asks again.
+        secret.catch(() => {
+          if (held.secret === secret) held = { secret, at: 0 };
+        });
+      }
+      return (await held.secret).password;
     },
     ssl: process.env.ROLLOUT_DB_TLS === 'off' ? false : { rejectUnauthorized: true },
   };

@@ -16,7 +16,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { forwardHttp } from '../http-forward.js';
-import type { Delivery, Handler } from './server.js';
+import { invokeAsync, sendToDlq, type Handler } from './lambda.js';
+import type { Delivery } from './server.js';
 import { templateRules } from './template.js';
 
 type Cfn = { Type: string; Properties: Record<string, unknown> };
@@ -169,25 +170,8 @@ export class MotoEventBridge {
 
   private async invoke(rule: string, arn: string, event: unknown): Promise<void> {
     const fn = this.o.lambdas[arn]!;
-    let error = '';
-    for (let attempt = 1; attempt <= 1 + fn.retries; attempt++) {
-      try {
-        await fn.handler(event);
-        this.deliveries.push({ rule, target: arn, event, ok: true, attempts: attempt });
-        return;
-      } catch (err) {
-        error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      }
-    }
-    this.deliveries.push({ rule, target: arn, event, ok: false, attempts: 1 + fn.retries, error });
-    if (fn.dlqArn) {
-      await this.sqs.send(
-        new SendMessageCommand({
-          QueueUrl: this.queueUrls.get(fn.dlqArn)!,
-          MessageBody: JSON.stringify(event),
-          MessageAttributes: { ErrorCode: { DataType: 'String', StringValue: '200' }, ErrorMessage: { DataType: 'String', StringValue: error.slice(0, 1000) }, RequestID: { DataType: 'String', StringValue: randomUUID() } },
-        }),
-      );
-    }
+    const outcome = await invokeAsync(fn, event);
+    this.deliveries.push({ rule, target: arn, event, ...outcome });
+    if (!outcome.ok && fn.dlqArn) await sendToDlq(this.sqs, this.queueUrls.get(fn.dlqArn)!, event, outcome.error!);
   }
 }

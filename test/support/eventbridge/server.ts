@@ -18,9 +18,10 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { matches, type Pattern } from '../../../shared/events/pattern.js';
+import { invokeAsync, sendToDlq, type Handler } from './lambda.js';
 import { templateRules } from './template.js';
 
-export type Handler = (event: unknown) => Promise<unknown>;
+export type { Handler } from './lambda.js';
 
 interface Target {
   readonly id: string;
@@ -205,26 +206,9 @@ export class EventBridgeStandIn {
     }
     const fn = this.o.lambdas?.[t.arn];
     if (!fn) throw new Error(`no handler for ${t.arn}`);
-    let error = '';
-    for (let attempt = 1; attempt <= 1 + fn.retries; attempt++) {
-      try {
-        await fn.handler(payload);
-        this.deliveries.push({ rule: rule.name, target: t.id, event: payload, ok: true, attempts: attempt });
-        return;
-      } catch (err) {
-        error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      }
-    }
-    this.deliveries.push({ rule: rule.name, target: t.id, event: payload, ok: false, attempts: 1 + fn.retries, error });
-    if (fn.dlqUrl) {
-      await this.o.sqs.send(
-        new SendMessageCommand({
-          QueueUrl: fn.dlqUrl,
-          MessageBody: JSON.stringify(payload),
-          MessageAttributes: { ErrorCode: { DataType: 'String', StringValue: '200' }, ErrorMessage: { DataType: 'String', StringValue: error.slice(0, 1000) }, RequestID: { DataType: 'String', StringValue: randomUUID() } },
-        }),
-      );
-    }
+    const outcome = await invokeAsync(fn, payload);
+    this.deliveries.push({ rule: rule.name, target: t.id, event: payload, ...outcome });
+    if (!outcome.ok && fn.dlqUrl) await sendToDlq(this.o.sqs, fn.dlqUrl, payload, outcome.error!);
   }
 }
 
