@@ -16,7 +16,8 @@ import type { OutboundPolicy } from '../outbound/policy.js';
 import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
-import { assignmentOf } from '../rollout/assignment.js';
+import { assignmentOf, trafficJson } from '../rollout/assignment.js';
+import type { RolloutView } from '../rollout/model.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
 
@@ -32,6 +33,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /rollouts/{id}/assignment?entity=E[&entity=F…]
  *                                          which version each entity should run (rollout/assignment.ts),
  *                                          with an ETag (304 on If-None-Match) and a 5 s Cache-Control
+ *   GET  /rollouts/{id}/traffic            what assignment answers from (percent, stage, versions), cached the same way
  *   POST /runs                             create a work run and enqueue its items; the same id adds
  *                                          items (a spec, if sent, must be the run's: 409 otherwise);
  *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
@@ -126,10 +128,10 @@ export function parseBody<S extends z.ZodType>(schema: S, body: string | null): 
   return parsed.data;
 }
 
-/** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
 /** Entities one assignment request may ask about. */
 export const MAX_ASSIGNMENT_ENTITIES = 100;
 
+/** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
 function segment(m: RegExpMatchArray, i: number, what: string): string {
   const raw = m[i]!;
   let id: string;
@@ -140,6 +142,17 @@ function segment(m: RegExpMatchArray, i: number, what: string): string {
   }
   if (!ID_RULE.test(id)) throw new HttpError(400, `${what} in the path: letters, digits, _ . : - (at most 128)`);
   return id;
+}
+
+/**
+ * An answer that depends on the rollout's committed state alone: every
+ * transition bumps the version (and a retry the attempt), so that pair is its
+ * ETag; a client holding it gets a 304 with no body.
+ */
+function cacheable(req: ApiRequest, view: RolloutView, body: (view: RolloutView) => unknown): ApiResponse {
+  const headers = { etag: `"${view.rollout.attempt}.${view.rollout.version}"`, 'cache-control': 'private, max-age=5' };
+  if (req.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
+  return { status: 200, body: body(view), headers };
 }
 
 export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiResponse> {
@@ -158,6 +171,12 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   async function sameSpec(id: string, spec: unknown): Promise<void> {
     const run = await deps.ledger.getRun(id);
     if (run && canonicalJson(run.spec) !== canonicalJson(spec)) throw new HttpError(409, `run ${id} exists with a different spec`, { spec: run.spec });
+  }
+
+  async function mustLoad(id: string): Promise<RolloutView> {
+    const view = await deps.engine.store.load(id);
+    if (!view) throw new HttpError(404, `rollout ${id} not found`);
+    return view;
   }
 
   const routes: { method: string; pattern: RegExp; run: (m: RegExpMatchArray, req: ApiRequest) => Promise<ApiResponse> }[] = [
@@ -185,8 +204,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       pattern: /^\/rollouts\/([^/]+)$/,
       run: async (m) => {
         const id = segment(m, 1, 'rollout id');
-        const view = await deps.engine.store.load(id);
-        if (!view) throw new HttpError(404, `rollout ${id} not found`);
+        const view = await mustLoad(id);
         const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
         return { status: 200, body: viewJson(view, hasGates ? await deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined) };
       },
@@ -200,14 +218,17 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES) throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
         const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
         if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
-        const view = await deps.engine.store.load(id);
-        if (!view) throw new HttpError(404, `rollout ${id} not found`);
-        // Every transition bumps the rollout's version, and an answer depends on nothing else.
-        const headers = { etag: `"${view.rollout.attempt}.${view.rollout.version}"`, 'cache-control': 'private, max-age=5' };
-        if (req.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
-        const one = (entity: string) => ({ entity, ...assignmentOf(view, entity) });
-        return { status: 200, body: entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) }, headers };
+        return cacheable(req, await mustLoad(id), (view) => {
+          const one = (entity: string) => ({ entity, ...assignmentOf(view, entity) });
+          return entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) };
+        });
       },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/rollouts\/([^/]+)\/traffic$/,
+      // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
+      run: async (m, req) => cacheable(req, await mustLoad(segment(m, 1, 'rollout id')), trafficJson),
     },
     {
       method: 'POST',

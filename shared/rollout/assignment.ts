@@ -13,7 +13,7 @@
  * each UTF-16 unit.
  */
 
-import type { RolloutView } from './model.js';
+import type { RolloutState, RolloutView } from './model.js';
 
 export const BUCKETS = 10_000;
 
@@ -95,6 +95,27 @@ export function trafficOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Traffi
   }
 }
 
+/**
+ * A rollout's traffic as a client evaluates it in process: everything
+ * assignment reads, so `assign(traffic, entity)` on a client answers what
+ * `GET /rollouts/{id}/assignment` answers on the server.
+ */
+export interface RolloutTraffic extends Traffic {
+  readonly rolloutId: string;
+  /** The rollout's version: with the attempt, what the ETag names. */
+  readonly version: number;
+  readonly state: RolloutState;
+  readonly service: string;
+  readonly newVersion: string;
+  readonly stableVersion: string | null;
+}
+
+export function trafficJson(view: Pick<RolloutView, 'rollout' | 'stages'>): RolloutTraffic {
+  const { rollout } = view;
+  const { target } = rollout.spec;
+  return { rolloutId: rollout.id, version: rollout.version, state: rollout.state, service: target.service, newVersion: target.version, stableVersion: target.stableVersion ?? null, ...trafficOf(view) };
+}
+
 export interface Assignment {
   /** The version this entity should run: the new one, or the stable one when the spec names it (else null). */
   readonly version: string | null;
@@ -105,11 +126,14 @@ export interface Assignment {
   readonly bucket: number;
 }
 
+/** Which version an entity should run under this traffic: a pure function, the same on server and client. */
+export function assign(traffic: RolloutTraffic, entity: string): Assignment {
+  const bucket = bucketOf(traffic.rolloutId, entity);
+  const variant = traffic.final || inCohort(bucket, traffic.percent) ? 'new' : 'stable';
+  return { version: variant === 'new' ? traffic.newVersion : traffic.stableVersion, variant, percent: traffic.percent, stage: traffic.stage?.name ?? null, attempt: traffic.attempt, bucket };
+}
+
 /** Which version an entity should run now: a pure function of the rollout's committed state. */
 export function assignmentOf(view: Pick<RolloutView, 'rollout' | 'stages'>, entity: string): Assignment {
-  const traffic = trafficOf(view);
-  const bucket = bucketOf(view.rollout.id, entity);
-  const variant = traffic.final || inCohort(bucket, traffic.percent) ? 'new' : 'stable';
-  const { target } = view.rollout.spec;
-  return { version: variant === 'new' ? target.version : (target.stableVersion ?? null), variant, percent: traffic.percent, stage: traffic.stage?.name ?? null, attempt: traffic.attempt, bucket };
+  return assign(trafficJson(view), entity);
 }

@@ -12,7 +12,7 @@ import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } fro
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
-import { bucketOf } from '../../shared/rollout/assignment.js';
+import { assign, bucketOf, type RolloutTraffic } from '../../shared/rollout/assignment.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
@@ -37,6 +37,8 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
   };
   let call: (method: string, path: string, body?: unknown, extra?: Pick<ApiRequest, 'query' | 'headers'>) => ReturnType<ReturnType<typeof apiHandler>>;
   let follower: ReturnType<typeof apiHandler>;
+  /** One evaluation by the leader, as a promoter's tick would make it. */
+  let evaluate: (id: string) => Promise<unknown>;
 
   beforeAll(async () => {
     backend = await openBackend(name);
@@ -46,6 +48,8 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     const deps = { engine, leases: backend.store, ledger: backend.ledger, workQueue: () => new SqsWorkQueue(sqs, queueUrl), outbound: OutboundPolicy.none(), clock };
     const handle = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')) });
     follower = apiHandler({ ...deps, nodeId: 'node-b', leadership: campaignEachTime(elector('node-b')) });
+    const lead = campaignEachTime(elector('node-a'));
+    evaluate = async (id) => engine.evaluate(id, (await lead())!);
     call = (method, path, body, extra) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice', ...extra } satisfies ApiRequest);
   });
   afterAll(async () => {
@@ -105,6 +109,27 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect((await ask(Array.from({ length: 101 }, (_, i) => `h${i}`))).status).toBe(400);
     expect(await ask(['ok', 'x'.repeat(257)])).toMatchObject({ status: 400, body: { error: 'entity 2: 1 to 256 characters' } });
     expect((await call('GET', '/rollouts/nope/assignment', undefined, { query: new URLSearchParams('entity=a') })).status).toBe(404);
+  });
+
+  it('traffic: the state assignment answers from, cached by the same ETag; a client evaluating it agrees with the server for every entity', async () => {
+    const id = `tr-${name}`;
+    await call('POST', '/rollouts', { id, spec: { ...SPEC, target: { service: 'checkout', version: 'v2', stableVersion: 'v1' } } });
+    expect((await call('GET', `/rollouts/${id}/traffic`)).body).toMatchObject({ percent: 0, stage: null });
+    await evaluate(id);
+    const first = await call('GET', `/rollouts/${id}/traffic`);
+    expect(first).toMatchObject({ status: 200, body: { rolloutId: id, service: 'checkout', newVersion: 'v2', stableVersion: 'v1', attempt: 1, state: 'running', percent: 10, stage: { index: 0, name: 'canary' }, final: false } });
+    expect(await call('GET', `/rollouts/${id}/traffic`, undefined, { headers: { 'if-none-match': first.headers!.etag! } })).toMatchObject({ status: 304, body: null });
+    // The same answers, entity by entity, from the state alone.
+    const entities = Array.from({ length: 100 }, (_, i) => `host-${i}`);
+    const served = await call('GET', `/rollouts/${id}/assignment`, undefined, { query: new URLSearchParams(entities.map((e): [string, string] => ['entity', e])) });
+    const traffic = (await call('GET', `/rollouts/${id}/traffic`)).body as RolloutTraffic;
+    expect(entities.map((e) => ({ entity: e, ...assign(traffic, e) }))).toEqual((served.body as { assignments: unknown[] }).assignments);
+    expect(new Set(entities.map((e) => assign(traffic, e).variant))).toEqual(new Set(['stable', 'new']));
+    expect((await call('POST', `/rollouts/${id}/abort`)).status).toBe(200);
+    const aborted = await call('GET', `/rollouts/${id}/traffic`, undefined, { headers: { 'if-none-match': first.headers!.etag! } });
+    expect(aborted).toMatchObject({ status: 200, body: { state: 'aborted', percent: 0, stage: null } });
+    expect(aborted.headers!.etag).not.toBe(first.headers!.etag);
+    expect((await call('GET', '/rollouts/nope/traffic')).status).toBe(404);
   });
 
   it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {
