@@ -31,7 +31,7 @@ if (!modes.includes(modeArg as Mode)) {
 const mode = modeArg as Mode;
 const needsServices = mode !== 'unit' && mode !== 'infra';
 /** Test files that talk to moto (an AWS emulator from PyPI, not a Debian package). */
-const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts', 'test/integration/aws-endpoints.test.ts', 'test/integration/sqs-emulators.test.ts'];
+const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts', 'test/integration/aws-endpoints.test.ts', 'test/integration/sqs-emulators.test.ts', 'test/integration/lambda-alias.test.ts', 'test/integration/alb-weights.test.ts', 'test/contract/actuator.contract.test.ts', 'test/e2e/actuation.test.ts'];
 const narrowedTo = rest.filter((a) => !a.startsWith('-'));
 const needsMoto =
   (mode === 'all' || mode === 'infra' || mode === 'integration') &&

@@ -1,0 +1,133 @@
+/**
+ * The actuator port: how a rollout's committed traffic reaches something
+ * outside the store (a Lambda alias, a load balancer rule, nginx). The store
+ * is the truth; an actuator converges one target to it and reports what the
+ * target carries. The decisions (whether to write, drift, who may overwrite
+ * whom) are made once, in reconcile.ts; an actuator only reads and writes.
+ *
+ * The rule every actuator keeps (DESIGN.md, "Effects outside the store"):
+ * - a write is idempotent: "make the target carry attempt A, stage S, P %";
+ * - it carries a stamp (rollout, attempt, stage, lease epoch, the percent
+ *   written), kept on the target where the target can keep one;
+ * - where the target can condition a write (Lambda's RevisionId), the write
+ *   is conditioned on the reading it was decided on: TargetMovedError when
+ *   the target changed in between; where it cannot (ELBv2, nginx), the write
+ *   is read back and the caller re-decides on what it finds.
+ */
+
+/** What a target is asked to carry: a share of traffic on the rollout's new version. */
+export interface Desired {
+  readonly rolloutId: string;
+  readonly attempt: number;
+  /** The stage whose percent is in force; null before the first activation and after a rollback or abort. */
+  readonly stage: number | null;
+  /** 0–100, at most two decimals. */
+  readonly percent: number;
+  /** Completed: the target is finalised on the new version (no split left). */
+  readonly final: boolean;
+  /** The rollout's new version (spec.target.version): for a Lambda alias, a published version number. */
+  readonly newVersion: string;
+}
+
+/** Our mark on a target: who put there what it carries. */
+export interface Stamp {
+  readonly rolloutId: string;
+  readonly attempt: number;
+  readonly stage: number | null;
+  /** The promotion lease's epoch of the leader that wrote: a lower epoch never overwrites a higher one. */
+  readonly epoch: number;
+  /** What the write set: a target whose weights differ from its stamp was changed by someone else. */
+  readonly percent: number;
+  readonly final: boolean;
+  /** Where the target keeps it: the version the split is taken from (a Lambda alias's version when the rollout started). */
+  readonly base?: string;
+}
+
+/** A target as read. */
+export interface Observed {
+  /** Share on the new (secondary) side now, 0–100; 0 when nothing is split. */
+  readonly percent: number;
+  /** Nothing is split and the target serves the rollout's new version (a finalised alias). */
+  readonly final: boolean;
+  /** Our stamp as the target keeps it; null when it carries none (never written by us, or by someone else). */
+  readonly stamp: Stamp | null;
+  /** The target as found, in a line: for drift reasons, `rollout rollouts get` and the status page. */
+  readonly detail: string;
+  /** An opaque token of this reading (Lambda's RevisionId) that a conditioned write is made against. */
+  readonly revision?: string;
+  /** A split the target carries towards something other than the new version (an alias weighted to another version): never ours. */
+  readonly foreignSplit?: string;
+}
+
+export type ActuatorKind = 'nginx' | 'lambdaAlias' | 'albWeights';
+
+export interface Actuator {
+  /** The operator's name for the target: what a spec's `actuators` list names. */
+  readonly target: string;
+  readonly kind: ActuatorKind;
+  /** The target now, its shares counted towards `newVersion` (the rollout's spec.target.version). */
+  read(newVersion: string): Promise<Observed>;
+  /**
+   * Make the target carry `desired`, stamped with `stamp`, decided on
+   * `observed`. Throws TargetMovedError when the target refused a write
+   * conditioned on `observed` (it changed since), TargetRefusedError when it
+   * refused the content (nginx -t failed, a weight out of range): nothing
+   * changed in either case. Returns the target as read back after the write.
+   */
+  write(desired: Desired, stamp: Stamp, observed: Observed): Promise<Observed>;
+}
+
+/** The target changed between our reading and our conditioned write: read it again and decide again. */
+export class TargetMovedError extends Error {
+  override readonly name = 'TargetMovedError';
+  constructor(
+    readonly target: string,
+    detail: string,
+  ) {
+    super(`${target}: changed since it was read (${detail})`);
+  }
+}
+
+/** The target refused what we asked it to carry; nothing was changed. */
+export class TargetRefusedError extends Error {
+  override readonly name = 'TargetRefusedError';
+  constructor(
+    readonly target: string,
+    detail: string,
+  ) {
+    super(`${target}: refused the write (${detail})`);
+  }
+}
+
+/** The stamp a write carries, as one line of text: for a tag, an alias description or a comment. */
+export function stampText(s: Stamp): string {
+  const parts = [`rollout=${s.rolloutId}`, `attempt=${s.attempt}`, `stage=${s.stage ?? '-'}`, `epoch=${s.epoch}`, `percent=${s.percent}`, `final=${s.final}`];
+  if (s.base !== undefined) parts.push(`base=${s.base}`);
+  return parts.join(' ');
+}
+
+/** A stamp read back from stampText's line; null when the text is not one (a description someone else wrote). */
+export function parseStamp(text: string | undefined | null): Stamp | null {
+  if (!text) return null;
+  const fields = new Map<string, string>();
+  for (const part of text.trim().split(/\s+/)) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) return null;
+    fields.set(part.slice(0, eq), part.slice(eq + 1));
+  }
+  const int = (k: string) => {
+    const v = fields.get(k);
+    return v !== undefined && /^\d{1,15}$/.test(v) ? Number(v) : null;
+  };
+  const rolloutId = fields.get('rollout');
+  const attempt = int('attempt');
+  const epoch = int('epoch');
+  const stageText = fields.get('stage');
+  const stage = stageText === '-' ? null : int('stage');
+  const percent = Number(fields.get('percent'));
+  const final = fields.get('final');
+  if (!rolloutId || attempt === null || attempt < 1 || epoch === null || (stage === null && stageText !== '-')) return null;
+  if (!Number.isFinite(percent) || percent < 0 || percent > 100 || (final !== 'true' && final !== 'false')) return null;
+  const base = fields.get('base');
+  return { rolloutId, attempt, stage, epoch, percent, final: final === 'true', ...(base !== undefined ? { base } : {}) };
+}

@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { parseConfig } from '../config.js';
+
+/**
+ * The targets an operator lets rollouts move, by name. A spec names targets
+ * from this list only (`actuators: ["web"]`): it never names a file, a
+ * command, a function or a load balancer itself (DESIGN.md, "Trust
+ * boundaries"). Unknown fields are refused.
+ */
+
+export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+const upstream = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'an nginx upstream name: letters, digits, _ . : - (at most 128)');
+const absPath = z.string().regex(/^\/[^\0\n]{0,1023}$/, 'an absolute path');
+const arn = (service: string) => z.string().regex(new RegExp(`^arn:aws[a-z-]*:${service}:[a-z0-9-]+:\\d{12}:.{1,1000}$`), `an ${service} ARN`);
+
+export const nginxTargetSchema = z
+  .object({
+    type: z.literal('nginx'),
+    /** The include we own and rewrite whole: a `split_clients` block that sets `variable`. The operator's config includes it. */
+    include: absPath,
+    /** The variable the split sets (without `$`); the operator's config proxies to it. */
+    variable: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'an nginx variable name without $').default('rollout_upstream'),
+    /** What keeps an entity on one side: any nginx expression, e.g. `$remote_addr` or `$http_x_user_id`. */
+    key: z.string().regex(/^[$A-Za-z0-9_{}:.-]{1,200}$/, 'an nginx expression of variables').default('$remote_addr'),
+    stableUpstream: upstream,
+    canaryUpstream: upstream,
+    /** The nginx binary, and the main config it tests and reloads with (`nginx -t -c`, `nginx -s reload -c`). */
+    nginx: absPath.default('/usr/sbin/nginx'),
+    config: absPath,
+  })
+  .strict();
+
+export const lambdaAliasTargetSchema = z
+  .object({
+    type: z.literal('lambdaAlias'),
+    /** A function name or ARN. */
+    functionName: z.string().min(1).max(170),
+    alias: z.string().regex(/^(?!^[0-9]+$)[a-zA-Z0-9-_]{1,128}$/, 'an alias name (not a version number, not $LATEST)'),
+    region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/).optional(),
+  })
+  .strict();
+
+export const albWeightsTargetSchema = z
+  .object({
+    type: z.literal('albWeights'),
+    /** A listener rule, or a listener whose default action carries the split: exactly one. */
+    ruleArn: arn('elasticloadbalancing').optional(),
+    listenerArn: arn('elasticloadbalancing').optional(),
+    stableTargetGroupArn: arn('elasticloadbalancing'),
+    canaryTargetGroupArn: arn('elasticloadbalancing'),
+    /** Target-group stickiness on the forward action, in seconds (1–604800); absent: none. */
+    stickinessSeconds: z.number().int().min(1).max(604_800).optional(),
+    region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/).optional(),
+  })
+  .strict()
+  .superRefine((t, ctx) => {
+    if ((t.ruleArn === undefined) === (t.listenerArn === undefined)) ctx.addIssue({ code: 'custom', path: ['ruleArn'], message: 'give ruleArn or listenerArn, exactly one' });
+    if (t.stableTargetGroupArn === t.canaryTargetGroupArn) ctx.addIssue({ code: 'custom', path: ['canaryTargetGroupArn'], message: 'must differ from stableTargetGroupArn' });
+  });
+
+export const targetSchema = z.discriminatedUnion('type', [nginxTargetSchema, lambdaAliasTargetSchema, albWeightsTargetSchema]);
+export type TargetConfig = z.output<typeof targetSchema>;
+export type NginxTarget = z.output<typeof nginxTargetSchema>;
+export type LambdaAliasTarget = z.output<typeof lambdaAliasTargetSchema>;
+export type AlbWeightsTarget = z.output<typeof albWeightsTargetSchema>;
+
+export const targetsSchema = z
+  .record(z.string().regex(TARGET_NAME, 'a target name: lower-case letters, digits and - (at most 63)'), targetSchema)
+  .refine((t) => Object.keys(t).length <= 64, 'at most 64 targets');
+export type TargetsConfig = Readonly<Record<string, TargetConfig>>;
+
+/** The operator's targets, validated; ConfigError naming every bad field otherwise. */
+export function parseTargets(input: unknown): TargetsConfig {
+  return parseConfig('actuation targets', targetsSchema, input ?? {});
+}
