@@ -28,6 +28,9 @@ export const nginxTargetSchema = z
     /** The nginx binary, and the main config it tests and reloads with (`nginx -t -c`, `nginx -s reload -c`). */
     nginx: absPath.default('/usr/sbin/nginx'),
     config: absPath,
+    /** nginx's `-p` prefix and `-e` error log, when the server was started with them: `-t` and `-s reload` must name the same. */
+    prefix: absPath.optional(),
+    errorLog: absPath.optional(),
   })
   .strict();
 

@@ -3,6 +3,8 @@ import type { EventBus } from '../events/bus.js';
 import type { LeaderElector, LeaseElector } from '../lease/elector.js';
 import type { LeaseToken } from '../lease/record.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
+import type { Actuation, TargetOutcome } from '../actuation/reconcile.js';
+import { FencedError } from '../lease/fencing.js';
 import { evaluate } from './evaluate.js';
 import type { RolloutEvent } from './events.js';
 import type { RolloutView } from './model.js';
@@ -43,6 +45,8 @@ export interface EngineOptions {
    * The owner flushes the outbox after the commit.
    */
   deferPublish?: boolean;
+  /** Where committed traffic is carried out (actuation/reconcile.ts): converged after every transition this engine writes. */
+  actuation?: Actuation;
 }
 
 /**
@@ -56,9 +60,11 @@ export class RolloutEngine {
   readonly clock: Clock;
   private readonly logger: Logger;
   private readonly deferPublish: boolean;
+  readonly actuation: Actuation | undefined;
 
   constructor(opts: EngineOptions) {
     this.deferPublish = opts.deferPublish ?? false;
+    this.actuation = opts.actuation;
     this.store = opts.store;
     this.bus = opts.bus;
     this.clock = opts.clock ?? systemClock;
@@ -93,7 +99,35 @@ export class RolloutEngine {
       // Another writer moved it; its own evaluation (or the next tick) goes on from there.
       view = action.applied ? viewAfter(view, plan) : null;
     }
+    if (view && actions.length > done.length) await this.actuate(view, token);
     return { actions, view };
+  }
+
+  /**
+   * Carry a committed state out to the rollout's targets, right after the
+   * commit. Only FencedError escapes (we no longer lead); anything else a
+   * target or the store did is logged, and the next tick reconciles it.
+   */
+  async actuate(view: RolloutView, token: LeaseToken): Promise<TargetOutcome[]> {
+    if (!this.actuation) return [];
+    try {
+      return await this.actuation.converge(view, token, (id, target, reason, t) => this.pauseForDrift(id, target, reason, t));
+    } catch (err) {
+      if (err instanceof FencedError) throw err;
+      this.logger.warn('actuation not carried out; the next tick reconciles it', { rolloutId: view.rollout.id, error: errorMessage(err) });
+      return [];
+    }
+  }
+
+  /** The pause drift asks for, by the leader; the rollout's version after it, or null when it was not running. */
+  private async pauseForDrift(rolloutId: string, target: string, reason: string, token: LeaseToken): Promise<number | null> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const view = await this.store.load(rolloutId);
+      if (view?.rollout.state !== 'running') return null;
+      const { action, plan } = await this.applyTo(view, { kind: 'pause', reason, drift: { target } }, token, `promoter:${token.holder}`);
+      if (action.applied) return plan.next.version;
+    }
+    return null;
   }
 
   /**
@@ -143,8 +177,11 @@ export class RolloutEngine {
     for (let attempt = 0; ; attempt++) {
       const view = await this.store.load(rolloutId);
       if (!view) throw new UnknownRolloutError(rolloutId);
-      const { action } = await this.applyTo(view, make(view), token, actor);
-      if (action.applied) return action;
+      const { action, plan } = await this.applyTo(view, make(view), token, actor);
+      if (action.applied) {
+        await this.actuate(viewAfter(view, plan), token);
+        return action;
+      }
       if (attempt >= 4) throw new TransitionRejectedError(rolloutId, action.transition, 'the rollout kept changing; try again');
     }
   }

@@ -17,6 +17,8 @@ export const ROLLOUT_EVENT_TYPES = [
   'ai.rollout.aborted',
   'ai.rollout.retried',
   'ai.rollout.progress_deadline_exceeded',
+  /** A target someone else changed: recorded, and the rollout paused by the same write (actuation/reconcile.ts). */
+  'ai.rollout.actuation_drift',
 ] as const;
 export type RolloutEventType = (typeof ROLLOUT_EVENT_TYPES)[number];
 
@@ -30,6 +32,8 @@ export interface RolloutEventDetail {
   /** The stage activated by the same step (stage_promoted). */
   readonly nextStage?: { readonly index: number; readonly name: string; readonly percent: number };
   readonly reason?: string;
+  /** The actuation target concerned (actuation_drift): the operator's name for it. */
+  readonly target?: string;
   /** The provider gate readings that decided (stage_promoted: those that passed; rollback_detected, paused: the one over its limit). */
   readonly readings?: readonly GateReading[];
   /** The pushed metrics reading the stage's traffic and threshold gates judged (stage_promoted; rollback_detected on a breach of them). */
@@ -71,6 +75,7 @@ export const rolloutEventSchema = z
         stage: stageRefSchema.optional(),
         nextStage: stageRefSchema.optional(),
         reason: z.string().optional(),
+        target: z.string().optional(),
         readings: z.array(gateReadingSchema).readonly().optional(),
         metrics: stageMetricsSchema.optional(),
         actor: z.string(),

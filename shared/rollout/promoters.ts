@@ -9,11 +9,15 @@ import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, t
 import { activeStage, alarmNamesOf, type RolloutView, type StageMetrics } from './model.js';
 import { stageIndexOf } from './spec.js';
 import { BoundedMap } from '../bounded-map.js';
+import { Actuation } from '../actuation/reconcile.js';
 import type { LeaseToken } from '../lease/record.js';
 import { UnknownRolloutError, type RolloutStore } from './store.js';
 
 /** Views a StreamingPromoter keeps for its fast path: every running rollout of a busy deployment. */
 const HELD_VIEWS = 10_000;
+
+/** Rollouts beyond the running ones whose targets a tick reconciles at most (the oldest first). */
+const RECONCILE_PER_TICK = 100;
 
 /** Readings deleted per tick at most: 360,000 an hour at a 10 s tick, more than 1,000 gates read every 10 s write. */
 const PRUNE_PER_TICK = 1_000;
@@ -42,20 +46,21 @@ export class BatchPromoter {
   }
 
   /**
-   * Whether a tick would have anything to do: a rollout running, or an event
-   * left in the outbox. Two small reads and no lease write, so a runtime that
+   * Whether a tick would have anything to do: a rollout running, an event
+   * left in the outbox, or a target not yet settled on its rollout's end. Small reads and no lease write, so a runtime that
    * pays by the second (the batch-promoter Lambda) can stop ticking while
    * nothing runs; whatever starts in the meantime is caught up by its next
    * invocation.
    */
   async hasWork(): Promise<boolean> {
-    const [running, unpublished] = await Promise.all([this.engine.store.anyRunning(), this.engine.store.unpublishedEvents(1)]);
-    return running || unpublished.length > 0;
+    const store = this.engine.store;
+    const [running, unpublished, unsettled] = await Promise.all([store.anyRunning(), store.unpublishedEvents(1), this.engine.actuation ? store.unsettledActuations(1) : []]);
+    return running || unpublished.length > 0 || unsettled.length > 0;
   }
 
-  async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number; readings: number; pruned: number }> {
+  async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number; readings: number; pruned: number; actuated: number }> {
     const token = await this.leadership();
-    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0, pruned: 0 };
+    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0, pruned: 0, actuated: 0 };
     const republished = await this.engine.flushOutbox();
     let views = await this.engine.store.loadRunning();
     let readings = 0;
@@ -70,13 +75,36 @@ export class BatchPromoter {
       }
     }
     // A FencedError from any rollout ends the whole tick: we are no longer leader.
-    const actions = (await mapLimit(views, this.concurrency, (view) => this.engine.evaluateView(view, token))).flat();
+    const evaluated = await mapLimit(views, this.concurrency, (view) => this.engine.evaluateFrom(view, token));
+    const actions = evaluated.flatMap((e) => e.actions);
+    const actuated = await this.reconcile(views, evaluated, token);
     // After the decisions, off their path: the readings' history past its retention, a bounded batch a tick.
     const pruned = await this.engine.store.pruneGateReadings(this.engine.clock.now() - READING_RETENTION_DAYS * 86_400_000, PRUNE_PER_TICK).catch((err: unknown) => {
       this.logger.warn('gate readings not pruned this tick', { error: errorMessage(err) });
       return 0;
     });
-    return { leader: true, evaluated: views.length, actions, republished, readings, pruned };
+    return { leader: true, evaluated: views.length, actions, republished, readings, pruned, actuated };
+  }
+
+  /**
+   * Every tick, the targets of every running rollout and of every rollout
+   * whose targets have not settled on its end are read and, where they do not
+   * carry the committed state (a crash between a commit and its effect, a
+   * lost reply, a write that failed), converged. A rollout an evaluation just
+   * moved was converged by it.
+   */
+  private async reconcile(views: readonly RolloutView[], evaluated: readonly { actions: readonly Action[]; view: RolloutView | null }[], token: LeaseToken): Promise<number> {
+    if (!this.engine.actuation) return 0;
+    const moved = new Set(evaluated.filter((e) => e.actions.some((a) => a.applied)).map((e) => e.actions[0]!.rolloutId));
+    const due = views.filter((v) => Actuation.wants(v) && !moved.has(v.rollout.id));
+    const seen = new Set(views.map((v) => v.rollout.id));
+    for (const id of await this.engine.store.unsettledActuations(RECONCILE_PER_TICK)) {
+      if (seen.has(id)) continue;
+      const view = await this.engine.store.load(id);
+      if (view) due.push(view);
+    }
+    await mapLimit(due, this.concurrency, (view) => this.engine.actuate(view, token));
+    return due.length;
   }
 }
 

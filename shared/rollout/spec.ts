@@ -3,6 +3,7 @@ import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { providerGatesSchema } from './gate-spec.js';
+import { TARGET_NAME } from '../actuation/targets.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -62,6 +63,16 @@ const common = {
   progressDeadlineSeconds: z.number().int().positive().max(MAX_SECONDS).default(3_600),
   /** …and aborted (rolled back) when this is set. */
   progressDeadlineAbort: z.boolean().default(false),
+  /**
+   * The operator's targets (by name, actuation/targets.ts) this rollout moves. Absent rather than
+   * empty by default: a spec stored before actuation existed reads back equal to the same spec parsed now.
+   */
+  actuators: z
+    .array(z.string().regex(TARGET_NAME, 'a target name: lower-case letters, digits and - (at most 63)'))
+    .min(1)
+    .max(8)
+    .refine((a) => new Set(a).size === a.length, 'each target at most once')
+    .optional(),
 };
 
 /** A promote-full must fit one DynamoDB transaction (100 items): stages + their events + rollout + fence. */
@@ -101,6 +112,7 @@ export interface RolloutSpec {
   readonly stages: readonly Stage[];
   readonly progressDeadlineSeconds: number;
   readonly progressDeadlineAbort: boolean;
+  readonly actuators?: readonly string[];
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
@@ -213,6 +225,7 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
     stages,
     progressDeadlineSeconds: parsed.progressDeadlineSeconds,
     progressDeadlineAbort: parsed.progressDeadlineAbort,
+    ...(parsed.actuators ? { actuators: parsed.actuators } : {}),
   };
 }
 

@@ -38,8 +38,8 @@ export type Transition =
   | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   | { readonly kind: 'deadline'; readonly abort: boolean }
   | { readonly kind: 'promote_full' }
-  /** `readings`: the gate readings that decided an automatic pause. */
-  | { readonly kind: 'pause'; readonly reason?: string; readonly readings?: readonly GateReading[] }
+  /** `readings`: the gate readings that decided an automatic pause; `drift`: the actuation target found changed by someone else. */
+  | { readonly kind: 'pause'; readonly reason?: string; readonly readings?: readonly GateReading[]; readonly drift?: { readonly target: string } }
   | { readonly kind: 'resume' }
   | { readonly kind: 'abort'; readonly reason?: string }
   | { readonly kind: 'retry' };
@@ -188,6 +188,7 @@ export function isWellFormedPlan(p: unknown): boolean {
     const d = e.detail;
     if (d.rolloutId !== p.rolloutId || !isInt(d.attempt, 1) || !isStr(d.service) || !isStr(d.version) || !isStr(d.actor) || !isInt(d.epoch, 0)) return false;
     if ((d.stage !== undefined && !isStageRef(d.stage)) || (d.nextStage !== undefined && !isStageRef(d.nextStage)) || (d.reason !== undefined && !isStr(d.reason))) return false;
+    if (d.target !== undefined && !isStr(d.target)) return false;
     // Readings and metrics ride only on gate-decided transitions: their schemas check them.
     if (d.readings !== undefined && !gateReadingsSchema.safeParse(d.readings).success) return false;
     if (d.metrics !== undefined && !isStageMetrics(d.metrics)) return false;
@@ -325,6 +326,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       requireState('running');
       next = { ...next, state: 'paused', stateBy: ctx.actor, stateReason: t.reason ?? null };
       const a = activeStage(view);
+      if (t.drift) events.push({ type: 'ai.rollout.actuation_drift', discriminator: t.drift.target, extra: { target: t.drift.target, ...(t.reason ? { reason: t.reason } : {}) } });
       events.push({ type: 'ai.rollout.paused', extra: { ...(t.reason ? { reason: t.reason } : {}), ...(a && t.readings?.length ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) } });
       break;
     }

@@ -1,6 +1,7 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
+import { actuationRecordOf, type ActuationRecord } from '../../actuation/record.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
@@ -26,7 +27,9 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
  *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_RETENTION_DAYS, by TTL on `ttl`)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
+ *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation/record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
+ *   ACTUATING / <id>#<target>           registry of actuation records not settled
  *   ALARM#<name> / ALARM
  * Every transition is one TransactWriteItems: the lease ConditionCheck, the
  * rollout row conditioned on version/state/attempt, each stage on its phase,
@@ -44,6 +47,8 @@ const readingSk = (r: GateReading) => `${readingPrefix(r.attempt)}${pad(r.stage,
 /** A tally is read, recomputed by tallyWith and written back only if unchanged: this many tries before giving up. */
 const TALLY_ATTEMPTS = 8;
 const OUTBOX = 'OUTBOX';
+const ACTUATION = 'ACTUATION#';
+const ACTUATING = 'ACTUATING';
 
 type Item = Record<string, unknown>;
 const orNull = <T>(v: unknown): T | null => (v === undefined ? null : (v as T));
@@ -499,4 +504,32 @@ export class DynamoRolloutStore implements RolloutStore {
     return items.sort((a, b) => String(a.order).localeCompare(String(b.order))).map(eventOf);
   }
 
+  async actuations(rolloutId: string): Promise<ActuationRecord[]> {
+    const items = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p AND begins_with(sk, :a)',
+      ExpressionAttributeValues: { ':p': rolloutPk(rolloutId), ':a': ACTUATION },
+      ConsistentRead: true,
+    });
+    return items.map((i) => actuationRecordOf(i.record));
+  }
+
+  async recordActuation(token: LeaseToken, record: ActuationRecord): Promise<void> {
+    const registry = { pk: ACTUATING, sk: `${record.rolloutId}#${record.target}` };
+    await fencedTransactWrite(this.doc, this.table, token, [
+      { Put: { TableName: this.table, Item: { pk: rolloutPk(record.rolloutId), sk: `${ACTUATION}${record.target}`, type: 'actuation', record } } },
+      // The registry a tick reads (strongly consistent, like RUNNING): present while the record is not settled.
+      record.settled ? { Delete: { TableName: this.table, Key: registry } } : { Put: { TableName: this.table, Item: { ...registry, rolloutId: record.rolloutId, updatedAt: record.updatedAt } } },
+    ]);
+  }
+
+  async unsettledActuations(limit: number): Promise<string[]> {
+    const items = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': ACTUATING }, ConsistentRead: true });
+    const oldest = new Map<string, number>();
+    for (const i of items) {
+      const id = String(i.rolloutId);
+      oldest.set(id, Math.min(oldest.get(id) ?? Infinity, Number(i.updatedAt)));
+    }
+    return [...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit).map(([id]) => id);
+  }
 }

@@ -19,7 +19,7 @@ export const GSI1 = { name: 'gsi1', pk: 'gsi1pk', sk: 'gsi1sk' } as const;
 export const LEADING_KEYS: Readonly<Record<KeyFamily, readonly string[]>> = {
   promotionLease: ['LEASE#promotion_leader'],
   runLeases: ['LEASE#coordinator:*'],
-  rollouts: ['ROLLOUT#*', 'RUNNING', 'ALARM#*', 'OUTBOX'],
+  rollouts: ['ROLLOUT#*', 'RUNNING', 'ACTUATING', 'ALARM#*', 'OUTBOX'],
   runs: ['RUN#*', 'RUNS', 'PENDING#*', 'RUNNING#*', 'FAILED#*'],
   registry: ['INSTANCE#*'],
 };

@@ -1,4 +1,6 @@
+import { actuationRecordOf, type ActuationRecord } from '../../actuation/record.js';
 import type { LeaseToken } from '../../lease/record.js';
+import { assertStillHeld, fenceClauses } from './fence.js';
 import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
 import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
@@ -443,6 +445,34 @@ export class PostgresRolloutStore implements RolloutStore {
       [rolloutId],
     );
     return rows.map(eventOf);
+  }
+
+  async actuations(rolloutId: string): Promise<ActuationRecord[]> {
+    const { rows } = await this.sql.query<{ record: unknown }>('SELECT record FROM rollout_actuations WHERE rollout_id = $1 ORDER BY target', [rolloutId]);
+    return rows.map((r) => actuationRecordOf(json(r.record)));
+  }
+
+  async recordActuation(token: LeaseToken, record: ActuationRecord): Promise<void> {
+    const params: unknown[] = [];
+    const fence = fenceClauses(token, params);
+    const p = (v: unknown) => `$${params.push(v)}`;
+    const { rows } = await this.sql.query(
+      `${fence.with}
+       INSERT INTO rollout_actuations (rollout_id, target, record, settled, updated_at)
+       SELECT ${p(record.rolloutId)}, ${p(record.target)}, ${p(JSON.stringify(record))}::jsonb, ${p(record.settled)}, ${p(record.updatedAt)} WHERE ${fence.holds}
+       ON CONFLICT (rollout_id, target) DO UPDATE SET record = excluded.record, settled = excluded.settled, updated_at = excluded.updated_at
+       RETURNING 1`,
+      params,
+    );
+    if (rows.length === 0) await assertStillHeld(this.sql, token);
+  }
+
+  async unsettledActuations(limit: number): Promise<string[]> {
+    const { rows } = await this.sql.query<{ rollout_id: string }>(
+      'SELECT rollout_id FROM rollout_actuations WHERE NOT settled GROUP BY rollout_id ORDER BY min(updated_at) LIMIT $1',
+      [limit],
+    );
+    return rows.map((r) => r.rollout_id);
   }
 }
 

@@ -1,0 +1,126 @@
+/**
+ * nginx splitting real traffic between two versions of a tiny service, for
+ * the nginx actuator's tests, its benchmark and the local demo: two HTTP
+ * servers answer their version's name, and nginx proxies each request to
+ * the upstream the actuator's include picks by the request's `X-Entity`
+ * header (falling back to the client address).
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { NginxTarget } from '../../shared/actuation/targets.js';
+import { nginxBinary } from './cluster.js';
+import { collect, exited, freePort, waitFor } from './processes.js';
+
+export interface SplitNginx {
+  /** nginx's URL: every request goes to stable or canary by the include. */
+  readonly url: string;
+  /** The target as an operator would declare it for this nginx. */
+  readonly target: NginxTarget;
+  /** The version that answered a request with this entity key. */
+  ask(entity: string): Promise<'stable' | 'canary'>;
+  /** The share (0–100, two decimals) of `entities` distinct keys answered by canary. */
+  measure(entities: number, prefix?: string): Promise<number>;
+  stop(): Promise<void>;
+}
+
+function version(name: string): Promise<{ server: Server; port: number }> {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'x-version': name });
+    res.end(name);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as { port: number }).port })));
+}
+
+export async function startSplitNginx(o: { port?: number } = {}): Promise<SplitNginx> {
+  const dir = mkdtempSync(join(tmpdir(), 'rollout-split-'));
+  for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
+  chmodSync(dir, 0o755);
+  const [stable, canary] = await Promise.all([version('stable'), version('canary')]);
+  const port = o.port ?? (await freePort());
+  const include = join(dir, 'split.conf');
+  const conf = join(dir, 'nginx.conf');
+  const target: NginxTarget = {
+    type: 'nginx',
+    include,
+    variable: 'rollout_upstream',
+    key: '${http_x_entity}${remote_addr}',
+    stableUpstream: 'stable',
+    canaryUpstream: 'canary',
+    nginx: nginxBinary(),
+    config: conf,
+    prefix: dir,
+    errorLog: join(dir, 'error.log'),
+  };
+  // At rest, as an operator would have it before any rollout: everything on stable, no stamp.
+  writeFileSync(include, `split_clients "${target.key}" $${target.variable} {\n    *  stable;\n}\n`);
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 512; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/tmp/body;
+  proxy_temp_path ${dir}/tmp/proxy;
+  fastcgi_temp_path ${dir}/tmp/fastcgi;
+  uwsgi_temp_path ${dir}/tmp/uwsgi;
+  scgi_temp_path ${dir}/tmp/scgi;
+  upstream stable { server 127.0.0.1:${stable.port}; keepalive 16; }
+  upstream canary { server 127.0.0.1:${canary.port}; keepalive 16; }
+  include ${include};
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass http://$${target.variable};
+    }
+  }
+}
+`,
+  );
+  const nginx = spawn(target.nginx, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = collect(nginx);
+  const stop = async () => {
+    if (nginx.exitCode === null) nginx.kill('SIGQUIT');
+    await exited(nginx);
+    await Promise.all([stable, canary].map((v) => new Promise((r) => v.server.close(r))));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor('nginx (split)', 15_000, () => listening(port), nginx, () => `${log()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  const url = `http://127.0.0.1:${port}`;
+  const ask = async (entity: string) => {
+    const res = await fetch(url, { headers: { 'x-entity': entity } });
+    const body = await res.text();
+    if (body !== 'stable' && body !== 'canary') throw new Error(`nginx answered ${res.status}: ${body.slice(0, 200)}`);
+    return body;
+  };
+  const measure = async (entities: number, prefix = 'entity-') => {
+    let onCanary = 0;
+    for (let i = 0; i < entities; i += 50) {
+      const batch = await Promise.all(Array.from({ length: Math.min(50, entities - i) }, (_, j) => ask(`${prefix}${i + j}`)));
+      onCanary += batch.filter((v) => v === 'canary').length;
+    }
+    return Math.round((onCanary / entities) * 10_000) / 100;
+  };
+  return { url, target, ask, measure, stop };
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+}

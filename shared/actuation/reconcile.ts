@@ -1,0 +1,215 @@
+import type { Clock } from '../clock.js';
+import { canonicalJson } from '../canonical-json.js';
+import type { LeaseToken } from '../lease/record.js';
+import { errorMessage, silentLogger, type Logger } from '../log.js';
+import { trafficOf } from '../rollout/assignment.js';
+import type { RolloutView } from '../rollout/model.js';
+import type { RolloutStore } from '../rollout/store.js';
+import { isTerminal } from '../rollout/transitions.js';
+import { TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from './port.js';
+import type { ActuationRecord } from './record.js';
+
+/**
+ * Convergence of a rollout's targets to its committed traffic: the one place
+ * that decides whether to write, what is drift and who may overwrite whom.
+ * Actuators only read and write (port.ts).
+ */
+
+/** What a rollout's committed state asks of every target. */
+export function desiredOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Desired {
+  const t = trafficOf(view);
+  return { rolloutId: view.rollout.id, attempt: t.attempt, stage: t.stage?.index ?? null, percent: t.final ? 100 : t.percent, final: t.final, newVersion: view.rollout.spec.target.version };
+}
+
+export type Verdict =
+  /** The target carries what is asked, under our stamp. */
+  | { readonly kind: 'converged' }
+  | { readonly kind: 'write' }
+  /** A leader of a higher epoch stamped it: not ours to write; that leader converges it. */
+  | { readonly kind: 'superseded'; readonly epoch: number }
+  /** Someone else changed it: record, pause, never fight. */
+  | { readonly kind: 'drift'; readonly reason: string }
+  /** Drift already recorded and paused for; nothing is written until a person acts on the rollout. */
+  | { readonly kind: 'held' }
+  /** The rollout has ended and the target is another's (or was never ours): nothing to do, ever. */
+  | { readonly kind: 'released'; readonly reason: string };
+
+/** The share on the new version as a target carries it: all of it once finalised. */
+const shareOf = (o: { percent: number; final: boolean }) => (o.final ? 100 : o.percent);
+
+/**
+ * Whether to write `desired` to a target found as `observed`, for a leader of
+ * `epoch` whose last record of the target is `record`, on a rollout now at
+ * `version` and `ended` or not.
+ */
+export function decide(desired: Desired, observed: Observed, epoch: number, record: ActuationRecord | null, rollout: { version: number; ended: boolean }): Verdict {
+  const stamp = observed.stamp;
+  if (stamp && stamp.epoch > epoch) return { kind: 'superseded', epoch: stamp.epoch };
+  // A person acted on the rollout after our pause for drift (resume, abort, promote-full): ours again.
+  const adopted = record?.state === 'drift' && record.driftVersion !== null && rollout.version > record.driftVersion;
+  if (record?.state === 'drift' && !adopted) return { kind: 'held' };
+  const ours = stamp !== null && stamp.rolloutId === desired.rolloutId;
+  if (ours && carries(stamp, desired) && !observed.foreignSplit && shareOf(observed) === shareOf(stamp) && observed.final === stamp.final) return { kind: 'converged' };
+  if (adopted) return { kind: 'write' };
+  if (!ours) {
+    if (rollout.ended) return { kind: 'released', reason: stamp ? `held by rollout ${stamp.rolloutId}` : 'never written by this rollout' };
+    if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
+    // At rest: nothing split, nothing on the new side. Anything else another writer put there.
+    if (shareOf(observed) !== 0) return { kind: 'drift', reason: `it carries ${shareOf(observed)}% on the new side ${stamp ? `under rollout ${stamp.rolloutId}'s stamp` : 'and no stamp of ours'}: ${observed.detail}` };
+    return { kind: 'write' };
+  }
+  if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
+  if (shareOf(observed) !== shareOf(stamp) || observed.final !== stamp.final) {
+    return { kind: 'drift', reason: `its weights were changed by someone else: we wrote ${shareOf(stamp)}%${stamp.final ? ' (final)' : ''}, found ${shareOf(observed)}%${observed.final ? ' (final)' : ''}: ${observed.detail}` };
+  }
+  return { kind: 'write' };
+}
+
+function carries(stamp: Stamp, d: Desired): boolean {
+  return stamp.attempt === d.attempt && stamp.stage === d.stage && shareOf(stamp) === shareOf(d) && stamp.final === d.final;
+}
+
+export interface TargetOutcome {
+  readonly target: string;
+  readonly verdict: Verdict['kind'] | 'failed' | 'unknown-target';
+  /** A write was made and read back carrying what was asked. */
+  readonly wrote: boolean;
+  readonly record: ActuationRecord | null;
+}
+
+/** How the reconciler pauses a rollout for drift: a fenced transition by the leader; the rollout's version after it, or null if it was not running. */
+export type PauseForDrift = (rolloutId: string, target: string, reason: string, token: LeaseToken) => Promise<number | null>;
+
+/** Re-reads after a conditioned write found the target moved, before giving up until the next tick. */
+const MOVED_RETRIES = 3;
+
+export class Actuation {
+  private readonly chains = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly store: RolloutStore,
+    private readonly actuators: ReadonlyMap<string, Actuator>,
+    private readonly clock: Clock,
+    private readonly logger: Logger = silentLogger,
+  ) {}
+
+  /** Whether this rollout has targets to converge. */
+  static wants(view: RolloutView): boolean {
+    return (view.rollout.spec.actuators?.length ?? 0) > 0;
+  }
+
+  /**
+   * Converge every target of the rollout to `view` (a committed state).
+   * Calls for one rollout run one after another in this process, so the
+   * write made after a transition and a tick's reconciliation never cross.
+   * FencedError propagates (we no longer lead); a target's own failure is
+   * recorded and retried at the next tick.
+   */
+  converge(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome[]> {
+    if (!Actuation.wants(view)) return Promise.resolve([]);
+    const id = view.rollout.id;
+    const prior = this.chains.get(id) ?? Promise.resolve();
+    const run = prior.catch(() => undefined).then(() => this.convergeNow(view, token, pause));
+    this.chains.set(id, run);
+    void run.finally(() => {
+      if (this.chains.get(id) === run) this.chains.delete(id);
+    }).catch(() => undefined);
+    return run;
+  }
+
+  private async convergeNow(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome[]> {
+    const records = new Map((await this.store.actuations(view.rollout.id)).map((r) => [r.target, r]));
+    const out: TargetOutcome[] = [];
+    for (const target of view.rollout.spec.actuators ?? []) out.push(await this.convergeTarget(view, target, records.get(target) ?? null, token, pause));
+    return out;
+  }
+
+  private async convergeTarget(view: RolloutView, target: string, prior: ActuationRecord | null, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome> {
+    const desired = desiredOf(view);
+    const ended = isTerminal(view.rollout.state);
+    const actuator = this.actuators.get(target);
+    const base = {
+      rolloutId: desired.rolloutId,
+      target,
+      attempt: desired.attempt,
+      stage: desired.stage,
+      percent: desired.percent,
+      final: desired.final,
+      epoch: token.epoch,
+      stamp: prior?.stamp ?? null,
+      appliedAt: prior?.appliedAt ?? null,
+      driftVersion: prior?.driftVersion ?? null,
+      observed: prior?.observed ?? null,
+    };
+    const save = async (r: Pick<ActuationRecord, 'state' | 'reason' | 'settled'> & Partial<ActuationRecord>): Promise<ActuationRecord> => {
+      const record: ActuationRecord = { ...base, kind: actuator?.kind ?? prior?.kind ?? 'nginx', ...r, updatedAt: this.clock.now() };
+      // Unchanged but for the time: not worth a write on every tick.
+      if (prior && sameRecord(prior, record)) return prior;
+      await this.store.recordActuation(token, record);
+      return record;
+    };
+    if (!actuator) {
+      const reason = `target ${target} is not configured here: the operator's targets name no such target`;
+      this.logger.warn('actuation target unknown', { rolloutId: desired.rolloutId, target });
+      return { target, verdict: 'unknown-target', wrote: false, record: await save({ state: 'failed', reason, settled: false }) };
+    }
+    const observedOf = (o: Observed) => ({ percent: o.percent, final: o.final, detail: o.detail });
+    let wrote = false;
+    for (let attempt = 0; ; attempt++) {
+      let observed: Observed;
+      try {
+        observed = await actuator.read(desired.newVersion);
+      } catch (err) {
+        return { target, verdict: 'failed', wrote, record: await save({ state: 'failed', reason: `${target}: read failed: ${errorMessage(err)}`, settled: false }) };
+      }
+      const verdict = decide(desired, observed, token.epoch, prior, { version: view.rollout.version, ended });
+      switch (verdict.kind) {
+        case 'converged':
+          return { target, verdict: 'converged', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(observed), stamp: observed.stamp, appliedAt: base.appliedAt ?? this.clock.now(), driftVersion: null, settled: ended }) };
+        case 'superseded':
+          this.logger.info('actuation target stamped by a newer leader; left to it', { rolloutId: desired.rolloutId, target, stampEpoch: verdict.epoch, epoch: token.epoch });
+          return { target, verdict: 'superseded', wrote, record: prior };
+        case 'held':
+          return { target, verdict: 'held', wrote, record: prior };
+        case 'released':
+          return { target, verdict: 'released', wrote, record: await save({ state: 'converged', reason: verdict.reason, observed: observedOf(observed), settled: true }) };
+        case 'drift': {
+          const reason = `actuation drift on ${target} (${actuator.kind}): ${verdict.reason}`;
+          this.logger.warn('actuation drift', { rolloutId: desired.rolloutId, target, reason });
+          // Paused first: a record of drift holds our writes back, which is safe only once the rollout cannot move on
+          // (a crash in between leaves a paused rollout whose next reading finds the drift again and records it).
+          const paused = ended ? null : await pause(desired.rolloutId, target, reason, token);
+          const record = await save({ state: 'drift', reason, observed: observedOf(observed), driftVersion: paused ?? view.rollout.version, settled: ended });
+          return { target, verdict: 'drift', wrote, record };
+        }
+        case 'write': {
+          const stamp: Stamp = { rolloutId: desired.rolloutId, attempt: desired.attempt, stage: desired.stage, epoch: token.epoch, percent: desired.percent, final: desired.final };
+          // Written first, fenced: a leader deposed by now writes nothing to the target, and a crash after the write leaves a record the next leader's tick finds.
+          await save({ state: 'pending', reason: null, observed: observedOf(observed), settled: false });
+          let after: Observed;
+          try {
+            after = await actuator.write(desired, stamp, observed);
+          } catch (err) {
+            if (err instanceof TargetMovedError && attempt < MOVED_RETRIES) continue;
+            const state = err instanceof TargetRefusedError ? 'failed' : 'pending';
+            this.logger.warn('actuation write failed', { rolloutId: desired.rolloutId, target, error: errorMessage(err) });
+            return { target, verdict: 'failed', wrote, record: await save({ state, reason: errorMessage(err), settled: false }) };
+          }
+          wrote = true;
+          const verified = after.stamp !== null && after.stamp.rolloutId === stamp.rolloutId && after.stamp.epoch === stamp.epoch && carries(after.stamp, desired) && shareOf(after) === shareOf(desired) && after.final === desired.final;
+          if (!verified) {
+            const reason = `${target}: read back ${shareOf(after)}%${after.final ? ' (final)' : ''} after writing ${desired.percent}%: ${after.detail}`;
+            return { target, verdict: 'failed', wrote, record: await save({ state: 'pending', reason, observed: observedOf(after), settled: false }) };
+          }
+          return { target, verdict: 'write', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(after), stamp: after.stamp, appliedAt: this.clock.now(), driftVersion: null, settled: ended }) };
+        }
+      }
+    }
+  }
+}
+
+function sameRecord(a: ActuationRecord, b: ActuationRecord): boolean {
+  const { updatedAt: _a, ...x } = a;
+  const { updatedAt: _b, ...y } = b;
+  return canonicalJson(x) === canonicalJson(y);
+}

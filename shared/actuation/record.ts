@@ -1,0 +1,86 @@
+import { z } from 'zod';
+import type { Same } from '../types.js';
+import type { ActuatorKind, Stamp } from './port.js';
+
+/**
+ * What was applied to one target of one rollout, and when: stored per
+ * (rollout, target), written by the leader only (fenced). It is written
+ * before a target is changed (`pending`, the write we are about to make)
+ * and again once the change is read back, so a rollout whose leader died
+ * between the two is found by the next leader's tick (`unsettled`).
+ */
+
+export const ACTUATION_STATES = ['pending', 'converged', 'drift', 'failed'] as const;
+export type ActuationState = (typeof ACTUATION_STATES)[number];
+
+export interface ActuationRecord {
+  readonly rolloutId: string;
+  readonly target: string;
+  readonly kind: ActuatorKind;
+  /** What we aim the target at: the rollout's traffic as committed. */
+  readonly attempt: number;
+  readonly stage: number | null;
+  readonly percent: number;
+  readonly final: boolean;
+  /** The lease epoch of the leader that wrote this record. */
+  readonly epoch: number;
+  /**
+   * pending: a write is under way or failed to verify (retried each tick);
+   * converged: the target was read back carrying it; drift: someone else
+   * changed the target (the rollout was paused, nothing is written until a
+   * person acts); failed: the target refused what we asked (retried each tick).
+   */
+  readonly state: ActuationState;
+  /** Why, for drift and failed: the target and what was found. */
+  readonly reason: string | null;
+  /** The target as last read. */
+  readonly observed: { readonly percent: number; readonly final: boolean; readonly detail: string } | null;
+  /** The stamp last written to the target (its `base`: a Lambda alias's version when the rollout started). */
+  readonly stamp: Stamp | null;
+  /** When the target was last read back carrying what we wrote. */
+  readonly appliedAt: number | null;
+  readonly updatedAt: number;
+  /** Drift: the rollout's version once our pause for it was committed; any later version is a person's decision. */
+  readonly driftVersion: number | null;
+  /** The rollout has ended and the target carries its end: a tick no longer visits it. */
+  readonly settled: boolean;
+}
+
+const stampSchema = z
+  .object({
+    rolloutId: z.string().min(1),
+    attempt: z.number().int().min(1),
+    stage: z.number().int().nonnegative().nullable(),
+    epoch: z.number().int().nonnegative(),
+    percent: z.number().min(0).max(100),
+    final: z.boolean(),
+    base: z.string().optional(),
+  })
+  .readonly();
+
+export const actuationRecordSchema = z
+  .object({
+    rolloutId: z.string().min(1),
+    target: z.string().min(1),
+    kind: z.enum(['nginx', 'lambdaAlias', 'albWeights']),
+    attempt: z.number().int().min(1),
+    stage: z.number().int().nonnegative().nullable(),
+    percent: z.number().min(0).max(100),
+    final: z.boolean(),
+    epoch: z.number().int().nonnegative(),
+    state: z.enum(ACTUATION_STATES),
+    reason: z.string().nullable(),
+    observed: z.object({ percent: z.number(), final: z.boolean(), detail: z.string() }).readonly().nullable(),
+    stamp: stampSchema.nullable(),
+    appliedAt: z.number().int().nonnegative().nullable(),
+    updatedAt: z.number().int().nonnegative(),
+    driftVersion: z.number().int().nonnegative().nullable(),
+    settled: z.boolean(),
+  })
+  .readonly();
+const _sameRecord: Same<z.output<typeof actuationRecordSchema>, ActuationRecord> = true;
+
+/** A stored record, checked: a row another version of the code wrote wrongly is an error naming the field, not a silent default. */
+export function actuationRecordOf(v: unknown): ActuationRecord {
+  return actuationRecordSchema.parse(v);
+}
