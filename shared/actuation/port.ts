@@ -45,7 +45,13 @@ export interface Stamp {
 
 /** A target as read. */
 export interface Observed {
-  /** Share on the new (secondary) side now, 0–100; 0 when nothing is split. */
+  /**
+   * Share on the new side now, 0–100. Where the target carries a write of
+   * ours it reads back exactly the stamp's percent (ELBv2 weights that only
+   * approximate it read as the stamp's). A finalised target may read 100 (a
+   * split all on the new side) or 0 (an alias that no longer splits):
+   * `final` is what counts, and the reconciler takes it as 100.
+   */
   readonly percent: number;
   /** Nothing is split and the target serves the rollout's new version (a finalised alias). */
   readonly final: boolean;

@@ -77,3 +77,32 @@ export type TargetsConfig = Readonly<Record<string, TargetConfig>>;
 export function parseTargets(input: unknown): TargetsConfig {
   return parseConfig('actuation targets', targetsSchema, input ?? {});
 }
+
+/** Why `version` cannot be a rollout's new version on a Lambda alias; empty when it can. */
+export function lambdaVersionIssues(newVersion: string): string[] {
+  if (newVersion.toUpperCase() === '$LATEST') return ['$LATEST is not a published version: a Lambda alias splits traffic between published versions only'];
+  if (!/^[1-9][0-9]{0,19}$/.test(newVersion)) return [`${JSON.stringify(newVersion.slice(0, 40))} is not a published Lambda version (a version number, e.g. "3")`];
+  return [];
+}
+
+/**
+ * What a spec asks of targets that cannot be done: a target the operator has
+ * not declared, or a new version a Lambda alias cannot carry (published
+ * versions only). One `field: why` line each, checked when a spec is accepted.
+ */
+export function actuationIssues(spec: { readonly actuators?: readonly string[]; readonly target: { readonly version: string; readonly stableVersion?: string } }, targets: TargetsConfig): string[] {
+  const out: string[] = [];
+  spec.actuators?.forEach((name, i) => {
+    const t = targets[name];
+    if (!t) {
+      const known = Object.keys(targets);
+      out.push(`actuators.${i}: no target named ${name} is declared${known.length ? ` (declared: ${known.join(', ')})` : ' (none are)'}`);
+      return;
+    }
+    if (t.type === 'lambdaAlias') {
+      for (const issue of lambdaVersionIssues(spec.target.version)) out.push(`target.version: ${issue} (target ${name} is a Lambda alias)`);
+      if (spec.target.stableVersion !== undefined && spec.target.stableVersion === spec.target.version) out.push('target.stableVersion: the same as target.version; an alias splits between two versions');
+    }
+  });
+  return [...new Set(out)];
+}

@@ -14,6 +14,7 @@ import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
+import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import type { Leadership, RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { assignmentOf, trafficJson } from '../rollout/assignment.js';
@@ -28,7 +29,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /cluster/status | /cluster/leader | /cluster/health   (cluster.ts)
  *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
  *   GET  /rollouts                         the running rollouts
- *   GET  /rollouts/{id}                    with each provider gate's recent readings
+ *   GET  /rollouts/{id}                    with each provider gate's recent readings and what was applied to each target
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
  *   GET  /rollouts/{id}/assignment?entity=E[&entity=F…]
  *                                          which version each entity should run (rollout/assignment.ts),
@@ -71,6 +72,8 @@ export interface ApiDeps {
   readonly workQueue: () => WorkQueue;
   /** What a spec may make us request: a spec naming anything else is refused at creation. */
   readonly outbound: OutboundPolicy;
+  /** The targets a spec may move, by name: a spec naming another is refused at creation. */
+  readonly targets?: TargetsConfig;
   readonly clock?: Clock;
 }
 
@@ -188,8 +191,11 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       pattern: /^\/rollouts$/,
       run: async (_m, req) => {
         const body = parseBody(createRolloutBody, req.body);
-        const refused = outboundIssues(parseRolloutSpec(body.spec), deps.outbound);
+        const spec = parseRolloutSpec(body.spec);
+        const refused = outboundIssues(spec, deps.outbound);
         if (refused.length) throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
+        const unmovable = actuationIssues(spec, deps.targets ?? {});
+        if (unmovable.length) throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
         const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
         return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
       },
@@ -206,7 +212,11 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const id = segment(m, 1, 'rollout id');
         const view = await mustLoad(id);
         const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
-        return { status: 200, body: viewJson(view, hasGates ? await deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined) };
+        const [readings, actuations] = await Promise.all([
+          hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
+          view.rollout.spec.actuators?.length ? deps.engine.store.actuations(id) : undefined,
+        ]);
+        return { status: 200, body: viewJson(view, readings, actuations) };
       },
     },
     {

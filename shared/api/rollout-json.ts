@@ -1,6 +1,7 @@
 import { queryOf, type ProviderGate } from '../rollout/gate-spec.js';
 import { currentTally, type GateReading } from '../rollout/gates.js';
 import type { RolloutView } from '../rollout/model.js';
+import type { ActuationRecord } from '../actuation/record.js';
 
 /**
  * A rollout as the API, the status page and the CLI show it: the rollout
@@ -59,6 +60,26 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
   );
 }
 
-export function viewJson(v: RolloutView, history?: readonly GateReading[]): unknown {
-  return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms, gates: gatesJson(v, history) };
+/** What was applied to each target (a rollout that moves targets), and when, as the API shows it. */
+export function actuationJson(records: readonly ActuationRecord[]): unknown[] {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return records.map((r) => ({
+    target: r.target,
+    kind: r.kind,
+    state: r.state,
+    attempt: r.attempt,
+    stage: r.stage,
+    percent: r.percent,
+    final: r.final,
+    epoch: r.epoch,
+    appliedAt: iso(r.appliedAt),
+    updatedAt: iso(r.updatedAt),
+    observed: r.observed,
+    reason: r.reason,
+    settled: r.settled,
+  }));
+}
+
+export function viewJson(v: RolloutView, history?: readonly GateReading[], actuations?: readonly ActuationRecord[]): unknown {
+  return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms, gates: gatesJson(v, history), ...(actuations ? { actuation: actuationJson(actuations) } : {}) };
 }

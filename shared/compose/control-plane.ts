@@ -18,6 +18,11 @@ import { defaultGateProviders } from './gates.js';
 import { OutboundPolicy } from '../outbound/policy.js';
 import type { SecretSource } from '../outbound/secrets.js';
 import { openStores, type StoreBundle, type StoreConfig } from './stores.js';
+import { Actuation } from '../actuation/reconcile.js';
+import type { Actuator } from '../actuation/port.js';
+import type { TargetsConfig } from '../actuation/targets.js';
+import { systemClock } from '../clock.js';
+import { actuatorsFor } from './actuators.js';
 
 /**
  * The one composition root: from a validated configuration, the store
@@ -55,6 +60,10 @@ export interface ControlPlaneConfig {
   readonly gateProviders?: GateProviders;
   /** What a spec may make us request (default: nothing; a spec naming an origin is refused). */
   readonly outbound?: OutboundPolicy;
+  /** The targets rollouts may move, by name (default: none; a spec naming one is refused). */
+  readonly targets?: TargetsConfig;
+  /** Actuators for `targets` (default: actuatorsFor(targets), with the SDK's default clients). */
+  readonly actuators?: ReadonlyMap<string, Actuator>;
   /** Where the outbound credentials' secrets are read (default: this process's environment and files). */
   readonly secrets?: SecretSource;
   /** Leadership changes (a node's cluster bookkeeping, made over the opened stores); a Lambda has none. */
@@ -118,7 +127,10 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
     throw err;
   }
   const { elector, leadership } = chosen;
-  const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger });
+  const targets = c.targets ?? {};
+  const actuators = c.actuators ?? actuatorsFor(targets);
+  const actuation = actuators.size ? new Actuation(stores.rollouts, actuators, systemClock, logger) : undefined;
+  const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger, ...(actuation ? { actuation } : {}) });
   const outbound = c.outbound ?? OutboundPolicy.none();
   return {
     stores,
@@ -143,7 +155,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
     runCoordinators: (o) => new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),
     api: (o) => {
       const over = o.over ?? { engine, leases: stores.leases, ledger: stores.ledger };
-      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, ...over });
+      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, targets, ...over });
     },
     close: () => stores.close(),
   };

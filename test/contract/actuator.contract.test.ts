@@ -8,9 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TargetMovedError, type Desired, type Stamp } from '../../shared/actuation/port.js';
 import { decide } from '../../shared/actuation/reconcile.js';
 import type { ActuatorFixture, ActuatorUnderTest } from '../support/actuators/fixture.js';
+import { albWeightsFixture } from '../support/actuators/alb-weights.js';
+import { lambdaAliasFixture } from '../support/actuators/lambda-alias.js';
 import { nginxFixture } from '../support/actuators/nginx.js';
 
-const fixtures: ActuatorFixture[] = [nginxFixture()];
+const moto = process.env.ROLLOUT_MOTO_URL;
+if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
+const fixtures: ActuatorFixture[] = [nginxFixture(), albWeightsFixture(moto), lambdaAliasFixture(moto)];
 
 describe.each(fixtures.map((f) => [f.kind, f] as const))('actuator contract: %s', (_kind, fixture) => {
   let t: ActuatorUnderTest;

@@ -13,6 +13,7 @@ import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { assign, bucketOf, type RolloutTraffic } from '../../shared/rollout/assignment.js';
+import { parseTargets } from '../../shared/actuation/targets.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
@@ -37,6 +38,8 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
   };
   let call: (method: string, path: string, body?: unknown, extra?: Pick<ApiRequest, 'query' | 'headers'>) => ReturnType<ReturnType<typeof apiHandler>>;
   let follower: ReturnType<typeof apiHandler>;
+  /** The same API where the operator has declared one target, a Lambda alias named `api`. */
+  let withTargets: ReturnType<typeof apiHandler>;
   /** One evaluation by the leader, as a promoter's tick would make it. */
   let evaluate: (id: string) => Promise<unknown>;
 
@@ -48,6 +51,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     const deps = { engine, leases: backend.store, ledger: backend.ledger, workQueue: () => new SqsWorkQueue(sqs, queueUrl), outbound: OutboundPolicy.none(), clock };
     const handle = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')) });
     follower = apiHandler({ ...deps, nodeId: 'node-b', leadership: campaignEachTime(elector('node-b')) });
+    withTargets = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')), targets: parseTargets({ api: { type: 'lambdaAlias', functionName: 'checkout', alias: 'live' } }) });
     const lead = campaignEachTime(elector('node-a'));
     evaluate = async (id) => engine.evaluate(id, (await lead())!);
     call = (method, path, body, extra) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice', ...extra } satisfies ApiRequest);
@@ -130,6 +134,20 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(aborted).toMatchObject({ status: 200, body: { state: 'aborted', percent: 0, stage: null } });
     expect(aborted.headers!.etag).not.toBe(first.headers!.etag);
     expect((await call('GET', '/rollouts/nope/traffic')).status).toBe(404);
+  });
+
+  it('targets: a spec may move only what the operator declared, and only as the target can carry it; each refusal names the field', async () => {
+    const create = (spec: unknown, handle = withTargets) => handle({ method: 'POST', path: '/rollouts', body: JSON.stringify({ spec }), actor: 'alice' });
+    expect(await create({ ...SPEC, actuators: ['web'] })).toMatchObject({ status: 400, body: { issues: ['spec.actuators.0: no target named web is declared (declared: api)'] } });
+    expect(await create({ ...SPEC, target: { service: 'checkout', version: '$LATEST' }, actuators: ['api'] })).toMatchObject({
+      status: 400,
+      body: { issues: [expect.stringMatching(/^spec\.target\.version: \$LATEST is not a published version/) as unknown] },
+    });
+    expect(await create({ ...SPEC, actuators: ['Not A Name'] })).toMatchObject({ status: 400, body: { issues: [expect.stringMatching(/^actuators\.0: a target name/) as unknown] } });
+    const ok = await create({ ...SPEC, target: { service: 'checkout', version: '7' }, actuators: ['api'] });
+    expect(ok.status).toBe(201);
+    // Nothing declared on the usual handler: any target is refused.
+    expect(await call('POST', '/rollouts', { spec: { ...SPEC, actuators: ['api'] } })).toMatchObject({ status: 400, body: { issues: ['spec.actuators.0: no target named api is declared (none are)'] } });
   });
 
   it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {

@@ -298,6 +298,9 @@ describe('cluster node', () => {
       await until('the first stage is active', 5_000, async () => ((await http(`${a.url}/rollouts/${id}`)).body.stages as { phase: string }[])[0]!.phase === 'active');
       const asked = await assignment('host-a');
       expect(asked.body).toMatchObject({ entity: 'host-a', percent: 50, stage: '50%' });
+      // The route's own caching survives the node's guard; anything else is never cached.
+      expect(asked.headers.get('cache-control')).toBe('private, max-age=5');
+      expect(fresh.headers.get('cache-control')).toBe('no-store');
       // Over HTTP, an unchanged answer is a 304 with no body.
       expect(await assignment('host-a', { 'if-none-match': asked.headers.get('etag')! })).toMatchObject({ status: 304, text: '' });
       proxy.blackhole(true);

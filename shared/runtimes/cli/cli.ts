@@ -105,6 +105,7 @@ const seconds = (name: string) => (v: string) => {
 function trustOptions(cmd: Command): Command {
   return cmd
     .addOption(new Option('--outbound-config <file.json>', 'what a spec may make this node request: allowed origins and the credentials bound to them (none by default)').env('ROLLOUT_OUTBOUND_CONFIG'))
+    .addOption(new Option('--targets-config <file.json>', 'the targets rollouts may move, by name: nginx includes, Lambda aliases, ALB rules (none by default)').env('ROLLOUT_TARGETS_CONFIG'))
     .addOption(new Option('--auth-tokens-file <file>', 'bearer tokens this node accepts: lines of "sha256:<hex> <actor> <scope,scope…>" (see rollout auth token)').env('ROLLOUT_AUTH_TOKENS_FILE'))
     .addOption(new Option('--oidc-issuer <url>', 'accept JWTs from this OIDC issuer (keys from its discovery document)').env('ROLLOUT_OIDC_ISSUER'))
     .addOption(new Option('--oidc-audience <aud>', 'the audience the JWTs must name').env('ROLLOUT_OIDC_AUDIENCE'))
@@ -126,6 +127,7 @@ function trustOptions(cmd: Command): Command {
 
 interface TrustOpts {
   outboundConfig?: string;
+  targetsConfig?: string;
   authTokensFile?: string;
   oidcIssuer?: string;
   oidcAudience?: string;
@@ -145,7 +147,7 @@ interface TrustOpts {
   insecureNoAuth?: boolean | string;
 }
 
-const TRUST_KEYS = ['outboundConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
+const TRUST_KEYS = ['outboundConfig', 'targetsConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
 
 function nonNegative(name: string, v: string): number {
   const n = Number(v);
@@ -169,6 +171,7 @@ function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 
   }
   return {
     ...(o.outboundConfig ? { outbound: readJsonFile(o.outboundConfig) as NodeConfigInput['outbound'] } : {}),
+    ...(o.targetsConfig ? { targets: readJsonFile(o.targetsConfig) as NodeConfigInput['targets'] } : {}),
     auth: {
       // Paths: the node reads them, and names them in its errors.
       ...(o.authTokensFile ? { tokensFile: o.authTokensFile } : {}),
@@ -339,7 +342,14 @@ async function run(o: ClientOpts, method: string, path: string, body: unknown, h
 
 type Status = { node_id: string; is_leader: boolean; leader: { leader_id: string; term: number; expires_at: string } | null };
 const leaderLine = (l: Status['leader']) => (l ? `${l.leader_id} (epoch ${l.term}, lease until ${l.expires_at})` : 'none elected');
-type RolloutJson = { id: string; state: string; stateReason: string | null; stages: { name: string; phase: string }[]; gates?: GateJson[] };
+type ActuationJson = { target: string; kind: string; state: string; percent: number; final: boolean; appliedAt: string | null; observed: { percent: number; final: boolean; detail: string } | null; reason: string | null };
+type RolloutJson = { id: string; state: string; stateReason: string | null; stages: { name: string; phase: string }[]; gates?: GateJson[]; actuation?: ActuationJson[] };
+/** What each target was asked to carry and what it was last found carrying. */
+const actuationTable = (rows: readonly ActuationJson[]) =>
+  table(
+    rows.map((a) => ({ target: a.target, kind: a.kind, state: a.state, applied: a.final ? 'final' : `${a.percent}%`, found: a.observed ? (a.observed.final ? 'final' : `${a.observed.percent}%`) : '-', at: a.appliedAt ?? '-', reason: a.reason ?? '' })),
+    ['target', 'kind', 'state', 'applied', 'found', 'at', 'reason'],
+  );
 const stagesLine = (r: RolloutJson) => r.stages.map((s) => `${s.name}:${s.phase}`).join(' ');
 
 /** One provider gate: its state in the stage's current period, what it asks, and its newest readings. */
@@ -376,7 +386,12 @@ function clientCommands(cli: Command): void {
   target(rollouts.command('get').description('One rollout').argument('<id>')).action((id: string, o: ClientOpts) =>
     run(o, 'GET', `/rollouts/${encodeURIComponent(id)}`, undefined, (r) => {
       const x = r as RolloutJson;
-      return [`${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`, table(x.stages.map((st) => ({ ...st })), ['name', 'phase']), ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage)))].join('\n');
+      return [
+        `${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`,
+        table(x.stages.map((st) => ({ ...st })), ['name', 'phase']),
+        ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage))),
+        ...(x.actuation?.length ? [actuationTable(x.actuation)] : []),
+      ].join('\n');
     }),
   );
   for (const command of COMMANDS) {

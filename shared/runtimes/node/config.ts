@@ -2,6 +2,7 @@ import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
 import type { StoreConfig } from '../../compose/stores.js';
 import { outboundConfigSchema } from '../../outbound/policy.js';
+import { targetsSchema } from '../../actuation/targets.js';
 import { oidcConfigSchema } from '../../adapters/oidc/authenticator.js';
 import { SCOPES } from '../../auth/scopes.js';
 
@@ -46,6 +47,8 @@ export const nodeConfigSchema = z
     eventRetentionDays: z.number().positive().default(7),
     /** What a spec may make this node request (`--outbound-config`): nothing by default. */
     outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
+    /** The targets rollouts may move, by name (`--targets-config`): none by default. */
+    targets: targetsSchema.default({}),
     /** Who may ask what (guard.ts). Off (every caller may do everything) unless one way to prove identity is set. */
     auth: z
       .object({

@@ -120,7 +120,8 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
   return async (req) => {
     const res = await check(req);
     const page = req.path === '/' && res.status === 200 && o.pageHeaders ? o.pageHeaders : { 'content-security-policy': JSON_CSP };
-    return { ...res, headers: { ...res.headers, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'cache-control': 'no-store', ...page } };
+    // Nothing is cached unless its route says how (assignment and traffic: private, by ETag).
+    return { ...res, headers: { 'cache-control': 'no-store', ...res.headers, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', ...page } };
   };
 }
 

@@ -201,6 +201,9 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     for (const fn of after) await fn().catch(() => undefined);
     // Events the write produced were left in the outbox until the commit.
     await node.plane.engine.flushOutbox().catch(() => undefined);
+    // …and the traffic a command committed is carried out now, after the commit, never inside it.
+    const command = req.method === 'POST' && out.status === 200 ? /^\/rollouts\/([^/]+)\/[a-z-]+$/.exec(req.path) : null;
+    if (command) await node.actuate(decodeURIComponent(command[1]!));
     return out;
   }
 

@@ -96,7 +96,7 @@ export interface StartOptions {
   /** Stop once the demo has finished (for scripts and tests). */
   exitAfterDemo: boolean;
   /** Who may ask, and what a spec may make the node request (`--auth-*`, `--oidc-*`, `--tls-*`, `--outbound-config`…). */
-  trust?: Pick<NodeConfigInput, 'outbound' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit' | 'trustedProxies'>;
+  trust?: Pick<NodeConfigInput, 'outbound' | 'targets' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit' | 'trustedProxies'>;
 }
 
 /** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */

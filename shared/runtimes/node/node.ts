@@ -127,6 +127,7 @@ export class ControlPlaneNode {
         : { kind: 'lease', loop: true, isLeaderCacheMs: Math.min(1_000, config.electionIntervalSeconds * 500) },
       bus,
       outbound: new OutboundPolicy(config.outbound),
+      targets: config.targets,
       leaderMeta: { hostname: config.hostname, apiUrl: apiUrlOf(config) },
       callbacks: (stores) => {
         const membership = new Membership(new PostgresMembershipStore(stores.sql!), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
@@ -228,6 +229,17 @@ export class ControlPlaneNode {
     await new PostgresIdempotency(this.sql).prune(Date.now() - 86_400_000);
     // Past twice their window: a replay that old is refused by its time alone.
     await new PostgresSeenSignatures(this.sql).prune(Date.now() - 2 * SIGNATURE_WINDOW_SECONDS * 1000);
+  }
+
+  /** Carry a rollout's committed traffic out to its targets now, when we lead (the tick would, later). */
+  async actuate(rolloutId: string): Promise<void> {
+    try {
+      const token = await this.plane.leadership();
+      const view = token ? await this.plane.stores.rollouts.load(rolloutId) : null;
+      if (token && view) await this.plane.engine.actuate(view, token);
+    } catch (err) {
+      this.logger.warn('actuation after a command not carried out; the next tick reconciles it', { rolloutId, error: errorMessage(err) });
+    }
   }
 
   /** A worker's steal request (in-process or over HTTP). */

@@ -1,0 +1,37 @@
+import { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balancing-v2';
+import type { Actuator } from '../actuation/port.js';
+import type { TargetsConfig } from '../actuation/targets.js';
+import { AlbWeightsActuator } from '../adapters/elbv2/alb-actuator.js';
+import { LambdaAliasActuator } from '../adapters/lambda/alias-actuator.js';
+import { NginxActuator } from '../adapters/nginx/actuator.js';
+
+/**
+ * The operator's targets as actuators. AWS clients are the SDK's defaults
+ * (credentials from the process's identity; endpoints from
+ * AWS_ENDPOINT_URL_LAMBDA / AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2 when
+ * set, so an emulator or LocalStack can stand in), one per region.
+ */
+export function actuatorsFor(targets: TargetsConfig): Map<string, Actuator> {
+  const elbv2 = new Map<string, ElasticLoadBalancingV2Client>();
+  const elbv2In = (region: string | undefined) => {
+    const key = region ?? '';
+    let client = elbv2.get(key);
+    if (!client) elbv2.set(key, (client = new ElasticLoadBalancingV2Client(region ? { region } : {})));
+    return client;
+  };
+  const out = new Map<string, Actuator>();
+  for (const [name, t] of Object.entries(targets)) {
+    switch (t.type) {
+      case 'nginx':
+        out.set(name, new NginxActuator(name, t));
+        break;
+      case 'lambdaAlias':
+        out.set(name, new LambdaAliasActuator(name, t));
+        break;
+      case 'albWeights':
+        out.set(name, new AlbWeightsActuator(name, t, elbv2In(t.region)));
+        break;
+    }
+  }
+  return out;
+}
