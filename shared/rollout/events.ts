@@ -42,7 +42,22 @@ export interface RolloutEventDetail {
   readonly actor: string;
   /** Lease epoch the action was fenced under. */
   readonly epoch: number;
+  /**
+   * Orders and deduplicates a rollout's events on an unordered, at-least-once
+   * bus: the rollout's version after the transition × 100 + the event's place
+   * in it (a transition makes at most MAX_STAGES + 1 events). Strictly
+   * increasing per rollout. Absent on events stored before it existed.
+   */
+  readonly seq?: number;
+  /** The traffic share on the new version once the transition is committed, 0–100 (100 once completed). */
+  readonly percent?: number;
+  /** The spec's target labels and the version the new one replaces (null when the spec does not name it). */
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly stableVersion?: string | null;
 }
+
+/** Events a transition makes at most, and so the step of `seq` per rollout version. */
+export const SEQ_PER_VERSION = 100;
 
 /**
  * One event, stored in the outbox in the same atomic write as the transition
@@ -80,6 +95,10 @@ export const rolloutEventSchema = z
         metrics: stageMetricsSchema.optional(),
         actor: z.string(),
         epoch: z.number().int().nonnegative(),
+        seq: z.number().int().nonnegative().optional(),
+        percent: z.number().min(0).max(100).optional(),
+        labels: z.record(z.string(), z.string()).readonly().optional(),
+        stableVersion: z.string().nullable().optional(),
       })
       .readonly(),
   })

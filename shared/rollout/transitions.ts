@@ -5,7 +5,8 @@ import { gateReadingSchema, type GateReading } from './gates.js';
 
 const gateReadingsSchema = z.array(gateReadingSchema);
 import type { Same } from '../types.js';
-import { ROLLOUT_EVENT_TYPES, ROLLOUT_SOURCE, rolloutEventId, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
+import { trafficOf } from './assignment.js';
+import { ROLLOUT_EVENT_TYPES, ROLLOUT_SOURCE, rolloutEventId, SEQ_PER_VERSION, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
 import {
   activeStage,
   ROLLOUT_STATES,
@@ -189,6 +190,9 @@ export function isWellFormedPlan(p: unknown): boolean {
     if (d.rolloutId !== p.rolloutId || !isInt(d.attempt, 1) || !isStr(d.service) || !isStr(d.version) || !isStr(d.actor) || !isInt(d.epoch, 0)) return false;
     if ((d.stage !== undefined && !isStageRef(d.stage)) || (d.nextStage !== undefined && !isStageRef(d.nextStage)) || (d.reason !== undefined && !isStr(d.reason))) return false;
     if (d.target !== undefined && !isStr(d.target)) return false;
+    if ((d.seq !== undefined && !isInt(d.seq, 0)) || (d.percent !== undefined && !(typeof d.percent === 'number' && d.percent >= 0 && d.percent <= 100))) return false;
+    if (d.stableVersion !== undefined && !orNull(d.stableVersion, isStr)) return false;
+    if (d.labels !== undefined && !(isObj(d.labels) && Object.values(d.labels).every(isStr))) return false;
     // Readings and metrics ride only on gate-decided transitions: their schemas check them.
     if (d.readings !== undefined && !gateReadingsSchema.safeParse(d.readings).success) return false;
     if (d.metrics !== undefined && !isStageMetrics(d.metrics)) return false;
@@ -356,6 +360,11 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
 
   const version = rollout.version + 1;
   const nextRollout: Rollout = { ...next, version, updatedAt: now };
+  const { target } = rollout.spec;
+  // The traffic in force once this plan is committed: the stages as they will be.
+  const changed = new Map(stageChanges.map((c) => [c.index, c.set.phase]));
+  const stagesAfter = newStages.length ? newStages : view.stages.map((s) => ({ ...s, phase: changed.get(s.index) ?? s.phase }));
+  const inForce = trafficOf({ rollout: nextRollout, stages: stagesAfter });
   return checkPlan({
     rolloutId: rollout.id,
     transition: t.kind,
@@ -363,7 +372,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
     next: nextRollout,
     stageChanges,
     newStages,
-    events: events.map(({ type, discriminator, extra }) => ({
+    events: events.map(({ type, discriminator, extra }, i) => ({
       id: rolloutEventId(rollout.id, version, type, discriminator),
       source: ROLLOUT_SOURCE,
       detailType: type,
@@ -375,6 +384,10 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
         version: rollout.spec.target.version,
         actor: ctx.actor,
         epoch: ctx.token.epoch,
+        seq: version * SEQ_PER_VERSION + i,
+        percent: inForce.final ? 100 : inForce.percent,
+        labels: target.labels,
+        stableVersion: target.stableVersion ?? null,
         ...extra,
       },
     })),

@@ -58,6 +58,11 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect(view.rollout.state).toBe('completed');
     expect(view.stages.map((s) => [s.phase, s.promotedEpoch])).toEqual([['promoted', 0], ['promoted', 0], ['promoted', 0]]);
     expect(await types(id)).toEqual(['stage_activated:0', 'stage_promoted:0', 'stage_promoted:1', 'stage_promoted:2', 'completed']);
+    // A consumer of an unordered bus orders them by seq, and reads the traffic each left in force.
+    const details = (await backend.rollouts.events(id)).map((e) => e.detail);
+    expect(details.map((d) => d.percent)).toEqual([10, 50, 100, 100, 100]);
+    expect(details.every((d, i) => i === 0 || d.seq! > details[i - 1]!.seq!)).toBe(true);
+    expect(details[0]).toMatchObject({ labels: {}, stableVersion: null, seq: 100 });
     // The pushed reading each gated stage was promoted on is stored with its event; the ungated last stage names none.
     const promotedOn = (await backend.rollouts.events(id)).filter((e) => e.detailType === 'ai.rollout.stage_promoted').map((e) => e.detail.metrics?.errors ?? null);
     expect(promotedOn).toEqual([1, 2, null]);
