@@ -100,11 +100,21 @@ http {
     throw err;
   }
   const url = `http://127.0.0.1:${port}`;
-  const ask = async (entity: string) => {
-    const res = await fetch(url, { headers: { 'x-entity': entity } });
-    const body = await res.text();
-    if (body !== 'stable' && body !== 'canary') throw new Error(`nginx answered ${res.status}: ${body.slice(0, 200)}`);
-    return body;
+  const ask = async (entity: string): Promise<'stable' | 'canary'> => {
+    for (let attempt = 1; ; attempt++) {
+      let res: Response;
+      try {
+        res = await fetch(url, { headers: { 'x-entity': entity } });
+      } catch (err) {
+        // A reload retires workers, which close their idle keep-alive connections: a client may pick one as it
+        // closes. The request is idempotent, and any HTTP client worth the name sends it again.
+        if (attempt < 3) continue;
+        throw err;
+      }
+      const body = await res.text();
+      if (body !== 'stable' && body !== 'canary') throw new Error(`nginx answered ${res.status}: ${body.slice(0, 200)}`);
+      return body;
+    }
   };
   const measure = async (entities: number, prefix = 'entity-') => {
     let onCanary = 0;
