@@ -4,8 +4,7 @@ import { parseConfig } from '../config.js';
 /**
  * The targets an operator lets rollouts move, by name. A spec names targets
  * from this list only (`actuators: ["web"]`): it never names a file, a
- * command, a function or a load balancer itself (DESIGN.md, "Trust
- * boundaries"). Unknown fields are refused.
+ * command, a function or a load balancer itself (README, "Security"). Unknown fields are refused.
  */
 
 export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
