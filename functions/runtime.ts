@@ -9,10 +9,11 @@ import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
 import type { EventBus } from '../shared/events/bus.js';
 import { parseConfig } from '../shared/config.js';
 import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
-import type { Logger } from '../shared/log.js';
+import { errorMessage, type Logger } from '../shared/log.js';
 import { BATCH_TICK_SECONDS } from '../shared/topology.js';
 import { openControlPlane, type ControlPlane } from '../shared/compose/control-plane.js';
 import { OutboundPolicy } from '../shared/outbound/policy.js';
+import { parseTargets } from '../shared/actuation/targets.js';
 import { OperatorSecrets } from '../shared/outbound/secrets.js';
 
 /**
@@ -43,6 +44,19 @@ const envSchema = z.object({
         return JSON.parse(text) as unknown;
       } catch {
         ctx.addIssue({ code: 'custom', message: 'not JSON' });
+        return z.NEVER;
+      }
+    }),
+  /** The targets a spec may move (the stack's `targets` prop, as JSON): none when unset. */
+  ROLLOUT_TARGETS: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined || text.trim() === '') return {};
+      try {
+        return parseTargets(JSON.parse(text));
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: err instanceof SyntaxError ? 'not JSON' : errorMessage(err) });
         return z.NEVER;
       }
     }),
@@ -78,6 +92,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     // One campaign step per leadership check: no loop survives a frozen sandbox.
     election: { kind: 'lease', loop: false },
     outbound: new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]),
+    targets: env.ROLLOUT_TARGETS,
     secrets: new OperatorSecrets({ secretsManager: secretString }),
     bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),

@@ -1,6 +1,22 @@
+import { readFileSync } from 'node:fs';
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { ControlPlaneStack } from './stack.js';
+
+/** `-c targetsFile=targets.json`: the targets rollouts may move (validated by the stack). */
+function targetsFrom(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`invalid context: targetsFile: cannot read ${path}: ${(err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new Error(`invalid context: targetsFile: ${path} is not JSON`);
+  }
+}
 
 /** `npm run synth` / `cdk deploy`. Offline: no lookups, no version check, no notices. */
 export function buildApp(app = new App()): App {
@@ -24,6 +40,7 @@ export function buildApp(app = new App()): App {
     ...(context('sharedTable') ? { sharedTableName: context('sharedTable')! } : {}),
     ...(context('dashboard') === 'true' ? { dashboard: true } : {}),
     ...(context('workerRun') ? { workerFleet: { runId: context('workerRun')!, desired: workers(context('workerCount') ?? '2') } } : {}),
+    ...(context('targetsFile') ? { targets: targetsFrom(context('targetsFile')!) } : {}),
   });
   // cdk-nag 3 is a policy-validation plugin; findings fail the synth.
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

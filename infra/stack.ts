@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, Names, RemovalPolicy, Stack, Validations, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Names, RemovalPolicy, Stack, Token, Validations, type StackProps } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
@@ -21,6 +21,7 @@ import { AuroraStore, controlPlaneVpc } from './aurora.js';
 import { WorkerFleet } from './worker-fleet.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topology.js';
 import { OutboundPolicy, type OutboundConfigInput } from '../shared/outbound/policy.js';
+import { parseTargets, type TargetsConfig } from '../shared/actuation/targets.js';
 import { COMMANDS } from '../shared/rollout/commands.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -74,6 +75,12 @@ export interface ControlPlaneProps extends StackProps {
   readonly eventSenders?: readonly string[];
   /** The regions whose CloudWatch alarms and metrics gates may read (default: the stack's own). */
   readonly gateRegions?: readonly string[];
+  /**
+   * The targets a rollout spec may move, by name (README "Moving traffic"):
+   * Lambda aliases and ALB rules. The functions that actuate are granted
+   * exactly these resources. None by default: a spec naming one is refused.
+   */
+  readonly targets?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -97,6 +104,8 @@ export class ControlPlaneStack extends Stack {
   readonly apiRoutes: Record<ApiRole, HttpRoute[]> = { read: [], operate: [], admin: [] };
   /** The Secrets Manager secrets the outbound credentials name. */
   private readonly outboundSecrets: readonly string[];
+  /** The targets rollouts may move (validated at synth). */
+  private readonly targets: TargetsConfig;
   /** Where CloudWatch gates may read. */
   private readonly gateRegions: readonly string[];
 
@@ -145,6 +154,10 @@ export class ControlPlaneStack extends Stack {
     this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora') : null;
     // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
     const outbound = new OutboundPolicy(props.outbound ?? {});
+    this.targets = parseTargets(props.targets ?? {});
+    for (const [name, t] of Object.entries(this.targets)) {
+      if (t.type === 'nginx') throw new Error(`invalid stack config: targets.${name}: an nginx target is a file on a machine a node runs on; the stack's functions cannot reach it`);
+    }
     this.gateRegions = props.gateRegions?.length ? props.gateRegions : [this.region];
     this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
       const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : null;
@@ -158,6 +171,7 @@ export class ControlPlaneStack extends Stack {
       ROLLOUT_WORK_DLQ_URL: this.workDlq.queueUrl,
       ROLLOUT_MAX_RECEIVE_COUNT: String(MAX_RECEIVE_COUNT),
       ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
+      ...(Object.keys(this.targets).length ? { ROLLOUT_TARGETS: JSON.stringify(this.targets) } : {}),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
       POWERTOOLS_LOG_LEVEL: 'INFO',
     };
@@ -178,6 +192,30 @@ export class ControlPlaneStack extends Stack {
     new CfnOutput(this, 'RolloutBusName', { value: this.bus.eventBusName });
     new CfnOutput(this, 'WorkQueueUrl', { value: this.workQueue.queueUrl });
     new CfnOutput(this, 'CoordinatorFunctionName', { value: this.functions.coordinator.functionName });
+  }
+
+  /** The declared targets, and nothing else: each alias, each rule or listener by its ARN. */
+  private grantTargets(fn: NodejsFunction): void {
+    const aliases: string[] = [];
+    const writes: string[] = [];
+    const regions = new Set<string>();
+    for (const t of Object.values(this.targets)) {
+      if (t.type === 'lambdaAlias') {
+        const region = t.region ?? this.region;
+        // A function ARN (arn:…:function:NAME, any qualifier dropped) or a name in this account.
+        const fnArn = t.functionName.startsWith('arn:') ? t.functionName.split(':').slice(0, 7).join(':') : `arn:${this.partition}:lambda:${region}:${this.account}:function:${t.functionName}`;
+        aliases.push(`${fnArn}:${t.alias}`);
+      } else if (t.type === 'albWeights') {
+        writes.push((t.ruleArn ?? t.listenerArn)!);
+        regions.add(t.region ?? this.region);
+      }
+    }
+    if (aliases.length) fn.addToRolePolicy(new PolicyStatement({ actions: ['lambda:GetAlias', 'lambda:UpdateAlias'], resources: aliases }));
+    if (writes.length) {
+      fn.addToRolePolicy(new PolicyStatement({ actions: ['elasticloadbalancing:ModifyRule', 'elasticloadbalancing:ModifyListener', 'elasticloadbalancing:AddTags'], resources: writes }));
+      // ELBv2's Describe* take no resource: held to the targets' regions.
+      fn.addToRolePolicy(new PolicyStatement({ actions: ['elasticloadbalancing:DescribeRules', 'elasticloadbalancing:DescribeListeners', 'elasticloadbalancing:DescribeTags'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...regions] } } }));
+    }
   }
 
   private lambda(name: FunctionName, spec: FunctionSpec, env: Record<string, string>, defaultBus: IEventBus): NodejsFunction {
@@ -216,6 +254,7 @@ export class ControlPlaneStack extends Stack {
         const arn = (id: string) => (id.startsWith('arn:') ? `${id}*` : `arn:${this.partition}:secretsmanager:${this.region}:${this.account}:secret:${id}-*`);
         fn.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.outboundSecrets.map(arn) }));
       }
+      if (grant === 'targets:actuate') this.grantTargets(fn);
       if (grant === 'cloudwatch:read') {
         // GetMetricData takes no resource: held to the gate regions by the requested region. DescribeAlarms: this account's alarms in those regions.
         fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } } }));
@@ -246,11 +285,12 @@ export class ControlPlaneStack extends Stack {
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
       {
         id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason: `X-Ray PutTraceSegments/PutTelemetryRecords${spec.grants.some((g) => g === 'cloudwatch:read') ? ' and CloudWatch GetMetricData' : ''} cannot be scoped to a resource`,
+        reason: `X-Ray PutTraceSegments/PutTelemetryRecords${spec.grants.some((g) => g === 'cloudwatch:read') ? ', CloudWatch GetMetricData' : ''}${spec.grants.some((g) => g === 'targets:actuate') && Object.values(this.targets).some((t) => t.type === 'albWeights') ? ', ELBv2 DescribeRules/DescribeListeners/DescribeTags (held to the targets’ regions)' : ''} cannot be scoped to a resource`,
       },
       ...(spec.grants.some((g) => g === 'cloudwatch:read')
         ? this.gateRegions.map((r) => ({
-            id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:${r === this.region ? '<AWS::Region>' : r}:<AWS::AccountId>:alarm:*]`,
+            // As cdk-nag prints the resource: a token as <AWS::…>, a stack with an explicit env as its literal region and account.
+            id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:${r === this.region && Token.isUnresolved(this.region) ? '<AWS::Region>' : r}:${Token.isUnresolved(this.account) ? '<AWS::AccountId>' : this.account}:alarm:*]`,
             reason: 'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms in the gate regions',
           }))
         : []),

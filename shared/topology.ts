@@ -42,7 +42,7 @@ export interface FunctionSpec {
    */
   readonly tracing: 'active' | 'passthrough';
   /** What it may touch. */
-  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume' | 'cloudwatch:read')[];
+  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume' | 'cloudwatch:read' | 'targets:actuate')[];
   /**
    * Which families of the store's items (DynamoDB: the partition keys, held
    * to them by `dynamodb:LeadingKeys`): a function that only promotes cannot
@@ -80,7 +80,8 @@ export const FUNCTIONS = {
     timeoutSeconds: 30,
     memoryMb: 512,
     tracing: 'active',
-    grants: ['store:read', 'store:write', 'bus:put'],
+    // Each transition it commits is carried out to the rollout's targets at once.
+    grants: ['store:read', 'store:write', 'bus:put', 'targets:actuate'],
     keys: ['promotionLease', 'rollouts'],
   },
   batchPromoter: {
@@ -94,7 +95,7 @@ export const FUNCTIONS = {
     reservedConcurrency: 1,
     tracing: 'passthrough',
     // Provider gates are read on its tick only: DescribeAlarms and GetMetricData are granted here and nowhere else.
-    grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read'],
+    grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read', 'targets:actuate'],
     keys: ['promotionLease', 'rollouts'],
   },
   coordinator: {
@@ -135,7 +136,7 @@ export const FUNCTIONS = {
     timeoutSeconds: 29,
     memoryMb: 512,
     tracing: 'active',
-    grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
+    grants: ['store:read', 'store:write', 'bus:put', 'queue:send', 'targets:actuate'],
     // Commands campaign for the promotion lease; a run's status reads its items' index.
     keys: ['promotionLease', 'rollouts', 'runs'],
   },

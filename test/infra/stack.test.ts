@@ -394,3 +394,37 @@ describe('the optional Spot worker fleet (-c workerRun=…)', () => {
     }
   });
 });
+
+describe('targets a rollout may move (targets prop)', () => {
+  const env = { account: '123456789012', region: 'eu-west-1' };
+  const rule = 'arn:aws:elasticloadbalancing:eu-west-1:123456789012:listener-rule/app/shop/50dc6c495c0c9188/f2f7dc8efc522ab2/9683b2d02a6cabee';
+  const tg = (n: string) => `arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/${n}/6d0ecf831eec9f09`;
+  const targets = {
+    api: { type: 'lambdaAlias', functionName: 'checkout', alias: 'live' },
+    edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('blue'), canaryTargetGroupArn: tg('green') },
+  };
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new ControlPlaneStack(app, 'Targets', { env, targets });
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  app.synth(); // cdk-nag clean with targets too
+  const json = Template.fromStack(stack).toJSON() as { Resources: Record<string, Resource> };
+  const policyOf = (fn: string) => JSON.stringify(Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(fn.toLowerCase())).map(([, r]) => r.Properties.PolicyDocument));
+
+  it('the functions that actuate may update exactly the declared alias and rule; no other function may', () => {
+    for (const fn of ['StreamingPromoter', 'BatchPromoter', 'Api']) {
+      const doc = policyOf(fn);
+      expect(doc, fn).toContain('"Action":["lambda:GetAlias","lambda:UpdateAlias"]');
+      expect(doc, fn).toContain(':function:checkout:live');
+      expect(doc, fn).toContain(rule);
+      expect(doc, fn).not.toMatch(/lambda:UpdateAlias[^\]]*\],"Effect":"Allow","Resource":"\*"/);
+    }
+    for (const fn of ['Coordinator', 'DeadLetters', 'SpotDrain']) expect(policyOf(fn), fn).not.toMatch(/lambda:UpdateAlias|elasticloadbalancing:/);
+    const variables = Object.values(json.Resources).filter((r) => r.Type === 'AWS::Lambda::Function').map((r) => (r.Properties.Environment as { Variables: Record<string, string> } | undefined)?.Variables ?? {});
+    expect(variables.some((v) => v.ROLLOUT_TARGETS && (JSON.parse(v.ROLLOUT_TARGETS) as { api: { alias: string } }).api.alias === 'live')).toBe(true);
+  });
+
+  it('a bad target, or an nginx one the functions cannot reach, fails the synth naming it', () => {
+    expect(() => new ControlPlaneStack(new App(), 'BadTarget', { env, targets: { edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('x'), canaryTargetGroupArn: tg('x') } } })).toThrow(/edge\.canaryTargetGroupArn: must differ/);
+    expect(() => new ControlPlaneStack(new App(), 'Nginx', { env, targets: { web: { type: 'nginx', include: '/etc/nginx/x.conf', config: '/etc/nginx/nginx.conf', stableUpstream: 'a', canaryUpstream: 'b' } } })).toThrow(/targets\.web: an nginx target/);
+  });
+});
