@@ -27,6 +27,8 @@ export interface Desired {
   readonly final: boolean;
   /** The rollout's new version (spec.target.version): for a Lambda alias, a published version number. */
   readonly newVersion: string;
+  /** The rollout's version (+1 at every transition) of the committed state this is: an older state never overwrites a newer one. */
+  readonly version: number;
 }
 
 /** Our mark on a target: who put there what it carries. */
@@ -39,8 +41,25 @@ export interface Stamp {
   /** What the write set: a target whose weights differ from its stamp was changed by someone else. */
   readonly percent: number;
   readonly final: boolean;
+  /** The rollout's version of the state written (Desired.version). */
+  readonly version?: number;
   /** Where the target keeps it: the version the split is taken from (a Lambda alias's version when the rollout started). */
   readonly base?: string;
+}
+
+/**
+ * Why a stamp found on a target outranks the one we are about to write (null
+ * when it does not): a higher lease epoch, or a newer state of the same
+ * rollout (two processes of one leader converging at once, one on an older
+ * reading). Checked by actuators that cannot condition a write, just before it.
+ */
+export function outranks(found: Stamp | null, ours: Stamp): string | null {
+  if (!found) return null;
+  if (found.epoch > ours.epoch) return `it carries a stamp of epoch ${found.epoch}, ours is ${ours.epoch}`;
+  if (found.rolloutId === ours.rolloutId && found.version !== undefined && ours.version !== undefined && found.version > ours.version) {
+    return `it carries version ${found.version} of the rollout, ours is ${ours.version}`;
+  }
+  return null;
 }
 
 /** A target as read. */
@@ -108,6 +127,7 @@ export class TargetRefusedError extends Error {
 /** The stamp a write carries, as one line of text: for a tag, an alias description or a comment. */
 export function stampText(s: Stamp): string {
   const parts = [`rollout=${s.rolloutId}`, `attempt=${s.attempt}`, `stage=${s.stage ?? '-'}`, `epoch=${s.epoch}`, `percent=${s.percent}`, `final=${s.final}`];
+  if (s.version !== undefined) parts.push(`version=${s.version}`);
   if (s.base !== undefined) parts.push(`base=${s.base}`);
   return parts.join(' ');
 }
@@ -135,5 +155,7 @@ export function parseStamp(text: string | undefined | null): Stamp | null {
   if (!rolloutId || attempt === null || attempt < 1 || epoch === null || (stage === null && stageText !== '-')) return null;
   if (!Number.isFinite(percent) || percent < 0 || percent > 100 || (final !== 'true' && final !== 'false')) return null;
   const base = fields.get('base');
-  return { rolloutId, attempt, stage, epoch, percent, final: final === 'true', ...(base !== undefined ? { base } : {}) };
+  const version = fields.has('version') ? int('version') : undefined;
+  if (version === null) return null;
+  return { rolloutId, attempt, stage, epoch, percent, final: final === 'true', ...(version !== undefined ? { version } : {}), ...(base !== undefined ? { base } : {}) };
 }

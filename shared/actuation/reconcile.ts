@@ -18,14 +18,14 @@ import type { ActuationRecord } from './record.js';
 /** What a rollout's committed state asks of every target. */
 export function desiredOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Desired {
   const t = trafficOf(view);
-  return { rolloutId: view.rollout.id, attempt: t.attempt, stage: t.stage?.index ?? null, percent: t.final ? 100 : t.percent, final: t.final, newVersion: view.rollout.spec.target.version };
+  return { rolloutId: view.rollout.id, attempt: t.attempt, stage: t.stage?.index ?? null, percent: t.final ? 100 : t.percent, final: t.final, newVersion: view.rollout.spec.target.version, version: view.rollout.version };
 }
 
 export type Verdict =
   /** The target carries what is asked, under our stamp. */
   | { readonly kind: 'converged' }
   | { readonly kind: 'write' }
-  /** A leader of a higher epoch stamped it: not ours to write; that leader converges it. */
+  /** A leader of a higher epoch stamped it, or a newer state of this rollout is on it: not ours to write (that writer converges it). */
   | { readonly kind: 'superseded'; readonly epoch: number }
   /** Someone else changed it: record, pause, never fight. */
   | { readonly kind: 'drift'; readonly reason: string }
@@ -45,6 +45,8 @@ const shareOf = (o: { percent: number; final: boolean }) => (o.final ? 100 : o.p
 export function decide(desired: Desired, observed: Observed, epoch: number, record: ActuationRecord | null, rollout: { version: number; ended: boolean }): Verdict {
   const stamp = observed.stamp;
   if (stamp && stamp.epoch > epoch) return { kind: 'superseded', epoch: stamp.epoch };
+  // Our own newer write (another process of this leader, or this one converging an older reading): never undone.
+  if (stamp && stamp.rolloutId === desired.rolloutId && stamp.version !== undefined && stamp.version > desired.version) return { kind: 'superseded', epoch: stamp.epoch };
   // A person acted on the rollout after our pause for drift (resume, abort, promote-full): ours again.
   const adopted = record?.state === 'drift' && record.driftVersion !== null && rollout.version > record.driftVersion;
   if (record?.state === 'drift' && !adopted) return { kind: 'held' };
@@ -52,10 +54,14 @@ export function decide(desired: Desired, observed: Observed, epoch: number, reco
   if (ours && carries(stamp, desired) && !observed.foreignSplit && shareOf(observed) === shareOf(stamp) && observed.final === stamp.final) return { kind: 'converged' };
   if (adopted) return { kind: 'write' };
   if (!ours) {
-    if (rollout.ended) return { kind: 'released', reason: stamp ? `held by rollout ${stamp.rolloutId}` : 'never written by this rollout' };
-    if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
     // At rest: nothing split, nothing on the new side. Anything else another writer put there.
-    if (shareOf(observed) !== 0) return { kind: 'drift', reason: `it carries ${shareOf(observed)}% on the new side ${stamp ? `under rollout ${stamp.rolloutId}'s stamp` : 'and no stamp of ours'}: ${observed.detail}` };
+    const atRest = !observed.foreignSplit && shareOf(observed) === 0;
+    // An ended rollout leaves a target another rollout holds, or one someone else split. One at rest it still
+    // writes, never written or not: its end (0, or finalised) stamped there also outranks a deposed leader's
+    // first write still in flight, which would otherwise land on a target no one looks at again.
+    if (rollout.ended && (stamp || !atRest)) return { kind: 'released', reason: stamp ? `held by rollout ${stamp.rolloutId}` : `not at rest, and never ours: ${observed.detail}` };
+    if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
+    if (!atRest) return { kind: 'drift', reason: `it carries ${shareOf(observed)}% on the new side ${stamp ? `under rollout ${stamp.rolloutId}'s stamp` : 'and no stamp of ours'}: ${observed.detail}` };
     return { kind: 'write' };
   }
   if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
@@ -183,7 +189,7 @@ export class Actuation {
           return { target, verdict: 'drift', wrote, record };
         }
         case 'write': {
-          const stamp: Stamp = { rolloutId: desired.rolloutId, attempt: desired.attempt, stage: desired.stage, epoch: token.epoch, percent: desired.percent, final: desired.final };
+          const stamp: Stamp = { rolloutId: desired.rolloutId, attempt: desired.attempt, stage: desired.stage, epoch: token.epoch, percent: desired.percent, final: desired.final, version: desired.version };
           // Written first, fenced: a leader deposed by now writes nothing to the target, and a crash after the write leaves a record the next leader's tick finds.
           await save({ state: 'pending', reason: null, observed: observedOf(observed), settled: false });
           let after: Observed;

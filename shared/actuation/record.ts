@@ -54,6 +54,7 @@ const stampSchema = z
     epoch: z.number().int().nonnegative(),
     percent: z.number().min(0).max(100),
     final: z.boolean(),
+    version: z.number().int().nonnegative().optional(),
     base: z.string().optional(),
   })
   .readonly();

@@ -16,7 +16,7 @@ export interface GateJson {
   readonly name: string;
   readonly type: ProviderGate['type'];
   readonly query: string;
-  /** Pass when `value <comparison> threshold` (absent for alarm gates). */
+  /** Pass when `value <comparison> threshold` (absent for alarm and webhook gates). */
   readonly comparison: string | null;
   readonly threshold: number | null;
   readonly intervalSeconds: number;
@@ -46,8 +46,8 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         name: g.name,
         type: g.type,
         query: t?.last.query ?? queryOf(g),
-        comparison: g.type === 'cloudwatchAlarm' ? null : g.comparison,
-        threshold: g.type === 'cloudwatchAlarm' ? null : g.threshold,
+        comparison: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : g.comparison,
+        threshold: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : g.threshold,
         intervalSeconds: g.intervalSeconds,
         failureLimit: g.failureLimit,
         inconclusiveLimit: g.inconclusiveLimit,

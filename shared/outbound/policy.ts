@@ -61,6 +61,8 @@ const AMP_ORIGIN = /^https:\/\/aps-workspaces\.([a-z]{2}(?:-[a-z]+)+-\d{1,2})\.a
 export const credentialSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('basic'), origin: originSchema, username: z.string().min(1).max(256), password: secretRefSchema }).strict(),
   z.object({ type: z.literal('bearer'), origin: originSchema, token: secretRefSchema }).strict(),
+  /** Signs webhook hooks' bodies (`Rollout-Signature: k=<keyId>,t=…,v1=…`, as signed signals are): the secret never leaves us. */
+  z.object({ type: z.literal('hmac'), origin: originSchema, keyId: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits, _ . : - (at most 64)'), secret: secretRefSchema }).strict(),
   /** Amazon Managed Service for Prometheus, signed with the process's AWS identity: for `aps` at its own endpoint only. */
   z
     .object({ type: z.literal('sigv4'), origin: originSchema, region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d{1,2}$/, 'an AWS region') })

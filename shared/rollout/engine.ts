@@ -99,7 +99,8 @@ export class RolloutEngine {
       // Another writer moved it; its own evaluation (or the next tick) goes on from there.
       view = action.applied ? viewAfter(view, plan) : null;
     }
-    if (view && actions.length > done.length) await this.actuate(view, token);
+    // Whatever this evaluation committed, `done` included (a reading's decision written with it), is carried out now.
+    if (view && actions.some((a) => a.applied)) await this.actuate(view, token);
     return { actions, view };
   }
 

@@ -19,7 +19,21 @@ import type { RolloutStore } from './store.js';
  * everything still in flight.
  */
 export interface GateProvider<G extends ProviderGate = ProviderGate> {
-  read(gates: readonly G[], o: { readonly now: number; readonly signal: AbortSignal }): Promise<ProviderResult[]>;
+  /** `contexts[i]`: the rollout and stage `gates[i]` is read for (a hook sends it; a query has no use for it). */
+  read(gates: readonly G[], o: { readonly now: number; readonly signal: AbortSignal; readonly contexts: readonly GateContext[] }): Promise<ProviderResult[]>;
+}
+
+/** Which rollout, attempt and stage a gate is read for, and under which leader. */
+export interface GateContext {
+  readonly rolloutId: string;
+  readonly attempt: number;
+  readonly stage: { readonly index: number; readonly name: string; readonly percent: number };
+  /** The lease epoch of the leader whose tick reads it; null outside a leader's tick. */
+  readonly epoch: number | null;
+  readonly service: string;
+  readonly newVersion: string;
+  readonly stableVersion: string | null;
+  readonly labels: Readonly<Record<string, string>>;
 }
 
 export type GateProviders = { readonly [T in ProviderType]?: GateProvider<Extract<ProviderGate, { type: T }>> };
@@ -92,7 +106,7 @@ export class GateReader {
     this.logger = o.logger ?? silentLogger;
   }
 
-  async read(views: readonly RolloutView[]): Promise<{ views: RolloutView[]; readings: readonly GateReading[] }> {
+  async read(views: readonly RolloutView[], o: { readonly epoch?: number } = {}): Promise<{ views: RolloutView[]; readings: readonly GateReading[] }> {
     const now = this.clock.now();
     const due: Due[] = [];
     for (const view of views) {
@@ -108,7 +122,7 @@ export class GateReader {
     const results = new Map<Due, ProviderResult>();
     await Promise.all(
       [...byType].map(async ([type, list]) => {
-        for (const [d, r] of zip(list, await this.ask(type, list, now))) results.set(d, r);
+        for (const [d, r] of zip(list, await this.ask(type, list, now, o.epoch ?? null))) results.set(d, r);
       }),
     );
 
@@ -122,13 +136,14 @@ export class GateReader {
   }
 
   /** One kind's gates through its provider, bounded by the longest of their timeouts; a failure of the whole call is every gate's error. */
-  private async ask(type: ProviderType, list: readonly Due[], now: number): Promise<ProviderResult[]> {
+  private async ask(type: ProviderType, list: readonly Due[], now: number, epoch: number | null): Promise<ProviderResult[]> {
     // Each provider reads its own kind: `list` holds only gates of `type`.
     const provider: GateProvider | undefined = this.providers[type];
     if (!provider) return list.map(() => ({ kind: 'error', message: `no ${type} provider is configured where the promoter runs`, answer: '' }));
     const ms = Math.max(...list.map((d) => d.gate.timeoutSeconds)) * 1000;
     try {
-      const results = await deadline(ms, undefined, (signal) => provider.read(list.map((d) => d.gate), { now, signal }));
+      const contexts = list.map((d) => contextOf(d.view, d.stage, epoch));
+      const results = await deadline(ms, undefined, (signal) => provider.read(list.map((d) => d.gate), { now, signal, contexts }));
       if (results.length !== list.length) throw new Error(`the ${type} provider answered ${results.length} results for ${list.length} gates`);
       return results;
     } catch (err) {
@@ -136,6 +151,13 @@ export class GateReader {
       return list.map(() => ({ kind: 'error', message: errorMessage(err), answer: '' }));
     }
   }
+}
+
+function contextOf(view: RolloutView, index: number, epoch: number | null): GateContext {
+  const { rollout } = view;
+  const stage = rollout.spec.stages[index]!;
+  const { target } = rollout.spec;
+  return { rolloutId: rollout.id, attempt: rollout.attempt, stage: { index, name: stage.name, percent: stage.percent }, epoch, service: target.service, newVersion: target.version, stableVersion: target.stableVersion ?? null, labels: target.labels };
 }
 
 /** A reading of one of the view's gates, to be counted in the period the view is in, with the tally the view holds as a hint. */

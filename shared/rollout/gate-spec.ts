@@ -15,7 +15,7 @@ export const COMPARISONS = ['<', '<=', '>', '>='] as const;
 export type Comparison = (typeof COMPARISONS)[number];
 
 /** The per-type default read interval: alarms are cheap and batched (read every tick); metrics follow their resolution. */
-export const DEFAULT_INTERVAL_SECONDS = { prometheus: 30, cloudwatchAlarm: 10, cloudwatchMetric: 60 } as const;
+export const DEFAULT_INTERVAL_SECONDS = { prometheus: 30, cloudwatchAlarm: 10, cloudwatchMetric: 60, webhook: 30 } as const;
 /** At most this many provider gates on one stage (a tick reads them all; an event's plan carries their readings). */
 export const MAX_PROVIDER_GATES = 10;
 
@@ -137,7 +137,36 @@ export const cloudwatchMetricGateSchema = z
     if (g.metric !== undefined && g.metrics !== undefined) ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'metrics go with an expression, not with metric' });
   });
 
-export const providerGateSchema = z.unknown().superRefine(noAuth).pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema]));
+/**
+ * A hook (Flagger's, as a gate): an HTTP POST we make while the stage is
+ * active, every interval, judged like any reading so no hook can stall a
+ * rollout silently.
+ *   confirm-promotion  2xx passes (the stage may promote); 4xx fails
+ *   rollback           2xx fails (roll back now); 4xx passes
+ * Anything else (3xx, 5xx, a timeout, no answer) is inconclusive.
+ */
+export const WEBHOOK_HOOKS = ['confirm-promotion', 'rollback'] as const;
+export const webhookGateSchema = z
+  .object({
+    type: z.literal('webhook'),
+    ...limits('webhook'),
+    hook: z.enum(WEBHOOK_HOOKS),
+    url: z
+      .string()
+      .max(2_048)
+      .url()
+      .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL'),
+    /** The operator's credential for this origin: hmac signs the body; bearer or basic authorize it. */
+    credential: credentialName.optional(),
+    /** Sent as given in the body: what the hook needs to know beyond the rollout (a ticket, a test suite). */
+    metadata: z
+      .record(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/), z.string().max(1_024))
+      .refine((m) => Object.keys(m).length <= 20, 'at most 20 entries')
+      .optional(),
+  })
+  .strict();
+
+export const providerGateSchema = z.unknown().superRefine(noAuth).pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema, webhookGateSchema]));
 
 export const providerGatesSchema = z
   .array(providerGateSchema)
@@ -153,9 +182,10 @@ export const providerGatesSchema = z
 export type PrometheusGate = z.output<typeof prometheusGateSchema>;
 export type CloudwatchAlarmGate = z.output<typeof cloudwatchAlarmGateSchema>;
 export type CloudwatchMetricGate = z.output<typeof cloudwatchMetricGateSchema>;
+export type WebhookGate = z.output<typeof webhookGateSchema>;
 export type ProviderGate = z.output<typeof providerGateSchema>;
 export type ProviderType = ProviderGate['type'];
-export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric'] as const satisfies readonly ProviderType[];
+export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric', 'webhook'] as const satisfies readonly ProviderType[];
 
 /** What a reading of the gate asks, in words a person can check: the PromQL, the alarms, the metric query. */
 export function queryOf(g: ProviderGate): string {
@@ -169,6 +199,8 @@ export function queryOf(g: ProviderGate): string {
       const what = g.metric ? m(g.metric) : `${g.expression} where ${Object.entries(g.metrics ?? {}).map(([id, x]) => `${id} = ${m(x)}`).join('; ')}`;
       return `${what} over ${g.periodSeconds} s`;
     }
+    case 'webhook':
+      return `${g.hook} hook: POST ${g.url}`;
   }
 }
 

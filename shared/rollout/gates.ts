@@ -141,7 +141,9 @@ export type ProviderResult =
   /** More than one series where one number was expected. */
   | { readonly kind: 'several'; readonly count: number; readonly answer: string }
   | { readonly kind: 'alarms'; readonly states: Readonly<Record<string, AlarmState | 'missing'>>; readonly answer: string }
-  | { readonly kind: 'error'; readonly message: string; readonly answer: string };
+  | { readonly kind: 'error'; readonly message: string; readonly answer: string }
+  /** A hook's HTTP answer. */
+  | { readonly kind: 'http'; readonly status: number; readonly answer: string };
 
 const clip = (s: string) => (s.length > MAX_ANSWER_CHARS ? `${s.slice(0, MAX_ANSWER_CHARS - 1)}…` : s);
 
@@ -174,8 +176,16 @@ export function judge(gate: ProviderGate, result: ProviderResult, where: { attem
       }
       return reading('pass', null, null);
     }
+    case 'http': {
+      if (gate.type !== 'webhook') return reading('inconclusive', null, `a ${gate.type} gate got an HTTP status`);
+      const s = result.status;
+      const said = s >= 200 && s < 300 ? 'yes' : s >= 400 && s < 500 ? 'no' : null;
+      if (said === null) return reading('inconclusive', s, `the ${gate.hook} hook answered ${s}: neither yes (2xx) nor no (4xx)`);
+      if (gate.hook === 'rollback') return said === 'yes' ? reading('fail', s, `the rollback hook asked to roll back (${s})`) : reading('pass', s, null);
+      return said === 'yes' ? reading('pass', s, null) : reading('fail', s, `the confirm-promotion hook refused (${s})`);
+    }
     case 'number': {
-      if (gate.type === 'cloudwatchAlarm') return reading('inconclusive', null, 'an alarm gate got a number');
+      if (gate.type === 'cloudwatchAlarm' || gate.type === 'webhook') return reading('inconclusive', null, `a ${gate.type} gate got a number`);
       const v = result.value;
       if (!Number.isFinite(v)) return reading('inconclusive', null, `the value is ${Number.isNaN(v) ? 'NaN' : v > 0 ? '+Inf' : '-Inf'}: no number to compare`);
       if (passes(v, gate.comparison, gate.threshold)) return reading('pass', v, null);

@@ -66,7 +66,7 @@ export class BatchPromoter {
     let readings = 0;
     if (this.reader) {
       try {
-        const read = await this.reader.read(views);
+        const read = await this.reader.read(views, { epoch: token.epoch });
         views = read.views;
         readings = read.readings.length;
       } catch (err) {

@@ -252,12 +252,13 @@ export function outboundIssues(spec: Pick<RolloutSpec, 'stages'>, policy: Outbou
   const out: string[] = [];
   spec.stages.forEach((stage, i) => {
     stage.gates.providers?.forEach((g, j) => {
-      if (g.type !== 'prometheus') return;
+      if (g.type !== 'prometheus' && g.type !== 'webhook') return;
       const at = `stages.${i}.gates.providers.${j}`;
-      const url = policy.refuseUrl(g.address, `${at}.address`);
+      const [address, field] = g.type === 'prometheus' ? [g.address, 'address'] : [g.url, 'url'];
+      const url = policy.refuseUrl(address, `${at}.${field}`);
       if (url) out.push(url);
       else if (g.credential !== undefined) {
-        const cred = policy.refuseCredential(g.credential, g.address, `${at}.credential`);
+        const cred = policy.refuseCredential(g.credential, address, `${at}.credential`);
         if (cred) out.push(cred);
       }
     });

@@ -83,6 +83,17 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     expect(await backend.rollouts.unsettledActuations(10)).toEqual([]);
   });
 
+  it('a promotion decided on a pushed reading (the leader\'s fast path, one write for the reading and the decision) reaches nginx at once, no tick needed', async () => {
+    const a = node('a');
+    const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
+    await a.streaming.handle({ type: 'rollout.created', rolloutId: id });
+    expect(await carried()).toMatchObject({ percent: 10, stage: 0 });
+    clock.advance(60_000);
+    const handled = await a.streaming.handle(metrics(id, 0, 0));
+    expect(handled.actions.map((x) => x.transition)).toEqual(['promote']);
+    expect(await carried()).toMatchObject({ percent: 50, stage: 1 });
+  });
+
   it('completes: nginx carries all traffic on the new version, finalised', async () => {
     const a = node('a');
     const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });

@@ -24,8 +24,8 @@ describe.each(fixtures.map((f) => [f.kind, f] as const))('actuator contract: %s'
   afterAll(async () => t?.close());
 
   const rollout = { version: 3, ended: false };
-  const desired = (percent: number, o: Partial<Desired> = {}): Desired => ({ rolloutId: 'r-contract', attempt: 1, stage: 0, percent, final: false, newVersion: t.newVersion, ...o });
-  const stampOf = (d: Desired, epoch: number): Stamp => ({ rolloutId: d.rolloutId, attempt: d.attempt, stage: d.stage, epoch, percent: d.percent, final: d.final });
+  const desired = (percent: number, o: Partial<Desired> = {}): Desired => ({ rolloutId: 'r-contract', attempt: 1, stage: 0, percent, final: false, newVersion: t.newVersion, version: 3, ...o });
+  const stampOf = (d: Desired, epoch: number): Stamp => ({ rolloutId: d.rolloutId, attempt: d.attempt, stage: d.stage, epoch, percent: d.percent, final: d.final, version: d.version });
   const read = () => t.actuator.read(t.newVersion);
 
   it('a target at rest, never written: nothing on the new side, no stamp; ours to take', async () => {
@@ -70,24 +70,34 @@ describe.each(fixtures.map((f) => [f.kind, f] as const))('actuator contract: %s'
     expect(await read()).toMatchObject({ percent: 50, stamp: { epoch: 9, stage: 2 } });
   });
 
+  it('an older state of the same rollout, written by the same epoch on an older reading, is refused and decided against: never undoes a newer one', async () => {
+    const older = desired(10, { stage: 0, version: 3 });
+    const readBefore = await read();
+    const newer = desired(50, { stage: 2, version: 4 });
+    await t.actuator.write(newer, stampOf(newer, 9), readBefore);
+    await expect(t.actuator.write(older, stampOf(older, 9), readBefore)).rejects.toBeInstanceOf(TargetMovedError);
+    expect(decide(older, await read(), 9, null, rollout)).toEqual({ kind: 'superseded', epoch: 9 });
+    expect(await read()).toMatchObject({ percent: 50, stamp: { epoch: 9, stage: 2, version: 4 } });
+  });
+
   it('drift: someone else changes the weights under our stamp; deciding finds drift naming what was found, and nothing is written', async () => {
     await t.tamper(30);
     const found = await read();
     expect(found.percent).toBe(30);
-    const verdict = decide(desired(50, { stage: 2 }), found, 9, null, rollout);
+    const verdict = decide(desired(50, { stage: 2, version: 4 }), found, 9, null, rollout);
     expect(verdict.kind).toBe('drift');
     expect(verdict.kind === 'drift' && verdict.reason).toMatch(/we wrote 50%, found 30%/);
   });
 
   it('a rollback: 0 on the new side, everything on stable', async () => {
-    const d = desired(0, { stage: null });
+    const d = desired(0, { stage: null, version: 5 });
     const after = await t.actuator.write(d, stampOf(d, 9), await read());
     expect(after).toMatchObject({ percent: 0, final: false, stamp: { stage: null, percent: 0 } });
     if (t.measuredPercent) expect(await t.measuredPercent()).toBe(0);
   });
 
   it('completion: the target is finalised on the new version', async () => {
-    const d = desired(100, { stage: 3, final: true });
+    const d = desired(100, { stage: 3, final: true, version: 6 });
     const after = await t.actuator.write(d, stampOf(d, 9), await read());
     // A finalised target carries all of it: a split at 100 % (nginx, ELBv2) or the version itself (an alias).
     expect(after).toMatchObject({ final: true, stamp: { final: true, percent: 100 } });

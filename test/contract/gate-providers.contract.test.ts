@@ -18,7 +18,9 @@ import { CloudWatchAlarmProvider, CloudWatchMetricProvider, cloudWatchClients } 
 import { PrometheusProvider } from '../../shared/adapters/prometheus/provider.js';
 import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
-import type { GateProvider } from '../../shared/rollout/gate-reader.js';
+import type { GateContext, GateProvider } from '../../shared/rollout/gate-reader.js';
+import { WebhookProvider } from '../../shared/adapters/http/webhook.js';
+import { createServer as createHttpServer } from 'node:http';
 import { providerGateSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
 import { judge, type GateOutcome } from '../../shared/rollout/gates.js';
 import { CloudWatchStandIn } from '../support/cloudwatch/server.js';
@@ -30,7 +32,7 @@ type Case = (typeof CASES)[number];
 /** What each case must come to, whoever provides it. */
 const EXPECTED: Record<Case, { outcome: GateOutcome; reason: RegExp | null }> = {
   pass: { outcome: 'pass', reason: null },
-  fail: { outcome: 'fail', reason: /does not meet|in ALARM/ },
+  fail: { outcome: 'fail', reason: /does not meet|in ALARM|hook refused/ },
   error: { outcome: 'inconclusive', reason: /./ },
   timeout: { outcome: 'inconclusive', reason: /^timed out after 1 s$|: timed out after 1 s$/ },
   empty: { outcome: 'inconclusive', reason: /^empty result|not found$/ },
@@ -73,6 +75,10 @@ let cloudwatch: CloudWatchStandIn;
 /** The operator's list: the test Prometheus and the hung endpoint, by address (loopback is reached only so). */
 let outbound: OutboundHttp;
 let prometheusProvider: PrometheusProvider;
+/** A hook receiver: answers each request with the status its path names (/200, /409, /503). */
+let receiver: Server;
+let receiverUrl: string;
+let webhookProvider: WebhookProvider;
 
 beforeAll(async () => {
   exporter = await startExporter();
@@ -86,8 +92,15 @@ beforeAll(async () => {
   await waitForSeries(prometheus.url, 'gate_value', (s) => s.length === 3);
   hung = await silentServer();
   cloudwatch = await new CloudWatchStandIn({ region: 'us-east-1' }).start();
-  outbound = new OutboundHttp(new OutboundPolicy({ origins: [prometheus.url, hung.url] }));
+  receiver = createHttpServer((req, res) => {
+    res.writeHead(Number(req.url!.slice(1)) || 500, { 'content-type': 'application/json' });
+    res.end('{}');
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+  outbound = new OutboundHttp(new OutboundPolicy({ origins: [prometheus.url, hung.url, receiverUrl] }));
   prometheusProvider = new PrometheusProvider({ outbound });
+  webhookProvider = new WebhookProvider({ outbound });
 }, 60_000);
 
 afterAll(async () => {
@@ -95,6 +108,7 @@ afterAll(async () => {
   await exporter?.close();
   await hung?.close();
   await cloudwatch?.stop();
+  await new Promise((r) => receiver?.close(r));
 });
 
 const clients = cloudWatchClients((region) => new CloudWatchClient({ region: region ?? 'us-east-1', endpoint: cloudwatch.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }));
@@ -185,7 +199,32 @@ const subjects: Subject[] = [
       }
     },
   },
+  {
+    name: 'webhook',
+    get provider() {
+      return webhookProvider;
+    },
+    cannot: { empty: 'a hook answers with a status, never with nothing to judge', nan: 'a hook answers with a status, never a number' },
+    arrange: (c) => {
+      const hook = (url: string) => Promise.resolve(gate({ type: 'webhook', hook: 'confirm-promotion', url }));
+      switch (c) {
+        case 'pass':
+          return hook(`${receiverUrl}/200`);
+        case 'fail':
+          return hook(`${receiverUrl}/409`);
+        case 'error':
+          return hook(`${receiverUrl}/503`);
+        case 'timeout':
+          return hook(`${hung.url}/hook`);
+        case 'empty':
+        case 'nan':
+          return Promise.resolve(null);
+      }
+    },
+  },
 ];
+
+const context: GateContext = { rolloutId: 'r1', attempt: 1, stage: { index: 0, name: 'canary', percent: 10 }, epoch: 3, service: 'checkout', newVersion: 'v2', stableVersion: 'v1', labels: {} };
 
 describe.each(subjects)('gate provider $name', (subject) => {
   it.each(CASES)('%s', async (c) => {
@@ -195,7 +234,7 @@ describe.each(subjects)('gate provider $name', (subject) => {
       expect(subject.cannot?.[c]).toMatch(/./);
       return;
     }
-    const [result] = await subject.provider.read([g], { now: Date.now(), signal: new AbortController().signal });
+    const [result] = await subject.provider.read([g], { now: Date.now(), signal: new AbortController().signal, contexts: [context] });
     const reading = judge(g, result!, { attempt: 1, stage: 0, at: Date.now(), source: 'poll' });
     expect(reading.outcome, JSON.stringify(reading)).toBe(EXPECTED[c].outcome);
     if (EXPECTED[c].reason) expect(reading.reason).toMatch(EXPECTED[c].reason);

@@ -135,6 +135,6 @@ describe('a rollout moves nginx, a Lambda alias and an ALB rule through real nod
     // The alias is finalised on the new version: no split left.
     const alias = await lambda.onMoto.send(new GetAliasCommand({ FunctionName: lambda.functionName, Name: lambda.alias }));
     expect(alias.FunctionVersion).toBe('2');
-    expect(alias.Description).toMatch(/^rollout=checkout-2 attempt=2 stage=2 epoch=\d+ percent=100 final=true base=1$/);
+    expect(alias.Description).toMatch(/^rollout=checkout-2 attempt=2 stage=2 epoch=\d+ percent=100 final=true version=\d+ base=1$/);
   }, 300_000);
 });

@@ -1,18 +1,23 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assign, type RolloutTraffic } from '../../shared/rollout/assignment.js';
+import { Demo, fleetOf } from '../../shared/runtimes/node/demo.js';
 import { serveApi } from '../../shared/runtimes/node/http.js';
 import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
 import { nodeApi } from '../../shared/runtimes/node/node-api.js';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { freePort } from '../../infra/local/processes.js';
+import { startSplitNginx, type SplitNginx } from '../../infra/local/split-nginx.js';
 import { LocalWorkerPool } from '../../shared/runtimes/node/worker-pool.js';
 
 /**
  * The status page in a real browser (Debian's Chromium through
  * playwright-core): what a person sees of the leader, the nodes, a rollout's
- * stages and gate readings and a run's items, and that it follows changes.
+ * stages and gate readings, what was applied to its targets (two real
+ * nginx), the demo fleet's answers and a run's items, and that it follows
+ * changes.
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const shots = resolve(import.meta.dirname, '../../test-results');
@@ -21,10 +26,13 @@ let node: ControlPlaneNode;
 let pool: LocalWorkerPool;
 let server: Awaited<ReturnType<typeof serveApi>>;
 let browser: Browser;
+let web: SplitNginx;
+let edge: SplitNginx;
 
 beforeAll(async () => {
   const port = await freePort();
-  node = await ControlPlaneNode.open({ nodeId: 'page-node', port, store: { kind: 'pglite', dataDir: null }, elector: 'static', scanIntervalSeconds: 1, outbound: { origins: ['http://prometheus.invalid:9090'] } });
+  [web, edge] = await Promise.all([startSplitNginx(), startSplitNginx()]);
+  node = await ControlPlaneNode.open({ nodeId: 'page-node', port, store: { kind: 'pglite', dataDir: null }, elector: 'static', scanIntervalSeconds: 1, outbound: { origins: ['http://prometheus.invalid:9090'] }, targets: { web: web.target, edge: edge.target } });
   server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
   await node.start();
   pool = new LocalWorkerPool(node, { size: 3, itemMs: 5 });
@@ -37,6 +45,7 @@ afterAll(async () => {
   await pool?.close();
   await server?.close();
   await node?.stop();
+  await Promise.all([web?.stop(), edge?.stop()]);
 });
 
 async function post(path: string, body: unknown) {
@@ -146,6 +155,101 @@ describe('status page', () => {
     mkdirSync(shots, { recursive: true });
     await page.locator('.rollout[data-id="charted"]').screenshot({ path: resolve(shots, 'status-page-gates.png') });
     await page.close();
+  }, 60_000);
+
+  it('shows what was applied to each target and when: a converged target, and drift highlighted with its reason', async () => {
+    const spec = (target: string) => ({ target: { service: 'storefront', version: 'v7' }, actuators: [target], stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+    await post('/rollouts', { id: 'moves-web', spec: spec('web') });
+    await post('/rollouts', { id: 'moves-edge', spec: spec('edge') });
+    const record = async (id: string) => (await node.plane.engine.store.actuations(id))[0];
+    await expect.poll(async () => (await record('moves-web'))?.state, { timeout: 15_000 }).toBe('converged');
+    await expect.poll(async () => (await record('moves-edge'))?.state, { timeout: 15_000 }).toBe('converged');
+    // Someone changes edge's split by hand; the leader's next reconciliation (run now rather than at its tick) finds it.
+    const include = readFileSync(edge.target.include, 'utf8');
+    expect(include).toContain('10%  canary;');
+    writeFileSync(edge.target.include, include.replace('10%  canary;', '30%  canary;'));
+    await node.actuate('moves-edge');
+    const converged = (await record('moves-web'))!;
+    const drift = (await record('moves-edge'))!;
+    expect(drift.state).toBe('drift');
+
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await page.goto(server.url);
+    const time = (ms: number) => page.evaluate((at) => new Date(at).toLocaleTimeString(), ms);
+    const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const style = (selector: string, property: string) => page.evaluate(`getComputedStyle(document.querySelector(${JSON.stringify(selector)})).${property}`);
+
+    const ok = page.locator('.rollout[data-id="moves-web"] .applied tr[data-target="web"]');
+    await expect.poll(() => ok.getAttribute('data-state'), { timeout: 10_000 }).toBe('converged');
+    const okCells = await ok.locator('td').allInnerTexts();
+    expect(okCells.slice(0, 4)).toEqual(['web', 'nginx', 'converged', '10% canary']);
+    expect(okCells[4]).toMatch(new RegExp(`^10%\\s+${escape(web.target.include)}: 10% canary, \\* stable$`));
+    expect(okCells[5]).toBe(await time(converged.appliedAt!));
+    expect(okCells[6]).toBe('');
+    expect(await style('.rollout[data-id="moves-web"] .applied tr[data-target="web"]', 'backgroundColor')).toBe('rgba(0, 0, 0, 0)');
+
+    const rollout = page.locator('.rollout[data-id="moves-edge"]');
+    const bad = rollout.locator('.applied tr[data-target="edge"]');
+    await expect.poll(() => bad.getAttribute('data-state'), { timeout: 10_000 }).toBe('drift');
+    // The rollout was paused for it, saying why; the row says what we applied, what was found instead and when we last applied it.
+    expect(await rollout.innerText()).toMatch(/moves-edge\s+paused/);
+    const cells = await bad.locator('td').allInnerTexts();
+    expect(cells.slice(0, 4)).toEqual(['edge', 'nginx', 'drift', '10% canary']);
+    expect(cells[4]).toMatch(new RegExp(`^30%\\s+${escape(edge.target.include)}: 30% canary, \\* stable$`));
+    expect(cells[5]).toBe(await time(drift.appliedAt!));
+    expect(cells[6]).toBe(drift.reason);
+    expect(cells[6]).toMatch(/^actuation drift on edge \(nginx\): its weights were changed by someone else: we wrote 10%, found 30%/);
+    const edgeRow = '.rollout[data-id="moves-edge"] .applied tr[data-target="edge"]';
+    expect(await style(edgeRow, 'backgroundColor')).toBe('rgb(254, 242, 242)');
+    expect([await style(`${edgeRow} .why`, 'color'), await style(`${edgeRow} .why`, 'fontWeight')]).toEqual(['rgb(127, 29, 29)', '600']);
+
+    mkdirSync(shots, { recursive: true });
+    await rollout.screenshot({ path: resolve(shots, 'status-page-applied.png') });
+    await page.close();
+  }, 60_000);
+
+  it("charts the demo's fleet: per stage, how many of its 1,000 hosts were told the new version, as the assignment rule has it", async () => {
+    const demo = new Demo(node, pool, { items: 30, bakeSeconds: 3_600, url: server.url });
+    await demo.start();
+    try {
+      const id = demo.rolloutId;
+      const fleet = fleetOf(node)!;
+      expect(fleet.entities).toHaveLength(1_000);
+      // The rule on the traffic the node serves now: exactly the hosts on the new version.
+      const onNew = async () => {
+        const traffic = (await (await fetch(`${server.url}/rollouts/${id}/traffic`)).json()) as RolloutTraffic;
+        return { percent: traffic.percent, count: fleet.entities.filter((e) => assign(traffic, e).variant === 'new').length };
+      };
+      const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      await page.goto(server.url);
+      const row = (stage: string) => page.locator(`.rollout[data-id="${id}"] .fleet tr[data-stage="${stage}"]`);
+      const told = (n: number) => `${n} of 1,000 on v2.0.0 (${(n / 10).toFixed(1)}%)`;
+
+      await expect.poll(() => row('canary').getAttribute('data-observed'), { timeout: 15_000 }).toBe('1000');
+      const canary = await onNew();
+      expect(canary.percent).toBe(5);
+      expect(await row('canary').locator('.told').innerText()).toBe(told(canary.count));
+      expect(Math.abs(canary.count / 10 - 5)).toBeLessThanOrEqual(3);
+      expect(await row('quarter').locator('.told').innerText()).toBe('not asked under this stage');
+
+      await post(`/rollouts/${id}/promote`, { reason: 'the fleet looks right' });
+      await expect.poll(() => row('quarter').getAttribute('data-observed'), { timeout: 15_000 }).toBe('1000');
+      const quarter = await onNew();
+      expect(quarter.percent).toBe(25);
+      expect(await row('quarter').locator('.told').innerText()).toBe(told(quarter.count));
+      expect(Math.abs(quarter.count / 10 - 25)).toBeLessThanOrEqual(3);
+      // The bar is the fleet's share, the line the stage's percent; the canary keeps what the fleet was told then.
+      expect(await row('quarter').locator('.share').getAttribute('style')).toBe(`width:${quarter.count / 10}%`);
+      expect(await row('quarter').locator('.mark').getAttribute('style')).toBe('left:25%');
+      expect(await row('canary').locator('.told').innerText()).toBe(told(canary.count));
+
+      mkdirSync(shots, { recursive: true });
+      await page.locator(`.rollout[data-id="${id}"]`).screenshot({ path: resolve(shots, 'status-page-fleet.png') });
+      await page.close();
+    } finally {
+      await demo.stop();
+    }
+    expect(fleetOf(node)).toBeUndefined();
   }, 60_000);
 
   it('says so when the node cannot be reached', async () => {

@@ -46,6 +46,7 @@ export const VARIANTS = [
   'held-no-alarm-check',
   'held-no-metrics-check',
   'late-read-applied',
+  'actuate-without-revision',
 ] as const;
 export type Variant = (typeof VARIANTS)[number];
 

@@ -2,6 +2,7 @@ import { explore, type ExploreResult, type Model } from './explorer.js';
 import { leaseModel, type LeaseScope } from './models/lease.js';
 import { ledgerModel, type LedgerScope } from './models/ledger.js';
 import { promotionModel, type PromotionScope } from './models/promotion.js';
+import { aliasModel, type AliasScope } from './models/alias.js';
 import type { Variant } from './store.js';
 
 /**
@@ -11,8 +12,8 @@ import type { Variant } from './store.js';
  * and the unit test, so both check the same thing.
  */
 
-export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held';
-export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held'];
+export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held' | 'alias';
+export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held', 'alias'];
 
 export interface Scope {
   readonly lease: LeaseScope;
@@ -20,6 +21,8 @@ export interface Scope {
   readonly promotion: PromotionScope;
   /** The promotion model's held-view scope: a metrics reading and its decision in one write on a view a promoter held. */
   readonly held: PromotionScope;
+  /** Leaders in turn converging a Lambda alias, each deposed one a zombie. */
+  readonly alias: AliasScope;
 }
 
 export const SCOPES = {
@@ -29,6 +32,7 @@ export const SCOPES = {
     ledger: { coordinators: 2, workers: 2, items: 2, budget: { ticks: 1, crashes: 1, lost: 1, failures: 0 }, maxDepth: 6 },
     promotion: { promoters: [2, 1], commands: ['abort', 'retry'], budget: { ticks: 1, crashes: 1, lost: 1, signals: 2, commands: 2, readings: 0, bakes: 0 }, maxDepth: 7 },
     held: { held: true, promoters: [1, 1], commands: [], budget: { ticks: 1, crashes: 0, lost: 0, signals: 1, commands: 0, readings: 2, bakes: 1 }, maxDepth: 7 },
+    alias: { leaders: 3, maxDepth: 20 },
   },
   /** More processes, items, faults and depth: minutes, not seconds. */
   large: {
@@ -36,6 +40,7 @@ export const SCOPES = {
     ledger: { coordinators: 2, workers: 2, items: 3, budget: { ticks: 1, crashes: 1, lost: 1, failures: 1 }, maxDepth: 8 },
     promotion: { promoters: [2, 2], commands: ['abort', 'retry', 'pause', 'resume', 'promote_full'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 3, commands: 3, readings: 0, bakes: 0 }, maxDepth: 9 },
     held: { held: true, promoters: [1, 1], commands: ['abort', 'retry'], budget: { ticks: 2, crashes: 1, lost: 1, signals: 2, commands: 1, readings: 2, bakes: 1 }, maxDepth: 8 },
+    alias: { leaders: 4, maxDepth: 24, aliasAtRest: true },
   },
 } as const satisfies Record<string, Scope>;
 
@@ -83,6 +88,12 @@ export const VARIANT_RUNS: readonly VariantRun[] = [
   { variant: 'ack-by-worker-only', model: 'ledger', breaks: ['one-result-per-item'], what: 'an ack is conditioned on the worker, not on Running' },
   { variant: 'held-no-alarm-check', model: 'held', breaks: ['held-decision-current'], what: "a reading's decision on a held view ignores an alarm changed since" },
   { variant: 'held-no-metrics-check', model: 'held', breaks: ['held-decision-current'], what: "a reading's decision on a held view ignores the active stage's newer reading" },
+  {
+    variant: 'actuate-without-revision',
+    model: 'alias',
+    breaks: ['alias-never-ahead', 'alias-stays-converged'],
+    what: "UpdateAlias without the RevisionId read: a zombie's late write lands over the rollback",
+  },
 ];
 
 function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Model<unknown>; maxDepth: number } {
@@ -95,6 +106,8 @@ function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Mode
       return { model: promotionModel(scope.promotion, variant) as Model<unknown>, maxDepth: scope.promotion.maxDepth };
     case 'held':
       return { model: promotionModel(scope.held, variant) as Model<unknown>, maxDepth: scope.held.maxDepth };
+    case 'alias':
+      return { model: aliasModel(scope.alias, variant) as Model<unknown>, maxDepth: scope.alias.maxDepth };
   }
 }
 

@@ -47,7 +47,7 @@ const FILE_NEEDS: Record<string, readonly Need[]> = {
   'test/e2e/cluster.test.ts': ['nginx'],
   'test/e2e/cluster-auth.test.ts': ['nginx', 'chromium', 'openssl'],
   'test/security/tls.test.ts': ['openssl'],
-  'test/e2e/status-page.test.ts': ['chromium'],
+  'test/e2e/status-page.test.ts': ['chromium', 'nginx'],
   'test/e2e/chaos.test.ts': ['nginx'],
   'test/e2e/actuation.test.ts': ['nginx'],
   'test/contract/actuator.contract.test.ts': ['nginx'],

@@ -26,7 +26,7 @@ const stampOf = (epoch: number, percent: number, o: { final?: boolean; stage?: n
   percent,
   final: o.final ?? false,
 });
-const desiredOf = (s: Stamp): Desired => ({ rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, percent: s.percent, final: s.final, newVersion: 'canary' });
+const desiredOf = (s: Stamp): Desired => ({ rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, percent: s.percent, final: s.final, newVersion: 'canary', version: s.version ?? 1 });
 
 describe('weightsFor: ELBv2 weights for a percent with two decimals', () => {
   it('stays within 1–999 on each side of a split, and rounds back to all but 40 of the 10,001 percents', () => {

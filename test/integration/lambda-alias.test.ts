@@ -163,6 +163,7 @@ describe('the lambdaAlias actuator on moto, through the proxy', () => {
     percent,
     final: o.final ?? false,
     newVersion: o.newVersion ?? '2',
+    version: 1,
   });
   const stampOf = (d: Desired, epoch = 3): Stamp => ({ rolloutId: d.rolloutId, attempt: d.attempt, stage: d.stage, epoch, percent: d.percent, final: d.final });
 

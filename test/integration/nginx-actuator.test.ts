@@ -11,7 +11,7 @@ describe('nginx actuator on a real nginx', () => {
   }, 60_000);
   afterAll(async () => nginx?.stop());
 
-  const desired = (percent: number): Desired => ({ rolloutId: 'r-nginx', attempt: 1, stage: 0, percent, final: false, newVersion: 'v2' });
+  const desired = (percent: number): Desired => ({ rolloutId: 'r-nginx', attempt: 1, stage: 0, percent, final: false, newVersion: 'v2', version: 1 });
   const stamp = (percent: number) => ({ rolloutId: 'r-nginx', attempt: 1, stage: 0, epoch: 1, percent, final: false });
 
   it('a config nginx refuses is never left in place: the previous file is back, byte for byte, and nginx serves on as before', async () => {

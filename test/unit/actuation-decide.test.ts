@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { Desired, Observed, Stamp } from '../../shared/actuation/port.js';
-import { parseStamp, stampText } from '../../shared/actuation/port.js';
+import { outranks, parseStamp, stampText } from '../../shared/actuation/port.js';
 import { decide, desiredOf } from '../../shared/actuation/reconcile.js';
 import type { ActuationRecord } from '../../shared/actuation/record.js';
 import type { RolloutView } from '../../shared/rollout/model.js';
 import { parseRolloutSpec } from '../../shared/rollout/spec.js';
 
-const d = (o: Partial<Desired> = {}): Desired => ({ rolloutId: 'r1', attempt: 1, stage: 1, percent: 25, final: false, newVersion: '7', ...o });
+const d = (o: Partial<Desired> = {}): Desired => ({ rolloutId: 'r1', attempt: 1, stage: 1, percent: 25, final: false, newVersion: '7', version: 5, ...o });
 const stamp = (o: Partial<Stamp> = {}): Stamp => ({ rolloutId: 'r1', attempt: 1, stage: 0, epoch: 4, percent: 10, final: false, ...o });
 const seen = (o: Partial<Observed> = {}): Observed => ({ percent: 0, final: false, stamp: null, detail: 'as found', ...o });
 const running = { version: 5, ended: false };
@@ -48,8 +48,20 @@ describe('decide: whether the leader writes a target', () => {
     expect(decide(d(), found, 4, drifted, { version: 6, ended: false })).toEqual({ kind: 'write' });
   });
 
-  it('an ended rollout never takes a target it does not hold', () => {
-    expect(decide(d({ percent: 0, stage: null }), seen({ percent: 30, stamp: stamp({ rolloutId: 'r2' }) }), 4, null, { version: 7, ended: true })).toEqual({ kind: 'released', reason: 'held by rollout r2' });
+  it('an ended rollout never takes a target another holds or someone split; one at rest it stamps with its end (a deposed leader\'s first write then finds it outranked)', () => {
+    const ended = { version: 7, ended: true };
+    expect(decide(d({ percent: 0, stage: null }), seen({ percent: 30, stamp: stamp({ rolloutId: 'r2' }) }), 4, null, ended)).toEqual({ kind: 'released', reason: 'held by rollout r2' });
+    expect(decide(d({ percent: 0, stage: null }), seen({ percent: 30 }), 4, null, ended)).toMatchObject({ kind: 'released' });
+    expect(decide(d({ percent: 0, stage: null }), seen(), 4, null, ended)).toEqual({ kind: 'write' });
+    expect(decide(d({ percent: 100, final: true, stage: 3 }), seen(), 4, null, ended)).toEqual({ kind: 'write' });
+  });
+
+  it('an older state of this rollout never undoes a newer one written under the same epoch (two processes of one leader, or a tick\'s old reading)', () => {
+    expect(decide(d({ version: 5, stage: 0, percent: 10 }), seen({ percent: 25, stamp: stamp({ stage: 1, percent: 25, version: 6 }) }), 4, null, running)).toEqual({ kind: 'superseded', epoch: 4 });
+    expect(outranks(stamp({ version: 6 }), stamp({ version: 5 }))).toMatch(/version 6 of the rollout, ours is 5/);
+    expect(outranks(stamp({ epoch: 5 }), stamp({ epoch: 4 }))).toMatch(/epoch 5, ours is 4/);
+    expect(outranks(stamp({ rolloutId: 'r0', version: 9 }), stamp({ version: 5 }))).toBeNull();
+    expect(outranks(null, stamp())).toBeNull();
   });
 
   it('a finalised target counts as all of it on the new version', () => {
@@ -60,9 +72,9 @@ describe('decide: whether the leader writes a target', () => {
 describe('desiredOf: what the committed state asks', () => {
   const spec = parseRolloutSpec({ target: { service: 's', version: '7' }, stages: [{ name: 'a', percent: 10, bakeSeconds: 0 }, { name: 'b', percent: 100, bakeSeconds: 0 }], actuators: ['web'] });
   const view = (state: RolloutView['rollout']['state'], phases: ('pending' | 'active' | 'promoted' | 'rolled_back')[]) =>
-    ({ rollout: { id: 'r1', spec, state, attempt: 2 }, stages: phases.map((phase, index) => ({ index, phase })) }) as unknown as RolloutView;
+    ({ rollout: { id: 'r1', spec, state, attempt: 2, version: 4 }, stages: phases.map((phase, index) => ({ index, phase })) }) as unknown as RolloutView;
   it('the active stage while running or paused, 0 after a rollback, all of it once completed', () => {
-    expect(desiredOf(view('running', ['active', 'pending']))).toEqual({ rolloutId: 'r1', attempt: 2, stage: 0, percent: 10, final: false, newVersion: '7' });
+    expect(desiredOf(view('running', ['active', 'pending']))).toEqual({ rolloutId: 'r1', attempt: 2, stage: 0, percent: 10, final: false, newVersion: '7', version: 4 });
     expect(desiredOf(view('paused', ['promoted', 'active']))).toMatchObject({ stage: 1, percent: 100, final: false });
     expect(desiredOf(view('rolled_back', ['rolled_back', 'pending']))).toMatchObject({ stage: null, percent: 0, final: false });
     expect(desiredOf(view('completed', ['promoted', 'promoted']))).toMatchObject({ stage: 1, percent: 100, final: true });
@@ -71,7 +83,7 @@ describe('desiredOf: what the committed state asks', () => {
 
 describe('stamps as text', () => {
   it('round-trip, and anything else is no stamp', () => {
-    const s = stamp({ base: '3', stage: null });
+    const s = stamp({ base: '3', stage: null, version: 12 });
     expect(parseStamp(stampText(s))).toEqual(s);
     for (const text of ['', 'deployed by ci', 'rollout=r1 attempt=0 stage=- epoch=1 percent=1 final=true', 'rollout=r1 attempt=1 stage=- epoch=1 percent=101 final=true', 'rollout=r1 attempt=1 stage=x epoch=1 percent=1 final=true']) {
       expect(parseStamp(text)).toBeNull();

@@ -4,6 +4,7 @@ import { canonicalText, explore, type Model } from '../explore/explorer.js';
 import { leaseModel } from '../explore/models/lease.js';
 import { ledgerModel } from '../explore/models/ledger.js';
 import { promotionModel } from '../explore/models/promotion.js';
+import { aliasModel } from '../explore/models/alias.js';
 import { MODELS, SCOPES, VARIANT_RUNS, runCorrect, runVariant } from '../explore/suite.js';
 
 /** A number line: +1 or +2 per step, up to 10. */
@@ -48,6 +49,7 @@ describe('the explorer', () => {
       ledgerModel(SCOPES.default.ledger) as Model<unknown>,
       promotionModel(SCOPES.default.promotion) as Model<unknown>,
       promotionModel(SCOPES.default.held) as Model<unknown>,
+      aliasModel(SCOPES.default.alias) as Model<unknown>,
     ];
     let compared = 0;
     for (const m of models) {
@@ -103,5 +105,29 @@ describe('the held-view write', () => {
     expect(v.trace.some((l) => /a bad reading of stage 0 .* reaches n1\/0; recorded: stored/.test(l))).toBe(true);
     expect(v.trace.some((l) => /a good reading of stage 1 .* on its held view it sends promote/.test(l))).toBe(true);
     expect(v.message).toMatch(/applied promote .* the evaluator decides rollback/);
+  });
+});
+
+describe('the alias write', () => {
+  // UpdateAlias conditioned on the RevisionId read is what stops a deposed leader's write, decided before the
+  // takeover, from landing after its successor converged the alias: the fence stopped nothing (it was passed in time).
+  it('without the RevisionId: a zombie writes 50 % over the rollback its successor converged', () => {
+    const run = VARIANT_RUNS.find((r) => r.variant === 'actuate-without-revision')!;
+    const v = runVariant('default', run).violations.find((x) => x.invariant === 'alias-never-ahead')!;
+    const zombie = v.trace.findIndex((l) => /^n0@1 converges half .*: write; pending record saved$/.test(l));
+    const converged = v.trace.findIndex((l) => /^n1@2 reads back 0 % under epoch 2.*: verified; converged record saved$/.test(l));
+    expect(zombie).toBeGreaterThanOrEqual(0);
+    expect(converged).toBeGreaterThan(zombie);
+    expect(v.trace.at(-1)).toMatch(/^n0@1's UpdateAlias 50 % under epoch 1: written/);
+    expect(v.message).toMatch(/carries 50 % .* after the rollback/);
+  });
+
+  // From an alias never written: the end of a rollout is written to it even so (decide), which moves the revision
+  // and refuses a deposed leader's first write still in flight; releasing it let that write land after a settled rollback.
+  it('from an alias never written: no violation in any reachable state, with a zombie among three leaders', () => {
+    const r = explore(aliasModel({ ...SCOPES.default.alias, aliasAtRest: true }, 'correct') as Model<unknown>, { maxDepth: SCOPES.default.alias.maxDepth });
+    expect(r.violations).toEqual([]);
+    expect(r.exhaustive).toBe(true);
+    expect(r.states).toBeGreaterThan(100);
   });
 });

@@ -8,7 +8,7 @@ import {
   type Action,
   type ElasticLoadBalancingV2Client,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
+import { outranks, parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
 import type { AlbWeightsTarget } from '../../actuation/targets.js';
 
 /**
@@ -117,9 +117,8 @@ export class AlbWeightsActuator implements Actuator {
   async write(desired: Desired, stamp: Stamp, observed: Observed): Promise<Observed> {
     const now = await this.load();
     const current = this.observe(now);
-    if (current.stamp !== null && current.stamp.epoch > stamp.epoch) {
-      throw new TargetMovedError(this.target, `its stamp carries epoch ${current.stamp.epoch}, ours ${stamp.epoch}`);
-    }
+    const why = outranks(current.stamp, stamp);
+    if (why) throw new TargetMovedError(this.target, why);
     if (!sameReading(current, observed)) throw new TargetMovedError(this.target, `read as ${observed.detail}, now ${current.detail}`);
     if (now.forward === undefined) throw new TargetRefusedError(this.target, `${current.detail}: no forward action to weight`);
 
@@ -145,7 +144,7 @@ export class AlbWeightsActuator implements Actuator {
     }
     // A leader with a higher epoch that wrote since our re-read keeps its stamp: the read-back shows it.
     const holder = parseStamp(await this.loadTag());
-    if (holder === null || holder.epoch <= stamp.epoch) {
+    if (outranks(holder, stamp) === null) {
       await this.client.send(new AddTagsCommand({ ResourceArns: [this.arn], Tags: [{ Key: STAMP_TAG, Value: stampText(stamp) }] }));
     }
     return this.read(desired.newVersion);

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
+import { outranks, parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
 import type { NginxTarget } from '../../actuation/targets.js';
 
 const run = promisify(execFile);
@@ -38,7 +38,8 @@ export class NginxActuator implements Actuator {
   async write(desired: Desired, stamp: Stamp, _observed?: Observed): Promise<Observed> {
     const before = await this.current();
     const found = before === null ? null : parseStamp(stampLine(before));
-    if (found && found.epoch > stamp.epoch) throw new TargetMovedError(this.target, `stamped by epoch ${found.epoch} since it was read`);
+    const why = outranks(found, stamp);
+    if (why) throw new TargetMovedError(this.target, why);
     const next = this.render(desired, stamp);
     await this.replace(next);
     try {

@@ -112,6 +112,8 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
         sent.push(token);
         return { ...headers, authorization: `Bearer ${token}` };
       }
+      case 'hmac':
+        throw new OutboundRefusedError('an hmac credential signs webhook hooks; a Prometheus gate takes a basic, bearer or sigv4 one');
       case 'sigv4': {
         const signed = await this.sign({ service: 'aps', region: cred.region }, { method: 'POST', url: new URL(url), headers, body });
         for (const [k, v] of Object.entries(signed)) if (/^(authorization|x-amz-security-token)$/i.test(k)) sent.push(v);

@@ -9,7 +9,7 @@ import { InvalidNoticeError } from '../../drain/sources.js';
 import { errorMessage } from '../../log.js';
 import { PublicError } from '../../errors.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
-import { gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
+import { actuationJson, gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
 import { RolloutEngine } from '../../rollout/engine.js';
 import type { HandleResult } from '../../rollout/promoters.js';
 import { PostgresRolloutStore } from '../../adapters/postgres/rollout-store.js';
@@ -27,6 +27,7 @@ import { PostgresSeenSignatures } from '../../adapters/postgres/signatures.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { OidcAuthenticator } from '../../adapters/oidc/authenticator.js';
 import { apiUrlOf, authEnabled, type NodeConfig } from './config.js';
+import { fleetOf } from './demo.js';
 
 /**
  * What a node serves over HTTP, in front of the shared API routes:
@@ -302,14 +303,20 @@ function eventJson(e: ClusterEvent) {
   return { id: e.id, node_id: e.nodeId, event_type: e.type, event_data: e.data, timestamp: new Date(e.at).toISOString() };
 }
 
-/** The status page's one read: leader, nodes, recent rollouts with gate readings, recent runs with counts. */
+/**
+ * The status page's one read: leader, nodes, recent rollouts with gate readings and what was applied
+ * to their targets, recent runs with counts; and, under `npm start`'s demo, what its simulated fleet
+ * was answered at each stage.
+ */
 export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
   const status = (await clusterStatus(cluster)).body as Record<string, unknown>;
   const { rows: rolloutRows } = await node.sql.query<{ id: string }>(`SELECT id FROM rollouts ORDER BY (state = 'running') DESC, updated_at DESC LIMIT 20`);
+  const fleet = fleetOf(node);
   const rollouts = [];
   for (const { id } of rolloutRows) {
     const v = await node.plane.engine.store.load(id);
     if (!v) continue;
+    const actuators = v.rollout.spec.actuators ?? [];
     rollouts.push({
       id,
       state: v.rollout.state,
@@ -331,6 +338,9 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
         };
       }),
       gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
+      actuators,
+      actuation: actuators.length ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
+      ...(fleet?.rolloutId === id ? { fleet: fleet.view() } : {}),
     });
   }
   const { rows: runRows } = await node.sql.query<Record<string, unknown>>(

@@ -2,7 +2,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 
 import { resolve } from 'node:path';
 import type { Logger } from '../../log.js';
 import { UsageError } from '../cli/errors.js';
-import { Demo, printProgress } from './demo.js';
+import { Demo, printProgress, startDemoTarget } from './demo.js';
 import { serveApi, type TlsFiles } from './http.js';
 import { authEnabled, type NodeConfig } from './config.js';
 import { nodeMetrics } from './metrics.js';
@@ -108,9 +108,13 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
   let signalled = false;
   void stopSignal.then(() => (signalled = true));
   let node: ControlPlaneNode | null = null;
+  let web: Awaited<ReturnType<typeof startDemoTarget>> | null = null;
   try {
+    // The demo's nginx is a target the node must know from the start.
+    if (o.demo && !signalled) web = await startDemoTarget(o.trust?.targets);
+    const targets = web?.target ? { targets: { ...o.trust?.targets, [web.target.name]: web.target.config } } : {};
     node = await ControlPlaneNode.open(
-      { nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1, ...o.trust },
+      { nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1, ...o.trust, ...targets },
       logger,
     );
     const server = await listen(node, logger);
@@ -118,11 +122,12 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });
     pool.start();
     out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
-    const demo = o.demo && !signalled ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds }) : null;
+    const demo = o.demo && !signalled ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds, url: server.url, target: web?.target?.name ?? null }) : null;
     let printer: { stop(): void } | undefined;
     if (demo) {
       await demo.start();
       out.write(`demo: a 4-stage rollout and a run of ${o.demoItems} items on ${o.workers} workers (watch ${server.url})\n`);
+      for (const line of [...(web ? [web.note] : []), ...demo.notes]) out.write(`${line}\n`);
       printer = printProgress(demo, out, server.url, logger, () => {
         if (o.exitAfterDemo) stopped.abort();
         else out.write(`still serving ${server.url} — Ctrl-C to stop\n`);
@@ -139,6 +144,7 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     out.write('stopped\n');
   } finally {
     await node?.stop().catch(() => undefined);
+    await web?.target?.stop().catch(() => undefined);
     unlock();
   }
 }

@@ -1,0 +1,156 @@
+/**
+ * Hooks as gates, over a real store and a real HTTP receiver: what we send
+ * (the rollout, attempt, stage, leader's epoch, versions, an idempotency key,
+ * a body signed with the operator's HMAC secret, verified here as a receiver
+ * would), and what each answer does to the rollout.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
+import { WebhookProvider, type HookPayload } from '../../shared/adapters/http/webhook.js';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { OutboundPolicy } from '../../shared/outbound/policy.js';
+import { OperatorSecrets } from '../../shared/outbound/secrets.js';
+import { createRollout } from '../../shared/rollout/commands.js';
+import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
+import { GateReader } from '../../shared/rollout/gate-reader.js';
+import { BatchPromoter } from '../../shared/rollout/promoters.js';
+import { outboundIssues, parseRolloutSpec } from '../../shared/rollout/spec.js';
+import { openBackend, type LeaseBackend } from '../support/backends.js';
+import { ManualClock } from '../support/clock.js';
+
+const SECRET = 'a-hook-secret-of-at-least-32-characters!!';
+const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
+
+describe('hooks (webhook gates) on PostgreSQL', () => {
+  let backend: LeaseBackend;
+  let receiver: Server;
+  let url: string;
+  /** What the receiver answers, by hook. */
+  const answer: Record<string, number> = {};
+  const received: { payload: HookPayload; headers: Record<string, string | string[] | undefined>; verified: boolean }[] = [];
+
+  beforeAll(async () => {
+    backend = await openBackend('postgres');
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        // As a receiver checks it: k=<key id>,t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>.
+        const sig = Object.fromEntries(String(req.headers['rollout-signature'] ?? '').split(',').map((p) => p.split('=') as [string, string]));
+        const expected = createHmac('sha256', SECRET).update(`${sig.t}.${body}`).digest();
+        const verified = sig.k === 'deploy-bot' && sig.v1 !== undefined && timingSafeEqual(expected, Buffer.from(sig.v1, 'hex'));
+        const payload = JSON.parse(body) as HookPayload;
+        received.push({ payload, headers: req.headers, verified });
+        res.writeHead(answer[payload.hook] ?? 500);
+        res.end(`answered for ${payload.hook}`);
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((r) => receiver?.close(r));
+    await backend?.close();
+  });
+  beforeEach(() => {
+    received.length = 0;
+  });
+
+  const policy = () => new OutboundPolicy({ origins: [url], credentials: { 'hook-key': { type: 'hmac', origin: url, keyId: 'deploy-bot', secret: { env: 'HOOK_SECRET' } } } });
+  const spec = (hooks: object[]) => ({
+    target: { service: 'checkout', version: 'v2', stableVersion: 'v1', labels: { team: 'payments' } },
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds: 60, gates: { providers: hooks } },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  });
+  const hook = (kind: string, o: object = {}) => ({ type: 'webhook', name: kind, hook: kind, url: `${url}/${kind}`, credential: 'hook-key', intervalSeconds: 10, ...o });
+
+  function promoter() {
+    const clock = new ManualClock();
+    const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
+    const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'hooks', clock, ...LEASE });
+    const provider = new WebhookProvider({ outbound: new OutboundHttp(policy()), secrets: new OperatorSecrets({ env: { HOOK_SECRET: SECRET } }), now: () => clock.now() });
+    const batch = new BatchPromoter(engine, campaignEachTime(elector), { reader: new GateReader({ webhook: provider }, backend.rollouts, { clock }) });
+    return { clock, engine, batch, elector };
+  }
+
+  it('confirm-promotion: a 2xx lets the stage promote once its bake is over; what was sent names the rollout, stage, epoch and versions, signed', async () => {
+    answer['confirm-promotion'] = 200;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: spec([hook('confirm-promotion', { metadata: { ticket: 'CHG-1' } })]), actor: 'alice' });
+    await p.batch.tick(); // activates the canary
+    await p.batch.tick(); // reads the hook: passes, but the bake is not over
+    expect((await backend.rollouts.load(id))!.stages[0]!.phase).toBe('active');
+    p.clock.advance(60_000);
+    await p.batch.tick();
+    // The last stage has no bake and no gate: it completes in the same evaluation.
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('completed');
+    const first = received[0]!;
+    expect(first.verified).toBe(true);
+    expect(first.payload).toMatchObject({
+      hook: 'confirm-promotion',
+      gate: 'confirm-promotion',
+      rolloutId: id,
+      attempt: 1,
+      stage: { index: 0, name: 'canary', percent: 10 },
+      epoch: p.elector.token()!.epoch,
+      service: 'checkout',
+      newVersion: 'v2',
+      stableVersion: 'v1',
+      labels: { team: 'payments' },
+      metadata: { ticket: 'CHG-1' },
+      idempotencyKey: `${id}:1:0:confirm-promotion`,
+    });
+    expect(first.headers['idempotency-key']).toBe(`${id}:1:0:confirm-promotion`);
+    // The secret itself never travels, and no reading keeps it.
+    expect(JSON.stringify(received)).not.toContain(SECRET);
+    expect(JSON.stringify(await backend.rollouts.gateReadings(id))).not.toContain(SECRET);
+  });
+
+  it('confirm-promotion: a 4xx is a refusal counted against failureLimit; past it the stage rolls back', async () => {
+    answer['confirm-promotion'] = 409;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: spec([hook('confirm-promotion', { failureLimit: 1 })]), actor: 'alice' });
+    await p.batch.tick();
+    await p.batch.tick();
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('running');
+    p.clock.advance(10_000);
+    await p.batch.tick();
+    const view = (await backend.rollouts.load(id))!;
+    expect(view.rollout).toMatchObject({ state: 'rolled_back', stateReason: expect.stringMatching(/the confirm-promotion hook refused \(409\)/) as unknown });
+  });
+
+  it('rollback: a 2xx rolls the stage back at once; a 4xx (not asked) lets it go on', async () => {
+    answer.rollback = 404;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: spec([hook('rollback')]), actor: 'alice' });
+    await p.batch.tick();
+    await p.batch.tick();
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('running');
+    answer.rollback = 200;
+    p.clock.advance(10_000);
+    await p.batch.tick();
+    expect((await backend.rollouts.load(id))!.rollout).toMatchObject({ state: 'rolled_back', stateReason: expect.stringMatching(/the rollback hook asked to roll back \(200\)/) as unknown });
+  });
+
+  it('a hook that cannot answer (5xx) is inconclusive: past inconclusiveLimit the rollout pauses, never stalls silently', async () => {
+    answer['confirm-promotion'] = 503;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: spec([hook('confirm-promotion', { inconclusiveLimit: 1 })]), actor: 'alice' });
+    await p.batch.tick();
+    await p.batch.tick();
+    p.clock.advance(10_000);
+    await p.batch.tick();
+    expect((await backend.rollouts.load(id))!.rollout).toMatchObject({ state: 'paused', stateReason: expect.stringMatching(/inconclusive/) as unknown });
+  });
+
+  it('a spec naming a hook outside the allow-list, or a credential bound elsewhere, is refused naming the field', () => {
+    const refused = outboundIssues(parseRolloutSpec(spec([hook('rollback', { url: 'https://hooks.example.com/rollback' })])), policy());
+    expect(refused).toEqual([expect.stringMatching(/^stages\.0\.gates\.providers\.0\.url: /) as unknown]);
+  });
+});
