@@ -36,8 +36,10 @@ export interface GateJson {
 
 /** Every provider gate of every stage of the current attempt, with its tally and, given `history`, its recent readings. */
 export function gatesJson(v: RolloutView, history?: readonly GateReading[]): GateJson[] {
+  // The spec's before-rollout hooks are read and counted with the first stage.
+  const hooks = v.rollout.spec.hooks ?? [];
   return v.rollout.spec.stages.flatMap((stage, index) =>
-    (stage.gates.providers ?? []).map((g) => {
+    [...(index === 0 ? hooks : []), ...(stage.gates.providers ?? [])].map((g) => {
       const status = v.stages[index];
       // The active stage counts from its current period; a finished one shows what it ended with.
       const t = status?.phase === 'active' ? currentTally(v.gates, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);

@@ -20,6 +20,8 @@ export type Decision =
   | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   /** A provider gate's inconclusive readings are over its limit: stop and say why, neither promote nor roll back. */
   | { readonly kind: 'pause'; readonly reason: string; readonly readings: readonly GateReading[] }
+  /** A hook before the first stage refused past its limit: the attempt ends having moved no traffic. */
+  | { readonly kind: 'abort'; readonly reason: string; readonly readings: readonly GateReading[] }
   | { readonly kind: 'deadline'; readonly abort: boolean };
 
 export function evaluate(view: RolloutView, now: number): Decision | null {
@@ -30,7 +32,16 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   if (!active) {
     // The first stage (or, defensively, the next pending one) has not been activated yet.
     const next = stages.find((s) => s.phase === 'pending');
-    if (next && stages.slice(0, next.index).every((s) => s.phase === 'promoted')) return { kind: 'activate', stage: next.index };
+    if (next && stages.slice(0, next.index).every((s) => s.phase === 'promoted')) {
+      // The attempt's first stage waits on the spec's before-rollout hooks (tallied with stage 0, since the attempt began).
+      if (next.index === 0 && rollout.spec.hooks?.length) {
+        const hooks = providerVerdict(rollout.spec.hooks, view.gates, 0, rollout.lastProgressAt);
+        if (hooks.kind === 'rollback') return { kind: 'abort', reason: hooks.reason, readings: hooks.readings };
+        if (hooks.kind === 'pause') return { kind: 'pause', reason: hooks.reason, readings: hooks.readings };
+        if (hooks.kind === 'wait') return deadline(view, now);
+      }
+      return { kind: 'activate', stage: next.index };
+    }
     return deadline(view, now);
   }
 

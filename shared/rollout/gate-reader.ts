@@ -110,10 +110,13 @@ export class GateReader {
     const now = this.clock.now();
     const due: Due[] = [];
     for (const view of views) {
-      const active = view.rollout.state === 'running' ? activeStage(view) : undefined;
-      const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : undefined;
-      if (!active || !gates?.length) continue;
-      for (const gate of dueGates(gates, view.gates, active.index, view.rollout.lastProgressAt, now)) due.push({ view, stage: active.index, gate });
+      if (view.rollout.state !== 'running') continue;
+      const active = activeStage(view);
+      // Before the attempt's first stage: its before-rollout hooks (counted with stage 0).
+      const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : view.stages[0]?.phase === 'pending' ? view.rollout.spec.hooks : undefined;
+      const stage = active?.index ?? 0;
+      if (!gates?.length) continue;
+      for (const gate of dueGates(gates, view.gates, stage, view.rollout.lastProgressAt, now)) due.push({ view, stage, gate });
     }
     if (!due.length) return { views: [...views], readings: [] };
 

@@ -143,9 +143,14 @@ export const cloudwatchMetricGateSchema = z
  * rollout silently.
  *   confirm-promotion  2xx passes (the stage may promote); 4xx fails
  *   rollback           2xx fails (roll back now); 4xx passes
+ *   confirm-rollout,   (the spec's `hooks`, before the first stage of an attempt:
+ *   pre-rollout        no traffic moves until they pass) 2xx passes; 4xx fails
  * Anything else (3xx, 5xx, a timeout, no answer) is inconclusive.
  */
-export const WEBHOOK_HOOKS = ['confirm-promotion', 'rollback'] as const;
+export const WEBHOOK_HOOKS = ['confirm-promotion', 'rollback', 'confirm-rollout', 'pre-rollout'] as const;
+/** Hooks a stage's gates take; the others are asked once per attempt, before its first stage (the spec's `hooks`). */
+export const STAGE_HOOKS: readonly (typeof WEBHOOK_HOOKS)[number][] = ['confirm-promotion', 'rollback'];
+export const BEFORE_ROLLOUT_HOOKS: readonly (typeof WEBHOOK_HOOKS)[number][] = ['confirm-rollout', 'pre-rollout'];
 export const webhookGateSchema = z
   .object({
     type: z.literal('webhook'),
@@ -172,10 +177,27 @@ export const providerGatesSchema = z
   .array(providerGateSchema)
   .max(MAX_PROVIDER_GATES)
   .superRefine((gates, ctx) => {
+    gates.forEach((g, i) => {
+      if (g.type === 'webhook' && !STAGE_HOOKS.includes(g.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${g.hook} is asked before the first stage: declare it in the spec's hooks, not in a stage's gates` });
+    });
     const names = new Set<string>();
     gates.forEach((g, i) => {
       if (names.has(g.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate gate name "${g.name}"` });
       names.add(g.name);
+    });
+  });
+
+/** The spec's `hooks`: asked before the first stage of each attempt; traffic moves only once all pass. */
+export const beforeRolloutHooksSchema = z
+  .array(webhookGateSchema)
+  .min(1)
+  .max(5)
+  .superRefine((hooks, ctx) => {
+    const names = new Set<string>();
+    hooks.forEach((h, i) => {
+      if (!BEFORE_ROLLOUT_HOOKS.includes(h.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${h.hook} is a stage's gate: declare it in the stages' gates.providers; here: ${BEFORE_ROLLOUT_HOOKS.join(' or ')}` });
+      if (names.has(h.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate hook name "${h.name}"` });
+      names.add(h.name);
     });
   });
 

@@ -182,7 +182,7 @@ export function judge(gate: ProviderGate, result: ProviderResult, where: { attem
       const said = s >= 200 && s < 300 ? 'yes' : s >= 400 && s < 500 ? 'no' : null;
       if (said === null) return reading('inconclusive', s, `the ${gate.hook} hook answered ${s}: neither yes (2xx) nor no (4xx)`);
       if (gate.hook === 'rollback') return said === 'yes' ? reading('fail', s, `the rollback hook asked to roll back (${s})`) : reading('pass', s, null);
-      return said === 'yes' ? reading('pass', s, null) : reading('fail', s, `the confirm-promotion hook refused (${s})`);
+      return said === 'yes' ? reading('pass', s, null) : reading('fail', s, `the ${gate.hook} hook refused (${s})`);
     }
     case 'number': {
       if (gate.type === 'cloudwatchAlarm' || gate.type === 'webhook') return reading('inconclusive', null, `a ${gate.type} gate got a number`);

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { providerGatesSchema } from './gate-spec.js';
+import { beforeRolloutHooksSchema, providerGatesSchema, type WebhookGate } from './gate-spec.js';
 import { TARGET_NAME } from '../actuation/targets.js';
 
 /**
@@ -67,6 +67,8 @@ const common = {
    * The operator's targets (by name, actuation/targets.ts) this rollout moves. Absent rather than
    * empty by default: a spec stored before actuation existed reads back equal to the same spec parsed now.
    */
+  /** confirm-rollout and pre-rollout hooks: asked before the first stage of each attempt (gate-spec.ts). */
+  hooks: beforeRolloutHooksSchema.optional(),
   actuators: z
     .array(z.string().regex(TARGET_NAME, 'a target name: lower-case letters, digits and - (at most 63)'))
     .min(1)
@@ -113,6 +115,7 @@ export interface RolloutSpec {
   readonly progressDeadlineSeconds: number;
   readonly progressDeadlineAbort: boolean;
   readonly actuators?: readonly string[];
+  readonly hooks?: readonly WebhookGate[];
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
@@ -220,12 +223,17 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
   const parsed = parseConfig('rollout spec', schema, input);
   const stages = expand(parsed);
   parseConfig('rollout spec', expandedSchema, { stages });
+  // Before-rollout hooks are counted with the first stage's gates (one tally per name): their names must differ.
+  const first = new Set((stages[0]?.gates.providers ?? []).map((g) => g.name));
+  const clash = (parsed.hooks ?? []).findIndex((h) => first.has(h.name));
+  if (clash >= 0) throw new ConfigError('rollout spec', [`hooks.${clash}.name: "${parsed.hooks![clash]!.name}" is also a gate of the first stage; give the hook another name`]);
   return {
     target: parsed.target,
     stages,
     progressDeadlineSeconds: parsed.progressDeadlineSeconds,
     progressDeadlineAbort: parsed.progressDeadlineAbort,
     ...(parsed.actuators ? { actuators: parsed.actuators } : {}),
+    ...(parsed.hooks ? { hooks: parsed.hooks } : {}),
   };
 }
 
@@ -248,8 +256,16 @@ export function stageIndexOf(spec: Pick<RolloutSpec, 'stages'>, stage: number | 
  * accepted (a 400 naming the field, not an inconclusive gate at the first
  * tick), and again at every read, since the operator's list may change.
  */
-export function outboundIssues(spec: Pick<RolloutSpec, 'stages'>, policy: OutboundPolicy): string[] {
+export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks'>, policy: OutboundPolicy): string[] {
   const out: string[] = [];
+  spec.hooks?.forEach((h, i) => {
+    const url = policy.refuseUrl(h.url, `hooks.${i}.url`);
+    if (url) out.push(url);
+    else if (h.credential !== undefined) {
+      const cred = policy.refuseCredential(h.credential, h.url, `hooks.${i}.credential`);
+      if (cred) out.push(cred);
+    }
+  });
   spec.stages.forEach((stage, i) => {
     stage.gates.providers?.forEach((g, j) => {
       if (g.type !== 'prometheus' && g.type !== 'webhook') return;

@@ -42,7 +42,8 @@ export type Transition =
   /** `readings`: the gate readings that decided an automatic pause; `drift`: the actuation target found changed by someone else. */
   | { readonly kind: 'pause'; readonly reason?: string; readonly readings?: readonly GateReading[]; readonly drift?: { readonly target: string } }
   | { readonly kind: 'resume' }
-  | { readonly kind: 'abort'; readonly reason?: string }
+  /** `readings`: the hook readings that ended the attempt before its first stage (an automatic abort). */
+  | { readonly kind: 'abort'; readonly reason?: string; readonly readings?: readonly GateReading[] }
   | { readonly kind: 'retry' };
 
 export const TRANSITION_KINDS = ['activate', 'promote', 'rollback', 'deadline', 'promote_full', 'pause', 'resume', 'abort', 'retry'] as const;
@@ -346,7 +347,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       const reason = t.reason ?? 'aborted';
       const a = rollBackActive(reason);
       next = { ...next, state: 'aborted', stateBy: ctx.actor, stateReason: reason };
-      events.push({ type: 'ai.rollout.aborted', extra: { reason, ...(a ? { stage: stageRef(a.index) } : {}) } });
+      events.push({ type: 'ai.rollout.aborted', extra: { reason, ...(a ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) } });
       break;
     }
     case 'retry': {

@@ -149,8 +149,43 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     expect((await backend.rollouts.load(id))!.rollout).toMatchObject({ state: 'paused', stateReason: expect.stringMatching(/inconclusive/) as unknown });
   });
 
+  it('before the first stage: confirm-rollout and pre-rollout hold all traffic until both pass; a refusal past its limit aborts the attempt with nothing moved', async () => {
+    answer['confirm-rollout'] = 200;
+    answer['pre-rollout'] = 503;
+    const p = promoter();
+    const before = (o: object = {}) => ({ ...spec([]), hooks: [hook('confirm-rollout'), hook('pre-rollout', { inconclusiveLimit: 5, ...o })] });
+    const { id } = await createRollout(p.engine, { spec: before(), actor: 'alice' });
+    await p.batch.tick();
+    expect((await backend.rollouts.load(id))!.stages[0]!.phase).toBe('pending');
+    expect(received.map((r) => [r.payload.hook, r.payload.stage.index, r.payload.idempotencyKey])).toEqual([
+      ['confirm-rollout', 0, `${id}:1:0:confirm-rollout`],
+      ['pre-rollout', 0, `${id}:1:0:pre-rollout`],
+    ]);
+    answer['pre-rollout'] = 200;
+    p.clock.advance(10_000);
+    await p.batch.tick();
+    expect((await backend.rollouts.load(id))!.stages[0]!.phase).toBe('active');
+
+    answer['confirm-rollout'] = 403;
+    const refused = await createRollout(p.engine, { spec: before(), actor: 'alice' });
+    await p.batch.tick();
+    const view = (await backend.rollouts.load(refused.id))!;
+    expect(view.rollout).toMatchObject({ state: 'aborted', stateReason: expect.stringMatching(/the confirm-rollout hook refused \(403\)/) as unknown });
+    expect(view.stages.every((s) => s.activatedAt === null)).toBe(true);
+    const aborted = (await backend.rollouts.events(refused.id)).find((e) => e.detailType === 'ai.rollout.aborted')!;
+    expect(aborted.detail).toMatchObject({ percent: 0, readings: [expect.objectContaining({ gate: 'confirm-rollout', outcome: 'fail', value: 403 })] });
+  });
+
+  it('hooks are declared where they are asked: a stage hook among the spec\'s hooks, or the reverse, is refused naming the field', () => {
+    expect(() => parseRolloutSpec({ ...spec([]), hooks: [hook('rollback')] })).toThrow(/hooks\.0\.hook: rollback is a stage's gate/);
+    expect(() => parseRolloutSpec(spec([hook('pre-rollout')]))).toThrow(/stages\.0\.gates\.providers\.0\.hook: pre-rollout is asked before the first stage/);
+    expect(() => parseRolloutSpec({ ...spec([hook('confirm-promotion')]), hooks: [hook('confirm-rollout', { name: 'confirm-promotion' })] })).toThrow(/hooks\.0\.name: "confirm-promotion" is also a gate of the first stage/);
+  });
+
   it('a spec naming a hook outside the allow-list, or a credential bound elsewhere, is refused naming the field', () => {
     const refused = outboundIssues(parseRolloutSpec(spec([hook('rollback', { url: 'https://hooks.example.com/rollback' })])), policy());
     expect(refused).toEqual([expect.stringMatching(/^stages\.0\.gates\.providers\.0\.url: /) as unknown]);
+    const before = outboundIssues(parseRolloutSpec({ ...spec([]), hooks: [hook('pre-rollout', { url: 'https://hooks.example.com/pre' })] }), policy());
+    expect(before).toEqual([expect.stringMatching(/^hooks\.0\.url: /) as unknown]);
   });
 });
