@@ -16,6 +16,22 @@ import { OutboundPolicy } from '../shared/outbound/policy.js';
 import { parseTargets } from '../shared/actuation/targets.js';
 import { OperatorSecrets } from '../shared/outbound/secrets.js';
 
+/** A variable holding JSON (`{}` when unset), checked by `parse`: "not JSON", or what `parse` says is wrong. */
+function jsonEnv<T>(parse: (v: unknown) => T) {
+  return z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined || text.trim() === '') return parse({});
+      try {
+        return parse(JSON.parse(text));
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: err instanceof SyntaxError ? 'not JSON' : errorMessage(err) });
+        return z.NEVER;
+      }
+    });
+}
+
 /**
  * What a Lambda handler needs, built once per sandbox from the environment.
  * In AWS a node is one deployed stack: every invocation of this stack's
@@ -35,31 +51,9 @@ const envSchema = z.object({
   ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
   ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(BATCH_TICK_SECONDS * 1000),
   /** What a spec may make the stack request (the stack's `outbound` prop, as JSON): nothing when unset. */
-  ROLLOUT_OUTBOUND: z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined || text.trim() === '') return {};
-      try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        ctx.addIssue({ code: 'custom', message: 'not JSON' });
-        return z.NEVER;
-      }
-    }),
+  ROLLOUT_OUTBOUND: jsonEnv((v) => v),
   /** The targets a spec may move (the stack's `targets` prop, as JSON): none when unset. */
-  ROLLOUT_TARGETS: z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined || text.trim() === '') return {};
-      try {
-        return parseTargets(JSON.parse(text));
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: err instanceof SyntaxError ? 'not JSON' : errorMessage(err) });
-        return z.NEVER;
-      }
-    }),
+  ROLLOUT_TARGETS: jsonEnv(parseTargets),
 }).superRefine((e, ctx) => {
   if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
     ctx.addIssue({ code: 'custom', path: ['ROLLOUT_LEASE_RETRY_MS'], message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})` });
