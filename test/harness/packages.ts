@@ -28,14 +28,14 @@ const postgresInitdb = () => {
 export const REQUIREMENTS = {
   java: { pkg: 'openjdk-17-jre-headless', why: 'DynamoDB Local', present: () => onPath('java') },
   postgres: { pkg: 'postgresql-15', why: 'the throwaway PostgreSQL cluster', present: postgresInitdb },
-  nginx: { pkg: 'nginx', why: "the local cluster's end-to-end test", present: () => existsSync('/usr/sbin/nginx') || onPath('nginx') },
+  nginx: { pkg: 'nginx', why: "the local cluster's end-to-end test and the actuation bench", present: () => existsSync('/usr/sbin/nginx') || onPath('nginx') },
   chromium: { pkg: 'chromium', why: "the status page's browser test", present: () => existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium') },
   prometheus: {
     pkg: 'prometheus',
     why: 'the Prometheus gate tests and the promotion bench',
     present: () => (process.env.PROMETHEUS_BIN ? existsSync(process.env.PROMETHEUS_BIN) : existsSync('/usr/bin/prometheus') || onPath('prometheus')),
   },
-  wrk: { pkg: 'wrk', why: 'the API benchmark\'s load', present: () => onPath('wrk') },
+  wrk: { pkg: 'wrk', why: 'the API and actuation benchmarks\' load', present: () => onPath('wrk') },
   openssl: { pkg: 'openssl', why: 'throwaway certificates for the TLS tests', present: () => onPath('openssl') },
   unshare: { pkg: 'util-linux', why: 'a loopback-only network namespace', present: () => onPath('unshare') },
   ip: { pkg: 'iproute2', why: 'a loopback-only network namespace', present: () => onPath('ip') },
@@ -64,6 +64,7 @@ const FILE_NEEDS: Record<string, readonly Need[]> = {
 const BENCH_NEEDS: Record<string, readonly Need[]> = {
   promotion: ['prometheus'],
   api: ['wrk'],
+  actuation: ['nginx', 'wrk'],
 };
 
 /**

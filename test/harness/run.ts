@@ -32,11 +32,14 @@ const mode = modeArg as Mode;
 const needsServices = mode !== 'unit' && mode !== 'infra';
 /** Test files that talk to moto (an AWS emulator from PyPI, not a Debian package). */
 const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts', 'test/integration/aws-endpoints.test.ts', 'test/integration/sqs-emulators.test.ts', 'test/integration/lambda-alias.test.ts', 'test/integration/alb-weights.test.ts', 'test/contract/actuator.contract.test.ts', 'test/e2e/actuation.test.ts'];
+/** Benchmarks (`bench NAME`) that talk to moto: started for every bench when installed, but these stop early without it. */
+const MOTO_BENCHES = ['actuation'];
 const narrowedTo = rest.filter((a) => !a.startsWith('-'));
 const needsMoto =
-  (mode === 'all' || mode === 'infra' || mode === 'integration') &&
   !process.env.ROLLOUT_MOTO_URL &&
-  (narrowedTo.length === 0 || MOTO_FILES.some((f) => narrowedTo.some((p) => f.includes(p.replace(/^\.\//, '').replace(/\/$/, '')))));
+  ((mode === 'bench' && MOTO_BENCHES.includes(rest[0] ?? '')) ||
+    ((mode === 'all' || mode === 'infra' || mode === 'integration' || mode === 'contract' || mode === 'e2e') &&
+      (narrowedTo.length === 0 || MOTO_FILES.some((f) => narrowedTo.some((p) => f.includes(p.replace(/^\.\//, '').replace(/\/$/, '')))))));
 
 function externalEndpoints(): boolean {
   const e = process.env;
@@ -106,7 +109,7 @@ function checkPackages(): boolean {
 async function main(): Promise<number> {
   if (!checkPackages()) return 2;
   if (needsMoto && !motoAvailable()) {
-    console.error(`[harness] missing moto, the AWS emulator the deployment and pattern tests run against; run: ${MOTO_INSTALL}`);
+    console.error(`[harness] missing moto, the AWS emulator the deployment, pattern and actuator tests and the actuation bench run against; run: ${MOTO_INSTALL}`);
     return 2;
   }
   const isolated = await reexecIsolated();

@@ -80,24 +80,38 @@ export class NginxActuator implements Actuator {
 
   /** The worker pids of the nginx master running our config; null when they cannot be found. */
   private async workers(): Promise<Set<number> | null> {
-    let entries: string[];
-    try {
-      entries = (await readdir('/proc')).filter((e) => /^\d+$/.test(e));
-    } catch {
-      return null;
+    const master = await this.masterPid();
+    if (master === null) return null;
+    // The kernel lists a process's children directly; without that file, every process is looked at.
+    const listed = await readFile(`/proc/${master}/task/${master}/children`, 'utf8').catch(() => null);
+    if (listed !== null) return new Set(listed.trim().split(/\s+/).filter(Boolean).map(Number));
+    const all = (await readdir('/proc').catch(() => [] as string[])).filter((e) => /^\d+$/.test(e));
+    const children = await Promise.all(all.map(async (pid) => ((await stat(pid))[1] === String(master) ? Number(pid) : null)));
+    return new Set(children.filter((pid): pid is number => pid !== null));
+  }
+
+  private master: number | null = null;
+
+  /**
+   * The master running our config: the pid in the pid file its config names,
+   * as long as that process is still the master of our config; else found
+   * once among all processes (a config without a pid directive).
+   */
+  private async masterPid(): Promise<number | null> {
+    const ours = async (pid: number) => {
+      const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ').trim();
+      return cmd.startsWith('nginx: master process') && cmd.includes(this.config.config);
+    };
+    if (this.master !== null && (await ours(this.master))) return this.master;
+    const conf = await readFile(this.config.config, 'utf8').catch(() => '');
+    const file = /^\s*pid\s+([^;\s]+)\s*;/m.exec(conf)?.[1];
+    const path = file === undefined ? undefined : file.startsWith('/') ? file : `${this.config.prefix ?? ''}/${file}`;
+    const fromFile = path === undefined ? NaN : Number((await readFile(path, 'utf8').catch(() => '')).trim());
+    if (Number.isInteger(fromFile) && fromFile > 0 && (await ours(fromFile))) return (this.master = fromFile);
+    for (const pid of (await readdir('/proc').catch(() => [] as string[])).filter((e) => /^\d+$/.test(e))) {
+      if (await ours(Number(pid))) return (this.master = Number(pid));
     }
-    const cmdline = async (pid: string) => (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ').trim();
-    const stat = async (pid: string) => (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).replace(/^.*\) /, '').split(' ');
-    let master: string | undefined;
-    const workers: { pid: string; ppid: string }[] = [];
-    for (const pid of entries) {
-      const cmd = await cmdline(pid);
-      if (!cmd.startsWith('nginx: ')) continue;
-      if (cmd.startsWith('nginx: master process') && cmd.includes(this.config.config)) master = pid;
-      else if (cmd.startsWith('nginx: worker process')) workers.push({ pid, ppid: (await stat(pid))[1] ?? '' });
-    }
-    if (!master) return null;
-    return new Set(workers.filter((w) => w.ppid === master).map((w) => Number(w.pid)));
+    return (this.master = null);
   }
 
   /** The include as nginx will read it. */
@@ -150,6 +164,11 @@ export class NginxActuator implements Actuator {
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
+
+/** A process's /proc/<pid>/stat fields after its name: [state, ppid, …]. */
+async function stat(pid: string): Promise<string[]> {
+  return (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).replace(/^.*\) /, '').split(' ');
+}
 /** As split_clients reads a percentage: at most two decimals, no exponent. */
 const fmt = (p: number) => String(round2(p));
 
