@@ -50,6 +50,8 @@ const envSchema = z.object({
   ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
   ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
   ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(BATCH_TICK_SECONDS * 1000),
+  /** How long a sandbox serves a rollout read for assignment answers again (ms): a fleet's questions cost one read per window. */
+  ROLLOUT_ASSIGNMENT_READ_MS: z.coerce.number().int().min(0).max(5_000).default(250),
   /** What a spec may make the stack request (the stack's `outbound` prop, as JSON): nothing when unset. */
   ROLLOUT_OUTBOUND: jsonEnv((v) => v),
   /** The targets a spec may move (the stack's `targets` prop, as JSON): none when unset. */
@@ -87,6 +89,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     election: { kind: 'lease', loop: false },
     outbound: new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]),
     targets: env.ROLLOUT_TARGETS,
+    assignmentReadMs: env.ROLLOUT_ASSIGNMENT_READ_MS,
     secrets: new OperatorSecrets({ secretsManager: secretString }),
     bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),

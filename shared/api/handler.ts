@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { BoundedMap } from '../bounded-map.js';
 import { JsonBodyError, parseJsonBody } from './json.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
@@ -74,6 +75,8 @@ export interface ApiDeps {
   readonly outbound: OutboundPolicy;
   /** The targets a spec may move, by name: a spec naming another is refused at creation. */
   readonly targets?: TargetsConfig;
+  /** Where assignment and traffic answers read rollouts (default: the store, every time); shared by a process's handlers. */
+  readonly assignmentReads?: AssignmentReads;
   readonly clock?: Clock;
 }
 
@@ -148,6 +151,38 @@ function segment(m: RegExpMatchArray, i: number, what: string): string {
 }
 
 /**
+ * The rollouts assignment and traffic answers read: each read is served again
+ * for `ms` before the store is read anew, and one read per rollout is in
+ * flight at a time, so a fleet asking many times a second costs the store one
+ * read per rollout per window. A command through any of the process's
+ * handlers drops its rollout's read at once; a promoter's transition is seen
+ * within `ms` (clients cache answers for 5 s anyway). A failed read is not
+ * kept. 0: every answer reads the store.
+ */
+export class AssignmentReads {
+  private readonly kept = new BoundedMap<string, { readonly at: number; readonly view: Promise<RolloutView | null> }>(1_000);
+
+  constructor(readonly ms: number) {}
+
+  view(id: string, load: (id: string) => Promise<RolloutView | null>): Promise<RolloutView | null> {
+    const now = Date.now();
+    const kept = this.kept.get(id);
+    if (kept && now - kept.at < this.ms) return kept.view;
+    const view = load(id);
+    if (this.ms > 0) {
+      const entry = { at: now, view };
+      this.kept.set(id, entry);
+      view.catch(() => this.kept.get(id) === entry && this.kept.delete(id));
+    }
+    return view;
+  }
+
+  forget(id: string): void {
+    this.kept.delete(id);
+  }
+}
+
+/**
  * An answer that depends on the rollout's committed state alone: every
  * transition bumps the version (and a retry the attempt), so that pair is its
  * ETag; a client holding it gets a 304 with no body.
@@ -174,6 +209,13 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   async function sameSpec(id: string, spec: unknown): Promise<void> {
     const run = await deps.ledger.getRun(id);
     if (run && canonicalJson(run.spec) !== canonicalJson(spec)) throw new HttpError(409, `run ${id} exists with a different spec`, { spec: run.spec });
+  }
+
+  const reads = deps.assignmentReads ?? new AssignmentReads(0);
+  async function assignmentView(id: string): Promise<RolloutView> {
+    const found = await reads.view(id, (x) => deps.engine.store.load(x));
+    if (!found) throw new HttpError(404, `rollout ${id} not found`);
+    return found;
   }
 
   async function mustLoad(id: string): Promise<RolloutView> {
@@ -228,7 +270,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES) throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
         const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
         if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
-        return cacheable(req, await mustLoad(id), (view) => {
+        return cacheable(req, await assignmentView(id), (view) => {
           const one = (entity: string) => ({ entity, ...assignmentOf(view, entity) });
           return entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) };
         });
@@ -238,7 +280,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       method: 'GET',
       pattern: /^\/rollouts\/([^/]+)\/traffic$/,
       // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
-      run: async (m, req) => cacheable(req, await mustLoad(segment(m, 1, 'rollout id')), trafficJson),
+      run: async (m, req) => cacheable(req, await assignmentView(segment(m, 1, 'rollout id')), trafficJson),
     },
     {
       method: 'POST',
@@ -248,7 +290,14 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (!(COMMANDS as readonly string[]).includes(command)) throw new HttpError(404, `unknown command ${command}: one of ${COMMANDS.join(', ')}`);
         const body = parseBody(commandBody, req.body);
         const token = await requireLeadership();
-        const action = await runCommand(deps.engine, token, { rolloutId: segment(m, 1, 'rollout id'), command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+        const id = segment(m, 1, 'rollout id');
+        let action: Awaited<ReturnType<typeof runCommand>>;
+        try {
+          action = await runCommand(deps.engine, token, { rolloutId: id, command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+        } finally {
+          // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
+          reads.forget(id);
+        }
         return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
       },
     },

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { AdvisoryLockElector } from '../adapters/postgres/advisory-lock-elector.js';
-import { apiHandler, PROMOTION_LEASE, type ApiDeps } from '../api/handler.js';
+import { apiHandler, AssignmentReads, PROMOTION_LEASE, type ApiDeps } from '../api/handler.js';
 import type { EventBus } from '../events/bus.js';
 import { runtimeLeaseTimings } from '../lease/config.js';
 import { LeaseElector, type ElectorCallbacks, type LeaderElector } from '../lease/elector.js';
@@ -60,6 +60,8 @@ export interface ControlPlaneConfig {
   readonly gateProviders?: GateProviders;
   /** What a spec may make us request (default: nothing; a spec naming an origin is refused). */
   readonly outbound?: OutboundPolicy;
+  /** How long (ms) a rollout read for assignment and traffic answers is served again (AssignmentReads; default 0). */
+  readonly assignmentReadMs?: number;
   /** The targets rollouts may move, by name (default: none; a spec naming one is refused). */
   readonly targets?: TargetsConfig;
   /** Actuators for `targets` (default: actuatorsFor(targets), with the SDK's default clients). */
@@ -132,6 +134,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
   const actuation = actuators.size ? new Actuation(stores.rollouts, actuators, systemClock, logger) : undefined;
   const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger, ...(actuation ? { actuation } : {}) });
   const outbound = c.outbound ?? OutboundPolicy.none();
+  const assignmentReads = new AssignmentReads(c.assignmentReadMs ?? 0);
   return {
     stores,
     engine,
@@ -155,7 +158,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
     runCoordinators: (o) => new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),
     api: (o) => {
       const over = o.over ?? { engine, leases: stores.leases, ledger: stores.ledger };
-      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, targets, ...over });
+      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, targets, assignmentReads, ...over });
     },
     close: () => stores.close(),
   };

@@ -5,7 +5,7 @@
  */
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiHandler, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
+import { apiHandler, AssignmentReads, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
@@ -42,6 +42,8 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
   let withTargets: ReturnType<typeof apiHandler>;
   /** One evaluation by the leader, as a promoter's tick would make it. */
   let evaluate: (id: string) => Promise<unknown>;
+  /** Another handler of the leader, over `engine`, reading assignments through `reads`. */
+  let leaderOver: (engine: RolloutEngine, reads: AssignmentReads) => ReturnType<typeof apiHandler>;
 
   beforeAll(async () => {
     backend = await openBackend(name);
@@ -54,6 +56,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     withTargets = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')), targets: parseTargets({ api: { type: 'lambdaAlias', functionName: 'checkout', alias: 'live' } }) });
     const lead = campaignEachTime(elector('node-a'));
     evaluate = async (id) => engine.evaluate(id, (await lead())!);
+    leaderOver = (e, assignmentReads) => apiHandler({ ...deps, engine: e, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')), assignmentReads });
     call = (method, path, body, extra) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice', ...extra } satisfies ApiRequest);
   });
   afterAll(async () => {
@@ -148,6 +151,24 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(ok.status).toBe(201);
     // Nothing declared on the usual handler: any target is refused.
     expect(await call('POST', '/rollouts', { spec: { ...SPEC, actuators: ['api'] } })).toMatchObject({ status: 400, body: { issues: ['spec.actuators.0: no target named api is declared (none are)'] } });
+  });
+
+  it('assignment reads are served again for their window, one read in flight per rollout; a command through any handler drops them at once', async () => {
+    const id = `ar-${name}`;
+    await call('POST', '/rollouts', { id, spec: { ...SPEC, target: { service: 'checkout', version: 'v2', stableVersion: 'v1' } } });
+    await evaluate(id);
+    let loads = 0;
+    const store = new Proxy(backend.rollouts, { get: (t, k, r) => (k === 'load' ? (x: string) => (loads++, t.load(x)) : Reflect.get(t, k, r) as unknown) });
+    const reads = new AssignmentReads(60_000);
+    const engine = new RolloutEngine({ store, bus: new InProcessBus(), clock });
+    const lead = leaderOver(engine, reads);
+    const other = leaderOver(engine, reads);
+    const ask = (h: typeof lead, e: string) => h({ method: 'GET', path: `/rollouts/${id}/assignment`, body: null, actor: 'fleet', query: new URLSearchParams({ entity: e }) });
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => ask(i % 2 ? lead : other, `host-${i}`)));
+    expect(answers.every((a) => a.status === 200 && (a.body as { percent: number }).percent === 10)).toBe(true);
+    expect(loads).toBe(1);
+    expect((await other({ method: 'POST', path: `/rollouts/${id}/promote-full`, body: null, actor: 'alice' })).status).toBe(200);
+    expect(await ask(lead, 'host-1')).toMatchObject({ status: 200, body: { percent: 100, variant: 'new' } });
   });
 
   it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {

@@ -288,7 +288,8 @@ describe('cluster node', () => {
     const proxy = await new FaultyProxy(u.hostname, Number(u.port)).start();
     u.port = String(proxy.port);
     try {
-      const a = await startNode('n-silent', u.toString());
+      // Every assignment reads the store here (no read served again), so a silent store shows on the next answer.
+      const a = await startNode('n-silent', u.toString(), { assignmentReadMs: 0 });
       await until('leads', 5_000, () => a.node.state === 'leader');
       const fresh = await http(`${a.url}/rollouts`);
       expect(fresh.status).toBe(200);

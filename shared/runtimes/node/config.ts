@@ -47,6 +47,8 @@ export const nodeConfigSchema = z
     eventRetentionDays: z.number().positive().default(7),
     /** What a spec may make this node request (`--outbound-config`): nothing by default. */
     outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
+    /** How long a rollout read for assignment answers is served again (ms; 0: every answer reads the store). */
+    assignmentReadMs: z.number().int().min(0).max(5_000).default(250),
     /** The targets rollouts may move, by name (`--targets-config`): none by default. */
     targets: targetsSchema.default({}),
     /** Who may ask what (guard.ts). Off (every caller may do everything) unless one way to prove identity is set. */

@@ -128,6 +128,7 @@ export class ControlPlaneNode {
       bus,
       outbound: new OutboundPolicy(config.outbound),
       targets: config.targets,
+      assignmentReadMs: config.assignmentReadMs,
       leaderMeta: { hostname: config.hostname, apiUrl: apiUrlOf(config) },
       callbacks: (stores) => {
         const membership = new Membership(new PostgresMembershipStore(stores.sql!), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
