@@ -138,7 +138,7 @@ describe('albWeights on moto ELBv2', () => {
     const ours = stampOf(4, 60);
     const moved = actuator.write(desiredOf(ours), ours, observed);
     await expect(moved).rejects.toThrow(TargetMovedError);
-    await expect(moved).rejects.toThrow(/epoch 5, ours 4/);
+    await expect(moved).rejects.toThrow(/epoch 5, ours is 4/);
     expect(await weights(a)).toEqual({ stable: 80, canary: 20 });
     expect(await tag(a)).toBe(stampText(theirs));
   });
