@@ -51,7 +51,8 @@ export function decide(desired: Desired, observed: Observed, epoch: number, reco
   const adopted = record?.state === 'drift' && record.driftVersion !== null && rollout.version > record.driftVersion;
   if (record?.state === 'drift' && !adopted) return { kind: 'held' };
   const ours = stamp !== null && stamp.rolloutId === desired.rolloutId;
-  if (ours && carries(stamp, desired) && !observed.foreignSplit && shareOf(observed) === shareOf(stamp) && observed.final === stamp.final) return { kind: 'converged' };
+  // Converged under our own epoch only: what a deposed leader stamped is stamped again, so the bar its other late writes meet is ours.
+  if (ours && stamp.epoch === epoch && carries(stamp, desired) && !observed.foreignSplit && shareOf(observed) === shareOf(stamp) && observed.final === stamp.final) return { kind: 'converged' };
   if (adopted) return { kind: 'write' };
   if (!ours) {
     // At rest: nothing split, nothing on the new side. Anything else another writer put there.
@@ -88,6 +89,14 @@ export type PauseForDrift = (rolloutId: string, target: string, reason: string, 
 
 /** Re-reads after a conditioned write found the target moved, before giving up until the next tick. */
 const MOVED_RETRIES = 3;
+
+/**
+ * How long an ended rollout's targets are still read by every tick once they
+ * carry its end. A deposed leader's write that passed its checks before the
+ * takeover can land after the end was written (nginx and ELBv2 cannot refuse
+ * it); within this window the next tick finds it and writes the end again.
+ */
+export const SETTLE_AFTER_MS = 120_000;
 
 export class Actuation {
   private readonly chains = new Map<string, Promise<unknown>>();
@@ -170,8 +179,10 @@ export class Actuation {
       }
       const verdict = decide(desired, observed, token.epoch, prior, { version: view.rollout.version, ended });
       switch (verdict.kind) {
-        case 'converged':
-          return { target, verdict: 'converged', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(observed), stamp: observed.stamp, appliedAt: base.appliedAt ?? this.clock.now(), driftVersion: null, settled: ended }) };
+        case 'converged': {
+          const appliedAt = base.appliedAt ?? this.clock.now();
+          return { target, verdict: 'converged', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(observed), stamp: observed.stamp, appliedAt, driftVersion: null, settled: ended && this.clock.now() - appliedAt >= SETTLE_AFTER_MS }) };
+        }
         case 'superseded':
           this.logger.info('actuation target stamped by a newer leader; left to it', { rolloutId: desired.rolloutId, target, stampEpoch: verdict.epoch, epoch: token.epoch });
           return { target, verdict: 'superseded', wrote, record: prior };
@@ -207,7 +218,8 @@ export class Actuation {
             const reason = `${target}: read back ${shareOf(after)}%${after.final ? ' (final)' : ''} after writing ${desired.percent}%: ${after.detail}`;
             return { target, verdict: 'failed', wrote, record: await save({ state: 'pending', reason, observed: observedOf(after), settled: false }) };
           }
-          return { target, verdict: 'write', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(after), stamp: after.stamp, appliedAt: this.clock.now(), driftVersion: null, settled: ended }) };
+          // Settled only after SETTLE_AFTER_MS of carrying the end: a tick reads it again until then.
+          return { target, verdict: 'write', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(after), stamp: after.stamp, appliedAt: this.clock.now(), driftVersion: null, settled: false }) };
         }
       }
     }

@@ -1,4 +1,4 @@
-import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, StoreDump, Violation } from './history.js';
+import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, RolloutRow, StoreDump, TargetEdit, TargetHistory, TargetSample, TargetStamp, Violation } from './history.js';
 
 /**
  * The chaos checker. It reads only a ChaosHistory: what clients asked and
@@ -18,6 +18,29 @@ import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, Proces
  *   one-result-per-item          at most one result per item; Done and Failed are final
  *   idempotency-once             a write sent under one Idempotency-Key took effect once
  *   acknowledged-write-kept      what the system acknowledged is in the store
+ *   actuation-never-ahead        a target's observed share never exceeds the percent of the most
+ *                                advanced stage committed so far in the attempt of the rollout whose
+ *                                stamp it carries (final counts as 100 and needs a committed
+ *                                completion; no stamp, no share); and after a committed rollback or
+ *                                abort it carries 0 within one BatchPromoter tick plus the harness's
+ *                                write slack, or, when faults were under way, that long plus the
+ *                                leader bound after they healed
+ *   actuation-epoch-monotonic    a target's stamp goes back to a lower lease epoch only by a write
+ *                                that began its check (left the harness's gate, just before its
+ *                                re-read of the stamp) before the higher epoch's stamp was seen
+ *                                there: nginx cannot condition a write, and a writer stopped between
+ *                                its re-read and its write may land late (a documented window). No
+ *                                stamp names an epoch no leader had held yet
+ *   actuation-in-commit-order    a target never goes back to an earlier committed state of the
+ *                                rollout it carries (an earlier stage of the attempt, or an earlier
+ *                                attempt) under a stamp of the same or a later epoch: a convergence
+ *                                on a view older than one already carried out (lower epochs are the
+ *                                rule above's)
+ *
+ *   Targets are read by the harness (the nginx include: split and stamp line), never through the
+ *   system's own records of what it applied; what was committed comes from the store's change log.
+ *   An outside writer's edit is drift, not ours: samples taken during that fault on the target, and
+ *   samples that carry the edit, are exempt from the rules above.
  *
  * Liveness (after the faults heal, within the bounds the harness states):
  *   leader-after-heal            whenever there is promotion work after the faults heal (a
@@ -32,6 +55,16 @@ import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, Proces
  *   reads-answer                 every read through the proxy was answered by a node, throughout
  *   live-worker-keeps-items      an item is taken from a worker (re-pended) only when that
  *                                worker was silent for the failure timeout, or a fault explains it
+ *   actuation-converges          once faults stop, every rollout's targets carry its committed state
+ *                                (completed: final; rolled back or aborted: 0; running or paused: the
+ *                                active stage's percent), judged at the last reading when the faults
+ *                                healed a leader bound, and the rollout last moved, a tick plus the
+ *                                write slack before it. A target left with
+ *                                an outside writer's edit is judged instead by its rollout: paused
+ *                                with a reason naming the target (or ended). The edit is never fought:
+ *                                no write of the rollout replaces it later than a write already under
+ *                                way could, unless a person commanded the rollout meanwhile. And no
+ *                                rollout is paused for drift on a target no one else wrote.
  */
 
 const fmt = (ms: number | null) => (ms === null ? '—' : `${(ms / 1000).toFixed(2)}s`);
@@ -42,6 +75,14 @@ function leaseLine(c: LeaseChange): string {
 
 function opLine(o: Op): string {
   return `${fmt(o.invokedAt)}–${fmt(o.completedAt)} ${o.client} ${o.kind}${o.target ? ` ${o.target}` : ''} via ${o.via}${o.key ? ` key ${o.key}` : ''}: ${o.outcome}${o.status ? ` ${o.status}` : ''}${o.node ? ` from ${o.node}` : ''}${o.detail ? ` (${o.detail})` : ''}`;
+}
+
+function stampLine(x: TargetStamp | null): string {
+  return x ? `stamp ${x.rolloutId} attempt ${x.attempt} stage ${x.stage ?? '-'} epoch ${x.epoch} (${x.final ? 'final' : `${x.percent}%`})` : 'no stamp';
+}
+
+function sampleLine(x: TargetSample): string {
+  return `${fmt(x.at)}–${fmt(x.until)} target ${x.target} carries ${x.final ? 'final' : `${x.percent}%`}, ${stampLine(x.stamp)}`;
 }
 
 function faultLine(f: FaultRecord): string {
@@ -239,6 +280,8 @@ export function check(h: ChaosHistory): Violation[] {
     }
   }
 
+  if (h.targets) checkActuation(h, h.targets, v);
+
   // ── liveness ────────────────────────────────────────────────────────────
   const healed = h.phases.healedAt;
   const bound = h.bounds.leaderWithinMs;
@@ -327,6 +370,175 @@ export function check(h: ChaosHistory): Violation[] {
   }
 
   return out.sort((a, b) => (a.at ?? 0) - (b.at ?? 0));
+}
+
+/** Harness clock (samples) against the store's clock (the change log): one host, read the same way; a few ms at most. */
+const CLOCK_MARGIN_MS = 10;
+
+const TERMINAL = ['completed', 'rolled_back', 'aborted'];
+
+const sameStamp = (a: TargetStamp | null, b: TargetStamp | null) => JSON.stringify(a) === JSON.stringify(b);
+
+/** A reading that is the outside writer's edit itself. */
+const carriesEdit = (x: TargetSample, e: TargetEdit) => x.target === e.target && x.at >= e.at - CLOCK_MARGIN_MS && !x.final && x.percent === e.percent && sameStamp(x.stamp, e.stamp);
+
+type Add = (invariant: string, kind: Violation['kind'], message: string, evidence: string[], at: number | null) => void;
+
+function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
+  const s = h.store;
+  const end = h.phases.quietUntil;
+  const rollouts = new Map(s.rollouts.map((r) => [r.id, r]));
+  const byTarget = new Map<string, TargetSample[]>();
+  for (const x of t.samples) byTarget.set(x.target, [...(byTarget.get(x.target) ?? []), x]);
+  for (const xs of byTarget.values()) xs.sort((a, b) => a.at - b.at);
+  const outside = h.faults.filter((f) => f.kind === 'target-outside-writer');
+  const exempt = (x: TargetSample) => t.edits.some((e) => carriesEdit(x, e)) || outside.some((f) => f.target === x.target && x.at >= f.startAt && x.at <= (f.endAt ?? end));
+  const stageLine = (x: (typeof s.stageTransitions)[number]) => `${fmt(x.at)} stage ${x.rolloutId} attempt ${x.attempt} #${x.index} ${x.from ?? '∅'} → ${x.to}`;
+  const rolloutLine = (x: (typeof s.rolloutTransitions)[number]) => `${fmt(x.at)} rollout ${x.rolloutId} ${x.from ? `${x.from.state}@${x.from.attempt}` : '∅'} → ${x.to.state}@${x.to.attempt}${x.to.reason ? ` (${x.to.reason.slice(0, 100)})` : ''}`;
+  const percentOf = (r: RolloutRow, index: number) => r.stagePercents?.[index] ?? 100;
+
+  // ── never ahead of what was committed ──
+  for (const x of t.samples) {
+    if (exempt(x)) continue;
+    if (!x.stamp) {
+      if (x.percent > 0 || x.final) v('actuation-never-ahead', 'safety', `target ${x.target} carries ${x.final ? 'final' : `${x.percent}%`} with no rollout's stamp`, [sampleLine(x)], x.at);
+      continue;
+    }
+    const r = rollouts.get(x.stamp.rolloutId);
+    if (!r) continue;
+    const { attempt } = x.stamp;
+    const by = x.at + CLOCK_MARGIN_MS;
+    const stages = s.stageTransitions.filter((st) => st.rolloutId === r.id && st.attempt === attempt && (st.to === 'active' || st.to === 'promoted'));
+    const committed = stages.filter((st) => st.at <= by);
+    const allowed = Math.max(0, ...committed.map((st) => percentOf(r, st.index)));
+    if (x.final) {
+      const done = s.rolloutTransitions.find((rt) => rt.rolloutId === r.id && rt.to.state === 'completed' && rt.to.attempt === attempt);
+      if (!done || done.at > by) v('actuation-never-ahead', 'safety', `target ${x.target} was final for ${r.id} attempt ${attempt} ${done ? `${fmt(done.at - x.at)} before its completion was committed` : 'and its completion was never committed'}`, [sampleLine(x), ...(done ? [rolloutLine(done)] : [])], x.at);
+    } else if (x.percent > allowed) {
+      const later = stages.find((st) => st.at > by && percentOf(r, st.index) >= x.percent);
+      v('actuation-never-ahead', 'safety', `target ${x.target} carried ${x.percent}% of ${r.id} attempt ${attempt} while its most advanced committed stage had ${allowed}%${later ? `; the stage with ${percentOf(r, later.index)}% was committed ${fmt(later.at - x.at)} later` : '; no stage with that share was ever committed'}`, [...committed.slice(-1).map(stageLine), sampleLine(x), ...(later ? [stageLine(later)] : [])], x.at);
+    }
+  }
+
+  // ── back to 0 after a rollback or an abort ──
+  const write = t.tickMs + t.writeSlackMs;
+  const settleBy = (at: number): number => {
+    let deadline = at + write;
+    for (;;) {
+      const under = h.faults.filter((f) => f.startAt <= deadline && (f.endAt ?? end) >= at);
+      if (!under.length) return deadline;
+      const next = Math.max(...under.map((f) => f.endAt ?? end)) + h.bounds.leaderWithinMs + write;
+      if (next <= deadline) return deadline;
+      deadline = next;
+    }
+  };
+  for (const rt of s.rolloutTransitions) {
+    if (rt.to.state !== 'rolled_back' && rt.to.state !== 'aborted') continue;
+    if (rt.from?.state === rt.to.state && rt.from.attempt === rt.to.attempt) continue;
+    const r = rollouts.get(rt.rolloutId);
+    for (const target of r?.actuators ?? []) {
+      const deadline = settleBy(rt.at);
+      const late = (byTarget.get(target) ?? []).find((x) => x.until >= deadline && !exempt(x) && x.stamp?.rolloutId === rt.rolloutId && x.stamp.attempt === rt.to.attempt && (x.percent > 0 || x.final));
+      if (late) {
+        v('actuation-never-ahead', 'safety', `target ${target} still carried ${late.final ? 'final' : `${late.percent}%`} of ${rt.rolloutId} attempt ${rt.to.attempt} at ${fmt(Math.max(late.at, deadline))}, after its ${rt.to.state === 'aborted' ? 'abort' : 'rollback'} at ${fmt(rt.at)} (due at 0 by ${fmt(deadline)})`, [rolloutLine(rt), ...faultsOverlapping(h.faults, rt.at, deadline, end).map(faultLine), sampleLine(late)], Math.max(late.at, deadline));
+      }
+    }
+  }
+
+  // ── stamps' epochs ──
+  // nginx cannot condition a write: a writer re-reads the stamp just before it, and one stopped between that
+  // check and its write lands late (documented, and repaired by the successor). So a lower epoch may replace a
+  // higher one only by a write whose check (when it left the harness's gate) began before the higher stamp was
+  // seen on the target. Without the gate's record, every regression counts.
+  const epochs = s.leaseChanges.filter((c) => c.name === 'promotion_leader' && c.change !== 'delete');
+  for (const [target, xs] of byTarget) {
+    let prev: TargetSample | null = null;
+    for (const x of xs) {
+      const stamp = x.stamp;
+      if (!stamp) continue;
+      if (prev?.stamp && stamp.epoch < prev.stamp.epoch) {
+        // The first time a higher epoch was seen on the target.
+        const higher = xs.find((y) => y.at < x.at && y.stamp !== null && y.stamp.epoch > stamp.epoch)!;
+        const check = t.checks?.filter((c) => c.target === target && sameStamp(c.stamp, stamp) && c.at <= x.at + CLOCK_MARGIN_MS).at(-1);
+        if (!t.checks || !check || check.at > higher.at + CLOCK_MARGIN_MS) {
+          v('actuation-epoch-monotonic', 'safety', `target ${target}'s stamp went back from epoch ${prev.stamp.epoch} to ${stamp.epoch}: an older leader's write replaced a newer one's${check ? `, and it began its check ${fmt(check.at - higher.at)} after epoch ${higher.stamp!.epoch}'s stamp was seen there` : ''}`, [sampleLine(higher), ...h.faults.filter((f) => f.startAt <= x.at && (f.endAt ?? end) >= higher.at).map(faultLine), ...(check ? [`${fmt(check.at)} write of ${stampLine(check.stamp)} to ${target} began its check (pid ${check.pid})`] : []), sampleLine(x)], x.at);
+        }
+      }
+      const held = Math.max(-1, ...epochs.filter((c) => c.at <= x.at + CLOCK_MARGIN_MS).map((c) => c.epoch));
+      if (stamp.epoch > held) v('actuation-epoch-monotonic', 'safety', `target ${target} is stamped with epoch ${stamp.epoch}, and no leader had held an epoch above ${held} by then`, [sampleLine(x), ...epochs.filter((c) => c.at <= x.at).slice(-1).map(leaseLine)], x.at);
+      prev = x;
+    }
+  }
+
+  // ── in commit order ──
+  // Where a stamp stands in its attempt: a stage by its index; a rollback, an abort or a completion after all of them.
+  const rank = (x: TargetStamp, at: number): number => {
+    if (x.final) return Number.POSITIVE_INFINITY;
+    if (x.stage !== null) return x.stage;
+    const ended = s.rolloutTransitions.some((rt) => rt.rolloutId === x.rolloutId && rt.to.attempt === x.attempt && (rt.to.state === 'rolled_back' || rt.to.state === 'aborted') && rt.at <= at + CLOCK_MARGIN_MS);
+    return ended ? Number.POSITIVE_INFINITY : -1;
+  };
+  for (const xs of byTarget.values()) {
+    let prev: TargetSample | null = null;
+    for (const x of xs) {
+      if (!x.stamp || exempt(x)) continue;
+      const p = prev?.stamp;
+      if (prev && p && p.rolloutId === x.stamp.rolloutId && x.stamp.epoch >= p.epoch && (x.stamp.attempt < p.attempt || (x.stamp.attempt === p.attempt && rank(x.stamp, x.at) < rank(p, prev.at)))) {
+        const between = [...s.stageTransitions.filter((st) => st.rolloutId === p.rolloutId && st.to !== 'pending' && st.at <= x.at).map((st) => ({ at: st.at, line: stageLine(st) })), ...s.rolloutTransitions.filter((rt) => rt.rolloutId === p.rolloutId && rt.at <= x.at).map((rt) => ({ at: rt.at, line: rolloutLine(rt) }))].sort((a, b) => a.at - b.at).slice(-3);
+        v('actuation-in-commit-order', 'safety', `target ${x.target} went back from ${stampLine(p)} to ${stampLine(x.stamp)}: an older state of ${p.rolloutId} was carried out after a newer one`, [sampleLine(prev), ...between.map((b) => b.line), sampleLine(x)], x.at);
+      }
+      prev = x;
+    }
+  }
+
+  // ── converged once faults stop ──
+  const commands = (id: string, from: number, to: number) => h.ops.filter((o) => o.target === id && o.client !== 'creator' && o.kind.startsWith('rollout.') && o.kind !== 'rollout.pause' && o.outcome !== 'failed' && o.invokedAt <= to && (o.completedAt ?? end) >= from);
+  const names = (reason: string | null, target: string) => reason !== null && new RegExp(`(^|[^\\w-])${target.replace(/[^\w]/g, '\\$&')}([^\\w-]|$)`).test(reason);
+  for (const r of s.rollouts) {
+    for (const target of r.actuators ?? []) {
+      const xs = byTarget.get(target) ?? [];
+      const last = xs.at(-1);
+      if (!last) continue;
+      const edits = t.edits.filter((e) => e.target === target);
+      // Never fought: a write of the rollout that replaced the edit after a write under way could have.
+      for (const e of edits) {
+        const after = xs.find((x) => x.at > e.at && !carriesEdit(x, e));
+        if (!after || after.stamp?.rolloutId !== e.stamp?.rolloutId || after.at <= e.at + write) continue;
+        if (!xs.some((x) => carriesEdit(x, e) && x.at < after.at)) continue;
+        if (e.stamp && commands(e.stamp.rolloutId, e.at, after.at).length) continue;
+        v('actuation-converges', 'liveness', `target ${target}: the outside writer's edit (${e.from}% → ${e.percent}%) was replaced by ${e.stamp?.rolloutId ?? 'a rollout'} ${fmt(after.at - e.at)} later, with no command from a person: drift was fought`, [`${fmt(e.at)} target ${target} edited by hand: ${e.from}% → ${e.percent}%, ${stampLine(e.stamp)}`, sampleLine(after)], after.at);
+      }
+      const changes = [...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at), ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at)];
+      const moved = Math.max(h.phases.healedAt + h.bounds.leaderWithinMs, ...changes);
+      if (moved + write > last.until) continue;
+      const edit = edits.filter((e) => carriesEdit(last, e)).at(-1);
+      const state = `${r.state}${r.reason ? ` (${r.reason.slice(0, 120)})` : ''}`;
+      if (edit) {
+        if (!TERMINAL.includes(r.state) && !(r.state === 'paused' && names(r.reason, target))) {
+          v('actuation-converges', 'liveness', `target ${target} carries an outside writer's edit and rollout ${r.id} is ${state}: it should be paused with a reason naming ${target}`, [`${fmt(edit.at)} target ${target} edited by hand: ${edit.from}% → ${edit.percent}%`, sampleLine(last)], last.until);
+        }
+        continue;
+      }
+      const active = r.stages.find((x) => x.attempt === r.attempt && x.phase === 'active');
+      const ours = last.stamp?.rolloutId === r.id && last.stamp.attempt === r.attempt;
+      let want: string | null = null;
+      if (r.state === 'completed') want = last.final && ours ? null : `final, stamped by ${r.id} attempt ${r.attempt}`;
+      else if (r.state === 'rolled_back' || r.state === 'aborted') want = !last.final && last.percent === 0 ? null : '0%';
+      else if (!active) want = !last.final && last.percent === 0 ? null : '0% (no stage active)';
+      else {
+        const p = percentOf(r, active.index);
+        want = !last.final && last.percent === p && ours && last.stamp?.stage === active.index ? null : `${p}%, stage ${active.index} of attempt ${r.attempt}`;
+      }
+      if (want !== null) {
+        const recent = [...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map(rolloutLine), ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map(stageLine)].slice(-3);
+        v('actuation-converges', 'liveness', `target ${target} carries ${last.final ? 'final' : `${last.percent}%`} (${stampLine(last.stamp)}) at the end; rollout ${r.id} is ${state} and asks for ${want}`, [...recent, sampleLine(last)], last.until);
+      }
+      // Paused for drift: someone else must have written the target.
+      if (r.state === 'paused' && r.reason?.startsWith('actuation drift') && names(r.reason, target) && !edits.length) {
+        v('actuation-converges', 'liveness', `rollout ${r.id} is paused for drift on ${target}, which no one but the system wrote`, [`rollout ${r.id} ${state}`, ...xs.slice(-3).map(sampleLine)], last.until);
+      }
+    }
+  }
 }
 
 /** One line per invariant broken, with counts: for the summary. */

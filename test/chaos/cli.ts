@@ -8,11 +8,11 @@
  *   --topology T         local | aws | both (default both)
  *   --variant V[,V…]     run deliberately broken variants (variants.ts), or `all`: each variant
  *                        until the checker catches it, at most N schedules each
- *   --faults K           faults per schedule (default 3)
+ *   --faults K           faults per schedule (default 3); the local topology adds one actuation fault
  *   --items N            work items per run (default 150)
  *   --out DIR            where histories, reports and timelines go (default test-results/chaos)
  *   --from I             first schedule index (replay schedule I of a seed alone: --from I --schedules 1)
- *   --kinds K[,K…]       only these fault kinds (local topology)
+ *   --kinds K[,K…]       only these fault kinds (local topology; actuation kinds keep their own rotation)
  *
  * Prints a line per schedule, a report per violation, and as its last line one
  * JSON object: schedules, faults by kind, operations, violations by invariant.

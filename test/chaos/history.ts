@@ -62,7 +62,10 @@ export type FaultKind =
   | 'store-conflict'
   | 'queue-redeliver'
   | 'notice-duplicated'
-  | 'notice-late';
+  | 'notice-late'
+  | 'target-outside-writer'
+  | 'pause-mid-actuation'
+  | 'target-write-delayed';
 
 /** One fault the nemesis injected: from `startAt` until it healed it at `endAt` (a kill has endAt when the process was back). */
 export interface FaultRecord {
@@ -177,6 +180,10 @@ export interface RolloutRow {
   /** The spec's labels, where the workload puts its own key (to match a create with its rollout). */
   readonly labels: Record<string, string>;
   readonly stages: readonly { attempt: number; index: number; name: string; phase: StagePhase; promotedEpoch: number | null; promotedBy: string | null; activatedAt: number | null }[];
+  /** The spec's `actuators`: the targets it moves (absent where the topology has none). */
+  readonly actuators?: readonly string[];
+  /** The spec's stage percents, by index. */
+  readonly stagePercents?: readonly number[];
 }
 
 export interface ItemRow {
@@ -228,6 +235,72 @@ export interface StoreDump {
   readonly events: readonly EventRow[];
 }
 
+// ── targets, as the harness saw them ──────────────────────────────────────
+
+/** The mark a target carries, parsed from the target itself (the nginx include's first line). */
+export interface TargetStamp {
+  readonly rolloutId: string;
+  readonly attempt: number;
+  readonly stage: number | null;
+  readonly epoch: number;
+  readonly percent: number;
+  readonly final: boolean;
+}
+
+/**
+ * What one target carried, read by the harness every few tens of
+ * milliseconds: one entry per run of identical readings. Times are on the
+ * wall clock the store's change log uses (Date.now() − epochMs), read after
+ * the file was, so a content is never dated before it was there.
+ */
+export interface TargetSample {
+  readonly target: string;
+  /** First read that saw it. */
+  readonly at: number;
+  /** Last read that saw it. */
+  until: number;
+  /** Share on the new side, 0–100 (a finalised split reads 100). */
+  readonly percent: number;
+  /** Nothing split any more: all on the new side. */
+  readonly final: boolean;
+  readonly stamp: TargetStamp | null;
+}
+
+/** An outside writer's edit of a target: the split changed, the stamp line kept. */
+export interface TargetEdit {
+  readonly target: string;
+  /** When the edited file was in place (same clock as TargetSample). */
+  readonly at: number;
+  readonly stamp: TargetStamp | null;
+  /** The split before and after the edit. */
+  readonly from: number;
+  readonly percent: number;
+}
+
+/**
+ * A target write as the harness's gate let it go, just before the writer
+ * re-reads the target's stamp (local topology: test/chaos/target-gate.ts).
+ */
+export interface TargetCheck {
+  readonly target: string;
+  /** Schedule clock, from the writer's real wall clock. */
+  readonly at: number;
+  readonly pid: number;
+  /** The stamp the write carries. */
+  readonly stamp: TargetStamp;
+}
+
+export interface TargetHistory {
+  readonly samples: readonly TargetSample[];
+  readonly edits: readonly TargetEdit[];
+  /** When each write began its check of the target, where the harness can see it. */
+  readonly checks?: readonly TargetCheck[];
+  /** The BatchPromoter's tick, which reconciles every target it has not just written. */
+  readonly tickMs: number;
+  /** What one write to a target may take on this host (nginx -t, reload, read back), stated by the harness. */
+  readonly writeSlackMs: number;
+}
+
 /** Everything one schedule produced. */
 export interface ChaosHistory {
   readonly topology: 'local' | 'aws';
@@ -254,6 +327,8 @@ export interface ChaosHistory {
     readonly failureTimeoutMs: number;
   };
   readonly store: StoreDump;
+  /** The targets rollouts move, sampled by the harness (local topology). */
+  readonly targets?: TargetHistory;
 }
 
 /** A broken invariant, with the smallest slice of history that shows it. */

@@ -1,6 +1,8 @@
 /**
  * Preloaded (`--import`) into every process the chaos harness starts:
  * - CHAOS_VARIANT: registers the module-load hooks that apply that broken variant's edits;
+ * - CHAOS_TARGET_GATE: a directory; the nemesis' gate in front of target writes (target-gate.ts),
+ *   put in by the same hooks;
  * - CHAOS_CLOCK_OFFSET_MS: this process's wall clock runs that far off (Date.now and
  *   new Date()); monotonic timers are untouched, as with a real clock offset.
  */
@@ -8,19 +10,27 @@ import { readFileSync } from 'node:fs';
 import { register } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { variantNamed } from './variants.js';
+import { gateIn, TARGET_GATE_EDITS } from './target-gate.js';
+import { variantNamed, type SourceEdit } from './variants.js';
 
+const root = resolve(import.meta.dirname, '../..');
+const edits: SourceEdit[] = [];
+const gate = process.env.CHAOS_TARGET_GATE;
+if (gate) {
+  (globalThis as { chaosTargetGate?: (target: string, stamp?: unknown) => Promise<void> }).chaosTargetGate = gateIn(gate);
+  edits.push(...TARGET_GATE_EDITS);
+}
 const variant = process.env.CHAOS_VARIANT;
 if (variant) {
   const v = variantNamed(variant);
   // Every edit must apply exactly once, or the variant would silently be the product as it is.
-  const root = resolve(import.meta.dirname, '../..');
   for (const e of v.edits) {
     const n = readFileSync(resolve(root, e.file), 'utf8').split(e.find).length - 1;
     if (e.last ? n < 1 : n !== 1) throw new Error(`chaos variant ${v.name}: "${e.find.slice(0, 80)}" found ${n} times in ${e.file}${e.last ? '' : ' (once expected; `last` edits the last of several)'}`);
   }
-  register(pathToFileURL(resolve(import.meta.dirname, 'variant-hooks.mjs')), { data: { edits: v.edits, root: resolve(import.meta.dirname, '../..') } });
+  edits.push(...v.edits);
 }
+if (edits.length) register(pathToFileURL(resolve(import.meta.dirname, 'variant-hooks.mjs')), { data: { edits, root } });
 
 const offset = Number(process.env.CHAOS_CLOCK_OFFSET_MS ?? 0);
 if (offset) {

@@ -112,6 +112,37 @@ export const VARIANTS: Record<string, Variant> = {
       },
     ],
   },
+  'actuate-before-commit': {
+    name: 'actuate-before-commit',
+    description: "a transition's traffic is carried out to its targets before the transition is committed, so a commit that is lost or refused leaves the target ahead",
+    breaks: 'actuation-never-ahead',
+    edits: [
+      // Pauses are left out: they move no traffic, and a pause for drift runs inside a convergence of the same rollout.
+      {
+        file: 'shared/rollout/engine.ts',
+        find: '    const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n    if (await this.store.apply(token, plan))',
+        replace: "    const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n    if (t.kind !== 'pause') await this.actuate(viewAfter(view, plan), token);\n    if (await this.store.apply(token, plan))",
+      },
+      {
+        file: 'shared/rollout/engine.ts',
+        find: '    const written = await this.store.recordMetricsAndApply(token, plan, reading, held);',
+        replace: '    await this.actuate(viewAfter(view, plan), token);\n    const written = await this.store.recordMetricsAndApply(token, plan, reading, held);',
+      },
+    ],
+  },
+  'actuate-without-revision': {
+    name: 'actuate-without-revision',
+    description:
+      "the write to a target is not conditioned on what it was decided on. On a Lambda alias that is UpdateAlias without the RevisionId (the explorer models that form); the local topology has no alias, so here it is the nginx actuator's analogue: the stamp is not read again before the file is replaced, and a deposed leader's late write overwrites a newer leader's",
+    breaks: 'actuation-epoch-monotonic',
+    edits: [
+      {
+        file: 'shared/adapters/nginx/actuator.ts',
+        find: '    const why = outranks(found, stamp);\n    if (why) throw new TargetMovedError(this.target, why);',
+        replace: '    void found;',
+      },
+    ],
+  },
 };
 
 export function variantNamed(name: string): Variant {

@@ -7,7 +7,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { startSplitNginx, type SplitNginx } from '../../infra/local/split-nginx.js';
-import { Actuation } from '../../shared/actuation/reconcile.js';
+import { Actuation, SETTLE_AFTER_MS } from '../../shared/actuation/reconcile.js';
 import type { ActuationRecord } from '../../shared/actuation/record.js';
 import { NginxActuator } from '../../shared/adapters/nginx/actuator.js';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -79,8 +79,33 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     expect((await backend.rollouts.load(id))!.rollout.state).toBe('rolled_back');
     expect(await carried()).toMatchObject({ percent: 0, stage: null });
     expect(await nginx.measure(2_000)).toBe(0);
-    expect(await record(id)).toMatchObject({ percent: 0, stage: null, state: 'converged', settled: true });
+    // Read again by every tick for a while (a deposed leader's late write would be found and undone), then settled.
+    expect(await record(id)).toMatchObject({ percent: 0, stage: null, state: 'converged', settled: false });
+    expect(await backend.rollouts.unsettledActuations(10)).toEqual([id]);
+    clock.advance(SETTLE_AFTER_MS);
+    await a.batch.tick();
+    expect(await record(id)).toMatchObject({ percent: 0, state: 'converged', settled: true });
     expect(await backend.rollouts.unsettledActuations(10)).toEqual([]);
+  });
+
+  it('a deposed leader\'s write that lands after the end was written is undone by the next tick, and the target is stamped again under the newer epoch', async () => {
+    const a = node('a');
+    const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
+    await a.batch.tick();
+    const deposed = (await campaignEachTime(a.elector)())!;
+    clock.advance(LEASE.ttlMs + LEASE.clockSkewMs + 1);
+    const b = node('b');
+    await b.batch.tick();
+    const token = (await campaignEachTime(b.elector)())!;
+    expect(token.epoch).toBeGreaterThan(deposed.epoch);
+    await runCommand(b.engine, token, { rolloutId: id, command: 'abort', actor: 'alice' });
+    expect(await carried()).toMatchObject({ percent: 0 });
+    // The late write: the first stage's split under the deposed leader's epoch, as its paused rename would leave it.
+    const late = new NginxActuator('web', nginx.target).render({ percent: 10, final: false }, { rolloutId: id, attempt: 1, stage: 0, epoch: deposed.epoch, percent: 10, final: false, version: 1 });
+    await writeFile(nginx.target.include, late);
+    await b.batch.tick();
+    expect(await carried()).toMatchObject({ percent: 0, stage: null });
+    expect((await new NginxActuator('web', nginx.target).read()).stamp).toMatchObject({ epoch: token.epoch });
   });
 
   it('a promotion decided on a pushed reading (the leader\'s fast path, one write for the reading and the decision) reaches nginx at once, no tick needed', async () => {
@@ -102,7 +127,7 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     await runCommand(a.engine, token, { rolloutId: id, command: 'promote-full', actor: 'alice' });
     expect(await carried()).toMatchObject({ percent: 100, final: true });
     expect(await nginx.measure(500)).toBe(100);
-    expect(await record(id)).toMatchObject({ final: true, state: 'converged', settled: true });
+    expect(await record(id)).toMatchObject({ final: true, state: 'converged', settled: false });
   });
 
   it('a crash between a commit and its effect: the next leader\'s tick converges the target, for a running rollout and for one that has ended', async () => {
@@ -124,6 +149,8 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     expect(await backend.rollouts.unsettledActuations(10)).toEqual([id]);
     await a.batch.tick();
     expect(await carried()).toMatchObject({ percent: 0, stage: null });
+    clock.advance(SETTLE_AFTER_MS);
+    await a.batch.tick();
     expect(await backend.rollouts.unsettledActuations(10)).toEqual([]);
   });
 
@@ -168,8 +195,9 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     await a.batch.tick();
     const stale = a.elector.token()!;
     clock.advance(LEASE.ttlMs + LEASE.clockSkewMs + 1);
+    // The new leader takes the lease and has not touched the target yet: only the fence stands in the old one's way.
     const b = node('b');
-    await b.batch.tick();
+    expect(await campaignEachTime(b.elector)()).not.toBeNull();
     const before = await readFile(nginx.target.include, 'utf8');
     await expect(backend.rollouts.recordActuation(stale, { ...(await record(id)), percent: 50, stage: 1, state: 'pending' })).rejects.toBeInstanceOf(FencedError);
     expect(await record(id)).toMatchObject({ percent: 10, stage: 0 });

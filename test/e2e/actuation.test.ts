@@ -119,7 +119,7 @@ describe('a rollout moves nginx, a Lambda alias and an ALB rule through real nod
 
     const shown = await state(id);
     expect(shown.actuation).toEqual(
-      expect.arrayContaining(['web', 'api', 'edge'].map((target) => expect.objectContaining({ target, state: 'converged', percent: 0, stage: null, settled: true }) as unknown)),
+      expect.arrayContaining(['web', 'api', 'edge'].map((target) => expect.objectContaining({ target, state: 'converged', percent: 0, stage: null }) as unknown)),
     );
     const got = await cli(['rollouts', 'get', id, '--url', cluster.url]);
     expect(got.out).toMatch(/web\s+nginx\s+converged\s+0%\s+0%/);

@@ -21,8 +21,12 @@ describe('decide: whether the leader writes a target', () => {
     expect(decide(d(), seen({ percent: 10, stamp: stamp() }), 4, null, running)).toEqual({ kind: 'write' });
   });
 
-  it('leaves converged alone: stamp and weights already say what is asked', () => {
+  it('leaves converged alone: stamp and weights already say what is asked, under our epoch', () => {
     expect(decide(d(), seen({ percent: 25, stamp: stamp({ stage: 1, percent: 25 }) }), 4, null, running)).toEqual({ kind: 'converged' });
+  });
+
+  it('stamps again what a deposed leader stamped, even when it carries what is asked: the bar its other late writes meet becomes ours', () => {
+    expect(decide(d(), seen({ percent: 25, stamp: stamp({ stage: 1, percent: 25, epoch: 3 }) }), 4, null, running)).toEqual({ kind: 'write' });
   });
 
   it('never overwrites a higher epoch, whatever it carries', () => {

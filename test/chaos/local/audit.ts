@@ -217,8 +217,10 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       }
     }
 
-    const { rows: rolloutRows } = await c.query<{ id: string; state: string; attempt: number; state_reason: string | null; labels: Record<string, string> | null }>(
-      `SELECT id, state, attempt, state_reason, spec #> '{target,labels}' AS labels FROM rollouts WHERE id = ANY($1::text[])`,
+    const { rows: rolloutRows } = await c.query<{ id: string; state: string; attempt: number; state_reason: string | null; labels: Record<string, string> | null; actuators: string[] | null; percents: number[] | null }>(
+      `SELECT id, state, attempt, state_reason, spec #> '{target,labels}' AS labels, spec -> 'actuators' AS actuators,
+              (SELECT jsonb_agg((s ->> 'percent')::numeric ORDER BY i) FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS percents
+         FROM rollouts WHERE id = ANY($1::text[])`,
       [o.rollouts],
     );
     const { rows: stageRows } = await c.query<{ rollout_id: string; attempt: number; stage_index: number; name: string; phase: StagePhase; promoted_epoch: string | null; promoted_by: string | null; activated_at: Date | null }>(
@@ -231,6 +233,8 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       attempt: Number(r.attempt),
       reason: r.state_reason,
       labels: r.labels ?? {},
+      ...(r.actuators?.length ? { actuators: r.actuators } : {}),
+      ...(r.percents ? { stagePercents: r.percents.map(Number) } : {}),
       stages: stageRows
         .filter((s) => s.rollout_id === r.id)
         .map((s) => ({ attempt: Number(s.attempt), index: Number(s.stage_index), name: s.name, phase: s.phase, promotedEpoch: s.promoted_epoch === null ? null : Number(s.promoted_epoch), promotedBy: s.promoted_by, activatedAt: s.activated_at ? rel(s.activated_at) : null })),

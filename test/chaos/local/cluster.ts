@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -10,12 +10,14 @@ import { FaultyProxy } from '../../support/tcp-proxy.js';
 import type { ProcessSpan } from '../history.js';
 import { variantNamed } from '../variants.js';
 import { installAudit } from './audit.js';
+import { ChaosTargets } from './targets.js';
 
 /**
  * What a user runs, as OS processes the nemesis can kill, pause and cut off:
  * a PostgreSQL server (restartable on its data directory), `rollout serve`
  * nodes — each reaching PostgreSQL through its own faulty TCP link — nginx
- * with the shipped configuration, `rollout worker` processes, and an HTTP
+ * with the shipped configuration, the split nginx targets the rollouts move
+ * (targets.ts, declared to every node), `rollout worker` processes, and an HTTP
  * execution backend the workers call (the harness's own: it records every
  * execution as an op, independently of what workers report).
  */
@@ -48,6 +50,15 @@ export class ManagedProcess {
   start(): void {
     this.child = this.launch(this.clockOffsetMs);
     this.log = collect(this.child);
+    // CHAOS_LOG_DIR keeps every process's output, across restarts, for reading a schedule afterwards.
+    const dir = process.env.CHAOS_LOG_DIR;
+    if (dir) {
+      const file = join(dir, `${this.name}.log`);
+      const keep = (b: Buffer) => appendFileSync(file, b);
+      appendFileSync(file, `--- ${new Date().toISOString()} started (pid ${this.child.pid ?? '?'})\n`);
+      this.child.stdout?.on('data', keep);
+      this.child.stderr?.on('data', keep);
+    }
     this.paused = false;
     this.spans.push({ from: wall(), to: null });
     const child = this.child;
@@ -206,6 +217,7 @@ export class ChaosCluster {
   readonly nodes: ClusterNode[] = [];
   readonly workers = new Map<string, ManagedProcess>();
   readonly replacements: ManagedProcess[] = [];
+  readonly targets = new ChaosTargets();
   nginxUrl = '';
   private nginx: { url: string; stop(): Promise<void> } | null = null;
   private readonly links: FaultyProxy[] = [];
@@ -220,6 +232,7 @@ export class ChaosCluster {
     return {
       ...process.env,
       ...(this.o.variant ? { CHAOS_VARIANT: this.o.variant } : {}),
+      CHAOS_TARGET_GATE: this.targets.gate.dir,
       CHAOS_CLOCK_OFFSET_MS: String(offsetMs),
       CLUSTER_LEASE_TTL: String(TIMINGS.ttlS),
       CLUSTER_HEARTBEAT_INTERVAL: String(TIMINGS.heartbeatS),
@@ -234,6 +247,7 @@ export class ChaosCluster {
   async start(): Promise<void> {
     await this.store.init();
     await this.backend.start();
+    await this.targets.start();
     for (let i = 1; i <= this.o.nodes; i++) {
       const id = `node-${i}`;
       const port = await freePort();
@@ -241,7 +255,7 @@ export class ChaosCluster {
       this.links.push(link);
       const url = `http://127.0.0.1:${port}`;
       const proc = new ManagedProcess(id, 'node', (offset) =>
-        spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json'], {
+        spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
           cwd: root,
           env: { ...this.env(offset), CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
           stdio: ['ignore', 'pipe', 'pipe'],
@@ -273,7 +287,7 @@ export class ChaosCluster {
     const link = await new FaultyProxy('127.0.0.1', this.store.port).start();
     this.links.push(link);
     const proc = new ManagedProcess(of.id, 'node', (offset) =>
-      spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json'], {
+      spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
         cwd: root,
         env: { ...this.env(offset), CLUSTER_NODE_ID: of.id, CLUSTER_HOSTNAME: `${of.id}-replacement`, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -371,6 +385,7 @@ export class ChaosCluster {
     }
     for (const n of this.nodes) n.process.resume();
     for (const w of this.workers.values()) w.resume();
+    this.targets.gate.clear();
   }
 
   async stop(): Promise<void> {
@@ -379,6 +394,7 @@ export class ChaosCluster {
     await Promise.all([...this.replacements, ...this.nodes.map((n) => n.process)].map((p) => p.kill('SIGTERM')));
     for (const l of this.links) await l.stop();
     await this.backend.stop();
+    await this.targets.stop();
     await this.store.destroy();
   }
 }

@@ -2,10 +2,11 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { collect, exited } from '../../../infra/local/processes.js';
-import type { ChaosHistory, FaultKind, FaultRecord, Op } from '../history.js';
+import type { ChaosHistory, FaultKind, FaultRecord, Op, TargetEdit } from '../history.js';
 import { Rng } from '../rng.js';
 import { auditMark, dumpStore } from './audit.js';
 import { SKEW_MARGIN_MS, TIMINGS, type ChaosCluster, type ClusterNode, type ManagedProcess } from './cluster.js';
+import type { Sampler, TargetName } from './targets.js';
 
 /**
  * One schedule over the local cluster: a workload through the public surface
@@ -18,6 +19,9 @@ import { SKEW_MARGIN_MS, TIMINGS, type ChaosCluster, type ClusterNode, type Mana
 const root = resolve(import.meta.dirname, '../../..');
 const wall = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Faults on the targets rollouts move: one of them closes every schedule, after the others (a rotation of its own). */
+export const ACTUATION_FAULTS: readonly FaultKind[] = ['target-outside-writer', 'pause-mid-actuation', 'target-write-delayed'];
 
 export const LOCAL_FAULTS: readonly FaultKind[] = [
   'kill-leader',
@@ -36,6 +40,7 @@ export const LOCAL_FAULTS: readonly FaultKind[] = [
   'signals-reordered',
   'signals-late',
   'slow-promotion',
+  ...ACTUATION_FAULTS,
 ];
 
 const TTL_MS = TIMINGS.ttlS * 1000;
@@ -46,6 +51,8 @@ const LEADER_WITHIN_MS = TTL_MS + TIMINGS.electionS * 1000 + SKEW_MARGIN_MS + 1_
 /** Every run finishes within this after healing: re-pends after one failure timeout, the scan's cadence (1 s here), the rest of the work. */
 const RUNS_FINISH_WITHIN_MS = 30_000;
 const QUIET_MAX_MS = 35_000;
+/** What one target write may take here: nginx -t, a reload whose old worker must be gone, the read-back, on a loaded 2-core host. */
+const WRITE_SLACK_MS = 3_000;
 
 export interface FaultPlan {
   readonly kind: FaultKind;
@@ -53,11 +60,21 @@ export interface FaultPlan {
   readonly pick: number;
 }
 
-/** The plan for one schedule: which faults, in what order. Round-robin over a seeded shuffle, so a few schedules cover every kind. */
+/**
+ * The plan for one schedule: which faults, in what order. Round-robin over a
+ * seeded shuffle, so a few schedules cover every kind; then one actuation
+ * fault, round-robin over its own shuffle (so the other faults' plan is what
+ * it was before targets were added, and every schedule moves a target under
+ * a fault).
+ */
 export function planFaults(seed: string, schedule: number, perSchedule: number, kinds: readonly FaultKind[] = LOCAL_FAULTS): FaultPlan[] {
-  const order = new Rng(`${seed}/kinds`).shuffle([...kinds]);
+  const base = kinds.filter((k) => !ACTUATION_FAULTS.includes(k));
+  const actuation = kinds.filter((k) => ACTUATION_FAULTS.includes(k));
+  const order = new Rng(`${seed}/kinds`).shuffle([...base]);
   const rng = new Rng(`${seed}/${schedule}`);
-  return Array.from({ length: perSchedule }, (_, i) => ({ kind: order[(schedule * perSchedule + i) % order.length]!, pick: rng.int(1_000_000) }));
+  const plan = base.length ? Array.from({ length: perSchedule }, (_, i) => ({ kind: order[(schedule * perSchedule + i) % order.length]!, pick: rng.int(1_000_000) })) : [];
+  if (actuation.length) plan.push({ kind: new Rng(`${seed}/actuation-kinds`).shuffle([...actuation])[schedule % actuation.length]!, pick: rng.int(1_000_000) });
+  return plan;
 }
 
 type SignalMode = { duplicated: boolean; reordered: boolean; late: boolean };
@@ -75,6 +92,14 @@ interface Ctx {
   readonly quiet: string;
   /** A rollout that gets readings only from the slow-promotion fault. */
   readonly slow: string;
+  /** A rollout that gets readings only from the actuation faults. */
+  readonly act: string;
+  /** The rollout people command. */
+  readonly manual: string;
+  /** Each rollout that moves traffic, and its target. */
+  readonly targetOf: ReadonlyMap<string, TargetName>;
+  readonly sampler: Sampler;
+  readonly edits: TargetEdit[];
   readonly log: (line: string) => void;
 }
 
@@ -120,10 +145,11 @@ async function call(c: Ctx, o: { client: string; kind: string; base: string; via
   }
 }
 
-function rolloutSpec(key: string, expect: 'promote' | 'rollback' | 'any') {
+function rolloutSpec(key: string, expect: 'promote' | 'rollback' | 'any', target?: TargetName) {
   const gates = { maxErrorRate: 0.05, minRequests: 10 };
   return {
     target: { service: 'chaos', version: 'v2', labels: { key, bakeMs: '1000', expect } },
+    ...(target ? { actuators: [target] } : {}),
     stages: [
       { name: 'canary', percent: 10, bakeSeconds: 1, gates },
       { name: 'half', percent: 50, bakeSeconds: 1, gates },
@@ -430,13 +456,143 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       end(f);
       return;
     }
+    case 'target-outside-writer': {
+      // A person edits a running rollout's split by hand, keeping our stamp line: drift. The rollout must
+      // be paused, naming the target, and the edit left as it is. Not the rollout people command: a
+      // command takes a target back by design.
+      const running = new Set(await sqlRows(cl.store.url, "SELECT id AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[...c.targetOf.keys()]]));
+      const candidates = [...c.targetOf].filter(([id, t]) => {
+        const s = c.sampler.latest(t);
+        return running.has(id) && id !== c.manual && s?.stamp?.rolloutId === id && s.percent > 0 && s.percent < 100 && !s.final;
+      });
+      const chosen = candidates[p % Math.max(1, candidates.length)];
+      if (!chosen) {
+        end(record('targets', 'no running rollout had a split on its target'));
+        return;
+      }
+      const [id, target] = chosen;
+      const from = c.sampler.latest(target)!.percent;
+      const to = from >= 50 ? from - 20 : from + 20;
+      const f = record(target, `${id}'s split edited by hand, ${from}% → ${to}%, its stamp line kept`);
+      c.edits.push(cl.targets.edit(target, to, c.epochMs));
+      // A tick notices it.
+      await sleep(2_000);
+      end(f);
+      return;
+    }
+    case 'pause-mid-actuation': {
+      // A leader stopped in the middle of an actuation, its write landing after a newer leader's: the
+      // leader's write to the actuation rollout's target is held in the gate (its fenced "pending"
+      // record is committed by then), and the leader paused; a newer leader converges the target at
+      // its epoch and rolls the rollout back; then the old process resumes and its write goes on.
+      // Only the stamp's re-read before the write can refuse it.
+      const target = c.targetOf.get(c.act)!;
+      const leader = await leaderOr(c, p);
+      const pid = leader.process.child?.pid;
+      const f = record(leader.id, `its write to ${target} held, SIGSTOP, let go once a newer leader has written ${target} and rolled ${c.act} back`);
+      const epoch = await sqlValue(cl.store.url, "SELECT epoch AS v FROM leases WHERE name = 'promotion_leader'");
+      if (pid === undefined || !Number.isFinite(epoch)) {
+        end(f);
+        return;
+      }
+      const pending: Promise<unknown>[] = [];
+      cl.targets.gate.hold(pid, target);
+      // Healthy readings, straight to the leader: the promotion they bring activates the next stage, whose write is held.
+      for (let i = 0; i < 40 && !cl.targets.gate.held(pid); i++) {
+        const stage = await activeStage(c, c.act, leader);
+        if (stage !== null && stage >= 0) pending.push(reading(c, c.act, leader, stage, 0));
+        await sleep(150);
+      }
+      if (!cl.targets.gate.held(pid)) {
+        cl.targets.gate.clear();
+        c.log(`[chaos] pause-mid-actuation: no write of ${leader.id} to ${target} came`);
+        await Promise.all(pending);
+        end(f);
+        return;
+      }
+      leader.process.pause();
+      const newer = () => (c.sampler.latest(target)?.stamp?.epoch ?? -1) > epoch;
+      await waitUntil(() => newer(), TTL_MS + 6_000);
+      // Rolled back under the newer leader: breaching readings of the active stage, to whoever leads now.
+      await waitUntil(async () => {
+        const lead = (await cl.leader()) ?? cl.nodes.find((n) => n !== leader)!;
+        const stage = lead === leader ? null : await activeStage(c, c.act, lead);
+        if (stage !== null && stage >= 0) pending.push(reading(c, c.act, lead, stage, 40));
+        return newer() && c.sampler.latest(target)?.percent === 0 && (await sqlValue(cl.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = $1 AND state = 'rolled_back'", [c.act])) === 1;
+      }, 6_000);
+      leader.process.resume();
+      await sleep(300);
+      cl.targets.gate.clear();
+      // The held write lands now, or is refused.
+      await sleep(1_500);
+      await Promise.all(pending);
+      end(f);
+      return;
+    }
+    case 'target-write-delayed': {
+      // Every target write starts late; the actuation rollout is driven through its stages meanwhile (and,
+      // every other time, breached on its second), so commits run ahead of the writes that carry them out.
+      const ms = 800 + (p % 1_200);
+      const breach = p % 2 === 1;
+      const f = record('target writes', `each ${ms} ms late while ${c.act} is driven ${breach ? 'to its second stage and breached' : 'to completion'}`);
+      cl.targets.gate.delay(ms);
+      const pending: Promise<unknown>[] = [];
+      for (const stop = now(c) + 6_000; now(c) < stop; ) {
+        const node = await leaderOr(c, p);
+        const stage = await activeStage(c, c.act, node);
+        if (stage === -1) break;
+        if (stage !== null) pending.push(reading(c, c.act, node, stage, breach && stage >= 1 ? 40 : 0));
+        await sleep(250);
+      }
+      cl.targets.gate.clear();
+      await Promise.all(pending);
+      end(f);
+      return;
+    }
     default:
       throw new Error(`the local topology has no ${plan.kind} fault`);
   }
 }
 
+/** The rollout's active stage as `node` answers: its index, null when it has none or no answer came, -1 once it has ended. */
+async function activeStage(c: Ctx, id: string, node: ClusterNode): Promise<number | null> {
+  const read = await call(c, { client: 'signals-T', kind: 'read.rollout', base: node.url, via: node.id, method: 'GET', path: `/rollouts/${id}`, target: id });
+  const view = read.result as { state?: string; stages?: { index?: number; phase?: string }[] } | undefined;
+  if (view?.state && ['completed', 'rolled_back', 'aborted'].includes(view.state)) return -1;
+  const active = view?.state === 'running' ? view.stages?.find((s) => s.phase === 'active') : undefined;
+  return typeof active?.index === 'number' ? active.index : null;
+}
+
+/** A metrics reading of one stage, to one node. */
+function reading(c: Ctx, id: string, node: ClusterNode, stage: number, errors: number): Promise<Op> {
+  const body = { type: 'rollout.metrics_reported', rolloutId: id, stage, requests: 100, errors, p99LatencyMs: 50, observedAt: Date.now() };
+  return call(c, { client: 'signals-T', kind: 'signal.metrics', base: node.url, via: node.id, method: 'POST', path: '/events', body, target: id });
+}
+
+async function waitUntil(done: () => boolean | Promise<boolean>, ms: number, everyMs = 200): Promise<boolean> {
+  const stop = performance.now() + ms;
+  while (performance.now() < stop) {
+    if (await done()) return true;
+    await sleep(everyMs);
+  }
+  return false;
+}
+
 async function steals(url: string): Promise<number> {
   return sqlValue(url, 'SELECT coalesce(sum(steals), 0) AS v FROM run_stats');
+}
+
+async function sqlRows(url: string, text: string, params: unknown[] = []): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.query<{ v: string }>(text, params)).rows.map((r) => r.v);
+  } catch {
+    return [];
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 async function sqlValue(url: string, text: string, params: unknown[] = []): Promise<number> {
@@ -471,12 +627,34 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const mark = await auditMark(cluster.store.url);
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H`, quiet: `${tag}-Q`, slow: `${tag}-S` };
-  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, slow: ids.slow, log: o.log };
+  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H`, quiet: `${tag}-Q`, slow: `${tag}-S`, act: `${tag}-T` };
+  // Most rollouts move a target of their own; three racers and the quiet one move none, as before targets existed.
+  const targetOf = new Map<string, TargetName>([
+    [ids.healthy, 'web'],
+    [ids.breach, 'web-b'],
+    [ids.manual, 'web-c'],
+    [ids.late, 'web-d'],
+    [ids.racer1, 'web-e'],
+    [ids.slow, 'web-s'],
+    [ids.act, 'web-t'],
+  ]);
+  const sampler = cluster.targets.sample(epochMs);
+  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, slow: ids.slow, act: ids.act, manual: ids.manual, targetOf, sampler, edits: [], log: o.log };
+  try {
+    const h = await schedule(c, o, { ids, tag, mark });
+    await retire(c);
+    return h;
+  } finally {
+    await sampler.stop();
+  }
+}
+
+async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: Record<'healthy' | 'breach' | 'manual' | 'late' | 'racer1' | 'racer2' | 'racer3' | 'racer4' | 'quiet' | 'slow' | 'act', string>; tag: string; mark: number }): Promise<ChaosHistory> {
+  const { cluster, epochMs, rng } = c;
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
-    call(c, { client: 'creator', kind: 'rollout.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/rollouts', body: { id, spec: rolloutSpec(`${id}-key`, expect) }, key: `${id}-key`, target: id, retries: 10 });
+    call(c, { client: 'creator', kind: 'rollout.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/rollouts', body: { id, spec: rolloutSpec(`${id}-key`, expect, c.targetOf.get(id)) }, key: `${id}-key`, target: id, retries: 10 });
   await create(ids.healthy, 'promote');
   await create(ids.breach, 'rollback');
   await create(ids.manual, 'any');
@@ -484,6 +662,7 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   for (const racer of [ids.racer1, ids.racer2, ids.racer3, ids.racer4]) await create(racer, 'rollback');
   await create(ids.quiet, 'any');
   await create(ids.slow, 'any');
+  await create(ids.act, 'any');
 
   // A run: short items, long ones spread through it, a few poison ones.
   // Long items outlast the failure timeout and two scans: an item is judged by its heartbeats, never by
@@ -545,6 +724,10 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   c.stopping = true;
   await Promise.race([Promise.all(loops), sleep(25_000)]);
   for (const w of workers) await w.kill('SIGKILL');
+  // Targets are judged once the faults have healed by a leader's bound, a tick and a write: read them that long at least.
+  const judged = healedAt + LEADER_WITHIN_MS + TIMINGS.tickS * 1000 + WRITE_SLACK_MS + 500;
+  if (now(c) < judged) await sleep(judged - now(c));
+  await c.sampler.stop();
 
   const executions = cluster.backend.executions.splice(0);
   const store = await dumpStore(cluster.store.url, { fromSeq: mark, epochMs, rollouts: Object.values(ids), runs: [runId] });
@@ -569,7 +752,38 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     phases: { faultsUntil, healedAt, quietUntil },
     bounds: { leaderWithinMs: LEADER_WITHIN_MS, runsFinishWithinMs: RUNS_FINISH_WITHIN_MS, failureTimeoutMs: TTL_MS },
     store,
+    targets: {
+      samples: c.sampler.samples,
+      edits: c.edits,
+      checks: cluster.targets.gate.checks().flatMap((x) => (x.at >= epochMs ? [{ ...x, at: x.at - epochMs }] : [])),
+      tickMs: TIMINGS.tickS * 1000,
+      writeSlackMs: WRITE_SLACK_MS,
+    },
   };
+}
+
+/**
+ * Between schedules, as an operator would: every rollout of the schedule
+ * that moves a target is ended (aborted if it has not ended), its target let
+ * settle, then every include is put back at rest: a completed rollout leaves
+ * its target final, and a drifted one as the person left it, and the next
+ * schedule's rollout would find either taken.
+ */
+async function retire(c: Ctx): Promise<void> {
+  const ids = [...c.targetOf.keys()];
+  const url = c.cluster.store.url;
+  const settled = await waitUntil(async () => {
+    const open = await sqlRows(url, "SELECT id AS v FROM rollouts WHERE id = ANY($1::text[]) AND state NOT IN ('completed', 'rolled_back', 'aborted')", [ids]);
+    for (const id of open) {
+      await fetch(`${c.cluster.nginxUrl}/rollouts/${id}/abort`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-rollout-actor': 'operator' }, body: JSON.stringify({ reason: 'schedule over' }), signal: AbortSignal.timeout(5_000) })
+        .then((r) => r.text())
+        .catch(() => undefined);
+    }
+    return open.length === 0 && (await sqlValue(url, 'SELECT count(*) AS v FROM rollout_actuations WHERE rollout_id = ANY($1::text[]) AND NOT settled', [ids])) === 0;
+  }, 30_000, 500);
+  if (!settled) c.log('[chaos] the schedule\'s rollouts did not all end and settle their targets within 30 s; targets reset anyway');
+  c.cluster.targets.reset();
+  c.cluster.targets.gate.clearChecks();
 }
 
 async function itemIds(url: string, runId: string): Promise<Map<number, string>> {
