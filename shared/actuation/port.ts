@@ -15,6 +15,10 @@
  *   is read back and the caller re-decides on what it finds.
  */
 
+import type { ActuatorKind, Stamp } from '../rollout/actuation-record.js';
+
+export type { ActuatorKind, Stamp };
+
 /** What a target is asked to carry: a share of traffic on the rollout's new version. */
 export interface Desired {
   readonly rolloutId: string;
@@ -31,21 +35,6 @@ export interface Desired {
   readonly version: number;
 }
 
-/** Our mark on a target: who put there what it carries. */
-export interface Stamp {
-  readonly rolloutId: string;
-  readonly attempt: number;
-  readonly stage: number | null;
-  /** The promotion lease's epoch of the leader that wrote: a lower epoch never overwrites a higher one. */
-  readonly epoch: number;
-  /** What the write set: a target whose weights differ from its stamp was changed by someone else. */
-  readonly percent: number;
-  readonly final: boolean;
-  /** The rollout's version of the state written (Desired.version). */
-  readonly version?: number;
-  /** Where the target keeps it: the version the split is taken from (a Lambda alias's version when the rollout started). */
-  readonly base?: string;
-}
 
 /**
  * Why a stamp found on a target outranks the one we are about to write (null
@@ -84,7 +73,6 @@ export interface Observed {
   readonly foreignSplit?: string;
 }
 
-export type ActuatorKind = 'nginx' | 'lambdaAlias' | 'albWeights';
 
 export interface Actuator {
   /** The operator's name for the target: what a spec's `actuators` list names. */

@@ -5,9 +5,10 @@ import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { trafficOf } from '../rollout/assignment.js';
 import type { RolloutView } from '../rollout/model.js';
 import type { RolloutStore } from '../rollout/store.js';
+import { movesTargets, type PauseForDrift, type TrafficActuation } from '../rollout/engine.js';
 import { isTerminal } from '../rollout/transitions.js';
 import { TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from './port.js';
-import type { ActuationRecord } from './record.js';
+import type { ActuationRecord } from '../rollout/actuation-record.js';
 
 /**
  * Convergence of a rollout's targets to its committed traffic: the one place
@@ -55,6 +56,11 @@ export function decide(desired: Desired, observed: Observed, epoch: number, reco
   if (ours && stamp.epoch === epoch && carries(stamp, desired) && !observed.foreignSplit && shareOf(observed) === shareOf(stamp) && observed.final === stamp.final) return { kind: 'converged' };
   if (adopted) return { kind: 'write' };
   if (!ours) {
+    // Our stamp was there and is gone: someone else rewrote the target (an operator resetting it after a rollout, say).
+    if (record?.stamp) {
+      if (rollout.ended) return { kind: 'released', reason: `our stamp is gone: ${observed.detail}` };
+      return { kind: 'drift', reason: `our stamp is gone (${stamp ? `rollout ${stamp.rolloutId}'s is there` : 'none is there'}): ${observed.detail}` };
+    }
     // At rest: nothing split, nothing on the new side. Anything else another writer put there.
     const atRest = !observed.foreignSplit && shareOf(observed) === 0;
     // An ended rollout leaves a target another rollout holds, or one someone else split. One at rest it still
@@ -84,8 +90,6 @@ export interface TargetOutcome {
   readonly record: ActuationRecord | null;
 }
 
-/** How the reconciler pauses a rollout for drift: a fenced transition by the leader; the rollout's version after it, or null if it was not running. */
-export type PauseForDrift = (rolloutId: string, target: string, reason: string, token: LeaseToken) => Promise<number | null>;
 
 /** Re-reads after a conditioned write found the target moved, before giving up until the next tick. */
 const MOVED_RETRIES = 3;
@@ -98,7 +102,7 @@ const MOVED_RETRIES = 3;
  */
 export const SETTLE_AFTER_MS = 120_000;
 
-export class Actuation {
+export class Actuation implements TrafficActuation {
   private readonly chains = new Map<string, Promise<unknown>>();
 
   constructor(
@@ -108,11 +112,6 @@ export class Actuation {
     private readonly logger: Logger = silentLogger,
   ) {}
 
-  /** Whether this rollout has targets to converge. */
-  static wants(view: RolloutView): boolean {
-    return (view.rollout.spec.actuators?.length ?? 0) > 0;
-  }
-
   /**
    * Converge every target of the rollout to `view` (a committed state).
    * Calls for one rollout run one after another in this process, so the
@@ -121,7 +120,7 @@ export class Actuation {
    * recorded and retried at the next tick.
    */
   converge(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome[]> {
-    if (!Actuation.wants(view)) return Promise.resolve([]);
+    if (!movesTargets(view)) return Promise.resolve([]);
     const id = view.rollout.id;
     const prior = this.chains.get(id) ?? Promise.resolve();
     const run = prior.catch(() => undefined).then(() => this.convergeNow(view, token, pause));

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseConfig } from '../config.js';
+import { TARGET_NAME } from '../rollout/spec.js';
 
 /**
  * The targets an operator lets rollouts move, by name. A spec names targets
@@ -7,7 +8,7 @@ import { parseConfig } from '../config.js';
  * command, a function or a load balancer itself (README, "Security"). Unknown fields are refused.
  */
 
-export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export { TARGET_NAME };
 
 const upstream = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'an nginx upstream name: letters, digits, _ . : - (at most 128)');
 const absPath = z.string().regex(/^\/[^\0\n]{0,1023}$/, 'an absolute path');

@@ -1,7 +1,7 @@
 import { queryOf, type ProviderGate } from '../rollout/gate-spec.js';
 import { currentTally, type GateReading } from '../rollout/gates.js';
 import type { RolloutView } from '../rollout/model.js';
-import type { ActuationRecord } from '../actuation/record.js';
+import type { ActuationRecord } from '../rollout/actuation-record.js';
 
 /**
  * A rollout as the API, the status page and the CLI show it: the rollout

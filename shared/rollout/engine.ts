@@ -3,13 +3,25 @@ import type { EventBus } from '../events/bus.js';
 import type { LeaderElector, LeaseElector } from '../lease/elector.js';
 import type { LeaseToken } from '../lease/record.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import type { Actuation, TargetOutcome } from '../actuation/reconcile.js';
 import { FencedError } from '../lease/fencing.js';
 import { evaluate } from './evaluate.js';
 import type { RolloutEvent } from './events.js';
 import type { RolloutView } from './model.js';
 import { UnknownRolloutError, type HeldReading, type RolloutStore, type SignalOutcome } from './store.js';
 import { planTransition, TransitionRejectedError, viewAfter, type Transition, type TransitionPlan } from './transitions.js';
+
+/** How a rollout is paused for drift: a fenced transition by the leader; the rollout's version after it, or null if it was not running. */
+export type PauseForDrift = (rolloutId: string, target: string, reason: string, token: LeaseToken) => Promise<number | null>;
+
+/** Where committed traffic is carried out to a rollout's targets (actuation/reconcile.ts's Actuation). */
+export interface TrafficActuation {
+  converge(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<readonly unknown[]>;
+}
+
+/** Whether a rollout moves any target. */
+export function movesTargets(view: Pick<RolloutView, 'rollout'>): boolean {
+  return (view.rollout.spec.actuators?.length ?? 0) > 0;
+}
 
 /** Who leads now: a token to fence writes with, or null. */
 export type Leadership = () => Promise<LeaseToken | null>;
@@ -46,7 +58,7 @@ export interface EngineOptions {
    */
   deferPublish?: boolean;
   /** Where committed traffic is carried out (actuation/reconcile.ts): converged after every transition this engine writes. */
-  actuation?: Actuation;
+  actuation?: TrafficActuation;
 }
 
 /**
@@ -60,7 +72,7 @@ export class RolloutEngine {
   readonly clock: Clock;
   private readonly logger: Logger;
   private readonly deferPublish: boolean;
-  readonly actuation: Actuation | undefined;
+  readonly actuation: TrafficActuation | undefined;
 
   constructor(opts: EngineOptions) {
     this.deferPublish = opts.deferPublish ?? false;
@@ -109,7 +121,7 @@ export class RolloutEngine {
    * commit. Only FencedError escapes (we no longer lead); anything else a
    * target or the store did is logged, and the next tick reconciles it.
    */
-  async actuate(view: RolloutView, token: LeaseToken): Promise<TargetOutcome[]> {
+  async actuate(view: RolloutView, token: LeaseToken): Promise<readonly unknown[]> {
     if (!this.actuation) return [];
     try {
       return await this.actuation.converge(view, token, (id, target, reason, t) => this.pauseForDrift(id, target, reason, t));

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { parseConfig } from '../config.js';
 import { mapLimit } from '../concurrency.js';
-import type { Action, Leadership, RolloutEngine } from './engine.js';
+import { movesTargets, type Action, type Leadership, type RolloutEngine } from './engine.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { recordReadings, toStoreOf, type GateReader } from './gate-reader.js';
 import { judge, READING_RETENTION_DAYS, type ReadingToStore } from './gates.js';
@@ -9,7 +9,6 @@ import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, t
 import { activeStage, alarmNamesOf, type RolloutView, type StageMetrics } from './model.js';
 import { stageIndexOf } from './spec.js';
 import { BoundedMap } from '../bounded-map.js';
-import { Actuation } from '../actuation/reconcile.js';
 import type { LeaseToken } from '../lease/record.js';
 import { UnknownRolloutError, type RolloutStore } from './store.js';
 
@@ -96,7 +95,7 @@ export class BatchPromoter {
   private async reconcile(views: readonly RolloutView[], evaluated: readonly { actions: readonly Action[]; view: RolloutView | null }[], token: LeaseToken): Promise<number> {
     if (!this.engine.actuation) return 0;
     const moved = new Set(evaluated.filter((e) => e.actions.some((a) => a.applied)).map((e) => e.actions[0]!.rolloutId));
-    const due = views.filter((v) => Actuation.wants(v) && !moved.has(v.rollout.id));
+    const due = views.filter((v) => movesTargets(v) && !moved.has(v.rollout.id));
     const seen = new Set(views.map((v) => v.rollout.id));
     for (const id of await this.engine.store.unsettledActuations(RECONCILE_PER_TICK)) {
       if (seen.has(id)) continue;

@@ -3,7 +3,6 @@ import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { beforeRolloutHooksSchema, providerGatesSchema, type WebhookGate } from './gate-spec.js';
-import { TARGET_NAME } from '../actuation/targets.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -29,6 +28,9 @@ export const gatesSchema = z
     providers: providerGatesSchema.optional(),
   })
   .strict();
+
+/** What an operator's target is named (actuation/targets.ts), and what a spec's `actuators` list. */
+export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 /** A year: longer than any bake a person means, and well inside every store's integer range. */
 const MAX_SECONDS = 31_536_000;

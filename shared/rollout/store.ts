@@ -1,4 +1,4 @@
-import type { ActuationRecord } from '../actuation/record.js';
+import type { ActuationRecord } from './actuation-record.js';
 import type { LeaseToken } from '../lease/record.js';
 import type { RolloutEvent } from './events.js';
 import type { GateReading, GateTally, ReadingToStore } from './gates.js';
@@ -85,7 +85,7 @@ export interface RolloutStore {
   markPublished(events: readonly RolloutEvent[]): Promise<void>;
   /** Every event of a rollout, oldest first (its history). */
   events(rolloutId: string): Promise<RolloutEvent[]>;
-  /** What was applied to each of a rollout's targets (actuation/record.ts), by target name. */
+  /** What was applied to each of a rollout's targets (actuation-record.ts), by target name. */
   actuations(rolloutId: string): Promise<ActuationRecord[]>;
   /** Upserts the record of (rollout, target), fenced by `token`: FencedError when deposed, nothing written. */
   recordActuation(token: LeaseToken, record: ActuationRecord): Promise<void>;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Desired, Observed, Stamp } from '../../shared/actuation/port.js';
 import { outranks, parseStamp, stampText } from '../../shared/actuation/port.js';
 import { decide, desiredOf } from '../../shared/actuation/reconcile.js';
-import type { ActuationRecord } from '../../shared/actuation/record.js';
+import type { ActuationRecord } from '../../shared/rollout/actuation-record.js';
 import type { RolloutView } from '../../shared/rollout/model.js';
 import { parseRolloutSpec } from '../../shared/rollout/spec.js';
 
@@ -58,6 +58,12 @@ describe('decide: whether the leader writes a target', () => {
     expect(decide(d({ percent: 0, stage: null }), seen({ percent: 30 }), 4, null, ended)).toMatchObject({ kind: 'released' });
     expect(decide(d({ percent: 0, stage: null }), seen(), 4, null, ended)).toEqual({ kind: 'write' });
     expect(decide(d({ percent: 100, final: true, stage: 3 }), seen(), 4, null, ended)).toEqual({ kind: 'write' });
+  });
+
+  it('a target whose stamp of ours is gone was rewritten by someone else: drift while the rollout runs, left alone once it has ended (never fought)', () => {
+    const wrote = record({ stamp: stamp() });
+    expect(decide(d(), seen(), 4, wrote, running)).toMatchObject({ kind: 'drift', reason: expect.stringContaining('our stamp is gone (none is there)') as unknown });
+    expect(decide(d({ percent: 100, final: true, stage: 3 }), seen(), 4, wrote, { version: 9, ended: true })).toMatchObject({ kind: 'released' });
   });
 
   it('an older state of this rollout never undoes a newer one written under the same epoch (two processes of one leader, or a tick\'s old reading)', () => {

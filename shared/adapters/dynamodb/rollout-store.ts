@@ -1,7 +1,7 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
-import { actuationRecordOf, type ActuationRecord } from '../../actuation/record.js';
+import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation-record.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
@@ -27,7 +27,7 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
  *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_RETENTION_DAYS, by TTL on `ttl`)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
- *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation/record.ts)
+ *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
  *   ACTUATING / <id>#<target>           registry of actuation records not settled
  *   ALARM#<name> / ALARM

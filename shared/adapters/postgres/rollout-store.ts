@@ -1,4 +1,4 @@
-import { actuationRecordOf, type ActuationRecord } from '../../actuation/record.js';
+import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation-record.js';
 import type { LeaseToken } from '../../lease/record.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
-import type { ActuatorKind, Stamp } from './port.js';
 
 /**
  * What was applied to one target of one rollout, and when: stored per
@@ -9,6 +8,24 @@ import type { ActuatorKind, Stamp } from './port.js';
  * and again once the change is read back, so a rollout whose leader died
  * between the two is found by the next leader's tick (`unsettled`).
  */
+
+export type ActuatorKind = 'nginx' | 'lambdaAlias' | 'albWeights';
+
+/** Our mark on a target: who put there what it carries. */
+export interface Stamp {
+  readonly rolloutId: string;
+  readonly attempt: number;
+  readonly stage: number | null;
+  /** The promotion lease's epoch of the leader that wrote: a lower epoch never overwrites a higher one. */
+  readonly epoch: number;
+  /** What the write set: a target whose weights differ from its stamp was changed by someone else. */
+  readonly percent: number;
+  readonly final: boolean;
+  /** The rollout's version of the state written (Desired.version). */
+  readonly version?: number;
+  /** Where the target keeps it: the version the split is taken from (a Lambda alias's version when the rollout started). */
+  readonly base?: string;
+}
 
 export const ACTUATION_STATES = ['pending', 'converged', 'drift', 'failed'] as const;
 export type ActuationState = (typeof ACTUATION_STATES)[number];
