@@ -7,7 +7,7 @@
  * The end-to-end test starts the same thing through `startCluster`.
  * nginx is Debian's package; it is installed if missing (as root).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,6 +16,9 @@ import { nodeConfigSchema } from '../../shared/runtimes/node/node.js';
 import { connect } from 'node:net';
 import { send } from '../../shared/adapters/http/client.js';
 import { collect, exited, freePort, startPostgres, waitFor } from './processes.js';
+import { nginxBinary } from '../../shared/runtimes/node/split-nginx.js';
+
+export { nginxBinary };
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -50,20 +53,6 @@ export interface LocalCluster {
   stop(): Promise<void>;
 }
 
-export function nginxBinary(): string {
-  for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) if (existsSync(p)) return p;
-  const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' });
-  if (which.status === 0 && which.stdout.trim()) return which.stdout.trim();
-  // Not from inside the tests' loopback-only namespace: the mirror is unreachable there (the test harness installs it first).
-  if (process.getuid?.() === 0 && !process.env.ROLLOUT_IN_NETNS) {
-    process.stderr.write('[cluster] nginx not found: installing Debian\'s nginx package\n');
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
-    const install = update.status === 0 ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'nginx'], { stdio: 'inherit', env }) : update;
-    if (install.status === 0 && existsSync('/usr/sbin/nginx')) return '/usr/sbin/nginx';
-  }
-  throw new Error('nginx not found: apt-get install nginx (Debian), or put nginx on PATH');
-}
 
 /** How long nginx waits for a node's answer before moving on (see the template's header). */
 export interface ProxyTimeouts {

@@ -17,7 +17,7 @@ import { setImmediate as yieldNow } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { GetAliasCommand, UpdateAliasCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import { startSplitNginx, type SplitNginx } from '../../infra/local/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
 import { NginxActuator } from '../../shared/adapters/nginx/actuator.js';
 import type { Actuator } from '../../shared/actuation/port.js';
 import { lambdaClient, setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';

@@ -9,7 +9,7 @@ import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
 import { nodeApi } from '../../shared/runtimes/node/node-api.js';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { freePort } from '../../infra/local/processes.js';
-import { startSplitNginx, type SplitNginx } from '../../infra/local/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
 import { LocalWorkerPool } from '../../shared/runtimes/node/worker-pool.js';
 
 /**

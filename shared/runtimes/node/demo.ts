@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { startSplitNginx } from './split-nginx.js';
 import { existsSync } from 'node:fs';
 import type { NginxTarget } from '../../actuation/targets.js';
 import { MAX_ASSIGNMENT_ENTITIES } from '../../api/handler.js';
@@ -351,8 +352,6 @@ export async function startDemoTarget(declared: Readonly<Record<string, unknown>
   if (DEMO_TARGET in declared) return { target: null, note: `demo: a target named ${DEMO_TARGET} is declared already; the demo rollout moves no target` };
   if (!nginxInstalled()) return { target: null, note: 'demo: nginx not found, so the demo rollout moves no target (install nginx to watch it split real traffic)' };
   try {
-    // Local tooling, loaded only when the demo starts one: no node carries it, nothing of it is deployed.
-    const { startSplitNginx } = await import('../../../infra/local/split-nginx.js');
     const nginx = await startSplitNginx();
     return { target: { name: DEMO_TARGET, url: nginx.url, config: nginx.target, stop: () => nginx.stop() }, note: `demo: nginx on ${nginx.url} is the rollout's target ${DEMO_TARGET}, splitting requests between stable and canary by their X-Entity header` };
   } catch (err) {

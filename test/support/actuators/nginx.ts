@@ -1,5 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { startSplitNginx } from '../../../infra/local/split-nginx.js';
+import { startSplitNginx } from '../../../shared/runtimes/node/split-nginx.js';
 import { NginxActuator } from '../../../shared/adapters/nginx/actuator.js';
 import type { ActuatorFixture } from './fixture.js';
 

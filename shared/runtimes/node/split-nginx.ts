@@ -5,14 +5,13 @@
  * the upstream the actuator's include picks by the request's `X-Entity`
  * header (falling back to the client address).
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NginxTarget } from '../../shared/actuation/targets.js';
-import { nginxBinary } from './cluster.js';
+import type { NginxTarget } from '../../actuation/targets.js';
 import { collect, exited, freePort, waitFor } from './processes.js';
 
 export interface SplitNginx {
@@ -133,4 +132,20 @@ function listening(port: number): Promise<boolean> {
     s.once('connect', () => (s.destroy(), resolve(true)));
     s.once('error', () => resolve(false));
   });
+}
+
+/** Debian's nginx, or one on PATH; as root outside the tests' namespace, installed when missing. */
+export function nginxBinary(): string {
+  for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) if (existsSync(p)) return p;
+  const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' });
+  if (which.status === 0 && which.stdout.trim()) return which.stdout.trim();
+  // Not from inside the tests' loopback-only namespace: the mirror is unreachable there (the test harness installs it first).
+  if (process.getuid?.() === 0 && !process.env.ROLLOUT_IN_NETNS) {
+    process.stderr.write('[cluster] nginx not found: installing Debian\'s nginx package\n');
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+    const install = update.status === 0 ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'nginx'], { stdio: 'inherit', env }) : update;
+    if (install.status === 0 && existsSync('/usr/sbin/nginx')) return '/usr/sbin/nginx';
+  }
+  throw new Error('nginx not found: apt-get install nginx (Debian), or put nginx on PATH');
 }
