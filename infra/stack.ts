@@ -21,7 +21,7 @@ import { AuroraStore, controlPlaneVpc } from './aurora.js';
 import { WorkerFleet } from './worker-fleet.js';
 import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topology.js';
 import { OutboundPolicy, type OutboundConfigInput } from '../shared/outbound/policy.js';
-import { parseTargets, type TargetsConfig } from '../shared/actuation/targets.js';
+import { parseTargets, targetOutboundIssues, type TargetsConfig } from '../shared/actuation/targets.js';
 import { COMMANDS } from '../shared/rollout/commands.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -158,9 +158,11 @@ export class ControlPlaneStack extends Stack {
     for (const [name, t] of Object.entries(this.targets)) {
       if (t.type === 'nginx') throw new Error(`invalid stack config: targets.${name}: an nginx target is a file on a machine a node runs on; the stack's functions cannot reach it`);
     }
+    const unreachable = targetOutboundIssues(this.targets, outbound);
+    if (unreachable.length) throw new Error(`invalid stack config: targets: ${unreachable.join('; ')}`);
     this.gateRegions = props.gateRegions?.length ? props.gateRegions : [this.region];
     this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
-      const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : null;
+      const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : c.type === 'hmac' ? c.secret : null;
       return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
     });
     const env: Record<string, string> = {

@@ -51,6 +51,12 @@ export function outranks(found: Stamp | null, ours: Stamp): string | null {
   return null;
 }
 
+/** Two readings of a target that carry the same: a write decided on one may be made on the other. */
+export function sameReading(a: Observed, b: Observed): boolean {
+  const text = (s: Stamp | null) => (s === null ? null : stampText(s));
+  return a.percent === b.percent && a.final === b.final && (a.foreignSplit ?? null) === (b.foreignSplit ?? null) && text(a.stamp) === text(b.stamp);
+}
+
 /** A target as read. */
 export interface Observed {
   /**

@@ -9,6 +9,9 @@ import { movesTargets, type PauseForDrift, type TrafficActuation } from '../roll
 import { isTerminal } from '../rollout/transitions.js';
 import { TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from './port.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
+import { postRolloutHooks, type WebhookGate } from '../rollout/gate-spec.js';
+import { contextOf, type GateProvider } from '../rollout/gate-reader.js';
+import type { ProviderResult } from '../rollout/gates.js';
 
 /**
  * Convergence of a rollout's targets to its committed traffic: the one place
@@ -110,6 +113,8 @@ export class Actuation implements TrafficActuation {
     private readonly actuators: ReadonlyMap<string, Actuator>,
     private readonly clock: Clock,
     private readonly logger: Logger = silentLogger,
+    /** Sends post-rollout hooks (the webhook gate provider). */
+    private readonly hooks?: GateProvider<WebhookGate>,
   ) {}
 
   /**
@@ -135,7 +140,69 @@ export class Actuation implements TrafficActuation {
     const records = new Map((await this.store.actuations(view.rollout.id)).map((r) => [r.target, r]));
     const out: TargetOutcome[] = [];
     for (const target of view.rollout.spec.actuators ?? []) out.push(await this.convergeTarget(view, target, records.get(target) ?? null, token, pause));
+    for (const hook of postRolloutHooks(view.rollout.spec.hooks)) {
+      const name = `${POST_ROLLOUT}${hook.name}`;
+      out.push(await this.deliverHook(view, hook, name, records.get(name) ?? null, token));
+    }
     return out;
+  }
+
+  /**
+   * A post-rollout hook: registered (a record not settled) while the rollout
+   * runs, so that once it ends a crash between the end's commit and the hook
+   * cannot lose it, since every tick visits unsettled records. Once ended it is
+   * sent by the leader, the record written first (fenced: a deposed leader
+   * sends nothing), then again with the answer: a 2xx settles it; a 4xx
+   * counts as failed and anything else as inconclusive, each tick after the
+   * hook's interval, until either count passes its limit and we give up
+   * (recorded, logged). At least once: a receiver deduplicates on the
+   * idempotency key.
+   */
+  private async deliverHook(view: RolloutView, hook: WebhookGate, target: string, prior: ActuationRecord | null, token: LeaseToken): Promise<TargetOutcome> {
+    const { rollout } = view;
+    const now = this.clock.now();
+    const save = async (r: Pick<ActuationRecord, 'state' | 'reason' | 'settled'> & Partial<ActuationRecord>): Promise<ActuationRecord> => {
+      const record: ActuationRecord = {
+        rolloutId: rollout.id,
+        target,
+        kind: 'postRolloutHook',
+        attempt: rollout.attempt,
+        stage: null,
+        percent: 0,
+        final: rollout.state === 'completed',
+        epoch: token.epoch,
+        stamp: null,
+        appliedAt: null,
+        driftVersion: null,
+        observed: prior?.observed ?? null,
+        ...(prior?.tries ? { tries: prior.tries } : {}),
+        ...r,
+        updatedAt: now,
+      };
+      if (prior && sameRecord(prior, record)) return prior;
+      await this.store.recordActuation(token, record);
+      return record;
+    };
+    if (prior?.settled) return { target, verdict: 'converged', wrote: false, record: prior };
+    if (!isTerminal(rollout.state)) return { target, verdict: 'held', wrote: false, record: await save({ state: 'pending', reason: 'sent once the rollout has ended', settled: false }) };
+    const tries = prior?.tries ?? { failed: 0, inconclusive: 0 };
+    if (tries.failed + tries.inconclusive > 0 && prior && now - prior.updatedAt < hook.intervalSeconds * 1000) return { target, verdict: 'held', wrote: false, record: prior };
+    if (!this.hooks) return { target, verdict: 'failed', wrote: false, record: await save({ state: 'failed', reason: 'no hook sender is configured in this process', settled: false }) };
+    await save({ state: 'pending', reason: `sending (try ${tries.failed + tries.inconclusive + 1})`, settled: false });
+    const reached = lastStageReached(view);
+    const ctx = { ...contextOf(view, reached, token.epoch), outcome: rollout.state as 'completed' | 'rolled_back' | 'aborted' };
+    const [result] = await this.hooks.read([hook], { now, signal: new AbortController().signal, contexts: [ctx] }).catch((err: unknown): ProviderResult[] => [{ kind: 'error', message: errorMessage(err), answer: '' }]);
+    const answer = result ? (result.kind === 'error' ? result.message : result.answer).slice(0, 300) : 'no answer';
+    const observed = { percent: 0, final: rollout.state === 'completed', detail: answer };
+    if (result?.kind === 'http' && result.status >= 200 && result.status < 300) {
+      return { target, verdict: 'write', wrote: true, record: await save({ state: 'converged', reason: null, observed, appliedAt: this.clock.now(), settled: true, tries }) };
+    }
+    const failed = result?.kind === 'http' && result.status >= 400 && result.status < 500;
+    const next = { failed: tries.failed + (failed ? 1 : 0), inconclusive: tries.inconclusive + (failed ? 0 : 1) };
+    const gaveUp = next.failed > hook.failureLimit || next.inconclusive > hook.inconclusiveLimit;
+    const reason = `post-rollout hook ${hook.name}: ${answer}${gaveUp ? ` (given up after ${next.failed + next.inconclusive} tries: failureLimit ${hook.failureLimit}, inconclusiveLimit ${hook.inconclusiveLimit})` : ''}`;
+    this.logger.warn(gaveUp ? 'post-rollout hook given up' : 'post-rollout hook not delivered; retried', { rolloutId: rollout.id, hook: hook.name, answer });
+    return { target, verdict: 'failed', wrote: false, record: await save({ state: 'failed', reason, observed, settled: gaveUp, tries: next }) };
   }
 
   private async convergeTarget(view: RolloutView, target: string, prior: ActuationRecord | null, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome> {
@@ -223,6 +290,16 @@ export class Actuation implements TrafficActuation {
       }
     }
   }
+}
+
+/** Where a post-rollout hook's delivery is recorded: beside the targets, as `post-rollout:<hook name>` (no target name has a colon). */
+export const POST_ROLLOUT = 'post-rollout:';
+
+/** The last stage the attempt reached: what a post-rollout hook says it ended on. */
+function lastStageReached(view: RolloutView): number {
+  let last = 0;
+  for (const s of view.stages) if (s.phase !== 'pending') last = s.index;
+  return last;
 }
 
 function sameRecord(a: ActuationRecord, b: ActuationRecord): boolean {

@@ -62,11 +62,31 @@ export const albWeightsTargetSchema = z
     if (t.stableTargetGroupArn === t.canaryTargetGroupArn) ctx.addIssue({ code: 'custom', path: ['canaryTargetGroupArn'], message: 'must differ from stableTargetGroupArn' });
   });
 
-export const targetSchema = z.discriminatedUnion('type', [nginxTargetSchema, lambdaAliasTargetSchema, albWeightsTargetSchema]);
+export const webhookTargetSchema = z
+  .object({
+    type: z.literal('webhook'),
+    /**
+     * A receiver that keeps the split itself (README, "webhook"): GET answers
+     * what it carries, POST asks it to carry a new state. The operator's
+     * outbound allow-list must name its origin.
+     */
+    url: z
+      .string()
+      .max(2_048)
+      .url()
+      .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL'),
+    /** A credential of the operator's outbound configuration bound to the url's origin: hmac signs each request; bearer or basic authorize it. */
+    credential: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'the name of a credential in the operator\'s outbound configuration').optional(),
+    timeoutSeconds: z.number().int().min(1).max(60).default(10),
+  })
+  .strict();
+
+export const targetSchema = z.discriminatedUnion('type', [nginxTargetSchema, lambdaAliasTargetSchema, albWeightsTargetSchema, webhookTargetSchema]);
 export type TargetConfig = z.output<typeof targetSchema>;
 export type NginxTarget = z.output<typeof nginxTargetSchema>;
 export type LambdaAliasTarget = z.output<typeof lambdaAliasTargetSchema>;
 export type AlbWeightsTarget = z.output<typeof albWeightsTargetSchema>;
+export type WebhookTarget = z.output<typeof webhookTargetSchema>;
 
 export const targetsSchema = z
   .record(z.string().regex(TARGET_NAME, 'a target name: lower-case letters, digits and - (at most 63)'), targetSchema)
@@ -76,6 +96,22 @@ export type TargetsConfig = Readonly<Record<string, TargetConfig>>;
 /** The operator's targets, validated; ConfigError naming every bad field otherwise. */
 export function parseTargets(input: unknown): TargetsConfig {
   return parseConfig('actuation targets', targetsSchema, input ?? {});
+}
+
+/**
+ * Why the operator's outbound policy refuses a webhook target (its origin is
+ * not allow-listed, or its credential is bound elsewhere): one line each,
+ * checked when a process starts, so a target that could never be reached is
+ * a configuration error rather than a rollout that fails at its first stage.
+ */
+export function targetOutboundIssues(targets: TargetsConfig, policy: { refuseUrl(url: string, field: string): string | null; refuseCredential(name: string, url: string, field: string): string | null }): string[] {
+  const out: string[] = [];
+  for (const [name, t] of Object.entries(targets)) {
+    if (t.type !== 'webhook') continue;
+    const refused = policy.refuseUrl(t.url, `${name}.url`) ?? (t.credential === undefined ? null : policy.refuseCredential(t.credential, t.url, `${name}.credential`));
+    if (refused) out.push(refused);
+  }
+  return out;
 }
 
 /** Why `version` cannot be a rollout's new version on a Lambda alias; empty when it can. */

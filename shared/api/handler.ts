@@ -16,7 +16,7 @@ import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/co
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
-import type { Leadership, RolloutEngine } from '../rollout/engine.js';
+import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { assignmentOf, trafficJson } from '../rollout/assignment.js';
 import type { RolloutView } from '../rollout/model.js';
@@ -256,7 +256,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
         const [readings, actuations] = await Promise.all([
           hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
-          view.rollout.spec.actuators?.length ? deps.engine.store.actuations(id) : undefined,
+          movesTargets(view) ? deps.engine.store.actuations(id) : undefined,
         ]);
         return { status: 200, body: viewJson(view, readings, actuations) };
       },

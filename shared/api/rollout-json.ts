@@ -1,4 +1,4 @@
-import { queryOf, type ProviderGate } from '../rollout/gate-spec.js';
+import { beforeRolloutHooks, queryOf, type ProviderGate } from '../rollout/gate-spec.js';
 import { currentTally, type GateReading } from '../rollout/gates.js';
 import type { RolloutView } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
@@ -37,7 +37,7 @@ export interface GateJson {
 /** Every provider gate of every stage of the current attempt, with its tally and, given `history`, its recent readings. */
 export function gatesJson(v: RolloutView, history?: readonly GateReading[]): GateJson[] {
   // The spec's before-rollout hooks are read and counted with the first stage.
-  const hooks = v.rollout.spec.hooks ?? [];
+  const hooks = beforeRolloutHooks(v.rollout.spec.hooks);
   return v.rollout.spec.stages.flatMap((stage, index) =>
     [...(index === 0 ? hooks : []), ...(stage.gates.providers ?? [])].map((g) => {
       const status = v.stages[index];

@@ -20,7 +20,8 @@ import type { SecretSource } from '../outbound/secrets.js';
 import { openStores, type StoreBundle, type StoreConfig } from './stores.js';
 import { Actuation } from '../actuation/reconcile.js';
 import type { Actuator } from '../actuation/port.js';
-import type { TargetsConfig } from '../actuation/targets.js';
+import { targetOutboundIssues, type TargetsConfig } from '../actuation/targets.js';
+import { ConfigError } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { actuatorsFor } from './actuators.js';
 
@@ -119,6 +120,8 @@ async function election(c: ControlPlaneConfig, stores: StoreBundle, timings: Ret
 /** Opens (and for PostgreSQL, migrates) the store and wires the control plane over it; nothing runs until the elector is started. */
 export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPlane> {
   const logger = c.logger ?? silentLogger;
+  const unreachable = targetOutboundIssues(c.targets ?? {}, c.outbound ?? OutboundPolicy.none());
+  if (unreachable.length) throw new ConfigError('actuation targets', unreachable);
   const timings = runtimeLeaseTimings(c.timings);
   const stores = await openStores(c.store);
   let chosen: Awaited<ReturnType<typeof election>>;
@@ -130,15 +133,17 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
   }
   const { elector, leadership } = chosen;
   const targets = c.targets ?? {};
-  const actuators = c.actuators ?? actuatorsFor(targets);
-  const actuation = actuators.size ? new Actuation(stores.rollouts, actuators, systemClock, logger) : undefined;
-  const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger, ...(actuation ? { actuation } : {}) });
   const outbound = c.outbound ?? OutboundPolicy.none();
+  const actuators = c.actuators ?? actuatorsFor(targets, { outbound, ...(c.secrets ? { secrets: c.secrets } : {}) });
+  const gateProviders = c.gateProviders ?? defaultGateProviders({ outbound, ...(c.secrets ? { secrets: c.secrets } : {}) });
+  // Always: a spec's post-rollout hooks are sent through it even where no target is declared.
+  const actuation = new Actuation(stores.rollouts, actuators, systemClock, logger, gateProviders.webhook);
+  const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger, actuation });
   const assignmentReads = new AssignmentReads(c.assignmentReadMs ?? 0);
   return {
     stores,
     engine,
-    gateReader: new GateReader(c.gateProviders ?? defaultGateProviders({ outbound, ...(c.secrets ? { secrets: c.secrets } : {}) }), stores.rollouts, { logger }),
+    gateReader: new GateReader(gateProviders, stores.rollouts, { logger }),
     registry: new WorkerRegistry(stores.registry),
     elector,
     leadership,

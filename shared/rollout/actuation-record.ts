@@ -9,7 +9,10 @@ import type { Same } from '../types.js';
  * between the two is found by the next leader's tick (`unsettled`).
  */
 
-export type ActuatorKind = 'nginx' | 'lambdaAlias' | 'albWeights';
+export const ACTUATOR_KINDS = ['nginx', 'lambdaAlias', 'albWeights', 'webhook'] as const;
+export type ActuatorKind = (typeof ACTUATOR_KINDS)[number];
+/** A record's kind: a target's actuator, or a post-rollout hook's delivery (`post-rollout:<hook name>`). */
+export type ActuationRecordKind = ActuatorKind | 'postRolloutHook';
 
 /** Our mark on a target: who put there what it carries. */
 export interface Stamp {
@@ -33,7 +36,7 @@ export type ActuationState = (typeof ACTUATION_STATES)[number];
 export interface ActuationRecord {
   readonly rolloutId: string;
   readonly target: string;
-  readonly kind: ActuatorKind;
+  readonly kind: ActuationRecordKind;
   /** What we aim the target at: the rollout's traffic as committed. */
   readonly attempt: number;
   readonly stage: number | null;
@@ -61,6 +64,8 @@ export interface ActuationRecord {
   readonly driftVersion: number | null;
   /** The rollout has ended and the target carries its end: a tick no longer visits it. */
   readonly settled: boolean;
+  /** A post-rollout hook: the answers counted against its failureLimit and inconclusiveLimit so far. */
+  readonly tries?: { readonly failed: number; readonly inconclusive: number };
 }
 
 const stampSchema = z
@@ -80,7 +85,7 @@ export const actuationRecordSchema = z
   .object({
     rolloutId: z.string().min(1),
     target: z.string().min(1),
-    kind: z.enum(['nginx', 'lambdaAlias', 'albWeights']),
+    kind: z.enum([...ACTUATOR_KINDS, 'postRolloutHook']),
     attempt: z.number().int().min(1),
     stage: z.number().int().nonnegative().nullable(),
     percent: z.number().min(0).max(100),
@@ -94,6 +99,7 @@ export const actuationRecordSchema = z
     updatedAt: z.number().int().nonnegative(),
     driftVersion: z.number().int().nonnegative().nullable(),
     settled: z.boolean(),
+    tries: z.object({ failed: z.number().int().nonnegative(), inconclusive: z.number().int().nonnegative() }).readonly().optional(),
   })
   .readonly();
 const _sameRecord: Same<z.output<typeof actuationRecordSchema>, ActuationRecord> = true;

@@ -18,9 +18,10 @@ export interface TrafficActuation {
   converge(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<readonly unknown[]>;
 }
 
-/** Whether a rollout moves any target. */
+/** Whether a rollout has effects outside the store to carry out: targets to move, post-rollout hooks to send. */
 export function movesTargets(view: Pick<RolloutView, 'rollout'>): boolean {
-  return (view.rollout.spec.actuators?.length ?? 0) > 0;
+  const { spec } = view.rollout;
+  return (spec.actuators?.length ?? 0) > 0 || (spec.hooks?.some((h) => h.hook === 'post-rollout') ?? false);
 }
 
 /** Who leads now: a token to fence writes with, or null. */

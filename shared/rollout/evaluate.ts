@@ -1,3 +1,4 @@
+import { beforeRolloutHooks } from './gate-spec.js';
 import { providerVerdict, type GateReading } from './gates.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import type { Gates } from './spec.js';
@@ -34,8 +35,9 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
     const next = stages.find((s) => s.phase === 'pending');
     if (next && stages.slice(0, next.index).every((s) => s.phase === 'promoted')) {
       // The attempt's first stage waits on the spec's before-rollout hooks (tallied with stage 0, since the attempt began).
-      if (next.index === 0 && rollout.spec.hooks?.length) {
-        const hooks = providerVerdict(rollout.spec.hooks, view.gates, 0, rollout.lastProgressAt);
+      const before = next.index === 0 ? beforeRolloutHooks(rollout.spec.hooks) : [];
+      if (before.length) {
+        const hooks = providerVerdict(before, view.gates, 0, rollout.lastProgressAt);
         if (hooks.kind === 'rollback') return { kind: 'abort', reason: hooks.reason, readings: hooks.readings };
         if (hooks.kind === 'pause') return { kind: 'pause', reason: hooks.reason, readings: hooks.readings };
         if (hooks.kind === 'wait') return deadline(view, now);

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import type { ProviderGate, ProviderType } from './gate-spec.js';
+import { beforeRolloutHooks, type ProviderGate, type ProviderType } from './gate-spec.js';
 import { dueGates, judge, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from './gates.js';
 import { activeStage, withTallies, type RolloutView } from './model.js';
 import type { RolloutStore } from './store.js';
@@ -34,6 +34,8 @@ export interface GateContext {
   readonly newVersion: string;
   readonly stableVersion: string | null;
   readonly labels: Readonly<Record<string, string>>;
+  /** For a post-rollout hook: how the rollout ended. */
+  readonly outcome?: 'completed' | 'rolled_back' | 'aborted';
 }
 
 export type GateProviders = { readonly [T in ProviderType]?: GateProvider<Extract<ProviderGate, { type: T }>> };
@@ -113,7 +115,7 @@ export class GateReader {
       if (view.rollout.state !== 'running') continue;
       const active = activeStage(view);
       // Before the attempt's first stage: its before-rollout hooks (counted with stage 0).
-      const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : view.stages[0]?.phase === 'pending' ? view.rollout.spec.hooks : undefined;
+      const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : view.stages[0]?.phase === 'pending' ? beforeRolloutHooks(view.rollout.spec.hooks) : undefined;
       const stage = active?.index ?? 0;
       if (!gates?.length) continue;
       for (const gate of dueGates(gates, view.gates, stage, view.rollout.lastProgressAt, now)) due.push({ view, stage, gate });
@@ -156,7 +158,7 @@ export class GateReader {
   }
 }
 
-function contextOf(view: RolloutView, index: number, epoch: number | null): GateContext {
+export function contextOf(view: RolloutView, index: number, epoch: number | null): GateContext {
   const { rollout } = view;
   const stage = rollout.spec.stages[index]!;
   const { target } = rollout.spec;

@@ -145,12 +145,16 @@ export const cloudwatchMetricGateSchema = z
  *   rollback           2xx fails (roll back now); 4xx passes
  *   confirm-rollout,   (the spec's `hooks`, before the first stage of an attempt:
  *   pre-rollout        no traffic moves until they pass) 2xx passes; 4xx fails
+ *   post-rollout       (the spec's `hooks`, once the rollout has ended: completed,
+ *                      rolled back or aborted) sent until a 2xx, counted against
+ *                      the same limits; it changes nothing about the rollout
  * Anything else (3xx, 5xx, a timeout, no answer) is inconclusive.
  */
-export const WEBHOOK_HOOKS = ['confirm-promotion', 'rollback', 'confirm-rollout', 'pre-rollout'] as const;
+export const WEBHOOK_HOOKS = ['confirm-promotion', 'rollback', 'confirm-rollout', 'pre-rollout', 'post-rollout'] as const;
 /** Hooks a stage's gates take; the others are asked once per attempt, before its first stage (the spec's `hooks`). */
 export const STAGE_HOOKS: readonly (typeof WEBHOOK_HOOKS)[number][] = ['confirm-promotion', 'rollback'];
 export const BEFORE_ROLLOUT_HOOKS: readonly (typeof WEBHOOK_HOOKS)[number][] = ['confirm-rollout', 'pre-rollout'];
+export const SPEC_HOOKS: readonly (typeof WEBHOOK_HOOKS)[number][] = [...BEFORE_ROLLOUT_HOOKS, 'post-rollout'];
 export const webhookGateSchema = z
   .object({
     type: z.literal('webhook'),
@@ -178,7 +182,7 @@ export const providerGatesSchema = z
   .max(MAX_PROVIDER_GATES)
   .superRefine((gates, ctx) => {
     gates.forEach((g, i) => {
-      if (g.type === 'webhook' && !STAGE_HOOKS.includes(g.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${g.hook} is asked before the first stage: declare it in the spec's hooks, not in a stage's gates` });
+      if (g.type === 'webhook' && !STAGE_HOOKS.includes(g.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${g.hook} is asked ${g.hook === 'post-rollout' ? 'once the rollout ends' : 'before the first stage'}: declare it in the spec's hooks, not in a stage's gates` });
     });
     const names = new Set<string>();
     gates.forEach((g, i) => {
@@ -187,15 +191,19 @@ export const providerGatesSchema = z
     });
   });
 
-/** The spec's `hooks`: asked before the first stage of each attempt; traffic moves only once all pass. */
-export const beforeRolloutHooksSchema = z
+/**
+ * The spec's `hooks`: confirm-rollout and pre-rollout are asked before the
+ * first stage of each attempt (traffic moves only once all pass);
+ * post-rollout is sent once the rollout has ended.
+ */
+export const specHooksSchema = z
   .array(webhookGateSchema)
   .min(1)
   .max(5)
   .superRefine((hooks, ctx) => {
     const names = new Set<string>();
     hooks.forEach((h, i) => {
-      if (!BEFORE_ROLLOUT_HOOKS.includes(h.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${h.hook} is a stage's gate: declare it in the stages' gates.providers; here: ${BEFORE_ROLLOUT_HOOKS.join(' or ')}` });
+      if (!SPEC_HOOKS.includes(h.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${h.hook} is a stage's gate: declare it in the stages' gates.providers; here: ${SPEC_HOOKS.join(', ')}` });
       if (names.has(h.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate hook name "${h.name}"` });
       names.add(h.name);
     });
@@ -205,6 +213,16 @@ export type PrometheusGate = z.output<typeof prometheusGateSchema>;
 export type CloudwatchAlarmGate = z.output<typeof cloudwatchAlarmGateSchema>;
 export type CloudwatchMetricGate = z.output<typeof cloudwatchMetricGateSchema>;
 export type WebhookGate = z.output<typeof webhookGateSchema>;
+
+/** The spec's hooks asked before the first stage of an attempt (counted with stage 0). */
+export function beforeRolloutHooks(hooks: readonly WebhookGate[] | undefined): readonly WebhookGate[] {
+  return hooks?.filter((h) => BEFORE_ROLLOUT_HOOKS.includes(h.hook)) ?? [];
+}
+
+/** The spec's hooks sent once the rollout has ended. */
+export function postRolloutHooks(hooks: readonly WebhookGate[] | undefined): readonly WebhookGate[] {
+  return hooks?.filter((h) => h.hook === 'post-rollout') ?? [];
+}
 export type ProviderGate = z.output<typeof providerGateSchema>;
 export type ProviderType = ProviderGate['type'];
 export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric', 'webhook'] as const satisfies readonly ProviderType[];

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { beforeRolloutHooksSchema, providerGatesSchema, type WebhookGate } from './gate-spec.js';
+import { specHooksSchema, providerGatesSchema, type WebhookGate } from './gate-spec.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -69,8 +69,8 @@ const common = {
    * The operator's targets (by name, actuation/targets.ts) this rollout moves. Absent rather than
    * empty by default: a spec stored before actuation existed reads back equal to the same spec parsed now.
    */
-  /** confirm-rollout and pre-rollout hooks: asked before the first stage of each attempt (gate-spec.ts). */
-  hooks: beforeRolloutHooksSchema.optional(),
+  /** confirm-rollout and pre-rollout hooks: asked before the first stage of each attempt; post-rollout: sent once it has ended (gate-spec.ts). */
+  hooks: specHooksSchema.optional(),
   actuators: z
     .array(z.string().regex(TARGET_NAME, 'a target name: lower-case letters, digits and - (at most 63)'))
     .min(1)

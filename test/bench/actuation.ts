@@ -1,5 +1,5 @@
 /**
- * npm run bench -- actuation [--rollouts N] [--warmup-rollouts N] [--seconds S] [--rounds N] [--connections C] [--window-ms MS] [--parts actuation,assignment,openfeature]
+ * npm run bench -- actuation [--rollouts N] [--warmup-rollouts N] [--seconds S] [--rounds N] [--connections C] [--window-ms MS] [--parts actuation,assignment,openfeature] [--node-cpu-prof DIR]
  *
  * Three figures, each beside its raw floor taken in the same run:
  *
@@ -59,6 +59,8 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '16' },
     'window-ms': { type: 'string', default: '1000' },
     parts: { type: 'string', default: 'actuation,assignment,openfeature' },
+    /** Write the node's CPU profile (V8 .cpuprofile) here, to see where an assignment request's time goes. */
+    'node-cpu-prof': { type: 'string' },
   },
 });
 const ROLLOUTS = Number(args.rollouts);
@@ -259,7 +261,8 @@ function started(child: ChildProcess, url: string, ready: string): Promise<Child
 async function serveNode(databaseUrl: string): Promise<Child> {
   const port = await freePort();
   const flags = ['serve', '--node-id', 'bench', '--port', String(port), '--database-url', databaseUrl, '--rate-limit', '0', '--rate-limit-per-credential', '0', '--tick-interval', '1'];
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const profile = args['node-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', resolve(args['node-cpu-prof'])] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   return started(child, `http://127.0.0.1:${port}`, '"event":"serving"');
 }
 

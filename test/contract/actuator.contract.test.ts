@@ -1,6 +1,7 @@
 /**
  * The actuator port's contract: every actuator, over its real target (nginx;
- * Lambda aliases and ELBv2 rules on moto), passes the same cases. Decisions
+ * Lambda aliases and ELBv2 rules on moto; a webhook receiver with and
+ * without revisions), passes the same cases. Decisions
  * are the reconciler's `decide`, as in production: an actuator only reads and
  * writes, and these cases show that what it reads is enough to decide right.
  */
@@ -11,10 +12,11 @@ import type { ActuatorFixture, ActuatorUnderTest } from '../support/actuators/fi
 import { albWeightsFixture } from '../support/actuators/alb-weights.js';
 import { lambdaAliasFixture } from '../support/actuators/lambda-alias.js';
 import { nginxFixture } from '../support/actuators/nginx.js';
+import { webhookFixture } from '../support/actuators/webhook.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL;
 if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
-const fixtures: ActuatorFixture[] = [nginxFixture(), albWeightsFixture(moto), lambdaAliasFixture(moto)];
+const fixtures: ActuatorFixture[] = [nginxFixture(), albWeightsFixture(moto), lambdaAliasFixture(moto), webhookFixture({ revisions: true }), webhookFixture({ revisions: false })];
 
 describe.each(fixtures.map((f) => [f.kind, f] as const))('actuator contract: %s', (_kind, fixture) => {
   let t: ActuatorUnderTest;

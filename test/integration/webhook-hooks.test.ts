@@ -13,7 +13,8 @@ import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { OperatorSecrets } from '../../shared/outbound/secrets.js';
-import { createRollout } from '../../shared/rollout/commands.js';
+import { Actuation, POST_ROLLOUT } from '../../shared/actuation/reconcile.js';
+import { createRollout, runCommand } from '../../shared/rollout/commands.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { GateReader } from '../../shared/rollout/gate-reader.js';
 import { BatchPromoter } from '../../shared/rollout/promoters.js';
@@ -72,9 +73,10 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
 
   function promoter() {
     const clock = new ManualClock();
-    const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
-    const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'hooks', clock, ...LEASE });
     const provider = new WebhookProvider({ outbound: new OutboundHttp(policy()), secrets: new OperatorSecrets({ env: { HOOK_SECRET: SECRET } }), now: () => clock.now() });
+    // No targets: the actuation only sends post-rollout hooks.
+    const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock, actuation: new Actuation(backend.rollouts, new Map(), clock, undefined, provider) });
+    const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'hooks', clock, ...LEASE });
     const batch = new BatchPromoter(engine, campaignEachTime(elector), { reader: new GateReader({ webhook: provider }, backend.rollouts, { clock }) });
     return { clock, engine, batch, elector };
   }
@@ -176,9 +178,64 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     expect(aborted.detail).toMatchObject({ percent: 0, readings: [expect.objectContaining({ gate: 'confirm-rollout', outcome: 'fail', value: 403 })] });
   });
 
+  it('post-rollout: registered while the rollout runs, sent once it has ended (signed, with its outcome and idempotency key), and never again', async () => {
+    answer['post-rollout'] = 204;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: { ...spec([]), hooks: [hook('post-rollout', { metadata: { channel: 'deploys' } })] }, actor: 'alice' });
+    await p.batch.tick(); // activates the canary: the hook is registered, not sent
+    expect(received).toEqual([]);
+    expect(await backend.rollouts.actuations(id)).toEqual([expect.objectContaining({ target: `${POST_ROLLOUT}post-rollout`, kind: 'postRolloutHook', state: 'pending', settled: false })]);
+    expect(await backend.rollouts.unsettledActuations(100)).toContain(id);
+    p.clock.advance(60_000);
+    await p.batch.tick(); // the bake is over: promoted, completed, and the hook sent
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('completed');
+    expect(received).toHaveLength(1);
+    expect(received[0]!.verified).toBe(true);
+    expect(received[0]!.payload).toMatchObject({ hook: 'post-rollout', rolloutId: id, attempt: 1, stage: { index: 1, name: 'all' }, outcome: 'completed', newVersion: 'v2', stableVersion: 'v1', metadata: { channel: 'deploys' }, idempotencyKey: `${id}:1:1:post-rollout` });
+    expect(await backend.rollouts.actuations(id)).toEqual([expect.objectContaining({ state: 'converged', settled: true, appliedAt: expect.any(Number) as unknown })]);
+    expect(await backend.rollouts.unsettledActuations(100)).not.toContain(id);
+    p.clock.advance(60_000);
+    await p.batch.tick();
+    expect(received).toHaveLength(1);
+  });
+
+  it('post-rollout: an end committed by a process that crashed before sending is sent by the next tick, with the outcome aborted', async () => {
+    answer['post-rollout'] = 200;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: { ...spec([]), hooks: [hook('post-rollout')] }, actor: 'alice' });
+    await p.batch.tick();
+    // The abort is committed by an engine that carries nothing out (the process that died right after its commit).
+    const bare = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock: p.clock });
+    await runCommand(bare, (await campaignEachTime(p.elector)())!, { rolloutId: id, command: 'abort', actor: 'alice', reason: 'wrong build' });
+    expect(received).toEqual([]);
+    await p.batch.tick();
+    expect(received.map((r) => [r.payload.hook, r.payload.outcome, r.payload.stage.index])).toEqual([['post-rollout', 'aborted', 0]]);
+  });
+
+  it('post-rollout: a receiver that cannot answer is tried again each interval; past inconclusiveLimit we give up, recorded, and the rollout is untouched', async () => {
+    answer['post-rollout'] = 503;
+    const p = promoter();
+    const { id } = await createRollout(p.engine, { spec: { ...spec([]), hooks: [hook('post-rollout', { inconclusiveLimit: 1 })] }, actor: 'alice' });
+    await p.batch.tick();
+    await runCommand(p.engine, (await campaignEachTime(p.elector)())!, { rolloutId: id, command: 'abort', actor: 'alice' });
+    expect(received).toHaveLength(1);
+    await p.batch.tick(); // within the interval: not sent again
+    expect(received).toHaveLength(1);
+    p.clock.advance(10_000);
+    await p.batch.tick();
+    expect(received).toHaveLength(2);
+    const [record] = await backend.rollouts.actuations(id);
+    expect(record).toMatchObject({ state: 'failed', settled: true, tries: { failed: 0, inconclusive: 2 }, reason: expect.stringMatching(/post-rollout hook post-rollout: HTTP 503 .*given up after 2 tries/) as unknown });
+    p.clock.advance(10_000);
+    await p.batch.tick();
+    expect(received).toHaveLength(2);
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('aborted');
+  });
+
   it('hooks are declared where they are asked: a stage hook among the spec\'s hooks, or the reverse, is refused naming the field', () => {
     expect(() => parseRolloutSpec({ ...spec([]), hooks: [hook('rollback')] })).toThrow(/hooks\.0\.hook: rollback is a stage's gate/);
     expect(() => parseRolloutSpec(spec([hook('pre-rollout')]))).toThrow(/stages\.0\.gates\.providers\.0\.hook: pre-rollout is asked before the first stage/);
+    expect(() => parseRolloutSpec(spec([hook('post-rollout')]))).toThrow(/stages\.0\.gates\.providers\.0\.hook: post-rollout is asked once the rollout ends/);
     expect(() => parseRolloutSpec({ ...spec([hook('confirm-promotion')]), hooks: [hook('confirm-rollout', { name: 'confirm-promotion' })] })).toThrow(/hooks\.0\.name: "confirm-promotion" is also a gate of the first stage/);
   });
 

@@ -8,7 +8,7 @@ import {
   type Action,
   type ElasticLoadBalancingV2Client,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { outranks, parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
+import { outranks, parseStamp, sameReading, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
 import type { AlbWeightsTarget } from '../../actuation/targets.js';
 
 /**
@@ -217,11 +217,6 @@ export class AlbWeightsActuator implements Actuator {
 }
 
 /** What a caller decided on still holds: same split, same stamp. */
-function sameReading(a: Observed, b: Observed): boolean {
-  const stamp = (s: Stamp | null) => (s === null ? null : stampText(s));
-  return a.percent === b.percent && a.final === b.final && (a.foreignSplit ?? null) === (b.foreignSplit ?? null) && stamp(a.stamp) === stamp(b.stamp);
-}
-
 /** An action as described, in the shape ModifyRule takes back: ELBv2 never returns an OIDC client secret, so the one in place is kept. */
 function resendable(a: Action): Action {
   if (a.Type !== 'authenticate-oidc' || a.AuthenticateOidcConfig === undefined) return a;

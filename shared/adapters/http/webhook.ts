@@ -1,10 +1,10 @@
 import { mapLimit } from '../../concurrency.js';
-import { signatureHeader } from '../../auth/signature.js';
 import { OutboundPolicy, OutboundRefusedError, type Credential } from '../../outbound/policy.js';
 import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../outbound/secrets.js';
 import type { WebhookGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
+import { credentialHeaders, scrubbed } from './credentials.js';
 import { OutboundHttp, type OutboundClient } from './outbound.js';
 
 /**
@@ -39,6 +39,8 @@ export interface HookPayload {
   readonly labels: Readonly<Record<string, string>>;
   readonly metadata: Readonly<Record<string, string>>;
   readonly idempotencyKey: string;
+  /** post-rollout: how the rollout ended. */
+  readonly outcome?: 'completed' | 'rolled_back' | 'aborted';
   /** When we sent it, ISO 8601. */
   readonly sentAt: string;
 }
@@ -85,43 +87,24 @@ export class WebhookProvider implements GateProvider<WebhookGate> {
         labels: ctx.labels,
         metadata: gate.metadata ?? {},
         idempotencyKey: `${ctx.rolloutId}:${ctx.attempt}:${ctx.stage.index}:${gate.hook}`,
+        ...(ctx.outcome ? { outcome: ctx.outcome } : {}),
         sentAt: new Date(this.now()).toISOString(),
       };
       const body = JSON.stringify(payload);
       const headers = await this.authorized(gate.credential === undefined ? null : policy.credential(gate.credential), body, { 'content-type': 'application/json', accept: 'application/json', 'idempotency-key': payload.idempotencyKey }, sent);
       const res = await deadline(gate.timeoutSeconds * 1000, signal, (s) => this.outbound.request({ url: gate.url, method: 'POST', headers, body, signal: s }));
-      return scrub({ kind: 'http', status: res.status, answer: `HTTP ${res.status} ${res.text}`.trim() }, sent);
+      return scrubbed({ kind: 'http', status: res.status, answer: `HTTP ${res.status} ${res.text}`.trim() }, sent);
     } catch (err) {
-      return scrub({ kind: 'error', message: `${gate.hook} hook ${host}: ${reason(err)}`, answer: '' }, sent);
+      return scrubbed({ kind: 'error', message: `${gate.hook} hook ${host}: ${reason(err)}`, answer: '' }, sent);
     }
   }
 
-  private async authorized(cred: Credential | null, body: string, headers: Record<string, string>, sent: string[]): Promise<Record<string, string>> {
-    if (cred === null) return headers;
-    switch (cred.type) {
-      case 'hmac': {
-        const secret = await this.secrets.get(cred.secret);
-        sent.push(secret);
-        return { ...headers, 'rollout-signature': signatureHeader(cred.keyId, secret, body, this.now()) };
-      }
-      case 'bearer': {
-        const token = await this.secrets.get(cred.token);
-        sent.push(token);
-        return { ...headers, authorization: `Bearer ${token}` };
-      }
-      case 'basic': {
-        const password = await this.secrets.get(cred.password);
-        const value = `Basic ${Buffer.from(`${cred.username}:${password}`).toString('base64')}`;
-        sent.push(password, value.slice(6));
-        return { ...headers, authorization: value };
-      }
-      case 'sigv4':
-        throw new OutboundRefusedError('a sigv4 credential signs for Amazon Managed Service for Prometheus only; a hook takes an hmac, bearer or basic one');
-    }
+  private authorized(cred: Credential | null, body: string, headers: Record<string, string>, sent: string[]): Promise<Record<string, string>> {
+    return credentialHeaders(cred, { secrets: this.secrets, body, headers, now: this.now(), accepts: ['hmac', 'bearer', 'basic'], refusal: 'a sigv4 credential signs for Amazon Managed Service for Prometheus only; a hook takes an hmac, bearer or basic one' }, sent);
   }
 }
 
-function safeHost(url: string): string {
+export function safeHost(url: string): string {
   try {
     return new URL(url).host;
   } catch {
@@ -129,14 +112,7 @@ function safeHost(url: string): string {
   }
 }
 
-function scrub(result: ProviderResult, sent: readonly string[]): ProviderResult {
-  const secrets = sent.filter((s) => s.length >= 4);
-  if (!secrets.length) return result;
-  const cut = (text: string) => secrets.reduce((t, s) => t.split(s).join('[redacted]'), text);
-  return result.kind === 'error' ? { ...result, message: cut(result.message), answer: cut(result.answer) } : { ...result, answer: cut(result.answer) };
-}
-
-function reason(err: unknown): string {
+export function reason(err: unknown): string {
   if (err instanceof SecretNotFoundError) return `credential: ${err.message}`;
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
   const base = err instanceof Error ? err.message : String(err);

@@ -5,6 +5,7 @@ import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../o
 import type { PrometheusGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
+import { credentialHeaders, scrubbed } from '../http/credentials.js';
 import { OutboundHttp, type OutboundClient } from '../http/outbound.js';
 import { sigv4Headers } from '../http/sigv4.js';
 
@@ -98,44 +99,26 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
     return res.text;
   }
 
-  private async authorized(cred: Credential | null, url: string, body: string, headers: Record<string, string>, sent: string[]): Promise<Record<string, string>> {
-    if (cred === null) return headers;
-    switch (cred.type) {
-      case 'basic': {
-        const password = await this.secrets.get(cred.password);
-        const value = `Basic ${Buffer.from(`${cred.username}:${password}`).toString('base64')}`;
-        sent.push(password, value.slice(6));
-        return { ...headers, authorization: value };
-      }
-      case 'bearer': {
-        const token = await this.secrets.get(cred.token);
-        sent.push(token);
-        return { ...headers, authorization: `Bearer ${token}` };
-      }
-      case 'hmac':
-        throw new OutboundRefusedError('an hmac credential signs webhook hooks; a Prometheus gate takes a basic, bearer or sigv4 one');
-      case 'sigv4': {
-        const signed = await this.sign({ service: 'aps', region: cred.region }, { method: 'POST', url: new URL(url), headers, body });
-        for (const [k, v] of Object.entries(signed)) if (/^(authorization|x-amz-security-token)$/i.test(k)) sent.push(v);
-        return signed;
-      }
-    }
+  private authorized(cred: Credential | null, url: string, body: string, headers: Record<string, string>, sent: string[]): Promise<Record<string, string>> {
+    return credentialHeaders(
+      cred,
+      {
+        secrets: this.secrets,
+        body,
+        headers,
+        now: Date.now(),
+        accepts: ['basic', 'bearer', 'sigv4'],
+        refusal: 'an hmac credential signs webhook hooks; a Prometheus gate takes a basic, bearer or sigv4 one',
+        sigv4: (region, h) => this.sign({ service: 'aps', region }, { method: 'POST', url: new URL(url), headers: h, body }),
+      },
+      sent,
+    );
   }
 
   private forget(cred: Credential | null): void {
     if (cred?.type === 'basic') this.secrets.forget(cred.password);
     if (cred?.type === 'bearer') this.secrets.forget(cred.token);
   }
-}
-
-/** Every occurrence of what was sent, cut from what a reading keeps. */
-function scrubbed(result: ProviderResult, sent: readonly string[]): ProviderResult {
-  const secrets = sent.filter((s) => s.length >= 4);
-  if (!secrets.length) return result;
-  const cut = (text: string) => secrets.reduce((t, s) => t.split(s).join('[redacted]'), text);
-  const out: Record<string, unknown> = { ...result, answer: cut(result.answer) };
-  if ('message' in result) out.message = cut(result.message);
-  return out as unknown as ProviderResult;
 }
 
 interface QueryResponse {

@@ -10,7 +10,7 @@ import { errorMessage } from '../../log.js';
 import { PublicError } from '../../errors.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { actuationJson, gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
-import { RolloutEngine } from '../../rollout/engine.js';
+import { movesTargets, RolloutEngine } from '../../rollout/engine.js';
 import type { HandleResult } from '../../rollout/promoters.js';
 import { PostgresRolloutStore } from '../../adapters/postgres/rollout-store.js';
 import { toInt, toMillis } from '../../adapters/postgres/sql.js';
@@ -339,7 +339,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
       }),
       gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
       actuators,
-      actuation: actuators.length ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
+      actuation: movesTargets(v) ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
       ...(fleet?.rolloutId === id ? { fleet: fleet.view() } : {}),
     });
   }
