@@ -31,7 +31,7 @@
  * Needs nginx, wrk and moto (ROLLOUT_MOTO_URL). Last line: one JSON object.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setImmediate as yieldNow } from 'node:timers/promises';
@@ -48,6 +48,7 @@ import { createRollout, runCommand } from '../../shared/rollout/commands.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { freshDatabase, openBackend, type LeaseBackend } from '../support/backends.js';
 import { clock, lambdaTargets, nginxTargets, Observer, type BenchTarget } from './actuation-targets.js';
+import { builtCli } from './built.js';
 import { percentile, round3 } from './raw.js';
 
 const { values: args } = parseArgs({
@@ -262,7 +263,8 @@ async function serveNode(databaseUrl: string): Promise<Child> {
   const port = await freePort();
   const flags = ['serve', '--node-id', 'bench', '--port', String(port), '--database-url', databaseUrl, '--rate-limit', '0', '--rate-limit-per-credential', '0', '--tick-interval', '1'];
   const profile = args['node-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', resolve(args['node-cpu-prof'])] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  // As a user runs it: the built package (npm run build), not the sources through a loader.
+  const child = spawn(process.execPath, [...profile, builtCli(), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   return started(child, `http://127.0.0.1:${port}`, '"event":"serving"');
 }
 
@@ -321,6 +323,12 @@ async function wrk(url: string, script: string, seconds: number, connections: nu
   return Number(rps[1]);
 }
 
+/** User + system CPU a child has used, from /proc (clock ticks of 10 ms). */
+function cpuSeconds(c: Child): number {
+  const fields = readFileSync(`/proc/${c.process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 async function assignmentPart(node: Child): Promise<Record<string, number | number[]>> {
   const dir = mkdtempSync(join(tmpdir(), 'rollout-bench-actuation-'));
   const script = join(dir, 'distinct.lua');
@@ -332,14 +340,24 @@ async function assignmentPart(node: Child): Promise<Record<string, number | numb
   onSignal.add(stopBare);
   const ours: number[] = [];
   const floor: number[] = [];
+  const cpuNode: number[] = [];
+  const cpuBare: number[] = [];
   try {
     // Warm-up: compiled code, the node's connection pool and PostgreSQL's plan cache out of the figures.
     await wrk(node.url, script, 2, 4);
     await wrk(bare.url, script, 1, 4);
     for (let i = 0; i < ROUNDS; i++) {
       const pair: [Child, number[]][] = i % 2 ? [[bare, floor], [node, ours]] : [[node, ours], [bare, floor]];
-      for (const [c, into] of pair) into.push(await wrk(c.url, script, SECONDS, CONNECTIONS));
-      console.log(`assignment round ${i + 1}: node ${ours.at(-1)!.toFixed(0)} req/s, bare Node server ${floor.at(-1)!.toFixed(0)} req/s`);
+      const cpu = new Map<Child, number>();
+      for (const [c, into] of pair) {
+        const before = cpuSeconds(c);
+        const rps = await wrk(c.url, script, SECONDS, CONNECTIONS);
+        into.push(rps);
+        cpu.set(c, ((cpuSeconds(c) - before) / (rps * SECONDS)) * 1e6);
+      }
+      cpuNode.push(cpu.get(node)!);
+      cpuBare.push(cpu.get(bare)!);
+      console.log(`assignment round ${i + 1}: node ${ours.at(-1)!.toFixed(0)} req/s (${cpu.get(node)!.toFixed(1)} µs CPU a request), bare Node server ${floor.at(-1)!.toFixed(0)} req/s (${cpu.get(bare)!.toFixed(1)} µs)`);
     }
   } finally {
     onSignal.delete(stopBare);
@@ -348,7 +366,7 @@ async function assignmentPart(node: Child): Promise<Record<string, number | numb
   }
   const ratio = med(ours) / med(floor);
   console.log(`assignment     median node ${med(ours).toFixed(0)} req/s, bare Node server ${med(floor).toFixed(0)} req/s: ${ratio.toFixed(3)}× (goal ≥ 0.5×)`);
-  return { node_rps: ours.map(round3), bare_rps: floor.map(round3), node_median_rps: round3(med(ours)), bare_median_rps: round3(med(floor)), ratio: round3(ratio), goal: 0.5, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS };
+  return { node_rps: ours.map(round3), bare_rps: floor.map(round3), node_median_rps: round3(med(ours)), bare_median_rps: round3(med(floor)), ratio: round3(ratio), goal: 0.5, node_cpu_us_per_request: round3(med(cpuNode)), bare_cpu_us_per_request: round3(med(cpuBare)), seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS };
 }
 
 // ----------------------------------------------------------- 3. OpenFeature

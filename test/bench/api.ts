@@ -17,6 +17,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { freePort } from '../../infra/local/processes.js';
 import { mintToken } from '../../shared/auth/tokens.js';
+import { builtCli } from './built.js';
 import { percentile, round3 } from './raw.js';
 
 const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '5' }, connections: { type: 'string', default: '16' } } });
@@ -37,7 +38,8 @@ interface Node {
 async function start(auth: boolean): Promise<Node> {
   const port = await freePort();
   const flags = ['start', '--data-dir', 'memory', '--no-demo', '--port', String(port), '--node-id', auth ? 'with-auth' : 'without-auth', '--rate-limit', '0', '--rate-limit-per-credential', '0', ...(auth ? ['--auth-tokens-file', join(dir, 'tokens')] : [])];
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  // As a user runs it: the built package.
+  const child = spawn(process.execPath, [builtCli(), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   const url = `http://127.0.0.1:${port}`;
   await new Promise<void>((ready, fail) => {
     child.once('exit', (code) => fail(new Error(`node exited with ${code}`)));

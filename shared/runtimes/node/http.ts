@@ -127,14 +127,17 @@ export async function serveApi(
     void (async () => {
       const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
         if (res.headersSent) return;
-        if (status === 304) res.writeHead(status, headers).end(); // no body, by definition
-        else if (body instanceof RawBody) res.writeHead(status, { 'content-type': body.contentType, ...headers }).end(body.text);
-        else res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+        if (status === 304) return void res.writeHead(status, headers).end(); // no body, by definition
+        const [type, text] = body instanceof RawBody ? [body.contentType, body.text] : ['application/json', JSON.stringify(body)];
+        // A length, not chunked encoding: one write per answer instead of a body and a terminating chunk.
+        res.writeHead(status, { 'content-type': type, 'content-length': String(Buffer.byteLength(text)), ...headers }).end(text);
       };
       try {
         const url = new URL(req.url ?? '/', 'http://local');
-        const body = await readBody(req, limits.maxBodyBytes);
-        const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, [v].flat().join(', ')]));
+        // No length and no chunks: no body to wait for (most reads).
+        const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : await readBody(req, limits.maxBodyBytes);
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = typeof v === 'string' ? v : v.join(', ');
         const out = await handle({
           method: req.method ?? 'GET',
           path: url.pathname,

@@ -94,12 +94,43 @@ export function final(res: ApiResponse): boolean {
 
 /** The store's answer, or an error once `ms` have passed without one (the query goes on, bounded by the pool's own timeouts). */
 function within<T>(ms: number, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new PublicError(`no answer within ${ms} ms`)), ms);
+  return new Promise<T>((resolve, reject) => {
+    const late = { reject: () => reject(new PublicError(`no answer within ${ms} ms`)) };
+    const slot = lateSlot(ms);
+    slot.add(late);
+    work.then(
+      (v) => {
+        slot.delete(late);
+        resolve(v);
+      },
+      (err: unknown) => {
+        slot.delete(late);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
   });
-  work.catch(() => undefined);
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The reads due to give up in the same tenth of a second, `ms` from now:
+ * one timer per slot rather than one per request (an assignment answered
+ * from memory would pay more for its timer than for its answer); a read that
+ * settles leaves its slot.
+ */
+const SLOT_MS = 100;
+const slots = new Map<number, Set<{ reject(): void }>>();
+function lateSlot(ms: number): Set<{ reject(): void }> {
+  const at = Math.ceil((Date.now() + ms) / SLOT_MS);
+  let slot = slots.get(at);
+  if (!slot) {
+    const pending = new Set<{ reject(): void }>();
+    slots.set(at, (slot = pending));
+    setTimeout(() => {
+      slots.delete(at);
+      for (const late of pending) late.reject();
+    }, at * SLOT_MS - Date.now()).unref();
+  }
+  return slot;
 }
 
 /** The ways this node's configuration proves identity (none: authentication off); signatures seen are kept in `sql`. */

@@ -60,6 +60,8 @@ export class ControlPlaneNode {
   private readonly batch: BatchPromoter;
   private readonly timers: NodeJS.Timeout[] = [];
   private stopping = false;
+  /** The API over the pool: built once, not per request. */
+  private pooledApi: ReturnType<typeof apiHandler> | undefined;
 
   private constructor(
     readonly config: NodeConfig,
@@ -250,7 +252,7 @@ export class ControlPlaneNode {
 
   /** The shared API over the pool, or over one request's transaction `tx` with its engine (a write with an Idempotency-Key). */
   api(over?: { tx: Sql; engine: RolloutEngine; afterCommit: (fn: () => Promise<void>) => void }): ReturnType<typeof apiHandler> {
-    if (!over) return this.plane.api({ workQueue: () => new LedgerSender(this.wake) });
+    if (!over) return (this.pooledApi ??= this.plane.api({ workQueue: () => new LedgerSender(this.wake) }));
     const { leases, ledger } = sqlStores(over.tx);
     return this.plane.api({ workQueue: () => new LedgerSender(this.wake, over.afterCommit), over: { engine: over.engine, leases, ledger } });
   }
