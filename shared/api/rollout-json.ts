@@ -1,6 +1,6 @@
 import { beforeRolloutHooks, queryOf, type ProviderGate } from '../rollout/gate-spec.js';
 import { currentTally, type GateReading } from '../rollout/gates.js';
-import type { RolloutView } from '../rollout/model.js';
+import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 
 /**
@@ -62,8 +62,36 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
   );
 }
 
+/** What was applied to one target (or sent as a post-rollout hook), as the API shows it. */
+export interface ActuationJson {
+  readonly target: string;
+  readonly kind: ActuationRecord['kind'];
+  readonly state: ActuationRecord['state'];
+  readonly attempt: number;
+  readonly stage: number | null;
+  readonly percent: number;
+  readonly final: boolean;
+  readonly epoch: number;
+  /** ISO 8601. */
+  readonly appliedAt: string | null;
+  readonly updatedAt: string | null;
+  readonly observed: ActuationRecord['observed'];
+  readonly reason: string | null;
+  readonly settled: boolean;
+}
+
+/** A rollout as `GET /rollouts/{id}` answers it (`gates` with readings, `actuation` where it has effects outside the store). */
+export interface RolloutJson extends Rollout {
+  readonly stages: readonly StageStatus[];
+  /** Pushed metrics by stage index. */
+  readonly metrics: Readonly<Record<string, StageMetrics>>;
+  readonly alarms: Readonly<Record<string, AlarmState>>;
+  readonly gates: readonly GateJson[];
+  readonly actuation?: readonly ActuationJson[];
+}
+
 /** What was applied to each target (a rollout that moves targets), and when, as the API shows it. */
-export function actuationJson(records: readonly ActuationRecord[]): unknown[] {
+export function actuationJson(records: readonly ActuationRecord[]): ActuationJson[] {
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return records.map((r) => ({
     target: r.target,
@@ -82,6 +110,6 @@ export function actuationJson(records: readonly ActuationRecord[]): unknown[] {
   }));
 }
 
-export function viewJson(v: RolloutView, history?: readonly GateReading[], actuations?: readonly ActuationRecord[]): unknown {
+export function viewJson(v: RolloutView, history?: readonly GateReading[], actuations?: readonly ActuationRecord[]): RolloutJson {
   return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms, gates: gatesJson(v, history), ...(actuations ? { actuation: actuationJson(actuations) } : {}) };
 }

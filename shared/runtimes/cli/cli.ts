@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { readFileSync } from 'node:fs';
-import type { GateJson } from '../../api/rollout-json.js';
+import { readFileSync, realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
+import { RolloutClient, RolloutWaitTimeoutError } from '../../client/client.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
-import { ApiError, call } from './client.js';
+import { ApiError, call, type Target } from '../../client/transport.js';
 import { SimulatedComputeHint } from '../../drain/compute-hint.js';
 import { ConfigError } from '../../errors.js';
 import { errorMessage, type Logger } from '../../log.js';
@@ -17,8 +19,39 @@ import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from 
 
 /**
  * The `rollout` command. Exit codes: 0 done (or stopped, or drained), 1 a
- * runtime failure, 2 bad flags or configuration.
+ * runtime failure, 2 bad flags or configuration; `rollouts status`: 0
+ * completed, 1 rolled back or aborted, 3 still going at --timeout.
  */
+
+/** The package's version, from its package.json (two levels above this file in the sources and in dist/). */
+function packageVersion(): string {
+  for (const up of ['../../../package.json', '../../../../package.json']) {
+    try {
+      const p = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (p.name === 'rollout-control-plane' && p.version) return p.version;
+    } catch {
+      // not there: the other layout
+    }
+  }
+  return 'unknown';
+}
+
+/** An exit code a command chose (not an error): `rollouts status` says how the rollout ended. */
+export class ExitCode extends Error {
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
+}
+
+/** `30m`, `90s`, `2h`, `1500ms` or a number of seconds, as milliseconds. */
+export function duration(name: string): (v: string) => number {
+  return (v) => {
+    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(v.trim());
+    if (!m) throw new InvalidArgumentError(`${name}: a duration such as 30m, 90s, 2h or 1500ms, not "${v}"`);
+    const n = Number(m[1]);
+    return Math.round(n * { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h']);
+  };
+}
 
 function stderrLogger(json: boolean): Logger {
   const line = (level: string) => (message: string, extra?: Record<string, unknown>) => {
@@ -40,6 +73,7 @@ function summaryLine(s: WorkerSummary): string {
 
 export function program(): Command {
   const cli = new Command('rollout').description('Progressive rollouts and distributed work runs, kept safe by fenced leases.')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .showHelpAfterError('(add --help for usage)')
     // Before the subcommands: they inherit it, so a usage error returns here (exit 2) instead of exiting.
     .exitOverride();
@@ -330,20 +364,17 @@ function readJsonFile(path: string): unknown {
   }
 }
 
+function targetOf(o: ClientOpts, sign?: { reporter: string; secret: string }): Target {
+  return { url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}), ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readPem(o.caFile) } : {}), ...(sign ? { sign } : {}) };
+}
+
 async function run(o: ClientOpts, method: string, path: string, body: unknown, human: (r: unknown) => string, sign?: { reporter: string; secret: string }): Promise<void> {
-  const res = await call(
-    { url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}), ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readPem(o.caFile) } : {}), ...(sign ? { sign } : {}) },
-    method,
-    path,
-    body,
-  );
+  const res = await call(targetOf(o, sign), method, path, body);
   process.stdout.write(`${o.json ? JSON.stringify(res, null, 2) : human(res)}\n`);
 }
 
 type Status = { node_id: string; is_leader: boolean; leader: { leader_id: string; term: number; expires_at: string } | null };
 const leaderLine = (l: Status['leader']) => (l ? `${l.leader_id} (epoch ${l.term}, lease until ${l.expires_at})` : 'none elected');
-type ActuationJson = { target: string; kind: string; state: string; percent: number; final: boolean; appliedAt: string | null; observed: { percent: number; final: boolean; detail: string } | null; reason: string | null };
-type RolloutJson = { id: string; state: string; stateReason: string | null; stages: { name: string; phase: string }[]; gates?: GateJson[]; actuation?: ActuationJson[] };
 /** What each target was asked to carry and what it was last found carrying. */
 const actuationTable = (rows: readonly ActuationJson[]) =>
   table(
@@ -394,6 +425,28 @@ function clientCommands(cli: Command): void {
       ].join('\n');
     }),
   );
+  target(
+    rollouts
+      .command('status')
+      .description('Wait until a rollout ends: exit 0 completed, 1 rolled back or aborted, 3 still going at --timeout (for CI pipelines)')
+      .argument('<id>')
+      .option('--timeout <duration>', 'give up after this long (30m, 90s, 2h; default: wait for good)', duration('--timeout'))
+      .option('--poll <duration>', 'read the rollout this often', duration('--poll'), 2_000),
+  ).action(async (id: string, o: ClientOpts & { timeout?: number; poll: number }) => {
+    const client = new RolloutClient(targetOf(o));
+    // Progress on stderr, one line per change; the outcome on stdout.
+    const progress = (r: RolloutJson) => process.stderr.write(`${new Date().toISOString()}  ${r.id}  ${r.state}  attempt ${r.attempt}  ${stagesLine(r)}\n`);
+    let ended: RolloutJson;
+    try {
+      ended = await client.waitForRollout(id, { pollMs: o.poll, onChange: o.json ? () => undefined : progress, ...(o.timeout !== undefined ? { timeoutMs: o.timeout } : {}) });
+    } catch (err) {
+      if (!(err instanceof RolloutWaitTimeoutError)) throw err;
+      process.stdout.write(o.json ? `${JSON.stringify({ ...err.last, timedOut: true }, null, 2)}\n` : `${id}  ${err.last.state}: not ended after ${Math.round((o.timeout ?? 0) / 1000)} s\n`);
+      throw new ExitCode(3);
+    }
+    process.stdout.write(o.json ? `${JSON.stringify(ended, null, 2)}\n` : `${id}  ${ended.state}${ended.stateReason ? `  (${ended.stateReason})` : ''}\n`);
+    if (ended.state !== 'completed') throw new ExitCode(1);
+  });
   for (const command of COMMANDS) {
     target(rollouts.command(command).description(`${command} a rollout (needs the leader)`).argument('<id>').option('--reason <text>', 'recorded with the change')).action((id: string, o: ClientOpts & { reason?: string }) =>
       run(o, 'POST', `/rollouts/${encodeURIComponent(id)}/${command}`, o.reason ? { reason: o.reason } : {}, (r) => {
@@ -499,6 +552,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 0;
   } catch (err) {
     const code = (err as { code?: string }).code;
+    if (err instanceof ExitCode) return err.code;
     if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') return 0;
     if (typeof code === 'string' && code.startsWith('commander.')) return 2;
     process.stderr.write(`rollout: ${errorMessage(err)}\n`);
@@ -508,7 +562,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Through npm's bin link the script is named by the link: compared by real path.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   // Exit explicitly: idle keep-alive sockets of the AWS SDK would hold the process open.
   process.exit(await main(process.argv.slice(2)));
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { send as sendHttp, type ClientAnswer } from '../../adapters/http/client.js';
-import { sigv4Headers } from '../../adapters/http/sigv4.js';
-import { SIGNATURE_HEADER, signatureHeader } from '../../auth/signature.js';
+import { send as sendHttp, type ClientAnswer } from '../adapters/http/client.js';
+import { sigv4Headers } from '../adapters/http/sigv4.js';
+import { SIGNATURE_HEADER, signatureHeader } from '../auth/signature.js';
 
 /**
  * How the `rollout` command talks to a control plane: a node or any URL over

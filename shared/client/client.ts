@@ -1,0 +1,213 @@
+import type { RolloutJson } from '../api/rollout-json.js';
+import type { Command } from '../rollout/commands.js';
+import type { Assignment, RolloutTraffic } from '../rollout/assignment.js';
+import type { RolloutState } from '../rollout/model.js';
+import { call, type Target } from './transport.js';
+
+/**
+ * A typed client for the control plane's HTTP API: a node (or nodes behind a
+ * load balancer) or the deployed API (SigV4 with `awsRegion`). It keeps the
+ * CLI's behaviour, since the CLI is built on it: a write carries an
+ * Idempotency-Key kept across every retry, follows a follower's answer to
+ * the leader once, and is retried while the answer is "try again" (an
+ * election under way); a refusal is an ApiError with the status and the
+ * body, whose `error` (and `issues`) say what was wrong.
+ *
+ *   const client = new RolloutClient({ url: 'http://127.0.0.1:8000', token: process.env.ROLLOUT_TOKEN });
+ *   const { id } = await client.createRollout(spec);
+ *   const ended = await client.waitForRollout(id, { timeoutMs: 30 * 60_000 });
+ */
+export type RolloutClientOptions = Target;
+
+export interface CreatedRollout {
+  readonly id: string;
+  /** False: a rollout with this id and the same spec existed already (the call is idempotent on `id`). */
+  readonly created: boolean;
+}
+
+export interface CommandResult {
+  readonly transition: string;
+  /** False: the rollout had moved on and nothing was written. */
+  readonly applied: boolean;
+  readonly stage: number | null;
+  /** The event types the transition emitted (`ai.rollout.promoted`, …). */
+  readonly events: readonly string[];
+}
+
+export interface AssignmentAnswer extends Assignment {
+  readonly rolloutId: string;
+  readonly entity: string;
+}
+
+export interface SignalResult {
+  /** stored, stale (older than what is kept) or none (nothing to keep). */
+  readonly stored: 'stored' | 'stale' | 'none';
+  /** False when the node asked does not lead: the leader evaluates it within one tick. */
+  readonly evaluated: boolean;
+  readonly actions: readonly { readonly rolloutId: string; readonly transition: string; readonly applied: boolean }[];
+}
+
+export interface CreateRunInput {
+  readonly items: readonly unknown[];
+  readonly id?: string;
+  readonly spec?: Readonly<Record<string, unknown>>;
+  readonly shards?: number;
+  readonly itemsPerSecond?: number;
+}
+
+export interface CreatedRun {
+  readonly id: string;
+  readonly created: boolean;
+  /** Items in this request, and how many of them were new to the run. */
+  readonly items: number;
+  readonly added: number;
+}
+
+export interface RunJson {
+  readonly id: string;
+  readonly spec: Readonly<Record<string, unknown>>;
+  readonly coordinatorEpoch: number;
+  readonly createdAt: string;
+  readonly shards: number | null;
+  readonly counts: { readonly pending: number; readonly running: number; readonly done: number; readonly failed: number };
+  readonly done: boolean;
+  readonly throttled: { readonly at: string; readonly secondsAgo: number; readonly keyFamily: string; readonly requests: number } | null;
+}
+
+export interface LeaderJson {
+  readonly leader_id: string;
+  readonly term: number;
+  readonly expires_at: string;
+}
+
+export interface ClusterStatusJson {
+  readonly node_id: string;
+  readonly is_leader: boolean;
+  readonly leader: LeaderJson | null;
+}
+
+/** The states a rollout ends in. */
+export const ENDED_STATES: readonly RolloutState[] = ['completed', 'rolled_back', 'aborted'];
+
+/** waitForRollout gave up before the rollout ended. */
+export class RolloutWaitTimeoutError extends Error {
+  override readonly name = 'RolloutWaitTimeoutError';
+  constructor(
+    readonly rolloutId: string,
+    readonly last: RolloutJson,
+    ms: number,
+  ) {
+    super(`rollout ${rolloutId} had not ended after ${Math.round(ms / 1000)} s: ${last.state}${last.stateReason ? ` (${last.stateReason})` : ''}`);
+  }
+}
+
+const seg = (s: string) => encodeURIComponent(s);
+
+export class RolloutClient {
+  constructor(readonly options: RolloutClientOptions) {}
+
+  private get<T>(path: string): Promise<T> {
+    return call(this.options, 'GET', path) as Promise<T>;
+  }
+
+  private post<T>(path: string, body: unknown, idempotencyKey?: string): Promise<T> {
+    return (idempotencyKey === undefined ? call(this.options, 'POST', path, body) : call(this.options, 'POST', path, body, idempotencyKey)) as Promise<T>;
+  }
+
+  clusterStatus(): Promise<ClusterStatusJson> {
+    return this.get('/cluster/status');
+  }
+
+  /** Who leads now; null when no leader is elected. */
+  async leader(): Promise<LeaderJson | null> {
+    return (await this.clusterStatus()).leader;
+  }
+
+  /** Create a rollout from a spec (validated by the server: a bad one is an ApiError 400 naming every field). Idempotent on `id`. */
+  createRollout(spec: unknown, o: { readonly id?: string } = {}): Promise<CreatedRollout> {
+    return this.post('/rollouts', { spec, ...(o.id !== undefined ? { id: o.id } : {}) });
+  }
+
+  async listRollouts(): Promise<readonly RolloutJson[]> {
+    return (await this.get<{ rollouts: RolloutJson[] }>('/rollouts')).rollouts;
+  }
+
+  getRollout(id: string): Promise<RolloutJson> {
+    return this.get(`/rollouts/${seg(id)}`);
+  }
+
+  /** promote, promote-full, pause, resume, abort or retry; needs the leader (followed to it). */
+  async command(id: string, command: Command, o: { readonly reason?: string; readonly idempotencyKey?: string } = {}): Promise<CommandResult> {
+    const body = o.reason !== undefined ? { reason: o.reason } : {};
+    return (await this.post<{ action: CommandResult }>(`/rollouts/${seg(id)}/${command}`, body, o.idempotencyKey)).action;
+  }
+
+  /** What assignment answers from: evaluate it in process with `assign(traffic, entity)`. */
+  traffic(id: string): Promise<RolloutTraffic> {
+    return this.get(`/rollouts/${seg(id)}/traffic`);
+  }
+
+  assignment(id: string, entity: string): Promise<AssignmentAnswer> {
+    return this.get(`/rollouts/${seg(id)}/assignment?entity=${seg(entity)}`);
+  }
+
+  /** Up to the server's limit of entities in one request. */
+  async assignments(id: string, entities: readonly string[]): Promise<readonly AssignmentAnswer[]> {
+    if (entities.length === 1) return [await this.assignment(id, entities[0]!)];
+    const q = entities.map((e) => `entity=${seg(e)}`).join('&');
+    const res = await this.get<{ rolloutId: string; assignments: Omit<AssignmentAnswer, 'rolloutId'>[] }>(`/rollouts/${seg(id)}/assignment?${q}`);
+    return res.assignments.map((a) => ({ rolloutId: res.rolloutId, ...a }));
+  }
+
+  /** A rollout signal (`rollout.metrics_reported`, `rollout.alarm_changed`, …) as the CLI's `events publish` sends it. */
+  publishSignal(event: { readonly type: string } & Readonly<Record<string, unknown>>): Promise<SignalResult> {
+    return this.post('/events', event);
+  }
+
+  createRun(input: CreateRunInput): Promise<CreatedRun> {
+    return this.post('/runs', input);
+  }
+
+  getRun(id: string): Promise<RunJson> {
+    return this.get(`/runs/${seg(id)}`);
+  }
+
+  /**
+   * The rollout once it has ended (completed, rolled back or aborted), read
+   * every `pollMs` (default 2 s); `onChange` sees each new state or stage.
+   * RolloutWaitTimeoutError past `timeoutMs` (default: none). A read that
+   * fails (no leader for a moment, a node restarting) is tried again at the
+   * next poll, until the timeout; a rollout that does not exist is an
+   * ApiError 404 at once.
+   */
+  async waitForRollout(id: string, o: { readonly timeoutMs?: number; readonly pollMs?: number; readonly onChange?: (r: RolloutJson) => void; readonly signal?: AbortSignal } = {}): Promise<RolloutJson> {
+    const started = Date.now();
+    const pollMs = o.pollMs ?? 2_000;
+    let last: RolloutJson | undefined;
+    let failed: unknown;
+    let seen = '';
+    for (;;) {
+      try {
+        last = await this.getRollout(id);
+        const now = `${last.state} ${last.attempt} ${last.stages.map((s) => s.phase).join(',')}`;
+        if (now !== seen) {
+          seen = now;
+          o.onChange?.(last);
+        }
+        if (ENDED_STATES.includes(last.state)) return last;
+      } catch (err) {
+        if ((err as { status?: number }).status === 404) throw err;
+        failed = err;
+      }
+      if (o.timeoutMs !== undefined && Date.now() - started >= o.timeoutMs) {
+        if (last === undefined) throw failed instanceof Error ? failed : new Error(String(failed));
+        throw new RolloutWaitTimeoutError(id, last, o.timeoutMs);
+      }
+      const wait = o.timeoutMs === undefined ? pollMs : Math.min(pollMs, Math.max(0, started + o.timeoutMs - Date.now()));
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(resolve, wait);
+        o.signal?.addEventListener('abort', () => (clearTimeout(t), reject(o.signal!.reason as Error)), { once: true });
+      });
+    }
+  }
+}

@@ -1,0 +1,14 @@
+/**
+ * The package's main entry: the typed client and the types a user of the
+ * control plane sees (rollout specs, rollouts as the API shows them, client
+ * assignment). The OpenFeature provider is `rollout-control-plane/openfeature`.
+ */
+export { RolloutClient, RolloutWaitTimeoutError, ENDED_STATES } from './client/client.js';
+export type { RolloutClientOptions, CreatedRollout, CommandResult, AssignmentAnswer, SignalResult, CreateRunInput, CreatedRun, RunJson, LeaderJson, ClusterStatusJson } from './client/client.js';
+export { ApiError } from './client/transport.js';
+export type { RolloutJson, GateJson, ActuationJson } from './api/rollout-json.js';
+export { parseRolloutSpec, type RolloutSpec } from './rollout/spec.js';
+export { COMMANDS, type Command } from './rollout/commands.js';
+export type { Rollout, RolloutState, StageStatus, StagePhase, StageMetrics, AlarmState } from './rollout/model.js';
+export { assign, bucketOf, type Assignment, type RolloutTraffic } from './rollout/assignment.js';
+export type { Stamp } from './rollout/actuation-record.js';

@@ -1,0 +1,119 @@
+/**
+ * What a new adopter does, offline: the package packed and installed from
+ * its tarball into a fresh project; a consumer file using the client, the
+ * assignment rule and the OpenFeature provider typechecks against its
+ * declarations; a node started from the installed `rollout` bin; the
+ * consumer's own script drives rollouts through the client; and
+ * `rollout rollouts status` gates a pipeline on how a rollout ended (exit 0
+ * completed, 1 rolled back or aborted, 3 still going at --timeout).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../infra/local/processes.js';
+import { freshDatabase } from '../support/backends.js';
+import { packAndInstall, typecheck, type Consumer } from '../support/package-consumer.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'rollout-package-'));
+
+const CONSUMER_TS = `
+import { ApiError, RolloutClient, assign, parseRolloutSpec, type RolloutJson, type RolloutTraffic } from 'rollout-control-plane';
+import { RolloutProvider } from 'rollout-control-plane/openfeature';
+
+const client = new RolloutClient({ url: process.env.ROLLOUT_URL ?? 'http://127.0.0.1:8000', actor: 'ci' });
+const spec = parseRolloutSpec({ target: { service: 'web', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+
+export async function deploy(): Promise<string> {
+  const { id } = await client.createRollout(spec);
+  const ended: RolloutJson = await client.waitForRollout(id, { timeoutMs: 60_000, pollMs: 200 });
+  const traffic: RolloutTraffic = await client.traffic(id);
+  const provider: RolloutProvider = new RolloutProvider({ baseUrl: 'http://127.0.0.1:8000' });
+  return \`\${ended.state} \${assign(traffic, 'user-1').variant} \${provider.metadata.name} \${ApiError.name}\`;
+}
+`;
+
+/** The same calls, as the JavaScript the consumer runs. */
+const CONSUMER_MJS = `
+import { ApiError, RolloutClient, assign } from 'rollout-control-plane';
+const client = new RolloutClient({ url: process.env.ROLLOUT_URL, actor: 'ci' });
+const out = {};
+const quick = { target: { service: 'web', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const slow = { target: { service: 'web', version: 'v3', stableVersion: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const a = await client.createRollout(quick, { id: 'pkg-completes' });
+out.completed = (await client.waitForRollout(a.id, { timeoutMs: 60_000, pollMs: 200 })).state;
+out.assigned = assign(await client.traffic(a.id), 'user-1').variant;
+await client.createRollout(slow, { id: 'pkg-aborted' });
+out.abort = (await client.command('pkg-aborted', 'abort', { reason: 'wrong build' })).applied;
+await client.createRollout(slow, { id: 'pkg-stays' });
+try {
+  await client.createRollout({ target: { service: 'web' }, stages: [] });
+} catch (err) {
+  out.refused = err instanceof ApiError ? [err.status, err.body.issues?.length > 0] : String(err);
+}
+console.log(JSON.stringify(out));
+`;
+
+describe('the package, as an adopter installs it', () => {
+  let consumer: Consumer;
+  let node: ChildProcess | undefined;
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let url: string;
+  let log = '';
+
+  beforeAll(async () => {
+    consumer = packAndInstall(dir);
+    db = await freshDatabase('package');
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}`;
+    node = spawn(consumer.bin, ['serve', '--node-id', 'pkg', '--port', String(port), '--database-url', db.url, '--tick-interval', '1'], { cwd: consumer.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    await new Promise<void>((ready, fail) => {
+      node!.once('exit', (code) => fail(new Error(`the installed rollout bin exited with ${code}:\n${log}`)));
+      const keep = (b: Buffer) => {
+        log += b.toString();
+        if (log.includes('"event":"serving"')) ready();
+      };
+      node!.stdout!.on('data', keep);
+      node!.stderr!.on('data', (b: Buffer) => (log += b.toString()));
+    });
+  }, 300_000);
+
+  afterAll(async () => {
+    if (node && node.exitCode === null) {
+      const exited = new Promise((r) => node!.once('exit', r));
+      node.kill('SIGTERM');
+      await exited;
+    }
+    await db?.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const rollout = (...args: string[]) => spawnSync(consumer.bin, ['rollouts', ...args, '--url', url], { cwd: consumer.dir, encoding: 'utf8' });
+
+  it('installs with its bin and its declarations: a consumer using the client, assign and the OpenFeature provider typechecks', () => {
+    expect(spawnSync(consumer.bin, ['--version'], { encoding: 'utf8' }).stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+    writeFileSync(join(consumer.dir, 'consumer.ts'), CONSUMER_TS);
+    expect(() => typecheck(consumer.dir, ['consumer.ts'])).not.toThrow();
+  });
+
+  it("drives rollouts through the client from the consumer's own script; `rollouts status` exits 0 completed, 1 aborted, 3 at --timeout", () => {
+    writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
+    const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
+    expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ completed: 'completed', assigned: 'new', abort: true, refused: [400, true] });
+
+    const completed = rollout('status', 'pkg-completes', '--timeout', '60s');
+    expect(completed.status, completed.stderr).toBe(0);
+    expect(completed.stdout).toMatch(/^pkg-completes {2}completed/);
+    const aborted = rollout('status', 'pkg-aborted', '--timeout', '60s');
+    expect(aborted.status, aborted.stderr).toBe(1);
+    expect(aborted.stdout).toMatch(/pkg-aborted {2}aborted {2}\(wrong build\)/);
+    const stays = rollout('status', 'pkg-stays', '--timeout', '1s', '--poll', '200ms');
+    expect(stays.status, stays.stderr).toBe(3);
+    expect(stays.stdout).toMatch(/pkg-stays {2}running: not ended after 1 s/);
+    const missing = rollout('status', 'no-such-rollout', '--timeout', '5s');
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/HTTP 404/);
+  });
+});
