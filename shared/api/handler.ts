@@ -8,7 +8,8 @@ import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
 import { ConfigError, StoreContendedError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
-import type { LedgerStore } from '../ledger/store.js';
+import { BadCursorError, type LedgerStore } from '../ledger/store.js';
+import type { ItemState, WorkItem } from '../ledger/model.js';
 import { dispatch } from '../ledger/dispatch.js';
 import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
@@ -40,6 +41,8 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *                                          items (a spec, if sent, must be the run's: 409 otherwise);
  *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
  *   GET  /runs/{id}                        its counts, its shards, when its store last throttled it
+ *   GET  /runs/{id}/items?state=S&cursor=C&limit=N
+ *                                          a page of its items with their results and failure reasons
  *
  * Bad requests get a 4xx whose body names what is wrong. Writes that need the
  * promotion lease answer 503 with the current leader when this node does not
@@ -136,6 +139,15 @@ export function parseBody<S extends z.ZodType>(schema: S, body: string | null): 
 
 /** Entities one assignment request may ask about. */
 export const MAX_ASSIGNMENT_ENTITIES = 100;
+/** Items one page of GET /runs/{id}/items holds at most (default 100). */
+export const MAX_ITEMS_PAGE = 1_000;
+const ITEM_STATES: readonly ItemState[] = ['pending', 'running', 'done', 'failed'];
+
+/** An item as the API shows it: what it was asked, where it is, and what came of it. */
+export function itemJson(i: WorkItem) {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return { id: i.id, state: i.state, payload: i.payload, result: i.state === 'done' ? i.result : null, error: i.error, attempts: i.attempts, worker: i.worker, claimedAt: iso(i.claimedAt), heartbeatAt: iso(i.heartbeatAt) };
+}
 
 /** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
 function segment(m: RegExpMatchArray, i: number, what: string): string {
@@ -332,6 +344,23 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled } };
       },
     },
+    {
+      method: 'GET',
+      pattern: /^\/runs\/([^/]+)\/items$/,
+      run: async (m, req) => {
+        const id = segment(m, 1, 'run id');
+        const q = req.query ?? new URLSearchParams();
+        const state = q.get('state');
+        if (state !== null && !(ITEM_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
+        const rawLimit = q.get('limit') ?? '100';
+        const limit = Number(rawLimit);
+        if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ITEMS_PAGE) throw new HttpError(400, `limit: a whole number from 1 to ${MAX_ITEMS_PAGE}, got "${rawLimit.slice(0, 40)}"`);
+        const cursor = q.get('cursor');
+        if (!(await deps.ledger.getRun(id))) throw new HttpError(404, `run ${id} not found`);
+        const page = await deps.ledger.items(id, { limit, ...(state ? { state: state as ItemState } : {}), ...(cursor ? { cursor } : {}) });
+        return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
+      },
+    },
   ];
 
   return async (req) => {
@@ -349,6 +378,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       if (err instanceof RolloutConflictError) return { status: 409, body: { error: err.message } };
       if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
       if (err instanceof StoreContendedError) return { status: 503, body: { error: err.message }, headers: { 'retry-after': '1' } };
+      if (err instanceof BadCursorError) return { status: 400, body: { error: err.message } };
       throw err;
     }
   };

@@ -2,6 +2,9 @@ import type { RolloutJson } from '../api/rollout-json.js';
 import type { Command } from '../rollout/commands.js';
 import type { Assignment, RolloutTraffic } from '../rollout/assignment.js';
 import type { RolloutState } from '../rollout/model.js';
+import type { ItemState } from '../ledger/model.js';
+
+export type { ItemState };
 import { call, type Target } from './transport.js';
 
 /**
@@ -72,6 +75,28 @@ export interface RunJson {
   readonly counts: { readonly pending: number; readonly running: number; readonly done: number; readonly failed: number };
   readonly done: boolean;
   readonly throttled: { readonly at: string; readonly secondsAgo: number; readonly keyFamily: string; readonly requests: number } | null;
+}
+
+/** One item of a run as `GET /runs/{id}/items` shows it. */
+export interface RunItemJson {
+  readonly id: string;
+  readonly state: ItemState;
+  readonly payload: unknown;
+  /** Done: what the worker returned. */
+  readonly result: unknown;
+  /** Failed (and a retried failure): why. */
+  readonly error: string | null;
+  readonly attempts: number;
+  readonly worker: string | null;
+  readonly claimedAt: string | null;
+  readonly heartbeatAt: string | null;
+}
+
+export interface RunItemsPage {
+  readonly runId: string;
+  readonly items: readonly RunItemJson[];
+  /** Pass as `cursor` for the next page; null when there is no more. */
+  readonly next: string | null;
 }
 
 export interface LeaderJson {
@@ -170,6 +195,25 @@ export class RolloutClient {
 
   getRun(id: string): Promise<RunJson> {
     return this.get(`/runs/${seg(id)}`);
+  }
+
+  /** One page of a run's items (all, or those in `state`), with results and failure reasons. */
+  runItems(id: string, o: { readonly state?: ItemState; readonly cursor?: string; readonly limit?: number } = {}): Promise<RunItemsPage> {
+    const q = new URLSearchParams();
+    if (o.state) q.set('state', o.state);
+    if (o.cursor) q.set('cursor', o.cursor);
+    if (o.limit !== undefined) q.set('limit', String(o.limit));
+    return this.get(`/runs/${seg(id)}/items${q.size ? `?${q.toString()}` : ''}`);
+  }
+
+  /** Every item of a run (or those in `state`), page after page. */
+  async *allRunItems(id: string, o: { readonly state?: ItemState; readonly pageSize?: number } = {}): AsyncGenerator<RunItemJson> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.runItems(id, { ...(o.state ? { state: o.state } : {}), ...(cursor ? { cursor } : {}), limit: o.pageSize ?? 500 });
+      yield* page.items;
+      cursor = page.next ?? undefined;
+    } while (cursor);
   }
 
   /**

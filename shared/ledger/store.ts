@@ -1,4 +1,4 @@
-import type { WorkItem } from './model.js';
+import type { ItemState, WorkItem } from './model.js';
 import type { ItemCas } from './transitions.js';
 
 export type ItemCasOutcome = { readonly ok: true; readonly item: WorkItem } | { readonly ok: false; readonly current: WorkItem | null };
@@ -59,6 +59,50 @@ export interface LedgerStore {
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
   /** Runs with anything Pending or Running: what a scheduled coordinator scan visits. Cost follows the number of runs, not items. */
   openRuns(): Promise<string[]>;
+  /**
+   * A page of a run's items (all, or those in `state`), with their results
+   * and failure reasons, in a stable order; `next` continues from the last
+   * one (an opaque cursor), null once there is nothing more (a store may
+   * hand out one last cursor whose page is empty). For people and exports,
+   * not the work path: filtering by state reads past the others.
+   */
+  items(runId: string, o: ItemPageQuery): Promise<ItemPage>;
+}
+
+export interface ItemPageQuery {
+  readonly state?: ItemState;
+  /** A `next` from the previous page. */
+  readonly cursor?: string;
+  readonly limit: number;
+}
+
+export interface ItemPage {
+  readonly items: readonly WorkItem[];
+  readonly next: string | null;
+}
+
+/** A cursor this store did not hand out (or a cut one). */
+export class BadCursorError extends Error {
+  override readonly name = 'BadCursorError';
+  constructor() {
+    super('cursor: not one this API handed out (pass the previous page\'s next as it was)');
+  }
+}
+
+/** A cursor as the API hands it out: JSON, base64url. */
+export function encodeCursor(v: unknown): string {
+  return Buffer.from(JSON.stringify(v)).toString('base64url');
+}
+
+export function decodeCursor<T>(cursor: string, check: (v: unknown) => v is T): T {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw new BadCursorError();
+  }
+  if (!check(v)) throw new BadCursorError();
+  return v;
 }
 
 /** casMany / applyMany take one change per item: two changes of one item in a batch have no order. */

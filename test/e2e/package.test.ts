@@ -47,6 +47,10 @@ out.assigned = assign(await client.traffic(a.id), 'user-1').variant;
 await client.createRollout(slow, { id: 'pkg-aborted' });
 out.abort = (await client.command('pkg-aborted', 'abort', { reason: 'wrong build' })).applied;
 await client.createRollout(slow, { id: 'pkg-stays' });
+const made = await client.createRun({ id: 'pkg-run', items: Array.from({ length: 200 }, (_, n) => ({ n })) });
+let read = 0;
+for await (const item of client.allRunItems(made.id, { pageSize: 64 })) if (item.state === 'pending' || item.state === 'done' || item.state === 'running') read++;
+out.items = [made.added, read];
 try {
   await client.createRollout({ target: { service: 'web' }, stages: [] });
 } catch (err) {
@@ -101,7 +105,7 @@ describe('the package, as an adopter installs it', () => {
     writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
     const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
     expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
-    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ completed: 'completed', assigned: 'new', abort: true, refused: [400, true] });
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ completed: 'completed', assigned: 'new', abort: true, items: [200, 200], refused: [400, true] });
 
     const completed = rollout('status', 'pkg-completes', '--timeout', '60s');
     expect(completed.status, completed.stderr).toBe(0);

@@ -182,6 +182,23 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect((await call('GET', '/runs/none')).status).toBe(404);
   });
 
+  it('runs: items read back page by page with their state; a bad state, limit or cursor is a 400 naming it; an unknown run a 404', async () => {
+    const id = `items-${name}`;
+    await call('POST', '/runs', { id, items: [{ p: 1 }, { p: 2 }, { p: 3 }] });
+    const q = (params: Record<string, string>) => ({ query: new URLSearchParams(params) });
+    const first = await call('GET', `/runs/${id}/items`, undefined, q({ limit: '2' }));
+    expect(first).toMatchObject({ status: 200, body: { runId: id, items: [{ state: 'pending', payload: expect.anything() as unknown, result: null, error: null, attempts: 0 }, { state: 'pending' }] } });
+    const next = (first.body as { next: string }).next;
+    const second = await call('GET', `/runs/${id}/items`, undefined, q({ limit: '2', cursor: next }));
+    const ids = [...(first.body as { items: { id: string }[] }).items, ...(second.body as { items: { id: string }[] }).items].map((i) => i.id);
+    expect(new Set(ids).size).toBe(3);
+    expect(await call('GET', `/runs/${id}/items`, undefined, q({ state: 'done' }))).toMatchObject({ status: 200, body: { items: [], next: null } });
+    expect(await call('GET', `/runs/${id}/items`, undefined, q({ state: 'finished' }))).toMatchObject({ status: 400, body: { error: 'state: one of pending, running, done, failed, got "finished"' } });
+    expect(await call('GET', `/runs/${id}/items`, undefined, q({ limit: '0' }))).toMatchObject({ status: 400, body: { error: 'limit: a whole number from 1 to 1000, got "0"' } });
+    expect(await call('GET', `/runs/${id}/items`, undefined, q({ cursor: 'garbage' }))).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^cursor: /) as unknown } });
+    expect((await call('GET', '/runs/none/items')).status).toBe(404);
+  });
+
   it('runs: the same id with a different spec is a 409 naming the run (nothing added, nothing sent); without a spec it adds items', async () => {
     const id = `spec-${name}`;
     expect(await call('POST', '/runs', { id, spec: { model: 'a', temperature: 0 }, items: [{ p: 1 }] })).toMatchObject({ status: 201 });

@@ -4,7 +4,7 @@ import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunOptions, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, BadCursorError, decodeCursor, encodeCursor, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunOptions, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -400,6 +400,39 @@ export class DynamoLedgerStore implements LedgerStore {
    * then closed (out of the RUNS index), so that read happens once. A run of
    * the first layout is counted by reading its items, as it always was.
    */
+  /**
+   * Partition by partition (a sharded run has one per shard), each in item
+   * order; the cursor names the partition and DynamoDB's last key in it. A
+   * state is a filter: a page reads past items in other states, up to a few
+   * query pages of 1 MB before it answers (maybe short, never empty while
+   * more may follow unless the read budget ran out; `next` goes on).
+   */
+  async items(runId: string, o: ItemPageQuery): Promise<ItemPage> {
+    type Cursor = { p: number; k: Item | null };
+    const keys = await this.keys(runId);
+    const isCursor = (v: unknown): v is Cursor => typeof v === 'object' && v !== null && Number.isInteger((v as Cursor).p) && (v as Cursor).p >= 0 && ((v as Cursor).k === null || typeof (v as Cursor).k === 'object');
+    let at: Cursor = o.cursor === undefined ? { p: 0, k: null } : decodeCursor(o.cursor, isCursor);
+    // A start key from another run's (or partition's) items is no cursor of this page.
+    if (at.k && (at.k.pk !== keys.partitions[at.p] || typeof at.k.sk !== 'string' || !String(at.k.sk).startsWith('ITEM#'))) throw new BadCursorError();
+    const out: WorkItem[] = [];
+    for (let reads = 0; reads < 8 && at.p < keys.partitions.length && out.length < o.limit; reads++) {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
+          ...(o.state ? { FilterExpression: '#s = :s', ExpressionAttributeNames: { '#s': 'state' } } : {}),
+          ExpressionAttributeValues: { ':p': keys.partitions[at.p]!, ':i': 'ITEM#', ...(o.state ? { ':s': o.state } : {}) },
+          Limit: o.limit - out.length,
+          ConsistentRead: true,
+          ...(at.k ? { ExclusiveStartKey: at.k } : {}),
+        }),
+      );
+      out.push(...(page.Items ?? []).map(itemOf));
+      at = page.LastEvaluatedKey ? { p: at.p, k: page.LastEvaluatedKey } : { p: at.p + 1, k: null };
+    }
+    return { items: out, next: at.p < keys.partitions.length ? encodeCursor(at) : null };
+  }
+
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
     const keys = await this.keys(runId);
     if (keys.shards === null) return this.countByReading(keys.partitions[0]!);

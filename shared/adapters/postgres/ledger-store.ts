@@ -1,7 +1,7 @@
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type LedgerStore, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, decodeCursor, encodeCursor, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { LEDGER_STATEMENTS, type LedgerStatement } from './ledger-statements.js';
@@ -186,6 +186,17 @@ export class PostgresLedgerStore implements LedgerStore {
         ORDER BY r.id`,
     );
     return rows.map((r) => r.id);
+  }
+
+  /** By id, after the cursor's id: the primary key (run_id, id) orders and bounds every page. */
+  async items(runId: string, o: ItemPageQuery): Promise<ItemPage> {
+    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, (v): v is { id: string } => typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string').id;
+    const { rows } = await this.sql.query<Row>(
+      `SELECT * FROM work_items WHERE run_id = $1 AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4`,
+      [runId, o.state ?? null, after, o.limit + 1],
+    );
+    const items = rows.slice(0, o.limit).map(itemOf);
+    return { items, next: rows.length > o.limit ? encodeCursor({ id: items.at(-1)!.id }) : null };
   }
 
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {

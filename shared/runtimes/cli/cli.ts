@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
-import { RolloutClient, RolloutWaitTimeoutError } from '../../client/client.js';
+import { RolloutClient, RolloutWaitTimeoutError, type ItemState, type RunItemsPage } from '../../client/client.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
@@ -534,6 +534,24 @@ function clientCommands(cli: Command): void {
       });
     },
   );
+  target(
+    runs
+      .command('items')
+      .description("A page of a run's items: state, attempts, worker, and why it failed")
+      .argument('<id>')
+      .addOption(new Option('--state <state>', 'only items in this state').choices(['pending', 'running', 'done', 'failed']))
+      .option('--limit <n>', 'items in the page, 1–1000', int('--limit'), 100)
+      .option('--cursor <cursor>', "the previous page's next"),
+  ).action((id: string, o: ClientOpts & { state?: ItemState; limit: number; cursor?: string }) =>
+    run(o, 'GET', `/runs/${encodeURIComponent(id)}/items?${new URLSearchParams({ limit: String(o.limit), ...(o.state ? { state: o.state } : {}), ...(o.cursor ? { cursor: o.cursor } : {}) }).toString()}`, undefined, (r) => {
+      const page = r as RunItemsPage;
+      const rows = page.items.map((i) => ({ id: i.id, state: i.state, attempts: i.attempts, worker: i.worker, error: i.error ?? '' }));
+      return `${table(rows, ['id', 'state', 'attempts', 'worker', 'error'])}${page.next ? `\nmore: --cursor ${page.next}` : ''}`;
+    }),
+  );
+  target(runs.command('results').description('Every done item of a run and its result, one JSON line each ({"id", "result"}), all pages').argument('<id>')).action(async (id: string, o: ClientOpts) => {
+    for await (const item of new RolloutClient(targetOf(o)).allRunItems(id, { state: 'done' })) process.stdout.write(`${JSON.stringify({ id: item.id, result: item.result })}\n`);
+  });
   target(runs.command('status').description('Items per state').argument('<id>')).action((id: string, o: ClientOpts) =>
     run(o, 'GET', `/runs/${encodeURIComponent(id)}`, undefined, (r) => {
       const x = r as { id: string; done: boolean; counts: Record<string, number>; shards?: number | null; throttled?: { secondsAgo: number; keyFamily: string; requests: number } | null };
