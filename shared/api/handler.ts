@@ -21,6 +21,7 @@ import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/en
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { assignmentOf, trafficJson } from '../rollout/assignment.js';
 import type { RolloutView } from '../rollout/model.js';
+import type { RolloutEvent } from '../rollout/events.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
 
@@ -33,6 +34,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /rollouts                         the running rollouts
  *   GET  /rollouts/{id}                    with each provider gate's recent readings and what was applied to each target
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
+ *   GET  /rollouts/{id}/history            every transition, oldest first: what, when, who, under which epoch, why
  *   GET  /rollouts/{id}/assignment?entity=E[&entity=F…]
  *                                          which version each entity should run (rollout/assignment.ts),
  *                                          with an ETag (304 on If-None-Match) and a 5 s Cache-Control
@@ -142,6 +144,12 @@ export const MAX_ASSIGNMENT_ENTITIES = 100;
 /** Items one page of GET /runs/{id}/items holds at most (default 100). */
 export const MAX_ITEMS_PAGE = 1_000;
 const ITEM_STATES: readonly ItemState[] = ['pending', 'running', 'done', 'failed'];
+
+/** One transition of a rollout's history, from the event it emitted. */
+export function historyJson(e: RolloutEvent) {
+  const d = e.detail;
+  return { seq: d.seq ?? null, type: e.detailType, at: new Date(e.time).toISOString(), actor: d.actor, epoch: d.epoch, attempt: d.attempt, stage: d.stage ?? null, percent: d.percent ?? null, reason: d.reason ?? null, ...(d.target ? { target: d.target } : {}) };
+}
 
 /** An item as the API shows it: what it was asked, where it is, and what came of it. */
 export function itemJson(i: WorkItem) {
@@ -271,6 +279,17 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
           movesTargets(view) ? deps.engine.store.actuations(id) : undefined,
         ]);
         return { status: 200, body: viewJson(view, readings, actuations) };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/rollouts\/([^/]+)\/history$/,
+      // Every transition, oldest first: what its events recorded (who, when, under which epoch, why).
+      run: async (m) => {
+        const id = segment(m, 1, 'rollout id');
+        await mustLoad(id);
+        const events = await deps.engine.store.events(id);
+        return { status: 200, body: { rolloutId: id, history: events.map(historyJson) } };
       },
     },
     {

@@ -99,6 +99,23 @@ export interface RunItemsPage {
   readonly next: string | null;
 }
 
+/** One transition of a rollout, as `GET /rollouts/{id}/history` lists it. */
+export interface HistoryEntryJson {
+  /** Orders a rollout's events (null on events stored before it existed). */
+  readonly seq: number | null;
+  /** The event: `ai.rollout.stage_promoted`, `ai.rollout.paused`, … */
+  readonly type: string;
+  readonly at: string;
+  /** `promoter:<node>` for automatic steps, the caller's identity for commands. */
+  readonly actor: string;
+  readonly epoch: number;
+  readonly attempt: number;
+  readonly stage: { readonly index: number; readonly name: string; readonly percent: number } | null;
+  readonly percent: number | null;
+  readonly reason: string | null;
+  readonly target?: string;
+}
+
 export interface LeaderJson {
   readonly leader_id: string;
   readonly term: number;
@@ -159,6 +176,11 @@ export class RolloutClient {
 
   getRollout(id: string): Promise<RolloutJson> {
     return this.get(`/rollouts/${seg(id)}`);
+  }
+
+  /** Every transition of the rollout, oldest first. */
+  async rolloutHistory(id: string): Promise<readonly HistoryEntryJson[]> {
+    return (await this.get<{ history: HistoryEntryJson[] }>(`/rollouts/${seg(id)}/history`)).history;
   }
 
   /** promote, promote-full, pause, resume, abort or retry; needs the leader (followed to it). */

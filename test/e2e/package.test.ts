@@ -116,6 +116,12 @@ describe('the package, as an adopter installs it', () => {
     const stays = rollout('status', 'pkg-stays', '--timeout', '1s', '--poll', '200ms');
     expect(stays.status, stays.stderr).toBe(3);
     expect(stays.stdout).toMatch(/pkg-stays {2}running: not ended after 1 s/);
+    const history = rollout('history', 'pkg-aborted');
+    expect(history.status, history.stderr).toBe(0);
+    expect(history.stdout).toMatch(/aborted .* ci .*wrong build/);
+    const watched = rollout('get', 'pkg-completes', '--watch', '--poll', '200ms');
+    expect(watched.status, watched.stderr).toBe(0);
+    expect(watched.stdout).toMatch(/pkg-completes {2}completed/);
     const missing = rollout('status', 'no-such-rollout', '--timeout', '5s');
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/HTTP 404/);

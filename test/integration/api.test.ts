@@ -182,6 +182,20 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect((await call('GET', '/runs/none')).status).toBe(404);
   });
 
+  it('history: every transition of a rollout, oldest first, with who made it, when, under which epoch and why', async () => {
+    const { body } = await call('POST', '/rollouts', { spec: SPEC });
+    const id = (body as { id: string }).id;
+    await evaluate(id);
+    expect((await call('POST', `/rollouts/${id}/abort`, { reason: 'bad build' })).status).toBe(200);
+    const res = await call('GET', `/rollouts/${id}/history`);
+    expect(res.status).toBe(200);
+    const history = (res.body as { history: { type: string; actor: string; reason: string | null; seq: number; epoch: number; at: string }[] }).history;
+    expect(history.map((h) => h.type)).toEqual(['ai.rollout.stage_activated', 'ai.rollout.aborted']);
+    expect(history.at(-1)).toMatchObject({ actor: 'alice', reason: 'bad build', epoch: expect.any(Number) as unknown });
+    expect(history.map((h) => h.seq)).toEqual([...history.map((h) => h.seq)].sort((a, b) => a - b));
+    expect((await call('GET', '/rollouts/none/history')).status).toBe(404);
+  });
+
   it('runs: items read back page by page with their state; a bad state, limit or cursor is a 400 naming it; an unknown run a 404', async () => {
     const id = `items-${name}`;
     await call('POST', '/runs', { id, items: [{ p: 1 }, { p: 2 }, { p: 3 }] });

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
-import { RolloutClient, RolloutWaitTimeoutError, type ItemState, type RunItemsPage } from '../../client/client.js';
+import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RunItemsPage } from '../../client/client.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
@@ -414,16 +414,36 @@ function clientCommands(cli: Command): void {
   target(rollouts.command('list').description('The running rollouts')).action((o: ClientOpts) =>
     run(o, 'GET', '/rollouts', undefined, (r) => table((r as { rollouts: RolloutJson[] }).rollouts.map((x) => ({ id: x.id, state: x.state, stages: stagesLine(x) })), ['id', 'state', 'stages'])),
   );
-  target(rollouts.command('get').description('One rollout').argument('<id>')).action((id: string, o: ClientOpts) =>
-    run(o, 'GET', `/rollouts/${encodeURIComponent(id)}`, undefined, (r) => {
-      const x = r as RolloutJson;
-      return [
-        `${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`,
-        table(x.stages.map((st) => ({ ...st })), ['name', 'phase']),
-        ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage))),
-        ...(x.actuation?.length ? [actuationTable(x.actuation)] : []),
-      ].join('\n');
-    }),
+  const rolloutText = (x: RolloutJson) =>
+    [
+      `${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`,
+      table(x.stages.map((st) => ({ ...st })), ['name', 'phase']),
+      ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage))),
+      ...(x.actuation?.length ? [actuationTable(x.actuation)] : []),
+    ].join('\n');
+  target(
+    rollouts
+      .command('get')
+      .description('One rollout')
+      .argument('<id>')
+      .option('--watch', 'redraw it as it changes until it ends (Ctrl-C stops watching)', false)
+      .option('--poll <duration>', '--watch: read it this often', duration('--poll'), 2_000),
+  ).action(async (id: string, o: ClientOpts & { watch: boolean; poll: number }) => {
+    if (!o.watch) return run(o, 'GET', `/rollouts/${encodeURIComponent(id)}`, undefined, (r) => rolloutText(r as RolloutJson));
+    const tty = process.stdout.isTTY;
+    // On a terminal the view is redrawn in place; into a file or a pipe, each change is appended.
+    await new RolloutClient(targetOf(o)).waitForRollout(id, {
+      pollMs: o.poll,
+      onChange: (r) => process.stdout.write(o.json ? `${JSON.stringify(r)}\n` : `${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}\n${rolloutText(r)}\n${tty ? '' : '\n'}`),
+    });
+  });
+  target(rollouts.command('history').description('Every transition of a rollout, oldest first: what, when, who, why').argument('<id>')).action((id: string, o: ClientOpts) =>
+    run(o, 'GET', `/rollouts/${encodeURIComponent(id)}/history`, undefined, (r) =>
+      table(
+        (r as { history: HistoryEntryJson[] }).history.map((h) => ({ at: h.at, event: h.type.replace(/^ai\.rollout\./, ''), stage: h.stage ? `${h.stage.name} ${h.stage.percent}%` : '', actor: h.actor, epoch: h.epoch, reason: h.reason ?? '' })),
+        ['at', 'event', 'stage', 'actor', 'epoch', 'reason'],
+      ),
+    ),
   );
   target(
     rollouts
