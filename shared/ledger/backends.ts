@@ -37,7 +37,8 @@ export function mockBackend(options: z.input<typeof mockSchema> = {}): Execution
   };
 }
 
-const httpSchema = z.object({ url: z.string().url(), timeoutMs: z.number().int().positive().default(60_000) });
+/** timeoutMs null: no limit of ours; the item is kept by its heartbeats for as long as the call takes. */
+const httpSchema = z.object({ url: z.string().url(), timeoutMs: z.number().int().positive().nullable().default(60_000) });
 
 /** POST the payload as JSON to a URL (e.g. an inference server); the result is the response body (JSON, else text). */
 export function httpBackend(options: z.input<typeof httpSchema>): ExecutionBackend {
@@ -47,7 +48,7 @@ export function httpBackend(options: z.input<typeof httpSchema>): ExecutionBacke
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(payload),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(o.timeoutMs)]),
+      signal: o.timeoutMs === null ? signal : AbortSignal.any([signal, AbortSignal.timeout(o.timeoutMs)]),
     });
     const text = await res.text();
     if (!res.ok) throw new BackendError(`POST ${o.url}: HTTP ${res.status} ${text.slice(0, 200)}`);

@@ -182,12 +182,20 @@ describe.each(['postgres', 'dynamodb'] as const)('a malformed SQS message among 
 describe('execution backends', () => {
   let server: Server;
   let url: string;
+  /** Answers to `{"hold": true}` wait here until the test lets them go. */
+  const held: (() => void)[] = [];
+  let arrived: () => void = () => undefined;
   beforeAll(async () => {
     server = createServer((req, res) => {
       let body = '';
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
-        const payload = JSON.parse(body) as { fail?: boolean; prompt?: string };
+        const payload = JSON.parse(body) as { fail?: boolean; prompt?: string; hold?: boolean };
+        if (payload.hold) {
+          held.push(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"completion":"at last"}'));
+          arrived();
+          return;
+        }
         if (payload.fail) {
           res.statusCode = 500;
           res.end('model overloaded');
@@ -223,5 +231,17 @@ describe('execution backends', () => {
     expect(await backend({ prompt: 'hi' }, new AbortController().signal)).toEqual({ completion: 'echo: hi' });
     await expect(backend({ fail: true }, new AbortController().signal)).rejects.toThrow(/HTTP 500 model overloaded/);
     expect(() => httpBackend({ url: 'not a url' })).toThrow(/http backend config: url/);
+  });
+
+  it('http: a call past its timeout is abandoned; with no timeout it takes as long as the backend does', async () => {
+    const signal = new AbortController().signal;
+    await expect(httpBackend({ url, timeoutMs: 200 })({ hold: true }, signal)).rejects.toThrow(/timeout|aborted/i);
+    held.splice(0).forEach((release) => release());
+    const reached = new Promise<void>((r) => (arrived = r));
+    const unbounded = httpBackend({ url, timeoutMs: null })({ hold: true }, signal);
+    await reached;
+    // Held past the default's reach would take a minute; the point is that nothing of ours cuts it: released by hand.
+    held.splice(0).forEach((release) => release());
+    expect(await unbounded).toEqual({ completion: 'at last' });
   });
 });

@@ -90,6 +90,7 @@ export function program(): Command {
     .addOption(new Option('--ca-file <pem>', "the CA a node's HTTPS certificate chains to").env('ROLLOUT_CA_FILE'))
     .addOption(new Option('--backend <kind>', 'how items run').choices(['mock', 'http']).default('mock'))
     .option('--backend-url <url>', 'http backend: POST each payload here; the response body is the result')
+    .option('--backend-timeout <duration|none>', 'http backend: how long one call may take (90s, 30m, 2h), or none: as long as it takes, the item kept by heartbeats (default 60s)', (v) => (v === 'none' ? null : duration('--backend-timeout')(v)))
     .option('--mock-duration-ms <ms>', 'mock backend: time per item', int('--mock-duration-ms'), 0)
     .option('--mock-failure-rate <0..1>', 'mock backend: share of items that always fail (poison)', (v) => Number(v), 0)
     .addOption(new Option('--worker-id <id>', 'this worker (default: host-pid)').env('ROLLOUT_WORKER_ID'))
@@ -117,8 +118,8 @@ export function program(): Command {
         preempt.preempt({ provider: opts.provider === 'gcp' ? 'gcp' : 'aws', instanceId: String(opts.instanceId), kind: 'interruption', receivedAt: Date.now() });
       };
       process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
-      const { json: _json, store, queue, ...flags } = opts;
-      const input = { ...flags, store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'), queue: queue ?? 'ledger' };
+      const { json: _json, store, queue, backendTimeout, ...flags } = opts;
+      const input = { ...flags, store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'), queue: queue ?? 'ledger', ...(backendTimeout !== undefined ? { backendTimeoutMs: backendTimeout } : {}) };
       // The flags are checked (and named in errors) by the worker's own schema.
       const summary = await runWorkerCommand(input as WorkerCommandOptions, new AbortController().signal, logger, preempt);
       process.stdout.write(`${json ? JSON.stringify(summary) : summaryLine(summary)}\n`);

@@ -21,6 +21,8 @@ export const workerOptionsSchema = z
     caFile: z.string().min(1).optional(),
     backend: z.enum(['mock', 'http']).default('mock'),
     backendUrl: z.string().url().optional(),
+    /** http backend: how long one call may take, in ms; null for no limit (heartbeats keep the item). */
+    backendTimeoutMs: z.number().int().positive().nullable().default(60_000),
     mockDurationMs: z.coerce.number().int().nonnegative().default(0),
     mockFailureRate: z.coerce.number().min(0).max(1).default(0),
     workerId: z.string().min(1).default(`${hostname()}-${process.pid}`),

@@ -67,7 +67,7 @@ export async function runWorkerCommand(input: WorkerCommandOptions, signal: Abor
     let coordinator: CoordinatorClient | undefined;
     if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), o.run);
     else if (o.coordinator !== 'none') coordinator = new HttpCoordinatorClient(o.coordinator, o.run, { ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}) });
-    const backend: ExecutionBackend = o.backend === 'http' ? httpBackend({ url: o.backendUrl! }) : mockBackend({ durationMs: o.mockDurationMs, failureRate: o.mockFailureRate });
+    const backend: ExecutionBackend = o.backend === 'http' ? httpBackend({ url: o.backendUrl!, timeoutMs: o.backendTimeoutMs }) : mockBackend({ durationMs: o.mockDurationMs, failureRate: o.mockFailureRate });
     const instanceId = await instanceIdFor(o);
     const hints: ComputeHint[] = preempt ? [preempt] : [];
     const metadata = o.metadataEndpoint ? { endpoint: o.metadataEndpoint, logger } : { logger };
