@@ -8,7 +8,8 @@ import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
 import { ConfigError, StoreContendedError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
-import { BadCursorError, type LedgerStore } from '../ledger/store.js';
+import { BadCursorError } from '../cursor.js';
+import type { LedgerStore } from '../ledger/store.js';
 import type { ItemState, WorkItem } from '../ledger/model.js';
 import { dispatch } from '../ledger/dispatch.js';
 import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
@@ -20,7 +21,7 @@ import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { assignmentOf, trafficJson } from '../rollout/assignment.js';
-import type { RolloutView } from '../rollout/model.js';
+import { ROLLOUT_STATES, type Rollout, type RolloutState, type RolloutView } from '../rollout/model.js';
 import type { RolloutEvent } from '../rollout/events.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
@@ -32,6 +33,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   GET  /cluster/status | /cluster/leader | /cluster/health   (cluster.ts)
  *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
  *   GET  /rollouts                         the running rollouts
+ *   GET  /rollouts?state=S|all&cursor=C&limit=N   every rollout (or those in S), newest first, a page of rows
  *   GET  /rollouts/{id}                    with each provider gate's recent readings and what was applied to each target
  *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
  *   GET  /rollouts/{id}/history            every transition, oldest first: what, when, who, under which epoch, why
@@ -144,6 +146,21 @@ export const MAX_ASSIGNMENT_ENTITIES = 100;
 /** Items one page of GET /runs/{id}/items holds at most (default 100). */
 export const MAX_ITEMS_PAGE = 1_000;
 const ITEM_STATES: readonly ItemState[] = ['pending', 'running', 'done', 'failed'];
+
+/** A page's `limit`: a whole number within 1–`max`, `fallback` when absent. */
+function pageLimit(q: URLSearchParams, fallback: number, max: number): number {
+  const raw = q.get('limit') ?? String(fallback);
+  const limit = Number(raw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > max) throw new HttpError(400, `limit: a whole number from 1 to ${max}, got "${raw.slice(0, 40)}"`);
+  return limit;
+}
+
+/** A rollout in a list: its row, without stages or signals (GET /rollouts/{id} has those). */
+export function rolloutSummaryJson(r: Rollout) {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  const { target } = r.spec;
+  return { id: r.id, state: r.state, attempt: r.attempt, version: r.version, service: target.service, newVersion: target.version, stableVersion: target.stableVersion ?? null, stages: r.spec.stages.length, createdAt: iso(r.createdAt), updatedAt: iso(r.updatedAt), stateBy: r.stateBy, stateReason: r.stateReason };
+}
 
 /** One transition of a rollout's history, from the event it emitted. */
 export function historyJson(e: RolloutEvent) {
@@ -265,7 +282,17 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     {
       method: 'GET',
       pattern: /^\/rollouts$/,
-      run: async () => ({ status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } }),
+      run: async (_m, req) => {
+        const q = req.query ?? new URLSearchParams();
+        // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
+        if (!q.has('state') && !q.has('cursor') && !q.has('limit')) return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
+        const state = q.get('state') ?? 'all';
+        if (state !== 'all' && !(ROLLOUT_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: all or one of ${ROLLOUT_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
+        const limit = pageLimit(q, 50, 500);
+        const cursor = q.get('cursor');
+        const page = await deps.engine.store.list({ limit, ...(state !== 'all' ? { state: state as RolloutState } : {}), ...(cursor ? { cursor } : {}) });
+        return { status: 200, body: { rollouts: page.rollouts.map(rolloutSummaryJson), next: page.next } };
+      },
     },
     {
       method: 'GET',
@@ -371,9 +398,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const q = req.query ?? new URLSearchParams();
         const state = q.get('state');
         if (state !== null && !(ITEM_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
-        const rawLimit = q.get('limit') ?? '100';
-        const limit = Number(rawLimit);
-        if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ITEMS_PAGE) throw new HttpError(400, `limit: a whole number from 1 to ${MAX_ITEMS_PAGE}, got "${rawLimit.slice(0, 40)}"`);
+        const limit = pageLimit(q, 100, MAX_ITEMS_PAGE);
         const cursor = q.get('cursor');
         if (!(await deps.ledger.getRun(id))) throw new HttpError(404, `run ${id} not found`);
         const page = await deps.ledger.items(id, { limit, ...(state ? { state: state as ItemState } : {}), ...(cursor ? { cursor } : {}) });

@@ -99,6 +99,28 @@ export interface RunItemsPage {
   readonly next: string | null;
 }
 
+/** A rollout in a list (GET /rollouts?state=…): its row, without stages or signals. */
+export interface RolloutSummaryJson {
+  readonly id: string;
+  readonly state: RolloutState;
+  readonly attempt: number;
+  readonly version: number;
+  readonly service: string;
+  readonly newVersion: string;
+  readonly stableVersion: string | null;
+  /** How many stages its spec has. */
+  readonly stages: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly stateBy: string | null;
+  readonly stateReason: string | null;
+}
+
+export interface RolloutsPage {
+  readonly rollouts: readonly RolloutSummaryJson[];
+  readonly next: string | null;
+}
+
 /** One transition of a rollout, as `GET /rollouts/{id}/history` lists it. */
 export interface HistoryEntryJson {
   /** Orders a rollout's events (null on events stored before it existed). */
@@ -172,6 +194,14 @@ export class RolloutClient {
 
   async listRollouts(): Promise<readonly RolloutJson[]> {
     return (await this.get<{ rollouts: RolloutJson[] }>('/rollouts')).rollouts;
+  }
+
+  /** Every rollout (or those in `state`), newest first, a page of rows; pass `next` as `cursor` for the next page. */
+  rolloutsPage(o: { readonly state?: RolloutState; readonly cursor?: string; readonly limit?: number } = {}): Promise<RolloutsPage> {
+    const q = new URLSearchParams({ state: o.state ?? 'all' });
+    if (o.cursor) q.set('cursor', o.cursor);
+    if (o.limit !== undefined) q.set('limit', String(o.limit));
+    return this.get(`/rollouts?${q.toString()}`);
   }
 
   getRollout(id: string): Promise<RolloutJson> {

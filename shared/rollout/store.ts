@@ -2,7 +2,7 @@ import type { ActuationRecord } from './actuation-record.js';
 import type { LeaseToken } from '../lease/record.js';
 import type { RolloutEvent } from './events.js';
 import type { GateReading, GateTally, ReadingToStore } from './gates.js';
-import type { AlarmState, RolloutView, StageMetrics } from './model.js';
+import type { AlarmState, Rollout, RolloutState, RolloutView, StageMetrics } from './model.js';
 import type { RolloutSpec } from './spec.js';
 import type { TransitionPlan } from './transitions.js';
 
@@ -27,6 +27,17 @@ export type ReadingApplied =
   /** Nothing written, the reading included (a stage had moved under the plan): record it the usual way. */
   | { readonly applied: false; readonly outcome: null; readonly view: null };
 
+export interface RolloutListQuery {
+  readonly state?: RolloutState;
+  readonly cursor?: string;
+  readonly limit: number;
+}
+
+export interface RolloutPage {
+  readonly rollouts: readonly Rollout[];
+  readonly next: string | null;
+}
+
 /** The rollout half of the store port; PostgreSQL/PGlite and DynamoDB implement it. */
 export interface RolloutStore {
   /** Idempotent on id: creating an existing id with the same spec is a no-op; with another spec, an error. */
@@ -37,6 +48,13 @@ export interface RolloutStore {
   loadRunning(): Promise<RolloutView[]>;
   /** Whether any rollout is running: one small read, for a promoter deciding whether to tick at all. */
   anyRunning(): Promise<boolean>;
+  /**
+   * Rollouts newest first (by creation), all or those in `state`, as rows
+   * (no stages or signals): for people listing what ran, not for promotion.
+   * `next` continues (an opaque cursor); null once there is nothing more (a
+   * store may hand out one last cursor whose page is empty).
+   */
+  list(o: RolloutListQuery): Promise<RolloutPage>;
   /**
    * Metrics are cumulative per stage; an older or equal `observedAt` is ignored ('stale').
    * `stage` is an index or a stage name; `attempt` defaults to the rollout's current one.

@@ -4,7 +4,8 @@
  * or its failure reason; a state filter; a cursor of another run refused.
  */
 import { expect, it } from 'vitest';
-import { BadCursorError, type LedgerStore } from '../../shared/ledger/store.js';
+import { BadCursorError } from '../../shared/cursor.js';
+import type { LedgerStore } from '../../shared/ledger/store.js';
 import { ack, claim, reject, start } from '../../shared/ledger/transitions.js';
 import { forEachBackend, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';

@@ -182,6 +182,22 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect((await call('GET', '/runs/none')).status).toBe(404);
   });
 
+  it('list: bare, the running rollouts whole; with state, every rollout newest first as rows, paged; a bad state or limit is a 400', async () => {
+    const a = (await call('POST', '/rollouts', { spec: SPEC })).body as { id: string };
+    const b = (await call('POST', '/rollouts', { spec: SPEC })).body as { id: string };
+    expect((await call('POST', `/rollouts/${a.id}/abort`, { reason: 'not needed' })).status).toBe(200);
+    const q = (params: Record<string, string>) => ({ query: new URLSearchParams(params) });
+    const running = (await call('GET', '/rollouts')).body as { rollouts: { id: string; stages: unknown[] }[] };
+    expect(running.rollouts.map((r) => r.id)).toContain(b.id);
+    expect(running.rollouts.map((r) => r.id)).not.toContain(a.id);
+    const aborted = await call('GET', '/rollouts', undefined, q({ state: 'aborted', limit: '500' }));
+    expect(aborted).toMatchObject({ status: 200, body: { rollouts: expect.arrayContaining([expect.objectContaining({ id: a.id, state: 'aborted', service: 'checkout', newVersion: 'v2', stateReason: 'not needed', stages: 2 })]) as unknown } });
+    const everything = (await call('GET', '/rollouts', undefined, q({ state: 'all', limit: '500' }))).body as { rollouts: { id: string }[]; next: string | null };
+    expect(everything.rollouts.map((r) => r.id)).toEqual(expect.arrayContaining([a.id, b.id]));
+    expect(await call('GET', '/rollouts', undefined, q({ state: 'done' }))).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^state: all or one of running, paused, completed, rolled_back, aborted/) as unknown } });
+    expect(await call('GET', '/rollouts', undefined, q({ limit: '501' }))).toMatchObject({ status: 400, body: { error: 'limit: a whole number from 1 to 500, got "501"' } });
+  });
+
   it('history: every transition of a rollout, oldest first, with who made it, when, under which epoch and why', async () => {
     const { body } = await call('POST', '/rollouts', { spec: SPEC });
     const id = (body as { id: string }).id;

@@ -8,7 +8,8 @@ import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type Rollo
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { decodeCursor, encodeCursor } from '../../cursor.js';
 import { signalsRead } from '../../rollout/evaluate.js';
 import { FencedError } from '../../lease/fencing.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
@@ -29,6 +30,7 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
+ *   ROLLOUTS / <createdAt>#<id>         every rollout, for listing newest first
  *   ACTUATING / <id>#<target>           registry of actuation records not settled
  *   ALARM#<name> / ALARM
  * Every transition is one TransactWriteItems: the lease ConditionCheck, the
@@ -38,6 +40,9 @@ import { mapLimit } from '../../concurrency.js';
 
 const pad = (n: number, w: number) => String(n).padStart(w, '0');
 const rolloutPk = (id: string) => `ROLLOUT#${id}`;
+/** The list of every rollout: ROLLOUTS / <createdAt, 15 digits>#<id>. */
+const ROLLOUTS = 'ROLLOUTS';
+const listSk = (r: Pick<Rollout, 'createdAt' | 'id'>) => `${pad(r.createdAt, 15)}#${r.id}`;
 const stageSk = (attempt: number, i: number) => `STAGE#${pad(attempt, 6)}#${pad(i, 3)}`;
 const metricsSk = (attempt: number, i: number) => `METRICS#${pad(attempt, 6)}#${pad(i, 3)}`;
 // A view reads sk >= METRICS#: tallies (T…) are in it, the reading history (G…) and events (E…) are not.
@@ -127,6 +132,8 @@ export class DynamoRolloutStore implements RolloutStore {
           { Put: { TableName: this.table, Item: rolloutItem(rollout), ConditionExpression: 'attribute_not_exists(pk)' } },
           ...freshStages({ rollout }).map((s) => ({ Put: { TableName: this.table, Item: stageItem(id, 1, s) } })),
           { Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } },
+          // The list of every rollout, newest last by key (read newest first): one small item per rollout, never rewritten.
+          { Put: { TableName: this.table, Item: { pk: ROLLOUTS, sk: listSk(rollout) } } },
         ],
       });
       return { created: true };
@@ -142,6 +149,56 @@ export class DynamoRolloutStore implements RolloutStore {
   async load(id: string): Promise<RolloutView | null> {
     const [view] = await this.views([id]);
     return view ?? null;
+  }
+
+  /**
+   * The ROLLOUTS list newest first, a query page at a time, each page's
+   * rollout rows read in one consistent BatchGet and filtered by state: a
+   * state filter reads past rollouts in other states (at most 8 query pages
+   * a call; `next` goes on). Rollouts created before the list existed are not
+   * in it.
+   */
+  async list(o: RolloutListQuery): Promise<RolloutPage> {
+    const isCursor = (v: unknown): v is { sk: string } => typeof v === 'object' && v !== null && typeof (v as { sk?: unknown }).sk === 'string';
+    let start: string | null = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor).sk;
+    const out: Rollout[] = [];
+    let more = true;
+    for (let reads = 0; reads < 8 && more && out.length < o.limit; reads++) {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p',
+          ExpressionAttributeValues: { ':p': ROLLOUTS },
+          ScanIndexForward: false,
+          Limit: o.limit - out.length,
+          ConsistentRead: true,
+          ...(start !== null ? { ExclusiveStartKey: { pk: ROLLOUTS, sk: start } } : {}),
+        }),
+      );
+      const listed = (page.Items ?? []).map((i) => String(i.sk));
+      const rows = await this.rows(listed.map((sk) => sk.slice(sk.indexOf('#') + 1)));
+      for (const sk of listed) {
+        const row = rows.get(sk.slice(sk.indexOf('#') + 1));
+        if (row && (o.state === undefined || row.state === o.state)) out.push(row);
+      }
+      start = listed.at(-1) ?? start;
+      more = page.LastEvaluatedKey !== undefined;
+    }
+    return { rollouts: out, next: more && start !== null ? encodeCursor({ sk: start }) : null };
+  }
+
+  /** Rollout rows by id, in one consistent read per 100. */
+  private async rows(ids: readonly string[]): Promise<Map<string, Rollout>> {
+    const out = new Map<string, Rollout>();
+    for (let i = 0; i < ids.length; i += 100) {
+      let keys: Item[] | undefined = ids.slice(i, i + 100).map((id) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' }));
+      while (keys?.length) {
+        const res = await this.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }));
+        for (const item of res.Responses?.[this.table] ?? []) out.set(String(item.id), rolloutOf(item));
+        keys = res.UnprocessedKeys?.[this.table]?.Keys as Item[] | undefined;
+      }
+    }
+    return out;
   }
 
   async anyRunning(): Promise<boolean> {

@@ -1,7 +1,8 @@
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
-import { assertOneChangePerItem, decodeCursor, encodeCursor, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunRecord } from '../../ledger/store.js';
+import { decodeCursor, encodeCursor } from '../../cursor.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { LEDGER_STATEMENTS, type LedgerStatement } from './ledger-statements.js';

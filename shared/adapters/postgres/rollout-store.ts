@@ -5,7 +5,8 @@ import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type Rollou
 import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { decodeCursor, encodeCursor } from '../../cursor.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
@@ -234,6 +235,21 @@ export class PostgresRolloutStore implements RolloutStore {
   async loadRunning(): Promise<RolloutView[]> {
     const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE state = 'running' ORDER BY id`, [], 'rollout_load_running');
     return this.views(rows);
+  }
+
+  async list(o: RolloutListQuery): Promise<RolloutPage> {
+    const isCursor = (v: unknown): v is { at: number; id: string } => typeof v === 'object' && v !== null && Number.isFinite((v as { at?: unknown }).at) && typeof (v as { id?: unknown }).id === 'string';
+    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor);
+    const { rows } = await this.sql.query<RolloutRow>(
+      `SELECT * FROM rollouts
+        WHERE ($1::text IS NULL OR state = $1)
+          AND ($2::bigint IS NULL OR (created_at, id) < (to_timestamp($2::bigint / 1000.0), $3::text))
+        ORDER BY created_at DESC, id DESC LIMIT $4`,
+      [o.state ?? null, after?.at ?? null, after?.id ?? null, o.limit + 1],
+    );
+    const rollouts = rows.slice(0, o.limit).map(rolloutOf);
+    const last = rollouts.at(-1);
+    return { rollouts, next: rows.length > o.limit && last ? encodeCursor({ at: last.createdAt, id: last.id }) : null };
   }
 
   private views(rows: RolloutRow[]): RolloutView[] {

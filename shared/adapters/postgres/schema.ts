@@ -582,6 +582,11 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       CREATE INDEX rollout_actuations_unsettled ON rollout_actuations (updated_at) WHERE NOT settled;
     `,
   },
+  {
+    id: 18,
+    name: 'rollouts_created: rollouts listed newest first, a page at a time',
+    sql: `CREATE INDEX rollouts_created ON rollouts (created_at DESC, id DESC);`,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
-import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RunItemsPage } from '../../client/client.js';
+import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RolloutsPage, type RunItemsPage } from '../../client/client.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
@@ -455,9 +455,24 @@ function clientCommands(cli: Command): void {
   target(rollouts.command('create').description('Create a rollout from a spec file (JSON)').requiredOption('--file <spec.json>', 'the rollout spec').option('--id <id>', 'an id of your own (idempotent)')).action(
     (o: ClientOpts & { file: string; id?: string }) => run(o, 'POST', '/rollouts', { spec: readJsonFile(o.file), ...(o.id ? { id: o.id } : {}) }, (r) => `${(r as { created: boolean }).created ? 'created' : 'exists'} ${(r as { id: string }).id}`),
   );
-  target(rollouts.command('list').description('The running rollouts')).action((o: ClientOpts) =>
-    run(o, 'GET', '/rollouts', undefined, (r) => table((r as { rollouts: RolloutJson[] }).rollouts.map((x) => ({ id: x.id, state: x.state, stages: stagesLine(x) })), ['id', 'state', 'stages'])),
-  );
+  target(
+    rollouts
+      .command('list')
+      .description('The running rollouts; with --state, every rollout (or those in a state), newest first, a page at a time')
+      .addOption(new Option('--state <state>', 'all, or running, paused, completed, rolled_back, aborted').choices(['all', 'running', 'paused', 'completed', 'rolled_back', 'aborted']))
+      .option('--limit <n>', 'with --state: rollouts in the page, 1–500', int('--limit'))
+      .option('--cursor <cursor>', "with --state: the previous page's next"),
+  ).action((o: ClientOpts & { state?: string; limit?: number; cursor?: string }) => {
+    if (o.state === undefined && o.limit === undefined && o.cursor === undefined) {
+      return run(o, 'GET', '/rollouts', undefined, (r) => table((r as { rollouts: RolloutJson[] }).rollouts.map((x) => ({ id: x.id, state: x.state, stages: stagesLine(x) })), ['id', 'state', 'stages']));
+    }
+    const q = new URLSearchParams({ state: o.state ?? 'all', ...(o.limit !== undefined ? { limit: String(o.limit) } : {}), ...(o.cursor ? { cursor: o.cursor } : {}) });
+    return run(o, 'GET', `/rollouts?${q.toString()}`, undefined, (r) => {
+      const page = r as RolloutsPage;
+      const rows = page.rollouts.map((x) => ({ id: x.id, state: x.state, service: x.service, version: x.newVersion, created: x.createdAt, reason: x.stateReason ?? '' }));
+      return `${table(rows, ['id', 'state', 'service', 'version', 'created', 'reason'])}${page.next ? `\nmore: --cursor ${page.next}` : ''}`;
+    });
+  });
   const rolloutText = (x: RolloutJson) =>
     [
       `${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`,
