@@ -44,6 +44,7 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
  *   POST /runs                             create a work run and enqueue its items; the same id adds
  *                                          items (a spec, if sent, must be the run's: 409 otherwise);
  *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
+ *   GET  /runs?cursor=C&limit=N            runs newest first, a page of records
  *   GET  /runs/{id}                        its counts, its shards, when its store last throttled it
  *   GET  /runs/{id}/items?state=S&cursor=C&limit=N
  *                                          a page of its items with their results and failure reasons
@@ -376,6 +377,18 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         // no longer pending. Items never claimed yet (version 0) are recorded as sent.
         await dispatch(deps.ledger, deps.workQueue(), id, [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })), now);
         return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/runs$/,
+      // Newest first, a page of run records; GET /runs/{id} has each one's counts.
+      run: async (_m, req) => {
+        const q = req.query ?? new URLSearchParams();
+        const cursor = q.get('cursor');
+        const page = await deps.ledger.listRuns({ limit: pageLimit(q, 50, 500), ...(cursor ? { cursor } : {}) });
+        const iso = (ms: number) => new Date(ms).toISOString();
+        return { status: 200, body: { runs: page.runs.map((r) => ({ id: r.id, spec: r.spec, createdAt: iso(r.createdAt), coordinatorEpoch: r.coordinatorEpoch, shards: r.shards ?? null })), next: page.next } };
       },
     },
     {

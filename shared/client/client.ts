@@ -77,6 +77,19 @@ export interface RunJson {
   readonly throttled: { readonly at: string; readonly secondsAgo: number; readonly keyFamily: string; readonly requests: number } | null;
 }
 
+export interface RunSummaryJson {
+  readonly id: string;
+  readonly spec: Readonly<Record<string, unknown>>;
+  readonly createdAt: string;
+  readonly coordinatorEpoch: number;
+  readonly shards: number | null;
+}
+
+export interface RunsPage {
+  readonly runs: readonly RunSummaryJson[];
+  readonly next: string | null;
+}
+
 /** One item of a run as `GET /runs/{id}/items` shows it. */
 export interface RunItemJson {
   readonly id: string;
@@ -243,6 +256,14 @@ export class RolloutClient {
 
   createRun(input: CreateRunInput): Promise<CreatedRun> {
     return this.post('/runs', input);
+  }
+
+  /** Runs newest first, a page of records (`getRun` has each one's counts). */
+  runsPage(o: { readonly cursor?: string; readonly limit?: number } = {}): Promise<RunsPage> {
+    const q = new URLSearchParams();
+    if (o.cursor) q.set('cursor', o.cursor);
+    if (o.limit !== undefined) q.set('limit', String(o.limit));
+    return this.get(`/runs${q.size ? `?${q.toString()}` : ''}`);
   }
 
   getRun(id: string): Promise<RunJson> {

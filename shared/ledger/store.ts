@@ -67,6 +67,8 @@ export interface LedgerStore {
    * not the work path: filtering by state reads past the others.
    */
   items(runId: string, o: ItemPageQuery): Promise<ItemPage>;
+  /** Runs newest first (by creation), a page at a time; `next` as in items. */
+  listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ readonly runs: readonly RunRecord[]; readonly next: string | null }>;
 }
 
 export interface ItemPageQuery {

@@ -2,6 +2,7 @@
  * A run's items read back page by page, on every backend (and a sharded run
  * on DynamoDB): every item exactly once, in a stable order, with its result
  * or its failure reason; a state filter; a cursor of another run refused.
+ * And the runs themselves, listed newest first.
  */
 import { expect, it } from 'vitest';
 import { BadCursorError } from '../../shared/cursor.js';
@@ -65,4 +66,26 @@ forEachBackend('run items, page by page, on %s', (backend, name) => {
       await expect(backend.ledger.items(runId, { limit: 5, cursor: 'not-a-cursor' })).rejects.toBeInstanceOf(BadCursorError);
     });
   }
+
+  it('runs listed newest first, every run once across pages', async () => {
+    const made: string[] = [];
+    for (let n = 0; n < 5; n++) {
+      const id = uniqueName(`listed${n}`);
+      await backend.ledger.createRun(id, { n }, clock.now());
+      made.push(id);
+      clock.advance(1_000);
+    }
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let pages = 0; pages < 100; pages++) {
+      const page = await backend.ledger.listRuns({ limit: 2, ...(cursor ? { cursor } : {}) });
+      expect(page.runs.length).toBeLessThanOrEqual(2);
+      seen.push(...page.runs.map((r) => r.id));
+      if (!page.next) break;
+      cursor = page.next;
+    }
+    expect(seen.filter((id) => made.includes(id))).toEqual([...made].reverse());
+    expect(new Set(seen).size).toBe(seen.length);
+    await expect(backend.ledger.listRuns({ limit: 2, cursor: '!' })).rejects.toBeInstanceOf(BadCursorError);
+  });
 });

@@ -227,6 +227,9 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(await call('GET', `/runs/${id}/items`, undefined, q({ limit: '0' }))).toMatchObject({ status: 400, body: { error: 'limit: a whole number from 1 to 1000, got "0"' } });
     expect(await call('GET', `/runs/${id}/items`, undefined, q({ cursor: 'garbage' }))).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^cursor: /) as unknown } });
     expect((await call('GET', '/runs/none/items')).status).toBe(404);
+    const listed = await call('GET', '/runs', undefined, q({ limit: '500' }));
+    expect(listed).toMatchObject({ status: 200, body: { runs: expect.arrayContaining([expect.objectContaining({ id, createdAt: expect.any(String) as unknown })]) as unknown } });
+    expect(await call('GET', '/runs', undefined, q({ limit: 'lots' }))).toMatchObject({ status: 400, body: { error: 'limit: a whole number from 1 to 500, got "lots"' } });
   });
 
   it('runs: the same id with a different spec is a 409 naming the run (nothing added, nothing sent); without a spec it adds items', async () => {

@@ -39,6 +39,8 @@ import { BoundedMap } from '../../bounded-map.js';
 
 type Item = Record<string, unknown>;
 const RUNS_INDEX = 'RUNS';
+/** Every run, for listing: ALL_RUNS / <createdAt, 15 digits>#<id>. */
+const ALL_RUNS = 'ALLRUNS';
 /** How often a process writes a run's throttling to its record, at most. */
 const THROTTLE_NOTE_MS = 10_000;
 
@@ -94,19 +96,46 @@ export class DynamoLedgerStore implements LedgerStore {
     const shards = o.shards ?? this.defaultShards;
     const keys = runKeys(id, shards); // validates the count before anything is written
     try {
-      await this.doc.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { pk: runPk(id), sk: 'RUN', id, spec, shards, coordinatorEpoch: -1, createdAt: now, enqueues: 0, items: 0, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await transactWrite(this.doc, {
+        TransactItems: [
+          {
+            Put: {
+              TableName: this.table,
+              Item: { pk: runPk(id), sk: 'RUN', id, spec, shards, coordinatorEpoch: -1, createdAt: now, enqueues: 0, items: 0, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id },
+              ConditionExpression: 'attribute_not_exists(pk)',
+            },
+          },
+          // The list of every run, read newest first: one small item per run, never rewritten.
+          { Put: { TableName: this.table, Item: { pk: ALL_RUNS, sk: `${pad(now)}#${id}`, id } } },
+        ],
+      });
       this.layouts.set(id, keys);
       return { created: true };
     } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) return { created: false };
+      if (err instanceof TransactionCanceledException && err.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') return { created: false };
       throw err;
     }
+  }
+
+  /** The ALL_RUNS list newest first, each page's run records read one by one (a page is small). Runs created before the list existed are not in it. */
+  async listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ runs: RunRecord[]; next: string | null }> {
+    const isCursor = (v: unknown): v is { sk: string } => typeof v === 'object' && v !== null && typeof (v as { sk?: unknown }).sk === 'string';
+    const start = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor).sk;
+    const page = await this.doc.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :p',
+        ExpressionAttributeValues: { ':p': ALL_RUNS },
+        ScanIndexForward: false,
+        Limit: o.limit,
+        ConsistentRead: true,
+        ...(start !== null ? { ExclusiveStartKey: { pk: ALL_RUNS, sk: start } } : {}),
+      }),
+    );
+    const listed = page.Items ?? [];
+    const runs = (await mapLimit(listed, this.concurrency, (i) => this.getRun(String(i.id)))).filter((r): r is RunRecord => r !== null);
+    const last = listed.at(-1);
+    return { runs, next: page.LastEvaluatedKey && last ? encodeCursor({ sk: String(last.sk) }) : null };
   }
 
   async getRun(id: string): Promise<RunRecord | null> {

@@ -50,6 +50,20 @@ export class PostgresLedgerStore implements LedgerStore {
     return r ? { id: String(r.id), spec: r.spec, coordinatorEpoch: toInt(r.coordinator_epoch), createdAt: toMillis(r.created_at) } : null;
   }
 
+  async listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ runs: RunRecord[]; next: string | null }> {
+    const isCursor = (v: unknown): v is { at: number; id: string } => typeof v === 'object' && v !== null && Number.isFinite((v as { at?: unknown }).at) && typeof (v as { id?: unknown }).id === 'string';
+    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor);
+    const { rows } = await this.sql.query<Row>(
+      `SELECT id, spec, coordinator_epoch, created_at FROM runs
+        WHERE ($1::bigint IS NULL OR (created_at, id) < (to_timestamp($1::bigint / 1000.0), $2::text))
+        ORDER BY created_at DESC, id DESC LIMIT $3`,
+      [after?.at ?? null, after?.id ?? null, o.limit + 1],
+    );
+    const runs = rows.slice(0, o.limit).map((r) => ({ id: String(r.id), spec: r.spec, coordinatorEpoch: toInt(r.coordinator_epoch), createdAt: toMillis(r.created_at) }));
+    const last = runs.at(-1);
+    return { runs, next: rows.length > o.limit && last ? encodeCursor({ at: last.createdAt, id: last.id }) : null };
+  }
+
   async enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }> {
     const texts = payloads.map(canonicalJson);
     const ids = texts.map(hashText);

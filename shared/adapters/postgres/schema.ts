@@ -587,6 +587,11 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
     name: 'rollouts_created: rollouts listed newest first, a page at a time',
     sql: `CREATE INDEX rollouts_created ON rollouts (created_at DESC, id DESC);`,
   },
+  {
+    id: 19,
+    name: 'runs_created: runs listed newest first, a page at a time',
+    sql: `CREATE INDEX runs_created ON runs (created_at DESC, id DESC);`,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).

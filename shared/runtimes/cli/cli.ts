@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
-import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RolloutsPage, type RunItemsPage } from '../../client/client.js';
+import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RolloutsPage, type RunItemsPage, type RunsPage } from '../../client/client.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
@@ -612,6 +612,13 @@ function clientCommands(cli: Command): void {
         return `${x.created ? 'created' : 'exists'} ${x.id}: ${x.items} items, ${x.added} new`;
       });
     },
+  );
+  target(runs.command('list').description('Runs, newest first, a page at a time').option('--limit <n>', 'runs in the page, 1–500', int('--limit'), 50).option('--cursor <cursor>', "the previous page's next")).action(
+    (o: ClientOpts & { limit: number; cursor?: string }) =>
+      run(o, 'GET', `/runs?${new URLSearchParams({ limit: String(o.limit), ...(o.cursor ? { cursor: o.cursor } : {}) }).toString()}`, undefined, (r) => {
+        const page = r as RunsPage;
+        return `${table(page.runs.map((x) => ({ id: x.id, created: x.createdAt, shards: x.shards ?? '-' })), ['id', 'created', 'shards'])}${page.next ? `\nmore: --cursor ${page.next}` : ''}`;
+      }),
   );
   target(
     runs
