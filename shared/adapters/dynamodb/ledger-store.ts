@@ -14,7 +14,7 @@ import { runKeys, runOfKey, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
-import { queryAll } from './query.js';
+import { batchGetAll, queryAll } from './query.js';
 import { retryingThrottles } from './throttles.js';
 import { BoundedMap } from '../../bounded-map.js';
 
@@ -43,6 +43,18 @@ const RUNS_INDEX = 'RUNS';
 const ALL_RUNS = 'ALLRUNS';
 /** How often a process writes a run's throttling to its record, at most. */
 const THROTTLE_NOTE_MS = 10_000;
+
+function runRecordOf(i: Item): RunRecord {
+  const t = i.throttle as { at: number; family: string } | undefined;
+  return {
+    id: String(i.id),
+    spec: i.spec,
+    coordinatorEpoch: Number(i.coordinatorEpoch),
+    createdAt: Number(i.createdAt),
+    shards: i.shards === undefined ? null : Number(i.shards),
+    ...(t ? { throttled: { at: Number(t.at), family: String(t.family), requests: Number(i.throttledRequests ?? 0) } } : {}),
+  };
+}
 
 function itemOf(i: Item): WorkItem {
   const n = (v: unknown) => (v === undefined || v === null ? null : Number(v));
@@ -133,7 +145,8 @@ export class DynamoLedgerStore implements LedgerStore {
       }),
     );
     const listed = page.Items ?? [];
-    const runs = (await mapLimit(listed, this.concurrency, (i) => this.getRun(String(i.id)))).filter((r): r is RunRecord => r !== null);
+    const records = new Map((await batchGetAll(this.doc, this.table, listed.map((i) => ({ pk: runPk(String(i.id)), sk: 'RUN' })))).map((r) => [String(r.id), runRecordOf(r)]));
+    const runs = listed.flatMap((i) => records.get(String(i.id)) ?? []);
     const last = listed.at(-1);
     return { runs, next: page.LastEvaluatedKey && last ? encodeCursor({ sk: String(last.sk) }) : null };
   }
@@ -142,15 +155,7 @@ export class DynamoLedgerStore implements LedgerStore {
     const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(id), sk: 'RUN' }, ConsistentRead: true }));
     if (!Item) return null;
     this.remember(id, Item);
-    const t = Item.throttle as { at: number; family: string } | undefined;
-    return {
-      id: String(Item.id),
-      spec: Item.spec,
-      coordinatorEpoch: Number(Item.coordinatorEpoch),
-      createdAt: Number(Item.createdAt),
-      shards: Item.shards === undefined ? null : Number(Item.shards),
-      ...(t ? { throttled: { at: Number(t.at), family: String(t.family), requests: Number(Item.throttledRequests ?? 0) } } : {}),
-    };
+    return runRecordOf(Item);
   }
 
   private remember(id: string, run: Item): RunKeys {

@@ -1,4 +1,4 @@
-import { BatchWriteCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, BatchWriteCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 
 type Item = Record<string, unknown>;
 export type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
@@ -25,4 +25,19 @@ export async function batchPut(doc: DynamoDBDocumentClient, table: string, items
       requests = res.UnprocessedItems?.[table] as typeof requests;
     }
   }
+}
+
+/** Items by key, read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
+export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<Item[]> {
+  const out: Item[] = [];
+  for (let i = 0; i < keys.length; i += 100) {
+    let batch: Item[] | undefined = keys.slice(i, i + 100);
+    for (let attempt = 0; batch?.length; attempt++) {
+      if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
+      const res = await doc.send(new BatchGetCommand({ RequestItems: { [table]: { Keys: batch, ConsistentRead: true } } }));
+      out.push(...(res.Responses?.[table] ?? []));
+      batch = res.UnprocessedKeys?.[table]?.Keys as Item[] | undefined;
+    }
+  }
+  return out;
 }

@@ -1,5 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
 import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation-record.js';
 import type { LeaseToken } from '../../lease/record.js';
@@ -17,7 +17,7 @@ import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
-import { batchPut, queryAll } from './query.js';
+import { batchGetAll, batchPut, queryAll } from './query.js';
 import { mapLimit } from '../../concurrency.js';
 
 /**
@@ -189,17 +189,10 @@ export class DynamoRolloutStore implements RolloutStore {
 
   /** Rollout rows by id, in one consistent read per 100. */
   private async rows(ids: readonly string[]): Promise<Map<string, Rollout>> {
-    const out = new Map<string, Rollout>();
-    for (let i = 0; i < ids.length; i += 100) {
-      let keys: Item[] | undefined = ids.slice(i, i + 100).map((id) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' }));
-      while (keys?.length) {
-        const res = await this.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }));
-        for (const item of res.Responses?.[this.table] ?? []) out.set(String(item.id), rolloutOf(item));
-        keys = res.UnprocessedKeys?.[this.table]?.Keys as Item[] | undefined;
-      }
-    }
-    return out;
+    const items = await batchGetAll(this.doc, this.table, ids.map((id) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' })));
+    return new Map(items.map((item) => [String(item.id), rolloutOf(item)]));
   }
+
 
   async anyRunning(): Promise<boolean> {
     const res = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, Limit: 1, ProjectionExpression: 'sk' }));
@@ -239,17 +232,10 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   private async alarms(names: readonly string[]): Promise<Map<string, AlarmState>> {
-    const out = new Map<string, AlarmState>();
-    for (let i = 0; i < names.length; i += 100) {
-      let keys: Item[] | undefined = names.slice(i, i + 100).map((n) => ({ pk: `ALARM#${n}`, sk: 'ALARM' }));
-      while (keys?.length) {
-        const res = await this.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }));
-        for (const item of res.Responses?.[this.table] ?? []) out.set(String(item.name), item.state as AlarmState);
-        keys = res.UnprocessedKeys?.[this.table]?.Keys as Item[] | undefined;
-      }
-    }
-    return out;
+    const items = await batchGetAll(this.doc, this.table, names.map((n) => ({ pk: `ALARM#${n}`, sk: 'ALARM' })));
+    return new Map(items.map((item) => [String(item.name), item.state as AlarmState]));
   }
+
 
   async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
     const head = await this.doc.send(
