@@ -20,7 +20,7 @@ import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
-import { assignmentOf, trafficJson } from '../rollout/assignment.js';
+import { assign, trafficJson, type RolloutTraffic } from '../rollout/assignment.js';
 import { ROLLOUT_STATES, type Rollout, type RolloutState, type RolloutView } from '../rollout/model.js';
 import type { RolloutEvent } from '../rollout/events.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
@@ -188,6 +188,18 @@ function segment(m: RegExpMatchArray, i: number, what: string): string {
   return id;
 }
 
+/** How long an assignment or traffic answer waits for the store when it has a rollout's last good read to answer from instead. */
+export const ASSIGNMENT_READ_DEADLINE_MS = 500;
+
+/** A rollout as last read well, answered because the store did not answer (in time): the answer says so. */
+export class StaleView {
+  constructor(
+    readonly view: RolloutView,
+    readonly asOf: number,
+    readonly reason: string,
+  ) {}
+}
+
 /**
  * The rollouts assignment and traffic answers read: each read is served again
  * for `ms` before the store is read anew, and one read per rollout is in
@@ -196,23 +208,44 @@ function segment(m: RegExpMatchArray, i: number, what: string): string {
  * handlers drops its rollout's read at once; a promoter's transition is seen
  * within `ms` (clients cache answers for 5 s anyway). A failed read is not
  * kept. 0: every answer reads the store.
+ *
+ * Each rollout's last good read is kept too: when the store fails, or gives
+ * no answer within `deadlineMs`, every entity is answered from it (a
+ * StaleView), not only the entities asked about before the store went away.
  */
 export class AssignmentReads {
-  private readonly kept = new BoundedMap<string, { readonly at: number; readonly view: Promise<RolloutView | null> }>(1_000);
+  private readonly kept = new BoundedMap<string, { readonly at: number; readonly view: Promise<RolloutView | null>; settled: boolean }>(1_000);
+  private readonly good = new BoundedMap<string, { readonly at: number; readonly view: RolloutView }>(1_000);
 
-  constructor(readonly ms: number) {}
+  constructor(
+    readonly ms: number,
+    readonly deadlineMs = ASSIGNMENT_READ_DEADLINE_MS,
+  ) {}
 
-  view(id: string, load: (id: string) => Promise<RolloutView | null>): Promise<RolloutView | null> {
+  view(id: string, load: (id: string) => Promise<RolloutView | null>): Promise<RolloutView | StaleView | null> {
     const now = Date.now();
-    const kept = this.kept.get(id);
-    if (kept && now - kept.at < this.ms) return kept.view;
-    const view = load(id);
-    if (this.ms > 0) {
-      const entry = { at: now, view };
-      this.kept.set(id, entry);
-      view.catch(() => this.kept.get(id) === entry && this.kept.delete(id));
+    let entry = this.kept.get(id);
+    if (!entry || now - entry.at >= this.ms) {
+      const read = load(id);
+      const fresh = { at: now, view: read, settled: false };
+      entry = fresh;
+      read.then(
+        (v) => {
+          fresh.settled = true;
+          if (v) this.good.set(id, { at: Date.now(), view: v });
+          else this.good.delete(id);
+        },
+        () => {
+          fresh.settled = true;
+          if (this.kept.get(id) === fresh) this.kept.delete(id);
+        },
+      );
+      if (this.ms > 0) this.kept.set(id, fresh);
     }
-    return view;
+    const good = this.good.get(id);
+    // Answered (the common case), or nothing to fall back on: the store's answer or its error.
+    if (entry.settled || !good) return entry.view;
+    return orLastGood(entry.view, good, this.deadlineMs);
   }
 
   forget(id: string): void {
@@ -220,12 +253,39 @@ export class AssignmentReads {
   }
 }
 
+function orLastGood(read: Promise<RolloutView | null>, good: { at: number; view: RolloutView }, deadlineMs: number): Promise<RolloutView | StaleView | null> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(new StaleView(good.view, good.at, `store unreachable: no answer within ${deadlineMs} ms`)), deadlineMs);
+    read.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(new StaleView(good.view, good.at, 'store unreachable'));
+      },
+    );
+  });
+}
+
+/** A read view's traffic, worked out once per view rather than once per entity asked about. */
+const traffics = new WeakMap<RolloutView, RolloutTraffic>();
+function trafficFor(view: RolloutView): RolloutTraffic {
+  let t = traffics.get(view);
+  if (!t) traffics.set(view, (t = trafficJson(view)));
+  return t;
+}
+
 /**
  * An answer that depends on the rollout's committed state alone: every
  * transition bumps the version (and a retry the attempt), so that pair is its
  * ETag; a client holding it gets a 304 with no body.
  */
-function cacheable(req: ApiRequest, view: RolloutView, body: (view: RolloutView) => unknown): ApiResponse {
+function cacheable(req: ApiRequest, read: RolloutView | StaleView, body: (view: RolloutView) => object): ApiResponse {
+  // From the last good read: said in the body and a header, and neither validated nor cached.
+  if (read instanceof StaleView) return { status: 200, body: { ...body(read.view), stale: { asOf: new Date(read.asOf).toISOString(), reason: read.reason } }, headers: { 'x-rollout-stale': 'true', 'cache-control': 'no-store' } };
+  const view = read;
   const headers = { etag: `"${view.rollout.attempt}.${view.rollout.version}"`, 'cache-control': 'private, max-age=5' };
   if (req.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
   return { status: 200, body: body(view), headers };
@@ -250,7 +310,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   }
 
   const reads = deps.assignmentReads ?? new AssignmentReads(0);
-  async function assignmentView(id: string): Promise<RolloutView> {
+  async function assignmentView(id: string): Promise<RolloutView | StaleView> {
     const found = await reads.view(id, (x) => deps.engine.store.load(x));
     if (!found) throw new HttpError(404, `rollout ${id} not found`);
     return found;
@@ -330,7 +390,11 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
         if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
         return cacheable(req, await assignmentView(id), (view) => {
-          const one = (entity: string) => ({ entity, ...assignmentOf(view, entity) });
+          const traffic = trafficFor(view);
+          const one = (entity: string) => {
+            const a = assign(traffic, entity);
+            return { entity, version: a.version, variant: a.variant, percent: a.percent, stage: a.stage, attempt: a.attempt, bucket: a.bucket };
+          };
           return entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) };
         });
       },
@@ -339,7 +403,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       method: 'GET',
       pattern: /^\/rollouts\/([^/]+)\/traffic$/,
       // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
-      run: async (m, req) => cacheable(req, await assignmentView(segment(m, 1, 'rollout id')), trafficJson),
+      run: async (m, req) => cacheable(req, await assignmentView(segment(m, 1, 'rollout id')), trafficFor),
     },
     {
       method: 'POST',
@@ -423,11 +487,17 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   return async (req) => {
     try {
       const path = req.path.replace(/\/+$/, '') || '/';
-      const matching = routes.map((r) => ({ r, m: path.match(r.pattern) })).filter((x) => x.m);
-      if (!matching.length) throw new HttpError(404, `no route for ${path}`);
-      const route = matching.find((x) => x.r.method === req.method.toUpperCase());
-      if (!route) throw new HttpError(405, `${req.method} not allowed on ${path}: use ${[...new Set(matching.map((x) => x.r.method))].join(' or ')}`);
-      return await route.r.run(route.m!, req);
+      const method = req.method.toUpperCase();
+      // The first route of this method and path; the others that match the path only say what to use instead (405).
+      let allowed: Set<string> | null = null;
+      for (const r of routes) {
+        const m = path.match(r.pattern);
+        if (!m) continue;
+        if (r.method === method) return await r.run(m, req);
+        (allowed ??= new Set()).add(r.method);
+      }
+      if (!allowed) throw new HttpError(404, `no route for ${path}`);
+      throw new HttpError(405, `${req.method} not allowed on ${path}: use ${[...allowed].join(' or ')}`);
     } catch (err) {
       if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
       if (err instanceof ConfigError) return { status: 400, body: { error: err.message, issues: err.issues } };

@@ -19,12 +19,12 @@ export const BUCKETS = 10_000;
 
 const utf8 = new TextEncoder();
 
-/** MurmurHash3, x86, 32-bit (Austin Appleby's reference), over bytes: an unsigned 32-bit integer. */
-export function murmur3x86_32(bytes: Uint8Array, seed = 0): number {
+/** MurmurHash3, x86, 32-bit (Austin Appleby's reference), over the first `length` bytes: an unsigned 32-bit integer. */
+export function murmur3x86_32(bytes: Uint8Array, seed = 0, length = bytes.length): number {
   const c1 = 0xcc9e2d51;
   const c2 = 0x1b873593;
   let h = seed >>> 0;
-  const blocks = bytes.length & ~3;
+  const blocks = length & ~3;
   for (let i = 0; i < blocks; i += 4) {
     let k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
     k = Math.imul(k, c1);
@@ -34,7 +34,7 @@ export function murmur3x86_32(bytes: Uint8Array, seed = 0): number {
     h = (h << 13) | (h >>> 19);
     h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  const tail = bytes.length & 3;
+  const tail = length & 3;
   if (tail) {
     let k = bytes[blocks]!;
     if (tail > 1) k ^= bytes[blocks + 1]! << 8;
@@ -44,7 +44,7 @@ export function murmur3x86_32(bytes: Uint8Array, seed = 0): number {
     k = Math.imul(k, c2);
     h ^= k;
   }
-  h ^= bytes.length;
+  h ^= length;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
@@ -53,9 +53,20 @@ export function murmur3x86_32(bytes: Uint8Array, seed = 0): number {
   return h >>> 0;
 }
 
+/** Where an ASCII key's bytes are laid out: one buffer reused, not one allocated per question. */
+let scratch = new Uint8Array(512);
+
 /** The entity's bucket in this rollout, 0 ≤ bucket < 10,000. */
 export function bucketOf(rolloutId: string, entity: string): number {
-  return murmur3x86_32(utf8.encode(`${rolloutId}:${entity}`), 0) % BUCKETS;
+  const key = `${rolloutId}:${entity}`;
+  if (key.length > scratch.length) scratch = new Uint8Array(key.length * 2);
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    // Beyond ASCII a character is several UTF-8 bytes: the encoder lays them out.
+    if (c > 0x7f) return murmur3x86_32(utf8.encode(key), 0) % BUCKETS;
+    scratch[i] = c;
+  }
+  return murmur3x86_32(scratch, 0, key.length) % BUCKETS;
 }
 
 /** Whether a bucket is on the new version at this percent (0–100, two decimals at most). */

@@ -171,6 +171,35 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(await ask(lead, 'host-1')).toMatchObject({ status: 200, body: { percent: 100, variant: 'new' } });
   });
 
+  it('assignment with the store failing or silent: every entity is answered from the rollout\'s last good read, marked stale and not cacheable; with none, the error stands', async () => {
+    const id = `st-${name}`;
+    await call('POST', '/rollouts', { id, spec: { ...SPEC, target: { service: 'checkout', version: 'v2', stableVersion: 'v1' } } });
+    await evaluate(id);
+    let mode: 'up' | 'failing' | 'silent' = 'up';
+    const store = new Proxy(backend.rollouts, {
+      get: (t, k, r) =>
+        k === 'load' ? (x: string) => (mode === 'up' ? t.load(x) : mode === 'failing' ? Promise.reject(new Error('connection refused')) : new Promise<never>(() => undefined)) : (Reflect.get(t, k, r) as unknown),
+    });
+    const reads = new AssignmentReads(0, 50);
+    const lead = leaderOver(new RolloutEngine({ store, bus: new InProcessBus(), clock }), reads);
+    const ask = (e: string, rollout = id) => lead({ method: 'GET', path: `/rollouts/${rollout}/assignment`, body: null, actor: 'fleet', query: new URLSearchParams({ entity: e }) });
+    const fresh = await ask('host-1');
+    expect(fresh).toMatchObject({ status: 200, body: { entity: 'host-1', percent: 10 }, headers: { etag: expect.any(String) as unknown } });
+    expect((fresh.body as { stale?: unknown }).stale).toBeUndefined();
+    mode = 'failing';
+    expect(await ask('host-2')).toMatchObject({ status: 200, body: { entity: 'host-2', percent: 10, bucket: bucketOf(id, 'host-2'), stale: { reason: 'store unreachable' } }, headers: { 'x-rollout-stale': 'true', 'cache-control': 'no-store' } });
+    mode = 'silent';
+    const silent = await ask('host-3');
+    expect(silent).toMatchObject({ status: 200, body: { entity: 'host-3', stale: { reason: 'store unreachable: no answer within 50 ms' } } });
+    expect(silent.headers).not.toHaveProperty('etag');
+    expect(await lead({ method: 'GET', path: `/rollouts/${id}/traffic`, body: null, actor: 'fleet' })).toMatchObject({ status: 200, body: { rolloutId: id, percent: 10, stale: { reason: 'store unreachable: no answer within 50 ms' } } });
+    // A rollout never read well has nothing to answer from.
+    mode = 'failing';
+    await expect(ask('host-1', `${id}-never`)).rejects.toThrow('connection refused');
+    mode = 'up';
+    expect((await ask('host-4')).body).not.toHaveProperty('stale');
+  });
+
   it('runs: create enqueues and sends the items; the same request again adds nothing and sends them again (a retry completes a request that failed before sending); status counts', async () => {
     const first = await call('POST', '/runs', { id: `run-${name}`, items: [{ p: 1 }, { p: 2 }, { p: 1 }] });
     expect(first).toMatchObject({ status: 201, body: { id: `run-${name}`, created: true, items: 3, added: 2 } });

@@ -7,6 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { serveApi } from '../../shared/runtimes/node/http.js';
 import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
 import { nodeApi, READ_DEADLINE_MS } from '../../shared/runtimes/node/node-api.js';
+import { ASSIGNMENT_READ_DEADLINE_MS } from '../../shared/api/handler.js';
+import { bucketOf } from '../../shared/rollout/assignment.js';
 import { ControlPlaneNode, type NodeConfigInput } from '../../shared/runtimes/node/node.js';
 import { freePort } from '../../infra/local/processes.js';
 import { databaseForFile } from '../support/database.js';
@@ -305,10 +307,13 @@ describe('cluster node', () => {
       // Over HTTP, an unchanged answer is a 304 with no body.
       expect(await assignment('host-a', { 'if-none-match': asked.headers.get('etag')! })).toMatchObject({ status: 304, text: '' });
       proxy.blackhole(true);
-      // The last good answer is kept per question: host-a's, never for host-b.
+      // The rollout's last good read answers every entity, the ones never asked about before too, and says so.
       const staleA = await assignment('host-a');
-      expect(staleA).toMatchObject({ status: 200, body: { entity: 'host-a', variant: asked.body.variant, bucket: asked.body.bucket, stale: { reason: `store unreachable: no answer within ${READ_DEADLINE_MS} ms` } } });
-      expect((await assignment('host-b')).status).toBe(503);
+      expect(staleA).toMatchObject({ status: 200, body: { entity: 'host-a', variant: asked.body.variant, bucket: asked.body.bucket, stale: { reason: `store unreachable: no answer within ${ASSIGNMENT_READ_DEADLINE_MS} ms` } } });
+      expect(staleA.headers.get('x-rollout-stale')).toBe('true');
+      expect(staleA.headers.get('cache-control')).toBe('no-store');
+      expect(staleA.headers.get('etag')).toBeNull();
+      expect(await assignment('host-b')).toMatchObject({ status: 200, body: { entity: 'host-b', percent: 50, bucket: bucketOf(id, 'host-b'), stale: { reason: `store unreachable: no answer within ${ASSIGNMENT_READ_DEADLINE_MS} ms` } } });
       const t0 = Date.now();
       const read = await http(`${a.url}/rollouts`);
       const readMs = Date.now() - t0;

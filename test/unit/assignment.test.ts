@@ -50,6 +50,13 @@ describe('bucketOf and inCohort', () => {
     expect(tenth).toBeLessThan(2_200);
   });
 
+  it('is murmur3 of the UTF-8 key, whatever its characters or length', () => {
+    const reference = (id: string, e: string) => murmur3x86_32(new TextEncoder().encode(`${id}:${e}`), 0) % BUCKETS;
+    for (const [id, e] of [['r1', 'host-7'], ['r1', 'hôte-7'], ['r1', '主机-7'], ['r1', '😀'], ['r', ''], ['r1', 'x'.repeat(2_000)], ['r1', `${'y'.repeat(700)}é`], ['r1', 'host-8']]) {
+      expect(bucketOf(id!, e!), `${id}:${e!.slice(0, 20)}`).toBe(reference(id!, e!));
+    }
+  });
+
   it('a growing percent only adds entities; 0 holds none and 100 holds all', () => {
     const cohort = (p: number) => new Set(entities.filter((e) => inCohort(bucketOf('r1', e), p)));
     let before = cohort(0);

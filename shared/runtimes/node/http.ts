@@ -136,8 +136,9 @@ export async function serveApi(
         const url = new URL(req.url ?? '/', 'http://local');
         // No length and no chunks: no body to wait for (most reads).
         const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : await readBody(req, limits.maxBodyBytes);
-        const headers: Record<string, string> = {};
-        for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = typeof v === 'string' ? v : v.join(', ');
+        // Node joins repeated request headers into one string, all but set-cookie (an array): only then is a copy needed.
+        let headers = req.headers as Record<string, string>;
+        if (req.headers['set-cookie'] !== undefined) headers = { ...headers, 'set-cookie': req.headers['set-cookie'].join(', ') };
         const out = await handle({
           method: req.method ?? 'GET',
           path: url.pathname,

@@ -239,13 +239,16 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     return out;
   }
 
-  // The query is part of what was asked: one entity's assignment is never another's stale answer.
+  // The query is part of what was asked: one page is never another's stale answer.
   const readKey = (req: HttpRequest) => (req.query.size ? `${req.path}?${req.query.toString()}` : req.path);
+  // Assignment and traffic answer from their rollout's last good read themselves (AssignmentReads), for any entity.
+  const answersStale = (path: string) => path.endsWith('/assignment') || path.endsWith('/traffic');
 
   async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
     try {
       const res = await within(readDeadlineMs, run());
-      if (res.status === 200) {
+      if (res.headers?.['x-rollout-stale']) return res;
+      if (res.status === 200 && !answersStale(req.path)) {
         lastGood.set(readKey(req), { body: res.body, at: Date.now() });
         if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);
       }
