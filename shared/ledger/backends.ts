@@ -9,7 +9,15 @@ import { canonicalJson } from './model.js';
  * AbortSignal that fires the moment the worker learns its claim is lost
  * (stolen, re-pended, fenced), so abandoned work stops early.
  */
-export type ExecutionBackend = (payload: unknown, signal: AbortSignal) => Promise<unknown>;
+export type ExecutionBackend = (payload: unknown, signal: AbortSignal, item?: ItemRef) => Promise<unknown>;
+
+/** Which item a backend is running. */
+export interface ItemRef {
+  readonly runId: string;
+  readonly itemId: string;
+  /** How many times the item's message has been delivered, 1 the first time; null when it was taken over from another worker (a steal). */
+  readonly attempt: number | null;
+}
 
 export class BackendError extends Error {
   override readonly name = 'BackendError';

@@ -407,7 +407,7 @@ export class Worker {
         const began = performance.now();
         const payload = t.payload ?? (await this.o.ledger.get(runId, id))?.payload;
         try {
-          const result = await this.o.backend(payload, signal);
+          const result = await this.o.backend(payload, signal, { runId: t.h.message?.runId ?? runId, itemId: id, attempt: t.h.message?.receiveCount ?? null });
           this.executing.delete(id);
           this.outcomes.push({ h: t.h, kind: 'result', result });
           const took = performance.now() - began;

@@ -5,6 +5,7 @@
  * duration) → ack, with 4 workers, until every item is recorded Done.
  *   postgres      our ledger with its own queue (claim batches with SKIP LOCKED,
  *                 LISTEN/NOTIFY wake-up), workers starting and acking in chunks
+ *   postgres_sdk  the same, through the public worker SDK (createWorker per worker)
  *   pgboss        the same workload through pg-boss (the peer) on the same PostgreSQL
  *   dynamodb_sqs  our ledger on DynamoDB Local, the queue on SQS (fauxqs)
  * Last line: one JSON object.
@@ -14,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { PgBoss } from 'pg-boss';
 import pg from 'pg';
 import { mockBackend } from '../../shared/ledger/backends.js';
+import { createWorker } from '../../shared/runtimes/worker/sdk.js';
 import { Worker } from '../../shared/ledger/worker.js';
 import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import { PgNotifyWake } from '../../shared/adapters/postgres/wake.js';
@@ -21,6 +23,7 @@ import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import type { WorkQueue } from '../../shared/queue/port.js';
 import type { LedgerStore } from '../../shared/ledger/store.js';
+import type { Sql } from '../../shared/adapters/postgres/sql.js';
 import { openBackend, uniqueName } from '../support/backends.js';
 import { round3 } from './raw.js';
 
@@ -40,6 +43,46 @@ const BATCH = Number(args.batch);
 const REPS = Number(args.reps);
 const backendFn = mockBackend({ durationMs: 0 });
 const phases: string[] = [];
+
+/**
+ * The same run through the public worker SDK, as an adopter writes it: one
+ * `createWorker` per worker, each with its own pool and wake-up, the handler
+ * the same mock. Timed as pg-boss is, once its workers are up (registered):
+ * from the first enqueue until every result is recorded.
+ */
+async function sdk(url: string, ledger: LedgerStore, sql: Sql, producer: (runId: string) => WorkQueue, n: number): Promise<number> {
+  const runId = uniqueName('run');
+  await ledger.createRun(runId, {}, Date.now());
+  const stop = new AbortController();
+  let handled = 0;
+  let allHandled!: () => void;
+  const handledAll = new Promise<void>((r) => (allHandled = r));
+  const handler = async (item: { payload: unknown }, c: { signal: AbortSignal }) => {
+    const out = await backendFn(item.payload, c.signal);
+    if (++handled >= n) allHandled();
+    return out;
+  };
+  const running = Array.from({ length: WORKERS }, (_, i) => createWorker({ runs: [runId], databaseUrl: url, workerId: `sdk${i}`, instanceId: 'bench', batch: BATCH, waitSeconds: 1, handler }).run(stop.signal));
+  for (;;) {
+    const { rows } = await sql.query<{ n: string }>(`SELECT count(*) AS n FROM workers WHERE run_id = $1 AND state = 'active'`, [runId]);
+    if (Number(rows[0]!.n) >= WORKERS) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const payloads = Array.from({ length: n }, (_, i) => ({ runId, i }));
+  const began = performance.now();
+  // As POST /runs does: stored, then sent (on the ledger queue, a wake-up).
+  const { ids } = await ledger.enqueue(runId, payloads, Date.now());
+  await producer(runId).send(runId, ids);
+  // As for pg-boss: every item handled, then done means recorded.
+  await handledAll;
+  while ((await ledger.counts(runId)).done < n) await new Promise((r) => setTimeout(r, 5));
+  const seconds = (performance.now() - began) / 1000;
+  stop.abort();
+  const summaries = await Promise.all(running);
+  const done = summaries.reduce((s, w) => s + w.done, 0);
+  if (done !== n) throw new Error(`the SDK's workers recorded ${done} results for ${n} items`);
+  return n / seconds;
+}
 
 /** Our workers until the run is finished; returns items per second from the first enqueue. */
 async function ours(ledger: LedgerStore, n: number, queueFor: (runId: string, workerId: string) => WorkQueue, batch: number, waitSeconds: number): Promise<number> {
@@ -122,11 +165,14 @@ const record = (name: string, n: number, xs: number[]) => {
   const pgBackend = await openBackend('postgres');
   const wake = await PgNotifyWake.open({ connectionString: pgBackend.url! });
   const oursRuns: number[] = [];
+  const sdkRuns: number[] = [];
   const bossRuns: number[] = [];
+  const schemaUrl = `${pgBackend.url!}${pgBackend.url!.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${pgBackend.schema!}`)}`;
   try {
-    // Interleaved, so both see the same machine noise.
+    // Interleaved, so all see the same machine noise.
     for (let r = 0; r < REPS; r++) {
       oursRuns.push(await ours(pgBackend.ledger, ITEMS, (runId, w) => new LedgerWorkQueue(pgBackend.sql!, wake, runId, w), BATCH, 1));
+      sdkRuns.push(await sdk(schemaUrl, pgBackend.ledger, pgBackend.sql!, (runId) => new LedgerWorkQueue(pgBackend.sql!, wake, runId, 'producer'), ITEMS));
       bossRuns.push(await pgboss(process.env.DATABASE_URL!, ITEMS));
     }
   } finally {
@@ -135,6 +181,7 @@ const record = (name: string, n: number, xs: number[]) => {
   }
   console.log(phases.join(', '));
   record('postgres', ITEMS, oursRuns);
+  record('postgres_sdk', ITEMS, sdkRuns);
   record('pgboss', ITEMS, bossRuns);
 }
 if (DYNAMO_ITEMS > 0) {
@@ -157,6 +204,7 @@ if (DYNAMO_ITEMS > 0) {
   record('dynamodb_sqs', DYNAMO_ITEMS, runs);
 }
 const ratio = round3(result.postgres!.median_items_per_s / result.pgboss!.median_items_per_s);
-console.log(`postgres / pg-boss (medians, same PostgreSQL, same run): ${ratio}×`);
-console.log(JSON.stringify({ bench: 'ledger', workers: WORKERS, ...result, postgres_vs_pgboss: ratio }));
+const sdkRatio = round3(result.postgres_sdk!.median_items_per_s / result.pgboss!.median_items_per_s);
+console.log(`postgres / pg-boss (medians, same PostgreSQL, same run): ${ratio}×; through the worker SDK: ${sdkRatio}×`);
+console.log(JSON.stringify({ bench: 'ledger', workers: WORKERS, ...result, postgres_vs_pgboss: ratio, postgres_sdk_vs_pgboss: sdkRatio }));
 process.exit(0);

@@ -3,9 +3,11 @@
  * its tarball into a fresh project; a consumer file using the client, the
  * assignment rule and the OpenFeature provider typechecks against its
  * declarations; a node started from the installed `rollout` bin; the
- * consumer's own script drives rollouts through the client; and
+ * consumer's own script drives rollouts through the client;
  * `rollout rollouts status` gates a pipeline on how a rollout ended (exit 0
- * completed, 1 rolled back or aborted, 3 still going at --timeout).
+ * completed, 1 rolled back or aborted, 3 still going at --timeout); and the
+ * consumer's own handler runs a run's 200 items through the worker SDK, every
+ * result read back through the client.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +23,14 @@ const dir = mkdtempSync(join(tmpdir(), 'rollout-package-'));
 const CONSUMER_TS = `
 import { ApiError, RolloutClient, assign, parseRolloutSpec, type RolloutJson, type RolloutTraffic } from 'rollout-control-plane';
 import { RolloutProvider } from 'rollout-control-plane/openfeature';
+import { createWorker, type WorkHandler, type WorkerSummary } from 'rollout-control-plane/worker';
+
+const handler: WorkHandler = async (item, { signal, heartbeat, attempt }) => {
+  heartbeat();
+  signal.throwIfAborted();
+  return { input: item.payload, attempt };
+};
+export const work = (): Promise<WorkerSummary> => createWorker({ runs: ['nightly'], databaseUrl: process.env.DATABASE_URL, exitWhenDone: true, itemTimeoutMs: 60_000, handler }).run();
 
 const client = new RolloutClient({ url: process.env.ROLLOUT_URL ?? 'http://127.0.0.1:8000', actor: 'ci' });
 const spec = parseRolloutSpec({ target: { service: 'web', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
@@ -57,6 +67,32 @@ try {
   out.refused = err instanceof ApiError ? [err.status, err.body.issues?.length > 0] : String(err);
 }
 console.log(JSON.stringify(out));
+`;
+
+/** The consumer's own worker: its handler runs the run's items, in its own process, through the worker SDK. */
+const WORKER_MJS = `
+import { createWorker } from 'rollout-control-plane/worker';
+const summary = await createWorker({
+  runs: ['pkg-run'],
+  databaseUrl: process.env.DATABASE_URL,
+  waitSeconds: 1,
+  exitWhenDone: true,
+  handler: async (item, { heartbeat }) => {
+    heartbeat();
+    return { tripled: item.payload.n * 3 };
+  },
+}).run();
+console.log(JSON.stringify(summary));
+`;
+
+/** …and every result read back through the client. */
+const READ_BACK_MJS = `
+import { RolloutClient } from 'rollout-control-plane';
+const client = new RolloutClient({ url: process.env.ROLLOUT_URL });
+const run = await client.getRun('pkg-run');
+let right = 0;
+for await (const item of client.allRunItems('pkg-run', { state: 'done', pageSize: 50 })) if (item.result?.tripled === item.payload.n * 3) right++;
+console.log(JSON.stringify({ counts: run.counts, done: run.done, right }));
 `;
 
 describe('the package, as an adopter installs it', () => {
@@ -125,5 +161,16 @@ describe('the package, as an adopter installs it', () => {
     const missing = rollout('status', 'no-such-rollout', '--timeout', '5s');
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/HTTP 404/);
+  });
+
+  it("runs the consumer's own handler on the run of 200 items through the worker SDK, and reads every result back through the client", () => {
+    writeFileSync(join(consumer.dir, 'worker.mjs'), WORKER_MJS);
+    const worked = spawnSync(process.execPath, ['worker.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, DATABASE_URL: db.url } });
+    expect(worked.status, `${worked.stdout}\n${worked.stderr}`).toBe(0);
+    expect(JSON.parse(worked.stdout.trim().split('\n').at(-1)!)).toMatchObject({ exit: 'done', done: 200, failedRuns: 0 });
+    writeFileSync(join(consumer.dir, 'read-back.mjs'), READ_BACK_MJS);
+    const read = spawnSync(process.execPath, ['read-back.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
+    expect(read.status, `${read.stdout}\n${read.stderr}`).toBe(0);
+    expect(JSON.parse(read.stdout.trim().split('\n').at(-1)!)).toEqual({ counts: { pending: 0, running: 0, done: 200, failed: 0 }, done: true, right: 200 });
   });
 });

@@ -123,6 +123,34 @@ export async function postgresSchema(poolSize = 20): Promise<{ sql: Sql; pool: p
   };
 }
 
+/**
+ * A schema of its own for a describe block's processes: its ledger, and the
+ * connection string a worker (a process, or createWorker) reaches it with.
+ * Set up before the block's tests, dropped after.
+ */
+export function ledgerSchemaPerSuite(poolSize = 4): { readonly ledger: PostgresLedgerStore; readonly url: string; readonly sql: Sql } {
+  let db: Awaited<ReturnType<typeof postgresSchema>> | undefined;
+  let ledger: PostgresLedgerStore | undefined;
+  beforeAll(async () => {
+    db = await postgresSchema(poolSize);
+    ledger = new PostgresLedgerStore(db.sql);
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+  return {
+    get ledger() {
+      return ledger!;
+    },
+    get url() {
+      return `${db!.url}?options=${encodeURIComponent(`-c search_path=${db!.schema}`)}`;
+    },
+    get sql() {
+      return db!.sql;
+    },
+  };
+}
+
 /** A fresh schema, and a pool of `poolSize` that reaches it only through a FaultyProxy (to cut, refuse or delay). */
 export async function proxiedPostgresSchema(poolSize: number): Promise<{ schema: Awaited<ReturnType<typeof postgresSchema>>; proxy: FaultyProxy; db: PostgresHandle; close(): Promise<void> }> {
   const schema = await postgresSchema(2);

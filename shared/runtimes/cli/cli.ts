@@ -8,7 +8,6 @@ import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
 import { ApiError, call, type Target } from '../../client/transport.js';
-import { SimulatedComputeHint } from '../../drain/compute-hint.js';
 import { ConfigError } from '../../errors.js';
 import { errorMessage, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
@@ -68,7 +67,7 @@ const int = (name: string) => (v: string) => {
 
 function summaryLine(s: WorkerSummary): string {
   const drain = s.drainMs === null ? '' : `, drained ${s.nacked} items in ${s.drainMs} ms${s.withinDeadline ? '' : ' (past the deadline)'}`;
-  return `worker ${s.workerId} on ${s.instanceId}: ${s.exit}; done ${s.done}, stolen ${s.stolen}, lost ${s.lost}, backend failures ${s.failedRuns}${drain}`;
+  return `worker ${s.workerId} on ${s.instanceId}${s.runs.length > 1 ? ` (${s.runs.length} runs)` : ''}: ${s.exit}; done ${s.done}, stolen ${s.stolen}, lost ${s.lost}, backend failures ${s.failedRuns}${drain}`;
 }
 
 export function program(): Command {
@@ -79,8 +78,8 @@ export function program(): Command {
     .exitOverride();
   cli
     .command('worker')
-    .description('Run a worker of one work run: pull items, claim them in the ledger, run them on a backend, record the results; drain on a spot notice.')
-    .requiredOption('--run <id>', 'the run to work on')
+    .description('Run a worker of one or more work runs: pull items, claim them in the ledger, run them (on a backend, or your --module), record the results; drain on a spot notice.')
+    .requiredOption('--run <id...>', 'the run to work on (several: --run a --run b, or --run a b)')
     .addOption(new Option('--store <kind>', 'where the ledger is').choices(['postgres', 'dynamodb']).env('ROLLOUT_STORE'))
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
     .addOption(new Option('--table <name>', 'DynamoDB table').env('ROLLOUT_TABLE'))
@@ -88,7 +87,10 @@ export function program(): Command {
     .addOption(new Option('--coordinator <none|lambda:name|url>', 'where an idle worker asks for work (steals)').env('ROLLOUT_COORDINATOR'))
     .addOption(new Option('--token <token>', "a bearer token with the worker scope, for a node's coordinator with authentication on").env('ROLLOUT_TOKEN'))
     .addOption(new Option('--ca-file <pem>', "the CA a node's HTTPS certificate chains to").env('ROLLOUT_CA_FILE'))
-    .addOption(new Option('--backend <kind>', 'how items run').choices(['mock', 'http']).default('mock'))
+    .addOption(new Option('--backend <kind>', 'how items run (default mock; module with --module)').choices(['mock', 'http', 'module']))
+    .option('--module <file>', "your own JavaScript module: its default export (or `handler`), async (item, { signal, heartbeat, progress, attempt, runId }) => result, runs each item")
+    .option('--item-timeout <duration|none>', 'how long one attempt of an item may run before it fails as timed out (90s, 30m, 2h; default none: as long as it takes, kept by heartbeats)', (v) => (v === 'none' ? null : duration('--item-timeout')(v)))
+    .option('--stall <duration>', "fail an attempt whose --module handler has not called heartbeat() or progress() for this long", (v) => duration('--stall')(v))
     .option('--backend-url <url>', 'http backend: POST each payload here; the response body is the result')
     .option('--backend-timeout <duration|none>', 'http backend: how long one call may take (90s, 30m, 2h), or none: as long as it takes, the item kept by heartbeats (default 60s)', (v) => (v === 'none' ? null : duration('--backend-timeout')(v)))
     .option('--mock-duration-ms <ms>', 'mock backend: time per item', int('--mock-duration-ms'), 0)
@@ -108,20 +110,29 @@ export function program(): Command {
     .action(async (opts: Record<string, unknown>) => {
       const json = opts.json === true;
       const logger = stderrLogger(json);
-      const preempt = new SimulatedComputeHint();
+      let drain = () => undefined as void;
       let signals = 0;
       // SIGTERM is how ECS announces a Fargate Spot interruption (and how an orchestrator stops a task): drain.
       // SIGINT drains too; a second signal exits at once (held items return through the failure scan).
       const onSignal = (sig: NodeJS.Signals) => {
         if (++signals > 1) process.exit(130);
         logger.warn(`${sig}: draining`);
-        preempt.preempt({ provider: opts.provider === 'gcp' ? 'gcp' : 'aws', instanceId: String(opts.instanceId), kind: 'interruption', receivedAt: Date.now() });
+        drain();
       };
       process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
-      const { json: _json, store, queue, backendTimeout, ...flags } = opts;
-      const input = { ...flags, store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'), queue: queue ?? 'ledger', ...(backendTimeout !== undefined ? { backendTimeoutMs: backendTimeout } : {}) };
+      const { json: _json, store, queue, backendTimeout, itemTimeout, stall, run, backend, ...flags } = opts;
+      const input = {
+        ...flags,
+        runs: run,
+        store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'),
+        queue: queue ?? 'ledger',
+        backend: backend ?? (opts.module ? 'module' : 'mock'),
+        ...(backendTimeout !== undefined ? { backendTimeoutMs: backendTimeout } : {}),
+        ...(itemTimeout !== undefined ? { itemTimeoutMs: itemTimeout } : {}),
+        ...(stall !== undefined ? { stallMs: stall } : {}),
+      };
       // The flags are checked (and named in errors) by the worker's own schema.
-      const summary = await runWorkerCommand(input as WorkerCommandOptions, new AbortController().signal, logger, preempt);
+      const summary = await runWorkerCommand(input as WorkerCommandOptions, new AbortController().signal, logger, (d) => (drain = d));
       process.stdout.write(`${json ? JSON.stringify(summary) : summaryLine(summary)}\n`);
     });
   nodeCommands(cli);

@@ -3,56 +3,91 @@ import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
 
 /**
- * `rollout worker`: one long-running worker process of one run (EC2 / ECS
- * spot capacity, or a local machine). Everything it needs comes from flags,
- * with the environment as defaults; a bad value is refused with its name.
+ * A worker process of one or more runs (EC2 / ECS spot capacity, or a local
+ * machine): what `createWorker` takes, and what `rollout worker` builds from
+ * its flags (with the environment as defaults). A bad value is refused with
+ * its name.
  */
-export const workerOptionsSchema = z
+const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+const workerFields = {
+  runs: z.array(z.string().regex(ID, 'a run id: letters, digits, _ . : - (at most 128)')).min(1, 'at least one run').max(50, 'at most 50 runs per process'),
+  store: z.enum(['postgres', 'dynamodb']),
+  databaseUrl: z.string().min(1).optional(),
+  table: z.string().min(1).optional(),
+  queue: z.string().min(1).default('ledger'),
+  coordinator: z.string().min(1).default('none'),
+  /** A bearer token (scope `worker`) for a node's coordinator with authentication on. */
+  token: z.string().min(1).max(16_384).optional(),
+  /** PEM file of the CA a node's HTTPS certificate chains to. */
+  caFile: z.string().min(1).optional(),
+  workerId: z.string().min(1).default(`${hostname()}-${process.pid}`),
+  instanceId: z.string().min(1).default('auto'),
+  provider: z.enum(['aws', 'gcp', 'local']).default('local'),
+  metadataEndpoint: z.string().url().optional(),
+  heartbeatMs: z.coerce.number().int().positive().default(5_000),
+  visibilitySeconds: z.coerce.number().int().positive().max(43_200).default(30),
+  waitSeconds: z.coerce.number().int().min(0).max(20).default(20),
+  batch: z.coerce.number().int().positive().max(1_000).default(10),
+  chunkBudgetMs: z.coerce.number().positive().default(100),
+  maxReceiveCount: z.coerce.number().int().positive().default(5),
+  exitWhenDone: z.boolean().default(false),
+  /** How long one item may run before it fails as timed out; null: as long as it takes (heartbeats keep it). */
+  itemTimeoutMs: z.number().int().positive().nullable().default(null),
+  /** Fail an item whose handler has not called heartbeat() or progress() for this long; null: never. */
+  stallMs: z.number().int().positive().nullable().default(null),
+};
+
+function storeIssues(o: { store: string; databaseUrl?: string | undefined; table?: string | undefined; queue: string; coordinator: string }, ctx: z.RefinementCtx) {
+  if (o.store === 'postgres' && !o.databaseUrl) ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
+  if (o.store === 'dynamodb' && !o.table) ctx.addIssue({ code: 'custom', path: ['table'], message: 'required with --store dynamodb (or set ROLLOUT_TABLE)' });
+  if (o.store === 'dynamodb' && o.queue === 'ledger') ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
+  if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue)) ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
+  if (o.coordinator !== 'none' && !o.coordinator.startsWith('lambda:') && !/^https?:\/\//.test(o.coordinator)) {
+    ctx.addIssue({ code: 'custom', path: ['coordinator'], message: `must be "none", "lambda:<function>" or an http(s) URL, got ${o.coordinator}` });
+  }
+}
+
+export const workerOptionsSchema = z.object(workerFields).superRefine(storeIssues);
+
+/** `rollout worker`: the same, and where its items run (a backend of ours, or the user's module). */
+export const workerCommandSchema = z
   .object({
-    run: z.string().min(1, 'required'),
-    store: z.enum(['postgres', 'dynamodb']),
-    databaseUrl: z.string().min(1).optional(),
-    table: z.string().min(1).optional(),
-    queue: z.string().min(1).default('ledger'),
-    coordinator: z.string().min(1).default('none'),
-    /** A bearer token (scope `worker`) for a node's coordinator with authentication on. */
-    token: z.string().min(1).max(16_384).optional(),
-    /** PEM file of the CA a node's HTTPS certificate chains to. */
-    caFile: z.string().min(1).optional(),
-    backend: z.enum(['mock', 'http']).default('mock'),
+    ...workerFields,
+    backend: z.enum(['mock', 'http', 'module']).default('mock'),
     backendUrl: z.string().url().optional(),
     /** http backend: how long one call may take, in ms; null for no limit (heartbeats keep the item). */
     backendTimeoutMs: z.number().int().positive().nullable().default(60_000),
+    /** A JavaScript module whose default (or `handler`) export runs each item. */
+    module: z.string().min(1).optional(),
     mockDurationMs: z.coerce.number().int().nonnegative().default(0),
     mockFailureRate: z.coerce.number().min(0).max(1).default(0),
-    workerId: z.string().min(1).default(`${hostname()}-${process.pid}`),
-    instanceId: z.string().min(1).default('auto'),
-    provider: z.enum(['aws', 'gcp', 'local']).default('local'),
-    metadataEndpoint: z.string().url().optional(),
-    heartbeatMs: z.coerce.number().int().positive().default(5_000),
-    visibilitySeconds: z.coerce.number().int().positive().max(43_200).default(30),
-    waitSeconds: z.coerce.number().int().min(0).max(20).default(20),
-    batch: z.coerce.number().int().positive().max(1_000).default(10),
-    chunkBudgetMs: z.coerce.number().positive().default(100),
-    maxReceiveCount: z.coerce.number().int().positive().default(5),
-    exitWhenDone: z.boolean().default(false),
   })
   .superRefine((o, ctx) => {
-    if (o.store === 'postgres' && !o.databaseUrl) ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
-    if (o.store === 'dynamodb' && !o.table) ctx.addIssue({ code: 'custom', path: ['table'], message: 'required with --store dynamodb (or set ROLLOUT_TABLE)' });
-    if (o.store === 'dynamodb' && o.queue === 'ledger') ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
-    if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue)) ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
+    storeIssues(o, ctx);
     if (o.backend === 'http' && !o.backendUrl) ctx.addIssue({ code: 'custom', path: ['backendUrl'], message: 'required with --backend http' });
-    if (o.coordinator !== 'none' && !o.coordinator.startsWith('lambda:') && !/^https?:\/\//.test(o.coordinator)) {
-      ctx.addIssue({ code: 'custom', path: ['coordinator'], message: `must be "none", "lambda:<function>" or an http(s) URL, got ${o.coordinator}` });
-    }
+    if (o.backend === 'module' && !o.module) ctx.addIssue({ code: 'custom', path: ['module'], message: 'required with --backend module' });
+    if (o.module && o.backend !== 'module') ctx.addIssue({ code: 'custom', path: ['module'], message: `runs items itself: leave out --backend ${o.backend}` });
   });
-export type WorkerCommandOptions = z.input<typeof workerOptionsSchema>;
-export type WorkerOptions = z.output<typeof workerOptionsSchema>;
 
-/** The worker's options, or a ConfigError naming each bad flag as the user typed it. */
-export function parseWorkerOptions(input: WorkerCommandOptions): z.output<typeof workerOptionsSchema> {
-  const parsed = workerOptionsSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  throw new ConfigError('worker', parsed.error.issues.map((i) => `${i.path.length ? `--${String(i.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : '(flags)'}: ${i.message}`));
+export type WorkerOptionsInput = z.input<typeof workerOptionsSchema>;
+export type WorkerOptions = z.output<typeof workerOptionsSchema>;
+export type WorkerCommandOptions = z.input<typeof workerCommandSchema>;
+export type WorkerCommandConfig = z.output<typeof workerCommandSchema>;
+
+/** An option as the flag that sets it: databaseUrl is --database-url, runs is --run (given once per run). */
+function flagOf(path: readonly PropertyKey[]): string {
+  if (!path.length) return '(flags)';
+  const name = String(path[0]);
+  return name === 'runs' ? '--run' : `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 }
+
+/** Options, or a ConfigError naming each bad one as `rollout worker` spells it (`--database-url`). */
+function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  throw new ConfigError('worker', parsed.error.issues.map((i) => `${flagOf(i.path)}: ${i.message}`));
+}
+
+export const parseWorkerOptions = (input: WorkerOptionsInput): WorkerOptions => parseWith(workerOptionsSchema, input);
+export const parseWorkerCommand = (input: WorkerCommandOptions): WorkerCommandConfig => parseWith(workerCommandSchema, input);
