@@ -9,7 +9,7 @@ import { canonicalJson } from '../canonical-json.js';
 import { ConfigError, StoreContendedError } from '../errors.js';
 import type { LeaseStore } from '../lease/store.js';
 import { BadCursorError } from '../cursor.js';
-import type { LedgerStore } from '../ledger/store.js';
+import type { LedgerStore, RunCancel } from '../ledger/store.js';
 import type { ItemState, WorkItem } from '../ledger/model.js';
 import { dispatch } from '../ledger/dispatch.js';
 import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
@@ -167,6 +167,11 @@ export function rolloutSummaryJson(r: Rollout) {
 export function historyJson(e: RolloutEvent) {
   const d = e.detail;
   return { seq: d.seq ?? null, type: e.detailType, at: new Date(e.time).toISOString(), actor: d.actor, epoch: d.epoch, attempt: d.attempt, stage: d.stage ?? null, percent: d.percent ?? null, reason: d.reason ?? null, ...(d.target ? { target: d.target } : {}) };
+}
+
+/** A run's cancel as the API shows it. */
+export function cancelJson(c: RunCancel) {
+  return { at: new Date(c.at).toISOString(), by: c.by, reason: c.reason };
 }
 
 /** An item as the API shows it: what it was asked, where it is, and what came of it. */
@@ -434,6 +439,10 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const shards = body.shards ?? (body.itemsPerSecond === undefined ? undefined : shardsFor(body.itemsPerSecond));
         const { created } = await deps.ledger.createRun(id, body.spec ?? {}, now, shards === undefined ? {} : { shards });
         if (!created && body.spec !== undefined) await sameSpec(id, body.spec);
+        if (!created) {
+          const cancelled = (await deps.ledger.getRun(id))?.cancelled;
+          if (cancelled) throw new HttpError(409, `run ${id} was cancelled: it takes no more items`, { cancelled: cancelJson(cancelled) });
+        }
         const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
         // Every item of the request is sent, new or not: a retry completes a request that stored its
         // items and failed before sending (and so does the coordinator's scan, which sends what was
@@ -441,6 +450,18 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         // no longer pending. Items never claimed yet (version 0) are recorded as sent.
         await dispatch(deps.ledger, deps.workQueue(), id, [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })), now);
         return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
+      },
+    },
+    {
+      method: 'POST',
+      pattern: /^\/runs\/([^/]+)\/cancel$/,
+      // Recorded once (monotone: no fence needed); its coordinator fails the Pending items, fenced: at once on a node, at its next scan in AWS.
+      run: async (m, req) => {
+        const id = segment(m, 1, 'run id');
+        const body = parseBody(commandBody, req.body);
+        const out = await deps.ledger.cancelRun(id, { by: req.actor, reason: body.reason ?? null }, clock.now());
+        if (!out) throw new HttpError(404, `run ${id} not found`);
+        return { status: 200, body: { id, cancelled: cancelJson(out.cancelled), first: out.first, counts: await deps.ledger.counts(id) } };
       },
     },
     {
@@ -452,7 +473,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         const cursor = q.get('cursor');
         const page = await deps.ledger.listRuns({ limit: pageLimit(q, 50, 500), ...(cursor ? { cursor } : {}) });
         const iso = (ms: number) => new Date(ms).toISOString();
-        return { status: 200, body: { runs: page.runs.map((r) => ({ id: r.id, spec: r.spec, createdAt: iso(r.createdAt), coordinatorEpoch: r.coordinatorEpoch, shards: r.shards ?? null })), next: page.next } };
+        return { status: 200, body: { runs: page.runs.map((r) => ({ id: r.id, spec: r.spec, createdAt: iso(r.createdAt), coordinatorEpoch: r.coordinatorEpoch, shards: r.shards ?? null, cancelled: r.cancelled ? cancelJson(r.cancelled) : null })), next: page.next } };
       },
     },
     {
@@ -464,7 +485,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         if (!run) throw new HttpError(404, `run ${id} not found`);
         const counts = await deps.ledger.counts(id);
         const throttled = run.throttled ? { at: new Date(run.throttled.at).toISOString(), secondsAgo: Math.max(0, Math.round((clock.now() - run.throttled.at) / 1000)), keyFamily: run.throttled.family, requests: run.throttled.requests } : null;
-        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled } };
+        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled, cancelled: run.cancelled ? cancelJson(run.cancelled) : null } };
       },
     },
     {

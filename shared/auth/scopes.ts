@@ -6,7 +6,7 @@
  *   forward   POST /events with an AWS-shaped envelope (`source: aws.*`): what
  *             EventBridge would deliver (spot notices, CloudWatch alarm changes)
  *   operate   commands on a rollout: promote, promote-full, pause, resume, retry
- *   admin     create rollouts and runs, abort rollouts
+ *   admin     create rollouts and runs, abort rollouts, cancel runs
  *   worker    a worker's steal request (POST /coordinator)
  *
  * Open without a credential: the status page's HTML (it holds no data; it asks
@@ -37,6 +37,6 @@ export function scopeFor(method: string, path: string, body: unknown): Scope {
   if (path === '/events') return isAwsEnvelope(body) ? 'forward' : 'signal';
   if (path === '/coordinator') return 'worker';
   if (path === '/rollouts' || path === '/runs') return 'admin';
-  if (/^\/rollouts\/[^/]+\/abort$/.test(path)) return 'admin';
+  if (/^\/rollouts\/[^/]+\/abort$/.test(path) || /^\/runs\/[^/]+\/cancel$/.test(path)) return 'admin';
   return 'operate';
 }

@@ -75,6 +75,26 @@ export interface RunJson {
   readonly counts: { readonly pending: number; readonly running: number; readonly done: number; readonly failed: number };
   readonly done: boolean;
   readonly throttled: { readonly at: string; readonly secondsAgo: number; readonly keyFamily: string; readonly requests: number } | null;
+  readonly cancelled: RunCancelJson | null;
+}
+
+/** Who cancelled a run, when and why. */
+export interface RunCancelJson {
+  readonly at: string;
+  readonly by: string;
+  readonly reason: string | null;
+}
+
+/** What `cancelRun` answers. */
+export interface CancelledRun {
+  readonly id: string;
+  readonly cancelled: RunCancelJson;
+  /** false: it was cancelled before (that cancel is the one shown). */
+  readonly first: boolean;
+  /** The run's items as the cancel found them. */
+  readonly counts: RunJson['counts'];
+  /** On a node: Pending items failed at once (null: the coordinator's next scan fails them). Absent on a replayed answer and in AWS. */
+  readonly pendingFailed?: number | null;
 }
 
 export interface RunSummaryJson {
@@ -83,6 +103,7 @@ export interface RunSummaryJson {
   readonly createdAt: string;
   readonly coordinatorEpoch: number;
   readonly shards: number | null;
+  readonly cancelled: RunCancelJson | null;
 }
 
 export interface RunsPage {
@@ -268,6 +289,15 @@ export class RolloutClient {
 
   getRun(id: string): Promise<RunJson> {
     return this.get(`/runs/${seg(id)}`);
+  }
+
+  /**
+   * Cancels a run: its Pending items end Failed (`cancelled: <reason> (by
+   * <actor>)`), items already running end as they finish, and the run takes
+   * no more items. Idempotent: a second cancel answers the first.
+   */
+  cancelRun(id: string, o: { readonly reason?: string; readonly idempotencyKey?: string } = {}): Promise<CancelledRun> {
+    return this.post(`/runs/${seg(id)}/cancel`, o.reason !== undefined ? { reason: o.reason } : {}, o.idempotencyKey);
   }
 
   /** One page of a run's items (all, or those in `state`), with results and failure reasons. */

@@ -158,9 +158,41 @@ export class Coordinator {
    */
   async scan(limit = 1_000): Promise<ScanReport> {
     const { repended, failed } = await this.failureScan(limit);
+    failed.push(...(await this.failCancelled(limit)));
     const resent = await this.resendUnsent(limit);
     if (this.opts.deadLetters) failed.push(...(await this.failDeadLetters(this.opts.deadLetters, limit)).failed);
     return { repended, failed, resent };
+  }
+
+  /**
+   * A cancelled run's Pending items end Failed with the reason `cancelled…`,
+   * a batch at a time, each from Pending only (an item a worker claimed
+   * meanwhile runs and ends as it finishes). Nothing on a run that is not
+   * cancelled. Fenced like every coordinator write.
+   */
+  async failCancelled(limit = 1_000): Promise<string[]> {
+    const token = this.token();
+    const { runId, ledger } = this.opts;
+    const reason = await this.cancelReason();
+    if (reason === null) return [];
+    const failed: string[] = [];
+    while (failed.length < limit) {
+      const page = await ledger.pending(runId, Math.min(SCAN_BATCH, limit - failed.length));
+      if (!page.length) break;
+      const outs = await this.guard(() => ledger.casMany(page.map((item) => fail(token, runId, item.id, { state: 'pending' }, reason)), this.clock.now()));
+      const now = outs.flatMap((o) => (o.ok ? [o.item.id] : []));
+      failed.push(...now);
+      // Every one claimed under us: what is left is running, and ends as it finishes.
+      if (!now.length) break;
+    }
+    if (failed.length) this.logger.info('cancelled run: pending items failed', { runId, failed: failed.length });
+    return failed;
+  }
+
+  /** `cancelled: <reason> (by <actor>)` while the run is cancelled; null otherwise. */
+  private async cancelReason(): Promise<string | null> {
+    const c = (await this.opts.ledger.getRun(this.opts.runId))?.cancelled;
+    return c ? `cancelled${c.reason ? `: ${c.reason}` : ''} (by ${c.by})` : null;
   }
 
   /**
@@ -176,9 +208,12 @@ export class Coordinator {
     const stale = this.watch.observe(runId, await ledger.running(runId), this.clock.now(), { timeoutMs, maxClockSkewMs: this.opts.maxClockSkewMs ?? 60_000 }).slice(0, limit);
     const repended: string[] = [];
     const failed: string[] = [];
+    // A cancelled run's silent items are not run again: they end Failed, as its Pending ones do.
+    const cancelled = stale.length ? await this.cancelReason() : null;
     for (let i = 0; i < stale.length; i += SCAN_BATCH) {
       const changes = stale.slice(i, i + SCAN_BATCH).map((item): ItemCas => {
         const silent = `worker ${item.worker} went silent (heartbeat unchanged for ${timeoutMs} ms)`;
+        if (cancelled !== null) return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, `${cancelled}; ${silent}`);
         if (item.started && item.attempts + 1 >= this.maxAttempts) {
           const reason = `poison: started ${item.attempts + 1} times without a result; last: ${silent}${item.error ? `; before: ${item.error}` : ''}`;
           return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, reason);

@@ -89,6 +89,16 @@ export class RunCoordinators {
     });
   }
 
+  /** A run just cancelled: its Pending items failed now, under its coordinator lease; null when this process does not coordinate it. */
+  async cancelled(runId: string): Promise<number | null> {
+    let failed: number | null = null;
+    await this.inTurn('failing a cancelled run\'s items failed; the scan goes on with it', async () => {
+      const rc = await this.of(runId);
+      if (rc) failed = (await rc.coordinator.failCancelled(Number.MAX_SAFE_INTEGER)).length;
+    });
+    return failed;
+  }
+
   /** A worker's steal request: the notice, or who coordinates the run instead. */
   async stealFor(runId: string, workerId: string): Promise<{ leader: true; notice: StealNotice } | { leader: false; holder: string | null }> {
     const rc = await this.of(runId);

@@ -13,6 +13,15 @@ export interface RunRecord {
   readonly shards?: number | null;
   /** Where the store throttles (DynamoDB): the last time a request of this run was refused, on which key family, and how many so far. */
   readonly throttled?: { readonly at: number; readonly family: string; readonly requests: number };
+  /** Cancelled (POST /runs/{id}/cancel): its Pending items are failed by its coordinator; null while it is not. */
+  readonly cancelled?: RunCancel | null;
+}
+
+/** Who cancelled a run, when and why: recorded once, never undone. */
+export interface RunCancel {
+  readonly at: number;
+  readonly by: string;
+  readonly reason: string | null;
 }
 
 /** How a run is laid out, fixed when it is created. */
@@ -26,6 +35,13 @@ export interface LedgerStore {
   /** Idempotent on id: an existing run is left as it is (its layout included). */
   createRun(id: string, spec: unknown, now: number, options?: RunOptions): Promise<{ created: boolean }>;
   getRun(id: string): Promise<RunRecord | null>;
+  /**
+   * Marks the run cancelled, once: a later call changes nothing and answers
+   * the first cancel (`first: false`). Null: no such run. Monotone (nothing
+   * ever clears it), so it needs no fence; failing the Pending items it
+   * leaves is the coordinator's, fenced (Coordinator.failCancelled).
+   */
+  cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ readonly cancelled: RunCancel; readonly first: boolean } | null>;
   /** Idempotent: an item already present (same content, same id) is left as it is. Returns the ids and how many were new. */
   enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }>;
   get(runId: string, itemId: string): Promise<WorkItem | null>;

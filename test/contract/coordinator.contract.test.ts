@@ -119,6 +119,35 @@ forEachBackend('coordinator on %s', (backend) => {
     expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 6, failed: 0 });
   });
 
+  it('cancel: recorded once; the coordinator fails the Pending items (fenced), a running one ends as it finishes, a silent one is failed, not run again', async () => {
+    const { runId, ids, coordinator, elector } = await setup(5);
+    expect(await coordinator.failCancelled()).toEqual([]); // not cancelled: nothing
+    await claimAll(runId, [ids[0]!], 'busy');
+    await claimAll(runId, [ids[1]!], 'silent');
+    await cas(start(runId, ids[0]!, 'busy', clock.now()));
+    await cas(start(runId, ids[1]!, 'silent', clock.now()));
+    const first = await backend.ledger.cancelRun(runId, { by: 'alice', reason: 'wrong input' }, clock.now());
+    expect(first).toEqual({ first: true, cancelled: { at: clock.now(), by: 'alice', reason: 'wrong input' } });
+    // Monotone: a second cancel changes nothing and answers the first.
+    expect(await backend.ledger.cancelRun(runId, { by: 'bob', reason: null }, clock.now() + 5)).toEqual({ first: false, cancelled: first!.cancelled });
+    expect((await backend.ledger.getRun(runId))!.cancelled).toEqual(first!.cancelled);
+    expect(await backend.ledger.cancelRun(uniqueName('none'), { by: 'alice', reason: null }, clock.now())).toBeNull();
+    await expect.poll(async () => (await coordinator.failCancelled()).length, { interval: 20, timeout: 5_000 }).toBeGreaterThan(0);
+    await expect.poll(async () => [...(await coordinator.failCancelled()), ...(await backend.ledger.pending(runId, 10)).map((i) => i.id)], { interval: 20, timeout: 5_000 }).toEqual([]);
+    for (const id of ids.slice(2)) expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', error: 'cancelled: wrong input (by alice)' });
+    // The running one finishes and its result is kept.
+    expect((await cas(ack(runId, ids[0]!, 'busy', 'kept'))).ok).toBe(true);
+    // The silent one is failed by the scan, not re-pended to run again.
+    await settled(runId, 1);
+    for (let i = 0; i < 4; i++) {
+      await coordinator.failureScan();
+      clock.advance(LEASE.ttlMs / 2);
+      await elector.campaign();
+    }
+    expect(await backend.ledger.get(runId, ids[1]!)).toMatchObject({ state: 'failed', error: expect.stringMatching(/^cancelled: wrong input \(by alice\); worker silent went silent/) as unknown });
+    expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 1, failed: 4 });
+  });
+
   it('replay pages through a Pending set larger than one page (no re-reading the first page forever)', async () => {
     const runId = uniqueName('run');
     await backend.ledger.createRun(runId, {}, clock.now());

@@ -211,6 +211,18 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect((await call('GET', '/runs/none')).status).toBe(404);
   });
 
+  it('runs: cancel is recorded once and shown; the run then takes no more items (409); a run that does not exist is a 404', async () => {
+    const id = `cancel-${name}`;
+    expect((await call('POST', '/runs', { id, items: [{ c: 1 }, { c: 2 }] })).status).toBe(201);
+    const cancelled = await call('POST', `/runs/${id}/cancel`, { reason: 'bad batch' });
+    expect(cancelled).toMatchObject({ status: 200, body: { id, first: true, cancelled: { by: 'alice', reason: 'bad batch', at: new Date(clock.now()).toISOString() }, counts: { pending: 2 } } });
+    expect(await call('POST', `/runs/${id}/cancel`, {})).toMatchObject({ status: 200, body: { first: false, cancelled: { reason: 'bad batch' } } });
+    expect(await call('GET', `/runs/${id}`)).toMatchObject({ status: 200, body: { cancelled: { by: 'alice', reason: 'bad batch' } } });
+    expect(await call('POST', '/runs', { id, items: [{ c: 3 }] })).toMatchObject({ status: 409, body: { error: `run ${id} was cancelled: it takes no more items`, cancelled: { by: 'alice' } } });
+    expect(await call('POST', '/runs/none-such/cancel', {})).toMatchObject({ status: 404, body: { error: 'run none-such not found' } });
+    expect(await call('POST', `/runs/${id}/cancel`, { reason: 7 })).toMatchObject({ status: 400 });
+  });
+
   it('list: bare, the running rollouts whole; with state, every rollout newest first as rows, paged; a bad state or limit is a 400', async () => {
     const a = (await call('POST', '/rollouts', { spec: SPEC })).body as { id: string };
     const b = (await call('POST', '/rollouts', { spec: SPEC })).body as { id: string };

@@ -184,6 +184,23 @@ describe('cluster node', () => {
     expect(await a.node.plane.stores.ledger.counts(runId)).toMatchObject({ pending: 1 });
   }, 30_000);
 
+  it('a run cancelled on the leader: its coordinator fails the pending items at once, after the commit; the replayed answer is the recorded one', async () => {
+    const a = await startNode('n-cancel', database.url);
+    await until('leads', 5_000, () => a.node.state === 'leader');
+    const runId = `cancel-${randomUUID().slice(0, 8)}`;
+    expect((await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 30 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() })).status).toBe(201);
+    const key = randomUUID();
+    const cancelled = await http(`${a.url}/runs/${runId}/cancel`, 'POST', { reason: 'superseded' }, { 'idempotency-key': key });
+    expect(cancelled).toMatchObject({ status: 200, body: { id: runId, first: true, pendingFailed: 30, cancelled: { reason: 'superseded' } } });
+    expect(await a.node.plane.stores.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 0, failed: 30 });
+    const item = (await a.node.plane.stores.ledger.items(runId, { limit: 1 })).items[0]!;
+    expect(item.error).toMatch(/^cancelled: superseded \(by /);
+    const replayed = await http(`${a.url}/runs/${runId}/cancel`, 'POST', { reason: 'superseded' }, { 'idempotency-key': key });
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.body).toMatchObject({ first: true });
+    expect(replayed.body).not.toHaveProperty('pendingFailed');
+  }, 30_000);
+
   it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over by the wake-up, not the retry', async () => {
     // Followers retry only after the test is over: a take-over within it can only come from the resign's NOTIFY.
     const retryLater = { elector: 'advisory-lock', electionIntervalSeconds: 600 } as const;

@@ -157,6 +157,8 @@ describe('OIDC', () => {
     expect((await call('GET', '/rollouts/owned', { token })).body).toMatchObject({ state: 'running', stateBy: 'bob@example.com' });
     const viewer = await jwt(published[0]!, { sub: 'carol', groups: ['viewers'] });
     expect((await call('POST', '/rollouts/owned/pause', { token: viewer, body: {} })).status).toBe(403);
+    // Operating rollouts is not cancelling runs: that is admin's, as aborting a rollout is.
+    expect(await call('POST', '/runs/any/cancel', { token, body: {} })).toMatchObject({ status: 403, body: { error: 'bob@example.com lacks the "admin" scope, which POST /runs/any/cancel needs' } });
   });
 
   it('an expired token, one for another audience, or from another issuer is 401', async () => {

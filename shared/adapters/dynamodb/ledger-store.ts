@@ -5,7 +5,7 @@ import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import { BadCursorError, decodeCursor, encodeCursor } from '../../cursor.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunOptions, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunCancel, type RunOptions, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -53,6 +53,7 @@ function runRecordOf(i: Item): RunRecord {
     createdAt: Number(i.createdAt),
     shards: i.shards === undefined ? null : Number(i.shards),
     ...(t ? { throttled: { at: Number(t.at), family: String(t.family), requests: Number(i.throttledRequests ?? 0) } } : {}),
+    cancelled: i.cancelledAt === undefined ? null : { at: Number(i.cancelledAt), by: String(i.cancelledBy), reason: typeof i.cancelReason === 'string' ? i.cancelReason : null },
   };
 }
 
@@ -149,6 +150,28 @@ export class DynamoLedgerStore implements LedgerStore {
     const runs = listed.flatMap((i) => records.get(String(i.id)) ?? []);
     const last = listed.at(-1);
     return { runs, next: page.LastEvaluatedKey && last ? encodeCursor({ sk: String(last.sk) }) : null };
+  }
+
+  async cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ cancelled: RunCancel; first: boolean } | null> {
+    try {
+      const { Attributes } = await this.throttled(id, runPk(id), () =>
+        this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: runPk(id), sk: 'RUN' },
+            UpdateExpression: 'SET cancelledAt = :at, cancelledBy = :by, cancelReason = :reason',
+            ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(cancelledAt)',
+            ExpressionAttributeValues: { ':at': now, ':by': cancel.by, ':reason': cancel.reason },
+            ReturnValues: 'ALL_NEW',
+          }),
+        ),
+      );
+      return { cancelled: runRecordOf(Attributes!).cancelled!, first: true };
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      const run = await this.getRun(id);
+      return run?.cancelled ? { cancelled: run.cancelled, first: false } : null;
+    }
   }
 
   async getRun(id: string): Promise<RunRecord | null> {

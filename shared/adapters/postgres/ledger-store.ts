@@ -2,7 +2,7 @@ import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
 import { decodeCursor, encodeCursor } from '../../cursor.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunCancel, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { LEDGER_STATEMENTS, type LedgerStatement } from './ledger-statements.js';
@@ -35,6 +35,13 @@ function itemOf(r: Row): WorkItem {
   };
 }
 
+const RUN_COLUMNS = 'id, spec, coordinator_epoch, created_at, cancelled_at, cancelled_by, cancel_reason';
+
+function runOf(r: Row): RunRecord {
+  const cancelled = r.cancelled_at === null || r.cancelled_at === undefined ? null : { at: toMillis(r.cancelled_at), by: String(r.cancelled_by), reason: (r.cancel_reason as string | null) ?? null };
+  return { id: String(r.id), spec: r.spec, coordinatorEpoch: toInt(r.coordinator_epoch), createdAt: toMillis(r.created_at), cancelled };
+}
+
 /** The ledger on PostgreSQL / PGlite: each transition its own conditional UPDATE (ledger-statements.ts; coordinator writes carry the fence in the same statement). */
 export class PostgresLedgerStore implements LedgerStore {
   constructor(private readonly sql: Sql) {}
@@ -45,21 +52,27 @@ export class PostgresLedgerStore implements LedgerStore {
   }
 
   async getRun(id: string): Promise<RunRecord | null> {
-    const { rows } = await this.sql.query<Row>('SELECT id, spec, coordinator_epoch, created_at FROM runs WHERE id = $1', [id]);
-    const r = rows[0];
-    return r ? { id: String(r.id), spec: r.spec, coordinatorEpoch: toInt(r.coordinator_epoch), createdAt: toMillis(r.created_at) } : null;
+    const { rows } = await this.sql.query<Row>(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`, [id]);
+    return rows[0] ? runOf(rows[0]) : null;
+  }
+
+  async cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ cancelled: RunCancel; first: boolean } | null> {
+    const { rows } = await this.sql.query<Row>(`UPDATE runs SET cancelled_at = $2, cancelled_by = $3, cancel_reason = $4 WHERE id = $1 AND cancelled_at IS NULL RETURNING ${RUN_COLUMNS}`, [id, new Date(now), cancel.by, cancel.reason]);
+    if (rows[0]) return { cancelled: runOf(rows[0]).cancelled!, first: true };
+    const run = await this.getRun(id);
+    return run?.cancelled ? { cancelled: run.cancelled, first: false } : null;
   }
 
   async listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ runs: RunRecord[]; next: string | null }> {
     const isCursor = (v: unknown): v is { at: number; id: string } => typeof v === 'object' && v !== null && Number.isFinite((v as { at?: unknown }).at) && typeof (v as { id?: unknown }).id === 'string';
     const after = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor);
     const { rows } = await this.sql.query<Row>(
-      `SELECT id, spec, coordinator_epoch, created_at FROM runs
+      `SELECT ${RUN_COLUMNS} FROM runs
         WHERE ($1::bigint IS NULL OR (created_at, id) < (to_timestamp($1::bigint / 1000.0), $2::text))
         ORDER BY created_at DESC, id DESC LIMIT $3`,
       [after?.at ?? null, after?.id ?? null, o.limit + 1],
     );
-    const runs = rows.slice(0, o.limit).map((r) => ({ id: String(r.id), spec: r.spec, coordinatorEpoch: toInt(r.coordinator_epoch), createdAt: toMillis(r.created_at) }));
+    const runs = rows.slice(0, o.limit).map(runOf);
     const last = runs.at(-1);
     return { runs, next: rows.length > o.limit && last ? encodeCursor({ at: last.createdAt, id: last.id }) : null };
   }

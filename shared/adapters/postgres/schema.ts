@@ -592,6 +592,11 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
     name: 'runs_created: runs listed newest first, a page at a time',
     sql: `CREATE INDEX runs_created ON runs (created_at DESC, id DESC);`,
   },
+  {
+    id: 20,
+    name: 'runs_cancelled: who cancelled a run, when and why',
+    sql: `ALTER TABLE runs ADD COLUMN cancelled_at timestamptz, ADD COLUMN cancelled_by text, ADD COLUMN cancel_reason text;`,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
-import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RolloutsPage, type RunItemsPage, type RunsPage } from '../../client/client.js';
+import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RolloutsPage, type RunItemsPage, type RunsPage, type CancelledRun, type RunCancelJson } from '../../client/client.js';
 import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
@@ -628,7 +628,7 @@ function clientCommands(cli: Command): void {
     (o: ClientOpts & { limit: number; cursor?: string }) =>
       run(o, 'GET', `/runs?${new URLSearchParams({ limit: String(o.limit), ...(o.cursor ? { cursor: o.cursor } : {}) }).toString()}`, undefined, (r) => {
         const page = r as RunsPage;
-        return `${table(page.runs.map((x) => ({ id: x.id, created: x.createdAt, shards: x.shards ?? '-' })), ['id', 'created', 'shards'])}${page.next ? `\nmore: --cursor ${page.next}` : ''}`;
+        return `${table(page.runs.map((x) => ({ id: x.id, created: x.createdAt, shards: x.shards ?? '-', cancelled: x.cancelled ? x.cancelled.at : '' })), ['id', 'created', 'shards', 'cancelled'])}${page.next ? `\nmore: --cursor ${page.next}` : ''}`;
       }),
   );
   target(
@@ -649,14 +649,24 @@ function clientCommands(cli: Command): void {
   target(runs.command('results').description('Every done item of a run and its result, one JSON line each ({"id", "result"}), all pages').argument('<id>')).action(async (id: string, o: ClientOpts) => {
     for await (const item of new RolloutClient(targetOf(o)).allRunItems(id, { state: 'done' })) process.stdout.write(`${JSON.stringify({ id: item.id, result: item.result })}\n`);
   });
+  target(runs.command('cancel').description('Cancel a run: its pending items fail ("cancelled"), running ones end as they finish, and it takes no more items').argument('<id>').option('--reason <text>', 'why (kept with the run and in each failed item\'s reason)')).action(
+    (id: string, o: ClientOpts & { reason?: string }) =>
+      run(o, 'POST', `/runs/${encodeURIComponent(id)}/cancel`, o.reason ? { reason: o.reason } : {}, (r) => {
+        const x = r as CancelledRun;
+        const when = x.first ? 'cancelled' : `already cancelled at ${x.cancelled.at} by ${x.cancelled.by}`;
+        const failed = x.pendingFailed === undefined ? '' : x.pendingFailed === null ? '; its coordinator fails the pending items at its next scan' : `; ${x.pendingFailed} pending items failed`;
+        return `${x.id} ${when}${x.cancelled.reason ? ` (${x.cancelled.reason})` : ''}${failed}; ${x.counts.running} still running end as they finish`;
+      }),
+  );
   target(runs.command('status').description('Items per state').argument('<id>')).action((id: string, o: ClientOpts) =>
     run(o, 'GET', `/runs/${encodeURIComponent(id)}`, undefined, (r) => {
-      const x = r as { id: string; done: boolean; counts: Record<string, number>; shards?: number | null; throttled?: { secondsAgo: number; keyFamily: string; requests: number } | null };
+      const x = r as { id: string; done: boolean; counts: Record<string, number>; shards?: number | null; throttled?: { secondsAgo: number; keyFamily: string; requests: number } | null; cancelled?: RunCancelJson | null };
       const layout = x.shards ? `  ${x.shards} shard${x.shards === 1 ? '' : 's'}` : '';
       // Throttling within the last few minutes is what is happening now: say so, and on which keys.
       const t = x.throttled;
       const throttled = t ? `\n${t.secondsAgo < 300 ? 'THROTTLED' : 'throttled'} ${t.secondsAgo} s ago on ${t.keyFamily} (${t.requests} requests refused and retried so far)${t.secondsAgo < 300 ? ': a hot key; more shards spread it (create the run with itemsPerSecond)' : ''}` : '';
-      return `${x.id}  ${x.done ? 'done' : 'in progress'}${layout}\n${table([x.counts], ['pending', 'running', 'done', 'failed'])}${throttled}`;
+      const cancelled = x.cancelled ? `  cancelled ${x.cancelled.at} by ${x.cancelled.by}${x.cancelled.reason ? ` (${x.cancelled.reason})` : ''}` : '';
+      return `${x.id}  ${x.done ? 'done' : 'in progress'}${layout}${cancelled}\n${table([x.counts], ['pending', 'running', 'done', 'failed'])}${throttled}`;
     }),
   );
 }

@@ -318,7 +318,10 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     }
     if (!write) return read(req, () => shared(req));
     const key = req.headers['idempotency-key'];
-    const res = key ? await idempotent(req, key) : await shared(req);
+    let res = key ? await idempotent(req, key) : await shared(req);
+    // A run cancelled: its Pending items are failed now, after the commit, by its coordinator (fenced).
+    const cancelled = method === 'POST' && res.status === 200 && !res.headers?.['idempotent-replayed'] ? /^\/runs\/([^/]+)\/cancel$/.exec(path) : null;
+    if (cancelled) res = { ...res, body: { ...(res.body as object), pendingFailed: await node.cancelled(decodeURIComponent(cancelled[1]!)) } };
     // A new rollout's first stage starts now, not at the next tick.
     if (method === 'POST' && path === '/rollouts' && res.status === 201) {
       const id = (res.body as { id?: unknown }).id;

@@ -235,6 +235,11 @@ export class ControlPlaneNode {
   }
 
   /** Carry a rollout's committed traffic out to its targets now, when we lead (the tick would, later). */
+  /** A run just cancelled: its Pending items failed now by its coordinator here (null: not coordinated here; the scan does it). */
+  cancelled(runId: string): Promise<number | null> {
+    return this.coordinators.cancelled(runId);
+  }
+
   async actuate(rolloutId: string): Promise<void> {
     try {
       const token = await this.plane.leadership();
