@@ -37,7 +37,7 @@ export const API_ROUTES = {
   read: [['GET', '/{proxy+}']],
   operate: [['POST', '/rollouts/{id}/{command}']],
   // API Gateway takes the literal segment first: abort is admin's, the other commands operate's.
-  admin: [['POST', '/rollouts'], ['POST', '/runs'], ['POST', '/rollouts/{id}/abort']],
+  admin: [['POST', '/rollouts'], ['POST', '/runs'], ['POST', '/rollouts/{id}/abort'], ['POST', '/runs/{id}/cancel']],
 } as const satisfies Record<string, readonly (readonly ['GET' | 'POST', string])[]>;
 export type ApiRole = keyof typeof API_ROUTES;
 
@@ -334,7 +334,7 @@ export class ControlPlaneStack extends Stack {
     const paths: Record<ApiRole, string[]> = {
       read: [arn('GET', '/*')],
       operate: COMMANDS.filter((c) => c !== 'abort').map((c) => arn('POST', `/rollouts/*/${c}`)),
-      admin: [arn('POST', '/rollouts'), arn('POST', '/runs'), arn('POST', '/rollouts/*/abort')],
+      admin: [arn('POST', '/rollouts'), arn('POST', '/runs'), arn('POST', '/rollouts/*/abort'), arn('POST', '/runs/*/cancel')],
     };
     grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: ['execute-api:Invoke'], resources: roles.flatMap((r) => paths[r]) }));
   }

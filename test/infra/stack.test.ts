@@ -88,7 +88,7 @@ describe('ControlPlaneStack', () => {
         if (t.kind === 'invoke') continue;
         if (t.kind === 'http') {
           // Every route behind IAM (SigV4) authorization, proxied to the api function; split so a policy can grant read, operate and admin apart.
-          expect(ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey).sort()).toEqual(['GET /{proxy+}', 'POST /rollouts', 'POST /rollouts/{id}/abort', 'POST /rollouts/{id}/{command}', 'POST /runs']);
+          expect(ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey).sort()).toEqual(['GET /{proxy+}', 'POST /rollouts', 'POST /rollouts/{id}/abort', 'POST /rollouts/{id}/{command}', 'POST /runs', 'POST /runs/{id}/cancel']);
           for (const [, r] of ofType('AWS::ApiGatewayV2::Route')) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
           template.hasResourceProperties('AWS::ApiGatewayV2::Stage', { StageName: '$default', AutoDeploy: true, AccessLogSettings: Match.objectLike({ DestinationArn: Match.anyValue() }), DefaultRouteSettings: { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 } });
           expect(JSON.stringify(ofType('AWS::ApiGatewayV2::Integration'))).toContain(fn);
@@ -203,6 +203,8 @@ describe('ControlPlaneStack', () => {
     for (const c of ['promote', 'promote-full', 'pause', 'resume', 'retry']) expect(granted('operate')).toContain(`/POST/rollouts/*/${c}"`);
     expect(granted('operate')).not.toMatch(/abort|\/POST\/rollouts\/\*"/);
     expect(granted('admin')).toContain('/POST/rollouts/*/abort');
+    expect(granted('admin')).toContain('/POST/runs/*/cancel');
+    expect(granted('operate')).not.toContain('cancel');
   });
 
   it('the rollout bus: only named senders and the stack\'s own functions may put events; signals are matched on their source too', () => {
