@@ -1,5 +1,5 @@
 import { Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
-import { FlowLogDestination, FlowLogTrafficType, Port, SecurityGroup, SubnetType, Vpc, type ISecurityGroup, type SubnetSelection } from 'aws-cdk-lib/aws-ec2';
+import { FlowLogDestination, FlowLogTrafficType, Port, SecurityGroup, SubnetType, Vpc, type ISecurityGroup, type IVpc, type SubnetSelection } from 'aws-cdk-lib/aws-ec2';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { AuroraPostgresEngineVersion, ClusterInstance, Credentials, DatabaseCluster, DatabaseClusterEngine } from 'aws-cdk-lib/aws-rds';
@@ -33,15 +33,16 @@ export function controlPlaneVpc(scope: Construct): Vpc {
 }
 
 export class AuroraStore extends Construct {
-  readonly vpc: Vpc;
+  readonly vpc: IVpc;
   readonly cluster: DatabaseCluster;
   /** Functions join this group; only it may reach the database port. */
   readonly clientGroup: ISecurityGroup;
   readonly subnets: SubnetSelection = { subnetType: SubnetType.PRIVATE_WITH_EGRESS };
 
-  constructor(scope: Construct, id: string) {
+  /** `vpc`: one of yours, with private subnets with egress (the functions) and isolated ones (the cluster); default a new one. */
+  constructor(scope: Construct, id: string, o: { readonly vpc?: IVpc } = {}) {
     super(scope, id);
-    this.vpc = controlPlaneVpc(this);
+    this.vpc = o.vpc ?? controlPlaneVpc(this);
     this.clientGroup = new SecurityGroup(this, 'Clients', { vpc: this.vpc, description: 'Control-plane functions that use the store', allowAllOutbound: true });
     const dbGroup = new SecurityGroup(this, 'Database', { vpc: this.vpc, description: 'The store; reachable from the control-plane functions only', allowAllOutbound: false });
     this.cluster = new DatabaseCluster(this, 'Cluster', {

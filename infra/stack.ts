@@ -1,435 +1,65 @@
-import { CfnOutput, Duration, Names, RemovalPolicy, Stack, Token, Validations, type StackProps } from 'aws-cdk-lib';
-import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
-import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
-import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
-import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
-import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type HttpRoute } from 'aws-cdk-lib/aws-apigatewayv2';
-import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
-import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
-import { AnyPrincipal, Effect, PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
-import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
-import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { GSI1, KEY, LEADING_KEYS } from '../shared/adapters/dynamodb/table.js';
-import { grantItems } from './grants.js';
-import { AuroraStore, controlPlaneVpc } from './aurora.js';
+import { controlPlaneVpc } from './aurora.js';
+import { RolloutControlPlane, type ApiRole, type RolloutControlPlaneProps } from './control-plane.js';
 import { WorkerFleet } from './worker-fleet.js';
-import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topology.js';
-import { OutboundPolicy, type OutboundConfigInput } from '../shared/outbound/policy.js';
-import { parseTargets, targetOutboundIssues, type TargetsConfig } from '../shared/actuation/targets.js';
-import { COMMANDS } from '../shared/rollout/commands.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+export { API_ROUTES, LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, type ApiRole } from './control-plane.js';
 
-/** Newest Node.js runtime aws-cdk-lib offers; the code also runs on the local Node 20. */
-export const LAMBDA_RUNTIME = Runtime.NODEJS_24_X;
-
-/** How many receives before a work item's message goes to the DLQ (and the item to Failed). */
-export const MAX_RECEIVE_COUNT = 5;
-
-/** The HTTP API's routes, by the role an IAM policy grants: what the shared API (shared/api/handler.ts) answers. */
-export const API_ROUTES = {
-  read: [['GET', '/{proxy+}']],
-  operate: [['POST', '/rollouts/{id}/{command}']],
-  // API Gateway takes the literal segment first: abort is admin's, the other commands operate's.
-  admin: [['POST', '/rollouts'], ['POST', '/runs'], ['POST', '/rollouts/{id}/abort'], ['POST', '/runs/{id}/cancel']],
-} as const satisfies Record<string, readonly (readonly ['GET' | 'POST', string])[]>;
-export type ApiRole = keyof typeof API_ROUTES;
-
-export interface ControlPlaneProps extends StackProps {
-  /** This stack's node identity (lease holder). Two stacks sharing a store elect one leader. Default: the stack name. */
-  readonly nodeId?: string;
-  /** Where leases, rollouts and ledgers live. Default: DynamoDB. */
-  readonly store?: 'dynamodb' | 'aurora';
-  /**
-   * DynamoDB: use this existing table (another stack's) instead of creating one, so two
-   * stacks share one store and elect one leader.
-   */
-  readonly sharedTableName?: string;
-  /**
-   * A CloudWatch dashboard of invocations, errors, the queues and the alarms.
-   * Off by default: a dashboard is US$ 3 a month beyond an account's first
-   * three, more than the rest of an idle stack together.
-   */
-  readonly dashboard?: boolean;
-  /** Deploy a Spot worker fleet for this run (DynamoDB store). */
+export interface ControlPlaneProps extends StackProps, RolloutControlPlaneProps {
+  /** Deploy a Spot worker fleet for this run (DynamoDB store): `-c workerRun=<id>`. */
   readonly workerFleet?: { readonly runId: string; readonly desired: number };
-  /**
-   * What a rollout spec may make the stack request: the origins its gates may
-   * read and the credentials bound to them (secrets in Secrets Manager; the
-   * functions that read gates may read those secrets, nothing else). None by
-   * default: a spec naming an origin is refused.
-   */
-  readonly outbound?: OutboundConfigInput;
-  /**
-   * Who may put rollout signals on the stack's bus besides its own functions:
-   * IAM principal ARNs (roles, users; `*` wildcards as in ArnLike). Everyone
-   * else is denied `events:PutEvents` by the bus's resource policy. None by
-   * default: name your pipelines' and operators' roles.
-   */
-  readonly eventSenders?: readonly string[];
-  /** The regions whose CloudWatch alarms and metrics gates may read (default: the stack's own). */
-  readonly gateRegions?: readonly string[];
-  /**
-   * The targets a rollout spec may move, by name (README "Moving traffic"):
-   * Lambda aliases and ALB rules. The functions that actuate are granted
-   * exactly these resources. None by default: a spec naming one is refused.
-   */
-  readonly targets?: Readonly<Record<string, unknown>>;
 }
 
 /**
- * The control plane in AWS: the store table, the rollout event bus (with an
- * archive for replay), the work queue and its DLQ, and the functions of
- * `topology.ts` wired to their rules and schedules, each rule target with a
- * retry policy and a DLQ; alarms and a dashboard.
+ * This repository's own app (`npm run synth`, `cdk deploy`): one stack
+ * holding a RolloutControlPlane, and a WorkerFleet when asked, with the
+ * outputs the CLI and the tests read. The construct's id is `Default`, which
+ * CDK leaves out of logical ids: a stack deployed before the construct
+ * existed keeps every resource (the table above all) as it was.
  */
 export class ControlPlaneStack extends Stack {
-  /** The DynamoDB store (created, or shared from another stack); null with the Aurora store. */
-  readonly table: ITable | null;
-  readonly bus: EventBus;
-  readonly workQueue: Queue;
-  readonly workDlq: Queue;
-  /** Events a rule could not deliver to its target after its retries. */
-  readonly eventsDlq: Queue;
-  readonly functions: Record<FunctionName, NodejsFunction>;
-  /** Set with `store: 'aurora'`. */
-  readonly aurora: AuroraStore | null;
-  /** The HTTP API's routes by what they do, for `grantApi`. */
-  readonly apiRoutes: Record<ApiRole, HttpRoute[]> = { read: [], operate: [], admin: [] };
-  /** The Secrets Manager secrets the outbound credentials name. */
-  private readonly outboundSecrets: readonly string[];
-  /** The targets rollouts may move (validated at synth). */
-  private readonly targets: TargetsConfig;
-  /** Where CloudWatch gates may read. */
-  private readonly gateRegions: readonly string[];
+  readonly controlPlane: RolloutControlPlane;
 
   constructor(scope: Construct, id: string, props: ControlPlaneProps = {}) {
     super(scope, id, props);
-    const nodeId = props.nodeId ?? this.stackName;
-
-    if (props.store === 'aurora') this.table = null;
-    else if (props.sharedTableName) {
-      this.table = Table.fromTableAttributes(this, 'Store', { tableName: props.sharedTableName, globalIndexes: [GSI1.name] });
-    } else {
-      const table = new Table(this, 'Store', {
-        partitionKey: { name: KEY.pk, type: AttributeType.STRING },
-        sortKey: { name: KEY.sk, type: AttributeType.STRING },
-        billingMode: BillingMode.PAY_PER_REQUEST,
-        encryption: TableEncryption.AWS_MANAGED,
-        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-        // Records that may expire carry `ttl`; lease items never do — a lease row
-        // removed by TTL would come back at epoch 0 and break fencing.
-        timeToLiveAttribute: 'ttl',
-        deletionProtection: true,
-        removalPolicy: RemovalPolicy.RETAIN,
-      });
-      table.addGlobalSecondaryIndex({
-        indexName: GSI1.name,
-        partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
-        sortKey: { name: GSI1.sk, type: AttributeType.STRING },
-      });
-      this.table = table;
+    const { workerFleet, ...rest } = props;
+    this.controlPlane = new RolloutControlPlane(this, 'Default', rest);
+    const cp = this.controlPlane;
+    if (workerFleet) {
+      if (!cp.table) throw new Error('invalid stack config: workerFleet: needs the DynamoDB store (workers on Aurora are not wired yet)');
+      new WorkerFleet(this, 'Workers', { controlPlane: cp, runs: [workerFleet.runId], desiredCapacity: workerFleet.desired, vpc: controlPlaneVpc(this) });
     }
-
-    this.bus = new EventBus(this, 'RolloutBus', { eventBusName: `${this.stackName}-rollout` });
-    // Named here, within EventBridge's 48 characters for an archive: a name generated from the stack's name and the
-    // construct's id (RolloutControlPlane-RolloutArchive45992123-…) runs past it. Unique per stack: the stack's own name, hashed.
-    new Archive(this, 'RolloutArchive', { archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`, sourceEventBus: this.bus, eventPattern: { account: [this.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
-
-    const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
-      new Queue(this, name, { encryption: QueueEncryption.SQS_MANAGED, enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });
-    // Consumed by the dead-letters function: visibility six times its timeout, as AWS advises for event sources.
-    this.workDlq = queue('WorkDlq', { visibilityTimeout: Duration.seconds(180) });
-    this.eventsDlq = queue('EventsDlq');
-    Validations.of(this.eventsDlq).acknowledge({ id: 'AwsSolutions::AwsSolutions-SQS3', reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)' });
-    // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
-    this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
-
-    this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora') : null;
-    // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
-    const outbound = new OutboundPolicy(props.outbound ?? {});
-    this.targets = parseTargets(props.targets ?? {});
-    for (const [name, t] of Object.entries(this.targets)) {
-      if (t.type === 'nginx') throw new Error(`invalid stack config: targets.${name}: an nginx target is a file on a machine a node runs on; the stack's functions cannot reach it`);
-    }
-    const unreachable = targetOutboundIssues(this.targets, outbound);
-    if (unreachable.length) throw new Error(`invalid stack config: targets: ${unreachable.join('; ')}`);
-    this.gateRegions = props.gateRegions?.length ? props.gateRegions : [this.region];
-    this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
-      const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : c.type === 'hmac' ? c.secret : null;
-      return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
-    });
-    const env: Record<string, string> = {
-      ...(this.table ? { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: this.table.tableName } : { ROLLOUT_STORE: 'postgres' }),
-      ROLLOUT_NODE_ID: nodeId,
-      ROLLOUT_EVENT_BUS: this.bus.eventBusName,
-      ROLLOUT_WORK_QUEUE_URL: this.workQueue.queueUrl,
-      ROLLOUT_WORK_DLQ_URL: this.workDlq.queueUrl,
-      ROLLOUT_MAX_RECEIVE_COUNT: String(MAX_RECEIVE_COUNT),
-      ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
-      ...(Object.keys(this.targets).length ? { ROLLOUT_TARGETS: JSON.stringify(this.targets) } : {}),
-      POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
-      POWERTOOLS_LOG_LEVEL: 'INFO',
-    };
-    const defaultBus = EventBus.fromEventBusName(this, 'DefaultBus', 'default');
-    this.functions = {} as Record<FunctionName, NodejsFunction>;
-    for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]) {
-      this.functions[name] = this.lambda(name, spec, env, defaultBus);
-    }
-
-    this.lockBus(props.eventSenders ?? []);
-
-    if (props.workerFleet) {
-      if (!this.table) throw new Error('invalid stack config: workerFleet: needs the DynamoDB store (workers on Aurora are not wired yet)');
-      new WorkerFleet(this, 'Workers', { vpc: controlPlaneVpc(this), root, table: this.table, workQueue: this.workQueue, coordinator: this.functions.coordinator, ...props.workerFleet });
-    }
-    this.operations(props.dashboard ?? false);
-    if (this.table) new CfnOutput(this, 'StoreTableName', { value: this.table.tableName });
-    new CfnOutput(this, 'RolloutBusName', { value: this.bus.eventBusName });
-    new CfnOutput(this, 'WorkQueueUrl', { value: this.workQueue.queueUrl });
-    new CfnOutput(this, 'CoordinatorFunctionName', { value: this.functions.coordinator.functionName });
+    if (cp.table) new CfnOutput(this, 'StoreTableName', { value: cp.table.tableName });
+    new CfnOutput(this, 'RolloutBusName', { value: cp.bus.eventBusName });
+    new CfnOutput(this, 'WorkQueueUrl', { value: cp.workQueue.queueUrl });
+    new CfnOutput(this, 'CoordinatorFunctionName', { value: cp.functions.coordinator.functionName });
+    new CfnOutput(this, 'ApiUrl', { value: cp.apiUrl });
   }
 
-  /** The declared targets, and nothing else: each alias, each rule or listener by its ARN. */
-  private grantTargets(fn: NodejsFunction): void {
-    const aliases: string[] = [];
-    const writes: string[] = [];
-    const regions = new Set<string>();
-    for (const t of Object.values(this.targets)) {
-      if (t.type === 'lambdaAlias') {
-        const region = t.region ?? this.region;
-        // A function ARN (arn:…:function:NAME, any qualifier dropped) or a name in this account.
-        const fnArn = t.functionName.startsWith('arn:') ? t.functionName.split(':').slice(0, 7).join(':') : `arn:${this.partition}:lambda:${region}:${this.account}:function:${t.functionName}`;
-        aliases.push(`${fnArn}:${t.alias}`);
-      } else if (t.type === 'albWeights') {
-        writes.push((t.ruleArn ?? t.listenerArn)!);
-        regions.add(t.region ?? this.region);
-      }
-    }
-    if (aliases.length) fn.addToRolePolicy(new PolicyStatement({ actions: ['lambda:GetAlias', 'lambda:UpdateAlias'], resources: aliases }));
-    if (writes.length) {
-      fn.addToRolePolicy(new PolicyStatement({ actions: ['elasticloadbalancing:ModifyRule', 'elasticloadbalancing:ModifyListener', 'elasticloadbalancing:AddTags'], resources: writes }));
-      // ELBv2's Describe* take no resource: held to the targets' regions.
-      fn.addToRolePolicy(new PolicyStatement({ actions: ['elasticloadbalancing:DescribeRules', 'elasticloadbalancing:DescribeListeners', 'elasticloadbalancing:DescribeTags'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...regions] } } }));
-    }
+  get table() {
+    return this.controlPlane.table;
+  }
+  get bus() {
+    return this.controlPlane.bus;
+  }
+  get workQueue() {
+    return this.controlPlane.workQueue;
+  }
+  get workDlq() {
+    return this.controlPlane.workDlq;
+  }
+  get eventsDlq() {
+    return this.controlPlane.eventsDlq;
+  }
+  get functions() {
+    return this.controlPlane.functions;
+  }
+  get aurora() {
+    return this.controlPlane.aurora;
   }
 
-  private lambda(name: FunctionName, spec: FunctionSpec, env: Record<string, string>, defaultBus: IEventBus): NodejsFunction {
-    const id = name[0]!.toUpperCase() + name.slice(1);
-    const fn = new NodejsFunction(this, id, {
-      entry: join(root, spec.entry),
-      handler: 'handler',
-      projectRoot: root,
-      depsLockFilePath: join(root, 'package-lock.json'),
-      runtime: LAMBDA_RUNTIME,
-      architecture: Architecture.ARM_64,
-      description: spec.description,
-      timeout: Duration.seconds(spec.timeoutSeconds),
-      memorySize: spec.memoryMb,
-      ...(spec.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: spec.reservedConcurrency } : {}),
-      environment: { ...env, POWERTOOLS_SERVICE_NAME: name },
-      tracing: spec.tracing === 'active' ? Tracing.ACTIVE : Tracing.PASS_THROUGH,
-      ...(this.aurora ? { vpc: this.aurora.vpc, vpcSubnets: this.aurora.subnets, securityGroups: [this.aurora.clientGroup] } : {}),
-      // Rules invoke asynchronously: a failed invocation is retried twice by Lambda, then kept in the
-      // events DLQ with its error (the rule target's own DLQ only sees delivery failures).
-      ...(spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
-      logGroup: new LogGroup(this, `${id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-      // The SDK is bundled (the versions tested are the versions run); PGlite is never used in Lambda.
-      bundling: { format: OutputFormat.CJS, target: 'node22', minify: true, sourceMap: true, externalModules: ['@electric-sql/pglite', 'pg-native'] },
-    });
-    if (this.aurora) this.aurora.grant(fn);
-    for (const grant of spec.grants) {
-      if (this.table && (grant === 'store:read' || grant === 'store:write')) {
-        grantItems(fn, this.table, grant === 'store:read' ? 'read' : 'write', spec.keys.flatMap((k) => LEADING_KEYS[k]));
-      }
-      if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
-      if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
-      if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
-      if (grant === 'cloudwatch:read' && this.outboundSecrets.length) {
-        // The gate readers send the operator's credentials: those secrets, and no others.
-        const arn = (id: string) => (id.startsWith('arn:') ? `${id}*` : `arn:${this.partition}:secretsmanager:${this.region}:${this.account}:secret:${id}-*`);
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.outboundSecrets.map(arn) }));
-      }
-      if (grant === 'targets:actuate') this.grantTargets(fn);
-      if (grant === 'cloudwatch:read') {
-        // GetMetricData takes no resource: held to the gate regions by the requested region. DescribeAlarms: this account's alarms in those regions.
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } } }));
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:DescribeAlarms'], resources: this.gateRegions.map((r) => `arn:${this.partition}:cloudwatch:${r}:${this.account}:alarm:*`) }));
-      }
-    }
-    // Every rule target: retried for up to an hour, then kept in the events DLQ with the reason.
-    const target = (input?: Readonly<Record<string, unknown>>) =>
-      new LambdaFunction(fn, { deadLetterQueue: this.eventsDlq, retryAttempts: 4, maxEventAge: Duration.hours(1), ...(input ? { event: RuleTargetInput.fromObject(input) } : {}) });
-    spec.triggers.forEach((t, i) => {
-      if (t.kind === 'rule') {
-        new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: t.pattern, targets: [target()], description: spec.description });
-      } else if (t.kind === 'http') {
-        this.httpApi(fn);
-      } else if (t.kind === 'queue') {
-        fn.addEventSource(new SqsEventSource(this.workDlq, { batchSize: t.batchSize, reportBatchItemFailures: true }));
-      } else if (t.kind === 'schedule') {
-        new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
-      }
-    });
-    if (this.aurora) {
-      Validations.of(fn).acknowledge({
-        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
-        reason: 'AWSLambdaVPCAccessExecutionRole only lets the function manage its own network interfaces in the VPC, and write its logs',
-      });
-    }
-    Validations.of(fn).acknowledge(
-      { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
-      {
-        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason: `X-Ray PutTraceSegments/PutTelemetryRecords${spec.grants.some((g) => g === 'cloudwatch:read') ? ', CloudWatch GetMetricData' : ''}${spec.grants.some((g) => g === 'targets:actuate') && Object.values(this.targets).some((t) => t.type === 'albWeights') ? ', ELBv2 DescribeRules/DescribeListeners/DescribeTags (held to the targets’ regions)' : ''} cannot be scoped to a resource`,
-      },
-      ...(spec.grants.some((g) => g === 'cloudwatch:read')
-        ? this.gateRegions.map((r) => ({
-            // As cdk-nag prints the resource: a token as <AWS::…>, a stack with an explicit env as its literal region and account.
-            id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:${r === this.region && Token.isUnresolved(this.region) ? '<AWS::Region>' : r}:${Token.isUnresolved(this.account) ? '<AWS::AccountId>' : this.account}:alarm:*]`,
-            reason: 'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms in the gate regions',
-          }))
-        : []),
-      ...(this.table ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::${this.indexResource(this.table)}]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' }] : []),
-    );
-    return fn;
-  }
-
-  /**
-   * Only the named senders and the stack's own functions may put events on
-   * the rollout bus: a Deny for every other principal (a same-account role
-   * with events:PutEvents on `*` included). The signal rule also matches on
-   * `source` (topology.ts), so our own ai.rollout events are never signals.
-   */
-  private lockBus(senders: readonly string[]): void {
-    const own = Object.entries(this.functions).filter(([name]) => FUNCTIONS[name as FunctionName].grants.some((g) => g === 'bus:put')).map(([, fn]) => fn.role!.roleArn);
-    this.bus.addToResourcePolicy(
-      new PolicyStatement({
-        sid: 'OnlyNamedSendersPutEvents',
-        effect: Effect.DENY,
-        principals: [new AnyPrincipal()],
-        actions: ['events:PutEvents'],
-        resources: [this.bus.eventBusArn],
-        // Only requests made by an IAM principal: EventBridge's own (an archive replay) carry none and are not denied.
-        conditions: { ArnNotLike: { 'aws:PrincipalArn': [...senders, ...own] }, Null: { 'aws:PrincipalArn': 'false' } },
-      }),
-    );
-  }
-
-  /**
-   * Lets `grantee` call what each role named may (execute-api:Invoke). Written
-   * path by path rather than per route: a `*` in an execute-api ARN crosses
-   * `/`, so a grant of `rollouts/*` would let an operator abort.
-   */
-  grantApi(grantee: IGrantable, ...roles: ApiRole[]): void {
-    const api = this.apiRoutes.read[0]?.httpApi;
-    if (!api) throw new Error('grantApi: this stack has no HTTP API');
-    const arn = (method: string, path: string) => `arn:${this.partition}:execute-api:${this.region}:${this.account}:${api.apiId}/*/${method}${path}`;
-    const paths: Record<ApiRole, string[]> = {
-      read: [arn('GET', '/*')],
-      operate: COMMANDS.filter((c) => c !== 'abort').map((c) => arn('POST', `/rollouts/*/${c}`)),
-      admin: [arn('POST', '/rollouts'), arn('POST', '/runs'), arn('POST', '/rollouts/*/abort'), arn('POST', '/runs/*/cancel')],
-    };
-    grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: ['execute-api:Invoke'], resources: roles.flatMap((r) => paths[r]) }));
-  }
-
-  /** How cdk-nag names the table's index ARN pattern in a policy. */
-  private indexResource(table: ITable): string {
-    const cfn = table.node.defaultChild as CfnTable | undefined;
-    return cfn ? `<${this.getLogicalId(cfn)}.Arn>/index/*` : `arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/${table.tableName}/index/*`;
-  }
-
-  /**
-   * An HTTP API in front of `fn`: IAM authorization on every route, access
-   * logs, throttling. The routes are split by what they do, so an IAM policy
-   * can grant reading, operating and administering separately (`grantApi`);
-   * a path no route names is refused by API Gateway before the function runs.
-   * Signals go on the bus, not through the API: `eventSenders`.
-   */
-  private httpApi(fn: NodejsFunction): void {
-    const api = new HttpApi(this, 'HttpApi', { description: 'Rollout control plane API (SigV4-signed requests only)', createDefaultStage: false });
-    const integration = new HttpLambdaIntegration('ApiIntegration', fn);
-    const authorizer = new HttpIamAuthorizer();
-    for (const [role, routes] of Object.entries(API_ROUTES) as [ApiRole, (typeof API_ROUTES)[ApiRole]][]) {
-      for (const [method, path] of routes) this.apiRoutes[role].push(...api.addRoutes({ path, methods: [method === 'GET' ? HttpMethod.GET : HttpMethod.POST], integration, authorizer }));
-    }
-    const logs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
-    const stage = new HttpStage(this, 'ApiStage', {
-      httpApi: api,
-      stageName: '$default',
-      autoDeploy: true,
-      throttle: { rateLimit: 50, burstLimit: 100 },
-      accessLogSettings: { destination: new LogGroupLogDestination(logs) },
-    });
-    new CfnOutput(this, 'ApiUrl', { value: stage.url });
-  }
-
-  private operations(dashboard: boolean): void {
-    const alarms: Alarm[] = [];
-    for (const [name, q] of [['WorkDlq', this.workDlq], ['EventsDlq', this.eventsDlq]] as const) {
-      alarms.push(
-        new Alarm(this, `${name}NotEmpty`, {
-          alarmDescription: `${name} holds messages: poison work items or events no target could take (each carries its reason)`,
-          metric: q.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
-          threshold: 0,
-          comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 1,
-          treatMissingData: TreatMissingData.NOT_BREACHING,
-        }),
-      );
-    }
-    alarms.push(
-      new Alarm(this, 'WorkQueueAge', {
-        alarmDescription: 'Work waits more than 15 minutes: too few workers, or none',
-        metric: this.workQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1) }),
-        threshold: 900,
-        evaluationPeriods: 3,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
-    for (const [name, fn] of Object.entries(this.functions)) {
-      alarms.push(
-        new Alarm(this, `${name}Errors`, {
-          alarmDescription: `${name} failed invocations`,
-          metric: fn.metricErrors({ period: Duration.minutes(5) }),
-          threshold: 0,
-          comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 1,
-          treatMissingData: TreatMissingData.NOT_BREACHING,
-        }),
-      );
-    }
-    // A run's store refusing requests on a hot key (workers note it on the run; the coordinator's scan counts such runs).
-    const throttledRuns = new Metric({ namespace: 'Rollout', metricName: 'RunsThrottled', statistic: 'Maximum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
-    alarms.push(
-      new Alarm(this, 'RunThrottled', {
-        alarmDescription: 'A work run is throttled by DynamoDB (a hot key): it runs slower than it could. rollout runs status names the key family; create such runs with more shards (itemsPerSecond)',
-        metric: throttledRuns,
-        threshold: 0,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 2,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
-    // A deposed coordinator or a leader that could not renew: fencing did its job, but someone should look.
-    const fenced = new Metric({ namespace: 'Rollout', metricName: 'Fenced', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
-    alarms.push(new Alarm(this, 'LeaseLost', { alarmDescription: 'A coordinator lost its lease mid-request (fenced)', metric: fenced, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
-    for (const [id, service] of [['BatchPromoterLeaseRenewal', 'batch-promoter'], ['StreamingPromoterLeaseRenewal', 'streaming-promoter']] as const) {
-      const failures = new Metric({ namespace: 'Rollout', metricName: 'LeaseRenewalFailures', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service } });
-      alarms.push(new Alarm(this, id, { alarmDescription: `The ${service} held promotion_leader and could not renew it (another stack took it, or the store failed)`, metric: failures, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
-    }
-    if (!dashboard) return;
-    new Dashboard(this, 'Dashboard', { dashboardName: `${this.stackName}-control-plane` }).addWidgets(
-      new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()) }),
-      new GraphWidget({ title: 'Errors', left: Object.values(this.functions).map((f) => f.metricErrors()) }),
-      new GraphWidget({ title: 'Work queue', left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()], right: [this.workQueue.metricApproximateAgeOfOldestMessage()] }),
-      new GraphWidget({ title: 'Alarms firing', left: alarms.map((a) => a.metric) }),
-    );
+  grantApi(grantee: Parameters<RolloutControlPlane['grantApi']>[0], ...roles: ApiRole[]): void {
+    this.controlPlane.grantApi(grantee, ...roles);
   }
 }

@@ -1,80 +1,108 @@
 import { AssetHashType, DockerImage, Duration, Stack, Validations, type CfnElement } from 'aws-cdk-lib';
 import { AutoScalingGroup, SpotAllocationStrategy } from 'aws-cdk-lib/aws-autoscaling';
-import { BlockDeviceVolume, InstanceType, LaunchTemplate, MachineImage, AmazonLinuxCpuType, SecurityGroup, SubnetType, UserData, type IVpc } from 'aws-cdk-lib/aws-ec2';
-import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { AmazonLinuxCpuType, BlockDeviceVolume, InstanceType, LaunchTemplate, MachineImage, SecurityGroup, SubnetType, UserData, type IVpc } from 'aws-cdk-lib/aws-ec2';
+import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal, type IRole } from 'aws-cdk-lib/aws-iam';
+import { Asset } from 'aws-cdk-lib/aws-s3-assets';
+import { Construct } from 'constructs';
+import { copyFileSync, existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import type * as Esbuild from 'esbuild';
 import { LEADING_KEYS, runLeadingKeys } from '../shared/adapters/dynamodb/table.js';
 import { grantItems } from './grants.js';
-import type { IFunction } from 'aws-cdk-lib/aws-lambda';
-import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
-import type { IQueue } from 'aws-cdk-lib/aws-sqs';
-import { Asset } from 'aws-cdk-lib/aws-s3-assets';
-import { buildSync } from 'esbuild';
-import { Construct } from 'constructs';
-import { join } from 'node:path';
+import { controlPlaneVpc } from './aurora.js';
+import { packageRoot, WORKER_COMMAND_OPTIONS } from './code.js';
+import { KMS_GRANT_FINDINGS, type RolloutControlPlane } from './control-plane.js';
 
 /**
- * The optional worker fleet (`-c workerRun=<run id>`): an EC2 Spot Auto
- * Scaling group (arm64, Amazon Linux 2023) running `rollout worker` for one
- * run as a systemd service. The command is bundled at synth by the local
- * esbuild into one file and shipped as an S3 asset — no container image, no
- * Docker. Workers watch the instance metadata for Spot notices themselves
- * (`--provider aws`) and are also reached by the spot-drain Lambda through
- * the registry; systemd's SIGTERM on shutdown drains as well.
+ * A Spot worker fleet: an EC2 Auto Scaling group (Amazon Linux 2023) whose
+ * instances run `rollout worker` for your runs as a systemd service, with
+ * your own worker module (`module`: the worker SDK's handler, bundled at
+ * synth as NodejsFunction bundles an entry) or the built-in mock. The
+ * command ships as an S3 asset (no container image, no Docker). Workers
+ * watch the instance metadata for Spot notices themselves (`--provider
+ * aws`) and are also reached by the spot-drain function through the
+ * registry; systemd's SIGTERM on shutdown drains as well.
  */
 export interface WorkerFleetProps {
-  readonly vpc: IVpc;
-  readonly root: string;
-  readonly runId: string;
-  readonly table: ITable;
-  readonly workQueue: IQueue;
-  readonly coordinator: IFunction;
-  readonly desired: number;
+  /** Whose runs: its table, work queue and coordinator (the DynamoDB store). */
+  readonly controlPlane: RolloutControlPlane;
+  /** The runs every instance serves (one worker of each per instance). */
+  readonly runs: readonly string[];
+  /** Your worker module (a .js/.mjs/.ts file whose default export, or `handler`, runs each item); default the built-in mock. Bundled at synth by esbuild. */
+  readonly module?: string;
+  /** Default: a new VPC (two AZs, one NAT gateway). Instances go in its private subnets with egress. */
+  readonly vpc?: IVpc;
+  /** Default c7g.large, m7g.large, c6g.large, m6g.large (arm64). All of one architecture: Graviton (…g…) or x86. */
+  readonly instanceTypes?: readonly string[];
+  /** Spot (default) or On-Demand capacity. */
+  readonly spot?: boolean;
+  readonly desiredCapacity?: number;
+  readonly minCapacity?: number;
+  readonly maxCapacity?: number;
+  /** More `rollout worker` flags, e.g. ['--item-timeout', '30m']. */
+  readonly workerArgs?: readonly string[];
+}
+
+const DEFAULT_TYPES = ['c7g.large', 'm7g.large', 'c6g.large', 'm6g.large'];
+const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** Graviton families carry a g after the generation (c7g, m6gd, t4g, c7gn). */
+function cpuOf(types: readonly string[]): AmazonLinuxCpuType {
+  const arm = types.map((t) => /^[a-z]+\d+[a-z]*g[a-z]*\./.test(t) && !/^g\d/.test(t));
+  if (arm.some((a) => a !== arm[0])) throw new Error(`invalid worker fleet config: instanceTypes: mixes arm64 and x86 (${types.join(', ')}): one AMI serves them all`);
+  return arm[0] ? AmazonLinuxCpuType.ARM_64 : AmazonLinuxCpuType.X86_64;
 }
 
 export class WorkerFleet extends Construct {
   readonly group: AutoScalingGroup;
+  readonly role: IRole;
 
   constructor(scope: Construct, id: string, props: WorkerFleetProps) {
     super(scope, id);
+    const { table, workQueue, coordinator } = props.controlPlane.workerResources;
+    if (!props.runs.length) throw new Error('invalid worker fleet config: runs: at least one run');
+    for (const r of props.runs) if (!ID.test(r)) throw new Error(`invalid worker fleet config: runs: "${r}" is not a run id (letters, digits, _ . : -, at most 128)`);
+    const types = props.instanceTypes?.length ? props.instanceTypes : DEFAULT_TYPES;
+    const cpu = cpuOf(types);
+    const desired = props.desiredCapacity ?? 2;
+    const module = props.module ? resolve(props.module) : null;
+    if (module && !existsSync(module)) throw new Error(`invalid worker fleet config: module: ${module} does not exist`);
     const bundle = new Asset(this, 'Command', {
-      path: join(props.root, 'shared', 'runtimes'),
+      path: packageRoot(),
       assetHashType: AssetHashType.OUTPUT,
       bundling: {
-        // Only used if local bundling were impossible; esbuild is a dependency, so it never is.
+        // Only used if local bundling were impossible; it never is.
         image: DockerImage.fromRegistry('public.ecr.aws/docker/library/node:22'),
-        local: {
-          tryBundle(outputDir: string): boolean {
-            buildSync({
-              entryPoints: [join(props.root, 'shared', 'runtimes', 'cli', 'cli.ts')],
-              outfile: join(outputDir, 'rollout.mjs'),
-              bundle: true,
-              platform: 'node',
-              format: 'esm',
-              target: 'node22',
-              minify: true,
-              external: ['@electric-sql/pglite', 'pg-native'],
-              // Some bundled CommonJS dependencies call require(): give ESM one.
-              banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
-              logLevel: 'warning',
-            });
-            return true;
-          },
-        },
+        local: { tryBundle: (outputDir) => bundleCommand(outputDir, module) },
       },
     });
 
     const role = new Role(this, 'Role', { assumedBy: new ServicePrincipal('ec2.amazonaws.com'), description: 'rollout worker instances' });
+    this.role = role;
     // Session Manager instead of SSH: no inbound port at all.
     role.addManagedPolicy(ManagedPolicy.fromAwsManagedPolicyName('AmazonSSMManagedInstanceCore'));
-    // This run's items and index keys, and the worker registry: no other run's, no rollout's, no lease to write.
-    grantItems(role, props.table, 'read', [...runLeadingKeys(props.runId), ...LEADING_KEYS.registry]);
-    grantItems(role, props.table, 'write', [...runLeadingKeys(props.runId).filter((k) => !k.startsWith('LEASE#')), ...LEADING_KEYS.registry]);
-    props.workQueue.grantConsumeMessages(role);
-    props.workQueue.grantSendMessages(role);
-    props.coordinator.grantInvoke(role);
+    // These runs' items and index keys, and the worker registry: no other run's, no rollout's, no lease to write.
+    const runKeys = props.runs.flatMap((r) => runLeadingKeys(r));
+    grantItems(role, table, 'read', [...runKeys, ...LEADING_KEYS.registry]);
+    grantItems(role, table, 'write', [...runKeys.filter((k) => !k.startsWith('LEASE#')), ...LEADING_KEYS.registry]);
+    workQueue.grantConsumeMessages(role);
+    workQueue.grantSendMessages(role);
+    coordinator.grantInvoke(role);
     // The one object, not the whole bootstrap bucket.
     role.addToPolicy(new PolicyStatement({ actions: ['s3:GetObject'], resources: [`arn:${Stack.of(this).partition}:s3:::${bundle.s3BucketName}/${bundle.s3ObjectKey}`] }));
 
+    const args = [
+      ...props.runs.flatMap((r) => ['--run', r]),
+      '--store dynamodb',
+      `--table ${table.tableName}`,
+      `--queue ${workQueue.queueUrl}`,
+      `--coordinator lambda:${coordinator.functionName}`,
+      '--provider aws --instance-id auto',
+      ...(module ? ['--module /opt/rollout/worker.mjs'] : []),
+      ...(props.workerArgs ?? []).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)),
+      '--json',
+    ];
     const userData = UserData.forLinux();
     userData.addCommands(
       'set -euo pipefail',
@@ -87,7 +115,7 @@ export class WorkerFleet extends Construct {
       'Description=rollout worker',
       'After=network-online.target',
       '[Service]',
-      `ExecStart=/usr/bin/node-22 /opt/rollout/rollout.mjs worker --run ${props.runId} --store dynamodb --table ${props.table.tableName} --queue ${props.workQueue.queueUrl} --coordinator lambda:${props.coordinator.functionName} --provider aws --instance-id auto --json`,
+      `ExecStart=/usr/bin/node-22 /opt/rollout/rollout.mjs worker ${args.join(' ')}`,
       `Environment=AWS_REGION=${Stack.of(this).region}`,
       'Restart=on-failure',
       // A drain needs at most the AWS drain deadline (60 s).
@@ -99,37 +127,60 @@ export class WorkerFleet extends Construct {
       'systemctl daemon-reload && systemctl enable --now rollout-worker',
     );
 
+    const vpc = props.vpc ?? controlPlaneVpc(this);
     const launchTemplate = new LaunchTemplate(this, 'LaunchTemplate', {
-      machineImage: MachineImage.latestAmazonLinux2023({ cpuType: AmazonLinuxCpuType.ARM_64 }),
-      instanceType: new InstanceType('c7g.large'),
+      machineImage: MachineImage.latestAmazonLinux2023({ cpuType: cpu }),
+      instanceType: new InstanceType(types[0]!),
       role,
       userData,
-      securityGroup: new SecurityGroup(this, 'Group', { vpc: props.vpc, description: 'rollout workers: outbound only', allowAllOutbound: true }),
+      securityGroup: new SecurityGroup(this, 'Group', { vpc, description: 'rollout workers: outbound only', allowAllOutbound: true }),
       requireImdsv2: true,
       detailedMonitoring: true,
       blockDevices: [{ deviceName: '/dev/xvda', volume: BlockDeviceVolume.ebs(16, { encrypted: true }) }],
     });
     this.group = new AutoScalingGroup(this, 'Fleet', {
-      vpc: props.vpc,
+      vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_WITH_EGRESS },
-      minCapacity: 0,
-      maxCapacity: Math.max(props.desired, 1) * 2,
-      desiredCapacity: props.desired,
+      minCapacity: props.minCapacity ?? 0,
+      maxCapacity: props.maxCapacity ?? Math.max(desired, 1) * 2,
+      desiredCapacity: desired,
       mixedInstancesPolicy: {
         launchTemplate,
-        instancesDistribution: { onDemandPercentageAboveBaseCapacity: 0, spotAllocationStrategy: SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED },
-        launchTemplateOverrides: ['c7g.large', 'm7g.large', 'c6g.large', 'm6g.large'].map((t) => ({ instanceType: new InstanceType(t) })),
+        instancesDistribution: props.spot === false ? { onDemandPercentageAboveBaseCapacity: 100 } : { onDemandPercentageAboveBaseCapacity: 0, spotAllocationStrategy: SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED },
+        launchTemplateOverrides: types.map((t) => ({ instanceType: new InstanceType(t) })),
       },
-      capacityRebalance: true,
+      capacityRebalance: props.spot !== false,
       defaultInstanceWarmup: Duration.minutes(2),
     });
+    if (workQueue.encryptionMasterKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
     Validations.of(this).acknowledge(
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]', reason: 'Session Manager access instead of SSH; grants the instance its SSM agent permissions only' },
       { id: 'Annotation::@aws-cdk/aws-autoscaling:desiredCapacitySet', reason: 'The fleet size is the workerCount context: a deployment is meant to set it' },
       { id: 'AwsSolutions::AwsSolutions-AS3', reason: 'Scaling events are visible in the Auto Scaling activity history and EventBridge; no SNS topic is wanted by default' },
       { id: 'AwsSolutions::AwsSolutions-EC26', reason: 'The rule cannot read a mixed-instances launch template; its only block device is encrypted (LaunchTemplate above)' },
-      { id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${Stack.of(this).getLogicalId(props.coordinator.node.defaultChild as CfnElement)}.Arn>:*]`, reason: 'Invoking the coordinator function (any of its versions), nothing else' },
-      { id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${Stack.of(this).getLogicalId(props.table.node.defaultChild as CfnElement)}.Arn>/index/*]`, reason: 'The table grant covers the table’s own index (gsi1), nothing else' },
+      { id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${Stack.of(this).getLogicalId(coordinator.node.defaultChild as CfnElement)}.Arn>:*]`, reason: 'Invoking the coordinator function (any of its versions), nothing else' },
+      ...(table.node.defaultChild ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${Stack.of(this).getLogicalId(table.node.defaultChild as CfnElement)}.Arn>/index/*]`, reason: 'The table grant covers the table’s own index (gsi1), nothing else' }] : []),
     );
   }
+}
+
+/**
+ * The instance's files: rollout.mjs (the command: bundled from the sources
+ * in this repository, or as `npm run build` bundled it in the package) and,
+ * with a module of yours, worker.mjs bundled from it. esbuild is needed only
+ * for what is bundled here.
+ */
+function bundleCommand(outputDir: string, module: string | null): boolean {
+  const root = packageRoot();
+  const source = join(root, 'shared', 'runtimes', 'cli', 'cli.ts');
+  // Loaded here, not at the top: a user of RolloutControlPlane alone, or of a fleet without a module, never needs esbuild.
+  const esbuild = () => createRequire(import.meta.url)('esbuild') as typeof Esbuild;
+  if (existsSync(source)) esbuild().buildSync({ ...WORKER_COMMAND_OPTIONS, entryPoints: [source], outfile: join(outputDir, 'rollout.mjs') });
+  else {
+    const built = join(root, 'dist', 'worker', 'rollout.mjs');
+    if (!existsSync(built)) throw new Error(`rollout-control-plane: the worker command's bundle is missing (${built}): run npm run build`);
+    copyFileSync(built, join(outputDir, 'rollout.mjs'));
+  }
+  if (module) esbuild().buildSync({ ...WORKER_COMMAND_OPTIONS, entryPoints: [module], outfile: join(outputDir, 'worker.mjs') });
+  return true;
 }

@@ -1,8 +1,9 @@
 /**
  * What a new adopter does, offline: the package packed and installed from
  * its tarball into a fresh project; a consumer file using the client, the
- * assignment rule and the OpenFeature provider typechecks against its
- * declarations; a node started from the installed `rollout` bin; the
+ * assignment rule, the OpenFeature provider, the worker SDK and the
+ * constructs typechecks against its declarations; the consumer's own CDK app
+ * nests RolloutControlPlane and a WorkerFleet in its stack and synthesises; a node started from the installed `rollout` bin; the
  * consumer's own script drives rollouts through the client;
  * `rollout rollouts status` gates a pipeline on how a rollout ended (exit 0
  * completed, 1 rolled back or aborted, 3 still going at --timeout); and the
@@ -31,6 +32,19 @@ const handler: WorkHandler = async (item, { signal, heartbeat, attempt }) => {
   return { input: item.payload, attempt };
 };
 export const work = (): Promise<WorkerSummary> => createWorker({ runs: ['nightly'], databaseUrl: process.env.DATABASE_URL, exitWhenDone: true, itemTimeoutMs: 60_000, handler }).run();
+
+import { App, Stack } from 'aws-cdk-lib';
+import { Role, AccountRootPrincipal } from 'aws-cdk-lib/aws-iam';
+import { RolloutControlPlane, WorkerFleet, type RolloutControlPlaneProps } from 'rollout-control-plane/cdk';
+
+export function platform(app: App): Stack {
+  const stack = new Stack(app, 'Platform');
+  const props: RolloutControlPlaneProps = { functions: { api: { memoryMb: 1024 } } };
+  const plane = new RolloutControlPlane(stack, 'Rollouts', props);
+  plane.grantOperate(new Role(stack, 'Oncall', { assumedBy: new AccountRootPrincipal() }));
+  new WorkerFleet(stack, 'Workers', { controlPlane: plane, runs: ['nightly'], module: './worker.mjs' });
+  return stack;
+}
 
 const client = new RolloutClient({ url: process.env.ROLLOUT_URL ?? 'http://127.0.0.1:8000', actor: 'ci' });
 const spec = parseRolloutSpec({ target: { service: 'web', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
@@ -67,6 +81,30 @@ try {
   out.refused = err instanceof ApiError ? [err.status, err.body.issues?.length > 0] : String(err);
 }
 console.log(JSON.stringify(out));
+`;
+
+/** The consumer's own CDK app: the control plane and a fleet running its worker module, nested in its own stack. */
+const CDK_APP_MJS = `
+import { App, Stack } from 'aws-cdk-lib';
+import { AccountRootPrincipal, Role } from 'aws-cdk-lib/aws-iam';
+import { RolloutControlPlane, WorkerFleet } from 'rollout-control-plane/cdk';
+import { readdirSync } from 'node:fs';
+const app = new App({ outdir: 'cdk.out' });
+const stack = new Stack(app, 'Platform', { env: { account: '123456789012', region: 'eu-west-1' } });
+const plane = new RolloutControlPlane(stack, 'Rollouts', { functions: { api: { memoryMb: 1024 } } });
+plane.grantAdmin(new Role(stack, 'Deployer', { assumedBy: new AccountRootPrincipal() }));
+new WorkerFleet(stack, 'Workers', { controlPlane: plane, runs: ['pkg-run'], module: './fleet-worker.mjs', desiredCapacity: 1 });
+const assembly = app.synth();
+const template = assembly.getStackByName('Platform').template;
+const types = Object.values(template.Resources).map((r) => r.Type);
+const assets = readdirSync(assembly.directory).filter((d) => d.startsWith('asset.')).map((d) => readdirSync(assembly.directory + '/' + d));
+console.log(JSON.stringify({
+  functions: types.filter((t) => t === 'AWS::Lambda::Function').length,
+  tables: types.filter((t) => t === 'AWS::DynamoDB::Table').length,
+  groups: types.filter((t) => t === 'AWS::AutoScaling::AutoScalingGroup').length,
+  lambdaBundles: assets.filter((files) => files.includes('index.js')).length,
+  fleetFiles: assets.find((files) => files.includes('worker.mjs'))?.sort() ?? null,
+}));
 `;
 
 /** The consumer's own worker: its handler runs the run's items, in its own process, through the worker SDK. */
@@ -131,10 +169,22 @@ describe('the package, as an adopter installs it', () => {
 
   const rollout = (...args: string[]) => spawnSync(consumer.bin, ['rollouts', ...args, '--url', url], { cwd: consumer.dir, encoding: 'utf8' });
 
-  it('installs with its bin and its declarations: a consumer using the client, assign and the OpenFeature provider typechecks', () => {
+  it('installs with its bin and its declarations: a consumer using the client, assign, the OpenFeature provider, the worker SDK and the constructs typechecks', () => {
     expect(spawnSync(consumer.bin, ['--version'], { encoding: 'utf8' }).stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
     writeFileSync(join(consumer.dir, 'consumer.ts'), CONSUMER_TS);
     expect(() => typecheck(consumer.dir, ['consumer.ts'])).not.toThrow();
+  });
+
+  it("synthesises the consumer's own app: RolloutControlPlane and a WorkerFleet with its worker module, nested in its stack, from the installed package", () => {
+    writeFileSync(join(consumer.dir, 'fleet-worker.mjs'), 'export default async (item) => ({ seen: item.payload });\n');
+    writeFileSync(join(consumer.dir, 'cdk-app.mjs'), CDK_APP_MJS);
+    const r = spawnSync(process.execPath, ['cdk-app.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, CDK_DISABLE_VERSION_CHECK: '1' } });
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { functions: number; tables: number; groups: number; lambdaBundles: number; fleetFiles: string[] | null };
+    expect(out).toMatchObject({ tables: 1, groups: 1, fleetFiles: ['rollout.mjs', 'worker.mjs'] });
+    // The package's prebuilt bundles, one per function of the topology (plus CDK's own helpers, if any).
+    expect(out.lambdaBundles).toBeGreaterThanOrEqual(6);
+    expect(out.functions).toBeGreaterThanOrEqual(6);
   });
 
   it("drives rollouts through the client from the consumer's own script; `rollouts status` exits 0 completed, 1 aborted, 3 at --timeout", () => {

@@ -9,7 +9,8 @@ import { basename, join, resolve } from 'node:path';
  * the tarball with `npm ci`. Offline: the consumer's lockfile pins the
  * package's dependencies to the versions this repository's lockfile holds
  * (what was tested here, and what `npm ci` of this repository put in npm's
- * cache), so nothing is fetched.
+ * cache), so nothing is fetched. The consumer deploys with the constructs
+ * too: aws-cdk-lib, constructs and esbuild are installed beside it.
  */
 const root = resolve(import.meta.dirname, '../..');
 
@@ -34,18 +35,49 @@ export function packAndInstall(dir: string): Consumer {
   const project = join(dir, 'consumer');
   mkdirSync(project, { recursive: true });
   const rel = `file:../${basename(tarball)}`;
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { 'rollout-control-plane': rel } }, null, 2));
-  writeFileSync(join(project, 'package-lock.json'), JSON.stringify(consumerLock(tarball, rel), null, 2));
+  const lock = consumerLock(tarball, rel);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: (lock.packages[''] as { dependencies: Record<string, string> }).dependencies }, null, 2));
+  writeFileSync(join(project, 'package-lock.json'), JSON.stringify(lock, null, 2));
   run('npm', ['ci', '--offline', '--ignore-scripts'], project);
   return { dir: project, tarball, bin: join(project, 'node_modules/.bin/rollout') };
 }
 
-/** The consumer's lockfile: the tarball, and every package this repository installs for production (not dev). */
-function consumerLock(tarball: string, rel: string): unknown {
-  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, Record<string, unknown>> };
+/** What a consumer who deploys with the constructs installs beside the package: its peers (esbuild for a fleet with a module of theirs). */
+const CDK_PEERS = ['aws-cdk-lib', 'constructs', 'esbuild'];
+
+type LockEntry = Record<string, unknown> & { dependencies?: Record<string, string>; optionalDependencies?: Record<string, string>; dev?: boolean; link?: boolean };
+
+/** `names` and everything they need, as node would resolve it in this repository's tree (bundled dependencies included). */
+function closure(packages: Record<string, LockEntry>, names: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  const resolveFrom = (from: string, name: string): string | null => {
+    for (let dir = from; ; dir = dir.includes('/node_modules/') ? dir.slice(0, dir.lastIndexOf('/node_modules/')) : '') {
+      const path = `${dir ? `${dir}/` : ''}node_modules/${name}`;
+      if (packages[path]) return path;
+      if (!dir) return null;
+    }
+  };
+  const visit = (path: string) => {
+    if (out.has(path)) return;
+    out.add(path);
+    for (const p of Object.keys(packages)) if (p.startsWith(`${path}/node_modules/`) && packages[p]!.inBundle) out.add(p);
+    const e = packages[path]!;
+    for (const dep of [...Object.keys(e.dependencies ?? {}), ...Object.keys(e.optionalDependencies ?? {})]) {
+      const found = resolveFrom(path, dep);
+      if (found) visit(found);
+    }
+  };
+  for (const n of names) visit(`node_modules/${n}`);
+  return out;
+}
+
+/** The consumer's lockfile: the tarball, every package this repository installs for production (not dev), and the CDK peers with what they need. */
+function consumerLock(tarball: string, rel: string): { name: string; lockfileVersion: number; requires: boolean; packages: Record<string, unknown> } {
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
   const self = lock.packages['']!;
+  const peers = Object.fromEntries(CDK_PEERS.map((n) => [n, String(lock.packages[`node_modules/${n}`]!.version)]));
   const packages: Record<string, unknown> = {
-    '': { name: 'consumer', dependencies: { 'rollout-control-plane': rel } },
+    '': { name: 'consumer', dependencies: { 'rollout-control-plane': rel, ...peers } },
     'node_modules/rollout-control-plane': {
       version: self.version,
       resolved: rel,
@@ -59,6 +91,10 @@ function consumerLock(tarball: string, rel: string): unknown {
     },
   };
   for (const [path, entry] of Object.entries(lock.packages)) if (path && !entry.dev && !entry.link) packages[path] = entry;
+  for (const path of closure(lock.packages, CDK_PEERS)) {
+    const { dev: _dev, devOptional: _devOptional, ...entry } = lock.packages[path]!;
+    packages[path] ??= entry;
+  }
   return { name: 'consumer', lockfileVersion: 3, requires: true, packages };
 }
 

@@ -1,0 +1,132 @@
+/**
+ * The constructs as a user nests them in a stack of their own
+ * (`rollout-control-plane/cdk`): existing resources used rather than
+ * created, alarm actions, per-function overrides, the grant methods, and a
+ * WorkerFleet running the user's own module. cdk-nag stays clean.
+ */
+import { App, Stack, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
+import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
+import { AccountRootPrincipal, Role, User } from 'aws-cdk-lib/aws-iam';
+import { Key } from 'aws-cdk-lib/aws-kms';
+import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Topic } from 'aws-cdk-lib/aws-sns';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { RolloutControlPlane, WorkerFleet } from '../../infra/cdk.js';
+import { GSI1, KEY } from '../../shared/adapters/dynamodb/table.js';
+
+const env = { account: '123456789012', region: 'eu-west-1' };
+
+describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
+  const outdir = mkdtempSync(join(tmpdir(), 'rollout-constructs-'));
+  const moduleDir = mkdtempSync(join(tmpdir(), 'rollout-module-'));
+  const module = join(moduleDir, 'my-worker.mjs');
+  writeFileSync(module, "export default async function (item) { return { echoed: item.payload, marker: 'my-worker-module' }; }\n");
+  const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': ['Platform'] } });
+  const stack = new Stack(app, 'Platform', { env });
+  const key = new Key(stack, 'Key', { enableKeyRotation: true });
+  const table = new Table(stack, 'Existing', {
+    partitionKey: { name: KEY.pk, type: AttributeType.STRING },
+    sortKey: { name: KEY.sk, type: AttributeType.STRING },
+    billingMode: BillingMode.PAY_PER_REQUEST,
+    encryption: TableEncryption.CUSTOMER_MANAGED,
+    encryptionKey: key,
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+  });
+  table.addGlobalSecondaryIndex({ indexName: GSI1.name, partitionKey: { name: GSI1.pk, type: AttributeType.STRING }, sortKey: { name: GSI1.sk, type: AttributeType.STRING } });
+  const topic = new Topic(stack, 'Pager', { enforceSSL: true, masterKey: key });
+  const plane = new RolloutControlPlane(stack, 'Rollouts', {
+    table,
+    encryptionKey: key,
+    alarmTopic: topic,
+    functions: { api: { memoryMb: 1024, logRetention: RetentionDays.THREE_MONTHS, reservedConcurrency: 20 }, streamingPromoter: { reservedConcurrency: 50 }, batchPromoter: { reservedConcurrency: 5 } },
+  });
+  const assume = () => new AccountRootPrincipal();
+  const roles = { reader: new Role(stack, 'Reader', { assumedBy: assume() }), operator: new Role(stack, 'Operator', { assumedBy: assume() }), admin: new Role(stack, 'Admin', { assumedBy: assume() }), pipeline: new Role(stack, 'Pipeline', { assumedBy: assume() }) };
+  plane.grantRead(roles.reader);
+  plane.grantOperate(roles.operator);
+  plane.grantAdmin(roles.admin);
+  plane.grantSignal(roles.pipeline);
+  const fleet = new WorkerFleet(stack, 'Fleet', { controlPlane: plane, runs: ['nightly', 'backfill'], module, instanceTypes: ['c7i.large', 'm7i.large'], desiredCapacity: 4, workerArgs: ['--item-timeout', '30m'] });
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  const assembly = app.synth(); // throws on any cdk-nag finding left unacknowledged
+  const template = Template.fromStack(stack);
+  const json = template.toJSON() as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+  const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
+  const policyOf = (role: Role) => JSON.stringify(Object.values(json.Resources).filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties.Roles).includes(id(role))).map((r) => r.Properties.PolicyDocument));
+  afterAll(() => {
+    rmSync(assembly.directory, { recursive: true, force: true });
+    rmSync(moduleDir, { recursive: true, force: true });
+  });
+
+  it('uses the table it is given and creates none; its queues are encrypted with the given key', () => {
+    template.resourceCountIs('AWS::DynamoDB::Table', 1);
+    expect(plane.table).toBe(table);
+    for (const fn of [plane.functions.api, plane.functions.coordinator]) expect(JSON.stringify(json.Resources[id(fn)]!.Properties.Environment)).toContain(id(table));
+    for (const q of [plane.workQueue, plane.workDlq, plane.eventsDlq]) expect(json.Resources[id(q)]!.Properties.KmsMasterKeyId).toEqual({ 'Fn::GetAtt': [id(key), 'Arn'] });
+  });
+
+  it('every alarm notifies the topic', () => {
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
+    expect(alarms.length).toBe(plane.alarms.length);
+    expect(alarms.length).toBeGreaterThan(10);
+    for (const a of alarms) expect((a.Properties as { AlarmActions: unknown[] }).AlarmActions).toEqual([{ Ref: id(topic) }]);
+  });
+
+  it('per-function overrides: memory, log retention and reserved concurrency; the batch promoter keeps its one at a time', () => {
+    template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: Match.absent(), MemorySize: 1024, ReservedConcurrentExecutions: 20, Description: Match.stringLikeRegexp('HTTP API') });
+    const logs = json.Resources[id(plane.functions.api)]!.Properties.LoggingConfig as { LogGroup: { Ref: string } };
+    expect(json.Resources[logs.LogGroup.Ref]!.Properties.RetentionInDays).toBe(90);
+    expect(json.Resources[id(plane.functions.streamingPromoter)]!.Properties.ReservedConcurrentExecutions).toBe(50);
+    expect(json.Resources[id(plane.functions.batchPromoter)]!.Properties.ReservedConcurrentExecutions).toBe(1);
+    expect(() => new RolloutControlPlane(new Stack(new App(), 'Bad'), 'X', { functions: { apii: {} } as never })).toThrow(/functions\.apii: no such function/);
+  });
+
+  it('grants: read is GETs only, operate adds the commands but not abort, admin adds creating, aborting and cancelling; signal is PutEvents and a place on the bus policy', () => {
+    expect(policyOf(roles.reader)).toContain('/GET/*');
+    expect(policyOf(roles.reader)).not.toContain('/POST/');
+    expect(policyOf(roles.operator)).toContain('/POST/rollouts/*/pause');
+    expect(policyOf(roles.operator)).not.toMatch(/abort|cancel/);
+    for (const p of ['/POST/rollouts"', '/POST/runs"', '/POST/rollouts/*/abort"', '/POST/runs/*/cancel"']) expect(policyOf(roles.admin)).toContain(p);
+    expect(policyOf(roles.pipeline)).toContain('events:PutEvents');
+    const busPolicy = JSON.stringify(Object.values(template.findResources('AWS::Events::EventBusPolicy'))[0]);
+    expect(busPolicy).toContain(id(roles.pipeline));
+    expect(busPolicy).not.toContain(id(roles.reader));
+    expect(() => plane.grantSignal(new User(stack, 'Someone'))).toThrow(/grant a role/);
+  });
+
+  it('the fleet: x86 instances of the types given, both runs, the user\'s module bundled beside the command, and the extra flags', () => {
+    template.hasResourceProperties('AWS::AutoScaling::AutoScalingGroup', {
+      DesiredCapacity: '4',
+      MixedInstancesPolicy: Match.objectLike({ LaunchTemplate: Match.objectLike({ Overrides: [{ InstanceType: 'c7i.large' }, { InstanceType: 'm7i.large' }] }) }),
+    });
+    const lt = Object.values(template.findResources('AWS::EC2::LaunchTemplate'))[0]!;
+    const userData = JSON.stringify((lt.Properties as { LaunchTemplateData: { UserData: unknown } }).LaunchTemplateData.UserData);
+    expect(userData).toContain('worker --run nightly --run backfill --store dynamodb');
+    expect(userData).toContain('--module /opt/rollout/worker.mjs --item-timeout 30m --json');
+    expect(JSON.stringify(template.toJSON())).toContain('al2023-ami-kernel-6.1-x86_64');
+    const policy = policyOf(fleet.role as Role);
+    for (const run of ['nightly', 'backfill']) expect(policy).toContain(`RUN#${run}`);
+    const asset = readdirSync(assembly.directory).find((d) => d.startsWith('asset.') && readdirSync(join(assembly.directory, d)).includes('worker.mjs'));
+    expect(asset).toBeDefined();
+    expect(readFileSync(join(assembly.directory, asset!, 'worker.mjs'), 'utf8')).toContain('my-worker-module');
+    expect(readdirSync(join(assembly.directory, asset!))).toContain('rollout.mjs');
+    expect(() => new WorkerFleet(stack, 'Mixed', { controlPlane: plane, runs: ['r'], instanceTypes: ['c7g.large', 'c7i.large'] })).toThrow(/mixes arm64 and x86/);
+    expect(() => new WorkerFleet(stack, 'NoRun', { controlPlane: plane, runs: [] })).toThrow(/runs: at least one run/);
+  });
+
+  it('the Aurora store in a VPC of your own, and refusing a table beside it', () => {
+    const s = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AuroraOwnVpc', { env });
+    const vpc = new Vpc(s, 'Mine', { maxAzs: 2, natGateways: 1, subnetConfiguration: [{ name: 'pub', subnetType: SubnetType.PUBLIC }, { name: 'app', subnetType: SubnetType.PRIVATE_WITH_EGRESS }, { name: 'db', subnetType: SubnetType.PRIVATE_ISOLATED }] });
+    const cp = new RolloutControlPlane(s, 'Rollouts', { store: 'aurora', vpc });
+    const t = Template.fromStack(s);
+    t.resourceCountIs('AWS::EC2::VPC', 1);
+    expect(cp.aurora!.vpc).toBe(vpc);
+    expect(() => new RolloutControlPlane(s, 'Both', { store: 'aurora', table })).toThrow(/the Aurora store keeps no table/);
+  });
+});
