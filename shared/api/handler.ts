@@ -126,6 +126,12 @@ const createRunBody = z
     }
   });
 
+/** `POST /runs`'s body as JSON Schema (draft 2020-12), from the schema the route checks with (the cross-field rules are the route's). */
+export function runRequestJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(createRunBody, { io: 'input', unrepresentable: 'any' });
+  return { ...schema, $id: 'https://rollout-control-plane.dev/schemas/run-request.json', title: 'Run request', description: 'POST /runs: a run and its items (payloads: any JSON), or more items for an existing run.' };
+}
+
 /** The body parsed as JSON (bounded: parseJsonBody) and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
 export function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
   let json: unknown = {};

@@ -283,3 +283,15 @@ export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks'>, poli
   });
   return out;
 }
+
+/**
+ * The rollout spec as JSON Schema (draft 2020-12), as a user writes it
+ * (defaults optional): for editors and CI, from the same schemas
+ * parseRolloutSpec checks with. It checks the shape; a few rules only the
+ * parser applies (percents increasing, stage names unique, what a preset
+ * expands to, hook names) — the API names those when it refuses a spec.
+ */
+export function rolloutSpecJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(z.union([explicitSpec, ...Object.values(presets)]), { io: 'input', unrepresentable: 'any' });
+  return { ...schema, $id: 'https://rollout-control-plane.dev/schemas/rollout-spec.json', title: 'Rollout spec', description: 'A rollout: its target and explicit stages, or a preset (linear, exponential, canary, all-at-once) that expands to stages.' };
+}

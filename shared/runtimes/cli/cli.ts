@@ -613,6 +613,28 @@ function clientCommands(cli: Command): void {
     }, sign);
   });
 
+  const specs = cli.command('spec').description('Rollout specs and run requests, checked before they are sent');
+  specs
+    .command('schema')
+    .description('Print the JSON Schema (draft 2020-12) of a rollout spec, or of a run request (POST /runs): for editors and CI')
+    .addOption(new Option('--kind <kind>', 'which').choices(['rollout', 'run']).default('rollout'))
+    .action(async (o: { kind: 'rollout' | 'run' }) => {
+      // Loaded on use, as the node's commands are: the worker's bundle of this command stays lean.
+      const schema = o.kind === 'run' ? (await import('../../api/handler.js')).runRequestJsonSchema() : (await import('../../rollout/spec.js')).rolloutSpecJsonSchema();
+      process.stdout.write(`${JSON.stringify(schema, null, 2)}\n`);
+    });
+  specs
+    .command('check')
+    .description('Check a rollout spec as the API would, and print the stages it expands to (exit 2 naming each bad field)')
+    .requiredOption('--file <spec.json>', 'the spec')
+    .action(async (o: { file: string }) => {
+      const { parseRolloutSpec } = await import('../../rollout/spec.js');
+      const spec = parseRolloutSpec(readJsonFile(o.file));
+      const gates = (g: (typeof spec.stages)[number]['gates']) =>
+        [g.maxErrorRate !== undefined ? `errors ≤ ${g.maxErrorRate * 100}%` : '', g.maxP99LatencyMs !== undefined ? `p99 ≤ ${g.maxP99LatencyMs} ms` : '', g.minRequests ? `≥ ${g.minRequests} requests` : '', ...g.alarms.map((a) => `alarm ${a}`), ...(g.providers ?? []).map((p) => `${p.type} ${p.name}`)].filter(Boolean).join(', ') || '-';
+      process.stdout.write(`${spec.target.service} ${spec.target.version}: ${spec.stages.length} stages\n${table(spec.stages.map((st) => ({ stage: st.name, percent: st.percent, bake: `${st.bakeSeconds}s`, gates: gates(st.gates) })), ['stage', 'percent', 'bake', 'gates'])}\n`);
+    });
+
   const runs = cli.command('runs').description('Work runs');
   target(runs.command('create').description('Create a run from a JSON file: an array of payloads, or {"items": [...], "spec": {...}}').requiredOption('--file <items.json>', 'the items').option('--id <id>', 'an id of your own (idempotent)')).action(
     (o: ClientOpts & { file: string; id?: string }) => {

@@ -1,0 +1,69 @@
+/**
+ * The JSON Schemas of a rollout spec and a run request (`rollout spec
+ * schema`), checked with a real JSON Schema validator (Ajv, draft 2020-12):
+ * every spec README shows validates and parses; what the parser refuses for
+ * its shape, the schema refuses too.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { describe, expect, it } from 'vitest';
+import { runRequestJsonSchema } from '../../shared/api/handler.js';
+import { parseRolloutSpec, rolloutSpecJsonSchema } from '../../shared/rollout/spec.js';
+
+const readme = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8');
+const ajv = new Ajv2020({ allErrors: true, strict: true, validateFormats: false });
+const spec = ajv.compile(rolloutSpecJsonSchema());
+const run = ajv.compile(runRequestJsonSchema());
+const target = { service: 'checkout', version: 'v42' };
+
+/** The specs README shows: each ```json block that is one, and each inline preset (with a target added: README shows them without). */
+function readmeSpecs(): { where: string; value: unknown }[] {
+  const out: { where: string; value: unknown }[] = [];
+  for (const m of readme.matchAll(/```json\n([\s\S]*?)```/g)) {
+    const text = m[1]!;
+    if (/"target"/.test(text) && /"stages"|"preset"/.test(text)) out.push({ where: `README line ${readme.slice(0, m.index).split('\n').length}`, value: JSON.parse(text) });
+  }
+  for (const m of readme.matchAll(/`(\{"preset": [^`]*\})`/g)) out.push({ where: `README preset ${m[1]}`, value: { target, ...(JSON.parse(m[1]!) as object) } });
+  return out;
+}
+
+describe('rollout spec JSON Schema', () => {
+  it("every spec README shows is valid by the schema and by the parser", () => {
+    const specs = readmeSpecs();
+    expect(specs.length).toBeGreaterThanOrEqual(5);
+    for (const { where, value } of specs) {
+      expect(spec(value), `${where}: ${ajv.errorsText(spec.errors)}`).toBe(true);
+      expect(() => parseRolloutSpec(value), where).not.toThrow();
+    }
+  });
+
+  it('what the parser refuses for its shape, the schema refuses too', () => {
+    const stages = [{ name: 'all', percent: 100, bakeSeconds: 0 }];
+    const bad: [string, unknown][] = [
+      ['no target', { stages }],
+      ['a misspelt gate', { target, stages: [{ ...stages[0], gates: { maxErrorRat: 0.1 } }] }],
+      ['a percent over 100', { target, stages: [{ name: 'x', percent: 150, bakeSeconds: 0 }] }],
+      ['an unknown preset', { target, preset: 'zigzag' }],
+      ['no stages', { target, stages: [] }],
+      ['a negative bake', { target, stages: [{ ...stages[0], bakeSeconds: -1 }] }],
+      ['an unknown key', { target, stages, color: 'blue' }],
+      ['a canary of 100', { target, preset: 'canary', canaryPercent: 100 }],
+    ];
+    for (const [why, value] of bad) {
+      expect(() => parseRolloutSpec(value), why).toThrow();
+      expect(spec(value), why).toBe(false);
+    }
+    expect(spec({ target, stages })).toBe(true);
+  });
+});
+
+describe('run request JSON Schema', () => {
+  it('accepts what POST /runs takes, refuses what it refuses for its shape', () => {
+    expect(run({ id: 'nightly', items: [{ doc: 1 }, 'any JSON', 3], spec: { model: 'v2' }, shards: 4 })).toBe(true);
+    expect(run({ items: [{ doc: 1 }], itemsPerSecond: 500 })).toBe(true);
+    expect(run({ items: [] })).toBe(false);
+    expect(run({ id: 'bad id with spaces', items: [1] })).toBe(false);
+    expect(run({ items: [1], color: 'blue' })).toBe(false);
+  });
+});
