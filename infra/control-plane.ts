@@ -3,7 +3,7 @@ import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissing
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
-import type { IVpc } from 'aws-cdk-lib/aws-ec2';
+import { CfnSecurityGroup, type IVpc } from 'aws-cdk-lib/aws-ec2';
 import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
@@ -221,10 +221,26 @@ export class RolloutControlPlane extends Construct {
     }
 
     this.lockBus(props.eventSenders ?? []);
-    if (props.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
+    if (props.encryptionKey || this.table?.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
     const actions = [...(props.alarmActions ?? []), ...(props.alarmTopic ? [new SnsAction(props.alarmTopic)] : [])];
     this.alarms = this.operations(props.dashboard ?? false);
     for (const alarm of this.alarms) if (actions.length) alarm.addAlarmAction(...actions);
+    if (id === 'Default') this.keepDescriptions();
+  }
+
+  /**
+   * Under the id `Default` (the repository's stack), logical ids are as they
+   * were before this construct existed; a security group CDK describes by its
+   * construct path (the secret rotation's) would still change its description,
+   * and a new description replaces a security group. Described as before.
+   */
+  private keepDescriptions(): void {
+    const mine = `${this.node.path}/`;
+    const before = `${this.node.scope!.node.path}/`;
+    for (const c of this.node.findAll()) {
+      if (!(c instanceof CfnSecurityGroup) || typeof c.groupDescription !== 'string' || !c.groupDescription.startsWith(mine)) continue;
+      c.groupDescription = before + c.groupDescription.slice(mine.length);
+    }
   }
 
   /** What workers of a run need, for a fleet of your own (WorkerFleet uses it): the table, the queue, the coordinator. */

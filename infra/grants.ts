@@ -12,6 +12,11 @@ const ACTIONS = {
 } as const;
 
 export function grantItems(to: IGrantable, table: ITable, access: keyof typeof ACTIONS, leadingKeys: readonly string[]): void {
+  // A table encrypted with a customer-managed key is unreadable without the key.
+  if (table.encryptionKey) {
+    if (access === 'read') table.encryptionKey.grantDecrypt(to);
+    else table.encryptionKey.grantEncryptDecrypt(to);
+  }
   to.grantPrincipal.addToPrincipalPolicy(
     new PolicyStatement({
       actions: [...ACTIONS[access]],

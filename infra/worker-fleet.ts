@@ -47,11 +47,17 @@ export interface WorkerFleetProps {
 const DEFAULT_TYPES = ['c7g.large', 'm7g.large', 'c6g.large', 'm6g.large'];
 const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
-/** Graviton families carry a g after the generation (c7g, m6gd, t4g, c7gn). */
+/** Graviton: a1, and the families with a g after the generation (c7g, m6gd, t4g, c7gn, g5g, is4gen); g5 or inf2 are x86. */
 function cpuOf(types: readonly string[]): AmazonLinuxCpuType {
-  const arm = types.map((t) => /^[a-z]+\d+[a-z]*g[a-z]*\./.test(t) && !/^g\d/.test(t));
+  const arm = types.map((t) => /^(a1|[a-z]+\d+[a-z]*g[a-z]*)\./.test(t));
   if (arm.some((a) => a !== arm[0])) throw new Error(`invalid worker fleet config: instanceTypes: mixes arm64 and x86 (${types.join(', ')}): one AMI serves them all`);
   return arm[0] ? AmazonLinuxCpuType.ARM_64 : AmazonLinuxCpuType.X86_64;
+}
+
+/** One ExecStart argument as systemd reads it: double-quoted, with its own escapes (\\ \" and %% $$ for its specifiers and variables). */
+export function systemdArg(a: string): string {
+  if (/[\n\r\0]/.test(a)) throw new Error(`invalid worker fleet config: workerArgs: ${JSON.stringify(a)} holds a line break`);
+  return `"${a.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/%/g, '%%').replace(/\$/g, '$$$$')}"`;
 }
 
 export class WorkerFleet extends Construct {
@@ -62,6 +68,8 @@ export class WorkerFleet extends Construct {
     super(scope, id);
     const { table, workQueue, coordinator } = props.controlPlane.workerResources;
     if (!props.runs.length) throw new Error('invalid worker fleet config: runs: at least one run');
+    // The work queue carries every run's messages and a worker takes what it receives: one run per fleet until messages are routed by run.
+    if (props.runs.length > 1) throw new Error('invalid worker fleet config: runs: one run per fleet (the work queue is shared by every run; a fleet per run)');
     for (const r of props.runs) if (!ID.test(r)) throw new Error(`invalid worker fleet config: runs: "${r}" is not a run id (letters, digits, _ . : -, at most 128)`);
     const types = props.instanceTypes?.length ? props.instanceTypes : DEFAULT_TYPES;
     const cpu = cpuOf(types);
@@ -100,7 +108,7 @@ export class WorkerFleet extends Construct {
       `--coordinator lambda:${coordinator.functionName}`,
       '--provider aws --instance-id auto',
       ...(module ? ['--module /opt/rollout/worker.mjs'] : []),
-      ...(props.workerArgs ?? []).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)),
+      ...(props.workerArgs ?? []).map(systemdArg),
       '--json',
     ];
     const userData = UserData.forLinux();
@@ -110,7 +118,8 @@ export class WorkerFleet extends Construct {
       'mkdir -p /opt/rollout',
       `aws s3 cp s3://${bundle.s3BucketName}/${bundle.s3ObjectKey} /tmp/rollout.zip`,
       'cd /opt/rollout && python3 -m zipfile -e /tmp/rollout.zip .',
-      'cat > /etc/systemd/system/rollout-worker.service <<UNIT',
+      // Quoted: the shell expands nothing in the unit; systemd reads its arguments as systemdArg wrote them.
+      "cat > /etc/systemd/system/rollout-worker.service <<'UNIT'",
       '[Unit]',
       'Description=rollout worker',
       'After=network-online.target',
@@ -152,7 +161,7 @@ export class WorkerFleet extends Construct {
       capacityRebalance: props.spot !== false,
       defaultInstanceWarmup: Duration.minutes(2),
     });
-    if (workQueue.encryptionMasterKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
+    if (workQueue.encryptionMasterKey || table.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
     Validations.of(this).acknowledge(
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]', reason: 'Session Manager access instead of SSH; grants the instance its SSM agent permissions only' },
       { id: 'Annotation::@aws-cdk/aws-autoscaling:desiredCapacitySet', reason: 'The fleet size is the workerCount context: a deployment is meant to set it' },

@@ -222,7 +222,8 @@ export class StaleView {
  *
  * Each rollout's last good read is kept too: when the store fails, or gives
  * no answer within `deadlineMs`, every entity is answered from it (a
- * StaleView), not only the entities asked about before the store went away.
+ * StaleView), not only the entities asked about before the store went away;
+ * for `maxStaleMs` (10 minutes) after that read, no longer.
  */
 export class AssignmentReads {
   private readonly kept = new BoundedMap<string, { readonly at: number; readonly view: Promise<RolloutView | null>; settled: boolean }>(1_000);
@@ -231,6 +232,8 @@ export class AssignmentReads {
   constructor(
     readonly ms: number,
     readonly deadlineMs = ASSIGNMENT_READ_DEADLINE_MS,
+    /** A last good read older than this is not answered from: the error stands (the OpenFeature provider's own default). */
+    readonly maxStaleMs = 600_000,
   ) {}
 
   view(id: string, load: (id: string) => Promise<RolloutView | null>): Promise<RolloutView | StaleView | null> {
@@ -253,7 +256,8 @@ export class AssignmentReads {
       );
       if (this.ms > 0) this.kept.set(id, fresh);
     }
-    const good = this.good.get(id);
+    const kept = this.good.get(id);
+    const good = kept && now - kept.at <= this.maxStaleMs ? kept : undefined;
     // Answered (the common case), or nothing to fall back on: the store's answer or its error.
     if (entry.settled || !good) return entry.view;
     return orLastGood(entry.view, good, this.deadlineMs);

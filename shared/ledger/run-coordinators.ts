@@ -9,6 +9,9 @@ import { openRunCoordinator } from './open.js';
 import { HeartbeatWatch } from './staleness.js';
 import { coordinatorLease, type LedgerStore } from './store.js';
 
+/** Pending items a cancel fails before it answers; the coordinator's scans fail any beyond. */
+export const CANCEL_AT_ONCE = 5_000;
+
 export interface RunCoordinator {
   readonly elector: LeaseElector;
   readonly coordinator: Coordinator;
@@ -94,7 +97,8 @@ export class RunCoordinators {
     let failed: number | null = null;
     await this.inTurn('failing a cancelled run\'s items failed; the scan goes on with it', async () => {
       const rc = await this.of(runId);
-      if (rc) failed = (await rc.coordinator.failCancelled(Number.MAX_SAFE_INTEGER)).length;
+      // Bounded, as the request waits for it and other runs' passes wait behind it: the scan fails the rest, a batch per pass.
+      if (rc) failed = (await rc.coordinator.failCancelled(CANCEL_AT_ONCE)).length;
     });
     return failed;
   }

@@ -97,7 +97,9 @@ interface Entry {
 type Outcome =
   | { readonly kind: 'fresh'; readonly traffic: RolloutTraffic; readonly etag: string | null; readonly intervalMs: number }
   | { readonly kind: 'unchanged'; readonly intervalMs: number }
-  | { readonly kind: 'failed'; readonly failure: Failure };
+  | { readonly kind: 'failed'; readonly failure: Failure }
+  /** The server answered from its own last good read (its store was away): served, but confirmed only as of `asOf`. */
+  | { readonly kind: 'stale'; readonly traffic: RolloutTraffic; readonly asOf: number; readonly intervalMs: number; readonly failure: Failure };
 
 export class RolloutProvider implements Provider {
   readonly metadata = { name: 'rollout' } as const;
@@ -279,6 +281,16 @@ export class RolloutProvider implements Provider {
         entry.confirmedAt = now;
         entry.failure = null;
         break;
+      case 'stale':
+        // Never newer than what we hold: the server's copy is as old as its asOf.
+        if (entry.confirmedAt === null || outcome.asOf > entry.confirmedAt) {
+          entry.traffic = outcome.traffic;
+          entry.etag = null;
+          entry.confirmedAt = outcome.asOf;
+        }
+        entry.intervalMs = outcome.intervalMs;
+        entry.failure = outcome.failure;
+        break;
       case 'failed':
         entry.failure = outcome.failure;
         // The server says there is no such rollout: nothing is left to serve, stale or not.
@@ -339,6 +351,11 @@ export class RolloutProvider implements Provider {
       }
       const traffic = trafficFrom(body, entry.id);
       if (typeof traffic === 'string') return fail(ErrorCode.PARSE_ERROR, `the traffic answer: ${traffic}`);
+      const stale = (body as { stale?: { asOf?: unknown; reason?: unknown } }).stale;
+      if (stale !== undefined) {
+        const asOf = typeof stale.asOf === 'string' ? Date.parse(stale.asOf) : NaN;
+        return { kind: 'stale', traffic, asOf: Number.isFinite(asOf) ? asOf : 0, intervalMs, failure: { code: ErrorCode.GENERAL, message: `the server answered from its last good read (${typeof stale.reason === 'string' ? stale.reason : 'its store is away'})` } };
+      }
       return { kind: 'fresh', traffic, etag: res.headers.get('etag'), intervalMs };
     } catch (err) {
       return fail(ErrorCode.GENERAL, messageOf(err));

@@ -52,7 +52,7 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
   plane.grantOperate(roles.operator);
   plane.grantAdmin(roles.admin);
   plane.grantSignal(roles.pipeline);
-  const fleet = new WorkerFleet(stack, 'Fleet', { controlPlane: plane, runs: ['nightly', 'backfill'], module, instanceTypes: ['c7i.large', 'm7i.large'], desiredCapacity: 4, workerArgs: ['--item-timeout', '30m'] });
+  const fleet = new WorkerFleet(stack, 'Fleet', { controlPlane: plane, runs: ['nightly'], module, instanceTypes: ['c7i.large', 'm7i.large'], desiredCapacity: 4, workerArgs: ['--item-timeout', '30m', '--worker-id', '$(reboot)%h'] });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const assembly = app.synth(); // throws on any cdk-nag finding left unacknowledged
   const template = Template.fromStack(stack);
@@ -69,6 +69,11 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
     expect(plane.table).toBe(table);
     for (const fn of [plane.functions.api, plane.functions.coordinator]) expect(JSON.stringify(json.Resources[id(fn)]!.Properties.Environment)).toContain(id(table));
     for (const q of [plane.workQueue, plane.workDlq, plane.eventsDlq]) expect(json.Resources[id(q)]!.Properties.KmsMasterKeyId).toEqual({ 'Fn::GetAtt': [id(key), 'Arn'] });
+    // Every function that reads the table may use its key (a promoter sends to no queue, so no queue grant gives it that).
+    for (const name of ['streamingPromoter', 'batchPromoter', 'spotDrain', 'deadLetters', 'api', 'coordinator'] as const) {
+      const role = plane.functions[name].role as Role;
+      expect(policyOf(role), name).toContain('kms:Decrypt');
+    }
   });
 
   it('every alarm notifies the topic', () => {
@@ -100,24 +105,30 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
     expect(() => plane.grantSignal(new User(stack, 'Someone'))).toThrow(/grant a role/);
   });
 
-  it('the fleet: x86 instances of the types given, both runs, the user\'s module bundled beside the command, and the extra flags', () => {
+  it('the fleet: x86 instances of the types given, its run, the user\'s module bundled beside the command, and the extra flags as systemd reads them (nothing expanded)', () => {
     template.hasResourceProperties('AWS::AutoScaling::AutoScalingGroup', {
       DesiredCapacity: '4',
       MixedInstancesPolicy: Match.objectLike({ LaunchTemplate: Match.objectLike({ Overrides: [{ InstanceType: 'c7i.large' }, { InstanceType: 'm7i.large' }] }) }),
     });
     const lt = Object.values(template.findResources('AWS::EC2::LaunchTemplate'))[0]!;
     const userData = JSON.stringify((lt.Properties as { LaunchTemplateData: { UserData: unknown } }).LaunchTemplateData.UserData);
-    expect(userData).toContain('worker --run nightly --run backfill --store dynamodb');
-    expect(userData).toContain('--module /opt/rollout/worker.mjs --item-timeout 30m --json');
+    expect(userData).toContain('worker --run nightly --store dynamodb');
+    expect(userData).toContain(String.raw`--module /opt/rollout/worker.mjs \"--item-timeout\" \"30m\" \"--worker-id\" \"$$(reboot)%%h\" --json`);
+    expect(userData).toContain("<<'UNIT'");
     expect(JSON.stringify(template.toJSON())).toContain('al2023-ami-kernel-6.1-x86_64');
     const policy = policyOf(fleet.role as Role);
-    for (const run of ['nightly', 'backfill']) expect(policy).toContain(`RUN#${run}`);
+    expect(policy).toContain('RUN#nightly');
     const asset = readdirSync(assembly.directory).find((d) => d.startsWith('asset.') && readdirSync(join(assembly.directory, d)).includes('worker.mjs'));
     expect(asset).toBeDefined();
     expect(readFileSync(join(assembly.directory, asset!, 'worker.mjs'), 'utf8')).toContain('my-worker-module');
     expect(readdirSync(join(assembly.directory, asset!))).toContain('rollout.mjs');
     expect(() => new WorkerFleet(stack, 'Mixed', { controlPlane: plane, runs: ['r'], instanceTypes: ['c7g.large', 'c7i.large'] })).toThrow(/mixes arm64 and x86/);
     expect(() => new WorkerFleet(stack, 'NoRun', { controlPlane: plane, runs: [] })).toThrow(/runs: at least one run/);
+    expect(() => new WorkerFleet(stack, 'TwoRuns', { controlPlane: plane, runs: ['a', 'b'] })).toThrow(/one run per fleet/);
+    expect(() => new WorkerFleet(stack, 'Newline', { controlPlane: plane, runs: ['a'], workerArgs: ['x\ny'] })).toThrow(/holds a line break/);
+    // Graviton however it is spelt (a1, g5g, is4gen) is one architecture with c7g; g5 is x86.
+    expect(() => new WorkerFleet(stack, 'Arm', { controlPlane: plane, runs: ['a'], instanceTypes: ['c7g.large', 'g5g.xlarge', 'a1.large', 'is4gen.large', 'm6gd.large'] })).not.toThrow();
+    expect(() => new WorkerFleet(stack, 'Gpu', { controlPlane: plane, runs: ['a'], instanceTypes: ['g5g.xlarge', 'g5.xlarge'] })).toThrow(/mixes arm64 and x86/);
   });
 
   it('the Aurora store in a VPC of your own, and refusing a table beside it', () => {

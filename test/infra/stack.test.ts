@@ -295,6 +295,8 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     template.hasResource('AWS::RDS::DBCluster', { DeletionPolicy: 'Snapshot' });
     template.resourceCountIs('AWS::SecretsManager::RotationSchedule', 1);
     template.hasResourceProperties('AWS::EC2::FlowLog', { TrafficType: 'REJECT' });
+    // As described before the stack held a RolloutControlPlane: a new description would replace the group.
+    template.hasResourceProperties('AWS::EC2::SecurityGroup', { GroupDescription: 'AuroraTest/Aurora/Cluster/RotationSingleUser/SecurityGroup' });
   });
 
   it('every function runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants', () => {

@@ -252,6 +252,28 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     await down.close();
   });
 
+  it('a server answering from its own last good read (its store away): served as stale, confirmed only as of then, so maxStaleMs counts from there', async () => {
+    const id = 'of-server-stale';
+    await rolloutAt10(id);
+    const traffic = (await (await fetch(`${server.url}/rollouts/${id}/traffic`)).json()) as Record<string, unknown>;
+    let now = Date.now();
+    const asOf = now - 50_000;
+    const stub: Server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'x-rollout-stale': 'true', 'cache-control': 'no-store' }).end(JSON.stringify({ ...traffic, stale: { asOf: new Date(asOf).toISOString(), reason: 'store unreachable: no answer within 500 ms' } }));
+    });
+    const url = await new Promise<string>((r) => stub.listen(0, '127.0.0.1', () => r(`http://127.0.0.1:${(stub.address() as AddressInfo).port}`)));
+    try {
+      const { client, provider } = await clientWith({ baseUrl: url, maxStaleMs: 60_000, now: () => now });
+      const served = await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' });
+      expect(served).toMatchObject({ reason: StandardResolutionReasons.SPLIT, flagMetadata: { rolloutId: id, stale: true } });
+      expect(provider.cached(id)).toMatchObject({ stale: true, confirmedAt: asOf, error: { message: 'the server answered from its last good read (store unreachable: no answer within 500 ms)' } });
+      now += 10_001; // 60 s after the server's last good read
+      expect(await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({ value: 'fallback', reason: StandardResolutionReasons.ERROR, errorCode: ErrorCode.GENERAL });
+    } finally {
+      await new Promise((r) => stub.close(r));
+    }
+  });
+
   it('a server that never answers: the evaluation is an ERROR (GENERAL) once timeoutMs has passed, not a hang', async () => {
     const hanging: Server = createServer(() => undefined);
     await new Promise<void>((r) => hanging.listen(0, '127.0.0.1', r));

@@ -88,6 +88,9 @@ describe('rollout worker', () => {
     const both = rollout(['worker', '--run', a, '--database-url', schema.url, '--module', none, '--backend', 'http']);
     expect(await both.exit).toBe(2);
     expect(both.stderr()).toMatch(/--module: runs items itself: leave out --backend http/);
+    const stall = rollout(['worker', '--run', a, '--database-url', schema.url, '--stall', '30s']);
+    expect(await stall.exit).toBe(2);
+    expect(stall.stderr()).toMatch(/--stall-ms: needs --module: only your handler calls heartbeat\(\)/);
   });
 
   it('bad flags exit 2 and name the flag; a run that does not exist exits 1', async () => {

@@ -107,5 +107,7 @@ describe('createWorker', () => {
     expect(() => createWorker({ runs: ['r'], store: 'postgres', handler: () => 1 })).toThrow('--database-url: required with --store postgres');
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: -1, handler: () => 1 })).toThrow('--item-timeout-ms');
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url } as never)).toThrow('handler must be a function');
+    expect(() => createWorker({ runs: ['a', 'b'], store: 'dynamodb', table: 't', queue: 'https://sqs.eu-west-1.amazonaws.com/1/work', handler: () => 1 })).toThrow('--run: one run per process with an SQS queue');
+    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: 2 ** 31, handler: () => 1 })).toThrow('--item-timeout-ms: at most 24 days');
   });
 });

@@ -247,7 +247,11 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
     try {
       const res = await within(readDeadlineMs, run());
-      if (res.headers?.['x-rollout-stale']) return res;
+      if (res.headers?.['x-rollout-stale']) {
+        // Answered from memory: the store is still away, and health says so.
+        node.storeDown(new PublicError(((res.body as { stale?: { reason?: string } }).stale?.reason ?? 'store unreachable').replace(/^store unreachable: /, '')));
+        return res;
+      }
       if (res.status === 200 && !answersStale(req.path)) {
         lastGood.set(readKey(req), { body: res.body, at: Date.now() });
         if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);

@@ -9,6 +9,8 @@ import { ConfigError } from '../../errors.js';
  * its name.
  */
 const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+/** Node.js fires a longer timer at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const workerFields = {
   runs: z.array(z.string().regex(ID, 'a run id: letters, digits, _ . : - (at most 128)')).min(1, 'at least one run').max(50, 'at most 50 runs per process'),
@@ -33,16 +35,19 @@ const workerFields = {
   maxReceiveCount: z.coerce.number().int().positive().default(5),
   exitWhenDone: z.boolean().default(false),
   /** How long one item may run before it fails as timed out; null: as long as it takes (heartbeats keep it). */
-  itemTimeoutMs: z.number().int().positive().nullable().default(null),
+  itemTimeoutMs: z.number().int().positive().max(MAX_TIMER_MS, 'at most 24 days (596 h), the longest timer Node.js keeps').nullable().default(null),
   /** Fail an item whose handler has not called heartbeat() or progress() for this long; null: never. */
-  stallMs: z.number().int().positive().nullable().default(null),
+  stallMs: z.number().int().positive().max(MAX_TIMER_MS, 'at most 24 days (596 h), the longest timer Node.js keeps').nullable().default(null),
 };
 
-function storeIssues(o: { store: string; databaseUrl?: string | undefined; table?: string | undefined; queue: string; coordinator: string }, ctx: z.RefinementCtx) {
+function storeIssues(o: { store: string; databaseUrl?: string | undefined; table?: string | undefined; queue: string; coordinator: string; runs: readonly string[] }, ctx: z.RefinementCtx) {
   if (o.store === 'postgres' && !o.databaseUrl) ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
   if (o.store === 'dynamodb' && !o.table) ctx.addIssue({ code: 'custom', path: ['table'], message: 'required with --store dynamodb (or set ROLLOUT_TABLE)' });
   if (o.store === 'dynamodb' && o.queue === 'ledger') ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
   if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue)) ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
+  // One SQS queue carries every run's messages: a worker takes what it receives, whichever run it is
+  // of, so several runs in one process would take each other's items. The ledger queue is per run.
+  if (o.queue !== 'ledger' && o.runs.length > 1) ctx.addIssue({ code: 'custom', path: ['runs'], message: 'one run per process with an SQS queue (its messages are not routed by run); start a process per run' });
   if (o.coordinator !== 'none' && !o.coordinator.startsWith('lambda:') && !/^https?:\/\//.test(o.coordinator)) {
     ctx.addIssue({ code: 'custom', path: ['coordinator'], message: `must be "none", "lambda:<function>" or an http(s) URL, got ${o.coordinator}` });
   }
@@ -68,6 +73,8 @@ export const workerCommandSchema = z
     if (o.backend === 'http' && !o.backendUrl) ctx.addIssue({ code: 'custom', path: ['backendUrl'], message: 'required with --backend http' });
     if (o.backend === 'module' && !o.module) ctx.addIssue({ code: 'custom', path: ['module'], message: 'required with --backend module' });
     if (o.module && o.backend !== 'module') ctx.addIssue({ code: 'custom', path: ['module'], message: `runs items itself: leave out --backend ${o.backend}` });
+    // Only a module of yours can say it is alive: a backend of ours would be failed as stalled every time.
+    if (o.stallMs !== null && o.backend !== 'module') ctx.addIssue({ code: 'custom', path: ['stallMs'], message: 'needs --module: only your handler calls heartbeat()' });
   });
 
 export type WorkerOptionsInput = z.input<typeof workerOptionsSchema>;

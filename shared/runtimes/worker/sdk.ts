@@ -115,9 +115,14 @@ export function createWorker(options: CreateWorkerOptions): RolloutWorker {
 /** A worker of `o.runs` whose items run on `backend`: what createWorker and `rollout worker` build. */
 export function workerOf(o: WorkerOptions, backend: ExecutionBackend, logger: Logger): RolloutWorker {
   const manual = new SimulatedComputeHint();
+  // A drain asked for before the workers listen (a SIGTERM while the stores connect) is kept: they then start nothing.
+  const asked = { drain: false };
   return {
-    drain: () => manual.preempt({ provider: o.provider === 'gcp' ? 'gcp' : 'aws', instanceId: o.instanceId, kind: 'interruption', receivedAt: Date.now() }),
-    run: (signal) => runWorkers(o, backend, logger, manual, signal ?? new AbortController().signal),
+    drain: () => {
+      asked.drain = true;
+      manual.preempt({ provider: o.provider === 'gcp' ? 'gcp' : 'aws', instanceId: o.instanceId, kind: 'interruption', receivedAt: Date.now() });
+    },
+    run: (signal) => runWorkers(o, backend, logger, manual, signal ?? new AbortController().signal, asked),
   };
 }
 
@@ -129,7 +134,7 @@ async function instanceIdFor(o: WorkerOptions): Promise<string> {
   return hostname();
 }
 
-async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: Logger, manual: ComputeHint, signal: AbortSignal): Promise<WorkerSummary> {
+async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: Logger, manual: ComputeHint, signal: AbortSignal, asked: { readonly drain: boolean }): Promise<WorkerSummary> {
   const closers: (() => Promise<void>)[] = [];
   try {
     const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } } : { kind: 'dynamodb', table: o.table! });
@@ -188,7 +193,8 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
     });
     logger.info('worker started', { runs: o.runs, worker: o.workerId, instance: instanceId, store: o.store, queue: o.queue === 'ledger' ? 'ledger' : 'sqs', coordinator: o.coordinator });
     const until = AbortSignal.any([signal, stopAll.signal]);
-    const exits = await Promise.all(
+    if (asked.drain) stopAll.abort();
+    const settled = await Promise.allSettled(
       per.map(async (p) => {
         try {
           return await p.agent.run(until);
@@ -199,6 +205,10 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
         }
       }),
     );
+    // Every run has stopped (results recorded, registrations left) before the stores close.
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const exits = settled.map((r) => (r as PromiseFulfilledResult<AgentExit>).value);
     const runs: RunSummary[] = per.map((p, i) => {
       const exit = exits[i]!;
       return { runId: p.runId, exit: exit.reason, ...p.worker.stats, nacked: exit.reason === 'drained' ? exit.report.nacked.length : 0 };
