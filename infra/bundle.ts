@@ -15,7 +15,7 @@ import { isEntryPoint } from './entry.js';
 export function bundleAll(root = packageRoot()): void {
   rmSync(join(root, 'dist', 'lambda'), { recursive: true, force: true });
   for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, (typeof FUNCTIONS)[FunctionName]][]) {
-    buildSync({ entryPoints: [join(root, spec.entry)], outfile: join(bundleDir(root, name), 'index.js'), bundle: true, platform: 'node', format: BUNDLE_OPTIONS.format, target: BUNDLE_OPTIONS.target, minify: BUNDLE_OPTIONS.minify, sourcemap: BUNDLE_OPTIONS.sourcemap, sourcesContent: false, external: [...BUNDLE_OPTIONS.external], logLevel: 'warning' });
+    buildSync({ ...BUNDLE_OPTIONS, external: [...BUNDLE_OPTIONS.external], entryPoints: [join(root, spec.entry)], outfile: join(bundleDir(root, name), 'index.js'), bundle: true, platform: 'node', sourcesContent: false, logLevel: 'warning' });
   }
   buildSync({ ...WORKER_COMMAND_OPTIONS, entryPoints: [join(root, 'shared', 'runtimes', 'cli', 'cli.ts')], outfile: join(root, 'dist', 'worker', 'rollout.mjs') });
 }

@@ -14,7 +14,7 @@ import { runKeys, runOfKey, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
-import { batchGetAll, queryAll } from './query.js';
+import { batchGetAll, listCursor, listPage, listStart, queryAll } from './query.js';
 import { retryingThrottles } from './throttles.js';
 import { BoundedMap } from '../../bounded-map.js';
 
@@ -132,24 +132,11 @@ export class DynamoLedgerStore implements LedgerStore {
 
   /** The ALL_RUNS list newest first, each page's run records read one by one (a page is small). Runs created before the list existed are not in it. */
   async listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ runs: RunRecord[]; next: string | null }> {
-    const isCursor = (v: unknown): v is { sk: string } => typeof v === 'object' && v !== null && typeof (v as { sk?: unknown }).sk === 'string';
-    const start = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor).sk;
-    const page = await this.doc.send(
-      new QueryCommand({
-        TableName: this.table,
-        KeyConditionExpression: 'pk = :p',
-        ExpressionAttributeValues: { ':p': ALL_RUNS },
-        ScanIndexForward: false,
-        Limit: o.limit,
-        ConsistentRead: true,
-        ...(start !== null ? { ExclusiveStartKey: { pk: ALL_RUNS, sk: start } } : {}),
-      }),
-    );
-    const listed = page.Items ?? [];
-    const records = new Map((await batchGetAll(this.doc, this.table, listed.map((i) => ({ pk: runPk(String(i.id)), sk: 'RUN' })))).map((r) => [String(r.id), runRecordOf(r)]));
-    const runs = listed.flatMap((i) => records.get(String(i.id)) ?? []);
-    const last = listed.at(-1);
-    return { runs, next: page.LastEvaluatedKey && last ? encodeCursor({ sk: String(last.sk) }) : null };
+    const page = await listPage(this.doc, this.table, ALL_RUNS, o.limit, listStart(o.cursor));
+    const records = new Map((await batchGetAll(this.doc, this.table, page.items.map((i) => ({ pk: runPk(String(i.id)), sk: 'RUN' })))).map((r) => [String(r.id), runRecordOf(r)]));
+    const runs = page.items.flatMap((i) => records.get(String(i.id)) ?? []);
+    const last = page.items.at(-1);
+    return { runs, next: page.more && last ? listCursor(String(last.sk)) : null };
   }
 
   async cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ cancelled: RunCancel; first: boolean } | null> {

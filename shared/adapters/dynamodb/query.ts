@@ -1,4 +1,5 @@
 import { BatchGetCommand, BatchWriteCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { decodeCursor, encodeCursor } from '../../cursor.js';
 
 type Item = Record<string, unknown>;
 export type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
@@ -40,4 +41,31 @@ export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, ke
     }
   }
   return out;
+}
+
+/** A list partition's cursor (ROLLOUTS, ALLRUNS): the sort key of the last item listed; null for the first page. */
+export function listStart(cursor: string | undefined): string | null {
+  const isCursor = (v: unknown): v is { sk: string } => typeof v === 'object' && v !== null && typeof (v as { sk?: unknown }).sk === 'string';
+  return cursor === undefined ? null : decodeCursor(cursor, isCursor).sk;
+}
+
+/** The cursor that goes on after the list item whose sort key is `sk`. */
+export function listCursor(sk: string): string {
+  return encodeCursor({ sk });
+}
+
+/** One page of a list partition, newest first (sort keys descending), consistently, after `start`; whether more follows. */
+export async function listPage(doc: DynamoDBDocumentClient, table: string, pk: string, limit: number, start: string | null): Promise<{ items: Item[]; more: boolean }> {
+  const page = await doc.send(
+    new QueryCommand({
+      TableName: table,
+      KeyConditionExpression: 'pk = :p',
+      ExpressionAttributeValues: { ':p': pk },
+      ScanIndexForward: false,
+      Limit: limit,
+      ConsistentRead: true,
+      ...(start !== null ? { ExclusiveStartKey: { pk, sk: start } } : {}),
+    }),
+  );
+  return { items: page.Items ?? [], more: page.LastEvaluatedKey !== undefined };
 }

@@ -9,7 +9,6 @@ import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, ty
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
 import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
-import { decodeCursor, encodeCursor } from '../../cursor.js';
 import { signalsRead } from '../../rollout/evaluate.js';
 import { FencedError } from '../../lease/fencing.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
@@ -17,7 +16,7 @@ import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
-import { batchGetAll, batchPut, queryAll } from './query.js';
+import { batchGetAll, batchPut, listCursor, listPage, listStart, queryAll } from './query.js';
 import { mapLimit } from '../../concurrency.js';
 
 /**
@@ -159,32 +158,21 @@ export class DynamoRolloutStore implements RolloutStore {
    * in it.
    */
   async list(o: RolloutListQuery): Promise<RolloutPage> {
-    const isCursor = (v: unknown): v is { sk: string } => typeof v === 'object' && v !== null && typeof (v as { sk?: unknown }).sk === 'string';
-    let start: string | null = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor).sk;
+    let start = listStart(o.cursor);
     const out: Rollout[] = [];
     let more = true;
     for (let reads = 0; reads < 8 && more && out.length < o.limit; reads++) {
-      const page = await this.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :p',
-          ExpressionAttributeValues: { ':p': ROLLOUTS },
-          ScanIndexForward: false,
-          Limit: o.limit - out.length,
-          ConsistentRead: true,
-          ...(start !== null ? { ExclusiveStartKey: { pk: ROLLOUTS, sk: start } } : {}),
-        }),
-      );
-      const listed = (page.Items ?? []).map((i) => String(i.sk));
+      const page = await listPage(this.doc, this.table, ROLLOUTS, o.limit - out.length, start);
+      const listed = page.items.map((i) => String(i.sk));
       const rows = await this.rows(listed.map((sk) => sk.slice(sk.indexOf('#') + 1)));
       for (const sk of listed) {
         const row = rows.get(sk.slice(sk.indexOf('#') + 1));
         if (row && (o.state === undefined || row.state === o.state)) out.push(row);
       }
       start = listed.at(-1) ?? start;
-      more = page.LastEvaluatedKey !== undefined;
+      more = page.more;
     }
-    return { rollouts: out, next: more && start !== null ? encodeCursor({ sk: start }) : null };
+    return { rollouts: out, next: more && start !== null ? listCursor(start) : null };
   }
 
   /** Rollout rows by id, in one consistent read per 100. */

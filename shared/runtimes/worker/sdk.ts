@@ -147,14 +147,10 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
       closers.unshift(() => wake!.close());
     }
     const instanceId = await instanceIdFor(o);
-    const hints: ComputeHint[] = [manual];
     const metadata = o.metadataEndpoint ? { endpoint: o.metadataEndpoint, logger } : { logger };
-    if (o.provider === 'aws') hints.push(new Ec2MetadataHint(instanceId, metadata).start());
-    if (o.provider === 'gcp') hints.push(new GcpMetadataHint(instanceId, metadata).start());
-    closers.push(() => {
-      for (const h of hints) if (h instanceof Ec2MetadataHint || h instanceof GcpMetadataHint) h.stop();
-      return Promise.resolve();
-    });
+    const watching = o.provider === 'aws' ? [new Ec2MetadataHint(instanceId, metadata).start()] : o.provider === 'gcp' ? [new GcpMetadataHint(instanceId, metadata).start()] : [];
+    closers.push(() => Promise.resolve(watching.forEach((h) => h.stop())));
+    const hints: ComputeHint[] = [manual, ...watching];
     const stopAll = new AbortController();
     const registry = new WorkerRegistry(registryStore, { staleAfterMs: Math.max(60_000, 6 * o.heartbeatMs) });
     const per = o.runs.map((runId) => {
