@@ -93,8 +93,8 @@ export interface CancelledRun {
   readonly first: boolean;
   /** The run's items as the cancel found them. */
   readonly counts: RunJson['counts'];
-  /** On a node: Pending items failed at once (null: the coordinator's next scan fails them). Absent on a replayed answer and in AWS. */
-  readonly pendingFailed?: number | null;
+  /** On a node: Pending items left once its coordinator has passed, 0 when all are failed (null: not coordinated here; its next scans fail them). Absent on a replayed answer and in AWS. */
+  readonly pendingLeft?: number | null;
 }
 
 export interface RunSummaryJson {

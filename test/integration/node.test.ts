@@ -191,14 +191,14 @@ describe('cluster node', () => {
     expect((await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 30 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() })).status).toBe(201);
     const key = randomUUID();
     const cancelled = await http(`${a.url}/runs/${runId}/cancel`, 'POST', { reason: 'superseded' }, { 'idempotency-key': key });
-    expect(cancelled).toMatchObject({ status: 200, body: { id: runId, first: true, pendingFailed: 30, cancelled: { reason: 'superseded' } } });
+    expect(cancelled).toMatchObject({ status: 200, body: { id: runId, first: true, pendingLeft: 0, cancelled: { reason: 'superseded' } } });
     expect(await a.node.plane.stores.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 0, failed: 30 });
     const item = (await a.node.plane.stores.ledger.items(runId, { limit: 1 })).items[0]!;
     expect(item.error).toMatch(/^cancelled: superseded \(by /);
     const replayed = await http(`${a.url}/runs/${runId}/cancel`, 'POST', { reason: 'superseded' }, { 'idempotency-key': key });
     expect(replayed.headers.get('idempotent-replayed')).toBe('true');
     expect(replayed.body).toMatchObject({ first: true });
-    expect(replayed.body).not.toHaveProperty('pendingFailed');
+    expect(replayed.body).not.toHaveProperty('pendingLeft');
   }, 30_000);
 
   it('advisory-lock elector: one leader whose epoch fences; a graceful stop hands over by the wake-up, not the retry', async () => {

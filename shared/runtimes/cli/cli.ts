@@ -676,7 +676,7 @@ function clientCommands(cli: Command): void {
       run(o, 'POST', `/runs/${encodeURIComponent(id)}/cancel`, o.reason ? { reason: o.reason } : {}, (r) => {
         const x = r as CancelledRun;
         const when = x.first ? 'cancelled' : `already cancelled at ${x.cancelled.at} by ${x.cancelled.by}`;
-        const failed = x.pendingFailed === undefined ? '' : x.pendingFailed === null ? '; its coordinator fails the pending items at its next scan' : `; ${x.pendingFailed} pending items failed`;
+        const failed = x.pendingLeft === undefined ? '' : x.pendingLeft === null || x.pendingLeft > 0 ? '; its coordinator fails the pending items at its next scans' : '; every pending item failed';
         return `${x.id} ${when}${x.cancelled.reason ? ` (${x.cancelled.reason})` : ''}${failed}; ${x.counts.running} still running end as they finish`;
       }),
   );

@@ -325,7 +325,12 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     let res = key ? await idempotent(req, key) : await shared(req);
     // A run cancelled: its Pending items are failed now, after the commit, by its coordinator (fenced).
     const cancelled = method === 'POST' && res.status === 200 && !res.headers?.['idempotent-replayed'] ? /^\/runs\/([^/]+)\/cancel$/.exec(path) : null;
-    if (cancelled) res = { ...res, body: { ...(res.body as object), pendingFailed: await node.cancelled(decodeURIComponent(cancelled[1]!)) } };
+    if (cancelled) {
+      // Pending left once its coordinator has passed (this request's pass, or a scan that ran first): 0 when all are failed.
+      const runId = decodeURIComponent(cancelled[1]!);
+      const passed = await node.cancelled(runId);
+      res = { ...res, body: { ...(res.body as object), pendingLeft: passed === null ? null : (await node.plane.stores.ledger.counts(runId)).pending } };
+    }
     // A new rollout's first stage starts now, not at the next tick.
     if (method === 'POST' && path === '/rollouts' && res.status === 201) {
       const id = (res.body as { id?: unknown }).id;
