@@ -51,6 +51,8 @@ const LEADER_WITHIN_MS = TTL_MS + TIMINGS.electionS * 1000 + SKEW_MARGIN_MS + 1_
 /** Every run finishes within this after healing: re-pends after one failure timeout, the scan's cadence (1 s here), the rest of the work. */
 const RUNS_FINISH_WITHIN_MS = 30_000;
 const QUIET_MAX_MS = 35_000;
+/** The quiet run's payloads are numbered from here, apart from the main run's. */
+const QUIET_RUN_FIRST_N = 1_000_000;
 /** What one target write may take here: nginx -t, a reload whose old worker must be gone, the read-back, on a loaded 2-core host. */
 const WRITE_SLACK_MS = 3_000;
 
@@ -710,9 +712,21 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
   for (const w of workers) if (!w.alive && !(w.spans.at(-1)?.end === 'exited')) startWorker(w);
   const healedAt = now(c);
 
+  // A second, small run once the faults have healed, so items wait claimed behind a long one while
+  // no fault excuses taking them, however fast the main run went: one worker starts them one at a
+  // time, and each long item keeps the four others of its batch waiting past the failure timeout.
+  const quietRunId = `${tag}-quiet`;
+  const quietItems = Array.from({ length: 10 }, (_, i) => ({ n: QUIET_RUN_FIRST_N + i, tag, ms: i % 5 === 0 ? LONG_ITEM_MS : 10, poison: false }));
+  const quietOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: quietRunId, items: quietItems }, key: `${quietRunId}-key`, target: quietRunId, retries: 10 });
+  quietOp.result = { ...quietOp.result, items: quietItems.length };
+  const quietWorker = cluster.worker(quietRunId, `${tag}-w4`, { chunkBudgetMs: 1 });
+  workers.push(quietWorker);
+  startWorker(quietWorker);
+  const runIds = [runId, quietRunId];
+
   // Quiet: the workload goes on without faults until the runs and rollouts settle, or the bound passes.
   const settled = async () => {
-    const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = $1 AND state IN ('pending', 'running')", [runId]);
+    const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = ANY($1::text[]) AND state IN ('pending', 'running')", [runIds]);
     const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4]]);
     return open === 0 && running === 0;
   };
@@ -730,9 +744,9 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
   await c.sampler.stop();
 
   const executions = cluster.backend.executions.splice(0);
-  const store = await dumpStore(cluster.store.url, { fromSeq: mark, epochMs, rollouts: Object.values(ids), runs: [runId] });
+  const store = await dumpStore(cluster.store.url, { fromSeq: mark, epochMs, rollouts: Object.values(ids), runs: runIds });
   // The backend's own record of executions: which item failed, as the backend (not the worker) says.
-  const itemIdOf = await itemIds(cluster.store.url, runId);
+  const itemIdOf = await itemIds(cluster.store.url, runIds);
   for (const e of executions) {
     const target = itemIdOf.get(e.n);
     if (target === undefined || e.startedAt < epochMs) continue;
@@ -786,12 +800,13 @@ async function retire(c: Ctx): Promise<void> {
   c.cluster.targets.gate.clearChecks();
 }
 
-async function itemIds(url: string, runId: string): Promise<Map<number, string>> {
+/** Item ids by payload `n` (unique across a schedule's runs). */
+async function itemIds(url: string, runIds: readonly string[]): Promise<Map<number, string>> {
   const client = new pg.Client({ connectionString: url });
   client.on('error', () => undefined);
   await client.connect();
   try {
-    const { rows } = await client.query<{ id: string; n: number }>("SELECT id, (payload->>'n')::int AS n FROM work_items WHERE run_id = $1", [runId]);
+    const { rows } = await client.query<{ id: string; n: number }>("SELECT id, (payload->>'n')::int AS n FROM work_items WHERE run_id = ANY($1::text[])", [runIds]);
     return new Map(rows.map((r) => [Number(r.n), r.id]));
   } finally {
     await client.end().catch(() => undefined);
