@@ -4,6 +4,8 @@ import { JsonBodyError, parseJsonBody } from './json.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
 import { z } from 'zod';
+import { API_VERSION, commandBody, commandRouteId, createRolloutBody, createRunFields, ID_RULE, openApiDocument, routerOf, ROUTES, type Match } from './contract.js';
+import { recordAnswer } from './contract-record.js';
 import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
 import { ConfigError, StoreContendedError } from '../errors.js';
@@ -28,26 +30,10 @@ import { TransitionRejectedError } from '../rollout/transitions.js';
 
 /**
  * The control plane's HTTP API, independent of transport: the Lambda behind
- * API Gateway and a cluster node serve the same routes through this.
- *
- *   GET  /cluster/status | /cluster/leader | /cluster/health   (cluster.ts)
- *   POST /rollouts                         create (spec), idempotent on `id` (another spec: 409)
- *   GET  /rollouts                         the running rollouts
- *   GET  /rollouts?state=S|all&cursor=C&limit=N   every rollout (or those in S), newest first, a page of rows
- *   GET  /rollouts/{id}                    with each provider gate's recent readings and what was applied to each target
- *   POST /rollouts/{id}/{command}          promote | promote-full | pause | resume | abort | retry
- *   GET  /rollouts/{id}/history            every transition, oldest first: what, when, who, under which epoch, why
- *   GET  /rollouts/{id}/assignment?entity=E[&entity=F…]
- *                                          which version each entity should run (rollout/assignment.ts),
- *                                          with an ETag (304 on If-None-Match) and a 5 s Cache-Control
- *   GET  /rollouts/{id}/traffic            what assignment answers from (percent, stage, versions), cached the same way
- *   POST /runs                             create a work run and enqueue its items; the same id adds
- *                                          items (a spec, if sent, must be the run's: 409 otherwise);
- *                                          `shards` or `itemsPerSecond` lay a new run out (DynamoDB)
- *   GET  /runs?cursor=C&limit=N            runs newest first, a page of records
- *   GET  /runs/{id}                        its counts, its shards, when its store last throttled it
- *   GET  /runs/{id}/items?state=S&cursor=C&limit=N
- *                                          a page of its items with their results and failure reasons
+ * API Gateway and a cluster node serve the same routes through this. The
+ * routes, what each takes and what each answers, are defined once in
+ * contract.ts (and published as the OpenAPI document); this implements those
+ * not marked node-only.
  *
  * Bad requests get a 4xx whose body names what is wrong. Writes that need the
  * promotion lease answer 503 with the current leader when this node does not
@@ -89,9 +75,7 @@ export interface ApiDeps {
 }
 
 export const PROMOTION_LEASE = 'promotion_leader';
-/** The API's version, on /cluster/health. */
-export const API_VERSION = '0.1.0';
-const MAX_RUN_ITEMS = 10_000;
+export { API_VERSION } from './contract.js';
 
 /** A request refused with a status and a reason (and fields to add to the body). */
 export class HttpError extends Error {
@@ -104,27 +88,12 @@ export class HttpError extends Error {
   }
 }
 
-/** What an id of a rollout or run may be, in a body or a path. */
-const ID_RULE = /^[A-Za-z0-9_.:-]{1,128}$/;
-const createRolloutBody = z.object({ id: z.string().regex(ID_RULE, 'letters, digits, _ . : - (at most 128)').optional(), spec: z.unknown() }).strict();
-const commandBody = z.object({ reason: z.string().max(1_000).optional() }).strict();
-const createRunBody = z
-  .object({
-    id: z.string().regex(ID_RULE, 'letters, digits, _ . : - (at most 128)').optional(),
-    /** Omitted on a request that adds items to an existing run. */
-    spec: z.record(z.string(), z.unknown()).optional(),
-    items: z.array(z.unknown()).min(1, 'at least one item').max(MAX_RUN_ITEMS, `at most ${MAX_RUN_ITEMS} items per request; add more with further requests on the same id`),
-    /** A new run's layout, fixed at creation: its shards, or the rate it is expected to run at (they follow from it). */
-    shards: z.number().int().min(1).max(MAX_RUN_SHARDS).optional(),
-    itemsPerSecond: z.number().positive().max(1_000_000).optional(),
-  })
-  .strict()
-  .superRefine((b, ctx) => {
-    if (b.shards !== undefined && b.itemsPerSecond !== undefined) ctx.addIssue({ code: 'custom', path: ['shards'], message: 'give shards or itemsPerSecond, not both' });
-    if (b.itemsPerSecond !== undefined && shardsFor(b.itemsPerSecond) > MAX_RUN_SHARDS) {
-      ctx.addIssue({ code: 'custom', path: ['itemsPerSecond'], message: `${b.itemsPerSecond} items/s needs ${shardsFor(b.itemsPerSecond)} shards of 1 KB items; a run takes at most ${MAX_RUN_SHARDS}: split it into runs` });
-    }
-  });
+const createRunBody = createRunFields.superRefine((b, ctx) => {
+  if (b.shards !== undefined && b.itemsPerSecond !== undefined) ctx.addIssue({ code: 'custom', path: ['shards'], message: 'give shards or itemsPerSecond, not both' });
+  if (b.itemsPerSecond !== undefined && shardsFor(b.itemsPerSecond) > MAX_RUN_SHARDS) {
+    ctx.addIssue({ code: 'custom', path: ['itemsPerSecond'], message: `${b.itemsPerSecond} items/s needs ${shardsFor(b.itemsPerSecond)} shards of 1 KB items; a run takes at most ${MAX_RUN_SHARDS}: split it into runs` });
+  }
+});
 
 /** `POST /runs`'s body as JSON Schema (draft 2020-12), from the schema the route checks with (the cross-field rules are the route's). */
 export function runRequestJsonSchema(): Record<string, unknown> {
@@ -187,8 +156,11 @@ export function itemJson(i: WorkItem) {
 }
 
 /** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
-function segment(m: RegExpMatchArray, i: number, what: string): string {
-  const raw = m[i]!;
+type Params = Readonly<Record<string, string>>;
+type Impl = (req: ApiRequest, params: Params) => Promise<ApiResponse>;
+
+function segment(p: Params, what: string): string {
+  const raw = p.id!;
   let id: string;
   try {
     id = decodeURIComponent(raw);
@@ -337,207 +309,171 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     return view;
   }
 
-  const routes: { method: string; pattern: RegExp; run: (m: RegExpMatchArray, req: ApiRequest) => Promise<ApiResponse> }[] = [
-    { method: 'GET', pattern: /^\/cluster\/status$/, run: () => clusterStatus(cluster, clock.now()) },
-    { method: 'GET', pattern: /^\/cluster\/leader$/, run: () => clusterLeader(cluster) },
-    { method: 'GET', pattern: /^\/cluster\/health$/, run: () => clusterHealth(cluster, clock.now()) },
-    {
-      method: 'POST',
-      pattern: /^\/rollouts$/,
-      run: async (_m, req) => {
-        const body = parseBody(createRolloutBody, req.body);
-        const spec = parseRolloutSpec(body.spec);
-        const refused = outboundIssues(spec, deps.outbound);
-        if (refused.length) throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
-        const unmovable = actuationIssues(spec, deps.targets ?? {});
-        if (unmovable.length) throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
-        const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
-        return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
-      },
+  let document: Record<string, unknown> | undefined;
+  const impl: Record<string, Impl> = {
+    clusterStatus: () => clusterStatus(cluster, clock.now()),
+    clusterLeader: () => clusterLeader(cluster),
+    clusterHealth: () => clusterHealth(cluster, clock.now()),
+    openapi: () => Promise.resolve({ status: 200, body: (document ??= openApiDocument()) }),
+    createRollout: async (req) => {
+      const body = parseBody(createRolloutBody, req.body);
+      const spec = parseRolloutSpec(body.spec);
+      const refused = outboundIssues(spec, deps.outbound);
+      if (refused.length) throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
+      const unmovable = actuationIssues(spec, deps.targets ?? {});
+      if (unmovable.length) throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
+      const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
+      return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
     },
-    {
-      method: 'GET',
-      pattern: /^\/rollouts$/,
-      run: async (_m, req) => {
-        const q = req.query ?? new URLSearchParams();
-        // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
-        if (!q.has('state') && !q.has('cursor') && !q.has('limit')) return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
-        const state = q.get('state') ?? 'all';
-        if (state !== 'all' && !(ROLLOUT_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: all or one of ${ROLLOUT_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
-        const limit = pageLimit(q, 50, 500);
-        const cursor = q.get('cursor');
-        const page = await deps.engine.store.list({ limit, ...(state !== 'all' ? { state: state as RolloutState } : {}), ...(cursor ? { cursor } : {}) });
-        return { status: 200, body: { rollouts: page.rollouts.map(rolloutSummaryJson), next: page.next } };
-      },
+    listRollouts: async (req) => {
+      const q = req.query ?? new URLSearchParams();
+      // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
+      if (!q.has('state') && !q.has('cursor') && !q.has('limit')) return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
+      const state = q.get('state') ?? 'all';
+      if (state !== 'all' && !(ROLLOUT_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: all or one of ${ROLLOUT_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
+      const limit = pageLimit(q, 50, 500);
+      const cursor = q.get('cursor');
+      const page = await deps.engine.store.list({ limit, ...(state !== 'all' ? { state: state as RolloutState } : {}), ...(cursor ? { cursor } : {}) });
+      return { status: 200, body: { rollouts: page.rollouts.map(rolloutSummaryJson), next: page.next } };
     },
-    {
-      method: 'GET',
-      pattern: /^\/rollouts\/([^/]+)$/,
-      run: async (m) => {
-        const id = segment(m, 1, 'rollout id');
-        const view = await mustLoad(id);
-        const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
-        const [readings, actuations] = await Promise.all([
-          hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
-          movesTargets(view) ? deps.engine.store.actuations(id) : undefined,
-        ]);
-        return { status: 200, body: viewJson(view, readings, actuations) };
-      },
+    getRollout: async (req, p) => {
+      const id = segment(p, 'rollout id');
+      const view = await mustLoad(id);
+      const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
+      const [readings, actuations] = await Promise.all([
+        hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
+        movesTargets(view) ? deps.engine.store.actuations(id) : undefined,
+      ]);
+      return { status: 200, body: viewJson(view, readings, actuations) };
     },
-    {
-      method: 'GET',
-      pattern: /^\/rollouts\/([^/]+)\/history$/,
-      // Every transition, oldest first: what its events recorded (who, when, under which epoch, why).
-      run: async (m) => {
-        const id = segment(m, 1, 'rollout id');
-        await mustLoad(id);
-        const events = await deps.engine.store.events(id);
-        return { status: 200, body: { rolloutId: id, history: events.map(historyJson) } };
-      },
+    // Every transition, oldest first: what its events recorded (who, when, under which epoch, why).
+    rolloutHistory: async (req, p) => {
+      const id = segment(p, 'rollout id');
+      await mustLoad(id);
+      const events = await deps.engine.store.events(id);
+      return { status: 200, body: { rolloutId: id, history: events.map(historyJson) } };
     },
-    {
-      method: 'GET',
-      pattern: /^\/rollouts\/([^/]+)\/assignment$/,
-      run: async (m, req) => {
-        const id = segment(m, 1, 'rollout id');
-        const entities = req.query?.getAll('entity') ?? [];
-        if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES) throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
-        const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
-        if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
-        return cacheable(req, await assignmentView(id), (view) => {
-          const traffic = trafficFor(view);
-          const one = (entity: string) => {
-            const a = assign(traffic, entity);
-            return { entity, version: a.version, variant: a.variant, percent: a.percent, stage: a.stage, attempt: a.attempt, bucket: a.bucket };
-          };
-          return entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) };
-        });
-      },
+    rolloutAssignment: async (req, p) => {
+      const id = segment(p, 'rollout id');
+      const entities = req.query?.getAll('entity') ?? [];
+      if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES) throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
+      const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
+      if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
+      return cacheable(req, await assignmentView(id), (view) => {
+        const traffic = trafficFor(view);
+        const one = (entity: string) => {
+          const a = assign(traffic, entity);
+          return { entity, version: a.version, variant: a.variant, percent: a.percent, stage: a.stage, attempt: a.attempt, bucket: a.bucket };
+        };
+        return entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) };
+      });
     },
-    {
-      method: 'GET',
-      pattern: /^\/rollouts\/([^/]+)\/traffic$/,
-      // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
-      run: async (m, req) => cacheable(req, await assignmentView(segment(m, 1, 'rollout id')), trafficFor),
+    // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
+    rolloutTraffic: async (req, p) => cacheable(req, await assignmentView(segment(p, 'rollout id')), trafficFor),
+    ...Object.fromEntries(COMMANDS.map((command) => [commandRouteId(command), (req: ApiRequest, p: Params) => command_(command, req, p)])),
+  };
+
+  async function command_(command: Command, req: ApiRequest, p: Params): Promise<ApiResponse> {
+    const body = parseBody(commandBody, req.body);
+    const token = await requireLeadership();
+    const id = segment(p, 'rollout id');
+    let action: Awaited<ReturnType<typeof runCommand>>;
+    try {
+      action = await runCommand(deps.engine, token, { rolloutId: id, command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+    } finally {
+      // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
+      reads.forget(id);
+    }
+    return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
+  }
+
+  const impl2: Record<string, Impl> = {
+    ...impl,
+    createRun: async (req) => {
+      const body = parseBody(createRunBody, req.body);
+      const id = body.id ?? `run_${randomUUID()}`;
+      const now = clock.now();
+      const shards = body.shards ?? (body.itemsPerSecond === undefined ? undefined : shardsFor(body.itemsPerSecond));
+      const { created } = await deps.ledger.createRun(id, body.spec ?? {}, now, shards === undefined ? {} : { shards });
+      if (!created && body.spec !== undefined) await sameSpec(id, body.spec);
+      if (!created) {
+        const cancelled = (await deps.ledger.getRun(id))?.cancelled;
+        if (cancelled) throw new HttpError(409, `run ${id} was cancelled: it takes no more items`, { cancelled: cancelJson(cancelled) });
+      }
+      const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
+      // Every item of the request is sent, new or not: a retry completes a request that stored its
+      // items and failed before sending (and so does the coordinator's scan, which sends what was
+      // never recorded as sent). A duplicate message is harmless: a worker drops one whose item is
+      // no longer pending. Items never claimed yet (version 0) are recorded as sent.
+      await dispatch(deps.ledger, deps.workQueue(), id, [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })), now);
+      return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
     },
-    {
-      method: 'POST',
-      pattern: /^\/rollouts\/([^/]+)\/([a-z-]+)$/,
-      run: async (m, req) => {
-        const command = m[2]!;
-        if (!(COMMANDS as readonly string[]).includes(command)) throw new HttpError(404, `unknown command ${command}: one of ${COMMANDS.join(', ')}`);
-        const body = parseBody(commandBody, req.body);
-        const token = await requireLeadership();
-        const id = segment(m, 1, 'rollout id');
-        let action: Awaited<ReturnType<typeof runCommand>>;
-        try {
-          action = await runCommand(deps.engine, token, { rolloutId: id, command: command as Command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
-        } finally {
-          // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
-          reads.forget(id);
-        }
-        return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
-      },
+    // Recorded once (monotone: no fence needed); its coordinator fails the Pending items, fenced: at once on a node, at its next scan in AWS.
+    cancelRun: async (req, p) => {
+      const id = segment(p, 'run id');
+      const body = parseBody(commandBody, req.body);
+      const out = await deps.ledger.cancelRun(id, { by: req.actor, reason: body.reason ?? null }, clock.now());
+      if (!out) throw new HttpError(404, `run ${id} not found`);
+      return { status: 200, body: { id, cancelled: cancelJson(out.cancelled), first: out.first, counts: await deps.ledger.counts(id) } };
     },
-    {
-      method: 'POST',
-      pattern: /^\/runs$/,
-      run: async (_m, req) => {
-        const body = parseBody(createRunBody, req.body);
-        const id = body.id ?? `run_${randomUUID()}`;
-        const now = clock.now();
-        const shards = body.shards ?? (body.itemsPerSecond === undefined ? undefined : shardsFor(body.itemsPerSecond));
-        const { created } = await deps.ledger.createRun(id, body.spec ?? {}, now, shards === undefined ? {} : { shards });
-        if (!created && body.spec !== undefined) await sameSpec(id, body.spec);
-        if (!created) {
-          const cancelled = (await deps.ledger.getRun(id))?.cancelled;
-          if (cancelled) throw new HttpError(409, `run ${id} was cancelled: it takes no more items`, { cancelled: cancelJson(cancelled) });
-        }
-        const { ids, added } = await deps.ledger.enqueue(id, body.items, now);
-        // Every item of the request is sent, new or not: a retry completes a request that stored its
-        // items and failed before sending (and so does the coordinator's scan, which sends what was
-        // never recorded as sent). A duplicate message is harmless: a worker drops one whose item is
-        // no longer pending. Items never claimed yet (version 0) are recorded as sent.
-        await dispatch(deps.ledger, deps.workQueue(), id, [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })), now);
-        return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
-      },
+    // Newest first, a page of run records; GET /runs/{id} has each one's counts.
+    listRuns: async (req) => {
+      const q = req.query ?? new URLSearchParams();
+      const cursor = q.get('cursor');
+      const page = await deps.ledger.listRuns({ limit: pageLimit(q, 50, 500), ...(cursor ? { cursor } : {}) });
+      const iso = (ms: number) => new Date(ms).toISOString();
+      return { status: 200, body: { runs: page.runs.map((r) => ({ id: r.id, spec: r.spec, createdAt: iso(r.createdAt), coordinatorEpoch: r.coordinatorEpoch, shards: r.shards ?? null, cancelled: r.cancelled ? cancelJson(r.cancelled) : null })), next: page.next } };
     },
-    {
-      method: 'POST',
-      pattern: /^\/runs\/([^/]+)\/cancel$/,
-      // Recorded once (monotone: no fence needed); its coordinator fails the Pending items, fenced: at once on a node, at its next scan in AWS.
-      run: async (m, req) => {
-        const id = segment(m, 1, 'run id');
-        const body = parseBody(commandBody, req.body);
-        const out = await deps.ledger.cancelRun(id, { by: req.actor, reason: body.reason ?? null }, clock.now());
-        if (!out) throw new HttpError(404, `run ${id} not found`);
-        return { status: 200, body: { id, cancelled: cancelJson(out.cancelled), first: out.first, counts: await deps.ledger.counts(id) } };
-      },
+    getRun: async (req, p) => {
+      const id = segment(p, 'run id');
+      const run = await deps.ledger.getRun(id);
+      if (!run) throw new HttpError(404, `run ${id} not found`);
+      const counts = await deps.ledger.counts(id);
+      const throttled = run.throttled ? { at: new Date(run.throttled.at).toISOString(), secondsAgo: Math.max(0, Math.round((clock.now() - run.throttled.at) / 1000)), keyFamily: run.throttled.family, requests: run.throttled.requests } : null;
+      return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled, cancelled: run.cancelled ? cancelJson(run.cancelled) : null } };
     },
-    {
-      method: 'GET',
-      pattern: /^\/runs$/,
-      // Newest first, a page of run records; GET /runs/{id} has each one's counts.
-      run: async (_m, req) => {
-        const q = req.query ?? new URLSearchParams();
-        const cursor = q.get('cursor');
-        const page = await deps.ledger.listRuns({ limit: pageLimit(q, 50, 500), ...(cursor ? { cursor } : {}) });
-        const iso = (ms: number) => new Date(ms).toISOString();
-        return { status: 200, body: { runs: page.runs.map((r) => ({ id: r.id, spec: r.spec, createdAt: iso(r.createdAt), coordinatorEpoch: r.coordinatorEpoch, shards: r.shards ?? null, cancelled: r.cancelled ? cancelJson(r.cancelled) : null })), next: page.next } };
-      },
+    runItems: async (req, p) => {
+      const id = segment(p, 'run id');
+      const q = req.query ?? new URLSearchParams();
+      const state = q.get('state');
+      if (state !== null && !(ITEM_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
+      const limit = pageLimit(q, 100, MAX_ITEMS_PAGE);
+      const cursor = q.get('cursor');
+      if (!(await deps.ledger.getRun(id))) throw new HttpError(404, `run ${id} not found`);
+      const page = await deps.ledger.items(id, { limit, ...(state ? { state: state as ItemState } : {}), ...(cursor ? { cursor } : {}) });
+      return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
     },
-    {
-      method: 'GET',
-      pattern: /^\/runs\/([^/]+)$/,
-      run: async (m) => {
-        const id = segment(m, 1, 'run id');
-        const run = await deps.ledger.getRun(id);
-        if (!run) throw new HttpError(404, `run ${id} not found`);
-        const counts = await deps.ledger.counts(id);
-        const throttled = run.throttled ? { at: new Date(run.throttled.at).toISOString(), secondsAgo: Math.max(0, Math.round((clock.now() - run.throttled.at) / 1000)), keyFamily: run.throttled.family, requests: run.throttled.requests } : null;
-        return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled, cancelled: run.cancelled ? cancelJson(run.cancelled) : null } };
-      },
-    },
-    {
-      method: 'GET',
-      pattern: /^\/runs\/([^/]+)\/items$/,
-      run: async (m, req) => {
-        const id = segment(m, 1, 'run id');
-        const q = req.query ?? new URLSearchParams();
-        const state = q.get('state');
-        if (state !== null && !(ITEM_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
-        const limit = pageLimit(q, 100, MAX_ITEMS_PAGE);
-        const cursor = q.get('cursor');
-        if (!(await deps.ledger.getRun(id))) throw new HttpError(404, `run ${id} not found`);
-        const page = await deps.ledger.items(id, { limit, ...(state ? { state: state as ItemState } : {}), ...(cursor ? { cursor } : {}) });
-        return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
-      },
-    },
-  ];
+  };
+  const served = ROUTES.filter((r) => !r.nodeOnly);
+  const missing = served.filter((r) => !impl2[r.id]);
+  if (missing.length) throw new Error(`the API implements no ${missing.map((r) => r.id).join(', ')}`);
+  const route = routerOf(served);
+
+  async function answer(req: ApiRequest, found: Match): Promise<ApiResponse> {
+    if (found.route) return impl2[found.route.id]!(req, found.params);
+    const path = req.path.replace(/\/+$/, '') || '/';
+    const command = req.method.toUpperCase() === 'POST' ? /^\/rollouts\/[^/]+\/([^/]+)$/.exec(path) : null;
+    if (command) throw new HttpError(404, `unknown command ${command[1]!.slice(0, 40)}: one of ${COMMANDS.join(', ')}`);
+    if (!found.allowed.length) throw new HttpError(404, `no route for ${path}`);
+    throw new HttpError(405, `${req.method} not allowed on ${path}: use ${found.allowed.join(' or ')}`);
+  }
 
   return async (req) => {
-    try {
-      const path = req.path.replace(/\/+$/, '') || '/';
-      const method = req.method.toUpperCase();
-      // The first route of this method and path; the others that match the path only say what to use instead (405).
-      let allowed: Set<string> | null = null;
-      for (const r of routes) {
-        const m = path.match(r.pattern);
-        if (!m) continue;
-        if (r.method === method) return await r.run(m, req);
-        (allowed ??= new Set()).add(r.method);
-      }
-      if (!allowed) throw new HttpError(404, `no route for ${path}`);
-      throw new HttpError(405, `${req.method} not allowed on ${path}: use ${[...allowed].join(' or ')}`);
-    } catch (err) {
-      if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
-      if (err instanceof ConfigError) return { status: 400, body: { error: err.message, issues: err.issues } };
-      if (err instanceof UnknownRolloutError) return { status: 404, body: { error: err.message } };
-      if (err instanceof RolloutConflictError) return { status: 409, body: { error: err.message } };
-      if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
-      if (err instanceof StoreContendedError) return { status: 503, body: { error: err.message }, headers: { 'retry-after': '1' } };
-      if (err instanceof BadCursorError) return { status: 400, body: { error: err.message } };
-      throw err;
-    }
+    const found = route(req.method, req.path);
+    const res = await answer(req, found).catch(refusal);
+    recordAnswer(found.route, res);
+    return res;
   };
+}
+
+/** A refusal the API names (4xx, or 503 to retry); anything else is a fault, thrown on. */
+function refusal(err: unknown): ApiResponse {
+  if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
+  if (err instanceof ConfigError) return { status: 400, body: { error: err.message, issues: err.issues } };
+  if (err instanceof UnknownRolloutError) return { status: 404, body: { error: err.message } };
+  if (err instanceof RolloutConflictError) return { status: 409, body: { error: err.message } };
+  if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
+  if (err instanceof StoreContendedError) return { status: 503, body: { error: err.message }, headers: { 'retry-after': '1' } };
+  if (err instanceof BadCursorError) return { status: 400, body: { error: err.message } };
+  throw err;
 }

@@ -19,24 +19,20 @@ export function isScope(s: string): s is Scope {
   return (SCOPES as readonly string[]).includes(s);
 }
 
-/** The routes a request may make without a credential. */
-export function isOpen(method: string, path: string): boolean {
-  const m = method.toUpperCase();
-  return (m === 'GET' || m === 'HEAD') && (path === '/' || path === '/cluster/health');
-}
-
 /** An AWS service's event, as EventBridge delivers it. */
 function isAwsEnvelope(body: unknown): boolean {
   return typeof body === 'object' && body !== null && typeof (body as { source?: unknown }).source === 'string' && (body as { source: string }).source.startsWith('aws.') && 'detail-type' in body;
 }
 
-/** The scope a request needs; `body` is its parsed JSON (POST /events is judged by what it carries). */
-export function scopeFor(method: string, path: string, body: unknown): Scope {
+/**
+ * The scope a request needs: its route's (api/contract.ts), where POST
+ * /events is judged by what it carries (`body`, its parsed JSON); a path no
+ * route names needs read to be told so, and admin to be written to.
+ * null: open (the status page's HTML, /cluster/health).
+ */
+export function scopeFor(route: { readonly id: string; readonly scope: Scope | null } | null, method: string, body: unknown): Scope | null {
+  if (route?.id === 'postEvent') return isAwsEnvelope(body) ? 'forward' : 'signal';
+  if (route) return route.scope;
   const m = method.toUpperCase();
-  if (m === 'GET' || m === 'HEAD' || m === 'OPTIONS') return 'read';
-  if (path === '/events') return isAwsEnvelope(body) ? 'forward' : 'signal';
-  if (path === '/coordinator') return 'worker';
-  if (path === '/rollouts' || path === '/runs') return 'admin';
-  if (/^\/rollouts\/[^/]+\/abort$/.test(path) || /^\/runs\/[^/]+\/cancel$/.test(path)) return 'admin';
-  return 'operate';
+  return m === 'GET' || m === 'HEAD' || m === 'OPTIONS' ? 'read' : 'admin';
 }

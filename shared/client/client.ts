@@ -201,6 +201,29 @@ export class RolloutWaitTimeoutError extends Error {
 
 const seg = (s: string) => encodeURIComponent(s);
 
+export interface ClusterHealthJson {
+  readonly status: 'healthy' | 'degraded';
+  readonly clustering: 'enabled' | 'disabled';
+  readonly node_id: string;
+  readonly state: string;
+  readonly is_leader: boolean;
+  readonly leader_id: string | null;
+  readonly cluster_size?: number;
+  readonly cluster_ready: boolean;
+  /** reachable, or unreachable with why. */
+  readonly store: string;
+  readonly timestamp: number;
+  readonly version: string;
+}
+
+export interface ClusterEventJson {
+  readonly id: number;
+  readonly node_id: string;
+  readonly event_type: string;
+  readonly event_data: unknown;
+  readonly timestamp: string;
+}
+
 export class RolloutClient {
   constructor(readonly options: RolloutClientOptions) {}
 
@@ -214,6 +237,21 @@ export class RolloutClient {
 
   clusterStatus(): Promise<ClusterStatusJson> {
     return this.get('/cluster/status');
+  }
+
+  /** Liveness, and whether the store answers and a leader is known (open: no credential needed). */
+  clusterHealth(): Promise<ClusterHealthJson> {
+    return this.get('/cluster/health');
+  }
+
+  /** A node's newest cluster events (elections, joins, leaves), newest first. */
+  async clusterEvents(o: { readonly limit?: number } = {}): Promise<readonly ClusterEventJson[]> {
+    return (await this.get<{ events: ClusterEventJson[] }>(`/cluster/events${o.limit === undefined ? '' : `?limit=${o.limit}`}`)).events;
+  }
+
+  /** The API's OpenAPI 3.1 document, as the server serves it. */
+  openApiDocument(): Promise<Record<string, unknown>> {
+    return this.get('/openapi.json');
   }
 
   /** Who leads now; null when no leader is elected. */

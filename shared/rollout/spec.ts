@@ -295,3 +295,6 @@ export function rolloutSpecJsonSchema(): Record<string, unknown> {
   const schema = z.toJSONSchema(z.union([explicitSpec, ...Object.values(presets)]), { io: 'input', unrepresentable: 'any' });
   return { ...schema, $id: 'https://rollout-control-plane.dev/schemas/rollout-spec.json', title: 'Rollout spec', description: 'A rollout: its target and explicit stages, or a preset (linear, exponential, canary, all-at-once) that expands to stages.' };
 }
+
+/** A spec as stored and answered: its stages explicit (a preset expanded), its defaults filled in. */
+export const storedSpecSchema = explicitSpec;

@@ -60,6 +60,8 @@ export async function deploy(): Promise<string> {
 
 /** The same calls, as the JavaScript the consumer runs. */
 const CONSUMER_MJS = `
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { ApiError, RolloutClient, assign } from 'rollout-control-plane';
 const client = new RolloutClient({ url: process.env.ROLLOUT_URL, actor: 'ci' });
 const out = {};
@@ -75,6 +77,9 @@ const made = await client.createRun({ id: 'pkg-run', items: Array.from({ length:
 let read = 0;
 for await (const item of client.allRunItems(made.id, { pageSize: 64 })) if (item.state === 'pending' || item.state === 'done' || item.state === 'running') read++;
 out.items = [made.added, read];
+// The contract the node serves is the one the package ships.
+const served = await client.openApiDocument();
+out.openapi = [served.openapi, JSON.stringify(served) === JSON.stringify(JSON.parse(readFileSync(createRequire(import.meta.url).resolve('rollout-control-plane/openapi.json'), 'utf8'))), (await client.clusterHealth()).status];
 try {
   await client.createRollout({ target: { service: 'web' }, stages: [] });
 } catch (err) {
@@ -191,7 +196,7 @@ describe('the package, as an adopter installs it', () => {
     writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
     const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
     expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
-    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ completed: 'completed', assigned: 'new', abort: true, items: [200, 200], refused: [400, true] });
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ completed: 'completed', assigned: 'new', abort: true, items: [200, 200], openapi: ['3.1.0', true, 'healthy'], refused: [400, true] });
 
     const completed = rollout('status', 'pkg-completes', '--timeout', '60s');
     expect(completed.status, completed.stderr).toBe(0);

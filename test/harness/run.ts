@@ -11,9 +11,10 @@
  * ROLLOUT_TEST_NETNS=off disables that.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { checkRecorded } from './contract-check.js';
 import { ensurePackages, needsOf } from './packages.js';
 import { MOTO_INSTALL, motoAvailable, startServices, type ServiceSet } from './services.js';
 
@@ -173,9 +174,16 @@ async function main(): Promise<number> {
     const dirs = mode === 'all' || narrowed ? [] : [`test/${mode}`];
     reportDir = mkdtempSync(join(tmpdir(), 'rollout-vitest-'));
     const report = join(reportDir, 'report.json');
-    const code = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], env);
+    // Every answer the API gives in the suites is recorded here, and checked against the OpenAPI document after.
+    const answers = join(reportDir, 'answers');
+    mkdirSync(answers);
+    const tested = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], { ...env, ROLLOUT_CONTRACT_RECORD: answers });
+    const contract = checkRecorded(answers);
+    if (contract.failures.length) console.error(`[harness] answers that do not match the OpenAPI document (openapi.json):\n${contract.failures.join('\n')}`);
+    const code = tested || (contract.failures.length ? 1 : 0);
     console.log(`[harness] ${mode}: ${code === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    console.log(closingLine(report, code));
+    console.log(`[harness] ${contract.line}`);
+    console.log(`${closingLine(report, tested)}${contract.failures.length ? `; ${contract.failures.length} answers not matching the OpenAPI document` : ''}`);
     return code;
   } finally {
     await shutdown();

@@ -304,7 +304,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
 
   it('routing: unknown path 404, wrong method 405 naming the allowed ones', async () => {
     expect(await call('GET', '/nowhere')).toMatchObject({ status: 404, body: { error: 'no route for /nowhere' } });
-    expect(await call('DELETE', '/rollouts')).toMatchObject({ status: 405, body: { error: 'DELETE not allowed on /rollouts: use POST or GET' } });
+    expect(await call('DELETE', '/rollouts')).toMatchObject({ status: 405, body: { error: 'DELETE not allowed on /rollouts: use GET or POST' } });
   });
 });
 

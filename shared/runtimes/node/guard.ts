@@ -3,7 +3,8 @@ import type { ApiResponse } from '../../api/handler.js';
 import { JsonBodyError, parseJsonBody } from '../../api/json.js';
 import { identify, Unauthenticated, type Authenticator, type Identity } from '../../auth/identity.js';
 import { RateLimiter } from '../../auth/rate-limit.js';
-import { isOpen, scopeFor, SCOPES } from '../../auth/scopes.js';
+import { scopeFor, SCOPES } from '../../auth/scopes.js';
+import { routerOf, ROUTES } from '../../api/contract.js';
 import { SIGNATURE_HEADER } from '../../auth/signature.js';
 import type { HttpRequest } from './http.js';
 
@@ -68,6 +69,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
   const authOn = o.authenticators.length > 0;
   const trusted = new Set(o.trustedProxies ?? []);
   const refuse = (status: number, error: string, headers: Record<string, string> = {}): ApiResponse => ({ status, body: { error }, headers });
+  const route = routerOf(ROUTES);
 
   async function check(req: HttpRequest): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
@@ -75,7 +77,9 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     if (allowed && !allowed.has(hostName(host))) return refuse(421, `host "${host.slice(0, 100)}" is not a name this node answers to (--allowed-hosts)`);
     const slow = byAddress?.take(clientAddress(req, trusted));
     if (slow) return refuse(429, 'too many requests from this address', { 'retry-after': String(slow) });
-    const open = isOpen(method, req.path);
+    const found = route(method, req.path).route;
+    // Open to anyone: what its route says (the page's HTML, health), read only.
+    const open = (method === 'GET' || method === 'HEAD') && found?.scope === null;
 
     let identity: Identity | null = null;
     if (!authOn) identity = { actor: req.headers['x-rollout-actor']?.slice(0, 128) || 'local', scopes: ALL_SCOPES, via: 'none' };
@@ -112,7 +116,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
         // The route says what is wrong with it; an unreadable body needs no more than `signal`.
       }
     }
-    const scope = scopeFor(method, req.path.replace(/\/+$/, '') || '/', body);
+    const scope = scopeFor(found, method, body)!;
     if (!identity!.scopes.has(scope)) return refuse(403, `${identity!.actor} lacks the "${scope}" scope, which ${method} ${req.path.slice(0, 200)} needs`);
     return inner({ ...req, actor: identity!.actor });
   }

@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { API_VERSION, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
+import { routerOf, ROUTES, type Match } from '../../api/contract.js';
+import { recordAnswer } from '../../api/contract-record.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from '../../api/cluster.js';
 import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
@@ -268,21 +270,22 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     }
   }
 
+  // By operationId (contract.ts): the node-only routes, and the cluster's, answered with what a node knows.
   const routes: Record<string, (req: HttpRequest) => Promise<ApiResponse>> = {
-    'GET /': () => Promise.resolve(json(200, new RawBody(page, 'text/html; charset=utf-8'))),
-    'GET /metrics': async () => json(200, new RawBody(await metrics.metrics(), metrics.contentType)),
-    'GET /cluster/status': (req) => read(req, () => clusterStatus(cluster)),
-    'GET /cluster/leader': (req) => read(req, () => clusterLeader(cluster)),
+    statusPage: () => Promise.resolve(json(200, new RawBody(page, 'text/html; charset=utf-8'))),
+    metrics: async () => json(200, new RawBody(await metrics.metrics(), metrics.contentType)),
+    clusterStatus: (req) => read(req, () => clusterStatus(cluster)),
+    clusterLeader: (req) => read(req, () => clusterLeader(cluster)),
     // Never from the last good answer: health says what the store says now.
-    'GET /cluster/health': () => clusterHealth(cluster),
-    'GET /ui/state': (req) => read(req, async () => json(200, await sharedState())),
-    'GET /cluster/events': (req) => {
+    clusterHealth: () => clusterHealth(cluster),
+    uiState: (req) => read(req, async () => json(200, await sharedState())),
+    clusterEvents: (req) => {
       const raw = req.query.get('limit') ?? '50';
       const limit = Number(raw);
       if (!Number.isInteger(limit) || limit < 1 || limit > 500) return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw}"` }));
       return read(req, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
     },
-    'POST /events': async (req) => {
+    postEvent: async (req) => {
       const input = parseBody(z.unknown(), req.body);
       try {
         // An event as EventBridge delivers it (source, detail-type, detail) goes on the bus its source names:
@@ -303,13 +306,18 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
         throw err;
       }
     },
-    'POST /coordinator': async (req) => json(200, await node.triggers.invoke('coordinator', parseBody(z.unknown(), req.body))),
+    coordinator: async (req) => json(200, await node.triggers.invoke('coordinator', parseBody(z.unknown(), req.body))),
   };
 
-  async function answer(req: HttpRequest): Promise<ApiResponse> {
+  const missing = ROUTES.filter((r) => r.nodeOnly && !routes[r.id]);
+  if (missing.length) throw new Error(`the node implements no ${missing.map((r) => r.id).join(', ')}`);
+  const match = routerOf(ROUTES);
+
+  async function answer(req: HttpRequest, found: Match): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
     const path = req.path.replace(/\/+$/, '') || '/';
-    const route = routes[`${method} ${path}`];
+    // The node's own routes, and those it answers itself rather than from the shared handler's view (cluster, health).
+    const route = found.route ? routes[found.route.id] : undefined;
     const write = !READ_METHODS.has(method);
     if (write && path !== '/events' && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
     if (route) {
@@ -340,7 +348,9 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   }
 
   return async (req) => {
-    const res = await answer(req);
+    const found = match(req.method, req.path);
+    const res = await answer(req, found);
+    recordAnswer(found.route, res);
     return { ...res, headers: { ...res.headers, 'x-rollout-node-id': node.nodeId } };
   };
 }

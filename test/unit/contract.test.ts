@@ -1,0 +1,78 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openApiDocument, routerOf, ROUTES } from '../../shared/api/contract.js';
+import { API_ROUTES } from '../../infra/control-plane.js';
+import { checkAnswers } from '../harness/contract-check.js';
+
+/**
+ * The API's one definition (shared/api/contract.ts) and the OpenAPI document
+ * generated from it: every route is in it, the copy in the repository is the
+ * one the code generates, the deployed API's routes grant what the
+ * definition's scopes say, and the check the suites' answers go through can
+ * fail.
+ */
+const doc = openApiDocument();
+const paths = doc.paths as Record<string, Record<string, { operationId: string; 'x-scope': string | null; 'x-node-only'?: boolean }>>;
+
+describe('the API definition', () => {
+  it('puts every route in the document, once, with its scope', () => {
+    const ids = ROUTES.map((r) => r.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const r of ROUTES) {
+      const op = paths[r.path]?.[r.method.toLowerCase()];
+      expect(op, `${r.method} ${r.path}`).toBeDefined();
+      expect(op!.operationId).toBe(r.id);
+      expect(op!['x-scope']).toBe(r.scope);
+      expect(Boolean(op!['x-node-only'])).toBe(Boolean(r.nodeOnly));
+    }
+    const operations = Object.values(paths).reduce((n, m) => n + Object.keys(m).length, 0);
+    expect(operations).toBe(ROUTES.length);
+  });
+
+  it('routes each path to its definition, trailing slashes and HEAD included', () => {
+    const route = routerOf(ROUTES);
+    for (const r of ROUTES) {
+      const path = r.path.replace('{id}', 'x-1');
+      expect(route(r.method, path).route?.id, path).toBe(r.id);
+      expect(route(r.method, `${path}/`).route?.id, `${path}/`).toBe(r.id);
+    }
+    expect(route('HEAD', '/cluster/health').route?.id).toBe('clusterHealth');
+    expect(route('DELETE', '/rollouts')).toEqual({ route: null, allowed: ['GET', 'POST'] });
+    expect(route('GET', '/nowhere')).toEqual({ route: null, allowed: [] });
+  });
+
+  it('is written to openapi.json as generated (npm run openapi)', () => {
+    const committed = JSON.parse(readFileSync(join(import.meta.dirname, '../../openapi.json'), 'utf8')) as unknown;
+    expect(committed, 'openapi.json is out of date: run npm run openapi').toEqual(doc);
+  });
+
+  it('grants through API Gateway what each route\'s scope says', () => {
+    const byRole = Object.fromEntries(Object.entries(API_ROUTES).map(([role, routes]) => [role, routes.map(([m, p]) => `${m} ${p}`)]));
+    for (const r of ROUTES.filter((x) => !x.nodeOnly)) {
+      if (r.method === 'GET') expect(byRole.read, r.id).toContain('GET /{proxy+}');
+      else if (r.scope === 'admin') expect(byRole.admin, r.id).toContain(`POST ${r.path}`);
+      else expect([r.id, byRole.operate]).toEqual([r.id, ['POST /rollouts/{id}/{command}']]);
+    }
+  });
+
+  it('refuses answers the document does not describe', () => {
+    const ok = { route: 'rolloutHistory', status: 200, contentType: 'application/json', body: { rolloutId: 'r', history: [] } };
+    expect(checkAnswers(doc, [ok]).failures).toEqual([]);
+    const { failures } = checkAnswers(doc, [
+      { ...ok, body: { rolloutId: 'r' } },
+      { ...ok, status: 201 },
+      { ...ok, route: 'nothing' },
+      { ...ok, route: 'rolloutTraffic', status: 304, contentType: null, body: null },
+      { ...ok, status: 404, body: { message: 'no error field' } },
+      { ...ok, route: 'metrics', contentType: 'application/json' },
+    ]);
+    expect(failures).toEqual([
+      expect.stringMatching(/^rolloutHistory 200: .*must have required property 'history'/),
+      'rolloutHistory 201: a status the document does not declare for it',
+      'nothing: answered, but the document has no such operation',
+      expect.stringMatching(/^rolloutHistory 404: .*must have required property 'error'/),
+      'metrics 200: answered application/json; the document declares text/plain',
+    ]);
+  });
+});
