@@ -50,6 +50,8 @@ export class RunCoordinators {
   private readonly logger: Logger;
   private pass: Promise<void> = Promise.resolve();
   private stopping = false;
+  /** Items failed for their dead letters, since this process began (rollout_dead_letters_total). */
+  deadLetters = 0;
 
   constructor(private readonly o: RunCoordinatorsOptions) {
     this.logger = o.logger ?? silentLogger;
@@ -87,6 +89,7 @@ export class RunCoordinators {
     return this.inTurn('dead-letter pass failed', async () => {
       for (const [runId, rc] of this.coordinators) {
         const r = await rc.coordinator.failDeadLetters(dlq(runId));
+        this.deadLetters += r.failed.length;
         if (r.failed.length) this.logger.info('dead letters failed', { runId, failed: r.failed.length });
       }
     });

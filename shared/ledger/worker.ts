@@ -93,6 +93,8 @@ export function backoffMs(failures: number, random: () => number = Math.random):
 
 export class Worker {
   readonly guard = new EpochGuard();
+  /** Heartbeat rounds over everything held, by result (rollout_worker_heartbeats_total). */
+  readonly beats = { ok: 0, failed: 0 };
   readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0 };
   /** When a failed steal request was last logged: at most one warning a minute. */
   private stealErrorLoggedAt = Number.NEGATIVE_INFINITY;
@@ -254,7 +256,15 @@ export class Worker {
    * waits, aborted if it runs.
    */
   heartbeat(): Promise<void> {
-    this.beating ??= this.beatOnce().finally(() => (this.beating = null));
+    this.beating ??= this.beatOnce()
+      .then(
+        () => void this.beats.ok++,
+        (err: unknown) => {
+          this.beats.failed++;
+          throw err;
+        },
+      )
+      .finally(() => (this.beating = null));
     return this.beating;
   }
 

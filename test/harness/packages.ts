@@ -56,6 +56,7 @@ const FILE_NEEDS: Record<string, readonly Need[]> = {
   'test/e2e/chaos-timeline.test.ts': ['chromium'],
   'test/integration/prometheus-support.test.ts': ['prometheus'],
   'test/integration/prometheus-gates.test.ts': ['prometheus'],
+  'test/integration/operate.test.ts': ['prometheus'],
   'test/integration/prometheus-provider.test.ts': ['prometheus'],
   'test/contract/gate-providers.contract.test.ts': ['prometheus'],
 };

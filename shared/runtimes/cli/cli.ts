@@ -106,6 +106,8 @@ export function program(): Command {
     .option('--chunk-budget-ms <ms>', 'how long a chunk of started (unstealable) items may take; items are started a chunk at a time, sized from their measured duration', int('--chunk-budget-ms'), 100)
     .option('--max-receive-count <n>', 'ledger queue: deliveries before an item is a dead letter (SQS: set on the queue)', int('--max-receive-count'), 5)
     .option('--exit-when-done', 'stop once the run has nothing pending or running', false)
+    .option('--metrics-port <port>', 'serve Prometheus metrics at /metrics on this port (0: any free one, logged)', int('--metrics-port'))
+    .option('--metrics-host <host>', 'the address --metrics-port listens on', '127.0.0.1')
     .option('--json', 'logs and the summary as JSON lines', false)
     .action(async (opts: Record<string, unknown>) => {
       const json = opts.json === true;

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { ControlPlaneNode } from './node.js';
+import { operateMetrics } from './operate-metrics.js';
 
 /**
  * Prometheus metrics of a node (`GET /metrics`): the key metrics of a leader-elected
@@ -55,5 +56,6 @@ export function nodeMetrics(node: ControlPlaneNode): Registry {
   new Gauge({ name: 'rollout_store_reachable', help: '1 when the last store call of a loop succeeded', registers: [registry], collect() {
     this.set(node.stats.storeReachable ? 1 : 0);
   } });
+  operateMetrics(node, registry);
   return registry;
 }

@@ -236,6 +236,11 @@ export class ControlPlaneNode {
 
   /** Carry a rollout's committed traffic out to its targets now, when we lead (the tick would, later). */
   /** A run just cancelled: its Pending items failed now by its coordinator here (null: not coordinated here; the scan does it). */
+  /** Items this node's coordinators failed for their dead letters, since it started. */
+  deadLetters(): number {
+    return this.coordinators.deadLetters;
+  }
+
   cancelled(runId: string): Promise<number | null> {
     return this.coordinators.cancelled(runId);
   }

@@ -38,6 +38,9 @@ const workerFields = {
   itemTimeoutMs: z.number().int().positive().max(MAX_TIMER_MS, 'at most 24 days (596 h), the longest timer Node.js keeps').nullable().default(null),
   /** Fail an item whose handler has not called heartbeat() or progress() for this long; null: never. */
   stallMs: z.number().int().positive().max(MAX_TIMER_MS, 'at most 24 days (596 h), the longest timer Node.js keeps').nullable().default(null),
+  /** Serve Prometheus metrics at /metrics on this port (0: any free one); null: none. */
+  metricsPort: z.coerce.number().int().min(0).max(65_535).nullable().default(null),
+  metricsHost: z.string().min(1).default('127.0.0.1'),
 };
 
 function storeIssues(o: { store: string; databaseUrl?: string | undefined; table?: string | undefined; queue: string; coordinator: string; runs: readonly string[] }, ctx: z.RefinementCtx) {

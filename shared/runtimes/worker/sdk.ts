@@ -18,6 +18,7 @@ import { sqsClient } from '../../adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../adapters/sqs/queue.js';
 import { WorkerRegistry } from '../../registry/registry.js';
 import { parseWorkerOptions, type WorkerOptions, type WorkerOptionsInput } from './config.js';
+import { WorkerMetrics } from './metrics.js';
 
 /**
  * The worker SDK (`rollout-control-plane/worker`): your code runs the items
@@ -151,6 +152,14 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
     const watching = o.provider === 'aws' ? [new Ec2MetadataHint(instanceId, metadata).start()] : o.provider === 'gcp' ? [new GcpMetadataHint(instanceId, metadata).start()] : [];
     closers.push(() => Promise.resolve(watching.forEach((h) => h.stop())));
     const hints: ComputeHint[] = [manual, ...watching];
+    const metrics = o.metricsPort === null ? null : new WorkerMetrics(o.workerId);
+    let run = backend;
+    if (metrics) {
+      const served = await metrics.serve(o.metricsPort!, o.metricsHost);
+      closers.unshift(() => served.close());
+      logger.info('metrics served', { url: `http://${o.metricsHost}:${served.port}/metrics` });
+      run = metrics.timed(backend);
+    }
     const stopAll = new AbortController();
     const registry = new WorkerRegistry(registryStore, { staleAfterMs: Math.max(60_000, 6 * o.heartbeatMs) });
     const per = o.runs.map((runId) => {
@@ -163,7 +172,7 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
         workerId: o.workerId,
         ledger,
         queue,
-        backend,
+        backend: run,
         ...(coordinator ? { coordinator } : {}),
         logger,
         heartbeatMs: o.heartbeatMs,
@@ -185,6 +194,7 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
         exitWhenDone: o.exitWhenDone,
         logger,
       });
+      metrics?.watch(runId, worker);
       return { runId, worker, agent };
     });
     logger.info('worker started', { runs: o.runs, worker: o.workerId, instance: instanceId, store: o.store, queue: o.queue === 'ledger' ? 'ledger' : 'sqs', coordinator: o.coordinator });
