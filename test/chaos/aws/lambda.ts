@@ -87,6 +87,8 @@ class Sandbox {
     let ready!: () => void;
     let failed!: (err: Error) => void;
     this.ready = new Promise<void>((r, f) => ((ready = r), (failed = f)));
+    // A sandbox killed while it starts (a nemesis, a stop) may have nobody awaiting its start: not an unhandled rejection.
+    this.ready.catch(() => undefined);
     this.proc.on('message', (m: { type: string; id?: number; ok?: boolean; result?: unknown; error?: { name: string; message: string } }) => {
       if (m.type === 'ready') ready();
       if (m.type !== 'result' || !this.pending || this.pending.id !== m.id) return;
@@ -217,8 +219,8 @@ export class LambdaFunction {
         try {
           await s.ready;
         } catch (err) {
-          // A sandbox that cannot start (a broken module) would otherwise be respawned forever.
-          if (++coldFailures >= 3) throw err;
+          // A sandbox that cannot start (a broken module) would otherwise be respawned forever; one killed on purpose is not that.
+          if (s.killedFor === null && ++coldFailures >= 3) throw err;
           continue;
         } finally {
           this.claimed.delete(s);
