@@ -1,7 +1,7 @@
-import { Duration, Lazy, Names, RemovalPolicy, Stack, Token, Validations, type CfnElement } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Lazy, Names, RemovalPolicy, Stack, Token, Validations, type CfnElement } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData, type IAlarmAction } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import type { ITopic } from 'aws-cdk-lib/aws-sns';
+import { Topic, type ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { CfnSecurityGroup, type IVpc } from 'aws-cdk-lib/aws-ec2';
 import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
@@ -69,7 +69,11 @@ export interface RolloutControlPlaneProps {
   readonly vpc?: IVpc;
   /** A customer-managed key for the table and the queues it creates (default: AWS-managed keys). */
   readonly encryptionKey?: IKey;
-  /** What each alarm does when it fires: these actions, and/or a notification to `alarmTopic`. Default: nothing (the alarms are only visible in CloudWatch). */
+  /**
+   * What each alarm does when it fires: these actions, and/or a notification
+   * to `alarmTopic`. Default: a topic the stack creates (`alarmTopic` on the
+   * construct, output `AlarmTopicArn`): subscribe your pager or e-mail to it.
+   */
   readonly alarmActions?: readonly IAlarmAction[];
   readonly alarmTopic?: ITopic;
   /** Per-function memory, log retention and reserved concurrency. */
@@ -126,6 +130,8 @@ export class RolloutControlPlane extends Construct {
   readonly apiUrl: string;
   /** Every alarm, for your own actions or dashboards. */
   readonly alarms: readonly Alarm[];
+  /** Where the alarms notify: the topic given, or the one the stack created (undefined when only `alarmActions` were given). */
+  readonly alarmTopic: ITopic | undefined;
   /** Set with `store: 'aurora'`. */
   readonly aurora: AuroraStore | null;
   /** The HTTP API's routes by what they do, for `grantApi`. */
@@ -222,10 +228,20 @@ export class RolloutControlPlane extends Construct {
 
     this.lockBus(props.eventSenders ?? []);
     if (props.encryptionKey || this.table?.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
-    const actions = [...(props.alarmActions ?? []), ...(props.alarmTopic ? [new SnsAction(props.alarmTopic)] : [])];
+    // Every alarm notifies someone: the actions and topic given, else a topic of the stack's own.
+    this.alarmTopic = props.alarmTopic ?? (props.alarmActions?.length ? undefined : this.ownAlarmTopic());
+    const actions = [...(props.alarmActions ?? []), ...(this.alarmTopic ? [new SnsAction(this.alarmTopic)] : [])];
     this.alarms = this.operations(props.dashboard ?? false);
-    for (const alarm of this.alarms) if (actions.length) alarm.addAlarmAction(...actions);
+    for (const alarm of this.alarms) alarm.addAlarmAction(...actions);
     if (id === 'Default') this.keepDescriptions();
+  }
+
+  /** The topic the alarms notify when none is given: subscribe to it (its ARN is an output). */
+  private ownAlarmTopic(): Topic {
+    const topic = new Topic(this, 'AlarmTopic', { displayName: 'Rollout control plane alarms', enforceSSL: true });
+    new CfnOutput(this, 'AlarmTopicArn', { value: topic.topicArn, description: 'Subscribe to be told when an alarm of the control plane fires' });
+    Validations.of(topic).acknowledge({ id: 'AwsSolutions::AwsSolutions-SNS2', reason: 'Alarm notifications carry alarm names and states only; CloudWatch cannot publish to a topic under the AWS-managed SNS key. Pass alarmTopic with a key of yours to encrypt them.' });
+    return topic;
   }
 
   /**

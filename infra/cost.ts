@@ -291,6 +291,9 @@ const NO_CHARGE_OF_THEIR_OWN: Readonly<Record<string, string>> = {
   'AWS::Lambda::EventInvokeConfig': 'free',
   'AWS::SQS::Queue': 'billed by request: the SQS line',
   'AWS::SQS::QueuePolicy': 'free',
+  // The alarm topic: a standing topic costs nothing; an alarm notification is US$ 0.50 per million publishes (plus the subscriber's own: e-mail, SMS), and alarms fire rarely.
+  'AWS::SNS::Topic': 'free to keep; US$ 0.50 per million notifications',
+  'AWS::SNS::TopicPolicy': 'free',
   'AWS::Events::EventBus': 'billed by event: the EventBridge line',
   'AWS::Events::EventBusPolicy': 'free',
   'AWS::Logs::LogGroup': 'billed by ingestion and storage: the logs line',

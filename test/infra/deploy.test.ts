@@ -21,7 +21,7 @@
  *   the bus's name (AWS gives the name), and fails where a rule or an output
  *   uses it: the deployed copy names the bus literally.
  * - moto's CloudFormation has no AWS::CloudWatch::Alarm, AWS::ApiGatewayV2::*,
- *   AWS::SQS::QueuePolicy or AWS::Lambda::EventInvokeConfig: it reports them
+ *   AWS::SQS::QueuePolicy, AWS::SNS::TopicPolicy or AWS::Lambda::EventInvokeConfig: it reports them
  *   CREATE_COMPLETE and creates nothing. The test names exactly those as
  *   skipped (so a type moto starts to support, or one that silently fails,
  *   shows here); the alarms, the API's routes and authorizer, the queue
@@ -72,7 +72,7 @@ const assembly = mkdtempSync(join(tmpdir(), 'rollout-deploy-'));
 let resources: { LogicalResourceId?: string; ResourceType?: string; ResourceStatus?: string; PhysicalResourceId?: string }[] = [];
 let templateTypes = new Map<string, string>();
 /** What moto's CloudFormation does not create (see the header); AWS creates all of them. */
-const NOT_ON_MOTO = ['AWS::ApiGatewayV2::Api', 'AWS::ApiGatewayV2::Integration', 'AWS::ApiGatewayV2::Route', 'AWS::ApiGatewayV2::Stage', 'AWS::CloudWatch::Alarm', 'AWS::Lambda::EventInvokeConfig', 'AWS::SQS::QueuePolicy'];
+const NOT_ON_MOTO = ['AWS::ApiGatewayV2::Api', 'AWS::ApiGatewayV2::Integration', 'AWS::ApiGatewayV2::Route', 'AWS::ApiGatewayV2::Stage', 'AWS::CloudWatch::Alarm', 'AWS::Lambda::EventInvokeConfig', 'AWS::SNS::TopicPolicy', 'AWS::SQS::QueuePolicy'];
 const BUS = `${STACK}-rollout`;
 
 beforeAll(async () => {

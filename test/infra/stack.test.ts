@@ -25,7 +25,7 @@ type Resource = { Type: string; Properties: Record<string, unknown> };
 
 describe('ControlPlaneStack', () => {
   const { template, assembly, stack } = synth();
-  const json = template.toJSON() as { Resources: Record<string, Resource> };
+  const json = template.toJSON() as { Resources: Record<string, Resource>; Outputs?: Record<string, unknown> };
   const ofType = (type: string) => Object.entries(json.Resources).filter(([, r]) => r.Type === type);
   const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
   afterAll(() => rmSync(assembly.directory, { recursive: true, force: true }));
@@ -234,6 +234,11 @@ describe('ControlPlaneStack', () => {
     for (const service of ['batch-promoter', 'streaming-promoter']) {
       expect(alarms.some((a) => a.MetricName === 'LeaseRenewalFailures' && (a as { Dimensions?: { Name: string; Value: string }[] }).Dimensions?.some((d) => d.Name === 'service' && d.Value === service))).toBe(true);
     }
+    // Every alarm notifies someone: with no actions given, the stack's own topic (its ARN an output, to subscribe to).
+    const topics = ofType('AWS::SNS::Topic');
+    expect(topics).toHaveLength(1);
+    for (const a of alarms) expect(a.AlarmActions, String(a.AlarmDescription)).toEqual([{ Ref: topics[0]![0] }]);
+    expect(Object.keys(json.Outputs ?? {})).toContain('AlarmTopicArn');
     // US$ 3 a month beyond an account's first three: opt-in.
     expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(0);
     const withDashboard = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WithDashboard', { dashboard: true }));
