@@ -6,6 +6,7 @@ import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { CfnSecurityGroup, type IVpc } from 'aws-cdk-lib/aws-ec2';
 import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
+import { CLOUDWATCH_SOURCE } from '../shared/rollout/inbound.js';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type HttpRoute } from 'aws-cdk-lib/aws-apigatewayv2';
@@ -101,6 +102,16 @@ export interface RolloutControlPlaneProps {
   /** The regions whose CloudWatch alarms and metrics gates may read (default: the stack's own). */
   readonly gateRegions?: readonly string[];
   /**
+   * The CloudWatch alarms `cloudwatchAlarm` gates watch, by name (a name
+   * ending in `*` is a prefix): their state changes reach the
+   * StreamingPromoter through a rule on the account's default bus that
+   * matches these names only, and a gate breached is acted on within one
+   * delivery. Any other alarm a gate names is read on the BatchPromoter's
+   * tick (every 10 s). Default: none, and no rule on the default bus (every
+   * alarm flip in the account would otherwise invoke a function).
+   */
+  readonly gateAlarms?: readonly string[];
+  /**
    * The targets a rollout spec may move, by name (README "Moving traffic"):
    * Lambda aliases and ALB rules. The functions that actuate are granted
    * exactly these resources. None by default: a spec naming one is refused.
@@ -142,6 +153,7 @@ export class RolloutControlPlane extends Construct {
   private readonly targets: TargetsConfig;
   /** Where CloudWatch gates may read. */
   private readonly gateRegions: readonly string[];
+  private readonly gateAlarms: readonly string[];
   /** Roles granted signal after construction: the bus's deny lists them too (read when synthesised). */
   private readonly signallers: string[] = [];
   private readonly stack: Stack;
@@ -202,6 +214,10 @@ export class RolloutControlPlane extends Construct {
     const unreachable = targetOutboundIssues(this.targets, outbound);
     if (unreachable.length) throw new Error(`invalid stack config: targets: ${unreachable.join('; ')}`);
     this.gateRegions = props.gateRegions?.length ? props.gateRegions : [this.stack.region];
+    this.gateAlarms = props.gateAlarms ?? [];
+    for (const name of this.gateAlarms) {
+      if (!/^[^*]{1,255}\*?$/.test(name)) throw new Error(`invalid control plane config: gateAlarms: "${name.slice(0, 300)}": an alarm name (1-255 characters), or a prefix ending in *, with no other *`);
+    }
     this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
       const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : c.type === 'hmac' ? c.secret : null;
       return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
@@ -359,7 +375,11 @@ export class RolloutControlPlane extends Construct {
       new LambdaFunction(fn, { deadLetterQueue: this.eventsDlq, retryAttempts: 4, maxEventAge: Duration.hours(1), ...(input ? { event: RuleTargetInput.fromObject(input) } : {}) });
     spec.triggers.forEach((t, i) => {
       if (t.kind === 'rule') {
-        new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: t.pattern, targets: [target()], description: spec.description });
+        // CloudWatch's alarm changes: those of the watched alarms only, or no rule at all.
+        const alarms = JSON.stringify(t.pattern.source) === JSON.stringify([CLOUDWATCH_SOURCE]) ? this.gateAlarms : null;
+        if (alarms && !alarms.length) return;
+        const eventPattern = alarms ? { ...t.pattern, detail: { alarmName: alarms.map((n) => (n.endsWith('*') ? { prefix: n.slice(0, -1) } : n)) } } : t.pattern;
+        new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: eventPattern, targets: [target()], description: spec.description });
       } else if (t.kind === 'http') {
         this.httpApi(fn);
       } else if (t.kind === 'queue') {

@@ -78,7 +78,7 @@ const BUS = `${STACK}-rollout`;
 beforeAll(async () => {
   const boot = await cdk(['bootstrap', `aws://${ACCOUNT}/${REGION}`]);
   expect(boot.code, boot.out).toBe(0);
-  const synth = await cdk(['synth', '--quiet', '-o', assembly, '-c', `stackName=${STACK}`]);
+  const synth = await cdk(['synth', '--quiet', '-o', assembly, '-c', `stackName=${STACK}`, '-c', 'gateAlarms=checkout-*']);
   expect(synth.code, synth.out).toBe(0);
   // moto cannot create AWS::Events::EventBusPolicy; AWS does (see the header).
   const file = join(assembly, `${STACK}.template.json`);
@@ -137,7 +137,7 @@ describe('cdk deploy against moto', () => {
     const spot = rules.find((r) => r.EventPattern?.includes('EC2 Spot Instance Interruption Warning'));
     expect(JSON.parse(spot!.EventPattern!)).toMatchObject({ source: ['aws.ec2'] });
     const alarms = rules.find((r) => r.EventPattern?.includes('CloudWatch Alarm State Change'));
-    expect(alarms).toBeDefined();
+    expect(JSON.parse(alarms!.EventPattern!)).toMatchObject({ source: ['aws.cloudwatch'], detail: { alarmName: [{ prefix: 'checkout-' }] } });
     const schedules = rules.filter((r) => r.ScheduleExpression);
     expect(schedules.map((r) => r.ScheduleExpression).sort()).toEqual(['rate(1 minute)', 'rate(1 minute)']);
   });

@@ -13,9 +13,13 @@ import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infr
 import { FUNCTIONS, type FunctionSpec } from '../../shared/topology.js';
 import { LEADING_KEYS, tableDefinition } from '../../shared/adapters/dynamodb/table.js';
 
+/** The alarms the test stack's gates watch: a prefix and a name. */
+const GATE_ALARMS = ['checkout-*', 'payments-5xx'];
+const watched = { alarmName: [{ prefix: 'checkout-' }, 'payments-5xx'] };
+
 function synth() {
   const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) });
-  const stack = new ControlPlaneStack(app, 'Test', { nodeId: 'test/eu-west-1' });
+  const stack = new ControlPlaneStack(app, 'Test', { nodeId: 'test/eu-west-1', gateAlarms: GATE_ALARMS });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const assembly = app.synth(); // throws on any unacknowledged cdk-nag finding; bundles every function
   return { template: Template.fromStack(stack), assembly, stack };
@@ -98,7 +102,9 @@ describe('ControlPlaneStack', () => {
           template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { FunctionName: { Ref: fn }, EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, BatchSize: t.batchSize, FunctionResponseTypes: ['ReportBatchItemFailures'] });
           continue;
         }
-        const rule = rules.find((r) => JSON.stringify(r.Targets).includes(fn) && (t.kind === 'rule' ? JSON.stringify(r.EventPattern) === JSON.stringify(t.pattern) : r.ScheduleExpression === `rate(${t.everyMinutes} minute${t.everyMinutes === 1 ? '' : 's'})`));
+        // The alarm rule matches the watched alarms only.
+        const pattern = t.kind === 'rule' && t.bus === 'default' && JSON.stringify(t.pattern.source) === '["aws.cloudwatch"]' ? { ...t.pattern, detail: watched } : t.kind === 'rule' ? t.pattern : null;
+        const rule = rules.find((r) => JSON.stringify(r.Targets).includes(fn) && (t.kind === 'rule' ? JSON.stringify(r.EventPattern) === JSON.stringify(pattern) : r.ScheduleExpression === `rate(${t.everyMinutes} minute${t.everyMinutes === 1 ? '' : 's'})`));
         expect(rule, `${name} ${t.kind}`).toBeDefined();
         if (t.kind === 'rule') expect(rule!.EventBusName ? JSON.stringify(rule!.EventBusName) : 'default').toBe(t.bus === 'rollout' ? JSON.stringify({ Ref: bus }) : JSON.stringify('default'));
         const [target] = rule!.Targets as Record<string, unknown>[];
@@ -108,10 +114,14 @@ describe('ControlPlaneStack', () => {
     }
     expect(rules).toHaveLength(5);
     template.hasResourceProperties('AWS::Events::Rule', { EventPattern: { source: ['aws.ec2'], 'detail-type': ['EC2 Spot Instance Interruption Warning', 'EC2 Instance Rebalance Recommendation'] } });
-    // AWS's own alarm state changes, on the default bus, reach the StreamingPromoter.
-    const alarmRule = rules.find((r) => JSON.stringify(r.EventPattern) === JSON.stringify({ source: ['aws.cloudwatch'], 'detail-type': ['CloudWatch Alarm State Change'] }));
+    // AWS's own alarm state changes, on the default bus, reach the StreamingPromoter: those of the watched alarms only.
+    const alarmRule = rules.find((r) => JSON.stringify(r.EventPattern) === JSON.stringify({ source: ['aws.cloudwatch'], 'detail-type': ['CloudWatch Alarm State Change'], detail: watched }));
     expect(alarmRule?.EventBusName ?? 'default').toBe('default');
     expect(JSON.stringify(alarmRule?.Targets)).toContain(logicalId(stack.functions.streamingPromoter));
+    // Watching none, no rule: not every alarm flip in the account invokes a function.
+    const unwatched = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoGateAlarms'));
+    expect(JSON.stringify(unwatched.findResources('AWS::Events::Rule'))).not.toContain('aws.cloudwatch');
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'BadGateAlarms', { gateAlarms: ['a*b'] })).toThrow(/gateAlarms: "a\*b": an alarm name/);
     template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)', Targets: [Match.objectLike({ Input: JSON.stringify({ action: 'scan-all' }) })] });
   });
 

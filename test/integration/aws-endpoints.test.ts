@@ -112,7 +112,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     // The stack as it deploys (bundling skipped: the handlers run in-process here).
     const outdir = mkdtempSync(join(tmpdir(), 'rollout-e2e-cdk-'));
     const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
-    const stack = new ControlPlaneStack(app, 'E2e');
+    const stack = new ControlPlaneStack(app, 'E2e', { gateAlarms: ['checkout-*'] });
     // The template file of the cloud assembly, as `cdk deploy` would upload it.
     const template = JSON.parse(readFileSync(join(app.synth().directory, stack.templateFile), 'utf8')) as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
     rmSync(outdir, { recursive: true, force: true });
