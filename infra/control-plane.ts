@@ -99,6 +99,13 @@ export interface RolloutControlPlaneProps {
    * default: name your pipelines' and operators' roles.
    */
   readonly eventSenders?: readonly string[];
+  /**
+   * An existing event bus to take signals from and put rollout events on,
+   * instead of one the control plane creates. Its policy (who may put
+   * events) and archive are its owner's: the control plane neither locks nor
+   * archives it, and `eventSenders` cannot be given with it.
+   */
+  readonly bus?: IEventBus;
   /** The regions whose CloudWatch alarms and metrics gates may read (default: the stack's own). */
   readonly gateRegions?: readonly string[];
   /**
@@ -131,7 +138,10 @@ export interface RolloutControlPlaneProps {
 export class RolloutControlPlane extends Construct {
   /** The DynamoDB store (created, or shared from another stack); null with the Aurora store. */
   readonly table: ITable | null;
-  readonly bus: EventBus;
+  /** Where rollout signals arrive and rollout events go: the bus given, or the one created (locked to its senders, archived 30 days). */
+  readonly bus: IEventBus;
+  /** The bus this construct created; null when an existing one was given. */
+  private readonly ownBus: EventBus | null;
   readonly workQueue: Queue;
   readonly workDlq: Queue;
   /** Events a rule could not deliver to its target after its retries. */
@@ -190,10 +200,13 @@ export class RolloutControlPlane extends Construct {
       this.table = table;
     }
 
-    this.bus = new EventBus(this, 'RolloutBus', { eventBusName: `${this.stack.stackName}-rollout` });
+    if (props.bus && props.eventSenders?.length) throw new Error('invalid control plane config: eventSenders: the control plane locks only a bus it creates; with an existing bus, its own policy says who may put events on it');
+    this.ownBus = props.bus ? null : new EventBus(this, 'RolloutBus', { eventBusName: `${this.stack.stackName}-rollout` });
+    this.bus = props.bus ?? this.ownBus!;
     // Named here, within EventBridge's 48 characters for an archive: a name generated from the stack's name and the
     // construct's id (RolloutControlPlane-RolloutArchive45992123-…) runs past it. Unique per stack: the stack's own name, hashed.
-    new Archive(this, 'RolloutArchive', { archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`, sourceEventBus: this.bus, eventPattern: { account: [this.stack.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
+    // An existing bus is archived (or not) by whoever owns it.
+    if (this.ownBus) new Archive(this, 'RolloutArchive', { archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`, sourceEventBus: this.ownBus, eventPattern: { account: [this.stack.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
 
     const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
       new Queue(this, name, { ...(props.encryptionKey ? { encryption: QueueEncryption.KMS, encryptionMasterKey: props.encryptionKey } : { encryption: QueueEncryption.SQS_MANAGED }), enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });
@@ -242,7 +255,7 @@ export class RolloutControlPlane extends Construct {
       this.functions[name] = this.lambda(name, spec, env, defaultBus, props.functions?.[name] ?? {});
     }
 
-    this.lockBus(props.eventSenders ?? []);
+    if (this.ownBus) this.lockBus(this.ownBus, props.eventSenders ?? []);
     if (props.encryptionKey || this.table?.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
     // Every alarm notifies someone: the actions and topic given, else a topic of the stack's own.
     this.alarmTopic = props.alarmTopic ?? (props.alarmActions?.length ? undefined : this.ownAlarmTopic());
@@ -298,7 +311,8 @@ export class RolloutControlPlane extends Construct {
 
   /**
    * Putting rollout signals (metrics, alarm changes) on the bus: events:PutEvents,
-   * and a place on the bus policy's list of senders (everyone else is denied).
+   * and, on the bus the control plane created, a place on its policy's list of
+   * senders (everyone else is denied).
    * A role's ARN is needed for that list: grant a role, not a user or a service.
    */
   grantSignal(grantee: IGrantable): void {
@@ -418,15 +432,15 @@ export class RolloutControlPlane extends Construct {
    * with events:PutEvents on `*` included). The signal rule also matches on
    * `source` (topology.ts), so our own ai.rollout events are never signals.
    */
-  private lockBus(senders: readonly string[]): void {
+  private lockBus(bus: EventBus, senders: readonly string[]): void {
     const own = Object.entries(this.functions).filter(([name]) => FUNCTIONS[name as FunctionName].grants.some((g) => g === 'bus:put')).map(([, fn]) => fn.role!.roleArn);
-    this.bus.addToResourcePolicy(
+    bus.addToResourcePolicy(
       new PolicyStatement({
         sid: 'OnlyNamedSendersPutEvents',
         effect: Effect.DENY,
         principals: [new AnyPrincipal()],
         actions: ['events:PutEvents'],
-        resources: [this.bus.eventBusArn],
+        resources: [bus.eventBusArn],
         // Only requests made by an IAM principal: EventBridge's own (an archive replay) carry none and are not denied.
         // Lazy: roles given grantSignal after construction are read at synth.
         conditions: { ArnNotLike: { 'aws:PrincipalArn': Lazy.list({ produce: () => [...senders, ...own, ...this.signallers] }) }, Null: { 'aws:PrincipalArn': 'false' } },

@@ -8,6 +8,7 @@ import { App, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
+import { EventBus } from 'aws-cdk-lib/aws-events';
 import { AccountRootPrincipal, Role, User } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -139,5 +140,25 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
     t.resourceCountIs('AWS::EC2::VPC', 1);
     expect(cp.aurora!.vpc).toBe(vpc);
     expect(() => new RolloutControlPlane(s, 'Both', { store: 'aurora', table })).toThrow(/the Aurora store keeps no table/);
+  });
+
+  it('an existing event bus: signals are taken from it and events put on it; its policy and archive stay its owner\'s', () => {
+    const s = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'OwnBus', { env });
+    const bus = EventBus.fromEventBusName(s, 'Platform', 'platform-events');
+    const cp = new RolloutControlPlane(s, 'Rollouts', { bus });
+    const pipeline = new Role(s, 'Pipeline', { assumedBy: new AccountRootPrincipal() });
+    cp.grantSignal(pipeline);
+    const t = Template.fromStack(s);
+    t.resourceCountIs('AWS::Events::EventBus', 0);
+    t.resourceCountIs('AWS::Events::Archive', 0);
+    t.resourceCountIs('AWS::Events::EventBusPolicy', 0);
+    expect(cp.bus).toBe(bus);
+    // The signal rule listens on it, and the functions put their events on it.
+    const rules = Object.values(t.findResources('AWS::Events::Rule')).map((r) => r.Properties as { EventBusName?: unknown; EventPattern?: { 'detail-type'?: string[] } });
+    expect(rules.find((r) => r.EventPattern?.['detail-type']?.includes('rollout.metrics_reported'))?.EventBusName).toBe('platform-events');
+    const envs = Object.values(t.findResources('AWS::Lambda::Function')).map((f) => (f.Properties as { Environment?: { Variables?: Record<string, unknown> } }).Environment?.Variables?.ROLLOUT_EVENT_BUS);
+    expect(envs.filter((v) => v !== undefined).every((v) => v === 'platform-events')).toBe(true);
+    expect(JSON.stringify(t.findResources('AWS::IAM::Policy'))).toContain(':event-bus/platform-events');
+    expect(() => new RolloutControlPlane(s, 'Locked', { bus, eventSenders: ['arn:aws:iam::123456789012:role/x'] })).toThrow(/eventSenders: the control plane locks only a bus it creates/);
   });
 });
