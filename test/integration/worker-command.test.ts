@@ -93,6 +93,17 @@ describe('rollout worker', () => {
     expect(stall.stderr()).toMatch(/--stall-ms: needs --module: only your handler calls heartbeat\(\)/);
   });
 
+  it('a reader that goes away (its stdout and stderr closed) does not crash the worker: it finishes the run and exits 0', async () => {
+    const runId = await run(40);
+    const child = spawn(process.execPath, ['--import', 'tsx', 'shared/runtimes/cli/cli.ts', 'worker', '--run', runId, '--database-url', schema.url, '--worker-id', 'unread', '--wait-seconds', '1', '--exit-when-done'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    // Its logs (stderr) and summary (stdout) then meet a closed pipe.
+    child.stdout.destroy();
+    child.stderr.destroy();
+    expect(await exit).toBe(0);
+    expect(await schema.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 40, failed: 0 });
+  });
+
   it('bad flags exit 2 and name the flag; a run that does not exist exits 1', async () => {
     const noRun = rollout(['worker', '--database-url', schema.url]);
     expect(await noRun.exit).toBe(2);

@@ -713,6 +713,12 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 // Through npm's bin link the script is named by the link: compared by real path.
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+  // A reader that went away (a pipe into `head`, a supervisor that closed its end) is not a crash of a node or worker: what it would have read is dropped.
+  for (const out of [process.stdout, process.stderr]) {
+    out.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+    });
+  }
   // Exit explicitly: idle keep-alive sockets of the AWS SDK would hold the process open.
   process.exit(await main(process.argv.slice(2)));
 }
