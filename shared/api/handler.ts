@@ -49,6 +49,8 @@ export interface ApiRequest {
   readonly query?: URLSearchParams;
   /** Request headers, names lower-cased (If-None-Match is read). */
   readonly headers?: Readonly<Record<string, string | undefined>>;
+  /** The route a transport in front already matched (a node's guard): each request is matched once. */
+  readonly route?: Match;
 }
 
 export interface ApiResponse {
@@ -444,10 +446,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
     },
   };
-  const served = ROUTES.filter((r) => !r.nodeOnly);
-  const missing = served.filter((r) => !impl2[r.id]);
+  const missing = SERVED.filter((r) => !impl2[r.id]);
   if (missing.length) throw new Error(`the API implements no ${missing.map((r) => r.id).join(', ')}`);
-  const route = routerOf(served);
 
   async function answer(req: ApiRequest, found: Match): Promise<ApiResponse> {
     if (found.route) return impl2[found.route.id]!(req, found.params);
@@ -459,12 +459,17 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   }
 
   return async (req) => {
-    const found = route(req.method, req.path);
+    // A node's own routes never reach here: matched in front, they are answered there.
+    const found = req.route && !req.route.route?.nodeOnly ? req.route : sharedRoute(req.method, req.path);
     const res = await answer(req, found).catch(refusal);
     recordAnswer(found.route, res);
     return res;
   };
 }
+
+/** The routes this handler serves (not the node's own), matched by one router for the process: a node builds a handler per idempotent write. */
+const SERVED = ROUTES.filter((r) => !r.nodeOnly);
+const sharedRoute = routerOf(SERVED);
 
 /** A refusal the API names (4xx, or 503 to retry); anything else is a fault, thrown on. */
 function refusal(err: unknown): ApiResponse {

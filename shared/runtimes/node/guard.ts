@@ -77,7 +77,8 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     if (allowed && !allowed.has(hostName(host))) return refuse(421, `host "${host.slice(0, 100)}" is not a name this node answers to (--allowed-hosts)`);
     const slow = byAddress?.take(clientAddress(req, trusted));
     if (slow) return refuse(429, 'too many requests from this address', { 'retry-after': String(slow) });
-    const found = route(method, req.path).route;
+    const matched = route(method, req.path);
+    const found = matched.route;
     // Open to anyone: what its route says (the page's HTML, health), read only.
     const open = (method === 'GET' || method === 'HEAD') && found?.scope === null;
 
@@ -106,7 +107,8 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
       if (origin !== undefined && !sameOrigin(origin, host)) return refuse(403, `a write from a page of another origin (${origin.slice(0, 100)}) is refused`);
     }
 
-    if (open) return inner({ ...req, actor: identity?.actor ?? 'anonymous' });
+    // The match goes inward with the request: matched once.
+    if (open) return inner({ ...req, actor: identity?.actor ?? 'anonymous', route: matched });
     let body: unknown = null;
     if (req.path === '/events' && req.body !== null) {
       try {
@@ -118,7 +120,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     }
     const scope = scopeFor(found, method, body)!;
     if (!identity!.scopes.has(scope)) return refuse(403, `${identity!.actor} lacks the "${scope}" scope, which ${method} ${req.path.slice(0, 200)} needs`);
-    return inner({ ...req, actor: identity!.actor });
+    return inner({ ...req, actor: identity!.actor, route: matched });
   }
 
   return async (req) => {

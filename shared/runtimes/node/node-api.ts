@@ -348,7 +348,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   }
 
   return async (req) => {
-    const found = match(req.method, req.path);
+    const found = req.route ?? match(req.method, req.path);
     const res = await answer(req, found);
     recordAnswer(found.route, res);
     return { ...res, headers: { ...res.headers, 'x-rollout-node-id': node.nodeId } };
