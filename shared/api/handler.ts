@@ -311,6 +311,20 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     return view;
   }
 
+  async function command_(command: Command, req: ApiRequest, p: Params): Promise<ApiResponse> {
+    const body = parseBody(commandBody, req.body);
+    const token = await requireLeadership();
+    const id = segment(p, 'rollout id');
+    let action: Awaited<ReturnType<typeof runCommand>>;
+    try {
+      action = await runCommand(deps.engine, token, { rolloutId: id, command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+    } finally {
+      // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
+      reads.forget(id);
+    }
+    return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
+  }
+
   let document: Record<string, unknown> | undefined;
   const impl: Record<string, Impl> = {
     clusterStatus: () => clusterStatus(cluster, clock.now()),
@@ -373,24 +387,6 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
     rolloutTraffic: async (req, p) => cacheable(req, await assignmentView(segment(p, 'rollout id')), trafficFor),
     ...Object.fromEntries(COMMANDS.map((command) => [commandRouteId(command), (req: ApiRequest, p: Params) => command_(command, req, p)])),
-  };
-
-  async function command_(command: Command, req: ApiRequest, p: Params): Promise<ApiResponse> {
-    const body = parseBody(commandBody, req.body);
-    const token = await requireLeadership();
-    const id = segment(p, 'rollout id');
-    let action: Awaited<ReturnType<typeof runCommand>>;
-    try {
-      action = await runCommand(deps.engine, token, { rolloutId: id, command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
-    } finally {
-      // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
-      reads.forget(id);
-    }
-    return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
-  }
-
-  const impl2: Record<string, Impl> = {
-    ...impl,
     createRun: async (req) => {
       const body = parseBody(createRunBody, req.body);
       const id = body.id ?? `run_${randomUUID()}`;
@@ -446,11 +442,11 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
     },
   };
-  const missing = SERVED.filter((r) => !impl2[r.id]);
+  const missing = SERVED.filter((r) => !impl[r.id]);
   if (missing.length) throw new Error(`the API implements no ${missing.map((r) => r.id).join(', ')}`);
 
   async function answer(req: ApiRequest, found: Match): Promise<ApiResponse> {
-    if (found.route) return impl2[found.route.id]!(req, found.params);
+    if (found.route) return impl[found.route.id]!(req, found.params);
     const path = req.path.replace(/\/+$/, '') || '/';
     const command = req.method.toUpperCase() === 'POST' ? /^\/rollouts\/[^/]+\/([^/]+)$/.exec(path) : null;
     if (command) throw new HttpError(404, `unknown command ${command[1]!.slice(0, 40)}: one of ${COMMANDS.join(', ')}`);
