@@ -123,7 +123,7 @@ export class ClusterMember {
   private startedLeading(token: LeaseToken): void {
     this.stats.elections++;
     this.stats.leaderSince = Date.now();
-    this.o.logger.info('leader elected', { nodeId: this.nodeId, term: token.epoch });
+    this.o.logger.info('leader elected', { nodeId: this.nodeId, leaseEpoch: token.epoch });
     this.record('leader_elected', { term: token.epoch });
     void this.heartbeat().catch(() => undefined);
     this.o.onLeading?.();
@@ -132,7 +132,7 @@ export class ClusterMember {
   private stoppedLeading(token: LeaseToken, reason: string): void {
     if (this.stats.leaderSince !== null) this.stats.leadershipSecondsTotal += (Date.now() - this.stats.leaderSince) / 1000;
     this.stats.leaderSince = null;
-    this.o.logger.warn('leadership lost', { nodeId: this.nodeId, term: token.epoch, reason });
+    this.o.logger.warn('leadership lost', { nodeId: this.nodeId, leaseEpoch: token.epoch, reason });
     this.record('leader_lost', { term: token.epoch, reason });
     this.o.onNotLeading?.();
     if (!this.stopping) void this.heartbeat().catch(() => undefined);

@@ -294,7 +294,7 @@ export class LeaseElector implements LeaderElector {
     if (held && now >= held.expiresAt - this.timings.clockSkewMs) {
       this.leading = null;
       clearTimeout(this.stepDownTimer);
-      this.logger.warn('lease expired before renewal; stepping down', { lease: this.name, epoch: held.epoch });
+      this.logger.warn('lease expired before renewal; stepping down', { lease: this.name, leaseEpoch: held.epoch });
       this.fire('onStoppedLeading', () => this.callbacks.onStoppedLeading?.(tokenOf(held), 'expired'));
     }
   }

@@ -47,6 +47,13 @@ describe('rollout worker', () => {
     const summaries = procs.map((p) => JSON.parse(p.stdout().trim().split('\n').at(-1)!) as { exit: string; done: number });
     expect(summaries.every((s) => s.exit === 'done')).toBe(true);
     expect(summaries.reduce((n, s) => n + s.done, 0)).toBe(300);
+    // --json logs: each stderr line is the shape every runtime writes, tied to its run.
+    const lines = procs.flatMap((p) => p.stderr().trim().split('\n')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map((l) => l.message)).toContain('worker started');
+    for (const l of lines) {
+      expect(l).toMatchObject({ service: 'rollout-worker', runId });
+      expect([Object.keys(l).slice(0, 4), typeof l.message, ['info', 'warn', 'error'].includes(l.level as string), new Date(l.time as string).toISOString()]).toEqual([['time', 'level', 'service', 'message'], 'string', true, l.time]);
+    }
     expect(await schema.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 300, failed: 0 });
     const { rows } = await schema.sql.query<{ worker_id: string; state: string }>('SELECT worker_id, state FROM workers ORDER BY worker_id');
     expect(rows.filter((r) => ['a', 'b', 'c'].includes(r.worker_id)).map((r) => r.state)).toEqual(['gone', 'gone', 'gone']); // registered, then deregistered

@@ -9,7 +9,7 @@ import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
 import { ApiError, call, type Target } from '../../client/transport.js';
 import { ConfigError } from '../../errors.js';
-import { errorMessage, type Logger } from '../../log.js';
+import { errorMessage, lineLogger, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
 import type { NodeConfigInput } from '../node/config.js';
 import { SCOPES } from '../../auth/scopes.js';
@@ -52,12 +52,9 @@ export function duration(name: string): (v: string) => number {
   };
 }
 
-function stderrLogger(json: boolean): Logger {
-  const line = (level: string) => (message: string, extra?: Record<string, unknown>) => {
-    if (json) process.stderr.write(`${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`);
-    else process.stderr.write(`${new Date().toISOString()} ${level.padEnd(5)} ${message}${extra && Object.keys(extra).length ? ` ${JSON.stringify(extra)}` : ''}\n`);
-  };
-  return { debug: () => undefined, info: line('info'), warn: line('warn'), error: line('error') };
+/** Logs on stderr: readable lines, or (`--json`) the one shape every runtime writes, with `fields` on each line. */
+function stderrLogger(json: boolean, service: string, fields: Record<string, unknown> = {}): Logger {
+  return lineLogger({ service, write: (line) => process.stderr.write(line), human: !json, ...(json ? { fields } : {}) });
 }
 
 const int = (name: string) => (v: string) => {
@@ -111,7 +108,9 @@ export function program(): Command {
     .option('--json', 'logs and the summary as JSON lines', false)
     .action(async (opts: Record<string, unknown>) => {
       const json = opts.json === true;
-      const logger = stderrLogger(json);
+      const runs = Array.isArray(opts.run) ? (opts.run as string[]) : [];
+      // A worker of one run (the usual case) marks every line with it; a worker of several names the run where it matters.
+      const logger = stderrLogger(json, 'rollout-worker', runs.length === 1 ? { runId: runs[0] } : {});
       let drain = () => undefined as void;
       let signals = 0;
       // SIGTERM is how ECS announces a Fargate Spot interruption (and how an orchestrator stops a task): drain.
@@ -307,7 +306,7 @@ function nodeCommands(cli: Command): void {
     .action(async (o: TrustOpts & { dataDir: string; port: number; host: string; nodeId: string; demo: boolean; demoItems: number; demoBakeSeconds: number; workers: number; itemMs: number; exitAfterDemo: boolean; json: boolean }) => {
       if (o.workers < 1) throw new UsageError('--workers must be at least 1');
       if (o.demoItems < 1) throw new UsageError('--demo-items must be at least 1');
-      const logger = quiet(stderrLogger(o.json));
+      const logger = quiet(stderrLogger(o.json, 'rollout-node', { nodeId: o.nodeId }));
       // Loaded on use: the worker fleet's bundle of this command carries only what `worker` needs.
       const { startCommand } = await import('../node/node-command.js');
       await startCommand({ ...withoutTrust(o), dataDir: o.dataDir === 'memory' ? null : o.dataDir, trust: trustConfig(o) }, logger);
@@ -332,7 +331,7 @@ function nodeCommands(cli: Command): void {
     .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
     .option('--json', 'logs as JSON lines', false)
     .action(async (o: TrustOpts & { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
-      const logger = stderrLogger(o.json);
+      const logger = stderrLogger(o.json, 'rollout-node', { nodeId: o.nodeId });
       const { serveCommand } = await import('../node/node-command.js');
       await serveCommand(
         {

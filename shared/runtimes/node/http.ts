@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -160,8 +161,12 @@ export async function serveApi(
           return;
         }
         const status = (err as { status?: number }).status ?? 500;
-        if (status >= 500) logger.error('request failed', { method: req.method, path: req.url, error: errorMessage(err) });
-        send(status, { error: status >= 500 ? 'internal error' : errorMessage(err) });
+        if (status < 500) return send(status, { error: errorMessage(err) });
+        // The caller's X-Request-Id when it sent a sane one: the answer and the log line carry the same id, to quote.
+        const given = req.headers['x-request-id'];
+        const requestId = typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
+        logger.error('request failed', { requestId, method: req.method, path: req.url, error: errorMessage(err) });
+        send(status, { error: 'internal error', requestId });
       }
     })();
   };
