@@ -6,7 +6,7 @@ import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { recordReadings, toStoreOf, type GateReader } from './gate-reader.js';
 import { judge, READING_RETENTION_DAYS, type ReadingToStore } from './gates.js';
 import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
-import { activeStage, alarmNamesOf, type RolloutView, type StageMetrics } from './model.js';
+import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import { stageIndexOf } from './spec.js';
 import { BoundedMap } from '../bounded-map.js';
 import type { LeaseToken } from '../lease/record.js';
@@ -175,7 +175,8 @@ export class StreamingPromoter {
       case 'rollout.alarm_changed':
       case CLOUDWATCH_ALARM_CHANGE: {
         stored = await store.recordAlarm(event.alarm, event.state, event.changedAt);
-        const watching = async () => (await store.loadRunning()).filter((v) => alarmNamesOf(v.rollout.spec).includes(event.alarm));
+        // The rollouts that watch this alarm, by the store's index: a change of an alarm nobody watches reads none.
+        const watching = () => store.loadWatching(event.alarm);
         if (stored === 'stored') {
           // Stored whoever leads: what the alarm's newest state says of every gate that watches it.
           const region = event.type === CLOUDWATCH_ALARM_CHANGE ? event.region : undefined;

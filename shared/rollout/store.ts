@@ -46,6 +46,12 @@ export interface RolloutStore {
   load(id: string): Promise<RolloutView | null>;
   /** Every running rollout, read the same way (what a BatchPromoter tick evaluates). */
   loadRunning(): Promise<RolloutView[]>;
+  /**
+   * The running rollouts whose gates watch `alarm` (alarmNamesOf), read the
+   * same way: what an alarm's change affects. An alarm nobody watches reads
+   * no rollout.
+   */
+  loadWatching(alarm: string): Promise<RolloutView[]>;
   /** Whether any rollout is running: one small read, for a promoter deciding whether to tick at all. */
   anyRunning(): Promise<boolean>;
   /**

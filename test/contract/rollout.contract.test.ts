@@ -265,6 +265,18 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
       expect(view.alarms).toEqual(expected);
       expect(view.rollout.spec).toEqual((await backend.rollouts.load(id))!.rollout.spec);
     }
+    // What an alarm's change reads: the running rollouts that watch it, whichever stage names it; none for an alarm nobody watches.
+    const watchers = async (alarm: string) => (await backend.rollouts.loadWatching(alarm)).map((v) => v.rollout.id);
+    expect([await watchers('checkout-p99'), await watchers('db-cpu'), await watchers('unrelated')]).toEqual([[id], [id], []]);
+    expect((await backend.rollouts.loadWatching('checkout-5xx'))[0]!.alarms).toEqual(expected);
+    await a.elector.campaign();
+    const token = a.elector.token()!;
+    await runCommand(a.engine, token, { rolloutId: id, command: 'pause', actor: 'alice' });
+    expect(await watchers('checkout-5xx')).toEqual([]);
+    await runCommand(a.engine, token, { rolloutId: id, command: 'resume', actor: 'alice' });
+    expect(await watchers('checkout-5xx')).toEqual([id]);
+    await runCommand(a.engine, token, { rolloutId: id, command: 'abort', actor: 'alice' });
+    expect(await watchers('checkout-5xx')).toEqual([]);
   });
 
   it('an event left unpublished by a failed publish goes out on the next tick, with the same id', async () => {

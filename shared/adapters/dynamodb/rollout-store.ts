@@ -28,7 +28,8 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_RETENTION_DAYS, by TTL on `ttl`)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
- *   RUNNING / <id>                      registry of running rollouts (strongly consistent query)
+ *   RUNNING / <id>                      registry of running rollouts (strongly consistent query), with
+ *                                       `watches`: the alarms its gates watch (what an alarm change reads)
  *   ROLLOUTS / <createdAt>#<id>         every rollout, for listing newest first
  *   ACTUATING / <id>#<target>           registry of actuation records not settled
  *   ALARM#<name> / ALARM
@@ -53,6 +54,8 @@ const TALLY_ATTEMPTS = 8;
 const OUTBOX = 'OUTBOX';
 const ACTUATION = 'ACTUATION#';
 const ACTUATING = 'ACTUATING';
+/** A running rollout's registry item: the spec never changes, so the alarms it watches are written with it once. */
+const runningItem = (id: string, spec: RolloutSpec): Item => ({ pk: 'RUNNING', sk: id, watches: alarmNamesOf(spec) });
 
 type Item = Record<string, unknown>;
 const orNull = <T>(v: unknown): T | null => (v === undefined ? null : (v as T));
@@ -130,7 +133,7 @@ export class DynamoRolloutStore implements RolloutStore {
         TransactItems: [
           { Put: { TableName: this.table, Item: rolloutItem(rollout), ConditionExpression: 'attribute_not_exists(pk)' } },
           ...freshStages({ rollout }).map((s) => ({ Put: { TableName: this.table, Item: stageItem(id, 1, s) } })),
-          { Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } },
+          { Put: { TableName: this.table, Item: runningItem(id, spec) } },
           // The list of every rollout, newest last by key (read newest first): one small item per rollout, never rewritten.
           { Put: { TableName: this.table, Item: { pk: ROLLOUTS, sk: listSk(rollout) } } },
         ],
@@ -191,6 +194,13 @@ export class DynamoRolloutStore implements RolloutStore {
     const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true });
     const ids = registry.map((i) => String(i.sk));
     return (await this.views(ids)).filter((v) => v.rollout.state === 'running');
+  }
+
+  async loadWatching(alarm: string): Promise<RolloutView[]> {
+    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, watches' });
+    // An item written before `watches` existed says nothing of its alarms: its rollout is read to find out.
+    const ids = registry.filter((i) => !Array.isArray(i.watches) || (i.watches as unknown[]).includes(alarm)).map((i) => String(i.sk));
+    return (await this.views(ids)).filter((v) => v.rollout.state === 'running' && alarmNamesOf(v.rollout.spec).includes(alarm));
   }
 
   /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */
@@ -494,7 +504,7 @@ export class DynamoRolloutStore implements RolloutStore {
         },
       });
     });
-    if (expect.state !== 'running' && next.state === 'running') items.push({ Put: { TableName: this.table, Item: { pk: 'RUNNING', sk: id } } });
+    if (expect.state !== 'running' && next.state === 'running') items.push({ Put: { TableName: this.table, Item: runningItem(id, next.spec) } });
     if (expect.state === 'running' && next.state !== 'running') items.push({ Delete: { TableName: this.table, Key: { pk: 'RUNNING', sk: id } } });
     return items;
   }

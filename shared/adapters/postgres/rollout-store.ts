@@ -237,6 +237,11 @@ export class PostgresRolloutStore implements RolloutStore {
     return this.views(rows);
   }
 
+  async loadWatching(alarm: string): Promise<RolloutView[]> {
+    const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE id IN (SELECT id FROM rollouts WHERE state = 'running' AND alarm_names @> ARRAY[$1::text]) ORDER BY id`, [alarm], 'rollout_load_watching');
+    return this.views(rows);
+  }
+
   async list(o: RolloutListQuery): Promise<RolloutPage> {
     const isCursor = (v: unknown): v is { at: number; id: string } => typeof v === 'object' && v !== null && Number.isFinite((v as { at?: unknown }).at) && typeof (v as { id?: unknown }).id === 'string';
     const after = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor);

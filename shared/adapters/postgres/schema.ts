@@ -597,6 +597,11 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
     name: 'runs_cancelled: who cancelled a run, when and why',
     sql: `ALTER TABLE runs ADD COLUMN cancelled_at timestamptz, ADD COLUMN cancelled_by text, ADD COLUMN cancel_reason text;`,
   },
+  {
+    id: 21,
+    name: 'rollouts_watching: an alarm change finds the running rollouts that watch it, not every running one',
+    sql: `CREATE INDEX rollouts_watching ON rollouts USING gin (alarm_names) WHERE state = 'running';`,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).
