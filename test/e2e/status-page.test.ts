@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Locator } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assign, type RolloutTraffic } from '../../shared/rollout/assignment.js';
 import { Demo, fleetOf } from '../../shared/runtimes/node/demo.js';
@@ -16,8 +16,9 @@ import { LocalWorkerPool } from '../../shared/runtimes/node/worker-pool.js';
  * The status page in a real browser (Debian's Chromium through
  * playwright-core): what a person sees of the leader, the nodes, a rollout's
  * stages and gate readings, what was applied to its targets (two real
- * nginx), the demo fleet's answers and a run's items, and that it follows
- * changes.
+ * nginx), the demo fleet's answers, a run's items and failures, finished
+ * rollouts with their history and percent in force over time, that what a
+ * user wrote is shown as text, and that it follows changes.
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const shots = resolve(import.meta.dirname, '../../test-results');
@@ -48,11 +49,30 @@ afterAll(async () => {
   await Promise.all([web?.stop(), edge?.stop()]);
 });
 
-async function post(path: string, body: unknown) {
-  const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+async function post(path: string, body: unknown, actor?: string) {
+  const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(actor ? { 'x-rollout-actor': actor } : {}) }, body: JSON.stringify(body) });
   expect(res.status, await res.clone().text()).toBeLessThan(300);
   return (await res.json()) as Record<string, unknown>;
 }
+
+async function get<T>(path: string): Promise<T> {
+  const res = await fetch(`${server.url}${path}`);
+  expect(res.status, await res.clone().text()).toBe(200);
+  return (await res.json()) as T;
+}
+
+type HistoryEntry = { type: string; at: string; actor: string; percent: number | null; reason: string | null };
+const history = async (id: string) => (await get<{ history: HistoryEntry[] }>(`/rollouts/${id}/history`)).history;
+
+/** Each element's attribute `name`, in document order. */
+async function attrs(all: Locator, name: string): Promise<(string | null)[]> {
+  const out = [];
+  for (let i = 0; i < (await all.count()); i++) out.push(await all.nth(i).getAttribute(name));
+  return out;
+}
+
+/** Markup a store value would become if the page wrote it as HTML: it must arrive as text, and make no element. */
+const INJECTED = '<img src=x class="pwned" onerror="document.body.dataset.pwned=1"><b class="pwned">bold</b>';
 
 describe('status page', () => {
   it('shows the leader, the nodes, a rollout with its stages and gate readings, and a run with its items — and follows changes live', async () => {
@@ -224,12 +244,14 @@ describe('status page', () => {
       await page.goto(server.url);
       const row = (stage: string) => page.locator(`.rollout[data-id="${id}"] .fleet tr[data-stage="${stage}"]`);
       const told = (n: number) => `${n} of 1,000 on v2.0.0 (${(n / 10).toFixed(1)}%)`;
+      // The rollout id (and so every bucket) is new each demo: the count is a binomial draw, held within 5 standard deviations.
+      const near = (count: number, percent: number) => expect(Math.abs(count - 10 * percent)).toBeLessThanOrEqual(5 * Math.sqrt(1_000 * (percent / 100) * (1 - percent / 100)));
 
       await expect.poll(() => row('canary').getAttribute('data-observed'), { timeout: 15_000 }).toBe('1000');
       const canary = await onNew();
       expect(canary.percent).toBe(5);
       expect(await row('canary').locator('.told').innerText()).toBe(told(canary.count));
-      expect(Math.abs(canary.count / 10 - 5)).toBeLessThanOrEqual(3);
+      near(canary.count, 5);
       expect(await row('quarter').locator('.told').innerText()).toBe('not asked under this stage');
 
       await post(`/rollouts/${id}/promote`, { reason: 'the fleet looks right' });
@@ -237,7 +259,7 @@ describe('status page', () => {
       const quarter = await onNew();
       expect(quarter.percent).toBe(25);
       expect(await row('quarter').locator('.told').innerText()).toBe(told(quarter.count));
-      expect(Math.abs(quarter.count / 10 - 25)).toBeLessThanOrEqual(3);
+      near(quarter.count, 25);
       // The bar is the fleet's share, the line the stage's percent; the canary keeps what the fleet was told then.
       expect(await row('quarter').locator('.share').getAttribute('style')).toBe(`width:${quarter.count / 10}%`);
       expect(await row('quarter').locator('.mark').getAttribute('style')).toBe('left:25%');
@@ -250,6 +272,141 @@ describe('status page', () => {
       await demo.stop();
     }
     expect(fleetOf(node)).toBeUndefined();
+  }, 60_000);
+
+  it('lists a finished rollout with its history (what, who, when, why) and draws the percent in force over time, step by step', async () => {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    await page.goto(server.url);
+    const locale = (at: string) => page.evaluate((iso) => new Date(iso).toLocaleString(), at);
+    const steps = (id: string) => page.locator(`.rollout[data-id="${id}"] .percent line.step`);
+    const percents = async (id: string) => (await attrs(steps(id), 'data-percent')).map(Number);
+
+    await post('/rollouts', { id: 'finished-3', spec: { target: { service: 'search', version: 'v3' }, stages: [{ name: 'canary', percent: 5, bakeSeconds: 3_600 }, { name: 'half', percent: 50, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 3_600 }] } });
+    // In flight, its last step is the percent the node serves now.
+    const live = page.locator('#rollouts .rollout[data-id="finished-3"]');
+    await expect.poll(() => percents('finished-3'), { timeout: 10_000 }).toEqual([5]);
+    expect((await get<{ percent: number }>('/rollouts/finished-3/traffic')).percent).toBe(5);
+    expect(await live.count()).toBe(1);
+    await post('/rollouts/finished-3/promote', {}, 'alice');
+    await expect.poll(() => percents('finished-3'), { timeout: 5_000 }).toEqual([5, 50]);
+    expect((await get<{ percent: number }>('/rollouts/finished-3/traffic')).percent).toBe(50);
+    await post('/rollouts/finished-3/pause', { reason: 'hold through the traffic peak' }, 'bob');
+    await post('/rollouts/finished-3/resume', {}, 'bob');
+    await post('/rollouts/finished-3/promote', {}, 'bob');
+    await post('/rollouts/finished-3/promote', {}, 'alice');
+
+    const card = page.locator('#finished .rollout[data-id="finished-3"]');
+    await expect.poll(() => card.count(), { timeout: 5_000 }).toBe(1);
+    expect(await card.innerText()).toMatch(/finished-3\s+completed/);
+    expect(await live.count()).toBe(0);
+    const traffic = await get<{ percent: number; final: boolean }>('/rollouts/finished-3/traffic');
+    expect([traffic.percent, traffic.final]).toEqual([100, true]);
+
+    // Every transition, newest first, as the history API has them (oldest first).
+    const api = await history('finished-3');
+    expect(api.map((e) => e.type.replace('ai.rollout.', ''))).toEqual(['stage_activated', 'stage_promoted', 'paused', 'resumed', 'stage_promoted', 'stage_promoted', 'completed']);
+    const rows = card.locator('.history tr.transition');
+    expect(await rows.count()).toBe(api.length);
+    const shown = [];
+    for (let i = 0; i < api.length; i++) {
+      const row = rows.nth(i);
+      shown.push({ when: await row.locator('.when').innerText(), what: await row.getAttribute('data-type'), inForce: await row.locator('.in-force').innerText(), who: await row.locator('.who').innerText(), why: await row.locator('.why').innerText() });
+    }
+    const expected = [];
+    for (const e of [...api].reverse()) expected.push({ when: await locale(e.at), what: e.type.replace('ai.rollout.', ''), inForce: e.percent === null ? '' : `${e.percent}%`, who: e.actor, why: e.reason ?? '' });
+    expect(shown).toEqual(expected);
+    expect(shown.slice(0, 6).map((r) => [r.who, r.why])).toEqual([['alice', ''], ['alice', ''], ['bob', ''], ['bob', ''], ['bob', 'hold through the traffic peak'], ['alice', '']]);
+    expect(shown.map((r) => r.inForce)).toEqual(['100%', '100%', '100%', '50%', '50%', '50%', '5%']);
+    expect(await card.locator('.history caption').innerText()).toBe('history every transition, newest first');
+
+    // One step per percent the stages set, each starting at the transition that set it, each at its height on the 0-100 scale.
+    expect(await percents('finished-3')).toEqual([5, 50, 100]);
+    const chart = card.locator('.percent svg');
+    const level = async (v: number) => Number(await chart.locator(`line[data-level="${v}"]`).getAttribute('y1'));
+    const [zero, full] = [await level(0), await level(100)];
+    expect(zero).toBeGreaterThan(full);
+    const at = await attrs(steps('finished-3'), 'data-at');
+    const [x1, x2, y1, y2] = await Promise.all(['x1', 'x2', 'y1', 'y2'].map(async (a) => (await attrs(steps('finished-3'), a)).map(Number)));
+    const lines = at.map((a, i) => ({ at: a, x1: x1![i]!, x2: x2![i]!, y1: y1![i]!, y2: y2![i]! }));
+    // Pausing and resuming moved no traffic: no step of their own.
+    expect(lines.map((l) => l.at)).toEqual([api[0]!.at, api[1]!.at, api[4]!.at]);
+    [5, 50, 100].forEach((percent, i) => {
+      expect(lines[i]!.y1).toBe(lines[i]!.y2);
+      expect(lines[i]!.y1).toBeCloseTo(zero - ((zero - full) * percent) / 100, 0);
+      if (i) expect(lines[i]!.x1).toBe(lines[i - 1]!.x2);
+    });
+    expect(lines[2]!.x2).toBeGreaterThan(lines[2]!.x1);
+    expect(await card.locator('.percent .title').innerText()).toBe('percent in force now 100%');
+
+    mkdirSync(shots, { recursive: true });
+    await card.screenshot({ path: resolve(shots, 'status-page-history.png') });
+    await page.close();
+  }, 60_000);
+
+  it('shows a run\'s newest failed items with their reasons, and the total failed', async () => {
+    await post('/runs', { id: 'doomed', items: Array.from({ length: 200 }, (_, i) => ({ i })) });
+    // Cancelled at once: the items still pending end failed with the canceller's reason.
+    await post('/runs/doomed/cancel', { reason: `out of budget ${INJECTED}` }, 'carol');
+    const reason = `cancelled: out of budget ${INJECTED} (by carol)`;
+
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    await page.goto(server.url);
+    const run = page.locator('.run[data-id="doomed"]');
+    await expect.poll(() => run.locator('.counts').innerText(), { timeout: 30_000 }).toMatch(/ 0 running \/ 0 pending \//);
+    const counts = (await get<{ counts: { failed: number } }>('/runs/doomed')).counts;
+    expect(counts.failed).toBeGreaterThan(5);
+    const failed = (await get<{ items: { id: string; error: string }[] }>('/runs/doomed/items?state=failed&limit=500')).items;
+    expect(failed).toHaveLength(counts.failed);
+
+    await expect.poll(() => run.locator('.failures caption').innerText(), { timeout: 5_000 }).toBe(`failed items the newest 5 of ${counts.failed}; all of them: /runs/doomed/items?state=failed`);
+    const rows = run.locator('.failures tr.failure');
+    expect(await rows.count()).toBe(5);
+    for (let i = 0; i < 5; i++) {
+      const id = (await rows.nth(i).getAttribute('data-item'))!;
+      expect(failed.find((f) => f.id === id)?.error).toBe(reason);
+      expect(await rows.nth(i).locator('.why').innerText()).toBe(reason);
+    }
+    // The reason was shown as text: none of its markup became an element, nothing of it ran.
+    expect(await run.locator('.pwned, img, b').count()).toBe(0);
+    expect(await page.evaluate('document.body.dataset.pwned')).toBeUndefined();
+    mkdirSync(shots, { recursive: true });
+    await run.screenshot({ path: resolve(shots, 'status-page-failures.png') });
+    await page.close();
+  }, 60_000);
+
+  it('shows what a user wrote (actor, reason) as text; lists only the newest transitions, and an abort is a step down to 0', async () => {
+    await post('/rollouts', { id: 'aborted-1', spec: { target: { service: 'feed', version: 'v8' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] } });
+    // More transitions than the page lists: the list keeps the newest and points to the rest.
+    for (let i = 0; i < 5; i++) {
+      await post('/rollouts/aborted-1/pause', { reason: `hold ${i}` }, 'dave');
+      await post('/rollouts/aborted-1/resume', {}, 'dave');
+    }
+    const actor = `mallory ${INJECTED}`;
+    await post('/rollouts/aborted-1/pause', { reason: `paused: ${INJECTED}` }, actor);
+    await post('/rollouts/aborted-1/abort', { reason: `aborted: ${INJECTED}` }, actor);
+    const api = await history('aborted-1');
+    expect(api).toHaveLength(13);
+
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    await page.goto(server.url);
+    const card = page.locator('#finished .rollout[data-id="aborted-1"]');
+    const rows = card.locator('.history tr.transition');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(10);
+    expect(await attrs(rows, 'data-type')).toEqual(['aborted', 'paused', ...Array.from({ length: 4 }, () => ['resumed', 'paused']).flat()]);
+    expect(await card.locator('.history caption').innerText()).toBe('history the newest 10 transitions, newest first; all of them: /rollouts/aborted-1/history');
+    expect(await card.locator('.history caption a').getAttribute('href')).toBe('/rollouts/aborted-1/history');
+    expect([await rows.nth(0).locator('.who').innerText(), await rows.nth(0).locator('.why').innerText()]).toEqual([actor, `aborted: ${INJECTED}`]);
+    expect([await rows.nth(1).locator('.who').innerText(), await rows.nth(1).locator('.why').innerText()]).toEqual([actor, `paused: ${INJECTED}`]);
+    expect([await rows.nth(3).locator('.who').innerText(), await rows.nth(3).locator('.why').innerText()]).toEqual(['dave', 'hold 4']);
+    expect(await card.locator('.reason').innerText()).toBe(`aborted: ${INJECTED}`);
+    // Shown as text: none of the markup became an element, nothing of it ran.
+    expect(await card.locator('.pwned, img, b').count()).toBe(0);
+    expect(await page.evaluate('document.body.dataset.pwned')).toBeUndefined();
+
+    // The chart reads a longer window than the list: from the activation on. Pausing moved no traffic; the abort took it to 0.
+    expect((await attrs(card.locator('.percent line.step'), 'data-percent')).map(Number)).toEqual([10, 0]);
+    expect(await attrs(card.locator('.percent line.step'), 'data-at')).toEqual([api[0]!.at, api[12]!.at]);
+    await page.close();
   }, 60_000);
 
   it('says so when the node cannot be reached', async () => {

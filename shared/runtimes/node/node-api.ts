@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
-import { API_VERSION, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
+import { API_VERSION, historyJson, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
 import { routerOf, ROUTES, type Match } from '../../api/contract.js';
 import { recordAnswer } from '../../api/contract-record.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from '../../api/cluster.js';
@@ -14,6 +14,7 @@ import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { actuationJson, gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
 import { movesTargets, RolloutEngine } from '../../rollout/engine.js';
 import type { HandleResult } from '../../rollout/promoters.js';
+import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
 import { PostgresRolloutStore } from '../../adapters/postgres/rollout-store.js';
 import { toInt, toMillis } from '../../adapters/postgres/sql.js';
 import { PostgresIdempotency } from '../../adapters/postgres/idempotency.js';
@@ -359,20 +360,40 @@ function eventJson(e: ClusterEvent) {
   return { id: e.id, node_id: e.nodeId, event_type: e.type, event_data: e.data, timestamp: new Date(e.at).toISOString() };
 }
 
+/** In flight (running, paused) and finished rollouts the page shows, newest first. */
+const LIVE_SHOWN = 20;
+const FINISHED_SHOWN = 10;
+/** Transitions listed per rollout, newest first; the rest are at GET /rollouts/{id}/history. */
+const HISTORY_SHOWN = 10;
+/** Transitions the percent-in-force chart is drawn from: a longer window than the list, still bounded. */
+const PERCENT_TRANSITIONS = 50;
+/** Failed items listed per run, newest first, and how much of each reason (GET /runs/{id}/items has it whole). */
+const FAILURES_SHOWN = 5;
+const REASON_CHARS = 500;
+
 /**
- * The status page's one read: leader, nodes, recent rollouts with gate readings and what was applied
- * to their targets, recent runs with counts; and, under `npm start`'s demo, what its simulated fleet
- * was answered at each stage.
+ * The status page's one read: leader, nodes, the rollouts in flight and the newest finished ones
+ * (each with its recent transitions and the percent in force over them, gate readings and what was
+ * applied to its targets), recent runs with counts and their newest failures; and, under `npm
+ * start`'s demo, what its simulated fleet was answered at each stage. Every list is capped: what a
+ * viewer is sent each second stays the same size however long a rollout's or a run's history grows.
  */
 export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
   const status = (await clusterStatus(cluster)).body as Record<string, unknown>;
-  const { rows: rolloutRows } = await node.sql.query<{ id: string }>(`SELECT id FROM rollouts ORDER BY (state = 'running') DESC, updated_at DESC LIMIT 20`);
+  const { rows: rolloutRows } = await node.sql.query<{ id: string }>(
+    `(SELECT id, true AS live, updated_at FROM rollouts WHERE state IN ('running', 'paused') ORDER BY updated_at DESC LIMIT ${LIVE_SHOWN})
+     UNION ALL
+     (SELECT id, false AS live, updated_at FROM rollouts WHERE state NOT IN ('running', 'paused') ORDER BY updated_at DESC LIMIT ${FINISHED_SHOWN})
+     ORDER BY live DESC, updated_at DESC`,
+  );
+  const transitions = await recentTransitions(node.sql, rolloutRows.map((r) => r.id), PERCENT_TRANSITIONS);
   const fleet = fleetOf(node);
   const rollouts = [];
   for (const { id } of rolloutRows) {
     const v = await node.plane.engine.store.load(id);
     if (!v) continue;
     const actuators = v.rollout.spec.actuators ?? [];
+    const newest = transitions.get(id) ?? [];
     rollouts.push({
       id,
       state: v.rollout.state,
@@ -396,6 +417,11 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
       gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
       actuators,
       actuation: movesTargets(v) ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
+      // Newest first; `historyMore`: older transitions exist beyond these.
+      history: newest.slice(0, HISTORY_SHOWN).map(historyJson),
+      historyMore: newest.length > HISTORY_SHOWN,
+      // `complete`: drawn from the rollout's first transition on, not from a window of its newest.
+      percentInForce: { steps: percentSteps(newest.slice(0, PERCENT_TRANSITIONS).reverse()), complete: newest.length <= PERCENT_TRANSITIONS },
       ...(fleet?.rolloutId === id ? { fleet: fleet.view() } : {}),
     });
   }
@@ -410,9 +436,91 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
     const counts = await node.plane.stores.ledger.counts(id);
     runs.push({ id, createdAt: new Date(toMillis(r.created_at)).toISOString(), coordinatorEpoch: toInt(r.coordinator_epoch), counts, total: counts.pending + counts.running + counts.done + counts.failed, steals: toInt(r.steals), drains: toInt(r.drains), done: counts.pending + counts.running === 0 });
   }
+  // Only runs with failures are asked for them (counts has said which).
+  const failures = await newestFailures(node.sql, runs.filter((r) => r.counts.failed > 0).map((r) => r.id));
+  const withFailures = runs.map((r) => ({ ...r, failures: failures.get(r.id) ?? [] }));
   // Renewals come every heartbeat; on the page they would push out what matters.
   const events = (await node.membership.events(100)).filter((e) => e.type !== 'lease_renewed').slice(0, 12).map(eventJson);
-  return { cluster: status, rollouts, runs, events };
+  return { cluster: status, rollouts, runs: withFailures, events };
+}
+
+/**
+ * The newest `limit` + 1 transitions of each rollout, newest first (one more than asked, so the caller
+ * knows whether older ones exist), in one round trip through the (rollout_id, seq) index. The gate
+ * readings and metrics an event carries are left in the store: the page lists what, who, when and why.
+ */
+async function recentTransitions(sql: Sql, ids: readonly string[], limit: number): Promise<Map<string, RolloutEvent[]>> {
+  const out = new Map<string, RolloutEvent[]>();
+  if (!ids.length) return out;
+  const { rows } = await sql.query<{ rollout_id: string; id: string; detail_type: string; time: unknown; detail: unknown }>(
+    `SELECT r.id AS rollout_id, e.id, e.detail_type, e.time, e.detail - 'readings' - 'metrics' - 'labels' AS detail
+       FROM unnest($1::text[]) AS r(id)
+       CROSS JOIN LATERAL (SELECT id, detail_type, time, detail, seq FROM rollout_events WHERE rollout_id = r.id ORDER BY seq DESC LIMIT $2) e
+      ORDER BY r.id, e.seq DESC`,
+    [ids, limit + 1],
+  );
+  for (const row of rows) {
+    const detail = (typeof row.detail === 'string' ? JSON.parse(row.detail) : row.detail) as RolloutEventDetail;
+    const list = out.get(row.rollout_id) ?? [];
+    list.push({ id: row.id, source: ROLLOUT_SOURCE, detailType: row.detail_type as RolloutEventType, time: toMillis(row.time), detail });
+    out.set(row.rollout_id, list);
+  }
+  return out;
+}
+
+/**
+ * The percent in force over `events` (oldest first): one step per change, at the transition that made
+ * it. An event carries the percent as committed (trafficOf of the state it left); one stored before
+ * events carried it is read from what it did, and one that moved no traffic keeps the step it found.
+ */
+export function percentSteps(events: readonly RolloutEvent[]): { at: string; percent: number; attempt: number }[] {
+  const steps: { at: string; percent: number; attempt: number }[] = [];
+  let last: number | null = null;
+  for (const e of events) {
+    const percent: number | null = e.detail.percent ?? percentAfter(e, last);
+    if (percent === null || percent === last) continue;
+    steps.push({ at: new Date(e.time).toISOString(), percent, attempt: e.detail.attempt });
+    last = percent;
+  }
+  return steps;
+}
+
+function percentAfter(e: RolloutEvent, before: number | null): number | null {
+  switch (e.detailType) {
+    case 'ai.rollout.stage_activated':
+      return e.detail.stage?.percent ?? before;
+    // The last stage promoted: the completed event of the same transition says 100.
+    case 'ai.rollout.stage_promoted':
+      return e.detail.nextStage?.percent ?? before;
+    case 'ai.rollout.completed':
+      return 100;
+    // A retry starts with no stage active until its first activation.
+    case 'ai.rollout.rollback_detected':
+    case 'ai.rollout.aborted':
+    case 'ai.rollout.retried':
+      return 0;
+    default:
+      return before;
+  }
+}
+
+/** Each run's newest failed items (at most FAILURES_SHOWN) with their reasons, in one round trip. */
+async function newestFailures(sql: Sql, runIds: readonly string[]): Promise<Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>> {
+  const out = new Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>();
+  if (!runIds.length) return out;
+  const { rows } = await sql.query<{ run_id: string; id: string; error: string | null; attempts: unknown; worker: string | null; updated_at: unknown }>(
+    `SELECT r.id AS run_id, i.id, left(i.error, ${REASON_CHARS}) AS error, i.attempts, i.worker, i.updated_at
+       FROM unnest($1::text[]) AS r(id)
+       CROSS JOIN LATERAL (SELECT id, error, attempts, worker, updated_at FROM work_items WHERE run_id = r.id AND state = 'failed' ORDER BY updated_at DESC, id DESC LIMIT $2) i
+      ORDER BY r.id, i.updated_at DESC, i.id DESC`,
+    [runIds, FAILURES_SHOWN],
+  );
+  for (const row of rows) {
+    const list = out.get(row.run_id) ?? [];
+    list.push({ id: row.id, error: row.error, attempts: toInt(row.attempts), worker: row.worker, at: new Date(toMillis(row.updated_at)).toISOString() });
+    out.set(row.run_id, list);
+  }
+  return out;
 }
 
 function isEnvelope(input: unknown): input is BusEnvelope {
