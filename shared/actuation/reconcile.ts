@@ -12,6 +12,7 @@ import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { postRolloutHooks, type WebhookGate } from '../rollout/gate-spec.js';
 import { contextOf, type GateProvider } from '../rollout/gate-reader.js';
 import type { ProviderResult } from '../rollout/gates.js';
+import { failSpan, inSpan, SPAN } from '../tracing.js';
 
 /**
  * Convergence of a rollout's targets to its committed traffic: the one place
@@ -139,12 +140,36 @@ export class Actuation implements TrafficActuation {
   private async convergeNow(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome[]> {
     const records = new Map((await this.store.actuations(view.rollout.id)).map((r) => [r.target, r]));
     const out: TargetOutcome[] = [];
-    for (const target of view.rollout.spec.actuators ?? []) out.push(await this.convergeTarget(view, target, records.get(target) ?? null, token, pause));
+    const desired = desiredOf(view);
+    for (const target of view.rollout.spec.actuators ?? []) {
+      const kind = this.actuators.get(target)?.kind ?? 'unknown';
+      out.push(await this.traced(desired, target, kind, token, () => this.convergeTarget(view, target, records.get(target) ?? null, token, pause)));
+    }
     for (const hook of postRolloutHooks(view.rollout.spec.hooks)) {
       const name = `${POST_ROLLOUT}${hook.name}`;
-      out.push(await this.deliverHook(view, hook, name, records.get(name) ?? null, token));
+      out.push(await this.traced(desired, name, 'postRolloutHook', token, () => this.deliverHook(view, hook, name, records.get(name) ?? null, token)));
     }
     return out;
+  }
+
+  /** One target's convergence in a `rollout.actuate` span (README, "Operating": traces): what was asked, and the verdict. */
+  private traced(desired: Desired, target: string, kind: string, token: LeaseToken, converge: () => Promise<TargetOutcome>): Promise<TargetOutcome> {
+    const attributes = {
+      'rollout.id': desired.rolloutId,
+      'rollout.attempt': desired.attempt,
+      'rollout.stage.index': desired.stage ?? undefined,
+      'rollout.percent': desired.percent,
+      'rollout.final': desired.final,
+      'rollout.target': target,
+      'rollout.actuator.kind': kind,
+      'lease.epoch': token.epoch,
+    };
+    return inSpan(SPAN.actuate, attributes, async (span) => {
+      const outcome = await converge();
+      span.setAttributes({ 'rollout.actuation.verdict': outcome.verdict, 'rollout.actuation.wrote': outcome.wrote });
+      if (outcome.verdict === 'failed' || outcome.verdict === 'unknown-target') failSpan(span, outcome.record?.reason ?? `${target}: ${outcome.verdict}`);
+      return outcome;
+    });
   }
 
   /**

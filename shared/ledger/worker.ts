@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Span } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { QueueMessage, WorkQueue } from '../queue/port.js';
@@ -9,6 +10,7 @@ import { EpochGuard } from './epoch-guard.js';
 import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from './model.js';
 import type { ItemCasOutcome, LedgerStore } from './store.js';
 import { ack, claim, heartbeat, nack, reject, start, type ItemCas } from './transitions.js';
+import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
 
 /**
  * A worker of one run: pulls item ids from the queue, claims each in the
@@ -83,6 +85,17 @@ export interface WorkerStats {
   errors: number;
   /** Steal requests the coordinator did not answer (refused, unreachable): the worker long-polled instead. */
   stealErrors: number;
+}
+
+/**
+ * Ends a `run.item` span with what became of the item's run (README,
+ * "Operating": traces). Only a backend's own failure is the span's error: a
+ * run stopped because the claim was lost or the worker drained did nothing wrong.
+ */
+function endItem(span: Span, outcome: 'ok' | 'failed' | 'lost' | 'drained', err?: unknown): void {
+  span.setAttribute('run.item.outcome', outcome);
+  if (outcome === 'failed') failSpan(span, err);
+  span.end();
 }
 
 /** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
@@ -416,13 +429,17 @@ export class Worker {
         const signal = ctl.c.signal;
         const began = performance.now();
         const payload = t.payload ?? (await this.o.ledger.get(runId, id))?.payload;
+        const item = { runId: t.h.message?.runId ?? runId, itemId: id, attempt: t.h.message?.receiveCount ?? null };
+        const span = startSpan(SPAN.item, { 'run.id': item.runId, 'run.item.id': id, 'run.item.attempt': item.attempt ?? undefined, 'worker.id': this.id });
         try {
-          const result = await this.o.backend(payload, signal, { runId: t.h.message?.runId ?? runId, itemId: id, attempt: t.h.message?.receiveCount ?? null });
+          const result = await activeIn(span, () => this.o.backend(payload, signal, item));
+          endItem(span, 'ok');
           this.executing.delete(id);
           this.outcomes.push({ h: t.h, kind: 'result', result });
           const took = performance.now() - began;
           this.itemMs = this.itemMs === null ? took : this.itemMs * 0.8 + took * 0.2;
         } catch (err) {
+          endItem(span, signal.aborted ? (this.stopping ? 'drained' : 'lost') : 'failed', err);
           if (signal.aborted && this.stopping) {
             // Drained mid-run: hand it back so another worker runs it now, not after the failure timeout.
             given.push(...(await this.giveBack(todo.slice(n).map((x) => x.h))));

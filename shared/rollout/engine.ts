@@ -2,8 +2,10 @@ import { systemClock, type Clock } from '../clock.js';
 import type { EventBus } from '../events/bus.js';
 import type { LeaderElector, LeaseElector } from '../lease/elector.js';
 import type { LeaseToken } from '../lease/record.js';
+import type { Attributes } from '@opentelemetry/api';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { FencedError } from '../lease/fencing.js';
+import { inSpan, SPAN } from '../tracing.js';
 import { evaluate } from './evaluate.js';
 import type { RolloutEvent } from './events.js';
 import type { RolloutView } from './model.js';
@@ -160,18 +162,28 @@ export class RolloutEngine {
     const view: RolloutView = { ...held, metrics: new Map(held.metrics).set(reading.stage, reading.metrics) };
     const decision = evaluate(view, this.clock.now());
     if (!decision) return undefined;
-    const plan = planTransition(view, decision, { now: this.clock.now(), token, actor: `promoter:${token.holder}` });
-    const written = await this.store.recordMetricsAndApply(token, plan, reading, held);
-    if (written.applied) return { outcome: 'stored', ...(await this.evaluateFrom(viewAfter(view, plan), token, [await this.applied(view, decision, plan, token)])) };
-    if (written.view === null) return undefined;
+    const actor = `promoter:${token.holder}`;
+    const plan = planTransition(view, decision, { now: this.clock.now(), token, actor });
+    const { written, action } = await inSpan(SPAN.decide, decisionAttributes(view, decision, token, actor), async (span) => {
+      const w = await this.store.recordMetricsAndApply!(token, plan, reading, held);
+      span.setAttributes({ 'rollout.outcome': w.applied ? 'applied' : 'stale', 'rollout.state': w.applied ? plan.next.state : undefined });
+      return { written: w, action: w.applied ? await this.applied(view, decision, plan, token) : null };
+    });
+    if (action) return { outcome: 'stored', ...(await this.evaluateFrom(viewAfter(view, plan), token, [action])) };
+    if (written.applied || written.view === null) return undefined;
     return { outcome: written.outcome, ...(await this.evaluateFrom(written.view, token)) };
   }
 
-  private async applyTo(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Promise<{ action: Action; plan: TransitionPlan }> {
-    const plan = planTransition(view, t, { now: this.clock.now(), token, actor });
-    if (await this.store.apply(token, plan)) return { action: await this.applied(view, t, plan, token), plan };
-    const stage = 'stage' in t ? t.stage : undefined;
-    return { action: { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied: false, events: [] }, plan };
+  /** One decision written, in a `rollout.decide` span: applied, or found stale (nothing written). */
+  private applyTo(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Promise<{ action: Action; plan: TransitionPlan }> {
+    return inSpan(SPAN.decide, decisionAttributes(view, t, token, actor), async (span) => {
+      const plan = planTransition(view, t, { now: this.clock.now(), token, actor });
+      const applied = await this.store.apply(token, plan);
+      span.setAttributes({ 'rollout.outcome': applied ? 'applied' : 'stale', 'rollout.state': applied ? plan.next.state : undefined });
+      if (applied) return { action: await this.applied(view, t, plan, token), plan };
+      const stage = 'stage' in t ? t.stage : undefined;
+      return { action: { rolloutId: view.rollout.id, transition: t.kind, ...(stage === undefined ? {} : { stage }), applied: false, events: [] }, plan };
+    });
   }
 
   /** A plan the store applied: logged, its events published. */
@@ -217,4 +229,18 @@ export class RolloutEngine {
     await this.publish(pending);
     return pending.length;
   }
+}
+
+/** What a `rollout.decide` span carries (README, "Operating": traces). */
+function decisionAttributes(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Attributes {
+  const stage = 'stage' in t ? t.stage : undefined;
+  return {
+    'rollout.id': view.rollout.id,
+    'rollout.attempt': view.rollout.attempt,
+    'rollout.transition': t.kind,
+    'rollout.stage.index': stage,
+    'rollout.stage.name': stage === undefined ? undefined : view.rollout.spec.stages[stage]?.name,
+    'rollout.actor': actor,
+    'lease.epoch': token.epoch,
+  };
 }

@@ -1,10 +1,12 @@
 import { setMaxListeners } from 'node:events';
+import type { Attributes } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { beforeRolloutHooks, type ProviderGate, type ProviderType } from './gate-spec.js';
 import { dueGates, judge, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from './gates.js';
 import { activeStage, withTallies, type RolloutView } from './model.js';
 import type { RolloutStore } from './store.js';
+import { failSpan, SPAN, startSpan } from '../tracing.js';
 
 /**
  * The gate provider port: one adapter per kind of gate (Prometheus,
@@ -125,14 +127,28 @@ export class GateReader {
     const byType = new Map<ProviderType, Due[]>();
     for (const d of due) byType.set(d.gate.type, [...(byType.get(d.gate.type) ?? []), d]);
     const results = new Map<Due, ProviderResult>();
-    await Promise.all(
-      [...byType].map(async ([type, list]) => {
-        for (const [d, r] of zip(list, await this.ask(type, list, now, o.epoch ?? null))) results.set(d, r);
-      }),
-    );
-
-    const at = this.clock.now();
-    const toStore = due.map((d) => toStoreOf(d.view, d.gate, judge(d.gate, results.get(d)!, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' })));
+    // A span per gate over its provider's call and its judgement; gates read in one call share its timing.
+    const spans = due.map((d) => startSpan(SPAN.gateRead, gateAttributes(d, o.epoch)));
+    let toStore: ReadingToStore[];
+    try {
+      await Promise.all(
+        [...byType].map(async ([type, list]) => {
+          for (const [d, r] of zip(list, await this.ask(type, list, now, o.epoch ?? null))) results.set(d, r);
+        }),
+      );
+      const at = this.clock.now();
+      toStore = due.map((d, i) => {
+        const result = results.get(d)!;
+        const judged = toStoreOf(d.view, d.gate, judge(d.gate, result, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' }));
+        const span = spans[i]!;
+        span.setAttributes({ 'rollout.gate.outcome': judged.reading.outcome, 'rollout.gate.value': judged.reading.value ?? undefined });
+        // A provider that could not answer is the span's failure; a threshold not met is an answer.
+        if (result.kind === 'error') failSpan(span, judged.reading.reason ?? result.message);
+        return judged;
+      });
+    } finally {
+      for (const span of spans) span.end();
+    }
     const inconclusive = toStore.filter((r) => r.reading.outcome === 'inconclusive');
     if (inconclusive.length) {
       this.logger.warn('gate readings inconclusive', { count: inconclusive.length, first: { rolloutId: inconclusive[0]!.rolloutId, gate: inconclusive[0]!.reading.gate, reason: inconclusive[0]!.reading.reason } });
@@ -156,6 +172,20 @@ export class GateReader {
       return list.map(() => ({ kind: 'error', message: errorMessage(err), answer: '' }));
     }
   }
+}
+
+/** What a `rollout.gate.read` span carries (README, "Operating": traces): names and ids, never the gate's address or query. */
+function gateAttributes(d: Due, epoch: number | undefined): Attributes {
+  const { rollout } = d.view;
+  return {
+    'rollout.id': rollout.id,
+    'rollout.attempt': rollout.attempt,
+    'rollout.stage.index': d.stage,
+    'rollout.stage.name': rollout.spec.stages[d.stage]?.name,
+    'rollout.gate.name': d.gate.name,
+    'rollout.gate.type': d.gate.type,
+    'lease.epoch': epoch,
+  };
 }
 
 export function contextOf(view: RolloutView, index: number, epoch: number | null): GateContext {

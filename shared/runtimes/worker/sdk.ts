@@ -39,6 +39,8 @@ import { WorkerMetrics } from './metrics.js';
  * called `heartbeat()` or `progress()` for that long. `signal` aborts when
  * the attempt no longer counts (the item was taken over, the worker drains,
  * the timeout passed): stop then; whatever is returned afterwards is dropped.
+ * Each attempt runs in an OpenTelemetry `run.item` span (a no-op unless the
+ * process registers an SDK), so spans the handler makes are its children.
  * A spot notice (instance metadata on `provider: 'aws' | 'gcp'`, a drain
  * requested through the registry, or `drain()`) hands held items back and
  * ends `run()`.
