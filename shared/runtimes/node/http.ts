@@ -78,6 +78,18 @@ class RequestRefused extends Error {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+// A path of these characters is its own normal form (no dot segments, nothing to encode; a leading '//' would name a host), and a query without '#' has no fragment to drop.
+const PLAIN_PATH = /^\/(?!\/)[\w\-/]*$/;
+
+/** The request target's path and query, as WHATWG URL parsing gives them, without building a URL for the common case. */
+export function requestTarget(raw: string): { pathname: string; searchParams: URLSearchParams } {
+  const q = raw.indexOf('?');
+  const path = q < 0 ? raw : raw.slice(0, q);
+  if (PLAIN_PATH.test(path) && (q < 0 || !raw.includes('#', q))) return { pathname: path, searchParams: new URLSearchParams(q < 0 ? '' : raw.slice(q + 1)) };
+  const url = new URL(raw, 'http://local');
+  return { pathname: url.pathname, searchParams: url.searchParams };
+}
+
 function readBody(req: IncomingMessage, max: number): Promise<string | null> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > max) return Promise.reject(new RequestRefused(413, `request body over ${max} bytes`));
@@ -134,7 +146,7 @@ export async function serveApi(
         res.writeHead(status, { 'content-type': type, 'content-length': String(Buffer.byteLength(text)), ...headers }).end(text);
       };
       try {
-        const url = new URL(req.url ?? '/', 'http://local');
+        const { pathname, searchParams } = requestTarget(req.url ?? '/');
         // No length and no chunks: no body to wait for (most reads).
         const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : await readBody(req, limits.maxBodyBytes);
         // Node joins repeated request headers into one string, all but set-cookie (an array): only then is a copy needed.
@@ -142,12 +154,12 @@ export async function serveApi(
         if (req.headers['set-cookie'] !== undefined) headers = { ...headers, 'set-cookie': req.headers['set-cookie'].join(', ') };
         const out = await handle({
           method: req.method ?? 'GET',
-          path: url.pathname,
+          path: pathname,
           body,
           // Who asks is the guard's to say (guard.ts), never a header's.
           actor: 'anonymous',
           headers,
-          query: url.searchParams,
+          query: searchParams,
           remoteAddress: req.socket.remoteAddress ?? '',
           clientCertificate: options.tls ? clientCertificate(req) : null,
           secure: Boolean(options.tls),
