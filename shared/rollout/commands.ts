@@ -23,24 +23,26 @@ export interface CommandInput {
 
 export async function runCommand(engine: RolloutEngine, token: LeaseToken, input: CommandInput): Promise<Action> {
   if (!input.actor.trim()) throw new TransitionRejectedError(input.rolloutId, 'pause', 'actor must not be empty');
+  // What the person said, on the command's events (and, for pause and abort, the rollout's state reason).
+  const why = input.reason ? { reason: input.reason } : {};
   const make = (view: Parameters<Parameters<RolloutEngine['command']>[1]>[0]): Transition => {
     switch (input.command) {
       case 'promote': {
         // Skip the rest of the current stage's bake (and its waiting gates): promote it now.
         const a = activeStage(view);
         if (!a) throw new TransitionRejectedError(view.rollout.id, 'promote', `no active stage (rollout is ${view.rollout.state})`);
-        return { kind: 'promote', stage: a.index, then: a.index === view.stages.length - 1 ? 'complete' : 'activate_next' };
+        return { kind: 'promote', stage: a.index, then: a.index === view.stages.length - 1 ? 'complete' : 'activate_next', ...why };
       }
       case 'promote-full':
-        return { kind: 'promote_full' };
+        return { kind: 'promote_full', ...why };
       case 'pause':
-        return input.reason ? { kind: 'pause', reason: input.reason } : { kind: 'pause' };
+        return { kind: 'pause', ...why };
       case 'resume':
-        return { kind: 'resume' };
+        return { kind: 'resume', ...why };
       case 'abort':
-        return input.reason ? { kind: 'abort', reason: input.reason } : { kind: 'abort' };
+        return { kind: 'abort', ...why };
       case 'retry':
-        return { kind: 'retry' };
+        return { kind: 'retry', ...why };
     }
   };
   const action = await engine.command(input.rolloutId, make, token, input.actor);

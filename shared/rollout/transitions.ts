@@ -35,16 +35,17 @@ import {
 export type Transition =
   | { readonly kind: 'activate'; readonly stage: number }
   /** `readings`, `metrics`: what the gates saw when the evaluator decided (Decision); they ride on the event. */
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
+  /** `reason`: what a person said when promoting by hand (on its events). */
+  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics; readonly reason?: string }
   | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   | { readonly kind: 'deadline'; readonly abort: boolean }
-  | { readonly kind: 'promote_full' }
+  | { readonly kind: 'promote_full'; readonly reason?: string }
   /** `readings`: the gate readings that decided an automatic pause; `drift`: the actuation target found changed by someone else. */
   | { readonly kind: 'pause'; readonly reason?: string; readonly readings?: readonly GateReading[]; readonly drift?: { readonly target: string } }
-  | { readonly kind: 'resume' }
+  | { readonly kind: 'resume'; readonly reason?: string }
   /** `readings`: the hook readings that ended the attempt before its first stage (an automatic abort). */
   | { readonly kind: 'abort'; readonly reason?: string; readonly readings?: readonly GateReading[] }
-  | { readonly kind: 'retry' };
+  | { readonly kind: 'retry'; readonly reason?: string };
 
 export const TRANSITION_KINDS = ['activate', 'promote', 'rollback', 'deadline', 'promote_full', 'pause', 'resume', 'abort', 'retry'] as const;
 const _sameKinds: Same<(typeof TRANSITION_KINDS)[number], Transition['kind']> = true;
@@ -280,7 +281,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       stageAt(t.stage, 'active');
       promote(t.stage);
       next = { ...next, lastProgressAt: now };
-      const decided = { ...readingsOf(t), ...metricsOf(t) };
+      const decided = { ...readingsOf(t), ...metricsOf(t), ...(t.reason ? { reason: t.reason } : {}) };
       if (t.then === 'activate_next') {
         stageAt(t.stage + 1, 'pending');
         activate(t.stage + 1);
@@ -321,10 +322,10 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
         if (s.phase === 'rolled_back') throw reject(`stage ${s.index} was rolled back`);
         if (s.phase === 'pending') stageChanges.push({ index: s.index, expect: 'pending', set: { phase: 'promoted', activatedAt: now, promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor } });
         else promote(s.index);
-        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(s.index), extra: { stage: stageRef(s.index), reason: 'promote-full' } });
+        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(s.index), extra: { stage: stageRef(s.index), reason: t.reason ?? 'promote-full' } });
       }
       next = { ...next, state: 'completed', lastProgressAt: now, stateBy: ctx.actor, stateReason: 'promote-full' };
-      events.push({ type: 'ai.rollout.completed', extra: { reason: 'promote-full' } });
+      events.push({ type: 'ai.rollout.completed', extra: { reason: t.reason ?? 'promote-full' } });
       break;
     }
     case 'pause': {
@@ -339,7 +340,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       requireState('paused');
       // Paused time does not count against the progress deadline.
       next = { ...next, state: 'running', lastProgressAt: now, deadlineExceededAt: null, stateBy: ctx.actor, stateReason: null };
-      events.push({ type: 'ai.rollout.resumed' });
+      events.push({ type: 'ai.rollout.resumed', ...(t.reason ? { extra: { reason: t.reason } } : {}) });
       break;
     }
     case 'abort': {
@@ -354,7 +355,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       requireState('rolled_back', 'aborted');
       next = { ...next, state: 'running', attempt: rollout.attempt + 1, lastProgressAt: now, deadlineExceededAt: null, stateBy: ctx.actor, stateReason: null };
       newStages = freshStages(view);
-      events.push({ type: 'ai.rollout.retried' });
+      events.push({ type: 'ai.rollout.retried', ...(t.reason ? { extra: { reason: t.reason } } : {}) });
       break;
     }
   }

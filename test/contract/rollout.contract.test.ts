@@ -186,8 +186,8 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect((await backend.rollouts.load(id))!.rollout).toMatchObject({ state: 'paused', stateBy: 'bob', stateReason: 'investigating' });
     await expect(runCommand(a.engine, token, { rolloutId: id, command: 'pause', actor: 'bob' })).rejects.toThrow(/rollout is paused, expected running/);
 
-    await runCommand(a.engine, token, { rolloutId: id, command: 'resume', actor: 'bob' }); // resumes and evaluates: stage 0 is healthy and baked
-    await runCommand(a.engine, token, { rolloutId: id, command: 'promote', actor: 'carol' }); // skip stage 1's bake
+    await runCommand(a.engine, token, { rolloutId: id, command: 'resume', actor: 'bob', reason: 'false alarm' }); // resumes and evaluates: stage 0 is healthy and baked
+    await runCommand(a.engine, token, { rolloutId: id, command: 'promote', actor: 'carol', reason: 'soaked in staging' }); // skip stage 1's bake
     expect((await backend.rollouts.load(id))!.stages.map((s) => [s.phase, s.promotedBy])).toEqual([
       ['promoted', 'promoter:a'],
       ['promoted', 'carol'],
@@ -195,7 +195,7 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     ]);
     await runCommand(a.engine, token, { rolloutId: id, command: 'abort', actor: 'dave', reason: 'wrong build' });
     expect((await backend.rollouts.load(id))!.stages[2]!.phase).toBe('rolled_back');
-    await runCommand(a.engine, token, { rolloutId: id, command: 'retry', actor: 'dave' });
+    await runCommand(a.engine, token, { rolloutId: id, command: 'retry', actor: 'dave', reason: 'fixed build' });
     let view = (await backend.rollouts.load(id))!;
     expect(view.rollout).toMatchObject({ state: 'running', attempt: 2 });
     expect(view.stages.map((s) => s.phase)).toEqual(['active', 'pending', 'pending']);
@@ -205,19 +205,20 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect(view.stages.every((s) => s.phase === 'promoted' && s.promotedBy === 'erin')).toBe(true);
 
     const events = await backend.rollouts.events(id);
-    expect(events.map((e) => [e.detailType.slice(11), e.detail.actor])).toEqual([
-      ['stage_activated', 'promoter:a'],
-      ['paused', 'bob'],
-      ['resumed', 'bob'],
-      ['stage_promoted', 'promoter:a'],
-      ['stage_promoted', 'carol'],
-      ['aborted', 'dave'],
-      ['retried', 'dave'],
-      ['stage_activated', 'promoter:a'],
-      ['stage_promoted', 'erin'],
-      ['stage_promoted', 'erin'],
-      ['stage_promoted', 'erin'],
-      ['completed', 'erin'],
+    // Each command's events carry what its caller said, whichever command it was.
+    expect(events.map((e) => [e.detailType.slice(11), e.detail.actor, e.detail.reason ?? null])).toEqual([
+      ['stage_activated', 'promoter:a', null],
+      ['paused', 'bob', 'investigating'],
+      ['resumed', 'bob', 'false alarm'],
+      ['stage_promoted', 'promoter:a', null],
+      ['stage_promoted', 'carol', 'soaked in staging'],
+      ['aborted', 'dave', 'wrong build'],
+      ['retried', 'dave', 'fixed build'],
+      ['stage_activated', 'promoter:a', null],
+      ['stage_promoted', 'erin', 'promote-full'],
+      ['stage_promoted', 'erin', 'promote-full'],
+      ['stage_promoted', 'erin', 'promote-full'],
+      ['completed', 'erin', 'promote-full'],
     ]);
     // A deposed caller's command is fenced.
     const b = node('b');
