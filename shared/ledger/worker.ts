@@ -15,9 +15,10 @@ import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
 /**
  * A worker of one run: pulls item ids from the queue, claims each in the
  * ledger, marks it started, runs it on a backend, submits the result, then
- * deletes the message. When idle it first reconciles with the ledger (adopts
- * any Running(itself) item it does not hold — e.g. a steal whose notice never
- * arrived), then asks the coordinator for work.
+ * deletes the message. When idle it asks the coordinator for work, less and
+ * less often while none comes (stealBackoffMs), and reconciles with the
+ * ledger (adopts any Running(itself) item it does not hold) only when that may
+ * find something: at start, and after an ask whose answer was lost or refused.
  *
  * Queue rule: a message matters only while its item is Pending; whoever puts
  * an item back to Pending makes sure it has a message (a nack releases ours or
@@ -104,6 +105,18 @@ export function backoffMs(failures: number, random: () => number = Math.random):
   return Math.round(cap * (0.5 + random() / 2));
 }
 
+/**
+ * How long an idle worker waits before asking the coordinator again after an
+ * ask that found nothing: 20 s doubling to 5 min, each drawn from [½, 1] of
+ * that (jitter, so a fleet that ran dry together does not ask together). New
+ * work reaches an idle worker through the queue it long-polls, not through
+ * asking harder; a worker that runs dry after working asks at once.
+ */
+export function stealBackoffMs(fruitless: number, random: () => number = Math.random): number {
+  const cap = Math.min(300_000, 20_000 * 2 ** Math.min(Math.max(fruitless, 1) - 1, 10));
+  return Math.round(cap * (0.5 + random() / 2));
+}
+
 export class Worker {
   readonly guard = new EpochGuard();
   /** Heartbeat rounds over everything held, by result (rollout_worker_heartbeats_total). */
@@ -111,6 +124,16 @@ export class Worker {
   readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0 };
   /** When a failed steal request was last logged: at most one warning a minute. */
   private stealErrorLoggedAt = Number.NEGATIVE_INFINITY;
+  /** Asks that found nothing since work last came, and when the next ask is due (stealBackoffMs). */
+  private fruitlessAsks = 0;
+  private nextAskAt = 0;
+  /**
+   * Whether the ledger may hold Running(me) items this worker does not know
+   * of: at start (a previous life's), and after an ask whose answer was lost
+   * or refused (a steal committed for us but never delivered). Only then is
+   * the running set read, not on every idle step.
+   */
+  private reconcileDue = true;
   private readonly backlog: Held[] = [];
   /** Started items of the chunk being run that have no outcome yet. */
   private readonly executing = new Map<string, Held>();
@@ -168,13 +191,19 @@ export class Worker {
     // Just ran dry: look without waiting, then adopt or steal, and only then long-poll —
     // an idle worker must not sit out a 20 s poll while others hold a backlog.
     const wait = this.o.waitSeconds ?? 20;
-    if ((await this.pull(signal, 0)) > 0) return 'received';
+    if ((await this.pull(signal, 0)) > 0) return this.workCame('received');
     if (signal?.aborted) return 'idle';
-    if (await this.reconcile()) return 'stole';
+    if (this.reconcileDue) {
+      this.reconcileDue = false;
+      if (await this.reconcile()) return this.workCame('stole');
+    }
     // A steal is a shortcut, not a need: a coordinator that cannot answer (refused, unreachable) leaves the long poll, and the
     // check that the run is done, to go on as usual.
-    if (this.o.coordinator && (await this.askForWork().catch((err: unknown) => this.stealFailed(err)))) return 'stole';
-    if (wait > 0 && (await this.pull(signal, wait)) > 0) return 'received';
+    if (this.o.coordinator && this.clock.now() >= this.nextAskAt) {
+      if (await this.askForWork().catch((err: unknown) => this.stealFailed(err))) return this.workCame('stole');
+      this.nextAskAt = this.clock.now() + stealBackoffMs(++this.fruitlessAsks);
+    }
+    if (wait > 0 && (await this.pull(signal, wait)) > 0) return this.workCame('received');
     return 'idle';
   }
 
@@ -588,7 +617,16 @@ export class Worker {
     return this.backlog.length > 0;
   }
 
+  /** Work came: once this worker runs dry again, it asks at once. */
+  private workCame<T>(did: T): T {
+    this.fruitlessAsks = 0;
+    this.nextAskAt = 0;
+    return did;
+  }
+
   private stealFailed(err: unknown): false {
+    // The ask may have been answered and the answer lost: what it moved to us is found by reading the ledger.
+    this.reconcileDue = true;
     this.stats.stealErrors++;
     const now = this.clock.now();
     if (now - this.stealErrorLoggedAt >= 60_000) {
@@ -603,6 +641,7 @@ export class Worker {
     if (!this.guard.accept(notice.epoch)) {
       // A deposed coordinator's late answer: ignore it. Items it moved to us are adopted by reconcile.
       this.stats.staleNotices++;
+      this.reconcileDue = true;
       return false;
     }
     const held = new Set(this.held);

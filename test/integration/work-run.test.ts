@@ -110,6 +110,65 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('idle_worker_backs_off: asks at once when it runs dry, then less often while nothing comes; reads the running set only at start and after a lost answer', async () => {
+    const { runId, queue } = await run(2);
+    const { c, elector } = await coordinator(runId, 'c1', queue);
+    // The test's clock jumps minutes: the coordinator keeps its lease through each jump, so every ask is answered.
+    const advance = async (ms: number) => {
+      clock.advance(ms);
+      await elector.campaign();
+    };
+    let asks = 0;
+    let loseNext = false;
+    const coord = {
+      requestWork: async (w: string) => {
+        asks++;
+        const answer = await c.stealFor(w);
+        if (loseNext) {
+          loseNext = false;
+          throw new Error('the answer was lost');
+        }
+        return answer;
+      },
+    };
+    // The real ledger, its running-set reads counted.
+    let runningReads = 0;
+    const ledger = new Proxy(backend.ledger, {
+      get(target, key) {
+        const v = Reflect.get(target, key) as unknown;
+        if (typeof v !== 'function') return v;
+        return (...args: unknown[]) => {
+          if (key === 'running') runningReads++;
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const w = new Worker({ runId, workerId: 'idle', ledger, queue, backend: mockBackend(), clock, waitSeconds: 0, coordinator: coord });
+    const stepUntilIdle = async () => {
+      for (let i = 0; i < 50; i++) if ((await w.step()) === 'idle') return;
+      throw new Error('the worker never went idle');
+    };
+    await stepUntilIdle(); // its two items, then dry: one reconcile (its first), one ask
+    expect([w.stats.done, asks, runningReads]).toEqual([2, 1, 1]);
+    for (let i = 0; i < 3; i++) expect(await w.step()).toBe('idle');
+    expect([asks, runningReads]).toEqual([1, 1]); // the next ask is not due yet; no reconcile without cause
+    for (const waitMs of [20_000, 40_000, 80_000, 160_000, 300_000, 300_000]) {
+      await advance(waitMs);
+      await w.step();
+    }
+    expect([asks, runningReads]).toEqual([7, 1]); // one ask per backoff step, capped at 5 minutes
+    loseNext = true;
+    await advance(300_000);
+    await w.step(); // the ask is answered, the answer lost: the next idle step reads the ledger
+    await w.step();
+    expect([asks, runningReads]).toEqual([8, 2]);
+    // New work: once the worker runs dry again, it asks at once.
+    const { ids } = await backend.ledger.enqueue(runId, [{ runId, i: 100 }], clock.now());
+    await queue.send(runId, ids);
+    await stepUntilIdle();
+    expect([w.stats.done, asks]).toEqual([3, 9]);
+  });
+
   it('orphaned_steal_is_recovered: a steal whose notice is lost, or rejected by the EpochGuard, still completes', async () => {
     const { runId, ids, queue } = await run(12);
     const { c } = await coordinator(runId, 'c1', queue);
