@@ -1,11 +1,12 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import type { ApiDeps } from '../shared/api/handler.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
-import { lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { eventsPublishedSince, lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { FigureMetrics } from './figures.js';
 
 /**
  * The HTTP API (API Gateway HTTP API, payload 2.0, IAM authorization): an
@@ -15,7 +16,13 @@ import { lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
  */
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Partial<Pick<ApiDeps, 'workQueue'>> = {}, logger = new Logger({ serviceName: 'api' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' })) {
+export function apiLambdaHandler(
+  runtime: () => Promise<Runtime>,
+  overrides: Partial<Pick<ApiDeps, 'workQueue'>> = {},
+  logger = lambdaLogger('api'),
+  metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' }),
+  figures = new FigureMetrics(),
+) {
   const handle = lazy(async () =>
     (await runtime()).api({
       workQueue:
@@ -31,6 +38,8 @@ export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Par
   return async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
     const method = event.requestContext.http.method;
     const path = event.rawPath;
+    // Commands (pause, resume, abort…) publish rollout events: counted as on a node.
+    const events = eventsPublishedSince();
     try {
       let body: string | null;
       try {
@@ -51,6 +60,8 @@ export function apiLambdaHandler(runtime: () => Promise<Runtime>, overrides: Par
       logger.error('request failed', { method, path, requestId: event.requestContext.requestId, error: errorMessage(err) });
       return { statusCode: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'internal error', requestId: event.requestContext.requestId }) };
     } finally {
+      for (const [type, n] of events()) figures.count('rollout_events_total', { type }, n);
+      figures.flush();
       metrics.publishStoredMetrics();
     }
   };

@@ -1,7 +1,11 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
+import { capRollouts, rolloutFigures } from '../shared/api/figures.js';
+import { errorMessage } from '../shared/log.js';
+import type { FigureMetrics } from './figures.js';
 import { FUNCTIONS } from '../shared/topology.js';
 import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
 import { instrumented } from './handler.js';
@@ -22,6 +26,12 @@ import { PromoterTelemetry } from './telemetry.js';
  * pays for a few milliseconds a minute, and a rollout started meanwhile
  * (whose `rollout.created` event was lost) is caught up by the next
  * invocation, within a minute. See README for the cost.
+ *
+ * While it leads and rollouts run, each invocation ends by publishing the
+ * per-rollout gauges of a node's /metrics (rollout_percent,
+ * rollout_gate_value…; shared/api/figures.ts) as EMF, one point a minute
+ * for each running rollout, at most MAX_ROLLOUTS of them: a rollout's
+ * series stop with the invocation after it ends.
  */
 /** How often the schedule invokes it (topology.ts): the next invocation ticks from then on. */
 const SCHEDULE_MS = (FUNCTIONS.batchPromoter.triggers.find((t) => t.kind === 'schedule')?.everyMinutes ?? 1) * 60_000;
@@ -38,7 +48,7 @@ export interface BatchInvocation {
   readonly idle: boolean;
 }
 
-export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'batch-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' })) {
+export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('batch-promoter'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' })) {
   const telemetry = new PromoterTelemetry(logger, metrics);
   return instrumented<unknown, BatchInvocation, LambdaContext>({ logger, metrics, failure: 'batch promoter tick failed', atEnd: () => telemetry.publish() }, async (_event, context) => {
     const rt = await runtime();
@@ -50,11 +60,13 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
     let ticks = 0;
     let transitions = 0;
     let leader = false;
+    let evaluated = false;
     for (;;) {
       const started = Date.now();
       const r = await batch.tick();
       ticks++;
       leader = r.leader;
+      evaluated = r.leader && r.evaluated > 0;
       transitions += r.actions.filter((a) => a.applied).length;
       // How close a tick that did work comes to its interval: the figure to act on (memory, concurrency) before ticks fall behind.
       if (r.leader && r.evaluated) metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
@@ -68,10 +80,29 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = n
       await sleep(wait);
     }
     if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
+    if (evaluated) await rolloutGauges(rt, telemetry.figures, logger);
     logger.info('batch promoter invocation done', { ticks, transitions, leader });
     return { ticks, transitions, leader, idle: false };
   });
 }
 
-const logger = new Logger({ serviceName: 'batch-promoter' });
+/**
+ * The running rollouts' gauges as this invocation leaves them: one read after
+ * its last tick. Paused rollouts have none here (a node's /metrics has them):
+ * with only paused rollouts the schedule's invocations end idle, reading
+ * nothing. So rollout_actuation_drift, which pauses its rollout, is never
+ * among them. A failed read costs the figures, never the invocation.
+ */
+async function rolloutGauges(rt: Runtime, figures: FigureMetrics, logger: Logger): Promise<void> {
+  try {
+    const { shown, leftOut } = capRollouts(await rt.engine.store.loadRunning());
+    const now = Date.now();
+    figures.set(shown.flatMap((view) => rolloutFigures(view, [], now)));
+    if (leftOut) figures.set([{ name: 'rollout_metrics_left_out', labels: { kind: 'rollouts' }, value: leftOut }]);
+  } catch (err) {
+    logger.warn('rollout figures not published: the running rollouts could not be read', { error: errorMessage(err) });
+  }
+}
+
+const logger = lambdaLogger('batch-promoter');
 export const handler = batchPromoterHandler(lazy(() => runtimeFrom(process.env, { logger: loggerPort(logger) })), logger);

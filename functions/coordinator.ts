@@ -1,4 +1,5 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { EventBus } from '../shared/events/bus.js';
 import { FencedError } from '../shared/lease/fencing.js';
@@ -9,7 +10,9 @@ import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
-import { instrumented } from './handler.js';
+import { FigureMetrics } from './figures.js';
+import { instrumented, publishIfAny } from './handler.js';
+import { labelValue } from '../shared/api/figures.js';
 import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
 
@@ -65,8 +68,9 @@ const THROTTLED_RECENTLY_MS = 120_000;
 export function coordinatorHandler(
   runtime: () => Promise<Runtime>,
   options: CoordinatorHandlerOptions = {},
-  logger = new Logger({ serviceName: 'coordinator' }),
+  logger = lambdaLogger('coordinator'),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }),
+  figures = new FigureMetrics(),
 ) {
   type Reply = CoordinatorReply & { scanned?: ScanReport };
 
@@ -81,6 +85,8 @@ export function coordinatorHandler(
     if (req.action === 'steal') {
       const notice = await coordinator.stealFor(req.workerId);
       if (notice.items.length) metrics.addMetric('ItemsStolen', MetricUnit.Count, notice.items.length);
+      // Per run, under a node's name for it; here the items this request took (read with Sum), there the run's total so far.
+      figures.count('rollout_run_steals', { run: labelValue(req.runId) }, notice.items.length);
       logger.info('steal', { runId: req.runId, thief: req.workerId, victim: notice.victim, items: notice.items.length, epoch: notice.epoch });
       return { leader: true, notice: { ...notice, items: [...notice.items] } };
     }
@@ -93,7 +99,20 @@ export function coordinatorHandler(
   }
 
   return instrumented<unknown, Reply>(
-    { logger, metrics, failure: 'coordinator request failed', known: (err) => (err instanceof FencedError ? { metric: 'Fenced', message: 'coordinator request failed', fields: { error: errorMessage(err) } } : null) },
+    {
+      logger,
+      metrics,
+      failure: 'coordinator request failed',
+      atEnd: () => {
+        figures.flush();
+        publishIfAny(metrics);
+      },
+      known: (err) => {
+        if (!(err instanceof FencedError)) return null;
+        figures.countStack('LeasesLost', 1);
+        return { metric: 'Fenced', message: 'coordinator request failed', fields: { error: errorMessage(err) } };
+      },
+    },
     async (event) => {
       const parsed = coordinatorRequest.safeParse(event);
       if (!parsed.success) throw new TypeError(`invalid coordinator request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; ')}`);

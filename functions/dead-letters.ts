@@ -1,12 +1,13 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import { Logger } from '@aws-lambda-powertools/logger';
+import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { z } from 'zod';
 import type { EventBus } from '../shared/events/bus.js';
 import type { FencedError } from '../shared/lease/fencing.js';
 import { openCoordinator } from './coordinator.js';
-import { instrumented } from './handler.js';
+import { FigureMetrics } from './figures.js';
+import { instrumented, publishIfAny } from './handler.js';
 import { lazy, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
@@ -34,8 +35,9 @@ export interface DeadLettersOptions {
 export function deadLettersHandler(
   runtime: () => Promise<Runtime>,
   options: DeadLettersOptions = {},
-  logger = new Logger({ serviceName: 'dead-letters' }),
+  logger = lambdaLogger('dead-letters'),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'dead-letters' }),
+  figures = new FigureMetrics(),
 ) {
   const processor = new BatchProcessor(EventType.SQS);
   const receives = options.maxReceiveCount ?? Number(process.env.ROLLOUT_MAX_RECEIVE_COUNT ?? 5);
@@ -55,11 +57,17 @@ export function deadLettersHandler(
     const outcome = await opened.coordinator.failDeadLetter({ ...parsed, receiveCount: receives });
     if (outcome === 'moved') throw new RetryLater(`item ${parsed.itemId} moved while its dead letter was handled`);
     metrics.addMetric(outcome === 'failed' ? 'ItemsFailed' : 'DeadLettersDropped', MetricUnit.Count, 1);
+    // As a node's /metrics counts them, under the same name.
+    if (outcome === 'failed') figures.count('rollout_dead_letters_total', {}, 1);
     logger.info(`dead letter ${outcome}`, { runId: parsed.runId, itemId: parsed.itemId });
   }
 
   // A batch that fails whole is answered as failures, not thrown: the records come back either way.
-  return instrumented<SQSEvent, SQSBatchResponse>({ logger, metrics, failure: 'dead letter batch failed' }, (event) => processPartialResponse(event, record, processor, { throwOnFullBatchFailure: false }));
+  const atEnd = () => {
+    figures.flush();
+    publishIfAny(metrics);
+  };
+  return instrumented<SQSEvent, SQSBatchResponse>({ logger, metrics, failure: 'dead letter batch failed', atEnd }, (event) => processPartialResponse(event, record, processor, { throwOnFullBatchFailure: false }));
 }
 
 export const handler = deadLettersHandler(lazy(() => runtimeFrom(process.env)));

@@ -1,4 +1,5 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Context } from 'aws-lambda';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { errorMessage } from '../shared/log.js';
 import { throttlesSince } from '../shared/adapters/dynamodb/throttles.js';
@@ -28,6 +29,8 @@ export interface HandlerInstruments<E> {
  */
 export function instrumented<E, R, C = void>(o: HandlerInstruments<E>, run: (event: E, context: C) => Promise<R>): (event: E, context: C) => Promise<R> {
   return async (event, context) => {
+    // Every line of this invocation carries its request id (and cold start, function name): the one log shape's requestId.
+    if (isLambdaContext(context)) o.logger.addContext(context);
     const throttles = throttlesSince();
     try {
       return await run(event, context);
@@ -48,6 +51,10 @@ export function instrumented<E, R, C = void>(o: HandlerInstruments<E>, run: (eve
       else publishIfAny(o.metrics);
     }
   };
+}
+
+function isLambdaContext(c: unknown): c is Context {
+  return typeof c === 'object' && c !== null && typeof (c as { awsRequestId?: unknown }).awsRequestId === 'string' && typeof (c as { functionName?: unknown }).functionName === 'string';
 }
 
 /**

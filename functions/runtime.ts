@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import { z } from 'zod';
 import { EventBridgeBus } from '../shared/adapters/eventbridge/bus.js';
-import type { EventBus } from '../shared/events/bus.js';
+import type { BusEvent, EventBus } from '../shared/events/bus.js';
 import { parseConfig } from '../shared/config.js';
 import type { Logger as PowertoolsLogger } from '@aws-lambda-powertools/logger';
 import { errorMessage, type Logger } from '../shared/log.js';
@@ -74,6 +74,25 @@ export function renewalFailuresSince(rt: Runtime): () => number {
   return () => rt.elector.renewalCounts().renewFailures - before;
 }
 
+/** Rollout events (`ai.rollout.*`) this sandbox published, by type: what rollout_events_total counts. Process-wide, like conflictStats. */
+const published = new Map<string, number>();
+
+/** The bus, counting the rollout events it published (at least once: a republished outbox event counts again, as on a node). */
+class CountedBus implements EventBus {
+  constructor(private readonly inner: EventBus) {}
+
+  async publish(events: readonly BusEvent[]): Promise<void> {
+    await this.inner.publish(events);
+    for (const e of events) if (e.detailType.startsWith('ai.rollout.')) published.set(e.detailType, (published.get(e.detailType) ?? 0) + 1);
+  }
+}
+
+/** Rollout events published from now on, by type: call the result at the end of an invocation. */
+export function eventsPublishedSince(): () => Map<string, number> {
+  const before = new Map(published);
+  return () => new Map([...published].flatMap(([type, n]) => (n > (before.get(type) ?? 0) ? [[type, n - (before.get(type) ?? 0)] as const] : [])));
+}
+
 export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: EventBus; logger?: Logger } = {}): Promise<Runtime> {
   const env = parseConfig('environment', envSchema, source);
   if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
@@ -91,7 +110,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     targets: env.ROLLOUT_TARGETS,
     assignmentReadMs: env.ROLLOUT_ASSIGNMENT_READ_MS,
     secrets: new OperatorSecrets({ secretsManager: secretString }),
-    bus: overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({}))),
+    bus: new CountedBus(overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({})))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   return Object.assign(plane, { env });

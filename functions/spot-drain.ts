@@ -1,4 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DrainOutcome } from '../shared/registry/registry.js';
 import { InvalidNoticeError, noticeFromEvent } from '../shared/drain/sources.js';
@@ -29,7 +29,7 @@ export interface DrainResult {
 
 const METRIC: Record<DrainOutcome, string> = { requested: 'DrainsRequested', duplicate: 'DuplicateNotices', unknown: 'UnknownInstances', gone: 'LateNotices' };
 
-export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'spot-drain' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'spot-drain' })) {
+export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('spot-drain'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'spot-drain' })) {
   return instrumented<unknown, DrainResult>(
     {
       logger,

@@ -1,4 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { inboundFromEnvelope, InvalidEventError } from '../shared/rollout/inbound.js';
 import { StreamingPromoter, type HandleResult } from '../shared/rollout/promoters.js';
@@ -12,7 +12,7 @@ import { PromoterTelemetry } from './telemetry.js';
  * `rollout.created`, `rollout.command`). A bad event is logged with its
  * reason and fails the invocation, so the rule's retry policy and DLQ keep it.
  */
-export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = new Logger({ serviceName: 'streaming-promoter' }), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
+export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('streaming-promoter'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' })) {
   const telemetry = new PromoterTelemetry(logger, metrics);
   return instrumented<unknown, HandleResult>(
     {
@@ -37,5 +37,5 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
   );
 }
 
-const logger = new Logger({ serviceName: 'streaming-promoter' });
+const logger = lambdaLogger('streaming-promoter');
 export const handler = streamingPromoterHandler(lazy(() => runtimeFrom(process.env, { logger: loggerPort(logger) })), logger);

@@ -1,22 +1,27 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
-import { renewalFailuresSince, type Runtime } from './runtime.js';
+import { eventsPublishedSince, renewalFailuresSince, type Runtime } from './runtime.js';
+import { FigureMetrics } from './figures.js';
 import { publishIfAny } from './handler.js';
 
 /**
  * What every promoter invocation counts at its end, whatever happened in it:
- * renewals of promotion_leader that failed while this stack led, and
- * DynamoDB's fenced writes that conflicted with other processes (other
- * sandboxes, another stack) and were retried. Then the metrics are published.
+ * renewals of promotion_leader that failed while this stack led, DynamoDB's
+ * fenced writes that conflicted with other processes (other sandboxes,
+ * another stack) and were retried, and the rollout events it published
+ * (rollout_events_total, by type). Then the metrics are published.
  */
 export class PromoterTelemetry {
   private renewalFailures = () => 0;
-  private readonly conflicts = conflictsSince();
+  // Counted from the end of the last invocation: the handler, and so this object, outlives each one.
+  private conflicts = conflictsSince();
+  private events = eventsPublishedSince();
 
   constructor(
     private readonly logger: Logger,
     private readonly metrics: Metrics,
+    readonly figures = new FigureMetrics(),
   ) {}
 
   /** From now on, count this runtime's failed renewals. */
@@ -28,9 +33,14 @@ export class PromoterTelemetry {
     const lost = this.renewalFailures();
     if (lost) {
       this.metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
+      this.figures.countStack('LeasesLost', lost);
       this.logger.warn('promotion lease renewal failed while leading', { failures: lost });
     }
     for (const [name, value] of conflictMetrics(this.conflicts())) this.metrics.addMetric(name, MetricUnit.Count, value);
+    for (const [type, n] of this.events()) this.figures.count('rollout_events_total', { type }, n);
+    this.conflicts = conflictsSince();
+    this.events = eventsPublishedSince();
+    this.figures.flush();
     publishIfAny(this.metrics);
   }
 }

@@ -1,5 +1,5 @@
 import { CfnOutput, Duration, Lazy, Names, RemovalPolicy, Stack, Token, Validations, type CfnElement } from 'aws-cdk-lib';
-import { Alarm, ComparisonOperator, Dashboard, GraphWidget, Metric, TreatMissingData, type IAlarmAction } from 'aws-cdk-lib/aws-cloudwatch';
+import { Alarm, AlarmStatusWidget, ComparisonOperator, Dashboard, GraphWidget, MathExpression, Metric, SingleValueWidget, TextWidget, TreatMissingData, type IAlarmAction, type IMetric } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Topic, type ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
@@ -25,6 +25,7 @@ import { FUNCTIONS, type FunctionName, type FunctionSpec } from '../shared/topol
 import { OutboundPolicy, type OutboundConfigInput } from '../shared/outbound/policy.js';
 import { parseTargets, targetOutboundIssues, type TargetsConfig } from '../shared/actuation/targets.js';
 import { COMMANDS } from '../shared/rollout/commands.js';
+import { MAX_ROLLOUTS, METRICS_NAMESPACE } from '../shared/api/figures.js';
 
 
 /** Newest Node.js runtime aws-cdk-lib offers; the code also runs on the local Node 20. */
@@ -80,8 +81,11 @@ export interface RolloutControlPlaneProps {
   /** Per-function memory, log retention and reserved concurrency. */
   readonly functions?: Partial<Readonly<Record<FunctionName, FunctionOverrides>>>;
   /**
-   * A CloudWatch dashboard of invocations, errors, the queues and the alarms.
-   * Off by default: a dashboard is US$ 3 a month beyond an account's first
+   * A CloudWatch dashboard with the figures of the Grafana one
+   * (infra/observability/grafana-dashboard.json: rollouts in flight, percent
+   * and stage over time, gates against thresholds, transitions, run progress
+   * and throughput) from the functions' EMF, beside invocations, errors, the
+   * queues and the alarms. Off by default: a dashboard is US$ 3 a month beyond an account's first
    * three, more than the rest of an idle stack together.
    */
   readonly dashboard?: boolean;
@@ -503,67 +507,143 @@ export class RolloutControlPlane extends Construct {
     (this as { apiUrl: string }).apiUrl = stage.url;
   }
 
+  /**
+   * The alarms, one per concern, each for something a person must act on
+   * (README "Operating" says what to do); and the opt-in dashboard.
+   */
   private operations(dashboard: boolean): Alarm[] {
-    const alarms: Alarm[] = [];
-    for (const [name, q] of [['WorkDlq', this.workDlq], ['EventsDlq', this.eventsDlq]] as const) {
-      alarms.push(
-        new Alarm(this, `${name}NotEmpty`, {
-          alarmDescription: `${name} holds messages: poison work items or events no target could take (each carries its reason)`,
-          metric: q.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
-          threshold: 0,
-          comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 1,
-          treatMissingData: TreatMissingData.NOT_BREACHING,
-        }),
-      );
-    }
-    alarms.push(
-      new Alarm(this, 'WorkQueueAge', {
-        alarmDescription: 'Work waits more than 15 minutes: too few workers, or none',
-        metric: this.workQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1) }),
-        threshold: 900,
-        evaluationPeriods: 3,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
-    for (const [name, fn] of Object.entries(this.functions)) {
-      alarms.push(
-        new Alarm(this, `${name}Errors`, {
-          alarmDescription: `${name} failed invocations`,
-          metric: fn.metricErrors({ period: Duration.minutes(5) }),
-          threshold: 0,
-          comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 1,
-          treatMissingData: TreatMissingData.NOT_BREACHING,
-        }),
-      );
-    }
-    // A run's store refusing requests on a hot key (workers note it on the run; the coordinator's scan counts such runs).
-    const throttledRuns = new Metric({ namespace: 'Rollout', metricName: 'RunsThrottled', statistic: 'Maximum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
-    alarms.push(
-      new Alarm(this, 'RunThrottled', {
-        alarmDescription: 'A work run is throttled by DynamoDB (a hot key): it runs slower than it could. rollout runs status names the key family; create such runs with more shards (itemsPerSecond)',
-        metric: throttledRuns,
-        threshold: 0,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-        evaluationPeriods: 2,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
-    // A deposed coordinator or a leader that could not renew: fencing did its job, but someone should look.
-    const fenced = new Metric({ namespace: 'Rollout', metricName: 'Fenced', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service: 'coordinator' } });
-    alarms.push(new Alarm(this, 'LeaseLost', { alarmDescription: 'A coordinator lost its lease mid-request (fenced)', metric: fenced, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
-    for (const [id, service] of [['BatchPromoterLeaseRenewal', 'batch-promoter'], ['StreamingPromoterLeaseRenewal', 'streaming-promoter']] as const) {
-      const failures = new Metric({ namespace: 'Rollout', metricName: 'LeaseRenewalFailures', statistic: 'Sum', period: Duration.minutes(5), dimensionsMap: { service } });
-      alarms.push(new Alarm(this, id, { alarmDescription: `The ${service} held promotion_leader and could not renew it (another stack took it, or the store failed)`, metric: failures, threshold: 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: 1, treatMissingData: TreatMissingData.NOT_BREACHING }));
-    }
-    if (!dashboard) return alarms;
-    new Dashboard(this, 'Dashboard', { dashboardName: `${this.stack.stackName}-control-plane` }).addWidgets(
-      new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()) }),
-      new GraphWidget({ title: 'Errors', left: Object.values(this.functions).map((f) => f.metricErrors()) }),
-      new GraphWidget({ title: 'Work queue', left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()], right: [this.workQueue.metricApproximateAgeOfOldestMessage()] }),
-      new GraphWidget({ title: 'Alarms firing', left: alarms.map((a) => a.metric) }),
-    );
+    const fiveMinutes = Duration.minutes(5);
+    const custom = (metricName: string, statistic: string, dimensionsMap: Record<string, string> = {}, period = fiveMinutes) => new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap });
+    const sum = (metrics: readonly IMetric[], label: string, period = fiveMinutes) =>
+      new MathExpression({ expression: `SUM([${metrics.map((_, i) => `m${i}`).join(', ')}])`, usingMetrics: Object.fromEntries(metrics.map((m, i) => [`m${i}`, m])), label, period });
+    const alarm = (id: string, alarmDescription: string, metric: IMetric, o: { threshold?: number; evaluationPeriods?: number } = {}) =>
+      new Alarm(this, id, { alarmDescription, metric, threshold: o.threshold ?? 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: o.evaluationPeriods ?? 1, treatMissingData: TreatMissingData.NOT_BREACHING });
+    const fns = Object.entries(this.functions);
+    // The API answers 500 itself rather than fail its invocation: counted with the functions' failures.
+    const api5xx = custom('Responses5xx', 'Sum', { service: 'api' });
+    const alarms = [
+      alarm(
+        'FunctionErrors',
+        "A function failed: an invocation threw, timed out or ran out of memory, or the API answered 500 (the sum over every function). Find which on the dashboard's Errors graph, and why in its log group: Logs Insights `filter level = \"ERROR\"`. A rejected signal (InvalidEvents) and a fenced coordinator (Fenced) count here too; the log line names them.",
+        sum([...fns.map(([, fn]) => fn.metricErrors({ period: fiveMinutes })), api5xx], 'Failed invocations and API 500s'),
+      ),
+      alarm(
+        'EventsDlqNotEmpty',
+        'An event was given up: a rule could not deliver it, or its function failed it three times (a malformed signal, a store that kept failing). Each message carries its error (ErrorMessage attribute). Fix the sender or the cause, then redrive the queue to the bus or delete the messages.',
+        this.eventsDlq.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
+      ),
+      alarm(
+        'RunDeadLetters',
+        "Work items failed as dead letters: their message was given back maxReceiveCount times (they kept killing or failing their workers). `rollout runs items RUN --state failed` shows each item's reason; fix the handler or the input, then create a run of those items again.",
+        custom('rollout_dead_letters_total', 'Sum'),
+      ),
+      alarm(
+        'WorkDlqUnsettled',
+        "Dead letters stay in the work DLQ for 15 minutes: the dead-letters function cannot mark their items failed (another stack coordinates the run, or the store fails). Read the dead-letters function's log; a run another stack coordinates is settled by that stack.",
+        // Held, not visible: the function's poller takes each one at once, and one it cannot settle comes back after the visibility timeout.
+        this.workDlq.metricApproximateNumberOfMessagesNotVisible({ statistic: 'Maximum', period: fiveMinutes }),
+        { evaluationPeriods: 3 },
+      ),
+      alarm(
+        'WorkQueueAge',
+        'Work waits more than 15 minutes: too few workers, or none. Check the worker fleet (its Auto Scaling group and the workers\' logs) and `rollout runs get RUN`.',
+        this.workQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1) }),
+        { threshold: 900, evaluationPeriods: 3 },
+      ),
+      alarm(
+        'RunThrottled',
+        'A work run is throttled by DynamoDB (a hot key): it runs slower than it could. `rollout runs status RUN` names the key family; create such runs with more shards (itemsPerSecond).',
+        custom('RunsThrottled', 'Maximum', { service: 'coordinator' }),
+        { evaluationPeriods: 2 },
+      ),
+      alarm(
+        'LeaseLost',
+        'Leases keep changing hands: more than 3 times in 15 minutes a promoter could not renew promotion_leader or a coordinator was fenced mid-request (LeasesLost; by function: LeaseRenewalFailures, Fenced). Fencing kept every write safe, but promotions and coordination stall at each change. Another stack sharing the store, or a store that is slow or failing: look at its latency and throttling, and at which stacks share it.',
+        custom('LeasesLost', 'Sum', {}, Duration.minutes(15)),
+        { threshold: 3 },
+      ),
+      alarm(
+        'RolloutPastProgressDeadline',
+        'A running rollout made no progress for its progressDeadlineSeconds (ai.rollout.progress_deadline_exceeded; aborted if progressDeadlineAbort). Read its gates (`rollout rollouts get ID`): a gate that never passes, or a stage waiting on a manual promote. Promote, abort, or fix the signal.',
+        custom('rollout_events_total', 'Sum', { type: 'ai.rollout.progress_deadline_exceeded' }),
+      ),
+      alarm(
+        'RolloutActuationDrift',
+        'A target a rollout moves was changed outside the control plane (ai.rollout.actuation_drift): the rollout is paused and nothing is written to the target. Put the target back and resume, or abort.',
+        custom('rollout_events_total', 'Sum', { type: 'ai.rollout.actuation_drift' }),
+      ),
+    ];
+    if (dashboard) this.dashboard(alarms);
     return alarms;
+  }
+
+  /**
+   * The figures of infra/observability/grafana-dashboard.json, from the EMF
+   * the functions publish under the same names. Per-rollout series are known
+   * only at run time: SEARCH finds them (`{Rollout,rollout}` is the namespace
+   * and the exact dimension set).
+   */
+  private dashboard(alarms: readonly Alarm[]): void {
+    const search = (schema: string, metricName: string, statistic: string, label: string, period = Duration.minutes(1)) =>
+      new MathExpression({ expression: `SEARCH('{${METRICS_NAMESPACE},${schema}} MetricName="${metricName}"', '${statistic}', ${period.toSeconds()})`, usingMetrics: {}, label, period });
+    const metric = (metricName: string, statistic: string, label: string, dimensionsMap: Record<string, string> = {}, period = Duration.minutes(1)) => new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap, label });
+    const rollout = "${PROP('Dim.rollout')}";
+    const gate = `${rollout} ${"${PROP('Dim.gate')}"}`;
+    const hour = Duration.hours(1);
+    new Dashboard(this, 'Dashboard', { dashboardName: `${this.stack.stackName}-control-plane` }).addWidgets(
+      new TextWidget({
+        markdown: `**Rollouts** (one point a minute per running rollout, from the BatchPromoter while this stack leads; at most ${MAX_ROLLOUTS}) and **work runs**. The same figures as infra/observability/grafana-dashboard.json, under the same metric names.`,
+        width: 24,
+        height: 2,
+      }),
+      new SingleValueWidget({
+        title: 'Rollouts in flight',
+        metrics: [
+          new MathExpression({ expression: `SUM(SEARCH('{${METRICS_NAMESPACE},rollout} MetricName="rollout_info"', 'Maximum', 60))`, usingMetrics: {}, label: 'running', period: Duration.minutes(1) }),
+          metric('rollout_metrics_left_out', 'Maximum', 'past the cap', { kind: 'rollouts' }),
+        ],
+        width: 8,
+      }),
+      new SingleValueWidget({ title: 'Dead letters (1 h)', metrics: [metric('rollout_dead_letters_total', 'Sum', 'items failed as dead letters', {}, hour)], width: 8 }),
+      new AlarmStatusWidget({ title: 'Alarms', alarms: [...alarms], width: 8 }),
+      new GraphWidget({ title: 'Percent on the new version', left: [search('rollout', 'rollout_percent', 'Maximum', rollout)], leftYAxis: { min: 0, max: 100 }, width: 12 }),
+      new GraphWidget({ title: 'Active stage', left: [search('rollout', 'rollout_stage_index', 'Maximum', rollout)], leftYAxis: { min: 0 }, width: 12 }),
+      new GraphWidget({
+        title: 'Gate values against thresholds',
+        left: [search('gate,rollout', 'rollout_gate_value', 'Maximum', `${gate} value`), search('gate,rollout', 'rollout_gate_threshold', 'Maximum', `${gate} threshold`)],
+        width: 12,
+      }),
+      new GraphWidget({
+        title: 'Gate readings in the current period',
+        left: [search('gate,outcome,rollout', 'rollout_gate_readings', 'Maximum', `${gate} ${"${PROP('Dim.outcome')}"}`)],
+        width: 12,
+      }),
+      new GraphWidget({
+        title: 'Time in stage against the progress deadline (s)',
+        left: [search('rollout', 'rollout_stage_seconds', 'Maximum', `${rollout} in stage`), search('rollout', 'rollout_progress_deadline_seconds', 'Maximum', `${rollout} deadline`)],
+        width: 12,
+      }),
+      new GraphWidget({ title: 'Transitions (per 5 min)', left: [search('type', 'rollout_events_total', 'Sum', "${PROP('Dim.type')}", Duration.minutes(5))], width: 12 }),
+      // Item counts by state are the node's (a count reads every open item's index entry: too dear once a minute on DynamoDB); here the queue says it.
+      new GraphWidget({
+        title: 'Run progress',
+        left: [
+          this.workQueue.metricApproximateNumberOfMessagesVisible({ label: 'pending (messages waiting)', period: Duration.minutes(1) }),
+          this.workQueue.metricApproximateNumberOfMessagesNotVisible({ label: 'running (messages held)', period: Duration.minutes(1) }),
+          this.workDlq.metricApproximateNumberOfMessagesVisible({ label: 'dead letters waiting', period: Duration.minutes(1) }),
+        ],
+        right: [search('run', 'rollout_run_steals', 'Sum', `${"${PROP('Dim.run')}"} stolen`, Duration.minutes(5))],
+        width: 12,
+      }),
+      new GraphWidget({
+        title: 'Throughput (items a minute)',
+        left: [this.workQueue.metricNumberOfMessagesDeleted({ label: 'items ended (messages deleted)', period: Duration.minutes(1), statistic: 'Sum' })],
+        right: [metric('ItemsRepended', 'Sum', 're-pended', { service: 'coordinator' }), metric('ItemsFailed', 'Sum', 'failed by the coordinator', { service: 'coordinator' })],
+        width: 12,
+      }),
+      new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()), width: 12 }),
+      new GraphWidget({ title: 'Errors', left: Object.values(this.functions).map((f) => f.metricErrors()), width: 12 }),
+      new GraphWidget({ title: 'Work queue', left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()], right: [this.workQueue.metricApproximateAgeOfOldestMessage()], width: 12 }),
+    );
   }
 }

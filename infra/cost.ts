@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isEntryPoint } from './entry.js';
 import { BATCH_TICK_SECONDS, FUNCTIONS, type FunctionName } from '../shared/topology.js';
+import { METRICS, ROLLOUT_METRICS } from '../shared/api/figures.js';
 
 // ---------------------------------------------------------------------------
 // Prices
@@ -146,6 +147,13 @@ export interface Assumptions {
   readonly platformLogEvents: number;
   /** A busy invocation's own log line plus its EMF metrics blob. */
   readonly appLogBytesBusy: number;
+  /** Busy: rollouts running at once (the BatchPromoter publishes each one's gauges a minute), and the provider gates of each one's active stage. */
+  readonly rolloutsRunning: number;
+  readonly providerGatesPerRollout: number;
+  /** One EMF blob of those gauges (one dimension set: a rollout, a gate, a reading outcome). */
+  readonly figureBlobBytes: number;
+  /** Reading the running rollouts for their gauges, once a busy BatchPromoter invocation: the RUNNING partition, then each rollout's partition. */
+  readonly rruPerRolloutRead: number;
   /** One HTTP API access log line. */
   readonly accessLogBytes: number;
   /** How far CloudWatch compresses stored logs (storage is billed compressed). */
@@ -197,6 +205,10 @@ export const DEFAULT_ASSUMPTIONS: Assumptions = {
   platformLogBytes: 350,
   platformLogEvents: 3,
   appLogBytesBusy: 800,
+  rolloutsRunning: 1,
+  providerGatesPerRollout: 1,
+  figureBlobBytes: 400,
+  rruPerRolloutRead: 1,
   accessLogBytes: 250,
   logCompression: 0.15,
   xrayReservoirPerSecond: 1,
@@ -237,6 +249,23 @@ export const METRICS_BY_SERVICE: Readonly<Record<string, { readonly busy: readon
   'spot-drain': { busy: [], onEvent: ['DrainsRequested', 'DuplicateNotices', 'UnknownInstances', 'LateNotices', 'InvalidNotices', 'Errors', 'Throttled'] },
   api: { busy: ['Responses2xx'], onEvent: ['Responses4xx', 'Responses5xx', 'Throttled'] },
 };
+
+/** Counts of the whole stack, with no dimension (functions/figures.ts `StackCount`): only when what they count happens. */
+export const STACK_METRICS: readonly string[] = ['LeasesLost'];
+
+/**
+ * The gauges the BatchPromoter publishes for one running rollout while it
+ * leads (functions/batch-promoter.ts; shared/api/figures.ts), and the EMF
+ * blobs they take: those whose one dimension is the rollout share a blob;
+ * each provider gate of the active stage adds its value and threshold (one
+ * blob) and its readings by outcome (a blob each). Drift is never among them
+ * (a drifted rollout is paused, and paused ones are not published).
+ */
+export function rolloutGauges(providerGates: number): { readonly metrics: number; readonly blobs: number } {
+  const rolloutOnly = ROLLOUT_METRICS.filter((n) => METRICS[n].dimensions.join() === 'rollout').length;
+  const outcomes = 3;
+  return { metrics: rolloutOnly + providerGates * (2 + outcomes), blobs: 1 + providerGates * (1 + outcomes) };
+}
 
 // ---------------------------------------------------------------------------
 // The estimate
@@ -428,6 +457,8 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const busyTicks = (timeout: number, periodSeconds: number) =>
     Math.min(Math.floor((timeout - 2 * BATCH_TICK_SECONDS) / BATCH_TICK_SECONDS) + 2, Math.floor((periodSeconds - BATCH_TICK_SECONDS / 2) / BATCH_TICK_SECONDS) + 1);
   let ticksPerMonth = 0;
+  /** Busy BatchPromoter invocations: each ends reading the running rollouts and publishing their gauges. */
+  let gaugeReads = 0;
   let idleReadUnits = 0;
   const quiet: string[] = [];
   for (const f of fns) {
@@ -443,6 +474,7 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
         const ticks = busyTicks(f.timeoutSeconds, period);
         busyMs = ((ticks - 1) * BATCH_TICK_SECONDS) * 1000 + a.tickMs;
         ticksPerMonth += scheduled * ticks;
+        gaugeReads += scheduled;
         busyBasis = `${fmtInt(scheduled)} × ~${Math.round(busyMs / 1000)} s (${ticks} ticks ${BATCH_TICK_SECONDS} s apart, timeout ${f.timeoutSeconds} s) × ${mem}`;
       }
       idleReadUnits += scheduled * (f.role ? (IDLE_READ_UNITS[f.role] ?? 0) : 0);
@@ -482,13 +514,13 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const transitions = a.eventsPerMonth * a.transitionsPerSignal;
   if (onDynamo) {
     const idleRru = idleReadUnits;
-    const busyRru = idleRru + a.eventsPerMonth * a.rruPerSignal + ticksPerMonth * a.rruPerTick;
+    const busyRru = idleRru + a.eventsPerMonth * a.rruPerSignal + ticksPerMonth * a.rruPerTick + gaugeReads * a.rruPerRolloutRead * (1 + a.rolloutsRunning);
     const busyWru = a.eventsPerMonth * a.wruPerSignal + transitions * a.wruPerTransition + ticksPerMonth * a.wruPerTick;
     line({
       what: 'DynamoDB on-demand requests',
       idle: idleRru * PRICES.dynamoRead.usd,
       busy: busyRru * PRICES.dynamoRead.usd + busyWru * PRICES.dynamoWrite.usd,
-      basis: `idle: ${fmtInt(idleRru)} RRU (the scheduled functions' empty reads, no write); busy: + ${a.rruPerSignal} RRU/${a.wruPerSignal} WRU a signal, ${a.wruPerTransition} WRU a transition, ${a.rruPerTick} RRU/${a.wruPerTick} WRU a tick (${fmtInt(ticksPerMonth)} ticks)`,
+      basis: `idle: ${fmtInt(idleRru)} RRU (the scheduled functions' empty reads, no write); busy: + ${a.rruPerSignal} RRU/${a.wruPerSignal} WRU a signal, ${a.wruPerTransition} WRU a transition, ${a.rruPerTick} RRU/${a.wruPerTick} WRU a tick (${fmtInt(ticksPerMonth)} ticks), ${a.rruPerRolloutRead * (1 + a.rolloutsRunning)} RRU a minute reading the running rollouts' gauges`,
     });
   }
   const tables = ofType('AWS::DynamoDB::Table');
@@ -552,6 +584,7 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const alarms = ofType('AWS::CloudWatch::Alarm');
   count('AWS::CloudWatch::Alarm', alarms.map(([id]) => id));
   let alarmUsd = 0;
+  let alarmMetrics = 0;
   let highRes = 0;
   for (const [, r] of alarms) {
     const p = props(r);
@@ -559,20 +592,22 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     for (const m of metrics) {
       const fast = num(m.MetricStat?.Period, 60) < 60;
       highRes += fast ? 1 : 0;
+      alarmMetrics++;
       alarmUsd += fast ? PRICES.alarmHighResolution.usd : PRICES.alarmStandard.usd;
     }
   }
-  line({ what: `CloudWatch alarms (${alarms.length})`, idle: alarmUsd, busy: alarmUsd, basis: `${alarms.length} alarm(s), ${highRes} high-resolution, US$ ${PRICES.alarmStandard.usd.toFixed(2)} per standard alarm metric`, freeTier: FREE_TIER.alarms });
+  line({ what: `CloudWatch alarms (${alarms.length})`, idle: alarmUsd, busy: alarmUsd, basis: `${alarms.length} alarm(s) reading ${alarmMetrics} metric(s) (a metric-math alarm is billed for each metric it reads), ${highRes} high-resolution, US$ ${PRICES.alarmStandard.usd.toFixed(2)} per standard alarm metric`, freeTier: FREE_TIER.alarms });
 
-  // Custom metrics (EMF): none while idle; the busy ones every hour.
+  // Custom metrics (EMF): none while idle; the busy ones every hour, and each running rollout's gauges (dimension `rollout`).
   const services = fns.filter((f) => f.role).map((f) => kebab(f.role!));
   const busyMetrics = services.flatMap((s) => (METRICS_BY_SERVICE[s]?.busy ?? []).map((m) => `${s}/${m}`));
-  const possible = services.reduce((n, s) => n + (METRICS_BY_SERVICE[s]?.busy.length ?? 0) + (METRICS_BY_SERVICE[s]?.onEvent.length ?? 0), 0);
+  const possible = services.reduce((n, s) => n + (METRICS_BY_SERVICE[s]?.busy.length ?? 0) + (METRICS_BY_SERVICE[s]?.onEvent.length ?? 0), 0) + STACK_METRICS.length;
+  const gauges = gaugeReads ? a.rolloutsRunning * rolloutGauges(a.providerGatesPerRollout).metrics : 0;
   line({
     what: 'CloudWatch custom metrics (Rollout namespace)',
     idle: 0,
-    busy: busyMetrics.length * PRICES.customMetric.usd,
-    basis: `idle: none (an invocation that counted nothing publishes nothing); busy: ${busyMetrics.length} with data every hour (${busyMetrics.join(', ')}); ${possible} possible, the others only when what they count happens (all ${possible} every hour: US$ ${(possible * PRICES.customMetric.usd).toFixed(2)})`,
+    busy: (busyMetrics.length + gauges) * PRICES.customMetric.usd,
+    basis: `idle: none (an invocation that counted nothing publishes nothing); busy: ${busyMetrics.length} with data every hour (${busyMetrics.join(', ')}), and ${gauges} rollout gauges (${a.rolloutsRunning} rollout(s) running, ${a.providerGatesPerRollout} provider gate(s) each: a metric per dimension combination while it runs); ${possible} possible counts, the others only when what they count happens (all ${possible} every hour: US$ ${(possible * PRICES.customMetric.usd).toFixed(2)}), and rollout_events_total per event type the same way`,
     freeTier: FREE_TIER.metrics,
   });
 
@@ -583,11 +618,12 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   // Logs: every invocation's platform lines; a busy one's own line and EMF blob; access logs; flow and database logs (Aurora).
   const perInvocation = a.platformLogBytes + a.platformLogEvents * 26;
   const invocationLogs = (col: 'idle' | 'busy') => fns.reduce((n, f) => n + invocations[f.id]![col] * (perInvocation + (col === 'busy' && (signalTargets.has(f.id) || apiTargets.has(f.id)) ? a.appLogBytesBusy + 2 * 26 : 0)), 0);
-  const batchBusyLogs = fns.filter((f) => f.role === 'batchPromoter').reduce((n, f) => n + invocations[f.id]!.busy * (a.appLogBytesBusy + 2 * 26), 0);
+  const gaugeBlobs = a.rolloutsRunning * rolloutGauges(a.providerGatesPerRollout).blobs;
+  const batchBusyLogs = fns.filter((f) => f.role === 'batchPromoter').reduce((n, f) => n + invocations[f.id]!.busy * (a.appLogBytesBusy + 2 * 26 + gaugeBlobs * (a.figureBlobBytes + 26)), 0);
   const accessLogs = apiTargets.size ? a.apiRequestsPerMonth * (a.accessLogBytes + 26) : 0;
   const logGb = { idle: invocationLogs('idle') / 1e9, busy: (invocationLogs('busy') + batchBusyLogs + accessLogs) / 1e9 };
   const logUsd = (gb: number) => gb * PRICES.logsIngest.usd + gb * a.logCompression * PRICES.logsStorage.usd;
-  line({ what: `CloudWatch Logs (${ofType('AWS::Logs::LogGroup').length} log groups)`, idle: logUsd(logGb.idle), busy: logUsd(logGb.busy), basis: `idle ${logGb.idle.toFixed(3)} GB, busy ${logGb.busy.toFixed(3)} GB ingested a month (START/END/REPORT of every invocation; busy adds each one's log line and EMF blob, and access logs); kept one month`, freeTier: FREE_TIER.logs });
+  line({ what: `CloudWatch Logs (${ofType('AWS::Logs::LogGroup').length} log groups)`, idle: logUsd(logGb.idle), busy: logUsd(logGb.busy), basis: `idle ${logGb.idle.toFixed(3)} GB, busy ${logGb.busy.toFixed(3)} GB ingested a month (START/END/REPORT of every invocation; busy adds each one's log line and EMF blob, the rollout gauges' blobs, and access logs); kept one month`, freeTier: FREE_TIER.logs });
 
   // Gate reads: provider gates are read on the BatchPromoter's ticks only while rollouts run.
   if (fns.some((f) => f.role === 'batchPromoter')) {

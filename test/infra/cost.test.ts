@@ -3,7 +3,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_ASSUMPTIONS, METRICS_BY_SERVICE, PRICES, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, type CfnTemplate } from '../../infra/cost.js';
+import { DEFAULT_ASSUMPTIONS, METRICS_BY_SERVICE, PRICES, STACK_METRICS, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, rolloutGauges, type CfnTemplate } from '../../infra/cost.js';
 import { ControlPlaneStack, type ControlPlaneProps } from '../../infra/stack.js';
 
 const root = join(import.meta.dirname, '../..');
@@ -32,7 +32,13 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     expect(Object.keys(estimate.invocations).sort()).toEqual(ids(template, 'AWS::Lambda::Function'));
     expect(estimate.unpriced).toEqual([]);
     const alarms = estimate.lines.find((l) => l.what.startsWith('CloudWatch alarms'))!;
-    expect(alarms.idle).toBeCloseTo(ids(template, 'AWS::CloudWatch::Alarm').length * PRICES.alarmStandard.usd, 10);
+    // Billed per metric an alarm reads: a metric-math alarm (the functions' errors summed) for each of its metrics.
+    const alarmMetrics = Object.values(template.findResources('AWS::CloudWatch::Alarm')).reduce((n, a) => {
+      const metrics = (a as { Properties: { Metrics?: { MetricStat?: unknown }[] } }).Properties.Metrics;
+      return n + (metrics ? metrics.filter((m) => m.MetricStat).length : 1);
+    }, 0);
+    expect(alarmMetrics).toBeGreaterThan(ids(template, 'AWS::CloudWatch::Alarm').length);
+    expect(alarms.idle).toBeCloseTo(alarmMetrics * PRICES.alarmStandard.usd, 10);
   });
 
   it("README's cost table is the one this stack implies: its totals are estimateCost's, so the table cannot drift from the stack", () => {
@@ -153,6 +159,20 @@ describe('the metric catalog', () => {
     for (const m of conflicts.matchAll(/\['([A-Za-z]+)', delta\./g)) found.add(m[1]!);
     const catalog = new Set(Object.values(METRICS_BY_SERVICE).flatMap((s) => [...s.busy, ...s.onEvent]));
     expect([...catalog].sort()).toEqual([...found].sort());
+    // The stack-wide counts (no service dimension) are the StackCount type's members.
+    const stackCount = /export type StackCount = ([^;]+);/.exec(readFileSync(join(root, 'functions/figures.ts'), 'utf8'))![1]!;
+    expect([...STACK_METRICS].sort()).toEqual([...stackCount.matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]!).sort());
+  });
+
+  it("prices each running rollout's gauges: the rollout's own, and per provider gate its value, threshold and three reading outcomes", () => {
+    expect(rolloutGauges(0)).toEqual({ metrics: 6, blobs: 1 });
+    expect(rolloutGauges(2)).toEqual({ metrics: 16, blobs: 9 });
+    const { json } = synth();
+    const one = estimateCost(json);
+    const two = estimateCost(json, { ...DEFAULT_ASSUMPTIONS, rolloutsRunning: 2 });
+    const metricsLine = (e: typeof one) => e.lines.find((l) => l.what.startsWith('CloudWatch custom metrics'))!;
+    expect(metricsLine(two).busy - metricsLine(one).busy).toBeCloseTo(rolloutGauges(DEFAULT_ASSUMPTIONS.providerGatesPerRollout).metrics * PRICES.customMetric.usd, 10);
+    expect(metricsLine(two).idle).toBe(0);
   });
 });
 

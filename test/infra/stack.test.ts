@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
 import { FUNCTIONS, type FunctionSpec } from '../../shared/topology.js';
+import { METRICS } from '../../shared/api/figures.js';
 import { LEADING_KEYS, tableDefinition } from '../../shared/adapters/dynamodb/table.js';
 
 /** The alarms the test stack's gates watch: a prefix and a name. */
@@ -231,28 +232,83 @@ describe('ControlPlaneStack', () => {
     expect(signalRule?.EventPattern?.source).toEqual([{ prefix: 'rollout.' }]);
   });
 
-  it('alarms: each DLQ non-empty, queue age, each function’s errors, a lost coordinator lease, a promoter that could not renew; a dashboard only when asked for', () => {
-    const alarms = ofType('AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
-    for (const q of [stack.workDlq, stack.eventsDlq]) {
-      expect(alarms.some((a) => a.MetricName === 'ApproximateNumberOfMessagesVisible' && a.Threshold === 0 && JSON.stringify(a.Dimensions).includes(logicalId(q)))).toBe(true);
-    }
-    expect(alarms.some((a) => a.MetricName === 'ApproximateAgeOfOldestMessage')).toBe(true);
-    expect(alarms.filter((a) => a.MetricName === 'Errors')).toHaveLength(Object.keys(FUNCTIONS).length);
-    expect(alarms.some((a) => a.MetricName === 'Fenced' && a.Namespace === 'Rollout')).toBe(true);
-    // A run throttled on a hot key (workers note it on the run; the coordinator's scan counts such runs).
-    expect(alarms.some((a) => a.MetricName === 'RunsThrottled' && a.Namespace === 'Rollout')).toBe(true);
-    for (const service of ['batch-promoter', 'streaming-promoter']) {
-      expect(alarms.some((a) => a.MetricName === 'LeaseRenewalFailures' && (a as { Dimensions?: { Name: string; Value: string }[] }).Dimensions?.some((d) => d.Name === 'service' && d.Value === service))).toBe(true);
-    }
+  it('alarms, one per concern: the functions’ failures summed (one alarm, not one per function), events given up, dead letters and those left unsettled, work waiting, a throttled run, leases changing hands, a rollout past its deadline or drifted; each says what to do and notifies someone', () => {
+    type AlarmProps = { AlarmDescription?: string; MetricName?: string; Statistic?: string; Namespace?: string; Threshold?: number; EvaluationPeriods?: number; Period?: number; Dimensions?: { Name: string; Value: unknown }[]; Metrics?: { Id: string; Expression?: string; MetricStat?: { Metric: { MetricName: string; Namespace: string; Dimensions?: { Name: string; Value: unknown }[] }; Period: number } }[]; AlarmActions?: unknown };
+    const alarms = new Map(ofType('AWS::CloudWatch::Alarm').map(([id, a]) => [id.replace(/[0-9A-F]{8}$/, ''), a.Properties as AlarmProps]));
+    expect([...alarms.keys()].sort()).toEqual(['EventsDlqNotEmpty', 'FunctionErrors', 'LeaseLost', 'RolloutActuationDrift', 'RolloutPastProgressDeadline', 'RunDeadLetters', 'RunThrottled', 'WorkDlqUnsettled', 'WorkQueueAge']);
+    const stats = (a: AlarmProps) => (a.Metrics ?? []).flatMap((m) => (m.MetricStat ? [m.MetricStat] : []));
+    // Every function's Errors, and the API's 500s, in one sum.
+    const errors = alarms.get('FunctionErrors')!;
+    expect(errors.Metrics!.find((m) => m.Expression)!.Expression).toMatch(/^SUM\(\[/);
+    const lambdaErrors = stats(errors).filter((m) => m.Metric.MetricName === 'Errors' && m.Metric.Namespace === 'AWS/Lambda');
+    expect(lambdaErrors.map((m) => JSON.stringify(m.Metric.Dimensions)).sort()).toEqual(Object.values(stack.functions).map((fn) => JSON.stringify([{ Name: 'FunctionName', Value: { Ref: logicalId(fn) } }])).sort());
+    expect(stats(errors).some((m) => m.Metric.MetricName === 'Responses5xx' && JSON.stringify(m.Metric.Dimensions) === JSON.stringify([{ Name: 'service', Value: 'api' }]))).toBe(true);
+    expect(ofType('AWS::CloudWatch::Alarm').filter(([, a]) => (a.Properties as AlarmProps).MetricName === 'Errors')).toHaveLength(0);
+    // Queues: events given up; dead letters that stay (visible or held, for three 5-minute periods); work waiting 15 minutes.
+    expect(alarms.get('EventsDlqNotEmpty')).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 0 });
+    expect(JSON.stringify(alarms.get('EventsDlqNotEmpty')!.Dimensions)).toContain(logicalId(stack.eventsDlq));
+    const unsettled = alarms.get('WorkDlqUnsettled')!;
+    expect(unsettled).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesNotVisible', Threshold: 0, EvaluationPeriods: 3 });
+    expect(JSON.stringify(unsettled.Dimensions)).toContain(logicalId(stack.workDlq));
+    expect(alarms.get('WorkQueueAge')).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 900 });
+    // The figures a node's /metrics has, under the same names: dead letters, and transitions by type.
+    expect(alarms.get('RunDeadLetters')).toMatchObject({ Namespace: 'Rollout', MetricName: 'rollout_dead_letters_total' });
+    expect(alarms.get('RunDeadLetters')!.Dimensions ?? []).toEqual([]);
+    expect(alarms.get('RolloutPastProgressDeadline')).toMatchObject({ Namespace: 'Rollout', MetricName: 'rollout_events_total', Dimensions: [{ Name: 'type', Value: 'ai.rollout.progress_deadline_exceeded' }] });
+    expect(alarms.get('RolloutActuationDrift')).toMatchObject({ Namespace: 'Rollout', MetricName: 'rollout_events_total', Dimensions: [{ Name: 'type', Value: 'ai.rollout.actuation_drift' }] });
+    expect(alarms.get('RunThrottled')).toMatchObject({ Namespace: 'Rollout', MetricName: 'RunsThrottled' });
+    // A fenced coordinator and both promoters' failed renewals: one stack-wide count (one alarm metric), past 3 in 15 minutes (one change heals itself).
+    expect(alarms.get('LeaseLost')).toMatchObject({ Namespace: 'Rollout', MetricName: 'LeasesLost', Statistic: 'Sum', Period: 900, Threshold: 3 });
+    expect(alarms.get('LeaseLost')!.Dimensions ?? []).toEqual([]);
+    // Within the idle budget: an alarm is billed per metric it reads.
+    expect([...alarms.values()].reduce((n, a) => n + (a.Metrics ? stats(a).length : 1), 0)).toBeLessThanOrEqual(15);
+    // Each says what it means and what to do.
+    for (const [id, a] of alarms) expect(a.AlarmDescription, id).toMatch(/\. .{20,}/);
     // Every alarm notifies someone: with no actions given, the stack's own topic (its ARN an output, to subscribe to).
     const topics = ofType('AWS::SNS::Topic');
     expect(topics).toHaveLength(1);
-    for (const a of alarms) expect(a.AlarmActions, String(a.AlarmDescription)).toEqual([{ Ref: topics[0]![0] }]);
+    for (const [id, a] of alarms) expect(a.AlarmActions, id).toEqual([{ Ref: topics[0]![0] }]);
     expect(Object.keys(json.Outputs ?? {})).toContain('AlarmTopicArn');
+  });
+
+  it('the dashboard, only when asked for, shows the Grafana dashboard’s figures from the EMF metrics (SEARCH over the per-rollout dimensions), with the functions, queues and alarms', () => {
     // US$ 3 a month beyond an account's first three: opt-in.
     expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(0);
-    const withDashboard = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WithDashboard', { dashboard: true }));
-    expect(Object.keys(withDashboard.findResources('AWS::CloudWatch::Dashboard'))).toHaveLength(1);
+    const withDashboard = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WithDashboard', { dashboard: true });
+    const dashboards = Object.values(Template.fromStack(withDashboard).findResources('AWS::CloudWatch::Dashboard'));
+    expect(dashboards).toHaveLength(1);
+    // The body as deployed, its tokens (region, alarm ARNs) written as their logical ids.
+    const joined = (dashboards[0]!.Properties as { DashboardBody: { 'Fn::Join': [string, unknown[]] } }).DashboardBody['Fn::Join'][1];
+    const text = joined.map((p) => (typeof p === 'string' ? p : JSON.stringify(p).replace(/"/g, ''))).join('');
+    type Widget = { type: string; properties: { title?: string; metrics?: unknown[][]; alarms?: string[] } };
+    const widgets = (JSON.parse(text) as { widgets: Widget[] }).widgets;
+    const byTitle = new Map(widgets.map((w) => [w.properties.title ?? '', w]));
+    const expressions = (title: string) => (byTitle.get(title)?.properties.metrics ?? []).flatMap((m) => m.flatMap((x) => (typeof x === 'object' && x !== null && 'expression' in x ? [(x as { expression: string }).expression] : [])));
+    const names = (title: string) => (byTitle.get(title)?.properties.metrics ?? []).flatMap((m) => m.filter((x): x is string => typeof x === 'string'));
+    // The Grafana dashboard's figures, from SEARCH on each figure's exact dimension set in the Rollout namespace.
+    expect(expressions('Rollouts in flight')).toEqual([`SUM(SEARCH('{Rollout,rollout} MetricName="rollout_info"', 'Maximum', 60))`]);
+    expect(names('Rollouts in flight')).toEqual(['Rollout', 'rollout_metrics_left_out', 'kind', 'rollouts']);
+    expect(names('Dead letters (1 h)')).toEqual(['Rollout', 'rollout_dead_letters_total']);
+    expect(expressions('Percent on the new version')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_percent"', 'Maximum', 60)`]);
+    expect(expressions('Active stage')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_stage_index"', 'Maximum', 60)`]);
+    expect(expressions('Gate values against thresholds')).toEqual([`SEARCH('{Rollout,gate,rollout} MetricName="rollout_gate_value"', 'Maximum', 60)`, `SEARCH('{Rollout,gate,rollout} MetricName="rollout_gate_threshold"', 'Maximum', 60)`]);
+    expect(expressions('Gate readings in the current period')).toEqual([`SEARCH('{Rollout,gate,outcome,rollout} MetricName="rollout_gate_readings"', 'Maximum', 60)`]);
+    expect(expressions('Time in stage against the progress deadline (s)')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_stage_seconds"', 'Maximum', 60)`, `SEARCH('{Rollout,rollout} MetricName="rollout_progress_deadline_seconds"', 'Maximum', 60)`]);
+    expect(expressions('Transitions (per 5 min)')).toEqual([`SEARCH('{Rollout,type} MetricName="rollout_events_total"', 'Sum', 300)`]);
+    expect(expressions('Run progress')).toEqual([`SEARCH('{Rollout,run} MetricName="rollout_run_steals"', 'Sum', 300)`]);
+    expect(names('Run progress')).toEqual(expect.arrayContaining(['ApproximateNumberOfMessagesVisible', 'ApproximateNumberOfMessagesNotVisible']));
+    expect(names('Throughput (items a minute)')).toEqual(expect.arrayContaining(['NumberOfMessagesDeleted', 'ItemsRepended', 'ItemsFailed']));
+    // Every figure the functions publish under a node's name is on it, and the SEARCH schemas are the figures' dimensions.
+    for (const name of ['rollout_info', 'rollout_percent', 'rollout_stage_index', 'rollout_stage_seconds', 'rollout_progress_deadline_seconds', 'rollout_gate_value', 'rollout_gate_threshold', 'rollout_gate_readings', 'rollout_events_total', 'rollout_run_steals', 'rollout_dead_letters_total', 'rollout_metrics_left_out'] as const) {
+      expect(text, name).toContain(name);
+      for (const e of widgets.flatMap((w) => expressions(w.properties.title ?? '')).filter((x) => x.includes(`"${name}"`))) {
+        expect(e, name).toContain(`{Rollout,${[...METRICS[name].dimensions].sort().join(',')}}`);
+      }
+    }
+    // And what it showed before: the functions, the queues, every alarm.
+    for (const title of ['Invocations', 'Errors', 'Work queue']) expect(byTitle.has(title), title).toBe(true);
+    expect(byTitle.get('Alarms')!.properties.alarms).toHaveLength(withDashboard.controlPlane.alarms.length);
+    for (const alarm of withDashboard.controlPlane.alarms) expect(byTitle.get('Alarms')!.properties.alarms!.join(' ')).toContain(withDashboard.getLogicalId(alarm.node.defaultChild as never));
   });
 
   it('outputs the table, bus, work queue, coordinator function and API URL', () => {
