@@ -1,7 +1,8 @@
 /**
  * npm run bench -- promotion [--samples N] [--warmup N] [--rollouts N] [--backends postgres,dynamodb,pglite] [--emulate-conflicts]
+ *                            [--parts promoter,node-metrics]
  *
- * Per backend: inbound metrics event → stage promoted and its event published
+ * Part `promoter`, per backend: inbound metrics event → stage promoted and its event published
  * on the bus (StreamingPromoter path), p50/p99, with 1 and with 100 rollouts
  * receiving events at once; one raw conditional write on the same store in
  * the same run, taken alternately with the 1-rollout events (the ratios'
@@ -18,6 +19,14 @@
  * against it these are 0 unless `--emulate-conflicts` sends DynamoDB's
  * requests through a proxy that applies DynamoDB's conflict rules (its own
  * hop adds to every DynamoDB figure of the run).
+ *
+ * Part `node-metrics` (test/support/node-metrics-cost.ts): what a node's
+ * /metrics costs its event → promotion path. Nodes on PostgreSQL served over
+ * HTTP, two without metrics, two with them scraped every second, one scraped
+ * every 100 ms; events posted to `/events`, the nodes taking blocks in turn;
+ * `--samples` events a node after `--warmup`. `metrics_cost_p50` = with /
+ * without − 1 (p50s); `noise_floor_p50`, one node without metrics against
+ * the other, is what a cost of nothing measures in the same run.
  */
 import { parseArgs } from 'node:util';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -34,6 +43,7 @@ import { defaultGateProviders } from '../../shared/compose/gates.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
 import { startExporter, startPrometheus, waitForSeries, type PrometheusServer } from '../support/prometheus.js';
+import { nodeMetricsCost } from '../support/node-metrics-cost.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -45,8 +55,16 @@ const { values: args } = parseArgs({
     rollouts: { type: 'string', default: '1000' },
     backends: { type: 'string', default: 'postgres,dynamodb' },
     'emulate-conflicts': { type: 'boolean', default: false },
+    parts: { type: 'string', default: 'promoter,node-metrics' },
   },
 });
+const PARTS = ['promoter', 'node-metrics'] as const;
+const parts = new Set(args.parts.split(',').map((s) => s.trim()));
+const unknownParts = [...parts].filter((p) => !(PARTS as readonly string[]).includes(p));
+if (unknownParts.length) {
+  console.error(`--parts: ${unknownParts.join(', ')} unknown (parts: ${PARTS.join(', ')})`);
+  process.exit(2);
+}
 const SAMPLES = Number(args.samples);
 const WARMUP = Number(args.warmup);
 /**
@@ -211,7 +229,7 @@ async function main() {
     proxy = await new ContentionProxy(dynamoEndpoint()).start();
     process.env.AWS_ENDPOINT_URL_DYNAMODB = proxy.url; // every DynamoDB client of the run is made after this
   }
-  for (const name of args.backends.split(',').map((s) => s.trim()) as BackendName[]) {
+  for (const name of parts.has('promoter') ? (args.backends.split(',').map((s) => s.trim()) as BackendName[]) : []) {
     const backend = await openBackend(name);
     const before = { ...conflictStats };
     try {
@@ -306,7 +324,13 @@ async function main() {
     }
   }
   await proxy?.stop();
-  console.log(JSON.stringify({ bench: 'promotion', backends: out }));
+  let node: Record<string, number> | undefined;
+  if (parts.has('node-metrics')) {
+    const cost = await nodeMetricsCost(chain(STAGES), SAMPLES, WARMUP);
+    console.log(cost.line);
+    node = cost.figures;
+  }
+  console.log(JSON.stringify({ bench: 'promotion', backends: out, ...(node ? { node_metrics: node } : {}) }));
 }
 
 // The loop empties only if a sample waits for a promotion that never comes: fail loudly instead of exiting 0 with no result.
