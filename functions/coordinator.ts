@@ -120,13 +120,15 @@ export function coordinatorHandler(
       const rt = await runtime();
       if (req.action !== 'scan-all') return serve(rt, req);
       // The schedule: every open run, one after another (each its own lease and fence).
-      const scanned: ScanReport = { repended: [], failed: [], resent: [] };
+      const failedBy = { attempts: 0, cancelled: 0, dead_letter: 0 };
+      const scanned: ScanReport = { repended: [], failed: [], resent: [], failedBy };
       let throttledRuns = 0;
       for (const runId of await rt.stores.ledger.openRuns()) {
         const reply = await serve(rt, { action: 'scan', runId });
         scanned.repended.push(...(reply.scanned?.repended ?? []));
         scanned.failed.push(...(reply.scanned?.failed ?? []));
         scanned.resent.push(...(reply.scanned?.resent ?? []));
+        for (const cause of ['attempts', 'cancelled', 'dead_letter'] as const) failedBy[cause] += reply.scanned?.failedBy[cause] ?? 0;
         // Workers (on EC2, with no metrics of their own) note throttling on the run's record: counted here, once a minute, for the alarm.
         const throttled = (await rt.stores.ledger.getRun(runId))?.throttled;
         if (throttled && Date.now() - throttled.at < THROTTLED_RECENTLY_MS) throttledRuns++;

@@ -90,6 +90,9 @@ export function backlogs(running: readonly WorkItem[]): Map<string, WorkItem[]> 
   return out;
 }
 
+/** Why the coordinator failed an item (rollout_run_failures_total{reason}). */
+export type FailureCause = 'attempts' | 'cancelled' | 'dead_letter';
+
 export interface ScanReport {
   /** Running items whose worker went silent, back to Pending (and on the queue). */
   readonly repended: string[];
@@ -97,6 +100,8 @@ export interface ScanReport {
   readonly failed: string[];
   /** Pending items that had no message (a crash between storing and sending), sent now. */
   readonly resent: string[];
+  /** How many of `failed` each cause ended: attempts used up, the run cancelled, a dead letter. */
+  readonly failedBy: Readonly<Record<FailureCause, number>>;
 }
 
 export class Coordinator {
@@ -157,11 +162,11 @@ export class Coordinator {
    * failing the ledger-backed queue's dead letters.
    */
   async scan(limit = 1_000): Promise<ScanReport> {
-    const { repended, failed } = await this.failureScan(limit);
-    failed.push(...(await this.failCancelled(limit)));
+    const { repended, failed: poison } = await this.failureScan(limit);
+    const cancelled = await this.failCancelled(limit);
     const resent = await this.resendUnsent(limit);
-    if (this.opts.deadLetters) failed.push(...(await this.failDeadLetters(this.opts.deadLetters, limit)).failed);
-    return { repended, failed, resent };
+    const dead = this.opts.deadLetters ? (await this.failDeadLetters(this.opts.deadLetters, limit)).failed : [];
+    return { repended, failed: [...poison, ...cancelled, ...dead], resent, failedBy: { attempts: poison.length, cancelled: cancelled.length, dead_letter: dead.length } };
   }
 
   /**

@@ -4,7 +4,7 @@ import type { LeaseTimingsInput } from '../lease/config.js';
 import type { LeaseStore } from '../lease/store.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { WorkQueue } from '../queue/port.js';
-import type { Coordinator, StealNotice } from './coordinator.js';
+import type { Coordinator, FailureCause, StealNotice } from './coordinator.js';
 import { openRunCoordinator } from './open.js';
 import { HeartbeatWatch } from './staleness.js';
 import { coordinatorLease, type LedgerStore } from './store.js';
@@ -52,6 +52,8 @@ export class RunCoordinators {
   private stopping = false;
   /** Items failed for their dead letters, since this process began (rollout_dead_letters_total). */
   deadLetters = 0;
+  /** Since this process began: items re-pended from silent workers, and items failed by cause (rollout_run_repends_total, rollout_run_failures_total). */
+  readonly totals = { repends: 0, failures: { attempts: 0, cancelled: 0, dead_letter: 0 } satisfies Record<FailureCause, number> };
 
   constructor(private readonly o: RunCoordinatorsOptions) {
     this.logger = o.logger ?? silentLogger;
@@ -77,6 +79,9 @@ export class RunCoordinators {
         const rc = await this.of(runId);
         if (!rc) continue;
         const r = await rc.coordinator.scan();
+        this.totals.repends += r.repended.length;
+        for (const cause of Object.keys(r.failedBy) as FailureCause[]) this.totals.failures[cause] += r.failedBy[cause];
+        this.deadLetters += r.failedBy.dead_letter;
         if (r.repended.length || r.failed.length) this.logger.info('run scanned', { runId, repended: r.repended.length, failed: r.failed.length });
       }
     });
@@ -90,6 +95,7 @@ export class RunCoordinators {
       for (const [runId, rc] of this.coordinators) {
         const r = await rc.coordinator.failDeadLetters(dlq(runId));
         this.deadLetters += r.failed.length;
+        this.totals.failures.dead_letter += r.failed.length;
         if (r.failed.length) this.logger.info('dead letters failed', { runId, failed: r.failed.length });
       }
     });
@@ -102,6 +108,7 @@ export class RunCoordinators {
       const rc = await this.of(runId);
       // Bounded, as the request waits for it and other runs' passes wait behind it: the scan fails the rest, a batch per pass.
       if (rc) failed = (await rc.coordinator.failCancelled(CANCEL_AT_ONCE)).length;
+      this.totals.failures.cancelled += failed ?? 0;
     });
     return failed;
   }

@@ -86,6 +86,13 @@ describe('operating the control plane with Prometheus', () => {
     worker.kill('SIGTERM');
     expect(await exited, err.slice(-2000)).toBe(0);
 
+    // A run cancelled before any worker came: its coordinator fails its items, counted by why.
+    await post('/runs', { id: 'ops-cancelled', items: Array.from({ length: 5 }, (_, n) => ({ n })) });
+    await post('/runs/ops-cancelled/cancel', { reason: 'wrong input' });
+    await waitForSeries(prometheus.url, 'rollout_run_failures_total{reason="cancelled"}', (s) => s[0]!.value === 5);
+    expect((await queryVector(prometheus.url, 'rollout_run_failures_total{reason="attempts"}'))[0]?.value).toBe(0);
+    expect((await queryVector(prometheus.url, 'rollout_run_repends_total'))[0]?.value).toBe(0);
+
     await waitForSeries(prometheus.url, 'rollout_percent{rollout="ops-done"} == 50');
     await post('/rollouts/ops-done/promote', { reason: 'seen at 50%' });
     const held = await waitForSeries(prometheus.url, 'rollout_gate_value{rollout="ops-held"}', (s) => s[0]!.value === 0.004);

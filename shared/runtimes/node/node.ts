@@ -234,17 +234,22 @@ export class ControlPlaneNode {
     await new PostgresSeenSignatures(this.sql).prune(Date.now() - 2 * SIGNATURE_WINDOW_SECONDS * 1000);
   }
 
-  /** Carry a rollout's committed traffic out to its targets now, when we lead (the tick would, later). */
-  /** A run just cancelled: its Pending items failed now by its coordinator here (null: not coordinated here; the scan does it). */
   /** Items this node's coordinators failed for their dead letters, since it started. */
   deadLetters(): number {
     return this.coordinators.deadLetters;
   }
 
+  /** Since this node started: items its coordinators re-pended from silent workers, and failed by cause. */
+  runTotals(): RunCoordinators['totals'] {
+    return this.coordinators.totals;
+  }
+
+  /** A run just cancelled: its Pending items failed now by its coordinator here (null: not coordinated here; the scan does it). */
   cancelled(runId: string): Promise<number | null> {
     return this.coordinators.cancelled(runId);
   }
 
+  /** Carry a rollout's committed traffic out to its targets now, when we lead (the tick would, later). */
   async actuate(rolloutId: string): Promise<void> {
     try {
       const token = await this.plane.leadership();

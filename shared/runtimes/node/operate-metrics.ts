@@ -114,6 +114,26 @@ export function operateMetrics(node: ControlPlaneNode, registry: Registry): void
   node.bus.subscribe((e) => {
     if (e.detailType.startsWith('ai.rollout.')) events.inc({ type: e.detailType });
   });
+  // Node-only (the Lambdas count ItemsRepended and ItemsFailed per invocation): what this node's coordinators did.
+  new Counter({
+    name: 'rollout_run_repends_total',
+    help: "Running items this node's coordinators gave back to Pending because their worker went silent",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(node.runTotals().repends);
+    },
+  });
+  new Counter({
+    name: 'rollout_run_failures_total',
+    help: "Items this node's coordinators failed, by why: attempts (started maxAttempts times without a result), cancelled (their run was), dead_letter (their message was given back maxReceiveCount times)",
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries(node.runTotals().failures)) this.inc({ reason }, n);
+    },
+  });
   new Counter({
     name: 'rollout_dead_letters_total',
     help: `${METRICS.rollout_dead_letters_total.help} (by this node's coordinators)`,
