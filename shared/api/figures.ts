@@ -1,6 +1,7 @@
 import { trafficOf } from '../rollout/assignment.js';
 import type { RolloutView } from '../rollout/model.js';
 import type { WorkItem } from '../ledger/model.js';
+import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { gatesJson } from './rollout-json.js';
 
 /**
@@ -54,6 +55,9 @@ export const METRICS = {
   rollout_gate_threshold: { help: 'The threshold a provider gate of the active stage compares its value with', labels: ['rollout', 'gate', 'type', 'comparison'], dimensions: ['rollout', 'gate'], unit: 'None' },
   rollout_gate_readings: { help: 'Readings of each provider gate of the active stage in its current period, by outcome', labels: ['rollout', 'gate', 'outcome'], dimensions: ['rollout', 'gate', 'outcome'], unit: 'Count' },
   rollout_actuation_drift: { help: 'A target someone else changed (1): the rollout is paused and nothing is written to it until a person acts', labels: ['rollout', 'target'], dimensions: ['rollout', 'target'], unit: 'None' },
+  rollout_actuation_state: { help: 'Each target of the rollout (1), by state: pending (a write under way or not verified), converged (read back carrying the committed state), drift, failed (the target refused)', labels: ['rollout', 'target', 'kind', 'state'], dimensions: ['rollout', 'target', 'state'], unit: 'None' },
+  rollout_actuation_lag_seconds: { help: 'How long a target has not carried the committed state (pending or failed, since its record last changed); 0 once converged', labels: ['rollout', 'target'], dimensions: ['rollout', 'target'], unit: 'Seconds' },
+  rollout_hook_answers: { help: "A post-rollout hook's answers counted against its limits so far, by outcome (failed, inconclusive)", labels: ['rollout', 'target', 'outcome'], dimensions: ['rollout', 'target', 'outcome'], unit: 'Count' },
   rollout_events_total: { help: 'Rollout events published, by type (ai.rollout.stage_promoted, …): each transition emits its own', labels: ['type'], dimensions: ['type'], unit: 'Count' },
   rollout_run_items: { help: 'Items of an open run, by state', labels: ['run', 'state'], dimensions: ['run', 'state'], unit: 'Count' },
   rollout_run_steals: { help: 'Items of an open run taken over from silent workers', labels: ['run'], dimensions: ['run'], unit: 'Count' },
@@ -76,7 +80,13 @@ export const ROLLOUT_METRICS = [
   'rollout_gate_threshold',
   'rollout_gate_readings',
   'rollout_actuation_drift',
+  'rollout_actuation_state',
+  'rollout_actuation_lag_seconds',
+  'rollout_hook_answers',
 ] as const satisfies readonly MetricName[];
+
+/** The per-rollout metrics read from its targets' actuation records: none for a rollout that moves no target. */
+export const ACTUATION_METRICS = ['rollout_actuation_drift', 'rollout_actuation_state', 'rollout_actuation_lag_seconds', 'rollout_hook_answers'] as const satisfies readonly MetricName[];
 
 /** The per-run metrics runFigures gives. */
 export const RUN_METRICS = ['rollout_run_items', 'rollout_run_steals', 'rollout_run_drains'] as const satisfies readonly MetricName[];
@@ -99,9 +109,10 @@ export function capRollouts<T extends RolloutView>(views: readonly T[]): { shown
 
 /**
  * One rollout's figures at `nowMs`: the gauges of README's "Operating" table.
- * `drift` names the targets found changed by someone else.
+ * `actuations`: what was applied to each of its targets (none: no target
+ * figures).
  */
-export function rolloutFigures(view: RolloutView, drift: readonly string[], nowMs: number): Figure[] {
+export function rolloutFigures(view: RolloutView, actuations: readonly ActuationRecord[], nowMs: number): Figure[] {
   const { rollout } = view;
   const id = labelValue(rollout.id);
   const out: Figure[] = [];
@@ -127,7 +138,16 @@ export function rolloutFigures(view: RolloutView, drift: readonly string[], nowM
     add('rollout_gate_readings', { ...base, outcome: 'fail' }, g.counts.failures);
     add('rollout_gate_readings', { ...base, outcome: 'inconclusive' }, g.counts.inconclusive);
   }
-  for (const t of drift) add('rollout_actuation_drift', { rollout: id, target: labelValue(t) }, 1);
+  for (const a of actuations) {
+    const base = { rollout: id, target: labelValue(a.target) };
+    if (a.state === 'drift') add('rollout_actuation_drift', base, 1);
+    add('rollout_actuation_state', { ...base, kind: a.kind, state: a.state }, 1);
+    add('rollout_actuation_lag_seconds', base, a.state === 'pending' || a.state === 'failed' ? Math.max(0, (nowMs - a.updatedAt) / 1000) : 0);
+    if (a.tries) {
+      add('rollout_hook_answers', { ...base, outcome: 'failed' }, a.tries.failed);
+      add('rollout_hook_answers', { ...base, outcome: 'inconclusive' }, a.tries.inconclusive);
+    }
+  }
   return out;
 }
 

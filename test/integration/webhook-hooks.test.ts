@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
 import { WebhookProvider, type HookPayload } from '../../shared/adapters/http/webhook.js';
+import { rolloutFigures } from '../../shared/api/figures.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
@@ -186,6 +187,13 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     expect(received).toEqual([]);
     expect(await backend.rollouts.actuations(id)).toEqual([expect.objectContaining({ target: `${POST_ROLLOUT}post-rollout`, kind: 'postRolloutHook', state: 'pending', settled: false })]);
     expect(await backend.rollouts.unsettledActuations(100)).toContain(id);
+    // On /metrics: the hook's target, pending since it was registered, its lag growing with the clock.
+    const target = { rollout: id, target: `${POST_ROLLOUT}post-rollout` };
+    const [record] = await backend.rollouts.actuations(id);
+    const figures = rolloutFigures((await backend.rollouts.load(id))!, [record!], p.clock.now() + 5_000);
+    expect(figures.filter((f) => f.name === 'rollout_actuation_state')).toEqual([{ name: 'rollout_actuation_state', labels: { ...target, kind: 'postRolloutHook', state: 'pending' }, value: 1 }]);
+    expect(figures.filter((f) => f.name === 'rollout_actuation_lag_seconds')).toEqual([{ name: 'rollout_actuation_lag_seconds', labels: target, value: (p.clock.now() + 5_000 - record!.updatedAt) / 1000 }]);
+    expect(figures.some((f) => f.name === 'rollout_actuation_drift')).toBe(false);
     p.clock.advance(60_000);
     await p.batch.tick(); // the bake is over: promoted, completed, and the hook sent
     expect((await backend.rollouts.load(id))!.rollout.state).toBe('completed');

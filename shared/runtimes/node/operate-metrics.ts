@@ -13,11 +13,14 @@ import type { ControlPlaneNode } from './node.js';
  *   rollout_info, rollout_percent, rollout_stage_index, rollout_stage_seconds,
  *   rollout_last_progress_timestamp_seconds, rollout_progress_deadline_seconds,
  *   rollout_gate_value, rollout_gate_threshold, rollout_gate_readings,
- *   rollout_actuation_drift                       per rollout running or paused
+ *   rollout_actuation_drift, rollout_actuation_state, rollout_actuation_lag_seconds,
+ *   rollout_hook_answers                          per rollout running or paused
  *   rollout_events_total{type}                    transitions, by the event each emitted
  *   rollout_run_items{run,state}, rollout_run_steals, rollout_run_drains
  *                                                 per open run
  *   rollout_dead_letters_total                    items failed for their dead letters
+ *   rollout_run_failures_total{reason}, rollout_run_repends_total
+ *                                                 what this node's coordinators did
  *   rollout_metrics_left_out{kind}                rollouts and runs past the caps below
  *
  * Names, labels and values come from shared/api/figures.ts, which the
@@ -53,8 +56,7 @@ async function snapshot(node: ControlPlaneNode): Promise<Snapshot> {
   const now = Date.now();
   const figures: Figure[] = [];
   for (const view of shown) {
-    const drift = movesTargets(view) ? (await store.actuations(view.rollout.id)).filter((a) => a.state === 'drift').map((a) => a.target) : [];
-    figures.push(...rolloutFigures(view, drift, now));
+    figures.push(...rolloutFigures(view, movesTargets(view) ? await store.actuations(view.rollout.id) : [], now));
   }
   const open = await node.plane.stores.ledger.openRuns();
   const { rows } = await node.sql.query<{ id: string; steals: string | number; drains: string | number }>(
