@@ -72,7 +72,7 @@ import { CONFLICT_RETRY } from '../../shared/adapters/dynamodb/conflicts.js';
 import { THROTTLE_RETRY } from '../../shared/adapters/dynamodb/throttles.js';
 import { ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
-import { backoffMs } from '../../shared/ledger/worker.js';
+import { backoffMs, stealBackoffMs } from '../../shared/ledger/worker.js';
 import { PRICES } from '../cost.js';
 
 // ---------------------------------------------------------------------------
@@ -357,6 +357,11 @@ interface WorkerState {
   itemMs: number | null;
   beating: boolean;
   stopped: boolean;
+  /** Worker.reconcileDue: at start, and after an ask whose answer was lost. */
+  reconcileDue: boolean;
+  /** Asks that found nothing since work last came, and when the next is due (stealBackoffMs). */
+  fruitless: number;
+  nextAskAt: number;
 }
 
 class Simulation {
@@ -1065,7 +1070,7 @@ class Simulation {
   private startWorkers(): void {
     this.workStartedAt = this.now;
     for (let id = 0; id < this.simWorkers; id++) {
-      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false };
+      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0 };
       this.workers.push(wk);
       this.running++;
       // Heartbeats tick from the worker's start, whatever it is doing.
@@ -1089,6 +1094,7 @@ class Simulation {
     while (!this.finished) {
       const did = yield* this.step(wk);
       if (did === 'failed') {
+        wk.reconcileDue = true;
         failures++;
         this.failedSteps += this.k;
         yield { op: 'sleep', ms: backoffMs(failures, this.rand) };
@@ -1104,17 +1110,33 @@ class Simulation {
     const b = this.o.worker;
     if (wk.outcomes.length) return (yield* this.flush(wk)) ? 'ran' : 'failed';
     if (wk.backlog.length) return (yield* this.executeChunk(wk)) ? 'ran' : 'failed';
+    // As Worker.step: reconcile only when due; ask at once on running dry, then by stealBackoffMs while nothing comes.
+    const came = (): 'ran' => {
+      wk.fruitless = 0;
+      wk.nextAskAt = 0;
+      return 'ran';
+    };
     const got = yield* this.pull(wk, 0);
-    if (got !== 0) return got < 0 ? 'failed' : 'ran';
-    const adopted = yield* this.reconcile(wk);
-    if (adopted !== 0) return adopted < 0 ? 'failed' : 'ran';
-    if (b.coordinator) {
+    if (got !== 0) return got < 0 ? 'failed' : came();
+    if (wk.reconcileDue) {
+      const adopted = yield* this.reconcile(wk);
+      if (adopted < 0) return 'failed';
+      wk.reconcileDue = false;
+      if (adopted > 0) return came();
+    }
+    if (b.coordinator && this.now >= wk.nextAskAt) {
       const stolen = yield* this.askForWork(wk);
-      if (stolen !== 0) return stolen < 0 ? 'failed' : 'ran';
+      if (stolen > 0) return came();
+      wk.nextAskAt = this.now + stealBackoffMs(++wk.fruitless, this.rand);
+      if (stolen < 0) {
+        // The answer may be lost with items moved to us: the ledger is read at the next idle step.
+        wk.reconcileDue = true;
+        return 'failed';
+      }
     }
     if (b.waitSeconds > 0) {
       const more = yield* this.pull(wk, b.waitSeconds);
-      if (more !== 0) return more < 0 ? 'failed' : 'ran';
+      if (more !== 0) return more < 0 ? 'failed' : came();
     }
     return 'idle';
   }

@@ -15,6 +15,7 @@
 import { PARTITION_RCU, PARTITION_WCU, DEFAULT_KEY_SHARE, ITEM_WRITES, MAX_RUN_SHARDS, perItem, shardsFor, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
+import { stealBackoffMs } from '../../shared/ledger/worker.js';
 import { FUNCTIONS } from '../../shared/topology.js';
 import { PRICE_REGION, PRICES, PRICES_READ_ON } from '../cost.js';
 
@@ -79,8 +80,6 @@ export const PLAN_ASSUMPTIONS = {
   maxChunk: 64,
   /** Requests in flight per ledger call (DynamoLedgerStore default). */
   ledgerConcurrency: 16,
-  /** Idle long poll (worker `--wait-seconds`, default 20). */
-  longPollSeconds: 20,
   /** DynamoDB answers in "single-digit milliseconds" (on-demand-capacity-mode.html); 5 ms a request is assumed. */
   dynamodbMs: 5,
   /** An SQS request from EC2 in the same Region (assumed; not measured here). */
@@ -154,7 +153,7 @@ export interface CapacityPlan {
   /** The run's duration at the achievable rate. */
   readonly runSeconds: number;
   /** Idle fleet and tail: the running-set reads every idle worker makes. */
-  readonly idle: { readonly runningSetRcu: number; readonly perKeyRcuPerSecond: number; readonly tableRcuPerSecond: number; readonly leaseWcuPerSecond: number; readonly checks: readonly Check[] };
+  readonly idle: { readonly runningSetRcu: number; readonly perKeyRcuPerSecond: number; readonly tableRcuPerSecond: number; readonly settledTableRcuPerSecond: number; readonly leaseWcuPerSecond: number; readonly checks: readonly Check[] };
   readonly cost: { readonly perItemUsd: number; readonly perMillionUsd: number; readonly perHourUsd: number; readonly runUsd: number; readonly storageUsdMonth: number; readonly lines: readonly { readonly what: string; readonly perMillionUsd: number; readonly basis: string }[]; readonly unpriced: readonly string[] };
   readonly limits: readonly string[];
   readonly warnings: readonly string[];
@@ -162,6 +161,16 @@ export interface CapacityPlan {
 }
 
 const check = (what: string, value: number, limit: number, note: string): Check => ({ what, value, limit, ok: value <= limit, note });
+
+/** An idle worker's asks for work (stealBackoffMs, at its mean draw): how many in its first idle minute, and how far apart once at the cap. */
+const meanAskGap = (n: number) => stealBackoffMs(n, () => 0.5);
+const IDLE_ASKS_FIRST_MINUTE = (() => {
+  let at = 0;
+  let n = 1;
+  while (at + meanAskGap(n) < 60_000) at += meanAskGap(n++);
+  return n;
+})();
+const SETTLED_ASK_SECONDS = meanAskGap(Number.MAX_SAFE_INTEGER) / 1000;
 
 export function planCapacity(input: PlanInput): CapacityPlan {
   const a = PLAN_ASSUMPTIONS;
@@ -223,13 +232,16 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const stolen = Math.min(MAX_STEAL_BATCH, Math.ceil((b - 1) / 2));
   const stealSeconds = a.lambdaMs / 1000 + 2 * ld + rounds(shards) * ld + stolen * 2 * ld;
 
-  // Idle fleet (before the first message, and the tail): each idle worker reconciles and asks for work once a long poll.
-  const idlePolls = workers / a.longPollSeconds;
+  // Idle fleet (before the first message, and the tail): a worker that runs dry asks for work at once, then less
+  // often (stealBackoffMs); it reads the running set itself only at start and after a lost answer. The check takes
+  // its first idle minute, when a fleet that ran dry together asks most; settled, it asks once per backoff cap.
+  const idleAsks = (workers * IDLE_ASKS_FIRST_MINUTE) / 60;
   const idle = {
     runningSetRcu,
-    perKeyRcuPerSecond: 2 * idlePolls * perKeyRead,
-    tableRcuPerSecond: 2 * idlePolls * runningSetRcu,
-    leaseWcuPerSecond: idlePolls * (2 + 2 * stolen),
+    perKeyRcuPerSecond: idleAsks * perKeyRead,
+    tableRcuPerSecond: idleAsks * runningSetRcu,
+    settledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * runningSetRcu,
+    leaseWcuPerSecond: idleAsks * (2 + 2 * stolen),
   };
 
   const apiSeconds = rounds(a.apiRequestItems) * ld + (a.apiRequestItems / 10) * ls + rounds(a.apiRequestItems) * ld;
@@ -243,7 +255,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
     { path: 'heartbeat', per: `item (${heartbeats.toFixed(2)} of them)`, dynamodbRequests: heartbeats, ...unit('heartbeat', heartbeats), rcu: 0, sqsRequests: heartbeats, lambdaInvocations: 0, keys: 'UpdateItem: item partition, RUNNING sort key moves; ChangeMessageVisibility per held message (not batched)' },
     { path: 'ack', per: 'item', dynamodbRequests: 1, ...unit('ack'), rcu: 0, sqsRequests: deletesPerItem, lambdaInvocations: 0, keys: `UpdateItem (with the result): item partition, RUNNING delete; DeleteMessageBatch per chunk (${chunk === 1 ? 'one item a chunk: a call per item' : `${chunk} items a chunk`})` },
     { path: 'steal', per: 'idle worker ask (Lambda)', dynamodbRequests: 2 + shards + 2 * stolen, wcu: 2 + stolen * 2 * w + stolen * 2, indexWcu: stolen * 4 * w, rcu: runningSetRcu + stolen, sqsRequests: 0, lambdaInvocations: 1, keys: `LEASE#coordinator:<run> campaign (2 writes) + a ConditionCheck (2) per stolen item; every RUNNING key read whole (${runningSetRcu.toFixed(1)} RCU at the steady running set); up to ${stolen} fenced 2-action transactions, one at a time (item ×2, RUNNING delete+put ×2) and a consistent GetItem each` },
-    { path: 'reconcile (idle worker)', per: 'idle worker poll', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 1, lambdaInvocations: 0, keys: 'every RUNNING key read whole (to adopt what was stolen for it); ReceiveMessage' },
+    { path: 'reconcile (worker start, lost steal answer)', per: 'worker start', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 0, lambdaInvocations: 0, keys: 'every RUNNING key read whole (to adopt what a previous life held, or a steal whose answer was lost)' },
     { path: 'scan', per: `run, every ${a.scanEverySeconds} s (Lambda)`, dynamodbRequests: 1 + 2 * shards + 2 + shards + shards + 1, wcu: 2, indexWcu: 0, rcu: 0.5 + shards + runningSetRcu + 0.5 * shards + 1, sqsRequests: 0, lambdaInvocations: 1, keys: 'gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key read whole; unsent PENDING entries (≤ 1,000 a key); run record' },
     { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * w + 2 * w, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, lease ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
     { path: 'replay (node coordinator)', per: 'pending item (on takeover)', dynamodbRequests: (itemKb * 1024) / (1024 * 1024), wcu: 0, indexWcu: 0, rcu: (0.5 * itemKb) / 4, sqsRequests: 0, lambdaInvocations: 0, keys: 'every PENDING key read in pages (1 MB a page), plus the running set' },
@@ -279,14 +291,14 @@ export function planCapacity(input: PlanInput): CapacityPlan {
 
   // Lambda: the API (enqueue), the scan, and every idle worker's steal at the tail.
   const steady = { invocationsPerSecond: apiPerSecond + 1 / a.scanEverySeconds, concurrency: apiPerSecond * apiSeconds + 1 };
-  const tail = { invocationsPerSecond: idlePolls, concurrency: idlePolls * stealSeconds };
+  const tail = { invocationsPerSecond: idleAsks, concurrency: idleAsks * stealSeconds };
   const lambdaChecks = [
     check('Lambda concurrency, steady (API enqueue + scan)', steady.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${apiSeconds.toFixed(1)} s per ${a.apiRequestItems.toLocaleString('en-US')}-item enqueue request (the API Lambda times out at ${FUNCTIONS.api.timeoutSeconds} s)`),
-    check('Lambda concurrency, tail (a steal per idle worker a long poll)', tail.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${workers.toLocaleString('en-US')} idle workers / ${a.longPollSeconds} s × ${stealSeconds.toFixed(2)} s a steal, if its reads are not throttled — they are (idle fleet, below), and then each steal takes seconds: the model's start-up herd fills the 1,000`),
-    check('coordinator invocations per 10 s at the tail (new environments)', Math.min(tail.concurrency, idlePolls * 10), AWS_LIMITS.lambdaScaling.value, 'Lambda adds at most 1,000 environments to a function every 10 s'),
+    check('Lambda concurrency, tail (idle workers asking for work in their first idle minute)', tail.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${workers.toLocaleString('en-US')} idle workers × ${IDLE_ASKS_FIRST_MINUTE} asks / 60 s × ${stealSeconds.toFixed(2)} s a steal, if its reads are not throttled — they are (idle fleet, below), and then each steal takes seconds: the model's start-up herd fills the 1,000`),
+    check('coordinator invocations per 10 s at the tail (new environments)', Math.min(tail.concurrency, idleAsks * 10), AWS_LIMITS.lambdaScaling.value, 'Lambda adds at most 1,000 environments to a function every 10 s'),
   ];
   const idleChecks = [
-    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, PARTITION_RCU, 'reconcile + steal read every RUNNING key whole, per idle worker per long poll'),
+    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, PARTITION_RCU, `a steal reads every RUNNING key whole; an idle worker asks ${IDLE_ASKS_FIRST_MINUTE} times in its first idle minute (at once, then 20 s doubling to 5 min apart), once per ${SETTLED_ASK_SECONDS} s after`),
     check('idle fleet: table reads (RCU/s)', idle.tableRcuPerSecond, quotaR, 'the same, over all shards'),
     check('tail: lease key writes (WCU/s), at most', idle.leaseWcuPerSecond, PARTITION_WCU, `each steal invocation campaigns (2 writes) and condition-checks the lease per item it moves (up to ${stolen} while victims have backlogs)`),
   ];
@@ -326,7 +338,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
       : []),
     ...(!sqsCheck.ok ? ['Lower the in-flight messages (smaller --batch or shorter items) or ask AWS for a higher SQS in-flight quota.'] : []),
     ...(lambdaChecks.some((c) => !c.ok) ? [`Raise the account's Lambda concurrency above ${fmt(Math.max(steady.concurrency, tail.concurrency))}, or reserve concurrency for the coordinator.`] : []),
-    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): an idle worker reads the whole running set twice a long poll.`] : []),
+    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): each ask of an idle worker reads the whole running set.`] : []),
     `Keep results under ${MAX_RESULT_BYTES / 1024} KiB (larger ones fail their item: store them in S3 and return a reference).`,
   ];
 
@@ -407,7 +419,7 @@ export function formatPlan(plan: CapacityPlan): string {
   out.push(`  Lambda steady: ${fmt(plan.lambda.steady.invocationsPerSecond)} invocations/s, concurrency ≈ ${fmt(plan.lambda.steady.concurrency)}; tail: ${fmt(plan.lambda.tail.invocationsPerSecond)} steal invocations/s, concurrency ≈ ${fmt(plan.lambda.tail.concurrency)}`);
   for (const c of plan.lambda.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push(`  workers: ${fmt(plan.workers.needed)} needed (${t.workerSecondsPerItem.toFixed(3)} s of a worker per item: one item at a time); ${fmt(plan.workers.deployed)} deployed → ${fmt(plan.workers.achievableRate)} items/s; ${fmt(plan.workers.instances)} instances; run ≈ ${(plan.runSeconds / 60).toFixed(1)} min`);
-  out.push(`  idle fleet / tail: the running set costs ${fmt(plan.idle.runningSetRcu)} RCU to read; idle workers read it ${fmt((2 * plan.workers.deployed) / PLAN_ASSUMPTIONS.longPollSeconds)} times/s`);
+  out.push(`  idle fleet / tail: the running set costs ${fmt(plan.idle.runningSetRcu)} RCU to read; idle workers' steals read it ${fmt((IDLE_ASKS_FIRST_MINUTE * plan.workers.deployed) / 60)} times/s in their first idle minute, ${fmt(plan.workers.deployed / SETTLED_ASK_SECONDS)} times/s once settled (${fmt(plan.idle.settledTableRcuPerSecond)} RCU/s)`);
   for (const c of plan.idle.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push('');
   out.push(`## Cost (on-demand list prices, ${PRICE_REGION}, read ${PRICES_READ_ON}; no free tier)`);
@@ -446,7 +458,7 @@ export function planJson(plan: CapacityPlan): Record<string, unknown> {
     table: Object.fromEntries(plan.table.slice(0, 3).map((c) => [c.what, { value: r3(c.value), quota: c.limit, ok: c.ok }])),
     sqs: { requests_per_s: r3(plan.sqs.requestsPerSecond), in_flight: Math.round(plan.sqs.inFlight), limit: plan.sqs.check.limit, ok: plan.sqs.check.ok },
     lambda: { steady: { invocations_per_s: r3(plan.lambda.steady.invocationsPerSecond), concurrency: r3(plan.lambda.steady.concurrency) }, tail: { invocations_per_s: r3(plan.lambda.tail.invocationsPerSecond), concurrency: r3(plan.lambda.tail.concurrency) } },
-    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond) },
+    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond) },
     workers: plan.workers,
     run_minutes: r3(plan.runSeconds / 60),
     cost_usd: { per_million_items: r3(plan.cost.perMillionUsd), per_hour: r3(plan.cost.perHourUsd), run: r3(plan.cost.runUsd), storage_month: r3(plan.cost.storageUsdMonth) },

@@ -18,7 +18,8 @@ import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
  * deletes the message. When idle it asks the coordinator for work, less and
  * less often while none comes (stealBackoffMs), and reconciles with the
  * ledger (adopts any Running(itself) item it does not hold) only when that may
- * find something: at start, and after an ask whose answer was lost or refused.
+ * find something: at start, after an ask whose answer was lost or refused, and
+ * after a failed step (a claim whose answer was lost).
  *
  * Queue rule: a message matters only while its item is Pending; whoever puts
  * an item back to Pending makes sure it has a message (a nack releases ours or
@@ -129,9 +130,9 @@ export class Worker {
   private nextAskAt = 0;
   /**
    * Whether the ledger may hold Running(me) items this worker does not know
-   * of: at start (a previous life's), and after an ask whose answer was lost
-   * or refused (a steal committed for us but never delivered). Only then is
-   * the running set read, not on every idle step.
+   * of: at start (a previous life's), after an ask whose answer was lost or
+   * refused (a steal committed for us but never delivered), and after a
+   * failed step. Only then is the running set read, not on every idle step.
    */
   private reconcileDue = true;
   private readonly backlog: Held[] = [];
@@ -194,8 +195,10 @@ export class Worker {
     if ((await this.pull(signal, 0)) > 0) return this.workCame('received');
     if (signal?.aborted) return 'idle';
     if (this.reconcileDue) {
+      // Cleared once it has read the ledger: a reconcile that failed is tried again at the next idle step.
+      const adopted = await this.reconcile();
       this.reconcileDue = false;
-      if (await this.reconcile()) return this.workCame('stole');
+      if (adopted) return this.workCame('stole');
     }
     // A steal is a shortcut, not a need: a coordinator that cannot answer (refused, unreachable) leaves the long poll, and the
     // check that the run is done, to go on as usual.
@@ -225,6 +228,8 @@ export class Worker {
           if (did === 'idle' && idle && (await idle())) return;
         } catch (err) {
           if (signal.aborted || this.stopping) return;
+          // A write whose answer was lost may have made an item ours (a claim): the next idle step reads the ledger.
+          this.reconcileDue = true;
           failures++;
           this.stats.errors++;
           const waitMs = backoffMs(failures);
