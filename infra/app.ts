@@ -39,6 +39,7 @@ export function buildApp(app = new App()): App {
     store,
     ...(context('sharedTable') ? { sharedTableName: context('sharedTable')! } : {}),
     ...(context('dashboard') === 'true' ? { dashboard: true } : {}),
+    ...(context('auroraReader') === 'true' ? { auroraReader: true } : {}),
     ...(context('gateAlarms') ? { gateAlarms: context('gateAlarms')!.split(',').map((n) => n.trim()) } : {}),
     ...(context('workerRun') ? { workerFleet: { runId: context('workerRun')!, desired: workers(context('workerCount') ?? '2') } } : {}),
     ...(context('targetsFile') ? { targets: targetsFrom(context('targetsFile')!) } : {}),

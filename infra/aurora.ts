@@ -39,8 +39,13 @@ export class AuroraStore extends Construct {
   readonly clientGroup: ISecurityGroup;
   readonly subnets: SubnetSelection = { subnetType: SubnetType.PRIVATE_WITH_EGRESS };
 
-  /** `vpc`: one of yours, with private subnets with egress (the functions) and isolated ones (the cluster); default a new one. */
-  constructor(scope: Construct, id: string, o: { readonly vpc?: IVpc } = {}) {
+  /**
+   * `vpc`: one of yours, with private subnets with egress (the functions) and isolated ones (the cluster); default a new one.
+   * `reader`: a second instance, in another AZ, that a failover promotes in about a minute. Default none: nothing
+   * reads from it, and it would double the idle cost; without one, Aurora recovers a failed writer by creating a new
+   * instance (several minutes, with the control plane's writes refused meanwhile).
+   */
+  constructor(scope: Construct, id: string, o: { readonly vpc?: IVpc; readonly reader?: boolean } = {}) {
     super(scope, id);
     this.vpc = o.vpc ?? controlPlaneVpc(this);
     this.clientGroup = new SecurityGroup(this, 'Clients', { vpc: this.vpc, description: 'Control-plane functions that use the store', allowAllOutbound: true });
@@ -50,7 +55,7 @@ export class AuroraStore extends Construct {
       credentials: Credentials.fromGeneratedSecret('rollout'),
       defaultDatabaseName: 'rollout',
       writer: ClusterInstance.serverlessV2('writer'),
-      readers: [ClusterInstance.serverlessV2('reader', { scaleWithWriter: true })],
+      readers: o.reader ? [ClusterInstance.serverlessV2('reader', { scaleWithWriter: true })] : [],
       serverlessV2MinCapacity: 0.5,
       serverlessV2MaxCapacity: 8,
       vpc: this.vpc,

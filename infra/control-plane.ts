@@ -69,6 +69,13 @@ export interface RolloutControlPlaneProps {
   readonly sharedTableName?: string;
   /** Aurora: the VPC to put the cluster and the functions in (private subnets with egress, isolated subnets). Default: a new one. */
   readonly vpc?: IVpc;
+  /**
+   * Aurora: a reader instance in a second AZ, promoted in about a minute if
+   * the writer fails. Default off: nothing reads from it and it doubles the
+   * idle cost; without one a failed writer is replaced by a new instance
+   * (several minutes, writes refused meanwhile).
+   */
+  readonly auroraReader?: boolean;
   /** A customer-managed key for the table and the queues it creates (default: AWS-managed keys). */
   readonly encryptionKey?: IKey;
   /**
@@ -221,7 +228,8 @@ export class RolloutControlPlane extends Construct {
     // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
     this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
 
-    this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora', props.vpc ? { vpc: props.vpc } : {}) : null;
+    if (props.auroraReader && props.store !== 'aurora') throw new Error('invalid control plane config: auroraReader: only with store: aurora');
+    this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora', { ...(props.vpc ? { vpc: props.vpc } : {}), ...(props.auroraReader ? { reader: true } : {}) }) : null;
     // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
     const outbound = new OutboundPolicy(props.outbound ?? {});
     this.targets = parseTargets(props.targets ?? {});

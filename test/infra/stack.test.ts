@@ -370,6 +370,13 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     template.hasResourceProperties('AWS::EC2::SecurityGroup', { GroupDescription: 'AuroraTest/Aurora/Cluster/RotationSingleUser/SecurityGroup' });
   });
 
+  it('one instance, the writer, unless a reader is asked for (auroraReader: true)', () => {
+    template.resourceCountIs('AWS::RDS::DBInstance', 1);
+    const withReader = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AuroraReader', { store: 'aurora', auroraReader: true });
+    Template.fromStack(withReader).resourceCountIs('AWS::RDS::DBInstance', 2);
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAurora', { auroraReader: true })).toThrow(/auroraReader: only with store: aurora/);
+  });
+
   it('every function runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants', () => {
     for (const [, fn] of Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length)) {
       const env = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
