@@ -120,13 +120,13 @@ export const VARIANTS: Record<string, Variant> = {
       // Pauses are left out: they move no traffic, and a pause for drift runs inside a convergence of the same rollout.
       {
         file: 'shared/rollout/engine.ts',
-        find: '    const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n    if (await this.store.apply(token, plan))',
-        replace: "    const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n    if (t.kind !== 'pause') await this.actuate(viewAfter(view, plan), token);\n    if (await this.store.apply(token, plan))",
+        find: '      const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n      const applied = await this.store.apply(token, plan);',
+        replace: "      const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n      if (t.kind !== 'pause') await this.actuate(viewAfter(view, plan), token);\n      const applied = await this.store.apply(token, plan);",
       },
       {
         file: 'shared/rollout/engine.ts',
-        find: '    const written = await this.store.recordMetricsAndApply(token, plan, reading, held);',
-        replace: '    await this.actuate(viewAfter(view, plan), token);\n    const written = await this.store.recordMetricsAndApply(token, plan, reading, held);',
+        find: '      const w = await this.store.recordMetricsAndApply!(token, plan, reading, held);',
+        replace: '      await this.actuate(viewAfter(view, plan), token);\n      const w = await this.store.recordMetricsAndApply!(token, plan, reading, held);',
       },
     ],
   },
