@@ -38,6 +38,8 @@ export interface GuardOptions {
   readonly trustedProxies?: readonly string[];
   /** Extra headers for one route's answer (the status page's CSP). */
   readonly pageHeaders?: Readonly<Record<string, string>>;
+  /** Headers on every answer, refusals included (the node's id). */
+  readonly answerHeaders?: Readonly<Record<string, string>>;
   readonly now?: () => number;
 }
 
@@ -70,6 +72,10 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
   const trusted = new Set(o.trustedProxies ?? []);
   const refuse = (status: number, error: string, headers: Record<string, string> = {}): ApiResponse => ({ status, body: { error }, headers });
   const route = routerOf(ROUTES);
+  // Built once: every answer carries them, after its own (which may not override them).
+  const always = { 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', ...o.answerHeaders };
+  const jsonHeaders = { ...always, 'content-security-policy': JSON_CSP };
+  const pageHeaders = { ...always, ...o.pageHeaders };
 
   async function check(req: HttpRequest): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
@@ -125,9 +131,9 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
 
   return async (req) => {
     const res = await check(req);
-    const page = req.path === '/' && res.status === 200 && o.pageHeaders ? o.pageHeaders : { 'content-security-policy': JSON_CSP };
+    const fixed = req.path === '/' && res.status === 200 && o.pageHeaders ? pageHeaders : jsonHeaders;
     // Nothing is cached unless its route says how (assignment and traffic: private, by ETag).
-    return { ...res, headers: { 'cache-control': 'no-store', ...res.headers, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', ...page } };
+    return { ...res, headers: { 'cache-control': 'no-store', ...res.headers, ...fixed } };
   };
 }
 

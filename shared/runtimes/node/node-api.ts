@@ -162,6 +162,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
     rateLimit: c.rateLimit,
     trustedProxies: c.trustedProxies,
     pageHeaders: { 'content-security-policy': pageCsp(page), 'x-frame-options': 'DENY' },
+    answerHeaders: { 'x-rollout-node-id': node.nodeId },
   });
 }
 
@@ -352,7 +353,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     const found = req.route ?? match(req.method, req.path);
     const res = await answer(req, found);
     recordAnswer(found.route, res);
-    return { ...res, headers: { ...res.headers, 'x-rollout-node-id': node.nodeId } };
+    return res;
   };
 }
 
