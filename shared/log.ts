@@ -53,9 +53,3 @@ export function lineLogger(o: { service: string; write: (line: string) => void; 
   };
   return { debug: o.debug ? emit('debug') : () => undefined, info: emit('info'), warn: emit('warn'), error: emit('error') };
 }
-
-/** The same logger with `fields` (a run id, a rollout id) on each of its lines. */
-export function withFields(logger: Logger, fields: Record<string, unknown>): Logger {
-  const bind = (level: LogLevel) => (message: string, extra?: Record<string, unknown>) => logger[level](message, { ...fields, ...extra });
-  return { debug: bind('debug'), info: bind('info'), warn: bind('warn'), error: bind('error') };
-}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { lambdaLogger } from '../../functions/log.js';
-import { CORRELATION_FIELDS, lineLogger, withFields } from '../../shared/log.js';
+import { CORRELATION_FIELDS, lineLogger } from '../../shared/log.js';
 
 /** What every line must carry, in this order, then the correlation fields that apply. */
 const SHAPE = ['time', 'level', 'service', 'message'];
@@ -23,7 +23,7 @@ function capture(run: () => void): string[] {
 describe('one log shape on nodes, workers and Lambdas', () => {
   it('nodes and workers: time, level, service, message first, then rolloutId, runId, requestId, leaseEpoch, then the rest', () => {
     const lines: string[] = [];
-    const logger = withFields(lineLogger({ service: 'rollout-node', write: (l) => lines.push(l), fields: { nodeId: 'n1' } }), { runId: 'r-1' });
+    const logger = lineLogger({ service: 'rollout-node', write: (l) => lines.push(l), fields: { nodeId: 'n1', runId: 'r-1' } });
     logger.warn('leadership lost', { reason: 'expired', leaseEpoch: 7, rolloutId: 'ro-1', requestId: 'q-1' });
     logger.debug('not written unless asked');
     expect(lines).toHaveLength(1);
