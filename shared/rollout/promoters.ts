@@ -10,7 +10,8 @@ import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import { stageIndexOf } from './spec.js';
 import { BoundedMap } from '../bounded-map.js';
 import type { LeaseToken } from '../lease/record.js';
-import { UnknownRolloutError, type RolloutStore } from './store.js';
+import { NEVER_DUE, UnknownRolloutError, type DueView, type RolloutStore } from './store.js';
+import { nextEvaluationAt } from './schedule.js';
 
 /** Views a StreamingPromoter keeps for its fast path: every running rollout of a busy deployment. */
 const HELD_VIEWS = 10_000;
@@ -21,25 +22,50 @@ const RECONCILE_PER_TICK = 100;
 /** Readings deleted per tick at most: 360,000 an hour at a 10 s tick, more than 1,000 gates read every 10 s write. */
 const PRUNE_PER_TICK = 1_000;
 
+/** Due rollouts a tick evaluates at most, those due longest first; the rest are the next tick's. */
+const DUE_PER_TICK = 1_000;
+
+export interface TickResult {
+  readonly leader: boolean;
+  /** Rollouts evaluated: those that were due. */
+  readonly evaluated: number;
+  readonly actions: Action[];
+  readonly republished: number;
+  readonly readings: number;
+  readonly pruned: number;
+  readonly actuated: number;
+  /** More were due than a tick takes: the rest are left for the next one. */
+  readonly left: boolean;
+}
+
 /**
  * BatchPromoter: each tick takes or renews leadership and, if leader, reads
  * the provider gates that are due (GateReader: outside the fence, each
- * reading stored) and evaluates every running rollout. It is the correctness
- * fallback: whatever the streaming path missed, the next tick catches up.
+ * reading stored) and evaluates every running rollout that is due (its
+ * nextEvaluationAt has come, or a signal or transition marked it). It is the
+ * correctness fallback: whatever the streaming path missed, the next tick
+ * catches up, since every stored signal marks its rollouts due.
  * Who ticks it — the batch-promoter Lambda within its minute, a node's
  * schedule trigger — never overlaps two ticks.
  */
 export class BatchPromoter {
   private readonly concurrency: number;
+  private readonly duePerTick: number;
   private readonly reader: GateReader | undefined;
   private readonly logger: Logger;
 
   constructor(
     private readonly engine: RolloutEngine,
     private readonly leadership: Leadership,
-    options: { concurrency?: number; reader?: GateReader; logger?: Logger } = {},
+    options: { concurrency?: number; duePerTick?: number; reader?: GateReader; logger?: Logger } = {},
   ) {
-    this.concurrency = parseConfig('batch promoter', z.object({ concurrency: z.number().int().min(1).max(64).default(8) }), { concurrency: options.concurrency }).concurrency;
+    const config = parseConfig(
+      'batch promoter',
+      z.object({ concurrency: z.number().int().min(1).max(64).default(8), duePerTick: z.number().int().min(1).max(100_000).default(DUE_PER_TICK) }),
+      { concurrency: options.concurrency, duePerTick: options.duePerTick },
+    );
+    this.concurrency = config.concurrency;
+    this.duePerTick = config.duePerTick;
     this.reader = options.reader;
     this.logger = options.logger ?? silentLogger;
   }
@@ -57,11 +83,13 @@ export class BatchPromoter {
     return running || unpublished.length > 0 || unsettled.length > 0;
   }
 
-  async tick(): Promise<{ leader: boolean; evaluated: number; actions: Action[]; republished: number; readings: number; pruned: number; actuated: number }> {
+  async tick(): Promise<TickResult> {
     const token = await this.leadership();
-    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0, pruned: 0, actuated: 0 };
+    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0, pruned: 0, actuated: 0, left: false };
     const republished = await this.engine.flushOutbox();
-    let views = await this.engine.store.loadRunning();
+    // Only the rollouts whose time has come or that a signal or a transition marked: a tick costs what is due, not what runs.
+    const due = await this.engine.store.loadDue(this.engine.clock.now(), this.duePerTick);
+    let views = due.map((d) => d.view);
     let readings = 0;
     if (this.reader) {
       try {
@@ -77,12 +105,33 @@ export class BatchPromoter {
     const evaluated = await mapLimit(views, this.concurrency, (view) => this.engine.evaluateFrom(view, token));
     const actions = evaluated.flatMap((e) => e.actions);
     const actuated = await this.reconcile(views, evaluated, token);
+    await this.reschedule(due, evaluated);
     // After the decisions, off their path: the readings' history past its retention, a bounded batch a tick.
     const pruned = await this.engine.store.pruneGateReadings(this.engine.clock.now() - READING_RETENTION_DAYS * 86_400_000, PRUNE_PER_TICK).catch((err: unknown) => {
       this.logger.warn('gate readings not pruned this tick', { error: errorMessage(err) });
       return 0;
     });
-    return { leader: true, evaluated: views.length, actions, republished, readings, pruned, actuated };
+    return { leader: true, evaluated: views.length, actions, republished, readings, pruned, actuated, left: due.length >= this.duePerTick };
+  }
+
+  /**
+   * Each rollout this tick evaluated without a transition is next due at its
+   * nextEvaluationAt, unless something marked it since it was read. One that
+   * moved stays due (the transition marked it): the next tick looks at it
+   * from where it is now.
+   */
+  private async reschedule(due: readonly DueView[], evaluated: readonly { actions: readonly Action[]; view: RolloutView | null }[]): Promise<void> {
+    const now = this.engine.clock.now();
+    await mapLimit(due, this.concurrency, async (d, i) => {
+      const e = evaluated[i];
+      if (!e?.view || e.actions.length > 0) return;
+      const at = Math.min(nextEvaluationAt(e.view, now), NEVER_DUE);
+      // Due still: left as it is, for the next tick.
+      if (at <= now) return;
+      await this.engine.store.reschedule(d.view.rollout.id, d.mark, at).catch((err: unknown) => {
+        this.logger.warn('rollout not rescheduled; it stays due', { rolloutId: d.view.rollout.id, error: errorMessage(err) });
+      });
+    });
   }
 
   /**

@@ -44,8 +44,22 @@ export interface RolloutStore {
   create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }>;
   /** One consistent reading of a rollout, its current attempt's stages and signals. */
   load(id: string): Promise<RolloutView | null>;
-  /** Every running rollout, read the same way (what a BatchPromoter tick evaluates). */
+  /** Every running rollout, read the same way (for people and gauges; a tick reads loadDue). */
   loadRunning(): Promise<RolloutView[]>;
+  /**
+   * The running rollouts due at `now`, read the same way: their
+   * nextEvaluationAt has come, or a signal or a transition marked them due
+   * since (what a BatchPromoter tick evaluates). At most `limit`, those due
+   * longest first. Each comes with its mark, read no later than its view.
+   */
+  loadDue(now: number, limit: number): Promise<DueView[]>;
+  /**
+   * Sets when a running rollout is next due, only if its mark is still
+   * `mark`: nothing was stored for it, and no transition written, since it was
+   * read with that mark. False otherwise (it stays due). Not fenced: it
+   * decides nothing, and a late one can only make a rollout due too early.
+   */
+  reschedule(rolloutId: string, mark: string, at: number): Promise<boolean>;
   /**
    * The running rollouts whose gates watch `alarm` (alarmNamesOf), read the
    * same way: what an alarm's change affects. An alarm nobody watches reads
@@ -116,6 +130,18 @@ export interface RolloutStore {
   /** Ids of rollouts with a record not settled (oldest write first, at most `limit`): what a tick reconciles beyond the running ones. */
   unsettledActuations(limit: number): Promise<string[]>;
 }
+
+/** A due rollout as loadDue reads it: its view, and the mark reschedule is conditioned on. */
+export interface DueView {
+  readonly view: RolloutView;
+  readonly mark: string;
+}
+
+/**
+ * The latest time a store keeps for "next due": a running rollout nothing
+ * will wake but a signal (its deadline passed, no bake or gate ahead).
+ */
+export const NEVER_DUE = 999_999_999_999_999;
 
 /** A tally as it stands once a reading was counted into it. */
 export interface CountedReading {

@@ -1,6 +1,6 @@
 /**
  * npm run bench -- promotion [--samples N] [--warmup N] [--rollouts N] [--backends postgres,dynamodb,pglite] [--emulate-conflicts]
- *                            [--parts promoter,node-metrics]
+ *                            [--parts promoter,node-metrics,due] [--due-rollouts N] [--due N]
  *
  * Part `promoter`, per backend: inbound metrics event → stage promoted and its event published
  * on the bus (StreamingPromoter path), p50/p99, with 1 and with 100 rollouts
@@ -19,6 +19,12 @@
  * against it these are 0 unless `--emulate-conflicts` sends DynamoDB's
  * requests through a proxy that applies DynamoDB's conflict rules (its own
  * hop adds to every DynamoDB figure of the run).
+ *
+ * Part `due`, per backend: a BatchPromoter tick over `--due-rollouts` (10,000)
+ * running rollouts of which `--due` (100) are due (a reading stored for each:
+ * each promotes a stage), a tick with none due, and a CloudWatch alarm's
+ * change for an alarm no rollout watches: how long it takes and how many
+ * rollouts it read (by the store's own calls, counted in this process).
  *
  * Part `node-metrics` (test/support/node-metrics-cost.ts): what a node's
  * /metrics costs its event → promotion path. Nodes on PostgreSQL served over
@@ -55,10 +61,12 @@ const { values: args } = parseArgs({
     rollouts: { type: 'string', default: '1000' },
     backends: { type: 'string', default: 'postgres,dynamodb' },
     'emulate-conflicts': { type: 'boolean', default: false },
-    parts: { type: 'string', default: 'promoter,node-metrics' },
+    parts: { type: 'string', default: 'promoter,due,node-metrics' },
+    'due-rollouts': { type: 'string', default: '10000' },
+    due: { type: 'string', default: '100' },
   },
 });
-const PARTS = ['promoter', 'node-metrics'] as const;
+const PARTS = ['promoter', 'due', 'node-metrics'] as const;
 const parts = new Set(args.parts.split(',').map((s) => s.trim()));
 const unknownParts = [...parts].filter((p) => !(PARTS as readonly string[]).includes(p));
 if (unknownParts.length) {
@@ -147,7 +155,7 @@ async function eventToPromotion(backend: LeaseBackend, parallel: number, samples
 
 async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: number; allDue: number; setupMs: number }> {
   const { engine, elector } = await setup(backend);
-  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16 });
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, duePerTick: Math.max(1_000, n) });
   const t0 = performance.now();
   const ids: string[] = [];
   for (let i = 0; i < n; i += 50) {
@@ -156,7 +164,7 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
   await batch.tick(); // activates stage 0 everywhere
   const setupMs = performance.now() - t0;
   let t = performance.now();
-  const idle = await batch.tick(); // everything waits for metrics: evaluate only
+  const idle = await batch.tick(); // everything waits for metrics: each is evaluated once after its activation, then scheduled
   const idleMs = performance.now() - t;
   if (idle.evaluated !== n || idle.actions.length) throw new Error(`idle tick evaluated ${idle.evaluated}, acted ${idle.actions.length}`);
   const now = Date.now();
@@ -172,13 +180,62 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
 }
 
 /**
+ * A tick over `n` running rollouts of which `due` are due, after every one
+ * was activated and scheduled (each waits for traffic until its deadline);
+ * a tick with none due; an alarm change no rollout watches, through the
+ * StreamingPromoter as a node takes it.
+ */
+async function dueTicks(backend: LeaseBackend, n: number, due: number): Promise<{ dueMs: number; noneDueMs: number; evaluated: number; setupMs: number; flipMs: number; flipRolloutsRead: number }> {
+  const { engine, elector, streaming } = await setup(backend);
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16 });
+  const t0 = performance.now();
+  const ids: string[] = [];
+  for (let i = 0; i < n; i += 100) {
+    ids.push(...(await Promise.all(Array.from({ length: Math.min(100, n - i) }, async () => (await createRollout(engine, { spec: chain(3), actor: 'bench' })).id))));
+  }
+  // Activated, then evaluated once more and scheduled: a tick takes 1,000 at most.
+  for (let ticks = 0; (await batch.tick()).evaluated > 0; ticks++) if (ticks > (4 * n) / 1_000 + 10) throw new Error('due rollouts never settled');
+  const setupMs = performance.now() - t0;
+  const now = Date.now();
+  const chosen = ids.filter((_, i) => i % Math.floor(n / due) === 0).slice(0, due);
+  await Promise.all(chosen.map((id) => backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: now })));
+  let t = performance.now();
+  const tick = await batch.tick();
+  const dueMs = performance.now() - t;
+  const promoted = tick.actions.filter((a) => a.applied && a.transition === 'promote').length;
+  if (tick.evaluated !== due || promoted !== due) throw new Error(`the tick evaluated ${tick.evaluated} and promoted ${promoted}; ${due} were due`);
+  await batch.tick(); // the promoted ones, looked at once more and scheduled
+  t = performance.now();
+  const idle = await batch.tick();
+  const noneDueMs = performance.now() - t;
+  if (idle.evaluated !== 0) throw new Error(`a tick with none due evaluated ${idle.evaluated}`);
+  // Every rollout the store hands back counts as read, whichever call asked.
+  const store = backend.rollouts;
+  let read = 0;
+  const counting = <A extends unknown[], R>(f: (...a: A) => Promise<R>, count: (r: R) => number) => async (...a: A) => {
+    const r = await f(...a);
+    read += count(r);
+    return r;
+  };
+  const original = { load: store.load.bind(store), loadWatching: store.loadWatching.bind(store), loadRunning: store.loadRunning.bind(store) };
+  store.load = counting(original.load, (v) => (v ? 1 : 0));
+  store.loadWatching = counting(original.loadWatching, (v) => v.length);
+  store.loadRunning = counting(original.loadRunning, (v) => v.length);
+  t = performance.now();
+  await streaming.handle({ type: 'rollout.alarm_changed', alarm: 'nobody-watches-this', state: 'ALARM', changedAt: Date.now() });
+  const flipMs = performance.now() - t;
+  Object.assign(store, original);
+  return { dueMs, noneDueMs, evaluated: tick.evaluated, setupMs, flipMs, flipRolloutsRead: read };
+}
+
+/**
  * One tick over `n` running rollouts whose active stage has one Prometheus
  * gate each, every gate due (a query per rollout, its reading stored, the
  * rollout evaluated); then a tick with none due (read within the interval).
  */
 async function prometheusTicks(backend: LeaseBackend, n: number, prometheus: PrometheusServer): Promise<{ allDue: number; noneDue: number; readings: number; inconclusive: number }> {
   const { engine, elector } = await setup(backend);
-  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, reader: new GateReader(defaultGateProviders({ outbound: new OutboundPolicy({ origins: [prometheus.url] }) }), backend.rollouts) });
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, duePerTick: Math.max(1_000, n), reader: new GateReader(defaultGateProviders({ outbound: new OutboundPolicy({ origins: [prometheus.url] }) }), backend.rollouts) });
   const gated = (i: number) => ({
     target: { service: `svc-${i}`, version: 'v2' },
     stages: [
@@ -324,13 +381,36 @@ async function main() {
     }
   }
   await proxy?.stop();
+  const dueOut: Record<string, Record<string, number>> = {};
+  for (const name of parts.has('due') ? (args.backends.split(',').map((s) => s.trim()) as BackendName[]) : []) {
+    const backend = await openBackend(name);
+    try {
+      const n = Number(args['due-rollouts']);
+      const r = await dueTicks(backend, n, Number(args.due));
+      dueOut[name] = {
+        rollouts: n,
+        due: r.evaluated,
+        tick_due_ms: Math.round(r.dueMs),
+        tick_none_due_ms: Math.round(r.noneDueMs),
+        alarm_flip_unwatched_ms: round3(r.flipMs),
+        alarm_flip_unwatched_rollouts_read: r.flipRolloutsRead,
+        setup_s: Math.round(r.setupMs / 1000),
+      };
+      console.log(
+        `${name.padEnd(9)} tick over ${n} running rollouts, ${r.evaluated} due: ${dueOut[name].tick_due_ms} ms; none due: ${dueOut[name].tick_none_due_ms} ms · ` +
+          `an alarm no rollout watches changed: ${dueOut[name].alarm_flip_unwatched_ms} ms, ${r.flipRolloutsRead} rollouts read (setup ${dueOut[name].setup_s} s)`,
+      );
+    } finally {
+      await backend.close();
+    }
+  }
   let node: Record<string, number> | undefined;
   if (parts.has('node-metrics')) {
     const cost = await nodeMetricsCost(chain(STAGES), SAMPLES, WARMUP);
     console.log(cost.line);
     node = cost.figures;
   }
-  console.log(JSON.stringify({ bench: 'promotion', backends: out, ...(node ? { node_metrics: node } : {}) }));
+  console.log(JSON.stringify({ bench: 'promotion', backends: out, ...(Object.keys(dueOut).length ? { due: dueOut } : {}), ...(node ? { node_metrics: node } : {}) }));
 }
 
 // The loop empties only if a sample waits for a promotion that never comes: fail loudly instead of exiting 0 with no result.

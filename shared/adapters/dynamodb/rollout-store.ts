@@ -1,4 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
+import { randomUUID } from 'node:crypto';
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
 import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation-record.js';
@@ -8,7 +9,7 @@ import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type Rollo
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { NEVER_DUE, RolloutConflictError, UnknownRolloutError, type CountedReading, type DueView, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { signalsRead } from '../../rollout/evaluate.js';
 import { FencedError } from '../../lease/fencing.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
@@ -29,7 +30,9 @@ import { mapLimit } from '../../concurrency.js';
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query), with
- *                                       `watches`: the alarms its gates watch (what an alarm change reads)
+ *                                       `watches`: the alarms its gates watch (what an alarm change reads),
+ *                                       `dueAt` and `mark`: when a tick next reads it (gsi1: DUE / <dueAt>#<id>)
+ *   WATCH#<alarm> / <id>                a rollout that watches the alarm (written at creation; read through RUNNING)
  *   ROLLOUTS / <createdAt>#<id>         every rollout, for listing newest first
  *   ACTUATING / <id>#<target>           registry of actuation records not settled
  *   ALARM#<name> / ALARM
@@ -54,8 +57,29 @@ const TALLY_ATTEMPTS = 8;
 const OUTBOX = 'OUTBOX';
 const ACTUATION = 'ACTUATION#';
 const ACTUATING = 'ACTUATING';
-/** A running rollout's registry item: the spec never changes, so the alarms it watches are written with it once. */
-const runningItem = (id: string, spec: RolloutSpec): Item => ({ pk: 'RUNNING', sk: id, watches: alarmNamesOf(spec) });
+/**
+ * The due index (gsi1 under DUE, sorted by when): a running rollout's
+ * registry item carries when it is next due (0: at once) and a mark that
+ * every signal and transition replaces, so a reschedule decided on an older
+ * reading is refused.
+ */
+const DUE = 'DUE';
+const dueSk = (at: number, id: string) => `${pad(at, 15)}#${id}`;
+const dueNow = (id: string): Item => ({ dueAt: 0, mark: randomUUID(), [GSI1.pk]: DUE, [GSI1.sk]: dueSk(0, id) });
+/** A running rollout's registry item, due at once: the spec never changes, so the alarms it watches are written with it once. */
+const runningItem = (id: string, spec: RolloutSpec): Item => ({ pk: 'RUNNING', sk: id, watches: alarmNamesOf(spec), watchIndexed: true, ...dueNow(id) });
+/** WATCH#<alarm> / <id>: who watches an alarm, so an alarm's change reads its watchers only (filtered by RUNNING: kept while the rollout is). */
+const watchItems = (id: string, spec: RolloutSpec): Item[] => alarmNamesOf(spec).map((a) => ({ pk: `WATCH#${a}`, sk: id }));
+/** The registry item's update that makes a rollout due at once (and creates the item of a rollout running before it had one). */
+const markDueUpdate = (id: string) => {
+  const due = dueNow(id);
+  return {
+    Key: { pk: 'RUNNING', sk: id },
+    UpdateExpression: 'SET dueAt = :at, #m = :m, #gp = :gp, #gs = :gs',
+    ExpressionAttributeNames: { '#m': 'mark', '#gp': GSI1.pk, '#gs': GSI1.sk },
+    ExpressionAttributeValues: { ':at': due.dueAt, ':m': due.mark, ':gp': DUE, ':gs': due[GSI1.sk] },
+  };
+};
 
 type Item = Record<string, unknown>;
 const orNull = <T>(v: unknown): T | null => (v === undefined ? null : (v as T));
@@ -127,6 +151,9 @@ export class DynamoRolloutStore implements RolloutStore {
 
   async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
     const rollout: Rollout = { id, spec, state: 'running', attempt: 1, version: 0, createdAt: now, updatedAt: now, lastProgressAt: now, deadlineExceededAt: null, stateBy: actor, stateReason: null };
+    // Before the rollout, outside its transaction (a spec may watch more alarms than one holds): an entry whose
+    // rollout was never created, or does not watch the alarm, is dropped where it is read.
+    await batchPut(this.doc, this.table, watchItems(id, spec));
     try {
       // A second create of the same id in flight at once conflicts: retried, it then finds the first.
       await transactWrite(this.doc, {
@@ -196,11 +223,108 @@ export class DynamoRolloutStore implements RolloutStore {
     return (await this.views(ids)).filter((v) => v.rollout.state === 'running');
   }
 
+  /**
+   * The due index's entries up to `now` (eventually consistent), then their
+   * registry items read consistently (an entry the index still shows after a
+   * reschedule is dropped here), then the views: each mark is read before
+   * its view, so a mark newer than the view it comes with cannot be.
+   */
+  async loadDue(now: number, limit: number): Promise<DueView[]> {
+    await this.backfillDue();
+    const entries = await queryAll(
+      this.doc,
+      { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :d AND ${GSI1.sk} <= :n`, ExpressionAttributeValues: { ':d': DUE, ':n': `${pad(Math.max(0, now), 15)}#\uffff` } },
+      limit,
+    );
+    const registry = await batchGetAll(this.doc, this.table, entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })));
+    const marks = new Map(registry.filter((r) => Number(r.dueAt) <= now).map((r) => [String(r.sk), String(r.mark)]));
+    const views = await this.views([...marks.keys()]);
+    return views.filter((v) => v.rollout.state === 'running').map((view) => ({ view, mark: marks.get(view.rollout.id)! }));
+  }
+
+  async reschedule(rolloutId: string, mark: string, at: number): Promise<boolean> {
+    const when = Math.min(at, NEVER_DUE);
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: 'RUNNING', sk: rolloutId },
+          UpdateExpression: 'SET dueAt = :at, #gs = :gs',
+          ConditionExpression: '#m = :m',
+          ExpressionAttributeNames: { '#m': 'mark', '#gs': GSI1.sk },
+          ExpressionAttributeValues: { ':at': when, ':gs': dueSk(when, rolloutId), ':m': mark },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Makes running rollouts due at once: after a signal for them is stored
+   * (stale or not: a signal sent again after a crash between its write and
+   * this mark is marked then). A rollout not running is left alone.
+   */
+  private async markDue(ids: readonly string[]): Promise<void> {
+    await mapLimit(ids, this.readConcurrency, async (id) => {
+      try {
+        await this.doc.send(new UpdateCommand({ TableName: this.table, ...markDueUpdate(id), ConditionExpression: 'attribute_exists(pk)' }));
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      }
+    });
+  }
+
+  private backfilled = false;
+
+  /**
+   * Registry items written before the due index existed carry no due time:
+   * made due once, on this store's first tick, so none is left unread.
+   */
+  private async backfillDue(): Promise<void> {
+    if (this.backfilled) return;
+    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, dueAt' });
+    await this.markDue(registry.filter((i) => i.dueAt === undefined).map((i) => String(i.sk)));
+    this.backfilled = true;
+  }
+
   async loadWatching(alarm: string): Promise<RolloutView[]> {
-    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, watches' });
-    // An item written before `watches` existed says nothing of its alarms: its rollout is read to find out.
-    const ids = registry.filter((i) => !Array.isArray(i.watches) || (i.watches as unknown[]).includes(alarm)).map((i) => String(i.sk));
-    return (await this.views(ids)).filter((v) => v.rollout.state === 'running' && alarmNamesOf(v.rollout.spec).includes(alarm));
+    return (await this.views(await this.watching(alarm))).filter((v) => v.rollout.state === 'running' && alarmNamesOf(v.rollout.spec).includes(alarm));
+  }
+
+  /** Ids of the running rollouts that watch `alarm`: its WATCH entries, kept if their rollout is in the registry. No rollout is read. */
+  private async watching(alarm: string): Promise<string[]> {
+    await this.indexWatches();
+    const entries = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': `WATCH#${alarm}` }, ConsistentRead: true, ProjectionExpression: 'sk' });
+    const running = await batchGetAll(this.doc, this.table, entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })));
+    return running.map((r) => String(r.sk));
+  }
+
+  private watchesIndexed = false;
+
+  /**
+   * Registry items written before WATCH entries existed have none: written
+   * once, on this store's first alarm change, from the alarms the item
+   * carries (or its rollout's spec, for one older still).
+   */
+  private async indexWatches(): Promise<void> {
+    if (this.watchesIndexed) return;
+    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, watches, watchIndexed' });
+    await mapLimit(
+      registry.filter((i) => i.watchIndexed !== true),
+      this.readConcurrency,
+      async (i) => {
+        const id = String(i.sk);
+        const names = Array.isArray(i.watches) ? (i.watches as string[]) : alarmNamesOf((await this.load(id))?.rollout.spec ?? { stages: [] } as unknown as RolloutSpec);
+        await batchPut(this.doc, this.table, names.map((a) => ({ pk: `WATCH#${a}`, sk: id })));
+        await this.doc.send(new UpdateCommand({ TableName: this.table, Key: { pk: 'RUNNING', sk: id }, UpdateExpression: 'SET watchIndexed = :t', ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeValues: { ':t': true } })).catch((err: unknown) => {
+          if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        });
+      },
+    );
+    this.watchesIndexed = true;
   }
 
   /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */
@@ -240,7 +364,9 @@ export class DynamoRolloutStore implements RolloutStore {
       new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }),
     );
     if (!head.Item) throw new UnknownRolloutError(rolloutId);
-    return this.putMetrics(rolloutId, head.Item.spec as RolloutSpec, Number(head.Item.attempt), at, m).then((r) => r.outcome);
+    const { outcome } = await this.putMetrics(rolloutId, head.Item.spec as RolloutSpec, Number(head.Item.attempt), at, m);
+    await this.markDue([rolloutId]);
+    return outcome;
   }
 
   /** The stage resolved on `spec`, the attempt defaulting to `attempt`; stored only if newer than the stage's reading. */
@@ -273,12 +399,14 @@ export class DynamoRolloutStore implements RolloutStore {
     const before = await this.load(rolloutId);
     if (!before) throw new UnknownRolloutError(rolloutId);
     const { outcome, stage, attempt } = await this.putMetrics(rolloutId, before.rollout.spec, before.rollout.attempt, at, m);
+    await this.markDue([rolloutId]);
     if (outcome === 'stale') return { outcome, view: (await this.load(rolloutId))! };
     if (attempt === before.rollout.attempt) (before.metrics as Map<number, StageMetrics>).set(stage, m);
     return { outcome, view: before };
   }
 
   async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {
+    let outcome: SignalOutcome = 'stored';
     try {
       await this.doc.send(
         new PutCommand({
@@ -288,11 +416,12 @@ export class DynamoRolloutStore implements RolloutStore {
           ExpressionAttributeValues: { ':c': changedAt },
         }),
       );
-      return 'stored';
     } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) return 'stale';
-      throw err;
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      outcome = 'stale';
     }
+    await this.markDue(await this.watching(name));
+    return outcome;
   }
 
   /** DynamoDB's TTL deletes each reading READING_RETENTION_DAYS after it was taken: nothing to do here. */
@@ -505,6 +634,8 @@ export class DynamoRolloutStore implements RolloutStore {
       });
     });
     if (expect.state !== 'running' && next.state === 'running') items.push({ Put: { TableName: this.table, Item: runningItem(id, next.spec) } });
+    // A transition that leaves it running makes it due at once: the next tick looks at it from where it is now.
+    if (expect.state === 'running' && next.state === 'running') items.push({ Update: { TableName: this.table, ...markDueUpdate(id) } });
     if (expect.state === 'running' && next.state !== 'running') items.push({ Delete: { TableName: this.table, Key: { pk: 'RUNNING', sk: id } } });
     return items;
   }

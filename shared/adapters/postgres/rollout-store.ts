@@ -5,7 +5,7 @@ import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type Rollou
 import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { RolloutConflictError, UnknownRolloutError, type CountedReading, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import { NEVER_DUE, RolloutConflictError, UnknownRolloutError, type CountedReading, type DueView, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
 import { decodeCursor, encodeCursor } from '../../cursor.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
@@ -235,6 +235,28 @@ export class PostgresRolloutStore implements RolloutStore {
   async loadRunning(): Promise<RolloutView[]> {
     const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE state = 'running' ORDER BY id`, [], 'rollout_load_running');
     return this.views(rows);
+  }
+
+  async loadDue(now: number, limit: number): Promise<DueView[]> {
+    // One statement: each mark is read in the same snapshot as its view.
+    const { rows } = await this.sql.query<RolloutRow & { due_mark: unknown }>(
+      `SELECT v.*, r.due_mark FROM rollout_views v JOIN rollouts r ON r.id = v.id
+        WHERE v.id IN (SELECT id FROM rollouts WHERE state = 'running' AND due_at <= $1 ORDER BY due_at LIMIT $2)
+        ORDER BY r.due_at, v.id`,
+      [now, limit],
+      'rollout_load_due',
+    );
+    const views = this.views(rows);
+    return rows.map((r, i) => ({ view: views[i]!, mark: String(toInt(r.due_mark)) }));
+  }
+
+  async reschedule(rolloutId: string, mark: string, at: number): Promise<boolean> {
+    const { rows } = await this.sql.query(
+      `UPDATE rollouts SET due_at = $3 WHERE id = $1 AND due_mark = $2 AND state = 'running' RETURNING 1`,
+      [rolloutId, mark, Math.min(at, NEVER_DUE)],
+      'rollout_reschedule',
+    );
+    return rows.length > 0;
   }
 
   async loadWatching(alarm: string): Promise<RolloutView[]> {
