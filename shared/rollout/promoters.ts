@@ -9,6 +9,7 @@ import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, t
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import { stageIndexOf } from './spec.js';
 import { BoundedMap } from '../bounded-map.js';
+import { DAY_MS, retentionSchema, type Retention } from '../retention.js';
 import type { LeaseToken } from '../lease/record.js';
 import { NEVER_DUE, UnknownRolloutError, type DueView, type RolloutStore } from './store.js';
 import { nextEvaluationAt } from './schedule.js';
@@ -18,6 +19,9 @@ const HELD_VIEWS = 10_000;
 
 /** Rollouts beyond the running ones whose targets a tick reconciles at most (the oldest first). */
 const RECONCILE_PER_TICK = 100;
+
+/** Ended rollouts deleted per tick at most: 8,640 a day at a 10 s tick, 1,440 at the Lambda's minute. */
+const ENDED_PER_TICK = 25;
 
 /** Readings deleted per tick at most: 360,000 an hour at a 10 s tick, more than 1,000 gates read every 10 s write. */
 const PRUNE_PER_TICK = 1_000;
@@ -32,7 +36,10 @@ export interface TickResult {
   readonly actions: Action[];
   readonly republished: number;
   readonly readings: number;
+  /** Gate readings deleted past their retention. */
   readonly pruned: number;
+  /** Rollouts deleted, whole, past their retention after they ended. */
+  readonly ended: number;
   readonly actuated: number;
   /** More were due than a tick takes: the rest are left for the next one. */
   readonly left: boolean;
@@ -51,13 +58,14 @@ export interface TickResult {
 export class BatchPromoter {
   private readonly concurrency: number;
   private readonly duePerTick: number;
+  private readonly retention: Retention;
   private readonly reader: GateReader | undefined;
   private readonly logger: Logger;
 
   constructor(
     private readonly engine: RolloutEngine,
     private readonly leadership: Leadership,
-    options: { concurrency?: number; duePerTick?: number; reader?: GateReader; logger?: Logger } = {},
+    options: { concurrency?: number; duePerTick?: number; retention?: Partial<Retention>; reader?: GateReader; logger?: Logger } = {},
   ) {
     const config = parseConfig(
       'batch promoter',
@@ -66,6 +74,7 @@ export class BatchPromoter {
     );
     this.concurrency = config.concurrency;
     this.duePerTick = config.duePerTick;
+    this.retention = parseConfig('retention', retentionSchema, options.retention ?? {});
     this.reader = options.reader;
     this.logger = options.logger ?? silentLogger;
   }
@@ -85,7 +94,7 @@ export class BatchPromoter {
 
   async tick(): Promise<TickResult> {
     const token = await this.leadership();
-    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0, pruned: 0, actuated: 0, left: false };
+    if (!token) return { leader: false, evaluated: 0, actions: [], republished: 0, readings: 0, pruned: 0, ended: 0, actuated: 0, left: false };
     const republished = await this.engine.flushOutbox();
     // Only the rollouts whose time has come or that a signal or a transition marked: a tick costs what is due, not what runs.
     const due = await this.engine.store.loadDue(this.engine.clock.now(), this.duePerTick);
@@ -107,11 +116,24 @@ export class BatchPromoter {
     const actuated = await this.reconcile(views, evaluated, token);
     await this.reschedule(due, evaluated);
     // After the decisions, off their path: the readings' history past its retention, a bounded batch a tick.
-    const pruned = await this.engine.store.pruneGateReadings(this.engine.clock.now() - READING_RETENTION_DAYS * 86_400_000, PRUNE_PER_TICK).catch((err: unknown) => {
+    const pruned = await this.engine.store.pruneGateReadings(this.engine.clock.now() - READING_RETENTION_DAYS * DAY_MS, PRUNE_PER_TICK).catch((err: unknown) => {
       this.logger.warn('gate readings not pruned this tick', { error: errorMessage(err) });
       return 0;
     });
-    return { leader: true, evaluated: views.length, actions, republished, readings, pruned, actuated, left: due.length >= this.duePerTick };
+    const ended = await this.pruneEnded();
+    return { leader: true, evaluated: views.length, actions, republished, readings, pruned, ended, actuated, left: due.length >= this.duePerTick };
+  }
+
+  /**
+   * Rollouts that ended longer ago than the retention, a bounded batch a
+   * tick; what a tick that finds nothing due does on an idle deployment.
+   * Also what a runtime that does not tick while idle calls on its own.
+   */
+  async pruneEnded(): Promise<number> {
+    return this.engine.store.pruneEnded(this.engine.clock.now() - this.retention.rolloutDays * DAY_MS, ENDED_PER_TICK).catch((err: unknown) => {
+      this.logger.warn('ended rollouts not pruned this tick', { error: errorMessage(err) });
+      return 0;
+    });
   }
 
   /**
@@ -125,9 +147,9 @@ export class BatchPromoter {
     await mapLimit(due, this.concurrency, async (d, i) => {
       const e = evaluated[i];
       if (!e?.view || e.actions.length > 0) return;
+      // Due still (targets to read back, a gate to read again): written all the same, so the rollout queues behind
+      // those due longer, and a tick that takes a limited number does not keep taking the same ones.
       const at = Math.min(nextEvaluationAt(e.view, now), NEVER_DUE);
-      // Due still: left as it is, for the next tick.
-      if (at <= now) return;
       await this.engine.store.reschedule(d.view.rollout.id, d.mark, at).catch((err: unknown) => {
         this.logger.warn('rollout not rescheduled; it stays due', { rolloutId: d.view.rollout.id, error: errorMessage(err) });
       });

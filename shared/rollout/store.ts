@@ -100,6 +100,16 @@ export interface RolloutStore {
    */
   pruneGateReadings(before: number, limit: number): Promise<number>;
   /**
+   * Deletes up to `limit` rollouts that ended (completed, rolled back,
+   * aborted) before `before`, oldest first, each whole: stages, metrics,
+   * tallies, readings, history, target records, its place in the list. Not one
+   * with an event still unpublished or a target record not settled (nothing
+   * accepted is lost). With each, the state of an alarm it watched that no
+   * other rollout watches and that has not changed since `before`. Returns how
+   * many rollouts. Idempotent: one half deleted by a crash is finished later.
+   */
+  pruneEnded(before: number, limit: number): Promise<number>;
+  /**
    * Applies a plan in one atomic write, fenced by `token`: only if the rollout
    * row still has the plan's expected version, state and attempt and each
    * touched stage its expected phase. Returns false when the evaluated state

@@ -28,6 +28,18 @@ export async function batchPut(doc: DynamoDBDocumentClient, table: string, items
   }
 }
 
+/** Deletes by key, 25 to a BatchWriteItem, what DynamoDB leaves unprocessed sent again (after a short backoff). A missing key is no error. */
+export async function batchDelete(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<void> {
+  for (let i = 0; i < keys.length; i += 25) {
+    let requests: { DeleteRequest: { Key: Item } }[] | undefined = keys.slice(i, i + 25).map((Key) => ({ DeleteRequest: { Key } }));
+    for (let attempt = 0; requests?.length; attempt++) {
+      if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
+      const res = await doc.send(new BatchWriteCommand({ RequestItems: { [table]: requests } }));
+      requests = res.UnprocessedItems?.[table] as typeof requests;
+    }
+  }
+}
+
 /** Items by key, read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
 export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<Item[]> {
   const out: Item[] = [];

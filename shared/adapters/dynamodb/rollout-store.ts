@@ -1,11 +1,11 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { randomUUID } from 'node:crypto';
-import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
 import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation-record.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
-import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
+import { alarmNamesOf, talliesByStage, TERMINAL_STATES, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
@@ -17,7 +17,7 @@ import { transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
-import { batchGetAll, batchPut, listCursor, listPage, listStart, queryAll } from './query.js';
+import { batchDelete, batchGetAll, batchPut, listCursor, listPage, listStart, queryAll } from './query.js';
 import { mapLimit } from '../../concurrency.js';
 
 /**
@@ -34,6 +34,7 @@ import { mapLimit } from '../../concurrency.js';
  *                                       `dueAt` and `mark`: when a tick next reads it (gsi1: DUE / <dueAt>#<id>)
  *   WATCH#<alarm> / <id>                a rollout that watches the alarm (written at creation; read through RUNNING)
  *   ROLLOUTS / <createdAt>#<id>         every rollout, for listing newest first
+ *   ENDED / <id>                        a rollout that ended (gsi1: ENDED / <endedAt>#<id>): what retention deletes
  *   ACTUATING / <id>#<target>           registry of actuation records not settled
  *   ALARM#<name> / ALARM
  * Every transition is one TransactWriteItems: the lease ConditionCheck, the
@@ -64,6 +65,9 @@ const ACTUATING = 'ACTUATING';
  * reading is refused.
  */
 const DUE = 'DUE';
+/** ENDED / <id>: a rollout that ended, indexed on gsi1 as ENDED / <when>#<id>, so retention finds the oldest without a scan. */
+const ENDED = 'ENDED';
+const endedItem = (r: Rollout): Item => ({ pk: ENDED, sk: r.id, endedAt: r.updatedAt, [GSI1.pk]: ENDED, [GSI1.sk]: `${pad(r.updatedAt, 15)}#${r.id}` });
 const dueSk = (at: number, id: string) => `${pad(at, 15)}#${id}`;
 const dueNow = (id: string): Item => ({ dueAt: 0, mark: randomUUID(), [GSI1.pk]: DUE, [GSI1.sk]: dueSk(0, id) });
 /** A running rollout's registry item, due at once: the spec never changes, so the alarms it watches are written with it once. */
@@ -429,6 +433,56 @@ export class DynamoRolloutStore implements RolloutStore {
     return Promise.resolve(0);
   }
 
+  /**
+   * The oldest ENDED entries (the index is eventually consistent: each
+   * rollout's head is read again, consistently, and one that is running again
+   * or ended later is left alone), then each rollout deleted: its partition,
+   * watch entries, list entry, the alarm states only it watched, its head,
+   * and last its ENDED entry, so a crash part way is finished by a later call.
+   */
+  async pruneEnded(before: number, limit: number): Promise<number> {
+    const entries = await queryAll(
+      this.doc,
+      { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :e AND ${GSI1.sk} < :b`, ExpressionAttributeValues: { ':e': ENDED, ':b': pad(before, 15) } },
+      limit,
+    );
+    const pruned = await mapLimit(entries, this.readConcurrency, async (e) => this.pruneOne(String(e.sk), before));
+    return pruned.filter(Boolean).length;
+  }
+
+  private async pruneOne(id: string, before: number): Promise<boolean> {
+    const head = (await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(id), sk: 'ROLLOUT' }, ConsistentRead: true }))).Item;
+    if (head) {
+      const r = rolloutOf(head);
+      if (!TERMINAL_STATES.includes(r.state) || r.updatedAt >= before) return false;
+      const items = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': rolloutPk(id) }, ConsistentRead: true, ProjectionExpression: 'pk, sk, #g', ExpressionAttributeNames: { '#g': GSI1.pk } });
+      const unsettled = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p AND begins_with(sk, :r)', ExpressionAttributeValues: { ':p': ACTUATING, ':r': `${id}#` }, ConsistentRead: true, Limit: 1 }));
+      // An event not yet published, or a target not settled: kept until they are.
+      if (items.some((i) => i[GSI1.pk] === OUTBOX) || (unsettled.Items?.length ?? 0) > 0) return false;
+      const alarms = alarmNamesOf(r.spec);
+      await batchDelete(this.doc, this.table, [
+        ...items.filter((i) => i.sk !== 'ROLLOUT').map((i) => ({ pk: i.pk, sk: i.sk })),
+        ...alarms.map((a) => ({ pk: `WATCH#${a}`, sk: id })),
+        { pk: ROLLOUTS, sk: listSk(r) },
+      ]);
+      await mapLimit(alarms, this.readConcurrency, (a) => this.pruneAlarm(a, before));
+      await this.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: rolloutPk(id), sk: 'ROLLOUT' } }));
+    }
+    await this.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: ENDED, sk: id } }));
+    return head !== undefined;
+  }
+
+  /** An alarm's state, once no rollout watches it and it has not changed since `before`. */
+  private async pruneAlarm(alarm: string, before: number): Promise<void> {
+    const watched = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': `WATCH#${alarm}` }, ConsistentRead: true, Limit: 1 }));
+    if (watched.Items?.length) return;
+    try {
+      await this.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: `ALARM#${alarm}`, sk: 'ALARM' }, ConditionExpression: 'changedAt < :b', ExpressionAttributeValues: { ':b': before } }));
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
+  }
+
   async recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]> {
     // Readings of one gate in order, one after another (each tally after its own reading, the last one standing); gates in parallel.
     const byTally = new Map<string, ReadingToStore[]>();
@@ -634,6 +688,9 @@ export class DynamoRolloutStore implements RolloutStore {
       });
     });
     if (expect.state !== 'running' && next.state === 'running') items.push({ Put: { TableName: this.table, Item: runningItem(id, next.spec) } });
+    const ended = (state: Rollout['state']) => TERMINAL_STATES.includes(state);
+    if (!ended(expect.state) && ended(next.state)) items.push({ Put: { TableName: this.table, Item: endedItem(next) } });
+    if (ended(expect.state) && !ended(next.state)) items.push({ Delete: { TableName: this.table, Key: { pk: ENDED, sk: id } } });
     // A transition that leaves it running makes it due at once: the next tick looks at it from where it is now.
     if (expect.state === 'running' && next.state === 'running') items.push({ Update: { TableName: this.table, ...markDueUpdate(id) } });
     if (expect.state === 'running' && next.state !== 'running') items.push({ Delete: { TableName: this.table, Key: { pk: 'RUNNING', sk: id } } });

@@ -402,6 +402,33 @@ export class PostgresRolloutStore implements RolloutStore {
     return toInt(rows[0]?.n ?? 0);
   }
 
+  async pruneEnded(before: number, limit: number): Promise<number> {
+    // One statement, so one snapshot: the rows a rollout has are deleted with it or not at all. Locked rows
+    // (a retry under way) are skipped, and found again by the next call.
+    const { rows } = await this.sql.query<{ n: unknown }>(
+      `WITH old AS (
+         SELECT id, alarm_names FROM rollouts r
+          WHERE state IN ('completed', 'rolled_back', 'aborted') AND updated_at < $1
+            AND NOT EXISTS (SELECT 1 FROM rollout_events e WHERE e.rollout_id = r.id AND e.published_at IS NULL)
+            AND NOT EXISTS (SELECT 1 FROM rollout_actuations a WHERE a.rollout_id = r.id AND NOT a.settled)
+          ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+       stages AS (DELETE FROM rollout_stages WHERE rollout_id IN (SELECT id FROM old)),
+       metrics AS (DELETE FROM stage_metrics WHERE rollout_id IN (SELECT id FROM old)),
+       events AS (DELETE FROM rollout_events WHERE rollout_id IN (SELECT id FROM old)),
+       readings AS (DELETE FROM gate_readings WHERE rollout_id IN (SELECT id FROM old)),
+       tallies AS (DELETE FROM gate_tallies WHERE rollout_id IN (SELECT id FROM old)),
+       targets AS (DELETE FROM rollout_actuations WHERE rollout_id IN (SELECT id FROM old)),
+       alarms AS (
+         DELETE FROM alarm_states a WHERE a.name IN (SELECT unnest(alarm_names) FROM old) AND a.changed_at < $1
+            AND NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.alarm_names @> ARRAY[a.name] AND r.id NOT IN (SELECT id FROM old))),
+       gone AS (DELETE FROM rollouts WHERE id IN (SELECT id FROM old) RETURNING 1)
+       SELECT count(*) AS n FROM gone`,
+      [new Date(before), limit],
+      'rollout_prune_ended',
+    );
+    return toInt(rows[0]?.n ?? 0);
+  }
+
   /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 10). */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {

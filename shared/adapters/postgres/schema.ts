@@ -636,6 +636,14 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       CREATE TRIGGER alarm_states_due AFTER INSERT OR UPDATE ON alarm_states FOR EACH ROW EXECUTE FUNCTION rollout_due_on_alarm();
     `,
   },
+  {
+    id: 23,
+    name: 'retention: rollouts that ended found by when, and the alarms any rollout (running or not) watches',
+    sql: `
+      CREATE INDEX rollouts_ended ON rollouts (updated_at) WHERE state IN ('completed', 'rolled_back', 'aborted');
+      CREATE INDEX rollouts_alarm_names ON rollouts USING gin (alarm_names);
+    `,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).

@@ -13,6 +13,7 @@ import { errorMessage, lineLogger, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
 import type { NodeConfigInput } from '../node/config.js';
 import { SCOPES } from '../../auth/scopes.js';
+import { DEFAULT_RETENTION } from '../../retention.js';
 import { mintToken, parseScopes } from '../../auth/tokens.js';
 import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from '../worker/worker-command.js';
 
@@ -185,6 +186,12 @@ ${cases}
   return shell === 'bash' ? `# rollout ${packageVersion()} completion (bash)\n${body}complete -o default -F _rollout rollout\n` : `#compdef rollout\n# rollout ${packageVersion()} completion (zsh, through bash's)\nautoload -U +X bashcompinit && bashcompinit\n${body}complete -o default -F _rollout rollout\n`;
 }
 
+const days = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!(n > 0 && n <= 36_500)) throw new InvalidArgumentError(`${name} must be a number of days, more than 0 and at most 36500, got "${v}"`);
+  return n;
+};
+
 const seconds = (name: string) => (v: string) => {
   const n = Number(v);
   if (!(n > 0)) throw new InvalidArgumentError(`${name} must be a positive number of seconds, got "${v}"`);
@@ -329,8 +336,10 @@ function nodeCommands(cli: Command): void {
     .addOption(new Option('--tick-interval <s>', 'BatchPromoter tick').argParser(seconds('--tick-interval')).env('ROLLOUT_TICK_INTERVAL'))
     .addOption(new Option('--scan-interval <s>', "run coordinators' failure scan (silent workers, unsent items, poison)").argParser(seconds('--scan-interval')).env('ROLLOUT_SCAN_INTERVAL').default(5))
     .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
+    .addOption(new Option('--retain-rollouts <days>', 'a rollout that ended is deleted, whole, this many days after').argParser(days('--retain-rollouts')).env('ROLLOUT_RETAIN_ROLLOUTS_DAYS').default(DEFAULT_RETENTION.rolloutDays))
+    .addOption(new Option('--retain-runs <days>', "a run that closed is deleted, with its items' results, this many days after").argParser(days('--retain-runs')).env('ROLLOUT_RETAIN_RUNS_DAYS').default(DEFAULT_RETENTION.runDays))
     .option('--json', 'logs as JSON lines', false)
-    .action(async (o: TrustOpts & { nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
+    .action(async (o: TrustOpts & { retainRollouts: number; retainRuns: number; nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json, 'rollout-node', { nodeId: o.nodeId });
       const { serveCommand } = await import('../node/node-command.js');
       await serveCommand(
@@ -349,6 +358,7 @@ function nodeCommands(cli: Command): void {
           monitorIntervalSeconds: o.monitorInterval,
           ...(o.tickInterval ? { tickIntervalSeconds: o.tickInterval } : {}),
           scanIntervalSeconds: o.scanInterval,
+          retention: { rolloutDays: o.retainRollouts, runDays: o.retainRuns },
           redirectWrites: o.redirectWrites === true || o.redirectWrites === 'true' || o.redirectWrites === '1',
           ...trustConfig(o),
         },

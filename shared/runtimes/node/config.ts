@@ -5,6 +5,7 @@ import { outboundConfigSchema } from '../../outbound/policy.js';
 import { targetsSchema } from '../../actuation/targets.js';
 import { oidcConfigSchema } from '../../adapters/oidc/authenticator.js';
 import { SCOPES } from '../../auth/scopes.js';
+import { DEFAULT_RETENTION, retentionSchema } from '../../retention.js';
 
 /** A node's configuration (`rollout serve` flags and environment, `npm start`), validated as a whole. */
 export const ELECTORS = ['lease', 'advisory-lock', 'static'] as const;
@@ -45,6 +46,8 @@ export const nodeConfigSchema = z
     /** On a graceful stop, NOTIFY followers so one takes over at once (off: they find out at their next retry). */
     wakeOnResign: z.boolean().default(true),
     eventRetentionDays: z.number().positive().default(7),
+    /** How long what ended is kept (`--retain-rollouts`, `--retain-runs`): README, "What is kept". */
+    retention: retentionSchema.default(DEFAULT_RETENTION),
     /** What a spec may make this node request (`--outbound-config`): nothing by default. */
     outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
     /** How long a rollout read for assignment answers is served again (ms; 0: every answer reads the store). */

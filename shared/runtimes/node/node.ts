@@ -78,7 +78,7 @@ export class ControlPlaneNode {
     ({ membership: this.membership, member: this.member } = cluster);
     this.member.elector = plane.elector;
     this.streaming = new StreamingPromoter(plane.engine, plane.leadership);
-    this.batch = new BatchPromoter(plane.engine, plane.leadership, { reader: plane.gateReader, logger: this.logger });
+    this.batch = new BatchPromoter(plane.engine, plane.leadership, { reader: plane.gateReader, logger: this.logger, retention: config.retention });
     this.coordinators = plane.runCoordinators({
       isLeader: () => this.isLeader(),
       queueFor: (runId) => new LedgerWorkQueue(this.sql, this.wake, runId, null),
