@@ -5,35 +5,48 @@ import type { ApiDeps } from '../shared/api/handler.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
-import { eventsPublishedSince, lazy, runtimeFrom, traced, type Runtime } from './runtime.js';
-import { FigureMetrics } from './figures.js';
+import { eventsPublishedSince, invocationScoped, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { countEvents, FigureMetrics } from './figures.js';
+import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
  * The HTTP API (API Gateway HTTP API, payload 2.0, IAM authorization): an
  * adapter from the request to shared/api. The caller's IAM principal is the
  * actor recorded on every change. Unexpected failures answer 500 with a
  * request id to find the log line, never the internals.
+ *
+ * On Aurora any write may start work (a rollout, a run, a resume): the
+ * activity flags are raised before the request is handled (activity.ts), so
+ * the scheduled probes look at the database. A flag that cannot be raised
+ * answers 500 and writes nothing.
  */
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export function apiLambdaHandler(
   runtime: () => Promise<Runtime>,
-  overrides: Partial<Pick<ApiDeps, 'workQueue'>> = {},
+  overrides: Partial<Pick<ApiDeps, 'workQueue'>> & { readonly activity?: ActivityFlags | null } = {},
   logger = lambdaLogger('api'),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' }),
   figures = new FigureMetrics(),
 ) {
-  const handle = lazy(async () =>
-    (await runtime()).api({
-      workQueue:
-        overrides.workQueue ??
-        (() => {
-          const url = process.env.ROLLOUT_WORK_QUEUE_URL;
-          if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required to create runs');
-          return new SqsWorkQueue(traced(sqsClient()), url);
-        }),
-    }),
-  );
+  // Built over the runtime it was given: a runtime opened per invocation (Aurora) gets its own.
+  let built: { readonly rt: Runtime; readonly api: ReturnType<Runtime['api']> } | undefined;
+  const handle = async () => {
+    const rt = await runtime();
+    if (built?.rt !== rt) {
+      const api = rt.api({
+        workQueue:
+          overrides.workQueue ??
+          (() => {
+            const url = process.env.ROLLOUT_WORK_QUEUE_URL;
+            if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required to create runs');
+            return new SqsWorkQueue(traced(sqsClient()), url);
+          }),
+      });
+      built = { rt, api };
+    }
+    return built.api;
+  };
 
   return async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
     const method = event.requestContext.http.method;
@@ -48,6 +61,7 @@ export function apiLambdaHandler(
         return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'request body is not valid UTF-8' }) };
       }
       const actor = event.requestContext.authorizer?.iam?.userArn ?? 'unknown';
+      if (method !== 'GET' && method !== 'HEAD') await overrides.activity?.raise(['promotion', 'runs']);
       const res = await (await handle())({ method, path, body, actor, query: new URLSearchParams(event.rawQueryString ?? ''), headers: event.headers ?? {} });
       metrics.addMetric(res.status >= 500 ? 'Responses5xx' : res.status >= 400 ? 'Responses4xx' : 'Responses2xx', MetricUnit.Count, 1);
       if (res.status >= 400) logger.warn('request refused', { method, path, status: res.status, actor, body: res.body });
@@ -60,11 +74,12 @@ export function apiLambdaHandler(
       logger.error('request failed', { method, path, requestId: event.requestContext.requestId, error: errorMessage(err) });
       return { statusCode: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'internal error', requestId: event.requestContext.requestId }) };
     } finally {
-      for (const [type, n] of events()) figures.count('rollout_events_total', { type }, n);
+      countEvents(figures, events());
       figures.flush();
       metrics.publishStoredMetrics();
     }
   };
 }
 
-export const handler = apiLambdaHandler(lazy(() => runtimeFrom(process.env)));
+const scoped = invocationScoped(() => runtimeFrom(process.env));
+export const handler = scoped.around(apiLambdaHandler(scoped.runtime, { activity: activityFlagsFrom(process.env) }));

@@ -7,9 +7,10 @@ import { capRollouts, rolloutFigures } from '../shared/api/figures.js';
 import { errorMessage } from '../shared/log.js';
 import type { FigureMetrics } from './figures.js';
 import { FUNCTIONS } from '../shared/topology.js';
-import { lazy, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
+import { invocationScoped, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
 import { instrumented } from './handler.js';
 import { PromoterTelemetry } from './telemetry.js';
+import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
  * BatchPromoter on a schedule. EventBridge schedules fire at most once a
@@ -26,6 +27,11 @@ import { PromoterTelemetry } from './telemetry.js';
  * pays for a few milliseconds a minute, and a rollout started meanwhile
  * (whose `rollout.created` event was lost) is caught up by the next
  * invocation, within a minute. See README for the cost.
+ *
+ * On Aurora those two reads would keep the cluster awake: there the
+ * `promotion` activity flag comes first (activity.ts), and the database is
+ * read only when something may have started since the last invocation that
+ * found nothing to do.
  *
  * While it leads and rollouts run, each invocation ends by publishing the
  * per-rollout gauges of a node's /metrics (rollout_percent,
@@ -48,14 +54,25 @@ export interface BatchInvocation {
   readonly idle: boolean;
 }
 
-export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('batch-promoter'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' })) {
+export interface BatchPromoterOptions {
+  /** The `promotion` flag in front of the database (the Aurora store); none: every invocation reads the database. */
+  readonly activity?: ActivityFlags | null;
+}
+
+export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('batch-promoter'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' }), o: BatchPromoterOptions = {}) {
   const telemetry = new PromoterTelemetry(logger, metrics);
+  const idle = (): BatchInvocation => ({ ticks: 0, transitions: 0, leader: false, idle: true });
   return instrumented<unknown, BatchInvocation, LambdaContext>({ logger, metrics, failure: 'batch promoter tick failed', atEnd: () => telemetry.publish() }, async (_event, context) => {
+    const probe = o.activity ? await o.activity.probe('promotion') : null;
+    if (probe?.skip) return idle();
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
     const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger) });
     telemetry.watch(rt);
-    if (!(await batch.hasWork())) return { ticks: 0, transitions: 0, leader: false, idle: true };
+    if (!(await batch.hasWork())) {
+      await probe?.nothingLeft();
+      return idle();
+    }
     const invoked = Date.now();
     let ticks = 0;
     let transitions = 0;
@@ -76,7 +93,10 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = l
       if (context.getRemainingTimeInMillis() < wait + interval) break;
       if (Date.now() - invoked + wait > SCHEDULE_MS - interval / 2) break;
       // …and only while there is something to tick for: the last rollout has ended and its events are out.
-      if (!(await batch.hasWork())) break;
+      if (!(await batch.hasWork())) {
+        await probe?.nothingLeft();
+        break;
+      }
       await sleep(wait);
     }
     if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
@@ -105,4 +125,5 @@ async function rolloutGauges(rt: Runtime, figures: FigureMetrics, logger: Logger
 }
 
 const logger = lambdaLogger('batch-promoter');
-export const handler = batchPromoterHandler(lazy(() => runtimeFrom(process.env, { logger: loggerPort(logger) })), logger);
+const scoped = invocationScoped(() => runtimeFrom(process.env, { logger: loggerPort(logger) }));
+export const handler = scoped.around(batchPromoterHandler(scoped.runtime, logger, undefined, { activity: activityFlagsFrom(process.env, loggerPort(logger)) }));

@@ -1,6 +1,8 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { z } from 'zod';
 import type { EventBus } from '../shared/events/bus.js';
 import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
@@ -13,8 +15,9 @@ import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
 import { FigureMetrics } from './figures.js';
 import { instrumented, publishIfAny } from './handler.js';
 import { labelValue } from '../shared/api/figures.js';
-import { lazy, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { invocationScoped, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
+import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
  * The coordinator of a run as a Lambda. Every invocation is a stateless
@@ -24,11 +27,14 @@ import type { OpenedCoordinator } from '../shared/ledger/open.js';
  *   {"action":"steal","runId","workerId"}  an idle worker asks for work
  *   {"action":"scan","runId"}              scan of one run: silent workers' items re-pended,
  *                                          poison failed, items left without a message sent
- *   {"action":"scan-all"}                  the same for every open run (the schedule)
- * Dead letters have their own trigger (dead-letters.ts, on the work DLQ).
+ *   {"action":"scan-all"}                  the work DLQ drained (`drainDeadLetters`), then
+ *                                          the same scan for every open run (the schedule)
  * Not the coordinator (another stack holds the lease): `{leader:false}`.
  * Deposed mid-request: one coordinator_fenced event, then the process exits
  * so the sandbox is not reused.
+ *
+ * On Aurora the `runs` activity flag comes before the open runs are read
+ * (activity.ts): an idle cluster is not woken every minute to find none.
  */
 export interface CoordinatorHandlerOptions {
   bus?: EventBus;
@@ -36,6 +42,109 @@ export interface CoordinatorHandlerOptions {
   queue?: (runtime: Runtime) => WorkQueue;
   /** Default: exit the process (the Lambda sandbox is discarded). */
   onFenced?: (err: FencedError) => void;
+  /** The work DLQ that `scan-all` drains. Default: ROLLOUT_WORK_DLQ_URL on SQS; none when it is unset. */
+  deadLetters?: { readonly sqs: SQSClient; readonly queueUrl: string } | null;
+  /** The `runs` flag in front of the open runs' query (the Aurora store); none: every scan reads the database. */
+  activity?: ActivityFlags | null;
+  /** The work queue's maxReceiveCount, for the reason recorded on a dead letter's item. Default: ROLLOUT_MAX_RECEIVE_COUNT, else 5. */
+  maxReceiveCount?: number;
+}
+
+const deadLetterBody = z.object({ runId: z.string().min(1), itemId: z.string().regex(/^[0-9a-f]{64}$/) }).strict();
+
+export class RetryLater extends Error {
+  override readonly name = 'RetryLater';
+}
+
+export interface DeadLettersOptions {
+  bus?: EventBus;
+  onFenced?: (err: FencedError) => void;
+  /** The work queue's maxReceiveCount, for the reason recorded on the item. */
+  maxReceiveCount?: number;
+}
+
+/** What became of one dead letter: its item failed, or the letter dropped (item finished or unknown, or the body malformed). Kept for later: RetryLater. */
+export type DeadLetterOutcome = 'failed' | 'dropped' | 'malformed';
+
+/**
+ * One dead letter of the work DLQ: its item, if still Pending or Running,
+ * becomes Failed with the reason, under the run's coordinator lease. One that
+ * cannot be settled now (another stack coordinates the run, the item moved
+ * while we looked) throws RetryLater, as does a store that fails: the letter
+ * stays in the queue and comes back. A malformed one is logged with its body
+ * and dropped: retrying it could never succeed.
+ */
+export async function settleDeadLetter(
+  runtime: () => Promise<Runtime>,
+  message: { readonly messageId: string; readonly body: string },
+  o: DeadLettersOptions & { readonly logger: Logger; readonly metrics: Metrics; readonly figures: FigureMetrics },
+): Promise<DeadLetterOutcome> {
+  let parsed: z.infer<typeof deadLetterBody>;
+  try {
+    parsed = deadLetterBody.parse(JSON.parse(message.body));
+  } catch (err) {
+    o.metrics.addMetric('InvalidDeadLetters', MetricUnit.Count, 1);
+    o.logger.error('malformed dead letter dropped', { messageId: message.messageId, body: message.body.slice(0, 500), error: errorMessage(err) });
+    return 'malformed';
+  }
+  const opened = await openCoordinator(await runtime(), parsed.runId, { ...(o.bus ? { bus: o.bus } : {}), ...(o.onFenced ? { onFenced: o.onFenced } : {}), logger: o.logger });
+  if (!opened.coordinator) throw new RetryLater(`run ${parsed.runId} is coordinated by ${opened.holder ?? 'nobody yet'}`);
+  const outcome = await opened.coordinator.failDeadLetter({ ...parsed, receiveCount: o.maxReceiveCount ?? Number(process.env.ROLLOUT_MAX_RECEIVE_COUNT ?? 5) });
+  if (outcome === 'moved') throw new RetryLater(`item ${parsed.itemId} moved while its dead letter was handled`);
+  o.metrics.addMetric(outcome === 'failed' ? 'ItemsFailed' : 'DeadLettersDropped', MetricUnit.Count, 1);
+  // As a node's /metrics counts them, under the same name.
+  if (outcome === 'failed') o.figures.count('rollout_dead_letters_total', {}, 1);
+  o.logger.info(`dead letter ${outcome}`, { runId: parsed.runId, itemId: parsed.itemId });
+  return outcome;
+}
+
+/** Dead letters settled per scheduled scan, at most: a burst is worked off over the next minutes, leaving time for the runs' scan. */
+export const DEAD_LETTERS_PER_SCAN = 500;
+
+/**
+ * The work DLQ, drained by the schedule rather than by an event source
+ * mapping (whose pollers would long-poll it all month, idle or not): one
+ * short poll when it is empty, then batches of 10 until a poll comes back
+ * empty. Settled letters are deleted; the others stay, hidden for the DLQ's
+ * visibility timeout, and are tried again by a later scan. A letter a short
+ * poll missed is found by a later one. The database is touched only when
+ * there are letters.
+ */
+export async function drainDeadLetters(
+  dlq: { readonly sqs: SQSClient; readonly queueUrl: string },
+  settle: (m: { readonly messageId: string; readonly body: string }) => Promise<DeadLetterOutcome>,
+  logger: Logger,
+): Promise<{ settled: number; kept: number }> {
+  let settled = 0;
+  let kept = 0;
+  while (settled + kept < DEAD_LETTERS_PER_SCAN) {
+    const { Messages } = await dlq.sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq.queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }));
+    if (!Messages?.length) break;
+    const done: { Id: string; ReceiptHandle: string }[] = [];
+    for (const m of Messages) {
+      try {
+        await settle({ messageId: m.MessageId ?? '(no id)', body: m.Body ?? '' });
+        done.push({ Id: String(done.length), ReceiptHandle: m.ReceiptHandle! });
+      } catch (err) {
+        kept++;
+        // Fenced: stop here; the process is on its way out, and the letters come back.
+        if (err instanceof FencedError) throw err;
+        logger.warn('dead letter kept for a later scan', { messageId: m.MessageId, error: errorMessage(err) });
+      }
+    }
+    if (done.length) {
+      const res = await dlq.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: dlq.queueUrl, Entries: done }));
+      // Not deleted: delivered again and settled again, which finds its item already failed and drops it.
+      for (const f of res.Failed ?? []) logger.warn('dead letter settled but not deleted: it comes back', { code: f.Code, error: f.Message });
+      settled += done.length;
+    }
+  }
+  return { settled, kept };
+}
+
+function sqsDeadLetters(): { sqs: SQSClient; queueUrl: string } | null {
+  const url = process.env.ROLLOUT_WORK_DLQ_URL;
+  return url ? { sqs: traced(sqsClient()), queueUrl: url } : null;
 }
 
 function sqsWorkQueue(): WorkQueue {
@@ -73,6 +182,7 @@ export function coordinatorHandler(
   figures = new FigureMetrics(),
 ) {
   type Reply = CoordinatorReply & { scanned?: ScanReport };
+  const deadLetters = options.deadLetters === undefined ? sqsDeadLetters() : options.deadLetters;
 
   /** One run's request, under its coordinator lease. */
   async function serve(rt: Runtime, req: { action: 'steal'; runId: string; workerId: string } | { action: 'scan'; runId: string }): Promise<Reply> {
@@ -117,13 +227,25 @@ export function coordinatorHandler(
       const parsed = coordinatorRequest.safeParse(event);
       if (!parsed.success) throw new TypeError(`invalid coordinator request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; ')}`);
       const req = parsed.data;
-      const rt = await runtime();
-      if (req.action !== 'scan-all') return serve(rt, req);
-      // The schedule: every open run, one after another (each its own lease and fence).
+      if (req.action !== 'scan-all') return serve(await runtime(), req);
       const failedBy = { attempts: 0, cancelled: 0, dead_letter: 0 };
       const scanned: ScanReport = { repended: [], failed: [], resent: [], failedBy };
+      const nothing: Reply = { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
+      if (deadLetters) {
+        const drained = await drainDeadLetters(deadLetters, (m) => settleDeadLetter(runtime, m, { ...options, logger, metrics, figures }), logger);
+        if (drained.settled || drained.kept) logger.info('work DLQ drained', drained);
+      }
+      const probe = options.activity ? await options.activity.probe('runs') : null;
+      if (probe?.skip) return nothing;
+      const rt = await runtime();
+      // The schedule: every open run, one after another (each its own lease and fence).
+      const open = await rt.stores.ledger.openRuns();
+      if (!open.length) {
+        await probe?.nothingLeft();
+        return nothing;
+      }
       let throttledRuns = 0;
-      for (const runId of await rt.stores.ledger.openRuns()) {
+      for (const runId of open) {
         const reply = await serve(rt, { action: 'scan', runId });
         scanned.repended.push(...(reply.scanned?.repended ?? []));
         scanned.failed.push(...(reply.scanned?.failed ?? []));
@@ -139,4 +261,5 @@ export function coordinatorHandler(
   );
 }
 
-export const handler = coordinatorHandler(lazy(() => runtimeFrom(process.env)));
+const scoped = invocationScoped(() => runtimeFrom(process.env));
+export const handler = scoped.around(coordinatorHandler(scoped.runtime, { activity: activityFlagsFrom(process.env) }));

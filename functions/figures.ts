@@ -26,7 +26,22 @@ const UNIT = { Count: MetricUnit.Count, Seconds: MetricUnit.Seconds, Percent: Me
  * function adds to, so one alarm metric watches them all (an alarm is billed
  * per metric it reads).
  */
-export type StackCount = 'LeasesLost';
+export type StackCount = 'LeasesLost' | 'RolloutsNeedingAttention';
+
+/**
+ * Rollout events that need a person, whoever published them: counted once
+ * more, together, as RolloutsNeedingAttention, so one alarm metric covers
+ * both (the alarm says which from the rollout's history).
+ */
+const NEEDS_ATTENTION: ReadonlySet<string> = new Set(['ai.rollout.progress_deadline_exceeded', 'ai.rollout.actuation_drift']);
+
+/** Rollout events published by an invocation, by type: rollout_events_total, and those that need a person. */
+export function countEvents(figures: FigureMetrics, published: ReadonlyMap<string, number>): void {
+  for (const [type, n] of published) {
+    figures.count('rollout_events_total', { type }, n);
+    if (NEEDS_ATTENTION.has(type)) figures.countStack('RolloutsNeedingAttention', n);
+  }
+}
 
 export class FigureMetrics {
   private readonly pending = new Map<string, Figure>();

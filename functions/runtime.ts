@@ -101,7 +101,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     store:
       env.ROLLOUT_STORE === 'dynamodb'
         ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})) }
-        : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await secretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
+        : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
     holderId: env.ROLLOUT_NODE_ID,
     timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },
     // One campaign step per leadership check: no loop survives a frozen sandbox.
@@ -114,6 +114,24 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   return Object.assign(plane, { env });
+}
+
+/**
+ * One connection config per secret for the sandbox's life: a runtime opened
+ * for each invocation (`invocationScoped`) does not read the secret each
+ * time; the password inside still follows rotation (`secretConnection`).
+ */
+const secretConfigs = new Map<string, Promise<pg.PoolConfig>>();
+
+function cachedSecretConnection(secretArn: string): Promise<pg.PoolConfig> {
+  let config = secretConfigs.get(secretArn);
+  if (!config) {
+    config = secretConnection(secretArn);
+    secretConfigs.set(secretArn, config);
+    // A failed read is not kept: the next invocation asks again.
+    config.catch(() => secretConfigs.delete(secretArn));
+  }
+  return config;
 }
 
 let secrets: SecretsManagerClient | undefined;
@@ -190,6 +208,49 @@ export function lazy<T>(make: () => Promise<T>): () => Promise<T> {
       throw err;
     });
     return value;
+  };
+}
+
+/**
+ * The runtime of a deployed function. On DynamoDB it is opened once and kept
+ * for the sandbox's life. On PostgreSQL it is opened by the first use in an
+ * invocation and closed, its pool ended, when the invocation ends
+ * (`around`): a frozen sandbox holding a connection would keep an Aurora
+ * cluster from pausing for as long as the sandbox lives. The price is a new
+ * connection (and the schema check) per invocation that uses the store.
+ */
+export function invocationScoped(make: () => Promise<Runtime>): { runtime: () => Promise<Runtime>; around<E, C, R>(handler: (event: E, context: C) => Promise<R>): (event: E, context: C) => Promise<R> } {
+  let current: Promise<Runtime> | undefined;
+  const runtime = () => {
+    current ??= make().catch((err: unknown) => {
+      current = undefined; // a failed start (store unreachable) is retried on the next use
+      throw err;
+    });
+    return current;
+  };
+  const release = async () => {
+    const held = current;
+    if (!held) return;
+    let rt: Runtime;
+    try {
+      rt = await held;
+    } catch {
+      return;
+    }
+    if (rt.env.ROLLOUT_STORE !== 'postgres') return;
+    if (current === held) current = undefined;
+    // A pool that fails to end has lost its connections already.
+    await rt.close().catch(() => undefined);
+  };
+  return {
+    runtime,
+    around: (handler) => async (event, context) => {
+      try {
+        return await handler(event, context);
+      } finally {
+        await release();
+      }
+    },
   };
 }
 

@@ -3,7 +3,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DrainOutcome } from '../shared/registry/registry.js';
 import { InvalidNoticeError, noticeFromEvent } from '../shared/drain/sources.js';
 import { instrumented } from './handler.js';
-import { lazy, runtimeFrom, type Runtime } from './runtime.js';
+import { invocationScoped, runtimeFrom, type Runtime } from './runtime.js';
 
 /**
  * Spot drain, invoked by the default-bus rule for `EC2 Spot Instance
@@ -50,4 +50,5 @@ export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = lambd
   );
 }
 
-export const handler = spotDrainHandler(lazy(() => runtimeFrom(process.env)));
+const scoped = invocationScoped(() => runtimeFrom(process.env));
+export const handler = scoped.around(spotDrainHandler(scoped.runtime));

@@ -2,7 +2,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { eventsPublishedSince, renewalFailuresSince, type Runtime } from './runtime.js';
-import { FigureMetrics } from './figures.js';
+import { countEvents, FigureMetrics } from './figures.js';
 import { publishIfAny } from './handler.js';
 
 /**
@@ -37,7 +37,7 @@ export class PromoterTelemetry {
       this.logger.warn('promotion lease renewal failed while leading', { failures: lost });
     }
     for (const [name, value] of conflictMetrics(this.conflicts())) this.metrics.addMetric(name, MetricUnit.Count, value);
-    for (const [type, n] of this.events()) this.figures.count('rollout_events_total', { type }, n);
+    countEvents(this.figures, this.events());
     this.conflicts = conflictsSince();
     this.events = eventsPublishedSince();
     this.figures.flush();

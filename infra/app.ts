@@ -31,6 +31,10 @@ export function buildApp(app = new App()): App {
     if (!/^\d+$/.test(v) || Number(v) > 100) throw new Error(`invalid context: workerCount: a whole number up to 100, got ${v}`);
     return Number(v);
   };
+  const capacity = (v: string) => {
+    if (!/^\d+(\.5|\.0)?$/.test(v) || Number(v) > 8) throw new Error(`invalid context: auroraMinCapacity: 0 to 8 in steps of 0.5, got ${v}`);
+    return Number(v);
+  };
   const store = context('store') ?? 'dynamodb';
   if (store !== 'dynamodb' && store !== 'aurora') throw new Error(`invalid context: store: must be dynamodb or aurora, got ${store}`);
   new ControlPlaneStack(app, context('stackName') ?? 'RolloutControlPlane', {
@@ -40,6 +44,7 @@ export function buildApp(app = new App()): App {
     ...(context('sharedTable') ? { sharedTableName: context('sharedTable')! } : {}),
     ...(context('dashboard') === 'true' ? { dashboard: true } : {}),
     ...(context('auroraReader') === 'true' ? { auroraReader: true } : {}),
+    ...(context('auroraMinCapacity') ? { auroraMinCapacity: capacity(context('auroraMinCapacity')!) } : {}),
     ...(context('gateAlarms') ? { gateAlarms: context('gateAlarms')!.split(',').map((n) => n.trim()) } : {}),
     ...(context('workerRun') ? { workerFleet: { runId: context('workerRun')!, desired: workers(context('workerCount') ?? '2') } } : {}),
     ...(context('targetsFile') ? { targets: targetsFrom(context('targetsFile')!) } : {}),

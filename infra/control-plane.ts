@@ -8,7 +8,6 @@ import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { CLOUDWATCH_SOURCE } from '../shared/rollout/inbound.js';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
-import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type HttpRoute } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -43,6 +42,13 @@ export const API_ROUTES = {
 } as const satisfies Record<string, readonly (readonly ['GET' | 'POST', string])[]>;
 export type ApiRole = keyof typeof API_ROUTES;
 
+/**
+ * Aurora: who touches the activity flags (functions/activity.ts). What may
+ * start work raises them before it writes; the schedules read theirs before
+ * they probe the database, and lower it when it shows nothing to do.
+ */
+const ACTIVITY: Partial<Record<FunctionName, 'raise' | 'probe'>> = { api: 'raise', streamingPromoter: 'raise', batchPromoter: 'probe', coordinator: 'probe' };
+
 /** Per function: what to change from topology.ts's defaults. */
 export interface FunctionOverrides {
   readonly memoryMb?: number;
@@ -76,6 +82,13 @@ export interface RolloutControlPlaneProps {
    * (several minutes, writes refused meanwhile).
    */
   readonly auroraReader?: boolean;
+  /**
+   * Aurora: the cluster's minimum ACUs. Default 0: the cluster pauses after
+   * 5 minutes without a connection (no compute billed), and nothing on a
+   * schedule wakes it; the first request after a pause waits for it to resume
+   * (about 15 s, longer after a day). 0.5 or more: it never pauses.
+   */
+  readonly auroraMinCapacity?: number;
   /** A customer-managed key for the table and the queues it creates (default: AWS-managed keys). */
   readonly encryptionKey?: IKey;
   /**
@@ -166,6 +179,8 @@ export class RolloutControlPlane extends Construct {
   readonly alarmTopic: ITopic | undefined;
   /** Set with `store: 'aurora'`. */
   readonly aurora: AuroraStore | null;
+  /** The HTTP API's stage (its 5xx answers are an alarm's). */
+  private apiStage: HttpStage | undefined;
   /** The HTTP API's routes by what they do, for `grantApi`. */
   readonly apiRoutes: Record<ApiRole, HttpRoute[]> = { read: [], operate: [], admin: [] };
   /** The Secrets Manager secrets the outbound credentials name. */
@@ -221,7 +236,7 @@ export class RolloutControlPlane extends Construct {
 
     const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
       new Queue(this, name, { ...(props.encryptionKey ? { encryption: QueueEncryption.KMS, encryptionMasterKey: props.encryptionKey } : { encryption: QueueEncryption.SQS_MANAGED }), enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });
-    // Consumed by the dead-letters function: visibility six times its timeout, as AWS advises for event sources.
+    // Drained by the coordinator's scan every minute: a dead letter it cannot settle yet comes back three scans later.
     this.workDlq = queue('WorkDlq', { visibilityTimeout: Duration.seconds(180) });
     this.eventsDlq = queue('EventsDlq');
     Validations.of(this.eventsDlq).acknowledge({ id: 'AwsSolutions::AwsSolutions-SQS3', reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)' });
@@ -229,7 +244,11 @@ export class RolloutControlPlane extends Construct {
     this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
 
     if (props.auroraReader && props.store !== 'aurora') throw new Error('invalid control plane config: auroraReader: only with store: aurora');
-    this.aurora = props.store === 'aurora' ? new AuroraStore(this, 'Aurora', { ...(props.vpc ? { vpc: props.vpc } : {}), ...(props.auroraReader ? { reader: true } : {}) }) : null;
+    if (props.auroraMinCapacity !== undefined && props.store !== 'aurora') throw new Error('invalid control plane config: auroraMinCapacity: only with store: aurora');
+    this.aurora =
+      props.store === 'aurora'
+        ? new AuroraStore(this, 'Aurora', { ...(props.vpc ? { vpc: props.vpc } : {}), ...(props.auroraReader ? { reader: true } : {}), ...(props.auroraMinCapacity !== undefined ? { minCapacity: props.auroraMinCapacity } : {}) })
+        : null;
     // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
     const outbound = new OutboundPolicy(props.outbound ?? {});
     this.targets = parseTargets(props.targets ?? {});
@@ -266,6 +285,8 @@ export class RolloutControlPlane extends Construct {
     for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]) {
       this.functions[name] = this.lambda(name, spec, env, defaultBus, props.functions?.[name] ?? {});
     }
+    // The work DLQ's consumer is the coordinator's scan (see `lambda`): it alone may receive from it.
+    this.workDlq.grantConsumeMessages(this.functions.coordinator);
 
     if (this.ownBus) this.lockBus(this.ownBus, props.eventSenders ?? []);
     if (props.encryptionKey || this.table?.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
@@ -376,14 +397,18 @@ export class RolloutControlPlane extends Construct {
       ...(spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
       logGroup: new LogGroup(this, `${id}Logs`, { retention: o.logRetention ?? RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
     });
-    if (this.aurora) this.aurora.grant(fn);
+    if (this.aurora) {
+      this.aurora.grant(fn);
+      const use = ACTIVITY[name];
+      if (use) this.aurora.grantActivity(fn, use);
+    }
     for (const grant of spec.grants) {
       if (this.table && (grant === 'store:read' || grant === 'store:write')) {
         grantItems(fn, this.table, grant === 'store:read' ? 'read' : 'write', spec.keys.flatMap((k) => LEADING_KEYS[k]));
       }
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
-      if (grant === 'dlq:consume') this.workDlq.grantConsumeMessages(fn);
+      // 'dlq:consume': the coordinator's scan consumes the work DLQ, granted it in the constructor.
       if (grant === 'cloudwatch:read' && this.outboundSecrets.length) {
         // The gate readers send the operator's credentials: those secrets, and no others.
         const arn = (id: string) => (id.startsWith('arn:') ? `${id}*` : `arn:${this.stack.partition}:secretsmanager:${this.stack.region}:${this.stack.account}:secret:${id}-*`);
@@ -409,7 +434,10 @@ export class RolloutControlPlane extends Construct {
       } else if (t.kind === 'http') {
         this.httpApi(fn);
       } else if (t.kind === 'queue') {
-        fn.addEventSource(new SqsEventSource(this.workDlq, { batchSize: t.batchSize, reportBatchItemFailures: true }));
+        // No event source mapping: its pollers would long-poll the work DLQ all month (about US$ 0.26 idle, more than
+        // the rest of the functions together). The coordinator's scan drains it every minute instead, with the same
+        // settling (functions/coordinator.ts), as a node's coordinators drain theirs on a timer. A function with no
+        // other trigger is still deployed while topology.ts declares it, with nothing to invoke it.
       } else if (t.kind === 'schedule') {
         new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
       }
@@ -513,44 +541,45 @@ export class RolloutControlPlane extends Construct {
       accessLogSettings: { destination: new LogGroupLogDestination(logs) },
     });
     (this as { apiUrl: string }).apiUrl = stage.url;
+    this.apiStage = stage;
   }
 
   /**
    * The alarms, one per concern, each for something a person must act on
-   * (README "Operating" says what to do); and the opt-in dashboard.
+   * (README "Operating" says what to do); and the opt-in dashboard. An alarm
+   * is billed per metric it reads, so where two would read the same failure
+   * one does: a function invoked by a rule or a schedule that keeps failing
+   * lands in the events DLQ once its retries are used up (EventsDlqNotEmpty),
+   * the API's failures are API Gateway's 5xx answers (ApiErrors); a dead
+   * letter settled and one left unsettled are both messages received from
+   * the work DLQ (WorkDeadLetters); a rollout past its deadline and one
+   * drifted are both rollouts that need a person (RolloutNeedsAttention).
    */
   private operations(dashboard: boolean): Alarm[] {
     const fiveMinutes = Duration.minutes(5);
     const custom = (metricName: string, statistic: string, dimensionsMap: Record<string, string> = {}, period = fiveMinutes) => new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap });
-    const sum = (metrics: readonly IMetric[], label: string, period = fiveMinutes) =>
-      new MathExpression({ expression: `SUM([${metrics.map((_, i) => `m${i}`).join(', ')}])`, usingMetrics: Object.fromEntries(metrics.map((m, i) => [`m${i}`, m])), label, period });
     const alarm = (id: string, alarmDescription: string, metric: IMetric, o: { threshold?: number; evaluationPeriods?: number } = {}) =>
       new Alarm(this, id, { alarmDescription, metric, threshold: o.threshold ?? 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: o.evaluationPeriods ?? 1, treatMissingData: TreatMissingData.NOT_BREACHING });
-    const fns = Object.entries(this.functions);
-    // The API answers 500 itself rather than fail its invocation: counted with the functions' failures.
-    const api5xx = custom('Responses5xx', 'Sum', { service: 'api' });
     const alarms = [
-      alarm(
-        'FunctionErrors',
-        "A function failed: an invocation threw, timed out or ran out of memory, or the API answered 500 (the sum over every function). Find which on the dashboard's Errors graph, and why in its log group: Logs Insights `filter level = \"ERROR\"`. A rejected signal (InvalidEvents) and a fenced coordinator (Fenced) count here too; the log line names them.",
-        sum([...fns.map(([, fn]) => fn.metricErrors({ period: fiveMinutes })), api5xx], 'Failed invocations and API 500s'),
-      ),
+      ...(this.apiStage
+        ? [
+            alarm(
+              'ApiErrors',
+              "The API answered 5xx: the api function failed, timed out or ran out of memory, or answered 500 itself. Its log group says why (Logs Insights `filter level = \"error\"`; a 500 carries the requestId of its line). On Aurora, a request that finds the cluster paused waits for it to resume (about 15 s, longer after a day) and may time out once. The other functions' failures page through EventsDlqNotEmpty once their retries are used up.",
+              this.apiStage.metricServerError({ period: fiveMinutes, statistic: 'Sum' }),
+            ),
+          ]
+        : []),
       alarm(
         'EventsDlqNotEmpty',
-        'An event was given up: a rule could not deliver it, or its function failed it three times (a malformed signal, a store that kept failing). Each message carries its error (ErrorMessage attribute). Fix the sender or the cause, then redrive the queue to the bus or delete the messages.',
+        "An event was given up: a rule could not deliver it, or its function failed it three times (a malformed signal, a store that kept failing, a batch promoter or coordinator scan that kept failing, a Spot notice). Each message carries its error (ErrorMessage attribute), and the function's log group the failures (Logs Insights `filter level = \"error\"`). Fix the sender or the cause, then redrive the queue to the bus or delete the messages.",
         this.eventsDlq.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
       ),
       alarm(
-        'RunDeadLetters',
-        "Work items failed as dead letters: their message was given back maxReceiveCount times (they kept killing or failing their workers). `rollout runs items RUN --state failed` shows each item's reason; fix the handler or the input, then create a run of those items again.",
-        custom('rollout_dead_letters_total', 'Sum'),
-      ),
-      alarm(
-        'WorkDlqUnsettled',
-        "Dead letters stay in the work DLQ for 15 minutes: the dead-letters function cannot mark their items failed (another stack coordinates the run, or the store fails). Read the dead-letters function's log; a run another stack coordinates is settled by that stack.",
-        // Held, not visible: the function's poller takes each one at once, and one it cannot settle comes back after the visibility timeout.
-        this.workDlq.metricApproximateNumberOfMessagesNotVisible({ statistic: 'Maximum', period: fiveMinutes }),
-        { evaluationPeriods: 3 },
+        'WorkDeadLetters',
+        "Work items' messages reached the work DLQ: they were given back maxReceiveCount times (they kept killing or failing their workers). The coordinator's scan marks each item Failed within a minute: `rollout runs items RUN --state failed` shows why; fix the handler or the input, then create a run of those items again. If the alarm stays in ALARM, some cannot be settled: the coordinator's log says why (another stack coordinates the run, or the store fails).",
+        // Every letter is received at least once by the scan, settled or not; one left unsettled is received again every few minutes.
+        this.workDlq.metricNumberOfMessagesReceived({ period: fiveMinutes, statistic: 'Sum' }),
       ),
       alarm(
         'WorkQueueAge',
@@ -571,14 +600,9 @@ export class RolloutControlPlane extends Construct {
         { threshold: 3 },
       ),
       alarm(
-        'RolloutPastProgressDeadline',
-        'A running rollout made no progress for its progressDeadlineSeconds (ai.rollout.progress_deadline_exceeded; aborted if progressDeadlineAbort). Read its gates (`rollout rollouts get ID`): a gate that never passes, or a stage waiting on a manual promote. Promote, abort, or fix the signal.',
-        custom('rollout_events_total', 'Sum', { type: 'ai.rollout.progress_deadline_exceeded' }),
-      ),
-      alarm(
-        'RolloutActuationDrift',
-        'A target a rollout moves was changed outside the control plane (ai.rollout.actuation_drift): the rollout is paused and nothing is written to the target. Put the target back and resume, or abort.',
-        custom('rollout_events_total', 'Sum', { type: 'ai.rollout.actuation_drift' }),
+        'RolloutNeedsAttention',
+        'A running rollout needs a person (RolloutsNeedingAttention): it made no progress for its progressDeadlineSeconds (ai.rollout.progress_deadline_exceeded; aborted if progressDeadlineAbort), or a target it moves was changed outside the control plane (ai.rollout.actuation_drift; the rollout is paused). `rollout rollouts history ID` says which. Past its deadline: read its gates (`rollout rollouts get ID`), a gate that never passes or a stage waiting on a manual promote; promote, abort, or fix the signal. Drifted: put the target back and resume, or abort.',
+        custom('RolloutsNeedingAttention', 'Sum'),
       ),
     ];
     if (dashboard) this.dashboard(alarms);

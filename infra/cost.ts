@@ -12,7 +12,9 @@
  * cannot say — how long an invocation runs, how many DynamoDB units a tick
  * reads — is a named assumption in DEFAULT_ASSUMPTIONS, each with why.
  *
- *   npm run cost [-- --store dynamodb|aurora] [--dashboard] [--events N] [--markdown]
+ *   npm run cost [-- --store dynamodb|aurora|both] [--dashboard] [--events N] [--markdown]
+ *
+ * Both stores by default, the DynamoDB one first.
  *
  * `estimateCost` is pure: the CLI at the end synthesizes the stack in-process.
  */
@@ -105,8 +107,10 @@ export interface Assumptions {
   readonly daysPerMonth: number;
   /** An idle BatchPromoter invocation: two small DynamoDB queries in parallel on a warm connection, plus the handler's own work. */
   readonly idleBatchInvocationMs: number;
-  /** Any other idle scheduled invocation (coordinator scan-all): one index query that finds no open run. */
+  /** Any other idle scheduled invocation (coordinator scan-all): a short poll of the work DLQ, and one index query that finds no open run (on Aurora, a flag read instead). */
   readonly idleScheduledInvocationMs: number;
+  /** One invocation of a function a rule invokes on events other than rollout signals (a Spot notice): a store write or two. */
+  readonly eventInvocationMs: number;
   /** Sandboxes Lambda recycles even when invoked every minute; one cold start a function-hour is generous. */
   readonly coldStartsPerFunctionHour: number;
   /** The INIT phase of the bundled, minified handler (billed like the handler since August 2025; not confirmed in the copies read). */
@@ -172,6 +176,18 @@ export interface Assumptions {
   readonly auroraIosPerSignal: number;
   /** Bytes a signal sends through the NAT gateway (X-Ray segments, PutEvents of transitions); the store is inside the VPC. */
   readonly natBytesPerSignal: number;
+  /**
+   * Aurora with a 0 ACU minimum: an awake instance runs at 0.5 ACU at least (the lowest capacity above paused; NOT
+   * confirmed in the copies read). Each wake costs the work that woke it plus the auto-pause delay at that floor.
+   */
+  readonly auroraAwakeMinAcu: number;
+  readonly auroraWakeWorkMinutes: number;
+  /** Wakes of an idle cluster a month: the probes' daily sweep (functions/activity.ts SWEEP_EVERY_MS: both probes in the same minute after 00:00 UTC), and the secret's rotation. */
+  readonly auroraSweepsPerMonth: number;
+  /** Raises of the activity flags a month, busy: at most one per sandbox of a writer (API, streaming promoter) every 5 minutes (RAISE_GRACE_MS / 2); two sandboxes. */
+  readonly flagRaisesPerMonth: number;
+  /** A new connection re-reads the database secret once it is 30 s old (functions/runtime.ts): at most this many reads a minute per busy function. */
+  readonly secretReadsPerFunctionMinute: number;
   /** Rejected-traffic flow log records a month (scanners knocking on the NAT's address). */
   readonly flowLogGbPerMonth: number;
   /** PostgreSQL's own log exported to CloudWatch (checkpoint lines every 5 minutes on two instances). */
@@ -182,7 +198,8 @@ export const DEFAULT_ASSUMPTIONS: Assumptions = {
   eventsPerMonth: 1_000_000,
   daysPerMonth: 30,
   idleBatchInvocationMs: 30,
-  idleScheduledInvocationMs: 20,
+  idleScheduledInvocationMs: 30,
+  eventInvocationMs: 100,
   coldStartsPerFunctionHour: 1,
   initMs: 600,
   tickMs: 200,
@@ -219,6 +236,11 @@ export const DEFAULT_ASSUMPTIONS: Assumptions = {
   auroraStorageGb: 1,
   auroraIosPerSignal: 5,
   natBytesPerSignal: 2_000,
+  auroraAwakeMinAcu: 0.5,
+  auroraWakeWorkMinutes: 1,
+  auroraSweepsPerMonth: 30,
+  flagRaisesPerMonth: 2 * 8_640,
+  secretReadsPerFunctionMinute: 2,
   flowLogGbPerMonth: 0.05,
   dbLogGbPerMonth: 0.01,
 };
@@ -233,6 +255,17 @@ export const DEFAULT_ASSUMPTIONS: Assumptions = {
  */
 export const IDLE_READ_UNITS: Partial<Record<FunctionName, number>> = { batchPromoter: 1.5, coordinator: 0.5 };
 
+/** On Aurora an idle probe reads its activity flag instead (functions/activity.ts): one strongly consistent GetItem of a small item, 1 RRU. */
+export const FLAG_READ_UNITS = 1;
+
+/**
+ * The services the functions in the VPC call through the NAT gateway, and so
+ * the interface endpoints a VPC without one would need (X-Ray and the
+ * actuators' APIs aside); gate origins and targets outside AWS would stay
+ * unreachable.
+ */
+export const ENDPOINT_SERVICES = ['SQS', 'EventBridge', 'Secrets Manager', 'CloudWatch'] as const;
+
 /**
  * The custom metrics each function's code can publish (namespace Rollout,
  * dimension `service`; grep `addMetric` in functions/ and shared/): `busy`
@@ -244,14 +277,14 @@ export const IDLE_READ_UNITS: Partial<Record<FunctionName, number>> = { batchPro
 export const METRICS_BY_SERVICE: Readonly<Record<string, { readonly busy: readonly string[]; readonly onEvent: readonly string[] }>> = {
   'streaming-promoter': { busy: ['EventsHandled', 'Transitions'], onEvent: ['NotLeader', 'InvalidEvents', 'Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
   'batch-promoter': { busy: ['TickMs', 'Transitions'], onEvent: ['Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
-  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'RunsThrottled', 'Fenced', 'Errors', 'Throttled'] },
+  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'RunsThrottled', 'InvalidDeadLetters', 'DeadLettersDropped', 'Fenced', 'Errors', 'Throttled'] },
   'dead-letters': { busy: [], onEvent: ['InvalidDeadLetters', 'ItemsFailed', 'DeadLettersDropped', 'Errors', 'Throttled'] },
   'spot-drain': { busy: [], onEvent: ['DrainsRequested', 'DuplicateNotices', 'UnknownInstances', 'LateNotices', 'InvalidNotices', 'Errors', 'Throttled'] },
   api: { busy: ['Responses2xx'], onEvent: ['Responses4xx', 'Responses5xx', 'Throttled'] },
 };
 
 /** Counts of the whole stack, with no dimension (functions/figures.ts `StackCount`): only when what they count happens. */
-export const STACK_METRICS: readonly string[] = ['LeasesLost'];
+export const STACK_METRICS: readonly string[] = ['LeasesLost', 'RolloutsNeedingAttention'];
 
 /**
  * The gauges the BatchPromoter publishes for one running rollout while it
@@ -344,7 +377,7 @@ const NO_CHARGE_OF_THEIR_OWN: Readonly<Record<string, string>> = {
   'AWS::RDS::DBSubnetGroup': 'free',
   'AWS::SecretsManager::SecretTargetAttachment': 'free',
   'AWS::SecretsManager::ResourcePolicy': 'free',
-  'AWS::SecretsManager::RotationSchedule': 'its rotation function runs once a month: the secret line',
+  'AWS::SecretsManager::RotationSchedule': 'its rotation function runs once a month: the secret line (and the Aurora line: it wakes the cluster)',
   'AWS::Serverless::Application': 'the rotation function of the secret (SAR): runs once a month',
   'Custom::LogRetention': 'runs at deploy only',
   'AWS::CDK::Metadata': 'free',
@@ -381,6 +414,10 @@ interface FnInfo {
   readonly timeoutSeconds: number;
   readonly active: boolean;
   readonly store: string | null;
+  /** Its IAM role's logical id. */
+  readonly roleId: string | null;
+  /** The activity flags table it uses (ROLLOUT_ACTIVITY_TABLE), by logical id: on Aurora, what keeps a schedule from waking the cluster. */
+  readonly activityTable: string | null;
 }
 
 /**
@@ -416,6 +453,8 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       timeoutSeconds: num(p.Timeout, 3),
       active: (p.TracingConfig as { Mode?: string } | undefined)?.Mode === 'Active',
       store: typeof env.ROLLOUT_STORE === 'string' ? env.ROLLOUT_STORE : null,
+      roleId: (p.Role as { 'Fn::GetAtt'?: [string, string] } | undefined)?.['Fn::GetAtt']?.[0] ?? null,
+      activityTable: (env.ROLLOUT_ACTIVITY_TABLE as { Ref?: string } | undefined)?.Ref ?? null,
     };
   });
   count('AWS::Lambda::Function', fns.map((f) => f.id));
@@ -460,7 +499,10 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   /** Busy BatchPromoter invocations: each ends reading the running rollouts and publishing their gauges. */
   let gaugeReads = 0;
   let idleReadUnits = 0;
-  const quiet: string[] = [];
+  const mappings = ofType('AWS::Lambda::EventSourceMapping');
+  const isScheduled = (f: FnInfo) => schedules.some((s) => s.targets.includes(f.id));
+  /** Whether its role may receive from a queue: a scheduled one polls it once an invocation (the coordinator, the work DLQ). */
+  const receives = (f: FnInfo) => f.roleId !== null && ofType('AWS::IAM::Policy').some(([, p]) => JSON.stringify(props(p).Roles ?? []).includes(`"${f.roleId}"`) && JSON.stringify(props(p).PolicyDocument ?? {}).includes('"sqs:ReceiveMessage"'));
   for (const f of fns) {
     const scheduled = schedules.filter((s) => s.targets.includes(f.id)).reduce((n, s) => n + s.perMonth, 0);
     const rate = schedules.filter((s) => s.targets.includes(f.id)).map((s) => s.expression).join(' + ');
@@ -469,6 +511,7 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       const idleMs = f.role === 'batchPromoter' ? a.idleBatchInvocationMs : a.idleScheduledInvocationMs;
       let busyMs = idleMs;
       let busyBasis = 'same as idle (no work run open)';
+      const looksAt = [...(receives(f) ? ['a short poll of the work DLQ'] : []), f.activityTable ? 'its activity flag (the database only when it is raised)' : f.role === 'batchPromoter' ? "hasWork's two reads" : 'the open runs'];
       if (f.role === 'batchPromoter') {
         const period = Math.min(...schedules.filter((x) => x.targets.includes(f.id)).map((x) => (30 * 24 * 60 * 60) / x.perMonth));
         const ticks = busyTicks(f.timeoutSeconds, period);
@@ -483,7 +526,7 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
         what: `${f.label}, ${rate}`,
         idle: lambdaCost(scheduled, idleMs, f.memoryMb) + coldStarts(f.memoryMb),
         busy: lambdaCost(scheduled, busyMs, f.memoryMb) + coldStarts(f.memoryMb),
-        basis: `idle: ${fmtInt(scheduled)} × ~${idleMs} ms × ${mem} + requests; busy: ${busyBasis}`,
+        basis: `idle: ${fmtInt(scheduled)} × ~${idleMs} ms × ${mem} + requests (${looksAt.join(', then ')}); busy: ${busyBasis}`,
         freeTier: FREE_TIER.lambda,
       });
     } else if (signalTargets.has(f.id)) {
@@ -493,11 +536,27 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       invocations[f.id] = { idle: 0, busy: a.apiRequestsPerMonth };
       line({ what: `${f.label}, HTTP API`, idle: 0, busy: lambdaCost(a.apiRequestsPerMonth, a.apiInvocationMs, f.memoryMb), basis: `busy: ${fmtInt(a.apiRequestsPerMonth)} requests × ~${a.apiInvocationMs} ms × ${mem}`, freeTier: FREE_TIER.lambda });
     } else {
+      // Every function has a line: what invokes it, and what an invocation costs when nothing in either column does.
       invocations[f.id] = { idle: 0, busy: 0 };
-      quiet.push(f.label);
+      const rules = busRules.filter(([, r]) => JSON.stringify(props(r).Targets ?? []).includes(`"${f.id}"`));
+      const mapped = mappings.some(([, r]) => JSON.stringify(props(r).FunctionName ?? '').includes(`"${f.id}"`));
+      const per1000 = lambdaCost(1000, a.eventInvocationMs, f.memoryMb);
+      const onEvents = `~${a.eventInvocationMs} ms × ${mem} + request: US$ ${per1000.toFixed(4)} per 1,000 invocations; none idle, none from rollout signals`;
+      line({
+        what: f.role ? `${f.label}, ${rules.length || mapped ? 'on its events' : 'no trigger'}` : `${f.label} (CDK helper)`,
+        idle: 0,
+        busy: 0,
+        basis: rules.length
+          ? `when its rule matches (${rules.map(([, r]) => str(props(r).Description ?? '')).join('; ')}): ${onEvents}`
+          : mapped
+            ? `for each batch its queue delivers: ${onEvents}`
+            : f.role
+              ? `nothing in this stack invokes it${f.role === 'deadLetters' ? " (the coordinator's scan drains the work DLQ; deployed while topology.ts declares the function)" : ''}`
+              : 'runs at deploy only',
+        freeTier: FREE_TIER.lambda,
+      });
     }
   }
-  if (quiet.length) line({ what: `other functions: ${quiet.join(', ')}`, idle: 0, busy: 0, basis: 'invoked only when what they handle happens (dead letters, Spot notices, work runs) or at deploy' });
 
   // X-Ray: only Active functions record traces of their own; a schedule's event carries no trace header to pass through.
   const traced = fns.filter((f) => f.active);
@@ -523,10 +582,26 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       basis: `idle: ${fmtInt(idleRru)} RRU (the scheduled functions' empty reads, no write); busy: + ${a.rruPerSignal} RRU/${a.wruPerSignal} WRU a signal, ${a.wruPerTransition} WRU a transition, ${a.rruPerTick} RRU/${a.wruPerTick} WRU a tick (${fmtInt(ticksPerMonth)} ticks), ${a.rruPerRolloutRead * (1 + a.rolloutsRunning)} RRU a minute reading the running rollouts' gauges`,
     });
   }
+  // Aurora: the activity flags, read by each scheduled probe, raised by the writers.
+  const flagProbes = fns.filter((f) => f.activityTable !== null && isScheduled(f));
+  const flagReads = flagProbes.reduce((n, f) => n + invocations[f.id]!.idle * FLAG_READ_UNITS, 0);
+  if (!onDynamo && flagProbes.length) {
+    line({
+      what: 'DynamoDB on-demand requests (activity flags)',
+      idle: flagReads * PRICES.dynamoRead.usd,
+      busy: flagReads * PRICES.dynamoRead.usd + a.flagRaisesPerMonth * PRICES.dynamoWrite.usd,
+      basis: `idle: ${fmtInt(flagReads)} RRU (${flagProbes.map((f) => f.label).join(' and ')} read their flag each invocation, ${FLAG_READ_UNITS} RRU), no write; busy: + ${fmtInt(a.flagRaisesPerMonth)} WRU of raises (at most one per writer sandbox every 5 minutes)`,
+    });
+  }
+  const activityTables = new Set(fns.flatMap((f) => (f.activityTable ? [f.activityTable] : [])));
   const tables = ofType('AWS::DynamoDB::Table');
   count('AWS::DynamoDB::Table', tables.map(([id]) => id));
   for (const [id, r] of tables) {
     const p = props(r);
+    if (activityTables.has(id)) {
+      line({ what: `DynamoDB storage (${id})`, idle: 0, busy: 0, basis: 'the activity flags: two items of a few bytes; the AWS owned key (no KMS request billed), no backups', freeTier: FREE_TIER.dynamo });
+      continue;
+    }
     const pitr = (p.PointInTimeRecoverySpecification as { PointInTimeRecoveryEnabled?: boolean } | undefined)?.PointInTimeRecoveryEnabled === true;
     const perGb = PRICES.dynamoStorage.usd + (pitr ? PRICES.dynamoPitr.usd : 0);
     line({ what: `DynamoDB storage${pitr ? ' + PITR' : ''} (${id})`, idle: a.tableGbIdle * perGb, busy: a.tableGbBusy * perGb, basis: `${a.tableGbIdle} GB idle, ${a.tableGbBusy} GB busy × US$ ${perGb.toFixed(2)}/GB-month`, freeTier: FREE_TIER.dynamo });
@@ -566,19 +641,32 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     line({ what: `EventBridge archive (${id})`, idle: 0, busy: gb * PRICES.eventBridgeArchiveGb.usd + heldGb * PRICES.eventBridgeArchiveStorage.usd, basis: `busy: ${gb.toFixed(2)} GB archived a month, kept ${days > 0 ? `${days} days` : 'forever'}` });
   }
 
-  // SQS: an event source mapping long-polls its queue whether or not anything arrives.
-  const mappings = ofType('AWS::Lambda::EventSourceMapping');
+  // SQS: an event source mapping long-polls its queue whether or not anything arrives; a schedule that drains one polls once an invocation.
   count('AWS::Lambda::EventSourceMapping', mappings.map(([id]) => id));
   const sqsMappings = mappings.filter(([, r]) => ofType('AWS::SQS::Queue').some(([q]) => str(props(r).EventSourceArn).includes(`"${q}"`)));
   if (sqsMappings.length < mappings.length) unpriced.add('AWS::Lambda::EventSourceMapping (not on a queue of this stack)');
-  const receives = sqsMappings.length * a.sqsPollers * (monthSeconds / a.sqsLongPollSeconds);
-  line({
-    what: `SQS: ${sqsMappings.length} event source mapping(s) polling`,
-    idle: receives * PRICES.sqsRequest.usd,
-    busy: receives * PRICES.sqsRequest.usd,
-    basis: `${sqsMappings.length} × ${a.sqsPollers} pollers × one ${a.sqsLongPollSeconds} s long poll each = ${fmtInt(receives)} empty ReceiveMessage a month (Lambda guide: five pollers, as few as two when traffic is low)`,
-    freeTier: FREE_TIER.sqs,
-  });
+  const longPolls = a.sqsPollers * (monthSeconds / a.sqsLongPollSeconds);
+  if (sqsMappings.length) {
+    const polls = sqsMappings.length * longPolls;
+    line({
+      what: `SQS: ${sqsMappings.length} event source mapping(s) polling`,
+      idle: polls * PRICES.sqsRequest.usd,
+      busy: polls * PRICES.sqsRequest.usd,
+      basis: `${sqsMappings.length} × ${a.sqsPollers} pollers × one ${a.sqsLongPollSeconds} s long poll each = ${fmtInt(polls)} empty ReceiveMessage a month (Lambda guide: five pollers, as few as two when traffic is low)`,
+      freeTier: FREE_TIER.sqs,
+    });
+  }
+  const drainers = fns.filter((f) => isScheduled(f) && receives(f));
+  if (drainers.length) {
+    const polls = drainers.reduce((n, f) => n + invocations[f.id]!.idle, 0);
+    line({
+      what: `SQS: ${drainers.map((f) => f.label).join(', ')} polling the work DLQ on its schedule`,
+      idle: polls * PRICES.sqsRequest.usd,
+      busy: polls * PRICES.sqsRequest.usd,
+      basis: `${fmtInt(polls)} short-poll ReceiveMessage a month, one an invocation (an event source mapping on the queue would make ${fmtInt(longPolls)} long polls: US$ ${(longPolls * PRICES.sqsRequest.usd).toFixed(2)}); the work queue's own requests are the runs' (see shards)`,
+      freeTier: FREE_TIER.sqs,
+    });
+  }
 
   // CloudWatch alarms: per alarm metric; high resolution below a 60 s period.
   const alarms = ofType('AWS::CloudWatch::Alarm');
@@ -641,30 +729,56 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     count('AWS::RDS::DBCluster', clusters.map(([id]) => id));
     const instances = ofType('AWS::RDS::DBInstance');
     count('AWS::RDS::DBInstance', instances.map(([id]) => id));
+    const rotations = ofType('AWS::SecretsManager::RotationSchedule').length;
+    // Scheduled functions on the database without an activity flag read it every invocation: the cluster never pauses.
+    const wakers = fns.filter((f) => f.store === 'postgres' && isScheduled(f) && f.activityTable === null);
+    const wakes = a.auroraSweepsPerMonth + rotations;
     for (const [cid, c] of clusters) {
-      const scaling = props(c).ServerlessV2ScalingConfiguration as { MinCapacity?: number; MaxCapacity?: number } | undefined;
+      const scaling = props(c).ServerlessV2ScalingConfiguration as { MinCapacity?: number; MaxCapacity?: number; SecondsUntilAutoPause?: number } | undefined;
       const min = num(scaling?.MinCapacity, 0.5);
       const mine = instances.filter(([, r]) => mentions(r, cid));
       const serverless = mine.filter(([, r]) => props(r).DBInstanceClass === 'db.serverless');
       if (serverless.length < mine.length) unpriced.add('AWS::RDS::DBInstance (provisioned class: only db.serverless is priced)');
-      const acuUsd = (acu: number) => serverless.length * acu * monthHours * PRICES.auroraAcuHour.usd;
-      const busyAcu = Math.max(min, a.auroraBusyAcu);
-      line({ what: `Aurora Serverless v2: ${serverless.length} instance(s), min ${min} ACU`, idle: acuUsd(min), busy: acuUsd(busyAcu), basis: `${serverless.length} × ${min} ACU × ${monthHours} h idle (the minimum runs whether or not anything happens); busy ${busyAcu} ACU each (a reader that scales with the writer follows it)` });
+      const acuUsd = (acu: number, hours = monthHours) => serverless.length * acu * hours * PRICES.auroraAcuHour.usd;
+      const floor = min > 0 ? min : a.auroraAwakeMinAcu;
+      const busyAcu = Math.max(floor, a.auroraBusyAcu);
+      const pauseMinutes = num(scaling?.SecondsUntilAutoPause, 300) / 60;
+      const wakeHours = (wakes * (a.auroraWakeWorkMinutes + pauseMinutes)) / 60;
+      const idleHours = min > 0 || wakers.length ? monthHours : wakeHours;
+      const idleBasis =
+        min > 0
+          ? `${serverless.length} × ${min} ACU × ${monthHours} h idle (the minimum runs whether or not anything happens)`
+          : wakers.length
+            ? `0 ACU minimum, but ${wakers.map((f) => f.label).join(' and ')} read the database every minute: it never pauses (${serverless.length} × ${floor} ACU × ${monthHours} h)`
+            : `paused (0 ACU) but for ${wakes} wakes a month (the probes' daily sweep, the secret's rotation), each ~${a.auroraWakeWorkMinutes} min of work and ${pauseMinutes} min until it pauses again, at ${floor} ACU: ${wakeHours.toFixed(1)} h`;
+      line({ what: `Aurora Serverless v2: ${serverless.length} instance(s), min ${min} ACU`, idle: acuUsd(floor, idleHours), busy: acuUsd(busyAcu), basis: `${idleBasis}; busy ${busyAcu} ACU each, awake all month (a reader that scales with the writer follows it)` });
       const ios = a.eventsPerMonth * a.auroraIosPerSignal;
       line({ what: 'Aurora storage and I/O', idle: a.auroraStorageGb * PRICES.auroraStorage.usd, busy: a.auroraStorageGb * PRICES.auroraStorage.usd + ios * PRICES.auroraIo.usd, basis: `${a.auroraStorageGb} GB; busy ${fmtInt(ios)} I/O (${a.auroraIosPerSignal} a signal); backups up to the cluster's size are not charged` });
     }
     const secrets = ofType('AWS::SecretsManager::Secret');
     count('AWS::SecretsManager::Secret', secrets.map(([id]) => id));
-    // Each cold start of a function on the store reads the secret once.
-    const fetches = (col: 'idle' | 'busy') => fns.filter((f) => f.store === 'postgres' && invocations[f.id]![col] > 0).length * a.coldStartsPerFunctionHour * monthHours;
+    // Each invocation that uses the database opens a connection (pools end with the invocation), which re-reads the secret once it is 30 s old.
+    const opens = (f: FnInfo, col: 'idle' | 'busy') => {
+      if (f.store !== 'postgres') return 0;
+      if (isScheduled(f) && f.activityTable !== null) return col === 'busy' && f.role === 'batchPromoter' ? invocations[f.id]!.busy : a.auroraSweepsPerMonth;
+      return invocations[f.id]![col];
+    };
+    const fetches = (col: 'idle' | 'busy') => fns.reduce((n, f) => n + Math.min(opens(f, col), a.secretReadsPerFunctionMinute * monthMinutes), 0);
     const secretUsd = (col: 'idle' | 'busy') => secrets.length * PRICES.secret.usd + fetches(col) * PRICES.secretApiCall.usd;
-    if (secrets.length) line({ what: `Secrets Manager (${secrets.length} secret)`, idle: secretUsd('idle'), busy: secretUsd('busy'), basis: `${secrets.length} × US$ ${PRICES.secret.usd}; GetSecretValue at each cold start: ${fmtInt(fetches('idle'))} idle, ${fmtInt(fetches('busy'))} busy; rotated monthly` });
+    if (secrets.length) line({ what: `Secrets Manager (${secrets.length} secret)`, idle: secretUsd('idle'), busy: secretUsd('busy'), basis: `${secrets.length} × US$ ${PRICES.secret.usd}; GetSecretValue when an invocation opens a connection and the secret it holds is 30 s old (at most ${a.secretReadsPerFunctionMinute} a minute a function): ${fmtInt(fetches('idle'))} idle, ${fmtInt(fetches('busy'))} busy; rotated monthly by its rotation function (${rotations} schedule)` });
   }
   const nats = ofType('AWS::EC2::NatGateway');
   count('AWS::EC2::NatGateway', nats.map(([id]) => id));
   if (nats.length) {
     const gbBusy = (a.eventsPerMonth * a.natBytesPerSignal) / 1e9;
-    line({ what: `NAT gateway (${nats.length})`, idle: nats.length * monthHours * PRICES.natGatewayHour.usd, busy: nats.length * monthHours * PRICES.natGatewayHour.usd + gbBusy * PRICES.natGatewayGb.usd, basis: `${nats.length} × ${monthHours} h × US$ ${PRICES.natGatewayHour.usd}; busy + ${gbBusy.toFixed(1)} GB processed` });
+    const azs = Math.max(1, ofType('AWS::EC2::Subnet').filter(([, r]) => props(r).MapPublicIpOnLaunch === true).length);
+    const endpointsUsd = ENDPOINT_SERVICES.length * azs * monthHours * PRICES.interfaceEndpointHour.usd;
+    line({
+      what: `NAT gateway (${nats.length})`,
+      idle: nats.length * monthHours * PRICES.natGatewayHour.usd,
+      busy: nats.length * monthHours * PRICES.natGatewayHour.usd + gbBusy * PRICES.natGatewayGb.usd,
+      basis: `${nats.length} × ${monthHours} h × US$ ${PRICES.natGatewayHour.usd}; busy + ${gbBusy.toFixed(1)} GB processed. The functions in the VPC reach ${ENDPOINT_SERVICES.join(', ')}, X-Ray, gate origins and targets through it; interface endpoints for those ${ENDPOINT_SERVICES.length} services in ${azs} AZs instead would be US$ ${endpointsUsd.toFixed(2)} a month, and leave origins and targets outside AWS unreachable`,
+    });
   }
   const eips = ofType('AWS::EC2::EIP');
   count('AWS::EC2::EIP', eips.map(([id]) => id));
@@ -716,13 +830,13 @@ export function jsonLine(e: CostEstimate): string {
   });
 }
 
-function details(e: CostEstimate): string {
-  const out = ['', '#### Lines', ...e.lines.filter((l) => l.freeTier).map((l) => `- ${l.what}: free tier (not subtracted): ${l.freeTier}`), '', '#### Assumptions (what the template cannot say; see DEFAULT_ASSUMPTIONS in infra/cost.ts for why each)'];
-  for (const [k, v] of Object.entries(e.assumptions)) out.push(`- ${k}: ${v}`);
+function details(estimates: readonly CostEstimate[]): string {
+  const freeTiers = new Map(estimates.flatMap((e) => e.lines.flatMap((l) => (l.freeTier ? [[l.what, l.freeTier] as const] : []))));
+  const out = ['', '#### Lines', ...[...freeTiers].map(([what, free]) => `- ${what}: free tier (not subtracted): ${free}`), '', '#### Assumptions (what the template cannot say; see DEFAULT_ASSUMPTIONS in infra/cost.ts for why each)'];
+  for (const [k, v] of Object.entries(estimates[0]!.assumptions)) out.push(`- ${k}: ${v}`);
   out.push('', `#### Prices (${PRICE_REGION}, read ${PRICES_READ_ON})`);
   const price = (p: Price) => (p.usd < 0.001 ? `US$ ${+(p.usd * 1e6).toPrecision(6)} per million (${p.unit})` : `US$ ${+p.usd.toPrecision(6)} per ${p.unit}`);
   for (const [k, p] of Object.entries(PRICES) as [string, Price][]) out.push(`- ${k}: ${price(p)} — ${p.source}`);
-  if (e.unpriced.length) out.push('', `**Not priced (add them to infra/cost.ts):** ${e.unpriced.join(', ')}`);
   return out.join('\n');
 }
 
@@ -731,14 +845,15 @@ function details(e: CostEstimate): string {
 // ---------------------------------------------------------------------------
 
 export interface CliOptions {
-  readonly store: 'dynamodb' | 'aurora';
+  /** Both by default. */
+  readonly store: 'dynamodb' | 'aurora' | 'both';
   readonly dashboard: boolean;
   readonly events: number;
   readonly markdown: boolean;
 }
 
 export function parseArgs(argv: readonly string[]): CliOptions {
-  let store: CliOptions['store'] = 'dynamodb';
+  let store: CliOptions['store'] = 'both';
   let dashboard = false;
   let markdown = false;
   let events = DEFAULT_ASSUMPTIONS.eventsPerMonth;
@@ -752,7 +867,7 @@ export function parseArgs(argv: readonly string[]): CliOptions {
     };
     if (flag === '--store') {
       const v = value();
-      if (v !== 'dynamodb' && v !== 'aurora') throw new Error(`invalid arguments: --store: dynamodb or aurora, got ${v}`);
+      if (v !== 'dynamodb' && v !== 'aurora' && v !== 'both') throw new Error(`invalid arguments: --store: dynamodb, aurora or both, got ${v}`);
       store = v;
     } else if (flag === '--events') {
       const v = value().replace(/[,_]/g, '');
@@ -760,13 +875,13 @@ export function parseArgs(argv: readonly string[]): CliOptions {
       events = Number(v);
     } else if (flag === '--dashboard') dashboard = true;
     else if (flag === '--markdown') markdown = true;
-    else throw new Error(`invalid arguments: unknown option ${arg} (--store dynamodb|aurora, --dashboard, --events N, --markdown)`);
+    else throw new Error(`invalid arguments: unknown option ${arg} (--store dynamodb|aurora|both, --dashboard, --events N, --markdown)`);
   }
   return { store, dashboard, events, markdown };
 }
 
 /** The template `cdk deploy` would upload, synthesized in-process without bundling (as test/integration/aws-endpoints.test.ts does). */
-export async function synthesizeTemplate(o: { store: 'dynamodb' | 'aurora'; dashboard: boolean }): Promise<CfnTemplate> {
+export async function synthesizeTemplate(o: { readonly store: 'dynamodb' | 'aurora'; readonly dashboard: boolean }): Promise<CfnTemplate> {
   // Imported here: the stack pulls in all of aws-cdk-lib, which estimateCost itself does not need.
   const { ControlPlaneStack } = await import('./stack.js');
   const outdir = mkdtempSync(join(tmpdir(), 'rollout-cost-'));
@@ -781,12 +896,18 @@ export async function synthesizeTemplate(o: { store: 'dynamodb' | 'aurora'; dash
 
 async function main(argv: readonly string[]): Promise<void> {
   const o = parseArgs(argv);
-  const estimate = estimateCost(await synthesizeTemplate(o), { ...DEFAULT_ASSUMPTIONS, eventsPerMonth: o.events });
-  console.log(`### Monthly cost (${PRICE_REGION} list prices read ${PRICES_READ_ON}, arm64, no free tier; \`npm run cost\` recomputes it from the template)\n`);
-  console.log(markdownTable(estimate));
-  if (!o.markdown) console.log(details(estimate));
-  else if (estimate.unpriced.length) console.log(`\nNot priced (add them to infra/cost.ts): ${estimate.unpriced.join(', ')}`);
-  console.log(jsonLine(estimate));
+  const stores = o.store === 'both' ? (['dynamodb', 'aurora'] as const) : [o.store];
+  const estimates: CostEstimate[] = [];
+  for (const store of stores) estimates.push(estimateCost(await synthesizeTemplate({ store, dashboard: o.dashboard }), { ...DEFAULT_ASSUMPTIONS, eventsPerMonth: o.events }));
+  console.log(`### Monthly cost (${PRICE_REGION} list prices read ${PRICES_READ_ON}, arm64, no free tier; \`npm run cost\` recomputes it from the template)`);
+  for (const estimate of estimates) {
+    console.log(`\n${markdownTable(estimate)}`);
+    if (estimate.unpriced.length) console.log(`\nNot priced (add them to infra/cost.ts): ${estimate.unpriced.join(', ')}`);
+  }
+  // The lines' free tiers, the assumptions and the prices are the same for both stores: printed once.
+  if (!o.markdown) console.log(details(estimates));
+  console.log('');
+  for (const estimate of estimates) console.log(jsonLine(estimate));
 }
 
 if (isEntryPoint(import.meta.url)) {

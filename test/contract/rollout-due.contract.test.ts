@@ -127,7 +127,7 @@ forEachBackend('due rollouts on %s', { fresh: 'each' }, (backend) => {
   });
 });
 
-it('DynamoDB: a running rollout registered before the due index and the watch entries existed is made due on the first tick, and found by its alarms', async () => {
+it('DynamoDB: a running rollout registered before the due index and the watch entries existed is made due on the first tick, and found by its alarms from then on', async () => {
   const t = await dynamoTable();
   try {
     const clock = new ManualClock();
@@ -136,10 +136,11 @@ it('DynamoDB: a running rollout registered before the due index and the watch en
     // The registry item as an older release wrote it: no due time, no mark, not in the index, no watch entry.
     await t.doc.send(new UpdateCommand({ TableName: t.table, Key: { pk: 'RUNNING', sk: id }, UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk, watchIndexed', ExpressionAttributeNames: { '#m': 'mark' } }));
     await t.doc.send(new DeleteCommand({ TableName: t.table, Key: { pk: 'WATCH#checkout-5xx', sk: id } }));
-    expect((await new DynamoRolloutStore(t.doc, t.table, 16, clock).loadWatching('checkout-5xx')).map((v) => v.rollout.id)).toEqual([id]);
     const store = new DynamoRolloutStore(t.doc, t.table, 16, clock);
     const tick = await node(store, new DynamoLeaseStore(t.doc, t.table), clock).batch.tick();
     expect(tick.actions.map((x) => [x.rolloutId, x.transition])).toEqual([[id, 'activate']]);
+    // Its watch entry written by that tick: another store, in another process, finds it by its alarm.
+    expect((await new DynamoRolloutStore(t.doc, t.table, 16, clock).loadWatching('checkout-5xx')).map((v) => v.rollout.id)).toEqual([id]);
   } finally {
     await t.close();
   }

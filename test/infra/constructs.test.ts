@@ -80,7 +80,7 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
   it('every alarm notifies the topic', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
     expect(alarms.length).toBe(plane.alarms.length);
-    expect(alarms.length).toBeGreaterThanOrEqual(9);
+    expect(alarms.length).toBeGreaterThanOrEqual(7);
     for (const a of alarms) expect((a.Properties as { AlarmActions: unknown[] }).AlarmActions).toEqual([{ Ref: id(topic) }]);
   });
 

@@ -3,7 +3,8 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_ASSUMPTIONS, METRICS_BY_SERVICE, PRICES, STACK_METRICS, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, rolloutGauges, type CfnTemplate } from '../../infra/cost.js';
+import { DEFAULT_ASSUMPTIONS, ENDPOINT_SERVICES, FLAG_READ_UNITS, METRICS_BY_SERVICE, PRICES, STACK_METRICS, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, rolloutGauges, type CfnTemplate } from '../../infra/cost.js';
+import { RAISE_GRACE_MS, SWEEP_EVERY_MS } from '../../functions/activity.js';
 import { ControlPlaneStack, type ControlPlaneProps } from '../../infra/stack.js';
 
 const root = join(import.meta.dirname, '../..');
@@ -28,32 +29,40 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     const scheduleRules = Object.entries(template.findResources('AWS::Events::Rule')).filter(([, r]) => (r as { Properties: { ScheduleExpression?: string } }).Properties.ScheduleExpression);
     expect(estimate.schedules.map((s) => s.rule).sort()).toEqual(scheduleRules.map(([id]) => id).sort());
     expect(estimate.schedules.length).toBeGreaterThan(0);
-    // Every function has its invocations, and every resource type is either priced or known to be free.
+    // Every function has its invocations and a line of its own, and every resource type is either priced or known to be free.
     expect(Object.keys(estimate.invocations).sort()).toEqual(ids(template, 'AWS::Lambda::Function'));
+    for (const name of ['streaming-promoter', 'batch-promoter', 'coordinator', 'api', 'spot-drain', 'dead-letters']) expect(estimate.lines.filter((l) => l.what.startsWith(`${name},`)), name).toHaveLength(1);
     expect(estimate.unpriced).toEqual([]);
     const alarms = estimate.lines.find((l) => l.what.startsWith('CloudWatch alarms'))!;
-    // Billed per metric an alarm reads: a metric-math alarm (the functions' errors summed) for each of its metrics.
+    // Billed per metric an alarm reads (a metric-math alarm for each of its metrics): one each here.
     const alarmMetrics = Object.values(template.findResources('AWS::CloudWatch::Alarm')).reduce((n, a) => {
       const metrics = (a as { Properties: { Metrics?: { MetricStat?: unknown }[] } }).Properties.Metrics;
       return n + (metrics ? metrics.filter((m) => m.MetricStat).length : 1);
     }, 0);
-    expect(alarmMetrics).toBeGreaterThan(ids(template, 'AWS::CloudWatch::Alarm').length);
+    expect(alarmMetrics).toBe(ids(template, 'AWS::CloudWatch::Alarm').length);
     expect(alarms.idle).toBeCloseTo(alarmMetrics * PRICES.alarmStandard.usd, 10);
+    // The work DLQ: no event source mapping polling it, one short poll a scheduled scan instead.
+    expect(ids(template, 'AWS::Lambda::EventSourceMapping')).toEqual([]);
+    expect(estimate.lines.some((l) => l.what.includes('event source mapping'))).toBe(false);
+    const drain = estimate.lines.find((l) => l.what.startsWith('SQS: coordinator polling the work DLQ'))!;
+    expect(drain.idle).toBeCloseTo(43_200 * PRICES.sqsRequest.usd, 10);
   });
 
-  it("README's cost table is the one this stack implies: its totals are estimateCost's, so the table cannot drift from the stack", () => {
+  it("README's cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack", () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
-    const total = /\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/.exec(section);
-    expect(total, 'the Monthly cost section has a total row').not.toBeNull();
-    expect([Number(total![1]), Number(total![2])], 'run `npm run cost` and copy its figures into README').toEqual([Math.round(estimate.idle * 100) / 100, Math.round(estimate.busy * 100) / 100]);
+    const totals = [...section.matchAll(/\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(totals, 'the Monthly cost section has a total row per store, DynamoDB first').toHaveLength(2);
+    const aurora = estimateCost(synth({ store: 'aurora' }).json);
+    const rounded = (e: typeof estimate) => [Math.round(e.idle * 100) / 100, Math.round(e.busy * 100) / 100];
+    expect(totals, 'run `npm run cost` and copy its figures into README').toEqual([rounded(estimate), rounded(aurora)]);
     expect(section).toContain(`CloudWatch: ${ids(template, 'AWS::CloudWatch::Alarm').length} alarms`);
   });
 
-  it('idle, the stack costs at most US$ 2 a month at list prices', () => {
+  it('idle, the stack costs at most US$ 1 a month at list prices', () => {
     expect(estimate.store).toBe('dynamodb');
     expect(estimate.idle).toBeGreaterThan(0);
-    expect(estimate.idle).toBeLessThanOrEqual(2);
+    expect(estimate.idle).toBeLessThanOrEqual(1);
   });
 
   it("the scheduled functions' idle lines come from their schedule rate: rate(1 minute) is 43,200 invocations a month", () => {
@@ -127,19 +136,43 @@ describe('estimateCost with the Aurora store', () => {
   const { template, json } = synth({ store: 'aurora' });
   const estimate = estimateCost(json);
 
-  it('prices what the template holds: the serverless instances at their minimum ACUs, the NAT gateway, its address, the secret', () => {
+  it('prices what the template holds: the serverless instances, the NAT gateway, its address, the secret, the activity flags', () => {
     expect(estimate.store).toBe('aurora');
     expect(estimate.unpriced).toEqual([]);
-    for (const type of ['AWS::RDS::DBInstance', 'AWS::EC2::NatGateway', 'AWS::EC2::EIP', 'AWS::SecretsManager::Secret', 'AWS::Lambda::Function']) {
+    for (const type of ['AWS::RDS::DBInstance', 'AWS::EC2::NatGateway', 'AWS::EC2::EIP', 'AWS::SecretsManager::Secret', 'AWS::Lambda::Function', 'AWS::DynamoDB::Table', 'AWS::EC2::VPCEndpoint']) {
       expect([...(estimate.counted[type] ?? [])].sort(), type).toEqual(ids(template, type));
     }
-    const acus = estimate.lines.find((l) => l.what.startsWith('Aurora Serverless v2'))!;
-    expect(acus.idle).toBeCloseTo(ids(template, 'AWS::RDS::DBInstance').length * 0.5 * 720 * PRICES.auroraAcuHour.usd, 8);
     const nat = estimate.lines.find((l) => l.what.startsWith('NAT gateway'))!;
     expect(nat.idle).toBeCloseTo(720 * PRICES.natGatewayHour.usd, 8);
-    // No DynamoDB line: the functions use PostgreSQL.
-    expect(estimate.lines.some((l) => l.what.startsWith('DynamoDB'))).toBe(false);
+    // The VPC's cost stated with what a VPC without NAT would need instead.
+    expect(nat.basis).toContain(`US$ ${(ENDPOINT_SERVICES.length * 2 * 720 * PRICES.interfaceEndpointHour.usd).toFixed(2)}`);
+    // The only DynamoDB reads: the two probes' flags, one read each a minute; the flags table is priced as the few bytes it holds.
+    const flags = estimate.lines.find((l) => l.what.startsWith('DynamoDB on-demand requests'))!;
+    expect(flags.idle).toBeCloseTo(2 * 43_200 * FLAG_READ_UNITS * PRICES.dynamoRead.usd, 10);
+    expect(estimate.lines.some((l) => l.what.startsWith('KMS'))).toBe(false);
     for (const l of estimate.lines) expect(l.busy, l.what).toBeGreaterThanOrEqual(l.idle);
+  });
+
+  it('paused when idle: the cluster costs only its wakes (the daily sweep, the rotation), unless a schedule reads it every minute or its minimum is above 0', () => {
+    expect(DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth).toBe((30 * 86_400_000) / SWEEP_EVERY_MS);
+    expect(DEFAULT_ASSUMPTIONS.flagRaisesPerMonth).toBe(2 * ((30 * 86_400_000) / (RAISE_GRACE_MS / 2)));
+    const acus = (e: typeof estimate) => e.lines.find((l) => l.what.startsWith('Aurora Serverless v2'))!;
+    const instances = ids(template, 'AWS::RDS::DBInstance').length;
+    const wakeHours = ((DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth + 1) * (DEFAULT_ASSUMPTIONS.auroraWakeWorkMinutes + 5)) / 60;
+    expect(acus(estimate).idle).toBeCloseTo(instances * DEFAULT_ASSUMPTIONS.auroraAwakeMinAcu * wakeHours * PRICES.auroraAcuHour.usd, 8);
+    expect(acus(estimate).busy).toBeCloseTo(instances * DEFAULT_ASSUMPTIONS.auroraBusyAcu * 720 * PRICES.auroraAcuHour.usd, 8);
+    // A scheduled function on the database without its flag keeps the cluster awake all month.
+    const unflagged = structuredClone(json) as { Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }> };
+    for (const r of Object.values(unflagged.Resources)) delete (r.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables?.ROLLOUT_ACTIVITY_TABLE;
+    expect(acus(estimateCost(unflagged)).idle).toBeCloseTo(instances * 0.5 * 720 * PRICES.auroraAcuHour.usd, 8);
+    // A minimum above 0 runs all month.
+    const awake = estimateCost(synth({ store: 'aurora', auroraMinCapacity: 1 }).json);
+    expect(acus(awake).idle).toBeCloseTo(instances * 1 * 720 * PRICES.auroraAcuHour.usd, 8);
+  });
+
+  it('idle, the Aurora stack costs at most US$ 45 a month at list prices', () => {
+    expect(estimate.idle).toBeGreaterThan(0);
+    expect(estimate.idle).toBeLessThanOrEqual(45);
   });
 });
 
@@ -178,7 +211,8 @@ describe('the metric catalog', () => {
 
 describe('the CLI options', () => {
   it('parses --store, --dashboard, --events and --markdown, and refuses anything else', () => {
-    expect(parseArgs([])).toEqual({ store: 'dynamodb', dashboard: false, events: 1_000_000, markdown: false });
+    expect(parseArgs([])).toEqual({ store: 'both', dashboard: false, events: 1_000_000, markdown: false });
+    expect(parseArgs(['--store', 'dynamodb'])).toMatchObject({ store: 'dynamodb' });
     expect(parseArgs(['--store', 'aurora', '--dashboard', '--events', '2,000,000', '--markdown'])).toEqual({ store: 'aurora', dashboard: true, events: 2_000_000, markdown: true });
     expect(parseArgs(['--events=500'])).toMatchObject({ events: 500 });
     expect(() => parseArgs(['--store', 'mysql'])).toThrow(/--store/);

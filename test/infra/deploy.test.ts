@@ -33,7 +33,7 @@
  */
 import { CloudFormationClient, DescribeStackResourcesCommand, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { EventBridgeClient, ListRulesCommand, ListTargetsByRuleCommand, PutEventsCommand, PutTargetsCommand, RemoveTargetsCommand } from '@aws-sdk/client-eventbridge';
-import { LambdaClient, ListEventSourceMappingsCommand, ListFunctionsCommand } from '@aws-sdk/client-lambda';
+import { GetFunctionConfigurationCommand, LambdaClient, ListEventSourceMappingsCommand, ListFunctionsCommand } from '@aws-sdk/client-lambda';
 import { CreateQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -142,16 +142,17 @@ describe('cdk deploy against moto', () => {
     expect(schedules.map((r) => r.ScheduleExpression).sort()).toEqual(['rate(1 minute)', 'rate(1 minute)']);
   });
 
-  it('the work queue sends to its DLQ after 5 receives; the dead-letters function consumes the DLQ', async () => {
+  it("the work queue sends to its DLQ after 5 receives; no event source mapping polls the DLQ: the coordinator's scan drains it", async () => {
     const queueUrl = physical('WorkQueue');
     const attrs = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['All'] }))).Attributes ?? {};
     const redrive = JSON.parse(attrs.RedrivePolicy ?? '{}') as { maxReceiveCount?: number | string; deadLetterTargetArn?: string };
     expect(Number(redrive.maxReceiveCount)).toBe(5);
     expect(redrive.deadLetterTargetArn).toContain('WorkDlq');
     const mappings = (await lambda.send(new ListEventSourceMappingsCommand({}))).EventSourceMappings ?? [];
-    const dlq = mappings.find((m) => m.EventSourceArn === redrive.deadLetterTargetArn);
-    expect(dlq?.FunctionArn).toContain('DeadLetters');
-    expect(dlq?.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
+    expect(mappings.filter((m) => m.EventSourceArn === redrive.deadLetterTargetArn || m.FunctionArn?.includes(STACK))).toEqual([]);
+    const fn = resources.find((r) => r.ResourceType === 'AWS::Lambda::Function' && r.LogicalResourceId?.startsWith('Coordinator'))!;
+    const coordinator = await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: fn.PhysicalResourceId! }));
+    expect(coordinator.Environment?.Variables?.ROLLOUT_WORK_DLQ_URL).toContain('WorkDlq');
   });
 
   it('a rollout signal put on the deployed bus is delivered by the deployed rule; our own events are not', async () => {

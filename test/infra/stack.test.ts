@@ -100,7 +100,9 @@ describe('ControlPlaneStack', () => {
           continue;
         }
         if (t.kind === 'queue') {
-          template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { FunctionName: { Ref: fn }, EventSourceArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, BatchSize: t.batchSize, FunctionResponseTypes: ['ReportBatchItemFailures'] });
+          // No event source mapping (its pollers would cost more than the rest of an idle stack's functions): the coordinator's scan drains the work DLQ.
+          template.resourceCountIs('AWS::Lambda::EventSourceMapping', 0);
+          expect(t.queue).toBe('work-dlq');
           continue;
         }
         // The alarm rule matches the watched alarms only.
@@ -152,15 +154,16 @@ describe('ControlPlaneStack', () => {
         if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
       }
     }
-    // Only the coordinator (re-pended items) and the API (new runs) send work; only the dead-letters
-    // function reads the work DLQ; the others may only put failed events into the events DLQ.
+    // Only the coordinator (re-pended items) and the API (new runs) send work; only the coordinator
+    // reads the work DLQ (its scan drains it); the others may only put failed events into the events DLQ.
     const policyOf = (prefix: string) => JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith(prefix)).map(([, p]) => p));
     expect(policyOf('CoordinatorServiceRole')).toContain(logicalId(stack.workQueue));
-    expect(policyOf('DeadLettersServiceRole')).toContain('sqs:ReceiveMessage');
+    expect(policyOf('CoordinatorServiceRole')).toContain('sqs:ReceiveMessage');
+    expect(policyOf('CoordinatorServiceRole')).toContain(logicalId(stack.workDlq));
     for (const [id, p] of ofType('AWS::IAM::Policy')) {
       const doc = JSON.stringify(p.Properties.PolicyDocument);
       if (!id.startsWith('CoordinatorServiceRole') && !id.startsWith('ApiServiceRole')) expect(doc, id).not.toContain(logicalId(stack.workQueue));
-      if (!id.startsWith('DeadLettersServiceRole')) expect(doc, id).not.toContain('sqs:ReceiveMessage');
+      if (!id.startsWith('CoordinatorServiceRole')) expect(doc, id).not.toContain('sqs:ReceiveMessage');
     }
     // Provider gates are read on the BatchPromoter's tick: it alone may read CloudWatch, and DescribeAlarms only on this account's alarms.
     const cloudwatch = ofType('AWS::IAM::Policy').flatMap(([id, p]) =>
@@ -232,36 +235,34 @@ describe('ControlPlaneStack', () => {
     expect(signalRule?.EventPattern?.source).toEqual([{ prefix: 'rollout.' }]);
   });
 
-  it('alarms, one per concern: the functions’ failures summed (one alarm, not one per function), events given up, dead letters and those left unsettled, work waiting, a throttled run, leases changing hands, a rollout past its deadline or drifted; each says what to do and notifies someone', () => {
-    type AlarmProps = { AlarmDescription?: string; MetricName?: string; Statistic?: string; Namespace?: string; Threshold?: number; EvaluationPeriods?: number; Period?: number; Dimensions?: { Name: string; Value: unknown }[]; Metrics?: { Id: string; Expression?: string; MetricStat?: { Metric: { MetricName: string; Namespace: string; Dimensions?: { Name: string; Value: unknown }[] }; Period: number } }[]; AlarmActions?: unknown };
+  it('alarms, one per concern and one metric each: the API\'s 5xx, events given up, dead letters, work waiting, a throttled run, leases changing hands, a rollout that needs a person; each says what to do and notifies someone', () => {
+    type AlarmProps = { AlarmDescription?: string; MetricName?: string; Statistic?: string; Namespace?: string; Threshold?: number; EvaluationPeriods?: number; Period?: number; Dimensions?: { Name: string; Value: unknown }[]; Metrics?: unknown[]; AlarmActions?: unknown };
     const alarms = new Map(ofType('AWS::CloudWatch::Alarm').map(([id, a]) => [id.replace(/[0-9A-F]{8}$/, ''), a.Properties as AlarmProps]));
-    expect([...alarms.keys()].sort()).toEqual(['EventsDlqNotEmpty', 'FunctionErrors', 'LeaseLost', 'RolloutActuationDrift', 'RolloutPastProgressDeadline', 'RunDeadLetters', 'RunThrottled', 'WorkDlqUnsettled', 'WorkQueueAge']);
-    const stats = (a: AlarmProps) => (a.Metrics ?? []).flatMap((m) => (m.MetricStat ? [m.MetricStat] : []));
-    // Every function's Errors, and the API's 500s, in one sum.
-    const errors = alarms.get('FunctionErrors')!;
-    expect(errors.Metrics!.find((m) => m.Expression)!.Expression).toMatch(/^SUM\(\[/);
-    const lambdaErrors = stats(errors).filter((m) => m.Metric.MetricName === 'Errors' && m.Metric.Namespace === 'AWS/Lambda');
-    expect(lambdaErrors.map((m) => JSON.stringify(m.Metric.Dimensions)).sort()).toEqual(Object.values(stack.functions).map((fn) => JSON.stringify([{ Name: 'FunctionName', Value: { Ref: logicalId(fn) } }])).sort());
-    expect(stats(errors).some((m) => m.Metric.MetricName === 'Responses5xx' && JSON.stringify(m.Metric.Dimensions) === JSON.stringify([{ Name: 'service', Value: 'api' }]))).toBe(true);
-    expect(ofType('AWS::CloudWatch::Alarm').filter(([, a]) => (a.Properties as AlarmProps).MetricName === 'Errors')).toHaveLength(0);
-    // Queues: events given up; dead letters that stay (visible or held, for three 5-minute periods); work waiting 15 minutes.
+    expect([...alarms.keys()].sort()).toEqual(['ApiErrors', 'EventsDlqNotEmpty', 'LeaseLost', 'RolloutNeedsAttention', 'RunThrottled', 'WorkDeadLetters', 'WorkQueueAge']);
+    // An alarm is billed per metric it reads: none reads more than one (no metric math), and together they stay within the idle budget.
+    for (const [id, a] of alarms) expect(a.Metrics, id).toBeUndefined();
+    expect(alarms.size).toBeLessThanOrEqual(7);
+    // The API's failures, its function's and its own 500s alike, as API Gateway counts them on the stage.
+    const api = alarms.get('ApiErrors')!;
+    expect(api).toMatchObject({ Namespace: 'AWS/ApiGateway', MetricName: '5xx', Statistic: 'Sum', Threshold: 0 });
+    expect(JSON.stringify(api.Dimensions)).toContain('"Stage","Value":"$default"');
+    expect(ofType('AWS::CloudWatch::Alarm').filter(([, a]) => (a.Properties as AlarmProps).Namespace === 'AWS/Lambda')).toHaveLength(0);
+    // Every function a rule or a schedule invokes keeps what it failed in the events DLQ: that alarm covers their failures.
     expect(alarms.get('EventsDlqNotEmpty')).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 0 });
     expect(JSON.stringify(alarms.get('EventsDlqNotEmpty')!.Dimensions)).toContain(logicalId(stack.eventsDlq));
-    const unsettled = alarms.get('WorkDlqUnsettled')!;
-    expect(unsettled).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesNotVisible', Threshold: 0, EvaluationPeriods: 3 });
-    expect(JSON.stringify(unsettled.Dimensions)).toContain(logicalId(stack.workDlq));
+    // Dead letters settled or not: the scan receives each one at least once.
+    const dead = alarms.get('WorkDeadLetters')!;
+    expect(dead).toMatchObject({ Namespace: 'AWS/SQS', MetricName: 'NumberOfMessagesReceived', Statistic: 'Sum', Threshold: 0 });
+    expect(JSON.stringify(dead.Dimensions)).toContain(logicalId(stack.workDlq));
     expect(alarms.get('WorkQueueAge')).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 900 });
-    // The figures a node's /metrics has, under the same names: dead letters, and transitions by type.
-    expect(alarms.get('RunDeadLetters')).toMatchObject({ Namespace: 'Rollout', MetricName: 'rollout_dead_letters_total' });
-    expect(alarms.get('RunDeadLetters')!.Dimensions ?? []).toEqual([]);
-    expect(alarms.get('RolloutPastProgressDeadline')).toMatchObject({ Namespace: 'Rollout', MetricName: 'rollout_events_total', Dimensions: [{ Name: 'type', Value: 'ai.rollout.progress_deadline_exceeded' }] });
-    expect(alarms.get('RolloutActuationDrift')).toMatchObject({ Namespace: 'Rollout', MetricName: 'rollout_events_total', Dimensions: [{ Name: 'type', Value: 'ai.rollout.actuation_drift' }] });
     expect(alarms.get('RunThrottled')).toMatchObject({ Namespace: 'Rollout', MetricName: 'RunsThrottled' });
     // A fenced coordinator and both promoters' failed renewals: one stack-wide count (one alarm metric), past 3 in 15 minutes (one change heals itself).
     expect(alarms.get('LeaseLost')).toMatchObject({ Namespace: 'Rollout', MetricName: 'LeasesLost', Statistic: 'Sum', Period: 900, Threshold: 3 });
     expect(alarms.get('LeaseLost')!.Dimensions ?? []).toEqual([]);
-    // Within the idle budget: an alarm is billed per metric it reads.
-    expect([...alarms.values()].reduce((n, a) => n + (a.Metrics ? stats(a).length : 1), 0)).toBeLessThanOrEqual(15);
+    // A rollout past its deadline or drifted: one stack-wide count the functions publish beside rollout_events_total.
+    expect(alarms.get('RolloutNeedsAttention')).toMatchObject({ Namespace: 'Rollout', MetricName: 'RolloutsNeedingAttention', Statistic: 'Sum' });
+    expect(alarms.get('RolloutNeedsAttention')!.Dimensions ?? []).toEqual([]);
+    expect(alarms.get('RolloutNeedsAttention')!.AlarmDescription).toMatch(/progress_deadline_exceeded.*actuation_drift/);
     // Each says what it means and what to do.
     for (const [id, a] of alarms) expect(a.AlarmDescription, id).toMatch(/\. .{20,}/);
     // Every alarm notifies someone: with no actions given, the stack's own topic (its ARN an output, to subscribe to).
@@ -354,20 +355,60 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
   const template = Template.fromStack(stack);
   const json = template.toJSON() as { Resources: Record<string, Resource> };
 
-  it('an encrypted, deletion-protected Aurora PostgreSQL Serverless v2 cluster in private subnets, credentials in a rotated secret', () => {
+  it('an encrypted, deletion-protected Aurora PostgreSQL Serverless v2 cluster in private subnets that pauses when idle, credentials in a rotated secret', () => {
     template.hasResourceProperties('AWS::RDS::DBCluster', {
       Engine: 'aurora-postgresql',
       StorageEncrypted: true,
       DeletionProtection: true,
       EnableIAMDatabaseAuthentication: true,
-      ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 8 },
+      // 0 ACU: paused after 5 minutes without a connection.
+      ServerlessV2ScalingConfiguration: { MinCapacity: 0, MaxCapacity: 8, SecondsUntilAutoPause: 300 },
       BackupRetentionPeriod: 7,
     });
+    // An engine version with auto-pause (Aurora PostgreSQL 16.3 or later in the 16 line).
+    const version = (Object.values(template.findResources('AWS::RDS::DBCluster'))[0]!.Properties as { EngineVersion: string }).EngineVersion;
+    expect(version).toMatch(/^16\.(\d+)/);
+    expect(Number(version.split('.')[1])).toBeGreaterThanOrEqual(3);
     template.hasResource('AWS::RDS::DBCluster', { DeletionPolicy: 'Snapshot' });
     template.resourceCountIs('AWS::SecretsManager::RotationSchedule', 1);
     template.hasResourceProperties('AWS::EC2::FlowLog', { TrafficType: 'REJECT' });
     // As described before the stack held a RolloutControlPlane: a new description would replace the group.
     template.hasResourceProperties('AWS::EC2::SecurityGroup', { GroupDescription: 'AuroraTest/Aurora/Cluster/RotationSingleUser/SecurityGroup' });
+  });
+
+  it('a minimum of 0.5 ACU or more when asked for (auroraMinCapacity): it never pauses', () => {
+    const awake = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AuroraAwake', { store: 'aurora', auroraMinCapacity: 0.5 }));
+    awake.hasResourceProperties('AWS::RDS::DBCluster', { ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 8, SecondsUntilAutoPause: Match.absent() } });
+    for (const bad of [-1, 0.3, 9]) expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), `Bad${String(bad).replace(/\W/g, '')}`, { store: 'aurora', auroraMinCapacity: bad })).toThrow(/auroraMinCapacity: 0 to 8 in steps of 0.5/);
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAuroraCapacity', { auroraMinCapacity: 1 })).toThrow(/auroraMinCapacity: only with store: aurora/);
+  });
+
+  it('the activity flags: a small table the writers raise and the scheduled probes read before the database, reached through a free gateway endpoint', () => {
+    const tables = Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::DynamoDB::Table');
+    expect(tables).toHaveLength(1);
+    const [flagsId, flags] = tables[0]!;
+    expect(flags.Properties).toMatchObject({ KeySchema: [{ AttributeName: 'flag', KeyType: 'HASH' }], BillingMode: 'PAY_PER_REQUEST' });
+    // The AWS owned key: no KMS request billed for the probes' reads.
+    expect((flags.Properties.SSESpecification as { SSEEnabled?: boolean; KMSMasterKeyId?: unknown } | undefined)?.SSEEnabled ?? false).toBe(false);
+    const fns = Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && typeof r.Properties.Description === 'string' && r.Properties.Description.length);
+    const byName = new Map(fns.map(([id, r]) => [(r.Properties.Environment as { Variables: Record<string, unknown> }).Variables.POWERTOOLS_SERVICE_NAME as string, { id, env: (r.Properties.Environment as { Variables: Record<string, unknown> }).Variables }]));
+    const uses = { api: ['dynamodb:UpdateItem'], streamingPromoter: ['dynamodb:UpdateItem'], batchPromoter: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], coordinator: ['dynamodb:GetItem', 'dynamodb:UpdateItem'] } as Record<string, string[]>;
+    for (const name of Object.keys(FUNCTIONS)) {
+      const fn = byName.get(name)!;
+      const actions = Object.entries(json.Resources)
+        .filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(name.toLowerCase()))
+        .flatMap(([, p]) => (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement)
+        .filter((st) => [st.Action].flat().some((a) => a.startsWith('dynamodb:')));
+      if (uses[name]) {
+        expect(fn.env.ROLLOUT_ACTIVITY_TABLE, name).toEqual({ Ref: flagsId });
+        expect(actions.flatMap((st) => [st.Action].flat()).sort(), name).toEqual(uses[name]);
+        for (const st of actions) expect(JSON.stringify(st.Resource), name).toContain(flagsId);
+      } else {
+        expect(fn.env.ROLLOUT_ACTIVITY_TABLE, name).toBeUndefined();
+        expect(actions, name).toEqual([]);
+      }
+    }
+    template.hasResourceProperties('AWS::EC2::VPCEndpoint', { VpcEndpointType: 'Gateway', ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith(['.dynamodb'])]) }) });
   });
 
   it('one instance, the writer, unless a reader is asked for (auroraReader: true)', () => {
@@ -391,7 +432,8 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     for (const [id, p] of functionPolicies) {
       const doc = JSON.stringify(p.Properties.PolicyDocument);
       expect(doc, id).toContain('secretsmanager:GetSecretValue');
-      expect(doc, id).not.toContain('dynamodb:');
+      // No store grant: the only table is the activity flags' (below).
+      expect(doc, id).not.toMatch(/dynamodb:(Query|PutItem|DeleteItem|BatchWriteItem|TransactWriteItems|ConditionCheckItem)/);
     }
   });
 

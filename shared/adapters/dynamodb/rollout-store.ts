@@ -284,13 +284,24 @@ export class DynamoRolloutStore implements RolloutStore {
   private backfilled = false;
 
   /**
-   * Registry items written before the due index existed carry no due time:
-   * made due once, on this store's first tick, so none is left unread.
+   * Registry items written by an older release carry no due time and have
+   * no WATCH entries: on this store's first tick, their entries are written
+   * and they are made due, so none is left unread. Until then an alarm's
+   * change does not find them; the change is stored, and that tick reads it.
    */
   private async backfillDue(): Promise<void> {
     if (this.backfilled) return;
-    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, dueAt' });
-    await this.markDue(registry.filter((i) => i.dueAt === undefined).map((i) => String(i.sk)));
+    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, dueAt, watches, watchIndexed' });
+    const old = registry.filter((i) => i.watchIndexed !== true);
+    await mapLimit(old, this.readConcurrency, async (i) => {
+      const id = String(i.sk);
+      const names = Array.isArray(i.watches) ? (i.watches as string[]) : alarmNamesOf((await this.load(id))?.rollout.spec ?? ({ stages: [] } as unknown as RolloutSpec));
+      await batchPut(this.doc, this.table, names.map((a) => ({ pk: `WATCH#${a}`, sk: id })));
+      await this.doc.send(new UpdateCommand({ TableName: this.table, Key: { pk: 'RUNNING', sk: id }, UpdateExpression: 'SET watchIndexed = :t', ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeValues: { ':t': true } })).catch((err: unknown) => {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      });
+    });
+    await this.markDue(registry.filter((i) => i.dueAt === undefined || i.watchIndexed !== true).map((i) => String(i.sk)));
     this.backfilled = true;
   }
 
@@ -300,35 +311,9 @@ export class DynamoRolloutStore implements RolloutStore {
 
   /** Ids of the running rollouts that watch `alarm`: its WATCH entries, kept if their rollout is in the registry. No rollout is read. */
   private async watching(alarm: string): Promise<string[]> {
-    await this.indexWatches();
     const entries = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': `WATCH#${alarm}` }, ConsistentRead: true, ProjectionExpression: 'sk' });
     const running = await batchGetAll(this.doc, this.table, entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })));
     return running.map((r) => String(r.sk));
-  }
-
-  private watchesIndexed = false;
-
-  /**
-   * Registry items written before WATCH entries existed have none: written
-   * once, on this store's first alarm change, from the alarms the item
-   * carries (or its rollout's spec, for one older still).
-   */
-  private async indexWatches(): Promise<void> {
-    if (this.watchesIndexed) return;
-    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, watches, watchIndexed' });
-    await mapLimit(
-      registry.filter((i) => i.watchIndexed !== true),
-      this.readConcurrency,
-      async (i) => {
-        const id = String(i.sk);
-        const names = Array.isArray(i.watches) ? (i.watches as string[]) : alarmNamesOf((await this.load(id))?.rollout.spec ?? { stages: [] } as unknown as RolloutSpec);
-        await batchPut(this.doc, this.table, names.map((a) => ({ pk: `WATCH#${a}`, sk: id })));
-        await this.doc.send(new UpdateCommand({ TableName: this.table, Key: { pk: 'RUNNING', sk: id }, UpdateExpression: 'SET watchIndexed = :t', ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeValues: { ':t': true } })).catch((err: unknown) => {
-          if (!(err instanceof ConditionalCheckFailedException)) throw err;
-        });
-      },
-    );
-    this.watchesIndexed = true;
   }
 
   /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */

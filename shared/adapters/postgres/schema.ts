@@ -650,6 +650,14 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
 const MIGRATION_LOCK = 7_413_026_401;
 
 export async function migrate(sql: Sql): Promise<void> {
+  // A current schema is the common case (every Lambda invocation on Aurora opens the database): one small read,
+  // no transaction and no lock. Anything else, a missing table included, takes the locked path below.
+  const latest = Math.max(...migrations.map((m) => m.id));
+  const current = await sql.query<{ id: unknown }>('SELECT max(id) AS id FROM schema_migrations').then(
+    (r) => Number(r.rows[0]?.id ?? 0),
+    () => 0,
+  );
+  if (current >= latest) return;
   await sql.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
