@@ -67,9 +67,14 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = l
     if (probe?.skip) return idle();
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
-    const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger) });
+    const retention = { rolloutDays: rt.env.ROLLOUT_RETAIN_ROLLOUTS_DAYS, runDays: rt.env.ROLLOUT_RETAIN_RUNS_DAYS };
+    const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger), retention });
     telemetry.watch(rt);
     if (!(await batch.hasWork())) {
+      // Idle, the rollouts that ended long ago still go: one small query when none has (on Aurora only when
+      // the database is read anyway, at least daily).
+      const ended = await batch.pruneEnded();
+      if (ended) logger.info('ended rollouts deleted past their retention', { ended, days: retention.rolloutDays });
       await probe?.nothingLeft();
       return idle();
     }

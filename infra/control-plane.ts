@@ -1,3 +1,5 @@
+import { parseConfig } from '../shared/config.js';
+import { retentionSchema, type Retention } from '../shared/retention.js';
 import { CfnOutput, Duration, Lazy, Names, RemovalPolicy, Stack, Token, Validations, type CfnElement } from 'aws-cdk-lib';
 import { Alarm, AlarmStatusWidget, ComparisonOperator, Dashboard, GraphWidget, MathExpression, Metric, SingleValueWidget, TextWidget, TreatMissingData, type IAlarmAction, type IMetric } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -116,6 +118,11 @@ export interface RolloutControlPlaneProps {
    * default: a spec naming an origin is refused.
    */
   readonly outbound?: OutboundConfigInput;
+  /**
+   * How long what ended is kept, in days: a rollout that ended (90) and a
+   * run that closed (30), each deleted whole after that (README, "What is kept").
+   */
+  readonly retention?: Partial<Retention>;
   /**
    * Who may put rollout signals on the stack's bus besides its own functions:
    * IAM principal ARNs (roles, users; `*` wildcards as in ArnLike). Everyone
@@ -266,6 +273,7 @@ export class RolloutControlPlane extends Construct {
       const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : c.type === 'hmac' ? c.secret : null;
       return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
     });
+    const retention = parseConfig('retention', retentionSchema, props.retention ?? {});
     const env: Record<string, string> = {
       ...(this.table ? { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: this.table.tableName } : { ROLLOUT_STORE: 'postgres' }),
       ROLLOUT_NODE_ID: nodeId,
@@ -275,6 +283,8 @@ export class RolloutControlPlane extends Construct {
       ROLLOUT_MAX_RECEIVE_COUNT: String(MAX_RECEIVE_COUNT),
       ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
       ...(Object.keys(this.targets).length ? { ROLLOUT_TARGETS: JSON.stringify(this.targets) } : {}),
+      ROLLOUT_RETAIN_ROLLOUTS_DAYS: String(retention.rolloutDays),
+      ROLLOUT_RETAIN_RUNS_DAYS: String(retention.runDays),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
       POWERTOOLS_LOG_LEVEL: 'INFO',
     };
