@@ -6,7 +6,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Topic, type ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
 import { CfnSecurityGroup, type IVpc } from 'aws-cdk-lib/aws-ec2';
-import { AttributeType, BillingMode, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
+import { AttributeType, BillingMode, ProjectionType, Table, TableEncryption, type CfnTable, type ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { Archive, EventBus, Rule, RuleTargetInput, Schedule, type IEventBus } from 'aws-cdk-lib/aws-events';
 import { CLOUDWATCH_SOURCE } from '../shared/rollout/inbound.js';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
@@ -18,7 +18,7 @@ import { Architecture, Runtime, Tracing, type Function as LambdaFunctionResource
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { GSI1, KEY, LEADING_KEYS } from '../shared/adapters/dynamodb/table.js';
+import { GSI1, GSI1_PROJECTED, KEY, LEADING_KEYS } from '../shared/adapters/dynamodb/table.js';
 import { grantItems } from './grants.js';
 import { AuroraStore } from './aurora.js';
 import { functionOf } from './code.js';
@@ -75,6 +75,14 @@ export interface RolloutControlPlaneProps {
   readonly table?: ITable;
   /** The same, by name. */
   readonly sharedTableName?: string;
+  /**
+   * The table this construct creates: what gsi1 projects. `include` (the
+   * default) projects only what its readers need; `all` is what stacks
+   * deployed before it have, and DynamoDB cannot change a projection in
+   * place: keep `all` on such a stack (the code runs on either; README,
+   * "Upgrading a deployed table").
+   */
+  readonly indexProjection?: 'include' | 'all';
   /** Aurora: the VPC to put the cluster and the functions in (private subnets with egress, isolated subnets). Default: a new one. */
   readonly vpc?: IVpc;
   /**
@@ -229,6 +237,8 @@ export class RolloutControlPlane extends Construct {
         indexName: GSI1.name,
         partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
         sortKey: { name: GSI1.sk, type: AttributeType.STRING },
+        // Only what the index's readers need, and nothing a start or a heartbeat changes: those writes skip the index.
+        ...((props.indexProjection ?? 'include') === 'include' ? { projectionType: ProjectionType.INCLUDE, nonKeyAttributes: [...GSI1_PROJECTED] } : { projectionType: ProjectionType.ALL }),
       });
       this.table = table;
     }

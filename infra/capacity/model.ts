@@ -12,11 +12,12 @@
  *   deployment, recording them sent (markSent, dispatch.ts);
  * - W workers running Worker.step (shared/ledger/worker.ts): receive up to 10,
  *   read the run record once per batch, claim each (bounded concurrency), extend
- *   each message's visibility; start a chunk (one item at a time when items
- *   are slow, up to maxChunk when fast), run it, ack in batches, delete the
- *   messages 10 a call; heartbeat everything held every heartbeatMs (a write
- *   and a visibility extension each); when idle, reconcile (a query of every
- *   RUNNING key: the whole running set), ask the coordinator for work, long-poll;
+ *   the messages' visibility (10 a call); start a chunk (one item at a time when
+ *   items are slow, up to maxChunk when fast), run it, ack in batches, delete the
+ *   messages 10 a call; heartbeat rounds HEARTBEAT_ROUNDS times every heartbeatMs,
+ *   each writing the held items heartbeatDue and extending the messages
+ *   extensionDue (10 a call); when idle, reconcile (a query of every RUNNING
+ *   key's entries, then its own items read), ask the coordinator for work, long-poll;
  * - a step that fails as the code's does: a request past every retry rejects
  *   its round (mapLimit: the other lanes go on and land), the worker backs off
  *   (250 ms doubling) and has forgotten what the round held — claimed items are
@@ -25,9 +26,11 @@
  *   timeout (60 s), an ack round is sent again (the acks that had landed are
  *   refused as already Done);
  * - in a deployment, the coordinator Lambda: a steal per idle worker's ask
- *   (lease campaign, the running set read, up to 32 fenced transactions one at
- *   a time on the lease item) and the scan every minute (the running set read,
- *   silent items re-pended after the 30 s failure timeout, unsent re-sent);
+ *   (lease campaign, the running set's entries read and the thief's and the
+ *   victim's items, up to 32 fenced transactions one at a time on the lease
+ *   item) and the scan every minute (the running set's entries and every
+ *   running item read, silent items re-pended after the 30 s failure timeout,
+ *   unsent re-sent);
  *   invocations past the account's concurrency are refused (429).
  * Every DynamoDB request is charged to the keys `ITEM_WRITES` names
  * (shared/ledger/capacity.ts): the item's shard partition and its shard's
@@ -70,9 +73,9 @@
  */
 import { CONFLICT_RETRY } from '../../shared/adapters/dynamodb/conflicts.js';
 import { THROTTLE_RETRY } from '../../shared/adapters/dynamodb/throttles.js';
-import { ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
+import { INDEX_ENTRY_KB, ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
-import { backoffMs, stealBackoffMs } from '../../shared/ledger/worker.js';
+import { backoffMs, extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, stealBackoffMs } from '../../shared/ledger/worker.js';
 import { PRICES } from '../cost.js';
 
 // ---------------------------------------------------------------------------
@@ -372,6 +375,8 @@ class Simulation {
   private readonly stopAtMs: number;
   private readonly n: number; // shards (1 for the first layout)
   private readonly w: number; // units per write of an item
+  private readonly e: number; // units per write of an index entry
+  private readonly itemRead: number; // units of a consistent read of an item
   private readonly simItems: number;
   private readonly simWorkers: number;
   // Keys: 3 per shard, then the run record, the lease, the RUNS index key.
@@ -406,6 +411,8 @@ class Simulation {
   private readonly sentRecorded: Uint8Array; // markSent landed
   private readonly heldBy: Int32Array; // the worker whose memory (backlog, chunk, outcomes) has it
   private readonly lastBeat: Float64Array; // its heartbeatAt: claim, start, heartbeat, steal
+  private readonly wrote: Float64Array; // when its holder last sent a write of it, as the holder knows (-Infinity: not known)
+  private readonly knownVisible: Float64Array; // until when its holder knows its message invisible (-Infinity: not known)
   private readonly staleSeen: Uint8Array; // judged silent at the scan before (HeartbeatWatch needs two looks)
   private readonly pendingCnt: Float64Array; // real entries under each shard's PENDING key
   private readonly runningCnt: Float64Array;
@@ -458,6 +465,8 @@ class Simulation {
     this.stopAtMs = (o.stopAfterSeconds ?? 86_400) * 1000;
     this.n = o.shards ?? 1;
     this.w = unitsPerWrite(o.itemKb);
+    this.e = unitsPerWrite(INDEX_ENTRY_KB);
+    this.itemRead = Math.max(1, Math.ceil(o.itemKb / 4));
     this.simItems = Math.max(1, Math.round(o.items / this.k));
     this.simWorkers = Math.max(1, Math.round(o.workers / this.k));
     this.kRunRecord = o.shards === null ? F_ITEM * this.n : 3 * this.n; // the first layout: the record shares the items' partition
@@ -513,6 +522,8 @@ class Simulation {
     this.sentRecorded = new Uint8Array(this.simItems);
     this.heldBy = new Int32Array(this.simItems).fill(-1);
     this.lastBeat = new Float64Array(this.simItems);
+    this.wrote = new Float64Array(this.simItems).fill(Number.NEGATIVE_INFINITY);
+    this.knownVisible = new Float64Array(this.simItems).fill(Number.NEGATIVE_INFINITY);
     this.staleSeen = new Uint8Array(this.simItems);
     this.pendingCnt = new Float64Array(this.n);
     this.runningCnt = new Float64Array(this.n);
@@ -809,26 +820,26 @@ class Simulation {
     return this.itemMove(item, ITEM_WRITES[write], client);
   }
 
-  /** A write of the item costing `c` units per KB on its partition, PENDING and RUNNING keys. */
+  /** A write of the item: `c.item` writes of it on its partition, `c.pending` / `c.running` writes of its index entry on its PENDING and RUNNING keys. */
   private itemMove(item: number, c: { readonly item: number; readonly pending: number; readonly running: number }, client: Client, policy: Policy = 'app'): Req {
     const keys: number[] = [];
     const kinds: number[] = [];
     const units: number[] = [];
     for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
       const s = this.slotShard[j]!;
-      const u = this.slotCount[j]! * this.w;
+      const n = this.slotCount[j]!;
       keys.push(F_ITEM * this.n + s);
       kinds.push(0);
-      units.push(c.item * u);
+      units.push(c.item * n * this.w);
       if (c.pending) {
         keys.push(F_PENDING * this.n + s);
         kinds.push(0);
-        units.push(c.pending * u);
+        units.push(c.pending * n * this.e);
       }
       if (c.running) {
         keys.push(F_RUNNING * this.n + s);
         kinds.push(0);
-        units.push(c.running * u);
+        units.push(c.running * n * this.e);
       }
     }
     return this.req('ddb', policy, client, keys, kinds, units);
@@ -845,17 +856,17 @@ class Simulation {
     return this.req('ddb', 'app', client, keys, keys.map(() => 0), units);
   }
 
-  /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry moved (delete + put, twice), the lease's ConditionCheck (2). */
+  /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry rewritten in place (its worker; twice), the lease's ConditionCheck (2). */
   private stealWrite(item: number, client: Client): Req {
     const keys: number[] = [this.kLease];
     const kinds: number[] = [0];
     const units: number[] = [2 * this.k];
     for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
       const s = this.slotShard[j]!;
-      const u = this.slotCount[j]! * this.w;
+      const n = this.slotCount[j]!;
       keys.push(F_ITEM * this.n + s, F_RUNNING * this.n + s);
       kinds.push(0, 0);
-      units.push(2 * u, 4 * u);
+      units.push(2 * n * this.w, 2 * n * this.e);
     }
     return this.req('ddb', 'conflict', client, keys, kinds, units);
   }
@@ -866,13 +877,30 @@ class Simulation {
 
   /** Every page of a query of one index key: eventually consistent, ½ unit per started 4 KB (at least ½), 1 MB a page. */
   private queryPages(key: number, entries: number, client: Client): Req[] {
-    const bytes = entries * this.o.itemKb * 1024;
+    const bytes = entries * INDEX_ENTRY_KB * 1024;
     const pages = Math.max(1, Math.ceil(bytes / (1024 * 1024)));
     const per = bytes / pages;
     return Array.from({ length: pages }, () => this.single(key, 1, 0.5 * Math.max(1, Math.ceil(per / 4096)), 'app', client));
   }
 
-  /** `ledger.running(run)`: every shard's RUNNING key read whole (their pages in order). */
+  /** The items read consistently, 100 to a BatchGetItem (DynamoLedgerStore readItems): each charged to its partitions. */
+  private readItems(items: readonly number[], client: Client): Req[] {
+    const reqs: Req[] = [];
+    for (let i = 0; i < items.length; i += 100) {
+      const keys: number[] = [];
+      const units: number[] = [];
+      for (const item of items.slice(i, i + 100)) {
+        for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
+          keys.push(F_ITEM * this.n + this.slotShard[j]!);
+          units.push(this.slotCount[j]! * this.itemRead);
+        }
+      }
+      reqs.push(this.req('ddb', 'app', client, keys, keys.map(() => 1), units));
+    }
+    return reqs;
+  }
+
+  /** Every shard's RUNNING entries (their pages in order): what `holders` reads, and `running` before the items. */
   private *readRunning(client: Client, concurrency: number): Proc<boolean> {
     const perKey: Req[][] = Array.from({ length: this.n }, (_, s) => this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]! / this.k, client));
     // Pages of one key follow each other; keys fan out `concurrency` at a time.
@@ -911,6 +939,25 @@ class Simulation {
       this.queueHead = 0;
     }
     return out;
+  }
+
+  /**
+   * Extend the messages' visibility as Worker.extendAll does: 10 to a
+   * ChangeMessageVisibilityBatch; each holder knows its message invisible
+   * from when the request was sent.
+   */
+  private extendRequests(items: readonly number[], client: Client): Req[] {
+    const reqs: Req[] = [];
+    const vis = this.o.worker.visibilitySeconds * 1000;
+    for (let j = 0; j < items.length; j += 10) {
+      const part = items.slice(j, j + 10);
+      const sent = this.now;
+      reqs.push(Object.assign(this.sqs(client), { onOk: () => part.forEach((i) => {
+        this.knownVisible[i] = sent + vis;
+        if (this.msgInFlight[i]) this.invisibleFor(i, vis);
+      }) }));
+    }
+    return reqs;
   }
 
   /** A message received or extended stays invisible until `ms` from now; then, unless deleted or extended again, it is delivered again. */
@@ -1073,14 +1120,15 @@ class Simulation {
       const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0 };
       this.workers.push(wk);
       this.running++;
-      // Heartbeats tick from the worker's start, whatever it is doing.
+      // Heartbeat rounds tick from the worker's start, whatever it is doing.
+      const period = this.o.worker.heartbeatMs / HEARTBEAT_ROUNDS;
       const beat = () => {
         if (wk.stopped || this.finished) return;
         if (!wk.beating) this.spawn(this.heartbeat(wk));
-        this.ev.push(this.now + this.o.worker.heartbeatMs, beat);
+        this.ev.push(this.now + period, beat);
       };
       const phase = this.o.worker.heartbeatPhase === 'spread' ? this.rand() : 1;
-      this.ev.push(this.now + phase * this.o.worker.heartbeatMs, beat);
+      this.ev.push(this.now + phase * period, beat);
       this.spawn(this.worker(wk), () => {
         wk.stopped = true;
         if (--this.running === 0 && this.endAt === null) this.endAt = this.now;
@@ -1170,6 +1218,7 @@ class Simulation {
     if (!got.length) return 0;
     for (const i of got) {
       this.msgInFlight[i] = 1;
+      this.knownVisible[i] = Number.NEGATIVE_INFINITY;
       this.invisibleFor(i, this.o.queueVisibilitySeconds * 1000);
     }
     this.inFlight += got.length * this.k;
@@ -1177,6 +1226,7 @@ class Simulation {
     if (!(yield { op: 'all', reqs: [this.single(this.kRunRecord, 1, 1, 'sdk', wk.client)], limit: 1 })) return -1;
     let failed = false;
     const mine: number[] = [];
+    const sent = this.now;
     const claims = got.map((i) => {
       if (this.state[i] !== 1) return this.failedWrite(i, wk.client);
       const r = this.itemWrite(i, 'claim', wk.client);
@@ -1186,6 +1236,7 @@ class Simulation {
         this.setOwner(i, wk.id);
         this.started[i] = 0;
         this.lastBeat[i] = this.now;
+        this.wrote[i] = sent;
         this.moveCounts(i, this.pendingCnt, this.runningCnt);
         if (failed) this.orphan(wk, i);
         else mine.push(i);
@@ -1206,15 +1257,16 @@ class Simulation {
         wk.backlog.push(i);
         extend.push(i);
       } else if (this.state[i] === 2 && this.owner[i] === wk.id && this.heldBy[i] !== wk.id) {
-        this.hold(wk, i); // ours already (a redelivery to us)
+        this.hold(wk, i); // ours already (a redelivery to us): when last written is not known
         this.msgRef[i] = 1;
+        this.wrote[i] = Number.NEGATIVE_INFINITY;
         wk.backlog.push(i);
       } else if (this.state[i] !== 1) drop.push(i); // Running elsewhere, Done: the queue rule
     }
     yield {
       op: 'all',
       reqs: [
-        ...extend.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.msgInFlight[i] && this.invisibleFor(i, this.o.worker.visibilitySeconds * 1000) })),
+        ...this.extendRequests(extend, wk.client),
         ...drop.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.dropMessage(i) })),
       ],
       limit: Infinity,
@@ -1241,10 +1293,12 @@ class Simulation {
         return this.failedWrite(i, wk.client); // stolen before we started it
       }
       const r = this.itemWrite(i, 'start', wk.client);
+      const sent = this.now;
       r.onOk = () => {
         if (this.owner[i] !== wk.id || this.state[i] !== 2) return;
         this.started[i] = 1;
         this.lastBeat[i] = this.now;
+        this.wrote[i] = Math.max(this.wrote[i]!, sent);
       };
       return r;
     });
@@ -1312,16 +1366,27 @@ class Simulation {
     return true;
   }
 
-  /** Worker.beatOnce: a heartbeat for everything held; only a round that got through extends the messages. */
+  /** Worker.beatOnce: the held items heartbeatDue written, then (if that round got through) the messages extensionDue extended. */
   private *heartbeat(wk: WorkerState): Proc {
     const held = [...new Set([...wk.backlog, ...wk.executing, ...wk.outcomes])].filter((i) => this.owner[i] === wk.id && this.state[i] === 2);
     if (!held.length) return;
     wk.beating = true;
-    const beats = held.map((i) => Object.assign(this.itemWrite(i, 'heartbeat', wk.client), { onOk: () => this.owner[i] === wk.id && this.state[i] === 2 && (this.lastBeat[i] = this.now) }));
-    const ok = yield { op: 'all', reqs: beats, limit: this.o.worker.concurrency };
+    const hb = this.o.worker.heartbeatMs;
+    const sent = this.now;
+    const due = held.filter((i) => heartbeatDue(sent, this.wrote[i]!, hb));
+    const beats = due.map((i) =>
+      Object.assign(this.itemWrite(i, 'heartbeat', wk.client), {
+        onOk: () => {
+          if (this.owner[i] !== wk.id || this.state[i] !== 2) return;
+          this.lastBeat[i] = this.now;
+          this.wrote[i] = Math.max(this.wrote[i]!, sent);
+        },
+      }),
+    );
+    const ok = beats.length ? yield { op: 'all', reqs: beats, limit: this.o.worker.concurrency } : true;
     if (ok) {
-      const extend = held.filter((i) => this.msgRef[i] && this.msgInFlight[i]);
-      yield { op: 'all', reqs: extend.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.msgInFlight[i] && this.invisibleFor(i, this.o.worker.visibilitySeconds * 1000) })), limit: Infinity };
+      const extend = held.filter((i) => this.msgRef[i] && this.msgInFlight[i] && extensionDue(this.now, this.knownVisible[i]!, this.o.worker.visibilitySeconds * 1000, hb));
+      if (extend.length) yield { op: 'all', reqs: this.extendRequests(extend, wk.client), limit: Infinity };
     }
     wk.beating = false;
   }
@@ -1334,6 +1399,8 @@ class Simulation {
   private *reconcile(wk: WorkerState): Proc<number> {
     if (!(yield* this.readRunning(wk.client, this.o.worker.concurrency))) return -1;
     const mine = [...wk.owned].filter((i) => this.state[i] === 2 && this.heldBy[i] !== wk.id);
+    // Whether each started: its items read (the entries do not say).
+    if (mine.length && !(yield { op: 'all', reqs: this.readItems(mine, wk.client), limit: this.o.worker.concurrency })) return -1;
     const restarted = mine.filter((i) => this.started[i]);
     if (restarted.length) {
       const back: number[] = [];
@@ -1358,6 +1425,7 @@ class Simulation {
     const unstarted = mine.filter((i) => !this.started[i]);
     for (const i of unstarted) {
       this.hold(wk, i);
+      this.wrote[i] = Number.NEGATIVE_INFINITY;
       wk.backlog.push(i);
     }
     return unstarted.length;
@@ -1391,6 +1459,9 @@ class Simulation {
       const n = unstarted(v).length;
       if (n > most) [victim, most] = [v, n];
     }
+    // Whether they started: the thief's items and the victim's read (Coordinator.stealFor's heldBy), one BatchGetItem each.
+    const looked = [...thief.owned, ...(victim ? victim.owned : [])];
+    if (looked.length && !(yield { op: 'all', reqs: this.readItems(looked, client), limit: 16 })) return fail();
     const taken: number[] = [];
     if (victim && !thief.backlog.length) {
       // From the back of the victim's line: it would reach them last.
@@ -1403,6 +1474,7 @@ class Simulation {
         if (stillThere) {
           this.setOwner(i, thief.id);
           this.lastBeat[i] = this.now;
+          this.wrote[i] = Number.NEGATIVE_INFINITY;
           const at = victim.backlog.indexOf(i);
           if (at >= 0) victim.backlog.splice(at, 1);
           // The victim finds it gone at its next heartbeat and deletes its message; the thief holds it without one.
@@ -1481,7 +1553,10 @@ class Simulation {
     for (let s = 0; s < this.n; s++) probes.push(this.single(F_PENDING * this.n + s, 1, 0.5, 'app', client), this.single(F_RUNNING * this.n + s, 1, 0.5, 'app', client));
     yield { op: 'all', reqs: probes, limit: 16 };
     yield* this.campaign(client);
-    if (yield* this.readRunning(client, 16)) yield* this.failureScan(client);
+    // ledger.running: the entries, then every running item (their heartbeats are not in the index).
+    const runningItems: number[] = [];
+    for (let i = 0; i < this.simItems; i++) if (this.state[i] === 2) runningItems.push(i);
+    if ((yield* this.readRunning(client, 16)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 })) yield* this.failureScan(client);
     // Unsent items (stored, message not yet recorded): at most 1,000 a key.
     const unsent: Req[] = [];
     for (let s = 0; s < this.n; s++) unsent.push(...this.queryPages(F_PENDING * this.n + s, Math.min(1000, this.unsentCnt[s]! / this.k), client));

@@ -12,10 +12,10 @@
  * AWS limits and prices are dated and sourced below. The discrete-event model
  * (model.ts) checks the steady state and shows the transients (start, tail).
  */
-import { PARTITION_RCU, PARTITION_WCU, DEFAULT_KEY_SHARE, ITEM_WRITES, MAX_RUN_SHARDS, perItem, shardsFor, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
+import { PARTITION_RCU, PARTITION_WCU, DEFAULT_KEY_SHARE, INDEX_ENTRY_KB, ITEM_WRITES, MAX_RUN_SHARDS, perItem, shardsFor, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
-import { stealBackoffMs } from '../../shared/ledger/worker.js';
+import { extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, stealBackoffMs } from '../../shared/ledger/worker.js';
 import { FUNCTIONS } from '../../shared/topology.js';
 import { PRICE_REGION, PRICES, PRICES_READ_ON } from '../cost.js';
 
@@ -80,6 +80,8 @@ export const PLAN_ASSUMPTIONS = {
   maxChunk: 64,
   /** Requests in flight per ledger call (DynamoLedgerStore default). */
   ledgerConcurrency: 16,
+  /** Visibility a worker sets on a held message (worker `--visibility-seconds`, default 30). */
+  visibilitySeconds: 30,
   /** DynamoDB answers in "single-digit milliseconds" (on-demand-capacity-mode.html); 5 ms a request is assumed. */
   dynamodbMs: 5,
   /** An SQS request from EC2 in the same Region (assumed; not measured here). */
@@ -162,6 +164,68 @@ export interface CapacityPlan {
 
 const check = (what: string, value: number, limit: number, note: string): Check => ({ what, value, limit, ok: value <= limit, note });
 
+export interface HeldTimes {
+  readonly batch: number;
+  readonly chunk: number;
+  readonly itemSeconds: number;
+  readonly dynamodbSeconds: number;
+  readonly sqsSeconds: number;
+  /** Ledger requests in flight per round (DynamoLedgerStore concurrency). */
+  readonly concurrency: number;
+  readonly heartbeatSeconds: number;
+  readonly visibilitySeconds: number;
+}
+
+/**
+ * What a worker writes for a received batch's items while it holds them, per
+ * item, as worker.ts does it: heartbeat rounds HEARTBEAT_ROUNDS times an
+ * interval at a phase of their own, each writing the items `heartbeatDue` and
+ * extending the messages `extensionDue` (one ChangeMessageVisibilityBatch of
+ * up to ten a round). Times from the claims (sent at 0): the messages are
+ * extended once the claims are in, chunk m starts at m chunk-times after
+ * that, an item is held until its chunk's acks are in. Averaged over the
+ * rounds' phase.
+ */
+export function heldWrites(t: HeldTimes): { heartbeats: number; extensions: number; extensionCalls: number } {
+  const hb = t.heartbeatSeconds * 1000;
+  const period = hb / HEARTBEAT_ROUNDS;
+  const visibility = t.visibilitySeconds * 1000;
+  const ld = t.dynamodbSeconds * 1000;
+  const rounds = (n: number) => Math.ceil(n / t.concurrency);
+  const extendedAt = rounds(t.batch) * ld;
+  const chunkMs = 2 * rounds(t.chunk) * ld + t.sqsSeconds * 1000 + t.chunk * t.itemSeconds * 1000;
+  const start = Array.from({ length: t.batch }, (_, k) => extendedAt + t.sqsSeconds * 1000 + Math.floor(k / t.chunk) * chunkMs);
+  const end = start.map((s) => s + 2 * rounds(t.chunk) * ld + t.chunk * t.itemSeconds * 1000);
+  const last = Math.max(...end);
+  const PHASES = 256;
+  let beats = 0;
+  let extensions = 0;
+  let calls = 0;
+  for (let p = 0; p < PHASES; p++) {
+    const wrote = start.map(() => 0);
+    const visibleUntil = start.map(() => extendedAt + visibility);
+    for (let r = ((p + 0.5) / PHASES) * period; r < last; r += period) {
+      let extended = 0;
+      for (let k = 0; k < t.batch; k++) {
+        if (r >= end[k]!) continue;
+        if (r >= start[k]! && wrote[k]! < start[k]!) wrote[k] = start[k]!;
+        if (heartbeatDue(r, wrote[k]!, hb)) {
+          beats++;
+          wrote[k] = r;
+        }
+        if (extensionDue(r, visibleUntil[k]!, visibility, hb)) {
+          extended++;
+          visibleUntil[k] = r + visibility;
+        }
+      }
+      extensions += extended;
+      calls += Math.ceil(extended / 10);
+    }
+  }
+  const per = PHASES * t.batch;
+  return { heartbeats: beats / per, extensions: extensions / per, extensionCalls: calls / per };
+}
+
 /** An idle worker's asks for work (stealBackoffMs, at its mean draw): how many in its first idle minute, and how far apart once at the cap. */
 const meanAskGap = (n: number) => stealBackoffMs(n, () => 0.5);
 const IDLE_ASKS_FIRST_MINUTE = (() => {
@@ -194,14 +258,20 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const workerSecondsPerItem = batchSeconds / b;
   // Items wait in the worker's backlog for those before them: held (claim to ack) ≈ half a batch on average.
   const heldSeconds = ((b + 1) / 2) * workerSecondsPerItem + ls;
-  const heartbeats = heldSeconds / heartbeatSeconds;
+  // Written while held only when an interval would otherwise pass without a write (a claim and a start count).
+  const held = heldWrites({ batch: b, chunk, itemSeconds, dynamodbSeconds: ld, sqsSeconds: ls, concurrency: a.ledgerConcurrency, heartbeatSeconds, visibilitySeconds: a.visibilitySeconds });
+  const heartbeats = held.heartbeats;
   const deletesPerItem = chunks / b;
+  // The claims' extensions: one ChangeMessageVisibilityBatch per ten messages received.
+  const claimExtensionCalls = Math.ceil(b / 10) / b;
 
   const shape = { itemKb, heartbeats };
   const p = perItem(shape);
+  const e = unitsPerWrite(INDEX_ENTRY_KB);
+  const itemRead = Math.max(1, Math.ceil(itemKb / 4)); // a consistent read of one item
   const unit = (write: ItemWrite, times = 1) => {
     const c = ITEM_WRITES[write];
-    return { wcu: c.item * w * times, indexWcu: (c.pending + c.running) * w * times };
+    return { wcu: c.item * w * times, indexWcu: (c.pending + c.running) * e * times };
   };
   const shardKeys = 'RUN#<run>#<s> (item) · gsi1 PENDING#<run>#<s> · gsi1 RUNNING#<run>#<s>';
 
@@ -225,22 +295,27 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const achievable = Math.min(rate, workers / workerSecondsPerItem);
   const runSeconds = input.items / achievable;
 
-  // The running set, and what reading it costs: reconcile and steal read every RUNNING key whole.
+  // The running set, and what reading it costs: reconcile and steal read every RUNNING key's entries (small: the
+  // index projects no payload), then the items of the workers a decision turns on; the failure scan reads every item.
   const runningSet = achievable * heldSeconds;
-  const perKeyRead = 0.5 * Math.max(1, Math.ceil(((runningSet / shards) * itemKb) / 4));
+  const perKeyRead = 0.5 * Math.max(1, Math.ceil(((runningSet / shards) * INDEX_ENTRY_KB) / 4));
   const runningSetRcu = shards * perKeyRead;
+  const runningItemsRcu = runningSet * itemRead;
   const stolen = Math.min(MAX_STEAL_BATCH, Math.ceil((b - 1) / 2));
-  const stealSeconds = a.lambdaMs / 1000 + 2 * ld + rounds(shards) * ld + stolen * 2 * ld;
+  // A victim's items (what it holds: about a batch) read in one BatchGetItem to see which are unstarted.
+  const victimRcu = b * itemRead;
+  const stealSeconds = a.lambdaMs / 1000 + 2 * ld + rounds(shards) * ld + ld + stolen * 2 * ld;
 
   // Idle fleet (before the first message, and the tail): a worker that runs dry asks for work at once, then less
-  // often (stealBackoffMs); it reads the running set itself only at start and after a lost answer. The check takes
+  // often (stealBackoffMs), each ask reading the running set's entries and a victim's items; it reads the entries
+  // itself only at start and after a lost answer. The check takes
   // its first idle minute, when a fleet that ran dry together asks most; settled, it asks once per backoff cap.
   const idleAsks = (workers * IDLE_ASKS_FIRST_MINUTE) / 60;
   const idle = {
     runningSetRcu,
     perKeyRcuPerSecond: idleAsks * perKeyRead,
-    tableRcuPerSecond: idleAsks * runningSetRcu,
-    settledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * runningSetRcu,
+    tableRcuPerSecond: idleAsks * (runningSetRcu + victimRcu),
+    settledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * (runningSetRcu + victimRcu),
     leaseWcuPerSecond: idleAsks * (2 + 2 * stolen),
   };
 
@@ -250,21 +325,21 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const paths: PathRow[] = [
     { path: 'enqueue', per: 'item', dynamodbRequests: 1 + 1 / a.apiRequestItems, ...unit('enqueue'), wcu: unit('enqueue').wcu + 1 / a.apiRequestItems, rcu: 0, sqsRequests: 0, lambdaInvocations: 1 / a.apiRequestItems, keys: `PutItem on ${shardKeys.split(' · ').slice(0, 2).join(' · ')} (PENDING put); + the run record RUN#<run> once per API request of ≤ ${a.apiRequestItems.toLocaleString('en-US')} items` },
     { path: 'send', per: 'item', dynamodbRequests: 1, ...unit('markSent'), rcu: 0, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'SendMessageBatch (10 a call); markSent UpdateItem: item partition, PENDING sort key moves (delete + put)' },
-    { path: 'claim', per: 'item', dynamodbRequests: 1 + 1 / b, ...unit('claim'), rcu: 1 / b, sqsRequests: 1 / b + 1, lambdaInvocations: 0, keys: 'ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) per batch; UpdateItem: item partition, PENDING delete, RUNNING put; ChangeMessageVisibility per message (not batched)' },
-    { path: 'start', per: 'item', dynamodbRequests: 1, ...unit('start'), rcu: 0, sqsRequests: 0, lambdaInvocations: 0, keys: 'UpdateItem: item partition, RUNNING sort key moves (delete + put)' },
-    { path: 'heartbeat', per: `item (${heartbeats.toFixed(2)} of them)`, dynamodbRequests: heartbeats, ...unit('heartbeat', heartbeats), rcu: 0, sqsRequests: heartbeats, lambdaInvocations: 0, keys: 'UpdateItem: item partition, RUNNING sort key moves; ChangeMessageVisibility per held message (not batched)' },
+    { path: 'claim', per: 'item', dynamodbRequests: 1 + 1 / b, ...unit('claim'), rcu: 1 / b, sqsRequests: 1 / b + claimExtensionCalls, lambdaInvocations: 0, keys: 'ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) per batch; UpdateItem: item partition, PENDING delete, RUNNING put (by id, where it stays); ChangeMessageVisibilityBatch per batch' },
+    { path: 'start', per: 'item', dynamodbRequests: 1, ...unit('start'), rcu: 0, sqsRequests: 0, lambdaInvocations: 0, keys: 'UpdateItem: item partition only (its RUNNING entry does not change)' },
+    { path: 'heartbeat', per: `item (${heartbeats.toFixed(2)} writes)`, dynamodbRequests: heartbeats, ...unit('heartbeat', heartbeats), rcu: 0, sqsRequests: held.extensionCalls, lambdaInvocations: 0, keys: `UpdateItem: item partition only, for a held item not written for ${HEARTBEAT_ROUNDS - 1}/${HEARTBEAT_ROUNDS} of an interval; ChangeMessageVisibilityBatch (≤ 10 a call) for messages with under two intervals of visibility left (${held.extensions.toFixed(3)} extensions an item)` },
     { path: 'ack', per: 'item', dynamodbRequests: 1, ...unit('ack'), rcu: 0, sqsRequests: deletesPerItem, lambdaInvocations: 0, keys: `UpdateItem (with the result): item partition, RUNNING delete; DeleteMessageBatch per chunk (${chunk === 1 ? 'one item a chunk: a call per item' : `${chunk} items a chunk`})` },
-    { path: 'steal', per: 'idle worker ask (Lambda)', dynamodbRequests: 2 + shards + 2 * stolen, wcu: 2 + stolen * 2 * w + stolen * 2, indexWcu: stolen * 4 * w, rcu: runningSetRcu + stolen, sqsRequests: 0, lambdaInvocations: 1, keys: `LEASE#coordinator:<run> campaign (2 writes) + a ConditionCheck (2) per stolen item; every RUNNING key read whole (${runningSetRcu.toFixed(1)} RCU at the steady running set); up to ${stolen} fenced 2-action transactions, one at a time (item ×2, RUNNING delete+put ×2) and a consistent GetItem each` },
-    { path: 'reconcile (worker start, lost steal answer)', per: 'worker start', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 0, lambdaInvocations: 0, keys: 'every RUNNING key read whole (to adopt what a previous life held, or a steal whose answer was lost)' },
-    { path: 'scan', per: `run, every ${a.scanEverySeconds} s (Lambda)`, dynamodbRequests: 1 + 2 * shards + 2 + shards + shards + 1, wcu: 2, indexWcu: 0, rcu: 0.5 + shards + runningSetRcu + 0.5 * shards + 1, sqsRequests: 0, lambdaInvocations: 1, keys: 'gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key read whole; unsent PENDING entries (≤ 1,000 a key); run record' },
-    { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * w + 2 * w, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, lease ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
-    { path: 'replay (node coordinator)', per: 'pending item (on takeover)', dynamodbRequests: (itemKb * 1024) / (1024 * 1024), wcu: 0, indexWcu: 0, rcu: (0.5 * itemKb) / 4, sqsRequests: 0, lambdaInvocations: 0, keys: 'every PENDING key read in pages (1 MB a page), plus the running set' },
+    { path: 'steal', per: 'idle worker ask (Lambda)', dynamodbRequests: 2 + shards + 1 + 2 * stolen, wcu: 2 + stolen * 2 * w + stolen * 2, indexWcu: stolen * 2 * e, rcu: runningSetRcu + victimRcu + stolen * itemRead, sqsRequests: 0, lambdaInvocations: 1, keys: `LEASE#coordinator:<run> campaign (2 writes) + a ConditionCheck (2) per stolen item; every RUNNING key's entries read (${runningSetRcu.toFixed(1)} RCU at the steady running set); the victim's items read (one BatchGetItem: which are unstarted); up to ${stolen} fenced 2-action transactions, one at a time (item ×2, its RUNNING entry rewritten in place ×2) and a consistent GetItem each` },
+    { path: 'reconcile (worker start, lost steal answer)', per: 'worker start', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 0, lambdaInvocations: 0, keys: 'every RUNNING key\'s entries read (to adopt what a previous life held, or a steal whose answer was lost); its own items, if any, read to see which started' },
+    { path: 'scan', per: `run, every ${a.scanEverySeconds} s (Lambda)`, dynamodbRequests: 1 + 2 * shards + 2 + shards + Math.ceil(runningSet / 100) + shards + 1, wcu: 2, indexWcu: 0, rcu: 0.5 + shards + runningSetRcu + runningItemsRcu + 0.5 * shards + 1, sqsRequests: 0, lambdaInvocations: 1, keys: `gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key's entries, then every running item read (BatchGetItem, 100 a call: ${fmt(runningItemsRcu)} RCU, their heartbeats); unsent PENDING entries (≤ 1,000 a key); run record` },
+    { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * e + 2 * e, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, lease ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
+    { path: 'replay (node coordinator)', per: 'pending item (on takeover)', dynamodbRequests: (INDEX_ENTRY_KB * 1024) / (1024 * 1024), wcu: 0, indexWcu: 0, rcu: (0.5 * INDEX_ENTRY_KB) / 4, sqsRequests: 0, lambdaInvocations: 0, keys: 'every PENDING key read in pages (1 MB a page), plus the running set' },
   ];
 
   // Per item in steady state (the scan amortised over the items of a minute).
   const scanRcu = paths.find((r) => r.path === 'scan')!.rcu;
   const itemsPerScan = achievable * a.scanEverySeconds;
-  const sqsPerItem = 1 / 10 + 1 / b + 1 + heartbeats + deletesPerItem;
+  const sqsPerItem = 1 / 10 + 1 / b + claimExtensionCalls + held.extensionCalls + deletesPerItem;
   const rcuPerItem = 1 / b + scanRcu / itemsPerScan;
   const lambdaPerItem = 1 / a.apiRequestItems + 1 / itemsPerScan;
   const perItemTotals = { itemWcu: p.itemWcu + 1 / a.apiRequestItems, pendingWcu: p.pendingWcu, runningWcu: p.runningWcu, rcu: rcuPerItem, sqsRequests: sqsPerItem, lambdaInvocations: lambdaPerItem };
@@ -298,7 +373,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
     check('coordinator invocations per 10 s at the tail (new environments)', Math.min(tail.concurrency, idleAsks * 10), AWS_LIMITS.lambdaScaling.value, 'Lambda adds at most 1,000 environments to a function every 10 s'),
   ];
   const idleChecks = [
-    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, PARTITION_RCU, `a steal reads every RUNNING key whole; an idle worker asks ${IDLE_ASKS_FIRST_MINUTE} times in its first idle minute (at once, then 20 s doubling to 5 min apart), once per ${SETTLED_ASK_SECONDS} s after`),
+    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, PARTITION_RCU, `a steal reads every RUNNING key's entries; an idle worker asks ${IDLE_ASKS_FIRST_MINUTE} times in its first idle minute (at once, then 20 s doubling to 5 min apart), once per ${SETTLED_ASK_SECONDS} s after`),
     check('idle fleet: table reads (RCU/s)', idle.tableRcuPerSecond, quotaR, 'the same, over all shards'),
     check('tail: lease key writes (WCU/s), at most', idle.leaseWcuPerSecond, PARTITION_WCU, `each steal invocation campaigns (2 writes) and condition-checks the lease per item it moves (up to ${stolen} while victims have backlogs)`),
   ];
@@ -310,7 +385,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const scanGbSPerItem = (scanSeconds * FUNCTIONS.coordinator.memoryMb) / 1024 / itemsPerScan;
   const lines = [
     { what: 'DynamoDB writes', perMillionUsd: 1e6 * writeUnits * PRICES.dynamoWrite.usd, basis: `${writeUnits.toFixed(2)} WRU an item (${perItemTotals.itemWcu.toFixed(2)} table + ${(p.pendingWcu + p.runningWcu).toFixed(2)} gsi1) × US$ ${(PRICES.dynamoWrite.usd * 1e6).toFixed(3)}/M` },
-    { what: 'DynamoDB reads', perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd, basis: `${rcuPerItem.toFixed(3)} RRU an item (run record per batch, the scan) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M` },
+    { what: 'DynamoDB reads', perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd, basis: `${rcuPerItem.toFixed(3)} RRU an item (run record per batch, the scan's reads of the running set) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M` },
     { what: 'SQS requests', perMillionUsd: 1e6 * sqsPerItem * PRICES.sqsRequest.usd, basis: `${sqsPerItem.toFixed(2)} requests an item × US$ ${(PRICES.sqsRequest.usd * 1e6).toFixed(2)}/M` },
     { what: 'Lambda (API enqueue, scan)', perMillionUsd: 1e6 * (lambdaPerItem * PRICES.lambdaRequest.usd + (apiGbS + scanGbSPerItem) * PRICES.lambdaArmGbSecond.usd), basis: `${(lambdaPerItem * 1e6).toFixed(1)} invocations a million items, ${((apiGbS + scanGbSPerItem) * 1e6).toFixed(0)} GB-s` },
   ];
@@ -338,7 +413,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
       : []),
     ...(!sqsCheck.ok ? ['Lower the in-flight messages (smaller --batch or shorter items) or ask AWS for a higher SQS in-flight quota.'] : []),
     ...(lambdaChecks.some((c) => !c.ok) ? [`Raise the account's Lambda concurrency above ${fmt(Math.max(steady.concurrency, tail.concurrency))}, or reserve concurrency for the coordinator.`] : []),
-    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): each ask of an idle worker reads the whole running set.`] : []),
+    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): each ask of an idle worker reads the running set's entries.`] : []),
     `Keep results under ${MAX_RESULT_BYTES / 1024} KiB (larger ones fail their item: store them in S3 and return a reference).`,
   ];
 
@@ -414,7 +489,7 @@ export function formatPlan(plan: CapacityPlan): string {
   for (const c of plan.table) out.push(`  ${mark(c)} ${c.what.padEnd(48)} ${fmt(c.value).padStart(9)} / ${fmt(c.limit)}  ${c.note}`);
   out.push('');
   out.push('## SQS, Lambda, workers');
-  out.push(`  SQS: ${fmt(plan.sqs.requestsPerSecond)} requests/s (sends, receives and deletes 10 a call; visibility extensions one a message)`);
+  out.push(`  SQS: ${fmt(plan.sqs.requestsPerSecond)} requests/s (sends, receives, deletes and visibility extensions 10 a call; a message extended only when under two heartbeat intervals of its visibility remain)`);
   out.push(`  ${mark(plan.sqs.check)} ${plan.sqs.check.what}: ≈ ${fmt(plan.sqs.inFlight)} / ${fmt(plan.sqs.check.limit)} — ${plan.sqs.check.note}`);
   out.push(`  Lambda steady: ${fmt(plan.lambda.steady.invocationsPerSecond)} invocations/s, concurrency ≈ ${fmt(plan.lambda.steady.concurrency)}; tail: ${fmt(plan.lambda.tail.invocationsPerSecond)} steal invocations/s, concurrency ≈ ${fmt(plan.lambda.tail.concurrency)}`);
   for (const c of plan.lambda.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);

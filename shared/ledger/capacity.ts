@@ -10,14 +10,20 @@
  *   enqueue   PutItem                       index: PENDING put
  *   markSent  UpdateItem (sentAt)           index: PENDING key's sort key moves (delete + put)
  *   claim     UpdateItem                    index: PENDING delete, RUNNING put
- *   start     UpdateItem                    index: RUNNING sort key moves (delete + put)
- *   heartbeat UpdateItem, H of them         index: RUNNING sort key moves (delete + put) each
+ *   start     UpdateItem                    index: none (its RUNNING entry does not change)
+ *   heartbeat UpdateItem, H of them         index: none
  *   ack       UpdateItem (with the result)  index: RUNNING delete
  *
+ * H is the heartbeat writes an item takes while held: a worker writes a held
+ * item only when it would otherwise go a heartbeat interval without a write
+ * (worker.ts heartbeatDue), so an item claimed, started and acked within an
+ * interval takes none.
+ *
  * A write costs one write unit per KB of the item (rounded up); an index
- * write one per KB of the projected entry (the index projects the whole
- * item). Every one of an item's writes lands on its shard's keys: the item
- * partition, and its shard's PENDING and RUNNING keys.
+ * write one per KB of the entry, which is the keys and the few attributes
+ * gsi1 projects (table.ts GSI1_PROJECTED): under a KB, one unit whatever the
+ * item's size. Every one of an item's writes lands on its shard's keys: the
+ * item partition, and its shard's PENDING and RUNNING keys.
  */
 
 /** DynamoDB's per-partition ceilings (Service Quotas: not adjustable). */
@@ -27,17 +33,26 @@ export const PARTITION_RCU = 3_000;
 export const DEFAULT_KEY_SHARE = 0.5;
 /**
  * Shards of a run created without a rate or a count: about 330 items/s of
- * 1 KB items, one heartbeat each, at DEFAULT_KEY_SHARE — more than most runs
- * need, for four index queries where one would do.
+ * 1 KB items, one heartbeat write each, at DEFAULT_KEY_SHARE — more than most
+ * runs need, for four index queries where one would do.
  */
 export const DEFAULT_RUN_SHARDS = 4;
 /** The most shards a run may have (the DynamoDB ledger's keys refuse more). */
 export const MAX_RUN_SHARDS = 512;
 
+/**
+ * An index entry's size: the table's keys (`RUN#<run>#<s>`, `ITEM#<64 hex>`),
+ * the index's (`RUNNING#<run>#<s>`, the id or `<15 digits>#<id>`), the
+ * projected attributes (the id again, run id, state, worker, times, version)
+ * with their names, and the 100 bytes DynamoDB adds to each index entry:
+ * about 600 bytes for run and worker ids of 30 characters.
+ */
+export const INDEX_ENTRY_KB = 0.6;
+
 export interface ItemShape {
   /** Size of an item as stored, payload, result and bookkeeping together (KB). */
   readonly itemKb: number;
-  /** Heartbeats per item: how long it runs divided by the worker's heartbeat interval (0 for items done within one). */
+  /** Heartbeat writes per item while it is held (0 for items claimed, run and acked within an interval). */
   readonly heartbeats: number;
 }
 
@@ -52,11 +67,12 @@ export interface PerItem {
 
 export function perItem(shape: ItemShape): PerItem {
   const w = unitsPerWrite(shape.itemKb);
+  const e = unitsPerWrite(INDEX_ENTRY_KB);
   const h = Math.max(0, shape.heartbeats);
   const writes = Object.entries(ITEM_WRITES).map(([write, units]) => ({ n: write === 'heartbeat' ? h : 1, units }));
   const sum = (on: 'item' | 'pending' | 'running') => writes.reduce((total, x) => total + x.n * x.units[on], 0);
   const itemWrites = writes.reduce((total, x) => total + x.n, 0);
-  return { itemWrites, itemWcu: sum('item') * w, pendingWcu: sum('pending') * w, runningWcu: sum('running') * w };
+  return { itemWrites, itemWcu: sum('item') * w, pendingWcu: sum('pending') * e, runningWcu: sum('running') * e };
 }
 
 /**
@@ -74,17 +90,18 @@ export function shardsFor(itemsPerSecond: number, shape: ItemShape = { itemKb: 1
 export type ItemWrite = 'enqueue' | 'markSent' | 'claim' | 'start' | 'heartbeat' | 'ack';
 
 /**
- * What each of those writes costs, in write units per KB of the item: on the
- * item's partition key and as index writes on its shard's PENDING and RUNNING
- * keys. The header's table, one row a write; `perItem` is their sum, so the plan and the model (infra/capacity/)
- * charge each request what `perItem` counts in total.
+ * What each of those writes costs: writes of the item on its partition key
+ * (each a unit per KB of the item), and index entry writes on its shard's
+ * PENDING and RUNNING keys (each a unit per KB of the entry). The header's
+ * table, one row a write; `perItem` is their sum, so the plan and the model
+ * (infra/capacity/) charge each request what `perItem` counts in total.
  */
 export const ITEM_WRITES: Readonly<Record<ItemWrite, { readonly item: number; readonly pending: number; readonly running: number }>> = {
   enqueue: { item: 1, pending: 1, running: 0 },
   markSent: { item: 1, pending: 2, running: 0 },
   claim: { item: 1, pending: 1, running: 1 },
-  start: { item: 1, pending: 0, running: 2 },
-  heartbeat: { item: 1, pending: 0, running: 2 },
+  start: { item: 1, pending: 0, running: 0 },
+  heartbeat: { item: 1, pending: 0, running: 0 },
   ack: { item: 1, pending: 0, running: 1 },
 };
 

@@ -8,7 +8,8 @@ import { dispatch } from './dispatch.js';
 import { MAX_ATTEMPTS, type WorkItem } from './model.js';
 import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import { HeartbeatWatch } from './staleness.js';
-import type { LedgerStore } from './store.js';
+import { heldBy, runningEntries } from './running.js';
+import type { LedgerStore, PendingEntry, RunningEntry } from './store.js';
 import { fail, repend, steal, type ItemCas } from './transitions.js';
 
 /**
@@ -20,6 +21,8 @@ import { fail, repend, steal, type ItemCas } from './transitions.js';
  */
 
 export const MAX_STEAL_BATCH = 32;
+/** Items a steal reads to learn which are started, at most (past it, the best victim found so far). */
+const STEAL_READ_BUDGET = 1_000;
 /** Items re-pended, failed or re-sent per round trip of a scan: a crash loses at most one batch's messages, which the next scan sends. */
 const SCAN_BATCH = 100;
 /** SQS keeps a message 14 days at most (the stack's retention): a Pending item sent longer ago than this is sent again. */
@@ -37,7 +40,7 @@ export interface InFlight {
   /** Running items by the worker holding them: stay in flight (the worker may still hold them). */
   readonly running: ReadonlyMap<string, readonly WorkItem[]>;
   /** Pending items to dispatch again. */
-  readonly pending: readonly WorkItem[];
+  readonly pending: readonly PendingEntry[];
 }
 
 export class NotCoordinatorError extends Error {
@@ -135,19 +138,39 @@ export class Coordinator {
    * is the busiest worker by backlog (unstarted items only); the batch is
    * ceil(backlog / 2), at most MAX_STEAL_BATCH; each item moves in one fenced
    * CAS from Running(victim, unstarted) to Running(thief).
+   *
+   * Who holds what comes from the running set's entries (running.ts); whether
+   * an item started, where an entry does not say, from the items of the
+   * workers the choice turns on: the thief's, then the others' from the one
+   * holding most, stopping once no worker left holds more items than the
+   * largest backlog found (a backlog is at most what a worker holds).
    */
   async stealFor(thief: string): Promise<StealNotice> {
     const token = this.token();
-    const byWorker = backlogs(await this.opts.ledger.running(this.opts.runId));
-    if ((byWorker.get(thief)?.length ?? 0) > 0) return { epoch: token.epoch, victim: null, items: [] };
-    let victim: string | null = null;
-    let most = 0;
-    for (const [worker, items] of byWorker) {
-      if (worker !== thief && items.length > most) [victim, most] = [worker, items.length];
+    const { ledger, runId } = this.opts;
+    const byWorker = new Map<string, RunningEntry[]>();
+    for (const e of await runningEntries(ledger, runId)) {
+      if (e.worker === null) continue;
+      const list = byWorker.get(e.worker) ?? [];
+      list.push(e);
+      byWorker.set(e.worker, list);
     }
-    if (victim === null) return { epoch: token.epoch, victim: null, items: [] };
+    const none = { epoch: token.epoch, victim: null, items: [] };
+    const unstarted = async (worker: string) => (await heldBy(ledger, runId, worker, byWorker.get(worker) ?? [])).filter((i) => !i.started);
+    if (byWorker.has(thief) && (await unstarted(thief)).length > 0) return none;
+    let victim: string | null = null;
+    let backlog: RunningEntry[] = [];
+    let read = 0;
+    // Most held first; of equal backlogs, the first found wins.
+    for (const [worker, held] of [...byWorker].filter(([w]) => w !== thief).sort((a, b) => b[1].length - a[1].length)) {
+      if (held.length <= backlog.length || read >= STEAL_READ_BUDGET) break;
+      read += held.filter((e) => e.started === undefined).length;
+      const line = await unstarted(worker);
+      if (line.length > backlog.length) [victim, backlog] = [worker, line];
+    }
+    if (victim === null) return none;
     // Take from the back of the victim's line (latest claimed): it would reach them last.
-    const candidates = [...byWorker.get(victim)!].sort((a, b) => (b.claimedAt ?? 0) - (a.claimedAt ?? 0)).slice(0, Math.min(Math.ceil(most / 2), MAX_STEAL_BATCH));
+    const candidates = [...backlog].sort((a, b) => (b.claimedAt ?? 0) - (a.claimedAt ?? 0)).slice(0, Math.min(Math.ceil(backlog.length / 2), MAX_STEAL_BATCH));
     const taken: string[] = [];
     for (const item of candidates) {
       const out = await this.guard(() => this.opts.ledger.cas(steal(token, this.opts.runId, item.id, victim, thief, this.clock.now()), this.clock.now()));
@@ -306,9 +329,9 @@ export class Coordinator {
       list.push(item);
       running.set(item.worker ?? '', list);
     }
-    const pending: WorkItem[] = [];
+    const pending: PendingEntry[] = [];
     const size = this.opts.replayPageSize ?? 1_000;
-    for (let after: WorkItem | undefined; ; ) {
+    for (let after: PendingEntry | undefined; ; ) {
       const page = await this.opts.ledger.pending(this.opts.runId, size, after);
       pending.push(...page);
       if (page.length < size) break;

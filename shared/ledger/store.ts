@@ -30,6 +30,16 @@ export interface RunOptions {
   readonly shards?: number;
 }
 
+/**
+ * A Running item as an index lists it: who holds it and since when. Whether
+ * it started is there only when the store had it at no cost (`started`
+ * absent: read the item).
+ */
+export type RunningEntry = Pick<WorkItem, 'runId' | 'id' | 'worker' | 'claimedAt'> & { readonly started?: boolean };
+
+/** A Pending item as an index lists it: enough to page on, fail it, or send its message and record that (`version`). */
+export type PendingEntry = Pick<WorkItem, 'runId' | 'id' | 'state' | 'version' | 'sentAt'>;
+
 /** The ledger half of the store port. */
 export interface LedgerStore {
   /** Idempotent on id: an existing run is left as it is (its layout included). */
@@ -56,16 +66,25 @@ export interface LedgerStore {
   casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]>;
   /** As casMany, answering only whether each change applied (heartbeats, acks, nacks: no rows sent back). */
   applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]>;
-  /** Running items (what the coordinator needs: backlog per worker, stale heartbeats). Cost follows the running set, not the run. */
+  /** Running items, whole (what the failure scan needs: heartbeats, versions, attempts). Cost follows the running set, not the run. */
   running(runId: string): Promise<WorkItem[]>;
+  /**
+   * Who holds each Running item, where the store can say so more cheaply
+   * than `running` (DynamoDB: from its index alone, without the fields a
+   * start or a heartbeat changes). Absent: `running` is as cheap (see
+   * running.ts, which picks).
+   */
+  holders?(runId: string): Promise<RunningEntry[]>;
+  /** The items named, read consistently; those that do not exist are left out. Absent: one `get` each. */
+  getMany?(runId: string, ids: readonly string[]): Promise<WorkItem[]>;
   /** Pending items in the store's own order, after `after` (the last item of the previous page) when given (index-backed). */
-  pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]>;
+  pending(runId: string, limit: number, after?: Pick<PendingEntry, 'id' | 'sentAt'>): Promise<PendingEntry[]>;
   /**
    * Pending items that need a message: none sent since they became Pending
    * (`sentAt` null), or the last one sent before `sentBefore` (a queue drops
    * messages older than its retention). Unsent first (index-backed).
    */
-  unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]>;
+  unsent(runId: string, sentBefore: number, limit: number): Promise<PendingEntry[]>;
   /**
    * Their messages were sent: `sentAt` = now for each item still Pending at
    * the version given (an item claimed meanwhile is left alone). Bookkeeping,

@@ -8,6 +8,7 @@ import type { StealNotice } from './coordinator.js';
 import { dispatch } from './dispatch.js';
 import { EpochGuard } from './epoch-guard.js';
 import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from './model.js';
+import { heldBy, runningEntries } from './running.js';
 import type { ItemCasOutcome, LedgerStore } from './store.js';
 import { ack, claim, heartbeat, nack, reject, start, type ItemCas } from './transitions.js';
 import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
@@ -28,8 +29,15 @@ import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
  * elsewhere, Done or Failed is deleted.
  *
  * Liveness: everything the worker holds — claimed and waiting, executing,
- * executed but not yet recorded — is heartbeated while the worker runs, so a
- * deep backlog never ages into a re-pend. A store or queue error does not end
+ * executed but not yet recorded — is written to the ledger at least once every
+ * `heartbeatMs` while the worker runs, so a deep backlog never ages into a
+ * re-pend. A claim and a start are writes too: a heartbeat round (four per
+ * interval) writes only the items that would otherwise go longer than the
+ * interval without one, so an item that is claimed, started and acked within
+ * an interval costs no heartbeat at all. A held item's message is kept
+ * invisible the same way: extended (in batches: the SQS queue sends the
+ * extensions of one round ten to a request) only once fewer than two
+ * intervals of its visibility remain. A store or queue error does not end
  * the worker: `run` logs it, backs off (jittered, capped) and goes on, and
  * what it held is kept (results are recorded later, unrun items run later).
  */
@@ -46,9 +54,16 @@ export interface WorkerOptions {
   queue: WorkQueue;
   backend: ExecutionBackend;
   coordinator?: CoordinatorClient;
+  /** Stamps what the worker writes (claimedAt, heartbeatAt). */
   clock?: Clock;
+  /** What heartbeat rounds measure intervals on: a monotonic clock (performance.now) unless given. */
+  monotonic?: Clock;
   logger?: Logger;
-  /** Ledger heartbeat and message visibility extension while an item runs. */
+  /**
+   * The longest a held item goes without a ledger write (a claim, a start or a
+   * heartbeat): the coordinator's failure timeout must be longer. Messages
+   * are extended to `visibilitySeconds` once fewer than two of these remain.
+   */
   heartbeatMs?: number;
   visibilitySeconds?: number;
   /** Long-poll wait (SQS: up to 20 s). */
@@ -100,6 +115,29 @@ function endItem(span: Span, outcome: 'ok' | 'failed' | 'lost' | 'drained', err?
   span.end();
 }
 
+/**
+ * Heartbeat rounds per heartbeat interval. Each writes the held items whose
+ * last write is at least an interval less one round old: by the next round
+ * they would be past the interval. More rounds, fewer writes (an item's writes
+ * come closer to one per interval) but more wake-ups.
+ */
+export const HEARTBEAT_ROUNDS = 4;
+
+/** Whether a held item is due a heartbeat write `now`, last written at `wrote` (ms, one clock). */
+export function heartbeatDue(now: number, wrote: number, heartbeatMs: number): boolean {
+  return now - wrote >= heartbeatMs - heartbeatMs / HEARTBEAT_ROUNDS;
+}
+
+/**
+ * Whether a held message's visibility is extended `now`: fewer than two
+ * heartbeat intervals of it remain, and it was not extended within the last
+ * interval less one round (a visibility shorter than two intervals is then
+ * extended about once an interval, not every round).
+ */
+export function extensionDue(now: number, visibleUntil: number, visibilityMs: number, heartbeatMs: number): boolean {
+  return visibleUntil - now < 2 * heartbeatMs && heartbeatDue(now, visibleUntil - visibilityMs, heartbeatMs);
+}
+
 /** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
 export function backoffMs(failures: number, random: () => number = Math.random): number {
   const cap = Math.min(30_000, 250 * 2 ** Math.min(Math.max(failures, 1) - 1, 10));
@@ -142,7 +180,16 @@ export class Worker {
   private readonly outcomes: Outcome[] = [];
   /** Items found lost by a heartbeat while executing: skipped, or aborted if running now. */
   private readonly lostIds = new Set<string>();
+  /**
+   * Per held item: when this worker last wrote it (before the write was sent:
+   * a lower bound) and until when its message is invisible, on the monotonic
+   * clock. No entry, or -Infinity: not known, so due at the next round.
+   */
+  private readonly marks = new Map<string, { wrote: number; visibleUntil: number }>();
+  /** The items the last round saw held: a mark is forgotten once two rounds in a row have not (a chunk being started is in neither list for a moment). */
+  private heldAtLastRound = new Set<string>();
   private readonly clock: Clock;
+  private readonly monotonic: Clock;
   private readonly logger: Logger;
   private readonly heartbeatMs: number;
   private readonly visibilitySeconds: number;
@@ -162,6 +209,7 @@ export class Worker {
   constructor(private readonly o: WorkerOptions) {
     if (!o.workerId.trim()) throw new Error('invalid worker config: workerId: must not be empty');
     this.clock = o.clock ?? systemClock;
+    this.monotonic = o.monotonic ?? { now: () => performance.now() };
     this.logger = o.logger ?? silentLogger;
     this.heartbeatMs = o.heartbeatMs ?? 5_000;
     this.visibilitySeconds = o.visibilitySeconds ?? 30;
@@ -250,6 +298,8 @@ export class Worker {
     // Items known to be fast and a whole batch fits in one chunk: ask the queue to start them as it claims them.
     const startNow = this.itemMs !== null && this.chunkSize() >= batch;
     let messages: QueueMessage[];
+    // A queue that claims as it delivers wrote the items during the receive: no earlier than this.
+    const asked = this.monotonic.now();
     try {
       messages = await this.o.queue.receive(batch, waitSeconds, signal, { start: startNow });
     } catch (err) {
@@ -272,40 +322,46 @@ export class Worker {
     }
     // Claimed by the queue itself (the ledger-backed queue claims as it delivers).
     for (const m of messages) {
-      if (m.claimed && !held.has(m.itemId)) this.backlog.push({ itemId: m.itemId, message: m, ...(m.started ? { started: { payload: m.payload } } : {}) });
+      if (!m.claimed || held.has(m.itemId)) continue;
+      this.backlog.push({ itemId: m.itemId, message: m, ...(m.started ? { started: { payload: m.payload } } : {}) });
+      this.wrote(m.itemId, asked);
     }
     if (!unclaimed.length) return messages.length;
     // One read per batch: the epoch stamped on claims is informational, it need not be fresher than that.
     const epoch = Math.max((await this.o.ledger.getRun(this.o.runId))?.coordinatorEpoch ?? 0, 0);
     const now = this.clock.now();
+    const sent = this.monotonic.now();
     const outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
-    const extend: QueueMessage[] = [];
+    const extend: Held[] = [];
     const drop: QueueMessage[] = [...copies];
     unclaimed.forEach((m, i) => {
       const out = outs[i]!;
       if (out.ok) {
-        this.backlog.push({ itemId: m.itemId, message: m });
-        extend.push(m);
+        const h = { itemId: m.itemId, message: m };
+        this.backlog.push(h);
+        this.wrote(m.itemId, sent);
+        extend.push(h);
       } else if (out.current?.worker === this.id && out.current.state === 'running' && !held.has(m.itemId)) {
-        this.backlog.push({ itemId: m.itemId, message: m }); // ours already (a redelivery to us)
+        this.backlog.push({ itemId: m.itemId, message: m }); // ours already (a redelivery to us); when last written is not known
       } else if (out.current === null || out.current.state !== 'pending') {
         drop.push(m); // see the queue rule
       }
     });
-    await Promise.all([...extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)), ...drop.map((m) => this.o.queue.delete(m))]);
+    await Promise.all([this.extendAll(extend), ...drop.map((m) => this.o.queue.delete(m))]);
     return messages.length;
   }
 
   /**
-   * Heartbeat everything held — waiting, executing and executed-but-unrecorded
-   * — in one round trip, and keep their messages invisible. An item whose
-   * heartbeat is refused was taken from us (stolen, re-pended): dropped if it
-   * waits, aborted if it runs.
+   * A heartbeat round over everything held — waiting, executing and
+   * executed-but-unrecorded: the items due (heartbeatDue) written in one round
+   * trip, the messages due (extensionDue) extended. An item whose heartbeat
+   * is refused was taken from us (stolen, re-pended): dropped if it waits,
+   * aborted if it runs.
    */
   heartbeat(): Promise<void> {
     this.beating ??= this.beatOnce()
       .then(
-        () => void this.beats.ok++,
+        (wrote) => void (wrote && this.beats.ok++),
         (err: unknown) => {
           this.beats.failed++;
           throw err;
@@ -315,20 +371,26 @@ export class Worker {
     return this.beating;
   }
 
-  private async beatOnce(): Promise<void> {
+  /** One round; whether it wrote anything. */
+  private async beatOnce(): Promise<boolean> {
     const byId = new Map<string, Held>();
     for (const h of [...this.backlog, ...this.executing.values(), ...this.outcomes.map((o) => o.h)]) byId.set(h.itemId, h);
+    for (const id of this.marks.keys()) if (!byId.has(id) && !this.heldAtLastRound.has(id)) this.marks.delete(id);
+    this.heldAtLastRound = new Set(byId.keys());
     const held = [...byId.values()];
-    if (!held.length) return;
+    if (!held.length) return false;
+    const sent = this.monotonic.now();
+    const due = held.filter((h) => heartbeatDue(sent, this.marks.get(h.itemId)?.wrote ?? Number.NEGATIVE_INFINITY, this.heartbeatMs));
     const at = this.clock.now();
-    const outs = await this.o.ledger.applyMany(held.map((h) => heartbeat(this.o.runId, h.itemId, this.id, at)), at);
-    const extend: QueueMessage[] = [];
+    const outs = due.length ? await this.o.ledger.applyMany(due.map((h) => heartbeat(this.o.runId, h.itemId, this.id, at)), at) : [];
     const gone: QueueMessage[] = [];
-    held.forEach((h, i) => {
+    const lost = new Set<string>();
+    due.forEach((h, i) => {
       if (outs[i]) {
-        if (h.message) extend.push(h.message);
+        this.wrote(h.itemId, sent);
         return;
       }
+      lost.add(h.itemId);
       // Refused: no longer Running(us) — unless it finished meanwhile, which is not a loss.
       const waiting = this.backlog.findIndex((b) => b.itemId === h.itemId);
       if (waiting >= 0) {
@@ -340,14 +402,39 @@ export class Worker {
         if (this.current?.itemId === h.itemId) this.current.abort(new Error(`claim on ${h.itemId} lost`));
       }
     });
-    await Promise.all([...extend.map((m) => this.o.queue.extend(m, this.visibilitySeconds)), ...(gone.length ? [this.o.queue.deleteMany(gone)] : [])]);
+    const now = this.monotonic.now();
+    const extend = held.filter((h) => h.message && !lost.has(h.itemId) && extensionDue(now, this.marks.get(h.itemId)?.visibleUntil ?? Number.NEGATIVE_INFINITY, this.visibilitySeconds * 1000, this.heartbeatMs));
+    await Promise.all([this.extendAll(extend), ...(gone.length ? [this.o.queue.deleteMany(gone)] : [])]);
+    return due.length > 0;
+  }
+
+  /** This worker wrote the item (a claim, a start, a heartbeat), the write sent at `at` (the monotonic clock). */
+  private wrote(itemId: string, at: number): void {
+    const m = this.marks.get(itemId);
+    if (m) m.wrote = Math.max(m.wrote, at);
+    else this.marks.set(itemId, { wrote: at, visibleUntil: Number.NEGATIVE_INFINITY });
+  }
+
+  /** Keep the held items' messages invisible for `visibilitySeconds` more; each one's mark moves as its extension lands. */
+  private async extendAll(held: readonly Held[]): Promise<void> {
+    if (this.o.queue.deliversFromLedger) return; // its rows are the messages: nothing to keep invisible
+    const at = this.monotonic.now();
+    await Promise.all(
+      held.map(async (h) => {
+        if (!h.message) return;
+        await this.o.queue.extend(h.message, this.visibilitySeconds);
+        const m = this.marks.get(h.itemId);
+        if (m) m.visibleUntil = at + this.visibilitySeconds * 1000;
+        else this.marks.set(h.itemId, { wrote: Number.NEGATIVE_INFINITY, visibleUntil: at + this.visibilitySeconds * 1000 });
+      }),
+    );
   }
 
   private activate(): void {
     if (this.active++ === 0) {
       this.beat = setInterval(() => {
         void this.heartbeat().catch((err: unknown) => this.logger.warn('heartbeat failed', { workerId: this.id, error: errorMessage(err) }));
-      }, this.heartbeatMs);
+      }, this.heartbeatMs / HEARTBEAT_ROUNDS);
       this.beat.unref?.();
     }
   }
@@ -423,13 +510,16 @@ export class Worker {
     const { runId } = this.o;
     const now = this.clock.now();
     const toStart = chunk.filter((h) => !h.started);
+    const sent = this.monotonic.now();
     const startOuts = toStart.length ? await this.startRound(chunk, toStart, now) : [];
     const todo: { h: Held; payload: unknown }[] = chunk.flatMap((h) => (h.started ? [{ h, payload: h.started.payload }] : []));
     const gone: QueueMessage[] = [];
     toStart.forEach((h, i) => {
       const out = startOuts[i]!;
-      if (out.ok) todo.push({ h, payload: out.item.payload });
-      else {
+      if (out.ok) {
+        todo.push({ h, payload: out.item.payload });
+        this.wrote(h.itemId, sent);
+      } else {
         // Stolen before we started it (the thief runs it), or no longer ours.
         this.stats.lost++;
         if (h.message) gone.push(h.message);
@@ -609,7 +699,8 @@ export class Worker {
   /** Adopt Running(me) items the worker does not hold: a steal whose notice was lost or rejected. */
   async reconcile(): Promise<boolean> {
     const held = new Set([...this.held, ...this.outcomes.map((o) => o.h.itemId)]);
-    const mine = (await this.o.ledger.running(this.o.runId)).filter((i) => i.worker === this.id && !held.has(i.id));
+    const entries = (await runningEntries(this.o.ledger, this.o.runId)).filter((i) => i.worker === this.id && !held.has(i.id));
+    const mine = await heldBy(this.o.ledger, this.o.runId, this.id, entries);
     const restarted = mine.filter((i) => i.started);
     if (restarted.length) {
       // We started these in a previous life and no longer run them: give them back. It may be what

@@ -329,12 +329,17 @@ function fullScale() {
     const res = simulate(deploymentModelInput({ items, rate, workers: plan.workers.needed, shards, itemKb: PLAN_DEFAULTS.itemKb, itemSeconds: PLAN_DEFAULTS.itemSeconds, heartbeatSeconds: PLAN_DEFAULTS.heartbeatSeconds, tableQuota: s.quota, latencyMs, apiRequestItems: PLAN_ASSUMPTIONS.apiRequestItems, lambdaMemoryMb: FUNCTIONS.coordinator.memoryMb, lambdaConcurrencyLimit: AWS_LIMITS.lambdaConcurrency.value, sqsInFlightLimit: AWS_LIMITS.sqsInFlight.value, weight, seed: 1, stopAfterSeconds: 2 * 3600 }));
     const cost = modelCost(res);
     const finished = Object.keys(res.unfinished).length === 0;
+    // Per item done: what it took of DynamoDB writes and SQS requests, and the cost counted, a million of them.
+    const done = Math.max(1, Math.round(res.itemsPerSecond * res.seconds));
+    const perItem = { write_units: (res.units.wcu + res.units.indexWcu) / done, table_write_units: res.units.wcu / done, index_write_units: res.units.indexWcu / done, sqs_requests: res.requests.sqs / done };
+    const perMillionUsd = (cost.usd / done) * 1e6;
     const peaks = Object.entries(res.peakPerKey).map(([, p]) => `${p.key} ${Math.round(p.wcu)} WCU / ${Math.round(p.rcu)} RCU`).join(' · ');
     console.log(`  ${s.name}: ${finished ? `${(res.seconds / 60).toFixed(1)} min, ${Math.round(res.itemsPerSecond).toLocaleString('en-US')} items/s` : `NOT finished after ${(res.seconds / 3600).toFixed(1)} h: ${JSON.stringify(res.unfinished)}`}`);
     console.log(`    peak units per key in a 1 s window: ${peaks}`);
     console.log(`    throttled ${Math.round(res.throttledRequests).toLocaleString('en-US')} requests (${Object.entries(res.throttledByFamily).map(([f, n]) => `${f} ${Math.round(n).toLocaleString('en-US')}`).join(', ') || 'none'}; table quota ${Math.round(res.tableThrottled).toLocaleString('en-US')}); ${Math.round(res.failedSteps).toLocaleString('en-US')} worker steps failed`);
     console.log(`    table peak ${Math.round(res.peakTable.wcu).toLocaleString('en-US')} WCU/s + ${Math.round(res.peakTable.indexWcu).toLocaleString('en-US')} index WCU/s, ${Math.round(res.peakTable.rcu).toLocaleString('en-US')} RCU/s; SQS in flight peak ${Math.round(res.sqsInFlightPeak).toLocaleString('en-US')}; Lambda ${Math.round(res.lambda.invocations).toLocaleString('en-US')} invocations (${Math.round(res.lambda.throttled).toLocaleString('en-US')} refused at the ${AWS_LIMITS.lambdaConcurrency.value.toLocaleString('en-US')} concurrency limit), peak concurrency ${Math.round(res.lambda.concurrencyPeak)}, ${Math.round(res.lambda.itemsStolen).toLocaleString('en-US')} items stolen${res.sqsOverLimit ? `; ${Math.round(res.sqsOverLimit).toLocaleString('en-US')} receives found the queue over its in-flight limit` : ''}`);
     console.log(`    cost at list prices: US$ ${cost.usd.toFixed(2)} as counted by the model (${Object.entries(cost.lines).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}); the plan's per-item figure: US$ ${plan.cost.runUsd.toFixed(2)}; EC2 not priced · ${((performance.now() - t) / 1000).toFixed(1)} s to simulate`);
+    console.log(`    per item done (${done.toLocaleString('en-US')}): ${perItem.write_units.toFixed(2)} write units (${perItem.table_write_units.toFixed(2)} table + ${perItem.index_write_units.toFixed(2)} gsi1), ${perItem.sqs_requests.toFixed(2)} SQS requests; US$ ${perMillionUsd.toFixed(2)} per million items (plan: US$ ${plan.cost.perMillionUsd.toFixed(2)})`);
     out[s.name] = {
       finished,
       minutes: round3(res.seconds / 60),
@@ -350,6 +355,10 @@ function fullScale() {
       lambda: res.lambda,
       cost_usd: round3(cost.usd),
       plan_cost_usd: round3(plan.cost.runUsd),
+      items_done: done,
+      per_item: Object.fromEntries(Object.entries(perItem).map(([k, v]) => [k, round3(v)])),
+      cost_per_million_items_usd: round3(perMillionUsd),
+      plan_cost_per_million_items_usd: round3(plan.cost.perMillionUsd),
       unfinished: res.unfinished,
     };
   }

@@ -41,8 +41,11 @@ describe('ControlPlaneStack', () => {
       KeySchema: def.KeySchema,
       AttributeDefinitions: Match.arrayWith(def.AttributeDefinitions!.map((a) => Match.objectLike(a))),
       BillingMode: 'PAY_PER_REQUEST',
-      GlobalSecondaryIndexes: [Match.objectLike({ IndexName: def.GlobalSecondaryIndexes![0]!.IndexName, KeySchema: def.GlobalSecondaryIndexes![0]!.KeySchema })],
+      GlobalSecondaryIndexes: [Match.objectLike({ IndexName: def.GlobalSecondaryIndexes![0]!.IndexName, KeySchema: def.GlobalSecondaryIndexes![0]!.KeySchema, Projection: def.GlobalSecondaryIndexes![0]!.Projection })],
     });
+    // What a stack deployed before the INCLUDE projection keeps (DynamoDB cannot change a projection in place).
+    const kept = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AllProjected', { indexProjection: 'all' }));
+    kept.hasResourceProperties('AWS::DynamoDB::Table', { GlobalSecondaryIndexes: [Match.objectLike({ IndexName: 'gsi1', Projection: { ProjectionType: 'ALL' } })] });
   });
 
   it('keeps lease rows safe: PITR, encryption, deletion protection, retained on stack delete', () => {

@@ -11,10 +11,17 @@
  *
  * Every proxy here cuts its windows from a clock the test moves: a window
  * rolls when the test has seen what it waits for, never after a sleep.
+ *
+ * The table here is the store's own but for gsi1's projection, ALL (an entry
+ * is its item, as on a table made before the projection was narrowed): the
+ * cases size index entries by the items they write. One case meters the
+ * store's INCLUDE projection against DynamoDB Local.
  */
 import {
   BatchGetItemCommand,
   BatchWriteItemCommand,
+  CreateTableCommand,
+  DeleteTableCommand,
   DeleteItemCommand,
   DynamoDBClient,
   GetItemCommand,
@@ -32,7 +39,8 @@ import { BatchGetCommand, BatchWriteCommand, GetCommand, PutCommand, QueryComman
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
 import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
-import { claim } from '../../shared/ledger/transitions.js';
+import { ensureTable, tableDefinition } from '../../shared/adapters/dynamodb/table.js';
+import { claim, heartbeat, start } from '../../shared/ledger/transitions.js';
 import { dynamoTable, uniqueName } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { dynamoEndpoint } from '../support/dynamodb-contention.js';
@@ -56,7 +64,24 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
   let open: { proxy: ThrottleProxy; clients: DynamoDBClient[] }[] = [];
   beforeAll(async () => {
     t = await dynamoTable();
+    // The same table again under another name, but with gsi1 projecting ALL.
+    const store = t.table;
+    const def = tableDefinition(`${store}-all`);
+    await t.client.send(new CreateTableCommand({ ...def, GlobalSecondaryIndexes: def.GlobalSecondaryIndexes!.map((g) => ({ ...g, Projection: { ProjectionType: 'ALL' } })) }));
+    await ensureTable(t.client, def.TableName!);
+    const own = t;
+    t = {
+      ...own,
+      table: def.TableName!,
+      close: async () => {
+        await own.client.send(new DeleteTableCommand({ TableName: def.TableName! })).catch(() => undefined);
+        await own.close();
+      },
+    };
+    storeTable = store;
   });
+  /** The store's own table (gsi1 INCLUDE). */
+  let storeTable = '';
   afterEach(async () => {
     for (const o of open) {
       for (const c of o.clients) c.destroy();
@@ -411,5 +436,21 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     expect(wcu('gsi1:RUNNING#')).toBeGreaterThanOrEqual(3);
     expect(totals.wcu).toBe(families.reduce((n, f) => n + f.wcu, 0));
     expect(proxy.stats().totals).toMatchObject({ refused: 0, unmetered: 0 });
+  });
+
+  it('on the store’s own table (gsi1 INCLUDE) a ledger start and heartbeat charge the item alone, none of its index keys', async () => {
+    const { proxy, doc } = await simulator({ partitionWcu: 10_000, partitionRcu: 10_000 });
+    const ledger = new DynamoLedgerStore(doc, storeTable);
+    const runId = uniqueName('run');
+    await ledger.createRun(runId, {}, 1, { shards: 1 });
+    const { ids } = await ledger.enqueue(runId, [{ i: 1 }, { i: 2 }], 1);
+    for (const id of ids) expect((await ledger.cas(claim(runId, id, 'w1', 0, 2), 2)).ok).toBe(true);
+    const wcu = (prefix: string) => proxy.stats().families.filter((f) => f.family.startsWith(prefix)).reduce((n, f) => n + f.wcu, 0);
+    const before = { item: wcu('RUN#'), pending: wcu('gsi1:PENDING#'), running: wcu('gsi1:RUNNING#') };
+    for (const id of ids) {
+      expect((await ledger.cas(start(runId, id, 'w1', 3), 3)).ok).toBe(true);
+      expect((await ledger.cas(heartbeat(runId, id, 'w1', 4), 4)).ok).toBe(true);
+    }
+    expect({ item: wcu('RUN#'), pending: wcu('gsi1:PENDING#'), running: wcu('gsi1:RUNNING#') }).toEqual({ ...before, item: before.item + 2 * ids.length });
   });
 });

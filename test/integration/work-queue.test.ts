@@ -96,6 +96,39 @@ describe('SqsWorkQueue', () => {
     await queue.delete(again!);
   });
 
+  it('extensions asked for in one turn go out ten to a ChangeMessageVisibilityBatch; one SQS refuses fails only its own caller', async () => {
+    const client = sqsClient();
+    const calls: { name: string; entries: number }[] = [];
+    client.middlewareStack.add(
+      (next, context) => (args) => {
+        calls.push({ name: context.commandName ?? '?', entries: (args.input as { Entries?: unknown[] }).Entries?.length ?? 1 });
+        return next(args);
+      },
+      { step: 'initialize', name: 'countCommands' },
+    );
+    const q = new SqsWorkQueue(client, queueUrl);
+    const mine = ids(23, 'batched');
+    await q.send('run-b', mine);
+    const got: Awaited<ReturnType<SqsWorkQueue['receive']>> = [];
+    for (let i = 0; i < 10 && got.length < mine.length; i++) got.push(...(await q.receive(10, 1)));
+    expect(got).toHaveLength(23);
+    const [gone, ...held] = got;
+    await q.delete(gone!); // its receipt is no longer valid
+    calls.length = 0;
+    const outcomes = await Promise.allSettled(got.map((m) => q.extend(m, 60)));
+    expect(calls).toEqual([
+      { name: 'ChangeMessageVisibilityBatchCommand', entries: 10 },
+      { name: 'ChangeMessageVisibilityBatchCommand', entries: 10 },
+      { name: 'ChangeMessageVisibilityBatchCommand', entries: 3 },
+    ]);
+    expect(outcomes[0]).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/ReceiptHandleIsInvalid/) as unknown } });
+    expect(outcomes.slice(1).every((o) => o.status === 'fulfilled')).toBe(true);
+    // Extended: none comes back while they are held.
+    expect(await q.receive(10, 1)).toEqual([]);
+    await q.deleteMany(held);
+    client.destroy();
+  });
+
   it('a message received maxReceiveCount times goes to the DLQ', async () => {
     const [id] = ids(1, 'poison');
     await queue.send('run-3', [id!]);

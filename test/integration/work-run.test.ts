@@ -138,7 +138,7 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
         const v = Reflect.get(target, key) as unknown;
         if (typeof v !== 'function') return v;
         return (...args: unknown[]) => {
-          if (key === 'running') runningReads++;
+          if (key === 'running' || key === 'holders') runningReads++;
           return (v as (...a: unknown[]) => unknown).apply(target, args);
         };
       },

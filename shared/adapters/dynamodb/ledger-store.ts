@@ -5,7 +5,7 @@ import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import { BadCursorError, decodeCursor, encodeCursor } from '../../cursor.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunCancel, type RunOptions, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type PendingEntry, type RunCancel, type RunningEntry, type RunOptions, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -24,13 +24,16 @@ import { BoundedMap } from '../../bounded-map.js';
  *                           under RUNS while it may have work: openRuns takes a finished run
  *                           out once, and an enqueue that adds items puts it back
  *   items                   one item each, spread over the run's shards (ledger-keys.ts); while
- *                           running it is in gsi1 under its shard's RUNNING key sorted by heartbeat,
- *                           while pending under its PENDING key sorted by when its message was last
+ *                           running it is in gsi1 under its shard's RUNNING key by id, while
+ *                           pending under its PENDING key sorted by when its message was last
  *                           sent (never sent: 0, first), once failed under its FAILED key — so the
  *                           coordinator's queries read only the running (or pending, or unsent)
  *                           set, fanned out over the shards, never the whole run.
  * gsi1 is eventually consistent: a query may miss a change of the last moment; every write
  * it leads to is a compare-and-swap on the item itself, so a stale reading never wins.
+ * An index entry carries only what no start or heartbeat changes (table.ts GSI1_PROJECTED):
+ * `holders` answers from the entries alone; `running` reads the items the entries name
+ * (a table whose gsi1 still projects ALL has them in the entries: nothing more is read).
  *
  * A run records its shard count when it is created and keeps it; a run
  * created before sharding has none and keeps the first layout, so the runs
@@ -229,7 +232,7 @@ export class DynamoLedgerStore implements LedgerStore {
           this.doc.send(
             new PutCommand({
               TableName: this.table,
-              Item: { ...item, runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, [GSI1.pk]: keys.index(id).pending, [GSI1.sk]: pendingSk(id, null) },
+              Item: { ...item, runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, pendingVersion: 0, createdAt: now, [GSI1.pk]: keys.index(id).pending, [GSI1.sk]: pendingSk(id, null) },
               ConditionExpression: 'attribute_not_exists(pk)',
             }),
           ),
@@ -320,21 +323,71 @@ export class DynamoLedgerStore implements LedgerStore {
     return mapLimit(keys, this.concurrency, each);
   }
 
-  async running(runId: string): Promise<WorkItem[]> {
+  /** Every shard's RUNNING entries, as the index has them. */
+  private async runningEntries(runId: string): Promise<Item[]> {
     const keys = await this.keys(runId);
-    return (await this.fanOut(keys.runningKeys, (k) => this.index(k))).flat().map(itemOf);
+    return (await this.fanOut(keys.runningKeys, (k) => this.index(k))).flat();
+  }
+
+  /** The entries, then the items they name read consistently (one BatchGetItem per 100): an entry carries no heartbeat. */
+  async running(runId: string): Promise<WorkItem[]> {
+    const entries = await this.runningEntries(runId);
+    const whole = entries.filter(isWhole);
+    const read = await this.readItems(runId, entries.filter((e) => !isWhole(e)).map((e) => String(e.id)));
+    // Gone from Running since the index was read: left out, as a later query would.
+    return [...whole, ...read.filter((i) => i.state === 'running')].map(itemOf);
+  }
+
+  /** Who holds each Running item, from the entries alone (`started` only where the index has it: a gsi1 projecting ALL). */
+  async holders(runId: string): Promise<RunningEntry[]> {
+    return (await this.runningEntries(runId)).map((e) => ({
+      runId: String(e.runId),
+      id: String(e.id),
+      worker: (e.worker as string | undefined) ?? null,
+      claimedAt: e.claimedAt === undefined ? null : Number(e.claimedAt),
+      ...(isWhole(e) ? { started: Boolean(e.started) } : {}),
+    }));
+  }
+
+  async getMany(runId: string, ids: readonly string[]): Promise<WorkItem[]> {
+    return (await this.readItems(runId, ids)).map(itemOf);
+  }
+
+  /** Items by id, read consistently, 100 to a request; missing ones left out. */
+  private async readItems(runId: string, ids: readonly string[]): Promise<Item[]> {
+    if (!ids.length) return [];
+    const keys = await this.keys(runId);
+    return this.throttled(runId, keys.partitions[0]!, () => batchGetAll(this.doc, this.table, [...new Set(ids)].map((id) => keys.item(id))));
+  }
+
+  /**
+   * Pending entries as items: the version from `pendingVersion` (or `version`
+   * under an ALL projection); an entry with neither — an item stored before
+   * `pendingVersion` existed, in an index that does not project `version` —
+   * is read from the table.
+   */
+  private async pendingItems(runId: string, entries: readonly Item[]): Promise<PendingEntry[]> {
+    const versionOf = (e: Item) => e.version ?? e.pendingVersion;
+    const unknown = entries.filter((e) => versionOf(e) === undefined).map((e) => String(e.id));
+    // Read items no longer Pending (claimed since the index was read) are left out, as a later query would leave them.
+    const read = new Map((await this.readItems(runId, unknown)).filter((i) => i.state === 'pending').map((i) => [String(i.id), i]));
+    return entries.flatMap((e) => {
+      const version = versionOf(e) ?? read.get(String(e.id))?.version;
+      if (version === undefined) return [];
+      return [{ runId: String(e.runId), id: String(e.id), state: 'pending' as const, version: Number(version), sentAt: e.sentAt === undefined ? null : Number(e.sentAt) }];
+    });
   }
 
   /** In the store's own order, across shards: by when the message was last sent (never: first), then id. */
-  async pending(runId: string, limit: number, after?: WorkItem): Promise<WorkItem[]> {
+  async pending(runId: string, limit: number, after?: Pick<PendingEntry, 'id' | 'sentAt'>): Promise<PendingEntry[]> {
     const keys = await this.keys(runId);
     const from = after === undefined ? {} : { after: pendingSk(after.id, after.sentAt) };
-    return firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, from, limit)), limit).map(itemOf);
+    return this.pendingItems(runId, firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, from, limit)), limit));
   }
 
-  async unsent(runId: string, sentBefore: number, limit: number): Promise<WorkItem[]> {
+  async unsent(runId: string, sentBefore: number, limit: number): Promise<PendingEntry[]> {
     const keys = await this.keys(runId);
-    return firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, { before: pad(sentBefore) }, limit)), limit).map(itemOf);
+    return this.pendingItems(runId, firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, { before: pad(sentBefore) }, limit)), limit));
   }
 
   /** One conditional update per item (DynamoDB has no batched update), a bounded number in flight. */
@@ -524,6 +577,9 @@ export class DynamoLedgerStore implements LedgerStore {
     return out;
   }
 }
+
+/** An index entry that is the whole item (gsi1 projecting ALL): every item has a version, and no INCLUDE projection carries it. */
+const isWhole = (entry: Item) => entry.version !== undefined;
 
 /** The first `limit` of several sorted index pages, in index order (gsi1sk), as one list. */
 function firstInOrder(pages: readonly Item[][], limit: number): Item[] {

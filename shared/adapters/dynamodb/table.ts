@@ -12,6 +12,25 @@ export const KEY = { pk: 'pk', sk: 'sk' } as const;
 export const GSI1 = { name: 'gsi1', pk: 'gsi1pk', sk: 'gsi1sk' } as const;
 
 /**
+ * What gsi1 carries besides the keys (an INCLUDE projection): every
+ * attribute a query of the index reads, and none that a work item's start or
+ * heartbeat changes (`started`, `heartbeatAt`, `version`, `updatedAt`), so
+ * those writes — most of a running item's — cost the index nothing. Each
+ * family reads only these (and the table's and the index's keys):
+ *
+ *   ledger items (PENDING, RUNNING, FAILED)   id, runId, state, worker, claimedAt, sentAt, pendingVersion
+ *   run records (RUNS)                        id, enqueues
+ *   unpublished events (OUTBOX)               id, detailType, time, detail
+ *   due and ended rollouts (DUE, ENDED)       the keys alone
+ *
+ * A reader that needs more reads the item itself. Nothing relies on an
+ * attribute being absent from an entry, so the same code runs on a table
+ * whose gsi1 still projects ALL (one created before this list; DynamoDB
+ * cannot change an index's projection in place).
+ */
+export const GSI1_PROJECTED: readonly string[] = ['id', 'runId', 'state', 'worker', 'claimedAt', 'sentAt', 'pendingVersion', 'enqueues', 'detailType', 'time', 'detail'];
+
+/**
  * Each family's partition keys (and gsi1 partition keys: a query of the index
  * is held to its own), as IAM `dynamodb:LeadingKeys` patterns. The layout is
  * in rollout-store.ts, ledger-keys.ts, registry-store.ts and `leaseKey`.
@@ -54,7 +73,7 @@ export function tableDefinition(tableName: string): CreateTableCommandInput {
           { AttributeName: GSI1.pk, KeyType: 'HASH' },
           { AttributeName: GSI1.sk, KeyType: 'RANGE' },
         ],
-        Projection: { ProjectionType: 'ALL' },
+        Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...GSI1_PROJECTED] },
       },
     ],
   };

@@ -1,4 +1,5 @@
 import {
+  ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
   DeleteMessageCommand,
@@ -21,6 +22,11 @@ const BODY_EXCERPT = 500;
  * extended while an item runs, redrive to a DLQ after the queue's
  * maxReceiveCount (set on the queue, by the stack).
  *
+ * Extensions asked for in one turn of the event loop (a worker's claims of
+ * a batch, its heartbeat round) go out together, ten to a
+ * ChangeMessageVisibilityBatch, each caller answered for its own message:
+ * one request per ten messages, not one per message.
+ *
  * A malformed message never costs the valid messages of its batch: they are
  * returned; it is logged (id, body excerpt, reason) and left on the queue,
  * neither deleted nor handed out, for the redrive policy to move to the DLQ
@@ -37,8 +43,17 @@ export interface SqsQueueOptions {
   logger?: Logger;
 }
 
+/** An extension waiting for this turn's batch. */
+interface Extension {
+  readonly receipt: string;
+  readonly seconds: number;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+}
+
 export class SqsWorkQueue implements WorkQueue {
   private readonly logger: Logger;
+  private extensions: Extension[] = [];
 
   constructor(
     private readonly sqs: SQSClient,
@@ -112,8 +127,33 @@ export class SqsWorkQueue implements WorkQueue {
     }
   }
 
-  async extend(message: QueueMessage, seconds: number): Promise<void> {
-    await this.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: this.queueUrl, ReceiptHandle: message.receipt, VisibilityTimeout: Math.min(43_200, Math.max(0, Math.ceil(seconds))) }));
+  extend(message: QueueMessage, seconds: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (!this.extensions.length) queueMicrotask(() => void this.sendExtensions());
+      this.extensions.push({ receipt: message.receipt, seconds: Math.min(43_200, Math.max(0, Math.ceil(seconds))), resolve, reject });
+    });
+  }
+
+  /** This turn's extensions, ten to a request, the requests in parallel; an entry SQS refuses fails its own caller only. */
+  private async sendExtensions(): Promise<void> {
+    const all = this.extensions;
+    this.extensions = [];
+    const batches = Array.from({ length: Math.ceil(all.length / 10) }, (_, i) => all.slice(i * 10, i * 10 + 10));
+    await Promise.all(
+      batches.map(async (batch) => {
+        try {
+          const res = await this.sqs.send(new ChangeMessageVisibilityBatchCommand({ QueueUrl: this.queueUrl, Entries: batch.map((e, j) => ({ Id: String(j), ReceiptHandle: e.receipt, VisibilityTimeout: e.seconds })) }));
+          const failed = new Map((res.Failed ?? []).map((f) => [f.Id, f]));
+          batch.forEach((e, j) => {
+            const f = failed.get(String(j));
+            if (f) e.reject(new Error(`SQS refused a visibility extension: ${f.Code}: ${f.Message ?? ''}`));
+            else e.resolve();
+          });
+        } catch (err) {
+          for (const e of batch) e.reject(err);
+        }
+      }),
+    );
   }
 
   async release(message: QueueMessage): Promise<void> {

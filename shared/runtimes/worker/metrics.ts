@@ -11,7 +11,7 @@ import type { Worker } from '../../ledger/worker.js';
  *                                              over or ended elsewhere), rejected, stolen (taken
  *                                              over by this worker from a silent one)
  *   rollout_worker_backend_failures_total{run} attempts the handler failed
- *   rollout_worker_heartbeats_total{run,result} heartbeat rounds over everything held
+ *   rollout_worker_heartbeats_total{run,result} heartbeat rounds that wrote an item (ok), or failed
  *   rollout_worker_item_seconds{run,outcome}   time per attempt (a histogram)
  *   rollout_worker_process_*                   the process (CPU, memory, event loop lag)
  *
@@ -43,7 +43,7 @@ export class WorkerMetrics {
     });
     new Counter({
       name: 'rollout_worker_heartbeats_total',
-      help: 'Heartbeat rounds over every item this worker holds, by result',
+      help: 'Heartbeat rounds that wrote a held item (one not written for most of an interval), by result',
       labelNames: ['run', 'result'] as const,
       registers: [registry],
       collect() {
