@@ -67,7 +67,7 @@ export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = l
     if (probe?.skip) return idle();
     const rt = await runtime();
     const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
-    const retention = { rolloutDays: rt.env.ROLLOUT_RETAIN_ROLLOUTS_DAYS, runDays: rt.env.ROLLOUT_RETAIN_RUNS_DAYS };
+    const retention = { rolloutDays: rt.env.ROLLOUT_RETAIN_ROLLOUTS_DAYS };
     const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger), retention });
     telemetry.watch(rt);
     if (!(await batch.hasWork())) {

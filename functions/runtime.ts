@@ -59,7 +59,6 @@ const envSchema = z.object({
   ROLLOUT_TARGETS: jsonEnv(parseTargets),
   /** How long what ended is kept, in days (the stack's `retention` prop): README, "What is kept". */
   ROLLOUT_RETAIN_ROLLOUTS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.rolloutDays),
-  ROLLOUT_RETAIN_RUNS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),
 }).superRefine((e, ctx) => {
   if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
     ctx.addIssue({ code: 'custom', path: ['ROLLOUT_LEASE_RETRY_MS'], message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})` });

@@ -127,8 +127,8 @@ export interface RolloutControlPlaneProps {
    */
   readonly outbound?: OutboundConfigInput;
   /**
-   * How long what ended is kept, in days: a rollout that ended (90) and a
-   * run that closed (30), each deleted whole after that (README, "What is kept").
+   * How long what ended is kept, in days: a rollout that ended is deleted
+   * whole `rolloutDays` (90) after it ended (README, "What is kept").
    */
   readonly retention?: Partial<Retention>;
   /**
@@ -294,7 +294,6 @@ export class RolloutControlPlane extends Construct {
       ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
       ...(Object.keys(this.targets).length ? { ROLLOUT_TARGETS: JSON.stringify(this.targets) } : {}),
       ROLLOUT_RETAIN_ROLLOUTS_DAYS: String(retention.rolloutDays),
-      ROLLOUT_RETAIN_RUNS_DAYS: String(retention.runDays),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
       POWERTOOLS_LOG_LEVEL: 'INFO',
     };

@@ -337,9 +337,8 @@ function nodeCommands(cli: Command): void {
     .addOption(new Option('--scan-interval <s>', "run coordinators' failure scan (silent workers, unsent items, poison)").argParser(seconds('--scan-interval')).env('ROLLOUT_SCAN_INTERVAL').default(5))
     .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
     .addOption(new Option('--retain-rollouts <days>', 'a rollout that ended is deleted, whole, this many days after').argParser(days('--retain-rollouts')).env('ROLLOUT_RETAIN_ROLLOUTS_DAYS').default(DEFAULT_RETENTION.rolloutDays))
-    .addOption(new Option('--retain-runs <days>', "a run that closed is deleted, with its items' results, this many days after").argParser(days('--retain-runs')).env('ROLLOUT_RETAIN_RUNS_DAYS').default(DEFAULT_RETENTION.runDays))
     .option('--json', 'logs as JSON lines', false)
-    .action(async (o: TrustOpts & { retainRollouts: number; retainRuns: number; nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
+    .action(async (o: TrustOpts & { retainRollouts: number; nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json, 'rollout-node', { nodeId: o.nodeId });
       const { serveCommand } = await import('../node/node-command.js');
       await serveCommand(
@@ -358,7 +357,7 @@ function nodeCommands(cli: Command): void {
           monitorIntervalSeconds: o.monitorInterval,
           ...(o.tickInterval ? { tickIntervalSeconds: o.tickInterval } : {}),
           scanIntervalSeconds: o.scanInterval,
-          retention: { rolloutDays: o.retainRollouts, runDays: o.retainRuns },
+          retention: { rolloutDays: o.retainRollouts },
           redirectWrites: o.redirectWrites === true || o.redirectWrites === 'true' || o.redirectWrites === '1',
           ...trustConfig(o),
         },

@@ -46,7 +46,7 @@ export const nodeConfigSchema = z
     /** On a graceful stop, NOTIFY followers so one takes over at once (off: they find out at their next retry). */
     wakeOnResign: z.boolean().default(true),
     eventRetentionDays: z.number().positive().default(7),
-    /** How long what ended is kept (`--retain-rollouts`, `--retain-runs`): README, "What is kept". */
+    /** How long what ended is kept (`--retain-rollouts`): README, "What is kept". */
     retention: retentionSchema.default(DEFAULT_RETENTION),
     /** What a spec may make this node request (`--outbound-config`): nothing by default. */
     outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
