@@ -16,28 +16,28 @@ export async function queryAll(doc: DynamoDBDocumentClient, input: QueryInput, m
   return max === undefined ? items : items.slice(0, max);
 }
 
-/** Unconditional puts, 25 to a BatchWriteItem, what DynamoDB leaves unprocessed sent again (after a short backoff). */
-export async function batchPut(doc: DynamoDBDocumentClient, table: string, items: readonly Item[]): Promise<void> {
-  for (let i = 0; i < items.length; i += 25) {
-    let requests: { PutRequest: { Item: Item } }[] | undefined = items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } }));
+type WriteRequest = { PutRequest: { Item: Item } } | { DeleteRequest: { Key: Item } };
+
+/** Writes, 25 to a BatchWriteItem, what DynamoDB leaves unprocessed sent again (after a short backoff). */
+async function batchWrite(doc: DynamoDBDocumentClient, table: string, all: readonly WriteRequest[]): Promise<void> {
+  for (let i = 0; i < all.length; i += 25) {
+    let requests: WriteRequest[] | undefined = all.slice(i, i + 25);
     for (let attempt = 0; requests?.length; attempt++) {
       if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
       const res = await doc.send(new BatchWriteCommand({ RequestItems: { [table]: requests } }));
-      requests = res.UnprocessedItems?.[table] as typeof requests;
+      requests = res.UnprocessedItems?.[table] as WriteRequest[] | undefined;
     }
   }
 }
 
-/** Deletes by key, 25 to a BatchWriteItem, what DynamoDB leaves unprocessed sent again (after a short backoff). A missing key is no error. */
-export async function batchDelete(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<void> {
-  for (let i = 0; i < keys.length; i += 25) {
-    let requests: { DeleteRequest: { Key: Item } }[] | undefined = keys.slice(i, i + 25).map((Key) => ({ DeleteRequest: { Key } }));
-    for (let attempt = 0; requests?.length; attempt++) {
-      if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
-      const res = await doc.send(new BatchWriteCommand({ RequestItems: { [table]: requests } }));
-      requests = res.UnprocessedItems?.[table] as typeof requests;
-    }
-  }
+/** Unconditional puts. */
+export function batchPut(doc: DynamoDBDocumentClient, table: string, items: readonly Item[]): Promise<void> {
+  return batchWrite(doc, table, items.map((Item) => ({ PutRequest: { Item } })));
+}
+
+/** Deletes by key; a missing key is no error. */
+export function batchDelete(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<void> {
+  return batchWrite(doc, table, keys.map((Key) => ({ DeleteRequest: { Key } })));
 }
 
 /** Items by key, read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
