@@ -67,8 +67,7 @@ export class WorkerAgent {
       let done = false;
       await worker.run(stopAll, async () => {
         if (!this.o.exitWhenDone) return false;
-        const c = await this.o.ledger.counts(reg.runId);
-        done = c.pending + c.running === 0;
+        done = await this.o.ledger.isDone(reg.runId);
         return done;
       });
       if (state.draining) {

@@ -92,6 +92,12 @@ export interface LedgerStore {
    */
   markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void>;
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
+  /**
+   * Whether nothing of the run is Pending or Running (a run that does not
+   * exist included): what an idle worker with exitWhenDone asks. Never a
+   * count of the run's items: the run's closed flag, or one probe a key.
+   */
+  isDone(runId: string): Promise<boolean>;
   /** Runs with anything Pending or Running: what a scheduled coordinator scan visits. Cost follows the number of runs, not items. */
   openRuns(): Promise<string[]>;
   /**

@@ -41,6 +41,21 @@ forEachBackend('ledger on %s', (backend) => {
     expect(await backend.ledger.createRun(runId, {}, clock.now())).toEqual({ created: false });
   });
 
+  it('isDone: not while an item is pending or running; once all are done or failed; an unknown run is done', async () => {
+    const { runId, ids } = await run([{ done: 1 }, { done: 2 }]);
+    expect(await backend.ledger.isDone(runId)).toBe(false);
+    for (const id of ids) expect((await cas(claim(runId, id, 'w1', 0, clock.now()))).ok).toBe(true);
+    expect(await backend.ledger.isDone(runId)).toBe(false);
+    expect((await cas(ack(runId, ids[0]!, 'w1', { out: 1 }))).ok).toBe(true);
+    expect(await backend.ledger.isDone(runId)).toBe(false);
+    expect((await cas(ack(runId, ids[1]!, 'w1', { out: 2 }))).ok).toBe(true);
+    expect(await backend.ledger.isDone(runId)).toBe(true);
+    // More items: not done again.
+    await backend.ledger.enqueue(runId, [{ done: 3 }], clock.now());
+    expect(await backend.ledger.isDone(runId)).toBe(false);
+    expect(await backend.ledger.isDone(uniqueName('never-created'))).toBe(true);
+  });
+
   it('claim → start → heartbeat → ack; a retried submission records nothing twice', async () => {
     const { runId, ids } = await run([{ job: 1 }]);
     const id = ids[0]!;

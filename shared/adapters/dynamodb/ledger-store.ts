@@ -531,6 +531,19 @@ export class DynamoLedgerStore implements LedgerStore {
     return { items: out, next: at.p < keys.partitions.length ? encodeCursor(at) : null };
   }
 
+  /**
+   * The run record first: one closed (out of the RUNS index) is done. An
+   * open one is probed (one index entry a key, then the items if the index
+   * shows none) and closed here when nothing is open, as the scan does.
+   */
+  async isDone(runId: string): Promise<boolean> {
+    const { Item: run } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: 'RUN' }, ConsistentRead: true }));
+    if (!run || run[GSI1.pk] !== RUNS_INDEX) return true;
+    if ((await this.openState(runId)) === 'open') return false;
+    await this.closeRun(runId, run.enqueues);
+    return true;
+  }
+
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
     const keys = await this.keys(runId);
     if (keys.shards === null) return this.countByReading(keys.partitions[0]!);

@@ -227,6 +227,17 @@ export class PostgresLedgerStore implements LedgerStore {
     return { items, next: rows.length > o.limit ? encodeCursor({ id: items.at(-1)!.id }) : null };
   }
 
+  async isDone(runId: string): Promise<boolean> {
+    // Two probes of the partial indexes, whatever the run's size.
+    const { rows } = await this.sql.query<{ open: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM work_items WHERE run_id = $1 AND state = 'pending')
+           OR EXISTS (SELECT 1 FROM work_items WHERE run_id = $1 AND state = 'running') AS open`,
+      [runId],
+      'ledger_is_done',
+    );
+    return !rows[0]?.open;
+  }
+
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
     const { rows } = await this.sql.query<{ state: WorkItem['state']; n: unknown }>('SELECT state, count(*) AS n FROM work_items WHERE run_id = $1 GROUP BY state', [runId]);
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
