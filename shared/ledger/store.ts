@@ -91,6 +91,13 @@ export interface LedgerStore {
    * not a transition: the version does not change.
    */
   markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void>;
+  /**
+   * Up to `limit` Pending items with a message on record are marked as having
+   * none (`sentAt` null), so the coordinator's next scan sends each a message:
+   * a failover's step, once the old region's queue is out of reach. Returns
+   * how many; 0 once none is left. Bookkeeping, like markSent.
+   */
+  markUnsent(runId: string, limit: number): Promise<number>;
   counts(runId: string): Promise<Record<WorkItem['state'], number>>;
   /**
    * Whether nothing of the run is Pending or Running (a run that does not

@@ -114,6 +114,22 @@ forEachBackend('ledger on %s', (backend) => {
     await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([b]);
   });
 
+  it('markUnsent (a failover’s step): every Pending item sent before has no message on record again, a page at a time; a Running one is left alone', async () => {
+    const { runId, ids } = await run([{ f: 1 }, { f: 2 }, { f: 3 }]);
+    const [a, b, c] = ids as [string, string, string];
+    await backend.ledger.markSent(runId, ids.map((id) => ({ id, version: 0 })), clock.now());
+    await cas(claim(runId, c, 'w1', 0, clock.now()));
+    const unsent = async () => (await backend.ledger.unsent(runId, clock.now() - 60_000, 10)).map((i) => i.id).sort();
+    await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([]);
+    // Pages until none is left (the index may show a marked one a moment longer: marking it again is harmless).
+    let marked = 0;
+    for (let n = await backend.ledger.markUnsent(runId, 1); n > 0 && marked < 10; n = await backend.ledger.markUnsent(runId, 1)) marked += n;
+    expect(marked).toBeGreaterThanOrEqual(2);
+    await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([a, b].sort());
+    expect(await backend.ledger.get(runId, a)).toMatchObject({ state: 'pending', sentAt: null, version: 0 });
+    expect(await backend.ledger.get(runId, c)).toMatchObject({ state: 'running', worker: 'w1' });
+  });
+
   it('concurrent start and steal of an unstarted item: exactly one wins, and one result is recorded', async () => {
     for (let round = 0; round < 50; round++) {
       const { runId, ids } = await run([{ race: round }]);

@@ -390,6 +390,35 @@ export class DynamoLedgerStore implements LedgerStore {
     return this.pendingItems(runId, firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, { before: pad(sentBefore) }, limit)), limit));
   }
 
+  /** The PENDING entries past the unsent ones (their sort key carries when they were sent), one conditional update each. */
+  async markUnsent(runId: string, limit: number): Promise<number> {
+    const keys = await this.keys(runId);
+    const sent = firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, { after: `${pad(0)}#\uffff` }, limit)), limit);
+    const marked = await mapLimit(sent, this.concurrency, async (entry) => {
+      const id = String(entry.id);
+      const key = keys.item(id);
+      try {
+        await this.throttled(runId, key.pk, () =>
+          this.doc.send(
+            new UpdateCommand({
+              TableName: this.table,
+              Key: key,
+              UpdateExpression: 'REMOVE sentAt SET #isk = :sk',
+              ConditionExpression: '#s = :pending',
+              ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
+              ExpressionAttributeValues: { ':sk': pendingSk(id, null), ':pending': 'pending' },
+            }),
+          ),
+        );
+        return 1;
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err; // claimed meanwhile: it has a message
+        return 0;
+      }
+    });
+    return marked.reduce<number>((a, b) => a + b, 0);
+  }
+
   /** One conditional update per item (DynamoDB has no batched update), a bounded number in flight. */
   async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
     const keys = await this.keys(runId);

@@ -196,6 +196,16 @@ export class PostgresLedgerStore implements LedgerStore {
     return rows.map(itemOf);
   }
 
+  async markUnsent(runId: string, limit: number): Promise<number> {
+    const { rows } = await this.sql.query<{ n: unknown }>(
+      `WITH sent AS (SELECT id FROM work_items WHERE run_id = $1 AND state = 'pending' AND sent_at IS NOT NULL LIMIT $2),
+       marked AS (UPDATE work_items w SET sent_at = NULL FROM sent WHERE w.run_id = $1 AND w.id = sent.id AND w.state = 'pending' RETURNING 1)
+       SELECT count(*) AS n FROM marked`,
+      [runId, limit],
+    );
+    return toInt(rows[0]?.n ?? 0);
+  }
+
   async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
     if (!items.length) return;
     await this.sql.query(

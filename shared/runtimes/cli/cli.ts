@@ -140,6 +140,7 @@ export function program(): Command {
   nodeCommands(cli);
   clientCommands(cli);
   authCommands(cli);
+  storeCommands(cli);
   cli
     .command('completion')
     .description('Print a shell completion script: eval "$(rollout completion bash)" in ~/.bashrc, or rollout completion zsh > "${fpath[1]}/_rollout"')
@@ -363,6 +364,34 @@ function nodeCommands(cli: Command): void {
         },
         logger,
       );
+    });
+}
+
+/** Operator's steps straight on the store (no node or stack in between): what a runbook calls for. */
+function storeCommands(cli: Command): void {
+  cli
+    .command('store')
+    .description('Operator steps run straight on the store')
+    .command('resend-pending')
+    .description("After a failover to another region: mark every Pending item of the runs as having no message, so the coordinator's next scan sends each one on this region's queue")
+    .option('--run <id...>', 'the runs (default: every open run)')
+    .addOption(new Option('--store <kind>', 'where the ledger is').choices(['postgres', 'dynamodb']).env('ROLLOUT_STORE').makeOptionMandatory())
+    .addOption(new Option('--database-url <url>', 'PostgreSQL connection string').env('DATABASE_URL'))
+    .addOption(new Option('--table <name>', 'DynamoDB table').env('ROLLOUT_TABLE'))
+    .action(async (o: { run?: string[]; store: 'postgres' | 'dynamodb'; databaseUrl?: string; table?: string }) => {
+      if (o.store === 'postgres' && !o.databaseUrl) throw new UsageError('--database-url is required with --store postgres (or set DATABASE_URL)');
+      if (o.store === 'dynamodb' && !o.table) throw new UsageError('--table is required with --store dynamodb (or set ROLLOUT_TABLE)');
+      const { openStores } = await import('../../compose/stores.js');
+      const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 } } : { kind: 'dynamodb', table: o.table! });
+      try {
+        for (const runId of o.run ?? (await stores.ledger.openRuns())) {
+          let marked = 0;
+          for (let n = await stores.ledger.markUnsent(runId, 1_000); n > 0; n = await stores.ledger.markUnsent(runId, 1_000)) marked += n;
+          process.stdout.write(`${runId}: ${marked} pending item${marked === 1 ? '' : 's'} marked unsent; the coordinator's next scan sends them\n`);
+        }
+      } finally {
+        await stores.close();
+      }
     });
 }
 
