@@ -240,9 +240,10 @@ export class PostgresRolloutStore implements RolloutStore {
   async loadDue(now: number, limit: number): Promise<DueView[]> {
     // One statement: each mark is read in the same snapshot as its view.
     const { rows } = await this.sql.query<RolloutRow & { due_mark: unknown }>(
-      `SELECT v.*, r.due_mark FROM rollout_views v JOIN rollouts r ON r.id = v.id
-        WHERE v.id IN (SELECT id FROM rollouts WHERE state = 'running' AND due_at <= $1 ORDER BY due_at LIMIT $2)
-        ORDER BY r.due_at, v.id`,
+      `SELECT v.*, d.due_mark FROM rollout_views v JOIN rollout_due d ON d.rollout_id = v.id
+        WHERE v.id IN (SELECT x.rollout_id FROM rollout_due x JOIN rollouts r ON r.id = x.rollout_id
+                        WHERE x.due_at <= $1 AND r.state = 'running' ORDER BY x.due_at LIMIT $2)
+        ORDER BY d.due_at, v.id`,
       [now, limit],
       'rollout_load_due',
     );
@@ -252,7 +253,8 @@ export class PostgresRolloutStore implements RolloutStore {
 
   async reschedule(rolloutId: string, mark: string, at: number): Promise<boolean> {
     const { rows } = await this.sql.query(
-      `UPDATE rollouts SET due_at = $3 WHERE id = $1 AND due_mark = $2 AND state = 'running' RETURNING 1`,
+      `UPDATE rollout_due d SET due_at = $3 FROM rollouts r
+        WHERE d.rollout_id = $1 AND d.due_mark = $2 AND r.id = d.rollout_id AND r.state = 'running' RETURNING 1`,
       [rolloutId, mark, Math.min(at, NEVER_DUE)],
       'rollout_reschedule',
     );
@@ -407,11 +409,12 @@ export class PostgresRolloutStore implements RolloutStore {
     // (a retry under way) are skipped, and found again by the next call.
     const { rows } = await this.sql.query<{ n: unknown }>(
       `WITH old AS (
-         SELECT id, alarm_names FROM rollouts r
-          WHERE state IN ('completed', 'rolled_back', 'aborted') AND updated_at < $1
+         SELECT r.id, r.alarm_names FROM rollout_due d JOIN rollouts r ON r.id = d.rollout_id
+          WHERE d.ended_at < $1::bigint
             AND NOT EXISTS (SELECT 1 FROM rollout_events e WHERE e.rollout_id = r.id AND e.published_at IS NULL)
             AND NOT EXISTS (SELECT 1 FROM rollout_actuations a WHERE a.rollout_id = r.id AND NOT a.settled)
-          ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+          ORDER BY d.ended_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED),
+       due AS (DELETE FROM rollout_due WHERE rollout_id IN (SELECT id FROM old)),
        stages AS (DELETE FROM rollout_stages WHERE rollout_id IN (SELECT id FROM old)),
        metrics AS (DELETE FROM stage_metrics WHERE rollout_id IN (SELECT id FROM old)),
        events AS (DELETE FROM rollout_events WHERE rollout_id IN (SELECT id FROM old)),
@@ -419,11 +422,11 @@ export class PostgresRolloutStore implements RolloutStore {
        tallies AS (DELETE FROM gate_tallies WHERE rollout_id IN (SELECT id FROM old)),
        targets AS (DELETE FROM rollout_actuations WHERE rollout_id IN (SELECT id FROM old)),
        alarms AS (
-         DELETE FROM alarm_states a WHERE a.name IN (SELECT unnest(alarm_names) FROM old) AND a.changed_at < $1
+         DELETE FROM alarm_states a WHERE a.name IN (SELECT unnest(alarm_names) FROM old) AND a.changed_at < to_timestamp($1::bigint / 1000.0)
             AND NOT EXISTS (SELECT 1 FROM rollouts r WHERE r.alarm_names @> ARRAY[a.name] AND r.id NOT IN (SELECT id FROM old))),
        gone AS (DELETE FROM rollouts WHERE id IN (SELECT id FROM old) RETURNING 1)
        SELECT count(*) AS n FROM gone`,
-      [new Date(before), limit],
+      [before, limit],
       'rollout_prune_ended',
     );
     return toInt(rows[0]?.n ?? 0);

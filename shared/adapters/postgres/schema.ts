@@ -644,6 +644,71 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       CREATE INDEX rollouts_alarm_names ON rollouts USING gin (alarm_names);
     `,
   },
+  {
+    id: 24,
+    name: 'rollout_due: when each rollout is next due and when it ended, in a narrow table of its own, so neither a mark nor an end rewrites the rollout row or its indexes',
+    // 22 and 23 kept these on the rollouts row: every reading then rewrote that wide row and every one of its indexes
+    // (an indexed column changed, so no HOT update), doubling a reading's cost. Here a reading writes one small row.
+    // due_at: epoch ms, 0 for at once, 999999999999999 (NEVER_DUE) while not running. ended_at: epoch ms of the
+    // transition that ended it (retention), null otherwise. The rollout row gains no indexed column, so a transition
+    // within running stays a HOT update of it (an indexed ended_at there doubled a reading's cost again).
+    sql: `
+      DROP TRIGGER rollouts_due_on_change ON rollouts;
+      DROP FUNCTION rollout_due_on_change();
+      DROP TRIGGER stage_metrics_due ON stage_metrics;
+      DROP FUNCTION rollout_due_on_metrics();
+      DROP TRIGGER alarm_states_due ON alarm_states;
+      DROP FUNCTION rollout_due_on_alarm();
+      DROP INDEX rollouts_due;
+      DROP INDEX rollouts_ended;
+
+      CREATE TABLE rollout_due (
+        rollout_id text PRIMARY KEY REFERENCES rollouts (id),
+        due_at     bigint NOT NULL,
+        due_mark   bigint NOT NULL DEFAULT 0,
+        ended_at   bigint
+      );
+      INSERT INTO rollout_due (rollout_id, due_at, due_mark, ended_at)
+        SELECT id, CASE WHEN state = 'running' THEN 0 ELSE 999999999999999 END, due_mark,
+               CASE WHEN state IN ('completed', 'rolled_back', 'aborted') THEN round(date_part('epoch', updated_at) * 1000)::bigint END
+          FROM rollouts;
+      CREATE INDEX rollout_due_at ON rollout_due (due_at);
+      CREATE INDEX rollout_due_ended ON rollout_due (ended_at) WHERE ended_at IS NOT NULL;
+      ALTER TABLE rollouts DROP COLUMN due_at, DROP COLUMN due_mark;
+
+      CREATE FUNCTION rollout_due_created() RETURNS trigger LANGUAGE plpgsql AS $f$
+      BEGIN
+        INSERT INTO rollout_due (rollout_id, due_at) VALUES (NEW.id, CASE WHEN NEW.state = 'running' THEN 0 ELSE 999999999999999 END);
+        RETURN NULL;
+      END $f$;
+      CREATE TRIGGER rollouts_due_created AFTER INSERT ON rollouts FOR EACH ROW EXECUTE FUNCTION rollout_due_created();
+
+      CREATE FUNCTION rollout_due_on_change() RETURNS trigger LANGUAGE plpgsql AS $f$
+      BEGIN
+        UPDATE rollout_due SET due_at = CASE WHEN NEW.state = 'running' THEN 0 ELSE 999999999999999 END, due_mark = due_mark + 1,
+               ended_at = CASE WHEN NEW.state IN ('completed', 'rolled_back', 'aborted') THEN round(date_part('epoch', NEW.updated_at) * 1000)::bigint END
+         WHERE rollout_id = NEW.id;
+        RETURN NULL;
+      END $f$;
+      CREATE TRIGGER rollouts_due_on_change AFTER UPDATE ON rollouts FOR EACH ROW
+        WHEN (OLD.version IS DISTINCT FROM NEW.version OR OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION rollout_due_on_change();
+
+      CREATE FUNCTION rollout_due_on_metrics() RETURNS trigger LANGUAGE plpgsql AS $f$
+      BEGIN
+        UPDATE rollout_due SET due_at = 0, due_mark = due_mark + 1 WHERE rollout_id = NEW.rollout_id AND due_at < 999999999999999;
+        RETURN NULL;
+      END $f$;
+      CREATE TRIGGER stage_metrics_due AFTER INSERT OR UPDATE ON stage_metrics FOR EACH ROW EXECUTE FUNCTION rollout_due_on_metrics();
+
+      CREATE FUNCTION rollout_due_on_alarm() RETURNS trigger LANGUAGE plpgsql AS $f$
+      BEGIN
+        UPDATE rollout_due d SET due_at = 0, due_mark = d.due_mark + 1 FROM rollouts r
+         WHERE r.id = d.rollout_id AND r.state = 'running' AND r.alarm_names @> ARRAY[NEW.name];
+        RETURN NULL;
+      END $f$;
+      CREATE TRIGGER alarm_states_due AFTER INSERT OR UPDATE ON alarm_states FOR EACH ROW EXECUTE FUNCTION rollout_due_on_alarm();
+    `,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).
