@@ -155,7 +155,7 @@ export interface CapacityPlan {
   /** The run's duration at the achievable rate. */
   readonly runSeconds: number;
   /** Idle fleet and tail: the running-set reads every idle worker makes. */
-  readonly idle: { readonly runningSetRcu: number; readonly perKeyRcuPerSecond: number; readonly tableRcuPerSecond: number; readonly settledTableRcuPerSecond: number; readonly leaseWcuPerSecond: number; readonly checks: readonly Check[] };
+  readonly idle: { readonly runningSetRcu: number; readonly perKeyRcuPerSecond: number; readonly tableRcuPerSecond: number; readonly settledTableRcuPerSecond: number; readonly leaseWcuPerSecond: number; readonly emptyTableRcuPerSecond: number; readonly emptySettledTableRcuPerSecond: number; readonly checks: readonly Check[] };
   readonly cost: { readonly perItemUsd: number; readonly perMillionUsd: number; readonly perHourUsd: number; readonly runUsd: number; readonly storageUsdMonth: number; readonly lines: readonly { readonly what: string; readonly perMillionUsd: number; readonly basis: string }[]; readonly unpriced: readonly string[] };
   readonly limits: readonly string[];
   readonly warnings: readonly string[];
@@ -317,6 +317,10 @@ export function planCapacity(input: PlanInput): CapacityPlan {
     tableRcuPerSecond: idleAsks * (runningSetRcu + victimRcu),
     settledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * (runningSetRcu + victimRcu),
     leaseWcuPerSecond: idleAsks * (2 + 2 * stolen),
+    // With every set empty (before the first message, after the last): an ask still queries each RUNNING key, and an
+    // empty query costs DynamoDB's minimum, 0.5 RRU; no victim is read.
+    emptyTableRcuPerSecond: idleAsks * shards * 0.5,
+    emptySettledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * shards * 0.5,
   };
 
   const apiSeconds = rounds(a.apiRequestItems) * ld + (a.apiRequestItems / 10) * ls + rounds(a.apiRequestItems) * ld;
@@ -495,6 +499,7 @@ export function formatPlan(plan: CapacityPlan): string {
   for (const c of plan.lambda.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push(`  workers: ${fmt(plan.workers.needed)} needed (${t.workerSecondsPerItem.toFixed(3)} s of a worker per item: one item at a time); ${fmt(plan.workers.deployed)} deployed → ${fmt(plan.workers.achievableRate)} items/s; ${fmt(plan.workers.instances)} instances; run ≈ ${(plan.runSeconds / 60).toFixed(1)} min`);
   out.push(`  idle fleet / tail: the running set costs ${fmt(plan.idle.runningSetRcu)} RCU to read; idle workers' steals read it ${fmt((IDLE_ASKS_FIRST_MINUTE * plan.workers.deployed) / 60)} times/s in their first idle minute, ${fmt(plan.workers.deployed / SETTLED_ASK_SECONDS)} times/s once settled (${fmt(plan.idle.settledTableRcuPerSecond)} RCU/s)`);
+  out.push(`  idle fleet, every set empty: each ask still queries all ${fmt(plan.shards.needed)} RUNNING keys (an empty query is 0.5 RRU): ${fmt(plan.idle.emptyTableRcuPerSecond)} RRU/s in the first idle minute, ${fmt(plan.idle.emptySettledTableRcuPerSecond)} once settled`);
   for (const c of plan.idle.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push('');
   out.push(`## Cost (on-demand list prices, ${PRICE_REGION}, read ${PRICES_READ_ON}; no free tier)`);
@@ -533,7 +538,7 @@ export function planJson(plan: CapacityPlan): Record<string, unknown> {
     table: Object.fromEntries(plan.table.slice(0, 3).map((c) => [c.what, { value: r3(c.value), quota: c.limit, ok: c.ok }])),
     sqs: { requests_per_s: r3(plan.sqs.requestsPerSecond), in_flight: Math.round(plan.sqs.inFlight), limit: plan.sqs.check.limit, ok: plan.sqs.check.ok },
     lambda: { steady: { invocations_per_s: r3(plan.lambda.steady.invocationsPerSecond), concurrency: r3(plan.lambda.steady.concurrency) }, tail: { invocations_per_s: r3(plan.lambda.tail.invocationsPerSecond), concurrency: r3(plan.lambda.tail.concurrency) } },
-    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond) },
+    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond), empty_table_rcu_per_s: r3(plan.idle.emptyTableRcuPerSecond), empty_settled_table_rcu_per_s: r3(plan.idle.emptySettledTableRcuPerSecond) },
     workers: plan.workers,
     run_minutes: r3(plan.runSeconds / 60),
     cost_usd: { per_million_items: r3(plan.cost.perMillionUsd), per_hour: r3(plan.cost.perHourUsd), run: r3(plan.cost.runUsd), storage_month: r3(plan.cost.storageUsdMonth) },
