@@ -394,53 +394,42 @@ export class DynamoLedgerStore implements LedgerStore {
   async markUnsent(runId: string, limit: number): Promise<number> {
     const keys = await this.keys(runId);
     const sent = firstInOrder(await this.fanOut(keys.pendingKeys, (k) => this.index(k, { after: `${pad(0)}#\uffff` }, limit)), limit);
-    const marked = await mapLimit(sent, this.concurrency, async (entry) => {
-      const id = String(entry.id);
-      const key = keys.item(id);
-      try {
-        await this.throttled(runId, key.pk, () =>
-          this.doc.send(
-            new UpdateCommand({
-              TableName: this.table,
-              Key: key,
-              UpdateExpression: 'REMOVE sentAt SET #isk = :sk',
-              ConditionExpression: '#s = :pending',
-              ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
-              ExpressionAttributeValues: { ':sk': pendingSk(id, null), ':pending': 'pending' },
-            }),
-          ),
-        );
-        return 1;
-      } catch (err) {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err; // claimed meanwhile: it has a message
-        return 0;
-      }
-    });
-    return marked.reduce<number>((a, b) => a + b, 0);
+    // Claimed meanwhile: it has a message, and is left alone.
+    const marked = await mapLimit(sent, this.concurrency, (entry) =>
+      this.pendingUpdate(runId, keys.item(String(entry.id)), 'REMOVE sentAt SET #isk = :sk', { ':sk': pendingSk(String(entry.id), null) }),
+    );
+    return marked.filter(Boolean).length;
   }
 
   /** One conditional update per item (DynamoDB has no batched update), a bounded number in flight. */
   async markSent(runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
     const keys = await this.keys(runId);
-    await mapLimit(items, this.concurrency, async (item) => {
-      const key = keys.item(item.id);
-      try {
-        await this.throttled(runId, key.pk, () =>
-          this.doc.send(
-            new UpdateCommand({
-              TableName: this.table,
-              Key: key,
-              UpdateExpression: 'SET sentAt = :now, #isk = :sk',
-              ConditionExpression: '#s = :pending AND version = :v',
-              ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
-              ExpressionAttributeValues: { ':now': now, ':sk': pendingSk(item.id, now), ':pending': 'pending', ':v': item.version },
-            }),
-          ),
-        );
-      } catch (err) {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err; // claimed (or re-pended) meanwhile
-      }
-    });
+    // Claimed (or re-pended) meanwhile: left alone.
+    await mapLimit(items, this.concurrency, (item) =>
+      this.pendingUpdate(runId, keys.item(item.id), 'SET sentAt = :now, #isk = :sk', { ':now': now, ':sk': pendingSk(item.id, now), ':v': item.version }, ' AND version = :v'),
+    );
+  }
+
+  /** An update of a Pending item's send bookkeeping, only while it is Pending (and `also`); false when it no longer was. */
+  private async pendingUpdate(runId: string, key: { pk: string; sk: string }, update: string, values: Record<string, unknown>, also = ''): Promise<boolean> {
+    try {
+      await this.throttled(runId, key.pk, () =>
+        this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: key,
+            UpdateExpression: update,
+            ConditionExpression: `#s = :pending${also}`,
+            ExpressionAttributeNames: { '#s': 'state', '#isk': GSI1.sk },
+            ExpressionAttributeValues: { ':pending': 'pending', ...values },
+          }),
+        ),
+      );
+      return true;
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      return false;
+    }
   }
 
   /**
