@@ -26,6 +26,10 @@ export class WriteConditionFailedError extends Error {
  * TransactWriteItems. DynamoDB applies all or none, so a steal that committed
  * first makes the whole write fail.
  *
+ * `fenceKey` checks another item that carries the lease's holder and epoch
+ * instead: a run's shard fence (ledger-fences.ts), raised to each new epoch
+ * under this same check of the lease before the new holder writes anything.
+ *
  * Outcomes, told apart by the cancellation reasons:
  * - the fence's condition failed → FencedError with the lease's holder and epoch;
  * - one of the caller's conditions failed → WriteConditionFailedError, each
@@ -33,7 +37,7 @@ export class WriteConditionFailedError extends Error {
  * - a conflict with a concurrent transaction on one of the items (the lease
  *   item above all: every fenced write checks it) is no verdict: retried
  *   (conflicts.ts), then WriteContendedError. This client's fenced writes
- *   under one lease go one at a time, so they never conflict with each other;
+ *   on one fence item go one at a time, so they never conflict with each other;
  * - anything else (a validation error) is thrown as DynamoDB sent it.
  *
  * A ClientRequestToken makes the SDK's own retries of a lost reply idempotent
@@ -44,11 +48,13 @@ export async function fencedTransactWrite(
   tableName: string,
   token: LeaseToken,
   items: readonly TransactItem[],
-  clientRequestToken: string = randomUUID(),
+  o: { readonly clientRequestToken?: string; readonly fenceKey?: { readonly pk: string; readonly sk: string } } = {},
 ): Promise<void> {
   if (items.length === 0 || items.length > 99) throw new RangeError(`fencedTransactWrite: 1..99 items, got ${items.length}`);
+  const fenceKey = o.fenceKey ?? leaseKey(token.name);
+  const clientRequestToken = o.clientRequestToken ?? randomUUID();
   try {
-    await inTurn(doc, `${tableName}|${token.name}`, () =>
+    await inTurn(doc, `${tableName}|${fenceKey.pk}`, () =>
       transactWrite(
         doc,
         {
@@ -56,7 +62,7 @@ export async function fencedTransactWrite(
             {
               ConditionCheck: {
                 TableName: tableName,
-                Key: leaseKey(token.name),
+                Key: fenceKey,
                 ConditionExpression: 'holder = :fenceHolder AND epoch = :fenceEpoch',
                 ExpressionAttributeValues: { ':fenceHolder': token.holder, ':fenceEpoch': token.epoch },
                 ReturnValuesOnConditionCheckFailure: 'ALL_OLD',

@@ -10,6 +10,8 @@
  *                                                 gsi1: PENDING#<run>#<s>, RUNNING#<run>#<s>, FAILED#<run>#<s>
  *   first layout (runs created before sharding)   RUN#<run> / ITEM#<id>
  *                                                 gsi1: PENDING#<run>, RUNNING#<run>, FAILED#<run>
+ *   coordinator fences, one a shard               FENCE#<run>#<s> / FENCE (first layout: FENCE#<run> / FENCE)
+ *                                                 and FENCE#<run> / RAISED
  *
  * with s = shardOf(id, N): the item's id is the hash of its content, so its
  * shard follows from the id alone and every party (worker, coordinator, API)
@@ -28,6 +30,12 @@ export interface RunKeys {
   readonly pendingKeys: readonly string[];
   readonly runningKeys: readonly string[];
   readonly failedKeys: readonly string[];
+  /** Each shard's coordinator fence (ledger-fences.ts), in shard order. */
+  readonly fences: readonly { readonly pk: string; readonly sk: string }[];
+  /** The record that every shard's fence was raised to an epoch. */
+  readonly fencesRaised: { readonly pk: string; readonly sk: string };
+  /** The fence of the item's shard. */
+  fence(itemId: string): { readonly pk: string; readonly sk: string };
   item(itemId: string): { readonly pk: string; readonly sk: string };
   /** The item's index keys while Pending, Running and Failed. */
   index(itemId: string): { readonly pending: string; readonly running: string; readonly failed: string };
@@ -59,6 +67,9 @@ export function runKeys(runId: string, shards: number | null): RunKeys {
     pendingKeys: all.map((s) => `PENDING#${runId}${suffix(s)}`),
     runningKeys: all.map((s) => `RUNNING#${runId}${suffix(s)}`),
     failedKeys: all.map((s) => `FAILED#${runId}${suffix(s)}`),
+    fences: all.map((s) => ({ pk: `FENCE#${runId}${suffix(s)}`, sk: 'FENCE' })),
+    fencesRaised: { pk: `FENCE#${runId}`, sk: 'RAISED' },
+    fence: (itemId) => ({ pk: `FENCE#${runId}${suffix(at(itemId))}`, sk: 'FENCE' }),
     item: (itemId) => ({ pk: `${runPk(runId)}${suffix(at(itemId))}`, sk: itemSk(itemId) }),
     index: (itemId) => {
       const s = suffix(at(itemId));

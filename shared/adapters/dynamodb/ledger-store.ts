@@ -1,5 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
@@ -9,6 +9,9 @@ import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPa
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
+import { RunFences } from './ledger-fences.js';
+import { FencedError } from '../../lease/fencing.js';
+import type { LeaseToken } from '../../lease/record.js';
 import { plainItem } from './item.js';
 import { runKeys, runOfKey, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
@@ -98,12 +101,14 @@ export class DynamoLedgerStore implements LedgerStore {
   private readonly layouts = new BoundedMap<string, RunKeys>(KNOWN_RUNS);
   /** Throttled requests not yet written to their run's record (at most one such write per run every THROTTLE_NOTE_MS). */
   private readonly throttleNotes = new BoundedMap<string, { count: number; family: string; writtenAt: number }>(KNOWN_RUNS);
+  private readonly fences: RunFences;
 
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly table: string,
     o: DynamoLedgerOptions = {},
   ) {
+    this.fences = new RunFences(doc, table);
     this.concurrency = o.concurrency ?? 16;
     this.defaultShards = o.defaultShards ?? 1;
   }
@@ -285,7 +290,7 @@ export class DynamoLedgerStore implements LedgerStore {
     const update = { TableName: this.table, Key: keys.item(change.itemId), ...ledgerUpdate(change, now, keys.index(change.itemId)) };
     try {
       if (change.fence) {
-        await fencedTransactWrite(this.doc, this.table, change.fence, [{ Update: update }]);
+        await this.fencedWrite(change.runId, keys, change.fence, change.itemId, update);
         return { ok: true, item: (await this.get(change.runId, change.itemId))! };
       }
       // A worker's write on an item a coordinator transaction holds (a start meeting a steal) is refused unjudged: again.
@@ -300,6 +305,26 @@ export class DynamoLedgerStore implements LedgerStore {
       }
       if (err instanceof WriteConditionFailedError) return { ok: false, current: await this.get(change.runId, change.itemId) };
       throw err;
+    }
+  }
+
+  /**
+   * A coordinator's write, checked against its shard's fence (ledger-fences.ts),
+   * raised to the token's epoch first if this process has not seen it raised.
+   * A fence found below the epoch (the raise recorded, a fence since lost) is
+   * raised again and the write sent once more; one above it is a FencedError.
+   */
+  private async fencedWrite(runId: string, keys: RunKeys, token: LeaseToken, itemId: string, update: NonNullable<TransactWriteCommandInput['TransactItems']>[number]['Update']): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      await this.fences.ensure(runId, keys, token);
+      try {
+        await fencedTransactWrite(this.doc, this.table, token, [{ Update: update }], { fenceKey: keys.fence(itemId) });
+        return;
+      } catch (err) {
+        const below = err instanceof FencedError && (err.current === null || err.current.epoch < token.epoch);
+        if (!below || attempt > 0) throw err;
+        this.fences.lost(runId);
+      }
     }
   }
 
