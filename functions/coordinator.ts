@@ -17,13 +17,15 @@ import { instrumented, publishIfAny } from './handler.js';
 import { labelValue } from '../shared/api/figures.js';
 import { invocationScoped, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
+import { BoundedMap } from '../shared/bounded-map.js';
 import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
- * The coordinator of a run as a Lambda. Every invocation is a stateless
- * restart: it campaigns for `coordinator:<runId>` (same holder for every
- * invocation of this stack, so it adopts its own lease), then serves one
- * request on the ledger:
+ * The coordinator of a run as a Lambda. An invocation holds nothing it cannot
+ * rebuild: a cold sandbox campaigns for `coordinator:<runId>` (same holder for
+ * every invocation of this stack, so it adopts its own lease), a warm one goes
+ * on with the coordinator it opened while its lease is fresh (coordinatorOf),
+ * then it serves one request on the ledger:
  *   {"action":"steal","runId","workerId"}  an idle worker asks for work
  *   {"action":"scan","runId"}              scan of one run: silent workers' items re-pended,
  *                                          poison failed, items left without a message sent
@@ -185,8 +187,33 @@ export function coordinatorHandler(
   const deadLetters = options.deadLetters === undefined ? sqsDeadLetters() : options.deadLetters;
 
   /** One run's request, under its coordinator lease. */
+  /**
+   * The run coordinators this sandbox opened, kept across invocations while
+   * their lease has more than half its TTL left: an ask then neither reads nor
+   * writes the lease (every Lambda invocation campaigning made the lease item
+   * the hottest of a fleet's idle asks). Past half the TTL it is renewed, one
+   * write; deposed, the sandbox exits. Safety does not rest on this: each
+   * write is fenced by the store.
+   */
+  const warm = new WeakMap<Runtime, BoundedMap<string, Extract<OpenedCoordinator, { coordinator: object }>>>();
+
+  async function coordinatorOf(rt: Runtime, runId: string): Promise<OpenedCoordinator> {
+    let runs = warm.get(rt);
+    if (!runs) warm.set(rt, (runs = new BoundedMap(100)));
+    const kept = runs.get(runId);
+    if (kept && !kept.coordinator.isFenced && kept.elector.token()) {
+      const row = kept.elector.lastObserved();
+      if (row && row.expiresAt - Date.now() > (row.expiresAt - row.renewedAt) / 2) return kept;
+      if ((await kept.elector.campaign()).leader && kept.elector.token()?.epoch === kept.epoch) return kept;
+    }
+    runs.delete(runId);
+    const opened = await openCoordinator(rt, runId, { ...(options.bus ? { bus: options.bus } : {}), queue: (options.queue ?? sqsWorkQueue)(rt), ...(options.onFenced ? { onFenced: options.onFenced } : {}), logger });
+    if (opened.coordinator) runs.set(runId, opened);
+    return opened;
+  }
+
   async function serve(rt: Runtime, req: { action: 'steal'; runId: string; workerId: string } | { action: 'scan'; runId: string }): Promise<Reply> {
-    const opened = await openCoordinator(rt, req.runId, { ...(options.bus ? { bus: options.bus } : {}), queue: (options.queue ?? sqsWorkQueue)(rt), ...(options.onFenced ? { onFenced: options.onFenced } : {}), logger });
+    const opened = await coordinatorOf(rt, req.runId);
     if (!opened.coordinator) {
       metrics.addMetric('NotCoordinator', MetricUnit.Count, 1);
       return { leader: false, holder: opened.holder };

@@ -10,6 +10,7 @@ import type { QueueMessage, WorkQueue } from '../queue/port.js';
 import { HeartbeatWatch } from './staleness.js';
 import { heldBy, runningEntries } from './running.js';
 import type { LedgerStore, PendingEntry, RunningEntry } from './store.js';
+import { hintFresh, STEAL_HINT_VICTIMS, type StealHint, type StealHints } from './steal-hint.js';
 import { fail, repend, steal, type ItemCas } from './transitions.js';
 
 /**
@@ -139,14 +140,62 @@ export class Coordinator {
    * ceil(backlog / 2), at most MAX_STEAL_BATCH; each item moves in one fenced
    * CAS from Running(victim, unstarted) to Running(thief).
    *
+   * Where the store keeps steal hints (steal-hint.ts), who is busiest comes
+   * from the run's hint, at most STEAL_HINT_FRESH_MS old: the busiest entry
+   * left in it is taken by this thief alone. Otherwise from the running set,
+   * read now (`victims`).
+   */
+  async stealFor(thief: string): Promise<StealNotice> {
+    const token = this.token();
+    const hints = this.opts.ledger.stealHints;
+    if (!hints) {
+      const found = await this.victims(thief, 1);
+      const best = found?.[0];
+      return best ? this.move(token, best.worker, thief, best.take) : { epoch: token.epoch, victim: null, items: [] };
+    }
+    const hint = await this.hint(hints);
+    const none = { epoch: token.epoch, victim: null, items: [] };
+    // A thief the hint lists has a backlog of its own: it runs that first (reconcile finds what it does not know of).
+    if (!hint || thief in hint.victims) return none;
+    const order = Object.entries(hint.victims)
+      .filter(([, ids]) => ids.length > 0)
+      .sort((a, b) => b[1].length - a[1].length);
+    for (const [victim] of order) {
+      const ids = await hints.take(this.opts.runId, hint.builtAt, victim);
+      if (ids === null) continue; // another thief took it first
+      return this.move(token, victim, thief, ids);
+    }
+    return none;
+  }
+
+  /** The run's hint: as read while fresh; rebuilt from the running set by the one asker that claims it once stale. */
+  private async hint(hints: StealHints): Promise<StealHint | null> {
+    const { runId } = this.opts;
+    const now = this.clock.now();
+    const hint = await hints.read(runId);
+    if (hint && hintFresh(hint.builtAt, now)) return hint;
+    // Someone is rebuilding it: answer from what there is.
+    if (hint?.claimedUntil !== undefined && hint.claimedUntil > now) return hint;
+    if (!(await hints.claimRebuild(runId, hint?.builtAt ?? 0, now))) return hint;
+    const found = (await this.victims(null, STEAL_HINT_VICTIMS)) ?? [];
+    const built: StealHint = { builtAt: this.clock.now(), victims: Object.fromEntries(found.map((v) => [v.worker, v.take])) };
+    await hints.write(runId, built);
+    return built;
+  }
+
+  /**
+   * The `limit` workers with the largest unstarted backlogs, most first, each
+   * with what a steal from it takes: the back of its line (latest claimed,
+   * which it would reach last), ceil(backlog / 2) of it, at most
+   * MAX_STEAL_BATCH. Null when `thief` has an unstarted backlog of its own.
+   *
    * Who holds what comes from the running set's entries (running.ts); whether
    * an item started, where an entry does not say, from the items of the
    * workers the choice turns on: the thief's, then the others' from the one
    * holding most, stopping once no worker left holds more items than the
-   * largest backlog found (a backlog is at most what a worker holds).
+   * smallest backlog kept (a backlog is at most what a worker holds).
    */
-  async stealFor(thief: string): Promise<StealNotice> {
-    const token = this.token();
+  private async victims(thief: string | null, limit: number): Promise<{ worker: string; take: string[] }[] | null> {
     const { ledger, runId } = this.opts;
     const byWorker = new Map<string, RunningEntry[]>();
     for (const e of await runningEntries(ledger, runId)) {
@@ -155,26 +204,36 @@ export class Coordinator {
       list.push(e);
       byWorker.set(e.worker, list);
     }
-    const none = { epoch: token.epoch, victim: null, items: [] };
     const unstarted = async (worker: string) => (await heldBy(ledger, runId, worker, byWorker.get(worker) ?? [])).filter((i) => !i.started);
-    if (byWorker.has(thief) && (await unstarted(thief)).length > 0) return none;
-    let victim: string | null = null;
-    let backlog: RunningEntry[] = [];
+    if (thief !== null && byWorker.has(thief) && (await unstarted(thief)).length > 0) return null;
+    const kept: { worker: string; backlog: RunningEntry[] }[] = [];
+    const floor = () => (kept.length < limit ? 0 : kept[kept.length - 1]!.backlog.length);
     let read = 0;
     // Most held first; of equal backlogs, the first found wins.
     for (const [worker, held] of [...byWorker].filter(([w]) => w !== thief).sort((a, b) => b[1].length - a[1].length)) {
-      if (held.length <= backlog.length || read >= STEAL_READ_BUDGET) break;
+      if (held.length <= floor() || read >= STEAL_READ_BUDGET) break;
       read += held.filter((e) => e.started === undefined).length;
       const line = await unstarted(worker);
-      if (line.length > backlog.length) [victim, backlog] = [worker, line];
+      if (line.length <= floor()) continue;
+      kept.push({ worker, backlog: line });
+      kept.sort((a, b) => b.backlog.length - a.backlog.length);
+      kept.splice(limit);
     }
-    if (victim === null) return none;
-    // Take from the back of the victim's line (latest claimed): it would reach them last.
-    const candidates = [...backlog].sort((a, b) => (b.claimedAt ?? 0) - (a.claimedAt ?? 0)).slice(0, Math.min(Math.ceil(backlog.length / 2), MAX_STEAL_BATCH));
+    return kept.map(({ worker, backlog }) => ({
+      worker,
+      take: [...backlog]
+        .sort((a, b) => (b.claimedAt ?? 0) - (a.claimedAt ?? 0))
+        .slice(0, Math.min(Math.ceil(backlog.length / 2), MAX_STEAL_BATCH))
+        .map((e) => e.id),
+    }));
+  }
+
+  /** Each item in one fenced CAS from Running(victim, unstarted) to Running(thief); a lost CAS (the victim started it, or it finished) is skipped. */
+  private async move(token: LeaseToken, victim: string, thief: string, ids: readonly string[]): Promise<StealNotice> {
     const taken: string[] = [];
-    for (const item of candidates) {
-      const out = await this.guard(() => this.opts.ledger.cas(steal(token, this.opts.runId, item.id, victim, thief, this.clock.now()), this.clock.now()));
-      if (out.ok) taken.push(item.id); // a lost CAS: the victim started it (or acked) first
+    for (const id of ids) {
+      const out = await this.guard(() => this.opts.ledger.cas(steal(token, this.opts.runId, id, victim, thief, this.clock.now()), this.clock.now()));
+      if (out.ok) taken.push(id);
     }
     return { epoch: token.epoch, victim, items: taken };
   }

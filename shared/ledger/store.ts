@@ -1,4 +1,5 @@
 import type { ItemState, WorkItem } from './model.js';
+import type { StealHints } from './steal-hint.js';
 import type { ItemCas } from './transitions.js';
 
 export type ItemCasOutcome = { readonly ok: true; readonly item: WorkItem } | { readonly ok: false; readonly current: WorkItem | null };
@@ -75,6 +76,12 @@ export interface LedgerStore {
    * running.ts, which picks).
    */
   holders?(runId: string): Promise<RunningEntry[]>;
+  /**
+   * Where this store keeps its runs' steal hints (steal-hint.ts): a thief then
+   * reads one small record, not the running set. Absent: the coordinator reads
+   * the running set for each steal (as cheap where it is one indexed query).
+   */
+  readonly stealHints?: StealHints;
   /** The items named, read consistently; those that do not exist are left out. Absent: one `get` each. */
   getMany?(runId: string, ids: readonly string[]): Promise<WorkItem[]>;
   /** Pending items in the store's own order, after `after` (the last item of the previous page) when given (index-backed). */

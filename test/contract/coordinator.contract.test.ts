@@ -8,6 +8,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';
 import { Coordinator, MAX_STEAL_BATCH, NotCoordinatorError } from '../../shared/ledger/coordinator.js';
 import { EpochGuard } from '../../shared/ledger/epoch-guard.js';
+import { STEAL_HINT_FRESH_MS } from '../../shared/ledger/steal-hint.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { ack, claim, heartbeat, start } from '../../shared/ledger/transitions.js';
 import { forEachBackend, type LeaseBackend, uniqueName } from '../support/backends.js';
@@ -51,6 +52,8 @@ forEachBackend('coordinator on %s', (backend) => {
     expect((await coordinator.stealFor('thief')).items).toEqual([]); // not idle: it still has an unstarted item
     await cas(start(runId, ids[74]!, 'thief', clock.now())); // now it is executing its last one: its backlog is empty
     await settled(runId, 75);
+    // A store with steal hints answers from the one the first ask built until it is STEAL_HINT_FRESH_MS old.
+    clock.advance(STEAL_HINT_FRESH_MS);
     const notice = await coordinator.stealFor('thief');
     expect(notice.victim).toBe('busy');
     expect(notice.items).toHaveLength(Math.min(Math.ceil(69 / 2), MAX_STEAL_BATCH));

@@ -7,6 +7,7 @@
  */
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import type { LeaseStore } from '../../shared/lease/store.js';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -283,6 +284,18 @@ describe('spot drain on DynamoDB + SQS', () => {
       await expect(new LambdaCoordinatorClient(lambda, 'coordinator-a', runId).requestWork('')).rejects.toThrow(/workerId/);
       await expect(handlers['coordinator-a']!({ action: 'rebalance', runId })).rejects.toThrow(/invalid coordinator request: action/);
       expect(await handlers['coordinator-a']!({ action: 'scan', runId })).toMatchObject({ leader: true, scanned: { repended: [] } });
+      // A warm sandbox goes on with the coordinator it opened while its lease is fresh: its requests neither read nor write the lease.
+      const stores = (await rtA()).stores as { runLeases: (id: string) => LeaseStore };
+      const open = stores.runLeases;
+      let leaseRequests = 0;
+      stores.runLeases = (id) => {
+        const store = open(id);
+        return { read: (name) => (leaseRequests++, store.read(name)), compareAndSwap: (e, n) => (leaseRequests++, store.compareAndSwap(e, n)) };
+      };
+      for (let i = 0; i < 3; i++) expect(await handlers['coordinator-a']!({ action: 'steal', runId, workerId: `idle-${i}` })).toMatchObject({ leader: true });
+      expect(await handlers['coordinator-a']!({ action: 'scan', runId })).toMatchObject({ leader: true });
+      expect(leaseRequests).toBe(0);
+      stores.runLeases = open;
       // The schedule's request visits every open run; this run is open (its items are Running).
       await expect.poll(async () => (await ledger.openRuns()).includes(runId), { interval: 20, timeout: 5_000 }).toBe(true);
       expect(await handlers['coordinator-a']!({ action: 'scan-all' })).toMatchObject({ leader: true, scanned: { repended: [] } });

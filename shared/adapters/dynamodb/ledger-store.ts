@@ -10,6 +10,7 @@ import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
 import { RunFences } from './ledger-fences.js';
+import { DynamoStealHints } from './steal-hints.js';
 import { FencedError } from '../../lease/fencing.js';
 import type { LeaseToken } from '../../lease/record.js';
 import { plainItem } from './item.js';
@@ -102,6 +103,7 @@ export class DynamoLedgerStore implements LedgerStore {
   /** Throttled requests not yet written to their run's record (at most one such write per run every THROTTLE_NOTE_MS). */
   private readonly throttleNotes = new BoundedMap<string, { count: number; family: string; writtenAt: number }>(KNOWN_RUNS);
   private readonly fences: RunFences;
+  readonly stealHints: DynamoStealHints;
 
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -109,6 +111,7 @@ export class DynamoLedgerStore implements LedgerStore {
     o: DynamoLedgerOptions = {},
   ) {
     this.fences = new RunFences(doc, table);
+    this.stealHints = new DynamoStealHints(doc, table);
     this.concurrency = o.concurrency ?? 16;
     this.defaultShards = o.defaultShards ?? 1;
   }
