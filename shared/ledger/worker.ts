@@ -123,6 +123,9 @@ function endItem(span: Span, outcome: 'ok' | 'failed' | 'lost' | 'drained', err?
  */
 export const HEARTBEAT_ROUNDS = 4;
 
+/** How long a worker goes on with the run record it read (the coordinator epoch it stamps on claims). */
+export const RUN_RECORD_TTL_MS = 60_000;
+
 /** Whether a held item is due a heartbeat write `now`, last written at `wrote` (ms, one clock). */
 export function heartbeatDue(now: number, wrote: number, heartbeatMs: number): boolean {
   return now - wrote >= heartbeatMs - heartbeatMs / HEARTBEAT_ROUNDS;
@@ -198,6 +201,8 @@ export class Worker {
   /** Moving average of one item's execution time; null until measured. */
   private itemMs: number | null = null;
   private stopping = false;
+  /** The run's coordinator epoch as last read, and when (monotonic clock). */
+  private epochRead: { readonly epoch: number; readonly at: number } | null = null;
   /** The chunk being executed: a drain aborts its current item and waits for what it gave back. */
   private current: { readonly abort: (reason: Error) => void; readonly done: Promise<string[]>; itemId: string | null } | null = null;
   /** Heartbeats run while the worker is active (its run loop, or a chunk being executed). */
@@ -327,8 +332,7 @@ export class Worker {
       this.wrote(m.itemId, asked);
     }
     if (!unclaimed.length) return messages.length;
-    // One read per batch: the epoch stamped on claims is informational, it need not be fresher than that.
-    const epoch = Math.max((await this.o.ledger.getRun(this.o.runId))?.coordinatorEpoch ?? 0, 0);
+    const epoch = await this.runEpoch();
     const now = this.clock.now();
     const sent = this.monotonic.now();
     const outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
@@ -406,6 +410,19 @@ export class Worker {
     const extend = held.filter((h) => h.message && !lost.has(h.itemId) && extensionDue(now, this.marks.get(h.itemId)?.visibleUntil ?? Number.NEGATIVE_INFINITY, this.visibilitySeconds * 1000, this.heartbeatMs));
     await Promise.all([this.extendAll(extend), ...(gone.length ? [this.o.queue.deleteMany(gone)] : [])]);
     return due.length > 0;
+  }
+
+  /**
+   * The run's coordinator epoch, stamped on claims. Informational (no decision
+   * reads it back), so read at most once per RUN_RECORD_TTL_MS: a fleet
+   * reading the run's one record per received batch made it a hot key.
+   */
+  private async runEpoch(): Promise<number> {
+    const now = this.monotonic.now();
+    if (this.epochRead && now - this.epochRead.at < RUN_RECORD_TTL_MS) return this.epochRead.epoch;
+    const epoch = Math.max((await this.o.ledger.getRun(this.o.runId))?.coordinatorEpoch ?? 0, 0);
+    this.epochRead = { epoch, at: now };
+    return epoch;
   }
 
   /** This worker wrote the item (a claim, a start, a heartbeat), the write sent at `at` (the monotonic clock). */

@@ -11,7 +11,7 @@ import { CreateQueueCommand, DeleteQueueCommand, type SQSClient } from '@aws-sdk
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { RUN_RECORD_TTL_MS, Worker } from '../../shared/ledger/worker.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { gate } from '../support/gate.js';
@@ -127,5 +127,31 @@ describe.each(['dynamodb', 'postgres'] as const)('heartbeat rounds on %s with SQ
     expect(sent.filter((c) => c.name === 'ChangeMessageVisibilityCommand')).toEqual([]);
     expect(w.beats.ok).toBe(2); // the two rounds that wrote anything
     client.destroy();
+  });
+
+  it('reads the run record (the epoch it stamps on claims) once per RUN_RECORD_TTL_MS, not once per received batch', async () => {
+    const runId = uniqueName('run');
+    const url = (await admin.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
+    queues.push(url);
+    const real = backend.ledger;
+    await real.createRun(runId, {}, Date.now());
+    const { ids } = await real.enqueue(runId, Array.from({ length: 30 }, (_, i) => ({ i })), Date.now());
+    await new SqsWorkQueue(admin, url).send(runId, ids);
+    let runReads = 0;
+    const ledger = new Proxy(real, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop) as unknown;
+        if (prop === 'getRun') return (id: string) => (runReads++, real.getRun(id));
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const monotonic = new ManualClock(0);
+    const w = new Worker({ runId, workerId: 'w', ledger, queue: new SqsWorkQueue(admin, url), backend: (p) => Promise.resolve(p), monotonic, waitSeconds: 0, receiveBatch: 10 });
+    let claimed = 0;
+    while (claimed < 20) claimed += await w.pull(undefined, 0);
+    expect(runReads).toBe(1);
+    monotonic.advance(RUN_RECORD_TTL_MS);
+    while (claimed < 30) claimed += await w.pull(undefined, 0);
+    expect(runReads).toBe(2);
   });
 });
