@@ -18,6 +18,8 @@ import { labelValue } from '../shared/api/figures.js';
 import { invocationScoped, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
 import { BoundedMap } from '../shared/bounded-map.js';
+import { DAY_MS } from '../shared/retention.js';
+import { PRUNE_RUN_ITEMS } from '../shared/ledger/run-coordinators.js';
 import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
@@ -267,6 +269,13 @@ export function coordinatorHandler(
       const rt = await runtime();
       // The schedule: every open run, one after another (each its own lease and fence).
       const open = await rt.stores.ledger.openRuns();
+      // Finished runs past their retention: a bounded batch whenever the database is read (on Aurora at least daily).
+      const now = Date.now();
+      const pruned = await rt.stores.ledger.pruneRuns(now - rt.env.ROLLOUT_RETAIN_RUNS_DAYS * DAY_MS, PRUNE_RUN_ITEMS, now).catch((err: unknown) => {
+        logger.warn('finished runs not pruned this scan', { error: errorMessage(err) });
+        return { runs: 0, items: 0 };
+      });
+      if (pruned.runs || pruned.items) logger.info('finished runs deleted past their retention', { ...pruned, days: rt.env.ROLLOUT_RETAIN_RUNS_DAYS });
       if (!open.length) {
         await probe?.nothingLeft();
         return nothing;

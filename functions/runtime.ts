@@ -59,6 +59,7 @@ const envSchema = z.object({
   ROLLOUT_TARGETS: jsonEnv(parseTargets),
   /** How long what ended is kept, in days (the stack's `retention` prop): README, "What is kept". */
   ROLLOUT_RETAIN_ROLLOUTS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.rolloutDays),
+  ROLLOUT_RETAIN_RUNS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),
 }).superRefine((e, ctx) => {
   if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
     ctx.addIssue({ code: 'custom', path: ['ROLLOUT_LEASE_RETRY_MS'], message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})` });
@@ -103,7 +104,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
   const plane = await openControlPlane({
     store:
       env.ROLLOUT_STORE === 'dynamodb'
-        ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})) }
+        ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})), retainRunDays: env.ROLLOUT_RETAIN_RUNS_DAYS }
         : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
     holderId: env.ROLLOUT_NODE_ID,
     timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },

@@ -128,7 +128,10 @@ export interface RolloutControlPlaneProps {
   readonly outbound?: OutboundConfigInput;
   /**
    * How long what ended is kept, in days: a rollout that ended is deleted
-   * whole `rolloutDays` (90) after it ended (README, "What is kept").
+   * whole `rolloutDays` (90) after it ended; a finished run's items
+   * `runDays` (30) after each finished (TTL), the run's record that long
+   * after the run finished (README, "What is kept"). A WorkerFleet's workers
+   * stamp the items they finish with the same `runDays`.
    */
   readonly retention?: Partial<Retention>;
   /**
@@ -294,6 +297,7 @@ export class RolloutControlPlane extends Construct {
       ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
       ...(Object.keys(this.targets).length ? { ROLLOUT_TARGETS: JSON.stringify(this.targets) } : {}),
       ROLLOUT_RETAIN_ROLLOUTS_DAYS: String(retention.rolloutDays),
+      ROLLOUT_RETAIN_RUNS_DAYS: String(retention.runDays),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
       POWERTOOLS_LOG_LEVEL: 'INFO',
     };

@@ -2,13 +2,14 @@ import { z } from 'zod';
 
 /**
  * How long what has finished is kept, per deployment. What runs, and what a
- * paused rollout needs, is never pruned; see README, "What is kept" (a run's
- * items are not pruned yet: it says so).
+ * paused rollout needs, is never pruned; see README, "What is kept".
  */
 export const retentionSchema = z
   .object({
     /** A rollout that ended (completed, rolled back, aborted): its stages, readings, history and target records, this many days after it ended. */
     rolloutDays: z.number().positive().max(36_500).default(90),
+    /** A run with nothing left to do: its items and their results, this many days after it finished (DynamoDB: after each item finished, by TTL), then the run itself. */
+    runDays: z.number().positive().max(36_500).default(30),
   })
   .strict();
 

@@ -86,7 +86,7 @@ export interface ControlPlane {
   /** Win (or adopt) one run's coordinator lease and return its coordinator, or who holds it (one invocation's worth). */
   openRunCoordinator(runId: string, o: { readonly bus?: EventBus; readonly queue?: WorkQueue; readonly watch?: HeartbeatWatch; readonly onFenced?: (err: FencedError) => void; readonly logger?: Logger }): Promise<OpenedCoordinator>;
   /** A long-lived leader's coordinators: one per open run, kept while it leads. */
-  runCoordinators(o: Pick<RunCoordinatorsOptions, 'isLeader' | 'queueFor' | 'deadLettersFor' | 'onSteal'>): RunCoordinators;
+  runCoordinators(o: Pick<RunCoordinatorsOptions, 'isLeader' | 'queueFor' | 'deadLettersFor' | 'onSteal' | 'retention'>): RunCoordinators;
   /** The HTTP API over these stores (or `over`: the same ports inside one request's transaction). */
   api(o: { readonly workQueue: ApiDeps['workQueue']; readonly over?: Pick<ApiDeps, 'engine' | 'leases' | 'ledger'> }): ReturnType<typeof apiHandler>;
   close(): Promise<void>;

@@ -24,7 +24,8 @@ import { DEFAULT_RUN_SHARDS } from '../ledger/capacity.js';
  * the project, not one per runtime.
  */
 export type StoreConfig =
-  | { readonly kind: 'dynamodb'; readonly table: string; readonly client?: DynamoDBClient }
+  /** `retainRunDays`: how long a finished item is kept (its TTL, set by the write that ends it); default 30. */
+  | { readonly kind: 'dynamodb'; readonly table: string; readonly client?: DynamoDBClient; readonly retainRunDays?: number }
   /**
    * A server (or Aurora): a pool over `connection`. `onConnect` runs on each new
    * session (e.g. session timeouts) and the pool hands the session out only
@@ -55,7 +56,7 @@ export async function openStores(c: StoreConfig): Promise<StoreBundle> {
       kind: c.kind,
       leases: new DynamoLeaseStore(doc, c.table),
       rollouts: new DynamoRolloutStore(doc, c.table),
-      ledger: new DynamoLedgerStore(doc, c.table, { defaultShards: DEFAULT_RUN_SHARDS }),
+      ledger: new DynamoLedgerStore(doc, c.table, { defaultShards: DEFAULT_RUN_SHARDS, ...(c.retainRunDays ? { retainRunDays: c.retainRunDays } : {}) }),
       registry: new DynamoRegistryStore(doc, c.table),
       runLeases: (runId) => new DynamoRunLeaseStore(doc, c.table, runId),
       sql: null,

@@ -8,6 +8,7 @@ import type { Coordinator, FailureCause, StealNotice } from './coordinator.js';
 import { openRunCoordinator } from './open.js';
 import { HeartbeatWatch } from './staleness.js';
 import { coordinatorLease, type LedgerStore } from './store.js';
+import { DAY_MS, DEFAULT_RETENTION, type Retention } from '../retention.js';
 
 /** Pending items a cancel fails before it answers; the coordinator's scans fail any beyond. */
 export const CANCEL_AT_ONCE = 5_000;
@@ -32,8 +33,14 @@ export interface RunCoordinatorsOptions {
   readonly deadLettersFor?: (runId: string) => WorkQueue;
   /** Items a steal moved, per run (a figure for the status page). */
   readonly onSteal?: (runId: string, items: number) => Promise<void>;
+  /** How long a finished run is kept (its `runDays`): the leader's passes delete what is older, PRUNE_RUN_ITEMS a minute. */
+  readonly retention?: Retention;
   readonly logger?: Logger;
 }
+
+/** Items of finished runs deleted per pruning pass, at most (one pass a minute). */
+export const PRUNE_RUN_ITEMS = 5_000;
+const PRUNE_EVERY_MS = 60_000;
 
 /**
  * The run coordinators of a long-lived leader: one per open run, each under
@@ -50,6 +57,7 @@ export class RunCoordinators {
   private readonly logger: Logger;
   private pass: Promise<void> = Promise.resolve();
   private stopping = false;
+  private prunedAt = Number.NEGATIVE_INFINITY;
   /** Items failed for their dead letters, since this process began (rollout_dead_letters_total). */
   deadLetters = 0;
   /** Since this process began: items re-pended from silent workers, and items failed by cause (rollout_run_repends_total, rollout_run_failures_total). */
@@ -84,7 +92,22 @@ export class RunCoordinators {
         this.deadLetters += r.failedBy.dead_letter;
         if (r.repended.length || r.failed.length) this.logger.info('run scanned', { runId, repended: r.repended.length, failed: r.failed.length });
       }
+      await this.pruneRuns();
     });
+  }
+
+  /** Finished runs past their retention, deleted a bounded batch a minute (after the scan, off its path). */
+  private async pruneRuns(): Promise<void> {
+    const now = Date.now();
+    if (now - this.prunedAt < PRUNE_EVERY_MS) return;
+    this.prunedAt = now;
+    const days = (this.o.retention ?? DEFAULT_RETENTION).runDays;
+    try {
+      const pruned = await this.o.ledger.pruneRuns(now - days * DAY_MS, PRUNE_RUN_ITEMS, now);
+      if (pruned.runs || pruned.items) this.logger.info('finished runs deleted past their retention', { ...pruned, days });
+    } catch (err) {
+      this.logger.warn('finished runs not pruned this pass', { error: errorMessage(err) });
+    }
   }
 
   /** The dead letters of every run coordinated here, failed with the reason (under each run's coordinator lease). */

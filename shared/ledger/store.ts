@@ -112,6 +112,15 @@ export interface LedgerStore {
    * count of the run's items: the run's closed flag, or one probe a key.
    */
   isDone(runId: string): Promise<boolean>;
+  /**
+   * Runs that finished (nothing Pending or Running) before `before` and got
+   * nothing since, deleted with their items and results, a bounded batch a
+   * call (`limit` items, at most); a run whose items are not all gone yet is
+   * finished off by later calls. An enqueue re-opens a run, and a run that
+   * is open again is not touched. What a store leaves to its own expiry
+   * (DynamoDB's TTL on each finished item) it does not delete here.
+   */
+  pruneRuns(before: number, limit: number, now: number): Promise<{ readonly runs: number; readonly items: number }>;
   /** Runs with anything Pending or Running: what a scheduled coordinator scan visits. Cost follows the number of runs, not items. */
   openRuns(): Promise<string[]>;
   /**

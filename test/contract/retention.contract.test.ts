@@ -9,6 +9,9 @@ import { createRollout } from '../../shared/rollout/commands.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { BatchPromoter } from '../../shared/rollout/promoters.js';
 import { DAY_MS } from '../../shared/retention.js';
+import { ack, claim, reject } from '../../shared/ledger/transitions.js';
+import { runKeys } from '../../shared/adapters/dynamodb/ledger-keys.js';
+import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 
@@ -110,5 +113,56 @@ forEachBackend('retention on %s', { fresh: 'each' }, (backend) => {
     clock.advance(DAY_MS + 1);
     expect((await a.batch.tick()).ended).toBe(1);
     expect(await backend.rollouts.load(id)).toBeNull();
+  });
+
+  it('a finished run goes once its 30 days have passed (on DynamoDB its record, its items by the TTL their last write set); an open or re-opened run stays', async () => {
+    const ledger = backend.ledger;
+    const t0 = Date.now();
+    const make = async (id: string, n: number) => {
+      await ledger.createRun(id, {}, t0, { shards: 2 });
+      return (await ledger.enqueue(id, Array.from({ length: n }, (_, i) => ({ id, i })), t0)).ids;
+    };
+    const finish = async (runId: string, ids: readonly string[], at: number) => {
+      for (const [i, id] of ids.entries()) {
+        expect((await ledger.cas(claim(runId, id, 'w', 0, at), at)).ok).toBe(true);
+        expect((await ledger.cas(i % 2 ? ack(runId, id, 'w', { i }) : reject(runId, id, 'w', 'too big'), at)).ok).toBe(true);
+      }
+    };
+    const finished = await make('r-finished', 6);
+    await finish('r-finished', finished, t0);
+    await make('r-open', 2);
+    const reopened = await make('r-reopened', 2);
+    await finish('r-reopened', reopened, t0);
+    // The coordinator's scan finds the finished ones (DynamoDB closes them there); a first pass notes them (PostgreSQL).
+    expect(await ledger.openRuns()).toEqual(['r-open']);
+    expect(await ledger.pruneRuns(t0 - 30 * DAY_MS, 1_000, t0)).toEqual({ runs: 0, items: 0 });
+    // New work re-opens one.
+    await ledger.enqueue('r-reopened', [{ again: true }], Date.now());
+    // Past 30 days since they finished (closing is stamped on the store's own clock: count from now).
+    const past = Date.now() + 60_000;
+    let pruned = { runs: 0, items: 0 };
+    for (let pass = 0; pass < 5; pass++) {
+      const p = await ledger.pruneRuns(past, 4, past + 30 * DAY_MS);
+      pruned = { runs: pruned.runs + p.runs, items: pruned.items + p.items };
+    }
+    expect(pruned.runs).toBe(1);
+    expect(await ledger.getRun('r-finished')).toBeNull();
+    expect((await ledger.listRuns({ limit: 10 })).runs.map((r) => r.id).sort()).toEqual(['r-open', 'r-reopened']);
+    expect(await ledger.counts('r-open')).toMatchObject({ pending: 2 });
+    expect(await ledger.counts('r-reopened')).toMatchObject({ pending: 1 });
+    for (const id of reopened) expect(await ledger.get('r-reopened', id)).not.toBeNull();
+    if (backend.name === 'dynamodb') {
+      // Each finished item carries the TTL its last write set: 30 days after it finished, when DynamoDB deletes it.
+      expect(pruned.items).toBe(0);
+      const raw = backend.ledger as unknown as { doc: DynamoDBDocumentClient; table: string };
+      for (const id of finished) {
+        const key = runKeys('r-finished', 2).item(id);
+        const { Item } = await raw.doc.send(new GetCommand({ TableName: raw.table, Key: key, ConsistentRead: true }));
+        expect(Item?.ttl).toBe(Math.floor(t0 / 1000) + 30 * 86_400);
+      }
+    } else {
+      expect(pruned.items).toBe(6);
+      for (const id of finished) expect(await ledger.get('r-finished', id)).toBeNull();
+    }
   });
 });

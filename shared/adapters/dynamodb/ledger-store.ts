@@ -1,5 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
@@ -18,7 +18,8 @@ import { runKeys, runOfKey, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
-import { batchGetAll, listCursor, listPage, listStart, queryAll } from './query.js';
+import { batchDelete, batchGetAll, listCursor, listPage, listStart, queryAll } from './query.js';
+import { DEFAULT_RETENTION } from '../../retention.js';
 import { retryingThrottles } from './throttles.js';
 import { BoundedMap } from '../../bounded-map.js';
 
@@ -46,6 +47,8 @@ import { BoundedMap } from '../../bounded-map.js';
 
 type Item = Record<string, unknown>;
 const RUNS_INDEX = 'RUNS';
+/** Runs with nothing left to do, by when they were found so: CLOSEDRUNS / <closedAt, 15 digits>#<id>. */
+const CLOSED_RUNS = 'CLOSEDRUNS';
 /** Every run, for listing: ALL_RUNS / <createdAt, 15 digits>#<id>. */
 const ALL_RUNS = 'ALLRUNS';
 /** How often a process writes a run's throttling to its record, at most. */
@@ -90,6 +93,8 @@ export interface DynamoLedgerOptions {
   readonly concurrency?: number;
   /** Shards of a run created without a count of its own. */
   readonly defaultShards?: number;
+  /** Days a finished item is kept: the write that ends it sets the table's TTL attribute (default DEFAULT_RETENTION.runDays). */
+  readonly retainRunDays?: number;
 }
 
 /** Runs whose layout a store keeps: a run's keys are up to 4 × 512 strings. */
@@ -98,6 +103,7 @@ const KNOWN_RUNS = 1_000;
 export class DynamoLedgerStore implements LedgerStore {
   private readonly concurrency: number;
   private readonly defaultShards: number;
+  private readonly retainRunSeconds: number;
   /** A run's layout never changes once created: read once per run (the runs of a long-lived process, the most recent ones). */
   private readonly layouts = new BoundedMap<string, RunKeys>(KNOWN_RUNS);
   /** Throttled requests not yet written to their run's record (at most one such write per run every THROTTLE_NOTE_MS). */
@@ -114,6 +120,7 @@ export class DynamoLedgerStore implements LedgerStore {
     this.stealHints = new DynamoStealHints(doc, table);
     this.concurrency = o.concurrency ?? 16;
     this.defaultShards = o.defaultShards ?? 1;
+    this.retainRunSeconds = (o.retainRunDays ?? DEFAULT_RETENTION.runDays) * 86_400;
   }
 
   async createRun(id: string, spec: unknown, now: number, o: RunOptions = {}): Promise<{ created: boolean }> {
@@ -259,7 +266,7 @@ export class DynamoLedgerStore implements LedgerStore {
           new UpdateCommand({
             TableName: this.table,
             Key: { pk: runPk(runId), sk: 'RUN' },
-            UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id',
+            UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id REMOVE closedAt',
             ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk, '#items': 'items' },
             ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':added': added, ':runs': RUNS_INDEX, ':id': runId },
           }),
@@ -290,7 +297,7 @@ export class DynamoLedgerStore implements LedgerStore {
   /** The transition's update (ledger-updates.ts); a coordinator's in one transaction with its fence. */
   async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
     const keys = await this.keys(change.runId);
-    const update = { TableName: this.table, Key: keys.item(change.itemId), ...ledgerUpdate(change, now, keys.index(change.itemId)) };
+    const update = { TableName: this.table, Key: keys.item(change.itemId), ...ledgerUpdate(change, now, keys.index(change.itemId), Math.floor(now / 1000) + this.retainRunSeconds) };
     try {
       if (change.fence) {
         await this.fencedWrite(change.runId, keys, change.fence, change.itemId, update);
@@ -467,6 +474,51 @@ export class DynamoLedgerStore implements LedgerStore {
    * cost follows the open runs, not every run ever created. It leaves only
    * if no enqueue happened since it was listed (`enqueues` unchanged).
    */
+  /**
+   * Runs closed before `before` (CLOSEDRUNS, oldest first), deleted: the
+   * record, only if still closed at the time read (an enqueue re-opens it),
+   * then its place in the list, its steal hint and its fences. Its items are
+   * not deleted here: each carries a TTL from the write that finished it.
+   * Runs closed before this release are not in CLOSEDRUNS and are kept.
+   */
+  async pruneRuns(before: number, limit: number): Promise<{ runs: number; items: number }> {
+    const { Items } = await this.doc.send(
+      new QueryCommand({
+        TableName: this.table,
+        IndexName: GSI1.name,
+        KeyConditionExpression: `${GSI1.pk} = :k AND ${GSI1.sk} < :before`,
+        ExpressionAttributeValues: { ':k': CLOSED_RUNS, ':before': `${pad(before)}#` },
+        Limit: Math.max(1, Math.min(limit, 25)),
+      }),
+    );
+    let runs = 0;
+    for (const entry of Items ?? []) {
+      const id = String(entry.id);
+      const { Item: run } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(id), sk: 'RUN' }, ConsistentRead: true }));
+      if (!run || run[GSI1.pk] !== CLOSED_RUNS || !(Number(run.closedAt) < before)) continue;
+      try {
+        await this.doc.send(
+          new DeleteCommand({
+            TableName: this.table,
+            Key: { pk: runPk(id), sk: 'RUN' },
+            ConditionExpression: '#ipk = :closed AND closedAt = :at',
+            ExpressionAttributeNames: { '#ipk': GSI1.pk },
+            ExpressionAttributeValues: { ':closed': CLOSED_RUNS, ':at': Number(run.closedAt) },
+          }),
+        );
+      } catch (err) {
+        if (err instanceof ConditionalCheckFailedException) continue; // re-opened since it was read
+        throw err;
+      }
+      const keys = runKeys(id, run.shards === undefined ? null : Number(run.shards));
+      const rest = [{ pk: ALL_RUNS, sk: `${pad(Number(run.createdAt))}#${id}` }, { pk: `STEAL#${id}`, sk: 'HINT' }, ...keys.fences, keys.fencesRaised];
+      await batchDelete(this.doc, this.table, rest);
+      this.layouts.delete(id);
+      runs++;
+    }
+    return { runs, items: 0 };
+  }
+
   async openRuns(): Promise<string[]> {
     const runs = await queryAll(this.doc, { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': RUNS_INDEX } });
     const open = await mapLimit(runs, this.concurrency, async (r) => {
@@ -515,17 +567,19 @@ export class DynamoLedgerStore implements LedgerStore {
     return null;
   }
 
+  /** Out of the open runs, into the closed ones by when (what pruneRuns reads): only if no enqueue came since it was listed. */
   private async closeRun(runId: string, enqueues: unknown): Promise<boolean> {
+    const now = Date.now();
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.table,
           Key: { pk: runPk(runId), sk: 'RUN' },
-          UpdateExpression: 'REMOVE #ipk, #isk',
+          UpdateExpression: 'SET #ipk = :closed, #isk = :at, closedAt = :now',
           // Runs written before the counter existed have none.
           ConditionExpression: enqueues === undefined ? 'attribute_not_exists(enqueues)' : 'enqueues = :seen',
           ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk },
-          ...(enqueues === undefined ? {} : { ExpressionAttributeValues: { ':seen': enqueues } }),
+          ExpressionAttributeValues: { ':closed': CLOSED_RUNS, ':at': `${pad(now)}#${runId}`, ':now': now, ...(enqueues === undefined ? {} : { ':seen': enqueues }) },
         }),
       );
       return true;

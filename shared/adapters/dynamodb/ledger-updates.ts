@@ -45,7 +45,10 @@ const UNSTARTED = 'started = :false';
 const AT_VERSION = 'version = :version';
 
 /** Reserved words and the index keys, by the names the expressions use. */
-const NAMES: Record<string, string> = { '#state': 'state', '#result': 'result', '#error': 'error', '#ipk': GSI1.pk, '#isk': GSI1.sk };
+const NAMES: Record<string, string> = { '#state': 'state', '#result': 'result', '#error': 'error', '#ipk': GSI1.pk, '#isk': GSI1.sk, '#ttl': 'ttl' };
+
+/** The transitions that end an item (Done or Failed): the ones that stamp its expiry. */
+const ENDING = new Set<ItemCas['transition']>(['ack', 'reject', 'fail']);
 const CONSTANTS: Record<string, unknown> = { ':pending': 'pending', ':running': 'running', ':done': 'done', ':failed': 'failed', ':true': true, ':false': false, ':one': 1 };
 
 export const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
@@ -117,8 +120,16 @@ function parts(c: ItemCas, k: IndexKeys): Parts {
 }
 
 /** The transition's update, with the names and values its expressions use (DynamoDB refuses unused ones). */
-export function ledgerUpdate(c: ItemCas, now: number, keys: IndexKeys): ItemUpdate {
-  const { when, update, values } = parts(c, keys);
+/**
+ * `expiresAt` (epoch seconds): a transition that ends the item sets the
+ * table's TTL attribute to it, in the same write, so a finished item's
+ * retention costs no write of its own (README, "What is kept").
+ */
+export function ledgerUpdate(c: ItemCas, now: number, keys: IndexKeys, expiresAt?: number): ItemUpdate {
+  const ends = expiresAt !== undefined && ENDING.has(c.transition);
+  const { when, update: base, values: own } = parts(c, keys);
+  const update = ends ? base.replace(/^SET /, 'SET #ttl = :ttl, ') : base;
+  const values = ends ? { ...own, ':ttl': expiresAt } : own;
   const text = `${update} ${when}`;
   const used = (placeholder: string) => new RegExp(`${placeholder}(?![A-Za-z0-9_])`).test(text);
   const pick = (from: Record<string, unknown>) => Object.entries(from).filter(([k]) => used(k));

@@ -39,7 +39,8 @@ export const LEADING_KEYS: Readonly<Record<KeyFamily, readonly string[]>> = {
   promotionLease: ['LEASE#promotion_leader'],
   runLeases: ['LEASE#coordinator:*'],
   rollouts: ['ROLLOUT#*', 'RUNNING', 'ACTUATING', 'ALARM#*', 'OUTBOX'],
-  runs: ['RUN#*', 'RUNS', 'PENDING#*', 'RUNNING#*', 'FAILED#*'],
+  // ALLRUNS: every run, for listing; CLOSEDRUNS: finished runs by when (retention); FENCE#: the coordinator's shard fences; STEAL#: steal hints.
+  runs: ['RUN#*', 'RUNS', 'ALLRUNS', 'CLOSEDRUNS', 'PENDING#*', 'RUNNING#*', 'FAILED#*', 'FENCE#*', 'STEAL#*'],
   registry: ['INSTANCE#*'],
 };
 

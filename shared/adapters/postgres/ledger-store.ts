@@ -92,6 +92,8 @@ export class PostgresLedgerStore implements LedgerStore {
       );
       added += toInt(rows[0]?.n ?? 0);
     }
+    // New work re-opens a run found finished: its retention starts again when it next finishes.
+    if (added > 0) await this.sql.query('UPDATE runs SET closed_at = NULL WHERE id = $1 AND closed_at IS NOT NULL', [runId]);
     // A bulk load (more than autovacuum's 10 % threshold): refresh the planner's statistics now,
     // not at the next autovacuum. With a fresh table's default estimates the batched updates
     // join the whole run instead of looking each row up by key (hundreds of ms per batch, not ~1 ms).
@@ -213,6 +215,59 @@ export class PostgresLedgerStore implements LedgerStore {
         WHERE w.run_id = $1 AND w.id = ANY($3::text[]) AND w.id = v.id AND w.state = 'pending' AND w.version = v.version`,
       [runId, new Date(now), items.map((i) => i.id), items.map((i) => i.version)],
     );
+  }
+
+  /**
+   * Runs first found finished are stamped `closed_at` (the start of their
+   * retention: at most one pass late); those stamped before `before` lose
+   * their Done and Failed items, `limit` a call, and once none is left the
+   * run goes with its statistics and its gone workers. A run an enqueue
+   * re-opened meanwhile has `closed_at` cleared, and its Pending items keep
+   * the run (the last delete finds items and removes nothing).
+   */
+  async pruneRuns(before: number, limit: number, now: number): Promise<{ runs: number; items: number }> {
+    // A stamp that raced an enqueue (its snapshot missed the new items) is taken back while the run is open.
+    await this.sql.query(
+      `UPDATE runs r SET closed_at = NULL
+        WHERE r.closed_at IS NOT NULL
+          AND (EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id AND w.state = 'pending')
+            OR EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id AND w.state = 'running'))`,
+    );
+    await this.sql.query(
+      `UPDATE runs r SET closed_at = $1
+        WHERE r.closed_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id AND w.state = 'pending')
+          AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id AND w.state = 'running')`,
+      [new Date(now)],
+    );
+    const { rows: deleted } = await this.sql.query<{ n: unknown }>(
+      `WITH doomed AS (
+         SELECT w.run_id, w.id FROM runs r JOIN work_items w ON w.run_id = r.id
+          WHERE r.closed_at < $1 AND w.state IN ('done', 'failed')
+            AND NOT EXISTS (SELECT 1 FROM work_items o WHERE o.run_id = r.id AND o.state = 'pending')
+            AND NOT EXISTS (SELECT 1 FROM work_items o WHERE o.run_id = r.id AND o.state = 'running')
+          LIMIT $2),
+       gone AS (DELETE FROM work_items w USING doomed d WHERE w.run_id = d.run_id AND w.id = d.id RETURNING 1)
+       SELECT count(*) AS n FROM gone`,
+      [new Date(before), limit],
+    );
+    const items = toInt(deleted[0]?.n ?? 0);
+    const { rows: runs } = await this.sql.query<{ id: string }>(
+      `SELECT id FROM runs r WHERE r.closed_at < $1 AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id) LIMIT 100`,
+      [new Date(before)],
+    );
+    let gone = 0;
+    for (const { id } of runs) {
+      await this.sql.query(`DELETE FROM run_stats WHERE run_id = $1`, [id]);
+      await this.sql.query(`DELETE FROM workers WHERE run_id = $1 AND state = 'gone'`, [id]);
+      // Still closed and empty as it is deleted: an enqueue that came in since keeps it.
+      const { rows } = await this.sql.query(
+        `DELETE FROM runs r WHERE r.id = $1 AND r.closed_at < $2 AND NOT EXISTS (SELECT 1 FROM work_items w WHERE w.run_id = r.id) RETURNING 1`,
+        [id, new Date(before)],
+      );
+      gone += rows.length;
+    }
+    return { runs: gone, items };
   }
 
   async openRuns(): Promise<string[]> {

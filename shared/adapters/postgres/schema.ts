@@ -709,6 +709,15 @@ export const migrations: readonly { id: number; name: string; sql: string }[] = 
       CREATE TRIGGER alarm_states_due AFTER INSERT OR UPDATE ON alarm_states FOR EACH ROW EXECUTE FUNCTION rollout_due_on_alarm();
     `,
   },
+  {
+    id: 25,
+    name: 'retention of runs: when a run was first found finished, cleared by an enqueue',
+    // Stamped by the pruner (pruneRuns), not by the writes that finish items: an item's ack stays one row's update.
+    sql: `
+      ALTER TABLE runs ADD COLUMN closed_at timestamptz;
+      CREATE INDEX runs_closed ON runs (closed_at) WHERE closed_at IS NOT NULL;
+    `,
+  },
 ];
 
 // Any fixed key: serialises concurrent migrators on a server (a no-op on PGlite, which has one session).

@@ -104,6 +104,7 @@ export function program(): Command {
     .option('--chunk-budget-ms <ms>', 'how long a chunk of started (unstealable) items may take; items are started a chunk at a time, sized from their measured duration', int('--chunk-budget-ms'), 100)
     .option('--max-receive-count <n>', 'ledger queue: deliveries before an item is a dead letter (SQS: set on the queue)', int('--max-receive-count'), 5)
     .option('--exit-when-done', 'stop once the run has nothing pending or running', false)
+    .addOption(new Option('--retain-runs <days>', 'DynamoDB: an item this worker finishes is deleted (TTL) this many days after').argParser(days('--retain-runs')).env('ROLLOUT_RETAIN_RUNS_DAYS').default(DEFAULT_RETENTION.runDays))
     .option('--metrics-port <port>', 'serve Prometheus metrics at /metrics on this port (0: any free one, logged)', int('--metrics-port'))
     .option('--metrics-host <host>', 'the address --metrics-port listens on', '127.0.0.1')
     .option('--json', 'logs and the summary as JSON lines', false)
@@ -122,9 +123,10 @@ export function program(): Command {
         drain();
       };
       process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
-      const { json: _json, store, queue, backendTimeout, itemTimeout, stall, run, backend, ...flags } = opts;
+      const { json: _json, store, queue, backendTimeout, itemTimeout, stall, run, backend, retainRuns, ...flags } = opts;
       const input = {
         ...flags,
+        retainRunDays: retainRuns,
         runs: run,
         store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'),
         queue: queue ?? 'ledger',
@@ -338,8 +340,9 @@ function nodeCommands(cli: Command): void {
     .addOption(new Option('--scan-interval <s>', "run coordinators' failure scan (silent workers, unsent items, poison)").argParser(seconds('--scan-interval')).env('ROLLOUT_SCAN_INTERVAL').default(5))
     .addOption(new Option('--redirect-writes', 'followers answer writes with 307 to the leader instead of 503').env('ROLLOUT_REDIRECT_WRITES'))
     .addOption(new Option('--retain-rollouts <days>', 'a rollout that ended is deleted, whole, this many days after').argParser(days('--retain-rollouts')).env('ROLLOUT_RETAIN_ROLLOUTS_DAYS').default(DEFAULT_RETENTION.rolloutDays))
+    .addOption(new Option('--retain-runs <days>', 'a finished run is deleted with its items and results this many days after').argParser(days('--retain-runs')).env('ROLLOUT_RETAIN_RUNS_DAYS').default(DEFAULT_RETENTION.runDays))
     .option('--json', 'logs as JSON lines', false)
-    .action(async (o: TrustOpts & { retainRollouts: number; nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
+    .action(async (o: TrustOpts & { retainRollouts: number; retainRuns: number; nodeId: string; hostname?: string; port: number; host: string; apiUrl?: string; databaseUrl: string; elector: 'lease' | 'advisory-lock' | 'static'; leaseTtl: number; heartbeatInterval: number; electionInterval: number; electionTimeout: number; monitorInterval: number; tickInterval?: number; scanInterval: number; redirectWrites?: boolean | string; json: boolean }) => {
       const logger = stderrLogger(o.json, 'rollout-node', { nodeId: o.nodeId });
       const { serveCommand } = await import('../node/node-command.js');
       await serveCommand(
@@ -358,7 +361,7 @@ function nodeCommands(cli: Command): void {
           monitorIntervalSeconds: o.monitorInterval,
           ...(o.tickInterval ? { tickIntervalSeconds: o.tickInterval } : {}),
           scanIntervalSeconds: o.scanInterval,
-          retention: { rolloutDays: o.retainRollouts },
+          retention: { rolloutDays: o.retainRollouts, runDays: o.retainRuns },
           redirectWrites: o.redirectWrites === true || o.redirectWrites === 'true' || o.redirectWrites === '1',
           ...trustConfig(o),
         },

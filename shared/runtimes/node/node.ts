@@ -86,6 +86,7 @@ export class ControlPlaneNode {
       deadLettersFor: (runId) => new LedgerDeadLetters(this.sql, runId),
       // Items moved by steals, per run: the status page's figure.
       onSteal: (runId, n) => new PostgresRunStats(this.sql).addSteals(runId, n),
+      retention: config.retention,
     });
     this.triggers = new LocalTriggers(this.functions(), logger);
   }

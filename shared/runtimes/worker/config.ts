@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
+import { DEFAULT_RETENTION } from '../../retention.js';
 
 /**
  * A worker process of one or more runs (EC2 / ECS spot capacity, or a local
@@ -34,6 +35,8 @@ const workerFields = {
   chunkBudgetMs: z.coerce.number().positive().default(100),
   maxReceiveCount: z.coerce.number().int().positive().default(5),
   exitWhenDone: z.boolean().default(false),
+  /** DynamoDB: days an item this worker finishes is kept (its TTL); the stack's retention.runDays. */
+  retainRunDays: z.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),
   /** How long one item may run before it fails as timed out; null: as long as it takes (heartbeats keep it). */
   itemTimeoutMs: z.number().int().positive().max(MAX_TIMER_MS, 'at most 24 days (596 h), the longest timer Node.js keeps').nullable().default(null),
   /** Fail an item whose handler has not called heartbeat() or progress() for this long; null: never. */

@@ -140,7 +140,7 @@ async function instanceIdFor(o: WorkerOptions): Promise<string> {
 async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: Logger, manual: ComputeHint, signal: AbortSignal, asked: { readonly drain: boolean }): Promise<WorkerSummary> {
   const closers: (() => Promise<void>)[] = [];
   try {
-    const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } } : { kind: 'dynamodb', table: o.table! });
+    const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } } : { kind: 'dynamodb', table: o.table!, retainRunDays: o.retainRunDays });
     closers.push(() => stores.close());
     const { ledger, registry: registryStore } = stores;
     for (const run of o.runs) if (!(await ledger.getRun(run))) throw new Error(`run ${run} does not exist in the ${o.store} store`);
