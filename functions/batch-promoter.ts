@@ -3,9 +3,7 @@ import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
-import { capRollouts, MAX_ROLLOUTS, rolloutFigures } from '../shared/api/figures.js';
-import { mapLimit } from '../shared/concurrency.js';
-import type { RolloutView } from '../shared/rollout/model.js';
+import { capRollouts, MAX_ROLLOUTS, newestRollouts, rolloutFigures } from '../shared/api/figures.js';
 import { errorMessage } from '../shared/log.js';
 import type { FigureMetrics } from './figures.js';
 import { FUNCTIONS } from '../shared/topology.js';
@@ -124,11 +122,9 @@ async function rolloutGauges(rt: Runtime, figures: FigureMetrics, logger: Logger
   try {
     // The newest MAX_ROLLOUTS running, by the list (one past the cap says some are left out), never a read of all
     // of them: the minute's gauges cost the same at 100 running rollouts as at 10,000.
-    const store = rt.engine.store;
-    const listed = (await store.list({ state: 'running', limit: MAX_ROLLOUTS + 1 })).rollouts;
-    const views = await mapLimit(listed.slice(0, MAX_ROLLOUTS), 16, (r) => store.load(r.id));
-    const { shown } = capRollouts(views.filter((v): v is RolloutView => v?.rollout.state === 'running'));
-    const leftOut = listed.length > MAX_ROLLOUTS ? 1 : 0;
+    const { views, more } = await newestRollouts(rt.engine.store, 'running', MAX_ROLLOUTS);
+    const { shown } = capRollouts(views);
+    const leftOut = more ? 1 : 0;
     const now = Date.now();
     figures.set(shown.flatMap((view) => rolloutFigures(view, [], now)));
     if (leftOut) figures.set([{ name: 'rollout_metrics_left_out', labels: { kind: 'rollouts' }, value: leftOut }]);

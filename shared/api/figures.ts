@@ -3,6 +3,8 @@ import type { RolloutView } from '../rollout/model.js';
 import type { WorkItem } from '../ledger/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { gatesJson } from './rollout-json.js';
+import type { RolloutStore } from '../rollout/store.js';
+import { mapLimit } from '../concurrency.js';
 
 /**
  * The figures of rollouts and runs someone on call reads, under the metric
@@ -174,4 +176,16 @@ export function leftOutFigures(leftOut: { readonly rollouts: number; readonly ru
     { name: 'rollout_metrics_left_out', labels: { kind: 'rollouts' }, value: leftOut.rollouts },
     { name: 'rollout_metrics_left_out', labels: { kind: 'runs' }, value: leftOut.runs },
   ];
+}
+
+/**
+ * The newest `limit` rollouts in `state`, loaded, and whether more were left
+ * out: by the list (one past the cap says so), never a read of all of them,
+ * so the figures cost the same at 100 running rollouts as at 10,000.
+ */
+export async function newestRollouts(store: Pick<RolloutStore, 'list' | 'load'>, state: 'running' | 'paused', limit: number): Promise<{ readonly views: RolloutView[]; readonly more: boolean }> {
+  if (limit <= 0) return { views: [], more: (await store.list({ state, limit: 1 })).rollouts.length > 0 };
+  const listed = (await store.list({ state, limit: limit + 1 })).rollouts;
+  const views = await mapLimit(listed.slice(0, limit), 16, (r) => store.load(r.id));
+  return { views: views.filter((v): v is RolloutView => v?.rollout.state === state), more: listed.length > limit };
 }

@@ -5,6 +5,7 @@
  */
 import { expect, it } from 'vitest';
 import { BadCursorError } from '../../shared/cursor.js';
+import { newestRollouts } from '../../shared/api/figures.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { parseRolloutSpec } from '../../shared/rollout/spec.js';
 import type { RolloutState } from '../../shared/rollout/model.js';
@@ -47,5 +48,13 @@ forEachBackend('rollouts listed on %s', { fresh: 'each' }, (backend) => {
     expect((await all(backend.rollouts, { state: 'aborted', limit: 2 })).filter((id) => made.includes(id))).toEqual(made.slice(0, 3).reverse());
     expect((await all(backend.rollouts, { state: 'running', limit: 100 })).filter((id) => made.includes(id))).toEqual(made.slice(3).reverse());
     await expect(backend.rollouts.list({ limit: 5, cursor: 'nope' })).rejects.toBeInstanceOf(BadCursorError);
+    // What the figures show: the newest running ones up to a cap, loaded, and that more were left out.
+    const newest = await newestRollouts(backend.rollouts, 'running', 2);
+    expect(newest.views.map((v) => v.rollout.id)).toEqual(made.slice(-2).reverse());
+    expect(newest.more).toBe(true);
+    const every = await newestRollouts(backend.rollouts, 'running', 4);
+    expect(every.views.map((v) => v.rollout.id)).toEqual(made.slice(3).reverse());
+    expect(every.more).toBe(false);
+    expect(await newestRollouts(backend.rollouts, 'paused', 0)).toEqual({ views: [], more: false });
   });
 });

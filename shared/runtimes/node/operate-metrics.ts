@@ -1,7 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { capRollouts, leftOutFigures, METRICS, MAX_ROLLOUTS, MAX_RUNS, ROLLOUT_METRICS, RUN_METRICS, rolloutFigures, runFigures, type Figure, type MetricName } from '../../api/figures.js';
+import { capRollouts, leftOutFigures, newestRollouts, METRICS, MAX_ROLLOUTS, MAX_RUNS, ROLLOUT_METRICS, RUN_METRICS, rolloutFigures, runFigures, type Figure, type MetricName } from '../../api/figures.js';
 import { movesTargets } from '../../rollout/engine.js';
-import type { RolloutView } from '../../rollout/model.js';
 import type { WorkItem } from '../../ledger/model.js';
 import { errorMessage } from '../../log.js';
 import type { ControlPlaneNode } from './node.js';
@@ -44,15 +43,10 @@ const ITEM_STATES: readonly WorkItem['state'][] = ['pending', 'running', 'done',
 async function snapshot(node: ControlPlaneNode): Promise<Snapshot> {
   if (node.state !== 'leader') return EMPTY;
   const store = node.plane.engine.store;
-  const running = await store.loadRunning();
-  const paused = await store.list({ state: 'paused', limit: MAX_ROLLOUTS });
-  const views: RolloutView[] = [...running];
-  for (const p of paused.rollouts) {
-    if (views.length >= MAX_ROLLOUTS) break;
-    const v = await store.load(p.id);
-    if (v) views.push(v);
-  }
-  const { shown, leftOut } = capRollouts(views);
+  // The newest running, then paused ones up to the cap: never a read of every running rollout per scrape.
+  const running = await newestRollouts(store, 'running', MAX_ROLLOUTS);
+  const paused = await newestRollouts(store, 'paused', MAX_ROLLOUTS - running.views.length);
+  const { shown, leftOut } = capRollouts([...running.views, ...paused.views]);
   const now = Date.now();
   const figures: Figure[] = [];
   for (const view of shown) {
@@ -74,7 +68,7 @@ async function snapshot(node: ControlPlaneNode): Promise<Snapshot> {
     }
   }
   for (const r of rows) figures.push(...runFigures({ id: r.id, counts: counts.get(r.id)!, steals: Number(r.steals), drains: Number(r.drains) }));
-  figures.push(...leftOutFigures({ rollouts: leftOut + (paused.next ? 1 : 0), runs: Math.max(0, open.length - rows.length) }));
+  figures.push(...leftOutFigures({ rollouts: leftOut + (running.more || paused.more ? 1 : 0), runs: Math.max(0, open.length - rows.length) }));
   const byName = new Map<MetricName, Figure[]>();
   for (const f of figures) byName.set(f.name, [...(byName.get(f.name) ?? []), f]);
   return { figures: byName };
