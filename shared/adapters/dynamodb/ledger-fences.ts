@@ -33,6 +33,7 @@ const LOST = -2;
 export class RunFences {
   /** Per run, the epoch whose fences this process saw raised (a Lambda sandbox keeps it across invocations). */
   private readonly raised = new BoundedMap<string, number>(1_000);
+  private readonly ensuring = new Map<string, Promise<void>>();
 
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -40,7 +41,19 @@ export class RunFences {
   ) {}
 
   /** Every shard's fence at `token`'s epoch before a write under it: one read the first time per run and epoch, the raise when it is not done. */
-  async ensure(runId: string, keys: RunKeys, token: LeaseToken): Promise<void> {
+  ensure(runId: string, keys: RunKeys, token: LeaseToken): Promise<void> {
+    if (this.raised.get(runId) === token.epoch) return Promise.resolve();
+    // A batch of fenced writes (casMany) meets an unraised fence together: one raise between them.
+    const key = `${runId}\u0000${token.holder}\u0000${token.epoch}`;
+    let pending = this.ensuring.get(key);
+    if (!pending) {
+      pending = this.ensureOnce(runId, keys, token).finally(() => this.ensuring.delete(key));
+      this.ensuring.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async ensureOnce(runId: string, keys: RunKeys, token: LeaseToken): Promise<void> {
     const known = this.raised.get(runId);
     if (known === token.epoch) return;
     if (known === LOST) {
