@@ -11,7 +11,8 @@
  *   10 a call, one call after another as SqsWorkQueue.send does) and, in a
  *   deployment, recording them sent (markSent, dispatch.ts);
  * - W workers running Worker.step (shared/ledger/worker.ts): receive up to 10,
- *   read the run record once per batch, claim each (bounded concurrency), extend
+ *   read the run record if the last read is a minute old (RUN_RECORD_TTL_MS),
+ *   claim each (bounded concurrency), extend
  *   the messages' visibility (10 a call); start a chunk (one item at a time when
  *   items are slow, up to maxChunk when fast), run it, ack in batches, delete the
  *   messages 10 a call; heartbeat rounds HEARTBEAT_ROUNDS times every heartbeatMs,
@@ -25,13 +26,24 @@
  *   received but never extended comes back after the queue's visibility
  *   timeout (60 s), an ack round is sent again (the acks that had landed are
  *   refused as already Done);
- * - in a deployment, the coordinator Lambda: a steal per idle worker's ask
- *   (lease campaign, the running set's entries read and the thief's and the
- *   victim's items, up to 32 fenced transactions one at a time on the lease
- *   item) and the scan every minute (the running set's entries and every
- *   running item read, silent items re-pended after the 30 s failure timeout,
- *   unsent re-sent);
- *   invocations past the account's concurrency are refused (429).
+ * - in a deployment, the coordinator Lambda, on warm sandboxes it reuses: a
+ *   sandbox writes the lease only when cold (a refused acquire, a renewal) or
+ *   past half its TTL (a renewal, again when another sandbox renewed first):
+ *   no lease write per ask. Before its first fenced write a sandbox reads the
+ *   fence marker; finding none, it raises the shard fences (≤ 99 a
+ *   transaction, each with the lease's check) and puts it. An idle worker's
+ *   ask reads the run's steal hint and answers from what it read: tries a
+ *   take of each entry, busiest first, until one is won (a take, won or
+ *   lost, costs the hint's size), then moves its items, a fenced transaction
+ *   each, one at a time; a stale hint is rebuilt by the one ask that wins the
+ *   claim (the running set's entries, the candidates' items, a put). The scan every
+ *   minute reads the running set's entries and every running item, re-pends
+ *   silent items after the 30 s failure timeout and re-sends unsent ones.
+ *   Fenced writes condition-check their shard's fence: a sandbox's own go in
+ *   turn per fence; one arriving while another sandbox's transaction on the
+ *   fence is in flight is cancelled (a conflict: counted, nothing charged)
+ *   and retried as conflicts.ts does. Invocations past the account's
+ *   concurrency are refused (429).
  * Every DynamoDB request is charged to the keys `ITEM_WRITES` names
  * (shared/ledger/capacity.ts): the item's shard partition and its shard's
  * PENDING / RUNNING keys, per fixed window of `windowMs`. As the throttling
@@ -60,23 +72,38 @@
  * near its limit, and k workers in lockstep make bursts k times larger than
  * independent ones would (the fleet's heartbeats are spread over their
  * interval; the benchmark's, started together, are not). The same code runs
- * both scales; only k and the inputs differ.
+ * both scales; only k and the inputs differ. What happens once a run — the
+ * hint's rebuild (its reads and put), the fences' raise — is charged once,
+ * not k times; an ask's hint read, claim and take, and a sandbox's lease
+ * writes, are k's. A hint lists STEAL_HINT_VICTIMS real victims, so
+ * STEAL_HINT_VICTIMS / k simulated ones (the fraction drawn from the seeded
+ * random source): fruitful steals keep their real rate on average, k at a time.
+ * A simulated take is its k real thieves' busiest-first takes of the (up to
+ * STEAL_HINT_VICTIMS) real entries its entry stands for: they collide with
+ * each other as the real ones would (plan.ts busiestFirstTakes), while the
+ * entry moves whole to the simulated thief.
  *
  * Simplified or not modelled: latencies are fixed, not distributed; one FIFO
  * server stands for the machine's CPUs; no crashes and no poison; a message is
  * delivered once until it comes back (no duplicates); a victim learns of a
  * steal at once; the enqueue counter's SDK-only retry is not distinguished;
- * Lambda cold starts and its scaling rate (1,000 environments per 10 s) are
- * not modelled, only its concurrency; DynamoDB's burst credits, adaptive
- * capacity, splits for heat and on-demand scaling (warm throughput) are not
- * modelled — a table is taken as warm for whatever its quota allows.
+ * a hint read sees the hint as last written (no replication lag); a take is
+ * charged the hint's size as it stands when sent; a
+ * transaction cancelled for a conflict is charged no units; Lambda cold
+ * starts' latency and its scaling rate (1,000 environments per 10 s) are not
+ * modelled, only its concurrency, and a warm sandbox is never reclaimed;
+ * DynamoDB's burst credits, adaptive capacity, splits for heat and on-demand
+ * scaling (warm throughput) are not modelled — a table is taken as warm for
+ * whatever its quota allows.
  */
 import { CONFLICT_RETRY } from '../../shared/adapters/dynamodb/conflicts.js';
 import { THROTTLE_RETRY } from '../../shared/adapters/dynamodb/throttles.js';
 import { INDEX_ENTRY_KB, ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
-import { backoffMs, extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, stealBackoffMs } from '../../shared/ledger/worker.js';
+import { hintFresh, STEAL_HINT_REBUILD_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
+import { backoffMs, extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, RUN_RECORD_TTL_MS, stealBackoffMs } from '../../shared/ledger/worker.js';
 import { PRICES } from '../cost.js';
+import { busiestFirstTakes, COORDINATOR_LEASE_TTL_MS, hintReadRru, hintWriteWcu, stealHintBytes, STEAL_READ_ITEMS } from './plan.js';
 
 // ---------------------------------------------------------------------------
 // Inputs and results
@@ -172,7 +199,7 @@ export interface ModelInput {
 }
 
 /** Key families, named as the throttling simulator names them (`defaultFamily`). */
-export type Family = 'item' | 'pending' | 'running' | 'runRecord' | 'lease' | 'runs';
+export type Family = 'item' | 'pending' | 'running' | 'runRecord' | 'lease' | 'runs' | 'hint' | 'fence';
 
 export interface ModelResult {
   /** From the first enqueue to the end (the last ack, or every worker stopped: `finish`). */
@@ -202,9 +229,29 @@ export interface ModelResult {
   /** Table-level units a second in the busiest window. */
   readonly peakTable: { readonly wcu: number; readonly indexWcu: number; readonly rcu: number };
   readonly sqsInFlightPeak: number;
-  readonly lambda: { readonly invocations: number; readonly concurrencyPeak: number; readonly throttled: number; readonly gbSeconds: number; readonly steals: number; readonly itemsStolen: number };
+  readonly lambda: {
+    readonly invocations: number;
+    readonly concurrencyPeak: number;
+    readonly throttled: number;
+    readonly gbSeconds: number;
+    /** Asks served (a steal invocation each), and the items they moved. */
+    readonly steals: number;
+    readonly itemsStolen: number;
+    /** The steal hint: rebuilds, rebuild claims tried, takes tried, takes won (fruitful steals). */
+    readonly hintRebuilds: number;
+    readonly hintClaims: number;
+    readonly hintTakes: number;
+    readonly fruitfulSteals: number;
+    /** Lease writes (renewals and refused attempts; none per ask), and those that landed. */
+    readonly leaseWrites: number;
+    readonly leaseRenewals: number;
+    /** Fenced transactions cancelled because another on their fence was in flight (each attempt counts). */
+    readonly fenceConflicts: number;
+  };
   /** Receives that returned nothing because the queue's in-flight limit was reached. */
   readonly sqsOverLimit: number;
+  /** The workers' reads of the run record (Worker.runEpoch), real requests. */
+  readonly runRecordReads: number;
   readonly weight: number;
   /** Items left unfinished when the simulation stopped (a day of simulated time), by where they were. */
   readonly unfinished: Readonly<Record<string, number>>;
@@ -313,6 +360,11 @@ interface Req {
   readonly units: number[];
   readonly policy: Policy;
   readonly client: Client;
+  /** Real requests it stands for: the weight, or 1 for what happens once a run (a hint rebuild). */
+  count: number;
+  /** A fenced transaction's ConditionCheck keys (the fences, or the lease while raising them), and the sandbox that sends it. */
+  fences?: number[];
+  box?: Sandbox;
   sdkAttempt: number;
   sdkRetried: boolean;
   appAttempt: number;
@@ -329,17 +381,59 @@ type Op =
   | { readonly op: 'sleep'; readonly ms: number }
   | { readonly op: 'all'; readonly reqs: readonly Req[]; readonly limit: number }
   | { readonly op: 'poll'; readonly ms: number }
-  | { readonly op: 'lock' }
   /** Resumes when the process's own callback, handed to `register`, is called. */
   | { readonly op: 'wait'; readonly register: (resume: () => void) => void };
 
 /** A simulated process: `yield` an op, get back whether it succeeded (an 'all' whose request outlasted its retries: false). */
 type Proc<R = void> = Generator<Op, R, boolean>;
 
-// Key families in key-id order: per-shard families first (id = family × N + shard), then the singletons.
+// Key families in key-id order: per-shard families first (id = family × N + shard), then the singletons (the fences after the hint).
 const F_ITEM = 0;
 const F_PENDING = 1;
 const F_RUNNING = 2;
+
+/** A coordinator Lambda execution environment: what it keeps across invocations. */
+interface Sandbox {
+  /** The lease's expiry as it last saw it (0: cold): its token is good until then. */
+  tokenUntil: number;
+  /** It saw this epoch's fences raised (read the marker, or raised them). */
+  fencesSeen: boolean;
+  /** Fences its own fenced transactions are on, and those waiting their turn (conflicts.ts inTurn). */
+  readonly turns: Set<number>;
+  readonly waiting: { readonly fences: readonly number[]; readonly go: () => void }[];
+}
+
+/** The run's steal hint as last written: victims (simulated worker → simulated items) and the rebuild claim. */
+interface Hint {
+  builtAt: number;
+  claimedUntil: number;
+  victims: Map<number, number[]>;
+}
+
+/** A hint as one ask read it: its entries in the order a thief tries them (most ids first). */
+interface HintRead {
+  readonly builtAt: number;
+  readonly claimedUntil: number;
+  readonly order: readonly { readonly victim: number; readonly ids: readonly number[] }[];
+}
+
+/** The order a thief tries a hint's entries in (Coordinator.stealFor): most ids first, ties as listed. */
+export function takeOrder<V>(entries: Iterable<readonly [V, readonly number[]]>): { victim: V; ids: readonly number[] }[] {
+  return [...entries].map(([victim, ids]) => ({ victim, ids })).sort((a, b) => b.ids.length - a.ids.length);
+}
+
+/**
+ * One simulated take of an entry of `ids` ids, as its k real thieves make it:
+ * the entry stands for up to STEAL_HINT_VICTIMS real ones, which they take
+ * busiest first among themselves while it is there (`live`), and each loses
+ * in turn once it is gone. `rest`: the hint's other real entries, busiest first.
+ */
+export function simulatedTake(k: number, ids: number, rest: readonly number[], live: boolean): { attempts: number; wcu: number } {
+  const stands = Math.max(1, Math.min(k, STEAL_HINT_VICTIMS));
+  if (live) return busiestFirstTakes(k, Array.from({ length: stands }, () => ids), rest.slice(0, STEAL_HINT_VICTIMS - stands));
+  const attempts = k * stands;
+  return { attempts, wcu: attempts * hintWriteWcu(stealHintBytes(rest.slice(0, STEAL_HINT_VICTIMS))) };
+}
 
 // ---------------------------------------------------------------------------
 // The simulation
@@ -365,6 +459,8 @@ interface WorkerState {
   /** Asks that found nothing since work last came, and when the next is due (stealBackoffMs). */
   fruitless: number;
   nextAskAt: number;
+  /** When its run-record read was sent (Worker.runEpoch): another only once RUN_RECORD_TTL_MS has passed. */
+  epochReadAt: number;
 }
 
 class Simulation {
@@ -379,11 +475,14 @@ class Simulation {
   private readonly itemRead: number; // units of a consistent read of an item
   private readonly simItems: number;
   private readonly simWorkers: number;
-  // Keys: 3 per shard, then the run record, the lease, the RUNS index key.
+  // Keys: 3 per shard, then the run record, the lease, the RUNS index key, the steal hint, a fence per shard, the fence marker.
   private readonly keyCount: number;
   private readonly kRunRecord: number;
   private readonly kLease: number;
   private readonly kRuns: number;
+  private readonly kHint: number;
+  private readonly kMarker: number;
+  private readonly kFence0: number;
   private readonly isGsi: Uint8Array;
   private readonly keyWindow: Float64Array;
   private readonly used: [Float64Array, Float64Array];
@@ -425,8 +524,15 @@ class Simulation {
   private readonly workers: WorkerState[] = [];
   private readonly sharedClient: Client = { quota: SDK_RETRY.quota };
   private readonly coordinatorClient: Client = { quota: SDK_RETRY.quota };
-  private leaseHeld = false;
-  private readonly leaseWaiters: (() => void)[] = [];
+  /** Warm coordinator sandboxes not serving an invocation (the last freed is reused first). */
+  private readonly idleBoxes: Sandbox[] = [];
+  /** When the lease expires unless renewed (the lease is never lost here: no coordinator crashes). */
+  private leaseUntil = 0;
+  /** The fence marker is written (this epoch's fences are raised). */
+  private fencesUp = false;
+  /** Fenced transactions in flight per key (only fence keys and the lease are ever counted). */
+  private readonly fenceBusy: Int32Array;
+  private readonly hint: Hint = { builtAt: 0, claimedUntil: 0, victims: new Map() };
   private doneItems = 0;
   private lastAck = 0;
   private finished = false;
@@ -455,6 +561,14 @@ class Simulation {
   private lambdaThrottled = 0;
   private sqsOverLimit = 0;
   private steals = 0;
+  private hintRebuilds = 0;
+  private hintClaims = 0;
+  private hintTakes = 0;
+  private fruitfulSteals = 0;
+  private leaseRenewals = 0;
+  private leaseWrites = 0;
+  private fenceConflicts = 0;
+  private runRecordReads = 0;
   private readonly timeline: { t: number; done: number; throttled: number; dynamodb: number }[] = [];
   private itemsStolen = 0;
 
@@ -472,7 +586,11 @@ class Simulation {
     this.kRunRecord = o.shards === null ? F_ITEM * this.n : 3 * this.n; // the first layout: the record shares the items' partition
     this.kLease = 3 * this.n + 1;
     this.kRuns = 3 * this.n + 2;
-    this.keyCount = 3 * this.n + 3;
+    this.kHint = 3 * this.n + 3;
+    this.kFence0 = 3 * this.n + 4;
+    this.kMarker = 4 * this.n + 4;
+    this.keyCount = 4 * this.n + 5;
+    this.fenceBusy = new Int32Array(this.keyCount);
     this.isGsi = new Uint8Array(this.keyCount);
     for (let s = 0; s < this.n; s++) {
       this.isGsi[F_PENDING * this.n + s] = 1;
@@ -591,19 +709,7 @@ class Simulation {
       case 'wait':
         op.register(() => this.ev.push(this.now, again));
         return;
-      case 'lock':
-        if (!this.leaseHeld) {
-          this.leaseHeld = true;
-          this.ev.push(this.now, again);
-        } else this.leaseWaiters.push(again);
-        return;
     }
-  }
-
-  private unlock(): void {
-    const next = this.leaseWaiters.shift();
-    if (next) this.ev.push(this.now, next);
-    else this.leaseHeld = false;
   }
 
   private every(ms: number, fn: () => void): void {
@@ -653,8 +759,45 @@ class Simulation {
   // ------------------------------------------------------------ requests and retries
 
   private send(r: Req, done: () => void): void {
-    r.done = done;
-    this.attempt(r);
+    const box = r.box;
+    const fences = r.fences;
+    if (!box || !fences) {
+      r.done = done;
+      this.attempt(r);
+      return;
+    }
+    // A sandbox's own fenced writes on one fence go in turn (conflicts.ts inTurn): they never conflict with each other.
+    const go = () => {
+      for (const f of fences) box.turns.add(f);
+      const release = () => {
+        for (const f of fences) box.turns.delete(f);
+        this.nextTurn(box);
+      };
+      r.done = () => {
+        release();
+        done();
+      };
+      const exhausted = r.exhausted;
+      if (exhausted)
+        r.exhausted = () => {
+          release();
+          exhausted();
+        };
+      this.attempt(r);
+    };
+    if (fences.some((f) => box.turns.has(f))) box.waiting.push({ fences, go });
+    else go();
+  }
+
+  private nextTurn(box: Sandbox): void {
+    for (let i = 0; i < box.waiting.length; ) {
+      const w = box.waiting[i]!;
+      if (w.fences.some((f) => box.turns.has(f))) i++;
+      else {
+        box.waiting.splice(i, 1);
+        w.go();
+      }
+    }
   }
 
   /** When a request the store takes now is answered: the FIFO server, then the fixed latency. */
@@ -673,23 +816,32 @@ class Simulation {
       });
       return;
     }
-    this.ddbRequests += this.k;
+    this.ddbRequests += r.count;
     const at = this.served(this.o.latencyMs.dynamodb);
     const hot = this.hotKeys(r);
     if (hot !== null) {
-      this.refusedRequests += this.k;
-      if (hot.length === 0) this.tableRefused += this.k;
+      this.refusedRequests += r.count;
+      if (hot.length === 0) this.tableRefused += r.count;
       for (const code of hot) {
         const key = code >> 1;
-        this.keyRefused[key]! += this.k;
+        this.keyRefused[key]! += r.count;
         const f = `${this.familyName(key)}${code & 1 ? ' (reads)' : ''}`;
-        this.refusedByFamily.set(f, (this.refusedByFamily.get(f) ?? 0) + this.k);
+        this.refusedByFamily.set(f, (this.refusedByFamily.get(f) ?? 0) + r.count);
       }
       this.ev.push(at, () => this.refused(r));
       return;
     }
+    // Another transaction on one of its fences in flight: cancelled (TransactionConflict), nothing applied.
+    const fences = r.fences;
+    if (fences?.some((f) => this.fenceBusy[f]! > 0)) {
+      this.fenceConflicts += r.count;
+      this.ev.push(at, () => this.refused(r));
+      return;
+    }
     const window = this.reserve(r);
+    if (fences) for (const f of fences) this.fenceBusy[f]!++;
     this.ev.push(at, () => {
+      if (fences) for (const f of fences) this.fenceBusy[f]!--;
       this.settle(r, window);
       if (r.policy !== 'conflict') r.client.quota = Math.min(SDK_RETRY.quota, r.client.quota + (r.sdkRetried ? SDK_RETRY.retryCost : SDK_RETRY.successRefund));
       r.onOk?.();
@@ -717,9 +869,9 @@ class Simulation {
       return;
     }
     // Past every retry: the caller's request fails, or the step does and the worker does it again after its backoff.
-    this.exhaustedRequests += this.k;
+    this.exhaustedRequests += r.count;
     const what = r.keys.length ? `${this.familyName(r.keys[0]!)}${r.kinds[0] ? ' (read)' : ''}` : 'sqs';
-    this.exhaustedBy.set(what, (this.exhaustedBy.get(what) ?? 0) + this.k);
+    this.exhaustedBy.set(what, (this.exhaustedBy.get(what) ?? 0) + r.count);
     if (r.exhausted) {
       r.exhausted();
       return;
@@ -807,8 +959,8 @@ class Simulation {
     }
   }
 
-  private req(svc: 'ddb' | 'sqs', policy: Policy, client: Client, keys: number[] = [], kinds: number[] = [], units: number[] = []): Req {
-    return { svc, keys, kinds, units, policy, client, sdkAttempt: 0, sdkRetried: false, appAttempt: 0, stepFailures: 0, done: () => undefined };
+  private req(svc: 'ddb' | 'sqs', policy: Policy, client: Client, keys: number[] = [], kinds: number[] = [], units: number[] = [], count = this.k): Req {
+    return { svc, keys, kinds, units, policy, client, count, sdkAttempt: 0, sdkRetried: false, appAttempt: 0, stepFailures: 0, done: () => undefined };
   }
 
   private sqs(client: Client): Req {
@@ -856,31 +1008,37 @@ class Simulation {
     return this.req('ddb', 'app', client, keys, keys.map(() => 0), units);
   }
 
-  /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry rewritten in place (its worker; twice), the lease's ConditionCheck (2). */
-  private stealWrite(item: number, client: Client): Req {
-    const keys: number[] = [this.kLease];
-    const kinds: number[] = [0];
-    const units: number[] = [2 * this.k];
-    for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
-      const s = this.slotShard[j]!;
-      const n = this.slotCount[j]!;
-      keys.push(F_ITEM * this.n + s, F_RUNNING * this.n + s);
-      kinds.push(0, 0);
-      units.push(2 * n * this.w, 2 * n * this.e);
-    }
-    return this.req('ddb', 'conflict', client, keys, kinds, units);
+  /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry rewritten in place (its worker; twice), its shard fence's ConditionCheck (2). */
+  private stealWrite(item: number, box: Sandbox, client: Client): Req {
+    return this.fenced(this.itemMove(item, { item: 2, pending: 0, running: 2 }, client, 'conflict'), item, box);
   }
 
-  private single(key: number, kind: number, units: number, policy: Policy, client: Client): Req {
-    return this.req('ddb', policy, client, [key], [kind], [units * this.k]);
+  /** The item's write made a fenced transaction: a ConditionCheck (2 units a real item) on the fence of each shard it is on. */
+  private fenced(r: Req, item: number, box: Sandbox): Req {
+    const fences: number[] = [];
+    for (let j = this.slotStart[item]!; j < this.slotStart[item + 1]!; j++) {
+      const f = this.kFence0 + this.slotShard[j]!;
+      r.keys.push(f);
+      r.kinds.push(0);
+      r.units.push(2 * this.slotCount[j]!);
+      fences.push(f);
+    }
+    r.fences = fences;
+    r.box = box;
+    return r;
+  }
+
+  /** One request on one key; `count` real requests (the weight, or 1 for what a run does once), units × count. */
+  private single(key: number, kind: number, units: number, policy: Policy, client: Client, count = this.k): Req {
+    return this.req('ddb', policy, client, [key], [kind], [units * count], count);
   }
 
   /** Every page of a query of one index key: eventually consistent, ½ unit per started 4 KB (at least ½), 1 MB a page. */
-  private queryPages(key: number, entries: number, client: Client): Req[] {
+  private queryPages(key: number, entries: number, client: Client, count = this.k): Req[] {
     const bytes = entries * INDEX_ENTRY_KB * 1024;
     const pages = Math.max(1, Math.ceil(bytes / (1024 * 1024)));
     const per = bytes / pages;
-    return Array.from({ length: pages }, () => this.single(key, 1, 0.5 * Math.max(1, Math.ceil(per / 4096)), 'app', client));
+    return Array.from({ length: pages }, () => this.single(key, 1, 0.5 * Math.max(1, Math.ceil(per / 4096)), 'app', client, count));
   }
 
   /** The items read consistently, 100 to a BatchGetItem (DynamoLedgerStore readItems): each charged to its partitions. */
@@ -900,9 +1058,13 @@ class Simulation {
     return reqs;
   }
 
-  /** Every shard's RUNNING entries (their pages in order): what `holders` reads, and `running` before the items. */
-  private *readRunning(client: Client, concurrency: number): Proc<boolean> {
-    const perKey: Req[][] = Array.from({ length: this.n }, (_, s) => this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]! / this.k, client));
+  /**
+   * Every shard's RUNNING entries (their pages in order): what `holders` reads, and `running` before the items.
+   * `once`: one real reader (a hint rebuild), charged the whole set once.
+   */
+  private *readRunning(client: Client, concurrency: number, once = false): Proc<boolean> {
+    const perKey: Req[][] = Array.from({ length: this.n }, (_, s) =>
+      once ? this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]!, client, 1) : this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]! / this.k, client));
     // Pages of one key follow each other; keys fan out `concurrency` at a time.
     if (!(yield { op: 'all', reqs: perKey.map((pages) => pages[0]!), limit: concurrency })) return false;
     const rest = perKey.flatMap((pages) => pages.slice(1));
@@ -1117,7 +1279,7 @@ class Simulation {
   private startWorkers(): void {
     this.workStartedAt = this.now;
     for (let id = 0; id < this.simWorkers; id++) {
-      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0 };
+      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0, epochReadAt: Number.NEGATIVE_INFINITY };
       this.workers.push(wk);
       this.running++;
       // Heartbeat rounds tick from the worker's start, whatever it is doing.
@@ -1207,7 +1369,7 @@ class Simulation {
     if (id >= 0) this.workers[id]?.owned.add(i);
   }
 
-  /** Worker.pull: receive, read the run record, claim (a failed claim: adopt ours, drop the rest), extend. -1: the step failed. */
+  /** Worker.pull: receive, read the run record (at most once a minute), claim (a failed claim: adopt ours, drop the rest), extend. -1: the step failed. */
   private *pull(wk: WorkerState, waitSeconds: number): Proc<number> {
     const b = this.o.worker;
     if (waitSeconds > 0) yield { op: 'poll', ms: waitSeconds * 1000 };
@@ -1223,7 +1385,13 @@ class Simulation {
     }
     this.inFlight += got.length * this.k;
     this.inFlightPeak = Math.max(this.inFlightPeak, this.inFlight);
-    if (!(yield { op: 'all', reqs: [this.single(this.kRunRecord, 1, 1, 'sdk', wk.client)], limit: 1 })) return -1;
+    if (this.now - wk.epochReadAt >= RUN_RECORD_TTL_MS) {
+      const at = this.now;
+      const read = this.single(this.kRunRecord, 1, 1, 'sdk', wk.client);
+      read.onOk = () => (wk.epochReadAt = at);
+      this.runRecordReads += this.k;
+      if (!(yield { op: 'all', reqs: [read], limit: 1 })) return -1;
+    }
     let failed = false;
     const mine: number[] = [];
     const sent = this.now;
@@ -1433,74 +1601,247 @@ class Simulation {
 
   // ------------------------------------------------------------ the coordinator (Lambda)
 
-  /** Each invocation campaigns for the run's lease: a conditional put that fails, then the renewal (one unit each). */
-  private *campaign(client: Client): Proc<boolean> {
-    if (!(yield { op: 'all', reqs: [this.single(this.kLease, 0, 1, 'sdk', client)], limit: 1 })) return false;
-    return yield { op: 'all', reqs: [this.single(this.kLease, 0, 1, 'sdk', client)], limit: 1 };
+  /** An invocation of the coordinator on a warm sandbox if one is free (the last freed), else a cold one; null: a 429. */
+  private coordinatorStart(): { readonly began: number; readonly box: Sandbox } | null {
+    const began = this.lambdaStart();
+    if (began === null) return null;
+    return { began, box: this.idleBoxes.pop() ?? { tokenUntil: 0, fencesSeen: false, turns: new Set(), waiting: [] } };
   }
 
-  /** An idle worker's requestWork: the coordinator Lambda steals for it. Items stolen; -1: the invocation failed. */
+  private coordinatorEnd(inv: { readonly began: number; readonly box: Sandbox }): void {
+    this.lambdaEnd(inv.began);
+    this.idleBoxes.push(inv.box);
+  }
+
+  /**
+   * The run's coordinator on this sandbox (functions/coordinator.ts
+   * coordinatorOf): kept while its token has more than half the lease TTL
+   * left — nothing read or written. Past half, a renewal from the row it last
+   * saw, refused (and sent again from the row handed back) when another
+   * sandbox renewed since; cold, or its token run out, the elector starts
+   * from no row: an acquire, refused once the row exists, then the renewal.
+   * Every refused or landed write is a unit; the same holder keeps its epoch.
+   */
+  private *campaign(box: Sandbox, client: Client): Proc<boolean> {
+    if (box.tokenUntil - this.now > COORDINATOR_LEASE_TTL_MS / 2) return true;
+    let seen: number | null = box.tokenUntil > this.now ? box.tokenUntil : null;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let landed = false;
+      const write = this.single(this.kLease, 0, 1, 'sdk', client);
+      write.onOk = () => {
+        landed = seen === null ? this.leaseUntil === 0 : seen === this.leaseUntil;
+        if (landed) {
+          this.leaseUntil = this.now + COORDINATOR_LEASE_TTL_MS;
+          this.leaseRenewals += this.k;
+        }
+        seen = this.leaseUntil;
+      };
+      this.leaseWrites += this.k;
+      if (!(yield { op: 'all', reqs: [write], limit: 1 })) return false;
+      if (landed) break;
+    }
+    box.tokenUntil = this.leaseUntil;
+    return true;
+  }
+
+  /**
+   * RunFences.ensure, before a sandbox's first fenced write of the epoch: the
+   * marker read (consistent); none, the fences raised — every shard's, ≤ 99 a
+   * transaction with the lease's ConditionCheck, one after another — then
+   * the marker, in its own. Sandboxes that find none at once each raise
+   * (the same holder and epoch: idempotent), conflicting on the lease.
+   */
+  private *ensureFences(box: Sandbox, client: Client): Proc<boolean> {
+    if (box.fencesSeen) return true;
+    if (!(yield { op: 'all', reqs: [this.single(this.kMarker, 1, 1, 'sdk', client)], limit: 1 })) return false;
+    if (!this.fencesUp) {
+      const chunks: number[][] = [];
+      for (let s = 0; s < this.n; s += 99) chunks.push(Array.from({ length: Math.min(99, this.n - s) }, (_, j) => this.kFence0 + s + j));
+      chunks.push([this.kMarker]);
+      for (const keys of chunks) {
+        const raise = this.req('ddb', 'conflict', client, [this.kLease, ...keys], [0, ...keys.map(() => 0)], [2, ...keys.map(() => 2)], 1);
+        raise.fences = [this.kLease];
+        raise.box = box;
+        if (keys[0] === this.kMarker) raise.onOk = () => (this.fencesUp = true);
+        if (!(yield { op: 'all', reqs: [raise], limit: 1 })) return false;
+      }
+    }
+    box.fencesSeen = true;
+    return true;
+  }
+
+  /** The hint's real entries, ids each, busiest first: at most STEAL_HINT_VICTIMS (a simulated one stands for k); `except` left out. */
+  private realEntries(except = -1): number[] {
+    const ids: number[] = [];
+    for (const [victim, items] of this.hint.victims) if (victim !== except) for (let j = 0; j < this.k; j++) ids.push(items.length);
+    return ids.sort((a, b) => b - a).slice(0, STEAL_HINT_VICTIMS);
+  }
+
+  /** The hint as stored. */
+  private hintBytes(): number {
+    return stealHintBytes(this.realEntries());
+  }
+
+  /** What a read of the hint returns: its entries busiest first (ties in the order the rebuild listed them, busiest backlog first). */
+  private readHint(): HintRead {
+    const h = this.hint;
+    return { builtAt: h.builtAt, claimedUntil: h.claimedUntil, order: takeOrder(h.victims) };
+  }
+
+  /**
+   * An idle worker's requestWork: the coordinator Lambda reads the run's steal
+   * hint; fresh (or stale with a live claim, or its claim lost) it answers
+   * from it; stale, it claims the rebuild, and the winner rebuilds it and
+   * answers from the new one. Items stolen; -1: the invocation failed.
+   */
   private *askForWork(thief: WorkerState): Proc<number> {
-    const began = this.lambdaStart();
-    if (began === null) return -1;
+    const inv = this.coordinatorStart();
+    if (inv === null) return -1;
     const client = this.coordinatorClient;
     const fail = () => {
-      this.lambdaEnd(began);
+      this.coordinatorEnd(inv);
       return -1;
     };
     yield { op: 'sleep', ms: this.o.latencyMs.lambda };
-    if (!(yield* this.campaign(client))) return fail();
-    if (!(yield* this.readRunning(client, 16))) return fail();
-    let victim: WorkerState | null = null;
-    let most = 0;
-    const unstarted = (v: WorkerState) => v.backlog.filter((i) => this.owner[i] === v.id && !this.started[i] && this.state[i] === 2);
-    for (const v of this.workers) {
-      if (v === thief) continue;
-      const n = unstarted(v).length;
-      if (n > most) [victim, most] = [v, n];
-    }
-    // Whether they started: the thief's items and the victim's read (Coordinator.stealFor's heldBy), one BatchGetItem each.
-    const looked = [...thief.owned, ...(victim ? victim.owned : [])];
-    if (looked.length && !(yield { op: 'all', reqs: this.readItems(looked, client), limit: 16 })) return fail();
-    const taken: number[] = [];
-    if (victim && !thief.backlog.length) {
-      // From the back of the victim's line: it would reach them last.
-      const candidates = unstarted(victim).slice(-Math.min(Math.ceil(most / 2), MAX_STEAL_BATCH));
-      for (const i of candidates) {
-        // A run's fenced writes all condition-check its one lease item: concurrent ones conflict, so they go one at a time.
-        yield { op: 'lock' };
-        const moved = yield { op: 'all', reqs: [this.stealWrite(i, client)], limit: 1 };
-        const stillThere = moved && this.owner[i] === victim.id && !this.started[i] && this.state[i] === 2;
-        if (stillThere) {
-          this.setOwner(i, thief.id);
-          this.lastBeat[i] = this.now;
-          this.wrote[i] = Number.NEGATIVE_INFINITY;
-          const at = victim.backlog.indexOf(i);
-          if (at >= 0) victim.backlog.splice(at, 1);
-          // The victim finds it gone at its next heartbeat and deletes its message; the thief holds it without one.
-          if (this.msgRef[i]) this.dropMessage(i);
-          taken.push(i);
-        }
-        const read = yield { op: 'all', reqs: [this.single(F_ITEM * this.n + this.slotShard[this.slotStart[i]!]!, 1, 1, 'app', client)], limit: 1 };
-        this.unlock();
-        if (!moved || !read) return fail();
+    if (!(yield* this.campaign(inv.box, client))) return fail();
+    let read: HintRead | null = null;
+    const get = this.single(this.kHint, 1, hintReadRru(this.hintBytes()), 'app', client);
+    get.onOk = () => (read = this.readHint());
+    if (!(yield { op: 'all', reqs: [get], limit: 1 })) return fail();
+    let hint = (read as HintRead | null) ?? this.readHint();
+    // Stale and nobody rebuilding: claim the rebuild; lost, answer from the hint read, as read.
+    if (!hintFresh(hint.builtAt, this.now) && hint.claimedUntil <= this.now) {
+      // The conditional claim: k asks try it (the herd that read the same stale hint), the first to land wins.
+      const h = this.hint;
+      const seen = hint.builtAt;
+      let won = false;
+      const claim = this.single(this.kHint, 0, hintWriteWcu(this.hintBytes()), 'app', client);
+      claim.onOk = () => {
+        if (h.builtAt !== seen || h.claimedUntil > this.now) return;
+        h.claimedUntil = this.now + STEAL_HINT_REBUILD_MS;
+        won = true;
+      };
+      this.hintClaims += this.k;
+      if (!(yield { op: 'all', reqs: [claim], limit: 1 })) return fail();
+      if (won) {
+        if (!(yield* this.rebuildHint(client))) return fail();
+        // The rebuilder answers from what it built.
+        hint = this.readHint();
       }
     }
+    const taken = yield* this.takeFromHint(thief, hint, inv.box, client);
+    if (taken === null) return fail();
     this.steals += this.k;
     this.itemsStolen += taken.length * this.k;
     for (const i of taken) this.hold(thief, i);
     thief.backlog.push(...taken);
-    this.lambdaEnd(began);
+    this.coordinatorEnd(inv);
     return taken.length;
+  }
+
+  /**
+   * The rebuild, once for the run: the running set's entries, then the items
+   * of the workers holding most, one worker at a time, until no worker left
+   * holds more than the smallest backlog kept or the read budget is spent;
+   * the largest backlogs kept, each with the back half of its line, are put.
+   */
+  private *rebuildHint(client: Client): Proc<boolean> {
+    if (!(yield* this.readRunning(client, 16, true))) return false;
+    // Real victims a hint lists, in simulated workers: the fraction drawn (k real ones move together).
+    const share = STEAL_HINT_VICTIMS / this.k;
+    const limit = Math.floor(share) + (this.rand() < share - Math.floor(share) ? 1 : 0);
+    const budget = Math.max(1, Math.floor(STEAL_READ_ITEMS / this.k));
+    const unstarted = (v: WorkerState) => v.backlog.filter((i) => this.owner[i] === v.id && !this.started[i] && this.state[i] === 2);
+    const kept: { worker: WorkerState; line: number[] }[] = [];
+    const floor = () => (kept.length < Math.max(1, limit) ? 0 : kept[kept.length - 1]!.line.length);
+    let read = 0;
+    for (const v of [...this.workers].filter((w) => w.owned.size > 0).sort((a, b) => b.owned.size - a.owned.size)) {
+      if (v.owned.size <= floor() || read >= budget) break;
+      read += v.owned.size;
+      if (!(yield { op: 'all', reqs: this.readItems([...v.owned], client), limit: 16 })) return false;
+      const line = unstarted(v);
+      if (line.length <= floor()) continue;
+      kept.push({ worker: v, line });
+      kept.sort((a, b) => b.line.length - a.line.length);
+      kept.splice(Math.max(1, limit));
+    }
+    // From the back of each line: its worker would reach them last.
+    const victims = new Map(kept.slice(0, limit).map(({ worker, line }) => [worker.id, line.slice(-Math.min(Math.ceil(line.length / 2), MAX_STEAL_BATCH))] as const));
+    const bytes = stealHintBytes([...victims.values()].flatMap((ids) => Array.from({ length: Math.min(this.k, STEAL_HINT_VICTIMS) }, () => ids.length)).slice(0, STEAL_HINT_VICTIMS));
+    // A put that replaces an item is paid at the larger of the two.
+    const put = this.single(this.kHint, 0, hintWriteWcu(Math.max(bytes, this.hintBytes())), 'app', client, 1);
+    put.onOk = () => {
+      this.hint.builtAt = this.now;
+      this.hint.claimedUntil = 0;
+      this.hint.victims = victims;
+      this.hintRebuilds++;
+    };
+    return yield { op: 'all', reqs: [put], limit: 1 };
+  }
+
+  /**
+   * Answer from the hint as read (Coordinator.stealFor): its entries tried
+   * busiest first, each a conditional take paid won or lost; a lost one (taken
+   * by another thief, or the hint rebuilt) → the next. The entry won's ids are
+   * moved one at a time, each a fenced transaction and a consistent read. A
+   * thief the hint lists has a backlog of its own: nothing. Null: the invocation failed.
+   */
+  private *takeFromHint(thief: WorkerState, read: HintRead, box: Sandbox, client: Client): Proc<number[] | null> {
+    if (read.order.some((e) => e.victim === thief.id)) return [];
+    const h = this.hint;
+    let got: number[] | null = null;
+    let victimId = -1;
+    for (const entry of read.order) {
+      const live = h.builtAt === read.builtAt && h.victims.has(entry.victim);
+      const cost = simulatedTake(this.k, entry.ids.length, live ? this.realEntries(entry.victim) : this.realEntries(), live);
+      let ids: number[] | null = null;
+      const take = this.single(this.kHint, 0, cost.wcu / cost.attempts, 'app', client, cost.attempts);
+      take.onOk = () => {
+        if (h.builtAt !== read.builtAt || !h.victims.has(entry.victim)) return;
+        ids = h.victims.get(entry.victim)!;
+        h.victims.delete(entry.victim);
+      };
+      this.hintTakes += cost.attempts;
+      if (!(yield { op: 'all', reqs: [take], limit: 1 })) return null;
+      if (ids === null) continue;
+      got = ids;
+      victimId = entry.victim;
+      break;
+    }
+    if (got === null) return [];
+    this.fruitfulSteals += this.k;
+    if (!(yield* this.ensureFences(box, client))) return null;
+    const victim = this.workers[victimId]!;
+    const taken: number[] = [];
+    for (const i of got as number[]) {
+      const moved = yield { op: 'all', reqs: [this.stealWrite(i, box, client)], limit: 1 };
+      if (moved && this.owner[i] === victim.id && !this.started[i] && this.state[i] === 2) {
+        this.setOwner(i, thief.id);
+        this.lastBeat[i] = this.now;
+        this.wrote[i] = Number.NEGATIVE_INFINITY;
+        const at = victim.backlog.indexOf(i);
+        if (at >= 0) victim.backlog.splice(at, 1);
+        // The victim finds it gone at its next heartbeat and deletes its message; the thief holds it without one.
+        if (this.msgRef[i]) this.dropMessage(i);
+        taken.push(i);
+      }
+      const read = yield { op: 'all', reqs: [this.single(F_ITEM * this.n + this.slotShard[this.slotStart[i]!]!, 1, 1, 'app', client)], limit: 1 };
+      if (!moved || !read) {
+        // What moved is the thief's in the ledger; its reconcile finds it.
+        return null;
+      }
+    }
+    return taken;
   }
 
   /**
    * Coordinator.failureScan: Running items whose heartbeat has not moved for
    * the failure timeout, at two looks in a row, go back to Pending (a fenced
-   * transaction each, one at a time on the lease item; at most 1,000 a scan)
-   * and on the queue. A worker still holding one finds its ack refused.
+   * transaction each on its shard's fence, a batch of 100 at a time, the
+   * ledger's 16 in flight; at most 1,000 a scan) and on the queue. A worker
+   * still holding one finds its ack refused.
    */
-  private *failureScan(client: Client): Proc {
+  private *failureScan(box: Sandbox, client: Client): Proc {
     const timeout = this.o.failureTimeoutSeconds * 1000;
     const stale: number[] = [];
     for (const w of this.workers) {
@@ -1510,59 +1851,62 @@ class Simulation {
         this.staleSeen[i] = silent ? 1 : 0;
       }
     }
-    const back: number[] = [];
-    for (const i of stale) {
-      yield { op: 'lock' };
-      // repend: the item ×2, its index entry RUNNING → PENDING (delete + put) ×2, the lease's ConditionCheck.
-      const r = this.itemMove(i, { item: 2, pending: 2, running: 2 }, client, 'conflict');
-      r.keys.push(this.kLease);
-      r.kinds.push(0);
-      r.units.push(2 * this.k);
-      const ok = yield { op: 'all', reqs: [r], limit: 1 };
-      this.unlock();
+    if (stale.length && !(yield* this.ensureFences(box, client))) return;
+    const batch = Math.max(1, Math.floor(100 / this.k));
+    for (let j = 0; j < stale.length; j += batch) {
+      const back: number[] = [];
+      const repends = stale.slice(j, j + batch).map((i) => {
+        // repend: the item ×2, its index entry RUNNING → PENDING (delete + put) ×2, its shard fence's ConditionCheck.
+        const r = this.fenced(this.itemMove(i, { item: 2, pending: 2, running: 2 }, client, 'conflict'), i, box);
+        r.onOk = () => {
+          if (this.state[i] !== 2 || this.now - this.lastBeat[i]! < timeout) return;
+          // A worker that still has it waiting drops it at its next heartbeat; one running it finds its ack refused.
+          const holder = this.heldBy[i]! >= 0 ? this.workers[this.heldBy[i]!] : undefined;
+          const waiting = holder ? holder.backlog.indexOf(i) : -1;
+          if (holder && waiting >= 0) {
+            holder.backlog.splice(waiting, 1);
+            this.heldBy[i] = -1;
+          }
+          this.state[i] = 1;
+          this.setOwner(i, -1);
+          this.started[i] = 0;
+          this.staleSeen[i] = 0;
+          this.sentRecorded[i] = 0;
+          this.moveCounts(i, this.runningCnt, this.pendingCnt);
+          this.moveCounts(i, null, this.unsentCnt);
+          back.push(i);
+          this.repended += this.k;
+        };
+        return r;
+      });
+      const ok = yield { op: 'all', reqs: repends, limit: 16 };
+      // What landed goes on the queue even when the batch failed (the next scan's resend would send it).
+      if (back.length) yield* this.dispatch(back, client, 16);
       if (!ok) break;
-      if (this.state[i] !== 2 || this.now - this.lastBeat[i]! < timeout) continue;
-      // A worker that still has it waiting drops it at its next heartbeat; one running it finds its ack refused.
-      const holder = this.heldBy[i]! >= 0 ? this.workers[this.heldBy[i]!] : undefined;
-      const waiting = holder ? holder.backlog.indexOf(i) : -1;
-      if (holder && waiting >= 0) {
-        holder.backlog.splice(waiting, 1);
-        this.heldBy[i] = -1;
-      }
-      this.state[i] = 1;
-      this.setOwner(i, -1);
-      this.started[i] = 0;
-      this.staleSeen[i] = 0;
-      this.sentRecorded[i] = 0;
-      this.moveCounts(i, this.runningCnt, this.pendingCnt);
-      this.moveCounts(i, null, this.unsentCnt);
-      back.push(i);
-      this.repended += this.k;
     }
-    if (back.length) yield* this.dispatch(back, client, 16);
   }
 
   /** The schedule's scan-all: open runs (one probe of every PENDING and RUNNING key), then this run's failure scan and unsent re-send. */
   private *scan(): Proc {
-    const began = this.lambdaStart();
-    if (began === null) return;
+    const inv = this.coordinatorStart();
+    if (inv === null) return;
     const client = this.coordinatorClient;
     yield { op: 'sleep', ms: this.o.latencyMs.lambda };
     yield { op: 'all', reqs: [this.single(this.kRuns, 1, 0.5, 'sdk', client)], limit: 1 };
     const probes: Req[] = [];
     for (let s = 0; s < this.n; s++) probes.push(this.single(F_PENDING * this.n + s, 1, 0.5, 'app', client), this.single(F_RUNNING * this.n + s, 1, 0.5, 'app', client));
     yield { op: 'all', reqs: probes, limit: 16 };
-    yield* this.campaign(client);
+    const lead = yield* this.campaign(inv.box, client);
     // ledger.running: the entries, then every running item (their heartbeats are not in the index).
     const runningItems: number[] = [];
     for (let i = 0; i < this.simItems; i++) if (this.state[i] === 2) runningItems.push(i);
-    if ((yield* this.readRunning(client, 16)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 })) yield* this.failureScan(client);
+    if (lead && (yield* this.readRunning(client, 16)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 })) yield* this.failureScan(inv.box, client);
     // Unsent items (stored, message not yet recorded): at most 1,000 a key.
     const unsent: Req[] = [];
     for (let s = 0; s < this.n; s++) unsent.push(...this.queryPages(F_PENDING * this.n + s, Math.min(1000, this.unsentCnt[s]! / this.k), client));
     yield { op: 'all', reqs: unsent, limit: 16 };
     yield { op: 'all', reqs: [this.single(this.kRunRecord, 1, 1, 'sdk', client)], limit: 1 };
-    this.lambdaEnd(began);
+    this.coordinatorEnd(inv);
   }
 
   // ------------------------------------------------------------ results
@@ -1572,6 +1916,9 @@ class Simulation {
     if (key === this.kRunRecord) return sharded ? 'RUN#*' : 'RUN#*';
     if (key === this.kLease) return 'LEASE#*';
     if (key === this.kRuns) return 'gsi1:RUNS';
+    if (key === this.kHint) return 'STEAL#*';
+    if (key === this.kMarker) return 'FENCE#*';
+    if (key >= this.kFence0) return 'FENCE#*#*';
     const f = Math.floor(key / this.n);
     const suffix = sharded ? '#*#*' : '#*';
     return f === F_ITEM ? `RUN${suffix}` : f === F_PENDING ? `gsi1:PENDING${suffix}` : `gsi1:RUNNING${suffix}`;
@@ -1580,6 +1927,8 @@ class Simulation {
   private familyOf(key: number): Family {
     if (key === this.kLease) return 'lease';
     if (key === this.kRuns) return 'runs';
+    if (key === this.kHint) return 'hint';
+    if (key === this.kMarker || key >= this.kFence0) return 'fence';
     if (key === this.kRunRecord && this.o.shards !== null) return 'runRecord';
     const f = Math.floor(key / this.n);
     return f === F_ITEM ? 'item' : f === F_PENDING ? 'pending' : 'running';
@@ -1604,13 +1953,14 @@ class Simulation {
 
   private result(end: number): ModelResult {
     const seconds = end / 1000;
-    const families: Family[] = ['item', 'pending', 'running', 'runRecord', 'lease', 'runs'];
+    const families: Family[] = ['item', 'pending', 'running', 'runRecord', 'lease', 'runs', 'hint', 'fence'];
     const peakPerKey = Object.fromEntries(families.map((f) => [f, { key: '', wcu: 0, rcu: 0 }])) as Record<Family, { key: string; wcu: number; rcu: number }>;
     let hottest = { family: '', wcu: -1 };
     for (let key = 0; key < this.keyCount; key++) {
       const f = this.familyOf(key);
       const p = peakPerKey[f];
-      p.key = this.familyName(key);
+      // Named by its most written key (the fence family has the marker and the shard fences).
+      if (p.key === '' || this.peak[0][key]! > p.wcu) p.key = this.familyName(key);
       p.wcu = Math.max(p.wcu, this.peak[0][key]!);
       p.rcu = Math.max(p.rcu, this.peak[1][key]!);
       if (this.peak[0][key]! > hottest.wcu) hottest = { family: this.familyName(key), wcu: this.peak[0][key]! };
@@ -1634,7 +1984,22 @@ class Simulation {
       peakTable: { wcu: this.tablePeak[0]! * perSecond, indexWcu: this.tablePeak[2]! * perSecond, rcu: (this.tablePeak[1]! + this.tablePeak[3]!) * perSecond },
       sqsInFlightPeak: this.inFlightPeak,
       sqsOverLimit: this.sqsOverLimit,
-      lambda: { invocations: this.lambdaInvocations, concurrencyPeak: this.lambdaConcurrencyPeak, throttled: this.lambdaThrottled, gbSeconds: this.lambdaGbSeconds, steals: this.steals, itemsStolen: this.itemsStolen },
+      runRecordReads: this.runRecordReads,
+      lambda: {
+        invocations: this.lambdaInvocations,
+        concurrencyPeak: this.lambdaConcurrencyPeak,
+        throttled: this.lambdaThrottled,
+        gbSeconds: this.lambdaGbSeconds,
+        steals: this.steals,
+        itemsStolen: this.itemsStolen,
+        hintRebuilds: this.hintRebuilds,
+        hintClaims: this.hintClaims,
+        hintTakes: this.hintTakes,
+        fruitfulSteals: this.fruitfulSteals,
+        leaseWrites: this.leaseWrites,
+        leaseRenewals: this.leaseRenewals,
+        fenceConflicts: this.fenceConflicts,
+      },
       weight: this.k,
       unfinished: this.unfinished(),
       timeline: this.timeline,

@@ -15,7 +15,8 @@
 import { PARTITION_RCU, PARTITION_WCU, DEFAULT_KEY_SHARE, INDEX_ENTRY_KB, ITEM_WRITES, MAX_RUN_SHARDS, perItem, shardsFor, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
-import { extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, stealBackoffMs } from '../../shared/ledger/worker.js';
+import { STEAL_HINT_FRESH_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
+import { extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, RUN_RECORD_TTL_MS, stealBackoffMs } from '../../shared/ledger/worker.js';
 import { FUNCTIONS } from '../../shared/topology.js';
 import { PRICE_REGION, PRICES, PRICES_READ_ON } from '../cost.js';
 
@@ -94,7 +95,57 @@ export const PLAN_ASSUMPTIONS = {
   scanEverySeconds: 60,
   /** One worker per instance: the fleet runs `rollout worker` as one systemd service (infra/worker-fleet.ts, c7g.large Spot). */
   workersPerInstance: 1,
+  /** Asks that read the steal hint this long before a rebuild claim or a take lands read the same hint: a herd (each pays its writes; one wins each). */
+  hintHerdMs: 50,
 } as const;
+
+// ---------------------------------------------------------------------------
+// The coordinator's steal path (shared/ledger/steal-hint.ts, coordinator.ts)
+// ---------------------------------------------------------------------------
+
+/** The coordinator lease's TTL (functions/runtime.ts ROLLOUT_LEASE_TTL_MS): a warm sandbox renews it only past half of it. */
+export const COORDINATOR_LEASE_TTL_MS = 30_000;
+/** Items a steal (now: a hint rebuild) reads at most to learn which are started (coordinator.ts STEAL_READ_BUDGET). */
+export const STEAL_READ_ITEMS = 1_000;
+/**
+ * The steal hint item STEAL#<run>/HINT as DynamoDB sizes it: keys, builtAt and
+ * the rebuild claim; per victim its worker id and list; per id 64 hex
+ * characters and a list element's byte. Empty ≈ 0.1 KB, full (4 × 32 ids) ≈ 8.4 KB.
+ */
+export const STEAL_HINT_BYTES = { base: 100, perVictim: 40, perId: 65 } as const;
+export const stealHintBytes = (idsPerVictim: readonly number[]): number =>
+  STEAL_HINT_BYTES.base + idsPerVictim.reduce((s, ids) => s + STEAL_HINT_BYTES.perVictim + ids * STEAL_HINT_BYTES.perId, 0);
+/** An eventually consistent GetItem: ½ unit per started 4 KB. */
+export const hintReadRru = (bytes: number): number => 0.5 * Math.max(1, Math.ceil(bytes / 4096));
+/** A write of the hint item (put, or a conditional update: claim, take, won or lost): a unit per started KB. */
+export const hintWriteWcu = (bytes: number): number => Math.max(1, Math.ceil(bytes / 1024));
+
+/**
+ * A herd of `thieves` asks that read the same hint listing `ids` (ids per
+ * entry, busiest first) take as coordinator.ts stealFor does: each tries the
+ * busiest entry first and, lost, the next, so in round r one wins the
+ * busiest entry left and the rest lose it. A take, won or lost, costs the
+ * hint's size as it lands (`rest`: other entries still in it): the winner's
+ * with its entry still in, the losers' after it went. A fractional herd's
+ * last thief counts for its fraction.
+ */
+export function busiestFirstTakes(thieves: number, ids: readonly number[], rest: readonly number[] = []): { attempts: number; wcu: number; won: number; rounds: number } {
+  const order = [...ids].sort((a, b) => b - a);
+  let attempts = 0;
+  let wcu = 0;
+  let won = 0;
+  let r = 0;
+  for (let left = thieves; left > 0 && r < order.length; left--, r++) {
+    const winner = Math.min(1, left);
+    const losers = Math.max(0, left - 1);
+    attempts += left;
+    won += winner;
+    wcu += winner * hintWriteWcu(stealHintBytes([...order.slice(r), ...rest])) + losers * hintWriteWcu(stealHintBytes([...order.slice(r + 1), ...rest]));
+  }
+  return { attempts, wcu, won, rounds: r };
+}
+/** Ceilings of the idle fleet: its reads leave most of a RUNNING key to the scan and reconciles; the hint or a fence stays under half a partition. */
+export const IDLE_CEILINGS = { runningKeyReadShare: 0.3, emptyFleetRru: 1_000, stealItemWriteShare: 0.5 } as const;
 
 export interface PlanInput {
   readonly items: number;
@@ -154,12 +205,52 @@ export interface CapacityPlan {
   readonly workers: { readonly needed: number; readonly deployed: number; readonly achievableRate: number; readonly instances: number };
   /** The run's duration at the achievable rate. */
   readonly runSeconds: number;
-  /** Idle fleet and tail: the running-set reads every idle worker makes. */
-  readonly idle: { readonly runningSetRcu: number; readonly perKeyRcuPerSecond: number; readonly tableRcuPerSecond: number; readonly settledTableRcuPerSecond: number; readonly leaseWcuPerSecond: number; readonly emptyTableRcuPerSecond: number; readonly emptySettledTableRcuPerSecond: number; readonly checks: readonly Check[] };
+  /** Idle fleet and tail: what idle workers' asks cost (the steal hint, its rebuilds, the lease), first idle minute and settled. */
+  readonly idle: IdleFleet;
   readonly cost: { readonly perItemUsd: number; readonly perMillionUsd: number; readonly perHourUsd: number; readonly runUsd: number; readonly storageUsdMonth: number; readonly lines: readonly { readonly what: string; readonly perMillionUsd: number; readonly basis: string }[]; readonly unpriced: readonly string[] };
   readonly limits: readonly string[];
   readonly warnings: readonly string[];
   readonly beforeRun: readonly string[];
+}
+
+export interface IdleFleet {
+  /** What reading the running set's entries costs (a hint rebuild, a reconcile). */
+  readonly runningSetRcu: number;
+  /** Reads on each RUNNING key: the hint's rebuilds only. */
+  readonly perKeyRcuPerSecond: number;
+  readonly tableRcuPerSecond: number;
+  readonly settledTableRcuPerSecond: number;
+  /** The lease item's writes: renewals only (none per ask), at most two per sandbox per half TTL. */
+  readonly leaseWcuPerSecond: number;
+  readonly emptyTableRcuPerSecond: number;
+  readonly emptySettledTableRcuPerSecond: number;
+  readonly hint: {
+    readonly bytes: number;
+    readonly readRru: number;
+    readonly writeWcu: number;
+    readonly rebuildsPerSecond: number;
+    /** The running set's entries and the candidates' items a rebuild reads. */
+    readonly rebuildRcu: number;
+    readonly claimsPerRebuild: number;
+    /** Asks that read the same fresh hint, all trying its busiest entry first. */
+    readonly herd: number;
+    /** Take attempts (won or lost) and the WCU they cost, per rebuild; entries won. */
+    readonly takesPerRebuild: number;
+    readonly takeWcuPerRebuild: number;
+    readonly takesWonPerRebuild: number;
+    readonly wcuPerSecond: number;
+    /** The same were every entry MAX_STEAL_BATCH ids long (≈ 8.4 KB full, whatever the shape). */
+    readonly wcuPerSecondAtLargest: number;
+    /** At most STEAL_HINT_VICTIMS per rebuild. */
+    readonly fruitfulStealsPerSecond: number;
+    readonly itemsStolenPerSecond: number;
+  };
+  /** A shard fence's ConditionChecks from the steal path (its shard's share of the items moved). */
+  readonly fenceWcuPerSecond: number;
+  readonly hottestStealItem: { readonly key: string; readonly wcuPerSecond: number };
+  /** The same were every entry MAX_STEAL_BATCH ids long. */
+  readonly hottestStealItemAtLargest: { readonly key: string; readonly wcuPerSecond: number };
+  readonly checks: readonly Check[];
 }
 
 const check = (what: string, value: number, limit: number, note: string): Check => ({ what, value, limit, ok: value <= limit, note });
@@ -248,13 +339,16 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const ls = a.sqsMs / 1000;
   const rounds = (n: number) => Math.ceil(n / a.ledgerConcurrency);
 
-  // How a worker goes through a batch (worker.ts): receive, one run-record read, the claims, the extensions;
-  // then chunks — one item when items are slower than the chunk budget, else as many as fit in it — each
-  // started in one round, run one by one, acked in one round and its messages deleted in one call.
+  // How a worker goes through a batch (worker.ts): receive, the claims, the extensions; then chunks — one item
+  // when items are slower than the chunk budget, else as many as fit in it — each started in one round, run one
+  // by one, acked in one round and its messages deleted in one call. Before the claims, the run record is read
+  // when the one last read is a minute old (runEpoch): in at most B / 60 s of the batches, B their length.
   const chunkCap = itemSeconds * 1000 >= a.chunkBudgetMs ? 1 : Math.min(a.maxChunk, Math.floor(a.chunkBudgetMs / Math.max(itemSeconds * 1000, 0.01)));
   const chunk = Math.max(1, Math.min(chunkCap, b));
   const chunks = Math.ceil(b / chunk);
-  const batchSeconds = ls + ld + rounds(b) * ld + ls + chunks * (2 * rounds(chunk) * ld + ls) + b * itemSeconds;
+  const ttl = RUN_RECORD_TTL_MS / 1000;
+  const unread = ls + rounds(b) * ld + ls + chunks * (2 * rounds(chunk) * ld + ls) + b * itemSeconds;
+  const batchSeconds = unread + ld >= ttl ? unread + ld : unread / (1 - ld / ttl);
   const workerSecondsPerItem = batchSeconds / b;
   // Items wait in the worker's backlog for those before them: held (claim to ack) ≈ half a batch on average.
   const heldSeconds = ((b + 1) / 2) * workerSecondsPerItem + ls;
@@ -281,13 +375,6 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const perKey = (u: number) => (rate * u) / shards;
   const keyLimitW = share * PARTITION_WCU;
   const keyLimitR = share * PARTITION_RCU;
-  const runRecordRcu = rate / b; // one consistent GetItem (≤ 4 KB: 1 unit) per received batch, all on the run's record
-  const perKeyChecks = [
-    check('item partition RUN#<run>#<s>', perKey(p.itemWcu), keyLimitW, 'write units/s per key'),
-    check('gsi1 PENDING#<run>#<s>', perKey(p.pendingWcu), keyLimitW, 'index write units/s per key'),
-    check('gsi1 RUNNING#<run>#<s>', perKey(p.runningWcu), keyLimitW, 'index write units/s per key'),
-    check('run record RUN#<run> (reads)', runRecordRcu, keyLimitR, 'consistent reads/s: one per received batch, on one key whatever the shards'),
-  ];
 
   // Workers.
   const needWorkers = Math.ceil(rate * workerSecondsPerItem);
@@ -295,32 +382,135 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const achievable = Math.min(rate, workers / workerSecondsPerItem);
   const runSeconds = input.items / achievable;
 
-  // The running set, and what reading it costs: reconcile and steal read every RUNNING key's entries (small: the
-  // index projects no payload), then the items of the workers a decision turns on; the failure scan reads every item.
+  // The run record: a consistent GetItem (≤ 4 KB: 1 unit) by each worker at most once a minute, and only on a
+  // received batch — an upper bound (the next read waits for the first batch past the minute), on one key.
+  const runRecordRcu = Math.min(workers / ttl, achievable / b);
+  const perKeyChecks = [
+    check('item partition RUN#<run>#<s>', perKey(p.itemWcu), keyLimitW, 'write units/s per key'),
+    check('gsi1 PENDING#<run>#<s>', perKey(p.pendingWcu), keyLimitW, 'index write units/s per key'),
+    check('gsi1 RUNNING#<run>#<s>', perKey(p.runningWcu), keyLimitW, 'index write units/s per key'),
+    check('run record RUN#<run> (reads)', runRecordRcu, keyLimitR, `consistent reads/s: each worker's at most once per ${ttl} s (${fmt(workers)} workers / ${ttl} s), on one key whatever the shards`),
+  ];
+
+  // The running set, and what reading it costs: reconcile and a hint rebuild read every RUNNING key's entries (small:
+  // the index projects no payload), then the items of the workers a decision turns on; the failure scan reads every item.
   const runningSet = achievable * heldSeconds;
   const perKeyRead = 0.5 * Math.max(1, Math.ceil(((runningSet / shards) * INDEX_ENTRY_KB) / 4));
   const runningSetRcu = shards * perKeyRead;
   const runningItemsRcu = runningSet * itemRead;
   const stolen = Math.min(MAX_STEAL_BATCH, Math.ceil((b - 1) / 2));
-  // A victim's items (what it holds: about a batch) read in one BatchGetItem to see which are unstarted.
-  const victimRcu = b * itemRead;
-  const stealSeconds = a.lambdaMs / 1000 + 2 * ld + rounds(shards) * ld + ld + stolen * 2 * ld;
 
   // Idle fleet (before the first message, and the tail): a worker that runs dry asks for work at once, then less
-  // often (stealBackoffMs), each ask reading the running set's entries and a victim's items; it reads the entries
-  // itself only at start and after a lost answer. The check takes
-  // its first idle minute, when a fleet that ran dry together asks most; settled, it asks once per backoff cap.
+  // often (stealBackoffMs); it reads the running set itself only at start and after a lost answer. An ask reads the
+  // run's steal hint and answers from it; one asker per run and fresh period rebuilds it from the running set, so
+  // what the running set costs no longer grows with the fleet. Checked in the first idle minute, when a fleet that ran
+  // dry together asks most; settled, each asks once per backoff cap.
   const idleAsks = (workers * IDLE_ASKS_FIRST_MINUTE) / 60;
+  const settledAsks = workers / SETTLED_ASK_SECONDS;
+  const freshSeconds = STEAL_HINT_FRESH_MS / 1000;
+  const herdSeconds = a.hintHerdMs / 1000;
+  const halfTtlSeconds = COORDINATOR_LEASE_TTL_MS / 2 / 1000;
+  // A victim's entry is the back half of its line, as a steal takes it; sized full (every victim listed).
+  const entries = Array.from({ length: STEAL_HINT_VICTIMS }, () => stolen);
+  const largestEntries = Array.from({ length: STEAL_HINT_VICTIMS }, () => MAX_STEAL_BATCH);
+  const hintBytes = stealHintBytes(entries);
+  const emptyHintBytes = stealHintBytes([]);
+  const rebuildItems = Math.min(STEAL_READ_ITEMS, runningSet);
+  // The candidates' items: one BatchGetItem per worker (about a batch each), one after another, most held first.
+  const rebuildItemReads = Math.ceil(rebuildItems / b);
+  const rebuildRcu = runningSetRcu + rebuildItems * itemRead;
+  const stealPath = (asks: number, empty: boolean, ids: readonly number[] = entries) => {
+    // The first ask after the hint lapses claims the rebuild: at most one per fresh period, whatever the asks.
+    const rebuilds = Math.min(asks, 1 / freshSeconds);
+    const perRebuild = rebuilds > 0 ? asks / rebuilds : 0;
+    // Asks that read the same hint before the writes they race land: the claim's herd, and each take's.
+    const herd = Math.min(perRebuild, Math.max(1, asks * herdSeconds));
+    const claims = herd;
+    // Takes, busiest first: a herd tries the entries in the same order (each loser goes on to the next), so every
+    // one of its thieves pays for each entry taken before its own win; what a herd leaves, the next herd takes.
+    let takes = 0;
+    let takeWcu = 0;
+    let won = 0;
+    for (let left = empty ? [] : ids, asksLeft = perRebuild; left.length > 0 && asksLeft > 0; asksLeft -= herd) {
+      const t = busiestFirstTakes(Math.min(herd, asksLeft), left);
+      takes += t.attempts;
+      takeWcu += t.wcu;
+      won += t.won;
+      left = [...left].sort((x, y) => y - x).slice(t.rounds);
+    }
+    const fruitful = rebuilds * won;
+    const moved = ids.length ? (fruitful * ids.reduce((x, y) => x + y, 0)) / ids.length : 0;
+    // A claim lands on the hint as the takes left it; the put replaces that with the full hint (the larger is paid).
+    const leftBytes = stealHintBytes(empty ? [] : [...ids].sort((x, y) => y - x).slice(Math.round(won)));
+    const fullBytes = stealHintBytes(empty ? [] : ids);
+    const hintWcu = rebuilds * (claims * hintWriteWcu(leftBytes) + hintWriteWcu(Math.max(leftBytes, fullBytes)) + takeWcu);
+    // Busy seconds a second (Lambda concurrency): each ask's round trip and hint read, the rebuild, the takes and moves.
+    const concurrency =
+      asks * (a.lambdaMs / 1000 + ld) + rebuilds * ((claims + 1 + takes) * ld + (rounds(shards) + (empty ? 0 : rebuildItemReads)) * ld) + moved * 2 * ld;
+    // No lease write per ask: a sandbox renews only past half its TTL (coordinatorOf), a second write when another
+    // sandbox renewed first (its CAS is refused and hands back the row); about one sandbox per unit of concurrency.
+    const lease = (2 * concurrency) / halfTtlSeconds;
+    const rebuildReads = empty ? shards * 0.5 : rebuildRcu;
+    return {
+      rebuilds,
+      herd,
+      claims,
+      takes,
+      takeWcu,
+      won,
+      fruitful,
+      moved,
+      concurrency,
+      lease,
+      requests: asks + rebuilds * (claims + shards + (empty ? 0 : rebuildItemReads) + 1 + takes) + moved * 2 + lease,
+      rcu: asks * hintReadRru(empty ? emptyHintBytes : hintBytes) + rebuilds * rebuildReads + moved * itemRead,
+      hintWcu,
+      // A move's ConditionCheck lands on its item's shard fence: the shard's share.
+      fenceWcu: (moved * 2) / shards,
+    };
+  };
+  const tailPath = stealPath(idleAsks, false);
+  const settledPath = stealPath(settledAsks, false);
+  const emptyPath = stealPath(idleAsks, true);
+  const largestPath = stealPath(idleAsks, false, largestEntries);
+  const stealSeconds = tailPath.concurrency / idleAsks;
+  const hottestOf = (path: typeof tailPath) =>
+    [
+      { key: 'STEAL#<run>/HINT', wcuPerSecond: path.hintWcu },
+      { key: 'FENCE#<run>#<s>/FENCE', wcuPerSecond: path.fenceWcu },
+      { key: 'LEASE#coordinator:<run>', wcuPerSecond: path.lease },
+    ].reduce((m, x) => (x.wcuPerSecond > m.wcuPerSecond ? x : m));
+  const hottestStealItem = hottestOf(tailPath);
+  const hottestStealItemAtLargest = hottestOf(largestPath);
   const idle = {
     runningSetRcu,
-    perKeyRcuPerSecond: idleAsks * perKeyRead,
-    tableRcuPerSecond: idleAsks * (runningSetRcu + victimRcu),
-    settledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * (runningSetRcu + victimRcu),
-    leaseWcuPerSecond: idleAsks * (2 + 2 * stolen),
-    // With every set empty (before the first message, after the last): an ask still queries each RUNNING key, and an
-    // empty query costs DynamoDB's minimum, 0.5 RRU; no victim is read.
-    emptyTableRcuPerSecond: idleAsks * shards * 0.5,
-    emptySettledTableRcuPerSecond: (workers / SETTLED_ASK_SECONDS) * shards * 0.5,
+    perKeyRcuPerSecond: tailPath.rebuilds * perKeyRead,
+    tableRcuPerSecond: tailPath.rcu,
+    settledTableRcuPerSecond: settledPath.rcu,
+    leaseWcuPerSecond: tailPath.lease,
+    // With every set empty (before the first message, after the last): an ask reads the empty hint, and a rebuild
+    // queries each RUNNING key at DynamoDB's minimum, 0.5 RRU; no victim is read.
+    emptyTableRcuPerSecond: emptyPath.rcu,
+    emptySettledTableRcuPerSecond: stealPath(settledAsks, true).rcu,
+    hint: {
+      bytes: hintBytes,
+      readRru: hintReadRru(hintBytes),
+      writeWcu: hintWriteWcu(hintBytes),
+      rebuildsPerSecond: tailPath.rebuilds,
+      rebuildRcu,
+      claimsPerRebuild: tailPath.claims,
+      herd: tailPath.herd,
+      takesPerRebuild: tailPath.takes,
+      takeWcuPerRebuild: tailPath.takeWcu,
+      takesWonPerRebuild: tailPath.won,
+      wcuPerSecond: tailPath.hintWcu,
+      wcuPerSecondAtLargest: largestPath.hintWcu,
+      fruitfulStealsPerSecond: tailPath.fruitful,
+      itemsStolenPerSecond: tailPath.moved,
+    },
+    fenceWcuPerSecond: tailPath.fenceWcu,
+    hottestStealItem,
+    hottestStealItemAtLargest,
   };
 
   const apiSeconds = rounds(a.apiRequestItems) * ld + (a.apiRequestItems / 10) * ls + rounds(a.apiRequestItems) * ld;
@@ -329,14 +519,24 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const paths: PathRow[] = [
     { path: 'enqueue', per: 'item', dynamodbRequests: 1 + 1 / a.apiRequestItems, ...unit('enqueue'), wcu: unit('enqueue').wcu + 1 / a.apiRequestItems, rcu: 0, sqsRequests: 0, lambdaInvocations: 1 / a.apiRequestItems, keys: `PutItem on ${shardKeys.split(' · ').slice(0, 2).join(' · ')} (PENDING put); + the run record RUN#<run> once per API request of ≤ ${a.apiRequestItems.toLocaleString('en-US')} items` },
     { path: 'send', per: 'item', dynamodbRequests: 1, ...unit('markSent'), rcu: 0, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'SendMessageBatch (10 a call); markSent UpdateItem: item partition, PENDING sort key moves (delete + put)' },
-    { path: 'claim', per: 'item', dynamodbRequests: 1 + 1 / b, ...unit('claim'), rcu: 1 / b, sqsRequests: 1 / b + claimExtensionCalls, lambdaInvocations: 0, keys: 'ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) per batch; UpdateItem: item partition, PENDING delete, RUNNING put (by id, where it stays); ChangeMessageVisibilityBatch per batch' },
+    { path: 'claim', per: 'item', dynamodbRequests: 1 + runRecordRcu / achievable, ...unit('claim'), rcu: runRecordRcu / achievable, sqsRequests: 1 / b + claimExtensionCalls, lambdaInvocations: 0, keys: `ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) by each worker at most once per ${ttl} s, on a received batch; UpdateItem: item partition, PENDING delete, RUNNING put (by id, where it stays); ChangeMessageVisibilityBatch per batch` },
     { path: 'start', per: 'item', dynamodbRequests: 1, ...unit('start'), rcu: 0, sqsRequests: 0, lambdaInvocations: 0, keys: 'UpdateItem: item partition only (its RUNNING entry does not change)' },
     { path: 'heartbeat', per: `item (${heartbeats.toFixed(2)} writes)`, dynamodbRequests: heartbeats, ...unit('heartbeat', heartbeats), rcu: 0, sqsRequests: held.extensionCalls, lambdaInvocations: 0, keys: `UpdateItem: item partition only, for a held item not written for ${HEARTBEAT_ROUNDS - 1}/${HEARTBEAT_ROUNDS} of an interval; ChangeMessageVisibilityBatch (≤ 10 a call) for messages with under two intervals of visibility left (${held.extensions.toFixed(3)} extensions an item)` },
     { path: 'ack', per: 'item', dynamodbRequests: 1, ...unit('ack'), rcu: 0, sqsRequests: deletesPerItem, lambdaInvocations: 0, keys: `UpdateItem (with the result): item partition, RUNNING delete; DeleteMessageBatch per chunk (${chunk === 1 ? 'one item a chunk: a call per item' : `${chunk} items a chunk`})` },
-    { path: 'steal', per: 'idle worker ask (Lambda)', dynamodbRequests: 2 + shards + 1 + 2 * stolen, wcu: 2 + stolen * 2 * w + stolen * 2, indexWcu: stolen * 2 * e, rcu: runningSetRcu + victimRcu + stolen * itemRead, sqsRequests: 0, lambdaInvocations: 1, keys: `LEASE#coordinator:<run> campaign (2 writes) + a ConditionCheck (2) per stolen item; every RUNNING key's entries read (${runningSetRcu.toFixed(1)} RCU at the steady running set); the victim's items read (one BatchGetItem: which are unstarted); up to ${stolen} fenced 2-action transactions, one at a time (item ×2, its RUNNING entry rewritten in place ×2) and a consistent GetItem each` },
+    {
+      path: 'steal',
+      per: 'idle ask (Lambda), mean',
+      dynamodbRequests: tailPath.requests / idleAsks,
+      wcu: (tailPath.hintWcu + tailPath.moved * (2 * w + 2) + tailPath.lease) / idleAsks,
+      indexWcu: (tailPath.moved * 2 * e) / idleAsks,
+      rcu: tailPath.rcu / idleAsks,
+      sqsRequests: 0,
+      lambdaInvocations: 1,
+      keys: `STEAL#<run>/HINT read (eventually consistent: ${fmt(hintReadRru(hintBytes))} RRU at ${(hintBytes / 1024).toFixed(1)} KB, ${fmt(hintReadRru(emptyHintBytes))} empty); fresh (< ${freshSeconds} s): its entries tried busiest first, each take a conditional update costing the hint's size won or lost (${hintWriteWcu(hintBytes)} WCU full), a lost one → the next entry — the ${fmt(tailPath.herd)} asks that read the same hint make ${fmt(tailPath.takes)} attempts for its ${STEAL_HINT_VICTIMS} entries — then the entry won's ≤ ${stolen} items moved by fenced 2-action transactions, one at a time (item ×2, its RUNNING entry rewritten in place ×2, FENCE#<run>#<s> ConditionCheck 2) and a consistent GetItem each; stale: the rebuild claim (the hint as the takes left it; ${fmt(tailPath.claims)} asks try it a rebuild), whose winner reads every RUNNING key's entries and ≤ ${fmt(STEAL_READ_ITEMS)} candidates' items (${fmt(rebuildRcu)} RCU) and puts the hint (${hintWriteWcu(hintBytes)} WCU) — at most once per ${freshSeconds} s a run; LEASE#coordinator:<run> written only by a sandbox past half its ${COORDINATOR_LEASE_TTL_MS / 1000} s TTL (a renewal; again when another renewed first) or cold (a refused acquire and a renewal); the FENCE#<run>/RAISED marker read once per sandbox and epoch, before its first fenced write. Averaged over the first idle minute's ${fmt(idleAsks)} asks/s`,
+    },
     { path: 'reconcile (worker start, lost steal answer)', per: 'worker start', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 0, lambdaInvocations: 0, keys: 'every RUNNING key\'s entries read (to adopt what a previous life held, or a steal whose answer was lost); its own items, if any, read to see which started' },
     { path: 'scan', per: `run, every ${a.scanEverySeconds} s (Lambda)`, dynamodbRequests: 1 + 2 * shards + 2 + shards + Math.ceil(runningSet / 100) + shards + 1, wcu: 2, indexWcu: 0, rcu: 0.5 + shards + runningSetRcu + runningItemsRcu + 0.5 * shards + 1, sqsRequests: 0, lambdaInvocations: 1, keys: `gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key's entries, then every running item read (BatchGetItem, 100 a call: ${fmt(runningItemsRcu)} RCU, their heartbeats); unsent PENDING entries (≤ 1,000 a key); run record` },
-    { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * e + 2 * e, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, lease ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
+    { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * e + 2 * e, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, its shard fence FENCE#<run>#<s> ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
     { path: 'replay (node coordinator)', per: 'pending item (on takeover)', dynamodbRequests: (INDEX_ENTRY_KB * 1024) / (1024 * 1024), wcu: 0, indexWcu: 0, rcu: (0.5 * INDEX_ENTRY_KB) / 4, sqsRequests: 0, lambdaInvocations: 0, keys: 'every PENDING key read in pages (1 MB a page), plus the running set' },
   ];
 
@@ -344,7 +544,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const scanRcu = paths.find((r) => r.path === 'scan')!.rcu;
   const itemsPerScan = achievable * a.scanEverySeconds;
   const sqsPerItem = 1 / 10 + 1 / b + claimExtensionCalls + held.extensionCalls + deletesPerItem;
-  const rcuPerItem = 1 / b + scanRcu / itemsPerScan;
+  const rcuPerItem = runRecordRcu / achievable + scanRcu / itemsPerScan;
   const lambdaPerItem = 1 / a.apiRequestItems + 1 / itemsPerScan;
   const perItemTotals = { itemWcu: p.itemWcu + 1 / a.apiRequestItems, pendingWcu: p.pendingWcu, runningWcu: p.runningWcu, rcu: rcuPerItem, sqsRequests: sqsPerItem, lambdaInvocations: lambdaPerItem };
 
@@ -370,16 +570,18 @@ export function planCapacity(input: PlanInput): CapacityPlan {
 
   // Lambda: the API (enqueue), the scan, and every idle worker's steal at the tail.
   const steady = { invocationsPerSecond: apiPerSecond + 1 / a.scanEverySeconds, concurrency: apiPerSecond * apiSeconds + 1 };
-  const tail = { invocationsPerSecond: idleAsks, concurrency: idleAsks * stealSeconds };
+  const tail = { invocationsPerSecond: idleAsks, concurrency: tailPath.concurrency };
   const lambdaChecks = [
     check('Lambda concurrency, steady (API enqueue + scan)', steady.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${apiSeconds.toFixed(1)} s per ${a.apiRequestItems.toLocaleString('en-US')}-item enqueue request (the API Lambda times out at ${FUNCTIONS.api.timeoutSeconds} s)`),
-    check('Lambda concurrency, tail (idle workers asking for work in their first idle minute)', tail.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${workers.toLocaleString('en-US')} idle workers × ${IDLE_ASKS_FIRST_MINUTE} asks / 60 s × ${stealSeconds.toFixed(2)} s a steal, if its reads are not throttled — they are (idle fleet, below), and then each steal takes seconds: the model's start-up herd fills the 1,000`),
+    check('Lambda concurrency, tail (idle workers asking for work in their first idle minute)', tail.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${workers.toLocaleString('en-US')} idle workers × ${IDLE_ASKS_FIRST_MINUTE} asks / 60 s × ${stealSeconds.toFixed(3)} s an ask on average (most read the hint and answer; one a run per ${freshSeconds} s rebuilds it, a few take and move items)`),
     check('coordinator invocations per 10 s at the tail (new environments)', Math.min(tail.concurrency, idleAsks * 10), AWS_LIMITS.lambdaScaling.value, 'Lambda adds at most 1,000 environments to a function every 10 s'),
   ];
+  const stealItemLimit = IDLE_CEILINGS.stealItemWriteShare * PARTITION_WCU;
   const idleChecks = [
-    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, PARTITION_RCU, `a steal reads every RUNNING key's entries; an idle worker asks ${IDLE_ASKS_FIRST_MINUTE} times in its first idle minute (at once, then 20 s doubling to 5 min apart), once per ${SETTLED_ASK_SECONDS} s after`),
-    check('idle fleet: table reads (RCU/s)', idle.tableRcuPerSecond, quotaR, 'the same, over all shards'),
-    check('tail: lease key writes (WCU/s), at most', idle.leaseWcuPerSecond, PARTITION_WCU, `each steal invocation campaigns (2 writes) and condition-checks the lease per item it moves (up to ${stolen} while victims have backlogs)`),
+    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, IDLE_CEILINGS.runningKeyReadShare * PARTITION_RCU, `only the steal hint's rebuilds read the running set: ${fmt(perKeyRead)} RCU a key, at most once per ${freshSeconds} s a run, however many of the ${fmt(workers)} idle workers ask (${IDLE_ASKS_FIRST_MINUTE} times in the first idle minute: at once, then 20 s doubling to 5 min apart; once per ${SETTLED_ASK_SECONDS} s after)`),
+    check('idle fleet: table reads (RCU/s)', idle.tableRcuPerSecond, quotaR, `every ask reads the hint (${fmt(hintReadRru(hintBytes))} RRU), a rebuild ${fmt(rebuildRcu)} RCU every ${freshSeconds} s, moved items a consistent read each`),
+    check('idle fleet, every set empty (RRU/s)', idle.emptyTableRcuPerSecond, IDLE_CEILINGS.emptyFleetRru, `an ask reads the empty hint (${fmt(hintReadRru(emptyHintBytes))} RRU); a rebuild every ${freshSeconds} s queries the ${fmt(shards)} RUNNING keys at 0.5 RRU each`),
+    check("steal path's hottest item (WCU/s)", hottestStealItem.wcuPerSecond, stealItemLimit, `${hottestStealItem.key}: per rebuild the hint takes ${fmt(tailPath.claims)} rebuild claims (${hintWriteWcu(stealHintBytes([]))} WCU each on the hint the takes emptied), a put (${hintWriteWcu(hintBytes)} WCU) and ${fmt(tailPath.takes)} take attempts (${fmt(tailPath.takeWcu)} WCU: the ${fmt(tailPath.herd)} asks that read the fresh hint all try its busiest entry first, a loser the next, each paying the hint's size as it shrinks); ${fmt(largestPath.hintWcu)} WCU/s were every entry ${MAX_STEAL_BATCH} ids; a shard fence ${fmt(tailPath.fenceWcu)} WCU/s; the lease ${fmt(tailPath.lease)} (renewals only, none per ask)`),
   ];
 
   // Cost at list prices (infra/cost.ts PRICES).
@@ -389,7 +591,7 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const scanGbSPerItem = (scanSeconds * FUNCTIONS.coordinator.memoryMb) / 1024 / itemsPerScan;
   const lines = [
     { what: 'DynamoDB writes', perMillionUsd: 1e6 * writeUnits * PRICES.dynamoWrite.usd, basis: `${writeUnits.toFixed(2)} WRU an item (${perItemTotals.itemWcu.toFixed(2)} table + ${(p.pendingWcu + p.runningWcu).toFixed(2)} gsi1) × US$ ${(PRICES.dynamoWrite.usd * 1e6).toFixed(3)}/M` },
-    { what: 'DynamoDB reads', perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd, basis: `${rcuPerItem.toFixed(3)} RRU an item (run record per batch, the scan's reads of the running set) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M` },
+    { what: 'DynamoDB reads', perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd, basis: `${rcuPerItem.toFixed(3)} RRU an item (the run record once a minute per worker, the scan's reads of the running set) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M` },
     { what: 'SQS requests', perMillionUsd: 1e6 * sqsPerItem * PRICES.sqsRequest.usd, basis: `${sqsPerItem.toFixed(2)} requests an item × US$ ${(PRICES.sqsRequest.usd * 1e6).toFixed(2)}/M` },
     { what: 'Lambda (API enqueue, scan)', perMillionUsd: 1e6 * (lambdaPerItem * PRICES.lambdaRequest.usd + (apiGbS + scanGbSPerItem) * PRICES.lambdaArmGbSecond.usd), basis: `${(lambdaPerItem * 1e6).toFixed(1)} invocations a million items, ${((apiGbS + scanGbSPerItem) * 1e6).toFixed(0)} GB-s` },
   ];
@@ -406,6 +608,12 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   for (const c of table.slice(0, 3)) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > the ${fmt(c.limit)} default quota: request an increase (Service Quotas) before the run`);
   for (const c of lambdaChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)}`);
   for (const c of idleChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)} — ${c.note}`);
+  // The check is at this shape; entries of MAX_STEAL_BATCH ids (long items, deep backlogs) make every take dearer.
+  if (hottestStealItemAtLargest.wcuPerSecond > stealItemLimit) {
+    warnings.push(
+      `steal path's hottest item were every hint entry ${MAX_STEAL_BATCH} ids: ${hottestStealItemAtLargest.key} at ${fmt(hottestStealItemAtLargest.wcuPerSecond)} WCU/s > ${fmt(stealItemLimit)} (half a partition) — ${fmt(tailPath.herd)} asks read each fresh hint and all try its busiest entry first, each take paying the hint's size (${hintWriteWcu(stealHintBytes(largestEntries))} WCU full): its writes would be throttled (asks slowed or failed, then asked again; no item lost). Fewer idle workers asking at once keep it under: start them as items arrive, stop them as the queue drains (--exit-when-done).`,
+    );
+  }
   if (workers < needWorkers) warnings.push(`${workers} workers reach ${fmt(achievable)} items/s, not ${fmt(rate)}: ${needWorkers} needed`);
   if (apiSeconds > FUNCTIONS.api.timeoutSeconds * 0.75) warnings.push(`an enqueue request of ${a.apiRequestItems} items takes ~${apiSeconds.toFixed(0)} s, near the API's ${FUNCTIONS.api.timeoutSeconds} s timeout: send smaller requests`);
 
@@ -417,13 +625,14 @@ export function planCapacity(input: PlanInput): CapacityPlan {
       : []),
     ...(!sqsCheck.ok ? ['Lower the in-flight messages (smaller --batch or shorter items) or ask AWS for a higher SQS in-flight quota.'] : []),
     ...(lambdaChecks.some((c) => !c.ok) ? [`Raise the account's Lambda concurrency above ${fmt(Math.max(steady.concurrency, tail.concurrency))}, or reserve concurrency for the coordinator.`] : []),
-    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): each ask of an idle worker reads the running set's entries.`] : []),
+    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): the idle fleet's asks are over a limit above (each reads and may write the run's steal hint).`] : []),
     `Keep results under ${MAX_RESULT_BYTES / 1024} KiB (larger ones fail their item: store them in S3 and return a reference).`,
   ];
 
   const limits = [
     `item: ${AWS_LIMITS.itemBytes.value / 1024} KB per DynamoDB item. The ledger refuses a result over ${MAX_RESULT_BYTES / 1024} KiB (MAX_RESULT_BYTES): the worker records a reject — the item ends Failed with "store it elsewhere (e.g. S3) and return a reference". Nothing is offloaded to S3 for you; a payload over the limit fails its enqueue.`,
-    `transaction: ${AWS_LIMITS.transactionActions.value} actions / 4 MB. Every fenced write is its own 2-action transaction (the lease's ConditionCheck + the item), so the ledger never comes near it; all of a run's fenced writes go through its one lease item, one at a time.`,
+    `transaction: ${AWS_LIMITS.transactionActions.value} actions / 4 MB. Every fenced write is its own 2-action transaction (its shard fence's ConditionCheck + the item), so the ledger never comes near it; a run's fenced writes go through their shard's fence FENCE#<run>#<s> (one shard's one at a time; different shards' in parallel), raised once per coordinator epoch (${Math.ceil(shards / 99)} transaction(s) of ≤ 99 fences and the lease's check, then the FENCE#<run>/RAISED marker).`,
+    `steals: a run's fruitful steals are bounded by its steal hint — at most ${STEAL_HINT_VICTIMS} victims per rebuild, one rebuild per ${freshSeconds} s: ${fmt(STEAL_HINT_VICTIMS / freshSeconds)} a second, ≤ ${fmt((STEAL_HINT_VICTIMS / freshSeconds) * stolen)} items a second at this shape (${stolen} a steal). Plenty where items are long (there steals matter); short items' backlogs drain on their own.`,
     `SQS: ${fmt(AWS_LIMITS.sqsInFlight.value)} in-flight messages per standard queue; here ≈ ${fmt(inFlight)}.`,
     `Lambda: ${fmt(AWS_LIMITS.lambdaConcurrency.value)} concurrent executions per account (adjustable), ${fmt(AWS_LIMITS.lambdaScaling.value)} new environments per function every 10 s.`,
     `DynamoDB: ${PARTITION_WCU} WCU / ${PARTITION_RCU} RCU per partition key (not adjustable: shard), ${fmt(quotaW)} WRU / ${fmt(quotaR)} RRU per on-demand table (adjustable), new tables warm at ${fmt(AWS_LIMITS.warmNewTableWcu.value)} writes / ${fmt(AWS_LIMITS.warmNewTableRcu.value)} reads a second.`,
@@ -498,8 +707,11 @@ export function formatPlan(plan: CapacityPlan): string {
   out.push(`  Lambda steady: ${fmt(plan.lambda.steady.invocationsPerSecond)} invocations/s, concurrency ≈ ${fmt(plan.lambda.steady.concurrency)}; tail: ${fmt(plan.lambda.tail.invocationsPerSecond)} steal invocations/s, concurrency ≈ ${fmt(plan.lambda.tail.concurrency)}`);
   for (const c of plan.lambda.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push(`  workers: ${fmt(plan.workers.needed)} needed (${t.workerSecondsPerItem.toFixed(3)} s of a worker per item: one item at a time); ${fmt(plan.workers.deployed)} deployed → ${fmt(plan.workers.achievableRate)} items/s; ${fmt(plan.workers.instances)} instances; run ≈ ${(plan.runSeconds / 60).toFixed(1)} min`);
-  out.push(`  idle fleet / tail: the running set costs ${fmt(plan.idle.runningSetRcu)} RCU to read; idle workers' steals read it ${fmt((IDLE_ASKS_FIRST_MINUTE * plan.workers.deployed) / 60)} times/s in their first idle minute, ${fmt(plan.workers.deployed / SETTLED_ASK_SECONDS)} times/s once settled (${fmt(plan.idle.settledTableRcuPerSecond)} RCU/s)`);
-  out.push(`  idle fleet, every set empty: each ask still queries all ${fmt(plan.shards.needed)} RUNNING keys (an empty query is 0.5 RRU): ${fmt(plan.idle.emptyTableRcuPerSecond)} RRU/s in the first idle minute, ${fmt(plan.idle.emptySettledTableRcuPerSecond)} once settled`);
+  const h = plan.idle.hint;
+  out.push(`  idle fleet / tail: asks read the steal hint STEAL#<run>/HINT (${(h.bytes / 1024).toFixed(1)} KB with every victim listed at this shape: ${fmt(h.readRru)} RRU) ${fmt(plan.lambda.tail.invocationsPerSecond)} times/s in the first idle minute; a rebuild from the running set (${fmt(plan.idle.runningSetRcu)} RCU of entries, ${fmt(h.rebuildRcu)} with the candidates' items) ${fmt(h.rebuildsPerSecond)} times/s a run whatever the fleet: ${fmt(plan.idle.tableRcuPerSecond)} RCU/s, ${fmt(plan.idle.settledTableRcuPerSecond)} once settled`);
+  out.push(`  idle fleet, every set empty: an ask reads the empty hint (0.5 RRU), a rebuild queries all ${fmt(plan.shards.needed)} RUNNING keys (0.5 RRU each): ${fmt(plan.idle.emptyTableRcuPerSecond)} RRU/s in the first idle minute, ${fmt(plan.idle.emptySettledTableRcuPerSecond)} once settled`);
+  out.push(`  steal path's writes: hint ${fmt(h.wcuPerSecond)} WCU/s (per rebuild ${fmt(h.claimsPerRebuild)} claims, a put of ${h.writeWcu} WCU, and ${fmt(h.takesPerRebuild)} take attempts busiest first by a herd of ${fmt(h.herd)} — ${fmt(h.takeWcuPerRebuild)} WCU, each the hint's size as it shrinks; ${fmt(h.wcuPerSecondAtLargest)} WCU/s were every entry ${MAX_STEAL_BATCH} ids), a shard fence ${fmt(plan.idle.fenceWcuPerSecond)} WCU/s, the lease ${fmt(plan.idle.leaseWcuPerSecond)} WCU/s (no write per ask: a sandbox renews past half its TTL); hottest ${plan.idle.hottestStealItem.key}`);
+  out.push(`  steals: ≤ ${fmt(h.fruitfulStealsPerSecond)} fruitful a second a run (${STEAL_HINT_VICTIMS} victims per rebuild), ${fmt(h.itemsStolenPerSecond)} items a second`);
   for (const c of plan.idle.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push('');
   out.push(`## Cost (on-demand list prices, ${PRICE_REGION}, read ${PRICES_READ_ON}; no free tier)`);
@@ -538,7 +750,7 @@ export function planJson(plan: CapacityPlan): Record<string, unknown> {
     table: Object.fromEntries(plan.table.slice(0, 3).map((c) => [c.what, { value: r3(c.value), quota: c.limit, ok: c.ok }])),
     sqs: { requests_per_s: r3(plan.sqs.requestsPerSecond), in_flight: Math.round(plan.sqs.inFlight), limit: plan.sqs.check.limit, ok: plan.sqs.check.ok },
     lambda: { steady: { invocations_per_s: r3(plan.lambda.steady.invocationsPerSecond), concurrency: r3(plan.lambda.steady.concurrency) }, tail: { invocations_per_s: r3(plan.lambda.tail.invocationsPerSecond), concurrency: r3(plan.lambda.tail.concurrency) } },
-    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond), empty_table_rcu_per_s: r3(plan.idle.emptyTableRcuPerSecond), empty_settled_table_rcu_per_s: r3(plan.idle.emptySettledTableRcuPerSecond) },
+    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond), empty_table_rcu_per_s: r3(plan.idle.emptyTableRcuPerSecond), empty_settled_table_rcu_per_s: r3(plan.idle.emptySettledTableRcuPerSecond), hint: { kb: r3(plan.idle.hint.bytes / 1024), rebuilds_per_s: r3(plan.idle.hint.rebuildsPerSecond), herd: r3(plan.idle.hint.herd), take_attempts_per_rebuild: r3(plan.idle.hint.takesPerRebuild), wcu_per_s: r3(plan.idle.hint.wcuPerSecond), wcu_per_s_every_entry_full: r3(plan.idle.hint.wcuPerSecondAtLargest), fruitful_steals_per_s: r3(plan.idle.hint.fruitfulStealsPerSecond) }, fence_wcu_per_s: r3(plan.idle.fenceWcuPerSecond), hottest_steal_item: { key: plan.idle.hottestStealItem.key, wcu_per_s: r3(plan.idle.hottestStealItem.wcuPerSecond) }, hottest_steal_item_every_entry_full: { key: plan.idle.hottestStealItemAtLargest.key, wcu_per_s: r3(plan.idle.hottestStealItemAtLargest.wcuPerSecond) } },
     workers: plan.workers,
     run_minutes: r3(plan.runSeconds / 60),
     cost_usd: { per_million_items: r3(plan.cost.perMillionUsd), per_hour: r3(plan.cost.perHourUsd), run: r3(plan.cost.runUsd), storage_month: r3(plan.cost.storageUsdMonth) },
