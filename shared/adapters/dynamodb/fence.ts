@@ -54,7 +54,8 @@ export async function fencedTransactWrite(
   const fenceKey = o.fenceKey ?? leaseKey(token.name);
   const clientRequestToken = o.clientRequestToken ?? randomUUID();
   try {
-    await inTurn(doc, `${tableName}|${fenceKey.pk}`, () =>
+    // Turns by the item checked: the lease's name (as its renewals take turns), else the fence item's key.
+    await inTurn(doc, `${tableName}|${o.fenceKey ? o.fenceKey.pk : token.name}`, () =>
       transactWrite(
         doc,
         {
