@@ -1,4 +1,5 @@
 import type { ItemState, WorkItem } from './model.js';
+import { StoreContendedError } from '../errors.js';
 import type { StealHints } from './steal-hint.js';
 import type { ItemCas } from './transitions.js';
 
@@ -62,7 +63,10 @@ export interface LedgerStore {
    * Many compare-and-swaps at once, each judged on its own (not a transaction):
    * a worker starts, heartbeats and acks a chunk of items in one round trip.
    * Outcomes keep the input order. At most one change per item per call (two
-   * would have no defined order): more is refused.
+   * would have no defined order): more is refused. Where changes are sent
+   * separately (DynamoDB), one that fails while others were applied makes a
+   * PartialBatchError carrying those outcomes, so none is forgotten; when
+   * all fail, the first error is thrown as it came.
    */
   casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]>;
   /** As casMany, answering only whether each change applied (heartbeats, acks, nacks: no rows sent back). */
@@ -145,6 +149,32 @@ export interface ItemPageQuery {
 export interface ItemPage {
   readonly items: readonly WorkItem[];
   readonly next: string | null;
+}
+
+/**
+ * Part of a batch (casMany, applyMany) failed on an error while the rest was
+ * answered: thrown once every change has settled, with each answered
+ * change's outcome and `undefined` for each failed one. A store that applies
+ * a batch all or nothing (PostgreSQL) never throws it. `refusedOnly`: every
+ * failure was a refusal that applied nothing (throttling, contention), so
+ * no change's fate is unknown.
+ */
+export class PartialBatchError<T> extends Error {
+  override readonly name = 'PartialBatchError';
+  constructor(
+    readonly outcomes: readonly (T | undefined)[],
+    readonly errors: readonly unknown[],
+  ) {
+    super(`${errors.length} of ${outcomes.length} changes failed (the others were applied or judged): ${errors[0] instanceof Error ? errors[0].message : String(errors[0])}`, { cause: errors[0] });
+  }
+
+  get refusedOnly(): boolean {
+    return this.errors.every((e) => e instanceof StoreContendedError);
+  }
+
+  map<U>(f: (t: T) => U): PartialBatchError<U> {
+    return new PartialBatchError(this.outcomes.map((o) => (o === undefined ? undefined : f(o))), this.errors);
+  }
 }
 
 /** casMany / applyMany take one change per item: two changes of one item in a batch have no order. */

@@ -9,7 +9,8 @@ import { dispatch } from './dispatch.js';
 import { EpochGuard } from './epoch-guard.js';
 import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from './model.js';
 import { heldBy, runningEntries } from './running.js';
-import type { ItemCasOutcome, LedgerStore } from './store.js';
+import { PartialBatchError, type ItemCasOutcome, type LedgerStore } from './store.js';
+import { StoreContendedError } from '../errors.js';
 import { ack, claim, heartbeat, nack, reject, start, type ItemCas } from './transitions.js';
 import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
 
@@ -102,6 +103,8 @@ export interface WorkerStats {
   errors: number;
   /** Steal requests the coordinator did not answer (refused, unreachable): the worker long-polled instead. */
   stealErrors: number;
+  /** Rounds the store throttled (in part or whole): each halves the receive batch and pauses (slowDown). */
+  throttledRounds: number;
 }
 
 /**
@@ -141,6 +144,11 @@ export function extensionDue(now: number, visibleUntil: number, visibilityMs: nu
   return visibleUntil - now < 2 * heartbeatMs && heartbeatDue(now, visibleUntil - visibilityMs, heartbeatMs);
 }
 
+/** A failure that applied nothing: the store refused it (throttling, contention), in whole or, for a batch, in every part it did not answer. */
+function refusedOnly(err: unknown): boolean {
+  return err instanceof StoreContendedError || (err instanceof PartialBatchError && err.refusedOnly);
+}
+
 /** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
 export function backoffMs(failures: number, random: () => number = Math.random): number {
   const cap = Math.min(30_000, 250 * 2 ** Math.min(Math.max(failures, 1) - 1, 10));
@@ -163,7 +171,9 @@ export class Worker {
   readonly guard = new EpochGuard();
   /** Heartbeat rounds over everything held, by result (rollout_worker_heartbeats_total). */
   readonly beats = { ok: 0, failed: 0 };
-  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0 };
+  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0, throttledRounds: 0 };
+  /** Receive batch and pause, adapted to throttling (slowDown, speedUp). */
+  private readonly pace: { batch: number; pauseMs: number } = { batch: Number.MAX_SAFE_INTEGER, pauseMs: 0 };
   /** When a failed steal request was last logged: at most one warning a minute. */
   private stealErrorLoggedAt = Number.NEGATIVE_INFINITY;
   /** Asks that found nothing since work last came, and when the next ask is due (stealBackoffMs). */
@@ -281,8 +291,10 @@ export class Worker {
           if (did === 'idle' && idle && (await idle())) return;
         } catch (err) {
           if (signal.aborted || this.stopping) return;
+          if (refusedOnly(err)) this.slowDown();
           // A write whose answer was lost may have made an item ours (a claim): the next idle step reads the ledger.
-          this.reconcileDue = true;
+          // A refusal (throttling, contention) applied nothing: no such item, and no read of the running set.
+          else this.reconcileDue = true;
           failures++;
           this.stats.errors++;
           const waitMs = backoffMs(failures);
@@ -299,7 +311,9 @@ export class Worker {
 
   /** Receive a batch and claim what can be claimed; returns how many messages arrived. */
   async pull(signal?: AbortSignal, waitSeconds = this.o.waitSeconds ?? 20): Promise<number> {
-    const batch = this.o.receiveBatch ?? 10;
+    // Throttled lately: fewer messages a receive, after a pause (see slowDown).
+    if (this.pace.pauseMs > 0) await sleep(this.pace.pauseMs, undefined, signal ? { signal } : undefined).catch(() => undefined);
+    const batch = Math.min(this.o.receiveBatch ?? 10, this.pace.batch);
     // Items known to be fast and a whole batch fits in one chunk: ask the queue to start them as it claims them.
     const startNow = this.itemMs !== null && this.chunkSize() >= batch;
     let messages: QueueMessage[];
@@ -335,11 +349,22 @@ export class Worker {
     const epoch = await this.runEpoch();
     const now = this.clock.now();
     const sent = this.monotonic.now();
-    const outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
+    let outs: readonly (ItemCasOutcome | undefined)[];
+    let partial: PartialBatchError<ItemCasOutcome> | null = null;
+    try {
+      outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
+    } catch (err) {
+      if (!(err instanceof PartialBatchError)) throw err;
+      // Some claims landed, some were refused: keep those that landed (forgotten, they would be Running with no holder).
+      partial = err as PartialBatchError<ItemCasOutcome>;
+      outs = partial.outcomes;
+    }
     const extend: Held[] = [];
     const drop: QueueMessage[] = [...copies];
     unclaimed.forEach((m, i) => {
-      const out = outs[i]!;
+      const out = outs[i];
+      // Not answered: its message is left as it is and comes back after its visibility timeout.
+      if (out === undefined) return;
       if (out.ok) {
         const h = { itemId: m.itemId, message: m };
         this.backlog.push(h);
@@ -352,7 +377,30 @@ export class Worker {
       }
     });
     await Promise.all([this.extendAll(extend), ...drop.map((m) => this.o.queue.delete(m))]);
+    if (partial) {
+      // A refusal applied nothing: every claim's fate is known, nothing to reconcile; slow down instead.
+      if (!partial.refusedOnly) throw partial;
+      this.slowDown();
+    } else this.speedUp();
     return messages.length;
+  }
+
+  /**
+   * The store refused (throttled) part of what this worker asked: receive
+   * fewer messages at a time, after a pause — half the batch, down to one;
+   * 100 ms doubling to 2 s — so a fleet settles at what the table accepts
+   * instead of failing steps and stranding claims. A round answered in full
+   * adds one message back and ends the pause.
+   */
+  private slowDown(): void {
+    this.pace.batch = Math.max(1, Math.floor(this.pace.batch / 2));
+    this.pace.pauseMs = Math.min(2_000, Math.max(100, this.pace.pauseMs * 2));
+    this.stats.throttledRounds++;
+  }
+
+  private speedUp(): void {
+    this.pace.batch = Math.min(this.o.receiveBatch ?? 10, this.pace.batch + 1);
+    this.pace.pauseMs = 0;
   }
 
   /**
@@ -634,11 +682,22 @@ export class Worker {
     const now = this.clock.now();
     if (results.length) {
       const changes = results.map((r) => this.recordable(r));
-      const outs = await this.o.ledger.applyMany(changes, now);
-      this.forget(results);
+      let outs: readonly (boolean | undefined)[];
+      let partial: PartialBatchError<boolean> | null = null;
+      try {
+        outs = await this.o.ledger.applyMany(changes, now);
+      } catch (err) {
+        if (!(err instanceof PartialBatchError)) throw err;
+        partial = err as PartialBatchError<boolean>;
+        outs = partial.outcomes;
+      }
+      // Those answered leave the list; the others are recorded at a later flush.
+      const answered = results.filter((_, i) => outs[i] !== undefined);
+      this.forget(answered);
       // Lost: re-pended meanwhile; whoever holds it now records the result.
-      outs.forEach((ok, i) => (ok ? (changes[i]!.transition === 'reject' ? this.stats.rejected++ : this.stats.done++) : this.stats.lost++));
-      await this.deleteAll(results.flatMap((r) => (r.h.message ? [r.h.message] : [])));
+      outs.forEach((ok, i) => (ok === undefined ? undefined : ok ? (changes[i]!.transition === 'reject' ? this.stats.rejected++ : this.stats.done++) : this.stats.lost++));
+      await this.deleteAll(answered.flatMap((r) => (r.h.message ? [r.h.message] : [])));
+      if (partial) throw partial;
     }
     if (failures.length) {
       const outs = await this.o.ledger.casMany(failures.map((f) => nack(runId, f.h.itemId, this.id, f.reason, { counts: true })), now);
@@ -739,7 +798,9 @@ export class Worker {
 
   private stealFailed(err: unknown): false {
     // The ask may have been answered and the answer lost: what it moved to us is found by reading the ledger.
-    this.reconcileDue = true;
+    // Not when Lambda refused the invocation (its concurrency spent): it never ran, and a fleet whose asks are
+    // refused would otherwise all read the running set at once.
+    if ((err as { name?: string }).name !== 'TooManyRequestsException') this.reconcileDue = true;
     this.stats.stealErrors++;
     const now = this.clock.now();
     if (now - this.stealErrorLoggedAt >= 60_000) {

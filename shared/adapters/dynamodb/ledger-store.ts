@@ -5,7 +5,7 @@ import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import { BadCursorError, decodeCursor, encodeCursor } from '../../cursor.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type PendingEntry, type RunCancel, type RunningEntry, type RunOptions, type RunRecord } from '../../ledger/store.js';
+import { assertOneChangePerItem, PartialBatchError, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type PendingEntry, type RunCancel, type RunningEntry, type RunOptions, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -280,11 +280,34 @@ export class DynamoLedgerStore implements LedgerStore {
   /** Independent conditional writes, a bounded number in flight (DynamoDB has no multi-item conditional update outside transactions). */
   async casMany(changes: readonly ItemCas[], now: number): Promise<ItemCasOutcome[]> {
     assertOneChangePerItem(changes);
-    return mapLimit(changes, this.concurrency, (change) => this.cas(change, now));
+    // Every change settles before the batch answers: one throttled change must not hide those that landed.
+    const outcomes: (ItemCasOutcome | undefined)[] = Array.from({ length: changes.length }, () => undefined);
+    const errors: unknown[] = [];
+    await mapLimit(
+      changes.map((change, i) => ({ change, i })),
+      this.concurrency,
+      async ({ change, i }) => {
+        try {
+          outcomes[i] = await this.cas(change, now);
+        } catch (err) {
+          errors.push(err);
+        }
+      },
+    );
+    if (!errors.length) return outcomes as ItemCasOutcome[];
+    // Deposed: the coordinator stops; no partial answer is of use to it.
+    const fenced = errors.find((e) => e instanceof FencedError);
+    if (fenced) throw fenced;
+    if (errors.length === changes.length) throw errors[0];
+    throw new PartialBatchError(outcomes, errors);
   }
 
   async applyMany(changes: readonly ItemCas[], now: number): Promise<boolean[]> {
-    return (await this.casMany(changes, now)).map((o) => o.ok);
+    try {
+      return (await this.casMany(changes, now)).map((o) => o.ok);
+    } catch (err) {
+      throw err instanceof PartialBatchError ? (err as PartialBatchError<ItemCasOutcome>).map((o) => o.ok) : err;
+    }
   }
 
   async get(runId: string, itemId: string): Promise<WorkItem | null> {
