@@ -239,6 +239,8 @@ export class DynamoLedgerStore implements LedgerStore {
     const ids = payloads.map(contentId);
     let added = 0;
     let failure: { err: unknown } | null = null;
+    // Every put is tried, though one was refused: a throttled request stores what the table takes, and its retry
+    // (idempotent: a stored item is left as it is) sends again only to find the rest missing.
     await mapLimit(payloads, this.concurrency, async (payload, i) => {
       const id = ids[i]!;
       const item = keys.item(id);
@@ -254,9 +256,9 @@ export class DynamoLedgerStore implements LedgerStore {
         );
         added++;
       } catch (err) {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        if (!(err instanceof ConditionalCheckFailedException)) failure ??= { err };
       }
-    }).catch((err: unknown) => (failure = { err }));
+    });
     // After the items, once per request (never per item): a run openRuns is taking out at this moment
     // either sees them (and stays) or loses its conditional write to this counter (and is back in the index).
     // Also when the request failed part way: a retry finds the items it put already there and would not count them.
