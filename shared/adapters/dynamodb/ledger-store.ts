@@ -366,7 +366,8 @@ export class DynamoLedgerStore implements LedgerStore {
   /** One index key's items, in its sort order, after `from` (exclusive) or before `to` (exclusive) when given. */
   private async index(key: string, range: { after?: string; before?: string } = {}, limit?: number): Promise<Item[]> {
     const cond = range.after !== undefined ? ` AND ${GSI1.sk} > :after` : range.before !== undefined ? ` AND ${GSI1.sk} < :before` : '';
-    return this.throttled(runOfKey(key), `gsi1:${key}`, () => queryAll(
+    // Each page retried on its own when throttled: a refused page of a large running set does not restart the read.
+    return queryAll(
       this.doc,
       {
         TableName: this.table,
@@ -375,7 +376,8 @@ export class DynamoLedgerStore implements LedgerStore {
         ExpressionAttributeValues: { ':k': key, ...(range.after !== undefined ? { ':after': range.after } : {}), ...(range.before !== undefined ? { ':before': range.before } : {}) },
       },
       limit,
-    ));
+      (page) => this.throttled(runOfKey(key), `gsi1:${key}`, page),
+    );
   }
 
   /** Every shard's part of an index, fanned out a bounded number at a time. */
@@ -417,7 +419,7 @@ export class DynamoLedgerStore implements LedgerStore {
   private async readItems(runId: string, ids: readonly string[]): Promise<Item[]> {
     if (!ids.length) return [];
     const keys = await this.keys(runId);
-    return this.throttled(runId, keys.partitions[0]!, () => batchGetAll(this.doc, this.table, [...new Set(ids)].map((id) => keys.item(id))));
+    return batchGetAll(this.doc, this.table, [...new Set(ids)].map((id) => keys.item(id)), (batch) => this.throttled(runId, keys.partitions[0]!, batch));
   }
 
   /**

@@ -4,12 +4,17 @@ import { decodeCursor, encodeCursor } from '../../cursor.js';
 type Item = Record<string, unknown>;
 export type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
 
+/** Each request of a many-request read, wrapped (e.g. in a throttling retry: a refused page is sent again, not the whole read). */
+export type EachRequest = <T>(request: () => Promise<T>) => Promise<T>;
+const plain: EachRequest = (request) => request();
+
 /** Every page of a query, or the first `max` items when given. */
-export async function queryAll(doc: DynamoDBDocumentClient, input: QueryInput, max?: number): Promise<Item[]> {
+export async function queryAll(doc: DynamoDBDocumentClient, input: QueryInput, max?: number, each: EachRequest = plain): Promise<Item[]> {
   const items: Item[] = [];
   let start: Item | undefined;
   do {
-    const page = await doc.send(new QueryCommand({ ...input, ...(max === undefined ? {} : { Limit: max - items.length }), ExclusiveStartKey: start }));
+    const from = start;
+    const page = await each(() => doc.send(new QueryCommand({ ...input, ...(max === undefined ? {} : { Limit: max - items.length }), ExclusiveStartKey: from })));
     items.push(...(page.Items ?? []));
     start = page.LastEvaluatedKey;
   } while (start && (max === undefined || items.length < max));
@@ -41,13 +46,14 @@ export function batchDelete(doc: DynamoDBDocumentClient, table: string, keys: re
 }
 
 /** Items by key, read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
-export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<Item[]> {
+export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[], each: EachRequest = plain): Promise<Item[]> {
   const out: Item[] = [];
   for (let i = 0; i < keys.length; i += 100) {
     let batch: Item[] | undefined = keys.slice(i, i + 100);
     for (let attempt = 0; batch?.length; attempt++) {
       if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
-      const res = await doc.send(new BatchGetCommand({ RequestItems: { [table]: { Keys: batch, ConsistentRead: true } } }));
+      const keysNow = batch;
+      const res = await each(() => doc.send(new BatchGetCommand({ RequestItems: { [table]: { Keys: keysNow, ConsistentRead: true } } })));
       out.push(...(res.Responses?.[table] ?? []));
       batch = res.UnprocessedKeys?.[table]?.Keys as Item[] | undefined;
     }
