@@ -172,6 +172,8 @@ export interface ModelInput {
   readonly itemKb: number;
   /** How long the backend takes per item. */
   readonly itemMs: number;
+  /** A mixed fleet: the last `count` workers take `itemMs` an item instead (unset: every worker alike). */
+  readonly slowWorkers?: { readonly count: number; readonly itemMs: number };
   readonly limits: KeyLimits;
   /** null: none (the benchmark's simulator has none). */
   readonly tableQuota: TableQuota | null;
@@ -196,6 +198,15 @@ export interface ModelInput {
   readonly seed: number;
   /** Simulated time after which a run that has not finished is stopped and reported unfinished (default: a day). */
   readonly stopAfterSeconds?: number;
+  /**
+   * The coordinator as one long-lived process (the benchmark's in-process
+   * Coordinator) instead of Lambda invocations: every ask is served by the one
+   * coordinator it opened — lease held, renewed by its elector every
+   * `renewEveryMs` (one lease write), fences seen raised once, its fenced
+   * writes in turn per fence — with no invocation, sandbox or lease write per
+   * ask. Unset: the coordinator Lambda.
+   */
+  readonly coordinatorProcess?: { readonly renewEveryMs: number };
 }
 
 /** Key families, named as the throttling simulator names them (`defaultFamily`). */
@@ -401,6 +412,8 @@ interface Sandbox {
   /** Fences its own fenced transactions are on, and those waiting their turn (conflicts.ts inTurn). */
   readonly turns: Set<number>;
   readonly waiting: { readonly fences: readonly number[]; readonly go: () => void }[];
+  /** A process coordinator's asks waiting on the ensure one of them is making (RunFences shares it): set while one is. */
+  ensuring?: (() => void)[];
 }
 
 /** The run's steal hint as last written: victims (simulated worker → simulated items) and the rebuild claim. */
@@ -526,6 +539,8 @@ class Simulation {
   private readonly coordinatorClient: Client = { quota: SDK_RETRY.quota };
   /** Warm coordinator sandboxes not serving an invocation (the last freed is reused first). */
   private readonly idleBoxes: Sandbox[] = [];
+  /** The one coordinator of `coordinatorProcess`: its token never lapses (its elector renews it), so asks write no lease. */
+  private readonly processBox: Sandbox | null;
   /** When the lease expires unless renewed (the lease is never lost here: no coordinator crashes). */
   private leaseUntil = 0;
   /** The fence marker is written (this epoch's fences are raised). */
@@ -608,6 +623,7 @@ class Simulation {
     const perWindow = l.windowMs / 1000;
     this.quota = o.tableQuota ? [o.tableQuota.wcu * perWindow, o.tableQuota.rcu * perWindow, o.tableQuota.gsiWcu * perWindow, o.tableQuota.gsiRcu * perWindow] : null;
     this.serviceMs = Number.isFinite(o.machineRequestsPerSecond) ? (1000 * this.k) / o.machineRequestsPerSecond : 0;
+    this.processBox = o.coordinatorProcess ? { tokenUntil: Number.POSITIVE_INFINITY, fencesSeen: false, turns: new Set(), waiting: [] } : null;
     // Each simulated item's k real items, hashed to shards one by one.
     this.slotStart = new Int32Array(this.simItems + 1);
     const shards: number[] = [];
@@ -653,6 +669,7 @@ class Simulation {
     this.spawn(this.producer());
     if (o.producer.kind === 'streaming') this.startWorkers();
     if (o.scanEverySeconds !== null && o.worker.coordinator) this.every(o.scanEverySeconds * 1000, () => this.spawn(this.scan()));
+    if (o.coordinatorProcess && o.worker.coordinator) this.every(o.coordinatorProcess.renewEveryMs, () => this.spawn(this.renewLease()));
     this.every(10_000, () => this.timeline.push({ t: this.now / 1000, done: this.doneItems * this.k, throttled: this.refusedRequests, dynamodb: this.ddbRequests }));
     // A run that does not finish (no worker, a limit of 0, items nobody will pick up) stops at stopAfterSeconds.
     while (this.ev.size > 0 && this.endAt === null) {
@@ -1442,6 +1459,12 @@ class Simulation {
     return got.length;
   }
 
+  /** The backend's time per item on this worker (`slowWorkers`: the last ones). */
+  private itemMsOf(wk: WorkerState): number {
+    const slow = this.o.slowWorkers;
+    return slow && wk.id >= this.simWorkers - Math.round(slow.count / this.k) ? slow.itemMs : this.o.itemMs;
+  }
+
   private chunkSize(wk: WorkerState): number {
     if (wk.itemMs === null) return 1;
     return Math.max(1, Math.min(this.o.worker.maxChunk, Math.floor(this.o.worker.chunkBudgetMs / Math.max(wk.itemMs, 0.01))));
@@ -1481,11 +1504,12 @@ class Simulation {
     if (lostMsgs.length) yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => lostMsgs.forEach((i) => this.dropMessage(i)) })], limit: 1 };
     wk.executing.push(...ok);
     let lastFlush = this.now;
+    const itemMs = this.itemMsOf(wk);
     for (const i of ok) {
-      if (this.o.itemMs > 0) yield { op: 'sleep', ms: this.o.itemMs };
+      if (itemMs > 0) yield { op: 'sleep', ms: itemMs };
       wk.executing.splice(wk.executing.indexOf(i), 1);
       wk.outcomes.push(i);
-      wk.itemMs = wk.itemMs === null ? this.o.itemMs : wk.itemMs * 0.8 + this.o.itemMs * 0.2;
+      wk.itemMs = wk.itemMs === null ? itemMs : wk.itemMs * 0.8 + itemMs * 0.2;
       if (wk.outcomes.length && this.now - lastFlush >= b.chunkBudgetMs) {
         if (!(yield* this.flush(wk))) {
           // The unrun items go back to the front of the line, still started.
@@ -1601,14 +1625,16 @@ class Simulation {
 
   // ------------------------------------------------------------ the coordinator (Lambda)
 
-  /** An invocation of the coordinator on a warm sandbox if one is free (the last freed), else a cold one; null: a 429. */
+  /** An invocation of the coordinator on a warm sandbox if one is free (the last freed), else a cold one; null: a 429. A process coordinator: its own. */
   private coordinatorStart(): { readonly began: number; readonly box: Sandbox } | null {
+    if (this.processBox) return { began: this.now, box: this.processBox };
     const began = this.lambdaStart();
     if (began === null) return null;
     return { began, box: this.idleBoxes.pop() ?? { tokenUntil: 0, fencesSeen: false, turns: new Set(), waiting: [] } };
   }
 
   private coordinatorEnd(inv: { readonly began: number; readonly box: Sandbox }): void {
+    if (inv.box === this.processBox) return;
     this.lambdaEnd(inv.began);
     this.idleBoxes.push(inv.box);
   }
@@ -1644,6 +1670,14 @@ class Simulation {
     return true;
   }
 
+  /** A process coordinator's elector renewing its lease: one conditional put, one real request. */
+  private *renewLease(): Proc {
+    const write = this.single(this.kLease, 0, 1, 'sdk', this.coordinatorClient, 1);
+    write.onOk = () => (this.leaseRenewals += 1);
+    this.leaseWrites += 1;
+    yield { op: 'all', reqs: [write], limit: 1 };
+  }
+
   /**
    * RunFences.ensure, before a sandbox's first fenced write of the epoch: the
    * marker read (consistent); none, the fences raised — every shard's, ≤ 99 a
@@ -1653,6 +1687,21 @@ class Simulation {
    */
   private *ensureFences(box: Sandbox, client: Client): Proc<boolean> {
     if (box.fencesSeen) return true;
+    if (box.ensuring) {
+      const waiters = box.ensuring;
+      yield { op: 'wait', register: (resume) => waiters.push(resume) };
+      return box.fencesSeen;
+    }
+    const waiters: (() => void)[] = (box.ensuring = []);
+    try {
+      return yield* this.ensureFencesOnce(box, client);
+    } finally {
+      box.ensuring = undefined;
+      for (const resume of waiters) resume();
+    }
+  }
+
+  private *ensureFencesOnce(box: Sandbox, client: Client): Proc<boolean> {
     if (!(yield { op: 'all', reqs: [this.single(this.kMarker, 1, 1, 'sdk', client)], limit: 1 })) return false;
     if (!this.fencesUp) {
       const chunks: number[][] = [];
@@ -1702,7 +1751,7 @@ class Simulation {
       this.coordinatorEnd(inv);
       return -1;
     };
-    yield { op: 'sleep', ms: this.o.latencyMs.lambda };
+    if (!this.processBox) yield { op: 'sleep', ms: this.o.latencyMs.lambda };
     if (!(yield* this.campaign(inv.box, client))) return fail();
     let read: HintRead | null = null;
     const get = this.single(this.kHint, 1, hintReadRru(this.hintBytes()), 'app', client);
@@ -2025,9 +2074,18 @@ export interface BenchParams {
   readonly windowMs: number;
   readonly machineRequestsPerSecond: number;
   readonly seed: number;
+  /** The mock backend's time per item (default 0). */
+  readonly itemMs?: number;
+  /** The last `count` workers' backend takes this long an item instead (a mixed fleet). */
+  readonly slowWorkers?: { readonly count: number; readonly itemMs: number };
+  /** The steal comparison's run: its workers ask an in-process Coordinator for work (default: no coordinator). */
+  readonly steals?: boolean;
 }
 
-/** test/bench/scale.ts's run as the model sees it: its producer, its workers' options, one shared SDK client, no coordinator. */
+/** The lease timings of the benchmark's in-process coordinator (the controller defaults): its elector renews every renewIntervalMs. */
+export const BENCH_COORDINATOR_LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 } as const;
+
+/** test/bench/scale.ts's run as the model sees it: its producer, its workers' options, one shared SDK client; no coordinator, or (`steals`) its in-process one. */
 export function benchModelInput(p: BenchParams): ModelInput {
   const none = 1e12;
   return {
@@ -2035,13 +2093,14 @@ export function benchModelInput(p: BenchParams): ModelInput {
     workers: p.workers,
     shards: p.shards,
     itemKb: 1,
-    itemMs: 0,
+    itemMs: p.itemMs ?? 0,
+    ...(p.slowWorkers ? { slowWorkers: p.slowWorkers } : {}),
     limits: p.limited ? { partitionWcu: p.wcu, partitionRcu: p.rcu, windowMs: p.windowMs } : { partitionWcu: none, partitionRcu: none, windowMs: p.windowMs },
     tableQuota: null,
     machineRequestsPerSecond: p.machineRequestsPerSecond,
     latencyMs: BENCH_LATENCY_MS,
     // The bench's Worker options (receiveBatch 10, maxChunk 10, waitSeconds 0) and DynamoLedgerStore concurrency 8.
-    worker: { receiveBatch: 10, concurrency: 8, maxChunk: 10, chunkBudgetMs: 100, heartbeatMs: 5_000, heartbeatPhase: 'aligned', visibilitySeconds: 30, waitSeconds: 0, coordinator: false, clients: 'shared' },
+    worker: { receiveBatch: 10, concurrency: 8, maxChunk: 10, chunkBudgetMs: 100, heartbeatMs: 5_000, heartbeatPhase: 'aligned', visibilitySeconds: 30, waitSeconds: 0, coordinator: p.steals ?? false, clients: 'shared' },
     queueVisibilitySeconds: 60,
     producer: { kind: 'phased', concurrency: 8 },
     scanEverySeconds: null,
@@ -2051,6 +2110,8 @@ export function benchModelInput(p: BenchParams): ModelInput {
     sqsInFlightLimit: Number.POSITIVE_INFINITY,
     weight: 1,
     seed: p.seed,
+    // The steal comparison's Coordinator, opened in the bench's process: it answers asks and runs no scan.
+    ...(p.steals ? { coordinatorProcess: { renewEveryMs: BENCH_COORDINATOR_LEASE.renewIntervalMs } } : {}),
   };
 }
 

@@ -4,7 +4,7 @@ import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { STEAL_HINT_FRESH_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
 import { RUN_RECORD_TTL_MS } from '../../shared/ledger/worker.js';
 import { AWS_LIMITS, busiestFirstTakes, COORDINATOR_LEASE_TTL_MS, heldWrites, hintReadRru, hintWriteWcu, planCapacity, PLAN_ASSUMPTIONS, PLAN_DEFAULTS, stealHintBytes, STEAL_READ_ITEMS, type PlanInput } from '../../infra/capacity/plan.js';
-import { benchModelInput, deploymentModelInput, simulate, simulatedTake, takeOrder, type ModelInput } from '../../infra/capacity/model.js';
+import { benchModelInput, BENCH_COORDINATOR_LEASE, deploymentModelInput, simulate, simulatedTake, takeOrder, type ModelInput } from '../../infra/capacity/model.js';
 import { PRICES } from '../../infra/cost.js';
 
 const plan = (o: Partial<PlanInput> & Pick<PlanInput, 'items' | 'rate'>) => planCapacity({ ...PLAN_DEFAULTS, ...o });
@@ -392,6 +392,55 @@ describe('the model', () => {
       // A steal's transaction: item ×2, RUNNING ×2, fence 2. Lease units are its writes alone (1 each).
       expect(r.peakPerKey.lease.wcu).toBeLessThanOrEqual(l.leaseWrites);
       expect(l.fenceConflicts).toBeGreaterThanOrEqual(0);
+    });
+  });
+
+  describe('the bench’s steal comparison (a mixed fleet, an in-process coordinator)', () => {
+    const bench = { items: 100, workers: 2, shards: 4, limited: false, wcu: 40, rcu: 120, windowMs: 1_000, machineRequestsPerSecond: 1_500, seed: 5, itemMs: 10 } as const;
+
+    it('keeps the main comparison’s input as it was: instant items, one kind of worker, no coordinator', () => {
+      const i = input();
+      expect(i.itemMs).toBe(0);
+      expect(i.worker.coordinator).toBe(false);
+      expect(i.slowWorkers).toBeUndefined();
+      expect(i.coordinatorProcess).toBeUndefined();
+    });
+
+    it('runs the slow workers’ items at their pace, and steals their backlog once the fast ones run dry', () => {
+      // 10 batches of 10: the fast worker takes a batch in 0.1 s, the slow one (the last worker) 10 s. The slow worker's
+      // first batch is the run's tail unless the fast one, dry once the queue is, takes the back half of its line.
+      const uniform = simulate(benchModelInput(bench));
+      const mixed = simulate(benchModelInput({ ...bench, slowWorkers: { count: 1, itemMs: 1_000 } }));
+      const stealing = simulate(benchModelInput({ ...bench, slowWorkers: { count: 1, itemMs: 1_000 }, steals: true }));
+      for (const r of [uniform, mixed, stealing]) expect(r.unfinished).toEqual({});
+      expect(uniform.seconds).toBeLessThan(2);
+      expect(mixed.seconds).toBeGreaterThanOrEqual(10);
+      expect(mixed.lambda.steals).toBe(0);
+      expect(stealing.lambda.fruitfulSteals).toBeGreaterThanOrEqual(1);
+      expect(stealing.lambda.itemsStolen).toBeGreaterThanOrEqual(3);
+      expect(stealing.lambda.itemsStolen).toBeLessThanOrEqual(5); // ceil(9 / 2): the back half of an unstarted batch
+      expect(stealing.seconds).toBeLessThan(mixed.seconds - stealing.lambda.itemsStolen * 0.9);
+    });
+
+    it('answers every ask on its one coordinator: no invocation, no lease write per ask (its elector renews), fences raised once', () => {
+      const p = benchModelInput({ items: 400, workers: 8, shards: 4, limited: true, wcu: 40, rcu: 120, windowMs: 1_000, machineRequestsPerSecond: 1_500, seed: 3, itemMs: 100, slowWorkers: { count: 2, itemMs: 2_000 }, steals: true });
+      expect(p.coordinatorProcess).toEqual({ renewEveryMs: BENCH_COORDINATOR_LEASE.renewIntervalMs });
+      expect(p.scanEverySeconds).toBeNull();
+      const r = simulate(p);
+      expect(r.unfinished).toEqual({});
+      expect(r.lambda.steals).toBeGreaterThan(4);
+      expect(r.lambda.fruitfulSteals).toBeGreaterThan(1);
+      expect(r.lambda.itemsStolen).toBeGreaterThan(r.lambda.fruitfulSteals);
+      expect(r.lambda.invocations).toBe(0);
+      expect(r.lambda.gbSeconds).toBe(0);
+      // The renewals every 10 s until the run ends, and nothing else: a steal does not touch the lease.
+      expect(r.lambda.leaseWrites).toBe(Math.floor((r.seconds * 1000) / BENCH_COORDINATOR_LEASE.renewIntervalMs));
+      expect(r.lambda.leaseWrites).toBeGreaterThan(0);
+      // The fence marker read once (1 unit), before the first steal; the same run as Lambda invocations is invoked per ask.
+      expect(r.peakPerKey.fence.rcu).toBe(1);
+      const { coordinatorProcess: _, ...lambda } = p;
+      const l = simulate(lambda);
+      expect(l.lambda.invocations).toBe(l.lambda.steals);
     });
   });
 });
