@@ -7,11 +7,14 @@
  *
  * What it simulates, request by request, on a simulated clock:
  * - a producer enqueueing the items (PutItem each, as DynamoLedgerStore.enqueue
- *   does, a bounded number in flight), sending their messages (SendMessageBatch,
- *   10 a call, one call after another as SqsWorkQueue.send does) and, in a
- *   deployment, recording them sent (markSent, dispatch.ts);
- * - W workers running Worker.step (shared/ledger/worker.ts): receive up to 10,
- *   read the run record if the last read is a minute old (RUN_RECORD_TTL_MS),
+ *   does, a bounded number in flight, every put tried though one was refused),
+ *   sending their messages (SendMessageBatch, 10 a call, one call after another
+ *   as SqsWorkQueue.send does) and, in a deployment, recording them sent
+ *   (markSent, dispatch.ts); a refused enqueue (503) is sent again whole after
+ *   its Retry-After (1 s), the pace of the requests after it unchanged;
+ * - W workers running Worker.step (shared/ledger/worker.ts): receive up to 10
+ *   (fewer, after a pause, once throttled: slowDown / speedUp), read the run
+ *   record if the last read is a minute old (RUN_RECORD_TTL_MS),
  *   claim each (bounded concurrency), extend
  *   the messages' visibility (10 a call); start a chunk (one item at a time when
  *   items are slow, up to maxChunk when fast), run it, ack in batches, delete the
@@ -19,13 +22,16 @@
  *   each writing the held items heartbeatDue and extending the messages
  *   extensionDue (10 a call); when idle, reconcile (a query of every RUNNING
  *   key's entries, then its own items read), ask the coordinator for work, long-poll;
- * - a step that fails as the code's does: a request past every retry rejects
- *   its round (mapLimit: the other lanes go on and land), the worker backs off
- *   (250 ms doubling) and has forgotten what the round held — claimed items are
- *   found again by its reconcile (started ones nacked and re-sent), a message
- *   received but never extended comes back after the queue's visibility
- *   timeout (60 s), an ack round is sent again (the acks that had landed are
- *   refused as already Done);
+ * - a round of item writes as casMany answers it: every write settles, and
+ *   one past every retry leaves the others answered (PartialBatchError) —
+ *   claims that landed are held, an unanswered claim's message comes back
+ *   after the queue's visibility timeout (60 s), acks answered leave the list
+ *   and the rest are sent at a later flush, a start round put back as the
+ *   ledger has it (Worker.startRound); a refusal applied nothing, so the
+ *   worker neither fails the step for a claim round answered in part nor
+ *   reads the running set after a step that failed on one: it halves its
+ *   receive batch and pauses before the next receive (100 ms doubling to
+ *   2 s), and a failed step backs off (250 ms doubling);
  * - in a deployment, the coordinator Lambda, on warm sandboxes it reuses: a
  *   sandbox writes the lease only when cold (a refused acquire, a renewal) or
  *   past half its TTL (a renewal, again when another sandbox renewed first):
@@ -86,9 +92,8 @@
  * Simplified or not modelled: latencies are fixed, not distributed; one FIFO
  * server stands for the machine's CPUs; no crashes and no poison; a message is
  * delivered once until it comes back (no duplicates); a victim learns of a
- * steal at once; the enqueue counter's SDK-only retry is not distinguished;
- * a hint read sees the hint as last written (no replication lag); a take is
- * charged the hint's size as it stands when sent; a
+ * steal at once; a hint read sees the hint as last written (no replication
+ * lag); a take is charged the hint's size as it stands when sent; a
  * transaction cancelled for a conflict is charged no units; Lambda cold
  * starts' latency and its scaling rate (1,000 environments per 10 s) are not
  * modelled, only its concurrency, and a warm sandbox is never reclaimed;
@@ -207,7 +212,22 @@ export interface ModelInput {
    * ask. Unset: the coordinator Lambda.
    */
   readonly coordinatorProcess?: { readonly renewEveryMs: number };
+  /** Told of each worker's claim and ack rounds and pace changes and each enqueue attempt as they happen (tests look inside a run); changes nothing. */
+  readonly trace?: (event: ModelTrace) => void;
 }
+
+/** What `trace` is told; times in simulated ms, counts in simulated items. */
+export type ModelTrace =
+  /** A claim round answered (in full or in part): its claims that landed, and those left unanswered past their retries. */
+  | { readonly kind: 'claims'; readonly receivedAt: number; readonly at: number; readonly worker: number; readonly received: number; readonly landed: readonly number[]; readonly unanswered: readonly number[] }
+  /** An ack round (Worker.flushOnce) answered in part or in full: the items it sent, and those left unanswered past their retries. */
+  | { readonly kind: 'acks'; readonly at: number; readonly worker: number; readonly sent: readonly number[]; readonly unanswered: readonly number[] }
+  /** A worker's receive batch and pause, changed by a throttled round or step (slowDown) or a claim round answered in full (speedUp). */
+  | { readonly kind: 'pace'; readonly at: number; readonly worker: number; readonly throttled: boolean; readonly batch: number; readonly pauseMs: number }
+  /** A worker reading the ledger for items it holds there (Worker.reconcile: at start, and after a failure that was not a refusal). */
+  | { readonly kind: 'reconcile'; readonly at: number; readonly worker: number }
+  /** An enqueue (one API request's attempt, or the benchmark's call), named by its first item, from when it was sent to its answer. */
+  | { readonly kind: 'enqueue'; readonly request: number; readonly sent: number; readonly at: number; readonly items: number; readonly stored: number; readonly accepted: boolean };
 
 /** Key families, named as the throttling simulator names them (`defaultFamily`). */
 export type Family = 'item' | 'pending' | 'running' | 'runRecord' | 'lease' | 'runs' | 'hint' | 'fence';
@@ -232,7 +252,12 @@ export interface ModelResult {
   /** The same, by the family of the request's first key. */
   readonly exhaustedByFamily: Readonly<Record<string, number>>;
   readonly failedSteps: number;
-  /** Items the failure scan re-pended (their worker's heartbeat had stopped, or its step had failed and forgotten them). */
+  /** Worker rounds the store throttled, in part or whole (WorkerStats.throttledRounds): each halved the receive batch and paused. */
+  readonly throttledRounds: number;
+  /** API enqueue requests refused (503) and sent again; the longest one took from its first send to its acceptance. */
+  readonly enqueueRetries: number;
+  readonly enqueueLongestSeconds: number;
+  /** Items the failure scan re-pended (their worker's heartbeat had stopped, or it had lost track of them). */
   readonly repended: number;
   readonly requests: { readonly dynamodb: number; readonly sqs: number };
   /** Units actually consumed (admitted requests): table writes, index writes, reads. */
@@ -385,12 +410,15 @@ interface Req {
   onOk?: () => void;
   /** Called when every retry is spent: the caller's request fails (StoreThrottledError). Unset: retried after the step backoff. */
   exhausted?: () => void;
+  /** Past every retry in a round that settles every request (casMany): unanswered, nothing applied. */
+  failed?: boolean;
 }
 
 /** What a simulated process waits for. */
 type Op =
   | { readonly op: 'sleep'; readonly ms: number }
-  | { readonly op: 'all'; readonly reqs: readonly Req[]; readonly limit: number }
+  /** `settle`: every request settles before the answer, a failed one marked `failed` (casMany); else mapLimit's first failure answers. */
+  | { readonly op: 'all'; readonly reqs: readonly Req[]; readonly limit: number; readonly settle?: boolean }
   | { readonly op: 'poll'; readonly ms: number }
   /** Resumes when the process's own callback, handed to `register`, is called. */
   | { readonly op: 'wait'; readonly register: (resume: () => void) => void };
@@ -474,6 +502,9 @@ interface WorkerState {
   nextAskAt: number;
   /** When its run-record read was sent (Worker.runEpoch): another only once RUN_RECORD_TTL_MS has passed. */
   epochReadAt: number;
+  /** Worker.pace: the receive batch (starting unbounded, as the code's does: receiveBatch caps it) and the pause before a receive. */
+  batch: number;
+  pauseMs: number;
 }
 
 class Simulation {
@@ -526,6 +557,7 @@ class Simulation {
   private readonly wrote: Float64Array; // when its holder last sent a write of it, as the holder knows (-Infinity: not known)
   private readonly knownVisible: Float64Array; // until when its holder knows its message invisible (-Infinity: not known)
   private readonly staleSeen: Uint8Array; // judged silent at the scan before (HeartbeatWatch needs two looks)
+  private readonly startUnknown: Uint8Array; // started by its holder, who took it back as unstarted (its read failed)
   private readonly pendingCnt: Float64Array; // real entries under each shard's PENDING key
   private readonly runningCnt: Float64Array;
   private readonly unsentCnt: Float64Array;
@@ -561,6 +593,9 @@ class Simulation {
   private tableRefused = 0;
   private exhaustedRequests = 0;
   private failedSteps = 0;
+  private throttledRounds = 0;
+  private enqueueRetries = 0;
+  private enqueueLongestMs = 0;
   private readonly exhaustedBy = new Map<string, number>();
   private repended = 0;
   private readonly refusedByFamily = new Map<string, number>();
@@ -659,6 +694,7 @@ class Simulation {
     this.wrote = new Float64Array(this.simItems).fill(Number.NEGATIVE_INFINITY);
     this.knownVisible = new Float64Array(this.simItems).fill(Number.NEGATIVE_INFINITY);
     this.staleSeen = new Uint8Array(this.simItems);
+    this.startUnknown = new Uint8Array(this.simItems);
     this.pendingCnt = new Float64Array(this.n);
     this.runningCnt = new Float64Array(this.n);
     this.unsentCnt = new Float64Array(this.n);
@@ -701,7 +737,7 @@ class Simulation {
         this.ev.push(this.now + op.ms, again);
         return;
       case 'all':
-        this.all(op.reqs, op.limit, (ok) => this.resume(p, ok, onEnd));
+        this.all(op.reqs, op.limit, (ok) => this.resume(p, ok, onEnd), op.settle);
         return;
       case 'poll': {
         if (this.queued() > 0 || op.ms <= 0) {
@@ -742,9 +778,11 @@ class Simulation {
    * mapLimit: at most `limit` in flight; `done(true)` once all have succeeded,
    * `done(false)` at the first that outlasted its retries — as mapLimit
    * rejects — while the other lanes go on in the background (their requests
-   * still land: `onOk`).
+   * still land: `onOk`). `settle` (DynamoDB casMany): a request past its
+   * retries is marked `failed` and its lane goes on; `done(false)` once every
+   * request has settled, if any failed.
    */
-  private all(reqs: readonly Req[], limit: number, done: (ok: boolean) => void): void {
+  private all(reqs: readonly Req[], limit: number, done: (ok: boolean) => void, settle = false): void {
     const n = reqs.length;
     if (n === 0) {
       this.ev.push(this.now, () => done(true));
@@ -753,21 +791,28 @@ class Simulation {
     let next = 0;
     let lanes = Math.min(limit, n);
     let settled = false;
+    let failed = false;
     const lane = () => {
       if (next >= n) {
         if (--lanes === 0 && !settled) {
           settled = true;
-          done(true);
+          done(!failed);
         }
         return;
       }
       const r = reqs[next++]!;
-      r.exhausted ??= () => {
-        lanes--;
-        if (settled) return;
-        settled = true;
-        done(false);
-      };
+      r.exhausted ??= settle
+        ? () => {
+            r.failed = true;
+            failed = true;
+            lane();
+          }
+        : () => {
+            lanes--;
+            if (settled) return;
+            settled = true;
+            done(false);
+          };
       this.send(r, lane);
     };
     for (let i = 0, l = lanes; i < l; i++) lane();
@@ -1050,7 +1095,10 @@ class Simulation {
     return this.req('ddb', policy, client, [key], [kind], [units * count], count);
   }
 
-  /** Every page of a query of one index key: eventually consistent, ½ unit per started 4 KB (at least ½), 1 MB a page. */
+  /**
+   * Every page of a query of one index key: eventually consistent, ½ unit per started 4 KB (at least ½), 1 MB a page.
+   * Each page a request of its own, retried on its own when throttled (queryAll's EachRequest): a refused page does not restart the read.
+   */
   private queryPages(key: number, entries: number, client: Client, count = this.k): Req[] {
     const bytes = entries * INDEX_ENTRY_KB * 1024;
     const pages = Math.max(1, Math.ceil(bytes / (1024 * 1024)));
@@ -1058,7 +1106,7 @@ class Simulation {
     return Array.from({ length: pages }, () => this.single(key, 1, 0.5 * Math.max(1, Math.ceil(per / 4096)), 'app', client, count));
   }
 
-  /** The items read consistently, 100 to a BatchGetItem (DynamoLedgerStore readItems): each charged to its partitions. */
+  /** The items read consistently, 100 to a BatchGetItem (DynamoLedgerStore readItems): each charged to its partitions, each retried on its own (batchGetAll's EachRequest). */
   private readItems(items: readonly number[], client: Client): Req[] {
     const reqs: Req[] = [];
     for (let i = 0; i < items.length; i += 100) {
@@ -1168,9 +1216,14 @@ class Simulation {
     }
   }
 
+  /** Whether an invocation now would be refused (429): the account's concurrency is used up. */
+  private lambdaFull(): boolean {
+    return this.lambdaConcurrency + this.k > this.o.lambdaConcurrencyLimit;
+  }
+
   /** An invocation, or null when the account's concurrency is used up (the caller gets a 429). */
   private lambdaStart(): number | null {
-    if (this.lambdaConcurrency + this.k > this.o.lambdaConcurrencyLimit) {
+    if (this.lambdaFull()) {
       this.lambdaThrottled += this.k;
       return null;
     }
@@ -1192,9 +1245,11 @@ class Simulation {
     if (p.kind === 'phased') {
       const client = this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota };
       const all = Array.from({ length: this.simItems }, (_, i) => i);
-      yield* this.enqueueUntilAccepted(all, p.concurrency, client);
-      // The run record's counter, once per enqueue request.
-      yield { op: 'all', reqs: [this.single(this.kRunRecord, 0, 1, 'sdk', client)], limit: 1 };
+      // The benchmark's untilAccepted: a refused enqueue sent again whole after U(0, 1 s).
+      for (let attempt = 1; !(yield* this.enqueue(all, p.concurrency, client)); attempt++) {
+        if (attempt >= 50) throw new Error('model: the enqueue never got through (50 attempts)');
+        yield { op: 'sleep', ms: 1000 * this.rand() };
+      }
       for (let i = 0; i < all.length; i += 10) {
         yield { op: 'all', reqs: [this.sqs(client)], limit: 1 };
         this.pushMessages(all.slice(i, i + 10));
@@ -1213,63 +1268,62 @@ class Simulation {
   }
 
   /**
-   * `ledger.enqueue` (mapLimit over the items) sent again whole, after up to
-   * 1 s, whenever it fails — the benchmark's untilAccepted, an API client
-   * retrying a 503. A failed call's other lanes go on in the background; the
-   * items already stored cost their partition a refused conditional put each
-   * time round.
+   * `ledger.enqueue`: every put tried, a bounded number in flight, though one
+   * was refused (a throttled request stores what the table takes); then, if
+   * it stored any, the run record's counter. False: a put or the counter
+   * outlasted its retries (StoreThrottledError). Sent again, the items stored
+   * already cost their partition a refused conditional put each.
    */
-  private *enqueueUntilAccepted(items: readonly number[], concurrency: number, client: Client): Proc {
-    let accepted = false;
-    let waiting: (() => void) | null = null;
-    const call = (attempt: number) => {
-      let next = 0;
-      let lanes = Math.min(concurrency, items.length);
-      let failed = false;
-      const lane = () => {
-        if (next >= items.length) {
-          if (--lanes === 0 && !failed && !accepted) {
-            accepted = true;
-            waiting?.();
-          }
-          return;
-        }
-        const i = items[next++]!;
-        const r = this.state[i] === 0 && !this.stored[i] ? this.itemWrite(i, 'enqueue', client) : this.failedWrite(i, client);
-        r.onOk = () => {
-          if (this.stored[i]) return;
-          this.stored[i] = 1;
-          this.moveCounts(i, null, this.pendingCnt);
-          this.moveCounts(i, null, this.unsentCnt);
-        };
-        r.exhausted = () => {
-          // StoreThrottledError: this lane stops; the call fails at its first one and is sent again.
-          lanes--;
-          if (failed || accepted) return;
-          failed = true;
-          if (attempt >= 50) throw new Error('model: the enqueue never got through (50 attempts)');
-          this.ev.push(this.now + 1000 * this.rand(), () => call(attempt + 1));
-        };
-        this.send(r, lane);
+  private *enqueue(items: readonly number[], concurrency: number, client: Client): Proc<boolean> {
+    const sent = this.now;
+    let added = 0;
+    const puts = items.map((i) => {
+      if (this.state[i] !== 0 || this.stored[i]) return this.failedWrite(i, client);
+      const r = this.itemWrite(i, 'enqueue', client);
+      r.onOk = () => {
+        if (this.stored[i]) return;
+        this.stored[i] = 1;
+        added++;
+        this.moveCounts(i, null, this.pendingCnt);
+        this.moveCounts(i, null, this.unsentCnt);
       };
-      for (let j = 0, l = lanes; j < l; j++) lane();
-    };
-    call(1);
-    if (!accepted) yield { op: 'wait', register: (resume) => (waiting = resume) };
+      return r;
+    });
+    const all = yield { op: 'all', reqs: puts, limit: concurrency, settle: true };
+    // The counter, once per request that stored items, also when some were refused (a retry would not count them).
+    const accepted = (added === 0 || (yield { op: 'all', reqs: [this.single(this.kRunRecord, 0, 1, 'app', client)], limit: 1 })) && all;
+    this.o.trace?.({ kind: 'enqueue', request: items[0]!, sent, at: this.now, items: items.length, stored: added, accepted });
+    return accepted;
   }
 
+  /**
+   * One API request (POST /runs), each attempt its own invocation. Refused
+   * (StoreThrottledError: 503, Retry-After: 1), it is sent again whole after
+   * that second, as the client sends a write to a node again (transport.ts
+   * `call`, for up to retryWritesForMs, 60 s; to the deployed API it sends
+   * none: its caller must) — here until accepted. That wait is the client's
+   * only pacing: the requests after it keep the producer's rate, refused or not.
+   */
   private *apiRequest(items: readonly number[], concurrency: number): Proc {
-    let began = this.lambdaStart();
-    // A 429 from Lambda (through the API: a 5xx): the client sends the request again a second later.
-    while (began === null) {
+    const first = this.now;
+    for (;;) {
+      let began = this.lambdaStart();
+      // A 429 from Lambda (through the API: a 5xx): the client sends the request again a second later.
+      while (began === null) {
+        yield { op: 'sleep', ms: 1_000 };
+        began = this.lambdaStart();
+      }
+      const client: Client = { quota: SDK_RETRY.quota };
+      if (yield* this.enqueue(items, concurrency, client)) {
+        this.enqueueLongestMs = Math.max(this.enqueueLongestMs, this.now - first);
+        yield* this.dispatch(items, client, concurrency);
+        this.lambdaEnd(began);
+        return;
+      }
+      this.lambdaEnd(began);
+      this.enqueueRetries += this.k;
       yield { op: 'sleep', ms: 1_000 };
-      began = this.lambdaStart();
     }
-    const client: Client = { quota: SDK_RETRY.quota };
-    yield* this.enqueueUntilAccepted(items, concurrency, client);
-    yield { op: 'all', reqs: [this.single(this.kRunRecord, 0, 1, 'sdk', client)], limit: 1 };
-    yield* this.dispatch(items, client, concurrency);
-    this.lambdaEnd(began);
   }
 
   /** dispatch.ts: every message out (10 a call, one call after another), then each recorded sent (markSent). */
@@ -1296,7 +1350,7 @@ class Simulation {
   private startWorkers(): void {
     this.workStartedAt = this.now;
     for (let id = 0; id < this.simWorkers; id++) {
-      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0, epochReadAt: Number.NEGATIVE_INFINITY };
+      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0, epochReadAt: Number.NEGATIVE_INFINITY, batch: this.o.worker.receiveBatch, pauseMs: 0 };
       this.workers.push(wk);
       this.running++;
       // Heartbeat rounds tick from the worker's start, whatever it is doing.
@@ -1315,13 +1369,16 @@ class Simulation {
     }
   }
 
-  /** Worker.run: steps; a failed step (a request past its retries) backs off 250 ms doubling, and the loop goes on. */
+  /**
+   * Worker.run: steps; a failed step (a request past its retries) backs off 250 ms doubling, and the loop goes on.
+   * Every step that fails here failed on a refusal (StoreThrottledError: nothing applied): no reconcile, a slowDown.
+   */
   private *worker(wk: WorkerState): Proc {
     let failures = 0;
     while (!this.finished) {
       const did = yield* this.step(wk);
       if (did === 'failed') {
-        wk.reconcileDue = true;
+        this.slowDown(wk);
         failures++;
         this.failedSteps += this.k;
         yield { op: 'sleep', ms: backoffMs(failures, this.rand) };
@@ -1352,14 +1409,14 @@ class Simulation {
       if (adopted > 0) return came();
     }
     if (b.coordinator && this.now >= wk.nextAskAt) {
+      // Known before the ask as lambdaStart will find it: a 429 (the account's concurrency spent) means the ask never ran.
+      const refused = this.lambdaFull();
       const stolen = yield* this.askForWork(wk);
       if (stolen > 0) return came();
       wk.nextAskAt = this.now + stealBackoffMs(++wk.fruitless, this.rand);
-      if (stolen < 0) {
-        // The answer may be lost with items moved to us: the ledger is read at the next idle step.
-        wk.reconcileDue = true;
-        return 'failed';
-      }
+      // Worker.stealFailed: the step goes on to the long poll. The answer may be lost with items moved to us: the
+      // ledger is read at the next idle step — not after a 429, which moved nothing.
+      if (stolen < 0 && !refused) wk.reconcileDue = true;
     }
     if (b.waitSeconds > 0) {
       const more = yield* this.pull(wk, b.waitSeconds);
@@ -1372,7 +1429,7 @@ class Simulation {
     this.heldBy[i] = wk.id;
   }
 
-  /** Out of the worker's memory (its step failed) while maybe still Running(wk) in the ledger: reconcile finds it. */
+  /** Out of the worker's memory (no longer its), with its message's receipt. */
   private orphan(wk: WorkerState, i: number): void {
     if (this.heldBy[i] === wk.id) this.heldBy[i] = -1;
     this.msgRef[i] = 0;
@@ -1382,19 +1439,26 @@ class Simulation {
   private setOwner(i: number, id: number): void {
     const was = this.owner[i]!;
     if (was >= 0) this.workers[was]?.owned.delete(i);
+    this.startUnknown[i] = 0;
     this.owner[i] = id;
     if (id >= 0) this.workers[id]?.owned.add(i);
   }
 
-  /** Worker.pull: receive, read the run record (at most once a minute), claim (a failed claim: adopt ours, drop the rest), extend. -1: the step failed. */
+  /**
+   * Worker.pull: after the pause a throttled round left (slowDown), receive up to the batch, read the run record (at
+   * most once a minute), claim (casMany: every claim settles; those that landed are held, those refused by their
+   * condition dropped or kept as the code does, those unanswered left to come back), extend. -1: the step failed.
+   */
   private *pull(wk: WorkerState, waitSeconds: number): Proc<number> {
     const b = this.o.worker;
+    if (wk.pauseMs > 0) yield { op: 'sleep', ms: wk.pauseMs };
     if (waitSeconds > 0) yield { op: 'poll', ms: waitSeconds * 1000 };
     yield { op: 'all', reqs: [this.sqs(wk.client)], limit: 1 };
     const room = Math.floor((this.o.sqsInFlightLimit - this.inFlight) / this.k);
     if (room <= 0 && this.queued() > 0) this.sqsOverLimit += this.k;
-    const got = this.take(Math.min(b.receiveBatch, Math.max(0, room)));
+    const got = this.take(Math.min(b.receiveBatch, wk.batch, Math.max(0, room)));
     if (!got.length) return 0;
+    const receivedAt = this.now;
     for (const i of got) {
       this.msgInFlight[i] = 1;
       this.knownVisible[i] = Number.NEGATIVE_INFINITY;
@@ -1409,7 +1473,6 @@ class Simulation {
       this.runRecordReads += this.k;
       if (!(yield { op: 'all', reqs: [read], limit: 1 })) return -1;
     }
-    let failed = false;
     const mine: number[] = [];
     const sent = this.now;
     const claims = got.map((i) => {
@@ -1423,19 +1486,19 @@ class Simulation {
         this.lastBeat[i] = this.now;
         this.wrote[i] = sent;
         this.moveCounts(i, this.pendingCnt, this.runningCnt);
-        if (failed) this.orphan(wk, i);
-        else mine.push(i);
+        mine.push(i);
       };
       return r;
     });
-    if (!(yield { op: 'all', reqs: claims, limit: b.concurrency })) {
-      failed = true;
-      for (const i of mine) this.orphan(wk, i);
-      return -1;
-    }
+    const whole = yield { op: 'all', reqs: claims, limit: b.concurrency, settle: true };
+    // None answered: the first error is thrown as it came; nothing landed, the messages come back.
+    if (!whole && claims.every((r) => r.failed)) return -1;
+    this.o.trace?.({ kind: 'claims', receivedAt, at: this.now, worker: wk.id, received: got.length, landed: mine.slice(), unanswered: got.filter((_, j) => claims[j]!.failed) });
     const extend: number[] = [];
     const drop: number[] = [];
-    for (const i of got) {
+    got.forEach((i, j) => {
+      // Not answered (refused past its retries): its message is left as it is and comes back after its visibility timeout.
+      if (claims[j]!.failed) return;
       if (mine.includes(i)) {
         this.hold(wk, i);
         this.msgRef[i] = 1;
@@ -1447,7 +1510,7 @@ class Simulation {
         this.wrote[i] = Number.NEGATIVE_INFINITY;
         wk.backlog.push(i);
       } else if (this.state[i] !== 1) drop.push(i); // Running elsewhere, Done: the queue rule
-    }
+    });
     yield {
       op: 'all',
       reqs: [
@@ -1456,6 +1519,9 @@ class Simulation {
       ],
       limit: Infinity,
     };
+    // Refused in part (a refusal applied nothing: no claim's fate unknown): slow down, the step goes on.
+    if (whole) this.speedUp(wk);
+    else this.slowDown(wk);
     return got.length;
   }
 
@@ -1465,23 +1531,44 @@ class Simulation {
     return slow && wk.id >= this.simWorkers - Math.round(slow.count / this.k) ? slow.itemMs : this.o.itemMs;
   }
 
+  /** Worker.slowDown: the store refused part of a round, or a step failed on a refusal: half the batch (down to 1), pause 100 ms doubling to 2 s. */
+  private slowDown(wk: WorkerState): void {
+    wk.batch = Math.max(1, Math.floor(wk.batch / 2));
+    wk.pauseMs = Math.min(2_000, Math.max(100, wk.pauseMs * 2));
+    this.throttledRounds += this.k;
+    this.o.trace?.({ kind: 'pace', at: this.now, worker: wk.id, throttled: true, batch: wk.batch, pauseMs: wk.pauseMs });
+  }
+
+  /** Worker.speedUp: a claim round answered in full adds one to the batch (up to receiveBatch) and ends the pause. */
+  private speedUp(wk: WorkerState): void {
+    wk.batch = Math.min(this.o.worker.receiveBatch, wk.batch + 1);
+    wk.pauseMs = 0;
+    this.o.trace?.({ kind: 'pace', at: this.now, worker: wk.id, throttled: false, batch: wk.batch, pauseMs: wk.pauseMs });
+  }
+
   private chunkSize(wk: WorkerState): number {
     if (wk.itemMs === null) return 1;
     return Math.max(1, Math.min(this.o.worker.maxChunk, Math.floor(this.o.worker.chunkBudgetMs / Math.max(wk.itemMs, 0.01))));
   }
 
+  /** Started as its holder knows it: the ledger's flag, unless it took the item back as unstarted (startUnknown). */
+  private knownStarted(i: number): boolean {
+    return this.started[i] === 1 && this.startUnknown[i] === 0;
+  }
+
   /** Worker.executeChunk/runChunk: start the chunk in one round (items started already are run as they are), run, ack. */
   private *executeChunk(wk: WorkerState): Proc<boolean> {
     const b = this.o.worker;
-    const preStarted = wk.backlog.findIndex((i) => !this.started[i]);
+    const preStarted = wk.backlog.findIndex((i) => !this.knownStarted(i));
     const chunk = wk.backlog.splice(0, preStarted === 0 ? this.chunkSize(wk) : preStarted === -1 ? wk.backlog.length : preStarted);
-    const toStart = chunk.filter((i) => !this.started[i]);
-    const ok: number[] = chunk.filter((i) => this.started[i] && this.owner[i] === wk.id && this.state[i] === 2);
+    const toStart = chunk.filter((i) => !this.knownStarted(i));
+    const ok: number[] = chunk.filter((i) => this.knownStarted(i) && this.owner[i] === wk.id && this.state[i] === 2);
     const gone: number[] = [];
     const starts = toStart.map((i) => {
-      if (this.owner[i] !== wk.id || this.state[i] !== 2) {
+      if (this.owner[i] !== wk.id || this.state[i] !== 2 || this.started[i]) {
+        this.startUnknown[i] = 0;
         gone.push(i);
-        return this.failedWrite(i, wk.client); // stolen before we started it
+        return this.failedWrite(i, wk.client); // stolen before we started it, or started already (its condition refuses it)
       }
       const r = this.itemWrite(i, 'start', wk.client);
       const sent = this.now;
@@ -1493,12 +1580,26 @@ class Simulation {
       };
       return r;
     });
-    if (!(yield { op: 'all', reqs: starts, limit: b.concurrency })) {
-      // The start round failed: the chunk is out of the backlog and nobody remembers it (runChunk's starts are outside its try).
-      for (const i of chunk) this.orphan(wk, i);
+    if (!(yield { op: 'all', reqs: starts, limit: b.concurrency, settle: true })) {
+      // Worker.startRound: the chunk goes back as the ledger has it, each item not known started read (one at a time):
+      // started by us (run it), unstarted (start it again), else lost; unreadable, kept as unstarted.
+      const back: number[] = [];
+      for (const i of chunk) {
+        if (!toStart.includes(i)) {
+          back.push(i);
+          continue;
+        }
+        const read = this.readItems([i], wk.client);
+        if (!(yield { op: 'all', reqs: read, limit: 1 })) {
+          if (this.started[i] && this.owner[i] === wk.id) this.startUnknown[i] = 1;
+          back.push(i);
+        } else if (this.state[i] === 2 && this.owner[i] === wk.id) back.push(i);
+        else this.orphan(wk, i);
+      }
+      wk.backlog.unshift(...back);
       return false;
     }
-    ok.push(...toStart.filter((i) => this.started[i] && this.owner[i] === wk.id));
+    ok.push(...toStart.filter((i) => !gone.includes(i) && this.started[i] && this.owner[i] === wk.id));
     for (const i of gone) this.heldBy[i] = -1;
     const lostMsgs = gone.filter((i) => this.msgRef[i]);
     if (lostMsgs.length) yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => lostMsgs.forEach((i) => this.dropMessage(i)) })], limit: 1 };
@@ -1522,7 +1623,7 @@ class Simulation {
     return yield* this.flush(wk);
   }
 
-  /** Worker.flushOnce: ack the outcomes; an outcome leaves the list only once the whole round got through. */
+  /** Worker.flushOnce: ack the outcomes (every ack settles); those answered leave the list, the others wait for a later flush. */
   private *flush(wk: WorkerState): Proc<boolean> {
     if (!wk.outcomes.length) return true;
     const batch = wk.outcomes.slice();
@@ -1544,10 +1645,13 @@ class Simulation {
       };
       return r;
     });
-    if (!(yield { op: 'all', reqs: acks, limit: this.o.worker.concurrency })) return false;
-    wk.outcomes.splice(0, batch.length);
+    const whole = yield { op: 'all', reqs: acks, limit: this.o.worker.concurrency, settle: true };
+    const answered = batch.filter((_, j) => !acks[j]!.failed);
+    this.o.trace?.({ kind: 'acks', at: this.now, worker: wk.id, sent: batch, unanswered: batch.filter((_, j) => acks[j]!.failed) });
+    const left = new Set(answered);
+    wk.outcomes = wk.outcomes.filter((i) => !left.has(i));
     const withMessage: number[] = [];
-    for (const i of batch) {
+    for (const i of answered) {
       if (this.heldBy[i] === wk.id) this.heldBy[i] = -1;
       if (this.msgRef[i]) withMessage.push(i);
     }
@@ -1555,7 +1659,7 @@ class Simulation {
       const part = withMessage.slice(j, j + 10);
       yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => part.forEach((i) => this.dropMessage(i)) })], limit: 1 };
     }
-    return true;
+    return whole;
   }
 
   /** Worker.beatOnce: the held items heartbeatDue written, then (if that round got through) the messages extensionDue extended. */
@@ -1575,7 +1679,7 @@ class Simulation {
         },
       }),
     );
-    const ok = beats.length ? yield { op: 'all', reqs: beats, limit: this.o.worker.concurrency } : true;
+    const ok = beats.length ? yield { op: 'all', reqs: beats, limit: this.o.worker.concurrency, settle: true } : true;
     if (ok) {
       const extend = held.filter((i) => this.msgRef[i] && this.msgInFlight[i] && extensionDue(this.now, this.knownVisible[i]!, this.o.worker.visibilitySeconds * 1000, hb));
       if (extend.length) yield { op: 'all', reqs: this.extendRequests(extend, wk.client), limit: Infinity };
@@ -1589,6 +1693,7 @@ class Simulation {
    * unstarted. Returns how many it adopted; -1: the step failed.
    */
   private *reconcile(wk: WorkerState): Proc<number> {
+    this.o.trace?.({ kind: 'reconcile', at: this.now, worker: wk.id });
     if (!(yield* this.readRunning(wk.client, this.o.worker.concurrency))) return -1;
     const mine = [...wk.owned].filter((i) => this.state[i] === 2 && this.heldBy[i] !== wk.id);
     // Whether each started: its items read (the entries do not say).
@@ -1611,7 +1716,7 @@ class Simulation {
         };
         return r;
       });
-      if (!(yield { op: 'all', reqs: nacks, limit: this.o.worker.concurrency })) return -1;
+      if (!(yield { op: 'all', reqs: nacks, limit: this.o.worker.concurrency, settle: true })) return -1;
       if (!(yield* this.dispatch(back, wk.client, this.o.worker.concurrency))) return -1;
     }
     const unstarted = mine.filter((i) => !this.started[i]);
@@ -2027,6 +2132,9 @@ class Simulation {
       exhausted: this.exhaustedRequests,
       exhaustedByFamily: Object.fromEntries(this.exhaustedBy),
       failedSteps: this.failedSteps,
+      throttledRounds: this.throttledRounds,
+      enqueueRetries: this.enqueueRetries,
+      enqueueLongestSeconds: this.enqueueLongestMs / 1000,
       repended: this.repended,
       requests: { dynamodb: this.ddbRequests, sqs: this.sqsRequests },
       units: { wcu: this.wcu, indexWcu: this.indexWcu, rcu: this.rcu },

@@ -173,7 +173,7 @@ export class Worker {
   readonly beats = { ok: 0, failed: 0 };
   readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0, throttledRounds: 0 };
   /** Receive batch and pause, adapted to throttling (slowDown, speedUp). */
-  private readonly pace: { batch: number; pauseMs: number } = { batch: Number.MAX_SAFE_INTEGER, pauseMs: 0 };
+  private readonly pace: { batch: number; pauseMs: number };
   /** When a failed steal request was last logged: at most one warning a minute. */
   private stealErrorLoggedAt = Number.NEGATIVE_INFINITY;
   /** Asks that found nothing since work last came, and when the next ask is due (stealBackoffMs). */
@@ -230,6 +230,7 @@ export class Worker {
     this.visibilitySeconds = o.visibilitySeconds ?? 30;
     this.chunkBudgetMs = o.chunkBudgetMs ?? 100;
     this.maxChunk = o.maxChunk ?? 64;
+    this.pace = { batch: o.receiveBatch ?? 10, pauseMs: 0 };
   }
 
   get id(): string {

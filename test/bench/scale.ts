@@ -575,7 +575,7 @@ function fullScale() {
     const peaks = Object.entries(res.peakPerKey).map(([, p]) => `${p.key} ${Math.round(p.wcu)} WCU / ${Math.round(p.rcu)} RCU`).join(' · ');
     console.log(`  ${s.name}: ${finished ? `${(res.seconds / 60).toFixed(1)} min, ${Math.round(res.itemsPerSecond).toLocaleString('en-US')} items/s` : `NOT finished after ${(res.seconds / 3600).toFixed(1)} h: ${JSON.stringify(res.unfinished)}`}`);
     console.log(`    peak units per key in a 1 s window: ${peaks}`);
-    console.log(`    throttled ${Math.round(res.throttledRequests).toLocaleString('en-US')} requests (${Object.entries(res.throttledByFamily).map(([f, n]) => `${f} ${Math.round(n).toLocaleString('en-US')}`).join(', ') || 'none'}; table quota ${Math.round(res.tableThrottled).toLocaleString('en-US')}); ${Math.round(res.failedSteps).toLocaleString('en-US')} worker steps failed`);
+    console.log(`    throttled ${Math.round(res.throttledRequests).toLocaleString('en-US')} requests (${Object.entries(res.throttledByFamily).map(([f, n]) => `${f} ${Math.round(n).toLocaleString('en-US')}`).join(', ') || 'none'}; table quota ${Math.round(res.tableThrottled).toLocaleString('en-US')}); ${Math.round(res.failedSteps).toLocaleString('en-US')} worker steps failed; ${Math.round(res.throttledRounds).toLocaleString('en-US')} throttled rounds slowed a worker down${res.enqueueRetries ? `; ${Math.round(res.enqueueRetries).toLocaleString('en-US')} API requests refused (503) and sent again, the longest accepted ${res.enqueueLongestSeconds.toFixed(0)} s after its first send` : ''}`);
     console.log(`    table peak ${Math.round(res.peakTable.wcu).toLocaleString('en-US')} WCU/s + ${Math.round(res.peakTable.indexWcu).toLocaleString('en-US')} index WCU/s, ${Math.round(res.peakTable.rcu).toLocaleString('en-US')} RCU/s; SQS in flight peak ${Math.round(res.sqsInFlightPeak).toLocaleString('en-US')}; Lambda ${Math.round(res.lambda.invocations).toLocaleString('en-US')} invocations (${Math.round(res.lambda.throttled).toLocaleString('en-US')} refused at the ${AWS_LIMITS.lambdaConcurrency.value.toLocaleString('en-US')} concurrency limit), peak concurrency ${Math.round(res.lambda.concurrencyPeak)}, ${Math.round(res.lambda.itemsStolen).toLocaleString('en-US')} items stolen${res.sqsOverLimit ? `; ${Math.round(res.sqsOverLimit).toLocaleString('en-US')} receives found the queue over its in-flight limit` : ''}`);
     console.log(`    cost at list prices: US$ ${cost.usd.toFixed(2)} as counted by the model (${Object.entries(cost.lines).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}); the plan's per-item figure: US$ ${plan.cost.runUsd.toFixed(2)}; EC2 not priced · ${((performance.now() - t) / 1000).toFixed(1)} s to simulate`);
     console.log(`    per item done (${done.toLocaleString('en-US')}): ${perItem.write_units.toFixed(2)} write units (${perItem.table_write_units.toFixed(2)} table + ${perItem.index_write_units.toFixed(2)} gsi1), ${perItem.sqs_requests.toFixed(2)} SQS requests; US$ ${perMillionUsd.toFixed(2)} per million items (plan: US$ ${plan.cost.perMillionUsd.toFixed(2)})`);
@@ -588,6 +588,9 @@ function fullScale() {
       throttled_by_key_family: res.throttledByFamily,
       table_throttled: Math.round(res.tableThrottled),
       worker_steps_failed: res.failedSteps,
+      worker_rounds_throttled: res.throttledRounds,
+      enqueue_requests_resent: res.enqueueRetries,
+      enqueue_longest_s: round3(res.enqueueLongestSeconds),
       table_peak_per_s: res.peakTable,
       sqs_in_flight_peak: Math.round(res.sqsInFlightPeak),
       sqs_receives_over_in_flight_limit: Math.round(res.sqsOverLimit),

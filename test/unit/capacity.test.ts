@@ -4,7 +4,7 @@ import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { STEAL_HINT_FRESH_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
 import { RUN_RECORD_TTL_MS } from '../../shared/ledger/worker.js';
 import { AWS_LIMITS, busiestFirstTakes, COORDINATOR_LEASE_TTL_MS, heldWrites, hintReadRru, hintWriteWcu, planCapacity, PLAN_ASSUMPTIONS, PLAN_DEFAULTS, stealHintBytes, STEAL_READ_ITEMS, type PlanInput } from '../../infra/capacity/plan.js';
-import { benchModelInput, BENCH_COORDINATOR_LEASE, deploymentModelInput, simulate, simulatedTake, takeOrder, type ModelInput } from '../../infra/capacity/model.js';
+import { benchModelInput, BENCH_COORDINATOR_LEASE, deploymentModelInput, simulate, simulatedTake, takeOrder, type ModelInput, type ModelTrace } from '../../infra/capacity/model.js';
 import { PRICES } from '../../infra/cost.js';
 
 const plan = (o: Partial<PlanInput> & Pick<PlanInput, 'items' | 'rate'>) => planCapacity({ ...PLAN_DEFAULTS, ...o });
@@ -349,6 +349,96 @@ describe('the model', () => {
     expect(working).toBeGreaterThanOrEqual((40 / 3) * 0.65);
     expect(r.hottest.family).toBe('RUN#*#*');
     expect(r.peakPerKey.item.wcu).toBeLessThanOrEqual(40 + 2);
+  });
+
+  describe('under throttling (PartialBatchError, Worker.pull, slowDown / speedUp, a refused enqueue)', () => {
+    const deployed = (o: Partial<Parameters<typeof deploymentModelInput>[0]> = {}) =>
+      deploymentModelInput({ items: 2_000, rate: 200, workers: 40, shards: 2, itemKb: 1, itemSeconds: 0.2, heartbeatSeconds: 5, tableQuota: null, latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 }, apiRequestItems: 100, lambdaMemoryMb: 512, lambdaConcurrencyLimit: 1_000, sqsInFlightLimit: 120_000, weight: 1, seed: 1, stopAfterSeconds: 3_600, ...o });
+    const traced = (o: ModelInput) => {
+      const events: ModelTrace[] = [];
+      return { r: simulate({ ...o, trace: (e) => events.push(e) }), events };
+    };
+    // A table quota of 200 units a second against 200 items a second (several units each): claims, starts, acks and
+    // puts outlast their retries now and then. 20 ms items: five to a chunk. The workers start idle, so each
+    // reconciles once, at once.
+    const { r, events } = traced(deployed({ itemSeconds: 0.02, tableQuota: { wcu: 200, rcu: 200, gsiWcu: 200, gsiRcu: 200 } }));
+    const claims = events.filter((e) => e.kind === 'claims');
+    type Pace = Extract<ModelTrace, { kind: 'pace' }>;
+    /** The worker's pace before event `at` (the code's start: an unbounded batch, no pause), and the change that follows it. */
+    const paceBefore = (at: number, worker: number) => events.slice(0, at).findLast((e): e is Pace => e.kind === 'pace' && e.worker === worker) ?? { batch: PLAN_ASSUMPTIONS.receiveBatch, pauseMs: 0 };
+    const paceAfter = (at: number, worker: number) => events.slice(at + 1).find((e): e is Pace => e.kind === 'pace' && e.worker === worker);
+
+    it('keeps the claims that landed in a round refused in part, halves the receive batch and pauses', () => {
+      const partial = claims.filter((e) => e.landed.length > 0 && e.unanswered.length > 0);
+      expect(partial.length).toBeGreaterThan(0);
+      for (const round of partial) {
+        const at = events.indexOf(round);
+        const before = paceBefore(at, round.worker);
+        expect(paceAfter(at, round.worker)).toMatchObject({ throttled: true, batch: Math.max(1, Math.floor(before.batch / 2)), pauseMs: Math.min(2_000, Math.max(100, before.pauseMs * 2)) });
+        // Held and acked by this worker: never claimed again. The unanswered ones land later, once their messages come back.
+        const later = claims.slice(claims.indexOf(round) + 1);
+        for (const i of round.landed) expect(later.some((e) => e.landed.includes(i))).toBe(false);
+        for (const i of round.unanswered) expect(later.find((e) => e.landed.includes(i))?.receivedAt).toBeGreaterThanOrEqual(round.receivedAt + 60_000);
+      }
+      expect(r.throttledRounds).toBeGreaterThanOrEqual(partial.length);
+    });
+
+    it('receives no more than its batch, and a round answered in full adds one back (up to 10) and ends the pause', () => {
+      const whole = claims.filter((e) => e.unanswered.length === 0);
+      expect(whole.length).toBeGreaterThan(0);
+      for (const round of claims) expect(round.received).toBeLessThanOrEqual(Math.min(10, paceBefore(events.indexOf(round), round.worker).batch));
+      for (const round of whole) {
+        const at = events.indexOf(round);
+        expect(paceAfter(at, round.worker)).toMatchObject({ throttled: false, batch: Math.min(10, paceBefore(at, round.worker).batch + 1), pauseMs: 0 });
+      }
+    });
+
+    it('records the acks answered in a round refused in part, and sends only the rest again', () => {
+      const acks = events.filter((e) => e.kind === 'acks');
+      const partial = acks.filter((e) => e.unanswered.length > 0 && e.unanswered.length < e.sent.length);
+      expect(partial.length).toBeGreaterThan(0);
+      for (const round of acks.filter((e) => e.unanswered.length > 0)) {
+        const next = acks.slice(acks.indexOf(round) + 1).find((e) => e.worker === round.worker)!;
+        expect(next.sent).toEqual(expect.arrayContaining([...round.unanswered]));
+        for (const i of round.sent) if (!round.unanswered.includes(i)) expect(next.sent).not.toContain(i);
+      }
+    });
+
+    it('leaves no item Running without a holder, and reads the running set after no refusal: a refusal applied nothing', () => {
+      expect(r.exhaustedByFamily['RUN#*#*']).toBeGreaterThan(0);
+      expect(r.failedSteps).toBeGreaterThan(0);
+      expect(r.unfinished).toEqual({});
+      // Nothing forgotten Running for the failure scan to find.
+      expect(r.repended).toBe(0);
+      expect(events.filter((e) => e.kind === 'reconcile').map((e) => e.worker)).toEqual(Array.from({ length: 40 }, (_, w) => w));
+    });
+
+    it('sends a refused enqueue again whole after its Retry-After (1 s), storing the rest, without slowing the requests after it', () => {
+      const attempts = events.filter((e) => e.kind === 'enqueue');
+      const refused = attempts.filter((e) => !e.accepted);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(r.enqueueRetries).toBe(refused.length);
+      // A refused request stored what the table took.
+      expect(refused.some((e) => e.stored > 0)).toBe(true);
+      for (const e of refused) {
+        const next = attempts.slice(attempts.indexOf(e) + 1).find((a) => a.request === e.request)!;
+        expect(next.sent - e.at).toBeCloseTo(1_000, 6);
+        expect(next.items).toBe(e.items);
+      }
+      // Each item stored once over its request's attempts; the requests keep the producer's pace (100 items at 200 a
+      // second: one every 500 ms), refused or not.
+      const stored = new Map<number, number>();
+      for (const e of attempts) stored.set(e.request, (stored.get(e.request) ?? 0) + e.stored);
+      expect([...stored.values()]).toEqual(Array.from({ length: 20 }, () => 100));
+      for (const [request] of stored) expect(Math.min(...attempts.filter((e) => e.request === request).map((e) => e.sent))).toBeCloseTo((request / 100) * 500, 6);
+    });
+
+    it('reads the running set after no ask that Lambda refused (429: the ask never ran)', () => {
+      const t = traced(deployed({ items: 3_000, rate: 100, workers: 40, shards: 4, itemSeconds: 1, apiRequestItems: 1_000, lambdaConcurrencyLimit: 1 }));
+      expect(t.r.unfinished).toEqual({});
+      expect(t.r.lambda.throttled).toBeGreaterThan(0);
+      expect(t.events.filter((e) => e.kind === 'reconcile')).toHaveLength(40);
+    });
   });
 
   describe('with the coordinator Lambda (a deployment, weight 1)', () => {
