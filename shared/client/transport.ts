@@ -59,18 +59,21 @@ export class ApiError extends Error {
  * election, a proxy that found no node to take it), sent again after
  * Retry-After (1 s without one) for up to `retryWritesForMs`. So a write is
  * applied at most once whatever path it takes. Reads are not retried: their
- * 503 ("no leader elected") is an answer. Nor are writes to the deployed API,
- * which does not record keys.
+ * 503 ("no leader elected") is an answer. The deployed API records no keys,
+ * so of its answers only its own "nothing was written, try again" is sent
+ * again: a 503 with Retry-After (a store that refused for contention or
+ * throttling; an enqueue stored part and is idempotent on content) — a 502 or
+ * 504 there may have committed.
  */
 export async function call(target: Target, method: string, path: string, body?: unknown, idempotencyKey: string | null = method === 'GET' ? null : randomUUID()): Promise<unknown> {
-  // The deployed API keeps no record of keys (API Gateway never retries; a 504 there may have committed): no retries.
-  const retries = method !== 'GET' && !target.awsRegion;
+  const retries = method !== 'GET';
   const deadline = Date.now() + (retries ? (target.retryWritesForMs ?? WRITE_RETRY_MS) : 0);
   for (;;) {
     try {
       return await send(target, method, path, body, idempotencyKey);
     } catch (err) {
       if (!(err instanceof ApiError) || !TRY_AGAIN.has(err.status)) throw err;
+      if (target.awsRegion && !(err.status === 503 && err.retryAfterMs !== null)) throw err;
       const wait = err.retryAfterMs ?? 1_000;
       if (Date.now() + wait > deadline) throw err;
       await new Promise((r) => setTimeout(r, wait));

@@ -21,6 +21,7 @@ import { InProcessWake } from '../../shared/adapters/postgres/wake.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { openBackend, type LeaseBackend } from '../support/backends.js';
 import { rollout } from '../support/cli.js';
+import { call } from '../../shared/client/transport.js';
 
 const SPEC = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
 
@@ -132,6 +133,28 @@ describe('rollout client commands', () => {
       expect(auth).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=[^,]*host[^,]*, Signature=[0-9a-f]{64}$/);
     } finally {
       server.close();
+    }
+  });
+
+  it('the deployed API (SigV4): a write answered 503 with Retry-After is sent again; a 504 is not (it may have committed)', async () => {
+    const answers = [{ status: 503, retryAfter: '1' }, { status: 201, retryAfter: null }];
+    let seen = 0;
+    const fake = createServer((req, res) => {
+      req.resume();
+      const a = answers[Math.min(seen++, answers.length - 1)]!;
+      res.writeHead(a.status, { 'content-type': 'application/json', ...(a.retryAfter ? { 'retry-after': a.retryAfter } : {}) }).end(JSON.stringify(a.status === 201 ? { id: 'r1', created: true, items: 1, added: 1 } : { error: 'store throttled: nothing was written, try again later' }));
+    });
+    await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+    try {
+      await expect(call({ url, awsRegion: 'us-east-1' }, 'POST', '/runs', { id: 'r1', items: [{ a: 1 }] })).resolves.toMatchObject({ id: 'r1' });
+      expect(seen).toBe(2);
+      answers.splice(0, answers.length, { status: 504, retryAfter: null });
+      seen = 0;
+      await expect(call({ url, awsRegion: 'us-east-1' }, 'POST', '/runs', { id: 'r1', items: [{ a: 1 }] })).rejects.toMatchObject({ status: 504 });
+      expect(seen).toBe(1);
+    } finally {
+      fake.close();
     }
   });
 });
