@@ -18,8 +18,7 @@ import { labelValue } from '../shared/api/figures.js';
 import { invocationScoped, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
 import { BoundedMap } from '../shared/bounded-map.js';
-import { DAY_MS } from '../shared/retention.js';
-import { PRUNE_RUN_ITEMS } from '../shared/ledger/run-coordinators.js';
+import { DAY_MS, PRUNE_RUN_ITEMS } from '../shared/retention.js';
 import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**

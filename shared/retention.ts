@@ -18,3 +18,6 @@ export type Retention = z.output<typeof retentionSchema>;
 export const DEFAULT_RETENTION: Retention = retentionSchema.parse({});
 
 export const DAY_MS = 86_400_000;
+
+/** Items of finished runs deleted per pruning pass, at most (a pass a minute, on a node or the coordinator Lambda). */
+export const PRUNE_RUN_ITEMS = 5_000;

@@ -8,7 +8,7 @@ import type { Coordinator, FailureCause, StealNotice } from './coordinator.js';
 import { openRunCoordinator } from './open.js';
 import { HeartbeatWatch } from './staleness.js';
 import { coordinatorLease, type LedgerStore } from './store.js';
-import { DAY_MS, DEFAULT_RETENTION, type Retention } from '../retention.js';
+import { DAY_MS, DEFAULT_RETENTION, PRUNE_RUN_ITEMS, type Retention } from '../retention.js';
 
 /** Pending items a cancel fails before it answers; the coordinator's scans fail any beyond. */
 export const CANCEL_AT_ONCE = 5_000;
@@ -38,8 +38,6 @@ export interface RunCoordinatorsOptions {
   readonly logger?: Logger;
 }
 
-/** Items of finished runs deleted per pruning pass, at most (one pass a minute). */
-export const PRUNE_RUN_ITEMS = 5_000;
 const PRUNE_EVERY_MS = 60_000;
 
 /**

@@ -169,12 +169,20 @@ export class PartialBatchError<T> extends Error {
   }
 
   get refusedOnly(): boolean {
-    return this.errors.every((e) => e instanceof StoreContendedError);
+    return this.errors.every(refused);
   }
 
   map<U>(f: (t: T) => U): PartialBatchError<U> {
     return new PartialBatchError(this.outcomes.map((o) => (o === undefined ? undefined : f(o))), this.errors);
   }
+}
+
+/**
+ * A failure that applied nothing: the store refused it (throttling,
+ * contention), whole or, for a batch, in every part it did not answer.
+ */
+export function refused(err: unknown): boolean {
+  return err instanceof StoreContendedError || (err instanceof PartialBatchError && err.refusedOnly);
 }
 
 /** casMany / applyMany take one change per item: two changes of one item in a batch have no order. */

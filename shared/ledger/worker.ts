@@ -9,8 +9,7 @@ import { dispatch } from './dispatch.js';
 import { EpochGuard } from './epoch-guard.js';
 import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from './model.js';
 import { heldBy, runningEntries } from './running.js';
-import { PartialBatchError, type ItemCasOutcome, type LedgerStore } from './store.js';
-import { StoreContendedError } from '../errors.js';
+import { PartialBatchError, refused, type ItemCasOutcome, type LedgerStore } from './store.js';
 import { ack, claim, heartbeat, nack, reject, start, type ItemCas } from './transitions.js';
 import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
 
@@ -142,11 +141,6 @@ export function heartbeatDue(now: number, wrote: number, heartbeatMs: number): b
  */
 export function extensionDue(now: number, visibleUntil: number, visibilityMs: number, heartbeatMs: number): boolean {
   return visibleUntil - now < 2 * heartbeatMs && heartbeatDue(now, visibleUntil - visibilityMs, heartbeatMs);
-}
-
-/** A failure that applied nothing: the store refused it (throttling, contention), in whole or, for a batch, in every part it did not answer. */
-function refusedOnly(err: unknown): boolean {
-  return err instanceof StoreContendedError || (err instanceof PartialBatchError && err.refusedOnly);
 }
 
 /** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
@@ -292,7 +286,7 @@ export class Worker {
           if (did === 'idle' && idle && (await idle())) return;
         } catch (err) {
           if (signal.aborted || this.stopping) return;
-          if (refusedOnly(err)) this.slowDown();
+          if (refused(err)) this.slowDown();
           // A write whose answer was lost may have made an item ours (a claim): the next idle step reads the ledger.
           // A refusal (throttling, contention) applied nothing: no such item, and no read of the running set.
           else this.reconcileDue = true;

@@ -293,6 +293,8 @@ describe('the idle fleet: steal hints, shard fences, no lease write per ask', ()
   });
 });
 
+// The model's `seconds` are its own simulated clock (seeded, deterministic: the same input gives the same run),
+// never this machine's: bounds on them are facts of the modelled run, not timings.
 describe('the model', () => {
   const input = (o: Partial<ModelInput> = {}): ModelInput => ({
     ...benchModelInput({ items: 200, workers: 4, shards: 4, limited: true, wcu: 40, rcu: 120, windowMs: 1_000, machineRequestsPerSecond: 1_500, seed: 7 }),

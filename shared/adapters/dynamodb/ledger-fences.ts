@@ -54,9 +54,7 @@ export class RunFences {
   }
 
   private async ensureOnce(runId: string, keys: RunKeys, token: LeaseToken): Promise<void> {
-    const known = this.raised.get(runId);
-    if (known === token.epoch) return;
-    if (known === LOST) {
+    if (this.raised.get(runId) === LOST) {
       await this.raise(runId, keys, token);
       this.raised.set(runId, token.epoch);
       return;
