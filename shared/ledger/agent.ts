@@ -56,7 +56,8 @@ export class WorkerAgent {
     let beat: NodeJS.Timeout | undefined;
     try {
       const record = await registry.register(reg, this.clock.now());
-      this.logger.info('worker registered', { ...reg, state: record.state });
+      this.logger.info('worker registered', { ...reg, state: record.state, known: record.known });
+      if (!record.known) worker.firstLife();
       this.registryHint.observe(record);
       beat = setInterval(() => {
         registry

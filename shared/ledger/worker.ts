@@ -231,6 +231,18 @@ export class Worker {
     return this.o.workerId;
   }
 
+  /**
+   * This worker id never registered for this run before (Registered.known
+   * false): nothing in the ledger can be Running(it) yet, so the start needs
+   * no reconcile. A fleet starting together would otherwise read the whole
+   * running set once per worker. Items a previous life held under the same id
+   * on another instance are not adopted; the failure scan re-pends them once
+   * their heartbeats stop.
+   */
+  firstLife(): void {
+    this.reconcileDue = false;
+  }
+
   /** Items claimed and not yet started, in order. */
   get held(): readonly string[] {
     return this.backlog.map((h) => h.itemId);

@@ -54,6 +54,14 @@ export interface WorkerRecord extends Registration {
   readonly silentForMs: number | null;
 }
 
+/**
+ * A registration's answer: the record as stored, and whether one was stored
+ * before under this key (this worker of this run on this instance). A worker
+ * new to its key has never claimed anything in the run under it, so it has
+ * nothing of a previous life to adopt (Worker.firstLife).
+ */
+export type Registered = WorkerRecord & { readonly known: boolean };
+
 export type DrainOutcome =
   /** Active workers on the instance were asked to drain. */
   | 'requested'
@@ -74,9 +82,10 @@ export interface RegistryStore {
   /**
    * Write the record (active, fresh heartbeat) unless the worker is draining,
    * in one conditional write; returns the record as stored afterwards — the
-   * draining one, untouched, when a drain request is pending.
+   * draining one, untouched, when a drain request is pending — and whether a
+   * record was there before, told by the same write.
    */
-  register(record: Omit<WorkerRecord, 'silentForMs'>): Promise<WorkerRecord>;
+  register(record: Omit<WorkerRecord, 'silentForMs'>): Promise<Registered>;
   byInstance(instanceId: string): Promise<WorkerRecord[]>;
   /** Raise the heartbeat (never lower it) unless the worker is gone; the record as stored, null if unknown. */
   heartbeat(key: WorkerKey, now: number): Promise<WorkerRecord | null>;
@@ -107,7 +116,7 @@ export class WorkerRegistry {
   }
 
   /** Register (or re-register after a restart); the record as stored: check its state, a drain may be pending. */
-  async register(r: Registration, now: number): Promise<WorkerRecord> {
+  async register(r: Registration, now: number): Promise<Registered> {
     for (const [field, v] of [['workerId', r.workerId], ['instanceId', r.instanceId], ['runId', r.runId]] as const) {
       if (!v.trim()) throw new Error(`invalid worker registration: ${field}: must not be empty`);
     }

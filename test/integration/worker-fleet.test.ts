@@ -150,6 +150,21 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     expect(await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 3)).toMatchObject({ state: 'draining', drain: { kind: 'interruption', noticeAt: now } });
   });
 
+  it('registration tells whether this worker of this run was on this instance before: new, then known (active, gone or draining alike)', async () => {
+    const now = Date.now();
+    const instance = uniqueName('i');
+    const reg = { workerId: 'w1', instanceId: instance, provider: 'aws' as const, runId: 'r' };
+    expect(await registry.register(reg, now)).toMatchObject({ state: 'active', known: false });
+    expect(await registry.register(reg, now + 1)).toMatchObject({ state: 'active', known: true });
+    // Another run, or another instance, is another key: new there.
+    expect((await registry.register({ ...reg, runId: 'r2' }, now + 2)).known).toBe(false);
+    expect((await registry.register({ ...reg, instanceId: uniqueName('i') }, now + 2)).known).toBe(false);
+    await registry.deregister(reg, now + 3);
+    expect(await registry.register(reg, now + 4)).toMatchObject({ state: 'active', known: true });
+    await registry.requestDrain({ instanceId: instance, kind: 'interruption', provider: 'aws', noticeAt: now + 5 }, now + 5);
+    expect(await registry.register(reg, now + 6)).toMatchObject({ state: 'draining', known: true });
+  });
+
   it('a worker whose clock is behind is still asked to drain (its heartbeat stamp is not judged by the drain handler\'s clock alone)', async () => {
     const now = Date.now();
     const behind = now - 10 * 60_000; // ten minutes behind: sixty times the registry's staleness bound
@@ -183,6 +198,53 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
       expect(exit.reason).toBe('drained');
       expect(worker.stats.done).toBe(0);
       expect(await backend.ledger.counts(runId)).toEqual({ pending: 1, running: 0, done: 0, failed: 0 });
+    } finally {
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+      sqs.destroy();
+    }
+  });
+
+  it('a worker new to the registry does not read the running set at start; one that was registered before adopts what its previous life claimed', async () => {
+    const sqs = sqsClient();
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
+    try {
+      const runId = uniqueName('run');
+      const queue = new SqsWorkQueue(sqs, url);
+      await backend.ledger.createRun(runId, {}, Date.now());
+      // Reads of the running set, through the real store.
+      let runningReads = 0;
+      const ledger = new Proxy(backend.ledger, {
+        get(target, prop, receiver) {
+          const v: unknown = Reflect.get(target, prop, receiver);
+          if ((prop === 'holders' || prop === 'running') && typeof v === 'function') return (...a: unknown[]) => (runningReads++, (v as (...x: unknown[]) => unknown).apply(target, a));
+          return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      const start = async (registration: { workerId: string; instanceId: string; provider: 'aws'; runId: string }) => {
+        const worker = new Worker({ runId, workerId: registration.workerId, ledger, queue, backend: mockBackend(), waitSeconds: 0 });
+        const exit = await new WorkerAgent({ worker, registry, ledger, registration, registryHeartbeatMs: 50, exitWhenDone: true }).run(new AbortController().signal);
+        return { exit, worker };
+      };
+
+      const first = { workerId: uniqueName('w'), instanceId: uniqueName('i'), provider: 'aws' as const, runId };
+      const { ids: [a] } = await backend.ledger.enqueue(runId, [{ runId, i: 0 }], Date.now());
+      await queue.send(runId, [a!]);
+      const fresh = await start(first);
+      expect(fresh.exit.reason).toBe('done');
+      expect(fresh.worker.stats.done).toBe(1);
+      expect(runningReads).toBe(0);
+
+      // A previous life of `first` claims an item and dies holding it (its message stays invisible).
+      const { ids: [b] } = await backend.ledger.enqueue(runId, [{ runId, i: 1 }], Date.now());
+      await queue.send(runId, [b!]);
+      const previous = new Worker({ runId, workerId: first.workerId, ledger: backend.ledger, queue, backend: mockBackend(), waitSeconds: 0, visibilitySeconds: 600 });
+      expect(await previous.step()).toBe('received');
+      expect(previous.held).toEqual([b]);
+      const again = await start(first);
+      expect(again.exit.reason).toBe('done');
+      expect(runningReads).toBeGreaterThan(0);
+      expect(again.worker.stats.done).toBe(1);
+      expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
     } finally {
       await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
       sqs.destroy();

@@ -1,6 +1,6 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { DrainRequest, RegistryStore, WorkerKey, WorkerRecord, WorkerState } from '../../registry/registry.js';
+import type { DrainRequest, Registered, RegistryStore, WorkerKey, WorkerRecord, WorkerState } from '../../registry/registry.js';
 import { queryAll } from './query.js';
 
 /**
@@ -47,11 +47,11 @@ export class DynamoRegistryStore implements RegistryStore {
     private readonly table: string,
   ) {}
 
-  async register(w: Omit<WorkerRecord, 'silentForMs'>): Promise<WorkerRecord> {
+  async register(w: Omit<WorkerRecord, 'silentForMs'>): Promise<Registered> {
     // Two rounds at most: a record refused as draining and gone by the time it is read was a drain that finished.
     for (let round = 0; ; round++) {
       try {
-        await this.doc.send(
+        const { Attributes } = await this.doc.send(
           new PutCommand({
             TableName: this.table,
             Item: itemOf(w),
@@ -59,14 +59,16 @@ export class DynamoRegistryStore implements RegistryStore {
             ConditionExpression: 'attribute_not_exists(pk) OR #s <> :draining',
             ExpressionAttributeNames: { '#s': 'state' },
             ExpressionAttributeValues: { ':draining': 'draining' },
+            // What it replaced, if anything: whether this worker was here before, at no extra read.
+            ReturnValues: 'ALL_OLD',
           }),
         );
-        return recordOf(itemOf(w));
+        return { ...recordOf(itemOf(w)), known: Attributes !== undefined || round > 0 };
       } catch (err) {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
       const stored = await this.get(w);
-      if (stored?.state === 'draining') return stored;
+      if (stored?.state === 'draining') return { ...stored, known: true };
       if (round >= 1) throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
     }
   }

@@ -1,4 +1,4 @@
-import type { DrainRequest, RegistryStore, WorkerKey, WorkerRecord, WorkerState } from '../../registry/registry.js';
+import type { DrainRequest, Registered, RegistryStore, WorkerKey, WorkerRecord, WorkerState } from '../../registry/registry.js';
 import { toMillis, type Sql } from './sql.js';
 
 type Row = Record<string, unknown>;
@@ -27,7 +27,7 @@ const keyOf = (k: WorkerKey) => [k.instanceId, k.runId, k.workerId];
 export class PostgresRegistryStore implements RegistryStore {
   constructor(private readonly sql: Sql) {}
 
-  async register(w: Omit<WorkerRecord, 'silentForMs'>): Promise<WorkerRecord> {
+  async register(w: Omit<WorkerRecord, 'silentForMs'>): Promise<Registered> {
     // Two rounds at most: a record refused as draining and gone by the time it is read was a drain that finished.
     for (let round = 0; ; round++) {
       const { rows } = await this.sql.query<Row>(
@@ -37,12 +37,13 @@ export class PostgresRegistryStore implements RegistryStore {
                 heartbeat_at = excluded.heartbeat_at, drain = excluded.drain, gone_at = excluded.gone_at, seen_at = now()
           -- A pending drain request survives any registration: the worker reads it back and drains.
           WHERE workers.state <> 'draining'
-         RETURNING ${RETURNING}`,
+         -- xmax is 0 on a row this statement inserted, and set on one it updated: whether the worker was here before.
+         RETURNING ${RETURNING}, (xmax = 0) AS inserted`,
         [w.instanceId, w.runId, w.workerId, w.provider, w.state, new Date(w.registeredAt), new Date(w.heartbeatAt), w.drain ? JSON.stringify(w.drain) : null, w.goneAt === null ? null : new Date(w.goneAt)],
       );
-      if (rows[0]) return recordOf(rows[0]);
+      if (rows[0]) return { ...recordOf(rows[0]), known: rows[0].inserted !== true || round > 0 };
       const stored = await this.get(w);
-      if (stored?.state === 'draining') return stored;
+      if (stored?.state === 'draining') return { ...stored, known: true };
       if (round >= 1) throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
     }
   }
