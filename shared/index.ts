@@ -6,6 +6,8 @@
 export { RolloutClient, RolloutWaitTimeoutError, ENDED_STATES } from './client/client.js';
 export type { RolloutClientOptions, CreatedRollout, CommandResult, AssignmentAnswer, SignalResult, CreateRunInput, CreatedRun, RunJson, RunCancelJson, CancelledRun, RunItemJson, RunItemsPage, ItemState, HistoryEntryJson, RolloutSummaryJson, RolloutsPage, RunSummaryJson, RunsPage, LeaderJson, ClusterStatusJson } from './client/client.js';
 export { ApiError } from './client/transport.js';
+export { EnqueueError, PRODUCER_PACE } from './client/producer.js';
+export type { EnqueueRunInput, EnqueueOptions, EnqueueReport } from './client/producer.js';
 export type { RolloutJson, GateJson, ActuationJson } from './api/rollout-json.js';
 export { parseRolloutSpec, type RolloutSpec } from './rollout/spec.js';
 export { COMMANDS, type Command } from './rollout/commands.js';

@@ -10,8 +10,11 @@
  *   does, a bounded number in flight, every put tried though one was refused),
  *   sending their messages (SendMessageBatch, 10 a call, one call after another
  *   as SqsWorkQueue.send does) and, in a deployment, recording them sent
- *   (markSent, dispatch.ts); a refused enqueue (503) is sent again whole after
- *   its Retry-After (1 s), the pace of the requests after it unchanged;
+ *   (markSent, dispatch.ts). In a deployment the producer is
+ *   RolloutClient.enqueueRun (shared/client/producer.ts): items come at the
+ *   target rate, requests go out as its window allows, and a refused one (503,
+ *   or Lambda's concurrency spent) halves the window, holds every new request
+ *   back for its Retry-After (1 s) and is sent again whole;
  * - W workers running Worker.step (shared/ledger/worker.ts): receive up to 10
  *   (fewer, after a pause, once throttled: slowDown / speedUp), read the run
  *   record if the last read is a minute old (RUN_RECORD_TTL_MS),
@@ -20,8 +23,10 @@
  *   items are slow, up to maxChunk when fast), run it, ack in batches, delete the
  *   messages 10 a call; heartbeat rounds HEARTBEAT_ROUNDS times every heartbeatMs,
  *   each writing the held items heartbeatDue and extending the messages
- *   extensionDue (10 a call); when idle, reconcile (a query of every RUNNING
- *   key's entries, then its own items read), ask the coordinator for work, long-poll;
+ *   extensionDue (10 a call); when idle, reconcile only after an ask whose
+ *   answer was lost (a query of every RUNNING key's entries, then its own
+ *   items read: the workers are new to the registry, so none at start), ask
+ *   the coordinator for work, long-poll;
  * - a round of item writes as casMany answers it: every write settles, and
  *   one past every retry leaves the others answered (PartialBatchError) —
  *   claims that landed are held, an unanswered claim's message comes back
@@ -107,6 +112,7 @@ import { INDEX_ENTRY_KB, ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, unitsPerWrit
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { hintFresh, STEAL_HINT_REBUILD_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
 import { backoffMs, extensionDue, heartbeatDue, HEARTBEAT_ROUNDS, RUN_RECORD_TTL_MS, stealBackoffMs } from '../../shared/ledger/worker.js';
+import { ProducerWindow } from '../../shared/client/producer.js';
 import { PRICES } from '../cost.js';
 import { busiestFirstTakes, COORDINATOR_LEASE_TTL_MS, hintReadRru, hintWriteWcu, stealHintBytes, STEAL_READ_ITEMS } from './plan.js';
 
@@ -224,8 +230,10 @@ export type ModelTrace =
   | { readonly kind: 'acks'; readonly at: number; readonly worker: number; readonly sent: readonly number[]; readonly unanswered: readonly number[] }
   /** A worker's receive batch and pause, changed by a throttled round or step (slowDown) or a claim round answered in full (speedUp). */
   | { readonly kind: 'pace'; readonly at: number; readonly worker: number; readonly throttled: boolean; readonly batch: number; readonly pauseMs: number }
-  /** A worker reading the ledger for items it holds there (Worker.reconcile: at start, and after a failure that was not a refusal). */
+  /** A worker reading the ledger for items it holds there (Worker.reconcile: after an ask that failed other than by a 429; a worker new to the registry does not at start). */
   | { readonly kind: 'reconcile'; readonly at: number; readonly worker: number }
+  /** A worker's ask for work answered: items stolen, or failed (`refused`: Lambda's 429, the ask never ran). */
+  | { readonly kind: 'ask'; readonly at: number; readonly worker: number; readonly stolen: number; readonly refused: boolean }
   /** An enqueue (one API request's attempt, or the benchmark's call), named by its first item, from when it was sent to its answer. */
   | { readonly kind: 'enqueue'; readonly request: number; readonly sent: number; readonly at: number; readonly items: number; readonly stored: number; readonly accepted: boolean };
 
@@ -427,6 +435,8 @@ type Op =
 type Proc<R = void> = Generator<Op, R, boolean>;
 
 // Key families in key-id order: per-shard families first (id = family × N + shard), then the singletons (the fences after the hint).
+/** How often a producer waiting for its window looks again (simulated ms). */
+const PRODUCER_POLL_MS = 50;
 const F_ITEM = 0;
 const F_PENDING = 1;
 const F_RUNNING = 2;
@@ -495,7 +505,7 @@ interface WorkerState {
   itemMs: number | null;
   beating: boolean;
   stopped: boolean;
-  /** Worker.reconcileDue: at start, and after an ask whose answer was lost. */
+  /** Worker.reconcileDue: after an ask whose answer was lost (the model's workers are new to the registry: none at start). */
   reconcileDue: boolean;
   /** Asks that found nothing since work last came, and when the next is due (stealBackoffMs). */
   fruitless: number;
@@ -596,6 +606,9 @@ class Simulation {
   private throttledRounds = 0;
   private enqueueRetries = 0;
   private enqueueLongestMs = 0;
+  /** The producer's pacing (RolloutClient.enqueueRun), and its requests in flight, refused ones waiting to be resent included. */
+  private readonly producerWindow = new ProducerWindow();
+  private producerInFlight = 0;
   private readonly exhaustedBy = new Map<string, number>();
   private repended = 0;
   private readonly refusedByFamily = new Map<string, number>();
@@ -1222,20 +1235,20 @@ class Simulation {
   }
 
   /** An invocation, or null when the account's concurrency is used up (the caller gets a 429). */
-  private lambdaStart(): number | null {
-    if (this.lambdaFull()) {
-      this.lambdaThrottled += this.k;
+  private lambdaStart(n = this.k): number | null {
+    if (this.lambdaConcurrency + n > this.o.lambdaConcurrencyLimit) {
+      this.lambdaThrottled += n;
       return null;
     }
-    this.lambdaInvocations += this.k;
-    this.lambdaConcurrency += this.k;
+    this.lambdaInvocations += n;
+    this.lambdaConcurrency += n;
     this.lambdaConcurrencyPeak = Math.max(this.lambdaConcurrencyPeak, this.lambdaConcurrency);
     return this.now;
   }
 
-  private lambdaEnd(began: number): void {
-    this.lambdaConcurrency -= this.k;
-    this.lambdaGbSeconds += (this.k * (this.now - began + this.o.latencyMs.lambda) * this.o.lambdaMemoryMb) / 1024 / 1000;
+  private lambdaEnd(began: number, n = this.k): void {
+    this.lambdaConcurrency -= n;
+    this.lambdaGbSeconds += (n * (this.now - began + this.o.latencyMs.lambda) * this.o.lambdaMemoryMb) / 1024 / 1000;
   }
 
   // ------------------------------------------------------------ the producer
@@ -1257,14 +1270,27 @@ class Simulation {
       this.startWorkers();
       return;
     }
-    // Streaming: API requests paced at the target rate, each its own Lambda invocation.
+    // Streaming: the items come at the target rate; RolloutClient.enqueueRun sends them in API requests (each its own
+    // Lambda invocation), as many in flight as its window allows and none during a refusal's Retry-After.
     const per = Math.max(1, Math.round(p.requestItems / this.k));
     const gapMs = (per * this.k * 1000) / p.itemsPerSecond;
-    for (let first = 0; first < this.simItems; first += per) {
+    const start = this.now;
+    let n = 0;
+    for (let first = 0; first < this.simItems; first += per, n++) {
+      const readyAt = start + n * gapMs;
+      if (readyAt > this.now) yield { op: 'sleep', ms: readyAt - this.now };
+      yield* this.producerSlot();
       const items = Array.from({ length: Math.min(per, this.simItems - first) }, (_, j) => first + j);
       this.spawn(this.apiRequest(items, p.concurrency));
-      yield { op: 'sleep', ms: gapMs };
     }
+  }
+
+  /** Waits for the producer window (producer.ts): a request in flight fewer than it allows, and no Retry-After pending. */
+  private *producerSlot(): Proc {
+    while (this.producerInFlight >= this.producerWindow.allowed || this.now < this.producerWindow.pauseUntil) {
+      yield { op: 'sleep', ms: Math.max(PRODUCER_POLL_MS, this.producerWindow.pauseUntil - this.now) };
+    }
+    this.producerInFlight++;
   }
 
   /**
@@ -1297,32 +1323,35 @@ class Simulation {
   }
 
   /**
-   * One API request (POST /runs), each attempt its own invocation. Refused
-   * (StoreThrottledError: 503, Retry-After: 1), it is sent again whole after
-   * that second, as the client sends a write to a node again (transport.ts
-   * `call`, for up to retryWritesForMs, 60 s; to the deployed API it sends
-   * none: its caller must) — here until accepted. That wait is the client's
-   * only pacing: the requests after it keep the producer's rate, refused or not.
+   * One API request (POST /runs) of RolloutClient.enqueueRun, each attempt
+   * its own invocation. Refused (StoreThrottledError: 503, Retry-After: 1;
+   * or Lambda's concurrency spent), it halves the producer's window and
+   * holds every new request back for that second, then is sent again whole
+   * when the window has room — until accepted.
    */
   private *apiRequest(items: readonly number[], concurrency: number): Proc {
     const first = this.now;
     for (;;) {
-      let began = this.lambdaStart();
-      // A 429 from Lambda (through the API: a 5xx): the client sends the request again a second later.
-      while (began === null) {
-        yield { op: 'sleep', ms: 1_000 };
-        began = this.lambdaStart();
-      }
+      const send = this.producerWindow.sent();
+      // One real request: the rate's arithmetic above makes each simulated request one API request of requestItems.
+      const began = this.lambdaStart(1);
+      let accepted = false;
       const client: Client = { quota: SDK_RETRY.quota };
-      if (yield* this.enqueue(items, concurrency, client)) {
+      // Lambda's concurrency spent: the API refuses the request (429 or 5xx), and the producer paces as for a throttled store.
+      if (began !== null) {
+        accepted = yield* this.enqueue(items, concurrency, client);
+        if (accepted) yield* this.dispatch(items, client, concurrency);
+        this.lambdaEnd(began, 1);
+      }
+      this.producerInFlight--;
+      if (accepted) {
+        this.producerWindow.accepted();
         this.enqueueLongestMs = Math.max(this.enqueueLongestMs, this.now - first);
-        yield* this.dispatch(items, client, concurrency);
-        this.lambdaEnd(began);
         return;
       }
-      this.lambdaEnd(began);
-      this.enqueueRetries += this.k;
-      yield { op: 'sleep', ms: 1_000 };
+      this.producerWindow.refused(send, this.now, 1_000); // the API's Retry-After: 1
+      this.enqueueRetries++;
+      yield* this.producerSlot();
     }
   }
 
@@ -1350,7 +1379,7 @@ class Simulation {
   private startWorkers(): void {
     this.workStartedAt = this.now;
     for (let id = 0; id < this.simWorkers; id++) {
-      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: true, fruitless: 0, nextAskAt: 0, epochReadAt: Number.NEGATIVE_INFINITY, batch: this.o.worker.receiveBatch, pauseMs: 0 };
+      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: false, fruitless: 0, nextAskAt: 0, epochReadAt: Number.NEGATIVE_INFINITY, batch: this.o.worker.receiveBatch, pauseMs: 0 };
       this.workers.push(wk);
       this.running++;
       // Heartbeat rounds tick from the worker's start, whatever it is doing.
@@ -1412,6 +1441,7 @@ class Simulation {
       // Known before the ask as lambdaStart will find it: a 429 (the account's concurrency spent) means the ask never ran.
       const refused = this.lambdaFull();
       const stolen = yield* this.askForWork(wk);
+      this.o.trace?.({ kind: 'ask', at: this.now, worker: wk.id, stolen, refused });
       if (stolen > 0) return came();
       wk.nextAskAt = this.now + stealBackoffMs(++wk.fruitless, this.rand);
       // Worker.stealFailed: the step goes on to the long poll. The answer may be lost with items moved to us: the

@@ -5,6 +5,7 @@ import type { RolloutState } from '../rollout/model.js';
 import type { ItemState } from '../ledger/model.js';
 
 export type { ItemState };
+import { enqueueRun, type EnqueueOptions, type EnqueueReport, type EnqueueRunInput } from './producer.js';
 import { call, type Target } from './transport.js';
 
 /**
@@ -315,6 +316,19 @@ export class RolloutClient {
 
   createRun(input: CreateRunInput): Promise<CreatedRun> {
     return this.post('/runs', input);
+  }
+
+  /**
+   * Any number of items into a run (created by the first request), in
+   * requests of up to 10,000, paced to what the control plane accepts: fewer
+   * requests in flight and a pause after each refusal, more while all are
+   * accepted (producer.ts). Resolves once every item is stored; an
+   * EnqueueError says how far it got, and sending every item again is safe.
+   */
+  enqueueRun(input: EnqueueRunInput, o: EnqueueOptions = {}): Promise<EnqueueReport> {
+    // Each request is sent once: the producer resends what was refused, and slows down.
+    const once = { ...this.options, retryWritesForMs: 0 };
+    return enqueueRun((body, key) => call(once, 'POST', '/runs', body, key) as Promise<CreatedRun>, input, o);
   }
 
   /** Runs newest first, a page of records (`getRun` has each one's counts). */

@@ -22,7 +22,7 @@ export interface Target {
   readonly ca?: string | Buffer;
   /** Sign the body as this reporter (Rollout-Signature) instead of sending a token. */
   readonly sign?: { readonly reporter: string; readonly secret: string };
-  /** How long a write keeps being retried while the answer is "try again" (default 60 s). */
+  /** How long a write keeps being retried while the answer is "try again" (default 60 s; 0: sent once). */
   readonly retryWritesForMs?: number;
 }
 
@@ -66,7 +66,8 @@ export class ApiError extends Error {
  * 504 there may have committed.
  */
 export async function call(target: Target, method: string, path: string, body?: unknown, idempotencyKey: string | null = method === 'GET' ? null : randomUUID()): Promise<unknown> {
-  const retries = method !== 'GET';
+  // retryWritesForMs 0: sent once (the bulk producer resends and paces itself).
+  const retries = method !== 'GET' && (target.retryWritesForMs ?? WRITE_RETRY_MS) > 0;
   const deadline = Date.now() + (retries ? (target.retryWritesForMs ?? WRITE_RETRY_MS) : 0);
   for (;;) {
     try {
@@ -75,7 +76,7 @@ export async function call(target: Target, method: string, path: string, body?: 
       if (!(err instanceof ApiError) || !TRY_AGAIN.has(err.status)) throw err;
       if (target.awsRegion && !(err.status === 503 && err.retryAfterMs !== null)) throw err;
       const wait = err.retryAfterMs ?? 1_000;
-      if (Date.now() + wait > deadline) throw err;
+      if (!retries || Date.now() + wait > deadline) throw err;
       await new Promise((r) => setTimeout(r, wait));
     }
   }

@@ -22,6 +22,7 @@ import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js'
 import { openBackend, type LeaseBackend } from '../support/backends.js';
 import { rollout } from '../support/cli.js';
 import { call } from '../../shared/client/transport.js';
+import { RolloutClient } from '../../shared/client/client.js';
 
 const SPEC = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
 
@@ -70,6 +71,42 @@ describe('rollout client commands', () => {
     expect(created.out.trim()).toBe('created run-cli: 2 items, 2 new');
     const status = await rollout(['runs', 'status', 'run-cli', '--url', node.url]);
     expect(status.out).toMatch(/^run-cli\s+in progress\nPENDING\s+RUNNING\s+DONE\s+FAILED\n2\s+0\s+0\s+0$/m);
+  });
+
+  it('runs create: a file of more items than one request takes is sent 10,000 a request, every item stored once; a store that refuses some requests slows the producer, and nothing is lost', async () => {
+    const many = Array.from({ length: 25_001 }, (_, n) => ({ n }));
+    const created = await rollout(['runs', 'create', '--url', node.url, '--file', file('many.json', { items: many, spec: { kind: 'bulk' } }), '--id', 'run-bulk']);
+    expect(created.code, created.err).toBe(0);
+    expect(created.out.trim()).toBe('created run-bulk: 25001 items, 25001 new (3 requests)');
+    expect(await backend.ledger.counts('run-bulk')).toEqual({ pending: 25_001, running: 0, done: 0, failed: 0 });
+
+    // In front of the node: every third POST answered as a throttled store answers (503, Retry-After), the rest passed on.
+    let posts = 0;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (req.method === 'POST' && ++posts % 3 === 0) {
+          res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify({ error: 'store throttled: nothing was written, try again later' }));
+          return;
+        }
+        void fetch(`${node.url}${req.url}`, { method: req.method!, headers: { 'content-type': 'application/json', 'x-rollout-actor': 'alice', ...(req.headers['idempotency-key'] ? { 'idempotency-key': String(req.headers['idempotency-key']) } : {}) }, ...(chunks.length ? { body: Buffer.concat(chunks) } : {}) }).then(async (r) => {
+          res.writeHead(r.status, { 'content-type': 'application/json' }).end(await r.text());
+        });
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const client = new RolloutClient({ url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+      const report = await client.enqueueRun({ id: 'run-paced', items: many.slice(0, 2_000) }, { requestItems: 100 });
+      expect(report).toMatchObject({ id: 'run-paced', created: true, items: 2_000, added: 2_000 });
+      expect(report.refused).toBeGreaterThan(0);
+      expect(report.requests).toBe(20);
+      expect(posts).toBe(report.requests + report.refused);
+      expect(await backend.ledger.counts('run-paced')).toEqual({ pending: 2_000, running: 0, done: 0, failed: 0 });
+    } finally {
+      proxy.close();
+    }
   });
 
   it('errors: a refused request exits non-zero with the reason; an unreachable node and a bad file say so', async () => {

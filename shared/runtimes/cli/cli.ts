@@ -678,16 +678,29 @@ function clientCommands(cli: Command): void {
     });
 
   const runs = cli.command('runs').description('Work runs');
-  target(runs.command('create').description('Create a run from a JSON file: an array of payloads, or {"items": [...], "spec": {...}}').requiredOption('--file <items.json>', 'the items').option('--id <id>', 'an id of your own (idempotent)')).action(
-    (o: ClientOpts & { file: string; id?: string }) => {
-      const content = readJsonFile(o.file);
-      const body = Array.isArray(content) ? { items: content } : content;
-      return run(o, 'POST', '/runs', { ...(body as object), ...(o.id ? { id: o.id } : {}) }, (r) => {
-        const x = r as { id: string; created: boolean; items: number; added: number };
-        return `${x.created ? 'created' : 'exists'} ${x.id}: ${x.items} items, ${x.added} new`;
-      });
-    },
-  );
+  target(
+    runs
+      .command('create')
+      .description('Create a run from a JSON file: an array of payloads, or {"items": [...], "spec": {...}}; any number of items, sent 10,000 a request and paced to what the control plane accepts')
+      .requiredOption('--file <items.json>', 'the items')
+      .option('--id <id>', 'an id of your own (idempotent)'),
+  ).action(async (o: ClientOpts & { file: string; id?: string }) => {
+    const content = readJsonFile(o.file);
+    const body = (Array.isArray(content) ? { items: content } : content) as Record<string, unknown> | null;
+    if (!body || typeof body !== 'object' || !Array.isArray(body.items)) throw new UsageError(`${o.file}: an array of payloads, or an object with "items" (an array)`);
+    const unknown = Object.keys(body).filter((k) => !['items', 'spec', 'shards', 'itemsPerSecond', 'id'].includes(k));
+    if (unknown.length) throw new UsageError(`${o.file}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (items, spec, shards, itemsPerSecond, id)`);
+    const id = o.id ?? (typeof body.id === 'string' ? body.id : undefined);
+    const r = await new RolloutClient(targetOf(o)).enqueueRun({
+      items: body.items as unknown[],
+      ...(id ? { id } : {}),
+      ...(body.spec !== undefined ? { spec: body.spec as Record<string, unknown> } : {}),
+      ...(body.shards !== undefined ? { shards: body.shards as number } : {}),
+      ...(body.itemsPerSecond !== undefined ? { itemsPerSecond: body.itemsPerSecond as number } : {}),
+    });
+    const more = r.requests > 1 || r.refused ? ` (${r.requests} requests${r.refused ? `, ${r.refused} refused and sent again` : ''})` : '';
+    process.stdout.write(o.json ? `${JSON.stringify(r, null, 2)}\n` : `${r.created ? 'created' : 'exists'} ${r.id}: ${r.items} items, ${r.added} new${more}\n`);
+  });
   target(runs.command('list').description('Runs, newest first, a page at a time').option('--limit <n>', 'runs in the page, 1–500', int('--limit'), 50).option('--cursor <cursor>', "the previous page's next")).action(
     (o: ClientOpts & { limit: number; cursor?: string }) =>
       run(o, 'GET', `/runs?${new URLSearchParams({ limit: String(o.limit), ...(o.cursor ? { cursor: o.cursor } : {}) }).toString()}`, undefined, (r) => {
