@@ -24,7 +24,8 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 /**
  * The coordinator of a run as a Lambda. An invocation holds nothing it cannot
  * rebuild: a cold sandbox campaigns for `coordinator:<runId>` (same holder for
- * every invocation of this stack, so it adopts its own lease), a warm one goes
+ * every invocation of this stack, so it adopts its own lease: read first, and
+ * written only when past half its TTL or not ours), a warm one goes
  * on with the coordinator it opened while its lease is fresh (coordinatorOf),
  * then it serves one request on the ledger:
  *   {"action":"steal","runId","workerId"}  an idle worker asks for work
@@ -171,6 +172,8 @@ export function openCoordinator(rt: Runtime, runId: string, o: { bus?: EventBus;
     ...(o.queue ? { queue: o.queue } : {}),
     logger: loggerPort(o.logger),
     onFenced: o.onFenced ?? (() => setImmediate(() => process.exit(75))),
+    // Sandboxes share the stack's holder id: a cold one adopts the lease another renewed, without writing it.
+    readFirst: true,
   });
 }
 

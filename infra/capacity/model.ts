@@ -38,9 +38,10 @@
  *   receive batch and pauses before the next receive (100 ms doubling to
  *   2 s), and a failed step backs off (250 ms doubling);
  * - in a deployment, the coordinator Lambda, on warm sandboxes it reuses: a
- *   sandbox writes the lease only when cold (a refused acquire, a renewal) or
- *   past half its TTL (a renewal, again when another sandbox renewed first):
- *   no lease write per ask. Before its first fenced write a sandbox reads the
+ *   cold sandbox reads the lease and adopts it without a write while it has
+ *   more than half its TTL left; a sandbox writes it only past half its TTL
+ *   (a renewal, again when another sandbox renewed first): no lease write per
+ *   ask. Before its first fenced write a sandbox reads the
  *   fence marker; finding none, it raises the shard fences (≤ 99 a
  *   transaction, each with the lease's check) and puts it. An idle worker's
  *   ask reads the run's steal hint and answers from what it read: tries a
@@ -1379,7 +1380,7 @@ class Simulation {
   private startWorkers(): void {
     this.workStartedAt = this.now;
     for (let id = 0; id < this.simWorkers; id++) {
-      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: false, fruitless: 0, nextAskAt: 0, epochReadAt: Number.NEGATIVE_INFINITY, batch: this.o.worker.receiveBatch, pauseMs: 0 };
+      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: false, fruitless: 0, nextAskAt: this.now + stealBackoffMs(1, this.rand), epochReadAt: Number.NEGATIVE_INFINITY, batch: this.o.worker.receiveBatch, pauseMs: 0 };
       this.workers.push(wk);
       this.running++;
       // Heartbeat rounds tick from the worker's start, whatever it is doing.
@@ -1779,13 +1780,25 @@ class Simulation {
    * coordinatorOf): kept while its token has more than half the lease TTL
    * left — nothing read or written. Past half, a renewal from the row it last
    * saw, refused (and sent again from the row handed back) when another
-   * sandbox renewed since; cold, or its token run out, the elector starts
-   * from no row: an acquire, refused once the row exists, then the renewal.
-   * Every refused or landed write is a unit; the same holder keeps its epoch.
+   * sandbox renewed since; cold, or its token run out, the elector reads the
+   * row first (readFirst: a consistent read, one unit) and leads on it
+   * without a write while it has more than half its TTL left; else a renewal
+   * (an acquire when there is no row yet), not sent again when refused
+   * because another sandbox wrote first and the row is now fresh. Every
+   * refused or landed write is a unit; the same holder keeps its epoch.
    */
   private *campaign(box: Sandbox, client: Client): Proc<boolean> {
     if (box.tokenUntil - this.now > COORDINATOR_LEASE_TTL_MS / 2) return true;
     let seen: number | null = box.tokenUntil > this.now ? box.tokenUntil : null;
+    if (seen === null) {
+      const read = this.single(this.kLease, 1, 1, 'sdk', client);
+      read.onOk = () => (seen = this.leaseUntil === 0 ? null : this.leaseUntil);
+      if (!(yield { op: 'all', reqs: [read], limit: 1 })) return false;
+      if (seen !== null && seen - this.now > COORDINATOR_LEASE_TTL_MS / 2) {
+        box.tokenUntil = seen;
+        return true;
+      }
+    }
     for (let attempt = 0; attempt < 2; attempt++) {
       let landed = false;
       const write = this.single(this.kLease, 0, 1, 'sdk', client);
@@ -1800,6 +1813,8 @@ class Simulation {
       this.leaseWrites += this.k;
       if (!(yield { op: 'all', reqs: [write], limit: 1 })) return false;
       if (landed) break;
+      // Refused because another sandbox wrote first: fresh, led on as it stands (readFirst), not written again.
+      if (this.leaseUntil - this.now > COORDINATOR_LEASE_TTL_MS / 2) break;
     }
     box.tokenUntil = this.leaseUntil;
     return true;

@@ -83,6 +83,16 @@ const electorOptionsSchema = z.object({
   apiUrl: z.string().nullish(),
   /** ± fraction applied to follower retries so contenders do not move in lockstep. */
   retryJitter: z.number().min(0).max(0.5).default(0.1),
+  /**
+   * For processes that share a holder id (a stack's Lambda sandboxes): the
+   * first campaign reads the row before writing, and a lease already ours
+   * with more than half its TTL left is led on without a write. Otherwise a
+   * fleet of cold sandboxes would each write the one lease item twice (an
+   * acquire refused, then a renewal) within the same second. For the same
+   * reason a write refused because another of them wrote first is not sent
+   * again while what that one wrote is fresh.
+   */
+  readFirst: z.boolean().default(false),
 });
 
 export type LeaseElectorOptions = z.input<typeof electorOptionsSchema> &
@@ -111,6 +121,7 @@ export class LeaseElector implements LeaderElector {
 
   private readonly meta: HolderMeta;
   private readonly retryJitter: number;
+  private readonly readFirst: boolean;
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly callbacks: ElectorCallbacks;
@@ -145,6 +156,7 @@ export class LeaseElector implements LeaderElector {
     this.holderId = opts.holderId;
     this.meta = { hostname: opts.hostname ?? null, apiUrl: opts.apiUrl ?? null };
     this.retryJitter = opts.retryJitter;
+    this.readFirst = opts.readFirst;
     this.clock = clock ?? systemClock;
     this.logger = logger ?? silentLogger;
     this.callbacks = { onStartedLeading, onStoppedLeading, onNewLeader };
@@ -203,11 +215,27 @@ export class LeaseElector implements LeaderElector {
       // Plan from what we last saw; if it says "write", CAS straight away
       // (one round trip) and let a failed condition hand us the current row.
       let row = this.observed;
+      /** The row was just read: not read again before planning from it. */
+      let justRead = false;
+      if (row === null && this.readFirst && this.issued === 0) {
+        const ticket = ++this.issued;
+        row = await this.store.read(this.name);
+        const now = this.clock.now();
+        this.observe(row, now, ticket);
+        // Ours, and fresh enough that a renewal now would be early: lead on it as it stands (observe made it ours).
+        if (this.leading && this.fresh(this.leading, now)) {
+          this.lastAttemptFailed = false;
+          this.lastCheckAt = now;
+          return { leader: true, record: this.observed };
+        }
+        row = this.observed;
+        justRead = true;
+      }
       for (let attempt = 0; attempt < 2; attempt++) {
         const now = this.clock.now();
         const next = this.plan(row, now);
         if (next === null) {
-          if (row === this.observed && attempt === 0) {
+          if (row === this.observed && attempt === 0 && !justRead) {
             const ticket = ++this.issued;
             row = await this.store.read(this.name);
             this.observe(row, this.clock.now(), ticket);
@@ -227,6 +255,8 @@ export class LeaseElector implements LeaderElector {
         if (wasLeading) this.stats.renewFailures++;
         row = outcome.current;
         this.observe(row, this.clock.now(), ticket);
+        // Another process of this holder id wrote it first (an acquire, a renewal): fresh, it is led on as it stands.
+        if (this.readFirst && this.leading && this.fresh(this.leading, this.clock.now())) break;
       }
       this.lastCheckAt = this.clock.now();
       return { leader: this.leading !== null, record: this.observed };
@@ -239,6 +269,11 @@ export class LeaseElector implements LeaderElector {
     } finally {
       this.campaigning = false;
     }
+  }
+
+  /** Ours with more than half the TTL (and the skew margin) left: a renewal now would be early. */
+  private fresh(row: LeaseRecord, now: number): boolean {
+    return validFor(row, this.holderId, now + this.timings.ttlMs / 2, this.timings.clockSkewMs);
   }
 
   /** The row to write next, or null to wait. */

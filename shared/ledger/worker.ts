@@ -16,11 +16,13 @@ import { activeIn, failSpan, SPAN, startSpan } from '../tracing.js';
 /**
  * A worker of one run: pulls item ids from the queue, claims each in the
  * ledger, marks it started, runs it on a backend, submits the result, then
- * deletes the message. When idle it asks the coordinator for work, less and
- * less often while none comes (stealBackoffMs), and reconciles with the
- * ledger (adopts any Running(itself) item it does not hold) only when that may
- * find something: at start, after an ask whose answer was lost or refused, and
- * after a failed step (a claim whose answer was lost).
+ * deletes the message. When idle it asks the coordinator for work (first
+ * 10–20 s after its start, then at once each time it runs dry after working),
+ * less and less often while none comes (stealBackoffMs), and reconciles with
+ * the ledger (adopts any Running(itself) item it does not hold) only when that
+ * may find something: at start unless its registration is new (firstLife),
+ * after an ask whose answer was lost, and after a failed step that was not a
+ * refusal (a claim whose answer was lost).
  *
  * Queue rule: a message matters only while its item is Pending; whoever puts
  * an item back to Pending makes sure it has a message (a nack releases ours or
@@ -77,6 +79,15 @@ export interface WorkerOptions {
    */
   chunkBudgetMs?: number;
   maxChunk?: number;
+  /**
+   * Ask the coordinator for work as soon as the first look finds none. By
+   * default a worker's first ask waits stealBackoffMs(1) (10–20 s, jittered)
+   * from its start, long-polling meanwhile: a fleet started together would
+   * otherwise ask in the same second, each ask a Lambda invocation, cold ones
+   * reading the run's lease and racing to rebuild its steal hint. Once it has
+   * worked, a worker that runs dry asks at once either way.
+   */
+  askAtStart?: boolean;
 }
 
 interface Held {
@@ -225,6 +236,7 @@ export class Worker {
     this.chunkBudgetMs = o.chunkBudgetMs ?? 100;
     this.maxChunk = o.maxChunk ?? 64;
     this.pace = { batch: o.receiveBatch ?? 10, pauseMs: 0 };
+    if (!o.askAtStart) this.nextAskAt = this.clock.now() + stealBackoffMs(1);
   }
 
   get id(): string {

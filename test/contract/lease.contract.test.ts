@@ -278,6 +278,36 @@ forEachBackend('lease contract on %s', (backend) => {
     expect(second.token()).toEqual({ name, holder: 'node-1', epoch: 0 });
   });
 
+  it('readFirst (sandboxes sharing a holder id): a cold elector leads on its own fresh lease without a write; past half the TTL it renews once; a lease not ours it leaves alone', async () => {
+    const name = uniqueName('lease');
+    const clock = new ManualClock();
+    const first = elector('stack-a', name, clock, { readFirst: true });
+    expect((await first.campaign()).leader).toBe(true);
+    const written = (await backend.store.read(name))!;
+    // Fresh: more than half the TTL (plus the skew margin) left. Adopted as it stands, the row untouched.
+    clock.advance(TIMINGS.ttlMs / 2 - TIMINGS.clockSkewMs - 1);
+    const cold = elector('stack-a', name, clock, { readFirst: true });
+    expect((await cold.campaign()).leader).toBe(true);
+    expect(cold.token()).toEqual({ name, holder: 'stack-a', epoch: written.epoch });
+    expect(await backend.store.read(name)).toEqual(written);
+    expect(cold.stats).toMatchObject({ acquisitions: 0, renewals: 0 });
+    // Past half: one renewal, same epoch.
+    clock.advance(2);
+    const late = elector('stack-a', name, clock, { readFirst: true });
+    expect((await late.campaign()).leader).toBe(true);
+    const renewed = (await backend.store.read(name))!;
+    expect(renewed).toMatchObject({ holder: 'stack-a', epoch: written.epoch, version: written.version + 1, expiresAt: clock.now() + TIMINGS.ttlMs });
+    // Another stack's elector reads, finds it held, and writes nothing.
+    const other = elector('stack-b', name, clock, { readFirst: true });
+    expect((await other.campaign()).leader).toBe(false);
+    expect(await backend.store.read(name)).toEqual(renewed);
+    // No row yet: read, then acquire.
+    const fresh = uniqueName('lease');
+    const firstEver = elector('stack-a', fresh, clock, { readFirst: true });
+    expect((await firstEver.campaign()).leader).toBe(true);
+    expect(await backend.store.read(fresh)).toMatchObject({ holder: 'stack-a', epoch: 0, version: 0 });
+  });
+
   it('the running loop: a follower takes a crashed leader’s lease once it is stealable, never before', async () => {
     const name = uniqueName('loop');
     const timings = { ttlMs: 600, renewIntervalMs: 200, retryIntervalMs: 150, clockSkewMs: 20 };

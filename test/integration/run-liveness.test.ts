@@ -137,7 +137,8 @@ function harness(setup: Setup) {
         ...(o.heartbeatMs ? { heartbeatMs: o.heartbeatMs } : {}),
         ...(o.receiveBatch ? { receiveBatch: o.receiveBatch } : {}),
         ...(o.logger ? { logger: o.logger } : {}),
-        ...(o.coordinator ? { coordinator: { requestWork: (w: string) => o.coordinator!.stealFor(w) } } : {}),
+        // A worker that finds nothing asks at once: these runs are a few items on a few workers.
+        ...(o.coordinator ? { coordinator: { requestWork: (w: string) => o.coordinator!.stealFor(w) }, askAtStart: true } : {}),
       });
     },
     async counts(runId: string) {

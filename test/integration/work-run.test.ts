@@ -72,7 +72,7 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
       },
       clock,
       waitSeconds: 0,
-      ...(c ? { coordinator: c instanceof Coordinator ? endpoint(c) : c } : {}),
+      ...(c ? { coordinator: c instanceof Coordinator ? endpoint(c) : c, askAtStart: true } : {}),
     });
   /** Step every worker until the run is finished (bounded). */
   async function finish(runId: string, workers: Worker[], total: number) {
@@ -110,7 +110,7 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
   });
 
-  it('idle_worker_backs_off: asks at once when it runs dry, then less often while nothing comes; reads the running set only at start and after a lost answer', async () => {
+  it('idle_worker_backs_off: asks at once when it runs dry, then less often while nothing comes; reads the running set only at start and after a lost answer; a worker that starts into an empty queue asks 10–20 s later', async () => {
     const { runId, queue } = await run(2);
     const { c, elector } = await coordinator(runId, 'c1', queue);
     // The test's clock jumps minutes: the coordinator keeps its lease through each jump, so every ask is answered.
@@ -167,6 +167,17 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     await queue.send(runId, ids);
     await stepUntilIdle();
     expect([w.stats.done, asks]).toEqual([3, 9]);
+
+    // A worker that starts into an empty queue long-polls first: its first ask comes 10–20 s after its start, not at once.
+    const late = new Worker({ runId, workerId: 'late', ledger, queue, backend: mockBackend(), clock, waitSeconds: 0, coordinator: coord });
+    for (let i = 0; i < 3; i++) expect(await late.step()).toBe('idle');
+    expect(asks).toBe(9);
+    await advance(9_999);
+    await late.step();
+    expect(asks).toBe(9);
+    await advance(10_001);
+    await late.step();
+    expect(asks).toBe(10);
   });
 
   it('orphaned_steal_is_recovered: a steal whose notice is lost, or rejected by the EpochGuard, still completes', async () => {

@@ -337,7 +337,7 @@ describe('spot drain on DynamoDB + SQS', () => {
       const victim = new Worker({ runId, workerId: 'victim', ledger, queue, backend: mockBackend(), waitSeconds: 0 });
       while (victim.held.length < 8) expect(await victim.pull()).toBeGreaterThan(0);
       await expect.poll(async () => (await ledger.running(runId)).length, { interval: 20, timeout: 5_000 }).toBe(8);
-      const thief = new Worker({ runId, workerId: 'thief', ledger, queue, backend: mockBackend(), waitSeconds: 0, coordinator: new LambdaCoordinatorClient(lambda, 'coordinator-a', runId) });
+      const thief = new Worker({ runId, workerId: 'thief', ledger, queue, backend: mockBackend(), waitSeconds: 0, coordinator: new LambdaCoordinatorClient(lambda, 'coordinator-a', runId), askAtStart: true });
       expect(await thief.step()).toBe('stole');
       expect(thief.held).toHaveLength(4);
       expect(thief.guard.current).toBe(0);
