@@ -1450,7 +1450,9 @@ class Simulation {
       if (stolen < 0 && !refused) wk.reconcileDue = true;
     }
     if (b.waitSeconds > 0) {
-      const more = yield* this.pull(wk, b.waitSeconds);
+      // As Worker.step: the poll ends by the next ask's time.
+      const untilAsk = b.coordinator ? Math.max(1, Math.ceil((wk.nextAskAt - this.now) / 1000)) : b.waitSeconds;
+      const more = yield* this.pull(wk, Math.min(b.waitSeconds, untilAsk));
       if (more !== 0) return more < 0 ? 'failed' : came();
     }
     return 'idle';

@@ -9,9 +9,9 @@ import { ApiError } from './transport.js';
  * producer takes the table's capacity from the workers, and a request waits
  * minutes.
  *
- * Pacing is congestion control on the requests in flight: the window doubles
- * per request answered until the first refusal, then grows by one per window
- * answered, and halves on a refusal (once per window: the refusals of
+ * Pacing is congestion control on the requests in flight: the window grows by
+ * one per request answered (doubling each window) until the first refusal,
+ * then by one per window answered, and halves on a refusal (once per window: the refusals of
  * requests sent before the cut do not cut it again). After a refusal no
  * request starts before its Retry-After. A refusal is a "not now" answer
  * (429, 502, 503, 504): the store was throttled or contended, a rate limit
@@ -127,44 +127,75 @@ export type SendRuns = (body: Record<string, unknown>, idempotencyKey: string) =
 /** "Not now": paced and sent again. */
 const TRY_AGAIN = new Set([429, 502, 503, 504]);
 
+/** A pause that ends early when `signal` aborts, leaving no timer or listener behind. */
 const defaultSleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
+
+const positive = (name: string, v: number | undefined, integer: boolean): void => {
+  if (v !== undefined && !(v > 0 && Number.isFinite(v) && (!integer || Number.isInteger(v)))) throw new Error(`invalid enqueue options: ${name}: a positive ${integer ? 'integer' : 'number'}, got ${v}`);
+};
 
 export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: EnqueueOptions = {}): Promise<EnqueueReport> {
   const per = o.requestItems ?? 10_000;
   if (!Number.isInteger(per) || per < 1 || per > 10_000) throw new Error(`invalid enqueue options: requestItems: an integer from 1 to 10,000, got ${per}`);
+  positive('maxInFlight', o.maxInFlight, true);
+  positive('giveUpAfterMs', o.giveUpAfterMs, false);
   const now = o.now ?? Date.now;
   const sleep = o.sleep ?? defaultSleep;
   const giveUpAfterMs = o.giveUpAfterMs ?? PRODUCER_PACE.giveUpAfterMs;
   const window = new ProducerWindow(o.maxInFlight ?? PRODUCER_PACE.maxInFlight);
-  const report: EnqueueReport = { id: input.id ?? `run-${randomUUID()}`, created: false, requests: 0, items: 0, added: 0, refused: 0, inFlightPeak: 0 };
+  const report: EnqueueReport = { id: input.id ?? `run_${randomUUID()}`, created: false, requests: 0, items: 0, added: 0, refused: 0, inFlightPeak: 0 };
   const layout = { ...(input.spec ? { spec: input.spec } : {}), ...(input.shards !== undefined ? { shards: input.shards } : {}), ...(input.itemsPerSecond !== undefined ? { itemsPerSecond: input.itemsPerSecond } : {}) };
 
   type Batch = { readonly items: unknown[]; readonly key: string; firstSentAt: number | null; readonly first: boolean };
   const source = Symbol.asyncIterator in input.items ? input.items[Symbol.asyncIterator]() : input.items[Symbol.iterator]();
   let exhausted = false;
   let made = 0;
+  /** Refused batches, sent again before any new one. */
   const retry: Batch[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let failure: { message: string; cause: unknown } | null = null;
+  const fail = (message: string, cause: unknown) => void (failure ??= { message, cause });
+  // Resolves when the caller aborts: every wait below ends then.
+  let onAbort = () => undefined as void;
+  const aborted = new Promise<void>((resolve) => {
+    onAbort = () => resolve();
+    if (o.signal?.aborted) resolve();
+    else o.signal?.addEventListener('abort', onAbort, { once: true });
+  });
+
   const nextBatch = async (): Promise<Batch | null> => {
     if (retry.length) return retry.shift()!;
     if (exhausted) return null;
     const items: unknown[] = [];
-    while (items.length < per) {
-      const r = await source.next();
-      if (r.done) {
-        exhausted = true;
-        break;
+    try {
+      while (items.length < per) {
+        const r = await source.next();
+        if (r.done) {
+          exhausted = true;
+          break;
+        }
+        items.push(r.value);
       }
-      items.push(r.value);
+    } catch (err) {
+      // The items read before it are not sent: the enqueue stops with what was accepted.
+      exhausted = true;
+      fail(`reading the items failed: ${errorMessage(err)}`, err);
+      return null;
     }
-    return items.length ? { items, key: randomUUID(), firstSentAt: null, first: made++ === 0 } : null;
+    if (!items.length) return null;
+    return { items, key: randomUUID(), firstSentAt: null, first: made++ === 0 };
   };
 
-  const inFlight = new Set<Promise<void>>();
-  let failure: { message: string; cause: unknown } | null = null;
   const attempt = (b: Batch): Promise<void> => {
     const n = window.sent();
     b.firstSentAt ??= now();
@@ -179,15 +210,10 @@ export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: Enqu
         o.onProgress?.(report);
       },
       (err: unknown) => {
-        if (!(err instanceof ApiError) || !TRY_AGAIN.has(err.status)) {
-          failure ??= { message: errorMessage(err), cause: err };
-          return;
-        }
+        if (!(err instanceof ApiError) || !TRY_AGAIN.has(err.status)) return fail(errorMessage(err), err);
         report.refused++;
-        if (now() - b.firstSentAt! >= giveUpAfterMs) {
-          failure ??= { message: `a request of ${b.items.length} items was refused for ${Math.round((now() - b.firstSentAt!) / 1000)} s: ${errorMessage(err)}`, cause: err };
-          return;
-        }
+        const refusedForMs = now() - b.firstSentAt!;
+        if (refusedForMs >= giveUpAfterMs) return fail(`a request of ${b.items.length} items was refused for ${Math.round(refusedForMs / 1000)} s: ${errorMessage(err)}`, err);
         window.refused(n, now(), err.retryAfterMs ?? PRODUCER_PACE.retryAfterMs);
         retry.push(b);
       },
@@ -198,37 +224,52 @@ export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: Enqu
     inFlight.add(t);
     report.inFlightPeak = Math.max(report.inFlightPeak, inFlight.size);
   };
-
-  // The first request alone: it creates the run with its layout; the others only add items.
-  for (;;) {
-    if (o.signal?.aborted) failure ??= { message: 'aborted', cause: o.signal.reason };
-    if (failure) break;
-    const wait = window.pauseUntil - now();
-    if (wait > 0) {
-      // Refused: nothing new starts before the Retry-After; answers of what is in flight still count.
-      await Promise.race([sleep(wait, o.signal), ...inFlight]);
-      continue;
-    }
+  /** Whether a request may start now: nothing failed, no pause, room in the window (the first request alone: it creates the run). */
+  const mayStart = (): boolean => {
+    if (failure || o.signal?.aborted || window.pauseUntil > now()) return false;
     const creating = made === 0 || (made === 1 && report.requests === 0);
-    if (inFlight.size < (creating ? 1 : window.allowed)) {
-      const b = await nextBatch();
-      if (b) {
-        track(attempt(b));
+    return inFlight.size < (creating ? 1 : window.allowed);
+  };
+
+  try {
+    for (;;) {
+      if (o.signal?.aborted) fail('aborted', o.signal.reason);
+      if (failure) break;
+      const wait = window.pauseUntil - now();
+      if (wait > 0) {
+        // Refused: nothing new starts before the Retry-After; answers of what is in flight still count.
+        const pause = new AbortController();
+        await Promise.race([sleep(wait, pause.signal), aborted, ...inFlight]);
+        pause.abort();
         continue;
       }
+      if (mayStart()) {
+        const b = await nextBatch();
+        if (b) {
+          // Reading the batch took time: answers that came meanwhile (a refusal, a failure, an abort) decide first.
+          if (mayStart()) track(attempt(b));
+          else retry.unshift(b);
+          continue;
+        }
+      }
+      if (!inFlight.size) {
+        if (!retry.length && exhausted) break;
+        continue;
+      }
+      await Promise.race([aborted, ...inFlight]);
     }
-    if (!inFlight.size) {
-      if (!retry.length && exhausted) break;
-      continue;
-    }
-    await Promise.race(inFlight);
+    // What is in flight is answered before the report is final (an abort does not wait for it).
+    await Promise.race([Promise.all(inFlight), aborted]);
+  } finally {
+    o.signal?.removeEventListener('abort', onAbort);
+    if (!exhausted) await Promise.resolve(source.return?.()).catch(() => undefined);
   }
-  await Promise.all(inFlight);
   if (failure) {
-    const f = failure;
+    const f = failure as { message: string; cause: unknown };
     // Refused before anything was stored (a bad spec, no permission): the answer as it came.
     if (!report.requests && !(f.cause instanceof ApiError && TRY_AGAIN.has(f.cause.status))) throw f.cause;
     throw new EnqueueError(`enqueue into run ${report.id} stopped after ${report.items} items in ${report.requests} requests: ${f.message}. Send every item again to finish it: items stored already are kept once.`, report, f.cause);
   }
+  if (!report.requests) throw new Error('invalid enqueue: items: at least one item');
   return report;
 }

@@ -57,7 +57,7 @@ export class WorkerAgent {
     try {
       const record = await registry.register(reg, this.clock.now());
       this.logger.info('worker registered', { ...reg, state: record.state, known: record.known });
-      if (!record.known) worker.firstLife();
+      if (record.known === false) worker.firstLife();
       this.registryHint.observe(record);
       beat = setInterval(() => {
         registry

@@ -288,7 +288,10 @@ export class Worker {
       if (await this.askForWork().catch((err: unknown) => this.stealFailed(err))) return this.workCame('stole');
       this.nextAskAt = this.clock.now() + stealBackoffMs(++this.fruitlessAsks);
     }
-    if (wait > 0 && (await this.pull(signal, wait)) > 0) return this.workCame('received');
+    // The poll ends by the next ask's time, so asks keep their jitter instead of falling on poll boundaries (a fleet
+    // started together would otherwise ask together, one poll after its start).
+    const untilAsk = this.o.coordinator ? Math.max(1, Math.ceil((this.nextAskAt - this.clock.now()) / 1000)) : wait;
+    if (wait > 0 && (await this.pull(signal, Math.min(wait, untilAsk))) > 0) return this.workCame('received');
     return 'idle';
   }
 

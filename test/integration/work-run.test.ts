@@ -5,7 +5,7 @@
  * stepped by the test, so each interleaving is chosen, not hoped for.
  */
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
@@ -178,6 +178,23 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     await advance(10_001);
     await late.step();
     expect(asks).toBe(10);
+
+    // Its long poll ends by its first ask: a fleet started together keeps the ask's jitter, not the poll's 20 s beat.
+    const waits: number[] = [];
+    const recording = new Proxy(queue, {
+      get(target, key) {
+        const v = Reflect.get(target, key) as unknown;
+        if (key !== 'receive' || typeof v !== 'function') return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        // Recorded, then answered at once: the test's clock, not the queue's, says how long it waited.
+        return (max: number, waitSeconds: number, ...rest: unknown[]) => (waits.push(waitSeconds), (v as (...a: unknown[]) => unknown).call(target, max, 0, ...rest));
+      },
+    });
+    const random = vi.spyOn(Math, 'random').mockReturnValue(1); // its first ask 20 s after its start
+    const polling = new Worker({ runId, workerId: 'polling', ledger, queue: recording, backend: mockBackend(), clock, coordinator: coord });
+    random.mockRestore();
+    await advance(15_000);
+    expect(await polling.step()).toBe('idle');
+    expect(waits).toEqual([0, 5]);
   });
 
   it('orphaned_steal_is_recovered: a steal whose notice is lost, or rejected by the EpochGuard, still completes', async () => {

@@ -107,7 +107,7 @@ describe('enqueueRun', () => {
     const r = rig((n) => (n === 1 ? throttled(0) : 'ok'));
     try {
       const report = await enqueueRun(r.send, { items: items(3) }, { requestItems: 10, now: r.now, sleep: r.sleep });
-      expect(report.id).toMatch(/^run-[0-9a-f-]{36}$/);
+      expect(report.id).toMatch(/^run_[0-9a-f-]{36}$/);
       expect(r.sends.map((s) => s.body.id)).toEqual([report.id, report.id]);
       expect(r.sends[0]!.key).toBe(r.sends[1]!.key);
       expect(report).toMatchObject({ requests: 1, items: 3, refused: 1 });
@@ -161,5 +161,45 @@ describe('enqueueRun', () => {
       r3.stop();
     }
     await expect(enqueueRun(r3.send, { id: 'r6', items: items(1) }, { requestItems: 10_001 })).rejects.toThrow(/requestItems: an integer from 1 to 10,000, got 10001/);
+    await expect(enqueueRun(r3.send, { id: 'r6', items: items(1) }, { maxInFlight: Number.NaN })).rejects.toThrow(/maxInFlight: a positive integer, got NaN/);
+    await expect(enqueueRun(r3.send, { id: 'r6', items: [] })).rejects.toThrow(/items: at least one item/);
+  });
+
+  it('an item source that fails, or an abort, ends the enqueue with what was accepted; the source is closed', async () => {
+    const r = rig(() => 'ok');
+    try {
+      let closed = false;
+      // An async source (a file being read, say) that fails part-way.
+      async function* failing() {
+        try {
+          for (let i = 0; i < 25; i++) yield await Promise.resolve({ i });
+          throw new Error('disk gone');
+        } finally {
+          closed = true;
+        }
+      }
+      const err = await enqueueRun(r.send, { id: 'r7', items: failing() }, { requestItems: 10, now: r.now, sleep: r.sleep }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(EnqueueError);
+      expect((err as EnqueueError).report).toMatchObject({ requests: 2, items: 20 });
+      expect((err as Error).message).toMatch(/reading the items failed: disk gone/);
+      expect(closed).toBe(true);
+
+      const abort = new AbortController();
+      let closedAfterAbort = false;
+      function* endless() {
+        try {
+          for (let i = 0; ; i++) yield { i };
+        } finally {
+          closedAfterAbort = true;
+        }
+      }
+      const aborted = await enqueueRun(r.send, { id: 'r8', items: endless() }, { requestItems: 10, now: r.now, sleep: r.sleep, signal: abort.signal, onProgress: (p) => p.requests === 3 && abort.abort() }).catch((e: unknown) => e);
+      expect(aborted).toBeInstanceOf(EnqueueError);
+      expect((aborted as EnqueueError).report.requests).toBeGreaterThanOrEqual(3);
+      expect((aborted as Error).message).toMatch(/: aborted\./);
+      expect(closedAfterAbort).toBe(true);
+    } finally {
+      r.stop();
+    }
   });
 });

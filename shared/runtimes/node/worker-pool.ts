@@ -181,6 +181,8 @@ export class LocalWorkerPool {
         },
       },
       waitSeconds: 1,
+      // A few workers in one process, no Lambda behind the coordinator: a late one asks as soon as it finds nothing.
+      askAtStart: true,
       // The first worker takes a large share, so the late ones have something to steal.
       receiveBatch: slot === 0 ? 100 : 10,
       heartbeatMs: 1_000,
