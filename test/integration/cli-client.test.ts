@@ -122,6 +122,12 @@ describe('rollout client commands', () => {
     const notJson = await rollout(['runs', 'create', '--url', node.url, '--file', file('x.json', '{oops')]);
     expect(notJson.code).toBe(2);
     expect(notJson.err).toMatch(/x\.json is not JSON/);
+    const empty = await rollout(['runs', 'create', '--url', node.url, '--file', file('empty.json', [])]);
+    expect(empty.code).toBe(2);
+    expect(empty.err).toMatch(/empty\.json: no items \(a run needs at least one\)/);
+    const stray = await rollout(['runs', 'create', '--url', node.url, '--file', file('stray.json', { items: [1], shard: 3 })]);
+    expect(stray.code).toBe(2);
+    expect(stray.err).toMatch(/stray\.json: unknown field shard \(items, spec, shards, itemsPerSecond, id\)/);
   });
 
   it('a write answered "try again" (503 during an election, 502/504 from a proxy) is sent again with the same Idempotency-Key; a read is not', async () => {

@@ -688,6 +688,7 @@ function clientCommands(cli: Command): void {
     const content = readJsonFile(o.file);
     const body = (Array.isArray(content) ? { items: content } : content) as Record<string, unknown> | null;
     if (!body || typeof body !== 'object' || !Array.isArray(body.items)) throw new UsageError(`${o.file}: an array of payloads, or an object with "items" (an array)`);
+    if (!body.items.length) throw new UsageError(`${o.file}: no items (a run needs at least one)`);
     const unknown = Object.keys(body).filter((k) => !['items', 'spec', 'shards', 'itemsPerSecond', 'id'].includes(k));
     if (unknown.length) throw new UsageError(`${o.file}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (items, spec, shards, itemsPerSecond, id)`);
     const id = o.id ?? (typeof body.id === 'string' ? body.id : undefined);
