@@ -68,10 +68,10 @@ export async function smoke(mode: 'local' | 'sqs'): Promise<SmokeSummary> {
     const scan = setInterval(() => void coordinator.scan().catch(() => undefined), 1_000);
 
     const workers = ['worker-1', 'worker-2', 'worker-3'].map(
-      (id) => new Worker({ runId, workerId: id, ledger, queue: queueFor(id), backend: mockBackend({ durationMs: ITEM_MS }), coordinator: client, waitSeconds: 1, receiveBatch: mode === 'sqs' ? 10 : 40, heartbeatMs: 1_000 }),
+      (id) => new Worker({ runId, workerId: id, ledger, queue: queueFor(id), backend: mockBackend({ durationMs: ITEM_MS }), coordinator: client, askAtStart: true, waitSeconds: 1, receiveBatch: mode === 'sqs' ? 10 : 40, heartbeatMs: 1_000 }),
     );
     // Worker 1 comes up first and takes the whole run; the others join late and have nothing to take but
-    // what they steal from it (however slow the machine, it cannot start all it holds before they ask).
+    // what they steal from it (however slow the machine, it cannot start all it holds before they ask: askAtStart).
     const first = workers[0]!;
     while (first.held.length < ITEMS) if ((await first.pull(undefined, 1)) === 0) break;
     const recorded = () => workers.reduce((n, w) => n + w.stats.done, 0);
