@@ -1139,11 +1139,11 @@ class Simulation {
 
   /**
    * Every shard's RUNNING entries (their pages in order): what `holders` reads, and `running` before the items.
-   * `once`: one real reader (a hint rebuild), charged the whole set once.
+   * `readers`: the real readers, each reading the whole set (runningCnt counts real items) — a simulated worker's
+   * reconcile is its k workers'; a hint rebuild and the coordinator's scan are one reader's, once a run.
    */
-  private *readRunning(client: Client, concurrency: number, once = false): Proc<boolean> {
-    const perKey: Req[][] = Array.from({ length: this.n }, (_, s) =>
-      once ? this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]!, client, 1) : this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]! / this.k, client));
+  private *readRunning(client: Client, concurrency: number, readers: number): Proc<boolean> {
+    const perKey: Req[][] = Array.from({ length: this.n }, (_, s) => this.queryPages(F_RUNNING * this.n + s, this.runningCnt[s]!, client, readers));
     // Pages of one key follow each other; keys fan out `concurrency` at a time.
     if (!(yield { op: 'all', reqs: perKey.map((pages) => pages[0]!), limit: concurrency })) return false;
     const rest = perKey.flatMap((pages) => pages.slice(1));
@@ -1727,7 +1727,7 @@ class Simulation {
    */
   private *reconcile(wk: WorkerState): Proc<number> {
     this.o.trace?.({ kind: 'reconcile', at: this.now, worker: wk.id });
-    if (!(yield* this.readRunning(wk.client, this.o.worker.concurrency))) return -1;
+    if (!(yield* this.readRunning(wk.client, this.o.worker.concurrency, this.k))) return -1;
     const mine = [...wk.owned].filter((i) => this.state[i] === 2 && this.heldBy[i] !== wk.id);
     // Whether each started: its items read (the entries do not say).
     if (mine.length && !(yield { op: 'all', reqs: this.readItems(mine, wk.client), limit: this.o.worker.concurrency })) return -1;
@@ -1947,7 +1947,7 @@ class Simulation {
    * the largest backlogs kept, each with the back half of its line, are put.
    */
   private *rebuildHint(client: Client): Proc<boolean> {
-    if (!(yield* this.readRunning(client, 16, true))) return false;
+    if (!(yield* this.readRunning(client, 16, 1))) return false;
     // Real victims a hint lists, in simulated workers: the fraction drawn (k real ones move together).
     const share = STEAL_HINT_VICTIMS / this.k;
     const limit = Math.floor(share) + (this.rand() < share - Math.floor(share) ? 1 : 0);
@@ -2101,7 +2101,7 @@ class Simulation {
     // ledger.running: the entries, then every running item (their heartbeats are not in the index).
     const runningItems: number[] = [];
     for (let i = 0; i < this.simItems; i++) if (this.state[i] === 2) runningItems.push(i);
-    if (lead && (yield* this.readRunning(client, 16)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 })) yield* this.failureScan(inv.box, client);
+    if (lead && (yield* this.readRunning(client, 16, 1)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 })) yield* this.failureScan(inv.box, client);
     // Unsent items (stored, message not yet recorded): at most 1,000 a key.
     const unsent: Req[] = [];
     for (let s = 0; s < this.n; s++) unsent.push(...this.queryPages(F_PENDING * this.n + s, Math.min(1000, this.unsentCnt[s]! / this.k), client));
