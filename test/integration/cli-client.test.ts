@@ -80,6 +80,21 @@ describe('rollout client commands', () => {
     expect(created.out.trim()).toBe('created run-bulk: 25001 items, 25001 new (3 requests)');
     expect(await backend.ledger.counts('run-bulk')).toEqual({ pending: 25_001, running: 0, done: 0, failed: 0 });
 
+    // JSON Lines: read as they are sent, the spec from its own file; a bad line is named, before anything is sent.
+    const lines = `${many.slice(0, 12_000).map((x) => JSON.stringify(x)).join('\n')}\n\n${JSON.stringify({ n: 'last' })}\n`;
+    const streamed = await rollout(['runs', 'create', '--url', node.url, '--file', file('many.jsonl', lines), '--spec', file('run-spec.json', { kind: 'lines' }), '--shards', '2', '--id', 'run-lines']);
+    expect(streamed.code, streamed.err).toBe(0);
+    expect(streamed.out.trim()).toBe('created run-lines: 12001 items, 12001 new (2 requests)');
+    expect(await backend.ledger.counts('run-lines')).toEqual({ pending: 12_001, running: 0, done: 0, failed: 0 });
+    expect((await backend.ledger.getRun('run-lines'))?.spec).toEqual({ kind: 'lines' });
+    const bad = await rollout(['runs', 'create', '--url', node.url, '--file', file('bad.jsonl', '{"n":1}\n{"n":2}\n{oops\n'), '--id', 'run-bad-lines']);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/bad\.jsonl:3: not JSON/);
+    expect(await backend.ledger.getRun('run-bad-lines')).toBeNull();
+    const twice = await rollout(['runs', 'create', '--url', node.url, '--file', file('with-spec.json', { items: [1], spec: {} }), '--spec', file('run-spec2.json', {})]);
+    expect(twice.code).toBe(2);
+    expect(twice.err).toMatch(/--spec and --shards go with a JSON Lines file/);
+
     // In front of the node: every third POST answered as a throttled store answers (503, Retry-After), the rest passed on.
     let posts = 0;
     const proxy = createServer((req, res) => {

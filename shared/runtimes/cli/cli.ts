@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { readFileSync, realpathSync } from 'node:fs';
+import { createReadStream, readFileSync, realpathSync, type ReadStream } from 'node:fs';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
 import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type ItemState, type RolloutsPage, type RunItemsPage, type RunsPage, type CancelledRun, type RunCancelJson } from '../../client/client.js';
@@ -461,6 +463,31 @@ function readJsonFile(path: string): unknown {
   }
 }
 
+/** A JSON Lines file's payloads, read as they are sent (a file of millions is never held whole); a bad line is named. */
+async function* jsonLines(path: string): AsyncGenerator<unknown> {
+  let stream: ReadStream;
+  try {
+    stream = createReadStream(path, { encoding: 'utf8' });
+    await once(stream, 'open');
+  } catch (err) {
+    throw new UsageError(`cannot read ${path}: ${errorMessage(err)}`);
+  }
+  let n = 0;
+  let items = 0;
+  for await (const line of createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY })) {
+    n++;
+    if (!line.trim()) continue;
+    try {
+      yield JSON.parse(line) as unknown;
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      throw new UsageError(`${path}:${n}: not JSON: ${err.message}`);
+    }
+    items++;
+  }
+  if (!items) throw new UsageError(`${path}: no items (a run needs at least one)`);
+}
+
 function targetOf(o: ClientOpts, sign?: { reporter: string; secret: string }): Target {
   return { url: o.url, ...(o.awsRegion ? { awsRegion: o.awsRegion } : {}), ...(o.actor ? { actor: o.actor } : {}), ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readPem(o.caFile) } : {}), ...(sign ? { sign } : {}) };
 }
@@ -681,19 +708,29 @@ function clientCommands(cli: Command): void {
   target(
     runs
       .command('create')
-      .description('Create a run from a JSON file: an array of payloads, or {"items": [...], "spec": {...}}; any number of items, sent 10,000 a request and paced to what the control plane accepts')
-      .requiredOption('--file <items.json>', 'the items')
-      .option('--id <id>', 'an id of your own (idempotent)'),
-  ).action(async (o: ClientOpts & { file: string; id?: string }) => {
-    const content = readJsonFile(o.file);
-    const body = (Array.isArray(content) ? { items: content } : content) as Record<string, unknown> | null;
-    if (!body || typeof body !== 'object' || !Array.isArray(body.items)) throw new UsageError(`${o.file}: an array of payloads, or an object with "items" (an array)`);
-    if (!body.items.length) throw new UsageError(`${o.file}: no items (a run needs at least one)`);
-    const unknown = Object.keys(body).filter((k) => !['items', 'spec', 'shards', 'itemsPerSecond', 'id'].includes(k));
-    if (unknown.length) throw new UsageError(`${o.file}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (items, spec, shards, itemsPerSecond, id)`);
+      .description('Create a run from a file: JSON (an array of payloads, or {"items": [...], "spec": {...}}) or JSON Lines (.jsonl/.ndjson: one payload a line, read as it is sent); any number of items, sent 10,000 a request and paced to what the control plane accepts')
+      .requiredOption('--file <items.json|items.jsonl>', 'the items')
+      .option('--id <id>', 'an id of your own (idempotent)')
+      .option('--spec <spec.json>', "the run's spec, for a JSON Lines file")
+      .option('--shards <n>', "the run's shards, for a JSON Lines file", int('--shards')),
+  ).action(async (o: ClientOpts & { file: string; id?: string; spec?: string; shards?: number }) => {
+    let body: Record<string, unknown>;
+    if (/\.(jsonl|ndjson)$/i.test(o.file)) {
+      body = { items: jsonLines(o.file), ...(o.spec ? { spec: readJsonFile(o.spec) } : {}), ...(o.shards !== undefined ? { shards: o.shards } : {}) };
+    } else {
+      if (o.spec || o.shards !== undefined) throw new UsageError(`--spec and --shards go with a JSON Lines file; ${o.file} carries its own ("spec", "shards")`);
+      const content = readJsonFile(o.file);
+      const parsed = (Array.isArray(content) ? { items: content } : content) as Record<string, unknown> | null;
+      if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.items)) throw new UsageError(`${o.file}: an array of payloads, or an object with "items" (an array)`);
+      if (!parsed.items.length) throw new UsageError(`${o.file}: no items (a run needs at least one)`);
+      const unknown = Object.keys(parsed).filter((k) => !['items', 'spec', 'shards', 'itemsPerSecond', 'id'].includes(k));
+      if (unknown.length) throw new UsageError(`${o.file}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (items, spec, shards, itemsPerSecond, id)`);
+      body = parsed;
+    }
+    if (body.spec !== undefined && (typeof body.spec !== 'object' || body.spec === null || Array.isArray(body.spec))) throw new UsageError(`${o.spec ?? o.file}: the spec must be a JSON object`);
     const id = o.id ?? (typeof body.id === 'string' ? body.id : undefined);
     const r = await new RolloutClient(targetOf(o)).enqueueRun({
-      items: body.items as unknown[],
+      items: body.items as Iterable<unknown> | AsyncIterable<unknown>,
       ...(id ? { id } : {}),
       ...(body.spec !== undefined ? { spec: body.spec as Record<string, unknown> } : {}),
       ...(body.shards !== undefined ? { shards: body.shards as number } : {}),
