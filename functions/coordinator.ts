@@ -172,8 +172,6 @@ export function openCoordinator(rt: Runtime, runId: string, o: { bus?: EventBus;
     ...(o.queue ? { queue: o.queue } : {}),
     logger: loggerPort(o.logger),
     onFenced: o.onFenced ?? (() => setImmediate(() => process.exit(75))),
-    // Sandboxes share the stack's holder id: a cold one adopts the lease another renewed, without writing it.
-    readFirst: true,
   });
 }
 

@@ -513,7 +513,7 @@ interface WorkerState {
   nextAskAt: number;
   /** When its run-record read was sent (Worker.runEpoch): another only once RUN_RECORD_TTL_MS has passed. */
   epochReadAt: number;
-  /** Worker.pace: the receive batch (starting unbounded, as the code's does: receiveBatch caps it) and the pause before a receive. */
+  /** Worker.pace: the receive batch (starting at receiveBatch, which caps it, as the code does) and the pause before a receive. */
   batch: number;
   pauseMs: number;
 }
@@ -1231,13 +1231,13 @@ class Simulation {
   }
 
   /** Whether an invocation now would be refused (429): the account's concurrency is used up. */
-  private lambdaFull(): boolean {
-    return this.lambdaConcurrency + this.k > this.o.lambdaConcurrencyLimit;
+  private lambdaFull(n = this.k): boolean {
+    return this.lambdaConcurrency + n > this.o.lambdaConcurrencyLimit;
   }
 
   /** An invocation, or null when the account's concurrency is used up (the caller gets a 429). */
   private lambdaStart(n = this.k): number | null {
-    if (this.lambdaConcurrency + n > this.o.lambdaConcurrencyLimit) {
+    if (this.lambdaFull(n)) {
       this.lambdaThrottled += n;
       return null;
     }
@@ -1790,13 +1790,14 @@ class Simulation {
    * refused or landed write is a unit; the same holder keeps its epoch.
    */
   private *campaign(box: Sandbox, client: Client): Proc<boolean> {
-    if (box.tokenUntil - this.now > COORDINATOR_LEASE_TTL_MS / 2) return true;
+    const fresh = (until: number) => until - this.now > COORDINATOR_LEASE_TTL_MS / 2;
+    if (fresh(box.tokenUntil)) return true;
     let seen: number | null = box.tokenUntil > this.now ? box.tokenUntil : null;
     if (seen === null) {
       const read = this.single(this.kLease, 1, 1, 'sdk', client);
       read.onOk = () => (seen = this.leaseUntil === 0 ? null : this.leaseUntil);
       if (!(yield { op: 'all', reqs: [read], limit: 1 })) return false;
-      if (seen !== null && seen - this.now > COORDINATOR_LEASE_TTL_MS / 2) {
+      if (seen !== null && fresh(seen)) {
         box.tokenUntil = seen;
         return true;
       }
@@ -1816,7 +1817,7 @@ class Simulation {
       if (!(yield { op: 'all', reqs: [write], limit: 1 })) return false;
       if (landed) break;
       // Refused because another sandbox wrote first: fresh, led on as it stands (readFirst), not written again.
-      if (this.leaseUntil - this.now > COORDINATOR_LEASE_TTL_MS / 2) break;
+      if (fresh(this.leaseUntil)) break;
     }
     box.tokenUntil = this.leaseUntil;
     return true;

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { errorMessage } from '../log.js';
-import { ApiError } from './transport.js';
+import { MAX_RUN_ITEMS } from '../api/contract.js';
+import type { CreatedRun, CreateRunInput } from './client.js';
+import { ApiError, TRY_AGAIN as TRANSPORT_TRY_AGAIN } from './transport.js';
 
 /**
  * A run's items sent in requests of at most MAX_RUN_ITEMS, as fast as the
@@ -72,15 +74,12 @@ export class ProducerWindow {
   }
 }
 
-export interface EnqueueRunInput {
-  /** The run's id; one is made up when absent (every request must name the run, so that a resend cannot create another). */
-  readonly id?: string;
-  readonly items: Iterable<unknown> | AsyncIterable<unknown>;
-  /** Sent with the first request only: it creates the run. */
-  readonly spec?: Readonly<Record<string, unknown>>;
-  readonly shards?: number;
-  readonly itemsPerSecond?: number;
-}
+/**
+ * A run request (POST /runs) whose items may be any (async) iterable. The id
+ * is made up when absent: every request must name the run, so that a resend
+ * cannot create another. Spec and layout go with the first request only.
+ */
+export type EnqueueRunInput = Omit<CreateRunInput, 'items'> & { readonly items: Iterable<unknown> | AsyncIterable<unknown> };
 
 export interface EnqueueOptions {
   /** Items per request (at most the API's 10,000). */
@@ -120,12 +119,11 @@ export class EnqueueError extends Error {
   }
 }
 
-type Answer = { readonly id: string; readonly created: boolean; readonly items: number; readonly added: number };
 /** One POST /runs, not retried (the producer paces and resends). */
-export type SendRuns = (body: Record<string, unknown>, idempotencyKey: string) => Promise<Answer>;
+export type SendRuns = (body: Record<string, unknown>, idempotencyKey: string) => Promise<CreatedRun>;
 
-/** "Not now": paced and sent again. */
-const TRY_AGAIN = new Set([429, 502, 503, 504]);
+/** "Not now": the transport's, and a rate limit's 429 (a resend is safe: every request names the run). */
+const TRY_AGAIN: ReadonlySet<number> = new Set([429, ...TRANSPORT_TRY_AGAIN]);
 
 /** A pause that ends early when `signal` aborts, leaving no timer or listener behind. */
 const defaultSleep = (ms: number, signal?: AbortSignal) =>
@@ -145,8 +143,8 @@ const positive = (name: string, v: number | undefined, integer: boolean): void =
 };
 
 export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: EnqueueOptions = {}): Promise<EnqueueReport> {
-  const per = o.requestItems ?? 10_000;
-  if (!Number.isInteger(per) || per < 1 || per > 10_000) throw new Error(`invalid enqueue options: requestItems: an integer from 1 to 10,000, got ${per}`);
+  const per = o.requestItems ?? MAX_RUN_ITEMS;
+  if (!Number.isInteger(per) || per < 1 || per > MAX_RUN_ITEMS) throw new Error(`invalid enqueue options: requestItems: an integer from 1 to ${MAX_RUN_ITEMS.toLocaleString('en-US')}, got ${per}`);
   positive('maxInFlight', o.maxInFlight, true);
   positive('giveUpAfterMs', o.giveUpAfterMs, false);
   const now = o.now ?? Date.now;

@@ -37,7 +37,7 @@ const READ_TIMEOUT_MS = 30_000;
 /** Long enough for an election with the default timings (TTL 30 s + election interval 5 s). */
 const WRITE_RETRY_MS = 60_000;
 /** Answers that say "not now": no leader yet (503), a proxy that found no node to take it (502, 504). */
-const TRY_AGAIN = new Set([502, 503, 504]);
+export const TRY_AGAIN: ReadonlySet<number> = new Set([502, 503, 504]);
 
 export class ApiError extends Error {
   override readonly name = 'ApiError';
@@ -67,8 +67,9 @@ export class ApiError extends Error {
  */
 export async function call(target: Target, method: string, path: string, body?: unknown, idempotencyKey: string | null = method === 'GET' ? null : randomUUID()): Promise<unknown> {
   // retryWritesForMs 0: sent once (the bulk producer resends and paces itself).
-  const retries = method !== 'GET' && (target.retryWritesForMs ?? WRITE_RETRY_MS) > 0;
-  const deadline = Date.now() + (retries ? (target.retryWritesForMs ?? WRITE_RETRY_MS) : 0);
+  const retryMs = method === 'GET' ? 0 : (target.retryWritesForMs ?? WRITE_RETRY_MS);
+  const retries = retryMs > 0;
+  const deadline = Date.now() + retryMs;
   for (;;) {
     try {
       return await send(target, method, path, body, idempotencyKey);

@@ -84,7 +84,7 @@ export interface ControlPlane {
   /** The token to fence writes with, or null when this process does not lead. */
   readonly leadership: Leadership;
   /** Win (or adopt) one run's coordinator lease and return its coordinator, or who holds it (one invocation's worth). */
-  openRunCoordinator(runId: string, o: { readonly bus?: EventBus; readonly queue?: WorkQueue; readonly watch?: HeartbeatWatch; readonly onFenced?: (err: FencedError) => void; readonly logger?: Logger; readonly readFirst?: boolean }): Promise<OpenedCoordinator>;
+  openRunCoordinator(runId: string, o: { readonly bus?: EventBus; readonly queue?: WorkQueue; readonly watch?: HeartbeatWatch; readonly onFenced?: (err: FencedError) => void; readonly logger?: Logger }): Promise<OpenedCoordinator>;
   /** A long-lived leader's coordinators: one per open run, kept while it leads. */
   runCoordinators(o: Pick<RunCoordinatorsOptions, 'isLeader' | 'queueFor' | 'deadLettersFor' | 'onSteal' | 'retention'>): RunCoordinators;
   /** The HTTP API over these stores (or `over`: the same ports inside one request's transaction). */
@@ -158,7 +158,8 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
         ...(o.watch ? { watch: o.watch } : {}),
         ...(o.queue ? { queue: o.queue } : {}),
         ...(o.onFenced ? { onFenced: o.onFenced } : {}),
-        ...(o.readFirst ? { readFirst: true } : {}),
+        // The coordinator Lambda's sandboxes share the stack's holder id: a cold one adopts the lease another renewed.
+        readFirst: true,
         logger: o.logger ?? logger,
       }),
     runCoordinators: (o) => new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),

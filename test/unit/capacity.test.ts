@@ -519,12 +519,14 @@ describe('the model', () => {
       const mixed = simulate(benchModelInput({ ...bench, slowWorkers: { count: 1, itemMs: 1_000 } }));
       const stealing = simulate(benchModelInput({ ...bench, slowWorkers: { count: 1, itemMs: 1_000 }, steals: true }));
       for (const r of [uniform, mixed, stealing]) expect(r.unfinished).toEqual({});
+      // Simulated seconds of the modelled run (deterministic), not this machine's time.
       expect(uniform.seconds).toBeLessThan(2);
       expect(mixed.seconds).toBeGreaterThanOrEqual(10);
       expect(mixed.lambda.steals).toBe(0);
       expect(stealing.lambda.fruitfulSteals).toBeGreaterThanOrEqual(1);
       expect(stealing.lambda.itemsStolen).toBeGreaterThanOrEqual(3);
       expect(stealing.lambda.itemsStolen).toBeLessThanOrEqual(5); // ceil(9 / 2): the back half of an unstarted batch
+      // Each stolen item saves the slow worker about 1 simulated second of its tail.
       expect(stealing.seconds).toBeLessThan(mixed.seconds - stealing.lambda.itemsStolen * 0.9);
     });
 

@@ -10,6 +10,7 @@ import { COMMANDS } from '../../rollout/commands.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { ROLLOUT_SIGNAL_TYPES } from '../../topology.js';
 import { ApiError, call, type Target } from '../../client/transport.js';
+import type { EnqueueRunInput } from '../../client/producer.js';
 import { ConfigError } from '../../errors.js';
 import { errorMessage, lineLogger, type Logger } from '../../log.js';
 import { UsageError } from './errors.js';
@@ -463,6 +464,9 @@ function readJsonFile(path: string): unknown {
   }
 }
 
+/** The fields of a run file in JSON: those of a run request (POST /runs). */
+const RUN_FILE_FIELDS = ['items', 'spec', 'shards', 'itemsPerSecond', 'id'];
+
 /** A JSON Lines file's payloads, read as they are sent (a file of millions is never held whole); a bad line is named. */
 async function* jsonLines(path: string): AsyncGenerator<unknown> {
   let stream: ReadStream;
@@ -723,19 +727,13 @@ function clientCommands(cli: Command): void {
       const parsed = (Array.isArray(content) ? { items: content } : content) as Record<string, unknown> | null;
       if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.items)) throw new UsageError(`${o.file}: an array of payloads, or an object with "items" (an array)`);
       if (!parsed.items.length) throw new UsageError(`${o.file}: no items (a run needs at least one)`);
-      const unknown = Object.keys(parsed).filter((k) => !['items', 'spec', 'shards', 'itemsPerSecond', 'id'].includes(k));
-      if (unknown.length) throw new UsageError(`${o.file}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (items, spec, shards, itemsPerSecond, id)`);
+      const unknown = Object.keys(parsed).filter((k) => !RUN_FILE_FIELDS.includes(k));
+      if (unknown.length) throw new UsageError(`${o.file}: unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (${RUN_FILE_FIELDS.join(', ')})`);
       body = parsed;
     }
     if (body.spec !== undefined && (typeof body.spec !== 'object' || body.spec === null || Array.isArray(body.spec))) throw new UsageError(`${o.spec ?? o.file}: the spec must be a JSON object`);
-    const id = o.id ?? (typeof body.id === 'string' ? body.id : undefined);
-    const r = await new RolloutClient(targetOf(o)).enqueueRun({
-      items: body.items as Iterable<unknown> | AsyncIterable<unknown>,
-      ...(id ? { id } : {}),
-      ...(body.spec !== undefined ? { spec: body.spec as Record<string, unknown> } : {}),
-      ...(body.shards !== undefined ? { shards: body.shards as number } : {}),
-      ...(body.itemsPerSecond !== undefined ? { itemsPerSecond: body.itemsPerSecond as number } : {}),
-    });
+    // The fields are checked by the API, as for any request.
+    const r = await new RolloutClient(targetOf(o)).enqueueRun({ ...body, ...(o.id ? { id: o.id } : {}) } as EnqueueRunInput);
     const more = r.requests > 1 || r.refused ? ` (${r.requests} requests${r.refused ? `, ${r.refused} refused and sent again` : ''})` : '';
     process.stdout.write(o.json ? `${JSON.stringify(r, null, 2)}\n` : `${r.created ? 'created' : 'exists'} ${r.id}: ${r.items} items, ${r.added} new${more}\n`);
   });
