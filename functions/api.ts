@@ -2,6 +2,8 @@ import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import type { ApiDeps } from '../shared/api/handler.js';
+import { routerOf, ROUTES, TargetError, type Match } from '../shared/api/contract.js';
+import type { Scope } from '../shared/auth/scopes.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
@@ -15,12 +17,22 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  * actor recorded on every change. Unexpected failures answer 500 with a
  * request id to find the log line, never the internals.
  *
+ * API Gateway's IAM authorization admits a request by its method and path
+ * (ControlPlane.grantApi: read, operate and admin grant their routes' paths
+ * only). So what the caller is known to hold is the scope of the route it
+ * reached, no more: an admin's retry and an operator's arrive alike, and a
+ * retry of an aborted rollout (admin's, on a node) is refused here (403).
+ * The path is matched once, here, in its one spelling (contract.ts): any
+ * other spelling is a 400 naming what is wrong.
+ *
  * On Aurora any write may start work (a rollout, a run, a resume): the
  * activity flags are raised before the request is handled (activity.ts), so
  * the scheduled probes look at the database. A flag that cannot be raised
  * answers 500 and writes nothing.
  */
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** The routes the deployed API serves (not a node's own). */
+const served = routerOf(ROUTES.filter((r) => !r.nodeOnly));
 
 export function apiLambdaHandler(
   runtime: () => Promise<Runtime>,
@@ -60,9 +72,18 @@ export function apiLambdaHandler(
       } catch {
         return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'request body is not valid UTF-8' }) };
       }
+      let route: Match;
+      try {
+        route = served(method, path);
+      } catch (err) {
+        if (!(err instanceof TargetError)) throw err;
+        metrics.addMetric('Responses4xx', MetricUnit.Count, 1);
+        return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: err.message }) };
+      }
       const actor = event.requestContext.authorizer?.iam?.userArn ?? 'unknown';
       if (method !== 'GET' && method !== 'HEAD') await overrides.activity?.raise(['promotion', 'runs']);
-      const res = await (await handle())({ method, path, body, actor, query: new URLSearchParams(event.rawQueryString ?? ''), headers: event.headers ?? {} });
+      const scopes: ReadonlySet<Scope> = new Set(route.route?.scope ? [route.route.scope] : []);
+      const res = await (await handle())({ method, path, body, actor, route, scopes, query: new URLSearchParams(event.rawQueryString ?? ''), headers: event.headers ?? {} });
       metrics.addMetric(res.status >= 500 ? 'Responses5xx' : res.status >= 400 ? 'Responses4xx' : 'Responses2xx', MetricUnit.Count, 1);
       if (res.status >= 400) logger.warn('request refused', { method, path, status: res.status, actor, body: res.body });
       // Who changed what, with the caller's IAM ARN, for every write that went through.

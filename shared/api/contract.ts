@@ -21,9 +21,14 @@ import { MAX_RUN_SHARDS } from '../ledger/capacity.js';
 
 export const API_VERSION = '0.1.0';
 
-/** What an id of a rollout or run may be, in a body or a path. */
-export const ID_RULE = /^[A-Za-z0-9_.:-]{1,128}$/;
-const ID_MESSAGE = 'letters, digits, _ . : - (at most 128)';
+/**
+ * What an id of a rollout or run may be, in a body or a path: characters a
+ * path segment carries as they are, so every URL client sends the id it was
+ * given. Not `.` or `..`: clients (WHATWG URL, curl, proxies) resolve those as
+ * dot segments, so no path would reach the rollout or run.
+ */
+export const ID_RULE = /^(?!\.\.?$)[A-Za-z0-9_.:-]{1,128}$/;
+export const ID_MESSAGE = 'letters, digits, _ . : - (at most 128), not . or ..';
 const id = () => z.string().regex(ID_RULE, ID_MESSAGE);
 const iso = () => z.string().describe('ISO 8601');
 const ms = () => z.number().describe('milliseconds since the epoch');
@@ -182,6 +187,8 @@ export interface RouteDef {
   readonly nodeOnly?: true;
   /** What the caller needs (auth/scopes.ts); null: open. */
   readonly scope: Scope | null;
+  /** A further scope the route needs in some states of what it acts on, decided by the handler on the state it acts on: scope → when. */
+  readonly scopeWhen?: Readonly<Partial<Record<Scope, string>>>;
   readonly query?: z.ZodObject;
   readonly body?: z.ZodType;
   /** The body may be left out (a command's reason). */
@@ -206,8 +213,16 @@ const COMMAND_SUMMARY: Record<(typeof COMMANDS)[number], string> = {
   pause: 'pause: the active stage stays as it is until resumed',
   resume: 'resume a paused rollout',
   abort: 'abort: traffic back on the stable version, for good',
-  retry: 'start a rolled-back or aborted rollout again as a new attempt',
+  retry: 'start a rolled-back or aborted rollout again as a new attempt (an aborted one: admin only)',
 };
+
+/** What retrying an aborted rollout needs: an abort is an admin's decision, final for whoever may only operate. */
+export const RETRY_ABORTED_SCOPE: Scope = 'admin';
+
+/** Retry's own refusal: the rollout is aborted and the caller may only operate. */
+function abortIsFinal(command: (typeof COMMANDS)[number]): Readonly<Record<number, ResponseDef>> {
+  return command === 'retry' ? { 403: refused(`the rollout is aborted and the caller lacks the ${RETRY_ABORTED_SCOPE} scope`) } : {};
+}
 
 /** A command's operationId: rolloutPromoteFull for promote-full. */
 export function commandRouteId(command: (typeof COMMANDS)[number]): string {
@@ -215,11 +230,11 @@ export function commandRouteId(command: (typeof COMMANDS)[number]): string {
 }
 
 /** Path parameters, by route: what each names. */
-export const PATH_PARAMS: Readonly<Record<string, Readonly<Record<string, string>>>> = {};
+export const PATH_PARAMS: ReadonlyMap<string, Readonly<Record<string, string>>> = new Map();
 
 function route(def: RouteDef & { params?: Readonly<Record<string, string>> }): RouteDef {
   const { params, ...rest } = def;
-  if (params) (PATH_PARAMS as Record<string, Readonly<Record<string, string>>>)[def.id] = params;
+  if (params) (PATH_PARAMS as Map<string, Readonly<Record<string, string>>>).set(def.id, params);
   return rest;
 }
 
@@ -277,12 +292,14 @@ export const ROUTES: readonly RouteDef[] = [
       params: rolloutId,
       tag: 'rollouts',
       scope: command === 'abort' ? 'admin' : 'operate',
+      ...(command === 'retry' ? { scopeWhen: { [RETRY_ABORTED_SCOPE]: 'the rollout is aborted (an abort is final for operate)' } } : {}),
       summary: COMMAND_SUMMARY[command],
       body: commandBody,
       optionalBody: true,
       responses: {
         200: json('what the command did', z.object({ action: z.object({ transition: z.enum(TRANSITION_KINDS), applied: z.boolean(), stage: z.number().int().nullable(), events: z.array(z.string()) }) })),
         400: badRequest,
+        ...abortIsFinal(command),
         404: notFound,
         409: refused('the rollout\'s state does not allow it (transition, reason say why), or it moved meanwhile: try again'),
         503: notLeader,
@@ -353,12 +370,71 @@ export const ROUTES: readonly RouteDef[] = [
 /** Routes by operationId. */
 export const ROUTE_BY_ID: ReadonlyMap<string, RouteDef> = new Map(ROUTES.map((r) => [r.id, r]));
 
-/** What the router found: the route, its path parameters (still percent-encoded), or the methods the path takes (405). */
+/** What the router found: the route and its path parameters (decoded), or the methods the path takes (405). */
 export type Match = { readonly route: RouteDef; readonly params: Readonly<Record<string, string>> } | { readonly route: null; readonly allowed: readonly string[] };
+
+/** A request target that names no path in one spelling: answered 400 with this message. */
+export class TargetError extends Error {
+  override readonly name = 'TargetError';
+}
+
+/*
+ * A path has one spelling. Every decision about a request (scope, signature,
+ * leadership, what is cached or carried out after a commit) is made on the
+ * router's match, and the router matches the path as it was sent; so a
+ * spelling that a client, a proxy or URL parsing would read as another path
+ * is refused, never normalised here into something the layer in front did not
+ * see: an empty segment (a doubled or trailing slash), a dot segment (`.`,
+ * `..`, `%2e`…), a character a path does not carry unencoded, a malformed
+ * percent-escape, a fragment. A fixed segment spelled otherwise (another case,
+ * a needless escape) is simply no route: 404. Parameters are decoded once,
+ * here; an id's own rule (ID_RULE) is its handler's.
+ */
+const CANONICAL_PATH = /^\/$|^(?:\/(?!\.\.?(?:\/|$))(?:[\w\-.~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+)+$/;
+const ENCODED_DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?=\/|$)/i;
+
+function canonical(path: string): boolean {
+  return CANONICAL_PATH.test(path) && !(path.includes('%') && ENCODED_DOT_SEGMENT.test(path));
+}
+
+/** Why `path` is not in its one spelling (it is not: canonical() said so). */
+function whyNotCanonical(path: string): string {
+  const shown = JSON.stringify(path.slice(0, 200));
+  if (!path.startsWith('/')) return `request target ${shown} is not a path: it must start with /`;
+  if (path !== '/' && /\/(?:\/|$)/.test(path)) return `path ${shown} has an empty segment (a doubled or trailing slash): send each segment once, with no slash at the end`;
+  if (ENCODED_DOT_SEGMENT.test(path)) return `path ${shown} has a dot segment (. or ..): send the path it means`;
+  const escape = /%(?![0-9A-Fa-f]{2})/.exec(path);
+  if (escape) return `path ${shown} has a malformed percent-escape at character ${escape.index + 1}: % must be followed by two hex digits`;
+  const bad = /[^\w\-.~!$&'()*+,;=:@/%]/.exec(path)!;
+  return `path ${shown} has the character ${JSON.stringify(bad[0])} (code ${bad[0].codePointAt(0)}), which a path carries only percent-encoded`;
+}
+
+/**
+ * A request target (origin-form: path and query) split into its path, in its
+ * one spelling (see above), and its query; TargetError naming what is wrong
+ * otherwise. What a transport hands the router and the guard.
+ */
+export function parseTarget(raw: string): { readonly path: string; readonly query: string } {
+  if (raw.includes('#')) throw new TargetError('a request target carries no fragment (#)');
+  const q = raw.indexOf('?');
+  const path = q < 0 ? raw : raw.slice(0, q);
+  if (!canonical(path)) throw new TargetError(whyNotCanonical(path));
+  return { path, query: q < 0 ? '' : raw.slice(q + 1) };
+}
+
+function decodeParam(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new TargetError(`path segment ${JSON.stringify(raw.slice(0, 200))} is not valid percent-encoding (UTF-8 bytes as %XX)`);
+  }
+}
 
 /**
  * A router over `routes` (Hono's RegExpRouter: every path in one regular
- * expression). A path with trailing slashes is the path without them.
+ * expression), for paths in their one spelling: any other spelling throws
+ * TargetError (a 400), so what the router matches is what was sent.
  */
 export function routerOf(routes: readonly RouteDef[]): (method: string, path: string) => Match {
   const router = new RegExpRouter<RouteDef>();
@@ -369,11 +445,11 @@ export function routerOf(routes: readonly RouteDef[]): (method: string, path: st
     const first = found[0];
     if (!first) return null;
     const params: Record<string, string> = {};
-    for (const [name, at] of Object.entries(first[1] as Record<string, number | string>)) params[name] = stash ? stash[at as number]! : String(at);
+    for (const [name, at] of Object.entries(first[1] as Record<string, number | string>)) params[name] = decodeParam(stash ? stash[at as number]! : String(at));
     return { route: first[0], params };
   };
-  return (method, rawPath) => {
-    const path = rawPath.length > 1 && rawPath.endsWith('/') ? rawPath.replace(/\/+$/, '') || '/' : rawPath;
+  return (method, path) => {
+    if (!canonical(path)) throw new TargetError(whyNotCanonical(path));
     const m = method.toUpperCase();
     const hit = find(m === 'HEAD' ? 'GET' : m, path);
     if (hit) return hit;
@@ -404,7 +480,7 @@ export function openApiDocument(): Record<string, unknown> {
   };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of ROUTES) {
-    const parameters: unknown[] = Object.entries(PATH_PARAMS[r.id] ?? {}).map(([name, description]) => ({ name, in: 'path', required: true, description, schema: { type: 'string', pattern: ID_RULE.source } }));
+    const parameters: unknown[] = Object.entries(PATH_PARAMS.get(r.id) ?? {}).map(([name, description]) => ({ name, in: 'path', required: true, description, schema: { type: 'string', pattern: ID_RULE.source } }));
     for (const [name, field] of Object.entries(r.query?.shape ?? {})) {
       const schema = gather(field as z.ZodType, 'input');
       const many = JSON.stringify(schema).includes('"type":"array"');
@@ -422,6 +498,7 @@ export function openApiDocument(): Record<string, unknown> {
       tags: [r.tag],
       ...(r.nodeOnly ? { 'x-node-only': true } : {}),
       'x-scope': r.scope,
+      ...(r.scopeWhen ? { 'x-scope-when': r.scopeWhen } : {}),
       security: r.scope ? [{ bearer: [r.scope] }, { sigv4: [] }] : [],
       ...(parameters.length ? { parameters } : {}),
       ...(r.body ? { requestBody: { required: !r.optionalBody, content: { 'application/json': { schema: gather(r.body, 'input') } } } } : {}),

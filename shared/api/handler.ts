@@ -4,7 +4,8 @@ import { JsonBodyError, parseJsonBody } from './json.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
 import { z } from 'zod';
-import { API_VERSION, commandBody, commandRouteId, createRolloutBody, createRunFields, ID_RULE, openApiDocument, routerOf, ROUTES, type Match } from './contract.js';
+import { API_VERSION, commandBody, commandRouteId, createRolloutBody, createRunFields, ID_MESSAGE, ID_RULE, openApiDocument, RETRY_ABORTED_SCOPE, routerOf, ROUTES, TargetError, type Match } from './contract.js';
+import type { Scope } from '../auth/scopes.js';
 import { recordAnswer } from './contract-record.js';
 import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
@@ -16,7 +17,7 @@ import type { ItemState, WorkItem } from '../ledger/model.js';
 import { dispatch } from '../ledger/dispatch.js';
 import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
-import { COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
+import { AbortIsFinalError, COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
@@ -49,8 +50,15 @@ export interface ApiRequest {
   readonly query?: URLSearchParams;
   /** Request headers, names lower-cased (If-None-Match is read). */
   readonly headers?: Readonly<Record<string, string | undefined>>;
-  /** The route a transport in front already matched (a node's guard): each request is matched once. */
+  /** The route a transport in front already matched (a node's guard, the Lambda): each request is matched once. */
   readonly route?: Match;
+  /**
+   * What the caller was found to hold (a node's credential; on the deployed
+   * API, what IAM proved by admitting the route). What a route needs is
+   * checked in front; a handler reads this for what depends on the state it
+   * acts on (retrying an aborted rollout needs admin). Absent: every scope.
+   */
+  readonly scopes?: ReadonlySet<Scope>;
 }
 
 export interface ApiResponse {
@@ -157,19 +165,13 @@ export function itemJson(i: WorkItem) {
   return { id: i.id, state: i.state, payload: i.payload, result: i.state === 'done' ? i.result : null, error: i.error, attempts: i.attempts, worker: i.worker, claimedAt: iso(i.claimedAt), heartbeatAt: iso(i.heartbeatAt) };
 }
 
-/** An id from the path, decoded and held to the id rules; a malformed escape (`%E0`) or a bad id is the caller's mistake, not a crash. */
 type Params = Readonly<Record<string, string>>;
 type Impl = (req: ApiRequest, params: Params) => Promise<ApiResponse>;
 
+/** The id the router decoded from the path, held to the id rules: a bad one is the caller's mistake (400), not a lookup. */
 function segment(p: Params, what: string): string {
-  const raw = p.id!;
-  let id: string;
-  try {
-    id = decodeURIComponent(raw);
-  } catch {
-    throw new HttpError(400, `path segment "${raw.slice(0, 200)}" is not valid percent-encoding (UTF-8 bytes as %XX)`);
-  }
-  if (!ID_RULE.test(id)) throw new HttpError(400, `${what} in the path: letters, digits, _ . : - (at most 128)`);
+  const id = p.id!;
+  if (!ID_RULE.test(id)) throw new HttpError(400, `${what} in the path: ${ID_MESSAGE}`);
   return id;
 }
 
@@ -317,7 +319,11 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     const id = segment(p, 'rollout id');
     let action: Awaited<ReturnType<typeof runCommand>>;
     try {
-      action = await runCommand(deps.engine, token, { rolloutId: id, command, actor: req.actor, ...(body.reason ? { reason: body.reason } : {}) });
+      // Decided on the state the command is applied to (a rollout aborted meanwhile is seen), not on a read before it.
+      action = await runCommand(deps.engine, token, { rolloutId: id, command, actor: req.actor, retryAborted: !req.scopes || req.scopes.has(RETRY_ABORTED_SCOPE), ...(body.reason ? { reason: body.reason } : {}) });
+    } catch (err) {
+      if (err instanceof AbortIsFinalError) throw new HttpError(403, `${req.actor} lacks the "${RETRY_ABORTED_SCOPE}" scope, which retrying an aborted rollout needs (${id} was aborted)`);
+      throw err;
     } finally {
       // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
       reads.forget(id);
@@ -442,26 +448,38 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
     },
   };
-  const missing = SERVED.filter((r) => !impl[r.id]);
+  const byId = new Map(Object.entries(impl));
+  const missing = SERVED.filter((r) => !byId.has(r.id));
   if (missing.length) throw new Error(`the API implements no ${missing.map((r) => r.id).join(', ')}`);
 
   async function answer(req: ApiRequest, found: Match): Promise<ApiResponse> {
-    if (found.route) return impl[found.route.id]!(req, found.params);
-    const path = req.path.replace(/\/+$/, '') || '/';
-    const command = req.method.toUpperCase() === 'POST' ? /^\/rollouts\/[^/]+\/([^/]+)$/.exec(path) : null;
-    if (command) throw new HttpError(404, `unknown command ${command[1]!.slice(0, 40)}: one of ${COMMANDS.join(', ')}`);
-    if (!found.allowed.length) throw new HttpError(404, `no route for ${path}`);
-    throw new HttpError(405, `${req.method} not allowed on ${path}: use ${found.allowed.join(' or ')}`);
+    if (found.route) return byId.get(found.route.id)!(req, found.params);
+    const path = req.path;
+    if (!found.allowed.length) {
+      // A POST where the router would take a command: say which commands there are.
+      const cut = path.lastIndexOf('/');
+      const sibling = req.method.toUpperCase() === 'POST' && cut > 0 ? sharedRoute('POST', `${path.slice(0, cut)}/${COMMANDS[0]}`) : null;
+      if (sibling?.route && COMMAND_ROUTE_IDS.has(sibling.route.id)) throw new HttpError(404, `unknown command ${path.slice(cut + 1, cut + 41)}: one of ${COMMANDS.join(', ')}`);
+      throw new HttpError(404, `no route for ${path.slice(0, 200)}`);
+    }
+    throw new HttpError(405, `${req.method} not allowed on ${path.slice(0, 200)}: use ${found.allowed.join(' or ')}`);
   }
 
   return async (req) => {
     // A node's own routes never reach here: matched in front, they are answered there.
-    const found = req.route && !req.route.route?.nodeOnly ? req.route : sharedRoute(req.method, req.path);
+    let found: Match;
+    try {
+      found = req.route && !req.route.route?.nodeOnly ? req.route : sharedRoute(req.method, req.path);
+    } catch (err) {
+      return refusal(err);
+    }
     const res = await answer(req, found).catch(refusal);
     recordAnswer(found.route, res);
     return res;
   };
 }
+
+const COMMAND_ROUTE_IDS: ReadonlySet<string> = new Set(COMMANDS.map(commandRouteId));
 
 /** The routes this handler serves (not the node's own), matched by one router for the process: a node builds a handler per idempotent write. */
 const SERVED = ROUTES.filter((r) => !r.nodeOnly);
@@ -476,5 +494,6 @@ function refusal(err: unknown): ApiResponse {
   if (err instanceof TransitionRejectedError) return { status: 409, body: { error: err.message, transition: err.transition, reason: err.reason } };
   if (err instanceof StoreContendedError) return { status: 503, body: { error: err.message }, headers: { 'retry-after': '1' } };
   if (err instanceof BadCursorError) return { status: 400, body: { error: err.message } };
+  if (err instanceof TargetError) return { status: 400, body: { error: err.message } };
   throw err;
 }

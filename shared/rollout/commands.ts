@@ -19,6 +19,20 @@ export interface CommandInput {
   /** Who asked: an IAM principal, a user name. */
   readonly actor: string;
   readonly reason?: string;
+  /**
+   * Whether the caller may start an aborted rollout again. An abort is final
+   * for whoever may only operate (the API grants this to admin only); a
+   * rolled-back rollout is retried by either. Absent: it may.
+   */
+  readonly retryAborted?: boolean;
+}
+
+/** A retry of an aborted rollout by a caller that may not undo an abort: nothing was applied. */
+export class AbortIsFinalError extends Error {
+  override readonly name = 'AbortIsFinalError';
+  constructor(readonly rolloutId: string) {
+    super(`rollout ${rolloutId} was aborted: only a caller that may abort it may retry it`);
+  }
 }
 
 export async function runCommand(engine: RolloutEngine, token: LeaseToken, input: CommandInput): Promise<Action> {
@@ -42,6 +56,8 @@ export async function runCommand(engine: RolloutEngine, token: LeaseToken, input
       case 'abort':
         return { kind: 'abort', ...why };
       case 'retry':
+        // Judged on the view the transition is planned from: an abort that lands first is seen on the next try.
+        if (view.rollout.state === 'aborted' && input.retryAborted === false) throw new AbortIsFinalError(view.rollout.id);
         return { kind: 'retry', ...why };
     }
   };

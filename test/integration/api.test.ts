@@ -298,8 +298,8 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     }
     // Well-formed encoding still decodes, and the id is held to the id rules.
     expect(await call('GET', '/rollouts/no%2Dsuch')).toMatchObject({ status: 404, body: { error: 'rollout no-such not found' } });
-    expect(await call('GET', '/rollouts/no%20such')).toMatchObject({ status: 400, body: { error: 'rollout id in the path: letters, digits, _ . : - (at most 128)' } });
-    expect(await call('GET', `/runs/${'x'.repeat(129)}`)).toMatchObject({ status: 400, body: { error: 'run id in the path: letters, digits, _ . : - (at most 128)' } });
+    expect(await call('GET', '/rollouts/no%20such')).toMatchObject({ status: 400, body: { error: 'rollout id in the path: letters, digits, _ . : - (at most 128), not . or ..' } });
+    expect(await call('GET', `/runs/${'x'.repeat(129)}`)).toMatchObject({ status: 400, body: { error: 'run id in the path: letters, digits, _ . : - (at most 128), not . or ..' } });
   });
 
   it('routing: unknown path 404, wrong method 405 naming the allowed ones', async () => {

@@ -162,7 +162,7 @@ describe('input that no field accepts', () => {
   it('an id in the path is held to the id rules', async () => {
     const r = await fetch(`${target.url}/rollouts/${'a'.repeat(300)}`);
     expect(r.status).toBe(400);
-    expect(((await r.json()) as { error: string }).error).toBe('rollout id in the path: letters, digits, _ . : - (at most 128)');
+    expect(((await r.json()) as { error: string }).error).toBe('rollout id in the path: letters, digits, _ . : - (at most 128), not . or ..');
   });
 });
 
@@ -223,10 +223,15 @@ describe('what an answer may say', () => {
     try {
       await eventually('a leader', 15_000, () => leader.node.state === 'leader');
       await eventually('the follower sees it', 15_000, async () => (await follower.node.refreshLeader())?.id === 'leader');
+      // A path that would name another host is not a path: refused before any redirect is written.
       const r = await raw(Number(new URL(follower.url).port), 'POST //evil.example/rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n', '{}');
-      expect(r.status, r.text).toBe(307);
-      const location = /\r\nlocation: (\S+)\r\n/i.exec(r.text)?.[1] ?? '';
+      expect(r.status, r.text).toBe(400);
+      expect(r.text).not.toMatch(/\r\nlocation:/i);
+      const ok = await raw(Number(new URL(follower.url).port), 'POST /rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n', '{}');
+      expect(ok.status, ok.text).toBe(307);
+      const location = /\r\nlocation: (\S+)\r\n/i.exec(ok.text)?.[1] ?? '';
       expect(new URL(location).origin).toBe(new URL(leader.url).origin);
+      expect(new URL(location).pathname).toBe('/rollouts');
     } finally {
       await follower.close();
       await leader.close();

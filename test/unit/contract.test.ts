@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openApiDocument, routerOf, ROUTES } from '../../shared/api/contract.js';
+import { ID_RULE, openApiDocument, routerOf, ROUTES, TargetError } from '../../shared/api/contract.js';
 import { API_ROUTES } from '../../infra/control-plane.js';
 import { checkAnswers } from '../harness/contract-check.js';
 
@@ -13,7 +13,7 @@ import { checkAnswers } from '../harness/contract-check.js';
  * fail.
  */
 const doc = openApiDocument();
-const paths = doc.paths as Record<string, Record<string, { operationId: string; 'x-scope': string | null; 'x-node-only'?: boolean }>>;
+const paths = doc.paths as Record<string, Record<string, { operationId: string; 'x-scope': string | null; 'x-scope-when'?: Record<string, string>; 'x-node-only'?: boolean }>>;
 
 describe('the API definition', () => {
   it('puts every route in the document, once, with its scope', () => {
@@ -24,22 +24,39 @@ describe('the API definition', () => {
       expect(op, `${r.method} ${r.path}`).toBeDefined();
       expect(op!.operationId).toBe(r.id);
       expect(op!['x-scope']).toBe(r.scope);
+      expect(op!['x-scope-when']).toEqual(r.scopeWhen);
       expect(Boolean(op!['x-node-only'])).toBe(Boolean(r.nodeOnly));
     }
     const operations = Object.values(paths).reduce((n, m) => n + Object.keys(m).length, 0);
     expect(operations).toBe(ROUTES.length);
   });
 
-  it('routes each path to its definition, trailing slashes and HEAD included', () => {
+  it('says retrying an aborted rollout needs admin', () => {
+    expect(paths['/rollouts/{id}/retry']!.post!['x-scope']).toBe('operate');
+    expect(paths['/rollouts/{id}/retry']!.post!['x-scope-when']).toEqual({ admin: expect.stringMatching(/aborted/) as unknown });
+  });
+
+  it('routes each path in its one spelling to its definition, HEAD included; another spelling is refused', () => {
     const route = routerOf(ROUTES);
     for (const r of ROUTES) {
       const path = r.path.replace('{id}', 'x-1');
       expect(route(r.method, path).route?.id, path).toBe(r.id);
-      expect(route(r.method, `${path}/`).route?.id, `${path}/`).toBe(r.id);
+      if (path !== '/') expect(() => route(r.method, `${path}/`), `${path}/`).toThrow(TargetError);
+      expect(() => route(r.method, `/${path}`), `/${path}`).toThrow(TargetError);
+      if (path.includes('x-1')) expect(route(r.method, path.replace('x-1', 'x%2D1')), 'an escaped id').toMatchObject({ route: { id: r.id }, params: { id: 'x-1' } });
     }
+    expect(() => route('GET', '/rollouts/%2e%2E/history')).toThrow(/dot segment/);
+    expect(route('GET', '/Rollouts')).toEqual({ route: null, allowed: [] });
     expect(route('HEAD', '/cluster/health').route?.id).toBe('clusterHealth');
     expect(route('DELETE', '/rollouts')).toEqual({ route: null, allowed: ['GET', 'POST'] });
     expect(route('GET', '/nowhere')).toEqual({ route: null, allowed: [] });
+  });
+
+  it('holds ids to what a path reaches: not . or .., in a body or the document', () => {
+    for (const id of ['.', '..']) expect(ID_RULE.test(id), id).toBe(false);
+    for (const id of ['...', '.a', 'a.', 'ro:1', 'x_y-z']) expect(ID_RULE.test(id), id).toBe(true);
+    const pattern = new RegExp((paths['/rollouts/{id}']!.get as unknown as { parameters: { schema: { pattern: string } }[] }).parameters[0]!.schema.pattern);
+    expect(['.', '..', 'ok'].map((id) => pattern.test(id))).toEqual([false, false, true]);
   });
 
   it('is written to openapi.json as generated (npm run openapi)', () => {

@@ -3,8 +3,8 @@ import type { ApiResponse } from '../../api/handler.js';
 import { JsonBodyError, parseJsonBody } from '../../api/json.js';
 import { identify, Unauthenticated, type Authenticator, type Identity } from '../../auth/identity.js';
 import { RateLimiter } from '../../auth/rate-limit.js';
-import { scopeFor, SCOPES } from '../../auth/scopes.js';
-import { routerOf, ROUTES } from '../../api/contract.js';
+import { scopeFor, SCOPES, type Scope } from '../../auth/scopes.js';
+import { routerOf, ROUTES, TargetError, type Match } from '../../api/contract.js';
 import { SIGNATURE_HEADER } from '../../auth/signature.js';
 import type { HttpRequest } from './http.js';
 
@@ -46,7 +46,8 @@ export interface GuardOptions {
 type Handle = (req: HttpRequest) => Promise<ApiResponse>;
 
 const JSON_CSP = "default-src 'none'; frame-ancestors 'none'";
-const ALL_SCOPES = new Set(SCOPES);
+const ALL_SCOPES: ReadonlySet<Scope> = new Set(SCOPES);
+const NO_SCOPES: ReadonlySet<Scope> = new Set();
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** The CSP of a page whose inline scripts are allowed by their hashes. */
@@ -77,14 +78,15 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
   const jsonHeaders = { ...always, 'content-security-policy': JSON_CSP };
   const pageHeaders = { ...always, ...o.pageHeaders };
 
-  async function check(req: HttpRequest): Promise<ApiResponse> {
+  async function check(req: HttpRequest, matched: Match): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
     const host = req.headers.host ?? '';
     if (allowed && !allowed.has(hostName(host))) return refuse(421, `host "${host.slice(0, 100)}" is not a name this node answers to (--allowed-hosts)`);
     const slow = byAddress?.take(clientAddress(req, trusted));
     if (slow) return refuse(429, 'too many requests from this address', { 'retry-after': String(slow) });
-    const matched = route(method, req.path);
+    // Every decision below is made on the route matched, never on the path as spelled.
     const found = matched.route;
+    const event = found?.id === 'postEvent';
     // Open to anyone: what its route says (the page's HTML, health), read only.
     const open = (method === 'GET' || method === 'HEAD') && found?.scope === null;
 
@@ -95,7 +97,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
       const bearer = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] ?? null;
       try {
         const signed = req.headers[SIGNATURE_HEADER];
-        const signature = signed !== undefined && method === 'POST' && req.path === '/events' ? { header: signed, body: req.body ?? '' } : null;
+        const signature = signed !== undefined && event ? { header: signed, body: req.body ?? '' } : null;
         identity = await identify(o.authenticators, { bearer, certificate: req.clientCertificate, signature });
       } catch (err) {
         if (!(err instanceof Unauthenticated)) throw err;
@@ -113,10 +115,10 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
       if (origin !== undefined && !sameOrigin(origin, host)) return refuse(403, `a write from a page of another origin (${origin.slice(0, 100)}) is refused`);
     }
 
-    // The match goes inward with the request: matched once.
-    if (open) return inner({ ...req, actor: identity?.actor ?? 'anonymous', route: matched });
+    // The match goes inward with the request (matched once), and so do the scopes: a handler decides what depends on the state it acts on.
+    if (open) return inner({ ...req, actor: identity?.actor ?? 'anonymous', scopes: identity?.scopes ?? NO_SCOPES, route: matched });
     let body: unknown = null;
-    if (req.path === '/events' && req.body !== null) {
+    if (event && req.body !== null) {
       try {
         body = parseJsonBody(req.body);
       } catch (err) {
@@ -126,12 +128,19 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     }
     const scope = scopeFor(found, method, body)!;
     if (!identity!.scopes.has(scope)) return refuse(403, `${identity!.actor} lacks the "${scope}" scope, which ${method} ${req.path.slice(0, 200)} needs`);
-    return inner({ ...req, actor: identity!.actor, route: matched });
+    return inner({ ...req, actor: identity!.actor, scopes: identity!.scopes, route: matched });
   }
 
   return async (req) => {
-    const res = await check(req);
-    const fixed = req.path === '/' && res.status === 200 && o.pageHeaders ? pageHeaders : jsonHeaders;
+    let matched: Match;
+    try {
+      matched = route(req.method, req.path);
+    } catch (err) {
+      if (!(err instanceof TargetError)) throw err;
+      return { status: 400, body: { error: err.message }, headers: { 'cache-control': 'no-store', ...jsonHeaders } };
+    }
+    const res = await check(req, matched);
+    const fixed = matched.route?.id === 'statusPage' && res.status === 200 && o.pageHeaders ? pageHeaders : jsonHeaders;
     // Nothing is cached unless its route says how (assignment and traffic: private, by ETag).
     return { ...res, headers: { 'cache-control': 'no-store', ...res.headers, ...fixed } };
   };

@@ -4,6 +4,7 @@ import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { ApiRequest, ApiResponse } from '../../api/handler.js';
+import { parseTarget, TargetError } from '../../api/contract.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 
 /**
@@ -67,7 +68,7 @@ export class RawBody {
   ) {}
 }
 
-class RequestRefused extends Error {
+export class RequestRefused extends Error {
   constructor(
     readonly status: number,
     message: string,
@@ -78,16 +79,20 @@ class RequestRefused extends Error {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-// A path of these characters is its own normal form (no dot segments, nothing to encode; a leading '//' would name a host), and a query without '#' has no fragment to drop.
-const PLAIN_PATH = /^\/(?!\/)[\w\-/]*$/;
-
-/** The request target's path and query, as WHATWG URL parsing gives them, without building a URL for the common case. */
+/**
+ * The request target's path, in its one spelling (contract.ts parseTarget: a
+ * doubled or trailing slash, a dot segment, a malformed escape… is a 400
+ * naming it, never normalised), and its query as WHATWG URL parsing reads it.
+ * The guard, the router and the handlers all see this path.
+ */
 export function requestTarget(raw: string): { pathname: string; searchParams: URLSearchParams } {
-  const q = raw.indexOf('?');
-  const path = q < 0 ? raw : raw.slice(0, q);
-  if (PLAIN_PATH.test(path) && (q < 0 || !raw.includes('#', q))) return { pathname: path, searchParams: new URLSearchParams(q < 0 ? '' : raw.slice(q + 1)) };
-  const url = new URL(raw, 'http://local');
-  return { pathname: url.pathname, searchParams: url.searchParams };
+  try {
+    const { path, query } = parseTarget(raw);
+    return { pathname: path, searchParams: new URLSearchParams(query) };
+  } catch (err) {
+    if (err instanceof TargetError) throw new RequestRefused(400, err.message);
+    throw err;
+  }
 }
 
 function readBody(req: IncomingMessage, max: number): Promise<string | null> {

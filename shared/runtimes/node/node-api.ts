@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { API_VERSION, historyJson, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
-import { routerOf, ROUTES, type Match } from '../../api/contract.js';
+import { commandRouteId, routerOf, ROUTES, TargetError, type Match } from '../../api/contract.js';
+import { COMMANDS } from '../../rollout/commands.js';
 import { recordAnswer } from '../../api/contract-record.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from '../../api/cluster.js';
 import type { ClusterEvent } from '../../cluster/membership.js';
@@ -156,6 +157,7 @@ export function allowedHostsOf(c: NodeConfig): string[] | null {
 /** The node's routes behind its guard (guard.ts): what a node serves over HTTP. */
 export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { readDeadlineMs?: number } = {}): Handle {
   const c = node.config;
+  void reportUnaddressable(node);
   return guarded(nodeRoutes(node, metrics, options), {
     authenticators: authenticatorsOf(c, node.sql),
     allowedHosts: allowedHostsOf(c),
@@ -215,7 +217,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     return json(503, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, headers);
   }
 
-  async function idempotent(req: HttpRequest, key: string): Promise<ApiResponse> {
+  async function idempotent(req: HttpRequest, key: string, found: Match): Promise<ApiResponse> {
     if (key.length > 200) return json(400, { error: 'Idempotency-Key: at most 200 characters' });
     // Who asked is part of the request: another actor's key never replays someone else's answer.
     const fingerprint = createHash('sha256').update(`${req.actor}\n${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
@@ -238,17 +240,19 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     // Events the write produced were left in the outbox until the commit.
     await node.plane.engine.flushOutbox().catch(() => undefined);
     // …and the traffic a command committed is carried out now, after the commit, never inside it.
-    const command = req.method === 'POST' && out.status === 200 ? /^\/rollouts\/([^/]+)\/[a-z-]+$/.exec(req.path) : null;
-    if (command) await node.actuate(decodeURIComponent(command[1]!));
+    if (out.status === 200 && found.route && COMMAND_ROUTES.has(found.route.id)) await node.actuate(found.params.id!);
     return out;
   }
 
-  // The query is part of what was asked: one page is never another's stale answer.
-  const readKey = (req: HttpRequest) => (req.query.size ? `${req.path}?${req.query.toString()}` : req.path);
+  // What was asked, by route and decoded parameters (one key for each spelling of an id), with the query: one page is never another's stale answer.
+  const readKey = (req: HttpRequest, found: Match) => {
+    const what = found.route ? `${found.route.id} ${found.params.id ?? ''}` : req.path;
+    return req.query.size ? `${what}?${req.query.toString()}` : what;
+  };
   // Assignment and traffic answer from their rollout's last good read themselves (AssignmentReads), for any entity.
-  const answersStale = (path: string) => path.endsWith('/assignment') || path.endsWith('/traffic');
+  const answersStale = (found: Match) => found.route?.id === 'rolloutAssignment' || found.route?.id === 'rolloutTraffic';
 
-  async function read(req: HttpRequest, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
+  async function read(req: HttpRequest, found: Match, run: () => Promise<ApiResponse>): Promise<ApiResponse> {
     try {
       const res = await within(readDeadlineMs, run());
       if (res.headers?.['x-rollout-stale']) {
@@ -256,8 +260,8 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
         node.storeDown(new PublicError(((res.body as { stale?: { reason?: string } }).stale?.reason ?? 'store unreachable').replace(/^store unreachable: /, '')));
         return res;
       }
-      if (res.status === 200 && !answersStale(req.path)) {
-        lastGood.set(readKey(req), { body: res.body, at: Date.now() });
+      if (res.status === 200 && !answersStale(found)) {
+        lastGood.set(readKey(req, found), { body: res.body, at: Date.now() });
         if (lastGood.size > 500) lastGood.delete(lastGood.keys().next().value!);
       }
       node.storeUp();
@@ -265,7 +269,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     } catch (err) {
       node.storeDown(err);
       node.logger.warn('read answered without the store', { path: req.path, error: errorMessage(err) });
-      const cached = lastGood.get(readKey(req));
+      const cached = lastGood.get(readKey(req, found));
       const reason = `store unreachable${err instanceof PublicError ? `: ${err.message}` : ''}`;
       if (!cached || typeof cached.body !== 'object' || cached.body === null) return json(503, { error: reason, nodeId: node.nodeId });
       return json(200, { ...cached.body, stale: { asOf: new Date(cached.at).toISOString(), reason } }, { 'x-rollout-stale': 'true' });
@@ -273,19 +277,19 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   }
 
   // By operationId (contract.ts): the node-only routes, and the cluster's, answered with what a node knows.
-  const routes: Record<string, (req: HttpRequest) => Promise<ApiResponse>> = {
+  const routes: Record<string, (req: HttpRequest, found: Match) => Promise<ApiResponse>> = {
     statusPage: () => Promise.resolve(json(200, new RawBody(page, 'text/html; charset=utf-8'))),
     metrics: async () => json(200, new RawBody(await metrics.metrics(), metrics.contentType)),
-    clusterStatus: (req) => read(req, () => clusterStatus(cluster)),
-    clusterLeader: (req) => read(req, () => clusterLeader(cluster)),
+    clusterStatus: (req, found) => read(req, found, () => clusterStatus(cluster)),
+    clusterLeader: (req, found) => read(req, found, () => clusterLeader(cluster)),
     // Never from the last good answer: health says what the store says now.
     clusterHealth: () => clusterHealth(cluster),
-    uiState: (req) => read(req, async () => json(200, await sharedState())),
-    clusterEvents: (req) => {
+    uiState: (req, found) => read(req, found, async () => json(200, await sharedState())),
+    clusterEvents: (req, found) => {
       const raw = req.query.get('limit') ?? '50';
       const limit = Number(raw);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 500) return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw}"` }));
-      return read(req, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500) return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw.slice(0, 40)}"` }));
+      return read(req, found, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
     },
     postEvent: async (req) => {
       const input = parseBody(z.unknown(), req.body);
@@ -311,38 +315,39 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     coordinator: async (req) => json(200, await node.triggers.invoke('coordinator', parseBody(z.unknown(), req.body))),
   };
 
-  const missing = ROUTES.filter((r) => r.nodeOnly && !routes[r.id]);
+  const byId = new Map(Object.entries(routes));
+  const missing = ROUTES.filter((r) => r.nodeOnly && !byId.has(r.id));
   if (missing.length) throw new Error(`the node implements no ${missing.map((r) => r.id).join(', ')}`);
   const match = routerOf(ROUTES);
 
   async function answer(req: HttpRequest, found: Match): Promise<ApiResponse> {
     const method = req.method.toUpperCase();
-    const path = req.path.replace(/\/+$/, '') || '/';
+    const id = found.route?.id;
     // The node's own routes, and those it answers itself rather than from the shared handler's view (cluster, health).
-    const route = found.route ? routes[found.route.id] : undefined;
+    const route = id ? byId.get(id) : undefined;
     const write = !READ_METHODS.has(method);
-    if (write && path !== '/events' && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
+    // A signal is taken by any node (its handling asks for the lease itself); every other write needs the leader.
+    if (write && id !== 'postEvent' && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
     if (route) {
       try {
-        return await route(req);
+        return await route(req, found);
       } catch (err) {
         if (err instanceof HttpError) return json(err.status, { error: err.message, ...err.extra });
         throw err;
       }
     }
-    if (!write) return read(req, () => shared(req));
+    if (!write) return read(req, found, () => shared(req));
     const key = req.headers['idempotency-key'];
-    let res = key ? await idempotent(req, key) : await shared(req);
+    let res = key ? await idempotent(req, key, found) : await shared(req);
     // A run cancelled: its Pending items are failed now, after the commit, by its coordinator (fenced).
-    const cancelled = method === 'POST' && res.status === 200 && !res.headers?.['idempotent-replayed'] ? /^\/runs\/([^/]+)\/cancel$/.exec(path) : null;
-    if (cancelled) {
+    if (found.route && found.route.id === 'cancelRun' && res.status === 200 && !res.headers?.['idempotent-replayed']) {
       // Pending left once its coordinator has passed (this request's pass, or a scan that ran first): 0 when all are failed.
-      const runId = decodeURIComponent(cancelled[1]!);
+      const runId = found.params.id!;
       const passed = await node.cancelled(runId);
       res = { ...res, body: { ...(res.body as object), pendingLeft: passed === null ? null : (await node.plane.stores.ledger.counts(runId)).pending } };
     }
     // A new rollout's first stage starts now, not at the next tick.
-    if (method === 'POST' && path === '/rollouts' && res.status === 201) {
+    if (id === 'createRollout' && res.status === 201) {
       const id = (res.body as { id?: unknown }).id;
       if (typeof id === 'string') await node.streaming.handle({ type: 'rollout.created', rolloutId: id }).catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
     }
@@ -350,12 +355,38 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   }
 
   return async (req) => {
-    const found = req.route ?? match(req.method, req.path);
+    let found: Match;
+    try {
+      found = req.route ?? match(req.method, req.path);
+    } catch (err) {
+      if (err instanceof TargetError) return json(400, { error: err.message });
+      throw err;
+    }
     const res = await answer(req, found);
     recordAnswer(found.route, res);
     return res;
   };
 }
+
+/**
+ * Said once when a node starts serving: rollouts and runs whose id no request
+ * path reaches (`.` and `..`, which URL clients resolve as dot segments),
+ * created before the id rule refused them. Lists and the promoters and
+ * coordinators still see them; GET/commands/cancel by id cannot.
+ */
+export async function reportUnaddressable(node: ControlPlaneNode): Promise<{ kind: string; id: string }[]> {
+  try {
+    const { rows } = await node.sql.query<{ kind: string; id: string }>(`SELECT 'rollout' AS kind, id FROM rollouts WHERE id IN ('.', '..') UNION ALL SELECT 'run' AS kind, id FROM runs WHERE id IN ('.', '..')`);
+    for (const r of rows) node.logger.warn('an id no request path reaches: see README "Ids"', { kind: r.kind, id: r.id });
+    return rows;
+  } catch (err) {
+    node.logger.warn('could not look for ids no request path reaches', { error: errorMessage(err) });
+    return [];
+  }
+}
+
+/** The commands' operationIds: a command that answered 200 has its traffic carried out after the commit. */
+const COMMAND_ROUTES: ReadonlySet<string> = new Set(COMMANDS.map(commandRouteId));
 
 function eventJson(e: ClusterEvent) {
   return { id: e.id, node_id: e.nodeId, event_type: e.type, event_data: e.data, timestamp: new Date(e.at).toISOString() };
@@ -394,6 +425,8 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
     const v = await node.plane.engine.store.load(id);
     if (!v) continue;
     const actuators = v.rollout.spec.actuators ?? [];
+    // Alarm names come from the spec: looked up among the rollout's own only.
+    const alarms = new Map(Object.entries(v.alarms));
     const newest = transitions.get(id) ?? [];
     rollouts.push({
       id,
@@ -412,7 +445,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
           activatedAt: s.activatedAt === null ? null : new Date(s.activatedAt).toISOString(),
           gates: spec.gates,
           readings: m ? { requests: m.requests, errors: m.errors, errorRate: m.requests ? m.errors / m.requests : 0, p99LatencyMs: m.p99LatencyMs } : null,
-          alarms: spec.gates.alarms.map((a) => ({ name: a, state: v.alarms[a] ?? 'INSUFFICIENT_DATA' })),
+          alarms: spec.gates.alarms.map((a) => ({ name: a, state: alarms.get(a) ?? 'INSUFFICIENT_DATA' })),
         };
       }),
       gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
