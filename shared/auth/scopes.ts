@@ -6,7 +6,9 @@
  *   forward   POST /events with an AWS-shaped envelope (`source: aws.*`): what
  *             EventBridge would deliver (spot notices, CloudWatch alarm changes)
  *   operate   commands on a rollout: promote, promote-full, pause, resume, retry
- *   admin     create rollouts and runs, abort rollouts, cancel runs
+ *             (of a rolled-back rollout: an abort is final for operate)
+ *   admin     create rollouts and runs, abort rollouts and retry aborted ones,
+ *             cancel runs
  *   worker    a worker's steal request (POST /coordinator)
  *
  * Open without a credential: the status page's HTML (it holds no data; it asks

@@ -6,13 +6,14 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintToken } from '../../shared/auth/tokens.js';
+import { until } from '../support/gate.js';
 import { closeNow, listenOnLoopback } from '../support/local-server.js';
 import { nodeUnderTest } from '../support/node-under-test.js';
 
@@ -140,6 +141,24 @@ describe('identity and scopes', () => {
     const r = await call('GET', '/cluster/status', { token: limited.token });
     if (r.status === 429) expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect((await call('GET', '/cluster/status', { token: reader.token })).status).toBe(200);
+  });
+
+  it('a line added to the tokens file is let in, and a line removed is refused, without a restart', async () => {
+    const contractor = mintToken('contractor', ['read']);
+    const before = readFileSync(tokensFile, 'utf8');
+    // As a deploy tool replaces it: a new file renamed over the old.
+    const replace = (text: string) => {
+      writeFileSync(`${tokensFile}.new`, text);
+      renameSync(`${tokensFile}.new`, tokensFile);
+    };
+    const read = () => call('GET', '/rollouts', { token: contractor.token });
+    replace(`${before}${contractor.line}\n`);
+    // The node promises 5 s; the wait allows a machine three times slower (and the credential's rate limit).
+    await until('the new line lets its token in', async () => (await read()).status === 200, 15_000, 250);
+    replace(before);
+    await until('the removed line is refused', async () => (await read()).status === 401, 15_000, 250);
+    expect((await read()).body).toEqual({ error: 'invalid credentials: unknown token' });
+    expect((await call('GET', '/rollouts', { token: reader.token })).status).toBe(200);
   });
 
   it('the tokens file holds only hashes: no token appears in it', () => {

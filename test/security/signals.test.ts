@@ -3,14 +3,14 @@
  * node over HTTP. Reporters here sign their signals (Rollout-Signature) as a
  * metrics pipeline without a token would; the node also accepts tokens.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signatureHeader } from '../../shared/auth/signature.js';
 import { mintToken } from '../../shared/auth/tokens.js';
 import { rollout as cli } from '../support/cli.js';
-import { eventually } from '../support/gate.js';
+import { eventually, until } from '../support/gate.js';
 import { nodeUnderTest } from '../support/node-under-test.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rollout-signals-'));
@@ -98,5 +98,27 @@ describe('signed signals', () => {
     const unsigned = await cli(args.slice(0, -2));
     expect(unsigned.code).toBe(1);
     expect(unsigned.err).toMatch(/HTTP 401/);
+  });
+
+  it('a reporter added to the keys file is let in, and one removed is refused, without a restart', async () => {
+    const keys = join(dir, 'signal-keys');
+    const RELAY = 'relay-secret-'.padEnd(40, 'r');
+    // As a deploy tool replaces it: a new file renamed over the old.
+    const replace = (text: string) => {
+      writeFileSync(`${keys}.new`, text);
+      renameSync(`${keys}.new`, keys);
+    };
+    const fromRelay = async () => {
+      const b = body('signed');
+      return call('POST', '/events', b, { 'rollout-signature': signatureHeader('relay', RELAY, b) });
+    };
+    replace(`metrics-pipeline ${SECRET}\nrelay ${RELAY}\n`);
+    // The node promises 5 s; the wait allows a machine three times slower.
+    await until('the new reporter is let in', async () => (await fromRelay()).status === 202, 15_000, 100);
+    replace(`metrics-pipeline ${SECRET}\n`);
+    await until('the removed reporter is refused', async () => (await fromRelay()).status === 401, 15_000, 100);
+    expect((await fromRelay()).body).toEqual({ error: 'invalid credentials: signature does not verify' });
+    const b = body('signed');
+    expect((await call('POST', '/events', b, { 'rollout-signature': signatureHeader('metrics-pipeline', SECRET, b) })).status).toBe(202);
   });
 });

@@ -1,8 +1,10 @@
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import { parseConfig } from '../../config.js';
+import { BindingError, runsBinding, workerBinding } from '../../auth/bindings.js';
 import { Unauthenticated, type Authenticator, type Credentials, type Identity } from '../../auth/identity.js';
 import { isScope, SCOPES, type Scope } from '../../auth/scopes.js';
+import { own } from '../../own.js';
 
 /**
  * OIDC bearer tokens: JWTs verified against the issuer's published keys
@@ -16,6 +18,14 @@ import { isScope, SCOPES, type Scope } from '../../auth/scopes.js';
  * come from a claim (`scope`: a space-separated string or an array) whose
  * values are our scope names, or are mapped to them by `scopeMap` (an IdP
  * group → the scopes it grants).
+ *
+ * A worker's token is bound (auth/bindings.ts) by two claims: `runsClaim`
+ * (`rollout_runs`: the run ids it may ask work for, an array or a
+ * space/comma-separated string, `*` for any) and `workerClaim`
+ * (`rollout_worker`: the worker id it may ask as, or a prefix ending in
+ * `*`). A token without them is unbound (any run, any worker), as a tokens
+ * file line without `runs=`; one whose claim is malformed is refused, never
+ * taken as unbound. An empty runs claim binds to no run.
  */
 export const oidcConfigSchema = z
   .object({
@@ -26,6 +36,10 @@ export const oidcConfigSchema = z
     actorClaim: z.string().min(1).max(128).default('sub'),
     scopesClaim: z.string().min(1).max(128).default('scope'),
     scopeMap: z.record(z.string().min(1).max(256), z.array(z.enum(SCOPES)).min(1)).optional(),
+    /** The claim naming the runs a worker's token may ask work for. */
+    runsClaim: z.string().min(1).max(128).default('rollout_runs'),
+    /** The claim naming the worker id (or `prefix*`) a worker's token may ask as. */
+    workerClaim: z.string().min(1).max(128).default('rollout_worker'),
     clockToleranceSeconds: z.number().int().min(0).max(300).default(60),
     jwksCooldownSeconds: z.number().min(0).max(3_600).default(30),
   })
@@ -70,16 +84,37 @@ export class OidcAuthenticator implements Authenticator {
     } catch (err) {
       throw new Unauthenticated(reason(err));
     }
-    const actor = payload[this.c.actorClaim];
+    const actor = own(payload, this.c.actorClaim);
     if (typeof actor !== 'string' || !actor || actor.length > 256) throw new Unauthenticated(`token has no ${this.c.actorClaim} claim to name the actor`);
-    return { actor, scopes: this.scopesOf(payload[this.c.scopesClaim]), via: 'oidc' };
+    return { actor, scopes: this.scopesOf(own(payload, this.c.scopesClaim)), via: 'oidc', ...this.bindingOf(payload) };
+  }
+
+  /** The runs and worker the token's claims bind it to; a claim that is there and malformed refuses the token. */
+  private bindingOf(payload: JWTPayload): Pick<Identity, 'runs' | 'worker'> {
+    const runsClaim = own(payload, this.c.runsClaim);
+    const workerClaim = own(payload, this.c.workerClaim);
+    try {
+      let runs: ReadonlySet<string> | 'any' = 'any';
+      if (runsClaim !== undefined) {
+        const values = typeof runsClaim === 'string' ? runsClaim.split(/[\s,]+/).filter(Boolean) : Array.isArray(runsClaim) && runsClaim.every((v) => typeof v === 'string') ? runsClaim : null;
+        if (values === null) throw new BindingError('runs: an array of run ids or a space-separated string');
+        // Present and empty: bound to no run (never read as unbound).
+        runs = values.length ? runsBinding(values) : new Set();
+      }
+      if (workerClaim !== undefined && typeof workerClaim !== 'string') throw new BindingError('worker: a string');
+      return { runs, worker: workerClaim === undefined ? null : workerBinding(workerClaim) };
+    } catch (err) {
+      if (!(err instanceof BindingError)) throw err;
+      const claim = err.message.startsWith('runs') ? this.c.runsClaim : this.c.workerClaim;
+      throw new Unauthenticated(`token claim ${claim} is not acceptable (${err.message})`);
+    }
   }
 
   private scopesOf(claim: unknown): ReadonlySet<Scope> {
     const values = typeof claim === 'string' ? claim.split(/\s+/) : Array.isArray(claim) ? claim.filter((v): v is string => typeof v === 'string') : [];
     const out = new Set<Scope>();
     for (const v of values.slice(0, 256)) {
-      const mapped = this.c.scopeMap ? (Object.hasOwn(this.c.scopeMap, v) ? this.c.scopeMap[v] : undefined) : isScope(v) ? [v] : undefined;
+      const mapped = this.c.scopeMap ? own(this.c.scopeMap, v) : isScope(v) ? [v] : undefined;
       for (const s of mapped ?? []) out.add(s);
     }
     return out;
