@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { EventBus } from '../shared/events/bus.js';
 import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
-import { coordinatorRequest, type CoordinatorReply } from '../shared/ledger/coordinator-protocol.js';
+import { coordinatorRequest, type CoordinatorReply, type CoordinatorRequest } from '../shared/ledger/coordinator-protocol.js';
 import { type ScanReport } from '../shared/ledger/coordinator.js';
 import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
@@ -34,6 +34,10 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  *   {"action":"scan-all"}                  the work DLQ drained (`drainDeadLetters`), then
  *                                          the same scan for every open run (the schedule)
  * Not the coordinator (another stack holds the lease): `{leader:false}`.
+ * A worker fleet invokes it through an alias of its own (`fleet-…`,
+ * infra/worker-fleet.ts); a request through such an alias is answered only
+ * if it is a steal for one of that fleet's runs (`ROLLOUT_COORDINATOR_FLEETS`):
+ * scans, the scan of every run and retention are the schedule's.
  * Deposed mid-request: one coordinator_fenced event, then the process exits
  * so the sandbox is not reused.
  *
@@ -52,6 +56,49 @@ export interface CoordinatorHandlerOptions {
   activity?: ActivityFlags | null;
   /** The work queue's maxReceiveCount, for the reason recorded on a dead letter's item. Default: ROLLOUT_MAX_RECEIVE_COUNT, else 5. */
   maxReceiveCount?: number;
+  /** Each fleet alias and the runs it may ask steals for. Default: ROLLOUT_COORDINATOR_FLEETS (JSON), else none. */
+  fleets?: Readonly<Record<string, readonly string[]>>;
+}
+
+/** The aliases worker fleets invoke the coordinator through (infra/control-plane.ts names them so). */
+export const FLEET_ALIAS_PREFIX = 'fleet-';
+
+const fleetsSchema = z.record(z.string().regex(/^fleet-[A-Za-z0-9_-]+$/), z.array(z.string().min(1)));
+
+export class RefusedRequest extends Error {
+  override readonly name = 'RefusedRequest';
+}
+
+/** ROLLOUT_COORDINATOR_FLEETS: `{ "<alias>": ["<run>", …] }`; none when unset. */
+export function fleetsFrom(env: NodeJS.ProcessEnv): Readonly<Record<string, readonly string[]>> {
+  const text = env.ROLLOUT_COORDINATOR_FLEETS;
+  if (text === undefined || text.trim() === '') return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new Error('invalid environment config: ROLLOUT_COORDINATOR_FLEETS: not JSON');
+  }
+  const parsed = fleetsSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`invalid environment config: ROLLOUT_COORDINATOR_FLEETS: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/**
+ * Whether a request may be served as invoked: through a fleet's alias, only
+ * a steal for one of its runs (an alias of that form not listed, nothing at
+ * all); unqualified, or through any other qualifier (the schedule, an
+ * operator), anything. Who may invoke what is IAM's: a fleet's role is
+ * granted its alias and nothing else of the function.
+ */
+export function refusal(req: CoordinatorRequest, invokedFunctionArn: string | undefined, fleets: Readonly<Record<string, readonly string[]>>): string | null {
+  const qualifier = invokedFunctionArn?.split(':')[7];
+  if (!qualifier?.startsWith(FLEET_ALIAS_PREFIX)) return null;
+  const runs = new Map(Object.entries(fleets)).get(qualifier);
+  if (!runs) return `alias ${qualifier} serves no worker fleet this stack knows`;
+  if (req.action !== 'steal') return `a worker fleet (alias ${qualifier}) may ask for steals only, not ${req.action}`;
+  if (!runs.includes(req.runId)) return `worker fleet alias ${qualifier} serves runs ${runs.join(', ')}, not ${req.runId}`;
+  return null;
 }
 
 const deadLetterBody = z.object({ runId: z.string().min(1), itemId: z.string().regex(/^[0-9a-f]{64}$/) }).strict();
@@ -187,6 +234,7 @@ export function coordinatorHandler(
 ) {
   type Reply = CoordinatorReply & { scanned?: ScanReport };
   const deadLetters = options.deadLetters === undefined ? sqsDeadLetters() : options.deadLetters;
+  const fleets = options.fleets ?? fleetsFrom(process.env);
 
   /** One run's request, under its coordinator lease. */
   /**
@@ -237,7 +285,8 @@ export function coordinatorHandler(
     return { leader: true, notice: { epoch, victim: null, items: [] }, scanned };
   }
 
-  return instrumented<unknown, Reply>(
+  type Invocation = { readonly invokedFunctionArn?: string } | undefined;
+  const handle = instrumented<unknown, Reply, Invocation>(
     {
       logger,
       metrics,
@@ -247,15 +296,18 @@ export function coordinatorHandler(
         publishIfAny(metrics);
       },
       known: (err) => {
+        if (err instanceof RefusedRequest) return { metric: 'RefusedRequests', message: 'coordinator request refused', fields: { error: err.message } };
         if (!(err instanceof FencedError)) return null;
         figures.countStack('LeasesLost', 1);
         return { metric: 'Fenced', message: 'coordinator request failed', fields: { error: errorMessage(err) } };
       },
     },
-    async (event) => {
+    async (event, context) => {
       const parsed = coordinatorRequest.safeParse(event);
       if (!parsed.success) throw new TypeError(`invalid coordinator request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; ')}`);
       const req = parsed.data;
+      const refused = refusal(req, context?.invokedFunctionArn, fleets);
+      if (refused) throw new RefusedRequest(`coordinator request refused: ${refused}`);
       if (req.action !== 'scan-all') return serve(await runtime(), req);
       const failedBy = { attempts: 0, cancelled: 0, dead_letter: 0 };
       const scanned: ScanReport = { repended: [], failed: [], resent: [], failedBy };
@@ -295,6 +347,8 @@ export function coordinatorHandler(
       return { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
     },
   );
+  // Called without a context (a node, the tests): the control plane's own call.
+  return (event: unknown, context?: Invocation): Promise<Reply> => handle(event, context);
 }
 
 const scoped = invocationScoped(() => runtimeFrom(process.env));

@@ -91,7 +91,7 @@ export class FigureMetrics {
     for (const { dimensions, figures } of blobs.values()) {
       this.emf.addDimensions(dimensions);
       for (const f of figures) {
-        for (const [k, v] of Object.entries(f.labels)) if (!(k in dimensions)) this.emf.addMetadata(k, v);
+        for (const [k, v] of Object.entries(f.labels)) if (!Object.hasOwn(dimensions, k)) this.emf.addMetadata(k, v);
         this.emf.addMetric(f.name, UNIT[METRICS[f.name].unit], f.value);
       }
       this.emf.publishStoredMetrics();

@@ -16,6 +16,9 @@ import { openControlPlane, type ControlPlane } from '../shared/compose/control-p
 import { OutboundPolicy } from '../shared/outbound/policy.js';
 import { parseTargets } from '../shared/actuation/targets.js';
 import { OperatorSecrets } from '../shared/outbound/secrets.js';
+import { defaultGateProviders } from '../shared/compose/gates.js';
+import type { GateProviders } from '../shared/rollout/gate-reader.js';
+import type { CloudwatchMetricGate } from '../shared/rollout/gate-spec.js';
 
 /** A variable holding JSON (`{}` when unset), checked by `parse`: "not JSON", or what `parse` says is wrong. */
 function jsonEnv<T>(parse: (v: unknown) => T) {
@@ -57,6 +60,22 @@ const envSchema = z.object({
   ROLLOUT_OUTBOUND: jsonEnv((v) => v),
   /** The targets a spec may move (the stack's `targets` prop, as JSON): none when unset. */
   ROLLOUT_TARGETS: jsonEnv(parseTargets),
+  /**
+   * The CloudWatch namespaces cloudwatchMetric gates may read (the stack's `gateNamespaces`, as a JSON array; the stack
+   * always sets it, `[]` by default). Unset: no limit (a process outside the stack, whose own identity bounds it).
+   */
+  ROLLOUT_GATE_NAMESPACES: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return null;
+      try {
+        return z.array(z.string().min(1).max(255)).parse(JSON.parse(text));
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'a JSON array of CloudWatch namespaces' });
+        return z.NEVER;
+      }
+    }),
   /** How long what ended is kept, in days (the stack's `retention` prop): README, "What is kept". */
   ROLLOUT_RETAIN_ROLLOUTS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.rolloutDays),
   ROLLOUT_RETAIN_RUNS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),
@@ -101,6 +120,8 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
   const env = parseConfig('environment', envSchema, source);
   if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
   if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN) throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
+  const outbound = new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]);
+  const operatorSecrets = new OperatorSecrets({ secretsManager: secretString });
   const plane = await openControlPlane({
     store:
       env.ROLLOUT_STORE === 'dynamodb'
@@ -110,14 +131,53 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },
     // One campaign step per leadership check: no loop survives a frozen sandbox.
     election: { kind: 'lease', loop: false },
-    outbound: new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]),
+    outbound,
     targets: env.ROLLOUT_TARGETS,
     assignmentReadMs: env.ROLLOUT_ASSIGNMENT_READ_MS,
-    secrets: new OperatorSecrets({ secretsManager: secretString }),
+    secrets: operatorSecrets,
+    ...(env.ROLLOUT_GATE_NAMESPACES ? { gateProviders: namespaceLimited(defaultGateProviders({ outbound, secrets: operatorSecrets }), env.ROLLOUT_GATE_NAMESPACES) } : {}),
     bus: new CountedBus(overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({})))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   return Object.assign(plane, { env });
+}
+
+/** Metric math that reads beyond the metrics a gate names: a search, a Metrics Insights query, another data source. */
+const REACHES_OUT = /\b(SEARCH|SELECT|INSIGHT_RULE_METRIC|SERVICE_QUOTA|LAMBDA)\b/i;
+
+/** Why a cloudwatchMetric gate may not be read under the namespaces allowed, or null. */
+export function namespaceIssue(gate: CloudwatchMetricGate, allowed: readonly string[]): string | null {
+  if (gate.expression !== undefined) {
+    const found = REACHES_OUT.exec(gate.expression);
+    if (found) return `expression: ${found[1]} reads beyond the gate's own metrics; only metric math over them is allowed`;
+  }
+  const metrics = gate.metric ? [['metric', gate.metric] as const] : Object.entries(gate.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const);
+  for (const [path, m] of metrics) {
+    if (!allowed.includes(m.namespace)) return `${path}.namespace: "${m.namespace}" is not a namespace this stack's gates may read (${allowed.length ? allowed.join(', ') : 'none: the gateNamespaces prop names them'})`;
+  }
+  return null;
+}
+
+/**
+ * The CloudWatch metric reader held to the operator's namespaces: IAM
+ * cannot hold GetMetricData to a namespace, so a gate naming another one is
+ * answered with an error reading and never sent.
+ */
+export function namespaceLimited(providers: GateProviders, allowed: readonly string[]): GateProviders {
+  const inner = providers.cloudwatchMetric;
+  if (!inner) return providers;
+  return {
+    ...providers,
+    cloudwatchMetric: {
+      async read(gates, o) {
+        const issues = gates.map((g) => namespaceIssue(g, allowed));
+        const kept = gates.flatMap((g, i) => (issues[i] ? [] : [{ g, context: o.contexts[i]! }]));
+        const read = kept.length ? await inner.read(kept.map((k) => k.g), { ...o, contexts: kept.map((k) => k.context) }) : [];
+        let next = 0;
+        return issues.map((issue) => (issue ? { kind: 'error' as const, message: `cloudwatchMetric gate refused: ${issue}`, answer: '' } : read[next++]!));
+      },
+    },
+  };
 }
 
 /**

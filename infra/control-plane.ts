@@ -14,7 +14,7 @@ import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type HttpRoute 
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AnyPrincipal, Effect, PolicyStatement, type IGrantable, type IRole } from 'aws-cdk-lib/aws-iam';
-import { Architecture, Runtime, Tracing, type Function as LambdaFunctionResource } from 'aws-cdk-lib/aws-lambda';
+import { Alias, Architecture, Runtime, Tracing, type Function as LambdaFunctionResource } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
@@ -50,6 +50,24 @@ export type ApiRole = keyof typeof API_ROUTES;
  * they probe the database, and lower it when it shows nothing to do.
  */
 const ACTIVITY: Partial<Record<FunctionName, 'raise' | 'probe'>> = { api: 'raise', streamingPromoter: 'raise', batchPromoter: 'probe', coordinator: 'probe' };
+
+/**
+ * Aurora: the functions that never open the database, so get neither its
+ * secret nor a place in the VPC. deadLetters has no trigger (the
+ * coordinator's scan settles dead letters); spotDrain writes the worker
+ * registry, and no worker registers on Aurora (workers need the DynamoDB
+ * store), so its rule is left out too: a Spot notice would find no one.
+ */
+export const AURORA_WITHOUT_DATABASE: readonly FunctionName[] = ['deadLetters', 'spotDrain'];
+
+/** What a Secrets Manager ARN ends with: the secret's name, `-`, and the six characters Secrets Manager adds. */
+const SECRET_ARN = /^arn:[^:]+:secretsmanager:[^:]*:\d{12}:secret:.+-[A-Za-z0-9]{6}$/;
+
+/** A CloudWatch namespace as GetMetricData takes it (1-255 characters, not starting with `:`), without wildcards. */
+const NAMESPACE = /^[^:*][^*]{0,254}$/;
+
+/** The coordinator's aliases that worker fleets invoke: `fleet-` and a name unique to the fleet (functions/coordinator.ts checks requests by it). */
+export const FLEET_ALIAS_PREFIX = 'fleet-';
 
 /** Per function: what to change from topology.ts's defaults. */
 export interface FunctionOverrides {
@@ -151,6 +169,16 @@ export interface RolloutControlPlaneProps {
   /** The regions whose CloudWatch alarms and metrics gates may read (default: the stack's own). */
   readonly gateRegions?: readonly string[];
   /**
+   * The CloudWatch namespaces `cloudwatchMetric` gates may read (exact
+   * names, e.g. `AWS/ApplicationELB`, `MyService`). IAM cannot hold
+   * GetMetricData to a namespace (its `cloudwatch:namespace` key applies to
+   * PutMetricData only), so the functions refuse a gate naming any other, and
+   * a metric math expression that could reach past its own metrics (SEARCH,
+   * Metrics Insights SELECT). None by default: GetMetricData is not granted
+   * and every cloudwatchMetric gate is refused.
+   */
+  readonly gateNamespaces?: readonly string[];
+  /**
    * The CloudWatch alarms `cloudwatchAlarm` gates watch, by name (a name
    * ending in `*` is a prefix): their state changes reach the
    * StreamingPromoter through a rule on the account's default bus that
@@ -207,6 +235,9 @@ export class RolloutControlPlane extends Construct {
   private readonly targets: TargetsConfig;
   /** Where CloudWatch gates may read. */
   private readonly gateRegions: readonly string[];
+  private readonly gateNamespaces: readonly string[];
+  /** The coordinator's alias for each worker fleet, with the runs it serves (ROLLOUT_COORDINATOR_FLEETS, read when synthesised). */
+  private readonly fleetAliases = new Map<string, readonly string[]>();
   private readonly gateAlarms: readonly string[];
   /** Roles granted signal after construction: the bus's deny lists them too (read when synthesised). */
   private readonly signallers: string[] = [];
@@ -279,12 +310,21 @@ export class RolloutControlPlane extends Construct {
     if (unreachable.length) throw new Error(`invalid stack config: targets: ${unreachable.join('; ')}`);
     this.gateRegions = props.gateRegions?.length ? props.gateRegions : [this.stack.region];
     this.gateAlarms = props.gateAlarms ?? [];
+    this.gateNamespaces = [...new Set(props.gateNamespaces ?? [])];
+    for (const ns of this.gateNamespaces) {
+      if (!NAMESPACE.test(ns)) throw new Error(`invalid control plane config: gateNamespaces: "${ns.slice(0, 300)}": a CloudWatch namespace (1-255 characters, not starting with :), named exactly (no *)`);
+    }
     for (const name of this.gateAlarms) {
       if (!/^[^*]{1,255}\*?$/.test(name)) throw new Error(`invalid control plane config: gateAlarms: "${name.slice(0, 300)}": an alarm name (1-255 characters), or a prefix ending in *, with no other *`);
     }
-    this.outboundSecrets = Object.values(outbound.credentials).flatMap((c) => {
+    this.outboundSecrets = Object.entries(outbound.credentials).flatMap(([name, c]) => {
       const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : c.type === 'hmac' ? c.secret : null;
-      return ref && 'secretsManager' in ref ? [ref.secretsManager] : [];
+      if (!ref || !('secretsManager' in ref)) return [];
+      // A partial ARN would need a wildcard after it, and a wildcard reaches every secret whose name starts the same.
+      if (ref.secretsManager.startsWith('arn:') && !SECRET_ARN.test(ref.secretsManager)) {
+        throw new Error(`invalid control plane config: outbound.credentials.${name}: secretsManager: "${ref.secretsManager.slice(0, 300)}" is not a whole secret ARN (…:secret:NAME-XXXXXX); give the whole ARN or the secret's name`);
+      }
+      return [ref.secretsManager];
     });
     const retention = parseConfig('retention', retentionSchema, props.retention ?? {});
     const env: Record<string, string> = {
@@ -296,6 +336,8 @@ export class RolloutControlPlane extends Construct {
       ROLLOUT_MAX_RECEIVE_COUNT: String(MAX_RECEIVE_COUNT),
       ...(props.outbound ? { ROLLOUT_OUTBOUND: JSON.stringify({ origins: outbound.allowedOrigins, credentials: outbound.credentials }) } : {}),
       ...(Object.keys(this.targets).length ? { ROLLOUT_TARGETS: JSON.stringify(this.targets) } : {}),
+      // Always set: a function of this stack reads only the namespaces named (none by default).
+      ROLLOUT_GATE_NAMESPACES: JSON.stringify(this.gateNamespaces),
       ROLLOUT_RETAIN_ROLLOUTS_DAYS: String(retention.rolloutDays),
       ROLLOUT_RETAIN_RUNS_DAYS: String(retention.runDays),
       POWERTOOLS_METRICS_NAMESPACE: 'Rollout',
@@ -310,6 +352,8 @@ export class RolloutControlPlane extends Construct {
     }
     // The work DLQ's consumer is the coordinator's scan (see `lambda`): it alone may receive from it.
     this.workDlq.grantConsumeMessages(this.functions.coordinator);
+    // Which alias serves which fleet's runs: read when synthesised, as fleets are added after construction.
+    this.functions.coordinator.addEnvironment('ROLLOUT_COORDINATOR_FLEETS', Lazy.string({ produce: () => JSON.stringify(Object.fromEntries([...this.fleetAliases].sort(([a], [b]) => a.localeCompare(b)))) }));
 
     if (this.ownBus) this.lockBus(this.ownBus, props.eventSenders ?? []);
     if (props.encryptionKey || this.table?.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
@@ -348,6 +392,20 @@ export class RolloutControlPlane extends Construct {
   get workerResources(): { readonly table: ITable; readonly workQueue: Queue; readonly coordinator: LambdaFunctionResource } {
     if (!this.table) throw new Error('workers need the DynamoDB store (workers on Aurora are not wired yet)');
     return { table: this.table, workQueue: this.workQueue, coordinator: this.functions.coordinator };
+  }
+
+  /**
+   * The coordinator as a worker fleet reaches it: an alias of its own (on
+   * $LATEST) that the fleet's role alone is granted. Through it the
+   * coordinator answers steals for `runs` only (functions/coordinator.ts);
+   * a scan, the scan of every run and retention stay the schedule's, which
+   * invokes the function itself, and no fleet may invoke that.
+   */
+  fleetCoordinator(fleet: Construct, runs: readonly string[]): Alias {
+    const aliasName = `${FLEET_ALIAS_PREFIX}${Names.uniqueResourceName(fleet, { maxLength: 100 })}`;
+    if (this.fleetAliases.has(aliasName)) throw new Error(`invalid worker fleet config: ${fleet.node.path}: already has a coordinator alias`);
+    this.fleetAliases.set(aliasName, [...runs]);
+    return new Alias(this, `CoordinatorFor${Names.uniqueId(fleet)}`, { aliasName, version: this.functions.coordinator.latestVersion, description: `Coordinator requests of worker fleet ${fleet.node.path}: steals for its runs only` });
   }
 
   /** GET routes: rollouts, runs, items and results, assignment, the cluster. */
@@ -405,6 +463,8 @@ export class RolloutControlPlane extends Construct {
   private lambda(name: FunctionName, spec: FunctionSpec, env: Record<string, string>, defaultBus: IEventBus, o: FunctionOverrides): LambdaFunctionResource {
     const id = name[0]!.toUpperCase() + name.slice(1);
     const reserved = spec.reservedConcurrency ?? o.reservedConcurrency;
+    const database = this.aurora && !AURORA_WITHOUT_DATABASE.includes(name) ? this.aurora : null;
+    const readsMetrics = spec.grants.some((g) => g === 'cloudwatch:read') && this.gateNamespaces.length > 0;
     const fn = functionOf(this, id, name, spec, {
       runtime: LAMBDA_RUNTIME,
       architecture: Architecture.ARM_64,
@@ -414,16 +474,16 @@ export class RolloutControlPlane extends Construct {
       ...(reserved !== undefined ? { reservedConcurrentExecutions: reserved } : {}),
       environment: { ...env, POWERTOOLS_SERVICE_NAME: name },
       tracing: spec.tracing === 'active' ? Tracing.ACTIVE : Tracing.PASS_THROUGH,
-      ...(this.aurora ? { vpc: this.aurora.vpc, vpcSubnets: this.aurora.subnets, securityGroups: [this.aurora.clientGroup] } : {}),
+      ...(database ? { vpc: database.vpc, vpcSubnets: database.subnets, securityGroups: [database.clientGroup] } : {}),
       // Rules invoke asynchronously: a failed invocation is retried twice by Lambda, then kept in the
       // events DLQ with its error (the rule target's own DLQ only sees delivery failures).
       ...(spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule') ? { deadLetterQueue: this.eventsDlq, retryAttempts: 2 } : {}),
       logGroup: new LogGroup(this, `${id}Logs`, { retention: o.logRetention ?? RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
     });
-    if (this.aurora) {
-      this.aurora.grant(fn);
+    if (database) {
+      database.grant(fn);
       const use = ACTIVITY[name];
-      if (use) this.aurora.grantActivity(fn, use);
+      if (use) database.grantActivity(fn, use);
     }
     for (const grant of spec.grants) {
       if (this.table && (grant === 'store:read' || grant === 'store:write')) {
@@ -434,13 +494,16 @@ export class RolloutControlPlane extends Construct {
       // 'dlq:consume': the coordinator's scan consumes the work DLQ, granted it in the constructor.
       if (grant === 'cloudwatch:read' && this.outboundSecrets.length) {
         // The gate readers send the operator's credentials: those secrets, and no others.
-        const arn = (id: string) => (id.startsWith('arn:') ? `${id}*` : `arn:${this.stack.partition}:secretsmanager:${this.stack.region}:${this.stack.account}:secret:${id}-*`);
+        // A whole ARN as it is; a name with the six characters Secrets Manager appends (-??????), so that no
+        // other secret whose name starts the same (NAME-old, NAME-prod) matches.
+        const arn = (id: string) => (id.startsWith('arn:') ? id : `arn:${this.stack.partition}:secretsmanager:${this.stack.region}:${this.stack.account}:secret:${id}-??????`);
         fn.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.outboundSecrets.map(arn) }));
       }
       if (grant === 'targets:actuate') this.grantTargets(fn);
       if (grant === 'cloudwatch:read') {
-        // GetMetricData takes no resource: held to the gate regions by the requested region. DescribeAlarms: this account's alarms in those regions.
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } } }));
+        // GetMetricData takes no resource and no namespace condition: held to the gate regions by the requested region, and granted only
+        // when the operator named namespaces (the functions refuse any other, ROLLOUT_GATE_NAMESPACES). DescribeAlarms: this account's alarms in those regions.
+        if (readsMetrics) fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } } }));
         fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:DescribeAlarms'], resources: this.gateRegions.map((r) => `arn:${this.stack.partition}:cloudwatch:${r}:${this.stack.account}:alarm:*`) }));
       }
     }
@@ -449,6 +512,7 @@ export class RolloutControlPlane extends Construct {
       new LambdaFunction(fn, { deadLetterQueue: this.eventsDlq, retryAttempts: 4, maxEventAge: Duration.hours(1), ...(input ? { event: RuleTargetInput.fromObject(input) } : {}) });
     spec.triggers.forEach((t, i) => {
       if (t.kind === 'rule') {
+        if (this.aurora && !database) return;
         // CloudWatch's alarm changes: those of the watched alarms only, or no rule at all.
         const alarms = JSON.stringify(t.pattern.source) === JSON.stringify([CLOUDWATCH_SOURCE]) ? this.gateAlarms : null;
         if (alarms && !alarms.length) return;
@@ -465,7 +529,7 @@ export class RolloutControlPlane extends Construct {
         new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
       }
     });
-    if (this.aurora) {
+    if (database) {
       Validations.of(fn).acknowledge({
         id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
         reason: 'AWSLambdaVPCAccessExecutionRole only lets the function manage its own network interfaces in the VPC, and write its logs',
@@ -475,7 +539,7 @@ export class RolloutControlPlane extends Construct {
       { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
       {
         id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason: `X-Ray PutTraceSegments/PutTelemetryRecords${spec.grants.some((g) => g === 'cloudwatch:read') ? ', CloudWatch GetMetricData' : ''}${spec.grants.some((g) => g === 'targets:actuate') && Object.values(this.targets).some((t) => t.type === 'albWeights') ? ', ELBv2 DescribeRules/DescribeListeners/DescribeTags (held to the targets’ regions)' : ''} cannot be scoped to a resource`,
+        reason: `X-Ray PutTraceSegments/PutTelemetryRecords${readsMetrics ? ', CloudWatch GetMetricData (held to the gate regions; namespaces checked by the function)' : ''}${spec.grants.some((g) => g === 'targets:actuate') && Object.values(this.targets).some((t) => t.type === 'albWeights') ? ', ELBv2 DescribeRules/DescribeListeners/DescribeTags (held to the targets’ regions)' : ''} cannot be scoped to a resource`,
       },
       ...(spec.grants.some((g) => g === 'cloudwatch:read')
         ? this.gateRegions.map((r) => ({

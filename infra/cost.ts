@@ -277,7 +277,7 @@ export const ENDPOINT_SERVICES = ['SQS', 'EventBridge', 'Secrets Manager', 'Clou
 export const METRICS_BY_SERVICE: Readonly<Record<string, { readonly busy: readonly string[]; readonly onEvent: readonly string[] }>> = {
   'streaming-promoter': { busy: ['EventsHandled', 'Transitions'], onEvent: ['NotLeader', 'InvalidEvents', 'Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
   'batch-promoter': { busy: ['TickMs', 'Transitions'], onEvent: ['Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
-  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'RunsThrottled', 'InvalidDeadLetters', 'DeadLettersDropped', 'Fenced', 'Errors', 'Throttled'] },
+  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'RunsThrottled', 'InvalidDeadLetters', 'DeadLettersDropped', 'Fenced', 'RefusedRequests', 'Errors', 'Throttled'] },
   'dead-letters': { busy: [], onEvent: ['InvalidDeadLetters', 'ItemsFailed', 'DeadLettersDropped', 'Errors', 'Throttled'] },
   'spot-drain': { busy: [], onEvent: ['DrainsRequested', 'DuplicateNotices', 'UnknownInstances', 'LateNotices', 'InvalidNotices', 'Errors', 'Throttled'] },
   api: { busy: ['Responses2xx'], onEvent: ['Responses4xx', 'Responses5xx', 'Throttled'] },

@@ -17,52 +17,70 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
+import { SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT } from './synth.js';
 import { RolloutControlPlane, WorkerFleet } from '../../infra/cdk.js';
 import { GSI1, KEY } from '../../shared/adapters/dynamodb/table.js';
 
 const env = { account: '123456789012', region: 'eu-west-1' };
 
 describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
-  const outdir = mkdtempSync(join(tmpdir(), 'rollout-constructs-'));
-  const moduleDir = mkdtempSync(join(tmpdir(), 'rollout-module-'));
-  const module = join(moduleDir, 'my-worker.mjs');
-  writeFileSync(module, "export default async function (item) { return { echoed: item.payload, marker: 'my-worker-module' }; }\n");
-  const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': ['Platform'] } });
-  const stack = new Stack(app, 'Platform', { env });
-  const key = new Key(stack, 'Key', { enableKeyRotation: true });
-  const table = new Table(stack, 'Existing', {
-    partitionKey: { name: KEY.pk, type: AttributeType.STRING },
-    sortKey: { name: KEY.sk, type: AttributeType.STRING },
-    billingMode: BillingMode.PAY_PER_REQUEST,
-    encryption: TableEncryption.CUSTOMER_MANAGED,
-    encryptionKey: key,
-    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-  });
-  table.addGlobalSecondaryIndex({ indexName: GSI1.name, partitionKey: { name: GSI1.pk, type: AttributeType.STRING }, sortKey: { name: GSI1.sk, type: AttributeType.STRING } });
-  const topic = new Topic(stack, 'Pager', { enforceSSL: true, masterKey: key });
-  const plane = new RolloutControlPlane(stack, 'Rollouts', {
-    table,
-    encryptionKey: key,
-    alarmTopic: topic,
-    functions: { api: { memoryMb: 1024, logRetention: RetentionDays.THREE_MONTHS, reservedConcurrency: 20 }, streamingPromoter: { reservedConcurrency: 50 }, batchPromoter: { reservedConcurrency: 5 } },
-  });
-  const assume = () => new AccountRootPrincipal();
-  const roles = { reader: new Role(stack, 'Reader', { assumedBy: assume() }), operator: new Role(stack, 'Operator', { assumedBy: assume() }), admin: new Role(stack, 'Admin', { assumedBy: assume() }), pipeline: new Role(stack, 'Pipeline', { assumedBy: assume() }) };
-  plane.grantRead(roles.reader);
-  plane.grantOperate(roles.operator);
-  plane.grantAdmin(roles.admin);
-  plane.grantSignal(roles.pipeline);
-  const fleet = new WorkerFleet(stack, 'Fleet', { controlPlane: plane, runs: ['nightly'], module, instanceTypes: ['c7i.large', 'm7i.large'], desiredCapacity: 4, workerArgs: ['--item-timeout', '30m', '--worker-id', '$(reboot)%h'] });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  const assembly = app.synth(); // throws on any cdk-nag finding left unacknowledged
-  const template = Template.fromStack(stack);
-  const json = template.toJSON() as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+  let moduleDir: string;
+  let module: string;
+  let stack: Stack;
+  let table: Table;
+  let plane: RolloutControlPlane;
+  let roles: Record<'reader' | 'operator' | 'admin' | 'pipeline', Role>;
+  let fleet: WorkerFleet;
+  let assembly: CloudAssembly;
+  let template: Template;
+  let key: Key;
+  let topic: Topic;
+  let json: { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+  // One synthesis for the file, its functions and the fleet's command and module bundled.
+  beforeAll(() => {
+    const outdir = mkdtempSync(join(tmpdir(), 'rollout-constructs-'));
+    moduleDir = mkdtempSync(join(tmpdir(), 'rollout-module-'));
+    module = join(moduleDir, 'my-worker.mjs');
+    writeFileSync(module, "export default async function (item) { return { echoed: item.payload, marker: 'my-worker-module' }; }\n");
+    const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': ['Platform'] } });
+    stack = new Stack(app, 'Platform', { env });
+    key = new Key(stack, 'Key', { enableKeyRotation: true });
+    table = new Table(stack, 'Existing', {
+      partitionKey: { name: KEY.pk, type: AttributeType.STRING },
+      sortKey: { name: KEY.sk, type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      encryption: TableEncryption.CUSTOMER_MANAGED,
+      encryptionKey: key,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    });
+    table.addGlobalSecondaryIndex({ indexName: GSI1.name, partitionKey: { name: GSI1.pk, type: AttributeType.STRING }, sortKey: { name: GSI1.sk, type: AttributeType.STRING } });
+    topic = new Topic(stack, 'Pager', { enforceSSL: true, masterKey: key });
+    plane = new RolloutControlPlane(stack, 'Rollouts', {
+      table,
+      encryptionKey: key,
+      alarmTopic: topic,
+      functions: { api: { memoryMb: 1024, logRetention: RetentionDays.THREE_MONTHS, reservedConcurrency: 20 }, streamingPromoter: { reservedConcurrency: 50 }, batchPromoter: { reservedConcurrency: 5 } },
+    });
+    const assume = () => new AccountRootPrincipal();
+    roles = { reader: new Role(stack, 'Reader', { assumedBy: assume() }), operator: new Role(stack, 'Operator', { assumedBy: assume() }), admin: new Role(stack, 'Admin', { assumedBy: assume() }), pipeline: new Role(stack, 'Pipeline', { assumedBy: assume() }) };
+    plane.grantRead(roles.reader);
+    plane.grantOperate(roles.operator);
+    plane.grantAdmin(roles.admin);
+    plane.grantSignal(roles.pipeline);
+    fleet = new WorkerFleet(stack, 'Fleet', { controlPlane: plane, runs: ['nightly'], module, instanceTypes: ['c7i.large', 'm7i.large'], desiredCapacity: 4, workerArgs: ['--item-timeout', '30m', '--worker-id', '$(reboot)%h'] });
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    assembly = app.synth(); // throws on any cdk-nag finding left unacknowledged
+    template = Template.fromStack(stack);
+    json = template.toJSON() as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+  }, SYNTH_HOOK_TIMEOUT);
   const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
   const policyOf = (role: Role) => JSON.stringify(Object.values(json.Resources).filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties.Roles).includes(id(role))).map((r) => r.Properties.PolicyDocument));
   afterAll(() => {
-    rmSync(assembly.directory, { recursive: true, force: true });
-    rmSync(moduleDir, { recursive: true, force: true });
+    // Unset when the synthesis failed: that failure is the one to read.
+    if (assembly) rmSync(assembly.directory, { recursive: true, force: true });
+    if (moduleDir) rmSync(moduleDir, { recursive: true, force: true });
   });
 
   it('uses the table it is given and creates none; its queues are encrypted with the given key', () => {
@@ -132,7 +150,8 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
     expect(() => new WorkerFleet(stack, 'Gpu', { controlPlane: plane, runs: ['a'], instanceTypes: ['g5g.xlarge', 'g5.xlarge'] })).toThrow(/mixes arm64 and x86/);
   });
 
-  it('the Aurora store in a VPC of your own, and refusing a table beside it', () => {
+  // Synthesises a stack of its own.
+  it('the Aurora store in a VPC of your own, and refusing a table beside it', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const s = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AuroraOwnVpc', { env });
     const vpc = new Vpc(s, 'Mine', { maxAzs: 2, natGateways: 1, subnetConfiguration: [{ name: 'pub', subnetType: SubnetType.PUBLIC }, { name: 'app', subnetType: SubnetType.PRIVATE_WITH_EGRESS }, { name: 'db', subnetType: SubnetType.PRIVATE_ISOLATED }] });
     const cp = new RolloutControlPlane(s, 'Rollouts', { store: 'aurora', vpc });
@@ -142,7 +161,8 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
     expect(() => new RolloutControlPlane(s, 'Both', { store: 'aurora', table })).toThrow(/the Aurora store keeps no table/);
   });
 
-  it('an existing event bus: signals are taken from it and events put on it; its policy and archive stay its owner\'s', () => {
+  // Synthesises a stack of its own.
+  it('an existing event bus: signals are taken from it and events put on it; its policy and archive stay its owner\'s', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const s = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'OwnBus', { env });
     const bus = EventBus.fromEventBusName(s, 'Platform', 'platform-events');
     const cp = new RolloutControlPlane(s, 'Rollouts', { bus });

@@ -1,26 +1,30 @@
-import { App } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
+import type { Template } from 'aws-cdk-lib/assertions';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_ASSUMPTIONS, ENDPOINT_SERVICES, FLAG_READ_UNITS, METRICS_BY_SERVICE, PRICES, STACK_METRICS, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, rolloutGauges, type CfnTemplate } from '../../infra/cost.js';
 import { RAISE_GRACE_MS, SWEEP_EVERY_MS } from '../../functions/activity.js';
-import { ControlPlaneStack, type ControlPlaneProps } from '../../infra/stack.js';
+import type { ControlPlaneProps } from '../../infra/stack.js';
+import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT } from './synth.js';
 
 const root = join(import.meta.dirname, '../..');
 
-/** The stack as it deploys, bundling skipped (the template is the same; only the asset hashes differ). */
-function synth(props: ControlPlaneProps = {}) {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const template = Template.fromStack(new ControlPlaneStack(app, 'CostTest', props));
-  return { template, json: template.toJSON() as CfnTemplate };
+/** The stack as it deploys, bundling skipped (the template is the same; only the asset hashes differ); once per shape. */
+function synth(props: ControlPlaneProps = {}): { template: Template; json: CfnTemplate } {
+  const { template, json } = synthStack('CostTest', props);
+  return { template, json };
 }
 
 const ids = (t: Template, type: string) => Object.keys(t.findResources(type)).sort();
 
 describe('estimateCost on the default stack (DynamoDB store)', () => {
-  const { template, json } = synth();
-  const estimate = estimateCost(json);
+  let template: Template;
+  let json: CfnTemplate;
+  let estimate: ReturnType<typeof estimateCost>;
+  beforeAll(() => {
+    ({ template, json } = synth());
+    estimate = estimateCost(json);
+  }, SYNTH_HOOK_TIMEOUT);
 
   it('counts every function, alarm, schedule rule and event source mapping the template holds', () => {
     for (const type of ['AWS::Lambda::Function', 'AWS::CloudWatch::Alarm', 'AWS::Lambda::EventSourceMapping', 'AWS::Events::Rule', 'AWS::DynamoDB::Table', 'AWS::Events::Archive']) {
@@ -48,7 +52,8 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     expect(drain.idle).toBeCloseTo(43_200 * PRICES.sqsRequest.usd, 10);
   });
 
-  it("README's cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack", () => {
+  // Synthesises the Aurora shape too.
+  it("README's cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack", { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
     const totals = [...section.matchAll(/\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/g)].map((m) => [Number(m[1]), Number(m[2])]);
@@ -121,7 +126,8 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
 });
 
 describe('estimateCost with the dashboard (-c dashboard=true)', () => {
-  it("adds the dashboard's price, idle and busy, and nothing else", () => {
+  // Synthesises the default and dashboard shapes.
+  it("adds the dashboard's price, idle and busy, and nothing else", { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const without = estimateCost(synth().json);
     const { template, json } = synth({ dashboard: true });
     const withDashboard = estimateCost(json);
@@ -133,8 +139,13 @@ describe('estimateCost with the dashboard (-c dashboard=true)', () => {
 });
 
 describe('estimateCost with the Aurora store', () => {
-  const { template, json } = synth({ store: 'aurora' });
-  const estimate = estimateCost(json);
+  let template: Template;
+  let json: CfnTemplate;
+  let estimate: ReturnType<typeof estimateCost>;
+  beforeAll(() => {
+    ({ template, json } = synth({ store: 'aurora' }));
+    estimate = estimateCost(json);
+  }, SYNTH_HOOK_TIMEOUT);
 
   it('prices what the template holds: the serverless instances, the NAT gateway, its address, the secret, the activity flags', () => {
     expect(estimate.store).toBe('aurora');
@@ -153,7 +164,8 @@ describe('estimateCost with the Aurora store', () => {
     for (const l of estimate.lines) expect(l.busy, l.what).toBeGreaterThanOrEqual(l.idle);
   });
 
-  it('paused when idle: the cluster costs only its wakes (the daily sweep, the rotation), unless a schedule reads it every minute or its minimum is above 0', () => {
+  // Synthesises a second Aurora shape (auroraMinCapacity).
+  it('paused when idle: the cluster costs only its wakes (the daily sweep, the rotation), unless a schedule reads it every minute or its minimum is above 0', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     expect(DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth).toBe((30 * 86_400_000) / SWEEP_EVERY_MS);
     expect(DEFAULT_ASSUMPTIONS.flagRaisesPerMonth).toBe(2 * ((30 * 86_400_000) / (RAISE_GRACE_MS / 2)));
     const acus = (e: typeof estimate) => e.lines.find((l) => l.what.startsWith('Aurora Serverless v2'))!;
@@ -197,7 +209,8 @@ describe('the metric catalog', () => {
     expect([...STACK_METRICS].sort()).toEqual([...stackCount.matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]!).sort());
   });
 
-  it("prices each running rollout's gauges: the rollout's own, and per provider gate its value, threshold and three reading outcomes", () => {
+  // Synthesises the default shape.
+  it("prices each running rollout's gauges: the rollout's own, and per provider gate its value, threshold and three reading outcomes", { timeout: VARIANT_TEST_TIMEOUT }, () => {
     expect(rolloutGauges(0)).toEqual({ metrics: 6, blobs: 1 });
     expect(rolloutGauges(2)).toEqual({ metrics: 16, blobs: 9 });
     const { json } = synth();

@@ -4,12 +4,15 @@ import { AccountRootPrincipal, Role } from 'aws-cdk-lib/aws-iam';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
+import { AURORA_WITHOUT_DATABASE } from '../../infra/control-plane.js';
+import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT, type Synthesised } from './synth.js';
 import { FUNCTIONS, type FunctionSpec } from '../../shared/topology.js';
 import { METRICS } from '../../shared/api/figures.js';
 import { LEADING_KEYS, tableDefinition } from '../../shared/adapters/dynamodb/table.js';
@@ -18,24 +21,27 @@ import { LEADING_KEYS, tableDefinition } from '../../shared/adapters/dynamodb/ta
 const GATE_ALARMS = ['checkout-*', 'payments-5xx'];
 const watched = { alarmName: [{ prefix: 'checkout-' }, 'payments-5xx'] };
 
-function synth() {
-  const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) });
-  const stack = new ControlPlaneStack(app, 'Test', { nodeId: 'test/eu-west-1', gateAlarms: GATE_ALARMS });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  const assembly = app.synth(); // throws on any unacknowledged cdk-nag finding; bundles every function
-  return { template: Template.fromStack(stack), assembly, stack };
-}
-
-type Resource = { Type: string; Properties: Record<string, unknown> };
+/** The namespaces the test stack's metric gates may read. */
+const GATE_NAMESPACES = ['AWS/ApplicationELB', 'Shop'];
 
 describe('ControlPlaneStack', () => {
-  const { template, assembly, stack } = synth();
-  const json = template.toJSON() as { Resources: Record<string, Resource>; Outputs?: Record<string, unknown> };
+  let template: Template;
+  let assembly: CloudAssembly;
+  let stack: ControlPlaneStack;
+  let json: Synthesised['json'];
   const ofType = (type: string) => Object.entries(json.Resources).filter(([, r]) => r.Type === type);
   const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
-  afterAll(() => rmSync(assembly.directory, { recursive: true, force: true }));
+  beforeAll(() => {
+    // Throws on any unacknowledged cdk-nag finding; bundles every function.
+    const made = synthStack('Test', { nodeId: 'test/eu-west-1', gateAlarms: GATE_ALARMS, gateNamespaces: GATE_NAMESPACES }, { bundle: true, nag: true });
+    ({ template, stack, json } = made);
+    assembly = made.assembly!;
+  }, SYNTH_HOOK_TIMEOUT);
+  // Unset when the synthesis failed: that failure is the one to read.
+  afterAll(() => assembly && rmSync(assembly.directory, { recursive: true, force: true }));
 
-  it('declares the store table with the keys the code uses', () => {
+  // Synthesises a second shape (indexProjection: all).
+  it('declares the store table with the keys the code uses', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const def = tableDefinition('x');
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       KeySchema: def.KeySchema,
@@ -44,7 +50,7 @@ describe('ControlPlaneStack', () => {
       GlobalSecondaryIndexes: [Match.objectLike({ IndexName: def.GlobalSecondaryIndexes![0]!.IndexName, KeySchema: def.GlobalSecondaryIndexes![0]!.KeySchema, Projection: def.GlobalSecondaryIndexes![0]!.Projection })],
     });
     // What a stack deployed before the INCLUDE projection keeps (DynamoDB cannot change a projection in place).
-    const kept = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AllProjected', { indexProjection: 'all' }));
+    const kept = synthStack('AllProjected', { indexProjection: 'all' }).template;
     kept.hasResourceProperties('AWS::DynamoDB::Table', { GlobalSecondaryIndexes: [Match.objectLike({ IndexName: 'gsi1', Projection: { ProjectionType: 'ALL' } })] });
   });
 
@@ -86,7 +92,8 @@ describe('ControlPlaneStack', () => {
     }
   });
 
-  it('each rule carries the declared pattern on the right bus; every target has a retry policy and the events DLQ', () => {
+  // Synthesises a second shape (no gateAlarms).
+  it('each rule carries the declared pattern on the right bus; every target has a retry policy and the events DLQ', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const dlq = logicalId(stack.eventsDlq);
     const bus = logicalId(stack.bus);
     const rules = ofType('AWS::Events::Rule').map(([, r]) => r.Properties);
@@ -125,7 +132,7 @@ describe('ControlPlaneStack', () => {
     expect(alarmRule?.EventBusName ?? 'default').toBe('default');
     expect(JSON.stringify(alarmRule?.Targets)).toContain(logicalId(stack.functions.streamingPromoter));
     // Watching none, no rule: not every alarm flip in the account invokes a function.
-    const unwatched = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoGateAlarms'));
+    const unwatched = synthStack('NoGateAlarms').template;
     expect(JSON.stringify(unwatched.findResources('AWS::Events::Rule'))).not.toContain('aws.cloudwatch');
     expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'BadGateAlarms', { gateAlarms: ['a*b'] })).toThrow(/gateAlarms: "a\*b": an alarm name/);
     template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)', Targets: [Match.objectLike({ Input: JSON.stringify({ action: 'scan-all' }) })] });
@@ -201,15 +208,17 @@ describe('ControlPlaneStack', () => {
     expect(JSON.stringify(itemStatements('CoordinatorServiceRole'))).not.toContain('ROLLOUT#');
   });
 
-  it('the event archive has a name within EventBridge\'s 48 characters, unique to its stack', () => {
-    const name = (id: string) => (Object.values(Template.fromStack(new ControlPlaneStack(new App(), id, {})).findResources('AWS::Events::Archive'))[0]!.Properties as { ArchiveName: string }).ArchiveName;
+  // Synthesises two more stacks (their functions not bundled: only the archive is read).
+  it('the event archive has a name within EventBridge\'s 48 characters, unique to its stack', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const name = (id: string) => (Object.values(synthStack(id).template.findResources('AWS::Events::Archive'))[0]!.Properties as { ArchiveName: string }).ArchiveName;
     const names = ['RolloutControlPlane', 'RolloutControlPlane-eu-west-1-secondary-region-stack'].map(name);
     for (const n of names) expect(n).toMatch(/^[.\-_A-Za-z0-9]{1,48}$/);
     expect(new Set(names).size).toBe(2);
   });
 
-  it('grantApi gives a role exactly its routes: a reader cannot invoke a POST, an operator cannot abort', () => {
-    const app2 = new App();
+  // Synthesises a stack of its own, with roles added.
+  it('grantApi gives a role exactly its routes: a reader cannot invoke a POST, an operator cannot abort', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const app2 = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const s2 = new ControlPlaneStack(app2, 'Grants', { env: { account: '123456789012', region: 'eu-west-1' } });
     const roles = Object.fromEntries((['read', 'operate', 'admin'] as const).map((r) => [r, new Role(s2, `${r}Role`, { assumedBy: new AccountRootPrincipal() })]));
     for (const [r, role] of Object.entries(roles)) s2.grantApi(role, r as 'read' | 'operate' | 'admin');
@@ -224,7 +233,8 @@ describe('ControlPlaneStack', () => {
     expect(granted('operate')).not.toContain('cancel');
   });
 
-  it('the rollout bus: only named senders and the stack\'s own functions may put events; signals are matched on their source too', () => {
+  // Synthesises a second shape (eventSenders).
+  it('the rollout bus: only named senders and the stack\'s own functions may put events; signals are matched on their source too', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const policies = ofType('AWS::Events::EventBusPolicy').map(([, p]) => p.Properties as { Statement: { Effect: string; Action: string; Principal: unknown; Condition: { ArnNotLike: { 'aws:PrincipalArn': unknown[] } } } });
     expect(policies).toHaveLength(1);
     const st = policies[0]!.Statement;
@@ -232,8 +242,8 @@ describe('ControlPlaneStack', () => {
     const allowed = JSON.stringify(st.Condition.ArnNotLike['aws:PrincipalArn']);
     for (const name of ['StreamingPromoter', 'BatchPromoter', 'Coordinator', 'DeadLetters', 'Api']) expect(allowed).toContain(`${name}ServiceRole`);
     expect(allowed).not.toContain('SpotDrainServiceRole');
-    const withSenders = new ControlPlaneStack(new App(), 'Senders', { env: { account: '123456789012', region: 'eu-west-1' }, eventSenders: ['arn:aws:iam::123456789012:role/metrics-pipeline'] });
-    expect(JSON.stringify(Template.fromStack(withSenders).findResources('AWS::Events::EventBusPolicy'))).toContain('arn:aws:iam::123456789012:role/metrics-pipeline');
+    const withSenders = synthStack('Senders', { env: { account: '123456789012', region: 'eu-west-1' }, eventSenders: ['arn:aws:iam::123456789012:role/metrics-pipeline'] });
+    expect(JSON.stringify(withSenders.template.findResources('AWS::Events::EventBusPolicy'))).toContain('arn:aws:iam::123456789012:role/metrics-pipeline');
     const signalRule = ofType('AWS::Events::Rule').map(([, r]) => r.Properties as { EventPattern?: { source?: unknown; 'detail-type'?: string[] } }).find((r) => r.EventPattern?.['detail-type']?.includes('rollout.metrics_reported'));
     expect(signalRule?.EventPattern?.source).toEqual([{ prefix: 'rollout.' }]);
   });
@@ -275,10 +285,11 @@ describe('ControlPlaneStack', () => {
     expect(Object.keys(json.Outputs ?? {})).toContain('AlarmTopicArn');
   });
 
-  it('the dashboard, only when asked for, shows the Grafana dashboard’s figures from the EMF metrics (SEARCH over the per-rollout dimensions), with the functions, queues and alarms', () => {
+  // Synthesises a second shape (dashboard: true).
+  it('the dashboard, only when asked for, shows the Grafana dashboard’s figures from the EMF metrics (SEARCH over the per-rollout dimensions), with the functions, queues and alarms', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     // US$ 3 a month beyond an account's first three: opt-in.
     expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(0);
-    const withDashboard = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WithDashboard', { dashboard: true });
+    const withDashboard = synthStack('WithDashboard', { dashboard: true }).stack;
     const dashboards = Object.values(Template.fromStack(withDashboard).findResources('AWS::CloudWatch::Dashboard'));
     expect(dashboards).toHaveLength(1);
     // The body as deployed, its tokens (region, alarm ARNs) written as their logical ids.
@@ -341,7 +352,8 @@ describe('ControlPlaneStack', () => {
 });
 
 describe('cdk-nag at synth', () => {
-  it('fails the synth on an unacknowledged finding', () => {
+  // Synthesises a stack of its own under cdk-nag.
+  it('fails the synth on an unacknowledged finding', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const app = new App();
     const stack = new Stack(app, 'Bad');
     new Table(stack, 'NoPitr', { partitionKey: { name: 'pk', type: AttributeType.STRING } });
@@ -351,12 +363,10 @@ describe('cdk-nag at synth', () => {
 });
 
 describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const stack = new ControlPlaneStack(app, 'AuroraTest', { store: 'aurora' });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  app.synth(); // cdk-nag clean for this variant too
-  const template = Template.fromStack(stack);
-  const json = template.toJSON() as { Resources: Record<string, Resource> };
+  let template: Template;
+  let json: Synthesised['json'];
+  // cdk-nag clean for this variant too.
+  beforeAll(() => ({ template, json } = synthStack('AuroraTest', { store: 'aurora' }, { nag: true })), SYNTH_HOOK_TIMEOUT);
 
   it('an encrypted, deletion-protected Aurora PostgreSQL Serverless v2 cluster in private subnets that pauses when idle, credentials in a rotated secret', () => {
     template.hasResourceProperties('AWS::RDS::DBCluster', {
@@ -379,8 +389,9 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     template.hasResourceProperties('AWS::EC2::SecurityGroup', { GroupDescription: 'AuroraTest/Aurora/Cluster/RotationSingleUser/SecurityGroup' });
   });
 
-  it('a minimum of 0.5 ACU or more when asked for (auroraMinCapacity): it never pauses', () => {
-    const awake = Template.fromStack(new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AuroraAwake', { store: 'aurora', auroraMinCapacity: 0.5 }));
+  // Synthesises a second shape (auroraMinCapacity).
+  it('a minimum of 0.5 ACU or more when asked for (auroraMinCapacity): it never pauses', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const awake = synthStack('AuroraAwake', { store: 'aurora', auroraMinCapacity: 0.5 }).template;
     awake.hasResourceProperties('AWS::RDS::DBCluster', { ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 8, SecondsUntilAutoPause: Match.absent() } });
     for (const bad of [-1, 0.3, 9]) expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), `Bad${String(bad).replace(/\W/g, '')}`, { store: 'aurora', auroraMinCapacity: bad })).toThrow(/auroraMinCapacity: 0 to 8 in steps of 0.5/);
     expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAuroraCapacity', { auroraMinCapacity: 1 })).toThrow(/auroraMinCapacity: only with store: aurora/);
@@ -414,30 +425,52 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     template.hasResourceProperties('AWS::EC2::VPCEndpoint', { VpcEndpointType: 'Gateway', ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith(['.dynamodb'])]) }) });
   });
 
-  it('one instance, the writer, unless a reader is asked for (auroraReader: true)', () => {
+  // Synthesises a second shape (auroraReader).
+  it('one instance, the writer, unless a reader is asked for (auroraReader: true)', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     template.resourceCountIs('AWS::RDS::DBInstance', 1);
-    const withReader = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'AuroraReader', { store: 'aurora', auroraReader: true });
-    Template.fromStack(withReader).resourceCountIs('AWS::RDS::DBInstance', 2);
+    synthStack('AuroraReader', { store: 'aurora', auroraReader: true }).template.resourceCountIs('AWS::RDS::DBInstance', 2);
     expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAurora', { auroraReader: true })).toThrow(/auroraReader: only with store: aurora/);
   });
 
-  it('every function runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants', () => {
-    for (const [, fn] of Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length)) {
+  it('every function that uses the database runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants; the others get neither secret nor VPC', () => {
+    const fns = Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length);
+    expect(fns).toHaveLength(Object.keys(FUNCTIONS).length);
+    expect([...AURORA_WITHOUT_DATABASE].sort()).toEqual(['deadLetters', 'spotDrain']);
+    for (const [, fn] of fns) {
       const env = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
-      expect(env.ROLLOUT_STORE).toBe('postgres');
-      expect(env.ROLLOUT_DB_SECRET_ARN).toBeDefined();
-      expect(env.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
-      expect(env.ROLLOUT_TABLE).toBeUndefined();
-      expect(fn.Properties.VpcConfig).toBeDefined();
+      const name = env.POWERTOOLS_SERVICE_NAME as keyof typeof FUNCTIONS;
+      expect(env.ROLLOUT_STORE, name).toBe('postgres');
+      expect(env.ROLLOUT_TABLE, name).toBeUndefined();
+      if (AURORA_WITHOUT_DATABASE.includes(name)) {
+        expect(env.ROLLOUT_DB_SECRET_ARN, name).toBeUndefined();
+        expect(fn.Properties.VpcConfig, name).toBeUndefined();
+      } else {
+        expect(env.ROLLOUT_DB_SECRET_ARN, name).toBeDefined();
+        expect(env.NODE_EXTRA_CA_CERTS, name).toBe('/var/runtime/ca-cert.pem');
+        expect(fn.Properties.VpcConfig, name).toBeDefined();
+      }
     }
     const functionPolicies = Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && Object.keys(FUNCTIONS).some((n) => id.toLowerCase().startsWith(n.toLowerCase())));
     expect(functionPolicies.length).toBe(Object.keys(FUNCTIONS).length);
+    // The cluster's one secret, as CDK names it once attached to the cluster (the attachment's Ref is the secret's ARN).
+    const secrets = Object.keys(json.Resources).filter((id) => json.Resources[id]!.Type === 'AWS::SecretsManager::SecretTargetAttachment');
+    expect(secrets).toHaveLength(1);
     for (const [id, p] of functionPolicies) {
       const doc = JSON.stringify(p.Properties.PolicyDocument);
-      expect(doc, id).toContain('secretsmanager:GetSecretValue');
+      const name = Object.keys(FUNCTIONS).find((n) => id.toLowerCase().startsWith(n.toLowerCase())) as keyof typeof FUNCTIONS;
+      if (AURORA_WITHOUT_DATABASE.includes(name)) {
+        expect(doc, id).not.toContain('secretsmanager:');
+        expect(doc, id).not.toContain(secrets[0]);
+      } else {
+        expect(doc, id).toContain('secretsmanager:GetSecretValue');
+        // By its own ARN (a Ref: exact, no wildcard).
+        expect(doc, id).toContain(`{"Ref":"${secrets[0]}"}`);
+      }
       // No store grant: the only table is the activity flags' (below).
       expect(doc, id).not.toMatch(/dynamodb:(Query|PutItem|DeleteItem|BatchWriteItem|TransactWriteItems|ConditionCheckItem)/);
     }
+    // No worker registers on Aurora: no rule sends it Spot notices (each would find no one).
+    expect(JSON.stringify(Object.values(json.Resources).filter((r) => r.Type === 'AWS::Events::Rule'))).not.toContain('aws.ec2');
   });
 
   it('only the functions’ security group reaches the database port', () => {
@@ -448,12 +481,16 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
 });
 
 describe('two stacks sharing one store (-c sharedTable=…)', () => {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const a = new ControlPlaneStack(app, 'StackA', { nodeId: 'a/eu-west-1' });
-  const b = new ControlPlaneStack(app, 'StackB', { nodeId: 'b/eu-west-1', sharedTableName: 'rollout-store-a' });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  app.synth();
-  const tb = Template.fromStack(b);
+  let a: ControlPlaneStack;
+  let tb: Template;
+  beforeAll(() => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    a = new ControlPlaneStack(app, 'StackA', { nodeId: 'a/eu-west-1' });
+    const b = new ControlPlaneStack(app, 'StackB', { nodeId: 'b/eu-west-1', sharedTableName: 'rollout-store-a' });
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    app.synth();
+    tb = Template.fromStack(b);
+  }, SYNTH_HOOK_TIMEOUT);
 
   it('the second stack creates no table, points every function at the shared one, and keeps its own node id', () => {
     expect(Template.fromStack(a).findResources('AWS::DynamoDB::Table')).not.toEqual({});
@@ -466,12 +503,15 @@ describe('two stacks sharing one store (-c sharedTable=…)', () => {
 });
 
 describe('the optional Spot worker fleet (-c workerRun=…)', () => {
-  const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-fleet-')), context: { 'aws:cdk:bundling-stacks': ['FleetTest'] } });
-  const stack = new ControlPlaneStack(app, 'FleetTest', { workerFleet: { runId: 'run-42', desired: 3 } });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  const assembly = app.synth();
-  const template = Template.fromStack(stack);
-  afterAll(() => rmSync(assembly.directory, { recursive: true, force: true }));
+  let template: Template;
+  let assembly: CloudAssembly;
+  beforeAll(() => {
+    const made = synthStack('FleetTest', { workerFleet: { runId: 'run-42', desired: 3 } }, { bundle: true, nag: true });
+    ({ template } = made);
+    assembly = made.assembly!;
+  }, SYNTH_HOOK_TIMEOUT);
+  // Unset when the synthesis failed: that failure is the one to read.
+  afterAll(() => assembly && rmSync(assembly.directory, { recursive: true, force: true }));
 
   it('an arm64 Spot group (price-capacity-optimized, capacity rebalance) of the desired size, IMDSv2 only, encrypted disk', () => {
     template.hasResourceProperties('AWS::AutoScaling::AutoScalingGroup', {
@@ -530,11 +570,9 @@ describe('targets a rollout may move (targets prop)', () => {
     api: { type: 'lambdaAlias', functionName: 'checkout', alias: 'live' },
     edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('blue'), canaryTargetGroupArn: tg('green') },
   };
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const stack = new ControlPlaneStack(app, 'Targets', { env, targets });
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-  app.synth(); // cdk-nag clean with targets too
-  const json = Template.fromStack(stack).toJSON() as { Resources: Record<string, Resource> };
+  let json: Synthesised['json'];
+  // cdk-nag clean with targets too.
+  beforeAll(() => ({ json } = synthStack('Targets', { env, targets }, { nag: true })), SYNTH_HOOK_TIMEOUT);
   const policyOf = (fn: string) => JSON.stringify(Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(fn.toLowerCase())).map(([, r]) => r.Properties.PolicyDocument));
 
   it('the functions that actuate may update exactly the declared alias and rule; no other function may', () => {
@@ -550,7 +588,8 @@ describe('targets a rollout may move (targets prop)', () => {
     expect(variables.some((v) => v.ROLLOUT_TARGETS && (JSON.parse(v.ROLLOUT_TARGETS) as { api: { alias: string } }).api.alias === 'live')).toBe(true);
   });
 
-  it('a bad target, or an nginx one the functions cannot reach, fails the synth naming it', () => {
+  // Constructs two stacks (each refused before synthesis).
+  it('a bad target, or an nginx one the functions cannot reach, fails the synth naming it', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     expect(() => new ControlPlaneStack(new App(), 'BadTarget', { env, targets: { edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('x'), canaryTargetGroupArn: tg('x') } } })).toThrow(/edge\.canaryTargetGroupArn: must differ/);
     expect(() => new ControlPlaneStack(new App(), 'Nginx', { env, targets: { web: { type: 'nginx', include: '/etc/nginx/x.conf', config: '/etc/nginx/nginx.conf', stableUpstream: 'a', canaryUpstream: 'b' } } })).toThrow(/targets\.web: an nginx target/);
   });

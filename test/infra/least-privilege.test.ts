@@ -1,0 +1,169 @@
+import { App } from 'aws-cdk-lib';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlaneStack, type ControlPlaneProps } from '../../infra/stack.js';
+import { FUNCTIONS } from '../../shared/topology.js';
+import { cloudwatchMetricGateSchema, type CloudwatchMetricGate } from '../../shared/rollout/gate-spec.js';
+import type { GateContext } from '../../shared/rollout/gate-reader.js';
+import { coordinatorHandler, fleetsFrom } from '../../functions/coordinator.js';
+import { namespaceLimited } from '../../functions/runtime.js';
+import { policyText, synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT, type Synthesised } from './synth.js';
+
+/**
+ * What each principal of the stack may reach, grant by grant: the operator's
+ * secrets by their exact ARNs, the metrics namespaces the operator named, and
+ * a worker fleet bound to its own runs' steals.
+ */
+
+const env = { account: '123456789012', region: 'eu-west-1' };
+const HMAC_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:hooks/hmac-AbC12d';
+const outboundWith = (hmacSecret: string): NonNullable<ControlPlaneProps['outbound']> => ({
+  origins: ['https://prometheus.example.com', 'https://hooks.example.com'],
+  credentials: {
+    prom: { type: 'basic', origin: 'https://prometheus.example.com', username: 'rollout', password: { secretsManager: 'prom/basic' } },
+    hooks: { type: 'hmac', origin: 'https://hooks.example.com', keyId: 'k1', secret: { secretsManager: hmacSecret } },
+  },
+});
+const outbound = outboundWith(HMAC_ARN);
+
+type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
+const statementsOf = (json: Synthesised['json'], fn: string): Statement[] =>
+  Object.entries(json.Resources)
+    .filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(`${fn.toLowerCase()}servicerole`))
+    .flatMap(([, r]) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
+const variables = (json: Synthesised['json']) =>
+  Object.values(json.Resources)
+    .filter((r) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length)
+    .map((r) => (r.Properties.Environment as { Variables: Record<string, unknown> }).Variables);
+
+describe('outbound secrets and CloudWatch namespaces', () => {
+  let json: Synthesised['json'];
+  let closed: Synthesised['json'];
+  beforeAll(() => {
+    // cdk-nag clean with the secrets' `-??????` and the GetMetricData grant.
+    ({ json } = synthStack('Outbound', { env, outbound, gateNamespaces: ['AWS/ApplicationELB', 'Shop'] }, { nag: true }));
+    ({ json: closed } = synthStack('NoNamespaces', { env }, { nag: true }));
+  }, SYNTH_HOOK_TIMEOUT);
+
+  it('the gate readers may read exactly the operator’s secrets: a name with the six characters Secrets Manager appends, an ARN as it is', () => {
+    const reads = statementsOf(json, 'BatchPromoter').filter((st) => [st.Action].flat().includes('secretsmanager:GetSecretValue'));
+    expect(reads).toHaveLength(1);
+    const resources = [reads[0]!.Resource].flat().map((r) => JSON.stringify(r));
+    expect(resources).toHaveLength(2);
+    // A name: NAME-?????? (never NAME-*, which also matches NAME-old-… and NAME-prod-…).
+    expect(resources.find((r) => r.includes('prom/basic'))).toMatch(/:secret:prom\/basic-\?{6}"\]\]\}$/);
+    expect(resources).toContain(JSON.stringify(HMAC_ARN));
+    expect(JSON.stringify(reads)).not.toContain('*');
+    // No other function reads them.
+    for (const fn of Object.keys(FUNCTIONS).filter((n) => n !== 'batchPromoter')) expect(policyText(json, fn), fn).not.toContain('secretsmanager:');
+  });
+
+  // Constructs a stack that is refused before synthesis.
+  it('a partial secret ARN (no six-character suffix) fails the synth naming the credential', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const partial = outboundWith('arn:aws:secretsmanager:eu-west-1:123456789012:secret:hooks/hmac');
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'PartialArn', { env, outbound: partial })).toThrow(/outbound\.credentials\.hooks: secretsManager: .* is not a whole secret ARN/);
+  });
+
+  it('GetMetricData only with namespaces named, in the gate regions, and the functions told which namespaces (IAM has no namespace key for it)', () => {
+    const metricData = statementsOf(json, 'BatchPromoter').filter((st) => [st.Action].flat().includes('cloudwatch:GetMetricData'));
+    expect(metricData).toEqual([{ Action: 'cloudwatch:GetMetricData', Effect: 'Allow', Resource: '*', Condition: { StringEquals: { 'aws:RequestedRegion': ['eu-west-1'] } } }]);
+    for (const v of variables(json)) expect(JSON.parse(v.ROLLOUT_GATE_NAMESPACES as string)).toEqual(['AWS/ApplicationELB', 'Shop']);
+    // None named (the default): no function may call GetMetricData, and every one is told so.
+    for (const fn of Object.keys(FUNCTIONS)) expect(policyText(closed, fn), fn).not.toContain('cloudwatch:GetMetricData');
+    expect(policyText(closed, 'BatchPromoter')).toContain('cloudwatch:DescribeAlarms');
+    for (const v of variables(closed)) expect(v.ROLLOUT_GATE_NAMESPACES).toBe('[]');
+  });
+
+  // Constructs a stack that is refused before synthesis.
+  it('a namespace with a wildcard fails the synth naming it', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WildNamespace', { env, gateNamespaces: ['AWS/*'] })).toThrow(/gateNamespaces: "AWS\/\*": a CloudWatch namespace .* \(no \*\)/);
+  });
+
+  it('the functions read a metric gate only in the namespaces named: any other, or a search past its own metrics, is an error reading never sent', async () => {
+    const gate = (g: Record<string, unknown>): CloudwatchMetricGate => cloudwatchMetricGateSchema.parse({ type: 'cloudwatchMetric', name: 'g', comparison: '<', threshold: 1, ...g });
+    const allowed = gate({ metric: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } });
+    const other = gate({ metric: { namespace: 'AWS/RDS', metricName: 'CPUUtilization', stat: 'Average' } });
+    const mathOk = gate({ expression: 'e / r', metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' }, r: { namespace: 'AWS/ApplicationELB', metricName: 'RequestCount', stat: 'Sum' } } });
+    const mathOther = gate({ expression: 'e / r', metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' }, r: { namespace: 'AWS/Billing', metricName: 'EstimatedCharges', stat: 'Maximum' } } });
+    const search = gate({ expression: "SUM(SEARCH('{AWS/RDS} MetricName=\"CPUUtilization\"', 'Average', 60)) + e", metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } } });
+    const insights = gate({ expression: 'select max(CPUUtilization) from "AWS/EC2"', metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } } });
+    const sent: { gates: CloudwatchMetricGate[]; contexts: readonly GateContext[] }[] = [];
+    const limited = namespaceLimited(
+      {
+        cloudwatchMetric: {
+          read: (gates, o) => {
+            sent.push({ gates: [...gates], contexts: o.contexts });
+            return Promise.resolve(gates.map((_, i) => ({ kind: 'number' as const, value: i, answer: '' })));
+          },
+        },
+      },
+      ['AWS/ApplicationELB', 'Shop'],
+    );
+    const gates = [allowed, other, mathOk, mathOther, search, insights];
+    const contexts = gates.map((_, i) => ({ rolloutId: `r${i}` }) as GateContext);
+    const results = await limited.cloudwatchMetric!.read(gates, { now: 0, signal: new AbortController().signal, contexts });
+    // Only the two within the namespaces were sent, each with its own context.
+    expect(sent).toEqual([{ gates: [allowed, mathOk], contexts: [contexts[0], contexts[2]] }]);
+    expect(results[0]).toEqual({ kind: 'number', value: 0, answer: '' });
+    expect(results[2]).toEqual({ kind: 'number', value: 1, answer: '' });
+    expect(results[1]).toMatchObject({ kind: 'error' });
+    expect((results[1] as { message: string }).message).toMatch(/metric\.namespace: "AWS\/RDS" is not a namespace this stack's gates may read \(AWS\/ApplicationELB, Shop\)/);
+    expect(results[3]).toMatchObject({ kind: 'error' });
+    expect((results[3] as { message: string }).message).toMatch(/metrics\.r\.namespace: "AWS\/Billing"/);
+    expect(results[4]).toMatchObject({ kind: 'error' });
+    expect((results[4] as { message: string }).message).toMatch(/expression: SEARCH reads beyond the gate's own metrics/);
+    expect(results[5]).toMatchObject({ kind: 'error' });
+    expect((results[5] as { message: string }).message).toMatch(/expression: select reads beyond/);
+  });
+});
+
+describe('a worker fleet is bound to its own runs', () => {
+  let json: Synthesised['json'];
+  let stack: ControlPlaneStack;
+  // cdk-nag clean with the fleet's alias grant.
+  beforeAll(() => ({ json, stack } = synthStack('FleetBounds', { env, workerFleet: { runId: 'run-42', desired: 1 } }, { nag: true })), SYNTH_HOOK_TIMEOUT);
+  const coordinatorId = () => stack.getLogicalId(stack.functions.coordinator.node.defaultChild as never);
+  const aliases = () => Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Alias');
+
+  it('the fleet may invoke its own alias of the coordinator, not the function: the schedule’s scan-all goes to the function itself', () => {
+    expect(aliases()).toHaveLength(1);
+    const [aliasId, alias] = aliases()[0]!;
+    expect(alias.Properties).toMatchObject({ FunctionName: { Ref: coordinatorId() }, FunctionVersion: '$LATEST' });
+    expect(alias.Properties.Name).toMatch(/^fleet-[A-Za-z0-9]+$/);
+    const worker = Object.entries(json.Resources).find(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.startsWith('WorkersRole'))![1];
+    const invokes = (worker.Properties.PolicyDocument as { Statement: Statement[] }).Statement.filter((st) => [st.Action].flat().some((a) => a.startsWith('lambda:')));
+    expect(invokes).toEqual([{ Action: 'lambda:InvokeFunction', Effect: 'Allow', Resource: { Ref: aliasId } }]);
+    // Nothing else in the stack grants invoking the coordinator, nor the function's ARN with a qualifier wildcard.
+    expect(JSON.stringify(json)).not.toContain(`{"Fn::GetAtt":["${coordinatorId()}","Arn"]},":*"`);
+    const schedule = Object.values(json.Resources).find((r) => r.Type === 'AWS::Events::Rule' && JSON.stringify(r.Properties.Targets).includes('scan-all'))!;
+    expect((schedule.Properties.Targets as { Arn: unknown }[])[0]!.Arn).toEqual({ 'Fn::GetAtt': [coordinatorId(), 'Arn'] });
+    // The workers call it through the alias.
+    const lt = Object.values(json.Resources).find((r) => r.Type === 'AWS::EC2::LaunchTemplate')!;
+    expect(JSON.stringify(lt.Properties)).toContain(`:${alias.Properties.Name as string} --provider aws`);
+  });
+
+  it('the coordinator answers through the fleet’s alias only steals for the fleet’s runs: no scan, no scan-all (retention), no other run', async () => {
+    const name = aliases()[0]![1].Properties.Name as string;
+    const coordinatorEnv = variables(json).find((v) => v.POWERTOOLS_SERVICE_NAME === 'coordinator')!;
+    const fleets = fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: coordinatorEnv.ROLLOUT_COORDINATOR_FLEETS as string });
+    expect(fleets).toEqual({ [name]: ['run-42'] });
+    const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
+    const quiet = { addMetric: () => undefined, hasStoredMetrics: () => false, publishStoredMetrics: () => undefined } as never;
+    // A request that passes the check goes on to open the store: that it got there is what this shows.
+    const handler = coordinatorHandler(() => Promise.reject(new Error('store opened')), { fleets, deadLetters: null, activity: null }, silent, quiet);
+    const through = (alias: string) => ({ invokedFunctionArn: `arn:aws:lambda:eu-west-1:123456789012:function:coordinator:${alias}` });
+    await expect(handler({ action: 'scan-all' }, through(name))).rejects.toThrow(/refused: a worker fleet \(alias fleet-\w+\) may ask for steals only, not scan-all/);
+    await expect(handler({ action: 'scan', runId: 'run-42' }, through(name))).rejects.toThrow(/may ask for steals only, not scan/);
+    await expect(handler({ action: 'steal', runId: 'run-7', workerId: 'w' }, through(name))).rejects.toThrow(/serves runs run-42, not run-7/);
+    await expect(handler({ action: 'steal', runId: 'run-42', workerId: 'w' }, through('fleet-unknown'))).rejects.toThrow(/alias fleet-unknown serves no worker fleet/);
+    await expect(handler({ action: 'steal', runId: 'run-42', workerId: 'w' }, through(name))).rejects.toThrow('store opened');
+    // The schedule (the function itself, unqualified) and a process with no Lambda context: everything.
+    await expect(handler({ action: 'scan-all' }, { invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:coordinator' })).rejects.toThrow('store opened');
+    await expect(handler({ action: 'scan-all' })).rejects.toThrow('store opened');
+  });
+
+  it('a malformed fleet list in the environment is refused naming the variable', () => {
+    expect(() => fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: '{' })).toThrow(/ROLLOUT_COORDINATOR_FLEETS: not JSON/);
+    expect(() => fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: '{"live":["r"]}' })).toThrow(/ROLLOUT_COORDINATOR_FLEETS: live: /);
+    expect(fleetsFrom({})).toEqual({});
+  });
+});
