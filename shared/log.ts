@@ -35,7 +35,7 @@ export interface LogLine {
 export function logLine(level: LogLevel, service: string, message: string, fields: Record<string, unknown> = {}, time = new Date()): LogLine {
   const line: Record<string, unknown> = { time: time.toISOString(), level, service, message };
   for (const k of CORRELATION_FIELDS) if (fields[k] !== undefined) line[k] = fields[k];
-  for (const [k, v] of Object.entries(fields)) if (!(k in line) && v !== undefined) line[k] = v;
+  for (const [k, v] of Object.entries(fields)) if (!Object.hasOwn(line, k) && v !== undefined) line[k] = v;
   return line as LogLine;
 }
 

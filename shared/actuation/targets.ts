@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseConfig } from '../config.js';
 import { TARGET_NAME } from '../rollout/spec.js';
+import { own } from '../own.js';
 
 /**
  * The targets an operator lets rollouts move, by name. A spec names targets
@@ -129,7 +130,7 @@ export function lambdaVersionIssues(newVersion: string): string[] {
 export function actuationIssues(spec: { readonly actuators?: readonly string[]; readonly target: { readonly version: string; readonly stableVersion?: string } }, targets: TargetsConfig): string[] {
   const out: string[] = [];
   spec.actuators?.forEach((name, i) => {
-    const t = targets[name];
+    const t = own(targets, name);
     if (!t) {
       const known = Object.keys(targets);
       out.push(`actuators.${i}: no target named ${name} is declared${known.length ? ` (declared: ${known.join(', ')})` : ' (none are)'}`);

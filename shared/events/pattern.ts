@@ -19,6 +19,7 @@
  * test/infra/pattern-differential.test.ts holds it against moto's matcher and
  * writes down where, and why, they differ.
  */
+import { own } from '../own.js';
 export type Pattern = Record<string, unknown>;
 
 export function matches(pattern: Pattern, event: unknown): boolean {
@@ -40,7 +41,7 @@ function matchFields(pattern: Pattern, value: unknown): boolean {
       if (!Array.isArray(rule) || !rule.some((p) => matchObject(p as Pattern, value))) return false;
       continue;
     }
-    const field = isObject(value) && Object.prototype.hasOwnProperty.call(value, key) ? value[key] : undefined;
+    const field = isObject(value) ? own(value, key) : undefined;
     if (Array.isArray(rule)) {
       if (!matchLeaf(rule, leafValues(field))) return false;
     } else if (isObject(rule)) {

@@ -156,7 +156,7 @@ export class Coordinator {
     const hint = await this.hint(hints);
     const none = { epoch: token.epoch, victim: null, items: [] };
     // A thief the hint lists has a backlog of its own: it runs that first (reconcile finds what it does not know of).
-    if (!hint || thief in hint.victims) return none;
+    if (!hint || Object.hasOwn(hint.victims, thief)) return none;
     const order = Object.entries(hint.victims)
       .filter(([, ids]) => ids.length > 0)
       .sort((a, b) => b[1].length - a[1].length);

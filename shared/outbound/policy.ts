@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseConfig } from '../config.js';
+import { own } from '../own.js';
 
 /**
  * What a spec may make us do outside the process, decided by the operator
@@ -167,14 +168,14 @@ export class OutboundPolicy {
 
   /** Why `credential` may not be sent to `url` (null: it may). */
   refuseCredential(name: string, url: string, field: string): string | null {
-    const cred = Object.hasOwn(this.credentials, name) ? this.credentials[name] : undefined;
+    const cred = own(this.credentials, name);
     if (!cred) return `${field}: no credential named "${name}" in the operator's outbound configuration`;
     if (cred.origin !== originOf(url)) return `${field}: credential "${name}" is bound to ${cred.origin}, not ${originOf(url)}`;
     return null;
   }
 
   credential(name: string): Credential {
-    const cred = Object.hasOwn(this.credentials, name) ? this.credentials[name] : undefined;
+    const cred = own(this.credentials, name);
     if (!cred) throw new OutboundRefusedError(`no credential named "${name}"`);
     return cred;
   }

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { SecretRef } from './policy.js';
+import { own } from '../own.js';
 
 /**
  * Where an operator's secrets are read from when a request needs one: the
@@ -57,7 +58,7 @@ export class OperatorSecrets implements SecretSource {
 
   private async read(ref: SecretRef): Promise<string> {
     if ('env' in ref) {
-      const v = this.env[ref.env];
+      const v = own(this.env, ref.env);
       if (v === undefined) throw new SecretNotFoundError(`${describeRef(ref)} is not set where the control plane runs`);
       return v;
     }
@@ -77,7 +78,7 @@ export class OperatorSecrets implements SecretSource {
     } catch {
       throw new SecretNotFoundError(`${describeRef(ref)} is not JSON, so it has no key ${ref.key}`);
     }
-    const v = (parsed as Record<string, unknown> | null)?.[ref.key];
+    const v = typeof parsed === 'object' ? own(parsed as Record<string, unknown> | null, ref.key) : undefined;
     if (typeof v !== 'string') throw new SecretNotFoundError(`${describeRef(ref)} has no string at key ${ref.key}`);
     return v;
   }

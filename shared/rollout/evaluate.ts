@@ -2,6 +2,7 @@ import { beforeRolloutHooks } from './gate-spec.js';
 import { providerVerdict, type GateReading } from './gates.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import type { Gates } from './spec.js';
+import { own } from '../own.js';
 
 /**
  * The pure evaluator: (rollout, stage statuses, signals, now) → the next
@@ -63,7 +64,7 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   if (providers.kind === 'pause') return { kind: 'pause', reason: providers.reason, readings: providers.readings };
 
   const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
-  const alarmsOk = gates.alarms.every((a) => view.alarms[a] === 'OK');
+  const alarmsOk = gates.alarms.every((a) => own(view.alarms, a) === 'OK');
   const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
   if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') {
     const last = active.index === stages.length - 1;
@@ -102,7 +103,7 @@ export function breachOf(view: RolloutView, stage: number): string | null {
 }
 
 function alarmBreachOf(view: RolloutView, alarms: readonly string[]): string | null {
-  const alarm = alarms.find((a) => view.alarms[a] === 'ALARM');
+  const alarm = alarms.find((a) => own(view.alarms, a) === 'ALARM');
   return alarm === undefined ? null : `alarm ${alarm} is in ALARM`;
 }
 

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Same } from '../types.js';
 import { passes, PROVIDER_TYPES, queryOf, type ProviderGate } from './gate-spec.js';
 import type { AlarmState } from './model.js';
+import { own } from '../own.js';
 
 /**
  * What a provider gate saw, and what it means. Pure: the GateReader asks the
@@ -168,11 +169,12 @@ export function judge(gate: ProviderGate, result: ProviderResult, where: { attem
       return reading('inconclusive', null, `the query returned ${result.count} series; a gate needs exactly one number`);
     case 'alarms': {
       if (gate.type !== 'cloudwatchAlarm') return reading('inconclusive', null, `a ${gate.type} gate got alarm states`);
-      const firing = gate.alarms.filter((a) => result.states[a] === 'ALARM');
+      const state = (a: string) => own(result.states, a);
+      const firing = gate.alarms.filter((a) => state(a) === 'ALARM');
       if (firing.length) return reading('fail', null, `in ALARM: ${firing.join(', ')}`);
-      const unsure = gate.alarms.filter((a) => result.states[a] !== 'OK');
+      const unsure = gate.alarms.filter((a) => state(a) !== 'OK');
       if (unsure.length) {
-        return reading('inconclusive', null, unsure.map((a) => (result.states[a] === 'missing' || result.states[a] === undefined ? `alarm ${a} not found` : `alarm ${a} is ${result.states[a]}`)).join('; '));
+        return reading('inconclusive', null, unsure.map((a) => (state(a) === 'missing' || state(a) === undefined ? `alarm ${a} not found` : `alarm ${a} is ${state(a)}`)).join('; '));
       }
       return reading('pass', null, null);
     }

@@ -13,6 +13,7 @@ import { DAY_MS, retentionSchema, type Retention } from '../retention.js';
 import type { LeaseToken } from '../lease/record.js';
 import { NEVER_DUE, UnknownRolloutError, type DueView, type RolloutStore } from './store.js';
 import { nextEvaluationAt } from './schedule.js';
+import { own } from '../own.js';
 
 /** Views a StreamingPromoter keeps for its fast path: every running rollout of a busy deployment. */
 const HELD_VIEWS = 10_000;
@@ -322,8 +323,8 @@ async function alarmReadings(store: RolloutStore, views: readonly RolloutView[],
       // As the tick reads it: not before its initial delay, and not from a same-named alarm of another region.
       if (at < v.rollout.lastProgressAt + gate.initialDelaySeconds * 1000) continue;
       if (gate.region && region && gate.region !== region) continue;
-      const states = Object.fromEntries(gate.alarms.map((a) => [a, v.alarms[a] ?? ('missing' as const)]));
-      const answer = `state change of ${alarm}: ${gate.alarms.map((a) => `${a} ${states[a]}`).join(', ')}`;
+      const states = Object.fromEntries(gate.alarms.map((a) => [a, own(v.alarms, a) ?? ('missing' as const)]));
+      const answer = `state change of ${alarm}: ${gate.alarms.map((a) => `${a} ${own(states, a)}`).join(', ')}`;
       const reading = judge(gate, { kind: 'alarms', states, answer }, { attempt: v.rollout.attempt, stage: active.index, at, source: 'event' });
       if (reading.outcome !== 'inconclusive') toStore.push(toStoreOf(v, gate, reading));
     }

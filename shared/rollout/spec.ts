@@ -217,7 +217,7 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
   const preset = input !== null && typeof input === 'object' && 'preset' in input ? input.preset : undefined;
   let schema: z.ZodType<ParsedInput> = explicitSpec;
   if (preset !== undefined) {
-    if (typeof preset !== 'string' || !(preset in presets)) {
+    if (typeof preset !== 'string' || !Object.hasOwn(presets, preset)) {
       throw new ConfigError('rollout spec', [`preset: unknown preset ${JSON.stringify(preset)}; expected one of ${Object.keys(presets).join(', ')}`]);
     }
     schema = presets[preset as keyof typeof presets];

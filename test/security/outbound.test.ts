@@ -8,7 +8,10 @@
  * echoes every request header back in an error, a server answering 1 MiB, and
  * one answering with a redirect), and allows one origin by name,
  * `http://localhost:<trap port>`, whose name resolves to loopback. The trap
- * counts every connection it gets: it must get none.
+ * counts every connection it gets: it must get none. An echo server, allowed
+ * too, answers each gate with the secret it was sent, in the encoding the
+ * gate's address names (raw, JSON-escaped, percent- or form-encoded, base64,
+ * HTML): none may be kept or shown.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -21,6 +24,11 @@ import { eventually } from '../support/gate.js';
 
 const SECRET = `secret-${randomUUID()}`;
 const ENV = `ROLLOUT_SECURITY_TOKEN_${randomUUID().replaceAll('-', '').slice(0, 8).toUpperCase()}`;
+/** Secrets that every encoding changes: quote, backslash, slash, space, non-ASCII (BMP and astral). */
+const QUOTED = `q"uo\\te/sl ash-${randomUUID()}`;
+const UNICODE = `ünï€😀/"-${randomUUID()}`;
+const QUOTED_ENV = `${ENV}_QUOTED`;
+const UNICODE_ENV = `${ENV}_UNICODE`;
 
 let target: Awaited<ReturnType<typeof nodeUnderTest>>;
 const servers: Server[] = [];
@@ -30,7 +38,30 @@ let trapConnections = 0;
 let reflector: string;
 let big: string;
 let redirector: string;
+let echo: string;
 const reflected: IncomingHttpHeaders[] = [];
+/** The secrets the echo server was sent (a bearer token, a basic password). */
+const echoed = new Set<string>();
+
+const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
+const jsonEscaped = (s: string) => JSON.stringify(s).slice(1, -1);
+/** Each encoding a reply could carry a secret in, as a server would write it. */
+const ENCODINGS: Readonly<Record<string, (s: string) => string>> = {
+  raw: (s) => s,
+  json: jsonEscaped,
+  // PHP's json_encode: slashes and non-ASCII escaped.
+  'json-php': (s) => jsonEscaped(s).replaceAll('/', '\\/').replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+  'json-twice': (s) => jsonEscaped(JSON.stringify(s)),
+  url: encodeURIComponent,
+  'url-lower': (s) => encodeURIComponent(s).replace(/%[0-9A-F]{2}/g, (p) => p.toLowerCase()),
+  form: (s) => new URLSearchParams({ v: s }).toString().slice(2),
+  base64: b64,
+  base64url: (s) => Buffer.from(s, 'utf8').toString('base64url'),
+  'base64-inside': (s) => b64(`token=${s};`),
+  html: (s) => s.replaceAll('&', '&amp;').replaceAll('"', '&quot;').replaceAll('<', '&lt;'),
+};
+/** What must never be kept of `secret`: each encoding of it, and, in JSON text (the API's), each of those escaped again. */
+const forms = (secret: string) => [...new Set(Object.values(ENCODINGS).flatMap((e) => [e(secret), jsonEscaped(e(secret))]))];
 
 async function http(handler: Parameters<typeof createServer>[1]): Promise<string> {
   const s = createServer(handler);
@@ -40,6 +71,8 @@ async function http(handler: Parameters<typeof createServer>[1]): Promise<string
 
 beforeAll(async () => {
   process.env[ENV] = SECRET;
+  process.env[QUOTED_ENV] = QUOTED;
+  process.env[UNICODE_ENV] = UNICODE;
   trap = createTcpServer((socket) => {
     trapConnections++;
     socket.destroy();
@@ -55,12 +88,24 @@ beforeAll(async () => {
     res.end(`{"status":"success","data":{"resultType":"scalar","result":[0,"${'9'.repeat(1_048_576)}"]}}`);
   });
   redirector = await http((_req, res) => res.writeHead(302, { location: `http://127.0.0.1:${trapPort}/api/v1/query` }).end());
+  // /<encoding>/<json|text>/api/v1/query: the secret sent, in that encoding, in a Prometheus error (JSON) or a proxy's page (text).
+  echo = await http((req, res) => {
+    const [, encoding = '', mode] = (req.url ?? '').split('/');
+    const auth = req.headers.authorization ?? '';
+    const secret = auth.startsWith('Basic ') ? Buffer.from(auth.slice(6), 'base64').toString('utf8').replace(/^[^:]*:/, '') : auth.replace(/^Bearer /, '');
+    echoed.add(secret);
+    const form = (ENCODINGS[encoding] ?? ((s: string) => s))(secret);
+    if (mode === 'text') res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' }).end(`upstream refused ${form} (${auth})`);
+    else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'error', errorType: 'echo', error: `refused ${form}` }));
+  });
   target = await nodeUnderTest({
     tickIntervalSeconds: 0.25,
     outbound: {
-      origins: [reflector, big, redirector, `http://localhost:${trapPort}`],
+      origins: [reflector, big, redirector, echo, `http://localhost:${trapPort}`],
       credentials: {
         reflected: { type: 'bearer', origin: reflector, token: { env: ENV } },
+        'echo-bearer': { type: 'bearer', origin: echo, token: { env: QUOTED_ENV } },
+        'echo-basic': { type: 'basic', origin: echo, username: 'rollout', password: { env: UNICODE_ENV } },
         'by-name': { type: 'bearer', origin: `http://localhost:${trapPort}`, token: { env: ENV } },
       },
     },
@@ -72,6 +117,8 @@ afterAll(async () => {
   for (const s of servers) await closeNow(s);
   await new Promise<void>((r) => (trap ? trap.close(() => r()) : r()));
   delete process.env[ENV];
+  delete process.env[QUOTED_ENV];
+  delete process.env[UNICODE_ENV];
 });
 
 const gate = (g: Record<string, unknown>) => ({ type: 'prometheus', name: 'errors', query: 'sum(rate(errors[1m]))', comparison: '<', threshold: 1, intervalSeconds: 1, ...g });
@@ -150,6 +197,41 @@ describe('outbound requests on a spec’s behalf', () => {
     expect(reading.reason).toMatch(/answer over 65536 bytes/);
     expect(reading.answer.length).toBeLessThanOrEqual(1_000);
   });
+
+  it.each([
+    { credential: 'echo-bearer', secret: () => QUOTED, header: () => `Bearer ${QUOTED}` },
+    { credential: 'echo-basic', secret: () => UNICODE, header: () => `Basic ${b64(`rollout:${UNICODE}`)}` },
+  ])('an answer that echoes the secret in any encoding keeps none of them: $credential', async ({ credential, secret, header }) => {
+    const encodings = Object.keys(ENCODINGS);
+    const ids: { id: string; gates: number }[] = [];
+    // A stage reads at most 10 gates: one rollout per reply kind and half of the encodings.
+    for (const mode of ['json', 'text']) {
+      for (const half of [encodings.slice(0, 6), encodings.slice(6)]) {
+        const id = `echo-${credential}-${mode}-${half[0]}`;
+        const gates = half.map((e) => gate({ name: `echo-${e}`, address: `${echo}/${e}/${mode}`, credential }));
+        const r = await post('/rollouts', { id, spec: { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: gates } }, { name: 'all', percent: 100, bakeSeconds: 0 }] } });
+        expect(r.status).toBe(201);
+        ids.push({ id, gates: gates.length });
+      }
+    }
+    const secrets = [secret(), header().replace(/^(Basic|Bearer) /, '')];
+    const never = secrets.flatMap(forms);
+    for (const { id, gates } of ids) {
+      const stored = await eventually(`a reading of every gate of ${id}`, 30_000, async () => {
+        const readings = await target.node.plane.engine.store.gateReadings(id, { perGate: 1 });
+        return new Set(readings.map((r) => r.gate)).size === gates ? readings : null;
+      });
+      for (const reading of stored) {
+        // The echo reached the answer, cut where the secret was.
+        expect(reading.answer, reading.gate).toContain('[redacted]');
+        for (const field of [reading.answer, reading.reason ?? '']) expect(never.filter((f) => field.includes(f)), `${id} ${reading.gate}`).toEqual([]);
+      }
+      const shown = (await get(`/rollouts/${id}`)).text;
+      expect(never.filter((f) => shown.includes(f)), `GET /rollouts/${id}`).toEqual([]);
+    }
+    // The origin got the secret itself: what was checked is what a reply could echo.
+    expect(echoed.has(secret())).toBe(true);
+  }, 120_000);
 
   it('a redirect is not followed: the gate is inconclusive and the host it pointed at hears nothing', async () => {
     const r = await post('/rollouts', { id: 'redirect', spec: spec({ address: redirector }) });

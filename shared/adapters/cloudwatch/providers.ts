@@ -178,7 +178,7 @@ function metricStat(m: MetricStat, period: number): NonNullable<MetricDataQuery[
 export function queriesOf(g: CloudwatchMetricGate, id: string): MetricDataQuery[] {
   if (g.metric) return [{ Id: id, MetricStat: metricStat(g.metric, g.periodSeconds), ReturnData: true }];
   const metrics = g.metrics ?? {};
-  const expression = (g.expression ?? '').replace(/\b[a-z][a-zA-Z0-9_]*\b/g, (word) => (word in metrics ? `${id}_${word}` : word));
+  const expression = (g.expression ?? '').replace(/\b[a-z][a-zA-Z0-9_]*\b/g, (word) => (Object.hasOwn(metrics, word) ? `${id}_${word}` : word));
   return [
     { Id: id, Expression: expression, Period: g.periodSeconds, ReturnData: true },
     ...Object.entries(metrics).map(([name, m]) => ({ Id: `${id}_${name}`, MetricStat: metricStat(m, g.periodSeconds), ReturnData: false })),

@@ -4,7 +4,7 @@ import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
-import { BadCursorError, decodeCursor, encodeCursor } from '../../cursor.js';
+import { BadCursorError, cursorInt, cursorObject, cursorText, decodeCursor, encodeCursor } from '../../cursor.js';
 import { assertOneChangePerItem, PartialBatchError, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type PendingEntry, type RunCancel, type RunningEntry, type RunOptions, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
@@ -18,10 +18,11 @@ import { runKeys, runOfKey, runPk, type RunKeys } from './ledger-keys.js';
 import { ledgerUpdate, pad, pendingSk } from './ledger-updates.js';
 import { DynamoLeaseStore, itemFromLease, leaseFromItem } from './lease-store.js';
 import { GSI1 } from './table.js';
-import { batchDelete, batchGetAll, listCursor, listPage, listStart, queryAll } from './query.js';
+import { batchDelete, batchGetAll, listCursor, listPage, listStart, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, queryAll } from './query.js';
 import { DEFAULT_RETENTION } from '../../retention.js';
 import { retryingThrottles } from './throttles.js';
 import { BoundedMap } from '../../bounded-map.js';
+import { MAX_RUN_SHARDS } from '../../ledger/capacity.js';
 
 /**
  * The ledger on DynamoDB:
@@ -99,6 +100,16 @@ export interface DynamoLedgerOptions {
 
 /** Runs whose layout a store keeps: a run's keys are up to 4 × 512 strings. */
 const KNOWN_RUNS = 1_000;
+
+/**
+ * A run's items page's cursor: the partition (a shard's, or the run's) and
+ * DynamoDB's last key in it, exactly as an items query's LastEvaluatedKey has
+ * it (the table's pk and an item's sort key), or null at a partition's start.
+ */
+const ITEMS_CURSOR = cursorObject({
+  p: cursorInt(0, MAX_RUN_SHARDS),
+  k: cursorObject({ pk: cursorText(MAX_PARTITION_KEY_BYTES), sk: cursorText(MAX_SORT_KEY_BYTES).startsWith('ITEM#', 'not an item key') }).nullable(),
+});
 
 export class DynamoLedgerStore implements LedgerStore {
   private readonly concurrency: number;
@@ -634,11 +645,12 @@ export class DynamoLedgerStore implements LedgerStore {
    */
   async items(runId: string, o: ItemPageQuery): Promise<ItemPage> {
     type Cursor = { p: number; k: Item | null };
+    // Checked before the store is read: a bad cursor is the caller's error, not the store's.
+    let at: Cursor = o.cursor === undefined ? { p: 0, k: null } : decodeCursor(o.cursor, ITEMS_CURSOR);
     const keys = await this.keys(runId);
-    const isCursor = (v: unknown): v is Cursor => typeof v === 'object' && v !== null && Number.isInteger((v as Cursor).p) && (v as Cursor).p >= 0 && ((v as Cursor).k === null || typeof (v as Cursor).k === 'object');
-    let at: Cursor = o.cursor === undefined ? { p: 0, k: null } : decodeCursor(o.cursor, isCursor);
     // A start key from another run's (or partition's) items is no cursor of this page.
-    if (at.k && (at.k.pk !== keys.partitions[at.p] || typeof at.k.sk !== 'string' || !String(at.k.sk).startsWith('ITEM#'))) throw new BadCursorError();
+    if (at.p > keys.partitions.length) throw new BadCursorError('p: past the run\'s partitions');
+    if (at.k && at.k.pk !== keys.partitions[at.p]) throw new BadCursorError('k: a key of another run\'s items');
     const out: WorkItem[] = [];
     for (let reads = 0; reads < 8 && at.p < keys.partitions.length && out.length < o.limit; reads++) {
       const page = await this.doc.send(

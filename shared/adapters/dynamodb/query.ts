@@ -1,5 +1,6 @@
 import { BatchGetCommand, BatchWriteCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { decodeCursor, encodeCursor } from '../../cursor.js';
+import { cursorObject, cursorText, decodeCursor, encodeCursor } from '../../cursor.js';
+import { own } from '../../own.js';
 
 type Item = Record<string, unknown>;
 export type QueryInput = ConstructorParameters<typeof QueryCommand>[0];
@@ -30,7 +31,7 @@ async function batchWrite(doc: DynamoDBDocumentClient, table: string, all: reado
     for (let attempt = 0; requests?.length; attempt++) {
       if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
       const res = await doc.send(new BatchWriteCommand({ RequestItems: { [table]: requests } }));
-      requests = res.UnprocessedItems?.[table] as WriteRequest[] | undefined;
+      requests = own(res.UnprocessedItems, table) as WriteRequest[] | undefined;
     }
   }
 }
@@ -54,17 +55,28 @@ export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, ke
       if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
       const keysNow = batch;
       const res = await each(() => doc.send(new BatchGetCommand({ RequestItems: { [table]: { Keys: keysNow, ConsistentRead: true } } })));
-      out.push(...(res.Responses?.[table] ?? []));
-      batch = res.UnprocessedKeys?.[table]?.Keys as Item[] | undefined;
+      out.push(...(own(res.Responses, table) ?? []));
+      batch = own(res.UnprocessedKeys, table)?.Keys as Item[] | undefined;
     }
   }
   return out;
 }
 
-/** A list partition's cursor (ROLLOUTS, ALLRUNS): the sort key of the last item listed; null for the first page. */
+/** Longest sort key DynamoDB takes (bytes); a partition key may be twice that. */
+export const MAX_SORT_KEY_BYTES = 1_024;
+export const MAX_PARTITION_KEY_BYTES = 2_048;
+
+/**
+ * A list partition's cursor (ROLLOUTS, ALLRUNS): the sort key of the last item
+ * listed, `<created at, 15 digits>#<id>`, the only shape an ExclusiveStartKey of
+ * that list has (anything else DynamoDB would refuse, and that reads as the
+ * store being down).
+ */
+const LIST_CURSOR = cursorObject({ sk: cursorText(MAX_SORT_KEY_BYTES).regex(/^\d{15}#./s, 'not a list key') });
+
+/** The sort key a list page starts after; null for the first page. */
 export function listStart(cursor: string | undefined): string | null {
-  const isCursor = (v: unknown): v is { sk: string } => typeof v === 'object' && v !== null && typeof (v as { sk?: unknown }).sk === 'string';
-  return cursor === undefined ? null : decodeCursor(cursor, isCursor).sk;
+  return cursor === undefined ? null : decodeCursor(cursor, LIST_CURSOR).sk;
 }
 
 /** The cursor that goes on after the list item whose sort key is `sk`. */

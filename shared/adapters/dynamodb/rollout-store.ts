@@ -19,6 +19,7 @@ import { canonicalJson } from '../../canonical-json.js';
 import { GSI1 } from './table.js';
 import { batchDelete, batchGetAll, batchPut, listCursor, listPage, listStart, queryAll } from './query.js';
 import { mapLimit } from '../../concurrency.js';
+import { own } from '../../own.js';
 
 /**
  * Rollouts on DynamoDB, single table:
@@ -613,7 +614,7 @@ export class DynamoRolloutStore implements RolloutStore {
       out.push(check({ pk: rolloutPk(id), sk: metricsSk(attempt, read.stage) }, m ? 'observedAt = :o' : absent, m && { ':o': m.observedAt }));
     }
     for (const name of read.alarms) {
-      const state = held.alarms[name];
+      const state = own(held.alarms, name);
       out.push(check({ pk: `ALARM#${name}`, sk: 'ALARM' }, state ? '#s = :s' : absent, state && { ':s': state }, state && { '#s': 'state' }));
     }
     for (const gate of read.gates) {

@@ -1,6 +1,7 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { STEAL_HINT_REBUILD_MS, type StealHint, type StealHints } from '../../ledger/steal-hint.js';
+import { own } from '../../own.js';
 
 /** A finished run's hint is of no use: the table's TTL removes it a day after it was last built. */
 const HINT_TTL_S = 86_400;
@@ -65,7 +66,7 @@ export class DynamoStealHints implements StealHints {
         }),
       );
       const victims = res.Attributes?.victims as Record<string, string[]> | undefined;
-      return victims?.[victim] ?? [];
+      return own(victims, victim) ?? [];
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) return null;
       throw err;

@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { own } from '../../own.js';
 
 /**
  * A request from one of our clients (the `rollout` CLI, a worker asking a
@@ -37,7 +38,7 @@ export function send(url: URL, o: { method: string; headers: Record<string, stri
           resolve({
             status: res.statusCode ?? 0,
             header: (name) => {
-              const v = res.headers[name.toLowerCase()];
+              const v = own(res.headers, name.toLowerCase());
               return v === undefined ? null : [v].flat().join(', ');
             },
             text: Buffer.concat(chunks).toString('utf8'),

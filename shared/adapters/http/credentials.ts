@@ -1,5 +1,6 @@
 import { signatureHeader } from '../../auth/signature.js';
 import { OutboundRefusedError, type Credential } from '../../outbound/policy.js';
+import { MIN_REDACTED_LENGTH, redactSent } from '../../outbound/redact.js';
 import type { SecretSource } from '../../outbound/secrets.js';
 import type { ProviderResult } from '../../rollout/gates.js';
 
@@ -50,14 +51,14 @@ export async function credentialHeaders(cred: Credential | null, use: Credential
   }
 }
 
-/** `text` with every value we sent cut out. */
+/** `text` with every value we sent cut out, in every encoding an answer could echo it in (outbound/redact.ts). */
 export function cutSent(text: string, sent: readonly string[]): string {
-  return sent.filter((s) => s.length >= 4).reduce((t, s) => t.split(s).join('[redacted]'), text);
+  return redactSent(text, sent);
 }
 
 /** A reading with every value we sent cut from what it keeps. */
 export function scrubbed(result: ProviderResult, sent: readonly string[]): ProviderResult {
-  if (!sent.some((s) => s.length >= 4)) return result;
+  if (!sent.some((s) => s.length >= MIN_REDACTED_LENGTH)) return result;
   const out: Record<string, unknown> = { ...result, answer: cutSent(result.answer, sent) };
   if ('message' in result) out.message = cutSent(result.message, sent);
   return out as unknown as ProviderResult;

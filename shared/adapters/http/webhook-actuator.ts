@@ -142,7 +142,7 @@ function receiverState(text: string): ReceiverState | string {
   if (typeof o.percent !== 'number' || !Number.isFinite(o.percent) || o.percent < 0 || o.percent > 100) return `a state whose percent is not a number within 0–100 (${JSON.stringify(o.percent)})`;
   if (typeof o.final !== 'boolean') return 'a state without a boolean final';
   if (o.stamp !== null && o.stamp !== undefined && typeof o.stamp !== 'string') return 'a state whose stamp is not a string or null';
-  const opt = (k: string) => (typeof o[k] === 'string' ? { [k]: o[k] } : {});
+  const opt = (k: 'revision' | 'detail' | 'foreign') => (typeof o[k] === 'string' ? { [k]: o[k] } : {});
   return { percent: o.percent, final: o.final, stamp: o.stamp ?? null, ...opt('revision'), ...opt('detail'), ...opt('foreign') };
 }
 

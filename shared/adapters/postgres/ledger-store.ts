@@ -1,7 +1,7 @@
 import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
-import { decodeCursor, encodeCursor } from '../../cursor.js';
+import { cursorObject, cursorText, cursorTime, decodeCursor, encodeCursor } from '../../cursor.js';
 import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunCancel, type RunRecord } from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
@@ -35,6 +35,10 @@ function itemOf(r: Row): WorkItem {
   };
 }
 
+/** The run list's cursor: the last run's created_at and id (the page's order). */
+const RUNS_CURSOR = cursorObject({ at: cursorTime(), id: cursorText(512) });
+/** A run's items page's cursor: the last item's id (the page's order). */
+const ITEMS_CURSOR = cursorObject({ id: cursorText(512) });
 const RUN_COLUMNS = 'id, spec, coordinator_epoch, created_at, cancelled_at, cancelled_by, cancel_reason';
 
 function runOf(r: Row): RunRecord {
@@ -64,8 +68,7 @@ export class PostgresLedgerStore implements LedgerStore {
   }
 
   async listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ runs: RunRecord[]; next: string | null }> {
-    const isCursor = (v: unknown): v is { at: number; id: string } => typeof v === 'object' && v !== null && Number.isFinite((v as { at?: unknown }).at) && typeof (v as { id?: unknown }).id === 'string';
-    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor);
+    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, RUNS_CURSOR);
     const { rows } = await this.sql.query<Row>(
       `SELECT ${RUN_COLUMNS} FROM runs
         WHERE ($1::bigint IS NULL OR (created_at, id) < (to_timestamp($1::bigint / 1000.0), $2::text))
@@ -283,7 +286,7 @@ export class PostgresLedgerStore implements LedgerStore {
 
   /** By id, after the cursor's id: the primary key (run_id, id) orders and bounds every page. */
   async items(runId: string, o: ItemPageQuery): Promise<ItemPage> {
-    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, (v): v is { id: string } => typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string').id;
+    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, ITEMS_CURSOR).id;
     const { rows } = await this.sql.query<Row>(
       `SELECT * FROM work_items WHERE run_id = $1 AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4`,
       [runId, o.state ?? null, after, o.limit + 1],

@@ -6,12 +6,13 @@ import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type 
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import { NEVER_DUE, RolloutConflictError, UnknownRolloutError, type CountedReading, type DueView, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
-import { decodeCursor, encodeCursor } from '../../cursor.js';
+import { cursorObject, cursorText, cursorTime, decodeCursor, encodeCursor } from '../../cursor.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 import { signalsRead } from '../../rollout/evaluate.js';
 import { BoundedMap } from '../../bounded-map.js';
+import { own } from '../../own.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
 
@@ -180,10 +181,13 @@ function heldInputs(v: RolloutView) {
     attempt: v.rollout.attempt,
     stage: read?.stage ?? null,
     observedAt: (read && v.metrics.get(read.stage)?.observedAt) ?? null,
-    alarms: Object.fromEntries((read?.alarms ?? []).map((a) => [a, v.alarms[a] ?? null])),
+    alarms: Object.fromEntries((read?.alarms ?? []).map((a) => [a, own(v.alarms, a) ?? null])),
     tallies: Object.fromEntries((read?.gates ?? []).map((g) => [g, tally(g)])),
   };
 }
+
+/** A rollout list's cursor: the last row's created_at and id, what the page's order is keyed by. */
+const LIST_CURSOR = cursorObject({ at: cursorTime(), id: cursorText(512) });
 
 /** SQLSTATE raised by rollout_apply when a stage is no longer in the evaluated phase. */
 const STAGE_MOVED = 'RB001';
@@ -267,8 +271,7 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   async list(o: RolloutListQuery): Promise<RolloutPage> {
-    const isCursor = (v: unknown): v is { at: number; id: string } => typeof v === 'object' && v !== null && Number.isFinite((v as { at?: unknown }).at) && typeof (v as { id?: unknown }).id === 'string';
-    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, isCursor);
+    const after = o.cursor === undefined ? null : decodeCursor(o.cursor, LIST_CURSOR);
     const { rows } = await this.sql.query<RolloutRow>(
       `SELECT * FROM rollouts
         WHERE ($1::text IS NULL OR state = $1)

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
+import { own } from '../../own.js';
 
 /**
  * How a worker waiting on the ledger-backed queue learns that a run has new
@@ -117,7 +118,7 @@ export class PgNotifyWake implements WakeSource {
     const client = new pg.Client(this.config);
     client.on('notification', (n) => {
       if (n.channel === WAKE_CHANNEL && n.payload) this.waiters.wake(n.payload);
-      else this.channels[n.channel]?.(n.payload ?? '');
+      else own(this.channels, n.channel)?.(n.payload ?? '');
     });
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client, new Error('connection ended')));
@@ -157,7 +158,7 @@ export class PgNotifyWake implements WakeSource {
 
   /** NOTIFY on one of the further channels, over the listening connection (no pool or new connection needed). */
   async publish(channel: string, payload: string): Promise<void> {
-    if (!(channel in this.channels)) throw new Error(`not a channel of this wake-up: ${channel}`);
+    if (!Object.hasOwn(this.channels, channel)) throw new Error(`not a channel of this wake-up: ${channel}`);
     const client = this.client;
     if (!client) throw new Error('work wake-up connection is down');
     await client.query('SELECT pg_notify($1, $2)', [channel, payload]);

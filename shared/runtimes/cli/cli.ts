@@ -19,6 +19,7 @@ import { SCOPES } from '../../auth/scopes.js';
 import { DEFAULT_RETENTION } from '../../retention.js';
 import { mintToken, parseScopes } from '../../auth/tokens.js';
 import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from '../worker/worker-command.js';
+import { own } from '../../own.js';
 
 /**
  * The `rollout` command. Exit codes: 0 done (or stopped, or drained), 1 a
@@ -436,9 +437,9 @@ type ClientOpts = { url: string; awsRegion?: string; actor?: string; token?: str
 
 function table(rows: Record<string, unknown>[], columns: string[]): string {
   const cell = (v: unknown): string => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(own(r, c)).length)));
   const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
+  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(own(r, c)))))].join('\n');
 }
 
 
