@@ -9,6 +9,9 @@ import { TRANSITION_KINDS } from '../rollout/transitions.js';
 import { COMMANDS } from '../rollout/commands.js';
 import type { Scope } from '../auth/scopes.js';
 import { MAX_RUN_SHARDS } from '../ledger/capacity.js';
+import { ID_MESSAGE, ID_RULE } from '../ids.js';
+
+export { ID_MESSAGE, ID_RULE } from '../ids.js';
 
 /**
  * The HTTP API, defined once: every route with what it takes and what it
@@ -21,14 +24,6 @@ import { MAX_RUN_SHARDS } from '../ledger/capacity.js';
 
 export const API_VERSION = '0.1.0';
 
-/**
- * What an id of a rollout or run may be, in a body or a path: characters a
- * path segment carries as they are, so every URL client sends the id it was
- * given. Not `.` or `..`: clients (WHATWG URL, curl, proxies) resolve those as
- * dot segments, so no path would reach the rollout or run.
- */
-export const ID_RULE = /^(?!\.\.?$)[A-Za-z0-9_.:-]{1,128}$/;
-export const ID_MESSAGE = 'letters, digits, _ . : - (at most 128), not . or ..';
 const id = () => z.string().regex(ID_RULE, ID_MESSAGE);
 const iso = () => z.string().describe('ISO 8601');
 const ms = () => z.number().describe('milliseconds since the epoch');
@@ -364,7 +359,7 @@ export const ROUTES: readonly RouteDef[] = [
       400: badRequest,
     },
   }),
-  route({ id: 'coordinator', method: 'POST', path: '/coordinator', tag: 'node', nodeOnly: true, scope: 'worker', summary: "a remote worker's steal request (the coordinator function's invoke)", body: z.record(z.string(), z.unknown()), responses: { 200: json("the coordinator's answer", z.unknown()), 400: badRequest, 503: notLeader, 307: toLeader } }),
+  route({ id: 'coordinator', method: 'POST', path: '/coordinator', tag: 'node', nodeOnly: true, scope: 'worker', summary: "a remote worker's steal request (the coordinator function's invoke)", body: z.record(z.string(), z.unknown()), responses: { 200: json("the coordinator's answer", z.unknown()), 400: badRequest, 403: refused('a worker asking outside its credential: another run or worker id, or an action other than steal'), 503: notLeader, 307: toLeader } }),
 ];
 
 /** Routes by operationId. */

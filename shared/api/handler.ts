@@ -6,6 +6,7 @@ import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterVi
 import { z } from 'zod';
 import { API_VERSION, commandBody, commandRouteId, createRolloutBody, createRunFields, ID_MESSAGE, ID_RULE, openApiDocument, RETRY_ABORTED_SCOPE, routerOf, ROUTES, TargetError, type Match } from './contract.js';
 import type { Scope } from '../auth/scopes.js';
+import type { Identity } from '../auth/identity.js';
 import { recordAnswer } from './contract-record.js';
 import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
@@ -59,6 +60,8 @@ export interface ApiRequest {
    * acts on (retrying an aborted rollout needs admin). Absent: every scope.
    */
   readonly scopes?: ReadonlySet<Scope>;
+  /** Who the guard found the caller to be, with what its credential is bound to (a node's /coordinator checks a worker's runs by it). */
+  readonly identity?: Identity;
 }
 
 export interface ApiResponse {

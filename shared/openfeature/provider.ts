@@ -11,7 +11,7 @@
  * refreshes fail the last good state is served, marked stale, for
  * `maxStaleMs`; after that evaluations are errors.
  *
- * It imports the pure assignment rule and nothing else of ours (no store, no
+ * It imports the pure assignment rule and the id rule, nothing else of ours (no store, no
  * AWS SDK): it is what the package exports as `./openfeature`.
  */
 import {
@@ -27,6 +27,7 @@ import {
   type ResolutionDetails,
 } from '@openfeature/server-sdk';
 import { assign, type Assignment, type RolloutTraffic } from '../rollout/assignment.js';
+import { ID_MESSAGE, ID_RULE } from '../ids.js';
 
 export interface RolloutProviderOptions {
   /** Where the API is: `https://rollouts.example.com`, or API Gateway's URL with its stage. */
@@ -65,7 +66,6 @@ export interface CachedRollout {
 }
 
 /** The id rules of the API: a flag key outside them cannot name a rollout, so it is not asked about. */
-const ID_RULE = /^[A-Za-z0-9_.:-]{1,128}$/;
 const DEFAULT_MAX_AGE_MS = 5_000;
 /** A server's max-age is held within these, so `max-age=0` is not a busy loop and a long one does not outlive a rollout. */
 const MIN_HEADER_MAX_AGE_MS = 1_000;
@@ -207,7 +207,7 @@ export class RolloutProvider implements Provider {
       if (this.closed) return failed(fallback(null), ErrorCode.GENERAL, 'the rollout provider is closed');
       const entity = context.targetingKey;
       if (typeof entity !== 'string' || entity === '') return failed(fallback(null), ErrorCode.TARGETING_KEY_MISSING, `${flagKey}: the evaluation context has no targetingKey (the entity whose version is asked for)`);
-      if (!ID_RULE.test(flagKey)) return failed(fallback(null), ErrorCode.FLAG_NOT_FOUND, `${flagKey}: not a rollout id (letters, digits, _ . : -, at most 128)`);
+      if (!ID_RULE.test(flagKey)) return failed(fallback(null), ErrorCode.FLAG_NOT_FOUND, `${flagKey}: not a rollout id (${ID_MESSAGE})`);
       const entry = this.entryFor(flagKey, true);
       if (entry.traffic === null && (entry.failure === null || this.now() >= entry.dueAt)) await this.fetchInto(entry);
       const traffic = entry.traffic;

@@ -22,9 +22,11 @@ const admin = mintToken('alice', ['read', 'admin', 'operate']);
 const reader = mintToken('auditor', ['read']);
 const signaller = mintToken('metrics-pipeline', ['signal']);
 const worker = mintToken('fleet', ['worker']);
+const runAdmin = mintToken('run-admin', ['read', 'admin']);
+const fleetA = mintToken('fleet-a', ['worker'], { runs: ['run-a'], worker: 'host-a-*' });
 const limited = mintToken('chatty', ['read']);
 const tokensFile = join(dir, 'tokens');
-writeFileSync(tokensFile, ['# who may do what', admin.line, reader.line, signaller.line, worker.line, limited.line, ''].join('\n'));
+writeFileSync(tokensFile, ['# who may do what', admin.line, reader.line, signaller.line, worker.line, fleetA.line, runAdmin.line, limited.line, ''].join('\n'));
 
 const AUDIENCE = 'rollout-control-plane';
 interface Key {
@@ -131,6 +133,26 @@ describe('identity and scopes', () => {
     expect(r).toMatchObject({ status: 403, body: { error: 'metrics-pipeline lacks the "forward" scope, which POST /events needs' } });
     expect((await call('POST', '/coordinator', { token: admin.token, body: { action: 'steal', runId: 'r', workerId: 'w' } })).status).toBe(403);
     expect((await call('POST', '/coordinator', { token: worker.token, body: { action: 'steal', runId: 'r', workerId: 'w' } })).status).not.toBe(403);
+  });
+
+  it('a worker credential bound to run A cannot steal, scan or act as another worker: 403, and run B is as it was', async () => {
+    await call('POST', '/runs', { token: runAdmin.token, body: { id: 'run-b', spec: {}, items: [{ n: 1 }, { n: 2 }, { n: 3 }] } });
+    const before = await call('GET', '/runs/run-b/items', { token: runAdmin.token });
+    expect(before.status).toBe(200);
+    const refused = [
+      [{ action: 'steal', runId: 'run-b', workerId: 'host-a-1' }, 'fleet-a may not ask work for run "run-b": its credential is bound to runs run-a'],
+      [{ action: 'steal', runId: 'run-a', workerId: 'ghost' }, /ghost/],
+      [{ action: 'scan', runId: 'run-b' }, /"scan" is the control plane's/],
+      [{ action: 'scan-all' }, /"scan-all" is the control plane's/],
+    ] as const;
+    for (const [body, error] of refused) {
+      const r = await call('POST', '/coordinator', { token: fleetA.token, body });
+      expect(r.status, JSON.stringify(body)).toBe(403);
+      expect(r.body.error).toMatch(error);
+    }
+    expect((await call('GET', '/runs/run-b/items', { token: runAdmin.token })).body).toEqual(before.body);
+    // Its own run, as its own worker: past the binding (what the coordinator answers is its own).
+    expect((await call('POST', '/coordinator', { token: fleetA.token, body: { action: 'steal', runId: 'run-a', workerId: 'host-a-1' } })).status).not.toBe(403);
   });
 
   it('one credential past its rate is answered 429 with Retry-After; another credential is not held up', async () => {

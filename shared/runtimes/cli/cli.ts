@@ -216,6 +216,8 @@ function trustOptions(cmd: Command): Command {
     .addOption(new Option('--oidc-jwks-url <url>', "the issuer's JWKS, when not from discovery").env('ROLLOUT_OIDC_JWKS_URL'))
     .addOption(new Option('--oidc-actor-claim <claim>', 'the claim that names the actor').env('ROLLOUT_OIDC_ACTOR_CLAIM').default('sub'))
     .addOption(new Option('--oidc-scopes-claim <claim>', 'the claim that carries scopes (or groups, with --oidc-scope-map)').env('ROLLOUT_OIDC_SCOPES_CLAIM').default('scope'))
+    .addOption(new Option('--oidc-runs-claim <claim>', "the claim that binds a worker's token to runs (ids, or *)").env('ROLLOUT_OIDC_RUNS_CLAIM').default('rollout_runs'))
+    .addOption(new Option('--oidc-worker-claim <claim>', "the claim that binds a worker's token to a worker id (or a prefix ending in *)").env('ROLLOUT_OIDC_WORKER_CLAIM').default('rollout_worker'))
     .addOption(new Option('--oidc-scope-map <json>', 'claim values to scopes, e.g. {"platform-admins":["read","admin"]}').env('ROLLOUT_OIDC_SCOPE_MAP'))
     .addOption(new Option('--signal-keys-file <file>', 'reporters that sign their signals instead of holding a token: lines of "<reporter> <secret>"').env('ROLLOUT_SIGNAL_KEYS_FILE'))
     .addOption(new Option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM)').env('ROLLOUT_TLS_CERT'))
@@ -238,6 +240,8 @@ interface TrustOpts {
   oidcJwksUrl?: string;
   oidcActorClaim: string;
   oidcScopesClaim: string;
+  oidcRunsClaim: string;
+  oidcWorkerClaim: string;
   oidcScopeMap?: string;
   signalKeysFile?: string;
   tlsCert?: string;
@@ -251,7 +255,7 @@ interface TrustOpts {
   insecureNoAuth?: boolean | string;
 }
 
-const TRUST_KEYS = ['outboundConfig', 'targetsConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
+const TRUST_KEYS = ['outboundConfig', 'targetsConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcRunsClaim', 'oidcWorkerClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
 
 function nonNegative(name: string, v: string): number {
   const n = Number(v);
@@ -281,7 +285,7 @@ function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 
       ...(o.authTokensFile ? { tokensFile: o.authTokensFile } : {}),
       ...(o.signalKeysFile ? { signalKeysFile: o.signalKeysFile } : {}),
       ...(o.oidcIssuer
-        ? { oidc: { issuer: o.oidcIssuer, audience: o.oidcAudience!, actorClaim: o.oidcActorClaim, scopesClaim: o.oidcScopesClaim, ...(o.oidcJwksUrl ? { jwksUrl: o.oidcJwksUrl } : {}), ...(scopeMap ? { scopeMap: scopeMap as Record<string, never[]> } : {}) } }
+        ? { oidc: { issuer: o.oidcIssuer, audience: o.oidcAudience!, actorClaim: o.oidcActorClaim, scopesClaim: o.oidcScopesClaim, runsClaim: o.oidcRunsClaim, workerClaim: o.oidcWorkerClaim, ...(o.oidcJwksUrl ? { jwksUrl: o.oidcJwksUrl } : {}), ...(scopeMap ? { scopeMap: scopeMap as Record<string, never[]> } : {}) } }
         : {}),
       certificateScopes: o.tlsClientScopes.split(',').map((x) => x.trim()) as never[],
       insecureNoAuth: flag(o.insecureNoAuth),
@@ -410,9 +414,12 @@ function authCommands(cli: Command): void {
     .description('Print a new random token, and the line to add to the tokens file (--auth-tokens-file): only its hash is kept there')
     .requiredOption('--actor <name>', 'who the token acts as: recorded with every write it makes')
     .requiredOption('--scopes <scopes>', `what it may do, comma-separated: ${SCOPES.join(', ')}`)
+    .option('--runs <ids>', 'a worker token: the runs it may ask work for, comma-separated, or * for any')
+    .option('--worker <id>', 'a worker token: the worker id it may ask as, or a prefix ending in * (host-a-*)')
     .option('--json', 'print {token, line} as JSON', false)
-    .action((o: { actor: string; scopes: string; json: boolean }) => {
-      const { token, line } = mintToken(o.actor, parseScopes(o.scopes, '--scopes'));
+    .action((o: { actor: string; scopes: string; runs?: string; worker?: string; json: boolean }) => {
+      const binding = { ...(o.runs !== undefined ? { runs: o.runs === '*' ? ('any' as const) : o.runs.split(',').map((r) => r.trim()) } : {}), ...(o.worker !== undefined ? { worker: o.worker } : {}) };
+      const { token, line } = mintToken(o.actor, parseScopes(o.scopes, '--scopes'), binding);
       process.stdout.write(o.json ? `${JSON.stringify({ token, line })}\n` : `token (shown once; give it to ${o.actor}):\n${token}\n\nline for the tokens file:\n${line}\n`);
     });
 }

@@ -128,7 +128,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     }
     const scope = scopeFor(found, method, body)!;
     if (!identity!.scopes.has(scope)) return refuse(403, `${identity!.actor} lacks the "${scope}" scope, which ${method} ${req.path.slice(0, 200)} needs`);
-    return inner({ ...req, actor: identity!.actor, scopes: identity!.scopes, route: matched });
+    return inner({ ...req, actor: identity!.actor, scopes: identity!.scopes, identity: identity!, route: matched });
   }
 
   return async (req) => {

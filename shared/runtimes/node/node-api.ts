@@ -9,7 +9,7 @@ import { recordAnswer } from '../../api/contract-record.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from '../../api/cluster.js';
 import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
-import { errorMessage } from '../../log.js';
+import { errorMessage, type Logger } from '../../log.js';
 import { PublicError } from '../../errors.js';
 import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { actuationJson, gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
@@ -26,7 +26,8 @@ import { guarded, pageCsp } from './guard.js';
 import { CertificateAuthenticator } from '../../auth/certificate.js';
 import type { Authenticator } from '../../auth/identity.js';
 import { TokenAuthenticator } from '../../auth/tokens.js';
-import { readSignalKeys, SignatureAuthenticator } from '../../auth/signature.js';
+import { SignatureAuthenticator } from '../../auth/signature.js';
+import { authorizeWorkerRequest } from '../../auth/bindings.js';
 import { PostgresSeenSignatures } from '../../adapters/postgres/signatures.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { OidcAuthenticator } from '../../adapters/oidc/authenticator.js';
@@ -138,12 +139,12 @@ function lateSlot(ms: number): Set<{ reject(): void }> {
 }
 
 /** The ways this node's configuration proves identity (none: authentication off); signatures seen are kept in `sql`. */
-export function authenticatorsOf(c: NodeConfig, sql: Sql): Authenticator[] {
+export function authenticatorsOf(c: NodeConfig, sql: Sql, logger?: Logger): Authenticator[] {
   const out: Authenticator[] = [];
-  if (c.auth.tokensFile) out.push(TokenAuthenticator.fromFile(c.auth.tokensFile));
+  if (c.auth.tokensFile) out.push(TokenAuthenticator.fromFile(c.auth.tokensFile, logger ? { logger } : {}));
   if (c.auth.oidc) out.push(new OidcAuthenticator(c.auth.oidc));
   if (c.tls?.clientCaFile) out.push(new CertificateAuthenticator(new Set(c.auth.certificateScopes)));
-  if (c.auth.signalKeysFile) out.push(new SignatureAuthenticator(readSignalKeys(c.auth.signalKeysFile), new PostgresSeenSignatures(sql)));
+  if (c.auth.signalKeysFile) out.push(SignatureAuthenticator.fromFile(c.auth.signalKeysFile, new PostgresSeenSignatures(sql), logger ? { logger } : {}));
   return out;
 }
 
@@ -159,7 +160,7 @@ export function nodeApi(node: ControlPlaneNode, metrics: Registry, options: { re
   const c = node.config;
   void reportUnaddressable(node);
   return guarded(nodeRoutes(node, metrics, options), {
-    authenticators: authenticatorsOf(c, node.sql),
+    authenticators: authenticatorsOf(c, node.sql, node.logger),
     allowedHosts: allowedHostsOf(c),
     rateLimit: c.rateLimit,
     trustedProxies: c.trustedProxies,
@@ -312,7 +313,14 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
         throw err;
       }
     },
-    coordinator: async (req) => json(200, await node.triggers.invoke('coordinator', parseBody(z.unknown(), req.body))),
+    coordinator: async (req) => {
+      const body = parseBody(z.unknown(), req.body);
+      // The guard checked the worker scope; a worker asks only steals, for its own runs, as its own worker id.
+      if (!req.identity) return json(403, { error: 'the coordinator answers a caller the guard identified only' });
+      const refused = authorizeWorkerRequest(req.identity, body);
+      if (refused) return json(403, { error: refused });
+      return json(200, await node.triggers.invoke('coordinator', body));
+    },
   };
 
   const byId = new Map(Object.entries(routes));
