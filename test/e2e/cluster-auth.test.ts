@@ -7,6 +7,7 @@
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -24,7 +25,9 @@ const dir = mkdtempSync(join(tmpdir(), 'rollout-cluster-auth-'));
 const admin = mintToken('release-bot', ['read', 'admin', 'operate']);
 const reader = mintToken('dashboard', ['read']);
 const worker = mintToken('fleet', ['worker']);
-writeFileSync(join(dir, 'tokens'), [admin.line, reader.line, worker.line, ''].join('\n'));
+const bound = mintToken('fleet-b', ['worker'], { runs: ['bound-run'], worker: 'w-bound' });
+const signaller = mintToken('metrics', ['signal']);
+writeFileSync(join(dir, 'tokens'), [admin.line, reader.line, worker.line, bound.line, signaller.line, ''].join('\n'));
 
 let certs: TestCertificates;
 let cluster: LocalCluster;
@@ -66,6 +69,22 @@ afterAll(async () => {
 });
 
 const over = () => ['--url', cluster.url, '--ca-file', certs.caFile];
+
+/** One request through nginx, as sent: the path is not normalised on the way (fetch would resolve it). */
+function send(method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> | null }> {
+  const url = new URL(cluster.url);
+  return new Promise((done, fail) => {
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const req = httpsRequest({ host: url.hostname, port: url.port, method, path, ca: certs.ca, headers: { authorization: `Bearer ${token}`, ...(text ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) } : {}) } }, (res) => {
+      let out = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (out += c));
+      res.on('end', () => done({ status: res.statusCode ?? 0, body: out.startsWith('{') ? (JSON.parse(out) as Record<string, unknown>) : null }));
+    });
+    req.on('error', fail);
+    req.end(text);
+  });
+}
 const spec = { target: { service: 'checkout', version: 'v7' }, stages: [{ name: 'canary', percent: 5, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
 
 describe('the cluster behind nginx with TLS and authentication', () => {
@@ -129,6 +148,31 @@ describe('the cluster behind nginx with TLS and authentication', () => {
     expect(byJwt.code, byJwt.err).toBe(0);
     expect(byJwt.err).not.toMatch(/HTTP 40[13]/);
   }, 120_000);
+
+  it('through nginx, a worker token bound to one run serves it, and is refused another run and another worker id; nothing of the other run moves', async () => {
+    const items = join(dir, 'items.json');
+    for (const id of ['bound-run', 'other-run']) expect((await rollout(['runs', 'create', ...over(), '--file', items, '--id', id, '--token', admin.token])).code).toBe(0);
+    const other = await send('GET', '/runs/other-run/items', reader.token);
+    for (const body of [{ action: 'steal', runId: 'other-run', workerId: 'w-bound' }, { action: 'steal', runId: 'bound-run', workerId: 'w-else' }, { action: 'scan-all' }]) {
+      const r = await send('POST', '/coordinator', bound.token, body);
+      expect(r.status, JSON.stringify(body)).toBe(403);
+    }
+    expect(await send('GET', '/runs/other-run/items', reader.token)).toEqual(other);
+    const w = await rollout(
+      ['worker', '--run', 'bound-run', '--store', 'postgres', '--queue', 'ledger', '--coordinator', `${cluster.url}/coordinator`, '--ca-file', certs.caFile, '--worker-id', 'w-bound', '--mock-duration-ms', '5', '--wait-seconds', '1', '--exit-when-done'],
+      { DATABASE_URL: cluster.databaseUrl, ROLLOUT_TOKEN: bound.token },
+    );
+    expect(w.code, w.err).toBe(0);
+    expect(w.err).not.toMatch(/HTTP 40[13]/);
+  }, 120_000);
+
+  it('through nginx, an AWS envelope sent with a signal token to another spelling of /events is refused, as /events itself is', async () => {
+    const forged = { source: 'aws.ec2', 'detail-type': 'EC2 Spot Instance Interruption Warning', detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' } };
+    for (const path of ['/events', '/events/', '/events//', '/%65vents', '/./events']) {
+      const r = await send('POST', path, signaller.token, forged);
+      expect([400, 403, 404], `${path}: ${JSON.stringify(r.body)}`).toContain(r.status);
+    }
+  }, 60_000);
 
   it('the status page asks for a token, then shows the cluster and its rollouts with a read token', async () => {
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
