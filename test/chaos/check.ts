@@ -1,4 +1,5 @@
-import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, RolloutRow, StoreDump, TargetEdit, TargetHistory, TargetSample, TargetStamp, Violation } from './history.js';
+import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, RolloutRow, Stall, StoreDump, TargetEdit, TargetHistory, TargetSample, TargetStamp, Violation } from './history.js';
+import { stalledSpans, worstStall } from './stalls.js';
 
 /**
  * The chaos checker. It reads only a ChaosHistory: what clients asked and
@@ -54,7 +55,9 @@ import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, Proces
  *   pending-has-message          no item Pending without a message
  *   reads-answer                 every read through the proxy was answered by a node, throughout
  *   live-worker-keeps-items      an item is taken from a worker (re-pended) only when that
- *                                worker was silent for the failure timeout, or a fault explains it
+ *                                worker was silent for the failure timeout, or a fault explains it,
+ *                                or the worker (or the harness carrying its heartbeats) was stalled
+ *                                for all of the failure timeout but two heartbeat intervals
  *   actuation-converges          once faults stop, every rollout's targets carry its committed state
  *                                (completed: final; rolled back or aborted: 0; running or paused: the
  *                                active stage's percent), judged at the last reading when the faults
@@ -65,6 +68,11 @@ import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, Proces
  *                                no write of the rollout replaces it later than a write already under
  *                                way could, unless a person commanded the rollout meanwhile. And no
  *                                rollout is paused for drift on a target no one else wrote.
+ *
+ * Every liveness bound is a time on an idle machine. Each process records its
+ * own scheduling stalls (stalls.ts); a bound is extended by the most any
+ * process it depends on was stalled within the window it judges, and the
+ * message says so ("bound 30.00s + 4.2s stalled by node-2").
  */
 
 const fmt = (ms: number | null) => (ms === null ? '—' : `${(ms / 1000).toFixed(2)}s`);
@@ -172,6 +180,41 @@ export function firstLeaderlessWork(work: readonly Interval[], leaders: readonly
     }
   }
   return first;
+}
+
+/** The harness process's own stalls: it carries the store links (local), the observing proxy (AWS) and the execution backend. */
+export const HARNESS = 'harness';
+
+/** The processes the control plane runs on (nodes, Lambda sandboxes) and the harness: what leadership and coordination wait on. */
+function controlPlane(h: ChaosHistory): string[] {
+  return [...h.nodes, ...h.processes.filter((p) => p.role === 'node' || p.role === 'lambda').map((p) => p.process), HARNESS];
+}
+
+/** How far a bound stretches for the window [from, to]: the most any of `processes` was stalled in it. */
+export function stallAllowance(h: ChaosHistory, processes: Iterable<string>, from: number, to: number): { ms: number; process: string | null } {
+  return to > from ? worstStall(h.stalls ?? [], processes, from, to) : { ms: 0, process: null };
+}
+
+/** A bound as the message reports it: with the stall it was extended by, if any. */
+export function boundText(bound: number, stall: { ms: number; process: string | null }): string {
+  return stall.ms > 0 ? `${fmt(bound)} + ${(stall.ms / 1000).toFixed(1)}s stalled by ${stall.process}` : fmt(bound);
+}
+
+/** How long within [from, to] any of `processes` was stalled (the union of their stalls). */
+export function stalledAny(stalls: readonly Stall[], processes: readonly string[], from: number, to: number): number {
+  const spans = processes.flatMap((p) => stalledSpans(stalls, p, from, to)).sort((a, b) => a[0] - b[0]);
+  let total = 0;
+  let covered = from;
+  for (const [a, b] of spans) {
+    const lo = Math.max(a, covered);
+    if (b > lo) total += b - lo;
+    covered = Math.max(covered, b);
+  }
+  return total;
+}
+
+function stallLine(x: Stall): string {
+  return `${fmt(x.at)}–${fmt(x.at + x.ms)} ${x.process} stalled ${(x.ms / 1000).toFixed(2)}s`;
 }
 
 function faultsOverlapping(faults: readonly FaultRecord[], from: number, to: number, end: number): FaultRecord[] {
@@ -290,13 +333,23 @@ export function check(h: ChaosHistory): Violation[] {
     // Expiry is written on the holder's clock, which a clock-offset fault may have set up to 4 s off.
     const leaders = leaderSpans(changes, h.processes, end, 5_000);
     const work = promotionWork(s, end);
-    const t = firstLeaderlessWork(
-      work.map((w) => w.span),
-      leaders,
-      bound,
-      healed,
-      end - bound,
-    );
+    const plane = controlPlane(h);
+    // The first moment with no leader within the bound, the bound stretched by the stalls of the window it judges.
+    let stall = { ms: 0, process: null as string | null };
+    let t: number | null = null;
+    for (let round = 0; round < 8; round++) {
+      t = firstLeaderlessWork(
+        work.map((w) => w.span),
+        leaders,
+        bound + stall.ms,
+        healed,
+        end - bound - stall.ms,
+      );
+      if (t === null) break;
+      const more = stallAllowance(h, plane, t, Math.min(end, t + bound + stall.ms));
+      if (more.ms <= stall.ms) break;
+      stall = more;
+    }
     if (t !== null) {
       const what = work.filter((w) => w.span[0] <= t && t <= w.span[1]).map((w) => w.what);
       const before = changes.filter((c) => c.at <= t + bound);
@@ -304,23 +357,26 @@ export function check(h: ChaosHistory): Violation[] {
       v(
         'leader-after-heal',
         'liveness',
-        `promotion work at ${fmt(t)} (${what.slice(0, 2).join('; ')}${what.length > 2 ? `; ${what.length - 2} more` : ''}) and no live leader within ${fmt(bound)} (lease holder: ${holder ?? 'none'})`,
+        `promotion work at ${fmt(t)} (${what.slice(0, 2).join('; ')}${what.length > 2 ? `; ${what.length - 2} more` : ''}) and no live leader within ${boundText(bound, stall)} (lease holder: ${holder ?? 'none'})`,
         [...before.slice(-3).map(leaseLine), ...h.faults.slice(-3).map(faultLine)],
-        t + bound,
+        t + bound + stall.ms,
       );
     }
   }
 
-  const finishBy = healed + h.bounds.runsFinishWithinMs;
+  const finishWithin = h.bounds.runsFinishWithinMs;
   for (const run of s.runs) {
     const items = s.items.filter((i) => i.runId === run.id);
+    // A run waits on its workers, the control plane that coordinates them, and the harness's backend.
+    const runsOn = [...new Set(s.itemTransitions.filter((x) => x.runId === run.id && x.to.worker).map((x) => x.to.worker!)), ...controlPlane(h)];
     const open = items.filter((i) => i.state === 'pending' || i.state === 'running');
     const unexplained = items.filter((i) => i.state === 'failed' && !i.error);
     if (open.length) {
-      v('runs-finish', 'liveness', `run ${run.id}: ${open.length} of ${items.length} items still open ${fmt(end - healed)} after the faults healed (bound ${fmt(h.bounds.runsFinishWithinMs)})`, open.slice(0, 5).map((i) => `item ${i.id.slice(0, 12)} ${i.state}(${i.worker ?? '∅'}) attempts ${i.attempts}`), end);
+      v('runs-finish', 'liveness', `run ${run.id}: ${open.length} of ${items.length} items still open ${fmt(end - healed)} after the faults healed (bound ${boundText(finishWithin, stallAllowance(h, runsOn, healed, end))})`, open.slice(0, 5).map((i) => `item ${i.id.slice(0, 12)} ${i.state}(${i.worker ?? '∅'}) attempts ${i.attempts}`), end);
     } else {
       const last = s.itemTransitions.filter((t) => t.runId === run.id && (t.to.state === 'done' || t.to.state === 'failed')).at(-1);
-      if (last && last.at > finishBy) v('runs-finish', 'liveness', `run ${run.id} finished ${fmt(last.at - healed)} after the faults healed (bound ${fmt(h.bounds.runsFinishWithinMs)})`, [itemLine(last)], last.at);
+      const stall = last ? stallAllowance(h, runsOn, healed, last.at) : { ms: 0, process: null };
+      if (last && last.at > healed + finishWithin + stall.ms) v('runs-finish', 'liveness', `run ${run.id} finished ${fmt(last.at - healed)} after the faults healed (bound ${boundText(finishWithin, stall)})`, [itemLine(last)], last.at);
     }
     if (unexplained.length) v('runs-finish', 'liveness', `run ${run.id}: ${unexplained.length} items Failed without a reason`, unexplained.slice(0, 5).map((i) => `item ${i.id}`), end);
     const silent = items.filter((i) => i.state === 'pending' && !i.hasMessage);
@@ -339,8 +395,10 @@ export function check(h: ChaosHistory): Violation[] {
       // store's clock), not from the row (the writing node's clock).
       const stage = active[0]!;
       const activated = s.stageTransitions.filter((x) => x.rolloutId === r.id && x.attempt === r.attempt && x.index === stage.index && x.to === 'active').at(-1)?.at ?? stage.activatedAt;
-      if (activated !== null && Math.max(activated + bakeMs, healed) + h.bounds.leaderWithinMs < end) {
-        v('rollouts-settle', 'liveness', `rollout ${r.id} stalled on stage ${stage.name}: active since ${fmt(activated)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)}`, [], end);
+      const due = activated === null ? null : Math.max(activated + bakeMs, healed);
+      const stall = due === null ? { ms: 0, process: null } : stallAllowance(h, controlPlane(h), due, end);
+      if (due !== null && due + h.bounds.leaderWithinMs + stall.ms < end) {
+        v('rollouts-settle', 'liveness', `rollout ${r.id} stalled on stage ${stage.name}: active since ${fmt(activated)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)} (bound ${boundText(h.bounds.leaderWithinMs, stall)} after the bake)`, [], end);
       }
     }
   }
@@ -354,6 +412,7 @@ export function check(h: ChaosHistory): Violation[] {
 
   // An item taken back from a live worker that kept heartbeating is work thrown away.
   const timeout = h.bounds.failureTimeoutMs;
+  const heartbeat = h.bounds.heartbeatMs ?? 0;
   for (const t of s.itemTransitions) {
     if (!t.from || t.from.state !== 'running' || t.to.state !== 'pending' || !t.from.worker) continue;
     const worker = t.from.worker;
@@ -366,7 +425,13 @@ export function check(h: ChaosHistory): Violation[] {
     if (h.ops.some((o) => o.kind === 'backend.execute' && o.target === t.itemId && o.outcome === 'failed' && o.invokedAt <= t.at)) continue;
     const excuses = faultsOverlapping(h.faults, window[0], window[1], end).filter((f) => f.target === worker || f.kind.startsWith('store-') || f.kind === 'clock-offset');
     if (excuses.length) continue;
-    v('live-worker-keeps-items', 'liveness', `item ${t.runId}/${t.itemId.slice(0, 12)} taken back from ${worker}, alive and unfaulted for the failure timeout before`, [...s.itemTransitions.filter((x) => x.itemId === t.itemId && x.at <= t.at).slice(-3).map(itemLine)], t.at);
+    // Starved of the CPU, a worker cannot heartbeat, as if paused: its heartbeats could be late by the failure
+    // timeout when it (or the harness carrying them) was stalled for all of it but two heartbeat intervals,
+    // one for the heartbeat's own period and one for its write, which a starved store delays too.
+    const stalled = stalledAny(h.stalls ?? [], [worker, HARNESS], t.at - timeout, t.at);
+    if (stalled >= timeout - 2 * heartbeat) continue;
+    const stalls = (h.stalls ?? []).filter((x) => (x.process === worker || x.process === HARNESS) && x.at < t.at && x.at + x.ms > t.at - timeout);
+    v('live-worker-keeps-items', 'liveness', `item ${t.runId}/${t.itemId.slice(0, 12)} taken back from ${worker}, alive and unfaulted for the failure timeout before${stalled > 0 ? ` (stalled ${fmt(stalled)} of its ${fmt(timeout)}: heartbeats could be on time)` : ''}`, [...s.itemTransitions.filter((x) => x.itemId === t.itemId && x.at <= t.at).slice(-3).map(itemLine), ...stalls.slice(-3).map(stallLine)], t.at);
   }
 
   return out.sort((a, b) => (a.at ?? 0) - (b.at ?? 0));
@@ -422,15 +487,18 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
 
   // ── back to 0 after a rollback or an abort ──
   const write = t.tickMs + t.writeSlackMs;
+  const plane = controlPlane(h);
   const settleBy = (at: number): number => {
     let deadline = at + write;
     for (;;) {
       const under = h.faults.filter((f) => f.startAt <= deadline && (f.endAt ?? end) >= at);
-      if (!under.length) return deadline;
+      if (!under.length) break;
       const next = Math.max(...under.map((f) => f.endAt ?? end)) + h.bounds.leaderWithinMs + write;
-      if (next <= deadline) return deadline;
+      if (next <= deadline) break;
       deadline = next;
     }
+    // Stretched by the nodes' stalls meanwhile: a starved node writes late.
+    return deadline + stallAllowance(h, plane, at, deadline).ms;
   };
   for (const rt of s.rolloutTransitions) {
     if (rt.to.state !== 'rolled_back' && rt.to.state !== 'aborted') continue;
@@ -510,7 +578,7 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
       }
       const changes = [...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at), ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at)];
       const moved = Math.max(h.phases.healedAt + h.bounds.leaderWithinMs, ...changes);
-      if (moved + write > last.until) continue;
+      if (moved + write + stallAllowance(h, plane, h.phases.healedAt, last.until).ms > last.until) continue;
       const edit = edits.filter((e) => carriesEdit(last, e)).at(-1);
       const state = `${r.state}${r.reason ? ` (${r.reason.slice(0, 120)})` : ''}`;
       if (edit) {

@@ -88,6 +88,23 @@ export interface ProcessSpan {
   end?: 'killed' | 'stopped' | 'paused' | 'exited' | 'crashed';
 }
 
+/**
+ * A stretch when a process could not run its code on time: its event loop
+ * was late (CPU starvation, a SIGSTOP, a long synchronous stretch), as the
+ * process measured it itself with an interval timer (stalls.ts). The harness
+ * process's own stalls are recorded under `harness`: it carries the store
+ * links, the observing proxy and the execution backend.
+ */
+export interface Stall {
+  /** The process as ProcessSpan names it, or `harness`. */
+  readonly process: string;
+  readonly pid: number;
+  /** When its timer should have fired. */
+  readonly at: number;
+  /** How late it fired. */
+  readonly ms: number;
+}
+
 /** The schedule's phases: faults while the workload runs, then healing, then a bounded quiet period. */
 export interface Phases {
   readonly faultsUntil: number;
@@ -316,6 +333,8 @@ export interface ChaosHistory {
   readonly ops: readonly Op[];
   readonly faults: readonly FaultRecord[];
   readonly processes: readonly ProcessSpan[];
+  /** Scheduling stalls each process recorded (absent in histories saved before they were recorded). */
+  readonly stalls?: readonly Stall[];
   readonly phases: Phases;
   /** Bounds the liveness checks use (ms), stated by the harness from its own settings. */
   readonly bounds: {
@@ -325,6 +344,8 @@ export interface ChaosHistory {
     readonly runsFinishWithinMs: number;
     /** A worker silent this long may lose its items (the failure timeout). */
     readonly failureTimeoutMs: number;
+    /** How often a worker heartbeats the items it holds. */
+    readonly heartbeatMs?: number;
   };
   readonly store: StoreDump;
   /** The targets rollouts move, sampled by the harness (local topology). */

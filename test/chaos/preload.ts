@@ -4,16 +4,21 @@
  * - CHAOS_TARGET_GATE: a directory; the nemesis' gate in front of target writes (target-gate.ts),
  *   put in by the same hooks;
  * - CHAOS_CLOCK_OFFSET_MS: this process's wall clock runs that far off (Date.now and
- *   new Date()); monotonic timers are untouched, as with a real clock offset.
+ *   new Date()); monotonic timers are untouched, as with a real clock offset;
+ * - CHAOS_STALL_DIR: this process records its scheduling stalls there (stalls.ts), named CHAOS_PROCESS.
  */
 import { readFileSync } from 'node:fs';
 import { register } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { recordStallsIn } from './stalls.js';
 import { gateIn, TARGET_GATE_EDITS } from './target-gate.js';
 import { variantNamed, type SourceEdit } from './variants.js';
 
 const root = resolve(import.meta.dirname, '../..');
+// First, so the stalls of loading the rest (a cold start on a busy host) are on record too.
+const stallDir = process.env.CHAOS_STALL_DIR;
+if (stallDir) recordStallsIn(stallDir, process.env.CHAOS_PROCESS ?? `pid-${process.pid}`);
 const edits: SourceEdit[] = [];
 const gate = process.env.CHAOS_TARGET_GATE;
 if (gate) {

@@ -404,6 +404,12 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
           )}</rect>`,
       )
       .join('');
+  // Where a process could not run on time (stalls.ts), over its lifetime strip.
+  const stallMarks = (lane: string, yy: number, h: number) =>
+    (history.stalls ?? [])
+      .filter((x) => x.process === lane)
+      .map((x) => `<rect class="stall" data-kind="stall" data-lane="${esc(lane)}" x="${s.x(x.at)}" y="${yy}" width="${Math.max(1, s.x(x.at + x.ms) - s.x(x.at))}" height="${h}">${title(`${lane} stalled ${secExact(x.ms)} from ${secExact(x.at)} (pid ${x.pid})`)}</rect>`)
+      .join('');
   for (const node of holders) {
     const own = terms.filter((t) => t.holder === node);
     const led = own.reduce((sum, t) => sum + (t.to - t.from), 0);
@@ -438,7 +444,7 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
           `</g>`,
       );
     }
-    parts.push(strip(processSegments(history.processes, node, s.t1), node, y + 26, 4));
+    parts.push(strip(processSegments(history.processes, node, s.t1), node, y + 26, 4), stallMarks(node, y + 26, 4));
     body.push(`<g class="lane node" data-lane="${esc(node)}" data-lane-kind="node">${parts.join('')}</g>`);
     y += laneH + 4;
   }
@@ -451,7 +457,7 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
     y += 10;
     for (const name of names) {
       body.push(
-        `<g class="lane ${kind}" data-lane="${esc(name)}" data-lane-kind="${kind}">${laneLabel(y + 11, name)}${strip(processSegments(history.processes, name, s.t1), name, y + 5, 6)}</g>`,
+        `<g class="lane ${kind}" data-lane="${esc(name)}" data-lane-kind="${kind}">${laneLabel(y + 11, name)}${strip(processSegments(history.processes, name, s.t1), name, y + 5, 6)}${stallMarks(name, y + 5, 6)}</g>`,
       );
       y += 17;
     }
@@ -686,6 +692,13 @@ function summaryOf(history: ChaosHistory, violations: readonly Violation[], term
   lines.push(
     `${plural(promoted, 'promotion')}, ${plural(st.length - promoted, 'rollback')}; ${doneN} items done, ${items.length - doneN} failed in ${plural(new Set([...history.store.runs.map((r) => r.id), ...items.map((c) => c.runId)]).size, 'run')}.`,
   );
+  const stalls = history.stalls ?? [];
+  if (stalls.length) {
+    const by = new Map<string, number>();
+    for (const x of stalls) by.set(x.process, (by.get(x.process) ?? 0) + x.ms);
+    const worst = [...by].sort((a, b) => b[1] - a[1]).slice(0, 3);
+    lines.push(`Scheduling stalls in ${plural(by.size, 'process', 'processes')}; the most: ${worst.map(([p, ms]) => `${p} ${n1(ms / 1000)} s`).join(', ')}.`);
+  }
   if (violations.length) {
     const first = [...violations].filter((v) => v.at !== null).sort((a, b) => (a.at ?? 0) - (b.at ?? 0))[0];
     lines.push(`${plural(violations.length, 'violation')} (${[...new Set(violations.map((v) => v.invariant))].join(', ')})${first ? `; the first at ${sec(first.at ?? 0)}` : ''}.`);
@@ -727,6 +740,7 @@ const CSS = `
   svg .bar-label.outside { fill: #b91c1c; }
   svg .expiry { stroke: #9ca3af; stroke-width: 1; stroke-dasharray: 2 2; }
   svg .proc.alive { fill: #b9c3cc; } svg .proc.killed, svg .proc.crashed { fill: #e04f4f; }
+  svg .stall { fill: #b91c1c; opacity: .75; }
   svg .proc.paused { fill: url(#hatch-paused); } svg .proc.stopped, svg .proc.exited { fill: #e5e7eb; }
   svg .rollout-line, svg .baseline { stroke: #e1e5ea; stroke-width: 1; }
   svg .rollout-line { stroke: #cfd5dc; stroke-width: 2; }

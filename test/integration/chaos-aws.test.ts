@@ -19,8 +19,11 @@ const SHAPE = { faultCount: 4, faultsMs: 16_000, rollouts: 3, runs: [{ items: 40
 describe('chaos over the AWS topology', () => {
   afterAll(async () => {
     await stopAwsServices();
-  });
+  }, 120_000);
 
+  // A budget for a hang, not for speed: a schedule is its 16 s of faults, a quiet period of at most
+  // 60 s (stretched by the processes' stalls, at most twice) and the settling after: about a minute
+  // on a loaded 2-core host, at worst about three, so ten covers a host three times slower.
   it.each([0, 1])('schedule %i: the history shows no broken invariant', async (schedule) => {
     const history = await runAwsSchedule({ seed: SEED, schedule, quietMs: 60_000, shape: SHAPE, log: () => undefined });
     // The schedule did what it was for: faults were injected, clients were answered, the observer saw writes.

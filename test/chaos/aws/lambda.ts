@@ -80,7 +80,7 @@ class Sandbox {
     const log = openSync(join(o.logDir, `${appId}.log`), 'a');
     this.proc = spawn(process.execPath, ['--import', 'tsx', ...o.imports.flatMap((i) => ['--import', i]), RUNTIME, resolve(root, o.module)], {
       cwd: root,
-      env: { ...process.env, ...o.env, AWS_SDK_UA_APP_ID: appId, AWS_LAMBDA_FUNCTION_NAME: o.name, ROLLOUT_NODE_ID: o.stack },
+      env: { ...process.env, ...o.env, AWS_SDK_UA_APP_ID: appId, AWS_LAMBDA_FUNCTION_NAME: o.name, ROLLOUT_NODE_ID: o.stack, CHAOS_PROCESS: name },
       stdio: ['ignore', log, log, 'ipc'],
     });
     closeSync(log);

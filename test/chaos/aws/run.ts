@@ -35,6 +35,7 @@ import { ensureTable } from '../../../shared/adapters/dynamodb/table.js';
 import { startServices } from '../../harness/services.js';
 import { EventBridgeStandIn, type Handler } from '../../support/eventbridge/server.js';
 import type { ChaosHistory, FaultKind, FaultRecord, Op, Outcome, ProcessSpan } from '../history.js';
+import { onScheduleClock, readStallDir, StallWatch, worstStall } from '../stalls.js';
 import { ObservingProxy, type MidWriteFate, type StoreFaults } from './ddb-proxy.js';
 import { ChaosBackend } from './backend.js';
 import { rowsOf, scanTable } from './dump.js';
@@ -50,7 +51,7 @@ export interface AwsScheduleOptions {
   /** The most the quiet period may last. */
   readonly quietMs?: number;
   readonly shape?: Partial<Shape>;
-  /** `--import` flags for every child process (the variant loader). */
+  /** `--import` flags for every child process (default: preload.ts, the variant loader and stall recorder). */
   readonly imports?: readonly string[];
   /** Where process logs go (default: a fresh directory under the system's temp dir, kept). */
   readonly logDir?: string;
@@ -58,7 +59,7 @@ export interface AwsScheduleOptions {
 }
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../..');
-/** The module-load hook every process is started with when a broken variant is on (variants.ts). */
+/** Preloaded into every process: it records the process's scheduling stalls, and applies a broken variant's edits when one is on (variants.ts). */
 const PRELOAD = resolve(root, 'test/chaos/preload.ts');
 
 export const NODE_A = 'stack-a/us-east-1';
@@ -254,6 +255,9 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   const rec = new Recorder(now);
   const logDir = o.logDir ?? mkdtempSync(join(tmpdir(), `rollout-chaos-aws-${plan.salt}-`));
   mkdirSync(logDir, { recursive: true });
+  // Every process records its scheduling stalls there; the harness its own, in memory.
+  const stallDir = mkdtempSync(join(logDir, 'stalls-'));
+  const watch = new StallWatch();
   log(`process logs: ${logDir}`);
 
   const ddbUrl = new URL(process.env.AWS_ENDPOINT_URL_DYNAMODB!);
@@ -325,8 +329,9 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     POWERTOOLS_LOG_LEVEL: 'INFO',
     POWERTOOLS_DEV: 'false',
     ...(o.variant ? { CHAOS_VARIANT: o.variant } : {}),
+    CHAOS_STALL_DIR: stallDir,
   };
-  const imports = o.imports ?? (o.variant ? [PRELOAD] : []);
+  const imports = o.imports ?? [PRELOAD];
   const stacks = { 'stack-a': NODE_A, 'stack-b': NODE_B } as const;
   const pools = new Map<string, LambdaFunction>();
   for (const [tag, node] of Object.entries(stacks)) {
@@ -595,9 +600,14 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
 
     // ── quiet: no faults; the schedules, the workers and the signals go on until the work is finished, within the bound
     const quietMs = o.quietMs ?? 60_000;
+    // On a busy host the bound stretches by what the processes were stalled since (as the checker's bounds do), up to twice.
+    const stalledSinceHeal = () => {
+      const stalls = onScheduleClock([...readStallDir(stallDir), ...watch.read()], performance.timeOrigin + t0);
+      return Math.min(quietMs, worstStall(stalls, new Set(stalls.map((x) => x.process)), healedAt, now()).ms);
+    };
     for (;;) {
       await sleep(1_000);
-      if (now() - healedAt >= quietMs) break;
+      if (now() - healedAt >= quietMs + stalledSinceHeal()) break;
       if (now() - healedAt < 2_000) continue;
       const rows = rowsOf(await scanTable(plainDdb, table), (w) => w - epochMs);
       const runsDone = rows.items.every((i) => i.state === 'done' || i.state === 'failed') && rows.runs.length === plan.runs.length;
@@ -643,6 +653,8 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       ops: rec.ops,
       faults: rec.faults,
       processes: rec.spans.map((p) => ({ ...p, from: Math.max(0, p.from), ...(p.to === null ? {} : { to: Math.max(0, p.to) }) })),
+      // On the schedule's clock: performance.now() − t0, as `now` reads it.
+      stalls: onScheduleClock([...readStallDir(stallDir), ...watch.read(true)], performance.timeOrigin + t0),
       phases: { faultsUntil, healedAt, quietUntil },
       bounds: {
         // A lease is taken within one TTL of its holder's last renewal (plus the skew margin) by the next tick that
@@ -650,6 +662,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
         leaderWithinMs: LEASE.ttlMs + LEASE.skewMs + 2 * SCHEDULE_EVERY_MS + TIMEOUTS.batchPromoter!,
         runsFinishWithinMs: quietMs,
         failureTimeoutMs: LEASE.ttlMs,
+        heartbeatMs: WORKER_HEARTBEAT_MS,
       },
       store: {
         leaseChanges: proxy.leaseChanges.map((c) => ({ ...c, expiresAt: c.expiresAt === null ? null : c.expiresAt - epochMs })),
@@ -668,6 +681,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     log(`proxy: ${JSON.stringify(proxy.stats)}`);
     return history;
   } finally {
+    watch.close();
     workloadOn = false;
     schedulesOn = false;
     await fleet.stop();

@@ -104,7 +104,7 @@ export class WorkerFleet {
       '--exit-when-done',
       '--json',
     ];
-    const proc = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...this.o.env, AWS_SDK_UA_APP_ID: `w.${slot.workerId}` }, stdio: ['ignore', out, out] });
+    const proc = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...this.o.env, AWS_SDK_UA_APP_ID: `w.${slot.workerId}`, CHAOS_PROCESS: slot.workerId }, stdio: ['ignore', out, out] });
     closeSync(out);
     slot.proc = proc;
     slot.status = 'running';

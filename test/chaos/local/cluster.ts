@@ -7,7 +7,8 @@ import pg from 'pg';
 import { proxyTimeouts, startNginx } from '../../../infra/local/cluster.js';
 import { collect, exited, freePort, postgresAnswers, postgresBinDir, serverUser, waitFor } from '../../../infra/local/processes.js';
 import { FaultyProxy } from '../../support/tcp-proxy.js';
-import type { ProcessSpan } from '../history.js';
+import type { ProcessSpan, Stall } from '../history.js';
+import { onScheduleClock, readStallDir } from '../stalls.js';
 import { variantNamed } from '../variants.js';
 import { installAudit } from './audit.js';
 import { ChaosTargets } from './targets.js';
@@ -27,6 +28,8 @@ const wall = () => performance.timeOrigin + performance.now();
 
 /** Short timings so elections happen within a schedule; the bounds the checker uses follow from them. */
 export const TIMINGS = { ttlS: 3, heartbeatS: 1, electionS: 0.5, tickS: 0.5 } as const;
+/** How often a worker heartbeats the items it holds. */
+export const WORKER_HEARTBEAT_MS = 500;
 export const SKEW_MARGIN_MS = Math.min(1_000, (TIMINGS.ttlS * 1000) / 10);
 
 export class ManagedProcess {
@@ -218,6 +221,8 @@ export class ChaosCluster {
   readonly workers = new Map<string, ManagedProcess>();
   readonly replacements: ManagedProcess[] = [];
   readonly targets = new ChaosTargets();
+  /** Where every process it starts records its scheduling stalls (stalls.ts). */
+  readonly stallDir = mkdtempSync(join(tmpdir(), 'rollout-chaos-stalls-'));
   nginxUrl = '';
   private nginx: { url: string; stop(): Promise<void> } | null = null;
   private readonly links: FaultyProxy[] = [];
@@ -228,9 +233,11 @@ export class ChaosCluster {
     return ['--import', 'tsx', '--import', join(root, 'test/chaos/preload.ts'), join(root, 'shared/runtimes/cli/cli.ts')];
   }
 
-  private env(offsetMs: number): NodeJS.ProcessEnv {
+  private env(offsetMs: number, name: string): NodeJS.ProcessEnv {
     return {
       ...process.env,
+      CHAOS_STALL_DIR: this.stallDir,
+      CHAOS_PROCESS: name,
       ...(this.o.variant ? { CHAOS_VARIANT: this.o.variant } : {}),
       CHAOS_TARGET_GATE: this.targets.gate.dir,
       CHAOS_CLOCK_OFFSET_MS: String(offsetMs),
@@ -257,7 +264,7 @@ export class ChaosCluster {
       const proc = new ManagedProcess(id, 'node', (offset) =>
         spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
           cwd: root,
-          env: { ...this.env(offset), CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
+          env: { ...this.env(offset, id), CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
           stdio: ['ignore', 'pipe', 'pipe'],
         }),
       );
@@ -289,7 +296,7 @@ export class ChaosCluster {
     const proc = new ManagedProcess(of.id, 'node', (offset) =>
       spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
         cwd: root,
-        env: { ...this.env(offset), CLUSTER_NODE_ID: of.id, CLUSTER_HOSTNAME: `${of.id}-replacement`, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
+        env: { ...this.env(offset, of.id), CLUSTER_NODE_ID: of.id, CLUSTER_HOSTNAME: `${of.id}-replacement`, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
         stdio: ['ignore', 'pipe', 'pipe'],
       }),
     );
@@ -335,14 +342,14 @@ export class ChaosCluster {
           '--backend-url', this.backend.url,
           '--worker-id', workerId,
           '--instance-id', workerId,
-          '--heartbeat-ms', '500',
+          '--heartbeat-ms', String(WORKER_HEARTBEAT_MS),
           '--wait-seconds', '1',
           '--batch', '5',
           ...(o.chunkBudgetMs === undefined ? [] : ['--chunk-budget-ms', String(o.chunkBudgetMs)]),
           '--exit-when-done',
           '--json',
         ],
-        { cwd: root, env: this.env(offset), stdio: ['ignore', 'pipe', 'pipe'] },
+        { cwd: root, env: this.env(offset, key), stdio: ['ignore', 'pipe', 'pipe'] },
       ),
     );
     this.workers.set(key, proc);
@@ -375,6 +382,11 @@ export class ChaosCluster {
     );
   }
 
+  /** The stalls its processes recorded, on a schedule's clock. */
+  stalls(epochMs: number): Stall[] {
+    return onScheduleClock(readStallDir(this.stallDir), epochMs);
+  }
+
   heal(): void {
     for (const l of this.links) {
       l.blackhole(false);
@@ -396,5 +408,6 @@ export class ChaosCluster {
     await this.backend.stop();
     await this.targets.stop();
     await this.store.destroy();
+    rmSync(this.stallDir, { recursive: true, force: true });
   }
 }

@@ -4,8 +4,9 @@ import pg from 'pg';
 import { collect, exited } from '../../../infra/local/processes.js';
 import type { ChaosHistory, FaultKind, FaultRecord, Op, TargetEdit } from '../history.js';
 import { Rng } from '../rng.js';
+import { onScheduleClock, StallWatch, worstStall } from '../stalls.js';
 import { auditMark, dumpStore } from './audit.js';
-import { SKEW_MARGIN_MS, TIMINGS, type ChaosCluster, type ClusterNode, type ManagedProcess } from './cluster.js';
+import { SKEW_MARGIN_MS, TIMINGS, WORKER_HEARTBEAT_MS, type ChaosCluster, type ClusterNode, type ManagedProcess } from './cluster.js';
 import type { Sampler, TargetName } from './targets.js';
 
 /**
@@ -83,6 +84,8 @@ type SignalMode = { duplicated: boolean; reordered: boolean; late: boolean };
 
 interface Ctx {
   readonly cluster: ChaosCluster;
+  /** The harness process's own stalls. */
+  readonly watch: StallWatch;
   readonly epochMs: number;
   readonly ops: Op[];
   readonly faults: FaultRecord[];
@@ -641,12 +644,14 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     [ids.act, 'web-t'],
   ]);
   const sampler = cluster.targets.sample(epochMs);
-  const c: Ctx = { cluster, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, slow: ids.slow, act: ids.act, manual: ids.manual, targetOf, sampler, edits: [], log: o.log };
+  const watch = new StallWatch();
+  const c: Ctx = { cluster, watch, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, slow: ids.slow, act: ids.act, manual: ids.manual, targetOf, sampler, edits: [], log: o.log };
   try {
     const h = await schedule(c, o, { ids, tag, mark });
     await retire(c);
     return h;
   } finally {
+    watch.close();
     await sampler.stop();
   }
 }
@@ -730,8 +735,11 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
     const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4]]);
     return open === 0 && running === 0;
   };
-  // At least the leader bound, so the checker can judge leadership after healing.
-  while (now(c) - healedAt < QUIET_MAX_MS && !(now(c) - healedAt >= LEADER_WITHIN_MS && (await settled()))) await sleep(250);
+  // At least the leader bound, so the checker can judge leadership after healing. On a busy host the
+  // bound stretches by what the processes were stalled since (as the checker's bounds do), up to twice.
+  const stalls = () => [...cluster.stalls(epochMs), ...onScheduleClock(c.watch.read(), epochMs)];
+  const quietFor = () => QUIET_MAX_MS + Math.min(QUIET_MAX_MS, worstStall(stalls(), [...cluster.nodes.map((n) => n.id), ...workers.map((w) => w.name), 'harness'], healedAt, now(c)).ms);
+  while (now(c) - healedAt < quietFor() && !(now(c) - healedAt >= LEADER_WITHIN_MS && (await settled()))) await sleep(250);
   // A little longer, so a late wrong move (a promotion after a rollback, a second result) has time to show.
   await sleep(1_000);
   const quietUntil = now(c);
@@ -763,8 +771,9 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
     ops: c.ops,
     faults: c.faults,
     processes: cluster.spans(epochMs).filter((s) => s.role !== 'worker' || workers.some((w) => w.name === s.process)),
+    stalls: stalls(),
     phases: { faultsUntil, healedAt, quietUntil },
-    bounds: { leaderWithinMs: LEADER_WITHIN_MS, runsFinishWithinMs: RUNS_FINISH_WITHIN_MS, failureTimeoutMs: TTL_MS },
+    bounds: { leaderWithinMs: LEADER_WITHIN_MS, runsFinishWithinMs: RUNS_FINISH_WITHIN_MS, failureTimeoutMs: TTL_MS, heartbeatMs: WORKER_HEARTBEAT_MS },
     store,
     targets: {
       samples: c.sampler.samples,
