@@ -15,7 +15,16 @@ export class RateLimiter {
     private readonly now: () => number = Date.now,
     maxKeys = 10_000,
   ) {
+    if (!(Number.isFinite(perSecond) && perSecond > 0)) throw new RangeError(`a rate limit needs a positive number of requests per second, not ${perSecond}`);
+    if (!(Number.isFinite(burst) && burst >= 1)) throw new RangeError(`a rate limit's burst must be at least 1 request, not ${burst}`);
     this.buckets = new BoundedMap(maxKeys);
+  }
+
+  /** `perSecond` with bursts of `burstSeconds` worth (at least one request); null when `perSecond` is 0 (no limit). */
+  static of(perSecond: number, burstSeconds: number, now: () => number = Date.now): RateLimiter | null {
+    if (perSecond === 0) return null;
+    if (!(Number.isFinite(burstSeconds) && burstSeconds > 0)) throw new RangeError(`a rate limit's burst must be a positive number of seconds, not ${burstSeconds}`);
+    return new RateLimiter(perSecond, Math.max(1, perSecond * burstSeconds), now);
   }
 
   /** Takes one request's token: null if allowed, or the seconds until one is free. */

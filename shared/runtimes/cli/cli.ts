@@ -225,8 +225,10 @@ function trustOptions(cmd: Command): Command {
     .addOption(new Option('--tls-client-ca <file>', 'ask for client certificates and accept those this CA signed; the actor is cert:<subject CN>').env('ROLLOUT_TLS_CLIENT_CA'))
     .addOption(new Option('--tls-client-scopes <scopes>', 'scopes of a client-certificate caller').env('ROLLOUT_TLS_CLIENT_SCOPES').default('read'))
     .addOption(new Option('--allowed-hosts <names>', 'Host names this node answers to, comma-separated ("*": any); default: loopback and its own names while authentication is off').env('ROLLOUT_ALLOWED_HOSTS'))
-    .addOption(new Option('--rate-limit <rps>', 'requests per second per peer address (0: none)').argParser((v) => nonNegative('--rate-limit', v)).env('ROLLOUT_RATE_LIMIT'))
-    .addOption(new Option('--rate-limit-per-credential <rps>', 'requests per second per credential (0: none)').argParser((v) => nonNegative('--rate-limit-per-credential', v)).env('ROLLOUT_RATE_LIMIT_PER_CREDENTIAL'))
+    .addOption(new Option('--rate-limit <rps>', 'requests per second per peer address, but for traffic and assignment reads (0: none; default 200)').argParser((v) => nonNegative('--rate-limit', v)).env('ROLLOUT_RATE_LIMIT'))
+    .addOption(new Option('--rate-limit-per-credential <rps>', 'requests per second per credential, but for traffic and assignment reads (0: none; default 100)').argParser((v) => nonNegative('--rate-limit-per-credential', v)).env('ROLLOUT_RATE_LIMIT_PER_CREDENTIAL'))
+    .addOption(new Option('--rate-limit-cheap-reads <rps>', "a rollout's traffic and assignment reads per second per peer address (0: none; default 5000)").argParser((v) => nonNegative('--rate-limit-cheap-reads', v)).env('ROLLOUT_RATE_LIMIT_CHEAP_READS'))
+    .addOption(new Option('--rate-limit-cheap-reads-per-credential <rps>', "a rollout's traffic and assignment reads per second per credential (0: none; default 5000)").argParser((v) => nonNegative('--rate-limit-cheap-reads-per-credential', v)).env('ROLLOUT_RATE_LIMIT_CHEAP_READS_PER_CREDENTIAL'))
     .addOption(new Option('--trusted-proxies <addresses>', 'proxies whose X-Forwarded-For names the client, comma-separated (the shipped nginx sets it)').env('ROLLOUT_TRUSTED_PROXIES'))
     .addOption(new Option('--insecure-no-auth', 'serve beyond loopback with no authentication: anyone who reaches the node may do anything').env('ROLLOUT_INSECURE_NO_AUTH'));
 }
@@ -251,11 +253,13 @@ interface TrustOpts {
   allowedHosts?: string;
   rateLimit?: number;
   rateLimitPerCredential?: number;
+  rateLimitCheapReads?: number;
+  rateLimitCheapReadsPerCredential?: number;
   trustedProxies?: string;
   insecureNoAuth?: boolean | string;
 }
 
-const TRUST_KEYS = ['outboundConfig', 'targetsConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcRunsClaim', 'oidcWorkerClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
+const TRUST_KEYS = ['outboundConfig', 'targetsConfig', 'authTokensFile', 'oidcIssuer', 'oidcAudience', 'oidcJwksUrl', 'oidcActorClaim', 'oidcScopesClaim', 'oidcRunsClaim', 'oidcWorkerClaim', 'oidcScopeMap', 'signalKeysFile', 'tlsCert', 'tlsKey', 'tlsClientCa', 'tlsClientScopes', 'allowedHosts', 'rateLimit', 'rateLimitPerCredential', 'rateLimitCheapReads', 'rateLimitCheapReadsPerCredential', 'trustedProxies', 'insecureNoAuth'] as const;
 
 function nonNegative(name: string, v: string): number {
   const n = Number(v);
@@ -264,6 +268,17 @@ function nonNegative(name: string, v: string): number {
 }
 
 const flag = (v: boolean | string | undefined) => v === true || v === 'true' || v === '1';
+
+/** The rate limits given on the command line; the rest keep the node's defaults. */
+function rateLimitConfig(o: TrustOpts): Pick<NodeConfigInput, 'rateLimit'> {
+  const given = {
+    ...(o.rateLimit !== undefined ? { perAddress: Number(o.rateLimit) } : {}),
+    ...(o.rateLimitPerCredential !== undefined ? { perCredential: Number(o.rateLimitPerCredential) } : {}),
+    ...(o.rateLimitCheapReads !== undefined ? { cheapReadsPerAddress: Number(o.rateLimitCheapReads) } : {}),
+    ...(o.rateLimitCheapReadsPerCredential !== undefined ? { cheapReadsPerCredential: Number(o.rateLimitCheapReadsPerCredential) } : {}),
+  };
+  return Object.keys(given).length > 0 ? { rateLimit: given } : {};
+}
 
 /** The node configuration the trust options give; checked, field by field, by the node's own schema. */
 function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit' | 'trustedProxies'> {
@@ -293,9 +308,7 @@ function trustConfig(o: TrustOpts): Pick<NodeConfigInput, 'outbound' | 'auth' | 
     ...(o.tlsCert && o.tlsKey ? { tls: { certFile: o.tlsCert, keyFile: o.tlsKey, ...(o.tlsClientCa ? { clientCaFile: o.tlsClientCa } : {}) } } : {}),
     ...(o.trustedProxies ? { trustedProxies: o.trustedProxies.split(',').map((h) => h.trim()).filter(Boolean) } : {}),
     ...(o.allowedHosts ? { allowedHosts: o.allowedHosts.split(',').map((h) => h.trim()).filter(Boolean) } : {}),
-    ...(o.rateLimit !== undefined || o.rateLimitPerCredential !== undefined
-      ? { rateLimit: { ...(o.rateLimit !== undefined ? { perAddress: Number(o.rateLimit) } : {}), ...(o.rateLimitPerCredential !== undefined ? { perCredential: Number(o.rateLimitPerCredential) } : {}) } }
-      : {}),
+    ...rateLimitConfig(o),
   };
 }
 

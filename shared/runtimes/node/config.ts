@@ -76,11 +76,22 @@ export const nodeConfigSchema = z
     allowedHosts: z.array(z.string().min(1).max(255)).max(64).optional(),
     /** Proxies whose X-Forwarded-For is believed (`--trusted-proxies`): behind nginx, the rate per address is the client's. */
     trustedProxies: z.array(z.string().min(1).max(64)).max(64).default([]),
-    /** Requests per second per peer address and per credential (0: no limit); bursts of `burstSeconds` worth. */
+    /**
+     * Requests per second per peer address and per credential (0: no limit); bursts of `burstSeconds` worth.
+     * `perAddress`/`perCredential` hold for every request but the cheap reads (a rollout's traffic and
+     * assignment), which have buckets of their own: a fleet of 10,000 processes sharing one read token and
+     * refreshing every 5 s asks 2,000/s, from one address behind a proxy without `trustedProxies`.
+     */
     rateLimit: z
-      .object({ perAddress: z.number().min(0).default(200), perCredential: z.number().min(0).default(100), burstSeconds: z.number().positive().max(60).default(2) })
+      .object({
+        perAddress: z.number().min(0).default(200),
+        perCredential: z.number().min(0).default(100),
+        burstSeconds: z.number().positive().max(60).default(2),
+        cheapReadsPerAddress: z.number().min(0).default(5_000),
+        cheapReadsPerCredential: z.number().min(0).default(5_000),
+      })
       .strict()
-      .default({ perAddress: 200, perCredential: 100, burstSeconds: 2 }),
+      .default({ perAddress: 200, perCredential: 100, burstSeconds: 2, cheapReadsPerAddress: 5_000, cheapReadsPerCredential: 5_000 }),
   })
   .superRefine((c, ctx) => {
     if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });

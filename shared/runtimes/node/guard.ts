@@ -15,6 +15,10 @@ import type { HttpRequest } from './http.js';
  *   Host       an allowed name, else 421 (a page on another site that
  *              rebinds its DNS name to 127.0.0.1 reaches no data)
  *   rate       per peer address, then per credential: 429 with Retry-After
+ *              naming the limit. Cheap, cacheable reads (a rollout's traffic
+ *              and assignment, by the route matched) have buckets and limits
+ *              of their own, sized for a fleet that polls them; every other
+ *              request has the stricter ones
  *   identity   a bearer token (ours, or an OIDC JWT) or a verified client
  *              certificate, else 401 with WWW-Authenticate; the actor of
  *              every write comes from it, never from a header
@@ -33,7 +37,19 @@ export interface GuardOptions {
   readonly authenticators: readonly Authenticator[];
   /** Host names (no port) this node answers to; null: any. */
   readonly allowedHosts: readonly string[] | null;
-  readonly rateLimit: { readonly perAddress: number; readonly perCredential: number; readonly burstSeconds: number };
+  /**
+   * Requests per second (0: no limit), bursts of `burstSeconds` worth.
+   * `perAddress` and `perCredential` hold for every request but the cheap
+   * reads (CHEAP_READS), which have their own buckets: `cheapReadsPer*`,
+   * or when absent the same numbers as the others.
+   */
+  readonly rateLimit: {
+    readonly perAddress: number;
+    readonly perCredential: number;
+    readonly burstSeconds: number;
+    readonly cheapReadsPerAddress?: number;
+    readonly cheapReadsPerCredential?: number;
+  };
   /** Peers whose X-Forwarded-For names the client (the shipped nginx sets it): the address rate-limited is the client's. */
   readonly trustedProxies?: readonly string[];
   /** Extra headers for one route's answer (the status page's CSP). */
@@ -49,6 +65,21 @@ const JSON_CSP = "default-src 'none'; frame-ancestors 'none'";
 const ALL_SCOPES: ReadonlySet<Scope> = new Set(SCOPES);
 const NO_SCOPES: ReadonlySet<Scope> = new Set();
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/**
+ * Routes a fleet polls (the OpenFeature provider refreshes `/traffic`): small,
+ * answered from a kept read, 304 by ETag. The rate is taken before the route
+ * runs, so the route decides the class, not whether the answer turns out a 304.
+ */
+export const CHEAP_READS: ReadonlySet<string> = new Set(['rolloutTraffic', 'rolloutAssignment']);
+
+/** One class of requests' buckets, and what a 429 from each says. */
+interface Limits {
+  readonly byAddress: RateLimiter | null;
+  readonly byCredential: RateLimiter | null;
+  readonly what: string;
+  readonly addressFlag: string;
+  readonly credentialFlag: string;
+}
 
 /** The CSP of a page whose inline scripts are allowed by their hashes. */
 export function pageCsp(html: string): string {
@@ -66,8 +97,15 @@ export function hostName(host: string): string {
 
 export function guarded(inner: Handle, o: GuardOptions): Handle {
   const now = o.now ?? Date.now;
-  const byAddress = o.rateLimit.perAddress > 0 ? new RateLimiter(o.rateLimit.perAddress, Math.max(1, o.rateLimit.perAddress * o.rateLimit.burstSeconds), now) : null;
-  const byCredential = o.rateLimit.perCredential > 0 ? new RateLimiter(o.rateLimit.perCredential, Math.max(1, o.rateLimit.perCredential * o.rateLimit.burstSeconds), now) : null;
+  const r = o.rateLimit;
+  const other: Limits = { byAddress: RateLimiter.of(r.perAddress, r.burstSeconds, now), byCredential: RateLimiter.of(r.perCredential, r.burstSeconds, now), what: 'requests', addressFlag: '--rate-limit', credentialFlag: '--rate-limit-per-credential' };
+  const cheap: Limits = {
+    byAddress: RateLimiter.of(r.cheapReadsPerAddress ?? r.perAddress, r.burstSeconds, now),
+    byCredential: RateLimiter.of(r.cheapReadsPerCredential ?? r.perCredential, r.burstSeconds, now),
+    what: 'traffic and assignment reads',
+    addressFlag: '--rate-limit-cheap-reads',
+    credentialFlag: '--rate-limit-cheap-reads-per-credential',
+  };
   const allowed = o.allowedHosts ? new Set(o.allowedHosts.map(hostName)) : null;
   const authOn = o.authenticators.length > 0;
   const trusted = new Set(o.trustedProxies ?? []);
@@ -82,10 +120,11 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     const method = req.method.toUpperCase();
     const host = req.headers.host ?? '';
     if (allowed && !allowed.has(hostName(host))) return refuse(421, `host "${host.slice(0, 100)}" is not a name this node answers to (--allowed-hosts)`);
-    const slow = byAddress?.take(clientAddress(req, trusted));
-    if (slow) return refuse(429, 'too many requests from this address', { 'retry-after': String(slow) });
     // Every decision below is made on the route matched, never on the path as spelled.
     const found = matched.route;
+    const limits = (method === 'GET' || method === 'HEAD') && found && CHEAP_READS.has(found.id) ? cheap : other;
+    const slow = limits.byAddress?.take(clientAddress(req, trusted));
+    if (slow) return refuse(429, `too many ${limits.what} from this address (${limits.addressFlag})`, { 'retry-after': String(slow) });
     const event = found?.id === 'postEvent';
     // Open to anyone: what its route says (the page's HTML, health), read only.
     const open = (method === 'GET' || method === 'HEAD') && found?.scope === null;
@@ -104,8 +143,8 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
         return refuse(401, `invalid credentials: ${err.message}`, { 'www-authenticate': `Bearer realm="rollout", error="invalid_token"` });
       }
       if (!identity) return refuse(401, 'credentials required: Authorization: Bearer <token>, a client certificate, or (for POST /events) a Rollout-Signature', { 'www-authenticate': 'Bearer realm="rollout"' });
-      const limited = byCredential?.take(identity.actor);
-      if (limited) return refuse(429, `too many requests from ${identity.actor}`, { 'retry-after': String(limited) });
+      const limited = limits.byCredential?.take(identity.actor);
+      if (limited) return refuse(429, `too many ${limits.what} from ${identity.actor} (${limits.credentialFlag})`, { 'retry-after': String(limited) });
     }
 
     if (WRITE_METHODS.has(method)) {
