@@ -5,9 +5,8 @@ import type { ApiDeps } from '../shared/api/handler.js';
 import { routerOf, ROUTES, TargetError, type Match } from '../shared/api/contract.js';
 import type { Scope } from '../shared/auth/scopes.js';
 import { errorMessage } from '../shared/log.js';
-import { sqsClient } from '../shared/adapters/sqs/connect.js';
-import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
-import { eventsPublishedSince, invocationScoped, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { sqsWorkQueueFrom } from './work-queue.js';
+import { eventsPublishedSince, invocationScoped, runtimeFrom, type Runtime } from './runtime.js';
 import { countEvents, FigureMetrics } from './figures.js';
 import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
@@ -49,11 +48,7 @@ export function apiLambdaHandler(
       const api = rt.api({
         workQueue:
           overrides.workQueue ??
-          (() => {
-            const url = process.env.ROLLOUT_WORK_QUEUE_URL;
-            if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required to create runs');
-            return new SqsWorkQueue(traced(sqsClient()), url);
-          }),
+(() => sqsWorkQueueFrom(process.env, 'to create runs')),
       });
       built = { rt, api };
     }

@@ -11,7 +11,7 @@ import { type ScanReport } from '../shared/ledger/coordinator.js';
 import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
-import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
+import { sqsWorkQueueFrom } from './work-queue.js';
 import { FigureMetrics } from './figures.js';
 import { instrumented, publishIfAny } from './handler.js';
 import { labelValue } from '../shared/api/figures.js';
@@ -46,7 +46,7 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  */
 export interface CoordinatorHandlerOptions {
   bus?: EventBus;
-  /** Where re-pended items go back to. Default: ROLLOUT_WORK_QUEUE_URL on SQS. */
+  /** Where re-pended items go back to. Default: ROLLOUT_WORK_QUEUE_URL on SQS, routed by run (ROLLOUT_RUN_QUEUES). */
   queue?: (runtime: Runtime) => WorkQueue;
   /** Default: exit the process (the Lambda sandbox is discarded). */
   onFenced?: (err: FencedError) => void;
@@ -198,10 +198,9 @@ function sqsDeadLetters(): { sqs: SQSClient; queueUrl: string } | null {
   return url ? { sqs: traced(sqsClient()), queueUrl: url } : null;
 }
 
+/** Each fleet's runs to its own queue, the others' to the shared one (work-queue.ts). */
 function sqsWorkQueue(): WorkQueue {
-  const url = process.env.ROLLOUT_WORK_QUEUE_URL;
-  if (!url) throw new Error('invalid environment config: ROLLOUT_WORK_QUEUE_URL: required for the coordinator');
-  return new SqsWorkQueue(traced(sqsClient()), url);
+  return sqsWorkQueueFrom(process.env, 'for the coordinator');
 }
 
 /**

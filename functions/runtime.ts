@@ -18,7 +18,7 @@ import { parseTargets } from '../shared/actuation/targets.js';
 import { OperatorSecrets } from '../shared/outbound/secrets.js';
 import { defaultGateProviders } from '../shared/compose/gates.js';
 import type { GateProviders } from '../shared/rollout/gate-reader.js';
-import type { CloudwatchMetricGate } from '../shared/rollout/gate-spec.js';
+import { namespaceIssue } from '../shared/rollout/spec.js';
 
 /** A variable holding JSON (`{}` when unset), checked by `parse`: "not JSON", or what `parse` says is wrong. */
 function jsonEnv<T>(parse: (v: unknown) => T) {
@@ -135,27 +135,12 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     targets: env.ROLLOUT_TARGETS,
     assignmentReadMs: env.ROLLOUT_ASSIGNMENT_READ_MS,
     secrets: operatorSecrets,
+    gateNamespaces: env.ROLLOUT_GATE_NAMESPACES,
     ...(env.ROLLOUT_GATE_NAMESPACES ? { gateProviders: namespaceLimited(defaultGateProviders({ outbound, secrets: operatorSecrets }), env.ROLLOUT_GATE_NAMESPACES) } : {}),
     bus: new CountedBus(overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({})))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
   return Object.assign(plane, { env });
-}
-
-/** Metric math that reads beyond the metrics a gate names: a search, a Metrics Insights query, another data source. */
-const REACHES_OUT = /\b(SEARCH|SELECT|INSIGHT_RULE_METRIC|SERVICE_QUOTA|LAMBDA)\b/i;
-
-/** Why a cloudwatchMetric gate may not be read under the namespaces allowed, or null. */
-export function namespaceIssue(gate: CloudwatchMetricGate, allowed: readonly string[]): string | null {
-  if (gate.expression !== undefined) {
-    const found = REACHES_OUT.exec(gate.expression);
-    if (found) return `expression: ${found[1]} reads beyond the gate's own metrics; only metric math over them is allowed`;
-  }
-  const metrics = gate.metric ? [['metric', gate.metric] as const] : Object.entries(gate.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const);
-  for (const [path, m] of metrics) {
-    if (!allowed.includes(m.namespace)) return `${path}.namespace: "${m.namespace}" is not a namespace this stack's gates may read (${allowed.length ? allowed.join(', ') : 'none: the gateNamespaces prop names them'})`;
-  }
-  return null;
 }
 
 /**

@@ -16,7 +16,7 @@ import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations
 import { AnyPrincipal, Effect, PolicyStatement, type IGrantable, type IRole } from 'aws-cdk-lib/aws-iam';
 import { Alias, Architecture, Runtime, Tracing, type Function as LambdaFunctionResource } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { Queue, QueueEncryption, type QueueProps } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { GSI1, GSI1_PROJECTED, KEY, LEADING_KEYS } from '../shared/adapters/dynamodb/table.js';
 import { grantItems } from './grants.js';
@@ -238,6 +238,12 @@ export class RolloutControlPlane extends Construct {
   private readonly gateNamespaces: readonly string[];
   /** The coordinator's alias for each worker fleet, with the runs it serves (ROLLOUT_COORDINATOR_FLEETS, read when synthesised). */
   private readonly fleetAliases = new Map<string, readonly string[]>();
+  /** Each worker fleet's run and the fleet's own work queue (ROLLOUT_RUN_QUEUES, read when synthesised). */
+  private readonly runQueues = new Map<string, Queue>();
+  /** What the shared work queue is built with, for each fleet's own queue. */
+  private readonly workQueueProps: QueueProps;
+  /** Whom the alarms notify: a fleet queue's alarm too. */
+  private readonly alarmActions: readonly IAlarmAction[];
   private readonly gateAlarms: readonly string[];
   /** Roles granted signal after construction: the bus's deny lists them too (read when synthesised). */
   private readonly signallers: string[] = [];
@@ -285,14 +291,20 @@ export class RolloutControlPlane extends Construct {
     // An existing bus is archived (or not) by whoever owns it.
     if (this.ownBus) new Archive(this, 'RolloutArchive', { archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`, sourceEventBus: this.ownBus, eventPattern: { account: [this.stack.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
 
-    const queue = (name: string, extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}) =>
-      new Queue(this, name, { ...(props.encryptionKey ? { encryption: QueueEncryption.KMS, encryptionMasterKey: props.encryptionKey } : { encryption: QueueEncryption.SQS_MANAGED }), enforceSSL: true, retentionPeriod: Duration.days(14), ...extra });
+    const queueProps = (extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}): QueueProps => ({
+      ...(props.encryptionKey ? { encryption: QueueEncryption.KMS, encryptionMasterKey: props.encryptionKey } : { encryption: QueueEncryption.SQS_MANAGED }),
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+      ...extra,
+    });
+    const queue = (name: string, extra: Parameters<typeof queueProps>[0] = {}) => new Queue(this, name, queueProps(extra));
     // Drained by the coordinator's scan every minute: a dead letter it cannot settle yet comes back three scans later.
     this.workDlq = queue('WorkDlq', { visibilityTimeout: Duration.seconds(180) });
     this.eventsDlq = queue('EventsDlq');
     Validations.of(this.eventsDlq).acknowledge({ id: 'AwsSolutions::AwsSolutions-SQS3', reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)' });
     // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
-    this.workQueue = queue('WorkQueue', { deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
+    this.workQueueProps = queueProps({ deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
+    this.workQueue = new Queue(this, 'WorkQueue', this.workQueueProps);
 
     if (props.auroraReader && props.store !== 'aurora') throw new Error('invalid control plane config: auroraReader: only with store: aurora');
     if (props.auroraMinCapacity !== undefined && props.store !== 'aurora') throw new Error('invalid control plane config: auroraMinCapacity: only with store: aurora');
@@ -353,6 +365,9 @@ export class RolloutControlPlane extends Construct {
     // The work DLQ's consumer is the coordinator's scan (see `lambda`): it alone may receive from it.
     this.workDlq.grantConsumeMessages(this.functions.coordinator);
     // Which alias serves which fleet's runs: read when synthesised, as fleets are added after construction.
+    // Where each fleet's runs are sent (its own queue): read when synthesised, as fleets are added after construction.
+    const runQueues = Lazy.string({ produce: () => JSON.stringify(Object.fromEntries([...this.runQueues].sort(([a], [b]) => a.localeCompare(b)).map(([run, q]) => [run, q.queueUrl]))) });
+    for (const name of this.workSenders()) this.functions[name].addEnvironment('ROLLOUT_RUN_QUEUES', runQueues);
     this.functions.coordinator.addEnvironment('ROLLOUT_COORDINATOR_FLEETS', Lazy.string({ produce: () => JSON.stringify(Object.fromEntries([...this.fleetAliases].sort(([a], [b]) => a.localeCompare(b)))) }));
 
     if (this.ownBus) this.lockBus(this.ownBus, props.eventSenders ?? []);
@@ -360,6 +375,7 @@ export class RolloutControlPlane extends Construct {
     // Every alarm notifies someone: the actions and topic given, else a topic of the stack's own.
     this.alarmTopic = props.alarmTopic ?? (props.alarmActions?.length ? undefined : this.ownAlarmTopic());
     const actions = [...(props.alarmActions ?? []), ...(this.alarmTopic ? [new SnsAction(this.alarmTopic)] : [])];
+    this.alarmActions = actions;
     this.alarms = this.operations(props.dashboard ?? false);
     for (const alarm of this.alarms) alarm.addAlarmAction(...actions);
     if (id === 'Default') this.keepDescriptions();
@@ -406,6 +422,39 @@ export class RolloutControlPlane extends Construct {
     if (this.fleetAliases.has(aliasName)) throw new Error(`invalid worker fleet config: ${fleet.node.path}: already has a coordinator alias`);
     this.fleetAliases.set(aliasName, [...runs]);
     return new Alias(this, `CoordinatorFor${Names.uniqueId(fleet)}`, { aliasName, version: this.functions.coordinator.latestVersion, description: `Coordinator requests of worker fleet ${fleet.node.path}: steals for its runs only` });
+  }
+
+  /** The functions that send work items (the `queue:send` grant): the api (new runs) and the coordinator (re-pended items, dead letters). */
+  private workSenders(): FunctionName[] {
+    return (Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]).filter(([, spec]) => spec.grants.includes('queue:send')).map(([name]) => name);
+  }
+
+  /**
+   * A worker fleet's own work queue (the shared work queue's settings, and
+   * its dead-letter queue): `runs` are sent there and nowhere else, so the
+   * fleet's role is granted this queue alone and its workers never receive
+   * another run's items. The functions that send work may send to it; it
+   * pages as the shared queue does when work waits.
+   */
+  fleetQueue(fleet: Construct, runs: readonly string[]): Queue {
+    for (const r of runs) {
+      if (this.runQueues.has(r)) throw new Error(`invalid worker fleet config: ${fleet.node.path}: runs: "${r}" is already served by another worker fleet (a run's items go to one fleet's queue)`);
+    }
+    const id = Names.uniqueId(fleet);
+    const q = new Queue(this, `WorkQueueFor${id}`, this.workQueueProps);
+    for (const r of runs) this.runQueues.set(r, q);
+    for (const name of this.workSenders()) q.grantSendMessages(this.functions[name]);
+    const alarm = new Alarm(this, `WorkQueueAgeFor${id}`, {
+      alarmDescription: `Work of worker fleet ${fleet.node.path} (runs ${runs.join(', ')}) waits more than 15 minutes: too few workers, or none. Check the fleet (its Auto Scaling group and the workers' logs) and \`rollout runs get RUN\`.`,
+      metric: q.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1) }),
+      threshold: 900,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 3,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+    });
+    alarm.addAlarmAction(...this.alarmActions);
+    (this.alarms as Alarm[]).push(alarm);
+    return q;
   }
 
   /** GET routes: rollouts, runs, items and results, assignment, the cluster. */

@@ -66,16 +66,19 @@ export class WorkerFleet extends Construct {
 
   constructor(scope: Construct, id: string, props: WorkerFleetProps) {
     super(scope, id);
-    const { table, workQueue, coordinator } = props.controlPlane.workerResources;
+    const { table, coordinator } = props.controlPlane.workerResources;
     if (!props.runs.length) throw new Error('invalid worker fleet config: runs: at least one run');
-    // The work queue carries every run's messages and a worker takes what it receives: one run per fleet until messages are routed by run.
-    if (props.runs.length > 1) throw new Error('invalid worker fleet config: runs: one run per fleet (the work queue is shared by every run; a fleet per run)');
+    // A worker takes what it receives from the fleet's queue: one run per fleet, so each run's workers receive only its items.
+    if (props.runs.length > 1) throw new Error('invalid worker fleet config: runs: one run per fleet (a fleet\'s queue carries its runs\' items and each worker takes what it receives; a fleet per run)');
     for (const r of props.runs) if (!ID.test(r)) throw new Error(`invalid worker fleet config: runs: "${r}" is not a run id (letters, digits, _ . : -, at most 128)`);
     const types = props.instanceTypes?.length ? props.instanceTypes : DEFAULT_TYPES;
     const cpu = cpuOf(types);
     const desired = props.desiredCapacity ?? 2;
     const module = props.module ? resolve(props.module) : null;
     if (module && !existsSync(module)) throw new Error(`invalid worker fleet config: module: ${module} does not exist`);
+    const extraArgs = (props.workerArgs ?? []).map(systemdArg);
+    // Its own queue, once the props are checked: these runs' items are sent there and nowhere else, and the role is granted it alone.
+    const workQueue = props.controlPlane.fleetQueue(this, props.runs);
     const bundle = new Asset(this, 'Command', {
       path: packageRoot(),
       assetHashType: AssetHashType.OUTPUT,
@@ -110,7 +113,7 @@ export class WorkerFleet extends Construct {
       `--coordinator lambda:${coordinator.functionName}:${coordinatorAlias.aliasName}`,
       '--provider aws --instance-id auto',
       ...(module ? ['--module /opt/rollout/worker.mjs'] : []),
-      ...(props.workerArgs ?? []).map(systemdArg),
+      ...extraArgs,
       '--json',
     ];
     const userData = UserData.forLinux();

@@ -20,7 +20,7 @@ import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
 import { AbortIsFinalError, COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
+import { gateNamespaceIssues, outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
@@ -82,6 +82,8 @@ export interface ApiDeps {
   readonly outbound: OutboundPolicy;
   /** The targets a spec may move, by name: a spec naming another is refused at creation. */
   readonly targets?: TargetsConfig;
+  /** The CloudWatch namespaces cloudwatchMetric gates may read (default null: no limit): a spec naming another is refused at creation. */
+  readonly gateNamespaces?: readonly string[] | null;
   /** Where assignment and traffic answers read rollouts (default: the store, every time); shared by a process's handlers. */
   readonly assignmentReads?: AssignmentReads;
   readonly clock?: Clock;
@@ -345,6 +347,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       const spec = parseRolloutSpec(body.spec);
       const refused = outboundIssues(spec, deps.outbound);
       if (refused.length) throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
+      const unreadable = gateNamespaceIssues(spec, deps.gateNamespaces ?? null);
+      if (unreadable.length) throw new HttpError(400, 'invalid rollout spec: it reads CloudWatch namespaces the operator has not allowed', { issues: unreadable.map((i) => `spec.${i}`) });
       const unmovable = actuationIssues(spec, deps.targets ?? {});
       if (unmovable.length) throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
       const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });

@@ -61,6 +61,8 @@ export interface ControlPlaneConfig {
   readonly gateProviders?: GateProviders;
   /** What a spec may make us request (default: nothing; a spec naming an origin is refused). */
   readonly outbound?: OutboundPolicy;
+  /** The CloudWatch namespaces cloudwatchMetric gates may read (default: no limit); a spec naming another is refused at creation. */
+  readonly gateNamespaces?: readonly string[] | null;
   /** How long (ms) a rollout read for assignment and traffic answers is served again (AssignmentReads; default 0). */
   readonly assignmentReadMs?: number;
   /** The targets rollouts may move, by name (default: none; a spec naming one is refused). */
@@ -165,7 +167,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
     runCoordinators: (o) => new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),
     api: (o) => {
       const over = o.over ?? { engine, leases: stores.leases, ledger: stores.ledger };
-      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, targets, assignmentReads, ...over });
+      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, targets, assignmentReads, gateNamespaces: c.gateNamespaces ?? null, ...over });
     },
     close: () => stores.close(),
   };

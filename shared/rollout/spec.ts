@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { specHooksSchema, providerGatesSchema, type WebhookGate } from './gate-spec.js';
+import { specHooksSchema, providerGatesSchema, type CloudwatchMetricGate, type WebhookGate } from './gate-spec.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -279,6 +279,41 @@ export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks'>, poli
         const cred = policy.refuseCredential(g.credential, address, `${at}.credential`);
         if (cred) out.push(cred);
       }
+    });
+  });
+  return out;
+}
+
+/** Metric math that reads beyond the metrics a gate names: a search, a Metrics Insights query, another data source. */
+const REACHES_OUT = /\b(SEARCH|SELECT|INSIGHT_RULE_METRIC|SERVICE_QUOTA|LAMBDA)\b/i;
+
+/** Why a cloudwatchMetric gate may not be read under the namespaces allowed (`field: why`, relative to the gate), or null. */
+export function namespaceIssue(gate: Pick<CloudwatchMetricGate, 'metric' | 'metrics' | 'expression'>, allowed: readonly string[]): string | null {
+  if (gate.expression !== undefined) {
+    const found = REACHES_OUT.exec(gate.expression);
+    if (found) return `expression: ${found[1]} reads beyond the gate's own metrics; only metric math over them is allowed`;
+  }
+  const metrics = gate.metric ? [['metric', gate.metric] as const] : Object.entries(gate.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const);
+  for (const [path, m] of metrics) {
+    if (!allowed.includes(m.namespace)) return `${path}.namespace: "${m.namespace}" is not a namespace this deployment's gates may read (${allowed.length ? allowed.join(', ') : 'none: the gateNamespaces setting names them'})`;
+  }
+  return null;
+}
+
+/**
+ * The cloudwatchMetric gates a spec names that read outside the CloudWatch
+ * namespaces allowed (null: no limit): one `field: why` line per gate,
+ * naming its stage and gate. Checked when a spec is accepted (a 400, not an
+ * error reading that rolls the rollout back), and again at every read.
+ */
+export function gateNamespaceIssues(spec: Pick<RolloutSpec, 'stages'>, allowed: readonly string[] | null): string[] {
+  if (allowed === null) return [];
+  const out: string[] = [];
+  spec.stages.forEach((stage, i) => {
+    stage.gates.providers?.forEach((g, j) => {
+      if (g.type !== 'cloudwatchMetric') return;
+      const issue = namespaceIssue(g, allowed);
+      if (issue) out.push(`stages.${i}.gates.providers.${j}.${issue} (stage "${stage.name}", gate "${g.name}")`);
     });
   });
   return out;

@@ -1,4 +1,6 @@
-import { App } from 'aws-cdk-lib';
+import { App, Validations } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlaneStack, type ControlPlaneProps } from '../../infra/stack.js';
 import { FUNCTIONS } from '../../shared/topology.js';
@@ -6,6 +8,8 @@ import { cloudwatchMetricGateSchema, type CloudwatchMetricGate } from '../../sha
 import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { coordinatorHandler, fleetsFrom } from '../../functions/coordinator.js';
 import { namespaceLimited } from '../../functions/runtime.js';
+import { runQueuesFrom } from '../../functions/work-queue.js';
+import { WorkerFleet } from '../../infra/worker-fleet.js';
 import { policyText, synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT, type Synthesised } from './synth.js';
 
 /**
@@ -106,7 +110,7 @@ describe('outbound secrets and CloudWatch namespaces', () => {
     expect(results[0]).toEqual({ kind: 'number', value: 0, answer: '' });
     expect(results[2]).toEqual({ kind: 'number', value: 1, answer: '' });
     expect(results[1]).toMatchObject({ kind: 'error' });
-    expect((results[1] as { message: string }).message).toMatch(/metric\.namespace: "AWS\/RDS" is not a namespace this stack's gates may read \(AWS\/ApplicationELB, Shop\)/);
+    expect((results[1] as { message: string }).message).toMatch(/metric\.namespace: "AWS\/RDS" is not a namespace this deployment's gates may read \(AWS\/ApplicationELB, Shop\)/);
     expect(results[3]).toMatchObject({ kind: 'error' });
     expect((results[3] as { message: string }).message).toMatch(/metrics\.r\.namespace: "AWS\/Billing"/);
     expect(results[4]).toMatchObject({ kind: 'error' });
@@ -165,5 +169,92 @@ describe('a worker fleet is bound to its own runs', () => {
     expect(() => fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: '{' })).toThrow(/ROLLOUT_COORDINATOR_FLEETS: not JSON/);
     expect(() => fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: '{"live":["r"]}' })).toThrow(/ROLLOUT_COORDINATOR_FLEETS: live: /);
     expect(fleetsFrom({})).toEqual({});
+  });
+});
+
+describe('each worker fleet receives and deletes only its own runs’ messages', () => {
+  let json: Synthesised['json'];
+  let stack: ControlPlaneStack;
+  // Two fleets in one stack, cdk-nag clean (the same checks `npm run synth` applies).
+  beforeAll(() => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    stack = new ControlPlaneStack(app, 'TwoFleets', { env, workerFleet: { runId: 'run-a', desired: 1 } });
+    new WorkerFleet(stack, 'Others', { controlPlane: stack.controlPlane, runs: ['run-b'], desiredCapacity: 1 });
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    app.synth();
+    json = Template.fromStack(stack).toJSON() as Synthesised['json'];
+  }, SYNTH_HOOK_TIMEOUT);
+  const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
+  const roleStatements = (prefix: string): Statement[] =>
+    Object.entries(json.Resources)
+      .filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.startsWith(prefix))
+      .flatMap(([, r]) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
+  /** The queues a role may do `action` on, by logical id. */
+  const queuesFor = (statements: Statement[], action: string) =>
+    statements.filter((st) => [st.Action].flat().includes(action)).flatMap((st) => [st.Resource].flat().map((r) => (r as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]));
+  /** A fleet role's own queue: the one it may receive from. */
+  const ownQueue = (prefix: string) => queuesFor(roleStatements(prefix), 'sqs:ReceiveMessage');
+  /** ROLLOUT_RUN_QUEUES as a function would read it, each queue URL standing for its queue's logical id. */
+  const runQueuesOf = (service: string) => {
+    const value = variables(json).find((v) => v.POWERTOOLS_SERVICE_NAME === service)!.ROLLOUT_RUN_QUEUES as { 'Fn::Join': [string, (string | { Ref: string })[]] };
+    const text = value['Fn::Join'][1].map((p) => (typeof p === 'string' ? p : `https://sqs.eu-west-1.amazonaws.com/123456789012/${p.Ref}`)).join('');
+    return Object.fromEntries(Object.entries(runQueuesFrom({ ROLLOUT_RUN_QUEUES: text })).map(([run, url]) => [run, url.split('/').pop()]));
+  };
+
+  it('a fleet’s role may receive, delete and send only on its own queue: not the shared work queue, not another fleet’s', () => {
+    const [a, b] = [ownQueue('WorkersRole'), ownQueue('OthersRole')];
+    expect(a).toHaveLength(1);
+    expect(b).toHaveLength(1);
+    expect(a[0]).not.toBe(b[0]);
+    const shared = logicalId(stack.workQueue);
+    for (const [prefix, own] of [['WorkersRole', a[0]], ['OthersRole', b[0]]] as const) {
+      const statements = roleStatements(prefix);
+      for (const action of ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'sqs:SendMessage']) expect(queuesFor(statements, action), `${prefix} ${action}`).toEqual([own]);
+      const text = JSON.stringify(statements);
+      expect(text, prefix).not.toContain(shared);
+      expect(text, prefix).not.toContain(own === a[0] ? b[0] : a[0]);
+    }
+    // The workers are told their own queue's URL.
+    const templates = Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::EC2::LaunchTemplate');
+    expect(templates).toHaveLength(2);
+    for (const [id, lt] of templates) {
+      const own = id.startsWith('Workers') ? a[0]! : b[0]!;
+      const text = JSON.stringify(lt.Properties);
+      expect(text, id).toContain(`--queue ",{"Ref":"${own}"}`);
+      expect(text, id).not.toContain(`{"Ref":"${shared}"}`);
+    }
+  });
+
+  it('each fleet queue is built as the shared work queue is (visibility, retention, encryption, the work DLQ after maxReceiveCount) and pages when work waits', () => {
+    const shared = json.Resources[logicalId(stack.workQueue)]!;
+    for (const q of [...ownQueue('WorkersRole'), ...ownQueue('OthersRole')]) {
+      expect(json.Resources[q]!.Type).toBe('AWS::SQS::Queue');
+      expect(json.Resources[q]!.Properties).toEqual(shared.Properties);
+      const ages = Object.values(json.Resources).filter((r) => r.Type === 'AWS::CloudWatch::Alarm' && JSON.stringify(r.Properties.Dimensions) === JSON.stringify([{ Name: 'QueueName', Value: { 'Fn::GetAtt': [q, 'QueueName'] } }]));
+      expect(ages, q).toHaveLength(1);
+      expect(ages[0]!.Properties).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 900, EvaluationPeriods: 3, ComparisonOperator: 'GreaterThanThreshold' });
+      expect((ages[0]!.Properties.AlarmActions as unknown[]).length).toBeGreaterThan(0);
+    }
+  });
+
+  it('the api and the coordinator send each fleet’s run to its queue (ROLLOUT_RUN_QUEUES) and may send there; other runs go to the shared queue', () => {
+    const expected = { 'run-a': ownQueue('WorkersRole')[0], 'run-b': ownQueue('OthersRole')[0] };
+    for (const [service, role] of [['api', 'ApiServiceRole'], ['coordinator', 'CoordinatorServiceRole']] as const) {
+      expect(runQueuesOf(service), service).toEqual(expected);
+      expect(queuesFor(roleStatements(role), 'sqs:SendMessage').filter((q) => q !== logicalId(stack.eventsDlq)).sort(), service).toEqual([logicalId(stack.workQueue), ...Object.values(expected)].sort());
+    }
+    // No other function is told of them, nor may send there.
+    for (const v of variables(json).filter((x) => x.POWERTOOLS_SERVICE_NAME !== 'api' && x.POWERTOOLS_SERVICE_NAME !== 'coordinator')) expect(v.ROLLOUT_RUN_QUEUES, String(v.POWERTOOLS_SERVICE_NAME)).toBeUndefined();
+  });
+
+  it('two fleets naming one run fail the synth naming the run', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const s = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'SameRun', { env, workerFleet: { runId: 'run-a', desired: 1 } });
+    expect(() => new WorkerFleet(s, 'Again', { controlPlane: s.controlPlane, runs: ['run-a'] })).toThrow(/runs: "run-a" is already served by another worker fleet/);
+  });
+
+  it('a malformed run-queue map in the environment is refused naming the variable', () => {
+    expect(() => runQueuesFrom({ ROLLOUT_RUN_QUEUES: '[' })).toThrow(/ROLLOUT_RUN_QUEUES: not JSON/);
+    expect(() => runQueuesFrom({ ROLLOUT_RUN_QUEUES: '{"r":"not a url"}' })).toThrow(/ROLLOUT_RUN_QUEUES: r: /);
+    expect(runQueuesFrom({})).toEqual({});
   });
 });

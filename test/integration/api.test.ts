@@ -5,7 +5,7 @@
  */
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiHandler, AssignmentReads, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
+import { apiHandler, AssignmentReads, PROMOTION_LEASE, type ApiDeps, type ApiRequest } from '../../shared/api/handler.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
@@ -44,6 +44,8 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
   let evaluate: (id: string) => Promise<unknown>;
   /** Another handler of the leader, over `engine`, reading assignments through `reads`. */
   let leaderOver: (engine: RolloutEngine, reads: AssignmentReads) => ReturnType<typeof apiHandler>;
+  /** Another leader handler, with `over` in its dependencies. */
+  let leaderWith: (over: Partial<ApiDeps>) => ReturnType<typeof apiHandler>;
 
   beforeAll(async () => {
     backend = await openBackend(name);
@@ -56,6 +58,7 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     withTargets = apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')), targets: parseTargets({ api: { type: 'lambdaAlias', functionName: 'checkout', alias: 'live' } }) });
     const lead = campaignEachTime(elector('node-a'));
     evaluate = async (id) => engine.evaluate(id, (await lead())!);
+    leaderWith = (over) => apiHandler({ ...deps, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')), ...over });
     leaderOver = (e, assignmentReads) => apiHandler({ ...deps, engine: e, nodeId: 'node-a', leadership: campaignEachTime(elector('node-a')), assignmentReads });
     call = (method, path, body, extra) => handle({ method, path, body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body), actor: 'alice', ...extra } satisfies ApiRequest);
   });
@@ -151,6 +154,25 @@ describe.each(['postgres', 'dynamodb'] as const)('HTTP API on %s', (name) => {
     expect(ok.status).toBe(201);
     // Nothing declared on the usual handler: any target is refused.
     expect(await call('POST', '/rollouts', { spec: { ...SPEC, actuators: ['api'] } })).toMatchObject({ status: 400, body: { issues: ['spec.actuators.0: no target named api is declared (none are)'] } });
+  });
+
+  it('gate namespaces: a cloudwatchMetric gate reading a namespace the operator did not allow is a 400 naming the stage, gate and namespace, and nothing is stored', async () => {
+    const limited = leaderWith({ gateNamespaces: ['Shop'] });
+    const gate = (name: string, g: Record<string, unknown>) => ({ type: 'cloudwatchMetric', name, comparison: '<=', threshold: 0.01, ...g });
+    const withGates = (...providers: unknown[]) => ({ ...SPEC, stages: [SPEC.stages[0], { ...SPEC.stages[1], gates: { minRequests: 10, providers } }] });
+    const create = (id: string, spec: unknown) => limited({ method: 'POST', path: '/rollouts', body: JSON.stringify({ id, spec }), actor: 'alice' });
+    const refused = await create(`ns-rds-${name}`, withGates(gate('shop-errors', { metric: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } }), gate('db', { metric: { namespace: 'AWS/RDS', metricName: 'CPUUtilization', stat: 'Average' } })));
+    expect(refused).toMatchObject({
+      status: 400,
+      body: { error: expect.stringMatching(/CloudWatch namespaces/) as unknown, issues: ['spec.stages.1.gates.providers.1.metric.namespace: "AWS/RDS" is not a namespace this deployment\'s gates may read (Shop) (stage "all", gate "db")'] },
+    });
+    const search = await create(`ns-search-${name}`, withGates(gate('any', { expression: "SEARCH('{AWS/RDS} CPUUtilization', 'Average')", metrics: { a: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } } })));
+    expect(search).toMatchObject({ status: 400, body: { issues: [expect.stringMatching(/^spec\.stages\.1\.gates\.providers\.0\.expression: SEARCH reads beyond the gate's own metrics.*gate "any"/) as unknown] } });
+    // Nothing stored for either.
+    expect((await call('GET', `/rollouts/ns-rds-${name}`)).status).toBe(404);
+    expect((await call('GET', `/rollouts/ns-search-${name}`)).status).toBe(404);
+    // The namespace allowed is accepted.
+    expect((await create(`ns-shop-${name}`, withGates(gate('shop-errors', { metric: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } })))).status).toBe(201);
   });
 
   it('assignment reads are served again for their window, one read in flight per rollout; a command through any handler drops them at once', async () => {
