@@ -15,7 +15,7 @@ import { sqsWorkQueueFrom } from './work-queue.js';
 import { FigureMetrics } from './figures.js';
 import { instrumented, publishIfAny } from './handler.js';
 import { labelValue } from '../shared/api/figures.js';
-import { invocationScoped, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { invocationScoped, jsonVariable, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
 import { BoundedMap } from '../shared/bounded-map.js';
 import { DAY_MS, PRUNE_RUN_ITEMS } from '../shared/retention.js';
@@ -71,17 +71,7 @@ export class RefusedRequest extends Error {
 
 /** ROLLOUT_COORDINATOR_FLEETS: `{ "<alias>": ["<run>", …] }`; none when unset. */
 export function fleetsFrom(env: NodeJS.ProcessEnv): Readonly<Record<string, readonly string[]>> {
-  const text = env.ROLLOUT_COORDINATOR_FLEETS;
-  if (text === undefined || text.trim() === '') return {};
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new Error('invalid environment config: ROLLOUT_COORDINATOR_FLEETS: not JSON');
-  }
-  const parsed = fleetsSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid environment config: ROLLOUT_COORDINATOR_FLEETS: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
-  return parsed.data;
+  return jsonVariable(env, 'ROLLOUT_COORDINATOR_FLEETS', fleetsSchema) ?? {};
 }
 
 /**

@@ -19,6 +19,7 @@ import { OperatorSecrets } from '../shared/outbound/secrets.js';
 import { defaultGateProviders } from '../shared/compose/gates.js';
 import type { GateProviders } from '../shared/rollout/gate-reader.js';
 import { namespaceIssue } from '../shared/rollout/spec.js';
+import { own } from '../shared/own.js';
 
 /** A variable holding JSON (`{}` when unset), checked by `parse`: "not JSON", or what `parse` says is wrong. */
 function jsonEnv<T>(parse: (v: unknown) => T) {
@@ -34,6 +35,21 @@ function jsonEnv<T>(parse: (v: unknown) => T) {
         return z.NEVER;
       }
     });
+}
+
+/** A variable holding JSON, checked by `schema`; undefined when unset. Errors name the variable: "not JSON", or each issue. */
+export function jsonVariable<S extends z.ZodType>(env: NodeJS.ProcessEnv, name: string, schema: S): z.output<S> | undefined {
+  const text = own(env, name);
+  if (text === undefined || text.trim() === '') return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new Error(`invalid environment config: ${name}: not JSON`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw new Error(`invalid environment config: ${name}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
+  return parsed.data;
 }
 
 /**

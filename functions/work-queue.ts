@@ -3,23 +3,13 @@ import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { RoutedWorkQueue } from '../shared/queue/routed.js';
-import { traced } from './runtime.js';
+import { jsonVariable, traced } from './runtime.js';
 
 const runQueuesSchema = z.record(z.string().min(1).max(128), z.string().url());
 
 /** ROLLOUT_RUN_QUEUES: `{ "<run id>": "<queue URL>", … }`, each worker fleet's runs and its own queue (infra/control-plane.ts); none when unset. */
 export function runQueuesFrom(env: NodeJS.ProcessEnv): Readonly<Record<string, string>> {
-  const text = env.ROLLOUT_RUN_QUEUES;
-  if (text === undefined || text.trim() === '') return {};
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new Error('invalid environment config: ROLLOUT_RUN_QUEUES: not JSON');
-  }
-  const parsed = runQueuesSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid environment config: ROLLOUT_RUN_QUEUES: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
-  return parsed.data;
+  return jsonVariable(env, 'ROLLOUT_RUN_QUEUES', runQueuesSchema) ?? {};
 }
 
 /**
