@@ -9,7 +9,7 @@ import type { ApiResponse } from '../../shared/api/handler.js';
 import { RateLimiter } from '../../shared/auth/rate-limit.js';
 import { mintToken, parseTokensFile, TokenAuthenticator } from '../../shared/auth/tokens.js';
 import { nodeConfigSchema } from '../../shared/runtimes/node/config.js';
-import { guarded, type GuardOptions } from '../../shared/runtimes/node/guard.js';
+import { CHEAP_READS_DEFAULT, cheapReadLimit, guarded, type GuardOptions } from '../../shared/runtimes/node/guard.js';
 import type { HttpRequest } from '../../shared/runtimes/node/http.js';
 
 const fleet = mintToken('fleet', ['read']);
@@ -48,10 +48,11 @@ const defaults = nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', 
 
 describe('the default limits', () => {
   it('keep the stricter limits for other requests, and give cheap reads room for 2,000/s with headroom', () => {
-    expect(defaults).toEqual({ perAddress: 200, perCredential: 100, burstSeconds: 2, cheapReadsPerAddress: 5_000, cheapReadsPerCredential: 5_000 });
+    expect(defaults).toEqual({ perAddress: 200, perCredential: 100, burstSeconds: 2 });
+    expect([cheapReadLimit(defaults.cheapReadsPerAddress, defaults.perAddress), cheapReadLimit(defaults.cheapReadsPerCredential, defaults.perCredential)]).toEqual([5_000, 5_000]);
     // A config written before the cheap limits existed keeps its numbers for other requests and gets the cheap defaults.
     const old = nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', dataDir: null }, rateLimit: { perAddress: 10, perCredential: 3 } }).rateLimit;
-    expect(old).toEqual({ perAddress: 10, perCredential: 3, burstSeconds: 2, cheapReadsPerAddress: 5_000, cheapReadsPerCredential: 5_000 });
+    expect(old).toEqual({ perAddress: 10, perCredential: 3, burstSeconds: 2 });
     expect(() => nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', dataDir: null }, rateLimit: { cheapReadsPerAddress: -1 } })).toThrow(/cheapReadsPerAddress/);
   });
 
@@ -148,11 +149,20 @@ describe('cheap reads and other requests, each against its own limit', () => {
     expect((await viaProxy('192.0.2.2')).status).toBe(200);
   });
 
-  it('absent cheap limits are the other limits, in their own buckets', async () => {
+  it('an absent cheap limit is never tighter than the other: none when that is none, else at least the default', async () => {
+    expect(cheapReadLimit(undefined, 0)).toBe(0);
+    expect(cheapReadLimit(undefined, 3)).toBe(CHEAP_READS_DEFAULT);
+    expect(cheapReadLimit(undefined, 20_000)).toBe(20_000);
+    expect(cheapReadLimit(7, 0)).toBe(7);
+    // `--rate-limit 0 --rate-limit-per-credential 0` (what the benches pass): nothing is refused, cheap reads included.
+    const off = guard({ perAddress: 0, perCredential: 0, burstSeconds: 1 });
+    const flood = await statuses(12_000, () => off.send('GET', '/rollouts/r/assignment', { token: fleet.token }));
+    expect(count(flood, 200)).toBe(12_000);
+    // A general limit without cheap ones: cheap reads get the default, in their own buckets.
     const { send } = guard({ perAddress: 0, perCredential: 3, burstSeconds: 1 });
     expect(await statuses(4, () => send('GET', '/rollouts/r', { token: fleet.token }))).toEqual([200, 200, 200, 429]);
-    expect(await statuses(4, () => send('GET', '/rollouts/r/traffic', { token: fleet.token }))).toEqual([200, 200, 200, 429]);
-  });
+    expect(count(await statuses(CHEAP_READS_DEFAULT + 1, () => send('GET', '/rollouts/r/traffic', { token: fleet.token })), 429)).toBe(1);
+  }, 30_000);
 });
 
 describe('a token bucket', () => {

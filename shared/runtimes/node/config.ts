@@ -81,17 +81,19 @@ export const nodeConfigSchema = z
      * `perAddress`/`perCredential` hold for every request but the cheap reads (a rollout's traffic and
      * assignment), which have buckets of their own: a fleet of 10,000 processes sharing one read token and
      * refreshing every 5 s asks 2,000/s, from one address behind a proxy without `trustedProxies`.
+     * Unset, a cheap-read bucket is never tighter than the general one: 5,000/s, or none when the
+     * general limit is 0 (none).
      */
     rateLimit: z
       .object({
         perAddress: z.number().min(0).default(200),
         perCredential: z.number().min(0).default(100),
         burstSeconds: z.number().positive().max(60).default(2),
-        cheapReadsPerAddress: z.number().min(0).default(5_000),
-        cheapReadsPerCredential: z.number().min(0).default(5_000),
+        cheapReadsPerAddress: z.number().min(0).optional(),
+        cheapReadsPerCredential: z.number().min(0).optional(),
       })
       .strict()
-      .default({ perAddress: 200, perCredential: 100, burstSeconds: 2, cheapReadsPerAddress: 5_000, cheapReadsPerCredential: 5_000 }),
+      .default({ perAddress: 200, perCredential: 100, burstSeconds: 2 }),
   })
   .superRefine((c, ctx) => {
     if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });

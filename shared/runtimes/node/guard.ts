@@ -41,7 +41,7 @@ export interface GuardOptions {
    * Requests per second (0: no limit), bursts of `burstSeconds` worth.
    * `perAddress` and `perCredential` hold for every request but the cheap
    * reads (CHEAP_READS), which have their own buckets: `cheapReadsPer*`,
-   * or when absent the same numbers as the others.
+   * or when absent CHEAP_READS_DEFAULT (none when the general limit is none).
    */
   readonly rateLimit: {
     readonly perAddress: number;
@@ -72,6 +72,15 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  */
 export const CHEAP_READS: ReadonlySet<string> = new Set(['rolloutTraffic', 'rolloutAssignment']);
 
+/** Cheap reads' default per second: a fleet of pollers, well above the general limit. */
+export const CHEAP_READS_DEFAULT = 5_000;
+
+/** A cheap-read bucket left unset is never tighter than the general one: `--rate-limit 0` turns both off. */
+export function cheapReadLimit(given: number | undefined, general: number): number {
+  if (given !== undefined) return given;
+  return general === 0 ? 0 : Math.max(CHEAP_READS_DEFAULT, general);
+}
+
 /** One class of requests' buckets, and what a 429 from each says. */
 interface Limits {
   readonly byAddress: RateLimiter | null;
@@ -100,8 +109,8 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
   const r = o.rateLimit;
   const other: Limits = { byAddress: RateLimiter.of(r.perAddress, r.burstSeconds, now), byCredential: RateLimiter.of(r.perCredential, r.burstSeconds, now), what: 'requests', addressFlag: '--rate-limit', credentialFlag: '--rate-limit-per-credential' };
   const cheap: Limits = {
-    byAddress: RateLimiter.of(r.cheapReadsPerAddress ?? r.perAddress, r.burstSeconds, now),
-    byCredential: RateLimiter.of(r.cheapReadsPerCredential ?? r.perCredential, r.burstSeconds, now),
+    byAddress: RateLimiter.of(cheapReadLimit(r.cheapReadsPerAddress, r.perAddress), r.burstSeconds, now),
+    byCredential: RateLimiter.of(cheapReadLimit(r.cheapReadsPerCredential, r.perCredential), r.burstSeconds, now),
     what: 'traffic and assignment reads',
     addressFlag: '--rate-limit-cheap-reads',
     credentialFlag: '--rate-limit-cheap-reads-per-credential',
