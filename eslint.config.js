@@ -29,11 +29,21 @@ const ownProperties = {
     const typeOf = (node) => checker.getTypeAtLocation(services.esTreeNodeToTSNodeMap.get(node));
     const parts = (t) => (t.isUnion() ? t.types : [t]);
     // A key that names one thing the code chose: a literal (or a union of them), a number, a symbol.
-    const chosenKey = (t) => parts(t).every((p) => p.isLiteral() || (p.flags & (ts.TypeFlags.NumberLike | ts.TypeFlags.ESSymbolLike | ts.TypeFlags.BooleanLike | ts.TypeFlags.Undefined | ts.TypeFlags.Null)) !== 0);
-    const isRecord = (t) => parts(checker.getNonNullableType(t)).some((p) => !checker.isArrayType(p) && !checker.isTupleType(p) && checker.getIndexInfoOfType(p, ts.IndexKind.String) !== undefined);
+    const chosenKey = (t) =>
+      parts(t).every(
+        (p) =>
+          p.isLiteral() ||
+          (p.flags & (ts.TypeFlags.NumberLike | ts.TypeFlags.ESSymbolLike | ts.TypeFlags.BooleanLike | ts.TypeFlags.Undefined | ts.TypeFlags.Null)) !== 0,
+      );
+    const isRecord = (t) =>
+      parts(checker.getNonNullableType(t)).some(
+        (p) => !checker.isArrayType(p) && !checker.isTupleType(p) && checker.getIndexInfoOfType(p, ts.IndexKind.String) !== undefined,
+      );
     const written = (node) => {
       const p = node.parent;
-      return (p.type === 'AssignmentExpression' && p.left === node) || p.type === 'UpdateExpression' || (p.type === 'UnaryExpression' && p.operator === 'delete');
+      return (
+        (p.type === 'AssignmentExpression' && p.left === node) || p.type === 'UpdateExpression' || (p.type === 'UnaryExpression' && p.operator === 'delete')
+      );
     };
     return {
       MemberExpression(node) {
@@ -66,7 +76,10 @@ export default tseslint.config(
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true, allowNullish: true }],
       'no-restricted-syntax': [
         'error',
-        { selector: "CallExpression[callee.object.name=/^(it|test|describe)$/][callee.property.name=/^(only|skip|todo)$/]", message: 'No focused or skipped tests.' },
+        {
+          selector: 'CallExpression[callee.object.name=/^(it|test|describe)$/][callee.property.name=/^(only|skip|todo)$/]',
+          message: 'No focused or skipped tests.',
+        },
       ],
     },
   },
@@ -82,30 +95,58 @@ export default tseslint.config(
     files: ['shared/**/*.ts'],
     ignores: ['shared/adapters/**', 'shared/compose/**', 'shared/runtimes/**', 'shared/client/**', 'shared/index.ts'],
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [
-          { group: ['pg', '@electric-sql/*', '@aws-sdk/*', '@aws-lambda-powertools/*'], message: 'The core imports ports only: a driver or SDK belongs in an adapter (shared/adapters/).' },
-          { group: ['**/adapters/**', '**/compose/**', '**/runtimes/**'], message: 'The core imports ports only: a runtime chooses the adapters and passes them in.' },
-          { group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'The core does not know its runtimes or its deployment.' },
-        ],
-      }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['pg', '@electric-sql/*', '@aws-sdk/*', '@aws-lambda-powertools/*'],
+              message: 'The core imports ports only: a driver or SDK belongs in an adapter (shared/adapters/).',
+            },
+            {
+              group: ['**/adapters/**', '**/compose/**', '**/runtimes/**'],
+              message: 'The core imports ports only: a runtime chooses the adapters and passes them in.',
+            },
+            {
+              group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              message: 'The core does not know its runtimes or its deployment.',
+            },
+          ],
+        },
+      ],
     },
   },
   // The package's client (an adapter of the HTTP API for its users) and its entry are adapters too.
   {
     files: ['shared/adapters/**/*.ts', 'shared/compose/**/*.ts', 'shared/client/**/*.ts', 'shared/index.ts'],
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [{ group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'Adapters do not know the runtimes that choose them or the deployment.' }],
-      }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              message: 'Adapters do not know the runtimes that choose them or the deployment.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     files: ['functions/**/*.ts', 'shared/runtimes/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [{ group: ['**/infra/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'], message: 'A runtime carries no deployment code: what the stack and the runtimes both read lives in shared/ (shared/topology.ts).' }],
-      }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/infra/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              message: 'A runtime carries no deployment code: what the stack and the runtimes both read lives in shared/ (shared/topology.ts).',
+            },
+          ],
+        },
+      ],
     },
   },
   {

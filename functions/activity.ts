@@ -111,7 +111,12 @@ export class ActivityFlags {
           Key: { flag: { S: flag } },
           UpdateExpression: 'SET raised = :no, loweredAt = :now, version = if_not_exists(version, :zero)',
           ConditionExpression: seen.exists ? 'version = :seen' : 'attribute_not_exists(flag)',
-          ExpressionAttributeValues: { ':no': { BOOL: false }, ':now': { N: String(this.now()) }, ':zero': { N: '0' }, ...(seen.exists ? { ':seen': { N: String(seen.version) } } : {}) },
+          ExpressionAttributeValues: {
+            ':no': { BOOL: false },
+            ':now': { N: String(this.now()) },
+            ':zero': { N: '0' },
+            ...(seen.exists ? { ':seen': { N: String(seen.version) } } : {}),
+          },
         }),
       );
       return true;

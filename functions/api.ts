@@ -46,9 +46,7 @@ export function apiLambdaHandler(
     const rt = await runtime();
     if (built?.rt !== rt) {
       const api = rt.api({
-        workQueue:
-          overrides.workQueue ??
-(() => sqsWorkQueueFrom(process.env, 'to create runs')),
+        workQueue: overrides.workQueue ?? (() => sqsWorkQueueFrom(process.env, 'to create runs')),
       });
       built = { rt, api };
     }
@@ -78,17 +76,24 @@ export function apiLambdaHandler(
       const actor = event.requestContext.authorizer?.iam?.userArn ?? 'unknown';
       if (method !== 'GET' && method !== 'HEAD') await overrides.activity?.raise(['promotion', 'runs']);
       const scopes: ReadonlySet<Scope> = new Set(route.route?.scope ? [route.route.scope] : []);
-      const res = await (await handle())({ method, path, body, actor, route, scopes, query: new URLSearchParams(event.rawQueryString ?? ''), headers: event.headers ?? {} });
+      const res = await (
+        await handle()
+      )({ method, path, body, actor, route, scopes, query: new URLSearchParams(event.rawQueryString ?? ''), headers: event.headers ?? {} });
       metrics.addMetric(res.status >= 500 ? 'Responses5xx' : res.status >= 400 ? 'Responses4xx' : 'Responses2xx', MetricUnit.Count, 1);
       if (res.status >= 400) logger.warn('request refused', { method, path, status: res.status, actor, body: res.body });
       // Who changed what, with the caller's IAM ARN, for every write that went through.
-      else if (method !== 'GET' && method !== 'HEAD') logger.info('write', { method, path, status: res.status, actor, requestId: event.requestContext.requestId });
+      else if (method !== 'GET' && method !== 'HEAD')
+        logger.info('write', { method, path, status: res.status, actor, requestId: event.requestContext.requestId });
       if (res.status === 304) return { statusCode: 304, headers: { ...res.headers }, body: '' };
       return { statusCode: res.status, headers: { 'content-type': 'application/json', ...res.headers }, body: JSON.stringify(res.body) };
     } catch (err) {
       metrics.addMetric('Responses5xx', MetricUnit.Count, 1);
       logger.error('request failed', { method, path, requestId: event.requestContext.requestId, error: errorMessage(err) });
-      return { statusCode: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: 'internal error', requestId: event.requestContext.requestId }) };
+      return {
+        statusCode: 500,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ error: 'internal error', requestId: event.requestContext.requestId }),
+      };
     } finally {
       countEvents(figures, events());
       figures.flush();

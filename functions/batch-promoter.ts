@@ -59,56 +59,64 @@ export interface BatchPromoterOptions {
   readonly activity?: ActivityFlags | null;
 }
 
-export function batchPromoterHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('batch-promoter'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' }), o: BatchPromoterOptions = {}) {
+export function batchPromoterHandler(
+  runtime: () => Promise<Runtime>,
+  logger = lambdaLogger('batch-promoter'),
+  metrics = new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' }),
+  o: BatchPromoterOptions = {},
+) {
   const telemetry = new PromoterTelemetry(logger, metrics);
   const idle = (): BatchInvocation => ({ ticks: 0, transitions: 0, leader: false, idle: true });
-  return instrumented<unknown, BatchInvocation, LambdaContext>({ logger, metrics, failure: 'batch promoter tick failed', atEnd: () => telemetry.publish() }, async (_event, context) => {
-    const probe = o.activity ? await o.activity.probe('promotion') : null;
-    if (probe?.skip) return idle();
-    const rt = await runtime();
-    const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
-    const retention = { rolloutDays: rt.env.ROLLOUT_RETAIN_ROLLOUTS_DAYS };
-    const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger), retention });
-    telemetry.watch(rt);
-    if (!(await batch.hasWork())) {
-      // Idle, the rollouts that ended long ago still go: one small query when none has (on Aurora only when
-      // the database is read anyway, at least daily).
-      const ended = await batch.pruneEnded();
-      if (ended) logger.info('ended rollouts deleted past their retention', { ended, days: retention.rolloutDays });
-      await probe?.nothingLeft();
-      return idle();
-    }
-    const invoked = Date.now();
-    let ticks = 0;
-    let transitions = 0;
-    let leader = false;
-    let evaluated = false;
-    for (;;) {
-      const started = Date.now();
-      const r = await batch.tick();
-      ticks++;
-      leader = r.leader;
-      evaluated = r.leader && r.evaluated > 0;
-      transitions += r.actions.filter((a) => a.applied).length;
-      // How close a tick that did work comes to its interval: the figure to act on (memory, concurrency) before ticks fall behind.
-      if (r.leader && r.evaluated) metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
-      // Another tick only if it can start on time and finish (one interval) before the invocation ends,
-      // and starts before the schedule's next invocation does (which would otherwise be throttled by the reserved concurrency)…
-      const wait = Math.max(0, interval - (Date.now() - started));
-      if (context.getRemainingTimeInMillis() < wait + interval) break;
-      if (Date.now() - invoked + wait > SCHEDULE_MS - interval / 2) break;
-      // …and only while there is something to tick for: the last rollout has ended and its events are out.
+  return instrumented<unknown, BatchInvocation, LambdaContext>(
+    { logger, metrics, failure: 'batch promoter tick failed', atEnd: () => telemetry.publish() },
+    async (_event, context) => {
+      const probe = o.activity ? await o.activity.probe('promotion') : null;
+      if (probe?.skip) return idle();
+      const rt = await runtime();
+      const interval = rt.env.ROLLOUT_TICK_INTERVAL_MS;
+      const retention = { rolloutDays: rt.env.ROLLOUT_RETAIN_ROLLOUTS_DAYS };
+      const batch = new BatchPromoter(rt.engine, rt.leadership, { reader: rt.gateReader, logger: loggerPort(logger), retention });
+      telemetry.watch(rt);
       if (!(await batch.hasWork())) {
+        // Idle, the rollouts that ended long ago still go: one small query when none has (on Aurora only when
+        // the database is read anyway, at least daily).
+        const ended = await batch.pruneEnded();
+        if (ended) logger.info('ended rollouts deleted past their retention', { ended, days: retention.rolloutDays });
         await probe?.nothingLeft();
-        break;
+        return idle();
       }
-      await sleep(wait);
-    }
-    if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
-    if (evaluated) await rolloutGauges(rt, telemetry.figures, logger);
-    logger.info('batch promoter invocation done', { ticks, transitions, leader });
-    return { ticks, transitions, leader, idle: false };
-  });
+      const invoked = Date.now();
+      let ticks = 0;
+      let transitions = 0;
+      let leader = false;
+      let evaluated = false;
+      for (;;) {
+        const started = Date.now();
+        const r = await batch.tick();
+        ticks++;
+        leader = r.leader;
+        evaluated = r.leader && r.evaluated > 0;
+        transitions += r.actions.filter((a) => a.applied).length;
+        // How close a tick that did work comes to its interval: the figure to act on (memory, concurrency) before ticks fall behind.
+        if (r.leader && r.evaluated) metrics.addMetric('TickMs', MetricUnit.Milliseconds, Date.now() - started);
+        // Another tick only if it can start on time and finish (one interval) before the invocation ends,
+        // and starts before the schedule's next invocation does (which would otherwise be throttled by the reserved concurrency)…
+        const wait = Math.max(0, interval - (Date.now() - started));
+        if (context.getRemainingTimeInMillis() < wait + interval) break;
+        if (Date.now() - invoked + wait > SCHEDULE_MS - interval / 2) break;
+        // …and only while there is something to tick for: the last rollout has ended and its events are out.
+        if (!(await batch.hasWork())) {
+          await probe?.nothingLeft();
+          break;
+        }
+        await sleep(wait);
+      }
+      if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
+      if (evaluated) await rolloutGauges(rt, telemetry.figures, logger);
+      logger.info('batch promoter invocation done', { ticks, transitions, leader });
+      return { ticks, transitions, leader, idle: false };
+    },
+  );
 }
 
 /**

@@ -128,7 +128,11 @@ export async function settleDeadLetter(
     o.logger.error('malformed dead letter dropped', { messageId: message.messageId, body: message.body.slice(0, 500), error: errorMessage(err) });
     return 'malformed';
   }
-  const opened = await openCoordinator(await runtime(), parsed.runId, { ...(o.bus ? { bus: o.bus } : {}), ...(o.onFenced ? { onFenced: o.onFenced } : {}), logger: o.logger });
+  const opened = await openCoordinator(await runtime(), parsed.runId, {
+    ...(o.bus ? { bus: o.bus } : {}),
+    ...(o.onFenced ? { onFenced: o.onFenced } : {}),
+    logger: o.logger,
+  });
   if (!opened.coordinator) throw new RetryLater(`run ${parsed.runId} is coordinated by ${opened.holder ?? 'nobody yet'}`);
   const outcome = await opened.coordinator.failDeadLetter({ ...parsed, receiveCount: o.maxReceiveCount ?? Number(process.env.ROLLOUT_MAX_RECEIVE_COUNT ?? 5) });
   if (outcome === 'moved') throw new RetryLater(`item ${parsed.itemId} moved while its dead letter was handled`);
@@ -201,7 +205,11 @@ function sqsWorkQueue(): WorkQueue {
 const watch = new HeartbeatWatch();
 
 /** This stack's coordinator of `runId` (its node id is the holder, so every invocation adopts the same lease), or who holds it instead. */
-export function openCoordinator(rt: Runtime, runId: string, o: { bus?: EventBus; queue?: WorkQueue; onFenced?: (err: FencedError) => void; logger: Logger }): Promise<OpenedCoordinator> {
+export function openCoordinator(
+  rt: Runtime,
+  runId: string,
+  o: { bus?: EventBus; queue?: WorkQueue; onFenced?: (err: FencedError) => void; logger: Logger },
+): Promise<OpenedCoordinator> {
   return rt.openRunCoordinator(runId, {
     ...(o.bus ? { bus: o.bus } : {}),
     watch,
@@ -246,7 +254,12 @@ export function coordinatorHandler(
       if ((await kept.elector.campaign()).leader && kept.elector.token()?.epoch === kept.epoch) return kept;
     }
     runs.delete(runId);
-    const opened = await openCoordinator(rt, runId, { ...(options.bus ? { bus: options.bus } : {}), queue: (options.queue ?? sqsWorkQueue)(rt), ...(options.onFenced ? { onFenced: options.onFenced } : {}), logger });
+    const opened = await openCoordinator(rt, runId, {
+      ...(options.bus ? { bus: options.bus } : {}),
+      queue: (options.queue ?? sqsWorkQueue)(rt),
+      ...(options.onFenced ? { onFenced: options.onFenced } : {}),
+      logger,
+    });
     if (opened.coordinator) runs.set(runId, opened);
     return opened;
   }
@@ -293,7 +306,8 @@ export function coordinatorHandler(
     },
     async (event, context) => {
       const parsed = coordinatorRequest.safeParse(event);
-      if (!parsed.success) throw new TypeError(`invalid coordinator request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; ')}`);
+      if (!parsed.success)
+        throw new TypeError(`invalid coordinator request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; ')}`);
       const req = parsed.data;
       const refused = refusal(req, context?.invokedFunctionArn, fleets);
       if (refused) throw new RefusedRequest(`coordinator request refused: ${refused}`);

@@ -34,7 +34,9 @@ export function deadLettersHandler(
     figures.flush();
     publishIfAny(metrics);
   };
-  return instrumented<SQSEvent, SQSBatchResponse>({ logger, metrics, failure: 'dead letter batch failed', atEnd }, (event) => processPartialResponse(event, record, processor, { throwOnFullBatchFailure: false }));
+  return instrumented<SQSEvent, SQSBatchResponse>({ logger, metrics, failure: 'dead letter batch failed', atEnd }, (event) =>
+    processPartialResponse(event, record, processor, { throwOnFullBatchFailure: false }),
+  );
 }
 
 const scoped = invocationScoped(() => runtimeFrom(process.env));

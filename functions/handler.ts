@@ -54,7 +54,12 @@ export function instrumented<E, R, C = void>(o: HandlerInstruments<E>, run: (eve
 }
 
 function isLambdaContext(c: unknown): c is Context {
-  return typeof c === 'object' && c !== null && typeof (c as { awsRequestId?: unknown }).awsRequestId === 'string' && typeof (c as { functionName?: unknown }).functionName === 'string';
+  return (
+    typeof c === 'object' &&
+    c !== null &&
+    typeof (c as { awsRequestId?: unknown }).awsRequestId === 'string' &&
+    typeof (c as { functionName?: unknown }).functionName === 'string'
+  );
 }
 
 /**

@@ -12,11 +12,17 @@ const LEVELS: Record<string, LogLevel> = { TRACE: 'debug', DEBUG: 'debug', INFO:
 export class RolloutLogFormatter extends LogFormatter {
   formatAttributes(attributes: UnformattedAttributes, additional: LogAttributes): LogItem {
     const ctx = attributes.lambdaContext;
-    const line = logLine(LEVELS[attributes.logLevel] ?? 'info', attributes.serviceName, attributes.message, {
-      ...(ctx ? { requestId: ctx.awsRequestId, functionName: ctx.functionName, coldStart: ctx.coldStart } : {}),
-      ...(attributes.xRayTraceId ? { traceId: attributes.xRayTraceId } : {}),
-      ...additional,
-    }, attributes.timestamp);
+    const line = logLine(
+      LEVELS[attributes.logLevel] ?? 'info',
+      attributes.serviceName,
+      attributes.message,
+      {
+        ...(ctx ? { requestId: ctx.awsRequestId, functionName: ctx.functionName, coldStart: ctx.coldStart } : {}),
+        ...(attributes.xRayTraceId ? { traceId: attributes.xRayTraceId } : {}),
+        ...additional,
+      },
+      attributes.timestamp,
+    );
     return new LogItem({ attributes: { ...line } });
   }
 }

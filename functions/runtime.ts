@@ -48,7 +48,8 @@ export function jsonVariable<S extends z.ZodType>(env: NodeJS.ProcessEnv, name: 
     throw new Error(`invalid environment config: ${name}: not JSON`);
   }
   const parsed = schema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid environment config: ${name}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new Error(`invalid environment config: ${name}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
   return parsed.data;
 }
 
@@ -58,48 +59,61 @@ export function jsonVariable<S extends z.ZodType>(env: NodeJS.ProcessEnv, name: 
  * functions shares ROLLOUT_NODE_ID as its lease holder, and takes one
  * campaign step per invocation (no loop survives a frozen sandbox).
  */
-const envSchema = z.object({
-  ROLLOUT_STORE: z.enum(['dynamodb', 'postgres']).default('dynamodb'),
-  ROLLOUT_TABLE: z.string().min(1).optional(),
-  DATABASE_URL: z.string().min(1).optional(),
-  /** Aurora: the cluster's generated secret (host, port, dbname, username, password); read at cold start. */
-  ROLLOUT_DB_SECRET_ARN: z.string().min(1).optional(),
-  ROLLOUT_NODE_ID: z.string().min(1).default(`${process.env.AWS_LAMBDA_FUNCTION_NAME ?? hostname()}`),
-  ROLLOUT_EVENT_BUS: z.string().min(1).default('default'),
-  ROLLOUT_LEASE_TTL_MS: z.coerce.number().int().positive().default(30_000),
-  ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
-  ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
-  ROLLOUT_TICK_INTERVAL_MS: z.coerce.number().int().positive().default(BATCH_TICK_SECONDS * 1000),
-  /** How long a sandbox serves a rollout read for assignment answers again (ms): a fleet's questions cost one read per window. */
-  ROLLOUT_ASSIGNMENT_READ_MS: z.coerce.number().int().min(0).max(5_000).default(250),
-  /** What a spec may make the stack request (the stack's `outbound` prop, as JSON): nothing when unset. */
-  ROLLOUT_OUTBOUND: jsonEnv((v) => v),
-  /** The targets a spec may move (the stack's `targets` prop, as JSON): none when unset. */
-  ROLLOUT_TARGETS: jsonEnv(parseTargets),
-  /**
-   * The CloudWatch namespaces cloudwatchMetric gates may read (the stack's `gateNamespaces`, as a JSON array; the stack
-   * always sets it, `[]` by default). Unset: no limit (a process outside the stack, whose own identity bounds it).
-   */
-  ROLLOUT_GATE_NAMESPACES: z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined) return null;
-      try {
-        return z.array(z.string().min(1).max(255)).parse(JSON.parse(text));
-      } catch {
-        ctx.addIssue({ code: 'custom', message: 'a JSON array of CloudWatch namespaces' });
-        return z.NEVER;
-      }
-    }),
-  /** How long what ended is kept, in days (the stack's `retention` prop): README, "What is kept". */
-  ROLLOUT_RETAIN_ROLLOUTS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.rolloutDays),
-  ROLLOUT_RETAIN_RUNS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),
-}).superRefine((e, ctx) => {
-  if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
-    ctx.addIssue({ code: 'custom', path: ['ROLLOUT_LEASE_RETRY_MS'], message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})` });
-  }
-});
+const envSchema = z
+  .object({
+    ROLLOUT_STORE: z.enum(['dynamodb', 'postgres']).default('dynamodb'),
+    ROLLOUT_TABLE: z.string().min(1).optional(),
+    DATABASE_URL: z.string().min(1).optional(),
+    /** Aurora: the cluster's generated secret (host, port, dbname, username, password); read at cold start. */
+    ROLLOUT_DB_SECRET_ARN: z.string().min(1).optional(),
+    ROLLOUT_NODE_ID: z
+      .string()
+      .min(1)
+      .default(`${process.env.AWS_LAMBDA_FUNCTION_NAME ?? hostname()}`),
+    ROLLOUT_EVENT_BUS: z.string().min(1).default('default'),
+    ROLLOUT_LEASE_TTL_MS: z.coerce.number().int().positive().default(30_000),
+    ROLLOUT_LEASE_RENEW_MS: z.coerce.number().int().positive().default(10_000),
+    ROLLOUT_LEASE_RETRY_MS: z.coerce.number().int().positive().default(5_000),
+    ROLLOUT_TICK_INTERVAL_MS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(BATCH_TICK_SECONDS * 1000),
+    /** How long a sandbox serves a rollout read for assignment answers again (ms): a fleet's questions cost one read per window. */
+    ROLLOUT_ASSIGNMENT_READ_MS: z.coerce.number().int().min(0).max(5_000).default(250),
+    /** What a spec may make the stack request (the stack's `outbound` prop, as JSON): nothing when unset. */
+    ROLLOUT_OUTBOUND: jsonEnv((v) => v),
+    /** The targets a spec may move (the stack's `targets` prop, as JSON): none when unset. */
+    ROLLOUT_TARGETS: jsonEnv(parseTargets),
+    /**
+     * The CloudWatch namespaces cloudwatchMetric gates may read (the stack's `gateNamespaces`, as a JSON array; the stack
+     * always sets it, `[]` by default). Unset: no limit (a process outside the stack, whose own identity bounds it).
+     */
+    ROLLOUT_GATE_NAMESPACES: z
+      .string()
+      .optional()
+      .transform((text, ctx) => {
+        if (text === undefined) return null;
+        try {
+          return z.array(z.string().min(1).max(255)).parse(JSON.parse(text));
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'a JSON array of CloudWatch namespaces' });
+          return z.NEVER;
+        }
+      }),
+    /** How long what ended is kept, in days (the stack's `retention` prop): README, "What is kept". */
+    ROLLOUT_RETAIN_ROLLOUTS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.rolloutDays),
+    ROLLOUT_RETAIN_RUNS_DAYS: z.coerce.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),
+  })
+  .superRefine((e, ctx) => {
+    if (!(e.ROLLOUT_LEASE_TTL_MS > e.ROLLOUT_LEASE_RENEW_MS && e.ROLLOUT_LEASE_RENEW_MS > 1.2 * e.ROLLOUT_LEASE_RETRY_MS)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ROLLOUT_LEASE_RETRY_MS'],
+        message: `needs TTL (${e.ROLLOUT_LEASE_TTL_MS}) > renew (${e.ROLLOUT_LEASE_RENEW_MS}) > 1.2 × retry (${e.ROLLOUT_LEASE_RETRY_MS})`,
+      });
+    }
+  });
 export type RuntimeEnv = z.output<typeof envSchema>;
 
 /** This stack's control plane, with the environment it was opened from. */
@@ -134,15 +148,22 @@ export function eventsPublishedSince(): () => Map<string, number> {
 
 export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: EventBus; logger?: Logger } = {}): Promise<Runtime> {
   const env = parseConfig('environment', envSchema, source);
-  if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE) throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
-  if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN) throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
+  if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE)
+    throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
+  if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN)
+    throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
   const outbound = new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]);
   const operatorSecrets = new OperatorSecrets({ secretsManager: secretString });
   const plane = await openControlPlane({
     store:
       env.ROLLOUT_STORE === 'dynamodb'
         ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})), retainRunDays: env.ROLLOUT_RETAIN_RUNS_DAYS }
-        : { kind: 'postgres', connection: env.DATABASE_URL ? { connectionString: env.DATABASE_URL, max: 2 } : { ...(await cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 } },
+        : {
+            kind: 'postgres',
+            connection: env.DATABASE_URL
+              ? { connectionString: env.DATABASE_URL, max: 2 }
+              : { ...(await cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 },
+          },
     holderId: env.ROLLOUT_NODE_ID,
     timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },
     // One campaign step per leadership check: no loop survives a frozen sandbox.
@@ -152,7 +173,9 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
     assignmentReadMs: env.ROLLOUT_ASSIGNMENT_READ_MS,
     secrets: operatorSecrets,
     gateNamespaces: env.ROLLOUT_GATE_NAMESPACES,
-    ...(env.ROLLOUT_GATE_NAMESPACES ? { gateProviders: namespaceLimited(defaultGateProviders({ outbound, secrets: operatorSecrets }), env.ROLLOUT_GATE_NAMESPACES) } : {}),
+    ...(env.ROLLOUT_GATE_NAMESPACES
+      ? { gateProviders: namespaceLimited(defaultGateProviders({ outbound, secrets: operatorSecrets }), env.ROLLOUT_GATE_NAMESPACES) }
+      : {}),
     bus: new CountedBus(overrides.bus ?? new EventBridgeBus(env.ROLLOUT_EVENT_BUS, traced(new EventBridgeClient({})))),
     ...(overrides.logger ? { logger: overrides.logger } : {}),
   });
@@ -173,7 +196,12 @@ export function namespaceLimited(providers: GateProviders, allowed: readonly str
       async read(gates, o) {
         const issues = gates.map((g) => namespaceIssue(g, allowed));
         const kept = gates.flatMap((g, i) => (issues[i] ? [] : [{ g, context: o.contexts[i]! }]));
-        const read = kept.length ? await inner.read(kept.map((k) => k.g), { ...o, contexts: kept.map((k) => k.context) }) : [];
+        const read = kept.length
+          ? await inner.read(
+              kept.map((k) => k.g),
+              { ...o, contexts: kept.map((k) => k.context) },
+            )
+          : [];
         let next = 0;
         return issues.map((issue) => (issue ? { kind: 'error' as const, message: `cloudwatchMetric gate refused: ${issue}`, answer: '' } : read[next++]!));
       },
@@ -209,7 +237,13 @@ async function secretString(secretId: string): Promise<string> {
   return SecretString;
 }
 
-const dbSecret = z.object({ host: z.string().min(1), port: z.coerce.number().int().positive(), username: z.string().min(1), password: z.string().min(1), dbname: z.string().min(1).default('postgres') });
+const dbSecret = z.object({
+  host: z.string().min(1),
+  port: z.coerce.number().int().positive(),
+  username: z.string().min(1),
+  password: z.string().min(1),
+  dbname: z.string().min(1).default('postgres'),
+});
 
 /**
  * A PostgreSQL connection from an RDS-generated secret; TLS verified against
@@ -284,7 +318,10 @@ export function lazy<T>(make: () => Promise<T>): () => Promise<T> {
  * cluster from pausing for as long as the sandbox lives. The price is a new
  * connection (and the schema check) per invocation that uses the store.
  */
-export function invocationScoped(make: () => Promise<Runtime>): { runtime: () => Promise<Runtime>; around<E, C, R>(handler: (event: E, context: C) => Promise<R>): (event: E, context: C) => Promise<R> } {
+export function invocationScoped(make: () => Promise<Runtime>): {
+  runtime: () => Promise<Runtime>;
+  around<E, C, R>(handler: (event: E, context: C) => Promise<R>): (event: E, context: C) => Promise<R>;
+} {
   let current: Promise<Runtime> | undefined;
   const runtime = () => {
     current ??= make().catch((err: unknown) => {

@@ -29,13 +29,18 @@ export interface DrainResult {
 
 const METRIC: Record<DrainOutcome, string> = { requested: 'DrainsRequested', duplicate: 'DuplicateNotices', unknown: 'UnknownInstances', gone: 'LateNotices' };
 
-export function spotDrainHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('spot-drain'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'spot-drain' })) {
+export function spotDrainHandler(
+  runtime: () => Promise<Runtime>,
+  logger = lambdaLogger('spot-drain'),
+  metrics = new Metrics({ namespace: 'Rollout', serviceName: 'spot-drain' }),
+) {
   return instrumented<unknown, DrainResult>(
     {
       logger,
       metrics,
       failure: 'spot drain failed',
-      known: (err, event) => (err instanceof InvalidNoticeError ? { metric: 'InvalidNotices', message: 'rejected spot event', fields: { reason: err.message, event } } : null),
+      known: (err, event) =>
+        err instanceof InvalidNoticeError ? { metric: 'InvalidNotices', message: 'rejected spot event', fields: { reason: err.message, event } } : null,
     },
     async (event) => {
       const notice = noticeFromEvent(event, Date.now());

@@ -18,14 +18,20 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  * before the signal is stored (activity.ts). A flag that cannot be raised
  * fails the invocation, which is retried: nothing is written unannounced.
  */
-export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger = lambdaLogger('streaming-promoter'), metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' }), o: { readonly activity?: ActivityFlags | null } = {}) {
+export function streamingPromoterHandler(
+  runtime: () => Promise<Runtime>,
+  logger = lambdaLogger('streaming-promoter'),
+  metrics = new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' }),
+  o: { readonly activity?: ActivityFlags | null } = {},
+) {
   const telemetry = new PromoterTelemetry(logger, metrics);
   return instrumented<unknown, HandleResult>(
     {
       logger,
       metrics,
       failure: 'rollout event failed',
-      known: (err, event) => (err instanceof InvalidEventError ? { metric: 'InvalidEvents', message: 'rejected rollout event', fields: { reason: err.message, event } } : null),
+      known: (err, event) =>
+        err instanceof InvalidEventError ? { metric: 'InvalidEvents', message: 'rejected rollout event', fields: { reason: err.message, event } } : null,
       atEnd: () => telemetry.publish(),
     },
     async (event) => {
@@ -38,7 +44,12 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
       const transitions = result.actions.filter((a) => a.applied).length;
       if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
       if (!result.evaluated) metrics.addMetric('NotLeader', MetricUnit.Count, 1);
-      logger.info('rollout event handled', { type: inbound.type, stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => `${a.transition}${a.applied ? '' : ' (stale)'}`) });
+      logger.info('rollout event handled', {
+        type: inbound.type,
+        stored: result.stored,
+        evaluated: result.evaluated,
+        actions: result.actions.map((a) => `${a.transition}${a.applied ? '' : ' (stale)'}`),
+      });
       return result;
     },
   );
@@ -46,4 +57,6 @@ export function streamingPromoterHandler(runtime: () => Promise<Runtime>, logger
 
 const logger = lambdaLogger('streaming-promoter');
 const scoped = invocationScoped(() => runtimeFrom(process.env, { logger: loggerPort(logger) }));
-export const handler = scoped.around(streamingPromoterHandler(scoped.runtime, logger, undefined, { activity: activityFlagsFrom(process.env, loggerPort(logger)) }));
+export const handler = scoped.around(
+  streamingPromoterHandler(scoped.runtime, logger, undefined, { activity: activityFlagsFrom(process.env, loggerPort(logger)) }),
+);

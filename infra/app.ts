@@ -45,7 +45,13 @@ export function buildApp(app = new App()): App {
     ...(context('dashboard') === 'true' ? { dashboard: true } : {}),
     ...(context('auroraReader') === 'true' ? { auroraReader: true } : {}),
     ...(context('auroraMinCapacity') ? { auroraMinCapacity: capacity(context('auroraMinCapacity')!) } : {}),
-    ...(context('gateAlarms') ? { gateAlarms: context('gateAlarms')!.split(',').map((n) => n.trim()) } : {}),
+    ...(context('gateAlarms')
+      ? {
+          gateAlarms: context('gateAlarms')!
+            .split(',')
+            .map((n) => n.trim()),
+        }
+      : {}),
     ...(context('workerRun') ? { workerFleet: { runId: context('workerRun')!, desired: workers(context('workerCount') ?? '2') } } : {}),
     ...(context('targetsFile') ? { targets: targetsFrom(context('targetsFile')!) } : {}),
   });

@@ -1,6 +1,17 @@
 import { Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
-import { FlowLogDestination, FlowLogTrafficType, GatewayVpcEndpointAwsService, Port, SecurityGroup, SubnetType, Vpc, type ISecurityGroup, type IVpc, type SubnetSelection } from 'aws-cdk-lib/aws-ec2';
+import {
+  FlowLogDestination,
+  FlowLogTrafficType,
+  GatewayVpcEndpointAwsService,
+  Port,
+  SecurityGroup,
+  SubnetType,
+  Vpc,
+  type ISecurityGroup,
+  type IVpc,
+  type SubnetSelection,
+} from 'aws-cdk-lib/aws-ec2';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -48,7 +59,9 @@ export function controlPlaneVpc(scope: Construct): Vpc {
   });
   vpc.addGatewayEndpoint('DynamoDb', { service: GatewayVpcEndpointAwsService.DYNAMODB });
   vpc.addFlowLog('FlowLogs', {
-    destination: FlowLogDestination.toCloudWatchLogs(new LogGroup(scope, 'FlowLogGroup', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY })),
+    destination: FlowLogDestination.toCloudWatchLogs(
+      new LogGroup(scope, 'FlowLogGroup', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+    ),
     trafficType: FlowLogTrafficType.REJECT,
   });
   return vpc;
@@ -86,10 +99,15 @@ export class AuroraStore extends Construct {
   constructor(scope: Construct, id: string, o: AuroraStoreOptions = {}) {
     super(scope, id);
     const minCapacity = o.minCapacity ?? 0;
-    if (!(minCapacity >= 0 && minCapacity <= 8 && Number.isInteger(minCapacity * 2))) throw new Error(`invalid control plane config: auroraMinCapacity: 0 to 8 in steps of 0.5, got ${minCapacity}`);
+    if (!(minCapacity >= 0 && minCapacity <= 8 && Number.isInteger(minCapacity * 2)))
+      throw new Error(`invalid control plane config: auroraMinCapacity: 0 to 8 in steps of 0.5, got ${minCapacity}`);
     this.vpc = o.vpc ?? controlPlaneVpc(this);
     this.clientGroup = new SecurityGroup(this, 'Clients', { vpc: this.vpc, description: 'Control-plane functions that use the store', allowAllOutbound: true });
-    const dbGroup = new SecurityGroup(this, 'Database', { vpc: this.vpc, description: 'The store; reachable from the control-plane functions only', allowAllOutbound: false });
+    const dbGroup = new SecurityGroup(this, 'Database', {
+      vpc: this.vpc,
+      description: 'The store; reachable from the control-plane functions only',
+      allowAllOutbound: false,
+    });
     this.cluster = new DatabaseCluster(this, 'Cluster', {
       // 0 ACU (auto-pause) needs Aurora PostgreSQL 13.15, 14.12, 15.7, 16.3 or later: 16.6 has it.
       engine: DatabaseClusterEngine.auroraPostgres({ version: AuroraPostgresEngineVersion.VER_16_6 }),
@@ -114,7 +132,10 @@ export class AuroraStore extends Construct {
     });
     // cloudwatchLogsRetention above is applied by CDK's log-retention helper function at the stack root.
     for (const [finding, reason] of [
-      ['AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', 'CDK log-retention helper: writes only its own logs'],
+      [
+        'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+        'CDK log-retention helper: writes only its own logs',
+      ],
       ['AwsSolutions::AwsSolutions-IAM5[Resource::*]', 'CDK log-retention helper: sets retention on log groups whose names it learns at deploy time'],
     ] as const) {
       const helper = Stack.of(this).node.children.find((c) => c.node.id.startsWith('LogRetention'));
@@ -123,8 +144,16 @@ export class AuroraStore extends Construct {
     dbGroup.addIngressRule(this.clientGroup, Port.tcp(5433), 'control-plane functions');
     this.cluster.addRotationSingleUser({ automaticallyAfter: Duration.days(30), vpcSubnets: this.subnets });
     // The AWS owned key: no KMS request is billed for the reads a minute the probes make.
-    this.activity = new Table(this, 'ActivityFlags', { partitionKey: { name: 'flag', type: AttributeType.STRING }, billingMode: BillingMode.PAY_PER_REQUEST, encryption: TableEncryption.DEFAULT, removalPolicy: RemovalPolicy.DESTROY });
-    Validations.of(this.activity).acknowledge({ id: 'AwsSolutions::AwsSolutions-DDB3', reason: 'Two flags rebuilt by the next write; a missing flag counts as raised (the database is read): nothing to restore' });
+    this.activity = new Table(this, 'ActivityFlags', {
+      partitionKey: { name: 'flag', type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      encryption: TableEncryption.DEFAULT,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    Validations.of(this.activity).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-DDB3',
+      reason: 'Two flags rebuilt by the next write; a missing flag counts as raised (the database is read): nothing to restore',
+    });
   }
 
   /**
@@ -133,7 +162,12 @@ export class AuroraStore extends Construct {
    */
   grantActivity(fn: IFunction & { addEnvironment(key: string, value: string): unknown }, use: 'raise' | 'probe'): void {
     fn.addEnvironment('ROLLOUT_ACTIVITY_TABLE', this.activity.tableName);
-    fn.addToRolePolicy(new PolicyStatement({ actions: use === 'probe' ? ['dynamodb:GetItem', 'dynamodb:UpdateItem'] : ['dynamodb:UpdateItem'], resources: [this.activity.tableArn] }));
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: use === 'probe' ? ['dynamodb:GetItem', 'dynamodb:UpdateItem'] : ['dynamodb:UpdateItem'],
+        resources: [this.activity.tableArn],
+      }),
+    );
   }
 
   /** What a function needs to connect: the secret (read), the network, the CA bundle for TLS verification. */

@@ -15,9 +15,22 @@ import { isEntryPoint } from './entry.js';
 export function bundleAll(root = packageRoot()): void {
   rmSync(join(root, 'dist', 'lambda'), { recursive: true, force: true });
   for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, (typeof FUNCTIONS)[FunctionName]][]) {
-    buildSync({ ...BUNDLE_OPTIONS, external: [...BUNDLE_OPTIONS.external], entryPoints: [join(root, spec.entry)], outfile: join(bundleDir(root, name), 'index.js'), bundle: true, platform: 'node', sourcesContent: false, logLevel: 'warning' });
+    buildSync({
+      ...BUNDLE_OPTIONS,
+      external: [...BUNDLE_OPTIONS.external],
+      entryPoints: [join(root, spec.entry)],
+      outfile: join(bundleDir(root, name), 'index.js'),
+      bundle: true,
+      platform: 'node',
+      sourcesContent: false,
+      logLevel: 'warning',
+    });
   }
-  buildSync({ ...WORKER_COMMAND_OPTIONS, entryPoints: [join(root, 'shared', 'runtimes', 'cli', 'cli.ts')], outfile: join(root, 'dist', 'worker', 'rollout.mjs') });
+  buildSync({
+    ...WORKER_COMMAND_OPTIONS,
+    entryPoints: [join(root, 'shared', 'runtimes', 'cli', 'cli.ts')],
+    outfile: join(root, 'dist', 'worker', 'rollout.mjs'),
+  });
 }
 
 if (isEntryPoint(import.meta.url)) bundleAll();

@@ -46,7 +46,13 @@ export function bundleDir(root: string, name: FunctionName): string {
   return join(root, 'dist', 'lambda', name);
 }
 
-export function functionOf(scope: Construct, id: string, name: FunctionName, spec: FunctionSpec, props: Omit<FunctionProps, 'code' | 'handler'>): LambdaFunctionResource {
+export function functionOf(
+  scope: Construct,
+  id: string,
+  name: FunctionName,
+  spec: FunctionSpec,
+  props: Omit<FunctionProps, 'code' | 'handler'>,
+): LambdaFunctionResource {
   const root = packageRoot();
   const entry = join(root, spec.entry);
   if (existsSync(entry)) {
@@ -57,10 +63,17 @@ export function functionOf(scope: Construct, id: string, name: FunctionName, spe
       projectRoot: root,
       depsLockFilePath: join(root, 'package-lock.json'),
       // The SDK is bundled (the versions tested are the versions run); PGlite is never used in Lambda.
-      bundling: { format: OutputFormat.CJS, target: BUNDLE_OPTIONS.target, minify: BUNDLE_OPTIONS.minify, sourceMap: BUNDLE_OPTIONS.sourcemap, externalModules: [...BUNDLE_OPTIONS.external] },
+      bundling: {
+        format: OutputFormat.CJS,
+        target: BUNDLE_OPTIONS.target,
+        minify: BUNDLE_OPTIONS.minify,
+        sourceMap: BUNDLE_OPTIONS.sourcemap,
+        externalModules: [...BUNDLE_OPTIONS.external],
+      },
     });
   }
   const dir = bundleDir(root, name);
-  if (!existsSync(join(dir, 'index.js'))) throw new Error(`rollout-control-plane: the ${name} function's bundle is missing (${dir}): the package was built without it; run npm run build`);
+  if (!existsSync(join(dir, 'index.js')))
+    throw new Error(`rollout-control-plane: the ${name} function's bundle is missing (${dir}): the package was built without it; run npm run build`);
   return new LambdaFunctionResource(scope, id, { ...props, code: Code.fromAsset(dir), handler: 'index.handler' });
 }

@@ -1,7 +1,20 @@
 import { parseConfig } from '../shared/config.js';
 import { retentionSchema, type Retention } from '../shared/retention.js';
 import { CfnOutput, Duration, Lazy, Names, RemovalPolicy, Stack, Token, Validations, type CfnElement } from 'aws-cdk-lib';
-import { Alarm, AlarmStatusWidget, ComparisonOperator, Dashboard, GraphWidget, MathExpression, Metric, SingleValueWidget, TextWidget, TreatMissingData, type IAlarmAction, type IMetric } from 'aws-cdk-lib/aws-cloudwatch';
+import {
+  Alarm,
+  AlarmStatusWidget,
+  ComparisonOperator,
+  Dashboard,
+  GraphWidget,
+  MathExpression,
+  Metric,
+  SingleValueWidget,
+  TextWidget,
+  TreatMissingData,
+  type IAlarmAction,
+  type IMetric,
+} from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Topic, type ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
@@ -28,7 +41,6 @@ import { parseTargets, targetOutboundIssues, type TargetsConfig } from '../share
 import { COMMANDS } from '../shared/rollout/commands.js';
 import { MAX_ROLLOUTS, METRICS_NAMESPACE } from '../shared/api/figures.js';
 
-
 /** Newest Node.js runtime aws-cdk-lib offers; the code also runs on the local Node 20. */
 export const LAMBDA_RUNTIME = Runtime.NODEJS_24_X;
 
@@ -40,7 +52,12 @@ export const API_ROUTES = {
   read: [['GET', '/{proxy+}']],
   operate: [['POST', '/rollouts/{id}/{command}']],
   // API Gateway takes the literal segment first: abort is admin's, the other commands operate's.
-  admin: [['POST', '/rollouts'], ['POST', '/runs'], ['POST', '/rollouts/{id}/abort'], ['POST', '/runs/{id}/cancel']],
+  admin: [
+    ['POST', '/rollouts'],
+    ['POST', '/runs'],
+    ['POST', '/rollouts/{id}/abort'],
+    ['POST', '/runs/{id}/cancel'],
+  ],
 } as const satisfies Record<string, readonly (readonly ['GET' | 'POST', string])[]>;
 export type ApiRole = keyof typeof API_ROUTES;
 
@@ -78,7 +95,10 @@ export interface FunctionOverrides {
 }
 
 /** What CDK's grants on a queue or table encrypted with a customer-managed key add: the key's data-key and re-encrypt families. */
-export const KMS_GRANT_FINDINGS = ['kms:GenerateDataKey*', 'kms:ReEncrypt*'].map((action) => ({ id: `AwsSolutions::AwsSolutions-IAM5[Action::${action}]`, reason: `CDK's grant on the resources encrypted with the given key: ${action} on that key only` }));
+export const KMS_GRANT_FINDINGS = ['kms:GenerateDataKey*', 'kms:ReEncrypt*'].map((action) => ({
+  id: `AwsSolutions::AwsSolutions-IAM5[Action::${action}]`,
+  reason: `CDK's grant on the resources encrypted with the given key: ${action} on that key only`,
+}));
 
 export interface RolloutControlPlaneProps {
   /** This stack's node identity (lease holder). Two stacks sharing a store elect one leader. Default: the stack name. */
@@ -255,7 +275,8 @@ export class RolloutControlPlane extends Construct {
     const nodeId = props.nodeId ?? this.stack.stackName;
 
     if (props.store === 'aurora') {
-      if (props.table || props.sharedTableName) throw new Error('invalid control plane config: table: the Aurora store keeps no table; leave out table and sharedTableName');
+      if (props.table || props.sharedTableName)
+        throw new Error('invalid control plane config: table: the Aurora store keeps no table; leave out table and sharedTableName');
       this.table = null;
     } else if (props.table) this.table = props.table;
     else if (props.sharedTableName) {
@@ -265,7 +286,9 @@ export class RolloutControlPlane extends Construct {
         partitionKey: { name: KEY.pk, type: AttributeType.STRING },
         sortKey: { name: KEY.sk, type: AttributeType.STRING },
         billingMode: BillingMode.PAY_PER_REQUEST,
-        ...(props.encryptionKey ? { encryption: TableEncryption.CUSTOMER_MANAGED, encryptionKey: props.encryptionKey } : { encryption: TableEncryption.AWS_MANAGED }),
+        ...(props.encryptionKey
+          ? { encryption: TableEncryption.CUSTOMER_MANAGED, encryptionKey: props.encryptionKey }
+          : { encryption: TableEncryption.AWS_MANAGED }),
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
         // Records that may expire carry `ttl`; lease items never do — a lease row
         // removed by TTL would come back at epoch 0 and break fencing.
@@ -278,18 +301,30 @@ export class RolloutControlPlane extends Construct {
         partitionKey: { name: GSI1.pk, type: AttributeType.STRING },
         sortKey: { name: GSI1.sk, type: AttributeType.STRING },
         // Only what the index's readers need, and nothing a start or a heartbeat changes: those writes skip the index.
-        ...((props.indexProjection ?? 'include') === 'include' ? { projectionType: ProjectionType.INCLUDE, nonKeyAttributes: [...GSI1_PROJECTED] } : { projectionType: ProjectionType.ALL }),
+        ...((props.indexProjection ?? 'include') === 'include'
+          ? { projectionType: ProjectionType.INCLUDE, nonKeyAttributes: [...GSI1_PROJECTED] }
+          : { projectionType: ProjectionType.ALL }),
       });
       this.table = table;
     }
 
-    if (props.bus && props.eventSenders?.length) throw new Error('invalid control plane config: eventSenders: the control plane locks only a bus it creates; with an existing bus, its own policy says who may put events on it');
+    if (props.bus && props.eventSenders?.length)
+      throw new Error(
+        'invalid control plane config: eventSenders: the control plane locks only a bus it creates; with an existing bus, its own policy says who may put events on it',
+      );
     this.ownBus = props.bus ? null : new EventBus(this, 'RolloutBus', { eventBusName: `${this.stack.stackName}-rollout` });
     this.bus = props.bus ?? this.ownBus!;
     // Named here, within EventBridge's 48 characters for an archive: a name generated from the stack's name and the
     // construct's id (RolloutControlPlane-RolloutArchive45992123-…) runs past it. Unique per stack: the stack's own name, hashed.
     // An existing bus is archived (or not) by whoever owns it.
-    if (this.ownBus) new Archive(this, 'RolloutArchive', { archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`, sourceEventBus: this.ownBus, eventPattern: { account: [this.stack.account] }, retention: Duration.days(30), description: 'Every rollout event, for replay' });
+    if (this.ownBus)
+      new Archive(this, 'RolloutArchive', {
+        archiveName: `${Names.uniqueResourceName(this, { maxLength: 39 })}-archive`,
+        sourceEventBus: this.ownBus,
+        eventPattern: { account: [this.stack.account] },
+        retention: Duration.days(30),
+        description: 'Every rollout event, for replay',
+      });
 
     const queueProps = (extra: { deadLetterQueue?: { queue: Queue; maxReceiveCount: number }; visibilityTimeout?: Duration } = {}): QueueProps => ({
       ...(props.encryptionKey ? { encryption: QueueEncryption.KMS, encryptionMasterKey: props.encryptionKey } : { encryption: QueueEncryption.SQS_MANAGED }),
@@ -301,22 +336,31 @@ export class RolloutControlPlane extends Construct {
     // Drained by the coordinator's scan every minute: a dead letter it cannot settle yet comes back three scans later.
     this.workDlq = queue('WorkDlq', { visibilityTimeout: Duration.seconds(180) });
     this.eventsDlq = queue('EventsDlq');
-    Validations.of(this.eventsDlq).acknowledge({ id: 'AwsSolutions::AwsSolutions-SQS3', reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)' });
+    Validations.of(this.eventsDlq).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-SQS3',
+      reason: 'It is the dead-letter queue of every EventBridge rule target (set on the targets, which cdk-nag does not see)',
+    });
     // Visibility: the worker extends it while an item runs (heartbeat); 60 s covers a missed extension or two.
     this.workQueueProps = queueProps({ deadLetterQueue: { queue: this.workDlq, maxReceiveCount: MAX_RECEIVE_COUNT }, visibilityTimeout: Duration.seconds(60) });
     this.workQueue = new Queue(this, 'WorkQueue', this.workQueueProps);
 
     if (props.auroraReader && props.store !== 'aurora') throw new Error('invalid control plane config: auroraReader: only with store: aurora');
-    if (props.auroraMinCapacity !== undefined && props.store !== 'aurora') throw new Error('invalid control plane config: auroraMinCapacity: only with store: aurora');
+    if (props.auroraMinCapacity !== undefined && props.store !== 'aurora')
+      throw new Error('invalid control plane config: auroraMinCapacity: only with store: aurora');
     this.aurora =
       props.store === 'aurora'
-        ? new AuroraStore(this, 'Aurora', { ...(props.vpc ? { vpc: props.vpc } : {}), ...(props.auroraReader ? { reader: true } : {}), ...(props.auroraMinCapacity !== undefined ? { minCapacity: props.auroraMinCapacity } : {}) })
+        ? new AuroraStore(this, 'Aurora', {
+            ...(props.vpc ? { vpc: props.vpc } : {}),
+            ...(props.auroraReader ? { reader: true } : {}),
+            ...(props.auroraMinCapacity !== undefined ? { minCapacity: props.auroraMinCapacity } : {}),
+          })
         : null;
     // Checked at synth: a bad list fails `cdk synth`, not the first gate read.
     const outbound = new OutboundPolicy(props.outbound ?? {});
     this.targets = parseTargets(props.targets ?? {});
     for (const [name, t] of Object.entries(this.targets)) {
-      if (t.type === 'nginx') throw new Error(`invalid stack config: targets.${name}: an nginx target is a file on a machine a node runs on; the stack's functions cannot reach it`);
+      if (t.type === 'nginx')
+        throw new Error(`invalid stack config: targets.${name}: an nginx target is a file on a machine a node runs on; the stack's functions cannot reach it`);
     }
     const unreachable = targetOutboundIssues(this.targets, outbound);
     if (unreachable.length) throw new Error(`invalid stack config: targets: ${unreachable.join('; ')}`);
@@ -324,17 +368,25 @@ export class RolloutControlPlane extends Construct {
     this.gateAlarms = props.gateAlarms ?? [];
     this.gateNamespaces = [...new Set(props.gateNamespaces ?? [])];
     for (const ns of this.gateNamespaces) {
-      if (!NAMESPACE.test(ns)) throw new Error(`invalid control plane config: gateNamespaces: "${ns.slice(0, 300)}": a CloudWatch namespace (1-255 characters, not starting with :), named exactly (no *)`);
+      if (!NAMESPACE.test(ns))
+        throw new Error(
+          `invalid control plane config: gateNamespaces: "${ns.slice(0, 300)}": a CloudWatch namespace (1-255 characters, not starting with :), named exactly (no *)`,
+        );
     }
     for (const name of this.gateAlarms) {
-      if (!/^[^*]{1,255}\*?$/.test(name)) throw new Error(`invalid control plane config: gateAlarms: "${name.slice(0, 300)}": an alarm name (1-255 characters), or a prefix ending in *, with no other *`);
+      if (!/^[^*]{1,255}\*?$/.test(name))
+        throw new Error(
+          `invalid control plane config: gateAlarms: "${name.slice(0, 300)}": an alarm name (1-255 characters), or a prefix ending in *, with no other *`,
+        );
     }
     this.outboundSecrets = Object.entries(outbound.credentials).flatMap(([name, c]) => {
       const ref = c.type === 'basic' ? c.password : c.type === 'bearer' ? c.token : c.type === 'hmac' ? c.secret : null;
       if (!ref || !('secretsManager' in ref)) return [];
       // A partial ARN would need a wildcard after it, and a wildcard reaches every secret whose name starts the same.
       if (ref.secretsManager.startsWith('arn:') && !SECRET_ARN.test(ref.secretsManager)) {
-        throw new Error(`invalid control plane config: outbound.credentials.${name}: secretsManager: "${ref.secretsManager.slice(0, 300)}" is not a whole secret ARN (…:secret:NAME-XXXXXX); give the whole ARN or the secret's name`);
+        throw new Error(
+          `invalid control plane config: outbound.credentials.${name}: secretsManager: "${ref.secretsManager.slice(0, 300)}" is not a whole secret ARN (…:secret:NAME-XXXXXX); give the whole ARN or the secret's name`,
+        );
       }
       return [ref.secretsManager];
     });
@@ -358,7 +410,8 @@ export class RolloutControlPlane extends Construct {
     const defaultBus = EventBus.fromEventBusName(this, 'DefaultBus', 'default');
     this.functions = {} as Record<FunctionName, LambdaFunctionResource>;
     this.apiUrl = '';
-    for (const name of Object.keys(props.functions ?? {})) if (!(name in FUNCTIONS)) throw new Error(`invalid control plane config: functions.${name}: no such function (${Object.keys(FUNCTIONS).join(', ')})`);
+    for (const name of Object.keys(props.functions ?? {}))
+      if (!(name in FUNCTIONS)) throw new Error(`invalid control plane config: functions.${name}: no such function (${Object.keys(FUNCTIONS).join(', ')})`);
     for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]) {
       this.functions[name] = this.lambda(name, spec, env, defaultBus, props.functions?.[name] ?? {});
     }
@@ -366,9 +419,14 @@ export class RolloutControlPlane extends Construct {
     this.workDlq.grantConsumeMessages(this.functions.coordinator);
     // Which alias serves which fleet's runs: read when synthesised, as fleets are added after construction.
     // Where each fleet's runs are sent (its own queue): read when synthesised, as fleets are added after construction.
-    const runQueues = Lazy.string({ produce: () => JSON.stringify(Object.fromEntries([...this.runQueues].sort(([a], [b]) => a.localeCompare(b)).map(([run, q]) => [run, q.queueUrl]))) });
+    const runQueues = Lazy.string({
+      produce: () => JSON.stringify(Object.fromEntries([...this.runQueues].sort(([a], [b]) => a.localeCompare(b)).map(([run, q]) => [run, q.queueUrl]))),
+    });
     for (const name of this.workSenders()) this.functions[name].addEnvironment('ROLLOUT_RUN_QUEUES', runQueues);
-    this.functions.coordinator.addEnvironment('ROLLOUT_COORDINATOR_FLEETS', Lazy.string({ produce: () => JSON.stringify(Object.fromEntries([...this.fleetAliases].sort(([a], [b]) => a.localeCompare(b)))) }));
+    this.functions.coordinator.addEnvironment(
+      'ROLLOUT_COORDINATOR_FLEETS',
+      Lazy.string({ produce: () => JSON.stringify(Object.fromEntries([...this.fleetAliases].sort(([a], [b]) => a.localeCompare(b)))) }),
+    );
 
     if (this.ownBus) this.lockBus(this.ownBus, props.eventSenders ?? []);
     if (props.encryptionKey || this.table?.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
@@ -385,7 +443,11 @@ export class RolloutControlPlane extends Construct {
   private ownAlarmTopic(): Topic {
     const topic = new Topic(this, 'AlarmTopic', { displayName: 'Rollout control plane alarms', enforceSSL: true });
     new CfnOutput(this, 'AlarmTopicArn', { value: topic.topicArn, description: 'Subscribe to be told when an alarm of the control plane fires' });
-    Validations.of(topic).acknowledge({ id: 'AwsSolutions::AwsSolutions-SNS2', reason: 'Alarm notifications carry alarm names and states only; CloudWatch cannot publish to a topic under the AWS-managed SNS key. Pass alarmTopic with a key of yours to encrypt them.' });
+    Validations.of(topic).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-SNS2',
+      reason:
+        'Alarm notifications carry alarm names and states only; CloudWatch cannot publish to a topic under the AWS-managed SNS key. Pass alarmTopic with a key of yours to encrypt them.',
+    });
     return topic;
   }
 
@@ -421,7 +483,11 @@ export class RolloutControlPlane extends Construct {
     const aliasName = `${FLEET_ALIAS_PREFIX}${Names.uniqueResourceName(fleet, { maxLength: 100 })}`;
     if (this.fleetAliases.has(aliasName)) throw new Error(`invalid worker fleet config: ${fleet.node.path}: already has a coordinator alias`);
     this.fleetAliases.set(aliasName, [...runs]);
-    return new Alias(this, `CoordinatorFor${Names.uniqueId(fleet)}`, { aliasName, version: this.functions.coordinator.latestVersion, description: `Coordinator requests of worker fleet ${fleet.node.path}: steals for its runs only` });
+    return new Alias(this, `CoordinatorFor${Names.uniqueId(fleet)}`, {
+      aliasName,
+      version: this.functions.coordinator.latestVersion,
+      description: `Coordinator requests of worker fleet ${fleet.node.path}: steals for its runs only`,
+    });
   }
 
   /** The functions that send work items (the `queue:send` grant): the api (new runs) and the coordinator (re-pended items, dead letters). */
@@ -438,7 +504,10 @@ export class RolloutControlPlane extends Construct {
    */
   fleetQueue(fleet: Construct, runs: readonly string[]): Queue {
     for (const r of runs) {
-      if (this.runQueues.has(r)) throw new Error(`invalid worker fleet config: ${fleet.node.path}: runs: "${r}" is already served by another worker fleet (a run's items go to one fleet's queue)`);
+      if (this.runQueues.has(r))
+        throw new Error(
+          `invalid worker fleet config: ${fleet.node.path}: runs: "${r}" is already served by another worker fleet (a run's items go to one fleet's queue)`,
+        );
     }
     const id = Names.uniqueId(fleet);
     const q = new Queue(this, `WorkQueueFor${id}`, this.workQueueProps);
@@ -494,7 +563,9 @@ export class RolloutControlPlane extends Construct {
       if (t.type === 'lambdaAlias') {
         const region = t.region ?? this.stack.region;
         // A function ARN (arn:…:function:NAME, any qualifier dropped) or a name in this account.
-        const fnArn = t.functionName.startsWith('arn:') ? t.functionName.split(':').slice(0, 7).join(':') : `arn:${this.stack.partition}:lambda:${region}:${this.stack.account}:function:${t.functionName}`;
+        const fnArn = t.functionName.startsWith('arn:')
+          ? t.functionName.split(':').slice(0, 7).join(':')
+          : `arn:${this.stack.partition}:lambda:${region}:${this.stack.account}:function:${t.functionName}`;
         aliases.push(`${fnArn}:${t.alias}`);
       } else if (t.type === 'albWeights') {
         writes.push((t.ruleArn ?? t.listenerArn)!);
@@ -503,9 +574,20 @@ export class RolloutControlPlane extends Construct {
     }
     if (aliases.length) fn.addToRolePolicy(new PolicyStatement({ actions: ['lambda:GetAlias', 'lambda:UpdateAlias'], resources: aliases }));
     if (writes.length) {
-      fn.addToRolePolicy(new PolicyStatement({ actions: ['elasticloadbalancing:ModifyRule', 'elasticloadbalancing:ModifyListener', 'elasticloadbalancing:AddTags'], resources: writes }));
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ['elasticloadbalancing:ModifyRule', 'elasticloadbalancing:ModifyListener', 'elasticloadbalancing:AddTags'],
+          resources: writes,
+        }),
+      );
       // ELBv2's Describe* take no resource: held to the targets' regions.
-      fn.addToRolePolicy(new PolicyStatement({ actions: ['elasticloadbalancing:DescribeRules', 'elasticloadbalancing:DescribeListeners', 'elasticloadbalancing:DescribeTags'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...regions] } } }));
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ['elasticloadbalancing:DescribeRules', 'elasticloadbalancing:DescribeListeners', 'elasticloadbalancing:DescribeTags'],
+          resources: ['*'],
+          conditions: { StringEquals: { 'aws:RequestedRegion': [...regions] } },
+        }),
+      );
     }
   }
 
@@ -536,7 +618,12 @@ export class RolloutControlPlane extends Construct {
     }
     for (const grant of spec.grants) {
       if (this.table && (grant === 'store:read' || grant === 'store:write')) {
-        grantItems(fn, this.table, grant === 'store:read' ? 'read' : 'write', spec.keys.flatMap((k) => LEADING_KEYS[k]));
+        grantItems(
+          fn,
+          this.table,
+          grant === 'store:read' ? 'read' : 'write',
+          spec.keys.flatMap((k) => LEADING_KEYS[k]),
+        );
       }
       if (grant === 'bus:put') this.bus.grantPutEventsTo(fn);
       if (grant === 'queue:send') this.workQueue.grantSendMessages(fn);
@@ -545,28 +632,53 @@ export class RolloutControlPlane extends Construct {
         // The gate readers send the operator's credentials: those secrets, and no others.
         // A whole ARN as it is; a name with the six characters Secrets Manager appends (-??????), so that no
         // other secret whose name starts the same (NAME-old, NAME-prod) matches.
-        const arn = (id: string) => (id.startsWith('arn:') ? id : `arn:${this.stack.partition}:secretsmanager:${this.stack.region}:${this.stack.account}:secret:${id}-??????`);
+        const arn = (id: string) =>
+          id.startsWith('arn:') ? id : `arn:${this.stack.partition}:secretsmanager:${this.stack.region}:${this.stack.account}:secret:${id}-??????`;
         fn.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.outboundSecrets.map(arn) }));
       }
       if (grant === 'targets:actuate') this.grantTargets(fn);
       if (grant === 'cloudwatch:read') {
         // GetMetricData takes no resource and no namespace condition: held to the gate regions by the requested region, and granted only
         // when the operator named namespaces (the functions refuse any other, ROLLOUT_GATE_NAMESPACES). DescribeAlarms: this account's alarms in those regions.
-        if (readsMetrics) fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:GetMetricData'], resources: ['*'], conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } } }));
-        fn.addToRolePolicy(new PolicyStatement({ actions: ['cloudwatch:DescribeAlarms'], resources: this.gateRegions.map((r) => `arn:${this.stack.partition}:cloudwatch:${r}:${this.stack.account}:alarm:*`) }));
+        if (readsMetrics)
+          fn.addToRolePolicy(
+            new PolicyStatement({
+              actions: ['cloudwatch:GetMetricData'],
+              resources: ['*'],
+              conditions: { StringEquals: { 'aws:RequestedRegion': [...this.gateRegions] } },
+            }),
+          );
+        fn.addToRolePolicy(
+          new PolicyStatement({
+            actions: ['cloudwatch:DescribeAlarms'],
+            resources: this.gateRegions.map((r) => `arn:${this.stack.partition}:cloudwatch:${r}:${this.stack.account}:alarm:*`),
+          }),
+        );
       }
     }
     // Every rule target: retried for up to an hour, then kept in the events DLQ with the reason.
     const target = (input?: Readonly<Record<string, unknown>>) =>
-      new LambdaFunction(fn, { deadLetterQueue: this.eventsDlq, retryAttempts: 4, maxEventAge: Duration.hours(1), ...(input ? { event: RuleTargetInput.fromObject(input) } : {}) });
+      new LambdaFunction(fn, {
+        deadLetterQueue: this.eventsDlq,
+        retryAttempts: 4,
+        maxEventAge: Duration.hours(1),
+        ...(input ? { event: RuleTargetInput.fromObject(input) } : {}),
+      });
     spec.triggers.forEach((t, i) => {
       if (t.kind === 'rule') {
         if (this.aurora && !database) return;
         // CloudWatch's alarm changes: those of the watched alarms only, or no rule at all.
         const alarms = JSON.stringify(t.pattern.source) === JSON.stringify([CLOUDWATCH_SOURCE]) ? this.gateAlarms : null;
         if (alarms && !alarms.length) return;
-        const eventPattern = alarms ? { ...t.pattern, detail: { alarmName: alarms.map((n) => (n.endsWith('*') ? { prefix: n.slice(0, -1) } : n)) } } : t.pattern;
-        new Rule(this, `${id}Rule${i}`, { eventBus: t.bus === 'rollout' ? this.bus : defaultBus, eventPattern: eventPattern, targets: [target()], description: spec.description });
+        const eventPattern = alarms
+          ? { ...t.pattern, detail: { alarmName: alarms.map((n) => (n.endsWith('*') ? { prefix: n.slice(0, -1) } : n)) } }
+          : t.pattern;
+        new Rule(this, `${id}Rule${i}`, {
+          eventBus: t.bus === 'rollout' ? this.bus : defaultBus,
+          eventPattern: eventPattern,
+          targets: [target()],
+          description: spec.description,
+        });
       } else if (t.kind === 'http') {
         this.httpApi(fn);
       } else if (t.kind === 'queue') {
@@ -575,7 +687,11 @@ export class RolloutControlPlane extends Construct {
         // settling (functions/coordinator.ts), as a node's coordinators drain theirs on a timer. A function with no
         // other trigger is still deployed while topology.ts declares it, with nothing to invoke it.
       } else if (t.kind === 'schedule') {
-        new Rule(this, `${id}Schedule${i}`, { schedule: Schedule.rate(Duration.minutes(t.everyMinutes)), targets: [target(t.input)], description: `${spec.description} (schedule)` });
+        new Rule(this, `${id}Schedule${i}`, {
+          schedule: Schedule.rate(Duration.minutes(t.everyMinutes)),
+          targets: [target(t.input)],
+          description: `${spec.description} (schedule)`,
+        });
       }
     });
     if (database) {
@@ -585,7 +701,10 @@ export class RolloutControlPlane extends Construct {
       });
     }
     Validations.of(fn).acknowledge(
-      { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs' },
+      {
+        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+        reason: 'AWSLambdaBasicExecutionRole only lets the function write its own logs',
+      },
       {
         id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
         reason: `X-Ray PutTraceSegments/PutTelemetryRecords${readsMetrics ? ', CloudWatch GetMetricData (held to the gate regions; namespaces checked by the function)' : ''}${spec.grants.some((g) => g === 'targets:actuate') && Object.values(this.targets).some((t) => t.type === 'albWeights') ? ', ELBv2 DescribeRules/DescribeListeners/DescribeTags (held to the targets’ regions)' : ''} cannot be scoped to a resource`,
@@ -594,10 +713,18 @@ export class RolloutControlPlane extends Construct {
         ? this.gateRegions.map((r) => ({
             // As cdk-nag prints the resource: a token as <AWS::…>, a stack with an explicit env as its literal region and account.
             id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudwatch:${r === this.stack.region && Token.isUnresolved(this.stack.region) ? '<AWS::Region>' : r}:${Token.isUnresolved(this.stack.account) ? '<AWS::AccountId>' : this.stack.account}:alarm:*]`,
-            reason: 'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms in the gate regions',
+            reason:
+              'A cloudwatchAlarm gate names its alarms in the rollout spec, known only at run time: DescribeAlarms on this account’s alarms in the gate regions',
           }))
         : []),
-      ...(this.table ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::${this.indexResource(this.table)}]`, reason: 'The table grant covers the table’s own indexes (gsi1), nothing else' }] : []),
+      ...(this.table
+        ? [
+            {
+              id: `AwsSolutions::AwsSolutions-IAM5[Resource::${this.indexResource(this.table)}]`,
+              reason: 'The table grant covers the table’s own indexes (gsi1), nothing else',
+            },
+          ]
+        : []),
     );
     return fn;
   }
@@ -609,7 +736,9 @@ export class RolloutControlPlane extends Construct {
    * `source` (topology.ts), so our own ai.rollout events are never signals.
    */
   private lockBus(bus: EventBus, senders: readonly string[]): void {
-    const own = Object.entries(this.functions).filter(([name]) => FUNCTIONS[name as FunctionName].grants.some((g) => g === 'bus:put')).map(([, fn]) => fn.role!.roleArn);
+    const own = Object.entries(this.functions)
+      .filter(([name]) => FUNCTIONS[name as FunctionName].grants.some((g) => g === 'bus:put'))
+      .map(([, fn]) => fn.role!.roleArn);
     bus.addToResourcePolicy(
       new PolicyStatement({
         sid: 'OnlyNamedSendersPutEvents',
@@ -619,7 +748,10 @@ export class RolloutControlPlane extends Construct {
         resources: [bus.eventBusArn],
         // Only requests made by an IAM principal: EventBridge's own (an archive replay) carry none and are not denied.
         // Lazy: roles given grantSignal after construction are read at synth.
-        conditions: { ArnNotLike: { 'aws:PrincipalArn': Lazy.list({ produce: () => [...senders, ...own, ...this.signallers] }) }, Null: { 'aws:PrincipalArn': 'false' } },
+        conditions: {
+          ArnNotLike: { 'aws:PrincipalArn': Lazy.list({ produce: () => [...senders, ...own, ...this.signallers] }) },
+          Null: { 'aws:PrincipalArn': 'false' },
+        },
       }),
     );
   }
@@ -632,7 +764,8 @@ export class RolloutControlPlane extends Construct {
   grantApi(grantee: IGrantable, ...roles: ApiRole[]): void {
     const api = this.apiRoutes.read[0]?.httpApi;
     if (!api) throw new Error('grantApi: this stack has no HTTP API');
-    const arn = (method: string, path: string) => `arn:${this.stack.partition}:execute-api:${this.stack.region}:${this.stack.account}:${api.apiId}/*/${method}${path}`;
+    const arn = (method: string, path: string) =>
+      `arn:${this.stack.partition}:execute-api:${this.stack.region}:${this.stack.account}:${api.apiId}/*/${method}${path}`;
     const paths: Record<ApiRole, string[]> = {
       read: [arn('GET', '/*')],
       operate: COMMANDS.filter((c) => c !== 'abort').map((c) => arn('POST', `/rollouts/*/${c}`)),
@@ -642,16 +775,24 @@ export class RolloutControlPlane extends Construct {
     // The * after the API id is the stage; the others are one path segment each (a rollout or run id): say so to cdk-nag.
     if (Construct.isConstruct(grantee)) {
       const literal = (v: string, token: string) => (Token.isUnresolved(v) ? token : v);
-      const nag = (path: string) => `arn:<AWS::Partition>:execute-api:${literal(this.stack.region, '<AWS::Region>')}:${literal(this.stack.account, '<AWS::AccountId>')}:<${this.stack.getLogicalId(api.node.defaultChild as CfnElement)}>/*/${path}`;
+      const nag = (path: string) =>
+        `arn:<AWS::Partition>:execute-api:${literal(this.stack.region, '<AWS::Region>')}:${literal(this.stack.account, '<AWS::AccountId>')}:<${this.stack.getLogicalId(api.node.defaultChild as CfnElement)}>/*/${path}`;
       const granted = roles.flatMap((r) => paths[r].map((arn) => arn.split('/*/').slice(1).join('/*/')));
-      Validations.of(grantee).acknowledge(...granted.map((path) => ({ id: `AwsSolutions::AwsSolutions-IAM5[Resource::${nag(path)}]`, reason: 'The control plane API: any stage, and one rollout or run id per path segment; routes no other role of it grants' })));
+      Validations.of(grantee).acknowledge(
+        ...granted.map((path) => ({
+          id: `AwsSolutions::AwsSolutions-IAM5[Resource::${nag(path)}]`,
+          reason: 'The control plane API: any stage, and one rollout or run id per path segment; routes no other role of it grants',
+        })),
+      );
     }
   }
 
   /** How cdk-nag names the table's index ARN pattern in a policy. */
   private indexResource(table: ITable): string {
     const cfn = table.node.defaultChild as CfnTable | undefined;
-    return cfn ? `<${this.stack.getLogicalId(cfn)}.Arn>/index/*` : `arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/${table.tableName}/index/*`;
+    return cfn
+      ? `<${this.stack.getLogicalId(cfn)}.Arn>/index/*`
+      : `arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/${table.tableName}/index/*`;
   }
 
   /**
@@ -666,7 +807,8 @@ export class RolloutControlPlane extends Construct {
     const integration = new HttpLambdaIntegration('ApiIntegration', fn);
     const authorizer = new HttpIamAuthorizer();
     for (const [role, routes] of Object.entries(API_ROUTES) as [ApiRole, (typeof API_ROUTES)[ApiRole]][]) {
-      for (const [method, path] of routes) this.apiRoutes[role].push(...api.addRoutes({ path, methods: [method === 'GET' ? HttpMethod.GET : HttpMethod.POST], integration, authorizer }));
+      for (const [method, path] of routes)
+        this.apiRoutes[role].push(...api.addRoutes({ path, methods: [method === 'GET' ? HttpMethod.GET : HttpMethod.POST], integration, authorizer }));
     }
     const logs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
     const stage = new HttpStage(this, 'ApiStage', {
@@ -693,22 +835,30 @@ export class RolloutControlPlane extends Construct {
    */
   private operations(dashboard: boolean): Alarm[] {
     const fiveMinutes = Duration.minutes(5);
-    const custom = (metricName: string, statistic: string, dimensionsMap: Record<string, string> = {}, period = fiveMinutes) => new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap });
+    const custom = (metricName: string, statistic: string, dimensionsMap: Record<string, string> = {}, period = fiveMinutes) =>
+      new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap });
     const alarm = (id: string, alarmDescription: string, metric: IMetric, o: { threshold?: number; evaluationPeriods?: number } = {}) =>
-      new Alarm(this, id, { alarmDescription, metric, threshold: o.threshold ?? 0, comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD, evaluationPeriods: o.evaluationPeriods ?? 1, treatMissingData: TreatMissingData.NOT_BREACHING });
+      new Alarm(this, id, {
+        alarmDescription,
+        metric,
+        threshold: o.threshold ?? 0,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: o.evaluationPeriods ?? 1,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      });
     const alarms = [
       ...(this.apiStage
         ? [
             alarm(
               'ApiErrors',
-              "The API answered 5xx: the api function failed, timed out or ran out of memory, or answered 500 itself. Its log group says why (Logs Insights `filter level = \"error\"`; a 500 carries the requestId of its line). On Aurora, a request that finds the cluster paused waits for it to resume (about 15 s, longer after a day) and may time out once. The other functions' failures page through EventsDlqNotEmpty once their retries are used up.",
+              'The API answered 5xx: the api function failed, timed out or ran out of memory, or answered 500 itself. Its log group says why (Logs Insights `filter level = "error"`; a 500 carries the requestId of its line). On Aurora, a request that finds the cluster paused waits for it to resume (about 15 s, longer after a day) and may time out once. The other functions\' failures page through EventsDlqNotEmpty once their retries are used up.',
               this.apiStage.metricServerError({ period: fiveMinutes, statistic: 'Sum' }),
             ),
           ]
         : []),
       alarm(
         'EventsDlqNotEmpty',
-        "An event was given up: a rule could not deliver it, or its function failed it three times (a malformed signal, a store that kept failing, a batch promoter or coordinator scan that kept failing, a Spot notice). Each message carries its error (ErrorMessage attribute), and the function's log group the failures (Logs Insights `filter level = \"error\"`). Fix the sender or the cause, then redrive the queue to the bus or delete the messages.",
+        'An event was given up: a rule could not deliver it, or its function failed it three times (a malformed signal, a store that kept failing, a batch promoter or coordinator scan that kept failing, a Spot notice). Each message carries its error (ErrorMessage attribute), and the function\'s log group the failures (Logs Insights `filter level = "error"`). Fix the sender or the cause, then redrive the queue to the bus or delete the messages.',
         this.eventsDlq.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
       ),
       alarm(
@@ -719,7 +869,7 @@ export class RolloutControlPlane extends Construct {
       ),
       alarm(
         'WorkQueueAge',
-        'Work waits more than 15 minutes: too few workers, or none. Check the worker fleet (its Auto Scaling group and the workers\' logs) and `rollout runs get RUN`.',
+        "Work waits more than 15 minutes: too few workers, or none. Check the worker fleet (its Auto Scaling group and the workers' logs) and `rollout runs get RUN`.",
         this.workQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1) }),
         { threshold: 900, evaluationPeriods: 3 },
       ),
@@ -753,8 +903,14 @@ export class RolloutControlPlane extends Construct {
    */
   private dashboard(alarms: readonly Alarm[]): void {
     const search = (schema: string, metricName: string, statistic: string, label: string, period = Duration.minutes(1)) =>
-      new MathExpression({ expression: `SEARCH('{${METRICS_NAMESPACE},${schema}} MetricName="${metricName}"', '${statistic}', ${period.toSeconds()})`, usingMetrics: {}, label, period });
-    const metric = (metricName: string, statistic: string, label: string, dimensionsMap: Record<string, string> = {}, period = Duration.minutes(1)) => new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap, label });
+      new MathExpression({
+        expression: `SEARCH('{${METRICS_NAMESPACE},${schema}} MetricName="${metricName}"', '${statistic}', ${period.toSeconds()})`,
+        usingMetrics: {},
+        label,
+        period,
+      });
+    const metric = (metricName: string, statistic: string, label: string, dimensionsMap: Record<string, string> = {}, period = Duration.minutes(1)) =>
+      new Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period, dimensionsMap, label });
     const rollout = "${PROP('Dim.rollout')}";
     const gate = `${rollout} ${"${PROP('Dim.gate')}"}`;
     const hour = Duration.hours(1);
@@ -767,18 +923,35 @@ export class RolloutControlPlane extends Construct {
       new SingleValueWidget({
         title: 'Rollouts in flight',
         metrics: [
-          new MathExpression({ expression: `SUM(SEARCH('{${METRICS_NAMESPACE},rollout} MetricName="rollout_info"', 'Maximum', 60))`, usingMetrics: {}, label: 'running', period: Duration.minutes(1) }),
+          new MathExpression({
+            expression: `SUM(SEARCH('{${METRICS_NAMESPACE},rollout} MetricName="rollout_info"', 'Maximum', 60))`,
+            usingMetrics: {},
+            label: 'running',
+            period: Duration.minutes(1),
+          }),
           metric('rollout_metrics_left_out', 'Maximum', 'past the cap', { kind: 'rollouts' }),
         ],
         width: 8,
       }),
-      new SingleValueWidget({ title: 'Dead letters (1 h)', metrics: [metric('rollout_dead_letters_total', 'Sum', 'items failed as dead letters', {}, hour)], width: 8 }),
+      new SingleValueWidget({
+        title: 'Dead letters (1 h)',
+        metrics: [metric('rollout_dead_letters_total', 'Sum', 'items failed as dead letters', {}, hour)],
+        width: 8,
+      }),
       new AlarmStatusWidget({ title: 'Alarms', alarms: [...alarms], width: 8 }),
-      new GraphWidget({ title: 'Percent on the new version', left: [search('rollout', 'rollout_percent', 'Maximum', rollout)], leftYAxis: { min: 0, max: 100 }, width: 12 }),
+      new GraphWidget({
+        title: 'Percent on the new version',
+        left: [search('rollout', 'rollout_percent', 'Maximum', rollout)],
+        leftYAxis: { min: 0, max: 100 },
+        width: 12,
+      }),
       new GraphWidget({ title: 'Active stage', left: [search('rollout', 'rollout_stage_index', 'Maximum', rollout)], leftYAxis: { min: 0 }, width: 12 }),
       new GraphWidget({
         title: 'Gate values against thresholds',
-        left: [search('gate,rollout', 'rollout_gate_value', 'Maximum', `${gate} value`), search('gate,rollout', 'rollout_gate_threshold', 'Maximum', `${gate} threshold`)],
+        left: [
+          search('gate,rollout', 'rollout_gate_value', 'Maximum', `${gate} value`),
+          search('gate,rollout', 'rollout_gate_threshold', 'Maximum', `${gate} threshold`),
+        ],
         width: 12,
       }),
       new GraphWidget({
@@ -788,10 +961,17 @@ export class RolloutControlPlane extends Construct {
       }),
       new GraphWidget({
         title: 'Time in stage against the progress deadline (s)',
-        left: [search('rollout', 'rollout_stage_seconds', 'Maximum', `${rollout} in stage`), search('rollout', 'rollout_progress_deadline_seconds', 'Maximum', `${rollout} deadline`)],
+        left: [
+          search('rollout', 'rollout_stage_seconds', 'Maximum', `${rollout} in stage`),
+          search('rollout', 'rollout_progress_deadline_seconds', 'Maximum', `${rollout} deadline`),
+        ],
         width: 12,
       }),
-      new GraphWidget({ title: 'Transitions (per 5 min)', left: [search('type', 'rollout_events_total', 'Sum', "${PROP('Dim.type')}", Duration.minutes(5))], width: 12 }),
+      new GraphWidget({
+        title: 'Transitions (per 5 min)',
+        left: [search('type', 'rollout_events_total', 'Sum', "${PROP('Dim.type')}", Duration.minutes(5))],
+        width: 12,
+      }),
       // Item counts by state are the node's (a count reads every open item's index entry: too dear once a minute on DynamoDB); here the queue says it.
       new GraphWidget({
         title: 'Run progress',
@@ -806,12 +986,20 @@ export class RolloutControlPlane extends Construct {
       new GraphWidget({
         title: 'Throughput (items a minute)',
         left: [this.workQueue.metricNumberOfMessagesDeleted({ label: 'items ended (messages deleted)', period: Duration.minutes(1), statistic: 'Sum' })],
-        right: [metric('ItemsRepended', 'Sum', 're-pended', { service: 'coordinator' }), metric('ItemsFailed', 'Sum', 'failed by the coordinator', { service: 'coordinator' })],
+        right: [
+          metric('ItemsRepended', 'Sum', 're-pended', { service: 'coordinator' }),
+          metric('ItemsFailed', 'Sum', 'failed by the coordinator', { service: 'coordinator' }),
+        ],
         width: 12,
       }),
       new GraphWidget({ title: 'Invocations', left: Object.values(this.functions).map((f) => f.metricInvocations()), width: 12 }),
       new GraphWidget({ title: 'Errors', left: Object.values(this.functions).map((f) => f.metricErrors()), width: 12 }),
-      new GraphWidget({ title: 'Work queue', left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()], right: [this.workQueue.metricApproximateAgeOfOldestMessage()], width: 12 }),
+      new GraphWidget({
+        title: 'Work queue',
+        left: [this.workQueue.metricApproximateNumberOfMessagesVisible(), this.workDlq.metricApproximateNumberOfMessagesVisible()],
+        right: [this.workQueue.metricApproximateAgeOfOldestMessage()],
+        width: 12,
+      }),
     );
   }
 }

@@ -50,34 +50,108 @@ export interface Price {
  * one, or could not be confirmed at all, the source says so.
  */
 export const PRICES = {
-  lambdaArmGbSecond: { usd: 0.0000133334, unit: 'GB-second, arm64 (first 7.5 billion GB-s a month)', source: 'aws.amazon.com/lambda/pricing; figure confirmed on secondary pages citing it (cloudchipr.com Lambda pricing guide, 2024)' },
+  lambdaArmGbSecond: {
+    usd: 0.0000133334,
+    unit: 'GB-second, arm64 (first 7.5 billion GB-s a month)',
+    source: 'aws.amazon.com/lambda/pricing; figure confirmed on secondary pages citing it (cloudchipr.com Lambda pricing guide, 2024)',
+  },
   lambdaRequest: { usd: 0.2 / 1e6, unit: 'request', source: 'aws.amazon.com/lambda/pricing; US$ 0.20 per million, confirmed on secondary pages' },
-  dynamoWrite: { usd: 0.625 / 1e6, unit: 'write request unit, on-demand', source: 'aws.amazon.com/dynamodb/pricing/on-demand after the November 2024 cut; US$ 0.625 per million confirmed on airbyte.com (2025)' },
+  dynamoWrite: {
+    usd: 0.625 / 1e6,
+    unit: 'write request unit, on-demand',
+    source: 'aws.amazon.com/dynamodb/pricing/on-demand after the November 2024 cut; US$ 0.625 per million confirmed on airbyte.com (2025)',
+  },
   dynamoRead: { usd: 0.125 / 1e6, unit: 'read request unit, on-demand', source: 'same page; US$ 0.125 per million confirmed on airbyte.com (2025)' },
-  dynamoStorage: { usd: 0.25, unit: 'GB-month of table storage (Standard class)', source: 'aws.amazon.com/dynamodb/pricing/on-demand; NOT confirmed in the copies read (the long-standing list price)' },
-  dynamoPitr: { usd: 0.2, unit: 'GB-month of table size with continuous backups (PITR)', source: 'aws.amazon.com/dynamodb/pricing; US$ 0.20 confirmed on finops.com.py (secondary)' },
+  dynamoStorage: {
+    usd: 0.25,
+    unit: 'GB-month of table storage (Standard class)',
+    source: 'aws.amazon.com/dynamodb/pricing/on-demand; NOT confirmed in the copies read (the long-standing list price)',
+  },
+  dynamoPitr: {
+    usd: 0.2,
+    unit: 'GB-month of table size with continuous backups (PITR)',
+    source: 'aws.amazon.com/dynamodb/pricing; US$ 0.20 confirmed on finops.com.py (secondary)',
+  },
   kmsRequest: { usd: 0.03 / 1e4, unit: 'KMS request', source: 'aws.amazon.com/kms/pricing; US$ 0.03 per 10,000 confirmed on wring.co and cloudburn.io (2026)' },
-  eventBridgeCustomEvent: { usd: 1 / 1e6, unit: 'custom event put on a bus (per 64 KB chunk)', source: 'aws.amazon.com/eventbridge/pricing (64 KB chunking confirmed there); US$ 1.00 per million confirmed on wring.co and factualminds.com (June 2026)' },
-  eventBridgeArchiveGb: { usd: 0.1, unit: 'GB of events archived', source: 'aws.amazon.com/eventbridge/pricing; US$ 0.10/GB on factualminds.com and wring.co, which disagree on whether it is per GB processed or per GB-month: counted here per GB processed, plus storage below' },
-  eventBridgeArchiveStorage: { usd: 0.023, unit: 'GB-month of archived events', source: 'aws.amazon.com/eventbridge/pricing; NOT confirmed in the copies read' },
-  sqsRequest: { usd: 0.4 / 1e6, unit: 'SQS standard request (per 64 KB chunk)', source: 'aws.amazon.com/sqs/pricing; US$ 0.40 per million confirmed on cloudburn.io (March 2026)' },
+  eventBridgeCustomEvent: {
+    usd: 1 / 1e6,
+    unit: 'custom event put on a bus (per 64 KB chunk)',
+    source: 'aws.amazon.com/eventbridge/pricing (64 KB chunking confirmed there); US$ 1.00 per million confirmed on wring.co and factualminds.com (June 2026)',
+  },
+  eventBridgeArchiveGb: {
+    usd: 0.1,
+    unit: 'GB of events archived',
+    source:
+      'aws.amazon.com/eventbridge/pricing; US$ 0.10/GB on factualminds.com and wring.co, which disagree on whether it is per GB processed or per GB-month: counted here per GB processed, plus storage below',
+  },
+  eventBridgeArchiveStorage: {
+    usd: 0.023,
+    unit: 'GB-month of archived events',
+    source: 'aws.amazon.com/eventbridge/pricing; NOT confirmed in the copies read',
+  },
+  sqsRequest: {
+    usd: 0.4 / 1e6,
+    unit: 'SQS standard request (per 64 KB chunk)',
+    source: 'aws.amazon.com/sqs/pricing; US$ 0.40 per million confirmed on cloudburn.io (March 2026)',
+  },
   alarmStandard: { usd: 0.1, unit: 'standard-resolution alarm metric-month', source: 'aws.amazon.com/cloudwatch/pricing; US$ 0.10 confirmed on c3x.dev' },
   alarmHighResolution: { usd: 0.3, unit: 'high-resolution (period < 60 s) alarm metric-month', source: 'same; US$ 0.30 confirmed on c3x.dev' },
-  customMetric: { usd: 0.3, unit: 'custom metric-month (first 10,000), prorated by the hour it has data', source: 'aws.amazon.com/cloudwatch/pricing; US$ 0.30 confirmed on signoz.io (Feb 2026)' },
+  customMetric: {
+    usd: 0.3,
+    unit: 'custom metric-month (first 10,000), prorated by the hour it has data',
+    source: 'aws.amazon.com/cloudwatch/pricing; US$ 0.30 confirmed on signoz.io (Feb 2026)',
+  },
   dashboard: { usd: 3, unit: 'dashboard-month', source: 'aws.amazon.com/cloudwatch/pricing; US$ 3 confirmed on factualminds.com (June 2026)' },
-  logsIngest: { usd: 0.5, unit: 'GB of log data ingested (standard class; bytes + 26 bytes per event)', source: 'aws.amazon.com/cloudwatch/pricing; US$ 0.50/GB confirmed on factualminds.com and cloudburn.io (2026); the 26-byte overhead NOT confirmed in the copies read' },
+  logsIngest: {
+    usd: 0.5,
+    unit: 'GB of log data ingested (standard class; bytes + 26 bytes per event)',
+    source:
+      'aws.amazon.com/cloudwatch/pricing; US$ 0.50/GB confirmed on factualminds.com and cloudburn.io (2026); the 26-byte overhead NOT confirmed in the copies read',
+  },
   logsStorage: { usd: 0.03, unit: 'GB-month of logs stored (compressed)', source: 'aws.amazon.com/cloudwatch/pricing; NOT confirmed in the copies read' },
-  getMetricData: { usd: 0.01 / 1000, unit: 'metric requested by GetMetricData', source: 'aws.amazon.com/cloudwatch/pricing (its free tier excludes GetMetricData, confirmed); US$ 0.01 per 1,000 NOT confirmed in the copies read' },
-  cloudWatchApiRequest: { usd: 0.01 / 1000, unit: 'other CloudWatch API request (DescribeAlarms)', source: 'aws.amazon.com/cloudwatch/pricing; NOT confirmed in the copies read' },
+  getMetricData: {
+    usd: 0.01 / 1000,
+    unit: 'metric requested by GetMetricData',
+    source: 'aws.amazon.com/cloudwatch/pricing (its free tier excludes GetMetricData, confirmed); US$ 0.01 per 1,000 NOT confirmed in the copies read',
+  },
+  cloudWatchApiRequest: {
+    usd: 0.01 / 1000,
+    unit: 'other CloudWatch API request (DescribeAlarms)',
+    source: 'aws.amazon.com/cloudwatch/pricing; NOT confirmed in the copies read',
+  },
   xrayTrace: { usd: 5 / 1e6, unit: 'trace recorded', source: 'aws.amazon.com/xray/pricing (US$ 0.000005 per trace, confirmed on the stored page)' },
-  httpApiRequest: { usd: 1 / 1e6, unit: 'HTTP API request (first 300 million, per 512 KB)', source: 'aws.amazon.com/api-gateway/pricing; NOT confirmed in the copies read (README says US$ 1 per million)' },
-  natGatewayHour: { usd: 0.045, unit: 'NAT gateway-hour', source: 'aws.amazon.com/vpc/pricing; US$ 0.045 confirmed on cloudburn.io (Feb 2026) and basavytix.com' },
+  httpApiRequest: {
+    usd: 1 / 1e6,
+    unit: 'HTTP API request (first 300 million, per 512 KB)',
+    source: 'aws.amazon.com/api-gateway/pricing; NOT confirmed in the copies read (README says US$ 1 per million)',
+  },
+  natGatewayHour: {
+    usd: 0.045,
+    unit: 'NAT gateway-hour',
+    source: 'aws.amazon.com/vpc/pricing; US$ 0.045 confirmed on cloudburn.io (Feb 2026) and basavytix.com',
+  },
   natGatewayGb: { usd: 0.045, unit: 'GB processed by a NAT gateway', source: 'same' },
-  publicIpv4Hour: { usd: 0.005, unit: 'public IPv4 address-hour (an EIP, attached or not)', source: 'aws.amazon.com/vpc/pricing; US$ 0.005 confirmed on cloudburn.io (Feb 2026)' },
-  interfaceEndpointHour: { usd: 0.01, unit: 'interface VPC endpoint-hour per AZ', source: 'aws.amazon.com/privatelink/pricing; US$ 7.20/AZ-month on egresscost.com (secondary)' },
-  auroraAcuHour: { usd: 0.12, unit: 'Aurora Serverless v2 ACU-hour (Aurora Standard)', source: 'aws.amazon.com/rds/aurora/pricing; US$ 0.12 confirmed on c3x.dev, awsnegotiations.com and factualminds.com (2026)' },
+  publicIpv4Hour: {
+    usd: 0.005,
+    unit: 'public IPv4 address-hour (an EIP, attached or not)',
+    source: 'aws.amazon.com/vpc/pricing; US$ 0.005 confirmed on cloudburn.io (Feb 2026)',
+  },
+  interfaceEndpointHour: {
+    usd: 0.01,
+    unit: 'interface VPC endpoint-hour per AZ',
+    source: 'aws.amazon.com/privatelink/pricing; US$ 7.20/AZ-month on egresscost.com (secondary)',
+  },
+  auroraAcuHour: {
+    usd: 0.12,
+    unit: 'Aurora Serverless v2 ACU-hour (Aurora Standard)',
+    source: 'aws.amazon.com/rds/aurora/pricing; US$ 0.12 confirmed on c3x.dev, awsnegotiations.com and factualminds.com (2026)',
+  },
   auroraStorage: { usd: 0.1, unit: 'GB-month of Aurora Standard storage', source: 'same; US$ 0.10 on awsnegotiations.com (May 2026)' },
-  auroraIo: { usd: 0.2 / 1e6, unit: 'Aurora Standard I/O request', source: 'aws.amazon.com/rds/aurora/pricing; US$ 0.20 per million NOT confirmed in the copies read' },
+  auroraIo: {
+    usd: 0.2 / 1e6,
+    unit: 'Aurora Standard I/O request',
+    source: 'aws.amazon.com/rds/aurora/pricing; US$ 0.20 per million NOT confirmed in the copies read',
+  },
   secret: { usd: 0.4, unit: 'secret-month', source: 'aws.amazon.com/secrets-manager/pricing; US$ 0.40 confirmed on hivebook.wiki (secondary)' },
   secretApiCall: { usd: 0.05 / 1e4, unit: 'Secrets Manager API call', source: 'same; US$ 0.05 per 10,000' },
 } as const satisfies Record<string, Price>;
@@ -275,9 +349,40 @@ export const ENDPOINT_SERVICES = ['SQS', 'EventBridge', 'Secrets Manager', 'Clou
  * checks this list against the code.
  */
 export const METRICS_BY_SERVICE: Readonly<Record<string, { readonly busy: readonly string[]; readonly onEvent: readonly string[] }>> = {
-  'streaming-promoter': { busy: ['EventsHandled', 'Transitions'], onEvent: ['NotLeader', 'InvalidEvents', 'Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
-  'batch-promoter': { busy: ['TickMs', 'Transitions'], onEvent: ['Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'] },
-  coordinator: { busy: [], onEvent: ['NotCoordinator', 'ItemsStolen', 'ItemsRepended', 'ItemsFailed', 'ItemsResent', 'RunsThrottled', 'InvalidDeadLetters', 'DeadLettersDropped', 'Fenced', 'RefusedRequests', 'Errors', 'Throttled'] },
+  'streaming-promoter': {
+    busy: ['EventsHandled', 'Transitions'],
+    onEvent: [
+      'NotLeader',
+      'InvalidEvents',
+      'Errors',
+      'Throttled',
+      'LeaseRenewalFailures',
+      'TransactionConflicts',
+      'TransactionRetries',
+      'TransactionRetriesExhausted',
+    ],
+  },
+  'batch-promoter': {
+    busy: ['TickMs', 'Transitions'],
+    onEvent: ['Errors', 'Throttled', 'LeaseRenewalFailures', 'TransactionConflicts', 'TransactionRetries', 'TransactionRetriesExhausted'],
+  },
+  coordinator: {
+    busy: [],
+    onEvent: [
+      'NotCoordinator',
+      'ItemsStolen',
+      'ItemsRepended',
+      'ItemsFailed',
+      'ItemsResent',
+      'RunsThrottled',
+      'InvalidDeadLetters',
+      'DeadLettersDropped',
+      'Fenced',
+      'RefusedRequests',
+      'Errors',
+      'Throttled',
+    ],
+  },
   'dead-letters': { busy: [], onEvent: ['InvalidDeadLetters', 'ItemsFailed', 'DeadLettersDropped', 'Errors', 'Throttled'] },
   'spot-drain': { busy: [], onEvent: ['DrainsRequested', 'DuplicateNotices', 'UnknownInstances', 'LateNotices', 'InvalidNotices', 'Errors', 'Throttled'] },
   api: { busy: ['Responses2xx'], onEvent: ['Responses4xx', 'Responses5xx', 'Throttled'] },
@@ -384,7 +489,8 @@ const NO_CHARGE_OF_THEIR_OWN: Readonly<Record<string, string>> = {
 };
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
-const num = (v: unknown, fallback: number): number => (typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : fallback);
+const num = (v: unknown, fallback: number): number =>
+  typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : fallback;
 
 /** Minutes between two firings of `rate(…)`; null for a cron expression. */
 export function rateMinutes(expression: string): number | null {
@@ -457,7 +563,10 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       activityTable: (env.ROLLOUT_ACTIVITY_TABLE as { Ref?: string } | undefined)?.Ref ?? null,
     };
   });
-  count('AWS::Lambda::Function', fns.map((f) => f.id));
+  count(
+    'AWS::Lambda::Function',
+    fns.map((f) => f.id),
+  );
   const aurora = ofType('AWS::RDS::DBCluster').length > 0;
   const store: CostEstimate['store'] = aurora ? 'aurora' : 'dynamodb';
   const onDynamo = fns.some((f) => f.store === 'dynamodb');
@@ -480,12 +589,15 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const busRules = ofType('AWS::Events::Rule').filter(([, r]) => typeof props(r).ScheduleExpression !== 'string');
   count('AWS::Events::Rule', [...schedules.map((s) => s.rule), ...busRules.map(([id]) => id)]);
   const onCustomBus = (r: CfnResource) => customBuses.some((b) => str(props(r).EventBusName).includes(`"${b}"`));
-  const signalTargets = new Set(fns.filter((f) => busRules.some(([, r]) => onCustomBus(r) && JSON.stringify(props(r).Targets ?? []).includes(`"${f.id}"`))).map((f) => f.id));
+  const signalTargets = new Set(
+    fns.filter((f) => busRules.some(([, r]) => onCustomBus(r) && JSON.stringify(props(r).Targets ?? []).includes(`"${f.id}"`))).map((f) => f.id),
+  );
   const apiTargets = new Set(fns.filter((f) => ofType('AWS::ApiGatewayV2::Integration').some(([, r]) => mentions(r, f.id))).map((f) => f.id));
 
   // Invocations a month, and each function's compute.
   const invocations: Record<string, { idle: number; busy: number }> = {};
-  const lambdaCost = (n: number, ms: number, memoryMb: number) => n * ((ms / 1000) * (memoryMb / 1024) * PRICES.lambdaArmGbSecond.usd + PRICES.lambdaRequest.usd);
+  const lambdaCost = (n: number, ms: number, memoryMb: number) =>
+    n * ((ms / 1000) * (memoryMb / 1024) * PRICES.lambdaArmGbSecond.usd + PRICES.lambdaRequest.usd);
   const coldStarts = (memoryMb: number) => a.coldStartsPerFunctionHour * monthHours * (a.initMs / 1000) * (memoryMb / 1024) * PRICES.lambdaArmGbSecond.usd;
   /**
    * A busy BatchPromoter invocation ticks every BATCH_TICK_SECONDS while its remaining time covers a wait and a tick,
@@ -494,7 +606,10 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
    * up to the last start before period − half an interval.
    */
   const busyTicks = (timeout: number, periodSeconds: number) =>
-    Math.min(Math.floor((timeout - 2 * BATCH_TICK_SECONDS) / BATCH_TICK_SECONDS) + 2, Math.floor((periodSeconds - BATCH_TICK_SECONDS / 2) / BATCH_TICK_SECONDS) + 1);
+    Math.min(
+      Math.floor((timeout - 2 * BATCH_TICK_SECONDS) / BATCH_TICK_SECONDS) + 2,
+      Math.floor((periodSeconds - BATCH_TICK_SECONDS / 2) / BATCH_TICK_SECONDS) + 1,
+    );
   let ticksPerMonth = 0;
   /** Busy BatchPromoter invocations: each ends reading the running rollouts and publishing their gauges. */
   let gaugeReads = 0;
@@ -502,20 +617,31 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const mappings = ofType('AWS::Lambda::EventSourceMapping');
   const isScheduled = (f: FnInfo) => schedules.some((s) => s.targets.includes(f.id));
   /** Whether its role may receive from a queue: a scheduled one polls it once an invocation (the coordinator, the work DLQ). */
-  const receives = (f: FnInfo) => f.roleId !== null && ofType('AWS::IAM::Policy').some(([, p]) => JSON.stringify(props(p).Roles ?? []).includes(`"${f.roleId}"`) && JSON.stringify(props(p).PolicyDocument ?? {}).includes('"sqs:ReceiveMessage"'));
+  const receives = (f: FnInfo) =>
+    f.roleId !== null &&
+    ofType('AWS::IAM::Policy').some(
+      ([, p]) =>
+        JSON.stringify(props(p).Roles ?? []).includes(`"${f.roleId}"`) && JSON.stringify(props(p).PolicyDocument ?? {}).includes('"sqs:ReceiveMessage"'),
+    );
   for (const f of fns) {
     const scheduled = schedules.filter((s) => s.targets.includes(f.id)).reduce((n, s) => n + s.perMonth, 0);
-    const rate = schedules.filter((s) => s.targets.includes(f.id)).map((s) => s.expression).join(' + ');
+    const rate = schedules
+      .filter((s) => s.targets.includes(f.id))
+      .map((s) => s.expression)
+      .join(' + ');
     const mem = `${f.memoryMb} MB`;
     if (scheduled > 0) {
       const idleMs = f.role === 'batchPromoter' ? a.idleBatchInvocationMs : a.idleScheduledInvocationMs;
       let busyMs = idleMs;
       let busyBasis = 'same as idle (no work run open)';
-      const looksAt = [...(receives(f) ? ['a short poll of the work DLQ'] : []), f.activityTable ? 'its activity flag (the database only when it is raised)' : f.role === 'batchPromoter' ? "hasWork's two reads" : 'the open runs'];
+      const looksAt = [
+        ...(receives(f) ? ['a short poll of the work DLQ'] : []),
+        f.activityTable ? 'its activity flag (the database only when it is raised)' : f.role === 'batchPromoter' ? "hasWork's two reads" : 'the open runs',
+      ];
       if (f.role === 'batchPromoter') {
         const period = Math.min(...schedules.filter((x) => x.targets.includes(f.id)).map((x) => (30 * 24 * 60 * 60) / x.perMonth));
         const ticks = busyTicks(f.timeoutSeconds, period);
-        busyMs = ((ticks - 1) * BATCH_TICK_SECONDS) * 1000 + a.tickMs;
+        busyMs = (ticks - 1) * BATCH_TICK_SECONDS * 1000 + a.tickMs;
         ticksPerMonth += scheduled * ticks;
         gaugeReads += scheduled;
         busyBasis = `${fmtInt(scheduled)} × ~${Math.round(busyMs / 1000)} s (${ticks} ticks ${BATCH_TICK_SECONDS} s apart, timeout ${f.timeoutSeconds} s) × ${mem}`;
@@ -531,10 +657,22 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       });
     } else if (signalTargets.has(f.id)) {
       invocations[f.id] = { idle: 0, busy: a.eventsPerMonth };
-      line({ what: `${f.label}, rollout signals`, idle: 0, busy: lambdaCost(a.eventsPerMonth, a.signalInvocationMs, f.memoryMb) + coldStarts(f.memoryMb), basis: `busy: ${fmtInt(a.eventsPerMonth)} × ~${a.signalInvocationMs} ms × ${mem} + requests`, freeTier: FREE_TIER.lambda });
+      line({
+        what: `${f.label}, rollout signals`,
+        idle: 0,
+        busy: lambdaCost(a.eventsPerMonth, a.signalInvocationMs, f.memoryMb) + coldStarts(f.memoryMb),
+        basis: `busy: ${fmtInt(a.eventsPerMonth)} × ~${a.signalInvocationMs} ms × ${mem} + requests`,
+        freeTier: FREE_TIER.lambda,
+      });
     } else if (apiTargets.has(f.id)) {
       invocations[f.id] = { idle: 0, busy: a.apiRequestsPerMonth };
-      line({ what: `${f.label}, HTTP API`, idle: 0, busy: lambdaCost(a.apiRequestsPerMonth, a.apiInvocationMs, f.memoryMb), basis: `busy: ${fmtInt(a.apiRequestsPerMonth)} requests × ~${a.apiInvocationMs} ms × ${mem}`, freeTier: FREE_TIER.lambda });
+      line({
+        what: `${f.label}, HTTP API`,
+        idle: 0,
+        busy: lambdaCost(a.apiRequestsPerMonth, a.apiInvocationMs, f.memoryMb),
+        basis: `busy: ${fmtInt(a.apiRequestsPerMonth)} requests × ~${a.apiInvocationMs} ms × ${mem}`,
+        freeTier: FREE_TIER.lambda,
+      });
     } else {
       // Every function has a line: what invokes it, and what an invocation costs when nothing in either column does.
       invocations[f.id] = { idle: 0, busy: 0 };
@@ -595,16 +733,31 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   }
   const activityTables = new Set(fns.flatMap((f) => (f.activityTable ? [f.activityTable] : [])));
   const tables = ofType('AWS::DynamoDB::Table');
-  count('AWS::DynamoDB::Table', tables.map(([id]) => id));
+  count(
+    'AWS::DynamoDB::Table',
+    tables.map(([id]) => id),
+  );
   for (const [id, r] of tables) {
     const p = props(r);
     if (activityTables.has(id)) {
-      line({ what: `DynamoDB storage (${id})`, idle: 0, busy: 0, basis: 'the activity flags: two items of a few bytes; the AWS owned key (no KMS request billed), no backups', freeTier: FREE_TIER.dynamo });
+      line({
+        what: `DynamoDB storage (${id})`,
+        idle: 0,
+        busy: 0,
+        basis: 'the activity flags: two items of a few bytes; the AWS owned key (no KMS request billed), no backups',
+        freeTier: FREE_TIER.dynamo,
+      });
       continue;
     }
     const pitr = (p.PointInTimeRecoverySpecification as { PointInTimeRecoveryEnabled?: boolean } | undefined)?.PointInTimeRecoveryEnabled === true;
     const perGb = PRICES.dynamoStorage.usd + (pitr ? PRICES.dynamoPitr.usd : 0);
-    line({ what: `DynamoDB storage${pitr ? ' + PITR' : ''} (${id})`, idle: a.tableGbIdle * perGb, busy: a.tableGbBusy * perGb, basis: `${a.tableGbIdle} GB idle, ${a.tableGbBusy} GB busy × US$ ${perGb.toFixed(2)}/GB-month`, freeTier: FREE_TIER.dynamo });
+    line({
+      what: `DynamoDB storage${pitr ? ' + PITR' : ''} (${id})`,
+      idle: a.tableGbIdle * perGb,
+      busy: a.tableGbBusy * perGb,
+      basis: `${a.tableGbIdle} GB idle, ${a.tableGbBusy} GB busy × US$ ${perGb.toFixed(2)}/GB-month`,
+      freeTier: FREE_TIER.dynamo,
+    });
     // SSEEnabled without a key: the AWS managed key (aws/dynamodb), whose requests KMS bills; the default (AWS owned key) costs nothing.
     const sse = p.SSESpecification as { SSEEnabled?: boolean; KMSMasterKeyId?: unknown } | undefined;
     if (sse?.SSEEnabled) {
@@ -632,17 +785,28 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     basis: `busy: ${fmtInt(a.eventsPerMonth)} signals in + ${fmtInt(promotionEvents)} rollout events out; ${schedules.length} schedule(s) and ${busRules.length - busRules.filter(([, r]) => onCustomBus(r)).length} default-bus rule(s) on AWS events are free`,
   });
   const archives = ofType('AWS::Events::Archive');
-  count('AWS::Events::Archive', archives.map(([id]) => id));
+  count(
+    'AWS::Events::Archive',
+    archives.map(([id]) => id),
+  );
   for (const [id, r] of archives) {
     const gb = (busEvents * a.eventBytes) / 1e9;
     // Held steadily: a month's events times the months they are kept (kept forever: counted as one month, and growing).
     const days = num(props(r).RetentionDays, 0);
     const heldGb = gb * (days > 0 ? days / a.daysPerMonth : 1);
-    line({ what: `EventBridge archive (${id})`, idle: 0, busy: gb * PRICES.eventBridgeArchiveGb.usd + heldGb * PRICES.eventBridgeArchiveStorage.usd, basis: `busy: ${gb.toFixed(2)} GB archived a month, kept ${days > 0 ? `${days} days` : 'forever'}` });
+    line({
+      what: `EventBridge archive (${id})`,
+      idle: 0,
+      busy: gb * PRICES.eventBridgeArchiveGb.usd + heldGb * PRICES.eventBridgeArchiveStorage.usd,
+      basis: `busy: ${gb.toFixed(2)} GB archived a month, kept ${days > 0 ? `${days} days` : 'forever'}`,
+    });
   }
 
   // SQS: an event source mapping long-polls its queue whether or not anything arrives; a schedule that drains one polls once an invocation.
-  count('AWS::Lambda::EventSourceMapping', mappings.map(([id]) => id));
+  count(
+    'AWS::Lambda::EventSourceMapping',
+    mappings.map(([id]) => id),
+  );
   const sqsMappings = mappings.filter(([, r]) => ofType('AWS::SQS::Queue').some(([q]) => str(props(r).EventSourceArn).includes(`"${q}"`)));
   if (sqsMappings.length < mappings.length) unpriced.add('AWS::Lambda::EventSourceMapping (not on a queue of this stack)');
   const longPolls = a.sqsPollers * (monthSeconds / a.sqsLongPollSeconds);
@@ -670,13 +834,18 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
 
   // CloudWatch alarms: per alarm metric; high resolution below a 60 s period.
   const alarms = ofType('AWS::CloudWatch::Alarm');
-  count('AWS::CloudWatch::Alarm', alarms.map(([id]) => id));
+  count(
+    'AWS::CloudWatch::Alarm',
+    alarms.map(([id]) => id),
+  );
   let alarmUsd = 0;
   let alarmMetrics = 0;
   let highRes = 0;
   for (const [, r] of alarms) {
     const p = props(r);
-    const metrics = Array.isArray(p.Metrics) ? (p.Metrics as { MetricStat?: { Period?: number } }[]).filter((m) => m.MetricStat) : [{ MetricStat: { Period: num(p.Period, 60) } }];
+    const metrics = Array.isArray(p.Metrics)
+      ? (p.Metrics as { MetricStat?: { Period?: number } }[]).filter((m) => m.MetricStat)
+      : [{ MetricStat: { Period: num(p.Period, 60) } }];
     for (const m of metrics) {
       const fast = num(m.MetricStat?.Period, 60) < 60;
       highRes += fast ? 1 : 0;
@@ -684,12 +853,19 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
       alarmUsd += fast ? PRICES.alarmHighResolution.usd : PRICES.alarmStandard.usd;
     }
   }
-  line({ what: `CloudWatch alarms (${alarms.length})`, idle: alarmUsd, busy: alarmUsd, basis: `${alarms.length} alarm(s) reading ${alarmMetrics} metric(s) (a metric-math alarm is billed for each metric it reads), ${highRes} high-resolution, US$ ${PRICES.alarmStandard.usd.toFixed(2)} per standard alarm metric`, freeTier: FREE_TIER.alarms });
+  line({
+    what: `CloudWatch alarms (${alarms.length})`,
+    idle: alarmUsd,
+    busy: alarmUsd,
+    basis: `${alarms.length} alarm(s) reading ${alarmMetrics} metric(s) (a metric-math alarm is billed for each metric it reads), ${highRes} high-resolution, US$ ${PRICES.alarmStandard.usd.toFixed(2)} per standard alarm metric`,
+    freeTier: FREE_TIER.alarms,
+  });
 
   // Custom metrics (EMF): none while idle; the busy ones every hour, and each running rollout's gauges (dimension `rollout`).
   const services = fns.filter((f) => f.role).map((f) => kebab(f.role!));
   const busyMetrics = services.flatMap((s) => (METRICS_BY_SERVICE[s]?.busy ?? []).map((m) => `${s}/${m}`));
-  const possible = services.reduce((n, s) => n + (METRICS_BY_SERVICE[s]?.busy.length ?? 0) + (METRICS_BY_SERVICE[s]?.onEvent.length ?? 0), 0) + STACK_METRICS.length;
+  const possible =
+    services.reduce((n, s) => n + (METRICS_BY_SERVICE[s]?.busy.length ?? 0) + (METRICS_BY_SERVICE[s]?.onEvent.length ?? 0), 0) + STACK_METRICS.length;
   const gauges = gaugeReads ? a.rolloutsRunning * rolloutGauges(a.providerGatesPerRollout).metrics : 0;
   line({
     what: 'CloudWatch custom metrics (Rollout namespace)',
@@ -700,35 +876,76 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   });
 
   const dashboards = ofType('AWS::CloudWatch::Dashboard');
-  count('AWS::CloudWatch::Dashboard', dashboards.map(([id]) => id));
-  if (dashboards.length) line({ what: `CloudWatch dashboard (${dashboards.length})`, idle: dashboards.length * PRICES.dashboard.usd, busy: dashboards.length * PRICES.dashboard.usd, basis: `${dashboards.length} × US$ ${PRICES.dashboard.usd} a month (opt-in: -c dashboard=true)`, freeTier: FREE_TIER.dashboard });
+  count(
+    'AWS::CloudWatch::Dashboard',
+    dashboards.map(([id]) => id),
+  );
+  if (dashboards.length)
+    line({
+      what: `CloudWatch dashboard (${dashboards.length})`,
+      idle: dashboards.length * PRICES.dashboard.usd,
+      busy: dashboards.length * PRICES.dashboard.usd,
+      basis: `${dashboards.length} × US$ ${PRICES.dashboard.usd} a month (opt-in: -c dashboard=true)`,
+      freeTier: FREE_TIER.dashboard,
+    });
 
   // Logs: every invocation's platform lines; a busy one's own line and EMF blob; access logs; flow and database logs (Aurora).
   const perInvocation = a.platformLogBytes + a.platformLogEvents * 26;
-  const invocationLogs = (col: 'idle' | 'busy') => fns.reduce((n, f) => n + invocations[f.id]![col] * (perInvocation + (col === 'busy' && (signalTargets.has(f.id) || apiTargets.has(f.id)) ? a.appLogBytesBusy + 2 * 26 : 0)), 0);
+  const invocationLogs = (col: 'idle' | 'busy') =>
+    fns.reduce(
+      (n, f) =>
+        n + invocations[f.id]![col] * (perInvocation + (col === 'busy' && (signalTargets.has(f.id) || apiTargets.has(f.id)) ? a.appLogBytesBusy + 2 * 26 : 0)),
+      0,
+    );
   const gaugeBlobs = a.rolloutsRunning * rolloutGauges(a.providerGatesPerRollout).blobs;
-  const batchBusyLogs = fns.filter((f) => f.role === 'batchPromoter').reduce((n, f) => n + invocations[f.id]!.busy * (a.appLogBytesBusy + 2 * 26 + gaugeBlobs * (a.figureBlobBytes + 26)), 0);
+  const batchBusyLogs = fns
+    .filter((f) => f.role === 'batchPromoter')
+    .reduce((n, f) => n + invocations[f.id]!.busy * (a.appLogBytesBusy + 2 * 26 + gaugeBlobs * (a.figureBlobBytes + 26)), 0);
   const accessLogs = apiTargets.size ? a.apiRequestsPerMonth * (a.accessLogBytes + 26) : 0;
   const logGb = { idle: invocationLogs('idle') / 1e9, busy: (invocationLogs('busy') + batchBusyLogs + accessLogs) / 1e9 };
   const logUsd = (gb: number) => gb * PRICES.logsIngest.usd + gb * a.logCompression * PRICES.logsStorage.usd;
-  line({ what: `CloudWatch Logs (${ofType('AWS::Logs::LogGroup').length} log groups)`, idle: logUsd(logGb.idle), busy: logUsd(logGb.busy), basis: `idle ${logGb.idle.toFixed(3)} GB, busy ${logGb.busy.toFixed(3)} GB ingested a month (START/END/REPORT of every invocation; busy adds each one's log line and EMF blob, the rollout gauges' blobs, and access logs); kept one month`, freeTier: FREE_TIER.logs });
+  line({
+    what: `CloudWatch Logs (${ofType('AWS::Logs::LogGroup').length} log groups)`,
+    idle: logUsd(logGb.idle),
+    busy: logUsd(logGb.busy),
+    basis: `idle ${logGb.idle.toFixed(3)} GB, busy ${logGb.busy.toFixed(3)} GB ingested a month (START/END/REPORT of every invocation; busy adds each one's log line and EMF blob, the rollout gauges' blobs, and access logs); kept one month`,
+    freeTier: FREE_TIER.logs,
+  });
 
   // Gate reads: provider gates are read on the BatchPromoter's ticks only while rollouts run.
   if (fns.some((f) => f.role === 'batchPromoter')) {
     const metricsRead = a.gateMetricsPerMinute * monthMinutes;
     const alarmReads = a.alarmGateReadsPerMinute * monthMinutes;
-    line({ what: 'CloudWatch GetMetricData / DescribeAlarms (gates)', idle: 0, busy: metricsRead * PRICES.getMetricData.usd + alarmReads * PRICES.cloudWatchApiRequest.usd, basis: `busy: ${fmtInt(metricsRead)} metrics read (one cloudwatchMetric gate a minute), ${fmtInt(alarmReads)} DescribeAlarms; an alarm gate read every 10 s tick would be ${fmtInt(6 * monthMinutes)} requests (US$ ${(6 * monthMinutes * PRICES.cloudWatchApiRequest.usd).toFixed(2)})`, freeTier: FREE_TIER.cloudwatchApi });
+    line({
+      what: 'CloudWatch GetMetricData / DescribeAlarms (gates)',
+      idle: 0,
+      busy: metricsRead * PRICES.getMetricData.usd + alarmReads * PRICES.cloudWatchApiRequest.usd,
+      basis: `busy: ${fmtInt(metricsRead)} metrics read (one cloudwatchMetric gate a minute), ${fmtInt(alarmReads)} DescribeAlarms; an alarm gate read every 10 s tick would be ${fmtInt(6 * monthMinutes)} requests (US$ ${(6 * monthMinutes * PRICES.cloudWatchApiRequest.usd).toFixed(2)})`,
+      freeTier: FREE_TIER.cloudwatchApi,
+    });
   }
 
   const apis = ofType('AWS::ApiGatewayV2::Api');
-  if (apis.length) line({ what: 'HTTP API requests', idle: 0, busy: a.apiRequestsPerMonth * PRICES.httpApiRequest.usd, basis: `busy: ${fmtInt(a.apiRequestsPerMonth)} requests; US$ 1 per million` });
+  if (apis.length)
+    line({
+      what: 'HTTP API requests',
+      idle: 0,
+      busy: a.apiRequestsPerMonth * PRICES.httpApiRequest.usd,
+      basis: `busy: ${fmtInt(a.apiRequestsPerMonth)} requests; US$ 1 per million`,
+    });
 
   // Aurora Serverless v2 and its VPC.
   if (aurora) {
     const clusters = ofType('AWS::RDS::DBCluster');
-    count('AWS::RDS::DBCluster', clusters.map(([id]) => id));
+    count(
+      'AWS::RDS::DBCluster',
+      clusters.map(([id]) => id),
+    );
     const instances = ofType('AWS::RDS::DBInstance');
-    count('AWS::RDS::DBInstance', instances.map(([id]) => id));
+    count(
+      'AWS::RDS::DBInstance',
+      instances.map(([id]) => id),
+    );
     const rotations = ofType('AWS::SecretsManager::RotationSchedule').length;
     // Scheduled functions on the database without an activity flag read it every invocation: the cluster never pauses.
     const wakers = fns.filter((f) => f.store === 'postgres' && isScheduled(f) && f.activityTable === null);
@@ -751,12 +968,25 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
           : wakers.length
             ? `0 ACU minimum, but ${wakers.map((f) => f.label).join(' and ')} read the database every minute: it never pauses (${serverless.length} × ${floor} ACU × ${monthHours} h)`
             : `paused (0 ACU) but for ${wakes} wakes a month (the probes' daily sweep, the secret's rotation), each ~${a.auroraWakeWorkMinutes} min of work and ${pauseMinutes} min until it pauses again, at ${floor} ACU: ${wakeHours.toFixed(1)} h`;
-      line({ what: `Aurora Serverless v2: ${serverless.length} instance(s), min ${min} ACU`, idle: acuUsd(floor, idleHours), busy: acuUsd(busyAcu), basis: `${idleBasis}; busy ${busyAcu} ACU each, awake all month (a reader that scales with the writer follows it)` });
+      line({
+        what: `Aurora Serverless v2: ${serverless.length} instance(s), min ${min} ACU`,
+        idle: acuUsd(floor, idleHours),
+        busy: acuUsd(busyAcu),
+        basis: `${idleBasis}; busy ${busyAcu} ACU each, awake all month (a reader that scales with the writer follows it)`,
+      });
       const ios = a.eventsPerMonth * a.auroraIosPerSignal;
-      line({ what: 'Aurora storage and I/O', idle: a.auroraStorageGb * PRICES.auroraStorage.usd, busy: a.auroraStorageGb * PRICES.auroraStorage.usd + ios * PRICES.auroraIo.usd, basis: `${a.auroraStorageGb} GB; busy ${fmtInt(ios)} I/O (${a.auroraIosPerSignal} a signal); backups up to the cluster's size are not charged` });
+      line({
+        what: 'Aurora storage and I/O',
+        idle: a.auroraStorageGb * PRICES.auroraStorage.usd,
+        busy: a.auroraStorageGb * PRICES.auroraStorage.usd + ios * PRICES.auroraIo.usd,
+        basis: `${a.auroraStorageGb} GB; busy ${fmtInt(ios)} I/O (${a.auroraIosPerSignal} a signal); backups up to the cluster's size are not charged`,
+      });
     }
     const secrets = ofType('AWS::SecretsManager::Secret');
-    count('AWS::SecretsManager::Secret', secrets.map(([id]) => id));
+    count(
+      'AWS::SecretsManager::Secret',
+      secrets.map(([id]) => id),
+    );
     // Each invocation that uses the database opens a connection (pools end with the invocation), which re-reads the secret once it is 30 s old.
     const opens = (f: FnInfo, col: 'idle' | 'busy') => {
       if (f.store !== 'postgres') return 0;
@@ -765,10 +995,19 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     };
     const fetches = (col: 'idle' | 'busy') => fns.reduce((n, f) => n + Math.min(opens(f, col), a.secretReadsPerFunctionMinute * monthMinutes), 0);
     const secretUsd = (col: 'idle' | 'busy') => secrets.length * PRICES.secret.usd + fetches(col) * PRICES.secretApiCall.usd;
-    if (secrets.length) line({ what: `Secrets Manager (${secrets.length} secret)`, idle: secretUsd('idle'), busy: secretUsd('busy'), basis: `${secrets.length} × US$ ${PRICES.secret.usd}; GetSecretValue when an invocation opens a connection and the secret it holds is 30 s old (at most ${a.secretReadsPerFunctionMinute} a minute a function): ${fmtInt(fetches('idle'))} idle, ${fmtInt(fetches('busy'))} busy; rotated monthly by its rotation function (${rotations} schedule)` });
+    if (secrets.length)
+      line({
+        what: `Secrets Manager (${secrets.length} secret)`,
+        idle: secretUsd('idle'),
+        busy: secretUsd('busy'),
+        basis: `${secrets.length} × US$ ${PRICES.secret.usd}; GetSecretValue when an invocation opens a connection and the secret it holds is 30 s old (at most ${a.secretReadsPerFunctionMinute} a minute a function): ${fmtInt(fetches('idle'))} idle, ${fmtInt(fetches('busy'))} busy; rotated monthly by its rotation function (${rotations} schedule)`,
+      });
   }
   const nats = ofType('AWS::EC2::NatGateway');
-  count('AWS::EC2::NatGateway', nats.map(([id]) => id));
+  count(
+    'AWS::EC2::NatGateway',
+    nats.map(([id]) => id),
+  );
   if (nats.length) {
     const gbBusy = (a.eventsPerMonth * a.natBytesPerSignal) / 1e9;
     const azs = Math.max(1, ofType('AWS::EC2::Subnet').filter(([, r]) => props(r).MapPublicIpOnLaunch === true).length);
@@ -781,20 +1020,59 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     });
   }
   const eips = ofType('AWS::EC2::EIP');
-  count('AWS::EC2::EIP', eips.map(([id]) => id));
-  if (eips.length) line({ what: `public IPv4 (${eips.length} EIP)`, idle: eips.length * monthHours * PRICES.publicIpv4Hour.usd, busy: eips.length * monthHours * PRICES.publicIpv4Hour.usd, basis: `${eips.length} × ${monthHours} h × US$ ${PRICES.publicIpv4Hour.usd}` });
+  count(
+    'AWS::EC2::EIP',
+    eips.map(([id]) => id),
+  );
+  if (eips.length)
+    line({
+      what: `public IPv4 (${eips.length} EIP)`,
+      idle: eips.length * monthHours * PRICES.publicIpv4Hour.usd,
+      busy: eips.length * monthHours * PRICES.publicIpv4Hour.usd,
+      basis: `${eips.length} × ${monthHours} h × US$ ${PRICES.publicIpv4Hour.usd}`,
+    });
   const endpoints = ofType('AWS::EC2::VPCEndpoint');
-  count('AWS::EC2::VPCEndpoint', endpoints.map(([id]) => id));
-  const interfaceAzs = endpoints.filter(([, r]) => props(r).VpcEndpointType === 'Interface').reduce((n, [, r]) => n + Math.max(1, (props(r).SubnetIds as unknown[] | undefined)?.length ?? 1), 0);
-  if (endpoints.length) line({ what: `VPC endpoints (${endpoints.length})`, idle: interfaceAzs * monthHours * PRICES.interfaceEndpointHour.usd, busy: interfaceAzs * monthHours * PRICES.interfaceEndpointHour.usd, basis: `${interfaceAzs} interface endpoint-AZ(s) × ${monthHours} h; gateway endpoints are free` });
+  count(
+    'AWS::EC2::VPCEndpoint',
+    endpoints.map(([id]) => id),
+  );
+  const interfaceAzs = endpoints
+    .filter(([, r]) => props(r).VpcEndpointType === 'Interface')
+    .reduce((n, [, r]) => n + Math.max(1, (props(r).SubnetIds as unknown[] | undefined)?.length ?? 1), 0);
+  if (endpoints.length)
+    line({
+      what: `VPC endpoints (${endpoints.length})`,
+      idle: interfaceAzs * monthHours * PRICES.interfaceEndpointHour.usd,
+      busy: interfaceAzs * monthHours * PRICES.interfaceEndpointHour.usd,
+      basis: `${interfaceAzs} interface endpoint-AZ(s) × ${monthHours} h; gateway endpoints are free`,
+    });
   const flowLogs = ofType('AWS::EC2::FlowLog');
   if (flowLogs.length || aurora) {
     const gb = flowLogs.length * a.flowLogGbPerMonth + (aurora ? a.dbLogGbPerMonth : 0);
-    line({ what: 'VPC flow logs and database logs', idle: logUsd(gb), busy: logUsd(gb), basis: `~${gb.toFixed(2)} GB a month (rejected traffic only; PostgreSQL's own log)` });
+    line({
+      what: 'VPC flow logs and database logs',
+      idle: logUsd(gb),
+      busy: logUsd(gb),
+      basis: `~${gb.toFixed(2)} GB a month (rejected traffic only; PostgreSQL's own log)`,
+    });
   }
 
   // Whatever else the template holds must be known to be free, or it is reported.
-  const priced = new Set(['AWS::Lambda::Function', 'AWS::Events::Rule', 'AWS::Events::Archive', 'AWS::Lambda::EventSourceMapping', 'AWS::CloudWatch::Alarm', 'AWS::CloudWatch::Dashboard', 'AWS::DynamoDB::Table', 'AWS::RDS::DBCluster', 'AWS::RDS::DBInstance', 'AWS::SecretsManager::Secret', 'AWS::EC2::NatGateway', 'AWS::EC2::EIP', 'AWS::EC2::VPCEndpoint']);
+  const priced = new Set([
+    'AWS::Lambda::Function',
+    'AWS::Events::Rule',
+    'AWS::Events::Archive',
+    'AWS::Lambda::EventSourceMapping',
+    'AWS::CloudWatch::Alarm',
+    'AWS::CloudWatch::Dashboard',
+    'AWS::DynamoDB::Table',
+    'AWS::RDS::DBCluster',
+    'AWS::RDS::DBInstance',
+    'AWS::SecretsManager::Secret',
+    'AWS::EC2::NatGateway',
+    'AWS::EC2::EIP',
+    'AWS::EC2::VPCEndpoint',
+  ]);
   for (const [, r] of resources) if (!priced.has(r.Type) && !(r.Type in NO_CHARGE_OF_THEIR_OWN)) unpriced.add(r.Type);
 
   const total = (col: 'idle' | 'busy') => lines.reduce((n, l) => n + l[col], 0);
@@ -832,7 +1110,13 @@ export function jsonLine(e: CostEstimate): string {
 
 function details(estimates: readonly CostEstimate[]): string {
   const freeTiers = new Map(estimates.flatMap((e) => e.lines.flatMap((l) => (l.freeTier ? [[l.what, l.freeTier] as const] : []))));
-  const out = ['', '#### Lines', ...[...freeTiers].map(([what, free]) => `- ${what}: free tier (not subtracted): ${free}`), '', '#### Assumptions (what the template cannot say; see DEFAULT_ASSUMPTIONS in infra/cost.ts for why each)'];
+  const out = [
+    '',
+    '#### Lines',
+    ...[...freeTiers].map(([what, free]) => `- ${what}: free tier (not subtracted): ${free}`),
+    '',
+    '#### Assumptions (what the template cannot say; see DEFAULT_ASSUMPTIONS in infra/cost.ts for why each)',
+  ];
   for (const [k, v] of Object.entries(estimates[0]!.assumptions)) out.push(`- ${k}: ${v}`);
   out.push('', `#### Prices (${PRICE_REGION}, read ${PRICES_READ_ON})`);
   const price = (p: Price) => (p.usd < 0.001 ? `US$ ${+(p.usd * 1e6).toPrecision(6)} per million (${p.unit})` : `US$ ${+p.usd.toPrecision(6)} per ${p.unit}`);
@@ -898,7 +1182,8 @@ async function main(argv: readonly string[]): Promise<void> {
   const o = parseArgs(argv);
   const stores = o.store === 'both' ? (['dynamodb', 'aurora'] as const) : [o.store];
   const estimates: CostEstimate[] = [];
-  for (const store of stores) estimates.push(estimateCost(await synthesizeTemplate({ store, dashboard: o.dashboard }), { ...DEFAULT_ASSUMPTIONS, eventsPerMonth: o.events }));
+  for (const store of stores)
+    estimates.push(estimateCost(await synthesizeTemplate({ store, dashboard: o.dashboard }), { ...DEFAULT_ASSUMPTIONS, eventsPerMonth: o.events }));
   console.log(`### Monthly cost (${PRICE_REGION} list prices read ${PRICES_READ_ON}, arm64, no free tier; \`npm run cost\` recomputes it from the template)`);
   for (const estimate of estimates) {
     console.log(`\n${markdownTable(estimate)}`);

@@ -1,6 +1,16 @@
 import { AssetHashType, DockerImage, Duration, Stack, Validations, type CfnElement } from 'aws-cdk-lib';
 import { AutoScalingGroup, SpotAllocationStrategy } from 'aws-cdk-lib/aws-autoscaling';
-import { AmazonLinuxCpuType, BlockDeviceVolume, InstanceType, LaunchTemplate, MachineImage, SecurityGroup, SubnetType, UserData, type IVpc } from 'aws-cdk-lib/aws-ec2';
+import {
+  AmazonLinuxCpuType,
+  BlockDeviceVolume,
+  InstanceType,
+  LaunchTemplate,
+  MachineImage,
+  SecurityGroup,
+  SubnetType,
+  UserData,
+  type IVpc,
+} from 'aws-cdk-lib/aws-ec2';
 import { ManagedPolicy, PolicyStatement, Role, ServicePrincipal, type IRole } from 'aws-cdk-lib/aws-iam';
 import { Asset } from 'aws-cdk-lib/aws-s3-assets';
 import { Construct } from 'constructs';
@@ -50,7 +60,8 @@ const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 /** Graviton: a1, and the families with a g after the generation (c7g, m6gd, t4g, c7gn, g5g, is4gen); g5 or inf2 are x86. */
 function cpuOf(types: readonly string[]): AmazonLinuxCpuType {
   const arm = types.map((t) => /^(a1|[a-z]+\d+[a-z]*g[a-z]*)\./.test(t));
-  if (arm.some((a) => a !== arm[0])) throw new Error(`invalid worker fleet config: instanceTypes: mixes arm64 and x86 (${types.join(', ')}): one AMI serves them all`);
+  if (arm.some((a) => a !== arm[0]))
+    throw new Error(`invalid worker fleet config: instanceTypes: mixes arm64 and x86 (${types.join(', ')}): one AMI serves them all`);
   return arm[0] ? AmazonLinuxCpuType.ARM_64 : AmazonLinuxCpuType.X86_64;
 }
 
@@ -69,8 +80,12 @@ export class WorkerFleet extends Construct {
     const { table, coordinator } = props.controlPlane.workerResources;
     if (!props.runs.length) throw new Error('invalid worker fleet config: runs: at least one run');
     // A worker takes what it receives from the fleet's queue: one run per fleet, so each run's workers receive only its items.
-    if (props.runs.length > 1) throw new Error('invalid worker fleet config: runs: one run per fleet (a fleet\'s queue carries its runs\' items and each worker takes what it receives; a fleet per run)');
-    for (const r of props.runs) if (!ID.test(r)) throw new Error(`invalid worker fleet config: runs: "${r}" is not a run id (letters, digits, _ . : -, at most 128)`);
+    if (props.runs.length > 1)
+      throw new Error(
+        "invalid worker fleet config: runs: one run per fleet (a fleet's queue carries its runs' items and each worker takes what it receives; a fleet per run)",
+      );
+    for (const r of props.runs)
+      if (!ID.test(r)) throw new Error(`invalid worker fleet config: runs: "${r}" is not a run id (letters, digits, _ . : -, at most 128)`);
     const types = props.instanceTypes?.length ? props.instanceTypes : DEFAULT_TYPES;
     const cpu = cpuOf(types);
     const desired = props.desiredCapacity ?? 2;
@@ -103,7 +118,9 @@ export class WorkerFleet extends Construct {
     const coordinatorAlias = props.controlPlane.fleetCoordinator(this, props.runs);
     role.addToPolicy(new PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [coordinatorAlias.functionArn] }));
     // The one object, not the whole bootstrap bucket.
-    role.addToPolicy(new PolicyStatement({ actions: ['s3:GetObject'], resources: [`arn:${Stack.of(this).partition}:s3:::${bundle.s3BucketName}/${bundle.s3ObjectKey}`] }));
+    role.addToPolicy(
+      new PolicyStatement({ actions: ['s3:GetObject'], resources: [`arn:${Stack.of(this).partition}:s3:::${bundle.s3BucketName}/${bundle.s3ObjectKey}`] }),
+    );
 
     const args = [
       ...props.runs.flatMap((r) => ['--run', r]),
@@ -160,7 +177,10 @@ export class WorkerFleet extends Construct {
       desiredCapacity: desired,
       mixedInstancesPolicy: {
         launchTemplate,
-        instancesDistribution: props.spot === false ? { onDemandPercentageAboveBaseCapacity: 100 } : { onDemandPercentageAboveBaseCapacity: 0, spotAllocationStrategy: SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED },
+        instancesDistribution:
+          props.spot === false
+            ? { onDemandPercentageAboveBaseCapacity: 100 }
+            : { onDemandPercentageAboveBaseCapacity: 0, spotAllocationStrategy: SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED },
         launchTemplateOverrides: types.map((t) => ({ instanceType: new InstanceType(t) })),
       },
       capacityRebalance: props.spot !== false,
@@ -168,11 +188,27 @@ export class WorkerFleet extends Construct {
     });
     if (workQueue.encryptionMasterKey || table.encryptionKey) Validations.of(this).acknowledge(...KMS_GRANT_FINDINGS);
     Validations.of(this).acknowledge(
-      { id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]', reason: 'Session Manager access instead of SSH; grants the instance its SSM agent permissions only' },
+      {
+        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]',
+        reason: 'Session Manager access instead of SSH; grants the instance its SSM agent permissions only',
+      },
       { id: 'Annotation::@aws-cdk/aws-autoscaling:desiredCapacitySet', reason: 'The fleet size is the workerCount context: a deployment is meant to set it' },
-      { id: 'AwsSolutions::AwsSolutions-AS3', reason: 'Scaling events are visible in the Auto Scaling activity history and EventBridge; no SNS topic is wanted by default' },
-      { id: 'AwsSolutions::AwsSolutions-EC26', reason: 'The rule cannot read a mixed-instances launch template; its only block device is encrypted (LaunchTemplate above)' },
-      ...(table.node.defaultChild ? [{ id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${Stack.of(this).getLogicalId(table.node.defaultChild as CfnElement)}.Arn>/index/*]`, reason: 'The table grant covers the table’s own index (gsi1), nothing else' }] : []),
+      {
+        id: 'AwsSolutions::AwsSolutions-AS3',
+        reason: 'Scaling events are visible in the Auto Scaling activity history and EventBridge; no SNS topic is wanted by default',
+      },
+      {
+        id: 'AwsSolutions::AwsSolutions-EC26',
+        reason: 'The rule cannot read a mixed-instances launch template; its only block device is encrypted (LaunchTemplate above)',
+      },
+      ...(table.node.defaultChild
+        ? [
+            {
+              id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${Stack.of(this).getLogicalId(table.node.defaultChild as CfnElement)}.Arn>/index/*]`,
+              reason: 'The table grant covers the table’s own index (gsi1), nothing else',
+            },
+          ]
+        : []),
     );
   }
 }

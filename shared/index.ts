@@ -4,7 +4,28 @@
  * assignment). The OpenFeature provider is `rollout-control-plane/openfeature`.
  */
 export { RolloutClient, RolloutWaitTimeoutError, ENDED_STATES } from './client/client.js';
-export type { RolloutClientOptions, CreatedRollout, CommandResult, AssignmentAnswer, SignalResult, CreateRunInput, CreatedRun, RunJson, RunCancelJson, CancelledRun, RunItemJson, RunItemsPage, ItemState, HistoryEntryJson, RolloutSummaryJson, RolloutsPage, RunSummaryJson, RunsPage, LeaderJson, ClusterStatusJson } from './client/client.js';
+export type {
+  RolloutClientOptions,
+  CreatedRollout,
+  CommandResult,
+  AssignmentAnswer,
+  SignalResult,
+  CreateRunInput,
+  CreatedRun,
+  RunJson,
+  RunCancelJson,
+  CancelledRun,
+  RunItemJson,
+  RunItemsPage,
+  ItemState,
+  HistoryEntryJson,
+  RolloutSummaryJson,
+  RolloutsPage,
+  RunSummaryJson,
+  RunsPage,
+  LeaderJson,
+  ClusterStatusJson,
+} from './client/client.js';
 export { ApiError } from './client/transport.js';
 export { EnqueueError, PRODUCER_PACE } from './client/producer.js';
 export type { EnqueueRunInput, EnqueueOptions, EnqueueReport } from './client/producer.js';

@@ -59,7 +59,8 @@ if (isEntryPoint(import.meta.url)) {
     main(process.argv.slice(2));
   } catch (err) {
     console.error(err instanceof Error ? err.message : String(err));
-    const usage = err instanceof Error && (/invalid (arguments|plan input)/.test(err.message) || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true);
+    const usage =
+      err instanceof Error && (/invalid (arguments|plan input)/.test(err.message) || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true);
     process.exit(usage ? 2 : 1);
   }
 }

@@ -226,7 +226,15 @@ export interface ModelInput {
 /** What `trace` is told; times in simulated ms, counts in simulated items. */
 export type ModelTrace =
   /** A claim round answered (in full or in part): its claims that landed, and those left unanswered past their retries. */
-  | { readonly kind: 'claims'; readonly receivedAt: number; readonly at: number; readonly worker: number; readonly received: number; readonly landed: readonly number[]; readonly unanswered: readonly number[] }
+  | {
+      readonly kind: 'claims';
+      readonly receivedAt: number;
+      readonly at: number;
+      readonly worker: number;
+      readonly received: number;
+      readonly landed: readonly number[];
+      readonly unanswered: readonly number[];
+    }
   /** An ack round (Worker.flushOnce) answered in part or in full: the items it sent, and those left unanswered past their retries. */
   | { readonly kind: 'acks'; readonly at: number; readonly worker: number; readonly sent: readonly number[]; readonly unanswered: readonly number[] }
   /** A worker's receive batch and pause, changed by a throttled round or step (slowDown) or a claim round answered in full (speedUp). */
@@ -236,7 +244,15 @@ export type ModelTrace =
   /** A worker's ask for work answered: items stolen, or failed (`refused`: Lambda's 429, the ask never ran). */
   | { readonly kind: 'ask'; readonly at: number; readonly worker: number; readonly stolen: number; readonly refused: boolean }
   /** An enqueue (one API request's attempt, or the benchmark's call), named by its first item, from when it was sent to its answer. */
-  | { readonly kind: 'enqueue'; readonly request: number; readonly sent: number; readonly at: number; readonly items: number; readonly stored: number; readonly accepted: boolean };
+  | {
+      readonly kind: 'enqueue';
+      readonly request: number;
+      readonly sent: number;
+      readonly at: number;
+      readonly items: number;
+      readonly stored: number;
+      readonly accepted: boolean;
+    };
 
 /** Key families, named as the throttling simulator names them (`defaultFamily`). */
 export type Family = 'item' | 'pending' | 'running' | 'runRecord' | 'lease' | 'runs' | 'hint' | 'fence';
@@ -482,7 +498,12 @@ export function takeOrder<V>(entries: Iterable<readonly [V, readonly number[]]>)
  */
 export function simulatedTake(k: number, ids: number, rest: readonly number[], live: boolean): { attempts: number; wcu: number } {
   const stands = Math.max(1, Math.min(k, STEAL_HINT_VICTIMS));
-  if (live) return busiestFirstTakes(k, Array.from({ length: stands }, () => ids), rest.slice(0, STEAL_HINT_VICTIMS - stands));
+  if (live)
+    return busiestFirstTakes(
+      k,
+      Array.from({ length: stands }, () => ids),
+      rest.slice(0, STEAL_HINT_VICTIMS - stands),
+    );
   const attempts = k * stands;
   return { attempts, wcu: attempts * hintWriteWcu(stealHintBytes(rest.slice(0, STEAL_HINT_VICTIMS))) };
 }
@@ -670,7 +691,9 @@ class Simulation {
     const l = o.limits;
     this.limit = [l.partitionWcu, l.partitionRcu, l.gsiWcu ?? l.partitionWcu, l.gsiRcu ?? l.partitionRcu];
     const perWindow = l.windowMs / 1000;
-    this.quota = o.tableQuota ? [o.tableQuota.wcu * perWindow, o.tableQuota.rcu * perWindow, o.tableQuota.gsiWcu * perWindow, o.tableQuota.gsiRcu * perWindow] : null;
+    this.quota = o.tableQuota
+      ? [o.tableQuota.wcu * perWindow, o.tableQuota.rcu * perWindow, o.tableQuota.gsiWcu * perWindow, o.tableQuota.gsiRcu * perWindow]
+      : null;
     this.serviceMs = Number.isFinite(o.machineRequestsPerSecond) ? (1000 * this.k) / o.machineRequestsPerSecond : 0;
     this.processBox = o.coordinatorProcess ? { tokenUntil: Number.POSITIVE_INFINITY, fencesSeen: false, turns: new Set(), waiting: [] } : null;
     // Each simulated item's k real items, hashed to shards one by one.
@@ -682,10 +705,11 @@ class Simulation {
       this.slotStart[i] = shards.length;
       tally.clear();
       if (this.n === 1) tally.set(0, this.k);
-      else for (let j = 0; j < this.k; j++) {
-        const s = Math.floor(this.rand() * this.n);
-        tally.set(s, (tally.get(s) ?? 0) + 1);
-      }
+      else
+        for (let j = 0; j < this.k; j++) {
+          const s = Math.floor(this.rand() * this.n);
+          tally.set(s, (tally.get(s) ?? 0) + 1);
+        }
       for (const [s, c] of tally) {
         shards.push(s);
         counts.push(c);
@@ -720,7 +744,9 @@ class Simulation {
     if (o.producer.kind === 'streaming') this.startWorkers();
     if (o.scanEverySeconds !== null && o.worker.coordinator) this.every(o.scanEverySeconds * 1000, () => this.spawn(this.scan()));
     if (o.coordinatorProcess && o.worker.coordinator) this.every(o.coordinatorProcess.renewEveryMs, () => this.spawn(this.renewLease()));
-    this.every(10_000, () => this.timeline.push({ t: this.now / 1000, done: this.doneItems * this.k, throttled: this.refusedRequests, dynamodb: this.ddbRequests }));
+    this.every(10_000, () =>
+      this.timeline.push({ t: this.now / 1000, done: this.doneItems * this.k, throttled: this.refusedRequests, dynamodb: this.ddbRequests }),
+    );
     // A run that does not finish (no worker, a limit of 0, items nobody will pick up) stops at stopAfterSeconds.
     while (this.ev.size > 0 && this.endAt === null) {
       const [t, fn] = this.ev.pop();
@@ -866,7 +892,7 @@ class Simulation {
   }
 
   private nextTurn(box: Sandbox): void {
-    for (let i = 0; i < box.waiting.length; ) {
+    for (let i = 0; i < box.waiting.length;) {
       const w = box.waiting[i]!;
       if (w.fences.some((f) => box.turns.has(f))) i++;
       else {
@@ -1049,7 +1075,12 @@ class Simulation {
   }
 
   /** A write of the item: `c.item` writes of it on its partition, `c.pending` / `c.running` writes of its index entry on its PENDING and RUNNING keys. */
-  private itemMove(item: number, c: { readonly item: number; readonly pending: number; readonly running: number }, client: Client, policy: Policy = 'app'): Req {
+  private itemMove(
+    item: number,
+    c: { readonly item: number; readonly pending: number; readonly running: number },
+    client: Client,
+    policy: Policy = 'app',
+  ): Req {
     const keys: number[] = [];
     const kinds: number[] = [];
     const units: number[] = [];
@@ -1081,7 +1112,14 @@ class Simulation {
       keys.push(F_ITEM * this.n + this.slotShard[j]!);
       units.push(this.slotCount[j]! * this.w);
     }
-    return this.req('ddb', 'app', client, keys, keys.map(() => 0), units);
+    return this.req(
+      'ddb',
+      'app',
+      client,
+      keys,
+      keys.map(() => 0),
+      units,
+    );
   }
 
   /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry rewritten in place (its worker; twice), its shard fence's ConditionCheck (2). */
@@ -1132,7 +1170,16 @@ class Simulation {
           units.push(this.slotCount[j]! * this.itemRead);
         }
       }
-      reqs.push(this.req('ddb', 'app', client, keys, keys.map(() => 1), units));
+      reqs.push(
+        this.req(
+          'ddb',
+          'app',
+          client,
+          keys,
+          keys.map(() => 1),
+          units,
+        ),
+      );
     }
     return reqs;
   }
@@ -1193,10 +1240,15 @@ class Simulation {
     for (let j = 0; j < items.length; j += 10) {
       const part = items.slice(j, j + 10);
       const sent = this.now;
-      reqs.push(Object.assign(this.sqs(client), { onOk: () => part.forEach((i) => {
-        this.knownVisible[i] = sent + vis;
-        if (this.msgInFlight[i]) this.invisibleFor(i, vis);
-      }) }));
+      reqs.push(
+        Object.assign(this.sqs(client), {
+          onOk: () =>
+            part.forEach((i) => {
+              this.knownVisible[i] = sent + vis;
+              if (this.msgInFlight[i]) this.invisibleFor(i, vis);
+            }),
+        }),
+      );
     }
     return reqs;
   }
@@ -1380,7 +1432,23 @@ class Simulation {
   private startWorkers(): void {
     this.workStartedAt = this.now;
     for (let id = 0; id < this.simWorkers; id++) {
-      const wk: WorkerState = { id, client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota }, backlog: [], executing: [], outcomes: [], owned: new Set(), itemMs: null, beating: false, stopped: false, reconcileDue: false, fruitless: 0, nextAskAt: this.now + stealBackoffMs(1, this.rand), epochReadAt: Number.NEGATIVE_INFINITY, batch: this.o.worker.receiveBatch, pauseMs: 0 };
+      const wk: WorkerState = {
+        id,
+        client: this.o.worker.clients === 'shared' ? this.sharedClient : { quota: SDK_RETRY.quota },
+        backlog: [],
+        executing: [],
+        outcomes: [],
+        owned: new Set(),
+        itemMs: null,
+        beating: false,
+        stopped: false,
+        reconcileDue: false,
+        fruitless: 0,
+        nextAskAt: this.now + stealBackoffMs(1, this.rand),
+        epochReadAt: Number.NEGATIVE_INFINITY,
+        batch: this.o.worker.receiveBatch,
+        pauseMs: 0,
+      };
       this.workers.push(wk);
       this.running++;
       // Heartbeat rounds tick from the worker's start, whatever it is doing.
@@ -1526,7 +1594,15 @@ class Simulation {
     const whole = yield { op: 'all', reqs: claims, limit: b.concurrency, settle: true };
     // None answered: the first error is thrown as it came; nothing landed, the messages come back.
     if (!whole && claims.every((r) => r.failed)) return -1;
-    this.o.trace?.({ kind: 'claims', receivedAt, at: this.now, worker: wk.id, received: got.length, landed: mine.slice(), unanswered: got.filter((_, j) => claims[j]!.failed) });
+    this.o.trace?.({
+      kind: 'claims',
+      receivedAt,
+      at: this.now,
+      worker: wk.id,
+      received: got.length,
+      landed: mine.slice(),
+      unanswered: got.filter((_, j) => claims[j]!.failed),
+    });
     const extend: number[] = [];
     const drop: number[] = [];
     got.forEach((i, j) => {
@@ -1546,10 +1622,7 @@ class Simulation {
     });
     yield {
       op: 'all',
-      reqs: [
-        ...this.extendRequests(extend, wk.client),
-        ...drop.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.dropMessage(i) })),
-      ],
+      reqs: [...this.extendRequests(extend, wk.client), ...drop.map((i) => Object.assign(this.sqs(wk.client), { onOk: () => this.dropMessage(i) }))],
       limit: Infinity,
     };
     // Refused in part (a refusal applied nothing: no claim's fate unknown): slow down, the step goes on.
@@ -1635,7 +1708,8 @@ class Simulation {
     ok.push(...toStart.filter((i) => !gone.includes(i) && this.started[i] && this.owner[i] === wk.id));
     for (const i of gone) this.heldBy[i] = -1;
     const lostMsgs = gone.filter((i) => this.msgRef[i]);
-    if (lostMsgs.length) yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => lostMsgs.forEach((i) => this.dropMessage(i)) })], limit: 1 };
+    if (lostMsgs.length)
+      yield { op: 'all', reqs: [Object.assign(this.sqs(wk.client), { onOk: () => lostMsgs.forEach((i) => this.dropMessage(i)) })], limit: 1 };
     wk.executing.push(...ok);
     let lastFlush = this.now;
     const itemMs = this.itemMsOf(wk);
@@ -1714,7 +1788,9 @@ class Simulation {
     );
     const ok = beats.length ? yield { op: 'all', reqs: beats, limit: this.o.worker.concurrency, settle: true } : true;
     if (ok) {
-      const extend = held.filter((i) => this.msgRef[i] && this.msgInFlight[i] && extensionDue(this.now, this.knownVisible[i]!, this.o.worker.visibilitySeconds * 1000, hb));
+      const extend = held.filter(
+        (i) => this.msgRef[i] && this.msgInFlight[i] && extensionDue(this.now, this.knownVisible[i]!, this.o.worker.visibilitySeconds * 1000, hb),
+      );
       if (extend.length) yield { op: 'all', reqs: this.extendRequests(extend, wk.client), limit: Infinity };
     }
     wk.beating = false;
@@ -1968,8 +2044,12 @@ class Simulation {
       kept.splice(Math.max(1, limit));
     }
     // From the back of each line: its worker would reach them last.
-    const victims = new Map(kept.slice(0, limit).map(({ worker, line }) => [worker.id, line.slice(-Math.min(Math.ceil(line.length / 2), MAX_STEAL_BATCH))] as const));
-    const bytes = stealHintBytes([...victims.values()].flatMap((ids) => Array.from({ length: Math.min(this.k, STEAL_HINT_VICTIMS) }, () => ids.length)).slice(0, STEAL_HINT_VICTIMS));
+    const victims = new Map(
+      kept.slice(0, limit).map(({ worker, line }) => [worker.id, line.slice(-Math.min(Math.ceil(line.length / 2), MAX_STEAL_BATCH))] as const),
+    );
+    const bytes = stealHintBytes(
+      [...victims.values()].flatMap((ids) => Array.from({ length: Math.min(this.k, STEAL_HINT_VICTIMS) }, () => ids.length)).slice(0, STEAL_HINT_VICTIMS),
+    );
     // A put that replaces an item is paid at the larger of the two.
     const put = this.single(this.kHint, 0, hintWriteWcu(Math.max(bytes, this.hintBytes())), 'app', client, 1);
     put.onOk = () => {
@@ -2096,13 +2176,15 @@ class Simulation {
     yield { op: 'sleep', ms: this.o.latencyMs.lambda };
     yield { op: 'all', reqs: [this.single(this.kRuns, 1, 0.5, 'sdk', client)], limit: 1 };
     const probes: Req[] = [];
-    for (let s = 0; s < this.n; s++) probes.push(this.single(F_PENDING * this.n + s, 1, 0.5, 'app', client), this.single(F_RUNNING * this.n + s, 1, 0.5, 'app', client));
+    for (let s = 0; s < this.n; s++)
+      probes.push(this.single(F_PENDING * this.n + s, 1, 0.5, 'app', client), this.single(F_RUNNING * this.n + s, 1, 0.5, 'app', client));
     yield { op: 'all', reqs: probes, limit: 16 };
     const lead = yield* this.campaign(inv.box, client);
     // ledger.running: the entries, then every running item (their heartbeats are not in the index).
     const runningItems: number[] = [];
     for (let i = 0; i < this.simItems; i++) if (this.state[i] === 2) runningItems.push(i);
-    if (lead && (yield* this.readRunning(client, 16, 1)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 })) yield* this.failureScan(inv.box, client);
+    if (lead && (yield* this.readRunning(client, 16, 1)) && (yield { op: 'all', reqs: this.readItems(runningItems, client), limit: 16 }))
+      yield* this.failureScan(inv.box, client);
     // Unsent items (stored, message not yet recorded): at most 1,000 a key.
     const unsent: Req[] = [];
     for (let s = 0; s < this.n; s++) unsent.push(...this.queryPages(F_PENDING * this.n + s, Math.min(1000, this.unsentCnt[s]! / this.k), client));
@@ -2143,11 +2225,21 @@ class Simulation {
     for (let i = 0; i < this.simItems; i++) {
       if (this.state[i] === 3) continue;
       const where =
-        this.state[i] === 0 ? (this.stored[i] ? 'stored, no message' : 'not stored')
-        : this.state[i] === 1 ? (this.msgInFlight[i] ? 'pending, message in flight' : this.hasMsg[i] ? 'pending, message queued' : 'pending, no message')
-        : held.has(i) ? `running, held${this.started[i] ? ' (started)' : ''}`
-        : orphans.has(i) ? `running, orphaned${this.started[i] ? ' (started)' : ''}`
-        : `running, lost${this.started[i] ? ' (started)' : ''}`;
+        this.state[i] === 0
+          ? this.stored[i]
+            ? 'stored, no message'
+            : 'not stored'
+          : this.state[i] === 1
+            ? this.msgInFlight[i]
+              ? 'pending, message in flight'
+              : this.hasMsg[i]
+                ? 'pending, message queued'
+                : 'pending, no message'
+            : held.has(i)
+              ? `running, held${this.started[i] ? ' (started)' : ''}`
+              : orphans.has(i)
+                ? `running, orphaned${this.started[i] ? ' (started)' : ''}`
+                : `running, lost${this.started[i] ? ' (started)' : ''}`;
       out[where] = (out[where] ?? 0) + this.k;
     }
     return out;
@@ -2256,7 +2348,18 @@ export function benchModelInput(p: BenchParams): ModelInput {
     machineRequestsPerSecond: p.machineRequestsPerSecond,
     latencyMs: BENCH_LATENCY_MS,
     // The bench's Worker options (receiveBatch 10, maxChunk 10, waitSeconds 0) and DynamoLedgerStore concurrency 8.
-    worker: { receiveBatch: 10, concurrency: 8, maxChunk: 10, chunkBudgetMs: 100, heartbeatMs: 5_000, heartbeatPhase: 'aligned', visibilitySeconds: 30, waitSeconds: 0, coordinator: p.steals ?? false, clients: 'shared' },
+    worker: {
+      receiveBatch: 10,
+      concurrency: 8,
+      maxChunk: 10,
+      chunkBudgetMs: 100,
+      heartbeatMs: 5_000,
+      heartbeatPhase: 'aligned',
+      visibilitySeconds: 30,
+      waitSeconds: 0,
+      coordinator: p.steals ?? false,
+      clients: 'shared',
+    },
     queueVisibilitySeconds: 60,
     producer: { kind: 'phased', concurrency: 8 },
     scanEverySeconds: null,
@@ -2273,7 +2376,17 @@ export function benchModelInput(p: BenchParams): ModelInput {
 
 /** What a deployment sets of the model's input as it is (the rest is the stack's fixed behaviour, below). */
 type DeploymentPassThrough =
-  | 'items' | 'workers' | 'itemKb' | 'tableQuota' | 'latencyMs' | 'lambdaMemoryMb' | 'lambdaConcurrencyLimit' | 'sqsInFlightLimit' | 'weight' | 'seed' | 'stopAfterSeconds';
+  | 'items'
+  | 'workers'
+  | 'itemKb'
+  | 'tableQuota'
+  | 'latencyMs'
+  | 'lambdaMemoryMb'
+  | 'lambdaConcurrencyLimit'
+  | 'sqsInFlightLimit'
+  | 'weight'
+  | 'seed'
+  | 'stopAfterSeconds';
 export interface DeploymentParams extends Pick<ModelInput, DeploymentPassThrough> {
   readonly rate: number;
   readonly shards: number;
@@ -2294,7 +2407,18 @@ export function deploymentModelInput(p: DeploymentParams): ModelInput {
     tableQuota: p.tableQuota,
     machineRequestsPerSecond: Number.POSITIVE_INFINITY,
     latencyMs: p.latencyMs,
-    worker: { receiveBatch: 10, concurrency: 16, maxChunk: 64, chunkBudgetMs: 100, heartbeatMs: p.heartbeatSeconds * 1000, heartbeatPhase: 'spread', visibilitySeconds: 30, waitSeconds: 20, coordinator: true, clients: 'per-worker' },
+    worker: {
+      receiveBatch: 10,
+      concurrency: 16,
+      maxChunk: 64,
+      chunkBudgetMs: 100,
+      heartbeatMs: p.heartbeatSeconds * 1000,
+      heartbeatPhase: 'spread',
+      visibilitySeconds: 30,
+      waitSeconds: 20,
+      coordinator: true,
+      clients: 'per-worker',
+    },
     queueVisibilitySeconds: 60,
     producer: { kind: 'streaming', itemsPerSecond: p.rate, requestItems: p.apiRequestItems, concurrency: 16 },
     scanEverySeconds: 60,
@@ -2320,7 +2444,11 @@ export function medianRun(make: (seed: number) => ModelInput, seeds: readonly nu
  * `measuredItemsPerSecond`: bisection in log space (the rate grows with the
  * ceiling; seeds fixed, so the search is deterministic).
  */
-export function calibrateMachine(measuredItemsPerSecond: number, make: (machineRequestsPerSecond: number, seed: number) => ModelInput, seeds: readonly number[]): number {
+export function calibrateMachine(
+  measuredItemsPerSecond: number,
+  make: (machineRequestsPerSecond: number, seed: number) => ModelInput,
+  seeds: readonly number[],
+): number {
   let lo = Math.log(10);
   let hi = Math.log(1e7);
   for (let i = 0; i < 40; i++) {

@@ -12,7 +12,18 @@
  * AWS limits and prices are dated and sourced below. The discrete-event model
  * (model.ts) checks the steady state and shows the transients (start, tail).
  */
-import { PARTITION_RCU, PARTITION_WCU, DEFAULT_KEY_SHARE, INDEX_ENTRY_KB, ITEM_WRITES, MAX_RUN_SHARDS, perItem, shardsFor, unitsPerWrite, type ItemWrite } from '../../shared/ledger/capacity.js';
+import {
+  PARTITION_RCU,
+  PARTITION_WCU,
+  DEFAULT_KEY_SHARE,
+  INDEX_ENTRY_KB,
+  ITEM_WRITES,
+  MAX_RUN_SHARDS,
+  perItem,
+  shardsFor,
+  unitsPerWrite,
+  type ItemWrite,
+} from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
 import { STEAL_HINT_FRESH_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
@@ -38,34 +49,62 @@ export const AWS_LIMITS = {
     value: PARTITION_WCU,
     unit: 'write units/s per partition (a key cannot spread over partitions; a GSI key throttles the table writes that write it)',
     adjustable: false,
-    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html ("each individual partition is limited to 1,000 write units per second and 3,000 read units per second")',
+    source:
+      'docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html ("each individual partition is limited to 1,000 write units per second and 3,000 read units per second")',
   },
   partitionRcu: { value: PARTITION_RCU, unit: 'read units/s per partition', adjustable: false, source: 'same page' },
   tableOnDemandWcu: {
     value: 40_000,
     unit: 'write request units/s per on-demand table (the table-level quota; this plan applies it to the table and to its GSI each — the excerpts read do not say how an on-demand GSI counts)',
     adjustable: true,
-    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode-max-throughput.html ("bounded by 40,000 table-level read and write throughput AWS service quota ... you can request an increase"); Limits.html (per table, on-demand: 40,000 RRU and 40,000 WRU); throttling-account-limit-exceeded-mitigation.html (AccountLimitExceeded throttling reason)',
+    source:
+      'docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode-max-throughput.html ("bounded by 40,000 table-level read and write throughput AWS service quota ... you can request an increase"); Limits.html (per table, on-demand: 40,000 RRU and 40,000 WRU); throttling-account-limit-exceeded-mitigation.html (AccountLimitExceeded throttling reason)',
   },
   tableOnDemandRcu: { value: 40_000, unit: 'read request units/s per on-demand table', adjustable: true, source: 'same pages' },
   warmNewTableWcu: {
     value: 4_000,
     unit: 'writes/s a new on-demand table sustains at once (warm throughput); it scales past that on its own only up to twice its previous peak within 30 minutes',
     adjustable: true,
-    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/pre-warming-on-demand-capacity-mode.html; warm-throughput.html (raise it with CreateTable/UpdateTable WarmThroughput, table and each GSI; pre-warming is billed)',
+    source:
+      'docs.aws.amazon.com/amazondynamodb/latest/developerguide/pre-warming-on-demand-capacity-mode.html; warm-throughput.html (raise it with CreateTable/UpdateTable WarmThroughput, table and each GSI; pre-warming is billed)',
   },
   warmNewTableRcu: { value: 12_000, unit: 'reads/s a new on-demand table sustains at once', adjustable: true, source: 'same pages' },
-  itemBytes: { value: 400 * 1024, unit: 'bytes per DynamoDB item (payload, result and bookkeeping together)', adjustable: false, source: 'Limits.html; shared/ledger/model.ts MAX_RESULT_BYTES says the same' },
-  transactionActions: { value: 100, unit: 'actions per TransactWriteItems (aggregate at most 4 MB)', adjustable: false, source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html' },
+  itemBytes: {
+    value: 400 * 1024,
+    unit: 'bytes per DynamoDB item (payload, result and bookkeeping together)',
+    adjustable: false,
+    source: 'Limits.html; shared/ledger/model.ts MAX_RESULT_BYTES says the same',
+  },
+  transactionActions: {
+    value: 100,
+    unit: 'actions per TransactWriteItems (aggregate at most 4 MB)',
+    adjustable: false,
+    source: 'docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html',
+  },
   sqsInFlight: {
     value: 120_000,
     unit: 'in-flight messages per standard queue (received, not yet deleted); past it short polls get OverLimit, long polls return nothing',
     adjustable: true,
     source: 'docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-queues.html (increase by support request)',
   },
-  sqsBatch: { value: 10, unit: 'messages per SendMessageBatch / ReceiveMessage / DeleteMessageBatch', adjustable: false, source: 'SQS API reference; shared/adapters/sqs/queue.ts batches by 10' },
-  lambdaConcurrency: { value: 1_000, unit: 'concurrent executions per account and Region (every function together)', adjustable: true, source: 'serverlessland.com AWS Lambda Operator Guide, scaling-concurrency ("default concurrent limit of 1000 per Region ... a soft limit")' },
-  lambdaScaling: { value: 1_000, unit: 'new execution environments per function every 10 s', adjustable: false, source: 'docs.aws.amazon.com/lambda/latest/dg/scaling-behavior.html' },
+  sqsBatch: {
+    value: 10,
+    unit: 'messages per SendMessageBatch / ReceiveMessage / DeleteMessageBatch',
+    adjustable: false,
+    source: 'SQS API reference; shared/adapters/sqs/queue.ts batches by 10',
+  },
+  lambdaConcurrency: {
+    value: 1_000,
+    unit: 'concurrent executions per account and Region (every function together)',
+    adjustable: true,
+    source: 'serverlessland.com AWS Lambda Operator Guide, scaling-concurrency ("default concurrent limit of 1000 per Region ... a soft limit")',
+  },
+  lambdaScaling: {
+    value: 1_000,
+    unit: 'new execution environments per function every 10 s',
+    adjustable: false,
+    source: 'docs.aws.amazon.com/lambda/latest/dg/scaling-behavior.html',
+  },
 } as const satisfies Record<string, Limit>;
 
 // ---------------------------------------------------------------------------
@@ -129,7 +168,11 @@ export const hintWriteWcu = (bytes: number): number => Math.max(1, Math.ceil(byt
  * with its entry still in, the losers' after it went. A fractional herd's
  * last thief counts for its fraction.
  */
-export function busiestFirstTakes(thieves: number, ids: readonly number[], rest: readonly number[] = []): { attempts: number; wcu: number; won: number; rounds: number } {
+export function busiestFirstTakes(
+  thieves: number,
+  ids: readonly number[],
+  rest: readonly number[] = [],
+): { attempts: number; wcu: number; won: number; rounds: number } {
   const order = [...ids].sort((a, b) => b - a);
   let attempts = 0;
   let wcu = 0;
@@ -195,19 +238,44 @@ export interface Check {
 export interface CapacityPlan {
   readonly input: PlanInput;
   /** Derived timings: per item on one worker, held (claim to ack), heartbeats per item. */
-  readonly timing: { readonly workerSecondsPerItem: number; readonly heldSeconds: number; readonly heartbeatsPerItem: number; readonly chunk: number; readonly deletesPerItem: number };
+  readonly timing: {
+    readonly workerSecondsPerItem: number;
+    readonly heldSeconds: number;
+    readonly heartbeatsPerItem: number;
+    readonly chunk: number;
+    readonly deletesPerItem: number;
+  };
   readonly paths: readonly PathRow[];
-  readonly perItem: { readonly itemWcu: number; readonly pendingWcu: number; readonly runningWcu: number; readonly rcu: number; readonly sqsRequests: number; readonly lambdaInvocations: number };
+  readonly perItem: {
+    readonly itemWcu: number;
+    readonly pendingWcu: number;
+    readonly runningWcu: number;
+    readonly rcu: number;
+    readonly sqsRequests: number;
+    readonly lambdaInvocations: number;
+  };
   readonly shards: { readonly needed: number; readonly apiDefault: number; readonly max: number; readonly fits: boolean; readonly perKey: readonly Check[] };
   readonly table: readonly Check[];
   readonly sqs: { readonly requestsPerSecond: number; readonly inFlight: number; readonly check: Check };
-  readonly lambda: { readonly steady: { readonly invocationsPerSecond: number; readonly concurrency: number }; readonly tail: { readonly invocationsPerSecond: number; readonly concurrency: number }; readonly checks: readonly Check[] };
+  readonly lambda: {
+    readonly steady: { readonly invocationsPerSecond: number; readonly concurrency: number };
+    readonly tail: { readonly invocationsPerSecond: number; readonly concurrency: number };
+    readonly checks: readonly Check[];
+  };
   readonly workers: { readonly needed: number; readonly deployed: number; readonly achievableRate: number; readonly instances: number };
   /** The run's duration at the achievable rate. */
   readonly runSeconds: number;
   /** Idle fleet and tail: what idle workers' asks cost (the steal hint, its rebuilds, the lease), first idle minute and settled. */
   readonly idle: IdleFleet;
-  readonly cost: { readonly perItemUsd: number; readonly perMillionUsd: number; readonly perHourUsd: number; readonly runUsd: number; readonly storageUsdMonth: number; readonly lines: readonly { readonly what: string; readonly perMillionUsd: number; readonly basis: string }[]; readonly unpriced: readonly string[] };
+  readonly cost: {
+    readonly perItemUsd: number;
+    readonly perMillionUsd: number;
+    readonly perHourUsd: number;
+    readonly runUsd: number;
+    readonly storageUsdMonth: number;
+    readonly lines: readonly { readonly what: string; readonly perMillionUsd: number; readonly basis: string }[];
+    readonly unpriced: readonly string[];
+  };
   readonly limits: readonly string[];
   readonly warnings: readonly string[];
   readonly beforeRun: readonly string[];
@@ -353,7 +421,16 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   // Items wait in the worker's backlog for those before them: held (claim to ack) ≈ half a batch on average.
   const heldSeconds = ((b + 1) / 2) * workerSecondsPerItem + ls;
   // Written while held only when an interval would otherwise pass without a write (a claim and a start count).
-  const held = heldWrites({ batch: b, chunk, itemSeconds, dynamodbSeconds: ld, sqsSeconds: ls, concurrency: a.ledgerConcurrency, heartbeatSeconds, visibilitySeconds: a.visibilitySeconds });
+  const held = heldWrites({
+    batch: b,
+    chunk,
+    itemSeconds,
+    dynamodbSeconds: ld,
+    sqsSeconds: ls,
+    concurrency: a.ledgerConcurrency,
+    heartbeatSeconds,
+    visibilitySeconds: a.visibilitySeconds,
+  });
   const heartbeats = held.heartbeats;
   const deletesPerItem = chunks / b;
   // The claims' extensions: one ChangeMessageVisibilityBatch per ten messages received.
@@ -389,7 +466,12 @@ export function planCapacity(input: PlanInput): CapacityPlan {
     check('item partition RUN#<run>#<s>', perKey(p.itemWcu), keyLimitW, 'write units/s per key'),
     check('gsi1 PENDING#<run>#<s>', perKey(p.pendingWcu), keyLimitW, 'index write units/s per key'),
     check('gsi1 RUNNING#<run>#<s>', perKey(p.runningWcu), keyLimitW, 'index write units/s per key'),
-    check('run record RUN#<run> (reads)', runRecordRcu, keyLimitR, `consistent reads/s: each worker's at most once per ${ttl} s (${fmt(workers)} workers / ${ttl} s), on one key whatever the shards`),
+    check(
+      'run record RUN#<run> (reads)',
+      runRecordRcu,
+      keyLimitR,
+      `consistent reads/s: each worker's at most once per ${ttl} s (${fmt(workers)} workers / ${ttl} s), on one key whatever the shards`,
+    ),
   ];
 
   // The running set, and what reading it costs: reconcile and a hint rebuild read every RUNNING key's entries (small:
@@ -517,12 +599,67 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const apiPerSecond = achievable / a.apiRequestItems;
 
   const paths: PathRow[] = [
-    { path: 'enqueue', per: 'item', dynamodbRequests: 1 + 1 / a.apiRequestItems, ...unit('enqueue'), wcu: unit('enqueue').wcu + 1 / a.apiRequestItems, rcu: 0, sqsRequests: 0, lambdaInvocations: 1 / a.apiRequestItems, keys: `PutItem on ${shardKeys.split(' · ').slice(0, 2).join(' · ')} (PENDING put); + the run record RUN#<run> once per API request of ≤ ${a.apiRequestItems.toLocaleString('en-US')} items` },
-    { path: 'send', per: 'item', dynamodbRequests: 1, ...unit('markSent'), rcu: 0, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'SendMessageBatch (10 a call); markSent UpdateItem: item partition, PENDING sort key moves (delete + put)' },
-    { path: 'claim', per: 'item', dynamodbRequests: 1 + runRecordRcu / achievable, ...unit('claim'), rcu: runRecordRcu / achievable, sqsRequests: 1 / b + claimExtensionCalls, lambdaInvocations: 0, keys: `ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) by each worker at most once per ${ttl} s, on a received batch; UpdateItem: item partition, PENDING delete, RUNNING put (by id, where it stays); ChangeMessageVisibilityBatch per batch` },
-    { path: 'start', per: 'item', dynamodbRequests: 1, ...unit('start'), rcu: 0, sqsRequests: 0, lambdaInvocations: 0, keys: 'UpdateItem: item partition only (its RUNNING entry does not change)' },
-    { path: 'heartbeat', per: `item (${heartbeats.toFixed(2)} writes)`, dynamodbRequests: heartbeats, ...unit('heartbeat', heartbeats), rcu: 0, sqsRequests: held.extensionCalls, lambdaInvocations: 0, keys: `UpdateItem: item partition only, for a held item not written for ${HEARTBEAT_ROUNDS - 1}/${HEARTBEAT_ROUNDS} of an interval; ChangeMessageVisibilityBatch (≤ 10 a call) for messages with under two intervals of visibility left (${held.extensions.toFixed(3)} extensions an item)` },
-    { path: 'ack', per: 'item', dynamodbRequests: 1, ...unit('ack'), rcu: 0, sqsRequests: deletesPerItem, lambdaInvocations: 0, keys: `UpdateItem (with the result): item partition, RUNNING delete; DeleteMessageBatch per chunk (${chunk === 1 ? 'one item a chunk: a call per item' : `${chunk} items a chunk`})` },
+    {
+      path: 'enqueue',
+      per: 'item',
+      dynamodbRequests: 1 + 1 / a.apiRequestItems,
+      ...unit('enqueue'),
+      wcu: unit('enqueue').wcu + 1 / a.apiRequestItems,
+      rcu: 0,
+      sqsRequests: 0,
+      lambdaInvocations: 1 / a.apiRequestItems,
+      keys: `PutItem on ${shardKeys.split(' · ').slice(0, 2).join(' · ')} (PENDING put); + the run record RUN#<run> once per API request of ≤ ${a.apiRequestItems.toLocaleString('en-US')} items`,
+    },
+    {
+      path: 'send',
+      per: 'item',
+      dynamodbRequests: 1,
+      ...unit('markSent'),
+      rcu: 0,
+      sqsRequests: 1 / 10,
+      lambdaInvocations: 0,
+      keys: 'SendMessageBatch (10 a call); markSent UpdateItem: item partition, PENDING sort key moves (delete + put)',
+    },
+    {
+      path: 'claim',
+      per: 'item',
+      dynamodbRequests: 1 + runRecordRcu / achievable,
+      ...unit('claim'),
+      rcu: runRecordRcu / achievable,
+      sqsRequests: 1 / b + claimExtensionCalls,
+      lambdaInvocations: 0,
+      keys: `ReceiveMessage (10 a call); GetItem RUN#<run> run record (consistent) by each worker at most once per ${ttl} s, on a received batch; UpdateItem: item partition, PENDING delete, RUNNING put (by id, where it stays); ChangeMessageVisibilityBatch per batch`,
+    },
+    {
+      path: 'start',
+      per: 'item',
+      dynamodbRequests: 1,
+      ...unit('start'),
+      rcu: 0,
+      sqsRequests: 0,
+      lambdaInvocations: 0,
+      keys: 'UpdateItem: item partition only (its RUNNING entry does not change)',
+    },
+    {
+      path: 'heartbeat',
+      per: `item (${heartbeats.toFixed(2)} writes)`,
+      dynamodbRequests: heartbeats,
+      ...unit('heartbeat', heartbeats),
+      rcu: 0,
+      sqsRequests: held.extensionCalls,
+      lambdaInvocations: 0,
+      keys: `UpdateItem: item partition only, for a held item not written for ${HEARTBEAT_ROUNDS - 1}/${HEARTBEAT_ROUNDS} of an interval; ChangeMessageVisibilityBatch (≤ 10 a call) for messages with under two intervals of visibility left (${held.extensions.toFixed(3)} extensions an item)`,
+    },
+    {
+      path: 'ack',
+      per: 'item',
+      dynamodbRequests: 1,
+      ...unit('ack'),
+      rcu: 0,
+      sqsRequests: deletesPerItem,
+      lambdaInvocations: 0,
+      keys: `UpdateItem (with the result): item partition, RUNNING delete; DeleteMessageBatch per chunk (${chunk === 1 ? 'one item a chunk: a call per item' : `${chunk} items a chunk`})`,
+    },
     {
       path: 'steal',
       per: 'idle ask (Lambda), mean',
@@ -534,10 +671,50 @@ export function planCapacity(input: PlanInput): CapacityPlan {
       lambdaInvocations: 1,
       keys: `STEAL#<run>/HINT read (eventually consistent: ${fmt(hintReadRru(hintBytes))} RRU at ${(hintBytes / 1024).toFixed(1)} KB, ${fmt(hintReadRru(emptyHintBytes))} empty); fresh (< ${freshSeconds} s): its entries tried busiest first, each take a conditional update costing the hint's size won or lost (${hintWriteWcu(hintBytes)} WCU full), a lost one → the next entry — the ${fmt(tailPath.herd)} asks that read the same hint make ${fmt(tailPath.takes)} attempts for its ${STEAL_HINT_VICTIMS} entries — then the entry won's ≤ ${stolen} items moved by fenced 2-action transactions, one at a time (item ×2, its RUNNING entry rewritten in place ×2, FENCE#<run>#<s> ConditionCheck 2) and a consistent GetItem each; stale: the rebuild claim (the hint as the takes left it; ${fmt(tailPath.claims)} asks try it a rebuild), whose winner reads every RUNNING key's entries and ≤ ${fmt(STEAL_READ_ITEMS)} candidates' items (${fmt(rebuildRcu)} RCU) and puts the hint (${hintWriteWcu(hintBytes)} WCU) — at most once per ${freshSeconds} s a run; LEASE#coordinator:<run> written only by a sandbox past half its ${COORDINATOR_LEASE_TTL_MS / 1000} s TTL (a renewal; again when another renewed first), read by a cold one (adopted without a write while fresh); the FENCE#<run>/RAISED marker read once per sandbox and epoch, before its first fenced write. Averaged over the first idle minute's ${fmt(idleAsks)} asks/s`,
     },
-    { path: 'reconcile (restart, lost ask)', per: 'known restart, lost answer', dynamodbRequests: shards, wcu: 0, indexWcu: 0, rcu: runningSetRcu, sqsRequests: 0, lambdaInvocations: 0, keys: 'every RUNNING key\'s entries read (to adopt what a previous life held, or a steal whose answer was lost); its own items, if any, read to see which started. A worker new to the registry (its registration says so) reads nothing at start' },
-    { path: 'scan', per: `run, every ${a.scanEverySeconds} s (Lambda)`, dynamodbRequests: 1 + 2 * shards + 2 + shards + Math.ceil(runningSet / 100) + shards + 1, wcu: 2, indexWcu: 0, rcu: 0.5 + shards + runningSetRcu + runningItemsRcu + 0.5 * shards + 1, sqsRequests: 0, lambdaInvocations: 1, keys: `gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key's entries, then every running item read (BatchGetItem, 100 a call: ${fmt(runningItemsRcu)} RCU, their heartbeats); unsent PENDING entries (≤ 1,000 a key); run record` },
-    { path: 'failure scan: re-pend', per: 'silent worker’s item', dynamodbRequests: 2, wcu: 2 * w + 2 + w, indexWcu: 4 * e + 2 * e, rcu: 1, sqsRequests: 1 / 10, lambdaInvocations: 0, keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, its shard fence FENCE#<run>#<s> ConditionCheck 2); then dispatch: SendMessageBatch + markSent' },
-    { path: 'replay (node coordinator)', per: 'pending item (on takeover)', dynamodbRequests: (INDEX_ENTRY_KB * 1024) / (1024 * 1024), wcu: 0, indexWcu: 0, rcu: (0.5 * INDEX_ENTRY_KB) / 4, sqsRequests: 0, lambdaInvocations: 0, keys: 'every PENDING key read in pages (1 MB a page), plus the running set' },
+    {
+      path: 'reconcile (restart, lost ask)',
+      per: 'known restart, lost answer',
+      dynamodbRequests: shards,
+      wcu: 0,
+      indexWcu: 0,
+      rcu: runningSetRcu,
+      sqsRequests: 0,
+      lambdaInvocations: 0,
+      keys: "every RUNNING key's entries read (to adopt what a previous life held, or a steal whose answer was lost); its own items, if any, read to see which started. A worker new to the registry (its registration says so) reads nothing at start",
+    },
+    {
+      path: 'scan',
+      per: `run, every ${a.scanEverySeconds} s (Lambda)`,
+      dynamodbRequests: 1 + 2 * shards + 2 + shards + Math.ceil(runningSet / 100) + shards + 1,
+      wcu: 2,
+      indexWcu: 0,
+      rcu: 0.5 + shards + runningSetRcu + runningItemsRcu + 0.5 * shards + 1,
+      sqsRequests: 0,
+      lambdaInvocations: 1,
+      keys: `gsi1 RUNS query; one probe of every PENDING and RUNNING key (Limit 1); lease campaign; every RUNNING key's entries, then every running item read (BatchGetItem, 100 a call: ${fmt(runningItemsRcu)} RCU, their heartbeats); unsent PENDING entries (≤ 1,000 a key); run record`,
+    },
+    {
+      path: 'failure scan: re-pend',
+      per: 'silent worker’s item',
+      dynamodbRequests: 2,
+      wcu: 2 * w + 2 + w,
+      indexWcu: 4 * e + 2 * e,
+      rcu: 1,
+      sqsRequests: 1 / 10,
+      lambdaInvocations: 0,
+      keys: 'fenced transaction (item ×2, RUNNING delete ×2, PENDING put ×2, its shard fence FENCE#<run>#<s> ConditionCheck 2); then dispatch: SendMessageBatch + markSent',
+    },
+    {
+      path: 'replay (node coordinator)',
+      per: 'pending item (on takeover)',
+      dynamodbRequests: (INDEX_ENTRY_KB * 1024) / (1024 * 1024),
+      wcu: 0,
+      indexWcu: 0,
+      rcu: (0.5 * INDEX_ENTRY_KB) / 4,
+      sqsRequests: 0,
+      lambdaInvocations: 0,
+      keys: 'every PENDING key read in pages (1 MB a page), plus the running set',
+    },
   ];
 
   // Per item in steady state (the scan amortised over the items of a minute).
@@ -546,7 +723,14 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const sqsPerItem = 1 / 10 + 1 / b + claimExtensionCalls + held.extensionCalls + deletesPerItem;
   const rcuPerItem = runRecordRcu / achievable + scanRcu / itemsPerScan;
   const lambdaPerItem = 1 / a.apiRequestItems + 1 / itemsPerScan;
-  const perItemTotals = { itemWcu: p.itemWcu + 1 / a.apiRequestItems, pendingWcu: p.pendingWcu, runningWcu: p.runningWcu, rcu: rcuPerItem, sqsRequests: sqsPerItem, lambdaInvocations: lambdaPerItem };
+  const perItemTotals = {
+    itemWcu: p.itemWcu + 1 / a.apiRequestItems,
+    pendingWcu: p.pendingWcu,
+    runningWcu: p.runningWcu,
+    rcu: rcuPerItem,
+    sqsRequests: sqsPerItem,
+    lambdaInvocations: lambdaPerItem,
+  };
 
   // Table-level, steady state.
   const registryWcu = workers / heartbeatSeconds; // the worker registry's heartbeat, INSTANCE#<id>
@@ -556,7 +740,12 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const quotaW = AWS_LIMITS.tableOnDemandWcu.value;
   const quotaR = AWS_LIMITS.tableOnDemandRcu.value;
   const table = [
-    check('table writes (WCU/s)', tableWcu, quotaW, `per-table on-demand quota; a new table is warm for ${AWS_LIMITS.warmNewTableWcu.value.toLocaleString('en-US')} writes/s`),
+    check(
+      'table writes (WCU/s)',
+      tableWcu,
+      quotaW,
+      `per-table on-demand quota; a new table is warm for ${AWS_LIMITS.warmNewTableWcu.value.toLocaleString('en-US')} writes/s`,
+    ),
     check('gsi1 writes (index WCU/s)', indexWcu, quotaW, 'the same quota applied to the index (see AWS_LIMITS.tableOnDemandWcu)'),
     check('reads (RCU/s, steady)', tableRcu, quotaR, `a new table is warm for ${AWS_LIMITS.warmNewTableRcu.value.toLocaleString('en-US')} reads/s`),
     check('table writes vs warm throughput of a new table', tableWcu, AWS_LIMITS.warmNewTableWcu.value, 'pre-warm the table (WarmThroughput) before the run'),
@@ -566,22 +755,62 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   // SQS: requests and the in-flight messages (received, not yet deleted: held plus the delete round trip).
   const sqsPerSecond = rate * sqsPerItem;
   const inFlight = achievable * (heldSeconds + ls);
-  const sqsCheck = check('SQS in-flight messages', inFlight, AWS_LIMITS.sqsInFlight.value, 'rate × how long an item is held (claim to ack): fewer items per receive, or shorter items, lower it');
+  const sqsCheck = check(
+    'SQS in-flight messages',
+    inFlight,
+    AWS_LIMITS.sqsInFlight.value,
+    'rate × how long an item is held (claim to ack): fewer items per receive, or shorter items, lower it',
+  );
 
   // Lambda: the API (enqueue), the scan, and every idle worker's steal at the tail.
   const steady = { invocationsPerSecond: apiPerSecond + 1 / a.scanEverySeconds, concurrency: apiPerSecond * apiSeconds + 1 };
   const tail = { invocationsPerSecond: idleAsks, concurrency: tailPath.concurrency };
   const lambdaChecks = [
-    check('Lambda concurrency, steady (API enqueue + scan)', steady.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${apiSeconds.toFixed(1)} s per ${a.apiRequestItems.toLocaleString('en-US')}-item enqueue request (the API Lambda times out at ${FUNCTIONS.api.timeoutSeconds} s)`),
-    check('Lambda concurrency, tail (idle workers asking for work in their first idle minute)', tail.concurrency, AWS_LIMITS.lambdaConcurrency.value, `${workers.toLocaleString('en-US')} idle workers × ${IDLE_ASKS_FIRST_MINUTE} asks / 60 s × ${stealSeconds.toFixed(3)} s an ask on average (most read the hint and answer; one a run per ${freshSeconds} s rebuilds it, a few take and move items)`),
-    check('coordinator invocations per 10 s at the tail (new environments)', Math.min(tail.concurrency, idleAsks * 10), AWS_LIMITS.lambdaScaling.value, 'Lambda adds at most 1,000 environments to a function every 10 s'),
+    check(
+      'Lambda concurrency, steady (API enqueue + scan)',
+      steady.concurrency,
+      AWS_LIMITS.lambdaConcurrency.value,
+      `${apiSeconds.toFixed(1)} s per ${a.apiRequestItems.toLocaleString('en-US')}-item enqueue request (the API Lambda times out at ${FUNCTIONS.api.timeoutSeconds} s)`,
+    ),
+    check(
+      'Lambda concurrency, tail (idle workers asking for work in their first idle minute)',
+      tail.concurrency,
+      AWS_LIMITS.lambdaConcurrency.value,
+      `${workers.toLocaleString('en-US')} idle workers × ${IDLE_ASKS_FIRST_MINUTE} asks / 60 s × ${stealSeconds.toFixed(3)} s an ask on average (most read the hint and answer; one a run per ${freshSeconds} s rebuilds it, a few take and move items)`,
+    ),
+    check(
+      'coordinator invocations per 10 s at the tail (new environments)',
+      Math.min(tail.concurrency, idleAsks * 10),
+      AWS_LIMITS.lambdaScaling.value,
+      'Lambda adds at most 1,000 environments to a function every 10 s',
+    ),
   ];
   const stealItemLimit = IDLE_CEILINGS.stealItemWriteShare * PARTITION_WCU;
   const idleChecks = [
-    check('idle fleet: reads per RUNNING key (RCU/s)', idle.perKeyRcuPerSecond, IDLE_CEILINGS.runningKeyReadShare * PARTITION_RCU, `only the steal hint's rebuilds read the running set: ${fmt(perKeyRead)} RCU a key, at most once per ${freshSeconds} s a run, however many of the ${fmt(workers)} idle workers ask (${IDLE_ASKS_FIRST_MINUTE} times in the first idle minute: at once, then 20 s doubling to 5 min apart; once per ${SETTLED_ASK_SECONDS} s after)`),
-    check('idle fleet: table reads (RCU/s)', idle.tableRcuPerSecond, quotaR, `every ask reads the hint (${fmt(hintReadRru(hintBytes))} RRU), a rebuild ${fmt(rebuildRcu)} RCU every ${freshSeconds} s, moved items a consistent read each`),
-    check('idle fleet, every set empty (RRU/s)', idle.emptyTableRcuPerSecond, IDLE_CEILINGS.emptyFleetRru, `an ask reads the empty hint (${fmt(hintReadRru(emptyHintBytes))} RRU); a rebuild every ${freshSeconds} s queries the ${fmt(shards)} RUNNING keys at 0.5 RRU each`),
-    check("steal path's hottest item (WCU/s)", hottestStealItem.wcuPerSecond, stealItemLimit, `${hottestStealItem.key}: per rebuild the hint takes ${fmt(tailPath.claims)} rebuild claims (${hintWriteWcu(stealHintBytes([]))} WCU each on the hint the takes emptied), a put (${hintWriteWcu(hintBytes)} WCU) and ${fmt(tailPath.takes)} take attempts (${fmt(tailPath.takeWcu)} WCU: the ${fmt(tailPath.herd)} asks that read the fresh hint all try its busiest entry first, a loser the next, each paying the hint's size as it shrinks); ${fmt(largestPath.hintWcu)} WCU/s were every entry ${MAX_STEAL_BATCH} ids; a shard fence ${fmt(tailPath.fenceWcu)} WCU/s; the lease ${fmt(tailPath.lease)} (renewals only, none per ask)`),
+    check(
+      'idle fleet: reads per RUNNING key (RCU/s)',
+      idle.perKeyRcuPerSecond,
+      IDLE_CEILINGS.runningKeyReadShare * PARTITION_RCU,
+      `only the steal hint's rebuilds read the running set: ${fmt(perKeyRead)} RCU a key, at most once per ${freshSeconds} s a run, however many of the ${fmt(workers)} idle workers ask (${IDLE_ASKS_FIRST_MINUTE} times in the first idle minute: at once, then 20 s doubling to 5 min apart; once per ${SETTLED_ASK_SECONDS} s after)`,
+    ),
+    check(
+      'idle fleet: table reads (RCU/s)',
+      idle.tableRcuPerSecond,
+      quotaR,
+      `every ask reads the hint (${fmt(hintReadRru(hintBytes))} RRU), a rebuild ${fmt(rebuildRcu)} RCU every ${freshSeconds} s, moved items a consistent read each`,
+    ),
+    check(
+      'idle fleet, every set empty (RRU/s)',
+      idle.emptyTableRcuPerSecond,
+      IDLE_CEILINGS.emptyFleetRru,
+      `an ask reads the empty hint (${fmt(hintReadRru(emptyHintBytes))} RRU); a rebuild every ${freshSeconds} s queries the ${fmt(shards)} RUNNING keys at 0.5 RRU each`,
+    ),
+    check(
+      "steal path's hottest item (WCU/s)",
+      hottestStealItem.wcuPerSecond,
+      stealItemLimit,
+      `${hottestStealItem.key}: per rebuild the hint takes ${fmt(tailPath.claims)} rebuild claims (${hintWriteWcu(stealHintBytes([]))} WCU each on the hint the takes emptied), a put (${hintWriteWcu(hintBytes)} WCU) and ${fmt(tailPath.takes)} take attempts (${fmt(tailPath.takeWcu)} WCU: the ${fmt(tailPath.herd)} asks that read the fresh hint all try its busiest entry first, a loser the next, each paying the hint's size as it shrinks); ${fmt(largestPath.hintWcu)} WCU/s were every entry ${MAX_STEAL_BATCH} ids; a shard fence ${fmt(tailPath.fenceWcu)} WCU/s; the lease ${fmt(tailPath.lease)} (renewals only, none per ask)`,
+    ),
   ];
 
   // Cost at list prices (infra/cost.ts PRICES).
@@ -590,10 +819,26 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const scanSeconds = a.lambdaMs / 1000 + 4 * ld + 2 * rounds(2 * shards) * ld;
   const scanGbSPerItem = (scanSeconds * FUNCTIONS.coordinator.memoryMb) / 1024 / itemsPerScan;
   const lines = [
-    { what: 'DynamoDB writes', perMillionUsd: 1e6 * writeUnits * PRICES.dynamoWrite.usd, basis: `${writeUnits.toFixed(2)} WRU an item (${perItemTotals.itemWcu.toFixed(2)} table + ${(p.pendingWcu + p.runningWcu).toFixed(2)} gsi1) × US$ ${(PRICES.dynamoWrite.usd * 1e6).toFixed(3)}/M` },
-    { what: 'DynamoDB reads', perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd, basis: `${rcuPerItem.toFixed(3)} RRU an item (the run record once a minute per worker, the scan's reads of the running set) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M` },
-    { what: 'SQS requests', perMillionUsd: 1e6 * sqsPerItem * PRICES.sqsRequest.usd, basis: `${sqsPerItem.toFixed(2)} requests an item × US$ ${(PRICES.sqsRequest.usd * 1e6).toFixed(2)}/M` },
-    { what: 'Lambda (API enqueue, scan)', perMillionUsd: 1e6 * (lambdaPerItem * PRICES.lambdaRequest.usd + (apiGbS + scanGbSPerItem) * PRICES.lambdaArmGbSecond.usd), basis: `${(lambdaPerItem * 1e6).toFixed(1)} invocations a million items, ${((apiGbS + scanGbSPerItem) * 1e6).toFixed(0)} GB-s` },
+    {
+      what: 'DynamoDB writes',
+      perMillionUsd: 1e6 * writeUnits * PRICES.dynamoWrite.usd,
+      basis: `${writeUnits.toFixed(2)} WRU an item (${perItemTotals.itemWcu.toFixed(2)} table + ${(p.pendingWcu + p.runningWcu).toFixed(2)} gsi1) × US$ ${(PRICES.dynamoWrite.usd * 1e6).toFixed(3)}/M`,
+    },
+    {
+      what: 'DynamoDB reads',
+      perMillionUsd: 1e6 * rcuPerItem * PRICES.dynamoRead.usd,
+      basis: `${rcuPerItem.toFixed(3)} RRU an item (the run record once a minute per worker, the scan's reads of the running set) × US$ ${(PRICES.dynamoRead.usd * 1e6).toFixed(3)}/M`,
+    },
+    {
+      what: 'SQS requests',
+      perMillionUsd: 1e6 * sqsPerItem * PRICES.sqsRequest.usd,
+      basis: `${sqsPerItem.toFixed(2)} requests an item × US$ ${(PRICES.sqsRequest.usd * 1e6).toFixed(2)}/M`,
+    },
+    {
+      what: 'Lambda (API enqueue, scan)',
+      perMillionUsd: 1e6 * (lambdaPerItem * PRICES.lambdaRequest.usd + (apiGbS + scanGbSPerItem) * PRICES.lambdaArmGbSecond.usd),
+      basis: `${(lambdaPerItem * 1e6).toFixed(1)} invocations a million items, ${((apiGbS + scanGbSPerItem) * 1e6).toFixed(0)} GB-s`,
+    },
   ];
   const perMillion = lines.reduce((s, l) => s + l.perMillionUsd, 0);
   const perItemUsd = perMillion / 1e6;
@@ -601,11 +846,18 @@ export function planCapacity(input: PlanInput): CapacityPlan {
   const storageUsdMonth = gb * (PRICES.dynamoStorage.usd + PRICES.dynamoPitr.usd);
 
   const warnings: string[] = [];
-  if (needed > MAX_RUN_SHARDS) warnings.push(`${rate} items/s needs ${needed} shards at this shape; a run takes at most ${MAX_RUN_SHARDS}: split it into ${Math.ceil(needed / MAX_RUN_SHARDS)} runs`);
+  if (needed > MAX_RUN_SHARDS)
+    warnings.push(
+      `${rate} items/s needs ${needed} shards at this shape; a run takes at most ${MAX_RUN_SHARDS}: split it into ${Math.ceil(needed / MAX_RUN_SHARDS)} runs`,
+    );
   for (const c of perKeyChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)} (${share * 100}% of the partition's limit) — ${c.note}`);
-  if (!sqsCheck.ok) warnings.push(`SQS in flight ≈ ${fmt(inFlight)} > ${fmt(AWS_LIMITS.sqsInFlight.value)}: receives stop returning messages; use a smaller --batch, more queues, or ask AWS for more`);
+  if (!sqsCheck.ok)
+    warnings.push(
+      `SQS in flight ≈ ${fmt(inFlight)} > ${fmt(AWS_LIMITS.sqsInFlight.value)}: receives stop returning messages; use a smaller --batch, more queues, or ask AWS for more`,
+    );
   else if (inFlight > 0.8 * AWS_LIMITS.sqsInFlight.value) warnings.push(`SQS in flight ≈ ${fmt(inFlight)}, over 80 % of ${fmt(AWS_LIMITS.sqsInFlight.value)}`);
-  for (const c of table.slice(0, 3)) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > the ${fmt(c.limit)} default quota: request an increase (Service Quotas) before the run`);
+  for (const c of table.slice(0, 3))
+    if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > the ${fmt(c.limit)} default quota: request an increase (Service Quotas) before the run`);
   for (const c of lambdaChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)}`);
   for (const c of idleChecks) if (!c.ok) warnings.push(`${c.what}: ${fmt(c.value)} > ${fmt(c.limit)} — ${c.note}`);
   // The check is at this shape; entries of MAX_STEAL_BATCH ids (long items, deep backlogs) make every take dearer.
@@ -615,17 +867,32 @@ export function planCapacity(input: PlanInput): CapacityPlan {
     );
   }
   if (workers < needWorkers) warnings.push(`${workers} workers reach ${fmt(achievable)} items/s, not ${fmt(rate)}: ${needWorkers} needed`);
-  if (apiSeconds > FUNCTIONS.api.timeoutSeconds * 0.75) warnings.push(`an enqueue request of ${a.apiRequestItems} items takes ~${apiSeconds.toFixed(0)} s, near the API's ${FUNCTIONS.api.timeoutSeconds} s timeout: send smaller requests`);
+  if (apiSeconds > FUNCTIONS.api.timeoutSeconds * 0.75)
+    warnings.push(
+      `an enqueue request of ${a.apiRequestItems} items takes ~${apiSeconds.toFixed(0)} s, near the API's ${FUNCTIONS.api.timeoutSeconds} s timeout: send smaller requests`,
+    );
 
   const beforeRun = [
     `Create the run with shards: ${shards} (its itemsPerSecond would pick ${shardsFor(rate)}, which assumes 1 KB items and one heartbeat each).`,
-    ...(tableWcu > quotaW || indexWcu > quotaW || tableRcu > quotaR ? [`Ask for the DynamoDB table-level throughput quota (Service Quotas, adjustable) above ${fmt(Math.max(tableWcu, indexWcu))} WRU/s — the default is ${fmt(quotaW)} per table.`] : []),
+    ...(tableWcu > quotaW || indexWcu > quotaW || tableRcu > quotaR
+      ? [
+          `Ask for the DynamoDB table-level throughput quota (Service Quotas, adjustable) above ${fmt(Math.max(tableWcu, indexWcu))} WRU/s — the default is ${fmt(quotaW)} per table.`,
+        ]
+      : []),
     ...(tableWcu > AWS_LIMITS.warmNewTableWcu.value || indexWcu > AWS_LIMITS.warmNewTableWcu.value
-      ? [`Pre-warm the table to ≥ ${fmt(tableWcu)} writes/s and gsi1 to ≥ ${fmt(indexWcu)} writes/s (UpdateTable WarmThroughput; billed; give it time), or ramp the rate up no faster than doubling each 30 minutes — a new on-demand table is warm for ${fmt(AWS_LIMITS.warmNewTableWcu.value)} writes/s.`]
+      ? [
+          `Pre-warm the table to ≥ ${fmt(tableWcu)} writes/s and gsi1 to ≥ ${fmt(indexWcu)} writes/s (UpdateTable WarmThroughput; billed; give it time), or ramp the rate up no faster than doubling each 30 minutes — a new on-demand table is warm for ${fmt(AWS_LIMITS.warmNewTableWcu.value)} writes/s.`,
+        ]
       : []),
     ...(!sqsCheck.ok ? ['Lower the in-flight messages (smaller --batch or shorter items) or ask AWS for a higher SQS in-flight quota.'] : []),
-    ...(lambdaChecks.some((c) => !c.ok) ? [`Raise the account's Lambda concurrency above ${fmt(Math.max(steady.concurrency, tail.concurrency))}, or reserve concurrency for the coordinator.`] : []),
-    ...(idleChecks.some((c) => !c.ok) ? [`Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): the idle fleet's asks are over a limit above (each reads and may write the run's steal hint).`] : []),
+    ...(lambdaChecks.some((c) => !c.ok)
+      ? [`Raise the account's Lambda concurrency above ${fmt(Math.max(steady.concurrency, tail.concurrency))}, or reserve concurrency for the coordinator.`]
+      : []),
+    ...(idleChecks.some((c) => !c.ok)
+      ? [
+          `Start the ${fmt(workers)} workers after the first items are enqueued and stop them as the queue drains (--exit-when-done): the idle fleet's asks are over a limit above (each reads and may write the run's steal hint).`,
+        ]
+      : []),
     `Keep results under ${MAX_RESULT_BYTES / 1024} KiB (larger ones fail their item: store them in S3 and return a reference).`,
   ];
 
@@ -658,7 +925,11 @@ export function planCapacity(input: PlanInput): CapacityPlan {
       runUsd: perItemUsd * input.items,
       storageUsdMonth,
       lines,
-      unpriced: [`EC2 workers: ${fmt(Math.ceil(workers / a.workersPerInstance))} instances × ${(runSeconds / 3600).toFixed(2)} h (c7g.large Spot in infra/worker-fleet.ts; infra/cost.ts has no EC2 price — add one there to price them)`, 'pre-warming (billed by AWS per the warm throughput raised)', 'the tail\'s idle reads (see idle) and anything throttled and retried'],
+      unpriced: [
+        `EC2 workers: ${fmt(Math.ceil(workers / a.workersPerInstance))} instances × ${(runSeconds / 3600).toFixed(2)} h (c7g.large Spot in infra/worker-fleet.ts; infra/cost.ts has no EC2 price — add one there to price them)`,
+        'pre-warming (billed by AWS per the warm throughput raised)',
+        "the tail's idle reads (see idle) and anything throttled and retried",
+      ],
     },
     limits,
     warnings,
@@ -684,39 +955,65 @@ export function formatPlan(plan: CapacityPlan): string {
   const i = plan.input;
   const t = plan.timing;
   const out: string[] = [];
-  out.push(`# Capacity plan: ${fmt(i.items)} items at ${fmt(i.rate)} items/s (${i.itemKb} KB items, ${i.itemSeconds} s each, heartbeat ${i.heartbeatSeconds} s, key share ${i.share})`);
+  out.push(
+    `# Capacity plan: ${fmt(i.items)} items at ${fmt(i.rate)} items/s (${i.itemKb} KB items, ${i.itemSeconds} s each, heartbeat ${i.heartbeatSeconds} s, key share ${i.share})`,
+  );
   out.push(`limits read ${LIMITS_READ_ON}; prices ${PRICE_REGION} list, read ${PRICES_READ_ON} (infra/cost.ts)`);
   out.push('');
-  out.push(`## Per item and per path  (w = ${unitsPerWrite(i.itemKb)} unit a write; held ${t.heldSeconds.toFixed(2)} s claim→ack → ${t.heartbeatsPerItem.toFixed(2)} heartbeats an item; chunk ${t.chunk})`);
+  out.push(
+    `## Per item and per path  (w = ${unitsPerWrite(i.itemKb)} unit a write; held ${t.heldSeconds.toFixed(2)} s claim→ack → ${t.heartbeatsPerItem.toFixed(2)} heartbeats an item; chunk ${t.chunk})`,
+  );
   out.push('path                          per                          DDB req   WCU    idxWCU   RCU      SQS req  Lambda   keys');
   for (const r of plan.paths) {
-    out.push(`${r.path.padEnd(30)}${r.per.padEnd(29)}${fmt(r.dynamodbRequests).padStart(7)}${fmt(r.wcu).padStart(7)}${fmt(r.indexWcu).padStart(9)}${fmt(r.rcu).padStart(9)}${fmt(r.sqsRequests).padStart(9)}${fmt(r.lambdaInvocations).padStart(9)}   ${r.keys}`);
+    out.push(
+      `${r.path.padEnd(30)}${r.per.padEnd(29)}${fmt(r.dynamodbRequests).padStart(7)}${fmt(r.wcu).padStart(7)}${fmt(r.indexWcu).padStart(9)}${fmt(r.rcu).padStart(9)}${fmt(r.sqsRequests).padStart(9)}${fmt(r.lambdaInvocations).padStart(9)}   ${r.keys}`,
+    );
   }
   const pi = plan.perItem;
-  out.push(`per item, steady: ${pi.itemWcu.toFixed(2)} WCU on its partition + ${pi.pendingWcu.toFixed(2)} PENDING + ${pi.runningWcu.toFixed(2)} RUNNING index WCU, ${pi.rcu.toFixed(3)} RCU, ${pi.sqsRequests.toFixed(2)} SQS requests, ${(pi.lambdaInvocations * 1e6).toFixed(1)} Lambda invocations a million`);
+  out.push(
+    `per item, steady: ${pi.itemWcu.toFixed(2)} WCU on its partition + ${pi.pendingWcu.toFixed(2)} PENDING + ${pi.runningWcu.toFixed(2)} RUNNING index WCU, ${pi.rcu.toFixed(3)} RCU, ${pi.sqsRequests.toFixed(2)} SQS requests, ${(pi.lambdaInvocations * 1e6).toFixed(1)} Lambda invocations a million`,
+  );
   out.push('');
-  out.push(`## Shards: ${plan.shards.needed}${plan.shards.fits ? '' : ` (over the ${plan.shards.max} a run takes)`}  — no key above ${i.share * 100}% of its partition (${PARTITION_WCU} WCU / ${PARTITION_RCU} RCU); the API's itemsPerSecond would pick ${plan.shards.apiDefault}`);
+  out.push(
+    `## Shards: ${plan.shards.needed}${plan.shards.fits ? '' : ` (over the ${plan.shards.max} a run takes)`}  — no key above ${i.share * 100}% of its partition (${PARTITION_WCU} WCU / ${PARTITION_RCU} RCU); the API's itemsPerSecond would pick ${plan.shards.apiDefault}`,
+  );
   for (const c of plan.shards.perKey) out.push(`  ${mark(c)} ${c.what.padEnd(34)} ${fmt(c.value).padStart(8)} / ${fmt(c.limit)}  ${c.note}`);
   out.push('');
   out.push('## Table level (steady state)');
   for (const c of plan.table) out.push(`  ${mark(c)} ${c.what.padEnd(48)} ${fmt(c.value).padStart(9)} / ${fmt(c.limit)}  ${c.note}`);
   out.push('');
   out.push('## SQS, Lambda, workers');
-  out.push(`  SQS: ${fmt(plan.sqs.requestsPerSecond)} requests/s (sends, receives, deletes and visibility extensions 10 a call; a message extended only when under two heartbeat intervals of its visibility remain)`);
+  out.push(
+    `  SQS: ${fmt(plan.sqs.requestsPerSecond)} requests/s (sends, receives, deletes and visibility extensions 10 a call; a message extended only when under two heartbeat intervals of its visibility remain)`,
+  );
   out.push(`  ${mark(plan.sqs.check)} ${plan.sqs.check.what}: ≈ ${fmt(plan.sqs.inFlight)} / ${fmt(plan.sqs.check.limit)} — ${plan.sqs.check.note}`);
-  out.push(`  Lambda steady: ${fmt(plan.lambda.steady.invocationsPerSecond)} invocations/s, concurrency ≈ ${fmt(plan.lambda.steady.concurrency)}; tail: ${fmt(plan.lambda.tail.invocationsPerSecond)} steal invocations/s, concurrency ≈ ${fmt(plan.lambda.tail.concurrency)}`);
+  out.push(
+    `  Lambda steady: ${fmt(plan.lambda.steady.invocationsPerSecond)} invocations/s, concurrency ≈ ${fmt(plan.lambda.steady.concurrency)}; tail: ${fmt(plan.lambda.tail.invocationsPerSecond)} steal invocations/s, concurrency ≈ ${fmt(plan.lambda.tail.concurrency)}`,
+  );
   for (const c of plan.lambda.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
-  out.push(`  workers: ${fmt(plan.workers.needed)} needed (${t.workerSecondsPerItem.toFixed(3)} s of a worker per item: one item at a time); ${fmt(plan.workers.deployed)} deployed → ${fmt(plan.workers.achievableRate)} items/s; ${fmt(plan.workers.instances)} instances; run ≈ ${(plan.runSeconds / 60).toFixed(1)} min`);
+  out.push(
+    `  workers: ${fmt(plan.workers.needed)} needed (${t.workerSecondsPerItem.toFixed(3)} s of a worker per item: one item at a time); ${fmt(plan.workers.deployed)} deployed → ${fmt(plan.workers.achievableRate)} items/s; ${fmt(plan.workers.instances)} instances; run ≈ ${(plan.runSeconds / 60).toFixed(1)} min`,
+  );
   const h = plan.idle.hint;
-  out.push(`  idle fleet / tail: asks read the steal hint STEAL#<run>/HINT (${(h.bytes / 1024).toFixed(1)} KB with every victim listed at this shape: ${fmt(h.readRru)} RRU) ${fmt(plan.lambda.tail.invocationsPerSecond)} times/s in the first idle minute; a rebuild from the running set (${fmt(plan.idle.runningSetRcu)} RCU of entries, ${fmt(h.rebuildRcu)} with the candidates' items) ${fmt(h.rebuildsPerSecond)} times/s a run whatever the fleet: ${fmt(plan.idle.tableRcuPerSecond)} RCU/s, ${fmt(plan.idle.settledTableRcuPerSecond)} once settled`);
-  out.push(`  idle fleet, every set empty: an ask reads the empty hint (0.5 RRU), a rebuild queries all ${fmt(plan.shards.needed)} RUNNING keys (0.5 RRU each): ${fmt(plan.idle.emptyTableRcuPerSecond)} RRU/s in the first idle minute, ${fmt(plan.idle.emptySettledTableRcuPerSecond)} once settled`);
-  out.push(`  steal path's writes: hint ${fmt(h.wcuPerSecond)} WCU/s (per rebuild ${fmt(h.claimsPerRebuild)} claims, a put of ${h.writeWcu} WCU, and ${fmt(h.takesPerRebuild)} take attempts busiest first by a herd of ${fmt(h.herd)} — ${fmt(h.takeWcuPerRebuild)} WCU, each the hint's size as it shrinks; ${fmt(h.wcuPerSecondAtLargest)} WCU/s were every entry ${MAX_STEAL_BATCH} ids), a shard fence ${fmt(plan.idle.fenceWcuPerSecond)} WCU/s, the lease ${fmt(plan.idle.leaseWcuPerSecond)} WCU/s (no write per ask: a sandbox renews past half its TTL); hottest ${plan.idle.hottestStealItem.key}`);
-  out.push(`  steals: ≤ ${fmt(h.fruitfulStealsPerSecond)} fruitful a second a run (${STEAL_HINT_VICTIMS} victims per rebuild), ${fmt(h.itemsStolenPerSecond)} items a second`);
+  out.push(
+    `  idle fleet / tail: asks read the steal hint STEAL#<run>/HINT (${(h.bytes / 1024).toFixed(1)} KB with every victim listed at this shape: ${fmt(h.readRru)} RRU) ${fmt(plan.lambda.tail.invocationsPerSecond)} times/s in the first idle minute; a rebuild from the running set (${fmt(plan.idle.runningSetRcu)} RCU of entries, ${fmt(h.rebuildRcu)} with the candidates' items) ${fmt(h.rebuildsPerSecond)} times/s a run whatever the fleet: ${fmt(plan.idle.tableRcuPerSecond)} RCU/s, ${fmt(plan.idle.settledTableRcuPerSecond)} once settled`,
+  );
+  out.push(
+    `  idle fleet, every set empty: an ask reads the empty hint (0.5 RRU), a rebuild queries all ${fmt(plan.shards.needed)} RUNNING keys (0.5 RRU each): ${fmt(plan.idle.emptyTableRcuPerSecond)} RRU/s in the first idle minute, ${fmt(plan.idle.emptySettledTableRcuPerSecond)} once settled`,
+  );
+  out.push(
+    `  steal path's writes: hint ${fmt(h.wcuPerSecond)} WCU/s (per rebuild ${fmt(h.claimsPerRebuild)} claims, a put of ${h.writeWcu} WCU, and ${fmt(h.takesPerRebuild)} take attempts busiest first by a herd of ${fmt(h.herd)} — ${fmt(h.takeWcuPerRebuild)} WCU, each the hint's size as it shrinks; ${fmt(h.wcuPerSecondAtLargest)} WCU/s were every entry ${MAX_STEAL_BATCH} ids), a shard fence ${fmt(plan.idle.fenceWcuPerSecond)} WCU/s, the lease ${fmt(plan.idle.leaseWcuPerSecond)} WCU/s (no write per ask: a sandbox renews past half its TTL); hottest ${plan.idle.hottestStealItem.key}`,
+  );
+  out.push(
+    `  steals: ≤ ${fmt(h.fruitfulStealsPerSecond)} fruitful a second a run (${STEAL_HINT_VICTIMS} victims per rebuild), ${fmt(h.itemsStolenPerSecond)} items a second`,
+  );
   for (const c of plan.idle.checks) out.push(`  ${mark(c)} ${c.what}: ${fmt(c.value)} / ${fmt(c.limit)} — ${c.note}`);
   out.push('');
   out.push(`## Cost (on-demand list prices, ${PRICE_REGION}, read ${PRICES_READ_ON}; no free tier)`);
   for (const l of plan.cost.lines) out.push(`  ${l.what.padEnd(28)} ${usd(l.perMillionUsd).padStart(12)} per million items  (${l.basis})`);
-  out.push(`  per million items ${usd(plan.cost.perMillionUsd)} · per hour at ${fmt(plan.workers.achievableRate)} items/s ${usd(plan.cost.perHourUsd)} · this run ${usd(plan.cost.runUsd)} · storage ${usd(plan.cost.storageUsdMonth)} a month while kept (table + PITR)`);
+  out.push(
+    `  per million items ${usd(plan.cost.perMillionUsd)} · per hour at ${fmt(plan.workers.achievableRate)} items/s ${usd(plan.cost.perHourUsd)} · this run ${usd(plan.cost.runUsd)} · storage ${usd(plan.cost.storageUsdMonth)} a month while kept (table + PITR)`,
+  );
   for (const u of plan.cost.unpriced) out.push(`  not priced: ${u}`);
   out.push('');
   out.push('## Limits');
@@ -729,8 +1026,12 @@ export function formatPlan(plan: CapacityPlan): string {
   for (const s of plan.beforeRun) out.push(`  - ${s}`);
   out.push('');
   out.push('## Sources');
-  for (const [k, l] of Object.entries(AWS_LIMITS) as [string, Limit][]) out.push(`  - ${k}: ${fmt(l.value)} ${l.unit} (adjustable: ${String(l.adjustable)}) — ${l.source}`);
-  for (const k of ['dynamoWrite', 'dynamoRead', 'sqsRequest', 'lambdaRequest', 'lambdaArmGbSecond', 'dynamoStorage', 'dynamoPitr'] as const) out.push(`  - price ${k}: US$ ${+(PRICES[k].usd * (PRICES[k].usd < 0.001 ? 1e6 : 1)).toPrecision(6)}${PRICES[k].usd < 0.001 ? ' per million' : ''} (${PRICES[k].unit}) — ${PRICES[k].source}`);
+  for (const [k, l] of Object.entries(AWS_LIMITS) as [string, Limit][])
+    out.push(`  - ${k}: ${fmt(l.value)} ${l.unit} (adjustable: ${String(l.adjustable)}) — ${l.source}`);
+  for (const k of ['dynamoWrite', 'dynamoRead', 'sqsRequest', 'lambdaRequest', 'lambdaArmGbSecond', 'dynamoStorage', 'dynamoPitr'] as const)
+    out.push(
+      `  - price ${k}: US$ ${+(PRICES[k].usd * (PRICES[k].usd < 0.001 ? 1e6 : 1)).toPrecision(6)}${PRICES[k].usd < 0.001 ? ' per million' : ''} (${PRICES[k].unit}) — ${PRICES[k].source}`,
+    );
   for (const [k, v] of Object.entries(PLAN_ASSUMPTIONS)) out.push(`  - assumption ${k}: ${v}`);
   return out.join('\n');
 }
@@ -749,11 +1050,39 @@ export function planJson(plan: CapacityPlan): Record<string, unknown> {
     per_key_units_per_s: Object.fromEntries(plan.shards.perKey.map((c) => [c.what, r3(c.value)])),
     table: Object.fromEntries(plan.table.slice(0, 3).map((c) => [c.what, { value: r3(c.value), quota: c.limit, ok: c.ok }])),
     sqs: { requests_per_s: r3(plan.sqs.requestsPerSecond), in_flight: Math.round(plan.sqs.inFlight), limit: plan.sqs.check.limit, ok: plan.sqs.check.ok },
-    lambda: { steady: { invocations_per_s: r3(plan.lambda.steady.invocationsPerSecond), concurrency: r3(plan.lambda.steady.concurrency) }, tail: { invocations_per_s: r3(plan.lambda.tail.invocationsPerSecond), concurrency: r3(plan.lambda.tail.concurrency) } },
-    idle_fleet: { running_set_rcu: r3(plan.idle.runningSetRcu), per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond), table_rcu_per_s: r3(plan.idle.tableRcuPerSecond), settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond), lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond), empty_table_rcu_per_s: r3(plan.idle.emptyTableRcuPerSecond), empty_settled_table_rcu_per_s: r3(plan.idle.emptySettledTableRcuPerSecond), hint: { kb: r3(plan.idle.hint.bytes / 1024), rebuilds_per_s: r3(plan.idle.hint.rebuildsPerSecond), herd: r3(plan.idle.hint.herd), take_attempts_per_rebuild: r3(plan.idle.hint.takesPerRebuild), wcu_per_s: r3(plan.idle.hint.wcuPerSecond), wcu_per_s_every_entry_full: r3(plan.idle.hint.wcuPerSecondAtLargest), fruitful_steals_per_s: r3(plan.idle.hint.fruitfulStealsPerSecond) }, fence_wcu_per_s: r3(plan.idle.fenceWcuPerSecond), hottest_steal_item: { key: plan.idle.hottestStealItem.key, wcu_per_s: r3(plan.idle.hottestStealItem.wcuPerSecond) }, hottest_steal_item_every_entry_full: { key: plan.idle.hottestStealItemAtLargest.key, wcu_per_s: r3(plan.idle.hottestStealItemAtLargest.wcuPerSecond) } },
+    lambda: {
+      steady: { invocations_per_s: r3(plan.lambda.steady.invocationsPerSecond), concurrency: r3(plan.lambda.steady.concurrency) },
+      tail: { invocations_per_s: r3(plan.lambda.tail.invocationsPerSecond), concurrency: r3(plan.lambda.tail.concurrency) },
+    },
+    idle_fleet: {
+      running_set_rcu: r3(plan.idle.runningSetRcu),
+      per_running_key_rcu_per_s: r3(plan.idle.perKeyRcuPerSecond),
+      table_rcu_per_s: r3(plan.idle.tableRcuPerSecond),
+      settled_table_rcu_per_s: r3(plan.idle.settledTableRcuPerSecond),
+      lease_wcu_per_s: r3(plan.idle.leaseWcuPerSecond),
+      empty_table_rcu_per_s: r3(plan.idle.emptyTableRcuPerSecond),
+      empty_settled_table_rcu_per_s: r3(plan.idle.emptySettledTableRcuPerSecond),
+      hint: {
+        kb: r3(plan.idle.hint.bytes / 1024),
+        rebuilds_per_s: r3(plan.idle.hint.rebuildsPerSecond),
+        herd: r3(plan.idle.hint.herd),
+        take_attempts_per_rebuild: r3(plan.idle.hint.takesPerRebuild),
+        wcu_per_s: r3(plan.idle.hint.wcuPerSecond),
+        wcu_per_s_every_entry_full: r3(plan.idle.hint.wcuPerSecondAtLargest),
+        fruitful_steals_per_s: r3(plan.idle.hint.fruitfulStealsPerSecond),
+      },
+      fence_wcu_per_s: r3(plan.idle.fenceWcuPerSecond),
+      hottest_steal_item: { key: plan.idle.hottestStealItem.key, wcu_per_s: r3(plan.idle.hottestStealItem.wcuPerSecond) },
+      hottest_steal_item_every_entry_full: { key: plan.idle.hottestStealItemAtLargest.key, wcu_per_s: r3(plan.idle.hottestStealItemAtLargest.wcuPerSecond) },
+    },
     workers: plan.workers,
     run_minutes: r3(plan.runSeconds / 60),
-    cost_usd: { per_million_items: r3(plan.cost.perMillionUsd), per_hour: r3(plan.cost.perHourUsd), run: r3(plan.cost.runUsd), storage_month: r3(plan.cost.storageUsdMonth) },
+    cost_usd: {
+      per_million_items: r3(plan.cost.perMillionUsd),
+      per_hour: r3(plan.cost.perHourUsd),
+      run: r3(plan.cost.runUsd),
+      storage_month: r3(plan.cost.storageUsdMonth),
+    },
     prices_read_on: PRICES_READ_ON,
     limits_read_on: LIMITS_READ_ON,
     warnings: plan.warnings,

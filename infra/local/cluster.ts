@@ -53,7 +53,6 @@ export interface LocalCluster {
   stop(): Promise<void>;
 }
 
-
 /** How long nginx waits for a node's answer before moving on (see the template's header). */
 export interface ProxyTimeouts {
   readMs: number;
@@ -94,20 +93,31 @@ export function nginxConfig(dir: string, port: number, nodePorts: readonly numbe
     .replaceAll('{{dir}}', dir)
     .replaceAll('{{port}}', String(port))
     .replace('{{listen_ssl}}', tls ? ' ssl' : '')
-    .replace('{{tls}}', tls ? `    ssl_certificate ${tls.certFile};\n    ssl_certificate_key ${tls.keyFile};\n    ssl_protocols TLSv1.2 TLSv1.3;` : '    # no TLS: plain HTTP on loopback')
+    .replace(
+      '{{tls}}',
+      tls
+        ? `    ssl_certificate ${tls.certFile};\n    ssl_certificate_key ${tls.keyFile};\n    ssl_protocols TLSv1.2 TLSv1.3;`
+        : '    # no TLS: plain HTTP on loopback',
+    )
     .replaceAll('{{read_timeout}}', `${timeouts.readMs}ms`)
     .replaceAll('{{write_timeout}}', `${timeouts.writeMs}ms`)
     .replace(
       '{{read_servers}}',
       // Each node twice among the backups: with every primary benched, a read still has two tries on each node
       // (two read timeouts' worth per node) before it gets 502, enough for a host that stalled to come back.
-      [...nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`), ...[0, 1].flatMap(() => nodePorts.map((p) => `    server 127.0.0.1:${p} backup max_fails=0;`))].join('\n'),
+      [
+        ...nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`),
+        ...[0, 1].flatMap(() => nodePorts.map((p) => `    server 127.0.0.1:${p} backup max_fails=0;`)),
+      ].join('\n'),
     )
     .replace('{{write_servers}}', nodePorts.map((p) => `    server 127.0.0.1:${p} max_fails=0;`).join('\n'));
 }
 
 /** nginx with the shipped configuration in front of `nodePorts`; `url` once it answers. */
-export async function startNginx(nodePorts: readonly number[], o: { port?: number; timeouts?: ProxyTimeouts; tls?: ProxyTls; rewrite?: (conf: string) => string } = {}): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startNginx(
+  nodePorts: readonly number[],
+  o: { port?: number; timeouts?: ProxyTimeouts; tls?: ProxyTls; rewrite?: (conf: string) => string } = {},
+): Promise<{ url: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'rollout-nginx-'));
   for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
   chmodSync(dir, 0o755);
@@ -123,7 +133,13 @@ export async function startNginx(nodePorts: readonly number[], o: { port?: numbe
   };
   const url = `${o.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   try {
-    await waitFor('nginx', 15_000, () => listening(port), nginx, () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+    await waitFor(
+      'nginx',
+      15_000,
+      () => listening(port),
+      nginx,
+      () => `${nginxLog()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`,
+    );
   } catch (err) {
     await stop();
     throw err;
@@ -164,8 +180,22 @@ export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster
       const id = `node-${i}`;
       const url = `http://127.0.0.1:${port}`;
       // nginx, on loopback, says whom it forwards for: the nodes' per-address limit is the client's.
-      const env = { ...process.env, ROLLOUT_TRUSTED_PROXIES: '127.0.0.1', ...o.env, CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: databaseUrl };
-      const launch = () => spawn(process.execPath, ['--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), 'serve', '--json'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const env = {
+        ...process.env,
+        ROLLOUT_TRUSTED_PROXIES: '127.0.0.1',
+        ...o.env,
+        CLUSTER_NODE_ID: id,
+        CLUSTER_HOSTNAME: id,
+        ROLLOUT_PORT: String(port),
+        ROLLOUT_API_URL: url,
+        DATABASE_URL: databaseUrl,
+      };
+      const launch = () =>
+        spawn(process.execPath, ['--import', 'tsx', join(root, 'shared/runtimes/cli/cli.ts'), 'serve', '--json'], {
+          cwd: root,
+          env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
       const node: ClusterNodeProcess = {
         id,
         url,
@@ -178,16 +208,32 @@ export async function startCluster(o: ClusterOptions = {}): Promise<LocalCluster
         async restart() {
           node.process = launch();
           node.log = collect(node.process);
-          await waitFor(id, 30_000, () => healthy(url), node.process, () => node.log());
+          await waitFor(
+            id,
+            30_000,
+            () => healthy(url),
+            node.process,
+            () => node.log(),
+          );
         },
       };
       node.log = collect(node.process);
       nodes.push(node);
       stops.push(() => node.kill('SIGTERM'));
     }
-    for (const n of nodes) await waitFor(n.id, 30_000, () => healthy(n.url), n.process, () => n.log());
+    for (const n of nodes)
+      await waitFor(
+        n.id,
+        30_000,
+        () => healthy(n.url),
+        n.process,
+        () => n.log(),
+      );
 
-    const nginx = await startNginx(nodes.map((n) => Number(new URL(n.url).port)), { ...(o.port ? { port: o.port } : {}), ...(o.tls ? { tls: o.tls } : {}), timeouts: proxyTimeouts({ ...process.env, ...o.env }) });
+    const nginx = await startNginx(
+      nodes.map((n) => Number(new URL(n.url).port)),
+      { ...(o.port ? { port: o.port } : {}), ...(o.tls ? { tls: o.tls } : {}), timeouts: proxyTimeouts({ ...process.env, ...o.env }) },
+    );
     stops.push(() => nginx.stop());
     const url = nginx.url;
     await waitFor('nginx', 15_000, () => healthy(url, o.tls?.ca));

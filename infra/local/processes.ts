@@ -18,7 +18,11 @@ export function postgresBinDir(): string {
   const fromConfig = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
   if (fromConfig.status === 0 && existsSync(join(fromConfig.stdout.trim(), 'initdb'))) return fromConfig.stdout.trim();
   const root = '/usr/lib/postgresql';
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a)) : [];
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
   if (versions[0]) return join(root, versions[0], 'bin');
   throw new Error('PostgreSQL server binaries not found: apt-get install postgresql-15 (or set PG_BIN to the directory holding initdb)');
 }
@@ -28,7 +32,8 @@ export function serverUser(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const uid = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
   const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-  if (uid.status !== 0) throw new Error('running as root but there is no `postgres` user to run the test PostgreSQL as (apt-get install postgresql-15 creates it)');
+  if (uid.status !== 0)
+    throw new Error('running as root but there is no `postgres` user to run the test PostgreSQL as (apt-get install postgresql-15 creates it)');
   return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
 }
 
@@ -63,7 +68,24 @@ export async function startPostgres(): Promise<{ url: string; stop: Stopper }> {
   const server = spawn(
     join(bin, 'postgres'),
     // fsync off: a throwaway cluster; max_connections for 8-way races × several test files.
-    ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
+    [
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-k',
+      dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'fsync=off',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'full_page_writes=off',
+      '-c',
+      'max_connections=300',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'], ...user },
   );
   const log = collect(server);

@@ -35,7 +35,6 @@ export interface Desired {
   readonly version: number;
 }
 
-
 /**
  * Why a stamp found on a target outranks the one we are about to write (null
  * when it does not): a higher lease epoch, or a newer state of the same
@@ -78,7 +77,6 @@ export interface Observed {
   /** A split the target carries towards something other than the new version (an alias weighted to another version): never ours. */
   readonly foreignSplit?: string;
 }
-
 
 export interface Actuator {
   /** The operator's name for the target: what a spec's `actuators` list names. */
@@ -151,5 +149,14 @@ export function parseStamp(text: string | undefined | null): Stamp | null {
   const base = fields.get('base');
   const version = fields.has('version') ? int('version') : undefined;
   if (version === null) return null;
-  return { rolloutId, attempt, stage, epoch, percent, final: final === 'true', ...(version !== undefined ? { version } : {}), ...(base !== undefined ? { base } : {}) };
+  return {
+    rolloutId,
+    attempt,
+    stage,
+    epoch,
+    percent,
+    final: final === 'true',
+    ...(version !== undefined ? { version } : {}),
+    ...(base !== undefined ? { base } : {}),
+  };
 }

@@ -23,7 +23,15 @@ import { failSpan, inSpan, SPAN } from '../tracing.js';
 /** What a rollout's committed state asks of every target. */
 export function desiredOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Desired {
   const t = trafficOf(view);
-  return { rolloutId: view.rollout.id, attempt: t.attempt, stage: t.stage?.index ?? null, percent: t.final ? 100 : t.percent, final: t.final, newVersion: view.rollout.spec.target.version, version: view.rollout.version };
+  return {
+    rolloutId: view.rollout.id,
+    attempt: t.attempt,
+    stage: t.stage?.index ?? null,
+    percent: t.final ? 100 : t.percent,
+    final: t.final,
+    newVersion: view.rollout.spec.target.version,
+    version: view.rollout.version,
+  };
 }
 
 export type Verdict =
@@ -47,17 +55,32 @@ const shareOf = (o: { percent: number; final: boolean }) => (o.final ? 100 : o.p
  * `epoch` whose last record of the target is `record`, on a rollout now at
  * `version` and `ended` or not.
  */
-export function decide(desired: Desired, observed: Observed, epoch: number, record: ActuationRecord | null, rollout: { version: number; ended: boolean }): Verdict {
+export function decide(
+  desired: Desired,
+  observed: Observed,
+  epoch: number,
+  record: ActuationRecord | null,
+  rollout: { version: number; ended: boolean },
+): Verdict {
   const stamp = observed.stamp;
   if (stamp && stamp.epoch > epoch) return { kind: 'superseded', epoch: stamp.epoch };
   // Our own newer write (another process of this leader, or this one converging an older reading): never undone.
-  if (stamp && stamp.rolloutId === desired.rolloutId && stamp.version !== undefined && stamp.version > desired.version) return { kind: 'superseded', epoch: stamp.epoch };
+  if (stamp && stamp.rolloutId === desired.rolloutId && stamp.version !== undefined && stamp.version > desired.version)
+    return { kind: 'superseded', epoch: stamp.epoch };
   // A person acted on the rollout after our pause for drift (resume, abort, promote-full): ours again.
   const adopted = record?.state === 'drift' && record.driftVersion !== null && rollout.version > record.driftVersion;
   if (record?.state === 'drift' && !adopted) return { kind: 'held' };
   const ours = stamp !== null && stamp.rolloutId === desired.rolloutId;
   // Converged under our own epoch only: what a deposed leader stamped is stamped again, so the bar its other late writes meet is ours.
-  if (ours && stamp.epoch === epoch && carries(stamp, desired) && !observed.foreignSplit && shareOf(observed) === shareOf(stamp) && observed.final === stamp.final) return { kind: 'converged' };
+  if (
+    ours &&
+    stamp.epoch === epoch &&
+    carries(stamp, desired) &&
+    !observed.foreignSplit &&
+    shareOf(observed) === shareOf(stamp) &&
+    observed.final === stamp.final
+  )
+    return { kind: 'converged' };
   if (adopted) return { kind: 'write' };
   if (!ours) {
     // Our stamp was there and is gone: someone else rewrote the target (an operator resetting it after a rollout, say).
@@ -70,14 +93,22 @@ export function decide(desired: Desired, observed: Observed, epoch: number, reco
     // An ended rollout leaves a target another rollout holds, or one someone else split. One at rest it still
     // writes, never written or not: its end (0, or finalised) stamped there also outranks a deposed leader's
     // first write still in flight, which would otherwise land on a target no one looks at again.
-    if (rollout.ended && (stamp || !atRest)) return { kind: 'released', reason: stamp ? `held by rollout ${stamp.rolloutId}` : `not at rest, and never ours: ${observed.detail}` };
+    if (rollout.ended && (stamp || !atRest))
+      return { kind: 'released', reason: stamp ? `held by rollout ${stamp.rolloutId}` : `not at rest, and never ours: ${observed.detail}` };
     if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
-    if (!atRest) return { kind: 'drift', reason: `it carries ${shareOf(observed)}% on the new side ${stamp ? `under rollout ${stamp.rolloutId}'s stamp` : 'and no stamp of ours'}: ${observed.detail}` };
+    if (!atRest)
+      return {
+        kind: 'drift',
+        reason: `it carries ${shareOf(observed)}% on the new side ${stamp ? `under rollout ${stamp.rolloutId}'s stamp` : 'and no stamp of ours'}: ${observed.detail}`,
+      };
     return { kind: 'write' };
   }
   if (observed.foreignSplit) return { kind: 'drift', reason: `it carries a split that is not this rollout's: ${observed.foreignSplit}` };
   if (shareOf(observed) !== shareOf(stamp) || observed.final !== stamp.final) {
-    return { kind: 'drift', reason: `its weights were changed by someone else: we wrote ${shareOf(stamp)}%${stamp.final ? ' (final)' : ''}, found ${shareOf(observed)}%${observed.final ? ' (final)' : ''}: ${observed.detail}` };
+    return {
+      kind: 'drift',
+      reason: `its weights were changed by someone else: we wrote ${shareOf(stamp)}%${stamp.final ? ' (final)' : ''}, found ${shareOf(observed)}%${observed.final ? ' (final)' : ''}: ${observed.detail}`,
+    };
   }
   return { kind: 'write' };
 }
@@ -93,7 +124,6 @@ export interface TargetOutcome {
   readonly wrote: boolean;
   readonly record: ActuationRecord | null;
 }
-
 
 /** Re-reads after a conditioned write found the target moved, before giving up until the next tick. */
 const MOVED_RETRIES = 3;
@@ -131,9 +161,11 @@ export class Actuation implements TrafficActuation {
     const prior = this.chains.get(id) ?? Promise.resolve();
     const run = prior.catch(() => undefined).then(() => this.convergeNow(view, token, pause));
     this.chains.set(id, run);
-    void run.finally(() => {
-      if (this.chains.get(id) === run) this.chains.delete(id);
-    }).catch(() => undefined);
+    void run
+      .finally(() => {
+        if (this.chains.get(id) === run) this.chains.delete(id);
+      })
+      .catch(() => undefined);
     return run;
   }
 
@@ -209,18 +241,33 @@ export class Actuation implements TrafficActuation {
       return record;
     };
     if (prior?.settled) return { target, verdict: 'converged', wrote: false, record: prior };
-    if (!isTerminal(rollout.state)) return { target, verdict: 'held', wrote: false, record: await save({ state: 'pending', reason: 'sent once the rollout has ended', settled: false }) };
+    if (!isTerminal(rollout.state))
+      return { target, verdict: 'held', wrote: false, record: await save({ state: 'pending', reason: 'sent once the rollout has ended', settled: false }) };
     const tries = prior?.tries ?? { failed: 0, inconclusive: 0 };
-    if (tries.failed + tries.inconclusive > 0 && prior && now - prior.updatedAt < hook.intervalSeconds * 1000) return { target, verdict: 'held', wrote: false, record: prior };
-    if (!this.hooks) return { target, verdict: 'failed', wrote: false, record: await save({ state: 'failed', reason: 'no hook sender is configured in this process', settled: false }) };
+    if (tries.failed + tries.inconclusive > 0 && prior && now - prior.updatedAt < hook.intervalSeconds * 1000)
+      return { target, verdict: 'held', wrote: false, record: prior };
+    if (!this.hooks)
+      return {
+        target,
+        verdict: 'failed',
+        wrote: false,
+        record: await save({ state: 'failed', reason: 'no hook sender is configured in this process', settled: false }),
+      };
     await save({ state: 'pending', reason: `sending (try ${tries.failed + tries.inconclusive + 1})`, settled: false });
     const reached = lastStageReached(view);
     const ctx = { ...contextOf(view, reached, token.epoch), outcome: rollout.state as 'completed' | 'rolled_back' | 'aborted' };
-    const [result] = await this.hooks.read([hook], { now, signal: new AbortController().signal, contexts: [ctx] }).catch((err: unknown): ProviderResult[] => [{ kind: 'error', message: errorMessage(err), answer: '' }]);
+    const [result] = await this.hooks
+      .read([hook], { now, signal: new AbortController().signal, contexts: [ctx] })
+      .catch((err: unknown): ProviderResult[] => [{ kind: 'error', message: errorMessage(err), answer: '' }]);
     const answer = result ? (result.kind === 'error' ? result.message : result.answer).slice(0, 300) : 'no answer';
     const observed = { percent: 0, final: rollout.state === 'completed', detail: answer };
     if (result?.kind === 'http' && result.status >= 200 && result.status < 300) {
-      return { target, verdict: 'write', wrote: true, record: await save({ state: 'converged', reason: null, observed, appliedAt: this.clock.now(), settled: true, tries }) };
+      return {
+        target,
+        verdict: 'write',
+        wrote: true,
+        record: await save({ state: 'converged', reason: null, observed, appliedAt: this.clock.now(), settled: true, tries }),
+      };
     }
     const failed = result?.kind === 'http' && result.status >= 400 && result.status < 500;
     const next = { failed: tries.failed + (failed ? 1 : 0), inconclusive: tries.inconclusive + (failed ? 0 : 1) };
@@ -230,7 +277,13 @@ export class Actuation implements TrafficActuation {
     return { target, verdict: 'failed', wrote: false, record: await save({ state: 'failed', reason, observed, settled: gaveUp, tries: next }) };
   }
 
-  private async convergeTarget(view: RolloutView, target: string, prior: ActuationRecord | null, token: LeaseToken, pause: PauseForDrift): Promise<TargetOutcome> {
+  private async convergeTarget(
+    view: RolloutView,
+    target: string,
+    prior: ActuationRecord | null,
+    token: LeaseToken,
+    pause: PauseForDrift,
+  ): Promise<TargetOutcome> {
     const desired = desiredOf(view);
     const ended = isTerminal(view.rollout.state);
     const actuator = this.actuators.get(target);
@@ -266,21 +319,49 @@ export class Actuation implements TrafficActuation {
       try {
         observed = await actuator.read(desired.newVersion);
       } catch (err) {
-        return { target, verdict: 'failed', wrote, record: await save({ state: 'failed', reason: `${target}: read failed: ${errorMessage(err)}`, settled: false }) };
+        return {
+          target,
+          verdict: 'failed',
+          wrote,
+          record: await save({ state: 'failed', reason: `${target}: read failed: ${errorMessage(err)}`, settled: false }),
+        };
       }
       const verdict = decide(desired, observed, token.epoch, prior, { version: view.rollout.version, ended });
       switch (verdict.kind) {
         case 'converged': {
           const appliedAt = base.appliedAt ?? this.clock.now();
-          return { target, verdict: 'converged', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(observed), stamp: observed.stamp, appliedAt, driftVersion: null, settled: ended && this.clock.now() - appliedAt >= SETTLE_AFTER_MS }) };
+          return {
+            target,
+            verdict: 'converged',
+            wrote,
+            record: await save({
+              state: 'converged',
+              reason: null,
+              observed: observedOf(observed),
+              stamp: observed.stamp,
+              appliedAt,
+              driftVersion: null,
+              settled: ended && this.clock.now() - appliedAt >= SETTLE_AFTER_MS,
+            }),
+          };
         }
         case 'superseded':
-          this.logger.info('actuation target stamped by a newer leader; left to it', { rolloutId: desired.rolloutId, target, stampEpoch: verdict.epoch, epoch: token.epoch });
+          this.logger.info('actuation target stamped by a newer leader; left to it', {
+            rolloutId: desired.rolloutId,
+            target,
+            stampEpoch: verdict.epoch,
+            epoch: token.epoch,
+          });
           return { target, verdict: 'superseded', wrote, record: prior };
         case 'held':
           return { target, verdict: 'held', wrote, record: prior };
         case 'released':
-          return { target, verdict: 'released', wrote, record: await save({ state: 'converged', reason: verdict.reason, observed: observedOf(observed), settled: true }) };
+          return {
+            target,
+            verdict: 'released',
+            wrote,
+            record: await save({ state: 'converged', reason: verdict.reason, observed: observedOf(observed), settled: true }),
+          };
         case 'drift': {
           const reason = `actuation drift on ${target} (${actuator.kind}): ${verdict.reason}`;
           this.logger.warn('actuation drift', { rolloutId: desired.rolloutId, target, reason });
@@ -291,7 +372,15 @@ export class Actuation implements TrafficActuation {
           return { target, verdict: 'drift', wrote, record };
         }
         case 'write': {
-          const stamp: Stamp = { rolloutId: desired.rolloutId, attempt: desired.attempt, stage: desired.stage, epoch: token.epoch, percent: desired.percent, final: desired.final, version: desired.version };
+          const stamp: Stamp = {
+            rolloutId: desired.rolloutId,
+            attempt: desired.attempt,
+            stage: desired.stage,
+            epoch: token.epoch,
+            percent: desired.percent,
+            final: desired.final,
+            version: desired.version,
+          };
           // Written first, fenced: a leader deposed by now writes nothing to the target, and a crash after the write leaves a record the next leader's tick finds.
           await save({ state: 'pending', reason: null, observed: observedOf(observed), settled: false });
           let after: Observed;
@@ -304,13 +393,32 @@ export class Actuation implements TrafficActuation {
             return { target, verdict: 'failed', wrote, record: await save({ state, reason: errorMessage(err), settled: false }) };
           }
           wrote = true;
-          const verified = after.stamp !== null && after.stamp.rolloutId === stamp.rolloutId && after.stamp.epoch === stamp.epoch && carries(after.stamp, desired) && shareOf(after) === shareOf(desired) && after.final === desired.final;
+          const verified =
+            after.stamp !== null &&
+            after.stamp.rolloutId === stamp.rolloutId &&
+            after.stamp.epoch === stamp.epoch &&
+            carries(after.stamp, desired) &&
+            shareOf(after) === shareOf(desired) &&
+            after.final === desired.final;
           if (!verified) {
             const reason = `${target}: read back ${shareOf(after)}%${after.final ? ' (final)' : ''} after writing ${desired.percent}%: ${after.detail}`;
             return { target, verdict: 'failed', wrote, record: await save({ state: 'pending', reason, observed: observedOf(after), settled: false }) };
           }
           // Settled only after SETTLE_AFTER_MS of carrying the end: a tick reads it again until then.
-          return { target, verdict: 'write', wrote, record: await save({ state: 'converged', reason: null, observed: observedOf(after), stamp: after.stamp, appliedAt: this.clock.now(), driftVersion: null, settled: false }) };
+          return {
+            target,
+            verdict: 'write',
+            wrote,
+            record: await save({
+              state: 'converged',
+              reason: null,
+              observed: observedOf(after),
+              stamp: after.stamp,
+              appliedAt: this.clock.now(),
+              driftVersion: null,
+              settled: false,
+            }),
+          };
         }
       }
     }

@@ -21,9 +21,15 @@ export const nginxTargetSchema = z
     /** The include we own and rewrite whole: a `split_clients` block that sets `variable`. The operator's config includes it. */
     include: absPath,
     /** The variable the split sets (without `$`); the operator's config proxies to it. */
-    variable: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'an nginx variable name without $').default('rollout_upstream'),
+    variable: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'an nginx variable name without $')
+      .default('rollout_upstream'),
     /** What keeps an entity on one side: any nginx expression, e.g. `$remote_addr` or `$http_x_user_id`. */
-    key: z.string().regex(/^[$A-Za-z0-9_{}:.-]{1,200}$/, 'an nginx expression of variables').default('$remote_addr'),
+    key: z
+      .string()
+      .regex(/^[$A-Za-z0-9_{}:.-]{1,200}$/, 'an nginx expression of variables')
+      .default('$remote_addr'),
     stableUpstream: upstream,
     canaryUpstream: upstream,
     /** The nginx binary, and the main config it tests and reloads with (`nginx -t -c`, `nginx -s reload -c`). */
@@ -41,7 +47,10 @@ export const lambdaAliasTargetSchema = z
     /** A function name or ARN. */
     functionName: z.string().min(1).max(170),
     alias: z.string().regex(/^(?!^[0-9]+$)[a-zA-Z0-9-_]{1,128}$/, 'an alias name (not a version number, not $LATEST)'),
-    region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/).optional(),
+    region: z
+      .string()
+      .regex(/^[a-z]{2}(-[a-z]+)+-\d$/)
+      .optional(),
   })
   .strict();
 
@@ -55,12 +64,17 @@ export const albWeightsTargetSchema = z
     canaryTargetGroupArn: arn('elasticloadbalancing'),
     /** Target-group stickiness on the forward action, in seconds (1–604800); absent: none. */
     stickinessSeconds: z.number().int().min(1).max(604_800).optional(),
-    region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/).optional(),
+    region: z
+      .string()
+      .regex(/^[a-z]{2}(-[a-z]+)+-\d$/)
+      .optional(),
   })
   .strict()
   .superRefine((t, ctx) => {
-    if ((t.ruleArn === undefined) === (t.listenerArn === undefined)) ctx.addIssue({ code: 'custom', path: ['ruleArn'], message: 'give ruleArn or listenerArn, exactly one' });
-    if (t.stableTargetGroupArn === t.canaryTargetGroupArn) ctx.addIssue({ code: 'custom', path: ['canaryTargetGroupArn'], message: 'must differ from stableTargetGroupArn' });
+    if ((t.ruleArn === undefined) === (t.listenerArn === undefined))
+      ctx.addIssue({ code: 'custom', path: ['ruleArn'], message: 'give ruleArn or listenerArn, exactly one' });
+    if (t.stableTargetGroupArn === t.canaryTargetGroupArn)
+      ctx.addIssue({ code: 'custom', path: ['canaryTargetGroupArn'], message: 'must differ from stableTargetGroupArn' });
   });
 
 export const webhookTargetSchema = z
@@ -77,7 +91,10 @@ export const webhookTargetSchema = z
       .url()
       .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL'),
     /** A credential of the operator's outbound configuration bound to the url's origin: hmac signs each request; bearer or basic authorize it. */
-    credential: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'the name of a credential in the operator\'s outbound configuration').optional(),
+    credential: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]{1,64}$/, "the name of a credential in the operator's outbound configuration")
+      .optional(),
     timeoutSeconds: z.number().int().min(1).max(60).default(10),
   })
   .strict();
@@ -105,11 +122,15 @@ export function parseTargets(input: unknown): TargetsConfig {
  * checked when a process starts, so a target that could never be reached is
  * a configuration error rather than a rollout that fails at its first stage.
  */
-export function targetOutboundIssues(targets: TargetsConfig, policy: { refuseUrl(url: string, field: string): string | null; refuseCredential(name: string, url: string, field: string): string | null }): string[] {
+export function targetOutboundIssues(
+  targets: TargetsConfig,
+  policy: { refuseUrl(url: string, field: string): string | null; refuseCredential(name: string, url: string, field: string): string | null },
+): string[] {
   const out: string[] = [];
   for (const [name, t] of Object.entries(targets)) {
     if (t.type !== 'webhook') continue;
-    const refused = policy.refuseUrl(t.url, `${name}.url`) ?? (t.credential === undefined ? null : policy.refuseCredential(t.credential, t.url, `${name}.credential`));
+    const refused =
+      policy.refuseUrl(t.url, `${name}.url`) ?? (t.credential === undefined ? null : policy.refuseCredential(t.credential, t.url, `${name}.credential`));
     if (refused) out.push(refused);
   }
   return out;
@@ -118,7 +139,8 @@ export function targetOutboundIssues(targets: TargetsConfig, policy: { refuseUrl
 /** Why `version` cannot be a rollout's new version on a Lambda alias; empty when it can. */
 export function lambdaVersionIssues(newVersion: string): string[] {
   if (newVersion.toUpperCase() === '$LATEST') return ['$LATEST is not a published version: a Lambda alias splits traffic between published versions only'];
-  if (!/^[1-9][0-9]{0,19}$/.test(newVersion)) return [`${JSON.stringify(newVersion.slice(0, 40))} is not a published Lambda version (a version number, e.g. "3")`];
+  if (!/^[1-9][0-9]{0,19}$/.test(newVersion))
+    return [`${JSON.stringify(newVersion.slice(0, 40))} is not a published Lambda version (a version number, e.g. "3")`];
   return [];
 }
 
@@ -127,7 +149,10 @@ export function lambdaVersionIssues(newVersion: string): string[] {
  * not declared, or a new version a Lambda alias cannot carry (published
  * versions only). One `field: why` line each, checked when a spec is accepted.
  */
-export function actuationIssues(spec: { readonly actuators?: readonly string[]; readonly target: { readonly version: string; readonly stableVersion?: string } }, targets: TargetsConfig): string[] {
+export function actuationIssues(
+  spec: { readonly actuators?: readonly string[]; readonly target: { readonly version: string; readonly stableVersion?: string } },
+  targets: TargetsConfig,
+): string[] {
   const out: string[] = [];
   spec.actuators?.forEach((name, i) => {
     const t = own(targets, name);
@@ -138,7 +163,8 @@ export function actuationIssues(spec: { readonly actuators?: readonly string[]; 
     }
     if (t.type === 'lambdaAlias') {
       for (const issue of lambdaVersionIssues(spec.target.version)) out.push(`target.version: ${issue} (target ${name} is a Lambda alias)`);
-      if (spec.target.stableVersion !== undefined && spec.target.stableVersion === spec.target.version) out.push('target.stableVersion: the same as target.version; an alias splits between two versions');
+      if (spec.target.stableVersion !== undefined && spec.target.stableVersion === spec.target.version)
+        out.push('target.stableVersion: the same as target.version; an alias splits between two versions');
     }
   });
   return [...new Set(out)];

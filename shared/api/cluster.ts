@@ -60,7 +60,16 @@ function selfOf(view: ClusterView, leader: LeaderView | null): { state: NodeStat
 }
 
 function nodeJson(n: ClusterNode) {
-  return { node_id: n.nodeId, hostname: n.hostname, port: n.port, api_url: n.apiUrl, state: n.state, term: n.term, is_healthy: n.isHealthy, last_heartbeat: new Date(n.lastHeartbeat).toISOString() };
+  return {
+    node_id: n.nodeId,
+    hostname: n.hostname,
+    port: n.port,
+    api_url: n.apiUrl,
+    state: n.state,
+    term: n.term,
+    is_healthy: n.isHealthy,
+    last_heartbeat: new Date(n.lastHeartbeat).toISOString(),
+  };
 }
 
 export async function clusterStatus(view: ClusterView, now = Date.now()): Promise<ClusterAnswer> {

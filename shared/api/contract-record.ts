@@ -20,15 +20,23 @@ export interface RecordedAnswer {
   readonly body: unknown;
 }
 
-export function recordAnswer(route: RouteDef | null, res: { readonly status: number; readonly body: unknown; readonly headers?: Readonly<Record<string, string>> }): void {
+export function recordAnswer(
+  route: RouteDef | null,
+  res: { readonly status: number; readonly body: unknown; readonly headers?: Readonly<Record<string, string>> },
+): void {
   if (!dir || !route) return;
   const key = `${route.id} ${res.status}`;
   const n = seen.get(key) ?? 0;
   if (n >= PER_KEY) return;
   seen.set(key, n + 1);
   // Raw bodies (the page, metrics) are checked by their content type only.
-  const raw = typeof res.body === 'object' && res.body !== null && 'contentType' in res.body && typeof (res.body).contentType === 'string';
-  const line: RecordedAnswer = { route: route.id, status: res.status, contentType: raw ? (res.body as { contentType: string }).contentType : res.status === 304 ? null : 'application/json', body: raw ? null : res.body };
+  const raw = typeof res.body === 'object' && res.body !== null && 'contentType' in res.body && typeof res.body.contentType === 'string';
+  const line: RecordedAnswer = {
+    route: route.id,
+    status: res.status,
+    contentType: raw ? (res.body as { contentType: string }).contentType : res.status === 304 ? null : 'application/json',
+    body: raw ? null : res.body,
+  };
   try {
     appendFileSync(join(dir, `${process.pid}.jsonl`), `${JSON.stringify(line)}\n`);
   } catch {

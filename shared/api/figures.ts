@@ -47,25 +47,85 @@ interface MetricDef {
 }
 
 export const METRICS = {
-  rollout_info: { help: 'A rollout running or paused (1), with its service, versions and state', labels: ['rollout', 'service', 'new_version', 'stable_version', 'state'], dimensions: ['rollout'], unit: 'None' },
+  rollout_info: {
+    help: 'A rollout running or paused (1), with its service, versions and state',
+    labels: ['rollout', 'service', 'new_version', 'stable_version', 'state'],
+    dimensions: ['rollout'],
+    unit: 'None',
+  },
   rollout_percent: { help: 'The share of traffic on the new version in force, 0-100', labels: ['rollout'], dimensions: ['rollout'], unit: 'Percent' },
   rollout_stage_index: { help: 'The active stage, by index (its name as a label)', labels: ['rollout', 'stage'], dimensions: ['rollout'], unit: 'None' },
   rollout_stage_seconds: { help: 'How long the active stage has been active', labels: ['rollout'], dimensions: ['rollout'], unit: 'Seconds' },
-  rollout_last_progress_timestamp_seconds: { help: "The rollout's last activation, promotion, resume or retry: what its progress deadline measures from", labels: ['rollout'], dimensions: ['rollout'], unit: 'Seconds' },
-  rollout_progress_deadline_seconds: { help: "The rollout's progress deadline (progressDeadlineSeconds)", labels: ['rollout'], dimensions: ['rollout'], unit: 'Seconds' },
-  rollout_gate_value: { help: 'The last value a provider gate of the active stage read', labels: ['rollout', 'gate', 'type'], dimensions: ['rollout', 'gate'], unit: 'None' },
-  rollout_gate_threshold: { help: 'The threshold a provider gate of the active stage compares its value with', labels: ['rollout', 'gate', 'type', 'comparison'], dimensions: ['rollout', 'gate'], unit: 'None' },
-  rollout_gate_readings: { help: 'Readings of each provider gate of the active stage in its current period, by outcome', labels: ['rollout', 'gate', 'outcome'], dimensions: ['rollout', 'gate', 'outcome'], unit: 'Count' },
-  rollout_actuation_drift: { help: 'A target someone else changed (1): the rollout is paused and nothing is written to it until a person acts', labels: ['rollout', 'target'], dimensions: ['rollout', 'target'], unit: 'None' },
-  rollout_actuation_state: { help: 'Each target of the rollout (1), by state: pending (a write under way or not verified), converged (read back carrying the committed state), drift, failed (the target refused)', labels: ['rollout', 'target', 'kind', 'state'], dimensions: ['rollout', 'target', 'state'], unit: 'None' },
-  rollout_actuation_lag_seconds: { help: 'How long a target has not carried the committed state (pending or failed, since its record last changed); 0 once converged', labels: ['rollout', 'target'], dimensions: ['rollout', 'target'], unit: 'Seconds' },
-  rollout_hook_answers: { help: "A post-rollout hook's answers counted against its limits so far, by outcome (failed, inconclusive)", labels: ['rollout', 'target', 'outcome'], dimensions: ['rollout', 'target', 'outcome'], unit: 'Count' },
-  rollout_events_total: { help: 'Rollout events published, by type (ai.rollout.stage_promoted, …): each transition emits its own', labels: ['type'], dimensions: ['type'], unit: 'Count' },
+  rollout_last_progress_timestamp_seconds: {
+    help: "The rollout's last activation, promotion, resume or retry: what its progress deadline measures from",
+    labels: ['rollout'],
+    dimensions: ['rollout'],
+    unit: 'Seconds',
+  },
+  rollout_progress_deadline_seconds: {
+    help: "The rollout's progress deadline (progressDeadlineSeconds)",
+    labels: ['rollout'],
+    dimensions: ['rollout'],
+    unit: 'Seconds',
+  },
+  rollout_gate_value: {
+    help: 'The last value a provider gate of the active stage read',
+    labels: ['rollout', 'gate', 'type'],
+    dimensions: ['rollout', 'gate'],
+    unit: 'None',
+  },
+  rollout_gate_threshold: {
+    help: 'The threshold a provider gate of the active stage compares its value with',
+    labels: ['rollout', 'gate', 'type', 'comparison'],
+    dimensions: ['rollout', 'gate'],
+    unit: 'None',
+  },
+  rollout_gate_readings: {
+    help: 'Readings of each provider gate of the active stage in its current period, by outcome',
+    labels: ['rollout', 'gate', 'outcome'],
+    dimensions: ['rollout', 'gate', 'outcome'],
+    unit: 'Count',
+  },
+  rollout_actuation_drift: {
+    help: 'A target someone else changed (1): the rollout is paused and nothing is written to it until a person acts',
+    labels: ['rollout', 'target'],
+    dimensions: ['rollout', 'target'],
+    unit: 'None',
+  },
+  rollout_actuation_state: {
+    help: 'Each target of the rollout (1), by state: pending (a write under way or not verified), converged (read back carrying the committed state), drift, failed (the target refused)',
+    labels: ['rollout', 'target', 'kind', 'state'],
+    dimensions: ['rollout', 'target', 'state'],
+    unit: 'None',
+  },
+  rollout_actuation_lag_seconds: {
+    help: 'How long a target has not carried the committed state (pending or failed, since its record last changed); 0 once converged',
+    labels: ['rollout', 'target'],
+    dimensions: ['rollout', 'target'],
+    unit: 'Seconds',
+  },
+  rollout_hook_answers: {
+    help: "A post-rollout hook's answers counted against its limits so far, by outcome (failed, inconclusive)",
+    labels: ['rollout', 'target', 'outcome'],
+    dimensions: ['rollout', 'target', 'outcome'],
+    unit: 'Count',
+  },
+  rollout_events_total: {
+    help: 'Rollout events published, by type (ai.rollout.stage_promoted, …): each transition emits its own',
+    labels: ['type'],
+    dimensions: ['type'],
+    unit: 'Count',
+  },
   rollout_run_items: { help: 'Items of an open run, by state', labels: ['run', 'state'], dimensions: ['run', 'state'], unit: 'Count' },
   rollout_run_steals: { help: 'Items of an open run taken over from silent workers', labels: ['run'], dimensions: ['run'], unit: 'Count' },
   rollout_run_drains: { help: 'Workers of an open run that drained (a spot notice or a drain request)', labels: ['run'], dimensions: ['run'], unit: 'Count' },
   rollout_dead_letters_total: { help: 'Items failed because their message was given back maxReceiveCount times', labels: [], dimensions: [], unit: 'Count' },
-  rollout_metrics_left_out: { help: `Rollouts and runs with no series of their own, past the caps (${MAX_ROLLOUTS} rollouts, ${MAX_RUNS} runs)`, labels: ['kind'], dimensions: ['kind'], unit: 'Count' },
+  rollout_metrics_left_out: {
+    help: `Rollouts and runs with no series of their own, past the caps (${MAX_ROLLOUTS} rollouts, ${MAX_RUNS} runs)`,
+    labels: ['kind'],
+    dimensions: ['kind'],
+    unit: 'Count',
+  },
 } as const satisfies Record<string, MetricDef>;
 
 export type MetricName = keyof typeof METRICS;
@@ -88,7 +148,12 @@ export const ROLLOUT_METRICS = [
 ] as const satisfies readonly MetricName[];
 
 /** The per-rollout metrics read from its targets' actuation records: none for a rollout that moves no target. */
-export const ACTUATION_METRICS = ['rollout_actuation_drift', 'rollout_actuation_state', 'rollout_actuation_lag_seconds', 'rollout_hook_answers'] as const satisfies readonly MetricName[];
+export const ACTUATION_METRICS = [
+  'rollout_actuation_drift',
+  'rollout_actuation_state',
+  'rollout_actuation_lag_seconds',
+  'rollout_hook_answers',
+] as const satisfies readonly MetricName[];
 
 /** The per-run metrics runFigures gives. */
 export const RUN_METRICS = ['rollout_run_items', 'rollout_run_steals', 'rollout_run_drains'] as const satisfies readonly MetricName[];
@@ -120,7 +185,17 @@ export function rolloutFigures(view: RolloutView, actuations: readonly Actuation
   const out: Figure[] = [];
   const add = (name: MetricName, labels: Record<string, string>, value: number) => out.push({ name, labels, value });
   const target = rollout.spec.target;
-  add('rollout_info', { rollout: id, service: labelValue(target.service), new_version: labelValue(target.version), stable_version: labelValue(target.stableVersion), state: rollout.state }, 1);
+  add(
+    'rollout_info',
+    {
+      rollout: id,
+      service: labelValue(target.service),
+      new_version: labelValue(target.version),
+      stable_version: labelValue(target.stableVersion),
+      state: rollout.state,
+    },
+    1,
+  );
   add('rollout_percent', { rollout: id }, trafficOf(view).percent);
   const active = view.stages.find((s) => s.phase === 'active');
   if (active) add('rollout_stage_index', { rollout: id, stage: labelValue(active.name) }, active.index);
@@ -132,7 +207,8 @@ export function rolloutFigures(view: RolloutView, actuations: readonly Actuation
     if (g.last?.value != null) add('rollout_gate_value', { rollout: id, gate: labelValue(g.name), type: g.type }, g.last.value);
   }
   for (const g of gates) {
-    if (g.threshold !== null) add('rollout_gate_threshold', { rollout: id, gate: labelValue(g.name), type: g.type, comparison: g.comparison ?? '' }, g.threshold);
+    if (g.threshold !== null)
+      add('rollout_gate_threshold', { rollout: id, gate: labelValue(g.name), type: g.type, comparison: g.comparison ?? '' }, g.threshold);
   }
   for (const g of gates) {
     const base = { rollout: id, gate: labelValue(g.name) };
@@ -164,7 +240,11 @@ export interface RunFigures {
 export function runFigures(run: RunFigures): Figure[] {
   const id = labelValue(run.id);
   return [
-    ...(Object.entries(run.counts) as [WorkItem['state'], number][]).map(([state, n]): Figure => ({ name: 'rollout_run_items', labels: { run: id, state }, value: n })),
+    ...(Object.entries(run.counts) as [WorkItem['state'], number][]).map(([state, n]): Figure => ({
+      name: 'rollout_run_items',
+      labels: { run: id, state },
+      value: n,
+    })),
     { name: 'rollout_run_steals', labels: { run: id }, value: run.steals },
     { name: 'rollout_run_drains', labels: { run: id }, value: run.drains },
   ];
@@ -183,7 +263,11 @@ export function leftOutFigures(leftOut: { readonly rollouts: number; readonly ru
  * out: by the list (one past the cap says so), never a read of all of them,
  * so the figures cost the same at 100 running rollouts as at 10,000.
  */
-export async function newestRollouts(store: Pick<RolloutStore, 'list' | 'load'>, state: 'running' | 'paused', limit: number): Promise<{ readonly views: RolloutView[]; readonly more: boolean }> {
+export async function newestRollouts(
+  store: Pick<RolloutStore, 'list' | 'load'>,
+  state: 'running' | 'paused',
+  limit: number,
+): Promise<{ readonly views: RolloutView[]; readonly more: boolean }> {
   if (limit <= 0) return { views: [], more: (await store.list({ state, limit: 1 })).rollouts.length > 0 };
   const listed = (await store.list({ state, limit: limit + 1 })).rollouts;
   const views = await mapLimit(listed.slice(0, limit), 16, (r) => store.load(r.id));

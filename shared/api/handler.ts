@@ -4,7 +4,21 @@ import { JsonBodyError, parseJsonBody } from './json.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
 import { z } from 'zod';
-import { API_VERSION, commandBody, commandRouteId, createRolloutBody, createRunFields, ID_MESSAGE, ID_RULE, openApiDocument, RETRY_ABORTED_SCOPE, routerOf, ROUTES, TargetError, type Match } from './contract.js';
+import {
+  API_VERSION,
+  commandBody,
+  commandRouteId,
+  createRolloutBody,
+  createRunFields,
+  ID_MESSAGE,
+  ID_RULE,
+  openApiDocument,
+  RETRY_ABORTED_SCOPE,
+  routerOf,
+  ROUTES,
+  TargetError,
+  type Match,
+} from './contract.js';
 import type { Scope } from '../auth/scopes.js';
 import type { Identity } from '../auth/identity.js';
 import { recordAnswer } from './contract-record.js';
@@ -104,16 +118,26 @@ export class HttpError extends Error {
 }
 
 const createRunBody = createRunFields.superRefine((b, ctx) => {
-  if (b.shards !== undefined && b.itemsPerSecond !== undefined) ctx.addIssue({ code: 'custom', path: ['shards'], message: 'give shards or itemsPerSecond, not both' });
+  if (b.shards !== undefined && b.itemsPerSecond !== undefined)
+    ctx.addIssue({ code: 'custom', path: ['shards'], message: 'give shards or itemsPerSecond, not both' });
   if (b.itemsPerSecond !== undefined && shardsFor(b.itemsPerSecond) > MAX_RUN_SHARDS) {
-    ctx.addIssue({ code: 'custom', path: ['itemsPerSecond'], message: `${b.itemsPerSecond} items/s needs ${shardsFor(b.itemsPerSecond)} shards of 1 KB items; a run takes at most ${MAX_RUN_SHARDS}: split it into runs` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['itemsPerSecond'],
+      message: `${b.itemsPerSecond} items/s needs ${shardsFor(b.itemsPerSecond)} shards of 1 KB items; a run takes at most ${MAX_RUN_SHARDS}: split it into runs`,
+    });
   }
 });
 
 /** `POST /runs`'s body as JSON Schema (draft 2020-12), from the schema the route checks with (the cross-field rules are the route's). */
 export function runRequestJsonSchema(): Record<string, unknown> {
   const schema = z.toJSONSchema(createRunBody, { io: 'input', unrepresentable: 'any' });
-  return { ...schema, $id: 'https://rollout-control-plane.dev/schemas/run-request.json', title: 'Run request', description: 'POST /runs: a run and its items (payloads: any JSON), or more items for an existing run.' };
+  return {
+    ...schema,
+    $id: 'https://rollout-control-plane.dev/schemas/run-request.json',
+    title: 'Run request',
+    description: 'POST /runs: a run and its items (payloads: any JSON), or more items for an existing run.',
+  };
 }
 
 /** The body parsed as JSON (bounded: parseJsonBody) and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
@@ -128,7 +152,8 @@ export function parseBody<S extends z.ZodType>(schema: S, body: string | null): 
     }
   }
   const parsed = schema.safeParse(json);
-  if (!parsed.success) throw new HttpError(400, 'invalid request body', { issues: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`) });
+  if (!parsed.success)
+    throw new HttpError(400, 'invalid request body', { issues: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`) });
   return parsed.data;
 }
 
@@ -150,13 +175,37 @@ function pageLimit(q: URLSearchParams, fallback: number, max: number): number {
 export function rolloutSummaryJson(r: Rollout) {
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   const { target } = r.spec;
-  return { id: r.id, state: r.state, attempt: r.attempt, version: r.version, service: target.service, newVersion: target.version, stableVersion: target.stableVersion ?? null, stages: r.spec.stages.length, createdAt: iso(r.createdAt), updatedAt: iso(r.updatedAt), stateBy: r.stateBy, stateReason: r.stateReason };
+  return {
+    id: r.id,
+    state: r.state,
+    attempt: r.attempt,
+    version: r.version,
+    service: target.service,
+    newVersion: target.version,
+    stableVersion: target.stableVersion ?? null,
+    stages: r.spec.stages.length,
+    createdAt: iso(r.createdAt),
+    updatedAt: iso(r.updatedAt),
+    stateBy: r.stateBy,
+    stateReason: r.stateReason,
+  };
 }
 
 /** One transition of a rollout's history, from the event it emitted. */
 export function historyJson(e: RolloutEvent) {
   const d = e.detail;
-  return { seq: d.seq ?? null, type: e.detailType, at: new Date(e.time).toISOString(), actor: d.actor, epoch: d.epoch, attempt: d.attempt, stage: d.stage ?? null, percent: d.percent ?? null, reason: d.reason ?? null, ...(d.target ? { target: d.target } : {}) };
+  return {
+    seq: d.seq ?? null,
+    type: e.detailType,
+    at: new Date(e.time).toISOString(),
+    actor: d.actor,
+    epoch: d.epoch,
+    attempt: d.attempt,
+    stage: d.stage ?? null,
+    percent: d.percent ?? null,
+    reason: d.reason ?? null,
+    ...(d.target ? { target: d.target } : {}),
+  };
 }
 
 /** A run's cancel as the API shows it. */
@@ -167,7 +216,17 @@ export function cancelJson(c: RunCancel) {
 /** An item as the API shows it: what it was asked, where it is, and what came of it. */
 export function itemJson(i: WorkItem) {
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-  return { id: i.id, state: i.state, payload: i.payload, result: i.state === 'done' ? i.result : null, error: i.error, attempts: i.attempts, worker: i.worker, claimedAt: iso(i.claimedAt), heartbeatAt: iso(i.heartbeatAt) };
+  return {
+    id: i.id,
+    state: i.state,
+    payload: i.payload,
+    result: i.state === 'done' ? i.result : null,
+    error: i.error,
+    attempts: i.attempts,
+    worker: i.worker,
+    claimedAt: iso(i.claimedAt),
+    heartbeatAt: iso(i.heartbeatAt),
+  };
 }
 
 type Params = Readonly<Record<string, string>>;
@@ -280,7 +339,12 @@ function trafficFor(view: RolloutView): RolloutTraffic {
  */
 function cacheable(req: ApiRequest, read: RolloutView | StaleView, body: (view: RolloutView) => object): ApiResponse {
   // From the last good read: said in the body and a header, and neither validated nor cached.
-  if (read instanceof StaleView) return { status: 200, body: { ...body(read.view), stale: { asOf: new Date(read.asOf).toISOString(), reason: read.reason } }, headers: { 'x-rollout-stale': 'true', 'cache-control': 'no-store' } };
+  if (read instanceof StaleView)
+    return {
+      status: 200,
+      body: { ...body(read.view), stale: { asOf: new Date(read.asOf).toISOString(), reason: read.reason } },
+      headers: { 'x-rollout-stale': 'true', 'cache-control': 'no-store' },
+    };
   const view = read;
   const headers = { etag: `"${view.rollout.attempt}.${view.rollout.version}"`, 'cache-control': 'private, max-age=5' };
   if (req.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
@@ -290,7 +354,12 @@ function cacheable(req: ApiRequest, read: RolloutView | StaleView, body: (view: 
 export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiResponse> {
   const clock = deps.clock ?? systemClock;
   // What the API alone knows of the cluster: the lease row and its own holder id (a node answers /cluster/* with more).
-  const cluster: ClusterView = { nodeId: deps.nodeId, elector: 'lease', version: API_VERSION, leader: async () => leaderViewOf(await deps.leases.read(PROMOTION_LEASE), clock.now()) };
+  const cluster: ClusterView = {
+    nodeId: deps.nodeId,
+    elector: 'lease',
+    version: API_VERSION,
+    leader: async () => leaderViewOf(await deps.leases.read(PROMOTION_LEASE), clock.now()),
+  };
 
   async function requireLeadership() {
     const token = await deps.leadership();
@@ -325,15 +394,25 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     let action: Awaited<ReturnType<typeof runCommand>>;
     try {
       // Decided on the state the command is applied to (a rollout aborted meanwhile is seen), not on a read before it.
-      action = await runCommand(deps.engine, token, { rolloutId: id, command, actor: req.actor, retryAborted: !req.scopes || req.scopes.has(RETRY_ABORTED_SCOPE), ...(body.reason ? { reason: body.reason } : {}) });
+      action = await runCommand(deps.engine, token, {
+        rolloutId: id,
+        command,
+        actor: req.actor,
+        retryAborted: !req.scopes || req.scopes.has(RETRY_ABORTED_SCOPE),
+        ...(body.reason ? { reason: body.reason } : {}),
+      });
     } catch (err) {
-      if (err instanceof AbortIsFinalError) throw new HttpError(403, `${req.actor} lacks the "${RETRY_ABORTED_SCOPE}" scope, which retrying an aborted rollout needs (${id} was aborted)`);
+      if (err instanceof AbortIsFinalError)
+        throw new HttpError(403, `${req.actor} lacks the "${RETRY_ABORTED_SCOPE}" scope, which retrying an aborted rollout needs (${id} was aborted)`);
       throw err;
     } finally {
       // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
       reads.forget(id);
     }
-    return { status: 200, body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } } };
+    return {
+      status: 200,
+      body: { action: { transition: action.transition, applied: action.applied, stage: action.stage ?? null, events: action.events.map((e) => e.detailType) } },
+    };
   }
 
   let document: Record<string, unknown> | undefined;
@@ -346,20 +425,27 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       const body = parseBody(createRolloutBody, req.body);
       const spec = parseRolloutSpec(body.spec);
       const refused = outboundIssues(spec, deps.outbound);
-      if (refused.length) throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
+      if (refused.length)
+        throw new HttpError(400, 'invalid rollout spec: it asks for requests the operator has not allowed', { issues: refused.map((i) => `spec.${i}`) });
       const unreadable = gateNamespaceIssues(spec, deps.gateNamespaces ?? null);
-      if (unreadable.length) throw new HttpError(400, 'invalid rollout spec: it reads CloudWatch namespaces the operator has not allowed', { issues: unreadable.map((i) => `spec.${i}`) });
+      if (unreadable.length)
+        throw new HttpError(400, 'invalid rollout spec: it reads CloudWatch namespaces the operator has not allowed', {
+          issues: unreadable.map((i) => `spec.${i}`),
+        });
       const unmovable = actuationIssues(spec, deps.targets ?? {});
-      if (unmovable.length) throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
+      if (unmovable.length)
+        throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
       const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
       return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
     },
     listRollouts: async (req) => {
       const q = req.query ?? new URLSearchParams();
       // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
-      if (!q.has('state') && !q.has('cursor') && !q.has('limit')) return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
+      if (!q.has('state') && !q.has('cursor') && !q.has('limit'))
+        return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
       const state = q.get('state') ?? 'all';
-      if (state !== 'all' && !(ROLLOUT_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: all or one of ${ROLLOUT_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
+      if (state !== 'all' && !(ROLLOUT_STATES as readonly string[]).includes(state))
+        throw new HttpError(400, `state: all or one of ${ROLLOUT_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
       const limit = pageLimit(q, 50, 500);
       const cursor = q.get('cursor');
       const page = await deps.engine.store.list({ limit, ...(state !== 'all' ? { state: state as RolloutState } : {}), ...(cursor ? { cursor } : {}) });
@@ -385,7 +471,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     rolloutAssignment: async (req, p) => {
       const id = segment(p, 'rollout id');
       const entities = req.query?.getAll('entity') ?? [];
-      if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES) throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
+      if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES)
+        throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
       const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
       if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
       return cacheable(req, await assignmentView(id), (view) => {
@@ -416,7 +503,13 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       // items and failed before sending (and so does the coordinator's scan, which sends what was
       // never recorded as sent). A duplicate message is harmless: a worker drops one whose item is
       // no longer pending. Items never claimed yet (version 0) are recorded as sent.
-      await dispatch(deps.ledger, deps.workQueue(), id, [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })), now);
+      await dispatch(
+        deps.ledger,
+        deps.workQueue(),
+        id,
+        [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })),
+        now,
+      );
       return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
     },
     // Recorded once (monotone: no fence needed); its coordinator fails the Pending items, fenced: at once on a node, at its next scan in AWS.
@@ -433,21 +526,55 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       const cursor = q.get('cursor');
       const page = await deps.ledger.listRuns({ limit: pageLimit(q, 50, 500), ...(cursor ? { cursor } : {}) });
       const iso = (ms: number) => new Date(ms).toISOString();
-      return { status: 200, body: { runs: page.runs.map((r) => ({ id: r.id, spec: r.spec, createdAt: iso(r.createdAt), coordinatorEpoch: r.coordinatorEpoch, shards: r.shards ?? null, cancelled: r.cancelled ? cancelJson(r.cancelled) : null })), next: page.next } };
+      return {
+        status: 200,
+        body: {
+          runs: page.runs.map((r) => ({
+            id: r.id,
+            spec: r.spec,
+            createdAt: iso(r.createdAt),
+            coordinatorEpoch: r.coordinatorEpoch,
+            shards: r.shards ?? null,
+            cancelled: r.cancelled ? cancelJson(r.cancelled) : null,
+          })),
+          next: page.next,
+        },
+      };
     },
     getRun: async (req, p) => {
       const id = segment(p, 'run id');
       const run = await deps.ledger.getRun(id);
       if (!run) throw new HttpError(404, `run ${id} not found`);
       const counts = await deps.ledger.counts(id);
-      const throttled = run.throttled ? { at: new Date(run.throttled.at).toISOString(), secondsAgo: Math.max(0, Math.round((clock.now() - run.throttled.at) / 1000)), keyFamily: run.throttled.family, requests: run.throttled.requests } : null;
-      return { status: 200, body: { id, spec: run.spec, coordinatorEpoch: run.coordinatorEpoch, createdAt: new Date(run.createdAt).toISOString(), shards: run.shards ?? null, counts, done: counts.pending + counts.running === 0, throttled, cancelled: run.cancelled ? cancelJson(run.cancelled) : null } };
+      const throttled = run.throttled
+        ? {
+            at: new Date(run.throttled.at).toISOString(),
+            secondsAgo: Math.max(0, Math.round((clock.now() - run.throttled.at) / 1000)),
+            keyFamily: run.throttled.family,
+            requests: run.throttled.requests,
+          }
+        : null;
+      return {
+        status: 200,
+        body: {
+          id,
+          spec: run.spec,
+          coordinatorEpoch: run.coordinatorEpoch,
+          createdAt: new Date(run.createdAt).toISOString(),
+          shards: run.shards ?? null,
+          counts,
+          done: counts.pending + counts.running === 0,
+          throttled,
+          cancelled: run.cancelled ? cancelJson(run.cancelled) : null,
+        },
+      };
     },
     runItems: async (req, p) => {
       const id = segment(p, 'run id');
       const q = req.query ?? new URLSearchParams();
       const state = q.get('state');
-      if (state !== null && !(ITEM_STATES as readonly string[]).includes(state)) throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
+      if (state !== null && !(ITEM_STATES as readonly string[]).includes(state))
+        throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
       const limit = pageLimit(q, 100, MAX_ITEMS_PAGE);
       const cursor = q.get('cursor');
       if (!(await deps.ledger.getRun(id))) throw new HttpError(404, `run ${id} not found`);
@@ -466,7 +593,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       // A POST where the router would take a command: say which commands there are.
       const cut = path.lastIndexOf('/');
       const sibling = req.method.toUpperCase() === 'POST' && cut > 0 ? sharedRoute('POST', `${path.slice(0, cut)}/${COMMANDS[0]}`) : null;
-      if (sibling?.route && COMMAND_ROUTE_IDS.has(sibling.route.id)) throw new HttpError(404, `unknown command ${path.slice(cut + 1, cut + 41)}: one of ${COMMANDS.join(', ')}`);
+      if (sibling?.route && COMMAND_ROUTE_IDS.has(sibling.route.id))
+        throw new HttpError(404, `unknown command ${path.slice(cut + 1, cut + 41)}: one of ${COMMANDS.join(', ')}`);
       throw new HttpError(404, `no route for ${path.slice(0, 200)}`);
     }
     throw new HttpError(405, `${req.method} not allowed on ${path.slice(0, 200)}: use ${found.allowed.join(' or ')}`);

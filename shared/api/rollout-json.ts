@@ -111,5 +111,12 @@ export function actuationJson(records: readonly ActuationRecord[]): ActuationJso
 }
 
 export function viewJson(v: RolloutView, history?: readonly GateReading[], actuations?: readonly ActuationRecord[]): RolloutJson {
-  return { ...v.rollout, stages: v.stages, metrics: Object.fromEntries(v.metrics), alarms: v.alarms, gates: gatesJson(v, history), ...(actuations ? { actuation: actuationJson(actuations) } : {}) };
+  return {
+    ...v.rollout,
+    stages: v.stages,
+    metrics: Object.fromEntries(v.metrics),
+    alarms: v.alarms,
+    gates: gatesJson(v, history),
+    ...(actuations ? { actuation: actuationJson(actuations) } : {}),
+  };
 }

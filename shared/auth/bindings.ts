@@ -35,9 +35,16 @@ export function runsBinding(values: readonly string[]): ReadonlySet<string> | 'a
   if (values.length === 1 && values[0] === '*') return 'any';
   if (values.includes('*')) throw new BindingError('runs: * means any run and stands alone');
   if (!values.length) throw new BindingError('runs: at least one run id, or * for any');
-  if (values.length > MAX_BOUND_RUNS) throw new BindingError(`runs: at most ${MAX_BOUND_RUNS} run ids (${values.length} given); bind a fleet that serves more with *`);
+  if (values.length > MAX_BOUND_RUNS)
+    throw new BindingError(`runs: at most ${MAX_BOUND_RUNS} run ids (${values.length} given); bind a fleet that serves more with *`);
   const bad = values.filter((v) => !ID_RULE.test(v));
-  if (bad.length) throw new BindingError(`runs: ${bad.slice(0, 5).map((v) => JSON.stringify(v.slice(0, 130))).join(', ')} ${bad.length === 1 ? 'is not a run id' : 'are not run ids'} (letters, digits, _ . : -, at most 128)`);
+  if (bad.length)
+    throw new BindingError(
+      `runs: ${bad
+        .slice(0, 5)
+        .map((v) => JSON.stringify(v.slice(0, 130)))
+        .join(', ')} ${bad.length === 1 ? 'is not a run id' : 'are not run ids'} (letters, digits, _ . : -, at most 128)`,
+    );
   return new Set(values);
 }
 
@@ -90,7 +97,8 @@ export function authorizeWorkerRequest(identity: Identity, body: unknown): strin
   const { runId, workerId } = request;
   if (typeof runId !== 'string' || typeof workerId !== 'string') return null;
   const runs = identity.runs ?? 'any';
-  if (runs !== 'any' && !runs.has(runId)) return `${identity.actor} may not ask work for run ${quoted(runId)}: its credential is bound to runs ${describeRuns(runs)}`;
+  if (runs !== 'any' && !runs.has(runId))
+    return `${identity.actor} may not ask work for run ${quoted(runId)}: its credential is bound to runs ${describeRuns(runs)}`;
   const worker = identity.worker ?? null;
   if (!workerMatches(worker, workerId)) return `${identity.actor} may not ask work as worker ${quoted(workerId)}: its credential is bound to worker ${worker}`;
   return null;

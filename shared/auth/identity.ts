@@ -139,7 +139,7 @@ export class CredentialsFile<T> {
     this.loaded(this.value, this.logger);
 
     const every = Math.max(10, o.pollMs ?? DEFAULT_POLL_MS);
-    this.watcher = o.watch ?? true ? this.watchDirectory(every) : null;
+    this.watcher = (o.watch ?? true) ? this.watchDirectory(every) : null;
     this.poll = setInterval(() => void this.check(), every).unref();
     if (o.sighup ?? true) {
       if (!hangupListeners.size) process.on('SIGHUP', onHangup);
@@ -231,7 +231,9 @@ export class CredentialsFile<T> {
     }
     if (text === this.text) return false;
     if (!text.trim()) {
-      this.logger.warn(`${this.what}: ${this.path} is empty (a save caught half-way?); ${keeping}. To remove every credential, leave a # comment in it`, { file: this.path });
+      this.logger.warn(`${this.what}: ${this.path} is empty (a save caught half-way?); ${keeping}. To remove every credential, leave a # comment in it`, {
+        file: this.path,
+      });
       return false;
     }
     let value: T;

@@ -23,7 +23,8 @@ export class RateLimiter {
   /** `perSecond` with bursts of `burstSeconds` worth (at least one request); null when `perSecond` is 0 (no limit). */
   static of(perSecond: number, burstSeconds: number, now: () => number = Date.now): RateLimiter | null {
     if (perSecond === 0) return null;
-    if (!(Number.isFinite(burstSeconds) && burstSeconds > 0)) throw new RangeError(`a rate limit's burst must be a positive number of seconds, not ${burstSeconds}`);
+    if (!(Number.isFinite(burstSeconds) && burstSeconds > 0))
+      throw new RangeError(`a rate limit's burst must be a positive number of seconds, not ${burstSeconds}`);
     return new RateLimiter(perSecond, Math.max(1, perSecond * burstSeconds), now);
   }
 

@@ -23,7 +23,13 @@ export function isScope(s: string): s is Scope {
 
 /** An AWS service's event, as EventBridge delivers it. */
 function isAwsEnvelope(body: unknown): boolean {
-  return typeof body === 'object' && body !== null && typeof (body as { source?: unknown }).source === 'string' && (body as { source: string }).source.startsWith('aws.') && 'detail-type' in body;
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    typeof (body as { source?: unknown }).source === 'string' &&
+    (body as { source: string }).source.startsWith('aws.') &&
+    'detail-type' in body
+  );
 }
 
 /**

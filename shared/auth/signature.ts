@@ -45,7 +45,8 @@ export function parseSignalKeys(text: string, file = 'signal keys file'): Map<st
     if (secret.length < 32) return void issues.push(`${at}: the secret must be at least 32 characters`);
     if (lineOf.has(reporter)) return void issues.push(`${at}: reporter ${reporter} is also on line ${lineOf.get(reporter)} (one line per reporter)`);
     const shared = bySecret.get(secret);
-    if (shared !== undefined) return void issues.push(`${at}: the same secret as line ${shared} (each reporter its own secret, or one could sign as the other)`);
+    if (shared !== undefined)
+      return void issues.push(`${at}: the same secret as line ${shared} (each reporter its own secret, or one could sign as the other)`);
     keys.set(reporter, secret);
     lineOf.set(reporter, i + 1);
     bySecret.set(secret, i + 1);
@@ -63,7 +64,10 @@ export class SignalKeys implements ReadonlyMap<string, string> {
   private readonly file: CredentialsFile<ReadonlyMap<string, string>>;
 
   constructor(path: string, o: CredentialsFileOptions = {}) {
-    this.file = new CredentialsFile<ReadonlyMap<string, string>>(path, 'signal keys', (text, p) => parseSignalKeys(text, p), { ...o, count: (keys) => keys.size });
+    this.file = new CredentialsFile<ReadonlyMap<string, string>>(path, 'signal keys', (text, p) => parseSignalKeys(text, p), {
+      ...o,
+      count: (keys) => keys.size,
+    });
   }
 
   /** Reads the file again now (what a change or SIGHUP does); true when new keys are in force. */
@@ -139,7 +143,8 @@ export class SignatureAuthenticator implements Authenticator {
     const k = parts.get('k') ?? '';
     const t = parts.get('t') ?? '';
     const v1 = parts.get('v1') ?? '';
-    if (!REPORTER.test(k) || !/^\d{1,12}$/.test(t) || !/^[0-9a-f]{64}$/.test(v1)) throw new Unauthenticated('Rollout-Signature: expected k=<reporter>,t=<unix seconds>,v1=<64 hex>');
+    if (!REPORTER.test(k) || !/^\d{1,12}$/.test(t) || !/^[0-9a-f]{64}$/.test(v1))
+      throw new Unauthenticated('Rollout-Signature: expected k=<reporter>,t=<unix seconds>,v1=<64 hex>');
     const secret = this.keys.get(k);
     // An unknown reporter costs the same work as a known one: the answer says no more than "does not verify".
     const expected = mac(secret ?? 'x'.repeat(32), t, c.signature.body);

@@ -77,9 +77,13 @@ export function mintToken(actor: string, scopes: readonly Scope[], binding: Toke
 }
 
 export function parseScopes(text: string, where: string): Scope[] {
-  const scopes = text.split(',').map((s) => s.trim()).filter(Boolean);
+  const scopes = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = scopes.filter((s) => !isScope(s));
-  if (bad.length || !scopes.length) throw new ConfigError(where, [`scopes: ${bad.length ? `unknown ${bad.join(', ')}; ` : ''}one or more of ${SCOPES.join(', ')}, comma-separated`]);
+  if (bad.length || !scopes.length)
+    throw new ConfigError(where, [`scopes: ${bad.length ? `unknown ${bad.join(', ')}; ` : ''}one or more of ${SCOPES.join(', ')}, comma-separated`]);
   return scopes as Scope[];
 }
 
@@ -91,14 +95,16 @@ function parseBinding(fields: readonly string[], scopes: ReadonlySet<Scope>): Pi
   for (const field of fields) {
     const eq = field.indexOf('=');
     const key = eq > 0 ? field.slice(0, eq) : '';
-    if (key !== 'runs' && key !== 'worker') throw new BindingError(`${JSON.stringify(field.slice(0, 60))}: after the scopes only runs=<id>,… and worker=<id> may follow`);
+    if (key !== 'runs' && key !== 'worker')
+      throw new BindingError(`${JSON.stringify(field.slice(0, 60))}: after the scopes only runs=<id>,… and worker=<id> may follow`);
     if (seen.has(key)) throw new BindingError(`${key}= is given twice`);
     seen.add(key);
     const value = field.slice(eq + 1);
     if (key === 'runs') runs = runsBinding(value.split(','));
     else worker = workerBinding(value);
   }
-  if (seen.size && !scopes.has('worker')) throw new BindingError(`${[...seen].map((k) => `${k}=`).join(' and ')} bind a worker credential; this line has no worker scope`);
+  if (seen.size && !scopes.has('worker'))
+    throw new BindingError(`${[...seen].map((k) => `${k}=`).join(' and ')} bind a worker credential; this line has no worker scope`);
   return { runs, worker, bound: seen.has('runs') };
 }
 
@@ -120,7 +126,8 @@ export function parseTokensFile(text: string, file = 'tokens file'): TokenEntry[
     const parts = line.split(/\s+/);
     if (parts.length < 3) return void issues.push(`${at}: expected ${FORMAT}, got ${parts.length} field${parts.length === 1 ? '' : 's'}`);
     const [hash, actor, scopeList, ...rest] = parts as [string, string, string, ...string[]];
-    if (!/^sha256:[0-9a-f]{64}$/.test(hash)) return void issues.push(`${at}: the first field must be sha256:<64 lower-case hex> (a token's hash, never the token)`);
+    if (!/^sha256:[0-9a-f]{64}$/.test(hash))
+      return void issues.push(`${at}: the first field must be sha256:<64 lower-case hex> (a token's hash, never the token)`);
     if (!ACTOR.test(actor)) return void issues.push(`${at}: actor: letters, digits and _ . : @ / + - (at most 128)`);
     let entry: TokenEntry;
     try {
@@ -136,7 +143,10 @@ export function parseTokensFile(text: string, file = 'tokens file'): TokenEntry[
     byHash.set(hash, n);
     const grant = grantOf(entry);
     const sameActor = byActor.get(actor);
-    if (sameActor && sameActor.grant !== grant) return void issues.push(`${at}: actor ${actor} is also on line ${sameActor.line} with other scopes or bindings (an actor's lines must grant the same: give each credential its own actor)`);
+    if (sameActor && sameActor.grant !== grant)
+      return void issues.push(
+        `${at}: actor ${actor} is also on line ${sameActor.line} with other scopes or bindings (an actor's lines must grant the same: give each credential its own actor)`,
+      );
     if (!sameActor) byActor.set(actor, { line: n, grant });
     out.push(entry);
   });
@@ -147,7 +157,11 @@ export function parseTokensFile(text: string, file = 'tokens file'): TokenEntry[
 /** Worker lines bound to no run: said on every load, so the operator binds them. */
 function warnUnbound(entries: readonly TokenEntry[], logger: Logger, file: string): void {
   for (const e of entries) {
-    if (unboundWorker(e) && !e.bound) logger.warn(`${file} line ${e.line}: ${e.actor} has the worker scope and no runs= binding, so it may ask work for any run; add runs=<id>,… (runs=* to mean any run on purpose) and worker=<id>`, { file, actor: e.actor, line: e.line });
+    if (unboundWorker(e) && !e.bound)
+      logger.warn(
+        `${file} line ${e.line}: ${e.actor} has the worker scope and no runs= binding, so it may ask work for any run; add runs=<id>,… (runs=* to mean any run on purpose) and worker=<id>`,
+        { file, actor: e.actor, line: e.line },
+      );
   }
 }
 

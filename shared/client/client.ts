@@ -379,7 +379,10 @@ export class RolloutClient {
    * next poll, until the timeout; a rollout that does not exist is an
    * ApiError 404 at once.
    */
-  async waitForRollout(id: string, o: { readonly timeoutMs?: number; readonly pollMs?: number; readonly onChange?: (r: RolloutJson) => void; readonly signal?: AbortSignal } = {}): Promise<RolloutJson> {
+  async waitForRollout(
+    id: string,
+    o: { readonly timeoutMs?: number; readonly pollMs?: number; readonly onChange?: (r: RolloutJson) => void; readonly signal?: AbortSignal } = {},
+  ): Promise<RolloutJson> {
     const started = Date.now();
     const pollMs = o.pollMs ?? 2_000;
     let last: RolloutJson | undefined;

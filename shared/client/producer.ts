@@ -139,12 +139,14 @@ const defaultSleep = (ms: number, signal?: AbortSignal) =>
   });
 
 const positive = (name: string, v: number | undefined, integer: boolean): void => {
-  if (v !== undefined && !(v > 0 && Number.isFinite(v) && (!integer || Number.isInteger(v)))) throw new Error(`invalid enqueue options: ${name}: a positive ${integer ? 'integer' : 'number'}, got ${v}`);
+  if (v !== undefined && !(v > 0 && Number.isFinite(v) && (!integer || Number.isInteger(v))))
+    throw new Error(`invalid enqueue options: ${name}: a positive ${integer ? 'integer' : 'number'}, got ${v}`);
 };
 
 export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: EnqueueOptions = {}): Promise<EnqueueReport> {
   const per = o.requestItems ?? MAX_RUN_ITEMS;
-  if (!Number.isInteger(per) || per < 1 || per > MAX_RUN_ITEMS) throw new Error(`invalid enqueue options: requestItems: an integer from 1 to ${MAX_RUN_ITEMS.toLocaleString('en-US')}, got ${per}`);
+  if (!Number.isInteger(per) || per < 1 || per > MAX_RUN_ITEMS)
+    throw new Error(`invalid enqueue options: requestItems: an integer from 1 to ${MAX_RUN_ITEMS.toLocaleString('en-US')}, got ${per}`);
   positive('maxInFlight', o.maxInFlight, true);
   positive('giveUpAfterMs', o.giveUpAfterMs, false);
   const now = o.now ?? Date.now;
@@ -152,7 +154,11 @@ export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: Enqu
   const giveUpAfterMs = o.giveUpAfterMs ?? PRODUCER_PACE.giveUpAfterMs;
   const window = new ProducerWindow(o.maxInFlight ?? PRODUCER_PACE.maxInFlight);
   const report: EnqueueReport = { id: input.id ?? `run_${randomUUID()}`, created: false, requests: 0, items: 0, added: 0, refused: 0, inFlightPeak: 0 };
-  const layout = { ...(input.spec ? { spec: input.spec } : {}), ...(input.shards !== undefined ? { shards: input.shards } : {}), ...(input.itemsPerSecond !== undefined ? { itemsPerSecond: input.itemsPerSecond } : {}) };
+  const layout = {
+    ...(input.spec ? { spec: input.spec } : {}),
+    ...(input.shards !== undefined ? { shards: input.shards } : {}),
+    ...(input.itemsPerSecond !== undefined ? { itemsPerSecond: input.itemsPerSecond } : {}),
+  };
 
   type Batch = { readonly items: unknown[]; readonly key: string; firstSentAt: number | null; readonly first: boolean };
   const source = Symbol.asyncIterator in input.items ? input.items[Symbol.asyncIterator]() : input.items[Symbol.iterator]();
@@ -211,7 +217,8 @@ export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: Enqu
         if (!(err instanceof ApiError) || !TRY_AGAIN.has(err.status)) return fail(errorMessage(err), err);
         report.refused++;
         const refusedForMs = now() - b.firstSentAt!;
-        if (refusedForMs >= giveUpAfterMs) return fail(`a request of ${b.items.length} items was refused for ${Math.round(refusedForMs / 1000)} s: ${errorMessage(err)}`, err);
+        if (refusedForMs >= giveUpAfterMs)
+          return fail(`a request of ${b.items.length} items was refused for ${Math.round(refusedForMs / 1000)} s: ${errorMessage(err)}`, err);
         window.refused(n, now(), err.retryAfterMs ?? PRODUCER_PACE.retryAfterMs);
         retry.push(b);
       },
@@ -266,7 +273,11 @@ export async function enqueueRun(send: SendRuns, input: EnqueueRunInput, o: Enqu
     const f = failure as { message: string; cause: unknown };
     // Refused before anything was stored (a bad spec, no permission): the answer as it came.
     if (!report.requests && !(f.cause instanceof ApiError && TRY_AGAIN.has(f.cause.status))) throw f.cause;
-    throw new EnqueueError(`enqueue into run ${report.id} stopped after ${report.items} items in ${report.requests} requests: ${f.message}. Send every item again to finish it: items stored already are kept once.`, report, f.cause);
+    throw new EnqueueError(
+      `enqueue into run ${report.id} stopped after ${report.items} items in ${report.requests} requests: ${f.message}. Send every item again to finish it: items stored already are kept once.`,
+      report,
+      f.cause,
+    );
   }
   if (!report.requests) throw new Error('invalid enqueue: items: at least one item');
   return report;

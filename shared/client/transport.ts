@@ -65,7 +65,13 @@ export class ApiError extends Error {
  * throttling; an enqueue stored part and is idempotent on content) — a 502 or
  * 504 there may have committed.
  */
-export async function call(target: Target, method: string, path: string, body?: unknown, idempotencyKey: string | null = method === 'GET' ? null : randomUUID()): Promise<unknown> {
+export async function call(
+  target: Target,
+  method: string,
+  path: string,
+  body?: unknown,
+  idempotencyKey: string | null = method === 'GET' ? null : randomUUID(),
+): Promise<unknown> {
   // retryWritesForMs 0: sent once (the bulk producer resends and paces itself).
   const retryMs = method === 'GET' ? 0 : (target.retryWritesForMs ?? WRITE_RETRY_MS);
   const retries = retryMs > 0;
@@ -95,11 +101,21 @@ async function send(target: Target, method: string, path: string, body: unknown,
     // Made at each send: a retry after a few seconds carries a fresh time, and a new signature the node has not seen.
     ...(target.sign && payload !== undefined ? { [SIGNATURE_HEADER]: signatureHeader(target.sign.reporter, target.sign.secret, payload) } : {}),
   };
-  if (target.awsRegion) headers = await sigv4Headers({ service: 'execute-api', region: target.awsRegion }, { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) });
+  if (target.awsRegion)
+    headers = await sigv4Headers(
+      { service: 'execute-api', region: target.awsRegion },
+      { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) },
+    );
   if (target.token && url.protocol === 'http:' && !isLoopbackHost(url.hostname)) warnCleartext(url);
   let res: ClientAnswer;
   try {
-    res = await sendHttp(url, { method, headers, ...(payload !== undefined ? { body: payload } : {}), timeoutMs: method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS, ...(target.ca ? { tls: { ca: target.ca } } : {}) });
+    res = await sendHttp(url, {
+      method,
+      headers,
+      ...(payload !== undefined ? { body: payload } : {}),
+      timeoutMs: method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS,
+      ...(target.ca ? { tls: { ca: target.ca } } : {}),
+    });
   } catch (err) {
     throw new Error(`cannot reach ${url.origin}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`);
   }

@@ -35,7 +35,17 @@ export interface LeaderView {
 
 /** The leader a lease row names, or null when nobody holds it or the lease has run out by `now`. */
 export function leaderViewOf(row: LeaseRecord | null, now: number): LeaderView | null {
-  return row && row.holder !== null && row.expiresAt > now ? { id: row.holder, epoch: row.epoch, hostname: row.hostname, apiUrl: row.apiUrl, acquiredAt: row.acquiredAt, renewedAt: row.renewedAt, expiresAt: row.expiresAt } : null;
+  return row && row.holder !== null && row.expiresAt > now
+    ? {
+        id: row.holder,
+        epoch: row.epoch,
+        hostname: row.hostname,
+        apiUrl: row.apiUrl,
+        acquiredAt: row.acquiredAt,
+        renewedAt: row.renewedAt,
+        expiresAt: row.expiresAt,
+      }
+    : null;
 }
 
 /** Counters and timestamps behind /metrics and /cluster/status. */
@@ -66,7 +76,17 @@ export interface MemberOptions {
 }
 
 export class ClusterMember {
-  readonly stats: NodeStats = { elections: 0, leaderChanges: 0, leaderSince: null, leadershipSecondsTotal: 0, lastFailoverAt: null, heartbeats: 0, heartbeatFailures: 0, storeReachable: true, lastStoreError: null };
+  readonly stats: NodeStats = {
+    elections: 0,
+    leaderChanges: 0,
+    leaderSince: null,
+    leadershipSecondsTotal: 0,
+    lastFailoverAt: null,
+    heartbeats: 0,
+    heartbeatFailures: 0,
+    storeReachable: true,
+    lastStoreError: null,
+  };
   /** The lease row as last read. */
   leader: LeaderView | null = null;
   /** Membership as last read. */

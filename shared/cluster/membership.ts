@@ -10,7 +10,15 @@ import { systemClock, type Clock } from '../clock.js';
  * status page.
  */
 export type NodeState = 'follower' | 'candidate' | 'leader' | 'stopped';
-export const CLUSTER_EVENT_TYPES = ['leader_elected', 'leader_lost', 'node_joined', 'node_left', 'election_started', 'lease_renewed', 'cluster_degraded'] as const;
+export const CLUSTER_EVENT_TYPES = [
+  'leader_elected',
+  'leader_lost',
+  'node_joined',
+  'node_left',
+  'election_started',
+  'lease_renewed',
+  'cluster_degraded',
+] as const;
 export type ClusterEventType = (typeof CLUSTER_EVENT_TYPES)[number];
 
 export interface ClusterNode {

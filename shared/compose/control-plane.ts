@@ -86,7 +86,16 @@ export interface ControlPlane {
   /** The token to fence writes with, or null when this process does not lead. */
   readonly leadership: Leadership;
   /** Win (or adopt) one run's coordinator lease and return its coordinator, or who holds it (one invocation's worth). */
-  openRunCoordinator(runId: string, o: { readonly bus?: EventBus; readonly queue?: WorkQueue; readonly watch?: HeartbeatWatch; readonly onFenced?: (err: FencedError) => void; readonly logger?: Logger }): Promise<OpenedCoordinator>;
+  openRunCoordinator(
+    runId: string,
+    o: {
+      readonly bus?: EventBus;
+      readonly queue?: WorkQueue;
+      readonly watch?: HeartbeatWatch;
+      readonly onFenced?: (err: FencedError) => void;
+      readonly logger?: Logger;
+    },
+  ): Promise<OpenedCoordinator>;
   /** A long-lived leader's coordinators: one per open run, kept while it leads. */
   runCoordinators(o: Pick<RunCoordinatorsOptions, 'isLeader' | 'queueFor' | 'deadLettersFor' | 'onSteal' | 'retention'>): RunCoordinators;
   /** The HTTP API over these stores (or `over`: the same ports inside one request's transaction). */
@@ -95,7 +104,12 @@ export interface ControlPlane {
 }
 
 /** The promotion elector the configuration names, and how a leadership check reads it. */
-async function election(c: ControlPlaneConfig, stores: StoreBundle, timings: ReturnType<typeof runtimeLeaseTimings>, logger: Logger): Promise<{ elector: LeaderElector; leadership: Leadership }> {
+async function election(
+  c: ControlPlaneConfig,
+  stores: StoreBundle,
+  timings: ReturnType<typeof runtimeLeaseTimings>,
+  logger: Logger,
+): Promise<{ elector: LeaderElector; leadership: Leadership }> {
   const meta = c.leaderMeta ?? { hostname: null, apiUrl: null };
   const callbacks = c.callbacks?.(stores) ?? {};
   const e = c.election;
@@ -104,7 +118,15 @@ async function election(c: ControlPlaneConfig, stores: StoreBundle, timings: Ret
     return { elector: pinned, leadership: leadershipOf(pinned) };
   }
   if (e.kind === 'advisory-lock') {
-    const locked = new AdvisoryLockElector({ holderId: c.holderId, name: PROMOTION_LEASE, retryIntervalMs: c.timings.retryIntervalMs, ...meta, connection: e.connection, logger, ...callbacks });
+    const locked = new AdvisoryLockElector({
+      holderId: c.holderId,
+      name: PROMOTION_LEASE,
+      retryIntervalMs: c.timings.retryIntervalMs,
+      ...meta,
+      connection: e.connection,
+      logger,
+      ...callbacks,
+    });
     return { elector: locked, leadership: leadershipOf(locked) };
   }
   const leased = new LeaseElector(stores.leases, {
@@ -164,10 +186,20 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
         readFirst: true,
         logger: o.logger ?? logger,
       }),
-    runCoordinators: (o) => new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),
+    runCoordinators: (o) =>
+      new RunCoordinators({ holderId: c.holderId, ledger: stores.ledger, runLeases: stores.runLeases, timings, bus: c.bus, logger, ...o }),
     api: (o) => {
       const over = o.over ?? { engine, leases: stores.leases, ledger: stores.ledger };
-      return apiHandler({ nodeId: c.holderId, leadership, workQueue: o.workQueue, outbound, targets, assignmentReads, gateNamespaces: c.gateNamespaces ?? null, ...over });
+      return apiHandler({
+        nodeId: c.holderId,
+        leadership,
+        workQueue: o.workQueue,
+        outbound,
+        targets,
+        assignmentReads,
+        gateNamespaces: c.gateNamespaces ?? null,
+        ...over,
+      });
     },
     close: () => stores.close(),
   };

@@ -15,7 +15,12 @@ import type { GateProviders } from '../rollout/gate-reader.js';
  * gate never opens one.
  */
 export function defaultGateProviders(
-  o: { readonly outbound?: OutboundPolicy; readonly secrets?: SecretSource; readonly prometheus?: PrometheusProviderOptions; readonly cloudwatch?: CloudWatchClients } = {},
+  o: {
+    readonly outbound?: OutboundPolicy;
+    readonly secrets?: SecretSource;
+    readonly prometheus?: PrometheusProviderOptions;
+    readonly cloudwatch?: CloudWatchClients;
+  } = {},
 ): GateProviders {
   const clients = o.cloudwatch ?? cloudWatchClients();
   const outbound = new OutboundHttp(o.outbound ?? OutboundPolicy.none());

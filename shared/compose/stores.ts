@@ -65,8 +65,11 @@ export async function openStores(c: StoreConfig): Promise<StoreBundle> {
   }
   // A pool option, not a 'connect' listener: the migration's sessions get it too, and pg-pool waits for
   // the promise it returns before handing the session out (typed `void` in @types/pg, awaited in pg-pool 3).
-  // eslint-disable-next-line @typescript-eslint/no-misused-promises
-  const db = c.kind === 'postgres' ? await connectPostgres({ ...c.connection, ...(c.onConnect ? { onConnect: c.onConnect } : {}) }) : await openPglite(c.dataDir ?? undefined);
+  const db =
+    c.kind === 'postgres'
+      ? // eslint-disable-next-line @typescript-eslint/no-misused-promises
+        await connectPostgres({ ...c.connection, ...(c.onConnect ? { onConnect: c.onConnect } : {}) })
+      : await openPglite(c.dataDir ?? undefined);
   return { kind: c.kind, ...sqlStores(db.sql), sql: db.sql, close: () => db.close() };
 }
 

@@ -39,7 +39,11 @@ export interface DrainReport {
   readonly problems: readonly string[];
 }
 
-export async function drain(target: DrainTarget, notice: PreemptionNotice, options: { snapshot?: Snapshot; clock?: Clock; exit?: () => void } = {}): Promise<DrainReport> {
+export async function drain(
+  target: DrainTarget,
+  notice: PreemptionNotice,
+  options: { snapshot?: Snapshot; clock?: Clock; exit?: () => void } = {},
+): Promise<DrainReport> {
   const clock = options.clock ?? systemClock;
   const started = clock.now();
   const { drainDeadlineMs } = PROVIDER_DEADLINES[notice.provider];

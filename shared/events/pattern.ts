@@ -130,14 +130,24 @@ function inCidr(cidr: string, ip: string): boolean {
 }
 
 function ipBits(ip: string): string | null {
-  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) return ip.split('.').map((o) => Number(o).toString(2).padStart(8, '0')).join('');
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(ip))
+    return ip
+      .split('.')
+      .map((o) => Number(o).toString(2).padStart(8, '0'))
+      .join('');
   if (!ip.includes(':')) return null;
   const [head, tail] = ip.split('::') as [string, string | undefined];
   const h = head ? head.split(':') : [];
   const t = tail ? tail.split(':') : [];
   const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
   if (groups.length !== 8) return null;
-  return groups.map((g) => parseInt(g || '0', 16).toString(2).padStart(16, '0')).join('');
+  return groups
+    .map((g) =>
+      parseInt(g || '0', 16)
+        .toString(2)
+        .padStart(16, '0'),
+    )
+    .join('');
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

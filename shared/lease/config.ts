@@ -46,7 +46,11 @@ export type LeaseTimingsInput = z.input<typeof leaseTimingsSchema>;
  * the configured one; the skew margin is a tenth of the TTL, at most 1 s.
  * The one place a runtime's configuration becomes lease timings.
  */
-export function runtimeLeaseTimings(c: { readonly ttlMs: number; readonly renewIntervalMs: number; readonly retryIntervalMs: number }): Pick<LeaseTimings, 'ttlMs' | 'renewIntervalMs' | 'retryIntervalMs' | 'clockSkewMs'> {
+export function runtimeLeaseTimings(c: {
+  readonly ttlMs: number;
+  readonly renewIntervalMs: number;
+  readonly retryIntervalMs: number;
+}): Pick<LeaseTimings, 'ttlMs' | 'renewIntervalMs' | 'retryIntervalMs' | 'clockSkewMs'> {
   return {
     ttlMs: c.ttlMs,
     renewIntervalMs: c.renewIntervalMs,

@@ -95,9 +95,7 @@ const electorOptionsSchema = z.object({
   readFirst: z.boolean().default(false),
 });
 
-export type LeaseElectorOptions = z.input<typeof electorOptionsSchema> &
-  LeaseTimingsInput &
-  ElectorCallbacks & { clock?: Clock; logger?: Logger };
+export type LeaseElectorOptions = z.input<typeof electorOptionsSchema> & LeaseTimingsInput & ElectorCallbacks & { clock?: Clock; logger?: Logger };
 
 export interface CampaignResult {
   readonly leader: boolean;

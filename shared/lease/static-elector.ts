@@ -68,7 +68,11 @@ const PINNED_TTL_MS = 100 * 365 * 24 * 3_600_000;
  * A row another holder still holds is refused: two static nodes on one store
  * would be two leaders. `stop()` releases the row (epoch kept).
  */
-export async function pinStaticLeader(store: LeaseStore, holderId: string, options: { name?: string; hostname?: string | null; apiUrl?: string | null; now?: () => number } & Pick<ElectorCallbacks, 'onStartedLeading'> = {}): Promise<StaticElector & { release(): Promise<void> }> {
+export async function pinStaticLeader(
+  store: LeaseStore,
+  holderId: string,
+  options: { name?: string; hostname?: string | null; apiUrl?: string | null; now?: () => number } & Pick<ElectorCallbacks, 'onStartedLeading'> = {},
+): Promise<StaticElector & { release(): Promise<void> }> {
   const name = options.name ?? 'promotion_leader';
   const now = options.now ?? Date.now;
   const meta = { hostname: options.hostname ?? null, apiUrl: options.apiUrl ?? null };
@@ -77,7 +81,10 @@ export async function pinStaticLeader(store: LeaseStore, holderId: string, optio
   if (row === null) next = acquire(name, holderId, now(), PINNED_TTL_MS, meta);
   else if (row.holder === holderId) next = renew(row, now(), PINNED_TTL_MS);
   else if (stealable(row, now(), 0)) next = steal(row, holderId, now(), PINNED_TTL_MS, meta);
-  else throw new Error(`lease ${name} is held by ${row.holder} until ${new Date(row.expiresAt).toISOString()}: a static node must be the only node on its store (use the lease elector for several)`);
+  else
+    throw new Error(
+      `lease ${name} is held by ${row.holder} until ${new Date(row.expiresAt).toISOString()}: a static node must be the only node on its store (use the lease elector for several)`,
+    );
   const outcome = await casSettled(store, row, next);
   if (!outcome.ok) throw new Error(`lease ${name} changed while a static node was taking it (now held by ${outcome.current?.holder ?? 'nobody'}); try again`);
   let held: LeaseRecord | null = outcome.record;

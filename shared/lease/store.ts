@@ -1,8 +1,6 @@
 import type { LeaseRecord } from './record.js';
 
-export type CasOutcome =
-  | { readonly ok: true; readonly record: LeaseRecord }
-  | { readonly ok: false; readonly current: LeaseRecord | null };
+export type CasOutcome = { readonly ok: true; readonly record: LeaseRecord } | { readonly ok: false; readonly current: LeaseRecord | null };
 
 /**
  * The lease half of the store port. Every backend implements the same two

@@ -48,7 +48,9 @@ export class WorkerAgent {
     const onNotice = (notice: PreemptionNotice) => {
       if (state.draining) return;
       this.logger.warn('preemption notice: draining', { ...notice });
-      state.draining = drain({ stopAndNack: () => worker.drain(), deregister: () => registry.deregister(reg, this.clock.now()) }, notice, { clock: this.clock });
+      state.draining = drain({ stopAndNack: () => worker.drain(), deregister: () => registry.deregister(reg, this.clock.now()) }, notice, {
+        clock: this.clock,
+      });
       stop.abort();
     };
     // Listening before registering: a drain requested while this worker was away is in the record registration returns.

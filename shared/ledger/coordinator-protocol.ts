@@ -17,13 +17,17 @@ export const coordinatorRequest = z.discriminatedUnion('action', [
 export type CoordinatorRequest = z.infer<typeof coordinatorRequest>;
 
 const noticeSchema = z.object({ epoch: z.number().int().nonnegative(), victim: z.string().nullable(), items: z.array(z.string()) });
-const replySchema = z.union([z.object({ leader: z.literal(true), notice: noticeSchema }), z.object({ leader: z.literal(false), holder: z.string().nullable() })]);
+const replySchema = z.union([
+  z.object({ leader: z.literal(true), notice: noticeSchema }),
+  z.object({ leader: z.literal(false), holder: z.string().nullable() }),
+]);
 export type CoordinatorReply = z.infer<typeof replySchema>;
 
 /** A reply as a steal notice; a malformed one is an error naming the field and who sent it. */
 export function noticeFromReply(reply: unknown, from: string): StealNotice {
   const parsed = replySchema.safeParse(reply);
-  if (!parsed.success) throw new Error(`coordinator reply from ${from} is malformed: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new Error(`coordinator reply from ${from} is malformed: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   // No coordinator right now (it is being elected): no work to hand out, ask again later.
   return parsed.data.leader ? parsed.data.notice : { epoch: 0, victim: null, items: [] };
 }

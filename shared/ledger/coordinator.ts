@@ -118,7 +118,8 @@ export class Coordinator {
   constructor(private readonly opts: CoordinatorOptions) {
     if (!(opts.failureTimeoutMs > 0)) throw new Error(`invalid coordinator config: failureTimeoutMs: must be positive, got ${opts.failureTimeoutMs}`);
     this.maxAttempts = opts.maxAttempts ?? MAX_ATTEMPTS;
-    if (!(Number.isInteger(this.maxAttempts) && this.maxAttempts >= 1)) throw new Error(`invalid coordinator config: maxAttempts: must be an integer ≥ 1, got ${opts.maxAttempts}`);
+    if (!(Number.isInteger(this.maxAttempts) && this.maxAttempts >= 1))
+      throw new Error(`invalid coordinator config: maxAttempts: must be an integer ≥ 1, got ${opts.maxAttempts}`);
     this.clock = opts.clock ?? systemClock;
     this.logger = opts.logger ?? silentLogger;
     this.watch = opts.watch ?? new HeartbeatWatch();
@@ -248,7 +249,12 @@ export class Coordinator {
     const cancelled = await this.failCancelled(limit);
     const resent = await this.resendUnsent(limit);
     const dead = this.opts.deadLetters ? (await this.failDeadLetters(this.opts.deadLetters, limit)).failed : [];
-    return { repended, failed: [...poison, ...cancelled, ...dead], resent, failedBy: { attempts: poison.length, cancelled: cancelled.length, dead_letter: dead.length } };
+    return {
+      repended,
+      failed: [...poison, ...cancelled, ...dead],
+      resent,
+      failedBy: { attempts: poison.length, cancelled: cancelled.length, dead_letter: dead.length },
+    };
   }
 
   /**
@@ -266,7 +272,12 @@ export class Coordinator {
     while (failed.length < limit) {
       const page = await ledger.pending(runId, Math.min(SCAN_BATCH, limit - failed.length));
       if (!page.length) break;
-      const outs = await this.guard(() => ledger.casMany(page.map((item) => fail(token, runId, item.id, { state: 'pending' }, reason)), this.clock.now()));
+      const outs = await this.guard(() =>
+        ledger.casMany(
+          page.map((item) => fail(token, runId, item.id, { state: 'pending' }, reason)),
+          this.clock.now(),
+        ),
+      );
       const now = outs.flatMap((o) => (o.ok ? [o.item.id] : []));
       failed.push(...now);
       // Every one claimed under us: what is left is running, and ends as it finishes.
@@ -292,7 +303,9 @@ export class Coordinator {
     const token = this.token();
     const { runId, ledger, queue } = this.opts;
     const timeoutMs = this.opts.failureTimeoutMs;
-    const stale = this.watch.observe(runId, await ledger.running(runId), this.clock.now(), { timeoutMs, maxClockSkewMs: this.opts.maxClockSkewMs ?? 60_000 }).slice(0, limit);
+    const stale = this.watch
+      .observe(runId, await ledger.running(runId), this.clock.now(), { timeoutMs, maxClockSkewMs: this.opts.maxClockSkewMs ?? 60_000 })
+      .slice(0, limit);
     const repended: string[] = [];
     const failed: string[] = [];
     // A cancelled run's silent items are not run again: they end Failed, as its Pending ones do.
@@ -390,7 +403,7 @@ export class Coordinator {
     }
     const pending: PendingEntry[] = [];
     const size = this.opts.replayPageSize ?? 1_000;
-    for (let after: PendingEntry | undefined; ; ) {
+    for (let after: PendingEntry | undefined; ;) {
       const page = await this.opts.ledger.pending(this.opts.runId, size, after);
       pending.push(...page);
       if (page.length < size) break;

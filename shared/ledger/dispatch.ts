@@ -16,8 +16,17 @@ import type { LedgerStore } from './store.js';
  * `items` carry the version of the Pending row the caller made or saw: a
  * row claimed since then is not marked.
  */
-export async function dispatch(ledger: LedgerStore, queue: WorkQueue, runId: string, items: readonly Pick<WorkItem, 'id' | 'version'>[], now: number): Promise<void> {
+export async function dispatch(
+  ledger: LedgerStore,
+  queue: WorkQueue,
+  runId: string,
+  items: readonly Pick<WorkItem, 'id' | 'version'>[],
+  now: number,
+): Promise<void> {
   if (!items.length) return;
-  await queue.send(runId, items.map((i) => i.id));
+  await queue.send(
+    runId,
+    items.map((i) => i.id),
+  );
   if (!queue.deliversFromLedger) await ledger.markSent(runId, items, now);
 }

@@ -4,7 +4,9 @@ import type { LeaseStore } from '../lease/store.js';
 import { Coordinator, type CoordinatorOptions } from './coordinator.js';
 import { coordinatorLease } from './store.js';
 
-export type OpenedCoordinator = { readonly coordinator: Coordinator; readonly elector: LeaseElector; readonly epoch: number } | { readonly coordinator: null; readonly holder: string | null };
+export type OpenedCoordinator =
+  | { readonly coordinator: Coordinator; readonly elector: LeaseElector; readonly epoch: number }
+  | { readonly coordinator: null; readonly holder: string | null };
 
 /**
  * Win (or adopt) `coordinator:<run>` as `holderId` and return the run's
@@ -16,10 +18,21 @@ export type OpenedCoordinator = { readonly coordinator: Coordinator; readonly el
  * one lease TTL (the failure timeout).
  */
 export async function openRunCoordinator(
-  o: Omit<CoordinatorOptions, 'elector' | 'failureTimeoutMs'> & { readonly leases: LeaseStore; readonly holderId: string; readonly timings: LeaseTimingsInput & { readonly ttlMs: number }; readonly readFirst?: boolean },
+  o: Omit<CoordinatorOptions, 'elector' | 'failureTimeoutMs'> & {
+    readonly leases: LeaseStore;
+    readonly holderId: string;
+    readonly timings: LeaseTimingsInput & { readonly ttlMs: number };
+    readonly readFirst?: boolean;
+  },
 ): Promise<OpenedCoordinator> {
   const { leases, holderId, timings, readFirst, ...options } = o;
-  const elector = new LeaseElector(leases, { name: coordinatorLease(o.runId), holderId, ...timings, ...(readFirst ? { readFirst } : {}), ...(o.logger ? { logger: o.logger } : {}) });
+  const elector = new LeaseElector(leases, {
+    name: coordinatorLease(o.runId),
+    holderId,
+    ...timings,
+    ...(readFirst ? { readFirst } : {}),
+    ...(o.logger ? { logger: o.logger } : {}),
+  });
   const won = await elector.campaign();
   if (!won.leader) return { coordinator: null, holder: won.record?.holder ?? null };
   const coordinator = new Coordinator({ ...options, elector, failureTimeoutMs: timings.ttlMs });

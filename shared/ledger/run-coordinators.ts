@@ -125,7 +125,7 @@ export class RunCoordinators {
   /** A run just cancelled: its Pending items failed now, under its coordinator lease; null when this process does not coordinate it. */
   async cancelled(runId: string): Promise<number | null> {
     let failed: number | null = null;
-    await this.inTurn('failing a cancelled run\'s items failed; the scan goes on with it', async () => {
+    await this.inTurn("failing a cancelled run's items failed; the scan goes on with it", async () => {
       const rc = await this.of(runId);
       // Bounded, as the request waits for it and other runs' passes wait behind it: the scan fails the rest, a batch per pass.
       if (rc) failed = (await rc.coordinator.failCancelled(CANCEL_AT_ONCE)).length;

@@ -34,6 +34,10 @@ export type Held = RunningEntry & { readonly started: boolean };
  */
 export async function heldBy(ledger: LedgerStore, runId: string, worker: string, entries: readonly RunningEntry[]): Promise<Held[]> {
   const known = entries.filter((e): e is Held => e.started !== undefined);
-  const read = await readItems(ledger, runId, entries.filter((e) => e.started === undefined).map((e) => e.id));
+  const read = await readItems(
+    ledger,
+    runId,
+    entries.filter((e) => e.started === undefined).map((e) => e.id),
+  );
   return [...known, ...read.filter((i) => i.state === 'running' && i.worker === worker)];
 }

@@ -53,7 +53,11 @@ export interface LedgerStore {
    * ever clears it), so it needs no fence; failing the Pending items it
    * leaves is the coordinator's, fenced (Coordinator.failCancelled).
    */
-  cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ readonly cancelled: RunCancel; readonly first: boolean } | null>;
+  cancelRun(
+    id: string,
+    cancel: { readonly by: string; readonly reason: string | null },
+    now: number,
+  ): Promise<{ readonly cancelled: RunCancel; readonly first: boolean } | null>;
   /** Idempotent: an item already present (same content, same id) is left as it is. Returns the ids and how many were new. */
   enqueue(runId: string, payloads: readonly unknown[], now: number): Promise<{ ids: string[]; added: number }>;
   get(runId: string, itemId: string): Promise<WorkItem | null>;
@@ -165,7 +169,10 @@ export class PartialBatchError<T> extends Error {
     readonly outcomes: readonly (T | undefined)[],
     readonly errors: readonly unknown[],
   ) {
-    super(`${errors.length} of ${outcomes.length} changes failed (the others were applied or judged): ${errors[0] instanceof Error ? errors[0].message : String(errors[0])}`, { cause: errors[0] });
+    super(
+      `${errors.length} of ${outcomes.length} changes failed (the others were applied or judged): ${errors[0] instanceof Error ? errors[0].message : String(errors[0])}`,
+      { cause: errors[0] },
+    );
   }
 
   get refusedOnly(): boolean {
@@ -173,7 +180,10 @@ export class PartialBatchError<T> extends Error {
   }
 
   map<U>(f: (t: T) => U): PartialBatchError<U> {
-    return new PartialBatchError(this.outcomes.map((o) => (o === undefined ? undefined : f(o))), this.errors);
+    return new PartialBatchError(
+      this.outcomes.map((o) => (o === undefined ? undefined : f(o))),
+      this.errors,
+    );
   }
 }
 
@@ -198,4 +208,3 @@ export function assertOneChangePerItem(changes: readonly ItemCas[]): void {
 export function coordinatorLease(runId: string): string {
   return `coordinator:${runId}`;
 }
-

@@ -44,14 +44,43 @@ type ClearedButWorker = Omit<Cleared, 'worker'> & { readonly worker: string };
 type Fenced = { readonly fence: LeaseToken };
 type Unfenced = { readonly fence?: undefined };
 
-export type ClaimCas = Change<'claim', { readonly state: 'pending' }, { readonly state: 'running'; readonly worker: string; readonly epoch: number; readonly claimedAt: number; readonly started: false; readonly heartbeatAt: number }> & Unfenced;
+export type ClaimCas = Change<
+  'claim',
+  { readonly state: 'pending' },
+  {
+    readonly state: 'running';
+    readonly worker: string;
+    readonly epoch: number;
+    readonly claimedAt: number;
+    readonly started: false;
+    readonly heartbeatAt: number;
+  }
+> &
+  Unfenced;
 export type StartCas = Change<'start', Held & { readonly started: false }, { readonly started: true; readonly heartbeatAt: number }> & Unfenced;
 export type HeartbeatCas = Change<'heartbeat', Held, { readonly heartbeatAt: number }> & Unfenced;
-export type AckCas = Change<'ack', Held, ClearedButWorker & { readonly state: 'done'; readonly resultHash: string; readonly result: unknown; readonly error: null }> & Unfenced;
-export type NackCas = Change<'nack', Held, Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }> & Unfenced & { readonly bumpAttempts: boolean };
-export type RejectCas = Change<'reject', Held, ClearedButWorker & { readonly state: 'failed'; readonly error: string }> & Unfenced & { readonly bumpAttempts: true };
-export type RependCas = Change<'repend', { readonly state: 'running'; readonly worker: string | null; readonly version: number }, Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }> & Fenced & { readonly bumpAttempts: boolean };
-export type StealCas = Change<'steal', Held & { readonly started: false }, { readonly worker: string; readonly epoch: number; readonly claimedAt: number; readonly started: false; readonly heartbeatAt: number }> & Fenced;
+export type AckCas = Change<
+  'ack',
+  Held,
+  ClearedButWorker & { readonly state: 'done'; readonly resultHash: string; readonly result: unknown; readonly error: null }
+> &
+  Unfenced;
+export type NackCas = Change<'nack', Held, Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }> &
+  Unfenced & { readonly bumpAttempts: boolean };
+export type RejectCas = Change<'reject', Held, ClearedButWorker & { readonly state: 'failed'; readonly error: string }> &
+  Unfenced & { readonly bumpAttempts: true };
+export type RependCas = Change<
+  'repend',
+  { readonly state: 'running'; readonly worker: string | null; readonly version: number },
+  Cleared & { readonly state: 'pending'; readonly error: string; readonly sentAt: null }
+> &
+  Fenced & { readonly bumpAttempts: boolean };
+export type StealCas = Change<
+  'steal',
+  Held & { readonly started: false },
+  { readonly worker: string; readonly epoch: number; readonly claimedAt: number; readonly started: false; readonly heartbeatAt: number }
+> &
+  Fenced;
 /** What `fail` may find: Pending, or Running with the worker seen; at the version seen, when given. */
 export type FailFrom = ({ readonly state: 'pending' } | { readonly state: 'running'; readonly worker: string | null }) & { readonly version?: number };
 export type FailCas = Change<'fail', FailFrom, Cleared & { readonly state: 'failed'; readonly error: string }> & Fenced & { readonly bumpAttempts: true };
@@ -63,7 +92,13 @@ const runningCleared = { worker: null, epoch: null, claimedAt: null, started: fa
 
 /** Worker: take a Pending item. `epoch` is the run's coordinator epoch as the worker last saw it. */
 export function claim(runId: string, itemId: string, worker: string, epoch: number, now: number): ClaimCas {
-  return { transition: 'claim', runId, itemId, expect: { state: 'pending' }, set: { state: 'running', worker, epoch, claimedAt: now, started: false, heartbeatAt: now } };
+  return {
+    transition: 'claim',
+    runId,
+    itemId,
+    expect: { state: 'pending' },
+    set: { state: 'running', worker, epoch, claimedAt: now, started: false, heartbeatAt: now },
+  };
 }
 
 /** Worker: mark a held item started before executing it. From here on it is never stolen. */
@@ -118,7 +153,14 @@ export function nack(runId: string, itemId: string, worker: string, reason: stri
  * item ends Failed with the reason instead of being retried forever.
  */
 export function reject(runId: string, itemId: string, worker: string, reason: string): RejectCas {
-  return { transition: 'reject', runId, itemId, expect: { state: 'running', worker }, set: { ...runningCleared, state: 'failed', worker, error: reason }, bumpAttempts: true };
+  return {
+    transition: 'reject',
+    runId,
+    itemId,
+    expect: { state: 'running', worker },
+    set: { ...runningCleared, state: 'failed', worker, error: reason },
+    bumpAttempts: true,
+  };
 }
 
 /**

@@ -98,7 +98,8 @@ interface Held {
 }
 
 /** What became of an executed item, until the ledger has it. */
-type Outcome = { readonly h: Held; readonly kind: 'result'; readonly result: unknown } | { readonly h: Held; readonly kind: 'failure'; readonly reason: string };
+type Outcome =
+  { readonly h: Held; readonly kind: 'result'; readonly result: unknown } | { readonly h: Held; readonly kind: 'failure'; readonly reason: string };
 
 export interface WorkerStats {
   done: number;
@@ -374,7 +375,10 @@ export class Worker {
     let outs: readonly (ItemCasOutcome | undefined)[];
     let partial: PartialBatchError<ItemCasOutcome> | null = null;
     try {
-      outs = await this.o.ledger.casMany(unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)), now);
+      outs = await this.o.ledger.casMany(
+        unclaimed.map((m) => claim(m.runId, m.itemId, this.id, epoch, now)),
+        now,
+      );
     } catch (err) {
       if (!(err instanceof PartialBatchError)) throw err;
       // Some claims landed, some were refused: keep those that landed (forgotten, they would be Running with no holder).
@@ -456,7 +460,12 @@ export class Worker {
     const sent = this.monotonic.now();
     const due = held.filter((h) => heartbeatDue(sent, this.marks.get(h.itemId)?.wrote ?? Number.NEGATIVE_INFINITY, this.heartbeatMs));
     const at = this.clock.now();
-    const outs = due.length ? await this.o.ledger.applyMany(due.map((h) => heartbeat(this.o.runId, h.itemId, this.id, at)), at) : [];
+    const outs = due.length
+      ? await this.o.ledger.applyMany(
+          due.map((h) => heartbeat(this.o.runId, h.itemId, this.id, at)),
+          at,
+        )
+      : [];
     const gone: QueueMessage[] = [];
     const lost = new Set<string>();
     due.forEach((h, i) => {
@@ -477,7 +486,12 @@ export class Worker {
       }
     });
     const now = this.monotonic.now();
-    const extend = held.filter((h) => h.message && !lost.has(h.itemId) && extensionDue(now, this.marks.get(h.itemId)?.visibleUntil ?? Number.NEGATIVE_INFINITY, this.visibilitySeconds * 1000, this.heartbeatMs));
+    const extend = held.filter(
+      (h) =>
+        h.message &&
+        !lost.has(h.itemId) &&
+        extensionDue(now, this.marks.get(h.itemId)?.visibleUntil ?? Number.NEGATIVE_INFINITY, this.visibilitySeconds * 1000, this.heartbeatMs),
+    );
     await Promise.all([this.extendAll(extend), ...(gone.length ? [this.o.queue.deleteMany(gone)] : [])]);
     return due.length > 0;
   }
@@ -573,7 +587,10 @@ export class Worker {
   private async startRound(chunk: readonly Held[], toStart: readonly Held[], now: number): Promise<ItemCasOutcome[]> {
     const { runId } = this.o;
     try {
-      return await this.o.ledger.casMany(toStart.map((h) => start(runId, h.itemId, this.id, now)), now);
+      return await this.o.ledger.casMany(
+        toStart.map((h) => start(runId, h.itemId, this.id, now)),
+        now,
+      );
     } catch (err) {
       const back: Held[] = [];
       for (const h of chunk) {
@@ -717,12 +734,17 @@ export class Worker {
       const answered = results.filter((_, i) => outs[i] !== undefined);
       this.forget(answered);
       // Lost: re-pended meanwhile; whoever holds it now records the result.
-      outs.forEach((ok, i) => (ok === undefined ? undefined : ok ? (changes[i]!.transition === 'reject' ? this.stats.rejected++ : this.stats.done++) : this.stats.lost++));
+      outs.forEach((ok, i) =>
+        ok === undefined ? undefined : ok ? (changes[i]!.transition === 'reject' ? this.stats.rejected++ : this.stats.done++) : this.stats.lost++,
+      );
       await this.deleteAll(answered.flatMap((r) => (r.h.message ? [r.h.message] : [])));
       if (partial) throw partial;
     }
     if (failures.length) {
-      const outs = await this.o.ledger.casMany(failures.map((f) => nack(runId, f.h.itemId, this.id, f.reason, { counts: true })), now);
+      const outs = await this.o.ledger.casMany(
+        failures.map((f) => nack(runId, f.h.itemId, this.id, f.reason, { counts: true })),
+        now,
+      );
       this.forget(failures);
       // Our message comes back (its receives count toward the DLQ); without one, or when it can no
       // longer be released (another worker deleted the copy it got), a new one is sent.
@@ -758,7 +780,12 @@ export class Worker {
     }
     const bytes = Buffer.byteLength(canonical);
     if (bytes > MAX_RESULT_BYTES) {
-      return reject(this.o.runId, r.h.itemId, this.id, `result of ${bytes} bytes exceeds the limit of ${MAX_RESULT_BYTES} bytes: store it elsewhere (e.g. S3) and return a reference`);
+      return reject(
+        this.o.runId,
+        r.h.itemId,
+        this.id,
+        `result of ${bytes} bytes exceeds the limit of ${MAX_RESULT_BYTES} bytes: store it elsewhere (e.g. S3) and return a reference`,
+      );
     }
     return ack(this.o.runId, r.h.itemId, this.id, r.result, canonical);
   }
@@ -783,10 +810,17 @@ export class Worker {
     const { runId } = this.o;
     const fromLedger = this.o.queue.deliversFromLedger === true;
     const now = this.clock.now();
-    const outs = await this.o.ledger.casMany(items.map((h) => nack(runId, h.itemId, this.id, 'drained', { counts: false })), now);
+    const outs = await this.o.ledger.casMany(
+      items.map((h) => nack(runId, h.itemId, this.id, 'drained', { counts: false })),
+      now,
+    );
     const given = outs.flatMap((o) => (o.ok ? [o.item] : []));
     if (fromLedger) {
-      if (given.length) await this.o.queue.send(runId, given.map((i) => i.id)); // a wake-up
+      if (given.length)
+        await this.o.queue.send(
+          runId,
+          given.map((i) => i.id),
+        ); // a wake-up
     } else {
       await dispatch(this.o.ledger, this.o.queue, runId, given, this.clock.now());
       await this.deleteAll(items.flatMap((h) => (h.message ? [h.message] : [])));
@@ -804,8 +838,17 @@ export class Worker {
       // We started these in a previous life and no longer run them: give them back. It may be what
       // killed us, so it counts toward poison.
       const now = this.clock.now();
-      const outs = await this.o.ledger.casMany(restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted while running it', { counts: true })), now);
-      await dispatch(this.o.ledger, this.o.queue, this.o.runId, outs.flatMap((o) => (o.ok ? [o.item] : [])), this.clock.now());
+      const outs = await this.o.ledger.casMany(
+        restarted.map((i) => nack(this.o.runId, i.id, this.id, 'worker restarted while running it', { counts: true })),
+        now,
+      );
+      await dispatch(
+        this.o.ledger,
+        this.o.queue,
+        this.o.runId,
+        outs.flatMap((o) => (o.ok ? [o.item] : [])),
+        this.clock.now(),
+      );
     }
     for (const item of mine) if (!item.started) this.backlog.push({ itemId: item.id, message: null });
     return this.backlog.length > 0;

@@ -173,19 +173,43 @@ export class RolloutProvider implements Provider {
 
   resolveStringEvaluation(flagKey: string, defaultValue: string, context: EvaluationContext): Promise<ResolutionDetails<string>> {
     // An entity on stable while the spec names no stable version: the caller's default is the version it runs without us.
-    return this.resolve(flagKey, defaultValue, context, (a) => a.version ?? undefined, (t) => t?.stableVersion ?? defaultValue);
+    return this.resolve(
+      flagKey,
+      defaultValue,
+      context,
+      (a) => a.version ?? undefined,
+      (t) => t?.stableVersion ?? defaultValue,
+    );
   }
 
   resolveBooleanEvaluation(flagKey: string, defaultValue: boolean, context: EvaluationContext): Promise<ResolutionDetails<boolean>> {
-    return this.resolve(flagKey, defaultValue, context, (a) => a.variant === 'new', () => false);
+    return this.resolve(
+      flagKey,
+      defaultValue,
+      context,
+      (a) => a.variant === 'new',
+      () => false,
+    );
   }
 
   resolveObjectEvaluation<T extends JsonValue>(flagKey: string, defaultValue: T, context: EvaluationContext): Promise<ResolutionDetails<T>> {
-    return this.resolve(flagKey, defaultValue, context, (a) => ({ ...a }) as unknown as T, () => defaultValue);
+    return this.resolve(
+      flagKey,
+      defaultValue,
+      context,
+      (a) => ({ ...a }) as unknown as T,
+      () => defaultValue,
+    );
   }
 
   resolveNumberEvaluation(flagKey: string, defaultValue: number): Promise<ResolutionDetails<number>> {
-    return Promise.resolve(failed(defaultValue, ErrorCode.TYPE_MISMATCH, `${flagKey}: a rollout answers a string (the version), a boolean (on the new version) or an object (the assignment), not a number`));
+    return Promise.resolve(
+      failed(
+        defaultValue,
+        ErrorCode.TYPE_MISMATCH,
+        `${flagKey}: a rollout answers a string (the version), a boolean (on the new version) or an object (the assignment), not a number`,
+      ),
+    );
   }
 
   /** Revalidates one rollout (fetching it if it is not cached) or every cached one, now. Never rejects. */
@@ -199,14 +223,32 @@ export class RolloutProvider implements Provider {
   cached(rolloutId: string): CachedRollout | undefined {
     const e = this.entries.get(rolloutId);
     if (!e) return undefined;
-    return { traffic: e.traffic, etag: e.etag, confirmedAt: e.confirmedAt, maxAgeMs: e.intervalMs, stale: e.traffic !== null && e.failure !== null, error: e.failure };
+    return {
+      traffic: e.traffic,
+      etag: e.etag,
+      confirmedAt: e.confirmedAt,
+      maxAgeMs: e.intervalMs,
+      stale: e.traffic !== null && e.failure !== null,
+      error: e.failure,
+    };
   }
 
-  private async resolve<T>(flagKey: string, defaultValue: T, context: EvaluationContext, pick: (a: Assignment) => T | undefined, fallback: (last: RolloutTraffic | null) => T): Promise<ResolutionDetails<T>> {
+  private async resolve<T>(
+    flagKey: string,
+    defaultValue: T,
+    context: EvaluationContext,
+    pick: (a: Assignment) => T | undefined,
+    fallback: (last: RolloutTraffic | null) => T,
+  ): Promise<ResolutionDetails<T>> {
     try {
       if (this.closed) return failed(fallback(null), ErrorCode.GENERAL, 'the rollout provider is closed');
       const entity = context.targetingKey;
-      if (typeof entity !== 'string' || entity === '') return failed(fallback(null), ErrorCode.TARGETING_KEY_MISSING, `${flagKey}: the evaluation context has no targetingKey (the entity whose version is asked for)`);
+      if (typeof entity !== 'string' || entity === '')
+        return failed(
+          fallback(null),
+          ErrorCode.TARGETING_KEY_MISSING,
+          `${flagKey}: the evaluation context has no targetingKey (the entity whose version is asked for)`,
+        );
       if (!ID_RULE.test(flagKey)) return failed(fallback(null), ErrorCode.FLAG_NOT_FOUND, `${flagKey}: not a rollout id (${ID_MESSAGE})`);
       const entry = this.entryFor(flagKey, true);
       if (entry.traffic === null && (entry.failure === null || this.now() >= entry.dueAt)) await this.fetchInto(entry);
@@ -220,7 +262,12 @@ export class RolloutProvider implements Provider {
       const flagMetadata = metadataOf(traffic, assignment, stale);
       if (entry.failure && this.now() - (entry.confirmedAt ?? -Infinity) > this.maxStaleMs) {
         const age = Math.round((this.now() - entry.confirmedAt!) / 1000);
-        return failed(fallback(traffic), entry.failure.code, `${flagKey}: last confirmed ${age} s ago, past the ${Math.round(this.maxStaleMs / 1000)} s a stale state is served: ${entry.failure.message}`, flagMetadata);
+        return failed(
+          fallback(traffic),
+          entry.failure.code,
+          `${flagKey}: last confirmed ${age} s ago, past the ${Math.round(this.maxStaleMs / 1000)} s a stale state is served: ${entry.failure.message}`,
+          flagMetadata,
+        );
       }
       const value = pick(assignment);
       if (value === undefined) return { value: defaultValue, variant: assignment.variant, reason: StandardResolutionReasons.DEFAULT, flagMetadata };
@@ -245,7 +292,16 @@ export class RolloutProvider implements Provider {
       this.entries.delete(oldest);
       if (this.staleIds.delete(oldest)) this.reportStaleness();
     }
-    entry = { id, traffic: null, etag: null, confirmedAt: null, intervalMs: this.maxAgeMs ?? DEFAULT_MAX_AGE_MS, dueAt: -Infinity, failure: null, inflight: null };
+    entry = {
+      id,
+      traffic: null,
+      etag: null,
+      confirmedAt: null,
+      intervalMs: this.maxAgeMs ?? DEFAULT_MAX_AGE_MS,
+      dueAt: -Infinity,
+      failure: null,
+      inflight: null,
+    };
     this.entries.set(id, entry);
     return entry;
   }
@@ -307,7 +363,11 @@ export class RolloutProvider implements Provider {
     else this.staleIds.delete(entry.id);
     this.reportStaleness();
     const after = entry.traffic ? JSON.stringify(entry.traffic) : null;
-    if (before !== null && after !== before) this.events.emit(ProviderEvents.ConfigurationChanged, { flagsChanged: [entry.id], message: after === null ? `rollout ${entry.id} no longer exists` : `rollout ${entry.id} changed` });
+    if (before !== null && after !== before)
+      this.events.emit(ProviderEvents.ConfigurationChanged, {
+        flagsChanged: [entry.id],
+        message: after === null ? `rollout ${entry.id} no longer exists` : `rollout ${entry.id} changed`,
+      });
     this.schedule();
   }
 
@@ -333,7 +393,10 @@ export class RolloutProvider implements Provider {
       try {
         // Called on its own, not as a method of the provider: a platform fetch refuses a foreign `this`.
         const send = this.fetch;
-        res = await send(`${this.baseUrl}/rollouts/${encodeURIComponent(entry.id)}/traffic`, { headers, signal: AbortSignal.any([this.lifetime.signal, timeout]) });
+        res = await send(`${this.baseUrl}/rollouts/${encodeURIComponent(entry.id)}/traffic`, {
+          headers,
+          signal: AbortSignal.any([this.lifetime.signal, timeout]),
+        });
         text = res.status === 304 ? '' : await res.text();
       } catch (err) {
         if (timeout.aborted) return fail(ErrorCode.GENERAL, `no answer within ${this.timeoutMs} ms`);
@@ -354,7 +417,16 @@ export class RolloutProvider implements Provider {
       const stale = (body as { stale?: { asOf?: unknown; reason?: unknown } }).stale;
       if (stale !== undefined) {
         const asOf = typeof stale.asOf === 'string' ? Date.parse(stale.asOf) : NaN;
-        return { kind: 'stale', traffic, asOf: Number.isFinite(asOf) ? asOf : 0, intervalMs, failure: { code: ErrorCode.GENERAL, message: `the server answered from its last good read (${typeof stale.reason === 'string' ? stale.reason : 'its store is away'})` } };
+        return {
+          kind: 'stale',
+          traffic,
+          asOf: Number.isFinite(asOf) ? asOf : 0,
+          intervalMs,
+          failure: {
+            code: ErrorCode.GENERAL,
+            message: `the server answered from its last good read (${typeof stale.reason === 'string' ? stale.reason : 'its store is away'})`,
+          },
+        };
       }
       return { kind: 'fresh', traffic, etag: res.headers.get('etag'), intervalMs };
     } catch (err) {
@@ -401,7 +473,16 @@ function reasonOf(t: RolloutTraffic): typeof StandardResolutionReasons.SPLIT | t
 }
 
 function metadataOf(t: RolloutTraffic, a: Assignment, stale: boolean): FlagMetadata {
-  return { rolloutId: t.rolloutId, attempt: t.attempt, rolloutVersion: t.version, state: t.state, percent: t.percent, bucket: a.bucket, stale, ...(a.stage === null ? {} : { stage: a.stage }) };
+  return {
+    rolloutId: t.rolloutId,
+    attempt: t.attempt,
+    rolloutVersion: t.version,
+    state: t.state,
+    percent: t.percent,
+    bucket: a.bucket,
+    stale,
+    ...(a.stage === null ? {} : { stage: a.stage }),
+  };
 }
 
 function maxAgeOf(cacheControl: string | null): number {

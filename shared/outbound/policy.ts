@@ -63,14 +63,26 @@ export const credentialSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('basic'), origin: originSchema, username: z.string().min(1).max(256), password: secretRefSchema }).strict(),
   z.object({ type: z.literal('bearer'), origin: originSchema, token: secretRefSchema }).strict(),
   /** Signs webhook hooks' bodies (`Rollout-Signature: k=<keyId>,t=…,v1=…`, as signed signals are): the secret never leaves us. */
-  z.object({ type: z.literal('hmac'), origin: originSchema, keyId: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits, _ . : - (at most 64)'), secret: secretRefSchema }).strict(),
+  z
+    .object({
+      type: z.literal('hmac'),
+      origin: originSchema,
+      keyId: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits, _ . : - (at most 64)'),
+      secret: secretRefSchema,
+    })
+    .strict(),
   /** Amazon Managed Service for Prometheus, signed with the process's AWS identity: for `aps` at its own endpoint only. */
   z
     .object({ type: z.literal('sigv4'), origin: originSchema, region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d{1,2}$/, 'an AWS region') })
     .strict()
     .superRefine((c, ctx) => {
       const m = AMP_ORIGIN.exec(c.origin);
-      if (!m) ctx.addIssue({ code: 'custom', path: ['origin'], message: 'SigV4 signs only for Amazon Managed Service for Prometheus: https://aps-workspaces.<region>.amazonaws.com' });
+      if (!m)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['origin'],
+          message: 'SigV4 signs only for Amazon Managed Service for Prometheus: https://aps-workspaces.<region>.amazonaws.com',
+        });
       else if (m[1] !== c.region) ctx.addIssue({ code: 'custom', path: ['region'], message: `must be the origin's region, ${m[1]}` });
     }),
 ]);
@@ -87,7 +99,12 @@ export const outboundConfigSchema = z
   .superRefine((c, ctx) => {
     const origins = new Set(c.origins);
     for (const [name, cred] of Object.entries(c.credentials)) {
-      if (!origins.has(cred.origin)) ctx.addIssue({ code: 'custom', path: ['credentials', name, 'origin'], message: `${cred.origin} is not in origins: a credential is sent only to an allowed origin` });
+      if (!origins.has(cred.origin))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['credentials', name, 'origin'],
+          message: `${cred.origin} is not in origins: a credential is sent only to an allowed origin`,
+        });
     }
   });
 export type OutboundConfigInput = z.input<typeof outboundConfigSchema>;
@@ -162,7 +179,8 @@ export class OutboundPolicy {
     }
     if (u.username || u.password) return `${field}: credentials in the URL are not sent; name a credential the operator bound to the origin`;
     const origin = originOf(u);
-    if (!this.origins.has(origin)) return `${field}: ${origin} is not an allowed origin (the operator's outbound configuration lists ${this.origins.size ? [...this.origins].join(', ') : 'none'})`;
+    if (!this.origins.has(origin))
+      return `${field}: ${origin} is not an allowed origin (the operator's outbound configuration lists ${this.origins.size ? [...this.origins].join(', ') : 'none'})`;
     return null;
   }
 

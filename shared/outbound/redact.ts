@@ -32,7 +32,8 @@ const lowerPercent = (s: string) => s.replace(/%[0-9A-F]{2}/g, (p) => p.toLowerC
 /** application/x-www-form-urlencoded, as URLSearchParams writes it (space as +, more characters escaped). */
 const formEncoded = (s: string) => new URLSearchParams({ v: s }).toString().slice(2);
 
-const htmlEscaped = (s: string) => s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&#39;');
+const htmlEscaped = (s: string) =>
+  s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&#39;');
 
 /**
  * The base64 characters `s` always shows as, wherever it sits in a longer
@@ -59,7 +60,14 @@ function base64Forms(s: string): string[] {
 }
 
 const TRANSFORMS: readonly ((s: string) => string[])[] = [
-  (s) => [jsonEscaped(s, { slash: false, ascii: 'keep' }), jsonEscaped(s, { slash: true, ascii: 'keep' }), jsonEscaped(s, { slash: false, ascii: 'lower' }), jsonEscaped(s, { slash: false, ascii: 'upper' }), jsonEscaped(s, { slash: true, ascii: 'lower' }), jsonEscaped(s, { slash: true, ascii: 'upper' })],
+  (s) => [
+    jsonEscaped(s, { slash: false, ascii: 'keep' }),
+    jsonEscaped(s, { slash: true, ascii: 'keep' }),
+    jsonEscaped(s, { slash: false, ascii: 'lower' }),
+    jsonEscaped(s, { slash: false, ascii: 'upper' }),
+    jsonEscaped(s, { slash: true, ascii: 'lower' }),
+    jsonEscaped(s, { slash: true, ascii: 'upper' }),
+  ],
   (s) => {
     const uri = encodeURIComponent(s);
     const form = formEncoded(s);

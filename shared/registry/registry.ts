@@ -117,7 +117,11 @@ export class WorkerRegistry {
 
   /** Register (or re-register after a restart); the record as stored: check its state, a drain may be pending. */
   async register(r: Registration, now: number): Promise<Registered> {
-    for (const [field, v] of [['workerId', r.workerId], ['instanceId', r.instanceId], ['runId', r.runId]] as const) {
+    for (const [field, v] of [
+      ['workerId', r.workerId],
+      ['instanceId', r.instanceId],
+      ['runId', r.runId],
+    ] as const) {
       if (!v.trim()) throw new Error(`invalid worker registration: ${field}: must not be empty`);
     }
     return this.store.register({ ...r, state: 'active', registeredAt: now, heartbeatAt: now, drain: null, goneAt: null });
@@ -134,7 +138,10 @@ export class WorkerRegistry {
    * duplicate or a late notice: those are answered (and logged by the caller)
    * so the event source does not retry them forever.
    */
-  async requestDrain(notice: Pick<PreemptionNotice, 'instanceId' | 'kind' | 'provider'> & { noticeAt: number }, now: number): Promise<{ outcome: DrainOutcome; workers: string[] }> {
+  async requestDrain(
+    notice: Pick<PreemptionNotice, 'instanceId' | 'kind' | 'provider'> & { noticeAt: number },
+    now: number,
+  ): Promise<{ outcome: DrainOutcome; workers: string[] }> {
     const workers = await this.store.byInstance(notice.instanceId);
     if (!workers.length) return { outcome: 'unknown', workers: [] };
     const present = workers.filter((w) => w.state !== 'gone');

@@ -101,7 +101,9 @@ export function trafficOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Traffi
     case 'running':
     case 'paused': {
       const active = stages.find((s) => s.phase === 'active');
-      return active ? { attempt: rollout.attempt, percent: rollout.spec.stages[active.index]!.percent, stage: at(active.index), final: false } : { attempt: rollout.attempt, percent: 0, stage: null, final: false };
+      return active
+        ? { attempt: rollout.attempt, percent: rollout.spec.stages[active.index]!.percent, stage: at(active.index), final: false }
+        : { attempt: rollout.attempt, percent: 0, stage: null, final: false };
     }
   }
 }
@@ -124,7 +126,15 @@ export interface RolloutTraffic extends Traffic {
 export function trafficJson(view: Pick<RolloutView, 'rollout' | 'stages'>): RolloutTraffic {
   const { rollout } = view;
   const { target } = rollout.spec;
-  return { rolloutId: rollout.id, version: rollout.version, state: rollout.state, service: target.service, newVersion: target.version, stableVersion: target.stableVersion ?? null, ...trafficOf(view) };
+  return {
+    rolloutId: rollout.id,
+    version: rollout.version,
+    state: rollout.state,
+    service: target.service,
+    newVersion: target.version,
+    stableVersion: target.stableVersion ?? null,
+    ...trafficOf(view),
+  };
 }
 
 export interface Assignment {
@@ -141,7 +151,14 @@ export interface Assignment {
 export function assign(traffic: RolloutTraffic, entity: string): Assignment {
   const bucket = bucketOf(traffic.rolloutId, entity);
   const variant = traffic.final || inCohort(bucket, traffic.percent) ? 'new' : 'stable';
-  return { version: variant === 'new' ? traffic.newVersion : traffic.stableVersion, variant, percent: traffic.percent, stage: traffic.stage?.name ?? null, attempt: traffic.attempt, bucket };
+  return {
+    version: variant === 'new' ? traffic.newVersion : traffic.stableVersion,
+    variant,
+    percent: traffic.percent,
+    stage: traffic.stage?.name ?? null,
+    attempt: traffic.attempt,
+    bucket,
+  };
 }
 
 /** Which version an entity should run now: a pure function of the rollout's committed state. */

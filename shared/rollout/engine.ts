@@ -154,7 +154,11 @@ export class RolloutEngine {
    * records it and reads the view as usual. When the store no longer holds
    * what `held` was read from, the decision is made again on the fresh view.
    */
-  async decideWithReading(held: RolloutView, reading: HeldReading, token: LeaseToken): Promise<{ outcome: SignalOutcome; actions: Action[]; view: RolloutView | null } | undefined> {
+  async decideWithReading(
+    held: RolloutView,
+    reading: HeldReading,
+    token: LeaseToken,
+  ): Promise<{ outcome: SignalOutcome; actions: Action[]; view: RolloutView | null } | undefined> {
     if (!this.store.recordMetricsAndApply || held.rollout.state !== 'running') return undefined;
     if (reading.attempt !== undefined && reading.attempt !== held.rollout.attempt) return undefined;
     const prior = held.metrics.get(reading.stage);

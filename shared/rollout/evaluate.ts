@@ -17,7 +17,13 @@ export type Decision =
    * `readings`: the provider gates' passing readings that allowed it; `metrics`: the pushed reading the
    * stage's traffic and threshold gates judged, when it has any.
    */
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
+  | {
+      readonly kind: 'promote';
+      readonly stage: number;
+      readonly then: 'activate_next' | 'complete';
+      readonly readings?: readonly GateReading[];
+      readonly metrics?: StageMetrics;
+    }
   /** `readings`: the provider gate reading that decided, when a provider gate did; `metrics`: the pushed reading, when it breached. */
   | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   /** A provider gate's inconclusive readings are over its limit: stop and say why, neither promote nor roll back. */

@@ -117,7 +117,11 @@ export class GateReader {
       if (view.rollout.state !== 'running') continue;
       const active = activeStage(view);
       // Before the attempt's first stage: its before-rollout hooks (counted with stage 0).
-      const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : view.stages[0]?.phase === 'pending' ? beforeRolloutHooks(view.rollout.spec.hooks) : undefined;
+      const gates = active
+        ? view.rollout.spec.stages[active.index]?.gates.providers
+        : view.stages[0]?.phase === 'pending'
+          ? beforeRolloutHooks(view.rollout.spec.hooks)
+          : undefined;
       const stage = active?.index ?? 0;
       if (!gates?.length) continue;
       for (const gate of dueGates(gates, view.gates, stage, view.rollout.lastProgressAt, now)) due.push({ view, stage, gate });
@@ -151,7 +155,10 @@ export class GateReader {
     }
     const inconclusive = toStore.filter((r) => r.reading.outcome === 'inconclusive');
     if (inconclusive.length) {
-      this.logger.warn('gate readings inconclusive', { count: inconclusive.length, first: { rolloutId: inconclusive[0]!.rolloutId, gate: inconclusive[0]!.reading.gate, reason: inconclusive[0]!.reading.reason } });
+      this.logger.warn('gate readings inconclusive', {
+        count: inconclusive.length,
+        first: { rolloutId: inconclusive[0]!.rolloutId, gate: inconclusive[0]!.reading.gate, reason: inconclusive[0]!.reading.reason },
+      });
     }
     return { views: await recordReadings(this.store, views, toStore), readings: toStore.map((r) => r.reading) };
   }
@@ -164,7 +171,12 @@ export class GateReader {
     const ms = Math.max(...list.map((d) => d.gate.timeoutSeconds)) * 1000;
     try {
       const contexts = list.map((d) => contextOf(d.view, d.stage, epoch));
-      const results = await deadline(ms, undefined, (signal) => provider.read(list.map((d) => d.gate), { now, signal, contexts }));
+      const results = await deadline(ms, undefined, (signal) =>
+        provider.read(
+          list.map((d) => d.gate),
+          { now, signal, contexts },
+        ),
+      );
       if (results.length !== list.length) throw new Error(`the ${type} provider answered ${results.length} results for ${list.length} gates`);
       return results;
     } catch (err) {
@@ -192,7 +204,16 @@ export function contextOf(view: RolloutView, index: number, epoch: number | null
   const { rollout } = view;
   const stage = rollout.spec.stages[index]!;
   const { target } = rollout.spec;
-  return { rolloutId: rollout.id, attempt: rollout.attempt, stage: { index, name: stage.name, percent: stage.percent }, epoch, service: target.service, newVersion: target.version, stableVersion: target.stableVersion ?? null, labels: target.labels };
+  return {
+    rolloutId: rollout.id,
+    attempt: rollout.attempt,
+    stage: { index, name: stage.name, percent: stage.percent },
+    epoch,
+    service: target.service,
+    newVersion: target.version,
+    stableVersion: target.stableVersion ?? null,
+    labels: target.labels,
+  };
 }
 
 /** A reading of one of the view's gates, to be counted in the period the view is in, with the tally the view holds as a hint. */

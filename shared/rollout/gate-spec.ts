@@ -44,7 +44,7 @@ const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };
  * operator bound to the gate's origin (outbound/policy.ts), and the operator
  * says where its secret lives.
  */
-const credentialName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'the name of a credential in the operator\'s outbound configuration');
+const credentialName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "the name of a credential in the operator's outbound configuration");
 
 export const prometheusGateSchema = z
   .object({
@@ -67,7 +67,11 @@ export const prometheusGateSchema = z
 /** What an earlier spec's `auth` now is: said plainly, instead of "unrecognized key". */
 function noAuth(g: unknown, ctx: z.RefinementCtx): void {
   if (typeof g === 'object' && g !== null && 'auth' in g) {
-    ctx.addIssue({ code: 'custom', path: ['auth'], message: 'a spec no longer names secrets or environment variables: name a credential the operator configured for this origin ("credential": "<name>")' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['auth'],
+      message: 'a spec no longer names secrets or environment variables: name a credential the operator configured for this origin ("credential": "<name>")',
+    });
   }
 }
 
@@ -91,7 +95,12 @@ export const cloudwatchAlarmGateSchema = z
   });
 
 /** CloudWatch's statistics: the named ones, percentiles and trimmed means (p99, p99.9, tm90, …). */
-const stat = z.string().regex(/^(SampleCount|Average|Sum|Minimum|Maximum|(p|tm|wm|tc|ts)\d{1,2}(\.\d{1,3})?|p100|IQM)$/, 'a CloudWatch statistic: Sum, Average, Minimum, Maximum, SampleCount, pNN, tmNN…');
+const stat = z
+  .string()
+  .regex(
+    /^(SampleCount|Average|Sum|Minimum|Maximum|(p|tm|wm|tc|ts)\d{1,2}(\.\d{1,3})?|p100|IQM)$/,
+    'a CloudWatch statistic: Sum, Average, Minimum, Maximum, SampleCount, pNN, tmNN…',
+  );
 export const metricSchema = z
   .object({
     namespace: z.string().min(1).max(255),
@@ -133,8 +142,10 @@ export const cloudwatchMetricGateSchema = z
     if ((g.metric === undefined) === (g.expression === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['metric'], message: 'give either metric, or expression with metrics' });
     }
-    if (g.expression !== undefined && g.metrics === undefined) ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'an expression needs the metrics it names' });
-    if (g.metric !== undefined && g.metrics !== undefined) ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'metrics go with an expression, not with metric' });
+    if (g.expression !== undefined && g.metrics === undefined)
+      ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'an expression needs the metrics it names' });
+    if (g.metric !== undefined && g.metrics !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'metrics go with an expression, not with metric' });
   });
 
 /**
@@ -175,14 +186,22 @@ export const webhookGateSchema = z
   })
   .strict();
 
-export const providerGateSchema = z.unknown().superRefine(noAuth).pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema, webhookGateSchema]));
+export const providerGateSchema = z
+  .unknown()
+  .superRefine(noAuth)
+  .pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema, webhookGateSchema]));
 
 export const providerGatesSchema = z
   .array(providerGateSchema)
   .max(MAX_PROVIDER_GATES)
   .superRefine((gates, ctx) => {
     gates.forEach((g, i) => {
-      if (g.type === 'webhook' && !STAGE_HOOKS.includes(g.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${g.hook} is asked ${g.hook === 'post-rollout' ? 'once the rollout ends' : 'before the first stage'}: declare it in the spec's hooks, not in a stage's gates` });
+      if (g.type === 'webhook' && !STAGE_HOOKS.includes(g.hook))
+        ctx.addIssue({
+          code: 'custom',
+          path: [i, 'hook'],
+          message: `${g.hook} is asked ${g.hook === 'post-rollout' ? 'once the rollout ends' : 'before the first stage'}: declare it in the spec's hooks, not in a stage's gates`,
+        });
     });
     const names = new Set<string>();
     gates.forEach((g, i) => {
@@ -203,7 +222,12 @@ export const specHooksSchema = z
   .superRefine((hooks, ctx) => {
     const names = new Set<string>();
     hooks.forEach((h, i) => {
-      if (!SPEC_HOOKS.includes(h.hook)) ctx.addIssue({ code: 'custom', path: [i, 'hook'], message: `${h.hook} is a stage's gate: declare it in the stages' gates.providers; here: ${SPEC_HOOKS.join(', ')}` });
+      if (!SPEC_HOOKS.includes(h.hook))
+        ctx.addIssue({
+          code: 'custom',
+          path: [i, 'hook'],
+          message: `${h.hook} is a stage's gate: declare it in the stages' gates.providers; here: ${SPEC_HOOKS.join(', ')}`,
+        });
       if (names.has(h.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate hook name "${h.name}"` });
       names.add(h.name);
     });
@@ -235,8 +259,19 @@ export function queryOf(g: ProviderGate): string {
     case 'cloudwatchAlarm':
       return `alarms ${g.alarms.join(', ')}`;
     case 'cloudwatchMetric': {
-      const m = (x: MetricStat) => `${x.stat}(${x.namespace} ${x.metricName}${Object.keys(x.dimensions).length ? ` {${Object.entries(x.dimensions).map(([k, v]) => `${k}=${v}`).join(', ')}}` : ''})`;
-      const what = g.metric ? m(g.metric) : `${g.expression} where ${Object.entries(g.metrics ?? {}).map(([id, x]) => `${id} = ${m(x)}`).join('; ')}`;
+      const m = (x: MetricStat) =>
+        `${x.stat}(${x.namespace} ${x.metricName}${
+          Object.keys(x.dimensions).length
+            ? ` {${Object.entries(x.dimensions)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(', ')}}`
+            : ''
+        })`;
+      const what = g.metric
+        ? m(g.metric)
+        : `${g.expression} where ${Object.entries(g.metrics ?? {})
+            .map(([id, x]) => `${id} = ${m(x)}`)
+            .join('; ')}`;
       return `${what} over ${g.periodSeconds} s`;
     }
     case 'webhook':

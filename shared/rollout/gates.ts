@@ -149,7 +149,11 @@ export type ProviderResult =
 const clip = (s: string) => (s.length > MAX_ANSWER_CHARS ? `${s.slice(0, MAX_ANSWER_CHARS - 1)}…` : s);
 
 /** One reading of `gate` from what its provider returned. */
-export function judge(gate: ProviderGate, result: ProviderResult, where: { attempt: number; stage: number; at: number; source: GateReading['source'] }): GateReading {
+export function judge(
+  gate: ProviderGate,
+  result: ProviderResult,
+  where: { attempt: number; stage: number; at: number; source: GateReading['source'] },
+): GateReading {
   const reading = (outcome: GateOutcome, value: number | null, reason: string | null): GateReading => ({
     gate: gate.name,
     type: gate.type,
@@ -174,7 +178,11 @@ export function judge(gate: ProviderGate, result: ProviderResult, where: { attem
       if (firing.length) return reading('fail', null, `in ALARM: ${firing.join(', ')}`);
       const unsure = gate.alarms.filter((a) => state(a) !== 'OK');
       if (unsure.length) {
-        return reading('inconclusive', null, unsure.map((a) => (state(a) === 'missing' || state(a) === undefined ? `alarm ${a} not found` : `alarm ${a} is ${state(a)}`)).join('; '));
+        return reading(
+          'inconclusive',
+          null,
+          unsure.map((a) => (state(a) === 'missing' || state(a) === undefined ? `alarm ${a} not found` : `alarm ${a} is ${state(a)}`)).join('; '),
+        );
       }
       return reading('pass', null, null);
     }
@@ -207,7 +215,13 @@ export function currentTally(tallies: ReadonlyMap<number, ReadonlyMap<string, Ga
  * initial delay has passed, and its last reading in this period (if any) is
  * at least one interval old. So each gate is read at most once per interval.
  */
-export function dueGates(gates: readonly ProviderGate[], tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, origin: number, now: number): ProviderGate[] {
+export function dueGates(
+  gates: readonly ProviderGate[],
+  tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>,
+  stage: number,
+  origin: number,
+  now: number,
+): ProviderGate[] {
   return gates.filter((g) => {
     if (now < origin + g.initialDelaySeconds * 1000) return false;
     const t = currentTally(tallies, stage, g.name, origin);
@@ -231,21 +245,35 @@ const plural = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
  * before inconclusive readings, across all gates: a breach rolls back even
  * while another gate's provider is down.
  */
-export function providerVerdict(gates: readonly ProviderGate[], tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, origin: number): GateVerdict {
+export function providerVerdict(
+  gates: readonly ProviderGate[],
+  tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>,
+  stage: number,
+  origin: number,
+): GateVerdict {
   const current = gates.map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
   for (const { g, t } of current) {
     if (t && t.failures > g.failureLimit) {
       const r = t.lastFailure ?? t.last;
-      return { kind: 'rollback', reason: `${describe(g)}: ${plural(t.failures, 'failed reading')} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`, readings: [r] };
+      return {
+        kind: 'rollback',
+        reason: `${describe(g)}: ${plural(t.failures, 'failed reading')} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`,
+        readings: [r],
+      };
     }
   }
   for (const { g, t } of current) {
     if (t && t.inconclusive > g.inconclusiveLimit) {
       const r = t.lastInconclusive ?? t.last;
-      return { kind: 'pause', reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`, readings: [r] };
+      return {
+        kind: 'pause',
+        reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`,
+        readings: [r],
+      };
     }
   }
   const waiting = current.find(({ t }) => !t || t.last.outcome !== 'pass');
-  if (waiting) return { kind: 'wait', reason: waiting.t ? `${describe(waiting.g)}: last reading ${waiting.t.last.outcome}` : `${describe(waiting.g)}: no data yet` };
+  if (waiting)
+    return { kind: 'wait', reason: waiting.t ? `${describe(waiting.g)}: last reading ${waiting.t.last.outcome}` : `${describe(waiting.g)}: no data yet` };
   return { kind: 'pass', readings: current.map(({ t }) => t!.last) };
 }

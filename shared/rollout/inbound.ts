@@ -18,7 +18,13 @@ export const CLOUDWATCH_ALARM_DETAIL_TYPE = 'CloudWatch Alarm State Change';
 const INT32_MAX = 2_147_483_647;
 const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 
-const when = z.union([z.number().int().nonnegative().max(MAX_TIME), z.string().datetime({ offset: true }).transform((s) => Date.parse(s))]);
+const when = z.union([
+  z.number().int().nonnegative().max(MAX_TIME),
+  z
+    .string()
+    .datetime({ offset: true })
+    .transform((s) => Date.parse(s)),
+]);
 const id = z.string().trim().min(1).max(200);
 
 export const inboundEventSchema = z.discriminatedUnion('type', [
@@ -139,7 +145,13 @@ export function inboundFromEnvelope(event: unknown): InboundEvent {
     const d = cloudwatchAlarmDetail.safeParse(env.data.detail);
     if (!d.success) throw new InvalidEventError(issues(d.error, 'detail'));
     const region = typeof (event as { region?: unknown }).region === 'string' ? String((event as { region: string }).region) : undefined;
-    return parseInboundEvent({ type: CLOUDWATCH_ALARM_CHANGE, alarm: d.data.alarmName, state: d.data.state.value, changedAt: d.data.state.timestamp, ...(region ? { region } : {}) });
+    return parseInboundEvent({
+      type: CLOUDWATCH_ALARM_CHANGE,
+      alarm: d.data.alarmName,
+      state: d.data.state.value,
+      changedAt: d.data.state.timestamp,
+      ...(region ? { region } : {}),
+    });
   }
   return parseInboundEvent({ type: env.data['detail-type'], ...env.data.detail });
 }

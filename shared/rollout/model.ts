@@ -111,7 +111,9 @@ export interface RolloutView {
 
 /** The alarm names a spec's stages watch: their `alarms` lists and their cloudwatchAlarm gates. */
 export function alarmNamesOf(spec: RolloutSpec): string[] {
-  return [...new Set(spec.stages.flatMap((s) => [...s.gates.alarms, ...(s.gates.providers ?? []).flatMap((g) => (g.type === 'cloudwatchAlarm' ? g.alarms : []))]))];
+  return [
+    ...new Set(spec.stages.flatMap((s) => [...s.gates.alarms, ...(s.gates.providers ?? []).flatMap((g) => (g.type === 'cloudwatchAlarm' ? g.alarms : []))])),
+  ];
 }
 
 /** Tallies as a view holds them, from a flat list. */

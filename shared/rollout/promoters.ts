@@ -89,7 +89,11 @@ export class BatchPromoter {
    */
   async hasWork(): Promise<boolean> {
     const store = this.engine.store;
-    const [running, unpublished, unsettled] = await Promise.all([store.anyRunning(), store.unpublishedEvents(1), this.engine.actuation ? store.unsettledActuations(1) : []]);
+    const [running, unpublished, unsettled] = await Promise.all([
+      store.anyRunning(),
+      store.unpublishedEvents(1),
+      this.engine.actuation ? store.unsettledActuations(1) : [],
+    ]);
     return running || unpublished.length > 0 || unsettled.length > 0;
   }
 
@@ -117,10 +121,12 @@ export class BatchPromoter {
     const actuated = await this.reconcile(views, evaluated, token);
     await this.reschedule(due, evaluated);
     // After the decisions, off their path: the readings' history past its retention, a bounded batch a tick.
-    const pruned = await this.engine.store.pruneGateReadings(this.engine.clock.now() - READING_RETENTION_DAYS * DAY_MS, PRUNE_PER_TICK).catch((err: unknown) => {
-      this.logger.warn('gate readings not pruned this tick', { error: errorMessage(err) });
-      return 0;
-    });
+    const pruned = await this.engine.store
+      .pruneGateReadings(this.engine.clock.now() - READING_RETENTION_DAYS * DAY_MS, PRUNE_PER_TICK)
+      .catch((err: unknown) => {
+        this.logger.warn('gate readings not pruned this tick', { error: errorMessage(err) });
+        return 0;
+      });
     const ended = await this.pruneEnded();
     return { leader: true, evaluated: views.length, actions, republished, readings, pruned, ended, actuated, left: due.length >= this.duePerTick };
   }
@@ -164,7 +170,11 @@ export class BatchPromoter {
    * lost reply, a write that failed), converged. A rollout an evaluation just
    * moved was converged by it.
    */
-  private async reconcile(views: readonly RolloutView[], evaluated: readonly { actions: readonly Action[]; view: RolloutView | null }[], token: LeaseToken): Promise<number> {
+  private async reconcile(
+    views: readonly RolloutView[],
+    evaluated: readonly { actions: readonly Action[]; view: RolloutView | null }[],
+    token: LeaseToken,
+  ): Promise<number> {
     if (!this.engine.actuation) return 0;
     const moved = new Set(evaluated.filter((e) => e.actions.some((a) => a.applied)).map((e) => e.actions[0]!.rolloutId));
     const due = views.filter((v) => movesTargets(v) && !moved.has(v.rollout.id));
@@ -286,7 +296,11 @@ export class StreamingPromoter {
    * one round trip (RolloutEngine.decideWithReading). Undefined when there is
    * no such view, we do not lead, or the reading decides nothing on it.
    */
-  private async withHeldView(event: InboundEvent & { type: 'rollout.metrics_reported' }, metrics: StageMetrics, lead: () => Promise<LeaseToken | null>): Promise<HandleResult | undefined> {
+  private async withHeldView(
+    event: InboundEvent & { type: 'rollout.metrics_reported' },
+    metrics: StageMetrics,
+    lead: () => Promise<LeaseToken | null>,
+  ): Promise<HandleResult | undefined> {
     // Where the store has no such write, the reading is stored before leadership is asked, as ever.
     const held = this.engine.store.recordMetricsAndApply ? this.held.get(event.rolloutId) : undefined;
     const stage = held ? stageIndexOf(held.rollout.spec, event.stage) : null;
@@ -313,7 +327,13 @@ export class StreamingPromoter {
  * fails it (an alarm in ALARM) or passes it (all OK); anything else is left
  * to the next DescribeAlarms reading, which sees every alarm as it is.
  */
-async function alarmReadings(store: RolloutStore, views: readonly RolloutView[], alarm: string, region: string | undefined, at: number): Promise<RolloutView[]> {
+async function alarmReadings(
+  store: RolloutStore,
+  views: readonly RolloutView[],
+  alarm: string,
+  region: string | undefined,
+  at: number,
+): Promise<RolloutView[]> {
   const toStore: ReadingToStore[] = [];
   for (const v of views) {
     const active = v.rollout.state === 'running' ? activeStage(v) : undefined;

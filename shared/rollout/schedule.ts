@@ -27,7 +27,11 @@ export function nextEvaluationAt(view: RolloutView, now: number): number {
   if (rollout.deadlineExceededAt === null) at.push(rollout.lastProgressAt + rollout.spec.progressDeadlineSeconds * 1000 + 1);
   const active = activeStage(view);
   if (active && active.activatedAt !== null) at.push(active.activatedAt + (rollout.spec.stages[active.index]?.bakeSeconds ?? 0) * 1000);
-  const gates = active ? rollout.spec.stages[active.index]?.gates.providers : view.stages[0]?.phase === 'pending' ? beforeRolloutHooks(rollout.spec.hooks) : undefined;
+  const gates = active
+    ? rollout.spec.stages[active.index]?.gates.providers
+    : view.stages[0]?.phase === 'pending'
+      ? beforeRolloutHooks(rollout.spec.hooks)
+      : undefined;
   const stage = active?.index ?? 0;
   for (const g of gates ?? []) {
     // As dueGates() says: after its initial delay, then one interval after its last reading in this period.

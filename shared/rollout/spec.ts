@@ -85,9 +85,7 @@ export const MAX_STAGES = 40;
 const presetGates = { gates: gatesSchema.default({ minRequests: 0, alarms: [] }) };
 
 const explicitSpec = z.object({ ...common, stages: z.array(stageSchema).min(1, 'a rollout needs at least one stage').max(MAX_STAGES) }).strict();
-const linearSpec = z
-  .object({ ...common, preset: z.literal('linear'), stepPercent: z.number().gt(0).max(100), bakeSeconds, ...presetGates })
-  .strict();
+const linearSpec = z.object({ ...common, preset: z.literal('linear'), stepPercent: z.number().gt(0).max(100), bakeSeconds, ...presetGates }).strict();
 const exponentialSpec = z
   .object({
     ...common,
@@ -156,18 +154,24 @@ function expand(input: ParsedInput): Stage[] {
   switch (input.preset) {
     case 'linear': {
       const step = input.stepPercent;
-      return stepped(steppedPercents(step, (p) => round2(p + step)), {
-        stalls: (at) => `stepPercent: ${step} does not advance at two decimals (it stays at ${at}%): the preset never reaches 100`,
-        tooMany: () => `stepPercent: ${step} needs about ${Math.ceil(100 / step)} stages to reach 100; at most ${MAX_STAGES}`,
-      }).map(stage);
+      return stepped(
+        steppedPercents(step, (p) => round2(p + step)),
+        {
+          stalls: (at) => `stepPercent: ${step} does not advance at two decimals (it stays at ${at}%): the preset never reaches 100`,
+          tooMany: () => `stepPercent: ${step} needs about ${Math.ceil(100 / step)} stages to reach 100; at most ${MAX_STAGES}`,
+        },
+      ).map(stage);
     }
     case 'exponential': {
       const { initialPercent: first, growthFactor: g } = input;
       const from = `growthFactor: ${g} from initialPercent ${first}`;
-      return stepped(steppedPercents(first, (p) => round2(p * g)), {
-        stalls: (at) => `${from} does not grow at two decimals (it stays at ${at}%): the preset never reaches 100`,
-        tooMany: () => `${from} needs about ${Math.ceil(Math.log(100 / first) / Math.log(g)) + 1} stages to reach 100; at most ${MAX_STAGES}`,
-      }).map(stage);
+      return stepped(
+        steppedPercents(first, (p) => round2(p * g)),
+        {
+          stalls: (at) => `${from} does not grow at two decimals (it stays at ${at}%): the preset never reaches 100`,
+          tooMany: () => `${from} needs about ${Math.ceil(Math.log(100 / first) / Math.log(g)) + 1} stages to reach 100; at most ${MAX_STAGES}`,
+        },
+      ).map(stage);
     }
     case 'canary':
       return [stage(input.canaryPercent), stage(100)];
@@ -228,7 +232,10 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
   // Before-rollout hooks are counted with the first stage's gates (one tally per name): their names must differ.
   const first = new Set((stages[0]?.gates.providers ?? []).map((g) => g.name));
   const clash = (parsed.hooks ?? []).findIndex((h) => first.has(h.name));
-  if (clash >= 0) throw new ConfigError('rollout spec', [`hooks.${clash}.name: "${parsed.hooks![clash]!.name}" is also a gate of the first stage; give the hook another name`]);
+  if (clash >= 0)
+    throw new ConfigError('rollout spec', [
+      `hooks.${clash}.name: "${parsed.hooks![clash]!.name}" is also a gate of the first stage; give the hook another name`,
+    ]);
   return {
     target: parsed.target,
     stages,
@@ -295,7 +302,8 @@ export function namespaceIssue(gate: Pick<CloudwatchMetricGate, 'metric' | 'metr
   }
   const metrics = gate.metric ? [['metric', gate.metric] as const] : Object.entries(gate.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const);
   for (const [path, m] of metrics) {
-    if (!allowed.includes(m.namespace)) return `${path}.namespace: "${m.namespace}" is not a namespace this deployment's gates may read (${allowed.length ? allowed.join(', ') : 'none: the gateNamespaces setting names them'})`;
+    if (!allowed.includes(m.namespace))
+      return `${path}.namespace: "${m.namespace}" is not a namespace this deployment's gates may read (${allowed.length ? allowed.join(', ') : 'none: the gateNamespaces setting names them'})`;
   }
   return null;
 }
@@ -328,7 +336,12 @@ export function gateNamespaceIssues(spec: Pick<RolloutSpec, 'stages'>, allowed: 
  */
 export function rolloutSpecJsonSchema(): Record<string, unknown> {
   const schema = z.toJSONSchema(z.union([explicitSpec, ...Object.values(presets)]), { io: 'input', unrepresentable: 'any' });
-  return { ...schema, $id: 'https://rollout-control-plane.dev/schemas/rollout-spec.json', title: 'Rollout spec', description: 'A rollout: its target and explicit stages, or a preset (linear, exponential, canary, all-at-once) that expands to stages.' };
+  return {
+    ...schema,
+    $id: 'https://rollout-control-plane.dev/schemas/rollout-spec.json',
+    title: 'Rollout spec',
+    description: 'A rollout: its target and explicit stages, or a preset (linear, exponential, canary, all-at-once) that expands to stages.',
+  };
 }
 
 /** A spec as stored and answered: its stages explicit (a preset expanded), its defaults filled in. */

@@ -6,7 +6,16 @@ import { gateReadingSchema, type GateReading } from './gates.js';
 const gateReadingsSchema = z.array(gateReadingSchema);
 import type { Same } from '../types.js';
 import { trafficOf } from './assignment.js';
-import { ROLLOUT_EVENT_TYPES, ROLLOUT_SOURCE, rolloutEventId, SEQ_PER_VERSION, rolloutEventSchema, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from './events.js';
+import {
+  ROLLOUT_EVENT_TYPES,
+  ROLLOUT_SOURCE,
+  rolloutEventId,
+  SEQ_PER_VERSION,
+  rolloutEventSchema,
+  type RolloutEvent,
+  type RolloutEventDetail,
+  type RolloutEventType,
+} from './events.js';
 import {
   activeStage,
   ROLLOUT_STATES,
@@ -36,7 +45,14 @@ export type Transition =
   | { readonly kind: 'activate'; readonly stage: number }
   /** `readings`, `metrics`: what the gates saw when the evaluator decided (Decision); they ride on the event. */
   /** `reason`: what a person said when promoting by hand (on its events). */
-  | { readonly kind: 'promote'; readonly stage: number; readonly then: 'activate_next' | 'complete'; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics; readonly reason?: string }
+  | {
+      readonly kind: 'promote';
+      readonly stage: number;
+      readonly then: 'activate_next' | 'complete';
+      readonly readings?: readonly GateReading[];
+      readonly metrics?: StageMetrics;
+      readonly reason?: string;
+    }
   | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   | { readonly kind: 'deadline'; readonly abort: boolean }
   | { readonly kind: 'promote_full'; readonly reason?: string }
@@ -111,7 +127,8 @@ export const transitionPlanSchema = z
     // SQL keys every write by rolloutId; DynamoDB keys the rollout row by next.id and marks events published by detail.rolloutId.
     if (plan.next.id !== plan.rolloutId) ctx.addIssue({ code: 'custom', path: ['next', 'id'], message: `must be the rolloutId ${plan.rolloutId}` });
     plan.events.forEach((e, i) => {
-      if (e.detail.rolloutId !== plan.rolloutId) ctx.addIssue({ code: 'custom', path: ['events', i, 'detail', 'rolloutId'], message: `must be the rolloutId ${plan.rolloutId}` });
+      if (e.detail.rolloutId !== plan.rolloutId)
+        ctx.addIssue({ code: 'custom', path: ['events', i, 'detail', 'rolloutId'], message: `must be the rolloutId ${plan.rolloutId}` });
     });
   })
   .readonly();
@@ -169,8 +186,10 @@ export function isWellFormedPlan(p: unknown): boolean {
   if (!isObj(p) || !isName(p.rolloutId) || !isTransition(p.transition)) return false;
   const { expect: x, next: n, stageChanges, newStages, events } = p;
   if (!isObj(x) || !isInt(x.version, 0) || !isState(x.state) || !isInt(x.attempt, 1)) return false;
-  if (!isObj(n) || n.id !== p.rolloutId || !isName(n.id) || !isObj(n.spec) || !Array.isArray(n.spec.stages) || !isState(n.state) || !isInt(n.attempt, 1)) return false;
-  if (!isInt(n.version, 0) || !isMillis(n.createdAt) || !isMillis(n.updatedAt) || !isMillis(n.lastProgressAt) || !orNull(n.deadlineExceededAt, isMillis)) return false;
+  if (!isObj(n) || n.id !== p.rolloutId || !isName(n.id) || !isObj(n.spec) || !Array.isArray(n.spec.stages) || !isState(n.state) || !isInt(n.attempt, 1))
+    return false;
+  if (!isInt(n.version, 0) || !isMillis(n.createdAt) || !isMillis(n.updatedAt) || !isMillis(n.lastProgressAt) || !orNull(n.deadlineExceededAt, isMillis))
+    return false;
   if (!orNull(n.stateBy, isStr) || !orNull(n.stateReason, isStr)) return false;
   if (!Array.isArray(stageChanges) || !Array.isArray(newStages) || !Array.isArray(events)) return false;
   for (const c of stageChanges as unknown[]) {
@@ -184,15 +203,28 @@ export function isWellFormedPlan(p: unknown): boolean {
   }
   for (const s of newStages as unknown[]) {
     if (!isObj(s) || !isInt(s.index, 0) || !isName(s.name) || !isPhase(s.phase) || !orNull(s.promotedEpoch, (v) => isInt(v, 0))) return false;
-    if (!orNull(s.activatedAt, isMillis) || !orNull(s.promotedAt, isMillis) || !orNull(s.rolledBackAt, isMillis) || !orNull(s.promotedBy, isStr) || !orNull(s.reason, isStr)) return false;
+    if (
+      !orNull(s.activatedAt, isMillis) ||
+      !orNull(s.promotedAt, isMillis) ||
+      !orNull(s.rolledBackAt, isMillis) ||
+      !orNull(s.promotedBy, isStr) ||
+      !orNull(s.reason, isStr)
+    )
+      return false;
   }
   for (const e of events as unknown[]) {
     if (!isObj(e) || !isName(e.id) || e.source !== ROLLOUT_SOURCE || !isEventType(e.detailType) || !isMillis(e.time) || !isObj(e.detail)) return false;
     const d = e.detail;
     if (d.rolloutId !== p.rolloutId || !isInt(d.attempt, 1) || !isStr(d.service) || !isStr(d.version) || !isStr(d.actor) || !isInt(d.epoch, 0)) return false;
-    if ((d.stage !== undefined && !isStageRef(d.stage)) || (d.nextStage !== undefined && !isStageRef(d.nextStage)) || (d.reason !== undefined && !isStr(d.reason))) return false;
+    if (
+      (d.stage !== undefined && !isStageRef(d.stage)) ||
+      (d.nextStage !== undefined && !isStageRef(d.nextStage)) ||
+      (d.reason !== undefined && !isStr(d.reason))
+    )
+      return false;
     if (d.target !== undefined && !isStr(d.target)) return false;
-    if ((d.seq !== undefined && !isInt(d.seq, 0)) || (d.percent !== undefined && !(typeof d.percent === 'number' && d.percent >= 0 && d.percent <= 100))) return false;
+    if ((d.seq !== undefined && !isInt(d.seq, 0)) || (d.percent !== undefined && !(typeof d.percent === 'number' && d.percent >= 0 && d.percent <= 100)))
+      return false;
     if (d.stableVersion !== undefined && !orNull(d.stableVersion, isStr)) return false;
     if (d.labels !== undefined && !(isObj(d.labels) && Object.values(d.labels).every(isStr))) return false;
     // Readings and metrics ride only on gate-decided transitions: their schemas check them.
@@ -285,7 +317,11 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       if (t.then === 'activate_next') {
         stageAt(t.stage + 1, 'pending');
         activate(t.stage + 1);
-        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage), nextStage: stageRef(t.stage + 1), ...decided } });
+        events.push({
+          type: 'ai.rollout.stage_promoted',
+          discriminator: String(t.stage),
+          extra: { stage: stageRef(t.stage), nextStage: stageRef(t.stage + 1), ...decided },
+        });
       } else {
         if (t.stage !== view.stages.length - 1) throw reject(`stage ${t.stage} is not the last stage`);
         next = { ...next, state: 'completed', stateBy: ctx.actor, stateReason: null };
@@ -320,9 +356,18 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       for (const s of view.stages) {
         if (s.phase === 'promoted') continue;
         if (s.phase === 'rolled_back') throw reject(`stage ${s.index} was rolled back`);
-        if (s.phase === 'pending') stageChanges.push({ index: s.index, expect: 'pending', set: { phase: 'promoted', activatedAt: now, promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor } });
+        if (s.phase === 'pending')
+          stageChanges.push({
+            index: s.index,
+            expect: 'pending',
+            set: { phase: 'promoted', activatedAt: now, promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor },
+          });
         else promote(s.index);
-        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(s.index), extra: { stage: stageRef(s.index), reason: t.reason ?? 'promote-full' } });
+        events.push({
+          type: 'ai.rollout.stage_promoted',
+          discriminator: String(s.index),
+          extra: { stage: stageRef(s.index), reason: t.reason ?? 'promote-full' },
+        });
       }
       next = { ...next, state: 'completed', lastProgressAt: now, stateBy: ctx.actor, stateReason: 'promote-full' };
       events.push({ type: 'ai.rollout.completed', extra: { reason: t.reason ?? 'promote-full' } });
@@ -332,8 +377,16 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       requireState('running');
       next = { ...next, state: 'paused', stateBy: ctx.actor, stateReason: t.reason ?? null };
       const a = activeStage(view);
-      if (t.drift) events.push({ type: 'ai.rollout.actuation_drift', discriminator: t.drift.target, extra: { target: t.drift.target, ...(t.reason ? { reason: t.reason } : {}) } });
-      events.push({ type: 'ai.rollout.paused', extra: { ...(t.reason ? { reason: t.reason } : {}), ...(a && t.readings?.length ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) } });
+      if (t.drift)
+        events.push({
+          type: 'ai.rollout.actuation_drift',
+          discriminator: t.drift.target,
+          extra: { target: t.drift.target, ...(t.reason ? { reason: t.reason } : {}) },
+        });
+      events.push({
+        type: 'ai.rollout.paused',
+        extra: { ...(t.reason ? { reason: t.reason } : {}), ...(a && t.readings?.length ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) },
+      });
       break;
     }
     case 'resume': {

@@ -56,7 +56,14 @@ export interface BenchTarget {
 
 type Look =
   | { readonly kind: 'nginx'; readonly port: number; readonly entity: string; readonly want: string }
-  | { readonly kind: 'alias'; readonly motoUrl: string; readonly functionName: string; readonly alias: string; readonly newVersion: string; readonly want: number };
+  | {
+      readonly kind: 'alias';
+      readonly motoUrl: string;
+      readonly functionName: string;
+      readonly alias: string;
+      readonly newVersion: string;
+      readonly want: number;
+    };
 type Ask = { readonly op: 'look'; readonly look: Look } | { readonly op: 'nginx' } | { readonly op: 'stop' };
 type Told = { readonly id: number } & (
   | { readonly started: true }
@@ -111,7 +118,10 @@ function observe(): void {
         if (!client) clients.set(look.motoUrl, (client = lambdaClient(look.motoUrl)));
         if ((await aliasShare(client, look.functionName, look.alias, look.newVersion)) === look.want) return tell({ id, at: clock(), retried });
       }
-      if (clock() > deadline) throw new Error(`${look.kind === 'nginx' ? `nginx: ${look.entity}` : `alias ${look.functionName}:${look.alias}`} never showed ${look.want} within ${LIVE_DEADLINE_MS} ms`);
+      if (clock() > deadline)
+        throw new Error(
+          `${look.kind === 'nginx' ? `nginx: ${look.entity}` : `alias ${look.functionName}:${look.alias}`} never showed ${look.want} within ${LIVE_DEADLINE_MS} ms`,
+        );
     }
   };
   const handle = async (id: number, ask: Ask, tell: (t: Told) => void) => {
@@ -140,7 +150,10 @@ export class Observer {
   /** Probe requests asked again after a connection error (nginx mid-reload). */
   retried = 0;
   // A worker thread does not inherit the TypeScript loader: it registers it, then loads this module as its entry.
-  private readonly worker = new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`, { eval: true, workerData: { observer: true } });
+  private readonly worker = new Worker(
+    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`,
+    { eval: true, workerData: { observer: true } },
+  );
   private readonly waiting = new Map<number, { started?: () => void; done: (t: Told) => void; failed: (err: Error) => void }>();
   private seq = 0;
   private dead: Error | null = null;
@@ -275,7 +288,8 @@ export async function nginxTargets(observer: Observer): Promise<BenchTarget> {
     const { before, after } = side(from, to);
     await settled(n);
     const got = await ask(portOf(n), entity);
-    if (got !== before) throw new Error(`nginx: probe ${entity} answered ${got} before the transition, expected ${before}: the key was chosen for another split`);
+    if (got !== before)
+      throw new Error(`nginx: probe ${entity} answered ${got} before the transition, expected ${before}: the key was chosen for another split`);
     return observer.watch({ kind: 'nginx', port: portOf(n), entity, want: after });
   };
   const nginx = (...a: string[]) => run(raw.target.nginx, ['-p', raw.target.prefix!, '-c', raw.target.config, '-e', raw.target.errorLog!, ...a]);
@@ -327,7 +341,8 @@ export async function lambdaTargets(motoUrl: string, observer: Observer): Promis
     );
     return { t0, op: clock() - t0 };
   };
-  const revisionOf = async (fn: LambdaAliasUnderTest) => (await fn.viaProxy.send(new GetAliasCommand({ FunctionName: fn.functionName, Name: fn.alias }))).RevisionId;
+  const revisionOf = async (fn: LambdaAliasUnderTest) =>
+    (await fn.viaProxy.send(new GetAliasCommand({ FunctionName: fn.functionName, Name: fn.alias }))).RevisionId;
   return {
     kind: 'lambda_alias',
     name: ours.functionName,

@@ -134,7 +134,13 @@ async function actuationOf(backend: LeaseBackend, target: BenchTarget): Promise<
   actuator.write = (...a) => (writes.push(clock()), write(...a));
   const actuation = new Actuation(store, new Map([[target.name, actuator]]), systemClock);
   const engine = new RolloutEngine({ store, bus: new InProcessBus(), actuation });
-  const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'bench', ttlMs: 600_000, renewIntervalMs: 200_000, retryIntervalMs: 5_000 });
+  const elector = new LeaseElector(backend.store, {
+    name: 'promotion_leader',
+    holderId: 'bench',
+    ttlMs: 600_000,
+    renewIntervalMs: 200_000,
+    retryIntervalMs: 5_000,
+  });
   const leadership = campaignEachTime(elector);
   const spec = {
     target: { service: 'bench', version: target.newVersion, stableVersion: target.stableVersion },
@@ -150,7 +156,12 @@ async function actuationOf(backend: LeaseBackend, target: BenchTarget): Promise<
     const { id } = await createRollout(engine, { spec, actor: 'bench' });
     for (let step = 0; step + 1 < PATH.length; step++) {
       const [from, to] = [PATH[step]!, PATH[step + 1]!];
-      const transition = step === 0 ? () => engine.evaluate(id, token) : step === PATH.length - 2 ? () => runCommand(engine, token, { rolloutId: id, command: 'abort', actor: 'bench' }) : () => runCommand(engine, token, { rolloutId: id, command: 'promote', actor: 'bench' });
+      const transition =
+        step === 0
+          ? () => engine.evaluate(id, token)
+          : step === PATH.length - 2
+            ? () => runCommand(engine, token, { rolloutId: id, command: 'abort', actor: 'bench' })
+            : () => runCommand(engine, token, { rolloutId: id, command: 'promote', actor: 'bench' });
       const ours = async () => {
         const watch = await target.watch(from, to);
         commits.length = 0;
@@ -158,9 +169,11 @@ async function actuationOf(backend: LeaseBackend, target: BenchTarget): Promise<
         await transition();
         const returned = clock();
         const live = await watch.live;
-        if (commits.length !== 1 || writes.length !== 1) throw new Error(`${target.kind}: step ${step} of ${id} committed ${commits.length} transitions and wrote ${writes.length} times, expected 1 and 1`);
+        if (commits.length !== 1 || writes.length !== 1)
+          throw new Error(`${target.kind}: step ${step} of ${id} committed ${commits.length} transitions and wrote ${writes.length} times, expected 1 and 1`);
         const record = (await store.actuations(id))[0];
-        if (record?.state !== 'converged' || record.percent !== to) throw new Error(`${target.kind}: step ${step} of ${id} left the record ${JSON.stringify(record)}, expected ${to}% converged`);
+        if (record?.state !== 'converged' || record.percent !== to)
+          throw new Error(`${target.kind}: step ${step} of ${id} left the record ${JSON.stringify(record)}, expected ${to}% converged`);
         if (keep) {
           out.live.push(live - commits[0]!);
           out.toWrite.push(writes[0]! - commits[0]!);
@@ -261,7 +274,21 @@ function started(child: ChildProcess, url: string, ready: string): Promise<Child
 /** A cluster node as `rollout serve` runs it, on a database of its own; rate limits off, as a load test needs. */
 async function serveNode(databaseUrl: string): Promise<Child> {
   const port = await freePort();
-  const flags = ['serve', '--node-id', 'bench', '--port', String(port), '--database-url', databaseUrl, '--rate-limit', '0', '--rate-limit-per-credential', '0', '--tick-interval', '1'];
+  const flags = [
+    'serve',
+    '--node-id',
+    'bench',
+    '--port',
+    String(port),
+    '--database-url',
+    databaseUrl,
+    '--rate-limit',
+    '0',
+    '--rate-limit-per-credential',
+    '0',
+    '--tick-interval',
+    '1',
+  ];
   const profile = args['node-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', resolve(args['node-cpu-prof'])] : [];
   // As a user runs it: the built package (npm run build), not the sources through a loader.
   const child = spawn(process.execPath, [...profile, builtCli(), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -288,9 +315,19 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
 
 /** A rollout at 50 % on the node, created once it leads; its traffic once the stage is active. */
 async function splitRollout(node: Child): Promise<RolloutTraffic> {
-  const spec = { target: { service: 'bench', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'half', percent: 50, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+  const spec = {
+    target: { service: 'bench', version: 'v2', stableVersion: 'v1' },
+    stages: [
+      { name: 'half', percent: 50, bakeSeconds: 3_600 },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  };
   await until('the node leads and takes the rollout', 30_000, async () => {
-    const res = await fetch(`${node.url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'bench', spec }) });
+    const res = await fetch(`${node.url}/rollouts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'bench', spec }),
+    });
     return res.status === 201 || res.status === 200 ? true : undefined;
   });
   return until('the first stage active', 30_000, async () => {
@@ -347,7 +384,16 @@ async function assignmentPart(node: Child): Promise<Record<string, number | numb
     await wrk(node.url, script, 2, 4);
     await wrk(bare.url, script, 1, 4);
     for (let i = 0; i < ROUNDS; i++) {
-      const pair: [Child, number[]][] = i % 2 ? [[bare, floor], [node, ours]] : [[node, ours], [bare, floor]];
+      const pair: [Child, number[]][] =
+        i % 2
+          ? [
+              [bare, floor],
+              [node, ours],
+            ]
+          : [
+              [node, ours],
+              [bare, floor],
+            ];
       const cpu = new Map<Child, number>();
       for (const [c, into] of pair) {
         const before = cpuSeconds(c);
@@ -357,7 +403,9 @@ async function assignmentPart(node: Child): Promise<Record<string, number | numb
       }
       cpuNode.push(cpu.get(node)!);
       cpuBare.push(cpu.get(bare)!);
-      console.log(`assignment round ${i + 1}: node ${ours.at(-1)!.toFixed(0)} req/s (${cpu.get(node)!.toFixed(1)} µs CPU a request), bare Node server ${floor.at(-1)!.toFixed(0)} req/s (${cpu.get(bare)!.toFixed(1)} µs)`);
+      console.log(
+        `assignment round ${i + 1}: node ${ours.at(-1)!.toFixed(0)} req/s (${cpu.get(node)!.toFixed(1)} µs CPU a request), bare Node server ${floor.at(-1)!.toFixed(0)} req/s (${cpu.get(bare)!.toFixed(1)} µs)`,
+      );
     }
   } finally {
     onSignal.delete(stopBare);
@@ -366,7 +414,19 @@ async function assignmentPart(node: Child): Promise<Record<string, number | numb
   }
   const ratio = med(ours) / med(floor);
   console.log(`assignment     median node ${med(ours).toFixed(0)} req/s, bare Node server ${med(floor).toFixed(0)} req/s: ${ratio.toFixed(3)}× (goal ≥ 0.5×)`);
-  return { node_rps: ours.map(round3), bare_rps: floor.map(round3), node_median_rps: round3(med(ours)), bare_median_rps: round3(med(floor)), ratio: round3(ratio), goal: 0.5, node_cpu_us_per_request: round3(med(cpuNode)), bare_cpu_us_per_request: round3(med(cpuBare)), seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS };
+  return {
+    node_rps: ours.map(round3),
+    bare_rps: floor.map(round3),
+    node_median_rps: round3(med(ours)),
+    bare_median_rps: round3(med(floor)),
+    ratio: round3(ratio),
+    goal: 0.5,
+    node_cpu_us_per_request: round3(med(cpuNode)),
+    bare_cpu_us_per_request: round3(med(cpuBare)),
+    seconds: SECONDS,
+    rounds: ROUNDS,
+    connections: CONNECTIONS,
+  };
 }
 
 // ----------------------------------------------------------- 3. OpenFeature

@@ -20,7 +20,9 @@ import { mintToken } from '../../shared/auth/tokens.js';
 import { builtCli } from './built.js';
 import { percentile, round3 } from './raw.js';
 
-const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '5' }, connections: { type: 'string', default: '16' } } });
+const { values: args } = parseArgs({
+  options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '5' }, connections: { type: 'string', default: '16' } },
+});
 const seconds = Number(args.seconds);
 const rounds = Number(args.rounds);
 const connections = Number(args.connections);
@@ -37,7 +39,21 @@ interface Node {
 
 async function start(auth: boolean): Promise<Node> {
   const port = await freePort();
-  const flags = ['start', '--data-dir', 'memory', '--no-demo', '--port', String(port), '--node-id', auth ? 'with-auth' : 'without-auth', '--rate-limit', '0', '--rate-limit-per-credential', '0', ...(auth ? ['--auth-tokens-file', join(dir, 'tokens')] : [])];
+  const flags = [
+    'start',
+    '--data-dir',
+    'memory',
+    '--no-demo',
+    '--port',
+    String(port),
+    '--node-id',
+    auth ? 'with-auth' : 'without-auth',
+    '--rate-limit',
+    '0',
+    '--rate-limit-per-credential',
+    '0',
+    ...(auth ? ['--auth-tokens-file', join(dir, 'tokens')] : []),
+  ];
   // As a user runs it: the built package.
   const child = spawn(process.execPath, [builtCli(), ...flags], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   const url = `http://127.0.0.1:${port}`;
@@ -46,7 +62,11 @@ async function start(auth: boolean): Promise<Node> {
     child.stdout.on('data', (c: Buffer) => c.toString().includes('status page') && ready());
   });
   const headers: Record<string, string> = auth ? { authorization: `Bearer ${reader.token}` } : {};
-  const res = await fetch(`${url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ id: 'bench', spec: { target: { service: 's', version: 'v2' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 3_600 }] } }) });
+  const res = await fetch(`${url}/rollouts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ id: 'bench', spec: { target: { service: 's', version: 'v2' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 3_600 }] } }),
+  });
   if (res.status !== 201) throw new Error(`creating the rollout: HTTP ${res.status} ${await res.text()}`);
   return { url, process: child, headers };
 }

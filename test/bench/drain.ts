@@ -28,13 +28,20 @@ async function once(backend: Awaited<ReturnType<typeof openBackend>>): Promise<n
   try {
     const queue = new SqsWorkQueue(sqs, url);
     await backend.ledger.createRun(runId, {}, Date.now());
-    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: INFLIGHT }, (_, i) => ({ runId, i })), Date.now());
+    const { ids } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: INFLIGHT }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     await queue.send(runId, ids);
     const worker = new Worker({ runId, workerId: 'doomed', ledger: backend.ledger, queue, backend: mockBackend({ durationMs: 120_000 }), waitSeconds: 0 });
     while (worker.held.length < INFLIGHT) if ((await worker.pull()) === 0) throw new Error(`queue ran dry at ${worker.held.length}`);
     const running = worker.step();
     for (let i = 0; i < 500 && !(await backend.ledger.running(runId)).some((x) => x.started); i++) await new Promise((r) => setTimeout(r, 10));
-    const report = await drain({ stopAndNack: () => worker.drain(), deregister: () => Promise.resolve() }, { provider: 'aws', instanceId: 'i-bench', kind: 'interruption', receivedAt: Date.now() });
+    const report = await drain(
+      { stopAndNack: () => worker.drain(), deregister: () => Promise.resolve() },
+      { provider: 'aws', instanceId: 'i-bench', kind: 'interruption', receivedAt: Date.now() },
+    );
     await running;
     if (report.nacked.length !== INFLIGHT) throw new Error(`drain gave back ${report.nacked.length} of ${INFLIGHT}`);
     return report.elapsedMs;
@@ -50,7 +57,9 @@ for (const name of args.backends.split(',') as BackendName[]) {
     const samples: number[] = [];
     for (let i = 0; i < Number(args.reps); i++) samples.push(await once(backend));
     out[name] = { drain_p50_ms: round3(percentile(samples, 50)), drain_p99_ms: round3(percentile(samples, 99)), reps: samples.length };
-    console.log(`${name.padEnd(9)} drain of ${INFLIGHT} in-flight items: p50 ${out[name].drain_p50_ms} ms, max ${out[name].drain_p99_ms} ms (deadline ${PROVIDER_DEADLINES.aws.drainDeadlineMs} ms)`);
+    console.log(
+      `${name.padEnd(9)} drain of ${INFLIGHT} in-flight items: p50 ${out[name].drain_p50_ms} ms, max ${out[name].drain_p99_ms} ms (deadline ${PROVIDER_DEADLINES.aws.drainDeadlineMs} ms)`,
+    );
   } finally {
     await backend.close();
   }

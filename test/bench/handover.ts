@@ -16,7 +16,13 @@ import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { until } from '../support/gate.js';
 import { percentile, round3 } from './raw.js';
 
-const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '20' }, 'baseline-rounds': { type: 'string', default: '6' }, 'retry-seconds': { type: 'string', default: '2' } } });
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '20' },
+    'baseline-rounds': { type: 'string', default: '6' },
+    'retry-seconds': { type: 'string', default: '2' },
+  },
+});
 const retry = Number(args['retry-seconds']);
 const admin = process.env.DATABASE_URL;
 if (!admin) throw new Error('DATABASE_URL is not set (run through npm run bench)');

@@ -87,7 +87,10 @@ async function failoverGroup(store: LeaseStore, rounds: number): Promise<number[
     });
     const crashedAt = performance.now();
     await leader.stop({ resign: false });
-    const tookOver = await Promise.race([next, new Promise<number>((_, rej) => setTimeout(() => rej(new Error(`no take-over after ${4 * TTL_MS} ms`)), 4 * TTL_MS))]);
+    const tookOver = await Promise.race([
+      next,
+      new Promise<number>((_, rej) => setTimeout(() => rej(new Error(`no take-over after ${4 * TTL_MS} ms`)), 4 * TTL_MS)),
+    ]);
     samples.push(tookOver - crashedAt);
     await Promise.all(electors.map((e) => e.stop()));
   }

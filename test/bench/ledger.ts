@@ -62,7 +62,9 @@ async function sdk(url: string, ledger: LedgerStore, sql: Sql, producer: (runId:
     if (++handled >= n) allHandled();
     return out;
   };
-  const running = Array.from({ length: WORKERS }, (_, i) => createWorker({ runs: [runId], databaseUrl: url, workerId: `sdk${i}`, instanceId: 'bench', batch: BATCH, waitSeconds: 1, handler }).run(stop.signal));
+  const running = Array.from({ length: WORKERS }, (_, i) =>
+    createWorker({ runs: [runId], databaseUrl: url, workerId: `sdk${i}`, instanceId: 'bench', batch: BATCH, waitSeconds: 1, handler }).run(stop.signal),
+  );
   for (;;) {
     const { rows } = await sql.query<{ n: string }>(`SELECT count(*) AS n FROM workers WHERE run_id = $1 AND state = 'active'`, [runId]);
     if (Number(rows[0]!.n) >= WORKERS) break;
@@ -85,7 +87,13 @@ async function sdk(url: string, ledger: LedgerStore, sql: Sql, producer: (runId:
 }
 
 /** Our workers until the run is finished; returns items per second from the first enqueue. */
-async function ours(ledger: LedgerStore, n: number, queueFor: (runId: string, workerId: string) => WorkQueue, batch: number, waitSeconds: number): Promise<number> {
+async function ours(
+  ledger: LedgerStore,
+  n: number,
+  queueFor: (runId: string, workerId: string) => WorkQueue,
+  batch: number,
+  waitSeconds: number,
+): Promise<number> {
   const runId = uniqueName('run');
   await ledger.createRun(runId, {}, Date.now());
   const payloads = Array.from({ length: n }, (_, i) => ({ runId, i }));
@@ -93,7 +101,11 @@ async function ours(ledger: LedgerStore, n: number, queueFor: (runId: string, wo
   const { ids } = await ledger.enqueue(runId, payloads, Date.now());
   await queueFor(runId, 'producer').send(runId, ids);
   phases.push(`enqueue ${Math.round(performance.now() - began)} ms`);
-  const workers = Array.from({ length: WORKERS }, (_, i) => new Worker({ runId, workerId: `w${i}`, ledger, queue: queueFor(runId, `w${i}`), backend: backendFn, receiveBatch: batch, maxChunk: batch, waitSeconds }));
+  const workers = Array.from(
+    { length: WORKERS },
+    (_, i) =>
+      new Worker({ runId, workerId: `w${i}`, ledger, queue: queueFor(runId, `w${i}`), backend: backendFn, receiveBatch: batch, maxChunk: batch, waitSeconds }),
+  );
   // Stop the moment the last result is recorded (an idle worker would otherwise sit out its long poll).
   const stop = new AbortController();
   const recorded = () => workers.reduce((s, w) => s + w.stats.done, 0);
@@ -122,7 +134,11 @@ async function pgboss(url: string, n: number): Promise<number> {
   let allHandled!: () => void;
   const handledAll = new Promise<void>((r) => (allHandled = r));
   const began = performance.now();
-  for (let i = 0; i < n; i += 1000) await boss.insert(queue, Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({ data: { i: i + j } })));
+  for (let i = 0; i < n; i += 1000)
+    await boss.insert(
+      queue,
+      Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({ data: { i: i + j } })),
+    );
   phases.push(`pg-boss insert ${Math.round(performance.now() - began)} ms`);
   await boss.work(queue, { batchSize: 500, localConcurrency: WORKERS, pollingIntervalSeconds: 0.5, burstWhenBatchFull: true }, async (jobs) => {
     const signal = new AbortController().signal;

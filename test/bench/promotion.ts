@@ -98,7 +98,13 @@ const chain = (stages: number) => ({
 async function setup(backend: LeaseBackend) {
   const bus = new InProcessBus();
   const engine = new RolloutEngine({ store: backend.rollouts, bus });
-  const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'bench', ttlMs: 600_000, renewIntervalMs: 200_000, retryIntervalMs: 5_000 });
+  const elector = new LeaseElector(backend.store, {
+    name: 'promotion_leader',
+    holderId: 'bench',
+    ttlMs: 600_000,
+    renewIntervalMs: 200_000,
+    retryIntervalMs: 5_000,
+  });
   await elector.campaign();
   // A running elector's cached view, as on a long-running node; a Lambda would campaign per invocation.
   const streaming = new StreamingPromoter(engine, leadershipOf(elector));
@@ -110,7 +116,12 @@ async function setup(backend: LeaseBackend) {
  * rollouts receiving events at once. Rollouts have 4 stages (a common shape,
  * e.g. 5/25/50/100); fresh ones start until enough samples are taken.
  */
-async function eventToPromotion(backend: LeaseBackend, parallel: number, samples: number, before?: () => Promise<void>): Promise<{ samples: number[]; held: number; events: number }> {
+async function eventToPromotion(
+  backend: LeaseBackend,
+  parallel: number,
+  samples: number,
+  before?: () => Promise<void>,
+): Promise<{ samples: number[]; held: number; events: number }> {
   const { bus, engine, streaming } = await setup(backend);
   // How many events went in one write on the leader's held view (PostgreSQL), against all metrics events.
   const counts = { held: 0, events: 0 };
@@ -159,19 +170,24 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
   const t0 = performance.now();
   const ids: string[] = [];
   for (let i = 0; i < n; i += 50) {
-    ids.push(...(await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => (await createRollout(engine, { spec: chain(3), actor: 'bench' })).id))));
+    ids.push(
+      ...(await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => (await createRollout(engine, { spec: chain(3), actor: 'bench' })).id))),
+    );
   }
   await batch.tick(); // activates stage 0 everywhere
   const setupMs = performance.now() - t0;
   const settled = await batch.tick(); // each is looked at once more after its activation, then scheduled: all wait for metrics
-  if (settled.evaluated !== n || settled.actions.length) throw new Error(`the tick after activation evaluated ${settled.evaluated}, acted ${settled.actions.length}`);
+  if (settled.evaluated !== n || settled.actions.length)
+    throw new Error(`the tick after activation evaluated ${settled.evaluated}, acted ${settled.actions.length}`);
   let t = performance.now();
   const idle = await batch.tick(); // nothing due
   const idleMs = performance.now() - t;
   if (idle.evaluated !== 0) throw new Error(`idle tick evaluated ${idle.evaluated}`);
   const now = Date.now();
   for (let i = 0; i < ids.length; i += 50) {
-    await Promise.all(ids.slice(i, i + 50).map((id) => backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: now })));
+    await Promise.all(
+      ids.slice(i, i + 50).map((id) => backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: now })),
+    );
   }
   t = performance.now();
   const due = await batch.tick(); // every rollout promotes stage 0
@@ -187,13 +203,19 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
  * a tick with none due; an alarm change no rollout watches, through the
  * StreamingPromoter as a node takes it.
  */
-async function dueTicks(backend: LeaseBackend, n: number, due: number): Promise<{ dueMs: number; noneDueMs: number; evaluated: number; setupMs: number; flipMs: number; flipRolloutsRead: number }> {
+async function dueTicks(
+  backend: LeaseBackend,
+  n: number,
+  due: number,
+): Promise<{ dueMs: number; noneDueMs: number; evaluated: number; setupMs: number; flipMs: number; flipRolloutsRead: number }> {
   const { engine, elector, streaming } = await setup(backend);
   const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16 });
   const t0 = performance.now();
   const ids: string[] = [];
   for (let i = 0; i < n; i += 100) {
-    ids.push(...(await Promise.all(Array.from({ length: Math.min(100, n - i) }, async () => (await createRollout(engine, { spec: chain(3), actor: 'bench' })).id))));
+    ids.push(
+      ...(await Promise.all(Array.from({ length: Math.min(100, n - i) }, async () => (await createRollout(engine, { spec: chain(3), actor: 'bench' })).id))),
+    );
   }
   // Activated, then evaluated once more and scheduled: a tick takes 1,000 at most.
   for (let ticks = 0; (await batch.tick()).evaluated > 0; ticks++) if (ticks > (4 * n) / 1_000 + 10) throw new Error('due rollouts never settled');
@@ -214,11 +236,13 @@ async function dueTicks(backend: LeaseBackend, n: number, due: number): Promise<
   // Every rollout the store hands back counts as read, whichever call asked.
   const store = backend.rollouts;
   let read = 0;
-  const counting = <A extends unknown[], R>(f: (...a: A) => Promise<R>, count: (r: R) => number) => async (...a: A) => {
-    const r = await f(...a);
-    read += count(r);
-    return r;
-  };
+  const counting =
+    <A extends unknown[], R>(f: (...a: A) => Promise<R>, count: (r: R) => number) =>
+    async (...a: A) => {
+      const r = await f(...a);
+      read += count(r);
+      return r;
+    };
   const original = { load: store.load.bind(store), loadWatching: store.loadWatching.bind(store), loadRunning: store.loadRunning.bind(store) };
   store.load = counting(original.load, (v) => (v ? 1 : 0));
   store.loadWatching = counting(original.loadWatching, (v) => v.length);
@@ -235,17 +259,43 @@ async function dueTicks(backend: LeaseBackend, n: number, due: number): Promise<
  * gate each, every gate due (a query per rollout, its reading stored, the
  * rollout evaluated); then a tick with none due (read within the interval).
  */
-async function prometheusTicks(backend: LeaseBackend, n: number, prometheus: PrometheusServer): Promise<{ allDue: number; noneDue: number; readings: number; inconclusive: number }> {
+async function prometheusTicks(
+  backend: LeaseBackend,
+  n: number,
+  prometheus: PrometheusServer,
+): Promise<{ allDue: number; noneDue: number; readings: number; inconclusive: number }> {
   const { engine, elector } = await setup(backend);
-  const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, duePerTick: Math.max(1_000, n), reader: new GateReader(defaultGateProviders({ outbound: new OutboundPolicy({ origins: [prometheus.url] }) }), backend.rollouts) });
+  const batch = new BatchPromoter(engine, campaignEachTime(elector), {
+    concurrency: 16,
+    duePerTick: Math.max(1_000, n),
+    reader: new GateReader(defaultGateProviders({ outbound: new OutboundPolicy({ origins: [prometheus.url] }) }), backend.rollouts),
+  });
   const gated = (i: number) => ({
     target: { service: `svc-${i}`, version: 'v2' },
     stages: [
-      { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'prometheus', name: 'error-rate', address: prometheus.url, query: `bench_error_rate{rollout="${i}"}`, comparison: '<', threshold: 0.05, intervalSeconds: 3_600 }] } },
+      {
+        name: 'canary',
+        percent: 10,
+        bakeSeconds: 3_600,
+        gates: {
+          providers: [
+            {
+              type: 'prometheus',
+              name: 'error-rate',
+              address: prometheus.url,
+              query: `bench_error_rate{rollout="${i}"}`,
+              comparison: '<',
+              threshold: 0.05,
+              intervalSeconds: 3_600,
+            },
+          ],
+        },
+      },
       { name: 'all', percent: 100, bakeSeconds: 0 },
     ],
   });
-  for (let i = 0; i < n; i += 50) await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, j) => createRollout(engine, { spec: gated(i + j), actor: 'bench' })));
+  for (let i = 0; i < n; i += 50)
+    await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, j) => createRollout(engine, { spec: gated(i + j), actor: 'bench' })));
   await batch.tick(); // activates every canary; its gate is read from the next tick on
   let t = performance.now();
   const due = await batch.tick();
@@ -319,7 +369,9 @@ async function main() {
       const tickBackend = await openBackend(name);
       const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
       const gatedBackend = await openBackend(name);
-      const gated = await withPrometheus(TICK_ROLLOUTS, (prometheus) => prometheusTicks(gatedBackend, TICK_ROLLOUTS, prometheus)).finally(() => gatedBackend.close());
+      const gated = await withPrometheus(TICK_ROLLOUTS, (prometheus) => prometheusTicks(gatedBackend, TICK_ROLLOUTS, prometheus)).finally(() =>
+        gatedBackend.close(),
+      );
       const figures = (w: ReturnType<typeof windowed>, key: (k: string) => string) => {
         const [p50, p99] = [percentile(w.one, 50), percentile(w.one, 99)];
         const raw = { p50: percentile(w.paired, 50), p99: percentile(w.paired, 99) };
@@ -376,7 +428,9 @@ async function main() {
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
           `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms) · ` +
           `with a Prometheus gate each: ${row.batch_tick_1000_prometheus_gates_ms} ms all read (${TICK_ROLLOUTS} queries, ${row.prometheus_readings_inconclusive} inconclusive; ${(100 * row.batch_tick_prometheus_share_of_interval).toFixed(1)}% of the ${BATCH_TICK_SECONDS} s interval), ${row.batch_tick_1000_prometheus_gates_none_due_ms} ms none due` +
-          (name === 'dynamodb' ? ` · transaction conflicts ${row.transaction_conflicts}, retries ${row.transaction_retries}, given up ${row.transaction_retries_exhausted}${proxy ? ' (emulated)' : ''}` : ''),
+          (name === 'dynamodb'
+            ? ` · transaction conflicts ${row.transaction_conflicts}, retries ${row.transaction_retries}, given up ${row.transaction_retries_exhausted}${proxy ? ' (emulated)' : ''}`
+            : ''),
       );
     } finally {
       await backend.close();
@@ -412,7 +466,9 @@ async function main() {
     console.log(cost.line);
     node = cost.figures;
   }
-  console.log(JSON.stringify({ bench: 'promotion', backends: out, ...(Object.keys(dueOut).length ? { due: dueOut } : {}), ...(node ? { node_metrics: node } : {}) }));
+  console.log(
+    JSON.stringify({ bench: 'promotion', backends: out, ...(Object.keys(dueOut).length ? { due: dueOut } : {}), ...(node ? { node_metrics: node } : {}) }),
+  );
 }
 
 // The loop empties only if a sample waits for a promotion that never comes: fail loudly instead of exiting 0 with no result.

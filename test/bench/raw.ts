@@ -15,7 +15,9 @@ export async function rawConditionalWrite(name: BackendName): Promise<{ op: (i: 
   if (name === 'dynamodb') {
     const t = await dynamoTable();
     let v = 0;
-    await t.doc.send(new UpdateCommand({ TableName: t.table, Key: { pk: 'RAW', sk: 'RAW' }, UpdateExpression: 'SET v = :z', ExpressionAttributeValues: { ':z': 0 } }));
+    await t.doc.send(
+      new UpdateCommand({ TableName: t.table, Key: { pk: 'RAW', sk: 'RAW' }, UpdateExpression: 'SET v = :z', ExpressionAttributeValues: { ':z': 0 } }),
+    );
     return {
       op: () =>
         t.doc.send(
@@ -36,4 +38,3 @@ export async function rawConditionalWrite(name: BackendName): Promise<{ op: (i: 
   let v = 0;
   return { op: () => db.sql.query('UPDATE raw SET v = $2 WHERE k = 1 AND v = $1', [v, ++v]), close: () => db.close() };
 }
-

@@ -22,7 +22,11 @@ const ledger = new PostgresLedgerStore(db.sql);
 /** A run of `n` items: `running` Running with old heartbeats, `pending` Pending, the rest Done. */
 async function ledgerOf(runId: string, n: number, running: number, pending: number) {
   await ledger.createRun(runId, {}, Date.now());
-  await ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), Date.now());
+  await ledger.enqueue(
+    runId,
+    Array.from({ length: n }, (_, i) => ({ runId, i })),
+    Date.now(),
+  );
   // Everything Done, then the first `running` ids Running (stale heartbeats), the next `pending` Pending.
   await db.sql.query(`UPDATE work_items SET state = 'done', result_hash = 'x' WHERE run_id = $1`, [runId]);
   await db.sql.query(
@@ -40,7 +44,13 @@ async function ledgerOf(runId: string, n: number, running: number, pending: numb
 }
 
 function coordinatorFor(runId: string, holder: string) {
-  const elector = new LeaseElector(new PostgresRunLeaseStore(db.sql, runId), { name: coordinatorLease(runId), holderId: holder, ttlMs: 60_000, renewIntervalMs: 20_000, retryIntervalMs: 5_000 });
+  const elector = new LeaseElector(new PostgresRunLeaseStore(db.sql, runId), {
+    name: coordinatorLease(runId),
+    holderId: holder,
+    ttlMs: 60_000,
+    renewIntervalMs: 20_000,
+    retryIntervalMs: 5_000,
+  });
   return { elector, c: new Coordinator({ runId, ledger, elector, bus: new InProcessBus(), failureTimeoutMs: 60_000 }) };
 }
 

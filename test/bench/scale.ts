@@ -69,7 +69,17 @@ import type { LedgerStore } from '../../shared/ledger/store.js';
 import { Worker, type CoordinatorClient } from '../../shared/ledger/worker.js';
 import { StoreContendedError } from '../../shared/errors.js';
 import { FUNCTIONS } from '../../shared/topology.js';
-import { benchModelInput, BENCH_COORDINATOR_LEASE, BENCH_LATENCY_MS, calibrateMachine, deploymentModelInput, modelCost, simulate, type ModelResult, type TableQuota } from '../../infra/capacity/model.js';
+import {
+  benchModelInput,
+  BENCH_COORDINATOR_LEASE,
+  BENCH_LATENCY_MS,
+  calibrateMachine,
+  deploymentModelInput,
+  modelCost,
+  simulate,
+  type ModelResult,
+  type TableQuota,
+} from '../../infra/capacity/model.js';
 import { AWS_LIMITS, planCapacity, PLAN_ASSUMPTIONS, PLAN_DEFAULTS } from '../../infra/capacity/plan.js';
 import { uniqueName } from '../support/backends.js';
 import { ThrottleProxy, type ThrottleStats } from '../support/dynamodb-throttle.js';
@@ -262,7 +272,12 @@ async function runOn(layout: Layout, upstream: URL, work: Workload = MAIN_WORK):
     const runId = uniqueName('run');
     if (layout.shards === null) {
       // A run as the first layout wrote it: no shard count on its record.
-      await doc.send(new PutCommand({ TableName: table, Item: { pk: `RUN#${runId}`, sk: 'RUN', id: runId, spec: {}, coordinatorEpoch: -1, createdAt: Date.now(), enqueues: 0, gsi1pk: 'RUNS', gsi1sk: runId } }));
+      await doc.send(
+        new PutCommand({
+          TableName: table,
+          Item: { pk: `RUN#${runId}`, sk: 'RUN', id: runId, spec: {}, coordinatorEpoch: -1, createdAt: Date.now(), enqueues: 0, gsi1pk: 'RUNS', gsi1sk: runId },
+        }),
+      );
     } else {
       await ledger.createRun(runId, {}, Date.now(), { shards: layout.shards });
     }
@@ -312,14 +327,20 @@ async function runOn(layout: Layout, upstream: URL, work: Workload = MAIN_WORK):
       const done = workers.reduce((s, w) => s + w.stats.done, 0);
       const errors = workers.reduce((s, w) => s + w.stats.errors, 0);
       const stolen = steals ? `, ${steals.items_stolen} items stolen in ${steals.fruitful_steals} steals` : '';
-      console.error(`[scale] ${layout.name}: ${((performance.now() - began) / 1000).toFixed(0)} s, ${phase}, ${done}/${work.items} recorded by workers, ${st.totals.requests} requests, ${st.totals.refused} throttled, ${errors} worker steps failed${stolen}`);
+      console.error(
+        `[scale] ${layout.name}: ${((performance.now() - began) / 1000).toFixed(0)} s, ${phase}, ${done}/${work.items} recorded by workers, ${st.totals.requests} requests, ${st.totals.refused} throttled, ${errors} worker steps failed${stolen}`,
+      );
     }, 15_000);
     progress.unref();
     // The producer as a client of the API: a request refused for throttling (a 503) is sent again; enqueue is idempotent.
     let enqueues = 0;
     const { ids } = await untilAccepted(() => {
       phase = `enqueue (attempt ${++enqueues})`;
-      return ledger.enqueue(runId, Array.from({ length: work.items }, (_, i) => ({ runId, i })), Date.now());
+      return ledger.enqueue(
+        runId,
+        Array.from({ length: work.items }, (_, i) => ({ runId, i })),
+        Date.now(),
+      );
     });
     phase = 'send';
     await queue.send(runId, ids);
@@ -370,7 +391,18 @@ async function runOn(layout: Layout, upstream: URL, work: Workload = MAIN_WORK):
     const counts = await observer.counts(runId);
     if (counts.done !== work.items) throw new Error(`${layout.name}: the ledger has ${counts.done} results of ${work.items} (${JSON.stringify(counts)})`);
     const stats = proxy.stats();
-    return { row: row(layout, work, seconds, claims, stats, workers.reduce((s, w) => s + w.stats.errors, 0), recorded()), steals };
+    return {
+      row: row(
+        layout,
+        work,
+        seconds,
+        claims,
+        stats,
+        workers.reduce((s, w) => s + w.stats.errors, 0),
+        recorded(),
+      ),
+      steals,
+    };
   } finally {
     await elector?.stop({ resign: false }).catch(() => undefined);
     await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
@@ -456,13 +488,25 @@ function countVerdict(m: number, median: number, lo: number, hi: number): 'pass'
 
 function modelStep(layouts: readonly Layout[], measured: Record<string, Row>) {
   const bench = (layout: Layout, machineRequestsPerSecond: number, seed: number) =>
-    benchModelInput({ items: ITEMS, workers: WORKERS, shards: layout.shards, limited: layout.limited, wcu: LIMITS.partitionWcu, rcu: LIMITS.partitionRcu, windowMs: LIMITS.windowMs, machineRequestsPerSecond, seed });
+    benchModelInput({
+      items: ITEMS,
+      workers: WORKERS,
+      shards: layout.shards,
+      limited: layout.limited,
+      wcu: LIMITS.partitionWcu,
+      rcu: LIMITS.partitionRcu,
+      windowMs: LIMITS.windowMs,
+      machineRequestsPerSecond,
+      seed,
+    });
   const unlimited = layouts.find((l) => !l.limited)!;
   const machine = calibrateMachine(measured[unlimited.name]!.items_per_s, (m, seed) => bench(unlimited, m, seed), SEEDS);
   const predicted: Record<string, ReturnType<typeof modelRow>> = {};
   const agreement: Record<string, Agreement> = {};
   console.log('');
-  console.log(`model (infra/capacity/model.ts): machine ceiling ${Math.round(machine)} requests/s, calibrated on ${unlimited.name}; median of ${SEEDS.length} seeds; loopback latency ${BENCH_LATENCY_MS.dynamodb} ms assumed`);
+  console.log(
+    `model (infra/capacity/model.ts): machine ceiling ${Math.round(machine)} requests/s, calibrated on ${unlimited.name}; median of ${SEEDS.length} seeds; loopback latency ${BENCH_LATENCY_MS.dynamodb} ms assumed`,
+  );
   console.log(`layout      measured  predicted (median, range over ${SEEDS.length} seeds)   ratio   agree (±${Math.round(TOLERANCE * 100)} %)`);
   for (const layout of layouts) {
     const runs = SEEDS.map((seed) => simulate(bench(layout, machine, seed))).sort((a, b) => a.itemsPerSecond - b.itemsPerSecond);
@@ -473,7 +517,14 @@ function modelStep(layouts: readonly Layout[], measured: Record<string, Row>) {
     const m = measured[layout.name]!.items_per_s;
     const ratio = r.itemsPerSecond / m;
     const verdict: Agreement['verdict'] = !layout.limited ? 'calibrated' : rateVerdict(m, r.itemsPerSecond, lo, hi);
-    agreement[layout.name] = { measured_items_per_s: m, predicted_items_per_s: round3(r.itemsPerSecond), predicted_range: [round3(lo), round3(hi)], seeds_with_failed_steps: slow, ratio: round3(ratio), verdict };
+    agreement[layout.name] = {
+      measured_items_per_s: m,
+      predicted_items_per_s: round3(r.itemsPerSecond),
+      predicted_range: [round3(lo), round3(hi)],
+      seeds_with_failed_steps: slow,
+      ratio: round3(ratio),
+      verdict,
+    };
     const range = `${lo.toFixed(1)}–${hi.toFixed(1)}`;
     console.log(
       `${layout.name.padEnd(10)} ${m.toFixed(1).padStart(9)} ${r.itemsPerSecond.toFixed(1).padStart(10)} (${range.padStart(11)}, ${String(slow).padStart(2)} with failed steps) ${ratio.toFixed(2).padStart(7)}   ${verdict}${verdict === 'calibrated' ? ' (fitted here: not a test)' : ''} · measured ${measured[layout.name]!.worker_steps_failed} failed steps; model median: throttled ${Math.round(r.throttledRequests)}, hottest ${r.hottest.family} at ${r.hottest.wcu} WCU in a window`,
@@ -484,11 +535,30 @@ function modelStep(layouts: readonly Layout[], measured: Record<string, Row>) {
 }
 
 /** A steal layout as measured: the run's row, its workload and its steal path. */
-type StealRow = Row & { readonly items: number; readonly workers: number; readonly item_ms: number; readonly slow_workers: number; readonly slow_item_ms: number; readonly steals: StealCounts };
+type StealRow = Row & {
+  readonly items: number;
+  readonly workers: number;
+  readonly item_ms: number;
+  readonly slow_workers: number;
+  readonly slow_item_ms: number;
+  readonly steals: StealCounts;
+};
 
 interface StealAgreement {
-  readonly items_per_s: { readonly measured: number; readonly predicted: number; readonly predicted_range: readonly [number, number]; readonly ratio: number; readonly verdict: ReturnType<typeof rateVerdict> };
-  readonly items_stolen: { readonly measured: number; readonly predicted: number; readonly predicted_range: readonly [number, number]; readonly ratio: number | null; readonly verdict: ReturnType<typeof countVerdict> };
+  readonly items_per_s: {
+    readonly measured: number;
+    readonly predicted: number;
+    readonly predicted_range: readonly [number, number];
+    readonly ratio: number;
+    readonly verdict: ReturnType<typeof rateVerdict>;
+  };
+  readonly items_stolen: {
+    readonly measured: number;
+    readonly predicted: number;
+    readonly predicted_range: readonly [number, number];
+    readonly ratio: number | null;
+    readonly verdict: ReturnType<typeof countVerdict>;
+  };
   /** Shown, not judged: hint entries taken, and asks (the model's median over the seeds). */
   readonly fruitful_steals: { readonly measured: number; readonly predicted: number };
   readonly asks: { readonly measured: number; readonly predicted: number };
@@ -502,7 +572,20 @@ const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.flo
 /** The steal layouts predicted with the model's coordinator on (the in-process one), on the machine ceiling of the main comparison. */
 function stealModelStep(layouts: readonly Layout[], measured: Record<string, StealRow>, machine: number) {
   const bench = (layout: Layout, steals: boolean, seed: number) =>
-    benchModelInput({ items: STEAL.items, workers: STEAL.workers, shards: layout.shards, limited: layout.limited, wcu: LIMITS.partitionWcu, rcu: LIMITS.partitionRcu, windowMs: LIMITS.windowMs, machineRequestsPerSecond: machine, seed, itemMs: STEAL.itemMs, slowWorkers: STEAL.slow, steals });
+    benchModelInput({
+      items: STEAL.items,
+      workers: STEAL.workers,
+      shards: layout.shards,
+      limited: layout.limited,
+      wcu: LIMITS.partitionWcu,
+      rcu: LIMITS.partitionRcu,
+      windowMs: LIMITS.windowMs,
+      machineRequestsPerSecond: machine,
+      seed,
+      itemMs: STEAL.itemMs,
+      slowWorkers: STEAL.slow,
+      steals,
+    });
   const predicted: Record<string, ReturnType<typeof modelRow> & { steals: Record<string, number> }> = {};
   const agreement: Record<string, StealAgreement> = {};
   console.log('');
@@ -518,7 +601,15 @@ function stealModelStep(layouts: readonly Layout[], measured: Record<string, Ste
     const without = median(SEEDS.map((seed) => simulate(bench(layout, false, seed)).itemsPerSecond));
     predicted[layout.name] = {
       ...modelRow(r),
-      steals: { asks: r.lambda.steals, fruitful_steals: r.lambda.fruitfulSteals, items_stolen: r.lambda.itemsStolen, hint_rebuilds: r.lambda.hintRebuilds, hint_takes: r.lambda.hintTakes, lease_writes: r.lambda.leaseWrites, fence_conflicts: r.lambda.fenceConflicts },
+      steals: {
+        asks: r.lambda.steals,
+        fruitful_steals: r.lambda.fruitfulSteals,
+        items_stolen: r.lambda.itemsStolen,
+        hint_rebuilds: r.lambda.hintRebuilds,
+        hint_takes: r.lambda.hintTakes,
+        lease_writes: r.lambda.leaseWrites,
+        fence_conflicts: r.lambda.fenceConflicts,
+      },
     };
     const row = measured[layout.name]!;
     const m = row.items_per_s;
@@ -526,7 +617,13 @@ function stealModelStep(layouts: readonly Layout[], measured: Record<string, Ste
     const ms = row.steals.items_stolen;
     const count = countVerdict(ms, sMid, sLo, sHi);
     const a: StealAgreement = {
-      items_per_s: { measured: m, predicted: round3(r.itemsPerSecond), predicted_range: [round3(lo), round3(hi)], ratio: round3(r.itemsPerSecond / m), verdict: rate },
+      items_per_s: {
+        measured: m,
+        predicted: round3(r.itemsPerSecond),
+        predicted_range: [round3(lo), round3(hi)],
+        ratio: round3(r.itemsPerSecond / m),
+        verdict: rate,
+      },
       items_stolen: { measured: ms, predicted: sMid, predicted_range: [sLo, sHi], ratio: ms > 0 ? round3(sMid / ms) : null, verdict: count },
       fruitful_steals: { measured: row.steals.fruitful_steals, predicted: median(runs.map((x) => x.lambda.fruitfulSteals)) },
       asks: { measured: row.steals.asks, predicted: median(runs.map((x) => x.lambda.steals)) },
@@ -534,7 +631,10 @@ function stealModelStep(layouts: readonly Layout[], measured: Record<string, Ste
       verdict: rate !== 'fail' && count !== 'fail' ? 'pass' : 'fail',
     };
     agreement[layout.name] = a;
-    const refused = (by: Record<string, number>) => Object.entries(by).map(([k, n]) => `${k} ${Math.round(n)}`).join(', ') || 'none';
+    const refused = (by: Record<string, number>) =>
+      Object.entries(by)
+        .map(([k, n]) => `${k} ${Math.round(n)}`)
+        .join(', ') || 'none';
     console.log(
       `${layout.name.padEnd(16)} items/s ${m.toFixed(1)} measured, ${r.itemsPerSecond.toFixed(1)} predicted (${lo.toFixed(1)}–${hi.toFixed(1)}), ratio ${a.items_per_s.ratio.toFixed(2)}: ${rate} · items stolen ${ms} measured, ${sMid} predicted (${sLo}–${sHi}), ratio ${a.items_stolen.ratio?.toFixed(2) ?? '-'}: ${count} · fruitful steals ${a.fruitful_steals.measured} / ${a.fruitful_steals.predicted}, asks ${a.asks.measured} / ${a.asks.predicted} (measured / predicted) · ${a.verdict.toUpperCase()}`,
     );
@@ -558,27 +658,76 @@ function fullScale() {
   const quota = (w: number, r: number): TableQuota => ({ wcu: w, rcu: r, gsiWcu: w, gsiRcu: r });
   const scenarios = [
     { name: 'quota raised, pre-warmed', quota: null as TableQuota | null },
-    { name: `default quota (${AWS_LIMITS.tableOnDemandWcu.value.toLocaleString('en-US')} WRU/s, warm)`, quota: quota(AWS_LIMITS.tableOnDemandWcu.value, AWS_LIMITS.tableOnDemandRcu.value) },
+    {
+      name: `default quota (${AWS_LIMITS.tableOnDemandWcu.value.toLocaleString('en-US')} WRU/s, warm)`,
+      quota: quota(AWS_LIMITS.tableOnDemandWcu.value, AWS_LIMITS.tableOnDemandRcu.value),
+    },
   ];
   console.log('');
-  console.log(`full scale (model, not a measurement): ${items.toLocaleString('en-US')} items at ${rate.toLocaleString('en-US')} items/s, ${shards} shards (shardsFor(${rate})), ${plan.workers.needed.toLocaleString('en-US')} workers (the plan's, ${PLAN_DEFAULTS.itemSeconds} s items), AWS limits ${AWS_LIMITS.partitionWcu.value} WCU / ${AWS_LIMITS.partitionRcu.value} RCU per key a second; each simulated item/worker/request stands for ${weight}`);
+  console.log(
+    `full scale (model, not a measurement): ${items.toLocaleString('en-US')} items at ${rate.toLocaleString('en-US')} items/s, ${shards} shards (shardsFor(${rate})), ${plan.workers.needed.toLocaleString('en-US')} workers (the plan's, ${PLAN_DEFAULTS.itemSeconds} s items), AWS limits ${AWS_LIMITS.partitionWcu.value} WCU / ${AWS_LIMITS.partitionRcu.value} RCU per key a second; each simulated item/worker/request stands for ${weight}`,
+  );
   const out: Record<string, unknown> = {};
   for (const s of scenarios) {
     const t = performance.now();
-    const res = simulate(deploymentModelInput({ items, rate, workers: plan.workers.needed, shards, itemKb: PLAN_DEFAULTS.itemKb, itemSeconds: PLAN_DEFAULTS.itemSeconds, heartbeatSeconds: PLAN_DEFAULTS.heartbeatSeconds, tableQuota: s.quota, latencyMs, apiRequestItems: PLAN_ASSUMPTIONS.apiRequestItems, lambdaMemoryMb: FUNCTIONS.coordinator.memoryMb, lambdaConcurrencyLimit: AWS_LIMITS.lambdaConcurrency.value, sqsInFlightLimit: AWS_LIMITS.sqsInFlight.value, weight, seed: 1, stopAfterSeconds: 2 * 3600 }));
+    const res = simulate(
+      deploymentModelInput({
+        items,
+        rate,
+        workers: plan.workers.needed,
+        shards,
+        itemKb: PLAN_DEFAULTS.itemKb,
+        itemSeconds: PLAN_DEFAULTS.itemSeconds,
+        heartbeatSeconds: PLAN_DEFAULTS.heartbeatSeconds,
+        tableQuota: s.quota,
+        latencyMs,
+        apiRequestItems: PLAN_ASSUMPTIONS.apiRequestItems,
+        lambdaMemoryMb: FUNCTIONS.coordinator.memoryMb,
+        lambdaConcurrencyLimit: AWS_LIMITS.lambdaConcurrency.value,
+        sqsInFlightLimit: AWS_LIMITS.sqsInFlight.value,
+        weight,
+        seed: 1,
+        stopAfterSeconds: 2 * 3600,
+      }),
+    );
     const cost = modelCost(res);
     const finished = Object.keys(res.unfinished).length === 0;
     // Per item done: what it took of DynamoDB writes and SQS requests, and the cost counted, a million of them.
     const done = Math.max(1, Math.round(res.itemsPerSecond * res.seconds));
-    const perItem = { write_units: (res.units.wcu + res.units.indexWcu) / done, table_write_units: res.units.wcu / done, index_write_units: res.units.indexWcu / done, sqs_requests: res.requests.sqs / done };
+    const perItem = {
+      write_units: (res.units.wcu + res.units.indexWcu) / done,
+      table_write_units: res.units.wcu / done,
+      index_write_units: res.units.indexWcu / done,
+      sqs_requests: res.requests.sqs / done,
+    };
     const perMillionUsd = (cost.usd / done) * 1e6;
-    const peaks = Object.entries(res.peakPerKey).map(([, p]) => `${p.key} ${Math.round(p.wcu)} WCU / ${Math.round(p.rcu)} RCU`).join(' · ');
-    console.log(`  ${s.name}: ${finished ? `${(res.seconds / 60).toFixed(1)} min, ${Math.round(res.itemsPerSecond).toLocaleString('en-US')} items/s` : `NOT finished after ${(res.seconds / 3600).toFixed(1)} h: ${JSON.stringify(res.unfinished)}`}`);
+    const peaks = Object.entries(res.peakPerKey)
+      .map(([, p]) => `${p.key} ${Math.round(p.wcu)} WCU / ${Math.round(p.rcu)} RCU`)
+      .join(' · ');
+    console.log(
+      `  ${s.name}: ${finished ? `${(res.seconds / 60).toFixed(1)} min, ${Math.round(res.itemsPerSecond).toLocaleString('en-US')} items/s` : `NOT finished after ${(res.seconds / 3600).toFixed(1)} h: ${JSON.stringify(res.unfinished)}`}`,
+    );
     console.log(`    peak units per key in a 1 s window: ${peaks}`);
-    console.log(`    throttled ${Math.round(res.throttledRequests).toLocaleString('en-US')} requests (${Object.entries(res.throttledByFamily).map(([f, n]) => `${f} ${Math.round(n).toLocaleString('en-US')}`).join(', ') || 'none'}; table quota ${Math.round(res.tableThrottled).toLocaleString('en-US')}); ${Math.round(res.failedSteps).toLocaleString('en-US')} worker steps failed; ${Math.round(res.throttledRounds).toLocaleString('en-US')} throttled rounds slowed a worker down${res.enqueueRetries ? `; ${Math.round(res.enqueueRetries).toLocaleString('en-US')} API requests refused (503) and sent again, the longest accepted ${res.enqueueLongestSeconds.toFixed(0)} s after its first send` : ''}`);
-    console.log(`    table peak ${Math.round(res.peakTable.wcu).toLocaleString('en-US')} WCU/s + ${Math.round(res.peakTable.indexWcu).toLocaleString('en-US')} index WCU/s, ${Math.round(res.peakTable.rcu).toLocaleString('en-US')} RCU/s; SQS in flight peak ${Math.round(res.sqsInFlightPeak).toLocaleString('en-US')}; Lambda ${Math.round(res.lambda.invocations).toLocaleString('en-US')} invocations (${Math.round(res.lambda.throttled).toLocaleString('en-US')} refused at the ${AWS_LIMITS.lambdaConcurrency.value.toLocaleString('en-US')} concurrency limit), peak concurrency ${Math.round(res.lambda.concurrencyPeak)}, ${Math.round(res.lambda.itemsStolen).toLocaleString('en-US')} items stolen${res.sqsOverLimit ? `; ${Math.round(res.sqsOverLimit).toLocaleString('en-US')} receives found the queue over its in-flight limit` : ''}`);
-    console.log(`    cost at list prices: US$ ${cost.usd.toFixed(2)} as counted by the model (${Object.entries(cost.lines).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}); the plan's per-item figure: US$ ${plan.cost.runUsd.toFixed(2)}; EC2 not priced · ${((performance.now() - t) / 1000).toFixed(1)} s to simulate`);
-    console.log(`    per item done (${done.toLocaleString('en-US')}): ${perItem.write_units.toFixed(2)} write units (${perItem.table_write_units.toFixed(2)} table + ${perItem.index_write_units.toFixed(2)} gsi1), ${perItem.sqs_requests.toFixed(2)} SQS requests; US$ ${perMillionUsd.toFixed(2)} per million items (plan: US$ ${plan.cost.perMillionUsd.toFixed(2)})`);
+    console.log(
+      `    throttled ${Math.round(res.throttledRequests).toLocaleString('en-US')} requests (${
+        Object.entries(res.throttledByFamily)
+          .map(([f, n]) => `${f} ${Math.round(n).toLocaleString('en-US')}`)
+          .join(', ') || 'none'
+      }; table quota ${Math.round(res.tableThrottled).toLocaleString('en-US')}); ${Math.round(res.failedSteps).toLocaleString('en-US')} worker steps failed; ${Math.round(res.throttledRounds).toLocaleString('en-US')} throttled rounds slowed a worker down${res.enqueueRetries ? `; ${Math.round(res.enqueueRetries).toLocaleString('en-US')} API requests refused (503) and sent again, the longest accepted ${res.enqueueLongestSeconds.toFixed(0)} s after its first send` : ''}`,
+    );
+    console.log(
+      `    table peak ${Math.round(res.peakTable.wcu).toLocaleString('en-US')} WCU/s + ${Math.round(res.peakTable.indexWcu).toLocaleString('en-US')} index WCU/s, ${Math.round(res.peakTable.rcu).toLocaleString('en-US')} RCU/s; SQS in flight peak ${Math.round(res.sqsInFlightPeak).toLocaleString('en-US')}; Lambda ${Math.round(res.lambda.invocations).toLocaleString('en-US')} invocations (${Math.round(res.lambda.throttled).toLocaleString('en-US')} refused at the ${AWS_LIMITS.lambdaConcurrency.value.toLocaleString('en-US')} concurrency limit), peak concurrency ${Math.round(res.lambda.concurrencyPeak)}, ${Math.round(res.lambda.itemsStolen).toLocaleString('en-US')} items stolen${res.sqsOverLimit ? `; ${Math.round(res.sqsOverLimit).toLocaleString('en-US')} receives found the queue over its in-flight limit` : ''}`,
+    );
+    console.log(
+      `    cost at list prices: US$ ${cost.usd.toFixed(2)} as counted by the model (${Object.entries(cost.lines)
+        .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+        .join(
+          ', ',
+        )}); the plan's per-item figure: US$ ${plan.cost.runUsd.toFixed(2)}; EC2 not priced · ${((performance.now() - t) / 1000).toFixed(1)} s to simulate`,
+    );
+    console.log(
+      `    per item done (${done.toLocaleString('en-US')}): ${perItem.write_units.toFixed(2)} write units (${perItem.table_write_units.toFixed(2)} table + ${perItem.index_write_units.toFixed(2)} gsi1), ${perItem.sqs_requests.toFixed(2)} SQS requests; US$ ${perMillionUsd.toFixed(2)} per million items (plan: US$ ${plan.cost.perMillionUsd.toFixed(2)})`,
+    );
     out[s.name] = {
       finished,
       minutes: round3(res.seconds / 60),
@@ -623,26 +772,47 @@ async function main() {
   const stealWork: Workload = { items: STEAL.items, workers: STEAL.workers, itemMs: STEAL.itemMs, slow: STEAL.slow, steals: true };
   let stealOut: StealMeasured = STEAL.items > 0 ? { layouts: {}, skipped: null } : { layouts: null, skipped: 'skipped (--steal-items 0)' };
   if (STEAL_SCALED_DOWN && STEAL.items > 0) {
-    console.log(`steal comparison SCALED DOWN for --items ${ITEMS}: ${stealWhat()} (the full one: --steal-items ${STEAL_FULL.items} --steal-shards ${STEAL_FULL.shards}, the default from --items 400)`);
+    console.log(
+      `steal comparison SCALED DOWN for --items ${ITEMS}: ${stealWhat()} (the full one: --steal-items ${STEAL_FULL.items} --steal-shards ${STEAL_FULL.shards}, the default from --items 400)`,
+    );
   }
   let out: Record<string, Row> = {};
   if (args.measured) {
-    const last = readFileSync(args.measured, 'utf8').trim().split('\n').reverse().find((l) => l.startsWith('{"bench":"scale"'));
+    const last = readFileSync(args.measured, 'utf8')
+      .trim()
+      .split('\n')
+      .reverse()
+      .find((l) => l.startsWith('{"bench":"scale"'));
     if (!last) throw new Error(`${args.measured}: no scale bench JSON line`);
-    const previous = JSON.parse(last) as { items: number; workers: number; layouts: Record<string, Row>; steal?: { items: number; workers: number; item_ms: number; slow_workers: number; slow_item_ms: number; layouts: Record<string, StealRow> | null } };
-    if (previous.items !== ITEMS || previous.workers !== WORKERS) throw new Error(`${args.measured}: measured with ${previous.items} items and ${previous.workers} workers; pass the same --items and --workers`);
+    const previous = JSON.parse(last) as {
+      items: number;
+      workers: number;
+      layouts: Record<string, Row>;
+      steal?: { items: number; workers: number; item_ms: number; slow_workers: number; slow_item_ms: number; layouts: Record<string, StealRow> | null };
+    };
+    if (previous.items !== ITEMS || previous.workers !== WORKERS)
+      throw new Error(`${args.measured}: measured with ${previous.items} items and ${previous.workers} workers; pass the same --items and --workers`);
     out = previous.layouts;
     console.log(`measured (read from ${args.measured}): ${layouts.map((l) => `${l.name} ${out[l.name]?.items_per_s ?? '?'} items/s`).join(', ')}`);
     if (stealOut.skipped === null) {
       const p = previous.steal;
-      const same = p?.items === STEAL.items && p.workers === STEAL.workers && p.item_ms === STEAL.itemMs && p.slow_workers === STEAL.slow.count && p.slow_item_ms === STEAL.slow.itemMs;
+      const same =
+        p?.items === STEAL.items &&
+        p.workers === STEAL.workers &&
+        p.item_ms === STEAL.itemMs &&
+        p.slow_workers === STEAL.slow.count &&
+        p.slow_item_ms === STEAL.slow.itemMs;
       const read = same && p.layouts && stealLayouts.every((l) => p.layouts![l.name]) ? p.layouts : null;
       stealOut = read ? { layouts: read, skipped: null } : { layouts: null, skipped: `skipped: ${args.measured} has no steal run of ${stealWhat()}` };
     }
   }
   const endpoint = process.env.AWS_ENDPOINT_URL_DYNAMODB ?? '';
-  if (!args.measured && !URL.canParse(endpoint)) throw new Error('AWS_ENDPOINT_URL_DYNAMODB is not set: run through `npm run bench -- scale`, which starts DynamoDB Local');
-  const refusedBy = (r: Row) => Object.entries(r.throttled_by_key_family).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  if (!args.measured && !URL.canParse(endpoint))
+    throw new Error('AWS_ENDPOINT_URL_DYNAMODB is not set: run through `npm run bench -- scale`, which starts DynamoDB Local');
+  const refusedBy = (r: Row) =>
+    Object.entries(r.throttled_by_key_family)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
   for (const layout of args.measured ? [] : layouts) {
     const { row: r } = await runOn(layout, new URL(endpoint));
     out[layout.name] = r;
@@ -654,7 +824,15 @@ async function main() {
     console.log(`steal runs: ${stealWhat()}; idle workers ask an in-process Coordinator (the run's steal hint, shard fences) through the same proxy`);
     for (const layout of stealLayouts) {
       const { row: r, steals } = await runOn(layout, new URL(endpoint), stealWork);
-      const s: StealRow = { ...r, items: STEAL.items, workers: STEAL.workers, item_ms: STEAL.itemMs, slow_workers: STEAL.slow.count, slow_item_ms: STEAL.slow.itemMs, steals: steals! };
+      const s: StealRow = {
+        ...r,
+        items: STEAL.items,
+        workers: STEAL.workers,
+        item_ms: STEAL.itemMs,
+        slow_workers: STEAL.slow.count,
+        slow_item_ms: STEAL.slow.itemMs,
+        steals: steals!,
+      };
       stealOut.layouts[layout.name] = s;
       console.log(
         `${layout.name.padEnd(16)} ${String(r.items_per_s).padStart(8)} items/s · ${s.steals.items_stolen} items stolen in ${s.steals.fruitful_steals} fruitful steals of ${s.steals.asks} asks (${s.steals.ask_errors} failed), ${s.steals.hint_rebuilds} hint rebuilds · throttled ${r.throttled_requests} of ${r.requests} requests (${refusedBy(r)}) · hottest ${r.hottest_key_family ?? '-'} at ${r.hottest_key_peak_wcu_per_window} WCU in a window · claim p50 ${r.claim_p50_ms} / p99 ${r.claim_p99_ms} ms · ${r.worker_steps_failed} worker steps failed and retried`,
@@ -665,9 +843,13 @@ async function main() {
   const steal = stealOut.layouts ? stealModelStep(stealLayouts, stealOut.layouts, model.machine) : null;
   if (!steal) console.log(`\nsteal comparison ${stealOut.skipped}`);
   let full: ReturnType<typeof fullScale> | null = null;
-  const failed = [...Object.entries(model.agreement).filter(([, a]) => a.verdict === 'fail'), ...Object.entries(steal?.agreement ?? {}).filter(([, a]) => a.verdict === 'fail')].map(([n]) => n);
+  const failed = [
+    ...Object.entries(model.agreement).filter(([, a]) => a.verdict === 'fail'),
+    ...Object.entries(steal?.agreement ?? {}).filter(([, a]) => a.verdict === 'fail'),
+  ].map(([n]) => n);
   if (model.allPass && steal?.allPass) full = fullScale();
-  else if (failed.length) console.log(`\nthe model does not agree with the measurement on every layout (${failed.join(', ')}): no full-scale figure is printed`);
+  else if (failed.length)
+    console.log(`\nthe model does not agree with the measurement on every layout (${failed.join(', ')}): no full-scale figure is printed`);
   else console.log('\nno steal comparison to agree with: no full-scale figure is printed');
   console.log(
     JSON.stringify({
@@ -676,10 +858,34 @@ async function main() {
       workers: WORKERS,
       limits_per_key_per_s: { wcu: LIMITS.partitionWcu, rcu: LIMITS.partitionRcu },
       layouts: out,
-      model: { machine_requests_per_s: Math.round(model.machine), calibrated_on: layouts.find((l) => !l.limited)!.name, seeds: SEEDS, latency_ms: BENCH_LATENCY_MS, layouts: model.predicted },
-      agreement: { tolerance: TOLERANCE, criterion: 'measured within ±tolerance of the model median over the seeds, or within the model range over the seeds widened by ±tolerance ("pass (spread)")', all_pass: model.allPass, layouts: model.agreement },
-      steal: { items: STEAL.items, workers: STEAL.workers, item_ms: STEAL.itemMs, slow_workers: STEAL.slow.count, slow_item_ms: STEAL.slow.itemMs, shards: STEAL.shards, scaled_down: STEAL_SCALED_DOWN, skipped: stealOut.skipped, layouts: stealOut.layouts },
-      steal_model: steal ? { machine_requests_per_s: Math.round(model.machine), coordinator: 'in-process', lease: BENCH_COORDINATOR_LEASE, layouts: steal.predicted } : null,
+      model: {
+        machine_requests_per_s: Math.round(model.machine),
+        calibrated_on: layouts.find((l) => !l.limited)!.name,
+        seeds: SEEDS,
+        latency_ms: BENCH_LATENCY_MS,
+        layouts: model.predicted,
+      },
+      agreement: {
+        tolerance: TOLERANCE,
+        criterion:
+          'measured within ±tolerance of the model median over the seeds, or within the model range over the seeds widened by ±tolerance ("pass (spread)")',
+        all_pass: model.allPass,
+        layouts: model.agreement,
+      },
+      steal: {
+        items: STEAL.items,
+        workers: STEAL.workers,
+        item_ms: STEAL.itemMs,
+        slow_workers: STEAL.slow.count,
+        slow_item_ms: STEAL.slow.itemMs,
+        shards: STEAL.shards,
+        scaled_down: STEAL_SCALED_DOWN,
+        skipped: stealOut.skipped,
+        layouts: stealOut.layouts,
+      },
+      steal_model: steal
+        ? { machine_requests_per_s: Math.round(model.machine), coordinator: 'in-process', lease: BENCH_COORDINATOR_LEASE, layouts: steal.predicted }
+        : null,
       steal_agreement: steal
         ? {
             tolerance: TOLERANCE,

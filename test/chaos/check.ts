@@ -1,4 +1,19 @@
-import type { ChaosHistory, FaultRecord, ItemTransition, LeaseChange, Op, ProcessSpan, RolloutRow, Stall, StoreDump, TargetEdit, TargetHistory, TargetSample, TargetStamp, Violation } from './history.js';
+import type {
+  ChaosHistory,
+  FaultRecord,
+  ItemTransition,
+  LeaseChange,
+  Op,
+  ProcessSpan,
+  RolloutRow,
+  Stall,
+  StoreDump,
+  TargetEdit,
+  TargetHistory,
+  TargetSample,
+  TargetStamp,
+  Violation,
+} from './history.js';
 import { stalledSpans, worstStall } from './stalls.js';
 
 /**
@@ -223,7 +238,8 @@ function faultsOverlapping(faults: readonly FaultRecord[], from: number, to: num
 
 export function check(h: ChaosHistory): Violation[] {
   const out: Violation[] = [];
-  const v = (invariant: string, kind: Violation['kind'], message: string, evidence: string[], at: number | null) => out.push({ invariant, kind, message, evidence, at });
+  const v = (invariant: string, kind: Violation['kind'], message: string, evidence: string[], at: number | null) =>
+    out.push({ invariant, kind, message, evidence, at });
   const s = h.store;
   const end = h.phases.quietUntil;
 
@@ -235,14 +251,26 @@ export function check(h: ChaosHistory): Violation[] {
     let last: LeaseChange | null = null;
     for (const c of changes) {
       if (c.change === 'delete') {
-        v('lease-epoch-monotonic', 'safety', `lease ${name} was deleted at epoch ${c.epoch}: the next acquisition restarts at epoch 0`, [...(last ? [leaseLine(last)] : []), leaseLine(c)], c.at);
+        v(
+          'lease-epoch-monotonic',
+          'safety',
+          `lease ${name} was deleted at epoch ${c.epoch}: the next acquisition restarts at epoch 0`,
+          [...(last ? [leaseLine(last)] : []), leaseLine(c)],
+          c.at,
+        );
       } else if (last && c.epoch < last.epoch) {
         v('lease-epoch-monotonic', 'safety', `lease ${name} went back from epoch ${last.epoch} to ${c.epoch}`, [leaseLine(last), leaseLine(c)], c.at);
       }
       if (c.holder !== null && c.change !== 'delete') {
         const first = holders.get(c.epoch);
         if (first && first.holder !== c.holder) {
-          v('lease-one-holder-per-epoch', 'safety', `lease ${name} epoch ${c.epoch} held by ${first.holder} and by ${c.holder}`, [leaseLine(first), leaseLine(c)], c.at);
+          v(
+            'lease-one-holder-per-epoch',
+            'safety',
+            `lease ${name} epoch ${c.epoch} held by ${first.holder} and by ${c.holder}`,
+            [leaseLine(first), leaseLine(c)],
+            c.at,
+          );
         } else if (!first) holders.set(c.epoch, c);
       }
       last = c;
@@ -255,16 +283,34 @@ export function check(h: ChaosHistory): Violation[] {
       const cur = w.current;
       const ok = cur !== null && cur.epoch === w.claimed.epoch && (w.claimed.holder === null || cur.holder === w.claimed.holder);
       if (!ok) {
-        v('write-under-current-epoch', 'safety', `${w.table} ${w.key} written under ${w.claimed.holder ?? '?'}@${w.claimed.epoch} while ${w.lease} was ${cur ? `${cur.holder ?? '∅'}@${cur.epoch}` : 'absent'}`, [
-          ...s.leaseChanges.filter((c) => c.name === w.lease && c.at <= w.at).slice(-3).map(leaseLine),
-          `${fmt(w.at)} write ${w.table} ${w.key} ${JSON.stringify(w.before)} → ${JSON.stringify(w.after)} claimed ${JSON.stringify(w.claimed)}`,
-        ], w.at);
+        v(
+          'write-under-current-epoch',
+          'safety',
+          `${w.table} ${w.key} written under ${w.claimed.holder ?? '?'}@${w.claimed.epoch} while ${w.lease} was ${cur ? `${cur.holder ?? '∅'}@${cur.epoch}` : 'absent'}`,
+          [
+            ...s.leaseChanges
+              .filter((c) => c.name === w.lease && c.at <= w.at)
+              .slice(-3)
+              .map(leaseLine),
+            `${fmt(w.at)} write ${w.table} ${w.key} ${JSON.stringify(w.before)} → ${JSON.stringify(w.after)} claimed ${JSON.stringify(w.claimed)}`,
+          ],
+          w.at,
+        );
       }
     } else if (w.before !== null && w.lease === 'promotion_leader' && (w.current === null || w.current.holder === null)) {
-      v('write-under-current-epoch', 'safety', `${w.table} ${w.key} changed while ${w.lease} had no holder`, [
-        ...s.leaseChanges.filter((c) => c.name === w.lease && c.at <= w.at).slice(-2).map(leaseLine),
-        `${fmt(w.at)} write ${w.table} ${w.key} ${JSON.stringify(w.before)} → ${JSON.stringify(w.after)}`,
-      ], w.at);
+      v(
+        'write-under-current-epoch',
+        'safety',
+        `${w.table} ${w.key} changed while ${w.lease} had no holder`,
+        [
+          ...s.leaseChanges
+            .filter((c) => c.name === w.lease && c.at <= w.at)
+            .slice(-2)
+            .map(leaseLine),
+          `${fmt(w.at)} write ${w.table} ${w.key} ${JSON.stringify(w.before)} → ${JSON.stringify(w.after)}`,
+        ],
+        w.at,
+      );
     }
   }
 
@@ -272,15 +318,43 @@ export function check(h: ChaosHistory): Violation[] {
   const promoted = new Map<string, number>();
   for (const t of s.stageTransitions) {
     const key = `${t.rolloutId}/${t.attempt}/${t.index}`;
-    const line = (x: typeof t) => `${fmt(x.at)} stage ${x.rolloutId} attempt ${x.attempt} #${x.index} ${x.from ?? '∅'} → ${x.to}${x.by ? ` by ${x.by}@${x.epoch}` : ''}`;
+    const line = (x: typeof t) =>
+      `${fmt(x.at)} stage ${x.rolloutId} attempt ${x.attempt} #${x.index} ${x.from ?? '∅'} → ${x.to}${x.by ? ` by ${x.by}@${x.epoch}` : ''}`;
     if (t.to !== 'promoted') continue;
     const n = (promoted.get(key) ?? 0) + 1;
     promoted.set(key, n);
-    if (n > 1) v('stage-promoted-once', 'safety', `stage ${key} promoted ${n} times`, s.stageTransitions.filter((x) => `${x.rolloutId}/${x.attempt}/${x.index}` === key).map(line), t.at);
-    if (t.from === 'rolled_back') v('no-promotion-after-rollback', 'safety', `stage ${key} promoted after it was rolled back`, s.stageTransitions.filter((x) => `${x.rolloutId}/${x.attempt}/${x.index}` === key).map(line), t.at);
-    const ended = s.rolloutTransitions.find((r) => r.rolloutId === t.rolloutId && r.seq < t.seq && r.from?.attempt === t.attempt && r.to.attempt === t.attempt && (r.to.state === 'rolled_back' || r.to.state === 'aborted'));
+    if (n > 1)
+      v(
+        'stage-promoted-once',
+        'safety',
+        `stage ${key} promoted ${n} times`,
+        s.stageTransitions.filter((x) => `${x.rolloutId}/${x.attempt}/${x.index}` === key).map(line),
+        t.at,
+      );
+    if (t.from === 'rolled_back')
+      v(
+        'no-promotion-after-rollback',
+        'safety',
+        `stage ${key} promoted after it was rolled back`,
+        s.stageTransitions.filter((x) => `${x.rolloutId}/${x.attempt}/${x.index}` === key).map(line),
+        t.at,
+      );
+    const ended = s.rolloutTransitions.find(
+      (r) =>
+        r.rolloutId === t.rolloutId &&
+        r.seq < t.seq &&
+        r.from?.attempt === t.attempt &&
+        r.to.attempt === t.attempt &&
+        (r.to.state === 'rolled_back' || r.to.state === 'aborted'),
+    );
     if (ended) {
-      v('no-promotion-after-rollback', 'safety', `stage ${key} promoted after its attempt was ${ended.to.state}`, [`${fmt(ended.at)} rollout ${ended.rolloutId} ${ended.from?.state} → ${ended.to.state} (${ended.to.reason ?? ''})`, line(t)], t.at);
+      v(
+        'no-promotion-after-rollback',
+        'safety',
+        `stage ${key} promoted after its attempt was ${ended.to.state}`,
+        [`${fmt(ended.at)} rollout ${ended.rolloutId} ${ended.from?.state} → ${ended.to.state} (${ended.to.reason ?? ''})`, line(t)],
+        t.at,
+      );
     }
   }
 
@@ -306,17 +380,39 @@ export function check(h: ChaosHistory): Violation[] {
       const n = byKey.get(o.key) ?? 0;
       if (n > 1) v('idempotency-once', 'safety', `rollout create with key ${o.key} made ${n} rollouts`, [opLine(o)], o.completedAt);
       if (o.outcome === 'ok' && (n === 0 || (typeof o.result?.id === 'string' && !s.rollouts.some((r) => r.id === o.result!.id)))) {
-        v('acknowledged-write-kept', 'safety', `rollout ${typeof o.result?.id === 'string' ? o.result.id : o.key} was acknowledged and is not in the store`, [opLine(o)], o.completedAt);
+        v(
+          'acknowledged-write-kept',
+          'safety',
+          `rollout ${typeof o.result?.id === 'string' ? o.result.id : o.key} was acknowledged and is not in the store`,
+          [opLine(o)],
+          o.completedAt,
+        );
       }
     }
     if (o.kind === 'run.create' && o.outcome === 'ok' && o.target) {
       const run = s.runs.find((r) => r.id === o.target);
       const want = Number(o.result?.items ?? 0);
-      if (!run || run.items < want) v('acknowledged-write-kept', 'safety', `run ${o.target} was acknowledged with ${want} items; the store has ${run ? run.items : 'no run'}`, [opLine(o)], o.completedAt);
+      if (!run || run.items < want)
+        v(
+          'acknowledged-write-kept',
+          'safety',
+          `run ${o.target} was acknowledged with ${want} items; the store has ${run ? run.items : 'no run'}`,
+          [opLine(o)],
+          o.completedAt,
+        );
     }
     if ((o.kind === 'rollout.pause' || o.kind === 'rollout.abort') && o.key && o.target) {
-      const applied = s.rolloutTransitions.filter((r) => r.rolloutId === o.target && r.to.reason === o.key && (r.from?.state !== r.to.state || r.from?.attempt !== r.to.attempt));
-      if (applied.length > 1) v('idempotency-once', 'safety', `${o.kind} with key ${o.key} applied ${applied.length} times`, [opLine(o), ...applied.map((r) => `${fmt(r.at)} rollout ${r.rolloutId} ${r.from?.state} → ${r.to.state}`)], o.completedAt);
+      const applied = s.rolloutTransitions.filter(
+        (r) => r.rolloutId === o.target && r.to.reason === o.key && (r.from?.state !== r.to.state || r.from?.attempt !== r.to.attempt),
+      );
+      if (applied.length > 1)
+        v(
+          'idempotency-once',
+          'safety',
+          `${o.kind} with key ${o.key} applied ${applied.length} times`,
+          [opLine(o), ...applied.map((r) => `${fmt(r.at)} rollout ${r.rolloutId} ${r.from?.state} → ${r.to.state}`)],
+          o.completedAt,
+        );
       if (o.outcome === 'ok' && o.result?.applied === true && applied.length === 0) {
         v('acknowledged-write-kept', 'safety', `${o.kind} of ${o.target} was acknowledged as applied and is not in the store`, [opLine(o)], o.completedAt);
       }
@@ -372,15 +468,42 @@ export function check(h: ChaosHistory): Violation[] {
     const open = items.filter((i) => i.state === 'pending' || i.state === 'running');
     const unexplained = items.filter((i) => i.state === 'failed' && !i.error);
     if (open.length) {
-      v('runs-finish', 'liveness', `run ${run.id}: ${open.length} of ${items.length} items still open ${fmt(end - healed)} after the faults healed (bound ${boundText(finishWithin, stallAllowance(h, runsOn, healed, end))})`, open.slice(0, 5).map((i) => `item ${i.id.slice(0, 12)} ${i.state}(${i.worker ?? '∅'}) attempts ${i.attempts}`), end);
+      v(
+        'runs-finish',
+        'liveness',
+        `run ${run.id}: ${open.length} of ${items.length} items still open ${fmt(end - healed)} after the faults healed (bound ${boundText(finishWithin, stallAllowance(h, runsOn, healed, end))})`,
+        open.slice(0, 5).map((i) => `item ${i.id.slice(0, 12)} ${i.state}(${i.worker ?? '∅'}) attempts ${i.attempts}`),
+        end,
+      );
     } else {
       const last = s.itemTransitions.filter((t) => t.runId === run.id && (t.to.state === 'done' || t.to.state === 'failed')).at(-1);
       const stall = last ? stallAllowance(h, runsOn, healed, last.at) : { ms: 0, process: null };
-      if (last && last.at > healed + finishWithin + stall.ms) v('runs-finish', 'liveness', `run ${run.id} finished ${fmt(last.at - healed)} after the faults healed (bound ${boundText(finishWithin, stall)})`, [itemLine(last)], last.at);
+      if (last && last.at > healed + finishWithin + stall.ms)
+        v(
+          'runs-finish',
+          'liveness',
+          `run ${run.id} finished ${fmt(last.at - healed)} after the faults healed (bound ${boundText(finishWithin, stall)})`,
+          [itemLine(last)],
+          last.at,
+        );
     }
-    if (unexplained.length) v('runs-finish', 'liveness', `run ${run.id}: ${unexplained.length} items Failed without a reason`, unexplained.slice(0, 5).map((i) => `item ${i.id}`), end);
+    if (unexplained.length)
+      v(
+        'runs-finish',
+        'liveness',
+        `run ${run.id}: ${unexplained.length} items Failed without a reason`,
+        unexplained.slice(0, 5).map((i) => `item ${i.id}`),
+        end,
+      );
     const silent = items.filter((i) => i.state === 'pending' && !i.hasMessage);
-    if (silent.length) v('pending-has-message', 'liveness', `run ${run.id}: ${silent.length} Pending items have no message`, silent.slice(0, 5).map((i) => `item ${i.id}`), end);
+    if (silent.length)
+      v(
+        'pending-has-message',
+        'liveness',
+        `run ${run.id}: ${silent.length} Pending items have no message`,
+        silent.slice(0, 5).map((i) => `item ${i.id}`),
+        end,
+      );
   }
 
   for (const r of s.rollouts) {
@@ -388,17 +511,31 @@ export function check(h: ChaosHistory): Violation[] {
     const active = r.stages.filter((x) => x.attempt === r.attempt && x.phase === 'active');
     const bakeMs = Number(r.labels.bakeMs ?? NaN);
     if (active.length !== 1) {
-      v('rollouts-settle', 'liveness', `rollout ${r.id} is ${r.state} with ${active.length} active stages`, r.stages.map((x) => `attempt ${x.attempt} #${x.index} ${x.name} ${x.phase}`), end);
+      v(
+        'rollouts-settle',
+        'liveness',
+        `rollout ${r.id} is ${r.state} with ${active.length} active stages`,
+        r.stages.map((x) => `attempt ${x.attempt} #${x.index} ${x.name} ${x.phase}`),
+        end,
+      );
     } else if (r.labels.expect === 'promote' && Number.isFinite(bakeMs)) {
       // Healthy readings keep coming for it: once its bake is over and a leader could act (a leader's
       // worth of slack after healing), it must have moved on. Activation is read from the audit log (the
       // store's clock), not from the row (the writing node's clock).
       const stage = active[0]!;
-      const activated = s.stageTransitions.filter((x) => x.rolloutId === r.id && x.attempt === r.attempt && x.index === stage.index && x.to === 'active').at(-1)?.at ?? stage.activatedAt;
+      const activated =
+        s.stageTransitions.filter((x) => x.rolloutId === r.id && x.attempt === r.attempt && x.index === stage.index && x.to === 'active').at(-1)?.at ??
+        stage.activatedAt;
       const due = activated === null ? null : Math.max(activated + bakeMs, healed);
       const stall = due === null ? { ms: 0, process: null } : stallAllowance(h, controlPlane(h), due, end);
       if (due !== null && due + h.bounds.leaderWithinMs + stall.ms < end) {
-        v('rollouts-settle', 'liveness', `rollout ${r.id} stalled on stage ${stage.name}: active since ${fmt(activated)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)} (bound ${boundText(h.bounds.leaderWithinMs, stall)} after the bake)`, [], end);
+        v(
+          'rollouts-settle',
+          'liveness',
+          `rollout ${r.id} stalled on stage ${stage.name}: active since ${fmt(activated)}, bake ${fmt(bakeMs)}, healthy readings, still active at ${fmt(end)} (bound ${boundText(h.bounds.leaderWithinMs, stall)} after the bake)`,
+          [],
+          end,
+        );
       }
     }
   }
@@ -406,7 +543,13 @@ export function check(h: ChaosHistory): Violation[] {
   for (const o of h.ops) {
     if (!o.kind.startsWith('read.') || o.via !== 'nginx') continue;
     if (o.outcome === 'unknown' || (o.outcome === 'failed' && !o.node)) {
-      v('reads-answer', 'liveness', `a read through the proxy got no answer from any node`, [opLine(o), ...faultsOverlapping(h.faults, o.invokedAt, o.completedAt ?? end, end).map(faultLine)], o.invokedAt);
+      v(
+        'reads-answer',
+        'liveness',
+        `a read through the proxy got no answer from any node`,
+        [opLine(o), ...faultsOverlapping(h.faults, o.invokedAt, o.completedAt ?? end, end).map(faultLine)],
+        o.invokedAt,
+      );
     }
   }
 
@@ -423,7 +566,9 @@ export function check(h: ChaosHistory): Violation[] {
     if (!aliveThroughout(h.processes, worker, window[0], window[1])) continue;
     // The worker gave it back itself (its backend failed it, or it was told to stop).
     if (h.ops.some((o) => o.kind === 'backend.execute' && o.target === t.itemId && o.outcome === 'failed' && o.invokedAt <= t.at)) continue;
-    const excuses = faultsOverlapping(h.faults, window[0], window[1], end).filter((f) => f.target === worker || f.kind.startsWith('store-') || f.kind === 'clock-offset');
+    const excuses = faultsOverlapping(h.faults, window[0], window[1], end).filter(
+      (f) => f.target === worker || f.kind.startsWith('store-') || f.kind === 'clock-offset',
+    );
     if (excuses.length) continue;
     // Starved of the CPU, a worker cannot heartbeat, as if paused: its heartbeats could be late by the failure
     // timeout when it (or the harness carrying them) was stalled for all of it but two heartbeat intervals,
@@ -431,7 +576,19 @@ export function check(h: ChaosHistory): Violation[] {
     const stalled = stalledAny(h.stalls ?? [], [worker, HARNESS], t.at - timeout, t.at);
     if (stalled >= timeout - 2 * heartbeat) continue;
     const stalls = (h.stalls ?? []).filter((x) => (x.process === worker || x.process === HARNESS) && x.at < t.at && x.at + x.ms > t.at - timeout);
-    v('live-worker-keeps-items', 'liveness', `item ${t.runId}/${t.itemId.slice(0, 12)} taken back from ${worker}, alive and unfaulted for the failure timeout before${stalled > 0 ? ` (stalled ${fmt(stalled)} of its ${fmt(timeout)}: heartbeats could be on time)` : ''}`, [...s.itemTransitions.filter((x) => x.itemId === t.itemId && x.at <= t.at).slice(-3).map(itemLine), ...stalls.slice(-3).map(stallLine)], t.at);
+    v(
+      'live-worker-keeps-items',
+      'liveness',
+      `item ${t.runId}/${t.itemId.slice(0, 12)} taken back from ${worker}, alive and unfaulted for the failure timeout before${stalled > 0 ? ` (stalled ${fmt(stalled)} of its ${fmt(timeout)}: heartbeats could be on time)` : ''}`,
+      [
+        ...s.itemTransitions
+          .filter((x) => x.itemId === t.itemId && x.at <= t.at)
+          .slice(-3)
+          .map(itemLine),
+        ...stalls.slice(-3).map(stallLine),
+      ],
+      t.at,
+    );
   }
 
   return out.sort((a, b) => (a.at ?? 0) - (b.at ?? 0));
@@ -445,7 +602,8 @@ const TERMINAL = ['completed', 'rolled_back', 'aborted'];
 const sameStamp = (a: TargetStamp | null, b: TargetStamp | null) => JSON.stringify(a) === JSON.stringify(b);
 
 /** A reading that is the outside writer's edit itself. */
-const carriesEdit = (x: TargetSample, e: TargetEdit) => x.target === e.target && x.at >= e.at - CLOCK_MARGIN_MS && !x.final && x.percent === e.percent && sameStamp(x.stamp, e.stamp);
+const carriesEdit = (x: TargetSample, e: TargetEdit) =>
+  x.target === e.target && x.at >= e.at - CLOCK_MARGIN_MS && !x.final && x.percent === e.percent && sameStamp(x.stamp, e.stamp);
 
 type Add = (invariant: string, kind: Violation['kind'], message: string, evidence: string[], at: number | null) => void;
 
@@ -457,16 +615,25 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
   for (const x of t.samples) byTarget.set(x.target, [...(byTarget.get(x.target) ?? []), x]);
   for (const xs of byTarget.values()) xs.sort((a, b) => a.at - b.at);
   const outside = h.faults.filter((f) => f.kind === 'target-outside-writer');
-  const exempt = (x: TargetSample) => t.edits.some((e) => carriesEdit(x, e)) || outside.some((f) => f.target === x.target && x.at >= f.startAt && x.at <= (f.endAt ?? end));
+  const exempt = (x: TargetSample) =>
+    t.edits.some((e) => carriesEdit(x, e)) || outside.some((f) => f.target === x.target && x.at >= f.startAt && x.at <= (f.endAt ?? end));
   const stageLine = (x: (typeof s.stageTransitions)[number]) => `${fmt(x.at)} stage ${x.rolloutId} attempt ${x.attempt} #${x.index} ${x.from ?? '∅'} → ${x.to}`;
-  const rolloutLine = (x: (typeof s.rolloutTransitions)[number]) => `${fmt(x.at)} rollout ${x.rolloutId} ${x.from ? `${x.from.state}@${x.from.attempt}` : '∅'} → ${x.to.state}@${x.to.attempt}${x.to.reason ? ` (${x.to.reason.slice(0, 100)})` : ''}`;
+  const rolloutLine = (x: (typeof s.rolloutTransitions)[number]) =>
+    `${fmt(x.at)} rollout ${x.rolloutId} ${x.from ? `${x.from.state}@${x.from.attempt}` : '∅'} → ${x.to.state}@${x.to.attempt}${x.to.reason ? ` (${x.to.reason.slice(0, 100)})` : ''}`;
   const percentOf = (r: RolloutRow, index: number) => r.stagePercents?.[index] ?? 100;
 
   // ── never ahead of what was committed ──
   for (const x of t.samples) {
     if (exempt(x)) continue;
     if (!x.stamp) {
-      if (x.percent > 0 || x.final) v('actuation-never-ahead', 'safety', `target ${x.target} carries ${x.final ? 'final' : `${x.percent}%`} with no rollout's stamp`, [sampleLine(x)], x.at);
+      if (x.percent > 0 || x.final)
+        v(
+          'actuation-never-ahead',
+          'safety',
+          `target ${x.target} carries ${x.final ? 'final' : `${x.percent}%`} with no rollout's stamp`,
+          [sampleLine(x)],
+          x.at,
+        );
       continue;
     }
     const r = rollouts.get(x.stamp.rolloutId);
@@ -478,10 +645,23 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
     const allowed = Math.max(0, ...committed.map((st) => percentOf(r, st.index)));
     if (x.final) {
       const done = s.rolloutTransitions.find((rt) => rt.rolloutId === r.id && rt.to.state === 'completed' && rt.to.attempt === attempt);
-      if (!done || done.at > by) v('actuation-never-ahead', 'safety', `target ${x.target} was final for ${r.id} attempt ${attempt} ${done ? `${fmt(done.at - x.at)} before its completion was committed` : 'and its completion was never committed'}`, [sampleLine(x), ...(done ? [rolloutLine(done)] : [])], x.at);
+      if (!done || done.at > by)
+        v(
+          'actuation-never-ahead',
+          'safety',
+          `target ${x.target} was final for ${r.id} attempt ${attempt} ${done ? `${fmt(done.at - x.at)} before its completion was committed` : 'and its completion was never committed'}`,
+          [sampleLine(x), ...(done ? [rolloutLine(done)] : [])],
+          x.at,
+        );
     } else if (x.percent > allowed) {
       const later = stages.find((st) => st.at > by && percentOf(r, st.index) >= x.percent);
-      v('actuation-never-ahead', 'safety', `target ${x.target} carried ${x.percent}% of ${r.id} attempt ${attempt} while its most advanced committed stage had ${allowed}%${later ? `; the stage with ${percentOf(r, later.index)}% was committed ${fmt(later.at - x.at)} later` : '; no stage with that share was ever committed'}`, [...committed.slice(-1).map(stageLine), sampleLine(x), ...(later ? [stageLine(later)] : [])], x.at);
+      v(
+        'actuation-never-ahead',
+        'safety',
+        `target ${x.target} carried ${x.percent}% of ${r.id} attempt ${attempt} while its most advanced committed stage had ${allowed}%${later ? `; the stage with ${percentOf(r, later.index)}% was committed ${fmt(later.at - x.at)} later` : '; no stage with that share was ever committed'}`,
+        [...committed.slice(-1).map(stageLine), sampleLine(x), ...(later ? [stageLine(later)] : [])],
+        x.at,
+      );
     }
   }
 
@@ -506,9 +686,17 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
     const r = rollouts.get(rt.rolloutId);
     for (const target of r?.actuators ?? []) {
       const deadline = settleBy(rt.at);
-      const late = (byTarget.get(target) ?? []).find((x) => x.until >= deadline && !exempt(x) && x.stamp?.rolloutId === rt.rolloutId && x.stamp.attempt === rt.to.attempt && (x.percent > 0 || x.final));
+      const late = (byTarget.get(target) ?? []).find(
+        (x) => x.until >= deadline && !exempt(x) && x.stamp?.rolloutId === rt.rolloutId && x.stamp.attempt === rt.to.attempt && (x.percent > 0 || x.final),
+      );
       if (late) {
-        v('actuation-never-ahead', 'safety', `target ${target} still carried ${late.final ? 'final' : `${late.percent}%`} of ${rt.rolloutId} attempt ${rt.to.attempt} at ${fmt(Math.max(late.at, deadline))}, after its ${rt.to.state === 'aborted' ? 'abort' : 'rollback'} at ${fmt(rt.at)} (due at 0 by ${fmt(deadline)})`, [rolloutLine(rt), ...faultsOverlapping(h.faults, rt.at, deadline, end).map(faultLine), sampleLine(late)], Math.max(late.at, deadline));
+        v(
+          'actuation-never-ahead',
+          'safety',
+          `target ${target} still carried ${late.final ? 'final' : `${late.percent}%`} of ${rt.rolloutId} attempt ${rt.to.attempt} at ${fmt(Math.max(late.at, deadline))}, after its ${rt.to.state === 'aborted' ? 'abort' : 'rollback'} at ${fmt(rt.at)} (due at 0 by ${fmt(deadline)})`,
+          [rolloutLine(rt), ...faultsOverlapping(h.faults, rt.at, deadline, end).map(faultLine), sampleLine(late)],
+          Math.max(late.at, deadline),
+        );
       }
     }
   }
@@ -529,11 +717,35 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
         const higher = xs.find((y) => y.at < x.at && y.stamp !== null && y.stamp.epoch > stamp.epoch)!;
         const check = t.checks?.filter((c) => c.target === target && sameStamp(c.stamp, stamp) && c.at <= x.at + CLOCK_MARGIN_MS).at(-1);
         if (!t.checks || !check || check.at > higher.at + CLOCK_MARGIN_MS) {
-          v('actuation-epoch-monotonic', 'safety', `target ${target}'s stamp went back from epoch ${prev.stamp.epoch} to ${stamp.epoch}: an older leader's write replaced a newer one's${check ? `, and it began its check ${fmt(check.at - higher.at)} after epoch ${higher.stamp!.epoch}'s stamp was seen there` : ''}`, [sampleLine(higher), ...h.faults.filter((f) => f.startAt <= x.at && (f.endAt ?? end) >= higher.at).map(faultLine), ...(check ? [`${fmt(check.at)} write of ${stampLine(check.stamp)} to ${target} began its check (pid ${check.pid})`] : []), sampleLine(x)], x.at);
+          v(
+            'actuation-epoch-monotonic',
+            'safety',
+            `target ${target}'s stamp went back from epoch ${prev.stamp.epoch} to ${stamp.epoch}: an older leader's write replaced a newer one's${check ? `, and it began its check ${fmt(check.at - higher.at)} after epoch ${higher.stamp!.epoch}'s stamp was seen there` : ''}`,
+            [
+              sampleLine(higher),
+              ...h.faults.filter((f) => f.startAt <= x.at && (f.endAt ?? end) >= higher.at).map(faultLine),
+              ...(check ? [`${fmt(check.at)} write of ${stampLine(check.stamp)} to ${target} began its check (pid ${check.pid})`] : []),
+              sampleLine(x),
+            ],
+            x.at,
+          );
         }
       }
       const held = Math.max(-1, ...epochs.filter((c) => c.at <= x.at + CLOCK_MARGIN_MS).map((c) => c.epoch));
-      if (stamp.epoch > held) v('actuation-epoch-monotonic', 'safety', `target ${target} is stamped with epoch ${stamp.epoch}, and no leader had held an epoch above ${held} by then`, [sampleLine(x), ...epochs.filter((c) => c.at <= x.at).slice(-1).map(leaseLine)], x.at);
+      if (stamp.epoch > held)
+        v(
+          'actuation-epoch-monotonic',
+          'safety',
+          `target ${target} is stamped with epoch ${stamp.epoch}, and no leader had held an epoch above ${held} by then`,
+          [
+            sampleLine(x),
+            ...epochs
+              .filter((c) => c.at <= x.at)
+              .slice(-1)
+              .map(leaseLine),
+          ],
+          x.at,
+        );
       prev = x;
     }
   }
@@ -543,7 +755,13 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
   const rank = (x: TargetStamp, at: number): number => {
     if (x.final) return Number.POSITIVE_INFINITY;
     if (x.stage !== null) return x.stage;
-    const ended = s.rolloutTransitions.some((rt) => rt.rolloutId === x.rolloutId && rt.to.attempt === x.attempt && (rt.to.state === 'rolled_back' || rt.to.state === 'aborted') && rt.at <= at + CLOCK_MARGIN_MS);
+    const ended = s.rolloutTransitions.some(
+      (rt) =>
+        rt.rolloutId === x.rolloutId &&
+        rt.to.attempt === x.attempt &&
+        (rt.to.state === 'rolled_back' || rt.to.state === 'aborted') &&
+        rt.at <= at + CLOCK_MARGIN_MS,
+    );
     return ended ? Number.POSITIVE_INFINITY : -1;
   };
   for (const xs of byTarget.values()) {
@@ -551,17 +769,47 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
     for (const x of xs) {
       if (!x.stamp || exempt(x)) continue;
       const p = prev?.stamp;
-      if (prev && p && p.rolloutId === x.stamp.rolloutId && x.stamp.epoch >= p.epoch && (x.stamp.attempt < p.attempt || (x.stamp.attempt === p.attempt && rank(x.stamp, x.at) < rank(p, prev.at)))) {
-        const between = [...s.stageTransitions.filter((st) => st.rolloutId === p.rolloutId && st.to !== 'pending' && st.at <= x.at).map((st) => ({ at: st.at, line: stageLine(st) })), ...s.rolloutTransitions.filter((rt) => rt.rolloutId === p.rolloutId && rt.at <= x.at).map((rt) => ({ at: rt.at, line: rolloutLine(rt) }))].sort((a, b) => a.at - b.at).slice(-3);
-        v('actuation-in-commit-order', 'safety', `target ${x.target} went back from ${stampLine(p)} to ${stampLine(x.stamp)}: an older state of ${p.rolloutId} was carried out after a newer one`, [sampleLine(prev), ...between.map((b) => b.line), sampleLine(x)], x.at);
+      if (
+        prev &&
+        p &&
+        p.rolloutId === x.stamp.rolloutId &&
+        x.stamp.epoch >= p.epoch &&
+        (x.stamp.attempt < p.attempt || (x.stamp.attempt === p.attempt && rank(x.stamp, x.at) < rank(p, prev.at)))
+      ) {
+        const between = [
+          ...s.stageTransitions
+            .filter((st) => st.rolloutId === p.rolloutId && st.to !== 'pending' && st.at <= x.at)
+            .map((st) => ({ at: st.at, line: stageLine(st) })),
+          ...s.rolloutTransitions.filter((rt) => rt.rolloutId === p.rolloutId && rt.at <= x.at).map((rt) => ({ at: rt.at, line: rolloutLine(rt) })),
+        ]
+          .sort((a, b) => a.at - b.at)
+          .slice(-3);
+        v(
+          'actuation-in-commit-order',
+          'safety',
+          `target ${x.target} went back from ${stampLine(p)} to ${stampLine(x.stamp)}: an older state of ${p.rolloutId} was carried out after a newer one`,
+          [sampleLine(prev), ...between.map((b) => b.line), sampleLine(x)],
+          x.at,
+        );
       }
       prev = x;
     }
   }
 
   // ── converged once faults stop ──
-  const commands = (id: string, from: number, to: number) => h.ops.filter((o) => o.target === id && o.client !== 'creator' && o.kind.startsWith('rollout.') && o.kind !== 'rollout.pause' && o.outcome !== 'failed' && o.invokedAt <= to && (o.completedAt ?? end) >= from);
-  const names = (reason: string | null, target: string) => reason !== null && new RegExp(`(^|[^\\w-])${target.replace(/[^\w]/g, '\\$&')}([^\\w-]|$)`).test(reason);
+  const commands = (id: string, from: number, to: number) =>
+    h.ops.filter(
+      (o) =>
+        o.target === id &&
+        o.client !== 'creator' &&
+        o.kind.startsWith('rollout.') &&
+        o.kind !== 'rollout.pause' &&
+        o.outcome !== 'failed' &&
+        o.invokedAt <= to &&
+        (o.completedAt ?? end) >= from,
+    );
+  const names = (reason: string | null, target: string) =>
+    reason !== null && new RegExp(`(^|[^\\w-])${target.replace(/[^\w]/g, '\\$&')}([^\\w-]|$)`).test(reason);
   for (const r of s.rollouts) {
     for (const target of r.actuators ?? []) {
       const xs = byTarget.get(target) ?? [];
@@ -574,16 +822,31 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
         if (!after || after.stamp?.rolloutId !== e.stamp?.rolloutId || after.at <= e.at + write) continue;
         if (!xs.some((x) => carriesEdit(x, e) && x.at < after.at)) continue;
         if (e.stamp && commands(e.stamp.rolloutId, e.at, after.at).length) continue;
-        v('actuation-converges', 'liveness', `target ${target}: the outside writer's edit (${e.from}% → ${e.percent}%) was replaced by ${e.stamp?.rolloutId ?? 'a rollout'} ${fmt(after.at - e.at)} later, with no command from a person: drift was fought`, [`${fmt(e.at)} target ${target} edited by hand: ${e.from}% → ${e.percent}%, ${stampLine(e.stamp)}`, sampleLine(after)], after.at);
+        v(
+          'actuation-converges',
+          'liveness',
+          `target ${target}: the outside writer's edit (${e.from}% → ${e.percent}%) was replaced by ${e.stamp?.rolloutId ?? 'a rollout'} ${fmt(after.at - e.at)} later, with no command from a person: drift was fought`,
+          [`${fmt(e.at)} target ${target} edited by hand: ${e.from}% → ${e.percent}%, ${stampLine(e.stamp)}`, sampleLine(after)],
+          after.at,
+        );
       }
-      const changes = [...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at), ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at)];
+      const changes = [
+        ...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at),
+        ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map((x) => x.at),
+      ];
       const moved = Math.max(h.phases.healedAt + h.bounds.leaderWithinMs, ...changes);
       if (moved + write + stallAllowance(h, plane, h.phases.healedAt, last.until).ms > last.until) continue;
       const edit = edits.filter((e) => carriesEdit(last, e)).at(-1);
       const state = `${r.state}${r.reason ? ` (${r.reason.slice(0, 120)})` : ''}`;
       if (edit) {
         if (!TERMINAL.includes(r.state) && !(r.state === 'paused' && names(r.reason, target))) {
-          v('actuation-converges', 'liveness', `target ${target} carries an outside writer's edit and rollout ${r.id} is ${state}: it should be paused with a reason naming ${target}`, [`${fmt(edit.at)} target ${target} edited by hand: ${edit.from}% → ${edit.percent}%`, sampleLine(last)], last.until);
+          v(
+            'actuation-converges',
+            'liveness',
+            `target ${target} carries an outside writer's edit and rollout ${r.id} is ${state}: it should be paused with a reason naming ${target}`,
+            [`${fmt(edit.at)} target ${target} edited by hand: ${edit.from}% → ${edit.percent}%`, sampleLine(last)],
+            last.until,
+          );
         }
         continue;
       }
@@ -598,12 +861,27 @@ function checkActuation(h: ChaosHistory, t: TargetHistory, v: Add): void {
         want = !last.final && last.percent === p && ours && last.stamp?.stage === active.index ? null : `${p}%, stage ${active.index} of attempt ${r.attempt}`;
       }
       if (want !== null) {
-        const recent = [...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map(rolloutLine), ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map(stageLine)].slice(-3);
-        v('actuation-converges', 'liveness', `target ${target} carries ${last.final ? 'final' : `${last.percent}%`} (${stampLine(last.stamp)}) at the end; rollout ${r.id} is ${state} and asks for ${want}`, [...recent, sampleLine(last)], last.until);
+        const recent = [
+          ...s.rolloutTransitions.filter((x) => x.rolloutId === r.id).map(rolloutLine),
+          ...s.stageTransitions.filter((x) => x.rolloutId === r.id).map(stageLine),
+        ].slice(-3);
+        v(
+          'actuation-converges',
+          'liveness',
+          `target ${target} carries ${last.final ? 'final' : `${last.percent}%`} (${stampLine(last.stamp)}) at the end; rollout ${r.id} is ${state} and asks for ${want}`,
+          [...recent, sampleLine(last)],
+          last.until,
+        );
       }
       // Paused for drift: someone else must have written the target.
       if (r.state === 'paused' && r.reason?.startsWith('actuation drift') && names(r.reason, target) && !edits.length) {
-        v('actuation-converges', 'liveness', `rollout ${r.id} is paused for drift on ${target}, which no one but the system wrote`, [`rollout ${r.id} ${state}`, ...xs.slice(-3).map(sampleLine)], last.until);
+        v(
+          'actuation-converges',
+          'liveness',
+          `rollout ${r.id} is paused for drift on ${target}, which no one but the system wrote`,
+          [`rollout ${r.id} ${state}`, ...xs.slice(-3).map(sampleLine)],
+          last.until,
+        );
       }
     }
   }

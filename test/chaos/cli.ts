@@ -74,7 +74,9 @@ const out = resolve(values.out);
 mkdirSync(out, { recursive: true });
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
-console.log(`chaos: seed ${seed}, ${schedules} schedule(s) per topology from #${from}, topology ${topology}${values.variant ? `, variant ${values.variant}` : ''} (replay: npm run chaos -- --seed ${seed} --topology ${topology} --schedules ${schedules}${from ? ` --from ${from}` : ''}${values.variant ? ` --variant ${values.variant}` : ''})`);
+console.log(
+  `chaos: seed ${seed}, ${schedules} schedule(s) per topology from #${from}, topology ${topology}${values.variant ? `, variant ${values.variant}` : ''} (replay: npm run chaos -- --seed ${seed} --topology ${topology} --schedules ${schedules}${from ? ` --from ${from}` : ''}${values.variant ? ` --variant ${values.variant}` : ''})`,
+);
 
 interface Tally {
   schedules: number;
@@ -121,7 +123,9 @@ async function runTopology(top: 'local' | 'aws', variant: string | null): Promis
       for (const [inv, n] of Object.entries(countByInvariant(violations))) t.violations[inv] = (t.violations[inv] ?? 0) + n;
       const name = `${top}-${seed}-${i}${variant ? `-${variant}` : ''}`;
       const page = violations.length || i === from ? save(h, violations, name) : null;
-      console.log(`[${key}] schedule ${i}: ${h.faults.map((f) => f.kind).join(', ')} · ops ${h.ops.length} · ${violations.length ? `${violations.length} VIOLATION(S)` : 'ok'} · ${((performance.now() - s0) / 1000).toFixed(1)} s${page ? ` · ${page}` : ''}`);
+      console.log(
+        `[${key}] schedule ${i}: ${h.faults.map((f) => f.kind).join(', ')} · ops ${h.ops.length} · ${violations.length ? `${violations.length} VIOLATION(S)` : 'ok'} · ${((performance.now() - s0) / 1000).toFixed(1)} s${page ? ` · ${page}` : ''}`,
+      );
       for (const v of violations.slice(0, 5)) console.log(report(v));
       if (violations.length > 5) console.log(`    … and ${violations.length - 5} more in ${name}.json`);
       if (variant) {

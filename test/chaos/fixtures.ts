@@ -84,14 +84,27 @@ function itemTransitions(): ItemTransition[] {
     const worker = FIXTURE.workers[i % 2] ?? 'worker-1';
     const end = finishedAt(i);
     const failed = (FIXTURE.failedItems as readonly string[]).includes(itemId);
-    out.push({ at: end - 800, runId: FIXTURE.run, itemId, from: { state: 'pending', worker: null, started: false }, to: { state: 'running', worker, started: true, resultHash: null, error: null, attempts: 1 } });
+    out.push({
+      at: end - 800,
+      runId: FIXTURE.run,
+      itemId,
+      from: { state: 'pending', worker: null, started: false },
+      to: { state: 'running', worker, started: true, resultHash: null, error: null, attempts: 1 },
+    });
     out.push({
       at: end,
       runId: FIXTURE.run,
       itemId,
       from: { state: 'running', worker, started: true },
       to: failed
-        ? { state: 'failed', worker, started: true, resultHash: null, error: itemId === 'item-17' ? 'exit 137 on every attempt' : 'poison: 3 failures', attempts: 3 }
+        ? {
+            state: 'failed',
+            worker,
+            started: true,
+            resultHash: null,
+            error: itemId === 'item-17' ? 'exit 137 on every attempt' : 'poison: 3 failures',
+            attempts: 3,
+          }
         : { state: 'done', worker, started: true, resultHash: `sha256:${(i * 2654435761).toString(16).padStart(8, '0')}`, error: null, attempts: 1 },
     });
   }
@@ -101,20 +114,86 @@ function itemTransitions(): ItemTransition[] {
 function ops(): Op[] {
   const out: Op[] = [];
   const add = (o: Omit<Op, 'id'>) => out.push({ id: out.length + 1, ...o });
-  add({ client: 'rollouts-1', kind: 'rollout.create', via: 'nginx', target: 'checkout-v2', key: 'k-create-1', invokedAt: 800, completedAt: 1_150, outcome: 'ok', status: 201, node: 'node-1', result: { id: 'checkout-v2', created: true } });
-  add({ client: 'rollouts-1', kind: 'rollout.create', via: 'nginx', target: 'search-v5', key: 'k-create-2', invokedAt: 2_600, completedAt: 2_900, outcome: 'ok', status: 201, node: 'node-1', result: { id: 'search-v5', created: true } });
+  add({
+    client: 'rollouts-1',
+    kind: 'rollout.create',
+    via: 'nginx',
+    target: 'checkout-v2',
+    key: 'k-create-1',
+    invokedAt: 800,
+    completedAt: 1_150,
+    outcome: 'ok',
+    status: 201,
+    node: 'node-1',
+    result: { id: 'checkout-v2', created: true },
+  });
+  add({
+    client: 'rollouts-1',
+    kind: 'rollout.create',
+    via: 'nginx',
+    target: 'search-v5',
+    key: 'k-create-2',
+    invokedAt: 2_600,
+    completedAt: 2_900,
+    outcome: 'ok',
+    status: 201,
+    node: 'node-1',
+    result: { id: 'search-v5', created: true },
+  });
   for (let t = 5_000; t < 60_000; t += 5_000) {
     const down = t >= 31_000 && t < 37_000;
-    add({ client: 'signals', kind: 'signal.metrics', via: 'nginx', target: 'checkout-v2', invokedAt: t, completedAt: t + (down ? 900 : 40), outcome: 'ok', status: 202, node: t < 24_600 ? 'node-1' : 'node-3' });
+    add({
+      client: 'signals',
+      kind: 'signal.metrics',
+      via: 'nginx',
+      target: 'checkout-v2',
+      invokedAt: t,
+      completedAt: t + (down ? 900 : 40),
+      outcome: 'ok',
+      status: 202,
+      node: t < 24_600 ? 'node-1' : 'node-3',
+    });
   }
-  add({ client: 'rollouts-1', kind: 'rollout.pause', via: 'nginx', target: 'search-v5', key: 'k-pause-1', invokedAt: 33_000, completedAt: 33_600, outcome: 'failed', status: 503, node: 'node-3', detail: 'store unavailable, retry after 1 s' });
+  add({
+    client: 'rollouts-1',
+    kind: 'rollout.pause',
+    via: 'nginx',
+    target: 'search-v5',
+    key: 'k-pause-1',
+    invokedAt: 33_000,
+    completedAt: 33_600,
+    outcome: 'failed',
+    status: 503,
+    node: 'node-3',
+    detail: 'store unavailable, retry after 1 s',
+  });
   for (let t = 500; t < 60_000; t += 1_000) {
     if (t === 21_500) {
-      add({ client: 'reader-nginx', kind: 'read.rollout', via: 'nginx', target: 'checkout-v2', invokedAt: t, completedAt: t + 2_000, outcome: 'unknown', status: 504, detail: 'nginx: upstream timed out (node-1 was dead)' });
+      add({
+        client: 'reader-nginx',
+        kind: 'read.rollout',
+        via: 'nginx',
+        target: 'checkout-v2',
+        invokedAt: t,
+        completedAt: t + 2_000,
+        outcome: 'unknown',
+        status: 504,
+        detail: 'nginx: upstream timed out (node-1 was dead)',
+      });
       continue;
     }
     const node = FIXTURE.nodes[Math.floor(t / 1_000) % 3] ?? 'node-2';
-    add({ client: 'reader-nginx', kind: 'read.rollout', via: 'nginx', target: 'checkout-v2', invokedAt: t, completedAt: t + 25, outcome: 'ok', status: 200, node });
+    add({
+      client: 'reader-nginx',
+      kind: 'read.rollout',
+      via: 'nginx',
+      target: 'checkout-v2',
+      invokedAt: t,
+      completedAt: t + 25,
+      outcome: 'ok',
+      status: 200,
+      node,
+    });
   }
   return out.sort((a, b) => a.invokedAt - b.invokedAt);
 }
@@ -172,7 +251,13 @@ export function fixtureHistory(): { history: ChaosHistory; violations: Violation
       rolloutTransitions: [
         { seq: 1, at: 1_150, rolloutId: 'checkout-v2', from: null, to: { state: 'running', attempt: 1, reason: null, by: 'node-1' } },
         { seq: 2, at: 2_900, rolloutId: 'search-v5', from: null, to: { state: 'running', attempt: 1, reason: null, by: 'node-1' } },
-        { seq: 3, at: 42_000, rolloutId: 'search-v5', from: { state: 'running', attempt: 1 }, to: { state: 'rolled_back', attempt: 1, reason: 'gate breached: error rate 4.1% > 2%', by: 'node-3' } },
+        {
+          seq: 3,
+          at: 42_000,
+          rolloutId: 'search-v5',
+          from: { state: 'running', attempt: 1 },
+          to: { state: 'rolled_back', attempt: 1, reason: 'gate breached: error rate 4.1% > 2%', by: 'node-3' },
+        },
       ],
       itemTransitions: items,
       rollouts: [
@@ -200,7 +285,16 @@ export function fixtureHistory(): { history: ChaosHistory; violations: Violation
       runs: [{ id: FIXTURE.run, items: FIXTURE.items }],
       items: items
         .filter((t) => t.to.state === 'done' || t.to.state === 'failed')
-        .map((t) => ({ runId: t.runId, id: t.itemId, state: t.to.state, worker: t.to.worker, resultHash: t.to.resultHash, error: t.to.error, attempts: t.to.attempts, hasMessage: true })),
+        .map((t) => ({
+          runId: t.runId,
+          id: t.itemId,
+          state: t.to.state,
+          worker: t.to.worker,
+          resultHash: t.to.resultHash,
+          error: t.to.error,
+          attempts: t.to.attempts,
+          hasMessage: true,
+        })),
       idempotency: [
         { key: 'k-create-1', status: 201, node: 'node-1' },
         { key: 'k-create-2', status: 201, node: 'node-1' },
@@ -212,7 +306,8 @@ export function fixtureHistory(): { history: ChaosHistory; violations: Violation
     {
       invariant: 'lease-epoch-monotonic',
       kind: 'safety',
-      message: 'promotion_leader went back from epoch 2 to epoch 0: node-1 holds epoch 0 after node-3 held epoch 2, so a write fenced at epoch 0 would pass again',
+      message:
+        'promotion_leader went back from epoch 2 to epoch 0: node-1 holds epoch 0 after node-3 held epoch 2, so a write fenced at epoch 0 would pass again',
       evidence: [
         `36.700 s lease promotion_leader update holder=node-3 epoch=2 (seq ${seqOf(36_700)})`,
         `50.000 s lease promotion_leader delete holder=node-3 epoch=2 (seq ${seqOf(50_000)})`,

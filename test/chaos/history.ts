@@ -196,7 +196,15 @@ export interface RolloutRow {
   readonly reason: string | null;
   /** The spec's labels, where the workload puts its own key (to match a create with its rollout). */
   readonly labels: Record<string, string>;
-  readonly stages: readonly { attempt: number; index: number; name: string; phase: StagePhase; promotedEpoch: number | null; promotedBy: string | null; activatedAt: number | null }[];
+  readonly stages: readonly {
+    attempt: number;
+    index: number;
+    name: string;
+    phase: StagePhase;
+    promotedEpoch: number | null;
+    promotedBy: string | null;
+    activatedAt: number | null;
+  }[];
   /** The spec's `actuators`: the targets it moves (absent where the topology has none). */
   readonly actuators?: readonly string[];
   /** The spec's stage percents, by index. */

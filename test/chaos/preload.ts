@@ -31,7 +31,10 @@ if (variant) {
   // Every edit must apply exactly once, or the variant would silently be the product as it is.
   for (const e of v.edits) {
     const n = readFileSync(resolve(root, e.file), 'utf8').split(e.find).length - 1;
-    if (e.last ? n < 1 : n !== 1) throw new Error(`chaos variant ${v.name}: "${e.find.slice(0, 80)}" found ${n} times in ${e.file}${e.last ? '' : ' (once expected; `last` edits the last of several)'}`);
+    if (e.last ? n < 1 : n !== 1)
+      throw new Error(
+        `chaos variant ${v.name}: "${e.find.slice(0, 80)}" found ${n} times in ${e.file}${e.last ? '' : ' (once expected; `last` edits the last of several)'}`,
+      );
   }
   edits.push(...v.edits);
 }

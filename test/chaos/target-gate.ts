@@ -62,7 +62,12 @@ export function gateIn(dir: string): (target: string, stamp?: unknown) => Promis
   const trace = Boolean(process.env.CHAOS_LOG_DIR);
   const checked = async (target: string, stamp: unknown) => {
     const s = stamp as TargetStamp;
-    const line: GateCheck = { at: performance.timeOrigin + performance.now(), pid: process.pid, target, stamp: { rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, epoch: s.epoch, percent: s.percent, final: s.final } };
+    const line: GateCheck = {
+      at: performance.timeOrigin + performance.now(),
+      pid: process.pid,
+      target,
+      stamp: { rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, epoch: s.epoch, percent: s.percent, final: s.final },
+    };
     await appendFile(join(dir, `checks-${process.pid}.jsonl`), `${JSON.stringify(line)}\n`);
   };
   return async (target, stamp) => {

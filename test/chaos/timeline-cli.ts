@@ -28,7 +28,8 @@ export function parseSaved(text: string, source: string): { history: ChaosHistor
   const d = data as { history?: Partial<ChaosHistory>; violations?: unknown };
   const h = d?.history;
   if (!h || typeof h !== 'object') throw new Error(`${source}: no "history" object`);
-  for (const key of ['nodes', 'workers', 'ops', 'faults', 'processes'] as const) if (!Array.isArray(h[key])) throw new Error(`${source}: history.${key} is not a list`);
+  for (const key of ['nodes', 'workers', 'ops', 'faults', 'processes'] as const)
+    if (!Array.isArray(h[key])) throw new Error(`${source}: history.${key} is not a list`);
   if (!h.phases || !h.store || !Array.isArray(h.store.leaseChanges)) throw new Error(`${source}: history.phases or history.store is missing`);
   const violations = d.violations ?? [];
   if (!Array.isArray(violations)) throw new Error(`${source}: "violations" is not a list`);
@@ -36,7 +37,11 @@ export function parseSaved(text: string, source: string): { history: ChaosHistor
 }
 
 function main(argv: string[]): number {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { out: { type: 'string', short: 'o' }, fixture: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { out: { type: 'string', short: 'o' }, fixture: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+  });
   if (values.help) {
     console.log(usage);
     return 0;

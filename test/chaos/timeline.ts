@@ -60,7 +60,17 @@ export interface LeaseTerm {
 export function leaderIntervals(changes: readonly LeaseChange[], name: string, endAt: number): LeaseTerm[] {
   const log = changes.filter((c) => c.name === name).sort((a, b) => a.seq - b.seq);
   const terms: LeaseTerm[] = [];
-  let open: { holder: string; epoch: number; from: number; expiresAt: number | null; renewals: number; anomaly: LeaseTerm['anomaly']; previousEpoch: number | null; firstSeq: number; lastSeq: number } | null = null;
+  let open: {
+    holder: string;
+    epoch: number;
+    from: number;
+    expiresAt: number | null;
+    renewals: number;
+    anomaly: LeaseTerm['anomaly'];
+    previousEpoch: number | null;
+    firstSeq: number;
+    lastSeq: number;
+  } | null = null;
   let maxEpoch: number | null = null;
   let lastHolderOfMax: string | null = null;
 
@@ -95,8 +105,24 @@ export function leaderIntervals(changes: readonly LeaseChange[], name: string, e
     }
     close(c.at, 'replaced');
     const anomaly: LeaseTerm['anomaly'] =
-      maxEpoch === null ? null : c.epoch < maxEpoch ? 'backwards' : c.epoch === maxEpoch && lastHolderOfMax !== null && lastHolderOfMax !== c.holder ? 'not-advanced' : null;
-    open = { holder: c.holder, epoch: c.epoch, from: c.at, expiresAt: c.expiresAt, renewals: 0, anomaly, previousEpoch: maxEpoch, firstSeq: c.seq, lastSeq: c.seq };
+      maxEpoch === null
+        ? null
+        : c.epoch < maxEpoch
+          ? 'backwards'
+          : c.epoch === maxEpoch && lastHolderOfMax !== null && lastHolderOfMax !== c.holder
+            ? 'not-advanced'
+            : null;
+    open = {
+      holder: c.holder,
+      epoch: c.epoch,
+      from: c.at,
+      expiresAt: c.expiresAt,
+      renewals: 0,
+      anomaly,
+      previousEpoch: maxEpoch,
+      firstSeq: c.seq,
+      lastSeq: c.seq,
+    };
     see(c.epoch, c.holder);
   }
   expireBefore(endAt);
@@ -301,7 +327,8 @@ function describeTerm(t: LeaseTerm): string {
 }
 
 function describeFault(f: FaultRecord): string {
-  const span = f.endAt === null ? `from ${secExact(f.startAt)}, never healed` : `${secExact(f.startAt)} – ${secExact(f.endAt)} (${n1((f.endAt - f.startAt) / 1000)} s)`;
+  const span =
+    f.endAt === null ? `from ${secExact(f.startAt)}, never healed` : `${secExact(f.startAt)} – ${secExact(f.endAt)} (${n1((f.endAt - f.startAt) / 1000)} s)`;
   return `${f.kind} → ${f.target}: ${span}${f.detail ? ` — ${f.detail}` : ''}`;
 }
 
@@ -339,7 +366,8 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
   const tickList = ticks(s.t0, s.t1);
   y += 18;
   const axisTop = y;
-  for (const t of tickList) body.push(`<text class="tick" x="${s.x(t)}" y="${y - 5}" text-anchor="middle">${esc(t === 0 ? '0' : sec(t).replace('.0 s', ' s'))}</text>`);
+  for (const t of tickList)
+    body.push(`<text class="tick" x="${s.x(t)}" y="${y - 5}" text-anchor="middle">${esc(t === 0 ? '0' : sec(t).replace('.0 s', ' s'))}</text>`);
 
   // Phases.
   const p = history.phases;
@@ -408,7 +436,10 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
   const stallMarks = (lane: string, yy: number, h: number) =>
     (history.stalls ?? [])
       .filter((x) => x.process === lane)
-      .map((x) => `<rect class="stall" data-kind="stall" data-lane="${esc(lane)}" x="${s.x(x.at)}" y="${yy}" width="${Math.max(1, s.x(x.at + x.ms) - s.x(x.at))}" height="${h}">${title(`${lane} stalled ${secExact(x.ms)} from ${secExact(x.at)} (pid ${x.pid})`)}</rect>`)
+      .map(
+        (x) =>
+          `<rect class="stall" data-kind="stall" data-lane="${esc(lane)}" x="${s.x(x.at)}" y="${yy}" width="${Math.max(1, s.x(x.at + x.ms) - s.x(x.at))}" height="${h}">${title(`${lane} stalled ${secExact(x.ms)} from ${secExact(x.at)} (pid ${x.pid})`)}</rect>`,
+      )
       .join('');
   for (const node of holders) {
     const own = terms.filter((t) => t.holder === node);
@@ -476,7 +507,8 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
     body.push(section(y, 'Rollouts — ▲ stage promoted, ▼ stage rolled back'));
     y += 10;
     // Past a dozen rollouts one shared row reads better than a wall of labels.
-    const rowsOf: { id: string | null; label: string }[] = rolloutIds.length > 12 ? [{ id: null, label: `${rolloutIds.length} rollouts` }] : rolloutIds.map((id) => ({ id, label: id }));
+    const rowsOf: { id: string | null; label: string }[] =
+      rolloutIds.length > 12 ? [{ id: null, label: `${rolloutIds.length} rollouts` }] : rolloutIds.map((id) => ({ id, label: id }));
     for (const row of rowsOf) {
       const own = allStages.filter((t) => row.id === null || t.rolloutId === row.id);
       const ownMarks = marks.filter((t) => row.id === null || t.rolloutId === row.id);
@@ -485,11 +517,17 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
       const promoted = ownMarks.filter((t) => t.to === 'promoted').length;
       const rolledBack = ownMarks.length - promoted;
       const sub = [promoted ? `${promoted} promoted` : '', rolledBack ? `${rolledBack} rolled back` : ''].filter(Boolean).join(' · ') || 'no promotions';
-      const parts = [laneLabel(y + 11, row.label, sub), `<line class="rollout-line" x1="${s.x(first)}" x2="${Math.max(s.x(last), s.x(first) + 1)}" y1="${y + 12}" y2="${y + 12}"/>`];
+      const parts = [
+        laneLabel(y + 11, row.label, sub),
+        `<line class="rollout-line" x1="${s.x(first)}" x2="${Math.max(s.x(last), s.x(first) + 1)}" y1="${y + 12}" y2="${y + 12}"/>`,
+      ];
       for (const t of ownMarks) {
         const x = s.x(t.at);
         const cy = y + 12;
-        const shape = t.to === 'promoted' ? `<path d="M${x},${cy - 7} L${x + 6},${cy + 4} L${x - 6},${cy + 4} Z"/>` : `<path d="M${x},${cy + 7} L${x + 6},${cy - 4} L${x - 6},${cy - 4} Z"/>`;
+        const shape =
+          t.to === 'promoted'
+            ? `<path d="M${x},${cy - 7} L${x + 6},${cy + 4} L${x - 6},${cy + 4} Z"/>`
+            : `<path d="M${x},${cy + 7} L${x + 6},${cy - 4} L${x - 6},${cy - 4} Z"/>`;
         const cls = t.to === 'promoted' ? 'promotion' : 'rollback';
         parts.push(`<g class="mark ${cls}" data-kind="${cls}" data-lane="${esc(t.rolloutId)}" data-at="${esc(t.at)}">${title(describeStage(t))}${shape}</g>`);
       }
@@ -523,8 +561,18 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
         }
       } else {
         const bins = Math.round(PLOT / 5);
-        const d = histogram(done.map((c) => c.at), s.t0, s.t1, bins);
-        const f = histogram(failed.map((c) => c.at), s.t0, s.t1, bins);
+        const d = histogram(
+          done.map((c) => c.at),
+          s.t0,
+          s.t1,
+          bins,
+        );
+        const f = histogram(
+          failed.map((c) => c.at),
+          s.t0,
+          s.t1,
+          bins,
+        );
         const top = Math.max(1, ...d, ...f);
         const bw = PLOT / bins;
         for (let i = 0; i < bins; i++) {
@@ -561,14 +609,21 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
     const parts = [laneLabel(y + 12, 'client ops', `${failedN} refused · ${unknownN} unanswered`)];
     // Bins of about a second where the picture has room: narrower ones turn a steady client into a barcode.
     const bins = Math.max(20, Math.min(Math.round(PLOT / 6), Math.round((s.t1 - s.t0) / 1_000)));
-    const counts = histogram(ok.map((o) => o.completedAt ?? o.invokedAt), s.t0, s.t1, bins);
+    const counts = histogram(
+      ok.map((o) => o.completedAt ?? o.invokedAt),
+      s.t0,
+      s.t1,
+      bins,
+    );
     const top = Math.max(1, ...counts);
     const bw = PLOT / bins;
     const base = y + 26;
     counts.forEach((c, i) => {
       if (!c) return;
       const h = (c / top) * 20;
-      parts.push(`<rect class="bin ops-ok" x="${LEFT + i * bw + 0.5}" y="${base - h}" width="${Math.max(1, bw - 1)}" height="${h}">${title(`${c} ops answered ok, ${sec(s.t0 + ((s.t1 - s.t0) * i) / bins)} – ${sec(s.t0 + ((s.t1 - s.t0) * (i + 1)) / bins)}`)}</rect>`);
+      parts.push(
+        `<rect class="bin ops-ok" x="${LEFT + i * bw + 0.5}" y="${base - h}" width="${Math.max(1, bw - 1)}" height="${h}">${title(`${c} ops answered ok, ${sec(s.t0 + ((s.t1 - s.t0) * i) / bins)} – ${sec(s.t0 + ((s.t1 - s.t0) * (i + 1)) / bins)}`)}</rect>`,
+      );
     });
     if (troubled.length <= MAX_OP_MARKS) {
       for (const o of troubled) {
@@ -588,8 +643,18 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
         }
       }
     } else {
-      const f = histogram(troubled.filter((o) => o.outcome === 'failed').map((o) => o.completedAt ?? o.invokedAt), s.t0, s.t1, bins);
-      const u = histogram(troubled.filter((o) => o.outcome === 'unknown').map((o) => o.invokedAt), s.t0, s.t1, bins);
+      const f = histogram(
+        troubled.filter((o) => o.outcome === 'failed').map((o) => o.completedAt ?? o.invokedAt),
+        s.t0,
+        s.t1,
+        bins,
+      );
+      const u = histogram(
+        troubled.filter((o) => o.outcome === 'unknown').map((o) => o.invokedAt),
+        s.t0,
+        s.t1,
+        bins,
+      );
       const topT = Math.max(1, ...f, ...u);
       for (let i = 0; i < bins; i++) {
         const fl = f[i] ?? 0;
@@ -613,7 +678,8 @@ function drawSvg(history: ChaosHistory, violations: readonly Violation[], s: Sca
   const lanesBottom = y;
   y += 6;
   // Axis labels again at the bottom, for tall pictures.
-  for (const t of tickList) body.push(`<text class="tick" x="${s.x(t)}" y="${y + 10}" text-anchor="middle">${esc(t === 0 ? '0' : sec(t).replace('.0 s', ' s'))}</text>`);
+  for (const t of tickList)
+    body.push(`<text class="tick" x="${s.x(t)}" y="${y + 10}" text-anchor="middle">${esc(t === 0 ? '0' : sec(t).replace('.0 s', ' s'))}</text>`);
   y += 18;
   const height = y;
 
@@ -675,7 +741,8 @@ function summaryOf(history: ChaosHistory, violations: readonly Violation[], term
     lines.push(`${terms.length} leader terms across ${new Set(terms.map((t) => t.holder)).size} nodes, epochs ${Math.min(...epochs)}–${Math.max(...epochs)}.`);
   }
   const bad = terms.filter((t) => t.anomaly !== null);
-  if (bad.length) lines.push(`${plural(bad.length, 'term')} with an epoch that did not advance: ${bad.map((t) => `${t.holder} e${t.epoch} at ${sec(t.from)}`).join(', ')}.`);
+  if (bad.length)
+    lines.push(`${plural(bad.length, 'term')} with an epoch that did not advance: ${bad.map((t) => `${t.holder} e${t.epoch} at ${sec(t.from)}`).join(', ')}.`);
   if (terms.length) {
     let longest = { gap: 0, from: 0, to: 0 };
     for (let i = 1; i <= terms.length; i++) {
@@ -701,7 +768,9 @@ function summaryOf(history: ChaosHistory, violations: readonly Violation[], term
   }
   if (violations.length) {
     const first = [...violations].filter((v) => v.at !== null).sort((a, b) => (a.at ?? 0) - (b.at ?? 0))[0];
-    lines.push(`${plural(violations.length, 'violation')} (${[...new Set(violations.map((v) => v.invariant))].join(', ')})${first ? `; the first at ${sec(first.at ?? 0)}` : ''}.`);
+    lines.push(
+      `${plural(violations.length, 'violation')} (${[...new Set(violations.map((v) => v.invariant))].join(', ')})${first ? `; the first at ${sec(first.at ?? 0)}` : ''}.`,
+    );
   } else lines.push('No violations.');
   return lines;
 }
@@ -822,7 +891,9 @@ export function renderTimeline(history: ChaosHistory, violations: readonly Viola
     plural(history.faults.length, 'fault'),
     plural(violations.length, 'violation'),
   ];
-  const verdict = violations.length ? `<span class="verdict bad">${esc(plural(violations.length, 'violation'))}</span>` : `<span class="verdict ok">no violations</span>`;
+  const verdict = violations.length
+    ? `<span class="verdict bad">${esc(plural(violations.length, 'violation'))}</span>`
+    : `<span class="verdict ok">no violations</span>`;
   const vlist = violations.length
     ? `<ol id="violations">${violations
         .map(
@@ -835,7 +906,10 @@ export function renderTimeline(history: ChaosHistory, violations: readonly Viola
     : `<p class="none" id="violations-none">The checker found no violations.</p>`;
   const faultRows = [...history.faults]
     .sort((a, b) => a.startAt - b.startAt)
-    .map((f) => `<tr><td>${esc(f.kind)}</td><td>${esc(f.target)}</td><td>${esc(secExact(f.startAt))}</td><td>${f.endAt === null ? 'never healed' : esc(secExact(f.endAt))}</td><td>${esc(f.detail ?? '')}</td></tr>`)
+    .map(
+      (f) =>
+        `<tr><td>${esc(f.kind)}</td><td>${esc(f.target)}</td><td>${esc(secExact(f.startAt))}</td><td>${f.endAt === null ? 'never healed' : esc(secExact(f.endAt))}</td><td>${esc(f.detail ?? '')}</td></tr>`,
+    )
     .join('');
   const termRows = terms
     .map(

@@ -40,11 +40,28 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'write-under-current-epoch',
     edits: [
       { file: 'shared/lease/fencing.ts', find: 'view.holder === token.holder && view.epoch === token.epoch', replace: 'view.holder === token.holder' },
-      { file: 'shared/adapters/postgres/fence.ts', find: 'AND epoch = ${p(token.epoch)} FOR SHARE', replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE' },
-      { file: 'shared/adapters/postgres/schema.ts', find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN', replace: 'IF l.holder IS DISTINCT FROM p_holder THEN', last: true },
+      {
+        file: 'shared/adapters/postgres/fence.ts',
+        find: 'AND epoch = ${p(token.epoch)} FOR SHARE',
+        replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE',
+      },
+      {
+        file: 'shared/adapters/postgres/schema.ts',
+        find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN',
+        replace: 'IF l.holder IS DISTINCT FROM p_holder THEN',
+        last: true,
+      },
       // DynamoDB: the fence's ConditionCheck on the lease item compares the holder alone.
-      { file: 'shared/adapters/dynamodb/fence.ts', find: "ConditionExpression: 'holder = :fenceHolder AND epoch = :fenceEpoch',", replace: "ConditionExpression: 'holder = :fenceHolder'," },
-      { file: 'shared/adapters/dynamodb/fence.ts', find: "ExpressionAttributeValues: { ':fenceHolder': token.holder, ':fenceEpoch': token.epoch },", replace: "ExpressionAttributeValues: { ':fenceHolder': token.holder }," },
+      {
+        file: 'shared/adapters/dynamodb/fence.ts',
+        find: "ConditionExpression: 'holder = :fenceHolder AND epoch = :fenceEpoch',",
+        replace: "ConditionExpression: 'holder = :fenceHolder',",
+      },
+      {
+        file: 'shared/adapters/dynamodb/fence.ts',
+        find: "ExpressionAttributeValues: { ':fenceHolder': token.holder, ':fenceEpoch': token.epoch },",
+        replace: "ExpressionAttributeValues: { ':fenceHolder': token.holder },",
+      },
     ],
   },
   'promote-if-not-promoted': {
@@ -59,12 +76,29 @@ export const VARIANTS: Record<string, Variant> = {
         replace: "WHERE id = p->>'rolloutId';",
         last: true,
       },
-      { file: 'shared/adapters/postgres/schema.ts', find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';", replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';", last: true },
+      {
+        file: 'shared/adapters/postgres/schema.ts',
+        find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';",
+        replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';",
+        last: true,
+      },
       // DynamoDB: the rollout row is written whatever it became since it was read (its values stay used, as
       // DynamoDB requires), and a stage changes unless it is promoted.
-      { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',", replace: "ConditionExpression: 'attribute_exists(pk) OR (version = :v AND #state = :s AND attempt = :a)'," },
-      { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ConditionExpression: 'phase = :expectPhase',", replace: "ConditionExpression: 'phase <> :promotedPhase AND (phase = :expectPhase OR attribute_exists(phase))'," },
-      { file: 'shared/adapters/dynamodb/rollout-store.ts', find: "ExpressionAttributeValues: { ':expectPhase': change.expect,", replace: "ExpressionAttributeValues: { ':expectPhase': change.expect, ':promotedPhase': 'promoted'," },
+      {
+        file: 'shared/adapters/dynamodb/rollout-store.ts',
+        find: "ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',",
+        replace: "ConditionExpression: 'attribute_exists(pk) OR (version = :v AND #state = :s AND attempt = :a)',",
+      },
+      {
+        file: 'shared/adapters/dynamodb/rollout-store.ts',
+        find: "ConditionExpression: 'phase = :expectPhase',",
+        replace: "ConditionExpression: 'phase <> :promotedPhase AND (phase = :expectPhase OR attribute_exists(phase))',",
+      },
+      {
+        file: 'shared/adapters/dynamodb/rollout-store.ts',
+        find: "ExpressionAttributeValues: { ':expectPhase': change.expect,",
+        replace: "ExpressionAttributeValues: { ':expectPhase': change.expect, ':promotedPhase': 'promoted',",
+      },
     ],
   },
   'nginx-bench-on-503': {
@@ -78,7 +112,8 @@ export const VARIANTS: Record<string, Variant> = {
         .filter((l) => !/server 127\.0\.0\.1:\d+ backup max_fails=0;/.test(l))
         .join('\n')
         .replace(/proxy_read_timeout (\S+);\n(\s+)proxy_next_upstream error timeout;/, 'proxy_read_timeout $1;\n$2proxy_next_upstream error timeout http_503;');
-      if (out === conf || !out.includes('error timeout http_503;\n      add_header X-Controller-Mode "read-distributed"')) throw new Error('variant nginx-bench-on-503: the read location was not found in nginx.conf');
+      if (out === conf || !out.includes('error timeout http_503;\n      add_header X-Controller-Mode "read-distributed"'))
+        throw new Error('variant nginx-bench-on-503: the read location was not found in nginx.conf');
       return out;
     },
   },
@@ -98,7 +133,9 @@ export const VARIANTS: Record<string, Variant> = {
     name: 'no-dead-letter-pass',
     description: "the node's coordinator never fails items given back maxReceiveCount times: poison stays Pending, undelivered, forever",
     breaks: 'runs-finish',
-    edits: [{ file: 'shared/runtimes/node/node.ts', find: 'run: () => this.coordinators.failDeadLetters() } },', replace: 'run: () => Promise.resolve() } },' }],
+    edits: [
+      { file: 'shared/runtimes/node/node.ts', find: 'run: () => this.coordinators.failDeadLetters() } },', replace: 'run: () => Promise.resolve() } },' },
+    ],
   },
   'resign-deletes-row': {
     name: 'resign-deletes-row',
@@ -108,25 +145,29 @@ export const VARIANTS: Record<string, Variant> = {
       {
         file: 'shared/adapters/postgres/lease-store.ts',
         find: '        : // steal, renew, release: only over the exact prior row\n          await this.sql.query(',
-        replace: "        : next.holder === null\n          ? await this.sql.query('DELETE FROM leases WHERE name = $1 AND version = $2 RETURNING name', [next.name, expected.version])\n          : await this.sql.query(",
+        replace:
+          "        : next.holder === null\n          ? await this.sql.query('DELETE FROM leases WHERE name = $1 AND version = $2 RETURNING name', [next.name, expected.version])\n          : await this.sql.query(",
       },
     ],
   },
   'actuate-before-commit': {
     name: 'actuate-before-commit',
-    description: "a transition's traffic is carried out to its targets before the transition is committed, so a commit that is lost or refused leaves the target ahead",
+    description:
+      "a transition's traffic is carried out to its targets before the transition is committed, so a commit that is lost or refused leaves the target ahead",
     breaks: 'actuation-never-ahead',
     edits: [
       // Pauses are left out: they move no traffic, and a pause for drift runs inside a convergence of the same rollout.
       {
         file: 'shared/rollout/engine.ts',
         find: '      const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n      const applied = await this.store.apply(token, plan);',
-        replace: "      const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n      if (t.kind !== 'pause') await this.actuate(viewAfter(view, plan), token);\n      const applied = await this.store.apply(token, plan);",
+        replace:
+          "      const plan = planTransition(view, t, { now: this.clock.now(), token, actor });\n      if (t.kind !== 'pause') await this.actuate(viewAfter(view, plan), token);\n      const applied = await this.store.apply(token, plan);",
       },
       {
         file: 'shared/rollout/engine.ts',
         find: '      const w = await this.store.recordMetricsAndApply!(token, plan, reading, held);',
-        replace: '      await this.actuate(viewAfter(view, plan), token);\n      const w = await this.store.recordMetricsAndApply!(token, plan, reading, held);',
+        replace:
+          '      await this.actuate(viewAfter(view, plan), token);\n      const w = await this.store.recordMetricsAndApply!(token, plan, reading, held);',
       },
     ],
   },

@@ -53,7 +53,8 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     const leadership = campaignEachTime(elector);
     return { elector, engine, batch: new BatchPromoter(engine, leadership), streaming: new StreamingPromoter(engine, leadership) };
   }
-  const metrics = (rolloutId: string, stage: number, errors: number) => ({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 200, errors, p99LatencyMs: 100, observedAt: clock.now() }) as const;
+  const metrics = (rolloutId: string, stage: number, errors: number) =>
+    ({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 200, errors, p99LatencyMs: 100, observedAt: clock.now() }) as const;
   const carried = async () => {
     const text = await readFile(nginx.target.include, 'utf8');
     return new NginxActuator('web', nginx.target).read().then((o) => ({ percent: o.percent, final: o.final, stage: o.stamp?.stage ?? null, text }));
@@ -66,7 +67,16 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     await a.streaming.handle({ type: 'rollout.created', rolloutId: id });
     expect(await carried()).toMatchObject({ percent: 10, stage: 0 });
     expect(Math.abs((await nginx.measure(2_000)) - 10)).toBeLessThanOrEqual(3);
-    expect(await record(id)).toMatchObject({ target: 'web', kind: 'nginx', attempt: 1, stage: 0, percent: 10, state: 'converged', settled: false, appliedAt: clock.now() });
+    expect(await record(id)).toMatchObject({
+      target: 'web',
+      kind: 'nginx',
+      attempt: 1,
+      stage: 0,
+      percent: 10,
+      state: 'converged',
+      settled: false,
+      appliedAt: clock.now(),
+    });
     expect(await backend.rollouts.unsettledActuations(10)).toEqual([id]);
 
     await a.streaming.handle(metrics(id, 0, 0));
@@ -88,7 +98,7 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     expect(await backend.rollouts.unsettledActuations(10)).toEqual([]);
   });
 
-  it('a deposed leader\'s write that lands after the end was written is undone by the next tick, and the target is stamped again under the newer epoch', async () => {
+  it("a deposed leader's write that lands after the end was written is undone by the next tick, and the target is stamped again under the newer epoch", async () => {
     const a = node('a');
     const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
     await a.batch.tick();
@@ -101,14 +111,17 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     await runCommand(b.engine, token, { rolloutId: id, command: 'abort', actor: 'alice' });
     expect(await carried()).toMatchObject({ percent: 0 });
     // The late write: the first stage's split under the deposed leader's epoch, as its paused rename would leave it.
-    const late = new NginxActuator('web', nginx.target).render({ percent: 10, final: false }, { rolloutId: id, attempt: 1, stage: 0, epoch: deposed.epoch, percent: 10, final: false, version: 1 });
+    const late = new NginxActuator('web', nginx.target).render(
+      { percent: 10, final: false },
+      { rolloutId: id, attempt: 1, stage: 0, epoch: deposed.epoch, percent: 10, final: false, version: 1 },
+    );
     await writeFile(nginx.target.include, late);
     await b.batch.tick();
     expect(await carried()).toMatchObject({ percent: 0, stage: null });
     expect((await new NginxActuator('web', nginx.target).read()).stamp).toMatchObject({ epoch: token.epoch });
   });
 
-  it('a promotion decided on a pushed reading (the leader\'s fast path, one write for the reading and the decision) reaches nginx at once, no tick needed', async () => {
+  it("a promotion decided on a pushed reading (the leader's fast path, one write for the reading and the decision) reaches nginx at once, no tick needed", async () => {
     const a = node('a');
     const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
     await a.streaming.handle({ type: 'rollout.created', rolloutId: id });
@@ -130,7 +143,7 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     expect(await record(id)).toMatchObject({ final: true, state: 'converged', settled: false });
   });
 
-  it('a crash between a commit and its effect: the next leader\'s tick converges the target, for a running rollout and for one that has ended', async () => {
+  it("a crash between a commit and its effect: the next leader's tick converges the target, for a running rollout and for one that has ended", async () => {
     const a = node('a');
     const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
     await a.batch.tick();
@@ -185,7 +198,10 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     const a = node('a');
     const { id } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
     await a.batch.tick();
-    expect((await backend.rollouts.load(id))!.rollout).toMatchObject({ state: 'paused', stateReason: expect.stringMatching(/it carries 20% on the new side and no stamp of ours/) as unknown });
+    expect((await backend.rollouts.load(id))!.rollout).toMatchObject({
+      state: 'paused',
+      stateReason: expect.stringMatching(/it carries 20% on the new side and no stamp of ours/) as unknown,
+    });
     expect(await readFile(nginx.target.include, 'utf8')).toBe(foreign);
   });
 
@@ -199,11 +215,15 @@ forEachBackend('actuation on %s', { fresh: 'each' }, (backend) => {
     const b = node('b');
     expect(await campaignEachTime(b.elector)()).not.toBeNull();
     const before = await readFile(nginx.target.include, 'utf8');
-    await expect(backend.rollouts.recordActuation(stale, { ...(await record(id)), percent: 50, stage: 1, state: 'pending' })).rejects.toBeInstanceOf(FencedError);
+    await expect(backend.rollouts.recordActuation(stale, { ...(await record(id)), percent: 50, stage: 1, state: 'pending' })).rejects.toBeInstanceOf(
+      FencedError,
+    );
     expect(await record(id)).toMatchObject({ percent: 10, stage: 0 });
     // The old leader's engine converging on its stale token: fenced at the record written before any write.
     const view = (await backend.rollouts.load(id))!;
-    await expect(a.engine.actuate({ ...view, stages: view.stages.map((s, i) => ({ ...s, phase: i === 1 ? 'active' : 'promoted' })) }, stale)).rejects.toBeInstanceOf(FencedError);
+    await expect(
+      a.engine.actuate({ ...view, stages: view.stages.map((s, i) => ({ ...s, phase: i === 1 ? 'active' : 'promoted' })) }, stale),
+    ).rejects.toBeInstanceOf(FencedError);
     expect(await readFile(nginx.target.include, 'utf8')).toBe(before);
   });
 });

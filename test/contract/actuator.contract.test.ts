@@ -16,7 +16,13 @@ import { webhookFixture } from '../support/actuators/webhook.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL;
 if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
-const fixtures: ActuatorFixture[] = [nginxFixture(), albWeightsFixture(moto), lambdaAliasFixture(moto), webhookFixture({ revisions: true }), webhookFixture({ revisions: false })];
+const fixtures: ActuatorFixture[] = [
+  nginxFixture(),
+  albWeightsFixture(moto),
+  lambdaAliasFixture(moto),
+  webhookFixture({ revisions: true }),
+  webhookFixture({ revisions: false }),
+];
 
 describe.each(fixtures.map((f) => [f.kind, f] as const))('actuator contract: %s', (_kind, fixture) => {
   let t: ActuatorUnderTest;
@@ -26,8 +32,25 @@ describe.each(fixtures.map((f) => [f.kind, f] as const))('actuator contract: %s'
   afterAll(async () => t?.close());
 
   const rollout = { version: 3, ended: false };
-  const desired = (percent: number, o: Partial<Desired> = {}): Desired => ({ rolloutId: 'r-contract', attempt: 1, stage: 0, percent, final: false, newVersion: t.newVersion, version: 3, ...o });
-  const stampOf = (d: Desired, epoch: number): Stamp => ({ rolloutId: d.rolloutId, attempt: d.attempt, stage: d.stage, epoch, percent: d.percent, final: d.final, version: d.version });
+  const desired = (percent: number, o: Partial<Desired> = {}): Desired => ({
+    rolloutId: 'r-contract',
+    attempt: 1,
+    stage: 0,
+    percent,
+    final: false,
+    newVersion: t.newVersion,
+    version: 3,
+    ...o,
+  });
+  const stampOf = (d: Desired, epoch: number): Stamp => ({
+    rolloutId: d.rolloutId,
+    attempt: d.attempt,
+    stage: d.stage,
+    epoch,
+    percent: d.percent,
+    final: d.final,
+    version: d.version,
+  });
   const read = () => t.actuator.read(t.newVersion);
 
   it('a target at rest, never written: nothing on the new side, no stamp; ours to take', async () => {

@@ -22,7 +22,11 @@ forEachBackend('coordinator on %s', (backend) => {
   async function setup(n: number, holderId = 'c1', ownClock: ManualClock = clock) {
     const runId = uniqueName('run');
     await backend.ledger.createRun(runId, {}, clock.now());
-    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), clock.now());
+    const { ids } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: n }, (_, i) => ({ runId, i })),
+      clock.now(),
+    );
     return { runId, ids, ...(await coordinatorFor(runId, holderId, ownClock)) };
   }
   async function coordinatorFor(runId: string, holderId: string, ownClock: ManualClock = clock) {
@@ -30,7 +34,15 @@ forEachBackend('coordinator on %s', (backend) => {
     await elector.campaign();
     const bus = new InProcessBus();
     const fencedCalls: FencedError[] = [];
-    const coordinator = new Coordinator({ runId, ledger: backend.ledger, elector, bus, failureTimeoutMs: LEASE.ttlMs, clock: ownClock, onFenced: (e) => fencedCalls.push(e) });
+    const coordinator = new Coordinator({
+      runId,
+      ledger: backend.ledger,
+      elector,
+      bus,
+      failureTimeoutMs: LEASE.ttlMs,
+      clock: ownClock,
+      onFenced: (e) => fencedCalls.push(e),
+    });
     return { elector, bus, coordinator, fencedCalls };
   }
   const cas = (c: Parameters<LeaseBackend['ledger']['cas']>[0]) => backend.ledger.cas(c, clock.now());
@@ -112,7 +124,12 @@ forEachBackend('coordinator on %s', (backend) => {
     await expect.poll(async () => (await after.coordinator.replay()).pending.length, { interval: 20, timeout: 5_000 }).toBe(3);
     const inflight = await after.coordinator.replay();
     expect([...inflight.running.keys()]).toEqual(['w1']);
-    expect(inflight.running.get('w1')!.map((i) => i.id).sort()).toEqual(ids.slice(0, 2).sort());
+    expect(
+      inflight.running
+        .get('w1')!
+        .map((i) => i.id)
+        .sort(),
+    ).toEqual(ids.slice(0, 2).sort());
     // w1 was never disturbed: it finishes what it holds; the rest is claimed again and done once each.
     for (const id of ids.slice(0, 2)) expect((await cas(ack(runId, id, 'w1', `r-${id}`))).ok).toBe(true);
     for (const item of inflight.pending) {
@@ -136,7 +153,12 @@ forEachBackend('coordinator on %s', (backend) => {
     expect((await backend.ledger.getRun(runId))!.cancelled).toEqual(first!.cancelled);
     expect(await backend.ledger.cancelRun(uniqueName('none'), { by: 'alice', reason: null }, clock.now())).toBeNull();
     await expect.poll(async () => (await coordinator.failCancelled()).length, { interval: 20, timeout: 5_000 }).toBeGreaterThan(0);
-    await expect.poll(async () => [...(await coordinator.failCancelled()), ...(await backend.ledger.pending(runId, 10)).map((i) => i.id)], { interval: 20, timeout: 5_000 }).toEqual([]);
+    await expect
+      .poll(async () => [...(await coordinator.failCancelled()), ...(await backend.ledger.pending(runId, 10)).map((i) => i.id)], {
+        interval: 20,
+        timeout: 5_000,
+      })
+      .toEqual([]);
     for (const id of ids.slice(2)) expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', error: 'cancelled: wrong input (by alice)' });
     // The running one finishes and its result is kept.
     expect((await cas(ack(runId, ids[0]!, 'busy', 'kept'))).ok).toBe(true);
@@ -147,14 +169,21 @@ forEachBackend('coordinator on %s', (backend) => {
       clock.advance(LEASE.ttlMs / 2);
       await elector.campaign();
     }
-    expect(await backend.ledger.get(runId, ids[1]!)).toMatchObject({ state: 'failed', error: expect.stringMatching(/^cancelled: wrong input \(by alice\); worker silent went silent/) as unknown });
+    expect(await backend.ledger.get(runId, ids[1]!)).toMatchObject({
+      state: 'failed',
+      error: expect.stringMatching(/^cancelled: wrong input \(by alice\); worker silent went silent/) as unknown,
+    });
     expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 1, failed: 4 });
   });
 
   it('replay pages through a Pending set larger than one page (no re-reading the first page forever)', async () => {
     const runId = uniqueName('run');
     await backend.ledger.createRun(runId, {}, clock.now());
-    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: 7 }, (_, i) => ({ runId, i })), clock.now());
+    const { ids } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: 7 }, (_, i) => ({ runId, i })),
+      clock.now(),
+    );
     const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId: 'c', clock, ...LEASE });
     await elector.campaign();
     const c = new Coordinator({ runId, ledger: backend.ledger, elector, bus: new InProcessBus(), failureTimeoutMs: LEASE.ttlMs, clock, replayPageSize: 3 });

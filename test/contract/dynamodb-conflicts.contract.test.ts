@@ -66,9 +66,18 @@ describe('concurrent transactions on DynamoDB (conflicts as DynamoDB raises them
     expect((await elector.campaign()).leader).toBe(true);
     return { token: elector.token()!, elector, clock };
   }
-  const probe = async (key: string) => (await t.doc.send(new GetCommand({ TableName: t.table, Key: { pk: `PROBE#${key}`, sk: 'PROBE' }, ConsistentRead: true }))).Item;
+  const probe = async (key: string) =>
+    (await t.doc.send(new GetCommand({ TableName: t.table, Key: { pk: `PROBE#${key}`, sk: 'PROBE' }, ConsistentRead: true }))).Item;
   const put = (doc: DynamoDBDocumentClient, token: LeaseToken, key: string, value: string, onlyIfNew = false) =>
-    fencedTransactWrite(doc, t.table, token, [{ Put: { TableName: t.table, Item: { pk: `PROBE#${key}`, sk: 'PROBE', value }, ...(onlyIfNew ? { ConditionExpression: 'attribute_not_exists(pk)' } : {}) } }]);
+    fencedTransactWrite(doc, t.table, token, [
+      {
+        Put: {
+          TableName: t.table,
+          Item: { pk: `PROBE#${key}`, sk: 'PROBE', value },
+          ...(onlyIfNew ? { ConditionExpression: 'attribute_not_exists(pk)' } : {}),
+        },
+      },
+    ]);
   /** What the proxy refused for conflicts, and what the stores retried, while `run` ran. */
   async function conflictsDuring<T>(run: () => Promise<T>): Promise<{ result: T; conflicts: number; retries: number }> {
     const before = { conflicts: proxy.stats.conflicts, retries: conflictStats.retries };
@@ -88,10 +97,17 @@ describe('concurrent transactions on DynamoDB (conflicts as DynamoDB raises them
     for (let round = 0; round < ROUNDS; round++) {
       const keys = Array.from({ length: WRITERS }, () => uniqueName('k'));
       void proxy.holdNextTransaction(WRITERS - 1); // the other seven meet it on the lease item
-      const { result: outcomes, conflicts, retries } = await conflictsDuring(() => Promise.allSettled(keys.map((k, i) => put(processes[i]!, token, k, `v-${round}`))));
+      const {
+        result: outcomes,
+        conflicts,
+        retries,
+      } = await conflictsDuring(() => Promise.allSettled(keys.map((k, i) => put(processes[i]!, token, k, `v-${round}`))));
       expect(conflicts).toBeGreaterThanOrEqual(WRITERS - 1);
       expect(retries).toBeGreaterThanOrEqual(WRITERS - 1);
-      expect(outcomes.flatMap((o, i) => (o.status === 'rejected' ? [`writer ${i}: ${String(o.reason)}`] : [])), `round ${round}`).toEqual([]);
+      expect(
+        outcomes.flatMap((o, i) => (o.status === 'rejected' ? [`writer ${i}: ${String(o.reason)}`] : [])),
+        `round ${round}`,
+      ).toEqual([]);
       for (const k of keys) expect((await probe(k))?.value).toBe(`v-${round}`);
     }
   });
@@ -153,7 +169,13 @@ describe('concurrent transactions on DynamoDB (conflicts as DynamoDB raises them
     const engine = new RolloutEngine({ store, bus: new InProcessBus(), clock });
     const { token } = await leader(uniqueName('promotion'), a, clock);
     const batch = new BatchPromoter(engine, () => Promise.resolve(token), { concurrency: WRITERS });
-    const spec = { target: { service: 'svc', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
+    const spec = {
+      target: { service: 'svc', version: 'v2' },
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } },
+        { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+      ],
+    };
     const ids: string[] = [];
     for (let i = 0; i < WRITERS * 2; i++) ids.push((await createRollout(engine, { spec, actor: 'alice' })).id);
     // Other tests' rollouts share the table: judge only ours.
@@ -181,10 +203,26 @@ describe('concurrent transactions on DynamoDB (conflicts as DynamoDB raises them
     const runId = uniqueName('run');
     const { token } = await leader(uniqueName('coordinator'));
     await ledger.createRun(runId, {}, 1);
-    const { ids } = await ledger.enqueue(runId, Array.from({ length: WRITERS }, (_, i) => ({ i })), 1);
-    expect((await ledger.casMany(ids.map((id) => claim(runId, id, 'victim', token.epoch, 2)), 2)).every((o) => o.ok)).toBe(true);
+    const { ids } = await ledger.enqueue(
+      runId,
+      Array.from({ length: WRITERS }, (_, i) => ({ i })),
+      1,
+    );
+    expect(
+      (
+        await ledger.casMany(
+          ids.map((id) => claim(runId, id, 'victim', token.epoch, 2)),
+          2,
+        )
+      ).every((o) => o.ok),
+    ).toBe(true);
     const elsewhere = await ongoingElsewhere(token);
-    const { result: outcomes, conflicts } = await conflictsDuring(() => ledger.casMany(ids.map((id) => steal(token, runId, id, 'victim', 'thief', 3)), 3));
+    const { result: outcomes, conflicts } = await conflictsDuring(() =>
+      ledger.casMany(
+        ids.map((id) => steal(token, runId, id, 'victim', 'thief', 3)),
+        3,
+      ),
+    );
     await elsewhere.settled;
     expect(conflicts).toBeGreaterThanOrEqual(1);
     expect(outcomes.map((o) => o.ok)).toEqual(ids.map(() => true));
@@ -223,6 +261,9 @@ describe('concurrent transactions on DynamoDB (conflicts as DynamoDB raises them
     const id = uniqueName('ro');
     void proxy.holdNextTransaction(1);
     const outcomes = await Promise.allSettled([a, b].map((doc) => new DynamoRolloutStore(doc, t.table).create(id, spec, 1, 'alice')));
-    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value.created : (o.reason as TransactionCanceledException).message)).sort()).toEqual([false, true]);
+    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value.created : (o.reason as TransactionCanceledException).message)).sort()).toEqual([
+      false,
+      true,
+    ]);
   });
 });

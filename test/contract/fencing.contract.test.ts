@@ -19,7 +19,6 @@ import { gate, settled, until } from '../support/gate.js';
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100 };
 
 forEachBackend('fenced writes racing a steal on %s', (backend) => {
-
   it('no write with the old epoch is accepted once the steal has committed', async () => {
     const name = uniqueName('fence');
     const clock = new ManualClock();

@@ -111,7 +111,9 @@ afterAll(async () => {
   await new Promise((r) => receiver?.close(r));
 });
 
-const clients = cloudWatchClients((region) => new CloudWatchClient({ region: region ?? 'us-east-1', endpoint: cloudwatch.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }));
+const clients = cloudWatchClients(
+  (region) => new CloudWatchClient({ region: region ?? 'us-east-1', endpoint: cloudwatch.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
+);
 const denied = { type: 'AccessDenied', message: 'User is not authorized to perform: cloudwatch:GetMetricData', status: 403 };
 const metric = { namespace: 'Checkout', metricName: 'Errors', stat: 'Sum' };
 
@@ -224,7 +226,16 @@ const subjects: Subject[] = [
   },
 ];
 
-const context: GateContext = { rolloutId: 'r1', attempt: 1, stage: { index: 0, name: 'canary', percent: 10 }, epoch: 3, service: 'checkout', newVersion: 'v2', stableVersion: 'v1', labels: {} };
+const context: GateContext = {
+  rolloutId: 'r1',
+  attempt: 1,
+  stage: { index: 0, name: 'canary', percent: 10 },
+  epoch: 3,
+  service: 'checkout',
+  newVersion: 'v2',
+  stableVersion: 'v1',
+  labels: {},
+};
 
 describe.each(subjects)('gate provider $name', (subject) => {
   it.each(CASES)('%s', async (c) => {
@@ -246,7 +257,13 @@ describe.each(subjects)('gate provider $name', (subject) => {
 
 describe('what the providers ask, and how often', () => {
   it('prometheus: a distinct query once per read, whatever the number of gates asking it; several series are inconclusive', async () => {
-    const g1 = gateOf('prometheus', { name: 'a', address: prometheus.url, query: 'last_over_time(gate_value{case="pass"}[1m])', comparison: '<', threshold: 0.05 });
+    const g1 = gateOf('prometheus', {
+      name: 'a',
+      address: prometheus.url,
+      query: 'last_over_time(gate_value{case="pass"}[1m])',
+      comparison: '<',
+      threshold: 0.05,
+    });
     const g2 = { ...g1, name: 'b' };
     const all = gateOf('prometheus', { name: 'c', address: prometheus.url, query: 'last_over_time(gate_value[1m])', comparison: '<', threshold: 0.05 });
     const seen: string[] = [];
@@ -273,7 +290,13 @@ describe('what the providers ask, and how often', () => {
     const gates = Array.from({ length: 20 }, (_, i) =>
       i % 2
         ? gateOf('cloudwatchMetric', { name: `g${i}`, metric: { namespace: 'Batch', metricName: `M${i}`, stat: 'Sum' }, comparison: '<', threshold: 10 })
-        : gateOf('cloudwatchMetric', { name: `g${i}`, expression: 'm * 2', metrics: { m: { namespace: 'Batch', metricName: `M${i}`, stat: 'Sum' } }, comparison: '<', threshold: 10 }),
+        : gateOf('cloudwatchMetric', {
+            name: `g${i}`,
+            expression: 'm * 2',
+            metrics: { m: { namespace: 'Batch', metricName: `M${i}`, stat: 'Sum' } },
+            comparison: '<',
+            threshold: 10,
+          }),
     );
     const results = await new CloudWatchMetricProvider(clients).read(gates, { now: Date.now(), signal: new AbortController().signal });
     expect(cloudwatch.calls.filter((c) => c.operation === 'GetMetricData')).toHaveLength(1);

@@ -85,7 +85,10 @@ forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 
     clock.advance(61_000);
     calls.length = 0;
     const next = await streaming.handle(metrics(id, 1, 0, clock.now()));
-    expect(next.actions.map((a) => [a.transition, a.stage, a.applied])).toEqual([['promote', 1, true], ['promote', 2, true]]);
+    expect(next.actions.map((a) => [a.transition, a.stage, a.applied])).toEqual([
+      ['promote', 1, true],
+      ['promote', 2, true],
+    ]);
     expect(writes()).toEqual([...oneWrite(), 'apply']);
     expect((await backend.rollouts.load(id))!.rollout.state).toBe('completed');
   });
@@ -106,13 +109,34 @@ forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 
   it('a gate reading that failed after the view was held: the stage rolls back on it, it does not promote', async () => {
     const gated = {
       ...SPEC,
-      stages: [{ ...SPEC.stages[0]!, gates: { ...SPEC.stages[0]!.gates, providers: [{ type: 'prometheus', name: 'errors', address: 'http://127.0.0.1:9', query: 'errors', comparison: '<', threshold: 1 }] } }, ...SPEC.stages.slice(1)],
+      stages: [
+        {
+          ...SPEC.stages[0]!,
+          gates: {
+            ...SPEC.stages[0]!.gates,
+            providers: [{ type: 'prometheus', name: 'errors', address: 'http://127.0.0.1:9', query: 'errors', comparison: '<', threshold: 1 }],
+          },
+        },
+        ...SPEC.stages.slice(1),
+      ],
     };
     const { id } = await createRollout(engine, { spec: gated, actor: 'alice' });
     await streaming.handle({ type: 'rollout.created', rolloutId: id });
     const origin = (await backend.rollouts.load(id))!.rollout.lastProgressAt;
     const reading = (outcome: 'pass' | 'fail', value: number) =>
-      ({ gate: 'errors', type: 'prometheus', attempt: 1, stage: 0, at: clock.now(), outcome, value, query: 'errors', answer: String(value), reason: outcome === 'fail' ? `${value} is not < 1` : null, source: 'poll' }) as const;
+      ({
+        gate: 'errors',
+        type: 'prometheus',
+        attempt: 1,
+        stage: 0,
+        at: clock.now(),
+        outcome,
+        value,
+        query: 'errors',
+        answer: String(value),
+        reason: outcome === 'fail' ? `${value} is not < 1` : null,
+        source: 'poll',
+      }) as const;
     await backend.rollouts.recordGateReadings([{ rolloutId: id, origin, reading: reading('pass', 0) }]);
     // The alarm's report makes this promoter read the rollout afresh and hold it, its gate passing.
     await streaming.handle({ type: 'rollout.alarm_changed', alarm: 'checkout-5xx', state: 'OK', changedAt: clock.now() });
@@ -142,7 +166,9 @@ forEachBackend('a reading decided on the leader’s held view, on %s', { fresh: 
     // Healthy, but before the bake ends: decides nothing, and the view holding it is kept.
     expect((await streaming.handle(metrics(id, 0, 0, clock.now()))).actions).toEqual([]);
     // Another node stores the canary's newer reading, a breach; this promoter's view still has the healthy one.
-    expect(await backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 200, errors: 60, p99LatencyMs: 100, observedAt: clock.now() + 1 })).toBe('stored');
+    expect(await backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 200, errors: 60, p99LatencyMs: 100, observedAt: clock.now() + 1 })).toBe(
+      'stored',
+    );
     clock.advance(31_000);
     // On the held view the canary has baked and is healthy: promotion, unless the store says its reading moved.
     const r = await streaming.handle(metrics(id, 1, 0, clock.now()));

@@ -32,7 +32,11 @@ forEachBackend('run items, page by page, on %s', (backend, name) => {
     it(`every item once, with its result or reason; a state filter; a foreign cursor refused${shards ? ` (${shards} shards)` : ''}`, async () => {
       const runId = uniqueName('pages');
       await backend.ledger.createRun(runId, {}, clock.now(), shards ? { shards } : {});
-      const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: 23 }, (_, n) => ({ n })), clock.now());
+      const { ids } = await backend.ledger.enqueue(
+        runId,
+        Array.from({ length: 23 }, (_, n) => ({ n })),
+        clock.now(),
+      );
       // Items 0–9 done with a result, 10–12 failed with a reason, the rest pending.
       for (const [n, id] of ids.entries()) {
         if (n >= 13) break;
@@ -53,14 +57,24 @@ forEachBackend('run items, page by page, on %s', (backend, name) => {
       });
       const done = await all(backend.ledger, runId, { state: 'done', limit: 4 });
       expect(done.seen.map((i) => i.id).sort()).toEqual(ids.slice(0, 10).sort());
-      expect((await all(backend.ledger, runId, { state: 'failed', limit: 100 })).seen.map((i) => i.error).sort()).toEqual(['item 10: backend answered 500', 'item 11: backend answered 500', 'item 12: backend answered 500']);
+      expect((await all(backend.ledger, runId, { state: 'failed', limit: 100 })).seen.map((i) => i.error).sort()).toEqual([
+        'item 10: backend answered 500',
+        'item 11: backend answered 500',
+        'item 12: backend answered 500',
+      ]);
 
       const other = uniqueName('pages');
       await backend.ledger.createRun(other, {}, clock.now(), shards ? { shards } : {});
-      await backend.ledger.enqueue(other, Array.from({ length: 6 }, (_, n) => ({ other: n })), clock.now());
+      await backend.ledger.enqueue(
+        other,
+        Array.from({ length: 6 }, (_, n) => ({ other: n })),
+        clock.now(),
+      );
       const foreign = (await backend.ledger.items(other, { limit: 2 })).next!;
       // A cursor of the other run either names a start this run does not have (DynamoDB: refused) or an id to go on from (PostgreSQL): never the other run's items.
-      const read: Awaited<ReturnType<LedgerStore['items']>> | Error = await backend.ledger.items(runId, { limit: 100, cursor: foreign }).catch((err: unknown) => err as Error);
+      const read: Awaited<ReturnType<LedgerStore['items']>> | Error = await backend.ledger
+        .items(runId, { limit: 100, cursor: foreign })
+        .catch((err: unknown) => err as Error);
       if (read instanceof Error) expect(read).toBeInstanceOf(BadCursorError);
       else expect(read.items.every((i) => i.runId === runId)).toBe(true);
       await expect(backend.ledger.items(runId, { limit: 5, cursor: 'not-a-cursor' })).rejects.toBeInstanceOf(BadCursorError);

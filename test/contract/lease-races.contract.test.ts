@@ -23,7 +23,6 @@ const ROUNDS = 500;
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100 };
 
 forEachBackend('lease races on %s', (backend) => {
-
   it(`${CONTENDERS} contenders × ${ROUNDS} rounds: one holder per epoch, epochs increase, views match the row`, { timeout: 240_000 }, async () => {
     const name = uniqueName('race');
     const clock = new ManualClock();

@@ -14,7 +14,6 @@ import { gate, until, type Gate } from '../support/gate.js';
 const TIMINGS = { ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 100, isLeaderCacheMs: 1_000 };
 
 forEachBackend('lease contract on %s', (backend) => {
-
   function elector(holderId: string, name: string, clock: ManualClock, extra: Partial<LeaseElectorOptions> = {}, store: LeaseStore = backend.store) {
     return new LeaseElector(store, { name, holderId, clock, ...TIMINGS, ...extra });
   }
@@ -312,8 +311,7 @@ forEachBackend('lease contract on %s', (backend) => {
     const name = uniqueName('loop');
     const timings = { ttlMs: 600, renewIntervalMs: 200, retryIntervalMs: 150, clockSkewMs: 20 };
     const started = new Map<string, number>();
-    const make = (id: string) =>
-      new LeaseElector(backend.store, { name, holderId: id, ...timings, onStartedLeading: () => started.set(id, Date.now()) });
+    const make = (id: string) => new LeaseElector(backend.store, { name, holderId: id, ...timings, onStartedLeading: () => started.set(id, Date.now()) });
     const a = make('a');
     a.start();
     await until('a leads', () => a.state === 'leader');

@@ -34,7 +34,11 @@ async function setup() {
   const runId = uniqueName('fenced');
   const ledger = new DynamoLedgerStore(t.doc, t.table);
   await ledger.createRun(runId, {}, now, { shards: SHARDS });
-  const { ids } = await ledger.enqueue(runId, Array.from({ length: 64 }, (_, i) => ({ i })), now);
+  const { ids } = await ledger.enqueue(
+    runId,
+    Array.from({ length: 64 }, (_, i) => ({ i })),
+    now,
+  );
   for (const id of ids) expect((await ledger.cas(claim(runId, id, 'v', 0, now), now)).ok).toBe(true);
   // One item per shard to write to.
   const byShard = new Map<number, string[]>();

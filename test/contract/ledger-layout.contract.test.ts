@@ -33,7 +33,19 @@ const claim = (runId: string, itemId: string, worker: string) => claimed(runId, 
 const ack = (runId: string, itemId: string, worker: string) => acked(runId, itemId, worker, { ok: true });
 
 async function keysIn(partition: string): Promise<number> {
-  return (await t.doc.send(new QueryCommand({ TableName: t.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': partition }, Select: 'COUNT', ConsistentRead: true }))).Count ?? 0;
+  return (
+    (
+      await t.doc.send(
+        new QueryCommand({
+          TableName: t.table,
+          KeyConditionExpression: 'pk = :p',
+          ExpressionAttributeValues: { ':p': partition },
+          Select: 'COUNT',
+          ConsistentRead: true,
+        }),
+      )
+    ).Count ?? 0
+  );
 }
 
 describe('the sharded layout', () => {
@@ -88,11 +100,32 @@ describe('the sharded layout', () => {
 describe('a table written by the first layout', () => {
   /** A run and its items exactly as the ledger wrote them before sharding: one partition, unsharded index keys, no shard count on the run. */
   async function legacyRun(runId: string, payloads: unknown[]): Promise<string[]> {
-    await t.doc.send(new PutCommand({ TableName: t.table, Item: { pk: `RUN#${runId}`, sk: 'RUN', id: runId, spec: {}, coordinatorEpoch: -1, createdAt: now, enqueues: 1, gsi1pk: 'RUNS', gsi1sk: runId } }));
+    await t.doc.send(
+      new PutCommand({
+        TableName: t.table,
+        Item: { pk: `RUN#${runId}`, sk: 'RUN', id: runId, spec: {}, coordinatorEpoch: -1, createdAt: now, enqueues: 1, gsi1pk: 'RUNS', gsi1sk: runId },
+      }),
+    );
     const ids = payloads.map(contentId);
     for (const [i, id] of ids.entries()) {
       await t.doc.send(
-        new PutCommand({ TableName: t.table, Item: { pk: `RUN#${runId}`, sk: `ITEM#${id}`, runId, id, payload: payloads[i], state: 'pending', started: false, attempts: 0, version: 0, createdAt: now, gsi1pk: `PENDING#${runId}`, gsi1sk: pendingSk(id, null) } }),
+        new PutCommand({
+          TableName: t.table,
+          Item: {
+            pk: `RUN#${runId}`,
+            sk: `ITEM#${id}`,
+            runId,
+            id,
+            payload: payloads[i],
+            state: 'pending',
+            started: false,
+            attempts: 0,
+            version: 0,
+            createdAt: now,
+            gsi1pk: `PENDING#${runId}`,
+            gsi1sk: pendingSk(id, null),
+          },
+        }),
       );
     }
     return ids;
@@ -116,7 +149,11 @@ describe('a table written by the first layout', () => {
 
     await today.createRun('after', {}, now);
     expect((await today.getRun('after'))?.shards).toBe(4);
-    const { ids } = await today.enqueue('after', Array.from({ length: 12 }, (_, i) => ({ y: i })), now);
+    const { ids } = await today.enqueue(
+      'after',
+      Array.from({ length: 12 }, (_, i) => ({ y: i })),
+      now,
+    );
     expect(await keysIn('RUN#after')).toBe(1); // only its record
     expect((await Promise.all(runKeys('after', 4).partitions.map(keysIn))).reduce((a, b) => a + b, 0)).toBe(12);
     expect((await today.get('after', ids[0]!))?.state).toBe('pending');
@@ -126,8 +163,12 @@ describe('a table written by the first layout', () => {
 describe('gsi1: an entry per item that its start and heartbeats leave alone', () => {
   const start = (runId: string, itemId: string, worker: string) => started(runId, itemId, worker, now);
   const heartbeat = (runId: string, itemId: string, worker: string, at: number) => beat(runId, itemId, worker, at);
-  const raw = async (runId: string, itemId: string, shards: number | null = 1) => (await t.doc.send(new GetCommand({ TableName: t.table, Key: runKeys(runId, shards).item(itemId), ConsistentRead: true }))).Item!;
-  const entries = (key: string) => t.doc.send(new QueryCommand({ TableName: t.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': key } })).then((r) => r.Items ?? []);
+  const raw = async (runId: string, itemId: string, shards: number | null = 1) =>
+    (await t.doc.send(new GetCommand({ TableName: t.table, Key: runKeys(runId, shards).item(itemId), ConsistentRead: true }))).Item!;
+  const entries = (key: string) =>
+    t.doc
+      .send(new QueryCommand({ TableName: t.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': key } }))
+      .then((r) => r.Items ?? []);
 
   it('projects only what no start or heartbeat changes', async () => {
     const { Table } = await t.client.send(new DescribeTableCommand({ TableName: t.table }));
@@ -165,7 +206,9 @@ describe('gsi1: an entry per item that its start and heartbeats leave alone', ()
     const keys = runKeys('units', 1);
     // Each transition sent as the store sends it, asking DynamoDB what it consumed, table and index apart.
     const consumed = async (change: Parameters<typeof ledgerUpdate>[0]) => {
-      const out = await t.doc.send(new UpdateCommand({ TableName: t.table, Key: keys.item(id), ...ledgerUpdate(change, now, keys.index(id)), ReturnConsumedCapacity: 'INDEXES' }));
+      const out = await t.doc.send(
+        new UpdateCommand({ TableName: t.table, Key: keys.item(id), ...ledgerUpdate(change, now, keys.index(id)), ReturnConsumedCapacity: 'INDEXES' }),
+      );
       return out.ConsumedCapacity?.GlobalSecondaryIndexes?.[GSI1.name]?.CapacityUnits ?? 0;
     };
     expect(await consumed(claim('units', id, 'w1'))).toBeGreaterThan(0); // out of PENDING, into RUNNING
@@ -180,9 +223,45 @@ describe('gsi1: an entry per item that its start and heartbeats leave alone', ()
     const keys = runKeys('older', 1);
     const [waiting, runningId] = [{ o: 'waiting' }, { o: 'running' }].map(contentId) as [string, string];
     // Written as the ledger wrote them before: no pendingVersion, and the RUNNING sort key was the heartbeat.
-    await t.doc.send(new PutCommand({ TableName: t.table, Item: { ...keys.item(waiting), runId: 'older', id: waiting, payload: { o: 'waiting' }, state: 'pending', started: false, attempts: 0, version: 2, createdAt: now, [GSI1.pk]: keys.index(waiting).pending, [GSI1.sk]: pendingSk(waiting, null) } }));
     await t.doc.send(
-      new PutCommand({ TableName: t.table, Item: { ...keys.item(runningId), runId: 'older', id: runningId, payload: { o: 'running' }, state: 'running', worker: 'w1', epoch: 0, claimedAt: now, started: false, heartbeatAt: now, attempts: 0, version: 1, createdAt: now, [GSI1.pk]: keys.index(runningId).running, [GSI1.sk]: `${pad(now)}#${runningId}` } }),
+      new PutCommand({
+        TableName: t.table,
+        Item: {
+          ...keys.item(waiting),
+          runId: 'older',
+          id: waiting,
+          payload: { o: 'waiting' },
+          state: 'pending',
+          started: false,
+          attempts: 0,
+          version: 2,
+          createdAt: now,
+          [GSI1.pk]: keys.index(waiting).pending,
+          [GSI1.sk]: pendingSk(waiting, null),
+        },
+      }),
+    );
+    await t.doc.send(
+      new PutCommand({
+        TableName: t.table,
+        Item: {
+          ...keys.item(runningId),
+          runId: 'older',
+          id: runningId,
+          payload: { o: 'running' },
+          state: 'running',
+          worker: 'w1',
+          epoch: 0,
+          claimedAt: now,
+          started: false,
+          heartbeatAt: now,
+          attempts: 0,
+          version: 1,
+          createdAt: now,
+          [GSI1.pk]: keys.index(runningId).running,
+          [GSI1.sk]: `${pad(now)}#${runningId}`,
+        },
+      }),
     );
     // Pending: listed with its version, read from the item (the index does not carry `version`), so its message is recorded sent.
     await expect.poll(() => ledger.unsent('older', now + 1, 10)).toEqual([{ runId: 'older', id: waiting, state: 'pending', version: 2, sentAt: null }]);
@@ -206,7 +285,9 @@ describe('gsi1: an entry per item that its start and heartbeats leave alone', ()
   it('runs the same on a table whose gsi1 still projects ALL (made before the projection was narrowed)', async () => {
     const name = uniqueName('rollout-all');
     const def = tableDefinition(name);
-    await t.client.send(new CreateTableCommand({ ...def, GlobalSecondaryIndexes: def.GlobalSecondaryIndexes!.map((g) => ({ ...g, Projection: { ProjectionType: 'ALL' } })) }));
+    await t.client.send(
+      new CreateTableCommand({ ...def, GlobalSecondaryIndexes: def.GlobalSecondaryIndexes!.map((g) => ({ ...g, Projection: { ProjectionType: 'ALL' } })) }),
+    );
     try {
       await ensureTable(t.client, name);
       const all = new DynamoLedgerStore(dynamoDocumentClient(t.client), name, { defaultShards: 2 });
@@ -216,8 +297,20 @@ describe('gsi1: an entry per item that its start and heartbeats leave alone', ()
       for (const id of ids.slice(0, 2)) expect((await all.cas(claimed('r', id, 'w1', 0, now), now)).ok).toBe(true);
       expect((await all.cas(started('r', ids[0]!, 'w1', now), now)).ok).toBe(true);
       // The entries are the items whole: whether each started is there already.
-      await expect.poll(async () => (await all.holders('r')).map((h) => [h.id, h.started]).sort()).toEqual([[ids[0], true], [ids[1], false]].sort());
-      expect((await all.running('r')).map((i) => [i.id, i.started]).sort()).toEqual([[ids[0], true], [ids[1], false]].sort());
+      await expect
+        .poll(async () => (await all.holders('r')).map((h) => [h.id, h.started]).sort())
+        .toEqual(
+          [
+            [ids[0], true],
+            [ids[1], false],
+          ].sort(),
+        );
+      expect((await all.running('r')).map((i) => [i.id, i.started]).sort()).toEqual(
+        [
+          [ids[0], true],
+          [ids[1], false],
+        ].sort(),
+      );
       expect((await all.cas(acked('r', ids[0]!, 'w1', 'x'), now)).ok).toBe(true);
       await expect.poll(() => all.counts('r')).toEqual({ pending: 1, running: 1, done: 1, failed: 0 });
     } finally {

@@ -44,7 +44,6 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 const resultOf = (payload: unknown) => ({ output: contentId(payload) });
 
 forEachBackend('ledger property on %s', (backend, backendName) => {
-
   it(`${RUNS} schedules: every item Done exactly once, no result twice, none lost`, { timeout: 600_000 }, async () => {
     const clock = new ManualClock();
     const seen = { steals: 0, repends: 0, fenced: 0, restarts: 0, crashes: 0 };
@@ -102,7 +101,8 @@ forEachBackend('ledger property on %s', (backend, backendName) => {
               break;
             }
             case 'beat':
-              for (const i of [...(await mine(worker, true)), ...(await mine(worker, false))]) await ledger.cas(heartbeat(runId, i.id, worker, clock.now()), clock.now());
+              for (const i of [...(await mine(worker, true)), ...(await mine(worker, false))])
+                await ledger.cas(heartbeat(runId, i.id, worker, clock.now()), clock.now());
               break;
             case 'crash':
               seen.crashes++;

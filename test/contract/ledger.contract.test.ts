@@ -92,7 +92,12 @@ forEachBackend('ledger on %s', (backend) => {
     await cas(claim(runId, id, 'w1', 0, clock.now()));
     expect((await cas(reject(runId, id, 'w2', 'too big'))).ok).toBe(false);
     expect((await cas(reject(runId, id, 'w1', 'result of 300000 bytes exceeds the limit'))).ok).toBe(true);
-    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', worker: 'w1', error: 'result of 300000 bytes exceeds the limit', result: null });
+    expect(await backend.ledger.get(runId, id)).toMatchObject({
+      state: 'failed',
+      worker: 'w1',
+      error: 'result of 300000 bytes exceeds the limit',
+      result: null,
+    });
     expect((await cas(ack(runId, id, 'w1', 'late'))).ok).toBe(false);
   });
 
@@ -103,7 +108,11 @@ forEachBackend('ledger on %s', (backend) => {
     await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([a, b, c].sort());
     // b is claimed before its sender records the send: the record must not touch the running row.
     await cas(claim(runId, b, 'w1', 0, clock.now()));
-    await backend.ledger.markSent(runId, [a, b, c].map((id) => ({ id, version: 0 })), clock.now());
+    await backend.ledger.markSent(
+      runId,
+      [a, b, c].map((id) => ({ id, version: 0 })),
+      clock.now(),
+    );
     expect(await backend.ledger.get(runId, a)).toMatchObject({ state: 'pending', sentAt: clock.now(), version: 0 });
     expect(await backend.ledger.get(runId, b)).toMatchObject({ state: 'running', worker: 'w1' });
     await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([]);
@@ -117,7 +126,11 @@ forEachBackend('ledger on %s', (backend) => {
   it('markUnsent (a failover’s step): every Pending item sent before has no message on record again, a page at a time; a Running one is left alone', async () => {
     const { runId, ids } = await run([{ f: 1 }, { f: 2 }, { f: 3 }]);
     const [a, b, c] = ids as [string, string, string];
-    await backend.ledger.markSent(runId, ids.map((id) => ({ id, version: 0 })), clock.now());
+    await backend.ledger.markSent(
+      runId,
+      ids.map((id) => ({ id, version: 0 })),
+      clock.now(),
+    );
     await cas(claim(runId, c, 'w1', 0, clock.now()));
     const unsent = async () => (await backend.ledger.unsent(runId, clock.now() - 60_000, 10)).map((i) => i.id).sort();
     await expect.poll(() => unsent(), { interval: 20, timeout: 5_000 }).toEqual([]);
@@ -136,7 +149,10 @@ forEachBackend('ledger on %s', (backend) => {
       const id = ids[0]!;
       const coord = await coordinator(runId, 'c1');
       await cas(claim(runId, id, 'victim', 0, clock.now()));
-      const [started, stolen] = await Promise.all([cas(start(runId, id, 'victim', clock.now())), cas(steal(coord.token()!, runId, id, 'victim', 'thief', clock.now()))]);
+      const [started, stolen] = await Promise.all([
+        cas(start(runId, id, 'victim', clock.now())),
+        cas(steal(coord.token()!, runId, id, 'victim', 'thief', clock.now())),
+      ]);
       expect(Number(started.ok) + Number(stolen.ok), `round ${round}`).toBe(1);
       const [victimAck, thiefAck] = await Promise.all([cas(ack(runId, id, 'victim', { by: 'victim' })), cas(ack(runId, id, 'thief', { by: 'thief' }))]);
       expect(Number(victimAck.ok) + Number(thiefAck.ok)).toBe(1);
@@ -196,14 +212,23 @@ forEachBackend('ledger on %s', (backend) => {
     const { runId, ids } = await run([{ m: 1 }, { m: 2 }, { m: 3 }, { m: 4 }]);
     const [a, b, c, d] = ids as [string, string, string, string];
     expect((await cas(claim(runId, c, 'other', 0, clock.now()))).ok).toBe(true);
-    const claims = await backend.ledger.casMany([a, b, c, d].map((id) => claim(runId, id, 'w1', 0, clock.now())), clock.now());
+    const claims = await backend.ledger.casMany(
+      [a, b, c, d].map((id) => claim(runId, id, 'w1', 0, clock.now())),
+      clock.now(),
+    );
     expect(claims.map((o) => o.ok)).toEqual([true, true, false, true]);
     const lostOne = claims[2]!;
     expect(!lostOne.ok && lostOne.current).toMatchObject({ id: c, state: 'running', worker: 'other' });
     // Mixed shapes in one call: starts and an ack of an unstarted item, results stay in order.
-    const mixed = await backend.ledger.casMany([start(runId, a, 'w1', clock.now()), ack(runId, b, 'w1', { r: 'b' }), start(runId, c, 'w1', clock.now()), start(runId, d, 'w1', clock.now())], clock.now());
+    const mixed = await backend.ledger.casMany(
+      [start(runId, a, 'w1', clock.now()), ack(runId, b, 'w1', { r: 'b' }), start(runId, c, 'w1', clock.now()), start(runId, d, 'w1', clock.now())],
+      clock.now(),
+    );
     expect(mixed.map((o) => o.ok)).toEqual([true, true, false, true]);
-    const acks = await backend.ledger.casMany([ack(runId, a, 'w1', { r: 'a' }), ack(runId, b, 'w1', { r: 'again' }), ack(runId, d, 'w1', { r: 'd' })], clock.now());
+    const acks = await backend.ledger.casMany(
+      [ack(runId, a, 'w1', { r: 'a' }), ack(runId, b, 'w1', { r: 'again' }), ack(runId, d, 'w1', { r: 'd' })],
+      clock.now(),
+    );
     expect(acks.map((o) => o.ok)).toEqual([true, false, true]); // b already has its one result
     expect((await backend.ledger.get(runId, b))!.result).toEqual({ r: 'b' });
     expect((await backend.ledger.get(runId, a))!).toMatchObject({ state: 'done', result: { r: 'a' }, resultHash: contentId({ r: 'a' }) });
@@ -218,10 +243,20 @@ forEachBackend('ledger on %s', (backend) => {
     // applyMany: the same judgement, answered as booleans in input order; one change per item per call.
     const more = await run([{ m: 5 }, { m: 6 }, { m: 7 }]);
     const [e, f, g] = more.ids as [string, string, string];
-    await backend.ledger.applyMany([e, f, g].map((id) => claim(more.runId, id, 'w2', 0, clock.now())), clock.now());
-    expect(await backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), heartbeat(more.runId, f, 'w3', clock.now()), nack(more.runId, g, 'w2', 'give back', { counts: true })], clock.now())).toEqual([true, false, true]);
+    await backend.ledger.applyMany(
+      [e, f, g].map((id) => claim(more.runId, id, 'w2', 0, clock.now())),
+      clock.now(),
+    );
+    expect(
+      await backend.ledger.applyMany(
+        [heartbeat(more.runId, e, 'w2', clock.now()), heartbeat(more.runId, f, 'w3', clock.now()), nack(more.runId, g, 'w2', 'give back', { counts: true })],
+        clock.now(),
+      ),
+    ).toEqual([true, false, true]);
     expect((await backend.ledger.get(more.runId, g))!).toMatchObject({ state: 'pending', attempts: 1, error: 'give back' });
-    await expect(backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), ack(more.runId, e, 'w2', 1)], clock.now())).rejects.toThrow(/more than one change for item/);
+    await expect(backend.ledger.applyMany([heartbeat(more.runId, e, 'w2', clock.now()), ack(more.runId, e, 'w2', 1)], clock.now())).rejects.toThrow(
+      /more than one change for item/,
+    );
   });
 
   it('each transition writes exactly its change: the fields it sets, an attempt when it counts one, the next version', async () => {
@@ -235,7 +270,10 @@ forEachBackend('ledger on %s', (backend) => {
       const outs = await backend.ledger.casMany(changes, clock.now());
       outs.forEach((out, i) => {
         const [c, prior] = [changes[i]!, before[i]!];
-        expect(out, `${c.transition} of ${c.itemId}`).toEqual({ ok: true, item: { ...prior, ...c.set, attempts: prior.attempts + (c.bumpAttempts ? 1 : 0), version: prior.version + 1 } });
+        expect(out, `${c.transition} of ${c.itemId}`).toEqual({
+          ok: true,
+          item: { ...prior, ...c.set, attempts: prior.attempts + (c.bumpAttempts ? 1 : 0), version: prior.version + 1 },
+        });
       });
       clock.advance(1_000);
     };
@@ -253,9 +291,16 @@ forEachBackend('ledger on %s', (backend) => {
       fail(token, runId, b2, { state: 'pending', version: (await read(b2)).version }, 'poison'),
       start(runId, d1, 'w2', clock.now()),
     ]);
-    await step([ack(runId, a1, 'w1', { out: 1 }), ack(runId, a2, 'w1', null), ...(await Promise.all([d1, d2].map(read))).map((item) => repend(token, runId, item, 'silent'))]);
+    await step([
+      ack(runId, a1, 'w1', { out: 1 }),
+      ack(runId, a2, 'w1', null),
+      ...(await Promise.all([d1, d2].map(read))).map((item) => repend(token, runId, item, 'silent')),
+    ]);
     await step([d1, d2].map((id) => claim(runId, id, 'w3', token.epoch, clock.now())));
-    await step([fail(token, runId, d1, { state: 'running', worker: 'w3', version: (await read(d1)).version }, 'poison'), fail(token, runId, d2, { state: 'running', worker: 'w3' }, 'poison')]);
+    await step([
+      fail(token, runId, d1, { state: 'running', worker: 'w3', version: (await read(d1)).version }, 'poison'),
+      fail(token, runId, d2, { state: 'running', worker: 'w3' }, 'poison'),
+    ]);
     expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 2, failed: 6 });
   });
 
@@ -269,10 +314,13 @@ forEachBackend('ledger on %s', (backend) => {
     expect((await cas(ack(finished.runId, finished.ids[0]!, 'w', 'r'))).ok).toBe(true);
     // DynamoDB's index is eventually consistent: wait for the settled answer.
     await expect
-      .poll(async () => {
-        const open = new Set(await backend.ledger.openRuns());
-        return [pending.runId, running.runId, finished.runId, empty.runId].map((id) => open.has(id));
-      }, { interval: 20, timeout: 5_000 })
+      .poll(
+        async () => {
+          const open = new Set(await backend.ledger.openRuns());
+          return [pending.runId, running.runId, finished.runId, empty.runId].map((id) => open.has(id));
+        },
+        { interval: 20, timeout: 5_000 },
+      )
       .toEqual([true, true, false, false]);
   });
 
@@ -311,12 +359,22 @@ describe('ledger indexes on PostgreSQL', () => {
     try {
       const ledger = new PostgresLedgerStore(db.sql);
       await ledger.createRun('big', {}, Date.now());
-      await ledger.enqueue('big', Array.from({ length: 5_000 }, (_, i) => ({ i })), Date.now());
+      await ledger.enqueue(
+        'big',
+        Array.from({ length: 5_000 }, (_, i) => ({ i })),
+        Date.now(),
+      );
       await db.sql.query(`UPDATE work_items SET state = 'done' WHERE run_id = 'big'`);
-      await db.sql.query(`UPDATE work_items SET state = 'running', worker = 'w', heartbeat_at = now() WHERE run_id = 'big' AND id IN (SELECT id FROM work_items WHERE run_id = 'big' LIMIT 20)`);
+      await db.sql.query(
+        `UPDATE work_items SET state = 'running', worker = 'w', heartbeat_at = now() WHERE run_id = 'big' AND id IN (SELECT id FROM work_items WHERE run_id = 'big' LIMIT 20)`,
+      );
       await db.sql.query('ANALYZE work_items');
       const plan = async (q: string) => JSON.stringify((await db.sql.query(`EXPLAIN (FORMAT JSON) ${q}`)).rows);
-      expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'pending' AND (sent_at IS NULL OR sent_at < now()) ORDER BY sent_at NULLS FIRST LIMIT 100`)).toContain('work_items_unsent');
+      expect(
+        await plan(
+          `SELECT * FROM work_items WHERE run_id = 'big' AND state = 'pending' AND (sent_at IS NULL OR sent_at < now()) ORDER BY sent_at NULLS FIRST LIMIT 100`,
+        ),
+      ).toContain('work_items_unsent');
       expect(await plan(`SELECT * FROM work_items WHERE run_id = 'big' AND state = 'running' ORDER BY heartbeat_at`)).toContain('work_items_running');
     } finally {
       await db.close();
@@ -328,11 +386,17 @@ describe('ledger indexes on PostgreSQL', () => {
     try {
       const ledger = new PostgresLedgerStore(db.sql);
       await ledger.createRun('busy', {}, Date.now());
-      const { ids } = await ledger.enqueue('busy', Array.from({ length: 20_000 }, (_, i) => ({ i })), Date.now()); // analyzed: all Pending
+      const { ids } = await ledger.enqueue(
+        'busy',
+        Array.from({ length: 20_000 }, (_, i) => ({ i })),
+        Date.now(),
+      ); // analyzed: all Pending
       await db.sql.query(`UPDATE work_items SET state = 'running', worker = 'w', heartbeat_at = now() WHERE run_id = 'busy'`);
       const batch = ids.slice(0, 100);
       const plan = async (text: string) =>
-        JSON.stringify((await db.sql.query(`EXPLAIN (FORMAT JSON) ${text}`, ['busy', new Date(), batch, batch.map(() => 'w'), batch.map(() => new Date())])).rows);
+        JSON.stringify(
+          (await db.sql.query(`EXPLAIN (FORMAT JSON) ${text}`, ['busy', new Date(), batch, batch.map(() => 'w'), batch.map(() => new Date())])).rows,
+        );
       const heartbeats = HEARTBEAT.text as string;
       expect(await plan(heartbeats)).toContain('work_items_pkey');
       // What the statement's text avoids: with a plain constant the batch would read the whole running set.

@@ -32,7 +32,12 @@ forEachBackend('cluster membership on %s', { only: ['postgres', 'pglite'] }, (ba
       ['n3', 'follower', 0, true],
     ]);
     expect(nodes[0]!.lastHeartbeat).toBe(clock.now());
-    expect((await m.events()).filter((e) => e.type === 'node_joined').map((e) => e.nodeId).sort()).toEqual(['n1', 'n2', 'n3']);
+    expect(
+      (await m.events())
+        .filter((e) => e.type === 'node_joined')
+        .map((e) => e.nodeId)
+        .sort(),
+    ).toEqual(['n1', 'n2', 'n3']);
   });
 
   it('the monitor: silent nodes turn unhealthy, then are removed with node_left; no healthy majority records cluster_degraded', async () => {

@@ -22,7 +22,15 @@ import { alarmStateChange } from '../support/cloudwatch/events.js';
 import { ManualClock } from '../support/clock.js';
 
 const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
-const PROM = { type: 'prometheus', name: 'error-rate', address: 'http://prometheus.invalid:9090', query: 'sum(errors) / sum(requests)', comparison: '<', threshold: 0.05, intervalSeconds: 10 };
+const PROM = {
+  type: 'prometheus',
+  name: 'error-rate',
+  address: 'http://prometheus.invalid:9090',
+  query: 'sum(errors) / sum(requests)',
+  comparison: '<',
+  threshold: 0.05,
+  intervalSeconds: 10,
+};
 const ALARMS = { type: 'cloudwatchAlarm', name: 'alarms', alarms: ['checkout-5xx', 'checkout-latency'], intervalSeconds: 10 };
 const spec = (providers: unknown[], bakeSeconds = 30) => ({
   target: { service: 'checkout', version: 'v2' },
@@ -33,7 +41,19 @@ const spec = (providers: unknown[], bakeSeconds = 30) => ({
 });
 
 function reading(o: Partial<GateReading> & { at: number }): GateReading {
-  return { gate: 'error-rate', type: 'prometheus', attempt: 1, stage: 0, outcome: 'pass', value: 0.01, query: 'q', answer: '{"status":"success"}', reason: null, source: 'poll', ...o };
+  return {
+    gate: 'error-rate',
+    type: 'prometheus',
+    attempt: 1,
+    stage: 0,
+    outcome: 'pass',
+    value: 0.01,
+    query: 'q',
+    answer: '{"status":"success"}',
+    reason: null,
+    source: 'poll',
+    ...o,
+  };
 }
 
 forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
@@ -53,7 +73,11 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         // Two gates of one rollout and a gate of another in one batch.
         [
           { rolloutId: id, origin: T, reading: reading({ at: T + 1, outcome: 'fail', value: 0.4, reason: '0.4 does not meet < 0.05' }) },
-          { rolloutId: id, origin: T, reading: reading({ at: T + 1, gate: 'latency', outcome: 'inconclusive', value: null, reason: 'connect ECONNREFUSED 127.0.0.1:9090' }) },
+          {
+            rolloutId: id,
+            origin: T,
+            reading: reading({ at: T + 1, gate: 'latency', outcome: 'inconclusive', value: null, reason: 'connect ECONNREFUSED 127.0.0.1:9090' }),
+          },
           { rolloutId: other, origin: T, reading: reading({ at: T + 1 }) },
         ],
         // The same gate twice in one batch (two rounds on PostgreSQL), and a late reading that keeps the newest as last.
@@ -98,15 +122,29 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
       const view = (await backend.rollouts.load(id))!;
       expect(view.gates.get(0)?.get('error-rate')).toEqual(model.get(`${id}/error-rate`));
       expect(view.gates.get(0)?.get('latency')).toEqual(model.get(`${id}/latency`));
-      expect((await backend.rollouts.loadRunning()).find((v) => v.rollout.id === other)?.gates.get(0)?.get('error-rate')).toEqual(model.get(`${other}/error-rate`));
+      expect(
+        (await backend.rollouts.loadRunning())
+          .find((v) => v.rollout.id === other)
+          ?.gates.get(0)
+          ?.get('error-rate'),
+      ).toEqual(model.get(`${other}/error-rate`));
     });
 
     it('the history keeps every reading as it was, the newest of each gate first', async () => {
       const { id } = await createRollout(engine, { spec: spec([PROM, { ...PROM, name: 'latency' }]), actor: 'alice' });
       const T = clock.now();
-      const written = Array.from({ length: 5 }, (_, i) => reading({ at: T + i * 1_000, value: i === 2 ? null : i / 100, outcome: i === 2 ? 'inconclusive' : 'pass', reason: i === 2 ? 'the value is NaN: no number to compare' : null }));
+      const written = Array.from({ length: 5 }, (_, i) =>
+        reading({
+          at: T + i * 1_000,
+          value: i === 2 ? null : i / 100,
+          outcome: i === 2 ? 'inconclusive' : 'pass',
+          reason: i === 2 ? 'the value is NaN: no number to compare' : null,
+        }),
+      );
       for (const r of written) await backend.rollouts.recordGateReadings([{ rolloutId: id, origin: T, reading: r }]);
-      await backend.rollouts.recordGateReadings([{ rolloutId: id, origin: T, reading: reading({ at: T, gate: 'latency', source: 'event', type: 'prometheus' }) }]);
+      await backend.rollouts.recordGateReadings([
+        { rolloutId: id, origin: T, reading: reading({ at: T, gate: 'latency', source: 'event', type: 'prometheus' }) },
+      ]);
       const three = await backend.rollouts.gateReadings(id, { perGate: 3 });
       expect(three).toEqual([...written.slice(2).reverse(), reading({ at: T, gate: 'latency', source: 'event' })]);
       expect(await backend.rollouts.gateReadings(id)).toHaveLength(6);
@@ -150,7 +188,11 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
 
       answers.set('error-rate', { kind: 'number', value: 0.3, answer: '0.3' });
       await batch.tick(); // the new stage's first reading fails
-      expect(await stateOf(id)).toEqual({ state: 'rolled_back', phases: ['promoted', 'rolled_back'], reason: 'gate error-rate (prometheus): 1 failed reading > failureLimit 0; last: 0.3 does not meet < 0.05' });
+      expect(await stateOf(id)).toEqual({
+        state: 'rolled_back',
+        phases: ['promoted', 'rolled_back'],
+        reason: 'gate error-rate (prometheus): 1 failed reading > failureLimit 0; last: 0.3 does not meet < 0.05',
+      });
       const rollback = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
       expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'fail', value: 0.3, stage: 1 })]);
       // Every reading is in the history, with what was asked.
@@ -174,7 +216,8 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
       expect(await stateOf(id)).toEqual({
         state: 'paused',
         phases: ['active', 'pending'],
-        reason: 'gate error-rate (prometheus): 3 inconclusive readings > inconclusiveLimit 2; last: prometheus 127.0.0.1:9090: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9090',
+        reason:
+          'gate error-rate (prometheus): 3 inconclusive readings > inconclusiveLimit 2; last: prometheus 127.0.0.1:9090: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9090',
       });
       expect(await events(id)).toEqual(['ai.rollout.stage_activated', 'ai.rollout.paused']);
       clock.advance(10_000);
@@ -221,9 +264,20 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
       await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-5xx', 'OK', at(T - 5_000))));
       expect((await backend.rollouts.gateReadings(id)).map((r) => r.source)).toEqual(['poll']);
       await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-latency', 'ALARM', at(T - 1_000))));
-      expect(await stateOf(id)).toEqual({ state: 'rolled_back', phases: ['rolled_back', 'pending'], reason: 'gate alarms (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-latency' });
+      expect(await stateOf(id)).toEqual({
+        state: 'rolled_back',
+        phases: ['rolled_back', 'pending'],
+        reason: 'gate alarms (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-latency',
+      });
       const rollback = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
-      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'alarms', outcome: 'fail', source: 'event', answer: 'state change of checkout-latency: checkout-5xx OK, checkout-latency ALARM' })]);
+      expect(rollback.detail.readings).toEqual([
+        expect.objectContaining({
+          gate: 'alarms',
+          outcome: 'fail',
+          source: 'event',
+          answer: 'state change of checkout-latency: checkout-5xx OK, checkout-latency ALARM',
+        }),
+      ]);
 
       // A late delivery of an older change is stale: stored nothing new, made no reading.
       const { id: second } = await createRollout(engine, { spec: spec([ALARMS]), actor: 'bob' });
@@ -249,7 +303,10 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
       // Past the delay, a change is acted on in its delivery.
       clock.advance(61_000);
       await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-5xx', 'ALARM', at(clock.now() - 1_000))));
-      expect(await stateOf(id)).toMatchObject({ state: 'rolled_back', reason: 'gate delayed (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-5xx' });
+      expect(await stateOf(id)).toMatchObject({
+        state: 'rolled_back',
+        reason: 'gate delayed (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-5xx',
+      });
     });
   });
 });

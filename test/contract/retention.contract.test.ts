@@ -81,16 +81,22 @@ forEachBackend('retention on %s', { fresh: 'each' }, (backend) => {
     // Published at last: the third goes on the next tick; a tick with nothing past its lifetime deletes nothing.
     down = false;
     await expect
-      .poll(async () => {
-        await a.batch.tick();
-        return (await backend.rollouts.unpublishedEvents(10)).length;
-      }, { interval: 20, timeout: 10_000 })
+      .poll(
+        async () => {
+          await a.batch.tick();
+          return (await backend.rollouts.unpublishedEvents(10)).length;
+        },
+        { interval: 20, timeout: 10_000 },
+      )
       .toBe(0);
     await expect
-      .poll(async () => {
-        await a.batch.tick();
-        return (await ids()).includes(unpublished);
-      }, { interval: 20, timeout: 10_000 })
+      .poll(
+        async () => {
+          await a.batch.tick();
+          return (await ids()).includes(unpublished);
+        },
+        { interval: 20, timeout: 10_000 },
+      )
       .toBe(false);
     expect(await ids()).toEqual([running, paused, watcher].sort());
     expect((await a.batch.tick()).ended).toBe(0);
@@ -120,7 +126,13 @@ forEachBackend('retention on %s', { fresh: 'each' }, (backend) => {
     const t0 = Date.now();
     const make = async (id: string, n: number) => {
       await ledger.createRun(id, {}, t0, { shards: 2 });
-      return (await ledger.enqueue(id, Array.from({ length: n }, (_, i) => ({ id, i })), t0)).ids;
+      return (
+        await ledger.enqueue(
+          id,
+          Array.from({ length: n }, (_, i) => ({ id, i })),
+          t0,
+        )
+      ).ids;
     };
     const finish = async (runId: string, ids: readonly string[], at: number) => {
       for (const [i, id] of ids.entries()) {

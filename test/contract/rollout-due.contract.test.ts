@@ -65,7 +65,10 @@ forEachBackend('due rollouts on %s', { fresh: 'each' }, (backend) => {
     await backend.rollouts.recordMetrics(ids[1]!, { stage: 0 }, healthy());
     const after = await a.batch.tick();
     expect(after.evaluated).toBe(1);
-    expect(after.actions.map((x) => [x.rolloutId, x.transition, x.stage])).toEqual([[ids[1], 'promote', 0], [ids[1], 'promote', 1]]);
+    expect(after.actions.map((x) => [x.rolloutId, x.transition, x.stage])).toEqual([
+      [ids[1], 'promote', 0],
+      [ids[1], 'promote', 1],
+    ]);
     // The deadline: the other two are looked at once it has passed (the deadline transition flags them).
     await settle(a.batch);
     clock.advance(600_000 - 60_000);
@@ -134,7 +137,14 @@ it('DynamoDB: a running rollout registered before the due index and the watch en
     const before = node(new DynamoRolloutStore(t.doc, t.table, 16, clock), new DynamoLeaseStore(t.doc, t.table), clock);
     const { id } = await createRollout(before.engine, { spec: { ...SPEC, stages: stages(['checkout-5xx']) }, actor: 'alice' });
     // The registry item as an older release wrote it: no due time, no mark, not in the index, no watch entry.
-    await t.doc.send(new UpdateCommand({ TableName: t.table, Key: { pk: 'RUNNING', sk: id }, UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk, watchIndexed', ExpressionAttributeNames: { '#m': 'mark' } }));
+    await t.doc.send(
+      new UpdateCommand({
+        TableName: t.table,
+        Key: { pk: 'RUNNING', sk: id },
+        UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk, watchIndexed',
+        ExpressionAttributeNames: { '#m': 'mark' },
+      }),
+    );
     await t.doc.send(new DeleteCommand({ TableName: t.table, Key: { pk: 'WATCH#checkout-5xx', sk: id } }));
     const store = new DynamoRolloutStore(t.doc, t.table, 16, clock);
     const tick = await node(store, new DynamoLeaseStore(t.doc, t.table), clock).batch.tick();

@@ -54,10 +54,23 @@ const simple: fc.Arbitrary<Simple> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ t: fc.constant('crash' as const), n: nodeIx }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('read' as const), n: nodeIx }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('applyStale' as const), n: nodeIx }) },
-  { weight: 1, arbitrary: fc.record({ t: fc.constant('command' as const), n: nodeIx, cmd: fc.constantFrom<Command>('pause', 'resume', 'promote', 'abort', 'retry') }) },
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('race' as const), n: nodeIx, interference: fc.constantFrom('breach' as const, 'steal' as const, 'tick' as const, 'pause' as const) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ t: fc.constant('command' as const), n: nodeIx, cmd: fc.constantFrom<Command>('pause', 'resume', 'promote', 'abort', 'retry') }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      t: fc.constant('race' as const),
+      n: nodeIx,
+      interference: fc.constantFrom('breach' as const, 'steal' as const, 'tick' as const, 'pause' as const),
+    }),
+  },
 );
-const step: fc.Arbitrary<Step> = fc.oneof({ weight: 5, arbitrary: simple }, { weight: 2, arbitrary: fc.record({ t: fc.constant('pair' as const), a: simple, b: simple }) });
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 5, arbitrary: simple },
+  { weight: 2, arbitrary: fc.record({ t: fc.constant('pair' as const), a: simple, b: simple }) },
+);
 
 // Between two observations (one step may activate and then promote or roll back a stage).
 const ALLOWED: Record<StagePhase, readonly StagePhase[]> = {
@@ -68,7 +81,6 @@ const ALLOWED: Record<StagePhase, readonly StagePhase[]> = {
 };
 
 forEachBackend('rollout promotion property on %s', (backend, backendName) => {
-
   it(`${RUNS} random interleavings keep promotion monotonic, fenced and final`, { timeout: 600_000 }, async () => {
     const clock = new ManualClock();
     let run = 0;
@@ -80,7 +92,13 @@ forEachBackend('rollout promotion property on %s', (backend, backendName) => {
           const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: holder, clock, ...LEASE });
           const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
           const leadership = campaignEachTime(elector);
-          return { elector, engine, batch: new BatchPromoter(engine, leadership), streaming: new StreamingPromoter(engine, leadership), stale: null as { plan: TransitionPlan; token: LeaseToken } | null };
+          return {
+            elector,
+            engine,
+            batch: new BatchPromoter(engine, leadership),
+            streaming: new StreamingPromoter(engine, leadership),
+            stale: null as { plan: TransitionPlan; token: LeaseToken } | null,
+          };
         };
         let restarts = 0;
         const nodes = [mkNode(`A${run}`), mkNode(`B${run}`)];
@@ -92,7 +110,7 @@ forEachBackend('rollout promotion property on %s', (backend, backendName) => {
           return err instanceof FencedError || err instanceof TransitionRejectedError;
         };
         const act = async (s: Simple): Promise<void> => {
-          const n = nodes[('n' in s ? s.n : 0)]!;
+          const n = nodes['n' in s ? s.n : 0]!;
           try {
             switch (s.t) {
               case 'tick':
@@ -101,7 +119,15 @@ forEachBackend('rollout promotion property on %s', (backend, backendName) => {
               case 'metrics': {
                 const view = (await backend.rollouts.load(id))!;
                 const stage = activeStage(view)?.index ?? 0;
-                await n.streaming.handle({ type: 'rollout.metrics_reported', rolloutId: id, stage, requests: 100, errors: s.healthy ? 1 : 50, p99LatencyMs: null, observedAt: clock.now() });
+                await n.streaming.handle({
+                  type: 'rollout.metrics_reported',
+                  rolloutId: id,
+                  stage,
+                  requests: 100,
+                  errors: s.healthy ? 1 : 50,
+                  p99LatencyMs: null,
+                  observedAt: clock.now(),
+                });
                 break;
               }
               case 'advance':
@@ -117,7 +143,8 @@ forEachBackend('rollout promotion property on %s', (backend, backendName) => {
                 const view = (await backend.rollouts.load(id))!;
                 const decision = evaluate(view, clock.now());
                 const token = n.elector.token();
-                n.stale = decision && token ? { plan: planTransition(view, decision, { now: clock.now(), token, actor: `promoter:${token.holder}` }), token } : null;
+                n.stale =
+                  decision && token ? { plan: planTransition(view, decision, { now: clock.now(), token, actor: `promoter:${token.holder}` }), token } : null;
                 break;
               }
               case 'applyStale':
@@ -135,13 +162,26 @@ forEachBackend('rollout promotion property on %s', (backend, backendName) => {
                 // Make a promotion due but not yet made: healthy metrics stored without evaluating, bake elapsed.
                 const before = (await backend.rollouts.load(id))!;
                 const due = activeStage(before);
-                if (due) await backend.rollouts.recordMetrics(id, { stage: due.index, attempt: before.rollout.attempt }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: clock.now() });
+                if (due)
+                  await backend.rollouts.recordMetrics(
+                    id,
+                    { stage: due.index, attempt: before.rollout.attempt },
+                    { requests: 100, errors: 0, p99LatencyMs: null, observedAt: clock.now() },
+                  );
                 clock.advance(60_000);
                 await act({ t: 'renew', n: s.n });
                 await act({ t: 'read', n: s.n });
                 if (s.interference === 'breach') {
                   // The same node's streaming path, same epoch: fencing cannot tell the two writers apart.
-                  await n.streaming.handle({ type: 'rollout.metrics_reported', rolloutId: id, stage: activeStage((await backend.rollouts.load(id))!)?.index ?? 0, requests: 100, errors: 60, p99LatencyMs: null, observedAt: clock.now() });
+                  await n.streaming.handle({
+                    type: 'rollout.metrics_reported',
+                    rolloutId: id,
+                    stage: activeStage((await backend.rollouts.load(id))!)?.index ?? 0,
+                    requests: 100,
+                    errors: 60,
+                    p99LatencyMs: null,
+                    observedAt: clock.now(),
+                  });
                 } else if (s.interference === 'steal') {
                   clock.advance(LEASE.ttlMs + LEASE.clockSkewMs);
                   await other.batch.tick();
@@ -196,7 +236,9 @@ forEachBackend('rollout promotion property on %s', (backend, backendName) => {
         if (view.rollout.state === 'completed') {
           seenOutcomes.completed++;
           expect(view.stages.every((s) => s.phase === 'promoted')).toBe(true);
-          const order = events.filter((e) => e.detailType === 'ai.rollout.stage_promoted' && e.detail.attempt === view.rollout.attempt).map((e) => e.detail.stage!.index);
+          const order = events
+            .filter((e) => e.detailType === 'ai.rollout.stage_promoted' && e.detail.attempt === view.rollout.attempt)
+            .map((e) => e.detail.stage!.index);
           expect(order).toEqual([...order].sort((a, b) => a - b));
         }
 

@@ -36,7 +36,11 @@ forEachBackend('gate readings on %s', { fresh: 'each' }, (backend) => {
   const metrics = (rolloutId: string, stage: number, errors: number, observedAt: number) =>
     ({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 200, errors, p99LatencyMs: 100, observedAt }) as const;
   /** The outcome of handling an event: what it did, or the error it was refused with. */
-  const outcome = (p: Promise<unknown>) => p.then((r) => ({ handled: r }), (err: unknown) => ({ refused: err }));
+  const outcome = (p: Promise<unknown>) =>
+    p.then(
+      (r) => ({ handled: r }),
+      (err: unknown) => ({ refused: err }),
+    );
   async function started(): Promise<string> {
     const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
     await streaming.handle({ type: 'rollout.created', rolloutId: id });
@@ -72,7 +76,9 @@ forEachBackend('gate readings on %s', { fresh: 'each' }, (backend) => {
     expect(view.rollout.state).toBe('rolled_back');
     expect(view.stages[0]).toMatchObject({ phase: 'rolled_back', reason: 'error rate 0.3000 > 0.05 over 200 requests' });
     expect(future).toMatchObject({ refused: expect.any(InvalidEventError) as unknown });
-    expect(String((future as { refused: Error }).refused.message)).toMatch(/^invalid rollout event: observedAt: 9999-12-31T00:00:00\.000Z is later than now \+ 30 s/);
+    expect(String((future as { refused: Error }).refused.message)).toMatch(
+      /^invalid rollout event: observedAt: 9999-12-31T00:00:00\.000Z is later than now \+ 30 s/,
+    );
   });
 
   it(`a reading up to ${READING_SKEW_MARGIN_MS / 1000} s ahead (clock skew) is taken; one a millisecond beyond is refused and changes nothing`, async () => {

@@ -41,7 +41,8 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
   }
   const metrics = (rolloutId: string, stage: number, errors: number, observedAt = clock.now()) =>
     ({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 200, errors, p99LatencyMs: 100, observedAt }) as const;
-  const types = async (id: string) => (await backend.rollouts.events(id)).map((e) => `${e.detailType.slice(11)}${e.detail.stage ? `:${e.detail.stage.index}` : ''}`);
+  const types = async (id: string) =>
+    (await backend.rollouts.events(id)).map((e) => `${e.detailType.slice(11)}${e.detail.stage ? `:${e.detail.stage.index}` : ''}`);
 
   it('promotes stage by stage and completes, one event per action, none when nothing happens', async () => {
     const a = node('a');
@@ -56,7 +57,11 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     await a.batch.tick();
     const view = (await backend.rollouts.load(id))!;
     expect(view.rollout.state).toBe('completed');
-    expect(view.stages.map((s) => [s.phase, s.promotedEpoch])).toEqual([['promoted', 0], ['promoted', 0], ['promoted', 0]]);
+    expect(view.stages.map((s) => [s.phase, s.promotedEpoch])).toEqual([
+      ['promoted', 0],
+      ['promoted', 0],
+      ['promoted', 0],
+    ]);
     expect(await types(id)).toEqual(['stage_activated:0', 'stage_promoted:0', 'stage_promoted:1', 'stage_promoted:2', 'completed']);
     // A consumer of an unordered bus orders them by seq, and reads the traffic each left in force.
     const details = (await backend.rollouts.events(id)).map((e) => e.detail);
@@ -64,7 +69,9 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect(details.every((d, i) => i === 0 || d.seq! > details[i - 1]!.seq!)).toBe(true);
     expect(details[0]).toMatchObject({ labels: {}, stableVersion: null, seq: 100 });
     // The pushed reading each gated stage was promoted on is stored with its event; the ungated last stage names none.
-    const promotedOn = (await backend.rollouts.events(id)).filter((e) => e.detailType === 'ai.rollout.stage_promoted').map((e) => e.detail.metrics?.errors ?? null);
+    const promotedOn = (await backend.rollouts.events(id))
+      .filter((e) => e.detailType === 'ai.rollout.stage_promoted')
+      .map((e) => e.detail.metrics?.errors ?? null);
     expect(promotedOn).toEqual([1, 2, null]);
     expect(a.bus.history.map((e) => e.id)).toEqual((await backend.rollouts.events(id)).map((e) => e.id));
     expect(await backend.rollouts.unpublishedEvents(10)).toEqual([]);
@@ -96,7 +103,9 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
     expect((await types(id)).filter((t) => t === 'stage_promoted:0')).toHaveLength(1);
     // And the old leader's own promoter is fenced as a whole.
     await expect(oldLeader.engine.evaluate(id, token)).resolves.toEqual([]);
-    await expect(backend.rollouts.apply(token, planTransition(after, { kind: 'pause' }, { now: clock.now(), token, actor: 'x' }))).rejects.toBeInstanceOf(FencedError);
+    await expect(backend.rollouts.apply(token, planTransition(after, { kind: 'pause' }, { now: clock.now(), token, actor: 'x' }))).rejects.toBeInstanceOf(
+      FencedError,
+    );
   });
 
   it('streaming_miss_batch_catches_up', async () => {
@@ -246,14 +255,24 @@ forEachBackend('rollout promotion on %s', { fresh: 'each' }, (backend) => {
       target: { service: 'checkout', version: 'v2' },
       stages: [
         { name: 'canary', percent: 10, bakeSeconds: 60, gates: { alarms: ['checkout-5xx', 'checkout-p99'] } },
-        { name: 'half', percent: 50, bakeSeconds: 60, gates: { alarms: ['checkout-5xx'], providers: [{ type: 'cloudwatchAlarm', name: 'aws', alarms: ['db-cpu'] }] } },
+        {
+          name: 'half',
+          percent: 50,
+          bakeSeconds: 60,
+          gates: { alarms: ['checkout-5xx'], providers: [{ type: 'cloudwatchAlarm', name: 'aws', alarms: ['db-cpu'] }] },
+        },
         { name: 'all', percent: 100, bakeSeconds: 0 },
       ],
     };
     const { id } = await createRollout(a.engine, { spec: watching, actor: 'alice' });
     const { id: plain } = await createRollout(a.engine, { spec: SPEC, actor: 'alice' });
     await a.streaming.handle({ type: 'rollout.created', rolloutId: id });
-    for (const [alarm, state] of [['checkout-5xx', 'OK'], ['checkout-p99', 'OK'], ['db-cpu', 'ALARM'], ['unrelated', 'ALARM']] as const) {
+    for (const [alarm, state] of [
+      ['checkout-5xx', 'OK'],
+      ['checkout-p99', 'OK'],
+      ['db-cpu', 'ALARM'],
+      ['unrelated', 'ALARM'],
+    ] as const) {
       await backend.rollouts.recordAlarm(alarm, state, clock.now());
     }
     const expected = { 'checkout-5xx': 'OK', 'checkout-p99': 'OK', 'db-cpu': 'ALARM' };

@@ -43,7 +43,11 @@ describe('steal hints on dynamodb', () => {
     const store = new DynamoLedgerStore(t.doc, t.table);
     const runId = uniqueName('hinted');
     await store.createRun(runId, {}, clock.now(), { shards: 4 });
-    const { ids } = await store.enqueue(runId, Array.from({ length: n }, (_, i) => ({ i })), clock.now());
+    const { ids } = await store.enqueue(
+      runId,
+      Array.from({ length: n }, (_, i) => ({ i })),
+      clock.now(),
+    );
     const elector = new LeaseElector(new DynamoRunLeaseStore(t.doc, t.table, runId), { name: coordinatorLease(runId), holderId: 'c', clock, ...LEASE });
     await elector.campaign();
     const { ledger, reads } = counting(store);

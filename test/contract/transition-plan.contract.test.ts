@@ -53,12 +53,7 @@ const SCENARIOS: Record<string, readonly Transition[]> = {
     { kind: 'pause' },
     { kind: 'promote_full' },
   ],
-  'deadline flagged, abort, retry': [
-    { kind: 'activate', stage: 0 },
-    { kind: 'deadline', abort: false },
-    { kind: 'abort', reason: 'stuck' },
-    { kind: 'retry' },
-  ],
+  'deadline flagged, abort, retry': [{ kind: 'activate', stage: 0 }, { kind: 'deadline', abort: false }, { kind: 'abort', reason: 'stuck' }, { kind: 'retry' }],
   'deadline aborts': [
     { kind: 'activate', stage: 0 },
     { kind: 'deadline', abort: true },
@@ -82,13 +77,28 @@ interface Step {
   readonly after: Held;
 }
 
-const held = (view: RolloutView, events: readonly RolloutEvent[]): Held => ({ rollout: view.rollout, stages: view.stages, running: view.rollout.state === 'running', events });
+const held = (view: RolloutView, events: readonly RolloutEvent[]): Held => ({
+  rollout: view.rollout,
+  stages: view.stages,
+  running: view.rollout.state === 'running',
+  events,
+});
 
 /** The plans and what each leaves behind, computed once from the plans alone. */
 function planned(name: string, transitions: readonly Transition[]) {
   const id = `ro_${name.replace(/\W+/g, '-')}`;
   const rollout: RolloutView['rollout'] = {
-    id, spec: SPEC, state: 'running', attempt: 1, version: 0, createdAt: T0, updatedAt: T0, lastProgressAt: T0, deadlineExceededAt: null, stateBy: 'alice', stateReason: null,
+    id,
+    spec: SPEC,
+    state: 'running',
+    attempt: 1,
+    version: 0,
+    createdAt: T0,
+    updatedAt: T0,
+    lastProgressAt: T0,
+    deadlineExceededAt: null,
+    stateBy: 'alice',
+    stateReason: null,
   };
   let view: RolloutView = { rollout, stages: freshStages({ rollout }), metrics: new Map(), alarms: {}, gates: new Map() };
   const created = held(view, []);
@@ -98,7 +108,9 @@ function planned(name: string, transitions: readonly Transition[]) {
     const actor = t.kind === 'activate' || t.kind === 'promote' || t.kind === 'rollback' || t.kind === 'deadline' ? `promoter:${HOLDER}` : 'alice';
     const plan = planTransition(view, t, { now: T0 + (i + 1) * 60_000, token: TOKEN, actor });
     const last = plan.stageChanges.at(-1);
-    const moved: TransitionPlan | null = last ? { ...plan, stageChanges: [...plan.stageChanges.slice(0, -1), { ...last, expect: last.expect === 'pending' ? 'promoted' : 'pending' }] } : null;
+    const moved: TransitionPlan | null = last
+      ? { ...plan, stageChanges: [...plan.stageChanges.slice(0, -1), { ...last, expect: last.expect === 'pending' ? 'promoted' : 'pending' }] }
+      : null;
     const before = steps.at(-1)?.after ?? created;
     view = viewAfter(view, plan);
     steps.push({ plan, moved, before, after: held(view, [...before.events, ...plan.events]) });
@@ -115,7 +127,15 @@ it('the scenarios apply every kind of transition', () => {
 forEachBackend('transition plans on %s', (backend) => {
   let token: LeaseToken;
   beforeAll(async () => {
-    const elector = new LeaseElector(backend.store, { name: TOKEN.name, holderId: HOLDER, clock: new ManualClock(T0), ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 });
+    const elector = new LeaseElector(backend.store, {
+      name: TOKEN.name,
+      holderId: HOLDER,
+      clock: new ManualClock(T0),
+      ttlMs: 30_000,
+      renewIntervalMs: 10_000,
+      retryIntervalMs: 5_000,
+      clockSkewMs: 1_000,
+    });
     expect((await elector.campaign()).leader).toBe(true);
     token = elector.token()!;
     expect(token).toEqual(TOKEN);

@@ -73,7 +73,11 @@ describe('a rollout moves nginx, a Lambda alias and an ALB rule through real nod
   });
 
   const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${cluster.url}${path}`, { method, headers: { 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const res = await fetch(`${cluster.url}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   const aliasPercent = async () => {
@@ -91,7 +95,16 @@ describe('a rollout moves nginx, a Lambda alias and an ALB rule through real nod
     });
   const state = async (id: string) => (await call('GET', `/rollouts/${id}`)).body;
   const metrics = (id: string, stage: number, errors: number, attempt: number) =>
-    call('POST', '/events', { type: 'rollout.metrics_reported', rolloutId: id, stage, attempt, requests: 200, errors, p99LatencyMs: 50, observedAt: Date.now() });
+    call('POST', '/events', {
+      type: 'rollout.metrics_reported',
+      rolloutId: id,
+      stage,
+      attempt,
+      requests: 200,
+      errors,
+      p99LatencyMs: 50,
+      observedAt: Date.now(),
+    });
 
   it('stage by stage, a rollback on a breaching gate, then a retry that completes; what was applied is shown', async () => {
     const created = await call('POST', '/rollouts', { id: 'checkout-2', spec: SPEC });
@@ -119,7 +132,9 @@ describe('a rollout moves nginx, a Lambda alias and an ALB rule through real nod
 
     const shown = await state(id);
     expect(shown.actuation).toEqual(
-      expect.arrayContaining(['web', 'api', 'edge'].map((target) => expect.objectContaining({ target, state: 'converged', percent: 0, stage: null }) as unknown)),
+      expect.arrayContaining(
+        ['web', 'api', 'edge'].map((target) => expect.objectContaining({ target, state: 'converged', percent: 0, stage: null }) as unknown),
+      ),
     );
     const got = await cli(['rollouts', 'get', id, '--url', cluster.url]);
     expect(got.out).toMatch(/web\s+nginx\s+converged\s+0%\s+0%/);

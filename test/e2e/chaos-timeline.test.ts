@@ -44,13 +44,17 @@ describe('chaos timeline page', () => {
     const { page, requests } = await open(renderTimeline(history, violations), 'chaos-timeline');
 
     expect(await page.locator('#title').innerText()).toBe('Chaos timeline · schedule 7 · seed 0x5eed-4242');
-    expect(await page.locator('#meta').innerText()).toMatch(/^1 violation\s*topology local · variant lease-row-reset · 60\.0 s · 3 nodes, 2 workers · 74 ops \(1 refused, 1 unanswered\) · 2 faults · 1 violation$/);
+    expect(await page.locator('#meta').innerText()).toMatch(
+      /^1 violation\s*topology local · variant lease-row-reset · 60\.0 s · 3 nodes, 2 workers · 74 ops \(1 refused, 1 unanswered\) · 2 faults · 1 violation$/,
+    );
 
     // One lane per node, labelled, top to bottom in the history's order.
     const lanes = page.locator('g.lane[data-lane-kind="node"]');
     expect(await lanes.count()).toBe(3);
     expect(await lanes.locator('.lane-label').allTextContents()).toEqual(FIXTURE.nodes);
-    const laneTops = await Promise.all(FIXTURE.nodes.map(async (n) => (await page.locator(`g.lane[data-lane="${n}"] .lane-label`).boundingBox())?.y ?? Number.NaN));
+    const laneTops = await Promise.all(
+      FIXTURE.nodes.map(async (n) => (await page.locator(`g.lane[data-lane="${n}"] .lane-label`).boundingBox())?.y ?? Number.NaN),
+    );
     expect([...laneTops].sort((a, b) => a - b)).toEqual(laneTops);
 
     // Each lane's bars read e<epoch>; leadership moves node-1 → node-2 → node-3 left to right.
@@ -68,7 +72,9 @@ describe('chaos timeline page', () => {
     expect(await backwards.getAttribute('data-lane')).toBe('node-1');
     expect(await backwards.locator('text').textContent()).toMatch(/^⚠ e0\b.*e2/);
     // The node test project has no DOM types; the browser's getComputedStyle is reached through globalThis.
-    const fill = await backwards.locator('rect').evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { fill: string } }).getComputedStyle(el).fill);
+    const fill = await backwards
+      .locator('rect')
+      .evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { fill: string } }).getComputedStyle(el).fill);
     expect(fill).toBe('rgb(220, 38, 38)');
     expect(await backwards.locator('title').textContent()).toContain('EPOCH WENT BACKWARDS: the row had epoch 2 before');
 
@@ -84,21 +90,31 @@ describe('chaos timeline page', () => {
     expect(band!.y + band!.height).toBeGreaterThan(lastLane!.y + lastLane!.height);
     expect(await faults.first().locator('title').textContent()).toBe('kill-leader → node-1: 20.0 s – 26.0 s (6 s) — SIGKILL; restarted at 26 s');
     expect(await page.locator('[data-kind="legend-fault"]').allInnerTexts()).toEqual(['kill-leader', 'store-blackhole']);
-    expect(await Promise.all((await page.locator('[data-kind="phase"]').all()).map((p) => p.getAttribute('data-phase')))).toEqual(['faults', 'healing', 'quiet']);
+    expect(await Promise.all((await page.locator('[data-kind="phase"]').all()).map((p) => p.getAttribute('data-phase')))).toEqual([
+      'faults',
+      'healing',
+      'quiet',
+    ]);
 
     // Marks.
     expect(await page.locator('.mark.promotion').count()).toBe(FIXTURE.promotions);
     expect(await page.locator('.mark.rollback').count()).toBe(FIXTURE.rollbacks);
     expect(await page.locator('.mark.item.done').count()).toBe(FIXTURE.items - FIXTURE.failedItems.length);
     expect(await page.locator('.mark.item.failed').count()).toBe(FIXTURE.failedItems.length);
-    expect(await page.locator('.mark.op.unknown title').textContent()).toMatch(/^op \d+ read\.rollout checkout-v2 by reader-nginx via nginx: unknown · 21\.5 s – 23\.5 s · status 504/);
+    expect(await page.locator('.mark.op.unknown title').textContent()).toMatch(
+      /^op \d+ read\.rollout checkout-v2 by reader-nginx via nginx: unknown · 21\.5 s – 23\.5 s · status 504/,
+    );
     expect(await page.locator('.mark.op.failed').count()).toBe(FIXTURE.failedOps);
-    expect(await page.locator('.mark.rollback title').textContent()).toBe('search-v5 attempt 1 stage 0: active → rolled_back at 42.0 s by node-3 at epoch 2 (seq 7)');
+    expect(await page.locator('.mark.rollback title').textContent()).toBe(
+      'search-v5 attempt 1 stage 0: active → rolled_back at 42.0 s by node-3 at epoch 2 (seq 7)',
+    );
 
     // The violation: a red mark at its time, its message in the tooltip, and the list under the picture.
     const mark = page.locator('.mark.violation');
     expect(await mark.count()).toBe(1);
-    expect(await mark.locator('title').textContent()).toMatch(/^lease-epoch-monotonic \(safety\) at 51\.0 s: promotion_leader went back from epoch 2 to epoch 0/);
+    expect(await mark.locator('title').textContent()).toMatch(
+      /^lease-epoch-monotonic \(safety\) at 51\.0 s: promotion_leader went back from epoch 2 to epoch 0/,
+    );
     const markBox = await mark.locator('circle').boundingBox();
     const backwardsBox = await backwards.locator('rect').boundingBox();
     expect(Math.abs(markBox!.x + markBox!.width / 2 - backwardsBox!.x)).toBeLessThan(3);
@@ -129,7 +145,10 @@ describe('chaos timeline page', () => {
       nodes: [evil, ...history.nodes.slice(1)],
       store: { ...history.store, leaseChanges: history.store.leaseChanges.map((c) => (c.holder === 'node-1' ? { ...c, holder: evil } : c)) },
     };
-    const { page, requests } = await open(renderTimeline(hostile, [{ ...violations[0]!, message: `<script>window.__owned=2</script>` }]), 'chaos-timeline-hostile');
+    const { page, requests } = await open(
+      renderTimeline(hostile, [{ ...violations[0]!, message: `<script>window.__owned=2</script>` }]),
+      'chaos-timeline-hostile',
+    );
     expect(await page.evaluate(() => (globalThis as { __owned?: number }).__owned)).toBeUndefined();
     expect(await page.locator('g.lane[data-lane-kind="node"] .label > title').first().textContent()).toBe(`${evil}: led 32 s · 2 terms`);
     expect(await page.locator('#violations .message').innerText()).toBe('<script>window.__owned=2</script>');

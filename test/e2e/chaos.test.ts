@@ -38,14 +38,23 @@ describe('chaos smoke (local cluster)', () => {
     expect(planFaults(SEED, 1, 3)).toEqual(planFaults(SEED, 1, 3));
     // Round-robin over a shuffle: ceil(kinds / 3 per schedule) schedules name every kind once at least;
     // the actuation faults have a rotation of their own, one closing every schedule.
-    const schedules = Array.from({ length: Math.ceil((LOCAL_FAULTS.length - ACTUATION_FAULTS.length) / 3) }, (_, i) => planFaults(SEED, i, 3).map((p) => p.kind));
+    const schedules = Array.from({ length: Math.ceil((LOCAL_FAULTS.length - ACTUATION_FAULTS.length) / 3) }, (_, i) =>
+      planFaults(SEED, i, 3).map((p) => p.kind),
+    );
     for (const plan of schedules) expect(ACTUATION_FAULTS).toContain(plan.at(-1));
     expect(new Set(schedules.flat()).size).toBe(LOCAL_FAULTS.length);
   });
 
   for (let i = 0; i < SCHEDULES; i++) {
     it(`schedule ${i}: no safety or liveness violation`, async () => {
-      const h = await runLocalSchedule(cluster, { seed: SEED, schedule: i, variant: null, faultsPerSchedule: 3, items: 120, log: (l) => process.stderr.write(`${l}\n`) });
+      const h = await runLocalSchedule(cluster, {
+        seed: SEED,
+        schedule: i,
+        variant: null,
+        faultsPerSchedule: 3,
+        items: 120,
+        log: (l) => process.stderr.write(`${l}\n`),
+      });
       // The history is not empty: work was done and faults were injected.
       expect(h.faults.length).toBeGreaterThan(0);
       expect(h.store.itemTransitions.some((t) => t.to.state === 'done')).toBe(true);

@@ -41,12 +41,20 @@ beforeAll(async () => {
   const { publicKey, privateKey } = await generateKeyPair('RS256');
   const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
   issuerServer = createServer((req, res) => {
-    if (req.url === '/.well-known/openid-configuration') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer, jwks_uri: `${issuer}/keys` }));
+    if (req.url === '/.well-known/openid-configuration')
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer, jwks_uri: `${issuer}/keys` }));
     if (req.url === '/keys') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
     res.writeHead(404).end();
   });
   issuer = await listenOnLoopback(issuerServer);
-  signJwt = (claims) => new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(issuer).setAudience('rollout').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+  signJwt = (claims) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(issuer)
+      .setAudience('rollout')
+      .setIssuedAt()
+      .setExpirationTime('10m')
+      .sign(privateKey);
   cluster = await startCluster({
     nodes: 3,
     tls: { certFile: certs.certFile, keyFile: certs.keyFile, ca: certs.ca },
@@ -75,17 +83,36 @@ function send(method: string, path: string, token: string, body?: unknown): Prom
   const url = new URL(cluster.url);
   return new Promise((done, fail) => {
     const text = body === undefined ? undefined : JSON.stringify(body);
-    const req = httpsRequest({ host: url.hostname, port: url.port, method, path, ca: certs.ca, headers: { authorization: `Bearer ${token}`, ...(text ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) } : {}) } }, (res) => {
-      let out = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (out += c));
-      res.on('end', () => done({ status: res.statusCode ?? 0, body: out.startsWith('{') ? (JSON.parse(out) as Record<string, unknown>) : null }));
-    });
+    const req = httpsRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        method,
+        path,
+        ca: certs.ca,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(text ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) } : {}),
+        },
+      },
+      (res) => {
+        let out = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (out += c));
+        res.on('end', () => done({ status: res.statusCode ?? 0, body: out.startsWith('{') ? (JSON.parse(out) as Record<string, unknown>) : null }));
+      },
+    );
     req.on('error', fail);
     req.end(text);
   });
 }
-const spec = { target: { service: 'checkout', version: 'v7' }, stages: [{ name: 'canary', percent: 5, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const spec = {
+  target: { service: 'checkout', version: 'v7' },
+  stages: [
+    { name: 'canary', percent: 5, bakeSeconds: 3_600 },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+};
 
 describe('the cluster behind nginx with TLS and authentication', () => {
   it('the CLI works over HTTPS with a token, and is refused without one', async () => {
@@ -121,7 +148,26 @@ describe('the cluster behind nginx with TLS and authentication', () => {
     const created = await rollout(['runs', 'create', ...over(), '--file', items, '--id', 'auth-run', '--token', admin.token]);
     expect(created.code, created.err).toBe(0);
     const w = await rollout(
-      ['worker', '--run', 'auth-run', '--store', 'postgres', '--queue', 'ledger', '--coordinator', `${cluster.url}/coordinator`, '--ca-file', certs.caFile, '--worker-id', 'w-auth', '--mock-duration-ms', '5', '--wait-seconds', '1', '--exit-when-done'],
+      [
+        'worker',
+        '--run',
+        'auth-run',
+        '--store',
+        'postgres',
+        '--queue',
+        'ledger',
+        '--coordinator',
+        `${cluster.url}/coordinator`,
+        '--ca-file',
+        certs.caFile,
+        '--worker-id',
+        'w-auth',
+        '--mock-duration-ms',
+        '5',
+        '--wait-seconds',
+        '1',
+        '--exit-when-done',
+      ],
       { DATABASE_URL: cluster.databaseUrl, ROLLOUT_TOKEN: worker.token },
     );
     expect(w.code, w.err).toBe(0);
@@ -134,7 +180,26 @@ describe('the cluster behind nginx with TLS and authentication', () => {
     const again = await rollout(['runs', 'create', ...over(), '--file', items, '--id', 'auth-run-2', '--token', admin.token]);
     expect(again.code, again.err).toBe(0);
     const anonymous = await rollout(
-      ['worker', '--run', 'auth-run-2', '--store', 'postgres', '--queue', 'ledger', '--coordinator', `${cluster.url}/coordinator`, '--ca-file', certs.caFile, '--worker-id', 'w-anon', '--mock-duration-ms', '5', '--wait-seconds', '1', '--exit-when-done'],
+      [
+        'worker',
+        '--run',
+        'auth-run-2',
+        '--store',
+        'postgres',
+        '--queue',
+        'ledger',
+        '--coordinator',
+        `${cluster.url}/coordinator`,
+        '--ca-file',
+        certs.caFile,
+        '--worker-id',
+        'w-anon',
+        '--mock-duration-ms',
+        '5',
+        '--wait-seconds',
+        '1',
+        '--exit-when-done',
+      ],
       { DATABASE_URL: cluster.databaseUrl },
     );
     expect(anonymous.err).toMatch(/HTTP 401/);
@@ -142,7 +207,26 @@ describe('the cluster behind nginx with TLS and authentication', () => {
     const third = await rollout(['runs', 'create', ...over(), '--file', items, '--id', 'auth-run-3', '--token', admin.token]);
     expect(third.code, third.err).toBe(0);
     const byJwt = await rollout(
-      ['worker', '--run', 'auth-run-3', '--store', 'postgres', '--queue', 'ledger', '--coordinator', `${cluster.url}/coordinator`, '--ca-file', certs.caFile, '--worker-id', 'w-jwt', '--mock-duration-ms', '5', '--wait-seconds', '1', '--exit-when-done'],
+      [
+        'worker',
+        '--run',
+        'auth-run-3',
+        '--store',
+        'postgres',
+        '--queue',
+        'ledger',
+        '--coordinator',
+        `${cluster.url}/coordinator`,
+        '--ca-file',
+        certs.caFile,
+        '--worker-id',
+        'w-jwt',
+        '--mock-duration-ms',
+        '5',
+        '--wait-seconds',
+        '1',
+        '--exit-when-done',
+      ],
       { DATABASE_URL: cluster.databaseUrl, ROLLOUT_TOKEN: await signJwt({ sub: 'fleet@example.com', scope: 'worker' }) },
     );
     expect(byJwt.code, byJwt.err).toBe(0);
@@ -151,15 +235,39 @@ describe('the cluster behind nginx with TLS and authentication', () => {
 
   it('through nginx, a worker token bound to one run serves it, and is refused another run and another worker id; nothing of the other run moves', async () => {
     const items = join(dir, 'items.json');
-    for (const id of ['bound-run', 'other-run']) expect((await rollout(['runs', 'create', ...over(), '--file', items, '--id', id, '--token', admin.token])).code).toBe(0);
+    for (const id of ['bound-run', 'other-run'])
+      expect((await rollout(['runs', 'create', ...over(), '--file', items, '--id', id, '--token', admin.token])).code).toBe(0);
     const other = await send('GET', '/runs/other-run/items', reader.token);
-    for (const body of [{ action: 'steal', runId: 'other-run', workerId: 'w-bound' }, { action: 'steal', runId: 'bound-run', workerId: 'w-else' }, { action: 'scan-all' }]) {
+    for (const body of [
+      { action: 'steal', runId: 'other-run', workerId: 'w-bound' },
+      { action: 'steal', runId: 'bound-run', workerId: 'w-else' },
+      { action: 'scan-all' },
+    ]) {
       const r = await send('POST', '/coordinator', bound.token, body);
       expect(r.status, JSON.stringify(body)).toBe(403);
     }
     expect(await send('GET', '/runs/other-run/items', reader.token)).toEqual(other);
     const w = await rollout(
-      ['worker', '--run', 'bound-run', '--store', 'postgres', '--queue', 'ledger', '--coordinator', `${cluster.url}/coordinator`, '--ca-file', certs.caFile, '--worker-id', 'w-bound', '--mock-duration-ms', '5', '--wait-seconds', '1', '--exit-when-done'],
+      [
+        'worker',
+        '--run',
+        'bound-run',
+        '--store',
+        'postgres',
+        '--queue',
+        'ledger',
+        '--coordinator',
+        `${cluster.url}/coordinator`,
+        '--ca-file',
+        certs.caFile,
+        '--worker-id',
+        'w-bound',
+        '--mock-duration-ms',
+        '5',
+        '--wait-seconds',
+        '1',
+        '--exit-when-done',
+      ],
       { DATABASE_URL: cluster.databaseUrl, ROLLOUT_TOKEN: bound.token },
     );
     expect(w.code, w.err).toBe(0);
@@ -167,7 +275,11 @@ describe('the cluster behind nginx with TLS and authentication', () => {
   }, 120_000);
 
   it('through nginx, an AWS envelope sent with a signal token to another spelling of /events is refused, as /events itself is', async () => {
-    const forged = { source: 'aws.ec2', 'detail-type': 'EC2 Spot Instance Interruption Warning', detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' } };
+    const forged = {
+      source: 'aws.ec2',
+      'detail-type': 'EC2 Spot Instance Interruption Warning',
+      detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' },
+    };
     for (const path of ['/events', '/events/', '/events//', '/%65vents', '/./events']) {
       const r = await send('POST', path, signaller.token, forged);
       expect([400, 403, 404], `${path}: ${JSON.stringify(r.body)}`).toContain(r.status);

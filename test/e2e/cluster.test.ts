@@ -36,7 +36,12 @@ type Answer = { status: number; body: Record<string, unknown>; headers: Headers 
 const CLIENT_TIMEOUT_MS = 30_000;
 
 async function request(url: string, method: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-  const res = await fetch(url, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }), signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS) });
+  const res = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS),
+  });
   const text = await res.text();
   let parsed: Record<string, unknown>;
   try {
@@ -49,7 +54,6 @@ async function request(url: string, method: string, body?: unknown, headers: Rec
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-
 const rolloutSpec = (key: string) => ({ target: { service: 'e2e', version: 'v2', labels: { key } }, preset: 'linear', stepPercent: 50, bakeSeconds: 60 });
 
 /** A client as the CLI behaves: one Idempotency-Key per write, kept across its retries. */
@@ -58,7 +62,15 @@ async function createRollout(base: string, key: string): Promise<Outcome> {
   for (let attempt = 1; attempt <= 8; attempt++) {
     try {
       const r = await request(`${base}/rollouts`, 'POST', { spec: rolloutSpec(key) }, { 'idempotency-key': key, 'x-rollout-actor': 'e2e' });
-      last = { key, ok: r.status === 201 || r.status === 200, status: r.status, attempts: attempt, at: Date.now(), ...(typeof r.body.id === 'string' ? { id: r.body.id } : {}), ...(typeof r.body.error === 'string' ? { error: r.body.error } : {}) };
+      last = {
+        key,
+        ok: r.status === 201 || r.status === 200,
+        status: r.status,
+        attempts: attempt,
+        at: Date.now(),
+        ...(typeof r.body.id === 'string' ? { id: r.body.id } : {}),
+        ...(typeof r.body.error === 'string' ? { error: r.body.error } : {}),
+      };
       if (r.status < 500) return last;
     } catch (err) {
       last = { key, ok: false, status: 0, error: err instanceof Error ? err.message : String(err), attempts: attempt, at: Date.now() };
@@ -83,7 +95,15 @@ function readers(base: string, paths: readonly string[]) {
     let read: Read;
     try {
       const r = await request(`${base}${path}`, 'GET');
-      read = { path, status: r.status, node: r.headers.get('x-rollout-node-id'), upstream: r.headers.get('x-controller-upstream') ?? '', startedAt, ms: Date.now() - startedAt, ...(r.status >= 300 ? { error: String(r.body.error) } : {}) };
+      read = {
+        path,
+        status: r.status,
+        node: r.headers.get('x-rollout-node-id'),
+        upstream: r.headers.get('x-controller-upstream') ?? '',
+        startedAt,
+        ms: Date.now() - startedAt,
+        ...(r.status >= 300 ? { error: String(r.body.error) } : {}),
+      };
     } catch (err) {
       read = { path, status: 0, node: null, upstream: '', startedAt, ms: Date.now() - startedAt, error: err instanceof Error ? err.message : String(err) };
     }
@@ -148,7 +168,12 @@ describe('three nodes behind nginx', () => {
     });
   }
 
-  const lease = async () => (await db.query<{ holder: string | null; epoch: string; acquired_at: Date; expires_at: Date }>(`SELECT holder, epoch, acquired_at, expires_at FROM leases WHERE name = 'promotion_leader'`)).rows[0]!;
+  const lease = async () =>
+    (
+      await db.query<{ holder: string | null; epoch: string; acquired_at: Date; expires_at: Date }>(
+        `SELECT holder, epoch, acquired_at, expires_at FROM leases WHERE name = 'promotion_leader'`,
+      )
+    ).rows[0]!;
   const port = (n: ClusterNodeProcess) => `127.0.0.1:${new URL(n.url).port}`;
 
   it('survives SIGKILL of the leader: the lease is taken only once it has run out, at the next epoch; every write applied at most once; reads through nginx never get a 502', async () => {
@@ -176,12 +201,17 @@ describe('three nodes behind nginx', () => {
     expect(Number(now.epoch)).toBe(Number(last.epoch) + 1);
     expect(now.acquired_at.getTime()).toBeGreaterThan(last.expires_at.getTime());
     const elected = await until('the new leader has recorded its election', 10_000, async () => {
-      const { rows } = await db.query<{ node_id: string; at: string }>(`SELECT node_id, event_data->>'at' AS at FROM cluster_events WHERE event_type = 'leader_elected' AND (event_data->>'term')::int = $1`, [Number(now.epoch)]);
+      const { rows } = await db.query<{ node_id: string; at: string }>(
+        `SELECT node_id, event_data->>'at' AS at FROM cluster_events WHERE event_type = 'leader_elected' AND (event_data->>'term')::int = $1`,
+        [Number(now.epoch)],
+      );
       return rows.length ? rows : null;
     });
     expect(elected.map((e) => e.node_id)).toEqual([now.holder]);
     const failoverMs = Date.parse(elected[0]!.at) - killedAt;
-    console.log(`[e2e] failover after SIGKILL: ${failoverMs} ms (TTL ${TTL} s, election interval ${ELECTION_INTERVAL} s); writes ${outcomes.length} (${outcomes.filter((o) => o.ok).length} ok, retried ${outcomes.filter((o) => o.attempts > 1).length}); reads ${reading.reads.length}`);
+    console.log(
+      `[e2e] failover after SIGKILL: ${failoverMs} ms (TTL ${TTL} s, election interval ${ELECTION_INTERVAL} s); writes ${outcomes.length} (${outcomes.filter((o) => o.ok).length} ok, retried ${outcomes.filter((o) => o.attempts > 1).length}); reads ${reading.reads.length}`,
+    );
 
     // Every write either succeeded or failed with a clear error.
     for (const o of outcomes) {
@@ -202,12 +232,19 @@ describe('three nodes behind nginx', () => {
     // Reads answered throughout, the election's "no leader elected" included, and none by the dead node.
     const reads = reading.reads;
     const leaderless = reads.filter((r) => r.status === 503);
-    console.log(`[e2e] reads during the SIGKILL failover: ${reads.length}, of which ${leaderless.length} answered "no leader elected"; slowest ${Math.max(...reads.map((r) => r.ms))} ms`);
+    console.log(
+      `[e2e] reads during the SIGKILL failover: ${reads.length}, of which ${leaderless.length} answered "no leader elected"; slowest ${Math.max(...reads.map((r) => r.ms))} ms`,
+    );
     expect(notAnswers(reads)).toEqual([]);
     expect(leaderless.length).toBeGreaterThan(0);
 
     // A retry of a write that succeeded replays it.
-    const again = await request(`${cluster.url}/rollouts`, 'POST', { spec: rolloutSpec(succeeded[0]!.key) }, { 'idempotency-key': succeeded[0]!.key, 'x-rollout-actor': 'e2e' });
+    const again = await request(
+      `${cluster.url}/rollouts`,
+      'POST',
+      { spec: rolloutSpec(succeeded[0]!.key) },
+      { 'idempotency-key': succeeded[0]!.key, 'x-rollout-actor': 'e2e' },
+    );
     expect(again.status).toBeLessThan(300);
     expect(again.body.id).toBe(succeeded[0]!.id);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
@@ -236,13 +273,18 @@ describe('three nodes behind nginx', () => {
     const leaderNode = cluster.nodes.find((n) => n.id === leader)!;
     const reading = readers(cluster.url, ['/rollouts', '/cluster/leader', '/cluster/health']);
     // nginx tried the paused node and the read came back from another; or a read stalled (the failure this test is about).
-    const triedOn = (n: ClusterNodeProcess, since: number) => reading.reads.some((r) => r.startedAt >= since && (r.upstream.includes(port(n)) || r.status === 0));
+    const triedOn = (n: ClusterNodeProcess, since: number) =>
+      reading.reads.some((r) => r.startedAt >= since && (r.upstream.includes(port(n)) || r.status === 0));
 
     // A follower stops answering: reads nginx hands it move on to another node.
     const followerPausedAt = Date.now();
     paused.add(follower.id);
     follower.process.kill('SIGSTOP');
-    await until('a read tried on the paused follower came back', 90_000, () => triedOn(follower, followerPausedAt) && reading.reads.filter((r) => r.startedAt > followerPausedAt).length > 20);
+    await until(
+      'a read tried on the paused follower came back',
+      90_000,
+      () => triedOn(follower, followerPausedAt) && reading.reads.filter((r) => r.startedAt > followerPausedAt).length > 20,
+    );
     follower.process.kill('SIGCONT');
     paused.delete(follower.id);
     const followerResumedAt = Date.now();
@@ -261,15 +303,25 @@ describe('three nodes behind nginx', () => {
     paused.delete(leader);
     const leaderResumedAt = Date.now();
     // The old leader finds itself deposed (and answers whatever nginx left in its socket).
-    await until('the old leader follows', 30_000, async () => (await request(`${leaderNode.url}/cluster/status`, 'GET').catch(() => null))?.body.state === 'follower');
+    await until(
+      'the old leader follows',
+      30_000,
+      async () => (await request(`${leaderNode.url}/cluster/status`, 'GET').catch(() => null))?.body.state === 'follower',
+    );
     await reading.stop();
 
     const during = (from: number, to: number) => reading.reads.filter((r) => r.startedAt >= from && r.startedAt < to);
     const whileFollowerPaused = during(followerPausedAt, followerResumedAt);
     const whileLeaderPaused = during(leaderPausedAt, leaderResumedAt);
-    const figures = (rs: Read[]) => `${rs.length} reads, p50 ${quantile(rs.map((r) => r.ms), 0.5)} ms, max ${Math.max(...rs.map((r) => r.ms))} ms, ${rs.filter((r) => r.upstream.includes(',')).length} moved on`;
+    const figures = (rs: Read[]) =>
+      `${rs.length} reads, p50 ${quantile(
+        rs.map((r) => r.ms),
+        0.5,
+      )} ms, max ${Math.max(...rs.map((r) => r.ms))} ms, ${rs.filter((r) => r.upstream.includes(',')).length} moved on`;
     console.log(`[e2e] follower ${follower.id} paused: ${figures(whileFollowerPaused)}`);
-    console.log(`[e2e] leader ${leader} paused: ${figures(whileLeaderPaused)}; the write took ${writeMs} ms (${written.attempts} attempt(s)) and landed on ${next}`);
+    console.log(
+      `[e2e] leader ${leader} paused: ${figures(whileLeaderPaused)}; the write took ${writeMs} ms (${written.attempts} attempt(s)) and landed on ${next}`,
+    );
 
     // Every read got an answer, and not from the paused node.
     expect(notAnswers(whileFollowerPaused)).toEqual([]);
@@ -309,7 +361,9 @@ describe('three nodes behind nginx', () => {
     await reading.stop();
     const window = reading.reads.filter((r) => r.startedAt >= pausedAt);
     const waited = window.filter((r) => r.startedAt < resumedAt);
-    console.log(`[e2e] all nodes paused ${stallMs} ms: ${window.length} reads, those begun during the pause took up to ${Math.max(...waited.map((r) => r.ms))} ms`);
+    console.log(
+      `[e2e] all nodes paused ${stallMs} ms: ${window.length} reads, those begun during the pause took up to ${Math.max(...waited.map((r) => r.ms))} ms`,
+    );
     expect(notAnswers(window)).toEqual([]);
     // The read begun during the stall timed out on a paused node, moved on, and was answered once the host came back.
     const read = await during;
@@ -324,7 +378,14 @@ describe('three nodes behind nginx', () => {
     const text = await res.text();
     expect(res.headers.get('content-type')).toMatch(/text\/plain/);
     expect(text).toMatch(new RegExp(`rollout_is_leader\\{node_id="${leader}"\\} 1`));
-    for (const name of ['rollout_leadership_duration_seconds', 'rollout_elections_won_total', 'rollout_lease_renewals_total', 'rollout_cluster_nodes', 'rollout_last_failover_timestamp_seconds']) expect(text).toContain(name);
+    for (const name of [
+      'rollout_leadership_duration_seconds',
+      'rollout_elections_won_total',
+      'rollout_lease_renewals_total',
+      'rollout_cluster_nodes',
+      'rollout_last_failover_timestamp_seconds',
+    ])
+      expect(text).toContain(name);
   });
 });
 
@@ -350,7 +411,13 @@ describe('a graceful stop hands over by the wake-up', () => {
   });
 
   it('SIGTERM resigns; the follower takes over at the next epoch at once, not at its next retry', async () => {
-    const row = await until('a leader', 30_000, async () => (await db.query<{ holder: string | null; epoch: string }>(`SELECT holder, epoch FROM leases WHERE name = 'promotion_leader' AND holder IS NOT NULL`)).rows[0]);
+    const row = await until(
+      'a leader',
+      30_000,
+      async () =>
+        (await db.query<{ holder: string | null; epoch: string }>(`SELECT holder, epoch FROM leases WHERE name = 'promotion_leader' AND holder IS NOT NULL`))
+          .rows[0],
+    );
     const leader = cluster.nodes.find((n) => n.id === row.holder)!;
     const follower = cluster.nodes.find((n) => n !== leader)!;
     // The follower has campaigned once (at start) and lost: it now waits for its retry, 10 minutes away.
@@ -359,8 +426,16 @@ describe('a graceful stop hands over by the wake-up', () => {
 
     await leader.kill('SIGTERM');
     expect(leader.process.exitCode).toBe(0);
-    const elected = await until('the follower leads', 30_000, async () =>
-      (await db.query<{ at: string; term: string }>(`SELECT event_data->>'at' AS at, event_data->>'term' AS term FROM cluster_events WHERE id > $1 AND event_type = 'leader_elected' AND node_id = $2`, [before[0]!.max ?? 0, follower.id])).rows[0],
+    const elected = await until(
+      'the follower leads',
+      30_000,
+      async () =>
+        (
+          await db.query<{ at: string; term: string }>(
+            `SELECT event_data->>'at' AS at, event_data->>'term' AS term FROM cluster_events WHERE id > $1 AND event_type = 'leader_elected' AND node_id = $2`,
+            [before[0]!.max ?? 0, follower.id],
+          )
+        ).rows[0],
     ).catch((err: Error) => {
       // What each node logged is the only account of why a hand-over did not happen.
       throw new Error(`${err.message}\n${cluster.nodes.map((n) => `--- ${n.id}\n${n.log()}`).join('\n')}`);
@@ -373,7 +448,9 @@ describe('a graceful stop hands over by the wake-up', () => {
     expect(lost?.reason).toBe('resigned');
     expect(Number(elected.term)).toBe(Number(row.epoch) + 1);
     expect(rows.some((r) => r.event_type === 'node_left' && r.node_id === leader.id)).toBe(true);
-    console.log(`[e2e] graceful handover by NOTIFY: ${Date.parse(elected.at) - Date.parse(lost!.at)} ms from resign to elected (the follower's next retry was 10 minutes away)`);
+    console.log(
+      `[e2e] graceful handover by NOTIFY: ${Date.parse(elected.at) - Date.parse(lost!.at)} ms from resign to elected (the follower's next retry was 10 minutes away)`,
+    );
   }, 120_000);
 });
 

@@ -150,7 +150,10 @@ describe('the package, as an adopter installs it', () => {
     db = await freshDatabase('package');
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    node = spawn(consumer.bin, ['serve', '--node-id', 'pkg', '--port', String(port), '--database-url', db.url, '--tick-interval', '1'], { cwd: consumer.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    node = spawn(consumer.bin, ['serve', '--node-id', 'pkg', '--port', String(port), '--database-url', db.url, '--tick-interval', '1'], {
+      cwd: consumer.dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     await new Promise<void>((ready, fail) => {
       node!.once('exit', (code) => fail(new Error(`the installed rollout bin exited with ${code}:\n${log}`)));
       const keep = (b: Buffer) => {
@@ -185,7 +188,13 @@ describe('the package, as an adopter installs it', () => {
     writeFileSync(join(consumer.dir, 'cdk-app.mjs'), CDK_APP_MJS);
     const r = spawnSync(process.execPath, ['cdk-app.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, CDK_DISABLE_VERSION_CHECK: '1' } });
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
-    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { functions: number; tables: number; groups: number; lambdaBundles: number; fleetFiles: string[] | null };
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as {
+      functions: number;
+      tables: number;
+      groups: number;
+      lambdaBundles: number;
+      fleetFiles: string[] | null;
+    };
     expect(out).toMatchObject({ tables: 1, groups: 1, fleetFiles: ['rollout.mjs', 'worker.mjs'] });
     // The package's prebuilt bundles, one per function of the topology (plus CDK's own helpers, if any).
     expect(out.lambdaBundles).toBeGreaterThanOrEqual(6);
@@ -196,7 +205,14 @@ describe('the package, as an adopter installs it', () => {
     writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
     const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
     expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
-    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ completed: 'completed', assigned: 'new', abort: true, items: [200, 200], openapi: ['3.1.0', true, 'healthy'], refused: [400, true] });
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({
+      completed: 'completed',
+      assigned: 'new',
+      abort: true,
+      items: [200, 200],
+      openapi: ['3.1.0', true, 'healthy'],
+      refused: [400, true],
+    });
 
     const completed = rollout('status', 'pkg-completes', '--timeout', '60s');
     expect(completed.status, completed.stderr).toBe(0);

@@ -16,7 +16,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function npmStart(args: string[]) {
   // Its own process group, so Ctrl-C can be delivered as a terminal does: to npm and everything under it.
-  const child = spawn('npm', ['start', '--silent', '--', '--data-dir', join(dir, 'data'), ...args], { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0' } });
+  const child = spawn('npm', ['start', '--silent', '--', '--data-dir', join(dir, 'data'), ...args], {
+    cwd: root,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, FORCE_COLOR: '0' },
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (b: Buffer) => (out += b.toString()));
@@ -34,7 +39,9 @@ describe('npm start', () => {
     expect(code, `${p.out()}\n${p.err()}`).toBe(0);
     const out = p.out();
     expect(out).toContain(`on http://127.0.0.1:${port}`);
-    const m = out.match(/demo complete: rollout (\S+) completed in [\d.]+ s; run (\S+) finished in [\d.]+ s \((\d+) done, (\d+) failed, steals (\d+), drains (\d+)\)/);
+    const m = out.match(
+      /demo complete: rollout (\S+) completed in [\d.]+ s; run (\S+) finished in [\d.]+ s \((\d+) done, (\d+) failed, steals (\d+), drains (\d+)\)/,
+    );
     expect(m, out).not.toBeNull();
     const [, , , done, failed, steals, drains] = m!;
     expect(Number(done)).toBe(150);
@@ -50,7 +57,9 @@ describe('npm start', () => {
     let state: { rollouts: { id: string; state: string }[]; runs: { id: string; done: boolean; counts: { done: number } }[] } | null = null;
     const deadline = Date.now() + 30_000;
     while (!state && Date.now() < deadline) {
-      state = await fetch(`http://127.0.0.1:${port}/ui/state`).then((r) => r.json() as Promise<typeof state>).catch(() => null);
+      state = await fetch(`http://127.0.0.1:${port}/ui/state`)
+        .then((r) => r.json() as Promise<typeof state>)
+        .catch(() => null);
       if (!state) await new Promise((r) => setTimeout(r, 100));
     }
     expect(state, p.err()).not.toBeNull();

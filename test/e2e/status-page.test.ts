@@ -33,7 +33,15 @@ let edge: SplitNginx;
 beforeAll(async () => {
   const port = await freePort();
   [web, edge] = await Promise.all([startSplitNginx(), startSplitNginx()]);
-  node = await ControlPlaneNode.open({ nodeId: 'page-node', port, store: { kind: 'pglite', dataDir: null }, elector: 'static', scanIntervalSeconds: 1, outbound: { origins: ['http://prometheus.invalid:9090'] }, targets: { web: web.target, edge: edge.target } });
+  node = await ControlPlaneNode.open({
+    nodeId: 'page-node',
+    port,
+    store: { kind: 'pglite', dataDir: null },
+    elector: 'static',
+    scanIntervalSeconds: 1,
+    outbound: { origins: ['http://prometheus.invalid:9090'] },
+    targets: { web: web.target, edge: edge.target },
+  });
   server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
   await node.start();
   pool = new LocalWorkerPool(node, { size: 3, itemMs: 5 });
@@ -50,7 +58,11 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: unknown, actor?: string) {
-  const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(actor ? { 'x-rollout-actor': actor } : {}) }, body: JSON.stringify(body) });
+  const res = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(actor ? { 'x-rollout-actor': actor } : {}) },
+    body: JSON.stringify(body),
+  });
   expect(res.status, await res.clone().text()).toBeLessThan(300);
   return (await res.json()) as Record<string, unknown>;
 }
@@ -87,7 +99,15 @@ describe('status page', () => {
         ],
       },
     });
-    await post('/events', { type: 'rollout.metrics_reported', rolloutId: 'checkout-v2', stage: 'canary', requests: 400, errors: 4, p99LatencyMs: 210, observedAt: Date.now() });
+    await post('/events', {
+      type: 'rollout.metrics_reported',
+      rolloutId: 'checkout-v2',
+      stage: 'canary',
+      requests: 400,
+      errors: 4,
+      p99LatencyMs: 210,
+      observedAt: Date.now(),
+    });
     await post('/runs', { id: 'nightly-batch', items: Array.from({ length: 120 }, (_, i) => ({ i })) });
 
     const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
@@ -102,7 +122,9 @@ describe('status page', () => {
     expect(await rollout.locator('.gates').innerText()).toBe('canary: requests 400 / min 100 · error rate 1.0% (max 2.0%) ok · p99 210 ms');
 
     const run = page.locator('.run[data-id="nightly-batch"]');
-    await expect.poll(() => run.locator('.counts').innerText(), { timeout: 30_000 }).toMatch(/^items 120 done \/ 0 running \/ 0 pending \/ 0 failed of 120 · steals \d+ · drains 0$/);
+    await expect
+      .poll(() => run.locator('.counts').innerText(), { timeout: 30_000 })
+      .toMatch(/^items 120 done \/ 0 running \/ 0 pending \/ 0 failed of 120 · steals \d+ · drains 0$/);
     expect(await run.innerText()).toContain('done');
 
     // A change made elsewhere shows up without a reload.
@@ -122,9 +144,26 @@ describe('status page', () => {
 
   it('draws each provider gate of the active stage: its readings over time against the threshold, coloured by outcome', async () => {
     // Never read by the node during the test (a long initial delay): the readings shown are the ones stored here, as a reader stores them.
-    const gate = { type: 'prometheus', name: 'error-rate', address: 'http://prometheus.invalid:9090', query: 'sum(errors) / sum(requests)', comparison: '<', threshold: 0.05, initialDelaySeconds: 86_400 };
+    const gate = {
+      type: 'prometheus',
+      name: 'error-rate',
+      address: 'http://prometheus.invalid:9090',
+      query: 'sum(errors) / sum(requests)',
+      comparison: '<',
+      threshold: 0.05,
+      initialDelaySeconds: 86_400,
+    };
     const alarms = { type: 'cloudwatchAlarm', name: 'alarms', alarms: ['checkout-5xx'], initialDelaySeconds: 86_400, failureLimit: 5 };
-    await post('/rollouts', { id: 'charted', spec: { target: { service: 'cart', version: 'v9' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate, alarms] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] } });
+    await post('/rollouts', {
+      id: 'charted',
+      spec: {
+        target: { service: 'cart', version: 'v9' },
+        stages: [
+          { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate, alarms] } },
+          { name: 'all', percent: 100, bakeSeconds: 0 },
+        ],
+      },
+    });
     await expect.poll(async () => (await node.plane.engine.store.load('charted'))?.stages[0]?.phase, { timeout: 10_000 }).toBe('active');
     const view = (await node.plane.engine.store.load('charted'))!;
     const T = Date.now();
@@ -135,14 +174,38 @@ describe('status page', () => {
         rolloutId: 'charted',
         origin: view.rollout.lastProgressAt,
         reading: {
-          gate: 'error-rate', type: 'prometheus', attempt: 1, stage: 0, at: at(i), value, query: gate.query, answer: '', source: 'poll',
+          gate: 'error-rate',
+          type: 'prometheus',
+          attempt: 1,
+          stage: 0,
+          at: at(i),
+          value,
+          query: gate.query,
+          answer: '',
+          source: 'poll',
           outcome: value === null ? 'inconclusive' : value < 0.05 ? 'pass' : 'fail',
           reason: value === null ? 'connect ECONNREFUSED 10.0.0.9:9090' : value < 0.05 ? null : `${value} does not meet < 0.05`,
         },
       })),
     );
     await node.plane.engine.store.recordGateReadings([
-      { rolloutId: 'charted', origin: view.rollout.lastProgressAt, reading: { gate: 'alarms', type: 'cloudwatchAlarm', attempt: 1, stage: 0, at: T, value: null, query: 'alarms checkout-5xx', answer: '', source: 'event', outcome: 'pass', reason: null } },
+      {
+        rolloutId: 'charted',
+        origin: view.rollout.lastProgressAt,
+        reading: {
+          gate: 'alarms',
+          type: 'cloudwatchAlarm',
+          attempt: 1,
+          stage: 0,
+          at: T,
+          value: null,
+          query: 'alarms checkout-5xx',
+          answer: '',
+          source: 'event',
+          outcome: 'pass',
+          reason: null,
+        },
+      },
     ]);
 
     const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
@@ -150,7 +213,9 @@ describe('status page', () => {
     const chart = page.locator('.rollout[data-id="charted"] .chart[data-gate="error-rate"]');
     // The failing reading rolled the stage back (failureLimit 0): the page keeps showing the stage and what decided.
     await expect.poll(() => page.locator('.rollout[data-id="charted"]').innerText(), { timeout: 15_000 }).toMatch(/charted\s+rolled_back/);
-    expect(await page.locator('.rollout[data-id="charted"] .reason').innerText()).toBe('gate error-rate (prometheus): 1 failed reading > failureLimit 0; last: 0.2 does not meet < 0.05');
+    expect(await page.locator('.rollout[data-id="charted"] .reason').innerText()).toBe(
+      'gate error-rate (prometheus): 1 failed reading > failureLimit 0; last: 0.2 does not meet < 0.05',
+    );
     expect(await chart.innerText()).toMatch(/error-rate\s+prometheus\s+fail\s+1 failed \/ 1 inconclusive of 5/);
     expect(await chart.innerText()).toContain('passes when value < 0.05');
     const circles = chart.locator('circle.point');
@@ -166,7 +231,9 @@ describe('status page', () => {
     for (const p of points.filter((q) => q.outcome === 'pass')) expect(p.y).toBeGreaterThan(line);
     expect(points.find((p) => p.outcome === 'fail')!.y).toBeLessThan(line);
     expect(points.find((p) => p.outcome === 'inconclusive')!.y).toBeGreaterThan(Math.max(...points.filter((p) => p.outcome === 'pass').map((p) => p.y)));
-    expect(await page.evaluate(`getComputedStyle(document.querySelector('.rollout[data-id="charted"] .chart[data-gate="error-rate"] circle.point.fail')).fill`)).toBe('rgb(220, 38, 38)');
+    expect(
+      await page.evaluate(`getComputedStyle(document.querySelector('.rollout[data-id="charted"] .chart[data-gate="error-rate"] circle.point.fail')).fill`),
+    ).toBe('rgb(220, 38, 38)');
     const alarmChart = page.locator('.rollout[data-id="charted"] .chart[data-gate="alarms"]');
     expect(await alarmChart.innerText()).toContain('fails while an alarm is in ALARM');
     expect(await alarmChart.locator('line.threshold').count()).toBe(0);
@@ -178,7 +245,14 @@ describe('status page', () => {
   }, 60_000);
 
   it('shows what was applied to each target and when: a converged target, and drift highlighted with its reason', async () => {
-    const spec = (target: string) => ({ target: { service: 'storefront', version: 'v7' }, actuators: [target], stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+    const spec = (target: string) => ({
+      target: { service: 'storefront', version: 'v7' },
+      actuators: [target],
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 3_600 },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    });
     await post('/rollouts', { id: 'moves-web', spec: spec('web') });
     await post('/rollouts', { id: 'moves-edge', spec: spec('edge') });
     const record = async (id: string) => (await node.plane.engine.store.actuations(id))[0];
@@ -245,7 +319,8 @@ describe('status page', () => {
       const row = (stage: string) => page.locator(`.rollout[data-id="${id}"] .fleet tr[data-stage="${stage}"]`);
       const told = (n: number) => `${n} of 1,000 on v2.0.0 (${(n / 10).toFixed(1)}%)`;
       // The rollout id (and so every bucket) is new each demo: the count is a binomial draw, held within 5 standard deviations.
-      const near = (count: number, percent: number) => expect(Math.abs(count - 10 * percent)).toBeLessThanOrEqual(5 * Math.sqrt(1_000 * (percent / 100) * (1 - percent / 100)));
+      const near = (count: number, percent: number) =>
+        expect(Math.abs(count - 10 * percent)).toBeLessThanOrEqual(5 * Math.sqrt(1_000 * (percent / 100) * (1 - percent / 100)));
 
       await expect.poll(() => row('canary').getAttribute('data-observed'), { timeout: 15_000 }).toBe('1000');
       const canary = await onNew();
@@ -281,7 +356,17 @@ describe('status page', () => {
     const steps = (id: string) => page.locator(`.rollout[data-id="${id}"] .percent line.step`);
     const percents = async (id: string) => (await attrs(steps(id), 'data-percent')).map(Number);
 
-    await post('/rollouts', { id: 'finished-3', spec: { target: { service: 'search', version: 'v3' }, stages: [{ name: 'canary', percent: 5, bakeSeconds: 3_600 }, { name: 'half', percent: 50, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 3_600 }] } });
+    await post('/rollouts', {
+      id: 'finished-3',
+      spec: {
+        target: { service: 'search', version: 'v3' },
+        stages: [
+          { name: 'canary', percent: 5, bakeSeconds: 3_600 },
+          { name: 'half', percent: 50, bakeSeconds: 3_600 },
+          { name: 'all', percent: 100, bakeSeconds: 3_600 },
+        ],
+      },
+    });
     // In flight, its last step is the percent the node serves now.
     const live = page.locator('#rollouts .rollout[data-id="finished-3"]');
     await expect.poll(() => percents('finished-3'), { timeout: 10_000 }).toEqual([5]);
@@ -304,18 +389,46 @@ describe('status page', () => {
 
     // Every transition, newest first, as the history API has them (oldest first).
     const api = await history('finished-3');
-    expect(api.map((e) => e.type.replace('ai.rollout.', ''))).toEqual(['stage_activated', 'stage_promoted', 'paused', 'resumed', 'stage_promoted', 'stage_promoted', 'completed']);
+    expect(api.map((e) => e.type.replace('ai.rollout.', ''))).toEqual([
+      'stage_activated',
+      'stage_promoted',
+      'paused',
+      'resumed',
+      'stage_promoted',
+      'stage_promoted',
+      'completed',
+    ]);
     const rows = card.locator('.history tr.transition');
     expect(await rows.count()).toBe(api.length);
     const shown = [];
     for (let i = 0; i < api.length; i++) {
       const row = rows.nth(i);
-      shown.push({ when: await row.locator('.when').innerText(), what: await row.getAttribute('data-type'), inForce: await row.locator('.in-force').innerText(), who: await row.locator('.who').innerText(), why: await row.locator('.why').innerText() });
+      shown.push({
+        when: await row.locator('.when').innerText(),
+        what: await row.getAttribute('data-type'),
+        inForce: await row.locator('.in-force').innerText(),
+        who: await row.locator('.who').innerText(),
+        why: await row.locator('.why').innerText(),
+      });
     }
     const expected = [];
-    for (const e of [...api].reverse()) expected.push({ when: await locale(e.at), what: e.type.replace('ai.rollout.', ''), inForce: e.percent === null ? '' : `${e.percent}%`, who: e.actor, why: e.reason ?? '' });
+    for (const e of [...api].reverse())
+      expected.push({
+        when: await locale(e.at),
+        what: e.type.replace('ai.rollout.', ''),
+        inForce: e.percent === null ? '' : `${e.percent}%`,
+        who: e.actor,
+        why: e.reason ?? '',
+      });
     expect(shown).toEqual(expected);
-    expect(shown.slice(0, 6).map((r) => [r.who, r.why])).toEqual([['alice', ''], ['alice', ''], ['bob', ''], ['bob', ''], ['bob', 'hold through the traffic peak'], ['alice', '']]);
+    expect(shown.slice(0, 6).map((r) => [r.who, r.why])).toEqual([
+      ['alice', ''],
+      ['alice', ''],
+      ['bob', ''],
+      ['bob', ''],
+      ['bob', 'hold through the traffic peak'],
+      ['alice', ''],
+    ]);
     expect(shown.map((r) => r.inForce)).toEqual(['100%', '100%', '100%', '50%', '50%', '50%', '5%']);
     expect(await card.locator('.history caption').innerText()).toBe('history every transition, newest first');
 
@@ -343,7 +456,7 @@ describe('status page', () => {
     await page.close();
   }, 60_000);
 
-  it('shows a run\'s newest failed items with their reasons, and the total failed', async () => {
+  it("shows a run's newest failed items with their reasons, and the total failed", async () => {
     await post('/runs', { id: 'doomed', items: Array.from({ length: 200 }, (_, i) => ({ i })) });
     // Cancelled at once: the items still pending end failed with the canceller's reason.
     await post('/runs/doomed/cancel', { reason: `out of budget ${INJECTED}` }, 'carol');
@@ -358,7 +471,9 @@ describe('status page', () => {
     const failed = (await get<{ items: { id: string; error: string }[] }>('/runs/doomed/items?state=failed&limit=500')).items;
     expect(failed).toHaveLength(counts.failed);
 
-    await expect.poll(() => run.locator('.failures caption').innerText(), { timeout: 5_000 }).toBe(`failed items the newest 5 of ${counts.failed}; all of them: /runs/doomed/items?state=failed`);
+    await expect
+      .poll(() => run.locator('.failures caption').innerText(), { timeout: 5_000 })
+      .toBe(`failed items the newest 5 of ${counts.failed}; all of them: /runs/doomed/items?state=failed`);
     const rows = run.locator('.failures tr.failure');
     expect(await rows.count()).toBe(5);
     for (let i = 0; i < 5; i++) {
@@ -375,7 +490,16 @@ describe('status page', () => {
   }, 60_000);
 
   it('shows what a user wrote (actor, reason) as text; lists only the newest transitions, and an abort is a step down to 0', async () => {
-    await post('/rollouts', { id: 'aborted-1', spec: { target: { service: 'feed', version: 'v8' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] } });
+    await post('/rollouts', {
+      id: 'aborted-1',
+      spec: {
+        target: { service: 'feed', version: 'v8' },
+        stages: [
+          { name: 'canary', percent: 10, bakeSeconds: 3_600 },
+          { name: 'all', percent: 100, bakeSeconds: 0 },
+        ],
+      },
+    });
     // More transitions than the page lists: the list keeps the newest and points to the rest.
     for (let i = 0; i < 5; i++) {
       await post('/rollouts/aborted-1/pause', { reason: `hold ${i}` }, 'dave');
@@ -393,7 +517,9 @@ describe('status page', () => {
     const rows = card.locator('.history tr.transition');
     await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(10);
     expect(await attrs(rows, 'data-type')).toEqual(['aborted', 'paused', ...Array.from({ length: 4 }, () => ['resumed', 'paused']).flat()]);
-    expect(await card.locator('.history caption').innerText()).toBe('history the newest 10 transitions, newest first; all of them: /rollouts/aborted-1/history');
+    expect(await card.locator('.history caption').innerText()).toBe(
+      'history the newest 10 transitions, newest first; all of them: /rollouts/aborted-1/history',
+    );
     expect(await card.locator('.history caption a').getAttribute('href')).toBe('/rollouts/aborted-1/history');
     expect([await rows.nth(0).locator('.who').innerText(), await rows.nth(0).locator('.why').innerText()]).toEqual([actor, `aborted: ${INJECTED}`]);
     expect([await rows.nth(1).locator('.who').innerText(), await rows.nth(1).locator('.why').innerText()]).toEqual([actor, `paused: ${INJECTED}`]);

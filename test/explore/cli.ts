@@ -14,7 +14,9 @@ import { VARIANTS } from './store.js';
 import { MODELS, SCOPES, VARIANT_DEPTH, VARIANT_RUNS, runCorrect, runVariant, type RunResult, type ScopeName } from './suite.js';
 
 function usage(why: string): never {
-  console.error(`${why}\nusage: cli.ts [--scope ${Object.keys(SCOPES).join('|')}] [--variant correct|all|${VARIANTS.filter((v) => v !== 'correct').join('|')}]`);
+  console.error(
+    `${why}\nusage: cli.ts [--scope ${Object.keys(SCOPES).join('|')}] [--variant correct|all|${VARIANTS.filter((v) => v !== 'correct').join('|')}]`,
+  );
   process.exit(2);
 }
 
@@ -47,7 +49,12 @@ function line(name: string, r: RunResult): string {
 }
 
 function traces(r: RunResult): string[] {
-  return r.violations.map((v) => [`  ${r.variant === 'correct' ? 'VIOLATION' : 'counterexample'} of ${v.invariant}: ${v.message}`, ...v.trace.map((t, i) => `    ${String(i + 1).padStart(2)}. ${t}`)].join('\n'));
+  return r.violations.map((v) =>
+    [
+      `  ${r.variant === 'correct' ? 'VIOLATION' : 'counterexample'} of ${v.invariant}: ${v.message}`,
+      ...v.trace.map((t, i) => `    ${String(i + 1).padStart(2)}. ${t}`),
+    ].join('\n'),
+  );
 }
 
 const { scope, variant } = parseArgs(process.argv.slice(2));

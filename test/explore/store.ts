@@ -139,7 +139,10 @@ const tokenText = (t: { holder: string | null; epoch: number; grant: number | nu
 
 /** Ghost: an accepted fenced write, with the lease row current when it committed. */
 export function recordFencedWrite(ghost: LeaseGhost, cell: LeaseCell, token: HeldToken): LeaseGhost {
-  const entry = { under: tokenText(token), atCommit: cell.row === null ? 'no lease row' : tokenText({ holder: cell.row.holder, epoch: cell.row.epoch, grant: cell.grant }) };
+  const entry = {
+    under: tokenText(token),
+    atCommit: cell.row === null ? 'no lease row' : tokenText({ holder: cell.row.holder, epoch: cell.row.epoch, grant: cell.grant }),
+  };
   if (ghost.writes.some((w) => w.under === entry.under && w.atCommit === entry.atCommit)) return ghost;
   const order = (w: typeof entry) => `${w.under}|${w.atCommit}`;
   return { ...ghost, writes: [...ghost.writes, entry].sort((a, b) => (order(a) < order(b) ? -1 : 1)) };
@@ -199,7 +202,8 @@ export type ApplyStatus = 'ok' | 'stale' | 'fenced';
 export function applyPlan(cell: RolloutCell, plan: PlanWrite, variant: Variant): { status: Exclude<ApplyStatus, 'fenced'>; cell: RolloutCell } {
   const r = cell.rollout;
   const x = plan.expect;
-  const rowHolds = variant === 'promote-if-not-promoted' || variant === 'promote-fence-only' || (r.version === x.version && r.state === x.state && r.attempt === x.attempt);
+  const rowHolds =
+    variant === 'promote-if-not-promoted' || variant === 'promote-fence-only' || (r.version === x.version && r.state === x.state && r.attempt === x.attempt);
   if (!rowHolds) return { status: 'stale', cell };
   const stages = [...(cell.stages[x.attempt] ?? [])];
   for (const c of plan.stageChanges) {

@@ -19,7 +19,8 @@ export function checkAnswers(doc: Record<string, unknown>, answers: readonly Rec
   ajv.addSchema(doc, 'openapi');
   const ops = new Map<string, { pointer: string; op: Operation }>();
   for (const [path, methods] of Object.entries(doc.paths as Record<string, Record<string, Operation & { operationId: string }>>)) {
-    for (const [method, op] of Object.entries(methods)) ops.set(op.operationId, { pointer: `/paths/${path.replaceAll('~', '~0').replaceAll('/', '~1')}/${method}`, op });
+    for (const [method, op] of Object.entries(methods))
+      ops.set(op.operationId, { pointer: `/paths/${path.replaceAll('~', '~0').replaceAll('/', '~1')}/${method}`, op });
   }
   const compiled = new Map<string, ValidateFunction>();
   const failures: string[] = [];
@@ -52,7 +53,8 @@ export function checkAnswers(doc: Record<string, unknown>, answers: readonly Rec
     const ref = `openapi#${found.pointer}/responses/${status}/content/${type.replaceAll('/', '~1')}/schema`;
     let validate = compiled.get(ref);
     if (!validate) compiled.set(ref, (validate = ajv.getSchema(ref)!));
-    if (!validate(a.body)) failures.push(`${a.route} ${a.status}: ${ajv.errorsText(validate.errors, { separator: '; ' })} in ${JSON.stringify(a.body).slice(0, 300)}`);
+    if (!validate(a.body))
+      failures.push(`${a.route} ${a.status}: ${ajv.errorsText(validate.errors, { separator: '; ' })} in ${JSON.stringify(a.body).slice(0, 300)}`);
   }
   return { failures, routes };
 }
@@ -67,5 +69,8 @@ export function checkRecorded(dir: string): { line: string; failures: string[] }
   const { failures, routes } = checkAnswers(doc, answers);
   const operations = Object.values(doc.paths as Record<string, object>).reduce((n, m) => n + Object.keys(m).length, 0);
   const unique = [...new Set(failures)];
-  return { line: `contract: ${answers.length} answers of ${routes.size} of ${operations} operations checked against the OpenAPI document, ${unique.length} not matching`, failures: unique.slice(0, 30) };
+  return {
+    line: `contract: ${answers.length} answers of ${routes.size} of ${operations} operations checked against the OpenAPI document, ${unique.length} not matching`,
+    failures: unique.slice(0, 30),
+  };
 }

@@ -35,7 +35,7 @@ export const REQUIREMENTS = {
     why: 'the Prometheus gate tests and the promotion bench',
     present: () => (process.env.PROMETHEUS_BIN ? existsSync(process.env.PROMETHEUS_BIN) : existsSync('/usr/bin/prometheus') || onPath('prometheus')),
   },
-  wrk: { pkg: 'wrk', why: 'the API and actuation benchmarks\' load', present: () => onPath('wrk') },
+  wrk: { pkg: 'wrk', why: "the API and actuation benchmarks' load", present: () => onPath('wrk') },
   openssl: { pkg: 'openssl', why: 'throwaway certificates for the TLS tests', present: () => onPath('openssl') },
   unshare: { pkg: 'util-linux', why: 'a loopback-only network namespace', present: () => onPath('unshare') },
   ip: { pkg: 'iproute2', why: 'a loopback-only network namespace', present: () => onPath('ip') },
@@ -111,11 +111,16 @@ export function ensurePackages(needs: readonly Need[], optional: readonly Need[]
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const update = spawnSync('apt-get', ['update', '-qq'], { stdio: ['ignore', 'inherit', 'inherit'], env });
   const install =
-    update.status === 0 ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...wanted], { stdio: ['ignore', 'inherit', 'inherit'], env }) : update;
+    update.status === 0
+      ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...wanted], { stdio: ['ignore', 'inherit', 'inherit'], env })
+      : update;
   const still = missing(needs);
   if (still.length) {
     const why = install.error ? install.error.message : `apt-get exited ${install.status}`;
-    return { ok: false, message: `[harness] could not install Debian packages ${still.join(' ') || wanted.join(' ')} (${why}); run: apt-get update && ${command}` };
+    return {
+      ok: false,
+      message: `[harness] could not install Debian packages ${still.join(' ') || wanted.join(' ')} (${why}); run: apt-get update && ${command}`,
+    };
   }
   return { ok: true, installed: wanted };
 }

@@ -32,7 +32,16 @@ if (!modes.includes(modeArg as Mode)) {
 const mode = modeArg as Mode;
 const needsServices = mode !== 'unit' && mode !== 'infra';
 /** Test files that talk to moto (an AWS emulator from PyPI, not a Debian package). */
-const MOTO_FILES = ['test/infra/deploy.test.ts', 'test/infra/pattern-differential.test.ts', 'test/integration/aws-endpoints.test.ts', 'test/integration/sqs-emulators.test.ts', 'test/integration/lambda-alias.test.ts', 'test/integration/alb-weights.test.ts', 'test/contract/actuator.contract.test.ts', 'test/e2e/actuation.test.ts'];
+const MOTO_FILES = [
+  'test/infra/deploy.test.ts',
+  'test/infra/pattern-differential.test.ts',
+  'test/integration/aws-endpoints.test.ts',
+  'test/integration/sqs-emulators.test.ts',
+  'test/integration/lambda-alias.test.ts',
+  'test/integration/alb-weights.test.ts',
+  'test/contract/actuator.contract.test.ts',
+  'test/e2e/actuation.test.ts',
+];
 /** Benchmarks (`bench NAME`) that talk to moto: started for every bench when installed, but these stop early without it. */
 const MOTO_BENCHES = ['actuation'];
 const narrowedTo = rest.filter((a) => !a.startsWith('-'));
@@ -54,7 +63,9 @@ async function reexecIsolated(): Promise<number | undefined> {
   const probe = spawnSync('unshare', ['--net', 'sh', '-c', 'ip link set lo up'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
     const why = probe.error ? probe.error.message : probe.stderr.trim() || `exit ${probe.status}`;
-    console.warn(`[harness] network isolation unavailable (unshare --net: ${why}); services bind on this host's interfaces. Set ROLLOUT_TEST_NETNS=off to silence.`);
+    console.warn(
+      `[harness] network isolation unavailable (unshare --net: ${why}); services bind on this host's interfaces. Set ROLLOUT_TEST_NETNS=off to silence.`,
+    );
     return undefined;
   }
   const argv = [process.execPath, ...process.execArgv, ...process.argv.slice(1)];
@@ -84,7 +95,12 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env):
  */
 function closingLine(report: string, code: number): string {
   try {
-    const r = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number; numPendingTests: number; numFailedTestSuites: number };
+    const r = JSON.parse(readFileSync(report, 'utf8')) as {
+      numPassedTests: number;
+      numFailedTests: number;
+      numPendingTests: number;
+      numFailedTestSuites: number;
+    };
     const files = r.numFailedTestSuites ? `; ${r.numFailedTestSuites} file${r.numFailedTestSuites === 1 ? '' : 's'} failed` : '';
     const other = code !== 0 && !r.numFailedTests && !r.numFailedTestSuites ? `; vitest failed (exit ${code}): see its errors above` : '';
     return `tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed${r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''}${files}${other}`;
@@ -110,7 +126,9 @@ function checkPackages(): boolean {
 async function main(): Promise<number> {
   if (!checkPackages()) return 2;
   if (needsMoto && !motoAvailable()) {
-    console.error(`[harness] missing moto, the AWS emulator the deployment, pattern and actuator tests and the actuation bench run against; run: ${MOTO_INSTALL}`);
+    console.error(
+      `[harness] missing moto, the AWS emulator the deployment, pattern and actuator tests and the actuation bench run against; run: ${MOTO_INSTALL}`,
+    );
     return 2;
   }
   const isolated = await reexecIsolated();
@@ -120,6 +138,8 @@ async function main(): Promise<number> {
   if (mode === 'all') {
     console.log('[harness] lint');
     if ((await run(bin('eslint'), ['.'])) !== 0) return 1;
+    console.log('[harness] format (npm run format rewrites)');
+    if ((await run(bin('prettier'), ['--check', '--log-level', 'warn', '.'])) !== 0) return 1;
     console.log('[harness] typecheck');
     if ((await run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'])) !== 0) return 1;
   }
@@ -177,7 +197,10 @@ async function main(): Promise<number> {
     // Every answer the API gives in the suites is recorded here, and checked against the OpenAPI document after.
     const answers = join(reportDir, 'answers');
     mkdirSync(answers);
-    const tested = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], { ...env, ROLLOUT_CONTRACT_RECORD: answers });
+    const tested = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], {
+      ...env,
+      ROLLOUT_CONTRACT_RECORD: answers,
+    });
     const contract = checkRecorded(answers);
     if (contract.failures.length) console.error(`[harness] answers that do not match the OpenAPI document (openapi.json):\n${contract.failures.join('\n')}`);
     const code = tested || (contract.failures.length ? 1 : 0);

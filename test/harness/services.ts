@@ -114,7 +114,9 @@ export async function startMoto(): Promise<{ url: string; stop: Stopper }> {
 
 // -------------------------------------------------------------------- all
 
-export async function startServices(wanted: { postgres?: boolean; dynamodb?: boolean; sqs?: boolean; moto?: boolean } = { postgres: true, dynamodb: true, sqs: true, moto: true }): Promise<ServiceSet> {
+export async function startServices(
+  wanted: { postgres?: boolean; dynamodb?: boolean; sqs?: boolean; moto?: boolean } = { postgres: true, dynamodb: true, sqs: true, moto: true },
+): Promise<ServiceSet> {
   const env: Record<string, string> = {};
   const stoppers: Stopper[] = [];
   const started: string[] = [];
@@ -127,16 +129,40 @@ export async function startServices(wanted: { postgres?: boolean; dynamodb?: boo
   try {
     const tasks: Promise<void>[] = [];
     if (wanted.postgres && !given.DATABASE_URL) {
-      tasks.push(startPostgres().then((s) => { stoppers.push(s.stop); env.DATABASE_URL = s.url; started.push('postgres'); }));
+      tasks.push(
+        startPostgres().then((s) => {
+          stoppers.push(s.stop);
+          env.DATABASE_URL = s.url;
+          started.push('postgres');
+        }),
+      );
     }
     if (wanted.dynamodb && !given.AWS_ENDPOINT_URL_DYNAMODB && !awsGiven) {
-      tasks.push(startDynamo().then((s) => { stoppers.push(s.stop); env.AWS_ENDPOINT_URL_DYNAMODB = s.url; started.push('dynamodb'); }));
+      tasks.push(
+        startDynamo().then((s) => {
+          stoppers.push(s.stop);
+          env.AWS_ENDPOINT_URL_DYNAMODB = s.url;
+          started.push('dynamodb');
+        }),
+      );
     }
     if (wanted.sqs && !given.AWS_ENDPOINT_URL_SQS && !awsGiven) {
-      tasks.push(startSqs().then((s) => { stoppers.push(s.stop); env.AWS_ENDPOINT_URL_SQS = s.url; started.push('sqs'); }));
+      tasks.push(
+        startSqs().then((s) => {
+          stoppers.push(s.stop);
+          env.AWS_ENDPOINT_URL_SQS = s.url;
+          started.push('sqs');
+        }),
+      );
     }
     if (wanted.moto && !given.ROLLOUT_MOTO_URL && !awsGiven && motoAvailable()) {
-      tasks.push(startMoto().then((s) => { stoppers.push(s.stop); env.ROLLOUT_MOTO_URL = s.url; started.push('moto'); }));
+      tasks.push(
+        startMoto().then((s) => {
+          stoppers.push(s.stop);
+          env.ROLLOUT_MOTO_URL = s.url;
+          started.push('moto');
+        }),
+      );
     }
     const results = await Promise.allSettled(tasks);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');

@@ -2,7 +2,21 @@ import type { Template } from 'aws-cdk-lib/assertions';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_ASSUMPTIONS, ENDPOINT_SERVICES, FLAG_READ_UNITS, METRICS_BY_SERVICE, PRICES, STACK_METRICS, estimateCost, jsonLine, markdownTable, parseArgs, rateMinutes, rolloutGauges, type CfnTemplate } from '../../infra/cost.js';
+import {
+  DEFAULT_ASSUMPTIONS,
+  ENDPOINT_SERVICES,
+  FLAG_READ_UNITS,
+  METRICS_BY_SERVICE,
+  PRICES,
+  STACK_METRICS,
+  estimateCost,
+  jsonLine,
+  markdownTable,
+  parseArgs,
+  rateMinutes,
+  rolloutGauges,
+  type CfnTemplate,
+} from '../../infra/cost.js';
 import { RAISE_GRACE_MS, SWEEP_EVERY_MS } from '../../functions/activity.js';
 import type { ControlPlaneProps } from '../../infra/stack.js';
 import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT } from './synth.js';
@@ -27,15 +41,28 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
   }, SYNTH_HOOK_TIMEOUT);
 
   it('counts every function, alarm, schedule rule and event source mapping the template holds', () => {
-    for (const type of ['AWS::Lambda::Function', 'AWS::CloudWatch::Alarm', 'AWS::Lambda::EventSourceMapping', 'AWS::Events::Rule', 'AWS::DynamoDB::Table', 'AWS::Events::Archive']) {
+    for (const type of [
+      'AWS::Lambda::Function',
+      'AWS::CloudWatch::Alarm',
+      'AWS::Lambda::EventSourceMapping',
+      'AWS::Events::Rule',
+      'AWS::DynamoDB::Table',
+      'AWS::Events::Archive',
+    ]) {
       expect([...(estimate.counted[type] ?? [])].sort(), type).toEqual(ids(template, type));
     }
-    const scheduleRules = Object.entries(template.findResources('AWS::Events::Rule')).filter(([, r]) => (r as { Properties: { ScheduleExpression?: string } }).Properties.ScheduleExpression);
+    const scheduleRules = Object.entries(template.findResources('AWS::Events::Rule')).filter(
+      ([, r]) => (r as { Properties: { ScheduleExpression?: string } }).Properties.ScheduleExpression,
+    );
     expect(estimate.schedules.map((s) => s.rule).sort()).toEqual(scheduleRules.map(([id]) => id).sort());
     expect(estimate.schedules.length).toBeGreaterThan(0);
     // Every function has its invocations and a line of its own, and every resource type is either priced or known to be free.
     expect(Object.keys(estimate.invocations).sort()).toEqual(ids(template, 'AWS::Lambda::Function'));
-    for (const name of ['streaming-promoter', 'batch-promoter', 'coordinator', 'api', 'spot-drain', 'dead-letters']) expect(estimate.lines.filter((l) => l.what.startsWith(`${name},`)), name).toHaveLength(1);
+    for (const name of ['streaming-promoter', 'batch-promoter', 'coordinator', 'api', 'spot-drain', 'dead-letters'])
+      expect(
+        estimate.lines.filter((l) => l.what.startsWith(`${name},`)),
+        name,
+      ).toHaveLength(1);
     expect(estimate.unpriced).toEqual([]);
     const alarms = estimate.lines.find((l) => l.what.startsWith('CloudWatch alarms'))!;
     // Billed per metric an alarm reads (a metric-math alarm for each of its metrics): one each here.
@@ -53,16 +80,20 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
   });
 
   // Synthesises the Aurora shape too.
-  it("README's cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack", { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
-    const totals = [...section.matchAll(/\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/g)].map((m) => [Number(m[1]), Number(m[2])]);
-    expect(totals, 'the Monthly cost section has a total row per store, DynamoDB first').toHaveLength(2);
-    const aurora = estimateCost(synth({ store: 'aurora' }).json);
-    const rounded = (e: typeof estimate) => [Math.round(e.idle * 100) / 100, Math.round(e.busy * 100) / 100];
-    expect(totals, 'run `npm run cost` and copy its figures into README').toEqual([rounded(estimate), rounded(aurora)]);
-    expect(section).toContain(`CloudWatch: ${ids(template, 'AWS::CloudWatch::Alarm').length} alarms`);
-  });
+  it(
+    "README's cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack",
+    { timeout: VARIANT_TEST_TIMEOUT },
+    () => {
+      const readme = readFileSync(join(root, 'README.md'), 'utf8');
+      const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
+      const totals = [...section.matchAll(/\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/g)].map((m) => [Number(m[1]), Number(m[2])]);
+      expect(totals, 'the Monthly cost section has a total row per store, DynamoDB first').toHaveLength(2);
+      const aurora = estimateCost(synth({ store: 'aurora' }).json);
+      const rounded = (e: typeof estimate) => [Math.round(e.idle * 100) / 100, Math.round(e.busy * 100) / 100];
+      expect(totals, 'run `npm run cost` and copy its figures into README').toEqual([rounded(estimate), rounded(aurora)]);
+      expect(section).toContain(`CloudWatch: ${ids(template, 'AWS::CloudWatch::Alarm').length} alarms`);
+    },
+  );
 
   it('idle, the stack costs at most US$ 1 a month at list prices', () => {
     expect(estimate.store).toBe('dynamodb');
@@ -108,7 +139,10 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
   it('busy costs at least idle, line by line and in total', () => {
     for (const l of estimate.lines) expect(l.busy, l.what).toBeGreaterThanOrEqual(l.idle);
     expect(estimate.busy).toBeGreaterThan(estimate.idle);
-    expect(estimate.busy).toBeCloseTo(estimate.lines.reduce((n, l) => n + l.busy, 0), 10);
+    expect(estimate.busy).toBeCloseTo(
+      estimate.lines.reduce((n, l) => n + l.busy, 0),
+      10,
+    );
     // The busy column follows --events.
     const more = estimateCost(json, { ...DEFAULT_ASSUMPTIONS, eventsPerMonth: 2 * DEFAULT_ASSUMPTIONS.eventsPerMonth });
     expect(more.busy).toBeGreaterThan(estimate.busy);
@@ -120,7 +154,11 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     expect(md.split('\n')).toHaveLength(estimate.lines.length + 3);
     expect(md).toContain('**total**');
     const parsed = JSON.parse(jsonLine(estimate)) as { store: string; idle_usd_month: number; busy_usd_month: number; lines: unknown[] };
-    expect(parsed).toMatchObject({ store: 'dynamodb', idle_usd_month: Math.round(estimate.idle * 100) / 100, busy_usd_month: Math.round(estimate.busy * 100) / 100 });
+    expect(parsed).toMatchObject({
+      store: 'dynamodb',
+      idle_usd_month: Math.round(estimate.idle * 100) / 100,
+      busy_usd_month: Math.round(estimate.busy * 100) / 100,
+    });
     expect(parsed.lines).toHaveLength(estimate.lines.length);
   });
 });
@@ -150,7 +188,15 @@ describe('estimateCost with the Aurora store', () => {
   it('prices what the template holds: the serverless instances, the NAT gateway, its address, the secret, the activity flags', () => {
     expect(estimate.store).toBe('aurora');
     expect(estimate.unpriced).toEqual([]);
-    for (const type of ['AWS::RDS::DBInstance', 'AWS::EC2::NatGateway', 'AWS::EC2::EIP', 'AWS::SecretsManager::Secret', 'AWS::Lambda::Function', 'AWS::DynamoDB::Table', 'AWS::EC2::VPCEndpoint']) {
+    for (const type of [
+      'AWS::RDS::DBInstance',
+      'AWS::EC2::NatGateway',
+      'AWS::EC2::EIP',
+      'AWS::SecretsManager::Secret',
+      'AWS::Lambda::Function',
+      'AWS::DynamoDB::Table',
+      'AWS::EC2::VPCEndpoint',
+    ]) {
       expect([...(estimate.counted[type] ?? [])].sort(), type).toEqual(ids(template, type));
     }
     const nat = estimate.lines.find((l) => l.what.startsWith('NAT gateway'))!;
@@ -165,22 +211,27 @@ describe('estimateCost with the Aurora store', () => {
   });
 
   // Synthesises a second Aurora shape (auroraMinCapacity).
-  it('paused when idle: the cluster costs only its wakes (the daily sweep, the rotation), unless a schedule reads it every minute or its minimum is above 0', { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    expect(DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth).toBe((30 * 86_400_000) / SWEEP_EVERY_MS);
-    expect(DEFAULT_ASSUMPTIONS.flagRaisesPerMonth).toBe(2 * ((30 * 86_400_000) / (RAISE_GRACE_MS / 2)));
-    const acus = (e: typeof estimate) => e.lines.find((l) => l.what.startsWith('Aurora Serverless v2'))!;
-    const instances = ids(template, 'AWS::RDS::DBInstance').length;
-    const wakeHours = ((DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth + 1) * (DEFAULT_ASSUMPTIONS.auroraWakeWorkMinutes + 5)) / 60;
-    expect(acus(estimate).idle).toBeCloseTo(instances * DEFAULT_ASSUMPTIONS.auroraAwakeMinAcu * wakeHours * PRICES.auroraAcuHour.usd, 8);
-    expect(acus(estimate).busy).toBeCloseTo(instances * DEFAULT_ASSUMPTIONS.auroraBusyAcu * 720 * PRICES.auroraAcuHour.usd, 8);
-    // A scheduled function on the database without its flag keeps the cluster awake all month.
-    const unflagged = structuredClone(json) as { Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }> };
-    for (const r of Object.values(unflagged.Resources)) delete (r.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables?.ROLLOUT_ACTIVITY_TABLE;
-    expect(acus(estimateCost(unflagged)).idle).toBeCloseTo(instances * 0.5 * 720 * PRICES.auroraAcuHour.usd, 8);
-    // A minimum above 0 runs all month.
-    const awake = estimateCost(synth({ store: 'aurora', auroraMinCapacity: 1 }).json);
-    expect(acus(awake).idle).toBeCloseTo(instances * 1 * 720 * PRICES.auroraAcuHour.usd, 8);
-  });
+  it(
+    'paused when idle: the cluster costs only its wakes (the daily sweep, the rotation), unless a schedule reads it every minute or its minimum is above 0',
+    { timeout: VARIANT_TEST_TIMEOUT },
+    () => {
+      expect(DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth).toBe((30 * 86_400_000) / SWEEP_EVERY_MS);
+      expect(DEFAULT_ASSUMPTIONS.flagRaisesPerMonth).toBe(2 * ((30 * 86_400_000) / (RAISE_GRACE_MS / 2)));
+      const acus = (e: typeof estimate) => e.lines.find((l) => l.what.startsWith('Aurora Serverless v2'))!;
+      const instances = ids(template, 'AWS::RDS::DBInstance').length;
+      const wakeHours = ((DEFAULT_ASSUMPTIONS.auroraSweepsPerMonth + 1) * (DEFAULT_ASSUMPTIONS.auroraWakeWorkMinutes + 5)) / 60;
+      expect(acus(estimate).idle).toBeCloseTo(instances * DEFAULT_ASSUMPTIONS.auroraAwakeMinAcu * wakeHours * PRICES.auroraAcuHour.usd, 8);
+      expect(acus(estimate).busy).toBeCloseTo(instances * DEFAULT_ASSUMPTIONS.auroraBusyAcu * 720 * PRICES.auroraAcuHour.usd, 8);
+      // A scheduled function on the database without its flag keeps the cluster awake all month.
+      const unflagged = structuredClone(json) as { Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }> };
+      for (const r of Object.values(unflagged.Resources))
+        delete (r.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables?.ROLLOUT_ACTIVITY_TABLE;
+      expect(acus(estimateCost(unflagged)).idle).toBeCloseTo(instances * 0.5 * 720 * PRICES.auroraAcuHour.usd, 8);
+      // A minimum above 0 runs all month.
+      const awake = estimateCost(synth({ store: 'aurora', auroraMinCapacity: 1 }).json);
+      expect(acus(awake).idle).toBeCloseTo(instances * 1 * 720 * PRICES.auroraAcuHour.usd, 8);
+    },
+  );
 
   it('idle, the Aurora stack costs at most US$ 45 a month at list prices', () => {
     expect(estimate.idle).toBeGreaterThan(0);
@@ -210,23 +261,35 @@ describe('the metric catalog', () => {
   });
 
   // Synthesises the default shape.
-  it("prices each running rollout's gauges: the rollout's own, and per provider gate its value, threshold and three reading outcomes", { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    expect(rolloutGauges(0)).toEqual({ metrics: 6, blobs: 1 });
-    expect(rolloutGauges(2)).toEqual({ metrics: 16, blobs: 9 });
-    const { json } = synth();
-    const one = estimateCost(json);
-    const two = estimateCost(json, { ...DEFAULT_ASSUMPTIONS, rolloutsRunning: 2 });
-    const metricsLine = (e: typeof one) => e.lines.find((l) => l.what.startsWith('CloudWatch custom metrics'))!;
-    expect(metricsLine(two).busy - metricsLine(one).busy).toBeCloseTo(rolloutGauges(DEFAULT_ASSUMPTIONS.providerGatesPerRollout).metrics * PRICES.customMetric.usd, 10);
-    expect(metricsLine(two).idle).toBe(0);
-  });
+  it(
+    "prices each running rollout's gauges: the rollout's own, and per provider gate its value, threshold and three reading outcomes",
+    { timeout: VARIANT_TEST_TIMEOUT },
+    () => {
+      expect(rolloutGauges(0)).toEqual({ metrics: 6, blobs: 1 });
+      expect(rolloutGauges(2)).toEqual({ metrics: 16, blobs: 9 });
+      const { json } = synth();
+      const one = estimateCost(json);
+      const two = estimateCost(json, { ...DEFAULT_ASSUMPTIONS, rolloutsRunning: 2 });
+      const metricsLine = (e: typeof one) => e.lines.find((l) => l.what.startsWith('CloudWatch custom metrics'))!;
+      expect(metricsLine(two).busy - metricsLine(one).busy).toBeCloseTo(
+        rolloutGauges(DEFAULT_ASSUMPTIONS.providerGatesPerRollout).metrics * PRICES.customMetric.usd,
+        10,
+      );
+      expect(metricsLine(two).idle).toBe(0);
+    },
+  );
 });
 
 describe('the CLI options', () => {
   it('parses --store, --dashboard, --events and --markdown, and refuses anything else', () => {
     expect(parseArgs([])).toEqual({ store: 'both', dashboard: false, events: 1_000_000, markdown: false });
     expect(parseArgs(['--store', 'dynamodb'])).toMatchObject({ store: 'dynamodb' });
-    expect(parseArgs(['--store', 'aurora', '--dashboard', '--events', '2,000,000', '--markdown'])).toEqual({ store: 'aurora', dashboard: true, events: 2_000_000, markdown: true });
+    expect(parseArgs(['--store', 'aurora', '--dashboard', '--events', '2,000,000', '--markdown'])).toEqual({
+      store: 'aurora',
+      dashboard: true,
+      events: 2_000_000,
+      markdown: true,
+    });
     expect(parseArgs(['--events=500'])).toMatchObject({ events: 500 });
     expect(() => parseArgs(['--store', 'mysql'])).toThrow(/--store/);
     expect(() => parseArgs(['--events', '-3'])).toThrow(/--events/);

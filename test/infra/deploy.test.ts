@@ -32,7 +32,14 @@
  *   test adds beside the deployed rule, with the deployed rule's pattern.
  */
 import { CloudFormationClient, DescribeStackResourcesCommand, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { EventBridgeClient, ListRulesCommand, ListTargetsByRuleCommand, PutEventsCommand, PutTargetsCommand, RemoveTargetsCommand } from '@aws-sdk/client-eventbridge';
+import {
+  EventBridgeClient,
+  ListRulesCommand,
+  ListTargetsByRuleCommand,
+  PutEventsCommand,
+  PutTargetsCommand,
+  RemoveTargetsCommand,
+} from '@aws-sdk/client-eventbridge';
 import { GetFunctionConfigurationCommand, LambdaClient, ListEventSourceMappingsCommand, ListFunctionsCommand } from '@aws-sdk/client-lambda';
 import { CreateQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { spawn } from 'node:child_process';
@@ -52,7 +59,15 @@ if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (t
 const endpoint = moto.replace('127.0.0.1', 'localhost');
 const credentials = { accessKeyId: 'test', secretAccessKey: 'test' };
 const client = { region: REGION, endpoint: moto, credentials };
-const cdkEnv = { ...process.env, AWS_ENDPOINT_URL: endpoint, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: REGION, AWS_DEFAULT_REGION: REGION, CDK_DISABLE_VERSION_CHECK: '1' };
+const cdkEnv = {
+  ...process.env,
+  AWS_ENDPOINT_URL: endpoint,
+  AWS_ACCESS_KEY_ID: 'test',
+  AWS_SECRET_ACCESS_KEY: 'test',
+  AWS_REGION: REGION,
+  AWS_DEFAULT_REGION: REGION,
+  CDK_DISABLE_VERSION_CHECK: '1',
+};
 
 function cdk(args: string[]): Promise<{ code: number | null; out: string }> {
   return new Promise((done) => {
@@ -72,7 +87,16 @@ const assembly = mkdtempSync(join(tmpdir(), 'rollout-deploy-'));
 let resources: { LogicalResourceId?: string; ResourceType?: string; ResourceStatus?: string; PhysicalResourceId?: string }[] = [];
 let templateTypes = new Map<string, string>();
 /** What moto's CloudFormation does not create (see the header); AWS creates all of them. */
-const NOT_ON_MOTO = ['AWS::ApiGatewayV2::Api', 'AWS::ApiGatewayV2::Integration', 'AWS::ApiGatewayV2::Route', 'AWS::ApiGatewayV2::Stage', 'AWS::CloudWatch::Alarm', 'AWS::Lambda::EventInvokeConfig', 'AWS::SNS::TopicPolicy', 'AWS::SQS::QueuePolicy'];
+const NOT_ON_MOTO = [
+  'AWS::ApiGatewayV2::Api',
+  'AWS::ApiGatewayV2::Integration',
+  'AWS::ApiGatewayV2::Route',
+  'AWS::ApiGatewayV2::Stage',
+  'AWS::CloudWatch::Alarm',
+  'AWS::Lambda::EventInvokeConfig',
+  'AWS::SNS::TopicPolicy',
+  'AWS::SQS::QueuePolicy',
+];
 const BUS = `${STACK}-rollout`;
 
 beforeAll(async () => {
@@ -127,9 +151,15 @@ describe('cdk deploy against moto', () => {
     expect(deployed).toHaveLength(Object.keys(FUNCTIONS).length);
     for (const f of deployed) expect(f.Runtime).toBe('nodejs24.x');
     const bus = BUS;
-    const rules = [...((await events.send(new ListRulesCommand({ EventBusName: bus }))).Rules ?? []), ...((await events.send(new ListRulesCommand({}))).Rules ?? [])].filter((r) => r.Name?.startsWith(STACK));
+    const rules = [
+      ...((await events.send(new ListRulesCommand({ EventBusName: bus }))).Rules ?? []),
+      ...((await events.send(new ListRulesCommand({}))).Rules ?? []),
+    ].filter((r) => r.Name?.startsWith(STACK));
     const signal = rules.find((r) => r.EventPattern?.includes('rollout.metrics_reported'));
-    expect(JSON.parse(signal!.EventPattern!)).toEqual({ source: [{ prefix: 'rollout.' }], 'detail-type': ['rollout.created', 'rollout.metrics_reported', 'rollout.alarm_changed', 'rollout.command'] });
+    expect(JSON.parse(signal!.EventPattern!)).toEqual({
+      source: [{ prefix: 'rollout.' }],
+      'detail-type': ['rollout.created', 'rollout.metrics_reported', 'rollout.alarm_changed', 'rollout.command'],
+    });
     const targets = (await events.send(new ListTargetsByRuleCommand({ Rule: signal!.Name!, EventBusName: bus }))).Targets ?? [];
     expect(targets.map((t) => t.Arn)).toEqual([expect.stringContaining('StreamingPromoter')]);
     expect(targets[0]!.RetryPolicy).toMatchObject({ MaximumRetryAttempts: 4, MaximumEventAgeInSeconds: 3_600 });
@@ -167,7 +197,12 @@ describe('cdk deploy against moto', () => {
     const put = await events.send(
       new PutEventsCommand({
         Entries: [
-          { EventBusName: BUS, Source: 'rollout.cli', DetailType: 'rollout.metrics_reported', Detail: JSON.stringify({ rolloutId: 'ro-1', stage: 0, requests: 10, errors: 0, observedAt: Date.now() }) },
+          {
+            EventBusName: BUS,
+            Source: 'rollout.cli',
+            DetailType: 'rollout.metrics_reported',
+            Detail: JSON.stringify({ rolloutId: 'ro-1', stage: 0, requests: 10, errors: 0, observedAt: Date.now() }),
+          },
           { EventBusName: BUS, Source: 'ai.rollout', DetailType: 'rollout.metrics_reported', Detail: JSON.stringify({ rolloutId: 'ro-2' }) },
           { EventBusName: BUS, Source: 'rollout.cli', DetailType: 'rollout.unheard_of', Detail: JSON.stringify({ rolloutId: 'ro-3' }) },
         ],

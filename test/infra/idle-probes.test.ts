@@ -55,7 +55,14 @@ afterAll(async () => {
 /** A flags table as the stack declares it (infra/aurora.ts). */
 async function flagsTable(): Promise<string> {
   const name = uniqueName('activity');
-  await dynamo.send(new CreateTableCommand({ TableName: name, KeySchema: [{ AttributeName: 'flag', KeyType: 'HASH' }], AttributeDefinitions: [{ AttributeName: 'flag', AttributeType: 'S' }], BillingMode: 'PAY_PER_REQUEST' }));
+  await dynamo.send(
+    new CreateTableCommand({
+      TableName: name,
+      KeySchema: [{ AttributeName: 'flag', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'flag', AttributeType: 'S' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
   tables.push(name);
   return name;
 }
@@ -163,7 +170,10 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
   function deployed() {
     const runtimes: Runtime[] = [];
     const scoped = invocationScoped(async () => {
-      const rt = await runtimeFrom({ ROLLOUT_STORE: 'postgres', DATABASE_URL: db.url, ROLLOUT_NODE_ID: 'idle-test', ROLLOUT_TICK_INTERVAL_MS: '1000' }, { bus: new InProcessBus(), logger: silent });
+      const rt = await runtimeFrom(
+        { ROLLOUT_STORE: 'postgres', DATABASE_URL: db.url, ROLLOUT_NODE_ID: 'idle-test', ROLLOUT_TICK_INTERVAL_MS: '1000' },
+        { bus: new InProcessBus(), logger: silent },
+      );
       runtimes.push(rt);
       return rt;
     });
@@ -171,7 +181,17 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
       scoped,
       opened: () => runtimes.length,
       /** Every pool it opened has ended (pg-pool refuses a query after end(), which resolves once each connection has closed). */
-      allEnded: async () => (await Promise.all(runtimes.map((rt) => rt.stores.sql!.query('SELECT 1').then(() => false, (err: Error) => /after calling end/.test(err.message))))).every(Boolean),
+      allEnded: async () =>
+        (
+          await Promise.all(
+            runtimes.map((rt) =>
+              rt.stores.sql!.query('SELECT 1').then(
+                () => false,
+                (err: Error) => /after calling end/.test(err.message),
+              ),
+            ),
+          )
+        ).every(Boolean),
     };
   }
 
@@ -184,7 +204,11 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
       headers: { 'content-type': 'application/json' },
       isBase64Encoded: false,
       body: JSON.stringify(body),
-      requestContext: { http: { method: 'POST', path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: uniqueName('req'), authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } } },
+      requestContext: {
+        http: { method: 'POST', path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' },
+        requestId: uniqueName('req'),
+        authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } },
+      },
     }) as unknown as APIGatewayProxyEventV2WithIAMAuthorizer;
 
   it('the batch promoter leaves the database alone while its flag is lowered; a rollout created through the API raises it first, and the next invocation ticks it; no invocation leaves a connection open', async () => {
@@ -204,7 +228,18 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
     // The API raises the flags (a sandbox of its own) before it writes the rollout.
     const apiFn = deployed();
     const api = apiFn.scoped.around(apiLambdaHandler(apiFn.scoped.runtime, { activity: new ActivityFlags(dynamo, table) }, silent, quiet));
-    const created = await api(post('/rollouts', { spec: { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] } }), undefined);
+    const created = await api(
+      post('/rollouts', {
+        spec: {
+          target: { service: 'checkout', version: 'v2' },
+          stages: [
+            { name: 'canary', percent: 10, bakeSeconds: 600 },
+            { name: 'all', percent: 100, bakeSeconds: 0 },
+          ],
+        },
+      }),
+      undefined,
+    );
     expect(created.statusCode, String(created.body)).toBe(201);
     expect(apiFn.opened()).toBe(1);
     expect(await apiFn.allEnded()).toBe(true);
@@ -224,7 +259,21 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
     const [dlqUrl, workUrl] = await Promise.all([queue('work-dlq'), queue('work')]);
     const fn = deployed();
     const flags = new ActivityFlags(dynamo, table);
-    const coordinator = fn.scoped.around(coordinatorHandler(fn.scoped.runtime, { onFenced: () => undefined, bus: new InProcessBus(), queue: () => new SqsWorkQueue(sqs, workUrl), deadLetters: { sqs, queueUrl: dlqUrl }, activity: flags, maxReceiveCount: 5 }, silent, quiet));
+    const coordinator = fn.scoped.around(
+      coordinatorHandler(
+        fn.scoped.runtime,
+        {
+          onFenced: () => undefined,
+          bus: new InProcessBus(),
+          queue: () => new SqsWorkQueue(sqs, workUrl),
+          deadLetters: { sqs, queueUrl: dlqUrl },
+          activity: flags,
+          maxReceiveCount: 5,
+        },
+        silent,
+        quiet,
+      ),
+    );
 
     // Idle: the DLQ is polled, the flag read and lowered once; after that nothing opens the database.
     await coordinator({ action: 'scan-all' }, undefined);
@@ -233,7 +282,10 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
     expect((await flags.read('runs')).raised).toBe(false);
 
     // Dead letters arrive; the flag stays lowered (no run was created through the stack): the drain still settles them.
-    const rt: Runtime = await runtimeFrom({ ROLLOUT_STORE: 'postgres', DATABASE_URL: db.url, ROLLOUT_NODE_ID: 'idle-test' }, { bus: new InProcessBus(), logger: silent });
+    const rt: Runtime = await runtimeFrom(
+      { ROLLOUT_STORE: 'postgres', DATABASE_URL: db.url, ROLLOUT_NODE_ID: 'idle-test' },
+      { bus: new InProcessBus(), logger: silent },
+    );
     try {
       const { ledger } = rt.stores;
       const ours = uniqueName('run');
@@ -241,7 +293,13 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
       for (const r of [ours, theirs]) await ledger.createRun(r, {}, Date.now());
       const [mine] = (await ledger.enqueue(ours, [{ poison: 1 }], Date.now())).ids;
       const [other] = (await ledger.enqueue(theirs, [{ poison: 2 }], Date.now())).ids;
-      await new LeaseElector(rt.stores.runLeases(theirs), { name: coordinatorLease(theirs), holderId: 'other-stack', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 }).campaign();
+      await new LeaseElector(rt.stores.runLeases(theirs), {
+        name: coordinatorLease(theirs),
+        holderId: 'other-stack',
+        ttlMs: 30_000,
+        renewIntervalMs: 10_000,
+        retryIntervalMs: 5_000,
+      }).campaign();
       const dlq = new SqsWorkQueue(sqs, dlqUrl);
       await dlq.send(ours, [mine!]);
       await dlq.send(theirs, [other!]);
@@ -253,7 +311,11 @@ describe('on PostgreSQL: the probes, the writers and the pools', () => {
       expect(failed.error).toMatch(/^poison: delivered 5 times/);
       expect((await ledger.get(theirs, other!))!.state).toBe('pending');
       // Settled and malformed letters are gone; the other stack's is kept, hidden until a later scan.
-      const attrs = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }))).Attributes!;
+      const attrs = (
+        await sqs.send(
+          new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+        )
+      ).Attributes!;
       expect([Number(attrs.ApproximateNumberOfMessages), Number(attrs.ApproximateNumberOfMessagesNotVisible)]).toEqual([0, 1]);
       expect(fn.opened()).toBe(2);
       expect(await fn.allEnded()).toBe(true);

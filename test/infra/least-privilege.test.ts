@@ -64,12 +64,16 @@ describe('outbound secrets and CloudWatch namespaces', () => {
   // Constructs a stack that is refused before synthesis.
   it('a partial secret ARN (no six-character suffix) fails the synth naming the credential', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const partial = outboundWith('arn:aws:secretsmanager:eu-west-1:123456789012:secret:hooks/hmac');
-    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'PartialArn', { env, outbound: partial })).toThrow(/outbound\.credentials\.hooks: secretsManager: .* is not a whole secret ARN/);
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'PartialArn', { env, outbound: partial })).toThrow(
+      /outbound\.credentials\.hooks: secretsManager: .* is not a whole secret ARN/,
+    );
   });
 
   it('GetMetricData only with namespaces named, in the gate regions, and the functions told which namespaces (IAM has no namespace key for it)', () => {
     const metricData = statementsOf(json, 'BatchPromoter').filter((st) => [st.Action].flat().includes('cloudwatch:GetMetricData'));
-    expect(metricData).toEqual([{ Action: 'cloudwatch:GetMetricData', Effect: 'Allow', Resource: '*', Condition: { StringEquals: { 'aws:RequestedRegion': ['eu-west-1'] } } }]);
+    expect(metricData).toEqual([
+      { Action: 'cloudwatch:GetMetricData', Effect: 'Allow', Resource: '*', Condition: { StringEquals: { 'aws:RequestedRegion': ['eu-west-1'] } } },
+    ]);
     for (const v of variables(json)) expect(JSON.parse(v.ROLLOUT_GATE_NAMESPACES as string)).toEqual(['AWS/ApplicationELB', 'Shop']);
     // None named (the default): no function may call GetMetricData, and every one is told so.
     for (const fn of Object.keys(FUNCTIONS)) expect(policyText(closed, fn), fn).not.toContain('cloudwatch:GetMetricData');
@@ -79,17 +83,35 @@ describe('outbound secrets and CloudWatch namespaces', () => {
 
   // Constructs a stack that is refused before synthesis.
   it('a namespace with a wildcard fails the synth naming it', { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WildNamespace', { env, gateNamespaces: ['AWS/*'] })).toThrow(/gateNamespaces: "AWS\/\*": a CloudWatch namespace .* \(no \*\)/);
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'WildNamespace', { env, gateNamespaces: ['AWS/*'] })).toThrow(
+      /gateNamespaces: "AWS\/\*": a CloudWatch namespace .* \(no \*\)/,
+    );
   });
 
   it('the functions read a metric gate only in the namespaces named: any other, or a search past its own metrics, is an error reading never sent', async () => {
-    const gate = (g: Record<string, unknown>): CloudwatchMetricGate => cloudwatchMetricGateSchema.parse({ type: 'cloudwatchMetric', name: 'g', comparison: '<', threshold: 1, ...g });
+    const gate = (g: Record<string, unknown>): CloudwatchMetricGate =>
+      cloudwatchMetricGateSchema.parse({ type: 'cloudwatchMetric', name: 'g', comparison: '<', threshold: 1, ...g });
     const allowed = gate({ metric: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } });
     const other = gate({ metric: { namespace: 'AWS/RDS', metricName: 'CPUUtilization', stat: 'Average' } });
-    const mathOk = gate({ expression: 'e / r', metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' }, r: { namespace: 'AWS/ApplicationELB', metricName: 'RequestCount', stat: 'Sum' } } });
-    const mathOther = gate({ expression: 'e / r', metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' }, r: { namespace: 'AWS/Billing', metricName: 'EstimatedCharges', stat: 'Maximum' } } });
-    const search = gate({ expression: "SUM(SEARCH('{AWS/RDS} MetricName=\"CPUUtilization\"', 'Average', 60)) + e", metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } } });
-    const insights = gate({ expression: 'select max(CPUUtilization) from "AWS/EC2"', metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } } });
+    const mathOk = gate({
+      expression: 'e / r',
+      metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' }, r: { namespace: 'AWS/ApplicationELB', metricName: 'RequestCount', stat: 'Sum' } },
+    });
+    const mathOther = gate({
+      expression: 'e / r',
+      metrics: {
+        e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' },
+        r: { namespace: 'AWS/Billing', metricName: 'EstimatedCharges', stat: 'Maximum' },
+      },
+    });
+    const search = gate({
+      expression: "SUM(SEARCH('{AWS/RDS} MetricName=\"CPUUtilization\"', 'Average', 60)) + e",
+      metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } },
+    });
+    const insights = gate({
+      expression: 'select max(CPUUtilization) from "AWS/EC2"',
+      metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } },
+    });
     const sent: { gates: CloudwatchMetricGate[]; contexts: readonly GateContext[] }[] = [];
     const limited = namespaceLimited(
       {
@@ -110,7 +132,9 @@ describe('outbound secrets and CloudWatch namespaces', () => {
     expect(results[0]).toEqual({ kind: 'number', value: 0, answer: '' });
     expect(results[2]).toEqual({ kind: 'number', value: 1, answer: '' });
     expect(results[1]).toMatchObject({ kind: 'error' });
-    expect((results[1] as { message: string }).message).toMatch(/metric\.namespace: "AWS\/RDS" is not a namespace this deployment's gates may read \(AWS\/ApplicationELB, Shop\)/);
+    expect((results[1] as { message: string }).message).toMatch(
+      /metric\.namespace: "AWS\/RDS" is not a namespace this deployment's gates may read \(AWS\/ApplicationELB, Shop\)/,
+    );
     expect(results[3]).toMatchObject({ kind: 'error' });
     expect((results[3] as { message: string }).message).toMatch(/metrics\.r\.namespace: "AWS\/Billing"/);
     expect(results[4]).toMatchObject({ kind: 'error' });
@@ -134,7 +158,9 @@ describe('a worker fleet is bound to its own runs', () => {
     expect(alias.Properties).toMatchObject({ FunctionName: { Ref: coordinatorId() }, FunctionVersion: '$LATEST' });
     expect(alias.Properties.Name).toMatch(/^fleet-[A-Za-z0-9]+$/);
     const worker = Object.entries(json.Resources).find(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.startsWith('WorkersRole'))![1];
-    const invokes = (worker.Properties.PolicyDocument as { Statement: Statement[] }).Statement.filter((st) => [st.Action].flat().some((a) => a.startsWith('lambda:')));
+    const invokes = (worker.Properties.PolicyDocument as { Statement: Statement[] }).Statement.filter((st) =>
+      [st.Action].flat().some((a) => a.startsWith('lambda:')),
+    );
     expect(invokes).toEqual([{ Action: 'lambda:InvokeFunction', Effect: 'Allow', Resource: { Ref: aliasId } }]);
     // Nothing else in the stack grants invoking the coordinator, nor the function's ARN with a qualifier wildcard.
     expect(JSON.stringify(json)).not.toContain(`{"Fn::GetAtt":["${coordinatorId()}","Arn"]},":*"`);
@@ -155,13 +181,19 @@ describe('a worker fleet is bound to its own runs', () => {
     // A request that passes the check goes on to open the store: that it got there is what this shows.
     const handler = coordinatorHandler(() => Promise.reject(new Error('store opened')), { fleets, deadLetters: null, activity: null }, silent, quiet);
     const through = (alias: string) => ({ invokedFunctionArn: `arn:aws:lambda:eu-west-1:123456789012:function:coordinator:${alias}` });
-    await expect(handler({ action: 'scan-all' }, through(name))).rejects.toThrow(/refused: a worker fleet \(alias fleet-\w+\) may ask for steals only, not scan-all/);
+    await expect(handler({ action: 'scan-all' }, through(name))).rejects.toThrow(
+      /refused: a worker fleet \(alias fleet-\w+\) may ask for steals only, not scan-all/,
+    );
     await expect(handler({ action: 'scan', runId: 'run-42' }, through(name))).rejects.toThrow(/may ask for steals only, not scan/);
     await expect(handler({ action: 'steal', runId: 'run-7', workerId: 'w' }, through(name))).rejects.toThrow(/serves runs run-42, not run-7/);
-    await expect(handler({ action: 'steal', runId: 'run-42', workerId: 'w' }, through('fleet-unknown'))).rejects.toThrow(/alias fleet-unknown serves no worker fleet/);
+    await expect(handler({ action: 'steal', runId: 'run-42', workerId: 'w' }, through('fleet-unknown'))).rejects.toThrow(
+      /alias fleet-unknown serves no worker fleet/,
+    );
     await expect(handler({ action: 'steal', runId: 'run-42', workerId: 'w' }, through(name))).rejects.toThrow('store opened');
     // The schedule (the function itself, unqualified) and a process with no Lambda context: everything.
-    await expect(handler({ action: 'scan-all' }, { invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:coordinator' })).rejects.toThrow('store opened');
+    await expect(handler({ action: 'scan-all' }, { invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:coordinator' })).rejects.toThrow(
+      'store opened',
+    );
     await expect(handler({ action: 'scan-all' })).rejects.toThrow('store opened');
   });
 
@@ -191,12 +223,16 @@ describe('each worker fleet receives and deletes only its own runs’ messages',
       .flatMap(([, r]) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
   /** The queues a role may do `action` on, by logical id. */
   const queuesFor = (statements: Statement[], action: string) =>
-    statements.filter((st) => [st.Action].flat().includes(action)).flatMap((st) => [st.Resource].flat().map((r) => (r as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]));
+    statements
+      .filter((st) => [st.Action].flat().includes(action))
+      .flatMap((st) => [st.Resource].flat().map((r) => (r as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]));
   /** A fleet role's own queue: the one it may receive from. */
   const ownQueue = (prefix: string) => queuesFor(roleStatements(prefix), 'sqs:ReceiveMessage');
   /** ROLLOUT_RUN_QUEUES as a function would read it, each queue URL standing for its queue's logical id. */
   const runQueuesOf = (service: string) => {
-    const value = variables(json).find((v) => v.POWERTOOLS_SERVICE_NAME === service)!.ROLLOUT_RUN_QUEUES as { 'Fn::Join': [string, (string | { Ref: string })[]] };
+    const value = variables(json).find((v) => v.POWERTOOLS_SERVICE_NAME === service)!.ROLLOUT_RUN_QUEUES as {
+      'Fn::Join': [string, (string | { Ref: string })[]];
+    };
     const text = value['Fn::Join'][1].map((p) => (typeof p === 'string' ? p : `https://sqs.eu-west-1.amazonaws.com/123456789012/${p.Ref}`)).join('');
     return Object.fromEntries(Object.entries(runQueuesFrom({ ROLLOUT_RUN_QUEUES: text })).map(([run, url]) => [run, url.split('/').pop()]));
   };
@@ -207,9 +243,13 @@ describe('each worker fleet receives and deletes only its own runs’ messages',
     expect(b).toHaveLength(1);
     expect(a[0]).not.toBe(b[0]);
     const shared = logicalId(stack.workQueue);
-    for (const [prefix, own] of [['WorkersRole', a[0]], ['OthersRole', b[0]]] as const) {
+    for (const [prefix, own] of [
+      ['WorkersRole', a[0]],
+      ['OthersRole', b[0]],
+    ] as const) {
       const statements = roleStatements(prefix);
-      for (const action of ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'sqs:SendMessage']) expect(queuesFor(statements, action), `${prefix} ${action}`).toEqual([own]);
+      for (const action of ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'sqs:SendMessage'])
+        expect(queuesFor(statements, action), `${prefix} ${action}`).toEqual([own]);
       const text = JSON.stringify(statements);
       expect(text, prefix).not.toContain(shared);
       expect(text, prefix).not.toContain(own === a[0] ? b[0] : a[0]);
@@ -230,26 +270,46 @@ describe('each worker fleet receives and deletes only its own runs’ messages',
     for (const q of [...ownQueue('WorkersRole'), ...ownQueue('OthersRole')]) {
       expect(json.Resources[q]!.Type).toBe('AWS::SQS::Queue');
       expect(json.Resources[q]!.Properties).toEqual(shared.Properties);
-      const ages = Object.values(json.Resources).filter((r) => r.Type === 'AWS::CloudWatch::Alarm' && JSON.stringify(r.Properties.Dimensions) === JSON.stringify([{ Name: 'QueueName', Value: { 'Fn::GetAtt': [q, 'QueueName'] } }]));
+      const ages = Object.values(json.Resources).filter(
+        (r) =>
+          r.Type === 'AWS::CloudWatch::Alarm' &&
+          JSON.stringify(r.Properties.Dimensions) === JSON.stringify([{ Name: 'QueueName', Value: { 'Fn::GetAtt': [q, 'QueueName'] } }]),
+      );
       expect(ages, q).toHaveLength(1);
-      expect(ages[0]!.Properties).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 900, EvaluationPeriods: 3, ComparisonOperator: 'GreaterThanThreshold' });
+      expect(ages[0]!.Properties).toMatchObject({
+        MetricName: 'ApproximateAgeOfOldestMessage',
+        Threshold: 900,
+        EvaluationPeriods: 3,
+        ComparisonOperator: 'GreaterThanThreshold',
+      });
       expect((ages[0]!.Properties.AlarmActions as unknown[]).length).toBeGreaterThan(0);
     }
   });
 
   it('the api and the coordinator send each fleet’s run to its queue (ROLLOUT_RUN_QUEUES) and may send there; other runs go to the shared queue', () => {
     const expected = { 'run-a': ownQueue('WorkersRole')[0], 'run-b': ownQueue('OthersRole')[0] };
-    for (const [service, role] of [['api', 'ApiServiceRole'], ['coordinator', 'CoordinatorServiceRole']] as const) {
+    for (const [service, role] of [
+      ['api', 'ApiServiceRole'],
+      ['coordinator', 'CoordinatorServiceRole'],
+    ] as const) {
       expect(runQueuesOf(service), service).toEqual(expected);
-      expect(queuesFor(roleStatements(role), 'sqs:SendMessage').filter((q) => q !== logicalId(stack.eventsDlq)).sort(), service).toEqual([logicalId(stack.workQueue), ...Object.values(expected)].sort());
+      expect(
+        queuesFor(roleStatements(role), 'sqs:SendMessage')
+          .filter((q) => q !== logicalId(stack.eventsDlq))
+          .sort(),
+        service,
+      ).toEqual([logicalId(stack.workQueue), ...Object.values(expected)].sort());
     }
     // No other function is told of them, nor may send there.
-    for (const v of variables(json).filter((x) => x.POWERTOOLS_SERVICE_NAME !== 'api' && x.POWERTOOLS_SERVICE_NAME !== 'coordinator')) expect(v.ROLLOUT_RUN_QUEUES, String(v.POWERTOOLS_SERVICE_NAME)).toBeUndefined();
+    for (const v of variables(json).filter((x) => x.POWERTOOLS_SERVICE_NAME !== 'api' && x.POWERTOOLS_SERVICE_NAME !== 'coordinator'))
+      expect(v.ROLLOUT_RUN_QUEUES, String(v.POWERTOOLS_SERVICE_NAME)).toBeUndefined();
   });
 
   it('two fleets naming one run fail the synth naming the run', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const s = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'SameRun', { env, workerFleet: { runId: 'run-a', desired: 1 } });
-    expect(() => new WorkerFleet(s, 'Again', { controlPlane: s.controlPlane, runs: ['run-a'] })).toThrow(/runs: "run-a" is already served by another worker fleet/);
+    expect(() => new WorkerFleet(s, 'Again', { controlPlane: s.controlPlane, runs: ['run-a'] })).toThrow(
+      /runs: "run-a" is already served by another worker fleet/,
+    );
   });
 
   it('a malformed run-queue map in the environment is refused naming the variable', () => {

@@ -36,7 +36,16 @@
  * The seed is fixed so a failure is reproducible; ROLLOUT_PATTERN_SEED tries
  * another.
  */
-import { CreateEventBusCommand, DeleteEventBusCommand, DeleteRuleCommand, EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand, RemoveTargetsCommand } from '@aws-sdk/client-eventbridge';
+import {
+  CreateEventBusCommand,
+  DeleteEventBusCommand,
+  DeleteRuleCommand,
+  EventBridgeClient,
+  PutEventsCommand,
+  PutRuleCommand,
+  PutTargetsCommand,
+  RemoveTargetsCommand,
+} from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteQueueCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seededRandom } from '../../infra/capacity/model.js';
@@ -55,8 +64,8 @@ const EVENTS = 50;
 
 const random = seededRandom(SEED);
 const chance = (p: number) => random() < p;
-const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
-const some = <T,>(xs: readonly T[], max: number, min = 1): T[] => Array.from({ length: min + Math.floor(random() * (max - min + 1)) }, () => pick(xs));
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+const some = <T>(xs: readonly T[], max: number, min = 1): T[] => Array.from({ length: min + Math.floor(random() * (max - min + 1)) }, () => pick(xs));
 
 // ASCII only: Python's str.lower() and JavaScript's toLowerCase() differ on a few other letters, which is neither matcher's business.
 const STRINGS = ['running', 'Running', 'RUNNING', 'stopped', 'init-1', 'initializing', 'terminated', '', 'a*b', 'x.png', 'lib/a.jar', 'web', 'prod'] as const;
@@ -65,7 +74,11 @@ const IPS = ['10.0.0.7', '10.0.1.9', '192.168.1.20', '2001:db8::1', '2001:db9::5
 const FLAGS = [true, false, null, 0, 1, 'true'] as const;
 const SOURCES = ['app.orders', 'app.billing', 'rollout.signals', 'aws.ec2'] as const;
 const DETAIL_TYPES = ['Order Placed', 'order placed', 'Stage Promoted', 'EC2 Spot Instance Interruption Warning'] as const;
-const RESOURCES = ['arn:aws:ec2:us-east-1:123456789012:instance/i-0abc', 'arn:aws:lambda:us-east-1:123456789012:function:promoter', 'arn:aws:ec2:eu-west-1:123456789012:instance/i-0def'] as const;
+const RESOURCES = [
+  'arn:aws:ec2:us-east-1:123456789012:instance/i-0abc',
+  'arn:aws:lambda:us-east-1:123456789012:function:promoter',
+  'arn:aws:ec2:eu-west-1:123456789012:instance/i-0def',
+] as const;
 
 type Kind = 'string' | 'number' | 'ip' | 'flag';
 const FIELDS: { path: string[]; kind: Kind; pool: readonly unknown[] }[] = [
@@ -141,7 +154,14 @@ const OPS: Record<Kind, Op[]> = {
     ['numeric', () => ({ numeric: ['>', 0] })],
   ],
 };
-const ALL_OPS = [...new Set([...Object.values(OPS).flat().map(([name]) => name), 'exists'])];
+const ALL_OPS = [
+  ...new Set([
+    ...Object.values(OPS)
+      .flat()
+      .map(([name]) => name),
+    'exists',
+  ]),
+];
 
 /** One condition for the field; `wanted` when the field's kind has that operator. */
 function condition(f: (typeof FIELDS)[number], wanted?: string): [string, unknown] {
@@ -178,7 +198,7 @@ function pattern(wanted: string): Generated {
   const ops = new Set<string>();
   const distinct = (n: number) => [...new Set(some(FIELDS, n))];
   const first = pick(FIELDS.filter((f) => wanted === 'exists' || OPS[f.kind].some(([n]) => n === wanted)));
-  const p = branch([first, ...distinct(2).filter((f) => f !== first && !(chance(0.4)))], ops, wanted);
+  const p = branch([first, ...distinct(2).filter((f) => f !== first && !chance(0.4))], ops, wanted);
   if (chance(0.2)) {
     p.$or = [branch(distinct(1), ops), branch(distinct(2), ops)];
     ops.add('$or');
@@ -194,7 +214,11 @@ function pattern(wanted: string): Generated {
 /** The leaves a pattern names, each with its path and conditions ($or branches included). */
 function leaves(p: Pattern, path: string[] = []): { path: string[]; conditions: unknown[] }[] {
   return Object.entries(p).flatMap(([k, v]) =>
-    k === '$or' ? (v as Pattern[]).flatMap((b) => leaves(b, path)) : Array.isArray(v) ? [{ path: [...path, k], conditions: v }] : leaves(v as Pattern, [...path, k]),
+    k === '$or'
+      ? (v as Pattern[]).flatMap((b) => leaves(b, path))
+      : Array.isArray(v)
+        ? [{ path: [...path, k], conditions: v }]
+        : leaves(v as Pattern, [...path, k]),
   );
 }
 
@@ -215,9 +239,17 @@ function knownReasons(p: Pattern, e: Record<string, unknown>): Set<string> {
     const values = Array.isArray(v) ? v : [v];
     if (Array.isArray(v) && v.some(isObject)) reasons.add('ARRAY_OF_OBJECTS');
     if ((Array.isArray(v) && v.length === 0) || (isObject(v) && Object.keys(v).length === 0)) reasons.add('EMPTY_CONTAINER');
-    const comparesNumbers = conditions.some((c) => typeof c === 'number' || (isObject(c) && ('numeric' in c || typeof c['anything-but'] === 'number' || (Array.isArray(c['anything-but']) && c['anything-but'].some((x) => typeof x === 'number')))));
+    const comparesNumbers = conditions.some(
+      (c) =>
+        typeof c === 'number' ||
+        (isObject(c) &&
+          ('numeric' in c ||
+            typeof c['anything-but'] === 'number' ||
+            (Array.isArray(c['anything-but']) && c['anything-but'].some((x) => typeof x === 'number')))),
+    );
     const comparesBooleans = conditions.some((c) => typeof c === 'boolean');
-    if ((comparesNumbers && values.some((x) => typeof x === 'boolean')) || (comparesBooleans && values.some((x) => x === 0 || x === 1))) reasons.add('BOOLEAN_IS_NOT_A_NUMBER');
+    if ((comparesNumbers && values.some((x) => typeof x === 'boolean')) || (comparesBooleans && values.some((x) => x === 0 || x === 1)))
+      reasons.add('BOOLEAN_IS_NOT_A_NUMBER');
   }
   return reasons;
 }
@@ -254,17 +286,45 @@ describe('our EventBridge pattern matcher against moto’s, on generated pairs',
       // The target says which rule matched which event. (It also keeps moto quick: without a transformer it
       // evaluates eight JSONPath expressions for each delivery, at some 20 ms each.)
       const transformer = { InputPathsMap: { id: '$.id' }, InputTemplate: `{"rule": "${name}", "id": "<id>"}` };
-      await events.send(new PutTargetsCommand({ Rule: name, EventBusName: bus, Targets: [{ Id: 'q', Arn: `arn:aws:sqs:${REGION}:${ACCOUNT}:${queue}`, InputTransformer: transformer }] }));
+      await events.send(
+        new PutTargetsCommand({
+          Rule: name,
+          EventBusName: bus,
+          Targets: [{ Id: 'q', Arn: `arn:aws:sqs:${REGION}:${ACCOUNT}:${queue}`, InputTransformer: transformer }],
+        }),
+      );
       rules.push(name);
     }
     const sent = Array.from({ length: EVENTS }, event);
     const envelopes: Record<string, unknown>[] = [];
     for (let i = 0; i < sent.length; i += 10) {
       const batch = sent.slice(i, i + 10);
-      const res = await events.send(new PutEventsCommand({ Entries: batch.map((e) => ({ EventBusName: bus, Source: e.source, DetailType: e.detailType, Resources: e.resources, Detail: JSON.stringify(e.detail) })) }));
+      const res = await events.send(
+        new PutEventsCommand({
+          Entries: batch.map((e) => ({
+            EventBusName: bus,
+            Source: e.source,
+            DetailType: e.detailType,
+            Resources: e.resources,
+            Detail: JSON.stringify(e.detail),
+          })),
+        }),
+      );
       expect(res.FailedEntryCount ?? 0).toBe(0);
       // The event as a rule sees it: the envelope EventBridge wraps around what was put.
-      batch.forEach((e, j) => envelopes.push({ version: '0', id: res.Entries![j]!.EventId!, 'detail-type': e.detailType, source: e.source, account: ACCOUNT, time: new Date().toISOString(), region: REGION, resources: e.resources, detail: e.detail }));
+      batch.forEach((e, j) =>
+        envelopes.push({
+          version: '0',
+          id: res.Entries![j]!.EventId!,
+          'detail-type': e.detailType,
+          source: e.source,
+          account: ACCOUNT,
+          time: new Date().toISOString(),
+          region: REGION,
+          resources: e.resources,
+          detail: e.detail,
+        }),
+      );
     }
     // moto delivers during PutEvents: everything matched is on the queue now.
     const delivered = new Set<string>();
@@ -291,7 +351,10 @@ describe('our EventBridge pattern matcher against moto’s, on generated pairs',
           continue;
         }
         const reasons = knownReasons(g.pattern, e);
-        if (reasons.size === 0) unexplained.push(`ours ${ours}, moto ${theirs}: pattern ${JSON.stringify(g.pattern)} event detail ${JSON.stringify(e.detail)} source ${e.source as string} detail-type ${e['detail-type'] as string} resources ${JSON.stringify(e.resources)}`);
+        if (reasons.size === 0)
+          unexplained.push(
+            `ours ${ours}, moto ${theirs}: pattern ${JSON.stringify(g.pattern)} event detail ${JSON.stringify(e.detail)} source ${e.source as string} detail-type ${e['detail-type'] as string} resources ${JSON.stringify(e.resources)}`,
+          );
         for (const r of reasons) explained[r] = (explained[r] ?? 0) + 1;
       }
     }

@@ -47,11 +47,19 @@ describe('ControlPlaneStack', () => {
       KeySchema: def.KeySchema,
       AttributeDefinitions: Match.arrayWith(def.AttributeDefinitions!.map((a) => Match.objectLike(a))),
       BillingMode: 'PAY_PER_REQUEST',
-      GlobalSecondaryIndexes: [Match.objectLike({ IndexName: def.GlobalSecondaryIndexes![0]!.IndexName, KeySchema: def.GlobalSecondaryIndexes![0]!.KeySchema, Projection: def.GlobalSecondaryIndexes![0]!.Projection })],
+      GlobalSecondaryIndexes: [
+        Match.objectLike({
+          IndexName: def.GlobalSecondaryIndexes![0]!.IndexName,
+          KeySchema: def.GlobalSecondaryIndexes![0]!.KeySchema,
+          Projection: def.GlobalSecondaryIndexes![0]!.Projection,
+        }),
+      ],
     });
     // What a stack deployed before the INCLUDE projection keeps (DynamoDB cannot change a projection in place).
     const kept = synthStack('AllProjected', { indexProjection: 'all' }).template;
-    kept.hasResourceProperties('AWS::DynamoDB::Table', { GlobalSecondaryIndexes: [Match.objectLike({ IndexName: 'gsi1', Projection: { ProjectionType: 'ALL' } })] });
+    kept.hasResourceProperties('AWS::DynamoDB::Table', {
+      GlobalSecondaryIndexes: [Match.objectLike({ IndexName: 'gsi1', Projection: { ProjectionType: 'ALL' } })],
+    });
   });
 
   it('keeps lease rows safe: PITR, encryption, deletion protection, retained on stack delete', () => {
@@ -77,7 +85,14 @@ describe('ControlPlaneStack', () => {
         // The functions a schedule wakes every minute trace only what arrives traced (an idle stack records no traces).
         TracingConfig: { Mode: spec.tracing === 'active' ? 'Active' : 'PassThrough' },
         ...(spec.reservedConcurrency !== undefined ? { ReservedConcurrentExecutions: spec.reservedConcurrency } : {}),
-        Environment: { Variables: Match.objectLike({ ROLLOUT_STORE: 'dynamodb', ROLLOUT_NODE_ID: 'test/eu-west-1', POWERTOOLS_SERVICE_NAME: name, ROLLOUT_TABLE: Match.anyValue() }) },
+        Environment: {
+          Variables: Match.objectLike({
+            ROLLOUT_STORE: 'dynamodb',
+            ROLLOUT_NODE_ID: 'test/eu-west-1',
+            POWERTOOLS_SERVICE_NAME: name,
+            ROLLOUT_TABLE: Match.anyValue(),
+          }),
+        },
       });
     }
     expect(ofType('AWS::Lambda::Function')).toHaveLength(Object.keys(FUNCTIONS).length);
@@ -87,7 +102,10 @@ describe('ControlPlaneStack', () => {
     for (const [name, spec] of Object.entries(FUNCTIONS) as [keyof typeof FUNCTIONS, FunctionSpec][]) {
       if (!spec.triggers.some((t) => t.kind === 'rule' || t.kind === 'schedule')) continue;
       const fn = logicalId(stack.functions[name]);
-      template.hasResourceProperties('AWS::Lambda::Function', { Description: spec.description, DeadLetterConfig: { TargetArn: { 'Fn::GetAtt': [logicalId(stack.eventsDlq), 'Arn'] } } });
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        Description: spec.description,
+        DeadLetterConfig: { TargetArn: { 'Fn::GetAtt': [logicalId(stack.eventsDlq), 'Arn'] } },
+      });
       template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', { FunctionName: { Ref: fn }, MaximumRetryAttempts: 2 });
     }
   });
@@ -103,9 +121,18 @@ describe('ControlPlaneStack', () => {
         if (t.kind === 'invoke') continue;
         if (t.kind === 'http') {
           // Every route behind IAM (SigV4) authorization, proxied to the api function; split so a policy can grant read, operate and admin apart.
-          expect(ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey).sort()).toEqual(['GET /{proxy+}', 'POST /rollouts', 'POST /rollouts/{id}/abort', 'POST /rollouts/{id}/{command}', 'POST /runs', 'POST /runs/{id}/cancel']);
+          expect(
+            ofType('AWS::ApiGatewayV2::Route')
+              .map(([, r]) => r.Properties.RouteKey)
+              .sort(),
+          ).toEqual(['GET /{proxy+}', 'POST /rollouts', 'POST /rollouts/{id}/abort', 'POST /rollouts/{id}/{command}', 'POST /runs', 'POST /runs/{id}/cancel']);
           for (const [, r] of ofType('AWS::ApiGatewayV2::Route')) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
-          template.hasResourceProperties('AWS::ApiGatewayV2::Stage', { StageName: '$default', AutoDeploy: true, AccessLogSettings: Match.objectLike({ DestinationArn: Match.anyValue() }), DefaultRouteSettings: { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 } });
+          template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+            StageName: '$default',
+            AutoDeploy: true,
+            AccessLogSettings: Match.objectLike({ DestinationArn: Match.anyValue() }),
+            DefaultRouteSettings: { ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 },
+          });
           expect(JSON.stringify(ofType('AWS::ApiGatewayV2::Integration'))).toContain(fn);
           continue;
         }
@@ -116,26 +143,53 @@ describe('ControlPlaneStack', () => {
           continue;
         }
         // The alarm rule matches the watched alarms only.
-        const pattern = t.kind === 'rule' && t.bus === 'default' && JSON.stringify(t.pattern.source) === '["aws.cloudwatch"]' ? { ...t.pattern, detail: watched } : t.kind === 'rule' ? t.pattern : null;
-        const rule = rules.find((r) => JSON.stringify(r.Targets).includes(fn) && (t.kind === 'rule' ? JSON.stringify(r.EventPattern) === JSON.stringify(pattern) : r.ScheduleExpression === `rate(${t.everyMinutes} minute${t.everyMinutes === 1 ? '' : 's'})`));
+        const pattern =
+          t.kind === 'rule' && t.bus === 'default' && JSON.stringify(t.pattern.source) === '["aws.cloudwatch"]'
+            ? { ...t.pattern, detail: watched }
+            : t.kind === 'rule'
+              ? t.pattern
+              : null;
+        const rule = rules.find(
+          (r) =>
+            JSON.stringify(r.Targets).includes(fn) &&
+            (t.kind === 'rule'
+              ? JSON.stringify(r.EventPattern) === JSON.stringify(pattern)
+              : r.ScheduleExpression === `rate(${t.everyMinutes} minute${t.everyMinutes === 1 ? '' : 's'})`),
+        );
         expect(rule, `${name} ${t.kind}`).toBeDefined();
-        if (t.kind === 'rule') expect(rule!.EventBusName ? JSON.stringify(rule!.EventBusName) : 'default').toBe(t.bus === 'rollout' ? JSON.stringify({ Ref: bus }) : JSON.stringify('default'));
+        if (t.kind === 'rule')
+          expect(rule!.EventBusName ? JSON.stringify(rule!.EventBusName) : 'default').toBe(
+            t.bus === 'rollout' ? JSON.stringify({ Ref: bus }) : JSON.stringify('default'),
+          );
         const [target] = rule!.Targets as Record<string, unknown>[];
-        expect(target).toMatchObject({ RetryPolicy: { MaximumRetryAttempts: 4, MaximumEventAgeInSeconds: 3600 }, DeadLetterConfig: { Arn: { 'Fn::GetAtt': [dlq, 'Arn'] } } });
+        expect(target).toMatchObject({
+          RetryPolicy: { MaximumRetryAttempts: 4, MaximumEventAgeInSeconds: 3600 },
+          DeadLetterConfig: { Arn: { 'Fn::GetAtt': [dlq, 'Arn'] } },
+        });
         if (t.kind === 'schedule' && t.input) expect(JSON.parse(target!.Input as string)).toEqual(t.input);
       }
     }
     expect(rules).toHaveLength(5);
-    template.hasResourceProperties('AWS::Events::Rule', { EventPattern: { source: ['aws.ec2'], 'detail-type': ['EC2 Spot Instance Interruption Warning', 'EC2 Instance Rebalance Recommendation'] } });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: { source: ['aws.ec2'], 'detail-type': ['EC2 Spot Instance Interruption Warning', 'EC2 Instance Rebalance Recommendation'] },
+    });
     // AWS's own alarm state changes, on the default bus, reach the StreamingPromoter: those of the watched alarms only.
-    const alarmRule = rules.find((r) => JSON.stringify(r.EventPattern) === JSON.stringify({ source: ['aws.cloudwatch'], 'detail-type': ['CloudWatch Alarm State Change'], detail: watched }));
+    const alarmRule = rules.find(
+      (r) =>
+        JSON.stringify(r.EventPattern) === JSON.stringify({ source: ['aws.cloudwatch'], 'detail-type': ['CloudWatch Alarm State Change'], detail: watched }),
+    );
     expect(alarmRule?.EventBusName ?? 'default').toBe('default');
     expect(JSON.stringify(alarmRule?.Targets)).toContain(logicalId(stack.functions.streamingPromoter));
     // Watching none, no rule: not every alarm flip in the account invokes a function.
     const unwatched = synthStack('NoGateAlarms').template;
     expect(JSON.stringify(unwatched.findResources('AWS::Events::Rule'))).not.toContain('aws.cloudwatch');
-    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'BadGateAlarms', { gateAlarms: ['a*b'] })).toThrow(/gateAlarms: "a\*b": an alarm name/);
-    template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)', Targets: [Match.objectLike({ Input: JSON.stringify({ action: 'scan-all' }) })] });
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'BadGateAlarms', { gateAlarms: ['a*b'] })).toThrow(
+      /gateAlarms: "a\*b": an alarm name/,
+    );
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(1 minute)',
+      Targets: [Match.objectLike({ Input: JSON.stringify({ action: 'scan-all' }) })],
+    });
   });
 
   it('the rollout bus keeps an archive for replay', () => {
@@ -146,7 +200,10 @@ describe('ControlPlaneStack', () => {
     const queues = ofType('AWS::SQS::Queue');
     expect(queues).toHaveLength(3);
     for (const [, q] of queues) expect(q.Properties.SqsManagedSseEnabled).toBe(true);
-    template.hasResourceProperties('AWS::SQS::Queue', { RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, maxReceiveCount: MAX_RECEIVE_COUNT }, VisibilityTimeout: 60 });
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [logicalId(stack.workDlq), 'Arn'] }, maxReceiveCount: MAX_RECEIVE_COUNT },
+      VisibilityTimeout: 60,
+    });
     const policies = ofType('AWS::SQS::QueuePolicy');
     expect(policies).toHaveLength(3);
     for (const [, p] of policies) {
@@ -161,12 +218,18 @@ describe('ControlPlaneStack', () => {
         const actions = [s.Action].flat();
         for (const a of actions) expect(a, id).not.toMatch(/^\*$|:\*$/);
         if (actions.some((a) => a.startsWith('dynamodb:'))) expect(JSON.stringify(s.Resource)).toContain(logicalId(stack.table!));
-        if (actions.some((a) => a.startsWith('sqs:'))) expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
+        if (actions.some((a) => a.startsWith('sqs:')))
+          expect(JSON.stringify(s.Resource)).toMatch(new RegExp(`${logicalId(stack.workQueue)}|${logicalId(stack.workDlq)}|${logicalId(stack.eventsDlq)}`));
       }
     }
     // Only the coordinator (re-pended items) and the API (new runs) send work; only the coordinator
     // reads the work DLQ (its scan drains it); the others may only put failed events into the events DLQ.
-    const policyOf = (prefix: string) => JSON.stringify(ofType('AWS::IAM::Policy').filter(([id]) => id.startsWith(prefix)).map(([, p]) => p));
+    const policyOf = (prefix: string) =>
+      JSON.stringify(
+        ofType('AWS::IAM::Policy')
+          .filter(([id]) => id.startsWith(prefix))
+          .map(([, p]) => p),
+      );
     expect(policyOf('CoordinatorServiceRole')).toContain(logicalId(stack.workQueue));
     expect(policyOf('CoordinatorServiceRole')).toContain('sqs:ReceiveMessage');
     expect(policyOf('CoordinatorServiceRole')).toContain(logicalId(stack.workDlq));
@@ -177,7 +240,9 @@ describe('ControlPlaneStack', () => {
     }
     // Provider gates are read on the BatchPromoter's tick: it alone may read CloudWatch, and DescribeAlarms only on this account's alarms.
     const cloudwatch = ofType('AWS::IAM::Policy').flatMap(([id, p]) =>
-      (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement.filter((st) => [st.Action].flat().some((a) => a.startsWith('cloudwatch:'))).map((st) => ({ id, st })),
+      (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement.filter((st) =>
+        [st.Action].flat().some((a) => a.startsWith('cloudwatch:')),
+      ).map((st) => ({ id, st })),
     );
     expect(cloudwatch.map(({ id }) => id.replace(/ServiceRole.*/, ''))).toEqual(['BatchPromoter', 'BatchPromoter']);
     expect(cloudwatch.flatMap(({ st }) => [st.Action].flat()).sort()).toEqual(['cloudwatch:DescribeAlarms', 'cloudwatch:GetMetricData']);
@@ -192,7 +257,10 @@ describe('ControlPlaneStack', () => {
     const itemStatements = (prefix: string) =>
       ofType('AWS::IAM::Policy')
         .filter(([id]) => id.startsWith(prefix))
-        .flatMap(([, p]) => (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Condition?: Record<string, Record<string, string[]>> }[] }).Statement)
+        .flatMap(
+          ([, p]) =>
+            (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Condition?: Record<string, Record<string, string[]>> }[] }).Statement,
+        )
         .filter((st) => [st.Action].flat().some((a) => a.startsWith('dynamodb:')));
     for (const [name, spec] of Object.entries(FUNCTIONS)) {
       const id = name[0]!.toUpperCase() + name.slice(1);
@@ -200,7 +268,9 @@ describe('ControlPlaneStack', () => {
       expect(statements.length, name).toBeGreaterThan(0);
       for (const st of statements) {
         expect([st.Action].flat(), name).not.toContain('dynamodb:Scan');
-        expect(st.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys']?.sort(), name).toEqual([...new Set(spec.keys.flatMap((k) => LEADING_KEYS[k]))].sort());
+        expect(st.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys']?.sort(), name).toEqual(
+          [...new Set(spec.keys.flatMap((k) => LEADING_KEYS[k]))].sort(),
+        );
       }
     }
     // The promoters never touch a run's items; the coordinator never a rollout's.
@@ -209,8 +279,9 @@ describe('ControlPlaneStack', () => {
   });
 
   // Synthesises two more stacks (their functions not bundled: only the archive is read).
-  it('the event archive has a name within EventBridge\'s 48 characters, unique to its stack', { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    const name = (id: string) => (Object.values(synthStack(id).template.findResources('AWS::Events::Archive'))[0]!.Properties as { ArchiveName: string }).ArchiveName;
+  it("the event archive has a name within EventBridge's 48 characters, unique to its stack", { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const name = (id: string) =>
+      (Object.values(synthStack(id).template.findResources('AWS::Events::Archive'))[0]!.Properties as { ArchiveName: string }).ArchiveName;
     const names = ['RolloutControlPlane', 'RolloutControlPlane-eu-west-1-secondary-region-stack'].map(name);
     for (const n of names) expect(n).toMatch(/^[.\-_A-Za-z0-9]{1,48}$/);
     expect(new Set(names).size).toBe(2);
@@ -220,10 +291,19 @@ describe('ControlPlaneStack', () => {
   it('grantApi gives a role exactly its routes: a reader cannot invoke a POST, an operator cannot abort', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const app2 = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const s2 = new ControlPlaneStack(app2, 'Grants', { env: { account: '123456789012', region: 'eu-west-1' } });
-    const roles = Object.fromEntries((['read', 'operate', 'admin'] as const).map((r) => [r, new Role(s2, `${r}Role`, { assumedBy: new AccountRootPrincipal() })]));
+    const roles = Object.fromEntries(
+      (['read', 'operate', 'admin'] as const).map((r) => [r, new Role(s2, `${r}Role`, { assumedBy: new AccountRootPrincipal() })]),
+    );
     for (const [r, role] of Object.entries(roles)) s2.grantApi(role, r as 'read' | 'operate' | 'admin');
-    const t = Template.fromStack(s2).toJSON() as { Resources: Record<string, { Type: string; Properties: { Roles?: { Ref: string }[]; PolicyDocument?: unknown } }> };
-    const granted = (role: string) => JSON.stringify(Object.values(t.Resources).filter((x) => x.Type === 'AWS::IAM::Policy' && JSON.stringify(x.Properties.Roles).includes(`${role}Role`)).map((x) => x.Properties.PolicyDocument));
+    const t = Template.fromStack(s2).toJSON() as {
+      Resources: Record<string, { Type: string; Properties: { Roles?: { Ref: string }[]; PolicyDocument?: unknown } }>;
+    };
+    const granted = (role: string) =>
+      JSON.stringify(
+        Object.values(t.Resources)
+          .filter((x) => x.Type === 'AWS::IAM::Policy' && JSON.stringify(x.Properties.Roles).includes(`${role}Role`))
+          .map((x) => x.Properties.PolicyDocument),
+      );
     expect(granted('read')).toContain('/GET/*');
     expect(granted('read')).not.toContain('/POST/');
     for (const c of ['promote', 'promote-full', 'pause', 'resume', 'retry']) expect(granted('operate')).toContain(`/POST/rollouts/*/${c}"`);
@@ -234,24 +314,55 @@ describe('ControlPlaneStack', () => {
   });
 
   // Synthesises a second shape (eventSenders).
-  it('the rollout bus: only named senders and the stack\'s own functions may put events; signals are matched on their source too', { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    const policies = ofType('AWS::Events::EventBusPolicy').map(([, p]) => p.Properties as { Statement: { Effect: string; Action: string; Principal: unknown; Condition: { ArnNotLike: { 'aws:PrincipalArn': unknown[] } } } });
-    expect(policies).toHaveLength(1);
-    const st = policies[0]!.Statement;
-    expect(st).toMatchObject({ Effect: 'Deny', Action: 'events:PutEvents', Principal: { AWS: '*' }, Condition: { Null: { 'aws:PrincipalArn': 'false' } } });
-    const allowed = JSON.stringify(st.Condition.ArnNotLike['aws:PrincipalArn']);
-    for (const name of ['StreamingPromoter', 'BatchPromoter', 'Coordinator', 'DeadLetters', 'Api']) expect(allowed).toContain(`${name}ServiceRole`);
-    expect(allowed).not.toContain('SpotDrainServiceRole');
-    const withSenders = synthStack('Senders', { env: { account: '123456789012', region: 'eu-west-1' }, eventSenders: ['arn:aws:iam::123456789012:role/metrics-pipeline'] });
-    expect(JSON.stringify(withSenders.template.findResources('AWS::Events::EventBusPolicy'))).toContain('arn:aws:iam::123456789012:role/metrics-pipeline');
-    const signalRule = ofType('AWS::Events::Rule').map(([, r]) => r.Properties as { EventPattern?: { source?: unknown; 'detail-type'?: string[] } }).find((r) => r.EventPattern?.['detail-type']?.includes('rollout.metrics_reported'));
-    expect(signalRule?.EventPattern?.source).toEqual([{ prefix: 'rollout.' }]);
-  });
+  it(
+    "the rollout bus: only named senders and the stack's own functions may put events; signals are matched on their source too",
+    { timeout: VARIANT_TEST_TIMEOUT },
+    () => {
+      const policies = ofType('AWS::Events::EventBusPolicy').map(
+        ([, p]) =>
+          p.Properties as { Statement: { Effect: string; Action: string; Principal: unknown; Condition: { ArnNotLike: { 'aws:PrincipalArn': unknown[] } } } },
+      );
+      expect(policies).toHaveLength(1);
+      const st = policies[0]!.Statement;
+      expect(st).toMatchObject({ Effect: 'Deny', Action: 'events:PutEvents', Principal: { AWS: '*' }, Condition: { Null: { 'aws:PrincipalArn': 'false' } } });
+      const allowed = JSON.stringify(st.Condition.ArnNotLike['aws:PrincipalArn']);
+      for (const name of ['StreamingPromoter', 'BatchPromoter', 'Coordinator', 'DeadLetters', 'Api']) expect(allowed).toContain(`${name}ServiceRole`);
+      expect(allowed).not.toContain('SpotDrainServiceRole');
+      const withSenders = synthStack('Senders', {
+        env: { account: '123456789012', region: 'eu-west-1' },
+        eventSenders: ['arn:aws:iam::123456789012:role/metrics-pipeline'],
+      });
+      expect(JSON.stringify(withSenders.template.findResources('AWS::Events::EventBusPolicy'))).toContain('arn:aws:iam::123456789012:role/metrics-pipeline');
+      const signalRule = ofType('AWS::Events::Rule')
+        .map(([, r]) => r.Properties as { EventPattern?: { source?: unknown; 'detail-type'?: string[] } })
+        .find((r) => r.EventPattern?.['detail-type']?.includes('rollout.metrics_reported'));
+      expect(signalRule?.EventPattern?.source).toEqual([{ prefix: 'rollout.' }]);
+    },
+  );
 
-  it('alarms, one per concern and one metric each: the API\'s 5xx, events given up, dead letters, work waiting, a throttled run, leases changing hands, a rollout that needs a person; each says what to do and notifies someone', () => {
-    type AlarmProps = { AlarmDescription?: string; MetricName?: string; Statistic?: string; Namespace?: string; Threshold?: number; EvaluationPeriods?: number; Period?: number; Dimensions?: { Name: string; Value: unknown }[]; Metrics?: unknown[]; AlarmActions?: unknown };
+  it("alarms, one per concern and one metric each: the API's 5xx, events given up, dead letters, work waiting, a throttled run, leases changing hands, a rollout that needs a person; each says what to do and notifies someone", () => {
+    type AlarmProps = {
+      AlarmDescription?: string;
+      MetricName?: string;
+      Statistic?: string;
+      Namespace?: string;
+      Threshold?: number;
+      EvaluationPeriods?: number;
+      Period?: number;
+      Dimensions?: { Name: string; Value: unknown }[];
+      Metrics?: unknown[];
+      AlarmActions?: unknown;
+    };
     const alarms = new Map(ofType('AWS::CloudWatch::Alarm').map(([id, a]) => [id.replace(/[0-9A-F]{8}$/, ''), a.Properties as AlarmProps]));
-    expect([...alarms.keys()].sort()).toEqual(['ApiErrors', 'EventsDlqNotEmpty', 'LeaseLost', 'RolloutNeedsAttention', 'RunThrottled', 'WorkDeadLetters', 'WorkQueueAge']);
+    expect([...alarms.keys()].sort()).toEqual([
+      'ApiErrors',
+      'EventsDlqNotEmpty',
+      'LeaseLost',
+      'RolloutNeedsAttention',
+      'RunThrottled',
+      'WorkDeadLetters',
+      'WorkQueueAge',
+    ]);
     // An alarm is billed per metric it reads: none reads more than one (no metric math), and together they stay within the idle budget.
     for (const [id, a] of alarms) expect(a.Metrics, id).toBeUndefined();
     expect(alarms.size).toBeLessThanOrEqual(7);
@@ -286,48 +397,78 @@ describe('ControlPlaneStack', () => {
   });
 
   // Synthesises a second shape (dashboard: true).
-  it('the dashboard, only when asked for, shows the Grafana dashboard’s figures from the EMF metrics (SEARCH over the per-rollout dimensions), with the functions, queues and alarms', { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    // US$ 3 a month beyond an account's first three: opt-in.
-    expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(0);
-    const withDashboard = synthStack('WithDashboard', { dashboard: true }).stack;
-    const dashboards = Object.values(Template.fromStack(withDashboard).findResources('AWS::CloudWatch::Dashboard'));
-    expect(dashboards).toHaveLength(1);
-    // The body as deployed, its tokens (region, alarm ARNs) written as their logical ids.
-    const joined = (dashboards[0]!.Properties as { DashboardBody: { 'Fn::Join': [string, unknown[]] } }).DashboardBody['Fn::Join'][1];
-    const text = joined.map((p) => (typeof p === 'string' ? p : JSON.stringify(p).replace(/"/g, ''))).join('');
-    type Widget = { type: string; properties: { title?: string; metrics?: unknown[][]; alarms?: string[] } };
-    const widgets = (JSON.parse(text) as { widgets: Widget[] }).widgets;
-    const byTitle = new Map(widgets.map((w) => [w.properties.title ?? '', w]));
-    const expressions = (title: string) => (byTitle.get(title)?.properties.metrics ?? []).flatMap((m) => m.flatMap((x) => (typeof x === 'object' && x !== null && 'expression' in x ? [(x as { expression: string }).expression] : [])));
-    const names = (title: string) => (byTitle.get(title)?.properties.metrics ?? []).flatMap((m) => m.filter((x): x is string => typeof x === 'string'));
-    // The Grafana dashboard's figures, from SEARCH on each figure's exact dimension set in the Rollout namespace.
-    expect(expressions('Rollouts in flight')).toEqual([`SUM(SEARCH('{Rollout,rollout} MetricName="rollout_info"', 'Maximum', 60))`]);
-    expect(names('Rollouts in flight')).toEqual(['Rollout', 'rollout_metrics_left_out', 'kind', 'rollouts']);
-    expect(names('Dead letters (1 h)')).toEqual(['Rollout', 'rollout_dead_letters_total']);
-    expect(expressions('Percent on the new version')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_percent"', 'Maximum', 60)`]);
-    expect(expressions('Active stage')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_stage_index"', 'Maximum', 60)`]);
-    expect(expressions('Gate values against thresholds')).toEqual([`SEARCH('{Rollout,gate,rollout} MetricName="rollout_gate_value"', 'Maximum', 60)`, `SEARCH('{Rollout,gate,rollout} MetricName="rollout_gate_threshold"', 'Maximum', 60)`]);
-    expect(expressions('Gate readings in the current period')).toEqual([`SEARCH('{Rollout,gate,outcome,rollout} MetricName="rollout_gate_readings"', 'Maximum', 60)`]);
-    expect(expressions('Time in stage against the progress deadline (s)')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_stage_seconds"', 'Maximum', 60)`, `SEARCH('{Rollout,rollout} MetricName="rollout_progress_deadline_seconds"', 'Maximum', 60)`]);
-    expect(expressions('Transitions (per 5 min)')).toEqual([`SEARCH('{Rollout,type} MetricName="rollout_events_total"', 'Sum', 300)`]);
-    expect(expressions('Run progress')).toEqual([`SEARCH('{Rollout,run} MetricName="rollout_run_steals"', 'Sum', 300)`]);
-    expect(names('Run progress')).toEqual(expect.arrayContaining(['ApproximateNumberOfMessagesVisible', 'ApproximateNumberOfMessagesNotVisible']));
-    expect(names('Throughput (items a minute)')).toEqual(expect.arrayContaining(['NumberOfMessagesDeleted', 'ItemsRepended', 'ItemsFailed']));
-    // Every figure the functions publish under a node's name is on it, and the SEARCH schemas are the figures' dimensions.
-    for (const name of ['rollout_info', 'rollout_percent', 'rollout_stage_index', 'rollout_stage_seconds', 'rollout_progress_deadline_seconds', 'rollout_gate_value', 'rollout_gate_threshold', 'rollout_gate_readings', 'rollout_events_total', 'rollout_run_steals', 'rollout_dead_letters_total', 'rollout_metrics_left_out'] as const) {
-      expect(text, name).toContain(name);
-      for (const e of widgets.flatMap((w) => expressions(w.properties.title ?? '')).filter((x) => x.includes(`"${name}"`))) {
-        expect(e, name).toContain(`{Rollout,${[...METRICS[name].dimensions].sort().join(',')}}`);
+  it(
+    'the dashboard, only when asked for, shows the Grafana dashboard’s figures from the EMF metrics (SEARCH over the per-rollout dimensions), with the functions, queues and alarms',
+    { timeout: VARIANT_TEST_TIMEOUT },
+    () => {
+      // US$ 3 a month beyond an account's first three: opt-in.
+      expect(ofType('AWS::CloudWatch::Dashboard')).toHaveLength(0);
+      const withDashboard = synthStack('WithDashboard', { dashboard: true }).stack;
+      const dashboards = Object.values(Template.fromStack(withDashboard).findResources('AWS::CloudWatch::Dashboard'));
+      expect(dashboards).toHaveLength(1);
+      // The body as deployed, its tokens (region, alarm ARNs) written as their logical ids.
+      const joined = (dashboards[0]!.Properties as { DashboardBody: { 'Fn::Join': [string, unknown[]] } }).DashboardBody['Fn::Join'][1];
+      const text = joined.map((p) => (typeof p === 'string' ? p : JSON.stringify(p).replace(/"/g, ''))).join('');
+      type Widget = { type: string; properties: { title?: string; metrics?: unknown[][]; alarms?: string[] } };
+      const widgets = (JSON.parse(text) as { widgets: Widget[] }).widgets;
+      const byTitle = new Map(widgets.map((w) => [w.properties.title ?? '', w]));
+      const expressions = (title: string) =>
+        (byTitle.get(title)?.properties.metrics ?? []).flatMap((m) =>
+          m.flatMap((x) => (typeof x === 'object' && x !== null && 'expression' in x ? [(x as { expression: string }).expression] : [])),
+        );
+      const names = (title: string) => (byTitle.get(title)?.properties.metrics ?? []).flatMap((m) => m.filter((x): x is string => typeof x === 'string'));
+      // The Grafana dashboard's figures, from SEARCH on each figure's exact dimension set in the Rollout namespace.
+      expect(expressions('Rollouts in flight')).toEqual([`SUM(SEARCH('{Rollout,rollout} MetricName="rollout_info"', 'Maximum', 60))`]);
+      expect(names('Rollouts in flight')).toEqual(['Rollout', 'rollout_metrics_left_out', 'kind', 'rollouts']);
+      expect(names('Dead letters (1 h)')).toEqual(['Rollout', 'rollout_dead_letters_total']);
+      expect(expressions('Percent on the new version')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_percent"', 'Maximum', 60)`]);
+      expect(expressions('Active stage')).toEqual([`SEARCH('{Rollout,rollout} MetricName="rollout_stage_index"', 'Maximum', 60)`]);
+      expect(expressions('Gate values against thresholds')).toEqual([
+        `SEARCH('{Rollout,gate,rollout} MetricName="rollout_gate_value"', 'Maximum', 60)`,
+        `SEARCH('{Rollout,gate,rollout} MetricName="rollout_gate_threshold"', 'Maximum', 60)`,
+      ]);
+      expect(expressions('Gate readings in the current period')).toEqual([
+        `SEARCH('{Rollout,gate,outcome,rollout} MetricName="rollout_gate_readings"', 'Maximum', 60)`,
+      ]);
+      expect(expressions('Time in stage against the progress deadline (s)')).toEqual([
+        `SEARCH('{Rollout,rollout} MetricName="rollout_stage_seconds"', 'Maximum', 60)`,
+        `SEARCH('{Rollout,rollout} MetricName="rollout_progress_deadline_seconds"', 'Maximum', 60)`,
+      ]);
+      expect(expressions('Transitions (per 5 min)')).toEqual([`SEARCH('{Rollout,type} MetricName="rollout_events_total"', 'Sum', 300)`]);
+      expect(expressions('Run progress')).toEqual([`SEARCH('{Rollout,run} MetricName="rollout_run_steals"', 'Sum', 300)`]);
+      expect(names('Run progress')).toEqual(expect.arrayContaining(['ApproximateNumberOfMessagesVisible', 'ApproximateNumberOfMessagesNotVisible']));
+      expect(names('Throughput (items a minute)')).toEqual(expect.arrayContaining(['NumberOfMessagesDeleted', 'ItemsRepended', 'ItemsFailed']));
+      // Every figure the functions publish under a node's name is on it, and the SEARCH schemas are the figures' dimensions.
+      for (const name of [
+        'rollout_info',
+        'rollout_percent',
+        'rollout_stage_index',
+        'rollout_stage_seconds',
+        'rollout_progress_deadline_seconds',
+        'rollout_gate_value',
+        'rollout_gate_threshold',
+        'rollout_gate_readings',
+        'rollout_events_total',
+        'rollout_run_steals',
+        'rollout_dead_letters_total',
+        'rollout_metrics_left_out',
+      ] as const) {
+        expect(text, name).toContain(name);
+        for (const e of widgets.flatMap((w) => expressions(w.properties.title ?? '')).filter((x) => x.includes(`"${name}"`))) {
+          expect(e, name).toContain(`{Rollout,${[...METRICS[name].dimensions].sort().join(',')}}`);
+        }
       }
-    }
-    // And what it showed before: the functions, the queues, every alarm.
-    for (const title of ['Invocations', 'Errors', 'Work queue']) expect(byTitle.has(title), title).toBe(true);
-    expect(byTitle.get('Alarms')!.properties.alarms).toHaveLength(withDashboard.controlPlane.alarms.length);
-    for (const alarm of withDashboard.controlPlane.alarms) expect(byTitle.get('Alarms')!.properties.alarms!.join(' ')).toContain(withDashboard.getLogicalId(alarm.node.defaultChild as never));
-  });
+      // And what it showed before: the functions, the queues, every alarm.
+      for (const title of ['Invocations', 'Errors', 'Work queue']) expect(byTitle.has(title), title).toBe(true);
+      expect(byTitle.get('Alarms')!.properties.alarms).toHaveLength(withDashboard.controlPlane.alarms.length);
+      for (const alarm of withDashboard.controlPlane.alarms)
+        expect(byTitle.get('Alarms')!.properties.alarms!.join(' ')).toContain(withDashboard.getLogicalId(alarm.node.defaultChild as never));
+    },
+  );
 
   it('outputs the table, bus, work queue, coordinator function and API URL', () => {
-    for (const out of ['StoreTableName', 'RolloutBusName', 'WorkQueueUrl', 'CoordinatorFunctionName', 'ApiUrl']) template.hasOutput(out, { Value: Match.anyValue() });
+    for (const out of ['StoreTableName', 'RolloutBusName', 'WorkQueueUrl', 'CoordinatorFunctionName', 'ApiUrl'])
+      template.hasOutput(out, { Value: Match.anyValue() });
   });
 
   it('each bundled function loads on its own (no package from this checkout) and exports its handler', async () => {
@@ -392,9 +533,20 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
   // Synthesises a second shape (auroraMinCapacity).
   it('a minimum of 0.5 ACU or more when asked for (auroraMinCapacity): it never pauses', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     const awake = synthStack('AuroraAwake', { store: 'aurora', auroraMinCapacity: 0.5 }).template;
-    awake.hasResourceProperties('AWS::RDS::DBCluster', { ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 8, SecondsUntilAutoPause: Match.absent() } });
-    for (const bad of [-1, 0.3, 9]) expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), `Bad${String(bad).replace(/\W/g, '')}`, { store: 'aurora', auroraMinCapacity: bad })).toThrow(/auroraMinCapacity: 0 to 8 in steps of 0.5/);
-    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAuroraCapacity', { auroraMinCapacity: 1 })).toThrow(/auroraMinCapacity: only with store: aurora/);
+    awake.hasResourceProperties('AWS::RDS::DBCluster', {
+      ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 8, SecondsUntilAutoPause: Match.absent() },
+    });
+    for (const bad of [-1, 0.3, 9])
+      expect(
+        () =>
+          new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), `Bad${String(bad).replace(/\W/g, '')}`, {
+            store: 'aurora',
+            auroraMinCapacity: bad,
+          }),
+      ).toThrow(/auroraMinCapacity: 0 to 8 in steps of 0.5/);
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAuroraCapacity', { auroraMinCapacity: 1 })).toThrow(
+      /auroraMinCapacity: only with store: aurora/,
+    );
   });
 
   it('the activity flags: a small table the writers raise and the scheduled probes read before the database, reached through a free gateway endpoint', () => {
@@ -404,9 +556,21 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     expect(flags.Properties).toMatchObject({ KeySchema: [{ AttributeName: 'flag', KeyType: 'HASH' }], BillingMode: 'PAY_PER_REQUEST' });
     // The AWS owned key: no KMS request billed for the probes' reads.
     expect((flags.Properties.SSESpecification as { SSEEnabled?: boolean; KMSMasterKeyId?: unknown } | undefined)?.SSEEnabled ?? false).toBe(false);
-    const fns = Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && typeof r.Properties.Description === 'string' && r.Properties.Description.length);
-    const byName = new Map(fns.map(([id, r]) => [(r.Properties.Environment as { Variables: Record<string, unknown> }).Variables.POWERTOOLS_SERVICE_NAME as string, { id, env: (r.Properties.Environment as { Variables: Record<string, unknown> }).Variables }]));
-    const uses = { api: ['dynamodb:UpdateItem'], streamingPromoter: ['dynamodb:UpdateItem'], batchPromoter: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], coordinator: ['dynamodb:GetItem', 'dynamodb:UpdateItem'] } as Record<string, string[]>;
+    const fns = Object.entries(json.Resources).filter(
+      ([, r]) => r.Type === 'AWS::Lambda::Function' && typeof r.Properties.Description === 'string' && r.Properties.Description.length,
+    );
+    const byName = new Map(
+      fns.map(([id, r]) => [
+        (r.Properties.Environment as { Variables: Record<string, unknown> }).Variables.POWERTOOLS_SERVICE_NAME as string,
+        { id, env: (r.Properties.Environment as { Variables: Record<string, unknown> }).Variables },
+      ]),
+    );
+    const uses = {
+      api: ['dynamodb:UpdateItem'],
+      streamingPromoter: ['dynamodb:UpdateItem'],
+      batchPromoter: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+      coordinator: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+    } as Record<string, string[]>;
     for (const name of Object.keys(FUNCTIONS)) {
       const fn = byName.get(name)!;
       const actions = Object.entries(json.Resources)
@@ -422,18 +586,25 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
         expect(actions, name).toEqual([]);
       }
     }
-    template.hasResourceProperties('AWS::EC2::VPCEndpoint', { VpcEndpointType: 'Gateway', ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith(['.dynamodb'])]) }) });
+    template.hasResourceProperties('AWS::EC2::VPCEndpoint', {
+      VpcEndpointType: 'Gateway',
+      ServiceName: Match.objectLike({ 'Fn::Join': Match.arrayWith([Match.arrayWith(['.dynamodb'])]) }),
+    });
   });
 
   // Synthesises a second shape (auroraReader).
   it('one instance, the writer, unless a reader is asked for (auroraReader: true)', { timeout: VARIANT_TEST_TIMEOUT }, () => {
     template.resourceCountIs('AWS::RDS::DBInstance', 1);
     synthStack('AuroraReader', { store: 'aurora', auroraReader: true }).template.resourceCountIs('AWS::RDS::DBInstance', 2);
-    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAurora', { auroraReader: true })).toThrow(/auroraReader: only with store: aurora/);
+    expect(() => new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'NoAurora', { auroraReader: true })).toThrow(
+      /auroraReader: only with store: aurora/,
+    );
   });
 
   it('every function that uses the database runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants; the others get neither secret nor VPC', () => {
-    const fns = Object.entries(json.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length);
+    const fns = Object.entries(json.Resources).filter(
+      ([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length,
+    );
     expect(fns).toHaveLength(Object.keys(FUNCTIONS).length);
     expect([...AURORA_WITHOUT_DATABASE].sort()).toEqual(['deadLetters', 'spotDrain']);
     for (const [, fn] of fns) {
@@ -450,7 +621,9 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
         expect(fn.Properties.VpcConfig, name).toBeDefined();
       }
     }
-    const functionPolicies = Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && Object.keys(FUNCTIONS).some((n) => id.toLowerCase().startsWith(n.toLowerCase())));
+    const functionPolicies = Object.entries(json.Resources).filter(
+      ([id, r]) => r.Type === 'AWS::IAM::Policy' && Object.keys(FUNCTIONS).some((n) => id.toLowerCase().startsWith(n.toLowerCase())),
+    );
     expect(functionPolicies.length).toBe(Object.keys(FUNCTIONS).length);
     // The cluster's one secret, as CDK names it once attached to the cluster (the attachment's Ref is the secret's ARN).
     const secrets = Object.keys(json.Resources).filter((id) => json.Resources[id]!.Type === 'AWS::SecretsManager::SecretTargetAttachment');
@@ -497,7 +670,11 @@ describe('two stacks sharing one store (-c sharedTable=…)', () => {
     tb.resourceCountIs('AWS::DynamoDB::Table', 0);
     const fns = Object.values(tb.findResources('AWS::Lambda::Function')).filter((r) => (r.Properties as { Description?: string }).Description);
     expect(fns).toHaveLength(Object.keys(FUNCTIONS).length);
-    for (const fn of fns) expect((fn.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment.Variables).toMatchObject({ ROLLOUT_TABLE: 'rollout-store-a', ROLLOUT_NODE_ID: 'b/eu-west-1' });
+    for (const fn of fns)
+      expect((fn.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment.Variables).toMatchObject({
+        ROLLOUT_TABLE: 'rollout-store-a',
+        ROLLOUT_NODE_ID: 'b/eu-west-1',
+      });
     expect(JSON.stringify(tb.findResources('AWS::IAM::Policy'))).toContain(':table/rollout-store-a/index/*');
   });
 });
@@ -517,10 +694,15 @@ describe('the optional Spot worker fleet (-c workerRun=…)', () => {
     template.hasResourceProperties('AWS::AutoScaling::AutoScalingGroup', {
       DesiredCapacity: '3',
       CapacityRebalance: true,
-      MixedInstancesPolicy: Match.objectLike({ InstancesDistribution: { OnDemandPercentageAboveBaseCapacity: 0, SpotAllocationStrategy: 'price-capacity-optimized' } }),
+      MixedInstancesPolicy: Match.objectLike({
+        InstancesDistribution: { OnDemandPercentageAboveBaseCapacity: 0, SpotAllocationStrategy: 'price-capacity-optimized' },
+      }),
     });
     template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
-      LaunchTemplateData: Match.objectLike({ MetadataOptions: { HttpTokens: 'required' }, BlockDeviceMappings: [Match.objectLike({ Ebs: Match.objectLike({ Encrypted: true }) })] }),
+      LaunchTemplateData: Match.objectLike({
+        MetadataOptions: { HttpTokens: 'required' },
+        BlockDeviceMappings: [Match.objectLike({ Ebs: Match.objectLike({ Encrypted: true }) })],
+      }),
     });
   });
 
@@ -553,7 +735,10 @@ describe('the optional Spot worker fleet (-c workerRun=…)', () => {
       const help = spawnSync(process.execPath, [join(out, 'rollout.mjs'), 'worker', '--help'], { encoding: 'utf8', cwd: out });
       expect(help.status).toBe(0);
       expect(help.stdout).toMatch(/Usage: rollout worker/);
-      const bad = spawnSync(process.execPath, [join(out, 'rollout.mjs'), 'worker', '--run', 'r', '--store', 'dynamodb', '--table', 't', '--queue', 'ledger'], { encoding: 'utf8', cwd: out });
+      const bad = spawnSync(process.execPath, [join(out, 'rollout.mjs'), 'worker', '--run', 'r', '--store', 'dynamodb', '--table', 't', '--queue', 'ledger'], {
+        encoding: 'utf8',
+        cwd: out,
+      });
       expect(bad.status).toBe(2);
       expect(bad.stderr).toMatch(/--queue: the ledger-backed queue needs --store postgres/);
     } finally {
@@ -573,7 +758,12 @@ describe('targets a rollout may move (targets prop)', () => {
   let json: Synthesised['json'];
   // cdk-nag clean with targets too.
   beforeAll(() => ({ json } = synthStack('Targets', { env, targets }, { nag: true })), SYNTH_HOOK_TIMEOUT);
-  const policyOf = (fn: string) => JSON.stringify(Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(fn.toLowerCase())).map(([, r]) => r.Properties.PolicyDocument));
+  const policyOf = (fn: string) =>
+    JSON.stringify(
+      Object.entries(json.Resources)
+        .filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(fn.toLowerCase()))
+        .map(([, r]) => r.Properties.PolicyDocument),
+    );
 
   it('the functions that actuate may update exactly the declared alias and rule; no other function may', () => {
     for (const fn of ['StreamingPromoter', 'BatchPromoter', 'Api']) {
@@ -584,13 +774,27 @@ describe('targets a rollout may move (targets prop)', () => {
       expect(doc, fn).not.toMatch(/lambda:UpdateAlias[^\]]*\],"Effect":"Allow","Resource":"\*"/);
     }
     for (const fn of ['Coordinator', 'DeadLetters', 'SpotDrain']) expect(policyOf(fn), fn).not.toMatch(/lambda:UpdateAlias|elasticloadbalancing:/);
-    const variables = Object.values(json.Resources).filter((r) => r.Type === 'AWS::Lambda::Function').map((r) => (r.Properties.Environment as { Variables: Record<string, string> } | undefined)?.Variables ?? {});
+    const variables = Object.values(json.Resources)
+      .filter((r) => r.Type === 'AWS::Lambda::Function')
+      .map((r) => (r.Properties.Environment as { Variables: Record<string, string> } | undefined)?.Variables ?? {});
     expect(variables.some((v) => v.ROLLOUT_TARGETS && (JSON.parse(v.ROLLOUT_TARGETS) as { api: { alias: string } }).api.alias === 'live')).toBe(true);
   });
 
   // Constructs two stacks (each refused before synthesis).
   it('a bad target, or an nginx one the functions cannot reach, fails the synth naming it', { timeout: VARIANT_TEST_TIMEOUT }, () => {
-    expect(() => new ControlPlaneStack(new App(), 'BadTarget', { env, targets: { edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('x'), canaryTargetGroupArn: tg('x') } } })).toThrow(/edge\.canaryTargetGroupArn: must differ/);
-    expect(() => new ControlPlaneStack(new App(), 'Nginx', { env, targets: { web: { type: 'nginx', include: '/etc/nginx/x.conf', config: '/etc/nginx/nginx.conf', stableUpstream: 'a', canaryUpstream: 'b' } } })).toThrow(/targets\.web: an nginx target/);
+    expect(
+      () =>
+        new ControlPlaneStack(new App(), 'BadTarget', {
+          env,
+          targets: { edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('x'), canaryTargetGroupArn: tg('x') } },
+        }),
+    ).toThrow(/edge\.canaryTargetGroupArn: must differ/);
+    expect(
+      () =>
+        new ControlPlaneStack(new App(), 'Nginx', {
+          env,
+          targets: { web: { type: 'nginx', include: '/etc/nginx/x.conf', config: '/etc/nginx/nginx.conf', stableUpstream: 'a', canaryUpstream: 'b' } },
+        }),
+    ).toThrow(/targets\.web: an nginx target/);
   });
 });

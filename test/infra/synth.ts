@@ -47,7 +47,10 @@ export function synthStack(id: string, props: ControlPlaneProps = {}, o: SynthOp
   const key = JSON.stringify([id, props, o]);
   const kept = cache.get(key);
   if (kept) return kept;
-  const app = new App({ ...(o.bundle ? { outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) } : {}), context: { 'aws:cdk:bundling-stacks': o.bundle ? [id] : [] } });
+  const app = new App({
+    ...(o.bundle ? { outdir: mkdtempSync(join(tmpdir(), 'rollout-cdk-')) } : {}),
+    context: { 'aws:cdk:bundling-stacks': o.bundle ? [id] : [] },
+  });
   const stack = new ControlPlaneStack(app, id, props);
   if (o.nag) Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const assembly = o.bundle || o.nag ? app.synth() : null;
@@ -59,5 +62,9 @@ export function synthStack(id: string, props: ControlPlaneProps = {}, o: SynthOp
 
 /** A function's IAM policies in `json` (by its role's logical id), as one string. */
 export function policyText(json: Synthesised['json'], fn: string): string {
-  return JSON.stringify(Object.entries(json.Resources).filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(`${fn.toLowerCase()}servicerole`)).map(([, r]) => r.Properties.PolicyDocument));
+  return JSON.stringify(
+    Object.entries(json.Resources)
+      .filter(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.toLowerCase().startsWith(`${fn.toLowerCase()}servicerole`))
+      .map(([, r]) => r.Properties.PolicyDocument),
+  );
 }

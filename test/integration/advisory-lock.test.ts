@@ -35,7 +35,13 @@ describe('advisory-lock elector', () => {
     await db?.close();
   });
 
-  function elector(holderId: string, name: string, events: string[], connection = { connectionString: db.url }, extra: Partial<AdvisoryLockElectorOptions> = {}) {
+  function elector(
+    holderId: string,
+    name: string,
+    events: string[],
+    connection = { connectionString: db.url },
+    extra: Partial<AdvisoryLockElectorOptions> = {},
+  ) {
     const at = new Map<string, number>();
     const e = new AdvisoryLockElector({
       name,
@@ -59,7 +65,9 @@ describe('advisory-lock elector', () => {
   }
 
   const put = (token: LeaseToken, value: string) =>
-    withFence(db.sql, token, (tx) => tx.query('INSERT INTO fence_probe VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [token.name, value]));
+    withFence(db.sql, token, (tx) =>
+      tx.query('INSERT INTO fence_probe VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [token.name, value]),
+    );
 
   it('one leader; its session terminated from outside → the loss is seen from the session itself (no keepalive ran), a follower takes over at epoch + 1', async () => {
     const name = uniqueName('adv');
@@ -71,7 +79,11 @@ describe('advisory-lock elector', () => {
     b.e.start();
     // b has really tried and lost: its session exists and does not hold the lock.
     await until('b has a session', () => b.e.sessionPid !== null);
-    await until('b has made an attempt after a won', async () => (await db.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND query LIKE '%pg_try_advisory_lock%'`, [b.e.sessionPid])).rows.length > 0);
+    await until(
+      'b has made an attempt after a won',
+      async () =>
+        (await db.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND query LIKE '%pg_try_advisory_lock%'`, [b.e.sessionPid])).rows.length > 0,
+    );
     expect(b.e.state).toBe('follower');
     const oldToken = a.e.token()!;
     await put(oldToken, 'a');
@@ -82,7 +94,9 @@ describe('advisory-lock elector', () => {
     // a's keepalive is due only after the test: the session's own end told it.
     await until('a reports the loss', () => a.at.has('stopped'));
     await until('b leads', () => b.at.has('started'));
-    console.log(`[advisory-lock] loss seen after ${a.at.get('stopped')! - killedAt} ms, take-over after ${b.at.get('started')! - killedAt} ms (retry ${RETRY_MS} ms)`);
+    console.log(
+      `[advisory-lock] loss seen after ${a.at.get('stopped')! - killedAt} ms, take-over after ${b.at.get('started')! - killedAt} ms (retry ${RETRY_MS} ms)`,
+    );
 
     expect(b.e.token()).toEqual({ name, holder: 'b', epoch: oldToken.epoch + 1 });
     await expect(put(oldToken, 'a-late')).rejects.toBeInstanceOf(FencedError);
@@ -111,7 +125,9 @@ describe('advisory-lock elector', () => {
       expect(events).toContain('a stopped 0 lost');
       // Nothing closed the socket: the keepalive's timeout is what noticed.
       expect(warnings).toContain(`advisory-lock elector step failed: keepalive: no reply within ${KEEPALIVE_TIMEOUT_MS} ms`);
-      console.log(`[advisory-lock] silent partition noticed after ${a.at.get('stopped')! - cutAt} ms (keepalive ${KEEPALIVE_MS} ms, timeout ${KEEPALIVE_TIMEOUT_MS} ms)`);
+      console.log(
+        `[advisory-lock] silent partition noticed after ${a.at.get('stopped')! - cutAt} ms (keepalive ${KEEPALIVE_MS} ms, timeout ${KEEPALIVE_TIMEOUT_MS} ms)`,
+      );
       // Stepping down closed a's socket, so the server ends the session and frees the lock.
       const b = elector('b', name, events);
       b.e.start();

@@ -26,7 +26,15 @@ const stampOf = (epoch: number, percent: number, o: { final?: boolean; stage?: n
   percent,
   final: o.final ?? false,
 });
-const desiredOf = (s: Stamp): Desired => ({ rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, percent: s.percent, final: s.final, newVersion: 'canary', version: s.version ?? 1 });
+const desiredOf = (s: Stamp): Desired => ({
+  rolloutId: s.rolloutId,
+  attempt: s.attempt,
+  stage: s.stage,
+  percent: s.percent,
+  final: s.final,
+  newVersion: 'canary',
+  version: s.version ?? 1,
+});
 
 describe('weightsFor: ELBv2 weights for a percent with two decimals', () => {
   it('stays within 1–999 on each side of a split, and rounds back to all but 40 of the 10,001 percents', () => {
@@ -62,7 +70,14 @@ describe('albWeights on moto ELBv2', () => {
     return a;
   }
   function actuatorOn(a: AlbOnMoto, over: Partial<AlbWeightsTarget> = {}): AlbWeightsActuator {
-    const config: AlbWeightsTarget = { type: 'albWeights', ruleArn: a.ruleArn, stableTargetGroupArn: a.stable, canaryTargetGroupArn: a.canary, region: ALB_REGION, ...over };
+    const config: AlbWeightsTarget = {
+      type: 'albWeights',
+      ruleArn: a.ruleArn,
+      stableTargetGroupArn: a.stable,
+      canaryTargetGroupArn: a.canary,
+      region: ALB_REGION,
+      ...over,
+    };
     return new AlbWeightsActuator('web-alb', config, a.client);
   }
   async function rule(a: AlbOnMoto): Promise<Rule> {
@@ -70,7 +85,9 @@ describe('albWeights on moto ELBv2', () => {
   }
   async function weights(a: AlbOnMoto): Promise<Record<string, number>> {
     const groups = (await rule(a)).Actions!.find((x) => x.Type === 'forward')!.ForwardConfig!.TargetGroups!;
-    return Object.fromEntries(groups.map((g) => [g.TargetGroupArn === a.stable ? 'stable' : g.TargetGroupArn === a.canary ? 'canary' : g.TargetGroupArn!, g.Weight!]));
+    return Object.fromEntries(
+      groups.map((g) => [g.TargetGroupArn === a.stable ? 'stable' : g.TargetGroupArn === a.canary ? 'canary' : g.TargetGroupArn!, g.Weight!]),
+    );
   }
   async function tag(a: AlbOnMoto, arn = a.ruleArn): Promise<string | undefined> {
     const res = await a.client.send(new DescribeTagsCommand({ ResourceArns: [arn] }));
@@ -204,9 +221,27 @@ describe('albWeights on moto ELBv2', () => {
   // moto liberty: AWS takes authenticate actions on HTTPS listeners only, and never describes a client secret.
   it('an authentication action before the forward is kept, its client secret left in place', async () => {
     const a = await alb();
-    const oidc = { Issuer: 'https://idp.example', AuthorizationEndpoint: 'https://idp.example/authorize', TokenEndpoint: 'https://idp.example/token', UserInfoEndpoint: 'https://idp.example/userinfo', ClientId: 'web' };
+    const oidc = {
+      Issuer: 'https://idp.example',
+      AuthorizationEndpoint: 'https://idp.example/authorize',
+      TokenEndpoint: 'https://idp.example/token',
+      UserInfoEndpoint: 'https://idp.example/userinfo',
+      ClientId: 'web',
+    };
     await a.client.send(
-      new ModifyRuleCommand({ RuleArn: a.ruleArn, Actions: [{ Type: 'authenticate-oidc', Order: 1, AuthenticateOidcConfig: { ...oidc, ClientSecret: 'secret' } }, { ...forwardAction([[a.stable, 100], [a.canary, 0]]), Order: 2 }] }),
+      new ModifyRuleCommand({
+        RuleArn: a.ruleArn,
+        Actions: [
+          { Type: 'authenticate-oidc', Order: 1, AuthenticateOidcConfig: { ...oidc, ClientSecret: 'secret' } },
+          {
+            ...forwardAction([
+              [a.stable, 100],
+              [a.canary, 0],
+            ]),
+            Order: 2,
+          },
+        ],
+      }),
     );
     await step(actuatorOn(a), stampOf(1, 10));
     const actions = (await rule(a)).Actions!;
@@ -221,7 +256,18 @@ describe('albWeights on moto ELBv2', () => {
   it('a forward to a third target group is a foreign split', async () => {
     const a = await alb();
     const other = await a.targetGroup('other');
-    await a.client.send(new ModifyRuleCommand({ RuleArn: a.ruleArn, Actions: [forwardAction([[a.stable, 80], [a.canary, 10], [other, 10]])] }));
+    await a.client.send(
+      new ModifyRuleCommand({
+        RuleArn: a.ruleArn,
+        Actions: [
+          forwardAction([
+            [a.stable, 80],
+            [a.canary, 10],
+            [other, 10],
+          ]),
+        ],
+      }),
+    );
     const observed = await actuatorOn(a).read('canary');
     expect(observed.percent).toBe(10);
     expect(observed.foreignSplit).toMatch(/also forwards to alb-[0-9a-f]+-other \(weight 10\)/);
@@ -229,7 +275,12 @@ describe('albWeights on moto ELBv2', () => {
 
   it('a rule that does not forward: a foreign split, and a write is refused with the rule unchanged', async () => {
     const a = await alb();
-    await a.client.send(new ModifyRuleCommand({ RuleArn: a.ruleArn, Actions: [{ Type: 'fixed-response', FixedResponseConfig: { StatusCode: '503', ContentType: 'text/plain' } }] }));
+    await a.client.send(
+      new ModifyRuleCommand({
+        RuleArn: a.ruleArn,
+        Actions: [{ Type: 'fixed-response', FixedResponseConfig: { StatusCode: '503', ContentType: 'text/plain' } }],
+      }),
+    );
     const actuator = actuatorOn(a);
     const observed = await actuator.read('canary');
     expect(observed).toMatchObject({ percent: 0, final: false, stamp: null });
@@ -256,6 +307,16 @@ describe('albWeights on moto ELBv2', () => {
   });
 
   async function tamperRule(a: AlbOnMoto, percent: number): Promise<void> {
-    await a.client.send(new ModifyRuleCommand({ RuleArn: a.ruleArn, Actions: [forwardAction([[a.stable, 100 - percent], [a.canary, percent]])] }));
+    await a.client.send(
+      new ModifyRuleCommand({
+        RuleArn: a.ruleArn,
+        Actions: [
+          forwardAction([
+            [a.stable, 100 - percent],
+            [a.canary, percent],
+          ]),
+        ],
+      }),
+    );
   }
 });

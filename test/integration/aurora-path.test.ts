@@ -26,7 +26,9 @@ describe('runtime on the Aurora path (secret → pg)', () => {
         const { SecretId } = JSON.parse(body) as { SecretId: string };
         const secret = secrets.get(SecretId);
         if (req.headers['x-amz-target'] !== 'secretsmanager.GetSecretValue' || secret === undefined) {
-          res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify({ __type: 'ResourceNotFoundException', message: `Secrets Manager can't find the specified secret.` }));
+          res
+            .writeHead(400, { 'content-type': 'application/x-amz-json-1.1' })
+            .end(JSON.stringify({ __type: 'ResourceNotFoundException', message: `Secrets Manager can't find the specified secret.` }));
           return;
         }
         res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify({ ARN: SecretId, Name: 'rollout', SecretString: secret }));
@@ -36,7 +38,18 @@ describe('runtime on the Aurora path (secret → pg)', () => {
     endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const url = new URL(db.url);
     // The shape RDS generates for a cluster secret.
-    secrets.set('arn:db', JSON.stringify({ engine: 'postgres', host: url.hostname, port: Number(url.port), username: decodeURIComponent(url.username), password: 'unused-locally', dbname: url.pathname.slice(1) || 'postgres', dbClusterIdentifier: 'rollout' }));
+    secrets.set(
+      'arn:db',
+      JSON.stringify({
+        engine: 'postgres',
+        host: url.hostname,
+        port: Number(url.port),
+        username: decodeURIComponent(url.username),
+        password: 'unused-locally',
+        dbname: url.pathname.slice(1) || 'postgres',
+        dbClusterIdentifier: 'rollout',
+      }),
+    );
     secrets.set('arn:bad', JSON.stringify({ host: 'db', port: 'five' }));
     secrets.set('arn:text', 'not json');
   });

@@ -17,7 +17,15 @@
  */
 import { CreateEventBusCommand, EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
 import { CloudWatchClient, PutMetricAlarmCommand, SetAlarmStateCommand } from '@aws-sdk/client-cloudwatch';
-import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  CreateQueueCommand,
+  DeleteQueueCommand,
+  GetQueueAttributesCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  type Message,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -78,7 +86,18 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   const lambdaArn = (name: string) => `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${name}`;
   /** An alarm on moto, in the state given (created on first use). */
   async function setAlarm(name: string, state: 'OK' | 'ALARM', reason = `set by the test: ${state}`): Promise<void> {
-    await cloudwatch.send(new PutMetricAlarmCommand({ AlarmName: name, Namespace: 'Checkout', MetricName: name, Statistic: 'Sum', Period: 60, EvaluationPeriods: 1, Threshold: 1, ComparisonOperator: 'GreaterThanThreshold' }));
+    await cloudwatch.send(
+      new PutMetricAlarmCommand({
+        AlarmName: name,
+        Namespace: 'Checkout',
+        MetricName: name,
+        Statistic: 'Sum',
+        Period: 60,
+        EvaluationPeriods: 1,
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanThreshold',
+      }),
+    );
     await cloudwatch.send(new SetAlarmStateCommand({ AlarmName: name, StateValue: state, StateReason: reason }));
   }
 
@@ -88,18 +107,27 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     return url;
   }
   /** What arrives on a queue of moto's (a rule's target, the events DLQ). */
-  async function receiveAll(url: string, until: (bodies: unknown[]) => boolean, client: SQSClient = eb.sqs): Promise<{ body: unknown; attributes: Record<string, string> }[]> {
+  async function receiveAll(
+    url: string,
+    until: (bodies: unknown[]) => boolean,
+    client: SQSClient = eb.sqs,
+  ): Promise<{ body: unknown; attributes: Record<string, string> }[]> {
     const got: { body: unknown; attributes: Record<string, string> }[] = [];
     for (let i = 0; i < 50 && !until(got.map((g) => g.body)); i++) {
       const res = await client.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }));
-      for (const m of res.Messages ?? []) got.push({ body: JSON.parse(m.Body!) as unknown, attributes: Object.fromEntries(Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue ?? ''])) });
+      for (const m of res.Messages ?? [])
+        got.push({
+          body: JSON.parse(m.Body!) as unknown,
+          attributes: Object.fromEntries(Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [k, v.StringValue ?? ''])),
+        });
     }
     return got;
   }
 
   async function receiveRaw(url: string, n: number): Promise<Message[]> {
     const got: Message[] = [];
-    for (let i = 0; i < 20 && got.length < n; i++) got.push(...((await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }))).Messages ?? []));
+    for (let i = 0; i < 20 && got.length < n; i++)
+      got.push(...((await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }))).Messages ?? []));
     return got;
   }
 
@@ -114,10 +142,21 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new ControlPlaneStack(app, 'E2e', { gateAlarms: ['checkout-*'] });
     // The template file of the cloud assembly, as `cdk deploy` would upload it.
-    const template = JSON.parse(readFileSync(join(app.synth().directory, stack.templateFile), 'utf8')) as { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> };
+    const template = JSON.parse(readFileSync(join(app.synth().directory, stack.templateFile), 'utf8')) as {
+      Resources: Record<string, { Type: string; Properties: Record<string, unknown> }>;
+    };
     rmSync(outdir, { recursive: true, force: true });
     const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
-    const env = { ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: table.table, ROLLOUT_NODE_ID: 'e2e', ROLLOUT_EVENT_BUS: busName, ROLLOUT_TICK_INTERVAL_MS: '40', ROLLOUT_WORK_QUEUE_URL: workQueue, ROLLOUT_WORK_DLQ_URL: workDlq };
+    const env = {
+      ...process.env,
+      ROLLOUT_STORE: 'dynamodb',
+      ROLLOUT_TABLE: table.table,
+      ROLLOUT_NODE_ID: 'e2e',
+      ROLLOUT_EVENT_BUS: busName,
+      ROLLOUT_TICK_INTERVAL_MS: '40',
+      ROLLOUT_WORK_QUEUE_URL: workQueue,
+      ROLLOUT_WORK_DLQ_URL: workDlq,
+    };
     rt = lazy(() => runtimeFrom(env));
     const handlers: Record<keyof typeof FUNCTIONS, Handler> = {
       streamingPromoter: streamingPromoterHandler(rt, silent, quiet),
@@ -139,7 +178,9 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     for (const [name, fn] of Object.entries(stack.functions) as [keyof typeof FUNCTIONS, (typeof stack.functions)[keyof typeof FUNCTIONS]][]) {
       names[id(fn)] = lambdaArn(name);
       // Retries as the function's EventInvokeConfig says, failures to its DLQ (the stack's events DLQ).
-      const invokeConfig = Object.values(template.Resources).find((r) => r.Type === 'AWS::Lambda::EventInvokeConfig' && JSON.stringify(r.Properties.FunctionName).includes(id(fn)));
+      const invokeConfig = Object.values(template.Resources).find(
+        (r) => r.Type === 'AWS::Lambda::EventInvokeConfig' && JSON.stringify(r.Properties.FunctionName).includes(id(fn)),
+      );
       lambdas[lambdaArn(name)] = { handler: handlers[name], retries: Number(invokeConfig?.Properties.MaximumRetryAttempts ?? 2), dlqArn: eventsDlqQueue.arn };
     }
     await eb.start();
@@ -166,7 +207,12 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
 
   /** An HTTP API (payload 2.0) request as API Gateway hands it over after IAM authorization. */
   const http = (method: string, path: string, body?: unknown) =>
-    apiLambdaHandler(rt, {}, silent, quiet)({
+    apiLambdaHandler(
+      rt,
+      {},
+      silent,
+      quiet,
+    )({
       version: '2.0',
       routeKey: `${method} /{proxy+}`,
       rawPath: path,
@@ -174,7 +220,11 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       headers: { 'content-type': 'application/json' },
       isBase64Encoded: false,
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      requestContext: { http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: uniqueName('req'), authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } } },
+      requestContext: {
+        http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' },
+        requestId: uniqueName('req'),
+        authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } },
+      },
     } as unknown as APIGatewayProxyEventV2WithIAMAuthorizer);
 
   it('a rollout created through the API, metrics put on the bus: the StreamingPromoter promotes through the deployed rule; the events arrive on a subscriber queue', async () => {
@@ -204,7 +254,12 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   it('the API refuses a body that is not UTF-8 (400), as a node does, and stores nothing', async () => {
     const id = uniqueName('bytes');
     const bytes = Buffer.concat([Buffer.from(`{"id":"${id}","spec":{"target":{"service":"`), Buffer.from([0xc3, 0x28]), Buffer.from('"}}}')]);
-    const res = await apiLambdaHandler(rt, {}, silent, quiet)({
+    const res = await apiLambdaHandler(
+      rt,
+      {},
+      silent,
+      quiet,
+    )({
       version: '2.0',
       routeKey: 'POST /rollouts',
       rawPath: '/rollouts',
@@ -212,14 +267,21 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       headers: { 'content-type': 'application/json' },
       isBase64Encoded: true,
       body: bytes.toString('base64'),
-      requestContext: { http: { method: 'POST', path: '/rollouts', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: uniqueName('req'), authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } } },
+      requestContext: {
+        http: { method: 'POST', path: '/rollouts', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' },
+        requestId: uniqueName('req'),
+        authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/alice' } },
+      },
     } as unknown as APIGatewayProxyEventV2WithIAMAuthorizer);
     expect(res).toMatchObject({ statusCode: 400, body: JSON.stringify({ error: 'request body is not valid UTF-8' }) });
     expect((await http('GET', `/rollouts/${id}`)).statusCode).toBe(404);
   });
 
   it('a dropped event is caught up by the scheduled BatchPromoter tick', async () => {
-    const { engine, stores: { rollouts } } = await rt();
+    const {
+      engine,
+      stores: { rollouts },
+    } = await rt();
     const { id } = await createRollout(engine, { spec: SPEC, actor: 'alice' });
     await put('rollout.created', { rolloutId: id });
     await eb.idle();
@@ -236,28 +298,41 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     const gated = (alarm: string) => ({
       target: { service: 'checkout', version: 'v3' },
       stages: [
-        { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: [alarm], intervalSeconds: 1 }] } },
+        {
+          name: 'canary',
+          percent: 10,
+          bakeSeconds: 3_600,
+          gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: [alarm], intervalSeconds: 1 }] },
+        },
         { name: 'all', percent: 100, bakeSeconds: 0 },
       ],
     });
     /** Scheduled BatchPromoter ticks (what the clock would fire), until `done` holds of the rollout. */
     const tickUntil = async (id: string, done: (v: { phases: string[]; gate: string | undefined }) => boolean) => {
-      const { stores: { rollouts } } = await rt();
+      const {
+        stores: { rollouts },
+      } = await rt();
       const look = async () => {
         const v = (await rollouts.load(id))!;
         return { phases: v.stages.map((s) => s.phase), gate: v.gates.get(0)?.get('health')?.last.outcome };
       };
       await expect
-        .poll(async () => {
-          await eb.tick();
-          await eb.idle();
-          return done(await look());
-        }, { timeout: 20_000 })
+        .poll(
+          async () => {
+            await eb.tick();
+            await eb.idle();
+            return done(await look());
+          },
+          { timeout: 20_000 },
+        )
         .toBe(true);
     };
 
     it('going to ALARM rolls the active stage back within one event delivery through the deployed rule', async () => {
-      const { engine, stores: { rollouts } } = await rt();
+      const {
+        engine,
+        stores: { rollouts },
+      } = await rt();
       await setAlarm('checkout-5xx', 'OK');
       const { id } = await createRollout(engine, { spec: gated('checkout-5xx'), actor: 'alice' });
       // The tick activates the stage and reads the alarm (DescribeAlarms): OK, a pass.
@@ -265,7 +340,11 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       const delivered = eb.deliveries.length;
       const sample = alarmStateChange('checkout-5xx', 'ALARM', new Date().toISOString().replace('Z', '+0000'));
       // CloudWatch puts the state change on the account's default bus, in its own shape.
-      await events.send(new PutEventsCommand({ Entries: [{ Source: sample.source, DetailType: sample['detail-type'], Resources: sample.resources, Detail: JSON.stringify(sample.detail) }] }));
+      await events.send(
+        new PutEventsCommand({
+          Entries: [{ Source: sample.source, DetailType: sample['detail-type'], Resources: sample.resources, Detail: JSON.stringify(sample.detail) }],
+        }),
+      );
       await eb.idle();
       // One delivery, by the StreamingPromoter's rule on the default bus, taken at the first attempt.
       const ofChange = eb.deliveries.slice(delivered).filter((d) => (d.event as { 'detail-type'?: string })['detail-type'] === 'CloudWatch Alarm State Change');
@@ -281,7 +360,10 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     });
 
     it('a missed state change is caught up on the next tick through DescribeAlarms', async () => {
-      const { engine, stores: { rollouts } } = await rt();
+      const {
+        engine,
+        stores: { rollouts },
+      } = await rt();
       await setAlarm('checkout-latency', 'OK');
       const { id } = await createRollout(engine, { spec: gated('checkout-latency'), actor: 'alice' });
       await tickUntil(id, (v) => v.gate === 'pass');
@@ -289,7 +371,9 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       await setAlarm('checkout-latency', 'ALARM', 'Threshold Crossed: 3 datapoints were greater than the threshold (400.0)');
       await tickUntil(id, (v) => v.phases[0] === 'rolled_back');
       const rollback = (await rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
-      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'health', outcome: 'fail', source: 'poll', query: 'alarms checkout-latency' })]);
+      expect(rollback.detail.readings).toEqual([
+        expect.objectContaining({ gate: 'health', outcome: 'fail', source: 'poll', query: 'alarms checkout-latency' }),
+      ]);
       // The reason lives on moto's alarm only: the reading came from DescribeAlarms.
       expect(rollback.detail.readings![0]!.answer).toContain('Threshold Crossed: 3 datapoints');
     });
@@ -308,21 +392,41 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   });
 
   it('a Spot interruption event, as AWS sends it, drains a worker through the deployed rule; its items return to the queue', async () => {
-    const { stores: { ledger }, registry } = await rt();
+    const {
+      stores: { ledger },
+      registry,
+    } = await rt();
     const runId = uniqueName('run');
     const instanceId = `i-${randomBytes(9).toString('hex').slice(0, 17)}`; // an EC2 instance id: the drain Lambda refuses anything else
     const work = new SqsWorkQueue(sqs, workQueue);
     await ledger.createRun(runId, {}, Date.now());
-    const { ids } = await ledger.enqueue(runId, Array.from({ length: 6 }, (_, i) => ({ runId, i })), Date.now());
+    const { ids } = await ledger.enqueue(
+      runId,
+      Array.from({ length: 6 }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     await work.send(runId, ids);
     const worker = new Worker({ runId, workerId: 'spot-1', ledger, queue: work, backend: mockBackend({ durationMs: 60_000 }), waitSeconds: 0 });
-    const agent = new WorkerAgent({ worker, registry, ledger, registration: { workerId: 'spot-1', instanceId, provider: 'aws', runId }, registryHeartbeatMs: 50 });
+    const agent = new WorkerAgent({
+      worker,
+      registry,
+      ledger,
+      registration: { workerId: 'spot-1', instanceId, provider: 'aws', runId },
+      registryHeartbeatMs: 50,
+    });
     const exit = agent.run(new AbortController().signal);
     await expect.poll(async () => (await ledger.running(runId)).some((i) => i.started), { interval: 20, timeout: 10_000 }).toBe(true);
     // The EventBridge event AWS emits two minutes before reclaiming the instance.
     await events.send(
       new PutEventsCommand({
-        Entries: [{ Source: 'aws.ec2', DetailType: 'EC2 Spot Instance Interruption Warning', Resources: [`arn:aws:ec2:us-east-1:000000000000:instance/${instanceId}`], Detail: JSON.stringify({ 'instance-id': instanceId, 'instance-action': 'terminate' }) }],
+        Entries: [
+          {
+            Source: 'aws.ec2',
+            DetailType: 'EC2 Spot Instance Interruption Warning',
+            Resources: [`arn:aws:ec2:us-east-1:000000000000:instance/${instanceId}`],
+            Detail: JSON.stringify({ 'instance-id': instanceId, 'instance-action': 'terminate' }),
+          },
+        ],
       }),
     );
     const result = await exit;
@@ -344,12 +448,28 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     const [mine] = (await ledger.enqueue(ours, [{ poison: 1 }], Date.now())).ids;
     const [other] = (await ledger.enqueue(theirs, [{ poison: 2 }], Date.now())).ids;
     // Another stack holds the coordinator lease of `theirs`.
-    await new LeaseElector(runtime.stores.runLeases(theirs), { name: coordinatorLease(theirs), holderId: 'other-stack', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 }).campaign();
+    await new LeaseElector(runtime.stores.runLeases(theirs), {
+      name: coordinatorLease(theirs),
+      holderId: 'other-stack',
+      ttlMs: 30_000,
+      renewIntervalMs: 10_000,
+      retryIntervalMs: 5_000,
+    }).campaign();
     await dlq.send(ours, [mine!]);
     await dlq.send(theirs, [other!]);
     await sqs.send(new SendMessageCommand({ QueueUrl: workDlq, MessageBody: 'not json' }));
     // The records as the event source mapping hands them over.
-    const messages = (await receiveRaw(workDlq, 3)).map((m) => ({ messageId: m.MessageId!, receiptHandle: m.ReceiptHandle!, body: m.Body!, attributes: {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: `arn:aws:sqs:${REGION}:${ACCOUNT}:work-dlq`, awsRegion: 'us-east-1' }));
+    const messages = (await receiveRaw(workDlq, 3)).map((m) => ({
+      messageId: m.MessageId!,
+      receiptHandle: m.ReceiptHandle!,
+      body: m.Body!,
+      attributes: {},
+      messageAttributes: {},
+      md5OfBody: '',
+      eventSource: 'aws:sqs',
+      eventSourceARN: `arn:aws:sqs:${REGION}:${ACCOUNT}:work-dlq`,
+      awsRegion: 'us-east-1',
+    }));
     expect(messages).toHaveLength(3);
     const handler = deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet);
     const response = await handler({ Records: messages } as unknown as SQSEvent);

@@ -24,19 +24,23 @@ describe('chaos over the AWS topology', () => {
   // A budget for a hang, not for speed: a schedule is its 16 s of faults, a quiet period of at most
   // 60 s (stretched by the processes' stalls, at most twice) and the settling after: about a minute
   // on a loaded 2-core host, at worst about three, so ten covers a host three times slower.
-  it.each([0, 1])('schedule %i: the history shows no broken invariant', async (schedule) => {
-    const history = await runAwsSchedule({ seed: SEED, schedule, quietMs: 60_000, shape: SHAPE, log: () => undefined });
-    // The schedule did what it was for: faults were injected, clients were answered, the observer saw writes.
-    expect(history.faults.length).toBeGreaterThan(0);
-    expect(history.faults.every((f) => (AWS_FAULTS as readonly string[]).includes(f.kind))).toBe(true);
-    expect(history.ops.some((o) => o.kind === 'rollout.create' && o.outcome === 'ok')).toBe(true);
-    expect(history.store.writes.length).toBeGreaterThan(0);
-    expect(history.store.leaseChanges.some((c) => c.name === 'promotion_leader')).toBe(true);
-    const violations = check(history);
-    // Kept for a look afterwards (and for the timeline page), as `npm run chaos` keeps its histories.
-    const out = resolve('test-results/chaos');
-    mkdirSync(out, { recursive: true });
-    writeFileSync(resolve(out, `aws-${SEED}-${schedule}.json`), JSON.stringify({ history, violations }));
-    expect(violations.map(report)).toEqual([]);
-  }, 600_000);
+  it.each([0, 1])(
+    'schedule %i: the history shows no broken invariant',
+    async (schedule) => {
+      const history = await runAwsSchedule({ seed: SEED, schedule, quietMs: 60_000, shape: SHAPE, log: () => undefined });
+      // The schedule did what it was for: faults were injected, clients were answered, the observer saw writes.
+      expect(history.faults.length).toBeGreaterThan(0);
+      expect(history.faults.every((f) => (AWS_FAULTS as readonly string[]).includes(f.kind))).toBe(true);
+      expect(history.ops.some((o) => o.kind === 'rollout.create' && o.outcome === 'ok')).toBe(true);
+      expect(history.store.writes.length).toBeGreaterThan(0);
+      expect(history.store.leaseChanges.some((c) => c.name === 'promotion_leader')).toBe(true);
+      const violations = check(history);
+      // Kept for a look afterwards (and for the timeline page), as `npm run chaos` keeps its histories.
+      const out = resolve('test-results/chaos');
+      mkdirSync(out, { recursive: true });
+      writeFileSync(resolve(out, `aws-${SEED}-${schedule}.json`), JSON.stringify({ history, violations }));
+      expect(violations.map(report)).toEqual([]);
+    },
+    600_000,
+  );
 });

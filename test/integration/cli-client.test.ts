@@ -24,7 +24,13 @@ import { rollout } from '../support/cli.js';
 import { call } from '../../shared/client/transport.js';
 import { RolloutClient } from '../../shared/client/client.js';
 
-const SPEC = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
+const SPEC = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 0, gates: { minRequests: 10 } },
+    { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+  ],
+};
 
 describe('rollout client commands', () => {
   let backend: LeaseBackend;
@@ -39,10 +45,27 @@ describe('rollout client commands', () => {
   beforeAll(async () => {
     backend = await openBackend('postgres');
     const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus() });
-    const elector = new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: 'node-1', ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000 });
+    const elector = new LeaseElector(backend.store, {
+      name: PROMOTION_LEASE,
+      holderId: 'node-1',
+      ttlMs: 30_000,
+      renewIntervalMs: 10_000,
+      retryIntervalMs: 5_000,
+    });
     // Behind the guard a node serves with authentication off: the actor is the one --actor names.
     node = await serveApi(
-      guarded(apiHandler({ nodeId: 'node-1', engine, leadership: campaignEachTime(elector), leases: backend.store, ledger: backend.ledger, workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null), outbound: OutboundPolicy.none() }), { authenticators: [], allowedHosts: null, rateLimit: { perAddress: 0, perCredential: 0, burstSeconds: 1 } }),
+      guarded(
+        apiHandler({
+          nodeId: 'node-1',
+          engine,
+          leadership: campaignEachTime(elector),
+          leases: backend.store,
+          ledger: backend.ledger,
+          workQueue: () => new LedgerWorkQueue(backend.sql!, new InProcessWake(), 'unused', null),
+          outbound: OutboundPolicy.none(),
+        }),
+        { authenticators: [], allowedHosts: null, rateLimit: { perAddress: 0, perCredential: 0, burstSeconds: 1 } },
+      ),
     );
   });
   afterAll(async () => {
@@ -75,14 +98,39 @@ describe('rollout client commands', () => {
 
   it('runs create: a file of more items than one request takes is sent 10,000 a request, every item stored once; a store that refuses some requests slows the producer, and nothing is lost', async () => {
     const many = Array.from({ length: 25_001 }, (_, n) => ({ n }));
-    const created = await rollout(['runs', 'create', '--url', node.url, '--file', file('many.json', { items: many, spec: { kind: 'bulk' } }), '--id', 'run-bulk']);
+    const created = await rollout([
+      'runs',
+      'create',
+      '--url',
+      node.url,
+      '--file',
+      file('many.json', { items: many, spec: { kind: 'bulk' } }),
+      '--id',
+      'run-bulk',
+    ]);
     expect(created.code, created.err).toBe(0);
     expect(created.out.trim()).toBe('created run-bulk: 25001 items, 25001 new (3 requests)');
     expect(await backend.ledger.counts('run-bulk')).toEqual({ pending: 25_001, running: 0, done: 0, failed: 0 });
 
     // JSON Lines: read as they are sent, the spec from its own file; a bad line is named, before anything is sent.
-    const lines = `${many.slice(0, 12_000).map((x) => JSON.stringify(x)).join('\n')}\n\n${JSON.stringify({ n: 'last' })}\n`;
-    const streamed = await rollout(['runs', 'create', '--url', node.url, '--file', file('many.jsonl', lines), '--spec', file('run-spec.json', { kind: 'lines' }), '--shards', '2', '--id', 'run-lines']);
+    const lines = `${many
+      .slice(0, 12_000)
+      .map((x) => JSON.stringify(x))
+      .join('\n')}\n\n${JSON.stringify({ n: 'last' })}\n`;
+    const streamed = await rollout([
+      'runs',
+      'create',
+      '--url',
+      node.url,
+      '--file',
+      file('many.jsonl', lines),
+      '--spec',
+      file('run-spec.json', { kind: 'lines' }),
+      '--shards',
+      '2',
+      '--id',
+      'run-lines',
+    ]);
     expect(streamed.code, streamed.err).toBe(0);
     expect(streamed.out.trim()).toBe('created run-lines: 12001 items, 12001 new (2 requests)');
     expect(await backend.ledger.counts('run-lines')).toEqual({ pending: 12_001, running: 0, done: 0, failed: 0 });
@@ -91,7 +139,16 @@ describe('rollout client commands', () => {
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/bad\.jsonl:3: not JSON/);
     expect(await backend.ledger.getRun('run-bad-lines')).toBeNull();
-    const twice = await rollout(['runs', 'create', '--url', node.url, '--file', file('with-spec.json', { items: [1], spec: {} }), '--spec', file('run-spec2.json', {})]);
+    const twice = await rollout([
+      'runs',
+      'create',
+      '--url',
+      node.url,
+      '--file',
+      file('with-spec.json', { items: [1], spec: {} }),
+      '--spec',
+      file('run-spec2.json', {}),
+    ]);
     expect(twice.code).toBe(2);
     expect(twice.err).toMatch(/--spec and --shards go with a JSON Lines file/);
 
@@ -102,10 +159,20 @@ describe('rollout client commands', () => {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         if (req.method === 'POST' && ++posts % 3 === 0) {
-          res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify({ error: 'store throttled: nothing was written, try again later' }));
+          res
+            .writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' })
+            .end(JSON.stringify({ error: 'store throttled: nothing was written, try again later' }));
           return;
         }
-        void fetch(`${node.url}${req.url}`, { method: req.method!, headers: { 'content-type': 'application/json', 'x-rollout-actor': 'alice', ...(req.headers['idempotency-key'] ? { 'idempotency-key': String(req.headers['idempotency-key']) } : {}) }, ...(chunks.length ? { body: Buffer.concat(chunks) } : {}) }).then(async (r) => {
+        void fetch(`${node.url}${req.url}`, {
+          method: req.method!,
+          headers: {
+            'content-type': 'application/json',
+            'x-rollout-actor': 'alice',
+            ...(req.headers['idempotency-key'] ? { 'idempotency-key': String(req.headers['idempotency-key']) } : {}),
+          },
+          ...(chunks.length ? { body: Buffer.concat(chunks) } : {}),
+        }).then(async (r) => {
           res.writeHead(r.status, { 'content-type': 'application/json' }).end(await r.text());
         });
       });
@@ -155,7 +222,9 @@ describe('rollout client commands', () => {
         return;
       }
       const status = answers.shift()!;
-      res.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' }).end(JSON.stringify(status === 201 ? { id: 'ro-x', created: true } : { error: 'no leader elected' }));
+      res
+        .writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' })
+        .end(JSON.stringify(status === 201 ? { id: 'ro-x', created: true } : { error: 'no leader elected' }));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
@@ -185,22 +254,36 @@ describe('rollout client commands', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const out = await rollout(['cluster', 'leader', '--url', url, '--aws-region', 'eu-west-1'], { AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret' });
+      const out = await rollout(['cluster', 'leader', '--url', url, '--aws-region', 'eu-west-1'], {
+        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+        AWS_SECRET_ACCESS_KEY: 'secret',
+      });
       expect(out.code, out.err).toBe(0);
       expect(out.out.trim()).toBe('x (epoch 3, lease until soon)');
-      expect(auth).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=[^,]*host[^,]*, Signature=[0-9a-f]{64}$/);
+      expect(auth).toMatch(
+        /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=[^,]*host[^,]*, Signature=[0-9a-f]{64}$/,
+      );
     } finally {
       server.close();
     }
   });
 
   it('the deployed API (SigV4): a write answered 503 with Retry-After is sent again; a 504 is not (it may have committed)', async () => {
-    const answers = [{ status: 503, retryAfter: '1' }, { status: 201, retryAfter: null }];
+    const answers = [
+      { status: 503, retryAfter: '1' },
+      { status: 201, retryAfter: null },
+    ];
     let seen = 0;
     const fake = createServer((req, res) => {
       req.resume();
       const a = answers[Math.min(seen++, answers.length - 1)]!;
-      res.writeHead(a.status, { 'content-type': 'application/json', ...(a.retryAfter ? { 'retry-after': a.retryAfter } : {}) }).end(JSON.stringify(a.status === 201 ? { id: 'r1', created: true, items: 1, added: 1 } : { error: 'store throttled: nothing was written, try again later' }));
+      res
+        .writeHead(a.status, { 'content-type': 'application/json', ...(a.retryAfter ? { 'retry-after': a.retryAfter } : {}) })
+        .end(
+          JSON.stringify(
+            a.status === 201 ? { id: 'r1', created: true, items: 1, added: 1 } : { error: 'store throttled: nothing was written, try again later' },
+          ),
+        );
     });
     await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;

@@ -121,7 +121,14 @@ describe('CloudWatch stand-in through the SDK', () => {
   describe('GetMetricData', () => {
     beforeEach(() => {
       // Minute 0: 3 requests, 1 error; minute 1: 2 requests, no error datapoint; minute 2: nothing.
-      for (const [s, v] of [[1, 100], [20, 200], [59, 300], [61, 50], [119, 150]] as const) cw.putDatapoint({ namespace: NS, metricName: 'Requests', dimensions: dims }, at(s), v);
+      for (const [s, v] of [
+        [1, 100],
+        [20, 200],
+        [59, 300],
+        [61, 50],
+        [119, 150],
+      ] as const)
+        cw.putDatapoint({ namespace: NS, metricName: 'Requests', dimensions: dims }, at(s), v);
       cw.putDatapoint({ namespace: NS, metricName: 'Errors', dimensions: dims }, at(5), 30);
       // The same metric with other dimensions is another metric.
       cw.putDatapoint({ namespace: NS, metricName: 'Requests', dimensions: { ...dims, Stage: 'canary' } }, at(2), 1_000_000);
@@ -181,7 +188,8 @@ describe('CloudWatch stand-in through the SDK', () => {
     });
 
     it('refuses bad ids, too many queries and unsupported functions with a typed ValidationError', async () => {
-      const send = (MetricDataQueries: MetricDataQuery[]) => once.send(new GetMetricDataCommand({ StartTime: T0, EndTime: at(180), MetricDataQueries })).catch((e: unknown) => e);
+      const send = (MetricDataQueries: MetricDataQuery[]) =>
+        once.send(new GetMetricDataCommand({ StartTime: T0, EndTime: at(180), MetricDataQueries })).catch((e: unknown) => e);
       const badId = await send([{ Id: 'Requests', MetricStat: metric('Requests') }]);
       expect(badId).toBeInstanceOf(ValidationException);
       const many = await send(Array.from({ length: 501 }, (_, i) => ({ Id: `m${i}`, MetricStat: metric('Requests') })));
@@ -192,7 +200,13 @@ describe('CloudWatch stand-in through the SDK', () => {
       ]);
       expect(fn).toBeInstanceOf(ValidationException);
       expect((fn as Error).message).toContain('FILL, RATE');
-      const fine = await once.send(new GetMetricDataCommand({ StartTime: T0, EndTime: at(180), MetricDataQueries: Array.from({ length: 500 }, (_, i) => ({ Id: `m${i}`, MetricStat: metric('Requests'), ReturnData: i === 0 })) }));
+      const fine = await once.send(
+        new GetMetricDataCommand({
+          StartTime: T0,
+          EndTime: at(180),
+          MetricDataQueries: Array.from({ length: 500 }, (_, i) => ({ Id: `m${i}`, MetricStat: metric('Requests'), ReturnData: i === 0 })),
+        }),
+      );
       expect(fine.MetricDataResults).toHaveLength(1);
     });
   });
@@ -205,7 +219,9 @@ describe('CloudWatch stand-in through the SDK', () => {
       expect(throttled).toMatchObject({ name: 'Throttling', message: 'Rate exceeded', $metadata: { httpStatusCode: 400 } });
 
       cw.failNext(1, { type: 'InternalServiceError', message: 'boom', status: 500 });
-      const internal = await once.send(new GetMetricDataCommand({ StartTime: T0, EndTime: at(60), MetricDataQueries: [{ Id: 'm', MetricStat: metric('Requests') }] })).catch((e: unknown) => e);
+      const internal = await once
+        .send(new GetMetricDataCommand({ StartTime: T0, EndTime: at(60), MetricDataQueries: [{ Id: 'm', MetricStat: metric('Requests') }] }))
+        .catch((e: unknown) => e);
       expect(internal).toBeInstanceOf(InternalServiceFault);
       expect(internal).toMatchObject({ name: 'InternalServiceFault', Code: 'InternalServiceError', $fault: 'server', $metadata: { httpStatusCode: 500 } });
 
@@ -235,7 +251,12 @@ describe('CloudWatch stand-in through the SDK', () => {
 
     it('stop() releases a held reply', async () => {
       const other = await new CloudWatchStandIn().start();
-      const c = new CloudWatchClient({ region: 'us-east-1', endpoint: other.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 });
+      const c = new CloudWatchClient({
+        region: 'us-east-1',
+        endpoint: other.url,
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+        maxAttempts: 1,
+      });
       other.setAlarm('held', 'ALARM');
       other.delayNext(1, 10 * 60_000);
       const pending = c.send(new DescribeAlarmsCommand({ AlarmNames: ['held'] }));

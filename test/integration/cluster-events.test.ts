@@ -39,7 +39,11 @@ describe('cluster events while the store is away', () => {
       logger: { ...silentLogger, warn: (m) => void warned.push(m) },
     });
     const events = async () =>
-      (await schema.sql.query<{ event_type: string; term: string }>(`SELECT event_type, event_data->>'term' AS term FROM cluster_events WHERE node_id = 'n-events' ORDER BY id`)).rows;
+      (
+        await schema.sql.query<{ event_type: string; term: string }>(
+          `SELECT event_type, event_data->>'term' AS term FROM cluster_events WHERE node_id = 'n-events' ORDER BY id`,
+        )
+      ).rows;
 
     proxy.refuse(true);
     member.stop(); // no heartbeat after the step-down below: only the retry can write the events

@@ -35,7 +35,16 @@ import {
   type AttributeValue,
   type ConsumedCapacity,
 } from '@aws-sdk/client-dynamodb';
-import { BatchGetCommand, BatchWriteCommand, GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  BatchWriteCommand,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  TransactWriteCommand,
+  UpdateCommand,
+  type DynamoDBDocumentClient,
+} from '@aws-sdk/lib-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
 import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
@@ -67,7 +76,9 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     // The same table again under another name, but with gsi1 projecting ALL.
     const store = t.table;
     const def = tableDefinition(`${store}-all`);
-    await t.client.send(new CreateTableCommand({ ...def, GlobalSecondaryIndexes: def.GlobalSecondaryIndexes!.map((g) => ({ ...g, Projection: { ProjectionType: 'ALL' } })) }));
+    await t.client.send(
+      new CreateTableCommand({ ...def, GlobalSecondaryIndexes: def.GlobalSecondaryIndexes!.map((g) => ({ ...g, Projection: { ProjectionType: 'ALL' } })) }),
+    );
     await ensureTable(t.client, def.TableName!);
     const own = t;
     t = {
@@ -97,7 +108,12 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     const clock = new ManualClock();
     const proxy = await new ThrottleProxy(dynamoEndpoint(), { ...limits, windowMs: WINDOW_MS }, { now: () => clock.now() }).start();
     const client = (maxAttempts?: number) =>
-      new DynamoDBClient({ endpoint: proxy.url, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, ...(maxAttempts ? { maxAttempts } : {}) });
+      new DynamoDBClient({
+        endpoint: proxy.url,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+        ...(maxAttempts ? { maxAttempts } : {}),
+      });
     const low = client(1);
     const retryingClient = client();
     open.push({ proxy, clients: [low, retryingClient] });
@@ -124,9 +140,23 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
   it('(a) writes to one key under its limit all pass, and go through unchanged', async () => {
     const { proxy, doc } = await simulator({ partitionWcu: 10, partitionRcu: 10 });
     const pk = uniqueName('A');
-    const items = Array.from({ length: 5 }, (_, i) => ({ pk, sk: `S${i}`, n: i, doc: { list: [1, 'two', true, null], m: { x: 1.5 } }, tags: new Set(['a', 'b']) }));
+    const items = Array.from({ length: 5 }, (_, i) => ({
+      pk,
+      sk: `S${i}`,
+      n: i,
+      doc: { list: [1, 'two', true, null], m: { x: 1.5 } },
+      tags: new Set(['a', 'b']),
+    }));
     for (const Item of items) await doc.send(new PutCommand({ TableName: table(), Item }));
-    const updated = await doc.send(new UpdateCommand({ TableName: table(), Key: { pk, sk: 'S0' }, UpdateExpression: 'SET n = n + :one', ExpressionAttributeValues: { ':one': 1 }, ReturnValues: 'ALL_NEW' }));
+    const updated = await doc.send(
+      new UpdateCommand({
+        TableName: table(),
+        Key: { pk, sk: 'S0' },
+        UpdateExpression: 'SET n = n + :one',
+        ExpressionAttributeValues: { ':one': 1 },
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
 
     for (const item of items.slice(1)) expect(await stored(pk, item.sk)).toEqual(item);
     expect(updated.Attributes).toEqual({ ...items[0], n: 1 });
@@ -153,7 +183,9 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     expect(err.$metadata.httpStatusCode).toBe(400);
     expect(err.$metadata.attempts).toBe(1);
     expect(err.message).toMatch(/^Throughput exceeds the current capacity of your table or index\..*hot key/);
-    expect((err as ThrottlingException).throttlingReasons).toEqual([{ reason: 'TableWriteKeyRangeThroughputExceeded', resource: expect.stringMatching(new RegExp(`:table/${t.table}$`)) as unknown }]);
+    expect((err as ThrottlingException).throttlingReasons).toEqual([
+      { reason: 'TableWriteKeyRangeThroughputExceeded', resource: expect.stringMatching(new RegExp(`:table/${t.table}$`)) as unknown },
+    ]);
     expect(await stored(pk, 's4')).toBeUndefined();
     expect(keyStats(proxy, pk)).toMatchObject({ wcu: 3, refused: 1 });
 
@@ -189,8 +221,10 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     const { proxy, doc } = await simulator({ partitionWcu: 100, partitionRcu: 100, gsiWcu: 2 });
     const [hot, cold] = [uniqueName('HOT'), uniqueName('COLD')];
     const [p1, p2, p3, p4] = [1, 2, 3, 4].map((i) => uniqueName(`D${i}`)) as [string, string, string, string];
-    const put = (pk: string, gsi1pk?: string) => doc.send(new PutCommand({ TableName: table(), Item: { pk, sk: 'x', ...(gsi1pk ? { gsi1pk, gsi1sk: pk } : {}) } }));
-    const update = (pk: string, set: string, values: Record<string, unknown>) => doc.send(new UpdateCommand({ TableName: table(), Key: { pk, sk: 'x' }, UpdateExpression: `SET ${set}`, ExpressionAttributeValues: values }));
+    const put = (pk: string, gsi1pk?: string) =>
+      doc.send(new PutCommand({ TableName: table(), Item: { pk, sk: 'x', ...(gsi1pk ? { gsi1pk, gsi1sk: pk } : {}) } }));
+    const update = (pk: string, set: string, values: Record<string, unknown>) =>
+      doc.send(new UpdateCommand({ TableName: table(), Key: { pk, sk: 'x' }, UpdateExpression: `SET ${set}`, ExpressionAttributeValues: values }));
     await put(p1, hot);
     await put(p2, hot);
     expect(keyStats(proxy, `gsi1:${hot}`)).toMatchObject({ index: 'gsi1', wcu: 2 });
@@ -200,7 +234,9 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     expect(err).toBeInstanceOf(ThrottlingException);
     expect(err.$metadata.httpStatusCode).toBe(400);
     expect(err.message).toMatch(/global secondary indexes/);
-    expect((err as ThrottlingException).throttlingReasons).toEqual([{ reason: 'IndexWriteKeyRangeThroughputExceeded', resource: expect.stringMatching(new RegExp(`:table/${t.table}/index/gsi1$`)) as unknown }]);
+    expect((err as ThrottlingException).throttlingReasons).toEqual([
+      { reason: 'IndexWriteKeyRangeThroughputExceeded', resource: expect.stringMatching(new RegExp(`:table/${t.table}/index/gsi1$`)) as unknown },
+    ]);
     expect(await stored(p3, 'x')).toBeUndefined();
 
     await put(p3, cold); // the same base key under a cold index key
@@ -283,7 +319,19 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     await doc.send(new PutCommand({ TableName: table(), Item: { pk: cold, sk: '1' } }));
     await doc.send(new GetCommand({ TableName: table(), Key: { pk: hot, sk: '1' }, ConsistentRead: true })); // 1 RCU: the key is at its limit
 
-    const res = await doc.send(new BatchGetCommand({ RequestItems: { [table()]: { Keys: [{ pk: hot, sk: '1' }, { pk: cold, sk: '1' }], ConsistentRead: true } } }));
+    const res = await doc.send(
+      new BatchGetCommand({
+        RequestItems: {
+          [table()]: {
+            Keys: [
+              { pk: hot, sk: '1' },
+              { pk: cold, sk: '1' },
+            ],
+            ConsistentRead: true,
+          },
+        },
+      }),
+    );
     expect(res.Responses?.[table()]).toEqual([{ pk: cold, sk: '1' }]);
     expect(res.UnprocessedKeys?.[table()]).toEqual({ Keys: [{ pk: hot, sk: '1' }], ConsistentRead: true });
     const err = await failure(doc.send(new BatchGetCommand({ RequestItems: { [table()]: { Keys: [{ pk: hot, sk: '1' }] } } })));
@@ -314,7 +362,9 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     expect(put).toMatchObject({ wcu: 4, reported: { Table: { CapacityUnits: 4 } } });
     const tx = await charged(q, () => low.send(new TransactWriteItemsCommand({ TransactItems: [{ Put: { TableName: table(), Item: item(q) } }], ...TOTAL })));
     expect(tx).toMatchObject({ wcu: 8, reported: { Table: { CapacityUnits: 8 } } });
-    const strong = await charged(p, () => low.send(new GetItemCommand({ TableName: table(), Key: { pk: { S: p }, sk: { S: 's' } }, ConsistentRead: true, ...TOTAL })));
+    const strong = await charged(p, () =>
+      low.send(new GetItemCommand({ TableName: table(), Key: { pk: { S: p }, sk: { S: 's' } }, ConsistentRead: true, ...TOTAL })),
+    );
     expect(strong).toMatchObject({ rcu: 1, reported: { Table: { CapacityUnits: 1 } } });
     const eventual = await charged(p, () => low.send(new GetItemCommand({ TableName: table(), Key: { pk: { S: p }, sk: { S: 's' } }, ...TOTAL })));
     expect(eventual).toMatchObject({ rcu: 0.5, reported: { Table: { CapacityUnits: 0.5 } } });
@@ -324,7 +374,15 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     const entry = await charged(`gsi1:${r}-i`, () => low.send(new PutItemCommand({ TableName: table(), Item: indexed, ...TOTAL })));
     expect(entry).toMatchObject({ wcu: 4, reported: { GlobalSecondaryIndexes: { gsi1: { CapacityUnits: 4 } } } });
     const moved = await charged(`gsi1:${r}-i`, () =>
-      low.send(new UpdateItemCommand({ TableName: table(), Key: { pk: { S: r }, sk: { S: 's' } }, UpdateExpression: 'SET gsi1sk = :s', ExpressionAttributeValues: { ':s': { S: '2' } }, ...TOTAL })),
+      low.send(
+        new UpdateItemCommand({
+          TableName: table(),
+          Key: { pk: { S: r }, sk: { S: 's' } },
+          UpdateExpression: 'SET gsi1sk = :s',
+          ExpressionAttributeValues: { ':s': { S: '2' } },
+          ...TOTAL,
+        }),
+      ),
     );
     expect(moved).toMatchObject({ wcu: 8, reported: { GlobalSecondaryIndexes: { gsi1: { CapacityUnits: 8 } } } });
     expect(keyStats(proxy, r)).toMatchObject({ wcu: 4 + 4 });
@@ -338,7 +396,10 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     const INDEXES = { ReturnConsumedCapacity: 'INDEXES' } as const;
     /** Table and gsi1 units: the proxy's (all keys together) and DynamoDB Local's for one request. */
     async function both(run: () => Promise<{ ConsumedCapacity?: ConsumedCapacity | ConsumedCapacity[] }>) {
-      const sum = () => proxy.stats().keys.reduce((s, k) => (k.index ? { ...s, index: s.index + k.wcu + k.rcu } : { ...s, table: s.table + k.wcu + k.rcu }), { table: 0, index: 0 });
+      const sum = () =>
+        proxy
+          .stats()
+          .keys.reduce((s, k) => (k.index ? { ...s, index: s.index + k.wcu + k.rcu } : { ...s, table: s.table + k.wcu + k.rcu }), { table: 0, index: 0 });
       const before = sum();
       const out = await run();
       const after = sum();
@@ -354,10 +415,23 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     };
     const key = (pk: string, sk = '1') => ({ pk: S(pk), sk: S(sk) });
     const update = (pk: string, expr: string, values?: Record<string, { S: string }>, extra = {}) =>
-      low.send(new UpdateItemCommand({ TableName: table(), Key: key(pk), UpdateExpression: expr, ...(values ? { ExpressionAttributeValues: values } : {}), ...extra, ...INDEXES }));
+      low.send(
+        new UpdateItemCommand({
+          TableName: table(),
+          Key: key(pk),
+          UpdateExpression: expr,
+          ...(values ? { ExpressionAttributeValues: values } : {}),
+          ...extra,
+          ...INDEXES,
+        }),
+      );
 
-    await same('put, new, in the index', () => low.send(new PutItemCommand({ TableName: table(), Item: { ...key(a), gsi1pk: S(a), gsi1sk: S('1'), v: S('small') }, ...INDEXES })));
-    await same('put, replacing with a larger item', () => low.send(new PutItemCommand({ TableName: table(), Item: { ...key(a), gsi1pk: S(a), gsi1sk: S('1'), v: S(big) }, ...INDEXES })));
+    await same('put, new, in the index', () =>
+      low.send(new PutItemCommand({ TableName: table(), Item: { ...key(a), gsi1pk: S(a), gsi1sk: S('1'), v: S('small') }, ...INDEXES })),
+    );
+    await same('put, replacing with a larger item', () =>
+      low.send(new PutItemCommand({ TableName: table(), Item: { ...key(a), gsi1pk: S(a), gsi1sk: S('1'), v: S(big) }, ...INDEXES })),
+    );
     await same('update of the index partition key', () => update(a, 'SET gsi1pk = :k', { ':k': S(`${a}-moved`) }));
     await same('update of a projected attribute', () => update(a, 'SET w = :w', { ':w': S('w') }));
     await same('update to the same value', () => update(a, 'SET w = :w', { ':w': S('w') }));
@@ -365,27 +439,92 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     await same('update leaving the index', () => update(a, 'REMOVE gsi1pk, gsi1sk'));
     await same('update creating an item in the index', () => update(b, 'SET gsi1pk = :k, gsi1sk = :s, v = :v', { ':k': S(b), ':s': S('1'), ':v': S(big) }));
     await same('get, eventually consistent', () => low.send(new GetItemCommand({ TableName: table(), Key: key(b), ...INDEXES })));
-    await same('get of a missing item, consistent', () => low.send(new GetItemCommand({ TableName: table(), Key: key(b, 'none'), ConsistentRead: true, ...INDEXES })));
-    for (let i = 0; i < 5; i++) await low.send(new PutItemCommand({ TableName: table(), Item: { ...key(q, String(i)), v: S(big), gsi1pk: S(`${q}-i`), gsi1sk: S(String(i)), odd: { BOOL: i % 2 === 1 } } }));
-    await same('query, consistent', () => low.send(new LowQueryCommand({ TableName: table(), KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': S(q) }, ConsistentRead: true, ...INDEXES })));
+    await same('get of a missing item, consistent', () =>
+      low.send(new GetItemCommand({ TableName: table(), Key: key(b, 'none'), ConsistentRead: true, ...INDEXES })),
+    );
+    for (let i = 0; i < 5; i++)
+      await low.send(
+        new PutItemCommand({
+          TableName: table(),
+          Item: { ...key(q, String(i)), v: S(big), gsi1pk: S(`${q}-i`), gsi1sk: S(String(i)), odd: { BOOL: i % 2 === 1 } },
+        }),
+      );
+    await same('query, consistent', () =>
+      low.send(
+        new LowQueryCommand({
+          TableName: table(),
+          KeyConditionExpression: 'pk = :p',
+          ExpressionAttributeValues: { ':p': S(q) },
+          ConsistentRead: true,
+          ...INDEXES,
+        }),
+      ),
+    );
     await same('query with a filter (items read, not returned)', () =>
-      low.send(new LowQueryCommand({ TableName: table(), KeyConditionExpression: 'pk = :p', FilterExpression: 'odd = :t', ExpressionAttributeValues: { ':p': S(q), ':t': { BOOL: true } }, ...INDEXES })),
+      low.send(
+        new LowQueryCommand({
+          TableName: table(),
+          KeyConditionExpression: 'pk = :p',
+          FilterExpression: 'odd = :t',
+          ExpressionAttributeValues: { ':p': S(q), ':t': { BOOL: true } },
+          ...INDEXES,
+        }),
+      ),
     );
     await same('query of the index, limited', () =>
-      low.send(new LowQueryCommand({ TableName: table(), IndexName: 'gsi1', KeyConditionExpression: 'gsi1pk = :p AND gsi1sk > :s', ExpressionAttributeValues: { ':p': S(`${q}-i`), ':s': S('1') }, Limit: 2, ...INDEXES })),
+      low.send(
+        new LowQueryCommand({
+          TableName: table(),
+          IndexName: 'gsi1',
+          KeyConditionExpression: 'gsi1pk = :p AND gsi1sk > :s',
+          ExpressionAttributeValues: { ':p': S(`${q}-i`), ':s': S('1') },
+          Limit: 2,
+          ...INDEXES,
+        }),
+      ),
     );
     await same('transactional update moving an index entry', () =>
-      low.send(new TransactWriteItemsCommand({ TransactItems: [{ Update: { TableName: table(), Key: key(q, '1'), UpdateExpression: 'SET gsi1sk = :s', ExpressionAttributeValues: { ':s': S('x') } } }], ...INDEXES })),
+      low.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            { Update: { TableName: table(), Key: key(q, '1'), UpdateExpression: 'SET gsi1sk = :s', ExpressionAttributeValues: { ':s': S('x') } } },
+          ],
+          ...INDEXES,
+        }),
+      ),
     );
     await same('transactional condition check', () =>
-      low.send(new TransactWriteItemsCommand({ TransactItems: [{ ConditionCheck: { TableName: table(), Key: key(q, '2'), ConditionExpression: 'attribute_exists(pk)' } }], ...INDEXES })),
+      low.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [{ ConditionCheck: { TableName: table(), Key: key(q, '2'), ConditionExpression: 'attribute_exists(pk)' } }],
+          ...INDEXES,
+        }),
+      ),
     );
-    await same('transactional delete', () => low.send(new TransactWriteItemsCommand({ TransactItems: [{ Delete: { TableName: table(), Key: key(q, '3') } }], ...INDEXES })));
-    await same('transactional get', () => low.send(new TransactGetItemsCommand({ TransactItems: [{ Get: { TableName: table(), Key: key(q, '1') } }, { Get: { TableName: table(), Key: key(q, '2') } }], ...INDEXES })));
+    await same('transactional delete', () =>
+      low.send(new TransactWriteItemsCommand({ TransactItems: [{ Delete: { TableName: table(), Key: key(q, '3') } }], ...INDEXES })),
+    );
+    await same('transactional get', () =>
+      low.send(
+        new TransactGetItemsCommand({
+          TransactItems: [{ Get: { TableName: table(), Key: key(q, '1') } }, { Get: { TableName: table(), Key: key(q, '2') } }],
+          ...INDEXES,
+        }),
+      ),
+    );
     await same('batch write of puts and a delete', () =>
-      low.send(new BatchWriteItemCommand({ RequestItems: { [table()]: [{ PutRequest: { Item: { ...key(b, '2'), v: S(big), gsi1pk: S(b), gsi1sk: S('2') } } }, { DeleteRequest: { Key: key(q, '4') } }] }, ...INDEXES })),
+      low.send(
+        new BatchWriteItemCommand({
+          RequestItems: {
+            [table()]: [{ PutRequest: { Item: { ...key(b, '2'), v: S(big), gsi1pk: S(b), gsi1sk: S('2') } } }, { DeleteRequest: { Key: key(q, '4') } }],
+          },
+          ...INDEXES,
+        }),
+      ),
     );
-    await same('batch get, consistent', () => low.send(new BatchGetItemCommand({ RequestItems: { [table()]: { Keys: [key(b), key(b, '2')], ConsistentRead: true } }, ...INDEXES })));
+    await same('batch get, consistent', () =>
+      low.send(new BatchGetItemCommand({ RequestItems: { [table()]: { Keys: [key(b), key(b, '2')], ConsistentRead: true } }, ...INDEXES })),
+    );
     await same('delete', () => low.send(new DeleteItemCommand({ TableName: table(), Key: key(b, '2'), ...INDEXES })));
     expect(proxy.stats().totals).toMatchObject({ refused: 0, unmetered: 0 });
   });
@@ -396,7 +535,11 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     expect(defaultFamily('RUNS')).toBe('RUNS');
     const { proxy, doc } = await simulator({ partitionWcu: 2, partitionRcu: 100, gsiWcu: 100 });
     const [r1, r2] = [uniqueName('r'), uniqueName('r')];
-    for (const [run, shard] of [[r1, 1], [r1, 2], [r2, 1]] as const) {
+    for (const [run, shard] of [
+      [r1, 1],
+      [r1, 2],
+      [r2, 1],
+    ] as const) {
       await doc.send(new PutCommand({ TableName: table(), Item: { pk: `RUN#${run}#S${shard}`, sk: 'x', gsi1pk: `RUNNING#${run}`, gsi1sk: String(shard) } }));
     }
     await doc.send(new PutCommand({ TableName: table(), Item: { pk: `RUN#${r1}#S1`, sk: 'y' } }));
@@ -419,10 +562,17 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     const ledger = new DynamoLedgerStore(doc, table());
     const runId = uniqueName('run');
     expect(await ledger.createRun(runId, { name: 'throttle' }, 1)).toEqual({ created: true });
-    const { ids, added } = await ledger.enqueue(runId, Array.from({ length: 6 }, (_, i) => ({ i })), 1);
+    const { ids, added } = await ledger.enqueue(
+      runId,
+      Array.from({ length: 6 }, (_, i) => ({ i })),
+      1,
+    );
     expect(added).toBe(6);
     expect((await ledger.pending(runId, 10)).map((i) => i.id).sort()).toEqual([...ids].sort());
-    const outcomes = await ledger.casMany(ids.slice(0, 3).map((id) => claim(runId, id, 'w1', 0, 2)), 2);
+    const outcomes = await ledger.casMany(
+      ids.slice(0, 3).map((id) => claim(runId, id, 'w1', 0, 2)),
+      2,
+    );
     expect(outcomes.every((o) => o.ok)).toBe(true);
     expect((await ledger.running(runId)).map((i) => i.id).sort()).toEqual(ids.slice(0, 3).sort());
     expect(await ledger.counts(runId)).toEqual({ pending: 3, running: 3, done: 0, failed: 0 });
@@ -445,7 +595,11 @@ describe('DynamoDB throttling simulator, through the unmodified SDK', () => {
     await ledger.createRun(runId, {}, 1, { shards: 1 });
     const { ids } = await ledger.enqueue(runId, [{ i: 1 }, { i: 2 }], 1);
     for (const id of ids) expect((await ledger.cas(claim(runId, id, 'w1', 0, 2), 2)).ok).toBe(true);
-    const wcu = (prefix: string) => proxy.stats().families.filter((f) => f.family.startsWith(prefix)).reduce((n, f) => n + f.wcu, 0);
+    const wcu = (prefix: string) =>
+      proxy
+        .stats()
+        .families.filter((f) => f.family.startsWith(prefix))
+        .reduce((n, f) => n + f.wcu, 0);
     const before = { item: wcu('RUN#'), pending: wcu('gsi1:PENDING#'), running: wcu('gsi1:RUNNING#') };
     for (const id of ids) {
       expect((await ledger.cas(start(runId, id, 'w1', 3), 3)).ok).toBe(true);

@@ -41,7 +41,8 @@ async function aliasOn(t: LambdaAliasUnderTest, via: 'proxy' | 'moto' = 'proxy')
   const { $metadata: _, ...a } = await (via === 'proxy' ? t.viaProxy : t.onMoto).send(new GetAliasCommand({ FunctionName: t.functionName, Name: t.alias }));
   return a;
 }
-const update = (t: LambdaAliasUnderTest, input: Omit<UpdateAliasCommandInput, 'FunctionName' | 'Name'>) => t.viaProxy.send(new UpdateAliasCommand({ FunctionName: t.functionName, Name: t.alias, ...input }));
+const update = (t: LambdaAliasUnderTest, input: Omit<UpdateAliasCommandInput, 'FunctionName' | 'Name'>) =>
+  t.viaProxy.send(new UpdateAliasCommand({ FunctionName: t.functionName, Name: t.alias, ...input }));
 const weights = (a: AliasConfiguration) => a.RoutingConfig?.AdditionalVersionWeights ?? {};
 const refusal = (p: Promise<unknown>) =>
   p.then(
@@ -62,7 +63,9 @@ describe('the RevisionId proxy in front of moto', () => {
     const after = await aliasOn(t);
 
     for (const stale of [first.RevisionId!, 'not-a-revision']) {
-      const refused = await refusal(update(t, { FunctionVersion: '1', RoutingConfig: { AdditionalVersionWeights: { '2': 0.5 } }, Description: 'late', RevisionId: stale }));
+      const refused = await refusal(
+        update(t, { FunctionVersion: '1', RoutingConfig: { AdditionalVersionWeights: { '2': 0.5 } }, Description: 'late', RevisionId: stale }),
+      );
       expect(refused?.error).toBeInstanceOf(PreconditionFailedException);
       expect(refused?.status).toBe(412);
       expect(await aliasOn(t)).toEqual(after);
@@ -118,7 +121,11 @@ describe('the RevisionId proxy in front of moto', () => {
     const third = await publishThird(t);
     const before = await aliasOn(t);
     const cases: [string, UpdateAliasCommandInput['RoutingConfig'], RegExp][] = [
-      ['two additional versions', { AdditionalVersionWeights: { '2': 0.1, [third]: 0.1 } }, /Number of items in AdditionalVersionWeights cannot be greater than 1/],
+      [
+        'two additional versions',
+        { AdditionalVersionWeights: { '2': 0.1, [third]: 0.1 } },
+        /Number of items in AdditionalVersionWeights cannot be greater than 1/,
+      ],
       ['a weight of 1.5', { AdditionalVersionWeights: { '2': 1.5 } }, /'\{2=1\.5\}'.*less than or equal to 1\.0/],
       ['a negative weight', { AdditionalVersionWeights: { '2': -0.1 } }, /'\{2=-0\.1\}'.*greater than or equal to 0\.0/],
       ['$LATEST as additional version', { AdditionalVersionWeights: { $LATEST: 0.1 } }, /\$LATEST=0\.1.*\[0-9\]\+/],
@@ -134,7 +141,16 @@ describe('the RevisionId proxy in front of moto', () => {
     // The alias's own version moved onto the additional one is the same conflict.
     const moved = await refusal(update(t, { FunctionVersion: '2', RoutingConfig: { AdditionalVersionWeights: { '2': 0.1 } } }));
     expect(moved?.message).toMatch(/Function version 2 is already included/);
-    const latest = await refusal(t.viaProxy.send(new CreateAliasCommand({ FunctionName: t.functionName, Name: 'edge', FunctionVersion: '$LATEST', RoutingConfig: { AdditionalVersionWeights: { '2': 0.1 } } })));
+    const latest = await refusal(
+      t.viaProxy.send(
+        new CreateAliasCommand({
+          FunctionName: t.functionName,
+          Name: 'edge',
+          FunctionVersion: '$LATEST',
+          RoutingConfig: { AdditionalVersionWeights: { '2': 0.1 } },
+        }),
+      ),
+    );
     expect(latest?.error).toBeInstanceOf(InvalidParameterValueException);
     expect(latest?.message).toMatch(/\$LATEST is not supported for an alias pointing to more than 1 version/);
 
@@ -146,7 +162,8 @@ describe('the RevisionId proxy in front of moto', () => {
   it('is needed: moto alone neither checks nor changes RevisionId, and takes any routing', async () => {
     const t = await fresh();
     const first = await aliasOn(t, 'moto');
-    const direct = (input: Omit<UpdateAliasCommandInput, 'FunctionName' | 'Name'>) => t.onMoto.send(new UpdateAliasCommand({ FunctionName: t.functionName, Name: t.alias, ...input }));
+    const direct = (input: Omit<UpdateAliasCommandInput, 'FunctionName' | 'Name'>) =>
+      t.onMoto.send(new UpdateAliasCommand({ FunctionName: t.functionName, Name: t.alias, ...input }));
     const stale = await direct({ Description: 'stale writer', RevisionId: 'not-a-revision' });
     const tooMuch = await direct({ RoutingConfig: { AdditionalVersionWeights: { '2': 1.5, $LATEST: 0.2 } } });
     expect([stale.RevisionId, tooMuch.RevisionId]).toEqual([first.RevisionId, first.RevisionId]);

@@ -31,7 +31,14 @@ import { dynamoTable, uniqueName } from '../support/backends.js';
 import { startPrometheus, type PrometheusServer } from '../support/prometheus.js';
 
 interface Blob {
-  readonly _aws: { readonly Timestamp: number; readonly CloudWatchMetrics: readonly { readonly Namespace: string; readonly Dimensions: readonly (readonly string[])[]; readonly Metrics: readonly { readonly Name: string; readonly Unit: string }[] }[] };
+  readonly _aws: {
+    readonly Timestamp: number;
+    readonly CloudWatchMetrics: readonly {
+      readonly Namespace: string;
+      readonly Dimensions: readonly (readonly string[])[];
+      readonly Metrics: readonly { readonly Name: string; readonly Unit: string }[];
+    }[];
+  };
   readonly [key: string]: unknown;
 }
 
@@ -39,14 +46,14 @@ interface Blob {
 function captureEmf() {
   const blobs: Blob[] = [];
   const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+  process.stdout.write = (chunk: string | Uint8Array, ...rest: unknown[]) => {
     for (const line of String(chunk).split('\n')) {
       if (!line.startsWith('{"_aws"')) continue;
       blobs.push(JSON.parse(line) as Blob);
       return true;
     }
     return write(chunk, ...(rest as []));
-  });
+  };
   return { blobs, stop: () => void (process.stdout.write = write) };
 }
 
@@ -54,7 +61,15 @@ function captureEmf() {
 function samples(blobs: readonly Blob[]) {
   return blobs.flatMap((b) =>
     b._aws.CloudWatchMetrics.flatMap((d) =>
-      d.Metrics.map((m) => ({ namespace: d.Namespace, name: m.Name, unit: m.Unit, dimensionSets: d.Dimensions, dimensions: Object.fromEntries((d.Dimensions[0] ?? []).map((k) => [k, b[k]])), value: b[m.Name] as number, blob: b })),
+      d.Metrics.map((m) => ({
+        namespace: d.Namespace,
+        name: m.Name,
+        unit: m.Unit,
+        dimensionSets: d.Dimensions,
+        dimensions: Object.fromEntries((d.Dimensions[0] ?? []).map((k) => [k, b[k]])),
+        value: b[m.Name] as number,
+        blob: b,
+      })),
     ),
   );
 }
@@ -81,7 +96,13 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     const t = await dynamoTable();
     close = () => t.close();
     runtime = await runtimeFrom(
-      { ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: t.table, ROLLOUT_NODE_ID: 'stack-a/eu-west-1', ROLLOUT_TICK_INTERVAL_MS: '40', ROLLOUT_OUTBOUND: JSON.stringify({ origins: [prometheus.url] }) },
+      {
+        ROLLOUT_STORE: 'dynamodb',
+        ROLLOUT_TABLE: t.table,
+        ROLLOUT_NODE_ID: 'stack-a/eu-west-1',
+        ROLLOUT_TICK_INTERVAL_MS: '40',
+        ROLLOUT_OUTBOUND: JSON.stringify({ origins: [prometheus.url] }),
+      },
       { bus: new InProcessBus() },
     );
   });
@@ -101,15 +122,31 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
   });
 
   it("the batch promoter, leading, publishes each running rollout's gauges with dimension rollout (and gate), the same names and values a node's /metrics has; transitions as rollout_events_total by type; its series stop when the rollout ends", async () => {
-    const gate = { type: 'prometheus', name: 'error-rate', address: prometheus.url, query: 'vector(0.004)', comparison: '<', threshold: 0.05, intervalSeconds: 1 };
-    const spec = { target: { service: 'checkout', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+    const gate = {
+      type: 'prometheus',
+      name: 'error-rate',
+      address: prometheus.url,
+      query: 'vector(0.004)',
+      comparison: '<',
+      threshold: 0.05,
+      intervalSeconds: 1,
+    };
+    const spec = {
+      target: { service: 'checkout', version: 'v2', stableVersion: 'v1' },
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate] } },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    };
     const { id } = await createRollout(runtime.engine, { spec, actor: 'alice' });
     const handler = batchPromoterHandler(() => Promise.resolve(runtime), silent(), new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' }));
     const oneTick = { getRemainingTimeInMillis: () => 0 };
     // The first invocation activates the canary; the second reads its gate from Prometheus.
     expect(await handler({}, oneTick)).toMatchObject({ leader: true, transitions: 1 });
     const first = samples(emf.blobs.splice(0));
-    expect(first.filter((s) => s.name === 'rollout_events_total').map((s) => [s.dimensions, s.value, s.dimensionSets])).toEqual([[{ type: 'ai.rollout.stage_activated' }, 1, [['type']]]]);
+    expect(first.filter((s) => s.name === 'rollout_events_total').map((s) => [s.dimensions, s.value, s.dimensionSets])).toEqual([
+      [{ type: 'ai.rollout.stage_activated' }, 1, [['type']]],
+    ]);
     expect(await handler({}, oneTick)).toMatchObject({ leader: true, transitions: 0 });
     const view = (await runtime.stores.rollouts.load(id))!;
     const published = samples(emf.blobs.splice(0));
@@ -166,8 +203,18 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
   });
 
   it('the streaming promoter counts the transitions it made as rollout_events_total, by type', async () => {
-    const handler = streamingPromoterHandler(() => Promise.resolve(runtime), silent(), new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' }));
-    const spec = { target: { service: 'cart', version: 'v3' }, stages: [{ name: 'canary', percent: 5, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] };
+    const handler = streamingPromoterHandler(
+      () => Promise.resolve(runtime),
+      silent(),
+      new Metrics({ namespace: 'Rollout', serviceName: 'streaming-promoter' }),
+    );
+    const spec = {
+      target: { service: 'cart', version: 'v3' },
+      stages: [
+        { name: 'canary', percent: 5, bakeSeconds: 0, gates: { minRequests: 10 } },
+        { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+      ],
+    };
     const { id } = await createRollout(runtime.engine, { spec, actor: 'alice' });
     const envelope = (detailType: string, detail: object) => ({ version: '0', id: 'e1', source: 'rollout.signals', 'detail-type': detailType, detail });
     await handler(envelope('rollout.created', { rolloutId: id }));
@@ -183,8 +230,23 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     const runId = uniqueName('run');
     await ledger.createRun(runId, {}, Date.now());
     const [poison] = (await ledger.enqueue(runId, [{ poison: 1 }], Date.now())).ids;
-    const record = { messageId: 'm1', receiptHandle: 'r1', body: JSON.stringify({ runId, itemId: poison }), attributes: {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: 'arn:aws:sqs:eu-west-1:000000000000:work-dlq', awsRegion: 'eu-west-1' };
-    const deadLetters = deadLettersHandler(() => Promise.resolve(runtime), { onFenced: () => undefined }, silent(), new Metrics({ namespace: 'Rollout', serviceName: 'dead-letters' }));
+    const record = {
+      messageId: 'm1',
+      receiptHandle: 'r1',
+      body: JSON.stringify({ runId, itemId: poison }),
+      attributes: {},
+      messageAttributes: {},
+      md5OfBody: '',
+      eventSource: 'aws:sqs',
+      eventSourceARN: 'arn:aws:sqs:eu-west-1:000000000000:work-dlq',
+      awsRegion: 'eu-west-1',
+    };
+    const deadLetters = deadLettersHandler(
+      () => Promise.resolve(runtime),
+      { onFenced: () => undefined },
+      silent(),
+      new Metrics({ namespace: 'Rollout', serviceName: 'dead-letters' }),
+    );
     expect(await deadLetters({ Records: [record] } as unknown as SQSEvent)).toEqual({ batchItemFailures: [] });
     expect((await ledger.get(runId, poison!))!.state).toBe('failed');
     const dead = samples(emf.blobs.splice(0)).filter((s) => s.name === 'rollout_dead_letters_total');
@@ -195,11 +257,20 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
     try {
       const queue = new SqsWorkQueue(sqs, url);
-      const { ids } = await ledger.enqueue(runId, Array.from({ length: 4 }, (_, i) => ({ i })), Date.now());
+      const { ids } = await ledger.enqueue(
+        runId,
+        Array.from({ length: 4 }, (_, i) => ({ i })),
+        Date.now(),
+      );
       await queue.send(runId, ids);
       const victim = new Worker({ runId, workerId: 'victim', ledger, queue, backend: mockBackend(), waitSeconds: 0 });
       while (victim.held.length < 4) expect(await victim.pull()).toBeGreaterThan(0);
-      const coordinator = coordinatorHandler(() => Promise.resolve(runtime), { bus: new InProcessBus(), queue: () => queue, onFenced: () => undefined }, silent(), new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }));
+      const coordinator = coordinatorHandler(
+        () => Promise.resolve(runtime),
+        { bus: new InProcessBus(), queue: () => queue, onFenced: () => undefined },
+        silent(),
+        new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }),
+      );
       const reply = await coordinator({ action: 'steal', runId, workerId: 'thief' });
       const stolen = 'notice' in reply ? reply.notice.items.length : 0;
       expect(stolen).toBeGreaterThan(0);
@@ -215,7 +286,10 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
   it('last: a promoter that could not renew while leading adds to LeasesLost, one count of the whole stack with no dimension (one alarm metric)', async () => {
     const handler = batchPromoterHandler(() => Promise.resolve(runtime), silent(), new Metrics({ namespace: 'Rollout', serviceName: 'batch-promoter' }));
     // A rollout runs, so the invocation ticks (and renews) rather than ending idle.
-    await createRollout(runtime.engine, { spec: { target: { service: 'search', version: 'v9' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 3_600 }] }, actor: 'alice' });
+    await createRollout(runtime.engine, {
+      spec: { target: { service: 'search', version: 'v9' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 3_600 }] },
+      actor: 'alice',
+    });
     expect(await runtime.leadership()).not.toBeNull();
     // Another stack takes the row, as if this one had been partitioned past its expiry.
     const row = (await runtime.stores.leases.read('promotion_leader'))!;

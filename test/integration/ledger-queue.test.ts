@@ -36,7 +36,11 @@ describe.each(['postgres', 'pglite'] as const)('ledger-backed queue on %s', (bac
   async function run(n: number) {
     const runId = uniqueName('run');
     await backend.ledger.createRun(runId, {}, Date.now());
-    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), Date.now());
+    const { ids } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: n }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     return { runId, ids };
   }
 
@@ -84,11 +88,14 @@ describe.each(['postgres', 'pglite'] as const)('ledger-backed queue on %s', (bac
     const sql = backend.sql!;
     let looked!: () => void;
     const firstLook = new Promise<void>((r) => (looked = r));
-    const tapped = { ...sql, query: async <R extends object>(text: string, params?: readonly unknown[]) => {
-      const out = await sql.query<R>(text, params);
-      looked();
-      return out;
-    } };
+    const tapped = {
+      ...sql,
+      query: async <R extends object>(text: string, params?: readonly unknown[]) => {
+        const out = await sql.query<R>(text, params);
+        looked();
+        return out;
+      },
+    };
     const waiting = new LedgerWorkQueue(tapped, await wake(), runId, 'sleeper');
     const sender = new LedgerWorkQueue(sql, backendName === 'postgres' ? await wake() : (wakes.at(-1) as WakeSource), runId, null);
     const began = performance.now();

@@ -33,13 +33,25 @@ describe('the local runtime wires every function of the topology from its trigge
   });
 
   it('a rollout signal on our bus reaches the StreamingPromoter through the rule, and it promotes', async () => {
-    const spec = { target: { service: 'svc', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0, gates: { maxErrorRate: 0.05, minRequests: 10 } }, { name: 'all', percent: 100, bakeSeconds: 0, gates: { maxErrorRate: 0.05, minRequests: 10 } }] };
+    const spec = {
+      target: { service: 'svc', version: 'v2' },
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 0, gates: { maxErrorRate: 0.05, minRequests: 10 } },
+        { name: 'all', percent: 100, bakeSeconds: 0, gates: { maxErrorRate: 0.05, minRequests: 10 } },
+      ],
+    };
     const created = await node.triggers.http('api')({ method: 'POST', path: '/rollouts', body: JSON.stringify({ id: 'wired', spec }), actor: 'test' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     // A signal's source must say it is one (rollout.*): the bus also carries our own ai.rollout events.
-    await expect(node.triggers.route('rollout', { source: 'ai.rollout', 'detail-type': 'rollout.created', detail: { rolloutId: 'wired' } })).rejects.toThrow(/no function takes/);
+    await expect(node.triggers.route('rollout', { source: 'ai.rollout', 'detail-type': 'rollout.created', detail: { rolloutId: 'wired' } })).rejects.toThrow(
+      /no function takes/,
+    );
     await node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.created', detail: { rolloutId: 'wired' } });
-    const delivered = await node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.metrics_reported', detail: { rolloutId: 'wired', stage: 0, requests: 100, errors: 0, observedAt: Date.now() } });
+    const delivered = await node.triggers.route('rollout', {
+      source: 'rollout.test',
+      'detail-type': 'rollout.metrics_reported',
+      detail: { rolloutId: 'wired', stage: 0, requests: 100, errors: 0, observedAt: Date.now() },
+    });
     expect(delivered.map((d) => d.fn)).toEqual(['streamingPromoter']);
     const result = delivered[0]!.result as HandleResult;
     expect(result.stored).toBe('stored');
@@ -47,16 +59,29 @@ describe('the local runtime wires every function of the topology from its trigge
   });
 
   it('an EC2 spot notice on the default bus reaches spot drain; an event no rule takes is refused, naming it', async () => {
-    const notice = { source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: new Date().toISOString(), detail: { 'instance-id': 'i-0123456789abcdef0', 'instance-action': 'terminate' } };
+    const notice = {
+      source: 'aws.ec2',
+      'detail-type': SPOT_INTERRUPTION,
+      time: new Date().toISOString(),
+      detail: { 'instance-id': 'i-0123456789abcdef0', 'instance-action': 'terminate' },
+    };
     const delivered = await node.triggers.route('default', notice);
     expect(delivered).toEqual([{ fn: 'spotDrain', result: { outcome: 'unknown', workers: [] } }]);
     // Our rule lives on our bus only: the same notice there finds no function.
     await expect(node.triggers.route('rollout', notice)).rejects.toThrow(NoRouteError);
-    await expect(node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.unheard_of', detail: {} })).rejects.toThrow(/no function takes rollout.test "rollout.unheard_of" on the rollout bus/);
+    await expect(node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.unheard_of', detail: {} })).rejects.toThrow(
+      /no function takes rollout.test "rollout.unheard_of" on the rollout bus/,
+    );
   });
 
   it('a CloudWatch alarm state change, as AWS puts it on the default bus, reaches the StreamingPromoter and rolls back a stage gated on the alarm', async () => {
-    const spec = { target: { service: 'svc', version: 'v3' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: ['svc-5xx'] }] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+    const spec = {
+      target: { service: 'svc', version: 'v3' },
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [{ type: 'cloudwatchAlarm', name: 'health', alarms: ['svc-5xx'] }] } },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    };
     const created = await node.triggers.http('api')({ method: 'POST', path: '/rollouts', body: JSON.stringify({ id: 'alarmed', spec }), actor: 'test' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     await node.triggers.route('rollout', { source: 'rollout.test', 'detail-type': 'rollout.created', detail: { rolloutId: 'alarmed' } });
@@ -66,7 +91,9 @@ describe('the local runtime wires every function of the topology from its trigge
   });
 
   it('the coordinator is invoked with the request a worker sends; a malformed one is a 400 naming the field', async () => {
-    await expect(node.triggers.invoke('coordinator', { action: 'steal', runId: 'no-such-run', workerId: 'w1' })).resolves.toMatchObject({ leader: expect.any(Boolean) as unknown });
+    await expect(node.triggers.invoke('coordinator', { action: 'steal', runId: 'no-such-run', workerId: 'w1' })).resolves.toMatchObject({
+      leader: expect.any(Boolean) as unknown,
+    });
     const bad = node.triggers.invoke('coordinator', { action: 'steal', runId: 'r' });
     await expect(bad).rejects.toThrow(HttpError);
     await expect(bad).rejects.toThrow(/workerId/);

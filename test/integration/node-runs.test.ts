@@ -15,7 +15,6 @@ import { databaseForFile } from '../support/database.js';
 
 const database = databaseForFile('node_runs');
 
-
 describe.each([
   { kind: 'pglite', elector: 'static' },
   { kind: 'postgres', elector: 'lease' },
@@ -42,10 +41,18 @@ describe.each([
     const items = [{ poison: true }, { poison: false }, { n: 3 }];
     const res = await node.api()({ method: 'POST', path: '/runs', body: JSON.stringify({ id: runId, items }), actor: 'test' });
     expect(res.status).toBe(201);
-    const alwaysFails: ExecutionBackend = (payload) => ((payload as { poison?: boolean }).poison ? Promise.reject(new Error('always fails')) : Promise.resolve('ok'));
+    const alwaysFails: ExecutionBackend = (payload) =>
+      (payload as { poison?: boolean }).poison ? Promise.reject(new Error('always fails')) : Promise.resolve('ok');
     const queue = new LedgerWorkQueue(node.sql, node.wake, runId, null).forWorker('w1');
     const worker = new Worker({ runId, workerId: 'w1', ledger: node.plane.stores.ledger, queue, backend: alwaysFails, waitSeconds: 1, heartbeatMs: 200 });
-    const agent = new WorkerAgent({ worker, registry: node.plane.registry, registration: { workerId: 'w1', instanceId: 'local-1', provider: 'local', runId }, ledger: node.plane.stores.ledger, registryHeartbeatMs: 200, exitWhenDone: true });
+    const agent = new WorkerAgent({
+      worker,
+      registry: node.plane.registry,
+      registration: { workerId: 'w1', instanceId: 'local-1', provider: 'local', runId },
+      ledger: node.plane.stores.ledger,
+      registryHeartbeatMs: 200,
+      exitWhenDone: true,
+    });
     const stop = new AbortController();
     const exit = agent.run(stop.signal);
     try {

@@ -34,8 +34,14 @@ afterEach(async () => {
   for (const r of running.splice(0)) await r.close();
 });
 
-
-const fast = { leaseTtlSeconds: 2, heartbeatIntervalSeconds: 0.6, electionIntervalSeconds: 0.4, electionTimeoutSeconds: 2, monitorIntervalSeconds: 0.5, tickIntervalSeconds: 0.5 };
+const fast = {
+  leaseTtlSeconds: 2,
+  heartbeatIntervalSeconds: 0.6,
+  electionIntervalSeconds: 0.4,
+  electionTimeoutSeconds: 2,
+  monitorIntervalSeconds: 0.5,
+  tickIntervalSeconds: 0.5,
+};
 
 async function startNode(nodeId: string, url: string, extra: Partial<NodeConfigInput> = {}, start = true) {
   const port = await freePort();
@@ -54,9 +60,13 @@ async function startNode(nodeId: string, url: string, extra: Partial<NodeConfigI
   return handle;
 }
 
-
 async function http(url: string, method = 'GET', body?: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(url, { method, redirect: 'manual', headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(url, {
+    method,
+    redirect: 'manual',
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as Record<string, unknown>, text };
 }
@@ -85,7 +95,14 @@ describe('cluster node', () => {
     const sig = await http(`${b.url}/events`, 'POST', { type: 'rollout.alarm_changed', alarm: 'x', state: 'OK', changedAt: Date.now() });
     expect(sig.status).toBe(202);
     expect(sig.body.evaluated).toBe(false);
-    const bad = await http(`${b.url}/events`, 'POST', { type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 1, errors: 2, observedAt: Date.now() });
+    const bad = await http(`${b.url}/events`, 'POST', {
+      type: 'rollout.metrics_reported',
+      rolloutId: 'r',
+      stage: 0,
+      requests: 1,
+      errors: 2,
+      observedAt: Date.now(),
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatch(/errors: must not exceed requests/);
 
@@ -117,7 +134,9 @@ describe('cluster node', () => {
     // The first stage started at once (not at the next tick), and its event left the outbox after the commit.
     const view = await http(`${a.url}/rollouts/${String(first.body.id)}`);
     expect((view.body.stages as { phase: string }[])[0]!.phase).toBe('active');
-    const { rows } = await a.node.sql.query<{ n: string }>('SELECT count(*) AS n FROM rollout_events WHERE rollout_id = $1 AND published_at IS NULL', [first.body.id]);
+    const { rows } = await a.node.sql.query<{ n: string }>('SELECT count(*) AS n FROM rollout_events WHERE rollout_id = $1 AND published_at IS NULL', [
+      first.body.id,
+    ]);
     expect(Number(rows[0]!.n)).toBe(0);
   }, 30_000);
 
@@ -127,7 +146,9 @@ describe('cluster node', () => {
     const created = await http(`${a.url}/rollouts`, 'POST', { id: 'busy', spec }, { 'idempotency-key': randomUUID() });
     expect(created.status).toBe(201);
     // Every update of the rollout row is swallowed, as if another writer moved it each time: the command gives up.
-    await a.node.sql.query(`CREATE FUNCTION keep_changing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF OLD.id = 'busy' THEN RETURN NULL; END IF; RETURN NEW; END $$`);
+    await a.node.sql.query(
+      `CREATE FUNCTION keep_changing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF OLD.id = 'busy' THEN RETURN NULL; END IF; RETURN NEW; END $$`,
+    );
     await a.node.sql.query('CREATE TRIGGER keep_changing BEFORE UPDATE ON rollouts FOR EACH ROW EXECUTE FUNCTION keep_changing()');
     const key = randomUUID();
     try {
@@ -188,7 +209,9 @@ describe('cluster node', () => {
     const a = await startNode('n-cancel', database.url);
     await until('leads', 5_000, () => a.node.state === 'leader');
     const runId = `cancel-${randomUUID().slice(0, 8)}`;
-    expect((await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 30 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() })).status).toBe(201);
+    expect(
+      (await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 30 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() })).status,
+    ).toBe(201);
     const key = randomUUID();
     const cancelled = await http(`${a.url}/runs/${runId}/cancel`, 'POST', { reason: 'superseded' }, { 'idempotency-key': key });
     expect(cancelled).toMatchObject({ status: 200, body: { id: runId, first: true, pendingLeft: 0, cancelled: { reason: 'superseded' } } });
@@ -225,12 +248,14 @@ describe('cluster node', () => {
     expect(cmd.status).toBe(200);
   }, 30_000);
 
-  it('every session of a node\'s pool ends an idle transaction after one lease TTL, the migration\'s first sessions too', async () => {
+  it("every session of a node's pool ends an idle transaction after one lease TTL, the migration's first sessions too", async () => {
     const a = await startNode('n-sessions', database.url, {}, false);
     // Ten queries held open at once take all ten sessions of the pool, whichever opened first.
     const rows = await Promise.all(
       Array.from({ length: 10 }, () =>
-        a.node.sql.query<{ pid: number; limit: string }>("SELECT pg_backend_pid() AS pid, current_setting('idle_in_transaction_session_timeout') AS limit FROM pg_sleep(0.2)"),
+        a.node.sql.query<{ pid: number; limit: string }>(
+          "SELECT pg_backend_pid() AS pid, current_setting('idle_in_transaction_session_timeout') AS limit FROM pg_sleep(0.2)",
+        ),
       ),
     );
     const sessions = new Map(rows.map((r) => [r.rows[0]!.pid, r.rows[0]!.limit]));
@@ -239,8 +264,12 @@ describe('cluster node', () => {
   });
 
   it('refuses a configuration it cannot run, naming the field', async () => {
-    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'pglite', dataDir: null }, elector: 'advisory-lock' })).rejects.toThrow(/elector: advisory-lock needs a PostgreSQL server/);
-    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: database.url }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 })).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
+    await expect(ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'pglite', dataDir: null }, elector: 'advisory-lock' })).rejects.toThrow(
+      /elector: advisory-lock needs a PostgreSQL server/,
+    );
+    await expect(
+      ControlPlaneNode.open({ nodeId: 'bad', store: { kind: 'postgres', databaseUrl: database.url }, leaseTtlSeconds: 5, heartbeatIntervalSeconds: 10 }),
+    ).rejects.toThrow(/leaseTtlSeconds: needs lease TTL \(5\) > heartbeat interval \(10\)/);
     await expect(ControlPlaneNode.open({ nodeId: 'has space', store: { kind: 'pglite', dataDir: null } })).rejects.toThrow(/nodeId/);
   });
 
@@ -250,18 +279,57 @@ describe('cluster node', () => {
     const b = await startNode('n-cli-b', database.url);
     await until('b sees a', 5_000, async () => (await b.node.refreshLeader())?.id === 'n-cli-a');
     const specFile = join(mkdtempSync(join(tmpdir(), 'rollout-node-')), 'spec.json');
-    writeFileSync(specFile, JSON.stringify({ target: { service: 'cli', version: 'v2' }, stages: [{ name: 'one', percent: 50, bakeSeconds: 0, gates: { minRequests: 10 } }, { name: 'two', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } }] }));
+    writeFileSync(
+      specFile,
+      JSON.stringify({
+        target: { service: 'cli', version: 'v2' },
+        stages: [
+          { name: 'one', percent: 50, bakeSeconds: 0, gates: { minRequests: 10 } },
+          { name: 'two', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
+        ],
+      }),
+    );
     const created = await rollout(['rollouts', 'create', '--file', specFile, '--id', 'cli-ro', '--url', b.url]);
     expect(created.code, created.err).toBe(0);
     expect(created.out.trim()).toBe('created cli-ro');
 
-    const sig = await rollout(['events', 'publish', '--type', 'rollout.metrics_reported', '--rollout', 'cli-ro', '--stage', '0', '--requests', '20', '--errors', '0', '--url', a.url]);
+    const sig = await rollout([
+      'events',
+      'publish',
+      '--type',
+      'rollout.metrics_reported',
+      '--rollout',
+      'cli-ro',
+      '--stage',
+      '0',
+      '--requests',
+      '20',
+      '--errors',
+      '0',
+      '--url',
+      a.url,
+    ]);
     expect(sig.code, sig.err).toBe(0);
     expect(sig.out.trim()).toBe('accepted (stored); evaluated: promote');
     const got = await rollout(['rollouts', 'get', 'cli-ro', '--url', a.url, '--json']);
     expect((JSON.parse(got.out) as { stages: { phase: string }[] }).stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
 
-    const bad = await rollout(['events', 'publish', '--type', 'rollout.metrics_reported', '--rollout', 'cli-ro', '--stage', '0', '--requests', '5', '--errors', '9', '--url', a.url]);
+    const bad = await rollout([
+      'events',
+      'publish',
+      '--type',
+      'rollout.metrics_reported',
+      '--rollout',
+      'cli-ro',
+      '--stage',
+      '0',
+      '--requests',
+      '5',
+      '--errors',
+      '9',
+      '--url',
+      a.url,
+    ]);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/errors: must not exceed requests/);
 
@@ -290,10 +358,23 @@ describe('cluster node', () => {
     await until('a leads', 5_000, () => a.node.state === 'leader');
     const b = await startNode('n-steal-b', database.url);
     const runId = `steal-${randomUUID().slice(0, 8)}`;
-    const created = await http(`${a.url}/runs`, 'POST', { id: runId, items: Array.from({ length: 20 }, (_, i) => ({ i })) }, { 'idempotency-key': randomUUID() });
+    const created = await http(
+      `${a.url}/runs`,
+      'POST',
+      { id: runId, items: Array.from({ length: 20 }, (_, i) => ({ i })) },
+      { 'idempotency-key': randomUUID() },
+    );
     expect(created.status).toBe(201);
     // One worker claims everything and runs nothing yet: all of it is stealable.
-    const hog = new Worker({ runId, workerId: 'hog', ledger: b.node.plane.stores.ledger, queue: new LedgerWorkQueue(b.node.sql, b.node.wake, runId, null).forWorker('hog'), backend: mockBackend(), waitSeconds: 0, receiveBatch: 20 });
+    const hog = new Worker({
+      runId,
+      workerId: 'hog',
+      ledger: b.node.plane.stores.ledger,
+      queue: new LedgerWorkQueue(b.node.sql, b.node.wake, runId, null).forWorker('hog'),
+      backend: mockBackend(),
+      waitSeconds: 0,
+      receiveBatch: 20,
+    });
     expect(await hog.pull(undefined, 0)).toBe(20);
     const notice = await new HttpCoordinatorClient(`${b.url}/coordinator`, runId).requestWork('idle');
     expect(notice.victim).toBe('hog');
@@ -302,7 +383,7 @@ describe('cluster node', () => {
     expect((state.body.runs as { id: string; steals: number }[]).find((r) => r.id === runId)?.steals).toBe(notice.items.length);
   }, 30_000);
 
-  it('a store that stops answering (no error, no reply): reads answer by the node\'s own deadline, from the last good answer, and health says degraded', async () => {
+  it("a store that stops answering (no error, no reply): reads answer by the node's own deadline, from the last good answer, and health says degraded", async () => {
     const u = new URL(database.url);
     const proxy = await new FaultyProxy(u.hostname, Number(u.port)).start();
     u.port = String(proxy.port);
@@ -313,9 +394,14 @@ describe('cluster node', () => {
       const fresh = await http(`${a.url}/rollouts`);
       expect(fresh.status).toBe(200);
       const { id } = (await http(`${a.url}/rollouts`, 'POST', { spec }, { 'idempotency-key': randomUUID() })).body as { id: string };
-      const assignment = (entity: string, headers: Record<string, string> = {}) => http(`${a.url}/rollouts/${id}/assignment?entity=${entity}`, 'GET', undefined, headers);
+      const assignment = (entity: string, headers: Record<string, string> = {}) =>
+        http(`${a.url}/rollouts/${id}/assignment?entity=${entity}`, 'GET', undefined, headers);
       // The leader activates the first stage (50 %, a 60 s bake): the answer holds still from then on.
-      await until('the first stage is active', 5_000, async () => ((await http(`${a.url}/rollouts/${id}`)).body.stages as { phase: string }[])[0]!.phase === 'active');
+      await until(
+        'the first stage is active',
+        5_000,
+        async () => ((await http(`${a.url}/rollouts/${id}`)).body.stages as { phase: string }[])[0]!.phase === 'active',
+      );
       const asked = await assignment('host-a');
       expect(asked.body).toMatchObject({ entity: 'host-a', percent: 50, stage: '50%' });
       // The route's own caching survives the node's guard; anything else is never cached.
@@ -326,11 +412,27 @@ describe('cluster node', () => {
       proxy.blackhole(true);
       // The rollout's last good read answers every entity, the ones never asked about before too, and says so.
       const staleA = await assignment('host-a');
-      expect(staleA).toMatchObject({ status: 200, body: { entity: 'host-a', variant: asked.body.variant, bucket: asked.body.bucket, stale: { reason: `store unreachable: no answer within ${ASSIGNMENT_READ_DEADLINE_MS} ms` } } });
+      expect(staleA).toMatchObject({
+        status: 200,
+        body: {
+          entity: 'host-a',
+          variant: asked.body.variant,
+          bucket: asked.body.bucket,
+          stale: { reason: `store unreachable: no answer within ${ASSIGNMENT_READ_DEADLINE_MS} ms` },
+        },
+      });
       expect(staleA.headers.get('x-rollout-stale')).toBe('true');
       expect(staleA.headers.get('cache-control')).toBe('no-store');
       expect(staleA.headers.get('etag')).toBeNull();
-      expect(await assignment('host-b')).toMatchObject({ status: 200, body: { entity: 'host-b', percent: 50, bucket: bucketOf(id, 'host-b'), stale: { reason: `store unreachable: no answer within ${ASSIGNMENT_READ_DEADLINE_MS} ms` } } });
+      expect(await assignment('host-b')).toMatchObject({
+        status: 200,
+        body: {
+          entity: 'host-b',
+          percent: 50,
+          bucket: bucketOf(id, 'host-b'),
+          stale: { reason: `store unreachable: no answer within ${ASSIGNMENT_READ_DEADLINE_MS} ms` },
+        },
+      });
       const t0 = Date.now();
       const read = await http(`${a.url}/rollouts`);
       const readMs = Date.now() - t0;
@@ -371,7 +473,9 @@ describe('cluster node', () => {
       const electors = [a, b].map((n) => n.node.plane.elector as LeaseElector);
       const before = electors.map((e) => ({ ...e.stats }));
       // A campaign is counted when it starts and its error when it ends: wait for both, never race them.
-      await until('both have campaigned and failed twice more', 10_000, () => electors.every((e, i) => e.stats.campaigns >= before[i]!.campaigns + 2 && e.stats.errors >= before[i]!.errors + 2));
+      await until('both have campaigned and failed twice more', 10_000, () =>
+        electors.every((e, i) => e.stats.campaigns >= before[i]!.campaigns + 2 && e.stats.errors >= before[i]!.errors + 2),
+      );
       expect([a.node.state, b.node.state]).not.toContain('leader');
       electors.forEach((e, i) => expect(e.stats.acquisitions).toBe(before[i]!.acquisitions));
 
@@ -398,7 +502,10 @@ describe('cluster node', () => {
       await db.connect();
       try {
         const { rows } = await until('leader_lost recorded', 5_000, async () => {
-          const r = await db.query<{ node_id: string; reason: string }>(`SELECT node_id, event_data->>'reason' AS reason FROM cluster_events WHERE event_type = 'leader_lost' AND node_id = $1`, [leader.node.nodeId]);
+          const r = await db.query<{ node_id: string; reason: string }>(
+            `SELECT node_id, event_data->>'reason' AS reason FROM cluster_events WHERE event_type = 'leader_lost' AND node_id = $1`,
+            [leader.node.nodeId],
+          );
           return r.rows.length ? r : null;
         });
         expect(rows.map((r) => r.reason)).toContain('expired');

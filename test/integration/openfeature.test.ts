@@ -8,7 +8,16 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ErrorCode, InMemoryProvider, OpenFeature, ProviderEvents, StandardResolutionReasons, type Client, type EvaluationDetails, type FlagValue } from '@openfeature/server-sdk';
+import {
+  ErrorCode,
+  InMemoryProvider,
+  OpenFeature,
+  ProviderEvents,
+  StandardResolutionReasons,
+  type Client,
+  type EvaluationDetails,
+  type FlagValue,
+} from '@openfeature/server-sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { apiHandler, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -57,7 +66,8 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
   };
   const trafficRequests = (id: string, since = 0) => seen.slice(since).filter((s) => s.path === `/rollouts/${id}/traffic`);
   let evaluate: (id: string) => Promise<unknown>;
-  const call = (method: string, path: string, body?: unknown) => handle({ method, path, body: body === undefined ? null : JSON.stringify(body), actor: 'alice' } satisfies ApiRequest);
+  const call = (method: string, path: string, body?: unknown) =>
+    handle({ method, path, body: body === undefined ? null : JSON.stringify(body), actor: 'alice' } satisfies ApiRequest);
   /** A rollout created and evaluated once by the leader: its first stage (10 %) active. */
   const rolloutAt10 = async (id: string, stableVersion: string | null = 'v1') => {
     expect((await call('POST', '/rollouts', { id, spec: specOf(stableVersion) })).status).toBe(201);
@@ -84,7 +94,9 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
   };
   /** Resolves with the first PROVIDER_CONFIGURATION_CHANGED naming `id`. */
   const changeOf = (client: Client, id: string) =>
-    new Promise<string[]>((resolve) => client.addHandler(ProviderEvents.ConfigurationChanged, (d) => void (d?.flagsChanged?.includes(id) && resolve(d.flagsChanged))));
+    new Promise<string[]>((resolve) =>
+      client.addHandler(ProviderEvents.ConfigurationChanged, (d) => void (d?.flagsChanged?.includes(id) && resolve(d.flagsChanged))),
+    );
   const all = <T extends FlagValue>(f: (entity: string) => Promise<EvaluationDetails<T>>) => Promise.all(ENTITIES.map(f));
 
   beforeAll(async () => {
@@ -92,7 +104,18 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     const clock = new ManualClock(Date.now());
     const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock });
     const elector = () => new LeaseElector(backend.store, { name: PROMOTION_LEASE, holderId: 'node-a', clock, ...LEASE });
-    handle = apiHandler({ nodeId: 'node-a', engine, leadership: campaignEachTime(elector()), leases: backend.store, ledger: backend.ledger, workQueue: () => { throw new Error('no runs here'); }, outbound: OutboundPolicy.none(), clock });
+    handle = apiHandler({
+      nodeId: 'node-a',
+      engine,
+      leadership: campaignEachTime(elector()),
+      leases: backend.store,
+      ledger: backend.ledger,
+      workQueue: () => {
+        throw new Error('no runs here');
+      },
+      outbound: OutboundPolicy.none(),
+      clock,
+    });
     const lead = campaignEachTime(elector());
     evaluate = async (id) => engine.evaluate(id, (await lead())!);
     server = await serveApi(recording);
@@ -120,17 +143,29 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
         value: s.version,
         variant: s.variant,
         reason: StandardResolutionReasons.SPLIT,
-        flagMetadata: { rolloutId: id, attempt: s.attempt, rolloutVersion: expect.any(Number) as unknown, state: 'running', percent: 10, bucket: s.bucket, stage: 'canary', stale: false },
+        flagMetadata: {
+          rolloutId: id,
+          attempt: s.attempt,
+          rolloutVersion: expect.any(Number) as unknown,
+          state: 'running',
+          percent: 10,
+          bucket: s.bucket,
+          stage: 'canary',
+          stale: false,
+        },
       });
       expect(booleans[i]).toMatchObject({ value: s.variant === 'new', variant: s.variant, reason: StandardResolutionReasons.SPLIT });
-      expect(objects[i]).toMatchObject({ value: { version: s.version, variant: s.variant, percent: s.percent, stage: s.stage, attempt: s.attempt, bucket: s.bucket }, reason: StandardResolutionReasons.SPLIT });
+      expect(objects[i]).toMatchObject({
+        value: { version: s.version, variant: s.variant, percent: s.percent, stage: s.stage, attempt: s.attempt, bucket: s.bucket },
+        reason: StandardResolutionReasons.SPLIT,
+      });
     });
     expect(new Set(strings.map((d) => d.value))).toEqual(new Set(['v1', 'v2']));
     // 3,000 evaluations, one request, with the credential.
     expect(trafficRequests(id, mark)).toEqual([{ path: `/rollouts/${id}/traffic`, status: 200, ifNoneMatch: undefined, authorization: `Bearer ${TOKEN}` }]);
   });
 
-  it('concurrent first evaluations of a rollout share one request; the refresh interval is the server\'s Cache-Control max-age', async () => {
+  it("concurrent first evaluations of a rollout share one request; the refresh interval is the server's Cache-Control max-age", async () => {
     const id = 'of-concurrent';
     await rolloutAt10(id);
     const mark = seen.length;
@@ -146,7 +181,9 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     await rolloutAt10(id);
     const mark = seen.length;
     const { client } = await clientWith({ maxAgeMs: 20 });
-    expect(new Set((await all((e) => client.getStringDetails(id, 'fallback', { targetingKey: e }))).map((d) => d.reason))).toEqual(new Set([StandardResolutionReasons.SPLIT]));
+    expect(new Set((await all((e) => client.getStringDetails(id, 'fallback', { targetingKey: e }))).map((d) => d.reason))).toEqual(
+      new Set([StandardResolutionReasons.SPLIT]),
+    );
     await until('a revalidation answered 304', () => trafficRequests(id, mark).some((s) => s.status === 304));
     const changed = changeOf(client, id);
     expect((await call('POST', `/rollouts/${id}/promote-full`)).status).toBe(200);
@@ -156,7 +193,12 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     const server100 = await served(id);
     ENTITIES.forEach((e, i) => {
       expect(server100.get(e)).toMatchObject({ version: 'v2', variant: 'new' });
-      expect(details[i]).toMatchObject({ value: 'v2', variant: 'new', reason: StandardResolutionReasons.STATIC, flagMetadata: { state: 'completed', percent: 100, stage: 'all', stale: false, bucket: server100.get(e)!.bucket } });
+      expect(details[i]).toMatchObject({
+        value: 'v2',
+        variant: 'new',
+        reason: StandardResolutionReasons.STATIC,
+        flagMetadata: { state: 'completed', percent: 100, stage: 'all', stale: false, bucket: server100.get(e)!.bucket },
+      });
     });
     expect((await client.getBooleanDetails(id, false, { targetingKey: 'anyone' })).value).toBe(true);
     // Revalidations carried the ETag, and were answered 304 while nothing changed.
@@ -178,7 +220,12 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     const server0 = await served(id);
     ENTITIES.forEach((e, i) => {
       expect(server0.get(e)).toMatchObject({ version: 'v1', variant: 'stable' });
-      expect(details[i]).toMatchObject({ value: 'v1', variant: 'stable', reason: StandardResolutionReasons.STATIC, flagMetadata: { state: 'aborted', percent: 0, stale: false } });
+      expect(details[i]).toMatchObject({
+        value: 'v1',
+        variant: 'stable',
+        reason: StandardResolutionReasons.STATIC,
+        flagMetadata: { state: 'aborted', percent: 0, stale: false },
+      });
       expect(details[i]!.flagMetadata).not.toHaveProperty('stage');
     });
   });
@@ -192,7 +239,13 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     ENTITIES.forEach((e, i) => {
       const s = server10.get(e)!;
       if (s.variant === 'new') expect(details[i]).toMatchObject({ value: 'v2', variant: 'new', reason: StandardResolutionReasons.SPLIT });
-      else expect(details[i]).toMatchObject({ value: 'v1-as-deployed', variant: 'stable', reason: StandardResolutionReasons.DEFAULT, flagMetadata: { percent: 10, bucket: s.bucket } });
+      else
+        expect(details[i]).toMatchObject({
+          value: 'v1-as-deployed',
+          variant: 'stable',
+          reason: StandardResolutionReasons.DEFAULT,
+          flagMetadata: { percent: 10, bucket: s.bucket },
+        });
       expect(details[i]!.errorCode).toBeUndefined();
     });
     expect(new Set(details.map((d) => d.reason))).toEqual(new Set([StandardResolutionReasons.SPLIT, StandardResolutionReasons.DEFAULT]));
@@ -200,20 +253,39 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     expect((await client.getObjectDetails(id, {}, { targetingKey: stableOne })).value).toMatchObject({ version: null, variant: 'stable' });
   });
 
-  it('errors are answers with the caller\'s default: unknown rollout FLAG_NOT_FOUND, no targetingKey TARGETING_KEY_MISSING, a number TYPE_MISMATCH', async () => {
+  it("errors are answers with the caller's default: unknown rollout FLAG_NOT_FOUND, no targetingKey TARGETING_KEY_MISSING, a number TYPE_MISMATCH", async () => {
     const mark = seen.length;
     const { client, provider } = await clientWith();
-    expect(await client.getStringDetails('of-nobody', 'v1', { targetingKey: 'host-1' })).toMatchObject({ value: 'v1', reason: StandardResolutionReasons.ERROR, errorCode: ErrorCode.FLAG_NOT_FOUND, errorMessage: 'of-nobody: no such rollout (rollout of-nobody not found)' });
+    expect(await client.getStringDetails('of-nobody', 'v1', { targetingKey: 'host-1' })).toMatchObject({
+      value: 'v1',
+      reason: StandardResolutionReasons.ERROR,
+      errorCode: ErrorCode.FLAG_NOT_FOUND,
+      errorMessage: 'of-nobody: no such rollout (rollout of-nobody not found)',
+    });
     expect(await client.getBooleanDetails('of-nobody', false, { targetingKey: 'host-1' })).toMatchObject({ value: false, errorCode: ErrorCode.FLAG_NOT_FOUND });
     // The 404 is remembered for the refresh interval: asked once.
     expect(trafficRequests('of-nobody', mark)).toEqual([expect.objectContaining({ status: 404 })]);
     // Not a rollout id at all: not asked.
-    expect(await client.getStringDetails('no such rollout', 'v1', { targetingKey: 'host-1' })).toMatchObject({ value: 'v1', errorCode: ErrorCode.FLAG_NOT_FOUND });
-    expect(await client.getStringDetails('of-split', 'v1', {})).toMatchObject({ value: 'v1', reason: StandardResolutionReasons.ERROR, errorCode: ErrorCode.TARGETING_KEY_MISSING });
-    expect(await client.getNumberDetails('of-split', 7, { targetingKey: 'host-1' })).toMatchObject({ value: 7, reason: StandardResolutionReasons.ERROR, errorCode: ErrorCode.TYPE_MISMATCH });
+    expect(await client.getStringDetails('no such rollout', 'v1', { targetingKey: 'host-1' })).toMatchObject({
+      value: 'v1',
+      errorCode: ErrorCode.FLAG_NOT_FOUND,
+    });
+    expect(await client.getStringDetails('of-split', 'v1', {})).toMatchObject({
+      value: 'v1',
+      reason: StandardResolutionReasons.ERROR,
+      errorCode: ErrorCode.TARGETING_KEY_MISSING,
+    });
+    expect(await client.getNumberDetails('of-split', 7, { targetingKey: 'host-1' })).toMatchObject({
+      value: 7,
+      reason: StandardResolutionReasons.ERROR,
+      errorCode: ErrorCode.TYPE_MISMATCH,
+    });
     expect(seen.slice(mark).map((s) => s.path)).toEqual(['/rollouts/of-nobody/traffic']);
     // Asked directly, the provider falls back to stable: false for a boolean.
-    expect(await provider.resolveBooleanEvaluation('of-nobody', true, { targetingKey: 'host-1' })).toMatchObject({ value: false, errorCode: ErrorCode.FLAG_NOT_FOUND });
+    expect(await provider.resolveBooleanEvaluation('of-nobody', true, { targetingKey: 'host-1' })).toMatchObject({
+      value: false,
+      errorCode: ErrorCode.FLAG_NOT_FOUND,
+    });
   });
 
   it('the server goes away: the last good state is served, marked stale (PROVIDER_STALE), until maxStaleMs; then ERROR with the fallback; back, and it is confirmed by a 304 (PROVIDER_READY)', async () => {
@@ -230,14 +302,29 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     await down.close();
     await provider.refresh(id);
     await stale;
-    expect(provider.cached(id)).toMatchObject({ stale: true, error: { code: ErrorCode.GENERAL, message: expect.stringMatching(/^request failed: fetch failed: .*ECONNREFUSED/) as unknown } });
+    expect(provider.cached(id)).toMatchObject({
+      stale: true,
+      error: { code: ErrorCode.GENERAL, message: expect.stringMatching(/^request failed: fetch failed: .*ECONNREFUSED/) as unknown },
+    });
     now += 60_000;
     const during = await all((e) => client.getStringDetails(id, 'fallback', { targetingKey: e }));
-    ENTITIES.forEach((_, i) => expect(during[i]).toMatchObject({ value: before[i]!.value, variant: before[i]!.variant, reason: StandardResolutionReasons.SPLIT, flagMetadata: { ...before[i]!.flagMetadata, stale: true } }));
+    ENTITIES.forEach((_, i) =>
+      expect(during[i]).toMatchObject({
+        value: before[i]!.value,
+        variant: before[i]!.variant,
+        reason: StandardResolutionReasons.SPLIT,
+        flagMetadata: { ...before[i]!.flagMetadata, stale: true },
+      }),
+    );
 
     now += 1;
     const past = await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' });
-    expect(past).toMatchObject({ value: 'fallback', reason: StandardResolutionReasons.ERROR, errorCode: ErrorCode.GENERAL, flagMetadata: { rolloutId: id, stale: true } });
+    expect(past).toMatchObject({
+      value: 'fallback',
+      reason: StandardResolutionReasons.ERROR,
+      errorCode: ErrorCode.GENERAL,
+      flagMetadata: { rolloutId: id, stale: true },
+    });
     expect(past.errorMessage).toMatch(/^of-outage: last confirmed 60 s ago, past the 60 s a stale state is served: request failed/);
     // Asked directly, the provider falls back to the last known stable version.
     expect(await provider.resolveStringEvaluation(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({ value: 'v1', errorCode: ErrorCode.GENERAL });
@@ -248,7 +335,11 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     await provider.refresh(id);
     await ready;
     expect(trafficRequests(id, mark)).toEqual([expect.objectContaining({ status: 304 })]);
-    expect(await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({ value: before[1]!.value, reason: StandardResolutionReasons.SPLIT, flagMetadata: { stale: false } });
+    expect(await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({
+      value: before[1]!.value,
+      reason: StandardResolutionReasons.SPLIT,
+      flagMetadata: { stale: false },
+    });
     await down.close();
   });
 
@@ -259,16 +350,26 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     let now = Date.now();
     const asOf = now - 50_000;
     const stub: Server = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json', 'x-rollout-stale': 'true', 'cache-control': 'no-store' }).end(JSON.stringify({ ...traffic, stale: { asOf: new Date(asOf).toISOString(), reason: 'store unreachable: no answer within 500 ms' } }));
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'x-rollout-stale': 'true', 'cache-control': 'no-store' })
+        .end(JSON.stringify({ ...traffic, stale: { asOf: new Date(asOf).toISOString(), reason: 'store unreachable: no answer within 500 ms' } }));
     });
     const url = await new Promise<string>((r) => stub.listen(0, '127.0.0.1', () => r(`http://127.0.0.1:${(stub.address() as AddressInfo).port}`)));
     try {
       const { client, provider } = await clientWith({ baseUrl: url, maxStaleMs: 60_000, now: () => now });
       const served = await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' });
       expect(served).toMatchObject({ reason: StandardResolutionReasons.SPLIT, flagMetadata: { rolloutId: id, stale: true } });
-      expect(provider.cached(id)).toMatchObject({ stale: true, confirmedAt: asOf, error: { message: 'the server answered from its last good read (store unreachable: no answer within 500 ms)' } });
+      expect(provider.cached(id)).toMatchObject({
+        stale: true,
+        confirmedAt: asOf,
+        error: { message: 'the server answered from its last good read (store unreachable: no answer within 500 ms)' },
+      });
       now += 10_001; // 60 s after the server's last good read
-      expect(await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({ value: 'fallback', reason: StandardResolutionReasons.ERROR, errorCode: ErrorCode.GENERAL });
+      expect(await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({
+        value: 'fallback',
+        reason: StandardResolutionReasons.ERROR,
+        errorCode: ErrorCode.GENERAL,
+      });
     } finally {
       await new Promise((r) => stub.close(r));
     }
@@ -279,7 +380,11 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     await new Promise<void>((r) => hanging.listen(0, '127.0.0.1', r));
     try {
       const { client } = await clientWith({ baseUrl: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`, timeoutMs: 200 });
-      expect(await client.getBooleanDetails('of-split', false, { targetingKey: 'host-1' })).toMatchObject({ value: false, errorCode: ErrorCode.GENERAL, errorMessage: 'of-split: no answer within 200 ms' });
+      expect(await client.getBooleanDetails('of-split', false, { targetingKey: 'host-1' })).toMatchObject({
+        value: false,
+        errorCode: ErrorCode.GENERAL,
+        errorMessage: 'of-split: no answer within 200 ms',
+      });
     } finally {
       hanging.closeAllConnections();
       await new Promise((r) => hanging.close(r));
@@ -292,17 +397,27 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     expect(provider.cached('of-split')?.traffic).toMatchObject({ percent: 10 });
     await client.getBooleanDetails('of-split', false, { targetingKey: 'host-1' });
     await client.getBooleanDetails('of-nostable', false, { targetingKey: 'host-1' });
-    expect([provider.cached('of-split') !== undefined, provider.cached('of-concurrent') !== undefined, provider.cached('of-nostable') !== undefined]).toEqual([true, false, true]);
+    expect([provider.cached('of-split') !== undefined, provider.cached('of-concurrent') !== undefined, provider.cached('of-nostable') !== undefined]).toEqual([
+      true,
+      false,
+      true,
+    ]);
     await client.getBooleanDetails('of-concurrent', false, { targetingKey: 'host-1' });
     expect(trafficRequests('of-concurrent', mark)).toHaveLength(2);
     expect(provider.cached('of-split')).toBeUndefined();
 
     // A preload that cannot be fetched is named by initialize (the SDK rejects setProviderAndWait with it).
-    await expect(OpenFeature.setProviderAndWait('openfeature-preload', new RolloutProvider({ baseUrl: server.url, preload: ['of-nobody'] }))).rejects.toThrow(/could not fetch of-nobody \(no such rollout/);
+    await expect(OpenFeature.setProviderAndWait('openfeature-preload', new RolloutProvider({ baseUrl: server.url, preload: ['of-nobody'] }))).rejects.toThrow(
+      /could not fetch of-nobody \(no such rollout/,
+    );
 
     // Replaced, the provider is closed: nothing cached, evaluations are errors.
     await OpenFeature.setProviderAndWait(domain, new InMemoryProvider());
     expect(provider.cached('of-nostable')).toBeUndefined();
-    expect(await provider.resolveBooleanEvaluation('of-nostable', true, { targetingKey: 'host-1' })).toMatchObject({ value: false, errorCode: ErrorCode.GENERAL, errorMessage: 'the rollout provider is closed' });
+    expect(await provider.resolveBooleanEvaluation('of-nostable', true, { targetingKey: 'host-1' })).toMatchObject({
+      value: false,
+      errorCode: ErrorCode.GENERAL,
+      errorMessage: 'the rollout provider is closed',
+    });
   });
 });

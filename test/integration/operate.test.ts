@@ -34,7 +34,15 @@ beforeAll(async () => {
   workerPort = await freePort();
   began = Date.now() / 1000;
   prometheus = await startPrometheus({ targets: [`127.0.0.1:${nodePort}`, `127.0.0.1:${workerPort}`], scrapeIntervalMs: 250 });
-  node = await ControlPlaneNode.open({ nodeId: 'ops-node', port: nodePort, store: { kind: 'postgres', databaseUrl: db.url }, elector: 'static', tickIntervalSeconds: 0.25, scanIntervalSeconds: 1, outbound: { origins: [prometheus.url] } });
+  node = await ControlPlaneNode.open({
+    nodeId: 'ops-node',
+    port: nodePort,
+    store: { kind: 'postgres', databaseUrl: db.url },
+    elector: 'static',
+    tickIntervalSeconds: 0.25,
+    scanIntervalSeconds: 1,
+    outbound: { origins: [prometheus.url] },
+  });
   api = await serveApi(nodeApi(node, nodeMetrics(node)), { port: nodePort });
   await node.start();
   // Prometheus takes its targets up to 5 s after it starts: the rollouts begin once it scrapes the node.
@@ -53,7 +61,15 @@ const post = async (path: string, body: unknown) => {
   return res.json() as Promise<Record<string, unknown>>;
 };
 
-const gate = () => ({ type: 'prometheus', name: 'error-rate', address: prometheus.url, query: 'vector(0.004)', comparison: '<', threshold: 0.05, intervalSeconds: 1 });
+const gate = () => ({
+  type: 'prometheus',
+  name: 'error-rate',
+  address: prometheus.url,
+  query: 'vector(0.004)',
+  comparison: '<',
+  threshold: 0.05,
+  intervalSeconds: 1,
+});
 
 /** Every series `query` gave over the test so far (a range query), or the API's error. */
 async function overTheTest(query: string): Promise<number> {
@@ -77,7 +93,31 @@ describe('operating the control plane with Prometheus', () => {
     await post('/runs', { id: 'ops-run', items: Array.from({ length: 200 }, (_, n) => ({ n })) });
 
     // The worker, as a fleet runs it, with its metrics served for the scraper; stopped (SIGTERM: a drain) once its last item was scraped.
-    const worker = spawn(process.execPath, ['--import', 'tsx', 'shared/runtimes/cli/cli.ts', 'worker', '--run', 'ops-run', '--store', 'postgres', '--database-url', db.url, '--mock-duration-ms', '15', '--metrics-port', String(workerPort), '--heartbeat-ms', '500', '--wait-seconds', '1', '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const worker = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'shared/runtimes/cli/cli.ts',
+        'worker',
+        '--run',
+        'ops-run',
+        '--store',
+        'postgres',
+        '--database-url',
+        db.url,
+        '--mock-duration-ms',
+        '15',
+        '--metrics-port',
+        String(workerPort),
+        '--heartbeat-ms',
+        '500',
+        '--wait-seconds',
+        '1',
+        '--json',
+      ],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const exited = new Promise<number | null>((done) => worker.on('exit', (code) => done(code)));
     let err = '';
     worker.stderr.on('data', (c: Buffer) => (err += c.toString()));
@@ -109,7 +149,9 @@ describe('operating the control plane with Prometheus', () => {
     expect(await queryVector(prometheus.url, 'rollout_run_items{run="ops-run"}')).toEqual([]);
 
     // Every panel's every query returned data over the test, and none is refused.
-    const dashboard = JSON.parse(readFileSync(join(observability, 'grafana-dashboard.json'), 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };
+    const dashboard = JSON.parse(readFileSync(join(observability, 'grafana-dashboard.json'), 'utf8')) as {
+      panels: { title: string; targets: { expr: string }[] }[];
+    };
     const empty: string[] = [];
     for (const panel of dashboard.panels) for (const t of panel.targets) if ((await overTheTest(t.expr)) === 0) empty.push(`${panel.title}: ${t.expr}`);
     expect(empty).toEqual([]);
@@ -129,7 +171,10 @@ describe('operating the control plane with Prometheus', () => {
     for (const [, name] of rules.matchAll(/- alert: (\w+)/g)) {
       const cases = [...tests.matchAll(new RegExp(`alertname: ${name}\\n\\s+exp_alerts:(.*)`, 'g'))].map((m) => m[1]!.trim());
       expect(cases, name).toContain('[]');
-      expect(cases.filter((c) => c === ''), name).not.toHaveLength(0);
+      expect(
+        cases.filter((c) => c === ''),
+        name,
+      ).not.toHaveLength(0);
     }
   });
 });

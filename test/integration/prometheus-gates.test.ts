@@ -40,7 +40,14 @@ beforeAll(async () => {
   await waitForSeries(prometheus.url, 'app_errors_total', (s) => s.length === 3);
   const port = await freePort();
   // The operator allows the test's Prometheus, by address: a loopback server is reached only so.
-  node = await ControlPlaneNode.open({ nodeId: 'gates-node', port, store: { kind: 'postgres', databaseUrl: db.url }, elector: 'static', tickIntervalSeconds: 0.25, outbound: { origins: [prometheus.url] } });
+  node = await ControlPlaneNode.open({
+    nodeId: 'gates-node',
+    port,
+    store: { kind: 'postgres', databaseUrl: db.url },
+    elector: 'static',
+    tickIntervalSeconds: 0.25,
+    outbound: { origins: [prometheus.url] },
+  });
   server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
   await node.start();
 }, 90_000);
@@ -80,7 +87,11 @@ interface RolloutBody {
 }
 
 async function create(id: string, body: unknown): Promise<void> {
-  const res = await fetch(`${server.url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, spec: body }) });
+  const res = await fetch(`${server.url}/rollouts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id, spec: body }),
+  });
   expect(res.status, await res.clone().text()).toBe(201);
 }
 async function get(id: string): Promise<RolloutBody> {
@@ -125,7 +136,9 @@ describe('a rollout gated on Prometheus', () => {
     await expect.poll(async () => (await get('outage')).state, { timeout: 30_000 }).toBe('paused');
     const r = await get('outage');
     expect(r.stages.map((s) => s.phase)).toEqual(['active', 'pending', 'pending']);
-    expect(r.stateReason).toMatch(/^gate error-rate \(prometheus\): 3 inconclusive readings > inconclusiveLimit 2; last: prometheus 127\.0\.0\.1:\d+: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
+    expect(r.stateReason).toMatch(
+      /^gate error-rate \(prometheus\): 3 inconclusive readings > inconclusiveLimit 2; last: prometheus 127\.0\.0\.1:\d+: connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
+    );
     expect((await events('outage')).map((e) => e.detailType)).toEqual(['ai.rollout.stage_activated', 'ai.rollout.paused']);
     const paused = (await events('outage')).find((e) => e.detailType === 'ai.rollout.paused')!;
     expect(paused.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'inconclusive', value: null })]);
@@ -134,7 +147,9 @@ describe('a rollout gated on Prometheus', () => {
     const shown = await rollout(['rollouts', 'get', 'outage', '--url', server.url]);
     expect(shown.code, shown.err).toBe(0);
     expect(shown.out).toMatch(/^outage {2}paused {2}\(gate error-rate \(prometheus\): 3 inconclusive readings/);
-    expect(shown.out).toMatch(/gate error-rate \(prometheus, stage canary\): inconclusive · \d+ readings, 0 failed, 3 inconclusive \(failureLimit 0, inconclusiveLimit 2\) · passes when value < 0\.02/);
+    expect(shown.out).toMatch(
+      /gate error-rate \(prometheus, stage canary\): inconclusive · \d+ readings, 0 failed, 3 inconclusive \(failureLimit 0, inconclusiveLimit 2\) · passes when value < 0\.02/,
+    );
     expect(shown.out).toMatch(/inconclusive\s+-\s+poll\s+prometheus 127\.0\.0\.1:\d+: connect ECONNREFUSED/);
     expect(shown.out).toMatch(/pass\s+0\.002\s+poll/);
   });

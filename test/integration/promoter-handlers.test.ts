@@ -78,7 +78,16 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
 
     // A rollout starts and its rollout.created never reaches the StreamingPromoter: the next invocation activates it,
     // ticks while it runs (here it completes: no bake, no gates) and ends once nothing runs, with time still left.
-    const { id } = await createRollout(runtime.engine, { spec: { target: SPEC.target, stages: [{ name: 'canary', percent: 10, bakeSeconds: 0 }, { name: 'all', percent: 100, bakeSeconds: 0 }] }, actor: 'alice' });
+    const { id } = await createRollout(runtime.engine, {
+      spec: {
+        target: SPEC.target,
+        stages: [
+          { name: 'canary', percent: 10, bakeSeconds: 0 },
+          { name: 'all', percent: 100, bakeSeconds: 0 },
+        ],
+      },
+      actor: 'alice',
+    });
     const result = await handler({}, context);
     expect(result).toMatchObject({ idle: false, leader: true, transitions: 3 });
     expect(result.ticks).toBe(1);
@@ -92,14 +101,20 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     const short = await runtimeFrom({ ...env, ROLLOUT_RETAIN_ROLLOUTS_DAYS: String(500 / 86_400_000) }, { bus });
     const context = { getRemainingTimeInMillis: () => 10 * short.env.ROLLOUT_TICK_INTERVAL_MS };
     const handler = batchPromoterHandler(() => Promise.resolve(short), new Logger({ logLevel: 'CRITICAL' }));
-    const { id } = await createRollout(short.engine, { spec: { target: SPEC.target, stages: [{ name: 'all', percent: 100, bakeSeconds: 0 }] }, actor: 'alice' });
+    const { id } = await createRollout(short.engine, {
+      spec: { target: SPEC.target, stages: [{ name: 'all', percent: 100, bakeSeconds: 0 }] },
+      actor: 'alice',
+    });
     // Activated and completed by this invocation (read from its answer: the rollout may already be gone past the short retention).
     expect(await handler({}, context)).toMatchObject({ idle: false, transitions: 2 });
     await expect
-      .poll(async () => {
-        expect(await handler({}, context)).toMatchObject({ idle: true });
-        return short.stores.rollouts.load(id);
-      }, { interval: 50, timeout: 30_000 })
+      .poll(
+        async () => {
+          expect(await handler({}, context)).toMatchObject({ idle: true });
+          return short.stores.rollouts.load(id);
+        },
+        { interval: 50, timeout: 30_000 },
+      )
       .toBeNull();
     expect(await short.stores.rollouts.events(id)).toEqual([]);
   });
@@ -108,16 +123,23 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
     const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
     await handler(envelope('rollout.created', { rolloutId: id }));
-    const result = await handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: new Date().toISOString() }));
+    const result = await handler(
+      envelope('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: new Date().toISOString() }),
+    );
     expect(result).toMatchObject({ stored: 'stored', evaluated: true });
     expect(result.actions.map((a) => a.transition)).toEqual(['promote']);
-    expect(bus.history.filter((e) => (e.detail as { rolloutId: string }).rolloutId === id).map((e) => e.detailType)).toEqual(['ai.rollout.stage_activated', 'ai.rollout.stage_promoted']);
+    expect(bus.history.filter((e) => (e.detail as { rolloutId: string }).rolloutId === id).map((e) => e.detailType)).toEqual([
+      'ai.rollout.stage_activated',
+      'ai.rollout.stage_promoted',
+    ]);
   });
 
   it('streaming: an invalid event is logged with its reason and fails the invocation (the rule’s DLQ keeps it)', async () => {
     const { logger, errors } = capturingLogger('streaming-promoter');
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), logger);
-    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'r', stage: 0, requests: 5, errors: 9, observedAt: 1 }))).rejects.toThrow(/errors: must not exceed requests/);
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'r', stage: 0, requests: 5, errors: 9, observedAt: 1 }))).rejects.toThrow(
+      /errors: must not exceed requests/,
+    );
     await expect(handler({ detail: {} })).rejects.toThrow(/detail-type/);
     await expect(handler(envelope('rollout.unknown', {}))).rejects.toThrow(/type/);
     expect(errors.map((e) => e.message)).toEqual(['rejected rollout event', 'rejected rollout event', 'rejected rollout event']);
@@ -129,19 +151,25 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), logger);
     const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
     await handler(envelope('rollout.created', { rolloutId: id }));
-    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: '9999-12-31T00:00:00Z' }))).rejects.toThrow(
-      /observedAt: 9999-12-31T00:00:00\.000Z is later than now \+ 30 s/,
-    );
+    await expect(
+      handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'canary', requests: 50, errors: 0, observedAt: '9999-12-31T00:00:00Z' })),
+    ).rejects.toThrow(/observedAt: 9999-12-31T00:00:00\.000Z is later than now \+ 30 s/);
     expect(errors.map((e) => e.message)).toEqual(['rejected rollout event']);
     expect((await runtime.stores.rollouts.load(id))!.metrics.size).toBe(0);
   });
 
   it('streaming: metrics for an unknown rollout or stage fail the invocation instead of being dropped', async () => {
     const handler = streamingPromoterHandler(() => Promise.resolve(runtime), new Logger({ logLevel: 'CRITICAL' }));
-    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'ro_missing', stage: 0, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(/unknown rollout ro_missing/);
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: 'ro_missing', stage: 0, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(
+      /unknown rollout ro_missing/,
+    );
     const { id } = await createRollout(runtime.engine, { spec: SPEC, actor: 'alice' });
-    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'half', requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(`rollout ${id} has no stage "half"`);
-    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 7, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(`rollout ${id} has no stage 7`);
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 'half', requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(
+      `rollout ${id} has no stage "half"`,
+    );
+    await expect(handler(envelope('rollout.metrics_reported', { rolloutId: id, stage: 7, requests: 5, errors: 0, observedAt: 1 }))).rejects.toThrow(
+      `rollout ${id} has no stage 7`,
+    );
   });
 
   it('batch: one invocation ticks while its remaining time allows another full tick, then stops on its own', async () => {

@@ -87,9 +87,18 @@ function harness(setup: Setup) {
         dlq = new LedgerDeadLetters(backend.sql!, runId, maxAttempts);
       }
       await backend.ledger.createRun(runId, {}, Date.now());
-      const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => payload(i)), Date.now());
+      const { ids } = await backend.ledger.enqueue(
+        runId,
+        Array.from({ length: n }, (_, i) => payload(i)),
+        Date.now(),
+      );
       await queue.send(runId, ids);
-      if (!queue.deliversFromLedger) await backend.ledger.markSent(runId, ids.map((id) => ({ id, version: 0 })), Date.now());
+      if (!queue.deliversFromLedger)
+        await backend.ledger.markSent(
+          runId,
+          ids.map((id) => ({ id, version: 0 })),
+          Date.now(),
+        );
       const forWorker = (id: string): WorkQueue => (queue instanceof LedgerWorkQueue ? queue.forWorker(id) : queue);
       return { runId, ids, queue, queueUrl, forWorker, dlq };
     },
@@ -111,7 +120,12 @@ function harness(setup: Setup) {
     },
     /** The run's coordinator; `dlq` is where its scan finds dead letters (in AWS the DLQ's own consumer does that). */
     async coordinator(runId: string, queue: WorkQueue, o: { timeoutMs?: number; clock?: Clock; maxAttempts?: number; dlq?: WorkQueue } = {}) {
-      const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId: 'c1', ...LEASE, ...(o.clock ? { clock: o.clock } : {}) });
+      const elector = new LeaseElector(backend.runLeases(runId), {
+        name: coordinatorLease(runId),
+        holderId: 'c1',
+        ...LEASE,
+        ...(o.clock ? { clock: o.clock } : {}),
+      });
       expect((await elector.campaign()).leader).toBe(true);
       return new Coordinator({
         runId,
@@ -125,7 +139,20 @@ function harness(setup: Setup) {
         ...(o.maxAttempts ? { maxAttempts: o.maxAttempts } : {}),
       });
     },
-    worker(runId: string, id: string, queue: WorkQueue, o: { backend?: ExecutionBackend; clock?: Clock; heartbeatMs?: number; receiveBatch?: number; ledger?: LedgerStore; coordinator?: Coordinator; logger?: Logger } = {}) {
+    worker(
+      runId: string,
+      id: string,
+      queue: WorkQueue,
+      o: {
+        backend?: ExecutionBackend;
+        clock?: Clock;
+        heartbeatMs?: number;
+        receiveBatch?: number;
+        ledger?: LedgerStore;
+        coordinator?: Coordinator;
+        logger?: Logger;
+      } = {},
+    ) {
       return new Worker({
         runId,
         workerId: id,
@@ -233,11 +260,21 @@ describe.each(labelled(SQS_ONLY))('a crash between storing and sending never str
     const queueUrl = await h.sqsQueue();
     const cut = await h.sqsThroughProxy(queueUrl);
     const elector = new LeaseElector(h.backend.store, { name: 'promotion_leader', holderId: 'n1', ...LEASE });
-    const api = apiHandler({ nodeId: 'n1', engine: new RolloutEngine({ store: h.backend.rollouts, bus: new InProcessBus() }), leadership: campaignEachTime(elector), leases: h.backend.store, ledger: h.backend.ledger, workQueue: () => cut.queue, outbound: OutboundPolicy.none() });
+    const api = apiHandler({
+      nodeId: 'n1',
+      engine: new RolloutEngine({ store: h.backend.rollouts, bus: new InProcessBus() }),
+      leadership: campaignEachTime(elector),
+      leases: h.backend.store,
+      ledger: h.backend.ledger,
+      workQueue: () => cut.queue,
+      outbound: OutboundPolicy.none(),
+    });
     const runId = uniqueName('run');
     cut.proxy.refuse(true);
     // The request fails (the runtime answers 500): nothing was sent.
-    await expect(api({ method: 'POST', path: '/runs', body: JSON.stringify({ id: runId, spec: {}, items: [{ a: 1 }, { a: 2 }] }), actor: 'test' })).rejects.toThrow();
+    await expect(
+      api({ method: 'POST', path: '/runs', body: JSON.stringify({ id: runId, spec: {}, items: [{ a: 1 }, { a: 2 }] }), actor: 'test' }),
+    ).rejects.toThrow();
     cut.proxy.refuse(false);
     expect(await h.counts(runId)).toMatchObject({ pending: 2 });
     const coordinator = await h.coordinator(runId, new SqsWorkQueue(sqsClient(), queueUrl));
@@ -276,7 +313,12 @@ describe.each(labelled(ALL))('liveness of a run on $label', (setup) => {
     const scans = scanning(coordinator);
     try {
       // Behind: its heartbeats look 30 s old to the coordinator's clock, every time.
-      const behind = h.worker(runId, 'behind', forWorker('behind'), { backend: mockBackend({ durationMs: 300 }), heartbeatMs: 100, clock: offsetClock(-30_000), receiveBatch: 3 });
+      const behind = h.worker(runId, 'behind', forWorker('behind'), {
+        backend: mockBackend({ durationMs: 300 }),
+        heartbeatMs: 100,
+        clock: offsetClock(-30_000),
+        receiveBatch: 3,
+      });
       const done = new AbortController();
       await behind.run(done.signal, async () => (await h.counts(runId)).pending === 0);
       expect(scans.repended).toEqual([]);
@@ -286,7 +328,12 @@ describe.each(labelled(ALL))('liveness of a run on $label', (setup) => {
       const c2 = await h.coordinator(run2, for2('c'), { timeoutMs: 3_000, clock: offsetClock(0) });
       const ahead = h.worker(run2, 'ahead', for2('ahead'), { clock: offsetClock(600_000), receiveBatch: 10 });
       while (ahead.held.length < 2) await ahead.pull();
-      await until('the dead worker’s items are re-pended', async () => (await c2.scan()).repended.length > 0 || (await h.counts(run2)).pending === 2, 20_000, 100);
+      await until(
+        'the dead worker’s items are re-pended',
+        async () => (await c2.scan()).repended.length > 0 || (await h.counts(run2)).pending === 2,
+        20_000,
+        100,
+      );
       const rescuer = h.worker(run2, 'rescuer', for2('rescuer'));
       expect(await finish(h, run2, [rescuer], c2)).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
     } finally {
@@ -297,7 +344,8 @@ describe.each(labelled(ALL))('liveness of a run on $label', (setup) => {
   it('poison_bounded: an item that fails its backend every time ends Failed with the reason; drains do not count toward it', async () => {
     const { runId, ids, forWorker, dlq } = await h.run(2, (i) => ({ poison: i === 0 }), 3);
     const coordinator = await h.coordinator(runId, forWorker('c'), { maxAttempts: 3, dlq });
-    const backend: ExecutionBackend = (payload) => ((payload as { poison: boolean }).poison ? Promise.reject(new Error('always fails')) : Promise.resolve('ok'));
+    const backend: ExecutionBackend = (payload) =>
+      (payload as { poison: boolean }).poison ? Promise.reject(new Error('always fails')) : Promise.resolve('ok');
     // Drained three times first: given back each time, never counted.
     for (let i = 0; i < 3; i++) {
       const d = h.worker(runId, `drained-${i}`, forWorker(`drained-${i}`), { receiveBatch: 10 });
@@ -318,7 +366,10 @@ describe.each(labelled(ALL))('liveness of a run on $label', (setup) => {
     const { runId, ids, forWorker } = await h.run(3);
     // Over DynamoDB's 400 KB item limit too: there it used to fail the whole ack batch, again and again.
     const big = 'x'.repeat(450_000);
-    const w = h.worker(runId, 'w', forWorker('w'), { backend: (payload) => Promise.resolve((payload as { i: number }).i === 1 ? big : 'small'), receiveBatch: 10 });
+    const w = h.worker(runId, 'w', forWorker('w'), {
+      backend: (payload) => Promise.resolve((payload as { i: number }).i === 1 ? big : 'small'),
+      receiveBatch: 10,
+    });
     expect(await finish(h, runId, [w])).toEqual({ pending: 0, running: 0, done: 2, failed: 1 });
     const failed = (await Promise.all(ids.map((id) => h.backend.ledger.get(runId, id)))).find((i) => i!.state === 'failed')!;
     expect(failed.error).toMatch(new RegExp(`result of 450002 bytes exceeds the limit of ${MAX_RESULT_BYTES} bytes`));
@@ -402,7 +453,13 @@ describe.each([
     const url = new URL(h.backend.url!);
     const proxy = await new FaultyProxy(url.hostname, Number(url.port)).start();
     url.port = String(proxy.port);
-    const db = await connectPostgres({ connectionString: url.toString(), options: `-c search_path=${h.backend.schema}`, max: 4, connectionTimeoutMillis: 500, query_timeout: 2_000 });
+    const db = await connectPostgres({
+      connectionString: url.toString(),
+      options: `-c search_path=${h.backend.schema}`,
+      max: 4,
+      connectionTimeoutMillis: 500,
+      query_timeout: 2_000,
+    });
     try {
       const ledger = new PostgresLedgerStore(db.sql);
       // On the ledger-backed queue, receiving is a claim: it goes through the same cut connection.
@@ -410,7 +467,12 @@ describe.each([
       let ran = 0;
       const outage = gate();
       const logged: string[] = [];
-      const logger: Logger = { debug: () => undefined, info: () => undefined, warn: (m, e) => logged.push(`${m} ${JSON.stringify(e)}`), error: (m, e) => logged.push(`${m} ${JSON.stringify(e)}`) };
+      const logger: Logger = {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (m, e) => logged.push(`${m} ${JSON.stringify(e)}`),
+        error: (m, e) => logged.push(`${m} ${JSON.stringify(e)}`),
+      };
       const w = h.worker(runId, 'w', queue, {
         ledger,
         logger,
@@ -441,4 +503,3 @@ describe.each([
     }
   });
 });
-

@@ -66,7 +66,14 @@ describe.each(['postgres', 'dynamodb'] as const)('fence_aborts_within_5s on %s',
 
     // A new coordinator takes the lease (its clock says the old lease ran out; the old process's clock does not).
     const later = new ManualClock(Date.now() + 10 * 60_000);
-    const successor = new LeaseElector(fixture.backend.runLeases(runId), { name: coordinatorLease(runId), holderId: 'successor', clock: later, ttlMs: 60_000, renewIntervalMs: 20_000, retryIntervalMs: 5_000 });
+    const successor = new LeaseElector(fixture.backend.runLeases(runId), {
+      name: coordinatorLease(runId),
+      holderId: 'successor',
+      clock: later,
+      ttlMs: 60_000,
+      renewIntervalMs: 20_000,
+      retryIntervalMs: 5_000,
+    });
     expect((await successor.campaign()).leader).toBe(true);
     expect(successor.token()!.epoch).toBe(1);
 

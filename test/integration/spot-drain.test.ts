@@ -38,7 +38,11 @@ describe.each(['postgres', 'dynamodb'] as const)('spot drain on %s with SQS', (b
     queues.push(url);
     const queue = new SqsWorkQueue(sqs, url);
     await backend.ledger.createRun(runId, {}, Date.now());
-    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), Date.now());
+    const { ids } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: n }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     await queue.send(runId, ids);
     return { runId, ids, queue };
   }
@@ -132,10 +136,14 @@ describe.each(['postgres', 'dynamodb'] as const)('spot drain on %s with SQS', (b
     await w.pull();
     const clock = new ManualClock(Date.now());
     const deadline = PROVIDER_DEADLINES.gcp.drainDeadlineMs;
-    const r = await drain({ stopAndNack: () => w.drain(), deregister: () => Promise.resolve() }, { provider: 'gcp', instanceId: 'gce-1', kind: 'interruption', receivedAt: clock.now() - deadline + 200 }, {
-      clock,
-      snapshot: { estimatedCostMs: 10_000, take: () => Promise.reject(new Error('must not be called')) },
-    });
+    const r = await drain(
+      { stopAndNack: () => w.drain(), deregister: () => Promise.resolve() },
+      { provider: 'gcp', instanceId: 'gce-1', kind: 'interruption', receivedAt: clock.now() - deadline + 200 },
+      {
+        clock,
+        snapshot: { estimatedCostMs: 10_000, take: () => Promise.reject(new Error('must not be called')) },
+      },
+    );
     expect(r.steps).toEqual(['stop_pulling_and_nack', 'snapshot_skipped', 'deregister', 'exit']);
     expect(r.problems).toEqual(['snapshot skipped: 200 ms left, it needs ~10000 ms']);
     expect(r.withinDeadline).toBe(true);

@@ -30,7 +30,11 @@ function captured(rt: Runtime) {
   const log: { level: string; message: string }[] = [];
   const metrics: string[] = [];
   const logger = Object.fromEntries(['debug', 'info', 'warn', 'error'].map((level) => [level, (message: string) => void log.push({ level, message })]));
-  const handler = spotDrainHandler(() => Promise.resolve(rt), logger as never, { addMetric: (name: string) => void metrics.push(name), hasStoredMetrics: () => metrics.length > 0, publishStoredMetrics: () => undefined } as never);
+  const handler = spotDrainHandler(
+    () => Promise.resolve(rt),
+    logger as never,
+    { addMetric: (name: string) => void metrics.push(name), hasStoredMetrics: () => metrics.length > 0, publishStoredMetrics: () => undefined } as never,
+  );
   return { handler, log, metrics };
 }
 

@@ -42,11 +42,18 @@ const CLIENTS: Record<Emulator, () => SQSClient> = {
 
 /** Where an emulator is known to differ from SQS, and what it does instead. */
 const DEVIATES: Record<Emulator, Record<string, string>> = {
-  fauxqs: { 'DeleteMessageBatch deletes the good entries and reports a bad receipt handle per entry, without throwing': 'fauxqs 1.9 lists the bad entry under Successful' },
+  fauxqs: {
+    'DeleteMessageBatch deletes the good entries and reports a bad receipt handle per entry, without throwing':
+      'fauxqs 1.9 lists the bad entry under Successful',
+  },
   moto: {},
 };
 
-const errorName = (p: Promise<unknown>) => p.then(() => 'no error', (err: Error) => err.name);
+const errorName = (p: Promise<unknown>) =>
+  p.then(
+    () => 'no error',
+    (err: Error) => err.name,
+  );
 
 describe.each(['fauxqs', 'moto'] as const)('SQS semantics on %s', (emulator) => {
   const sqs = CLIENTS[emulator]();
@@ -61,7 +68,15 @@ describe.each(['fauxqs', 'moto'] as const)('SQS semantics on %s', (emulator) => 
     return url;
   };
   const receive = (url: string, o: { wait?: number; visibility?: number; max?: number } = {}) =>
-    sqs.send(new ReceiveMessageCommand({ QueueUrl: url, WaitTimeSeconds: o.wait ?? 0, MaxNumberOfMessages: o.max ?? 10, MessageSystemAttributeNames: ['ApproximateReceiveCount'], ...(o.visibility === undefined ? {} : { VisibilityTimeout: o.visibility }) }));
+    sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: url,
+        WaitTimeSeconds: o.wait ?? 0,
+        MaxNumberOfMessages: o.max ?? 10,
+        MessageSystemAttributeNames: ['ApproximateReceiveCount'],
+        ...(o.visibility === undefined ? {} : { VisibilityTimeout: o.visibility }),
+      }),
+    );
 
   /** A case that must hold on SQS: it holds here, or it is a listed deviation and still fails. */
   const sqsCase = (name: string, body: () => Promise<void>) =>
@@ -96,7 +111,9 @@ describe.each(['fauxqs', 'moto'] as const)('SQS semantics on %s', (emulator) => 
     const url = await queue();
     await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'c' }));
     const [m] = (await receive(url, { visibility: 30 })).Messages!;
-    expect(await errorName(sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: m!.ReceiptHandle!, VisibilityTimeout: 43_201 })))).not.toBe('no error');
+    expect(
+      await errorName(sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: m!.ReceiptHandle!, VisibilityTimeout: 43_201 }))),
+    ).not.toBe('no error');
   });
 
   sqsCase('a message received maxReceiveCount times moves to the DLQ on the next receive, body intact', async () => {
@@ -118,7 +135,19 @@ describe.each(['fauxqs', 'moto'] as const)('SQS semantics on %s', (emulator) => 
     const entries = (n: number) => Array.from({ length: n }, (_, i) => ({ Id: String(i), MessageBody: `m${i}` }));
     expect((await sqs.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: entries(10) }))).Successful).toHaveLength(10);
     expect(await errorName(sqs.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: entries(11) })))).toBe('TooManyEntriesInBatchRequest');
-    expect(await errorName(sqs.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'x', MessageBody: '1' }, { Id: 'x', MessageBody: '2' }] })))).toBe('BatchEntryIdsNotDistinct');
+    expect(
+      await errorName(
+        sqs.send(
+          new SendMessageBatchCommand({
+            QueueUrl: url,
+            Entries: [
+              { Id: 'x', MessageBody: '1' },
+              { Id: 'x', MessageBody: '2' },
+            ],
+          }),
+        ),
+      ),
+    ).toBe('BatchEntryIdsNotDistinct');
   });
 
   sqsCase('ReceiveMessage returns at most 10 and refuses MaxNumberOfMessages 11', async () => {
@@ -133,7 +162,15 @@ describe.each(['fauxqs', 'moto'] as const)('SQS semantics on %s', (emulator) => 
     const url = await queue();
     await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: 'd' }));
     const [m] = (await receive(url, { visibility: 1 })).Messages!;
-    const res = await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'good', ReceiptHandle: m!.ReceiptHandle! }, { Id: 'bad', ReceiptHandle: 'not-a-receipt-handle' }] }));
+    const res = await sqs.send(
+      new DeleteMessageBatchCommand({
+        QueueUrl: url,
+        Entries: [
+          { Id: 'good', ReceiptHandle: m!.ReceiptHandle! },
+          { Id: 'bad', ReceiptHandle: 'not-a-receipt-handle' },
+        ],
+      }),
+    );
     expect(res.Successful?.map((s) => s.Id)).toEqual(['good']);
     expect(res.Failed?.map((f) => [f.Id, f.Code, f.SenderFault])).toEqual([['bad', 'ReceiptHandleIsInvalid', true]]);
     // Deleted: it does not come back when its visibility would have ended.

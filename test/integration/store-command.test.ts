@@ -39,7 +39,11 @@ describe.each(['postgres', 'dynamodb'] as const)('rollout store resend-pending o
     const now = Date.now();
     await ledger.createRun(runId, {}, now);
     const { ids } = await ledger.enqueue(runId, [{ a: 1 }, { a: 2 }, { a: 3 }], now);
-    await ledger.markSent(runId, ids.map((id) => ({ id, version: 0 })), now);
+    await ledger.markSent(
+      runId,
+      ids.map((id) => ({ id, version: 0 })),
+      now,
+    );
     await expect.poll(async () => (await ledger.unsent(runId, now - 1, 10)).length, { interval: 20, timeout: 5_000 }).toBe(0);
     const r = await rollout(['store', 'resend-pending', '--run', runId, ...args]);
     expect(r.err).toBe('');

@@ -48,7 +48,12 @@ describe('claims throttled in part', () => {
       await direct.createRun(probe, {}, Date.now(), { shards: 1 });
       const { ids: probeIds } = await direct.enqueue(probe, [{ a: 1 }, { a: 2 }, { a: 3 }], Date.now());
       window += 1_000;
-      const err = await throttled.casMany(probeIds.map((id) => claim(probe, id, 'p', 0, Date.now())), Date.now()).catch((e: unknown) => e);
+      const err = await throttled
+        .casMany(
+          probeIds.map((id) => claim(probe, id, 'p', 0, Date.now())),
+          Date.now(),
+        )
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(PartialBatchError);
       const partial = err as PartialBatchError<{ ok: boolean }>;
       expect(partial.refusedOnly).toBe(true);
@@ -59,7 +64,11 @@ describe('claims throttled in part', () => {
       // A worker pulling a batch of ten over the same starved key.
       const runId = uniqueName('run');
       await direct.createRun(runId, {}, Date.now(), { shards: 1 });
-      const { ids } = await direct.enqueue(runId, Array.from({ length: 10 }, (_, i) => ({ i })), Date.now());
+      const { ids } = await direct.enqueue(
+        runId,
+        Array.from({ length: 10 }, (_, i) => ({ i })),
+        Date.now(),
+      );
       const queue = new SqsWorkQueue(sqs, url);
       await queue.send(runId, ids);
       window += 1_000;

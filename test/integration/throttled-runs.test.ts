@@ -55,7 +55,12 @@ describe('a throttled run', () => {
 
   it('on one hot key: every item stored though writes were refused, and the run says when and where', async () => {
     const before = throttleStats.throttled;
-    const created = await api({ method: 'POST', path: '/runs', body: JSON.stringify({ id: 'hot', shards: 1, items: Array.from({ length: 60 }, (_, i) => ({ i })) }), actor: 'test' });
+    const created = await api({
+      method: 'POST',
+      path: '/runs',
+      body: JSON.stringify({ id: 'hot', shards: 1, items: Array.from({ length: 60 }, (_, i) => ({ i })) }),
+      actor: 'test',
+    });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toMatchObject({ id: 'hot', items: 60, added: 60 });
     expect(throttleStats.throttled).toBeGreaterThan(before);
@@ -73,7 +78,9 @@ describe('a throttled run', () => {
       const shown = await rollout(['runs', 'status', 'hot', '--url', server.url]);
       expect(shown.code, shown.err).toBe(0);
       expect(shown.out).toMatch(/^hot {2}in progress {2}1 shard\n/);
-      expect(shown.out).toMatch(/\nTHROTTLED \d+ s ago on (RUN#\*#\*|gsi1 \(RUN#\*#\* writes\)) \(\d+ requests refused and retried so far\): a hot key; more shards spread it/);
+      expect(shown.out).toMatch(
+        /\nTHROTTLED \d+ s ago on (RUN#\*#\*|gsi1 \(RUN#\*#\* writes\)) \(\d+ requests refused and retried so far\): a hot key; more shards spread it/,
+      );
     } finally {
       await server.close();
     }
@@ -81,7 +88,12 @@ describe('a throttled run', () => {
 
   it('spread over shards at the same limits, the same request is not throttled', async () => {
     proxy.resetStats();
-    const created = await api({ method: 'POST', path: '/runs', body: JSON.stringify({ id: 'spread', shards: 32, items: Array.from({ length: 60 }, (_, i) => ({ j: i })) }), actor: 'test' });
+    const created = await api({
+      method: 'POST',
+      path: '/runs',
+      body: JSON.stringify({ id: 'spread', shards: 32, items: Array.from({ length: 60 }, (_, i) => ({ j: i })) }),
+      actor: 'test',
+    });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const s = await status('spread');
     expect(s).toMatchObject({ shards: 32, counts: { pending: 60 }, throttled: null });
@@ -101,8 +113,16 @@ describe('a throttled run', () => {
     }
     const doc = DynamoDBDocumentClient.from(new DynamoDBClient({}));
     const stored = async () =>
-      (await queryAll(doc, { TableName: table, KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)', ExpressionAttributeValues: { ':p': runKeys('partial', 1).partitions[0], ':i': 'ITEM#' }, ConsistentRead: true })).length;
-    const counted = async () => Number((await doc.send(new GetCommand({ TableName: table, Key: { pk: runPk('partial'), sk: 'RUN' }, ConsistentRead: true }))).Item?.items ?? 0);
+      (
+        await queryAll(doc, {
+          TableName: table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :i)',
+          ExpressionAttributeValues: { ':p': runKeys('partial', 1).partitions[0], ':i': 'ITEM#' },
+          ConsistentRead: true,
+        })
+      ).length;
+    const counted = async () =>
+      Number((await doc.send(new GetCommand({ TableName: table, Key: { pk: runPk('partial'), sk: 'RUN' }, ConsistentRead: true }))).Item?.items ?? 0);
     const storedFirst = await stored();
     expect(storedFirst).toBeGreaterThan(0);
     expect(storedFirst).toBeLessThan(items.length);
@@ -115,7 +135,12 @@ describe('a throttled run', () => {
   });
 
   it('refuses a rate that would need more shards than a run may have, naming the field', async () => {
-    const res = await api({ method: 'POST', path: '/runs', body: JSON.stringify({ id: 'too-fast', itemsPerSecond: 100_000, items: [{ k: 1 }] }), actor: 'test' });
+    const res = await api({
+      method: 'POST',
+      path: '/runs',
+      body: JSON.stringify({ id: 'too-fast', itemsPerSecond: 100_000, items: [{ k: 1 }] }),
+      actor: 'test',
+    });
     expect(res.status).toBe(400);
     expect(JSON.stringify(res.body)).toMatch(/itemsPerSecond: 100000 items\/s needs 1200 shards of 1 KB items; a run takes at most 512: split it into runs/);
   });

@@ -74,10 +74,21 @@ function promoter(backend: LeaseBackend, holderId: string, clock = new ManualClo
   const secrets = receiverSecrets();
   const provider = new WebhookProvider({ outbound, secrets, now: () => clock.now() });
   const flags = new WebhookActuator('flags', { type: 'webhook', url: receiver.url, credential: 'split-key', timeoutSeconds: 5 }, { outbound, secrets });
-  const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock, actuation: new Actuation(backend.rollouts, new Map([['flags', flags]]), clock, undefined, provider) });
+  const engine = new RolloutEngine({
+    store: backend.rollouts,
+    bus: new InProcessBus(),
+    clock,
+    actuation: new Actuation(backend.rollouts, new Map([['flags', flags]]), clock, undefined, provider),
+  });
   const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId, clock, ...LEASE });
   const leadership = campaignEachTime(elector);
-  return { clock, engine, elector, batch: new BatchPromoter(engine, leadership, { reader: new GateReader({ webhook: provider }, backend.rollouts, { clock }) }), streaming: new StreamingPromoter(engine, leadership) };
+  return {
+    clock,
+    engine,
+    elector,
+    batch: new BatchPromoter(engine, leadership, { reader: new GateReader({ webhook: provider }, backend.rollouts, { clock }) }),
+    streaming: new StreamingPromoter(engine, leadership),
+  };
 }
 
 /** The target as an operator leaves it between rollouts: all on stable, no stamp. */
@@ -184,22 +195,77 @@ describe('with the SDK and an in-memory exporter registered', () => {
 
     const decisions = of(SPAN.decide, id);
     expect(decisions.map((s) => s.attributes)).toEqual([
-      { 'rollout.id': id, 'rollout.attempt': 1, 'rollout.transition': 'activate', 'rollout.stage.index': 0, 'rollout.stage.name': 'canary', 'rollout.actor': 'promoter:leader-a', 'lease.epoch': epoch, 'rollout.outcome': 'applied', 'rollout.state': 'running' },
-      { 'rollout.id': id, 'rollout.attempt': 1, 'rollout.transition': 'promote', 'rollout.stage.index': 0, 'rollout.stage.name': 'canary', 'rollout.actor': 'promoter:leader-a', 'lease.epoch': epoch, 'rollout.outcome': 'applied', 'rollout.state': 'running' },
-      { 'rollout.id': id, 'rollout.attempt': 1, 'rollout.transition': 'promote', 'rollout.stage.index': 1, 'rollout.stage.name': 'all', 'rollout.actor': 'promoter:leader-a', 'lease.epoch': epoch, 'rollout.outcome': 'applied', 'rollout.state': 'completed' },
+      {
+        'rollout.id': id,
+        'rollout.attempt': 1,
+        'rollout.transition': 'activate',
+        'rollout.stage.index': 0,
+        'rollout.stage.name': 'canary',
+        'rollout.actor': 'promoter:leader-a',
+        'lease.epoch': epoch,
+        'rollout.outcome': 'applied',
+        'rollout.state': 'running',
+      },
+      {
+        'rollout.id': id,
+        'rollout.attempt': 1,
+        'rollout.transition': 'promote',
+        'rollout.stage.index': 0,
+        'rollout.stage.name': 'canary',
+        'rollout.actor': 'promoter:leader-a',
+        'lease.epoch': epoch,
+        'rollout.outcome': 'applied',
+        'rollout.state': 'running',
+      },
+      {
+        'rollout.id': id,
+        'rollout.attempt': 1,
+        'rollout.transition': 'promote',
+        'rollout.stage.index': 1,
+        'rollout.stage.name': 'all',
+        'rollout.actor': 'promoter:leader-a',
+        'lease.epoch': epoch,
+        'rollout.outcome': 'applied',
+        'rollout.state': 'completed',
+      },
     ]);
 
     const reads = of(SPAN.gateRead, id);
     expect(reads.map((s) => s.attributes)).toEqual(
-      Array.from({ length: 2 }, () => ({ 'rollout.id': id, 'rollout.attempt': 1, 'rollout.stage.index': 0, 'rollout.stage.name': 'canary', 'rollout.gate.name': 'change-ticket', 'rollout.gate.type': 'webhook', 'lease.epoch': epoch, 'rollout.gate.outcome': 'pass', 'rollout.gate.value': 200 })),
+      Array.from({ length: 2 }, () => ({
+        'rollout.id': id,
+        'rollout.attempt': 1,
+        'rollout.stage.index': 0,
+        'rollout.stage.name': 'canary',
+        'rollout.gate.name': 'change-ticket',
+        'rollout.gate.type': 'webhook',
+        'lease.epoch': epoch,
+        'rollout.gate.outcome': 'pass',
+        'rollout.gate.value': 200,
+      })),
     );
 
     const writes = of(SPAN.actuate, id);
-    const target = { 'rollout.id': id, 'rollout.attempt': 1, 'rollout.target': 'flags', 'rollout.actuator.kind': 'webhook', 'lease.epoch': epoch, 'rollout.actuation.verdict': 'write', 'rollout.actuation.wrote': true };
+    const target = {
+      'rollout.id': id,
+      'rollout.attempt': 1,
+      'rollout.target': 'flags',
+      'rollout.actuator.kind': 'webhook',
+      'lease.epoch': epoch,
+      'rollout.actuation.verdict': 'write',
+      'rollout.actuation.wrote': true,
+    };
     // Written on activation; found carrying it by the next tick's reconciliation; written again on completion.
     expect(writes.map((s) => s.attributes)).toEqual([
       { ...target, 'rollout.stage.index': 0, 'rollout.percent': 10, 'rollout.final': false },
-      { ...target, 'rollout.stage.index': 0, 'rollout.percent': 10, 'rollout.final': false, 'rollout.actuation.verdict': 'converged', 'rollout.actuation.wrote': false },
+      {
+        ...target,
+        'rollout.stage.index': 0,
+        'rollout.percent': 10,
+        'rollout.final': false,
+        'rollout.actuation.verdict': 'converged',
+        'rollout.actuation.wrote': false,
+      },
       { ...target, 'rollout.stage.index': 1, 'rollout.percent': 100, 'rollout.final': true },
     ]);
 
@@ -237,7 +303,11 @@ describe('with the SDK and an in-memory exporter registered', () => {
     const nowhere = actuated.filter((s) => s.attributes['rollout.target'] === 'nowhere');
     expect(nowhere).toHaveLength(2);
     for (const s of nowhere) {
-      expect(s.attributes).toMatchObject({ 'rollout.actuator.kind': 'unknown', 'rollout.actuation.verdict': 'unknown-target', 'rollout.actuation.wrote': false });
+      expect(s.attributes).toMatchObject({
+        'rollout.actuator.kind': 'unknown',
+        'rollout.actuation.verdict': 'unknown-target',
+        'rollout.actuation.wrote': false,
+      });
       expect(s.status).toEqual({ code: SpanStatusCode.ERROR, message: record.reason });
     }
 
@@ -281,13 +351,29 @@ describe('with the SDK and an in-memory exporter registered', () => {
     const spans = recorded.spans(SPAN.item);
     const byItem = new Map(spans.map((s) => [s.attributes['run.item.id'], s]));
     expect(spans).toHaveLength(2);
-    expect(byItem.get(idOf(1))!.attributes).toEqual({ 'run.id': runId, 'run.item.id': idOf(1), 'run.item.attempt': 1, 'worker.id': 'traced-worker', 'run.item.outcome': 'ok' });
+    expect(byItem.get(idOf(1))!.attributes).toEqual({
+      'run.id': runId,
+      'run.item.id': idOf(1),
+      'run.item.attempt': 1,
+      'worker.id': 'traced-worker',
+      'run.item.outcome': 'ok',
+    });
     expect(byItem.get(idOf(1))!.status.code).toBe(SpanStatusCode.UNSET);
     const failed = byItem.get(idOf(2))!;
-    expect(failed.attributes).toEqual({ 'run.id': runId, 'run.item.id': idOf(2), 'run.item.attempt': 1, 'worker.id': 'traced-worker', 'run.item.outcome': 'failed' });
+    expect(failed.attributes).toEqual({
+      'run.id': runId,
+      'run.item.id': idOf(2),
+      'run.item.attempt': 1,
+      'worker.id': 'traced-worker',
+      'run.item.outcome': 'failed',
+    });
     expect(failed.status).toEqual({ code: SpanStatusCode.ERROR, message: 'bad input: no such document' });
     expect(failed.events.map((e) => [e.name, e.attributes?.['exception.message']])).toEqual([['exception', 'bad input: no such document']]);
-    expect(items.find((i) => i.id === idOf(2))).toMatchObject({ state: 'pending', attempts: 1, error: expect.stringContaining('bad input: no such document') as unknown });
+    expect(items.find((i) => i.id === idOf(2))).toMatchObject({
+      state: 'pending',
+      attempts: 1,
+      error: expect.stringContaining('bad input: no such document') as unknown,
+    });
 
     const handlerSpans = recorded.spans('reindex');
     expect(handlerSpans.map((s) => parentOf(s)).sort()).toEqual(spans.map((s) => s.spanContext().spanId).sort());

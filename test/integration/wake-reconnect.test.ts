@@ -39,7 +39,12 @@ describe('the wake-up after its connection was lost', () => {
     let released = false;
     const waiting = armed.wait(3_600_000).then(() => (released = true));
     proxy.refuse(true);
-    await until('the wake-up saw its connection drop', () => wake.publish('test_leader', 'x').then(() => false, (err: Error) => /down/.test(err.message)));
+    await until('the wake-up saw its connection drop', () =>
+      wake.publish('test_leader', 'x').then(
+        () => false,
+        (err: Error) => /down/.test(err.message),
+      ),
+    );
     // Sent while the listening connection is down: never delivered.
     await direct.query(`SELECT pg_notify('test_leader', 'node-2')`);
     expect(released).toBe(false);

@@ -33,13 +33,29 @@ describe('webhook actuator', () => {
   });
 
   const actuator = (url: string, o: { credential?: boolean; policy?: OutboundPolicy } = {}) =>
-    new WebhookActuator('flags', { type: 'webhook', url, timeoutSeconds: 5, ...(o.credential === false ? {} : { credential: 'split-key' }) }, { outbound: new OutboundHttp(o.policy ?? receiverPolicy(url)), secrets: receiverSecrets() });
+    new WebhookActuator(
+      'flags',
+      { type: 'webhook', url, timeoutSeconds: 5, ...(o.credential === false ? {} : { credential: 'split-key' }) },
+      { outbound: new OutboundHttp(o.policy ?? receiverPolicy(url)), secrets: receiverSecrets() },
+    );
 
   it('a write sends the state, its stamp, the revision it was decided on and an idempotency key, signed; the secret never travels', async () => {
     const a = actuator(receiver.url);
     const after = await a.write(desired, stamp, await a.read('v7'));
     expect(after).toMatchObject({ percent: 25, final: false, stamp });
-    expect(receiver.posts.at(-1)).toMatchObject({ rolloutId: 'r-hook', attempt: 2, stage: 1, percent: 25, final: false, newVersion: 'v7', version: 12, epoch: 4, stamp: 'rollout=r-hook attempt=2 stage=1 epoch=4 percent=25 final=false version=12', expectedRevision: '1', idempotencyKey: 'r-hook:2:1:actuate:12' });
+    expect(receiver.posts.at(-1)).toMatchObject({
+      rolloutId: 'r-hook',
+      attempt: 2,
+      stage: 1,
+      percent: 25,
+      final: false,
+      newVersion: 'v7',
+      version: 12,
+      epoch: 4,
+      stamp: 'rollout=r-hook attempt=2 stage=1 epoch=4 percent=25 final=false version=12',
+      expectedRevision: '1',
+      idempotencyKey: 'r-hook:2:1:actuate:12',
+    });
     expect(JSON.stringify(receiver.posts)).not.toContain(RECEIVER_SECRET);
   });
 
@@ -49,7 +65,9 @@ describe('webhook actuator', () => {
 
   it('an origin the operator has not allow-listed is refused before any request', async () => {
     const before = receiver.unsigned + receiver.posts.length;
-    await expect(actuator(receiver.url, { policy: OutboundPolicy.none() }).read('v7')).rejects.toThrow(/target flags url: http:\/\/127\.0\.0\.1:\d+ is not an allowed origin/);
+    await expect(actuator(receiver.url, { policy: OutboundPolicy.none() }).read('v7')).rejects.toThrow(
+      /target flags url: http:\/\/127\.0\.0\.1:\d+ is not an allowed origin/,
+    );
     expect(receiver.unsigned + receiver.posts.length).toBe(before);
   });
 

@@ -42,7 +42,11 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
       req.on('end', () => {
         const body = Buffer.concat(chunks).toString('utf8');
         // As a receiver checks it: k=<key id>,t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>.
-        const sig = Object.fromEntries(String(req.headers['rollout-signature'] ?? '').split(',').map((p) => p.split('=') as [string, string]));
+        const sig = Object.fromEntries(
+          String(req.headers['rollout-signature'] ?? '')
+            .split(',')
+            .map((p) => p.split('=') as [string, string]),
+        );
         const expected = createHmac('sha256', SECRET).update(`${sig.t}.${body}`).digest();
         const verified = sig.k === 'deploy-bot' && sig.v1 !== undefined && timingSafeEqual(expected, Buffer.from(sig.v1, 'hex'));
         const payload = JSON.parse(body) as HookPayload;
@@ -62,7 +66,8 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     received.length = 0;
   });
 
-  const policy = () => new OutboundPolicy({ origins: [url], credentials: { 'hook-key': { type: 'hmac', origin: url, keyId: 'deploy-bot', secret: { env: 'HOOK_SECRET' } } } });
+  const policy = () =>
+    new OutboundPolicy({ origins: [url], credentials: { 'hook-key': { type: 'hmac', origin: url, keyId: 'deploy-bot', secret: { env: 'HOOK_SECRET' } } } });
   const spec = (hooks: object[]) => ({
     target: { service: 'checkout', version: 'v2', stableVersion: 'v1', labels: { team: 'payments' } },
     stages: [
@@ -70,13 +75,30 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
       { name: 'all', percent: 100, bakeSeconds: 0 },
     ],
   });
-  const hook = (kind: string, o: object = {}) => ({ type: 'webhook', name: kind, hook: kind, url: `${url}/${kind}`, credential: 'hook-key', intervalSeconds: 10, ...o });
+  const hook = (kind: string, o: object = {}) => ({
+    type: 'webhook',
+    name: kind,
+    hook: kind,
+    url: `${url}/${kind}`,
+    credential: 'hook-key',
+    intervalSeconds: 10,
+    ...o,
+  });
 
   function promoter() {
     const clock = new ManualClock();
-    const provider = new WebhookProvider({ outbound: new OutboundHttp(policy()), secrets: new OperatorSecrets({ env: { HOOK_SECRET: SECRET } }), now: () => clock.now() });
+    const provider = new WebhookProvider({
+      outbound: new OutboundHttp(policy()),
+      secrets: new OperatorSecrets({ env: { HOOK_SECRET: SECRET } }),
+      now: () => clock.now(),
+    });
     // No targets: the actuation only sends post-rollout hooks.
-    const engine = new RolloutEngine({ store: backend.rollouts, bus: new InProcessBus(), clock, actuation: new Actuation(backend.rollouts, new Map(), clock, undefined, provider) });
+    const engine = new RolloutEngine({
+      store: backend.rollouts,
+      bus: new InProcessBus(),
+      clock,
+      actuation: new Actuation(backend.rollouts, new Map(), clock, undefined, provider),
+    });
     const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'hooks', clock, ...LEASE });
     const batch = new BatchPromoter(engine, campaignEachTime(elector), { reader: new GateReader({ webhook: provider }, backend.rollouts, { clock }) });
     return { clock, engine, batch, elector };
@@ -138,7 +160,10 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     answer.rollback = 200;
     p.clock.advance(10_000);
     await p.batch.tick();
-    expect((await backend.rollouts.load(id))!.rollout).toMatchObject({ state: 'rolled_back', stateReason: expect.stringMatching(/the rollback hook asked to roll back \(200\)/) as unknown });
+    expect((await backend.rollouts.load(id))!.rollout).toMatchObject({
+      state: 'rolled_back',
+      stateReason: expect.stringMatching(/the rollback hook asked to roll back \(200\)/) as unknown,
+    });
   });
 
   it('a hook that cannot answer (5xx) is inconclusive: past inconclusiveLimit the rollout pauses, never stalls silently', async () => {
@@ -182,25 +207,46 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
   it('post-rollout: registered while the rollout runs, sent once it has ended (signed, with its outcome and idempotency key), and never again', async () => {
     answer['post-rollout'] = 204;
     const p = promoter();
-    const { id } = await createRollout(p.engine, { spec: { ...spec([]), hooks: [hook('post-rollout', { metadata: { channel: 'deploys' } })] }, actor: 'alice' });
+    const { id } = await createRollout(p.engine, {
+      spec: { ...spec([]), hooks: [hook('post-rollout', { metadata: { channel: 'deploys' } })] },
+      actor: 'alice',
+    });
     await p.batch.tick(); // activates the canary: the hook is registered, not sent
     expect(received).toEqual([]);
-    expect(await backend.rollouts.actuations(id)).toEqual([expect.objectContaining({ target: `${POST_ROLLOUT}post-rollout`, kind: 'postRolloutHook', state: 'pending', settled: false })]);
+    expect(await backend.rollouts.actuations(id)).toEqual([
+      expect.objectContaining({ target: `${POST_ROLLOUT}post-rollout`, kind: 'postRolloutHook', state: 'pending', settled: false }),
+    ]);
     expect(await backend.rollouts.unsettledActuations(100)).toContain(id);
     // On /metrics: the hook's target, pending since it was registered, its lag growing with the clock.
     const target = { rollout: id, target: `${POST_ROLLOUT}post-rollout` };
     const [record] = await backend.rollouts.actuations(id);
     const figures = rolloutFigures((await backend.rollouts.load(id))!, [record!], p.clock.now() + 5_000);
-    expect(figures.filter((f) => f.name === 'rollout_actuation_state')).toEqual([{ name: 'rollout_actuation_state', labels: { ...target, kind: 'postRolloutHook', state: 'pending' }, value: 1 }]);
-    expect(figures.filter((f) => f.name === 'rollout_actuation_lag_seconds')).toEqual([{ name: 'rollout_actuation_lag_seconds', labels: target, value: (p.clock.now() + 5_000 - record!.updatedAt) / 1000 }]);
+    expect(figures.filter((f) => f.name === 'rollout_actuation_state')).toEqual([
+      { name: 'rollout_actuation_state', labels: { ...target, kind: 'postRolloutHook', state: 'pending' }, value: 1 },
+    ]);
+    expect(figures.filter((f) => f.name === 'rollout_actuation_lag_seconds')).toEqual([
+      { name: 'rollout_actuation_lag_seconds', labels: target, value: (p.clock.now() + 5_000 - record!.updatedAt) / 1000 },
+    ]);
     expect(figures.some((f) => f.name === 'rollout_actuation_drift')).toBe(false);
     p.clock.advance(60_000);
     await p.batch.tick(); // the bake is over: promoted, completed, and the hook sent
     expect((await backend.rollouts.load(id))!.rollout.state).toBe('completed');
     expect(received).toHaveLength(1);
     expect(received[0]!.verified).toBe(true);
-    expect(received[0]!.payload).toMatchObject({ hook: 'post-rollout', rolloutId: id, attempt: 1, stage: { index: 1, name: 'all' }, outcome: 'completed', newVersion: 'v2', stableVersion: 'v1', metadata: { channel: 'deploys' }, idempotencyKey: `${id}:1:1:post-rollout` });
-    expect(await backend.rollouts.actuations(id)).toEqual([expect.objectContaining({ state: 'converged', settled: true, appliedAt: expect.any(Number) as unknown })]);
+    expect(received[0]!.payload).toMatchObject({
+      hook: 'post-rollout',
+      rolloutId: id,
+      attempt: 1,
+      stage: { index: 1, name: 'all' },
+      outcome: 'completed',
+      newVersion: 'v2',
+      stableVersion: 'v1',
+      metadata: { channel: 'deploys' },
+      idempotencyKey: `${id}:1:1:post-rollout`,
+    });
+    expect(await backend.rollouts.actuations(id)).toEqual([
+      expect.objectContaining({ state: 'converged', settled: true, appliedAt: expect.any(Number) as unknown }),
+    ]);
     expect(await backend.rollouts.unsettledActuations(100)).not.toContain(id);
     p.clock.advance(60_000);
     await p.batch.tick();
@@ -233,18 +279,25 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     await p.batch.tick();
     expect(received).toHaveLength(2);
     const [record] = await backend.rollouts.actuations(id);
-    expect(record).toMatchObject({ state: 'failed', settled: true, tries: { failed: 0, inconclusive: 2 }, reason: expect.stringMatching(/post-rollout hook post-rollout: HTTP 503 .*given up after 2 tries/) as unknown });
+    expect(record).toMatchObject({
+      state: 'failed',
+      settled: true,
+      tries: { failed: 0, inconclusive: 2 },
+      reason: expect.stringMatching(/post-rollout hook post-rollout: HTTP 503 .*given up after 2 tries/) as unknown,
+    });
     p.clock.advance(10_000);
     await p.batch.tick();
     expect(received).toHaveLength(2);
     expect((await backend.rollouts.load(id))!.rollout.state).toBe('aborted');
   });
 
-  it('hooks are declared where they are asked: a stage hook among the spec\'s hooks, or the reverse, is refused naming the field', () => {
+  it("hooks are declared where they are asked: a stage hook among the spec's hooks, or the reverse, is refused naming the field", () => {
     expect(() => parseRolloutSpec({ ...spec([]), hooks: [hook('rollback')] })).toThrow(/hooks\.0\.hook: rollback is a stage's gate/);
     expect(() => parseRolloutSpec(spec([hook('pre-rollout')]))).toThrow(/stages\.0\.gates\.providers\.0\.hook: pre-rollout is asked before the first stage/);
     expect(() => parseRolloutSpec(spec([hook('post-rollout')]))).toThrow(/stages\.0\.gates\.providers\.0\.hook: post-rollout is asked once the rollout ends/);
-    expect(() => parseRolloutSpec({ ...spec([hook('confirm-promotion')]), hooks: [hook('confirm-rollout', { name: 'confirm-promotion' })] })).toThrow(/hooks\.0\.name: "confirm-promotion" is also a gate of the first stage/);
+    expect(() => parseRolloutSpec({ ...spec([hook('confirm-promotion')]), hooks: [hook('confirm-rollout', { name: 'confirm-promotion' })] })).toThrow(
+      /hooks\.0\.name: "confirm-promotion" is also a gate of the first stage/,
+    );
   });
 
   it('a spec naming a hook outside the allow-list, or a credential bound elsewhere, is refused naming the field', () => {

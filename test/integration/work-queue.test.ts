@@ -155,7 +155,11 @@ describe('SqsWorkQueue', () => {
     expect(got.every((m) => m.receiveCount === 1)).toBe(true);
     await q.deleteMany(got);
     const logged = (id: string | undefined) => lines.find((l) => l.msg === 'malformed SQS message left for the DLQ' && l.fields.messageId === id)?.fields;
-    expect(logged(bad.MessageId)).toMatchObject({ body: wrong, reason: expect.stringMatching(/itemId: must be a sha256 content id/) as unknown, receiveCount: 1 });
+    expect(logged(bad.MessageId)).toMatchObject({
+      body: wrong,
+      reason: expect.stringMatching(/itemId: must be a sha256 content id/) as unknown,
+      receiveCount: 1,
+    });
     expect(logged(junk.MessageId)).toMatchObject({ body: 'not json at all', reason: expect.stringMatching(/not JSON/) as unknown });
     // Workers keep polling; the queue's redrive policy moves each malformed message after maxReceiveCount receives.
     const dead = new Set<string>();
@@ -176,7 +180,7 @@ describe('SqsWorkQueue', () => {
   });
 });
 
-describe.each(['postgres', 'dynamodb'] as const)('a malformed SQS message among a run\'s messages, on %s', (backendName) => {
+describe.each(['postgres', 'dynamodb'] as const)("a malformed SQS message among a run's messages, on %s", (backendName) => {
   let backend: LeaseBackend;
   beforeAll(async () => {
     backend = await openBackend(backendName);
@@ -189,7 +193,11 @@ describe.each(['postgres', 'dynamodb'] as const)('a malformed SQS message among 
     const { queue, url, dlq } = await redriven(2);
     const runId = uniqueName('run');
     await backend.ledger.createRun(runId, {}, Date.now());
-    const { ids: items } = await backend.ledger.enqueue(runId, Array.from({ length: 8 }, (_, i) => ({ runId, i })), Date.now());
+    const { ids: items } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: 8 }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     await queue.send(runId, items.slice(0, 4));
     await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify({ runId, itemId: 'x'.repeat(64) }) }));
     await queue.send(runId, items.slice(4));

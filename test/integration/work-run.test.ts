@@ -40,7 +40,11 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     queues.push(url);
     const queue = new SqsWorkQueue(sqs, url);
     await backend.ledger.createRun(runId, {}, clock.now());
-    const { ids } = await backend.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), clock.now());
+    const { ids } = await backend.ledger.enqueue(
+      runId,
+      Array.from({ length: n }, (_, i) => ({ runId, i })),
+      clock.now(),
+    );
     await queue.send(runId, ids);
     return { runId, ids, queue };
   }
@@ -186,7 +190,10 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
         const v = Reflect.get(target, key) as unknown;
         if (key !== 'receive' || typeof v !== 'function') return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
         // Recorded, then answered at once: the test's clock, not the queue's, says how long it waited.
-        return (max: number, waitSeconds: number, ...rest: unknown[]) => (waits.push(waitSeconds), (v as (...a: unknown[]) => unknown).call(target, max, 0, ...rest));
+        return (max: number, waitSeconds: number, ...rest: unknown[]) => (
+          waits.push(waitSeconds),
+          (v as (...a: unknown[]) => unknown).call(target, max, 0, ...rest)
+        );
       },
     });
     const random = vi.spyOn(Math, 'random').mockReturnValue(1); // its first ask 20 s after its start
@@ -282,7 +289,12 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('dlq') }))).QueueUrl!;
     const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['QueueArn'] }));
     const url = (
-      await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: Attributes!.QueueArn, maxReceiveCount: 3 }) } }))
+      await sqs.send(
+        new CreateQueueCommand({
+          QueueName: uniqueName('q'),
+          Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: Attributes!.QueueArn, maxReceiveCount: 3 }) },
+        }),
+      )
     ).QueueUrl!;
     queues.push(url, dlqUrl);
     const queue = new SqsWorkQueue(sqs, url);
@@ -307,7 +319,9 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     // The DLQ is shared by every run: another run's dead letter is left for its own coordinator.
     await dlq.send('another-run', ids);
     expect(await c.failDeadLetters(dlq)).toEqual({ failed: [], dropped: [] });
-    const left = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }));
+    const left = await sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+    );
     expect(Number(left.Attributes!.ApproximateNumberOfMessages) + Number(left.Attributes!.ApproximateNumberOfMessagesNotVisible)).toBe(1);
   });
 });

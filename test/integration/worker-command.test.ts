@@ -21,7 +21,11 @@ interface Proc {
 }
 
 function rollout(args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'shared/runtimes/cli/cli.ts', ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'shared/runtimes/cli/cli.ts', ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
@@ -35,13 +39,19 @@ describe('rollout worker', () => {
   async function run(n: number): Promise<string> {
     const runId = uniqueName('run');
     await schema.ledger.createRun(runId, {}, Date.now());
-    await schema.ledger.enqueue(runId, Array.from({ length: n }, (_, i) => ({ runId, i })), Date.now());
+    await schema.ledger.enqueue(
+      runId,
+      Array.from({ length: n }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     return runId;
   }
 
   it('three worker processes share a run through the ledger queue and exit when it is done; every item recorded once', async () => {
     const runId = await run(300);
-    const procs = ['a', 'b', 'c'].map((w) => rollout(['worker', '--run', runId, '--database-url', schema.url, '--worker-id', w, '--batch', '20', '--wait-seconds', '1', '--exit-when-done', '--json']));
+    const procs = ['a', 'b', 'c'].map((w) =>
+      rollout(['worker', '--run', runId, '--database-url', schema.url, '--worker-id', w, '--batch', '20', '--wait-seconds', '1', '--exit-when-done', '--json']),
+    );
     const codes = await Promise.all(procs.map((p) => p.exit));
     expect(codes, procs.map((p) => p.stderr()).join('\n')).toEqual([0, 0, 0]);
     const summaries = procs.map((p) => JSON.parse(p.stdout().trim().split('\n').at(-1)!) as { exit: string; done: number });
@@ -52,7 +62,12 @@ describe('rollout worker', () => {
     expect(lines.map((l) => l.message)).toContain('worker started');
     for (const l of lines) {
       expect(l).toMatchObject({ service: 'rollout-worker', runId });
-      expect([Object.keys(l).slice(0, 4), typeof l.message, ['info', 'warn', 'error'].includes(l.level as string), new Date(l.time as string).toISOString()]).toEqual([['time', 'level', 'service', 'message'], 'string', true, l.time]);
+      expect([
+        Object.keys(l).slice(0, 4),
+        typeof l.message,
+        ['info', 'warn', 'error'].includes(l.level as string),
+        new Date(l.time as string).toISOString(),
+      ]).toEqual([['time', 'level', 'service', 'message'], 'string', true, l.time]);
     }
     expect(await schema.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 300, failed: 0 });
     const { rows } = await schema.sql.query<{ worker_id: string; state: string }>('SELECT worker_id, state FROM workers ORDER BY worker_id');
@@ -61,7 +76,21 @@ describe('rollout worker', () => {
 
   it('SIGTERM drains: the running item and the held ones go back to Pending, the worker deregisters and exits 0', async () => {
     const runId = await run(6);
-    const p = rollout(['worker', '--run', runId, '--database-url', schema.url, '--worker-id', 'spot', '--batch', '6', '--mock-duration-ms', '60000', '--wait-seconds', '1']);
+    const p = rollout([
+      'worker',
+      '--run',
+      runId,
+      '--database-url',
+      schema.url,
+      '--worker-id',
+      'spot',
+      '--batch',
+      '6',
+      '--mock-duration-ms',
+      '60000',
+      '--wait-seconds',
+      '1',
+    ]);
     await expect.poll(async () => (await schema.ledger.running(runId)).some((i) => i.started), { interval: 50, timeout: 30_000 }).toBe(true);
     p.kill('SIGTERM');
     expect(await p.exit, p.stderr()).toBe(0);
@@ -74,18 +103,45 @@ describe('rollout worker', () => {
     const b = await run(10);
     const dir = mkdtempSync(join(tmpdir(), 'rollout-module-'));
     const file = join(dir, 'my-worker.mjs');
-    writeFileSync(file, `export default async function (item, { runId, attempt, signal, heartbeat }) {
+    writeFileSync(
+      file,
+      `export default async function (item, { runId, attempt, signal, heartbeat }) {
   heartbeat();
   if (signal.aborted) throw new Error('aborted');
   return { squared: item.payload.i * item.payload.i, runId, attempt };
 }
-`);
-    const p = rollout(['worker', '--run', a, '--run', b, '--database-url', schema.url, '--worker-id', 'mod', '--module', file, '--wait-seconds', '1', '--exit-when-done', '--json']);
+`,
+    );
+    const p = rollout([
+      'worker',
+      '--run',
+      a,
+      '--run',
+      b,
+      '--database-url',
+      schema.url,
+      '--worker-id',
+      'mod',
+      '--module',
+      file,
+      '--wait-seconds',
+      '1',
+      '--exit-when-done',
+      '--json',
+    ]);
     expect(await p.exit, p.stderr()).toBe(0);
     const summary = JSON.parse(p.stdout().trim().split('\n').at(-1)!) as { exit: string; done: number; runs: { runId: string; done: number }[] };
-    expect(summary).toMatchObject({ exit: 'done', done: 30, runs: [{ runId: a, done: 20 }, { runId: b, done: 10 }] });
+    expect(summary).toMatchObject({
+      exit: 'done',
+      done: 30,
+      runs: [
+        { runId: a, done: 20 },
+        { runId: b, done: 10 },
+      ],
+    });
     for (const runId of [a, b]) {
-      for (const i of (await schema.ledger.items(runId, { limit: 100 })).items) expect(i.result).toEqual({ squared: (i.payload as { i: number }).i ** 2, runId, attempt: 1 });
+      for (const i of (await schema.ledger.items(runId, { limit: 100 })).items)
+        expect(i.result).toEqual({ squared: (i.payload as { i: number }).i ** 2, runId, attempt: 1 });
     }
     const none = join(dir, 'nothing.mjs');
     writeFileSync(none, 'export const x = 1;\n');
@@ -102,7 +158,25 @@ describe('rollout worker', () => {
 
   it('a reader that goes away (its stdout and stderr closed) does not crash the worker: it finishes the run and exits 0', async () => {
     const runId = await run(40);
-    const child = spawn(process.execPath, ['--import', 'tsx', 'shared/runtimes/cli/cli.ts', 'worker', '--run', runId, '--database-url', schema.url, '--worker-id', 'unread', '--wait-seconds', '1', '--exit-when-done'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'shared/runtimes/cli/cli.ts',
+        'worker',
+        '--run',
+        runId,
+        '--database-url',
+        schema.url,
+        '--worker-id',
+        'unread',
+        '--wait-seconds',
+        '1',
+        '--exit-when-done',
+      ],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     // Its logs (stderr) and summary (stdout) then meet a closed pipe.
     child.stdout.destroy();

@@ -38,7 +38,17 @@ const silentLog = { info: () => undefined, warn: () => undefined, error: () => u
 const ec2InstanceId = () => `i-${randomBytes(9).toString('hex').slice(0, 17)}`;
 
 function spotEvent(detailType: string, instanceId: string, time = new Date().toISOString()) {
-  return { version: '0', id: uniqueName('evt'), 'detail-type': detailType, source: 'aws.ec2', account: '123456789012', time, region: 'us-east-1', resources: [`arn:aws:ec2:us-east-1:123456789012:instance/${instanceId}`], detail: { 'instance-id': instanceId, 'instance-action': 'terminate' } };
+  return {
+    version: '0',
+    id: uniqueName('evt'),
+    'detail-type': detailType,
+    source: 'aws.ec2',
+    account: '123456789012',
+    time,
+    region: 'us-east-1',
+    resources: [`arn:aws:ec2:us-east-1:123456789012:instance/${instanceId}`],
+    detail: { 'instance-id': instanceId, 'instance-action': 'terminate' },
+  };
 }
 
 async function serve(handler: (req: IncomingMessage, body: string, res: ServerResponse) => void | Promise<void>): Promise<{ url: string; server: Server }> {
@@ -101,7 +111,10 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
       const [w] = await store.byInstance(silent);
       return (w!.silentForMs ?? Date.now() - w!.heartbeatAt) > 5;
     });
-    expect(await strict.requestDrain({ instanceId: silent, kind: 'interruption', provider: 'gcp', noticeAt: Date.now() }, Date.now())).toEqual({ outcome: 'gone', workers: ['w'] });
+    expect(await strict.requestDrain({ instanceId: silent, kind: 'interruption', provider: 'gcp', noticeAt: Date.now() }, Date.now())).toEqual({
+      outcome: 'gone',
+      workers: ['w'],
+    });
     expect(await registry.heartbeat(key, Date.now())).toMatchObject({ state: 'draining', provider: 'gcp' });
   });
 
@@ -135,7 +148,12 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     const mine = (await registry.list()).filter((w) => w.instanceId === instance);
     expect(mine.map((w) => `${w.runId}/${w.workerId}`).sort()).toEqual(['run-a/w1', 'run-b/w1']);
     await registry.deregister({ instanceId: instance, runId: 'run-a', workerId: 'w1' }, now + 1);
-    expect((await registry.list()).filter((w) => w.instanceId === instance).map((w) => `${w.runId}/${w.state}`).sort()).toEqual(['run-a/gone', 'run-b/active']);
+    expect(
+      (await registry.list())
+        .filter((w) => w.instanceId === instance)
+        .map((w) => `${w.runId}/${w.state}`)
+        .sort(),
+    ).toEqual(['run-a/gone', 'run-b/active']);
   });
 
   it('registration never erases a drain request: a worker re-registering while asked to drain is told so', async () => {
@@ -147,7 +165,10 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     // The worker restarts (same identity) after the request and before it saw it.
     const again = await registry.register(reg, now + 2);
     expect(again).toMatchObject({ state: 'draining', drain: { kind: 'interruption', noticeAt: now } });
-    expect(await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 3)).toMatchObject({ state: 'draining', drain: { kind: 'interruption', noticeAt: now } });
+    expect(await registry.heartbeat({ instanceId: instance, runId: 'r', workerId: 'w1' }, now + 3)).toMatchObject({
+      state: 'draining',
+      drain: { kind: 'interruption', noticeAt: now },
+    });
   });
 
   it('registration tells whether this worker of this run was on this instance before: new, then known (active, gone or draining alike)', async () => {
@@ -165,7 +186,7 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
     expect(await registry.register(reg, now + 6)).toMatchObject({ state: 'draining', known: true });
   });
 
-  it('a worker whose clock is behind is still asked to drain (its heartbeat stamp is not judged by the drain handler\'s clock alone)', async () => {
+  it("a worker whose clock is behind is still asked to drain (its heartbeat stamp is not judged by the drain handler's clock alone)", async () => {
     const now = Date.now();
     const behind = now - 10 * 60_000; // ten minutes behind: sixty times the registry's staleness bound
     const instance = uniqueName('i');
@@ -216,18 +237,23 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
       const ledger = new Proxy(backend.ledger, {
         get(target, prop, receiver) {
           const v: unknown = Reflect.get(target, prop, receiver);
-          if ((prop === 'holders' || prop === 'running') && typeof v === 'function') return (...a: unknown[]) => (runningReads++, (v as (...x: unknown[]) => unknown).apply(target, a));
+          if ((prop === 'holders' || prop === 'running') && typeof v === 'function')
+            return (...a: unknown[]) => (runningReads++, (v as (...x: unknown[]) => unknown).apply(target, a));
           return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(target) : v;
         },
       });
       const start = async (registration: { workerId: string; instanceId: string; provider: 'aws'; runId: string }) => {
         const worker = new Worker({ runId, workerId: registration.workerId, ledger, queue, backend: mockBackend(), waitSeconds: 0 });
-        const exit = await new WorkerAgent({ worker, registry, ledger, registration, registryHeartbeatMs: 50, exitWhenDone: true }).run(new AbortController().signal);
+        const exit = await new WorkerAgent({ worker, registry, ledger, registration, registryHeartbeatMs: 50, exitWhenDone: true }).run(
+          new AbortController().signal,
+        );
         return { exit, worker };
       };
 
       const first = { workerId: uniqueName('w'), instanceId: uniqueName('i'), provider: 'aws' as const, runId };
-      const { ids: [a] } = await backend.ledger.enqueue(runId, [{ runId, i: 0 }], Date.now());
+      const {
+        ids: [a],
+      } = await backend.ledger.enqueue(runId, [{ runId, i: 0 }], Date.now());
       await queue.send(runId, [a!]);
       const fresh = await start(first);
       expect(fresh.exit.reason).toBe('done');
@@ -235,9 +261,19 @@ describe.each(BACKENDS)('worker registry on %s', (backendName) => {
       expect(runningReads).toBe(0);
 
       // A previous life of `first` claims an item and dies holding it (its message stays invisible).
-      const { ids: [b] } = await backend.ledger.enqueue(runId, [{ runId, i: 1 }], Date.now());
+      const {
+        ids: [b],
+      } = await backend.ledger.enqueue(runId, [{ runId, i: 1 }], Date.now());
       await queue.send(runId, [b!]);
-      const previous = new Worker({ runId, workerId: first.workerId, ledger: backend.ledger, queue, backend: mockBackend(), waitSeconds: 0, visibilitySeconds: 600 });
+      const previous = new Worker({
+        runId,
+        workerId: first.workerId,
+        ledger: backend.ledger,
+        queue,
+        backend: mockBackend(),
+        waitSeconds: 0,
+        visibilitySeconds: 600,
+      });
       expect(await previous.step()).toBe('received');
       expect(previous.held).toEqual([b]);
       const again = await start(first);
@@ -268,23 +304,40 @@ describe('spot drain on DynamoDB + SQS', () => {
 
   it('the drain Lambda reaches a running worker through the registry: it drains inside the AWS deadline, gives everything back, and a later notice is acknowledged as late', async () => {
     const rt = runtime();
-    const { stores: { ledger }, registry } = await rt();
+    const {
+      stores: { ledger },
+      registry,
+    } = await rt();
     const runId = uniqueName('run');
     const instanceId = ec2InstanceId();
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q'), Attributes: { VisibilityTimeout: '60' } }))).QueueUrl!;
     try {
       const queue = new SqsWorkQueue(sqs, url);
       await ledger.createRun(runId, {}, Date.now());
-      const { ids } = await ledger.enqueue(runId, Array.from({ length: 12 }, (_, i) => ({ runId, i })), Date.now());
+      const { ids } = await ledger.enqueue(
+        runId,
+        Array.from({ length: 12 }, (_, i) => ({ runId, i })),
+        Date.now(),
+      );
       await queue.send(runId, ids);
       const worker = new Worker({ runId, workerId: 'w1', ledger, queue, backend: mockBackend({ durationMs: 60_000 }), waitSeconds: 0 });
-      const agent = new WorkerAgent({ worker, registry, ledger, registration: { workerId: 'w1', instanceId, provider: 'aws', runId }, registryHeartbeatMs: 50 });
+      const agent = new WorkerAgent({
+        worker,
+        registry,
+        ledger,
+        registration: { workerId: 'w1', instanceId, provider: 'aws', runId },
+        registryHeartbeatMs: 50,
+      });
       const exit = agent.run(new AbortController().signal);
       // The worker holds items and runs one (a minute long) when the notice comes.
       await expect.poll(async () => (await ledger.running(runId)).some((i) => i.started), { interval: 20, timeout: 10_000 }).toBe(true);
       const handler = spotDrainHandler(rt, silentLog, silentMetrics);
       const noticeTime = new Date();
-      expect(await handler(spotEvent(SPOT_INTERRUPTION, instanceId, noticeTime.toISOString()))).toMatchObject({ outcome: 'requested', workers: ['w1'], kind: 'interruption' });
+      expect(await handler(spotEvent(SPOT_INTERRUPTION, instanceId, noticeTime.toISOString()))).toMatchObject({
+        outcome: 'requested',
+        workers: ['w1'],
+        kind: 'interruption',
+      });
       const result = await exit;
       expect(result.reason).toBe('drained');
       if (result.reason !== 'drained') return;
@@ -299,7 +352,9 @@ describe('spot drain on DynamoDB + SQS', () => {
       expect((await handler(spotEvent(REBALANCE_RECOMMENDATION, instanceId))).outcome).toBe('gone');
       expect((await handler(spotEvent(SPOT_INTERRUPTION, ec2InstanceId()))).outcome).toBe('unknown');
       await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(InvalidNoticeError);
-      await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(/time: .*detail.instance-id/s);
+      await expect(handler({ source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: 'yesterday', detail: {} })).rejects.toThrow(
+        /time: .*detail.instance-id/s,
+      );
     } finally {
       await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
     }
@@ -312,32 +367,52 @@ describe('spot drain on DynamoDB + SQS', () => {
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
     const queue = new SqsWorkQueue(sqs, url);
     const options = { bus: new InProcessBus(), queue: () => queue, onFenced: () => undefined };
-    const handlers: Record<string, (e: unknown) => Promise<unknown>> = { 'coordinator-a': coordinatorHandler(rtA, options, silentLog, silentMetrics), 'coordinator-b': coordinatorHandler(rtB, options, silentLog, silentMetrics) };
+    const handlers: Record<string, (e: unknown) => Promise<unknown>> = {
+      'coordinator-a': coordinatorHandler(rtA, options, silentLog, silentMetrics),
+      'coordinator-b': coordinatorHandler(rtB, options, silentLog, silentMetrics),
+    };
     // The Lambda Invoke API (REST-JSON), served by calling the handler in-process.
     const { url: endpoint, server } = await serve(async (req, body, res) => {
       const name = decodeURIComponent(/\/functions\/([^/]+)\/invocations/.exec(req.url ?? '')?.[1] ?? '');
       const fn = handlers[name];
       if (!fn) {
-        res.writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' }).end(JSON.stringify({ message: `Function not found: ${name}` }));
+        res
+          .writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' })
+          .end(JSON.stringify({ message: `Function not found: ${name}` }));
         return;
       }
       try {
         const reply = JSON.stringify(await fn(JSON.parse(body)));
         res.writeHead(200, { 'content-type': 'application/json' }).end(reply);
       } catch (err) {
-        res.writeHead(200, { 'content-type': 'application/json', 'x-amz-function-error': 'Unhandled' }).end(JSON.stringify({ errorMessage: (err as Error).message }));
+        res
+          .writeHead(200, { 'content-type': 'application/json', 'x-amz-function-error': 'Unhandled' })
+          .end(JSON.stringify({ errorMessage: (err as Error).message }));
       }
     });
     const lambda = new LambdaClient({ endpoint });
     try {
       const runId = uniqueName('run');
       await ledger.createRun(runId, {}, Date.now());
-      const { ids } = await ledger.enqueue(runId, Array.from({ length: 8 }, (_, i) => ({ runId, i })), Date.now());
+      const { ids } = await ledger.enqueue(
+        runId,
+        Array.from({ length: 8 }, (_, i) => ({ runId, i })),
+        Date.now(),
+      );
       await queue.send(runId, ids);
       const victim = new Worker({ runId, workerId: 'victim', ledger, queue, backend: mockBackend(), waitSeconds: 0 });
       while (victim.held.length < 8) expect(await victim.pull()).toBeGreaterThan(0);
       await expect.poll(async () => (await ledger.running(runId)).length, { interval: 20, timeout: 5_000 }).toBe(8);
-      const thief = new Worker({ runId, workerId: 'thief', ledger, queue, backend: mockBackend(), waitSeconds: 0, coordinator: new LambdaCoordinatorClient(lambda, 'coordinator-a', runId), askAtStart: true });
+      const thief = new Worker({
+        runId,
+        workerId: 'thief',
+        ledger,
+        queue,
+        backend: mockBackend(),
+        waitSeconds: 0,
+        coordinator: new LambdaCoordinatorClient(lambda, 'coordinator-a', runId),
+        askAtStart: true,
+      });
       expect(await thief.step()).toBe('stole');
       expect(thief.held).toHaveLength(4);
       expect(thief.guard.current).toBe(0);
@@ -376,7 +451,8 @@ describe('instance-metadata sources', () => {
       if (req.method === 'PUT' && req.url === '/latest/api/token') return void res.writeHead(200).end('tok-1');
       if (req.headers['x-aws-ec2-metadata-token'] !== 'tok-1') return void res.writeHead(401).end();
       if (req.url === '/latest/meta-data/instance-id') return void res.writeHead(200).end('i-0abc');
-      if (req.url === '/latest/meta-data/spot/instance-action' && action) return void res.writeHead(200).end(JSON.stringify({ action: 'terminate', time: new Date().toISOString() }));
+      if (req.url === '/latest/meta-data/spot/instance-action' && action)
+        return void res.writeHead(200).end(JSON.stringify({ action: 'terminate', time: new Date().toISOString() }));
       res.writeHead(404).end();
     });
     try {

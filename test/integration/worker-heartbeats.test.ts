@@ -49,7 +49,11 @@ describe.each(['dynamodb', 'postgres'] as const)('heartbeat rounds on %s with SQ
     queues.push(url);
     const ledger = backend.ledger;
     await ledger.createRun(runId, {}, Date.now());
-    const { ids } = await ledger.enqueue(runId, Array.from({ length: 10 }, (_, i) => ({ i })), Date.now());
+    const { ids } = await ledger.enqueue(
+      runId,
+      Array.from({ length: 10 }, (_, i) => ({ i })),
+      Date.now(),
+    );
     await new SqsWorkQueue(admin, url).send(runId, ids);
 
     const client = sqsClient();
@@ -135,7 +139,11 @@ describe.each(['dynamodb', 'postgres'] as const)('heartbeat rounds on %s with SQ
     queues.push(url);
     const real = backend.ledger;
     await real.createRun(runId, {}, Date.now());
-    const { ids } = await real.enqueue(runId, Array.from({ length: 30 }, (_, i) => ({ i })), Date.now());
+    const { ids } = await real.enqueue(
+      runId,
+      Array.from({ length: 30 }, (_, i) => ({ i })),
+      Date.now(),
+    );
     await new SqsWorkQueue(admin, url).send(runId, ids);
     let runReads = 0;
     const ledger = new Proxy(real, {
@@ -146,7 +154,16 @@ describe.each(['dynamodb', 'postgres'] as const)('heartbeat rounds on %s with SQ
       },
     });
     const monotonic = new ManualClock(0);
-    const w = new Worker({ runId, workerId: 'w', ledger, queue: new SqsWorkQueue(admin, url), backend: (p) => Promise.resolve(p), monotonic, waitSeconds: 0, receiveBatch: 10 });
+    const w = new Worker({
+      runId,
+      workerId: 'w',
+      ledger,
+      queue: new SqsWorkQueue(admin, url),
+      backend: (p) => Promise.resolve(p),
+      monotonic,
+      waitSeconds: 0,
+      receiveBatch: 10,
+    });
     let claimed = 0;
     while (claimed < 20) claimed += await w.pull(undefined, 0);
     expect(runReads).toBe(1);

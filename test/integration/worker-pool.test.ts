@@ -16,7 +16,6 @@ import { until } from '../support/gate.js';
 
 const database = databaseForFile('pool');
 
-
 /** A logger that keeps what was said, for assertions on why a worker was replaced. */
 interface Line {
   level: string;
@@ -25,7 +24,10 @@ interface Line {
 }
 function recording(): Logger & { lines: Line[] } {
   const lines: Line[] = [];
-  const at = (level: string) => (msg: string, fields: Record<string, unknown> = {}) => void lines.push({ level, msg, fields });
+  const at =
+    (level: string) =>
+    (msg: string, fields: Record<string, unknown> = {}) =>
+      void lines.push({ level, msg, fields });
   return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }
 
@@ -65,7 +67,11 @@ describe.each(['pglite', 'postgres'] as const)('in-process worker pool on %s', (
   async function run(items: number): Promise<string> {
     const runId = uniqueName('run');
     await node.plane.stores.ledger.createRun(runId, {}, Date.now());
-    await node.plane.stores.ledger.enqueue(runId, Array.from({ length: items }, (_, i) => ({ runId, i })), Date.now());
+    await node.plane.stores.ledger.enqueue(
+      runId,
+      Array.from({ length: items }, (_, i) => ({ runId, i })),
+      Date.now(),
+    );
     await node.wake.notify(runId);
     return runId;
   }
@@ -73,12 +79,17 @@ describe.each(['pglite', 'postgres'] as const)('in-process worker pool on %s', (
   const finished = (runId: string, items: number) =>
     until(`run ${runId}: all ${items} items Done`, async () => (await node.plane.stores.ledger.counts(runId)).done === items, 45_000, 50);
 
-  it('two runs on one node: interrupting run A\'s worker drains only that worker; run B\'s workers keep working and both runs finish', async () => {
+  it("two runs on one node: interrupting run A's worker drains only that worker; run B's workers keep working and both runs finish", async () => {
     const a = await run(60);
     const b = await run(60);
     const p = pool({ size: 3, itemMs: 40, staggerMs: 0 });
     // Both runs have working workers holding items before the interruption.
-    await until('both runs are being worked on', async () => (await node.plane.stores.ledger.counts(a)).done > 0 && (await node.plane.stores.ledger.counts(b)).done > 0, 30_000, 20);
+    await until(
+      'both runs are being worked on',
+      async () => (await node.plane.stores.ledger.counts(a)).done > 0 && (await node.plane.stores.ledger.counts(b)).done > 0,
+      30_000,
+      20,
+    );
     let victim: string | null = null;
     await until('a worker of run A holding items is interrupted', async () => (victim = await p.interrupt(a)) !== null, 30_000, 20);
     await until('the victim drained', () => p.drained(a) === 1, 30_000, 20);

@@ -38,10 +38,14 @@ describe('createWorker', () => {
       [a, 'done', 60],
       [b, 'done', 40],
     ]);
-    for (const [runId, offset, count] of [[a, 0, 60], [b, 100, 40]] as const) {
+    for (const [runId, offset, count] of [
+      [a, 0, 60],
+      [b, 100, 40],
+    ] as const) {
       const items = await schema.ledger.items(runId, { limit: 1_000 });
       expect(items.items).toHaveLength(count);
-      for (const i of items.items) expect(i).toMatchObject({ state: 'done', worker: 'sdk-1', result: { doubled: (i.payload as { n: number }).n * 2, run: runId } });
+      for (const i of items.items)
+        expect(i).toMatchObject({ state: 'done', worker: 'sdk-1', result: { doubled: (i.payload as { n: number }).n * 2, run: runId } });
       expect(items.items.map((i) => (i.payload as { n: number }).n).sort((x, y) => x - y)[0]).toBe(offset);
     }
     expect(seen).toHaveLength(100);
@@ -64,9 +68,16 @@ describe('createWorker', () => {
       });
     };
     const stop = new AbortController();
-    const running = createWorker({ ...base(), exitWhenDone: false, runs: [runId], workerId: 'sdk-2', itemTimeoutMs: 400, stallMs: 150, handler }).run(stop.signal);
+    const running = createWorker({ ...base(), exitWhenDone: false, runs: [runId], workerId: 'sdk-2', itemTimeoutMs: 400, stallMs: 150, handler }).run(
+      stop.signal,
+    );
     const byKind = async (k: string) => (await schema.ledger.items(runId, { limit: 10 })).items.find((i) => (i.payload as { kind: string }).kind === k)!;
-    await expect.poll(async () => (await Promise.all(['throw', 'slow', 'silent'].map(byKind))).every((i) => i.error !== null && i.attempts >= 1), { interval: 50, timeout: 30_000 }).toBe(true);
+    await expect
+      .poll(async () => (await Promise.all(['throw', 'slow', 'silent'].map(byKind))).every((i) => i.error !== null && i.attempts >= 1), {
+        interval: 50,
+        timeout: 30_000,
+      })
+      .toBe(true);
     stop.abort();
     const summary = await running;
     expect(summary).toMatchObject({ exit: 'stopped', done: 1 });
@@ -107,7 +118,11 @@ describe('createWorker', () => {
     expect(() => createWorker({ runs: ['r'], store: 'postgres', handler: () => 1 })).toThrow('--database-url: required with --store postgres');
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: -1, handler: () => 1 })).toThrow('--item-timeout-ms');
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url } as never)).toThrow('handler must be a function');
-    expect(() => createWorker({ runs: ['a', 'b'], store: 'dynamodb', table: 't', queue: 'https://sqs.eu-west-1.amazonaws.com/1/work', handler: () => 1 })).toThrow('--run: one run per process with an SQS queue');
-    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: 2 ** 31, handler: () => 1 })).toThrow('--item-timeout-ms: at most 24 days');
+    expect(() =>
+      createWorker({ runs: ['a', 'b'], store: 'dynamodb', table: 't', queue: 'https://sqs.eu-west-1.amazonaws.com/1/work', handler: () => 1 }),
+    ).toThrow('--run: one run per process with an SQS queue');
+    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: 2 ** 31, handler: () => 1 })).toThrow(
+      '--item-timeout-ms: at most 24 days',
+    );
   });
 });

@@ -58,7 +58,9 @@ describe('the tokens file', () => {
   });
 
   it('runs= and worker= bind a worker line; runs=* is any run, said on purpose', () => {
-    const [a, b] = parseTokensFile(`# fleet\n${H('a')} fleet-a worker runs=nightly-1,nightly-2 worker=host-a-*\n\n${H('b')} fleet-b worker,read worker=host-b runs=*\n`);
+    const [a, b] = parseTokensFile(
+      `# fleet\n${H('a')} fleet-a worker runs=nightly-1,nightly-2 worker=host-a-*\n\n${H('b')} fleet-b worker,read worker=host-b runs=*\n`,
+    );
     expect(a).toMatchObject({ actor: 'fleet-a', worker: 'host-a-*', bound: true, line: 2 });
     expect([...(a!.runs as ReadonlySet<string>)]).toEqual(['nightly-1', 'nightly-2']);
     expect(b).toMatchObject({ actor: 'fleet-b', runs: 'any', worker: 'host-b', bound: true, line: 4 });
@@ -95,9 +97,13 @@ describe('the tokens file', () => {
 
   it('an actor on two lines that grant differently is refused naming both; granting the same (a token next to its replacement) is not', () => {
     const scopes = issuesOf(() => parseTokensFile(`${H('a')} ci read\n${H('b')} ci read,admin\n`, 'tokens'));
-    expect(scopes).toEqual(["tokens line 2: actor ci is also on line 1 with other scopes or bindings (an actor's lines must grant the same: give each credential its own actor)"]);
+    expect(scopes).toEqual([
+      "tokens line 2: actor ci is also on line 1 with other scopes or bindings (an actor's lines must grant the same: give each credential its own actor)",
+    ]);
     const runs = issuesOf(() => parseTokensFile(`${H('a')} fleet worker runs=r1\n${H('b')} fleet worker runs=r2\n`, 'tokens'));
-    expect(runs).toEqual(["tokens line 2: actor fleet is also on line 1 with other scopes or bindings (an actor's lines must grant the same: give each credential its own actor)"]);
+    expect(runs).toEqual([
+      "tokens line 2: actor fleet is also on line 1 with other scopes or bindings (an actor's lines must grant the same: give each credential its own actor)",
+    ]);
     // The same grant in another order is the same grant.
     expect(parseTokensFile(`${H('a')} fleet worker,read runs=r1,r2 worker=w\n${H('b')} fleet read,worker worker=w runs=r2,r1\n`)).toHaveLength(2);
   });
@@ -125,7 +131,9 @@ describe('the signal keys file', () => {
     expect(issuesOf(() => parseSignalKeys(`p1 ${S1}\n\np1 ${S2}\n`, 'keys'))).toEqual(['keys line 3: reporter p1 is also on line 1 (one line per reporter)']);
   });
   it('two reporters with one secret are refused naming both lines: one could sign as the other', () => {
-    expect(issuesOf(() => parseSignalKeys(`p1 ${S1}\np2 ${S1}\n`, 'keys'))).toEqual(['keys line 2: the same secret as line 1 (each reporter its own secret, or one could sign as the other)']);
+    expect(issuesOf(() => parseSignalKeys(`p1 ${S1}\np2 ${S1}\n`, 'keys'))).toEqual([
+      'keys line 2: the same secret as line 1 (each reporter its own secret, or one could sign as the other)',
+    ]);
   });
 });
 
@@ -152,7 +160,9 @@ describe('authorizeWorkerRequest', () => {
   it("scan, scan-all and any other action are the control plane's: refused to a worker credential, bound or not", () => {
     const unbound: Identity = { actor: 'fleet', scopes: new Set(['worker']), via: 'token' };
     for (const who of [bound, unbound]) {
-      expect(authorizeWorkerRequest(who, { action: 'scan', runId: 'r1' })).toBe(`${who.actor} may only ask the coordinator for work ("steal"); "scan" is the control plane's and needs the admin scope`);
+      expect(authorizeWorkerRequest(who, { action: 'scan', runId: 'r1' })).toBe(
+        `${who.actor} may only ask the coordinator for work ("steal"); "scan" is the control plane's and needs the admin scope`,
+      );
       expect(authorizeWorkerRequest(who, { action: 'scan-all' })).toMatch(/"scan-all" is the control plane's/);
       expect(authorizeWorkerRequest(who, { action: 'retention', days: 0 })).toMatch(/"retention" is the control plane's/);
       expect(authorizeWorkerRequest(who, [])).toMatch(/a request without an action is the control plane's/);
@@ -162,19 +172,23 @@ describe('authorizeWorkerRequest', () => {
   });
 
   it('an unbound credential (no runs=, a certificate, authentication off) may ask for any run as any worker', () => {
-    expect(authorizeWorkerRequest({ actor: 'fleet', scopes: new Set(['worker']), via: 'token', runs: 'any', worker: null }, steal('any-run', 'any-worker'))).toBeNull();
+    expect(
+      authorizeWorkerRequest({ actor: 'fleet', scopes: new Set(['worker']), via: 'token', runs: 'any', worker: null }, steal('any-run', 'any-worker')),
+    ).toBeNull();
     expect(authorizeWorkerRequest({ actor: 'cert:w', scopes: new Set(['worker']), via: 'certificate' }, steal('any-run', 'any-worker'))).toBeNull();
   });
 
   it('a credential bound to no run may ask for none', () => {
-    expect(authorizeWorkerRequest({ ...bound, runs: new Set() }, steal('r1', 'host-a-1'))).toBe('fleet-a may not ask work for run "r1": its credential is bound to runs none');
+    expect(authorizeWorkerRequest({ ...bound, runs: new Set() }, steal('r1', 'host-a-1'))).toBe(
+      'fleet-a may not ask work for run "r1": its credential is bound to runs none',
+    );
   });
 
   it("a steal whose fields are not strings is left to the route's parse (400 naming the field)", () => {
     expect(authorizeWorkerRequest(bound, steal(7, 'host-a-1'))).toBeNull();
   });
 
-  it('the attack as found: a worker token of one run moves another run\'s items to a worker that does not exist', async () => {
+  it("the attack as found: a worker token of one run moves another run's items to a worker that does not exist", async () => {
     const t = mintToken('fleet-a', ['worker'], { runs: ['run-a'], worker: 'host-a-*' });
     const id = (await new TokenAuthenticator(parseTokensFile(t.line)).authenticate({ bearer: t.token, certificate: null }))!;
     expect(authorizeWorkerRequest(id, { action: 'steal', runId: 'run-b', workerId: 'made-up' })).toMatch(/^fleet-a may not ask work for run "run-b"/);
@@ -211,7 +225,14 @@ describe('OIDC binding claims', () => {
   });
   afterAll(() => closeNow(issuerServer));
 
-  const jwt = (claims: Record<string, unknown>) => new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setIssuer(issuer).setAudience(AUDIENCE).setIssuedAt().setExpirationTime('5m').sign(key.privateKey);
+  const jwt = (claims: Record<string, unknown>) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .setIssuer(issuer)
+      .setAudience(AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(key.privateKey);
   const oidc = (extra: Record<string, string> = {}) => new OidcAuthenticator({ issuer, audience: AUDIENCE, jwksUrl: `${issuer}/jwks`, ...extra });
   const identityOf = async (a: OidcAuthenticator, claims: Record<string, unknown>) => (await a.authenticate({ bearer: await jwt(claims), certificate: null }))!;
 
@@ -229,16 +250,28 @@ describe('OIDC binding claims', () => {
   });
 
   it('the claim names are configurable', async () => {
-    const id = await identityOf(oidc({ runsClaim: 'https://rollout/runs', workerClaim: 'wid' }), { sub: 'fleet', scope: 'worker', 'https://rollout/runs': ['r9'], wid: 'w9', rollout_runs: ['r1'] });
+    const id = await identityOf(oidc({ runsClaim: 'https://rollout/runs', workerClaim: 'wid' }), {
+      sub: 'fleet',
+      scope: 'worker',
+      'https://rollout/runs': ['r9'],
+      wid: 'w9',
+      rollout_runs: ['r1'],
+    });
     expect([...(id.runs as ReadonlySet<string>)]).toEqual(['r9']);
     expect(id.worker).toBe('w9');
   });
 
   it('a malformed binding claim refuses the token naming the claim', async () => {
     const a = oidc();
-    await expect(a.authenticate({ bearer: await jwt({ sub: 'fleet', scope: 'worker', rollout_runs: 7 }), certificate: null })).rejects.toThrow(new Unauthenticated('token claim rollout_runs is not acceptable (runs: an array of run ids or a space-separated string)'));
-    await expect(a.authenticate({ bearer: await jwt({ sub: 'fleet', scope: 'worker', rollout_runs: ['r 1/'] }), certificate: null })).rejects.toThrow(/token claim rollout_runs is not acceptable \(runs: "r 1\/" is not a run id/);
-    await expect(a.authenticate({ bearer: await jwt({ sub: 'fleet', scope: 'worker', rollout_worker: ['w'] }), certificate: null })).rejects.toThrow('token claim rollout_worker is not acceptable (worker: a string)');
+    await expect(a.authenticate({ bearer: await jwt({ sub: 'fleet', scope: 'worker', rollout_runs: 7 }), certificate: null })).rejects.toThrow(
+      new Unauthenticated('token claim rollout_runs is not acceptable (runs: an array of run ids or a space-separated string)'),
+    );
+    await expect(a.authenticate({ bearer: await jwt({ sub: 'fleet', scope: 'worker', rollout_runs: ['r 1/'] }), certificate: null })).rejects.toThrow(
+      /token claim rollout_runs is not acceptable \(runs: "r 1\/" is not a run id/,
+    );
+    await expect(a.authenticate({ bearer: await jwt({ sub: 'fleet', scope: 'worker', rollout_worker: ['w'] }), certificate: null })).rejects.toThrow(
+      'token claim rollout_worker is not acceptable (worker: a string)',
+    );
   });
 });
 
@@ -313,7 +346,10 @@ describe('the tokens file kept current', () => {
     writeFileSync(path, `${alice.line}\n${alice.line.replace('alice', 'mallory')}\n`);
     expect(await a.reload()).toBe(false);
     expect(await accepts(a, alice.token)).toBe(true);
-    expect(logger.lines).toContainEqual({ level: 'warn', message: `auth tokens: ${path} was not loaded: ${path} line 2: the same token as line 1 (one line per token: remove one of them); the previous auth tokens stay in force` });
+    expect(logger.lines).toContainEqual({
+      level: 'warn',
+      message: `auth tokens: ${path} was not loaded: ${path} line 2: the same token as line 1 (one line per token: remove one of them); the previous auth tokens stay in force`,
+    });
     // A change seen by itself is judged the same.
     replace(path, 'not-a-line\n');
     await until('the bad file is reported', () => logger.lines.some((l) => l.level === 'warn' && l.message.includes(`${path} line 1: expected`)), SEEN_MS);
@@ -376,7 +412,11 @@ describe('the signal keys file kept current', () => {
     try {
       const signed = async () => {
         const body = JSON.stringify({ n: seen });
-        return (await a.authenticate({ bearer: null, certificate: null, signature: { header: signatureHeader('pipeline', SECRET, body), body } }).catch(() => null)) !== null;
+        return (
+          (await a
+            .authenticate({ bearer: null, certificate: null, signature: { header: signatureHeader('pipeline', SECRET, body), body } })
+            .catch(() => null)) !== null
+        );
       };
       expect(await signed()).toBe(true);
       writeFileSync(path, `pipeline ${SECRET}\nother ${SECRET}\n`);

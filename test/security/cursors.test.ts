@@ -35,7 +35,18 @@ let closeServer: () => Promise<void>;
 beforeAll(async () => {
   const port = await freePort();
   // Heartbeats far apart: nothing but a request moves the reachability gauge while the tests run.
-  node = await ControlPlaneNode.open({ nodeId: 'cursor-node', port, store: { kind: 'postgres', databaseUrl: db.url }, elector: 'static', heartbeatIntervalSeconds: 600, leaseTtlSeconds: 1_200, scanIntervalSeconds: 1 }, logger);
+  node = await ControlPlaneNode.open(
+    {
+      nodeId: 'cursor-node',
+      port,
+      store: { kind: 'postgres', databaseUrl: db.url },
+      elector: 'static',
+      heartbeatIntervalSeconds: 600,
+      leaseTtlSeconds: 1_200,
+      scanIntervalSeconds: 1,
+    },
+    logger,
+  );
   const server = await serveApi(nodeApi(node, nodeMetrics(node)), { port, logger });
   url = server.url;
   closeServer = () => server.close();
@@ -93,7 +104,13 @@ async function storeReachable(): Promise<string | undefined> {
   return /^rollout_store_reachable(?:{[^}]*})? (\S+)$/m.exec(text)?.[1];
 }
 
-const spec = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const spec = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 3_600 },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+};
 
 describe('crafted cursors on a node on PostgreSQL, over HTTP', () => {
   const runId = uniqueName('cursor-run');
@@ -103,10 +120,18 @@ describe('crafted cursors on a node on PostgreSQL, over HTTP', () => {
       const res = await fetch(`${url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, spec }) });
       expect(res.status).toBe(201);
     }
-    const run = await fetch(`${url}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: runId, items: [{ n: 1 }, { n: 2 }, { n: 3 }] }) });
+    const run = await fetch(`${url}/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: runId, items: [{ n: 1 }, { n: 2 }, { n: 3 }] }),
+    });
     expect(run.status).toBe(201);
     for (const id of [`${runId}-b`, `${runId}-c`]) {
-      const more = await fetch(`${url}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, items: [{ n: 1 }] }) });
+      const more = await fetch(`${url}/runs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id, items: [{ n: 1 }] }),
+      });
       expect(more.status).toBe(201);
     }
   }, 60_000);
@@ -117,35 +142,50 @@ describe('crafted cursors on a node on PostgreSQL, over HTTP', () => {
     { name: 'GET /runs/{id}/items', path: () => `/runs/${runId}/items?limit=1&cursor=`, cursors: ITEMS },
   ];
 
-  it.each(routes)('$name: each crafted cursor is a 400 naming cursor; the store stays reachable and nothing is logged', async ({ path, cursors }) => {
-    const before = logged.length;
-    const answered: { why: string; status: number; error: string | undefined; storeReachable: string | undefined }[] = [];
-    for (const [why, cursor] of cursors) {
-      const res = await get(`${path()}${encodeURIComponent(cursor)}`);
-      // Read after each: the next request that reaches the store would set the gauge back.
-      answered.push({ why, status: res.status, error: res.body.error, storeReachable: await storeReachable() });
-    }
-    // Together: a failure shows every cursor let through, with the gauge after it, and the log lines.
-    const wrong = answered.filter((a) => a.status !== 400 || !/^cursor: /.test(a.error ?? '') || a.storeReachable !== '1');
-    expect({ wrong, logged: logged.slice(before) }).toEqual({ wrong: [], logged: [] });
-  }, 60_000);
+  it.each(routes)(
+    '$name: each crafted cursor is a 400 naming cursor; the store stays reachable and nothing is logged',
+    async ({ path, cursors }) => {
+      const before = logged.length;
+      const answered: { why: string; status: number; error: string | undefined; storeReachable: string | undefined }[] = [];
+      for (const [why, cursor] of cursors) {
+        const res = await get(`${path()}${encodeURIComponent(cursor)}`);
+        // Read after each: the next request that reaches the store would set the gauge back.
+        answered.push({ why, status: res.status, error: res.body.error, storeReachable: await storeReachable() });
+      }
+      // Together: a failure shows every cursor let through, with the gauge after it, and the log lines.
+      const wrong = answered.filter((a) => a.status !== 400 || !/^cursor: /.test(a.error ?? '') || a.storeReachable !== '1');
+      expect({ wrong, logged: logged.slice(before) }).toEqual({ wrong: [], logged: [] });
+    },
+    60_000,
+  );
 
-  it.each(routes)('$name: the cursors it hands out still page', async ({ path }) => {
-    const first = await get(path().replace('&cursor=', ''));
-    expect(first.status).toBe(200);
-    expect(first.body.next).toEqual(expect.any(String));
-    const second = await get(`${path()}${encodeURIComponent(first.body.next!)}`);
-    expect(second.status).toBe(200);
-    expect(JSON.stringify(second.body)).not.toBe(JSON.stringify(first.body));
-  }, 60_000);
+  it.each(routes)(
+    '$name: the cursors it hands out still page',
+    async ({ path }) => {
+      const first = await get(path().replace('&cursor=', ''));
+      expect(first.status).toBe(200);
+      expect(first.body.next).toEqual(expect.any(String));
+      const second = await get(`${path()}${encodeURIComponent(first.body.next!)}`);
+      expect(second.status).toBe(200);
+      expect(JSON.stringify(second.body)).not.toBe(JSON.stringify(first.body));
+    },
+    60_000,
+  );
 });
 
 /** The cursors `read` did not refuse with a BadCursorError, each with what it did instead. */
-async function notRefused(cursors: readonly (readonly [string, string])[], read: (cursor: string) => Promise<unknown>): Promise<{ why: string; got: string }[]> {
+async function notRefused(
+  cursors: readonly (readonly [string, string])[],
+  read: (cursor: string) => Promise<unknown>,
+): Promise<{ why: string; got: string }[]> {
   const out: { why: string; got: string }[] = [];
   for (const [why, cursor] of cursors) {
-    const err = await read(cursor).then(() => null, (e: unknown) => e);
-    if (!(err instanceof BadCursorError)) out.push({ why, got: err === null ? 'a page' : err instanceof Error ? `${err.name}: ${err.message}` : 'a non-Error' });
+    const err = await read(cursor).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    if (!(err instanceof BadCursorError))
+      out.push({ why, got: err === null ? 'a page' : err instanceof Error ? `${err.name}: ${err.message}` : 'a non-Error' });
   }
   return out;
 }
@@ -178,14 +218,26 @@ describe('crafted cursors on DynamoDB, at the store', () => {
   ];
 
   it.each([
-    { name: 'rollout list', read: (cursor: string) => backend.rollouts.list({ limit: 1, cursor }), first: async () => (await backend.rollouts.list({ limit: 1 })).next },
-    { name: 'run list', read: (cursor: string) => backend.ledger.listRuns({ limit: 1, cursor }), first: async () => (await backend.ledger.listRuns({ limit: 1 })).next },
-  ])('$name: each crafted cursor is a BadCursorError; one it handed out still pages', async ({ read, first }) => {
-    expect(await notRefused(listCursors, read)).toEqual([]);
-    const next = await first();
-    expect(next).toEqual(expect.any(String));
-    await expect(read(next!)).resolves.toBeDefined();
-  }, 60_000);
+    {
+      name: 'rollout list',
+      read: (cursor: string) => backend.rollouts.list({ limit: 1, cursor }),
+      first: async () => (await backend.rollouts.list({ limit: 1 })).next,
+    },
+    {
+      name: 'run list',
+      read: (cursor: string) => backend.ledger.listRuns({ limit: 1, cursor }),
+      first: async () => (await backend.ledger.listRuns({ limit: 1 })).next,
+    },
+  ])(
+    '$name: each crafted cursor is a BadCursorError; one it handed out still pages',
+    async ({ read, first }) => {
+      expect(await notRefused(listCursors, read)).toEqual([]);
+      const next = await first();
+      expect(next).toEqual(expect.any(String));
+      await expect(read(next!)).resolves.toBeDefined();
+    },
+    60_000,
+  );
 
   it('run items: each crafted cursor, a LastEvaluatedKey of another shape included, is a BadCursorError', async () => {
     // A cursor handed out for this run: its partition key is the one a crafted key must match to get past the run check.

@@ -59,7 +59,8 @@ async function jwt(key: Key, claims: Record<string, unknown>, o: { audience?: st
 beforeAll(async () => {
   published = [await newKey()];
   issuerServer = createServer((req, res) => {
-    if (req.url === '/.well-known/openid-configuration') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
+    if (req.url === '/.well-known/openid-configuration')
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
     if (req.url === '/jwks') {
       jwksFetches++;
       return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published.map((k) => k.jwk) }));
@@ -68,7 +69,16 @@ beforeAll(async () => {
   });
   issuer = await listenOnLoopback(issuerServer);
   target = await nodeUnderTest({
-    auth: { tokensFile, oidc: { issuer, audience: AUDIENCE, scopesClaim: 'groups', scopeMap: { 'platform-team': ['read', 'operate'], viewers: ['read'] }, jwksCooldownSeconds: 0 } },
+    auth: {
+      tokensFile,
+      oidc: {
+        issuer,
+        audience: AUDIENCE,
+        scopesClaim: 'groups',
+        scopeMap: { 'platform-team': ['read', 'operate'], viewers: ['read'] },
+        jwksCooldownSeconds: 0,
+      },
+    },
     rateLimit: { perAddress: 0, perCredential: 5, burstSeconds: 1 },
   });
 }, 60_000);
@@ -78,7 +88,13 @@ afterAll(async () => {
   await closeNow(issuerServer);
 });
 
-const spec = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const spec = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 3_600 },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+};
 
 async function call(method: string, path: string, o: { token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
   const res = await fetch(`${target.url}${path}`, {
@@ -114,7 +130,7 @@ describe('identity and scopes', () => {
     expect((await call('GET', '/rollouts/by-reader', { token: reader.token })).status).toBe(404);
   });
 
-  it('the actor of a write is the credential\'s, whatever x-rollout-actor says', async () => {
+  it("the actor of a write is the credential's, whatever x-rollout-actor says", async () => {
     const r = await call('POST', '/rollouts', { token: admin.token, body: { id: 'owned', spec }, headers: { 'x-rollout-actor': 'mallory' } });
     expect(r.status).toBe(201);
     const paused = await call('POST', '/rollouts/owned/pause', { token: admin.token, body: { reason: 'look' }, headers: { 'x-rollout-actor': 'mallory' } });
@@ -128,7 +144,11 @@ describe('identity and scopes', () => {
     const metrics = { type: 'rollout.metrics_reported', rolloutId: 'owned', stage: 0, requests: 10, errors: 0, observedAt: Date.now() };
     expect((await call('POST', '/events', { token: admin.token, body: metrics })).status).toBe(403);
     expect((await call('POST', '/events', { token: signaller.token, body: metrics })).status).toBe(202);
-    const forged = { source: 'aws.ec2', 'detail-type': 'EC2 Spot Instance Interruption Warning', detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' } };
+    const forged = {
+      source: 'aws.ec2',
+      'detail-type': 'EC2 Spot Instance Interruption Warning',
+      detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' },
+    };
     const r = await call('POST', '/events', { token: signaller.token, body: forged });
     expect(r).toMatchObject({ status: 403, body: { error: 'metrics-pipeline lacks the "forward" scope, which POST /events needs' } });
     expect((await call('POST', '/coordinator', { token: admin.token, body: { action: 'steal', runId: 'r', workerId: 'w' } })).status).toBe(403);
@@ -199,7 +219,10 @@ describe('OIDC', () => {
     const viewer = await jwt(published[0]!, { sub: 'carol', groups: ['viewers'] });
     expect((await call('POST', '/rollouts/owned/pause', { token: viewer, body: {} })).status).toBe(403);
     // Operating rollouts is not cancelling runs: that is admin's, as aborting a rollout is.
-    expect(await call('POST', '/runs/any/cancel', { token, body: {} })).toMatchObject({ status: 403, body: { error: 'bob@example.com lacks the "admin" scope, which POST /runs/any/cancel needs' } });
+    expect(await call('POST', '/runs/any/cancel', { token, body: {} })).toMatchObject({
+      status: 403,
+      body: { error: 'bob@example.com lacks the "admin" scope, which POST /runs/any/cancel needs' },
+    });
   });
 
   it('an expired token, one for another audience, or from another issuer is 401', async () => {
@@ -232,7 +255,10 @@ describe('OIDC', () => {
 describe('a node that would be open to the network', () => {
   const cli = resolve(import.meta.dirname, '../../shared/runtimes/cli/cli.ts');
   it('rollout serve --host 0.0.0.0 without authentication exits 2 with one line naming the flags', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve', '--node-id', 'open', '--host', '0.0.0.0', '--database-url', 'postgres://unused'], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'serve', '--node-id', 'open', '--host', '0.0.0.0', '--database-url', 'postgres://unused'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(r.status).toBe(2);
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
@@ -240,12 +266,18 @@ describe('a node that would be open to the network', () => {
   });
 
   it('rollout auth token prints a token and the line that lets it in', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'auth', 'token', '--actor', 'ci', '--scopes', 'read,operate', '--json'], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'auth', 'token', '--actor', 'ci', '--scopes', 'read,operate', '--json'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     const { token, line } = JSON.parse(r.stdout) as { token: string; line: string };
     expect(token).toMatch(/^rt_[A-Za-z0-9_-]{43}$/);
     expect(line).toMatch(/^sha256:[0-9a-f]{64} ci read,operate$/);
-    const bad = spawnSync(process.execPath, ['--import', 'tsx', cli, 'auth', 'token', '--actor', 'ci', '--scopes', 'read,root'], { encoding: 'utf8', timeout: 30_000 });
+    const bad = spawnSync(process.execPath, ['--import', 'tsx', cli, 'auth', 'token', '--actor', 'ci', '--scopes', 'read,root'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/unknown root/);
   });

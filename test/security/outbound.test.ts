@@ -50,7 +50,10 @@ const ENCODINGS: Readonly<Record<string, (s: string) => string>> = {
   raw: (s) => s,
   json: jsonEscaped,
   // PHP's json_encode: slashes and non-ASCII escaped.
-  'json-php': (s) => jsonEscaped(s).replaceAll('/', '\\/').replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+  'json-php': (s) =>
+    jsonEscaped(s)
+      .replaceAll('/', '\\/')
+      .replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
   'json-twice': (s) => jsonEscaped(JSON.stringify(s)),
   url: encodeURIComponent,
   'url-lower': (s) => encodeURIComponent(s).replace(/%[0-9A-F]{2}/g, (p) => p.toLowerCase()),
@@ -92,7 +95,11 @@ beforeAll(async () => {
   echo = await http((req, res) => {
     const [, encoding = '', mode] = (req.url ?? '').split('/');
     const auth = req.headers.authorization ?? '';
-    const secret = auth.startsWith('Basic ') ? Buffer.from(auth.slice(6), 'base64').toString('utf8').replace(/^[^:]*:/, '') : auth.replace(/^Bearer /, '');
+    const secret = auth.startsWith('Basic ')
+      ? Buffer.from(auth.slice(6), 'base64')
+          .toString('utf8')
+          .replace(/^[^:]*:/, '')
+      : auth.replace(/^Bearer /, '');
     echoed.add(secret);
     const form = (ENCODINGS[encoding] ?? ((s: string) => s))(secret);
     if (mode === 'text') res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' }).end(`upstream refused ${form} (${auth})`);
@@ -121,8 +128,22 @@ afterAll(async () => {
   delete process.env[UNICODE_ENV];
 });
 
-const gate = (g: Record<string, unknown>) => ({ type: 'prometheus', name: 'errors', query: 'sum(rate(errors[1m]))', comparison: '<', threshold: 1, intervalSeconds: 1, ...g });
-const spec = (g: Record<string, unknown>) => ({ target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate(g)] } }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+const gate = (g: Record<string, unknown>) => ({
+  type: 'prometheus',
+  name: 'errors',
+  query: 'sum(rate(errors[1m]))',
+  comparison: '<',
+  threshold: 1,
+  intervalSeconds: 1,
+  ...g,
+});
+const spec = (g: Record<string, unknown>) => ({
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate(g)] } },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+});
 
 async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${target.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -145,7 +166,10 @@ async function firstReading(id: string): Promise<{ reading: NonNullable<GateJson
 
 describe('outbound requests on a spec’s behalf', () => {
   it('a spec naming an environment variable to send is refused at creation, and nothing is stored or sent', async () => {
-    const r = await post('/rollouts', { id: 'steal-env', spec: spec({ address: `http://127.0.0.1:${trapPort}`, auth: { type: 'basic', username: 'x', passwordEnv: ENV } }) });
+    const r = await post('/rollouts', {
+      id: 'steal-env',
+      spec: spec({ address: `http://127.0.0.1:${trapPort}`, auth: { type: 'basic', username: 'x', passwordEnv: ENV } }),
+    });
     expect(r.status).toBe(400);
     expect(JSON.stringify(r.body)).toMatch(/auth: a spec no longer names secrets or environment variables/);
     expect((await get('/rollouts/steal-env')).status).toBe(404);
@@ -155,7 +179,9 @@ describe('outbound requests on a spec’s behalf', () => {
   it('a spec naming a host the operator did not allow is refused at creation, naming the field', async () => {
     const r = await post('/rollouts', { id: 'any-host', spec: spec({ address: `http://127.0.0.1:${trapPort}` }) });
     expect(r.status).toBe(400);
-    expect(r.body.issues).toEqual([expect.stringMatching(new RegExp(`^spec\\.stages\\.0\\.gates\\.providers\\.0\\.address: http://127\\.0\\.0\\.1:${trapPort} is not an allowed origin`))]);
+    expect(r.body.issues).toEqual([
+      expect.stringMatching(new RegExp(`^spec\\.stages\\.0\\.gates\\.providers\\.0\\.address: http://127\\.0\\.0\\.1:${trapPort} is not an allowed origin`)),
+    ]);
     expect((await get('/rollouts/any-host')).status).toBe(404);
     expect(trapConnections).toBe(0);
   });
@@ -163,7 +189,11 @@ describe('outbound requests on a spec’s behalf', () => {
   it('a credential the operator bound to one origin is refused for another', async () => {
     const r = await post('/rollouts', { id: 'cred-elsewhere', spec: spec({ address: big, credential: 'reflected' }) });
     expect(r.status).toBe(400);
-    expect(r.body.issues).toEqual([expect.stringMatching(/^spec\.stages\.0\.gates\.providers\.0\.credential: credential "reflected" is bound to http:\/\/127\.0\.0\.1:\d+, not http:\/\/127\.0\.0\.1:\d+$/)]);
+    expect(r.body.issues).toEqual([
+      expect.stringMatching(
+        /^spec\.stages\.0\.gates\.providers\.0\.credential: credential "reflected" is bound to http:\/\/127\.0\.0\.1:\d+, not http:\/\/127\.0\.0\.1:\d+$/,
+      ),
+    ]);
     expect((await get('/rollouts/cred-elsewhere')).status).toBe(404);
   });
 
@@ -201,37 +231,57 @@ describe('outbound requests on a spec’s behalf', () => {
   it.each([
     { credential: 'echo-bearer', secret: () => QUOTED, header: () => `Bearer ${QUOTED}` },
     { credential: 'echo-basic', secret: () => UNICODE, header: () => `Basic ${b64(`rollout:${UNICODE}`)}` },
-  ])('an answer that echoes the secret in any encoding keeps none of them: $credential', async ({ credential, secret, header }) => {
-    const encodings = Object.keys(ENCODINGS);
-    const ids: { id: string; gates: number }[] = [];
-    // A stage reads at most 10 gates: one rollout per reply kind and half of the encodings.
-    for (const mode of ['json', 'text']) {
-      for (const half of [encodings.slice(0, 6), encodings.slice(6)]) {
-        const id = `echo-${credential}-${mode}-${half[0]}`;
-        const gates = half.map((e) => gate({ name: `echo-${e}`, address: `${echo}/${e}/${mode}`, credential }));
-        const r = await post('/rollouts', { id, spec: { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: gates } }, { name: 'all', percent: 100, bakeSeconds: 0 }] } });
-        expect(r.status).toBe(201);
-        ids.push({ id, gates: gates.length });
+  ])(
+    'an answer that echoes the secret in any encoding keeps none of them: $credential',
+    async ({ credential, secret, header }) => {
+      const encodings = Object.keys(ENCODINGS);
+      const ids: { id: string; gates: number }[] = [];
+      // A stage reads at most 10 gates: one rollout per reply kind and half of the encodings.
+      for (const mode of ['json', 'text']) {
+        for (const half of [encodings.slice(0, 6), encodings.slice(6)]) {
+          const id = `echo-${credential}-${mode}-${half[0]}`;
+          const gates = half.map((e) => gate({ name: `echo-${e}`, address: `${echo}/${e}/${mode}`, credential }));
+          const r = await post('/rollouts', {
+            id,
+            spec: {
+              target: { service: 'checkout', version: 'v2' },
+              stages: [
+                { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: gates } },
+                { name: 'all', percent: 100, bakeSeconds: 0 },
+              ],
+            },
+          });
+          expect(r.status).toBe(201);
+          ids.push({ id, gates: gates.length });
+        }
       }
-    }
-    const secrets = [secret(), header().replace(/^(Basic|Bearer) /, '')];
-    const never = secrets.flatMap(forms);
-    for (const { id, gates } of ids) {
-      const stored = await eventually(`a reading of every gate of ${id}`, 30_000, async () => {
-        const readings = await target.node.plane.engine.store.gateReadings(id, { perGate: 1 });
-        return new Set(readings.map((r) => r.gate)).size === gates ? readings : null;
-      });
-      for (const reading of stored) {
-        // The echo reached the answer, cut where the secret was.
-        expect(reading.answer, reading.gate).toContain('[redacted]');
-        for (const field of [reading.answer, reading.reason ?? '']) expect(never.filter((f) => field.includes(f)), `${id} ${reading.gate}`).toEqual([]);
+      const secrets = [secret(), header().replace(/^(Basic|Bearer) /, '')];
+      const never = secrets.flatMap(forms);
+      for (const { id, gates } of ids) {
+        const stored = await eventually(`a reading of every gate of ${id}`, 30_000, async () => {
+          const readings = await target.node.plane.engine.store.gateReadings(id, { perGate: 1 });
+          return new Set(readings.map((r) => r.gate)).size === gates ? readings : null;
+        });
+        for (const reading of stored) {
+          // The echo reached the answer, cut where the secret was.
+          expect(reading.answer, reading.gate).toContain('[redacted]');
+          for (const field of [reading.answer, reading.reason ?? ''])
+            expect(
+              never.filter((f) => field.includes(f)),
+              `${id} ${reading.gate}`,
+            ).toEqual([]);
+        }
+        const shown = (await get(`/rollouts/${id}`)).text;
+        expect(
+          never.filter((f) => shown.includes(f)),
+          `GET /rollouts/${id}`,
+        ).toEqual([]);
       }
-      const shown = (await get(`/rollouts/${id}`)).text;
-      expect(never.filter((f) => shown.includes(f)), `GET /rollouts/${id}`).toEqual([]);
-    }
-    // The origin got the secret itself: what was checked is what a reply could echo.
-    expect(echoed.has(secret())).toBe(true);
-  }, 120_000);
+      // The origin got the secret itself: what was checked is what a reply could echo.
+      expect(echoed.has(secret())).toBe(true);
+    },
+    120_000,
+  );
 
   it('a redirect is not followed: the gate is inconclusive and the host it pointed at hears nothing', async () => {
     const r = await post('/rollouts', { id: 'redirect', spec: spec({ address: redirector }) });

@@ -22,14 +22,25 @@ const dashboard = mintToken('dashboard', ['read']);
 const tokensFile = join(dir, 'tokens');
 writeFileSync(tokensFile, [admin.line, fleet.line, dashboard.line, ''].join('\n'));
 
-const spec = { target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const spec = {
+  target: { service: 'checkout', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 3_600 },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+};
 
 let withAuth: Awaited<ReturnType<typeof nodeUnderTest>>;
 let withoutAuth: Awaited<ReturnType<typeof nodeUnderTest>>;
 
 beforeAll(async () => {
-  withAuth = await nodeUnderTest({ auth: { tokensFile }, rateLimit: { perAddress: 0, perCredential: 0.1, burstSeconds: 50, cheapReadsPerAddress: 0, cheapReadsPerCredential: 1 } });
-  withoutAuth = await nodeUnderTest({ rateLimit: { perAddress: 0.1, perCredential: 0, burstSeconds: 50, cheapReadsPerAddress: 1, cheapReadsPerCredential: 0 } });
+  withAuth = await nodeUnderTest({
+    auth: { tokensFile },
+    rateLimit: { perAddress: 0, perCredential: 0.1, burstSeconds: 50, cheapReadsPerAddress: 0, cheapReadsPerCredential: 1 },
+  });
+  withoutAuth = await nodeUnderTest({
+    rateLimit: { perAddress: 0.1, perCredential: 0, burstSeconds: 50, cheapReadsPerAddress: 1, cheapReadsPerCredential: 0 },
+  });
 }, 60_000);
 
 afterAll(async () => {

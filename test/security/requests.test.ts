@@ -22,7 +22,13 @@ afterAll(async () => {
   await target?.close();
 });
 
-const spec = (extra: Record<string, unknown> = {}) => ({ target: { service: 'checkout', version: 'v2', ...extra }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+const spec = (extra: Record<string, unknown> = {}) => ({
+  target: { service: 'checkout', version: 'v2', ...extra },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 3_600 },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+});
 
 /** One request on a raw connection: what the node wrote back, status and all, and whether it then closed. */
 function raw(port: number, head: string, body: Buffer | string = ''): Promise<{ status: number; text: string }> {
@@ -80,15 +86,23 @@ describe('requests that try to hold a node', () => {
   }, 60_000);
 
   it('a body over 1 MiB gets its 413, written, whether declared or streamed; nothing is created', async () => {
-    const declared = await raw(port(), `POST /rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n\r\n`, '{"id":"big"');
+    const declared = await raw(
+      port(),
+      `POST /rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n\r\n`,
+      '{"id":"big"',
+    );
     expect(declared.status).toBe(413);
     expect(declared.text).toContain('request body over 1048576 bytes');
     const big = Buffer.alloc(1_200_000, 0x20);
     const streamed = await new Promise<number>((resolve, reject) => {
-      const req = request(`${target.url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        `${target.url}/rollouts`,
+        { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       req.write('{"id":"big2","spec":');
       req.end(big);
@@ -106,7 +120,11 @@ describe('requests that come too fast', () => {
       const statuses: number[] = [];
       let retryAfter: string | null = null;
       for (let i = 0; i < 6; i++) {
-        const res = await fetch(`${limited.url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: `fast-${i}`, spec: spec() }) });
+        const res = await fetch(`${limited.url}/rollouts`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ id: `fast-${i}`, spec: spec() }),
+        });
         statuses.push(res.status);
         if (res.status === 429) retryAfter ??= res.headers.get('retry-after');
       }
@@ -145,7 +163,7 @@ describe('input that no field accepts', () => {
   });
 
   it('a spec over 64 KiB, too many labels, and integers beyond their columns are refused naming the field', async () => {
-    const huge = await post('/rollouts', JSON.stringify({ id: 'huge', spec: spec({ labels: { note: 'x'.repeat(200) } , extra: 'y'.repeat(70_000) }) }));
+    const huge = await post('/rollouts', JSON.stringify({ id: 'huge', spec: spec({ labels: { note: 'x'.repeat(200) }, extra: 'y'.repeat(70_000) }) }));
     expect(huge.status).toBe(400);
     expect(huge.body.issues?.[0]).toMatch(/^\(root\): \d+ bytes as JSON; at most 65536$/);
     const labels = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`l${i}`, 'v']));
@@ -153,7 +171,10 @@ describe('input that no field accepts', () => {
     expect(many.body.issues).toContain('target.labels: at most 32 labels');
     const bake = await post('/rollouts', JSON.stringify({ id: 'bake', spec: { ...spec(), stages: [{ name: 'all', percent: 100, bakeSeconds: 1e12 }] } }));
     expect(bake.body.issues?.[0]).toMatch(/^stages\.0\.bakeSeconds: /);
-    const attempt = await post('/events', JSON.stringify({ type: 'rollout.metrics_reported', rolloutId: 'x', attempt: 2 ** 40, stage: 0, requests: 1, errors: 0, observedAt: Date.now() }));
+    const attempt = await post(
+      '/events',
+      JSON.stringify({ type: 'rollout.metrics_reported', rolloutId: 'x', attempt: 2 ** 40, stage: 0, requests: 1, errors: 0, observedAt: Date.now() }),
+    );
     expect(attempt.status).toBe(400);
     expect(attempt.body.error).toMatch(/attempt: /);
     for (const id of ['huge', 'labels', 'bake']) expect(await exists(id)).toBe(false);
@@ -169,8 +190,16 @@ describe('input that no field accepts', () => {
 describe('a web page driving a node on this machine', () => {
   it('a text/plain POST (a form, or fetch without a preflight) is refused 415, and the rollout stays as it was', async () => {
     expect((await post('/rollouts', JSON.stringify({ id: 'victim', spec: spec() }))).status).toBe(201);
-    await eventually('the rollout has started', 10_000, async () => ((await (await fetch(`${target.url}/rollouts/victim`)).json()) as { stages: { phase: string }[] }).stages[0]?.phase === 'active');
-    const r = await fetch(`${target.url}/rollouts/victim/pause`, { method: 'POST', headers: { 'content-type': 'text/plain', origin: 'https://evil.example' }, body: '{}' });
+    await eventually(
+      'the rollout has started',
+      10_000,
+      async () => ((await (await fetch(`${target.url}/rollouts/victim`)).json()) as { stages: { phase: string }[] }).stages[0]?.phase === 'active',
+    );
+    const r = await fetch(`${target.url}/rollouts/victim/pause`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain', origin: 'https://evil.example' },
+      body: '{}',
+    });
     expect(r.status).toBe(415);
     expect(((await (await fetch(`${target.url}/rollouts/victim`)).json()) as { state: string }).state).toBe('running');
   });
@@ -217,17 +246,40 @@ describe('what an answer may say', () => {
     }
   });
 
-  it('a follower told to redirect writes sends them to the leader\'s origin with the path only', async () => {
-    const leader = await nodeUnderTest({ nodeId: 'leader', store: { kind: 'postgres', databaseUrl: db.url }, elector: 'lease', leaseTtlSeconds: 30, heartbeatIntervalSeconds: 10, electionIntervalSeconds: 5 });
-    const follower = await nodeUnderTest({ nodeId: 'follower', store: { kind: 'postgres', databaseUrl: db.url }, elector: 'lease', leaseTtlSeconds: 30, heartbeatIntervalSeconds: 10, electionIntervalSeconds: 5, redirectWrites: true });
+  it("a follower told to redirect writes sends them to the leader's origin with the path only", async () => {
+    const leader = await nodeUnderTest({
+      nodeId: 'leader',
+      store: { kind: 'postgres', databaseUrl: db.url },
+      elector: 'lease',
+      leaseTtlSeconds: 30,
+      heartbeatIntervalSeconds: 10,
+      electionIntervalSeconds: 5,
+    });
+    const follower = await nodeUnderTest({
+      nodeId: 'follower',
+      store: { kind: 'postgres', databaseUrl: db.url },
+      elector: 'lease',
+      leaseTtlSeconds: 30,
+      heartbeatIntervalSeconds: 10,
+      electionIntervalSeconds: 5,
+      redirectWrites: true,
+    });
     try {
       await eventually('a leader', 15_000, () => leader.node.state === 'leader');
       await eventually('the follower sees it', 15_000, async () => (await follower.node.refreshLeader())?.id === 'leader');
       // A path that would name another host is not a path: refused before any redirect is written.
-      const r = await raw(Number(new URL(follower.url).port), 'POST //evil.example/rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n', '{}');
+      const r = await raw(
+        Number(new URL(follower.url).port),
+        'POST //evil.example/rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n',
+        '{}',
+      );
       expect(r.status, r.text).toBe(400);
       expect(r.text).not.toMatch(/\r\nlocation:/i);
-      const ok = await raw(Number(new URL(follower.url).port), 'POST /rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n', '{}');
+      const ok = await raw(
+        Number(new URL(follower.url).port),
+        'POST /rollouts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n',
+        '{}',
+      );
       expect(ok.status, ok.text).toBe(307);
       const location = /\r\nlocation: (\S+)\r\n/i.exec(ok.text)?.[1] ?? '';
       expect(new URL(location).origin).toBe(new URL(leader.url).origin);

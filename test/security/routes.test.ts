@@ -54,24 +54,44 @@ interface Answer {
 function send(method: string, path: string, o: { token?: string; body?: unknown } = {}): Promise<Answer> {
   const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, headers: { host: `127.0.0.1:${port}`, ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...(o.token ? { authorization: `Bearer ${o.token}` } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: Record<string, unknown> | null = null;
-        if ((res.headers['content-type'] ?? '').startsWith('application/json') && text) body = JSON.parse(text) as Record<string, unknown>;
-        resolve({ status: res.statusCode ?? 0, body });
-      });
-      res.on('error', reject);
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: {
+          host: `127.0.0.1:${port}`,
+          ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}),
+          ...(o.token ? { authorization: `Bearer ${o.token}` } : {}),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: Record<string, unknown> | null = null;
+          if ((res.headers['content-type'] ?? '').startsWith('application/json') && text) body = JSON.parse(text) as Record<string, unknown>;
+          resolve({ status: res.statusCode ?? 0, body });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
 }
 
-const spec = (version: string, gates: Record<string, unknown> = {}) => ({ target: { service: 'checkout', version }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
-const rollout = async (id: string) => (await send('GET', `/rollouts/${id}`, { token: root.token })).body as { state: string; attempt: number; version: number; stages: { phase: string }[] };
+const spec = (version: string, gates: Record<string, unknown> = {}) => ({
+  target: { service: 'checkout', version },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 3_600, gates },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+});
+const rollout = async (id: string) =>
+  (await send('GET', `/rollouts/${id}`, { token: root.token })).body as { state: string; attempt: number; version: number; stages: { phase: string }[] };
 
 async function started(id: string, gates: Record<string, unknown> = {}): Promise<void> {
   expect((await send('POST', '/rollouts', { token: admin.token, body: { id, spec: spec(id, gates) } })).status).toBe(201);
@@ -191,7 +211,12 @@ function outcome(a: Answer): 'refused' | number {
 /** What each route is sent: a body its handler refuses after the scope is judged (so no spelling changes anything), for each scope it may need. */
 function bodies(r: RouteDef): unknown[] {
   if (r.method === 'GET') return [undefined];
-  if (r.id === 'postEvent') return [{ type: 'rollout.nothing' }, { source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, detail: {} }, { source: 'aws.cloudwatch', 'detail-type': 'CloudWatch Alarm State Change', detail: {} }];
+  if (r.id === 'postEvent')
+    return [
+      { type: 'rollout.nothing' },
+      { source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, detail: {} },
+      { source: 'aws.cloudwatch', 'detail-type': 'CloudWatch Alarm State Change', detail: {} },
+    ];
   return [{ unexpected: true }];
 }
 
@@ -203,7 +228,12 @@ describe('every route, every spelling', () => {
     const seed = Number(process.env.ROUTES_SEED ?? 20_261_206);
     const rng = generator(seed);
     // Half the requests carry every scope: those reach the handlers, where a spelling decided otherwise would show.
-    const tokens: (string | undefined)[] = [undefined, root.token, ...Object.values(byScope).map((t) => t.token), ...Array<string>(SCOPES.length).fill(root.token)];
+    const tokens: (string | undefined)[] = [
+      undefined,
+      root.token,
+      ...Object.values(byScope).map((t) => t.token),
+      ...Array<string>(SCOPES.length).fill(root.token),
+    ];
     const canonical = new Map<string, Answer>();
     const failures: string[] = [];
     let decided = 0;
@@ -212,13 +242,21 @@ describe('every route, every spelling', () => {
       const id = r.tag === 'runs' ? 'prop-run' : 'prop-ro';
       const path = r.path.replace('{id}', id);
       const segments = path === '/' ? [''] : path.slice(1).split('/');
-      const fixed = r.path === '/' ? [true] : r.path.slice(1).split('/').map((s) => !s.startsWith('{'));
+      const fixed =
+        r.path === '/'
+          ? [true]
+          : r.path
+              .slice(1)
+              .split('/')
+              .map((s) => !s.startsWith('{'));
       const query = r.id === 'rolloutAssignment' ? '?entity=u-1' : '';
       for (const body of bodies(r)) {
         // Each kind of mutation alone, with each token; then mixtures, and escapes within the id alone, with tokens drawn at random.
         const asked: [string, string | undefined][] = [];
-        for (let kind = 0; kind < KINDS; kind++) for (const token of tokens.slice(0, SCOPES.length + 2)) asked.push([respell(rng, segments, fixed, kind), token]);
-        for (let n = 0; n < 12; n++) asked.push([n % 2 && fixed.includes(false) ? escapeParam(rng, segments, fixed) : respell(rng, segments, fixed), rng.pick(tokens)]);
+        for (let kind = 0; kind < KINDS; kind++)
+          for (const token of tokens.slice(0, SCOPES.length + 2)) asked.push([respell(rng, segments, fixed, kind), token]);
+        for (let n = 0; n < 12; n++)
+          asked.push([n % 2 && fixed.includes(false) ? escapeParam(rng, segments, fixed) : respell(rng, segments, fixed), rng.pick(tokens)]);
         for (const [spelling, token] of asked) {
           const spelled = spelling + query;
           const key = `${r.id} ${JSON.stringify(body)} ${token ?? ''}`;
@@ -232,7 +270,10 @@ describe('every route, every spelling', () => {
           }
           decided++;
           // Decided past the router: as the one spelling is, status and all (a scope refused there is refused here).
-          if (outcome(want) !== how) failures.push(`seed ${seed}: ${r.method} ${spelled} (${r.id}, token ${token ? tokens.indexOf(token) : 'none'}): ${got.status} ${JSON.stringify(got.body).slice(0, 160)}; ${path + query} answered ${want.status}`);
+          if (outcome(want) !== how)
+            failures.push(
+              `seed ${seed}: ${r.method} ${spelled} (${r.id}, token ${token ? tokens.indexOf(token) : 'none'}): ${got.status} ${JSON.stringify(got.body).slice(0, 160)}; ${path + query} answered ${want.status}`,
+            );
         }
       }
     }
@@ -242,7 +283,9 @@ describe('every route, every spelling', () => {
     expect(refused).toBeGreaterThan(1_000);
     const after = await rollout('prop-ro');
     expect([after.state, after.attempt, after.version]).toEqual([before.state, before.attempt, before.version]);
-    expect(((await send('GET', '/rollouts?state=all&limit=500', { token: root.token })).body as { rollouts: { id: string }[] }).rollouts.map((x) => x.id)).toEqual(['prop-ro']);
+    expect(
+      ((await send('GET', '/rollouts?state=all&limit=500', { token: root.token })).body as { rollouts: { id: string }[] }).rollouts.map((x) => x.id),
+    ).toEqual(['prop-ro']);
   }, 180_000);
 });
 
@@ -257,7 +300,10 @@ describe('the instances found from outside', () => {
       expect(outcome(r), `${path}: ${r.status} ${JSON.stringify(r.body)}`).toBe('refused');
       expect(r.status, path).not.toBe(202);
     }
-    expect(await send('POST', '/events', { token: signaller(), body: envelope })).toMatchObject({ status: 403, body: { error: 'only-signal lacks the "forward" scope, which POST /events needs' } });
+    expect(await send('POST', '/events', { token: signaller(), body: envelope })).toMatchObject({
+      status: 403,
+      body: { error: 'only-signal lacks the "forward" scope, which POST /events needs' },
+    });
     expect((await rollout('gated')).state).toBe('running');
     // The same envelope with forward, on /events, is acted on: what the refusals above kept from happening.
     expect((await send('POST', '/events', { token: byScope.forward.token, body: envelope })).status).toBe(202);
@@ -267,7 +313,12 @@ describe('the instances found from outside', () => {
   it('a Spot interruption sent to /events// with a signal token is refused, and the worker on that instance is not drained', async () => {
     const key = { instanceId: 'i-0123456789abcdef7', runId: 'drained-run', workerId: 'w-1' };
     await target.node.plane.registry.register({ ...key, provider: 'aws' }, Date.now());
-    const notice = { source: 'aws.ec2', 'detail-type': SPOT_INTERRUPTION, time: new Date().toISOString(), detail: { 'instance-id': key.instanceId, 'instance-action': 'terminate' } };
+    const notice = {
+      source: 'aws.ec2',
+      'detail-type': SPOT_INTERRUPTION,
+      time: new Date().toISOString(),
+      detail: { 'instance-id': key.instanceId, 'instance-action': 'terminate' },
+    };
     const state = async () => (await target.node.plane.registry.list()).find((w) => w.workerId === key.workerId)?.state;
     for (const path of ['/events//', '/events/', '/events/%2e']) {
       const r = await send('POST', path, { token: signaller(), body: notice });
@@ -312,7 +363,10 @@ describe('an abort is final for operate', () => {
     await started('aborted');
     expect((await send('POST', '/rollouts/aborted/abort', { token: admin.token, body: { reason: 'bad build' } })).status).toBe(200);
     const retried = await send('POST', '/rollouts/aborted/retry', { token: operator.token, body: {} });
-    expect(retried).toMatchObject({ status: 403, body: { error: 'operator lacks the "admin" scope, which retrying an aborted rollout needs (aborted was aborted)' } });
+    expect(retried).toMatchObject({
+      status: 403,
+      body: { error: 'operator lacks the "admin" scope, which retrying an aborted rollout needs (aborted was aborted)' },
+    });
     expect((await send('POST', '/rollouts/aborted/promote-full', { token: operator.token, body: {} })).status).toBe(409);
     const still = await rollout('aborted');
     expect([still.state, still.attempt]).toEqual(['aborted', 1]);
@@ -323,7 +377,7 @@ describe('an abort is final for operate', () => {
     expect(await rollout('aborted')).toMatchObject({ state: 'running', attempt: 2 });
   }, 60_000);
 
-  it('retrying a rolled-back rollout stays operate\'s', async () => {
+  it("retrying a rolled-back rollout stays operate's", async () => {
     await started('rolled', { maxErrorRate: 0.05, minRequests: 100 });
     const breach = { type: 'rollout.metrics_reported', rolloutId: 'rolled', stage: 0, requests: 1_000, errors: 500, observedAt: Date.now() };
     expect((await send('POST', '/events', { token: byScope.signal.token, body: breach })).status).toBe(202);
@@ -338,7 +392,16 @@ describe('the deployed API (IAM proves the route, no more)', () => {
   const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
   /** A request as API Gateway hands it over once IAM let the caller in, answered by the API function over the node's own store. */
   const lambda = (method: string, rawPath: string, body?: unknown) =>
-    apiLambdaHandler(() => Promise.resolve(target.node.plane as unknown as Runtime), { workQueue: () => { throw new Error('no runs here'); } }, silent, quiet)({
+    apiLambdaHandler(
+      () => Promise.resolve(target.node.plane as unknown as Runtime),
+      {
+        workQueue: () => {
+          throw new Error('no runs here');
+        },
+      },
+      silent,
+      quiet,
+    )({
       version: '2.0',
       routeKey: `${method} /{proxy+}`,
       rawPath,
@@ -346,7 +409,11 @@ describe('the deployed API (IAM proves the route, no more)', () => {
       headers: { 'content-type': 'application/json' },
       isBase64Encoded: false,
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      requestContext: { http: { method, path: rawPath, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: 'req-1', authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:role/deployer' } } },
+      requestContext: {
+        http: { method, path: rawPath, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' },
+        requestId: 'req-1',
+        authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:role/deployer' } },
+      },
     } as unknown as APIGatewayProxyEventV2WithIAMAuthorizer);
 
   it('a retry of an aborted rollout is refused (403 naming admin: an operator and an admin pass IAM alike); another spelling is a 400', async () => {
@@ -354,9 +421,12 @@ describe('the deployed API (IAM proves the route, no more)', () => {
     expect((await lambda('POST', '/rollouts/aws-aborted/abort', {})).statusCode).toBe(200);
     const retried = await lambda('POST', '/rollouts/aws-aborted/retry', {});
     expect(retried.statusCode, retried.body).toBe(403);
-    expect(JSON.parse(retried.body!)).toMatchObject({ error: expect.stringMatching(/lacks the "admin" scope, which retrying an aborted rollout needs/) as unknown });
+    expect(JSON.parse(retried.body!)).toMatchObject({
+      error: expect.stringMatching(/lacks the "admin" scope, which retrying an aborted rollout needs/) as unknown,
+    });
     expect((await rollout('aws-aborted')).state).toBe('aborted');
-    for (const path of ['/rollouts/aws-aborted/retry/', '/rollouts//aws-aborted/retry', '/rollouts/aws-aborted/./retry', '//']) expect((await lambda('POST', path, {})).statusCode, path).toBe(400);
+    for (const path of ['/rollouts/aws-aborted/retry/', '/rollouts//aws-aborted/retry', '/rollouts/aws-aborted/./retry', '//'])
+      expect((await lambda('POST', path, {})).statusCode, path).toBe(400);
     expect((await rollout('aws-aborted')).state).toBe('aborted');
     expect((await lambda('GET', '/rollouts/aws-aborted')).statusCode).toBe(200);
   }, 60_000);

@@ -30,7 +30,11 @@ afterAll(async () => {
 });
 
 async function call(method: string, path: string, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${target.url}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }) });
+  const res = await fetch(`${target.url}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> };
 }
@@ -39,12 +43,25 @@ const asAdmin = { authorization: `Bearer ${admin.token}` };
 const state = async (id: string) => (await call('GET', `/rollouts/${id}`, undefined, asAdmin)).body as { state: string; stages: { phase: string }[] };
 
 async function rollout(id: string): Promise<void> {
-  const spec = { target: { service: 'checkout', version: id }, stages: [{ name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { maxErrorRate: 0.05, minRequests: 100 } }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+  const spec = {
+    target: { service: 'checkout', version: id },
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { maxErrorRate: 0.05, minRequests: 100 } },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  };
   expect((await call('POST', '/rollouts', { id, spec }, asAdmin)).status).toBe(201);
   await eventually(`${id} has started`, 10_000, async () => (await state(id)).stages[0]?.phase === 'active');
 }
 
-const metrics = (rolloutId: string, requests: number, errors: number, observedAt: number) => ({ type: 'rollout.metrics_reported', rolloutId, stage: 0, requests, errors, observedAt });
+const metrics = (rolloutId: string, requests: number, errors: number, observedAt: number) => ({
+  type: 'rollout.metrics_reported',
+  rolloutId,
+  stage: 0,
+  requests,
+  errors,
+  observedAt,
+});
 
 describe('a reading stamped ahead cannot pin a gate', () => {
   it('a million good requests stamped 25 s ahead, then a real breach: the breach is judged and the stage rolls back', async () => {
@@ -72,16 +89,25 @@ describe('signed signals', () => {
   it('an old signature, a wrong secret, or a changed body is refused, and nothing is stored', async () => {
     const b = body('signed');
     const old = await call('POST', '/events', b, { 'rollout-signature': signatureHeader('metrics-pipeline', SECRET, b, Date.now() - 400_000) });
-    expect(old).toMatchObject({ status: 401, body: { error: expect.stringMatching(/^invalid credentials: signature made 40\d s from now; at most 300 s$/) as unknown } });
+    expect(old).toMatchObject({
+      status: 401,
+      body: { error: expect.stringMatching(/^invalid credentials: signature made 40\d s from now; at most 300 s$/) as unknown },
+    });
     const wrong = await call('POST', '/events', b, { 'rollout-signature': signatureHeader('metrics-pipeline', 'w'.repeat(40), b) });
     expect(wrong).toMatchObject({ status: 401, body: { error: 'invalid credentials: signature does not verify' } });
-    const changed = await call('POST', '/events', JSON.stringify(metrics('signed', 200, 199, Date.now())), { 'rollout-signature': signatureHeader('metrics-pipeline', SECRET, b) });
+    const changed = await call('POST', '/events', JSON.stringify(metrics('signed', 200, 199, Date.now())), {
+      'rollout-signature': signatureHeader('metrics-pipeline', SECRET, b),
+    });
     expect(changed.status).toBe(401);
     expect((await state('signed')).state).toBe('running');
   });
 
   it('a signature proves a signal, nothing more: a signed AWS event or write is refused', async () => {
-    const forged = JSON.stringify({ source: 'aws.ec2', 'detail-type': 'EC2 Spot Instance Interruption Warning', detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' } });
+    const forged = JSON.stringify({
+      source: 'aws.ec2',
+      'detail-type': 'EC2 Spot Instance Interruption Warning',
+      detail: { 'instance-id': 'i-0abc', 'instance-action': 'terminate' },
+    });
     const r = await call('POST', '/events', forged, { 'rollout-signature': signatureHeader('metrics-pipeline', SECRET, forged) });
     expect(r).toMatchObject({ status: 403, body: { error: 'signed:metrics-pipeline lacks the "forward" scope, which POST /events needs' } });
     const pause = '{}';
@@ -91,7 +117,24 @@ describe('signed signals', () => {
   });
 
   it('rollout events publish --signer signs what it sends', async () => {
-    const args = ['events', 'publish', '--url', target.url, '--type', 'rollout.metrics_reported', '--rollout', 'signed', '--stage', '0', '--requests', '300', '--errors', '1', '--signer', 'metrics-pipeline'];
+    const args = [
+      'events',
+      'publish',
+      '--url',
+      target.url,
+      '--type',
+      'rollout.metrics_reported',
+      '--rollout',
+      'signed',
+      '--stage',
+      '0',
+      '--requests',
+      '300',
+      '--errors',
+      '1',
+      '--signer',
+      'metrics-pipeline',
+    ];
     const r = await cli(args, { ROLLOUT_SIGNING_SECRET: SECRET });
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^accepted \(stored\)/);

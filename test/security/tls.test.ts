@@ -16,19 +16,31 @@ let target: Awaited<ReturnType<typeof nodeUnderTest>>;
 beforeAll(async () => {
   certs = testCertificates();
   other = testCertificates();
-  target = await nodeUnderTest({ tls: { certFile: certs.certFile, keyFile: certs.keyFile, clientCaFile: certs.caFile }, auth: { certificateScopes: ['read', 'admin'] } });
+  target = await nodeUnderTest({
+    tls: { certFile: certs.certFile, keyFile: certs.keyFile, clientCaFile: certs.caFile },
+    auth: { certificateScopes: ['read', 'admin'] },
+  });
 }, 60_000);
 
 afterAll(async () => {
   await target?.close();
 });
 
-function call(method: string, path: string, o: { cert?: { cert: Buffer; key: Buffer }; body?: unknown } = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+function call(
+  method: string,
+  path: string,
+  o: { cert?: { cert: Buffer; key: Buffer }; body?: unknown } = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
   return new Promise((resolve, reject) => {
     const req = request(
       `${target.url}${path}`,
-      { method, ca: certs.ca, headers: { 'content-type': 'application/json', ...(payload ? { 'content-length': String(Buffer.byteLength(payload)) } : {}) }, ...(o.cert ? { cert: o.cert.cert, key: o.cert.key } : {}) },
+      {
+        method,
+        ca: certs.ca,
+        headers: { 'content-type': 'application/json', ...(payload ? { 'content-length': String(Buffer.byteLength(payload)) } : {}) },
+        ...(o.cert ? { cert: o.cert.cert, key: o.cert.key } : {}),
+      },
       (res) => {
         let text = '';
         res.on('data', (c: Buffer) => (text += c.toString()));

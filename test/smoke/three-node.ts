@@ -56,11 +56,22 @@ export async function smoke(mode: 'local' | 'sqs'): Promise<SmokeSummary> {
     }
     const began = performance.now();
     await ledger.createRun(runId, { smoke: mode }, Date.now());
-    const { ids } = await ledger.enqueue(runId, Array.from({ length: ITEMS }, (_, i) => ({ smoke: mode, i })), Date.now());
+    const { ids } = await ledger.enqueue(
+      runId,
+      Array.from({ length: ITEMS }, (_, i) => ({ smoke: mode, i })),
+      Date.now(),
+    );
     await queueFor(null).send(runId, ids);
 
     // The coordinator: wins coordinator:<run>, serves steal requests, scans for stale heartbeats.
-    const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId: 'coordinator-1', ttlMs: 10_000, renewIntervalMs: 3_000, retryIntervalMs: 1_000, clockSkewMs: 500 });
+    const elector = new LeaseElector(backend.runLeases(runId), {
+      name: coordinatorLease(runId),
+      holderId: 'coordinator-1',
+      ttlMs: 10_000,
+      renewIntervalMs: 3_000,
+      retryIntervalMs: 1_000,
+      clockSkewMs: 500,
+    });
     if (!(await elector.campaign()).leader) throw new Error('the coordinator did not win its lease');
     elector.start(); // renews: a run on a loaded machine may outlast one TTL
     const coordinator = new Coordinator({ runId, ledger, elector, bus: new InProcessBus(), failureTimeoutMs: 10_000, queue: queueFor(null) });
@@ -68,7 +79,19 @@ export async function smoke(mode: 'local' | 'sqs'): Promise<SmokeSummary> {
     const scan = setInterval(() => void coordinator.scan().catch(() => undefined), 1_000);
 
     const workers = ['worker-1', 'worker-2', 'worker-3'].map(
-      (id) => new Worker({ runId, workerId: id, ledger, queue: queueFor(id), backend: mockBackend({ durationMs: ITEM_MS }), coordinator: client, askAtStart: true, waitSeconds: 1, receiveBatch: mode === 'sqs' ? 10 : 40, heartbeatMs: 1_000 }),
+      (id) =>
+        new Worker({
+          runId,
+          workerId: id,
+          ledger,
+          queue: queueFor(id),
+          backend: mockBackend({ durationMs: ITEM_MS }),
+          coordinator: client,
+          askAtStart: true,
+          waitSeconds: 1,
+          receiveBatch: mode === 'sqs' ? 10 : 40,
+          heartbeatMs: 1_000,
+        }),
     );
     // Worker 1 comes up first and takes the whole run; the others join late and have nothing to take but
     // what they steal from it (however slow the machine, it cannot start all it holds before they ask: askAtStart).

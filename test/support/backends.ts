@@ -152,7 +152,9 @@ export function ledgerSchemaPerSuite(poolSize = 4): { readonly ledger: PostgresL
 }
 
 /** A fresh schema, and a pool of `poolSize` that reaches it only through a FaultyProxy (to cut, refuse or delay). */
-export async function proxiedPostgresSchema(poolSize: number): Promise<{ schema: Awaited<ReturnType<typeof postgresSchema>>; proxy: FaultyProxy; db: PostgresHandle; close(): Promise<void> }> {
+export async function proxiedPostgresSchema(
+  poolSize: number,
+): Promise<{ schema: Awaited<ReturnType<typeof postgresSchema>>; proxy: FaultyProxy; db: PostgresHandle; close(): Promise<void> }> {
   const schema = await postgresSchema(2);
   const url = new URL(schema.url);
   const proxy = await new FaultyProxy(url.hostname, Number(url.port)).start();
@@ -248,7 +250,11 @@ export interface BackendBlockOptions {
  */
 export function forEachBackend(title: string, body: (backend: LeaseBackend, name: BackendName) => void): void;
 export function forEachBackend(title: string, o: BackendBlockOptions, body: (backend: LeaseBackend, name: BackendName) => void): void;
-export function forEachBackend(title: string, a: BackendBlockOptions | ((backend: LeaseBackend, name: BackendName) => void), b?: (backend: LeaseBackend, name: BackendName) => void): void {
+export function forEachBackend(
+  title: string,
+  a: BackendBlockOptions | ((backend: LeaseBackend, name: BackendName) => void),
+  b?: (backend: LeaseBackend, name: BackendName) => void,
+): void {
   const [o, body]: [BackendBlockOptions, typeof b & {}] = typeof a === 'function' ? [{}, a] : [a, b!];
   describe.each(o.only ?? BACKENDS)(title, (name) => {
     const backend = { name } as LeaseBackend;

@@ -40,7 +40,8 @@ export class ContentionProxy {
   async start(): Promise<this> {
     this.server = createServer(
       withBody((req, res, body) => {
-        const reply = (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) => res.writeHead(status, headers as Record<string, string>).end(payload);
+        const reply = (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) =>
+          res.writeHead(status, headers as Record<string, string>).end(payload);
         void this.handle(req.headers, body, req.method ?? 'POST', req.url ?? '/', reply).catch((err: unknown) => {
           res.writeHead(502).end(String(err));
         });
@@ -63,7 +64,13 @@ export class ContentionProxy {
     return new Promise((held) => (this.armed = { refusals, held }));
   }
 
-  private async handle(headers: IncomingHttpHeaders, body: Buffer, method: string, path: string, reply: (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) => void): Promise<void> {
+  private async handle(
+    headers: IncomingHttpHeaders,
+    body: Buffer,
+    method: string,
+    path: string,
+    reply: (status: number, headers: IncomingHttpHeaders, payload: Buffer | string) => void,
+  ): Promise<void> {
     const op = String(headers['x-amz-target'] ?? '').split('.')[1];
     const input = body.length ? (JSON.parse(body.toString('utf8')) as Record<string, unknown>) : {};
     if (op === 'TransactWriteItems') {
@@ -74,11 +81,15 @@ export class ContentionProxy {
       if (keys.some((k) => this.ongoing.has(k))) {
         this.refused(keys);
         const codes = keys.map((k) => (this.ongoing.has(k) ? 'TransactionConflict' : 'None'));
-        return reply(400, jsonHeaders, JSON.stringify({
-          __type: 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
-          Message: `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes.join(', ')}]`,
-          CancellationReasons: codes.map((Code) => (Code === 'None' ? { Code } : { Code, Message: 'Transaction is ongoing for the item' })),
-        }));
+        return reply(
+          400,
+          jsonHeaders,
+          JSON.stringify({
+            __type: 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
+            Message: `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes.join(', ')}]`,
+            CancellationReasons: codes.map((Code) => (Code === 'None' ? { Code } : { Code, Message: 'Transaction is ongoing for the item' })),
+          }),
+        );
       }
       for (const k of keys) this.ongoing.set(k, (this.ongoing.get(k) ?? 0) + 1);
       try {
@@ -106,7 +117,11 @@ export class ContentionProxy {
       const key = keyOf(String(input.TableName), (input.Key ?? input.Item) as Record<string, unknown>);
       if (this.ongoing.has(key)) {
         this.refused([key]);
-        return reply(400, jsonHeaders, JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#TransactionConflictException', message: 'Transaction is ongoing for the item' }));
+        return reply(
+          400,
+          jsonHeaders,
+          JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#TransactionConflictException', message: 'Transaction is ongoing for the item' }),
+        );
       }
       const res = await this.writingOn([key], () => this.forward(headers, body, method, path));
       return reply(res.status, res.headers, res.body);

@@ -352,10 +352,14 @@ interface Ticket {
 }
 
 const NS = 'com.amazonaws.dynamodb.v20120810';
-const ON_DEMAND_TABLE = 'Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html';
-const ON_DEMAND_INDEX = 'Throughput exceeds the current capacity for one or more global secondary indexes. DynamoDB is automatically scaling your index so please try again shortly.';
-const PROVISIONED_TABLE = 'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.';
-const PROVISIONED_INDEX = 'The level of configured provisioned throughput for one or more global secondary indexes of the table was exceeded. Consider increasing your provisioning level for the under-provisioned global secondary indexes with the UpdateTable API';
+const ON_DEMAND_TABLE =
+  'Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html';
+const ON_DEMAND_INDEX =
+  'Throughput exceeds the current capacity for one or more global secondary indexes. DynamoDB is automatically scaling your index so please try again shortly.';
+const PROVISIONED_TABLE =
+  'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.';
+const PROVISIONED_INDEX =
+  'The level of configured provisioned throughput for one or more global secondary indexes of the table was exceeded. Consider increasing your provisioning level for the under-provisioned global secondary indexes with the UpdateTable API';
 
 export class ThrottleProxy {
   private server: Server | undefined;
@@ -418,7 +422,17 @@ export class ThrottleProxy {
   stats(): ThrottleStats {
     const keys: KeyStats[] = [...this.meters.values()]
       .filter((m) => m.total.write || m.total.read || m.refused)
-      .map((m) => ({ table: m.table, index: m.index, key: m.key, family: m.family, wcu: m.total.write, rcu: m.total.read, peakWcu: m.peak.write, peakRcu: m.peak.read, refused: m.refused }))
+      .map((m) => ({
+        table: m.table,
+        index: m.index,
+        key: m.key,
+        family: m.family,
+        wcu: m.total.write,
+        rcu: m.total.read,
+        peakWcu: m.peak.write,
+        peakRcu: m.peak.read,
+        refused: m.refused,
+      }))
       .sort((a, b) => b.refused - a.refused || b.wcu + b.rcu - (a.wcu + a.rcu) || a.key.localeCompare(b.key));
     const byFamily = new Map<string, { family: string; keys: number; wcu: number; rcu: number; refused: number; peakKeyWcu: number; peakKeyRcu: number }>();
     for (const k of keys) {
@@ -498,7 +512,10 @@ export class ThrottleProxy {
     if (!key) return null;
     const before = this.shadowOf(s, key);
     const next = op === 'PutItem' ? describe(s, item!) : op === 'DeleteItem' ? null : predictUpdate(s, before, input);
-    const estimate = [baseTouch(s, key, 'write', wcu(Math.max(before?.size ?? 0, next?.size ?? 0))), ...indexWrites(s, before, next, op === 'UpdateItem' ? changedAttributes(input) : 'all')];
+    const estimate = [
+      baseTouch(s, key, 'write', wcu(Math.max(before?.size ?? 0, next?.size ?? 0))),
+      ...indexWrites(s, before, next, op === 'UpdateItem' ? changedAttributes(input) : 'all'),
+    ];
     const hot = this.hot(estimate);
     if (hot.length) return this.refuse(hot, this.throttled(hot));
     const ticket = this.reserve(estimate);
@@ -510,7 +527,11 @@ export class ThrottleProxy {
       const old = input.ReturnValues !== 'ALL_OLD' ? before : out.Attributes ? describe(s, out.Attributes as WireItem) : null;
       let after: Shadow | null = null;
       if (op === 'PutItem') after = describe(s, item!);
-      else if (op === 'UpdateItem') after = input.ReturnValues === 'ALL_NEW' && out.Attributes ? describe(s, out.Attributes as WireItem) : (await this.images(call, [{ s, key, fallback: next }]))[0]!;
+      else if (op === 'UpdateItem')
+        after =
+          input.ReturnValues === 'ALL_NEW' && out.Attributes
+            ? describe(s, out.Attributes as WireItem)
+            : (await this.images(call, [{ s, key, fallback: next }]))[0]!;
       actual = [baseTouch(s, key, 'write', wcu(Math.max(old?.size ?? 0, after?.size ?? 0))), ...indexWrites(s, old, after, 'all')];
       this.remember(s, key, after);
     } else if (errorName(out) === 'ConditionalCheckFailedException') {
@@ -682,7 +703,9 @@ export class ThrottleProxy {
         }
       }
       const left = (out.UnprocessedKeys as Record<string, Json> | undefined) ?? {};
-      const leftIds = new Set(Object.entries(left).flatMap(([table, ka]) => ((ka.Keys as WireItem[] | undefined) ?? []).map((k) => `${table}\u0000${canonical(k)}`)));
+      const leftIds = new Set(
+        Object.entries(left).flatMap(([table, ka]) => ((ka.Keys as WireItem[] | undefined) ?? []).map((k) => `${table}\u0000${canonical(k)}`)),
+      );
       for (const e of passing) {
         if (leftIds.has(`${e.table}\u0000${canonical(e.key)}`)) continue;
         const item = found.get(`${e.table}\u0000${itemId(e.s, e.key)}`);
@@ -728,7 +751,10 @@ export class ThrottleProxy {
     const actual: Touch[] = [];
     if (res.status === 200) {
       const updated = plan.filter((p) => p.kind === 'Update');
-      const images = await this.images(call, updated.map((p) => ({ s: p.s, key: p.key, fallback: p.predicted })));
+      const images = await this.images(
+        call,
+        updated.map((p) => ({ s: p.s, key: p.key, fallback: p.predicted })),
+      );
       const after = new Map(updated.map((p, i) => [p, images[i]!] as const));
       for (const p of plan) {
         const next = p.kind === 'Put' ? p.predicted : p.kind === 'Update' ? after.get(p)! : p.kind === 'Delete' ? null : p.before;
@@ -872,7 +898,11 @@ export class ThrottleProxy {
       reasons.push({ reason, resource });
     }
     return provisioned
-      ? jsonReply(400, { __type: `${NS}#ProvisionedThroughputExceededException`, message: onTable ? PROVISIONED_TABLE : PROVISIONED_INDEX, ThrottlingReasons: reasons })
+      ? jsonReply(400, {
+          __type: `${NS}#ProvisionedThroughputExceededException`,
+          message: onTable ? PROVISIONED_TABLE : PROVISIONED_INDEX,
+          ThrottlingReasons: reasons,
+        })
       : jsonReply(400, { __type: `${NS}#ThrottlingException`, message: onTable ? ON_DEMAND_TABLE : ON_DEMAND_INDEX, throttlingReasons: reasons });
   }
 
@@ -1032,7 +1062,11 @@ export class ThrottleProxy {
   private async helper(call: Call, op: string, input: Json): Promise<Json | null> {
     this.totals.helperRequests++;
     const body = Buffer.from(JSON.stringify(input));
-    const headers: IncomingHttpHeaders = { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': `DynamoDB_20120810.${op}`, 'content-length': String(body.length) };
+    const headers: IncomingHttpHeaders = {
+      'content-type': 'application/x-amz-json-1.0',
+      'x-amz-target': `DynamoDB_20120810.${op}`,
+      'content-length': String(body.length),
+    };
     for (const h of ['authorization', 'x-amz-date', 'x-amz-security-token']) if (call.headers[h]) headers[h] = call.headers[h];
     const res = await forwardHttp(this.upstream, headers, body, 'POST', '/');
     return res.status === 200 ? parseBody(res) : null;
@@ -1071,7 +1105,9 @@ function schemaOf(t: Json | undefined): Schema | null {
     const projection = typeof type === 'string' ? type : 'ALL';
     const include = projection === 'ALL' ? null : projection === 'INCLUDE' ? (((g.Projection as Json).NonKeyAttributes as string[] | undefined) ?? []) : [];
     const iname = String(g.IndexName);
-    return [{ name: iname, arn: typeof g.IndexArn === 'string' ? g.IndexArn : `${arn}/index/${iname}`, pk: ipk, sk: rangeOf(g.KeySchema), projection, include }];
+    return [
+      { name: iname, arn: typeof g.IndexArn === 'string' ? g.IndexArn : `${arn}/index/${iname}`, pk: ipk, sk: rangeOf(g.KeySchema), projection, include },
+    ];
   });
   // A table without a billing summary is provisioned (the mode DynamoDB started with).
   const provisioned = ((t.BillingModeSummary as Json | undefined)?.BillingMode ?? 'PROVISIONED') === 'PROVISIONED';
@@ -1133,7 +1169,12 @@ function entryOf(s: Schema, index: IndexSchema, item: WireItem): Entry | null {
     projected = {};
     for (const a of [s.pk, s.sk, index.pk, index.sk, ...index.include]) if (a && item[a]) projected[a] = item[a];
   }
-  return { pk: avString(pk), sk: sk ? avString(sk) : null, size: itemSize(projected), digest: createHash('sha1').update(canonical(projected)).digest('base64') };
+  return {
+    pk: avString(pk),
+    sk: sk ? avString(sk) : null,
+    size: itemSize(projected),
+    digest: createHash('sha1').update(canonical(projected)).digest('base64'),
+  };
 }
 
 function describe(s: Schema, item: WireItem): Shadow {
@@ -1241,7 +1282,8 @@ function predictUpdate(s: Schema, before: Shadow | null, input: Json): Shadow {
     const sk = keyValue(index.sk, o?.sk);
     const touchesIndex = [...effects.keys()].some((a) => a === index.pk || a === index.sk);
     if (!pk || sk === undefined) entries.set(index.name, null);
-    else if (o && !touchesIndex) entries.set(index.name, { ...o, digest: `${o.digest}~` }); // same keys, (presumably) new attributes
+    else if (o && !touchesIndex)
+      entries.set(index.name, { ...o, digest: `${o.digest}~` }); // same keys, (presumably) new attributes
     else entries.set(index.name, { pk, sk, size: o?.size ?? 0, digest: '' });
   }
   return { size: before?.size ?? 0, entries };
@@ -1268,7 +1310,11 @@ function partitionValueOf(input: Json, attr: string): string | undefined {
 
 /** Whether a read returns whole items (no projection): then what it returns is what it is charged for. */
 function whole(input: Json): boolean {
-  return !input.ProjectionExpression && !input.AttributesToGet && (input.Select === undefined || input.Select === 'ALL_ATTRIBUTES' || input.Select === 'ALL_PROJECTED_ATTRIBUTES');
+  return (
+    !input.ProjectionExpression &&
+    !input.AttributesToGet &&
+    (input.Select === undefined || input.Select === 'ALL_ATTRIBUTES' || input.Select === 'ALL_PROJECTED_ATTRIBUTES')
+  );
 }
 
 function parseBody(res: Forwarded): Json {
@@ -1301,7 +1347,12 @@ function jsonReply(status: number, payload: Json): Reply {
   const body = Buffer.from(JSON.stringify(payload));
   return {
     status,
-    headers: { 'content-type': 'application/x-amz-json-1.0', 'content-length': String(body.length), 'x-amzn-requestid': randomUUID(), 'x-amz-crc32': String(crc32(body)) },
+    headers: {
+      'content-type': 'application/x-amz-json-1.0',
+      'content-length': String(body.length),
+      'x-amzn-requestid': randomUUID(),
+      'x-amz-crc32': String(crc32(body)),
+    },
     body,
   };
 }

@@ -28,7 +28,13 @@ if (process.env.FENCE_STORE === 'dynamodb') {
   ledger = new PostgresLedgerStore(pgSql(pool));
   leases = new PostgresRunLeaseStore(pgSql(pool), runId);
 }
-const elector = new LeaseElector(leases, { name: coordinatorLease(runId), holderId: 'subprocess', ttlMs: 60_000, renewIntervalMs: 20_000, retryIntervalMs: 5_000 });
+const elector = new LeaseElector(leases, {
+  name: coordinatorLease(runId),
+  holderId: 'subprocess',
+  ttlMs: 60_000,
+  renewIntervalMs: 20_000,
+  retryIntervalMs: 5_000,
+});
 await elector.campaign();
 const coordinator = new Coordinator({
   runId,

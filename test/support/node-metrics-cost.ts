@@ -89,7 +89,8 @@ class ServedNode {
   /** The node's next JSON line; an exit first is an error. */
   private line(): Promise<Record<string, unknown>> {
     return new Promise((done, fail) => {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) return fail(new Error(`the bench's node has exited (${this.child.exitCode ?? this.child.signalCode})`));
+      if (this.child.exitCode !== null || this.child.signalCode !== null)
+        return fail(new Error(`the bench's node has exited (${this.child.exitCode ?? this.child.signalCode})`));
       const exited = (code: number | null) => fail(new Error(`the bench's node exited with ${code}`));
       this.child.once('exit', exited);
       this.lines.once('line', (l: string) => {
@@ -211,7 +212,15 @@ interface Arm {
 
 async function arm(name: string, group: Group, scrapeEveryMs: number | null): Promise<Arm> {
   const { node, url } = await ServedNode.start(group !== 'without');
-  return { name, group, node, url, agent: new Agent({ keepAlive: true, maxSockets: 1 }), scraper: scrapeEveryMs === null ? null : new Scraper(url, scrapeEveryMs), samples: [] };
+  return {
+    name,
+    group,
+    node,
+    url,
+    agent: new Agent({ keepAlive: true, maxSockets: 1 }),
+    scraper: scrapeEveryMs === null ? null : new Scraper(url, scrapeEveryMs),
+    samples: [],
+  };
 }
 
 async function post(a: Arm, path: string, body: unknown, want: number): Promise<Record<string, unknown>> {
@@ -235,7 +244,12 @@ async function block(a: Arm, spec: Spec, clock: { observedAt: number }): Promise
       // Newer than the last report, and not before the stage became active (a reading from before is ignored).
       clock.observedAt = Math.max(clock.observedAt + 1, Date.now());
       const t = performance.now();
-      const body = await post(a, '/events', { type: 'rollout.metrics_reported', rolloutId: id, stage, requests: 100, errors: 0, p99LatencyMs: null, observedAt: clock.observedAt }, 202);
+      const body = await post(
+        a,
+        '/events',
+        { type: 'rollout.metrics_reported', rolloutId: id, stage, requests: 100, errors: 0, p99LatencyMs: null, observedAt: clock.observedAt },
+        202,
+      );
       a.samples.push(performance.now() - t);
       if (!promoted(body)) throw new Error(`a metrics event for stage ${stage} of ${id} promoted nothing: ${JSON.stringify(body)}`);
     }

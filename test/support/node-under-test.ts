@@ -8,7 +8,14 @@ import { ControlPlaneNode, type NodeConfigInput } from '../../shared/runtimes/no
 /** A node on embedded PGlite (static elector) served over HTTP on loopback, as `npm start` serves it, with `extra` configuration. */
 export async function nodeUnderTest(extra: Partial<NodeConfigInput> = {}): Promise<{ node: ControlPlaneNode; url: string; close(): Promise<void> }> {
   const port = await freePort();
-  const node = await ControlPlaneNode.open({ nodeId: 'target-node', port, store: { kind: 'pglite', dataDir: null }, elector: 'static', scanIntervalSeconds: 1, ...extra });
+  const node = await ControlPlaneNode.open({
+    nodeId: 'target-node',
+    port,
+    store: { kind: 'pglite', dataDir: null },
+    elector: 'static',
+    scanIntervalSeconds: 1,
+    ...extra,
+  });
   // As `rollout serve` and `npm start` listen: with the node's TLS files when it has them.
   const server = await serveApi(nodeApi(node, nodeMetrics(node)), { port, ...(node.config.tls ? { tls: readTls(node.config.tls) } : {}) });
   await node.start();

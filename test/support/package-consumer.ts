@@ -15,7 +15,11 @@ import { basename, join, resolve } from 'node:path';
 const root = resolve(import.meta.dirname, '../..');
 
 function run(cmd: string, args: readonly string[], cwd: string): string {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' } });
+  const r = spawnSync(cmd, args, {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' },
+  });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}): exit ${r.status}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-4000)}`);
   return r.stdout;
 }
@@ -36,7 +40,14 @@ export function packAndInstall(dir: string): Consumer {
   mkdirSync(project, { recursive: true });
   const rel = `file:../${basename(tarball)}`;
   const lock = consumerLock(tarball, rel);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: (lock.packages[''] as { dependencies: Record<string, string> }).dependencies }, null, 2));
+  writeFileSync(
+    join(project, 'package.json'),
+    JSON.stringify(
+      { name: 'consumer', private: true, type: 'module', dependencies: (lock.packages[''] as { dependencies: Record<string, string> }).dependencies },
+      null,
+      2,
+    ),
+  );
   writeFileSync(join(project, 'package-lock.json'), JSON.stringify(lock, null, 2));
   run('npm', ['ci', '--offline', '--ignore-scripts'], project);
   return { dir: project, tarball, bin: join(project, 'node_modules/.bin/rollout') };
@@ -45,7 +56,12 @@ export function packAndInstall(dir: string): Consumer {
 /** What a consumer who deploys with the constructs installs beside the package: its peers (esbuild for a fleet with a module of theirs). */
 const CDK_PEERS = ['aws-cdk-lib', 'constructs', 'esbuild'];
 
-type LockEntry = Record<string, unknown> & { dependencies?: Record<string, string>; optionalDependencies?: Record<string, string>; dev?: boolean; link?: boolean };
+type LockEntry = Record<string, unknown> & {
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  dev?: boolean;
+  link?: boolean;
+};
 
 /** `names` and everything they need, as node would resolve it in this repository's tree (bundled dependencies included). */
 function closure(packages: Record<string, LockEntry>, names: readonly string[]): Set<string> {
@@ -102,7 +118,19 @@ function consumerLock(tarball: string, rel: string): { name: string; lockfileVer
 export function typecheck(project: string, files: readonly string[]): void {
   writeFileSync(
     join(project, 'tsconfig.json'),
-    JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'], typeRoots: [join(root, 'node_modules/@types')] }, files }),
+    JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: false,
+        types: ['node'],
+        typeRoots: [join(root, 'node_modules/@types')],
+      },
+      files,
+    }),
   );
   run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project);
 }

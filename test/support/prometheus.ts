@@ -234,7 +234,8 @@ export async function waitForSeries(
       if (err instanceof PrometheusApiError) throw err;
       last = err instanceof Error ? err.message : err;
     }
-    if (Date.now() > deadline) throw new Error(`Prometheus at ${url}: ${query} did not return the expected series within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
+    if (Date.now() > deadline)
+      throw new Error(`Prometheus at ${url}: ${query} did not return the expected series within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -271,7 +272,8 @@ export async function startExporter(): Promise<Exporter> {
     registry,
     counter: (name, help, labelNames = []) => new Counter({ name, help, labelNames, registers: [registry] }),
     gauge: (name, help, labelNames = []) => new Gauge({ name, help, labelNames, registers: [registry] }),
-    histogram: (name, help, labelNames = [], buckets) => new Histogram({ name, help, labelNames, registers: [registry], ...(buckets ? { buckets: [...buckets] } : {}) }),
+    histogram: (name, help, labelNames = [], buckets) =>
+      new Histogram({ name, help, labelNames, registers: [registry], ...(buckets ? { buckets: [...buckets] } : {}) }),
     // Prometheus keeps its scrape connection alive; a plain close would wait for it.
     close: () => closeNow(server),
   };

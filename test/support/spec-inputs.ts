@@ -12,16 +12,42 @@ export const anyNumber = fc.oneof(
   fc.double({ min: 0, max: 100, noNaN: true }),
   fc.double({ min: 1, max: 1.1, noNaN: true }),
   fc.integer({ min: -5, max: 200 }),
-  fc.constantFrom(0, -0, 0.001, 0.004, 0.005, 0.0051, 5e-324, Number.EPSILON, 1 + Number.EPSILON, 1.001, 1.0001, 99.99, 99.995, 99.999, 100, 100.0001, 1e308, Infinity, -Infinity, NaN),
+  fc.constantFrom(
+    0,
+    -0,
+    0.001,
+    0.004,
+    0.005,
+    0.0051,
+    5e-324,
+    Number.EPSILON,
+    1 + Number.EPSILON,
+    1.001,
+    1.0001,
+    99.99,
+    99.995,
+    99.999,
+    100,
+    100.0001,
+    1e308,
+    Infinity,
+    -Infinity,
+    NaN,
+  ),
 );
 
 const bakeSeconds = fc.constantFrom(0, 60);
 export const specInput = fc.oneof(
   fc.record({ preset: fc.constant('linear'), stepPercent: anyNumber, bakeSeconds }),
-  fc.record({ preset: fc.constant('exponential'), initialPercent: anyNumber, growthFactor: anyNumber, bakeSeconds }, { requiredKeys: ['preset', 'bakeSeconds'] }),
+  fc.record(
+    { preset: fc.constant('exponential'), initialPercent: anyNumber, growthFactor: anyNumber, bakeSeconds },
+    { requiredKeys: ['preset', 'bakeSeconds'] },
+  ),
   fc.record({ preset: fc.constant('canary'), canaryPercent: anyNumber, bakeSeconds }, { requiredKeys: ['preset', 'bakeSeconds'] }),
   fc.record({ preset: fc.constant('all-at-once') }),
-  fc.record({ stages: fc.array(fc.record({ name: fc.string({ minLength: 1, maxLength: 3 }), percent: anyNumber, bakeSeconds }), { maxLength: 2 * MAX_STAGES }) }),
+  fc.record({
+    stages: fc.array(fc.record({ name: fc.string({ minLength: 1, maxLength: 3 }), percent: anyNumber, bakeSeconds }), { maxLength: 2 * MAX_STAGES }),
+  }),
 );
 
 /** A spec of 1..MAX_STAGES rising stages ending at 100, or a ConfigError naming something; throws otherwise. */

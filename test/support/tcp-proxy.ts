@@ -32,7 +32,13 @@ export class FaultyProxy {
   private held: (() => void)[] = [];
   private holdMarker: readonly string[] | null = null;
   private onHeld: (() => void) | undefined;
-  private slow: { readonly markers: readonly string[]; readonly ms: number; readonly windowMs: number; readonly caught: () => void; until: number | null } | null = null;
+  private slow: {
+    readonly markers: readonly string[];
+    readonly ms: number;
+    readonly windowMs: number;
+    readonly caught: () => void;
+    until: number | null;
+  } | null = null;
   dropped = 0;
   port = 0;
 
@@ -67,11 +73,19 @@ export class FaultyProxy {
         if (this.delayMs <= 0 && queued === 0) return deliver();
         const dueAt = Date.now() + this.delayMs;
         queued++;
-        inFlight = inFlight.then(() => new Promise<void>((r) => setTimeout(() => {
-          queued--;
-          deliver();
-          r();
-        }, Math.max(0, dueAt - Date.now()))));
+        inFlight = inFlight.then(
+          () =>
+            new Promise<void>((r) =>
+              setTimeout(
+                () => {
+                  queued--;
+                  deliver();
+                  r();
+                },
+                Math.max(0, dueAt - Date.now()),
+              ),
+            ),
+        );
       };
       client.on('error', close).on('close', close);
       upstream.on('error', close).on('close', close);

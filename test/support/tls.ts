@@ -24,11 +24,49 @@ function openssl(args: string[], cwd: string): void {
 
 export function testCertificates(): TestCertificates {
   const dir = mkdtempSync(join(tmpdir(), 'rollout-tls-'));
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=rollout test CA'], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=rollout test CA',
+    ],
+    dir,
+  );
   const sign = (name: string, subject: string, ext: string) => {
     writeFileSync(join(dir, `${name}.ext`), ext);
     openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], dir);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`], dir);
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'ca.pem',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-out',
+        `${name}.pem`,
+        '-days',
+        '2',
+        '-extfile',
+        `${name}.ext`,
+      ],
+      dir,
+    );
   };
   sign('server', '/CN=127.0.0.1', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
   return {
@@ -40,7 +78,12 @@ export function testCertificates(): TestCertificates {
     client: (cn) => {
       const name = `client-${cn.replace(/[^A-Za-z0-9]/g, '_')}`;
       sign(name, `/CN=${cn}`, 'extendedKeyUsage=clientAuth\n');
-      return { certFile: join(dir, `${name}.pem`), keyFile: join(dir, `${name}.key`), cert: readFileSync(join(dir, `${name}.pem`)), key: readFileSync(join(dir, `${name}.key`)) };
+      return {
+        certFile: join(dir, `${name}.pem`),
+        keyFile: join(dir, `${name}.key`),
+        cert: readFileSync(join(dir, `${name}.pem`)),
+        key: readFileSync(join(dir, `${name}.key`)),
+      };
     },
   };
 }

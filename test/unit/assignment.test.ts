@@ -52,7 +52,16 @@ describe('bucketOf and inCohort', () => {
 
   it('is murmur3 of the UTF-8 key, whatever its characters or length', () => {
     const reference = (id: string, e: string) => murmur3x86_32(new TextEncoder().encode(`${id}:${e}`), 0) % BUCKETS;
-    for (const [id, e] of [['r1', 'host-7'], ['r1', 'hôte-7'], ['r1', '主机-7'], ['r1', '😀'], ['r', ''], ['r1', 'x'.repeat(2_000)], ['r1', `${'y'.repeat(700)}é`], ['r1', 'host-8']]) {
+    for (const [id, e] of [
+      ['r1', 'host-7'],
+      ['r1', 'hôte-7'],
+      ['r1', '主机-7'],
+      ['r1', '😀'],
+      ['r', ''],
+      ['r1', 'x'.repeat(2_000)],
+      ['r1', `${'y'.repeat(700)}é`],
+      ['r1', 'host-8'],
+    ]) {
       expect(bucketOf(id!, e!), `${id}:${e!.slice(0, 20)}`).toBe(reference(id!, e!));
     }
   });
@@ -86,8 +95,31 @@ describe('trafficOf and assignmentOf: a pure function of the committed state', (
     ],
   });
   const view = (state: Rollout['state'], phases: StageStatus['phase'][], over: Partial<Rollout> = {}) => ({
-    rollout: { id: 'r1', spec, state, attempt: 2, version: 5, createdAt: 0, updatedAt: 0, lastProgressAt: 0, deadlineExceededAt: null, stateBy: null, stateReason: null, ...over },
-    stages: phases.map((phase, index) => ({ index, name: spec.stages[index]!.name, phase, activatedAt: null, promotedAt: null, promotedEpoch: null, promotedBy: null, rolledBackAt: null, reason: null })),
+    rollout: {
+      id: 'r1',
+      spec,
+      state,
+      attempt: 2,
+      version: 5,
+      createdAt: 0,
+      updatedAt: 0,
+      lastProgressAt: 0,
+      deadlineExceededAt: null,
+      stateBy: null,
+      stateReason: null,
+      ...over,
+    },
+    stages: phases.map((phase, index) => ({
+      index,
+      name: spec.stages[index]!.name,
+      phase,
+      activatedAt: null,
+      promotedAt: null,
+      promotedEpoch: null,
+      promotedBy: null,
+      rolledBackAt: null,
+      reason: null,
+    })),
   });
 
   it.each<[string, Rollout['state'], StageStatus['phase'][], Traffic]>([
@@ -114,6 +146,9 @@ describe('trafficOf and assignmentOf: a pure function of the committed state', (
 
   it('names no stable version the spec does not know', () => {
     const bare = parseRolloutSpec({ target: { service: 'checkout', version: 'v2' }, stages: [{ name: 'all', percent: 100, bakeSeconds: 0 }] });
-    expect(assignmentOf({ ...view('aborted', ['active']), rollout: { ...view('aborted', ['active']).rollout, spec: bare } }, 'host-1')).toMatchObject({ variant: 'stable', version: null });
+    expect(assignmentOf({ ...view('aborted', ['active']), rollout: { ...view('aborted', ['active']).rollout, spec: bare } }, 'host-1')).toMatchObject({
+      variant: 'stable',
+      version: null,
+    });
   });
 });

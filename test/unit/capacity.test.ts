@@ -3,8 +3,30 @@ import { INDEX_ENTRY_KB, ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, perItem, sha
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { STEAL_HINT_FRESH_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
 import { RUN_RECORD_TTL_MS } from '../../shared/ledger/worker.js';
-import { AWS_LIMITS, busiestFirstTakes, COORDINATOR_LEASE_TTL_MS, heldWrites, hintReadRru, hintWriteWcu, planCapacity, PLAN_ASSUMPTIONS, PLAN_DEFAULTS, stealHintBytes, STEAL_READ_ITEMS, type PlanInput } from '../../infra/capacity/plan.js';
-import { benchModelInput, BENCH_COORDINATOR_LEASE, deploymentModelInput, simulate, simulatedTake, takeOrder, type ModelInput, type ModelTrace } from '../../infra/capacity/model.js';
+import {
+  AWS_LIMITS,
+  busiestFirstTakes,
+  COORDINATOR_LEASE_TTL_MS,
+  heldWrites,
+  hintReadRru,
+  hintWriteWcu,
+  planCapacity,
+  PLAN_ASSUMPTIONS,
+  PLAN_DEFAULTS,
+  stealHintBytes,
+  STEAL_READ_ITEMS,
+  type PlanInput,
+} from '../../infra/capacity/plan.js';
+import {
+  benchModelInput,
+  BENCH_COORDINATOR_LEASE,
+  deploymentModelInput,
+  simulate,
+  simulatedTake,
+  takeOrder,
+  type ModelInput,
+  type ModelTrace,
+} from '../../infra/capacity/model.js';
 import { PRICES } from '../../infra/cost.js';
 import { PRODUCER_PACE } from '../../shared/client/producer.js';
 
@@ -19,7 +41,10 @@ describe('the ledger writes of an item', () => {
     const w = Math.ceil(itemKb);
     const e = Math.ceil(INDEX_ENTRY_KB);
     const sum = (key: 'item' | 'pending' | 'running', units: number) =>
-      (Object.entries(ITEM_WRITES) as [ItemWrite, (typeof ITEM_WRITES)[ItemWrite]][]).reduce((s, [write, c]) => s + c[key] * units * (write === 'heartbeat' ? heartbeats : 1), 0);
+      (Object.entries(ITEM_WRITES) as [ItemWrite, (typeof ITEM_WRITES)[ItemWrite]][]).reduce(
+        (s, [write, c]) => s + c[key] * units * (write === 'heartbeat' ? heartbeats : 1),
+        0,
+      );
     const p = perItem({ itemKb, heartbeats });
     expect(p.itemWcu).toBeCloseTo(sum('item', w), 9);
     expect(p.pendingWcu).toBeCloseTo(sum('pending', e), 9);
@@ -70,7 +95,16 @@ describe('the capacity plan (hand-checked at 1 KB, 1 s items, batch 10, 5 ms Dyn
   const p = plan({ items: 1_000_000, rate: 100 });
   const batchMs = 10_225 / (1 - 5 / 60_000);
 
-  const h = heldWrites({ batch: 10, chunk: 1, itemSeconds: 1, dynamodbSeconds: 0.005, sqsSeconds: 0.01, concurrency: 16, heartbeatSeconds: 5, visibilitySeconds: 30 }).heartbeats;
+  const h = heldWrites({
+    batch: 10,
+    chunk: 1,
+    itemSeconds: 1,
+    dynamodbSeconds: 0.005,
+    sqsSeconds: 0.01,
+    concurrency: 16,
+    heartbeatSeconds: 5,
+    visibilitySeconds: 30,
+  }).heartbeats;
 
   it('times a worker: ≈ 1.0226 s an item, held 5.5 × that + 0.01 ≈ 5.634 s, about 0.68 heartbeat writes at 5 s', () => {
     expect(p.timing.chunk).toBe(1);
@@ -142,7 +176,10 @@ describe('the capacity plan (hand-checked at 1 KB, 1 s items, batch 10, 5 ms Dyn
   it('prices an item at its units: 11.68 WRU × US$ 0.625 per million, and the rest', () => {
     const writes = p.cost.lines.find((l) => l.what === 'DynamoDB writes')!;
     expect(writes.perMillionUsd).toBeCloseTo((5 + h + 1e-4 + 4 + 2) * 1e6 * PRICES.dynamoWrite.usd, 6);
-    expect(p.cost.perMillionUsd).toBeCloseTo(p.cost.lines.reduce((s, l) => s + l.perMillionUsd, 0), 9);
+    expect(p.cost.perMillionUsd).toBeCloseTo(
+      p.cost.lines.reduce((s, l) => s + l.perMillionUsd, 0),
+      9,
+    );
     expect(p.cost.runUsd).toBeCloseTo(p.cost.perItemUsd * 1_000_000, 6);
   });
 
@@ -150,7 +187,11 @@ describe('the capacity plan (hand-checked at 1 KB, 1 s items, batch 10, 5 ms Dyn
     const big = plan({ items: 1e7, rate: 10_000 });
     expect(big.table[0]!.ok).toBe(false);
     expect(big.beforeRun.some((s) => s.includes('Pre-warm'))).toBe(true);
-    expect(plan({ items: 1e5, rate: 100 }).table.slice(0, 3).every((c) => c.ok)).toBe(true);
+    expect(
+      plan({ items: 1e5, rate: 100 })
+        .table.slice(0, 3)
+        .every((c) => c.ok),
+    ).toBe(true);
   });
 });
 
@@ -322,7 +363,24 @@ describe('the model', () => {
   it('reads the run record again only once a worker’s last read is a minute old', () => {
     // 600 items at 5 a second in requests of 10: about two minutes of small batches for 2 workers.
     const r = simulate(
-      deploymentModelInput({ items: 600, rate: 5, workers: 2, shards: 1, itemKb: 1, itemSeconds: 0.1, heartbeatSeconds: 5, tableQuota: null, latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 }, apiRequestItems: 10, lambdaMemoryMb: 512, lambdaConcurrencyLimit: 1_000, sqsInFlightLimit: 120_000, weight: 1, seed: 3, stopAfterSeconds: 3_600 }),
+      deploymentModelInput({
+        items: 600,
+        rate: 5,
+        workers: 2,
+        shards: 1,
+        itemKb: 1,
+        itemSeconds: 0.1,
+        heartbeatSeconds: 5,
+        tableQuota: null,
+        latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 },
+        apiRequestItems: 10,
+        lambdaMemoryMb: 512,
+        lambdaConcurrencyLimit: 1_000,
+        sqsInFlightLimit: 120_000,
+        weight: 1,
+        seed: 3,
+        stopAfterSeconds: 3_600,
+      }),
     );
     expect(r.unfinished).toEqual({});
     expect(r.seconds).toBeGreaterThan(110);
@@ -331,7 +389,16 @@ describe('the model', () => {
   });
 
   it('orders a hint’s entries busiest first, and charges a simulated take its k thieves’ busiest-first attempts', () => {
-    expect(takeOrder(new Map([[1, [0]], [2, [0, 1, 2]], [3, [0, 1]], [4, [5, 6, 7]]])).map((e) => e.victim)).toEqual([2, 4, 3, 1]);
+    expect(
+      takeOrder(
+        new Map([
+          [1, [0]],
+          [2, [0, 1, 2]],
+          [3, [0, 1]],
+          [4, [5, 6, 7]],
+        ]),
+      ).map((e) => e.victim),
+    ).toEqual([2, 4, 3, 1]);
     // Weight 1: one attempt, at the hint's size with the entry in (won) or as it stands (lost).
     expect(simulatedTake(1, 5, [5], true)).toEqual({ attempts: 1, wcu: hintWriteWcu(stealHintBytes([5, 5])), won: 1, rounds: 1 });
     expect(simulatedTake(1, 5, [5], false)).toEqual({ attempts: 1, wcu: hintWriteWcu(stealHintBytes([5])) });
@@ -356,7 +423,25 @@ describe('the model', () => {
 
   describe('under throttling (PartialBatchError, Worker.pull, slowDown / speedUp, a refused enqueue)', () => {
     const deployed = (o: Partial<Parameters<typeof deploymentModelInput>[0]> = {}) =>
-      deploymentModelInput({ items: 2_000, rate: 200, workers: 40, shards: 2, itemKb: 1, itemSeconds: 0.2, heartbeatSeconds: 5, tableQuota: null, latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 }, apiRequestItems: 100, lambdaMemoryMb: 512, lambdaConcurrencyLimit: 1_000, sqsInFlightLimit: 120_000, weight: 1, seed: 1, stopAfterSeconds: 3_600, ...o });
+      deploymentModelInput({
+        items: 2_000,
+        rate: 200,
+        workers: 40,
+        shards: 2,
+        itemKb: 1,
+        itemSeconds: 0.2,
+        heartbeatSeconds: 5,
+        tableQuota: null,
+        latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 },
+        apiRequestItems: 100,
+        lambdaMemoryMb: 512,
+        lambdaConcurrencyLimit: 1_000,
+        sqsInFlightLimit: 120_000,
+        weight: 1,
+        seed: 1,
+        stopAfterSeconds: 3_600,
+        ...o,
+      });
     const traced = (o: ModelInput) => {
       const events: ModelTrace[] = [];
       return { r: simulate({ ...o, trace: (e) => events.push(e) }), events };
@@ -367,7 +452,8 @@ describe('the model', () => {
     const claims = events.filter((e) => e.kind === 'claims');
     type Pace = Extract<ModelTrace, { kind: 'pace' }>;
     /** The worker's pace before event `at` (the code's start: an unbounded batch, no pause), and the change that follows it. */
-    const paceBefore = (at: number, worker: number) => events.slice(0, at).findLast((e): e is Pace => e.kind === 'pace' && e.worker === worker) ?? { batch: PLAN_ASSUMPTIONS.receiveBatch, pauseMs: 0 };
+    const paceBefore = (at: number, worker: number) =>
+      events.slice(0, at).findLast((e): e is Pace => e.kind === 'pace' && e.worker === worker) ?? { batch: PLAN_ASSUMPTIONS.receiveBatch, pauseMs: 0 };
     const paceAfter = (at: number, worker: number) => events.slice(at + 1).find((e): e is Pace => e.kind === 'pace' && e.worker === worker);
 
     it('keeps the claims that landed in a round refused in part, halves the receive batch and pauses', () => {
@@ -376,7 +462,11 @@ describe('the model', () => {
       for (const round of partial) {
         const at = events.indexOf(round);
         const before = paceBefore(at, round.worker);
-        expect(paceAfter(at, round.worker)).toMatchObject({ throttled: true, batch: Math.max(1, Math.floor(before.batch / 2)), pauseMs: Math.min(2_000, Math.max(100, before.pauseMs * 2)) });
+        expect(paceAfter(at, round.worker)).toMatchObject({
+          throttled: true,
+          batch: Math.max(1, Math.floor(before.batch / 2)),
+          pauseMs: Math.min(2_000, Math.max(100, before.pauseMs * 2)),
+        });
         // Held and acked by this worker: never claimed again. The unanswered ones land later, once their messages come back.
         const later = claims.slice(claims.indexOf(round) + 1);
         for (const i of round.landed) expect(later.some((e) => e.landed.includes(i))).toBe(false);
@@ -439,7 +529,8 @@ describe('the model', () => {
       const stored = new Map<number, number>();
       for (const e of attempts) stored.set(e.request, (stored.get(e.request) ?? 0) + e.stored);
       expect([...stored.values()]).toEqual(Array.from({ length: 20 }, () => 100));
-      for (const [request] of stored) expect(Math.min(...attempts.filter((e) => e.request === request).map((e) => e.sent))).toBeGreaterThanOrEqual((request / 100) * 500 - 1e-6);
+      for (const [request] of stored)
+        expect(Math.min(...attempts.filter((e) => e.request === request).map((e) => e.sent))).toBeGreaterThanOrEqual((request / 100) * 500 - 1e-6);
       // The window: never more in flight than it allows (16 at most).
       const inFlight = (t: number) => attempts.filter((a) => a.sent <= t && a.at > t).length;
       expect(Math.max(...attempts.map((a) => inFlight(a.sent)))).toBeLessThanOrEqual(PRODUCER_PACE.maxInFlight);
@@ -457,7 +548,24 @@ describe('the model', () => {
 
   describe('with the coordinator Lambda (a deployment, weight 1)', () => {
     const deployed = (seed = 1) =>
-      deploymentModelInput({ items: 3_000, rate: 100, workers: 40, shards: 4, itemKb: 1, itemSeconds: 1, heartbeatSeconds: 5, tableQuota: null, latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 }, apiRequestItems: 1_000, lambdaMemoryMb: 512, lambdaConcurrencyLimit: 1_000, sqsInFlightLimit: 120_000, weight: 1, seed, stopAfterSeconds: 3_600 });
+      deploymentModelInput({
+        items: 3_000,
+        rate: 100,
+        workers: 40,
+        shards: 4,
+        itemKb: 1,
+        itemSeconds: 1,
+        heartbeatSeconds: 5,
+        tableQuota: null,
+        latencyMs: { dynamodb: 5, sqs: 10, lambda: 30 },
+        apiRequestItems: 1_000,
+        lambdaMemoryMb: 512,
+        lambdaConcurrencyLimit: 1_000,
+        sqsInFlightLimit: 120_000,
+        weight: 1,
+        seed,
+        stopAfterSeconds: 3_600,
+      });
     const r = simulate(deployed());
     const l = r.lambda;
 
@@ -502,7 +610,18 @@ describe('the model', () => {
   });
 
   describe('the bench’s steal comparison (a mixed fleet, an in-process coordinator)', () => {
-    const bench = { items: 100, workers: 2, shards: 4, limited: false, wcu: 40, rcu: 120, windowMs: 1_000, machineRequestsPerSecond: 1_500, seed: 5, itemMs: 10 } as const;
+    const bench = {
+      items: 100,
+      workers: 2,
+      shards: 4,
+      limited: false,
+      wcu: 40,
+      rcu: 120,
+      windowMs: 1_000,
+      machineRequestsPerSecond: 1_500,
+      seed: 5,
+      itemMs: 10,
+    } as const;
 
     it('keeps the main comparison’s input as it was: instant items, one kind of worker, no coordinator', () => {
       const i = input();
@@ -531,7 +650,20 @@ describe('the model', () => {
     });
 
     it('answers every ask on its one coordinator: no invocation, no lease write per ask (its elector renews), fences raised once', () => {
-      const p = benchModelInput({ items: 400, workers: 8, shards: 4, limited: true, wcu: 40, rcu: 120, windowMs: 1_000, machineRequestsPerSecond: 1_500, seed: 3, itemMs: 100, slowWorkers: { count: 2, itemMs: 2_000 }, steals: true });
+      const p = benchModelInput({
+        items: 400,
+        workers: 8,
+        shards: 4,
+        limited: true,
+        wcu: 40,
+        rcu: 120,
+        windowMs: 1_000,
+        machineRequestsPerSecond: 1_500,
+        seed: 3,
+        itemMs: 100,
+        slowWorkers: { count: 2, itemMs: 2_000 },
+        steals: true,
+      });
       expect(p.coordinatorProcess).toEqual({ renewEveryMs: BENCH_COORDINATOR_LEASE.renewIntervalMs });
       expect(p.scanEverySeconds).toBeNull();
       const r = simulate(p);

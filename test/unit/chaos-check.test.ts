@@ -38,7 +38,13 @@ function history(o: { transitions?: RolloutTransition[]; state?: string; events?
       stageTransitions: [],
       rolloutTransitions: o.transitions ?? [
         { seq: 1, at: 2_000, rolloutId: 'r1', from: null, to: { state: 'running', attempt: 1, reason: null, by: HOLDER } },
-        { seq: 2, at: 14_756, rolloutId: 'r1', from: { state: 'running', attempt: 1 }, to: { state: 'rolled_back', attempt: 1, reason: 'gate breached', by: HOLDER } },
+        {
+          seq: 2,
+          at: 14_756,
+          rolloutId: 'r1',
+          from: { state: 'running', attempt: 1 },
+          to: { state: 'rolled_back', attempt: 1, reason: 'gate breached', by: HOLDER },
+        },
       ],
       itemTransitions: [],
       rollouts: [{ id: 'r1', state: o.state ?? 'rolled_back', attempt: 1, reason: null, labels: {}, stages: [] }],
@@ -71,7 +77,12 @@ describe('leader-after-heal: a live leader within the bound whenever there is pr
 
   it('a rollout running throughout with its leader renewing passes', () => {
     const renewals = Array.from({ length: 12 }, (_, i) => 14_100 + i * 5_000);
-    const running = history({ state: 'running', transitions: [{ seq: 1, at: 2_000, rolloutId: 'r1', from: null, to: { state: 'running', attempt: 1, reason: null, by: HOLDER } }], events: [], renewals });
+    const running = history({
+      state: 'running',
+      transitions: [{ seq: 1, at: 2_000, rolloutId: 'r1', from: null, to: { state: 'running', attempt: 1, reason: null, by: HOLDER } }],
+      events: [],
+      renewals,
+    });
     expect(leaderViolations(running)).toEqual([]);
   });
 
@@ -95,7 +106,10 @@ describe('leader-after-heal: a live leader within the bound whenever there is pr
 describe('firstLeaderlessWork', () => {
   it('a moment fails only when no leader span meets [t, t + bound]', () => {
     // Leaders over [0, 10] and [20, 30]; bound 5.
-    const leaders = [[0, 10], [20, 30]] as const;
+    const leaders = [
+      [0, 10],
+      [20, 30],
+    ] as const;
     expect(firstLeaderlessWork([[0, 100]], leaders, 5, 0, 100)).toBe(10); // (10, 15) fails
     expect(firstLeaderlessWork([[0, 100]], leaders, 10, 0, 100)).toBe(30); // the gap to 20 is within the bound; after 30 none
     expect(firstLeaderlessWork([[0, 100]], leaders, 10, 0, 30)).toBeNull(); // nothing after 30 is judged

@@ -19,7 +19,12 @@ const TIMEOUT = 3_000;
 const HEARTBEAT = 500;
 const HEALED = 10_000;
 
-function item(seq: number, at: number, from: ItemTransition['from'], to: Partial<ItemTransition['to']> & { state: ItemTransition['to']['state'] }): ItemTransition {
+function item(
+  seq: number,
+  at: number,
+  from: ItemTransition['from'],
+  to: Partial<ItemTransition['to']> & { state: ItemTransition['to']['state'] },
+): ItemTransition {
   return { seq, at, runId: 'r1', itemId: 'i1', from, to: { worker: null, started: false, resultHash: null, error: null, attempts: 1, ...to } };
 }
 
@@ -55,9 +60,22 @@ function history(o: { stalls?: Stall[]; takenAt?: number | null; doneAt?: number
       leaseChanges: o.leases ?? [{ seq: 1, at: 0, name: 'promotion_leader', change: 'insert', holder: 'node-1', epoch: 1, expiresAt: 60_000 }],
       writes: [],
       stageTransitions: [],
-      rolloutTransitions: o.rolloutRunning ? [{ seq: 1, at: 1_000, rolloutId: 'ro', from: null, to: { state: 'running', attempt: 1, reason: null, by: 'node-1' } }] : [],
+      rolloutTransitions: o.rolloutRunning
+        ? [{ seq: 1, at: 1_000, rolloutId: 'ro', from: null, to: { state: 'running', attempt: 1, reason: null, by: 'node-1' } }]
+        : [],
       itemTransitions: items,
-      rollouts: o.rolloutRunning ? [{ id: 'ro', state: 'running', attempt: 1, reason: null, labels: {}, stages: [{ attempt: 1, index: 0, name: 'all', phase: 'active', promotedEpoch: null, promotedBy: null, activatedAt: 1_000 }] }] : [],
+      rollouts: o.rolloutRunning
+        ? [
+            {
+              id: 'ro',
+              state: 'running',
+              attempt: 1,
+              reason: null,
+              labels: {},
+              stages: [{ attempt: 1, index: 0, name: 'all', phase: 'active', promotedEpoch: null, promotedBy: null, activatedAt: 1_000 }],
+            },
+          ]
+        : [],
       runs: [{ id: 'r1', items: 1 }],
       items: [{ runId: 'r1', id: 'i1', state: 'done', worker: 'w2', resultHash: 'h', error: null, attempts: 1, hasMessage: true }],
       idempotency: [],
@@ -148,10 +166,15 @@ describe('leader-after-heal: the bound stretched by the control plane’s stalls
     expect(found[0]!.message).toMatch(/no live leader within 4\.80s \(lease holder/);
   });
 
-  it("a node stalled long enough in that window excuses it; a shorter stall is reported in the bound", () => {
+  it('a node stalled long enough in that window excuses it; a shorter stall is reported in the bound', () => {
     // Leaderless from 12 s (the lapse plus the clock slack) until 20 s: 8 s against a 4.8 s bound.
-    expect(named(history({ takenAt: null, rolloutRunning: true, leases: leases(20_000), stalls: [stall('node-1', 12_500, 4_000)] }), 'leader-after-heal')).toEqual([]);
-    const found = named(history({ takenAt: null, rolloutRunning: true, leases: leases(20_000), stalls: [stall('node-1', 12_500, 1_000)] }), 'leader-after-heal');
+    expect(
+      named(history({ takenAt: null, rolloutRunning: true, leases: leases(20_000), stalls: [stall('node-1', 12_500, 4_000)] }), 'leader-after-heal'),
+    ).toEqual([]);
+    const found = named(
+      history({ takenAt: null, rolloutRunning: true, leases: leases(20_000), stalls: [stall('node-1', 12_500, 1_000)] }),
+      'leader-after-heal',
+    );
     expect(found).toHaveLength(1);
     expect(found[0]!.message).toMatch(/no live leader within 4\.80s \+ 1\.0s stalled by node-1 \(lease holder/);
   });

@@ -25,14 +25,18 @@ const ch = (at: number, change: LeaseChange['change'], holder: string | null, ep
   epoch,
   expiresAt,
 });
-const brief = (terms: ReturnType<typeof leaderIntervals>) => terms.map(({ holder, epoch, from, to, end, anomaly }) => ({ holder, epoch, from, to, end, anomaly }));
+const brief = (terms: ReturnType<typeof leaderIntervals>) =>
+  terms.map(({ holder, epoch, from, to, end, anomaly }) => ({ holder, epoch, from, to, end, anomaly }));
 /** Occurrences of `needle`; marks are counted as attributes, with their leading space, so the page script's selectors do not count. */
 const count = (html: string, needle: string) => html.split(needle).length - 1;
 
-
 describe('leaderIntervals', () => {
   it('a steal before expiry ends the old term where the new one starts; renewals extend a term without splitting it', () => {
-    const terms = leaderIntervals([ch(0, 'insert', 'a', 0, 5_000), ch(2_000, 'update', 'a', 0, 7_000), ch(4_000, 'update', 'a', 0, 9_000), ch(6_000, 'update', 'b', 1, 11_000)], L, 8_000);
+    const terms = leaderIntervals(
+      [ch(0, 'insert', 'a', 0, 5_000), ch(2_000, 'update', 'a', 0, 7_000), ch(4_000, 'update', 'a', 0, 9_000), ch(6_000, 'update', 'b', 1, 11_000)],
+      L,
+      8_000,
+    );
     expect(brief(terms)).toEqual([
       { holder: 'a', epoch: 0, from: 0, to: 6_000, end: 'replaced', anomaly: null },
       { holder: 'b', epoch: 1, from: 6_000, to: 8_000, end: 'open', anomaly: null },
@@ -58,7 +62,13 @@ describe('leaderIntervals', () => {
 
   it('a row deleted and inserted again at epoch 0 is flagged as going backwards, with the epoch it had', () => {
     const terms = leaderIntervals(
-      [ch(0, 'insert', 'a', 0, 5_000), ch(4_000, 'update', 'b', 1, 9_000), ch(5_000, 'update', 'c', 2, 10_000), ch(6_000, 'delete', 'c', 2, 10_000), ch(7_000, 'insert', 'a', 0, 12_000)],
+      [
+        ch(0, 'insert', 'a', 0, 5_000),
+        ch(4_000, 'update', 'b', 1, 9_000),
+        ch(5_000, 'update', 'c', 2, 10_000),
+        ch(6_000, 'delete', 'c', 2, 10_000),
+        ch(7_000, 'insert', 'a', 0, 12_000),
+      ],
       L,
       8_000,
     );
@@ -120,7 +130,14 @@ describe('drawing helpers', () => {
   });
 
   it('packRows puts overlapping extents on separate rows and reuses a row once it is free', () => {
-    expect(packRows([{ x0: 0, x1: 50 }, { x0: 10, x1: 20 }, { x0: 60, x1: 70 }, { x0: 30, x1: 40 }])).toEqual([0, 1, 0, 1]);
+    expect(
+      packRows([
+        { x0: 0, x1: 50 },
+        { x0: 10, x1: 20 },
+        { x0: 60, x1: 70 },
+        { x0: 30, x1: 40 },
+      ]),
+    ).toEqual([0, 1, 0, 1]);
   });
 
   it('ticks fall on round seconds covering the range', () => {
@@ -130,7 +147,10 @@ describe('drawing helpers', () => {
 
   it('the time range starts before 0 when something happened before the schedule did', () => {
     const { history, violations } = fixtureHistory();
-    const early: ChaosHistory = { ...history, store: { ...history.store, leaseChanges: [ch(-1_500, 'insert', 'node-1', 0, 3_500), ...history.store.leaseChanges] } };
+    const early: ChaosHistory = {
+      ...history,
+      store: { ...history.store, leaseChanges: [ch(-1_500, 'insert', 'node-1', 0, 3_500), ...history.store.leaseChanges] },
+    };
     expect(timeRange(early, violations)).toEqual({ t0: -1_500, t1: 60_000 });
   });
 });

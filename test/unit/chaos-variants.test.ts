@@ -12,7 +12,10 @@ const root = join(import.meta.dirname, '../..');
  * the chaos run starts a process with a variant that no longer applies.
  */
 describe('chaos source edits apply to the code as it is', () => {
-  const edits: [string, SourceEdit][] = [...Object.values(VARIANTS).flatMap((v) => v.edits.map((e): [string, SourceEdit] => [v.name, e])), ...TARGET_GATE_EDITS.map((e): [string, SourceEdit] => ['target gate', e])];
+  const edits: [string, SourceEdit][] = [
+    ...Object.values(VARIANTS).flatMap((v) => v.edits.map((e): [string, SourceEdit] => [v.name, e])),
+    ...TARGET_GATE_EDITS.map((e): [string, SourceEdit] => ['target gate', e]),
+  ];
   it.each(edits.map(([name, e]) => [name, e.file, e] as const))('%s: %s', (_name, _file, e) => {
     const found = readFileSync(join(root, e.file), 'utf8').split(e.find).length - 1;
     if (e.last) expect(found).toBeGreaterThanOrEqual(1);

@@ -5,7 +5,9 @@ import { completionScript, program } from '../../shared/runtimes/cli/cli.js';
 /** What bash offers after `words` (the last one being completed), with the script sourced. */
 function offered(script: string, words: string[]): string[] {
   const arr = words.map((w) => `'${w}'`).join(' ');
-  const r = spawnSync('bash', ['-c', `${script}\nCOMP_WORDS=(${arr}); COMP_CWORD=${words.length - 1}; _rollout; printf '%s\\n' "\${COMPREPLY[@]}"`], { encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', `${script}\nCOMP_WORDS=(${arr}); COMP_CWORD=${words.length - 1}; _rollout; printf '%s\\n' "\${COMPREPLY[@]}"`], {
+    encoding: 'utf8',
+  });
   expect(r.status, r.stderr).toBe(0);
   return r.stdout.split('\n').filter(Boolean);
 }

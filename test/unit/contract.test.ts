@@ -13,7 +13,10 @@ import { checkAnswers } from '../harness/contract-check.js';
  * fail.
  */
 const doc = openApiDocument();
-const paths = doc.paths as Record<string, Record<string, { operationId: string; 'x-scope': string | null; 'x-scope-when'?: Record<string, string>; 'x-node-only'?: boolean }>>;
+const paths = doc.paths as Record<
+  string,
+  Record<string, { operationId: string; 'x-scope': string | null; 'x-scope-when'?: Record<string, string>; 'x-node-only'?: boolean }>
+>;
 
 describe('the API definition', () => {
   it('puts every route in the document, once, with its scope', () => {
@@ -43,7 +46,8 @@ describe('the API definition', () => {
       expect(route(r.method, path).route?.id, path).toBe(r.id);
       if (path !== '/') expect(() => route(r.method, `${path}/`), `${path}/`).toThrow(TargetError);
       expect(() => route(r.method, `/${path}`), `/${path}`).toThrow(TargetError);
-      if (path.includes('x-1')) expect(route(r.method, path.replace('x-1', 'x%2D1')), 'an escaped id').toMatchObject({ route: { id: r.id }, params: { id: 'x-1' } });
+      if (path.includes('x-1'))
+        expect(route(r.method, path.replace('x-1', 'x%2D1')), 'an escaped id').toMatchObject({ route: { id: r.id }, params: { id: 'x-1' } });
     }
     expect(() => route('GET', '/rollouts/%2e%2E/history')).toThrow(/dot segment/);
     expect(route('GET', '/Rollouts')).toEqual({ route: null, allowed: [] });
@@ -64,7 +68,7 @@ describe('the API definition', () => {
     expect(committed, 'openapi.json is out of date: run npm run openapi').toEqual(doc);
   });
 
-  it('grants through API Gateway what each route\'s scope says', () => {
+  it("grants through API Gateway what each route's scope says", () => {
     const byRole = Object.fromEntries(Object.entries(API_ROUTES).map(([role, routes]) => [role, routes.map(([m, p]) => `${m} ${p}`)]));
     for (const r of ROUTES.filter((x) => !x.nodeOnly)) {
       if (r.method === 'GET') expect(byRole.read, r.id).toContain('GET /{proxy+}');

@@ -14,7 +14,18 @@ const ec2 = {
   time: '2017-12-22T18:43:48Z',
   region: 'us-west-1',
   resources: ['arn:aws:ec2:us-west-1:123456789012:instance/i-1234567890abcdef0'],
-  detail: { 'instance-id': 'i-1234567890abcdef0', state: 'terminated', 'c-count': 5, 'd-count': 3, 'x-limit': 301.8, 'source-ip': '10.0.0.123', tags: ['prod', 'web'], location: null, note: '', c: { d: { e: 'deep' } } },
+  detail: {
+    'instance-id': 'i-1234567890abcdef0',
+    state: 'terminated',
+    'c-count': 5,
+    'd-count': 3,
+    'x-limit': 301.8,
+    'source-ip': '10.0.0.123',
+    tags: ['prod', 'web'],
+    location: null,
+    note: '',
+    c: { d: { e: 'deep' } },
+  },
 };
 
 const cases: [string, Pattern, boolean][] = [
@@ -87,7 +98,9 @@ describe('EventBridge pattern matching (documented cases)', () => {
   });
 
   it('an array of objects is crushed out of the path; all of a nested pattern must match within one element (Event Ruler, "JSON Array Matching")', () => {
-    const event = { employees: [{ firstName: 'John', lastName: 'Doe' }, { firstName: 'Anna', lastName: 'Smith' }, [{ firstName: 'Peter', lastName: 'Jones' }]] };
+    const event = {
+      employees: [{ firstName: 'John', lastName: 'Doe' }, { firstName: 'Anna', lastName: 'Smith' }, [{ firstName: 'Peter', lastName: 'Jones' }]],
+    };
     expect(matches({ employees: { firstName: ['Anna'] } }, event)).toBe(true);
     expect(matches({ employees: { firstName: ['Peter'] } }, event)).toBe(true); // multi-level arrays too
     expect(matches({ employees: { firstName: ['Anna'], lastName: ['Smith'] } }, event)).toBe(true);

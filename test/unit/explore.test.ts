@@ -11,7 +11,8 @@ import { MODELS, SCOPES, VARIANT_RUNS, runCorrect, runVariant } from '../explore
 const line = (bad: number): Model<{ x: number }> => ({
   name: 'line',
   initial: { x: 0 },
-  steps: (s) => (s.x >= 10 ? [] : [{ label: `+1 → ${s.x + 1}`, next: { x: s.x + 1 } }, ...(s.x <= 8 ? [{ label: `+2 → ${s.x + 2}`, next: { x: s.x + 2 } }] : [])]),
+  steps: (s) =>
+    s.x >= 10 ? [] : [{ label: `+1 → ${s.x + 1}`, next: { x: s.x + 1 } }, ...(s.x <= 8 ? [{ label: `+2 → ${s.x + 2}`, next: { x: s.x + 2 } }] : [])],
   invariants: [{ name: 'not-bad', check: (s) => (s.x === bad ? `x is ${bad}` : null) }],
 });
 
@@ -37,7 +38,13 @@ describe('the explorer', () => {
     const m: Model<Record<string, number>> = {
       name: 'order',
       initial: {},
-      steps: (s) => (Object.keys(s).length ? [] : [{ label: 'ab', next: { a: 1, b: 2 } }, { label: 'ba', next: { b: 2, a: 1 } }]),
+      steps: (s) =>
+        Object.keys(s).length
+          ? []
+          : [
+              { label: 'ab', next: { a: 1, b: 2 } },
+              { label: 'ba', next: { b: 2, a: 1 } },
+            ],
       invariants: [],
     };
     expect(explore(m, { maxDepth: 3 }).states).toBe(2);

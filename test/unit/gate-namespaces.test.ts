@@ -8,7 +8,10 @@ import { gateNamespaceIssues, parseRolloutSpec } from '../../shared/rollout/spec
 const metric = (namespace: string) => ({ namespace, metricName: 'Errors', stat: 'Sum' });
 const gate = (name: string, g: Record<string, unknown>) => ({ type: 'cloudwatchMetric', name, comparison: '<=', threshold: 1, ...g });
 const spec = (...stages: { name: string; providers: unknown[] }[]) =>
-  parseRolloutSpec({ target: { service: 'checkout', version: 'v2' }, stages: stages.map((s, i) => ({ name: s.name, percent: Math.round(((i + 1) * 100) / stages.length), bakeSeconds: 0, gates: { providers: s.providers } })) });
+  parseRolloutSpec({
+    target: { service: 'checkout', version: 'v2' },
+    stages: stages.map((s, i) => ({ name: s.name, percent: Math.round(((i + 1) * 100) / stages.length), bakeSeconds: 0, gates: { providers: s.providers } })),
+  });
 
 describe('gateNamespaceIssues', () => {
   it('names the stage, the gate and the namespace of every gate reading outside the list', () => {
@@ -25,11 +28,13 @@ describe('gateNamespaceIssues', () => {
 
   it('an empty list refuses every cloudwatchMetric gate and says where the list is set; null is no limit', () => {
     const s = spec({ name: 'only', providers: [gate('shop', { metric: metric('Shop') })] });
-    expect(gateNamespaceIssues(s, [])).toEqual(['stages.0.gates.providers.0.metric.namespace: "Shop" is not a namespace this deployment\'s gates may read (none: the gateNamespaces setting names them) (stage "only", gate "shop")']);
+    expect(gateNamespaceIssues(s, [])).toEqual([
+      'stages.0.gates.providers.0.metric.namespace: "Shop" is not a namespace this deployment\'s gates may read (none: the gateNamespaces setting names them) (stage "only", gate "shop")',
+    ]);
     expect(gateNamespaceIssues(s, null)).toEqual([]);
   });
 
-  it('refuses expressions that read beyond the gate\'s own metrics, whatever namespaces those name', () => {
+  it("refuses expressions that read beyond the gate's own metrics, whatever namespaces those name", () => {
     for (const [expression, word] of [
       ["SEARCH('{AWS/RDS} CPUUtilization', 'Average')", 'SEARCH'],
       ['SELECT AVG(CPUUtilization) FROM "AWS/EC2"', 'SELECT'],
@@ -37,7 +42,9 @@ describe('gateNamespaceIssues', () => {
       ['select max(x) from y', 'select'],
     ] as const) {
       const s = spec({ name: 'only', providers: [gate('q', { expression, metrics: { a: metric('Shop') } })] });
-      expect(gateNamespaceIssues(s, ['Shop'])).toEqual([`stages.0.gates.providers.0.expression: ${word} reads beyond the gate's own metrics; only metric math over them is allowed (stage "only", gate "q")`]);
+      expect(gateNamespaceIssues(s, ['Shop'])).toEqual([
+        `stages.0.gates.providers.0.expression: ${word} reads beyond the gate's own metrics; only metric math over them is allowed (stage "only", gate "q")`,
+      ]);
     }
   });
 

@@ -42,7 +42,14 @@ describe('provider gates in the spec', () => {
     const spec = specWith([
       prom,
       alarmGate,
-      { type: 'cloudwatchMetric', name: 'rate', expression: 'errors / requests', metrics: { errors: { namespace: 'App', metricName: 'Errors', stat: 'Sum' }, requests: { namespace: 'App', metricName: 'Requests', stat: 'Sum' } }, comparison: '<=', threshold: 0.01 },
+      {
+        type: 'cloudwatchMetric',
+        name: 'rate',
+        expression: 'errors / requests',
+        metrics: { errors: { namespace: 'App', metricName: 'Errors', stat: 'Sum' }, requests: { namespace: 'App', metricName: 'Requests', stat: 'Sum' } },
+        comparison: '<=',
+        threshold: 0.01,
+      },
     ]);
     const [p, a, m] = spec.stages[0]!.gates.providers!;
     expect(p).toMatchObject({ intervalSeconds: 30, timeoutSeconds: 10, initialDelaySeconds: 0, failureLimit: 0, inconclusiveLimit: 2 });
@@ -57,19 +64,69 @@ describe('provider gates in the spec', () => {
     expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, comparison: '=' }] } }] })).toEqual([
       expect.stringMatching(new RegExp(`^${at}\\.0\\.comparison: `)),
     ]);
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, adress: 'x' }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0: Unrecognized key: "adress"`));
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [prom, prom] } }] })).toEqual([`${at}.1.name: duplicate gate name "errors"`]);
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, address: 'ftp://x' }] } }] })).toEqual([`${at}.0.address: must be an http(s) URL`]);
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, auth: { type: 'bearer', token: 'secret' } }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.auth`));
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, threshold: Number.NaN }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.threshold: `));
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, query: 'x'.repeat(4_097) }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.query: `));
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ type: 'cloudwatchMetric', name: 'm', comparison: '<', threshold: 1 }] } }] })).toEqual([`${at}.0.metric: give either metric, or expression with metrics`]);
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ type: 'cloudwatchMetric', name: 'm', expression: 'a/b', metrics: { A: { namespace: 'n', metricName: 'm', stat: 'Sum' } }, comparison: '<', threshold: 1 }] } }] })[0]).toMatch(
-      new RegExp(`^${at}\\.0\\.metrics\\.A: `),
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, adress: 'x' }] } }] })[0]).toMatch(
+      new RegExp(`^${at}\\.0: Unrecognized key: "adress"`),
     );
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...alarmGate, alarms: [] }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.alarms: `));
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, type: 'datadog' }] } }] })[0]).toMatch(new RegExp(`^${at}\\.0\\.type: `));
-    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: Array.from({ length: 11 }, (_, i) => ({ ...prom, name: `g${i}` })) } }] })[0]).toMatch(new RegExp(`^${at}: `));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [prom, prom] } }] })).toEqual([
+      `${at}.1.name: duplicate gate name "errors"`,
+    ]);
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, address: 'ftp://x' }] } }] })).toEqual([
+      `${at}.0.address: must be an http(s) URL`,
+    ]);
+    expect(
+      errorsOf({
+        target,
+        stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, auth: { type: 'bearer', token: 'secret' } }] } }],
+      })[0],
+    ).toMatch(new RegExp(`^${at}\\.0\\.auth`));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, threshold: Number.NaN }] } }] })[0]).toMatch(
+      new RegExp(`^${at}\\.0\\.threshold: `),
+    );
+    expect(
+      errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, query: 'x'.repeat(4_097) }] } }] })[0],
+    ).toMatch(new RegExp(`^${at}\\.0\\.query: `));
+    expect(
+      errorsOf({
+        target,
+        stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ type: 'cloudwatchMetric', name: 'm', comparison: '<', threshold: 1 }] } }],
+      }),
+    ).toEqual([`${at}.0.metric: give either metric, or expression with metrics`]);
+    expect(
+      errorsOf({
+        target,
+        stages: [
+          {
+            name: 's',
+            percent: 100,
+            bakeSeconds: 0,
+            gates: {
+              providers: [
+                {
+                  type: 'cloudwatchMetric',
+                  name: 'm',
+                  expression: 'a/b',
+                  metrics: { A: { namespace: 'n', metricName: 'm', stat: 'Sum' } },
+                  comparison: '<',
+                  threshold: 1,
+                },
+              ],
+            },
+          },
+        ],
+      })[0],
+    ).toMatch(new RegExp(`^${at}\\.0\\.metrics\\.A: `));
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...alarmGate, alarms: [] }] } }] })[0]).toMatch(
+      new RegExp(`^${at}\\.0\\.alarms: `),
+    );
+    expect(errorsOf({ target, stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: [{ ...prom, type: 'datadog' }] } }] })[0]).toMatch(
+      new RegExp(`^${at}\\.0\\.type: `),
+    );
+    expect(
+      errorsOf({
+        target,
+        stages: [{ name: 's', percent: 100, bakeSeconds: 0, gates: { providers: Array.from({ length: 11 }, (_, i) => ({ ...prom, name: `g${i}` })) } }],
+      })[0],
+    ).toMatch(new RegExp(`^${at}: `));
   });
 });
 
@@ -88,7 +145,11 @@ describe('judging what a provider returned', () => {
     expect(outcome({ kind: 'number', value: Number.POSITIVE_INFINITY, answer: '' })[0]).toBe('inconclusive');
     expect(outcome({ kind: 'empty', answer: '' })).toEqual(['inconclusive', null, expect.stringMatching(/^empty result/)]);
     expect(outcome({ kind: 'several', count: 3, answer: '' })).toEqual(['inconclusive', null, 'the query returned 3 series; a gate needs exactly one number']);
-    expect(outcome({ kind: 'error', message: 'connect ECONNREFUSED 127.0.0.1:9090', answer: '' })).toEqual(['inconclusive', null, 'connect ECONNREFUSED 127.0.0.1:9090']);
+    expect(outcome({ kind: 'error', message: 'connect ECONNREFUSED 127.0.0.1:9090', answer: '' })).toEqual([
+      'inconclusive',
+      null,
+      'connect ECONNREFUSED 127.0.0.1:9090',
+    ]);
   });
   it('an alarm gate fails on any ALARM, passes on all OK, and is inconclusive otherwise', () => {
     const g = specWith([alarmGate]).stages[0]!.gates.providers![0]!;
@@ -104,7 +165,19 @@ describe('judging what a provider returned', () => {
   });
 });
 
-const reading = (outcome: GateReading['outcome'], at: number, stage = 0): GateReading => ({ gate: 'errors', type: 'prometheus', attempt: 1, stage, at, outcome, value: null, query: 'q', answer: '', reason: outcome === 'pass' ? null : outcome, source: 'poll' });
+const reading = (outcome: GateReading['outcome'], at: number, stage = 0): GateReading => ({
+  gate: 'errors',
+  type: 'prometheus',
+  attempt: 1,
+  stage,
+  at,
+  outcome,
+  value: null,
+  query: 'q',
+  answer: '',
+  reason: outcome === 'pass' ? null : outcome,
+  source: 'poll',
+});
 
 describe('tallies', () => {
   it('count within a period, start again in a newer one, and ignore an older one', () => {
@@ -115,7 +188,14 @@ describe('tallies', () => {
     // A reading that arrives late keeps its place: the newest stays the last.
     expect(tallyWith(b, reading('pass', T + 1), T)).toMatchObject({ readings: 3, last: { at: T + 2 } });
     // Resumed at T + 10: the counts start again.
-    expect(tallyWith(b, reading('pass', T + 11), T + 10)).toMatchObject({ origin: T + 10, readings: 1, failures: 0, inconclusive: 0, lastFailure: null, lastInconclusive: null });
+    expect(tallyWith(b, reading('pass', T + 11), T + 10)).toMatchObject({
+      origin: T + 10,
+      readings: 1,
+      failures: 0,
+      inconclusive: 0,
+      lastFailure: null,
+      lastInconclusive: null,
+    });
     // Taken before the resume, stored after it: it does not count.
     expect(tallyWith(tallyWith(b, reading('pass', T + 11), T + 10)!, reading('fail', T + 3), T)).toBeNull();
   });
@@ -137,7 +217,11 @@ describe('the provider verdict', () => {
   });
   it('rolls back past failureLimit and pauses past inconclusiveLimit, naming the gate and the last reason', () => {
     const failed = reading('fail', T + 5);
-    expect(of(tally({ failures: 1, last: failed, lastFailure: failed }))).toEqual({ kind: 'rollback', reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: fail', readings: [failed] });
+    expect(of(tally({ failures: 1, last: failed, lastFailure: failed }))).toEqual({
+      kind: 'rollback',
+      reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: fail',
+      readings: [failed],
+    });
     const down = { ...reading('inconclusive', T + 9), reason: 'connect ECONNREFUSED 127.0.0.1:9090' };
     expect(of(tally({ inconclusive: 2, last: down, lastInconclusive: down }))).toMatchObject({ kind: 'wait' });
     expect(of(tally({ inconclusive: 3, last: down, lastInconclusive: down }))).toEqual({
@@ -169,7 +253,19 @@ describe('the evaluator with provider gates', () => {
     const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
     stages[0] = { ...stages[0]!, phase: 'active', activatedAt: o.activatedAt ?? T };
     return {
-      rollout: { id: 'r', spec, state: 'running', attempt: 1, version: 2, createdAt: T, updatedAt: T, lastProgressAt: o.lastProgressAt ?? T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+      rollout: {
+        id: 'r',
+        spec,
+        state: 'running',
+        attempt: 1,
+        version: 2,
+        createdAt: T,
+        updatedAt: T,
+        lastProgressAt: o.lastProgressAt ?? T,
+        deadlineExceededAt: null,
+        stateBy: null,
+        stateReason: null,
+      },
       stages,
       metrics: new Map(),
       alarms: {},
@@ -202,18 +298,46 @@ describe('the evaluator with provider gates', () => {
   it('a rollback names the failing reading in its event', () => {
     const failed = { ...reading('fail', T + 9), value: 0.4, reason: '0.4 does not meet < 0.05' };
     const v = view([tally({ failures: 1, last: failed, lastFailure: failed })]);
-    const plan = planTransition(v, evaluate(v, T + 10_000)!, { now: T + 10_000, token: { name: 'promotion_leader', holder: 'n1', epoch: 3 }, actor: 'promoter:n1' });
+    const plan = planTransition(v, evaluate(v, T + 10_000)!, {
+      now: T + 10_000,
+      token: { name: 'promotion_leader', holder: 'n1', epoch: 3 },
+      actor: 'promoter:n1',
+    });
     expect(plan.next.state).toBe('rolled_back');
-    expect(plan.events[0]).toMatchObject({ detailType: 'ai.rollout.rollback_detected', detail: { reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: 0.4 does not meet < 0.05', readings: [failed] } });
+    expect(plan.events[0]).toMatchObject({
+      detailType: 'ai.rollout.rollback_detected',
+      detail: { reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: 0.4 does not meet < 0.05', readings: [failed] },
+    });
   });
 });
 
 describe('the GateReader', () => {
-  const spec = specWith([{ ...prom, timeoutSeconds: 1 }, { ...alarmGate, timeoutSeconds: 1 }]);
+  const spec = specWith([
+    { ...prom, timeoutSeconds: 1 },
+    { ...alarmGate, timeoutSeconds: 1 },
+  ]);
   const running = (id: string): RolloutView => {
     const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
     stages[0] = { ...stages[0]!, phase: 'active', activatedAt: T };
-    return { rollout: { id, spec, state: 'running', attempt: 1, version: 2, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null }, stages, metrics: new Map(), alarms: {}, gates: new Map() };
+    return {
+      rollout: {
+        id,
+        spec,
+        state: 'running',
+        attempt: 1,
+        version: 2,
+        createdAt: T,
+        updatedAt: T,
+        lastProgressAt: T,
+        deadlineExceededAt: null,
+        stateBy: null,
+        stateReason: null,
+      },
+      stages,
+      metrics: new Map(),
+      alarms: {},
+      gates: new Map(),
+    };
   };
   function storeThatCounts() {
     const stored: CountedReading[] = [];
@@ -229,7 +353,9 @@ describe('the GateReader', () => {
 
   it('asks each kind of provider once with all its due gates, stores every answer and returns the views with their tallies', async () => {
     const calls: number[] = [];
-    const prometheus: GateProvider<PrometheusGate> = { read: (gs) => (calls.push(gs.length), Promise.resolve(gs.map(() => ({ kind: 'number', value: 0.01, answer: '0.01' })))) };
+    const prometheus: GateProvider<PrometheusGate> = {
+      read: (gs) => (calls.push(gs.length), Promise.resolve(gs.map(() => ({ kind: 'number', value: 0.01, answer: '0.01' })))),
+    };
     const { store, stored } = storeThatCounts();
     const reader = new GateReader({ prometheus }, store, { clock: { now: () => T + 1_000 } });
     const { views, readings } = await reader.read([running('a'), running('b')]);
@@ -248,7 +374,9 @@ describe('the GateReader', () => {
     const hung: GateProvider<PrometheusGate> = { read: () => new Promise<ProviderResult[]>(() => undefined) };
     const { store } = storeThatCounts();
     const ok: ProviderResult = { kind: 'alarms', states: { 'checkout-5xx': 'OK', 'checkout-latency': 'OK' }, answer: '' };
-    const reader = new GateReader({ prometheus: hung, cloudwatchAlarm: { read: (gs) => Promise.resolve(gs.map(() => ok)) } }, store, { clock: { now: () => T } });
+    const reader = new GateReader({ prometheus: hung, cloudwatchAlarm: { read: (gs) => Promise.resolve(gs.map(() => ok)) } }, store, {
+      clock: { now: () => T },
+    });
     const { readings } = await reader.read([running('a')]);
     expect(readings.map((r) => [r.gate, r.outcome, r.reason])).toEqual([
       ['errors', 'inconclusive', 'timed out after 1 s'],
@@ -258,7 +386,11 @@ describe('the GateReader', () => {
 
   it('deadline() aborts the signal it handed out and rejects with GateTimeoutError', async () => {
     let aborted: unknown;
-    const err = await deadline(20, undefined, (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => ((aborted = signal.reason), reject(new Error('late')))))).catch((e: unknown) => e);
+    const err = await deadline(
+      20,
+      undefined,
+      (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => ((aborted = signal.reason), reject(new Error('late'))))),
+    ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GateTimeoutError);
     expect(aborted).toBeInstanceOf(GateTimeoutError);
   });
@@ -275,7 +407,13 @@ describe('the GateReader', () => {
 
 describe('native CloudWatch alarm state changes', () => {
   it.each(['OK', 'ALARM', 'INSUFFICIENT_DATA'] as const)('AWS’s %s event becomes an alarm change with its state timestamp', (state) => {
-    expect(inboundFromEnvelope(alarmStateChange('ServerCpuTooHigh', state))).toEqual({ type: 'cloudwatch.alarm_state_change', alarm: 'ServerCpuTooHigh', state, changedAt: Date.parse('2019-10-02T17:04:40.989Z'), region: 'us-east-1' });
+    expect(inboundFromEnvelope(alarmStateChange('ServerCpuTooHigh', state))).toEqual({
+      type: 'cloudwatch.alarm_state_change',
+      alarm: 'ServerCpuTooHigh',
+      state,
+      changedAt: Date.parse('2019-10-02T17:04:40.989Z'),
+      region: 'us-east-1',
+    });
   });
   it('a malformed one is refused with the field named', () => {
     const bad = alarmStateChange('x', 'ALARM');

@@ -20,7 +20,10 @@ describe('lease timing config', () => {
 
   it.each([
     [{ ttlMs: 10_000, renewIntervalMs: 10_000, retryIntervalMs: 1_000 }, /renewIntervalMs: must be less than ttlMs \(10000\)/],
-    [{ ttlMs: 30_000, renewIntervalMs: 6_000, retryIntervalMs: 5_000 }, /retryIntervalMs: renewIntervalMs \(6000\) must exceed 1\.2 × retryIntervalMs \(5000\)/],
+    [
+      { ttlMs: 30_000, renewIntervalMs: 6_000, retryIntervalMs: 5_000 },
+      /retryIntervalMs: renewIntervalMs \(6000\) must exceed 1\.2 × retryIntervalMs \(5000\)/,
+    ],
     [{ ttlMs: -1 }, /ttlMs: .*(>0|positive|greater than 0)/i],
     [{ clockSkewMs: -5 }, /clockSkewMs/],
     [{ ttlMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 500, clockSkewMs: 2_000 }, /clockSkewMs: must be less than ttlMs − renewIntervalMs \(2000\)/],

@@ -12,7 +12,17 @@ describe('lease transitions', () => {
   const held = acquire('l', 'a', T0, 3_000, { hostname: 'h', apiUrl: 'http://h' });
 
   it('acquire starts at epoch 0, version 0', () => {
-    expect(held).toEqual({ name: 'l', holder: 'a', epoch: 0, version: 0, acquiredAt: T0, renewedAt: T0, expiresAt: T0 + 3_000, hostname: 'h', apiUrl: 'http://h' });
+    expect(held).toEqual({
+      name: 'l',
+      holder: 'a',
+      epoch: 0,
+      version: 0,
+      acquiredAt: T0,
+      renewedAt: T0,
+      expiresAt: T0 + 3_000,
+      hostname: 'h',
+      apiUrl: 'http://h',
+    });
   });
 
   it('renew keeps holder and epoch, moves expiry, bumps version', () => {

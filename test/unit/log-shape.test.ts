@@ -29,7 +29,16 @@ describe('one log shape on nodes, workers and Lambdas', () => {
     expect(lines).toHaveLength(1);
     const line = JSON.parse(lines[0]!) as Record<string, unknown>;
     expect(Object.keys(line)).toEqual([...SHAPE, ...CORRELATION_FIELDS, 'nodeId', 'reason']);
-    expect(line).toMatchObject({ level: 'warn', service: 'rollout-node', message: 'leadership lost', rolloutId: 'ro-1', runId: 'r-1', requestId: 'q-1', leaseEpoch: 7, nodeId: 'n1' });
+    expect(line).toMatchObject({
+      level: 'warn',
+      service: 'rollout-node',
+      message: 'leadership lost',
+      rolloutId: 'ro-1',
+      runId: 'r-1',
+      requestId: 'q-1',
+      leaseEpoch: 7,
+      nodeId: 'n1',
+    });
     expect(new Date(line.time as string).toISOString()).toBe(line.time);
   });
 
@@ -39,14 +48,36 @@ describe('one log shape on nodes, workers and Lambdas', () => {
     expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\dT\S+ error step failed \{"runId":"r-2","error":"boom"\}\n$/);
   });
 
-  it('Lambdas: Powertools writes the same keys, with the invocation\'s request id as requestId', () => {
+  it("Lambdas: Powertools writes the same keys, with the invocation's request id as requestId", () => {
     const logger = lambdaLogger('batch-promoter');
-    logger.addContext({ awsRequestId: 'req-9', functionName: 'BatchPromoter', memoryLimitInMB: '512', functionVersion: '$LATEST', invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:BatchPromoter', callbackWaitsForEmptyEventLoop: true, logGroupName: 'g', logStreamName: 's', getRemainingTimeInMillis: () => 1000, done: () => undefined, fail: () => undefined, succeed: () => undefined });
+    logger.addContext({
+      awsRequestId: 'req-9',
+      functionName: 'BatchPromoter',
+      memoryLimitInMB: '512',
+      functionVersion: '$LATEST',
+      invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:BatchPromoter',
+      callbackWaitsForEmptyEventLoop: true,
+      logGroupName: 'g',
+      logStreamName: 's',
+      getRemainingTimeInMillis: () => 1000,
+      done: () => undefined,
+      fail: () => undefined,
+      succeed: () => undefined,
+    });
     const lines = capture(() => logger.info('rollout promoted', { rolloutId: 'ro-2', leaseEpoch: 3, transitions: 1 }));
     expect(lines).toHaveLength(1);
     const line = JSON.parse(lines[0]!) as Record<string, unknown>;
     expect(Object.keys(line).slice(0, SHAPE.length)).toEqual(SHAPE);
-    expect(line).toMatchObject({ level: 'info', service: 'batch-promoter', message: 'rollout promoted', rolloutId: 'ro-2', requestId: 'req-9', leaseEpoch: 3, functionName: 'BatchPromoter', transitions: 1 });
+    expect(line).toMatchObject({
+      level: 'info',
+      service: 'batch-promoter',
+      message: 'rollout promoted',
+      rolloutId: 'ro-2',
+      requestId: 'req-9',
+      leaseEpoch: 3,
+      functionName: 'BatchPromoter',
+      transitions: 1,
+    });
     expect(Object.keys(line).slice(SHAPE.length, SHAPE.length + 3)).toEqual(['rolloutId', 'requestId', 'leaseEpoch']);
     expect(new Date(line.time as string).toISOString()).toBe(line.time);
   });

@@ -48,9 +48,18 @@ describe.each(INHERITED)('the name %s, never declared', (name) => {
     const policy = new OutboundPolicy({ origins: [PROM], credentials: { prom: { type: 'bearer', origin: PROM, token: { env: 'PROM_TOKEN' } } } });
     const spec = parseRolloutSpec({
       target: { service: 'web', version: 'v2' },
-      stages: [{ name: 'all', percent: 100, bakeSeconds: 0, gates: { providers: [{ type: 'prometheus', name: 'errors', query: 'up', comparison: '<', threshold: 1, address: PROM, credential: name }] } }],
+      stages: [
+        {
+          name: 'all',
+          percent: 100,
+          bakeSeconds: 0,
+          gates: { providers: [{ type: 'prometheus', name: 'errors', query: 'up', comparison: '<', threshold: 1, address: PROM, credential: name }] },
+        },
+      ],
     });
-    expect(outboundIssues(spec, policy)).toEqual([`stages.0.gates.providers.0.credential: no credential named "${name}" in the operator's outbound configuration`]);
+    expect(outboundIssues(spec, policy)).toEqual([
+      `stages.0.gates.providers.0.credential: no credential named "${name}" in the operator's outbound configuration`,
+    ]);
     expect(() => policy.credential(name)).toThrow(`no credential named "${name}"`);
   });
 
@@ -69,7 +78,14 @@ describe.each(INHERITED)('the name %s, never declared', (name) => {
   });
 
   it('as a word of a metric expression that names no metric: left as written, not taken for one', () => {
-    const gate = cloudwatchMetricGateSchema.parse({ type: 'cloudwatchMetric', name: 'ratio', expression: `errors / ${name}`, metrics: { errors: { namespace: 'AWS/Lambda', metricName: 'Errors', stat: 'Sum' } }, comparison: '<', threshold: 1 });
+    const gate = cloudwatchMetricGateSchema.parse({
+      type: 'cloudwatchMetric',
+      name: 'ratio',
+      expression: `errors / ${name}`,
+      metrics: { errors: { namespace: 'AWS/Lambda', metricName: 'Errors', stat: 'Sum' } },
+      comparison: '<',
+      threshold: 1,
+    });
     expect(queriesOf(gate, 'g0')[0]!.Expression).toBe(`g0_errors / ${name}`);
   });
 
@@ -83,7 +99,8 @@ describe.each(INHERITED)('the name %s, never declared', (name) => {
 describe('the lint rule local/own-properties', () => {
   const eslint = new ESLint({ cwd: process.cwd() });
   // Linted as if it were this file: any file of the project gets the rule and the type information it needs.
-  const lint = async (code: string) => (await eslint.lintText(code, { filePath: 'shared/own.ts' }))[0]!.messages.filter((m) => m.ruleId === 'local/own-properties').map((m) => m.line);
+  const lint = async (code: string) =>
+    (await eslint.lintText(code, { filePath: 'shared/own.ts' }))[0]!.messages.filter((m) => m.ruleId === 'local/own-properties').map((m) => m.line);
 
   it('flags a lookup and an `in` by a non-literal name on a record, and passes own(), Object.hasOwn, literals, numbers and Maps', async () => {
     const code = [

@@ -138,10 +138,14 @@ describe('enqueueRun', () => {
   it('a request refused for longer than giveUpAfterMs ends the enqueue: EnqueueError with what was accepted; an error that is not "try again" ends it too', async () => {
     const r = rig((n) => (n <= 2 ? 'ok' : throttled(1_000)));
     try {
-      const err = await enqueueRun(r.send, { id: 'r3', items: items(50) }, { requestItems: 10, giveUpAfterMs: 5_000, now: r.now, sleep: r.sleep }).catch((e: unknown) => e);
+      const err = await enqueueRun(r.send, { id: 'r3', items: items(50) }, { requestItems: 10, giveUpAfterMs: 5_000, now: r.now, sleep: r.sleep }).catch(
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(EnqueueError);
       expect((err as EnqueueError).report).toMatchObject({ id: 'r3', requests: 2, items: 20 });
-      expect((err as Error).message).toMatch(/^enqueue into run r3 stopped after 20 items in 2 requests: a request of 10 items was refused for \d+ s: HTTP 503: store throttled.*Send every item again/);
+      expect((err as Error).message).toMatch(
+        /^enqueue into run r3 stopped after 20 items in 2 requests: a request of 10 items was refused for \d+ s: HTTP 503: store throttled.*Send every item again/,
+      );
     } finally {
       r.stop();
     }
@@ -156,11 +160,16 @@ describe('enqueueRun', () => {
     // Refused before anything was stored: the answer itself, not wrapped.
     const r3 = rig(() => new ApiError(400, { error: 'invalid run: spec' }));
     try {
-      await expect(enqueueRun(r3.send, { id: 'r5', items: items(5) }, { now: r3.now, sleep: r3.sleep })).rejects.toMatchObject({ name: 'ApiError', status: 400 });
+      await expect(enqueueRun(r3.send, { id: 'r5', items: items(5) }, { now: r3.now, sleep: r3.sleep })).rejects.toMatchObject({
+        name: 'ApiError',
+        status: 400,
+      });
     } finally {
       r3.stop();
     }
-    await expect(enqueueRun(r3.send, { id: 'r6', items: items(1) }, { requestItems: 10_001 })).rejects.toThrow(/requestItems: an integer from 1 to 10,000, got 10001/);
+    await expect(enqueueRun(r3.send, { id: 'r6', items: items(1) }, { requestItems: 10_001 })).rejects.toThrow(
+      /requestItems: an integer from 1 to 10,000, got 10001/,
+    );
     await expect(enqueueRun(r3.send, { id: 'r6', items: items(1) }, { maxInFlight: Number.NaN })).rejects.toThrow(/maxInFlight: a positive integer, got NaN/);
     await expect(enqueueRun(r3.send, { id: 'r6', items: [] })).rejects.toThrow(/items: at least one item/);
   });
@@ -193,7 +202,11 @@ describe('enqueueRun', () => {
           closedAfterAbort = true;
         }
       }
-      const aborted = await enqueueRun(r.send, { id: 'r8', items: endless() }, { requestItems: 10, now: r.now, sleep: r.sleep, signal: abort.signal, onProgress: (p) => p.requests === 3 && abort.abort() }).catch((e: unknown) => e);
+      const aborted = await enqueueRun(
+        r.send,
+        { id: 'r8', items: endless() },
+        { requestItems: 10, now: r.now, sleep: r.sleep, signal: abort.signal, onProgress: (p) => p.requests === 3 && abort.abort() },
+      ).catch((e: unknown) => e);
       expect(aborted).toBeInstanceOf(EnqueueError);
       expect((aborted as EnqueueError).report.requests).toBeGreaterThanOrEqual(3);
       expect((aborted as Error).message).toMatch(/: aborted\./);

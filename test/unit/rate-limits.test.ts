@@ -20,7 +20,13 @@ const authenticators = [new TokenAuthenticator(parseTokensFile([fleet.line, othe
 /** A guard in front of a route that answers 200, on a clock the test moves. */
 function guard(rateLimit: GuardOptions['rateLimit'], o: Partial<GuardOptions> = {}) {
   const clock = { ms: 1_000_000 };
-  const handle = guarded(() => Promise.resolve<ApiResponse>({ status: 200, body: {} }), { authenticators, allowedHosts: null, rateLimit, now: () => clock.ms, ...o });
+  const handle = guarded(() => Promise.resolve<ApiResponse>({ status: 200, body: {} }), {
+    authenticators,
+    allowedHosts: null,
+    rateLimit,
+    now: () => clock.ms,
+    ...o,
+  });
   const send = (method: string, path: string, r: { token?: string; address?: string; headers?: Record<string, string> } = {}) =>
     handle({
       method,
@@ -49,11 +55,16 @@ const defaults = nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', 
 describe('the default limits', () => {
   it('keep the stricter limits for other requests, and give cheap reads room for 2,000/s with headroom', () => {
     expect(defaults).toEqual({ perAddress: 200, perCredential: 100, burstSeconds: 2 });
-    expect([cheapReadLimit(defaults.cheapReadsPerAddress, defaults.perAddress), cheapReadLimit(defaults.cheapReadsPerCredential, defaults.perCredential)]).toEqual([5_000, 5_000]);
+    expect([
+      cheapReadLimit(defaults.cheapReadsPerAddress, defaults.perAddress),
+      cheapReadLimit(defaults.cheapReadsPerCredential, defaults.perCredential),
+    ]).toEqual([5_000, 5_000]);
     // A config written before the cheap limits existed keeps its numbers for other requests and gets the cheap defaults.
     const old = nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', dataDir: null }, rateLimit: { perAddress: 10, perCredential: 3 } }).rateLimit;
     expect(old).toEqual({ perAddress: 10, perCredential: 3, burstSeconds: 2 });
-    expect(() => nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', dataDir: null }, rateLimit: { cheapReadsPerAddress: -1 } })).toThrow(/cheapReadsPerAddress/);
+    expect(() => nodeConfigSchema.parse({ nodeId: 'n', store: { kind: 'pglite', dataDir: null }, rateLimit: { cheapReadsPerAddress: -1 } })).toThrow(
+      /cheapReadsPerAddress/,
+    );
   });
 
   it('admit 2,000 traffic and assignment reads a second on one credential from one address for 10 s, with no 429', async () => {
@@ -106,7 +117,10 @@ describe('cheap reads and other requests, each against its own limit', () => {
     expect(answers.slice(0, 50)).toEqual(Array<number>(50).fill(200));
     expect(answers.slice(50)).toEqual(Array<number>(10).fill(429));
     const refused = await send('HEAD', '/rollouts/r/assignment', { token: fleet.token });
-    expect(refused).toMatchObject({ status: 429, body: { error: 'too many traffic and assignment reads from fleet (--rate-limit-cheap-reads-per-credential)' } });
+    expect(refused).toMatchObject({
+      status: 429,
+      body: { error: 'too many traffic and assignment reads from fleet (--rate-limit-cheap-reads-per-credential)' },
+    });
     expect(refused.headers?.['retry-after']).toBe('1');
     // Its other requests are not held up by its cheap ones.
     expect((await send('GET', '/rollouts/r', { token: fleet.token })).status).toBe(200);
@@ -115,7 +129,7 @@ describe('cheap reads and other requests, each against its own limit', () => {
     expect(await statuses(50, () => send('GET', '/rollouts/r/traffic', { token: fleet.token }))).toEqual(Array<number>(50).fill(200));
   });
 
-  it('the class is the matched route\'s, not the path\'s look: a write or an unmatched path near /traffic pays the other limit', async () => {
+  it("the class is the matched route's, not the path's look: a write or an unmatched path near /traffic pays the other limit", async () => {
     const { send } = guard(small);
     const near = await statuses(6, () => send('GET', '/rollouts/r/traffic/more', { token: fleet.token }));
     expect(near.at(-1)).toBe(429);
@@ -124,7 +138,7 @@ describe('cheap reads and other requests, each against its own limit', () => {
     expect(writes.at(-1)).toBe(429);
   });
 
-  it('one credential\'s flood holds up neither class of another credential from the same address', async () => {
+  it("one credential's flood holds up neither class of another credential from the same address", async () => {
     const { send } = guard(small);
     await statuses(60, () => send('GET', '/rollouts/r/traffic', { token: fleet.token }));
     await statuses(10, () => send('GET', '/rollouts/r', { token: fleet.token }));
@@ -135,13 +149,18 @@ describe('cheap reads and other requests, each against its own limit', () => {
   });
 
   it('with authentication off, each address is limited in each class; behind a trusted proxy, each client', async () => {
-    const { send } = guard({ perAddress: 5, perCredential: 5, burstSeconds: 1, cheapReadsPerAddress: 50, cheapReadsPerCredential: 50 }, { authenticators: [], trustedProxies: ['10.0.0.9'] });
+    const { send } = guard(
+      { perAddress: 5, perCredential: 5, burstSeconds: 1, cheapReadsPerAddress: 50, cheapReadsPerCredential: 50 },
+      { authenticators: [], trustedProxies: ['10.0.0.9'] },
+    );
     expect(await statuses(20, () => send('GET', '/rollouts/r/traffic'))).toEqual(Array<number>(20).fill(200));
     expect(await statuses(7, () => send('GET', '/rollouts/r'))).toEqual([200, 200, 200, 200, 200, 429, 429]);
     expect((await send('GET', '/rollouts/r')).body).toEqual({ error: 'too many requests from this address (--rate-limit)' });
     const cheap = await statuses(40, () => send('GET', '/rollouts/r/traffic'));
     expect(count(cheap, 200)).toBe(30);
-    expect((await send('GET', '/rollouts/r/traffic')).body).toEqual({ error: 'too many traffic and assignment reads from this address (--rate-limit-cheap-reads)' });
+    expect((await send('GET', '/rollouts/r/traffic')).body).toEqual({
+      error: 'too many traffic and assignment reads from this address (--rate-limit-cheap-reads)',
+    });
     expect((await send('GET', '/rollouts/r', { address: '10.0.0.2' })).status).toBe(200);
     // Two clients behind the proxy: one's flood leaves the other its bucket.
     const viaProxy = (client: string) => send('GET', '/rollouts/r', { address: '10.0.0.9', headers: { 'x-forwarded-for': client } });

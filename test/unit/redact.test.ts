@@ -12,8 +12,16 @@ describe('redactSent', () => {
   it.each([
     ['raw', SECRET],
     ['JSON-escaped', JSON.stringify(SECRET)],
-    ['JSON-escaped with \\/ and \\u (PHP)', JSON.stringify(SECRET).replaceAll('/', '\\/').replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)],
-    ['JSON with upper-case \\u', JSON.stringify(SECRET).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`)],
+    [
+      'JSON-escaped with \\/ and \\u (PHP)',
+      JSON.stringify(SECRET)
+        .replaceAll('/', '\\/')
+        .replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+    ],
+    [
+      'JSON with upper-case \\u',
+      JSON.stringify(SECRET).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`),
+    ],
     ['JSON in JSON in JSON', JSON.stringify(JSON.stringify(JSON.stringify(SECRET)))],
     ['percent-encoded', encodeURIComponent(SECRET)],
     ['percent-encoded, lower-case hex', encodeURIComponent(SECRET).toLowerCase()],

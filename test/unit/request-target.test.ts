@@ -2,7 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { RequestRefused, requestTarget } from '../../shared/runtimes/node/http.js';
 
 describe('a request target in its one spelling is read as sent; its query as WHATWG URL parsing reads it', () => {
-  const targets = ['/', '/rollouts/ro-1/assignment?entity=user-1', '/rollouts/ro_1/assignment?entity=a+b&entity=%C3%A9', '/runs?limit=5&cursor=', '/rollouts/a%2Fb/assignment', '/rollouts/ro%3A1', '/x?', '/x?=&&=', '/rollouts/...'];
+  const targets = [
+    '/',
+    '/rollouts/ro-1/assignment?entity=user-1',
+    '/rollouts/ro_1/assignment?entity=a+b&entity=%C3%A9',
+    '/runs?limit=5&cursor=',
+    '/rollouts/a%2Fb/assignment',
+    '/rollouts/ro%3A1',
+    '/x?',
+    '/x?=&&=',
+    '/rollouts/...',
+  ];
   it.each(targets)('%s', (raw) => {
     const url = new URL(raw, 'http://local');
     const got = requestTarget(raw);

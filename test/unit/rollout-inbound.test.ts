@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { InvalidEventError, parseInboundEvent, READING_SKEW_MARGIN_MS, refuseFromTheFuture } from '../../shared/rollout/inbound.js';
 
 const now = Date.UTC(2026, 0, 1);
-const reading = (observedAt: number | string) => parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 10, errors: 0, observedAt });
+const reading = (observedAt: number | string) =>
+  parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 10, errors: 0, observedAt });
 
 describe('inbound signal times', () => {
   it('a time no Date can hold is refused by the schema, naming the field', () => {

@@ -24,8 +24,15 @@ function inChild(script: string): { status: number | null; signal: string | null
   return {
     status: r.status,
     signal: r.signal,
-    lines: r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as unknown),
-    stderr: r.stderr.split('\n').filter((l) => /heap|memory|Error/i.test(l)).slice(0, 3).join('\n'),
+    lines: r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as unknown),
+    stderr: r.stderr
+      .split('\n')
+      .filter((l) => /heap|memory|Error/i.test(l))
+      .slice(0, 3)
+      .join('\n'),
   };
 }
 
@@ -51,10 +58,20 @@ describe('spec expansion is bounded', () => {
     ]);
     expect({ status: r.status, signal: r.signal, stderr: r.stderr }).toEqual({ status: 0, signal: null, stderr: '' });
     expect(r.outcomes).toEqual([
-      { error: 'ConfigError', message: 'invalid rollout spec config: stepPercent: 0.001 does not advance at two decimals (it stays at 0%): the preset never reaches 100' },
-      { error: 'ConfigError', message: 'invalid rollout spec config: growthFactor: 1.001 from initialPercent 1 does not grow at two decimals (it stays at 1%): the preset never reaches 100' },
+      {
+        error: 'ConfigError',
+        message: 'invalid rollout spec config: stepPercent: 0.001 does not advance at two decimals (it stays at 0%): the preset never reaches 100',
+      },
+      {
+        error: 'ConfigError',
+        message:
+          'invalid rollout spec config: growthFactor: 1.001 from initialPercent 1 does not grow at two decimals (it stays at 1%): the preset never reaches 100',
+      },
       { error: 'ConfigError', message: `invalid rollout spec config: stepPercent: 1 needs about 100 stages to reach 100; at most ${MAX_STAGES}` },
-      { error: 'ConfigError', message: `invalid rollout spec config: growthFactor: 1.001 from initialPercent 50 needs about 695 stages to reach 100; at most ${MAX_STAGES}` },
+      {
+        error: 'ConfigError',
+        message: `invalid rollout spec config: growthFactor: 1.001 from initialPercent 50 needs about 695 stages to reach 100; at most ${MAX_STAGES}`,
+      },
       { stages: 40 },
     ]);
   });

@@ -10,9 +10,21 @@ const target = { service: 'checkout', version: 'v42' };
 
 describe('rollout spec', () => {
   it('a signal names its stage by index or by unique name; anything else names none', () => {
-    const spec = parseRolloutSpec({ target, stages: [{ name: 'canary', percent: 5, bakeSeconds: 60 }, { name: 'all', percent: 100, bakeSeconds: 0 }] });
+    const spec = parseRolloutSpec({
+      target,
+      stages: [
+        { name: 'canary', percent: 5, bakeSeconds: 60 },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    });
     expect([stageIndexOf(spec, 0), stageIndexOf(spec, 1), stageIndexOf(spec, 'canary'), stageIndexOf(spec, 'all')]).toEqual([0, 1, 0, 1]);
-    expect([stageIndexOf(spec, 2), stageIndexOf(spec, -1), stageIndexOf(spec, 0.5), stageIndexOf(spec, 'Canary'), stageIndexOf(spec, '')]).toEqual([null, null, null, null, null]);
+    expect([stageIndexOf(spec, 2), stageIndexOf(spec, -1), stageIndexOf(spec, 0.5), stageIndexOf(spec, 'Canary'), stageIndexOf(spec, '')]).toEqual([
+      null,
+      null,
+      null,
+      null,
+      null,
+    ]);
   });
 
   it('accepts explicit stages and fills gate defaults', () => {
@@ -31,11 +43,29 @@ describe('rollout spec', () => {
 
   it.each([
     [{ target, stages: [] }, /stages: a rollout needs at least one stage/],
-    [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: 1 }, { name: 'b', percent: 40, bakeSeconds: 1 }] }, /stages\.1\.percent: must increase: 40 after 50/],
+    [
+      {
+        target,
+        stages: [
+          { name: 'a', percent: 50, bakeSeconds: 1 },
+          { name: 'b', percent: 40, bakeSeconds: 1 },
+        ],
+      },
+      /stages\.1\.percent: must increase: 40 after 50/,
+    ],
     [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: -1 }] }, /stages\.0\.bakeSeconds/],
     [{ target, stages: [{ name: 'a', percent: 100, bakeSeconds: 1, gates: { maxErrorRat: 0.1 } }] }, /stages\.0\.gates.*maxErrorRat/],
     [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: 1 }] }, /stages\.0\.percent: the last stage must reach 100/],
-    [{ target, stages: [{ name: 'a', percent: 50, bakeSeconds: 1 }, { name: 'a', percent: 100, bakeSeconds: 1 }] }, /stages\.1\.name: duplicate stage name "a"/],
+    [
+      {
+        target,
+        stages: [
+          { name: 'a', percent: 50, bakeSeconds: 1 },
+          { name: 'a', percent: 100, bakeSeconds: 1 },
+        ],
+      },
+      /stages\.1\.name: duplicate stage name "a"/,
+    ],
     [{ stages: [{ name: 'a', percent: 100, bakeSeconds: 1 }] }, /target/],
     [{ target, preset: 'zigzag', bakeSeconds: 1 }, /preset: unknown preset "zigzag"/],
     [{ target, preset: 'linear', bakeSeconds: 1 }, /stepPercent/],
@@ -69,7 +99,19 @@ describe('evaluator', () => {
   function view(stages: Partial<StageStatus>[], extra: Partial<RolloutView> = {}, state: RolloutView['rollout']['state'] = 'running'): RolloutView {
     const base = freshStages({ rollout: { spec } as RolloutView['rollout'] });
     return {
-      rollout: { id: 'r', spec, state, attempt: 1, version: 3, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+      rollout: {
+        id: 'r',
+        spec,
+        state,
+        attempt: 1,
+        version: 3,
+        createdAt: T,
+        updatedAt: T,
+        lastProgressAt: T,
+        deadlineExceededAt: null,
+        stateBy: null,
+        stateReason: null,
+      },
       stages: base.map((s, i) => ({ ...s, ...stages[i] })),
       metrics: new Map(),
       alarms: { a1: 'OK' },
@@ -95,7 +137,12 @@ describe('evaluator', () => {
   });
   it('rolls back on a breach, even once the bake has elapsed', () => {
     const bad = new Map([[0, { requests: 200, errors: 20, p99LatencyMs: 100, observedAt: T }]]);
-    expect(evaluate(view([active], { metrics: bad }), T + 90_000)).toEqual({ kind: 'rollback', stage: 0, reason: 'error rate 0.1000 > 0.05 over 200 requests', metrics: bad.get(0) });
+    expect(evaluate(view([active], { metrics: bad }), T + 90_000)).toEqual({
+      kind: 'rollback',
+      stage: 0,
+      reason: 'error rate 0.1000 > 0.05 over 200 requests',
+      metrics: bad.get(0),
+    });
     const slow = new Map([[0, { requests: 200, errors: 0, p99LatencyMs: 900, observedAt: T }]]);
     expect(evaluate(view([active], { metrics: slow }), T)).toEqual({ kind: 'rollback', stage: 0, reason: 'p99 latency 900 ms > 500 ms', metrics: slow.get(0) });
     // An alarm decides before the metrics are judged: the rollback carries no reading of them.
@@ -107,11 +154,16 @@ describe('evaluator', () => {
     const promoted = planned(view([active], { metrics: healthy }), T + 60_000);
     expect(promoted.events.map((e) => [e.detailType, e.detail.metrics])).toEqual([['ai.rollout.stage_promoted', healthy.get(0)]]);
     const bad = new Map([[0, { requests: 200, errors: 20, p99LatencyMs: 100, observedAt: T }]]);
-    expect(planned(view([active], { metrics: bad }), T).events.map((e) => [e.detailType, e.detail.metrics])).toEqual([['ai.rollout.rollback_detected', bad.get(0)]]);
+    expect(planned(view([active], { metrics: bad }), T).events.map((e) => [e.detailType, e.detail.metrics])).toEqual([
+      ['ai.rollout.rollback_detected', bad.get(0)],
+    ]);
     expect(planned(view([active], { metrics: bad, alarms: { a1: 'ALARM' } }), T).events[0]!.detail).not.toHaveProperty('metrics');
     // A stage with no traffic or threshold gate judged no reading: its promotion names none.
     const last = planned(view([{ phase: 'promoted' }, active], { metrics: new Map([[1, healthy.get(0)!]]) }), T + 60_000);
-    expect(last.events.map((e) => [e.detailType, e.detail.metrics])).toEqual([['ai.rollout.stage_promoted', undefined], ['ai.rollout.completed', undefined]]);
+    expect(last.events.map((e) => [e.detailType, e.detail.metrics])).toEqual([
+      ['ai.rollout.stage_promoted', undefined],
+      ['ai.rollout.completed', undefined],
+    ]);
   });
   it('does not judge metrics below the minimum request count', () => {
     const early = new Map([[0, { requests: 10, errors: 9, p99LatencyMs: 100, observedAt: T }]]);
@@ -133,7 +185,19 @@ describe('transition plans', () => {
   const T = 1_700_000_000_000;
   const token = { name: 'promotion_leader', holder: 'n1', epoch: 7 };
   const v = (state: RolloutView['rollout']['state'], phases: StageStatus['phase'][]): RolloutView => ({
-    rollout: { id: 'r', spec, state, attempt: 1, version: 5, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+    rollout: {
+      id: 'r',
+      spec,
+      state,
+      attempt: 1,
+      version: 5,
+      createdAt: T,
+      updatedAt: T,
+      lastProgressAt: T,
+      deadlineExceededAt: null,
+      stateBy: null,
+      stateReason: null,
+    },
     stages: freshStages({ rollout: { spec } as RolloutView['rollout'] }).map((s, i) => ({ ...s, phase: phases[i]! })),
     metrics: new Map(),
     alarms: {},
@@ -141,7 +205,11 @@ describe('transition plans', () => {
   });
 
   it('a promotion expects the exact evaluated state and records the epoch', () => {
-    const plan = planTransition(v('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'promoter:n1' });
+    const plan = planTransition(
+      v('running', ['active', 'pending']),
+      { kind: 'promote', stage: 0, then: 'activate_next' },
+      { now: T, token, actor: 'promoter:n1' },
+    );
     expect(plan.expect).toEqual({ version: 5, state: 'running', attempt: 1 });
     expect(plan.next.version).toBe(6);
     expect(plan.stageChanges).toEqual([
@@ -157,8 +225,14 @@ describe('transition plans', () => {
     const plan = planTransition(before, { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'p' });
     const after = viewAfter(before, plan);
     expect(after.rollout).toEqual(plan.next);
-    expect(after.stages.map((s) => [s.phase, s.promotedEpoch, s.activatedAt])).toEqual([['promoted', 7, null], ['active', null, T]]);
-    const retried = viewAfter(v('aborted', ['rolled_back', 'pending']), planTransition(v('aborted', ['rolled_back', 'pending']), { kind: 'retry' }, { now: T, token, actor: 'p' }));
+    expect(after.stages.map((s) => [s.phase, s.promotedEpoch, s.activatedAt])).toEqual([
+      ['promoted', 7, null],
+      ['active', null, T],
+    ]);
+    const retried = viewAfter(
+      v('aborted', ['rolled_back', 'pending']),
+      planTransition(v('aborted', ['rolled_back', 'pending']), { kind: 'retry' }, { now: T, token, actor: 'p' }),
+    );
     expect(retried.rollout).toMatchObject({ attempt: 2, state: 'running' });
     expect(retried.stages.map((s) => s.phase)).toEqual(['pending', 'pending']);
   });
@@ -171,20 +245,26 @@ describe('transition plans', () => {
 
   it('refuses commands that do not apply', () => {
     expect(() => planTransition(v('completed', ['promoted', 'promoted']), { kind: 'pause' }, { now: T, token, actor: 'a' })).toThrow(TransitionRejectedError);
-    expect(() => planTransition(v('running', ['rolled_back', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'a' })).toThrow(
-      /stage 0 \(10%\) is rolled_back, expected active/,
+    expect(() =>
+      planTransition(v('running', ['rolled_back', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next' }, { now: T, token, actor: 'a' }),
+    ).toThrow(/stage 0 \(10%\) is rolled_back, expected active/);
+    expect(() => planTransition(v('running', ['active', 'pending']), { kind: 'retry' }, { now: T, token, actor: 'a' })).toThrow(
+      /expected rolled_back or aborted/,
     );
-    expect(() => planTransition(v('running', ['active', 'pending']), { kind: 'retry' }, { now: T, token, actor: 'a' })).toThrow(/expected rolled_back or aborted/);
   });
 });
 
 describe('inbound events', () => {
   it('accepts a metrics report with an ISO time and refuses bad ones naming the field', () => {
-    expect(parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 'canary', requests: 10, errors: 1, observedAt: '2026-11-22T10:00:00Z' })).toMatchObject({
+    expect(
+      parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 'canary', requests: 10, errors: 1, observedAt: '2026-11-22T10:00:00Z' }),
+    ).toMatchObject({
       observedAt: Date.parse('2026-11-22T10:00:00Z'),
       p99LatencyMs: null,
     });
-    expect(() => parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 1, errors: 2, observedAt: 1 })).toThrow(/errors: must not exceed requests/);
+    expect(() => parseInboundEvent({ type: 'rollout.metrics_reported', rolloutId: 'r', stage: 0, requests: 1, errors: 2, observedAt: 1 })).toThrow(
+      /errors: must not exceed requests/,
+    );
     expect(() => parseInboundEvent({ type: 'rollout.alarm_changed', alarm: 'a', state: 'RED', changedAt: 1 })).toThrow(/state/);
     expect(() => parseInboundEvent({ type: 'rollout.exploded' })).toThrow(/type/);
   });

@@ -41,7 +41,13 @@ class Recording implements WorkQueue {
 describe('RoutedWorkQueue', () => {
   it('sends a routed run to its queue and any other run to the shared one', async () => {
     const [shared, nightly, hourly] = [new Recording('shared'), new Recording('nightly'), new Recording('hourly')];
-    const q = new RoutedWorkQueue(new Map<string, WorkQueue>([['nightly', nightly], ['hourly', hourly]]), shared);
+    const q = new RoutedWorkQueue(
+      new Map<string, WorkQueue>([
+        ['nightly', nightly],
+        ['hourly', hourly],
+      ]),
+      shared,
+    );
     await q.send('nightly', ['a', 'b']);
     await q.send('hourly', ['c']);
     await q.send('adhoc', ['d']);
@@ -75,7 +81,10 @@ describe('the functions’ work queue (ROLLOUT_RUN_QUEUES)', () => {
   const urlOf = (q: WorkQueue) => (q as unknown as { queueUrl: string }).queueUrl;
 
   it('routes each named run to its queue and any other to the shared one; without routes, the shared queue alone', () => {
-    const routed = sqsWorkQueueFrom({ ROLLOUT_WORK_QUEUE_URL: shared, ROLLOUT_RUN_QUEUES: JSON.stringify({ nightly: fleet, hourly: fleet }) }, 'to create runs');
+    const routed = sqsWorkQueueFrom(
+      { ROLLOUT_WORK_QUEUE_URL: shared, ROLLOUT_RUN_QUEUES: JSON.stringify({ nightly: fleet, hourly: fleet }) },
+      'to create runs',
+    );
     expect(routed).toBeInstanceOf(RoutedWorkQueue);
     const r = routed as RoutedWorkQueue;
     expect([urlOf(r.queueFor('nightly')), urlOf(r.queueFor('hourly')), urlOf(r.queueFor('adhoc'))]).toEqual([fleet, fleet, shared]);

@@ -40,7 +40,10 @@ function randomSpec(rng: Rng): RolloutSpec {
     },
   }));
   stages[stages.length - 1]!.percent = 100;
-  const hooks = rng.int(4) === 0 ? [{ type: 'webhook', name: 'confirm', hook: 'confirm-rollout', url: 'https://hooks.example.com/ok', intervalSeconds: 5 + rng.int(30) }] : undefined;
+  const hooks =
+    rng.int(4) === 0
+      ? [{ type: 'webhook', name: 'confirm', hook: 'confirm-rollout', url: 'https://hooks.example.com/ok', intervalSeconds: 5 + rng.int(30) }]
+      : undefined;
   return parseRolloutSpec({ target: { service: 'checkout', version: 'v2' }, progressDeadlineSeconds: 30 + rng.int(900), stages, ...(hooks ? { hooks } : {}) });
 }
 
@@ -58,22 +61,61 @@ function randomView(rng: Rng): { view: RolloutView; now: number } {
     if (rng.int(6) === 0) continue;
     const outcome = (['pass', 'pass', 'pass', 'fail', 'inconclusive'] as const)[rng.int(5)]!;
     const at = lastProgressAt + rng.int(600_000);
-    const reading: GateReading = { gate: g.name, type: g.type, attempt: 1, stage, at, outcome, value: 0, query: 'q', answer: 'a', reason: outcome === 'pass' ? null : 'r', source: 'poll' };
+    const reading: GateReading = {
+      gate: g.name,
+      type: g.type,
+      attempt: 1,
+      stage,
+      at,
+      outcome,
+      value: 0,
+      query: 'q',
+      answer: 'a',
+      reason: outcome === 'pass' ? null : 'r',
+      source: 'poll',
+    };
     const failures = outcome === 'fail' ? 1 + rng.int(2) : 0;
     const inconclusive = outcome === 'inconclusive' ? 1 + rng.int(4) : 0;
     // A tally of an earlier period now and then: it counts as no reading in this one.
     const origin = rng.int(6) === 0 ? lastProgressAt - 1_000 : lastProgressAt;
-    tallies.push({ gate: g.name, stage, origin, readings: 1 + failures + inconclusive, failures, inconclusive, last: reading, lastFailure: failures ? reading : null, lastInconclusive: inconclusive ? reading : null });
+    tallies.push({
+      gate: g.name,
+      stage,
+      origin,
+      readings: 1 + failures + inconclusive,
+      failures,
+      inconclusive,
+      last: reading,
+      lastFailure: failures ? reading : null,
+      lastInconclusive: inconclusive ? reading : null,
+    });
   }
   const metrics = new Map<number, StageMetrics>();
   if (reached >= 0 && rng.int(2)) {
     const requests = rng.int(300);
-    metrics.set(reached, { requests, errors: rng.int(3) === 0 ? Math.floor(requests / 5) : 0, p99LatencyMs: null, observedAt: lastProgressAt + rng.int(100_000) });
+    metrics.set(reached, {
+      requests,
+      errors: rng.int(3) === 0 ? Math.floor(requests / 5) : 0,
+      p99LatencyMs: null,
+      observedAt: lastProgressAt + rng.int(100_000),
+    });
   }
   const alarms: Record<string, AlarmState> = rng.int(2) ? { a1: (['OK', 'ALARM', 'INSUFFICIENT_DATA'] as const)[rng.int(3)]! } : {};
   const deadlineExceededAt = rng.int(4) === 0 ? lastProgressAt + spec.progressDeadlineSeconds * 1000 + 1 : null;
   const view: RolloutView = {
-    rollout: { id: 'r', spec, state: 'running', attempt: 1, version: 3, createdAt: T, updatedAt: lastProgressAt, lastProgressAt, deadlineExceededAt, stateBy: null, stateReason: null },
+    rollout: {
+      id: 'r',
+      spec,
+      state: 'running',
+      attempt: 1,
+      version: 3,
+      createdAt: T,
+      updatedAt: lastProgressAt,
+      lastProgressAt,
+      deadlineExceededAt,
+      stateBy: null,
+      stateReason: null,
+    },
     stages,
     metrics,
     alarms,
@@ -85,7 +127,11 @@ function randomView(rng: Rng): { view: RolloutView; now: number } {
 /** Whether a tick at `t` would do something for the view: decide, or read one of its gates. */
 function dueAt(view: RolloutView, t: number): boolean {
   const active = activeStage(view);
-  const gates = active ? view.rollout.spec.stages[active.index]?.gates.providers : view.stages[0]?.phase === 'pending' ? beforeRolloutHooks(view.rollout.spec.hooks) : undefined;
+  const gates = active
+    ? view.rollout.spec.stages[active.index]?.gates.providers
+    : view.stages[0]?.phase === 'pending'
+      ? beforeRolloutHooks(view.rollout.spec.hooks)
+      : undefined;
   return evaluate(view, t) !== null || dueGates(gates ?? [], view.gates, active?.index ?? 0, view.rollout.lastProgressAt, t).length > 0;
 }
 
@@ -117,26 +163,88 @@ describe('nextEvaluationAt', () => {
       target: { service: 'checkout', version: 'v2' },
       progressDeadlineSeconds: 600,
       stages: [
-        { name: 'canary', percent: 10, bakeSeconds: 120, gates: { providers: [{ type: 'prometheus', name: 'p', address: 'http://p:9090', query: 'up', comparison: '<', threshold: 1, intervalSeconds: 30, initialDelaySeconds: 60 }] } },
+        {
+          name: 'canary',
+          percent: 10,
+          bakeSeconds: 120,
+          gates: {
+            providers: [
+              {
+                type: 'prometheus',
+                name: 'p',
+                address: 'http://p:9090',
+                query: 'up',
+                comparison: '<',
+                threshold: 1,
+                intervalSeconds: 30,
+                initialDelaySeconds: 60,
+              },
+            ],
+          },
+        },
         { name: 'all', percent: 100, bakeSeconds: 0 },
       ],
     });
     const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
     stages[0] = { ...stages[0]!, phase: 'active', activatedAt: T };
-    const view: RolloutView = { rollout: { id: 'r', spec, state: 'running', attempt: 1, version: 1, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null }, stages, metrics: new Map(), alarms: {}, gates: new Map() };
+    const view: RolloutView = {
+      rollout: {
+        id: 'r',
+        spec,
+        state: 'running',
+        attempt: 1,
+        version: 1,
+        createdAt: T,
+        updatedAt: T,
+        lastProgressAt: T,
+        deadlineExceededAt: null,
+        stateBy: null,
+        stateReason: null,
+      },
+      stages,
+      metrics: new Map(),
+      alarms: {},
+      gates: new Map(),
+    };
     // The gate's initial delay first, then (read at T+60 s) its interval, then the bake end; past the bake, the deadline.
     expect(nextEvaluationAt(view, T)).toBe(T + 60_000);
-    const read: GateReading = { gate: 'p', type: 'prometheus', attempt: 1, stage: 0, at: T + 60_000, outcome: 'inconclusive', value: null, query: 'up', answer: '', reason: 'empty result', source: 'poll' };
-    const tallied: RolloutView = { ...view, gates: talliesByStage([{ gate: 'p', stage: 0, origin: T, readings: 1, failures: 0, inconclusive: 1, last: read, lastFailure: null, lastInconclusive: read }]) };
+    const read: GateReading = {
+      gate: 'p',
+      type: 'prometheus',
+      attempt: 1,
+      stage: 0,
+      at: T + 60_000,
+      outcome: 'inconclusive',
+      value: null,
+      query: 'up',
+      answer: '',
+      reason: 'empty result',
+      source: 'poll',
+    };
+    const tallied: RolloutView = {
+      ...view,
+      gates: talliesByStage([
+        { gate: 'p', stage: 0, origin: T, readings: 1, failures: 0, inconclusive: 1, last: read, lastFailure: null, lastInconclusive: read },
+      ]),
+    };
     expect(nextEvaluationAt(tallied, T + 60_000)).toBe(T + 90_000);
     expect(nextEvaluationAt(tallied, T + 100_000)).toBe(T + 100_000); // the gate is due again
-    const noGates = { ...view, rollout: { ...view.rollout, spec: { ...spec, stages: [{ ...spec.stages[0]!, gates: { ...spec.stages[0]!.gates, minRequests: 100, providers: [] } }, spec.stages[1]!] } } };
+    const noGates = {
+      ...view,
+      rollout: {
+        ...view.rollout,
+        spec: { ...spec, stages: [{ ...spec.stages[0]!, gates: { ...spec.stages[0]!.gates, minRequests: 100, providers: [] } }, spec.stages[1]!] },
+      },
+    };
     expect(nextEvaluationAt(noGates, T)).toBe(T + 120_000);
     // Baked, but waiting on traffic: only a signal can change that, or the deadline.
     expect(nextEvaluationAt(noGates, T + 130_000)).toBe(T + 600_001);
     // Not running: never; moving targets: every tick.
     expect(nextEvaluationAt({ ...view, rollout: { ...view.rollout, state: 'paused' } }, T)).toBe(Infinity);
-    const withTarget = { ...noGates, rollout: { ...noGates.rollout, spec: { ...noGates.rollout.spec, actuators: [{ type: 'nginx', name: 'web' }] } } } as unknown as RolloutView;
+    const withTarget = {
+      ...noGates,
+      rollout: { ...noGates.rollout, spec: { ...noGates.rollout.spec, actuators: [{ type: 'nginx', name: 'web' }] } },
+    } as unknown as RolloutView;
     expect(movesTargets(withTarget)).toBe(true);
     expect(nextEvaluationAt(withTarget, T)).toBe(T);
   });

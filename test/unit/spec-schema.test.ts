@@ -22,14 +22,16 @@ function readmeSpecs(): { where: string; value: unknown }[] {
   const out: { where: string; value: unknown }[] = [];
   for (const m of readme.matchAll(/```json\n([\s\S]*?)```/g)) {
     const text = m[1]!;
-    if (/"target"/.test(text) && /"stages"|"preset"/.test(text)) out.push({ where: `README line ${readme.slice(0, m.index).split('\n').length}`, value: JSON.parse(text) });
+    if (/"target"/.test(text) && /"stages"|"preset"/.test(text))
+      out.push({ where: `README line ${readme.slice(0, m.index).split('\n').length}`, value: JSON.parse(text) });
   }
-  for (const m of readme.matchAll(/`(\{"preset": [^`]*\})`/g)) out.push({ where: `README preset ${m[1]}`, value: { target, ...(JSON.parse(m[1]!) as object) } });
+  for (const m of readme.matchAll(/`(\{"preset": [^`]*\})`/g))
+    out.push({ where: `README preset ${m[1]}`, value: { target, ...(JSON.parse(m[1]!) as object) } });
   return out;
 }
 
 describe('rollout spec JSON Schema', () => {
-  it("every spec README shows is valid by the schema and by the parser", () => {
+  it('every spec README shows is valid by the schema and by the parser', () => {
     const specs = readmeSpecs();
     expect(specs.length).toBeGreaterThanOrEqual(5);
     for (const { where, value } of specs) {

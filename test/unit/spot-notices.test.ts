@@ -23,7 +23,10 @@ describe('EC2 spot notices', () => {
   it('the deadline counts from the notice’s time, or from its receipt when the notice claims a later time', () => {
     expect(noticeFromEvent(event('i-1234567890abcdef0'), receivedAt)).toMatchObject({ noticeAt: receivedAt - 2_000, receivedAt, kind: 'interruption' });
     expect(noticeFromEvent(event('i-1234567890abcdef0', '2099-01-01T00:00:00Z'), receivedAt).noticeAt).toBe(receivedAt);
-    expect(noticeFromEvent(event('i-0abc1234', new Date(receivedAt + 1).toISOString(), REBALANCE_RECOMMENDATION), receivedAt)).toMatchObject({ noticeAt: receivedAt, kind: 'rebalance' });
+    expect(noticeFromEvent(event('i-0abc1234', new Date(receivedAt + 1).toISOString(), REBALANCE_RECOMMENDATION), receivedAt)).toMatchObject({
+      noticeAt: receivedAt,
+      kind: 'rebalance',
+    });
   });
 
   it.each([
@@ -61,10 +64,14 @@ describe('the drain deadline', () => {
     const clock = new ManualClock(receivedAt);
     const { drainDeadlineMs } = PROVIDER_DEADLINES.aws;
     // The notice claims an hour from now; the drain starts now and its steps take a whole deadline and a second.
-    const r = await drain(target(clock, drainDeadlineMs + 1_000), { provider: 'aws', instanceId: 'i-0abc1234', kind: 'interruption', receivedAt: receivedAt + 3_600_000 }, {
-      clock,
-      snapshot: { estimatedCostMs: 1, take: () => Promise.reject(new Error('must not be taken: no time is left')) },
-    });
+    const r = await drain(
+      target(clock, drainDeadlineMs + 1_000),
+      { provider: 'aws', instanceId: 'i-0abc1234', kind: 'interruption', receivedAt: receivedAt + 3_600_000 },
+      {
+        clock,
+        snapshot: { estimatedCostMs: 1, take: () => Promise.reject(new Error('must not be taken: no time is left')) },
+      },
+    );
     expect(r.withinDeadline).toBe(false);
     expect(r.steps).toEqual(['stop_pulling_and_nack', 'snapshot_skipped', 'deregister', 'exit']);
     expect(r.problems).toEqual(['snapshot skipped: 0 ms left, it needs ~1 ms']);
@@ -73,10 +80,14 @@ describe('the drain deadline', () => {
   it('an earlier notice time is kept: the deadline counts from when the cloud issued the notice', async () => {
     const clock = new ManualClock(receivedAt);
     const { drainDeadlineMs } = PROVIDER_DEADLINES.gcp;
-    const r = await drain(target(clock, 0), { provider: 'gcp', instanceId: 'gce-1', kind: 'interruption', receivedAt: receivedAt - drainDeadlineMs + 200 }, {
-      clock,
-      snapshot: { estimatedCostMs: 10_000, take: () => Promise.reject(new Error('must not be taken: 200 ms are left')) },
-    });
+    const r = await drain(
+      target(clock, 0),
+      { provider: 'gcp', instanceId: 'gce-1', kind: 'interruption', receivedAt: receivedAt - drainDeadlineMs + 200 },
+      {
+        clock,
+        snapshot: { estimatedCostMs: 10_000, take: () => Promise.reject(new Error('must not be taken: 200 ms are left')) },
+      },
+    );
     expect(r.problems).toEqual(['snapshot skipped: 200 ms left, it needs ~10000 ms']);
     expect(r.withinDeadline).toBe(true);
   });

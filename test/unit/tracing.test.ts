@@ -28,7 +28,7 @@ describe('with no SDK registered', () => {
     expect(inside).toBeUndefined();
   });
 
-  it("a throw propagates as it was, and failing a no-op span does nothing", async () => {
+  it('a throw propagates as it was, and failing a no-op span does nothing', async () => {
     const boom = new Error('boom');
     await expect(inSpan('t.noop', {}, () => Promise.reject(boom))).rejects.toBe(boom);
     const span = startSpan('t.noop', {});
@@ -69,7 +69,9 @@ describe('with the SDK registered', () => {
     await expect(inSpan('t.fails', {}, () => Promise.reject(boom))).rejects.toBe(boom);
     const [span] = recorded.spans('t.fails');
     expect(span!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'the store refused' });
-    expect(span!.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([['exception', 'TypeError', 'the store refused']]);
+    expect(span!.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([
+      ['exception', 'TypeError', 'the store refused'],
+    ]);
     expect(recorded.diagnostics).toEqual([]);
   });
 

@@ -59,7 +59,19 @@ const T = 1_700_000_000_000;
 const token = { name: 'promotion_leader', holder: 'n1', epoch: 7 };
 const ctx = { now: T, token, actor: 'promoter:n1' };
 const view = (state: RolloutView['rollout']['state'], phases: StageStatus['phase'][]): RolloutView => ({
-  rollout: { id: 'r', spec, state, attempt: 1, version: 5, createdAt: T, updatedAt: T, lastProgressAt: T, deadlineExceededAt: null, stateBy: null, stateReason: null },
+  rollout: {
+    id: 'r',
+    spec,
+    state,
+    attempt: 1,
+    version: 5,
+    createdAt: T,
+    updatedAt: T,
+    lastProgressAt: T,
+    deadlineExceededAt: null,
+    stateBy: null,
+    stateReason: null,
+  },
   stages: freshStages({ rollout: { spec } as RolloutView['rollout'] }).map((s, i) => ({ ...s, phase: phases[i]! })),
   metrics: new Map(),
   alarms: {},
@@ -146,7 +158,10 @@ describe('TransitionPlan and rollout_apply', () => {
   it('a plan without any path the SQL reads unconditionally is refused, naming the field', () => {
     const required = [...sqlReads()].filter(([, r]) => !r.optional).map(([p]) => p);
     for (const path of required) {
-      const sample = [promote, retry].map(copy).map((plan) => ({ plan, at: parentOf(plan, path) })).find(({ at }) => at);
+      const sample = [promote, retry]
+        .map(copy)
+        .map((plan) => ({ plan, at: parentOf(plan, path) }))
+        .find(({ at }) => at);
       if (!sample) throw new Error(`no sample plan has an element holding ${path}: add one`);
       const { plan, at } = sample;
       expect(at!.key in at!.holder, `rollout_apply reads ${path}, which planTransition's plan does not carry`).toBe(true);
@@ -190,7 +205,17 @@ describe('TransitionPlan and rollout_apply', () => {
 });
 
 const reading = (outcome: GateReading['outcome'], value: number | null): GateReading => ({
-  gate: 'g', type: 'prometheus', attempt: 1, stage: 0, at: T, outcome, value, query: 'up', answer: '{}', reason: outcome === 'pass' ? null : 'why', source: 'poll',
+  gate: 'g',
+  type: 'prometheus',
+  attempt: 1,
+  stage: 0,
+  at: T,
+  outcome,
+  value,
+  query: 'up',
+  answer: '{}',
+  reason: outcome === 'pass' ? null : 'why',
+  source: 'poll',
 });
 
 describe('checkPlan without a full parse', () => {
@@ -214,8 +239,14 @@ describe('checkPlan without a full parse', () => {
       [view('running', ['active', 'pending']), { kind: 'pause', reason: 'gate g', readings: [reading('inconclusive', null)] }],
       [view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next', readings: [reading('pass', 0.01)] }],
       // Decided on pushed metrics: the reading judged rides in the event.
-      [view('running', ['active', 'pending']), { kind: 'promote', stage: 0, then: 'activate_next', metrics: { requests: 100, errors: 1, p99LatencyMs: null, observedAt: 5 } }],
-      [view('running', ['active', 'pending']), { kind: 'rollback', stage: 0, reason: 'error rate', metrics: { requests: 100, errors: 90, p99LatencyMs: 812.5, observedAt: 5 } }],
+      [
+        view('running', ['active', 'pending']),
+        { kind: 'promote', stage: 0, then: 'activate_next', metrics: { requests: 100, errors: 1, p99LatencyMs: null, observedAt: 5 } },
+      ],
+      [
+        view('running', ['active', 'pending']),
+        { kind: 'rollback', stage: 0, reason: 'error rate', metrics: { requests: 100, errors: 90, p99LatencyMs: 812.5, observedAt: 5 } },
+      ],
     ] as [RolloutView, Transition][]
   ).map(([v, t]) => planTransition(v, t, ctx));
 
@@ -230,7 +261,8 @@ describe('checkPlan without a full parse', () => {
         yield* walk(v, at);
       }
     }
-    const holder = (p: Json, at: (string | number)[]) => at.slice(0, -1).reduce<Record<string | number, unknown>>((o, k) => o[k] as Record<string | number, unknown>, p);
+    const holder = (p: Json, at: (string | number)[]) =>
+      at.slice(0, -1).reduce<Record<string | number, unknown>>((o, k) => o[k] as Record<string | number, unknown>, p);
     for (const at of [[], ...walk(plan, [])]) {
       const key = at.at(-1);
       if (key !== undefined) {

@@ -16,7 +16,9 @@ import type { AlarmState } from '../../rollout/model.js';
 /** A client per region (undefined: the process's own region, from AWS_REGION). */
 export type CloudWatchClients = (region: string | undefined) => CloudWatchClient;
 
-export function cloudWatchClients(make: (region: string | undefined) => CloudWatchClient = (region) => new CloudWatchClient(region ? { region } : {})): CloudWatchClients {
+export function cloudWatchClients(
+  make: (region: string | undefined) => CloudWatchClient = (region) => new CloudWatchClient(region ? { region } : {}),
+): CloudWatchClients {
   const clients = new Map<string, CloudWatchClient>();
   return (region) => {
     const key = region ?? '';
@@ -67,7 +69,10 @@ export class CloudWatchAlarmProvider implements GateProvider<CloudwatchAlarmGate
               await deadline(ms, o.signal, async (signal) => {
                 let token: string | undefined;
                 do {
-                  const page = await this.clients(region).send(new DescribeAlarmsCommand({ AlarmNames: batch, AlarmTypes: ['MetricAlarm', 'CompositeAlarm'], MaxRecords: 100, NextToken: token }), { abortSignal: signal });
+                  const page = await this.clients(region).send(
+                    new DescribeAlarmsCommand({ AlarmNames: batch, AlarmTypes: ['MetricAlarm', 'CompositeAlarm'], MaxRecords: 100, NextToken: token }),
+                    { abortSignal: signal },
+                  );
                   for (const a of [...(page.MetricAlarms ?? []), ...(page.CompositeAlarms ?? [])]) {
                     if (a.AlarmName && a.StateValue) states.set(a.AlarmName, { state: a.StateValue, reason: a.StateReason ?? '' });
                   }
@@ -124,12 +129,24 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
               let token: string | undefined;
               do {
                 const page = await this.clients(region).send(
-                  new GetMetricDataCommand({ MetricDataQueries: batch.flatMap((b) => queriesOf(b.gate, b.id)), StartTime: new Date(start * 1000), EndTime: new Date(end * 1000), ScanBy: 'TimestampDescending', NextToken: token }),
+                  new GetMetricDataCommand({
+                    MetricDataQueries: batch.flatMap((b) => queriesOf(b.gate, b.id)),
+                    StartTime: new Date(start * 1000),
+                    EndTime: new Date(end * 1000),
+                    ScanBy: 'TimestampDescending',
+                    NextToken: token,
+                  }),
                   { abortSignal: signal },
                 );
                 for (const r of page.MetricDataResults ?? []) {
                   const prev = r.Id ? byId.get(r.Id) : undefined;
-                  if (r.Id) byId.set(r.Id, prev ? { ...prev, Timestamps: [...(prev.Timestamps ?? []), ...(r.Timestamps ?? [])], Values: [...(prev.Values ?? []), ...(r.Values ?? [])] } : r);
+                  if (r.Id)
+                    byId.set(
+                      r.Id,
+                      prev
+                        ? { ...prev, Timestamps: [...(prev.Timestamps ?? []), ...(r.Timestamps ?? [])], Values: [...(prev.Values ?? []), ...(r.Values ?? [])] }
+                        : r,
+                    );
                 }
                 token = page.NextToken;
               } while (token);
@@ -166,7 +183,11 @@ function packQueries<T extends { gate: CloudwatchMetricGate }>(group: readonly T
 }
 
 function metricStat(m: MetricStat, period: number): NonNullable<MetricDataQuery['MetricStat']> {
-  return { Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: Object.entries(m.dimensions).map(([Name, Value]) => ({ Name, Value })) }, Period: period, Stat: m.stat };
+  return {
+    Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: Object.entries(m.dimensions).map(([Name, Value]) => ({ Name, Value })) },
+    Period: period,
+    Stat: m.stat,
+  };
 }
 
 /**
@@ -187,8 +208,19 @@ export function queriesOf(g: CloudwatchMetricGate, id: string): MetricDataQuery[
 
 function resultOfMetric(r: MetricDataResult | undefined, region: string | undefined): ProviderResult {
   if (!r) return { kind: 'error', message: `cloudwatch GetMetricData${region ? ` (${region})` : ''}: no result for the gate's query`, answer: '' };
-  const answer = JSON.stringify({ label: r.Label, status: r.StatusCode, timestamps: (r.Timestamps ?? []).slice(0, 5), values: (r.Values ?? []).slice(0, 5), messages: r.Messages });
-  if (r.StatusCode === 'InternalError' || r.StatusCode === 'Forbidden') return { kind: 'error', message: `cloudwatch GetMetricData: ${r.StatusCode}${r.Messages?.length ? `: ${r.Messages.map((m) => m.Value).join('; ')}` : ''}`, answer };
+  const answer = JSON.stringify({
+    label: r.Label,
+    status: r.StatusCode,
+    timestamps: (r.Timestamps ?? []).slice(0, 5),
+    values: (r.Values ?? []).slice(0, 5),
+    messages: r.Messages,
+  });
+  if (r.StatusCode === 'InternalError' || r.StatusCode === 'Forbidden')
+    return {
+      kind: 'error',
+      message: `cloudwatch GetMetricData: ${r.StatusCode}${r.Messages?.length ? `: ${r.Messages.map((m) => m.Value).join('; ')}` : ''}`,
+      answer,
+    };
   const value = r.Values?.[0];
   return value === undefined ? { kind: 'empty', answer } : { kind: 'number', value, answer };
 }

@@ -60,12 +60,20 @@ export const conflictStats = {
 /** The counters' growth from now on: call the result at the end of an invocation. */
 export function conflictsSince(): () => { conflicts: number; retries: number; exhausted: number } {
   const before = { ...conflictStats };
-  return () => ({ conflicts: conflictStats.conflicts - before.conflicts, retries: conflictStats.retries - before.retries, exhausted: conflictStats.exhausted - before.exhausted });
+  return () => ({
+    conflicts: conflictStats.conflicts - before.conflicts,
+    retries: conflictStats.retries - before.retries,
+    exhausted: conflictStats.exhausted - before.exhausted,
+  });
 }
 
 /** The counters as Lambda metrics (name, value), nonzero ones only. */
 export function conflictMetrics(delta: ReturnType<ReturnType<typeof conflictsSince>>): [name: string, value: number][] {
-  const named: [string, number][] = [['TransactionConflicts', delta.conflicts], ['TransactionRetries', delta.retries], ['TransactionRetriesExhausted', delta.exhausted]];
+  const named: [string, number][] = [
+    ['TransactionConflicts', delta.conflicts],
+    ['TransactionRetries', delta.retries],
+    ['TransactionRetriesExhausted', delta.exhausted],
+  ];
   return named.filter(([, v]) => v > 0);
 }
 
@@ -108,7 +116,10 @@ export function isUnjudged(err: unknown): boolean {
 }
 
 function isConflict(err: unknown): boolean {
-  return err instanceof TransactionConflictException || (err instanceof TransactionCanceledException && (err.CancellationReasons ?? []).some((r) => r.Code === 'TransactionConflict'));
+  return (
+    err instanceof TransactionConflictException ||
+    (err instanceof TransactionCanceledException && (err.CancellationReasons ?? []).some((r) => r.Code === 'TransactionConflict'))
+  );
 }
 
 /** `write(attempt)` until it is not refused unjudged, within the bounds of CONFLICT_RETRY. */
@@ -142,7 +153,11 @@ export async function retryingConflicts<T>(write: (attempt: number) => Promise<T
  * completed (cancelled) request within its 10 minutes is evaluated afresh
  * rather than answered with that cancellation again.
  */
-export function transactWrite(doc: DynamoDBDocumentClient, input: Omit<TransactWriteCommandInput, 'ClientRequestToken'>, firstToken: string = randomUUID()): Promise<void> {
+export function transactWrite(
+  doc: DynamoDBDocumentClient,
+  input: Omit<TransactWriteCommandInput, 'ClientRequestToken'>,
+  firstToken: string = randomUUID(),
+): Promise<void> {
   return retryingConflicts(async (attempt) => {
     await doc.send(new TransactWriteCommand({ ...input, ClientRequestToken: attempt === 0 ? firstToken : randomUUID() }));
   });

@@ -57,7 +57,8 @@ export const runPk = (runId: string) => `RUN#${runId}`;
 export const itemSk = (itemId: string) => `ITEM#${itemId}`;
 
 export function runKeys(runId: string, shards: number | null): RunKeys {
-  if (shards !== null && !(Number.isInteger(shards) && shards >= 1 && shards <= MAX_SHARDS)) throw new Error(`run ${runId}: shards must be a whole number from 1 to ${MAX_SHARDS}, got ${shards}`);
+  if (shards !== null && !(Number.isInteger(shards) && shards >= 1 && shards <= MAX_SHARDS))
+    throw new Error(`run ${runId}: shards must be a whole number from 1 to ${MAX_SHARDS}, got ${shards}`);
   const suffix = (s: number | null) => (s === null ? '' : `#${s}`);
   const all = shards === null ? [null] : Array.from({ length: shards }, (_, s) => s);
   const at = (itemId: string) => (shards === null ? null : shardOf(itemId, shards));

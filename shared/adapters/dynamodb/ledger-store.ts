@@ -1,11 +1,31 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import {
+  DeleteCommand,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+  type DynamoDBDocumentClient,
+  type TransactWriteCommandInput,
+} from '@aws-sdk/lib-dynamodb';
 import type { LeaseRecord } from '../../lease/record.js';
 import { mapLimit } from '../../concurrency.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { contentId, type WorkItem } from '../../ledger/model.js';
 import { BadCursorError, cursorInt, cursorObject, cursorText, decodeCursor, encodeCursor } from '../../cursor.js';
-import { assertOneChangePerItem, PartialBatchError, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type PendingEntry, type RunCancel, type RunningEntry, type RunOptions, type RunRecord } from '../../ledger/store.js';
+import {
+  assertOneChangePerItem,
+  PartialBatchError,
+  type ItemCasOutcome,
+  type ItemPage,
+  type ItemPageQuery,
+  type LedgerStore,
+  type PendingEntry,
+  type RunCancel,
+  type RunningEntry,
+  type RunOptions,
+  type RunRecord,
+} from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { retryingConflicts, transactWrite } from './conflicts.js';
 import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
@@ -64,7 +84,10 @@ function runRecordOf(i: Item): RunRecord {
     createdAt: Number(i.createdAt),
     shards: i.shards === undefined ? null : Number(i.shards),
     ...(t ? { throttled: { at: Number(t.at), family: String(t.family), requests: Number(i.throttledRequests ?? 0) } } : {}),
-    cancelled: i.cancelledAt === undefined ? null : { at: Number(i.cancelledAt), by: String(i.cancelledBy), reason: typeof i.cancelReason === 'string' ? i.cancelReason : null },
+    cancelled:
+      i.cancelledAt === undefined
+        ? null
+        : { at: Number(i.cancelledAt), by: String(i.cancelledBy), reason: typeof i.cancelReason === 'string' ? i.cancelReason : null },
   };
 }
 
@@ -143,7 +166,19 @@ export class DynamoLedgerStore implements LedgerStore {
           {
             Put: {
               TableName: this.table,
-              Item: { pk: runPk(id), sk: 'RUN', id, spec, shards, coordinatorEpoch: -1, createdAt: now, enqueues: 0, items: 0, [GSI1.pk]: RUNS_INDEX, [GSI1.sk]: id },
+              Item: {
+                pk: runPk(id),
+                sk: 'RUN',
+                id,
+                spec,
+                shards,
+                coordinatorEpoch: -1,
+                createdAt: now,
+                enqueues: 0,
+                items: 0,
+                [GSI1.pk]: RUNS_INDEX,
+                [GSI1.sk]: id,
+              },
               ConditionExpression: 'attribute_not_exists(pk)',
             },
           },
@@ -162,13 +197,25 @@ export class DynamoLedgerStore implements LedgerStore {
   /** The ALL_RUNS list newest first, each page's run records read one by one (a page is small). Runs created before the list existed are not in it. */
   async listRuns(o: { readonly cursor?: string; readonly limit: number }): Promise<{ runs: RunRecord[]; next: string | null }> {
     const page = await listPage(this.doc, this.table, ALL_RUNS, o.limit, listStart(o.cursor));
-    const records = new Map((await batchGetAll(this.doc, this.table, page.items.map((i) => ({ pk: runPk(String(i.id)), sk: 'RUN' })))).map((r) => [String(r.id), runRecordOf(r)]));
+    const records = new Map(
+      (
+        await batchGetAll(
+          this.doc,
+          this.table,
+          page.items.map((i) => ({ pk: runPk(String(i.id)), sk: 'RUN' })),
+        )
+      ).map((r) => [String(r.id), runRecordOf(r)]),
+    );
     const runs = page.items.flatMap((i) => records.get(String(i.id)) ?? []);
     const last = page.items.at(-1);
     return { runs, next: page.more && last ? listCursor(String(last.sk)) : null };
   }
 
-  async cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ cancelled: RunCancel; first: boolean } | null> {
+  async cancelRun(
+    id: string,
+    cancel: { readonly by: string; readonly reason: string | null },
+    now: number,
+  ): Promise<{ cancelled: RunCancel; first: boolean } | null> {
     try {
       const { Attributes } = await this.throttled(id, runPk(id), () =>
         this.doc.send(
@@ -207,7 +254,9 @@ export class DynamoLedgerStore implements LedgerStore {
   private async keys(runId: string): Promise<RunKeys> {
     const known = this.layouts.get(runId);
     if (known) return known;
-    const { Item } = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: 'RUN' }, ProjectionExpression: 'shards', ConsistentRead: true }));
+    const { Item } = await this.doc.send(
+      new GetCommand({ TableName: this.table, Key: { pk: runPk(runId), sk: 'RUN' }, ProjectionExpression: 'shards', ConsistentRead: true }),
+    );
     return Item ? this.remember(runId, Item) : runKeys(runId, null);
   }
 
@@ -260,7 +309,20 @@ export class DynamoLedgerStore implements LedgerStore {
           this.doc.send(
             new PutCommand({
               TableName: this.table,
-              Item: { ...item, runId, id, payload, state: 'pending', started: false, attempts: 0, version: 0, pendingVersion: 0, createdAt: now, [GSI1.pk]: keys.index(id).pending, [GSI1.sk]: pendingSk(id, null) },
+              Item: {
+                ...item,
+                runId,
+                id,
+                payload,
+                state: 'pending',
+                started: false,
+                attempts: 0,
+                version: 0,
+                pendingVersion: 0,
+                createdAt: now,
+                [GSI1.pk]: keys.index(id).pending,
+                [GSI1.sk]: pendingSk(id, null),
+              },
               ConditionExpression: 'attribute_not_exists(pk)',
             }),
           ),
@@ -279,7 +341,8 @@ export class DynamoLedgerStore implements LedgerStore {
           new UpdateCommand({
             TableName: this.table,
             Key: { pk: runPk(runId), sk: 'RUN' },
-            UpdateExpression: 'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id REMOVE closedAt',
+            UpdateExpression:
+              'SET enqueues = if_not_exists(enqueues, :zero) + :one, #items = if_not_exists(#items, :zero) + :added, #ipk = :runs, #isk = :id REMOVE closedAt',
             ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk, '#items': 'items' },
             ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':added': added, ':runs': RUNS_INDEX, ':id': runId },
           }),
@@ -333,7 +396,11 @@ export class DynamoLedgerStore implements LedgerStore {
   /** The transition's update (ledger-updates.ts); a coordinator's in one transaction with its fence. */
   async cas(change: ItemCas, now: number): Promise<ItemCasOutcome> {
     const keys = await this.keys(change.runId);
-    const update = { TableName: this.table, Key: keys.item(change.itemId), ...ledgerUpdate(change, now, keys.index(change.itemId), Math.floor(now / 1000) + this.retainRunSeconds) };
+    const update = {
+      TableName: this.table,
+      Key: keys.item(change.itemId),
+      ...ledgerUpdate(change, now, keys.index(change.itemId), Math.floor(now / 1000) + this.retainRunSeconds),
+    };
     try {
       if (change.fence) {
         await this.fencedWrite(change.runId, keys, change.fence, change.itemId, update);
@@ -360,7 +427,13 @@ export class DynamoLedgerStore implements LedgerStore {
    * A fence found below the epoch (the raise recorded, a fence since lost) is
    * raised again and the write sent once more; one above it is a FencedError.
    */
-  private async fencedWrite(runId: string, keys: RunKeys, token: LeaseToken, itemId: string, update: NonNullable<TransactWriteCommandInput['TransactItems']>[number]['Update']): Promise<void> {
+  private async fencedWrite(
+    runId: string,
+    keys: RunKeys,
+    token: LeaseToken,
+    itemId: string,
+    update: NonNullable<TransactWriteCommandInput['TransactItems']>[number]['Update'],
+  ): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       await this.fences.ensure(runId, keys, token);
       try {
@@ -384,7 +457,11 @@ export class DynamoLedgerStore implements LedgerStore {
         TableName: this.table,
         IndexName: GSI1.name,
         KeyConditionExpression: `${GSI1.pk} = :k${cond}`,
-        ExpressionAttributeValues: { ':k': key, ...(range.after !== undefined ? { ':after': range.after } : {}), ...(range.before !== undefined ? { ':before': range.before } : {}) },
+        ExpressionAttributeValues: {
+          ':k': key,
+          ...(range.after !== undefined ? { ':after': range.after } : {}),
+          ...(range.before !== undefined ? { ':before': range.before } : {}),
+        },
       },
       limit,
       (page) => this.throttled(runOfKey(key), `gsi1:${key}`, page),
@@ -406,7 +483,10 @@ export class DynamoLedgerStore implements LedgerStore {
   async running(runId: string): Promise<WorkItem[]> {
     const entries = await this.runningEntries(runId);
     const whole = entries.filter(isWhole);
-    const read = await this.readItems(runId, entries.filter((e) => !isWhole(e)).map((e) => String(e.id)));
+    const read = await this.readItems(
+      runId,
+      entries.filter((e) => !isWhole(e)).map((e) => String(e.id)),
+    );
     // Gone from Running since the index was read: left out, as a later query would.
     return [...whole, ...read.filter((i) => i.state === 'running')].map(itemOf);
   }
@@ -430,7 +510,12 @@ export class DynamoLedgerStore implements LedgerStore {
   private async readItems(runId: string, ids: readonly string[]): Promise<Item[]> {
     if (!ids.length) return [];
     const keys = await this.keys(runId);
-    return batchGetAll(this.doc, this.table, [...new Set(ids)].map((id) => keys.item(id)), (batch) => this.throttled(runId, keys.partitions[0]!, batch));
+    return batchGetAll(
+      this.doc,
+      this.table,
+      [...new Set(ids)].map((id) => keys.item(id)),
+      (batch) => this.throttled(runId, keys.partitions[0]!, batch),
+    );
   }
 
   /**
@@ -447,7 +532,15 @@ export class DynamoLedgerStore implements LedgerStore {
     return entries.flatMap((e) => {
       const version = versionOf(e) ?? read.get(String(e.id))?.version;
       if (version === undefined) return [];
-      return [{ runId: String(e.runId), id: String(e.id), state: 'pending' as const, version: Number(version), sentAt: e.sentAt === undefined ? null : Number(e.sentAt) }];
+      return [
+        {
+          runId: String(e.runId),
+          id: String(e.id),
+          state: 'pending' as const,
+          version: Number(version),
+          sentAt: e.sentAt === undefined ? null : Number(e.sentAt),
+        },
+      ];
     });
   }
 
@@ -479,7 +572,13 @@ export class DynamoLedgerStore implements LedgerStore {
     const keys = await this.keys(runId);
     // Claimed (or re-pended) meanwhile: left alone.
     await mapLimit(items, this.concurrency, (item) =>
-      this.pendingUpdate(runId, keys.item(item.id), 'SET sentAt = :now, #isk = :sk', { ':now': now, ':sk': pendingSk(item.id, now), ':v': item.version }, ' AND version = :v'),
+      this.pendingUpdate(
+        runId,
+        keys.item(item.id),
+        'SET sentAt = :now, #isk = :sk',
+        { ':now': now, ':sk': pendingSk(item.id, now), ':v': item.version },
+        ' AND version = :v',
+      ),
     );
   }
 
@@ -558,7 +657,12 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   async openRuns(): Promise<string[]> {
-    const runs = await queryAll(this.doc, { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': RUNS_INDEX } });
+    const runs = await queryAll(this.doc, {
+      TableName: this.table,
+      IndexName: GSI1.name,
+      KeyConditionExpression: `${GSI1.pk} = :k`,
+      ExpressionAttributeValues: { ':k': RUNS_INDEX },
+    });
     const open = await mapLimit(runs, this.concurrency, async (r) => {
       const id = String(r.id);
       if ((await this.openState(id)) === 'open') return id;
@@ -617,7 +721,12 @@ export class DynamoLedgerStore implements LedgerStore {
           // Runs written before the counter existed have none.
           ConditionExpression: enqueues === undefined ? 'attribute_not_exists(enqueues)' : 'enqueues = :seen',
           ExpressionAttributeNames: { '#ipk': GSI1.pk, '#isk': GSI1.sk },
-          ExpressionAttributeValues: { ':closed': CLOSED_RUNS, ':at': `${pad(now)}#${runId}`, ':now': now, ...(enqueues === undefined ? {} : { ':seen': enqueues }) },
+          ExpressionAttributeValues: {
+            ':closed': CLOSED_RUNS,
+            ':at': `${pad(now)}#${runId}`,
+            ':now': now,
+            ...(enqueues === undefined ? {} : { ':seen': enqueues }),
+          },
         }),
       );
       return true;
@@ -649,8 +758,8 @@ export class DynamoLedgerStore implements LedgerStore {
     let at: Cursor = o.cursor === undefined ? { p: 0, k: null } : decodeCursor(o.cursor, ITEMS_CURSOR);
     const keys = await this.keys(runId);
     // A start key from another run's (or partition's) items is no cursor of this page.
-    if (at.p > keys.partitions.length) throw new BadCursorError('p: past the run\'s partitions');
-    if (at.k && at.k.pk !== keys.partitions[at.p]) throw new BadCursorError('k: a key of another run\'s items');
+    if (at.p > keys.partitions.length) throw new BadCursorError("p: past the run's partitions");
+    if (at.k && at.k.pk !== keys.partitions[at.p]) throw new BadCursorError("k: a key of another run's items");
     const out: WorkItem[] = [];
     for (let reads = 0; reads < 8 && at.p < keys.partitions.length && out.length < o.limit; reads++) {
       const page = await this.doc.send(
@@ -690,7 +799,9 @@ export class DynamoLedgerStore implements LedgerStore {
     if (!run) return { pending: 0, running: 0, done: 0, failed: 0 };
     const count = async (list: readonly string[]) => (await this.fanOut(list, (k) => this.countKey(k))).reduce((a, b) => a + b, 0);
     const closed = run[GSI1.pk] !== RUNS_INDEX;
-    const [pending, running, failed] = closed ? [0, 0, await count(keys.failedKeys)] : await Promise.all([count(keys.pendingKeys), count(keys.runningKeys), count(keys.failedKeys)]);
+    const [pending, running, failed] = closed
+      ? [0, 0, await count(keys.failedKeys)]
+      : await Promise.all([count(keys.pendingKeys), count(keys.runningKeys), count(keys.failedKeys)]);
     const out = { pending, running, failed, done: 0 };
     if (!closed && pending + running === 0) {
       const open = await this.firstOpen(keys);
@@ -707,7 +818,16 @@ export class DynamoLedgerStore implements LedgerStore {
     do {
       const from = start;
       const page = await this.throttled(runOfKey(key), `gsi1:${key}`, () =>
-        this.doc.send(new QueryCommand({ TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :k`, ExpressionAttributeValues: { ':k': key }, Select: 'COUNT', ExclusiveStartKey: from })),
+        this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            IndexName: GSI1.name,
+            KeyConditionExpression: `${GSI1.pk} = :k`,
+            ExpressionAttributeValues: { ':k': key },
+            Select: 'COUNT',
+            ExclusiveStartKey: from,
+          }),
+        ),
       );
       total += page.Count ?? 0;
       start = page.LastEvaluatedKey;
@@ -795,5 +915,4 @@ export class DynamoRunLeaseStore implements LeaseStore {
       throw err;
     }
   }
-
 }

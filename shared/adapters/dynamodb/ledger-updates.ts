@@ -49,7 +49,15 @@ const NAMES: Record<string, string> = { '#state': 'state', '#result': 'result', 
 
 /** The transitions that end an item (Done or Failed): the ones that stamp its expiry. */
 const ENDING = new Set<ItemCas['transition']>(['ack', 'reject', 'fail']);
-const CONSTANTS: Record<string, unknown> = { ':pending': 'pending', ':running': 'running', ':done': 'done', ':failed': 'failed', ':true': true, ':false': false, ':one': 1 };
+const CONSTANTS: Record<string, unknown> = {
+  ':pending': 'pending',
+  ':running': 'running',
+  ':done': 'done',
+  ':failed': 'failed',
+  ':true': true,
+  ':false': false,
+  ':one': 1,
+};
 
 export const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 export const pendingSk = (itemId: string, sentAt: number | null) => `${pad(sentAt ?? 0)}#${itemId}`;
@@ -78,44 +86,77 @@ function parts(c: ItemCas, k: IndexKeys): Parts {
   switch (c.transition) {
     // claim — a worker takes the item: Running(worker), unstarted, heartbeat now, stamped with the epoch it saw.
     case 'claim':
-      return { when: PENDING, update: 'SET #state = :running, worker = :worker, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE pendingVersion',
-        values: { ':worker': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt, ...running(c, k) } };
+      return {
+        when: PENDING,
+        update:
+          'SET #state = :running, worker = :worker, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE pendingVersion',
+        values: { ':worker': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt, ...running(c, k) },
+      };
     // start — the holder begins executing it; from now on it is never stolen.
     case 'start':
-      return { when: `${HELD} AND ${UNSTARTED}`, update: 'SET started = :true, heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.expect.worker, ':heartbeatAt': c.set.heartbeatAt } };
+      return {
+        when: `${HELD} AND ${UNSTARTED}`,
+        update: 'SET started = :true, heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.expect.worker, ':heartbeatAt': c.set.heartbeatAt },
+      };
     // heartbeat — the holder is alive.
     case 'heartbeat':
-      return { when: HELD, update: 'SET heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.expect.worker, ':heartbeatAt': c.set.heartbeatAt } };
+      return {
+        when: HELD,
+        update: 'SET heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.expect.worker, ':heartbeatAt': c.set.heartbeatAt },
+      };
     // ack — the holder records the result: Done, once (the worker stays: who produced it).
     case 'ack':
-      return { when: HELD, update: 'SET #state = :done, resultHash = :resultHash, #result = :result, started = :false, version = version + :one, updatedAt = :now REMOVE #error, epoch, claimedAt, heartbeatAt, #ipk, #isk',
-        values: { ':worker': c.expect.worker, ':resultHash': c.set.resultHash, ':result': c.set.result ?? null } };
+      return {
+        when: HELD,
+        update:
+          'SET #state = :done, resultHash = :resultHash, #result = :result, started = :false, version = version + :one, updatedAt = :now REMOVE #error, epoch, claimedAt, heartbeatAt, #ipk, #isk',
+        values: { ':worker': c.expect.worker, ':resultHash': c.set.resultHash, ':result': c.set.result ?? null },
+      };
     // nack — the holder gives it back: Pending with no message on record; an attempt counts when the backend failed it.
     case 'nack':
-      return { when: HELD, update: 'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, pendingVersion = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
-        values: { ':worker': c.expect.worker, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c, k) } };
+      return {
+        when: HELD,
+        update:
+          'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, pendingVersion = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
+        values: { ':worker': c.expect.worker, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c, k) },
+      };
     // reject — the holder ran it but cannot record the result: Failed with the reason, an attempt counted.
     case 'reject':
-      return { when: HELD, update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE epoch, claimedAt, heartbeatAt',
-        values: { ':worker': c.expect.worker, ':error': c.set.error, ...failed(c, k) } };
+      return {
+        when: HELD,
+        update:
+          'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE epoch, claimedAt, heartbeatAt',
+        values: { ':worker': c.expect.worker, ':error': c.set.error, ...failed(c, k) },
+      };
     // repend (fenced) — a silent worker's item goes back to Pending with no message on record, only if it is still
     // the row judged stale (a heartbeat since keeps it with its worker); an attempt counts when it had started.
     case 'repend':
-      return { when: `${HELD} AND ${AT_VERSION}`, update: 'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, pendingVersion = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
-        values: { ':worker': c.expect.worker, ':version': c.expect.version, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c, k) } };
+      return {
+        when: `${HELD} AND ${AT_VERSION}`,
+        update:
+          'SET #state = :pending, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, pendingVersion = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, sentAt',
+        values: { ':worker': c.expect.worker, ':version': c.expect.version, ':error': c.set.error, ':counts': c.bumpAttempts ? 1 : 0, ...unsent(c, k) },
+      };
     // steal (fenced) — an unstarted item moves from the victim (:worker) to the thief in one step, no Pending in
     // between; a start racing it: exactly one of them wins. It stays under its RUNNING key, its entry rewritten in place.
     case 'steal':
-      return { when: `${HELD} AND ${UNSTARTED}`, update: 'SET worker = :thief, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
-        values: { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt } };
+      return {
+        when: `${HELD} AND ${UNSTARTED}`,
+        update:
+          'SET worker = :thief, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
+        values: { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt },
+      };
     // fail (fenced) — a poison item ends Failed with the reason, an attempt counted. Found as judged: Pending, or
     // Running held by the worker seen; at the version seen when one is given.
     case 'fail':
-      return { when: [c.expect.state === 'pending' ? PENDING : HELD, ...(c.expect.version === undefined ? [] : [AT_VERSION])].join(' AND '),
-        update: 'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, pendingVersion',
-        values: { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error, ...failed(c, k) } };
+      return {
+        when: [c.expect.state === 'pending' ? PENDING : HELD, ...(c.expect.version === undefined ? [] : [AT_VERSION])].join(' AND '),
+        update:
+          'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, pendingVersion',
+        values: { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error, ...failed(c, k) },
+      };
   }
 }
 

@@ -15,7 +15,9 @@ export async function queryAll(doc: DynamoDBDocumentClient, input: QueryInput, m
   let start: Item | undefined;
   do {
     const from = start;
-    const page = await each(() => doc.send(new QueryCommand({ ...input, ...(max === undefined ? {} : { Limit: max - items.length }), ExclusiveStartKey: from })));
+    const page = await each(() =>
+      doc.send(new QueryCommand({ ...input, ...(max === undefined ? {} : { Limit: max - items.length }), ExclusiveStartKey: from })),
+    );
     items.push(...(page.Items ?? []));
     start = page.LastEvaluatedKey;
   } while (start && (max === undefined || items.length < max));
@@ -38,12 +40,20 @@ async function batchWrite(doc: DynamoDBDocumentClient, table: string, all: reado
 
 /** Unconditional puts. */
 export function batchPut(doc: DynamoDBDocumentClient, table: string, items: readonly Item[]): Promise<void> {
-  return batchWrite(doc, table, items.map((Item) => ({ PutRequest: { Item } })));
+  return batchWrite(
+    doc,
+    table,
+    items.map((Item) => ({ PutRequest: { Item } })),
+  );
 }
 
 /** Deletes by key; a missing key is no error. */
 export function batchDelete(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[]): Promise<void> {
-  return batchWrite(doc, table, keys.map((Key) => ({ DeleteRequest: { Key } })));
+  return batchWrite(
+    doc,
+    table,
+    keys.map((Key) => ({ DeleteRequest: { Key } })),
+  );
 }
 
 /** Items by key, read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
@@ -85,7 +95,13 @@ export function listCursor(sk: string): string {
 }
 
 /** One page of a list partition, newest first (sort keys descending), consistently, after `start`; whether more follows. */
-export async function listPage(doc: DynamoDBDocumentClient, table: string, pk: string, limit: number, start: string | null): Promise<{ items: Item[]; more: boolean }> {
+export async function listPage(
+  doc: DynamoDBDocumentClient,
+  table: string,
+  pk: string,
+  limit: number,
+  start: string | null,
+): Promise<{ items: Item[]; more: boolean }> {
   const page = await doc.send(
     new QueryCommand({
       TableName: table,

@@ -69,7 +69,8 @@ export class DynamoRegistryStore implements RegistryStore {
       }
       const stored = await this.get(w);
       if (stored?.state === 'draining') return { ...stored, known: true };
-      if (round >= 1) throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
+      if (round >= 1)
+        throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
     }
   }
 
@@ -140,7 +141,13 @@ export class DynamoRegistryStore implements RegistryStore {
     let start: Record<string, unknown> | undefined;
     do {
       const page = await this.doc.send(
-        new ScanCommand({ TableName: this.table, FilterExpression: 'begins_with(pk, :p)', ExpressionAttributeValues: { ':p': 'INSTANCE#' }, ExclusiveStartKey: start, ConsistentRead: true }),
+        new ScanCommand({
+          TableName: this.table,
+          FilterExpression: 'begins_with(pk, :p)',
+          ExpressionAttributeValues: { ':p': 'INSTANCE#' },
+          ExclusiveStartKey: start,
+          ConsistentRead: true,
+        }),
       );
       out.push(...(page.Items ?? []).map(recordOf));
       start = page.LastEvaluatedKey;

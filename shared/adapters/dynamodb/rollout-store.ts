@@ -1,15 +1,45 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { randomUUID } from 'node:crypto';
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import {
+  DeleteCommand,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+  type DynamoDBDocumentClient,
+  type TransactWriteCommandInput,
+} from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
 import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation-record.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
-import { alarmNamesOf, talliesByStage, TERMINAL_STATES, type AlarmState, type Rollout, type RolloutView, type StageMetrics, type StageStatus } from '../../rollout/model.js';
+import {
+  alarmNamesOf,
+  talliesByStage,
+  TERMINAL_STATES,
+  type AlarmState,
+  type Rollout,
+  type RolloutView,
+  type StageMetrics,
+  type StageStatus,
+} from '../../rollout/model.js';
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import { StoreContendedError } from '../../errors.js';
 import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
-import { NEVER_DUE, RolloutConflictError, UnknownRolloutError, type CountedReading, type DueView, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import {
+  NEVER_DUE,
+  RolloutConflictError,
+  UnknownRolloutError,
+  type CountedReading,
+  type DueView,
+  type HeldReading,
+  type MetricsTarget,
+  type ReadingApplied,
+  type RolloutListQuery,
+  type RolloutPage,
+  type RolloutStore,
+  type SignalOutcome,
+} from '../../rollout/store.js';
 import { signalsRead } from '../../rollout/evaluate.js';
 import { FencedError } from '../../lease/fencing.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
@@ -143,7 +173,13 @@ function stageOf(i: Item): StageStatus {
 }
 
 function eventOf(i: Item): RolloutEvent {
-  return { id: String(i.id), source: 'ai.rollout', detailType: i.detailType as RolloutEvent['detailType'], time: Number(i.time), detail: i.detail as RolloutEvent['detail'] };
+  return {
+    id: String(i.id),
+    source: 'ai.rollout',
+    detailType: i.detailType as RolloutEvent['detailType'],
+    time: Number(i.time),
+    detail: i.detail as RolloutEvent['detail'],
+  };
 }
 
 export class DynamoRolloutStore implements RolloutStore {
@@ -155,7 +191,19 @@ export class DynamoRolloutStore implements RolloutStore {
   ) {}
 
   async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
-    const rollout: Rollout = { id, spec, state: 'running', attempt: 1, version: 0, createdAt: now, updatedAt: now, lastProgressAt: now, deadlineExceededAt: null, stateBy: actor, stateReason: null };
+    const rollout: Rollout = {
+      id,
+      spec,
+      state: 'running',
+      attempt: 1,
+      version: 0,
+      createdAt: now,
+      updatedAt: now,
+      lastProgressAt: now,
+      deadlineExceededAt: null,
+      stateBy: actor,
+      stateReason: null,
+    };
     // Before the rollout, outside its transaction (a spec may watch more alarms than one holds): an entry whose
     // rollout was never created, or does not watch the alarm, is dropped where it is read.
     await batchPut(this.doc, this.table, watchItems(id, spec));
@@ -212,18 +260,35 @@ export class DynamoRolloutStore implements RolloutStore {
 
   /** Rollout rows by id, in one consistent read per 100. */
   private async rows(ids: readonly string[]): Promise<Map<string, Rollout>> {
-    const items = await batchGetAll(this.doc, this.table, ids.map((id) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' })));
+    const items = await batchGetAll(
+      this.doc,
+      this.table,
+      ids.map((id) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' })),
+    );
     return new Map(items.map((item) => [String(item.id), rolloutOf(item)]));
   }
 
-
   async anyRunning(): Promise<boolean> {
-    const res = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, Limit: 1, ProjectionExpression: 'sk' }));
+    const res = await this.doc.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :p',
+        ExpressionAttributeValues: { ':p': 'RUNNING' },
+        ConsistentRead: true,
+        Limit: 1,
+        ProjectionExpression: 'sk',
+      }),
+    );
     return (res.Items?.length ?? 0) > 0;
   }
 
   async loadRunning(): Promise<RolloutView[]> {
-    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true });
+    const registry = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p',
+      ExpressionAttributeValues: { ':p': 'RUNNING' },
+      ConsistentRead: true,
+    });
     const ids = registry.map((i) => String(i.sk));
     return (await this.views(ids)).filter((v) => v.rollout.state === 'running');
   }
@@ -238,10 +303,19 @@ export class DynamoRolloutStore implements RolloutStore {
     await this.backfillDue();
     const entries = await queryAll(
       this.doc,
-      { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :d AND ${GSI1.sk} <= :n`, ExpressionAttributeValues: { ':d': DUE, ':n': `${pad(Math.max(0, now), 15)}#\uffff` } },
+      {
+        TableName: this.table,
+        IndexName: GSI1.name,
+        KeyConditionExpression: `${GSI1.pk} = :d AND ${GSI1.sk} <= :n`,
+        ExpressionAttributeValues: { ':d': DUE, ':n': `${pad(Math.max(0, now), 15)}#\uffff` },
+      },
       limit,
     );
-    const registry = await batchGetAll(this.doc, this.table, entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })));
+    const registry = await batchGetAll(
+      this.doc,
+      this.table,
+      entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })),
+    );
     const marks = new Map(registry.filter((r) => Number(r.dueAt) <= now).map((r) => [String(r.sk), String(r.mark)]));
     const views = await this.views([...marks.keys()]);
     return views.filter((v) => v.rollout.state === 'running').map((view) => ({ view, mark: marks.get(view.rollout.id)! }));
@@ -292,15 +366,37 @@ export class DynamoRolloutStore implements RolloutStore {
    */
   private async backfillDue(): Promise<void> {
     if (this.backfilled) return;
-    const registry = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': 'RUNNING' }, ConsistentRead: true, ProjectionExpression: 'sk, dueAt, watches, watchIndexed' });
+    const registry = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p',
+      ExpressionAttributeValues: { ':p': 'RUNNING' },
+      ConsistentRead: true,
+      ProjectionExpression: 'sk, dueAt, watches, watchIndexed',
+    });
     const old = registry.filter((i) => i.watchIndexed !== true);
     await mapLimit(old, this.readConcurrency, async (i) => {
       const id = String(i.sk);
-      const names = Array.isArray(i.watches) ? (i.watches as string[]) : alarmNamesOf((await this.load(id))?.rollout.spec ?? ({ stages: [] } as unknown as RolloutSpec));
-      await batchPut(this.doc, this.table, names.map((a) => ({ pk: `WATCH#${a}`, sk: id })));
-      await this.doc.send(new UpdateCommand({ TableName: this.table, Key: { pk: 'RUNNING', sk: id }, UpdateExpression: 'SET watchIndexed = :t', ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeValues: { ':t': true } })).catch((err: unknown) => {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err;
-      });
+      const names = Array.isArray(i.watches)
+        ? (i.watches as string[])
+        : alarmNamesOf((await this.load(id))?.rollout.spec ?? ({ stages: [] } as unknown as RolloutSpec));
+      await batchPut(
+        this.doc,
+        this.table,
+        names.map((a) => ({ pk: `WATCH#${a}`, sk: id })),
+      );
+      await this.doc
+        .send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: 'RUNNING', sk: id },
+            UpdateExpression: 'SET watchIndexed = :t',
+            ConditionExpression: 'attribute_exists(pk)',
+            ExpressionAttributeValues: { ':t': true },
+          }),
+        )
+        .catch((err: unknown) => {
+          if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        });
     });
     await this.markDue(registry.filter((i) => i.dueAt === undefined || i.watchIndexed !== true).map((i) => String(i.sk)));
     this.backfilled = true;
@@ -312,15 +408,30 @@ export class DynamoRolloutStore implements RolloutStore {
 
   /** Ids of the running rollouts that watch `alarm`: its WATCH entries, kept if their rollout is in the registry. No rollout is read. */
   private async watching(alarm: string): Promise<string[]> {
-    const entries = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': `WATCH#${alarm}` }, ConsistentRead: true, ProjectionExpression: 'sk' });
-    const running = await batchGetAll(this.doc, this.table, entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })));
+    const entries = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p',
+      ExpressionAttributeValues: { ':p': `WATCH#${alarm}` },
+      ConsistentRead: true,
+      ProjectionExpression: 'sk',
+    });
+    const running = await batchGetAll(
+      this.doc,
+      this.table,
+      entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })),
+    );
     return running.map((r) => String(r.sk));
   }
 
   /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */
   private async views(ids: readonly string[]): Promise<RolloutView[]> {
     const partitions = await mapLimit(ids, this.readConcurrency, (id) =>
-      queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p AND sk >= :from', ExpressionAttributeValues: { ':p': rolloutPk(id), ':from': 'METRICS#' }, ConsistentRead: true }),
+      queryAll(this.doc, {
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :p AND sk >= :from',
+        ExpressionAttributeValues: { ':p': rolloutPk(id), ':from': 'METRICS#' },
+        ConsistentRead: true,
+      }),
     );
 
     const views: Omit<RolloutView, 'alarms'>[] = [];
@@ -328,10 +439,18 @@ export class DynamoRolloutStore implements RolloutStore {
       const head = items.find((i) => i.sk === 'ROLLOUT');
       if (!head) continue;
       const rollout = rolloutOf(head);
-      const stages = items.filter((i) => i.type === 'stage' && Number(i.attempt) === rollout.attempt).map(stageOf).sort((a, b) => a.index - b.index);
+      const stages = items
+        .filter((i) => i.type === 'stage' && Number(i.attempt) === rollout.attempt)
+        .map(stageOf)
+        .sort((a, b) => a.index - b.index);
       const metrics = new Map<number, StageMetrics>();
       for (const m of items.filter((i) => i.type === 'metrics' && Number(i.attempt) === rollout.attempt)) {
-        metrics.set(Number(m.index), { requests: Number(m.requests), errors: Number(m.errors), p99LatencyMs: orNull(m.p99LatencyMs), observedAt: Number(m.observedAt) });
+        metrics.set(Number(m.index), {
+          requests: Number(m.requests),
+          errors: Number(m.errors),
+          p99LatencyMs: orNull(m.p99LatencyMs),
+          observedAt: Number(m.observedAt),
+        });
       }
       const tallies = items.filter((i) => i.type === 'tally' && Number(i.attempt) === rollout.attempt).map((i) => i.tally as GateTally);
       views.push({ rollout, stages, metrics, gates: talliesByStage(tallies) });
@@ -344,10 +463,13 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   private async alarms(names: readonly string[]): Promise<Map<string, AlarmState>> {
-    const items = await batchGetAll(this.doc, this.table, names.map((n) => ({ pk: `ALARM#${n}`, sk: 'ALARM' })));
+    const items = await batchGetAll(
+      this.doc,
+      this.table,
+      names.map((n) => ({ pk: `ALARM#${n}`, sk: 'ALARM' })),
+    );
     return new Map(items.map((item) => [String(item.name), item.state as AlarmState]));
   }
-
 
   async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
     const head = await this.doc.send(
@@ -360,7 +482,13 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   /** The stage resolved on `spec`, the attempt defaulting to `attempt`; stored only if newer than the stage's reading. */
-  private async putMetrics(rolloutId: string, spec: RolloutSpec, attempt: number, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; stage: number; attempt: number }> {
+  private async putMetrics(
+    rolloutId: string,
+    spec: RolloutSpec,
+    attempt: number,
+    at: MetricsTarget,
+    m: StageMetrics,
+  ): Promise<{ outcome: SignalOutcome; stage: number; attempt: number }> {
     const stage = stageIndexOf(spec, at.stage);
     if (stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
     const target = at.attempt ?? attempt;
@@ -429,7 +557,12 @@ export class DynamoRolloutStore implements RolloutStore {
   async pruneEnded(before: number, limit: number): Promise<number> {
     const entries = await queryAll(
       this.doc,
-      { TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :e AND ${GSI1.sk} < :b`, ExpressionAttributeValues: { ':e': ENDED, ':b': pad(before, 15) } },
+      {
+        TableName: this.table,
+        IndexName: GSI1.name,
+        KeyConditionExpression: `${GSI1.pk} = :e AND ${GSI1.sk} < :b`,
+        ExpressionAttributeValues: { ':e': ENDED, ':b': pad(before, 15) },
+      },
       limit,
     );
     const pruned = await mapLimit(entries, this.readConcurrency, async (e) => this.pruneOne(String(e.sk), before));
@@ -441,8 +574,23 @@ export class DynamoRolloutStore implements RolloutStore {
     if (head) {
       const r = rolloutOf(head);
       if (!TERMINAL_STATES.includes(r.state) || r.updatedAt >= before) return false;
-      const items = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': rolloutPk(id) }, ConsistentRead: true, ProjectionExpression: 'pk, sk, #g', ExpressionAttributeNames: { '#g': GSI1.pk } });
-      const unsettled = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p AND begins_with(sk, :r)', ExpressionAttributeValues: { ':p': ACTUATING, ':r': `${id}#` }, ConsistentRead: true, Limit: 1 }));
+      const items = await queryAll(this.doc, {
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :p',
+        ExpressionAttributeValues: { ':p': rolloutPk(id) },
+        ConsistentRead: true,
+        ProjectionExpression: 'pk, sk, #g',
+        ExpressionAttributeNames: { '#g': GSI1.pk },
+      });
+      const unsettled = await this.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :p AND begins_with(sk, :r)',
+          ExpressionAttributeValues: { ':p': ACTUATING, ':r': `${id}#` },
+          ConsistentRead: true,
+          Limit: 1,
+        }),
+      );
       // An event not yet published, or a target not settled: kept until they are.
       if (items.some((i) => i[GSI1.pk] === OUTBOX) || (unsettled.Items?.length ?? 0) > 0) return false;
       const alarms = alarmNamesOf(r.spec);
@@ -460,10 +608,25 @@ export class DynamoRolloutStore implements RolloutStore {
 
   /** An alarm's state, once no rollout watches it and it has not changed since `before`. */
   private async pruneAlarm(alarm: string, before: number): Promise<void> {
-    const watched = await this.doc.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': `WATCH#${alarm}` }, ConsistentRead: true, Limit: 1 }));
+    const watched = await this.doc.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :p',
+        ExpressionAttributeValues: { ':p': `WATCH#${alarm}` },
+        ConsistentRead: true,
+        Limit: 1,
+      }),
+    );
     if (watched.Items?.length) return;
     try {
-      await this.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: `ALARM#${alarm}`, sk: 'ALARM' }, ConditionExpression: 'changedAt < :b', ExpressionAttributeValues: { ':b': before } }));
+      await this.doc.send(
+        new DeleteCommand({
+          TableName: this.table,
+          Key: { pk: `ALARM#${alarm}`, sk: 'ALARM' },
+          ConditionExpression: 'changedAt < :b',
+          ExpressionAttributeValues: { ':b': before },
+        }),
+      );
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
     }
@@ -488,7 +651,13 @@ export class DynamoRolloutStore implements RolloutStore {
     await batchPut(
       this.doc,
       this.table,
-      readings.map(({ rolloutId, reading }) => ({ pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: Math.floor(reading.at / 1000) + READING_RETENTION_DAYS * 86_400 })),
+      readings.map(({ rolloutId, reading }) => ({
+        pk: rolloutPk(rolloutId),
+        sk: readingSk(reading),
+        type: 'reading',
+        reading,
+        ttl: Math.floor(reading.at / 1000) + READING_RETENTION_DAYS * 86_400,
+      })),
     );
     return counted.flat();
   }
@@ -501,7 +670,8 @@ export class DynamoRolloutStore implements RolloutStore {
    */
   private async countReading({ rolloutId, origin, reading }: ReadingToStore, prior: GateTally | null | undefined): Promise<GateTally | null> {
     const key = { pk: rolloutPk(rolloutId), sk: tallySk(reading.attempt, reading.stage, reading.gate) };
-    const read = async () => (await this.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }))).Item?.tally as GateTally | undefined;
+    const read = async () =>
+      (await this.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }))).Item?.tally as GateTally | undefined;
     let current = prior === undefined ? await read() : (prior ?? undefined);
     for (let attempt = 0; attempt < TALLY_ATTEMPTS; attempt++) {
       const next = tallyWith(current, reading, origin);
@@ -512,7 +682,11 @@ export class DynamoRolloutStore implements RolloutStore {
             TableName: this.table,
             Item: { ...key, type: 'tally', attempt: reading.attempt, tally: next },
             ...(current
-              ? { ConditionExpression: '#t.#o = :o AND #t.#n = :n', ExpressionAttributeNames: { '#t': 'tally', '#o': 'origin', '#n': 'readings' }, ExpressionAttributeValues: { ':o': current.origin, ':n': current.readings } }
+              ? {
+                  ConditionExpression: '#t.#o = :o AND #t.#n = :n',
+                  ExpressionAttributeNames: { '#t': 'tally', '#o': 'origin', '#n': 'readings' },
+                  ExpressionAttributeValues: { ':o': current.origin, ':n': current.readings },
+                }
               : { ConditionExpression: 'attribute_not_exists(pk)' }),
           }),
         );
@@ -527,7 +701,9 @@ export class DynamoRolloutStore implements RolloutStore {
   }
 
   async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number } = {}): Promise<GateReading[]> {
-    const head = await this.doc.send(new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }));
+    const head = await this.doc.send(
+      new GetCommand({ TableName: this.table, Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' }, ProjectionExpression: 'attempt, spec', ConsistentRead: true }),
+    );
     if (!head.Item) return [];
     const attempt = o.attempt ?? Number(head.Item.attempt);
     const spec = head.Item.spec as RolloutSpec;
@@ -576,7 +752,11 @@ export class DynamoRolloutStore implements RolloutStore {
     // Another attempt's reading: the usual way.
     if ((reading.attempt ?? attempt) !== attempt) return usual();
     const read = signalsRead(held);
-    const items = [this.metricsPut(id, attempt, reading, held.metrics.get(reading.stage)), ...(read ? this.signalChecks(id, held, read, reading.stage) : []), ...this.planItems(plan)];
+    const items = [
+      this.metricsPut(id, attempt, reading, held.metrics.get(reading.stage)),
+      ...(read ? this.signalChecks(id, held, read, reading.stage) : []),
+      ...this.planItems(plan),
+    ];
     // More checks than a transaction holds: the usual way.
     if (items.length > 99) return usual();
     try {
@@ -596,7 +776,9 @@ export class DynamoRolloutStore implements RolloutStore {
       Put: {
         TableName: this.table,
         Item: { pk: rolloutPk(id), sk: metricsSk(attempt, reading.stage), type: 'metrics', attempt, index: reading.stage, ...reading.metrics },
-        ...(prior ? { ConditionExpression: 'observedAt = :o', ExpressionAttributeValues: { ':o': prior.observedAt } } : { ConditionExpression: 'attribute_not_exists(pk)' }),
+        ...(prior
+          ? { ConditionExpression: 'observedAt = :o', ExpressionAttributeValues: { ':o': prior.observedAt } }
+          : { ConditionExpression: 'attribute_not_exists(pk)' }),
       },
     };
   }
@@ -605,7 +787,13 @@ export class DynamoRolloutStore implements RolloutStore {
   private signalChecks(id: string, held: RolloutView, read: NonNullable<ReturnType<typeof signalsRead>>, written: number) {
     const { attempt } = held.rollout;
     const check = (Key: Item, ConditionExpression: string, ExpressionAttributeValues?: Item, ExpressionAttributeNames?: Record<string, string>) => ({
-      ConditionCheck: { TableName: this.table, Key, ConditionExpression, ...(ExpressionAttributeValues && { ExpressionAttributeValues }), ...(ExpressionAttributeNames && { ExpressionAttributeNames }) },
+      ConditionCheck: {
+        TableName: this.table,
+        Key,
+        ConditionExpression,
+        ...(ExpressionAttributeValues && { ExpressionAttributeValues }),
+        ...(ExpressionAttributeNames && { ExpressionAttributeNames }),
+      },
     });
     const absent = 'attribute_not_exists(pk)';
     const out = [];
@@ -619,7 +807,13 @@ export class DynamoRolloutStore implements RolloutStore {
     }
     for (const gate of read.gates) {
       const t = held.gates.get(read.stage)?.get(gate);
-      out.push(check({ pk: rolloutPk(id), sk: tallySk(attempt, read.stage, gate) }, t ? 'tally.origin = :o AND tally.readings = :n' : absent, t && { ':o': t.origin, ':n': t.readings }));
+      out.push(
+        check(
+          { pk: rolloutPk(id), sk: tallySk(attempt, read.stage, gate) },
+          t ? 'tally.origin = :o AND tally.readings = :n' : absent,
+          t && { ':o': t.origin, ':n': t.readings },
+        ),
+      );
     }
     return out;
   }
@@ -686,7 +880,13 @@ export class DynamoRolloutStore implements RolloutStore {
   async unpublishedEvents(limit: number): Promise<RolloutEvent[]> {
     // The index is eventually consistent: an event written a moment ago may show up on the next flush.
     const res = await this.doc.send(
-      new QueryCommand({ TableName: this.table, IndexName: GSI1.name, KeyConditionExpression: `${GSI1.pk} = :o`, ExpressionAttributeValues: { ':o': OUTBOX }, Limit: limit }),
+      new QueryCommand({
+        TableName: this.table,
+        IndexName: GSI1.name,
+        KeyConditionExpression: `${GSI1.pk} = :o`,
+        ExpressionAttributeValues: { ':o': OUTBOX },
+        Limit: limit,
+      }),
     );
     return (res.Items ?? []).map(eventOf);
   }
@@ -707,7 +907,6 @@ export class DynamoRolloutStore implements RolloutStore {
       ),
     );
   }
-
 
   async events(rolloutId: string): Promise<RolloutEvent[]> {
     const items = await queryAll(this.doc, {
@@ -734,17 +933,27 @@ export class DynamoRolloutStore implements RolloutStore {
     await fencedTransactWrite(this.doc, this.table, token, [
       { Put: { TableName: this.table, Item: { pk: rolloutPk(record.rolloutId), sk: `${ACTUATION}${record.target}`, type: 'actuation', record } } },
       // The registry a tick reads (strongly consistent, like RUNNING): present while the record is not settled.
-      record.settled ? { Delete: { TableName: this.table, Key: registry } } : { Put: { TableName: this.table, Item: { ...registry, rolloutId: record.rolloutId, updatedAt: record.updatedAt } } },
+      record.settled
+        ? { Delete: { TableName: this.table, Key: registry } }
+        : { Put: { TableName: this.table, Item: { ...registry, rolloutId: record.rolloutId, updatedAt: record.updatedAt } } },
     ]);
   }
 
   async unsettledActuations(limit: number): Promise<string[]> {
-    const items = await queryAll(this.doc, { TableName: this.table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': ACTUATING }, ConsistentRead: true });
+    const items = await queryAll(this.doc, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :p',
+      ExpressionAttributeValues: { ':p': ACTUATING },
+      ConsistentRead: true,
+    });
     const oldest = new Map<string, number>();
     for (const i of items) {
       const id = String(i.rolloutId);
       oldest.set(id, Math.min(oldest.get(id) ?? Infinity, Number(i.updatedAt)));
     }
-    return [...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit).map(([id]) => id);
+    return [...oldest]
+      .sort((a, b) => a[1] - b[1])
+      .slice(0, limit)
+      .map(([id]) => id);
   }
 }

@@ -49,7 +49,12 @@ export class DynamoStealHints implements StealHints {
 
   async write(runId: string, hint: StealHint): Promise<void> {
     const victims = Object.fromEntries(Object.entries(hint.victims).filter(([, ids]) => ids.length > 0));
-    await this.doc.send(new PutCommand({ TableName: this.table, Item: { ...this.key(runId), runId, builtAt: hint.builtAt, victims, ttl: Math.floor(hint.builtAt / 1000) + HINT_TTL_S } }));
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.table,
+        Item: { ...this.key(runId), runId, builtAt: hint.builtAt, victims, ttl: Math.floor(hint.builtAt / 1000) + HINT_TTL_S },
+      }),
+    );
   }
 
   async take(runId: string, builtAt: number, victim: string): Promise<readonly string[] | null> {

@@ -28,7 +28,19 @@ export const GSI1 = { name: 'gsi1', pk: 'gsi1pk', sk: 'gsi1sk' } as const;
  * whose gsi1 still projects ALL (one created before this list; DynamoDB
  * cannot change an index's projection in place).
  */
-export const GSI1_PROJECTED: readonly string[] = ['id', 'runId', 'state', 'worker', 'claimedAt', 'sentAt', 'pendingVersion', 'enqueues', 'detailType', 'time', 'detail'];
+export const GSI1_PROJECTED: readonly string[] = [
+  'id',
+  'runId',
+  'state',
+  'worker',
+  'claimedAt',
+  'sentAt',
+  'pendingVersion',
+  'enqueues',
+  'detailType',
+  'time',
+  'detail',
+];
 
 /**
  * Each family's partition keys (and gsi1 partition keys: a query of the index
@@ -46,7 +58,17 @@ export const LEADING_KEYS: Readonly<Record<KeyFamily, readonly string[]>> = {
 
 /** One run's keys only (a worker fleet of that run): its record and items, their index keys, its coordinator's lease (read). */
 export function runLeadingKeys(runId: string): string[] {
-  return [`RUN#${runId}`, `RUN#${runId}#*`, `PENDING#${runId}`, `PENDING#${runId}#*`, `RUNNING#${runId}`, `RUNNING#${runId}#*`, `FAILED#${runId}`, `FAILED#${runId}#*`, `LEASE#coordinator:${runId}`];
+  return [
+    `RUN#${runId}`,
+    `RUN#${runId}#*`,
+    `PENDING#${runId}`,
+    `PENDING#${runId}#*`,
+    `RUNNING#${runId}`,
+    `RUNNING#${runId}#*`,
+    `FAILED#${runId}`,
+    `FAILED#${runId}#*`,
+    `LEASE#coordinator:${runId}`,
+  ];
 }
 
 export function leaseKey(name: string): { pk: string; sk: string } {

@@ -8,7 +8,18 @@ import {
   type Action,
   type ElasticLoadBalancingV2Client,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { outranks, parseStamp, sameReading, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
+import {
+  outranks,
+  parseStamp,
+  sameReading,
+  stampText,
+  TargetMovedError,
+  TargetRefusedError,
+  type Actuator,
+  type Desired,
+  type Observed,
+  type Stamp,
+} from '../../actuation/port.js';
 import type { AlbWeightsTarget } from '../../actuation/targets.js';
 
 /**
@@ -103,7 +114,8 @@ export class AlbWeightsActuator implements Actuator {
     private readonly client: ElasticLoadBalancingV2Client,
   ) {
     const arn = config.ruleArn ?? config.listenerArn;
-    if (arn === undefined || (config.ruleArn !== undefined && config.listenerArn !== undefined)) throw new Error(`${target}: give ruleArn or listenerArn, exactly one`);
+    if (arn === undefined || (config.ruleArn !== undefined && config.listenerArn !== undefined))
+      throw new Error(`${target}: give ruleArn or listenerArn, exactly one`);
     if (config.stableTargetGroupArn === config.canaryTargetGroupArn) throw new Error(`${target}: the stable and canary target groups must differ`);
     this.arn = arn;
     this.where = config.ruleArn !== undefined ? `rule …/${lastSegment(arn)}` : `listener …/${lastSegment(arn)} default action`;
@@ -131,7 +143,8 @@ export class AlbWeightsActuator implements Actuator {
           { TargetGroupArn: this.config.stableTargetGroupArn, Weight: weights.stable },
           { TargetGroupArn: this.config.canaryTargetGroupArn, Weight: weights.canary },
         ],
-        TargetGroupStickinessConfig: this.config.stickinessSeconds !== undefined ? { Enabled: true, DurationSeconds: this.config.stickinessSeconds } : { Enabled: false },
+        TargetGroupStickinessConfig:
+          this.config.stickinessSeconds !== undefined ? { Enabled: true, DurationSeconds: this.config.stickinessSeconds } : { Enabled: false },
       },
     };
     const actions = now.actions.map((a) => (a === now.forward ? forward : resendable(a)));
@@ -199,7 +212,8 @@ export class AlbWeightsActuator implements Actuator {
     const total = r.stable + r.canary + r.others.reduce((sum, g) => sum + g.weight, 0);
     let percent = total > 0 ? Math.round((r.canary * 10_000) / total) / 100 : 0;
     let final = r.canary > 0 && r.canary === total;
-    const foreign = r.others.length > 0 ? `${this.where} also forwards to ${r.others.map((g) => `${groupName(g.arn)} (weight ${g.weight})`).join(', ')}` : undefined;
+    const foreign =
+      r.others.length > 0 ? `${this.where} also forwards to ${r.others.map((g) => `${groupName(g.arn)} (weight ${g.weight})`).join(', ')}` : undefined;
     if (stamp !== null && foreign === undefined && r.listed.stable && r.listed.canary) {
       const ours = weightsFor(stamp.percent, stamp.final);
       // Weights our write of the stamp's percent produces: report the percent written, not the ratio's rounding of it.

@@ -20,7 +20,10 @@ export interface ClientAnswer {
   readonly text: string;
 }
 
-export function send(url: URL, o: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; tls?: ClientTls }): Promise<ClientAnswer> {
+export function send(
+  url: URL,
+  o: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; tls?: ClientTls },
+): Promise<ClientAnswer> {
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const req = request(

@@ -19,8 +19,17 @@ export class HttpCoordinatorClient implements CoordinatorClient {
     const request: CoordinatorRequest = { action: 'steal', runId: this.runId, workerId };
     let url = new URL(this.url);
     for (let hop = 0; ; hop++) {
-      const headers: Record<string, string> = { 'content-type': 'application/json', ...(this.auth.token ? { authorization: `Bearer ${this.auth.token}` } : {}) };
-      const res = await send(url, { method: 'POST', headers, body: JSON.stringify(request), timeoutMs: 10_000, ...(this.auth.ca ? { tls: { ca: this.auth.ca } } : {}) });
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        ...(this.auth.token ? { authorization: `Bearer ${this.auth.token}` } : {}),
+      };
+      const res = await send(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(request),
+        timeoutMs: 10_000,
+        ...(this.auth.ca ? { tls: { ca: this.auth.ca } } : {}),
+      });
       // A follower node names the leader, which runs the coordinators: ask it once, on the same scheme (the token goes nowhere in the clear).
       const leader = res.header('x-rollout-leader-url');
       if (res.status === 503 && leader && hop === 0 && new URL(leader).protocol === url.protocol) {

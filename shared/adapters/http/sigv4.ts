@@ -10,7 +10,8 @@ import { createHash, createHmac } from 'node:crypto';
  */
 
 type Data = string | ArrayBuffer | ArrayBufferView;
-const bytes = (d: Data): string | Uint8Array => (typeof d === 'string' ? d : d instanceof ArrayBuffer ? new Uint8Array(d) : new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
+const bytes = (d: Data): string | Uint8Array =>
+  typeof d === 'string' ? d : d instanceof ArrayBuffer ? new Uint8Array(d) : new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
 
 /** SHA-256 (and HMAC-SHA-256 with a key) in the shape the signer wants, from node:crypto. */
 class Sha256 {

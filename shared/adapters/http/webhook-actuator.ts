@@ -1,4 +1,15 @@
-import { outranks, parseStamp, sameReading, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
+import {
+  outranks,
+  parseStamp,
+  sameReading,
+  stampText,
+  TargetMovedError,
+  TargetRefusedError,
+  type Actuator,
+  type Desired,
+  type Observed,
+  type Stamp,
+} from '../../actuation/port.js';
 import type { WebhookTarget } from '../../actuation/targets.js';
 import { OutboundRefusedError, type OutboundPolicy } from '../../outbound/policy.js';
 import { OperatorSecrets, type SecretSource } from '../../outbound/secrets.js';
@@ -98,15 +109,30 @@ export class WebhookActuator implements Actuator {
     const { url, credential } = this.config;
     try {
       // Checked at every call: the operator's list may have changed since the process started.
-      const refused = policy.refuseUrl(url, `target ${this.target} url`) ?? (credential === undefined ? null : policy.refuseCredential(credential, url, `target ${this.target} credential`));
+      const refused =
+        policy.refuseUrl(url, `target ${this.target} url`) ??
+        (credential === undefined ? null : policy.refuseCredential(credential, url, `target ${this.target} credential`));
       if (refused) throw new OutboundRefusedError(refused);
-      const base: Record<string, string> = { accept: 'application/json', ...(method === 'POST' ? { 'content-type': 'application/json' } : {}), ...(revision !== undefined ? { 'if-match': JSON.stringify(revision) } : {}) };
+      const base: Record<string, string> = {
+        accept: 'application/json',
+        ...(method === 'POST' ? { 'content-type': 'application/json' } : {}),
+        ...(revision !== undefined ? { 'if-match': JSON.stringify(revision) } : {}),
+      };
       const headers = await credentialHeaders(
         credential === undefined ? null : policy.credential(credential),
-        { secrets: this.secrets, body, headers: base, now: this.now(), accepts: ['hmac', 'bearer', 'basic'], refusal: `target ${this.target}: a webhook target takes an hmac, bearer or basic credential` },
+        {
+          secrets: this.secrets,
+          body,
+          headers: base,
+          now: this.now(),
+          accepts: ['hmac', 'bearer', 'basic'],
+          refusal: `target ${this.target}: a webhook target takes an hmac, bearer or basic credential`,
+        },
         sent,
       );
-      const res = await deadline(this.config.timeoutSeconds * 1000, undefined, (signal) => this.o.outbound.request({ url, method, headers, ...(method === 'POST' ? { body } : {}), signal }));
+      const res = await deadline(this.config.timeoutSeconds * 1000, undefined, (signal) =>
+        this.o.outbound.request({ url, method, headers, ...(method === 'POST' ? { body } : {}), signal }),
+      );
       return { status: res.status, text: cutSent(res.text, sent) };
     } catch (err) {
       throw new Error(cutSent(`${this.target}: ${method} ${safeOrigin(url)}: ${reason(err)}`, sent));
@@ -139,7 +165,8 @@ function receiverState(text: string): ReceiverState | string {
   }
   if (typeof v !== 'object' || v === null) return 'a state that is not a JSON object';
   const o = v as Record<string, unknown>;
-  if (typeof o.percent !== 'number' || !Number.isFinite(o.percent) || o.percent < 0 || o.percent > 100) return `a state whose percent is not a number within 0–100 (${JSON.stringify(o.percent)})`;
+  if (typeof o.percent !== 'number' || !Number.isFinite(o.percent) || o.percent < 0 || o.percent > 100)
+    return `a state whose percent is not a number within 0–100 (${JSON.stringify(o.percent)})`;
   if (typeof o.final !== 'boolean') return 'a state without a boolean final';
   if (o.stamp !== null && o.stamp !== undefined && typeof o.stamp !== 'string') return 'a state whose stamp is not a string or null';
   const opt = (k: 'revision' | 'detail' | 'foreign') => (typeof o[k] === 'string' ? { [k]: o[k] } : {});

@@ -72,7 +72,9 @@ export class WebhookProvider implements GateProvider<WebhookGate> {
     try {
       const policy = this.outbound.policy;
       // Checked again at every call: the operator's list may have changed since the spec was accepted.
-      const refused = policy.refuseUrl(gate.url, `hook ${gate.name} url`) ?? (gate.credential === undefined ? null : policy.refuseCredential(gate.credential, gate.url, `hook ${gate.name} credential`));
+      const refused =
+        policy.refuseUrl(gate.url, `hook ${gate.name} url`) ??
+        (gate.credential === undefined ? null : policy.refuseCredential(gate.credential, gate.url, `hook ${gate.name} credential`));
       if (refused) throw new OutboundRefusedError(refused);
       const payload: HookPayload = {
         hook: gate.hook,
@@ -91,7 +93,12 @@ export class WebhookProvider implements GateProvider<WebhookGate> {
         sentAt: new Date(this.now()).toISOString(),
       };
       const body = JSON.stringify(payload);
-      const headers = await this.authorized(gate.credential === undefined ? null : policy.credential(gate.credential), body, { 'content-type': 'application/json', accept: 'application/json', 'idempotency-key': payload.idempotencyKey }, sent);
+      const headers = await this.authorized(
+        gate.credential === undefined ? null : policy.credential(gate.credential),
+        body,
+        { 'content-type': 'application/json', accept: 'application/json', 'idempotency-key': payload.idempotencyKey },
+        sent,
+      );
       const res = await deadline(gate.timeoutSeconds * 1000, signal, (s) => this.outbound.request({ url: gate.url, method: 'POST', headers, body, signal: s }));
       return scrubbed({ kind: 'http', status: res.status, answer: `HTTP ${res.status} ${res.text}`.trim() }, sent);
     } catch (err) {
@@ -100,7 +107,18 @@ export class WebhookProvider implements GateProvider<WebhookGate> {
   }
 
   private authorized(cred: Credential | null, body: string, headers: Record<string, string>, sent: string[]): Promise<Record<string, string>> {
-    return credentialHeaders(cred, { secrets: this.secrets, body, headers, now: this.now(), accepts: ['hmac', 'bearer', 'basic'], refusal: 'a sigv4 credential signs for Amazon Managed Service for Prometheus only; a hook takes an hmac, bearer or basic one' }, sent);
+    return credentialHeaders(
+      cred,
+      {
+        secrets: this.secrets,
+        body,
+        headers,
+        now: this.now(),
+        accepts: ['hmac', 'bearer', 'basic'],
+        refusal: 'a sigv4 credential signs for Amazon Managed Service for Prometheus only; a hook takes an hmac, bearer or basic one',
+      },
+      sent,
+    );
   }
 }
 

@@ -1,4 +1,11 @@
-import { GetAliasCommand, InvalidParameterValueException, LambdaClient, PreconditionFailedException, UpdateAliasCommand, type AliasConfiguration } from '@aws-sdk/client-lambda';
+import {
+  GetAliasCommand,
+  InvalidParameterValueException,
+  LambdaClient,
+  PreconditionFailedException,
+  UpdateAliasCommand,
+  type AliasConfiguration,
+} from '@aws-sdk/client-lambda';
 import { parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
 import { lambdaVersionIssues, type LambdaAliasTarget } from '../../actuation/targets.js';
 
@@ -15,7 +22,6 @@ import { lambdaVersionIssues, type LambdaAliasTarget } from '../../actuation/tar
 
 /** Lambda keeps at most 256 characters of an alias's description. */
 const DESCRIPTION_MAX = 256;
-
 
 /** 2-decimal percents and Lambda's fractions, both ways without drift (12.34 % ↔ 0.1234). */
 const weightOf = (percent: number) => Math.round(percent * 100) / 10_000;
@@ -46,9 +52,11 @@ export class LambdaAliasActuator implements Actuator {
     const mine = observed.stamp !== null && observed.stamp.rolloutId === desired.rolloutId ? observed.stamp.base : undefined;
     const base = mine ?? (await this.versionAt(observed.revision));
     const description = stampText({ ...stamp, base });
-    if (description.length > DESCRIPTION_MAX) throw new TargetRefusedError(this.target, `the stamp is ${description.length} characters, an alias description holds ${DESCRIPTION_MAX}`);
+    if (description.length > DESCRIPTION_MAX)
+      throw new TargetRefusedError(this.target, `the stamp is ${description.length} characters, an alias description holds ${DESCRIPTION_MAX}`);
     const split = !desired.final && desired.percent > 0;
-    if (split && base === desired.newVersion) throw new TargetRefusedError(this.target, `the alias serves version ${base} already: there is no other version to split from`);
+    if (split && base === desired.newVersion)
+      throw new TargetRefusedError(this.target, `the alias serves version ${base} already: there is no other version to split from`);
     try {
       await this.lambda.send(
         new UpdateAliasCommand({
@@ -64,7 +72,8 @@ export class LambdaAliasActuator implements Actuator {
     } catch (err) {
       if (err instanceof PreconditionFailedException) throw new TargetMovedError(this.target, err.message);
       // Lambda answers its model's constraints (a weight out of range) with ValidationException, which the SDK has no class for.
-      if (err instanceof InvalidParameterValueException || (err instanceof Error && err.name === 'ValidationException')) throw new TargetRefusedError(this.target, err.message);
+      if (err instanceof InvalidParameterValueException || (err instanceof Error && err.name === 'ValidationException'))
+        throw new TargetRefusedError(this.target, err.message);
       throw err;
     }
     return this.read(desired.newVersion);
@@ -76,7 +85,8 @@ export class LambdaAliasActuator implements Actuator {
    */
   private async versionAt(revision: string): Promise<string> {
     const now = await this.alias();
-    if (now.RevisionId !== revision) throw new TargetMovedError(this.target, `RevisionId ${revision} was read, the alias is now at ${now.RevisionId ?? 'none'}`);
+    if (now.RevisionId !== revision)
+      throw new TargetMovedError(this.target, `RevisionId ${revision} was read, the alias is now at ${now.RevisionId ?? 'none'}`);
     if (now.FunctionVersion === undefined) throw new TargetRefusedError(this.target, 'the alias reports no version');
     return now.FunctionVersion;
   }

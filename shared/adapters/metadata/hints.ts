@@ -87,7 +87,11 @@ export class Ec2MetadataHint implements ComputeHint {
 
   private async get(path: string): Promise<Response> {
     if (!this.token || this.token.until < Date.now()) {
-      const res = await this.fetch(`${this.endpoint}/latest/api/token`, { method: 'PUT', headers: { 'x-aws-ec2-metadata-token-ttl-seconds': '21600' }, signal: AbortSignal.timeout(2_000) });
+      const res = await this.fetch(`${this.endpoint}/latest/api/token`, {
+        method: 'PUT',
+        headers: { 'x-aws-ec2-metadata-token-ttl-seconds': '21600' },
+        signal: AbortSignal.timeout(2_000),
+      });
       if (!res.ok) throw new Error(`EC2 instance metadata token: HTTP ${res.status}`);
       this.token = { value: (await res.text()).trim(), until: Date.now() + 21_000_000 };
     }
@@ -119,7 +123,10 @@ export class GcpMetadataHint implements ComputeHint {
 
   static async instanceId(o: MetadataHintOptions = {}): Promise<string> {
     const endpoint = (o.endpoint ?? 'http://metadata.google.internal').replace(/\/$/, '');
-    const res = await (o.fetchImpl ?? fetch)(`${endpoint}/computeMetadata/v1/instance/id`, { headers: { 'metadata-flavor': 'Google' }, signal: AbortSignal.timeout(2_000) });
+    const res = await (o.fetchImpl ?? fetch)(`${endpoint}/computeMetadata/v1/instance/id`, {
+      headers: { 'metadata-flavor': 'Google' },
+      signal: AbortSignal.timeout(2_000),
+    });
     if (!res.ok) throw new Error(`GCP metadata: instance/id: HTTP ${res.status}`);
     return (await res.text()).trim();
   }
@@ -134,7 +141,10 @@ export class GcpMetadataHint implements ComputeHint {
     void (async () => {
       while (!signal.aborted) {
         try {
-          const res = await this.fetch(`${this.endpoint}/computeMetadata/v1/instance/preempted?wait_for_change=true`, { headers: { 'metadata-flavor': 'Google' }, signal });
+          const res = await this.fetch(`${this.endpoint}/computeMetadata/v1/instance/preempted?wait_for_change=true`, {
+            headers: { 'metadata-flavor': 'Google' },
+            signal,
+          });
           const body = (await res.text()).trim();
           if (!res.ok) throw new Error(`HTTP ${res.status}`);
           if (body === 'TRUE') {
@@ -155,4 +165,3 @@ export class GcpMetadataHint implements ComputeHint {
     this.abort?.abort();
   }
 }
-

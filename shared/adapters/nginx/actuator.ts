@@ -1,7 +1,17 @@
 import { execFile } from 'node:child_process';
 import { readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { outranks, parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
+import {
+  outranks,
+  parseStamp,
+  stampText,
+  TargetMovedError,
+  TargetRefusedError,
+  type Actuator,
+  type Desired,
+  type Observed,
+  type Stamp,
+} from '../../actuation/port.js';
 import type { NginxTarget } from '../../actuation/targets.js';
 
 const run = promisify(execFile);
@@ -117,7 +127,14 @@ export class NginxActuator implements Actuator {
   /** The include as nginx will read it. */
   render(d: Pick<Desired, 'percent' | 'final'>, stamp: Stamp | null): string {
     const { variable, key, stableUpstream: stable, canaryUpstream: canary } = this.config;
-    const entries = d.final || d.percent >= 100 ? (d.final ? [`*  ${canary};`] : [`100%  ${canary};`]) : d.percent > 0 ? [`${fmt(d.percent)}%  ${canary};`, `*  ${stable};`] : [`*  ${stable};`];
+    const entries =
+      d.final || d.percent >= 100
+        ? d.final
+          ? [`*  ${canary};`]
+          : [`100%  ${canary};`]
+        : d.percent > 0
+          ? [`${fmt(d.percent)}%  ${canary};`, `*  ${stable};`]
+          : [`*  ${stable};`];
     return [
       stamp ? `# ${stampText(stamp)}` : '# no rollout has written this file',
       '# Written by the rollout control plane: a change made here by hand is drift, and pauses the rollout.',
@@ -132,13 +149,26 @@ export class NginxActuator implements Actuator {
     if (text === null) return { percent: 0, final: false, stamp: null, detail: `${this.config.include} absent` };
     const stamp = parseStamp(stampLine(text));
     const split = parseSplit(text, this.config.variable);
-    if (!split) return { percent: 0, final: false, stamp, detail: `${this.config.include} holds no split_clients for $${this.config.variable}`, foreignSplit: `${this.config.include} is not a split this actuator wrote` };
+    if (!split)
+      return {
+        percent: 0,
+        final: false,
+        stamp,
+        detail: `${this.config.include} holds no split_clients for $${this.config.variable}`,
+        foreignSplit: `${this.config.include} is not a split this actuator wrote`,
+      };
     const { canaryUpstream: canary, stableUpstream: stable } = this.config;
     const others = split.entries.filter((e) => e.upstream !== canary && e.upstream !== stable);
     const percent = round2(split.entries.filter((e) => e.upstream === canary).reduce((sum, e) => sum + (e.share === '*' ? 100 - split.explicit : e.share), 0));
     const final = split.entries.length === 1 && split.entries[0]!.share === '*' && split.entries[0]!.upstream === canary;
     const detail = `${this.config.include}: ${split.entries.map((e) => `${e.share === '*' ? '*' : `${e.share}%`} ${e.upstream}`).join(', ')}`;
-    return { percent, final, stamp, detail, ...(others.length ? { foreignSplit: `upstreams ${others.map((e) => e.upstream).join(', ')} are neither ${stable} nor ${canary}` } : {}) };
+    return {
+      percent,
+      final,
+      stamp,
+      detail,
+      ...(others.length ? { foreignSplit: `upstreams ${others.map((e) => e.upstream).join(', ')} are neither ${stable} nor ${canary}` } : {}),
+    };
   }
 
   private async current(): Promise<string | null> {

@@ -80,7 +80,13 @@ export class OidcAuthenticator implements Authenticator {
     if (token.length > MAX_JWT_CHARS) throw new Unauthenticated(`token over ${MAX_JWT_CHARS} characters`);
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, await this.keySet(), { issuer: this.c.issuer, audience: this.c.audience, clockTolerance: this.c.clockToleranceSeconds, algorithms: ALGORITHMS, requiredClaims: ['exp'] }));
+      ({ payload } = await jwtVerify(token, await this.keySet(), {
+        issuer: this.c.issuer,
+        audience: this.c.audience,
+        clockTolerance: this.c.clockToleranceSeconds,
+        algorithms: ALGORITHMS,
+        requiredClaims: ['exp'],
+      }));
     } catch (err) {
       throw new Unauthenticated(reason(err));
     }
@@ -96,7 +102,12 @@ export class OidcAuthenticator implements Authenticator {
     try {
       let runs: ReadonlySet<string> | 'any' = 'any';
       if (runsClaim !== undefined) {
-        const values = typeof runsClaim === 'string' ? runsClaim.split(/[\s,]+/).filter(Boolean) : Array.isArray(runsClaim) && runsClaim.every((v) => typeof v === 'string') ? runsClaim : null;
+        const values =
+          typeof runsClaim === 'string'
+            ? runsClaim.split(/[\s,]+/).filter(Boolean)
+            : Array.isArray(runsClaim) && runsClaim.every((v) => typeof v === 'string')
+              ? runsClaim
+              : null;
         if (values === null) throw new BindingError('runs: an array of run ids or a space-separated string');
         // Present and empty: bound to no run (never read as unbound).
         runs = values.length ? runsBinding(values) : new Set();

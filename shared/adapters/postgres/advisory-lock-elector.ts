@@ -42,8 +42,7 @@ const optionsSchema = z.object({
   apiUrl: z.string().nullish(),
 });
 
-export type AdvisoryLockElectorOptions = z.input<typeof optionsSchema> &
-  ElectorCallbacks & { connection: pg.ClientConfig; logger?: Logger };
+export type AdvisoryLockElectorOptions = z.input<typeof optionsSchema> & ElectorCallbacks & { connection: pg.ClientConfig; logger?: Logger };
 
 /** A stable signed 64-bit lock key for a lease name. */
 export function advisoryLockKey(name: string): string {
@@ -108,11 +107,10 @@ export class AdvisoryLockElector implements LeaderElector {
     if (client && this.leading && options.resign !== false) {
       // Clear the holder (epoch kept) before unlocking, so no reader sees us as holder after we stop.
       released = await client
-        .query('UPDATE leases SET holder = NULL, version = version + 1, renewed_at = now(), expires_at = now() WHERE name = $1 AND holder = $2 AND epoch = $3', [
-          this.name,
-          this.holderId,
-          this.leading.epoch,
-        ])
+        .query(
+          'UPDATE leases SET holder = NULL, version = version + 1, renewed_at = now(), expires_at = now() WHERE name = $1 AND holder = $2 AND epoch = $3',
+          [this.name, this.holderId, this.leading.epoch],
+        )
         .then(
           (r) => (r.rowCount ?? 0) > 0,
           () => false,
@@ -209,12 +207,10 @@ export class AdvisoryLockElector implements LeaderElector {
     });
     try {
       const result = await Promise.race([
-        client.query('UPDATE leases SET renewed_at = now(), expires_at = now() + make_interval(secs => $4), version = version + 1 WHERE name = $1 AND holder = $2 AND epoch = $3', [
-          this.name,
-          this.holderId,
-          token.epoch,
-          this.expirySeconds(),
-        ]),
+        client.query(
+          'UPDATE leases SET renewed_at = now(), expires_at = now() + make_interval(secs => $4), version = version + 1 WHERE name = $1 AND holder = $2 AND epoch = $3',
+          [this.name, this.holderId, token.epoch, this.expirySeconds()],
+        ),
         timedOut,
       ]);
       if (result.rowCount === 0) await this.letGo(client);

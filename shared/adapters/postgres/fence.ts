@@ -14,10 +14,7 @@ import { toInt, type Sql } from './sql.js';
  */
 export async function withFence<T>(sql: Sql, token: LeaseToken, write: (tx: Sql) => Promise<T>): Promise<T> {
   return sql.transaction(async (tx) => {
-    const { rows } = await tx.query<{ holder: string | null; epoch: unknown }>(
-      'SELECT holder, epoch FROM leases WHERE name = $1 FOR SHARE',
-      [token.name],
-    );
+    const { rows } = await tx.query<{ holder: string | null; epoch: unknown }>('SELECT holder, epoch FROM leases WHERE name = $1 FOR SHARE', [token.name]);
     const row = rows[0];
     const current = row ? { holder: row.holder, epoch: toInt(row.epoch, 'leases.epoch') } : null;
     if (!matchesToken(current, token)) throw new FencedError(token, current);

@@ -23,13 +23,22 @@ export class PostgresIdempotency {
   }
 
   async find(key: string): Promise<RecordedAnswer | null> {
-    const { rows } = await this.tx.query<{ fingerprint: string; status: unknown; response: unknown }>('SELECT fingerprint, status, response FROM api_requests WHERE key = $1', [key]);
+    const { rows } = await this.tx.query<{ fingerprint: string; status: unknown; response: unknown }>(
+      'SELECT fingerprint, status, response FROM api_requests WHERE key = $1',
+      [key],
+    );
     const r = rows[0];
     return r ? { fingerprint: r.fingerprint, status: toInt(r.status), response: r.response } : null;
   }
 
   async save(key: string, answer: RecordedAnswer, nodeId: string): Promise<void> {
-    await this.tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [key, answer.fingerprint, answer.status, JSON.stringify(answer.response), nodeId]);
+    await this.tx.query('INSERT INTO api_requests (key, fingerprint, status, response, node_id, created_at) VALUES ($1, $2, $3, $4, $5, now())', [
+      key,
+      answer.fingerprint,
+      answer.status,
+      JSON.stringify(answer.response),
+      nodeId,
+    ]);
   }
 
   /** Records older than `before` are forgotten: a retry after that is a new request. */

@@ -1,4 +1,16 @@
-import type { AckCas, ClaimCas, FailCas, HeartbeatCas, ItemCas, NackCas, RejectCas, RependCas, StartCas, StealCas, Transition } from '../../ledger/transitions.js';
+import type {
+  AckCas,
+  ClaimCas,
+  FailCas,
+  HeartbeatCas,
+  ItemCas,
+  NackCas,
+  RejectCas,
+  RependCas,
+  StartCas,
+  StealCas,
+  Transition,
+} from '../../ledger/transitions.js';
 import type { FenceClauses } from './fence.js';
 
 /**

@@ -2,7 +2,15 @@ import type { LeaseRecord } from '../../lease/record.js';
 import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
 import { cursorObject, cursorText, cursorTime, decodeCursor, encodeCursor } from '../../cursor.js';
-import { assertOneChangePerItem, type ItemCasOutcome, type ItemPage, type ItemPageQuery, type LedgerStore, type RunCancel, type RunRecord } from '../../ledger/store.js';
+import {
+  assertOneChangePerItem,
+  type ItemCasOutcome,
+  type ItemPage,
+  type ItemPageQuery,
+  type LedgerStore,
+  type RunCancel,
+  type RunRecord,
+} from '../../ledger/store.js';
 import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { LEDGER_STATEMENTS, type LedgerStatement } from './ledger-statements.js';
@@ -42,7 +50,10 @@ const ITEMS_CURSOR = cursorObject({ id: cursorText(512) });
 const RUN_COLUMNS = 'id, spec, coordinator_epoch, created_at, cancelled_at, cancelled_by, cancel_reason';
 
 function runOf(r: Row): RunRecord {
-  const cancelled = r.cancelled_at === null || r.cancelled_at === undefined ? null : { at: toMillis(r.cancelled_at), by: String(r.cancelled_by), reason: (r.cancel_reason as string | null) ?? null };
+  const cancelled =
+    r.cancelled_at === null || r.cancelled_at === undefined
+      ? null
+      : { at: toMillis(r.cancelled_at), by: String(r.cancelled_by), reason: (r.cancel_reason as string | null) ?? null };
   return { id: String(r.id), spec: r.spec, coordinatorEpoch: toInt(r.coordinator_epoch), createdAt: toMillis(r.created_at), cancelled };
 }
 
@@ -51,7 +62,11 @@ export class PostgresLedgerStore implements LedgerStore {
   constructor(private readonly sql: Sql) {}
 
   async createRun(id: string, spec: unknown, now: number): Promise<{ created: boolean }> {
-    const { rows } = await this.sql.query('INSERT INTO runs (id, spec, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING id', [id, canonicalJson(spec), new Date(now)]);
+    const { rows } = await this.sql.query('INSERT INTO runs (id, spec, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING id', [
+      id,
+      canonicalJson(spec),
+      new Date(now),
+    ]);
     return { created: rows.length === 1 };
   }
 
@@ -60,8 +75,15 @@ export class PostgresLedgerStore implements LedgerStore {
     return rows[0] ? runOf(rows[0]) : null;
   }
 
-  async cancelRun(id: string, cancel: { readonly by: string; readonly reason: string | null }, now: number): Promise<{ cancelled: RunCancel; first: boolean } | null> {
-    const { rows } = await this.sql.query<Row>(`UPDATE runs SET cancelled_at = $2, cancelled_by = $3, cancel_reason = $4 WHERE id = $1 AND cancelled_at IS NULL RETURNING ${RUN_COLUMNS}`, [id, new Date(now), cancel.by, cancel.reason]);
+  async cancelRun(
+    id: string,
+    cancel: { readonly by: string; readonly reason: string | null },
+    now: number,
+  ): Promise<{ cancelled: RunCancel; first: boolean } | null> {
+    const { rows } = await this.sql.query<Row>(
+      `UPDATE runs SET cancelled_at = $2, cancelled_by = $3, cancel_reason = $4 WHERE id = $1 AND cancelled_at IS NULL RETURNING ${RUN_COLUMNS}`,
+      [id, new Date(now), cancel.by, cancel.reason],
+    );
     if (rows[0]) return { cancelled: runOf(rows[0]).cancelled!, first: true };
     const run = await this.getRun(id);
     return run?.cancelled ? { cancelled: run.cancelled, first: false } : null;
@@ -153,7 +175,9 @@ export class PostgresLedgerStore implements LedgerStore {
     const statementOf = (c: ItemCas) => LEDGER_STATEMENTS[c.transition] as LedgerStatement<ItemCas>;
     const batches = new Map<string, number[]>();
     changes.forEach((c, i) => {
-      const key = [c.runId, c.transition, c.fence ? `${c.fence.name}|${c.fence.holder}|${c.fence.epoch}` : '', statementOf(c).batchKey?.(c) ?? ''].join('\u0000');
+      const key = [c.runId, c.transition, c.fence ? `${c.fence.name}|${c.fence.holder}|${c.fence.epoch}` : '', statementOf(c).batchKey?.(c) ?? ''].join(
+        '\u0000',
+      );
       const batch = batches.get(key);
       if (batch) batch.push(i);
       else batches.set(key, [i]);
@@ -307,7 +331,10 @@ export class PostgresLedgerStore implements LedgerStore {
   }
 
   async counts(runId: string): Promise<Record<WorkItem['state'], number>> {
-    const { rows } = await this.sql.query<{ state: WorkItem['state']; n: unknown }>('SELECT state, count(*) AS n FROM work_items WHERE run_id = $1 GROUP BY state', [runId]);
+    const { rows } = await this.sql.query<{ state: WorkItem['state']; n: unknown }>(
+      'SELECT state, count(*) AS n FROM work_items WHERE run_id = $1 GROUP BY state',
+      [runId],
+    );
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
     for (const r of rows) out[r.state] = toInt(r.n);
     return out;
@@ -343,4 +370,3 @@ export class PostgresRunLeaseStore implements LeaseStore {
     });
   }
 }
-

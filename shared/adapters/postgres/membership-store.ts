@@ -64,7 +64,12 @@ export class PostgresMembershipStore implements MembershipStore {
   }
 
   async append(type: ClusterEventType, nodeId: string, data: Record<string, unknown> | null, now: number): Promise<void> {
-    await this.sql.query('INSERT INTO cluster_events (node_id, event_type, event_data, timestamp) VALUES ($1, $2, $3, $4)', [nodeId, type, data === null ? null : JSON.stringify(data), new Date(now)]);
+    await this.sql.query('INSERT INTO cluster_events (node_id, event_type, event_data, timestamp) VALUES ($1, $2, $3, $4)', [
+      nodeId,
+      type,
+      data === null ? null : JSON.stringify(data),
+      new Date(now),
+    ]);
   }
 
   async pruneEvents(before: number): Promise<void> {
@@ -73,6 +78,12 @@ export class PostgresMembershipStore implements MembershipStore {
 
   async events(limit: number): Promise<ClusterEvent[]> {
     const { rows } = await this.sql.query<Row>('SELECT * FROM cluster_events ORDER BY id DESC LIMIT $1', [limit]);
-    return rows.map((r) => ({ id: toInt(r.id), nodeId: String(r.node_id), type: r.event_type as ClusterEventType, data: (r.event_data as Record<string, unknown> | null) ?? null, at: toMillis(r.timestamp) }));
+    return rows.map((r) => ({
+      id: toInt(r.id),
+      nodeId: String(r.node_id),
+      type: r.event_type as ClusterEventType,
+      data: (r.event_data as Record<string, unknown> | null) ?? null,
+      at: toMillis(r.timestamp),
+    }));
   }
 }

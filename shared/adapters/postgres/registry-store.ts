@@ -39,12 +39,23 @@ export class PostgresRegistryStore implements RegistryStore {
           WHERE workers.state <> 'draining'
          -- xmax is 0 on a row this statement inserted, and set on one it updated: whether the worker was here before.
          RETURNING ${RETURNING}, (xmax = 0) AS inserted`,
-        [w.instanceId, w.runId, w.workerId, w.provider, w.state, new Date(w.registeredAt), new Date(w.heartbeatAt), w.drain ? JSON.stringify(w.drain) : null, w.goneAt === null ? null : new Date(w.goneAt)],
+        [
+          w.instanceId,
+          w.runId,
+          w.workerId,
+          w.provider,
+          w.state,
+          new Date(w.registeredAt),
+          new Date(w.heartbeatAt),
+          w.drain ? JSON.stringify(w.drain) : null,
+          w.goneAt === null ? null : new Date(w.goneAt),
+        ],
       );
       if (rows[0]) return { ...recordOf(rows[0]), known: rows[0].inserted !== true || round > 0 };
       const stored = await this.get(w);
       if (stored?.state === 'draining') return { ...stored, known: true };
-      if (round >= 1) throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
+      if (round >= 1)
+        throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
     }
   }
 

@@ -2,10 +2,32 @@ import { actuationRecordOf, type ActuationRecord } from '../../rollout/actuation
 import type { LeaseToken } from '../../lease/record.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
-import { talliesByStage, type AlarmState, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from '../../rollout/model.js';
+import {
+  talliesByStage,
+  type AlarmState,
+  type Rollout,
+  type RolloutState,
+  type RolloutView,
+  type StageMetrics,
+  type StagePhase,
+  type StageStatus,
+} from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
-import { NEVER_DUE, RolloutConflictError, UnknownRolloutError, type CountedReading, type DueView, type HeldReading, type MetricsTarget, type ReadingApplied, type RolloutListQuery, type RolloutPage, type RolloutStore, type SignalOutcome } from '../../rollout/store.js';
+import {
+  NEVER_DUE,
+  RolloutConflictError,
+  UnknownRolloutError,
+  type CountedReading,
+  type DueView,
+  type HeldReading,
+  type MetricsTarget,
+  type ReadingApplied,
+  type RolloutListQuery,
+  type RolloutPage,
+  type RolloutStore,
+  type SignalOutcome,
+} from '../../rollout/store.js';
 import { cursorObject, cursorText, cursorTime, decodeCursor, encodeCursor } from '../../cursor.js';
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { FencedError } from '../../lease/fencing.js';
@@ -266,7 +288,11 @@ export class PostgresRolloutStore implements RolloutStore {
   }
 
   async loadWatching(alarm: string): Promise<RolloutView[]> {
-    const { rows } = await this.sql.query<RolloutRow>(`${VIEW_SQL} WHERE id IN (SELECT id FROM rollouts WHERE state = 'running' AND alarm_names @> ARRAY[$1::text]) ORDER BY id`, [alarm], 'rollout_load_watching');
+    const { rows } = await this.sql.query<RolloutRow>(
+      `${VIEW_SQL} WHERE id IN (SELECT id FROM rollouts WHERE state = 'running' AND alarm_names @> ARRAY[$1::text]) ORDER BY id`,
+      [alarm],
+      'rollout_load_watching',
+    );
     return this.views(rows);
   }
 
@@ -335,8 +361,17 @@ export class PostgresRolloutStore implements RolloutStore {
               (SELECT attempt FROM tgt) AS attempt,
               (SELECT count(*) FROM ins) AS stored,
               ${withView ? `(SELECT row_to_json(v) FROM (${viewSql('CASE WHEN $9 THEN spec END')} WHERE id = $1) v)` : 'NULL'} AS view`,
-      [rolloutId, at.attempt ?? null, typeof at.stage === 'number' ? at.stage : null, typeof at.stage === 'string' ? at.stage : null,
-        m.requests, m.errors, m.p99LatencyMs, new Date(m.observedAt), ...(withView ? [known === undefined] : [])],
+      [
+        rolloutId,
+        at.attempt ?? null,
+        typeof at.stage === 'number' ? at.stage : null,
+        typeof at.stage === 'string' ? at.stage : null,
+        m.requests,
+        m.errors,
+        m.p99LatencyMs,
+        new Date(m.observedAt),
+        ...(withView ? [known === undefined] : []),
+      ],
       withView ? 'rollout_record_and_load' : 'rollout_record',
     );
     const r = rows[0]!;
@@ -486,7 +521,8 @@ export class PostgresRolloutStore implements RolloutStore {
     }
     const r = json(rows[0]!.r);
     if (r.status === 'unknown') throw new UnknownRolloutError(plan.rolloutId, reading.stage);
-    if (r.status === 'fenced') throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
+    if (r.status === 'fenced')
+      throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
     if (r.status === 'ok') return { applied: true };
     // Read after the reading was stored (or found older than the one stored): it is in the view either way.
     const viewRow = r.view;

@@ -6,6 +6,9 @@ export class PostgresRunStats {
 
   /** Items a steal moved. */
   async addSteals(runId: string, n: number): Promise<void> {
-    await this.sql.query('INSERT INTO run_stats (run_id, steals) VALUES ($1, $2) ON CONFLICT (run_id) DO UPDATE SET steals = run_stats.steals + $2', [runId, n]);
+    await this.sql.query('INSERT INTO run_stats (run_id, steals) VALUES ($1, $2) ON CONFLICT (run_id) DO UPDATE SET steals = run_stats.steals + $2', [
+      runId,
+      n,
+    ]);
   }
 }

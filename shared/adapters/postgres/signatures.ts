@@ -6,7 +6,9 @@ export class PostgresSeenSignatures implements SeenSignatures {
   constructor(private readonly sql: Sql) {}
 
   async firstSeen(signature: string): Promise<boolean> {
-    const { rows } = await this.sql.query('INSERT INTO signal_signatures (signature) VALUES ($1) ON CONFLICT (signature) DO NOTHING RETURNING signature', [signature]);
+    const { rows } = await this.sql.query('INSERT INTO signal_signatures (signature) VALUES ($1) ON CONFLICT (signature) DO NOTHING RETURNING signature', [
+      signature,
+    ]);
     return rows.length === 1;
   }
 

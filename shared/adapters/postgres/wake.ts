@@ -107,7 +107,11 @@ export class PgNotifyWake implements WakeSource {
     private readonly channels: Readonly<Record<string, (payload: string) => void>>,
   ) {}
 
-  static async open(config: pg.ClientConfig = { connectionString: process.env.DATABASE_URL }, logger: Logger = silentLogger, channels: Readonly<Record<string, (payload: string) => void>> = {}): Promise<PgNotifyWake> {
+  static async open(
+    config: pg.ClientConfig = { connectionString: process.env.DATABASE_URL },
+    logger: Logger = silentLogger,
+    channels: Readonly<Record<string, (payload: string) => void>> = {},
+  ): Promise<PgNotifyWake> {
     for (const c of Object.keys(channels)) if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`invalid channel name ${c}: lower-case letters, digits and _`);
     const wake = new PgNotifyWake(config, logger, channels);
     await wake.connect();
@@ -135,10 +139,13 @@ export class PgNotifyWake implements WakeSource {
     client.end().catch(() => undefined);
     const retry = (delay: number) => {
       this.retryTimer = setTimeout(() => {
-        this.connect().then(() => this.missedWhileDown(), (e: unknown) => {
-          this.logger.warn('work wake-up reconnect failed', { error: errorMessage(e) });
-          if (!this.closed) retry(Math.min(delay * 2, 30_000));
-        });
+        this.connect().then(
+          () => this.missedWhileDown(),
+          (e: unknown) => {
+            this.logger.warn('work wake-up reconnect failed', { error: errorMessage(e) });
+            if (!this.closed) retry(Math.min(delay * 2, 30_000));
+          },
+        );
       }, delay);
     };
     retry(500);

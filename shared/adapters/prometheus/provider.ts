@@ -75,7 +75,10 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
       const text = await deadline(timeoutSeconds * 1000, signal, (s) => this.request(gate, timeoutSeconds, s, sent));
       return scrubbed(resultOf(text), sent);
     } catch (err) {
-      return scrubbed({ kind: 'error', message: `prometheus ${new URL(gate.address).host}: ${reason(err)}`, answer: err instanceof PrometheusAnswerError ? err.answer : '' }, sent);
+      return scrubbed(
+        { kind: 'error', message: `prometheus ${new URL(gate.address).host}: ${reason(err)}`, answer: err instanceof PrometheusAnswerError ? err.answer : '' },
+        sent,
+      );
     }
   }
 
@@ -84,7 +87,9 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
     const url = `${gate.address.replace(/\/+$/, '')}/api/v1/query`;
     const policy = this.outbound.policy;
     // Checked again at every read: the operator's list may have changed since the spec was accepted.
-    const refused = policy.refuseUrl(url, `gate ${gate.name} address`) ?? (gate.credential === undefined ? null : policy.refuseCredential(gate.credential, url, `gate ${gate.name} credential`));
+    const refused =
+      policy.refuseUrl(url, `gate ${gate.name} address`) ??
+      (gate.credential === undefined ? null : policy.refuseCredential(gate.credential, url, `gate ${gate.name} credential`));
     if (refused) throw new OutboundRefusedError(refused);
     const body = new URLSearchParams({ query: gate.query, timeout: `${timeoutSeconds}s` }).toString();
     const cred = gate.credential === undefined ? null : policy.credential(gate.credential);
@@ -94,7 +99,10 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
     if (res.status < 200 || res.status >= 300) {
       // Prometheus explains a refusal in JSON ({"status":"error","errorType":…,"error":…}); a proxy may not.
       const why = parseJson(res.text) as { errorType?: string; error?: string } | undefined;
-      throw new PrometheusAnswerError(why?.error ? `HTTP ${res.status} ${why.errorType ?? ''}: ${why.error}`.replace(' :', ':') : `HTTP ${res.status} ${res.statusText}`, res.text);
+      throw new PrometheusAnswerError(
+        why?.error ? `HTTP ${res.status} ${why.errorType ?? ''}: ${why.error}`.replace(' :', ':') : `HTTP ${res.status} ${res.statusText}`,
+        res.text,
+      );
     }
     return res.text;
   }
@@ -135,7 +143,9 @@ export function resultOf(text: string): ProviderResult {
   const { resultType, result } = body.data;
   // A sample is [time, "value"]; the value is a string so that NaN and ±Inf survive JSON.
   const number = (sample: unknown): ProviderResult =>
-    Array.isArray(sample) && typeof sample[1] === 'string' ? { kind: 'number', value: Number(sample[1].replace(/^\+?Inf$/, 'Infinity').replace(/^-Inf$/, '-Infinity')), answer } : { kind: 'error', message: 'a sample without a value', answer };
+    Array.isArray(sample) && typeof sample[1] === 'string'
+      ? { kind: 'number', value: Number(sample[1].replace(/^\+?Inf$/, 'Infinity').replace(/^-Inf$/, '-Infinity')), answer }
+      : { kind: 'error', message: 'a sample without a value', answer };
   if (resultType === 'scalar') return number(result);
   if (resultType === 'vector' && Array.isArray(result)) {
     if (result.length === 0) return { kind: 'empty', answer };

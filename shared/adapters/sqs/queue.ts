@@ -102,7 +102,14 @@ export class SqsWorkQueue implements WorkQueue {
 
   private async leaveForDlq(messageId: string, body: string, receipt: string, receiveCount: number, reason: string): Promise<void> {
     const retryInS = Math.min(MALFORMED_RETRY_MAX_S, 2 ** (receiveCount - 1));
-    this.logger.error('malformed SQS message left for the DLQ', { queueUrl: this.queueUrl, messageId, body: body.slice(0, BODY_EXCERPT), reason, receiveCount, retryInS });
+    this.logger.error('malformed SQS message left for the DLQ', {
+      queueUrl: this.queueUrl,
+      messageId,
+      body: body.slice(0, BODY_EXCERPT),
+      reason,
+      receiveCount,
+      retryInS,
+    });
     try {
       await this.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: this.queueUrl, ReceiptHandle: receipt, VisibilityTimeout: retryInS }));
     } catch (err) {
@@ -118,11 +125,15 @@ export class SqsWorkQueue implements WorkQueue {
   async deleteMany(messages: readonly QueueMessage[]): Promise<void> {
     for (let i = 0; i < messages.length; i += 10) {
       const batch = messages.slice(i, i + 10);
-      const res = await this.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: batch.map((m, j) => ({ Id: String(j), ReceiptHandle: m.receipt })) }));
+      const res = await this.sqs.send(
+        new DeleteMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: batch.map((m, j) => ({ Id: String(j), ReceiptHandle: m.receipt })) }),
+      );
       // A failed delete only means a redelivery, which the queue rule absorbs: retry those once one by one,
       // and let a refusal there cost that message a redelivery, not the rest of the batch their deletes.
       for (const f of res.Failed ?? []) {
-        await this.delete(batch[Number(f.Id)]!).catch((err: unknown) => this.logger.warn('SQS refused a delete: the message will be delivered again', { queueUrl: this.queueUrl, code: f.Code, error: errorMessage(err) }));
+        await this.delete(batch[Number(f.Id)]!).catch((err: unknown) =>
+          this.logger.warn('SQS refused a delete: the message will be delivered again', { queueUrl: this.queueUrl, code: f.Code, error: errorMessage(err) }),
+        );
       }
     }
   }
@@ -142,7 +153,12 @@ export class SqsWorkQueue implements WorkQueue {
     await Promise.all(
       batches.map(async (batch) => {
         try {
-          const res = await this.sqs.send(new ChangeMessageVisibilityBatchCommand({ QueueUrl: this.queueUrl, Entries: batch.map((e, j) => ({ Id: String(j), ReceiptHandle: e.receipt, VisibilityTimeout: e.seconds })) }));
+          const res = await this.sqs.send(
+            new ChangeMessageVisibilityBatchCommand({
+              QueueUrl: this.queueUrl,
+              Entries: batch.map((e, j) => ({ Id: String(j), ReceiptHandle: e.receipt, VisibilityTimeout: e.seconds })),
+            }),
+          );
           const failed = new Map((res.Failed ?? []).map((f) => [f.Id, f]));
           batch.forEach((e, j) => {
             const f = failed.get(String(j));

@@ -17,7 +17,12 @@ export const LEADER_CHANNEL = 'rollout_leader';
 const seconds = z.number().positive();
 export const nodeConfigSchema = z
   .object({
-    nodeId: z.string().trim().min(1).max(255).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : -'),
+    nodeId: z
+      .string()
+      .trim()
+      .min(1)
+      .max(255)
+      .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : -'),
     hostname: z.string().trim().min(1).max(255).default(osHostname()),
     /** Interface to listen on. */
     host: z.string().min(1).default('127.0.0.1'),
@@ -71,7 +76,10 @@ export const nodeConfigSchema = z
       .strict()
       .default({ certificateScopes: ['read'], insecureNoAuth: false }),
     /** TLS on the node (`--tls-cert`, `--tls-key`); `clientCaFile` asks for and verifies client certificates. */
-    tls: z.object({ certFile: z.string().min(1), keyFile: z.string().min(1), clientCaFile: z.string().min(1).optional() }).strict().optional(),
+    tls: z
+      .object({ certFile: z.string().min(1), keyFile: z.string().min(1), clientCaFile: z.string().min(1).optional() })
+      .strict()
+      .optional(),
     /** Host names this node answers to (`--allowed-hosts`); default: loopback names and its own, while authentication is off; `*`: any. */
     allowedHosts: z.array(z.string().min(1).max(255)).max(64).optional(),
     /** Proxies whose X-Forwarded-For is believed (`--trusted-proxies`): behind nginx, the rate per address is the client's. */
@@ -96,14 +104,28 @@ export const nodeConfigSchema = z
       .default({ perAddress: 200, perCredential: 100, burstSeconds: 2 }),
   })
   .superRefine((c, ctx) => {
-    if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres') ctx.addIssue({ code: 'custom', path: ['elector'], message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)' });
+    if (c.elector === 'advisory-lock' && c.store.kind !== 'postgres')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['elector'],
+        message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)',
+      });
     if (c.elector === 'lease' && !(c.leaseTtlSeconds > c.heartbeatIntervalSeconds && c.heartbeatIntervalSeconds > 1.2 * c.electionIntervalSeconds)) {
-      ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}) > 1.2 × election interval (${c.electionIntervalSeconds})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['leaseTtlSeconds'],
+        message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}) > 1.2 × election interval (${c.electionIntervalSeconds})`,
+      });
     } else if (!(c.leaseTtlSeconds > c.heartbeatIntervalSeconds)) {
       // Whatever the elector, run coordinators hold row leases with these timings.
-      ctx.addIssue({ code: 'custom', path: ['leaseTtlSeconds'], message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}): run coordinators renew their leases at the heartbeat` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['leaseTtlSeconds'],
+        message: `needs lease TTL (${c.leaseTtlSeconds}) > heartbeat interval (${c.heartbeatIntervalSeconds}): run coordinators renew their leases at the heartbeat`,
+      });
     }
-    if (!(c.deadAfterSeconds > c.electionTimeoutSeconds)) ctx.addIssue({ code: 'custom', path: ['deadAfterSeconds'], message: 'must exceed the election timeout' });
+    if (!(c.deadAfterSeconds > c.electionTimeoutSeconds))
+      ctx.addIssue({ code: 'custom', path: ['deadAfterSeconds'], message: 'must exceed the election timeout' });
     if (!isLoopback(c.host) && !authEnabled(c) && !c.auth.insecureNoAuth) {
       ctx.addIssue({
         code: 'custom',
@@ -111,7 +133,8 @@ export const nodeConfigSchema = z
         message: `${c.host} is reachable beyond this machine and no authentication is set: pass --auth-tokens-file or --oidc-issuer (or --insecure-no-auth to let anyone who reaches it do anything)`,
       });
     }
-    if (c.tls?.clientCaFile === undefined && c.auth.certificateScopes.join() !== 'read') ctx.addIssue({ code: 'custom', path: ['auth', 'certificateScopes'], message: 'needs tls.clientCaFile (--tls-client-ca)' });
+    if (c.tls?.clientCaFile === undefined && c.auth.certificateScopes.join() !== 'read')
+      ctx.addIssue({ code: 'custom', path: ['auth', 'certificateScopes'], message: 'needs tls.clientCaFile (--tls-client-ca)' });
   });
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

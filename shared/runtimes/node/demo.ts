@@ -95,11 +95,17 @@ export class Demo {
       this.fleet = new Fleet({ url: loopbackFor(this.o.url), rolloutId: this.rolloutId });
       showFleet(this.node, this.fleet);
       this.fleet.start();
-      this.notes.push(`demo: ${this.fleet.entities.length.toLocaleString('en')} simulated hosts ask GET /rollouts/{id}/assignment every ${FLEET_EVERY_MS / 1000} s, ${FLEET_BATCH} a request; the status page charts what they are told`);
+      this.notes.push(
+        `demo: ${this.fleet.entities.length.toLocaleString('en')} simulated hosts ask GET /rollouts/{id}/assignment every ${FLEET_EVERY_MS / 1000} s, ${FLEET_BATCH} a request; the status page charts what they are told`,
+      );
     }
     const now = Date.now();
     await this.node.plane.stores.ledger.createRun(this.runId, { demo: true }, now);
-    await this.node.plane.stores.ledger.enqueue(this.runId, Array.from({ length: this.o.items }, (_, i) => ({ demo: this.runId, item: i })), now);
+    await this.node.plane.stores.ledger.enqueue(
+      this.runId,
+      Array.from({ length: this.o.items }, (_, i) => ({ demo: this.runId, item: i })),
+      now,
+    );
     await this.node.wake.notify(this.runId);
     const every = 1000 / (this.o.reportsPerSecond ?? 4);
     const loop = () => {
@@ -122,12 +128,21 @@ export class Demo {
         c.requests += 40;
         c.errors += Math.random() < 0.2 ? 1 : 0;
         this.counters.set(active.index, c);
-        await this.node.streaming.handle({ type: 'rollout.metrics_reported', rolloutId: this.rolloutId, stage: active.index, requests: c.requests, errors: c.errors, p99LatencyMs: 120 + Math.round(Math.random() * 60), observedAt: Date.now() });
+        await this.node.streaming.handle({
+          type: 'rollout.metrics_reported',
+          rolloutId: this.rolloutId,
+          stage: active.index,
+          requests: c.requests,
+          errors: c.errors,
+          p99LatencyMs: 120 + Math.round(Math.random() * 60),
+          observedAt: Date.now(),
+        });
       }
     } else if (view && this.rolloutDoneAt === null) this.rolloutDoneAt = Date.now();
     const counts = await this.node.plane.stores.ledger.counts(this.runId);
     // Once a late worker has stolen (or the run is nearly done), so the demo shows both.
-    if (!this.interrupted && counts.done >= this.o.items / 3 && (this.pool.stolen(this.runId) > 0 || counts.done >= (this.o.items * 3) / 4)) this.interrupted = (await this.pool.interrupt(this.runId)) !== null;
+    if (!this.interrupted && counts.done >= this.o.items / 3 && (this.pool.stolen(this.runId) > 0 || counts.done >= (this.o.items * 3) / 4))
+      this.interrupted = (await this.pool.interrupt(this.runId)) !== null;
     if (this.runDoneAt === null && counts.pending + counts.running === 0) this.runDoneAt = Date.now();
   }
 
@@ -143,7 +158,12 @@ export class Demo {
     for (const { id } of rows) {
       const view = await this.node.plane.engine.store.load(id);
       if (!view?.rollout.spec.actuators?.length) continue;
-      await runCommand(this.node.plane.engine, token, { rolloutId: id, command: 'abort', actor: 'demo', reason: 'a new demo started; this one was left unfinished' }).catch(() => undefined);
+      await runCommand(this.node.plane.engine, token, {
+        rolloutId: id,
+        command: 'abort',
+        actor: 'demo',
+        reason: 'a new demo started; this one was left unfinished',
+      }).catch(() => undefined);
     }
   }
 
@@ -292,8 +312,22 @@ export class Fleet {
   }
 
   view(): FleetView {
-    const stages = [...this.seen.values()].map((s) => ({ attempt: s.attempt, stage: s.stage, percent: s.percent, observed: s.variants.size, onNew: [...s.variants.values()].filter((v) => v === 'new').length }));
-    return { rolloutId: this.rolloutId, entities: this.entities.length, everySeconds: (this.o.everyMs ?? FLEET_EVERY_MS) / 1000, requests: this.requests, failures: this.failures, lastError: this.lastError, stages };
+    const stages = [...this.seen.values()].map((s) => ({
+      attempt: s.attempt,
+      stage: s.stage,
+      percent: s.percent,
+      observed: s.variants.size,
+      onNew: [...s.variants.values()].filter((v) => v === 'new').length,
+    }));
+    return {
+      rolloutId: this.rolloutId,
+      entities: this.entities.length,
+      everySeconds: (this.o.everyMs ?? FLEET_EVERY_MS) / 1000,
+      requests: this.requests,
+      failures: this.failures,
+      lastError: this.lastError,
+      stages,
+    };
   }
 
   async stop(): Promise<void> {
@@ -350,10 +384,14 @@ function nginxInstalled(): boolean {
  */
 export async function startDemoTarget(declared: Readonly<Record<string, unknown>> = {}): Promise<{ target: DemoTarget | null; note: string }> {
   if (DEMO_TARGET in declared) return { target: null, note: `demo: a target named ${DEMO_TARGET} is declared already; the demo rollout moves no target` };
-  if (!nginxInstalled()) return { target: null, note: 'demo: nginx not found, so the demo rollout moves no target (install nginx to watch it split real traffic)' };
+  if (!nginxInstalled())
+    return { target: null, note: 'demo: nginx not found, so the demo rollout moves no target (install nginx to watch it split real traffic)' };
   try {
     const nginx = await startSplitNginx();
-    return { target: { name: DEMO_TARGET, url: nginx.url, config: nginx.target, stop: () => nginx.stop() }, note: `demo: nginx on ${nginx.url} is the rollout's target ${DEMO_TARGET}, splitting requests between stable and canary by their X-Entity header` };
+    return {
+      target: { name: DEMO_TARGET, url: nginx.url, config: nginx.target, stop: () => nginx.stop() },
+      note: `demo: nginx on ${nginx.url} is the rollout's target ${DEMO_TARGET}, splitting requests between stable and canary by their X-Entity header`,
+    };
   } catch (err) {
     return { target: null, note: `demo: nginx did not start (${errorMessage(err).split('\n', 1)[0]}); the demo rollout moves no target` };
   }
@@ -370,7 +408,11 @@ function progressLines(p: DemoProgress, url: string): string[] {
   return [
     `rollout ${p.rolloutId}  ${p.rolloutState.padEnd(9)} ${bar(p)}${gate}${p.rolloutSeconds === null ? '' : `  (${p.rolloutSeconds.toFixed(1)} s)`}`,
     `run     ${p.runId}  ${p.done}/${p.items} done, ${p.running} running, ${p.failed} failed · steals ${p.steals} · drains ${p.drains}${p.runSeconds === null ? '' : `  (${p.runSeconds.toFixed(1)} s)`}`,
-    ...(f ? [`fleet   ${f.onNew.toLocaleString('en')} of ${f.observed.toLocaleString('en')} hosts told the new version at ${f.stage ?? 'no stage'} ${f.percent}% (${((100 * f.onNew) / Math.max(1, f.observed)).toFixed(1)}%)`] : []),
+    ...(f
+      ? [
+          `fleet   ${f.onNew.toLocaleString('en')} of ${f.observed.toLocaleString('en')} hosts told the new version at ${f.stage ?? 'no stage'} ${f.percent}% (${((100 * f.onNew) / Math.max(1, f.observed)).toFixed(1)}%)`,
+        ]
+      : []),
     `status page ${url}   Ctrl-C to stop`,
   ];
 }
@@ -398,16 +440,21 @@ export function printProgress(demo: Demo, out: NodeJS.WriteStream, url: string, 
     }
     if (demo.finished()) {
       clearInterval(ticker);
-      out.write(`demo complete: rollout ${p.rolloutId} ${p.rolloutState} in ${p.rolloutSeconds?.toFixed(1)} s; run ${p.runId} finished in ${p.runSeconds?.toFixed(1)} s (${p.done} done, ${p.failed} failed, steals ${p.steals}, drains ${p.drains})\n`);
+      out.write(
+        `demo complete: rollout ${p.rolloutId} ${p.rolloutState} in ${p.rolloutSeconds?.toFixed(1)} s; run ${p.runId} finished in ${p.runSeconds?.toFixed(1)} s (${p.done} done, ${p.failed} failed, steals ${p.steals}, drains ${p.drains})\n`,
+      );
       onFinished();
     }
   };
-  const ticker = setInterval(() => {
-    if (drawing) return;
-    drawing = true;
-    draw()
-      .catch((err: unknown) => logger.warn('progress failed', { error: errorMessage(err) }))
-      .finally(() => (drawing = false));
-  }, tty ? 250 : 1_000);
+  const ticker = setInterval(
+    () => {
+      if (drawing) return;
+      drawing = true;
+      draw()
+        .catch((err: unknown) => logger.warn('progress failed', { error: errorMessage(err) }))
+        .finally(() => (drawing = false));
+    },
+    tty ? 250 : 1_000,
+  );
   return { stop: () => clearInterval(ticker) };
 }

@@ -107,7 +107,13 @@ export function hostName(host: string): string {
 export function guarded(inner: Handle, o: GuardOptions): Handle {
   const now = o.now ?? Date.now;
   const r = o.rateLimit;
-  const other: Limits = { byAddress: RateLimiter.of(r.perAddress, r.burstSeconds, now), byCredential: RateLimiter.of(r.perCredential, r.burstSeconds, now), what: 'requests', addressFlag: '--rate-limit', credentialFlag: '--rate-limit-per-credential' };
+  const other: Limits = {
+    byAddress: RateLimiter.of(r.perAddress, r.burstSeconds, now),
+    byCredential: RateLimiter.of(r.perCredential, r.burstSeconds, now),
+    what: 'requests',
+    addressFlag: '--rate-limit',
+    credentialFlag: '--rate-limit-per-credential',
+  };
   const cheap: Limits = {
     byAddress: RateLimiter.of(cheapReadLimit(r.cheapReadsPerAddress, r.perAddress), r.burstSeconds, now),
     byCredential: RateLimiter.of(cheapReadLimit(r.cheapReadsPerCredential, r.perCredential), r.burstSeconds, now),
@@ -151,7 +157,10 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
         if (!(err instanceof Unauthenticated)) throw err;
         return refuse(401, `invalid credentials: ${err.message}`, { 'www-authenticate': `Bearer realm="rollout", error="invalid_token"` });
       }
-      if (!identity) return refuse(401, 'credentials required: Authorization: Bearer <token>, a client certificate, or (for POST /events) a Rollout-Signature', { 'www-authenticate': 'Bearer realm="rollout"' });
+      if (!identity)
+        return refuse(401, 'credentials required: Authorization: Bearer <token>, a client certificate, or (for POST /events) a Rollout-Signature', {
+          'www-authenticate': 'Bearer realm="rollout"',
+        });
       const limited = limits.byCredential?.take(identity.actor);
       if (limited) return refuse(429, `too many ${limits.what} from ${identity.actor} (${limits.credentialFlag})`, { 'retry-after': String(limited) });
     }

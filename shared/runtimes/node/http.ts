@@ -33,7 +33,14 @@ export interface HttpLimits {
   readonly maxHeaderBytes: number;
 }
 
-export const HTTP_LIMITS: HttpLimits = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: 1_024, maxBodyBytes: MAX_BODY_BYTES, maxHeaderBytes: 16_384 };
+export const HTTP_LIMITS: HttpLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 1_024,
+  maxBodyBytes: MAX_BODY_BYTES,
+  maxHeaderBytes: 16_384,
+};
 
 /** TLS on the node: its certificate, and optionally client certificates verified against `clientCa`. */
 export interface TlsFiles {
@@ -153,7 +160,8 @@ export async function serveApi(
       try {
         const { pathname, searchParams } = requestTarget(req.url ?? '/');
         // No length and no chunks: no body to wait for (most reads).
-        const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : await readBody(req, limits.maxBodyBytes);
+        const body =
+          req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : await readBody(req, limits.maxBodyBytes);
         // Node joins repeated request headers into one string, all but set-cookie (an array): only then is a copy needed.
         let headers = req.headers as Record<string, string>;
         if (req.headers['set-cookie'] !== undefined) headers = { ...headers, 'set-cookie': req.headers['set-cookie'].join(', ') };
@@ -197,7 +205,15 @@ export async function serveApi(
     requireHostHeader: true,
   };
   const server: Server = options.tls
-    ? createTlsServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key, ...(options.tls.clientCa ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}) }, listener)
+    ? createTlsServer(
+        {
+          ...serverOptions,
+          cert: options.tls.cert,
+          key: options.tls.key,
+          ...(options.tls.clientCa ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}),
+        },
+        listener,
+      )
     : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
   server.maxRequestsPerSocket = 1_000;

@@ -130,10 +130,13 @@ function lateSlot(ms: number): Set<{ reject(): void }> {
   if (!slot) {
     const pending = new Set<{ reject(): void }>();
     slots.set(at, (slot = pending));
-    setTimeout(() => {
-      slots.delete(at);
-      for (const late of pending) late.reject();
-    }, at * SLOT_MS - Date.now()).unref();
+    setTimeout(
+      () => {
+        slots.delete(at);
+        for (const late of pending) late.reject();
+      },
+      at * SLOT_MS - Date.now(),
+    ).unref();
   }
   return slot;
 }
@@ -214,14 +217,21 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     const headers: Record<string, string> = { 'x-rollout-leader-id': leader.id, 'retry-after': '1' };
     if (leader.apiUrl) headers['x-rollout-leader-url'] = leader.apiUrl;
     // The leader's origin and this request's path only: a path such as //elsewhere/ must not name another host.
-    if (node.config.redirectWrites && leader.apiUrl) return json(307, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, { ...headers, location: `${new URL(leader.apiUrl).origin}/${path.replace(/^\/+/, '')}` });
+    if (node.config.redirectWrites && leader.apiUrl)
+      return json(
+        307,
+        { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) },
+        { ...headers, location: `${new URL(leader.apiUrl).origin}/${path.replace(/^\/+/, '')}` },
+      );
     return json(503, { error: `not the leader: ${leader.id} is`, leader: leaderJson(leader) }, headers);
   }
 
   async function idempotent(req: HttpRequest, key: string, found: Match): Promise<ApiResponse> {
     if (key.length > 200) return json(400, { error: 'Idempotency-Key: at most 200 characters' });
     // Who asked is part of the request: another actor's key never replays someone else's answer.
-    const fingerprint = createHash('sha256').update(`${req.actor}\n${req.method}\n${req.path}\n${req.body ?? ''}`).digest('hex');
+    const fingerprint = createHash('sha256')
+      .update(`${req.actor}\n${req.method}\n${req.path}\n${req.body ?? ''}`)
+      .digest('hex');
     const after: (() => Promise<void>)[] = [];
     const out = await node.sql.transaction(async (tx) => {
       const records = new PostgresIdempotency(tx);
@@ -258,7 +268,9 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
       const res = await within(readDeadlineMs, run());
       if (res.headers?.['x-rollout-stale']) {
         // Answered from memory: the store is still away, and health says so.
-        node.storeDown(new PublicError(((res.body as { stale?: { reason?: string } }).stale?.reason ?? 'store unreachable').replace(/^store unreachable: /, '')));
+        node.storeDown(
+          new PublicError(((res.body as { stale?: { reason?: string } }).stale?.reason ?? 'store unreachable').replace(/^store unreachable: /, '')),
+        );
         return res;
       }
       if (res.status === 200 && !answersStale(found)) {
@@ -289,7 +301,8 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     clusterEvents: (req, found) => {
       const raw = req.query.get('limit') ?? '50';
       const limit = Number(raw);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 500) return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw.slice(0, 40)}"` }));
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw.slice(0, 40)}"` }));
       return read(req, found, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
     },
     postEvent: async (req) => {
@@ -306,7 +319,11 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
         const { type, ...detail } = signal;
         const [first] = await node.triggers.route('rollout', { source: 'rollout.api', 'detail-type': type, detail });
         const result = first!.result as HandleResult;
-        return json(202, { stored: result.stored, evaluated: result.evaluated, actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })) });
+        return json(202, {
+          stored: result.stored,
+          evaluated: result.evaluated,
+          actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })),
+        });
       } catch (err) {
         if (err instanceof InvalidEventError) return json(400, { error: err.message, issues: err.issues });
         if (err instanceof InvalidNoticeError || err instanceof NoRouteError) return json(400, { error: err.message });
@@ -357,7 +374,10 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     // A new rollout's first stage starts now, not at the next tick.
     if (id === 'createRollout' && res.status === 201) {
       const id = (res.body as { id?: unknown }).id;
-      if (typeof id === 'string') await node.streaming.handle({ type: 'rollout.created', rolloutId: id }).catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
+      if (typeof id === 'string')
+        await node.streaming
+          .handle({ type: 'rollout.created', rolloutId: id })
+          .catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
     }
     return res;
   }
@@ -384,7 +404,9 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
  */
 export async function reportUnaddressable(node: ControlPlaneNode): Promise<{ kind: string; id: string }[]> {
   try {
-    const { rows } = await node.sql.query<{ kind: string; id: string }>(`SELECT 'rollout' AS kind, id FROM rollouts WHERE id IN ('.', '..') UNION ALL SELECT 'run' AS kind, id FROM runs WHERE id IN ('.', '..')`);
+    const { rows } = await node.sql.query<{ kind: string; id: string }>(
+      `SELECT 'rollout' AS kind, id FROM rollouts WHERE id IN ('.', '..') UNION ALL SELECT 'run' AS kind, id FROM runs WHERE id IN ('.', '..')`,
+    );
     for (const r of rows) node.logger.warn('an id no request path reaches: see README "Ids"', { kind: r.kind, id: r.id });
     return rows;
   } catch (err) {
@@ -426,7 +448,11 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
      (SELECT id, false AS live, updated_at FROM rollouts WHERE state NOT IN ('running', 'paused') ORDER BY updated_at DESC LIMIT ${FINISHED_SHOWN})
      ORDER BY live DESC, updated_at DESC`,
   );
-  const transitions = await recentTransitions(node.sql, rolloutRows.map((r) => r.id), PERCENT_TRANSITIONS);
+  const transitions = await recentTransitions(
+    node.sql,
+    rolloutRows.map((r) => r.id),
+    PERCENT_TRANSITIONS,
+  );
   const fleet = fleetOf(node);
   const rollouts = [];
   for (const { id } of rolloutRows) {
@@ -456,7 +482,9 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
           alarms: spec.gates.alarms.map((a) => ({ name: a, state: alarms.get(a) ?? 'INSUFFICIENT_DATA' })),
         };
       }),
-      gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
+      gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length)
+        ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }))
+        : [],
       actuators,
       actuation: movesTargets(v) ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
       // Newest first; `historyMore`: older transitions exist beyond these.
@@ -476,13 +504,28 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
   for (const r of runRows) {
     const id = String(r.id);
     const counts = await node.plane.stores.ledger.counts(id);
-    runs.push({ id, createdAt: new Date(toMillis(r.created_at)).toISOString(), coordinatorEpoch: toInt(r.coordinator_epoch), counts, total: counts.pending + counts.running + counts.done + counts.failed, steals: toInt(r.steals), drains: toInt(r.drains), done: counts.pending + counts.running === 0 });
+    runs.push({
+      id,
+      createdAt: new Date(toMillis(r.created_at)).toISOString(),
+      coordinatorEpoch: toInt(r.coordinator_epoch),
+      counts,
+      total: counts.pending + counts.running + counts.done + counts.failed,
+      steals: toInt(r.steals),
+      drains: toInt(r.drains),
+      done: counts.pending + counts.running === 0,
+    });
   }
   // Only runs with failures are asked for them (counts has said which).
-  const failures = await newestFailures(node.sql, runs.filter((r) => r.counts.failed > 0).map((r) => r.id));
+  const failures = await newestFailures(
+    node.sql,
+    runs.filter((r) => r.counts.failed > 0).map((r) => r.id),
+  );
   const withFailures = runs.map((r) => ({ ...r, failures: failures.get(r.id) ?? [] }));
   // Renewals come every heartbeat; on the page they would push out what matters.
-  const events = (await node.membership.events(100)).filter((e) => e.type !== 'lease_renewed').slice(0, 12).map(eventJson);
+  const events = (await node.membership.events(100))
+    .filter((e) => e.type !== 'lease_renewed')
+    .slice(0, 12)
+    .map(eventJson);
   return { cluster: status, rollouts, runs: withFailures, events };
 }
 
@@ -547,7 +590,10 @@ function percentAfter(e: RolloutEvent, before: number | null): number | null {
 }
 
 /** Each run's newest failed items (at most FAILURES_SHOWN) with their reasons, in one round trip. */
-async function newestFailures(sql: Sql, runIds: readonly string[]): Promise<Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>> {
+async function newestFailures(
+  sql: Sql,
+  runIds: readonly string[],
+): Promise<Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>> {
   const out = new Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>();
   if (!runIds.length) return out;
   const { rows } = await sql.query<{ run_id: string; id: string; error: string | null; attempts: unknown; worker: string | null; updated_at: unknown }>(
@@ -566,5 +612,10 @@ async function newestFailures(sql: Sql, runIds: readonly string[]): Promise<Map<
 }
 
 function isEnvelope(input: unknown): input is BusEnvelope {
-  return typeof input === 'object' && input !== null && typeof (input as Record<string, unknown>)['detail-type'] === 'string' && typeof (input as Record<string, unknown>).source === 'string';
+  return (
+    typeof input === 'object' &&
+    input !== null &&
+    typeof (input as Record<string, unknown>)['detail-type'] === 'string' &&
+    typeof (input as Record<string, unknown>).source === 'string'
+  );
 }

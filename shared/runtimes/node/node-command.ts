@@ -20,7 +20,9 @@ async function listen(node: ControlPlaneNode, logger: Logger) {
   const c = node.config;
   const handle = nodeApi(node, nodeMetrics(node));
   if (c.auth.insecureNoAuth && !authEnabled(c)) {
-    logger.warn(`INSECURE: serving ${c.host}:${c.port} with no authentication (--insecure-no-auth): anyone who reaches this node may create, promote and abort rollouts and runs`);
+    logger.warn(
+      `INSECURE: serving ${c.host}:${c.port} with no authentication (--insecure-no-auth): anyone who reaches this node may create, promote and abort rollouts and runs`,
+    );
   }
   try {
     return await serveApi(handle, { host: c.host, port: c.port, logger, ...(c.tls ? { tls: readTls(c.tls) } : {}) });
@@ -40,7 +42,11 @@ export function readTls(t: NonNullable<NodeConfig['tls']>): TlsFiles {
       throw new UsageError(`${what} ${file} cannot be read: ${(err as { code?: string }).code ?? String(err)}`);
     }
   };
-  return { cert: read('--tls-cert', t.certFile), key: read('--tls-key', t.keyFile), ...(t.clientCaFile ? { clientCa: read('--tls-client-ca', t.clientCaFile) } : {}) };
+  return {
+    cert: read('--tls-cert', t.certFile),
+    key: read('--tls-key', t.keyFile),
+    ...(t.clientCaFile ? { clientCa: read('--tls-client-ca', t.clientCaFile) } : {}),
+  };
 }
 
 /** Resolves on the first SIGINT/SIGTERM (or when `signal` aborts). */
@@ -114,7 +120,16 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     if (o.demo && !signalled) web = await startDemoTarget(o.trust?.targets);
     const targets = web?.target ? { targets: { ...o.trust?.targets, [web.target.name]: web.target.config } } : {};
     node = await ControlPlaneNode.open(
-      { nodeId: o.nodeId, host: o.host, port: o.port, store: { kind: 'pglite', dataDir: o.dataDir }, elector: 'static', scanIntervalSeconds: 1, ...o.trust, ...targets },
+      {
+        nodeId: o.nodeId,
+        host: o.host,
+        port: o.port,
+        store: { kind: 'pglite', dataDir: o.dataDir },
+        elector: 'static',
+        scanIntervalSeconds: 1,
+        ...o.trust,
+        ...targets,
+      },
       logger,
     );
     const server = await listen(node, logger);
@@ -122,7 +137,10 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });
     pool.start();
     out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
-    const demo = o.demo && !signalled ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds, url: server.url, target: web?.target?.name ?? null }) : null;
+    const demo =
+      o.demo && !signalled
+        ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds, url: server.url, target: web?.target?.name ?? null })
+        : null;
     let printer: { stop(): void } | undefined;
     if (demo) {
       await demo.start();

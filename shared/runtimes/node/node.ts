@@ -100,8 +100,13 @@ export class ControlPlaneNode {
       coordinator: {
         invoke: async (input) => {
           const request = coordinatorRequest.safeParse(input);
-          if (!request.success) throw new HttpError(400, `invalid coordinator request: ${request.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
-          if (request.data.action !== 'steal') throw new HttpError(400, `a node's coordinator answers "steal" requests; "${request.data.action}" runs on its own schedule here`);
+          if (!request.success)
+            throw new HttpError(
+              400,
+              `invalid coordinator request: ${request.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
+            );
+          if (request.data.action !== 'steal')
+            throw new HttpError(400, `a node's coordinator answers "steal" requests; "${request.data.action}" runs on its own schedule here`);
           const r = await this.stealFor(request.data.runId, request.data.workerId);
           return r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r;
         },
@@ -123,18 +128,27 @@ export class ControlPlaneNode {
     const plane = await openControlPlane({
       store: storeOf(config),
       holderId: config.nodeId,
-      timings: { ttlMs: config.leaseTtlSeconds * 1000, renewIntervalMs: config.heartbeatIntervalSeconds * 1000, retryIntervalMs: config.electionIntervalSeconds * 1000 },
+      timings: {
+        ttlMs: config.leaseTtlSeconds * 1000,
+        renewIntervalMs: config.heartbeatIntervalSeconds * 1000,
+        retryIntervalMs: config.electionIntervalSeconds * 1000,
+      },
       election:
-        config.elector === 'static' ? { kind: 'static' }
-        : config.elector === 'advisory-lock' && config.store.kind === 'postgres' ? { kind: 'advisory-lock', connection: { connectionString: config.store.databaseUrl } }
-        : { kind: 'lease', loop: true, isLeaderCacheMs: Math.min(1_000, config.electionIntervalSeconds * 500) },
+        config.elector === 'static'
+          ? { kind: 'static' }
+          : config.elector === 'advisory-lock' && config.store.kind === 'postgres'
+            ? { kind: 'advisory-lock', connection: { connectionString: config.store.databaseUrl } }
+            : { kind: 'lease', loop: true, isLeaderCacheMs: Math.min(1_000, config.electionIntervalSeconds * 500) },
       bus,
       outbound: new OutboundPolicy(config.outbound),
       targets: config.targets,
       assignmentReadMs: config.assignmentReadMs,
       leaderMeta: { hostname: config.hostname, apiUrl: apiUrlOf(config) },
       callbacks: (stores) => {
-        const membership = new Membership(new PostgresMembershipStore(stores.sql!), { staleAfterMs: config.electionTimeoutSeconds * 1000, deadAfterMs: config.deadAfterSeconds * 1000 });
+        const membership = new Membership(new PostgresMembershipStore(stores.sql!), {
+          staleAfterMs: config.electionTimeoutSeconds * 1000,
+          deadAfterMs: config.deadAfterSeconds * 1000,
+        });
         const member = new ClusterMember({
           self: { nodeId: config.nodeId, hostname: config.hostname, port: config.port, apiUrl: apiUrlOf(config) },
           membership,
@@ -156,10 +170,12 @@ export class ControlPlaneNode {
       return node;
     }
     let onLeader = (_payload: string) => undefined as void;
-    const wake = await PgNotifyWake.open({ connectionString: config.store.databaseUrl }, logger, { [LEADER_CHANNEL]: (p) => onLeader(p) }).catch(async (err: unknown) => {
-      await plane.close();
-      throw err;
-    });
+    const wake = await PgNotifyWake.open({ connectionString: config.store.databaseUrl }, logger, { [LEADER_CHANNEL]: (p) => onLeader(p) }).catch(
+      async (err: unknown) => {
+        await plane.close();
+        throw err;
+      },
+    );
     node = new ControlPlaneNode(config, plane, bus, cluster!, wake, () => wake.close(), logger);
     const opened = node;
     // A NOTIFY on the leader channel: someone resigned; try for the lease now.

@@ -1,5 +1,18 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { capRollouts, leftOutFigures, newestRollouts, METRICS, MAX_ROLLOUTS, MAX_RUNS, ROLLOUT_METRICS, RUN_METRICS, rolloutFigures, runFigures, type Figure, type MetricName } from '../../api/figures.js';
+import {
+  capRollouts,
+  leftOutFigures,
+  newestRollouts,
+  METRICS,
+  MAX_ROLLOUTS,
+  MAX_RUNS,
+  ROLLOUT_METRICS,
+  RUN_METRICS,
+  rolloutFigures,
+  runFigures,
+  type Figure,
+  type MetricName,
+} from '../../api/figures.js';
 import { movesTargets } from '../../rollout/engine.js';
 import type { WorkItem } from '../../ledger/model.js';
 import { errorMessage } from '../../log.js';
@@ -61,7 +74,10 @@ async function snapshot(node: ControlPlaneNode): Promise<Snapshot> {
   // Every shown run's items by state in one statement, not one per run.
   const counts = new Map(rows.map((r) => [r.id, Object.fromEntries(ITEM_STATES.map((s) => [s, 0])) as Record<WorkItem['state'], number>]));
   if (rows.length) {
-    const grouped = await node.sql.query<{ run_id: string; state: WorkItem['state']; n: string | number }>('SELECT run_id, state, count(*) AS n FROM work_items WHERE run_id = ANY($1::text[]) GROUP BY 1, 2', [rows.map((r) => r.id)]);
+    const grouped = await node.sql.query<{ run_id: string; state: WorkItem['state']; n: string | number }>(
+      'SELECT run_id, state, count(*) AS n FROM work_items WHERE run_id = ANY($1::text[]) GROUP BY 1, 2',
+      [rows.map((r) => r.id)],
+    );
     for (const g of grouped.rows) {
       const c = counts.get(g.run_id);
       if (c && g.state in c) c[g.state] = Number(g.n);
@@ -106,7 +122,12 @@ export function operateMetrics(node: ControlPlaneNode, registry: Registry): void
   }
 
   // Transitions as they are published from this node (the leader's, mostly), by event type: at least once.
-  const events = new Counter({ name: 'rollout_events_total', help: METRICS.rollout_events_total.help, labelNames: METRICS.rollout_events_total.labels, registers: [registry] });
+  const events = new Counter({
+    name: 'rollout_events_total',
+    help: METRICS.rollout_events_total.help,
+    labelNames: METRICS.rollout_events_total.labels,
+    registers: [registry],
+  });
   node.bus.subscribe((e) => {
     if (e.detailType.startsWith('ai.rollout.')) events.inc({ type: e.detailType });
   });

@@ -43,4 +43,3 @@ export function collect(child: ChildProcess): () => string {
 export function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
 }
-

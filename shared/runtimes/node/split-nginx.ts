@@ -93,7 +93,13 @@ http {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitFor('nginx (split)', 15_000, () => listening(port), nginx, () => `${log()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`);
+    await waitFor(
+      'nginx (split)',
+      15_000,
+      () => listening(port),
+      nginx,
+      () => `${log()}\n${existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8') : ''}`,
+    );
   } catch (err) {
     await stop();
     throw err;
@@ -141,10 +147,11 @@ export function nginxBinary(): string {
   if (which.status === 0 && which.stdout.trim()) return which.stdout.trim();
   // Not from inside the tests' loopback-only namespace: the mirror is unreachable there (the test harness installs it first).
   if (process.getuid?.() === 0 && !process.env.ROLLOUT_IN_NETNS) {
-    process.stderr.write('[cluster] nginx not found: installing Debian\'s nginx package\n');
+    process.stderr.write("[cluster] nginx not found: installing Debian's nginx package\n");
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
-    const install = update.status === 0 ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'nginx'], { stdio: 'inherit', env }) : update;
+    const install =
+      update.status === 0 ? spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'nginx'], { stdio: 'inherit', env }) : update;
     if (install.status === 0 && existsSync('/usr/sbin/nginx')) return '/usr/sbin/nginx';
   }
   throw new Error('nginx not found: apt-get install nginx (Debian), or put nginx on PATH');

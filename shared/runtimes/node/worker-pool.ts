@@ -138,7 +138,12 @@ export class LocalWorkerPool {
       if (pw.exit === 'drained') {
         deaths = 0;
         identity = this.identity();
-        this.logger.info('worker drained: a fresh worker on a fresh instance takes its place', { runId, workerId: pw.workerId, instanceId: pw.instanceId, next: identity.workerId });
+        this.logger.info('worker drained: a fresh worker on a fresh instance takes its place', {
+          runId,
+          workerId: pw.workerId,
+          instanceId: pw.instanceId,
+          next: identity.workerId,
+        });
         continue;
       }
       // A worker that got items done before it died was not dying at once: its count starts over.
@@ -188,7 +193,15 @@ export class LocalWorkerPool {
       heartbeatMs: 1_000,
       logger: this.quiet,
     });
-    const agent = new WorkerAgent({ worker, registry: node.plane.registry, registration: { workerId, instanceId, provider: 'local', runId }, ledger: node.plane.stores.ledger, registryHeartbeatMs: 250, exitWhenDone: true, logger: this.quiet });
+    const agent = new WorkerAgent({
+      worker,
+      registry: node.plane.registry,
+      registration: { workerId, instanceId, provider: 'local', runId },
+      ledger: node.plane.stores.ledger,
+      registryHeartbeatMs: 250,
+      exitWhenDone: true,
+      logger: this.quiet,
+    });
     const pw: PoolWorker = { runId, workerId, instanceId, worker, exit: null };
     this.workers.push(pw);
     return { pw, agent };

@@ -46,14 +46,25 @@ const workerFields = {
   metricsHost: z.string().min(1).default('127.0.0.1'),
 };
 
-function storeIssues(o: { store: string; databaseUrl?: string | undefined; table?: string | undefined; queue: string; coordinator: string; runs: readonly string[] }, ctx: z.RefinementCtx) {
-  if (o.store === 'postgres' && !o.databaseUrl) ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
+function storeIssues(
+  o: { store: string; databaseUrl?: string | undefined; table?: string | undefined; queue: string; coordinator: string; runs: readonly string[] },
+  ctx: z.RefinementCtx,
+) {
+  if (o.store === 'postgres' && !o.databaseUrl)
+    ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: 'required with --store postgres (or set DATABASE_URL)' });
   if (o.store === 'dynamodb' && !o.table) ctx.addIssue({ code: 'custom', path: ['table'], message: 'required with --store dynamodb (or set ROLLOUT_TABLE)' });
-  if (o.store === 'dynamodb' && o.queue === 'ledger') ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
-  if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue)) ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
+  if (o.store === 'dynamodb' && o.queue === 'ledger')
+    ctx.addIssue({ code: 'custom', path: ['queue'], message: 'the ledger-backed queue needs --store postgres; give an SQS queue URL' });
+  if (o.queue !== 'ledger' && !/^https?:\/\//.test(o.queue))
+    ctx.addIssue({ code: 'custom', path: ['queue'], message: `must be "ledger" or an SQS queue URL, got ${o.queue}` });
   // One SQS queue carries every run's messages: a worker takes what it receives, whichever run it is
   // of, so several runs in one process would take each other's items. The ledger queue is per run.
-  if (o.queue !== 'ledger' && o.runs.length > 1) ctx.addIssue({ code: 'custom', path: ['runs'], message: 'one run per process with an SQS queue (its messages are not routed by run); start a process per run' });
+  if (o.queue !== 'ledger' && o.runs.length > 1)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['runs'],
+      message: 'one run per process with an SQS queue (its messages are not routed by run); start a process per run',
+    });
   if (o.coordinator !== 'none' && !o.coordinator.startsWith('lambda:') && !/^https?:\/\//.test(o.coordinator)) {
     ctx.addIssue({ code: 'custom', path: ['coordinator'], message: `must be "none", "lambda:<function>" or an http(s) URL, got ${o.coordinator}` });
   }
@@ -80,7 +91,8 @@ export const workerCommandSchema = z
     if (o.backend === 'module' && !o.module) ctx.addIssue({ code: 'custom', path: ['module'], message: 'required with --backend module' });
     if (o.module && o.backend !== 'module') ctx.addIssue({ code: 'custom', path: ['module'], message: `runs items itself: leave out --backend ${o.backend}` });
     // Only a module of yours can say it is alive: a backend of ours would be failed as stalled every time.
-    if (o.stallMs !== null && o.backend !== 'module') ctx.addIssue({ code: 'custom', path: ['stallMs'], message: 'needs --module: only your handler calls heartbeat()' });
+    if (o.stallMs !== null && o.backend !== 'module')
+      ctx.addIssue({ code: 'custom', path: ['stallMs'], message: 'needs --module: only your handler calls heartbeat()' });
   });
 
 export type WorkerOptionsInput = z.input<typeof workerOptionsSchema>;
@@ -99,7 +111,10 @@ function flagOf(path: readonly PropertyKey[]): string {
 function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
-  throw new ConfigError('worker', parsed.error.issues.map((i) => `${flagOf(i.path)}: ${i.message}`));
+  throw new ConfigError(
+    'worker',
+    parsed.error.issues.map((i) => `${flagOf(i.path)}: ${i.message}`),
+  );
 }
 
 export const parseWorkerOptions = (input: WorkerOptionsInput): WorkerOptions => parseWith(workerOptionsSchema, input);

@@ -37,7 +37,14 @@ export class WorkerMetrics {
         this.reset();
         for (const [run, w] of workers) {
           const s = w.stats;
-          for (const [outcome, n] of [['done', s.done], ['failed', s.failedRuns], ['lost', s.lost], ['rejected', s.rejected], ['stolen', s.stolen]] as const) this.inc({ run, outcome }, n);
+          for (const [outcome, n] of [
+            ['done', s.done],
+            ['failed', s.failedRuns],
+            ['lost', s.lost],
+            ['rejected', s.rejected],
+            ['stolen', s.stolen],
+          ] as const)
+            this.inc({ run, outcome }, n);
         }
       },
     });
@@ -54,7 +61,12 @@ export class WorkerMetrics {
         }
       },
     });
-    this.failures = new Counter({ name: 'rollout_worker_backend_failures_total', help: 'Attempts the handler (or backend) failed', labelNames: ['run'] as const, registers: [registry] });
+    this.failures = new Counter({
+      name: 'rollout_worker_backend_failures_total',
+      help: 'Attempts the handler (or backend) failed',
+      labelNames: ['run'] as const,
+      registers: [registry],
+    });
     this.seconds = new Histogram({
       name: 'rollout_worker_item_seconds',
       help: 'Time per attempt, by outcome',

@@ -137,10 +137,21 @@ async function instanceIdFor(o: WorkerOptions): Promise<string> {
   return hostname();
 }
 
-async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: Logger, manual: ComputeHint, signal: AbortSignal, asked: { readonly drain: boolean }): Promise<WorkerSummary> {
+async function runWorkers(
+  o: WorkerOptions,
+  backend: ExecutionBackend,
+  logger: Logger,
+  manual: ComputeHint,
+  signal: AbortSignal,
+  asked: { readonly drain: boolean },
+): Promise<WorkerSummary> {
   const closers: (() => Promise<void>)[] = [];
   try {
-    const stores = await openStores(o.store === 'postgres' ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } } : { kind: 'dynamodb', table: o.table!, retainRunDays: o.retainRunDays });
+    const stores = await openStores(
+      o.store === 'postgres'
+        ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } }
+        : { kind: 'dynamodb', table: o.table!, retainRunDays: o.retainRunDays },
+    );
     closers.push(() => stores.close());
     const { ledger, registry: registryStore } = stores;
     for (const run of o.runs) if (!(await ledger.getRun(run))) throw new Error(`run ${run} does not exist in the ${o.store} store`);
@@ -151,7 +162,12 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
     }
     const instanceId = await instanceIdFor(o);
     const metadata = o.metadataEndpoint ? { endpoint: o.metadataEndpoint, logger } : { logger };
-    const watching = o.provider === 'aws' ? [new Ec2MetadataHint(instanceId, metadata).start()] : o.provider === 'gcp' ? [new GcpMetadataHint(instanceId, metadata).start()] : [];
+    const watching =
+      o.provider === 'aws'
+        ? [new Ec2MetadataHint(instanceId, metadata).start()]
+        : o.provider === 'gcp'
+          ? [new GcpMetadataHint(instanceId, metadata).start()]
+          : [];
     closers.push(() => Promise.resolve(watching.forEach((h) => h.stop())));
     const hints: ComputeHint[] = [manual, ...watching];
     const metrics = o.metricsPort === null ? null : new WorkerMetrics(o.workerId);
@@ -165,10 +181,16 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
     const stopAll = new AbortController();
     const registry = new WorkerRegistry(registryStore, { staleAfterMs: Math.max(60_000, 6 * o.heartbeatMs) });
     const per = o.runs.map((runId) => {
-      const queue: WorkQueue = wake ? new LedgerWorkQueue(stores.sql!, wake, runId, o.workerId, { maxReceiveCount: o.maxReceiveCount }) : new SqsWorkQueue(sqsClient(), o.queue, { logger });
+      const queue: WorkQueue = wake
+        ? new LedgerWorkQueue(stores.sql!, wake, runId, o.workerId, { maxReceiveCount: o.maxReceiveCount })
+        : new SqsWorkQueue(sqsClient(), o.queue, { logger });
       let coordinator: CoordinatorClient | undefined;
       if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), runId);
-      else if (o.coordinator !== 'none') coordinator = new HttpCoordinatorClient(o.coordinator, runId, { ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}) });
+      else if (o.coordinator !== 'none')
+        coordinator = new HttpCoordinatorClient(o.coordinator, runId, {
+          ...(o.token ? { token: o.token } : {}),
+          ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}),
+        });
       const worker = new Worker({
         runId,
         workerId: o.workerId,
@@ -199,7 +221,14 @@ async function runWorkers(o: WorkerOptions, backend: ExecutionBackend, logger: L
       metrics?.watch(runId, worker);
       return { runId, worker, agent };
     });
-    logger.info('worker started', { runs: o.runs, worker: o.workerId, instance: instanceId, store: o.store, queue: o.queue === 'ledger' ? 'ledger' : 'sqs', coordinator: o.coordinator });
+    logger.info('worker started', {
+      runs: o.runs,
+      worker: o.workerId,
+      instance: instanceId,
+      store: o.store,
+      queue: o.queue === 'ledger' ? 'ledger' : 'sqs',
+      coordinator: o.coordinator,
+    });
     const until = AbortSignal.any([signal, stopAll.signal]);
     if (asked.drain) stopAll.abort();
     const settled = await Promise.allSettled(

@@ -26,18 +26,29 @@ export async function loadHandler(file: string): Promise<WorkHandler> {
     throw new ConfigError('worker', [`--module: ${file} cannot be loaded: ${(err as Error).message}`]);
   }
   const handler = typeof mod.default === 'function' ? mod.default : mod.handler;
-  if (typeof handler !== 'function') throw new ConfigError('worker', [`--module: ${file} exports no handler: export default async (item, context) => result, or export a function named handler`]);
+  if (typeof handler !== 'function')
+    throw new ConfigError('worker', [
+      `--module: ${file} exports no handler: export default async (item, context) => result, or export a function named handler`,
+    ]);
   return handler as WorkHandler;
 }
 
 async function backendOf(o: WorkerCommandConfig, logger: Logger): Promise<ExecutionBackend> {
   if (o.backend === 'module') return handlerBackend(await loadHandler(o.module!), o, logger);
-  const ours = o.backend === 'http' ? httpBackend({ url: o.backendUrl!, timeoutMs: o.backendTimeoutMs }) : mockBackend({ durationMs: o.mockDurationMs, failureRate: o.mockFailureRate });
+  const ours =
+    o.backend === 'http'
+      ? httpBackend({ url: o.backendUrl!, timeoutMs: o.backendTimeoutMs })
+      : mockBackend({ durationMs: o.mockDurationMs, failureRate: o.mockFailureRate });
   return handlerBackend((item, c) => ours(item.payload, c.signal), o, logger);
 }
 
 /** Runs the worker until its runs are done (with exitWhenDone), `signal` aborts, or a drain; returns its summary. */
-export async function runWorkerCommand(input: WorkerCommandOptions, signal: AbortSignal, logger: Logger, drainOn?: (drain: () => void) => void): Promise<WorkerSummary> {
+export async function runWorkerCommand(
+  input: WorkerCommandOptions,
+  signal: AbortSignal,
+  logger: Logger,
+  drainOn?: (drain: () => void) => void,
+): Promise<WorkerSummary> {
   const o = parseWorkerCommand(input);
   const worker = workerOf(o, await backendOf(o, logger), logger);
   drainOn?.(() => worker.drain());

@@ -140,7 +140,11 @@ export class ObservingProxy {
   private server: Server | undefined;
   private faults: StoreFaults = { throttle: 0, conflict: 0 };
   private readonly holds: { prefix: string; released: Promise<void> }[] = [];
-  private killArm: { match: (client: string, op: string, touches: readonly string[]) => boolean; kill: (client: string) => Promise<MidWriteFate>; caught: (client: string, op: string, fate: MidWriteFate) => void } | null = null;
+  private killArm: {
+    match: (client: string, op: string, touches: readonly string[]) => boolean;
+    kill: (client: string) => Promise<MidWriteFate>;
+    caught: (client: string, op: string, fate: MidWriteFate) => void;
+  } | null = null;
   /** The one write in flight to DynamoDB Local at a time. */
   private turn: Promise<void> = Promise.resolve();
   /** Each observed item as it stands after the last write the observer saw (writes are serialised, so it is exact). */
@@ -163,14 +167,19 @@ export class ObservingProxy {
     private readonly upstream: URL,
     private readonly o: { readonly now: () => number; readonly random: Random },
   ) {
-    this.reader = new DynamoDBClient({ endpoint: upstream.toString(), region: process.env.AWS_REGION ?? 'us-east-1', credentials: { accessKeyId: 'observer', secretAccessKey: 'observer' } });
+    this.reader = new DynamoDBClient({
+      endpoint: upstream.toString(),
+      region: process.env.AWS_REGION ?? 'us-east-1',
+      credentials: { accessKeyId: 'observer', secretAccessKey: 'observer' },
+    });
   }
 
   async start(): Promise<this> {
     this.server = createServer(
       withBody((req, res, body) => {
         const p = this.handle(req, res, body).catch((err: unknown) => {
-          if (!res.headersSent && !res.destroyed) res.writeHead(500, JSON_HEADERS).end(JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: String(err) }));
+          if (!res.headersSent && !res.destroyed)
+            res.writeHead(500, JSON_HEADERS).end(JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: String(err) }));
         });
         this.inFlight.add(p);
         void p.finally(() => this.inFlight.delete(p));
@@ -211,7 +220,10 @@ export class ObservingProxy {
    * DynamoDB Local; `kill` kills that client and says whether the write then
    * commits (it was already on its way) or is lost.
    */
-  killOnNextWrite(match: (client: string, op: string, touches: readonly string[]) => boolean, kill: (client: string) => Promise<MidWriteFate>): Promise<{ client: string; op: string; fate: MidWriteFate }> {
+  killOnNextWrite(
+    match: (client: string, op: string, touches: readonly string[]) => boolean,
+    kill: (client: string) => Promise<MidWriteFate>,
+  ): Promise<{ client: string; op: string; fate: MidWriteFate }> {
     return new Promise((resolve) => {
       this.killArm = { match, kill, caught: (client, op, fate) => resolve({ client, op, fate }) };
     });
@@ -221,14 +233,22 @@ export class ObservingProxy {
     this.killArm = null;
   }
 
-  private straggler: { match: (client: string, op: string, touches: readonly string[], fenced: boolean) => boolean; caught: (c: { client: string; op: string }) => void; release: Promise<void> } | null = null;
+  private straggler: {
+    match: (client: string, op: string, touches: readonly string[], fenced: boolean) => boolean;
+    caught: (c: { client: string; op: string }) => void;
+    release: Promise<void>;
+  } | null = null;
 
   /**
    * The next write that `match`es is held back (not sent to DynamoDB Local)
    * until `deliver` is called: a write delivered late, after its writer may
    * have lost its lease.
    */
-  holdNextWrite(match: (client: string, op: string, touches: readonly string[], fenced: boolean) => boolean): { caught: Promise<{ client: string; op: string }>; deliver: () => void; cancel: () => void } {
+  holdNextWrite(match: (client: string, op: string, touches: readonly string[], fenced: boolean) => boolean): {
+    caught: Promise<{ client: string; op: string }>;
+    deliver: () => void;
+    cancel: () => void;
+  } {
     let deliver!: () => void;
     const release = new Promise<void>((r) => (deliver = r));
     let caught!: (c: { client: string; op: string }) => void;
@@ -317,7 +337,8 @@ export class ObservingProxy {
       return this.o.random() < 0.5
         ? {
             __type: 'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException',
-            message: 'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.',
+            message:
+              'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.',
           }
         : { __type: 'com.amazon.coral.availability#ThrottlingException', message: 'Rate of requests exceeds the allowed throughput.' };
     }
@@ -347,7 +368,9 @@ export class ObservingProxy {
       const input = JSON.parse(body.toString('utf8')) as Plain;
       const actions = actionsOf(op, input);
       // Outbox events matter as they are written; marking one published changes nothing the history follows.
-      const watched = actions.filter((a) => a.kind !== 'ConditionCheck' && kindOf(a.key).kind !== 'other' && (a.kind === 'Put' || kindOf(a.key).kind !== 'event'));
+      const watched = actions.filter(
+        (a) => a.kind !== 'ConditionCheck' && kindOf(a.key).kind !== 'other' && (a.kind === 'Put' || kindOf(a.key).kind !== 'event'),
+      );
       if (!watched.length) return await send();
       const before = await this.imagesOf(watched);
       let r: Forwarded;
@@ -369,7 +392,11 @@ export class ObservingProxy {
       const fence = actions.find((a) => a.kind === 'ConditionCheck' && kindOf(a.key).kind === 'lease') ?? null;
       // An unfenced write of a rollout or stage is still judged against promotion_leader as it stood at commit.
       const leased = watched.some((a) => ['rollout', 'stage', 'event'].includes(kindOf(a.key).kind));
-      const leaseKey = fence ?? (leased ? { kind: 'ConditionCheck' as const, table: watched[0]!.table, key: { pk: { S: 'LEASE#promotion_leader' }, sk: { S: 'LEASE' } }, body: {} } : null);
+      const leaseKey =
+        fence ??
+        (leased
+          ? { kind: 'ConditionCheck' as const, table: watched[0]!.table, key: { pk: { S: 'LEASE#promotion_leader' }, sk: { S: 'LEASE' } }, body: {} }
+          : null);
       const lease = leaseKey ? await this.readLease(leaseKey) : null;
       this.record(watched, before, after, fence, lease);
       return r;
@@ -427,7 +454,9 @@ export class ObservingProxy {
     for (const k of keys) out.set(keyString(k.table, k.key), null);
     const byTable = new Map<string, Wire[]>();
     for (const k of keys) byTable.set(k.table, [...(byTable.get(k.table) ?? []), k.key]);
-    let request: Record<string, { Keys: Wire[]; ConsistentRead: boolean }> = Object.fromEntries([...byTable].map(([t, ks]) => [t, { Keys: dedupe(ks), ConsistentRead: true }]));
+    let request: Record<string, { Keys: Wire[]; ConsistentRead: boolean }> = Object.fromEntries(
+      [...byTable].map(([t, ks]) => [t, { Keys: dedupe(ks), ConsistentRead: true }]),
+    );
     for (let round = 0; Object.keys(request).length; round++) {
       if (round > 20) throw new Error('observer: BatchGetItem left keys unprocessed 20 times');
       const res = await this.reader.send(new BatchGetItemCommand({ RequestItems: request }));
@@ -437,7 +466,13 @@ export class ObservingProxy {
     return out;
   }
 
-  private record(watched: readonly Action[], before: ReadonlyMap<string, Plain | null>, after: ReadonlyMap<string, Plain | null>, fence: Action | null, lease: Plain | null): void {
+  private record(
+    watched: readonly Action[],
+    before: ReadonlyMap<string, Plain | null>,
+    after: ReadonlyMap<string, Plain | null>,
+    fence: Action | null,
+    lease: Plain | null,
+  ): void {
     const at = this.o.now();
     const claim = fence ? fenceClaim(fence) : null;
     const fenceName = fence ? (kindOf(fence.key) as { name: string }).name : null;
@@ -470,7 +505,15 @@ export class ObservingProxy {
       if (kind.kind === 'lease') {
         if (changed(b, n, ['holder', 'epoch', 'expiresAt', 'version']) || (b === null) !== (n === null)) {
           const row = n ?? b!;
-          this.leaseChanges.push({ seq: ++this.seq, at, name: kind.name, change: b === null ? 'insert' : n === null ? 'delete' : 'update', holder: n ? str(n.holder) : null, epoch: Number(row.epoch), expiresAt: n ? num(n.expiresAt) : null });
+          this.leaseChanges.push({
+            seq: ++this.seq,
+            at,
+            name: kind.name,
+            change: b === null ? 'insert' : n === null ? 'delete' : 'update',
+            holder: n ? str(n.holder) : null,
+            epoch: Number(row.epoch),
+            expiresAt: n ? num(n.expiresAt) : null,
+          });
         }
         continue;
       }
@@ -481,7 +524,17 @@ export class ObservingProxy {
       const leaseName = fenceName ?? ((kind.kind === 'rollout' || kind.kind === 'stage') && b !== null ? 'promotion_leader' : null);
       if (leaseName) {
         const row = n ?? b!;
-        this.writes.push({ seq: ++this.seq, at, table: TABLE_NAMES[kind.kind], key: writeKey(kind, row), lease: leaseName, current, claimed: claimOf(kind, b, n, claim), before: b, after: n });
+        this.writes.push({
+          seq: ++this.seq,
+          at,
+          table: TABLE_NAMES[kind.kind],
+          key: writeKey(kind, row),
+          lease: leaseName,
+          current,
+          claimed: claimOf(kind, b, n, claim),
+          before: b,
+          after: n,
+        });
       }
       if (kind.kind === 'stage' && n && (b === null || b.phase !== n.phase)) {
         const promoted = n.phase === 'promoted' && n.promotedEpoch !== undefined && n.promotedEpoch !== null;
@@ -513,7 +566,14 @@ export class ObservingProxy {
           runId: kind.runId,
           itemId: kind.itemId,
           from: b ? { state: b.state as ItemState, worker: str(b.worker), started: Boolean(b.started) } : null,
-          to: { state: n.state as ItemState, worker: str(n.worker), started: Boolean(n.started), resultHash: str(n.resultHash), error: str(n.error), attempts: Number(n.attempts ?? 0) },
+          to: {
+            state: n.state as ItemState,
+            worker: str(n.worker),
+            started: Boolean(n.started),
+            resultHash: str(n.resultHash),
+            error: str(n.error),
+            attempts: Number(n.attempts ?? 0),
+          },
         });
       }
     }
@@ -532,8 +592,10 @@ export class ObservingProxy {
  */
 function claimOf(kind: Kind, b: Plain | null, n: Plain | null, fence: { holder: string | null; epoch: number | null } | null): LeaseRef | null {
   // promotedBy names the promoter (`promoter:<node>`), not the lease holder: the row vouches for the epoch only.
-  if (kind.kind === 'stage' && n && n.phase === 'promoted' && b?.phase !== 'promoted' && n.promotedEpoch !== undefined && n.promotedEpoch !== null) return { holder: null, epoch: Number(n.promotedEpoch) };
-  if (kind.kind === 'item' && n && b && n.state === 'running' && b.state === 'running' && n.worker !== b.worker && n.epoch !== undefined && n.epoch !== null) return { holder: fence?.holder ?? null, epoch: Number(n.epoch) };
+  if (kind.kind === 'stage' && n && n.phase === 'promoted' && b?.phase !== 'promoted' && n.promotedEpoch !== undefined && n.promotedEpoch !== null)
+    return { holder: null, epoch: Number(n.promotedEpoch) };
+  if (kind.kind === 'item' && n && b && n.state === 'running' && b.state === 'running' && n.worker !== b.worker && n.epoch !== undefined && n.epoch !== null)
+    return { holder: fence?.holder ?? null, epoch: Number(n.epoch) };
   if (fence && fence.epoch !== null) return { holder: fence.holder, epoch: fence.epoch };
   return null;
 }
@@ -554,7 +616,14 @@ function dedupe(keys: readonly Wire[]): Wire[] {
 }
 
 /** The PostgreSQL table each kind of item corresponds to, so both topologies name writes alike. */
-const TABLE_NAMES: Record<Kind['kind'], string> = { lease: 'leases', rollout: 'rollouts', stage: 'rollout_stages', event: 'rollout_events', item: 'work_items', other: '' };
+const TABLE_NAMES: Record<Kind['kind'], string> = {
+  lease: 'leases',
+  rollout: 'rollouts',
+  stage: 'rollout_stages',
+  event: 'rollout_events',
+  item: 'work_items',
+  other: '',
+};
 
 /** The row a write touched, named as the history names it: `rollout`, `rollout/attempt/stage`, `run/item`. */
 function writeKey(kind: Kind, row: Plain): string {

@@ -83,7 +83,14 @@ export function rowsOf(items: readonly Plain[], toSchedule: (wallMs: number) => 
     .sort((a, b) => Number(a.time) - Number(b.time) || pk(a).localeCompare(pk(b)) || String(a.order).localeCompare(String(b.order)))
     .map((e, i) => {
       const published = num(e.publishedAt);
-      return { seq: i + 1, rolloutId: pk(e).slice('ROLLOUT#'.length), detailType: String(e.detailType), detail: (e.detail ?? {}) as Record<string, unknown>, at: toSchedule(Number(e.time)), publishedAt: published === null ? null : toSchedule(published) };
+      return {
+        seq: i + 1,
+        rolloutId: pk(e).slice('ROLLOUT#'.length),
+        detailType: String(e.detailType),
+        detail: (e.detail ?? {}) as Record<string, unknown>,
+        at: toSchedule(Number(e.time)),
+        publishedAt: published === null ? null : toSchedule(published),
+      };
     });
   return { rollouts, runs, items: workItems, events };
 }

@@ -50,7 +50,12 @@ process.on('message', (m: Invocation) => {
     },
     (err: unknown) => {
       platform(`END ${m.id} error in ${Date.now() - started} ms: ${err instanceof Error ? err.message : String(err)}`);
-      send({ type: 'result', id: m.id, ok: false, error: { name: err instanceof Error ? err.name : 'Error', message: err instanceof Error ? err.message : String(err) } });
+      send({
+        type: 'result',
+        id: m.id,
+        ok: false,
+        error: { name: err instanceof Error ? err.name : 'Error', message: err instanceof Error ? err.message : String(err) },
+      });
     },
   );
 });

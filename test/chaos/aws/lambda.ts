@@ -95,7 +95,9 @@ class Sandbox {
       const p = this.pending;
       this.pending = null;
       clearTimeout(p.timer);
-      p.resolve(m.ok ? { status: 'ok', result: m.result, sandbox: this.name } : { status: 'error', error: `${m.error!.name}: ${m.error!.message}`, sandbox: this.name });
+      p.resolve(
+        m.ok ? { status: 'ok', result: m.result, sandbox: this.name } : { status: 'error', error: `${m.error!.name}: ${m.error!.message}`, sandbox: this.name },
+      );
     });
     this.proc.on('exit', (code, signal) => {
       this.alive = false;
@@ -105,7 +107,11 @@ class Sandbox {
       if (p) {
         clearTimeout(p.timer);
         const status = this.killedFor === 'timeout' || this.killedFor === 'killed' ? this.killedFor : 'exited';
-        p.resolve({ status, detail: status === 'timeout' ? 'Task timed out' : signal ? `Runtime exited with signal: ${signal}` : `Runtime exited with code ${code}`, sandbox: this.name });
+        p.resolve({
+          status,
+          detail: status === 'timeout' ? 'Task timed out' : signal ? `Runtime exited with signal: ${signal}` : `Runtime exited with code ${code}`,
+          sandbox: this.name,
+        });
       }
       exited(this, code, signal);
     });
@@ -180,7 +186,9 @@ export class LambdaFunction {
     this.stopping = true;
     const all = [...this.sandboxes];
     for (const s of all) s.kill('stopped');
-    await Promise.all(all.map((s) => (s.proc.exitCode !== null || s.proc.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => s.proc.once('exit', () => r())))));
+    await Promise.all(
+      all.map((s) => (s.proc.exitCode !== null || s.proc.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => s.proc.once('exit', () => r())))),
+    );
   }
 
   private spawn(): Sandbox {
@@ -199,7 +207,7 @@ export class LambdaFunction {
 
   /** An idle sandbox, or a new one while the function is under its concurrency; null when it is at it (no queue: Lambda throttles). */
   private async acquire(): Promise<Sandbox | null> {
-    for (let coldFailures = 0; ; ) {
+    for (let coldFailures = 0; ;) {
       const idle = [...this.sandboxes].find((s) => s.alive && !s.pending && !this.claimed.has(s));
       if (idle) {
         this.claimed.add(idle);
@@ -248,7 +256,9 @@ export class InvokeEndpoint {
       withBody((req, res, body) => {
         const m = /^\/2015-03-31\/functions\/([^/]+)\/invocations/.exec(req.url ?? '');
         if (!m) {
-          res.writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' }).end(JSON.stringify({ Type: 'User', message: `no route ${req.url}` }));
+          res
+            .writeHead(404, { 'content-type': 'application/json', 'x-amzn-errortype': 'ResourceNotFoundException' })
+            .end(JSON.stringify({ Type: 'User', message: `no route ${req.url}` }));
           return;
         }
         const name = decodeURIComponent(m[1]!).split(':').at(-1)!;
@@ -256,7 +266,9 @@ export class InvokeEndpoint {
         try {
           event = JSON.parse(body.toString('utf8') || '{}');
         } catch {
-          res.writeHead(400, { 'content-type': 'application/json', 'x-amzn-errortype': 'InvalidRequestContentException' }).end(JSON.stringify({ Type: 'User', message: 'Could not parse request body into json' }));
+          res
+            .writeHead(400, { 'content-type': 'application/json', 'x-amzn-errortype': 'InvalidRequestContentException' })
+            .end(JSON.stringify({ Type: 'User', message: 'Could not parse request body into json' }));
           return;
         }
         this.call(name, event).then(
@@ -264,14 +276,22 @@ export class InvokeEndpoint {
             if (out.status === 'ok') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out.result));
             else {
               if (out.status === 'throttled') {
-                res.writeHead(429, { 'content-type': 'application/json', 'x-amzn-errortype': 'TooManyRequestsException' }).end(JSON.stringify({ Type: 'User', message: out.detail, Reason: 'ReservedFunctionConcurrentInvocationLimitExceeded' }));
+                res
+                  .writeHead(429, { 'content-type': 'application/json', 'x-amzn-errortype': 'TooManyRequestsException' })
+                  .end(JSON.stringify({ Type: 'User', message: out.detail, Reason: 'ReservedFunctionConcurrentInvocationLimitExceeded' }));
                 return;
               }
-              const error = out.status === 'error' ? { errorType: out.error.split(':')[0], errorMessage: out.error } : { errorType: out.status === 'timeout' ? 'Sandbox.Timedout' : 'Runtime.ExitError', errorMessage: out.detail };
+              const error =
+                out.status === 'error'
+                  ? { errorType: out.error.split(':')[0], errorMessage: out.error }
+                  : { errorType: out.status === 'timeout' ? 'Sandbox.Timedout' : 'Runtime.ExitError', errorMessage: out.detail };
               res.writeHead(200, { 'content-type': 'application/json', 'x-amz-function-error': 'Unhandled' }).end(JSON.stringify(error));
             }
           },
-          (err: unknown) => res.writeHead(500, { 'content-type': 'application/json', 'x-amzn-errortype': 'ServiceException' }).end(JSON.stringify({ Type: 'Service', message: String(err) })),
+          (err: unknown) =>
+            res
+              .writeHead(500, { 'content-type': 'application/json', 'x-amzn-errortype': 'ServiceException' })
+              .end(JSON.stringify({ Type: 'Service', message: String(err) })),
         );
       }),
     );

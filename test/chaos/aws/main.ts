@@ -53,7 +53,9 @@ try {
       ...(values['quiet-ms'] ? { quietMs: Number(values['quiet-ms']) } : {}),
       shape: {
         ...(values['faults-ms'] ? { faultsMs: Number(values['faults-ms']) } : {}),
-        ...(items ? { runs: Array.from({ length: runs }, (_, i) => ({ items: i ? Math.max(10, Math.round(items / 2)) : items, workers: Number(values.workers) })) } : {}),
+        ...(items
+          ? { runs: Array.from({ length: runs }, (_, i) => ({ items: i ? Math.max(10, Math.round(items / 2)) : items, workers: Number(values.workers) })) }
+          : {}),
         ...(values.rollouts ? { rollouts: Number(values.rollouts) } : {}),
         ...(values.faults ? { faultCount: Number(values.faults) } : {}),
       },

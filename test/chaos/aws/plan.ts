@@ -133,7 +133,13 @@ export interface Plan {
 }
 
 const STAGES = ['canary', 'half', 'all'];
-export const FUNCTIONS_UNDER_FIRE = ['stack-a/streamingPromoter', 'stack-a/batchPromoter', 'stack-a/coordinator', 'stack-b/batchPromoter', 'stack-b/coordinator'] as const;
+export const FUNCTIONS_UNDER_FIRE = [
+  'stack-a/streamingPromoter',
+  'stack-a/batchPromoter',
+  'stack-a/coordinator',
+  'stack-b/batchPromoter',
+  'stack-b/coordinator',
+] as const;
 
 export function makePlan(seed: string, schedule: number, shape: Shape, leaseTtlMs: number): Plan {
   const r = rng(`aws-chaos:${seed}:${schedule}`);
@@ -191,7 +197,17 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
       const target = r.pick(FUNCTIONS_UNDER_FIRE);
       const mode = r.pick(['mid-write-commit', 'mid-write-drop', 'timeout'] as const);
       const afterMs = r.int(20, 400);
-      return { at, kind, target, durationMs: 0, detail: mode === 'timeout' ? `next invocation times out after ${afterMs} ms` : `sandbox killed at its next write; the write ${mode === 'mid-write-commit' ? 'commits' : 'is lost'}`, params: { mode, afterMs } };
+      return {
+        at,
+        kind,
+        target,
+        durationMs: 0,
+        detail:
+          mode === 'timeout'
+            ? `next invocation times out after ${afterMs} ms`
+            : `sandbox killed at its next write; the write ${mode === 'mid-write-commit' ? 'commits' : 'is lost'}`,
+        params: { mode, afterMs },
+      };
     }
     case 'store-throttle': {
       const d = r.int(1_500, 4_000);
@@ -201,7 +217,14 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
     case 'store-conflict': {
       const d = r.int(1_500, 4_000);
       const p = Math.round((0.2 + r.next() * 0.3) * 100) / 100;
-      return { at, kind, target: 'store', durationMs: d, detail: `${Math.round(p * 100)}% of transactions cancelled (TransactionConflict) for ${d} ms`, params: { p } };
+      return {
+        at,
+        kind,
+        target: 'store',
+        durationMs: d,
+        detail: `${Math.round(p * 100)}% of transactions cancelled (TransactionConflict) for ${d} ms`,
+        params: { p },
+      };
     }
     case 'store-delay': {
       // Leadership moved away and back under a late write: the leading stack's next fenced write is held, the
@@ -225,15 +248,36 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
     case 'queue-redeliver': {
       const n = r.int(3, 8);
       const vis = r.int(1, 2);
-      return { at, kind, target: `${runs[run]!.key}/queue`, durationMs: vis * 1000, detail: `a consumer receives ${n} messages and never deletes them (visibility ${vis} s)`, params: { n, vis, run } };
+      return {
+        at,
+        kind,
+        target: `${runs[run]!.key}/queue`,
+        durationMs: vis * 1000,
+        detail: `a consumer receives ${n} messages and never deletes them (visibility ${vis} s)`,
+        params: { n, vis, run },
+      };
     }
     case 'notice-duplicated': {
       const copies = r.int(2, 3);
-      return { at, kind, target: worker, durationMs: 0, detail: `spot interruption notice for the worker's instance, ${copies} copies at once`, params: { copies, run } };
+      return {
+        at,
+        kind,
+        target: worker,
+        durationMs: 0,
+        detail: `spot interruption notice for the worker's instance, ${copies} copies at once`,
+        params: { copies, run },
+      };
     }
     case 'notice-late': {
       const ageS = r.int(90, 300);
-      return { at, kind, target: worker, durationMs: 0, detail: `spot notice for an instance whose worker has left, or else one stamped ${ageS} s ago`, params: { ageS, run } };
+      return {
+        at,
+        kind,
+        target: worker,
+        durationMs: 0,
+        detail: `spot notice for an instance whose worker has left, or else one stamped ${ageS} s ago`,
+        params: { ageS, run },
+      };
     }
     case 'kill-worker': {
       const d = r.int(800, 2_500);
@@ -244,8 +288,12 @@ function step(r: Rng, kind: AwsFault, at: number, runs: readonly RunPlan[], ttl:
 
 export function describePlan(p: Plan): string {
   const lines = [`aws chaos plan seed=${p.seed} schedule=${p.schedule} (salt ${p.salt}), faults for ${p.shape.faultsMs} ms`];
-  for (const ro of p.rollouts) lines.push(`  rollout ${ro.key} @${ro.createAt}: ${ro.breachAfterMs === null ? 'healthy' : `breaching from @${ro.breachAfterMs}`}${ro.commands.map((c) => `, ${c.command} @${c.at}`).join('')} (expect ${ro.expect})`);
-  for (const run of p.runs) lines.push(`  run ${run.key}: ${run.items} items (poison: ${run.poison.join(', ') || 'none'}), ${run.workers} workers, item ${p.shape.itemMs} ms`);
+  for (const ro of p.rollouts)
+    lines.push(
+      `  rollout ${ro.key} @${ro.createAt}: ${ro.breachAfterMs === null ? 'healthy' : `breaching from @${ro.breachAfterMs}`}${ro.commands.map((c) => `, ${c.command} @${c.at}`).join('')} (expect ${ro.expect})`,
+    );
+  for (const run of p.runs)
+    lines.push(`  run ${run.key}: ${run.items} items (poison: ${run.poison.join(', ') || 'none'}), ${run.workers} workers, item ${p.shape.itemMs} ms`);
   for (const f of p.faults) lines.push(`  @${String(f.at).padStart(6)} ${f.kind.padEnd(18)} ${f.target.padEnd(28)} ${f.detail}`);
   return lines.join('\n');
 }

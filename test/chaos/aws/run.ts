@@ -81,7 +81,14 @@ const NOTICE_EFFECT_MS = 20_000;
  * ticks; the others leave room for a loaded machine, so a time-out is a fault the
  * plan chose (invoke-killed), not the host's.
  */
-const TIMEOUTS: Record<string, number> = { streamingPromoter: 10_000, batchPromoter: 2_500, coordinator: 10_000, api: 10_000, spotDrain: 10_000, deadLetters: 10_000 };
+const TIMEOUTS: Record<string, number> = {
+  streamingPromoter: 10_000,
+  batchPromoter: 2_500,
+  coordinator: 10_000,
+  api: 10_000,
+  spotDrain: 10_000,
+  deadLetters: 10_000,
+};
 /**
  * Concurrency per function and stack. The stack reserves 1 for the BatchPromoter;
  * 2 here, so a duplicated tick can overlap the scheduled one, as the design says
@@ -236,7 +243,12 @@ const BAKE_S = 1;
 /** The labels carry what the checker matches on: the create's key, what to expect of it, its bake. */
 const SPEC = (ro: { key: string; stages: readonly string[]; expect: string }) => ({
   target: { service: 'checkout', version: `v-${ro.key}`, labels: { key: ro.key, expect: ro.expect, bakeMs: String(BAKE_S * 1000) } },
-  stages: ro.stages.map((name, i) => ({ name, percent: i === ro.stages.length - 1 ? 100 : ([10, 50][i] ?? 50), bakeSeconds: i === ro.stages.length - 1 ? 0 : BAKE_S, gates: { minRequests: 10, maxErrorRate: 0.05 } })),
+  stages: ro.stages.map((name, i) => ({
+    name,
+    percent: i === ro.stages.length - 1 ? 100 : ([10, 50][i] ?? 50),
+    bakeSeconds: i === ro.stages.length - 1 ? 0 : BAKE_S,
+    gates: { minRequests: 10, maxErrorRate: 0.05 },
+  })),
 });
 
 export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistory> {
@@ -294,7 +306,10 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   };
   const workDlq = await queue('work-dlq', { VisibilityTimeout: '3' });
   const workDlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: workDlq, AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn!;
-  const workQueue = await queue('work', { VisibilityTimeout: String(VISIBILITY_S), RedrivePolicy: JSON.stringify({ deadLetterTargetArn: workDlqArn, maxReceiveCount: MAX_RECEIVE_COUNT }) });
+  const workQueue = await queue('work', {
+    VisibilityTimeout: String(VISIBILITY_S),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: workDlqArn, maxReceiveCount: MAX_RECEIVE_COUNT }),
+  });
   const eventsDlq = await queue('events-dlq');
   const bus = `chaos-${plan.salt}-rollout`;
 
@@ -417,7 +432,9 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   const names: Record<string, string> = { [busId]: bus, [dlqId]: dlqArn };
   for (const [name, id] of Object.entries(functionIds)) {
     names[id] = arn(name);
-    const invokeConfig = Object.values(template.Resources).find((r) => r.Type === 'AWS::Lambda::EventInvokeConfig' && JSON.stringify(r.Properties.FunctionName).includes(id));
+    const invokeConfig = Object.values(template.Resources).find(
+      (r) => r.Type === 'AWS::Lambda::EventInvokeConfig' && JSON.stringify(r.Properties.FunctionName).includes(id),
+    );
     lambdas[arn(name)] = { handler: targetOf[name]!, retries: Number(invokeConfig?.Properties.MaximumRetryAttempts ?? 2), dlqUrl: eventsDlq };
   }
   eb.loadTemplate(template, names);
@@ -425,7 +442,11 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   // Workers reach the coordinator through the Invoke API; the stand-in routes by function name to stack-a.
   const endpoint = await new InvokeEndpoint((name, event) => {
     const e = event as { action?: string; runId?: string; workerId?: string };
-    return deliver(`stack-a/${name}`, event, { client: e.workerId ?? 'invoker', kind: `coordinator.${e.action ?? 'unknown'}`, ...(e.runId ? { target: e.runId } : {}) });
+    return deliver(`stack-a/${name}`, event, {
+      client: e.workerId ?? 'invoker',
+      kind: `coordinator.${e.action ?? 'unknown'}`,
+      ...(e.runId ? { target: e.runId } : {}),
+    });
   }).start();
   cleanups.push(() => endpoint.stop());
 
@@ -433,8 +454,19 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
   await Promise.all([...pools.values()].map((p) => p.warm()));
 
   // ── the API, as API Gateway (payload 2.0, IAM authorization) hands a request to the function
-  async function api(method: string, path: string, body: unknown, meta: { kind: string; target?: string; key?: string }): Promise<{ status: number; body: Record<string, unknown> } | null> {
-    const op = rec.begin({ client: 'operator', kind: meta.kind, via: 'lambda:stack-a/api', ...(meta.target ? { target: meta.target } : {}), ...(meta.key ? { key: meta.key } : {}) });
+  async function api(
+    method: string,
+    path: string,
+    body: unknown,
+    meta: { kind: string; target?: string; key?: string },
+  ): Promise<{ status: number; body: Record<string, unknown> } | null> {
+    const op = rec.begin({
+      client: 'operator',
+      kind: meta.kind,
+      via: 'lambda:stack-a/api',
+      ...(meta.target ? { target: meta.target } : {}),
+      ...(meta.key ? { key: meta.key } : {}),
+    });
     const out = await pool('stack-a/api')
       .invoke({
         version: '2.0',
@@ -444,7 +476,11 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
         headers: { 'content-type': 'application/json', ...(meta.key ? { 'idempotency-key': meta.key } : {}) },
         isBase64Encoded: false,
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        requestContext: { http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'chaos' }, requestId: `req-${op.id}`, authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/operator' } } },
+        requestContext: {
+          http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'chaos' },
+          requestId: `req-${op.id}`,
+          authorizer: { iam: { userArn: 'arn:aws:iam::000000000000:user/operator' } },
+        },
       })
       .catch((err: unknown) => ({ status: 'exited' as const, detail: String(err), sandbox: '?' }));
     if (out.status === 'throttled') {
@@ -462,7 +498,12 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     // A command's answer, as the checker reads it: applied or not, and which transition.
     const action = parsed.action as { applied?: boolean; transition?: string } | undefined;
     const result = action ? { applied: action.applied === true, transition: action.transition } : parsed;
-    rec.end(op, outcome, { status: res.statusCode, node: NODE_A, result, ...(res.statusCode >= 300 ? { detail: typeof parsed.error === 'string' ? parsed.error : JSON.stringify(parsed.error ?? null) } : {}) });
+    rec.end(op, outcome, {
+      status: res.statusCode,
+      node: NODE_A,
+      result,
+      ...(res.statusCode >= 300 ? { detail: typeof parsed.error === 'string' ? parsed.error : JSON.stringify(parsed.error ?? null) } : {}),
+    });
     return { status: res.statusCode, body: parsed };
   }
 
@@ -518,14 +559,26 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
         sleep(Math.max(0, w0 + ro.createAt - now())).then(async () => {
           if (!workloadOn) return;
           const created = await api('POST', '/rollouts', { id: ro.key, spec: SPEC(ro) }, { kind: 'rollout.create', target: ro.key, key: ro.key });
-          if (created && created.status < 300) await putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.created', Detail: JSON.stringify({ rolloutId: ro.key }) }], { client: 'signals', kind: 'signal.created', target: ro.key });
+          if (created && created.status < 300)
+            await putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.created', Detail: JSON.stringify({ rolloutId: ro.key }) }], {
+              client: 'signals',
+              kind: 'signal.created',
+              target: ro.key,
+            });
         }),
       );
     }
     // The traffic of each rollout's live stage, as the service's metrics would report it: the reporter knows which
     // stage is live (read here straight from the table, not through the system), healthy until its breach time.
     const liveStage = async (id: string): Promise<number | null> => {
-      const res = await plainDdb.send(new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': { S: `ROLLOUT#${id}` } }, ConsistentRead: true }));
+      const res = await plainDdb.send(
+        new QueryCommand({
+          TableName: table,
+          KeyConditionExpression: 'pk = :p',
+          ExpressionAttributeValues: { ':p': { S: `ROLLOUT#${id}` } },
+          ConsistentRead: true,
+        }),
+      );
       const items = (res.Items ?? []).map((i) => unmarshall(i));
       const head = items.find((i) => i.sk === 'ROLLOUT');
       if (!head || head.state !== 'running') return null;
@@ -540,7 +593,13 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
           if (stage !== null) {
             const breach = ro.breachAfterMs !== null && now() - w0 >= ro.breachAfterMs;
             const detail = { rolloutId: ro.key, stage, requests: 100, errors: breach ? 40 : 0, observedAt: new Date().toISOString() };
-            void track(putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.metrics_reported', Detail: JSON.stringify(detail) }], { client: 'signals', kind: 'signal.metrics', target: ro.key }));
+            void track(
+              putEvents([{ EventBusName: bus, Source: 'rollout.signals', DetailType: 'rollout.metrics_reported', Detail: JSON.stringify(detail) }], {
+                client: 'signals',
+                kind: 'signal.metrics',
+                target: ro.key,
+              }),
+            );
           }
           await sleep(SIGNAL_EVERY_MS);
         }
@@ -562,7 +621,13 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       (async () => {
         while (schedulesOn) {
           void track(eb.tick());
-          void track(deliver('stack-b/batchPromoter', { source: 'aws.events', 'detail-type': 'Scheduled Event', detail: {} }, { client: 'scheduler-b', kind: 'promoter.tick' }));
+          void track(
+            deliver(
+              'stack-b/batchPromoter',
+              { source: 'aws.events', 'detail-type': 'Scheduled Event', detail: {} },
+              { client: 'scheduler-b', kind: 'promoter.tick' },
+            ),
+          );
           void track(deliver('stack-b/coordinator', { action: 'scan-all' }, { client: 'scheduler-b', kind: 'coordinator.scan-all' }));
           await sleep(SCHEDULE_EVERY_MS);
         }
@@ -576,15 +641,31 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
       (async () => {
         while (schedulesOn) {
           const tag = turn % 2 === 0 ? 'stack-a' : 'stack-b';
-          const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: workDlq, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, AttributeNames: ['All'] })).catch(() => ({ Messages: [] }));
+          const got = await sqs
+            .send(new ReceiveMessageCommand({ QueueUrl: workDlq, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, AttributeNames: ['All'] }))
+            .catch(() => ({ Messages: [] }));
           const messages = got.Messages ?? [];
           if (!messages.length) continue;
           turn++;
-          const records = messages.map((m) => ({ messageId: m.MessageId!, receiptHandle: m.ReceiptHandle!, body: m.Body!, attributes: m.Attributes ?? {}, messageAttributes: {}, md5OfBody: '', eventSource: 'aws:sqs', eventSourceARN: workDlqArn, awsRegion: region }));
-          const out = await invoke(`${tag}/deadLetters`, { Records: records }, { client: `sqs-event-source-${stackCode(tag)}`, kind: 'dead-letters' }).catch(() => null);
+          const records = messages.map((m) => ({
+            messageId: m.MessageId!,
+            receiptHandle: m.ReceiptHandle!,
+            body: m.Body!,
+            attributes: m.Attributes ?? {},
+            messageAttributes: {},
+            md5OfBody: '',
+            eventSource: 'aws:sqs',
+            eventSourceARN: workDlqArn,
+            awsRegion: region,
+          }));
+          const out = await invoke(`${tag}/deadLetters`, { Records: records }, { client: `sqs-event-source-${stackCode(tag)}`, kind: 'dead-letters' }).catch(
+            () => null,
+          );
           if (out?.status !== 'ok') continue; // the batch comes back after its visibility timeout
           const failed = new Set(((out.result as { batchItemFailures?: { itemIdentifier: string }[] }).batchItemFailures ?? []).map((f) => f.itemIdentifier));
-          for (const m of messages) if (!failed.has(m.MessageId!)) await sqs.send(new DeleteMessageCommand({ QueueUrl: workDlq, ReceiptHandle: m.ReceiptHandle! })).catch(() => undefined);
+          for (const m of messages)
+            if (!failed.has(m.MessageId!))
+              await sqs.send(new DeleteMessageCommand({ QueueUrl: workDlq, ReceiptHandle: m.ReceiptHandle! })).catch(() => undefined);
         }
       })(),
     );
@@ -633,7 +714,14 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     const scanned = await scanTable(plainDdb, table);
     const rows = rowsOf(scanned, (w) => w - epochMs);
     // The backend's own record of executions, by item: which ran, and which the backend failed.
-    const itemOf = new Map(scanned.filter((i) => String(i.sk).startsWith('ITEM#')).map((i) => { const p = i.payload as { run?: string; i?: number }; return [`${p.run}#${p.i}`, String(i.id)]; }));
+    const itemOf = new Map(
+      scanned
+        .filter((i) => String(i.sk).startsWith('ITEM#'))
+        .map((i) => {
+          const p = i.payload as { run?: string; i?: number };
+          return [`${p.run}#${p.i}`, String(i.id)];
+        }),
+    );
     for (const e of backend.executions) {
       const target = itemOf.get(`${String(e.payload.run)}#${String(e.payload.i)}`);
       const op = rec.begin({ client: 'backend', kind: 'backend.execute', via: 'backend', ...(target ? { target } : {}) });
@@ -698,7 +786,10 @@ function summarize(kind: string, result: unknown): Record<string, unknown> {
   const r = result as Record<string, unknown>;
   if (kind === 'promoter.event' || kind === 'promoter.tick') {
     const actions = (r.actions as { transition?: string; applied?: boolean; stage?: number; rolloutId?: string }[] | undefined) ?? [];
-    return { ...Object.fromEntries(Object.entries(r).filter(([k]) => k !== 'actions')), actions: actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied, stage: a.stage })) };
+    return {
+      ...Object.fromEntries(Object.entries(r).filter(([k]) => k !== 'actions')),
+      actions: actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied, stage: a.stage })),
+    };
   }
   if (kind.startsWith('coordinator.')) {
     const notice = r.notice as { epoch?: number; victim?: string | null; items?: string[] } | undefined;
@@ -783,7 +874,14 @@ class Nemesis {
         const f = rec.fault(step.kind, step.target, step.detail);
         // A consumer that takes messages and neither deletes them nor extends them: they come back when its visibility runs out.
         const got = await this.d.sqs
-          .send(new ReceiveMessageCommand({ QueueUrl: this.d.workQueue, MaxNumberOfMessages: Number(step.params.n), VisibilityTimeout: Number(step.params.vis), WaitTimeSeconds: 1 }))
+          .send(
+            new ReceiveMessageCommand({
+              QueueUrl: this.d.workQueue,
+              MaxNumberOfMessages: Number(step.params.n),
+              VisibilityTimeout: Number(step.params.vis),
+              WaitTimeSeconds: 1,
+            }),
+          )
           .catch((err: unknown) => ({ Messages: [], err }));
         Object.assign(f, { detail: `${step.detail}: took ${got.Messages?.length ?? 0}` });
         await this.pause(Number(step.params.vis) * 1000);
@@ -826,7 +924,11 @@ class Nemesis {
         const instance = gone ?? slot?.instanceId;
         if (!instance) return void log('  no instance to send a late notice for; skipped');
         const when = gone ? new Date() : new Date(Date.now() - Number(step.params.ageS) * 1000);
-        const f = rec.fault(step.kind, gone ? instance : slot!.workerId, gone ? `spot notice for ${instance}, whose worker has already left` : `spot notice for ${instance} stamped ${String(step.params.ageS)} s ago`);
+        const f = rec.fault(
+          step.kind,
+          gone ? instance : slot!.workerId,
+          gone ? `spot notice for ${instance}, whose worker has already left` : `spot notice for ${instance} stamped ${String(step.params.ageS)} s ago`,
+        );
         const left = slot ? this.d.fleet.gone(slot) : Promise.resolve();
         await this.notice(instance, when);
         await Promise.race([left, sleep(NOTICE_EFFECT_MS)]);
@@ -850,7 +952,9 @@ class Nemesis {
     const other = leader === 'stack-a' ? 'stack-b' : 'stack-a';
     const code = `${stackCode(leader)}.`;
     // A fenced write of a promotion or rollback (a stage or the rollout row) if one comes soon, else any fenced write.
-    let straggler = proxy.holdNextWrite((client, _op, touches, fenced) => client.startsWith(code) && fenced && touches.some((k) => k === 'stage' || k === 'rollout'));
+    let straggler = proxy.holdNextWrite(
+      (client, _op, touches, fenced) => client.startsWith(code) && fenced && touches.some((k) => k === 'stage' || k === 'rollout'),
+    );
     let caught = await Promise.race([straggler.caught, this.pause(4_000).then(() => null)]);
     if (!caught && !this.stopping) {
       straggler.cancel();
@@ -860,10 +964,21 @@ class Nemesis {
     if (!caught) straggler.cancel();
     else log(`  holding ${caught.client}'s ${caught.op} (a fenced write of ${leader}, epoch ${row?.epoch ?? '?'})`);
     this.d.heals.push(() => straggler.deliver());
-    const what = caught ? `; ${caught.client}'s fenced ${caught.op} held back, to be delivered ${step.params.straggler === 'after-both' ? `after ${other}'s cut too` : 'when this cut heals'}` : '; no fenced write to hold came';
-    await this.window({ ...step, target: `${leader}→store` }, () => proxy.hold(code), `every request of ${leader} (holding promotion_leader at epoch ${row?.epoch ?? '?'}) held ${step.durationMs} ms${what}`);
+    const what = caught
+      ? `; ${caught.client}'s fenced ${caught.op} held back, to be delivered ${step.params.straggler === 'after-both' ? `after ${other}'s cut too` : 'when this cut heals'}`
+      : '; no fenced write to hold came';
+    await this.window(
+      { ...step, target: `${leader}→store` },
+      () => proxy.hold(code),
+      `every request of ${leader} (holding promotion_leader at epoch ${row?.epoch ?? '?'}) held ${step.durationMs} ms${what}`,
+    );
     if (step.params.straggler !== 'after-both') straggler.deliver();
-    if (!this.stopping) await this.window({ ...step, target: `${other}→store` }, () => proxy.hold(`${stackCode(other)}.`), `every request of ${other} held ${step.durationMs} ms`);
+    if (!this.stopping)
+      await this.window(
+        { ...step, target: `${other}→store` },
+        () => proxy.hold(`${stackCode(other)}.`),
+        `every request of ${other} held ${step.durationMs} ms`,
+      );
     straggler.deliver();
   }
 
@@ -881,7 +996,15 @@ class Nemesis {
   /** The EC2 Spot interruption warning, put on the default bus as AWS itself delivers it. */
   private notice(instanceId: string, time: Date): Promise<boolean> {
     return this.d.putEvents(
-      [{ Source: 'aws.ec2', DetailType: SPOT_INTERRUPTION, Time: time, Resources: [`arn:aws:ec2:us-east-1:000000000000:instance/${instanceId}`], Detail: JSON.stringify({ 'instance-id': instanceId, 'instance-action': 'terminate' }) }],
+      [
+        {
+          Source: 'aws.ec2',
+          DetailType: SPOT_INTERRUPTION,
+          Time: time,
+          Resources: [`arn:aws:ec2:us-east-1:000000000000:instance/${instanceId}`],
+          Detail: JSON.stringify({ 'instance-id': instanceId, 'instance-action': 'terminate' }),
+        },
+      ],
       { client: 'ec2', kind: 'notice.spot', target: instanceId },
     );
   }
@@ -938,7 +1061,11 @@ class Nemesis {
     if (!got) {
       proxy.disarm();
       // A function with nothing to write (the other stack coordinates every run) dies by a time-out instead.
-      if (!this.stopping) this.d.timeoutNext.set(step.target, { afterMs: Number(step.params.afterMs), step: { ...step, detail: `made no write within 4 s: its next invocation times out after ${String(step.params.afterMs)} ms` } });
+      if (!this.stopping)
+        this.d.timeoutNext.set(step.target, {
+          afterMs: Number(step.params.afterMs),
+          step: { ...step, detail: `made no write within 4 s: its next invocation times out after ${String(step.params.afterMs)} ms` },
+        });
       log(`  ${step.target} made no write within 4 s; its next invocation times out instead`);
       return;
     }

@@ -15,12 +15,21 @@ export function summary(h: ChaosHistory, violations: readonly Violation[], secon
   const killed = h.processes.filter((p) => p.end === 'killed').length;
   const lines = [
     `aws schedule ${h.seed}/${h.schedule}${h.variant ? ` variant ${h.variant}` : ''}: ${seconds.toFixed(1)} s; faults until ${(h.phases.faultsUntil / 1000).toFixed(1)} s, healed ${(h.phases.healedAt / 1000).toFixed(1)} s, quiet until ${(h.phases.quietUntil / 1000).toFixed(1)} s`,
-    `  ops ${h.ops.length}: ${Object.entries(ops).sort().map(([k, n]) => `${k} ${n}`).join(', ')}`,
-    `  faults ${h.faults.length}: ${Object.entries(count(h.faults, (f) => f.kind)).map(([k, n]) => `${k} ${n}`).join(', ')}`,
-    `  processes ${h.processes.length} (${killed} killed): ${Object.entries(count(h.processes, (p) => p.role)).map(([k, n]) => `${k} ${n}`).join(', ')}`,
+    `  ops ${h.ops.length}: ${Object.entries(ops)
+      .sort()
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+    `  faults ${h.faults.length}: ${Object.entries(count(h.faults, (f) => f.kind))
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+    `  processes ${h.processes.length} (${killed} killed): ${Object.entries(count(h.processes, (p) => p.role))
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
     `  store: ${h.store.leaseChanges.length} lease changes (promotion_leader terms ${epochs.join(', ') || 'none'}), ${h.store.writes.length} fenced writes, ${h.store.stageTransitions.length} stage / ${h.store.rolloutTransitions.length} rollout / ${h.store.itemTransitions.length} item transitions`,
     `  rollouts: ${rollouts.join('; ')}`,
-    `  items: ${Object.entries(items).map(([k, n]) => `${k} ${n}`).join(', ')}`,
+    `  items: ${Object.entries(items)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
     `  violations ${violations.length}${violations.length ? `: ${JSON.stringify(countByInvariant(violations))}` : ''}`,
   ];
   return lines.join('\n');

@@ -65,7 +65,19 @@ export class WorkerFleet {
 
   add(run: string, index: number): Slot {
     const key = `${run}/w${index}`;
-    const slot: Slot = { key, run, index, generation: 0, workerId: `${run}-w${index}`, instanceId: WorkerFleet.instanceId(this.o.salt, key, 0), proc: null, status: 'stopped', ending: null, summary: null, logFile: '' };
+    const slot: Slot = {
+      key,
+      run,
+      index,
+      generation: 0,
+      workerId: `${run}-w${index}`,
+      instanceId: WorkerFleet.instanceId(this.o.salt, key, 0),
+      proc: null,
+      status: 'stopped',
+      ending: null,
+      summary: null,
+      logFile: '',
+    };
     this.slots.set(key, slot);
     this.start(slot);
     return slot;
@@ -86,25 +98,43 @@ export class WorkerFleet {
       ...this.o.imports.flatMap((i) => ['--import', i]),
       CLI,
       'worker',
-      '--run', slot.run,
-      '--store', 'dynamodb',
-      '--table', this.o.table,
-      '--queue', this.o.queueUrl,
-      '--coordinator', 'lambda:coordinator',
-      '--worker-id', slot.workerId,
-      '--instance-id', slot.instanceId,
-      '--provider', 'local',
-      '--heartbeat-ms', String(this.o.heartbeatMs),
-      '--visibility-seconds', String(this.o.visibilitySeconds),
-      '--wait-seconds', '1',
+      '--run',
+      slot.run,
+      '--store',
+      'dynamodb',
+      '--table',
+      this.o.table,
+      '--queue',
+      this.o.queueUrl,
+      '--coordinator',
+      'lambda:coordinator',
+      '--worker-id',
+      slot.workerId,
+      '--instance-id',
+      slot.instanceId,
+      '--provider',
+      'local',
+      '--heartbeat-ms',
+      String(this.o.heartbeatMs),
+      '--visibility-seconds',
+      String(this.o.visibilitySeconds),
+      '--wait-seconds',
+      '1',
       // Few messages held at once: each is heartbeated and extended while held.
-      '--batch', '2',
-      '--backend', 'http',
-      '--backend-url', this.o.backendUrl,
+      '--batch',
+      '2',
+      '--backend',
+      'http',
+      '--backend-url',
+      this.o.backendUrl,
       '--exit-when-done',
       '--json',
     ];
-    const proc = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...this.o.env, AWS_SDK_UA_APP_ID: `w.${slot.workerId}`, CHAOS_PROCESS: slot.workerId }, stdio: ['ignore', out, out] });
+    const proc = spawn(process.execPath, args, {
+      cwd: root,
+      env: { ...process.env, ...this.o.env, AWS_SDK_UA_APP_ID: `w.${slot.workerId}`, CHAOS_PROCESS: slot.workerId },
+      stdio: ['ignore', out, out],
+    });
     closeSync(out);
     slot.proc = proc;
     slot.status = 'running';

@@ -1,5 +1,20 @@
 import pg from 'pg';
-import type { EventRow, FencedWrite, IdempotencyRow, ItemRow, ItemState, ItemTransition, LeaseChange, LeaseRef, RolloutRow, RolloutTransition, RunRow, StagePhase, StageTransition, StoreDump } from '../history.js';
+import type {
+  EventRow,
+  FencedWrite,
+  IdempotencyRow,
+  ItemRow,
+  ItemState,
+  ItemTransition,
+  LeaseChange,
+  LeaseRef,
+  RolloutRow,
+  RolloutTransition,
+  RunRow,
+  StagePhase,
+  StageTransition,
+  StoreDump,
+} from '../history.js';
 
 /**
  * The checker's view of PostgreSQL, owing nothing to the project's store
@@ -105,7 +120,8 @@ export async function auditMark(url: string): Promise<number> {
 type Json = Record<string, unknown>;
 const num = (v: unknown): number => (v === null || v === undefined ? NaN : Number(v));
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : typeof v === 'string' ? v : JSON.stringify(v));
-const ms = (v: unknown): number | null => (v === null || v === undefined ? null : v instanceof Date ? v.getTime() : typeof v === 'string' || typeof v === 'number' ? new Date(v).getTime() : NaN);
+const ms = (v: unknown): number | null =>
+  v === null || v === undefined ? null : v instanceof Date ? v.getTime() : typeof v === 'string' || typeof v === 'number' ? new Date(v).getTime() : NaN;
 
 function leaseRef(l: Json | null): LeaseRef | null {
   if (!l || l.absent) return null;
@@ -117,7 +133,10 @@ function leaseRef(l: Json | null): LeaseRef | null {
  * (`rollouts` / `runs` name them), and every lease change since `fromSeq`.
  * `epochMs` converts the server's timestamps to the schedule's clock (same machine).
  */
-export async function dumpStore(url: string, o: { fromSeq: number; epochMs: number; rollouts: readonly string[]; runs: readonly string[] }): Promise<StoreDump> {
+export async function dumpStore(
+  url: string,
+  o: { fromSeq: number; epochMs: number; rollouts: readonly string[]; runs: readonly string[] },
+): Promise<StoreDump> {
   return withClient(url, async (c) => {
     const rel = (v: unknown) => (ms(v) ?? o.epochMs) - o.epochMs;
     const { rows: audit } = await c.query<{ seq: string; at: Date; tbl: string; op: string; old: Json | null; new: Json | null; lease: Json | null }>(
@@ -139,7 +158,15 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       const row = (a.new ?? a.old)!;
       if (a.tbl === 'leases') {
         // A lease as it stood when the schedule began counts from the schedule's start.
-        leaseChanges.push({ seq, at: seq <= o.fromSeq ? Math.max(0, at) : at, name: String(row.name), change: a.op === 'INSERT' ? 'insert' : a.op === 'DELETE' ? 'delete' : 'update', holder: a.op === 'DELETE' ? null : str(row.holder), epoch: num(row.epoch), expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at) });
+        leaseChanges.push({
+          seq,
+          at: seq <= o.fromSeq ? Math.max(0, at) : at,
+          name: String(row.name),
+          change: a.op === 'INSERT' ? 'insert' : a.op === 'DELETE' ? 'delete' : 'update',
+          holder: a.op === 'DELETE' ? null : str(row.holder),
+          epoch: num(row.epoch),
+          expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at),
+        });
         continue;
       }
       if (a.tbl === 'rollout_stages') {
@@ -147,7 +174,17 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
         const to = String(a.new.phase) as StagePhase;
         const from = a.old ? (String(a.old.phase) as StagePhase) : null;
         const epoch = a.new.promoted_epoch === null ? null : num(a.new.promoted_epoch);
-        stageTransitions.push({ seq, at, rolloutId: String(row.rollout_id), attempt: num(row.attempt), index: num(row.stage_index), from, to, epoch: to === 'promoted' ? epoch : null, by: to === 'promoted' ? str(a.new.promoted_by) : null });
+        stageTransitions.push({
+          seq,
+          at,
+          rolloutId: String(row.rollout_id),
+          attempt: num(row.attempt),
+          index: num(row.stage_index),
+          from,
+          to,
+          epoch: to === 'promoted' ? epoch : null,
+          by: to === 'promoted' ? str(a.new.promoted_by) : null,
+        });
         writes.push({
           seq,
           at,
@@ -187,7 +224,17 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
           from: a.old ? { state: String(a.old.state), attempt: num(a.old.attempt) } : null,
           to: { state: String(a.new.state), attempt: num(a.new.attempt), reason: str(a.new.state_reason), by: str(a.new.state_by) },
         });
-        writes.push({ seq, at, table: 'rollouts', key: String(row.id), lease: 'promotion_leader', current: leaseRef(a.lease), claimed: null, before: a.old ? { state: a.old.state, attempt: a.old.attempt } : null, after: { state: a.new.state, attempt: a.new.attempt } });
+        writes.push({
+          seq,
+          at,
+          table: 'rollouts',
+          key: String(row.id),
+          lease: 'promotion_leader',
+          current: leaseRef(a.lease),
+          claimed: null,
+          before: a.old ? { state: a.old.state, attempt: a.old.attempt } : null,
+          after: { state: a.new.state, attempt: a.new.attempt },
+        });
         continue;
       }
       if (a.tbl === 'work_items') {
@@ -199,7 +246,14 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
           runId: String(row.run_id),
           itemId: String(row.id),
           from: { state: state(a.old), worker: str(a.old.worker), started: a.old.started === true },
-          to: { state: state(a.new), worker: str(a.new.worker), started: a.new.started === true, resultHash: str(a.new.result_hash), error: str(a.new.error), attempts: num(a.new.attempts) },
+          to: {
+            state: state(a.new),
+            worker: str(a.new.worker),
+            started: a.new.started === true,
+            resultHash: str(a.new.result_hash),
+            error: str(a.new.error),
+            attempts: num(a.new.attempts),
+          },
         });
         // A steal (Running(victim) → Running(thief)) records the coordinator epoch it was made under.
         const stolen = a.old.state === 'running' && a.new.state === 'running' && a.old.worker !== a.new.worker && a.new.worker !== null;
@@ -217,13 +271,30 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       }
     }
 
-    const { rows: rolloutRows } = await c.query<{ id: string; state: string; attempt: number; state_reason: string | null; labels: Record<string, string> | null; actuators: string[] | null; percents: number[] | null }>(
+    const { rows: rolloutRows } = await c.query<{
+      id: string;
+      state: string;
+      attempt: number;
+      state_reason: string | null;
+      labels: Record<string, string> | null;
+      actuators: string[] | null;
+      percents: number[] | null;
+    }>(
       `SELECT id, state, attempt, state_reason, spec #> '{target,labels}' AS labels, spec -> 'actuators' AS actuators,
               (SELECT jsonb_agg((s ->> 'percent')::numeric ORDER BY i) FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS percents
          FROM rollouts WHERE id = ANY($1::text[])`,
       [o.rollouts],
     );
-    const { rows: stageRows } = await c.query<{ rollout_id: string; attempt: number; stage_index: number; name: string; phase: StagePhase; promoted_epoch: string | null; promoted_by: string | null; activated_at: Date | null }>(
+    const { rows: stageRows } = await c.query<{
+      rollout_id: string;
+      attempt: number;
+      stage_index: number;
+      name: string;
+      phase: StagePhase;
+      promoted_epoch: string | null;
+      promoted_by: string | null;
+      activated_at: Date | null;
+    }>(
       'SELECT rollout_id, attempt, stage_index, name, phase, promoted_epoch, promoted_by, activated_at FROM rollout_stages WHERE rollout_id = ANY($1::text[]) ORDER BY rollout_id, attempt, stage_index',
       [o.rollouts],
     );
@@ -237,23 +308,58 @@ export async function dumpStore(url: string, o: { fromSeq: number; epochMs: numb
       ...(r.percents ? { stagePercents: r.percents.map(Number) } : {}),
       stages: stageRows
         .filter((s) => s.rollout_id === r.id)
-        .map((s) => ({ attempt: Number(s.attempt), index: Number(s.stage_index), name: s.name, phase: s.phase, promotedEpoch: s.promoted_epoch === null ? null : Number(s.promoted_epoch), promotedBy: s.promoted_by, activatedAt: s.activated_at ? rel(s.activated_at) : null })),
+        .map((s) => ({
+          attempt: Number(s.attempt),
+          index: Number(s.stage_index),
+          name: s.name,
+          phase: s.phase,
+          promotedEpoch: s.promoted_epoch === null ? null : Number(s.promoted_epoch),
+          promotedBy: s.promoted_by,
+          activatedAt: s.activated_at ? rel(s.activated_at) : null,
+        })),
     }));
-    const { rows: runRows } = await c.query<{ id: string; n: string }>('SELECT r.id, count(w.id) AS n FROM runs r LEFT JOIN work_items w ON w.run_id = r.id WHERE r.id = ANY($1::text[]) GROUP BY r.id', [o.runs]);
-    const runs: RunRow[] = runRows.map((r) => ({ id: r.id, items: Number(r.n) }));
-    const { rows: itemRows } = await c.query<{ run_id: string; id: string; state: ItemState; worker: string | null; result_hash: string | null; error: string | null; attempts: number }>(
-      'SELECT run_id, id, state, worker, result_hash, error, attempts FROM work_items WHERE run_id = ANY($1::text[])',
+    const { rows: runRows } = await c.query<{ id: string; n: string }>(
+      'SELECT r.id, count(w.id) AS n FROM runs r LEFT JOIN work_items w ON w.run_id = r.id WHERE r.id = ANY($1::text[]) GROUP BY r.id',
       [o.runs],
     );
+    const runs: RunRow[] = runRows.map((r) => ({ id: r.id, items: Number(r.n) }));
+    const { rows: itemRows } = await c.query<{
+      run_id: string;
+      id: string;
+      state: ItemState;
+      worker: string | null;
+      result_hash: string | null;
+      error: string | null;
+      attempts: number;
+    }>('SELECT run_id, id, state, worker, result_hash, error, attempts FROM work_items WHERE run_id = ANY($1::text[])', [o.runs]);
     // The ledger-backed queue delivers from the rows themselves: a Pending row is its own message.
-    const items: ItemRow[] = itemRows.map((r) => ({ runId: r.run_id, id: r.id, state: r.state, worker: r.worker, resultHash: r.result_hash, error: r.error, attempts: Number(r.attempts), hasMessage: true }));
-    const { rows: keyRows } = await c.query<{ key: string; status: number; node_id: string }>('SELECT key, status, node_id FROM api_requests WHERE created_at >= $1', [new Date(o.epochMs - 1_000)]);
+    const items: ItemRow[] = itemRows.map((r) => ({
+      runId: r.run_id,
+      id: r.id,
+      state: r.state,
+      worker: r.worker,
+      resultHash: r.result_hash,
+      error: r.error,
+      attempts: Number(r.attempts),
+      hasMessage: true,
+    }));
+    const { rows: keyRows } = await c.query<{ key: string; status: number; node_id: string }>(
+      'SELECT key, status, node_id FROM api_requests WHERE created_at >= $1',
+      [new Date(o.epochMs - 1_000)],
+    );
     const idempotency: IdempotencyRow[] = keyRows.map((r) => ({ key: r.key, status: Number(r.status), node: r.node_id }));
     const { rows: eventRows } = await c.query<{ seq: string; rollout_id: string; detail_type: string; detail: Json; time: Date; published_at: Date | null }>(
       'SELECT seq, rollout_id, detail_type, detail, time, published_at FROM rollout_events WHERE rollout_id = ANY($1::text[]) ORDER BY seq',
       [o.rollouts],
     );
-    const events: EventRow[] = eventRows.map((e) => ({ seq: Number(e.seq), rolloutId: e.rollout_id, detailType: e.detail_type, detail: e.detail, at: rel(e.time), publishedAt: e.published_at === null ? null : rel(e.published_at) }));
+    const events: EventRow[] = eventRows.map((e) => ({
+      seq: Number(e.seq),
+      rolloutId: e.rollout_id,
+      detailType: e.detail_type,
+      detail: e.detail,
+      at: rel(e.time),
+      publishedAt: e.published_at === null ? null : rel(e.published_at),
+    }));
     return { leaseChanges, writes, stageTransitions, rolloutTransitions, itemTransitions, rollouts, runs, items, idempotency, events };
   });
 }

@@ -123,7 +123,11 @@ class RestartablePostgres {
   async init(): Promise<void> {
     const user = serverUser();
     if (user) chownSync(this.dir, user.uid, user.gid);
-    const init = spawnSync(join(postgresBinDir(), 'initdb'), ['-D', join(this.dir, 'data'), '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions'], { encoding: 'utf8', ...user });
+    const init = spawnSync(
+      join(postgresBinDir(), 'initdb'),
+      ['-D', join(this.dir, 'data'), '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions'],
+      { encoding: 'utf8', ...user },
+    );
     if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
     this.port = await freePort();
     await this.start();
@@ -135,7 +139,22 @@ class RestartablePostgres {
       // Commits are durable against a crash of the server process (the store-restart fault is one):
       // synchronous_commit stays on, so an acknowledged write is in the WAL. fsync off only gives up
       // durability against a crash of the machine, which no fault here causes.
-      ['-D', join(this.dir, 'data'), '-p', String(this.port), '-k', this.dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
+      [
+        '-D',
+        join(this.dir, 'data'),
+        '-p',
+        String(this.port),
+        '-k',
+        this.dir,
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'fsync=off',
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'max_connections=300',
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'], ...serverUser() },
     );
     return this.server;
@@ -187,12 +206,15 @@ class Backend {
         }
         const e: Execution = { n: Number(p.n), startedAt: wall(), endedAt: null, ok: null };
         this.executions.push(e);
-        setTimeout(() => {
-          e.endedAt = wall();
-          e.ok = !p.poison;
-          if (p.poison) res.writeHead(500).end(`poison item ${p.n}`);
-          else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ n: p.n, out: `done-${p.n}` }));
-        }, Math.max(0, Number(p.ms ?? 0)));
+        setTimeout(
+          () => {
+            e.endedAt = wall();
+            e.ok = !p.poison;
+            if (p.poison) res.writeHead(500).end(`poison item ${p.n}`);
+            else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ n: p.n, out: `done-${p.n}` }));
+          },
+          Math.max(0, Number(p.ms ?? 0)),
+        );
       });
     });
     const port = await freePort();
@@ -264,7 +286,14 @@ export class ChaosCluster {
       const proc = new ManagedProcess(id, 'node', (offset) =>
         spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
           cwd: root,
-          env: { ...this.env(offset, id), CLUSTER_NODE_ID: id, CLUSTER_HOSTNAME: id, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
+          env: {
+            ...this.env(offset, id),
+            CLUSTER_NODE_ID: id,
+            CLUSTER_HOSTNAME: id,
+            ROLLOUT_PORT: String(port),
+            ROLLOUT_API_URL: url,
+            DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres`,
+          },
           stdio: ['ignore', 'pipe', 'pipe'],
         }),
       );
@@ -275,10 +304,17 @@ export class ChaosCluster {
     await installAudit(this.store.url);
     await Promise.all(this.nodes.slice(1).map((n) => this.startNode(n)));
     const variant = this.o.variant ? variantNamed(this.o.variant) : null;
-    this.nginx = await startNginx(this.nodes.map((n) => Number(new URL(n.url).port)), {
-      timeouts: proxyTimeouts({ CLUSTER_LEASE_TTL: String(TIMINGS.ttlS), CLUSTER_HEARTBEAT_INTERVAL: String(TIMINGS.heartbeatS), CLUSTER_ELECTION_INTERVAL: String(TIMINGS.electionS) }),
-      ...(variant?.nginx ? { rewrite: variant.nginx } : {}),
-    });
+    this.nginx = await startNginx(
+      this.nodes.map((n) => Number(new URL(n.url).port)),
+      {
+        timeouts: proxyTimeouts({
+          CLUSTER_LEASE_TTL: String(TIMINGS.ttlS),
+          CLUSTER_HEARTBEAT_INTERVAL: String(TIMINGS.heartbeatS),
+          CLUSTER_ELECTION_INTERVAL: String(TIMINGS.electionS),
+        }),
+        ...(variant?.nginx ? { rewrite: variant.nginx } : {}),
+      },
+    );
     this.nginxUrl = this.nginx.url;
   }
 
@@ -296,18 +332,31 @@ export class ChaosCluster {
     const proc = new ManagedProcess(of.id, 'node', (offset) =>
       spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
         cwd: root,
-        env: { ...this.env(offset, of.id), CLUSTER_NODE_ID: of.id, CLUSTER_HOSTNAME: `${of.id}-replacement`, ROLLOUT_PORT: String(port), ROLLOUT_API_URL: url, DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres` },
+        env: {
+          ...this.env(offset, of.id),
+          CLUSTER_NODE_ID: of.id,
+          CLUSTER_HOSTNAME: `${of.id}-replacement`,
+          ROLLOUT_PORT: String(port),
+          ROLLOUT_API_URL: url,
+          DATABASE_URL: `postgres://postgres@127.0.0.1:${link.port}/postgres`,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       }),
     );
     this.replacements.push(proc);
     proc.start();
     try {
-      await waitFor(`${of.id} (replacement)`, 60_000, async () => {
-        const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
-        await res.text();
-        return res.ok;
-      }, proc.child!, proc.log);
+      await waitFor(
+        `${of.id} (replacement)`,
+        60_000,
+        async () => {
+          const res = await fetch(`${url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
+          await res.text();
+          return res.ok;
+        },
+        proc.child!,
+        proc.log,
+      );
     } catch (err) {
       await proc.kill('SIGKILL');
       throw err;
@@ -317,11 +366,17 @@ export class ChaosCluster {
 
   async startNode(n: ClusterNode): Promise<void> {
     n.process.start();
-    await waitFor(n.id, 60_000, async () => {
-      const res = await fetch(`${n.url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
-      await res.text();
-      return res.ok;
-    }, n.process.child!, n.process.log);
+    await waitFor(
+      n.id,
+      60_000,
+      async () => {
+        const res = await fetch(`${n.url}/cluster/health`, { signal: AbortSignal.timeout(1_000) });
+        await res.text();
+        return res.ok;
+      },
+      n.process.child!,
+      n.process.log,
+    );
   }
 
   /** `chunkBudgetMs`: 1 starts one item at a time, so the rest of each batch waits claimed (and must be heartbeated). */
@@ -333,18 +388,30 @@ export class ChaosCluster {
         [
           ...this.nodeArgs(),
           'worker',
-          '--run', runId,
-          '--store', 'postgres',
-          '--database-url', this.store.url,
-          '--queue', 'ledger',
-          '--coordinator', `${this.nginxUrl}/coordinator`,
-          '--backend', 'http',
-          '--backend-url', this.backend.url,
-          '--worker-id', workerId,
-          '--instance-id', workerId,
-          '--heartbeat-ms', String(WORKER_HEARTBEAT_MS),
-          '--wait-seconds', '1',
-          '--batch', '5',
+          '--run',
+          runId,
+          '--store',
+          'postgres',
+          '--database-url',
+          this.store.url,
+          '--queue',
+          'ledger',
+          '--coordinator',
+          `${this.nginxUrl}/coordinator`,
+          '--backend',
+          'http',
+          '--backend-url',
+          this.backend.url,
+          '--worker-id',
+          workerId,
+          '--instance-id',
+          workerId,
+          '--heartbeat-ms',
+          String(WORKER_HEARTBEAT_MS),
+          '--wait-seconds',
+          '1',
+          '--batch',
+          '5',
           ...(o.chunkBudgetMs === undefined ? [] : ['--chunk-budget-ms', String(o.chunkBudgetMs)]),
           '--exit-when-done',
           '--json',
@@ -378,7 +445,13 @@ export class ChaosCluster {
     return all.flatMap((p) =>
       p.spans
         .filter((s) => s.to === null || s.to >= epochMs)
-        .map((s) => ({ process: p.name, role: p.role, from: Math.max(0, s.from - epochMs), to: s.to === null ? null : s.to - epochMs, ...(s.end ? { end: s.end } : {}) })),
+        .map((s) => ({
+          process: p.name,
+          role: p.role,
+          from: Math.max(0, s.from - epochMs),
+          to: s.to === null ? null : s.to - epochMs,
+          ...(s.end ? { end: s.end } : {}),
+        })),
     );
   }
 

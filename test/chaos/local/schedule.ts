@@ -75,7 +75,9 @@ export function planFaults(seed: string, schedule: number, perSchedule: number, 
   const actuation = kinds.filter((k) => ACTUATION_FAULTS.includes(k));
   const order = new Rng(`${seed}/kinds`).shuffle([...base]);
   const rng = new Rng(`${seed}/${schedule}`);
-  const plan = base.length ? Array.from({ length: perSchedule }, (_, i) => ({ kind: order[(schedule * perSchedule + i) % order.length]!, pick: rng.int(1_000_000) })) : [];
+  const plan = base.length
+    ? Array.from({ length: perSchedule }, (_, i) => ({ kind: order[(schedule * perSchedule + i) % order.length]!, pick: rng.int(1_000_000) }))
+    : [];
   if (actuation.length) plan.push({ kind: new Rng(`${seed}/actuation-kinds`).shuffle([...actuation])[schedule % actuation.length]!, pick: rng.int(1_000_000) });
   return plan;
 }
@@ -111,8 +113,21 @@ interface Ctx {
 const now = (c: Ctx) => wall() - c.epochMs;
 
 /** One HTTP call as a history op: ok / failed (a node said no) / unknown (no node answered). */
-async function call(c: Ctx, o: { client: string; kind: string; base: string; via: string; method: string; path: string; body?: unknown; key?: string; target?: string; retries?: number }): Promise<Op> {
-  const op: Op = { id: c.nextOp++, client: o.client, kind: o.kind, via: o.via, invokedAt: now(c), completedAt: null, outcome: 'unknown', ...(o.key ? { key: o.key } : {}), ...(o.target ? { target: o.target } : {}) };
+async function call(
+  c: Ctx,
+  o: { client: string; kind: string; base: string; via: string; method: string; path: string; body?: unknown; key?: string; target?: string; retries?: number },
+): Promise<Op> {
+  const op: Op = {
+    id: c.nextOp++,
+    client: o.client,
+    kind: o.kind,
+    via: o.via,
+    invokedAt: now(c),
+    completedAt: null,
+    outcome: 'unknown',
+    ...(o.key ? { key: o.key } : {}),
+    ...(o.target ? { target: o.target } : {}),
+  };
   c.ops.push(op);
   for (let attempt = 0; ; attempt++) {
     try {
@@ -181,15 +196,41 @@ async function signalLoop(c: Ctx, id: string, breachAfterMs: number | null, race
     const viaNode = rushing || c.rng.int(3) === 0;
     const node = (rushing ? await c.cluster.leader() : null) ?? pickNode(c);
     const base = viaNode ? node.url : c.cluster.nginxUrl;
-    const read = await call(c, { client: `signals-${id.slice(-1)}`, kind: 'read.rollout', base, via: viaNode ? node.id : 'nginx', method: 'GET', path: `/rollouts/${id}`, target: id });
+    const read = await call(c, {
+      client: `signals-${id.slice(-1)}`,
+      kind: 'read.rollout',
+      base,
+      via: viaNode ? node.id : 'nginx',
+      method: 'GET',
+      path: `/rollouts/${id}`,
+      target: id,
+    });
     const view = read.result as { state?: string; stages?: { index?: number; phase?: string }[] } | undefined;
     if (view?.state && ['completed', 'rolled_back', 'aborted'].includes(view.state)) return;
     const active = view?.stages?.find((s) => s.phase === 'active');
     if (active && typeof active.index === 'number') {
       const breaching = breachAfterMs !== null && now(c) > breachAfterMs;
       const at = c.signals.late ? Date.now() - 20_000 : Date.now();
-      const event = { type: 'rollout.metrics_reported', rolloutId: id, stage: active.index, requests: 100, errors: breaching ? 40 : 0, p99LatencyMs: 50, observedAt: at };
-      const send = (e: typeof event) => call(c, { client: `signals-${id.slice(-1)}`, kind: 'signal.metrics', base, via: viaNode ? node.id : 'nginx', method: 'POST', path: '/events', body: e, target: id });
+      const event = {
+        type: 'rollout.metrics_reported',
+        rolloutId: id,
+        stage: active.index,
+        requests: 100,
+        errors: breaching ? 40 : 0,
+        p99LatencyMs: 50,
+        observedAt: at,
+      };
+      const send = (e: typeof event) =>
+        call(c, {
+          client: `signals-${id.slice(-1)}`,
+          kind: 'signal.metrics',
+          base,
+          via: viaNode ? node.id : 'nginx',
+          method: 'POST',
+          path: '/events',
+          body: e,
+          target: id,
+        });
       await send(event);
       if (c.signals.duplicated) await send(event);
       // An older reading arriving after a newer one.
@@ -204,7 +245,14 @@ async function readerLoop(c: Ctx, paths: readonly string[]): Promise<void> {
   let i = 0;
   while (!c.stopping) {
     const path = paths[i++ % paths.length]!;
-    await call(c, { client: 'reader', kind: path.startsWith('/cluster') ? 'read.leader' : path.startsWith('/runs') ? 'read.run' : 'read.rollout', base: c.cluster.nginxUrl, via: 'nginx', method: 'GET', path });
+    await call(c, {
+      client: 'reader',
+      kind: path.startsWith('/cluster') ? 'read.leader' : path.startsWith('/runs') ? 'read.run' : 'read.rollout',
+      base: c.cluster.nginxUrl,
+      via: 'nginx',
+      method: 'GET',
+      path,
+    });
     await sleep(150);
   }
 }
@@ -220,7 +268,18 @@ async function commandLoop(c: Ctx, id: string, keyPrefix: string): Promise<void>
       await cliCommand(c, id, command, key);
       continue;
     }
-    await call(c, { client: 'operator', kind: `rollout.${command}`, base: c.cluster.nginxUrl, via: 'nginx', method: 'POST', path: `/rollouts/${id}/${command}`, body: command === 'pause' || command === 'abort' ? { reason: key } : {}, key, target: id, retries: 8 }).then((op) => {
+    await call(c, {
+      client: 'operator',
+      kind: `rollout.${command}`,
+      base: c.cluster.nginxUrl,
+      via: 'nginx',
+      method: 'POST',
+      path: `/rollouts/${id}/${command}`,
+      body: command === 'pause' || command === 'abort' ? { reason: key } : {},
+      key,
+      target: id,
+      retries: 8,
+    }).then((op) => {
       const action = (op.result as { action?: { applied?: boolean; transition?: string } } | undefined)?.action;
       if (action) op.result = { applied: action.applied === true, transition: action.transition };
     });
@@ -229,15 +288,49 @@ async function commandLoop(c: Ctx, id: string, keyPrefix: string): Promise<void>
 
 /** The same command through the `rollout` CLI, as an operator would type it. */
 async function cliCommand(c: Ctx, id: string, command: string, key: string): Promise<void> {
-  const op: Op = { id: c.nextOp++, client: 'cli', kind: `rollout.${command}`, via: 'cli', invokedAt: now(c), completedAt: null, outcome: 'unknown', key, target: id };
+  const op: Op = {
+    id: c.nextOp++,
+    client: 'cli',
+    kind: `rollout.${command}`,
+    via: 'cli',
+    invokedAt: now(c),
+    completedAt: null,
+    outcome: 'unknown',
+    key,
+    target: id,
+  };
   c.ops.push(op);
-  const child = spawn(process.execPath, ['--import', 'tsx', resolve(root, 'shared/runtimes/cli/cli.ts'), 'rollouts', command, id, '--reason', key, '--url', c.cluster.nginxUrl, '--actor', 'cli', '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      resolve(root, 'shared/runtimes/cli/cli.ts'),
+      'rollouts',
+      command,
+      id,
+      '--reason',
+      key,
+      '--url',
+      c.cluster.nginxUrl,
+      '--actor',
+      'cli',
+      '--json',
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const out = collect(child);
   await exited(child);
   op.completedAt = now(c);
   op.outcome = child.exitCode === 0 ? 'ok' : 'failed';
   try {
-    const body = JSON.parse(out().trim().split('\n').filter((l) => l.startsWith('{')).at(-1) ?? '{}') as { action?: { applied?: boolean; transition?: string } };
+    const body = JSON.parse(
+      out()
+        .trim()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .at(-1) ?? '{}',
+    ) as { action?: { applied?: boolean; transition?: string } };
     if (body.action) op.result = { applied: body.action.applied === true, transition: body.action.transition };
   } catch {
     op.detail = out().slice(-160);
@@ -274,7 +367,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
     case 'kill-follower': {
       const leader = await cl.leader();
       const followers = cl.nodes.filter((n) => n !== leader && n.process.alive);
-      const n = plan.kind === 'kill-leader' ? (leader ?? cl.nodes[p % 3]!) : followers[p % Math.max(1, followers.length)] ?? cl.nodes[p % 3]!;
+      const n = plan.kind === 'kill-leader' ? (leader ?? cl.nodes[p % 3]!) : (followers[p % Math.max(1, followers.length)] ?? cl.nodes[p % 3]!);
       const f = record(n.id);
       await n.process.kill('SIGKILL');
       await sleep(500 + (p % 1500));
@@ -329,7 +422,16 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const held = zombie.link.holdAt(['rollout_apply', c.quiet]);
       // No Idempotency-Key: with one, the write would run inside a transaction that PostgreSQL ends
       // after one TTL idle (the node's idle_in_transaction_session_timeout), a second line of defence.
-      const pause = call(c, { client: 'operator', kind: 'rollout.pause', base: zombie.url, via: zombie.id, method: 'POST', path: `/rollouts/${c.quiet}/pause`, body: { reason: 'zombie' }, target: c.quiet });
+      const pause = call(c, {
+        client: 'operator',
+        kind: 'rollout.pause',
+        base: zombie.url,
+        via: zombie.id,
+        method: 'POST',
+        path: `/rollouts/${c.quiet}/pause`,
+        body: { reason: 'zombie' },
+        target: c.quiet,
+      });
       await Promise.race([held, new Promise<void>((r) => (fallback = setTimeout(() => r(zombie.link.hold(true)), 4_000)))]);
       clearTimeout(fallback);
       zombie.process.pause();
@@ -373,8 +475,26 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const f = record(leader.id, 'a promotion slowed 2 s on its connection while a breach rolls the stage back');
       let caught = false;
       const slowed = leader.link.slowAt(['rollout_apply', c.slow, '"promoted"'], 2_000, 1_500).then(() => (caught = true));
-      const reading = (errors: number) => ({ type: 'rollout.metrics_reported', rolloutId: c.slow, stage: 0, requests: 100, errors, p99LatencyMs: 50, observedAt: Date.now() });
-      const send = (errors: number) => call(c, { client: 'signals-S', kind: 'signal.metrics', base: leader.url, via: leader.id, method: 'POST', path: '/events', body: reading(errors), target: c.slow });
+      const reading = (errors: number) => ({
+        type: 'rollout.metrics_reported',
+        rolloutId: c.slow,
+        stage: 0,
+        requests: 100,
+        errors,
+        p99LatencyMs: 50,
+        observedAt: Date.now(),
+      });
+      const send = (errors: number) =>
+        call(c, {
+          client: 'signals-S',
+          kind: 'signal.metrics',
+          base: leader.url,
+          via: leader.id,
+          method: 'POST',
+          path: '/events',
+          body: reading(errors),
+          target: c.slow,
+        });
       // Healthy readings until one's promotion is caught (its answer waits for the slowed write: not awaited).
       const pending: Promise<unknown>[] = [];
       for (let i = 0; i < 20 && !caught; i++) {
@@ -465,7 +585,9 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       // A person edits a running rollout's split by hand, keeping our stamp line: drift. The rollout must
       // be paused, naming the target, and the edit left as it is. Not the rollout people command: a
       // command takes a target back by design.
-      const running = new Set(await sqlRows(cl.store.url, "SELECT id AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[...c.targetOf.keys()]]));
+      const running = new Set(
+        await sqlRows(cl.store.url, "SELECT id AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[...c.targetOf.keys()]]),
+      );
       const candidates = [...c.targetOf].filter(([id, t]) => {
         const s = c.sampler.latest(t);
         return running.has(id) && id !== c.manual && s?.stamp?.rolloutId === id && s.percent > 0 && s.percent < 100 && !s.final;
@@ -523,7 +645,11 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
         const lead = (await cl.leader()) ?? cl.nodes.find((n) => n !== leader)!;
         const stage = lead === leader ? null : await activeStage(c, c.act, lead);
         if (stage !== null && stage >= 0) pending.push(reading(c, c.act, lead, stage, 40));
-        return newer() && c.sampler.latest(target)?.percent === 0 && (await sqlValue(cl.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = $1 AND state = 'rolled_back'", [c.act])) === 1;
+        return (
+          newer() &&
+          c.sampler.latest(target)?.percent === 0 &&
+          (await sqlValue(cl.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = $1 AND state = 'rolled_back'", [c.act])) === 1
+        );
       }, 6_000);
       leader.process.resume();
       await sleep(300);
@@ -542,7 +668,7 @@ async function inject(c: Ctx, plan: FaultPlan, workers: ManagedProcess[], startW
       const f = record('target writes', `each ${ms} ms late while ${c.act} is driven ${breach ? 'to its second stage and breached' : 'to completion'}`);
       cl.targets.gate.delay(ms);
       const pending: Promise<unknown>[] = [];
-      for (const stop = now(c) + 6_000; now(c) < stop; ) {
+      for (const stop = now(c) + 6_000; now(c) < stop;) {
         const node = await leaderOr(c, p);
         const stage = await activeStage(c, c.act, node);
         if (stage === -1) break;
@@ -632,7 +758,19 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   const mark = await auditMark(cluster.store.url);
   const rng = new Rng(`${o.seed}/${o.schedule}/workload`);
   const tag = `s${o.seed}-${o.schedule}`.replace(/[^A-Za-z0-9_-]/g, '');
-  const ids = { healthy: `${tag}-A`, breach: `${tag}-B`, manual: `${tag}-C`, late: `${tag}-D`, racer1: `${tag}-E`, racer2: `${tag}-F`, racer3: `${tag}-G`, racer4: `${tag}-H`, quiet: `${tag}-Q`, slow: `${tag}-S`, act: `${tag}-T` };
+  const ids = {
+    healthy: `${tag}-A`,
+    breach: `${tag}-B`,
+    manual: `${tag}-C`,
+    late: `${tag}-D`,
+    racer1: `${tag}-E`,
+    racer2: `${tag}-F`,
+    racer3: `${tag}-G`,
+    racer4: `${tag}-H`,
+    quiet: `${tag}-Q`,
+    slow: `${tag}-S`,
+    act: `${tag}-T`,
+  };
   // Most rollouts move a target of their own; three racers and the quiet one move none, as before targets existed.
   const targetOf = new Map<string, TargetName>([
     [ids.healthy, 'web'],
@@ -645,7 +783,25 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   ]);
   const sampler = cluster.targets.sample(epochMs);
   const watch = new StallWatch();
-  const c: Ctx = { cluster, watch, epochMs, ops: [], faults: [], rng, signals: { duplicated: false, reordered: false, late: false }, nextOp: 0, stopping: false, quiet: ids.quiet, slow: ids.slow, act: ids.act, manual: ids.manual, targetOf, sampler, edits: [], log: o.log };
+  const c: Ctx = {
+    cluster,
+    watch,
+    epochMs,
+    ops: [],
+    faults: [],
+    rng,
+    signals: { duplicated: false, reordered: false, late: false },
+    nextOp: 0,
+    stopping: false,
+    quiet: ids.quiet,
+    slow: ids.slow,
+    act: ids.act,
+    manual: ids.manual,
+    targetOf,
+    sampler,
+    edits: [],
+    log: o.log,
+  };
   try {
     const h = await schedule(c, o, { ids, tag, mark });
     await retire(c);
@@ -656,12 +812,35 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
   }
 }
 
-async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: Record<'healthy' | 'breach' | 'manual' | 'late' | 'racer1' | 'racer2' | 'racer3' | 'racer4' | 'quiet' | 'slow' | 'act', string>; tag: string; mark: number }): Promise<ChaosHistory> {
+async function schedule(
+  c: Ctx,
+  o: ScheduleOptions,
+  {
+    ids,
+    tag,
+    mark,
+  }: {
+    ids: Record<'healthy' | 'breach' | 'manual' | 'late' | 'racer1' | 'racer2' | 'racer3' | 'racer4' | 'quiet' | 'slow' | 'act', string>;
+    tag: string;
+    mark: number;
+  },
+): Promise<ChaosHistory> {
   const { cluster, epochMs, rng } = c;
   const runId = `${tag}-run`;
 
   const create = (id: string, expect: 'promote' | 'rollback' | 'any') =>
-    call(c, { client: 'creator', kind: 'rollout.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/rollouts', body: { id, spec: rolloutSpec(`${id}-key`, expect, c.targetOf.get(id)) }, key: `${id}-key`, target: id, retries: 10 });
+    call(c, {
+      client: 'creator',
+      kind: 'rollout.create',
+      base: cluster.nginxUrl,
+      via: 'nginx',
+      method: 'POST',
+      path: '/rollouts',
+      body: { id, spec: rolloutSpec(`${id}-key`, expect, c.targetOf.get(id)) },
+      key: `${id}-key`,
+      target: id,
+      retries: 10,
+    });
   await create(ids.healthy, 'promote');
   await create(ids.breach, 'rollback');
   await create(ids.manual, 'any');
@@ -678,7 +857,18 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
   // still full: no idle worker steals them first, and the last ones wait in the quiet period, when
   // no fault excuses a taken item.
   const items = Array.from({ length: o.items }, (_, n) => ({ n, tag, ms: n % 20 === 5 ? LONG_ITEM_MS : 5 + rng.int(25), poison: n % 53 === 7 }));
-  const runOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: runId, items }, key: `${runId}-key`, target: runId, retries: 10 });
+  const runOp = await call(c, {
+    client: 'creator',
+    kind: 'run.create',
+    base: cluster.nginxUrl,
+    via: 'nginx',
+    method: 'POST',
+    path: '/runs',
+    body: { id: runId, items },
+    key: `${runId}-key`,
+    target: runId,
+    retries: 10,
+  });
   runOp.result = { ...runOp.result, items: items.length };
 
   // Two workers start their items one at a time: items wait claimed behind their long ones. The
@@ -713,7 +903,8 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
   const faultsUntil = now(c);
   // Heal: every link whole, every process running; a node that failed to restart gets one more try.
   cluster.heal();
-  for (const n of cluster.nodes) if (!n.process.alive) await cluster.startNode(n).catch((err: unknown) => o.log(`[chaos] ${n.id} did not come back: ${String(err).split('\n')[0]}`));
+  for (const n of cluster.nodes)
+    if (!n.process.alive) await cluster.startNode(n).catch((err: unknown) => o.log(`[chaos] ${n.id} did not come back: ${String(err).split('\n')[0]}`));
   for (const w of workers) if (!w.alive && !(w.spans.at(-1)?.end === 'exited')) startWorker(w);
   const healedAt = now(c);
 
@@ -722,7 +913,18 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
   // time, and each long item keeps the four others of its batch waiting past the failure timeout.
   const quietRunId = `${tag}-quiet`;
   const quietItems = Array.from({ length: 10 }, (_, i) => ({ n: QUIET_RUN_FIRST_N + i, tag, ms: i % 5 === 0 ? LONG_ITEM_MS : 10, poison: false }));
-  const quietOp = await call(c, { client: 'creator', kind: 'run.create', base: cluster.nginxUrl, via: 'nginx', method: 'POST', path: '/runs', body: { id: quietRunId, items: quietItems }, key: `${quietRunId}-key`, target: quietRunId, retries: 10 });
+  const quietOp = await call(c, {
+    client: 'creator',
+    kind: 'run.create',
+    base: cluster.nginxUrl,
+    via: 'nginx',
+    method: 'POST',
+    path: '/runs',
+    body: { id: quietRunId, items: quietItems },
+    key: `${quietRunId}-key`,
+    target: quietRunId,
+    retries: 10,
+  });
   quietOp.result = { ...quietOp.result, items: quietItems.length };
   const quietWorker = cluster.worker(quietRunId, `${tag}-w4`, { chunkBudgetMs: 1 });
   workers.push(quietWorker);
@@ -731,14 +933,20 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
 
   // Quiet: the workload goes on without faults until the runs and rollouts settle, or the bound passes.
   const settled = async () => {
-    const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = ANY($1::text[]) AND state IN ('pending', 'running')", [runIds]);
-    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [[ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4]]);
+    const open = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM work_items WHERE run_id = ANY($1::text[]) AND state IN ('pending', 'running')", [
+      runIds,
+    ]);
+    const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [
+      [ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4],
+    ]);
     return open === 0 && running === 0;
   };
   // At least the leader bound, so the checker can judge leadership after healing. On a busy host the
   // bound stretches by what the processes were stalled since (as the checker's bounds do), up to twice.
   const stalls = () => [...cluster.stalls(epochMs), ...onScheduleClock(c.watch.read(), epochMs)];
-  const quietFor = () => QUIET_MAX_MS + Math.min(QUIET_MAX_MS, worstStall(stalls(), [...cluster.nodes.map((n) => n.id), ...workers.map((w) => w.name), 'harness'], healedAt, now(c)).ms);
+  const quietFor = () =>
+    QUIET_MAX_MS +
+    Math.min(QUIET_MAX_MS, worstStall(stalls(), [...cluster.nodes.map((n) => n.id), ...workers.map((w) => w.name), 'harness'], healedAt, now(c)).ms);
   while (now(c) - healedAt < quietFor() && !(now(c) - healedAt >= LEADER_WITHIN_MS && (await settled()))) await sleep(250);
   // A little longer, so a late wrong move (a promotion after a rollback, a second result) has time to show.
   await sleep(1_000);
@@ -758,7 +966,16 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
   for (const e of executions) {
     const target = itemIdOf.get(e.n);
     if (target === undefined || e.startedAt < epochMs) continue;
-    c.ops.push({ id: c.nextOp++, client: 'backend', kind: 'backend.execute', via: 'backend', target, invokedAt: e.startedAt - epochMs, completedAt: e.endedAt === null ? null : e.endedAt - epochMs, outcome: e.ok === null ? 'unknown' : e.ok ? 'ok' : 'failed' });
+    c.ops.push({
+      id: c.nextOp++,
+      client: 'backend',
+      kind: 'backend.execute',
+      via: 'backend',
+      target,
+      invokedAt: e.startedAt - epochMs,
+      completedAt: e.endedAt === null ? null : e.endedAt - epochMs,
+      outcome: e.ok === null ? 'unknown' : e.ok ? 'ok' : 'failed',
+    });
   }
   return {
     topology: 'local',
@@ -795,16 +1012,30 @@ async function schedule(c: Ctx, o: ScheduleOptions, { ids, tag, mark }: { ids: R
 async function retire(c: Ctx): Promise<void> {
   const ids = [...c.targetOf.keys()];
   const url = c.cluster.store.url;
-  const settled = await waitUntil(async () => {
-    const open = await sqlRows(url, "SELECT id AS v FROM rollouts WHERE id = ANY($1::text[]) AND state NOT IN ('completed', 'rolled_back', 'aborted')", [ids]);
-    for (const id of open) {
-      await fetch(`${c.cluster.nginxUrl}/rollouts/${id}/abort`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-rollout-actor': 'operator' }, body: JSON.stringify({ reason: 'schedule over' }), signal: AbortSignal.timeout(5_000) })
-        .then((r) => r.text())
-        .catch(() => undefined);
-    }
-    return open.length === 0 && (await sqlValue(url, 'SELECT count(*) AS v FROM rollout_actuations WHERE rollout_id = ANY($1::text[]) AND NOT settled', [ids])) === 0;
-  }, 30_000, 500);
-  if (!settled) c.log('[chaos] the schedule\'s rollouts did not all end and settle their targets within 30 s; targets reset anyway');
+  const settled = await waitUntil(
+    async () => {
+      const open = await sqlRows(url, "SELECT id AS v FROM rollouts WHERE id = ANY($1::text[]) AND state NOT IN ('completed', 'rolled_back', 'aborted')", [
+        ids,
+      ]);
+      for (const id of open) {
+        await fetch(`${c.cluster.nginxUrl}/rollouts/${id}/abort`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-rollout-actor': 'operator' },
+          body: JSON.stringify({ reason: 'schedule over' }),
+          signal: AbortSignal.timeout(5_000),
+        })
+          .then((r) => r.text())
+          .catch(() => undefined);
+      }
+      return (
+        open.length === 0 &&
+        (await sqlValue(url, 'SELECT count(*) AS v FROM rollout_actuations WHERE rollout_id = ANY($1::text[]) AND NOT settled', [ids])) === 0
+      );
+    },
+    30_000,
+    500,
+  );
+  if (!settled) c.log("[chaos] the schedule's rollouts did not all end and settle their targets within 30 s; targets reset anyway");
   c.cluster.targets.reset();
   c.cluster.targets.gate.clearChecks();
 }
@@ -815,7 +1046,9 @@ async function itemIds(url: string, runIds: readonly string[]): Promise<Map<numb
   client.on('error', () => undefined);
   await client.connect();
   try {
-    const { rows } = await client.query<{ id: string; n: number }>("SELECT id, (payload->>'n')::int AS n FROM work_items WHERE run_id = ANY($1::text[])", [runIds]);
+    const { rows } = await client.query<{ id: string; n: number }>("SELECT id, (payload->>'n')::int AS n FROM work_items WHERE run_id = ANY($1::text[])", [
+      runIds,
+    ]);
     return new Map(rows.map((r) => [Number(r.n), r.id]));
   } finally {
     await client.end().catch(() => undefined);

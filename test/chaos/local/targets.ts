@@ -36,7 +36,9 @@ export function parseInclude(text: string | null, canary: string): Carried {
   if (text === null) return { percent: 0, final: false, stamp: null };
   const first = text.split('\n', 1)[0] ?? '';
   const s = first.startsWith('# ') ? parseStamp(first.slice(2)) : null;
-  const stamp: TargetStamp | null = s ? { rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, epoch: s.epoch, percent: s.percent, final: s.final } : null;
+  const stamp: TargetStamp | null = s
+    ? { rolloutId: s.rolloutId, attempt: s.attempt, stage: s.stage, epoch: s.epoch, percent: s.percent, final: s.final }
+    : null;
   const block = /split_clients\s+"[^"]*"\s+\$\w+\s*\{([^}]*)\}/.exec(text);
   const entries: { share: number | '*'; upstream: string }[] = [];
   for (const raw of block?.[1]?.split(';') ?? []) {
@@ -44,7 +46,8 @@ export function parseInclude(text: string | null, canary: string): Carried {
     if (m) entries.push({ share: m[1] === '*' ? '*' : Number(m[2]), upstream: m[3]! });
   }
   const explicit = entries.reduce((sum, e) => sum + (e.share === '*' ? 0 : e.share), 0);
-  const percent = Math.round(entries.filter((e) => e.upstream === canary).reduce((sum, e) => sum + (e.share === '*' ? 100 - explicit : e.share), 0) * 100) / 100;
+  const percent =
+    Math.round(entries.filter((e) => e.upstream === canary).reduce((sum, e) => sum + (e.share === '*' ? 100 - explicit : e.share), 0) * 100) / 100;
   const final = entries.length === 1 && entries[0]!.share === '*' && entries[0]!.upstream === canary;
   return { percent, final, stamp };
 }
@@ -136,7 +139,10 @@ export class ChaosTargets {
     const before = parseInclude(text, n.target.canaryUpstream);
     const { key, variable, canaryUpstream: canary, stableUpstream: stable } = n.target;
     const block = `split_clients "${key}" $${variable} {\n    ${percent}%  ${canary};\n    *  ${stable};\n}`;
-    this.replace(name, text.replace(/split_clients\s+"[^"]*"\s+\$\w+\s*\{[^}]*\}/, () => block));
+    this.replace(
+      name,
+      text.replace(/split_clients\s+"[^"]*"\s+\$\w+\s*\{[^}]*\}/, () => block),
+    );
     return { target: name, at: Date.now() - epochMs, stamp: before.stamp, from: before.percent, percent };
   }
 

@@ -87,7 +87,19 @@ interface Committed {
 const COMMITTED: Readonly<Record<CommitId, Committed>> = (() => {
   const ctx = { now: NOW, token: { name: 'promotion_leader', holder: 'n0', epoch: FIRST }, actor: 'promoter:n0' };
   const after = (v: RolloutView, t: Transition) => viewAfter(v, planTransition(v, t, ctx));
-  const rollout = { id: ROLLOUT, spec: SPEC, state: 'running' as const, attempt: 1, version: 0, createdAt: NOW, updatedAt: NOW, lastProgressAt: NOW, deadlineExceededAt: null, stateBy: 'ops', stateReason: null };
+  const rollout = {
+    id: ROLLOUT,
+    spec: SPEC,
+    state: 'running' as const,
+    attempt: 1,
+    version: 0,
+    createdAt: NOW,
+    updatedAt: NOW,
+    lastProgressAt: NOW,
+    deadlineExceededAt: null,
+    stateBy: 'ops',
+    stateReason: null,
+  };
   const start: RolloutView = { rollout, stages: freshStages({ rollout }), metrics: new Map(), alarms: {}, gates: new Map() };
   const canary = after(start, { kind: 'activate', stage: 0 });
   const half = after(canary, { kind: 'promote', stage: 0, then: 'activate_next' });
@@ -187,7 +199,14 @@ function verified(after: AliasCell, stamp: Stamp, d: Desired): boolean {
 
 const observedOf = (a: AliasCell): Observed => ({ percent: a.percent, final: a.final, stamp: a.stamp, detail: describeAlias(a), revision: String(a.revision) });
 
-const stampOf = (d: Desired, epoch: number): Stamp => ({ rolloutId: d.rolloutId, attempt: d.attempt, stage: d.stage, epoch, percent: d.percent, final: d.final });
+const stampOf = (d: Desired, epoch: number): Stamp => ({
+  rolloutId: d.rolloutId,
+  attempt: d.attempt,
+  stage: d.stage,
+  epoch,
+  percent: d.percent,
+  final: d.final,
+});
 
 export function aliasModel(scope: AliasScope, variant: Variant = 'correct'): Model<AliasState> {
   const canary = COMMITTED.canary.desired;
@@ -212,7 +231,8 @@ export function aliasModel(scope: AliasScope, variant: Variant = 'correct'): Mod
     const head = `${name(l)} ${how} ${describeCommit(view)}, reads the alias (${describeAlias(s.alias)}): ${verdict.kind}`;
     switch (verdict.kind) {
       case 'write':
-        if (!inOffice(s, l)) return { label: `${head}; pending record fenced (lease epoch ${s.lease}): stops`, next: withLeader(s, i, { ...idle(l.epoch), deposed: true }) };
+        if (!inOffice(s, l))
+          return { label: `${head}; pending record fenced (lease epoch ${s.lease}): stops`, next: withLeader(s, i, { ...idle(l.epoch), deposed: true }) };
         return { label: `${head}; pending record saved`, next: withLeader(s, i, { ...l, at: 'write', view, observed: s.alias, moved }) };
       case 'superseded':
         return { label: head, next: withLeader(s, i, idle(l.epoch)) };
@@ -227,7 +247,8 @@ export function aliasModel(scope: AliasScope, variant: Variant = 'correct'): Mod
   /** The converged record saved: under the fence, a completed convergence of `view`. */
   const complete = (s: AliasState, i: number, view: CommitId, head: string): Step<AliasState> => {
     const l = s.leaders[i]!;
-    if (!inOffice(s, l)) return { label: `${head}; record fenced (lease epoch ${s.lease}): stops`, next: withLeader(s, i, { ...idle(l.epoch), deposed: true }) };
+    if (!inOffice(s, l))
+      return { label: `${head}; record fenced (lease epoch ${s.lease}): stops`, next: withLeader(s, i, { ...idle(l.epoch), deposed: true }) };
     return { label: `${head}; converged record saved`, next: { ...withLeader(s, i, idle(l.epoch)), reconciled: view } };
   };
 
@@ -252,7 +273,8 @@ export function aliasModel(scope: AliasScope, variant: Variant = 'correct'): Mod
           const head = `${name(l)}'s UpdateAlias ${c.desired.final ? 'final' : `${c.desired.percent} %`} under epoch ${l.epoch}${variant === 'actuate-without-revision' ? '' : ` if rev ${read.revision}`}`;
           if (baseMoved || revisionMoved) {
             const why = `${baseMoved ? 'versionAt' : 'PreconditionFailed'}: the alias is at rev ${s.alias.revision}`;
-            if (l.moved < MOVED_RETRIES) out.push({ label: `${head}: refused (${why}); reads again`, next: withLeader(s, i, { ...l, at: 'read', observed: null, moved: l.moved + 1 }) });
+            if (l.moved < MOVED_RETRIES)
+              out.push({ label: `${head}: refused (${why}); reads again`, next: withLeader(s, i, { ...l, at: 'read', observed: null, moved: l.moved + 1 }) });
             else out.push(failed(s, i, `${head}: refused (${why}), retries spent`));
             return;
           }
@@ -281,7 +303,8 @@ export function aliasModel(scope: AliasScope, variant: Variant = 'correct'): Mod
   /** The convergence ends with a pending (or failed) record, saved under the fence; the next one reads afresh. */
   const failed = (s: AliasState, i: number, head: string): Step<AliasState> => {
     const l = s.leaders[i]!;
-    if (!inOffice(s, l)) return { label: `${head}; record fenced (lease epoch ${s.lease}): stops`, next: withLeader(s, i, { ...idle(l.epoch), deposed: true }) };
+    if (!inOffice(s, l))
+      return { label: `${head}; record fenced (lease epoch ${s.lease}): stops`, next: withLeader(s, i, { ...idle(l.epoch), deposed: true }) };
     return { label: `${head}; pending record saved`, next: withLeader(s, i, idle(l.epoch)) };
   };
 

@@ -146,12 +146,24 @@ function plan(row: LeaseRecord | null, me: string, now: number, t: LeaseTiming):
 export function contenderSteps(w: LeaseWorld, c: Contender, me: string, t: LeaseTiming, variant: Variant, remembers = true): ContenderStep[] {
   const out: ContenderStep[] = [];
   const keep = (x: Contender): Contender => (remembers ? x : { ...freshContender, token: x.token });
-  const same = (label: string, contender: Contender): ContenderStep => ({ label, contender: keep(contender), lease: w.lease, ghost: w.ghost, lostReply: false, stopped: false });
+  const same = (label: string, contender: Contender): ContenderStep => ({
+    label,
+    contender: keep(contender),
+    lease: w.lease,
+    ghost: w.ghost,
+    lostReply: false,
+    stopped: false,
+  });
   if (c.unsure !== null) {
     // casSettled: the write may have committed; the row says whether it did.
     const row = w.lease.row;
     const won = sameRow(row, c.unsure);
-    out.push(same(`${me} settles its unanswered lease write by reading: ${won ? 'it committed' : 'it did not'} (${describeRow(row)})`, observe(c, row, w.lease.grant, me)));
+    out.push(
+      same(
+        `${me} settles its unanswered lease write by reading: ${won ? 'it committed' : 'it did not'} (${describeRow(row)})`,
+        observe(c, row, w.lease.grant, me),
+      ),
+    );
     return out;
   }
   const seenRow = remembers ? c.view : w.lease.row;
@@ -165,7 +177,14 @@ export function contenderSteps(w: LeaseWorld, c: Contender, me: string, t: Lease
   } else {
     const r = leaseCas(w.lease, w.ghost, seenRow, p.next);
     const result = r.ok ? `ok, ${describeRow(p.next)}` : `lost the race, row is ${describeRow(w.lease.row)}`;
-    out.push({ label: `${me} campaigns: ${p.what} → ${result}`, contender: keep(observe(c, r.cell.row, r.cell.grant, me)), lease: r.cell, ghost: r.ghost, lostReply: false, stopped: false });
+    out.push({
+      label: `${me} campaigns: ${p.what} → ${result}`,
+      contender: keep(observe(c, r.cell.row, r.cell.grant, me)),
+      lease: r.cell,
+      ghost: r.ghost,
+      lostReply: false,
+      stopped: false,
+    });
     if (w.mayLoseReply) {
       out.push({
         label: `${me} campaigns: ${p.what} → ${r.ok ? 'committed' : 'refused'}, reply lost`,
@@ -182,7 +201,14 @@ export function contenderSteps(w: LeaseWorld, c: Contender, me: string, t: Lease
     const next = release(mine, w.now);
     const r = leaseResign(w.lease, w.ghost, mine, next, variant);
     const after = r.ok ? describeRow(r.cell.row) : `refused, row is ${describeRow(w.lease.row)}`;
-    out.push({ label: `${me} stops and resigns → ${after}`, contender: keep({ ...observe(c, r.cell.row, r.cell.grant, me), token: null }), lease: r.cell, ghost: r.ghost, lostReply: false, stopped: true });
+    out.push({
+      label: `${me} stops and resigns → ${after}`,
+      contender: keep({ ...observe(c, r.cell.row, r.cell.grant, me), token: null }),
+      lease: r.cell,
+      ghost: r.ghost,
+      lostReply: false,
+      stopped: true,
+    });
   }
   return out;
 }
@@ -193,19 +219,43 @@ export function contenderSteps(w: LeaseWorld, c: Contender, me: string, t: Lease
  * is the elector before it ordered replies: only the version is compared, so
  * a reply of "no row" is always applied.
  */
-export function checkSteps(w: LeaseWorld, c: Contender, me: string, variant: Variant, mayIssue: boolean): { label: string; contender: Contender; issued: boolean }[] {
+export function checkSteps(
+  w: LeaseWorld,
+  c: Contender,
+  me: string,
+  variant: Variant,
+  mayIssue: boolean,
+): { label: string; contender: Contender; issued: boolean }[] {
   if (c.check === null) {
     // A check that reads the row the view already holds can only be dropped or change nothing: not a step.
     if (!mayIssue || (w.lease.row !== null && sameRow(w.lease.row, c.view))) return [];
-    return [{ label: `${me} checks its leadership: the store reads ${describeRow(w.lease.row)}, the reply is on its way`, contender: { ...c, check: { row: w.lease.row, grant: w.lease.grant, overtaken: false } }, issued: true }];
+    return [
+      {
+        label: `${me} checks its leadership: the store reads ${describeRow(w.lease.row)}, the reply is on its way`,
+        contender: { ...c, check: { row: w.lease.row, grant: w.lease.grant, overtaken: false } },
+        issued: true,
+      },
+    ];
   }
   const check = c.check;
   const done = { ...c, check: null };
   const issuedBefore = variant === 'late-read-applied' ? false : check.overtaken;
   if (staleReply(c.view, check.row, issuedBefore)) {
-    return [{ label: `${me}'s leadership check answers ${describeRow(check.row)}: older than its view (${describeRow(c.view)}), dropped`, contender: done, issued: false }];
+    return [
+      {
+        label: `${me}'s leadership check answers ${describeRow(check.row)}: older than its view (${describeRow(c.view)}), dropped`,
+        contender: done,
+        issued: false,
+      },
+    ];
   }
-  return [{ label: `${me}'s leadership check answers ${describeRow(check.row)}: applied`, contender: { ...observe(done, check.row, check.grant, me), unsure: c.unsure }, issued: false }];
+  return [
+    {
+      label: `${me}'s leadership check answers ${describeRow(check.row)}: applied`,
+      contender: { ...observe(done, check.row, check.grant, me), unsure: c.unsure },
+      issued: false,
+    },
+  ];
 }
 
 // ── invariants shared by every model that has a lease ─────────────────────
@@ -337,15 +387,24 @@ export function leaseModel(scope: LeaseScope, variant: Variant = 'correct', timi
         });
       }
       for (const step of checkSteps(world, c, me, variant, s.budget.checks > 0)) {
-        out.push({ label: step.label, next: { ...s, nodes: setNode(step.contender), budget: { ...s.budget, checks: s.budget.checks - (step.issued ? 1 : 0) } } });
+        out.push({
+          label: step.label,
+          next: { ...s, nodes: setNode(step.contender), budget: { ...s.budget, checks: s.budget.checks - (step.issued ? 1 : 0) } },
+        });
       }
       // One fenced write in flight per contender bounds the net without losing an interleaving that matters.
       if (c.token !== null && !s.net.some((w) => w.from === me)) {
         const admitted = checksAtIssue(variant) ? fenceAdmits(s.lease, c.token, variant) : null;
-        out.push({ label: `${me} sends a fenced write under ${me}@${c.token.epoch}`, next: { ...s, net: withWrite(s.net, { from: me, token: c.token, admitted }) } });
+        out.push({
+          label: `${me} sends a fenced write under ${me}@${c.token.epoch}`,
+          next: { ...s, net: withWrite(s.net, { from: me, token: c.token, admitted }) },
+        });
       }
       if (s.budget.crashes > 0 && (c.view !== null || c.token !== null || c.unsure !== null)) {
-        out.push({ label: `${me} crashes (forgets its view and token)`, next: { ...s, nodes: setNode(freshContender), budget: { ...s.budget, crashes: s.budget.crashes - 1 } } });
+        out.push({
+          label: `${me} crashes (forgets its view and token)`,
+          next: { ...s, nodes: setNode(freshContender), budget: { ...s.budget, crashes: s.budget.crashes - 1 } },
+        });
       }
     });
     s.net.forEach((w, k) => {
@@ -357,7 +416,10 @@ export function leaseModel(scope: LeaseScope, variant: Variant = 'correct', timi
       });
     });
     if (s.budget.ticks > 0) {
-      out.push({ label: `time passes: ${s.now + timing.tickMs} ms`, next: { ...s, now: s.now + timing.tickMs, budget: { ...s.budget, ticks: s.budget.ticks - 1 } } });
+      out.push({
+        label: `time passes: ${s.now + timing.tickMs} ms`,
+        next: { ...s, now: s.now + timing.tickMs, budget: { ...s.budget, ticks: s.budget.ticks - 1 } },
+      });
     }
     return out;
   };

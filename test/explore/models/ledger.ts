@@ -6,7 +6,17 @@ import { coordinatorLease } from '../../../shared/ledger/store.js';
 import { ack, claim, fail, heartbeat, nack, repend, start, steal, type ItemChange } from '../../../shared/ledger/transitions.js';
 import type { Invariant, Model, Step } from '../explorer.js';
 import { applyItemCas, emptyLeaseGhost, fenceAdmits, checksAtIssue, noLease, recordFencedWrite, type HeldToken, type ItemRow, type Variant } from '../store.js';
-import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budget, type Contender, type HasLease, type LeaseTiming, type LeaseWorld } from './lease.js';
+import {
+  contenderSteps,
+  describeRow,
+  freshContender,
+  leaseInvariants,
+  type Budget,
+  type Contender,
+  type HasLease,
+  type LeaseTiming,
+  type LeaseWorld,
+} from './lease.js';
 
 /**
  * The ledger model: coordinators contending for a run's lease, workers
@@ -160,7 +170,11 @@ function commit(s: LedgerState, change: ItemChange, opts: { steal?: boolean } = 
   if (after.state === 'done') {
     const by = after.worker;
     const held = prior.state === 'running' && prior.worker === by;
-    g = { ...g, results: g.results + 1, foreignDone: g.foreignDone ?? (held ? null : `${change.itemId} recorded Done by ${by} while ${describeItem(change.itemId, prior)}`) };
+    g = {
+      ...g,
+      results: g.results + 1,
+      foreignDone: g.foreignDone ?? (held ? null : `${change.itemId} recorded Done by ${by} while ${describeItem(change.itemId, prior)}`),
+    };
   }
   if (opts.steal && prior.started) g = { ...g, stolenStarted: g.stolenStarted ?? `${change.itemId} stolen from ${prior.worker} after it started it` };
   g = { ...g, stealWindow: after.state === 'pending' && (opts.steal === true || (g.stealWindow && prior.state === 'pending')) };
@@ -184,7 +198,6 @@ function setAt<T>(xs: readonly T[], i: number, x: T): T[] {
 function held(w: WorkerLocal): string[] {
   return [...w.backlog, ...(w.outcome ? [w.outcome.item] : [])];
 }
-
 
 function subsets<T>(xs: readonly T[], max: number): T[][] {
   const out: T[][] = [];
@@ -252,7 +265,8 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
       const r = commit(s, start(RUN, item, me, STAMP));
       const what = `${me} starts ${item}: ${r.ok ? 'ok, runs it' : `refused (${describeItem(item, s.items[indexOf(item)]!)})`}`;
       out.push({ label: r.ok ? `${what}: result` : what, next: setW(r.s, { ...w, backlog: rest, outcome: r.ok ? { item, ok: true } : null }) });
-      if (r.ok && s.budget.failures > 0) out.push({ label: `${what}: the backend fails`, next: spend(setW(r.s, { ...w, backlog: rest, outcome: { item, ok: false } }), 'failures') });
+      if (r.ok && s.budget.failures > 0)
+        out.push({ label: `${what}: the backend fails`, next: spend(setW(r.s, { ...w, backlog: rest, outcome: { item, ok: false } }), 'failures') });
       // runChunk throws before its try: the chunk is out of the backlog, started or not.
       if (lossy && r.ok) out.push({ label: `${what}, reply lost (the item is dropped)`, next: spend(setW(r.s, { ...w, backlog: rest }), 'lost') });
     } else if (!w.waiting) {
@@ -286,8 +300,21 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
         const candidates = [...byWorker.get(victim)!].sort((a, b) => (b.claimedAt ?? 0) - (a.claimedAt ?? 0)).slice(0, Math.ceil(most / 2));
         const todo = candidates.flatMap((it) => stealChanges(c.token!, it, victim, me));
         const admitted = checksAtIssue(variant) ? fenceAdmits(s.lease, c.token, variant) : null;
-        const msg: CoordinatorWrite = { kind: 'steal', from: coordId(ci), token: c.token, thief: me, todo, taken: [], orphan: false, listening: true, admitted };
-        out.push({ label: `${me} asks ${coordId(ci)} for work: ${coordId(ci)} steals ${candidates.map((x) => x.id).join(', ')} from ${victim} under epoch ${c.token.epoch}`, next: setW({ ...s, net: [...s.net, msg] }, { ...w, waiting: true }) });
+        const msg: CoordinatorWrite = {
+          kind: 'steal',
+          from: coordId(ci),
+          token: c.token,
+          thief: me,
+          todo,
+          taken: [],
+          orphan: false,
+          listening: true,
+          admitted,
+        };
+        out.push({
+          label: `${me} asks ${coordId(ci)} for work: ${coordId(ci)} steals ${candidates.map((x) => x.id).join(', ')} from ${victim} under epoch ${c.token.epoch}`,
+          next: setW({ ...s, net: [...s.net, msg] }, { ...w, waiting: true }),
+        });
       });
     }
 
@@ -338,11 +365,17 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
       const token = fenceOf(held);
       // The failure scan: the adversary says which Running item went silent.
       for (const it of running(s)) {
-        const change = it.started && it.attempts + 1 >= MAX_ATTEMPTS ? fail(token, RUN, it.id, { state: 'running', worker: it.worker, version: it.version }, 'poison') : repend(token, RUN, it, 'silent');
+        const change =
+          it.started && it.attempts + 1 >= MAX_ATTEMPTS
+            ? fail(token, RUN, it.id, { state: 'running', worker: it.worker, version: it.version }, 'poison')
+            : repend(token, RUN, it, 'silent');
         // The scan awaits its batch: one in flight per coordinator.
         if (s.net.some((m) => m.kind === 'scan' && m.from === me)) break;
         const admitted = checksAtIssue(variant) ? fenceAdmits(s.lease, token, variant) : null;
-        out.push({ label: `${me} judges ${describeItem(it.id, it)} stale: sends ${change.transition} (version ${it.version}, epoch ${token.epoch})`, next: { ...s, net: [...s.net, { kind: 'scan', from: me, token: held, change, admitted }] } });
+        out.push({
+          label: `${me} judges ${describeItem(it.id, it)} stale: sends ${change.transition} (version ${it.version}, epoch ${token.epoch})`,
+          next: { ...s, net: [...s.net, { kind: 'scan', from: me, token: held, change, admitted }] },
+        });
       }
     }
     if (s.budget.crashes > 0 && c.token !== null) {
@@ -350,7 +383,10 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
       const net = s.net.map((m) => (m.kind === 'steal' && mine(m) ? { ...m, todo: m.todo.slice(0, 1), orphan: true, listening: false } : m));
       const cut = new Set(s.net.flatMap((m) => (m.kind === 'steal' && mine(m) && m.listening ? [m.thief] : [])));
       const workers = s.workers.map((w, i) => (cut.has(workerId(i)) ? { ...w, waiting: false } : w));
-      out.push({ label: `${me} crashes (a steal in progress stops after the CAS on the wire)`, next: spend({ ...s, coordinators: setAt(s.coordinators, ci, freshContender), net, workers }, 'crashes') });
+      out.push({
+        label: `${me} crashes (a steal in progress stops after the CAS on the wire)`,
+        next: spend({ ...s, coordinators: setAt(s.coordinators, ci, freshContender), net, workers }, 'crashes'),
+      });
     }
     return out;
   };
@@ -394,7 +430,9 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
     const accepted = guard.accept(m.token.epoch);
     const adopt = accepted ? taken.filter((id) => !held(w).includes(id)) : [];
     const thief: WorkerLocal = { ...w, waiting: false, highest: guard.current, backlog: [...w.backlog, ...adopt] };
-    const notice = accepted ? `notice to ${m.thief}: ${taken.length ? taken.join(', ') : 'nothing'}` : `notice refused by ${m.thief}'s EpochGuard (epoch ${m.token.epoch} < ${w.highest})`;
+    const notice = accepted
+      ? `notice to ${m.thief}: ${taken.length ? taken.join(', ') : 'nothing'}`
+      : `notice refused by ${m.thief}'s EpochGuard (epoch ${m.token.epoch} < ${w.highest})`;
     out.push({ label: `${head}: ${result}; ${notice}`, next: { ...r.s, net: rest, workers: setAt(r.s.workers, thiefIndex, thief) } });
     if (s.budget.lost > 0) out.push({ label: `${head}: ${result}; the notice to ${m.thief} is lost`, next: spend(release({ ...r.s, net: rest }), 'lost') });
     return out;
@@ -421,7 +459,9 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
  */
 function project(s: LedgerState): unknown {
   const pins = (id: string) =>
-    s.net.flatMap((m) => (m.kind === 'scan' ? [m.change] : m.todo)).flatMap((c) => (c.itemId === id && c.expect.version !== undefined ? [c.expect.version] : []));
+    s.net
+      .flatMap((m) => (m.kind === 'scan' ? [m.change] : m.todo))
+      .flatMap((c) => (c.itemId === id && c.expect.version !== undefined ? [c.expect.version] : []));
   const ranks = s.items.map((it, i) => [...new Set([it.version, ...pins(itemId(i))])].sort((a, b) => a - b));
   const rank = (id: string, v: number) => ranks[indexOf(id)]!.indexOf(v);
   const change = (c: ItemChange) => (c.expect.version === undefined ? c : { ...c, expect: { ...c.expect, version: rank(c.itemId, c.expect.version) } });

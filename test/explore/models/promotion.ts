@@ -5,8 +5,31 @@ import { parseRolloutSpec } from '../../../shared/rollout/spec.js';
 import { freshStages, planTransition, TransitionRejectedError, viewAfter, type TransitionPlan } from '../../../shared/rollout/transitions.js';
 import { canonicalJson } from '../../../shared/canonical-json.js';
 import type { Invariant, Model, Step } from '../explorer.js';
-import { applyPlan, checksAtIssue, emptyLeaseGhost, fenceAdmits, noLease, planWrite, recordFencedWrite, type HeldToken, type PlanWrite, type RolloutCell, type RolloutRow, type Variant } from '../store.js';
-import { contenderSteps, describeRow, freshContender, leaseInvariants, type Budget, type Contender, type HasLease, type LeaseTiming, type LeaseWorld } from './lease.js';
+import {
+  applyPlan,
+  checksAtIssue,
+  emptyLeaseGhost,
+  fenceAdmits,
+  noLease,
+  planWrite,
+  recordFencedWrite,
+  type HeldToken,
+  type PlanWrite,
+  type RolloutCell,
+  type RolloutRow,
+  type Variant,
+} from '../store.js';
+import {
+  contenderSteps,
+  describeRow,
+  freshContender,
+  leaseInvariants,
+  type Budget,
+  type Contender,
+  type HasLease,
+  type LeaseTiming,
+  type LeaseWorld,
+} from './lease.js';
 
 /**
  * The promotion model: nodes contending for `promotion_leader`, each running
@@ -236,7 +259,11 @@ function recordPlan(ghost: PromotionState['ghost'], before: RolloutCell, plan: P
     let sg = stages[c.index]!;
     if (to === 'promoted') {
       const after = sg.rolledBack ? 'after it was rolled back' : g.ended ? `after attempt ${attempt} ended` : null;
-      sg = { ...sg, promotions: sg.promotions + 1, promotedAfterEnd: sg.promotedAfterEnd ?? (after && `stage ${c.index} of attempt ${attempt} promoted ${after} (by ${plan.transition})`) };
+      sg = {
+        ...sg,
+        promotions: sg.promotions + 1,
+        promotedAfterEnd: sg.promotedAfterEnd ?? (after && `stage ${c.index} of attempt ${attempt} promoted ${after} (by ${plan.transition})`),
+      };
     }
     if (prior === 'promoted' && to !== undefined && to !== 'promoted') {
       sg = { ...sg, leftPromoted: sg.leftPromoted ?? `stage ${c.index} of attempt ${attempt} went from promoted to ${to} (by ${plan.transition})` };
@@ -280,14 +307,17 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     observed: NOW,
     alarm: 'OK',
     nodes: scope.promoters.map(() => freshContender),
-    promoters: scope.promoters.flatMap((n, node) => Array.from({ length: n }, (_, i) => ({ node, view: null, held: held && node === 0 && i === 0 ? heldView : null }))),
+    promoters: scope.promoters.flatMap((n, node) =>
+      Array.from({ length: n }, (_, i) => ({ node, view: null, held: held && node === 0 && i === 0 ? heldView : null })),
+    ),
     net: [],
     ghost: [freshAttempt],
     budget: scope.budget,
     staleDecision: null,
   };
   /** Promoter `pi`'s decision on `view` at the rollout clock. */
-  const decideAt = (s: PromotionState, view: ViewLite, token: HeldToken, pi: number) => decide(spec, view, token, `promoter:${nodeId(s.promoters[pi]!.node)}`, s.clock);
+  const decideAt = (s: PromotionState, view: ViewLite, token: HeldToken, pi: number) =>
+    decide(spec, view, token, `promoter:${nodeId(s.promoters[pi]!.node)}`, s.clock);
   /** The store with a reading recorded as recordMetrics does (the current attempt; only over an older one). */
   const withReading = (s: PromotionState, stage: number, r: Reading): { state: PromotionState; stored: boolean } => {
     const attempt = s.store.rollout.attempt;
@@ -296,7 +326,8 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     return { state: { ...s, metrics: { ...s.metrics, [attempt]: { ...s.metrics[attempt], [stage]: r } } }, stored: true };
   };
   const spend = (s: PromotionState, what: keyof PromotionBudget): PromotionState => ({ ...s, budget: { ...s.budget, [what]: s.budget[what] - 1 } });
-  const promoterId = (s: PromotionState, pi: number) => `${nodeId(s.promoters[pi]!.node)}/${s.promoters.slice(0, pi).filter((p) => p.node === s.promoters[pi]!.node).length}`;
+  const promoterId = (s: PromotionState, pi: number) =>
+    `${nodeId(s.promoters[pi]!.node)}/${s.promoters.slice(0, pi).filter((p) => p.node === s.promoters[pi]!.node).length}`;
   const send = (s: PromotionState, m: Omit<Apply, 'admitted'>): PromotionState => ({
     ...s,
     net: [...s.net, { ...m, admitted: checksAtIssue(variant) ? fenceAdmits(s.lease, m.token, variant) : null }],
@@ -334,7 +365,10 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       if (plan === null) {
         // Held-view scope: an evaluation that decides nothing still leaves the promoter holding what it read.
         if (held && canonicalJson(p.held) !== canonicalJson(view)) {
-          out.push({ label: `${promoterId(s, pi)} reads ${describeStages(s.store)}, alarm ${s.alarm}: nothing to decide; holds it`, next: { ...s, promoters: setAt(s.promoters, pi, { ...p, held: view }) } });
+          out.push({
+            label: `${promoterId(s, pi)} reads ${describeStages(s.store)}, alarm ${s.alarm}: nothing to decide; holds it`,
+            next: { ...s, promoters: setAt(s.promoters, pi, { ...p, held: view }) },
+          });
         }
         return;
       }
@@ -401,7 +435,10 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
           const label = `${head}: reading ${stored ? 'stored' : 'not stored'}, plan not applied (${why})`;
           if (again === null) out.push({ label, next: idle(after, fenced ? w.held : fresh) });
           else {
-            const resent = send({ ...after, promoters: setAt(after.promoters, pi, { ...after.promoters[pi]!, view: fresh }) }, { from: m.from, token: m.token, plan: again, listening: true });
+            const resent = send(
+              { ...after, promoters: setAt(after.promoters, pi, { ...after.promoters[pi]!, view: fresh }) },
+              { from: m.from, token: m.token, plan: again, listening: true },
+            );
             out.push({ label: `${label}; decides again: sends ${describePlan(again)}`, next: resent });
           }
           return;
@@ -410,7 +447,10 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         const expected = decideAt(s, fresh, m.token, pi);
         const got = describePlan(m.plan);
         const wanted = expected ? describePlan(expected) : 'nothing';
-        before = wanted === got || state.staleDecision !== null ? state : { ...state, staleDecision: `${m.from} applied ${got} on a held view; on the store as it was the evaluator decides ${wanted}` };
+        before =
+          wanted === got || state.staleDecision !== null
+            ? state
+            : { ...state, staleDecision: `${m.from} applied ${got} on a held view; on the store as it was the evaluator decides ${wanted}` };
       } else if (!admitted) {
         out.push({ label: `${head}: fenced (lease ${describeRow(s.lease.row)})`, next: idle({ ...s, net: rest }) });
         return;
@@ -420,7 +460,13 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         out.push({ label: `${head}: stale, nothing written (${describeStages(s.store)})`, next: idle({ ...s, net: rest }) });
         return;
       }
-      const applied: PromotionState = { ...before, net: rest, store: r.cell, ghost: recordPlan(before.ghost, before.store, m.plan), leaseGhost: recordFencedWrite(before.leaseGhost, before.lease, m.token) };
+      const applied: PromotionState = {
+        ...before,
+        net: rest,
+        store: r.cell,
+        ghost: recordPlan(before.ghost, before.store, m.plan),
+        leaseGhost: recordFencedWrite(before.leaseGhost, before.lease, m.token),
+      };
       const what = `${head}: applied → ${describeStages(r.cell)}`;
       const p = pi >= 0 ? s.promoters[pi]! : null;
       if (p === null || p.view === null || !m.listening) {
@@ -463,7 +509,10 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
                 : null;
             const plan = onHeld && token ? decideAt(s, onHeld, token, pi) : null;
             if (plan && onHeld && token) {
-              const next = send({ ...base, promoters: setAt(base.promoters, pi, { ...p, view: onHeld }) }, { from: promoterId(s, pi), token, plan, listening: true, withReading: { stage, reading, held: p.held! } });
+              const next = send(
+                { ...base, promoters: setAt(base.promoters, pi, { ...p, view: onHeld }) },
+                { from: promoterId(s, pi), token, plan, listening: true, withReading: { stage, reading, held: p.held! } },
+              );
               out.push({ label: `${at}; on its held view it sends ${describePlan(plan)} with it, under epoch ${token.epoch}`, next });
             } else {
               const { state, stored } = withReading(base, stage, reading);
@@ -485,7 +534,13 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     return out;
   };
 
-  return { name: held ? 'held' : 'promotion', initial, steps, invariants: [...leaseInvariants, ...promotionInvariants, ...(held ? [heldDecisionCurrent] : [])], project: (s) => project(s, held) };
+  return {
+    name: held ? 'held' : 'promotion',
+    initial,
+    steps,
+    invariants: [...leaseInvariants, ...promotionInvariants, ...(held ? [heldDecisionCurrent] : [])],
+    project: (s) => project(s, held),
+  };
 }
 
 /**

@@ -41,8 +41,16 @@ export function defaultSubnets(motoUrl: string, region = ALB_REGION): Promise<st
   if (found === undefined) {
     found = (async () => {
       const url = new URL('/', motoUrl);
-      const body = new URLSearchParams({ Action: 'DescribeSubnets', Version: '2016-11-15', 'Filter.1.Name': 'default-for-az', 'Filter.1.Value.1': 'true' }).toString();
-      const headers = await sigv4Headers({ service: 'ec2', region, credentials: () => Promise.resolve(credentials) }, { method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body });
+      const body = new URLSearchParams({
+        Action: 'DescribeSubnets',
+        Version: '2016-11-15',
+        'Filter.1.Name': 'default-for-az',
+        'Filter.1.Value.1': 'true',
+      }).toString();
+      const headers = await sigv4Headers(
+        { service: 'ec2', region, credentials: () => Promise.resolve(credentials) },
+        { method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body },
+      );
       const res = await fetch(url, { method: 'POST', headers, body });
       const text = await res.text();
       if (!res.ok) throw new Error(`EC2 DescribeSubnets on ${motoUrl}: ${res.status} ${text.slice(0, 300)}`);
@@ -85,12 +93,14 @@ export interface AlbOnMoto {
 export async function createAlb(motoUrl: string, region = ALB_REGION): Promise<AlbOnMoto> {
   const client = motoElbv2(motoUrl, region);
   const name = uniqueName('alb');
-  const lb = (await client.send(new CreateLoadBalancerCommand({ Name: name, Subnets: await defaultSubnets(motoUrl, region), Type: 'application' }))).LoadBalancers?.[0];
+  const lb = (await client.send(new CreateLoadBalancerCommand({ Name: name, Subnets: await defaultSubnets(motoUrl, region), Type: 'application' })))
+    .LoadBalancers?.[0];
   const loadBalancerArn = lb?.LoadBalancerArn;
   if (lb?.VpcId === undefined || loadBalancerArn === undefined) throw new Error('CreateLoadBalancer answered no load balancer');
   const groups: string[] = [];
   const targetGroup = async (suffix: string) => {
-    const tg = (await client.send(new CreateTargetGroupCommand({ Name: `${name}-${suffix}`, Protocol: 'HTTP', Port: 80, VpcId: lb.VpcId }))).TargetGroups?.[0]?.TargetGroupArn;
+    const tg = (await client.send(new CreateTargetGroupCommand({ Name: `${name}-${suffix}`, Protocol: 'HTTP', Port: 80, VpcId: lb.VpcId }))).TargetGroups?.[0]
+      ?.TargetGroupArn;
     if (tg === undefined) throw new Error('CreateTargetGroup answered no target group');
     groups.push(tg);
     return tg;
@@ -102,11 +112,22 @@ export async function createAlb(motoUrl: string, region = ALB_REGION): Promise<A
   };
   try {
     const [stable, canary] = [await targetGroup('stable'), await targetGroup('canary')];
-    const rest = forwardAction([[stable, 100], [canary, 0]]);
-    const listenerArn = (await client.send(new CreateListenerCommand({ LoadBalancerArn: loadBalancerArn, Protocol: 'HTTP', Port: 80, DefaultActions: [rest] }))).Listeners?.[0]?.ListenerArn;
+    const rest = forwardAction([
+      [stable, 100],
+      [canary, 0],
+    ]);
+    const listenerArn = (await client.send(new CreateListenerCommand({ LoadBalancerArn: loadBalancerArn, Protocol: 'HTTP', Port: 80, DefaultActions: [rest] })))
+      .Listeners?.[0]?.ListenerArn;
     if (listenerArn === undefined) throw new Error('CreateListener answered no listener');
     const ruleArn = (
-      await client.send(new CreateRuleCommand({ ListenerArn: listenerArn, Priority: 10, Conditions: [{ Field: 'path-pattern', PathPatternConfig: { Values: ['/app/*'] } }], Actions: [rest] }))
+      await client.send(
+        new CreateRuleCommand({
+          ListenerArn: listenerArn,
+          Priority: 10,
+          Conditions: [{ Field: 'path-pattern', PathPatternConfig: { Values: ['/app/*'] } }],
+          Actions: [rest],
+        }),
+      )
     ).Rules?.[0]?.RuleArn;
     if (ruleArn === undefined) throw new Error('CreateRule answered no rule');
     return { client, loadBalancerArn, listenerArn, ruleArn, stable, canary, targetGroup, delete: remove };
@@ -118,7 +139,9 @@ export async function createAlb(motoUrl: string, region = ALB_REGION): Promise<A
 
 /** The canary's share as the rule's weights state it (an ALB's traffic cannot be measured here). */
 export async function rulePercent(client: ElasticLoadBalancingV2Client, ruleArn: string, canary: string): Promise<number> {
-  const groups = (await client.send(new DescribeRulesCommand({ RuleArns: [ruleArn] }))).Rules?.[0]?.Actions?.find((a) => a.Type === 'forward')?.ForwardConfig?.TargetGroups ?? [];
+  const groups =
+    (await client.send(new DescribeRulesCommand({ RuleArns: [ruleArn] }))).Rules?.[0]?.Actions?.find((a) => a.Type === 'forward')?.ForwardConfig
+      ?.TargetGroups ?? [];
   const total = groups.reduce((sum, g) => sum + (g.Weight ?? 0), 0);
   const share = groups.filter((g) => g.TargetGroupArn === canary).reduce((sum, g) => sum + (g.Weight ?? 0), 0);
   return total > 0 ? Math.round((share * 10_000) / total) / 100 : 0;
@@ -131,7 +154,17 @@ export async function tamperRule(client: ElasticLoadBalancingV2Client, ruleArn: 
   const share = Math.round((percent * scale) / 100);
   const edited = actions.map((a) =>
     a.Type === 'forward'
-      ? { ...a, TargetGroupArn: undefined, ForwardConfig: { ...a.ForwardConfig, TargetGroups: [{ TargetGroupArn: stable, Weight: scale - share }, { TargetGroupArn: canary, Weight: share }] } }
+      ? {
+          ...a,
+          TargetGroupArn: undefined,
+          ForwardConfig: {
+            ...a.ForwardConfig,
+            TargetGroups: [
+              { TargetGroupArn: stable, Weight: scale - share },
+              { TargetGroupArn: canary, Weight: share },
+            ],
+          },
+        }
       : a,
   );
   await client.send(new ModifyRuleCommand({ RuleArn: ruleArn, Actions: edited }));
@@ -142,7 +175,13 @@ export function albWeightsFixture(motoUrl: string): ActuatorFixture {
     kind: 'albWeights',
     async setup() {
       const alb = await createAlb(motoUrl);
-      const config: AlbWeightsTarget = { type: 'albWeights', ruleArn: alb.ruleArn, stableTargetGroupArn: alb.stable, canaryTargetGroupArn: alb.canary, region: ALB_REGION };
+      const config: AlbWeightsTarget = {
+        type: 'albWeights',
+        ruleArn: alb.ruleArn,
+        stableTargetGroupArn: alb.stable,
+        canaryTargetGroupArn: alb.canary,
+        region: ALB_REGION,
+      };
       return {
         actuator: new AlbWeightsActuator('web-alb', config, alb.client),
         newVersion: 'canary',

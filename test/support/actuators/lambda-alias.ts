@@ -53,12 +53,21 @@ export async function setupLambdaAlias(motoUrl: string): Promise<LambdaAliasUnde
   const onMoto = lambdaClient(motoUrl);
   const functionName = `rollout-${randomUUID().slice(0, 8)}`;
   const alias = 'live';
-  await onMoto.send(new CreateFunctionCommand({ FunctionName: functionName, Runtime: 'nodejs20.x', Role: LAMBDA_ROLE, Handler: 'index.handler', Code: { ZipFile: zipOne('index.js', 'exports.handler = async () => "v1";\n') } }));
+  await onMoto.send(
+    new CreateFunctionCommand({
+      FunctionName: functionName,
+      Runtime: 'nodejs20.x',
+      Role: LAMBDA_ROLE,
+      Handler: 'index.handler',
+      Code: { ZipFile: zipOne('index.js', 'exports.handler = async () => "v1";\n') },
+    }),
+  );
   const published = [(await onMoto.send(new PublishVersionCommand({ FunctionName: functionName }))).Version];
   // Lambda (and moto) publish nothing new for an unchanged function.
   await onMoto.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: 'second' }));
   published.push((await onMoto.send(new PublishVersionCommand({ FunctionName: functionName }))).Version);
-  if (published.join() !== `${STABLE},${NEW}`) throw new Error(`expected versions ${STABLE} and ${NEW} on a fresh function, moto published ${published.join(', ')}`);
+  if (published.join() !== `${STABLE},${NEW}`)
+    throw new Error(`expected versions ${STABLE} and ${NEW} on a fresh function, moto published ${published.join(', ')}`);
 
   const proxy = await new LambdaRevisionProxy(motoUrl).start();
   const viaProxy = lambdaClient(proxy.url);
@@ -110,10 +119,16 @@ async function ensureRole(motoUrl: string): Promise<void> {
     Action: 'CreateRole',
     Version: '2010-05-08',
     RoleName: LAMBDA_ROLE.split('/').pop()!,
-    AssumeRolePolicyDocument: JSON.stringify({ Version: '2012-10-17', Statement: [{ Effect: 'Allow', Principal: { Service: 'lambda.amazonaws.com' }, Action: 'sts:AssumeRole' }] }),
+    AssumeRolePolicyDocument: JSON.stringify({
+      Version: '2012-10-17',
+      Statement: [{ Effect: 'Allow', Principal: { Service: 'lambda.amazonaws.com' }, Action: 'sts:AssumeRole' }],
+    }),
   }).toString();
   // No IAM client among the dependencies: the Query API, signed as the SDK would (IAM is global, signed for us-east-1).
-  const headers = await sigv4Headers({ service: 'iam', region: 'us-east-1', credentials: () => Promise.resolve(CREDENTIALS) }, { method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body });
+  const headers = await sigv4Headers(
+    { service: 'iam', region: 'us-east-1', credentials: () => Promise.resolve(CREDENTIALS) },
+    { method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, body },
+  );
   const res = await fetch(url, { method: 'POST', headers, body });
   const text = await res.text();
   if (!res.ok && !text.includes('EntityAlreadyExists')) throw new Error(`moto IAM CreateRole: ${res.status} ${text.slice(0, 300)}`);

@@ -31,7 +31,14 @@ export const RECEIVER_SECRET = 'webhook-target-secret-0123456789';
 
 export async function startWebhookReceiver(o: { readonly revisions: boolean }): Promise<WebhookReceiver> {
   const r: Omit<WebhookReceiver, 'url' | 'close'> = { state: { percent: 0, final: false, stamp: null, revision: 1 }, unsigned: 0, posts: [] };
-  const answer = () => JSON.stringify({ percent: r.state.percent, final: r.state.final, stamp: r.state.stamp, ...(o.revisions ? { revision: String(r.state.revision) } : {}), detail: `revision ${r.state.revision}` });
+  const answer = () =>
+    JSON.stringify({
+      percent: r.state.percent,
+      final: r.state.final,
+      stamp: r.state.stamp,
+      ...(o.revisions ? { revision: String(r.state.revision) } : {}),
+      detail: `revision ${r.state.revision}`,
+    });
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -45,7 +52,8 @@ export async function startWebhookReceiver(o: { readonly revisions: boolean }): 
       if (req.method === 'GET') return reply(200, answer());
       if (req.method !== 'POST') return reply(405, '{}');
       const w = JSON.parse(body) as { percent: number; final: boolean; stamp: string; expectedRevision: string | null };
-      if (o.revisions && w.expectedRevision !== String(r.state.revision)) return reply(409, JSON.stringify({ error: `revision ${String(w.expectedRevision)} is stale; now ${r.state.revision}` }));
+      if (o.revisions && w.expectedRevision !== String(r.state.revision))
+        return reply(409, JSON.stringify({ error: `revision ${String(w.expectedRevision)} is stale; now ${r.state.revision}` }));
       if (typeof w.percent !== 'number' || w.percent < 0 || w.percent > 100) return reply(422, '{"error":"percent out of range"}');
       r.posts.push(JSON.parse(body) as Record<string, unknown>);
       r.state = { percent: w.final ? 100 : w.percent, final: w.final, stamp: w.stamp, revision: r.state.revision + 1 };
@@ -66,7 +74,10 @@ function signed(header: string, body: string): boolean {
 
 /** The operator's configuration for a receiver: its origin allow-listed, an hmac credential bound to it. */
 export function receiverPolicy(url: string): OutboundPolicy {
-  return new OutboundPolicy({ origins: [new URL(url).origin], credentials: { 'split-key': { type: 'hmac', origin: new URL(url).origin, keyId: RECEIVER_KEY_ID, secret: { env: 'SPLIT_SECRET' } } } });
+  return new OutboundPolicy({
+    origins: [new URL(url).origin],
+    credentials: { 'split-key': { type: 'hmac', origin: new URL(url).origin, keyId: RECEIVER_KEY_ID, secret: { env: 'SPLIT_SECRET' } } },
+  });
 }
 
 export const receiverSecrets = () => new OperatorSecrets({ env: { SPLIT_SECRET: RECEIVER_SECRET } });
@@ -76,7 +87,11 @@ export function webhookFixture(o: { readonly revisions: boolean }): ActuatorFixt
     kind: o.revisions ? 'webhook (with revisions)' : 'webhook (without revisions)',
     async setup() {
       const receiver = await startWebhookReceiver(o);
-      const actuator = new WebhookActuator('flags', { type: 'webhook', url: receiver.url, credential: 'split-key', timeoutSeconds: 5 }, { outbound: new OutboundHttp(receiverPolicy(receiver.url)), secrets: receiverSecrets() });
+      const actuator = new WebhookActuator(
+        'flags',
+        { type: 'webhook', url: receiver.url, credential: 'split-key', timeoutSeconds: 5 },
+        { outbound: new OutboundHttp(receiverPolicy(receiver.url)), secrets: receiverSecrets() },
+      );
       return {
         actuator,
         newVersion: 'v2',

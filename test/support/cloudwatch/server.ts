@@ -300,7 +300,11 @@ export class CloudWatchStandIn {
       case 'GetMetricData':
         return this.getMetricData(input);
       default:
-        throw new CloudWatchError('InvalidAction', `Operation ${op} is not served by the tests' CloudWatch stand-in (DescribeAlarms and GetMetricData only).`, 400);
+        throw new CloudWatchError(
+          'InvalidAction',
+          `Operation ${op} is not served by the tests' CloudWatch stand-in (DescribeAlarms and GetMetricData only).`,
+          400,
+        );
     }
   }
 
@@ -312,23 +316,31 @@ export class CloudWatchStandIn {
     }
     const names = strList(i.AlarmNames, 'AlarmNames');
     if (names && names.length > 100) {
-      throw validation(`1 validation error detected: Value '[${names.join(', ')}]' at 'alarmNames' failed to satisfy constraint: Member must have length less than or equal to 100`);
+      throw validation(
+        `1 validation error detected: Value '[${names.join(', ')}]' at 'alarmNames' failed to satisfy constraint: Member must have length less than or equal to 100`,
+      );
     }
     const prefix = optStr(i.AlarmNamePrefix, 'AlarmNamePrefix');
     if (names && prefix !== undefined) throw new CloudWatchError('InvalidParameterCombination', 'AlarmNamePrefix and AlarmNames cannot be specified together.');
     const types = strList(i.AlarmTypes, 'AlarmTypes') ?? ['MetricAlarm'];
     for (const t of types) {
       if (t !== 'MetricAlarm' && t !== 'CompositeAlarm' && t !== 'LogAlarm') {
-        throw validation(`1 validation error detected: Value '[${types.join(', ')}]' at 'alarmTypes' failed to satisfy constraint: Member must satisfy constraint: [Member must satisfy enum value set: [CompositeAlarm, MetricAlarm, LogAlarm]]`);
+        throw validation(
+          `1 validation error detected: Value '[${types.join(', ')}]' at 'alarmTypes' failed to satisfy constraint: Member must satisfy constraint: [Member must satisfy enum value set: [CompositeAlarm, MetricAlarm, LogAlarm]]`,
+        );
       }
     }
     const state = optStr(i.StateValue, 'StateValue');
     if (state !== undefined && !STATES.includes(state)) {
-      throw validation(`1 validation error detected: Value '${state}' at 'stateValue' failed to satisfy constraint: Member must satisfy enum value set: [INSUFFICIENT_DATA, ALARM, OK]`);
+      throw validation(
+        `1 validation error detected: Value '${state}' at 'stateValue' failed to satisfy constraint: Member must satisfy enum value set: [INSUFFICIENT_DATA, ALARM, OK]`,
+      );
     }
     const max = i.MaxRecords === undefined || i.MaxRecords === null ? 50 : i.MaxRecords;
     if (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > 100) {
-      throw validation(`1 validation error detected: Value '${JSON.stringify(max)}' at 'maxRecords' failed to satisfy constraint: Member must have value between 1 and 100`);
+      throw validation(
+        `1 validation error detected: Value '${JSON.stringify(max)}' at 'maxRecords' failed to satisfy constraint: Member must have value between 1 and 100`,
+      );
     }
     const token = optStr(i.NextToken, 'NextToken');
     let after = '';
@@ -376,15 +388,20 @@ export class CloudWatchStandIn {
     const queries = i.MetricDataQueries;
     if (!Array.isArray(queries) || queries.length === 0) throw validation('The parameter MetricDataQueries is required and must hold at least one query.');
     if (queries.length > 500) {
-      throw validation(`1 validation error detected: Value at 'metricDataQueries' failed to satisfy constraint: Member must have length less than or equal to 500`);
+      throw validation(
+        `1 validation error detected: Value at 'metricDataQueries' failed to satisfy constraint: Member must have length less than or equal to 500`,
+      );
     }
-    if (i.NextToken !== undefined && i.NextToken !== null) throw new CloudWatchError('InvalidNextToken', 'The CloudWatch stand-in never paginates GetMetricData, so no NextToken is valid.');
+    if (i.NextToken !== undefined && i.NextToken !== null)
+      throw new CloudWatchError('InvalidNextToken', 'The CloudWatch stand-in never paginates GetMetricData, so no NextToken is valid.');
     const start = timestamp(i.StartTime, 'StartTime');
     const end = timestamp(i.EndTime, 'EndTime');
     if (start >= end) throw validation('The parameter StartTime must be less than the parameter EndTime.');
     const scanBy = optStr(i.ScanBy, 'ScanBy') ?? 'TimestampDescending';
     if (scanBy !== 'TimestampDescending' && scanBy !== 'TimestampAscending') {
-      throw validation(`1 validation error detected: Value '${scanBy}' at 'scanBy' failed to satisfy constraint: Member must satisfy enum value set: [TimestampDescending, TimestampAscending]`);
+      throw validation(
+        `1 validation error detected: Value '${scanBy}' at 'scanBy' failed to satisfy constraint: Member must satisfy enum value set: [TimestampDescending, TimestampAscending]`,
+      );
     }
 
     const byId = new Map<string, Record<string, unknown>>();
@@ -395,7 +412,9 @@ export class CloudWatchStandIn {
       const id = query.Id;
       if (typeof id !== 'string' || !id) throw validation(`The parameter ${member}.Id is required.`);
       if (id.length > 255 || !ID.test(id)) {
-        throw validation(`The value ${id} for parameter ${member}.Id is not valid: it must start with a lowercase letter and hold only letters, digits and underscores (^[a-z][a-zA-Z0-9_]*$).`);
+        throw validation(
+          `The value ${id} for parameter ${member}.Id is not valid: it must start with a lowercase letter and hold only letters, digits and underscores (^[a-z][a-zA-Z0-9_]*$).`,
+        );
       }
       if (byId.has(id)) throw validation(`The value ${id} for parameter ${member}.Id is used by more than one query.`);
       const hasStat = query.MetricStat !== undefined && query.MetricStat !== null;
@@ -414,7 +433,10 @@ export class CloudWatchStandIn {
       if (!query) throw validation(`Unrecognized metric or expression id: ${id}.`);
       if (resolving.has(id)) throw validation(`Circular reference: the expression ${id} refers to itself.`);
       resolving.add(id);
-      const series = query.MetricStat !== undefined && query.MetricStat !== null ? this.metricStat(query.MetricStat, `${id}`, start, end) : evaluate(String(query.Expression), id, resolve);
+      const series =
+        query.MetricStat !== undefined && query.MetricStat !== null
+          ? this.metricStat(query.MetricStat, `${id}`, start, end)
+          : evaluate(String(query.Expression), id, resolve);
       resolving.delete(id);
       results.set(id, series);
       return series;
@@ -439,7 +461,8 @@ export class CloudWatchStandIn {
     if (typeof m.MetricName !== 'string' || !m.MetricName) throw validation(`The parameter MetricStat.Metric.MetricName of query ${id} is required.`);
     const dimensions: Record<string, string> = {};
     if (m.Dimensions !== undefined && m.Dimensions !== null) {
-      if (!Array.isArray(m.Dimensions) || m.Dimensions.length > 30) throw validation(`MetricStat.Metric.Dimensions of query ${id} must be a list of at most 30 dimensions.`);
+      if (!Array.isArray(m.Dimensions) || m.Dimensions.length > 30)
+        throw validation(`MetricStat.Metric.Dimensions of query ${id} must be a list of at most 30 dimensions.`);
       for (const d of m.Dimensions as Record<string, unknown>[]) {
         if (typeof d?.Name !== 'string' || typeof d.Value !== 'string') throw validation(`Each dimension of query ${id} needs a Name and a Value.`);
         if (d.Name in dimensions) throw validation(`The dimension ${d.Name} appears twice in query ${id}.`);
@@ -517,13 +540,19 @@ function tokenize(expr: string, id: string): Token[] {
     else tokens.push({ kind: 'op', op: m[3]! });
   }
   // Functions (anything called) are named in one error.
-  const functions = tokens.filter((t, n) => t.kind === 'id' && tokens[n + 1]?.kind === 'op' && (tokens[n + 1] as { op: string }).op === '(').map((t) => (t as { name: string }).name);
+  const functions = tokens
+    .filter((t, n) => t.kind === 'id' && tokens[n + 1]?.kind === 'op' && (tokens[n + 1] as { op: string }).op === '(')
+    .map((t) => (t as { name: string }).name);
   if (functions.length) {
-    throw validation(`Error in expression ${id}: unsupported function${functions.length > 1 ? 's' : ''} ${[...new Set(functions)].join(', ')} (the CloudWatch stand-in evaluates + - * / ^, parentheses, numbers and query ids only).`);
+    throw validation(
+      `Error in expression ${id}: unsupported function${functions.length > 1 ? 's' : ''} ${[...new Set(functions)].join(', ')} (the CloudWatch stand-in evaluates + - * / ^, parentheses, numbers and query ids only).`,
+    );
   }
   const other = tokens.filter((t) => (t.kind === 'op' && !'+-*/^()'.includes(t.op)) || (t.kind === 'id' && ['AND', 'OR'].includes(t.name)));
   if (other.length) {
-    throw validation(`Error in expression ${id}: unsupported operator or syntax ${other.map((t) => (t.kind === 'op' ? t.op : (t as { name: string }).name)).join(' ')} (the CloudWatch stand-in evaluates + - * / ^, parentheses, numbers and query ids only).`);
+    throw validation(
+      `Error in expression ${id}: unsupported operator or syntax ${other.map((t) => (t.kind === 'op' ? t.op : (t as { name: string }).name)).join(' ')} (the CloudWatch stand-in evaluates + - * / ^, parentheses, numbers and query ids only).`,
+    );
   }
   return tokens;
 }

@@ -33,7 +33,11 @@ export async function sendToDlq(sqs: SQSClient, queueUrl: string, event: unknown
     new SendMessageCommand({
       QueueUrl: queueUrl,
       MessageBody: JSON.stringify(event),
-      MessageAttributes: { ErrorCode: { DataType: 'String', StringValue: '200' }, ErrorMessage: { DataType: 'String', StringValue: error.slice(0, 1000) }, RequestID: { DataType: 'String', StringValue: randomUUID() } },
+      MessageAttributes: {
+        ErrorCode: { DataType: 'String', StringValue: '200' },
+        ErrorMessage: { DataType: 'String', StringValue: error.slice(0, 1000) },
+        RequestID: { DataType: 'String', StringValue: randomUUID() },
+      },
     }),
   );
 }

@@ -11,7 +11,15 @@
  * Schedules do not fire on moto: `tick()` fires each schedule rule once.
  */
 import { EventBridgeClient, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
-import { CreateQueueCommand, DeleteMessageCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import {
+  CreateQueueCommand,
+  DeleteMessageCommand,
+  DeleteQueueCommand,
+  GetQueueAttributesCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -88,7 +96,8 @@ export class MotoEventBridge {
 
   /** A queue on moto (a target, a DLQ): its ARN and URL. */
   async queue(name: string): Promise<{ arn: string; url: string }> {
-    const url = (await this.sqs.send(new CreateQueueCommand({ QueueName: `${name}-${this.tag}`.slice(0, 80), Attributes: { VisibilityTimeout: '300' } }))).QueueUrl!;
+    const url = (await this.sqs.send(new CreateQueueCommand({ QueueName: `${name}-${this.tag}`.slice(0, 80), Attributes: { VisibilityTimeout: '300' } })))
+      .QueueUrl!;
     const arn = (await this.sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn!;
     this.queueUrls.set(arn, url);
     return { arn, url };
@@ -101,7 +110,14 @@ export class MotoEventBridge {
   async loadTemplate(template: { Resources: Record<string, Cfn> }, names: Record<string, string>): Promise<void> {
     for (const r of templateRules(template, names)) {
       const rule = `${r.id}-${this.tag}`.slice(0, 64); // rules on the default bus outlive a test file
-      await this.events.send(new PutRuleCommand({ Name: rule, EventBusName: r.bus, ...(r.pattern ? { EventPattern: r.pattern } : {}), ...(r.schedule ? { ScheduleExpression: r.schedule } : {}) }));
+      await this.events.send(
+        new PutRuleCommand({
+          Name: rule,
+          EventBusName: r.bus,
+          ...(r.pattern ? { EventPattern: r.pattern } : {}),
+          ...(r.schedule ? { ScheduleExpression: r.schedule } : {}),
+        }),
+      );
       const targets: { Id: string; Arn: string; Input?: string }[] = [];
       for (const t of r.targets) {
         if (!t.Arn.startsWith('arn:aws:lambda:')) targets.push(t);
@@ -122,8 +138,19 @@ export class MotoEventBridge {
   /** Fire every schedule rule once (what the clock would do), to its targets. */
   async tick(): Promise<void> {
     for (const { rule, targets } of this.schedules) {
-      const event = { version: '0', id: randomUUID(), 'detail-type': 'Scheduled Event', source: 'aws.events', account: this.account, time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'), region: this.o.region, resources: [`arn:aws:events:${this.o.region}:${this.account}:rule/${rule}`], detail: {} };
-      for (const t of targets) await this.sqs.send(new SendMessageCommand({ QueueUrl: this.queueUrls.get(t.Arn)!, MessageBody: t.Input ?? JSON.stringify(event) }));
+      const event = {
+        version: '0',
+        id: randomUUID(),
+        'detail-type': 'Scheduled Event',
+        source: 'aws.events',
+        account: this.account,
+        time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        region: this.o.region,
+        resources: [`arn:aws:events:${this.o.region}:${this.account}:rule/${rule}`],
+        detail: {},
+      };
+      for (const t of targets)
+        await this.sqs.send(new SendMessageCommand({ QueueUrl: this.queueUrls.get(t.Arn)!, MessageBody: t.Input ?? JSON.stringify(event) }));
     }
     this.kick();
   }

@@ -75,9 +75,12 @@ export class EventBridgeStandIn {
         Promise.resolve()
           .then(() => this.call(target.replace(/^AWSEvents\./, ''), body ? (JSON.parse(body) as Record<string, unknown>) : {}))
           .then(
-          (out) => res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify(out)),
-          (err: Error) => res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify({ __type: err.name === 'Error' ? 'ValidationException' : err.name, message: err.message })),
-        );
+            (out) => res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' }).end(JSON.stringify(out)),
+            (err: Error) =>
+              res
+                .writeHead(400, { 'content-type': 'application/x-amz-json-1.1' })
+                .end(JSON.stringify({ __type: err.name === 'Error' ? 'ValidationException' : err.name, message: err.message })),
+          );
       });
     });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
@@ -95,7 +98,12 @@ export class EventBridgeStandIn {
    */
   loadTemplate(template: { Resources: Record<string, Cfn> }, names: Record<string, string>): void {
     for (const rule of templateRules(template, names)) {
-      this.call('PutRule', { Name: rule.id, EventBusName: rule.bus, ...(rule.pattern ? { EventPattern: rule.pattern } : {}), ...(rule.schedule ? { ScheduleExpression: rule.schedule } : {}) });
+      this.call('PutRule', {
+        Name: rule.id,
+        EventBusName: rule.bus,
+        ...(rule.pattern ? { EventPattern: rule.pattern } : {}),
+        ...(rule.schedule ? { ScheduleExpression: rule.schedule } : {}),
+      });
       this.call('PutTargets', { Rule: rule.id, EventBusName: rule.bus, Targets: rule.targets });
     }
   }
@@ -104,7 +112,12 @@ export class EventBridgeStandIn {
   async tick(): Promise<void> {
     for (const rule of this.rules.values()) {
       if (!rule.schedule) continue;
-      const event = this.envelope({ Source: 'aws.events', DetailType: 'Scheduled Event', Detail: '{}', Resources: [`arn:aws:events:${this.region}:${this.account}:rule/${rule.name}`] });
+      const event = this.envelope({
+        Source: 'aws.events',
+        DetailType: 'Scheduled Event',
+        Detail: '{}',
+        Resources: [`arn:aws:events:${this.region}:${this.account}:rule/${rule.name}`],
+      });
       await Promise.all(rule.targets.map((t) => this.deliver(rule, t, event)));
     }
   }
@@ -125,7 +138,13 @@ export class EventBridgeStandIn {
         const pattern = req.EventPattern ? (JSON.parse(str(req.EventPattern)) as Pattern) : null;
         if (!pattern && !req.ScheduleExpression) throw new Error('PutRule: give EventPattern or ScheduleExpression');
         const existing = this.rules.get(name);
-        this.rules.set(name, { name, bus: str(req.EventBusName) || 'default', pattern, schedule: str(req.ScheduleExpression) || null, targets: existing?.targets ?? [] });
+        this.rules.set(name, {
+          name,
+          bus: str(req.EventBusName) || 'default',
+          pattern,
+          schedule: str(req.ScheduleExpression) || null,
+          targets: existing?.targets ?? [],
+        });
         return { RuleArn: `arn:aws:events:${this.region}:${this.account}:rule/${name}` };
       }
       case 'PutTargets': {
@@ -175,9 +194,11 @@ export class EventBridgeStandIn {
       source: e.Source,
       account: this.account,
       // The SDK sends Time as epoch seconds (AWS JSON 1.1 timestamps); a string is taken as a date.
-      time: (e.Time === undefined || e.Time === null ? new Date() : typeof e.Time === 'number' ? new Date(e.Time * 1000) : new Date(e.Time as string)).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      time: (e.Time === undefined || e.Time === null ? new Date() : typeof e.Time === 'number' ? new Date(e.Time * 1000) : new Date(e.Time as string))
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
       region: this.region,
-      resources: (e.Resources) ?? [],
+      resources: e.Resources ?? [],
       detail: JSON.parse(String(e.Detail)) as unknown,
     };
   }

@@ -27,6 +27,10 @@ export function templateRules(template: { Resources: Record<string, Cfn> }, name
       bus: p.EventBusName ? resolve(p.EventBusName) : 'default',
       ...(p.EventPattern ? { pattern: JSON.stringify(p.EventPattern) } : {}),
       ...(p.ScheduleExpression ? { schedule: p.ScheduleExpression as string } : {}),
-      targets: (p.Targets as Record<string, unknown>[]).map((t) => ({ Id: String(t.Id), Arn: resolve(t.Arn), ...(t.Input ? { Input: t.Input as string } : {}) })),
+      targets: (p.Targets as Record<string, unknown>[]).map((t) => ({
+        Id: String(t.Id),
+        Arn: resolve(t.Arn),
+        ...(t.Input ? { Input: t.Input as string } : {}),
+      })),
     }));
 }

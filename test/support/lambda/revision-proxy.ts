@@ -41,7 +41,11 @@ interface Alias {
 /** Lambda's error answer: the header the SDK keys on first, and the body Lambda sends. */
 function lambdaError(status: number, type: string, message: string): Forwarded {
   const body = Buffer.from(JSON.stringify({ Type: 'User', message }));
-  return { status, headers: { 'content-type': 'application/json', 'content-length': String(body.length), 'x-amzn-errortype': type, 'x-amzn-requestid': randomUUID() }, body };
+  return {
+    status,
+    headers: { 'content-type': 'application/json', 'content-length': String(body.length), 'x-amzn-errortype': type, 'x-amzn-requestid': randomUUID() },
+    body,
+  };
 }
 
 const STALE = 'The Revision Id provided does not match the latest Revision Id. Call the GetFunction/GetAlias API to retrieve the latest Revision Id';
@@ -146,7 +150,8 @@ export class LambdaRevisionProxy {
     const now = ok(current) ? parse<Alias>(current.body) : null;
     // An alias or function that does not exist, or a body that is not JSON: moto's answer is Lambda's.
     if (!asked || !now) return this.forward(...req);
-    if (asked.RevisionId !== undefined && asked.RevisionId !== this.revision(scope, alias, now.RevisionId)) return lambdaError(412, 'PreconditionFailedException', STALE);
+    if (asked.RevisionId !== undefined && asked.RevisionId !== this.revision(scope, alias, now.RevisionId))
+      return lambdaError(412, 'PreconditionFailedException', STALE);
     if (asked.FunctionVersion !== undefined || asked.RoutingConfig !== undefined) {
       // What the alias will carry: a field left out of the request keeps its value.
       const version = asked.FunctionVersion ?? now.FunctionVersion;
@@ -168,10 +173,16 @@ export class LambdaRevisionProxy {
   }
 
   /** Why Lambda would refuse this routing on an alias of `version`; null when it would not. */
-  private async routingIssue(rawFn: string, headers: IncomingHttpHeaders, version: string | undefined, routing: Alias['RoutingConfig']): Promise<string | null> {
+  private async routingIssue(
+    rawFn: string,
+    headers: IncomingHttpHeaders,
+    version: string | undefined,
+    routing: Alias['RoutingConfig'],
+  ): Promise<string | null> {
     const weights = Object.entries(routing?.AdditionalVersionWeights ?? {});
     if (weights.length === 0) return null;
-    if (weights.length > 1) return `Number of items in AdditionalVersionWeights cannot be greater than 1 (got ${weights.length}: ${weights.map(([v]) => v).join(', ')})`;
+    if (weights.length > 1)
+      return `Number of items in AdditionalVersionWeights cannot be greater than 1 (got ${weights.length}: ${weights.map(([v]) => v).join(', ')})`;
     const [extra, weight] = weights[0]!;
     const shown = `{${extra}=${String(weight)}}`;
     if (typeof weight !== 'number' || !Number.isFinite(weight) || weight < 0 || weight > 1) {
@@ -183,8 +194,14 @@ export class LambdaRevisionProxy {
     if (version === undefined) return null; // moto refuses a CreateAlias without one
     if (version.toUpperCase() === '$LATEST') return '$LATEST is not supported for an alias pointing to more than 1 version';
     if (extra === version) return `Invalid function version ${version}. Function version ${version} is already included in routing configuration.`;
-    const found = await this.forward('GET', `/2015-03-31/functions/${rawFn}/configuration?Qualifier=${encodeURIComponent(extra)}`, readHeaders(headers), Buffer.alloc(0));
-    if (found.status === 404) return `Version ${extra} of function ${decodeURIComponent(rawFn)} does not exist: AdditionalVersionWeights must name a published version`;
+    const found = await this.forward(
+      'GET',
+      `/2015-03-31/functions/${rawFn}/configuration?Qualifier=${encodeURIComponent(extra)}`,
+      readHeaders(headers),
+      Buffer.alloc(0),
+    );
+    if (found.status === 404)
+      return `Version ${extra} of function ${decodeURIComponent(rawFn)} does not exist: AdditionalVersionWeights must name a published version`;
     if (!ok(found)) throw new Error(`moto answered ${found.status} looking up version ${extra}: ${found.body.toString().slice(0, 200)}`);
     return null;
   }
