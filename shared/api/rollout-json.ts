@@ -16,7 +16,7 @@ export interface GateJson {
   readonly name: string;
   readonly type: ProviderGate['type'];
   readonly query: string;
-  /** Pass when `value <comparison> threshold` (absent for alarm and webhook gates). */
+  /** Pass when `value <comparison> threshold` (absent for alarm and webhook gates, and for judged gates: see `query`). */
   readonly comparison: string | null;
   readonly threshold: number | null;
   readonly intervalSeconds: number;
@@ -48,8 +48,8 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         name: g.name,
         type: g.type,
         query: t?.last.query ?? queryOf(g),
-        comparison: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : g.comparison,
-        threshold: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : g.threshold,
+        comparison: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.comparison ?? null),
+        threshold: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null),
         intervalSeconds: g.intervalSeconds,
         failureLimit: g.failureLimit,
         inconclusiveLimit: g.inconclusiveLimit,

@@ -36,6 +36,8 @@ export interface GateContext {
   readonly newVersion: string;
   readonly stableVersion: string | null;
   readonly labels: Readonly<Record<string, string>>;
+  /** When the stage's current period began (activation or last resume; ms): a judged gate reads nothing older. */
+  readonly periodStart?: number;
   /** For a post-rollout hook: how the rollout ended. */
   readonly outcome?: 'completed' | 'rolled_back' | 'aborted';
 }
@@ -213,6 +215,7 @@ export function contextOf(view: RolloutView, index: number, epoch: number | null
     newVersion: target.version,
     stableVersion: target.stableVersion ?? null,
     labels: target.labels,
+    periodStart: rollout.lastProgressAt,
   };
 }
 

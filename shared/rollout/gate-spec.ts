@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { gateJudgeSchema } from '../judge/gate.js';
 
 /**
  * Provider gates: a stage's gates that we read ourselves from where the
@@ -46,6 +47,11 @@ const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };
  */
 const credentialName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "the name of a credential in the operator's outbound configuration");
 
+/** Placeholders a judged query names its cohort by: the cohort, or the version it runs. */
+export const COHORT_PLACEHOLDERS = ['{{cohort}}', '{{version}}'] as const;
+/** At most this many points a cohort in one judged reading (window / step). */
+export const MAX_JUDGED_POINTS = 1_000;
+
 export const prometheusGateSchema = z
   .object({
     type: z.literal('prometheus'),
@@ -56,13 +62,60 @@ export const prometheusGateSchema = z
       .max(2_048)
       .url()
       .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL'),
-    /** PromQL answering one number: a scalar, or a vector of exactly one sample. */
+    /**
+     * PromQL answering one number: a scalar, or a vector of exactly one sample. With a `judge`, one
+     * series per cohort: `{{cohort}}` (canary, baseline) or `{{version}}` (the version the cohort runs).
+     */
     query: z.string().trim().min(1).max(4_096),
-    ...comparisonFields,
+    comparison: z.enum(COMPARISONS).optional(),
+    threshold: finite.optional(),
+    /** Judge the canary against the baseline instead of against a threshold (shared/judge/gate.ts). */
+    judge: gateJudgeSchema.optional(),
+    /** A judged reading's range: the last `windowSeconds` (never before the stage's period began), one point each `stepSeconds`. */
+    windowSeconds: z.number().int().min(1).max(86_400).optional(),
+    stepSeconds: z.number().int().min(1).max(3_600).optional(),
     /** The operator's credential for this origin (basic, bearer, or SigV4 for Amazon Managed Service for Prometheus). */
     credential: credentialName.optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((g, ctx) => {
+    if (!g.judge) {
+      if (g.comparison === undefined)
+        ctx.addIssue({ code: 'custom', path: ['comparison'], message: 'a gate without a judge needs a comparison (<, <=, >, >=)' });
+      if (g.threshold === undefined) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'a gate without a judge needs a threshold' });
+      for (const f of ['windowSeconds', 'stepSeconds'] as const) {
+        if (g[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with a judge: a threshold gate reads one instant value` });
+      }
+      return;
+    }
+    for (const f of ['comparison', 'threshold'] as const) {
+      if (g[f] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [f], message: `a judged gate compares the canary with the baseline, not with a ${f}: drop ${f}` });
+    }
+    if (!COHORT_PLACEHOLDERS.some((p) => g.query.includes(p))) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['query'],
+        message: 'a judged query names its cohort with {{cohort}} or {{version}}: otherwise both cohorts read the same series',
+      });
+    }
+    const { windowSeconds, stepSeconds } = judgedRange(g);
+    if (windowSeconds / stepSeconds > MAX_JUDGED_POINTS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['stepSeconds'],
+        message: `${windowSeconds} s every ${stepSeconds} s is more than ${MAX_JUDGED_POINTS} points a cohort`,
+      });
+    }
+  });
+
+/** A judged gate's range: 10 minutes by default, a point per interval. */
+export function judgedRange(g: { windowSeconds?: number | undefined; stepSeconds?: number | undefined; intervalSeconds: number }): {
+  windowSeconds: number;
+  stepSeconds: number;
+} {
+  return { windowSeconds: g.windowSeconds ?? 600, stepSeconds: g.stepSeconds ?? Math.min(g.intervalSeconds, 60) };
+}
 
 /** What an earlier spec's `auth` now is: said plainly, instead of "unrecognized key". */
 function noAuth(g: unknown, ctx: z.RefinementCtx): void {
@@ -255,7 +308,7 @@ export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetri
 export function queryOf(g: ProviderGate): string {
   switch (g.type) {
     case 'prometheus':
-      return g.query;
+      return g.judge ? `${g.judge.kind} of the canary against the baseline: ${g.query}` : g.query;
     case 'cloudwatchAlarm':
       return `alarms ${g.alarms.join(', ')}`;
     case 'cloudwatchMetric': {

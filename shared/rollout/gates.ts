@@ -3,6 +3,7 @@ import type { Same } from '../types.js';
 import { passes, PROVIDER_TYPES, queryOf, type ProviderGate } from './gate-spec.js';
 import type { AlarmState } from './model.js';
 import { own } from '../own.js';
+import { judgeSeries } from '../judge/gate.js';
 
 /**
  * What a provider gate saw, and what it means. Pure: the GateReader asks the
@@ -144,7 +145,9 @@ export type ProviderResult =
   | { readonly kind: 'alarms'; readonly states: Readonly<Record<string, AlarmState | 'missing'>>; readonly answer: string }
   | { readonly kind: 'error'; readonly message: string; readonly answer: string }
   /** A hook's HTTP answer. */
-  | { readonly kind: 'http'; readonly status: number; readonly answer: string };
+  | { readonly kind: 'http'; readonly status: number; readonly answer: string }
+  /** A judged gate's two series over the same window, oldest point first (null: a missing or non-finite point). */
+  | { readonly kind: 'cohorts'; readonly canary: readonly (number | null)[]; readonly baseline: readonly (number | null)[]; readonly answer: string };
 
 const clip = (s: string) => (s.length > MAX_ANSWER_CHARS ? `${s.slice(0, MAX_ANSWER_CHARS - 1)}…` : s);
 
@@ -194,8 +197,16 @@ export function judge(
       if (gate.hook === 'rollback') return said === 'yes' ? reading('fail', s, `the rollback hook asked to roll back (${s})`) : reading('pass', s, null);
       return said === 'yes' ? reading('pass', s, null) : reading('fail', s, `the ${gate.hook} hook refused (${s})`);
     }
+    case 'cohorts': {
+      if (gate.type !== 'prometheus' || !gate.judge) return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
+      const j = judgeSeries(gate.judge, result.canary, result.baseline);
+      // What is kept is what the judgement stands on (sizes, estimate, interval), not the series.
+      return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
+    }
     case 'number': {
       if (gate.type === 'cloudwatchAlarm' || gate.type === 'webhook') return reading('inconclusive', null, `a ${gate.type} gate got a number`);
+      if (gate.comparison === undefined || gate.threshold === undefined)
+        return reading('inconclusive', null, `a judged gate got one number, not a series per cohort`);
       const v = result.value;
       if (!Number.isFinite(v)) return reading('inconclusive', null, `the value is ${Number.isNaN(v) ? 'NaN' : v > 0 ? '+Inf' : '-Inf'}: no number to compare`);
       if (passes(v, gate.comparison, gate.threshold)) return reading('pass', v, null);

@@ -10,7 +10,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { cohortQuery, rangeResultOf } from '../../shared/adapters/prometheus/provider.js';
 import { CasesFileError, judgeCase, judgeCases } from '../../shared/judge/cases.js';
+import { gateJudgeSchema, judgeSeries, type GateJudge } from '../../shared/judge/gate.js';
 import { normalQuantile, normalSf } from '../../shared/judge/normal.js';
 import { kthDifference, mannWhitneyPValue, shiftEstimate } from '../../shared/judge/rank-sum.js';
 import { judgeSequentialRate, type Look } from '../../shared/judge/sequential-rate.js';
@@ -250,5 +252,56 @@ describe('the sequential-rate judge under peeking', () => {
     const worse = stage(mulberry32(50), { ...shape, canaryRate: 0.5 });
     expect(judgeSequentialRate(worse, { alpha, direction: 'increase', minSamples: 0 }).decidedAt).toBe(0);
     expect(judgeSequentialRate(worse, { alpha, direction: 'increase', minSamples: 1_000 }).decidedAt).toBe(9);
+  });
+});
+
+describe('a gate judge on two series', () => {
+  const relative = (o: Partial<GateJudge & { kind: 'relative' }> = {}) => gateJudgeSchema.parse({ kind: 'relative', measure: 'ratio', tolerance: 0.2, ...o });
+
+  it('relative: fails past the tolerance in the bad direction only, and says by how much', () => {
+    expect(judgeSeries(relative(), [1.3, 1.3], [1, 1])).toMatchObject({ outcome: 'fail', value: 1.3, reason: 'canary/baseline 1.3 is above 1 + 0.2' });
+    expect(judgeSeries(relative(), [1.1, 1.2], [1, 1])).toMatchObject({ outcome: 'pass', value: 1.15, reason: null });
+    expect(judgeSeries(relative(), [0.5], [1])).toMatchObject({ outcome: 'pass' });
+    expect(judgeSeries(relative({ direction: 'either' }), [0.5], [1])).toMatchObject({ outcome: 'fail', reason: 'canary/baseline 0.5 is below 1 − 0.2' });
+    expect(judgeSeries(relative({ measure: 'difference', tolerance: 0.005, statistic: 'last' }), [0.1, 0.011], [0.01, 0.01])).toMatchObject({
+      outcome: 'pass',
+    });
+    expect(judgeSeries(relative({ measure: 'difference', tolerance: 0.005 }), [0.02, null, 0.02], [0.01])).toMatchObject({ outcome: 'fail', value: 0.01 });
+    expect(judgeSeries(relative(), [1], [0])).toMatchObject({ outcome: 'inconclusive', reason: "the baseline's mean is 0: no ratio to compare" });
+  });
+
+  it('is inconclusive below its minimum sample, counting only present points', () => {
+    const mw = gateJudgeSchema.parse({ kind: 'mann-whitney', minSamples: 3 });
+    expect(judgeSeries(mw, [1, 2, null, NaN], [1, 2, 3])).toEqual({
+      outcome: 'inconclusive',
+      value: null,
+      reason: 'not enough data: 2 canary and 3 baseline points, 3 needed on each side',
+      detail: { canary: { n: 2 }, baseline: { n: 3 } },
+    });
+    expect(judgeSeries(mw, [10, 11, 12, 13], [1, 2, 3, 4])).toMatchObject({ outcome: 'fail', value: 9 });
+    expect(judgeSeries({ ...mw, direction: 'decrease' }, [10, 11, 12, 13], [1, 2, 3, 4])).toMatchObject({ outcome: 'pass' });
+  });
+
+  it('reads a range answer as one series (missing points null), and names a cohort in a query safely', () => {
+    const answer = (result: unknown) => JSON.stringify({ status: 'success', data: { resultType: 'matrix', result } });
+    expect(
+      rangeResultOf(
+        answer([
+          {
+            metric: {},
+            values: [
+              [1, '0.5'],
+              [2, 'NaN'],
+              [3, '+Inf'],
+              [4, '2'],
+            ],
+          },
+        ]),
+      ),
+    ).toEqual([0.5, null, null, 2]);
+    expect(rangeResultOf(answer([]))).toEqual([]);
+    expect(rangeResultOf(answer([{ values: [] }, { values: [] }]))).toMatchObject({ kind: 'several', count: 2 });
+    expect(rangeResultOf('{"status":"error","error":"bad"}')).toMatchObject({ kind: 'error', message: 'not a query answer: bad' });
+    expect(cohortQuery('x{v="{{version}}",c="{{cohort}}"}', 'baseline', 'a"b\\c')).toBe('x{v="a\\"b\\\\c",c="baseline"}');
   });
 });

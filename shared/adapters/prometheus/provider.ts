@@ -2,8 +2,8 @@ import { mapLimit } from '../../concurrency.js';
 import { errorMessage } from '../../log.js';
 import { OutboundPolicy, OutboundRefusedError, type Credential } from '../../outbound/policy.js';
 import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../outbound/secrets.js';
-import type { PrometheusGate } from '../../rollout/gate-spec.js';
-import { deadline, type GateProvider } from '../../rollout/gate-reader.js';
+import { judgedRange, type PrometheusGate } from '../../rollout/gate-spec.js';
+import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
 import { credentialHeaders, scrubbed } from '../http/credentials.js';
 import { OutboundHttp, type OutboundClient } from '../http/outbound.js';
@@ -19,6 +19,10 @@ import { sigv4Headers } from '../http/sigv4.js';
  *
  * A tick asks each distinct (address, query, credential) once, at most
  * `concurrency` at a time, each within its gates' shortest timeout.
+ *
+ * A judged gate (one with a `judge`) is read as two range queries
+ * (`/api/v1/query_range`) over the same window, its query's `{{cohort}}` or
+ * `{{version}}` filled in once for the canary and once for the baseline.
  *
  * Every request goes through the operator's outbound policy: to an
  * allow-listed origin, with the credential the operator bound to that
@@ -60,20 +64,73 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
     this.sign = o.sign ?? sigv4Headers;
   }
 
-  async read(gates: readonly PrometheusGate[], o: { readonly signal: AbortSignal }): Promise<ProviderResult[]> {
+  async read(
+    gates: readonly PrometheusGate[],
+    o: { readonly now?: number; readonly signal: AbortSignal; readonly contexts?: readonly GateContext[] },
+  ): Promise<ProviderResult[]> {
+    const plain = gates.filter((g) => !g.judge);
     const byKey = new Map<string, PrometheusGate[]>();
-    for (const g of gates) byKey.set(keyOf(g), [...(byKey.get(keyOf(g)) ?? []), g]);
+    for (const g of plain) byKey.set(keyOf(g), [...(byKey.get(keyOf(g)) ?? []), g]);
     const distinct = [...byKey.entries()];
-    const answers = await mapLimit(distinct, this.concurrency, ([, same]) => this.query(same[0]!, Math.min(...same.map((g) => g.timeoutSeconds)), o.signal));
+    const judged = gates.flatMap((g, i) => (g.judge ? [{ g, context: o.contexts?.[i] }] : []));
+    const now = o.now ?? Date.now();
+    const [answers, cohorts] = await Promise.all([
+      mapLimit(distinct, this.concurrency, async ([, same]) => {
+        const got = await this.fetch(same[0]!, Math.min(...same.map((g) => g.timeoutSeconds)), o.signal, 'query', { query: same[0]!.query });
+        return 'text' in got ? scrubbed(resultOf(got.text), got.sent) : got;
+      }),
+      mapLimit(judged, Math.max(1, this.concurrency >> 1), ({ g, context }) => this.cohorts(g, context, now, o.signal)),
+    ]);
     const byQuery = new Map(distinct.map(([key], i) => [key, answers[i]!]));
-    return gates.map((g) => byQuery.get(keyOf(g))!);
+    const byGate = new Map(judged.map(({ g }, i) => [g, cohorts[i]!]));
+    return gates.map((g) => byGate.get(g) ?? byQuery.get(keyOf(g))!);
   }
 
-  private async query(gate: PrometheusGate, timeoutSeconds: number, signal: AbortSignal): Promise<ProviderResult> {
+  /** A judged gate: each cohort's series over the same range, or why not. */
+  private async cohorts(gate: PrometheusGate, context: GateContext | undefined, now: number, signal: AbortSignal): Promise<ProviderResult> {
+    if (!context) return { kind: 'error', message: 'a judged gate is read for a rollout: no rollout was given', answer: '' };
+    const stable = context.stableVersion;
+    if (gate.query.includes('{{version}}') && stable === null) {
+      return { kind: 'error', message: 'the rollout names no stableVersion: a {{version}} query cannot find the baseline', answer: '' };
+    }
+    const { windowSeconds, stepSeconds } = judgedRange(gate);
+    const end = Math.floor(now / 1000);
+    // Never before the stage's period began: older points are another split's.
+    const start = Math.min(end, Math.max(end - windowSeconds, Math.ceil((context.periodStart ?? 0) / 1000)));
+    const read = async (cohort: 'canary' | 'baseline'): Promise<ProviderResult | readonly (number | null)[]> => {
+      const query = cohortQuery(gate.query, cohort, cohort === 'canary' ? context.newVersion : (stable ?? ''));
+      const got = await this.fetch(gate, gate.timeoutSeconds, signal, 'query_range', {
+        query,
+        start: String(start),
+        end: String(end),
+        step: `${stepSeconds}s`,
+      });
+      if (!('text' in got)) return { ...got, ...('message' in got ? { message: `${cohort}: ${got.message}` } : {}) };
+      const r = rangeResultOf(got.text);
+      if (isSeries(r)) return r;
+      return scrubbed(
+        r.kind === 'several' ? { kind: 'error', message: `the query returned ${r.count} series; a judged gate needs one per cohort`, answer: '' } : r,
+        got.sent,
+      );
+    };
+    const [canary, baseline] = await Promise.all([read('canary'), read('baseline')]);
+    if (!isSeries(canary)) return canary;
+    if (!isSeries(baseline)) return baseline;
+    return { kind: 'cohorts', canary, baseline, answer: '' };
+  }
+
+  /** The answer's text, with what was sent (to scrub from anything kept), or the error as a result. */
+  private async fetch(
+    gate: PrometheusGate,
+    timeoutSeconds: number,
+    signal: AbortSignal,
+    path: 'query' | 'query_range',
+    params: Record<string, string>,
+  ): Promise<{ text: string; sent: readonly string[] } | ProviderResult> {
     const sent: string[] = [];
     try {
-      const text = await deadline(timeoutSeconds * 1000, signal, (s) => this.request(gate, timeoutSeconds, s, sent));
-      return scrubbed(resultOf(text), sent);
+      const text = await deadline(timeoutSeconds * 1000, signal, (s) => this.request(gate, path, params, timeoutSeconds, s, sent));
+      return { text, sent };
     } catch (err) {
       return scrubbed(
         { kind: 'error', message: `prometheus ${new URL(gate.address).host}: ${reason(err)}`, answer: err instanceof PrometheusAnswerError ? err.answer : '' },
@@ -83,15 +140,22 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
   }
 
   /** `sent` collects what must never be kept: the secrets and header values this request carried. */
-  private async request(gate: PrometheusGate, timeoutSeconds: number, signal: AbortSignal, sent: string[]): Promise<string> {
-    const url = `${gate.address.replace(/\/+$/, '')}/api/v1/query`;
+  private async request(
+    gate: PrometheusGate,
+    path: 'query' | 'query_range',
+    params: Record<string, string>,
+    timeoutSeconds: number,
+    signal: AbortSignal,
+    sent: string[],
+  ): Promise<string> {
+    const url = `${gate.address.replace(/\/+$/, '')}/api/v1/${path}`;
     const policy = this.outbound.policy;
     // Checked again at every read: the operator's list may have changed since the spec was accepted.
     const refused =
       policy.refuseUrl(url, `gate ${gate.name} address`) ??
       (gate.credential === undefined ? null : policy.refuseCredential(gate.credential, url, `gate ${gate.name} credential`));
     if (refused) throw new OutboundRefusedError(refused);
-    const body = new URLSearchParams({ query: gate.query, timeout: `${timeoutSeconds}s` }).toString();
+    const body = new URLSearchParams({ ...params, timeout: `${timeoutSeconds}s` }).toString();
     const cred = gate.credential === undefined ? null : policy.credential(gate.credential);
     const headers = await this.authorized(cred, url, body, { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, sent);
     const res = await this.outbound.request({ url, method: 'POST', headers, body, signal });
@@ -154,6 +218,31 @@ export function resultOf(text: string): ProviderResult {
   }
   if (resultType === 'matrix') return { kind: 'error', message: 'the query returned a range vector; a gate needs an instant value (drop the [range])', answer };
   return { kind: 'error', message: `a ${String(resultType)} result; a gate needs a scalar or a one-sample vector`, answer };
+}
+
+/** What a range query's answer says: one series, oldest point first (NaN and ±Inf points missing: null; no series: none), or why not. */
+export function rangeResultOf(text: string): readonly (number | null)[] | ProviderResult {
+  const answer = '';
+  const body = parseJson(text) as QueryResponse | undefined;
+  if (!body || body.status !== 'success' || !body.data) return { kind: 'error', message: `not a query answer${body?.error ? `: ${body.error}` : ''}`, answer };
+  const { resultType, result } = body.data;
+  if (resultType !== 'matrix' || !Array.isArray(result)) return { kind: 'error', message: `a ${String(resultType)} result from a range query`, answer };
+  if (result.length === 0) return [];
+  if (result.length > 1) return { kind: 'several', count: result.length, answer };
+  const points = (result[0] as { values?: unknown }).values;
+  if (!Array.isArray(points)) return { kind: 'error', message: 'a series without values', answer };
+  return points.map((p) => {
+    const v = Array.isArray(p) && typeof p[1] === 'string' ? Number(p[1]) : NaN;
+    return Number.isFinite(v) ? v : null;
+  });
+}
+
+const isSeries = (r: readonly (number | null)[] | ProviderResult): r is readonly (number | null)[] => Array.isArray(r);
+
+/** The query with its cohort named: `{{cohort}}` as canary or baseline, `{{version}}` as the version it runs (as a PromQL string's content). */
+export function cohortQuery(query: string, cohort: 'canary' | 'baseline', version: string): string {
+  const quoted = version.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+  return query.replaceAll('{{cohort}}', cohort).replaceAll('{{version}}', quoted);
 }
 
 function parseJson(text: string): unknown {

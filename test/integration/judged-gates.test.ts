@@ -1,0 +1,159 @@
+/**
+ * Judged gates end to end: a node on PostgreSQL reads a real Prometheus that
+ * scrapes an exporter whose latency gauge this test draws at each scrape. The
+ * stable version (v1) answers in about 100 ms; a canary twice as slow (v2) is
+ * still well inside the fleet's normal bound (500 ms), so a threshold gate
+ * set for that bound promotes it, while a mann-whitney gate judging it
+ * against the baseline rolls it back. A canary that behaves as the baseline
+ * (v3) completes under the same judged gate.
+ */
+import { Gauge } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../infra/local/processes.js';
+import { serveApi } from '../../shared/runtimes/node/http.js';
+import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
+import { nodeApi } from '../../shared/runtimes/node/node-api.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import type { GateJson } from '../../shared/api/rollout-json.js';
+import { databaseForFile } from '../support/database.js';
+import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
+
+const db = databaseForFile('judged_gates');
+let prometheus: PrometheusServer;
+let exporter: Exporter;
+let node: ControlPlaneNode;
+let server: Awaited<ReturnType<typeof serveApi>>;
+
+/** A seeded normal draw (Box-Muller over mulberry32): the same latencies on every run. */
+function normals(seed: number): () => number {
+  let a = seed >>> 0;
+  const uniform = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (((t ^ (t >>> 14)) >>> 0) + 1) / 4294967297;
+  };
+  return () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+}
+
+beforeAll(async () => {
+  exporter = await startExporter();
+  const draw = normals(47);
+  // Drawn at each scrape: the stable version's latency, the same for a canary that behaves as it, twice it for a slow one.
+  new Gauge({
+    name: 'app_latency_seconds',
+    help: 'latency of the last request',
+    labelNames: ['version'],
+    registers: [exporter.registry],
+    collect() {
+      const stable = 0.1 + 0.01 * draw();
+      this.set({ version: 'v1' }, stable);
+      this.set({ version: 'v2' }, 2 * stable);
+      this.set({ version: 'v3' }, stable);
+    },
+  });
+  prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 200 });
+  await waitForSeries(prometheus.url, 'app_latency_seconds', (s) => s.length === 3);
+  const port = await freePort();
+  node = await ControlPlaneNode.open({
+    nodeId: 'judged-node',
+    port,
+    store: { kind: 'postgres', databaseUrl: db.url },
+    elector: 'static',
+    tickIntervalSeconds: 0.25,
+    outbound: { origins: [prometheus.url] },
+  });
+  server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
+  await node.start();
+}, 90_000);
+
+afterAll(async () => {
+  await server?.close();
+  await node?.stop();
+  await prometheus?.stop();
+  await exporter?.close();
+});
+
+const latency = { type: 'prometheus', name: 'latency', query: 'app_latency_seconds{version="{{version}}"}', intervalSeconds: 1 } as const;
+/** Judged on a minute of one-second points; until 8 a side the readings are inconclusive, which the limit allows. */
+const judged = () => ({
+  ...latency,
+  address: prometheus.url,
+  judge: { kind: 'mann-whitney', direction: 'increase', minSamples: 8 },
+  windowSeconds: 60,
+  stepSeconds: 1,
+  inconclusiveLimit: 1_000,
+});
+const threshold = () => ({ ...latency, query: 'app_latency_seconds{version="v2"}', address: prometheus.url, comparison: '<', threshold: 0.5 });
+
+const spec = (version: string, gate: unknown, bakeSeconds: number) => ({
+  target: { service: 'checkout', version, stableVersion: 'v1' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds, gates: { providers: [gate] } },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+});
+
+interface RolloutBody {
+  state: string;
+  stateReason: string | null;
+  gates: GateJson[];
+}
+
+async function create(id: string, body: unknown): Promise<void> {
+  const res = await fetch(`${server.url}/rollouts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id, spec: body }),
+  });
+  expect(res.status, await res.clone().text()).toBe(201);
+}
+const get = async (id: string) => (await (await fetch(`${server.url}/rollouts/${id}`)).json()) as RolloutBody;
+
+describe('a gate that judges the canary against the baseline', () => {
+  it('refuses a judged query that does not name its cohort, and a judge beside a threshold', async () => {
+    const bad = async (gate: unknown) => {
+      const res = await fetch(`${server.url}/rollouts`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'bad', spec: spec('v2', gate, 0) }),
+      });
+      return { status: res.status, body: await res.text() };
+    };
+    const unnamed = await bad({ ...judged(), query: 'app_latency_seconds{version="v2"}' });
+    expect(unnamed.status).toBe(400);
+    expect(unnamed.body).toContain('a judged query names its cohort with {{cohort}} or {{version}}');
+    const both = await bad({ ...judged(), comparison: '<', threshold: 1 });
+    expect(both.status).toBe(400);
+    expect(both.body).toContain('a judged gate compares the canary with the baseline, not with a comparison');
+    expect((await fetch(`${server.url}/rollouts/bad`)).status).toBe(404);
+  });
+
+  it('passes a canary twice as slow on a threshold set for the fleet, and rolls it back on mann-whitney', async () => {
+    await create('slow-threshold', spec('v2', threshold(), 0));
+    await expect.poll(async () => (await get('slow-threshold')).state, { timeout: 60_000 }).toBe('completed');
+
+    await create('slow-judged', spec('v2', judged(), 3_600));
+    await expect.poll(async () => (await get('slow-judged')).state, { timeout: 90_000 }).toBe('rolled_back');
+    const r = await get('slow-judged');
+    expect(r.stateReason).toMatch(/^gate latency \(prometheus\): 1 failed reading > failureLimit 0; last: the canary is higher: shift 0\.\d+/);
+    const failed = r.gates[0]!.readings!.find((x) => x.outcome === 'fail')!;
+    // The reading keeps what the judgement stands on: each side's size, the shift and its interval.
+    const detail = JSON.parse(failed.answer) as { canary: { n: number }; baseline: { n: number }; ci: [number, number]; classification: string };
+    expect(detail.classification).toBe('high');
+    expect(detail.canary.n).toBeGreaterThanOrEqual(8);
+    expect(detail.baseline.n).toBeGreaterThanOrEqual(8);
+    expect(detail.ci[0]).toBeGreaterThan(0.05);
+    expect(failed.value).toBeGreaterThan(0.05);
+    expect(failed.query).toBe('mann-whitney of the canary against the baseline: app_latency_seconds{version="{{version}}"}');
+  }, 200_000);
+
+  it('completes a canary that behaves as the baseline, on readings that passed with enough data', async () => {
+    await create('same', spec('v3', judged(), 12));
+    await expect.poll(async () => (await get('same')).state, { timeout: 90_000 }).toBe('completed');
+    const readings = (await get('same')).gates[0]!.readings!;
+    expect(readings[0]).toMatchObject({ outcome: 'pass', value: 0 });
+    expect(readings.some((x) => x.outcome === 'fail')).toBe(false);
+    expect(readings.filter((x) => x.outcome === 'inconclusive').every((x) => x.reason!.startsWith('not enough data'))).toBe(true);
+  }, 120_000);
+});
