@@ -36,6 +36,14 @@ const limits = (type: keyof typeof DEFAULT_INTERVAL_SECONDS) => ({
   failureLimit: z.number().int().nonnegative().max(1_000).default(0),
   /** The rollout pauses when more readings than this are inconclusive (Argo's inconclusiveLimit; Argo's default is 0, ours tolerates two blips). */
   inconclusiveLimit: z.number().int().nonnegative().max(1_000).default(2),
+  /**
+   * What failures past failureLimit do (absent: rollback): `pause` stops the rollout where it is (a
+   * change that cannot be rolled back, such as a migration); `hold` only keeps the stage from
+   * promoting while the gate's newest reading fails.
+   */
+  onFail: z.enum(['rollback', 'pause', 'hold']).optional(),
+  /** Read, judged and recorded beside the other gates, never acting: a gate on trial. */
+  dryRun: z.boolean().optional(),
 });
 
 const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };

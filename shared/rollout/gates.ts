@@ -262,15 +262,13 @@ export function providerVerdict(
   stage: number,
   origin: number,
 ): GateVerdict {
-  const current = gates.map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
+  // A dry-run gate is read and recorded like the others; it never holds, pauses or rolls back anything.
+  const current = gates.filter((g) => !g.dryRun).map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
   for (const { g, t } of current) {
-    if (t && t.failures > g.failureLimit) {
+    if (t && t.failures > g.failureLimit && (g.onFail ?? 'rollback') !== 'hold') {
       const r = t.lastFailure ?? t.last;
-      return {
-        kind: 'rollback',
-        reason: `${describe(g)}: ${plural(t.failures, 'failed reading')} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`,
-        readings: [r],
-      };
+      const reason = `${describe(g)}: ${plural(t.failures, 'failed reading')} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`;
+      return { kind: g.onFail === 'pause' ? 'pause' : 'rollback', reason, readings: [r] };
     }
   }
   for (const { g, t } of current) {
@@ -284,7 +282,12 @@ export function providerVerdict(
     }
   }
   const waiting = current.find(({ t }) => !t || t.last.outcome !== 'pass');
-  if (waiting)
-    return { kind: 'wait', reason: waiting.t ? `${describe(waiting.g)}: last reading ${waiting.t.last.outcome}` : `${describe(waiting.g)}: no data yet` };
+  if (waiting) {
+    const held = waiting.g.onFail === 'hold' && waiting.t?.last.outcome === 'fail' ? ' (onFail hold: the stage waits while it fails)' : '';
+    return {
+      kind: 'wait',
+      reason: waiting.t ? `${describe(waiting.g)}: last reading ${waiting.t.last.outcome}${held}` : `${describe(waiting.g)}: no data yet`,
+    };
+  }
   return { kind: 'pass', readings: current.map(({ t }) => t!.last) };
 }

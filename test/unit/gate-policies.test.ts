@@ -1,0 +1,82 @@
+/**
+ * What a gate's failures do (onFail) and gates on trial (dryRun), on the
+ * pure verdict every runtime evaluates: rollback stays the default, pause
+ * stops where it is, hold only keeps the stage from promoting, and a dry-run
+ * gate is never acted on.
+ */
+import { describe, expect, it } from 'vitest';
+import { providerGatesSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
+import { providerVerdict, tallyWith, type GateReading, type GateTally } from '../../shared/rollout/gates.js';
+
+const origin = 1_000;
+const gate = (o: Record<string, unknown> = {}) =>
+  providerGatesSchema.parse([{ type: 'prometheus', name: 'errors', address: 'http://prometheus:9090', query: 'q', comparison: '<', threshold: 1, ...o }])[0]!;
+
+/** The tallies a run of readings of `g` (outcomes in order) makes in stage 0. */
+function tallies(g: ProviderGate, outcomes: readonly GateReading['outcome'][]): Map<number, Map<string, GateTally>> {
+  let t: GateTally | undefined;
+  outcomes.forEach((outcome, i) => {
+    const reading: GateReading = {
+      gate: g.name,
+      type: g.type,
+      attempt: 1,
+      stage: 0,
+      at: origin + i,
+      outcome,
+      value: outcome === 'pass' ? 0 : 2,
+      query: 'q',
+      answer: '',
+      reason: outcome === 'pass' ? null : `reading ${i} ${outcome}`,
+      source: 'poll',
+    };
+    t = tallyWith(t, reading, origin) ?? t;
+  });
+  return new Map([[0, new Map(t ? [[g.name, t]] : [])]]);
+}
+
+describe('a gate past its failureLimit', () => {
+  it('rolls back by default, and pauses with onFail pause, naming the gate and the last failure', () => {
+    const g = gate();
+    expect(providerVerdict([g], tallies(g, ['pass', 'fail']), 0, origin)).toMatchObject({
+      kind: 'rollback',
+      reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: reading 1 fail',
+    });
+    const p = gate({ onFail: 'pause' });
+    expect(providerVerdict([p], tallies(p, ['pass', 'fail']), 0, origin)).toMatchObject({
+      kind: 'pause',
+      reason: 'gate errors (prometheus): 1 failed reading > failureLimit 0; last: reading 1 fail',
+    });
+  });
+
+  it('with onFail hold, waits while its newest reading fails and promotes once it passes again', () => {
+    const h = gate({ onFail: 'hold' });
+    expect(providerVerdict([h], tallies(h, ['fail', 'fail']), 0, origin)).toEqual({
+      kind: 'wait',
+      reason: 'gate errors (prometheus): last reading fail (onFail hold: the stage waits while it fails)',
+    });
+    expect(providerVerdict([h], tallies(h, ['fail', 'fail', 'pass']), 0, origin)).toMatchObject({ kind: 'pass' });
+    // Its inconclusive readings still pause past their limit: hold is about failures only.
+    expect(providerVerdict([h], tallies(h, ['inconclusive', 'inconclusive', 'inconclusive']), 0, origin)).toMatchObject({ kind: 'pause' });
+  });
+});
+
+describe('a dry-run gate', () => {
+  it('never rolls back, pauses or holds, and a stage promotes on the others', () => {
+    const trial = gate({ name: 'trial', dryRun: true });
+    const real = gate({ name: 'real' });
+    const both = new Map([
+      [0, new Map([...tallies(trial, ['fail', 'fail', 'inconclusive', 'inconclusive', 'inconclusive']).get(0)!, ...tallies(real, ['pass']).get(0)!])],
+    ]);
+    const verdict = providerVerdict([trial, real], both, 0, origin);
+    expect(verdict).toMatchObject({ kind: 'pass' });
+    // The readings that allowed it are the acting gates' only.
+    expect(verdict.kind === 'pass' && verdict.readings.map((r) => r.gate)).toEqual(['real']);
+    // Nor does it wait for a first reading.
+    expect(providerVerdict([trial, real], tallies(real, ['pass']), 0, origin)).toMatchObject({ kind: 'pass' });
+  });
+
+  it('is refused with a misspelt policy, naming the field', () => {
+    expect(() => gate({ onFail: 'stop' })).toThrow(/onFail/);
+    expect(() => gate({ dryRun: 'yes' })).toThrow(/dryRun/);
+  });
+});
