@@ -16,6 +16,7 @@ import { gateJudgeSchema, judgeSeries, type GateJudge } from '../../shared/judge
 import { normalQuantile, normalSf } from '../../shared/judge/normal.js';
 import { kthDifference, mannWhitneyPValue, shiftEstimate } from '../../shared/judge/rank-sum.js';
 import { judgeSequentialRate, type Look } from '../../shared/judge/sequential-rate.js';
+import { sampleRatioMismatch } from '../../shared/judge/srm.js';
 
 interface Fixture {
   id: string;
@@ -303,5 +304,26 @@ describe('a gate judge on two series', () => {
     expect(rangeResultOf(answer([{ values: [] }, { values: [] }]))).toMatchObject({ kind: 'several', count: 2 });
     expect(rangeResultOf('{"status":"error","error":"bad"}')).toMatchObject({ kind: 'error', message: 'not a query answer: bad' });
     expect(cohortQuery('x{v="{{version}}",c="{{cohort}}"}', 'baseline', 'a"b\\c')).toBe('x{v="a\\"b\\\\c",c="baseline"}');
+  });
+});
+
+describe('sample-ratio mismatch, against scipy.stats.chisquare', () => {
+  const srm = (
+    JSON.parse(readFileSync(new URL('../fixtures/judge/srm.json', import.meta.url), 'utf8')) as {
+      cases: { canary: number; baseline: number; percent: number; chiSquare: number; pValue: number }[];
+    }
+  ).cases;
+
+  it(`agrees on every committed case (${srm.length}), and calls a mismatch below 0.001`, () => {
+    for (const c of srm) {
+      const r = sampleRatioMismatch(c.canary, c.baseline, c.percent)!;
+      close(r.chiSquare, c.chiSquare, 1e-9);
+      close(r.pValue, c.pValue, 1e-6);
+      expect(r.mismatch, `${c.canary}/${c.baseline} at ${c.percent} %`).toBe(c.pValue < 0.001);
+    }
+    // The actuator sent 30 % where 10 % was meant: held.
+    expect(sampleRatioMismatch(300, 700, 10)).toMatchObject({ mismatch: true, observed: 0.3 });
+    expect(sampleRatioMismatch(0, 0, 10)).toBeNull();
+    expect(sampleRatioMismatch(10, 0, 100)).toBeNull();
   });
 });
