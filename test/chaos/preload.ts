@@ -7,7 +7,8 @@
  *   new Date()); monotonic timers are untouched, as with a real clock offset;
  * - CHAOS_STALL_DIR: this process records its scheduling stalls there (stalls.ts), named CHAOS_PROCESS.
  */
-import { readFileSync } from 'node:fs';
+import fs, { readFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { register } from 'node:module';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -38,7 +39,31 @@ if (variant) {
   }
   edits.push(...v.edits);
 }
-if (edits.length) register(pathToFileURL(resolve(import.meta.dirname, 'variant-hooks.mjs')), { data: { edits, root } });
+// Modules are edited as they load; data files a module reads (the PostgreSQL migrations and live
+// functions, *.sql) are edited as they are read, through node:fs itself.
+const moduleEdits = edits.filter((e) => !e.file.endsWith('.sql'));
+const dataEdits = edits.filter((e) => e.file.endsWith('.sql'));
+if (moduleEdits.length) register(pathToFileURL(resolve(import.meta.dirname, 'variant-hooks.mjs')), { data: { edits: moduleEdits, root } });
+if (dataEdits.length) editDataReads(dataEdits);
+
+function editDataReads(list: readonly SourceEdit[]): void {
+  const byPath = new Map<string, SourceEdit[]>();
+  for (const e of list) byPath.set(resolve(root, e.file), [...(byPath.get(resolve(root, e.file)) ?? []), e]);
+  const real = fs.readFileSync;
+  const edited = (path: unknown, ...rest: unknown[]): unknown => {
+    const text = (real as (...a: unknown[]) => unknown)(path, ...rest);
+    const mine = typeof path === 'string' ? byPath.get(resolve(path)) : undefined;
+    if (!mine || typeof text !== 'string') return text;
+    return mine.reduce((t, e) => {
+      const at = t.lastIndexOf(e.find);
+      if (at < 0) throw new Error(`chaos variant: "${e.find.slice(0, 80)}" not found in ${e.file}`);
+      return t.slice(0, at) + e.replace + t.slice(at + e.find.length);
+    }, text);
+  };
+  fs.readFileSync = edited as typeof fs.readFileSync;
+  // ESM's named imports of node:fs follow the patched function only once synced.
+  syncBuiltinESMExports();
+}
 
 const offset = Number(process.env.CHAOS_CLOCK_OFFSET_MS ?? 0);
 if (offset) {
