@@ -20,6 +20,9 @@ import { defaultGateProviders } from '../shared/compose/gates.js';
 import type { GateProviders } from '../shared/rollout/gate-reader.js';
 import { namespaceIssue } from '../shared/rollout/spec.js';
 import { own } from '../shared/own.js';
+import { iamConnection, secretConnection } from './db-auth.js';
+
+export { iamConnection, secretConnection } from './db-auth.js';
 
 /** A variable holding JSON (`{}` when unset), checked by `parse`: "not JSON", or what `parse` says is wrong. */
 function jsonEnv<T>(parse: (v: unknown) => T) {
@@ -64,8 +67,13 @@ const envSchema = z
     ROLLOUT_STORE: z.enum(['dynamodb', 'postgres']).default('dynamodb'),
     ROLLOUT_TABLE: z.string().min(1).optional(),
     DATABASE_URL: z.string().min(1).optional(),
-    /** Aurora: the cluster's generated secret (host, port, dbname, username, password); read at cold start. */
+    /** Aurora, the migrator only: the cluster's generated secret (host, port, dbname, username, password); read at cold start. */
     ROLLOUT_DB_SECRET_ARN: z.string().min(1).optional(),
+    /** Aurora: the function's own database role, logged in with IAM tokens (db-auth.ts), at this endpoint. */
+    ROLLOUT_DB_USER: z.string().min(1).optional(),
+    ROLLOUT_DB_HOST: z.string().min(1).optional(),
+    ROLLOUT_DB_PORT: z.coerce.number().int().min(1).max(65_535).default(5432),
+    ROLLOUT_DB_NAME: z.string().min(1).default('postgres'),
     ROLLOUT_NODE_ID: z
       .string()
       .min(1)
@@ -150,8 +158,12 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
   const env = parseConfig('environment', envSchema, source);
   if (env.ROLLOUT_STORE === 'dynamodb' && !env.ROLLOUT_TABLE)
     throw new Error('invalid environment config: ROLLOUT_TABLE: required when ROLLOUT_STORE=dynamodb');
-  if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN)
-    throw new Error('invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required when ROLLOUT_STORE=postgres');
+  if (env.ROLLOUT_STORE === 'postgres' && !env.DATABASE_URL && !env.ROLLOUT_DB_SECRET_ARN && !env.ROLLOUT_DB_USER)
+    throw new Error(
+      'invalid environment config: DATABASE_URL or ROLLOUT_DB_SECRET_ARN, or ROLLOUT_DB_USER with ROLLOUT_DB_HOST: one is required when ROLLOUT_STORE=postgres',
+    );
+  if (env.ROLLOUT_DB_USER && !env.ROLLOUT_DB_HOST)
+    throw new Error('invalid environment config: ROLLOUT_DB_HOST: required with ROLLOUT_DB_USER (the endpoint the IAM token is signed for)');
   const outbound = new OutboundPolicy(env.ROLLOUT_OUTBOUND as ConstructorParameters<typeof OutboundPolicy>[0]);
   const operatorSecrets = new OperatorSecrets({ secretsManager: secretString });
   const plane = await openControlPlane({
@@ -160,9 +172,7 @@ export async function runtimeFrom(source: NodeJS.ProcessEnv, overrides: { bus?: 
         ? { kind: 'dynamodb', table: env.ROLLOUT_TABLE!, client: traced(new DynamoDBClient({})), retainRunDays: env.ROLLOUT_RETAIN_RUNS_DAYS }
         : {
             kind: 'postgres',
-            connection: env.DATABASE_URL
-              ? { connectionString: env.DATABASE_URL, max: 2 }
-              : { ...(await cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!)), max: 2 },
+            connection: { ...(await connectionOf(env)), max: 2 },
           },
     holderId: env.ROLLOUT_NODE_ID,
     timings: { ttlMs: env.ROLLOUT_LEASE_TTL_MS, renewIntervalMs: env.ROLLOUT_LEASE_RENEW_MS, retryIntervalMs: env.ROLLOUT_LEASE_RETRY_MS },
@@ -210,6 +220,31 @@ export function namespaceLimited(providers: GateProviders, allowed: readonly str
 }
 
 /**
+ * Where a function's pool connects: DATABASE_URL (a local server), else its
+ * own role with IAM tokens (every function on Aurora), else the master
+ * secret (the migrator).
+ */
+function connectionOf(env: RuntimeEnv): Promise<pg.PoolConfig> | pg.PoolConfig {
+  if (env.DATABASE_URL) return { connectionString: env.DATABASE_URL };
+  if (env.ROLLOUT_DB_USER) return iamLogin(env);
+  return cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!);
+}
+
+/** One login per role for the sandbox's life, so a runtime opened per invocation reuses its token. */
+const iamLogins = new Map<string, pg.PoolConfig>();
+
+function iamLogin(env: RuntimeEnv): pg.PoolConfig {
+  const login = { host: env.ROLLOUT_DB_HOST!, port: env.ROLLOUT_DB_PORT, database: env.ROLLOUT_DB_NAME, user: env.ROLLOUT_DB_USER! };
+  const key = JSON.stringify(login);
+  let config = iamLogins.get(key);
+  if (!config) {
+    config = iamConnection(login);
+    iamLogins.set(key, config);
+  }
+  return config;
+}
+
+/**
  * One connection config per secret for the sandbox's life: a runtime opened
  * for each invocation (`invocationScoped`) does not read the secret each
  * time; the password inside still follows rotation (`secretConnection`).
@@ -219,7 +254,7 @@ const secretConfigs = new Map<string, Promise<pg.PoolConfig>>();
 function cachedSecretConnection(secretArn: string): Promise<pg.PoolConfig> {
   let config = secretConfigs.get(secretArn);
   if (!config) {
-    config = secretConnection(secretArn);
+    config = secretConnection(secretArn, traced(new SecretsManagerClient({})));
     secretConfigs.set(secretArn, config);
     // A failed read is not kept: the next invocation asks again.
     config.catch(() => secretConfigs.delete(secretArn));
@@ -235,55 +270,6 @@ async function secretString(secretId: string): Promise<string> {
   const { SecretString } = await secrets.send(new GetSecretValueCommand({ SecretId: secretId }));
   if (SecretString === undefined) throw new Error(`secret ${secretId} has no string value`);
   return SecretString;
-}
-
-const dbSecret = z.object({
-  host: z.string().min(1),
-  port: z.coerce.number().int().positive(),
-  username: z.string().min(1),
-  password: z.string().min(1),
-  dbname: z.string().min(1).default('postgres'),
-});
-
-/**
- * A PostgreSQL connection from an RDS-generated secret; TLS verified against
- * the CA bundle the runtime provides. The password survives rotation: each
- * new connection asks for it, and the secret is read again once it is
- * `ttlMs` old (30 s), so after Secrets Manager rotates it, new connections
- * use the new password within that long while open ones carry on.
- */
-export async function secretConnection(secretArn: string, client = traced(new SecretsManagerClient({})), ttlMs = 30_000): Promise<pg.PoolConfig> {
-  const read = async () => {
-    const { SecretString } = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));
-    let json: unknown;
-    try {
-      json = JSON.parse(SecretString ?? '');
-    } catch {
-      throw new Error(`database secret ${secretArn}: not a JSON secret`);
-    }
-    return parseConfig(`database secret ${secretArn}`, dbSecret, json);
-  };
-  // One read at a time: connections opened together after the secret went stale share it.
-  let held = { secret: Promise.resolve(await read()), at: Date.now() };
-  const s = await held.secret;
-  return {
-    host: s.host,
-    port: s.port,
-    user: s.username,
-    database: s.dbname,
-    password: async () => {
-      if (Date.now() - held.at >= ttlMs) {
-        const secret = read();
-        held = { secret, at: Date.now() };
-        // A failed read is not kept: the next connection asks again.
-        secret.catch(() => {
-          if (held.secret === secret) held = { secret, at: 0 };
-        });
-      }
-      return (await held.secret).password;
-    },
-    ssl: process.env.ROLLOUT_DB_TLS === 'off' ? false : { rejectUnauthorized: true },
-  };
 }
 
 /**

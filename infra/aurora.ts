@@ -23,14 +23,20 @@ import { Construct } from 'constructs';
  * `pg` code path as a local PostgreSQL. A VPC with private subnets, the
  * cluster encrypted, IAM-authenticated as well, credentials in Secrets
  * Manager with rotation, deletion protection and a final snapshot. The schema
- * is migrated on first use by whichever function connects first (migrations
- * take an advisory lock, so concurrent cold starts are safe).
+ * is migrated at deploy by the migrator, the one function holding the master
+ * secret, which also sets up a database role per function; every other
+ * function logs in as its own role with an IAM token (IAM database
+ * authentication), and may do only what that role may.
  *
  * Idle, it costs what the VPC's NAT gateway costs: the cluster's minimum is
  * 0 ACU, so it pauses after AUTO_PAUSE without a connection, and nothing on
  * a schedule wakes it (the activity flags, functions/activity.ts, and pools
  * closed at the end of each invocation, functions/runtime.ts).
  */
+
+/** The cluster's port and database. */
+const PORT = 5433;
+const DATABASE_NAME = 'rollout';
 
 /** How long the cluster stays up with no connection before it pauses (Aurora's shortest). */
 export const AUTO_PAUSE = Duration.minutes(5);
@@ -112,7 +118,7 @@ export class AuroraStore extends Construct {
       // 0 ACU (auto-pause) needs Aurora PostgreSQL 13.15, 14.12, 15.7, 16.3 or later: 16.6 has it.
       engine: DatabaseClusterEngine.auroraPostgres({ version: AuroraPostgresEngineVersion.VER_16_6 }),
       credentials: Credentials.fromGeneratedSecret('rollout'),
-      defaultDatabaseName: 'rollout',
+      defaultDatabaseName: DATABASE_NAME,
       writer: ClusterInstance.serverlessV2('writer'),
       readers: o.reader ? [ClusterInstance.serverlessV2('reader', { scaleWithWriter: true })] : [],
       serverlessV2MinCapacity: minCapacity,
@@ -121,7 +127,7 @@ export class AuroraStore extends Construct {
       vpc: this.vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
       securityGroups: [dbGroup],
-      port: 5433,
+      port: PORT,
       storageEncrypted: true,
       iamAuthentication: true,
       deletionProtection: true,
@@ -141,7 +147,7 @@ export class AuroraStore extends Construct {
       const helper = Stack.of(this).node.children.find((c) => c.node.id.startsWith('LogRetention'));
       if (helper) Validations.of(helper).acknowledge({ id: finding, reason });
     }
-    dbGroup.addIngressRule(this.clientGroup, Port.tcp(5433), 'control-plane functions');
+    dbGroup.addIngressRule(this.clientGroup, Port.tcp(PORT), 'control-plane functions');
     this.cluster.addRotationSingleUser({ automaticallyAfter: Duration.days(30), vpcSubnets: this.subnets });
     // The AWS owned key: no KMS request is billed for the reads a minute the probes make.
     this.activity = new Table(this, 'ActivityFlags', {
@@ -170,11 +176,27 @@ export class AuroraStore extends Construct {
     );
   }
 
-  /** What a function needs to connect: the secret (read), the network, the CA bundle for TLS verification. */
-  grant(fn: IFunction & { addEnvironment(key: string, value: string): unknown }): void {
+  /**
+   * What a function needs to log in as its own database role `user`
+   * (shared/adapters/postgres/roles.ts, set up by the migrator): `rds-db:connect`
+   * on that database user alone, the endpoint, the CA bundle for TLS
+   * verification. No secret: the token is signed with the function's own
+   * credentials (functions/db-auth.ts).
+   */
+  grantConnect(fn: IFunction & { addEnvironment(key: string, value: string): unknown }, user: string): void {
+    this.cluster.grantConnect(fn, user);
+    fn.addEnvironment('ROLLOUT_DB_HOST', this.cluster.clusterEndpoint.hostname);
+    fn.addEnvironment('ROLLOUT_DB_PORT', String(PORT));
+    fn.addEnvironment('ROLLOUT_DB_NAME', DATABASE_NAME);
+    fn.addEnvironment('ROLLOUT_DB_USER', user);
+    // Lambda's Node.js runtimes ship the RDS CA bundle but (from Node 20) do not load it by default.
+    fn.addEnvironment('NODE_EXTRA_CA_CERTS', '/var/runtime/ca-cert.pem');
+  }
+
+  /** The migrator's: the master secret (read), which owns the schema and creates the functions' roles. No other function gets it. */
+  grantMaster(fn: IFunction & { addEnvironment(key: string, value: string): unknown }): void {
     this.cluster.secret!.grantRead(fn);
     fn.addEnvironment('ROLLOUT_DB_SECRET_ARN', this.cluster.secret!.secretArn);
-    // Lambda's Node.js runtimes ship the RDS CA bundle but (from Node 20) do not load it by default.
     fn.addEnvironment('NODE_EXTRA_CA_CERTS', '/var/runtime/ca-cert.pem');
   }
 }

@@ -1,12 +1,12 @@
 import { buildSync } from 'esbuild';
-import { rmSync } from 'node:fs';
+import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { FUNCTIONS, type FunctionName } from '../shared/topology.js';
-import { BUNDLE_OPTIONS, bundleDir, packageRoot, WORKER_COMMAND_OPTIONS } from './code.js';
+import { FUNCTIONS, MIGRATOR, type BundleName, type FunctionSpec } from '../shared/topology.js';
+import { BUNDLE_OPTIONS, bundleDir, MIGRATIONS, packageRoot, WORKER_COMMAND_OPTIONS } from './code.js';
 import { isEntryPoint } from './entry.js';
 
 /**
- * `npm run build`'s last step: each function bundled into dist/lambda/<name>/
+ * `npm run build`'s last step: each function (and the Aurora migrator) bundled into dist/lambda/<name>/
  * (what RolloutControlPlane deploys when installed as a package; source maps
  * name files and lines, without the sources themselves), and the
  * `rollout` command into dist/worker/rollout.mjs (what a WorkerFleet's
@@ -14,7 +14,8 @@ import { isEntryPoint } from './entry.js';
  */
 export function bundleAll(root = packageRoot()): void {
   rmSync(join(root, 'dist', 'lambda'), { recursive: true, force: true });
-  for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, (typeof FUNCTIONS)[FunctionName]][]) {
+  const bundles = [...Object.entries(FUNCTIONS), ['migrator', MIGRATOR]] as [BundleName, FunctionSpec][];
+  for (const [name, spec] of bundles) {
     buildSync({
       ...BUNDLE_OPTIONS,
       external: [...BUNDLE_OPTIONS.external],
@@ -25,12 +26,16 @@ export function bundleAll(root = packageRoot()): void {
       sourcesContent: false,
       logLevel: 'warning',
     });
+    // The PostgreSQL migrations are files the schema module reads beside itself (or its bundle).
+    cpSync(MIGRATIONS(root), join(bundleDir(root, name), 'migrations'), { recursive: true });
   }
   buildSync({
     ...WORKER_COMMAND_OPTIONS,
     entryPoints: [join(root, 'shared', 'runtimes', 'cli', 'cli.ts')],
     outfile: join(root, 'dist', 'worker', 'rollout.mjs'),
   });
+  rmSync(join(root, 'dist', 'worker', 'migrations'), { recursive: true, force: true });
+  cpSync(MIGRATIONS(root), join(root, 'dist', 'worker', 'migrations'), { recursive: true });
 }
 
 if (isEntryPoint(import.meta.url)) bundleAll();

@@ -5,7 +5,7 @@ import { Code, Function as LambdaFunctionResource, type FunctionProps } from 'aw
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { Construct } from 'constructs';
 import type { BuildOptions } from 'esbuild';
-import type { FunctionName, FunctionSpec } from '../shared/topology.js';
+import type { BundleName, FunctionSpec } from '../shared/topology.js';
 
 /**
  * Where the functions' code comes from. In this repository (the sources are
@@ -26,7 +26,18 @@ export function packageRoot(from = dirname(fileURLToPath(import.meta.url))): str
 }
 
 /** What both ways of building a function share: esbuild's options, the same at synth and at build. */
-export const BUNDLE_OPTIONS = { format: 'cjs', target: 'node22', minify: true, sourcemap: true, external: ['@electric-sql/pglite', 'pg-native'] } as const;
+export const BUNDLE_OPTIONS = {
+  format: 'cjs',
+  target: 'node22',
+  minify: true,
+  sourcemap: true,
+  external: ['@electric-sql/pglite', 'pg-native'],
+  // The schema module finds its migrations by import.meta.url, or by __dirname in a CommonJS bundle.
+  logOverride: { 'empty-import-meta': 'silent' },
+} as const;
+
+/** The PostgreSQL migrations, copied beside every bundle that may migrate (shared/adapters/postgres/schema.ts reads them there). */
+export const MIGRATIONS = (root: string) => join(root, 'shared', 'adapters', 'postgres', 'migrations');
 
 /** The `rollout` command (and a user's worker module) as one ESM file each, for a worker instance. */
 export const WORKER_COMMAND_OPTIONS: BuildOptions = {
@@ -42,14 +53,14 @@ export const WORKER_COMMAND_OPTIONS: BuildOptions = {
 };
 
 /** Where `npm run build` puts one function's bundle. */
-export function bundleDir(root: string, name: FunctionName): string {
+export function bundleDir(root: string, name: BundleName): string {
   return join(root, 'dist', 'lambda', name);
 }
 
 export function functionOf(
   scope: Construct,
   id: string,
-  name: FunctionName,
+  name: BundleName,
   spec: FunctionSpec,
   props: Omit<FunctionProps, 'code' | 'handler'>,
 ): LambdaFunctionResource {
@@ -69,6 +80,12 @@ export function functionOf(
         minify: BUNDLE_OPTIONS.minify,
         sourceMap: BUNDLE_OPTIONS.sourcemap,
         externalModules: [...BUNDLE_OPTIONS.external],
+        esbuildArgs: { '--log-override:empty-import-meta': 'silent' },
+        commandHooks: {
+          beforeBundling: () => [],
+          beforeInstall: () => [],
+          afterBundling: (inputDir: string, outputDir: string) => [`cp -R "${MIGRATIONS(inputDir)}" "${join(outputDir, 'migrations')}"`],
+        },
       },
     });
   }

@@ -42,13 +42,19 @@ export interface FunctionSpec {
    */
   readonly tracing: 'active' | 'passthrough';
   /** What it may touch. */
-  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'dlq:consume' | 'cloudwatch:read' | 'targets:actuate')[];
+  readonly grants: readonly ('store:read' | 'store:write' | 'bus:put' | 'queue:send' | 'cloudwatch:read' | 'targets:actuate')[];
   /**
    * Which families of the store's items (DynamoDB: the partition keys, held
    * to them by `dynamodb:LeadingKeys`): a function that only promotes cannot
    * read or write a run's items, and the reverse.
    */
   readonly keys: readonly KeyFamily[];
+  /**
+   * On Aurora, the database role it logs in as with IAM tokens
+   * (shared/adapters/postgres/roles.ts says what each may do); none: it
+   * never opens the database there, and gets no access to it.
+   */
+  readonly databaseRole?: string;
 }
 
 /** The store's items by what they are: the promotion lease, the run leases, rollouts and their signals, runs and their items, the worker registry. */
@@ -83,6 +89,7 @@ export const FUNCTIONS = {
     // Each transition it commits is carried out to the rollout's targets at once.
     grants: ['store:read', 'store:write', 'bus:put', 'targets:actuate'],
     keys: ['promotionLease', 'rollouts'],
+    databaseRole: 'rollout_promoter',
   },
   batchPromoter: {
     entry: 'functions/batch-promoter.ts',
@@ -97,26 +104,20 @@ export const FUNCTIONS = {
     // Provider gates are read on its tick only: DescribeAlarms and GetMetricData are granted here and nowhere else.
     grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read', 'targets:actuate'],
     keys: ['promotionLease', 'rollouts'],
+    // It alone deletes ended rollouts past their retention.
+    databaseRole: 'rollout_batch_promoter',
   },
   coordinator: {
     entry: 'functions/coordinator.ts',
     description: 'Coordinator of work runs: steals for idle workers (invoked), failure scan of open runs (scheduled)',
+    // The schedule's scan drains the work DLQ first (dead letters' items failed under each run's lease): no function of its own.
     triggers: [{ kind: 'invoke' }, { kind: 'schedule', everyMinutes: 1, input: { action: 'scan-all' } }],
     timeoutSeconds: 60,
     memoryMb: 512,
     tracing: 'passthrough',
     grants: ['store:read', 'store:write', 'bus:put', 'queue:send'],
     keys: ['runLeases', 'runs', 'registry'],
-  },
-  deadLetters: {
-    entry: 'functions/dead-letters.ts',
-    description: 'Marks the items of poison work messages Failed with the reason, under the run coordinator lease',
-    triggers: [{ kind: 'queue', queue: 'work-dlq', batchSize: 10 }],
-    timeoutSeconds: 30,
-    memoryMb: 256,
-    tracing: 'active',
-    grants: ['store:read', 'store:write', 'bus:put', 'dlq:consume'],
-    keys: ['runLeases', 'runs'],
+    databaseRole: 'rollout_coordinator',
   },
   spotDrain: {
     entry: 'functions/spot-drain.ts',
@@ -139,7 +140,29 @@ export const FUNCTIONS = {
     grants: ['store:read', 'store:write', 'bus:put', 'queue:send', 'targets:actuate'],
     // Commands campaign for the promotion lease; a run's status reads its items' index.
     keys: ['promotionLease', 'rollouts', 'runs'],
+    databaseRole: 'rollout_api',
   },
 } as const satisfies Record<string, FunctionSpec>;
 
 export type FunctionName = keyof typeof FUNCTIONS;
+
+/**
+ * Aurora only, and no trigger of the topology: migrates the schema and sets
+ * up the functions' database roles as the master user (the one function that
+ * reads the master secret), run at deploy before the functions are updated.
+ * A node migrates its own store when it opens it.
+ */
+export const MIGRATOR = {
+  entry: 'functions/migrator.ts',
+  description: 'Migrates the Aurora schema and sets the database role of each function (run at deploy)',
+  triggers: [],
+  // A paused cluster takes about 15 s to resume (longer after a day); a migration takes seconds.
+  timeoutSeconds: 120,
+  memoryMb: 256,
+  tracing: 'passthrough',
+  grants: [],
+  keys: [],
+} as const satisfies FunctionSpec;
+
+/** What is bundled and deployed as a function: the topology's and the migrator. */
+export type BundleName = FunctionName | 'migrator';

@@ -116,7 +116,7 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
     for (const q of [plane.workQueue, plane.workDlq, plane.eventsDlq])
       expect(json.Resources[id(q)]!.Properties.KmsMasterKeyId).toEqual({ 'Fn::GetAtt': [id(key), 'Arn'] });
     // Every function that reads the table may use its key (a promoter sends to no queue, so no queue grant gives it that).
-    for (const name of ['streamingPromoter', 'batchPromoter', 'spotDrain', 'deadLetters', 'api', 'coordinator'] as const) {
+    for (const name of ['streamingPromoter', 'batchPromoter', 'spotDrain', 'api', 'coordinator'] as const) {
       const role = plane.functions[name].role as Role;
       expect(policyOf(role), name).toContain('kms:Decrypt');
     }

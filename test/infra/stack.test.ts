@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
 import { AURORA_WITHOUT_DATABASE } from '../../infra/control-plane.js';
 import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT, type Synthesised } from './synth.js';
-import { FUNCTIONS, type FunctionSpec } from '../../shared/topology.js';
-import { METRICS } from '../../shared/api/figures.js';
+import { FUNCTIONS, MIGRATOR, type FunctionSpec } from '../../shared/topology.js';
+import { METRICS } from '../../shared/api/metrics.js';
 import { LEADING_KEYS, tableDefinition } from '../../shared/adapters/dynamodb/table.js';
 
 /** The alarms the test stack's gates watch: a prefix and a name. */
@@ -326,7 +326,7 @@ describe('ControlPlaneStack', () => {
       const st = policies[0]!.Statement;
       expect(st).toMatchObject({ Effect: 'Deny', Action: 'events:PutEvents', Principal: { AWS: '*' }, Condition: { Null: { 'aws:PrincipalArn': 'false' } } });
       const allowed = JSON.stringify(st.Condition.ArnNotLike['aws:PrincipalArn']);
-      for (const name of ['StreamingPromoter', 'BatchPromoter', 'Coordinator', 'DeadLetters', 'Api']) expect(allowed).toContain(`${name}ServiceRole`);
+      for (const name of ['StreamingPromoter', 'BatchPromoter', 'Coordinator', 'Api']) expect(allowed).toContain(`${name}ServiceRole`);
       expect(allowed).not.toContain('SpotDrainServiceRole');
       const withSenders = synthStack('Senders', {
         env: { account: '123456789012', region: 'eu-west-1' },
@@ -601,12 +601,13 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     );
   });
 
-  it('every function that uses the database runs in the VPC on the pg path: the secret to read, the RDS CA bundle, no DynamoDB grants; the others get neither secret nor VPC', () => {
+  it('every function that uses the database runs in the VPC on the pg path: its own database user (IAM), the RDS CA bundle, no secret, no DynamoDB grants; the others get neither login nor VPC', () => {
     const fns = Object.entries(json.Resources).filter(
-      ([, r]) => r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length,
+      ([, r]) =>
+        r.Type === 'AWS::Lambda::Function' && (r.Properties.Description as string | undefined)?.length && r.Properties.Description !== MIGRATOR.description,
     );
     expect(fns).toHaveLength(Object.keys(FUNCTIONS).length);
-    expect([...AURORA_WITHOUT_DATABASE].sort()).toEqual(['deadLetters', 'spotDrain']);
+    expect([...AURORA_WITHOUT_DATABASE].sort()).toEqual(['spotDrain']);
     for (const [, fn] of fns) {
       const env = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
       const name = env.POWERTOOLS_SERVICE_NAME as keyof typeof FUNCTIONS;
@@ -616,7 +617,8 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
         expect(env.ROLLOUT_DB_SECRET_ARN, name).toBeUndefined();
         expect(fn.Properties.VpcConfig, name).toBeUndefined();
       } else {
-        expect(env.ROLLOUT_DB_SECRET_ARN, name).toBeDefined();
+        expect(env.ROLLOUT_DB_SECRET_ARN, name).toBeUndefined();
+        expect(env.ROLLOUT_DB_USER, name).toBe((FUNCTIONS[name] as FunctionSpec).databaseRole);
         expect(env.NODE_EXTRA_CA_CERTS, name).toBe('/var/runtime/ca-cert.pem');
         expect(fn.Properties.VpcConfig, name).toBeDefined();
       }
@@ -631,14 +633,11 @@ describe('ControlPlaneStack with the Aurora store (-c store=aurora)', () => {
     for (const [id, p] of functionPolicies) {
       const doc = JSON.stringify(p.Properties.PolicyDocument);
       const name = Object.keys(FUNCTIONS).find((n) => id.toLowerCase().startsWith(n.toLowerCase())) as keyof typeof FUNCTIONS;
-      if (AURORA_WITHOUT_DATABASE.includes(name)) {
-        expect(doc, id).not.toContain('secretsmanager:');
-        expect(doc, id).not.toContain(secrets[0]);
-      } else {
-        expect(doc, id).toContain('secretsmanager:GetSecretValue');
-        // By its own ARN (a Ref: exact, no wildcard).
-        expect(doc, id).toContain(`{"Ref":"${secrets[0]}"}`);
-      }
+      // The master secret is the migrator's alone (test/infra/database-roles.test.ts).
+      expect(doc, id).not.toContain('secretsmanager:');
+      expect(doc, id).not.toContain(secrets[0]);
+      if (AURORA_WITHOUT_DATABASE.includes(name)) expect(doc, id).not.toContain('rds-db:');
+      else expect(doc, id).toContain('rds-db:connect');
       // No store grant: the only table is the activity flags' (below).
       expect(doc, id).not.toMatch(/dynamodb:(Query|PutItem|DeleteItem|BatchWriteItem|TransactWriteItems|ConditionCheckItem)/);
     }
@@ -710,7 +709,7 @@ describe('the optional Spot worker fleet (-c workerRun=…)', () => {
     const lt = Object.values(template.findResources('AWS::EC2::LaunchTemplate'))[0]!;
     const userData = JSON.stringify((lt.Properties as { LaunchTemplateData: { UserData: unknown } }).LaunchTemplateData.UserData);
     expect(userData).toContain('rollout.mjs worker --run run-42 --store dynamodb');
-    expect(userData).toContain('--provider aws --instance-id auto');
+    expect(userData).toContain('--provider aws --instance-id ${ROLLOUT_INSTANCE_ARN}');
     expect(userData).toContain('TimeoutStopSec=75');
   });
 
@@ -773,7 +772,7 @@ describe('targets a rollout may move (targets prop)', () => {
       expect(doc, fn).toContain(rule);
       expect(doc, fn).not.toMatch(/lambda:UpdateAlias[^\]]*\],"Effect":"Allow","Resource":"\*"/);
     }
-    for (const fn of ['Coordinator', 'DeadLetters', 'SpotDrain']) expect(policyOf(fn), fn).not.toMatch(/lambda:UpdateAlias|elasticloadbalancing:/);
+    for (const fn of ['Coordinator', 'SpotDrain']) expect(policyOf(fn), fn).not.toMatch(/lambda:UpdateAlias|elasticloadbalancing:/);
     const variables = Object.values(json.Resources)
       .filter((r) => r.Type === 'AWS::Lambda::Function')
       .map((r) => (r.Properties.Environment as { Variables: Record<string, string> } | undefined)?.Variables ?? {});

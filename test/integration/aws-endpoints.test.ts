@@ -23,7 +23,6 @@ import {
   GetQueueAttributesCommand,
   ReceiveMessageCommand,
   SendMessageCommand,
-  type Message,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { App } from 'aws-cdk-lib';
@@ -31,14 +30,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { APIGatewayProxyEventV2WithIAMAuthorizer, SQSEvent } from 'aws-lambda';
+import type { APIGatewayProxyEventV2WithIAMAuthorizer } from 'aws-lambda';
 import { apiLambdaHandler } from '../../functions/api.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
 import { batchPromoterHandler } from '../../functions/batch-promoter.js';
 import { coordinatorHandler } from '../../functions/coordinator.js';
-import { deadLettersHandler } from '../../functions/dead-letters.js';
 import { lazy, runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { spotDrainHandler } from '../../functions/spot-drain.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
@@ -46,7 +44,7 @@ import { ControlPlaneStack } from '../../infra/stack.js';
 import type { FUNCTIONS } from '../../shared/topology.js';
 import { WorkerAgent } from '../../shared/ledger/agent.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { createRollout } from '../../shared/rollout/commands.js';
@@ -124,13 +122,6 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     return got;
   }
 
-  async function receiveRaw(url: string, n: number): Promise<Message[]> {
-    const got: Message[] = [];
-    for (let i = 0; i < 20 && got.length < n; i++)
-      got.push(...((await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }))).Messages ?? []));
-    return got;
-  }
-
   beforeAll(async () => {
     table = await dynamoTable();
     // Before any CloudWatch client is made (the gate providers make theirs on first use).
@@ -164,8 +155,6 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       batchPromoter: (e) => batchPromoterHandler(rt, silent, quiet)(e, { getRemainingTimeInMillis: () => 0 }),
       coordinator: coordinatorHandler(rt, { onFenced: () => undefined }, silent, quiet),
       spotDrain: spotDrainHandler(rt, silent, quiet),
-      // Not on a rule: its trigger is an SQS event source (the work DLQ), driven by the test below.
-      deadLetters: (e) => deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet)(e as SQSEvent),
       // Behind API Gateway, driven by the test below with HTTP API (payload 2.0) events.
       api: (e) => apiLambdaHandler(rt, {}, silent, quiet)(e as APIGatewayProxyEventV2WithIAMAuthorizer),
     };
@@ -438,7 +427,7 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     expect(Number(attrs.Attributes!.ApproximateNumberOfMessages)).toBeGreaterThanOrEqual(6); // back on the queue for other workers
   });
 
-  it('the work DLQ consumer reports partial batch failures: settled records go, a run another stack coordinates comes back, a malformed one is dropped', async () => {
+  it("the coordinator's scheduled scan drains the work DLQ: a settled letter is deleted, one of a run another stack coordinates stays for a later scan, a malformed one is dropped", async () => {
     const runtime = await rt();
     const { ledger } = runtime.stores;
     const dlq = new SqsWorkQueue(sqs, workDlq);
@@ -458,26 +447,22 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     await dlq.send(ours, [mine!]);
     await dlq.send(theirs, [other!]);
     await sqs.send(new SendMessageCommand({ QueueUrl: workDlq, MessageBody: 'not json' }));
-    // The records as the event source mapping hands them over.
-    const messages = (await receiveRaw(workDlq, 3)).map((m) => ({
-      messageId: m.MessageId!,
-      receiptHandle: m.ReceiptHandle!,
-      body: m.Body!,
-      attributes: {},
-      messageAttributes: {},
-      md5OfBody: '',
-      eventSource: 'aws:sqs',
-      eventSourceARN: `arn:aws:sqs:${REGION}:${ACCOUNT}:work-dlq`,
-      awsRegion: 'us-east-1',
-    }));
-    expect(messages).toHaveLength(3);
-    const handler = deadLettersHandler(rt, { onFenced: () => undefined }, silent, quiet);
-    const response = await handler({ Records: messages } as unknown as SQSEvent);
-    const theirsMessage = messages.find((m) => m.body.includes(theirs))!;
-    expect(response.batchItemFailures).toEqual([{ itemIdentifier: theirsMessage.messageId }]);
+    // The schedule's input, as the deployed rule sends it; the DLQ from ROLLOUT_WORK_DLQ_URL, as deployed.
+    const scan = coordinatorHandler(
+      rt,
+      { queue: () => new SqsWorkQueue(sqs, workQueue), onFenced: () => undefined, deadLetters: { sqs, queueUrl: workDlq }, activity: null },
+      silent,
+      quiet,
+    );
+    await scan({ action: 'scan-all' });
     const failedItem = (await ledger.get(ours, mine!))!;
     expect(failedItem.state).toBe('failed');
     expect(failedItem.error).toMatch(/^poison: delivered 5 times/);
     expect((await ledger.get(theirs, other!))!.state).toBe('pending'); // left for its own coordinator
+    // Only the letter of `theirs` is left in the DLQ (hidden until its visibility timeout ends).
+    const attrs = await sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: workDlq, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+    );
+    expect(Number(attrs.Attributes!.ApproximateNumberOfMessages) + Number(attrs.Attributes!.ApproximateNumberOfMessagesNotVisible)).toBe(1);
   });
 });

@@ -5,26 +5,24 @@
  * what Powertools Metrics writes to stdout, captured and parsed as
  * CloudWatch would.
  */
-import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, DeleteQueueCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { SQSEvent } from 'aws-lambda';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { batchPromoterHandler } from '../../functions/batch-promoter.js';
 import { coordinatorHandler } from '../../functions/coordinator.js';
-import { deadLettersHandler } from '../../functions/dead-letters.js';
 import { runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
-import { ACTUATION_METRICS, METRICS, METRICS_NAMESPACE, ROLLOUT_METRICS, rolloutFigures } from '../../shared/api/figures.js';
+import { ACTUATION_METRICS, METRICS, METRICS_NAMESPACE, ROLLOUT_METRICS, rolloutFigures } from '../../shared/api/metrics.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { createRollout, runCommand } from '../../shared/rollout/commands.js';
 import { steal } from '../../shared/lease/transitions.js';
-import { rolloutGauges } from '../../infra/cost.js';
+import { rolloutGauges } from '../../tools/cost/metrics.js';
 import { operateMetrics } from '../../shared/runtimes/node/operate-metrics.js';
 import type { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { dynamoTable, uniqueName } from '../support/backends.js';
@@ -225,37 +223,28 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     expect(counted).toEqual(['ai.rollout.stage_activated=1', 'ai.rollout.stage_promoted=1']);
   });
 
-  it('the dead-letters function counts rollout_dead_letters_total (no dimension); the coordinator counts rollout_run_steals by run', async () => {
+  it("the coordinator's scan counts rollout_dead_letters_total as it drains the work DLQ (no dimension); the coordinator counts rollout_run_steals by run", async () => {
     const { ledger } = runtime.stores;
     const runId = uniqueName('run');
     await ledger.createRun(runId, {}, Date.now());
     const [poison] = (await ledger.enqueue(runId, [{ poison: 1 }], Date.now())).ids;
-    const record = {
-      messageId: 'm1',
-      receiptHandle: 'r1',
-      body: JSON.stringify({ runId, itemId: poison }),
-      attributes: {},
-      messageAttributes: {},
-      md5OfBody: '',
-      eventSource: 'aws:sqs',
-      eventSourceARN: 'arn:aws:sqs:eu-west-1:000000000000:work-dlq',
-      awsRegion: 'eu-west-1',
-    };
-    const deadLetters = deadLettersHandler(
-      () => Promise.resolve(runtime),
-      { onFenced: () => undefined },
-      silent(),
-      new Metrics({ namespace: 'Rollout', serviceName: 'dead-letters' }),
-    );
-    expect(await deadLetters({ Records: [record] } as unknown as SQSEvent)).toEqual({ batchItemFailures: [] });
-    expect((await ledger.get(runId, poison!))!.state).toBe('failed');
-    const dead = samples(emf.blobs.splice(0)).filter((s) => s.name === 'rollout_dead_letters_total');
-    expect(dead.map((s) => [s.dimensionSets, s.value])).toEqual([[[[]], 1]]);
-
-    // A silent worker holds 4 items; an idle one asks the coordinator for work.
     const sqs = sqsClient();
     const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
+    const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('dlq') }))).QueueUrl!;
     try {
+      await sqs.send(new SendMessageCommand({ QueueUrl: dlqUrl, MessageBody: JSON.stringify({ runId, itemId: poison }) }));
+      const scan = coordinatorHandler(
+        () => Promise.resolve(runtime),
+        { bus: new InProcessBus(), queue: () => new SqsWorkQueue(sqs, url), onFenced: () => undefined, deadLetters: { sqs, queueUrl: dlqUrl }, activity: null },
+        silent(),
+        new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }),
+      );
+      await scan({ action: 'scan-all' });
+      expect((await ledger.get(runId, poison!))!.state).toBe('failed');
+      const dead = samples(emf.blobs.splice(0)).filter((s) => s.name === 'rollout_dead_letters_total');
+      expect(dead.map((s) => [s.dimensionSets, s.value])).toEqual([[[[]], 1]]);
+
+      // A silent worker holds 4 items; an idle one asks the coordinator for work.
       const queue = new SqsWorkQueue(sqs, url);
       const { ids } = await ledger.enqueue(
         runId,
@@ -278,7 +267,7 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
       expect(steals.map((s) => [s.dimensionSets, s.dimensions, s.value])).toEqual([[[['run']], { run: runId }, stolen]]);
       expect(prometheusNames()).toContain('rollout_run_steals');
     } finally {
-      await sqs.send(new DeleteQueueCommand({ QueueUrl: url }));
+      for (const q of [url, dlqUrl]) await sqs.send(new DeleteQueueCommand({ QueueUrl: q }));
       sqs.destroy();
     }
   });

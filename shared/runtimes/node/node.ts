@@ -1,4 +1,5 @@
-import { HttpError, PROMOTION_LEASE, type apiHandler } from '../../api/handler.js';
+import { HttpError, type apiHandler } from '../../api/handler.js';
+import { PROMOTION_LEASE } from '../../lease/names.js';
 import { ClusterMember, type LeaderView, type NodeStats } from '../../cluster/member.js';
 import { Membership, type NodeState } from '../../cluster/membership.js';
 import { openControlPlane, type ControlPlane } from '../../compose/control-plane.js';
@@ -110,9 +111,9 @@ export class ControlPlaneNode {
           const r = await this.stealFor(request.data.runId, request.data.workerId);
           return r.leader ? { leader: true, notice: { ...r.notice, items: [...r.notice.items] } } : r;
         },
-        schedule: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinators.scan() },
+        // As the stack's scan-all: the dead letters first (each failed under its run's lease), then the scan.
+        schedule: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinators.failDeadLetters().then(() => this.coordinators.scan()) },
       },
-      deadLetters: { queue: { everySeconds: c.scanIntervalSeconds, run: () => this.coordinators.failDeadLetters() } },
       spotDrain: { rule: (event) => this.plane.registry.requestDrain(noticeFromEvent(event, Date.now()), Date.now()) },
       api: { http: (req) => this.api()(req) },
     };

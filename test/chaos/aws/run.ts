@@ -23,7 +23,7 @@
 import { DeleteTableCommand, DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { EventBridgeClient, PutEventsCommand, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
-import { CreateQueueCommand, DeleteMessageCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -87,38 +87,36 @@ const TIMEOUTS: Record<string, number> = {
   coordinator: 10_000,
   api: 10_000,
   spotDrain: 10_000,
-  deadLetters: 10_000,
 };
 /**
  * Concurrency per function and stack. The stack reserves 1 for the BatchPromoter;
  * 2 here, so a duplicated tick can overlap the scheduled one, as the design says
  * concurrent invocations of one node must be safe.
  */
-const CONCURRENCY: Record<string, number> = { streamingPromoter: 3, batchPromoter: 2, coordinator: 4, api: 2, spotDrain: 2, deadLetters: 1 };
+const CONCURRENCY: Record<string, number> = { streamingPromoter: 3, batchPromoter: 2, coordinator: 4, api: 2, spotDrain: 2 };
 /**
  * Sandboxes kept warm (provisioned concurrency): a cold start loads the SDK and the
  * project from source, seconds of CPU on a busy host, which would otherwise turn
  * every kill into a run of time-outs and throttles that no fault plan asked for.
  */
-const WARM: Record<string, number> = { streamingPromoter: 3, batchPromoter: 2, coordinator: 3, api: 1, spotDrain: 1, deadLetters: 1 };
+const WARM: Record<string, number> = { streamingPromoter: 3, batchPromoter: 2, coordinator: 3, api: 1, spotDrain: 1 };
 const MODULES: Record<string, string> = {
   streamingPromoter: 'functions/streaming-promoter.ts',
   batchPromoter: 'functions/batch-promoter.ts',
   coordinator: 'functions/coordinator.ts',
   api: 'functions/api.ts',
   spotDrain: 'functions/spot-drain.ts',
-  deadLetters: 'functions/dead-letters.ts',
 };
 /**
- * Stack-b's share: its schedules (BatchPromoter, coordinator scan) and its
- * consumer of the work DLQ. Both stacks use one work queue and DLQ here, so a
- * run coordinated by either can be settled (MULTI-REGION.md's second stack has
- * queues of its own: see the report on dead letters of a run the other stack
- * coordinates).
+ * Stack-b's share: its schedules (BatchPromoter, coordinator scan; the scan
+ * drains the work DLQ). Both stacks use one work queue and DLQ here, so a
+ * dead letter one stack's scan cannot settle (the other coordinates the run)
+ * comes back after the DLQ's visibility timeout, to either stack's next scan
+ * (MULTI-REGION.md's second stack has queues of its own).
  */
-const STACK_B_FUNCTIONS = ['batchPromoter', 'coordinator', 'deadLetters'];
+const STACK_B_FUNCTIONS = ['batchPromoter', 'coordinator'];
 /** Short codes for the sandboxes' names at the store proxy (`a.sp.3`: stack-a's StreamingPromoter, third sandbox). */
-const CODES: Record<string, string> = { streamingPromoter: 'sp', batchPromoter: 'bp', coordinator: 'co', api: 'api', spotDrain: 'sd', deadLetters: 'dl' };
+const CODES: Record<string, string> = { streamingPromoter: 'sp', batchPromoter: 'bp', coordinator: 'co', api: 'api', spotDrain: 'sd' };
 const stackCode = (tag: string) => tag.slice('stack-'.length);
 
 // ─────────────────────────────────────────── per process: services and the template
@@ -426,7 +424,6 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     batchPromoter: asHandler('stack-a/batchPromoter', 'promoter.tick', 'scheduler-a'),
     coordinator: asHandler('stack-a/coordinator', 'coordinator.scan-all', 'scheduler-a'),
     spotDrain: asHandler('stack-a/spotDrain', 'drain.notice', 'eventbridge', (e) => (e as { detail?: Record<string, string> }).detail?.['instance-id']),
-    deadLetters: () => Promise.reject(new Error('the dead-letters function has no rule')),
     api: () => Promise.reject(new Error('the API function has no rule')),
   };
   const names: Record<string, string> = { [busId]: bus, [dlqId]: dlqArn };
@@ -633,43 +630,6 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
         }
       })(),
     );
-    // ── each stack's event source mapping on the work DLQ: batches of dead letters to its dead-letters function,
-    // the two mappings taking turns (a record one stack cannot settle — the other coordinates the run — comes back
-    // after the DLQ's visibility timeout, to the other's turn)
-    let turn = 0;
-    const deadLetters = track(
-      (async () => {
-        while (schedulesOn) {
-          const tag = turn % 2 === 0 ? 'stack-a' : 'stack-b';
-          const got = await sqs
-            .send(new ReceiveMessageCommand({ QueueUrl: workDlq, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, AttributeNames: ['All'] }))
-            .catch(() => ({ Messages: [] }));
-          const messages = got.Messages ?? [];
-          if (!messages.length) continue;
-          turn++;
-          const records = messages.map((m) => ({
-            messageId: m.MessageId!,
-            receiptHandle: m.ReceiptHandle!,
-            body: m.Body!,
-            attributes: m.Attributes ?? {},
-            messageAttributes: {},
-            md5OfBody: '',
-            eventSource: 'aws:sqs',
-            eventSourceARN: workDlqArn,
-            awsRegion: region,
-          }));
-          const out = await invoke(`${tag}/deadLetters`, { Records: records }, { client: `sqs-event-source-${stackCode(tag)}`, kind: 'dead-letters' }).catch(
-            () => null,
-          );
-          if (out?.status !== 'ok') continue; // the batch comes back after its visibility timeout
-          const failed = new Set(((out.result as { batchItemFailures?: { itemIdentifier: string }[] }).batchItemFailures ?? []).map((f) => f.itemIdentifier));
-          for (const m of messages)
-            if (!failed.has(m.MessageId!))
-              await sqs.send(new DeleteMessageCommand({ QueueUrl: workDlq, ReceiptHandle: m.ReceiptHandle! })).catch(() => undefined);
-        }
-      })(),
-    );
-
     // ── the faults phase runs its course (the nemesis' steps were started with the workload)
     await sleep(Math.max(0, w0 + shape.faultsMs - now()));
     const faultsUntil = now();
@@ -702,7 +662,7 @@ export async function runAwsSchedule(o: AwsScheduleOptions): Promise<ChaosHistor
     for (const ro of plan.rollouts) await api('GET', `/rollouts/${ro.key}`, undefined, { kind: 'read.rollout', target: ro.key });
     for (const run of plan.runs) await api('GET', `/runs/${run.key}`, undefined, { kind: 'read.run', target: run.key });
     schedulesOn = false;
-    await Promise.all([schedules, deadLetters]);
+    await schedules;
     await fleet.stop();
     log(`[${now()}] quiet period over; settling in-flight invocations`);
     while (background.size) await Promise.all([...background]);
