@@ -12,9 +12,9 @@ import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { sqsWorkQueueFrom } from './work-queue.js';
-import { FigureMetrics } from './figures.js';
+import { FigureMetrics } from './metrics.js';
 import { instrumented, publishIfAny } from './handler.js';
-import { labelValue } from '../shared/api/figures.js';
+import { labelValue } from '../shared/api/metrics.js';
 import { invocationScoped, jsonVariable, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
 import { BoundedMap } from '../shared/bounded-map.js';
@@ -36,7 +36,9 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  * Not the coordinator (another stack holds the lease): `{leader:false}`.
  * A worker fleet invokes it through an alias of its own (`fleet-…`,
  * infra/worker-fleet.ts); a request through such an alias is answered only
- * if it is a steal for one of that fleet's runs (`ROLLOUT_COORDINATOR_FLEETS`):
+ * if it is a steal for one of that fleet's runs (`ROLLOUT_COORDINATOR_FLEETS`),
+ * for a worker of that run registered on one of the fleet's instances and
+ * neither gone nor draining (the run's roster, WorkerRegistry.stealRefusal):
  * scans, the scan of every run and retention are the schedule's.
  * Deposed mid-request: one coordinator_fenced event, then the process exits
  * so the sandbox is not reused.
@@ -82,13 +84,19 @@ export function fleetsFrom(env: NodeJS.ProcessEnv): Readonly<Record<string, read
  * granted its alias and nothing else of the function.
  */
 export function refusal(req: CoordinatorRequest, invokedFunctionArn: string | undefined, fleets: Readonly<Record<string, readonly string[]>>): string | null {
-  const qualifier = invokedFunctionArn?.split(':')[7];
-  if (!qualifier?.startsWith(FLEET_ALIAS_PREFIX)) return null;
+  const qualifier = fleetAlias(invokedFunctionArn);
+  if (!qualifier) return null;
   const runs = new Map(Object.entries(fleets)).get(qualifier);
   if (!runs) return `alias ${qualifier} serves no worker fleet this stack knows`;
   if (req.action !== 'steal') return `a worker fleet (alias ${qualifier}) may ask for steals only, not ${req.action}`;
   if (!runs.includes(req.runId)) return `worker fleet alias ${qualifier} serves runs ${runs.join(', ')}, not ${req.runId}`;
   return null;
+}
+
+/** The fleet alias a request came through, if any (the qualifier of the invoked ARN). */
+export function fleetAlias(invokedFunctionArn: string | undefined): string | null {
+  const qualifier = invokedFunctionArn?.split(':')[7];
+  return qualifier?.startsWith(FLEET_ALIAS_PREFIX) ? qualifier : null;
 }
 
 const deadLetterBody = z.object({ runId: z.string().min(1), itemId: z.string().regex(/^[0-9a-f]{64}$/) }).strict();
@@ -311,7 +319,15 @@ export function coordinatorHandler(
       const req = parsed.data;
       const refused = refusal(req, context?.invokedFunctionArn, fleets);
       if (refused) throw new RefusedRequest(`coordinator request refused: ${refused}`);
-      if (req.action !== 'scan-all') return serve(await runtime(), req);
+      if (req.action !== 'scan-all') {
+        const rt = await runtime();
+        // A fleet names the worker it asks for: one of its own in that run, or nothing moves.
+        if (req.action === 'steal' && fleetAlias(context?.invokedFunctionArn)) {
+          const why = await rt.registry.stealRefusal(req.runId, req.workerId);
+          if (why) throw new RefusedRequest(`coordinator request refused: ${why}`);
+        }
+        return serve(rt, req);
+      }
       const failedBy = { attempts: 0, cancelled: 0, dead_letter: 0 };
       const scanned: ScanReport = { repended: [], failed: [], resent: [], failedBy };
       const nothing: Reply = { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };

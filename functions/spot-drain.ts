@@ -13,6 +13,9 @@ import { invocationScoped, runtimeFrom, type Runtime } from './runtime.js';
  * deregister → exit) against a deadline counted from the notice's own time,
  * or from its receipt if the notice claims a later one.
  *
+ * The instance is looked up under both its names: the ARN the notice's
+ * `resources` carry (a worker fleet's instances register under it) and its id.
+ *
  * Notices for an instance we do not know, duplicates and notices arriving
  * after the worker left are answered and logged, never thrown: a retried
  * event can never succeed, and retrying it forever is a known failure of
@@ -22,6 +25,8 @@ import { invocationScoped, runtimeFrom, type Runtime } from './runtime.js';
  */
 export interface DrainResult {
   readonly instanceId: string;
+  /** The instance's ARN from the notice, null when it carried none. */
+  readonly instanceArn: string | null;
   readonly kind: 'interruption' | 'rebalance';
   readonly outcome: DrainOutcome;
   readonly workers: readonly string[];
@@ -47,10 +52,17 @@ export function spotDrainHandler(
       const rt = await runtime();
       const { outcome, workers } = await rt.registry.requestDrain(notice, Date.now());
       metrics.addMetric(METRIC[outcome], MetricUnit.Count, 1);
-      const fields = { instanceId: notice.instanceId, kind: notice.kind, outcome, workers, noticeAgeMs: Date.now() - notice.noticeAt };
+      const fields = {
+        instanceId: notice.instanceId,
+        instanceArn: notice.instanceArn,
+        kind: notice.kind,
+        outcome,
+        workers,
+        noticeAgeMs: Date.now() - notice.noticeAt,
+      };
       if (outcome === 'requested') logger.info('drain requested', fields);
       else logger.warn(`spot notice acknowledged without a drain: ${outcome}`, fields);
-      return { instanceId: notice.instanceId, kind: notice.kind, outcome, workers };
+      return { instanceId: notice.instanceId, instanceArn: notice.instanceArn, kind: notice.kind, outcome, workers };
     },
   );
 }

@@ -25,3 +25,24 @@ export function grantItems(to: IGrantable, table: ITable, access: keyof typeof A
     }),
   );
 }
+
+/**
+ * Read and write of one partition whose key holds a policy variable, e.g.
+ * `INSTANCE#${ec2:SourceInstanceARN}`: an EC2 instance role's request carries
+ * the ARN of the instance it comes from (a global condition key, usable as a
+ * variable in a condition), so each instance reaches its own partition only.
+ * StringEquals: the resolved value is matched as it is, no wildcard in it
+ * read as one. Where the variable is absent (credentials used off the
+ * instance) the condition cannot match and nothing is granted.
+ */
+export function grantBoundPartition(to: IGrantable, table: ITable, partition: string): void {
+  if (!/\$\{[a-z0-9-]+:[A-Za-z0-9]+\}/.test(partition)) throw new Error(`grantBoundPartition: ${partition} holds no policy variable: use grantItems`);
+  table.encryptionKey?.grantEncryptDecrypt(to);
+  to.grantPrincipal.addToPrincipalPolicy(
+    new PolicyStatement({
+      actions: [...ACTIONS.read, ...ACTIONS.write],
+      resources: [table.tableArn],
+      conditions: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [partition] } },
+    }),
+  );
+}

@@ -18,8 +18,9 @@ import { copyFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import type * as Esbuild from 'esbuild';
-import { LEADING_KEYS, runLeadingKeys } from '../shared/adapters/dynamodb/table.js';
-import { grantItems } from './grants.js';
+import { runLeadingKeys } from '../shared/adapters/dynamodb/table.js';
+import { instancePartition } from '../shared/adapters/dynamodb/registry-store.js';
+import { grantBoundPartition, grantItems } from './grants.js';
 import { controlPlaneVpc } from './aurora.js';
 import { packageRoot, WORKER_COMMAND_OPTIONS } from './code.js';
 import { KMS_GRANT_FINDINGS, type RolloutControlPlane } from './control-plane.js';
@@ -32,7 +33,9 @@ import { KMS_GRANT_FINDINGS, type RolloutControlPlane } from './control-plane.js
  * command ships as an S3 asset (no container image, no Docker). Workers
  * watch the instance metadata for Spot notices themselves (`--provider
  * aws`) and are also reached by the spot-drain function through the
- * registry; systemd's SIGTERM on shutdown drains as well.
+ * registry; systemd's SIGTERM on shutdown drains as well. Each instance
+ * registers its workers under its own ARN, and its role may write the
+ * registry there only (`INSTANCE#${ec2:SourceInstanceARN}`).
  */
 export interface WorkerFleetProps {
   /** Whose runs: its table, work queue and coordinator (the DynamoDB store). */
@@ -53,6 +56,9 @@ export interface WorkerFleetProps {
   /** More `rollout worker` flags, e.g. ['--item-timeout', '30m']. */
   readonly workerArgs?: readonly string[];
 }
+
+/** The registry partition an instance of a fleet may read and write: its own, named by the ARN IAM sees its requests come from. */
+export const INSTANCE_REGISTRY = instancePartition('${ec2:SourceInstanceARN}');
 
 const DEFAULT_TYPES = ['c7g.large', 'm7g.large', 'c6g.large', 'm6g.large'];
 const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -91,6 +97,10 @@ export class WorkerFleet extends Construct {
     const desired = props.desiredCapacity ?? 2;
     const module = props.module ? resolve(props.module) : null;
     if (module && !existsSync(module)) throw new Error(`invalid worker fleet config: module: ${module} does not exist`);
+    if ((props.workerArgs ?? []).some((a) => /^--instance-id(=|$)/.test(a)))
+      throw new Error(
+        "invalid worker fleet config: workerArgs: --instance-id is the fleet's: each instance registers under its own ARN, the only name its role may write",
+      );
     const extraArgs = (props.workerArgs ?? []).map(systemdArg);
     // Its own queue, once the props are checked: these runs' items are sent there and nowhere else, and the role is granted it alone.
     const workQueue = props.controlPlane.fleetQueue(this, props.runs);
@@ -108,10 +118,17 @@ export class WorkerFleet extends Construct {
     this.role = role;
     // Session Manager instead of SSH: no inbound port at all.
     role.addManagedPolicy(ManagedPolicy.fromAwsManagedPolicyName('AmazonSSMManagedInstanceCore'));
-    // These runs' items and index keys, and the worker registry: no other run's, no rollout's, no lease to write.
+    // These runs' items and index keys (and their roster of workers): no other run's, no rollout's, no lease to write.
     const runKeys = props.runs.flatMap((r) => runLeadingKeys(r));
-    grantItems(role, table, 'read', [...runKeys, ...LEADING_KEYS.registry]);
-    grantItems(role, table, 'write', [...runKeys.filter((k) => !k.startsWith('LEASE#')), ...LEADING_KEYS.registry]);
+    grantItems(role, table, 'read', runKeys);
+    grantItems(
+      role,
+      table,
+      'write',
+      runKeys.filter((k) => !k.startsWith('LEASE#')),
+    );
+    // The registry: each instance its own records only, under its own ARN (the workers register with it, below).
+    grantBoundPartition(role, table, INSTANCE_REGISTRY);
     workQueue.grantConsumeMessages(role);
     workQueue.grantSendMessages(role);
     // Its own alias of the coordinator, nothing else of it: through it the coordinator answers steals for these runs only.
@@ -128,11 +145,13 @@ export class WorkerFleet extends Construct {
       `--table ${table.tableName}`,
       `--queue ${workQueue.queueUrl}`,
       `--coordinator lambda:${coordinator.functionName}:${coordinatorAlias.aliasName}`,
-      '--provider aws --instance-id auto',
+      // Its ARN, written at boot (below): the registry grant is bound to it.
+      '--provider aws --instance-id ${ROLLOUT_INSTANCE_ARN}',
       ...(module ? ['--module /opt/rollout/worker.mjs'] : []),
       ...extraArgs,
       '--json',
     ];
+    const stack = Stack.of(this);
     const userData = UserData.forLinux();
     userData.addCommands(
       'set -euo pipefail',
@@ -140,6 +159,10 @@ export class WorkerFleet extends Construct {
       'mkdir -p /opt/rollout',
       `aws s3 cp s3://${bundle.s3BucketName}/${bundle.s3ObjectKey} /tmp/rollout.zip`,
       'cd /opt/rollout && python3 -m zipfile -e /tmp/rollout.zip .',
+      // The instance's ARN, as IAM gives it in ec2:SourceInstanceARN: the ASG launches in this stack's account and region.
+      'IMDS_TOKEN=$(curl -sSf -X PUT http://169.254.169.254/latest/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 60")',
+      'INSTANCE_ID=$(curl -sSf -H "X-aws-ec2-metadata-token: $IMDS_TOKEN" http://169.254.169.254/latest/meta-data/instance-id)',
+      `echo "ROLLOUT_INSTANCE_ARN=arn:${stack.partition}:ec2:${stack.region}:${stack.account}:instance/$INSTANCE_ID" > /etc/rollout-worker.env`,
       // Quoted: the shell expands nothing in the unit; systemd reads its arguments as systemdArg wrote them.
       "cat > /etc/systemd/system/rollout-worker.service <<'UNIT'",
       '[Unit]',
@@ -147,7 +170,8 @@ export class WorkerFleet extends Construct {
       'After=network-online.target',
       '[Service]',
       `ExecStart=/usr/bin/node-22 /opt/rollout/rollout.mjs worker ${args.join(' ')}`,
-      `Environment=AWS_REGION=${Stack.of(this).region}`,
+      `Environment=AWS_REGION=${stack.region}`,
+      'EnvironmentFile=/etc/rollout-worker.env',
       'Restart=on-failure',
       // A drain needs at most the AWS drain deadline (60 s).
       'TimeoutStopSec=75',

@@ -6,7 +6,9 @@ import type { PreemptionNotice, Provider } from '../drain/compute-hint.js';
  * are keyed by instance first: a preemption notice names an instance, and one
  * instance may run several workers, of several runs. Within an instance a
  * record is one worker of one run: the same worker id in two runs is two
- * workers, each drained, heartbeated and deregistered on its own.
+ * workers, each drained, heartbeated and deregistered on its own. An
+ * instance is named as a notice names it: its id, or its ARN (a worker
+ * fleet's instances: the ARN is what their registry grant is bound to).
  *
  * Guarantees:
  * - A notice asks every active worker of its instance to drain, whatever its
@@ -92,6 +94,13 @@ export interface RegistryStore {
   /** Move to `to` only from one of the states in `from`; false when the worker was in none of them. */
   setState(key: WorkerKey, from: readonly WorkerState[], to: { state: WorkerState; drain?: DrainRequest; goneAt?: number }): Promise<boolean>;
   list(): Promise<WorkerRecord[]>;
+  /**
+   * The record of this worker of this run, wherever it registered; null when
+   * there is none. Kept where a worker fleet asks the coordinator for work
+   * (DynamoDB: a run's roster, which only that run's fleet may write, names
+   * the instance; PostgreSQL: the newest row of that run and worker).
+   */
+  worker(runId: string, workerId: string): Promise<WorkerRecord | null>;
 }
 
 export interface RegistryOptions {
@@ -139,10 +148,10 @@ export class WorkerRegistry {
    * so the event source does not retry them forever.
    */
   async requestDrain(
-    notice: Pick<PreemptionNotice, 'instanceId' | 'kind' | 'provider'> & { noticeAt: number },
+    notice: Pick<PreemptionNotice, 'instanceId' | 'kind' | 'provider'> & { noticeAt: number; instanceArn?: string | null },
     now: number,
   ): Promise<{ outcome: DrainOutcome; workers: string[] }> {
-    const workers = await this.store.byInstance(notice.instanceId);
+    const workers = await this.onInstance(notice);
     if (!workers.length) return { outcome: 'unknown', workers: [] };
     const present = workers.filter((w) => w.state !== 'gone');
     const active = present.filter((w) => w.state === 'active');
@@ -154,6 +163,35 @@ export class WorkerRegistry {
     // None moved: another notice got there first (or they left meanwhile).
     if (!asked.length) return { outcome: 'duplicate', workers: active.map((w) => w.workerId) };
     return { outcome: asked.some((w) => !this.silent(w, now)) ? 'requested' : 'gone', workers: asked.map((w) => w.workerId) };
+  }
+
+  /**
+   * Why `workerId` may not be given work in `runId` (null: it may): a worker
+   * a fleet asks for must be registered for that run (for a fleet, on one of
+   * its own instances: see RegistryStore.worker) and neither gone nor
+   * draining. A made-up id, another run's worker, one that left or one on an
+   * instance being reclaimed would only hold what it takes until the failure
+   * scan gives it back.
+   */
+  async stealRefusal(runId: string, workerId: string): Promise<string | null> {
+    const w = await this.store.worker(runId, workerId);
+    if (!w) return `worker ${JSON.stringify(workerId)} is not registered for run ${runId} by any instance of its fleet`;
+    if (w.state === 'gone') return `worker ${JSON.stringify(workerId)} of run ${runId} left ${w.instanceId} at ${new Date(w.goneAt ?? 0).toISOString()}`;
+    if (w.state === 'draining')
+      return `worker ${JSON.stringify(workerId)} of run ${runId} is draining (${w.instanceId} is being reclaimed): it takes no more work`;
+    return null;
+  }
+
+  /**
+   * The workers on a notice's instance: registered under its ARN (a worker
+   * fleet's instances, whose registry grant is bound to their own ARN) or its
+   * id (a worker started by hand with `--instance-id auto`, and a fleet's
+   * records written before fleets registered by ARN).
+   */
+  private async onInstance(notice: { instanceId: string; instanceArn?: string | null }): Promise<WorkerRecord[]> {
+    const names = [...new Set([notice.instanceArn, notice.instanceId].filter((n): n is string => !!n))];
+    const found = (await Promise.all(names.map((n) => this.store.byInstance(n)))).flat();
+    return found.sort((a, b) => a.workerId.localeCompare(b.workerId) || a.runId.localeCompare(b.runId) || a.instanceId.localeCompare(b.instanceId));
   }
 
   /** The worker has left: the record stays, marked gone, so a late notice is recognised as late. */

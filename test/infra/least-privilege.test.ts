@@ -197,6 +197,54 @@ describe('a worker fleet is bound to its own runs', () => {
     await expect(handler({ action: 'scan-all' })).rejects.toThrow('store opened');
   });
 
+  it('the fleet’s role writes the registry only under its own instance’s ARN (dynamodb:LeadingKeys bound to ec2:SourceInstanceARN), and reaches no other instance’s records', () => {
+    const policy = Object.entries(json.Resources).find(([id, r]) => r.Type === 'AWS::IAM::Policy' && id.startsWith('WorkersRole'))![1];
+    const document = policy.Properties.PolicyDocument as { Version: string; Statement: Statement[] };
+    // Policy variables resolve only in a policy of version 2012-10-17.
+    expect(document.Version).toBe('2012-10-17');
+    const dynamo = document.Statement.filter((st) => [st.Action].flat().some((a) => a.startsWith('dynamodb:')));
+    const leading = (st: Statement) =>
+      Object.values((st.Condition ?? {}) as Record<string, Record<string, string[]>>).flatMap((c) => c['dynamodb:LeadingKeys'] ?? []);
+    // Every item grant of the role is held to leading keys, and only one of them names the registry.
+    for (const st of dynamo) expect(leading(st).length, JSON.stringify(st)).toBeGreaterThan(0);
+    const registry = dynamo.filter((st) => leading(st).some((k) => k.startsWith('INSTANCE')));
+    expect(registry).toHaveLength(1);
+    expect(registry[0]!.Condition).toEqual({ 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': ['INSTANCE#${ec2:SourceInstanceARN}'] } });
+    expect([registry[0]!.Action].flat().sort()).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:BatchWriteItem',
+      'dynamodb:ConditionCheckItem',
+      'dynamodb:DeleteItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+    ]);
+    const tableId = stack.getLogicalId(stack.table!.node.defaultChild as never);
+    expect(registry[0]!.Resource).toEqual({ 'Fn::GetAtt': [tableId, 'Arn'] });
+    // The others: this run's keys alone, no pattern that matches an instance's partition (INSTANCE#…, or a bare wildcard).
+    for (const st of dynamo.filter((x) => x !== registry[0]))
+      for (const k of leading(st)) expect(k, k).toMatch(/^(RUN|PENDING|RUNNING|FAILED)#run-42(#\*)?$|^LEASE#coordinator:run-42$/);
+    // Each instance registers its workers under that ARN: written at boot from the instance metadata, in this stack's account and region.
+    const lt = Object.values(json.Resources).find((r) => r.Type === 'AWS::EC2::LaunchTemplate')!;
+    const userData = JSON.stringify(lt.Properties);
+    expect(userData).toContain('--provider aws --instance-id ${ROLLOUT_INSTANCE_ARN}');
+    expect(userData).toContain('EnvironmentFile=/etc/rollout-worker.env');
+    expect(userData).toContain(
+      'echo \\"ROLLOUT_INSTANCE_ARN=arn:",{"Ref":"AWS::Partition"},":ec2:eu-west-1:123456789012:instance/$INSTANCE_ID\\" > /etc/rollout-worker.env',
+    );
+    // The control plane's spot drain still reaches every instance's records (it drains whichever instance a notice names).
+    const drain = statementsOf(json, 'SpotDrain').filter((st) => [st.Action].flat().includes('dynamodb:UpdateItem'));
+    expect(drain.flatMap(leading)).toEqual(['INSTANCE#*']);
+  });
+
+  it('a fleet’s workerArgs may not name another instance to register under', { timeout: VARIANT_TEST_TIMEOUT }, () => {
+    const s = new ControlPlaneStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'OwnInstance', { env });
+    expect(() => new WorkerFleet(s, 'Fleet', { controlPlane: s.controlPlane, runs: ['run-a'], workerArgs: ['--instance-id', 'i-0abc1234'] })).toThrow(
+      /workerArgs: --instance-id is the fleet's: each instance registers under its own ARN/,
+    );
+  });
+
   it('a malformed fleet list in the environment is refused naming the variable', () => {
     expect(() => fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: '{' })).toThrow(/ROLLOUT_COORDINATOR_FLEETS: not JSON/);
     expect(() => fleetsFrom({ ROLLOUT_COORDINATOR_FLEETS: '{"live":["r"]}' })).toThrow(/ROLLOUT_COORDINATOR_FLEETS: live: /);

@@ -7,6 +7,7 @@
  */
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { CreateQueueCommand, DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { LeaseStore } from '../../shared/lease/store.js';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -22,7 +23,7 @@ import { InProcessBus } from '../../shared/events/bus.js';
 import { WorkerAgent } from '../../shared/ledger/agent.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { LambdaCoordinatorClient } from '../../shared/adapters/lambda/coordinator-client.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { WorkerRegistry, type RegistryStore } from '../../shared/registry/registry.js';
@@ -439,6 +440,111 @@ describe('spot drain on DynamoDB + SQS', () => {
     } finally {
       lambda.destroy();
       server.close();
+      await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
+    }
+  });
+});
+
+describe('a worker fleet on DynamoDB: registry under the instance ARN, steals only for its own workers', () => {
+  let t: Awaited<ReturnType<typeof dynamoTable>>;
+  let backend: LeaseBackend;
+  const sqs = sqsClient();
+  beforeAll(async () => {
+    backend = await openBackend('dynamodb');
+    t = await dynamoTable();
+  });
+  afterAll(async () => {
+    await t?.close();
+    await backend?.close();
+  });
+  const runtime = () => lazy(() => runtimeFrom({ ...process.env, ROLLOUT_STORE: 'dynamodb', ROLLOUT_TABLE: t.table, ROLLOUT_NODE_ID: 'stack-a' }));
+  const arnOf = (id: string) => `arn:aws:ec2:us-east-1:123456789012:instance/${id}`;
+
+  it('a notice reaches workers registered under the instance ARN its resources carry, and those under its id alike', async () => {
+    const rt = runtime();
+    const { registry } = await rt();
+    const instanceId = ec2InstanceId();
+    const now = Date.now();
+    await registry.register({ workerId: 'fleet-w', instanceId: arnOf(instanceId), provider: 'aws', runId: 'run-1' }, now);
+    await registry.register({ workerId: 'hand-w', instanceId, provider: 'aws', runId: 'run-1' }, now);
+    const other = ec2InstanceId();
+    await registry.register({ workerId: 'elsewhere', instanceId: arnOf(other), provider: 'aws', runId: 'run-1' }, now);
+    const handler = spotDrainHandler(rt, silentLog, silentMetrics);
+    expect(await handler(spotEvent(SPOT_INTERRUPTION, instanceId))).toMatchObject({
+      outcome: 'requested',
+      instanceArn: arnOf(instanceId),
+      workers: ['fleet-w', 'hand-w'],
+    });
+    const states = Object.fromEntries((await registry.list()).filter((w) => w.runId === 'run-1').map((w) => [w.workerId, w.state]));
+    expect(states).toMatchObject({ 'fleet-w': 'draining', 'hand-w': 'draining', elsewhere: 'active' });
+  });
+
+  it("through its alias a fleet gets work only for a worker of its run on one of its instances: a made-up id, another run's worker, a forged roster entry, a gone or draining worker are refused and nothing moves", async () => {
+    const rt = runtime();
+    const { stores, registry } = await rt();
+    const { ledger } = stores;
+    const url = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('q') }))).QueueUrl!;
+    const queue = new SqsWorkQueue(sqs, url);
+    try {
+      const runId = uniqueName('run');
+      const otherRun = uniqueName('run');
+      const handler = coordinatorHandler(
+        rt,
+        { bus: new InProcessBus(), queue: () => queue, onFenced: () => undefined, deadLetters: null, fleets: { 'fleet-a': [runId], 'fleet-b': [otherRun] } },
+        silentLog,
+        silentMetrics,
+      );
+      const through = { invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:coordinator:fleet-a' };
+      await ledger.createRun(runId, {}, Date.now());
+      const { ids } = await ledger.enqueue(
+        runId,
+        Array.from({ length: 8 }, (_, i) => ({ runId, i })),
+        Date.now(),
+      );
+      await queue.send(runId, ids);
+      const victim = new Worker({ runId, workerId: 'victim', ledger, queue, backend: mockBackend(), waitSeconds: 0 });
+      while (victim.held.length < 8) expect(await victim.pull()).toBeGreaterThan(0);
+      const holders = async () =>
+        Object.entries(
+          (await ledger.running(runId)).reduce<Record<string, number>>((n, i) => ({ ...n, [String(i.worker)]: (n[String(i.worker)] ?? 0) + 1 }), {}),
+        ).sort();
+      await expect.poll(holders, { interval: 20, timeout: 5_000 }).toEqual([['victim', 8]]);
+
+      const now = Date.now();
+      const [a1, a2, b1] = [ec2InstanceId(), ec2InstanceId(), ec2InstanceId()];
+      await registry.register({ workerId: 'thief', instanceId: arnOf(a1), provider: 'aws', runId }, now);
+      await registry.register({ workerId: 'leaver', instanceId: arnOf(a1), provider: 'aws', runId }, now);
+      await registry.register({ workerId: 'doomed', instanceId: arnOf(a2), provider: 'aws', runId }, now);
+      await registry.register({ workerId: 'b-worker', instanceId: arnOf(b1), provider: 'aws', runId: otherRun }, now);
+      await registry.deregister({ workerId: 'leaver', instanceId: arnOf(a1), runId }, now + 1);
+      await registry.requestDrain({ instanceId: a2, instanceArn: arnOf(a2), kind: 'interruption', provider: 'aws', noticeAt: now }, now + 1);
+      // A roster entry naming an instance that holds no record of the worker: no instance vouches for it.
+      await t.doc.send(
+        new PutCommand({ TableName: t.table, Item: { pk: `RUN#${runId}#WORKERS`, sk: 'WORKER#forged', runId, workerId: 'forged', instanceId: arnOf(a1) } }),
+      );
+
+      const steal = (workerId: string, runOf = runId) => handler({ action: 'steal', runId: runOf, workerId }, through);
+      await expect(steal('ghost')).rejects.toThrow(
+        `coordinator request refused: worker "ghost" is not registered for run ${runId} by any instance of its fleet`,
+      );
+      await expect(steal('b-worker')).rejects.toThrow(`worker "b-worker" is not registered for run ${runId}`);
+      await expect(steal('forged')).rejects.toThrow(`worker "forged" is not registered for run ${runId}`);
+      await expect(steal('leaver')).rejects.toThrow(new RegExp(`worker "leaver" of run ${runId} left ${arnOf(a1)} at `));
+      await expect(steal('doomed')).rejects.toThrow(`worker "doomed" of run ${runId} is draining (${arnOf(a2)} is being reclaimed): it takes no more work`);
+      // Another fleet's worker in its own run, asked through this fleet's alias: the run check refuses it first.
+      await expect(steal('b-worker', otherRun)).rejects.toThrow(`serves runs ${runId}, not ${otherRun}`);
+      // Nothing moved: every item is still the victim's.
+      expect(await holders()).toEqual([['victim', 8]]);
+
+      // The fleet's own worker of the run is given work.
+      expect(await steal('thief')).toMatchObject({ leader: true, notice: { victim: 'victim' } });
+      expect(await holders()).toEqual([
+        ['thief', 4],
+        ['victim', 4],
+      ]);
+      // Unqualified (the schedule, an operator): not a fleet's request, the worker is not looked up.
+      expect(await handler({ action: 'steal', runId, workerId: 'ghost' })).toMatchObject({ leader: true });
+    } finally {
       await sqs.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => undefined);
     }
   });

@@ -49,6 +49,24 @@ describe('EC2 spot notices', () => {
     expect(noticeFromEvent(event('i-0abc1234'), receivedAt).instanceId).toBe('i-0abc1234');
     expect(noticeFromEvent(event('i-1234567890abcdef0'), receivedAt).instanceId).toBe('i-1234567890abcdef0');
   });
+
+  it('the instance ARN in `resources` is the name a fleet instance registers under: kept; one naming another instance is refused; none, null', () => {
+    const arn = 'arn:aws:ec2:us-east-1:123456789012:instance/i-1234567890abcdef0';
+    const withResources = (resources: unknown) => ({ ...event('i-1234567890abcdef0'), resources });
+    expect(noticeFromEvent(withResources([arn]), receivedAt)).toMatchObject({ instanceId: 'i-1234567890abcdef0', instanceArn: arn });
+    expect(noticeFromEvent(withResources(['arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-1234567890abcdef0']), receivedAt).instanceArn).toBe(
+      'arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-1234567890abcdef0',
+    );
+    // Something else in resources (not an instance ARN) names no instance.
+    expect(noticeFromEvent(withResources(['arn:aws:ec2:us-east-1:123456789012:volume/vol-0abc']), receivedAt).instanceArn).toBeNull();
+    expect(noticeFromEvent(event('i-1234567890abcdef0'), receivedAt).instanceArn).toBeNull();
+    const other = 'arn:aws:ec2:us-east-1:123456789012:instance/i-0abc1234';
+    expect(() => noticeFromEvent(withResources([arn, other]), receivedAt)).toThrow(InvalidNoticeError);
+    expect(() => noticeFromEvent(withResources([other]), receivedAt)).toThrow(
+      /resources: arn:aws:ec2:us-east-1:123456789012:instance\/i-0abc1234 names another instance than detail.instance-id i-1234567890abcdef0/,
+    );
+    expect(() => noticeFromEvent(withResources('not a list'), receivedAt)).toThrow(/resources: /);
+  });
 });
 
 describe('the drain deadline', () => {

@@ -5,16 +5,36 @@ import { queryAll } from './query.js';
 
 /**
  * Worker registry on DynamoDB: INSTANCE#<instance> / WORKER#<run>#<worker>
- * (each part URI-encoded, so no '#' inside one can blur the two), so the
+ * (run and worker URI-encoded, so no '#' inside one can blur the two), so the
  * drain handler reads one partition per notice (strongly consistent) and
- * finds every worker of every run on the instance. A gone worker's record
- * expires through the table's TTL a week after it left. DynamoDB has no clock
- * of its own: records carry no silentForMs, the registry judges stamps with a
- * margin.
+ * finds every worker of every run on the instance. <instance> is the name
+ * the worker registered with, verbatim: a worker fleet's instances register
+ * under their ARN, because their role may write only the partition
+ * `INSTANCE#${ec2:SourceInstanceARN}` (IAM's `dynamodb:LeadingKeys`, with the
+ * ARN of the instance the request comes from); a worker started by hand
+ * under its instance id.
+ *
+ * Beside it, each run's roster: RUN#<run>#WORKERS / WORKER#<worker> names the
+ * instance a worker of the run registered on. Only the run's own fleet (and
+ * the control plane) may write a run's keys, so an entry there is a fleet's
+ * word that the worker is one of its own; the record on the instance is the
+ * instance's. The coordinator reads both before it gives a fleet's worker
+ * work (`worker`). Written at registration, never per heartbeat; an entry
+ * expires with its worker's record once the worker has left.
+ *
+ * A gone worker's record expires through the table's TTL a week after it
+ * left. DynamoDB has no clock of its own: records carry no silentForMs, the
+ * registry judges stamps with a margin.
  */
 const GONE_TTL_S = 7 * 24 * 3600;
 
-const key = (k: WorkerKey) => ({ pk: `INSTANCE#${k.instanceId}`, sk: `WORKER#${encodeURIComponent(k.runId)}#${encodeURIComponent(k.workerId)}` });
+/** The partition of an instance's workers: what a worker fleet's grant binds to `${ec2:SourceInstanceARN}`. */
+export const instancePartition = (instance: string) => `INSTANCE#${instance}`;
+
+const key = (k: WorkerKey) => ({ pk: instancePartition(k.instanceId), sk: `WORKER#${encodeURIComponent(k.runId)}#${encodeURIComponent(k.workerId)}` });
+
+/** A run's roster entry for one worker (the run id never holds '#': it is a run key like the ledger's). */
+const rosterKey = (runId: string, workerId: string) => ({ pk: `RUN#${runId}#WORKERS`, sk: `WORKER#${encodeURIComponent(workerId)}` });
 
 function itemOf(w: Omit<WorkerRecord, 'silentForMs'>): Record<string, unknown> {
   return {
@@ -63,12 +83,16 @@ export class DynamoRegistryStore implements RegistryStore {
             ReturnValues: 'ALL_OLD',
           }),
         );
+        await this.enrol(w);
         return { ...recordOf(itemOf(w)), known: Attributes !== undefined || round > 0 };
       } catch (err) {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
       const stored = await this.get(w);
-      if (stored?.state === 'draining') return { ...stored, known: true };
+      if (stored?.state === 'draining') {
+        await this.enrol(w);
+        return { ...stored, known: true };
+      }
       if (round >= 1)
         throw new Error(`worker ${w.workerId} of run ${w.runId} on ${w.instanceId}: registration refused twice, the record is ${stored?.state ?? 'missing'}`);
     }
@@ -78,7 +102,7 @@ export class DynamoRegistryStore implements RegistryStore {
     const items = await queryAll(this.doc, {
       TableName: this.table,
       KeyConditionExpression: 'pk = :pk AND begins_with(sk, :w)',
-      ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}`, ':w': 'WORKER#' },
+      ExpressionAttributeValues: { ':pk': instancePartition(instanceId), ':w': 'WORKER#' },
       ConsistentRead: true,
     });
     return items.map(recordOf).sort(byWorker);
@@ -128,11 +152,23 @@ export class DynamoRegistryStore implements RegistryStore {
           ExpressionAttributeValues: values,
         }),
       );
-      return true;
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) return false;
       throw err;
     }
+    if (to.goneAt !== undefined) await this.unenrol(k, Number(values[':ttl']));
+    return true;
+  }
+
+  /**
+   * The worker of the run, found through the run's roster, as its instance
+   * recorded it; null when the roster has no such worker, or its instance
+   * holds no record of it (a made-up entry, or one whose record expired).
+   */
+  async worker(runId: string, workerId: string): Promise<WorkerRecord | null> {
+    const { Item: entry } = await this.doc.send(new GetCommand({ TableName: this.table, Key: rosterKey(runId, workerId), ConsistentRead: true }));
+    if (!entry || typeof entry.instanceId !== 'string') return null;
+    return this.get({ instanceId: entry.instanceId, runId, workerId });
   }
 
   /** Status pages only: a scan of the registry's items (small: one per worker). */
@@ -153,6 +189,34 @@ export class DynamoRegistryStore implements RegistryStore {
       start = page.LastEvaluatedKey;
     } while (start);
     return out.sort((a, b) => a.instanceId.localeCompare(b.instanceId) || byWorker(a, b));
+  }
+
+  /** On the run's roster, naming this instance (a later registration elsewhere under the same worker id names its own). */
+  private async enrol(w: Omit<WorkerRecord, 'silentForMs'>): Promise<void> {
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.table,
+        Item: { ...rosterKey(w.runId, w.workerId), runId: w.runId, workerId: w.workerId, instanceId: w.instanceId, registeredAt: w.registeredAt },
+      }),
+    );
+  }
+
+  /** Off the roster when its record expires, unless the entry names another instance by now. */
+  private async unenrol(k: WorkerKey, ttl: number): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: rosterKey(k.runId, k.workerId),
+          UpdateExpression: 'SET #ttl = :ttl',
+          ConditionExpression: 'instanceId = :i',
+          ExpressionAttributeNames: { '#ttl': 'ttl' },
+          ExpressionAttributeValues: { ':ttl': ttl, ':i': k.instanceId },
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
   }
 
   private async get(k: WorkerKey): Promise<WorkerRecord | null> {

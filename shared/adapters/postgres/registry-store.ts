@@ -86,6 +86,14 @@ export class PostgresRegistryStore implements RegistryStore {
     return rows.map(recordOf);
   }
 
+  async worker(runId: string, workerId: string): Promise<WorkerRecord | null> {
+    const { rows } = await this.sql.query<Row>(`SELECT ${RETURNING} FROM workers WHERE run_id = $1 AND worker_id = $2 ORDER BY heartbeat_at DESC LIMIT 1`, [
+      runId,
+      workerId,
+    ]);
+    return rows[0] ? recordOf(rows[0]) : null;
+  }
+
   private async get(key: WorkerKey): Promise<WorkerRecord | null> {
     const { rows } = await this.sql.query<Row>(`SELECT ${RETURNING} FROM workers WHERE ${KEY}`, keyOf(key));
     return rows[0] ? recordOf(rows[0]) : null;
