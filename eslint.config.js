@@ -83,6 +83,16 @@ export default tseslint.config(
       ],
     },
   },
+  // infra/ is deployment only: the models in tools/ read it, never the other way round.
+  {
+    files: ['infra/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/tools/**'], message: 'infra/ is deployment only: the models in tools/ read it, not the other way round.' }] },
+      ],
+    },
+  },
   // Where names come from users (specs, requests, tokens, config): lookups by name see own properties only.
   {
     files: ['shared/**/*.ts', 'functions/**/*.ts'],
@@ -108,7 +118,7 @@ export default tseslint.config(
               message: 'The core imports ports only: a runtime chooses the adapters and passes them in.',
             },
             {
-              group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              group: ['**/infra/**', '**/functions/**', '**/tools/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
               message: 'The core does not know its runtimes or its deployment.',
             },
           ],
@@ -125,7 +135,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/infra/**', '**/functions/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              group: ['**/infra/**', '**/functions/**', '**/tools/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
               message: 'Adapters do not know the runtimes that choose them or the deployment.',
             },
           ],
@@ -141,7 +151,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/infra/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              group: ['**/infra/**', '**/tools/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
               message: 'A runtime carries no deployment code: what the stack and the runtimes both read lives in shared/ (shared/topology.ts).',
             },
           ],

@@ -94,7 +94,7 @@ export type ItemWrite = 'enqueue' | 'markSent' | 'claim' | 'start' | 'heartbeat'
  * (each a unit per KB of the item), and index entry writes on its shard's
  * PENDING and RUNNING keys (each a unit per KB of the entry). The header's
  * table, one row a write; `perItem` is their sum, so the plan and the model
- * (infra/capacity/) charge each request what `perItem` counts in total.
+ * (tools/capacity/) charge each request what `perItem` counts in total.
  */
 export const ITEM_WRITES: Readonly<Record<ItemWrite, { readonly item: number; readonly pending: number; readonly running: number }>> = {
   enqueue: { item: 1, pending: 1, running: 0 },

@@ -15,7 +15,7 @@
  * on which key families, the hottest key's units in its busiest window, and
  * the p50/p99 of a claim (the ledger call, the SDK's own retries included).
  *
- * Then the discrete-event model (infra/capacity/model.ts) runs the same
+ * Then the discrete-event model (tools/capacity/model.ts) runs the same
  * layouts with the bench's own parameters — its one free parameter, the
  * machine's request ceiling, calibrated on the no-limit layout — and each
  * limited layout's predicted items/s is compared with the measured one
@@ -55,7 +55,8 @@ import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/run-lease-store.js';
 import { ensureTable } from '../../shared/adapters/dynamodb/table.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
@@ -66,7 +67,7 @@ import { shardsFor } from '../../shared/ledger/capacity.js';
 import { openRunCoordinator } from '../../shared/ledger/open.js';
 import type { StealHints } from '../../shared/ledger/steal-hint.js';
 import type { LedgerStore } from '../../shared/ledger/store.js';
-import { Worker, type CoordinatorClient } from '../../shared/ledger/worker.js';
+import { Worker, type CoordinatorClient } from '../../shared/ledger/worker/index.js';
 import { StoreContendedError } from '../../shared/errors.js';
 import { FUNCTIONS } from '../../shared/topology.js';
 import {
@@ -79,8 +80,10 @@ import {
   simulate,
   type ModelResult,
   type TableQuota,
-} from '../../infra/capacity/model.js';
-import { AWS_LIMITS, planCapacity, PLAN_ASSUMPTIONS, PLAN_DEFAULTS } from '../../infra/capacity/plan.js';
+} from '../../tools/capacity/model.js';
+import { AWS_LIMITS, PLAN_ASSUMPTIONS } from '../../tools/capacity/limits.js';
+import { planCapacity } from '../../tools/capacity/plan.js';
+import { PLAN_DEFAULTS } from '../../tools/capacity/plan-types.js';
 import { uniqueName } from '../support/backends.js';
 import { ThrottleProxy, type ThrottleStats } from '../support/dynamodb-throttle.js';
 import { percentile, round3 } from './raw.js';
@@ -505,7 +508,7 @@ function modelStep(layouts: readonly Layout[], measured: Record<string, Row>) {
   const agreement: Record<string, Agreement> = {};
   console.log('');
   console.log(
-    `model (infra/capacity/model.ts): machine ceiling ${Math.round(machine)} requests/s, calibrated on ${unlimited.name}; median of ${SEEDS.length} seeds; loopback latency ${BENCH_LATENCY_MS.dynamodb} ms assumed`,
+    `model (tools/capacity/model.ts): machine ceiling ${Math.round(machine)} requests/s, calibrated on ${unlimited.name}; median of ${SEEDS.length} seeds; loopback latency ${BENCH_LATENCY_MS.dynamodb} ms assumed`,
   );
   console.log(`layout      measured  predicted (median, range over ${SEEDS.length} seeds)   ratio   agree (±${Math.round(TOLERANCE * 100)} %)`);
   for (const layout of layouts) {

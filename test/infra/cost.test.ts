@@ -2,21 +2,13 @@ import type { Template } from 'aws-cdk-lib/assertions';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  DEFAULT_ASSUMPTIONS,
-  ENDPOINT_SERVICES,
-  FLAG_READ_UNITS,
-  METRICS_BY_SERVICE,
-  PRICES,
-  STACK_METRICS,
-  estimateCost,
-  jsonLine,
-  markdownTable,
-  parseArgs,
-  rateMinutes,
-  rolloutGauges,
-  type CfnTemplate,
-} from '../../infra/cost.js';
+import { DEFAULT_ASSUMPTIONS, ENDPOINT_SERVICES, FLAG_READ_UNITS } from '../../tools/cost/assumptions.js';
+import { parseArgs } from '../../tools/cost/cli.js';
+import { estimateCost } from '../../tools/cost/estimate.js';
+import { METRICS_BY_SERVICE, rolloutGauges, STACK_METRICS } from '../../tools/cost/metrics.js';
+import { PRICES } from '../../tools/cost/prices.js';
+import { jsonLine, markdownTable } from '../../tools/cost/report.js';
+import { rateMinutes, type CfnTemplate } from '../../tools/cost/template.js';
 import { RAISE_GRACE_MS, SWEEP_EVERY_MS } from '../../functions/activity.js';
 import type { ControlPlaneProps } from '../../infra/stack.js';
 import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT } from './synth.js';
@@ -58,7 +50,7 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     expect(estimate.schedules.length).toBeGreaterThan(0);
     // Every function has its invocations and a line of its own, and every resource type is either priced or known to be free.
     expect(Object.keys(estimate.invocations).sort()).toEqual(ids(template, 'AWS::Lambda::Function'));
-    for (const name of ['streaming-promoter', 'batch-promoter', 'coordinator', 'api', 'spot-drain', 'dead-letters'])
+    for (const name of ['streaming-promoter', 'batch-promoter', 'coordinator', 'api', 'spot-drain'])
       expect(
         estimate.lines.filter((l) => l.what.startsWith(`${name},`)),
         name,
@@ -256,7 +248,7 @@ describe('the metric catalog', () => {
     const catalog = new Set(Object.values(METRICS_BY_SERVICE).flatMap((s) => [...s.busy, ...s.onEvent]));
     expect([...catalog].sort()).toEqual([...found].sort());
     // The stack-wide counts (no service dimension) are the StackCount type's members.
-    const stackCount = /export type StackCount = ([^;]+);/.exec(readFileSync(join(root, 'functions/figures.ts'), 'utf8'))![1]!;
+    const stackCount = /export type StackCount = ([^;]+);/.exec(readFileSync(join(root, 'functions/metrics.ts'), 'utf8'))![1]!;
     expect([...STACK_METRICS].sort()).toEqual([...stackCount.matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]!).sort());
   });
 

@@ -48,7 +48,7 @@ import {
 } from '@aws-sdk/client-eventbridge';
 import { CreateQueueCommand, DeleteQueueCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seededRandom } from '../../infra/capacity/model.js';
+import { seededRandom } from '../../tools/capacity/model.js';
 import { matches, type Pattern } from '../../shared/events/pattern.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL;

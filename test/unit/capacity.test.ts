@@ -2,21 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { INDEX_ENTRY_KB, ITEM_WRITES, PARTITION_RCU, PARTITION_WCU, perItem, shardsFor, type ItemWrite } from '../../shared/ledger/capacity.js';
 import { MAX_STEAL_BATCH } from '../../shared/ledger/coordinator.js';
 import { STEAL_HINT_FRESH_MS, STEAL_HINT_VICTIMS } from '../../shared/ledger/steal-hint.js';
-import { RUN_RECORD_TTL_MS } from '../../shared/ledger/worker.js';
-import {
-  AWS_LIMITS,
-  busiestFirstTakes,
-  COORDINATOR_LEASE_TTL_MS,
-  heldWrites,
-  hintReadRru,
-  hintWriteWcu,
-  planCapacity,
-  PLAN_ASSUMPTIONS,
-  PLAN_DEFAULTS,
-  stealHintBytes,
-  STEAL_READ_ITEMS,
-  type PlanInput,
-} from '../../infra/capacity/plan.js';
+import { RUN_RECORD_TTL_MS } from '../../shared/ledger/worker/index.js';
+import { heldWrites } from '../../tools/capacity/held-writes.js';
+import { AWS_LIMITS, PLAN_ASSUMPTIONS } from '../../tools/capacity/limits.js';
+import { planCapacity } from '../../tools/capacity/plan.js';
+import { PLAN_DEFAULTS, type PlanInput } from '../../tools/capacity/plan-types.js';
+import { busiestFirstTakes, COORDINATOR_LEASE_TTL_MS, hintReadRru, hintWriteWcu, stealHintBytes, STEAL_READ_ITEMS } from '../../tools/capacity/steal-hint.js';
 import {
   benchModelInput,
   BENCH_COORDINATOR_LEASE,
@@ -26,8 +17,8 @@ import {
   takeOrder,
   type ModelInput,
   type ModelTrace,
-} from '../../infra/capacity/model.js';
-import { PRICES } from '../../infra/cost.js';
+} from '../../tools/capacity/model.js';
+import { PRICES } from '../../tools/cost/prices.js';
 import { PRODUCER_PACE } from '../../shared/client/producer.js';
 
 const plan = (o: Partial<PlanInput> & Pick<PlanInput, 'items' | 'rate'>) => planCapacity({ ...PLAN_DEFAULTS, ...o });

@@ -7,9 +7,11 @@
  * limits. Plain text, then one JSON object on the last line (`--json`: only
  * that line).
  */
-import { isEntryPoint } from '../entry.js';
+import { isEntryPoint } from '../../infra/entry.js';
 import { parseArgs } from 'node:util';
-import { formatPlan, planCapacity, planJson, PLAN_DEFAULTS, type PlanInput } from './plan.js';
+import { planCapacity } from './plan.js';
+import { formatPlan, planJson } from './plan-report.js';
+import { PLAN_DEFAULTS, type PlanInput } from './plan-types.js';
 
 export function parsePlanArgs(argv: readonly string[]): { input: PlanInput; json: boolean } {
   const { values } = parseArgs({
