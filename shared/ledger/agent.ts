@@ -5,7 +5,7 @@ import { RegistryHint } from '../registry/hint.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import type { Registration, WorkerRegistry } from '../registry/registry.js';
 import type { LedgerStore } from './store.js';
-import type { Worker } from './worker.js';
+import type { Worker } from './worker/index.js';
 
 /**
  * A worker as a long-running process: registers itself, heartbeats the

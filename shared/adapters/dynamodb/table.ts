@@ -1,5 +1,6 @@
 import type { KeyFamily } from '../../topology.js';
 import { CreateTableCommand, DescribeTableCommand, ResourceInUseException, type CreateTableCommandInput, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { PROMOTION_LEASE } from '../../lease/names.js';
 
 /**
  * Single-table design: every record lives under a partition key `pk` and sort
@@ -48,7 +49,7 @@ export const GSI1_PROJECTED: readonly string[] = [
  * in rollout-store.ts, ledger-keys.ts, registry-store.ts and `leaseKey`.
  */
 export const LEADING_KEYS: Readonly<Record<KeyFamily, readonly string[]>> = {
-  promotionLease: ['LEASE#promotion_leader'],
+  promotionLease: [`LEASE#${PROMOTION_LEASE}`],
   runLeases: ['LEASE#coordinator:*'],
   rollouts: ['ROLLOUT#*', 'RUNNING', 'ACTUATING', 'ALARM#*', 'OUTBOX'],
   // ALLRUNS: every run, for listing; CLOSEDRUNS: finished runs by when (retention); FENCE#: the coordinator's shard fences; STEAL#: steal hints.

@@ -1,6 +1,6 @@
 import type { StealNotice } from '../../ledger/coordinator.js';
 import { noticeFromReply, type CoordinatorRequest } from '../../ledger/coordinator-protocol.js';
-import type { CoordinatorClient } from '../../ledger/worker.js';
+import type { CoordinatorClient } from '../../ledger/worker/index.js';
 import { send } from './client.js';
 
 /**

@@ -1,7 +1,7 @@
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import type { StealNotice } from '../../ledger/coordinator.js';
 import { noticeFromReply, type CoordinatorRequest } from '../../ledger/coordinator-protocol.js';
-import type { CoordinatorClient } from '../../ledger/worker.js';
+import type { CoordinatorClient } from '../../ledger/worker/index.js';
 
 /** The coordinator Lambda, invoked synchronously. */
 export class LambdaCoordinatorClient implements CoordinatorClient {

@@ -1,5 +1,3 @@
-import type { LeaseRecord } from '../../lease/record.js';
-import type { CasOutcome, LeaseStore } from '../../lease/store.js';
 import { canonicalJson, hashText, type WorkItem } from '../../ledger/model.js';
 import { cursorObject, cursorText, cursorTime, decodeCursor, encodeCursor } from '../../cursor.js';
 import {
@@ -14,7 +12,6 @@ import {
 import type { ItemCas } from '../../ledger/transitions.js';
 import { assertStillHeld, fenceClauses } from './fence.js';
 import { LEDGER_STATEMENTS, type LedgerStatement } from './ledger-statements.js';
-import { PostgresLeaseStore } from './lease-store.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 
 const ANALYZE_AFTER = 1_000;
@@ -338,35 +335,5 @@ export class PostgresLedgerStore implements LedgerStore {
     const out = { pending: 0, running: 0, done: 0, failed: 0 };
     for (const r of rows) out[r.state] = toInt(r.n);
     return out;
-  }
-}
-
-/**
- * The coordinator lease of one run, with the run's epoch stamped in the same
- * transaction as every lease win, so the lease epoch and the ledger's epoch
- * never diverge.
- */
-export class PostgresRunLeaseStore implements LeaseStore {
-  private readonly leases: PostgresLeaseStore;
-
-  constructor(
-    private readonly sql: Sql,
-    private readonly runId: string,
-  ) {
-    this.leases = new PostgresLeaseStore(sql);
-  }
-
-  read(name: string): Promise<LeaseRecord | null> {
-    return this.leases.read(name);
-  }
-
-  compareAndSwap(expected: LeaseRecord | null, next: LeaseRecord): Promise<CasOutcome> {
-    return this.sql.transaction(async (tx) => {
-      const out = await new PostgresLeaseStore(tx).compareAndSwap(expected, next);
-      if (out.ok && next.holder !== null) {
-        await tx.query('UPDATE runs SET coordinator_epoch = $2 WHERE id = $1 AND coordinator_epoch < $2', [this.runId, next.epoch]);
-      }
-      return out;
-    });
   }
 }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkerAgent, type AgentExit } from '../../ledger/agent.js';
 import { mockBackend } from '../../ledger/backends.js';
-import { Worker, type WorkerOptions } from '../../ledger/worker.js';
+import { Worker, type WorkerOptions } from '../../ledger/worker/index.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
 import type { ControlPlaneNode } from './node.js';

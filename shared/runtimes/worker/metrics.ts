@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { ExecutionBackend } from '../../ledger/backends.js';
-import type { Worker } from '../../ledger/worker.js';
+import type { Worker } from '../../ledger/worker/index.js';
 
 /**
  * A worker process's metrics (`rollout worker --metrics-port`, or

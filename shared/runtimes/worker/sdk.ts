@@ -9,7 +9,7 @@ import { BackendError, type ExecutionBackend } from '../../ledger/backends.js';
 import { HttpCoordinatorClient } from '../../adapters/http/coordinator-client.js';
 import { LambdaCoordinatorClient } from '../../adapters/lambda/coordinator-client.js';
 import { openStores } from '../../compose/stores.js';
-import { Worker, type CoordinatorClient } from '../../ledger/worker.js';
+import { Worker, type CoordinatorClient } from '../../ledger/worker/index.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { LedgerWorkQueue } from '../../adapters/postgres/ledger-queue.js';
 import { PgNotifyWake } from '../../adapters/postgres/wake.js';

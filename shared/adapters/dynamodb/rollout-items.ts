@@ -1,0 +1,127 @@
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../../clock.js';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { RolloutEvent } from '../../rollout/events.js';
+import type { GateReading } from '../../rollout/gates.js';
+import { alarmNamesOf, type Rollout, type StageStatus } from '../../rollout/model.js';
+import type { RolloutSpec } from '../../rollout/spec.js';
+import { GSI1 } from './table.js';
+
+/** What every part of the rollout store shares (rollout-store.ts): the client, the table, how many reads fan out at once, the clock. */
+export interface RolloutTable {
+  readonly doc: DynamoDBDocumentClient;
+  readonly table: string;
+  readonly readConcurrency: number;
+  readonly clock: Clock;
+}
+
+/* The keys of the rollout items (the layout in rollout-store.ts) and their codecs. */
+
+export const pad = (n: number, w: number) => String(n).padStart(w, '0');
+export const rolloutPk = (id: string) => `ROLLOUT#${id}`;
+/** The list of every rollout: ROLLOUTS / <createdAt, 15 digits>#<id>. */
+export const ROLLOUTS = 'ROLLOUTS';
+export const listSk = (r: Pick<Rollout, 'createdAt' | 'id'>) => `${pad(r.createdAt, 15)}#${r.id}`;
+export const stageSk = (attempt: number, i: number) => `STAGE#${pad(attempt, 6)}#${pad(i, 3)}`;
+export const metricsSk = (attempt: number, i: number) => `METRICS#${pad(attempt, 6)}#${pad(i, 3)}`;
+// A view reads sk >= METRICS#: tallies (T…) are in it, the reading history (G…) and events (E…) are not.
+export const tallySk = (attempt: number, i: number, gate: string) => `TALLY#${pad(attempt, 6)}#${pad(i, 3)}#${gate}`;
+export const readingPrefix = (attempt: number) => `GATEREADING#${pad(attempt, 6)}#`;
+export const readingSk = (r: GateReading) => `${readingPrefix(r.attempt)}${pad(r.stage, 3)}#${r.gate}#${pad(r.at, 15)}`;
+/** A tally is read, recomputed by tallyWith and written back only if unchanged: this many tries before giving up. */
+export const TALLY_ATTEMPTS = 8;
+export const OUTBOX = 'OUTBOX';
+export const ACTUATION = 'ACTUATION#';
+export const ACTUATING = 'ACTUATING';
+/**
+ * The due index (gsi1 under DUE, sorted by when): a running rollout's
+ * registry item carries when it is next due (0: at once) and a mark that
+ * every signal and transition replaces, so a reschedule decided on an older
+ * reading is refused.
+ */
+export const DUE = 'DUE';
+/** ENDED / <id>: a rollout that ended, indexed on gsi1 as ENDED / <when>#<id>, so retention finds the oldest without a scan. */
+export const ENDED = 'ENDED';
+export const endedItem = (r: Rollout): Item => ({ pk: ENDED, sk: r.id, endedAt: r.updatedAt, [GSI1.pk]: ENDED, [GSI1.sk]: `${pad(r.updatedAt, 15)}#${r.id}` });
+export const dueSk = (at: number, id: string) => `${pad(at, 15)}#${id}`;
+export const dueNow = (id: string): Item => ({ dueAt: 0, mark: randomUUID(), [GSI1.pk]: DUE, [GSI1.sk]: dueSk(0, id) });
+/** A running rollout's registry item, due at once: the spec never changes, so the alarms it watches are written with it once. */
+export const runningItem = (id: string, spec: RolloutSpec): Item => ({ pk: 'RUNNING', sk: id, watches: alarmNamesOf(spec), watchIndexed: true, ...dueNow(id) });
+/** WATCH#<alarm> / <id>: who watches an alarm, so an alarm's change reads its watchers only (filtered by RUNNING: kept while the rollout is). */
+export const watchItems = (id: string, spec: RolloutSpec): Item[] => alarmNamesOf(spec).map((a) => ({ pk: `WATCH#${a}`, sk: id }));
+/** The registry item's update that makes a rollout due at once (and creates the item of a rollout running before it had one). */
+export const markDueUpdate = (id: string) => {
+  const due = dueNow(id);
+  return {
+    Key: { pk: 'RUNNING', sk: id },
+    UpdateExpression: 'SET dueAt = :at, #m = :m, #gp = :gp, #gs = :gs',
+    ExpressionAttributeNames: { '#m': 'mark', '#gp': GSI1.pk, '#gs': GSI1.sk },
+    ExpressionAttributeValues: { ':at': due.dueAt, ':m': due.mark, ':gp': DUE, ':gs': due[GSI1.sk] },
+  };
+};
+
+export type Item = Record<string, unknown>;
+export const orNull = <T>(v: unknown): T | null => (v === undefined ? null : (v as T));
+
+export function rolloutItem(r: Rollout): Item {
+  return {
+    pk: rolloutPk(r.id),
+    sk: 'ROLLOUT',
+    type: 'rollout',
+    id: r.id,
+    spec: r.spec,
+    state: r.state,
+    attempt: r.attempt,
+    version: r.version,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+    lastProgressAt: r.lastProgressAt,
+    deadlineExceededAt: r.deadlineExceededAt,
+    stateBy: r.stateBy,
+    stateReason: r.stateReason,
+  };
+}
+
+export function rolloutOf(i: Item): Rollout {
+  return {
+    id: String(i.id),
+    spec: i.spec as RolloutSpec,
+    state: i.state as Rollout['state'],
+    attempt: Number(i.attempt),
+    version: Number(i.version),
+    createdAt: Number(i.createdAt),
+    updatedAt: Number(i.updatedAt),
+    lastProgressAt: Number(i.lastProgressAt),
+    deadlineExceededAt: orNull<number>(i.deadlineExceededAt),
+    stateBy: orNull<string>(i.stateBy),
+    stateReason: orNull<string>(i.stateReason),
+  };
+}
+
+export function stageItem(id: string, attempt: number, s: StageStatus): Item {
+  return { pk: rolloutPk(id), sk: stageSk(attempt, s.index), type: 'stage', attempt, ...s };
+}
+
+export function stageOf(i: Item): StageStatus {
+  return {
+    index: Number(i.index),
+    name: String(i.name),
+    phase: i.phase as StageStatus['phase'],
+    activatedAt: orNull(i.activatedAt),
+    promotedAt: orNull(i.promotedAt),
+    promotedEpoch: orNull(i.promotedEpoch),
+    promotedBy: orNull(i.promotedBy),
+    rolledBackAt: orNull(i.rolledBackAt),
+    reason: orNull(i.reason),
+  };
+}
+
+export function eventOf(i: Item): RolloutEvent {
+  return {
+    id: String(i.id),
+    source: 'ai.rollout',
+    detailType: i.detailType as RolloutEvent['detailType'],
+    time: Number(i.time),
+    detail: i.detail as RolloutEvent['detail'],
+  };
+}
