@@ -2,12 +2,12 @@ import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import type { ApiDeps } from '../shared/api/handler.js';
-import { routerOf, ROUTES, TargetError, type Match } from '../shared/api/contract.js';
+import { routerOf, SHARED_ROUTES, TargetError, type Match } from '../shared/api/contract.js';
 import type { Scope } from '../shared/auth/scopes.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsWorkQueueFrom } from './work-queue.js';
 import { eventsPublishedSince, invocationScoped, runtimeFrom, type Runtime } from './runtime.js';
-import { countEvents, FigureMetrics } from './figures.js';
+import { countEvents, FigureMetrics } from './metrics.js';
 import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
@@ -31,7 +31,7 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  */
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** The routes the deployed API serves (not a node's own). */
-const served = routerOf(ROUTES.filter((r) => !r.nodeOnly));
+const served = routerOf(SHARED_ROUTES);
 
 export function apiLambdaHandler(
   runtime: () => Promise<Runtime>,

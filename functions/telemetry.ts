@@ -2,7 +2,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { eventsPublishedSince, renewalFailuresSince, type Runtime } from './runtime.js';
-import { countEvents, FigureMetrics } from './figures.js';
+import { countEvents, FigureMetrics } from './metrics.js';
 import { publishIfAny } from './handler.js';
 
 /**

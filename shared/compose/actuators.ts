@@ -2,10 +2,10 @@ import { ElasticLoadBalancingV2Client } from '@aws-sdk/client-elastic-load-balan
 import type { Actuator } from '../actuation/port.js';
 import type { TargetsConfig } from '../actuation/targets.js';
 import { OutboundHttp } from '../adapters/http/outbound.js';
-import { WebhookActuator } from '../adapters/http/webhook-actuator.js';
-import { AlbWeightsActuator } from '../adapters/elbv2/alb-actuator.js';
-import { LambdaAliasActuator } from '../adapters/lambda/alias-actuator.js';
-import { NginxActuator } from '../adapters/nginx/actuator.js';
+import { WebhookActuator } from '../adapters/actuators/webhook/actuator.js';
+import { AlbWeightsActuator } from '../adapters/actuators/alb-weights/actuator.js';
+import { LambdaAliasActuator } from '../adapters/actuators/lambda-alias/actuator.js';
+import { NginxActuator } from '../adapters/actuators/nginx/actuator.js';
 import { OutboundPolicy } from '../outbound/policy.js';
 import type { SecretSource } from '../outbound/secrets.js';
 

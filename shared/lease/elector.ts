@@ -4,6 +4,7 @@ import { StepLoop, type StepOutcome } from './step-loop.js';
 import { casSettled } from './cas.js';
 import { parseConfig } from '../config.js';
 import { holderIdSchema, leaseNameSchema, leaseTimingsSchema, type LeaseTimingsInput } from './config.js';
+import { PROMOTION_LEASE } from './names.js';
 import { staleReply, tokenOf, type HolderMeta, type LeaseRecord, type LeaseToken } from './record.js';
 import type { LeaseStore } from './store.js';
 import { acquire, release, renew, stealable, steal, validFor } from './transitions.js';
@@ -77,7 +78,7 @@ export interface ElectorCallbacks {
 }
 
 const electorOptionsSchema = z.object({
-  name: leaseNameSchema.default('promotion_leader'),
+  name: leaseNameSchema.default(PROMOTION_LEASE),
   holderId: holderIdSchema,
   hostname: z.string().nullish(),
   apiUrl: z.string().nullish(),

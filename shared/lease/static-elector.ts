@@ -1,4 +1,5 @@
 import { casSettled } from './cas.js';
+import { PROMOTION_LEASE } from './names.js';
 import type { ElectorCallbacks, LeaderElector, Stopped } from './elector.js';
 import type { LeaseRecord, LeaseToken } from './record.js';
 import type { LeaseStore } from './store.js';
@@ -17,7 +18,7 @@ export class StaticElector implements LeaderElector {
 
   constructor(
     readonly holderId: string,
-    readonly name = 'promotion_leader',
+    readonly name = PROMOTION_LEASE,
     readonly epoch = 0,
     private readonly callbacks: Pick<ElectorCallbacks, 'onStartedLeading'> = {},
   ) {
@@ -73,7 +74,7 @@ export async function pinStaticLeader(
   holderId: string,
   options: { name?: string; hostname?: string | null; apiUrl?: string | null; now?: () => number } & Pick<ElectorCallbacks, 'onStartedLeading'> = {},
 ): Promise<StaticElector & { release(): Promise<void> }> {
-  const name = options.name ?? 'promotion_leader';
+  const name = options.name ?? PROMOTION_LEASE;
   const now = options.now ?? Date.now;
   const meta = { hostname: options.hostname ?? null, apiUrl: options.apiUrl ?? null };
   const row = await store.read(name);

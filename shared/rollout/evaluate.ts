@@ -1,8 +1,9 @@
 import { beforeRolloutHooks } from './gate-spec.js';
-import { providerVerdict, type GateReading } from './gates.js';
+import { providerVerdict } from './gates.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import type { Gates } from './spec.js';
 import { own } from '../own.js';
+import type { TransitionOf } from './transitions.js';
 
 /**
  * The pure evaluator: (rollout, stage statuses, signals, now) → the next
@@ -11,26 +12,23 @@ import { own } from '../own.js';
  * state evaluated here, then the view is read again.
  */
 
+/**
+ * The transitions the evaluator decides on its own, as Transition states them:
+ * - `promote`: `readings` are the provider gates' passing readings that allowed it; `metrics` the
+ *   pushed reading the stage's traffic and threshold gates judged, when it has any. No `reason`:
+ *   that is what a person says when promoting by hand.
+ * - `rollback`: `readings`, the provider gate reading that decided, when a provider gate did;
+ *   `metrics`, the pushed reading, when it breached.
+ * - `pause`: a provider gate's inconclusive readings are over its limit: stop and say why (the
+ *   reason and readings are always there), neither promote nor roll back. Never for drift.
+ * - `abort`: a hook before the first stage refused past its limit: the attempt ends having moved
+ *   no traffic (the reason and readings are always there).
+ */
 export type Decision =
-  | { readonly kind: 'activate'; readonly stage: number }
-  /**
-   * `readings`: the provider gates' passing readings that allowed it; `metrics`: the pushed reading the
-   * stage's traffic and threshold gates judged, when it has any.
-   */
-  | {
-      readonly kind: 'promote';
-      readonly stage: number;
-      readonly then: 'activate_next' | 'complete';
-      readonly readings?: readonly GateReading[];
-      readonly metrics?: StageMetrics;
-    }
-  /** `readings`: the provider gate reading that decided, when a provider gate did; `metrics`: the pushed reading, when it breached. */
-  | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
-  /** A provider gate's inconclusive readings are over its limit: stop and say why, neither promote nor roll back. */
-  | { readonly kind: 'pause'; readonly reason: string; readonly readings: readonly GateReading[] }
-  /** A hook before the first stage refused past its limit: the attempt ends having moved no traffic. */
-  | { readonly kind: 'abort'; readonly reason: string; readonly readings: readonly GateReading[] }
-  | { readonly kind: 'deadline'; readonly abort: boolean };
+  | TransitionOf<'activate' | 'rollback' | 'deadline'>
+  | Omit<TransitionOf<'promote'>, 'reason'>
+  | Required<Omit<TransitionOf<'pause'>, 'drift'>>
+  | Required<TransitionOf<'abort'>>;
 
 export function evaluate(view: RolloutView, now: number): Decision | null {
   const { rollout, stages } = view;

@@ -2,22 +2,10 @@ import { z } from 'zod';
 import { issueLines } from '../config.js';
 import type { LeaseToken } from '../lease/record.js';
 import { gateReadingSchema, type GateReading } from './gates.js';
-
-const gateReadingsSchema = z.array(gateReadingSchema);
 import type { Same } from '../types.js';
 import { trafficOf } from './assignment.js';
+import { ROLLOUT_EVENT_TYPES, ROLLOUT_SOURCE, rolloutEventId, SEQ_PER_VERSION, rolloutEventSchema, type RolloutEvent } from './events.js';
 import {
-  ROLLOUT_EVENT_TYPES,
-  ROLLOUT_SOURCE,
-  rolloutEventId,
-  SEQ_PER_VERSION,
-  rolloutEventSchema,
-  type RolloutEvent,
-  type RolloutEventDetail,
-  type RolloutEventType,
-} from './events.js';
-import {
-  activeStage,
   ROLLOUT_STATES,
   rolloutSchema,
   STAGE_PHASES,
@@ -31,6 +19,12 @@ import {
   type StagePhase,
   type StageStatus,
 } from './model.js';
+import { PlanDraft } from './plan-draft.js';
+import { planInto } from './planners.js';
+
+export { freshStages } from './plan-draft.js';
+
+const gateReadingsSchema = z.array(gateReadingSchema);
 
 /**
  * Every change to a rollout, planned purely from the view it was decided on.
@@ -62,6 +56,9 @@ export type Transition =
   /** `readings`: the hook readings that ended the attempt before its first stage (an automatic abort). */
   | { readonly kind: 'abort'; readonly reason?: string; readonly readings?: readonly GateReading[] }
   | { readonly kind: 'retry'; readonly reason?: string };
+
+/** The arm of Transition of kind K. */
+export type TransitionOf<K extends Transition['kind']> = Extract<Transition, { readonly kind: K }>;
 
 export const TRANSITION_KINDS = ['activate', 'promote', 'rollback', 'deadline', 'promote_full', 'pause', 'resume', 'abort', 'retry'] as const;
 const _sameKinds: Same<(typeof TRANSITION_KINDS)[number], Transition['kind']> = true;
@@ -253,168 +250,20 @@ export interface TransitionContext {
   readonly actor: string;
 }
 
-export function freshStages(view: Pick<RolloutView, 'rollout'>): StageStatus[] {
-  return view.rollout.spec.stages.map((s, index) => ({
-    index,
-    name: s.name,
-    phase: 'pending',
-    activatedAt: null,
-    promotedAt: null,
-    promotedEpoch: null,
-    promotedBy: null,
-    rolledBackAt: null,
-    reason: null,
-  }));
-}
-
+/**
+ * The plan of `t` on exactly `view`: its planner (planners.ts) records the
+ * changes on a draft, then every event gets its id, its sequence number and
+ * the traffic in force once the plan is committed. TransitionRejectedError
+ * when `t` does not apply to the rollout as it is.
+ */
 export function planTransition(view: RolloutView, t: Transition, ctx: TransitionContext): TransitionPlan {
   const { rollout } = view;
-  const reject = (reason: string) => new TransitionRejectedError(rollout.id, t.kind, reason);
-  const requireState = (...allowed: RolloutState[]) => {
-    if (!allowed.includes(rollout.state)) throw reject(`rollout is ${rollout.state}, expected ${allowed.join(' or ')}`);
-  };
-  const stageAt = (index: number, phase: StagePhase) => {
-    const s = view.stages[index];
-    if (!s) throw reject(`no stage ${index}`);
-    if (s.phase !== phase) throw reject(`stage ${index} (${s.name}) is ${s.phase}, expected ${phase}`);
-    return s;
-  };
-
-  const stageChanges: StageChange[] = [];
-  const events: { type: RolloutEventType; discriminator?: string; extra?: Partial<RolloutEventDetail> }[] = [];
-  let next: Omit<Rollout, 'version' | 'updatedAt'> = rollout;
-  let newStages: StageStatus[] = [];
+  const d = new PlanDraft(view, ctx, (reason) => new TransitionRejectedError(rollout.id, t.kind, reason));
+  planInto(d, t);
   const { now } = ctx;
-  const stageRef = (i: number) => {
-    const s = rollout.spec.stages[i]!;
-    return { index: i, name: s.name, percent: s.percent };
-  };
-  const activate = (i: number) => stageChanges.push({ index: i, expect: 'pending', set: { phase: 'active', activatedAt: now } });
-  const promote = (i: number) =>
-    stageChanges.push({ index: i, expect: 'active', set: { phase: 'promoted', promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor } });
-  const rollBackActive = (reason: string) => {
-    const a = activeStage(view);
-    if (a) stageChanges.push({ index: a.index, expect: 'active', set: { phase: 'rolled_back', rolledBackAt: now, reason } });
-    return a;
-  };
-
-  switch (t.kind) {
-    case 'activate': {
-      requireState('running');
-      stageAt(t.stage, 'pending');
-      if (activeStage(view)) throw reject('another stage is active');
-      activate(t.stage);
-      next = { ...next, lastProgressAt: now };
-      events.push({ type: 'ai.rollout.stage_activated', discriminator: String(t.stage), extra: { stage: stageRef(t.stage) } });
-      break;
-    }
-    case 'promote': {
-      requireState('running');
-      stageAt(t.stage, 'active');
-      promote(t.stage);
-      next = { ...next, lastProgressAt: now };
-      const decided = { ...readingsOf(t), ...metricsOf(t), ...(t.reason ? { reason: t.reason } : {}) };
-      if (t.then === 'activate_next') {
-        stageAt(t.stage + 1, 'pending');
-        activate(t.stage + 1);
-        events.push({
-          type: 'ai.rollout.stage_promoted',
-          discriminator: String(t.stage),
-          extra: { stage: stageRef(t.stage), nextStage: stageRef(t.stage + 1), ...decided },
-        });
-      } else {
-        if (t.stage !== view.stages.length - 1) throw reject(`stage ${t.stage} is not the last stage`);
-        next = { ...next, state: 'completed', stateBy: ctx.actor, stateReason: null };
-        events.push({ type: 'ai.rollout.stage_promoted', discriminator: String(t.stage), extra: { stage: stageRef(t.stage), ...decided } });
-        events.push({ type: 'ai.rollout.completed' });
-      }
-      break;
-    }
-    case 'rollback': {
-      requireState('running');
-      stageAt(t.stage, 'active');
-      stageChanges.push({ index: t.stage, expect: 'active', set: { phase: 'rolled_back', rolledBackAt: now, reason: t.reason } });
-      next = { ...next, state: 'rolled_back', stateBy: ctx.actor, stateReason: t.reason };
-      events.push({ type: 'ai.rollout.rollback_detected', extra: { stage: stageRef(t.stage), reason: t.reason, ...readingsOf(t), ...metricsOf(t) } });
-      break;
-    }
-    case 'deadline': {
-      requireState('running');
-      if (rollout.deadlineExceededAt !== null) throw reject('progress deadline already flagged');
-      const reason = `no progress for ${rollout.spec.progressDeadlineSeconds} s`;
-      next = { ...next, deadlineExceededAt: now };
-      events.push({ type: 'ai.rollout.progress_deadline_exceeded', extra: { reason } });
-      if (t.abort) {
-        const a = rollBackActive(reason);
-        next = { ...next, state: 'aborted', stateBy: ctx.actor, stateReason: reason };
-        events.push({ type: 'ai.rollout.aborted', extra: { reason, ...(a ? { stage: stageRef(a.index) } : {}) } });
-      }
-      break;
-    }
-    case 'promote_full': {
-      requireState('running', 'paused');
-      for (const s of view.stages) {
-        if (s.phase === 'promoted') continue;
-        if (s.phase === 'rolled_back') throw reject(`stage ${s.index} was rolled back`);
-        if (s.phase === 'pending')
-          stageChanges.push({
-            index: s.index,
-            expect: 'pending',
-            set: { phase: 'promoted', activatedAt: now, promotedAt: now, promotedEpoch: ctx.token.epoch, promotedBy: ctx.actor },
-          });
-        else promote(s.index);
-        events.push({
-          type: 'ai.rollout.stage_promoted',
-          discriminator: String(s.index),
-          extra: { stage: stageRef(s.index), reason: t.reason ?? 'promote-full' },
-        });
-      }
-      next = { ...next, state: 'completed', lastProgressAt: now, stateBy: ctx.actor, stateReason: 'promote-full' };
-      events.push({ type: 'ai.rollout.completed', extra: { reason: t.reason ?? 'promote-full' } });
-      break;
-    }
-    case 'pause': {
-      requireState('running');
-      next = { ...next, state: 'paused', stateBy: ctx.actor, stateReason: t.reason ?? null };
-      const a = activeStage(view);
-      if (t.drift)
-        events.push({
-          type: 'ai.rollout.actuation_drift',
-          discriminator: t.drift.target,
-          extra: { target: t.drift.target, ...(t.reason ? { reason: t.reason } : {}) },
-        });
-      events.push({
-        type: 'ai.rollout.paused',
-        extra: { ...(t.reason ? { reason: t.reason } : {}), ...(a && t.readings?.length ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) },
-      });
-      break;
-    }
-    case 'resume': {
-      requireState('paused');
-      // Paused time does not count against the progress deadline.
-      next = { ...next, state: 'running', lastProgressAt: now, deadlineExceededAt: null, stateBy: ctx.actor, stateReason: null };
-      events.push({ type: 'ai.rollout.resumed', ...(t.reason ? { extra: { reason: t.reason } } : {}) });
-      break;
-    }
-    case 'abort': {
-      requireState('running', 'paused');
-      const reason = t.reason ?? 'aborted';
-      const a = rollBackActive(reason);
-      next = { ...next, state: 'aborted', stateBy: ctx.actor, stateReason: reason };
-      events.push({ type: 'ai.rollout.aborted', extra: { reason, ...(a ? { stage: stageRef(a.index) } : {}), ...readingsOf(t) } });
-      break;
-    }
-    case 'retry': {
-      requireState('rolled_back', 'aborted');
-      next = { ...next, state: 'running', attempt: rollout.attempt + 1, lastProgressAt: now, deadlineExceededAt: null, stateBy: ctx.actor, stateReason: null };
-      newStages = freshStages(view);
-      events.push({ type: 'ai.rollout.retried', ...(t.reason ? { extra: { reason: t.reason } } : {}) });
-      break;
-    }
-  }
-
+  const { stageChanges, newStages } = d;
   const version = rollout.version + 1;
-  const nextRollout: Rollout = { ...next, version, updatedAt: now };
+  const nextRollout: Rollout = { ...d.next, version, updatedAt: now };
   const { target } = rollout.spec;
   // The traffic in force once this plan is committed: the stages as they will be.
   const changed = new Map(stageChanges.map((c) => [c.index, c.set.phase]));
@@ -427,7 +276,7 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
     next: nextRollout,
     stageChanges,
     newStages,
-    events: events.map(({ type, discriminator, extra }, i) => ({
+    events: d.events.map(({ type, discriminator, extra }, i) => ({
       id: rolloutEventId(rollout.id, version, type, discriminator),
       source: ROLLOUT_SOURCE,
       detailType: type,
@@ -447,16 +296,6 @@ export function planTransition(view: RolloutView, t: Transition, ctx: Transition
       },
     })),
   } satisfies TransitionPlan);
-}
-
-/** The readings a decision carries, as an event detail field (absent when there are none). */
-function readingsOf(t: { readonly readings?: readonly GateReading[] }): { readings?: readonly GateReading[] } {
-  return t.readings?.length ? { readings: t.readings } : {};
-}
-
-/** The pushed reading a decision judged, as an event detail field (absent when it judged none). */
-function metricsOf(t: { readonly metrics?: StageMetrics }): { metrics?: StageMetrics } {
-  return t.metrics ? { metrics: t.metrics } : {};
 }
 
 export function isTerminal(state: RolloutState): boolean {

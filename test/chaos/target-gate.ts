@@ -27,7 +27,7 @@ import type { SourceEdit } from './variants.js';
 /** The edit that puts the gate in: applied to every process the harness starts with CHAOS_TARGET_GATE set. */
 export const TARGET_GATE_EDITS: readonly SourceEdit[] = [
   {
-    file: 'shared/adapters/nginx/actuator.ts',
+    file: 'shared/adapters/actuators/nginx/actuator.ts',
     find: '  async write(desired: Desired, stamp: Stamp, _observed?: Observed): Promise<Observed> {\n    const before = await this.current();',
     replace:
       '  async write(desired: Desired, stamp: Stamp, _observed?: Observed): Promise<Observed> {\n    await (globalThis as { chaosTargetGate?: (target: string, stamp: Stamp) => Promise<void> }).chaosTargetGate?.(this.target, stamp);\n    const before = await this.current();',

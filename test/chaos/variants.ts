@@ -46,10 +46,9 @@ export const VARIANTS: Record<string, Variant> = {
         replace: 'AND ${p(token.epoch)}::bigint IS NOT NULL FOR SHARE',
       },
       {
-        file: 'shared/adapters/postgres/schema.ts',
+        file: 'shared/adapters/postgres/migrations/functions/rollout_apply.sql',
         find: 'IF l.holder IS DISTINCT FROM p_holder OR l.epoch <> p_epoch THEN',
         replace: 'IF l.holder IS DISTINCT FROM p_holder THEN',
-        last: true,
       },
       // DynamoDB: the fence's ConditionCheck on the lease item compares the holder alone.
       {
@@ -71,31 +70,29 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'no-promotion-after-rollback',
     edits: [
       {
-        file: 'shared/adapters/postgres/schema.ts',
+        file: 'shared/adapters/postgres/migrations/functions/rollout_apply.sql',
         find: "WHERE id = p->>'rolloutId' AND version = (x->>'version')::bigint AND state = x->>'state' AND attempt = (x->>'attempt')::int;",
         replace: "WHERE id = p->>'rolloutId';",
-        last: true,
       },
       {
-        file: 'shared/adapters/postgres/schema.ts',
+        file: 'shared/adapters/postgres/migrations/functions/rollout_apply.sql',
         find: "AND stage_index = (c->>'index')::int AND phase = c->>'expect';",
         replace: "AND stage_index = (c->>'index')::int AND phase <> 'promoted';",
-        last: true,
       },
       // DynamoDB: the rollout row is written whatever it became since it was read (its values stay used, as
       // DynamoDB requires), and a stage changes unless it is promoted.
       {
-        file: 'shared/adapters/dynamodb/rollout-store.ts',
+        file: 'shared/adapters/dynamodb/rollout-transitions.ts',
         find: "ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',",
         replace: "ConditionExpression: 'attribute_exists(pk) OR (version = :v AND #state = :s AND attempt = :a)',",
       },
       {
-        file: 'shared/adapters/dynamodb/rollout-store.ts',
+        file: 'shared/adapters/dynamodb/rollout-transitions.ts',
         find: "ConditionExpression: 'phase = :expectPhase',",
         replace: "ConditionExpression: 'phase <> :promotedPhase AND (phase = :expectPhase OR attribute_exists(phase))',",
       },
       {
-        file: 'shared/adapters/dynamodb/rollout-store.ts',
+        file: 'shared/adapters/dynamodb/rollout-transitions.ts',
         find: "ExpressionAttributeValues: { ':expectPhase': change.expect,",
         replace: "ExpressionAttributeValues: { ':expectPhase': change.expect, ':promotedPhase': 'promoted',",
       },
@@ -123,9 +120,9 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'live-worker-keeps-items',
     edits: [
       {
-        file: 'shared/ledger/worker.ts',
-        find: 'for (const h of [...this.backlog, ...this.executing.values(), ...this.outcomes.map((o) => o.h)]) byId.set(h.itemId, h);',
-        replace: 'for (const h of [...this.executing.values()]) byId.set(h.itemId, h);',
+        file: 'shared/ledger/worker/heartbeat.ts',
+        find: 'for (const h of [...all.backlog, ...all.executing.values(), ...all.outcomes.map((o) => o.h)]) byId.set(h.itemId, h);',
+        replace: 'for (const h of [...all.executing.values()]) byId.set(h.itemId, h);',
       },
     ],
   },
@@ -134,7 +131,11 @@ export const VARIANTS: Record<string, Variant> = {
     description: "the node's coordinator never fails items given back maxReceiveCount times: poison stays Pending, undelivered, forever",
     breaks: 'runs-finish',
     edits: [
-      { file: 'shared/runtimes/node/node.ts', find: 'run: () => this.coordinators.failDeadLetters() } },', replace: 'run: () => Promise.resolve() } },' },
+      {
+        file: 'shared/runtimes/node/node.ts',
+        find: 'run: () => this.coordinators.failDeadLetters().then(() => this.coordinators.scan()) },',
+        replace: 'run: () => this.coordinators.scan() },',
+      },
     ],
   },
   'resign-deletes-row': {
@@ -178,7 +179,7 @@ export const VARIANTS: Record<string, Variant> = {
     breaks: 'actuation-epoch-monotonic',
     edits: [
       {
-        file: 'shared/adapters/nginx/actuator.ts',
+        file: 'shared/adapters/actuators/nginx/actuator.ts',
         find: '    const why = outranks(found, stamp);\n    if (why) throw new TargetMovedError(this.target, why);',
         replace: '    void found;',
       },

@@ -5,6 +5,7 @@ import { StepLoop, type StepOutcome } from '../../lease/step-loop.js';
 import { errorMessage, silentLogger, type Logger } from '../../log.js';
 import { parseConfig } from '../../config.js';
 import { holderIdSchema, leaseNameSchema } from '../../lease/config.js';
+import { PROMOTION_LEASE } from '../../lease/names.js';
 import type { ElectorCallbacks, ElectorState, LeaderElector, StopReason, Stopped } from '../../lease/elector.js';
 import type { LeaseToken } from '../../lease/record.js';
 
@@ -32,7 +33,7 @@ import type { LeaseToken } from '../../lease/record.js';
  */
 
 const optionsSchema = z.object({
-  name: leaseNameSchema.default('promotion_leader'),
+  name: leaseNameSchema.default(PROMOTION_LEASE),
   holderId: holderIdSchema,
   retryIntervalMs: z.number().int().positive().default(5_000),
   keepaliveIntervalMs: z.number().int().positive().default(30_000),

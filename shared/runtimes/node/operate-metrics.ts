@@ -12,7 +12,7 @@ import {
   runFigures,
   type Figure,
   type MetricName,
-} from '../../api/figures.js';
+} from '../../api/metrics.js';
 import { movesTargets } from '../../rollout/engine.js';
 import type { WorkItem } from '../../ledger/model.js';
 import { errorMessage } from '../../log.js';

@@ -9,14 +9,14 @@ import {
   type Desired,
   type Observed,
   type Stamp,
-} from '../../actuation/port.js';
-import type { WebhookTarget } from '../../actuation/targets.js';
-import { OutboundRefusedError, type OutboundPolicy } from '../../outbound/policy.js';
-import { OperatorSecrets, type SecretSource } from '../../outbound/secrets.js';
-import { deadline } from '../../rollout/gate-reader.js';
-import { credentialHeaders, cutSent } from './credentials.js';
-import { reason } from './webhook.js';
-import type { OutboundClient } from './outbound.js';
+} from '../../../actuation/port.js';
+import type { WebhookTarget } from '../../../actuation/targets.js';
+import { OutboundRefusedError, type OutboundPolicy } from '../../../outbound/policy.js';
+import { OperatorSecrets, type SecretSource } from '../../../outbound/secrets.js';
+import { deadline } from '../../../rollout/gate-reader.js';
+import { credentialHeaders, cutSent } from '../../http/credentials.js';
+import { reason } from '../../http/webhook.js';
+import type { OutboundClient } from '../../http/outbound.js';
 
 /**
  * A target that keeps the split itself, reached over HTTP: a feature-flag

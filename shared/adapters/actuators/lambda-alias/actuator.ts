@@ -6,8 +6,17 @@ import {
   UpdateAliasCommand,
   type AliasConfiguration,
 } from '@aws-sdk/client-lambda';
-import { parseStamp, stampText, TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from '../../actuation/port.js';
-import { lambdaVersionIssues, type LambdaAliasTarget } from '../../actuation/targets.js';
+import {
+  parseStamp,
+  stampText,
+  TargetMovedError,
+  TargetRefusedError,
+  type Actuator,
+  type Desired,
+  type Observed,
+  type Stamp,
+} from '../../../actuation/port.js';
+import { lambdaVersionIssues, type LambdaAliasTarget } from '../../../actuation/targets.js';
 
 /**
  * A Lambda alias as an actuation target: the new version's share is the

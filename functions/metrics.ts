@@ -1,14 +1,14 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { METRICS, METRICS_NAMESPACE, type Figure, type MetricName } from '../shared/api/figures.js';
+import { METRICS, METRICS_NAMESPACE, type Figure, type MetricName } from '../shared/api/metrics.js';
 
 /**
- * The figures of shared/api/figures.ts as EMF, under the names a node's
+ * The metrics of the catalogue (shared/api/metrics.ts) as EMF, under the names a node's
  * /metrics gives them (rollout_percent, rollout_events_total…), beside the
  * CamelCase metrics each function counts under its `service` dimension.
  *
  * An EMF blob has one dimension set, so each set of dimension values is a
  * blob of its own (a rollout's gauges; each of its gates; each reading
- * outcome…); a figure's labels that are not dimensions are properties of its
+ * outcome…); a metric's labels that are not dimensions are properties of its
  * blob. There is no `service` dimension: the dimensions are the Prometheus
  * labels, so a count from the streaming promoter and one from the batch
  * promoter add up in the one series, as on a node.
@@ -36,10 +36,10 @@ export type StackCount = 'LeasesLost' | 'RolloutsNeedingAttention';
 const NEEDS_ATTENTION: ReadonlySet<string> = new Set(['ai.rollout.progress_deadline_exceeded', 'ai.rollout.actuation_drift']);
 
 /** Rollout events published by an invocation, by type: rollout_events_total, and those that need a person. */
-export function countEvents(figures: FigureMetrics, published: ReadonlyMap<string, number>): void {
+export function countEvents(emf: FigureMetrics, published: ReadonlyMap<string, number>): void {
   for (const [type, n] of published) {
-    figures.count('rollout_events_total', { type }, n);
-    if (NEEDS_ATTENTION.has(type)) figures.countStack('RolloutsNeedingAttention', n);
+    emf.count('rollout_events_total', { type }, n);
+    if (NEEDS_ATTENTION.has(type)) emf.countStack('RolloutsNeedingAttention', n);
   }
 }
 
@@ -48,7 +48,7 @@ export class FigureMetrics {
   private readonly stack = new Map<StackCount, number>();
 
   constructor(private readonly emf = new Metrics({ namespace: METRICS_NAMESPACE })) {
-    // The dimensions are the figure's own, and nothing else.
+    // The dimensions are the metric's own, and nothing else.
     emf.clearDefaultDimensions();
   }
 
@@ -65,20 +65,20 @@ export class FigureMetrics {
   }
 
   /** Gauges, as read now. */
-  set(figures: Iterable<Figure>): void {
-    for (const f of figures) this.pending.set(keyOf(f.name, f.labels), f);
+  set(values: Iterable<Figure>): void {
+    for (const f of values) this.pending.set(keyOf(f.name, f.labels), f);
   }
 
   /** Publishes what was counted and set, one blob per dimension set. */
   flush(): void {
-    const blobs = new Map<string, { dimensions: Record<string, string>; figures: Figure[] }>();
+    const blobs = new Map<string, { dimensions: Record<string, string>; values: Figure[] }>();
     for (const f of this.pending.values()) {
       // NaN and ±Infinity have no JSON form: CloudWatch would drop the whole blob.
       if (!Number.isFinite(f.value)) continue;
       const dimensions = Object.fromEntries(METRICS[f.name].dimensions.map((d) => [d, f.labels[d] ?? '']));
       const key = JSON.stringify(Object.entries(dimensions).sort());
-      const blob = blobs.get(key) ?? { dimensions, figures: [] };
-      blob.figures.push(f);
+      const blob = blobs.get(key) ?? { dimensions, values: [] };
+      blob.values.push(f);
       blobs.set(key, blob);
     }
     this.pending.clear();
@@ -88,9 +88,9 @@ export class FigureMetrics {
       this.stack.clear();
       this.emf.publishStoredMetrics();
     }
-    for (const { dimensions, figures } of blobs.values()) {
+    for (const { dimensions, values } of blobs.values()) {
       this.emf.addDimensions(dimensions);
-      for (const f of figures) {
+      for (const f of values) {
         for (const [k, v] of Object.entries(f.labels)) if (!Object.hasOwn(dimensions, k)) this.emf.addMetadata(k, v);
         this.emf.addMetric(f.name, UNIT[METRICS[f.name].unit], f.value);
       }

@@ -19,8 +19,8 @@ import {
   type Desired,
   type Observed,
   type Stamp,
-} from '../../actuation/port.js';
-import type { AlbWeightsTarget } from '../../actuation/targets.js';
+} from '../../../actuation/port.js';
+import type { AlbWeightsTarget } from '../../../actuation/targets.js';
 
 /**
  * A weighted `forward` action of an ALB listener rule (or of a listener's

@@ -11,8 +11,8 @@ import {
   type Desired,
   type Observed,
   type Stamp,
-} from '../../actuation/port.js';
-import type { NginxTarget } from '../../actuation/targets.js';
+} from '../../../actuation/port.js';
+import type { NginxTarget } from '../../../actuation/targets.js';
 
 const run = promisify(execFile);
 
