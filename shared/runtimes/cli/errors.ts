@@ -2,3 +2,10 @@
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
+
+/** An exit code a command chose (not an error): `rollouts status` says how the rollout ended. */
+export class ExitCode extends Error {
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
+}

@@ -1,0 +1,198 @@
+import type { ActuationJson, GateJson, RolloutJson } from '../../../api/rollout-json.js';
+import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type RolloutsPage } from '../../../client/client.js';
+import { COMMANDS } from '../../../rollout/commands.js';
+import type { CommandSpec } from '../command-spec.js';
+import { run, TARGET_OPTIONS, targetOf, type ClientOpts } from '../client-options.js';
+import { ExitCode } from '../errors.js';
+import { readJsonFile, table } from '../io.js';
+import { duration, int } from '../parsers.js';
+
+/** What each target was asked to carry and what it was last found carrying. */
+const actuationTable = (rows: readonly ActuationJson[]) =>
+  table(
+    rows.map((a) => ({
+      target: a.target,
+      kind: a.kind,
+      state: a.state,
+      applied: a.final ? 'final' : `${a.percent}%`,
+      found: a.observed ? (a.observed.final ? 'final' : `${a.observed.percent}%`) : '-',
+      at: a.appliedAt ?? '-',
+      reason: a.reason ?? '',
+    })),
+    ['target', 'kind', 'state', 'applied', 'found', 'at', 'reason'],
+  );
+const stagesLine = (r: RolloutJson) => r.stages.map((s) => `${s.name}:${s.phase}`).join(' ');
+
+/** One provider gate: its state in the stage's current period, what it asks, and its newest readings. */
+function gateLines(g: GateJson, stage: string): string {
+  const limits = `failureLimit ${g.failureLimit}, inconclusiveLimit ${g.inconclusiveLimit}`;
+  const passWhen = g.comparison === null ? 'fails while an alarm is in ALARM' : `passes when value ${g.comparison} ${g.threshold}`;
+  const head = `\ngate ${g.name} (${g.type}, stage ${stage}): ${g.status} · ${g.counts.readings} readings, ${g.counts.failures} failed, ${g.counts.inconclusive} inconclusive (${limits}) · ${passWhen}\n  ${g.query}`;
+  const rows = (g.readings ?? (g.last ? [g.last] : []))
+    .slice(0, 10)
+    .map((r) => ({ at: new Date(r.at).toISOString(), outcome: r.outcome, value: r.value, source: r.source, reason: r.reason }));
+  return rows.length ? `${head}\n${table(rows, ['at', 'outcome', 'value', 'source', 'reason']).replace(/^/gm, '  ')}` : `${head}\n  no readings yet`;
+}
+
+const rolloutText = (x: RolloutJson) =>
+  [
+    `${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`,
+    table(
+      x.stages.map((st) => ({ ...st })),
+      ['name', 'phase'],
+    ),
+    ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage))),
+    ...(x.actuation?.length ? [actuationTable(x.actuation)] : []),
+  ].join('\n');
+
+/** `rollout rollouts`: create, read, wait for and steer progressive rollouts. */
+export const rolloutsCommand: CommandSpec = {
+  name: 'rollouts',
+  description: 'Progressive rollouts',
+  commands: [
+    {
+      name: 'create',
+      description: 'Create a rollout from a spec file (JSON)',
+      options: [
+        { flags: '--file <spec.json>', description: 'the rollout spec', required: true },
+        { flags: '--id <id>', description: 'an id of your own (idempotent)' },
+        ...TARGET_OPTIONS,
+      ],
+      action: (o: ClientOpts & { file: string; id?: string }) =>
+        run(
+          o,
+          'POST',
+          '/rollouts',
+          { spec: readJsonFile(o.file), ...(o.id ? { id: o.id } : {}) },
+          (r) => `${(r as { created: boolean }).created ? 'created' : 'exists'} ${(r as { id: string }).id}`,
+        ),
+    },
+    {
+      name: 'list',
+      description: 'The running rollouts; with --state, every rollout (or those in a state), newest first, a page at a time',
+      options: [
+        {
+          flags: '--state <state>',
+          description: 'all, or running, paused, completed, rolled_back, aborted',
+          choices: ['all', 'running', 'paused', 'completed', 'rolled_back', 'aborted'],
+        },
+        { flags: '--limit <n>', description: 'with --state: rollouts in the page, 1–500', parser: int('--limit') },
+        { flags: '--cursor <cursor>', description: "with --state: the previous page's next" },
+        ...TARGET_OPTIONS,
+      ],
+      action: (o: ClientOpts & { state?: string; limit?: number; cursor?: string }) => {
+        if (o.state === undefined && o.limit === undefined && o.cursor === undefined) {
+          return run(o, 'GET', '/rollouts', undefined, (r) =>
+            table(
+              (r as { rollouts: RolloutJson[] }).rollouts.map((x) => ({ id: x.id, state: x.state, stages: stagesLine(x) })),
+              ['id', 'state', 'stages'],
+            ),
+          );
+        }
+        const q = new URLSearchParams({
+          state: o.state ?? 'all',
+          ...(o.limit !== undefined ? { limit: String(o.limit) } : {}),
+          ...(o.cursor ? { cursor: o.cursor } : {}),
+        });
+        return run(o, 'GET', `/rollouts?${q.toString()}`, undefined, (r) => {
+          const page = r as RolloutsPage;
+          const rows = page.rollouts.map((x) => ({
+            id: x.id,
+            state: x.state,
+            service: x.service,
+            version: x.newVersion,
+            created: x.createdAt,
+            reason: x.stateReason ?? '',
+          }));
+          return `${table(rows, ['id', 'state', 'service', 'version', 'created', 'reason'])}${page.next ? `\nmore: --cursor ${page.next}` : ''}`;
+        });
+      },
+    },
+    {
+      name: 'get',
+      description: 'One rollout',
+      arguments: [{ name: '<id>' }],
+      options: [
+        { flags: '--watch', description: 'redraw it as it changes until it ends (Ctrl-C stops watching)', default: false },
+        { flags: '--poll <duration>', description: '--watch: read it this often', parser: duration('--poll'), default: 2_000 },
+        ...TARGET_OPTIONS,
+      ],
+      action: async (id: string, o: ClientOpts & { watch: boolean; poll: number }) => {
+        if (!o.watch) return run(o, 'GET', `/rollouts/${encodeURIComponent(id)}`, undefined, (r) => rolloutText(r as RolloutJson));
+        const tty = process.stdout.isTTY;
+        // On a terminal the view is redrawn in place; into a file or a pipe, each change is appended.
+        await new RolloutClient(targetOf(o)).waitForRollout(id, {
+          pollMs: o.poll,
+          onChange: (r) =>
+            process.stdout.write(
+              o.json ? `${JSON.stringify(r)}\n` : `${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}\n${rolloutText(r)}\n${tty ? '' : '\n'}`,
+            ),
+        });
+      },
+    },
+    {
+      name: 'history',
+      description: 'Every transition of a rollout, oldest first: what, when, who, why',
+      arguments: [{ name: '<id>' }],
+      options: TARGET_OPTIONS,
+      action: (id: string, o: ClientOpts) =>
+        run(o, 'GET', `/rollouts/${encodeURIComponent(id)}/history`, undefined, (r) =>
+          table(
+            (r as { history: HistoryEntryJson[] }).history.map((h) => ({
+              at: h.at,
+              event: h.type.replace(/^ai\.rollout\./, ''),
+              stage: h.stage ? `${h.stage.name} ${h.stage.percent}%` : '',
+              actor: h.actor,
+              epoch: h.epoch,
+              reason: h.reason ?? '',
+            })),
+            ['at', 'event', 'stage', 'actor', 'epoch', 'reason'],
+          ),
+        ),
+    },
+    {
+      name: 'status',
+      description: 'Wait until a rollout ends: exit 0 completed, 1 rolled back or aborted, 3 still going at --timeout (for CI pipelines)',
+      arguments: [{ name: '<id>' }],
+      options: [
+        { flags: '--timeout <duration>', description: 'give up after this long (30m, 90s, 2h; default: wait for good)', parser: duration('--timeout') },
+        { flags: '--poll <duration>', description: 'read the rollout this often', parser: duration('--poll'), default: 2_000 },
+        ...TARGET_OPTIONS,
+      ],
+      action: async (id: string, o: ClientOpts & { timeout?: number; poll: number }) => {
+        const client = new RolloutClient(targetOf(o));
+        // Progress on stderr, one line per change; the outcome on stdout.
+        const progress = (r: RolloutJson) => process.stderr.write(`${new Date().toISOString()}  ${r.id}  ${r.state}  attempt ${r.attempt}  ${stagesLine(r)}\n`);
+        let ended: RolloutJson;
+        try {
+          ended = await client.waitForRollout(id, {
+            pollMs: o.poll,
+            onChange: o.json ? () => undefined : progress,
+            ...(o.timeout !== undefined ? { timeoutMs: o.timeout } : {}),
+          });
+        } catch (err) {
+          if (!(err instanceof RolloutWaitTimeoutError)) throw err;
+          process.stdout.write(
+            o.json
+              ? `${JSON.stringify({ ...err.last, timedOut: true }, null, 2)}\n`
+              : `${id}  ${err.last.state}: not ended after ${Math.round((o.timeout ?? 0) / 1000)} s\n`,
+          );
+          throw new ExitCode(3);
+        }
+        process.stdout.write(o.json ? `${JSON.stringify(ended, null, 2)}\n` : `${id}  ${ended.state}${ended.stateReason ? `  (${ended.stateReason})` : ''}\n`);
+        if (ended.state !== 'completed') throw new ExitCode(1);
+      },
+    },
+    ...COMMANDS.map((command): CommandSpec => ({
+      name: command,
+      description: `${command} a rollout (needs the leader)`,
+      arguments: [{ name: '<id>' }],
+      options: [{ flags: '--reason <text>', description: 'recorded with the change' }, ...TARGET_OPTIONS],
+      action: (id: string, o: ClientOpts & { reason?: string }) =>
+        run(o, 'POST', `/rollouts/${encodeURIComponent(id)}/${command}`, o.reason ? { reason: o.reason } : {}, (r) => {
+          const a = (r as { action: { transition: string; applied: boolean; events: string[] } }).action;
+          return `${a.transition}: ${a.applied ? 'applied' : 'not applied'}${a.events.length ? ` (${a.events.join(', ')})` : ''}`;
+        }),
+    })),
+  ],
+};
