@@ -1,36 +1,24 @@
 import { randomUUID } from 'node:crypto';
 import { BoundedMap } from '../bounded-map.js';
-import { JsonBodyError, parseJsonBody } from './json.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
-import { z } from 'zod';
-import {
-  API_VERSION,
-  commandBody,
-  commandRouteId,
-  createRolloutBody,
-  createRunFields,
-  ID_MESSAGE,
-  ID_RULE,
-  openApiDocument,
-  RETRY_ABORTED_SCOPE,
-  routerOf,
-  ROUTES,
-  TargetError,
-  type Match,
-} from './contract.js';
+import { API_VERSION, SHARED_ROUTES, type SharedRoute } from './routes/index.js';
+import { commandRouteId, RETRY_ABORTED_SCOPE, type CommandRouteId } from './routes/rollouts.js';
+import { openApiDocument } from './openapi.js';
+import { handlerOf, parseInput, published, routerOf, TargetError, unmatched, type Match } from './router.js';
+import { HttpError, type ApiResponse, type Caller, type Handlers, type Parsed } from './route.js';
 import type { Scope } from '../auth/scopes.js';
 import type { Identity } from '../auth/identity.js';
-import { recordAnswer } from './contract-record.js';
 import { systemClock, type Clock } from '../clock.js';
 import { canonicalJson } from '../canonical-json.js';
 import { ConfigError, StoreContendedError } from '../errors.js';
+import { PROMOTION_LEASE } from '../lease/names.js';
 import type { LeaseStore } from '../lease/store.js';
 import { BadCursorError } from '../cursor.js';
 import type { LedgerStore, RunCancel } from '../ledger/store.js';
-import type { ItemState, WorkItem } from '../ledger/model.js';
+import type { WorkItem } from '../ledger/model.js';
 import { dispatch } from '../ledger/dispatch.js';
-import { MAX_RUN_SHARDS, shardsFor } from '../ledger/capacity.js';
+import { shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
 import { AbortIsFinalError, COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
@@ -39,7 +27,7 @@ import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { assign, trafficJson, type RolloutTraffic } from '../rollout/assignment.js';
-import { ROLLOUT_STATES, type Rollout, type RolloutState, type RolloutView } from '../rollout/model.js';
+import type { Rollout, RolloutView } from '../rollout/model.js';
 import type { RolloutEvent } from '../rollout/events.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
@@ -78,11 +66,7 @@ export interface ApiRequest {
   readonly identity?: Identity;
 }
 
-export interface ApiResponse {
-  readonly status: number;
-  readonly body: unknown;
-  readonly headers?: Readonly<Record<string, string>>;
-}
+export type { ApiResponse } from './route.js';
 
 export interface ApiDeps {
   readonly nodeId: string;
@@ -103,73 +87,12 @@ export interface ApiDeps {
   readonly clock?: Clock;
 }
 
-export const PROMOTION_LEASE = 'promotion_leader';
-export { API_VERSION } from './contract.js';
-
-/** A request refused with a status and a reason (and fields to add to the body). */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-  }
-}
-
-const createRunBody = createRunFields.superRefine((b, ctx) => {
-  if (b.shards !== undefined && b.itemsPerSecond !== undefined)
-    ctx.addIssue({ code: 'custom', path: ['shards'], message: 'give shards or itemsPerSecond, not both' });
-  if (b.itemsPerSecond !== undefined && shardsFor(b.itemsPerSecond) > MAX_RUN_SHARDS) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['itemsPerSecond'],
-      message: `${b.itemsPerSecond} items/s needs ${shardsFor(b.itemsPerSecond)} shards of 1 KB items; a run takes at most ${MAX_RUN_SHARDS}: split it into runs`,
-    });
-  }
-});
-
-/** `POST /runs`'s body as JSON Schema (draft 2020-12), from the schema the route checks with (the cross-field rules are the route's). */
-export function runRequestJsonSchema(): Record<string, unknown> {
-  const schema = z.toJSONSchema(createRunBody, { io: 'input', unrepresentable: 'any' });
-  return {
-    ...schema,
-    $id: 'https://rollout-control-plane.dev/schemas/run-request.json',
-    title: 'Run request',
-    description: 'POST /runs: a run and its items (payloads: any JSON), or more items for an existing run.',
-  };
-}
-
-/** The body parsed as JSON (bounded: parseJsonBody) and checked by `schema`; HttpError 400 naming what is wrong otherwise. */
-export function parseBody<S extends z.ZodType>(schema: S, body: string | null): z.output<S> {
-  let json: unknown = {};
-  if (body !== null && body.trim() !== '') {
-    try {
-      json = parseJsonBody(body);
-    } catch (err) {
-      if (err instanceof JsonBodyError) throw new HttpError(400, err.message);
-      throw err;
-    }
-  }
-  const parsed = schema.safeParse(json);
-  if (!parsed.success)
-    throw new HttpError(400, 'invalid request body', { issues: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`) });
-  return parsed.data;
-}
-
-/** Entities one assignment request may ask about. */
-export const MAX_ASSIGNMENT_ENTITIES = 100;
-/** Items one page of GET /runs/{id}/items holds at most (default 100). */
-export const MAX_ITEMS_PAGE = 1_000;
-const ITEM_STATES: readonly ItemState[] = ['pending', 'running', 'done', 'failed'];
-
-/** A page's `limit`: a whole number within 1–`max`, `fallback` when absent. */
-function pageLimit(q: URLSearchParams, fallback: number, max: number): number {
-  const raw = q.get('limit') ?? String(fallback);
-  const limit = Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > max) throw new HttpError(400, `limit: a whole number from 1 to ${max}, got "${raw.slice(0, 40)}"`);
-  return limit;
-}
+export { PROMOTION_LEASE } from '../lease/names.js';
+export { API_VERSION } from './routes/index.js';
+export { HttpError } from './route.js';
+export { parseBody } from './router.js';
+export { MAX_ASSIGNMENT_ENTITIES } from './routes/rollouts.js';
+export { MAX_ITEMS_PAGE, runRequestJsonSchema } from './routes/runs.js';
 
 /** A rollout in a list: its row, without stages or signals (GET /rollouts/{id} has those). */
 export function rolloutSummaryJson(r: Rollout) {
@@ -227,16 +150,6 @@ export function itemJson(i: WorkItem) {
     claimedAt: iso(i.claimedAt),
     heartbeatAt: iso(i.heartbeatAt),
   };
-}
-
-type Params = Readonly<Record<string, string>>;
-type Impl = (req: ApiRequest, params: Params) => Promise<ApiResponse>;
-
-/** The id the router decoded from the path, held to the id rules: a bad one is the caller's mistake (400), not a lookup. */
-function segment(p: Params, what: string): string {
-  const id = p.id!;
-  if (!ID_RULE.test(id)) throw new HttpError(400, `${what} in the path: ${ID_MESSAGE}`);
-  return id;
 }
 
 /** How long an assignment or traffic answer waits for the store when it has a rollout's last good read to answer from instead. */
@@ -337,7 +250,7 @@ function trafficFor(view: RolloutView): RolloutTraffic {
  * transition bumps the version (and a retry the attempt), so that pair is its
  * ETag; a client holding it gets a 304 with no body.
  */
-function cacheable(req: ApiRequest, read: RolloutView | StaleView, body: (view: RolloutView) => object): ApiResponse {
+function cacheable(caller: Caller, read: RolloutView | StaleView, body: (view: RolloutView) => object): ApiResponse & { status: 200 | 304 } {
   // From the last good read: said in the body and a header, and neither validated nor cached.
   if (read instanceof StaleView)
     return {
@@ -347,7 +260,7 @@ function cacheable(req: ApiRequest, read: RolloutView | StaleView, body: (view: 
     };
   const view = read;
   const headers = { etag: `"${view.rollout.attempt}.${view.rollout.version}"`, 'cache-control': 'private, max-age=5' };
-  if (req.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
+  if (caller.headers?.['if-none-match']?.split(',').some((t) => t.trim().replace(/^W\//, '') === headers.etag)) return { status: 304, body: null, headers };
   return { status: 200, body: body(view), headers };
 }
 
@@ -387,23 +300,23 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     return view;
   }
 
-  async function command_(command: Command, req: ApiRequest, p: Params): Promise<ApiResponse> {
-    const body = parseBody(commandBody, req.body);
+  async function command_(command: Command, input: Parsed<SharedRouteOf<CommandRouteId>>): Promise<ApiResponse & { status: 200 }> {
     const token = await requireLeadership();
-    const id = segment(p, 'rollout id');
+    const id = input.params.id;
+    const { caller } = input;
     let action: Awaited<ReturnType<typeof runCommand>>;
     try {
       // Decided on the state the command is applied to (a rollout aborted meanwhile is seen), not on a read before it.
       action = await runCommand(deps.engine, token, {
         rolloutId: id,
         command,
-        actor: req.actor,
-        retryAborted: !req.scopes || req.scopes.has(RETRY_ABORTED_SCOPE),
-        ...(body.reason ? { reason: body.reason } : {}),
+        actor: caller.actor,
+        retryAborted: !caller.scopes || caller.scopes.has(RETRY_ABORTED_SCOPE),
+        ...(input.body.reason ? { reason: input.body.reason } : {}),
       });
     } catch (err) {
       if (err instanceof AbortIsFinalError)
-        throw new HttpError(403, `${req.actor} lacks the "${RETRY_ABORTED_SCOPE}" scope, which retrying an aborted rollout needs (${id} was aborted)`);
+        throw new HttpError(403, `${caller.actor} lacks the "${RETRY_ABORTED_SCOPE}" scope, which retrying an aborted rollout needs (${id} was aborted)`);
       throw err;
     } finally {
       // Whatever the command did, the next assignment reads it (a read taken while it ran is not kept either).
@@ -416,13 +329,15 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
   }
 
   let document: Record<string, unknown> | undefined;
-  const impl: Record<string, Impl> = {
-    clusterStatus: () => clusterStatus(cluster, clock.now()),
-    clusterLeader: () => clusterLeader(cluster),
-    clusterHealth: () => clusterHealth(cluster, clock.now()),
+  const commands = Object.fromEntries(
+    COMMANDS.map((command) => [commandRouteId(command), (input: Parsed<SharedRouteOf<CommandRouteId>>) => command_(command, input)]),
+  ) as Pick<Handlers<SharedRoute>, CommandRouteId>;
+  const handlers: Handlers<SharedRoute> = {
+    clusterStatus: () => clusterStatus(cluster, clock.now()) as Promise<ApiResponse & { status: 200 | 503 }>,
+    clusterLeader: () => clusterLeader(cluster) as Promise<ApiResponse & { status: 200 | 503 }>,
+    clusterHealth: () => clusterHealth(cluster, clock.now()) as Promise<ApiResponse & { status: 200 }>,
     openapi: () => Promise.resolve({ status: 200, body: (document ??= openApiDocument()) }),
-    createRollout: async (req) => {
-      const body = parseBody(createRolloutBody, req.body);
+    createRollout: async ({ body, caller }) => {
       const spec = parseRolloutSpec(body.spec);
       const refused = outboundIssues(spec, deps.outbound);
       if (refused.length)
@@ -435,24 +350,21 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       const unmovable = actuationIssues(spec, deps.targets ?? {});
       if (unmovable.length)
         throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
-      const out = await createRollout(deps.engine, { spec: body.spec, actor: req.actor, ...(body.id ? { id: body.id } : {}) });
+      const out = await createRollout(deps.engine, { spec: body.spec, actor: caller.actor, ...(body.id ? { id: body.id } : {}) });
       return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
     },
-    listRollouts: async (req) => {
-      const q = req.query ?? new URLSearchParams();
+    listRollouts: async ({ query }) => {
       // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
-      if (!q.has('state') && !q.has('cursor') && !q.has('limit'))
+      if (query.state === undefined && query.cursor === undefined && query.limit === undefined)
         return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
-      const state = q.get('state') ?? 'all';
-      if (state !== 'all' && !(ROLLOUT_STATES as readonly string[]).includes(state))
-        throw new HttpError(400, `state: all or one of ${ROLLOUT_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
-      const limit = pageLimit(q, 50, 500);
-      const cursor = q.get('cursor');
-      const page = await deps.engine.store.list({ limit, ...(state !== 'all' ? { state: state as RolloutState } : {}), ...(cursor ? { cursor } : {}) });
+      const page = await deps.engine.store.list({
+        limit: query.limit ?? 50,
+        ...(query.state !== undefined && query.state !== 'all' ? { state: query.state } : {}),
+        ...(query.cursor ? { cursor: query.cursor } : {}),
+      });
       return { status: 200, body: { rollouts: page.rollouts.map(rolloutSummaryJson), next: page.next } };
     },
-    getRollout: async (req, p) => {
-      const id = segment(p, 'rollout id');
+    getRollout: async ({ params: { id } }) => {
       const view = await mustLoad(id);
       const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
       const [readings, actuations] = await Promise.all([
@@ -462,33 +374,24 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       return { status: 200, body: viewJson(view, readings, actuations) };
     },
     // Every transition, oldest first: what its events recorded (who, when, under which epoch, why).
-    rolloutHistory: async (req, p) => {
-      const id = segment(p, 'rollout id');
+    rolloutHistory: async ({ params: { id } }) => {
       await mustLoad(id);
       const events = await deps.engine.store.events(id);
       return { status: 200, body: { rolloutId: id, history: events.map(historyJson) } };
     },
-    rolloutAssignment: async (req, p) => {
-      const id = segment(p, 'rollout id');
-      const entities = req.query?.getAll('entity') ?? [];
-      if (entities.length < 1 || entities.length > MAX_ASSIGNMENT_ENTITIES)
-        throw new HttpError(400, `entity: give 1 to ${MAX_ASSIGNMENT_ENTITIES} (?entity=E&entity=F…), got ${entities.length}`);
-      const bad = entities.findIndex((e) => e.length < 1 || e.length > 256);
-      if (bad >= 0) throw new HttpError(400, `entity ${bad + 1}: 1 to 256 characters`);
-      return cacheable(req, await assignmentView(id), (view) => {
+    rolloutAssignment: async ({ params: { id }, query: { entity: entities }, caller }) =>
+      cacheable(caller, await assignmentView(id), (view) => {
         const traffic = trafficFor(view);
         const one = (entity: string) => {
           const a = assign(traffic, entity);
           return { entity, version: a.version, variant: a.variant, percent: a.percent, stage: a.stage, attempt: a.attempt, bucket: a.bucket };
         };
         return entities.length === 1 ? { rolloutId: id, ...one(entities[0]!) } : { rolloutId: id, assignments: entities.map(one) };
-      });
-    },
+      }),
     // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
-    rolloutTraffic: async (req, p) => cacheable(req, await assignmentView(segment(p, 'rollout id')), trafficFor),
-    ...Object.fromEntries(COMMANDS.map((command) => [commandRouteId(command), (req: ApiRequest, p: Params) => command_(command, req, p)])),
-    createRun: async (req) => {
-      const body = parseBody(createRunBody, req.body);
+    rolloutTraffic: async ({ params: { id }, caller }) => cacheable(caller, await assignmentView(id), trafficFor),
+    ...commands,
+    createRun: async ({ body }) => {
       const id = body.id ?? `run_${randomUUID()}`;
       const now = clock.now();
       const shards = body.shards ?? (body.itemsPerSecond === undefined ? undefined : shardsFor(body.itemsPerSecond));
@@ -513,18 +416,14 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
     },
     // Recorded once (monotone: no fence needed); its coordinator fails the Pending items, fenced: at once on a node, at its next scan in AWS.
-    cancelRun: async (req, p) => {
-      const id = segment(p, 'run id');
-      const body = parseBody(commandBody, req.body);
-      const out = await deps.ledger.cancelRun(id, { by: req.actor, reason: body.reason ?? null }, clock.now());
+    cancelRun: async ({ params: { id }, body, caller }) => {
+      const out = await deps.ledger.cancelRun(id, { by: caller.actor, reason: body.reason ?? null }, clock.now());
       if (!out) throw new HttpError(404, `run ${id} not found`);
       return { status: 200, body: { id, cancelled: cancelJson(out.cancelled), first: out.first, counts: await deps.ledger.counts(id) } };
     },
     // Newest first, a page of run records; GET /runs/{id} has each one's counts.
-    listRuns: async (req) => {
-      const q = req.query ?? new URLSearchParams();
-      const cursor = q.get('cursor');
-      const page = await deps.ledger.listRuns({ limit: pageLimit(q, 50, 500), ...(cursor ? { cursor } : {}) });
+    listRuns: async ({ query }) => {
+      const page = await deps.ledger.listRuns({ limit: query.limit ?? 50, ...(query.cursor ? { cursor: query.cursor } : {}) });
       const iso = (ms: number) => new Date(ms).toISOString();
       return {
         status: 200,
@@ -541,8 +440,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         },
       };
     },
-    getRun: async (req, p) => {
-      const id = segment(p, 'run id');
+    getRun: async ({ params: { id } }) => {
       const run = await deps.ledger.getRun(id);
       if (!run) throw new HttpError(404, `run ${id} not found`);
       const counts = await deps.ledger.counts(id);
@@ -569,59 +467,48 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         },
       };
     },
-    runItems: async (req, p) => {
-      const id = segment(p, 'run id');
-      const q = req.query ?? new URLSearchParams();
-      const state = q.get('state');
-      if (state !== null && !(ITEM_STATES as readonly string[]).includes(state))
-        throw new HttpError(400, `state: one of ${ITEM_STATES.join(', ')}, got "${state.slice(0, 40)}"`);
-      const limit = pageLimit(q, 100, MAX_ITEMS_PAGE);
-      const cursor = q.get('cursor');
+    runItems: async ({ params: { id }, query }) => {
       if (!(await deps.ledger.getRun(id))) throw new HttpError(404, `run ${id} not found`);
-      const page = await deps.ledger.items(id, { limit, ...(state ? { state: state as ItemState } : {}), ...(cursor ? { cursor } : {}) });
+      const page = await deps.ledger.items(id, {
+        limit: query.limit ?? 100,
+        ...(query.state ? { state: query.state } : {}),
+        ...(query.cursor ? { cursor: query.cursor } : {}),
+      });
       return { status: 200, body: { runId: id, items: page.items.map(itemJson), next: page.next } };
     },
   };
-  const byId = new Map(Object.entries(impl));
-  const missing = SERVED.filter((r) => !byId.has(r.id));
-  if (missing.length) throw new Error(`the API implements no ${missing.map((r) => r.id).join(', ')}`);
-
-  async function answer(req: ApiRequest, found: Match): Promise<ApiResponse> {
-    if (found.route) return byId.get(found.route.id)!(req, found.params);
-    const path = req.path;
-    if (!found.allowed.length) {
-      // A POST where the router would take a command: say which commands there are.
-      const cut = path.lastIndexOf('/');
-      const sibling = req.method.toUpperCase() === 'POST' && cut > 0 ? sharedRoute('POST', `${path.slice(0, cut)}/${COMMANDS[0]}`) : null;
-      if (sibling?.route && COMMAND_ROUTE_IDS.has(sibling.route.id))
-        throw new HttpError(404, `unknown command ${path.slice(cut + 1, cut + 41)}: one of ${COMMANDS.join(', ')}`);
-      throw new HttpError(404, `no route for ${path.slice(0, 200)}`);
-    }
-    throw new HttpError(405, `${req.method} not allowed on ${path.slice(0, 200)}: use ${found.allowed.join(' or ')}`);
-  }
 
   return async (req) => {
     // A node's own routes never reach here: matched in front, they are answered there.
-    let found: Match;
+    let found: Match<SharedRoute>;
     try {
-      found = req.route && !req.route.route?.nodeOnly ? req.route : sharedRoute(req.method, req.path);
+      found = req.route?.route && !req.route.route.nodeOnly ? (req.route as Match<SharedRoute>) : sharedRoute(req.method, req.path);
     } catch (err) {
       return refusal(err);
     }
-    const res = await answer(req, found).catch(refusal);
-    recordAnswer(found.route, res);
-    return res;
+    const route = found.route;
+    const res = await (async () => {
+      if (!route) throw unmatched(req.method, req.path, found);
+      const input = parseInput(route, {
+        params: (found as { params: Readonly<Record<string, string>> }).params,
+        query: req.query,
+        body: req.body,
+        caller: req,
+      });
+      return handlerOf(handlers, route)(input);
+    })().catch(refusal);
+    return published(route, res);
   };
 }
 
-const COMMAND_ROUTE_IDS: ReadonlySet<string> = new Set(COMMANDS.map(commandRouteId));
+/** The route of the shared table with id `Id`. */
+type SharedRouteOf<Id extends string> = Extract<SharedRoute, { readonly id: Id }>;
 
 /** The routes this handler serves (not the node's own), matched by one router for the process: a node builds a handler per idempotent write. */
-const SERVED = ROUTES.filter((r) => !r.nodeOnly);
-const sharedRoute = routerOf(SERVED);
+const sharedRoute = routerOf(SHARED_ROUTES);
 
 /** A refusal the API names (4xx, or 503 to retry); anything else is a fault, thrown on. */
-function refusal(err: unknown): ApiResponse {
+export function refusal(err: unknown): ApiResponse {
   if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
   if (err instanceof ConfigError) return { status: 400, body: { error: err.message, issues: err.issues } };
   if (err instanceof UnknownRolloutError) return { status: 404, body: { error: err.message } };

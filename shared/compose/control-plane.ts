@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { AdvisoryLockElector } from '../adapters/postgres/advisory-lock-elector.js';
-import { apiHandler, AssignmentReads, PROMOTION_LEASE, type ApiDeps } from '../api/handler.js';
+import { apiHandler, AssignmentReads, type ApiDeps } from '../api/handler.js';
+import { PROMOTION_LEASE } from '../lease/names.js';
 import type { EventBus } from '../events/bus.js';
 import { runtimeLeaseTimings } from '../lease/config.js';
 import { LeaseElector, type ElectorCallbacks, type LeaderElector } from '../lease/elector.js';

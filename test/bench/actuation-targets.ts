@@ -18,7 +18,7 @@ import { promisify } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { GetAliasCommand, UpdateAliasCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
-import { NginxActuator } from '../../shared/adapters/nginx/actuator.js';
+import { NginxActuator } from '../../shared/adapters/actuators/nginx/actuator.js';
 import type { Actuator } from '../../shared/actuation/port.js';
 import { lambdaClient, setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';
 

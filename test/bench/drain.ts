@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import { PROVIDER_DEADLINES } from '../../shared/drain/compute-hint.js';
 import { drain } from '../../shared/drain/drain.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type BackendName } from '../support/backends.js';

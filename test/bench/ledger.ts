@@ -16,7 +16,7 @@ import { PgBoss } from 'pg-boss';
 import pg from 'pg';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { createWorker } from '../../shared/runtimes/worker/sdk.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import { PgNotifyWake } from '../../shared/adapters/postgres/wake.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';

@@ -12,7 +12,8 @@ import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresRunLeaseStore } from '../../shared/adapters/postgres/run-lease-store.js';
 import { postgresSchema } from '../support/backends.js';
 import { percentile } from './raw.js';
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
 import { Actuation, SETTLE_AFTER_MS } from '../../shared/actuation/reconcile.js';
 import type { ActuationRecord } from '../../shared/rollout/actuation-record.js';
-import { NginxActuator } from '../../shared/adapters/nginx/actuator.js';
+import { NginxActuator } from '../../shared/adapters/actuators/nginx/actuator.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';

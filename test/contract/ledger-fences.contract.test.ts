@@ -9,7 +9,8 @@
 import { DeleteCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runKeys, shardOf } from '../../shared/adapters/dynamodb/ledger-keys.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/run-lease-store.js';
 import { leaseKey } from '../../shared/adapters/dynamodb/table.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { FencedError } from '../../shared/lease/fencing.js';

@@ -5,7 +5,7 @@
  */
 import { expect, it } from 'vitest';
 import { BadCursorError } from '../../shared/cursor.js';
-import { newestRollouts } from '../../shared/api/figures.js';
+import { newestRollouts } from '../../shared/api/metrics.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { parseRolloutSpec } from '../../shared/rollout/spec.js';
 import type { RolloutState } from '../../shared/rollout/model.js';

@@ -6,7 +6,8 @@
  * entry; an item the victim started after the hint was built stays with it.
  */
 import { describe, expect, it } from 'vitest';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/run-lease-store.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';

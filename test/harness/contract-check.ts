@@ -2,15 +2,22 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { openApiDocument } from '../../shared/api/contract.js';
-import type { RecordedAnswer } from '../../shared/api/contract-record.js';
 
 /**
  * Every answer the API gives during the suites (in process and in the nodes
- * they start, shared/api/contract-record.ts) is checked against the OpenAPI
+ * they start, contract-record.mjs) is checked against the OpenAPI
  * document once they end (run.ts): an answer whose status the route does not
  * declare, or whose body does not validate against the document (Ajv, draft
  * 2020-12), fails the run, named with what is wrong.
  */
+/** One answer as contract-record.mjs writes it. */
+export interface RecordedAnswer {
+  readonly route: string;
+  readonly status: number;
+  readonly contentType: string | null;
+  readonly body: unknown;
+}
+
 type Operation = { responses: Record<string, { content?: Record<string, unknown> }> };
 
 /** Each recorded answer checked against the document: what is wrong with those that fail it. */

@@ -10,6 +10,7 @@
  * DynamoDB Local binds all interfaces and cannot be told otherwise.
  * ROLLOUT_TEST_NETNS=off disables that.
  */
+import { pathToFileURL } from 'node:url';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -200,6 +201,8 @@ async function main(): Promise<number> {
     const tested = await run(bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...dirs, ...rest], {
       ...env,
       ROLLOUT_CONTRACT_RECORD: answers,
+      // Each process records the answers its router publishes (vitest's workers, and the nodes the suites start).
+      NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(resolve(root, 'test/harness/contract-record.mjs')).href}`.trim(),
     });
     const contract = checkRecorded(answers);
     if (contract.failures.length) console.error(`[harness] answers that do not match the OpenAPI document (openapi.json):\n${contract.failures.join('\n')}`);

@@ -10,7 +10,7 @@
  */
 import { DescribeListenersCommand, DescribeRulesCommand, DescribeTagsCommand, ModifyRuleCommand, type Rule } from '@aws-sdk/client-elastic-load-balancing-v2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AlbWeightsActuator, MAX_WEIGHT, STAMP_TAG, weightsFor } from '../../shared/adapters/elbv2/alb-actuator.js';
+import { AlbWeightsActuator, MAX_WEIGHT, STAMP_TAG, weightsFor } from '../../shared/adapters/actuators/alb-weights/actuator.js';
 import { stampText, TargetMovedError, TargetRefusedError, type Desired, type Observed, type Stamp } from '../../shared/actuation/port.js';
 import type { AlbWeightsTarget } from '../../shared/actuation/targets.js';
 import { ALB_REGION, albWeightsFixture, createAlb, forwardAction, rulePercent, type AlbOnMoto } from '../support/actuators/alb-weights.js';

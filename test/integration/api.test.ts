@@ -5,7 +5,8 @@
  */
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiHandler, AssignmentReads, PROMOTION_LEASE, type ApiDeps, type ApiRequest } from '../../shared/api/handler.js';
+import { apiHandler, AssignmentReads, type ApiDeps, type ApiRequest } from '../../shared/api/handler.js';
+import { PROMOTION_LEASE } from '../../shared/lease/names.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';

@@ -10,7 +10,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import { InProcessWake, PgNotifyWake, type WakeSource } from '../../shared/adapters/postgres/wake.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';

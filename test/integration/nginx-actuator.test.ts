@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
 import { TargetRefusedError, type Desired } from '../../shared/actuation/port.js';
-import { NginxActuator } from '../../shared/adapters/nginx/actuator.js';
+import { NginxActuator } from '../../shared/adapters/actuators/nginx/actuator.js';
 
 describe('nginx actuator on a real nginx', () => {
   let nginx: SplitNginx;

@@ -8,7 +8,7 @@ import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { WorkerAgent } from '../../shared/ledger/agent.js';
 import type { ExecutionBackend } from '../../shared/ledger/backends.js';
 import { contentId } from '../../shared/ledger/model.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import { uniqueName } from '../support/backends.js';
 import { databaseForFile } from '../support/database.js';

@@ -19,7 +19,7 @@ import type { AdvisoryLockElector } from '../../shared/adapters/postgres/advisor
 import type { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { HttpCoordinatorClient } from '../../shared/adapters/http/coordinator-client.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 
 /**

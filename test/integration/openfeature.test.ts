@@ -19,7 +19,8 @@ import {
   type FlagValue,
 } from '@openfeature/server-sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { apiHandler, PROMOTION_LEASE, type ApiRequest } from '../../shared/api/handler.js';
+import { apiHandler, type ApiRequest } from '../../shared/api/handler.js';
+import { PROMOTION_LEASE } from '../../shared/lease/names.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';

@@ -19,7 +19,7 @@ import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { contentId, MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
 import { StoreContendedError } from '../../shared/errors.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import type { Logger } from '../../shared/log.js';
 import type { WorkQueue } from '../../shared/queue/port.js';
 import { LedgerDeadLetters, LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';

@@ -13,8 +13,10 @@ import { coordinatorLease } from '../../shared/ledger/store.js';
 import { claim } from '../../shared/ledger/transitions.js';
 import { dynamoTable, postgresSchema, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresRunLeaseStore } from '../../shared/adapters/postgres/run-lease-store.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/run-lease-store.js';
 
 const root = resolve(import.meta.dirname, '../..');
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROVIDER_DEADLINES, SimulatedComputeHint, type PreemptionNotice, type Provider } from '../../shared/drain/compute-hint.js';
 import { drain, type DrainReport } from '../../shared/drain/drain.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';

@@ -18,7 +18,7 @@ import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { PartialBatchError } from '../../shared/ledger/store.js';
 import { claim } from '../../shared/ledger/transitions.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { uniqueName } from '../support/backends.js';
 import { ThrottleProxy } from '../support/dynamodb-throttle.js';
 

@@ -15,7 +15,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Actuation } from '../../shared/actuation/reconcile.js';
 import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
-import { WebhookActuator } from '../../shared/adapters/http/webhook-actuator.js';
+import { WebhookActuator } from '../../shared/adapters/actuators/webhook/actuator.js';
 import { WebhookProvider } from '../../shared/adapters/http/webhook.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TargetRefusedError, type Desired, type Stamp } from '../../shared/actuation/port.js';
 import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
-import { WebhookActuator } from '../../shared/adapters/http/webhook-actuator.js';
+import { WebhookActuator } from '../../shared/adapters/actuators/webhook/actuator.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { receiverPolicy, receiverSecrets, RECEIVER_SECRET, startWebhookReceiver, type WebhookReceiver } from '../support/actuators/webhook.js';
 

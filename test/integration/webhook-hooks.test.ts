@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
 import { WebhookProvider, type HookPayload } from '../../shared/adapters/http/webhook.js';
-import { rolloutFigures } from '../../shared/api/figures.js';
+import { rolloutFigures } from '../../shared/api/metrics.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';

@@ -3,7 +3,7 @@ import { CreateQueueCommand, DeleteQueueCommand, GetQueueAttributesCommand, Rece
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendError, httpBackend, mockBackend } from '../../shared/ledger/backends.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { contentId } from '../../shared/ledger/model.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';

@@ -11,7 +11,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease } from '../../shared/ledger/store.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';

@@ -11,7 +11,7 @@ import { CreateQueueCommand, DeleteQueueCommand, type SQSClient } from '@aws-sdk
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
-import { RUN_RECORD_TTL_MS, Worker } from '../../shared/ledger/worker.js';
+import { RUN_RECORD_TTL_MS, Worker } from '../../shared/ledger/worker/index.js';
 import { openBackend, uniqueName, type LeaseBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import { gate } from '../support/gate.js';

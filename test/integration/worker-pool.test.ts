@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { LocalWorkerPool, type PoolOptions } from '../../shared/runtimes/node/worker-pool.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import type { Logger } from '../../shared/log.js';
 import { uniqueName } from '../support/backends.js';
 import { databaseForFile } from '../support/database.js';

@@ -12,7 +12,7 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
-import { Worker } from '../../shared/ledger/worker.js';
+import { Worker } from '../../shared/ledger/worker/index.js';
 import { LedgerWorkQueue } from '../../shared/adapters/postgres/ledger-queue.js';
 import { InProcessWake } from '../../shared/adapters/postgres/wake.js';
 import type { WorkQueue } from '../../shared/queue/port.js';

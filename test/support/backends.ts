@@ -21,8 +21,10 @@ import { PostgresRolloutStore } from '../../shared/adapters/postgres/rollout-sto
 import { DynamoRolloutStore } from '../../shared/adapters/dynamodb/rollout-store.js';
 import type { RolloutStore } from '../../shared/rollout/store.js';
 import type { LedgerStore } from '../../shared/ledger/store.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresRunLeaseStore } from '../../shared/adapters/postgres/run-lease-store.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/run-lease-store.js';
 import type { Sql } from '../../shared/adapters/postgres/sql.js';
 import type { PostgresHandle } from '../../shared/adapters/postgres/connect.js';
 import { FaultyProxy } from './tcp-proxy.js';

@@ -12,9 +12,11 @@ import { exitOnFence } from '../../shared/ledger/self-fence.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
 import type { LeaseStore } from '../../shared/lease/store.js';
 import { dynamoDocumentClient } from '../../shared/adapters/dynamodb/connect.js';
-import { DynamoLedgerStore, DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoLedgerStore } from '../../shared/adapters/dynamodb/ledger-store.js';
+import { DynamoRunLeaseStore } from '../../shared/adapters/dynamodb/run-lease-store.js';
 import { pgSql } from '../../shared/adapters/postgres/sql.js';
-import { PostgresLedgerStore, PostgresRunLeaseStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresLedgerStore } from '../../shared/adapters/postgres/ledger-store.js';
+import { PostgresRunLeaseStore } from '../../shared/adapters/postgres/run-lease-store.js';
 
 const runId = process.env.FENCE_RUN_ID!;
 let ledger: LedgerStore;

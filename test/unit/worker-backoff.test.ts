@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffMs, stealBackoffMs } from '../../shared/ledger/worker.js';
+import { backoffMs, stealBackoffMs } from '../../shared/ledger/worker/index.js';
 
 describe('worker backoffs', () => {
   it('an idle worker asks for work 20 s doubling to 5 min apart, each drawn from [½, 1] of that', () => {

@@ -1,11 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
-import { z } from 'zod';
-import { API_VERSION, historyJson, HttpError, parseBody, type ApiResponse } from '../../api/handler.js';
-import { commandRouteId, routerOf, ROUTES, TargetError, type Match } from '../../api/contract.js';
-import { COMMANDS } from '../../rollout/commands.js';
-import { recordAnswer } from '../../api/contract-record.js';
+import { API_VERSION, historyJson } from '../../api/handler.js';
+import { ROUTES, type NodeRoute, type Route } from '../../api/routes/index.js';
+import { HttpError, type ApiResponse, type Handlers, type NodeHook } from '../../api/route.js';
+import { handlerOf, parseInput, published, routerOf, TargetError, type Match } from '../../api/router.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from '../../api/cluster.js';
 import type { ClusterEvent } from '../../cluster/membership.js';
 import { InvalidNoticeError } from '../../drain/sources.js';
@@ -251,8 +250,8 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     // Events the write produced were left in the outbox until the commit.
     await node.plane.engine.flushOutbox().catch(() => undefined);
     // …and the traffic a command committed is carried out now, after the commit, never inside it.
-    if (out.status === 200 && found.route && COMMAND_ROUTES.has(found.route.id)) await node.actuate(found.params.id!);
-    return out;
+    const afterCommit = found.route?.nodeHooks?.afterCommit;
+    return afterCommit && found.route ? hooks[afterCommit](found.params, out) : out;
   }
 
   // What was asked, by route and decoded parameters (one key for each spelling of an id), with the query: one page is never another's stale answer.
@@ -290,111 +289,130 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   }
 
   // By operationId (contract.ts): the node-only routes, and the cluster's, answered with what a node knows.
-  const routes: Record<string, (req: HttpRequest, found: Match) => Promise<ApiResponse>> = {
-    statusPage: () => Promise.resolve(json(200, new RawBody(page, 'text/html; charset=utf-8'))),
-    metrics: async () => json(200, new RawBody(await metrics.metrics(), metrics.contentType)),
-    clusterStatus: (req, found) => read(req, found, () => clusterStatus(cluster)),
-    clusterLeader: (req, found) => read(req, found, () => clusterLeader(cluster)),
-    // Never from the last good answer: health says what the store says now.
-    clusterHealth: () => clusterHealth(cluster),
-    uiState: (req, found) => read(req, found, async () => json(200, await sharedState())),
-    clusterEvents: (req, found) => {
-      const raw = req.query.get('limit') ?? '50';
-      const limit = Number(raw);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
-        return Promise.resolve(json(400, { error: `limit: a whole number from 1 to 500, got "${raw.slice(0, 40)}"` }));
-      return read(req, found, async () => json(200, { events: (await node.membership.events(limit)).map(eventJson) }));
-    },
-    postEvent: async (req) => {
-      const input = parseBody(z.unknown(), req.body);
+  const own: Handlers<NodeOwnRoute> = {
+    statusPage: () => Promise.resolve({ status: 200, body: new RawBody(page, 'text/html; charset=utf-8') }),
+    metrics: async () => ({ status: 200, body: new RawBody(await metrics.metrics(), metrics.contentType) }),
+    clusterStatus: () => clusterStatus(cluster) as Promise<ApiResponse & { status: 200 | 503 }>,
+    clusterLeader: () => clusterLeader(cluster) as Promise<ApiResponse & { status: 200 | 503 }>,
+    clusterHealth: () => clusterHealth(cluster) as Promise<ApiResponse & { status: 200 }>,
+    uiState: async () => ({ status: 200, body: await sharedState() }),
+    clusterEvents: async ({ query }) => ({ status: 200, body: { events: (await node.membership.events(query.limit ?? 50)).map(eventJson) } }),
+    postEvent: async ({ body: input }) => {
       try {
         // An event as EventBridge delivers it (source, detail-type, detail) goes on the bus its source names:
         // AWS service events (aws.*) on the default bus, the rest on ours, as PutEvents would put them.
         if (isEnvelope(input)) {
           const delivered = await node.triggers.route(input.source.startsWith('aws.') ? 'default' : 'rollout', input);
-          return json(202, { delivered: delivered.map((d) => ({ function: d.fn, result: d.result })) });
+          return { status: 202, body: { delivered: delivered.map((d) => ({ function: d.fn, result: d.result })) } };
         }
         // A rollout signal as the CLI sends it: on our bus, detail-type = its type.
         const signal = parseInboundEvent(input);
         const { type, ...detail } = signal;
         const [first] = await node.triggers.route('rollout', { source: 'rollout.api', 'detail-type': type, detail });
         const result = first!.result as HandleResult;
-        return json(202, {
-          stored: result.stored,
-          evaluated: result.evaluated,
-          actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })),
-        });
+        return {
+          status: 202,
+          body: {
+            stored: result.stored,
+            evaluated: result.evaluated,
+            actions: result.actions.map((a) => ({ rolloutId: a.rolloutId, transition: a.transition, applied: a.applied })),
+          },
+        };
       } catch (err) {
-        if (err instanceof InvalidEventError) return json(400, { error: err.message, issues: err.issues });
-        if (err instanceof InvalidNoticeError || err instanceof NoRouteError) return json(400, { error: err.message });
+        if (err instanceof InvalidEventError) return { status: 400, body: { error: err.message, issues: err.issues } };
+        if (err instanceof InvalidNoticeError || err instanceof NoRouteError) return { status: 400, body: { error: err.message } };
         throw err;
       }
     },
-    coordinator: async (req) => {
-      const body = parseBody(z.unknown(), req.body);
+    coordinator: async ({ body, caller }) => {
       // The guard checked the worker scope; a worker asks only steals, for its own runs, as its own worker id.
-      if (!req.identity) return json(403, { error: 'the coordinator answers a caller the guard identified only' });
-      const refused = authorizeWorkerRequest(req.identity, body);
-      if (refused) return json(403, { error: refused });
-      return json(200, await node.triggers.invoke('coordinator', body));
+      if (!caller.identity) return { status: 403, body: { error: 'the coordinator answers a caller the guard identified only' } };
+      const refused = authorizeWorkerRequest(caller.identity, body);
+      if (refused) return { status: 403, body: { error: refused } };
+      return { status: 200, body: await node.triggers.invoke('coordinator', body) };
     },
   };
 
-  const byId = new Map(Object.entries(routes));
-  const missing = ROUTES.filter((r) => r.nodeOnly && !byId.has(r.id));
-  if (missing.length) throw new Error(`the node implements no ${missing.map((r) => r.id).join(', ')}`);
-  const match = routerOf(ROUTES);
-
-  async function answer(req: HttpRequest, found: Match): Promise<ApiResponse> {
-    const method = req.method.toUpperCase();
-    const id = found.route?.id;
-    // The node's own routes, and those it answers itself rather than from the shared handler's view (cluster, health).
-    const route = id ? byId.get(id) : undefined;
-    const write = !READ_METHODS.has(method);
-    // A signal is taken by any node (its handling asks for the lease itself); every other write needs the leader.
-    if (write && id !== 'postEvent' && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
-    if (route) {
-      try {
-        return await route(req, found);
-      } catch (err) {
-        if (err instanceof HttpError) return json(err.status, { error: err.message, ...err.extra });
-        throw err;
-      }
-    }
-    if (!write) return read(req, found, () => shared(req));
-    const key = req.headers['idempotency-key'];
-    let res = key ? await idempotent(req, key, found) : await shared(req);
+  // What a node does once a route that declares it (its nodeHooks) has answered.
+  const hooks: Readonly<Record<NodeHook, (params: Readonly<Record<string, string>>, res: ApiResponse) => Promise<ApiResponse>>> = {
+    // The traffic a command committed is carried out now, after the commit, never inside it.
+    actuate: async (params, res) => {
+      if (res.status === 200) await node.actuate(params.id!);
+      return res;
+    },
     // A run cancelled: its Pending items are failed now, after the commit, by its coordinator (fenced).
-    if (found.route && found.route.id === 'cancelRun' && res.status === 200 && !res.headers?.['idempotent-replayed']) {
+    cancelFollowUp: async (params, res) => {
+      if (res.status !== 200 || res.headers?.['idempotent-replayed']) return res;
       // Pending left once its coordinator has passed (this request's pass, or a scan that ran first): 0 when all are failed.
-      const runId = found.params.id!;
+      const runId = params.id!;
       const passed = await node.cancelled(runId);
-      res = { ...res, body: { ...(res.body as object), pendingLeft: passed === null ? null : (await node.plane.stores.ledger.counts(runId)).pending } };
-    }
+      return { ...res, body: { ...(res.body as object), pendingLeft: passed === null ? null : (await node.plane.stores.ledger.counts(runId)).pending } };
+    },
     // A new rollout's first stage starts now, not at the next tick.
-    if (id === 'createRollout' && res.status === 201) {
+    firstEvaluation: async (_params, res) => {
       const id = (res.body as { id?: unknown }).id;
-      if (typeof id === 'string')
+      if (res.status === 201 && typeof id === 'string')
         await node.streaming
           .handle({ type: 'rollout.created', rolloutId: id })
           .catch((err: unknown) => node.logger.warn('first evaluation failed; the next tick retries', { rolloutId: id, error: errorMessage(err) }));
+      return res;
+    },
+  };
+
+  const match = routerOf(ROUTES);
+
+  async function answer(req: HttpRequest, found: Match<Route>): Promise<ApiResponse> {
+    const route = found.route;
+    const write = !READ_METHODS.has(req.method.toUpperCase());
+    // A write any node takes (a signal: its handling asks for the lease itself); every other write needs the leader.
+    if (write && !route?.anyNode && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
+    // The node's own routes, and those it answers itself rather than from the shared handler's view (cluster, health).
+    if (route && isOwn(route)) {
+      const refused = (err: unknown): ApiResponse => {
+        if (err instanceof HttpError) return { status: err.status, body: { error: err.message, ...err.extra } };
+        throw err;
+      };
+      let input;
+      try {
+        input = parseInput(route, { params: found.params, query: req.query, body: req.body, caller: req });
+      } catch (err) {
+        return refused(err);
+      }
+      const run = () => handlerOf(own, route)(input).catch(refused);
+      return route.method === 'GET' && !FRESH.has(route.id) ? read(req, found, run) : run();
     }
-    return res;
+    if (!write) return read(req, found, () => shared(req));
+    const key = req.headers['idempotency-key'];
+    const res = key ? await idempotent(req, key, found) : await shared(req);
+    const after = route?.nodeHooks?.afterAnswer;
+    return after && route ? hooks[after](found.route ? found.params : {}, res) : res;
   }
 
   return async (req) => {
-    let found: Match;
+    let found: Match<Route>;
     try {
-      found = req.route ?? match(req.method, req.path);
+      found = (req.route as Match<Route> | undefined) ?? match(req.method, req.path);
     } catch (err) {
-      if (err instanceof TargetError) return json(400, { error: err.message });
+      if (err instanceof TargetError) return { status: 400, body: { error: err.message } };
       throw err;
     }
-    const res = await answer(req, found);
-    recordAnswer(found.route, res);
-    return res;
+    return published(found.route, await answer(req, found));
   };
 }
+
+/** The routes a node answers itself: its own, and the cluster's (with what a node knows). */
+type NodeOwnRoute = NodeRoute | Extract<Route, { readonly id: 'clusterStatus' | 'clusterLeader' | 'clusterHealth' }>;
+const OWN: ReadonlySet<string> = new Set<NodeOwnRoute['id']>([
+  ...ROUTES.filter((r): r is NodeRoute => r.nodeOnly === true).map((r) => r.id),
+  'clusterStatus',
+  'clusterLeader',
+  'clusterHealth',
+]);
+function isOwn(route: Route): route is NodeOwnRoute {
+  return OWN.has(route.id);
+}
+/** Own reads never answered from the last good answer: the page, metrics, and health (which says what the store says now). */
+const FRESH: ReadonlySet<string> = new Set<NodeOwnRoute['id']>(['statusPage', 'metrics', 'clusterHealth']);
 
 /**
  * Said once when a node starts serving: rollouts and runs whose id no request
@@ -414,9 +432,6 @@ export async function reportUnaddressable(node: ControlPlaneNode): Promise<{ kin
     return [];
   }
 }
-
-/** The commands' operationIds: a command that answered 200 has its traffic carried out after the commit. */
-const COMMAND_ROUTES: ReadonlySet<string> = new Set(COMMANDS.map(commandRouteId));
 
 function eventJson(e: ClusterEvent) {
   return { id: e.id, node_id: e.nodeId, event_type: e.type, event_data: e.data, timestamp: new Date(e.at).toISOString() };

@@ -10,7 +10,7 @@ import {
   ModifyRuleCommand,
   type Action,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { AlbWeightsActuator } from '../../../shared/adapters/elbv2/alb-actuator.js';
+import { AlbWeightsActuator } from '../../../shared/adapters/actuators/alb-weights/actuator.js';
 import { sigv4Headers } from '../../../shared/adapters/http/sigv4.js';
 import type { AlbWeightsTarget } from '../../../shared/actuation/targets.js';
 import { uniqueName } from '../backends.js';

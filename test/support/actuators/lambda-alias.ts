@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/client-lambda';
 import { randomUUID } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { LambdaAliasActuator } from '../../../shared/adapters/lambda/alias-actuator.js';
+import { LambdaAliasActuator } from '../../../shared/adapters/actuators/lambda-alias/actuator.js';
 import { sigv4Headers } from '../../../shared/adapters/http/sigv4.js';
 import { LambdaRevisionProxy } from '../lambda/revision-proxy.js';
 import type { ActuatorFixture, ActuatorUnderTest } from './fixture.js';

@@ -1,6 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { startSplitNginx } from '../../../shared/runtimes/node/split-nginx.js';
-import { NginxActuator } from '../../../shared/adapters/nginx/actuator.js';
+import { NginxActuator } from '../../../shared/adapters/actuators/nginx/actuator.js';
 import type { ActuatorFixture } from './fixture.js';
 
 /** The nginx actuator over a real nginx splitting real requests between two tiny versions. */

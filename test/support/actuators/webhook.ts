@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { OutboundHttp } from '../../../shared/adapters/http/outbound.js';
-import { WebhookActuator } from '../../../shared/adapters/http/webhook-actuator.js';
+import { WebhookActuator } from '../../../shared/adapters/actuators/webhook/actuator.js';
 import { OutboundPolicy } from '../../../shared/outbound/policy.js';
 import { OperatorSecrets } from '../../../shared/outbound/secrets.js';
 import type { ActuatorFixture } from './fixture.js';
