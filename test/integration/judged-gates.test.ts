@@ -9,11 +9,7 @@
  */
 import { Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../infra/local/processes.js';
-import { serveApi } from '../../shared/runtimes/node/http.js';
-import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
-import { nodeApi } from '../../shared/runtimes/node/node-api.js';
-import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import { servedNode, type ServedNode } from '../support/gated-node.js';
 import type { GateJson } from '../../shared/api/rollout-json.js';
 import { databaseForFile } from '../support/database.js';
 import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
@@ -21,8 +17,7 @@ import { startExporter, startPrometheus, waitForSeries, type Exporter, type Prom
 const db = databaseForFile('judged_gates');
 let prometheus: PrometheusServer;
 let exporter: Exporter;
-let node: ControlPlaneNode;
-let server: Awaited<ReturnType<typeof serveApi>>;
+let served: ServedNode;
 
 /** A seeded normal draw (Box-Muller over mulberry32): the same latencies on every run. */
 function normals(seed: number): () => number {
@@ -54,22 +49,11 @@ beforeAll(async () => {
   });
   prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 200 });
   await waitForSeries(prometheus.url, 'app_latency_seconds', (s) => s.length === 3);
-  const port = await freePort();
-  node = await ControlPlaneNode.open({
-    nodeId: 'judged-node',
-    port,
-    store: { kind: 'postgres', databaseUrl: db.url },
-    elector: 'static',
-    tickIntervalSeconds: 0.25,
-    outbound: { origins: [prometheus.url] },
-  });
-  server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
-  await node.start();
+  served = await servedNode({ nodeId: 'judged-node', databaseUrl: db.url, origins: [prometheus.url] });
 }, 90_000);
 
 afterAll(async () => {
-  await server?.close();
-  await node?.stop();
+  await served?.close();
   await prometheus?.stop();
   await exporter?.close();
 });
@@ -101,19 +85,19 @@ interface RolloutBody {
 }
 
 async function create(id: string, body: unknown): Promise<void> {
-  const res = await fetch(`${server.url}/rollouts`, {
+  const res = await fetch(`${served.url}/rollouts`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ id, spec: body }),
   });
   expect(res.status, await res.clone().text()).toBe(201);
 }
-const get = async (id: string) => (await (await fetch(`${server.url}/rollouts/${id}`)).json()) as RolloutBody;
+const get = async (id: string) => (await (await fetch(`${served.url}/rollouts/${id}`)).json()) as RolloutBody;
 
 describe('a gate that judges the canary against the baseline', () => {
   it('refuses a judged query that does not name its cohort, and a judge beside a threshold', async () => {
     const bad = async (gate: unknown) => {
-      const res = await fetch(`${server.url}/rollouts`, {
+      const res = await fetch(`${served.url}/rollouts`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ id: 'bad', spec: spec('v2', gate, 0) }),
@@ -126,7 +110,7 @@ describe('a gate that judges the canary against the baseline', () => {
     const both = await bad({ ...judged(), comparison: '<', threshold: 1 });
     expect(both.status).toBe(400);
     expect(both.body).toContain('a judged gate compares the canary with the baseline, not with a comparison');
-    expect((await fetch(`${server.url}/rollouts/bad`)).status).toBe(404);
+    expect((await fetch(`${served.url}/rollouts/bad`)).status).toBe(404);
   });
 
   it('passes a canary twice as slow on a threshold set for the fleet, and rolls it back on mann-whitney', async () => {

@@ -9,11 +9,8 @@
  * `rollout` CLI, as a user would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../infra/local/processes.js';
-import { serveApi } from '../../shared/runtimes/node/http.js';
-import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
-import { nodeApi } from '../../shared/runtimes/node/node-api.js';
-import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import type { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import { servedNode, type ServedNode } from '../support/gated-node.js';
 import type { GateJson } from '../../shared/api/rollout-json.js';
 import type { GateReading } from '../../shared/rollout/gates.js';
 import { rollout } from '../support/cli.js';
@@ -24,7 +21,7 @@ const db = databaseForFile('prom_gates');
 let prometheus: PrometheusServer;
 let exporter: Exporter;
 let node: ControlPlaneNode;
-let server: Awaited<ReturnType<typeof serveApi>>;
+let served: ServedNode;
 let requests: ReturnType<Exporter['counter']>;
 let errors: ReturnType<Exporter['counter']>;
 
@@ -38,23 +35,12 @@ beforeAll(async () => {
   }
   prometheus = await startPrometheus({ targets: [exporter.target], scrapeIntervalMs: 200 });
   await waitForSeries(prometheus.url, 'app_errors_total', (s) => s.length === 3);
-  const port = await freePort();
-  // The operator allows the test's Prometheus, by address: a loopback server is reached only so.
-  node = await ControlPlaneNode.open({
-    nodeId: 'gates-node',
-    port,
-    store: { kind: 'postgres', databaseUrl: db.url },
-    elector: 'static',
-    tickIntervalSeconds: 0.25,
-    outbound: { origins: [prometheus.url] },
-  });
-  server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
-  await node.start();
+  served = await servedNode({ nodeId: 'gates-node', databaseUrl: db.url, origins: [prometheus.url] });
+  node = served.node;
 }, 90_000);
 
 afterAll(async () => {
-  await server?.close();
-  await node?.stop();
+  await served?.close();
   await prometheus?.stop();
   await exporter?.close();
 });
@@ -87,7 +73,7 @@ interface RolloutBody {
 }
 
 async function create(id: string, body: unknown): Promise<void> {
-  const res = await fetch(`${server.url}/rollouts`, {
+  const res = await fetch(`${served.url}/rollouts`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ id, spec: body }),
@@ -95,7 +81,7 @@ async function create(id: string, body: unknown): Promise<void> {
   expect(res.status, await res.clone().text()).toBe(201);
 }
 async function get(id: string): Promise<RolloutBody> {
-  return (await (await fetch(`${server.url}/rollouts/${id}`)).json()) as RolloutBody;
+  return (await (await fetch(`${served.url}/rollouts/${id}`)).json()) as RolloutBody;
 }
 const events = async (id: string) => node.plane.engine.store.events(id);
 
@@ -144,7 +130,7 @@ describe('a rollout gated on Prometheus', () => {
     expect(paused.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'inconclusive', value: null })]);
 
     // What a user sees from the CLI: the reason, the gate's state and its readings.
-    const shown = await rollout(['rollouts', 'get', 'outage', '--url', server.url]);
+    const shown = await rollout(['rollouts', 'get', 'outage', '--url', served.url]);
     expect(shown.code, shown.err).toBe(0);
     expect(shown.out).toMatch(/^outage {2}paused {2}\(gate error-rate \(prometheus\): 3 inconclusive readings/);
     expect(shown.out).toMatch(

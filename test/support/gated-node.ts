@@ -1,0 +1,38 @@
+/**
+ * A control-plane node on PostgreSQL serving its HTTP API, that may reach the
+ * given origins (a test's Prometheus): what the gate tests run rollouts on.
+ */
+import { freePort } from '../../infra/local/processes.js';
+import { serveApi } from '../../shared/runtimes/node/http.js';
+import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
+import { nodeApi } from '../../shared/runtimes/node/node-api.js';
+import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+
+export interface ServedNode {
+  readonly node: ControlPlaneNode;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function servedNode(o: { nodeId: string; databaseUrl: string; origins: readonly string[] }): Promise<ServedNode> {
+  const port = await freePort();
+  // The operator allows the test's servers by address: a loopback server is reached only so.
+  const node = await ControlPlaneNode.open({
+    nodeId: o.nodeId,
+    port,
+    store: { kind: 'postgres', databaseUrl: o.databaseUrl },
+    elector: 'static',
+    tickIntervalSeconds: 0.25,
+    outbound: { origins: [...o.origins] },
+  });
+  const server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
+  await node.start();
+  return {
+    node,
+    url: server.url,
+    close: async () => {
+      await server.close();
+      await node.stop();
+    },
+  };
+}
