@@ -1,7 +1,7 @@
 import type { GateReading } from './gates.js';
 import type { RolloutEventDetail, RolloutEventType } from './events.js';
 import { activeStage, type Rollout, type RolloutState, type RolloutView, type StageMetrics, type StagePhase, type StageStatus } from './model.js';
-import type { StageChange, TransitionContext } from './transitions.js';
+import type { StageChange, TransitionContext } from './transition.js';
 
 /** An event a planner asks for: its id and the fields every rollout event carries are added when the plan is made. */
 export interface DraftEvent {

@@ -1,6 +1,6 @@
 import { activeStage } from './model.js';
 import { freshStages, metricsOf, readingsOf, type PlanDraft } from './plan-draft.js';
-import type { Transition, TransitionOf as Of } from './transitions.js';
+import type { Transition, TransitionOf as Of } from './transition.js';
 
 /**
  * One planner per kind of transition, each on the draft they share
