@@ -1,6 +1,6 @@
 /**
  * npm run bench -- promotion [--samples N] [--warmup N] [--rollouts N] [--backends postgres,dynamodb,pglite] [--emulate-conflicts]
- *                            [--parts promoter,node-metrics,due] [--due-rollouts N] [--due N]
+ *                            [--parts promoter,node-metrics,due,judge] [--due-rollouts N] [--due N]
  *
  * Part `promoter`, per backend: inbound metrics event → stage promoted and its event published
  * on the bus (StreamingPromoter path), p50/p99, with 1 and with 100 rollouts
@@ -26,6 +26,12 @@
  * change for an alarm no rollout watches: how long it takes and how many
  * rollouts it read (by the store's own calls, counted in this process).
  *
+ * Part `judge`: what one gate reading's judgement costs, in this process (no
+ * store, no provider): a threshold gate's one number, beside a mann-whitney
+ * gate on 10,000 points a side and on 1,000-point series, and a relative gate
+ * on 1,000-point series (the most a judged Prometheus reading holds). The
+ * median of many judgements, in ms.
+ *
  * Part `node-metrics` (test/support/node-metrics-cost.ts): what a node's
  * /metrics costs its event → promotion path. Nodes on PostgreSQL served over
  * HTTP, two without metrics, two with them scraped every second, one scraped
@@ -45,6 +51,8 @@ import { openBackend, type BackendName, type LeaseBackend } from '../support/bac
 import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.js';
 import { rawConditionalWrite, percentile, round3 } from './raw.js';
 import { GateReader } from '../../shared/rollout/gate-reader.js';
+import { providerGatesSchema } from '../../shared/rollout/gate-spec.js';
+import { judge } from '../../shared/rollout/gates.js';
 import { defaultGateProviders } from '../../shared/compose/gates.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
 import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
@@ -61,12 +69,12 @@ const { values: args } = parseArgs({
     rollouts: { type: 'string', default: '1000' },
     backends: { type: 'string', default: 'postgres,dynamodb' },
     'emulate-conflicts': { type: 'boolean', default: false },
-    parts: { type: 'string', default: 'promoter,due,node-metrics' },
+    parts: { type: 'string', default: 'promoter,due,node-metrics,judge' },
     'due-rollouts': { type: 'string', default: '10000' },
     due: { type: 'string', default: '100' },
   },
 });
-const PARTS = ['promoter', 'due', 'node-metrics'] as const;
+const PARTS = ['promoter', 'due', 'node-metrics', 'judge'] as const;
 const parts = new Set(args.parts.split(',').map((s) => s.trim()));
 const unknownParts = [...parts].filter((p) => !(PARTS as readonly string[]).includes(p));
 if (unknownParts.length) {
@@ -460,6 +468,7 @@ async function main() {
       await backend.close();
     }
   }
+  const judged = parts.has('judge') ? judgeCost() : undefined;
   let node: Record<string, number> | undefined;
   if (parts.has('node-metrics')) {
     const cost = await nodeMetricsCost(chain(STAGES), SAMPLES, WARMUP);
@@ -467,8 +476,51 @@ async function main() {
     node = cost.figures;
   }
   console.log(
-    JSON.stringify({ bench: 'promotion', backends: out, ...(Object.keys(dueOut).length ? { due: dueOut } : {}), ...(node ? { node_metrics: node } : {}) }),
+    JSON.stringify({
+      bench: 'promotion',
+      backends: out,
+      ...(Object.keys(dueOut).length ? { due: dueOut } : {}),
+      ...(judged ? { judge: judged } : {}),
+      ...(node ? { node_metrics: node } : {}),
+    }),
   );
+}
+
+/** One gate reading's judgement, by kind, in this process: the median of repeated judgements (ms). */
+function judgeCost(): Record<string, number> {
+  let seed = 47;
+  const random = () => (seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0) / 4_294_967_296;
+  const series = (n: number, mean: number) => Array.from({ length: n }, () => mean * (0.8 + 0.4 * random()));
+  const gate = (o: Record<string, unknown>) =>
+    providerGatesSchema.parse([{ type: 'prometheus', name: 'g', address: 'http://prometheus:9090', query: 'q{version="{{version}}"}', ...o }])[0]!;
+  const where = { attempt: 1, stage: 0, at: 0, source: 'poll' } as const;
+  const time = (reps: number, fn: () => unknown) => {
+    const ms: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const t = performance.now();
+      fn();
+      ms.push(performance.now() - t);
+    }
+    return round3(percentile(ms, 50));
+  };
+  const threshold = providerGatesSchema.parse([
+    { type: 'prometheus', name: 'g', address: 'http://prometheus:9090', query: 'q', comparison: '<', threshold: 1 },
+  ])[0]!;
+  const mw = gate({ judge: { kind: 'mann-whitney' } });
+  const rel = gate({ judge: { kind: 'relative', measure: 'ratio', tolerance: 0.2 } });
+  const big = { kind: 'cohorts', canary: series(10_000, 1.1), baseline: series(10_000, 1), answer: '' } as const;
+  const points = { kind: 'cohorts', canary: series(1_000, 1.1), baseline: series(1_000, 1), answer: '' } as const;
+  const figures = {
+    threshold_reading_ms: time(2_000, () => judge(threshold, { kind: 'number', value: 0.5, answer: '' }, where)),
+    mann_whitney_10000_a_side_ms: time(20, () => judge(mw, big, where)),
+    mann_whitney_1000_points_ms: time(200, () => judge(mw, points, where)),
+    relative_1000_points_ms: time(2_000, () => judge(rel, points, where)),
+  };
+  console.log(
+    `judge     one reading's judgement: threshold ${figures.threshold_reading_ms} ms · mann-whitney 10,000 a side ${figures.mann_whitney_10000_a_side_ms} ms, ` +
+      `1,000-point series ${figures.mann_whitney_1000_points_ms} ms · relative 1,000 points ${figures.relative_1000_points_ms} ms`,
+  );
+  return figures;
 }
 
 // The loop empties only if a sample waits for a promotion that never comes: fail loudly instead of exiting 0 with no result.
