@@ -26,7 +26,7 @@ export type {
   LeaderJson,
   ClusterStatusJson,
 } from './client/client.js';
-export { ApiError } from './client/transport.js';
+export { ApiError, UnreachableError } from './client/transport.js';
 export { EnqueueError, PRODUCER_PACE } from './client/producer.js';
 export type { EnqueueRunInput, EnqueueOptions, EnqueueReport } from './client/producer.js';
 export type { RolloutJson, GateJson, ActuationJson } from './api/rollout-json.js';

@@ -6,7 +6,7 @@ import type { ItemState } from '../ledger/model.js';
 
 export type { ItemState };
 import { enqueueRun, type EnqueueOptions, type EnqueueReport, type EnqueueRunInput } from './producer.js';
-import { call, type Target } from './transport.js';
+import { call, UnreachableError, type Target } from './transport.js';
 
 /**
  * A typed client for the control plane's HTTP API: a node (or nodes behind a
@@ -189,6 +189,17 @@ export interface ClusterStatusJson {
 export const ENDED_STATES: readonly RolloutState[] = ['completed', 'rolled_back', 'aborted'];
 
 /** waitForRollout gave up before the rollout ended. */
+/** Errors a wait cannot outlast: no such rollout, a refused credential, a name that does not resolve, a refused first connection. */
+function willNotHeal(err: unknown, everRead: boolean): boolean {
+  const status = (err as { status?: unknown }).status;
+  if (status === 404 || status === 401 || status === 403) return true;
+  if (!(err instanceof UnreachableError)) return false;
+  if (err.code === 'ENOTFOUND' || err.code === 'EAI_NONAME') return true;
+  // Before any answer, a refused connection or a name the resolver cannot look up is a wrong URL (or no network)
+  // far more often than a node restarting: say so now rather than wait out the timeout. After one, wait.
+  return !everRead && (err.code === 'ECONNREFUSED' || err.code === 'EAI_AGAIN' || err.code === 'EAI_FAIL');
+}
+
 export class RolloutWaitTimeoutError extends Error {
   override readonly name = 'RolloutWaitTimeoutError';
   constructor(
@@ -376,12 +387,22 @@ export class RolloutClient {
    * every `pollMs` (default 2 s); `onChange` sees each new state or stage.
    * RolloutWaitTimeoutError past `timeoutMs` (default: none). A read that
    * fails (no leader for a moment, a node restarting) is tried again at the
-   * next poll, until the timeout; a rollout that does not exist is an
-   * ApiError 404 at once.
+   * next poll, until the timeout, and `onError` sees each new failure as it
+   * happens. What will not heal by waiting is thrown at once: a rollout that
+   * does not exist (ApiError 404), a credential refused (401, 403), a name
+   * that does not resolve, and, before any read succeeded, a refused
+   * connection or a failed name lookup (a mistyped URL, not a node
+   * restarting).
    */
   async waitForRollout(
     id: string,
-    o: { readonly timeoutMs?: number; readonly pollMs?: number; readonly onChange?: (r: RolloutJson) => void; readonly signal?: AbortSignal } = {},
+    o: {
+      readonly timeoutMs?: number;
+      readonly pollMs?: number;
+      readonly onChange?: (r: RolloutJson) => void;
+      readonly onError?: (err: Error) => void;
+      readonly signal?: AbortSignal;
+    } = {},
   ): Promise<RolloutJson> {
     const started = Date.now();
     const pollMs = o.pollMs ?? 2_000;
@@ -391,6 +412,7 @@ export class RolloutClient {
     for (;;) {
       try {
         last = await this.getRollout(id);
+        failed = undefined;
         const now = `${last.state} ${last.attempt} ${last.stages.map((s) => s.phase).join(',')}`;
         if (now !== seen) {
           seen = now;
@@ -398,7 +420,8 @@ export class RolloutClient {
         }
         if (ENDED_STATES.includes(last.state)) return last;
       } catch (err) {
-        if ((err as { status?: number }).status === 404) throw err;
+        if (willNotHeal(err, last !== undefined)) throw err;
+        if (!(failed instanceof Error) || (err as Error).message !== failed.message) o.onError?.(err as Error);
         failed = err;
       }
       if (o.timeoutMs !== undefined && Date.now() - started >= o.timeoutMs) {

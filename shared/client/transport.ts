@@ -39,6 +39,18 @@ const WRITE_RETRY_MS = 60_000;
 /** Answers that say "not now": no leader yet (503), a proxy that found no node to take it (502, 504). */
 export const TRY_AGAIN: ReadonlySet<number> = new Set([502, 503, 504]);
 
+/** No answer came back: the name did not resolve, the connection was refused or timed out. `code` is the system's (ENOTFOUND, ECONNREFUSED, …). */
+export class UnreachableError extends Error {
+  override readonly name = 'UnreachableError';
+  constructor(
+    readonly origin: string,
+    readonly code: string | null,
+    message: string,
+  ) {
+    super(`cannot reach ${origin}: ${message}`);
+  }
+}
+
 export class ApiError extends Error {
   override readonly name = 'ApiError';
   constructor(
@@ -117,7 +129,12 @@ async function send(target: Target, method: string, path: string, body: unknown,
       ...(target.ca ? { tls: { ca: target.ca } } : {}),
     });
   } catch (err) {
-    throw new Error(`cannot reach ${url.origin}: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`);
+    const code = (err as { code?: unknown }).code;
+    throw new UnreachableError(
+      url.origin,
+      typeof code === 'string' ? code : null,
+      err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err),
+    );
   }
   const text = res.text;
   let parsed: unknown = text;

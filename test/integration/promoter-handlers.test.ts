@@ -213,6 +213,8 @@ describe.each(['postgres', 'dynamodb'] as const)('promoter handlers on %s', (sto
   it('refuses a bad environment with the variable named', async () => {
     await expect(runtimeFrom({ ROLLOUT_STORE: 'mysql' })).rejects.toThrow(/ROLLOUT_STORE/);
     await expect(runtimeFrom({ ROLLOUT_STORE: 'dynamodb' })).rejects.toThrow(/ROLLOUT_TABLE: required/);
-    await expect(runtimeFrom({ ROLLOUT_STORE: 'postgres' })).rejects.toThrow(/DATABASE_URL or ROLLOUT_DB_SECRET_ARN: one is required/);
+    await expect(runtimeFrom({ ROLLOUT_STORE: 'postgres' })).rejects.toThrow(
+      /DATABASE_URL or ROLLOUT_DB_SECRET_ARN, or ROLLOUT_DB_USER with ROLLOUT_DB_HOST: one is required/,
+    );
   });
 });

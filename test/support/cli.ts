@@ -3,8 +3,12 @@ import { resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '../..');
 
-/** The `rollout` command as a process: exit code, stdout, stderr. */
-export function rollout(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
+/** The `rollout` command as a process: exit code, stdout, stderr; `onStderr` sees stderr so far as it grows. */
+export function rollout(
+  args: string[],
+  env: Record<string, string> = {},
+  onStderr?: (soFar: string) => unknown,
+): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((done) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'shared/runtimes/cli/cli.ts', ...args], {
       cwd: root,
@@ -14,7 +18,10 @@ export function rollout(args: string[], env: Record<string, string> = {}): Promi
     let out = '';
     let err = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+      void onStderr?.(err);
+    });
     child.on('exit', (code) => done({ code, out, err }));
   });
 }

@@ -52,6 +52,8 @@ export const NO_CHARGE_OF_THEIR_OWN: Readonly<Record<string, string>> = {
   'AWS::IAM::Role': 'free',
   'AWS::IAM::Policy': 'free',
   'AWS::Lambda::Permission': 'free',
+  'AWS::Lambda::Version': "free: the migrator's version its deploy-time trigger runs",
+  'Custom::Trigger': "free: the migrator's one invocation at each deploy",
   'AWS::Lambda::EventInvokeConfig': 'free',
   'AWS::SQS::Queue': 'billed by request: the SQS line',
   'AWS::SQS::QueuePolicy': 'free',

@@ -164,13 +164,27 @@ export const rolloutsCommand: CommandSpec = {
         // Progress on stderr, one line per change; the outcome on stdout.
         const progress = (r: RolloutJson) => process.stderr.write(`${new Date().toISOString()}  ${r.id}  ${r.state}  attempt ${r.attempt}  ${stagesLine(r)}\n`);
         let ended: RolloutJson;
+        // A pipeline's log says at once when the control plane does not answer, and why, whatever the timeout.
+        const retrying = `trying again every ${o.poll / 1000} s${o.timeout !== undefined ? `, for up to ${Math.round(o.timeout / 1000)} s` : ''}`;
+        let answered = false;
+        const silent = setTimeout(() => {
+          if (!answered) process.stderr.write(`${new Date().toISOString()}  no answer yet from ${o.url} (${retrying})\n`);
+        }, 5_000);
         try {
           ended = await client.waitForRollout(id, {
             pollMs: o.poll,
-            onChange: o.json ? () => undefined : progress,
+            onChange: (r) => {
+              answered = true;
+              if (!o.json) progress(r);
+            },
+            onError: (err) => {
+              answered = true;
+              process.stderr.write(`${new Date().toISOString()}  cannot read rollout ${id}: ${err.message} (${retrying})\n`);
+            },
             ...(o.timeout !== undefined ? { timeoutMs: o.timeout } : {}),
           });
         } catch (err) {
+          clearTimeout(silent);
           if (!(err instanceof RolloutWaitTimeoutError)) throw err;
           process.stdout.write(
             o.json
@@ -179,6 +193,7 @@ export const rolloutsCommand: CommandSpec = {
           );
           throw new ExitCode(3);
         }
+        clearTimeout(silent);
         process.stdout.write(o.json ? `${JSON.stringify(ended, null, 2)}\n` : `${id}  ${ended.state}${ended.stateReason ? `  (${ended.stateReason})` : ''}\n`);
         if (ended.state !== 'completed') throw new ExitCode(1);
       },
