@@ -110,14 +110,16 @@
  * Where each part lives (model/): the producer (producer.ts, dispatch.ts),
  * the workers (worker.ts), the coordinator sandbox (coordinator.ts), the
  * steal path (steal.ts) and the scan (scan.ts) act on the state in
- * simulation.ts through the services they call: the table and its key
- * limits (table.ts), the SDK retries and the machine (requests.ts), the
- * ledger store's requests (ledger-store.ts), the queue (queue.ts) and
- * Lambda's concurrency (lambda.ts). Inputs and results are in types.ts, the
- * two scales in scales.ts. This module is what the rest imports.
+ * state.ts (which imports none of them) through the services they call:
+ * the table and its key limits (table.ts), the SDK retries and the machine
+ * (requests.ts, sdk.ts), the ledger store's requests (ledger-store.ts), the
+ * queue (queue.ts) and Lambda's concurrency (lambda.ts); a process waits on
+ * the clock (events.ts) as processes.ts runs it. simulation.ts composes
+ * them. Inputs and results are in types.ts, the two scales in scales.ts.
+ * This module is what the rest imports.
  */
 export { seededRandom } from './model/events.js';
-export { SDK_RETRY } from './model/requests.js';
+export { SDK_RETRY } from './model/sdk.js';
 export {
   BENCH_COORDINATOR_LEASE,
   BENCH_LATENCY_MS,

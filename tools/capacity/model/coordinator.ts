@@ -3,36 +3,25 @@
  * coordinatorOf): the lease a warm sandbox keeps, renews past half its TTL
  * or adopts when cold, and the shard fences raised once an epoch
  * (RunFences.ensure). A process coordinator (the benchmark's) is one
- * sandbox that never lapses.
+ * sandbox that never lapses. What a sandbox keeps across invocations is
+ * state.ts Sandbox.
  */
 import { COORDINATOR_LEASE_TTL_MS } from '../steal-hint.js';
 import { lambdaEnd, lambdaStart } from './lambda.js';
 import { single } from './ledger-store.js';
-import { type Client, type Proc, req } from './requests.js';
-import type { Simulation } from './simulation.js';
-
-/** A coordinator Lambda execution environment: what it keeps across invocations. */
-export interface Sandbox {
-  /** The lease's expiry as it last saw it (0: cold): its token is good until then. */
-  tokenUntil: number;
-  /** It saw this epoch's fences raised (read the marker, or raised them). */
-  fencesSeen: boolean;
-  /** Fences its own fenced transactions are on, and those waiting their turn (conflicts.ts inTurn). */
-  readonly turns: Set<number>;
-  readonly waiting: { readonly fences: readonly number[]; readonly go: () => void }[];
-  /** A process coordinator's asks waiting on the ensure one of them is making (RunFences shares it): set while one is. */
-  ensuring?: (() => void)[];
-}
+import { type Proc, req } from './requests.js';
+import type { Client } from './sdk.js';
+import type { Sandbox, SimState } from './state.js';
 
 /** An invocation of the coordinator on a warm sandbox if one is free (the last freed), else a cold one; null: a 429. A process coordinator: its own. */
-export function coordinatorStart(sim: Simulation): { readonly began: number; readonly box: Sandbox } | null {
+export function coordinatorStart(sim: SimState): { readonly began: number; readonly box: Sandbox } | null {
   if (sim.processBox) return { began: sim.now, box: sim.processBox };
   const began = lambdaStart(sim);
   if (began === null) return null;
   return { began, box: sim.idleBoxes.pop() ?? { tokenUntil: 0, fencesSeen: false, turns: new Set(), waiting: [] } };
 }
 
-export function coordinatorEnd(sim: Simulation, inv: { readonly began: number; readonly box: Sandbox }): void {
+export function coordinatorEnd(sim: SimState, inv: { readonly began: number; readonly box: Sandbox }): void {
   if (inv.box === sim.processBox) return;
   lambdaEnd(sim, inv.began);
   sim.idleBoxes.push(inv.box);
@@ -50,7 +39,7 @@ export function coordinatorEnd(sim: Simulation, inv: { readonly began: number; r
  * because another sandbox wrote first and the row is now fresh. Every
  * refused or landed write is a unit; the same holder keeps its epoch.
  */
-export function* campaign(sim: Simulation, box: Sandbox, client: Client): Proc<boolean> {
+export function* campaign(sim: SimState, box: Sandbox, client: Client): Proc<boolean> {
   const fresh = (until: number) => until - sim.now > COORDINATOR_LEASE_TTL_MS / 2;
   if (fresh(box.tokenUntil)) return true;
   let seen: number | null = box.tokenUntil > sim.now ? box.tokenUntil : null;
@@ -85,7 +74,7 @@ export function* campaign(sim: Simulation, box: Sandbox, client: Client): Proc<b
 }
 
 /** A process coordinator's elector renewing its lease: one conditional put, one real request. */
-export function* renewLease(sim: Simulation): Proc {
+export function* renewLease(sim: SimState): Proc {
   const write = single(sim, sim.kLease, 0, 1, 'sdk', sim.coordinatorClient, 1);
   write.onOk = () => (sim.leaseRenewals += 1);
   sim.leaseWrites += 1;
@@ -99,7 +88,7 @@ export function* renewLease(sim: Simulation): Proc {
  * the marker, in its own. Sandboxes that find none at once each raise
  * (the same holder and epoch: idempotent), conflicting on the lease.
  */
-export function* ensureFences(sim: Simulation, box: Sandbox, client: Client): Proc<boolean> {
+export function* ensureFences(sim: SimState, box: Sandbox, client: Client): Proc<boolean> {
   if (box.fencesSeen) return true;
   if (box.ensuring) {
     const waiters = box.ensuring;
@@ -115,7 +104,7 @@ export function* ensureFences(sim: Simulation, box: Sandbox, client: Client): Pr
   }
 }
 
-export function* ensureFencesOnce(sim: Simulation, box: Sandbox, client: Client): Proc<boolean> {
+export function* ensureFencesOnce(sim: SimState, box: Sandbox, client: Client): Proc<boolean> {
   if (!(yield { op: 'all', reqs: [single(sim, sim.kMarker, 1, 1, 'sdk', client)], limit: 1 })) return false;
   if (!sim.fencesUp) {
     const chunks: number[][] = [];

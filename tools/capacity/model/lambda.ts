@@ -1,13 +1,13 @@
 /** The account's Lambda concurrency: an invocation past it is refused (429). */
-import type { Simulation } from './simulation.js';
+import type { SimState } from './state.js';
 
 /** Whether an invocation now would be refused (429): the account's concurrency is used up. */
-export function lambdaFull(sim: Simulation, n = sim.k): boolean {
+export function lambdaFull(sim: SimState, n = sim.k): boolean {
   return sim.lambdaConcurrency + n > sim.o.lambdaConcurrencyLimit;
 }
 
 /** An invocation, or null when the account's concurrency is used up (the caller gets a 429). */
-export function lambdaStart(sim: Simulation, n = sim.k): number | null {
+export function lambdaStart(sim: SimState, n = sim.k): number | null {
   if (lambdaFull(sim, n)) {
     sim.lambdaThrottled += n;
     return null;
@@ -18,7 +18,7 @@ export function lambdaStart(sim: Simulation, n = sim.k): number | null {
   return sim.now;
 }
 
-export function lambdaEnd(sim: Simulation, began: number, n = sim.k): void {
+export function lambdaEnd(sim: SimState, began: number, n = sim.k): void {
   sim.lambdaConcurrency -= n;
   sim.lambdaGbSeconds += (n * (sim.now - began + sim.o.latencyMs.lambda) * sim.o.lambdaMemoryMb) / 1024 / 1000;
 }

@@ -5,19 +5,18 @@
  * holds what.
  */
 import { INDEX_ENTRY_KB, ITEM_WRITES, type ItemWrite } from '../../../shared/ledger/capacity.js';
-import type { Sandbox } from './coordinator.js';
-import { type Client, type Policy, type Proc, type Req, req } from './requests.js';
-import type { Simulation } from './simulation.js';
-import { F_ITEM, F_PENDING, F_RUNNING } from './table.js';
+import { type Policy, type Proc, type Req, req } from './requests.js';
+import type { Client } from './sdk.js';
+import { F_ITEM, F_PENDING, F_RUNNING, type Sandbox, type SimState } from './state.js';
 
 /** One of the item's ledger writes, charged to each shard its real items hash to. */
-export function itemWrite(sim: Simulation, item: number, write: ItemWrite, client: Client): Req {
+export function itemWrite(sim: SimState, item: number, write: ItemWrite, client: Client): Req {
   return itemMove(sim, item, ITEM_WRITES[write], client);
 }
 
 /** A write of the item: `c.item` writes of it on its partition, `c.pending` / `c.running` writes of its index entry on its PENDING and RUNNING keys. */
 export function itemMove(
-  sim: Simulation,
+  sim: SimState,
   item: number,
   c: { readonly item: number; readonly pending: number; readonly running: number },
   client: Client,
@@ -47,7 +46,7 @@ export function itemMove(
 }
 
 /** A write refused by its condition (the item moved on): one unit of the item on its partition, nothing in the index. */
-export function failedWrite(sim: Simulation, item: number, client: Client): Req {
+export function failedWrite(sim: SimState, item: number, client: Client): Req {
   const keys: number[] = [];
   const units: number[] = [];
   for (let j = sim.slotStart[item]!; j < sim.slotStart[item + 1]!; j++) {
@@ -66,12 +65,12 @@ export function failedWrite(sim: Simulation, item: number, client: Client): Req 
 }
 
 /** A steal: one fenced TransactWriteItems — the item's update (twice: prepare and commit), its RUNNING entry rewritten in place (its worker; twice), its shard fence's ConditionCheck (2). */
-export function stealWrite(sim: Simulation, item: number, box: Sandbox, client: Client): Req {
+export function stealWrite(sim: SimState, item: number, box: Sandbox, client: Client): Req {
   return fenced(sim, itemMove(sim, item, { item: 2, pending: 0, running: 2 }, client, 'conflict'), item, box);
 }
 
 /** The item's write made a fenced transaction: a ConditionCheck (2 units a real item) on the fence of each shard it is on. */
-export function fenced(sim: Simulation, r: Req, item: number, box: Sandbox): Req {
+export function fenced(sim: SimState, r: Req, item: number, box: Sandbox): Req {
   const fences: number[] = [];
   for (let j = sim.slotStart[item]!; j < sim.slotStart[item + 1]!; j++) {
     const f = sim.kFence0 + sim.slotShard[j]!;
@@ -86,7 +85,7 @@ export function fenced(sim: Simulation, r: Req, item: number, box: Sandbox): Req
 }
 
 /** One request on one key; `count` real requests (the weight, or 1 for what a run does once), units × count. */
-export function single(sim: Simulation, key: number, kind: number, units: number, policy: Policy, client: Client, count = sim.k): Req {
+export function single(sim: SimState, key: number, kind: number, units: number, policy: Policy, client: Client, count = sim.k): Req {
   return req(sim, 'ddb', policy, client, [key], [kind], [units * count], count);
 }
 
@@ -94,7 +93,7 @@ export function single(sim: Simulation, key: number, kind: number, units: number
  * Every page of a query of one index key: eventually consistent, ½ unit per started 4 KB (at least ½), 1 MB a page.
  * Each page a request of its own, retried on its own when throttled (queryAll's EachRequest): a refused page does not restart the read.
  */
-export function queryPages(sim: Simulation, key: number, entries: number, client: Client, count = sim.k): Req[] {
+export function queryPages(sim: SimState, key: number, entries: number, client: Client, count = sim.k): Req[] {
   const bytes = entries * INDEX_ENTRY_KB * 1024;
   const pages = Math.max(1, Math.ceil(bytes / (1024 * 1024)));
   const per = bytes / pages;
@@ -102,7 +101,7 @@ export function queryPages(sim: Simulation, key: number, entries: number, client
 }
 
 /** The items read consistently, 100 to a BatchGetItem (DynamoLedgerStore readItems): each charged to its partitions, each retried on its own (batchGetAll's EachRequest). */
-export function readItems(sim: Simulation, items: readonly number[], client: Client): Req[] {
+export function readItems(sim: SimState, items: readonly number[], client: Client): Req[] {
   const reqs: Req[] = [];
   for (let i = 0; i < items.length; i += 100) {
     const keys: number[] = [];
@@ -133,7 +132,7 @@ export function readItems(sim: Simulation, items: readonly number[], client: Cli
  * `readers`: the real readers, each reading the whole set (runningCnt counts real items) — a simulated worker's
  * reconcile is its k workers'; a hint rebuild and the coordinator's scan are one reader's, once a run.
  */
-export function* readRunning(sim: Simulation, client: Client, concurrency: number, readers: number): Proc<boolean> {
+export function* readRunning(sim: SimState, client: Client, concurrency: number, readers: number): Proc<boolean> {
   const perKey: Req[][] = Array.from({ length: sim.n }, (_, s) => queryPages(sim, F_RUNNING * sim.n + s, sim.runningCnt[s]!, client, readers));
   // Pages of one key follow each other; keys fan out `concurrency` at a time.
   if (!(yield { op: 'all', reqs: perKey.map((pages) => pages[0]!), limit: concurrency })) return false;
@@ -141,7 +140,7 @@ export function* readRunning(sim: Simulation, client: Client, concurrency: numbe
   return rest.length ? yield { op: 'all', reqs: rest, limit: concurrency } : true;
 }
 
-export function moveCounts(sim: Simulation, item: number, from: Float64Array | null, to: Float64Array | null): void {
+export function moveCounts(sim: SimState, item: number, from: Float64Array | null, to: Float64Array | null): void {
   for (let j = sim.slotStart[item]!; j < sim.slotStart[item + 1]!; j++) {
     const s = sim.slotShard[j]!;
     const c = sim.slotCount[j]!;
@@ -151,7 +150,7 @@ export function moveCounts(sim: Simulation, item: number, from: Float64Array | n
 }
 
 /** Who the ledger says holds a Running item (-1: nobody). */
-export function setOwner(sim: Simulation, i: number, id: number): void {
+export function setOwner(sim: SimState, i: number, id: number): void {
   const was = sim.owner[i]!;
   if (was >= 0) sim.workers[was]?.owned.delete(i);
   sim.startUnknown[i] = 0;

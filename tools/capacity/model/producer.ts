@@ -8,14 +8,16 @@ import { dispatch } from './dispatch.js';
 import { lambdaEnd, lambdaStart } from './lambda.js';
 import { failedWrite, itemWrite, moveCounts, single } from './ledger-store.js';
 import { pushMessages } from './queue.js';
-import { type Client, type Proc, SDK_RETRY, sqs } from './requests.js';
-import type { Simulation } from './simulation.js';
+import { spawn } from './processes.js';
+import { type Proc, sqs } from './requests.js';
+import { type Client, SDK_RETRY } from './sdk.js';
+import type { SimState } from './state.js';
 import { startWorkers } from './worker.js';
 
 /** How often a producer waiting for its window looks again (simulated ms). */
 const PRODUCER_POLL_MS = 50;
 
-export function* producer(sim: Simulation): Proc {
+export function* producer(sim: SimState): Proc {
   const p = sim.o.producer;
   if (p.kind === 'phased') {
     const client = sim.o.worker.clients === 'shared' ? sim.sharedClient : { quota: SDK_RETRY.quota };
@@ -43,12 +45,12 @@ export function* producer(sim: Simulation): Proc {
     if (readyAt > sim.now) yield { op: 'sleep', ms: readyAt - sim.now };
     yield* producerSlot(sim);
     const items = Array.from({ length: Math.min(per, sim.simItems - first) }, (_, j) => first + j);
-    sim.spawn(apiRequest(sim, items, p.concurrency));
+    spawn(sim, apiRequest(sim, items, p.concurrency));
   }
 }
 
 /** Waits for the producer window (producer.ts): a request in flight fewer than it allows, and no Retry-After pending. */
-export function* producerSlot(sim: Simulation): Proc {
+export function* producerSlot(sim: SimState): Proc {
   while (sim.producerInFlight >= sim.producerWindow.allowed || sim.now < sim.producerWindow.pauseUntil) {
     yield { op: 'sleep', ms: Math.max(PRODUCER_POLL_MS, sim.producerWindow.pauseUntil - sim.now) };
   }
@@ -62,7 +64,7 @@ export function* producerSlot(sim: Simulation): Proc {
  * outlasted its retries (StoreThrottledError). Sent again, the items stored
  * already cost their partition a refused conditional put each.
  */
-export function* enqueue(sim: Simulation, items: readonly number[], concurrency: number, client: Client): Proc<boolean> {
+export function* enqueue(sim: SimState, items: readonly number[], concurrency: number, client: Client): Proc<boolean> {
   const sent = sim.now;
   let added = 0;
   const puts = items.map((i) => {
@@ -91,7 +93,7 @@ export function* enqueue(sim: Simulation, items: readonly number[], concurrency:
  * holds every new request back for that second, then is sent again whole
  * when the window has room — until accepted.
  */
-export function* apiRequest(sim: Simulation, items: readonly number[], concurrency: number): Proc {
+export function* apiRequest(sim: SimState, items: readonly number[], concurrency: number): Proc {
   const first = sim.now;
   for (;;) {
     const send = sim.producerWindow.sent();

@@ -1,13 +1,14 @@
 /** The simulated work queue (SqsWorkQueue, shared/adapters/sqs/queue.ts): messages, their visibility, long polls. */
-import { type Client, type Req, sqs } from './requests.js';
-import type { Simulation } from './simulation.js';
+import { type Req, sqs } from './requests.js';
+import type { Client } from './sdk.js';
+import type { SimState } from './state.js';
 
-export function queued(sim: Simulation): number {
+export function queued(sim: SimState): number {
   return sim.queue.length - sim.queueHead;
 }
 
 /** New messages (a send): on the queue at once; long polls wake, one per batch's worth. */
-export function pushMessages(sim: Simulation, items: readonly number[]): void {
+export function pushMessages(sim: SimState, items: readonly number[]): void {
   for (const i of items) {
     if (sim.msgInFlight[i]) dropMessage(sim, i); // a fresh message replaces one still held somewhere
     sim.queue.push(i);
@@ -18,7 +19,7 @@ export function pushMessages(sim: Simulation, items: readonly number[]): void {
   while (wake-- > 0 && sim.pollers.length) sim.pollers.shift()!();
 }
 
-export function take(sim: Simulation, max: number): number[] {
+export function take(sim: SimState, max: number): number[] {
   const out: number[] = [];
   while (out.length < max && sim.queueHead < sim.queue.length) {
     const i = sim.queue[sim.queueHead++]!;
@@ -37,7 +38,7 @@ export function take(sim: Simulation, max: number): number[] {
  * ChangeMessageVisibilityBatch; each holder knows its message invisible
  * from when the request was sent.
  */
-export function extendRequests(sim: Simulation, items: readonly number[], client: Client): Req[] {
+export function extendRequests(sim: SimState, items: readonly number[], client: Client): Req[] {
   const reqs: Req[] = [];
   const vis = sim.o.worker.visibilitySeconds * 1000;
   for (let j = 0; j < items.length; j += 10) {
@@ -57,7 +58,7 @@ export function extendRequests(sim: Simulation, items: readonly number[], client
 }
 
 /** A message received or extended stays invisible until `ms` from now; then, unless deleted or extended again, it is delivered again. */
-export function invisibleFor(sim: Simulation, i: number, ms: number): void {
+export function invisibleFor(sim: SimState, i: number, ms: number): void {
   const due = sim.now + ms;
   sim.msgDue[i] = due;
   sim.ev.push(due, () => {
@@ -69,7 +70,7 @@ export function invisibleFor(sim: Simulation, i: number, ms: number): void {
   });
 }
 
-export function dropMessage(sim: Simulation, i: number): void {
+export function dropMessage(sim: SimState, i: number): void {
   if (sim.msgInFlight[i]) sim.inFlight -= sim.k;
   sim.msgInFlight[i] = 0;
   sim.hasMsg[i] = 0;

@@ -7,30 +7,16 @@
 import { CONFLICT_RETRY } from '../../../shared/adapters/dynamodb/conflicts.js';
 import { THROTTLE_RETRY } from '../../../shared/adapters/dynamodb/throttles.js';
 import { backoffMs } from '../../../shared/ledger/worker/index.js';
-import type { Sandbox } from './coordinator.js';
-import type { Simulation } from './simulation.js';
-import { familyName, hotKeys, reserve, settle } from './table.js';
-
-/**
- * The AWS SDK v3's standard retry mode as this project's lockfile resolves it
- * (@smithy/core util-retry, `Retry.v2026`; DynamoDBClient's defaults): 4
- * attempts, a throttling error waits U(0, min(20 s, 1 s × 2^retry)), each
- * retry takes 5 tokens of a 500-token quota per client, a success gives back
- * 1 (or the retry's 5). Read from node_modules on 2026-11-24.
- */
-export const SDK_RETRY = { maxAttempts: 4, throttlingBaseMs: 1_000, capMs: 20_000, quota: 500, retryCost: 5, successRefund: 1 } as const;
+import { type Client, SDK_RETRY } from './sdk.js';
+import type { Sandbox, SimState } from './state.js';
+import { type Charge, familyName, hotKeys, reserve, settle } from './table.js';
 
 /** How a refused request is retried: SDK then retryingThrottles ('app'), SDK only ('sdk'), or conflicts.ts's loop ('conflict'). */
 export type Policy = 'app' | 'sdk' | 'conflict';
 
-export interface Client {
-  /** Tokens left in the SDK's retry quota. */
-  quota: number;
-}
-
-export interface Req {
+export interface Req extends Charge {
   readonly svc: 'ddb' | 'sqs';
-  /** Key ids, kinds (0 write, 1 read) and units (already × weight). */
+  /** Its charge (table.ts Charge), growable: a fenced write adds its fences' ConditionChecks. */
   readonly keys: number[];
   readonly kinds: number[];
   readonly units: number[];
@@ -66,7 +52,7 @@ export type Op =
 /** A simulated process: `yield` an op, get back whether it succeeded (an 'all' whose request outlasted its retries: false). */
 export type Proc<R = void> = Generator<Op, R, boolean>;
 
-export function send(sim: Simulation, r: Req, done: () => void): void {
+export function send(sim: SimState, r: Req, done: () => void): void {
   const box = r.box;
   const fences = r.fences;
   if (!box || !fences) {
@@ -97,7 +83,7 @@ export function send(sim: Simulation, r: Req, done: () => void): void {
   else go();
 }
 
-export function nextTurn(sim: Simulation, box: Sandbox): void {
+export function nextTurn(sim: SimState, box: Sandbox): void {
   for (let i = 0; i < box.waiting.length;) {
     const w = box.waiting[i]!;
     if (w.fences.some((f) => box.turns.has(f))) i++;
@@ -109,13 +95,13 @@ export function nextTurn(sim: Simulation, box: Sandbox): void {
 }
 
 /** When a request the store takes now is answered: the FIFO server, then the fixed latency. */
-export function served(sim: Simulation, latency: number): number {
+export function served(sim: SimState, latency: number): number {
   const start = Math.max(sim.now, sim.serverFree);
   sim.serverFree = start + sim.serviceMs;
   return sim.serverFree + latency;
 }
 
-export function attempt(sim: Simulation, r: Req): void {
+export function attempt(sim: SimState, r: Req): void {
   if (r.svc === 'sqs') {
     sim.sqsRequests += sim.k;
     sim.ev.push(served(sim, sim.o.latencyMs.sqs), () => {
@@ -157,7 +143,7 @@ export function attempt(sim: Simulation, r: Req): void {
   });
 }
 
-export function refused(sim: Simulation, r: Req): void {
+export function refused(sim: SimState, r: Req): void {
   r.sdkAttempt++;
   if (r.policy !== 'conflict' && r.sdkAttempt < SDK_RETRY.maxAttempts && r.client.quota >= SDK_RETRY.retryCost) {
     r.client.quota -= SDK_RETRY.retryCost;
@@ -190,7 +176,7 @@ export function refused(sim: Simulation, r: Req): void {
 }
 
 export function req(
-  sim: Simulation,
+  sim: SimState,
   svc: 'ddb' | 'sqs',
   policy: Policy,
   client: Client,
@@ -202,6 +188,6 @@ export function req(
   return { svc, keys, kinds, units, policy, client, count, sdkAttempt: 0, sdkRetried: false, appAttempt: 0, stepFailures: 0, done: () => undefined };
 }
 
-export function sqs(sim: Simulation, client: Client): Req {
+export function sqs(sim: SimState, client: Client): Req {
   return req(sim, 'sqs', 'sdk', client);
 }

@@ -1,9 +1,9 @@
 /** What a run comes to: the counters, each key family's peak, where unfinished items were left. */
-import type { Simulation } from './simulation.js';
+import type { SimState } from './state.js';
 import { familyName, familyOf } from './table.js';
 import type { Family, ModelResult } from './types.js';
 
-export function unfinished(sim: Simulation): Record<string, number> {
+export function unfinished(sim: SimState): Record<string, number> {
   const out: Record<string, number> = {};
   const held = new Set(sim.workers.flatMap((w) => [...w.backlog, ...w.executing, ...w.outcomes]));
   const orphans = new Set(sim.workers.flatMap((w) => [...w.owned].filter((i) => sim.heldBy[i] !== w.id)));
@@ -30,7 +30,7 @@ export function unfinished(sim: Simulation): Record<string, number> {
   return out;
 }
 
-export function result(sim: Simulation, end: number): ModelResult {
+export function result(sim: SimState, end: number): ModelResult {
   const seconds = end / 1000;
   const families: Family[] = ['item', 'pending', 'running', 'runRecord', 'lease', 'runs', 'hint', 'fence'];
   const peakPerKey = Object.fromEntries(families.map((f) => [f, { key: '', wcu: 0, rcu: 0 }])) as Record<Family, { key: string; wcu: number; rcu: number }>;

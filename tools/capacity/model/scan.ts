@@ -1,10 +1,10 @@
 /** The coordinator's scheduled scan-all (Coordinator scan, failureScan): open runs probed, silent items re-pended, unsent ones found. */
-import { type Sandbox, campaign, coordinatorEnd, coordinatorStart, ensureFences } from './coordinator.js';
+import { campaign, coordinatorEnd, coordinatorStart, ensureFences } from './coordinator.js';
 import { dispatch } from './dispatch.js';
 import { fenced, itemMove, moveCounts, queryPages, readItems, readRunning, setOwner, single } from './ledger-store.js';
-import type { Client, Proc, Req } from './requests.js';
-import type { Simulation } from './simulation.js';
-import { F_PENDING, F_RUNNING } from './table.js';
+import type { Proc, Req } from './requests.js';
+import type { Client } from './sdk.js';
+import { F_PENDING, F_RUNNING, type Sandbox, type SimState } from './state.js';
 
 /**
  * Coordinator.failureScan: Running items whose heartbeat has not moved for
@@ -13,7 +13,7 @@ import { F_PENDING, F_RUNNING } from './table.js';
  * ledger's 16 in flight; at most 1,000 a scan) and on the queue. A worker
  * still holding one finds its ack refused.
  */
-export function* failureScan(sim: Simulation, box: Sandbox, client: Client): Proc {
+export function* failureScan(sim: SimState, box: Sandbox, client: Client): Proc {
   const timeout = sim.o.failureTimeoutSeconds * 1000;
   const stale: number[] = [];
   for (const w of sim.workers) {
@@ -59,7 +59,7 @@ export function* failureScan(sim: Simulation, box: Sandbox, client: Client): Pro
 }
 
 /** The schedule's scan-all: open runs (one probe of every PENDING and RUNNING key), then this run's failure scan and unsent re-send. */
-export function* scan(sim: Simulation): Proc {
+export function* scan(sim: SimState): Proc {
   const inv = coordinatorStart(sim);
   if (inv === null) return;
   const client = sim.coordinatorClient;

@@ -2,25 +2,18 @@
  * An idle worker's ask for work (Coordinator.stealFor, shared/ledger/coordinator.ts)
  * answered from the run's steal hint (shared/ledger/steal-hint.ts): read it,
  * rebuild it when stale (one ask wins the claim), take an entry busiest
- * first, move its items one fenced transaction at a time.
+ * first, move its items one fenced transaction at a time. The hint as last
+ * written is state.ts Hint.
  */
 import { MAX_STEAL_BATCH } from '../../../shared/ledger/coordinator.js';
 import { STEAL_HINT_REBUILD_MS, STEAL_HINT_VICTIMS, hintFresh } from '../../../shared/ledger/steal-hint.js';
 import { STEAL_READ_ITEMS, busiestFirstTakes, hintReadRru, hintWriteWcu, stealHintBytes } from '../steal-hint.js';
-import { type Sandbox, campaign, coordinatorEnd, coordinatorStart, ensureFences } from './coordinator.js';
+import { campaign, coordinatorEnd, coordinatorStart, ensureFences } from './coordinator.js';
 import { readItems, readRunning, setOwner, single, stealWrite } from './ledger-store.js';
 import { dropMessage } from './queue.js';
-import type { Client, Proc } from './requests.js';
-import type { Simulation } from './simulation.js';
-import { F_ITEM } from './table.js';
-import { type WorkerState, hold } from './worker.js';
-
-/** The run's steal hint as last written: victims (simulated worker → simulated items) and the rebuild claim. */
-export interface Hint {
-  builtAt: number;
-  claimedUntil: number;
-  victims: Map<number, number[]>;
-}
+import type { Proc } from './requests.js';
+import type { Client } from './sdk.js';
+import { F_ITEM, type Sandbox, type SimState, type WorkerState } from './state.js';
 
 /** A hint as one ask read it: its entries in the order a thief tries them (most ids first). */
 export interface HintRead {
@@ -53,19 +46,19 @@ export function simulatedTake(k: number, ids: number, rest: readonly number[], l
 }
 
 /** The hint's real entries, ids each, busiest first: at most STEAL_HINT_VICTIMS (a simulated one stands for k); `except` left out. */
-export function realEntries(sim: Simulation, except = -1): number[] {
+export function realEntries(sim: SimState, except = -1): number[] {
   const ids: number[] = [];
   for (const [victim, items] of sim.hint.victims) if (victim !== except) for (let j = 0; j < sim.k; j++) ids.push(items.length);
   return ids.sort((a, b) => b - a).slice(0, STEAL_HINT_VICTIMS);
 }
 
 /** The hint as stored. */
-export function hintBytes(sim: Simulation): number {
+export function hintBytes(sim: SimState): number {
   return stealHintBytes(realEntries(sim));
 }
 
 /** What a read of the hint returns: its entries busiest first (ties in the order the rebuild listed them, busiest backlog first). */
-export function readHint(sim: Simulation): HintRead {
+export function readHint(sim: SimState): HintRead {
   const h = sim.hint;
   return { builtAt: h.builtAt, claimedUntil: h.claimedUntil, order: takeOrder(h.victims) };
 }
@@ -76,7 +69,7 @@ export function readHint(sim: Simulation): HintRead {
  * from it; stale, it claims the rebuild, and the winner rebuilds it and
  * answers from the new one. Items stolen; -1: the invocation failed.
  */
-export function* askForWork(sim: Simulation, thief: WorkerState): Proc<number> {
+export function* askForWork(sim: SimState, thief: WorkerState): Proc<number> {
   const inv = coordinatorStart(sim);
   if (inv === null) return -1;
   const client = sim.coordinatorClient;
@@ -115,7 +108,7 @@ export function* askForWork(sim: Simulation, thief: WorkerState): Proc<number> {
   if (taken === null) return fail();
   sim.steals += sim.k;
   sim.itemsStolen += taken.length * sim.k;
-  for (const i of taken) hold(sim, thief, i);
+  for (const i of taken) sim.heldBy[i] = thief.id; // in the thief's memory now (worker.ts hold)
   thief.backlog.push(...taken);
   coordinatorEnd(sim, inv);
   return taken.length;
@@ -127,7 +120,7 @@ export function* askForWork(sim: Simulation, thief: WorkerState): Proc<number> {
  * holds more than the smallest backlog kept or the read budget is spent;
  * the largest backlogs kept, each with the back half of its line, are put.
  */
-export function* rebuildHint(sim: Simulation, client: Client): Proc<boolean> {
+export function* rebuildHint(sim: SimState, client: Client): Proc<boolean> {
   if (!(yield* readRunning(sim, client, 16, 1))) return false;
   // Real victims a hint lists, in simulated workers: the fraction drawn (k real ones move together).
   const share = STEAL_HINT_VICTIMS / sim.k;
@@ -172,7 +165,7 @@ export function* rebuildHint(sim: Simulation, client: Client): Proc<boolean> {
  * moved one at a time, each a fenced transaction and a consistent read. A
  * thief the hint lists has a backlog of its own: nothing. Null: the invocation failed.
  */
-export function* takeFromHint(sim: Simulation, thief: WorkerState, read: HintRead, box: Sandbox, client: Client): Proc<number[] | null> {
+export function* takeFromHint(sim: SimState, thief: WorkerState, read: HintRead, box: Sandbox, client: Client): Proc<number[] | null> {
   if (read.order.some((e) => e.victim === thief.id)) return [];
   const h = sim.hint;
   let got: number[] | null = null;

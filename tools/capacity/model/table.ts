@@ -5,16 +5,17 @@
  * window against its partition's limit and the table's quota, as the
  * throttling simulator (test/support/dynamodb-throttle.ts) meters them.
  */
-import type { Req } from './requests.js';
-import type { Simulation } from './simulation.js';
+import { F_ITEM, F_PENDING, type SimState } from './state.js';
 import type { Family } from './types.js';
 
-// Key families in key-id order: per-shard families first (id = family × N + shard), then the singletons (the fences after the hint).
-export const F_ITEM = 0;
-export const F_PENDING = 1;
-export const F_RUNNING = 2;
+/** What a request charges: key ids, kinds (0 write, 1 read) and units (already × weight). */
+export interface Charge {
+  readonly keys: readonly number[];
+  readonly kinds: readonly number[];
+  readonly units: readonly number[];
+}
 
-export function roll(sim: Simulation, key: number): void {
+export function roll(sim: SimState, key: number): void {
   const win = Math.floor(sim.now / sim.o.limits.windowMs);
   if (sim.keyWindow[key] !== win) {
     sim.keyWindow[key] = win;
@@ -25,7 +26,7 @@ export function roll(sim: Simulation, key: number): void {
   }
 }
 
-export function rollTable(sim: Simulation): void {
+export function rollTable(sim: SimState): void {
   const win = Math.floor(sim.now / sim.o.limits.windowMs);
   if (sim.tableWindow !== win) {
     sim.tableWindow = win;
@@ -35,7 +36,7 @@ export function rollTable(sim: Simulation): void {
 }
 
 /** The keys at their limit, as key × 2 + kind (null: admitted; empty: refused by the table quota alone). */
-export function hotKeys(sim: Simulation, r: Req): number[] | null {
+export function hotKeys(sim: SimState, r: Charge): number[] | null {
   let hot: number[] | null = null;
   for (let i = 0; i < r.keys.length; i++) {
     const key = r.keys[i]!;
@@ -57,7 +58,7 @@ export function hotKeys(sim: Simulation, r: Req): number[] | null {
   return hot;
 }
 
-export function reserve(sim: Simulation, r: Req): number {
+export function reserve(sim: SimState, r: Charge): number {
   rollTable(sim);
   for (let i = 0; i < r.keys.length; i++) {
     const key = r.keys[i]!;
@@ -69,7 +70,7 @@ export function reserve(sim: Simulation, r: Req): number {
 }
 
 /** The reservation gives way to the units used, charged in the window the answer comes in (as the simulator does). */
-export function settle(sim: Simulation, r: Req, window: number): void {
+export function settle(sim: SimState, r: Charge, window: number): void {
   const sameWindow = Math.floor(sim.now / sim.o.limits.windowMs) === window;
   rollTable(sim);
   for (let i = 0; i < r.keys.length; i++) {
@@ -92,7 +93,7 @@ export function settle(sim: Simulation, r: Req, window: number): void {
   }
 }
 
-export function familyName(sim: Simulation, key: number): string {
+export function familyName(sim: SimState, key: number): string {
   const sharded = sim.o.shards !== null;
   if (key === sim.kRunRecord) return sharded ? 'RUN#*' : 'RUN#*';
   if (key === sim.kLease) return 'LEASE#*';
@@ -105,7 +106,7 @@ export function familyName(sim: Simulation, key: number): string {
   return f === F_ITEM ? `RUN${suffix}` : f === F_PENDING ? `gsi1:PENDING${suffix}` : `gsi1:RUNNING${suffix}`;
 }
 
-export function familyOf(sim: Simulation, key: number): Family {
+export function familyOf(sim: SimState, key: number): Family {
   if (key === sim.kLease) return 'lease';
   if (key === sim.kRuns) return 'runs';
   if (key === sim.kHint) return 'hint';

@@ -1,41 +1,21 @@
 /**
  * The workers, as shared/ledger/worker/ runs them (Worker.step): receive,
  * claim, start a chunk, run it, ack; heartbeat rounds on their own timer;
- * when idle, reconcile if due, ask the coordinator for work, long-poll.
+ * when idle, reconcile if due, ask the coordinator for work, long-poll. A
+ * worker's memory is state.ts WorkerState.
  */
 import { HEARTBEAT_ROUNDS, RUN_RECORD_TTL_MS, backoffMs, extensionDue, heartbeatDue, stealBackoffMs } from '../../../shared/ledger/worker/index.js';
 import { dispatch } from './dispatch.js';
 import { lambdaFull } from './lambda.js';
 import { failedWrite, itemMove, itemWrite, moveCounts, readItems, readRunning, setOwner, single } from './ledger-store.js';
+import { spawn } from './processes.js';
 import { dropMessage, extendRequests, invisibleFor, queued, take } from './queue.js';
-import { type Client, type Proc, SDK_RETRY, sqs } from './requests.js';
-import type { Simulation } from './simulation.js';
+import { type Proc, sqs } from './requests.js';
+import { SDK_RETRY } from './sdk.js';
+import type { SimState, WorkerState } from './state.js';
 import { askForWork } from './steal.js';
 
-export interface WorkerState {
-  readonly id: number;
-  readonly client: Client;
-  backlog: number[];
-  executing: number[];
-  outcomes: number[];
-  /** Running(this worker) in the ledger: what its reconcile finds, less what it holds. */
-  owned: Set<number>;
-  itemMs: number | null;
-  beating: boolean;
-  stopped: boolean;
-  /** Worker.reconcileDue: after an ask whose answer was lost (the model's workers are new to the registry: none at start). */
-  reconcileDue: boolean;
-  /** Asks that found nothing since work last came, and when the next is due (stealBackoffMs). */
-  fruitless: number;
-  nextAskAt: number;
-  /** When its run-record read was sent (Worker.runEpoch): another only once RUN_RECORD_TTL_MS has passed. */
-  epochReadAt: number;
-  /** Worker.pace: the receive batch (starting at receiveBatch, which caps it, as the code does) and the pause before a receive. */
-  batch: number;
-  pauseMs: number;
-}
-
-export function startWorkers(sim: Simulation): void {
+export function startWorkers(sim: SimState): void {
   sim.workStartedAt = sim.now;
   for (let id = 0; id < sim.simWorkers; id++) {
     const wk: WorkerState = {
@@ -61,12 +41,12 @@ export function startWorkers(sim: Simulation): void {
     const period = sim.o.worker.heartbeatMs / HEARTBEAT_ROUNDS;
     const beat = () => {
       if (wk.stopped || sim.finished) return;
-      if (!wk.beating) sim.spawn(heartbeat(sim, wk));
+      if (!wk.beating) spawn(sim, heartbeat(sim, wk));
       sim.ev.push(sim.now + period, beat);
     };
     const phase = sim.o.worker.heartbeatPhase === 'spread' ? sim.rand() : 1;
     sim.ev.push(sim.now + phase * period, beat);
-    sim.spawn(worker(sim, wk), () => {
+    spawn(sim, worker(sim, wk), () => {
       wk.stopped = true;
       if (--sim.running === 0 && sim.endAt === null) sim.endAt = sim.now;
     });
@@ -77,7 +57,7 @@ export function startWorkers(sim: Simulation): void {
  * Worker.run: steps; a failed step (a request past its retries) backs off 250 ms doubling, and the loop goes on.
  * Every step that fails here failed on a refusal (StoreThrottledError: nothing applied): no reconcile, a slowDown.
  */
-export function* worker(sim: Simulation, wk: WorkerState): Proc {
+export function* worker(sim: SimState, wk: WorkerState): Proc {
   let failures = 0;
   while (!sim.finished) {
     const did = yield* step(sim, wk);
@@ -94,7 +74,7 @@ export function* worker(sim: Simulation, wk: WorkerState): Proc {
   }
 }
 
-export function* step(sim: Simulation, wk: WorkerState): Proc<'ran' | 'idle' | 'failed'> {
+export function* step(sim: SimState, wk: WorkerState): Proc<'ran' | 'idle' | 'failed'> {
   const b = sim.o.worker;
   if (wk.outcomes.length) return (yield* flush(sim, wk)) ? 'ran' : 'failed';
   if (wk.backlog.length) return (yield* executeChunk(sim, wk)) ? 'ran' : 'failed';
@@ -132,12 +112,12 @@ export function* step(sim: Simulation, wk: WorkerState): Proc<'ran' | 'idle' | '
   return 'idle';
 }
 
-export function hold(sim: Simulation, wk: WorkerState, i: number): void {
+export function hold(sim: SimState, wk: WorkerState, i: number): void {
   sim.heldBy[i] = wk.id;
 }
 
 /** Out of the worker's memory (no longer its), with its message's receipt. */
-export function orphan(sim: Simulation, wk: WorkerState, i: number): void {
+export function orphan(sim: SimState, wk: WorkerState, i: number): void {
   if (sim.heldBy[i] === wk.id) sim.heldBy[i] = -1;
   sim.msgRef[i] = 0;
 }
@@ -147,7 +127,7 @@ export function orphan(sim: Simulation, wk: WorkerState, i: number): void {
  * most once a minute), claim (casMany: every claim settles; those that landed are held, those refused by their
  * condition dropped or kept as the code does, those unanswered left to come back), extend. -1: the step failed.
  */
-export function* pull(sim: Simulation, wk: WorkerState, waitSeconds: number): Proc<number> {
+export function* pull(sim: SimState, wk: WorkerState, waitSeconds: number): Proc<number> {
   const b = sim.o.worker;
   if (wk.pauseMs > 0) yield { op: 'sleep', ms: wk.pauseMs };
   if (waitSeconds > 0) yield { op: 'poll', ms: waitSeconds * 1000 };
@@ -229,13 +209,13 @@ export function* pull(sim: Simulation, wk: WorkerState, waitSeconds: number): Pr
 }
 
 /** The backend's time per item on this worker (`slowWorkers`: the last ones). */
-export function itemMsOf(sim: Simulation, wk: WorkerState): number {
+export function itemMsOf(sim: SimState, wk: WorkerState): number {
   const slow = sim.o.slowWorkers;
   return slow && wk.id >= sim.simWorkers - Math.round(slow.count / sim.k) ? slow.itemMs : sim.o.itemMs;
 }
 
 /** Worker.slowDown: the store refused part of a round, or a step failed on a refusal: half the batch (down to 1), pause 100 ms doubling to 2 s. */
-export function slowDown(sim: Simulation, wk: WorkerState): void {
+export function slowDown(sim: SimState, wk: WorkerState): void {
   wk.batch = Math.max(1, Math.floor(wk.batch / 2));
   wk.pauseMs = Math.min(2_000, Math.max(100, wk.pauseMs * 2));
   sim.throttledRounds += sim.k;
@@ -243,24 +223,24 @@ export function slowDown(sim: Simulation, wk: WorkerState): void {
 }
 
 /** Worker.speedUp: a claim round answered in full adds one to the batch (up to receiveBatch) and ends the pause. */
-export function speedUp(sim: Simulation, wk: WorkerState): void {
+export function speedUp(sim: SimState, wk: WorkerState): void {
   wk.batch = Math.min(sim.o.worker.receiveBatch, wk.batch + 1);
   wk.pauseMs = 0;
   sim.o.trace?.({ kind: 'pace', at: sim.now, worker: wk.id, throttled: false, batch: wk.batch, pauseMs: wk.pauseMs });
 }
 
-export function chunkSize(sim: Simulation, wk: WorkerState): number {
+export function chunkSize(sim: SimState, wk: WorkerState): number {
   if (wk.itemMs === null) return 1;
   return Math.max(1, Math.min(sim.o.worker.maxChunk, Math.floor(sim.o.worker.chunkBudgetMs / Math.max(wk.itemMs, 0.01))));
 }
 
 /** Started as its holder knows it: the ledger's flag, unless it took the item back as unstarted (startUnknown). */
-export function knownStarted(sim: Simulation, i: number): boolean {
+export function knownStarted(sim: SimState, i: number): boolean {
   return sim.started[i] === 1 && sim.startUnknown[i] === 0;
 }
 
 /** Worker.executeChunk/runChunk: start the chunk in one round (items started already are run as they are), run, ack. */
-export function* executeChunk(sim: Simulation, wk: WorkerState): Proc<boolean> {
+export function* executeChunk(sim: SimState, wk: WorkerState): Proc<boolean> {
   const b = sim.o.worker;
   const preStarted = wk.backlog.findIndex((i) => !knownStarted(sim, i));
   const chunk = wk.backlog.splice(0, preStarted === 0 ? chunkSize(sim, wk) : preStarted === -1 ? wk.backlog.length : preStarted);
@@ -327,7 +307,7 @@ export function* executeChunk(sim: Simulation, wk: WorkerState): Proc<boolean> {
 }
 
 /** Worker.flushOnce: ack the outcomes (every ack settles); those answered leave the list, the others wait for a later flush. */
-export function* flush(sim: Simulation, wk: WorkerState): Proc<boolean> {
+export function* flush(sim: SimState, wk: WorkerState): Proc<boolean> {
   if (!wk.outcomes.length) return true;
   const batch = wk.outcomes.slice();
   const acks = batch.map((i) => {
@@ -366,7 +346,7 @@ export function* flush(sim: Simulation, wk: WorkerState): Proc<boolean> {
 }
 
 /** Worker.beatOnce: the held items heartbeatDue written, then (if that round got through) the messages extensionDue extended. */
-export function* heartbeat(sim: Simulation, wk: WorkerState): Proc {
+export function* heartbeat(sim: SimState, wk: WorkerState): Proc {
   const held = [...new Set([...wk.backlog, ...wk.executing, ...wk.outcomes])].filter((i) => sim.owner[i] === wk.id && sim.state[i] === 2);
   if (!held.length) return;
   wk.beating = true;
@@ -397,7 +377,7 @@ export function* heartbeat(sim: Simulation, wk: WorkerState): Proc {
  * failed step (nack, counted, and a new message), adopt what we hold
  * unstarted. Returns how many it adopted; -1: the step failed.
  */
-export function* reconcile(sim: Simulation, wk: WorkerState): Proc<number> {
+export function* reconcile(sim: SimState, wk: WorkerState): Proc<number> {
   sim.o.trace?.({ kind: 'reconcile', at: sim.now, worker: wk.id });
   if (!(yield* readRunning(sim, wk.client, sim.o.worker.concurrency, sim.k))) return -1;
   const mine = [...wk.owned].filter((i) => sim.state[i] === 2 && sim.heldBy[i] !== wk.id);
