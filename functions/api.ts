@@ -7,7 +7,7 @@ import type { Scope } from '../shared/auth/scopes.js';
 import { errorMessage } from '../shared/log.js';
 import { sqsWorkQueueFrom } from './work-queue.js';
 import { eventsPublishedSince, invocationScoped, runtimeFrom, type Runtime } from './runtime.js';
-import { countEvents, FigureMetrics } from './metrics.js';
+import { CatalogueMetrics, countEvents } from './metrics.js';
 import { activityFlagsFrom, type ActivityFlags } from './activity.js';
 
 /**
@@ -38,7 +38,7 @@ export function apiLambdaHandler(
   overrides: Partial<Pick<ApiDeps, 'workQueue'>> & { readonly activity?: ActivityFlags | null } = {},
   logger = lambdaLogger('api'),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'api' }),
-  figures = new FigureMetrics(),
+  catalogue = new CatalogueMetrics(),
 ) {
   // Built over the runtime it was given: a runtime opened per invocation (Aurora) gets its own.
   let built: { readonly rt: Runtime; readonly api: ReturnType<Runtime['api']> } | undefined;
@@ -95,8 +95,8 @@ export function apiLambdaHandler(
         body: JSON.stringify({ error: 'internal error', requestId: event.requestContext.requestId }),
       };
     } finally {
-      countEvents(figures, events());
-      figures.flush();
+      countEvents(catalogue, events());
+      catalogue.flush();
       metrics.publishStoredMetrics();
     }
   };

@@ -3,9 +3,9 @@ import { lambdaLogger } from './log.js';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchPromoter } from '../shared/rollout/promoters.js';
-import { capRollouts, MAX_ROLLOUTS, newestRollouts, rolloutFigures } from '../shared/api/metrics.js';
+import { capRollouts, MAX_ROLLOUTS, newestRollouts, rolloutSamples } from '../shared/api/metrics.js';
 import { errorMessage } from '../shared/log.js';
-import type { FigureMetrics } from './metrics.js';
+import type { CatalogueMetrics } from './metrics.js';
 import { FUNCTIONS } from '../shared/topology.js';
 import { invocationScoped, loggerPort, runtimeFrom, type Runtime } from './runtime.js';
 import { instrumented } from './handler.js';
@@ -35,7 +35,7 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  *
  * While it leads and rollouts run, each invocation ends by publishing the
  * per-rollout gauges of a node's /metrics (rollout_percent,
- * rollout_gate_value…; shared/api/figures.ts) as EMF, one point a minute
+ * rollout_gate_value…; shared/api/metrics.ts) as EMF, one point a minute
  * for each running rollout, at most MAX_ROLLOUTS of them: a rollout's
  * series stop with the invocation after it ends.
  */
@@ -112,7 +112,7 @@ export function batchPromoterHandler(
         await sleep(wait);
       }
       if (transitions) metrics.addMetric('Transitions', MetricUnit.Count, transitions);
-      if (evaluated) await rolloutGauges(rt, telemetry.figures, logger);
+      if (evaluated) await rolloutGauges(rt, telemetry.catalogue, logger);
       logger.info('batch promoter invocation done', { ticks, transitions, leader });
       return { ticks, transitions, leader, idle: false };
     },
@@ -124,9 +124,9 @@ export function batchPromoterHandler(
  * its last tick, of the newest MAX_ROLLOUTS. Paused rollouts have none here (a node's /metrics has them):
  * with only paused rollouts the schedule's invocations end idle, reading
  * nothing. So rollout_actuation_drift, which pauses its rollout, is never
- * among them. A failed read costs the figures, never the invocation.
+ * among them. A failed read costs the metrics, never the invocation.
  */
-async function rolloutGauges(rt: Runtime, figures: FigureMetrics, logger: Logger): Promise<void> {
+async function rolloutGauges(rt: Runtime, catalogue: CatalogueMetrics, logger: Logger): Promise<void> {
   try {
     // The newest MAX_ROLLOUTS running, by the list (one past the cap says some are left out), never a read of all
     // of them: the minute's gauges cost the same at 100 running rollouts as at 10,000.
@@ -134,10 +134,10 @@ async function rolloutGauges(rt: Runtime, figures: FigureMetrics, logger: Logger
     const { shown } = capRollouts(views);
     const leftOut = more ? 1 : 0;
     const now = Date.now();
-    figures.set(shown.flatMap((view) => rolloutFigures(view, [], now)));
-    if (leftOut) figures.set([{ name: 'rollout_metrics_left_out', labels: { kind: 'rollouts' }, value: leftOut }]);
+    catalogue.set(shown.flatMap((view) => rolloutSamples(view, [], now)));
+    if (leftOut) catalogue.set([{ name: 'rollout_metrics_left_out', labels: { kind: 'rollouts' }, value: leftOut }]);
   } catch (err) {
-    logger.warn('rollout figures not published: the running rollouts could not be read', { error: errorMessage(err) });
+    logger.warn('rollout metrics not published: the running rollouts could not be read', { error: errorMessage(err) });
   }
 }
 

@@ -12,10 +12,11 @@ import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { sqsWorkQueueFrom } from './work-queue.js';
-import { FigureMetrics } from './metrics.js';
+import { CatalogueMetrics } from './metrics.js';
 import { instrumented, publishIfAny } from './handler.js';
 import { labelValue } from '../shared/api/metrics.js';
-import { invocationScoped, jsonVariable, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
+import { jsonVariable } from '../shared/runtimes/lambda-env.js';
+import { invocationScoped, loggerPort, runtimeFrom, traced, type Runtime } from './runtime.js';
 import type { OpenedCoordinator } from '../shared/ledger/open.js';
 import { BoundedMap } from '../shared/bounded-map.js';
 import { DAY_MS, PRUNE_RUN_ITEMS } from '../shared/retention.js';
@@ -126,7 +127,7 @@ export type DeadLetterOutcome = 'failed' | 'dropped' | 'malformed';
 export async function settleDeadLetter(
   runtime: () => Promise<Runtime>,
   message: { readonly messageId: string; readonly body: string },
-  o: DeadLettersOptions & { readonly logger: Logger; readonly metrics: Metrics; readonly figures: FigureMetrics },
+  o: DeadLettersOptions & { readonly logger: Logger; readonly metrics: Metrics; readonly catalogue: CatalogueMetrics },
 ): Promise<DeadLetterOutcome> {
   let parsed: z.infer<typeof deadLetterBody>;
   try {
@@ -146,7 +147,7 @@ export async function settleDeadLetter(
   if (outcome === 'moved') throw new RetryLater(`item ${parsed.itemId} moved while its dead letter was handled`);
   o.metrics.addMetric(outcome === 'failed' ? 'ItemsFailed' : 'DeadLettersDropped', MetricUnit.Count, 1);
   // As a node's /metrics counts them, under the same name.
-  if (outcome === 'failed') o.figures.count('rollout_dead_letters_total', {}, 1);
+  if (outcome === 'failed') o.catalogue.count('rollout_dead_letters_total', {}, 1);
   o.logger.info(`dead letter ${outcome}`, { runId: parsed.runId, itemId: parsed.itemId });
   return outcome;
 }
@@ -235,7 +236,7 @@ export function coordinatorHandler(
   options: CoordinatorHandlerOptions = {},
   logger = lambdaLogger('coordinator'),
   metrics = new Metrics({ namespace: 'Rollout', serviceName: 'coordinator' }),
-  figures = new FigureMetrics(),
+  catalogue = new CatalogueMetrics(),
 ) {
   type Reply = CoordinatorReply & { scanned?: ScanReport };
   const deadLetters = options.deadLetters === undefined ? sqsDeadLetters() : options.deadLetters;
@@ -283,7 +284,7 @@ export function coordinatorHandler(
       const notice = await coordinator.stealFor(req.workerId);
       if (notice.items.length) metrics.addMetric('ItemsStolen', MetricUnit.Count, notice.items.length);
       // Per run, under a node's name for it; here the items this request took (read with Sum), there the run's total so far.
-      figures.count('rollout_run_steals', { run: labelValue(req.runId) }, notice.items.length);
+      catalogue.count('rollout_run_steals', { run: labelValue(req.runId) }, notice.items.length);
       logger.info('steal', { runId: req.runId, thief: req.workerId, victim: notice.victim, items: notice.items.length, epoch: notice.epoch });
       return { leader: true, notice: { ...notice, items: [...notice.items] } };
     }
@@ -302,13 +303,13 @@ export function coordinatorHandler(
       metrics,
       failure: 'coordinator request failed',
       atEnd: () => {
-        figures.flush();
+        catalogue.flush();
         publishIfAny(metrics);
       },
       known: (err) => {
         if (err instanceof RefusedRequest) return { metric: 'RefusedRequests', message: 'coordinator request refused', fields: { error: err.message } };
         if (!(err instanceof FencedError)) return null;
-        figures.countStack('LeasesLost', 1);
+        catalogue.countStack('LeasesLost', 1);
         return { metric: 'Fenced', message: 'coordinator request failed', fields: { error: errorMessage(err) } };
       },
     },
@@ -332,7 +333,7 @@ export function coordinatorHandler(
       const scanned: ScanReport = { repended: [], failed: [], resent: [], failedBy };
       const nothing: Reply = { leader: true, notice: { epoch: 0, victim: null, items: [] }, scanned };
       if (deadLetters) {
-        const drained = await drainDeadLetters(deadLetters, (m) => settleDeadLetter(runtime, m, { ...options, logger, metrics, figures }), logger);
+        const drained = await drainDeadLetters(deadLetters, (m) => settleDeadLetter(runtime, m, { ...options, logger, metrics, catalogue }), logger);
         if (drained.settled || drained.kept) logger.info('work DLQ drained', drained);
       }
       const probe = options.activity ? await options.activity.probe('runs') : null;

@@ -3,6 +3,7 @@ import { Signer } from '@aws-sdk/rds-signer';
 import type pg from 'pg';
 import { z } from 'zod';
 import { parseConfig } from '../shared/config.js';
+import type { LambdaEnv } from '../shared/runtimes/lambda-env.js';
 
 /**
  * How a function logs in to Aurora. Each function logs in as its own
@@ -117,4 +118,47 @@ export async function secretConnection(secretArn: string, client = new SecretsMa
     },
     ssl: tls(),
   };
+}
+
+/**
+ * Where a function's pool connects: DATABASE_URL (a local server), else its
+ * own role with IAM tokens (every function on Aurora), else the master
+ * secret (the migrator). `secretsManager` makes the client a secret is read
+ * with, once per secret.
+ */
+export function databaseConnection(env: LambdaEnv, secretsManager: () => SecretsManagerClient): Promise<pg.PoolConfig> | pg.PoolConfig {
+  if (env.DATABASE_URL) return { connectionString: env.DATABASE_URL };
+  if (env.ROLLOUT_DB_USER) return iamLogin({ host: env.ROLLOUT_DB_HOST!, port: env.ROLLOUT_DB_PORT, database: env.ROLLOUT_DB_NAME, user: env.ROLLOUT_DB_USER });
+  return cachedSecretConnection(env.ROLLOUT_DB_SECRET_ARN!, secretsManager);
+}
+
+/** One login per role for the sandbox's life, so a runtime opened per invocation reuses its token. */
+const iamLogins = new Map<string, pg.PoolConfig>();
+
+function iamLogin(login: IamLogin): pg.PoolConfig {
+  const key = JSON.stringify(login);
+  let config = iamLogins.get(key);
+  if (!config) {
+    config = iamConnection(login);
+    iamLogins.set(key, config);
+  }
+  return config;
+}
+
+/**
+ * One connection config per secret for the sandbox's life: a runtime opened
+ * for each invocation (`invocationScoped`) does not read the secret each
+ * time; the password inside still follows rotation (`secretConnection`).
+ */
+const secretConfigs = new Map<string, Promise<pg.PoolConfig>>();
+
+function cachedSecretConnection(secretArn: string, secretsManager: () => SecretsManagerClient): Promise<pg.PoolConfig> {
+  let config = secretConfigs.get(secretArn);
+  if (!config) {
+    config = secretConnection(secretArn, secretsManager());
+    secretConfigs.set(secretArn, config);
+    // A failed read is not kept: the next invocation asks again.
+    config.catch(() => secretConfigs.delete(secretArn));
+  }
+  return config;
 }

@@ -1,5 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { METRICS, METRICS_NAMESPACE, type Figure, type MetricName } from '../shared/api/metrics.js';
+import { METRICS, METRICS_NAMESPACE, type MetricName, type MetricSample } from '../shared/api/metrics.js';
 
 /**
  * The metrics of the catalogue (shared/api/metrics.ts) as EMF, under the names a node's
@@ -36,15 +36,16 @@ export type StackCount = 'LeasesLost' | 'RolloutsNeedingAttention';
 const NEEDS_ATTENTION: ReadonlySet<string> = new Set(['ai.rollout.progress_deadline_exceeded', 'ai.rollout.actuation_drift']);
 
 /** Rollout events published by an invocation, by type: rollout_events_total, and those that need a person. */
-export function countEvents(emf: FigureMetrics, published: ReadonlyMap<string, number>): void {
+export function countEvents(emf: CatalogueMetrics, published: ReadonlyMap<string, number>): void {
   for (const [type, n] of published) {
     emf.count('rollout_events_total', { type }, n);
     if (NEEDS_ATTENTION.has(type)) emf.countStack('RolloutsNeedingAttention', n);
   }
 }
 
-export class FigureMetrics {
-  private readonly pending = new Map<string, Figure>();
+/** The catalogue's metrics of one invocation: counted and set as it runs, published at its end (`flush`). */
+export class CatalogueMetrics {
+  private readonly pending = new Map<string, MetricSample>();
   private readonly stack = new Map<StackCount, number>();
 
   constructor(private readonly emf = new Metrics({ namespace: METRICS_NAMESPACE })) {
@@ -65,13 +66,13 @@ export class FigureMetrics {
   }
 
   /** Gauges, as read now. */
-  set(values: Iterable<Figure>): void {
+  set(values: Iterable<MetricSample>): void {
     for (const f of values) this.pending.set(keyOf(f.name, f.labels), f);
   }
 
   /** Publishes what was counted and set, one blob per dimension set. */
   flush(): void {
-    const blobs = new Map<string, { dimensions: Record<string, string>; values: Figure[] }>();
+    const blobs = new Map<string, { dimensions: Record<string, string>; values: MetricSample[] }>();
     for (const f of this.pending.values()) {
       // NaN and ±Infinity have no JSON form: CloudWatch would drop the whole blob.
       if (!Number.isFinite(f.value)) continue;

@@ -2,7 +2,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { conflictMetrics, conflictsSince } from '../shared/adapters/dynamodb/conflicts.js';
 import { eventsPublishedSince, renewalFailuresSince, type Runtime } from './runtime.js';
-import { countEvents, FigureMetrics } from './metrics.js';
+import { CatalogueMetrics, countEvents } from './metrics.js';
 import { publishIfAny } from './handler.js';
 
 /**
@@ -21,7 +21,7 @@ export class PromoterTelemetry {
   constructor(
     private readonly logger: Logger,
     private readonly metrics: Metrics,
-    readonly figures = new FigureMetrics(),
+    readonly catalogue = new CatalogueMetrics(),
   ) {}
 
   /** From now on, count this runtime's failed renewals. */
@@ -33,14 +33,14 @@ export class PromoterTelemetry {
     const lost = this.renewalFailures();
     if (lost) {
       this.metrics.addMetric('LeaseRenewalFailures', MetricUnit.Count, lost);
-      this.figures.countStack('LeasesLost', lost);
+      this.catalogue.countStack('LeasesLost', lost);
       this.logger.warn('promotion lease renewal failed while leading', { failures: lost });
     }
     for (const [name, value] of conflictMetrics(this.conflicts())) this.metrics.addMetric(name, MetricUnit.Count, value);
-    countEvents(this.figures, this.events());
+    countEvents(this.catalogue, this.events());
     this.conflicts = conflictsSince();
     this.events = eventsPublishedSince();
-    this.figures.flush();
+    this.catalogue.flush();
     publishIfAny(this.metrics);
   }
 }

@@ -3,7 +3,8 @@ import { sqsClient } from '../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../shared/adapters/sqs/queue.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { RoutedWorkQueue } from '../shared/queue/routed.js';
-import { jsonVariable, traced } from './runtime.js';
+import { jsonVariable } from '../shared/runtimes/lambda-env.js';
+import { traced } from './runtime.js';
 
 const runQueuesSchema = z.record(z.string().min(1).max(128), z.string().url());
 

@@ -4,9 +4,9 @@ import { CLOUDWATCH_ALARM_DETAIL_TYPE, CLOUDWATCH_SOURCE } from './rollout/inbou
 /**
  * One declaration of each function and what triggers it. The CDK stack
  * builds from this, and the local runtime wires its triggers from it
- * (shared/runtimes/node/triggers.ts: a rule is a route of the in-process bus through
- * the same pattern matcher, a schedule a timer, an invocation a call, the
- * queue the ledger-backed queue); the tests' EventBridge stand-in reads the
+ * (shared/runtimes/node/triggers.ts: a rule is a route of the in-process bus
+ * through the same pattern matcher, a schedule a timer, an invocation a call,
+ * http the node's server); the tests' EventBridge stand-in reads the
  * synthesized rules. So the rule that deploys is the rule that runs.
  */
 
@@ -21,9 +21,7 @@ export type Trigger =
   /** Invoked directly (Lambda Invoke by workers). */
   | { readonly kind: 'invoke' }
   /** The HTTP API (API Gateway, IAM authorization): every route. */
-  | { readonly kind: 'http' }
-  /** An SQS event source with partial batch responses. */
-  | { readonly kind: 'queue'; readonly queue: 'work-dlq'; readonly batchSize: number };
+  | { readonly kind: 'http' };
 
 export interface FunctionSpec {
   /** Source file under functions/, exporting `handler`. */

@@ -7,8 +7,8 @@ import type { RolloutStore } from '../rollout/store.js';
 import { mapLimit } from '../concurrency.js';
 
 /**
- * The figures of rollouts and runs someone on call reads, under the metric
- * names every runtime exports: a node's /metrics (Prometheus) and the
+ * The metrics of rollouts and runs someone on call reads, under the names
+ * every runtime exports: a node's /metrics (Prometheus) and the
  * Lambdas' EMF (CloudWatch, namespace METRICS_NAMESPACE). Computed here,
  * once, from what the store holds, so that names, labels and values cannot
  * drift apart between the two.
@@ -22,28 +22,28 @@ import { mapLimit } from '../concurrency.js';
  *   comparison) travel in the EMF blob as properties, searchable in Logs
  *   Insights.
  * - Bounded: at most MAX_ROLLOUTS rollouts and MAX_RUNS runs (the newest
- *   first) have figures, a stage has at most MAX_PROVIDER_GATES gates, and
+ *   first) have series, a stage has at most MAX_PROVIDER_GATES gates, and
  *   label values are cut to LABEL_MAX characters.
- * - A rollout's figures exist while it runs (or is paused); its series stop
+ * - A rollout's series exist while it runs (or is paused); its series stop
  *   with the first read after it ends.
  *
  * Non-guarantees
- * - A figure is as fresh as the read it came from (a scrape, a tick).
+ * - A sample is as fresh as the read it came from (a scrape, a tick).
  */
 export const METRICS_NAMESPACE = 'Rollout';
 export const MAX_ROLLOUTS = 100;
 export const MAX_RUNS = 50;
 export const LABEL_MAX = 128;
 
-/** CloudWatch's unit of each figure (Prometheus has none). */
-export type FigureUnit = 'Count' | 'Seconds' | 'Percent' | 'None';
+/** CloudWatch's unit of each metric (Prometheus has none). */
+export type CloudWatchUnit = 'Count' | 'Seconds' | 'Percent' | 'None';
 
 interface MetricDef {
   readonly help: string;
   readonly labels: readonly string[];
   /** The labels that are CloudWatch dimensions; the rest are properties of the EMF blob. */
   readonly dimensions: readonly string[];
-  readonly unit: FigureUnit;
+  readonly unit: CloudWatchUnit;
 }
 
 export const METRICS = {
@@ -130,7 +130,7 @@ export const METRICS = {
 
 export type MetricName = keyof typeof METRICS;
 
-/** The per-rollout metrics, in the order rolloutFigures gives them. */
+/** The per-rollout metrics, in the order rolloutSamples gives them. */
 export const ROLLOUT_METRICS = [
   'rollout_info',
   'rollout_percent',
@@ -155,11 +155,11 @@ export const ACTUATION_METRICS = [
   'rollout_hook_answers',
 ] as const satisfies readonly MetricName[];
 
-/** The per-run metrics runFigures gives. */
+/** The per-run metrics runSamples gives. */
 export const RUN_METRICS = ['rollout_run_items', 'rollout_run_steals', 'rollout_run_drains'] as const satisfies readonly MetricName[];
 
 /** One sample: a metric, its labels (every label the metric declares), its value. */
-export interface Figure {
+export interface MetricSample {
   readonly name: MetricName;
   readonly labels: Readonly<Record<string, string>>;
   readonly value: number;
@@ -168,21 +168,21 @@ export interface Figure {
 /** A label value as exported: at most LABEL_MAX characters, never null. */
 export const labelValue = (v: string | null | undefined): string => (v ?? '').slice(0, LABEL_MAX);
 
-/** The rollouts that get figures (the newest MAX_ROLLOUTS) and how many were left out. */
+/** The rollouts that get series (the newest MAX_ROLLOUTS) and how many were left out. */
 export function capRollouts<T extends RolloutView>(views: readonly T[]): { shown: T[]; leftOut: number } {
   const sorted = [...views].sort((a, b) => b.rollout.createdAt - a.rollout.createdAt);
   return { shown: sorted.slice(0, MAX_ROLLOUTS), leftOut: Math.max(0, sorted.length - MAX_ROLLOUTS) };
 }
 
 /**
- * One rollout's figures at `nowMs`: the gauges of README's "Operating" table.
+ * One rollout's samples at `nowMs`: the gauges of README's "Operating" table.
  * `actuations`: what was applied to each of its targets (none: no target
- * figures).
+ * samples).
  */
-export function rolloutFigures(view: RolloutView, actuations: readonly ActuationRecord[], nowMs: number): Figure[] {
+export function rolloutSamples(view: RolloutView, actuations: readonly ActuationRecord[], nowMs: number): MetricSample[] {
   const { rollout } = view;
   const id = labelValue(rollout.id);
-  const out: Figure[] = [];
+  const out: MetricSample[] = [];
   const add = (name: MetricName, labels: Record<string, string>, value: number) => out.push({ name, labels, value });
   const target = rollout.spec.target;
   add(
@@ -229,18 +229,18 @@ export function rolloutFigures(view: RolloutView, actuations: readonly Actuation
   return out;
 }
 
-export interface RunFigures {
+export interface RunCounts {
   readonly id: string;
   readonly counts: Readonly<Record<WorkItem['state'], number>>;
   readonly steals: number;
   readonly drains: number;
 }
 
-/** One open run's figures. */
-export function runFigures(run: RunFigures): Figure[] {
+/** One open run's samples. */
+export function runSamples(run: RunCounts): MetricSample[] {
   const id = labelValue(run.id);
   return [
-    ...(Object.entries(run.counts) as [WorkItem['state'], number][]).map(([state, n]): Figure => ({
+    ...(Object.entries(run.counts) as [WorkItem['state'], number][]).map(([state, n]): MetricSample => ({
       name: 'rollout_run_items',
       labels: { run: id, state },
       value: n,
@@ -251,7 +251,7 @@ export function runFigures(run: RunFigures): Figure[] {
 }
 
 /** Rollouts and runs past the caps. */
-export function leftOutFigures(leftOut: { readonly rollouts: number; readonly runs: number }): Figure[] {
+export function leftOutSamples(leftOut: { readonly rollouts: number; readonly runs: number }): MetricSample[] {
   return [
     { name: 'rollout_metrics_left_out', labels: { kind: 'rollouts' }, value: leftOut.rollouts },
     { name: 'rollout_metrics_left_out', labels: { kind: 'runs' }, value: leftOut.runs },
@@ -261,7 +261,7 @@ export function leftOutFigures(leftOut: { readonly rollouts: number; readonly ru
 /**
  * The newest `limit` rollouts in `state`, loaded, and whether more were left
  * out: by the list (one past the cap says so), never a read of all of them,
- * so the figures cost the same at 100 running rollouts as at 10,000.
+ * so the metrics cost the same at 100 running rollouts as at 10,000.
  */
 export async function newestRollouts(
   store: Pick<RolloutStore, 'list' | 'load'>,

@@ -7,7 +7,7 @@ import { FUNCTIONS } from '../../shared/topology.js';
 import { cloudwatchMetricGateSchema, type CloudwatchMetricGate } from '../../shared/rollout/gate-spec.js';
 import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { coordinatorHandler, fleetsFrom } from '../../functions/coordinator.js';
-import { namespaceLimited } from '../../functions/runtime.js';
+import { namespaceLimited } from '../../functions/gate-namespaces.js';
 import { runQueuesFrom } from '../../functions/work-queue.js';
 import { WorkerFleet } from '../../infra/worker-fleet.js';
 import { policyText, synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT, type Synthesised } from './synth.js';

@@ -136,12 +136,6 @@ describe('ControlPlaneStack', () => {
           expect(JSON.stringify(ofType('AWS::ApiGatewayV2::Integration'))).toContain(fn);
           continue;
         }
-        if (t.kind === 'queue') {
-          // No event source mapping (its pollers would cost more than the rest of an idle stack's functions): the coordinator's scan drains the work DLQ.
-          template.resourceCountIs('AWS::Lambda::EventSourceMapping', 0);
-          expect(t.queue).toBe('work-dlq');
-          continue;
-        }
         // The alarm rule matches the watched alarms only.
         const pattern =
           t.kind === 'rule' && t.bus === 'default' && JSON.stringify(t.pattern.source) === '["aws.cloudwatch"]'

@@ -1,6 +1,6 @@
 /**
- * The Lambdas' EMF under the names a node's /metrics gives the same figures
- * (shared/api/figures.ts): the real handlers, wired from the environment to
+ * The Lambdas' EMF under the names a node's /metrics gives the same metrics
+ * (shared/api/metrics.ts): the real handlers, wired from the environment to
  * DynamoDB Local, with a gate read from a real Prometheus; the EMF blobs are
  * what Powertools Metrics writes to stdout, captured and parsed as
  * CloudWatch would.
@@ -14,7 +14,7 @@ import { batchPromoterHandler } from '../../functions/batch-promoter.js';
 import { coordinatorHandler } from '../../functions/coordinator.js';
 import { runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
-import { ACTUATION_METRICS, METRICS, METRICS_NAMESPACE, ROLLOUT_METRICS, rolloutFigures } from '../../shared/api/metrics.js';
+import { ACTUATION_METRICS, METRICS, METRICS_NAMESPACE, ROLLOUT_METRICS, rolloutSamples } from '../../shared/api/metrics.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -148,21 +148,21 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     expect(await handler({}, oneTick)).toMatchObject({ leader: true, transitions: 0 });
     const view = (await runtime.stores.rollouts.load(id))!;
     const published = samples(emf.blobs.splice(0));
-    const figures = published.filter((s) => s.name.startsWith('rollout_'));
+    const emitted = published.filter((s) => s.name.startsWith('rollout_'));
 
     // Every per-rollout gauge the node has for this rollout (no targets: none of theirs), under the node's name, in the Rollout namespace.
-    expect(new Set(figures.map((s) => s.name))).toEqual(new Set(ROLLOUT_METRICS.filter((n) => !(ACTUATION_METRICS as readonly string[]).includes(n))));
+    expect(new Set(emitted.map((s) => s.name))).toEqual(new Set(ROLLOUT_METRICS.filter((n) => !(ACTUATION_METRICS as readonly string[]).includes(n))));
     const onNode = prometheusNames();
-    for (const s of figures) expect(onNode, s.name).toContain(s.name);
-    for (const s of figures) expect(s.namespace).toBe(METRICS_NAMESPACE);
+    for (const s of emitted) expect(onNode, s.name).toContain(s.name);
+    for (const s of emitted) expect(s.namespace).toBe(METRICS_NAMESPACE);
 
     // Dimensions: the rollout, the gate where Prometheus has one, the reading outcome; one set per blob, no service.
     const one = (name: string, where: Record<string, string> = {}) => {
-      const found = figures.filter((s) => s.name === name && Object.entries(where).every(([k, v]) => s.dimensions[k] === v));
+      const found = emitted.filter((s) => s.name === name && Object.entries(where).every(([k, v]) => s.dimensions[k] === v));
       expect(found, `${name} ${JSON.stringify(where)}`).toHaveLength(1);
       return found[0]!;
     };
-    for (const s of figures) {
+    for (const s of emitted) {
       expect(s.dimensionSets, s.name).toEqual([[...METRICS[s.name as keyof typeof METRICS].dimensions]]);
       expect(s.dimensions.rollout).toBe(id);
     }
@@ -177,7 +177,7 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     expect(one('rollout_gate_readings', { gate: 'error-rate', outcome: 'inconclusive' }).value).toBe(0);
 
     // The values are the node's: the one function both compute them with, over the store's view (time in stage moves on).
-    const expected = rolloutFigures(view, [], Date.now()).filter((f) => f.name !== 'rollout_stage_seconds');
+    const expected = rolloutSamples(view, [], Date.now()).filter((f) => f.name !== 'rollout_stage_seconds');
     for (const f of expected) {
       const dims = Object.fromEntries(METRICS[f.name].dimensions.map((d) => [d, f.labels[d]!]));
       expect(one(f.name, dims).value, `${f.name} ${JSON.stringify(dims)}`).toBe(f.value);
@@ -185,8 +185,8 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     expect(one('rollout_stage_seconds').value).toBeGreaterThanOrEqual(0);
 
     // What the cost model prices for a running rollout with one provider gate: its metrics, and the blobs they take.
-    expect(new Set(figures.map((s) => `${s.name} ${JSON.stringify(s.dimensions)}`)).size).toBe(rolloutGauges(1).metrics);
-    expect(new Set(figures.map((s) => s.blob)).size).toBe(rolloutGauges(1).blobs);
+    expect(new Set(emitted.map((s) => `${s.name} ${JSON.stringify(s.dimensions)}`)).size).toBe(rolloutGauges(1).metrics);
+    expect(new Set(emitted.map((s) => s.blob)).size).toBe(rolloutGauges(1).blobs);
 
     // The function's own CamelCase metrics keep their service dimension, in a blob of their own.
     const tick = published.find((s) => s.name === 'TickMs')!;

@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { OutboundHttp } from '../../shared/adapters/http/outbound.js';
 import { WebhookProvider, type HookPayload } from '../../shared/adapters/http/webhook.js';
-import { rolloutFigures } from '../../shared/api/metrics.js';
+import { rolloutSamples } from '../../shared/api/metrics.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
@@ -220,7 +220,7 @@ describe('hooks (webhook gates) on PostgreSQL', () => {
     // On /metrics: the hook's target, pending since it was registered, its lag growing with the clock.
     const target = { rollout: id, target: `${POST_ROLLOUT}post-rollout` };
     const [record] = await backend.rollouts.actuations(id);
-    const figures = rolloutFigures((await backend.rollouts.load(id))!, [record!], p.clock.now() + 5_000);
+    const figures = rolloutSamples((await backend.rollouts.load(id))!, [record!], p.clock.now() + 5_000);
     expect(figures.filter((f) => f.name === 'rollout_actuation_state')).toEqual([
       { name: 'rollout_actuation_state', labels: { ...target, kind: 'postRolloutHook', state: 'pending' }, value: 1 },
     ]);

@@ -3,7 +3,7 @@
  * (shared/ledger/steal-hint.ts, coordinator.ts): the lease TTL, the steal
  * hint's size and what reading, writing and taking from it costs.
  */
-/** The coordinator lease's TTL (functions/runtime.ts ROLLOUT_LEASE_TTL_MS): a warm sandbox renews it only past half of it. */
+/** The coordinator lease's TTL (shared/runtimes/lambda-env.ts ROLLOUT_LEASE_TTL_MS): a warm sandbox renews it only past half of it. */
 export const COORDINATOR_LEASE_TTL_MS = 30_000;
 /** Items a steal (now: a hint rebuild) reads at most to learn which are started (coordinator.ts STEAL_READ_BUDGET). */
 export const STEAL_READ_ITEMS = 1_000;

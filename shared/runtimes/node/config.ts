@@ -1,11 +1,9 @@
 import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
 import type { StoreConfig } from '../../compose/stores.js';
-import { outboundConfigSchema } from '../../outbound/policy.js';
-import { targetsSchema } from '../../actuation/targets.js';
 import { oidcConfigSchema } from '../../adapters/oidc/authenticator.js';
 import { SCOPES } from '../../auth/scopes.js';
-import { DEFAULT_RETENTION, retentionSchema } from '../../retention.js';
+import { DEFAULT_LEASE, leaseCadenceHolds, runtimeSettings } from '../settings.js';
 
 /** A node's configuration (`rollout serve` flags and environment, `npm start`), validated as a whole. */
 export const ELECTORS = ['lease', 'advisory-lock', 'static'] as const;
@@ -34,9 +32,9 @@ export const nodeConfigSchema = z
       z.object({ kind: z.literal('pglite'), dataDir: z.string().min(1).nullable() }),
     ]),
     elector: z.enum(ELECTORS).default('lease'),
-    leaseTtlSeconds: seconds.default(30),
-    heartbeatIntervalSeconds: seconds.default(10),
-    electionIntervalSeconds: seconds.default(5),
+    leaseTtlSeconds: seconds.default(DEFAULT_LEASE.ttlMs / 1000),
+    heartbeatIntervalSeconds: seconds.default(DEFAULT_LEASE.renewIntervalMs / 1000),
+    electionIntervalSeconds: seconds.default(DEFAULT_LEASE.retryIntervalMs / 1000),
     /** A node silent this long is unhealthy. */
     electionTimeoutSeconds: seconds.default(15),
     monitorIntervalSeconds: seconds.default(15),
@@ -51,14 +49,8 @@ export const nodeConfigSchema = z
     /** On a graceful stop, NOTIFY followers so one takes over at once (off: they find out at their next retry). */
     wakeOnResign: z.boolean().default(true),
     eventRetentionDays: z.number().positive().default(7),
-    /** How long what ended is kept (`--retain-rollouts`): README, "What is kept". */
-    retention: retentionSchema.default(DEFAULT_RETENTION),
-    /** What a spec may make this node request (`--outbound-config`): nothing by default. */
-    outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),
-    /** How long a rollout read for assignment answers is served again (ms; 0: every answer reads the store). */
-    assignmentReadMs: z.number().int().min(0).max(5_000).default(250),
-    /** The targets rollouts may move, by name (`--targets-config`): none by default. */
-    targets: targetsSchema.default({}),
+    // What the Lambda functions take too, defined once (../settings.ts): retention, outbound requests, targets, assignment reads.
+    ...runtimeSettings,
     /** Who may ask what (guard.ts). Off (every caller may do everything) unless one way to prove identity is set. */
     auth: z
       .object({
@@ -110,7 +102,7 @@ export const nodeConfigSchema = z
         path: ['elector'],
         message: 'advisory-lock needs a PostgreSQL server (PGlite has one session; its locks exclude nothing)',
       });
-    if (c.elector === 'lease' && !(c.leaseTtlSeconds > c.heartbeatIntervalSeconds && c.heartbeatIntervalSeconds > 1.2 * c.electionIntervalSeconds)) {
+    if (c.elector === 'lease' && !leaseCadenceHolds({ ttl: c.leaseTtlSeconds, renew: c.heartbeatIntervalSeconds, retry: c.electionIntervalSeconds })) {
       ctx.addIssue({
         code: 'custom',
         path: ['leaseTtlSeconds'],

@@ -1,16 +1,16 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import {
   capRollouts,
-  leftOutFigures,
+  leftOutSamples,
   newestRollouts,
   METRICS,
   MAX_ROLLOUTS,
   MAX_RUNS,
   ROLLOUT_METRICS,
   RUN_METRICS,
-  rolloutFigures,
-  runFigures,
-  type Figure,
+  rolloutSamples,
+  runSamples,
+  type MetricSample,
   type MetricName,
 } from '../../api/metrics.js';
 import { movesTargets } from '../../rollout/engine.js';
@@ -35,7 +35,7 @@ import type { ControlPlaneNode } from './node.js';
  *                                                 what this node's coordinators did
  *   rollout_metrics_left_out{kind}                rollouts and runs past the caps below
  *
- * Names, labels and values come from shared/api/figures.ts, which the
+ * Names, labels and values come from shared/api/metrics.ts, which the
  * Lambdas publish as EMF too. The per-rollout and per-run series are read
  * from the store when scraped, by the leader only (one copy in the cluster,
  * whichever node leads), at most once a second however many scrapers: they
@@ -46,10 +46,10 @@ import type { ControlPlaneNode } from './node.js';
  */
 
 interface Snapshot {
-  readonly figures: ReadonlyMap<MetricName, readonly Figure[]>;
+  readonly samples: ReadonlyMap<MetricName, readonly MetricSample[]>;
 }
 
-const EMPTY: Snapshot = { figures: new Map([['rollout_metrics_left_out', leftOutFigures({ rollouts: 0, runs: 0 })]]) };
+const EMPTY: Snapshot = { samples: new Map([['rollout_metrics_left_out', leftOutSamples({ rollouts: 0, runs: 0 })]]) };
 
 const ITEM_STATES: readonly WorkItem['state'][] = ['pending', 'running', 'done', 'failed'];
 
@@ -61,9 +61,9 @@ async function snapshot(node: ControlPlaneNode): Promise<Snapshot> {
   const paused = await newestRollouts(store, 'paused', MAX_ROLLOUTS - running.views.length);
   const { shown, leftOut } = capRollouts([...running.views, ...paused.views]);
   const now = Date.now();
-  const figures: Figure[] = [];
+  const samples: MetricSample[] = [];
   for (const view of shown) {
-    figures.push(...rolloutFigures(view, movesTargets(view) ? await store.actuations(view.rollout.id) : [], now));
+    samples.push(...rolloutSamples(view, movesTargets(view) ? await store.actuations(view.rollout.id) : [], now));
   }
   const open = await node.plane.stores.ledger.openRuns();
   const { rows } = await node.sql.query<{ id: string; steals: string | number; drains: string | number }>(
@@ -83,11 +83,11 @@ async function snapshot(node: ControlPlaneNode): Promise<Snapshot> {
       if (c && g.state in c) c[g.state] = Number(g.n);
     }
   }
-  for (const r of rows) figures.push(...runFigures({ id: r.id, counts: counts.get(r.id)!, steals: Number(r.steals), drains: Number(r.drains) }));
-  figures.push(...leftOutFigures({ rollouts: leftOut + (running.more || paused.more ? 1 : 0), runs: Math.max(0, open.length - rows.length) }));
-  const byName = new Map<MetricName, Figure[]>();
-  for (const f of figures) byName.set(f.name, [...(byName.get(f.name) ?? []), f]);
-  return { figures: byName };
+  for (const r of rows) samples.push(...runSamples({ id: r.id, counts: counts.get(r.id)!, steals: Number(r.steals), drains: Number(r.drains) }));
+  samples.push(...leftOutSamples({ rollouts: leftOut + (running.more || paused.more ? 1 : 0), runs: Math.max(0, open.length - rows.length) }));
+  const byName = new Map<MetricName, MetricSample[]>();
+  for (const f of samples) byName.set(f.name, [...(byName.get(f.name) ?? []), f]);
+  return { samples: byName };
 }
 
 export function operateMetrics(node: ControlPlaneNode, registry: Registry): void {
@@ -117,7 +117,7 @@ export function operateMetrics(node: ControlPlaneNode, registry: Registry): void
     });
   for (const name of [...ROLLOUT_METRICS, ...RUN_METRICS, 'rollout_metrics_left_out'] as const) {
     gauge(name, METRICS[name].help, METRICS[name].labels, (g, s) => {
-      for (const f of s.figures.get(name) ?? []) g.set(f.labels, f.value);
+      for (const f of s.samples.get(name) ?? []) g.set(f.labels, f.value);
     });
   }
 

@@ -15,8 +15,6 @@ import { FUNCTIONS, type FunctionName, type Trigger } from '../../topology.js';
  *             minute, a node ticks as often as it is configured to
  *   invoke    a call with the request as the Lambda would receive it
  *   http      the node's HTTP server
- *   queue     the work DLQ; locally the ledger-backed queue, whose dead
- *             letters are drained at a cadence
  *
  * The handler map is typed from the topology, so a function or a trigger
  * added there does not compile here until the local runtime serves it.
@@ -42,7 +40,6 @@ export interface LocalHandlerKinds {
   schedule: LocalSchedule;
   invoke: (request: unknown) => Promise<unknown>;
   http: (req: ApiRequest) => Promise<ApiResponse>;
-  queue: LocalSchedule;
 }
 
 type KindsOf<F extends FunctionName> = (typeof FUNCTIONS)[F]['triggers'][number]['kind'];
@@ -70,12 +67,12 @@ export class LocalTriggers {
     return this.each().map(({ fn, trigger }) => ({ fn, trigger: trigger.kind, how: this.describe(fn, trigger) }));
   }
 
-  /** Starts the timers of every schedule and queue trigger. */
+  /** Starts the timers of every schedule trigger. */
   start(): void {
     if (this.started) return;
     this.started = true;
     for (const { fn, trigger } of this.each()) {
-      if (trigger.kind === 'schedule' || trigger.kind === 'queue') this.loop(`${fn}/${trigger.kind}`, this.handler(fn, trigger.kind) as LocalSchedule);
+      if (trigger.kind === 'schedule') this.loop(`${fn}/${trigger.kind}`, this.handler(fn, trigger.kind) as LocalSchedule);
     }
   }
 
@@ -125,8 +122,7 @@ export class LocalTriggers {
       case 'rule':
         return `in-process ${t.bus} bus, pattern ${JSON.stringify(t.pattern)}`;
       case 'schedule':
-      case 'queue':
-        return `timer every ${(this.handler(fn, t.kind) as LocalSchedule).everySeconds} s${t.kind === 'queue' ? ' (the ledger-backed queue)' : ''}`;
+        return `timer every ${(this.handler(fn, t.kind) as LocalSchedule).everySeconds} s`;
       case 'invoke':
         return 'direct call';
       case 'http':

@@ -118,7 +118,7 @@ export function deploymentModelInput(p: DeploymentParams): ModelInput {
     queueVisibilitySeconds: 60,
     producer: { kind: 'streaming', itemsPerSecond: p.rate, requestItems: p.apiRequestItems, concurrency: 16 },
     scanEverySeconds: 60,
-    // The coordinator Lambda's failure timeout is its lease TTL (functions/runtime.ts ROLLOUT_LEASE_TTL_MS, 30 s).
+    // The coordinator Lambda's failure timeout is its lease TTL (shared/runtimes/lambda-env.ts ROLLOUT_LEASE_TTL_MS, 30 s).
     failureTimeoutSeconds: 30,
     lambdaMemoryMb: p.lambdaMemoryMb,
     lambdaConcurrencyLimit: p.lambdaConcurrencyLimit,
