@@ -118,7 +118,7 @@ export default tseslint.config(
               message: 'The core imports ports only: a runtime chooses the adapters and passes them in.',
             },
             {
-              group: ['**/infra/**', '**/functions/**', '**/tools/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              group: ['**/infra/**', '**/functions/**', '**/tools/**', '**/test/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
               message: 'The core does not know its runtimes or its deployment.',
             },
           ],
@@ -135,7 +135,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/infra/**', '**/functions/**', '**/tools/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              group: ['**/infra/**', '**/functions/**', '**/tools/**', '**/test/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
               message: 'Adapters do not know the runtimes that choose them or the deployment.',
             },
           ],
@@ -151,7 +151,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/infra/**', '**/tools/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
+              group: ['**/infra/**', '**/tools/**', '**/test/**', 'aws-cdk-lib', 'aws-cdk-lib/*', 'constructs'],
               message: 'A runtime carries no deployment code: what the stack and the runtimes both read lives in shared/ (shared/topology.ts).',
             },
           ],

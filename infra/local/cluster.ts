@@ -16,7 +16,7 @@ import { nodeConfigSchema } from '../../shared/runtimes/node/node.js';
 import { connect } from 'node:net';
 import { send } from '../../shared/adapters/http/client.js';
 import { collect, exited, freePort, startPostgres, waitFor } from './processes.js';
-import { nginxBinary } from '../../shared/runtimes/node/split-nginx.js';
+import { nginxBinary } from '../../test/support/split-nginx.js';
 
 export { nginxBinary };
 

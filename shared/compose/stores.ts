@@ -6,6 +6,7 @@ import { DynamoLedgerStore } from '../adapters/dynamodb/ledger-store.js';
 import { DynamoRunLeaseStore } from '../adapters/dynamodb/run-lease-store.js';
 import { DynamoRegistryStore } from '../adapters/dynamodb/registry-store.js';
 import { DynamoRolloutStore } from '../adapters/dynamodb/rollout-store.js';
+import { DynamoStatusReads } from '../adapters/dynamodb/status-reads.js';
 import { connectPostgres, openPglite } from '../adapters/postgres/connect.js';
 import { PostgresLeaseStore } from '../adapters/postgres/lease-store.js';
 import { PostgresLedgerStore } from '../adapters/postgres/ledger-store.js';
@@ -13,6 +14,8 @@ import { PostgresRunLeaseStore } from '../adapters/postgres/run-lease-store.js';
 import { PostgresRegistryStore } from '../adapters/postgres/registry-store.js';
 import { PostgresRolloutStore } from '../adapters/postgres/rollout-store.js';
 import type { Sql } from '../adapters/postgres/sql.js';
+import { PostgresStatusReads } from '../adapters/postgres/status-reads.js';
+import type { StatusReads } from '../api/status-reads.js';
 import type { LeaseStore } from '../lease/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { RegistryStore } from '../registry/registry.js';
@@ -45,6 +48,8 @@ export interface StoreBundle {
   readonly registry: RegistryStore;
   /** The coordinator lease store of one run (stamps the run's epoch with each lease win). */
   readonly runLeases: (runId: string) => LeaseStore;
+  /** What the status page reads beside the other ports (GET /ui/state). */
+  readonly statusReads: StatusReads;
   /** PostgreSQL and PGlite: the SQL port, for what only they offer (the ledger-backed queue, cluster membership). */
   readonly sql: Sql | null;
   close(): Promise<void>;
@@ -61,6 +66,7 @@ export async function openStores(c: StoreConfig): Promise<StoreBundle> {
       ledger: new DynamoLedgerStore(doc, c.table, { defaultShards: DEFAULT_RUN_SHARDS, ...(c.retainRunDays ? { retainRunDays: c.retainRunDays } : {}) }),
       registry: new DynamoRegistryStore(doc, c.table),
       runLeases: (runId) => new DynamoRunLeaseStore(doc, c.table, runId),
+      statusReads: new DynamoStatusReads(doc, c.table),
       sql: null,
       close: () => Promise.resolve(doc.destroy()),
     };
@@ -76,12 +82,13 @@ export async function openStores(c: StoreConfig): Promise<StoreBundle> {
 }
 
 /** The store ports over one SQL connection (a pool, or one request's transaction). */
-export function sqlStores(sql: Sql): Pick<StoreBundle, 'leases' | 'rollouts' | 'ledger' | 'registry' | 'runLeases'> {
+export function sqlStores(sql: Sql): Pick<StoreBundle, 'leases' | 'rollouts' | 'ledger' | 'registry' | 'runLeases' | 'statusReads'> {
   return {
     leases: new PostgresLeaseStore(sql),
     rollouts: new PostgresRolloutStore(sql),
     ledger: new PostgresLedgerStore(sql),
     registry: new PostgresRegistryStore(sql),
     runLeases: (runId) => new PostgresRunLeaseStore(sql, runId),
+    statusReads: new PostgresStatusReads(sql),
   };
 }

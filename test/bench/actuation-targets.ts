@@ -17,7 +17,7 @@ import { setImmediate as yieldNow } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { GetAliasCommand, UpdateAliasCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../support/split-nginx.js';
 import { NginxActuator } from '../../shared/adapters/actuators/nginx/actuator.js';
 import type { Actuator } from '../../shared/actuation/port.js';
 import { lambdaClient, setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';
@@ -194,7 +194,7 @@ export class Observer {
     return { live };
   }
 
-  /** A split nginx (infra/local/split-nginx.ts) run by the observer's thread: its URL and target. */
+  /** A split nginx (test/support/split-nginx.ts) run by the observer's thread: its URL and target. */
   async nginx(): Promise<Pick<SplitNginx, 'url' | 'target'>> {
     return ((await this.call({ op: 'nginx' })) as { nginx: Pick<SplitNginx, 'url' | 'target'> }).nginx;
   }

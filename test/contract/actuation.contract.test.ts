@@ -6,7 +6,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../support/split-nginx.js';
 import { Actuation, SETTLE_AFTER_MS } from '../../shared/actuation/reconcile.js';
 import type { ActuationRecord } from '../../shared/rollout/actuation-record.js';
 import { NginxActuator } from '../../shared/adapters/actuators/nginx/actuator.js';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type LocalCluster } from '../../infra/local/cluster.js';
-import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../support/split-nginx.js';
 import { ALB_REGION, createAlb, rulePercent, type AlbOnMoto } from '../support/actuators/alb-weights.js';
 import { setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';
 import { rollout as cli } from '../support/cli.js';

@@ -3,13 +3,13 @@ import { resolve } from 'node:path';
 import { chromium, type Browser, type Locator } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assign, type RolloutTraffic } from '../../shared/rollout/assignment.js';
-import { Demo, fleetOf } from '../../shared/runtimes/node/demo.js';
+import { Demo, fleetOf } from '../../tools/demo/demo.js';
 import { serveApi } from '../../shared/runtimes/node/http.js';
 import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
 import { nodeApi } from '../../shared/runtimes/node/node-api.js';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import { freePort } from '../../infra/local/processes.js';
-import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../support/split-nginx.js';
 import { LocalWorkerPool } from '../../shared/runtimes/node/worker-pool.js';
 
 /**

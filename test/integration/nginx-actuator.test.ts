@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSplitNginx, type SplitNginx } from '../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../support/split-nginx.js';
 import { TargetRefusedError, type Desired } from '../../shared/actuation/port.js';
 import { NginxActuator } from '../../shared/adapters/actuators/nginx/actuator.js';
 

@@ -14,9 +14,8 @@ import { InvalidEventError, parseInboundEvent } from '../../rollout/inbound.js';
 import { actuationJson, gatesJson, READINGS_SHOWN } from '../../api/rollout-json.js';
 import { movesTargets, RolloutEngine } from '../../rollout/engine.js';
 import type { HandleResult } from '../../rollout/promoters.js';
-import { ROLLOUT_SOURCE, type RolloutEvent, type RolloutEventDetail, type RolloutEventType } from '../../rollout/events.js';
+import type { RolloutEvent } from '../../rollout/events.js';
 import { PostgresRolloutStore } from '../../adapters/postgres/rollout-store.js';
-import { toInt, toMillis } from '../../adapters/postgres/sql.js';
 import { PostgresIdempotency } from '../../adapters/postgres/idempotency.js';
 import { RawBody, type HttpRequest } from './http.js';
 import type { ControlPlaneNode } from './node.js';
@@ -31,7 +30,6 @@ import { PostgresSeenSignatures } from '../../adapters/postgres/signatures.js';
 import type { Sql } from '../../adapters/postgres/sql.js';
 import { OidcAuthenticator } from '../../adapters/oidc/authenticator.js';
 import { apiUrlOf, authEnabled, type NodeConfig } from './config.js';
-import { fleetOf } from './demo.js';
 
 /**
  * What a node serves over HTTP, in front of the shared API routes:
@@ -292,9 +290,9 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
   const own: Handlers<NodeOwnRoute> = {
     statusPage: () => Promise.resolve({ status: 200, body: new RawBody(page, 'text/html; charset=utf-8') }),
     metrics: async () => ({ status: 200, body: new RawBody(await metrics.metrics(), metrics.contentType) }),
-    clusterStatus: () => clusterStatus(cluster) as Promise<ApiResponse & { status: 200 | 503 }>,
-    clusterLeader: () => clusterLeader(cluster) as Promise<ApiResponse & { status: 200 | 503 }>,
-    clusterHealth: () => clusterHealth(cluster) as Promise<ApiResponse & { status: 200 }>,
+    clusterStatus: () => clusterStatus(cluster) as ReturnType<Handlers<NodeOwnRoute>['clusterStatus']>,
+    clusterLeader: () => clusterLeader(cluster) as ReturnType<Handlers<NodeOwnRoute>['clusterLeader']>,
+    clusterHealth: () => clusterHealth(cluster) as ReturnType<Handlers<NodeOwnRoute>['clusterHealth']>,
     uiState: async () => ({ status: 200, body: await sharedState() }),
     clusterEvents: async ({ query }) => ({ status: 200, body: { events: (await node.membership.events(query.limit ?? 50)).map(eventJson) } }),
     postEvent: async ({ body: input }) => {
@@ -422,15 +420,20 @@ const FRESH: ReadonlySet<string> = new Set<NodeOwnRoute['id']>(['statusPage', 'm
  */
 export async function reportUnaddressable(node: ControlPlaneNode): Promise<{ kind: string; id: string }[]> {
   try {
-    const { rows } = await node.sql.query<{ kind: string; id: string }>(
-      `SELECT 'rollout' AS kind, id FROM rollouts WHERE id IN ('.', '..') UNION ALL SELECT 'run' AS kind, id FROM runs WHERE id IN ('.', '..')`,
-    );
+    const rows = await node.plane.stores.statusReads.unaddressable();
     for (const r of rows) node.logger.warn('an id no request path reaches: see README "Ids"', { kind: r.kind, id: r.id });
     return rows;
   } catch (err) {
     node.logger.warn('could not look for ids no request path reaches', { error: errorMessage(err) });
     return [];
   }
+}
+
+/** What the node's companions add to one rollout on the status page (npm start's demo: its fleet). */
+function companionFields(node: ControlPlaneNode, rolloutId: string): Record<string, unknown> {
+  let out: Record<string, unknown> = {};
+  for (const fields of node.statusFields) out = { ...out, ...fields(rolloutId) };
+  return out;
 }
 
 function eventJson(e: ClusterEvent) {
@@ -444,6 +447,8 @@ const FINISHED_SHOWN = 10;
 const HISTORY_SHOWN = 10;
 /** Transitions the percent-in-force chart is drawn from: a longer window than the list, still bounded. */
 const PERCENT_TRANSITIONS = 50;
+/** Runs listed, newest first. */
+const RUNS_SHOWN = 20;
 /** Failed items listed per run, newest first, and how much of each reason (GET /runs/{id}/items has it whole). */
 const FAILURES_SHOWN = 5;
 const REASON_CHARS = 500;
@@ -451,26 +456,19 @@ const REASON_CHARS = 500;
 /**
  * The status page's one read: leader, nodes, the rollouts in flight and the newest finished ones
  * (each with its recent transitions and the percent in force over them, gate readings and what was
- * applied to its targets), recent runs with counts and their newest failures; and, under `npm
- * start`'s demo, what its simulated fleet was answered at each stage. Every list is capped: what a
- * viewer is sent each second stays the same size however long a rollout's or a run's history grows.
+ * applied to its targets), recent runs with counts and their newest failures; and what the node's companions add to a
+ * rollout (`npm start`'s demo: what its simulated fleet was answered at each stage). The lists come
+ * from the store's StatusReads (api/status-reads.ts), every one capped: what a viewer is sent each
+ * second stays the same size however long a rollout's or a run's history grows.
  */
 export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
   const status = (await clusterStatus(cluster)).body as Record<string, unknown>;
-  const { rows: rolloutRows } = await node.sql.query<{ id: string }>(
-    `(SELECT id, true AS live, updated_at FROM rollouts WHERE state IN ('running', 'paused') ORDER BY updated_at DESC LIMIT ${LIVE_SHOWN})
-     UNION ALL
-     (SELECT id, false AS live, updated_at FROM rollouts WHERE state NOT IN ('running', 'paused') ORDER BY updated_at DESC LIMIT ${FINISHED_SHOWN})
-     ORDER BY live DESC, updated_at DESC`,
-  );
-  const transitions = await recentTransitions(
-    node.sql,
-    rolloutRows.map((r) => r.id),
-    PERCENT_TRANSITIONS,
-  );
-  const fleet = fleetOf(node);
+  const reads = node.plane.stores.statusReads;
+  const rolloutIds = await reads.rollouts({ live: LIVE_SHOWN, finished: FINISHED_SHOWN });
+  // One more than the chart is drawn from: whether older transitions exist.
+  const transitions = await reads.transitions(rolloutIds, PERCENT_TRANSITIONS + 1);
   const rollouts = [];
-  for (const { id } of rolloutRows) {
+  for (const id of rolloutIds) {
     const v = await node.plane.engine.store.load(id);
     if (!v) continue;
     const actuators = v.rollout.spec.actuators ?? [];
@@ -507,65 +505,38 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
       historyMore: newest.length > HISTORY_SHOWN,
       // `complete`: drawn from the rollout's first transition on, not from a window of its newest.
       percentInForce: { steps: percentSteps(newest.slice(0, PERCENT_TRANSITIONS).reverse()), complete: newest.length <= PERCENT_TRANSITIONS },
-      ...(fleet?.rolloutId === id ? { fleet: fleet.view() } : {}),
+      ...companionFields(node, id),
     });
   }
-  const { rows: runRows } = await node.sql.query<Record<string, unknown>>(
-    `SELECT r.id, r.created_at, r.coordinator_epoch, coalesce(s.steals, 0) AS steals,
-            (SELECT count(*) FROM workers w WHERE w.run_id = r.id AND w.drain IS NOT NULL) AS drains
-       FROM runs r LEFT JOIN run_stats s ON s.run_id = r.id ORDER BY r.created_at DESC LIMIT 20`,
-  );
   const runs = [];
-  for (const r of runRows) {
-    const id = String(r.id);
-    const counts = await node.plane.stores.ledger.counts(id);
+  for (const r of await reads.runs(RUNS_SHOWN)) {
+    const counts = await node.plane.stores.ledger.counts(r.id);
     runs.push({
-      id,
-      createdAt: new Date(toMillis(r.created_at)).toISOString(),
-      coordinatorEpoch: toInt(r.coordinator_epoch),
+      id: r.id,
+      createdAt: new Date(r.createdAt).toISOString(),
+      coordinatorEpoch: r.coordinatorEpoch,
       counts,
       total: counts.pending + counts.running + counts.done + counts.failed,
-      steals: toInt(r.steals),
-      drains: toInt(r.drains),
+      steals: r.steals,
+      drains: r.drains,
       done: counts.pending + counts.running === 0,
     });
   }
   // Only runs with failures are asked for them (counts has said which).
-  const failures = await newestFailures(
-    node.sql,
+  const failures = await reads.failures(
     runs.filter((r) => r.counts.failed > 0).map((r) => r.id),
+    { limit: FAILURES_SHOWN, reasonChars: REASON_CHARS },
   );
-  const withFailures = runs.map((r) => ({ ...r, failures: failures.get(r.id) ?? [] }));
+  const withFailures = runs.map((r) => ({
+    ...r,
+    failures: (failures.get(r.id) ?? []).map((f) => ({ id: f.id, error: f.error, attempts: f.attempts, worker: f.worker, at: new Date(f.at).toISOString() })),
+  }));
   // Renewals come every heartbeat; on the page they would push out what matters.
   const events = (await node.membership.events(100))
     .filter((e) => e.type !== 'lease_renewed')
     .slice(0, 12)
     .map(eventJson);
   return { cluster: status, rollouts, runs: withFailures, events };
-}
-
-/**
- * The newest `limit` + 1 transitions of each rollout, newest first (one more than asked, so the caller
- * knows whether older ones exist), in one round trip through the (rollout_id, seq) index. The gate
- * readings and metrics an event carries are left in the store: the page lists what, who, when and why.
- */
-async function recentTransitions(sql: Sql, ids: readonly string[], limit: number): Promise<Map<string, RolloutEvent[]>> {
-  const out = new Map<string, RolloutEvent[]>();
-  if (!ids.length) return out;
-  const { rows } = await sql.query<{ rollout_id: string; id: string; detail_type: string; time: unknown; detail: unknown }>(
-    `SELECT r.id AS rollout_id, e.id, e.detail_type, e.time, e.detail - 'readings' - 'metrics' - 'labels' AS detail
-       FROM unnest($1::text[]) AS r(id)
-       CROSS JOIN LATERAL (SELECT id, detail_type, time, detail, seq FROM rollout_events WHERE rollout_id = r.id ORDER BY seq DESC LIMIT $2) e
-      ORDER BY r.id, e.seq DESC`,
-    [ids, limit + 1],
-  );
-  for (const row of rows) {
-    const detail = (typeof row.detail === 'string' ? JSON.parse(row.detail) : row.detail) as RolloutEventDetail;
-    const list = out.get(row.rollout_id) ?? [];
-    list.push({ id: row.id, source: ROLLOUT_SOURCE, detailType: row.detail_type as RolloutEventType, time: toMillis(row.time), detail });
-    out.set(row.rollout_id, list);
-  }
-  return out;
 }
 
 /**
@@ -602,28 +573,6 @@ function percentAfter(e: RolloutEvent, before: number | null): number | null {
     default:
       return before;
   }
-}
-
-/** Each run's newest failed items (at most FAILURES_SHOWN) with their reasons, in one round trip. */
-async function newestFailures(
-  sql: Sql,
-  runIds: readonly string[],
-): Promise<Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>> {
-  const out = new Map<string, { id: string; error: string | null; attempts: number; worker: string | null; at: string }[]>();
-  if (!runIds.length) return out;
-  const { rows } = await sql.query<{ run_id: string; id: string; error: string | null; attempts: unknown; worker: string | null; updated_at: unknown }>(
-    `SELECT r.id AS run_id, i.id, left(i.error, ${REASON_CHARS}) AS error, i.attempts, i.worker, i.updated_at
-       FROM unnest($1::text[]) AS r(id)
-       CROSS JOIN LATERAL (SELECT id, error, attempts, worker, updated_at FROM work_items WHERE run_id = r.id AND state = 'failed' ORDER BY updated_at DESC, id DESC LIMIT $2) i
-      ORDER BY r.id, i.updated_at DESC, i.id DESC`,
-    [runIds, FAILURES_SHOWN],
-  );
-  for (const row of rows) {
-    const list = out.get(row.run_id) ?? [];
-    list.push({ id: row.id, error: row.error, attempts: toInt(row.attempts), worker: row.worker, at: new Date(toMillis(row.updated_at)).toISOString() });
-    out.set(row.run_id, list);
-  }
-  return out;
 }
 
 function isEnvelope(input: unknown): input is BusEnvelope {

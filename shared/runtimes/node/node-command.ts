@@ -2,7 +2,6 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 
 import { resolve } from 'node:path';
 import type { Logger } from '../../log.js';
 import { UsageError } from '../cli/errors.js';
-import { Demo, printProgress, startDemoTarget } from './demo.js';
 import { serveApi, type TlsFiles } from './http.js';
 import { authEnabled, type NodeConfig } from './config.js';
 import { nodeMetrics } from './metrics.js';
@@ -14,6 +13,8 @@ import { LocalWorkerPool } from './worker-pool.js';
  * `rollout start` (npm start) and `rollout serve`: a node with its HTTP
  * server, until a signal stops it. The first SIGINT/SIGTERM stops cleanly
  * (leadership resigned, the node leaves the cluster); a second exits at once.
+ * What `npm start` adds (the demo, in demo/: not shipped) comes in as a
+ * StartExtension.
  */
 
 async function listen(node: ControlPlaneNode, logger: Logger) {
@@ -94,19 +95,52 @@ export interface StartOptions {
   host: string;
   port: number;
   nodeId: string;
-  demo: boolean;
-  demoItems: number;
-  demoBakeSeconds: number;
   workers: number;
   itemMs: number;
-  /** Stop once the demo has finished (for scripts and tests). */
-  exitAfterDemo: boolean;
   /** Who may ask, and what a spec may make the node request (`--auth-*`, `--oidc-*`, `--tls-*`, `--outbound-config`…). */
   trust?: Pick<NodeConfigInput, 'outbound' | 'targets' | 'auth' | 'tls' | 'allowedHosts' | 'rateLimit' | 'trustedProxies'>;
 }
 
-/** `npm start`: one node on embedded PGlite, in-process workers, the demo, live progress. */
-export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.WriteStream = process.stdout): Promise<void> {
+/**
+ * What a companion adds to a start (`npm start`'s demo, tools/demo/start.ts): each
+ * hook optional, none called once a stop was asked for. The status page's
+ * per-rollout fields are the node's (`node.statusFields`), added by the
+ * companion itself.
+ */
+export interface StartExtension {
+  /** Before the node opens: targets it must know from the start, given those the operator declared. */
+  targetsBeforeStart?(declared: NodeConfigInput['targets']): Promise<StartTargets>;
+  /** Once the node serves and its workers run: what it starts runs until the stop; null: nothing (the start prints its own status line). */
+  afterStart?(ctx: StartContext): Promise<StartedExtension | null>;
+}
+
+export interface StartTargets {
+  readonly targets: NonNullable<NodeConfigInput['targets']>;
+  /** Last, after the node stopped (also when the start failed). */
+  stop(): Promise<void>;
+}
+
+export interface StartContext {
+  readonly node: ControlPlaneNode;
+  readonly pool: LocalWorkerPool;
+  /** The node's URL, as it serves. */
+  readonly url: string;
+  readonly workers: number;
+  readonly logger: Logger;
+  readonly out: NodeJS.WriteStream;
+  /** Stops the start as a signal would (the demo's --exit-after-demo). */
+  readonly stop: () => void;
+}
+
+export interface StartedExtension {
+  /** Stopped first, once the stop is asked for (a progress printer). */
+  readonly printer?: { stop(): void };
+  /** Then this, before the workers and the node stop. */
+  stop(): Promise<void>;
+}
+
+/** `npm start`: one node on embedded PGlite, in-process workers, and what `extension` adds (npm start's demo, live progress). */
+export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.WriteStream = process.stdout, extension: StartExtension = {}): Promise<void> {
   const unlock = o.dataDir ? lockDataDir(o.dataDir) : () => undefined;
   const stopped = new AbortController();
   // Listening from the start: a Ctrl-C while the database opens still stops cleanly (once it is open).
@@ -114,11 +148,10 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
   let signalled = false;
   void stopSignal.then(() => (signalled = true));
   let node: ControlPlaneNode | null = null;
-  let web: Awaited<ReturnType<typeof startDemoTarget>> | null = null;
+  let added: StartTargets | null = null;
   try {
-    // The demo's nginx is a target the node must know from the start.
-    if (o.demo && !signalled) web = await startDemoTarget(o.trust?.targets);
-    const targets = web?.target ? { targets: { ...o.trust?.targets, [web.target.name]: web.target.config } } : {};
+    if (extension.targetsBeforeStart && !signalled) added = await extension.targetsBeforeStart(o.trust?.targets);
+    const targets = added && Object.keys(added.targets).length ? { targets: { ...o.trust?.targets, ...added.targets } } : {};
     node = await ControlPlaneNode.open(
       {
         nodeId: o.nodeId,
@@ -137,24 +170,15 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });
     pool.start();
     out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
-    const demo =
-      o.demo && !signalled
-        ? new Demo(node, pool, { items: o.demoItems, bakeSeconds: o.demoBakeSeconds, url: server.url, target: web?.target?.name ?? null })
+    const started =
+      extension.afterStart && !signalled
+        ? await extension.afterStart({ node, pool, url: server.url, workers: o.workers, logger, out, stop: () => stopped.abort() })
         : null;
-    let printer: { stop(): void } | undefined;
-    if (demo) {
-      await demo.start();
-      out.write(`demo: a 4-stage rollout and a run of ${o.demoItems} items on ${o.workers} workers (watch ${server.url})\n`);
-      for (const line of [...(web ? [web.note] : []), ...demo.notes]) out.write(`${line}\n`);
-      printer = printProgress(demo, out, server.url, logger, () => {
-        if (o.exitAfterDemo) stopped.abort();
-        else out.write(`still serving ${server.url} — Ctrl-C to stop\n`);
-      });
-    } else out.write(`status page ${server.url} — Ctrl-C to stop\n`);
+    if (!started) out.write(`status page ${server.url} — Ctrl-C to stop\n`);
     const why = await stopSignal;
-    printer?.stop();
+    started?.printer?.stop();
     out.write(`${why === 'abort' ? 'stopping' : `${why}: stopping`}…\n`);
-    await demo?.stop();
+    await started?.stop();
     await pool.close();
     await server.close();
     await node.stop();
@@ -162,7 +186,7 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     out.write('stopped\n');
   } finally {
     await node?.stop().catch(() => undefined);
-    await web?.target?.stop().catch(() => undefined);
+    await added?.stop().catch(() => undefined);
     unlock();
   }
 }

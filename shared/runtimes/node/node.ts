@@ -43,6 +43,13 @@ export type { LeaderView, NodeStats } from '../../cluster/member.js';
  * the leader only. Safety does not rest on that split: every effectful write
  * is fenced by the store.
  */
+/**
+ * Fields a companion of the node adds to a rollout on the status page
+ * (GET /ui/state), by rollout id (none: undefined). `npm start`'s demo
+ * (demo/, not shipped) adds what its simulated fleet was told.
+ */
+export type RolloutFields = (rolloutId: string) => Readonly<Record<string, unknown>> | undefined;
+
 /** A node's membership of the cluster. */
 interface Cluster {
   readonly membership: Membership;
@@ -60,6 +67,8 @@ export class ControlPlaneNode {
   readonly streaming: StreamingPromoter;
   private readonly batch: BatchPromoter;
   private readonly timers: NodeJS.Timeout[] = [];
+  /** What companions add to each rollout on the status page; each adds and removes its own. */
+  readonly statusFields = new Set<RolloutFields>();
   private stopping = false;
   /** The API over the pool: built once, not per request. */
   private pooledApi: ReturnType<typeof apiHandler> | undefined;

@@ -2,14 +2,14 @@ import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSplitNginx, type SplitNginx } from '../../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx, type SplitNginx } from '../../support/split-nginx.js';
 import { parseStamp } from '../../../shared/actuation/port.js';
 import type { TargetEdit, TargetSample, TargetStamp } from '../history.js';
 import { TargetGate } from '../target-gate.js';
 
 /**
  * The targets the chaos rollouts move: one split nginx each
- * (shared/runtimes/node/split-nginx.ts: a real nginx in front of two tiny versions),
+ * (test/support/split-nginx.ts: a real nginx in front of two tiny versions),
  * declared to every node under the same names with `--targets-config`. One
  * nginx include carries one running rollout at a time (a second would be
  * drift by design), so each rollout that moves traffic has its own.

@@ -1,5 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { startSplitNginx } from '../../../shared/runtimes/node/split-nginx.js';
+import { startSplitNginx } from '../split-nginx.js';
 import { NginxActuator } from '../../../shared/adapters/actuators/nginx/actuator.js';
 import type { ActuatorFixture } from './fixture.js';
 

@@ -11,8 +11,8 @@ import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NginxTarget } from '../../actuation/targets.js';
-import { collect, exited, freePort, waitFor } from './processes.js';
+import type { NginxTarget } from '../../shared/actuation/targets.js';
+import { collect, exited, freePort, waitFor } from '../../shared/runtimes/node/processes.js';
 
 export interface SplitNginx {
   /** nginx's URL: every request goes to stable or canary by the include. */

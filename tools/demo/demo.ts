@@ -1,15 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { startSplitNginx } from './split-nginx.js';
+import { startSplitNginx } from '../../test/support/split-nginx.js';
 import { existsSync } from 'node:fs';
-import type { NginxTarget } from '../../actuation/targets.js';
-import { MAX_ASSIGNMENT_ENTITIES } from '../../api/handler.js';
-import { errorMessage, type Logger } from '../../log.js';
-import { trafficOf } from '../../rollout/assignment.js';
-import { createRollout, runCommand } from '../../rollout/commands.js';
-import { isTerminal } from '../../rollout/transitions.js';
-import { authEnabled } from './config.js';
-import type { ControlPlaneNode } from './node.js';
-import type { LocalWorkerPool } from './worker-pool.js';
+import type { NginxTarget } from '../../shared/actuation/targets.js';
+import { MAX_ASSIGNMENT_ENTITIES } from '../../shared/api/handler.js';
+import { errorMessage, type Logger } from '../../shared/log.js';
+import { trafficOf } from '../../shared/rollout/assignment.js';
+import { createRollout, runCommand } from '../../shared/rollout/commands.js';
+import { isTerminal } from '../../shared/rollout/transitions.js';
+import { authEnabled } from '../../shared/runtimes/node/config.js';
+import type { ControlPlaneNode, RolloutFields } from '../../shared/runtimes/node/node.js';
+import type { LocalWorkerPool } from '../../shared/runtimes/node/worker-pool.js';
 
 /**
  * `npm start`'s demo: a 4-stage rollout promoted stage by stage on metrics
@@ -347,16 +347,21 @@ function loopbackFor(url: string): string {
   return u.origin;
 }
 
-// The status page shows the fleet of the demo running on its node, beside that rollout's stages.
-const fleets = new WeakMap<ControlPlaneNode, Fleet>();
+// The status page shows the fleet of the demo running on its node, beside that rollout's stages: a field the demo adds (node.statusFields).
+const fleets = new WeakMap<ControlPlaneNode, { fleet: Fleet; fields: RolloutFields }>();
 
 export function showFleet(node: ControlPlaneNode, fleet: Fleet | null): void {
-  if (fleet) fleets.set(node, fleet);
-  else fleets.delete(node);
+  const shown = fleets.get(node);
+  if (shown) node.statusFields.delete(shown.fields);
+  fleets.delete(node);
+  if (!fleet) return;
+  const fields: RolloutFields = (rolloutId) => (rolloutId === fleet.rolloutId ? { fleet: fleet.view() } : undefined);
+  fleets.set(node, { fleet, fields });
+  node.statusFields.add(fields);
 }
 
 export function fleetOf(node: ControlPlaneNode): Fleet | undefined {
-  return fleets.get(node);
+  return fleets.get(node)?.fleet;
 }
 
 /** The demo's nginx, declared to the node as a target before it opens. */
