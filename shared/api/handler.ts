@@ -250,7 +250,11 @@ function trafficFor(view: RolloutView): RolloutTraffic {
  * transition bumps the version (and a retry the attempt), so that pair is its
  * ETag; a client holding it gets a 304 with no body.
  */
-function cacheable(caller: Caller, read: RolloutView | StaleView, body: (view: RolloutView) => object): ApiResponse & { status: 200 | 304 } {
+function cacheable<B extends object>(
+  caller: Caller,
+  read: RolloutView | StaleView,
+  body: (view: RolloutView) => B,
+): { status: 200; body: B; headers: Record<string, string> } | { status: 304; body: null; headers: Record<string, string> } {
   // From the last good read: said in the body and a header, and neither validated nor cached.
   if (read instanceof StaleView)
     return {
@@ -333,9 +337,10 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     COMMANDS.map((command) => [commandRouteId(command), (input: Parsed<SharedRouteOf<CommandRouteId>>) => command_(command, input)]),
   ) as Pick<Handlers<SharedRoute>, CommandRouteId>;
   const handlers: Handlers<SharedRoute> = {
-    clusterStatus: () => clusterStatus(cluster, clock.now()) as Promise<ApiResponse & { status: 200 | 503 }>,
-    clusterLeader: () => clusterLeader(cluster) as Promise<ApiResponse & { status: 200 | 503 }>,
-    clusterHealth: () => clusterHealth(cluster, clock.now()) as Promise<ApiResponse & { status: 200 }>,
+    // api/cluster.ts builds these answers for both runtimes, typed as any answer: taken as their routes'.
+    clusterStatus: () => clusterStatus(cluster, clock.now()) as ReturnType<Handlers<SharedRoute>['clusterStatus']>,
+    clusterLeader: () => clusterLeader(cluster) as ReturnType<Handlers<SharedRoute>['clusterLeader']>,
+    clusterHealth: () => clusterHealth(cluster, clock.now()) as ReturnType<Handlers<SharedRoute>['clusterHealth']>,
     openapi: () => Promise.resolve({ status: 200, body: (document ??= openApiDocument()) }),
     createRollout: async ({ body, caller }) => {
       const spec = parseRolloutSpec(body.spec);
@@ -351,7 +356,8 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       if (unmovable.length)
         throw new HttpError(400, 'invalid rollout spec: it asks to move targets that cannot be moved as asked', { issues: unmovable.map((i) => `spec.${i}`) });
       const out = await createRollout(deps.engine, { spec: body.spec, actor: caller.actor, ...(body.id ? { id: body.id } : {}) });
-      return { status: out.created ? 201 : 200, body: out, headers: { location: `/rollouts/${out.id}` } };
+      const headers = { location: `/rollouts/${out.id}` };
+      return out.created ? { status: 201, body: { id: out.id, created: true }, headers } : { status: 200, body: { id: out.id, created: false }, headers };
     },
     listRollouts: async ({ query }) => {
       // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
@@ -413,7 +419,10 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         [...new Set(ids)].map((itemId) => ({ id: itemId, version: 0 })),
         now,
       );
-      return { status: created ? 201 : 200, body: { id, created, items: ids.length, added }, headers: { location: `/runs/${id}` } };
+      const headers = { location: `/runs/${id}` };
+      return created
+        ? { status: 201, body: { id, created: true, items: ids.length, added }, headers }
+        : { status: 200, body: { id, created: false, items: ids.length, added }, headers };
     },
     // Recorded once (monotone: no fence needed); its coordinator fails the Pending items, fenced: at once on a node, at its next scan in AWS.
     cancelRun: async ({ params: { id }, body, caller }) => {
@@ -430,7 +439,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         body: {
           runs: page.runs.map((r) => ({
             id: r.id,
-            spec: r.spec,
+            spec: r.spec as RunSpec,
             createdAt: iso(r.createdAt),
             coordinatorEpoch: r.coordinatorEpoch,
             shards: r.shards ?? null,
@@ -456,7 +465,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         status: 200,
         body: {
           id,
-          spec: run.spec,
+          spec: run.spec as RunSpec,
           coordinatorEpoch: run.coordinatorEpoch,
           createdAt: new Date(run.createdAt).toISOString(),
           shards: run.shards ?? null,
@@ -500,6 +509,9 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     return published(route, res);
   };
 }
+
+/** A run's spec as stored: the JSON object it was created with (createRunBody's spec). */
+type RunSpec = Readonly<Record<string, unknown>>;
 
 /** The route of the shared table with id `Id`. */
 type SharedRouteOf<Id extends string> = Extract<SharedRoute, { readonly id: Id }>;

@@ -8,9 +8,11 @@ import { ID_MESSAGE, ID_RULE } from '../ids.js';
  * (path parameters, query, body) and answers (statuses, bodies) are its
  * schemas. The router parses a request against them before the route's
  * handler runs, so a handler is given its input parsed and typed by its route
- * (Parsed<R>) and answers what its route declares (Answer<R>); a table of
- * handlers (Handlers<Routes>) missing one, or with one of the wrong type, does
- * not compile.
+ * (Parsed<R>) and answers what its route declares (Answer<R>: a declared
+ * status, with the body its schema gives that status); a table of handlers
+ * (Handlers<Routes>) missing one, or with one of the wrong type, does not
+ * compile. The typed client (client/route-call.ts) sends Request<R> and is
+ * given Result<R>, read off the same schemas.
  */
 
 type Content = { readonly schema: z.ZodType; readonly type?: 'application/json' } | { readonly type: 'text/html' | 'text/plain'; readonly schema?: undefined };
@@ -52,8 +54,11 @@ export interface RouteDef<Id extends string = string, Path extends string = stri
   readonly nodeHooks?: { readonly afterCommit?: NodeHook; readonly afterAnswer?: NodeHook };
 }
 
-/** A route, its id, path and schemas kept as literal types. */
-export function route<const R extends RouteDef>(def: R): R & RouteDef {
+/** The fields whose types a route keeps as its own: its schemas (RouteDef's wider types would blur them). */
+type SchemaField = 'query' | 'body' | 'responses';
+
+/** A route, its id, path and schemas kept as literal types (and any field read on a union of routes, as RouteDef has it). */
+export function route<const R extends RouteDef>(def: R): R & Omit<RouteDef, keyof R & SchemaField> {
   return def;
 }
 
@@ -95,10 +100,64 @@ export interface ApiResponse {
 /** The statuses route R declares (its own, not RouteDef's index signature). */
 export type Status<R extends RouteDef> = keyof { [K in keyof R['responses'] as number extends K ? never : K]: unknown } & number;
 
-/** What route R's handler answers: one of the statuses R declares (a refusal it does not declare is thrown: HttpError). */
-export interface Answer<R extends RouteDef> extends ApiResponse {
-  readonly status: Status<R>;
+/** A body sent as it is, not as JSON (HTML, Prometheus text): a node's RawBody (runtimes/node/http.ts). */
+export interface TextBody {
+  readonly text: string;
+  readonly contentType: string;
 }
+
+/** T's own fields, without the `[k: string]: unknown` a loose object adds (a record, which has no others, is kept whole). */
+type Known<T> = keyof { [K in keyof T as string extends K ? never : K]: unknown } extends never ? T : { [K in keyof T as string extends K ? never : K]: T[K] };
+
+/** A JSON value with the fields its schema names, at every depth: what a loose object may carry besides is not typed (nor checked). */
+export type Named<T> = T extends readonly (infer E)[] ? Named<E>[] : T extends object ? { [K in keyof Known<T>]: Named<Known<T>[K]> } : T;
+
+/** A JSON value read only at every depth: what a handler answers may hold readonly arrays, and so may what a client sends. */
+export type ReadonlyDeep<T> = T extends readonly (infer E)[]
+  ? readonly ReadonlyDeep<E>[]
+  : T extends object
+    ? { readonly [K in keyof T]: ReadonlyDeep<T[K]> }
+    : T;
+
+/**
+ * The body route R declares for status S: its schema's output (what is sent
+ * is what the OpenAPI document describes), a TextBody for HTML or text, null
+ * where it declares none (a 304).
+ */
+export type BodyOf<R extends RouteDef, S extends Status<R>> =
+  S extends Status<R>
+    ? R['responses'][S] extends { readonly content: { readonly schema: infer Z extends z.ZodType } }
+      ? Named<z.output<Z>>
+      : R['responses'][S] extends { readonly content: { readonly type: 'text/html' | 'text/plain' } }
+        ? TextBody
+        : null
+    : never;
+
+/**
+ * What route R's handler answers: one of the statuses R declares, with the
+ * body R declares for it (a refusal it does not declare is thrown:
+ * HttpError). A body of another shape does not compile.
+ */
+export type Answer<R extends RouteDef> = {
+  readonly [S in Status<R>]: { readonly status: S; readonly body: ReadonlyDeep<BodyOf<R, S>>; readonly headers?: Readonly<Record<string, string>> };
+}[Status<R>];
+
+/** The statuses of R that answer what was asked (2xx). */
+export type Success<R extends RouteDef> = Extract<Status<R>, 200 | 201 | 202 | 203 | 204 | 206>;
+
+/** What a call of route R resolves to: the body of a success (a refusal is the client's ApiError). */
+export type Result<R extends RouteDef> = BodyOf<R, Success<R>>;
+
+/** A request to route R as a client sends it: its path parameters, its query and its body, each as R's schemas take them. */
+export type Request<R extends RouteDef> = ([ParamNames<R['path']>] extends [never]
+  ? { readonly params?: undefined }
+  : { readonly params: Readonly<Record<ParamNames<R['path']>, string>> }) &
+  (R['query'] extends z.ZodObject ? { readonly query?: z.input<R['query']> } : { readonly query?: undefined }) &
+  (R['body'] extends z.ZodType
+    ? R['optionalBody'] extends true
+      ? { readonly body?: ReadonlyDeep<z.input<R['body']>> }
+      : { readonly body: ReadonlyDeep<z.input<R['body']>> }
+    : { readonly body?: undefined });
 
 export type Handler<R extends RouteDef> = (input: Parsed<R>) => Promise<Answer<R>>;
 
@@ -124,6 +183,12 @@ export class HttpError extends Error {
 export const id = () => z.string().regex(ID_RULE, ID_MESSAGE);
 export const iso = () => z.string().describe('ISO 8601');
 export const ms = () => z.number().describe('milliseconds since the epoch');
+/**
+ * A string the document leaves open (`"type": "string"`: a set that may grow
+ * without a new version of the API), typed as the values the server sends
+ * today; the schema checks a string, as the document says.
+ */
+export const openString = <T extends string>() => z.string() as unknown as z.ZodType<T, string>;
 
 /** Every refusal: what is wrong in words, and fields that say more (issues, leader, …). */
 export const errorBody = z.looseObject({ error: z.string(), issues: z.array(z.string()).optional() }).meta({ id: 'Error' });

@@ -1,12 +1,17 @@
+import type { Request, Result } from '../api/route.js';
+import * as cluster from '../api/routes/cluster.js';
+import * as node from '../api/routes/node.js';
+import * as rollouts from '../api/routes/rollouts.js';
+import * as runs from '../api/routes/runs.js';
 import type { RolloutJson } from '../api/rollout-json.js';
 import type { Command } from '../rollout/commands.js';
-import type { Assignment, RolloutTraffic } from '../rollout/assignment.js';
+import type { RolloutTraffic } from '../rollout/assignment.js';
 import type { RolloutState } from '../rollout/model.js';
-import type { ItemState } from '../ledger/model.js';
+import { enqueueRun, type CreatedRun, type CreateRunInput, type EnqueueOptions, type EnqueueReport, type EnqueueRunInput } from './producer.js';
+import { callRoute } from './route-call.js';
 
-export type { ItemState };
-import { enqueueRun, type EnqueueOptions, type EnqueueReport, type EnqueueRunInput } from './producer.js';
-import { call, UnreachableError, type Target } from './transport.js';
+export type { CreatedRun, CreateRunInput } from './producer.js';
+import { UnreachableError, type Target } from './transport.js';
 
 /**
  * A typed client for the control plane's HTTP API: a node (or nodes behind a
@@ -17,172 +22,60 @@ import { call, UnreachableError, type Target } from './transport.js';
  * election under way); a refusal is an ApiError with the status and the
  * body, whose `error` (and `issues`) say what was wrong.
  *
+ * What each call sends and what it resolves to are the types of its route's
+ * schemas (api/routes/), the ones the server parses and answers with: the
+ * types below are read off the routes, not restated.
+ *
  *   const client = new RolloutClient({ url: 'http://127.0.0.1:8000', token: process.env.ROLLOUT_TOKEN });
  *   const { id } = await client.createRollout(spec);
  *   const ended = await client.waitForRollout(id, { timeoutMs: 30 * 60_000 });
  */
 export type RolloutClientOptions = Target;
 
-export interface CreatedRollout {
-  readonly id: string;
-  /** False: a rollout with this id and the same spec existed already (the call is idempotent on `id`). */
-  readonly created: boolean;
-}
+type CommandRoute = (typeof rollouts.commandRoutes)[number];
 
-export interface CommandResult {
-  readonly transition: string;
-  /** False: the rollout had moved on and nothing was written. */
-  readonly applied: boolean;
-  readonly stage: number | null;
-  /** The event types the transition emitted (`ai.rollout.promoted`, …). */
-  readonly events: readonly string[];
-}
-
-export interface AssignmentAnswer extends Assignment {
-  readonly rolloutId: string;
-  readonly entity: string;
-}
-
-export interface SignalResult {
-  /** stored, stale (older than what is kept) or none (nothing to keep). */
-  readonly stored: 'stored' | 'stale' | 'none';
-  /** False when the node asked does not lead: the leader evaluates it within one tick. */
-  readonly evaluated: boolean;
-  readonly actions: readonly { readonly rolloutId: string; readonly transition: string; readonly applied: boolean }[];
-}
-
-export interface CreateRunInput {
-  readonly items: readonly unknown[];
-  readonly id?: string;
-  readonly spec?: Readonly<Record<string, unknown>>;
-  readonly shards?: number;
-  readonly itemsPerSecond?: number;
-}
-
-export interface CreatedRun {
-  readonly id: string;
-  readonly created: boolean;
-  /** Items in this request, and how many of them were new to the run. */
-  readonly items: number;
-  readonly added: number;
-}
-
-export interface RunJson {
-  readonly id: string;
-  readonly spec: Readonly<Record<string, unknown>>;
-  readonly coordinatorEpoch: number;
-  readonly createdAt: string;
-  readonly shards: number | null;
-  readonly counts: { readonly pending: number; readonly running: number; readonly done: number; readonly failed: number };
-  readonly done: boolean;
-  readonly throttled: { readonly at: string; readonly secondsAgo: number; readonly keyFamily: string; readonly requests: number } | null;
-  readonly cancelled: RunCancelJson | null;
-}
-
+/** `created` false: a rollout with this id and the same spec existed already (the call is idempotent on `id`). */
+export type CreatedRollout = Result<typeof rollouts.createRollout>;
+/** What a command did: `applied` false when the rollout had moved on and nothing was written; `events`, the event types it emitted (`ai.rollout.promoted`, …). */
+export type CommandResult = Result<CommandRoute>['action'];
+/** One entity's assignment (assign() on the server), with the rollout it is in. */
+export type AssignmentAnswer = Exclude<Result<typeof rollouts.rolloutAssignment>, { readonly assignments: unknown }>;
+/** A signal taken: stored, stale (older than what is kept) or none; `evaluated` false when the node asked does not lead (the leader evaluates it within one tick). */
+export type SignalResult = Exclude<Result<typeof node.postEvent>, { readonly delivered: unknown }>;
+export type RunJson = Result<typeof runs.getRun>;
+/**
+ * What `cancelRun` answers: the cancel (`first` false: it was cancelled
+ * before, and that cancel is the one shown), the run's items as it found
+ * them, and on a node `pendingLeft`: Pending items left once its coordinator
+ * has passed (null: not coordinated here; absent on a replayed answer and in AWS).
+ */
+export type CancelledRun = Result<typeof runs.cancelRun>;
 /** Who cancelled a run, when and why. */
-export interface RunCancelJson {
-  readonly at: string;
-  readonly by: string;
-  readonly reason: string | null;
-}
-
-/** What `cancelRun` answers. */
-export interface CancelledRun {
-  readonly id: string;
-  readonly cancelled: RunCancelJson;
-  /** false: it was cancelled before (that cancel is the one shown). */
-  readonly first: boolean;
-  /** The run's items as the cancel found them. */
-  readonly counts: RunJson['counts'];
-  /** On a node: Pending items left once its coordinator has passed, 0 when all are failed (null: not coordinated here; its next scans fail them). Absent on a replayed answer and in AWS. */
-  readonly pendingLeft?: number | null;
-}
-
-export interface RunSummaryJson {
-  readonly id: string;
-  readonly spec: Readonly<Record<string, unknown>>;
-  readonly createdAt: string;
-  readonly coordinatorEpoch: number;
-  readonly shards: number | null;
-  readonly cancelled: RunCancelJson | null;
-}
-
-export interface RunsPage {
-  readonly runs: readonly RunSummaryJson[];
-  readonly next: string | null;
-}
-
-/** One item of a run as `GET /runs/{id}/items` shows it. */
-export interface RunItemJson {
-  readonly id: string;
-  readonly state: ItemState;
-  readonly payload: unknown;
-  /** Done: what the worker returned. */
-  readonly result: unknown;
-  /** Failed (and a retried failure): why. */
-  readonly error: string | null;
-  readonly attempts: number;
-  readonly worker: string | null;
-  readonly claimedAt: string | null;
-  readonly heartbeatAt: string | null;
-}
-
-export interface RunItemsPage {
-  readonly runId: string;
-  readonly items: readonly RunItemJson[];
-  /** Pass as `cursor` for the next page; null when there is no more. */
-  readonly next: string | null;
-}
-
+export type RunCancelJson = CancelledRun['cancelled'];
+export type RunsPage = Result<typeof runs.listRuns>;
+export type RunSummaryJson = RunsPage['runs'][number];
+/** A page of a run's items; pass `next` as `cursor` for the next page (null: no more). */
+export type RunItemsPage = Result<typeof runs.runItems>;
+/** One item of a run as `GET /runs/{id}/items` shows it: `result` once done, `error` once failed. */
+export type RunItemJson = RunItemsPage['items'][number];
+export type ItemState = RunItemJson['state'];
+/** Every rollout (or those in a state), newest first, a page of rows. */
+export type RolloutsPage = Extract<Result<typeof rollouts.listRollouts>, { readonly next: unknown }>;
 /** A rollout in a list (GET /rollouts?state=…): its row, without stages or signals. */
-export interface RolloutSummaryJson {
-  readonly id: string;
-  readonly state: RolloutState;
-  readonly attempt: number;
-  readonly version: number;
-  readonly service: string;
-  readonly newVersion: string;
-  readonly stableVersion: string | null;
-  /** How many stages its spec has. */
-  readonly stages: number;
-  readonly createdAt: string;
-  readonly updatedAt: string;
-  readonly stateBy: string | null;
-  readonly stateReason: string | null;
-}
-
-export interface RolloutsPage {
-  readonly rollouts: readonly RolloutSummaryJson[];
-  readonly next: string | null;
-}
-
+export type RolloutSummaryJson = RolloutsPage['rollouts'][number];
 /** One transition of a rollout, as `GET /rollouts/{id}/history` lists it. */
-export interface HistoryEntryJson {
-  /** Orders a rollout's events (null on events stored before it existed). */
-  readonly seq: number | null;
-  /** The event: `ai.rollout.stage_promoted`, `ai.rollout.paused`, … */
-  readonly type: string;
-  readonly at: string;
-  /** `promoter:<node>` for automatic steps, the caller's identity for commands. */
-  readonly actor: string;
-  readonly epoch: number;
-  readonly attempt: number;
-  readonly stage: { readonly index: number; readonly name: string; readonly percent: number } | null;
-  readonly percent: number | null;
-  readonly reason: string | null;
-  readonly target?: string;
-}
+export type HistoryEntryJson = Result<typeof rollouts.rolloutHistory>['history'][number];
+export type ClusterStatusJson = Result<typeof cluster.clusterStatus>;
+export type LeaderJson = NonNullable<ClusterStatusJson['leader']>;
+export type ClusterHealthJson = Result<typeof cluster.clusterHealth>;
+export type ClusterEventJson = Result<typeof node.clusterEvents>['events'][number];
 
-export interface LeaderJson {
-  readonly leader_id: string;
-  readonly term: number;
-  readonly expires_at: string;
-}
+/** Each command's route, by the command. */
+const COMMAND_ROUTES: ReadonlyMap<string, CommandRoute> = new Map(rollouts.commandRoutes.map((r) => [r.path.slice(r.path.lastIndexOf('/') + 1), r]));
 
-export interface ClusterStatusJson {
-  readonly node_id: string;
-  readonly is_leader: boolean;
-  readonly leader: LeaderJson | null;
+/** A command's route; one the client does not know is still sent on the commands' path, for the server to name those it takes. */
+function commandRouteOf(command: Command): CommandRoute {
+  return COMMAND_ROUTES.get(command) ?? { ...rollouts.commandRoutes[0]!, path: `/rollouts/{id}/${command}` };
 }
 
 /** The states a rollout ends in. */
@@ -211,59 +104,30 @@ export class RolloutWaitTimeoutError extends Error {
   }
 }
 
-const seg = (s: string) => encodeURIComponent(s);
-
-export interface ClusterHealthJson {
-  readonly status: 'healthy' | 'degraded';
-  readonly clustering: 'enabled' | 'disabled';
-  readonly node_id: string;
-  readonly state: string;
-  readonly is_leader: boolean;
-  readonly leader_id: string | null;
-  readonly cluster_size?: number;
-  readonly cluster_ready: boolean;
-  /** reachable, or unreachable with why. */
-  readonly store: string;
-  readonly timestamp: number;
-  readonly version: string;
-}
-
-export interface ClusterEventJson {
-  readonly id: number;
-  readonly node_id: string;
-  readonly event_type: string;
-  readonly event_data: unknown;
-  readonly timestamp: string;
-}
-
 export class RolloutClient {
   constructor(readonly options: RolloutClientOptions) {}
 
-  private get<T>(path: string): Promise<T> {
-    return call(this.options, 'GET', path) as Promise<T>;
-  }
-
-  private post<T>(path: string, body: unknown, idempotencyKey?: string): Promise<T> {
-    return (idempotencyKey === undefined ? call(this.options, 'POST', path, body) : call(this.options, 'POST', path, body, idempotencyKey)) as Promise<T>;
+  private call<R extends Parameters<typeof callRoute>[1]>(route: R, req: Request<R>, idempotencyKey?: string): Promise<Result<R>> {
+    return callRoute(this.options, route, req, idempotencyKey);
   }
 
   clusterStatus(): Promise<ClusterStatusJson> {
-    return this.get('/cluster/status');
+    return this.call(cluster.clusterStatus, {});
   }
 
   /** Liveness, and whether the store answers and a leader is known (open: no credential needed). */
   clusterHealth(): Promise<ClusterHealthJson> {
-    return this.get('/cluster/health');
+    return this.call(cluster.clusterHealth, {});
   }
 
   /** A node's newest cluster events (elections, joins, leaves), newest first. */
   async clusterEvents(o: { readonly limit?: number } = {}): Promise<readonly ClusterEventJson[]> {
-    return (await this.get<{ events: ClusterEventJson[] }>(`/cluster/events${o.limit === undefined ? '' : `?limit=${o.limit}`}`)).events;
+    return (await this.call(node.clusterEvents, { query: o.limit === undefined ? {} : { limit: String(o.limit) } })).events;
   }
 
   /** The API's OpenAPI 3.1 document, as the server serves it. */
   openApiDocument(): Promise<Record<string, unknown>> {
-    return this.get('/openapi.json');
+    return this.call(cluster.openapi, {});
   }
 
   /** Who leads now; null when no leader is elected. */
@@ -273,60 +137,66 @@ export class RolloutClient {
 
   /** Create a rollout from a spec (validated by the server: a bad one is an ApiError 400 naming every field). Idempotent on `id`. */
   createRollout(spec: unknown, o: { readonly id?: string } = {}): Promise<CreatedRollout> {
-    return this.post('/rollouts', { spec, ...(o.id !== undefined ? { id: o.id } : {}) });
+    return this.call(rollouts.createRollout, { body: { spec, ...(o.id !== undefined ? { id: o.id } : {}) } });
   }
 
   async listRollouts(): Promise<readonly RolloutJson[]> {
-    return (await this.get<{ rollouts: RolloutJson[] }>('/rollouts')).rollouts;
+    // Bare: the running rollouts, whole.
+    const running = (await this.call(rollouts.listRollouts, {})) as Exclude<Result<typeof rollouts.listRollouts>, { readonly next: unknown }>;
+    return running.rollouts;
   }
 
   /** Every rollout (or those in `state`), newest first, a page of rows; pass `next` as `cursor` for the next page. */
   rolloutsPage(o: { readonly state?: RolloutState; readonly cursor?: string; readonly limit?: number } = {}): Promise<RolloutsPage> {
-    const q = new URLSearchParams({ state: o.state ?? 'all' });
-    if (o.cursor) q.set('cursor', o.cursor);
-    if (o.limit !== undefined) q.set('limit', String(o.limit));
-    return this.get(`/rollouts?${q.toString()}`);
+    const query = {
+      state: o.state ?? ('all' as const),
+      ...(o.cursor ? { cursor: o.cursor } : {}),
+      ...(o.limit !== undefined ? { limit: String(o.limit) } : {}),
+    };
+    return this.call(rollouts.listRollouts, { query }) as Promise<RolloutsPage>;
   }
 
   getRollout(id: string): Promise<RolloutJson> {
-    return this.get(`/rollouts/${seg(id)}`);
+    return this.call(rollouts.getRollout, { params: { id } });
   }
 
   /** Every transition of the rollout, oldest first. */
   async rolloutHistory(id: string): Promise<readonly HistoryEntryJson[]> {
-    return (await this.get<{ history: HistoryEntryJson[] }>(`/rollouts/${seg(id)}/history`)).history;
+    return (await this.call(rollouts.rolloutHistory, { params: { id } })).history;
   }
 
   /** promote, promote-full, pause, resume, abort or retry; needs the leader (followed to it). */
   async command(id: string, command: Command, o: { readonly reason?: string; readonly idempotencyKey?: string } = {}): Promise<CommandResult> {
     const body = o.reason !== undefined ? { reason: o.reason } : {};
-    return (await this.post<{ action: CommandResult }>(`/rollouts/${seg(id)}/${command}`, body, o.idempotencyKey)).action;
+    return (await this.call(commandRouteOf(command), { params: { id }, body }, o.idempotencyKey)).action;
   }
 
   /** What assignment answers from: evaluate it in process with `assign(traffic, entity)`. */
   traffic(id: string): Promise<RolloutTraffic> {
-    return this.get(`/rollouts/${seg(id)}/traffic`);
+    return this.call(rollouts.rolloutTraffic, { params: { id } });
   }
 
   assignment(id: string, entity: string): Promise<AssignmentAnswer> {
-    return this.get(`/rollouts/${seg(id)}/assignment?entity=${seg(entity)}`);
+    return this.call(rollouts.rolloutAssignment, { params: { id }, query: { entity: [entity] } }) as Promise<AssignmentAnswer>;
   }
 
   /** Up to the server's limit of entities in one request. */
   async assignments(id: string, entities: readonly string[]): Promise<readonly AssignmentAnswer[]> {
     if (entities.length === 1) return [await this.assignment(id, entities[0]!)];
-    const q = entities.map((e) => `entity=${seg(e)}`).join('&');
-    const res = await this.get<{ rolloutId: string; assignments: Omit<AssignmentAnswer, 'rolloutId'>[] }>(`/rollouts/${seg(id)}/assignment?${q}`);
+    const res = (await this.call(rollouts.rolloutAssignment, { params: { id }, query: { entity: [...entities] } })) as Extract<
+      Result<typeof rollouts.rolloutAssignment>,
+      { readonly assignments: unknown }
+    >;
     return res.assignments.map((a) => ({ rolloutId: res.rolloutId, ...a }));
   }
 
   /** A rollout signal (`rollout.metrics_reported`, `rollout.alarm_changed`, …) as the CLI's `events publish` sends it. */
   publishSignal(event: { readonly type: string } & Readonly<Record<string, unknown>>): Promise<SignalResult> {
-    return this.post('/events', event);
+    return this.call(node.postEvent, { body: event }) as Promise<SignalResult>;
   }
 
   createRun(input: CreateRunInput): Promise<CreatedRun> {
-    return this.post('/runs', input);
+    return this.call(runs.createRun, { body: input });
   }
 
   /**
@@ -339,19 +209,16 @@ export class RolloutClient {
   enqueueRun(input: EnqueueRunInput, o: EnqueueOptions = {}): Promise<EnqueueReport> {
     // Each request is sent once: the producer resends what was refused, and slows down.
     const once = { ...this.options, retryWritesForMs: 0 };
-    return enqueueRun((body, key) => call(once, 'POST', '/runs', body, key) as Promise<CreatedRun>, input, o);
+    return enqueueRun((body, key) => callRoute(once, runs.createRun, { body }, key), input, o);
   }
 
   /** Runs newest first, a page of records (`getRun` has each one's counts). */
   runsPage(o: { readonly cursor?: string; readonly limit?: number } = {}): Promise<RunsPage> {
-    const q = new URLSearchParams();
-    if (o.cursor) q.set('cursor', o.cursor);
-    if (o.limit !== undefined) q.set('limit', String(o.limit));
-    return this.get(`/runs${q.size ? `?${q.toString()}` : ''}`);
+    return this.call(runs.listRuns, { query: { ...(o.cursor ? { cursor: o.cursor } : {}), ...(o.limit !== undefined ? { limit: String(o.limit) } : {}) } });
   }
 
   getRun(id: string): Promise<RunJson> {
-    return this.get(`/runs/${seg(id)}`);
+    return this.call(runs.getRun, { params: { id } });
   }
 
   /**
@@ -360,16 +227,17 @@ export class RolloutClient {
    * no more items. Idempotent: a second cancel answers the first.
    */
   cancelRun(id: string, o: { readonly reason?: string; readonly idempotencyKey?: string } = {}): Promise<CancelledRun> {
-    return this.post(`/runs/${seg(id)}/cancel`, o.reason !== undefined ? { reason: o.reason } : {}, o.idempotencyKey);
+    return this.call(runs.cancelRun, { params: { id }, body: o.reason !== undefined ? { reason: o.reason } : {} }, o.idempotencyKey);
   }
 
   /** One page of a run's items (all, or those in `state`), with results and failure reasons. */
   runItems(id: string, o: { readonly state?: ItemState; readonly cursor?: string; readonly limit?: number } = {}): Promise<RunItemsPage> {
-    const q = new URLSearchParams();
-    if (o.state) q.set('state', o.state);
-    if (o.cursor) q.set('cursor', o.cursor);
-    if (o.limit !== undefined) q.set('limit', String(o.limit));
-    return this.get(`/runs/${seg(id)}/items${q.size ? `?${q.toString()}` : ''}`);
+    const query = {
+      ...(o.state ? { state: o.state } : {}),
+      ...(o.cursor ? { cursor: o.cursor } : {}),
+      ...(o.limit !== undefined ? { limit: String(o.limit) } : {}),
+    };
+    return this.call(runs.runItems, { params: { id }, query });
   }
 
   /** Every item of a run (or those in `state`), page after page. */

@@ -1,8 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { errorMessage } from '../log.js';
-import { MAX_RUN_ITEMS } from '../api/contract.js';
-import type { CreatedRun, CreateRunInput } from './client.js';
+import { MAX_RUN_ITEMS, type createRun } from '../api/routes/runs.js';
+import type { Request, Result } from '../api/route.js';
 import { ApiError, TRY_AGAIN as TRANSPORT_TRY_AGAIN } from './transport.js';
+
+/** A run request: a new run's spec and layout (shards or itemsPerSecond), and its items (at most MAX_RUN_ITEMS a request). */
+export type CreateRunInput = NonNullable<Request<typeof createRun>['body']>;
+/** Items in this request, and how many of them were new to the run. */
+export type CreatedRun = Result<typeof createRun>;
 
 /**
  * A run's items sent in requests of at most MAX_RUN_ITEMS, as fast as the
@@ -120,7 +125,7 @@ export class EnqueueError extends Error {
 }
 
 /** One POST /runs, not retried (the producer paces and resends). */
-export type SendRuns = (body: Record<string, unknown>, idempotencyKey: string) => Promise<CreatedRun>;
+export type SendRuns = (body: CreateRunInput, idempotencyKey: string) => Promise<CreatedRun>;
 
 /** "Not now": the transport's, and a rate limit's 429 (a resend is safe: every request names the run). */
 const TRY_AGAIN: ReadonlySet<number> = new Set([429, ...TRANSPORT_TRY_AGAIN]);

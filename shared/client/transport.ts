@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { send as sendHttp, type ClientAnswer } from '../adapters/http/client.js';
-import { sigv4Headers } from '../adapters/http/sigv4.js';
 import { SIGNATURE_HEADER, signatureHeader } from '../auth/signature.js';
 
 /**
@@ -113,11 +112,14 @@ async function send(target: Target, method: string, path: string, body: unknown,
     // Made at each send: a retry after a few seconds carries a fresh time, and a new signature the node has not seen.
     ...(target.sign && payload !== undefined ? { [SIGNATURE_HEADER]: signatureHeader(target.sign.reporter, target.sign.secret, payload) } : {}),
   };
-  if (target.awsRegion)
+  if (target.awsRegion) {
+    // Loaded on use: a client of a node never loads the AWS SDK's credential chain.
+    const { sigv4Headers } = await import('../adapters/http/sigv4.js');
     headers = await sigv4Headers(
       { service: 'execute-api', region: target.awsRegion },
       { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) },
     );
+  }
   if (target.token && url.protocol === 'http:' && !isLoopbackHost(url.hostname)) warnCleartext(url);
   let res: ClientAnswer;
   try {

@@ -52,6 +52,7 @@ const healthBody = z.object({
   leader_id: z.string().nullable(),
   cluster_size: z.number().int().optional(),
   cluster_ready: z.boolean(),
+  /** reachable, or unreachable with why. */
   store: z.string(),
   timestamp: z.number(),
   version: z.string(),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TRANSITION_KINDS } from '../../rollout/transitions.js';
+import { TRANSITION_KINDS } from '../../rollout/transition.js';
 import { badRequest, iso, json, notLeader, pageQuery, read, refused, route, toLeader, unreadable } from '../route.js';
 
 /** What only a node serves: its page, metrics and events, signals, and a remote worker's steal requests. */
@@ -82,7 +82,9 @@ export const postEvent = route({
       'stored and evaluated (a signal), or delivered to the functions its rules name (an envelope)',
       z.union([
         z.object({
+          /** stored, stale (older than what is kept) or none (nothing to keep). */
           stored: z.enum(['stored', 'stale', 'none']),
+          /** False when the node asked does not lead: the leader evaluates it within one tick. */
           evaluated: z.boolean(),
           actions: z.array(z.object({ rolloutId: z.string(), transition: z.enum(TRANSITION_KINDS), applied: z.boolean() })),
         }),

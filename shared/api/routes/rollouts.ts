@@ -3,8 +3,8 @@ import { storedSpecSchema } from '../../rollout/spec.js';
 import { ROLLOUT_STATES, STAGE_PHASES } from '../../rollout/model.js';
 import { GATE_OUTCOMES } from '../../rollout/gates.js';
 import { PROVIDER_TYPES } from '../../rollout/gate-spec.js';
-import { ACTUATION_STATES } from '../../rollout/actuation-record.js';
-import { TRANSITION_KINDS } from '../../rollout/transitions.js';
+import { ACTUATION_STATES, type ActuationRecordKind } from '../../rollout/actuation-record.js';
+import { TRANSITION_KINDS } from '../../rollout/transition.js';
 import { COMMANDS, type Command } from '../../rollout/commands.js';
 import type { Scope } from '../../auth/scopes.js';
 import {
@@ -17,6 +17,7 @@ import {
   ms,
   notFound,
   notLeader,
+  openString,
   pageQuery,
   read,
   refused,
@@ -75,7 +76,7 @@ const gate = z.object({
 });
 const actuation = z.object({
   target: z.string(),
-  kind: z.string(),
+  kind: openString<ActuationRecordKind>(),
   state: z.enum(ACTUATION_STATES),
   attempt: z.number().int(),
   stage: z.number().int().nullable(),
@@ -126,9 +127,11 @@ const rolloutSummary = z
   })
   .meta({ id: 'RolloutSummary' });
 const historyEntry = z.looseObject({
+  /** Orders a rollout's events (null on events stored before it existed). */
   seq: z.number().int().nullable(),
   type: z.string(),
   at: iso(),
+  /** `promoter:<node>` for automatic steps, the caller's identity for commands. */
   actor: z.string(),
   epoch: z.number().int(),
   attempt: z.number().int(),
@@ -327,7 +330,14 @@ function commandRoute<C extends Command>(command: C) {
       200: json(
         'what the command did',
         z.object({
-          action: z.object({ transition: z.enum(TRANSITION_KINDS), applied: z.boolean(), stage: z.number().int().nullable(), events: z.array(z.string()) }),
+          action: z.object({
+            transition: z.enum(TRANSITION_KINDS),
+            /** False: the rollout had moved on and nothing was written. */
+            applied: z.boolean(),
+            stage: z.number().int().nullable(),
+            /** The event types the transition emitted (`ai.rollout.promoted`, …). */
+            events: z.array(z.string()),
+          }),
         }),
       ),
       400: badRequest,

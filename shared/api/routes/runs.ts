@@ -62,7 +62,9 @@ const item = z
     id: z.string(),
     state: z.enum(['pending', 'running', 'done', 'failed']),
     payload: z.unknown(),
+    /** Done: what the worker returned. */
     result: z.unknown(),
+    /** Failed (and a retried failure): why. */
     error: z.string().nullable(),
     attempts: z.number().int(),
     worker: z.string().nullable(),
@@ -173,6 +175,7 @@ export const cancelRun = route({
         cancelled: cancel,
         first: z.boolean(),
         counts,
+        /** On a node: Pending items left once its coordinator has passed, 0 when all are failed (null: not coordinated here; its next scans fail them). Absent on a replayed answer and in AWS. */
         pendingLeft: z.number().int().nullable().optional().describe("a node: Pending items left once the run's coordinator has passed"),
       }),
     ),
