@@ -7,6 +7,8 @@
  */
 import { z } from 'zod';
 import { effectSizeDefaults, judgeMannWhitney, MANN_WHITNEY_DEFAULTS } from './mann-whitney.js';
+import { judgeSequentialRate, type Look } from './sequential-rate.js';
+import { sampleRatioMismatch, SRM_ALPHA } from './srm.js';
 
 const direction = z.enum(['increase', 'decrease', 'either']);
 /** Fewer points than this on either side: the reading is inconclusive, not a verdict. */
@@ -44,8 +46,33 @@ export const relativeJudgeSchema = z
   })
   .strict();
 
-export const gateJudgeSchema = z.discriminatedUnion('kind', [mannWhitneyJudgeSchema, relativeJudgeSchema]);
+/**
+ * Is the canary's error rate higher than the baseline's, asked at every reading with the false-failure
+ * chance held at `alpha` however many readings are taken (sequential-rate.ts). It reads counts, not a
+ * series: each cohort's requests and errors per step since the stage's period began.
+ */
+export const sequentialRateJudgeSchema = z
+  .object({
+    kind: z.literal('sequential-rate'),
+    alpha: z.number().gt(0).lt(1).default(0.05),
+    /** Only a higher canary error rate fails it; a lower one is good news, not a reason to stop. */
+    direction: z.literal('increase').default('increase'),
+    /** Requests each cohort must have served since the period began before a reading passes (a fail needs them too). */
+    minSamples: z.number().int().min(1).max(100_000_000).default(100),
+    /**
+     * The sample-ratio check of the cohorts' requests against the stage's percent: a split this unlikely
+     * (p below `alpha`) makes the reading inconclusive, since no judgement on a skewed split holds.
+     * `false` for a baseline that is not the rest of the traffic (a baseline fleet the canary's size).
+     */
+    srm: z.union([z.literal(false), z.object({ alpha: z.number().gt(0).lt(1).default(SRM_ALPHA) }).strict()]).default({ alpha: SRM_ALPHA }),
+  })
+  .strict();
+
+export const gateJudgeSchema = z.discriminatedUnion('kind', [mannWhitneyJudgeSchema, relativeJudgeSchema, sequentialRateJudgeSchema]);
 export type GateJudge = z.output<typeof gateJudgeSchema>;
+/** The judges that compare two series of values (the others read counts). */
+export type SeriesJudge = Exclude<GateJudge, { kind: 'sequential-rate' }>;
+export type CountsJudge = Extract<GateJudge, { kind: 'sequential-rate' }>;
 
 export interface SeriesJudgement {
   readonly outcome: 'pass' | 'fail' | 'inconclusive';
@@ -62,7 +89,7 @@ const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.lengt
 const round = (v: number) => Number(v.toPrecision(6));
 
 /** One reading's judgement of the canary's series against the baseline's, over the same window. */
-export function judgeSeries(judge: GateJudge, canaryIn: readonly (number | null)[], baselineIn: readonly (number | null)[]): SeriesJudgement {
+export function judgeSeries(judge: SeriesJudge, canaryIn: readonly (number | null)[], baselineIn: readonly (number | null)[]): SeriesJudgement {
   const canary = present(canaryIn);
   const baseline = present(baselineIn);
   const cohorts = { canary: { n: canary.length }, baseline: { n: baseline.length } };
@@ -105,4 +132,83 @@ export function judgeSeries(judge: GateJudge, canaryIn: readonly (number | null)
     return { outcome: 'fail', value, reason: `${said} is ${high ? 'above' : 'below'} ${center} ${high ? '+' : '−'} ${judge.tolerance}`, detail };
   }
   return { outcome: 'pass', value, reason: null, detail };
+}
+
+/** One cohort's requests and errors in each step of the period, oldest first (null: no point for that step). */
+export interface StepCounts {
+  readonly requests: readonly (number | null)[];
+  readonly errors: readonly (number | null)[];
+}
+
+/**
+ * The cumulative looks behind a counts reading: step i of each cohort is a look. A missing point adds
+ * nothing; counts are whole (Prometheus's `increase()` extrapolates to fractions), never negative, and a
+ * step's errors never exceed its requests, so what reaches the test is always a valid look.
+ */
+export function looksOf(canary: StepCounts, baseline: StepCounts): Look[] {
+  const steps = Math.max(canary.requests.length, canary.errors.length, baseline.requests.length, baseline.errors.length);
+  const whole = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? 0 : Math.max(0, Math.round(v)));
+  const looks: Look[] = [];
+  let c: [number, number] = [0, 0];
+  let b: [number, number] = [0, 0];
+  for (let i = 0; i < steps; i++) {
+    const cn = whole(canary.requests[i]);
+    const bn = whole(baseline.requests[i]);
+    c = [c[0] + cn, c[1] + Math.min(cn, whole(canary.errors[i]))];
+    b = [b[0] + bn, b[1] + Math.min(bn, whole(baseline.errors[i]))];
+    looks.push({ canary: c, baseline: b });
+  }
+  return looks;
+}
+
+/**
+ * One reading of a sequential-rate gate: the test run over every step since the period began. The steps
+ * sit on a grid fixed at the period's start, so each reading sees the looks the last one saw and more:
+ * one test, read often, and its alpha holds across all of its readings.
+ */
+export function judgeCounts(judge: CountsJudge, canary: StepCounts, baseline: StepCounts, percent: number | null): SeriesJudgement {
+  const looks = looksOf(canary, baseline);
+  const last = looks.at(-1) ?? { canary: [0, 0], baseline: [0, 0] };
+  const side = ([n, e]: readonly [number, number]) => ({ requests: n, errors: e, errorRate: n ? round(e / n) : null });
+  const v = judgeSequentialRate(looks, { alpha: judge.alpha, direction: judge.direction, minSamples: judge.minSamples });
+  const srm = judge.srm && percent !== null ? sampleRatioMismatch(last.canary[0], last.baseline[0], percent, judge.srm.alpha) : null;
+  const detail = {
+    canary: side(last.canary),
+    baseline: side(last.baseline),
+    steps: looks.length,
+    evidence: round(v.evidence),
+    threshold: round(1 / judge.alpha),
+    decidedAt: v.decidedAt,
+    ...(srm ? { srm: { percent, observed: Math.round(1000 * srm.observed) / 10, pValue: Number(srm.pValue.toPrecision(3)) } } : {}),
+  };
+  // Checked first: on a skewed split neither a fail nor a pass can be trusted.
+  if (srm?.mismatch) {
+    return {
+      outcome: 'inconclusive',
+      value: null,
+      reason: `sample-ratio mismatch: the canary served ${Math.round(1000 * srm.observed) / 10} % of the requests where ${percent} % was meant (p ${srm.pValue === 0 ? '< 1e-300' : `= ${srm.pValue.toPrecision(3)}`} < ${judge.srm ? judge.srm.alpha : SRM_ALPHA}); no judgement on this split can be trusted`,
+      detail,
+    };
+  }
+  const ratio = (l: Look) => (l.baseline[1] === 0 || l.canary[0] === 0 ? null : round(l.canary[1] / l.canary[0] / (l.baseline[1] / l.baseline[0])));
+  if (v.verdict === 'fail') {
+    const at = looks[v.decidedAt!]!;
+    const c = side(at.canary);
+    const b = side(at.baseline);
+    return {
+      outcome: 'fail',
+      value: ratio(at),
+      reason: `the canary's error rate is higher: ${c.errors}/${c.requests} against the baseline's ${b.errors}/${b.requests} (evidence ${round(v.evidence)} ≥ 1/alpha = ${round(1 / judge.alpha)})`,
+      detail,
+    };
+  }
+  if (last.canary[0] < judge.minSamples || last.baseline[0] < judge.minSamples) {
+    return {
+      outcome: 'inconclusive',
+      value: null,
+      reason: `not enough data: ${last.canary[0]} canary and ${last.baseline[0]} baseline requests, ${judge.minSamples} needed on each side`,
+      detail,
+    };
+  }
+  return { outcome: 'pass', value: ratio(last), reason: null, detail };
 }

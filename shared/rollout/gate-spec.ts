@@ -55,7 +55,10 @@ const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };
  */
 const credentialName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "the name of a credential in the operator's outbound configuration");
 
-/** Placeholders a judged query names its cohort by: the cohort, or the version it runs. */
+/** A CloudWatch alarm's state, as alarm gates and pushed alarm changes carry it. */
+export type AlarmState = 'OK' | 'ALARM' | 'INSUFFICIENT_DATA';
+
+/** Placeholders a judged query names its cohort by: the cohort, or the version it runs. (`{{step}}`, the step as a PromQL duration, may also appear.) */
 export const COHORT_PLACEHOLDERS = ['{{cohort}}', '{{version}}'] as const;
 /** At most this many points a cohort in one judged reading (window / step). */
 export const MAX_JUDGED_POINTS = 1_000;
@@ -75,6 +78,11 @@ export const prometheusGateSchema = z
      * series per cohort: `{{cohort}}` (canary, baseline) or `{{version}}` (the version the cohort runs).
      */
     query: z.string().trim().min(1).max(4_096),
+    /**
+     * With `judge: sequential-rate`: each cohort's requests per step (`query` is then its errors per
+     * step), e.g. `sum(increase(http_requests_total{version="{{version}}"}[{{step}}]))`.
+     */
+    requestsQuery: z.string().trim().min(1).max(4_096).optional(),
     comparison: z.enum(COMPARISONS).optional(),
     threshold: finite.optional(),
     /** Judge the canary against the baseline instead of against a threshold (shared/judge/gate.ts). */
@@ -91,10 +99,36 @@ export const prometheusGateSchema = z
       if (g.comparison === undefined)
         ctx.addIssue({ code: 'custom', path: ['comparison'], message: 'a gate without a judge needs a comparison (<, <=, >, >=)' });
       if (g.threshold === undefined) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'a gate without a judge needs a threshold' });
-      for (const f of ['windowSeconds', 'stepSeconds'] as const) {
+      for (const f of ['windowSeconds', 'stepSeconds', 'requestsQuery'] as const) {
         if (g[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with a judge: a threshold gate reads one instant value` });
       }
       return;
+    }
+    const counts = g.judge.kind === 'sequential-rate';
+    if (counts && g.requestsQuery === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['requestsQuery'],
+        message: "a sequential-rate gate needs requestsQuery (each cohort's requests per step) beside query (its errors)",
+      });
+    if (!counts && g.requestsQuery !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['requestsQuery'],
+        message: `requestsQuery goes with judge sequential-rate; ${g.judge.kind} judges one series a cohort`,
+      });
+    if (counts && g.windowSeconds !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['windowSeconds'],
+        message: 'a sequential-rate gate reads every step since the stage began (its guarantee needs all of them): drop windowSeconds',
+      });
+    if (g.requestsQuery !== undefined && !COHORT_PLACEHOLDERS.some((p) => g.requestsQuery!.includes(p))) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['requestsQuery'],
+        message: 'a judged query names its cohort with {{cohort}} or {{version}}: otherwise both cohorts read the same series',
+      });
     }
     for (const f of ['comparison', 'threshold'] as const) {
       if (g[f] !== undefined)
@@ -316,7 +350,10 @@ export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetri
 export function queryOf(g: ProviderGate): string {
   switch (g.type) {
     case 'prometheus':
-      return g.judge ? `${g.judge.kind} of the canary against the baseline: ${g.query}` : g.query;
+      if (!g.judge) return g.query;
+      return g.requestsQuery === undefined
+        ? `${g.judge.kind} of the canary against the baseline: ${g.query}`
+        : `${g.judge.kind} of the canary against the baseline: errors ${g.query}; requests ${g.requestsQuery}`;
     case 'cloudwatchAlarm':
       return `alarms ${g.alarms.join(', ')}`;
     case 'cloudwatchMetric': {

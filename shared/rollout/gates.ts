@@ -1,9 +1,8 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
-import { passes, PROVIDER_TYPES, queryOf, type ProviderGate } from './gate-spec.js';
-import type { AlarmState } from './model.js';
+import { passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
 import { own } from '../own.js';
-import { judgeSeries } from '../judge/gate.js';
+import { judgeCounts, judgeSeries, type StepCounts } from '../judge/gate.js';
 
 /**
  * What a provider gate saw, and what it means. Pure: the GateReader asks the
@@ -147,7 +146,16 @@ export type ProviderResult =
   /** A hook's HTTP answer. */
   | { readonly kind: 'http'; readonly status: number; readonly answer: string }
   /** A judged gate's two series over the same window, oldest point first (null: a missing or non-finite point). */
-  | { readonly kind: 'cohorts'; readonly canary: readonly (number | null)[]; readonly baseline: readonly (number | null)[]; readonly answer: string };
+  | { readonly kind: 'cohorts'; readonly canary: readonly (number | null)[]; readonly baseline: readonly (number | null)[]; readonly answer: string }
+  /** A counts-judged gate's requests and errors per step of each cohort, since the stage's period began. */
+  | {
+      readonly kind: 'counts';
+      readonly canary: StepCounts;
+      readonly baseline: StepCounts;
+      /** The canary's intended percent of the traffic (the stage's), for the sample-ratio check; null: none known. */
+      readonly percent: number | null;
+      readonly answer: string;
+    };
 
 const clip = (s: string) => (s.length > MAX_ANSWER_CHARS ? `${s.slice(0, MAX_ANSWER_CHARS - 1)}…` : s);
 
@@ -199,8 +207,15 @@ export function judge(
     }
     case 'cohorts': {
       if (gate.type !== 'prometheus' || !gate.judge) return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
+      if (gate.judge.kind === 'sequential-rate') return reading('inconclusive', null, 'a sequential-rate gate got series, not counts');
       const j = judgeSeries(gate.judge, result.canary, result.baseline);
       // What is kept is what the judgement stands on (sizes, estimate, interval), not the series.
+      return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
+    }
+    case 'counts': {
+      if (gate.type !== 'prometheus' || gate.judge?.kind !== 'sequential-rate')
+        return reading('inconclusive', null, `a ${gate.type} gate that judges no counts got counts`);
+      const j = judgeCounts(gate.judge, result.canary, result.baseline, result.percent);
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
     }
     case 'number': {

@@ -8,7 +8,8 @@ export const ROLLOUT_STATES = ['running', 'paused', 'completed', 'rolled_back', 
 export const STAGE_PHASES = ['pending', 'active', 'promoted', 'rolled_back'] as const;
 export type RolloutState = (typeof ROLLOUT_STATES)[number];
 export type StagePhase = (typeof STAGE_PHASES)[number];
-export type AlarmState = 'OK' | 'ALARM' | 'INSUFFICIENT_DATA';
+export type { AlarmState } from './gate-spec.js';
+import type { AlarmState } from './gate-spec.js';
 
 export const TERMINAL_STATES: readonly RolloutState[] = ['completed', 'rolled_back', 'aborted'];
 

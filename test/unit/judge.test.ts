@@ -10,9 +10,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { cohortQuery, rangeResultOf } from '../../shared/adapters/prometheus/provider.js';
+import { cohortQuery, gridResultOf, rangeResultOf } from '../../shared/adapters/prometheus/provider.js';
 import { CasesFileError, judgeCase, judgeCases } from '../../shared/judge/cases.js';
-import { gateJudgeSchema, judgeSeries, type GateJudge } from '../../shared/judge/gate.js';
+import {
+  judgeCounts,
+  judgeSeries,
+  looksOf,
+  mannWhitneyJudgeSchema,
+  relativeJudgeSchema,
+  sequentialRateJudgeSchema,
+  type GateJudge,
+} from '../../shared/judge/gate.js';
 import { normalQuantile, normalSf } from '../../shared/judge/normal.js';
 import { kthDifference, mannWhitneyPValue, shiftEstimate } from '../../shared/judge/rank-sum.js';
 import { judgeSequentialRate, type Look } from '../../shared/judge/sequential-rate.js';
@@ -257,7 +265,8 @@ describe('the sequential-rate judge under peeking', () => {
 });
 
 describe('a gate judge on two series', () => {
-  const relative = (o: Partial<GateJudge & { kind: 'relative' }> = {}) => gateJudgeSchema.parse({ kind: 'relative', measure: 'ratio', tolerance: 0.2, ...o });
+  const relative = (o: Partial<GateJudge & { kind: 'relative' }> = {}) =>
+    relativeJudgeSchema.parse({ kind: 'relative', measure: 'ratio', tolerance: 0.2, ...o });
 
   it('relative: fails past the tolerance in the bad direction only, and says by how much', () => {
     expect(judgeSeries(relative(), [1.3, 1.3], [1, 1])).toMatchObject({ outcome: 'fail', value: 1.3, reason: 'canary/baseline 1.3 is above 1 + 0.2' });
@@ -272,7 +281,7 @@ describe('a gate judge on two series', () => {
   });
 
   it('is inconclusive below its minimum sample, counting only present points', () => {
-    const mw = gateJudgeSchema.parse({ kind: 'mann-whitney', minSamples: 3 });
+    const mw = mannWhitneyJudgeSchema.parse({ kind: 'mann-whitney', minSamples: 3 });
     expect(judgeSeries(mw, [1, 2, null, NaN], [1, 2, 3])).toEqual({
       outcome: 'inconclusive',
       value: null,
@@ -304,6 +313,98 @@ describe('a gate judge on two series', () => {
     expect(rangeResultOf(answer([{ values: [] }, { values: [] }]))).toMatchObject({ kind: 'several', count: 2 });
     expect(rangeResultOf('{"status":"error","error":"bad"}')).toMatchObject({ kind: 'error', message: 'not a query answer: bad' });
     expect(cohortQuery('x{v="{{version}}",c="{{cohort}}"}', 'baseline', 'a"b\\c')).toBe('x{v="a\\"b\\\\c",c="baseline"}');
+  });
+});
+
+describe('a gate judge on counts per step (sequential-rate)', () => {
+  const judge = sequentialRateJudgeSchema.parse({ kind: 'sequential-rate', minSamples: 1_000 });
+
+  it('turns steps into cumulative looks: whole counts, a missing point adds nothing, errors never above requests', () => {
+    expect(looksOf({ requests: [10.4, null, 5], errors: [1.6, 3, 9] }, { requests: [20, 20], errors: [0, -1] })).toEqual([
+      { canary: [10, 2], baseline: [20, 0] },
+      { canary: [10, 2], baseline: [40, 0] },
+      { canary: [15, 7], baseline: [40, 0] },
+    ]);
+  });
+
+  it('decides as the sequential test does on the same looks, and keeps what it stood on', () => {
+    // 500 requests a step on each side; the canary errs 3 % against the baseline's 1 %.
+    const steps = 20;
+    const canary = { requests: Array.from({ length: steps }, () => 500), errors: Array.from({ length: steps }, () => 15) };
+    const baseline = { requests: Array.from({ length: steps }, () => 500), errors: Array.from({ length: steps }, () => 5) };
+    const looks = looksOf(canary, baseline);
+    const direct = judgeSequentialRate(looks, { alpha: 0.05, direction: 'increase', minSamples: 1_000 });
+    const j = judgeCounts(judge, canary, baseline, 50);
+    expect(direct.verdict).toBe('fail');
+    expect(j.outcome).toBe('fail');
+    const at = looks[direct.decidedAt!]!;
+    expect(j.value).toBe(3);
+    expect(j.reason).toBe(
+      `the canary's error rate is higher: ${at.canary[1]}/${at.canary[0]} against the baseline's ${at.baseline[1]}/${at.baseline[0]} (evidence ${Number(direct.evidence.toPrecision(6))} ≥ 1/alpha = 20)`,
+    );
+    expect(j.detail).toMatchObject({
+      canary: { requests: 10_000, errors: 300 },
+      baseline: { requests: 10_000, errors: 100 },
+      steps,
+      decidedAt: direct.decidedAt,
+    });
+  });
+
+  it('passes equal rates once both cohorts have minSamples, and is inconclusive before', () => {
+    const even = (n: number) => ({ requests: Array.from({ length: n }, () => 100), errors: Array.from({ length: n }, () => 1) });
+    expect(judgeCounts(judge, even(5), even(5), 50)).toMatchObject({
+      outcome: 'inconclusive',
+      reason: 'not enough data: 500 canary and 500 baseline requests, 1000 needed on each side',
+    });
+    expect(judgeCounts(judge, even(10), even(10), 50)).toMatchObject({ outcome: 'pass', value: 1, reason: null });
+    expect(judgeCounts(judge, { requests: [], errors: [] }, { requests: [], errors: [] }, 50)).toMatchObject({ outcome: 'inconclusive' });
+    // A better canary is never a failure.
+    expect(
+      judgeCounts(judge, { ...even(30), errors: Array.from({ length: 30 }, () => 0) }, { ...even(30), errors: Array.from({ length: 30 }, () => 5) }, 50),
+    ).toMatchObject({
+      outcome: 'pass',
+    });
+  });
+
+  it('holds a reading whose split is not the stage percent (sample-ratio mismatch), before any verdict, unless told not to check', () => {
+    const steps = (n: number, requests: number, errors: number) => ({
+      requests: Array.from({ length: n }, () => requests),
+      errors: Array.from({ length: n }, () => errors),
+    });
+    // 12 % of 10,000 requests where 10 % was meant (χ² 44.4, p 2.62e-11 by scipy.stats.chisquare), and a canary erring three times as often: the split speaks first.
+    const skewed = judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), 10);
+    expect(skewed).toMatchObject({ outcome: 'inconclusive', value: null });
+    expect(skewed.reason).toBe(
+      'sample-ratio mismatch: the canary served 12 % of the requests where 10 % was meant (p = 2.62e-11 < 0.001); no judgement on this split can be trusted',
+    );
+    expect(skewed.detail).toMatchObject({ srm: { percent: 10, observed: 12, pValue: 2.62e-11 } });
+    // A split too unlikely for a double to hold its p-value says so.
+    expect(judgeCounts(judge, steps(10, 300, 9), steps(10, 700, 7), 10).reason).toMatch(
+      /^sample-ratio mismatch: the canary served 30 % .* \(p < 1e-300 < 0\.001\)/,
+    );
+    // The same split with 12 % meant is no mismatch: the verdict stands.
+    expect(judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), 12).outcome).toBe('fail');
+    const unchecked = sequentialRateJudgeSchema.parse({ kind: 'sequential-rate', minSamples: 1_000, srm: false });
+    expect(judgeCounts(unchecked, steps(10, 120, 4), steps(10, 880, 9), 10).outcome).toBe('fail');
+    // Within chance of the split meant (10.4 % of 10,000 at 10 %: p ≈ 0.18) it checks and passes on.
+    expect(judgeCounts(judge, steps(10, 104, 1), steps(10, 896, 9), 10)).toMatchObject({ outcome: 'pass' });
+    expect(judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), null).outcome).toBe('fail');
+  });
+
+  it('lays a range answer on the grid of steps, by timestamp (a point past the grid is not counted)', () => {
+    const answer = (result: unknown) => JSON.stringify({ status: 'success', data: { resultType: 'matrix', result } });
+    const series = [
+      {
+        values: [
+          [110, '4'],
+          [150, '6'],
+          [190, '9'],
+        ],
+      },
+    ];
+    expect(gridResultOf(answer(series), 110, 20, 3)).toEqual([4, null, 6]);
+    expect(gridResultOf(answer([]), 110, 20, 2)).toEqual([null, null]);
+    expect(gridResultOf(answer([{ values: [] }, { values: [] }]), 110, 20, 2)).toMatchObject({ kind: 'several', count: 2 });
   });
 });
 

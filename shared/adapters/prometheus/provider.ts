@@ -2,9 +2,10 @@ import { mapLimit } from '../../concurrency.js';
 import { errorMessage } from '../../log.js';
 import { OutboundPolicy, OutboundRefusedError, type Credential } from '../../outbound/policy.js';
 import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../outbound/secrets.js';
-import { judgedRange, type PrometheusGate } from '../../rollout/gate-spec.js';
+import { judgedRange, MAX_JUDGED_POINTS, type PrometheusGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
+import type { StepCounts } from '../../judge/gate.js';
 import { credentialHeaders, scrubbed } from '../http/credentials.js';
 import { OutboundHttp, type OutboundClient } from '../http/outbound.js';
 import { sigv4Headers } from '../http/sigv4.js';
@@ -23,6 +24,11 @@ import { sigv4Headers } from '../http/sigv4.js';
  * A judged gate (one with a `judge`) is read as two range queries
  * (`/api/v1/query_range`) over the same window, its query's `{{cohort}}` or
  * `{{version}}` filled in once for the canary and once for the baseline.
+ *
+ * A sequential-rate gate is read as four range queries, requests and errors
+ * of each cohort, on a grid of steps fixed at the stage's period start, so
+ * every reading sees the steps the last one saw (`{{step}}` is the step as
+ * a PromQL duration, for `increase(…[{{step}}])`).
  *
  * Every request goes through the operator's outbound policy: to an
  * allow-listed origin, with the credential the operator bound to that
@@ -90,9 +96,10 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
   private async cohorts(gate: PrometheusGate, context: GateContext | undefined, now: number, signal: AbortSignal): Promise<ProviderResult> {
     if (!context) return { kind: 'error', message: 'a judged gate is read for a rollout: no rollout was given', answer: '' };
     const stable = context.stableVersion;
-    if (gate.query.includes('{{version}}') && stable === null) {
+    if ([gate.query, gate.requestsQuery ?? ''].some((q) => q.includes('{{version}}')) && stable === null) {
       return { kind: 'error', message: 'the rollout names no stableVersion: a {{version}} query cannot find the baseline', answer: '' };
     }
+    if (gate.requestsQuery !== undefined) return this.counts(gate, gate.requestsQuery, context, now, signal);
     const { windowSeconds, stepSeconds } = judgedRange(gate);
     const end = Math.floor(now / 1000);
     // Never before the stage's period began: older points are another split's.
@@ -117,6 +124,48 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
     if (!isSeries(canary)) return canary;
     if (!isSeries(baseline)) return baseline;
     return { kind: 'cohorts', canary, baseline, answer: '' };
+  }
+
+  /**
+   * A counts gate: each cohort's requests and errors in every whole step since the period began. The
+   * grid starts at the period's start, so a step's point is the same at every reading.
+   */
+  private async counts(gate: PrometheusGate, requestsQuery: string, context: GateContext, now: number, signal: AbortSignal): Promise<ProviderResult> {
+    const { stepSeconds } = judgedRange(gate);
+    const anchor = Math.ceil((context.periodStart ?? now) / 1000);
+    const steps = Math.max(0, Math.floor((Math.floor(now / 1000) - anchor) / stepSeconds));
+    const none: StepCounts = { requests: [], errors: [] };
+    if (steps === 0) return { kind: 'counts', canary: none, baseline: none, percent: context.stage.percent, answer: '' };
+    if (steps > MAX_JUDGED_POINTS) {
+      return {
+        kind: 'error',
+        message: `the stage has run ${steps} steps of ${stepSeconds} s, more than the ${MAX_JUDGED_POINTS} a reading holds: give the gate a longer stepSeconds`,
+        answer: '',
+      };
+    }
+    const first = anchor + stepSeconds;
+    const read = async (cohort: 'canary' | 'baseline', what: 'requests' | 'errors'): Promise<ProviderResult | readonly (number | null)[]> => {
+      const version = cohort === 'canary' ? context.newVersion : (context.stableVersion ?? '');
+      const query = cohortQuery(what === 'requests' ? requestsQuery : gate.query, cohort, version).replaceAll('{{step}}', `${stepSeconds}s`);
+      const got = await this.fetch(gate, gate.timeoutSeconds, signal, 'query_range', {
+        query,
+        start: String(first),
+        end: String(anchor + steps * stepSeconds),
+        step: `${stepSeconds}s`,
+      });
+      if (!('text' in got)) return { ...got, ...('message' in got ? { message: `${cohort} ${what}: ${got.message}` } : {}) };
+      const r = gridResultOf(got.text, first, stepSeconds, steps);
+      if (isSeries(r)) return r;
+      return scrubbed(
+        r.kind === 'several' ? { kind: 'error', message: `the ${what} query returned ${r.count} series; a judged gate needs one per cohort`, answer: '' } : r,
+        got.sent,
+      );
+    };
+    const got = await Promise.all([read('canary', 'requests'), read('canary', 'errors'), read('baseline', 'requests'), read('baseline', 'errors')]);
+    const bad = got.find((r) => !isSeries(r));
+    if (bad) return bad as ProviderResult;
+    const [cn, ce, bn, be] = got as (readonly (number | null)[])[];
+    return { kind: 'counts', canary: { requests: cn!, errors: ce! }, baseline: { requests: bn!, errors: be! }, percent: context.stage.percent, answer: '' };
   }
 
   /** The answer's text, with what was sent (to scrub from anything kept), or the error as a result. */
@@ -235,6 +284,29 @@ export function rangeResultOf(text: string): readonly (number | null)[] | Provid
     const v = Array.isArray(p) && typeof p[1] === 'string' ? Number(p[1]) : NaN;
     return Number.isFinite(v) ? v : null;
   });
+}
+
+/**
+ * A range answer laid on a grid of `count` steps from `first` (seconds): the point at each step, null
+ * where the series has none. No series at all is every step empty (nothing was counted).
+ */
+export function gridResultOf(text: string, first: number, step: number, count: number): readonly (number | null)[] | ProviderResult {
+  const body = parseJson(text) as QueryResponse | undefined;
+  if (!body || body.status !== 'success' || !body.data)
+    return { kind: 'error', message: `not a query answer${body?.error ? `: ${body.error}` : ''}`, answer: '' };
+  const { resultType, result } = body.data;
+  if (resultType !== 'matrix' || !Array.isArray(result)) return { kind: 'error', message: `a ${String(resultType)} result from a range query`, answer: '' };
+  if (result.length > 1) return { kind: 'several', count: result.length, answer: '' };
+  const grid: (number | null)[] = Array.from({ length: count }, () => null);
+  const points = result.length ? (result[0] as { values?: unknown }).values : [];
+  if (!Array.isArray(points)) return { kind: 'error', message: 'a series without values', answer: '' };
+  for (const p of points) {
+    if (!Array.isArray(p) || typeof p[0] !== 'number' || typeof p[1] !== 'string') continue;
+    const i = Math.round((p[0] - first) / step);
+    const v = Number(p[1]);
+    if (i >= 0 && i < count && Number.isFinite(v)) grid[i] = v;
+  }
+  return grid;
 }
 
 const isSeries = (r: readonly (number | null)[] | ProviderResult): r is readonly (number | null)[] => Array.isArray(r);
