@@ -11,6 +11,8 @@ import { judgeSequentialRate, type Look } from './sequential-rate.js';
 import { sampleRatioMismatch, SRM_ALPHA } from './srm.js';
 
 const direction = z.enum(['increase', 'decrease', 'either']);
+/** How a reading with too little data to judge begins its reason: the evaluator stretches a bake on it (rollout/evaluate.ts). */
+export const NOT_ENOUGH_DATA = 'not enough data';
 /** Fewer points than this on either side: the reading is inconclusive, not a verdict. */
 const minSamples = z.number().int().min(1).max(10_000);
 
@@ -97,7 +99,7 @@ export function judgeSeries(judge: SeriesJudge, canaryIn: readonly (number | nul
     return {
       outcome: 'inconclusive',
       value: null,
-      reason: `not enough data: ${canary.length} canary and ${baseline.length} baseline points, ${judge.minSamples} needed on each side`,
+      reason: `${NOT_ENOUGH_DATA}: ${canary.length} canary and ${baseline.length} baseline points, ${judge.minSamples} needed on each side`,
       detail: cohorts,
     };
   }
@@ -206,7 +208,7 @@ export function judgeCounts(judge: CountsJudge, canary: StepCounts, baseline: St
     return {
       outcome: 'inconclusive',
       value: null,
-      reason: `not enough data: ${last.canary[0]} canary and ${last.baseline[0]} baseline requests, ${judge.minSamples} needed on each side`,
+      reason: `${NOT_ENOUGH_DATA}: ${last.canary[0]} canary and ${last.baseline[0]} baseline requests, ${judge.minSamples} needed on each side`,
       detail,
     };
   }

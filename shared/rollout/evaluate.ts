@@ -1,5 +1,6 @@
 import { beforeRolloutHooks } from './gate-spec.js';
-import { providerVerdict } from './gates.js';
+import { currentTally, providerVerdict, type GateReading } from './gates.js';
+import { NOT_ENOUGH_DATA } from '../judge/gate.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import type { Gates } from './spec.js';
 import { own } from '../own.js';
@@ -70,18 +71,66 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
   const alarmsOk = gates.alarms.every((a) => own(view.alarms, a) === 'OK');
   const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
-  if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') {
+  const promote = (readings: readonly GateReading[]): Decision => {
     const last = active.index === stages.length - 1;
     const judged = m !== undefined && (gates.minRequests > 0 || gates.maxErrorRate !== undefined || gates.maxP99LatencyMs !== undefined);
     return {
       kind: 'promote',
       stage: active.index,
       then: last ? 'complete' : 'activate_next',
-      ...(providers.readings.length ? { readings: providers.readings } : {}),
+      ...(readings.length ? { readings } : {}),
       ...(judged ? { metrics: m } : {}),
     };
+  };
+  if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') return promote(providers.readings);
+  // Too little data to judge once the bake, stretched to maxBakeSeconds, is over: the stage does what it says.
+  if (baked && alarmsOk && (spec.maxBakeSeconds !== undefined || spec.onInsufficientData !== undefined)) {
+    const short = insufficientData(view, active.index, enoughTraffic ? null : m);
+    const until = active.activatedAt + (spec.maxBakeSeconds ?? spec.bakeSeconds) * 1000;
+    if (short && now >= until) {
+      const reason = `stage ${spec.name}: not enough data after ${spec.maxBakeSeconds ?? spec.bakeSeconds} s: ${short.reason}`;
+      switch (spec.onInsufficientData ?? 'pause') {
+        case 'pause':
+          return { kind: 'pause', reason, readings: short.readings };
+        case 'rollback':
+          return { kind: 'rollback', stage: active.index, reason, ...(short.readings.length ? { readings: short.readings } : {}) };
+        case 'pass':
+          // Only what is short of data is passed over: a gate that waits for another reason still holds the stage.
+          if (short.all) return promote(short.passing);
+      }
+    }
   }
   return deadline(view, now);
+}
+
+/**
+ * Whether the active stage waits only for data: too few pushed requests for `minRequests`, or a provider
+ * gate whose newest reading is "not enough data". Null when nothing is short of data. `all`: every
+ * gate that does not pass is short of data (so passing over the shortage promotes); `passing`: the
+ * passing gates' newest readings.
+ */
+function insufficientData(
+  view: RolloutView,
+  stage: number,
+  shortReading: StageMetrics | undefined | null,
+): { reason: string; readings: GateReading[]; all: boolean; passing: GateReading[] } | null {
+  const { rollout } = view;
+  const gates = rollout.spec.stages[stage]!.gates;
+  const reasons: string[] = [];
+  const readings: GateReading[] = [];
+  const passing: GateReading[] = [];
+  let all = true;
+  if (shortReading !== null) reasons.push(`${shortReading?.requests ?? 0} of ${gates.minRequests} requests reported`);
+  for (const g of gates.providers ?? []) {
+    if (g.dryRun) continue;
+    const t = currentTally(view.gates, stage, g.name, rollout.lastProgressAt);
+    if (t?.last.outcome === 'pass') passing.push(t.last);
+    else if (t?.last.outcome === 'inconclusive' && t.last.reason?.startsWith(NOT_ENOUGH_DATA)) {
+      reasons.push(`gate ${g.name}: ${t.last.reason}`);
+      readings.push(t.last);
+    } else all = false;
+  }
+  return reasons.length ? { reason: reasons.join('; '), readings, all, passing } : null;
 }
 
 /**

@@ -43,8 +43,20 @@ export const stageSchema = z
     percent: z.number().gt(0).max(100),
     bakeSeconds: bakeSeconds,
     gates: gatesSchema.default({ minRequests: 0, alarms: [] }),
+    /**
+     * How long the bake may stretch while the stage has too little data to judge (fewer than
+     * `gates.minRequests`, or a judged gate's "not enough data"); absent: it waits as long as that
+     * lasts (up to the progress deadline). Absent rather than defaulted, as `providers` is.
+     */
+    maxBakeSeconds: bakeSeconds.optional(),
+    /** What the stage does once its bake (stretched to maxBakeSeconds) is over with too little data: pause (default), rollback or pass. */
+    onInsufficientData: z.enum(['pause', 'rollback', 'pass']).optional(),
   })
-  .strict();
+  .strict()
+  .refine((s) => s.maxBakeSeconds === undefined || s.maxBakeSeconds >= s.bakeSeconds, {
+    path: ['maxBakeSeconds'],
+    message: 'must be at least bakeSeconds: it is how far the bake may stretch',
+  });
 
 const targetSchema = z
   .object({

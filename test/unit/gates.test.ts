@@ -311,6 +311,90 @@ describe('the evaluator with provider gates', () => {
   });
 });
 
+describe('a stage short of data (maxBakeSeconds, onInsufficientData)', () => {
+  const judged = {
+    ...prom,
+    comparison: undefined,
+    threshold: undefined,
+    query: 'x{version="{{version}}"}',
+    judge: { kind: 'mann-whitney' },
+    inconclusiveLimit: 100,
+  };
+  const specOf = (stage: Record<string, unknown>, gates: Record<string, unknown> = { providers: [judged] }) =>
+    parseRolloutSpec({
+      target,
+      stages: [
+        { name: 'canary', percent: 10, bakeSeconds: 60, gates, ...stage },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    });
+  const view = (spec: ReturnType<typeof specOf>, tallies: GateTally[], metrics?: { requests: number }): RolloutView => {
+    const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
+    stages[0] = { ...stages[0]!, phase: 'active', activatedAt: T };
+    return {
+      rollout: {
+        id: 'r',
+        spec,
+        state: 'running',
+        attempt: 1,
+        version: 2,
+        createdAt: T,
+        updatedAt: T,
+        lastProgressAt: T,
+        deadlineExceededAt: null,
+        stateBy: null,
+        stateReason: null,
+      },
+      stages,
+      metrics: new Map(metrics ? [[0, { requests: metrics.requests, errors: 0, p99LatencyMs: null, observedAt: T + 1 }]] : []),
+      alarms: {},
+      gates: talliesByStage(tallies),
+    };
+  };
+  const short = { ...reading('inconclusive', T + 50_000), reason: 'not enough data: 3 canary and 9 baseline points, 10 needed on each side' };
+  const shortTally = tally({ inconclusive: 5, last: short, lastInconclusive: short });
+
+  it('stretches the bake to maxBakeSeconds, then pauses by default naming what was short', () => {
+    const spec = specOf({ maxBakeSeconds: 300 });
+    expect(evaluate(view(spec, [shortTally]), T + 61_000)).toBeNull();
+    expect(evaluate(view(spec, [shortTally]), T + 299_000)).toBeNull();
+    expect(evaluate(view(spec, [shortTally]), T + 300_000)).toEqual({
+      kind: 'pause',
+      reason: 'stage canary: not enough data after 300 s: gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
+      readings: [short],
+    });
+    // The stage promotes as soon as the data comes, stretched or not.
+    expect(evaluate(view(spec, [tally({})]), T + 61_000)).toMatchObject({ kind: 'promote' });
+  });
+
+  it('rolls back or passes when told, and a pass over the shortage never passes over a gate waiting for another reason', () => {
+    expect(evaluate(view(specOf({ maxBakeSeconds: 120, onInsufficientData: 'rollback' }), [shortTally]), T + 120_000)).toMatchObject({
+      kind: 'rollback',
+      stage: 0,
+      reason: 'stage canary: not enough data after 120 s: gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
+      readings: [short],
+    });
+    expect(evaluate(view(specOf({ onInsufficientData: 'pass' }), [shortTally]), T + 60_000)).toEqual({ kind: 'promote', stage: 0, then: 'activate_next' });
+    // A gate whose provider is down is not short of data: it still holds the stage.
+    const down = { ...reading('inconclusive', T + 50_000), reason: 'connect ECONNREFUSED 127.0.0.1:9090' };
+    expect(evaluate(view(specOf({ onInsufficientData: 'pass' }), [tally({ inconclusive: 1, last: down, lastInconclusive: down })]), T + 60_000)).toBeNull();
+  });
+
+  it('counts too few pushed requests as short of data too, and without either field waits as before', () => {
+    const pushed = specOf({ maxBakeSeconds: 90 }, { minRequests: 1_000 });
+    expect(evaluate(view(pushed, [], { requests: 200 }), T + 90_000)).toMatchObject({
+      kind: 'pause',
+      reason: 'stage canary: not enough data after 90 s: 200 of 1000 requests reported',
+    });
+    expect(evaluate(view(specOf({}), [shortTally]), T + 3_000_000)).toBeNull();
+  });
+
+  it('refuses a maxBakeSeconds shorter than the bake, naming it', () => {
+    expect(() => specOf({ maxBakeSeconds: 30 })).toThrow(/maxBakeSeconds: must be at least bakeSeconds/);
+    expect(() => specOf({ onInsufficientData: 'later' })).toThrow(/onInsufficientData/);
+  });
+});
+
 describe('the GateReader', () => {
   const spec = specWith([
     { ...prom, timeoutSeconds: 1 },
