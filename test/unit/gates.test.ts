@@ -247,31 +247,37 @@ describe('due gates', () => {
   });
 });
 
+/** A running rollout of `spec` with its first stage active since `activatedAt`, in the period begun at `lastProgressAt`. */
+function runningView(
+  spec: ReturnType<typeof parseRolloutSpec>,
+  o: { id?: string; tallies?: GateTally[]; lastProgressAt?: number; activatedAt?: number; requests?: number } = {},
+): RolloutView {
+  const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
+  stages[0] = { ...stages[0]!, phase: 'active', activatedAt: o.activatedAt ?? T };
+  return {
+    rollout: {
+      id: o.id ?? 'r',
+      spec,
+      state: 'running',
+      attempt: 1,
+      version: 2,
+      createdAt: T,
+      updatedAt: T,
+      lastProgressAt: o.lastProgressAt ?? T,
+      deadlineExceededAt: null,
+      stateBy: null,
+      stateReason: null,
+    },
+    stages,
+    metrics: new Map(o.requests === undefined ? [] : [[0, { requests: o.requests, errors: 0, p99LatencyMs: null, observedAt: T + 1 }]]),
+    alarms: {},
+    gates: talliesByStage(o.tallies ?? []),
+  };
+}
+
 describe('the evaluator with provider gates', () => {
   const spec = specWith([prom], 60);
-  const view = (tallies: GateTally[], o: { lastProgressAt?: number; activatedAt?: number } = {}): RolloutView => {
-    const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
-    stages[0] = { ...stages[0]!, phase: 'active', activatedAt: o.activatedAt ?? T };
-    return {
-      rollout: {
-        id: 'r',
-        spec,
-        state: 'running',
-        attempt: 1,
-        version: 2,
-        createdAt: T,
-        updatedAt: T,
-        lastProgressAt: o.lastProgressAt ?? T,
-        deadlineExceededAt: null,
-        stateBy: null,
-        stateReason: null,
-      },
-      stages,
-      metrics: new Map(),
-      alarms: {},
-      gates: talliesByStage(tallies),
-    };
-  };
+  const view = (tallies: GateTally[], o: { lastProgressAt?: number; activatedAt?: number } = {}): RolloutView => runningView(spec, { ...o, tallies });
   it('promotes only once baked and the gate passes, carrying the reading', () => {
     expect(evaluate(view([]), T + 61_000)).toBeNull();
     expect(evaluate(view([tally({})]), T + 59_000)).toBeNull();
@@ -328,29 +334,8 @@ describe('a stage short of data (maxBakeSeconds, onInsufficientData)', () => {
         { name: 'all', percent: 100, bakeSeconds: 0 },
       ],
     });
-  const view = (spec: ReturnType<typeof specOf>, tallies: GateTally[], metrics?: { requests: number }): RolloutView => {
-    const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
-    stages[0] = { ...stages[0]!, phase: 'active', activatedAt: T };
-    return {
-      rollout: {
-        id: 'r',
-        spec,
-        state: 'running',
-        attempt: 1,
-        version: 2,
-        createdAt: T,
-        updatedAt: T,
-        lastProgressAt: T,
-        deadlineExceededAt: null,
-        stateBy: null,
-        stateReason: null,
-      },
-      stages,
-      metrics: new Map(metrics ? [[0, { requests: metrics.requests, errors: 0, p99LatencyMs: null, observedAt: T + 1 }]] : []),
-      alarms: {},
-      gates: talliesByStage(tallies),
-    };
-  };
+  const view = (spec: ReturnType<typeof specOf>, tallies: GateTally[], metrics?: { requests: number }): RolloutView =>
+    runningView(spec, { tallies, ...(metrics ? { requests: metrics.requests } : {}) });
   const short = { ...reading('inconclusive', T + 50_000), reason: 'not enough data: 3 canary and 9 baseline points, 10 needed on each side' };
   const shortTally = tally({ inconclusive: 5, last: short, lastInconclusive: short });
 
@@ -400,29 +385,7 @@ describe('the GateReader', () => {
     { ...prom, timeoutSeconds: 1 },
     { ...alarmGate, timeoutSeconds: 1 },
   ]);
-  const running = (id: string): RolloutView => {
-    const stages = freshStages({ rollout: { spec } as RolloutView['rollout'] });
-    stages[0] = { ...stages[0]!, phase: 'active', activatedAt: T };
-    return {
-      rollout: {
-        id,
-        spec,
-        state: 'running',
-        attempt: 1,
-        version: 2,
-        createdAt: T,
-        updatedAt: T,
-        lastProgressAt: T,
-        deadlineExceededAt: null,
-        stateBy: null,
-        stateReason: null,
-      },
-      stages,
-      metrics: new Map(),
-      alarms: {},
-      gates: new Map(),
-    };
-  };
+  const running = (id: string): RolloutView => runningView(spec, { id });
   function storeThatCounts() {
     const stored: CountedReading[] = [];
     const store = {
