@@ -9,8 +9,7 @@
  */
 import { Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { servedNode, type ServedNode } from '../support/gated-node.js';
-import type { GateJson } from '../../shared/api/rollout-json.js';
+import { gatedSpec, getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
 import { databaseForFile } from '../support/database.js';
 import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
 
@@ -70,38 +69,18 @@ const judged = () => ({
 });
 const threshold = () => ({ ...latency, query: 'app_latency_seconds{version="v2"}', address: prometheus.url, comparison: '<', threshold: 0.5 });
 
-const spec = (version: string, gate: unknown, bakeSeconds: number) => ({
-  target: { service: 'checkout', version, stableVersion: 'v1' },
-  stages: [
-    { name: 'canary', percent: 10, bakeSeconds, gates: { providers: [gate] } },
-    { name: 'all', percent: 100, bakeSeconds: 0 },
-  ],
-});
-
-interface RolloutBody {
-  state: string;
-  stateReason: string | null;
-  gates: GateJson[];
-}
+const spec = gatedSpec;
 
 async function create(id: string, body: unknown): Promise<void> {
-  const res = await fetch(`${served.url}/rollouts`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ id, spec: body }),
-  });
+  const res = await postRollout(served.url, id, body);
   expect(res.status, await res.clone().text()).toBe(201);
 }
-const get = async (id: string) => (await (await fetch(`${served.url}/rollouts/${id}`)).json()) as RolloutBody;
+const get = (id: string) => getRollout(served.url, id);
 
 describe('a gate that judges the canary against the baseline', () => {
   it('refuses a judged query that does not name its cohort, and a judge beside a threshold', async () => {
     const bad = async (gate: unknown) => {
-      const res = await fetch(`${served.url}/rollouts`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ id: 'bad', spec: spec('v2', gate, 0) }),
-      });
+      const res = await postRollout(served.url, 'bad', spec('v2', gate, 0));
       return { status: res.status, body: await res.text() };
     };
     const unnamed = await bad({ ...judged(), query: 'app_latency_seconds{version="v2"}' });

@@ -10,8 +10,7 @@
  */
 import { Counter } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { servedNode, type ServedNode } from '../support/gated-node.js';
-import type { GateJson } from '../../shared/api/rollout-json.js';
+import { gatedSpec, getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
 import { databaseForFile } from '../support/database.js';
 import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
 
@@ -82,23 +81,9 @@ const gate = () => ({
   inconclusiveLimit: 1_000,
 });
 
-const spec = (version: string, g: unknown, bakeSeconds: number) => ({
-  target: { service: 'checkout', version, stableVersion: 'v1' },
-  stages: [
-    { name: 'canary', percent: 10, bakeSeconds, gates: { providers: [g] } },
-    { name: 'all', percent: 100, bakeSeconds: 0 },
-  ],
-});
-
-interface RolloutBody {
-  state: string;
-  stateReason: string | null;
-  gates: GateJson[];
-}
-
-const post = (id: string, body: unknown) =>
-  fetch(`${served.url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, spec: body }) });
-const get = async (id: string) => (await (await fetch(`${served.url}/rollouts/${id}`)).json()) as RolloutBody;
+const spec = gatedSpec;
+const post = (id: string, body: unknown) => postRollout(served.url, id, body);
+const get = (id: string) => getRollout(served.url, id);
 /** Polls until the rollout is in `state`; a timeout says what its gate last read. */
 const reach = (id: string, state: string) =>
   expect

@@ -7,6 +7,7 @@ import { serveApi } from '../../shared/runtimes/node/http.js';
 import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
 import { nodeApi } from '../../shared/runtimes/node/node-api.js';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
+import type { GateJson } from '../../shared/api/rollout-json.js';
 
 export interface ServedNode {
   readonly node: ControlPlaneNode;
@@ -36,3 +37,25 @@ export async function servedNode(o: { nodeId: string; databaseUrl: string; origi
     },
   };
 }
+
+/** A two-stage spec of checkout (stable v1) whose canary stage, at 10 %, holds one provider gate. */
+export const gatedSpec = (version: string, gate: unknown, bakeSeconds: number) => ({
+  target: { service: 'checkout', version, stableVersion: 'v1' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds, gates: { providers: [gate] } },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+});
+
+/** What the gate tests read of a rollout. */
+export interface GatedRollout {
+  state: string;
+  stateReason: string | null;
+  gates: GateJson[];
+}
+
+/** POST /rollouts with `spec` under `id`: the raw answer. */
+export const postRollout = (url: string, id: string, spec: unknown) =>
+  fetch(`${url}/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, spec }) });
+
+export const getRollout = async (url: string, id: string) => (await (await fetch(`${url}/rollouts/${id}`)).json()) as GatedRollout;
