@@ -183,15 +183,6 @@ export function judgeCounts(judge: CountsJudge, canary: StepCounts, baseline: St
     decidedAt: v.decidedAt,
     ...(srm ? { srm: { percent, observed: Math.round(1000 * srm.observed) / 10, pValue: Number(srm.pValue.toPrecision(3)) } } : {}),
   };
-  // Checked first: on a skewed split neither a fail nor a pass can be trusted.
-  if (srm?.mismatch) {
-    return {
-      outcome: 'inconclusive',
-      value: null,
-      reason: `sample-ratio mismatch: the canary served ${Math.round(1000 * srm.observed) / 10} % of the requests where ${percent} % was meant (p ${srm.pValue === 0 ? '< 1e-300' : `= ${srm.pValue.toPrecision(3)}`} < ${judge.srm ? judge.srm.alpha : SRM_ALPHA}); no judgement on this split can be trusted`,
-      detail,
-    };
-  }
   const ratio = (l: Look) => (l.baseline[1] === 0 || l.canary[0] === 0 ? null : round(l.canary[1] / l.canary[0] / (l.baseline[1] / l.baseline[0])));
   if (v.verdict === 'fail') {
     const at = looks[v.decidedAt!]!;
@@ -209,6 +200,16 @@ export function judgeCounts(judge: CountsJudge, canary: StepCounts, baseline: St
       outcome: 'inconclusive',
       value: null,
       reason: `${NOT_ENOUGH_DATA}: ${last.canary[0]} canary and ${last.baseline[0]} baseline requests, ${judge.minSamples} needed on each side`,
+      detail,
+    };
+  }
+  // A skewed split keeps a pass from counting (the canary may be getting other users, or the actuator may not
+  // do what it says); it never masks a fail, since rolling back is the safe way to be wrong.
+  if (srm?.mismatch) {
+    return {
+      outcome: 'inconclusive',
+      value: null,
+      reason: `sample-ratio mismatch: the canary served ${Math.round(1000 * srm.observed) / 10} % of the requests where ${percent} % was meant (p ${srm.pValue === 0 ? '< 1e-300' : `= ${srm.pValue.toPrecision(3)}`} < ${judge.srm ? judge.srm.alpha : SRM_ALPHA}); no pass on this split can be trusted`,
       detail,
     };
   }

@@ -64,73 +64,71 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   const metricsBreach = metricsBreachOf(gates, m);
   if (metricsBreach) return { kind: 'rollback', stage: active.index, reason: metricsBreach, metrics: m! };
   // Provider gates count readings since the stage's activation or last resume: both set lastProgressAt.
-  const providers = providerVerdict(gates.providers ?? [], view.gates, active.index, rollout.lastProgressAt);
+  // In a stage that stretches its bake, readings short of data wait for it: onInsufficientData decides (below), not the limit.
+  const stretch = stretchEndOf(view);
+  const providers = providerVerdict(gates.providers ?? [], view.gates, active.index, rollout.lastProgressAt, { shortOfDataWaits: stretch !== null });
   if (providers.kind === 'rollback') return { kind: 'rollback', stage: active.index, reason: providers.reason, readings: providers.readings };
   if (providers.kind === 'pause') return { kind: 'pause', reason: providers.reason, readings: providers.readings };
 
   const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
   const alarmsOk = gates.alarms.every((a) => own(view.alarms, a) === 'OK');
   const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
-  const promote = (readings: readonly GateReading[]): Decision => {
+  if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') {
     const last = active.index === stages.length - 1;
     const judged = m !== undefined && (gates.minRequests > 0 || gates.maxErrorRate !== undefined || gates.maxP99LatencyMs !== undefined);
     return {
       kind: 'promote',
       stage: active.index,
       then: last ? 'complete' : 'activate_next',
-      ...(readings.length ? { readings } : {}),
+      ...(providers.readings.length ? { readings: providers.readings } : {}),
       ...(judged ? { metrics: m } : {}),
     };
-  };
-  if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') return promote(providers.readings);
+  }
   // Too little data to judge once the bake, stretched to maxBakeSeconds, is over: the stage does what it says.
-  if (baked && alarmsOk && (spec.maxBakeSeconds !== undefined || spec.onInsufficientData !== undefined)) {
+  if (baked && alarmsOk && stretch !== null && now >= stretch) {
     const short = insufficientData(view, active.index, enoughTraffic ? null : m);
-    const until = active.activatedAt + (spec.maxBakeSeconds ?? spec.bakeSeconds) * 1000;
-    if (short && now >= until) {
-      const reason = `stage ${spec.name}: not enough data after ${spec.maxBakeSeconds ?? spec.bakeSeconds} s: ${short.reason}`;
-      switch (spec.onInsufficientData ?? 'pause') {
-        case 'pause':
-          return { kind: 'pause', reason, readings: short.readings };
-        case 'rollback':
-          return { kind: 'rollback', stage: active.index, reason, ...(short.readings.length ? { readings: short.readings } : {}) };
-        case 'pass':
-          // Only what is short of data is passed over: a gate that waits for another reason still holds the stage.
-          if (short.all) return promote(short.passing);
-      }
+    if (short) {
+      const reason = `stage ${spec.name}: not enough data ${Math.round((now - rollout.lastProgressAt) / 1000)} s into its period (maxBakeSeconds ${spec.maxBakeSeconds ?? spec.bakeSeconds}): ${short.reason}`;
+      if (spec.onInsufficientData === 'rollback')
+        return { kind: 'rollback', stage: active.index, reason, ...(short.readings.length ? { readings: short.readings } : {}) };
+      return { kind: 'pause', reason, readings: short.readings };
     }
   }
   return deadline(view, now);
 }
 
 /**
- * Whether the active stage waits only for data: too few pushed requests for `minRequests`, or a provider
- * gate whose newest reading is "not enough data". Null when nothing is short of data. `all`: every
- * gate that does not pass is short of data (so passing over the shortage promotes); `passing`: the
- * passing gates' newest readings.
+ * When the active stage stops waiting for data: its bake stretched to maxBakeSeconds, counted from the
+ * stage's current period (its activation, or the last resume: a resume gives the stage that time again,
+ * as its gates count afresh). Null when the stage has neither field: it waits for its data, up to the
+ * progress deadline.
  */
-function insufficientData(
-  view: RolloutView,
-  stage: number,
-  shortReading: StageMetrics | undefined | null,
-): { reason: string; readings: GateReading[]; all: boolean; passing: GateReading[] } | null {
+export function stretchEndOf(view: RolloutView): number | null {
+  const active = activeStage(view);
+  const stage = active && view.rollout.spec.stages[active.index];
+  if (!stage || (stage.maxBakeSeconds === undefined && stage.onInsufficientData === undefined)) return null;
+  return view.rollout.lastProgressAt + (stage.maxBakeSeconds ?? stage.bakeSeconds) * 1000;
+}
+
+/**
+ * What the active stage is short of: too few pushed requests for `minRequests`, or provider gates whose
+ * newest reading is "not enough data" (with those readings). Null when nothing is short of data.
+ */
+function insufficientData(view: RolloutView, stage: number, shortReading: StageMetrics | undefined | null): { reason: string; readings: GateReading[] } | null {
   const { rollout } = view;
   const gates = rollout.spec.stages[stage]!.gates;
   const reasons: string[] = [];
   const readings: GateReading[] = [];
-  const passing: GateReading[] = [];
-  let all = true;
   if (shortReading !== null) reasons.push(`${shortReading?.requests ?? 0} of ${gates.minRequests} requests reported`);
   for (const g of gates.providers ?? []) {
     if (g.dryRun) continue;
-    const t = currentTally(view.gates, stage, g.name, rollout.lastProgressAt);
-    if (t?.last.outcome === 'pass') passing.push(t.last);
-    else if (t?.last.outcome === 'inconclusive' && t.last.reason?.startsWith(NOT_ENOUGH_DATA)) {
-      reasons.push(`gate ${g.name}: ${t.last.reason}`);
-      readings.push(t.last);
-    } else all = false;
+    const last = currentTally(view.gates, stage, g.name, rollout.lastProgressAt)?.last;
+    if (last?.outcome === 'inconclusive' && last.reason?.startsWith(NOT_ENOUGH_DATA)) {
+      reasons.push(`gate ${g.name}: ${last.reason}`);
+      readings.push(last);
+    }
   }
-  return reasons.length ? { reason: reasons.join('; '), readings, all, passing } : null;
+  return reasons.length ? { reason: reasons.join('; '), readings } : null;
 }
 
 /**

@@ -83,6 +83,12 @@ export const prometheusGateSchema = z
      * step), e.g. `sum(increase(http_requests_total{version="{{version}}"}[{{step}}]))`.
      */
     requestsQuery: z.string().trim().min(1).max(4_096).optional(),
+    /**
+     * With `judge: sequential-rate`: only steps that ended at least this long ago are read (default 60), so a
+     * step's counts are whole when first read and the same at every reading after (scrapes and remote
+     * writes arrive late).
+     */
+    settleSeconds: z.number().int().min(0).max(600).optional(),
     comparison: z.enum(COMPARISONS).optional(),
     threshold: finite.optional(),
     /** Judge the canary against the baseline instead of against a threshold (shared/judge/gate.ts). */
@@ -99,7 +105,7 @@ export const prometheusGateSchema = z
       if (g.comparison === undefined)
         ctx.addIssue({ code: 'custom', path: ['comparison'], message: 'a gate without a judge needs a comparison (<, <=, >, >=)' });
       if (g.threshold === undefined) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'a gate without a judge needs a threshold' });
-      for (const f of ['windowSeconds', 'stepSeconds', 'requestsQuery'] as const) {
+      for (const f of ['windowSeconds', 'stepSeconds', 'requestsQuery', 'settleSeconds'] as const) {
         if (g[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with a judge: a threshold gate reads one instant value` });
       }
       return;
@@ -111,12 +117,21 @@ export const prometheusGateSchema = z
         path: ['requestsQuery'],
         message: "a sequential-rate gate needs requestsQuery (each cohort's requests per step) beside query (its errors)",
       });
-    if (!counts && g.requestsQuery !== undefined)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['requestsQuery'],
-        message: `requestsQuery goes with judge sequential-rate; ${g.judge.kind} judges one series a cohort`,
-      });
+    for (const f of ['requestsQuery', 'settleSeconds'] as const) {
+      if (!counts && g[f] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with judge sequential-rate; ${g.judge.kind} judges one series a cohort` });
+    }
+    if (counts) {
+      for (const f of ['query', 'requestsQuery'] as const) {
+        const q = g[f];
+        if (q !== undefined && !q.includes('{{step}}'))
+          ctx.addIssue({
+            code: 'custom',
+            path: [f],
+            message: 'a sequential-rate query counts each step: write its range as {{step}}, e.g. sum(increase(x{version="{{version}}"}[{{step}}]))',
+          });
+      }
+    }
     if (counts && g.windowSeconds !== undefined)
       ctx.addIssue({
         code: 'custom',
@@ -150,6 +165,9 @@ export const prometheusGateSchema = z
       });
     }
   });
+
+/** How long a sequential-rate gate lets a step settle before reading it, by default. */
+export const DEFAULT_SETTLE_SECONDS = 60;
 
 /** A judged gate's range: 10 minutes by default, a point per interval. */
 export function judgedRange(g: { windowSeconds?: number | undefined; stepSeconds?: number | undefined; intervalSeconds: number }): {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Same } from '../types.js';
 import { passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
 import { own } from '../own.js';
-import { judgeCounts, judgeSeries, type StepCounts } from '../judge/gate.js';
+import { judgeCounts, judgeSeries, NOT_ENOUGH_DATA, type StepCounts } from '../judge/gate.js';
 
 /**
  * What a provider gate saw, and what it means. Pure: the GateReader asks the
@@ -276,6 +276,8 @@ export function providerVerdict(
   tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>,
   stage: number,
   origin: number,
+  /** The stage stretches its bake for data: readings short of data (NOT_ENOUGH_DATA) wait instead of counting towards a pause. */
+  o: { readonly shortOfDataWaits?: boolean } = {},
 ): GateVerdict {
   // A dry-run gate is read and recorded like the others; it never holds, pauses or rolls back anything.
   const current = gates.filter((g) => !g.dryRun).map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
@@ -289,6 +291,7 @@ export function providerVerdict(
   for (const { g, t } of current) {
     if (t && t.inconclusive > g.inconclusiveLimit) {
       const r = t.lastInconclusive ?? t.last;
+      if (o.shortOfDataWaits && r.reason?.startsWith(NOT_ENOUGH_DATA)) continue;
       return {
         kind: 'pause',
         reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`,

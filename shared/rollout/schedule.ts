@@ -1,7 +1,7 @@
 import { beforeRolloutHooks } from './gate-spec.js';
 import { currentTally } from './gates.js';
 import { movesTargets } from './engine.js';
-import { evaluate } from './evaluate.js';
+import { evaluate, stretchEndOf } from './evaluate.js';
 import { activeStage, type RolloutView } from './model.js';
 
 /**
@@ -27,6 +27,9 @@ export function nextEvaluationAt(view: RolloutView, now: number): number {
   if (rollout.deadlineExceededAt === null) at.push(rollout.lastProgressAt + rollout.spec.progressDeadlineSeconds * 1000 + 1);
   const active = activeStage(view);
   if (active && active.activatedAt !== null) at.push(active.activatedAt + (rollout.spec.stages[active.index]?.bakeSeconds ?? 0) * 1000);
+  // A stage short of data acts when its stretched bake ends.
+  const stretch = stretchEndOf(view);
+  if (stretch !== null) at.push(stretch);
   const gates = active
     ? rollout.spec.stages[active.index]?.gates.providers
     : view.stages[0]?.phase === 'pending'

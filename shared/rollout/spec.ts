@@ -49,8 +49,11 @@ export const stageSchema = z
      * lasts (up to the progress deadline). Absent rather than defaulted, as `providers` is.
      */
     maxBakeSeconds: bakeSeconds.optional(),
-    /** What the stage does once its bake (stretched to maxBakeSeconds) is over with too little data: pause (default), rollback or pass. */
-    onInsufficientData: z.enum(['pause', 'rollback', 'pass']).optional(),
+    /**
+     * What the stage does once its bake (stretched to maxBakeSeconds) is over with too little data: pause
+     * (default) or rollback. Never pass: too little data to judge is not a good judgement.
+     */
+    onInsufficientData: z.enum(['pause', 'rollback']).optional(),
   })
   .strict()
   .refine((s) => s.maxBakeSeconds === undefined || s.maxBakeSeconds >= s.bakeSeconds, {
@@ -243,6 +246,20 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
   parseConfig('rollout spec', expandedSchema, { stages });
   // Before-rollout hooks are counted with the first stage's gates (one tally per name): their names must differ.
   const first = new Set((stages[0]?.gates.providers ?? []).map((g) => g.name));
+  // A stretch past the progress deadline would never be reached: the deadline fires first.
+  const late = stages.findIndex((s) => (s.maxBakeSeconds ?? 0) > parsed.progressDeadlineSeconds);
+  if (late >= 0)
+    throw new ConfigError('rollout spec', [
+      `stages.${late}.maxBakeSeconds: ${stages[late]!.maxBakeSeconds} is longer than progressDeadlineSeconds (${parsed.progressDeadlineSeconds}): the deadline would fire first; raise it or shorten the stretch`,
+    ]);
+  // A judged gate compares the canary with the baseline: at 100 % there is no baseline left to compare with.
+  for (const [i, st] of stages.entries()) {
+    const g = st.percent === 100 ? (st.gates.providers ?? []).findIndex((p) => p.type === 'prometheus' && p.judge !== undefined) : -1;
+    if (g >= 0)
+      throw new ConfigError('rollout spec', [
+        `stages.${i}.gates.providers.${g}.judge: stage ${st.name} sends 100 % to the new version, so no baseline is left to judge the canary against; judge an earlier stage`,
+      ]);
+  }
   const clash = (parsed.hooks ?? []).findIndex((h) => first.has(h.name));
   if (clash >= 0)
     throw new ConfigError('rollout spec', [

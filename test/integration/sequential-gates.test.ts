@@ -77,6 +77,8 @@ const gate = () => ({
   judge: { kind: 'sequential-rate', alpha: 0.01, minSamples: 1_000 },
   intervalSeconds: 1,
   stepSeconds: 1,
+  // Scraped every 200 ms: a step is whole a second after it ends.
+  settleSeconds: 1,
   // Until both cohorts have served minSamples the readings are inconclusive, which this allows.
   inconclusiveLimit: 1_000,
 });
@@ -97,7 +99,7 @@ const reach = (id: string, state: string) =>
     .toBe(state);
 
 describe('a gate that tests the canary error rate against the baseline at every reading', () => {
-  it('refuses a sequential-rate gate without its requests query, or with a window', async () => {
+  it('refuses a sequential-rate gate without its requests query, with a window, or counting other than per step', async () => {
     const { requestsQuery: _, ...noRequests } = gate();
     const missing = await post('bad', spec('v2', noRequests, 0));
     expect(missing.status).toBe(400);
@@ -105,6 +107,9 @@ describe('a gate that tests the canary error rate against the baseline at every 
     const windowed = await post('bad', spec('v2', { ...gate(), windowSeconds: 60 }, 0));
     expect(windowed.status).toBe(400);
     expect(await windowed.text()).toContain('a sequential-rate gate reads every step since the stage began');
+    const unstepped = await post('bad', spec('v2', { ...gate(), query: 'sum(increase(app_errors_total{version="{{version}}"}[5m]))' }, 0));
+    expect(unstepped.status).toBe(400);
+    expect(await unstepped.text()).toContain('a sequential-rate query counts each step: write its range as {{step}}');
     expect((await fetch(`${served.url}/rollouts/bad`)).status).toBe(404);
   });
 
@@ -128,7 +133,7 @@ describe('a gate that tests the canary error rate against the baseline at every 
     expect(failed.query).toBe(`sequential-rate of the canary against the baseline: errors ${gate().query}; requests ${gate().requestsQuery}`);
   }, 150_000);
 
-  it('holds a canary served three times its share (sample-ratio mismatch), and pauses naming it', async () => {
+  it('keeps a canary served far more than its share (sample-ratio mismatch) from passing, and pauses naming it', async () => {
     // v4 gets 75 % of the requests where the stage means 10 %: the actuator is not doing what it says.
     expect((await post('skewed', spec('v4', { ...gate(), inconclusiveLimit: 3 }, 3_600))).status).toBe(201);
     await reach('skewed', 'paused');

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../shared/errors.js';
 import { evaluate } from '../../shared/rollout/evaluate.js';
+import { nextEvaluationAt } from '../../shared/rollout/schedule.js';
 import { deadline, GateReader, GateTimeoutError, type GateProvider } from '../../shared/rollout/gate-reader.js';
 import { dueGates, judge, providerVerdict, tallyWith, type GateReading, type GateTally, type ProviderResult } from '../../shared/rollout/gates.js';
 import { inboundFromEnvelope, InvalidEventError } from '../../shared/rollout/inbound.js';
@@ -339,44 +340,76 @@ describe('a stage short of data (maxBakeSeconds, onInsufficientData)', () => {
   const short = { ...reading('inconclusive', T + 50_000), reason: 'not enough data: 3 canary and 9 baseline points, 10 needed on each side' };
   const shortTally = tally({ inconclusive: 5, last: short, lastInconclusive: short });
 
-  it('stretches the bake to maxBakeSeconds, then pauses by default naming what was short', () => {
+  it('stretches the bake to maxBakeSeconds without pausing at inconclusiveLimit, then pauses by default naming what was short', () => {
     const spec = specOf({ maxBakeSeconds: 300 });
-    expect(evaluate(view(spec, [shortTally]), T + 61_000)).toBeNull();
+    // Five readings short of data, over the default limit of two: within the stretch they wait.
+    const overLimit = tally({ inconclusive: 5, last: short, lastInconclusive: short });
+    const limited = specOf({ maxBakeSeconds: 300 }, { providers: [{ ...judged, inconclusiveLimit: 2 }] });
+    expect(evaluate(view(limited, [overLimit]), T + 61_000)).toBeNull();
     expect(evaluate(view(spec, [shortTally]), T + 299_000)).toBeNull();
-    expect(evaluate(view(spec, [shortTally]), T + 300_000)).toEqual({
+    expect(evaluate(view(limited, [overLimit]), T + 300_000)).toEqual({
       kind: 'pause',
-      reason: 'stage canary: not enough data after 300 s: gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
+      reason:
+        'stage canary: not enough data 300 s into its period (maxBakeSeconds 300): gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
       readings: [short],
     });
-    // The stage promotes as soon as the data comes, stretched or not.
+    // Without a stretch the limit pauses as before; a provider outage past the limit pauses even within one.
+    expect(evaluate(view(specOf({}, { providers: [{ ...judged, inconclusiveLimit: 2 }] }), [overLimit]), T + 61_000)).toMatchObject({ kind: 'pause' });
+    const down = { ...reading('inconclusive', T + 50_000), reason: 'connect ECONNREFUSED 127.0.0.1:9090' };
+    const outage = evaluate(view(limited, [tally({ inconclusive: 3, last: down, lastInconclusive: down })]), T + 61_000);
+    expect(outage?.kind).toBe('pause');
+    expect(outage && 'reason' in outage ? outage.reason : '').toContain('ECONNREFUSED');
+    // The stage promotes as soon as the data comes.
     expect(evaluate(view(spec, [tally({})]), T + 61_000)).toMatchObject({ kind: 'promote' });
   });
 
-  it('rolls back or passes when told, and a pass over the shortage never passes over a gate waiting for another reason', () => {
+  it('counts the stretch from the current period: a resume gives the stage that time again', () => {
+    const spec = specOf({ maxBakeSeconds: 300 });
+    const resumed = { ...view(spec, [{ ...shortTally, origin: T + 400_000 }]), rollout: { ...view(spec, []).rollout, lastProgressAt: T + 400_000 } };
+    expect(evaluate(resumed, T + 401_000)).toBeNull();
+    const again = evaluate(resumed, T + 700_000);
+    expect(again?.kind).toBe('pause');
+    expect(again && 'reason' in again ? again.reason : '').toMatch(/^stage canary: not enough data 300 s into its period/);
+    // And the promoter's schedule wakes for it: the stretch's end is a time to look.
+    const pushed = specOf({ maxBakeSeconds: 300 }, { minRequests: 1_000 });
+    const waiting = { ...view(pushed, [], { requests: 10 }), rollout: { ...view(pushed, []).rollout, lastProgressAt: T + 400_000 } };
+    expect(nextEvaluationAt(waiting, T + 401_000)).toBe(T + 700_000);
+  });
+
+  it('rolls back when told; never passes over too little data', () => {
     expect(evaluate(view(specOf({ maxBakeSeconds: 120, onInsufficientData: 'rollback' }), [shortTally]), T + 120_000)).toMatchObject({
       kind: 'rollback',
       stage: 0,
-      reason: 'stage canary: not enough data after 120 s: gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
+      reason:
+        'stage canary: not enough data 120 s into its period (maxBakeSeconds 120): gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
       readings: [short],
     });
-    expect(evaluate(view(specOf({ onInsufficientData: 'pass' }), [shortTally]), T + 60_000)).toEqual({ kind: 'promote', stage: 0, then: 'activate_next' });
-    // A gate whose provider is down is not short of data: it still holds the stage.
-    const down = { ...reading('inconclusive', T + 50_000), reason: 'connect ECONNREFUSED 127.0.0.1:9090' };
-    expect(evaluate(view(specOf({ onInsufficientData: 'pass' }), [tally({ inconclusive: 1, last: down, lastInconclusive: down })]), T + 60_000)).toBeNull();
+    expect(() => specOf({ onInsufficientData: 'pass' })).toThrow(/onInsufficientData/);
   });
 
   it('counts too few pushed requests as short of data too, and without either field waits as before', () => {
     const pushed = specOf({ maxBakeSeconds: 90 }, { minRequests: 1_000 });
+    expect(evaluate(view(pushed, [], { requests: 200 }), T + 89_000)).toBeNull();
+    expect(nextEvaluationAt(view(pushed, [], { requests: 200 }), T + 61_000)).toBe(T + 90_000);
     expect(evaluate(view(pushed, [], { requests: 200 }), T + 90_000)).toMatchObject({
       kind: 'pause',
-      reason: 'stage canary: not enough data after 90 s: 200 of 1000 requests reported',
+      reason: 'stage canary: not enough data 90 s into its period (maxBakeSeconds 90): 200 of 1000 requests reported',
     });
     expect(evaluate(view(specOf({}), [shortTally]), T + 3_000_000)).toBeNull();
   });
 
-  it('refuses a maxBakeSeconds shorter than the bake, naming it', () => {
+  it('refuses a maxBakeSeconds shorter than the bake or past the progress deadline, naming it', () => {
     expect(() => specOf({ maxBakeSeconds: 30 })).toThrow(/maxBakeSeconds: must be at least bakeSeconds/);
+    expect(() => specOf({ maxBakeSeconds: 7_200 })).toThrow(
+      /stages\.0\.maxBakeSeconds: 7200 is longer than progressDeadlineSeconds \(3600\): the deadline would fire first/,
+    );
     expect(() => specOf({ onInsufficientData: 'later' })).toThrow(/onInsufficientData/);
+  });
+
+  it('refuses a judged gate on a stage at 100 %: no baseline is left', () => {
+    expect(() => parseRolloutSpec({ target, stages: [{ name: 'all', percent: 100, bakeSeconds: 60, gates: { providers: [judged] } }] })).toThrow(
+      /stages\.0\.gates\.providers\.0\.judge: stage all sends 100 % to the new version, so no baseline is left/,
+    );
   });
 });
 

@@ -366,29 +366,33 @@ describe('a gate judge on counts per step (sequential-rate)', () => {
     });
   });
 
-  it('holds a reading whose split is not the stage percent (sample-ratio mismatch), before any verdict, unless told not to check', () => {
+  it('keeps a pass on a split that is not the stage percent (sample-ratio mismatch) from counting, and never masks a fail', () => {
     const steps = (n: number, requests: number, errors: number) => ({
       requests: Array.from({ length: n }, () => requests),
       errors: Array.from({ length: n }, () => errors),
     });
-    // 12 % of 10,000 requests where 10 % was meant (χ² 44.4, p 2.62e-11 by scipy.stats.chisquare), and a canary erring three times as often: the split speaks first.
-    const skewed = judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), 10);
+    // 12 % of 10,000 requests where 10 % was meant (χ² 44.4, p 2.62e-11 by scipy.stats.chisquare), at equal error rates.
+    const skewed = judgeCounts(judge, steps(10, 120, 1), steps(10, 880, 8), 10);
     expect(skewed).toMatchObject({ outcome: 'inconclusive', value: null });
     expect(skewed.reason).toBe(
-      'sample-ratio mismatch: the canary served 12 % of the requests where 10 % was meant (p = 2.62e-11 < 0.001); no judgement on this split can be trusted',
+      'sample-ratio mismatch: the canary served 12 % of the requests where 10 % was meant (p = 2.62e-11 < 0.001); no pass on this split can be trusted',
     );
     expect(skewed.detail).toMatchObject({ srm: { percent: 10, observed: 12, pValue: 2.62e-11 } });
     // A split too unlikely for a double to hold its p-value says so.
-    expect(judgeCounts(judge, steps(10, 300, 9), steps(10, 700, 7), 10).reason).toMatch(
+    expect(judgeCounts(judge, steps(10, 300, 3), steps(10, 700, 7), 10).reason).toMatch(
       /^sample-ratio mismatch: the canary served 30 % .* \(p < 1e-300 < 0\.001\)/,
     );
-    // The same split with 12 % meant is no mismatch: the verdict stands.
-    expect(judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), 12).outcome).toBe('fail');
+    // A canary erring three times as often fails on any split: rolling back is the safe way to be wrong.
+    expect(judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), 10).outcome).toBe('fail');
+    // The same split with 12 % meant, or with the check off, is no mismatch.
+    expect(judgeCounts(judge, steps(10, 120, 1), steps(10, 880, 8), 12).outcome).toBe('pass');
     const unchecked = sequentialRateJudgeSchema.parse({ kind: 'sequential-rate', minSamples: 1_000, srm: false });
-    expect(judgeCounts(unchecked, steps(10, 120, 4), steps(10, 880, 9), 10).outcome).toBe('fail');
-    // Within chance of the split meant (10.4 % of 10,000 at 10 %: p ≈ 0.18) it checks and passes on.
+    expect(judgeCounts(unchecked, steps(10, 120, 1), steps(10, 880, 8), 10).outcome).toBe('pass');
+    expect(judgeCounts(judge, steps(10, 120, 1), steps(10, 880, 8), null).outcome).toBe('pass');
+    // Within chance of the split meant (10.4 % of 10,000 at 10 %: p 0.18) it passes.
     expect(judgeCounts(judge, steps(10, 104, 1), steps(10, 896, 9), 10)).toMatchObject({ outcome: 'pass' });
-    expect(judgeCounts(judge, steps(10, 120, 4), steps(10, 880, 9), null).outcome).toBe('fail');
+    // Before minSamples it says not enough data, not mismatch.
+    expect(judgeCounts(judge, steps(2, 300, 0), steps(2, 100, 0), 10).reason).toMatch(/^not enough data/);
   });
 
   it('lays a range answer on the grid of steps, by timestamp (a point past the grid is not counted)', () => {

@@ -2,7 +2,7 @@ import { mapLimit } from '../../concurrency.js';
 import { errorMessage } from '../../log.js';
 import { OutboundPolicy, OutboundRefusedError, type Credential } from '../../outbound/policy.js';
 import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../outbound/secrets.js';
-import { judgedRange, MAX_JUDGED_POINTS, type PrometheusGate } from '../../rollout/gate-spec.js';
+import { DEFAULT_SETTLE_SECONDS, judgedRange, MAX_JUDGED_POINTS, type PrometheusGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
 import type { StepCounts } from '../../judge/gate.js';
@@ -26,9 +26,9 @@ import { sigv4Headers } from '../http/sigv4.js';
  * `{{version}}` filled in once for the canary and once for the baseline.
  *
  * A sequential-rate gate is read as four range queries, requests and errors
- * of each cohort, on a grid of steps fixed at the stage's period start, so
- * every reading sees the steps the last one saw (`{{step}}` is the step as
- * a PromQL duration, for `increase(…[{{step}}])`).
+ * of each cohort, on a grid of steps fixed at the stage's period start, each
+ * step read once it has settled, so every reading sees the steps the last one
+ * saw (`{{step}}` is the step as a PromQL duration, for `increase(…[{{step}}])`).
  *
  * Every request goes through the operator's outbound policy: to an
  * allow-listed origin, with the credential the operator bound to that
@@ -133,7 +133,9 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
   private async counts(gate: PrometheusGate, requestsQuery: string, context: GateContext, now: number, signal: AbortSignal): Promise<ProviderResult> {
     const { stepSeconds } = judgedRange(gate);
     const anchor = Math.ceil((context.periodStart ?? now) / 1000);
-    const steps = Math.max(0, Math.floor((Math.floor(now / 1000) - anchor) / stepSeconds));
+    // Only steps that ended settleSeconds ago: a step read while its scrapes are still arriving would be read again changed.
+    const settled = Math.floor(now / 1000) - (gate.settleSeconds ?? DEFAULT_SETTLE_SECONDS);
+    const steps = Math.max(0, Math.floor((settled - anchor) / stepSeconds));
     const none: StepCounts = { requests: [], errors: [] };
     if (steps === 0) return { kind: 'counts', canary: none, baseline: none, percent: context.stage.percent, answer: '' };
     if (steps > MAX_JUDGED_POINTS) {
