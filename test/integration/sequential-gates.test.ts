@@ -147,9 +147,12 @@ describe('a gate that tests the canary error rate against the baseline at every 
     expect((await post('twin', spec('v3', gate(), 10))).status).toBe(201);
     await reach('twin', 'completed');
     const readings = (await get('twin')).gates[0]!.readings!;
-    // The rate ratio, near 1: Prometheus's increase() extrapolates, and counts are taken whole.
+    // The rate ratio, near 1 but not exactly: increase() extrapolates and each
+    // step's count is rounded to a whole number, about ±0.5 on some 5 canary
+    // errors a step at the first reading with enough data.
     expect(readings[0]!.outcome).toBe('pass');
-    expect(readings[0]!.value).toBeCloseTo(1, 1);
+    expect(readings[0]!.value).toBeGreaterThan(0.8);
+    expect(readings[0]!.value).toBeLessThan(1.25);
     expect(readings.some((x) => x.outcome === 'fail')).toBe(false);
     expect(readings.filter((x) => x.outcome === 'inconclusive').every((x) => x.reason!.startsWith('not enough data'))).toBe(true);
   }, 120_000);
