@@ -117,7 +117,7 @@ export function routerOf<R extends RouteDef>(routes: readonly R[]): (method: str
     }
     return null;
   };
-  return (method, path) => {
+  const matchOf = (method: string, path: string): Match<R> => {
     if (!canonical(path)) throw new TargetError(whyNotCanonical(path));
     const m = method.toUpperCase();
     const hit = find(m === 'HEAD' ? 'GET' : m, path);
@@ -126,7 +126,27 @@ export function routerOf<R extends RouteDef>(routes: readonly R[]): (method: str
     const family = allowed.length ? null : familyOf(m, path);
     return family ? { route: null, allowed, family } : { route: null, allowed };
   };
+  // A match is a pure function of the method and the path: a fleet asking one rollout's assignment
+  // sends one path again and again, matched once. Bounded, and short paths only, so a caller
+  // sending a new path each time costs a miss, never memory.
+  const seen = new Map<string, Match<R>>();
+  return (method, path) => {
+    if (path.length > MEMO_PATH_CHARS) return matchOf(method, path);
+    const key = `${method} ${path}`;
+    let match = seen.get(key);
+    if (match === undefined) {
+      match = matchOf(method, path);
+      if ('params' in match) Object.freeze(match.params);
+      if (seen.size >= MEMO_ENTRIES) seen.delete(seen.keys().next().value!);
+      seen.set(key, Object.freeze(match));
+    }
+    return match;
+  };
 }
+
+/** The matches a router keeps, and the longest path it keeps one for. */
+const MEMO_ENTRIES = 1_024;
+const MEMO_PATH_CHARS = 256;
 
 /** A request that matched no route, refused with what the path takes instead. */
 export function unmatched(method: string, path: string, found: Extract<Match, { route: null }>): HttpError {

@@ -56,6 +56,45 @@ describe('the API definition', () => {
     expect(route('GET', '/nowhere')).toEqual({ route: null, allowed: [] });
   });
 
+  it('matches a path asked again as it did the first time, by method; a refused spelling stays refused', () => {
+    const route = routerOf(ROUTES);
+    const asked = [
+      ['GET', '/rollouts'],
+      ['POST', '/rollouts'],
+      ['HEAD', '/rollouts'],
+      ['DELETE', '/rollouts'],
+      ['GET', '/rollouts/a/assignment'],
+      ['GET', '/rollouts/b/assignment'],
+      ['POST', '/rollouts/a/pause'],
+      ['POST', '/rollouts/a/frobnicate'],
+      ['GET', `/rollouts/${'x'.repeat(300)}`],
+    ] as const;
+    const first = asked.map(([m, p]) => route(m, p));
+    // The same answers in the other order, then once more: none is another request's.
+    const again = [...asked]
+      .reverse()
+      .map(([m, p]) => route(m, p))
+      .reverse();
+    expect(again).toEqual(first);
+    expect(asked.map(([m, p]) => route(m, p))).toEqual(first);
+    expect(first.map((m) => m.route?.id ?? null)).toEqual([
+      'listRollouts',
+      'createRollout',
+      'listRollouts',
+      null,
+      'rolloutAssignment',
+      'rolloutAssignment',
+      'rolloutPause',
+      null,
+      'getRollout',
+    ]);
+    expect(first[5]).toMatchObject({ params: { id: 'b' } });
+    // A match handed out is never changed by whoever holds it.
+    expect(() => ((first[4] as { params: Record<string, string> }).params.id = 'b')).toThrow(TypeError);
+    expect(route('GET', '/rollouts/a/assignment')).toMatchObject({ params: { id: 'a' } });
+    for (let i = 0; i < 3; i++) expect(() => route('GET', '/rollouts//assignment')).toThrow(TargetError);
+  });
+
   it('holds ids to what a path reaches: not . or .., in a body or the document', () => {
     for (const id of ['.', '..']) expect(ID_RULE.test(id), id).toBe(false);
     for (const id of ['...', '.a', 'a.', 'ro:1', 'x_y-z']) expect(ID_RULE.test(id), id).toBe(true);

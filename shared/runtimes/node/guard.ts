@@ -173,7 +173,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     }
 
     // The match goes inward with the request (matched once), and so do the scopes: a handler decides what depends on the state it acts on.
-    if (open) return inner({ ...req, actor: identity?.actor ?? 'anonymous', scopes: identity?.scopes ?? NO_SCOPES, route: matched });
+    if (open) return inner(inward(req, identity?.actor ?? 'anonymous', identity?.scopes ?? NO_SCOPES, undefined, matched));
     let body: unknown = null;
     if (event && req.body !== null) {
       try {
@@ -185,7 +185,7 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     }
     const scope = scopeFor(found, method, body)!;
     if (!identity!.scopes.has(scope)) return refuse(403, `${identity!.actor} lacks the "${scope}" scope, which ${method} ${req.path.slice(0, 200)} needs`);
-    return inner({ ...req, actor: identity!.actor, scopes: identity!.scopes, identity: identity!, route: matched });
+    return inner(inward(req, identity!.actor, identity!.scopes, identity!, matched));
   }
 
   return async (req) => {
@@ -201,6 +201,33 @@ export function guarded(inner: Handle, o: GuardOptions): Handle {
     // Nothing is cached unless its route says how (assignment and traffic: private, by ETag).
     return { ...res, headers: { 'cache-control': 'no-store', ...res.headers, ...fixed } };
   };
+}
+
+/** Every field of a request, none optional: a field added to HttpRequest and not carried inward is a compile error. */
+type EveryField = { [K in RequestField]: HttpRequest[K] };
+type RequestField = keyof HttpRequest;
+
+/**
+ * The request as it goes inward: who asked, what they hold, the match. Built
+ * field by field: a spread of the request with fields overridden costs a cheap
+ * read more than the rest of the guard together.
+ */
+function inward(req: HttpRequest, actor: string, scopes: ReadonlySet<Scope>, identity: Identity | undefined, route: Match): HttpRequest {
+  const whole: EveryField = {
+    method: req.method,
+    path: req.path,
+    body: req.body,
+    query: req.query,
+    headers: req.headers,
+    remoteAddress: req.remoteAddress,
+    clientCertificate: req.clientCertificate,
+    secure: req.secure,
+    actor,
+    scopes,
+    identity,
+    route,
+  };
+  return whole;
 }
 
 /** The client's address: the peer's, or what a trusted proxy says it forwarded for (the last hop it added). */

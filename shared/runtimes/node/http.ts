@@ -177,7 +177,7 @@ export async function serveApi(
           clientCertificate: options.tls ? clientCertificate(req) : null,
           secure: Boolean(options.tls),
         });
-        send(out.status, out.body, { ...out.headers });
+        send(out.status, out.body, out.headers);
       } catch (err) {
         if (err instanceof RequestRefused) {
           // Written, then the connection closed: the rest of an oversize body is not read.
