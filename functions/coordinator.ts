@@ -8,6 +8,7 @@ import { FencedError } from '../shared/lease/fencing.js';
 import { errorMessage } from '../shared/log.js';
 import { coordinatorRequest, type CoordinatorReply, type CoordinatorRequest } from '../shared/ledger/coordinator-protocol.js';
 import { type ScanReport } from '../shared/ledger/coordinator.js';
+import { MAX_ATTEMPTS } from '../shared/ledger/model.js';
 import { HeartbeatWatch } from '../shared/ledger/staleness.js';
 import type { WorkQueue } from '../shared/queue/port.js';
 import { sqsClient } from '../shared/adapters/sqs/connect.js';
@@ -57,7 +58,7 @@ export interface CoordinatorHandlerOptions {
   deadLetters?: { readonly sqs: SQSClient; readonly queueUrl: string } | null;
   /** The `runs` flag in front of the open runs' query (the Aurora store); none: every scan reads the database. */
   activity?: ActivityFlags | null;
-  /** The work queue's maxReceiveCount, for the reason recorded on a dead letter's item. Default: ROLLOUT_MAX_RECEIVE_COUNT, else 5. */
+  /** The work queue's maxReceiveCount, for the reason recorded on a dead letter's item. Default: ROLLOUT_MAX_RECEIVE_COUNT, else MAX_ATTEMPTS. */
   maxReceiveCount?: number;
   /** Each fleet alias and the runs it may ask steals for. Default: ROLLOUT_COORDINATOR_FLEETS (JSON), else none. */
   fleets?: Readonly<Record<string, readonly string[]>>;
@@ -143,7 +144,10 @@ export async function settleDeadLetter(
     logger: o.logger,
   });
   if (!opened.coordinator) throw new RetryLater(`run ${parsed.runId} is coordinated by ${opened.holder ?? 'nobody yet'}`);
-  const outcome = await opened.coordinator.failDeadLetter({ ...parsed, receiveCount: o.maxReceiveCount ?? Number(process.env.ROLLOUT_MAX_RECEIVE_COUNT ?? 5) });
+  const outcome = await opened.coordinator.failDeadLetter({
+    ...parsed,
+    receiveCount: o.maxReceiveCount ?? Number(process.env.ROLLOUT_MAX_RECEIVE_COUNT ?? MAX_ATTEMPTS),
+  });
   if (outcome === 'moved') throw new RetryLater(`item ${parsed.itemId} moved while its dead letter was handled`);
   o.metrics.addMetric(outcome === 'failed' ? 'ItemsFailed' : 'DeadLettersDropped', MetricUnit.Count, 1);
   // As a node's /metrics counts them, under the same name.

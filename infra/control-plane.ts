@@ -12,6 +12,7 @@ import { Queue, QueueEncryption, type QueueProps } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { parseTargets, targetOutboundIssues, type TargetsConfig } from '../shared/actuation/targets.js';
 import { GSI1, GSI1_PROJECTED, KEY } from '../shared/adapters/dynamodb/table.js';
+import { MAX_ATTEMPTS } from '../shared/ledger/model.js';
 import { parseConfig } from '../shared/config.js';
 import { OutboundPolicy } from '../shared/outbound/policy.js';
 import { retentionSchema } from '../shared/retention.js';
@@ -31,8 +32,8 @@ export type { FunctionOverrides, RolloutControlPlaneProps } from './control-plan
 export { AURORA_WITHOUT_DATABASE, LAMBDA_RUNTIME } from './functions.js';
 export { API_ROUTES, type ApiRole } from './http-api.js';
 
-/** How many receives before a work item's message goes to the DLQ (and the item to Failed). */
-export const MAX_RECEIVE_COUNT = 5;
+/** How many receives before a work item's message goes to the DLQ (and the item to Failed): MAX_ATTEMPTS, the figure workers and coordinators read too. */
+export const MAX_RECEIVE_COUNT = MAX_ATTEMPTS;
 
 /** What a Secrets Manager ARN ends with: the secret's name, `-`, and the six characters Secrets Manager adds. */
 const SECRET_ARN = /^arn:[^:]+:secretsmanager:[^:]*:\d{12}:secret:.+-[A-Za-z0-9]{6}$/;

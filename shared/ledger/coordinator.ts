@@ -247,13 +247,13 @@ export class Coordinator {
   async scan(limit = 1_000): Promise<ScanReport> {
     const { repended, failed: poison } = await this.failureScan(limit);
     const cancelled = await this.failCancelled(limit);
-    const resent = await this.resendUnsent(limit);
+    const { resent, exhausted } = await this.resendUnsent(limit);
     const dead = this.opts.deadLetters ? (await this.failDeadLetters(this.opts.deadLetters, limit)).failed : [];
     return {
       repended,
-      failed: [...poison, ...cancelled, ...dead],
+      failed: [...poison, ...exhausted, ...cancelled, ...dead],
       resent,
-      failedBy: { attempts: poison.length, cancelled: cancelled.length, dead_letter: dead.length },
+      failedBy: { attempts: poison.length + exhausted.length, cancelled: cancelled.length, dead_letter: dead.length },
     };
   }
 
@@ -334,15 +334,55 @@ export class Coordinator {
    * send was refused) before the message went out — are sent now and
    * recorded. Also those sent longer ago than the queue keeps messages. A
    * duplicate (the sender was only slow) is harmless: workers drop it.
+   *
+   * One already tried maxAttempts times is failed instead (`exhausted`), as
+   * its dead letter would have been: a message sent again starts a new
+   * receive count, and the item would be tried on and on, or (a worker
+   * refusing it) wait for ever with nobody to take it.
    */
-  async resendUnsent(limit = 1_000): Promise<string[]> {
-    this.token();
+  async resendUnsent(limit = 1_000): Promise<{ resent: string[]; exhausted: string[] }> {
+    const token = this.token();
     const { runId, ledger, queue } = this.opts;
-    if (!queue || queue.deliversFromLedger) return [];
+    if (!queue || queue.deliversFromLedger) return { resent: [], exhausted: [] };
     const items = await ledger.unsent(runId, this.clock.now() - (this.opts.resendAfterMs ?? RESEND_AFTER_MS), limit);
-    for (let i = 0; i < items.length; i += SCAN_BATCH) await dispatch(ledger, queue, runId, items.slice(i, i + SCAN_BATCH), this.clock.now());
-    if (items.length) this.logger.warn('pending items had no message: sent again', { runId, items: items.length });
-    return items.map((item) => item.id);
+    const dead = await this.exhausted(items);
+    const deadIds = new Set(dead.map((d) => d.id));
+    const live = items.filter((item) => !deadIds.has(item.id));
+    const exhausted: string[] = [];
+    for (let i = 0; i < dead.length; i += SCAN_BATCH) {
+      const changes = dead
+        .slice(i, i + SCAN_BATCH)
+        .map((item) =>
+          fail(
+            token,
+            runId,
+            item.id,
+            { state: 'pending' },
+            `poison: tried ${item.attempts} times without a result${item.error ? `; last error: ${item.error}` : ''}`,
+          ),
+        );
+      const outs = await this.guard(() => ledger.casMany(changes, this.clock.now()));
+      exhausted.push(...outs.flatMap((o) => (o.ok ? [o.item.id] : [])));
+    }
+    for (let i = 0; i < live.length; i += SCAN_BATCH) await dispatch(ledger, queue, runId, live.slice(i, i + SCAN_BATCH), this.clock.now());
+    if (live.length) this.logger.warn('pending items had no message: sent again', { runId, items: live.length });
+    if (exhausted.length) this.logger.warn('pending items had no message and no attempts left: failed', { runId, items: exhausted.length });
+    return { resent: live.map((item) => item.id), exhausted };
+  }
+
+  /** Those of `entries` tried maxAttempts times, with their last error: as listed where the store lists attempts, else read. */
+  private async exhausted(entries: readonly PendingEntry[]): Promise<Pick<WorkItem, 'id' | 'attempts' | 'error'>[]> {
+    const { runId, ledger } = this.opts;
+    const listed = entries.filter((e) => e.attempts !== undefined);
+    const unlisted = entries.filter((e) => e.attempts === undefined).map((e) => e.id);
+    const read = !unlisted.length
+      ? []
+      : ledger.getMany
+        ? await ledger.getMany(runId, unlisted)
+        : (await Promise.all(unlisted.map((id) => ledger.get(runId, id)))).filter((i): i is WorkItem => i !== null);
+    return [...listed.map((e) => ({ id: e.id, attempts: e.attempts!, error: e.error ?? null })), ...read.filter((i) => i.state === 'pending')].filter(
+      (i) => i.attempts >= this.maxAttempts,
+    );
   }
 
   /**

@@ -71,5 +71,11 @@ export function resultHash(result: unknown): string {
  */
 export const MAX_RESULT_BYTES = 256 * 1024;
 
-/** Default poison threshold, the work queue's maxReceiveCount in AWS. */
+/**
+ * How many times an item is tried before it is failed for good (poison): the
+ * one figure every part reads — the ledger queue's claim and its dead letters,
+ * each coordinator, and the SQS work queue's maxReceiveCount the stack sets.
+ * A worker cannot choose its own: one that stopped claiming sooner than the
+ * coordinator fails would leave items Pending that nobody takes.
+ */
 export const MAX_ATTEMPTS = 5;

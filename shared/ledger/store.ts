@@ -40,7 +40,9 @@ export interface RunOptions {
 export type RunningEntry = Pick<WorkItem, 'runId' | 'id' | 'worker' | 'claimedAt'> & { readonly started?: boolean };
 
 /** A Pending item as an index lists it: enough to page on, fail it, or send its message and record that (`version`). */
-export type PendingEntry = Pick<WorkItem, 'runId' | 'id' | 'state' | 'version' | 'sentAt'>;
+export type PendingEntry = Pick<WorkItem, 'runId' | 'id' | 'state' | 'version' | 'sentAt'> &
+  /** Where the store lists them with the entry (PostgreSQL); absent where a reader must read the item for them (DynamoDB's index). */
+  Partial<Pick<WorkItem, 'attempts' | 'error'>>;
 
 /** The ledger half of the store port. */
 export interface LedgerStore {

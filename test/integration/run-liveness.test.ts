@@ -256,6 +256,26 @@ describe.each(labelled(SQS_ONLY))('a crash between storing and sending never str
     expect(await finish(h, runId, [victim, rescuer])).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
   });
 
+  it('exhausted_without_message: an item tried maxAttempts times whose message is gone is failed by the scan with its last error, never sent again', async () => {
+    const { runId, ids, forWorker } = await h.run(1);
+    const coordinator = await h.coordinator(runId, forWorker('c'), { maxAttempts: 2 });
+    const failing = h.worker(runId, 'failing', forWorker('failing'), { backend: () => Promise.reject(new Error('backend says no')) });
+    await until('the item is tried twice', async () => {
+      await failing.step().catch(() => undefined);
+      const item = await h.backend.ledger.get(runId, ids[0]!);
+      return item!.state === 'pending' && item!.attempts >= 2;
+    });
+    // Its message is gone (kept past the queue's retention, or a send was refused): the scan would send it again.
+    await h.backend.ledger.markUnsent(runId, 10);
+    const scanned = await coordinator.scan();
+    expect(scanned).toMatchObject({ resent: [], failed: ids, failedBy: { attempts: 1, cancelled: 0, dead_letter: 0 } });
+    expect(await h.backend.ledger.get(runId, ids[0]!)).toMatchObject({
+      state: 'failed',
+      error: expect.stringMatching(/^poison: tried 2 times without a result; last error: .*backend says no/) as unknown,
+    });
+    expect(await coordinator.scan()).toMatchObject({ resent: [], failed: [] });
+  });
+
   it('pending_without_message_after_post_runs: POST /runs stores its items, the send is refused (500); nobody retries, the scan sends them', async () => {
     const queueUrl = await h.sqsQueue();
     const cut = await h.sqsThroughProxy(queueUrl);

@@ -124,5 +124,9 @@ describe('createWorker', () => {
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: 2 ** 31, handler: () => 1 })).toThrow(
       '--item-timeout-ms: at most 24 days',
     );
+    // How many times an item is tried is not a worker's to choose: one stopping sooner than the coordinator fails would strand items.
+    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, maxReceiveCount: 2, handler: () => 1 } as never)).toThrow(
+      /--max-receive-count: an item is tried 5 times by every worker and coordinator alike/,
+    );
   });
 });

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../../clock.js';
 import { toInt, type Sql } from './sql.js';
 import type { QueueMessage, ReceiveOptions, WorkQueue } from '../../queue/port.js';
+import { MAX_ATTEMPTS } from '../../ledger/model.js';
 import { CLAIM_NEXT } from './ledger-statements.js';
 import type { WakeSource } from './wake.js';
 
@@ -20,6 +21,7 @@ import type { WakeSource } from './wake.js';
  * `failDeadLetters`, as the SQS DLQ does.
  */
 export interface LedgerQueueOptions {
+  /** MAX_ATTEMPTS unless a test asks for fewer; what LedgerDeadLetters is given must be the same. */
   maxReceiveCount?: number;
   clock?: Clock;
 }
@@ -55,7 +57,7 @@ export class LedgerWorkQueue extends LedgerRows implements WorkQueue {
     private readonly options: LedgerQueueOptions = {},
   ) {
     super();
-    this.maxReceiveCount = options.maxReceiveCount ?? 5;
+    this.maxReceiveCount = options.maxReceiveCount ?? MAX_ATTEMPTS;
     this.clock = options.clock ?? systemClock;
   }
 
@@ -158,7 +160,7 @@ export class LedgerDeadLetters extends LedgerRows implements WorkQueue {
   constructor(
     private readonly sql: Sql,
     private readonly runId: string,
-    private readonly maxReceiveCount = 5,
+    private readonly maxReceiveCount = MAX_ATTEMPTS,
   ) {
     super();
   }

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
+import { MAX_ATTEMPTS } from '../../ledger/model.js';
 import { DEFAULT_RETENTION } from '../../retention.js';
 
 /**
@@ -33,7 +34,12 @@ const workerFields = {
   waitSeconds: z.coerce.number().int().min(0).max(20).default(20),
   batch: z.coerce.number().int().positive().max(1_000).default(10),
   chunkBudgetMs: z.coerce.number().positive().default(100),
-  maxReceiveCount: z.coerce.number().int().positive().default(5),
+  /** Not a worker's to choose (MAX_ATTEMPTS): refused, naming why, rather than dropped unread. */
+  maxReceiveCount: z
+    .never({
+      error: `an item is tried ${MAX_ATTEMPTS} times by every worker and coordinator alike (a worker that stopped sooner would leave items Pending that nobody takes): leave it out`,
+    })
+    .optional(),
   exitWhenDone: z.boolean().default(false),
   /** DynamoDB: days an item this worker finishes is kept (its TTL); the stack's retention.runDays. */
   retainRunDays: z.number().positive().max(36_500).default(DEFAULT_RETENTION.runDays),

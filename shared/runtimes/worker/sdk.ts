@@ -33,7 +33,7 @@ import { WorkerMetrics } from './metrics.js';
  *
  * What the handler returns (JSON) is the item's result; what it throws
  * fails this attempt, with the error's message as the reason (an item that
- * fails `maxReceiveCount` times is failed for good). An item runs as long as
+ * fails MAX_ATTEMPTS (5) times is failed for good, with every reason kept). An item runs as long as
  * it takes: the worker heartbeats it while the handler runs. `itemTimeoutMs`
  * caps one attempt, and `stallMs` fails an attempt whose handler has not
  * called `heartbeat()` or `progress()` for that long. `signal` aborts when
@@ -181,9 +181,7 @@ async function runWorkers(
     const stopAll = new AbortController();
     const registry = new WorkerRegistry(registryStore, { staleAfterMs: Math.max(60_000, 6 * o.heartbeatMs) });
     const per = o.runs.map((runId) => {
-      const queue: WorkQueue = wake
-        ? new LedgerWorkQueue(stores.sql!, wake, runId, o.workerId, { maxReceiveCount: o.maxReceiveCount })
-        : new SqsWorkQueue(sqsClient(), o.queue, { logger });
+      const queue: WorkQueue = wake ? new LedgerWorkQueue(stores.sql!, wake, runId, o.workerId) : new SqsWorkQueue(sqsClient(), o.queue, { logger });
       let coordinator: CoordinatorClient | undefined;
       if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), runId);
       else if (o.coordinator !== 'none')

@@ -70,12 +70,6 @@ export const workerCommand: CommandSpec = {
       parser: int('--chunk-budget-ms'),
       default: 100,
     },
-    {
-      flags: '--max-receive-count <n>',
-      description: 'ledger queue: deliveries before an item is a dead letter (SQS: set on the queue)',
-      parser: int('--max-receive-count'),
-      default: 5,
-    },
     { flags: '--exit-when-done', description: 'stop once the run has nothing pending or running', default: false },
     {
       flags: '--retain-runs <days>',
