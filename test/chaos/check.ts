@@ -15,6 +15,7 @@ import type {
   Violation,
 } from './history.js';
 import { stalledSpans, worstStall } from './stalls.js';
+import { MAX_ATTEMPTS } from '../../shared/ledger/model.js';
 
 /**
  * The chaos checker. It reads only a ChaosHistory: what clients asked and
@@ -68,6 +69,8 @@ import { stalledSpans, worstStall } from './stalls.js';
  *   rollouts-settle              every rollout terminal, paused, or waiting on an active stage's
  *                                bake (not stalled past it)
  *   pending-has-message          no item Pending without a message
+ *   no-unclaimable-pending       no item left Pending once tried MAX_ATTEMPTS times: no worker
+ *                                claims it again, so its coordinator must have failed it
  *   reads-answer                 every read through the proxy was answered by a node, throughout
  *   live-worker-keeps-items      an item is taken from a worker (re-pended) only when that
  *                                worker was silent for the failure timeout, or a fault explains it,
@@ -493,6 +496,18 @@ export function check(h: ChaosHistory): Violation[] {
         'liveness',
         `run ${run.id}: ${unexplained.length} items Failed without a reason`,
         unexplained.slice(0, 5).map((i) => `item ${i.id}`),
+        end,
+      );
+    // Tried as many times as any worker claims an item: nobody will take it again, so only its coordinator can end it.
+    const unclaimable = items.filter((i) => i.state === 'pending' && i.attempts >= MAX_ATTEMPTS);
+    if (unclaimable.length)
+      v(
+        'no-unclaimable-pending',
+        'liveness',
+        `run ${run.id}: ${unclaimable.length} items Pending after ${MAX_ATTEMPTS} attempts at the end, which no worker claims and nothing failed`,
+        unclaimable
+          .slice(0, 5)
+          .map((i) => `item ${i.id.slice(0, 12)} attempts ${i.attempts}${i.hasMessage ? '' : ', no message'}${i.error ? `; last error: ${i.error}` : ''}`),
         end,
       );
     const silent = items.filter((i) => i.state === 'pending' && !i.hasMessage);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { check, firstLeaderlessWork } from '../chaos/check.js';
 import type { ChaosHistory, EventRow, LeaseChange, RolloutTransition } from '../chaos/history.js';
+import { MAX_ATTEMPTS } from '../../shared/ledger/model.js';
 
 /**
  * The checker's liveness promise for the promotion leader, on hand-made
@@ -117,5 +118,34 @@ describe('firstLeaderlessWork', () => {
     expect(firstLeaderlessWork([[16, 18]], leaders, 5, 0, 100)).toBeNull(); // 20 is within 5 of each
     expect(firstLeaderlessWork([], leaders, 5, 0, 100)).toBeNull();
     expect(firstLeaderlessWork([[0, 1]], [], 5, 0, 100)).toBe(0);
+  });
+});
+
+describe('no-unclaimable-pending: an item tried MAX_ATTEMPTS times is failed, never left Pending', () => {
+  const withItems = (items: ChaosHistory['store']['items']): ChaosHistory => {
+    const h = history({});
+    return { ...h, store: { ...h.store, runs: [{ id: 'run-1', items: items.length }], items } };
+  };
+  const item = (id: string, state: 'pending' | 'failed' | 'done', attempts: number, hasMessage = true) => ({
+    runId: 'run-1',
+    id,
+    state,
+    worker: null,
+    resultHash: null,
+    error: state === 'done' ? null : 'handler threw',
+    attempts,
+    hasMessage,
+  });
+  const found = (h: ChaosHistory) => check(h).filter((v) => v.invariant === 'no-unclaimable-pending');
+
+  it('an item left Pending after its last attempt fails, naming its attempts and that it has no message', () => {
+    const [v, ...more] = found(withItems([item('a'.repeat(64), 'pending', MAX_ATTEMPTS, false), item('b'.repeat(64), 'done', 0)]));
+    expect(more).toEqual([]);
+    expect(v!.message).toBe(`run run-1: 1 items Pending after ${MAX_ATTEMPTS} attempts at the end, which no worker claims and nothing failed`);
+    expect(v!.evidence).toEqual([`item aaaaaaaaaaaa attempts ${MAX_ATTEMPTS}, no message; last error: handler threw`]);
+  });
+
+  it('passes when such an item was failed, or when one still Pending has attempts left', () => {
+    expect(found(withItems([item('a'.repeat(64), 'failed', MAX_ATTEMPTS), item('c'.repeat(64), 'pending', MAX_ATTEMPTS - 1)]))).toEqual([]);
   });
 });
