@@ -11,7 +11,7 @@
  * result read back through the client.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -138,6 +138,27 @@ let right = 0;
 for await (const item of client.allRunItems('pkg-run', { state: 'done', pageSize: 50 })) if (item.result?.tripled === item.payload.n * 3) right++;
 console.log(JSON.stringify({ counts: run.counts, done: run.done, right }));
 `;
+
+describe('npm pack', () => {
+  it('builds first: packed from a checkout that was never built, the tarball holds the built package', () => {
+    // The tracked files alone, as a fresh clone has them, beside this checkout's dependencies.
+    const copy = mkdtempSync(join(tmpdir(), 'rollout-unbuilt-'));
+    try {
+      const root = join(import.meta.dirname, '../..');
+      const files = spawnSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' }).stdout.split('\0').filter(Boolean);
+      for (const f of files) cpSync(join(root, f), join(copy, f), { recursive: true });
+      symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
+      const packed = spawnSync('npm', ['pack', '--dry-run', '--json'], { cwd: copy, encoding: 'utf8' });
+      expect(packed.status, packed.stderr).toBe(0);
+      const listed = (JSON.parse(packed.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
+      expect(listed).toEqual(
+        expect.arrayContaining(['dist/shared/index.js', 'dist/shared/index.d.ts', 'dist/shared/runtimes/cli/cli.js', 'dist/infra/cdk.js']),
+      );
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  }, 600_000);
+});
 
 describe('the package, as an adopter installs it', () => {
   let consumer: Consumer;

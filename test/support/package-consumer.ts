@@ -33,7 +33,7 @@ export interface Consumer {
 
 export function packAndInstall(dir: string): Consumer {
   mkdirSync(dir, { recursive: true });
-  run('npm', ['run', '--silent', 'build'], root);
+  // Packing builds first (prepack).
   const name = run('npm', ['pack', '--silent', '--pack-destination', dir], root).trim().split('\n').at(-1)!;
   const tarball = join(dir, basename(name));
   const project = join(dir, 'consumer');
