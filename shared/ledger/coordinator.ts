@@ -274,7 +274,7 @@ export class Coordinator {
       if (!page.length) break;
       const outs = await this.guard(() =>
         ledger.casMany(
-          page.map((item) => fail(token, runId, item.id, { state: 'pending' }, reason)),
+          page.map((item) => fail(token, runId, item.id, { state: 'pending' }, reason, { counts: false })),
           this.clock.now(),
         ),
       );
@@ -313,10 +313,13 @@ export class Coordinator {
     for (let i = 0; i < stale.length; i += SCAN_BATCH) {
       const changes = stale.slice(i, i + SCAN_BATCH).map((item): ItemCas => {
         const silent = `worker ${item.worker} went silent (heartbeat unchanged for ${timeoutMs} ms)`;
-        if (cancelled !== null) return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, `${cancelled}; ${silent}`);
+        if (cancelled !== null)
+          return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, `${cancelled}; ${silent}`, {
+            counts: item.started,
+          });
         if (item.started && item.attempts + 1 >= this.maxAttempts) {
           const reason = `poison: started ${item.attempts + 1} times without a result; last: ${silent}${item.error ? `; before: ${item.error}` : ''}`;
-          return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, reason);
+          return fail(token, runId, item.id, { state: 'running', worker: item.worker, version: item.version }, reason, { counts: true });
         }
         return repend(token, runId, item, silent);
       });
@@ -359,6 +362,7 @@ export class Coordinator {
             item.id,
             { state: 'pending' },
             `poison: tried ${item.attempts} times without a result${item.error ? `; last error: ${item.error}` : ''}`,
+            { counts: false },
           ),
         );
       const outs = await this.guard(() => ledger.casMany(changes, this.clock.now()));
@@ -423,7 +427,7 @@ export class Coordinator {
     if (item && (item.state === 'pending' || item.state === 'running')) {
       const from = item.state === 'pending' ? { state: 'pending' as const } : { state: 'running' as const, worker: item.worker };
       const reason = `poison: delivered ${m.receiveCount} times without a result${item.error ? `; last error: ${item.error}` : ''}`;
-      const out = await this.guard(() => this.opts.ledger.cas(fail(token, m.runId, m.itemId, from, reason), this.clock.now()));
+      const out = await this.guard(() => this.opts.ledger.cas(fail(token, m.runId, m.itemId, from, reason, { counts: false }), this.clock.now()));
       if (out.ok) return 'failed';
       if (out.current && (out.current.state === 'pending' || out.current.state === 'running')) return 'moved';
       return 'dropped';

@@ -83,7 +83,7 @@ export type StealCas = Change<
   Fenced;
 /** What `fail` may find: Pending, or Running with the worker seen; at the version seen, when given. */
 export type FailFrom = ({ readonly state: 'pending' } | { readonly state: 'running'; readonly worker: string | null }) & { readonly version?: number };
-export type FailCas = Change<'fail', FailFrom, Cleared & { readonly state: 'failed'; readonly error: string }> & Fenced & { readonly bumpAttempts: true };
+export type FailCas = Change<'fail', FailFrom, Cleared & { readonly state: 'failed'; readonly error: string }> & Fenced & { readonly bumpAttempts: boolean };
 
 /** Every change a store is asked to make: one of the transitions below. */
 export type ItemCas = ClaimCas | StartCas | HeartbeatCas | AckCas | NackCas | RejectCas | RependCas | StealCas | FailCas;
@@ -198,7 +198,11 @@ export function steal(fence: LeaseToken, runId: string, itemId: string, victim: 
   };
 }
 
-/** Coordinator (poison item, attempts exhausted): Pending or Running(worker) → Failed with a reason. `from` may pin the version. */
-export function fail(fence: LeaseToken, runId: string, itemId: string, from: FailFrom, error: string): FailCas {
-  return { transition: 'fail', runId, itemId, expect: from, set: { ...runningCleared, state: 'failed', error }, bumpAttempts: true, fence };
+/**
+ * Coordinator (poison item, attempts exhausted; a cancelled run's items): Pending or Running(worker) → Failed with a
+ * reason. `from` may pin the version. An attempt counts only when one ended here (`counts`: a started item whose
+ * worker went silent); failing what was already tried, or never run, leaves `attempts` as tried.
+ */
+export function fail(fence: LeaseToken, runId: string, itemId: string, from: FailFrom, error: string, o: { readonly counts: boolean }): FailCas {
+  return { transition: 'fail', runId, itemId, expect: from, set: { ...runningCleared, state: 'failed', error }, bumpAttempts: o.counts, fence };
 }

@@ -61,7 +61,7 @@ async function leaseVersion(runId: string): Promise<number> {
   return Number(Item?.version);
 }
 
-const failIt = (token: LeaseToken, runId: string, id: string) => fail(token, runId, id, { state: 'running', worker: 'v' }, 'test');
+const failIt = (token: LeaseToken, runId: string, id: string) => fail(token, runId, id, { state: 'running', worker: 'v' }, 'test', { counts: true });
 
 describe('shard fences', () => {
   it('a first fenced write raises every shard’s fence to the epoch; later writes check the fence, not the lease item', async () => {

@@ -72,7 +72,7 @@ forEachBackend('ledger on %s', (backend) => {
     expect((await backend.ledger.get(runId, id))!.version).toBe(4);
   });
 
-  it('nack returns an item to Pending with no message on record; only a failure counts an attempt; fail records the reason', async () => {
+  it('nack returns an item to Pending with no message on record; only a failure counts an attempt; fail records the reason, and counts an attempt only when told', async () => {
     const { runId, ids } = await run([{ job: 'n' }]);
     const id = ids[0]!;
     await cas(claim(runId, id, 'w1', 0, clock.now()));
@@ -82,8 +82,17 @@ forEachBackend('ledger on %s', (backend) => {
     await cas(nack(runId, id, 'w1', 'backend: boom', { counts: true }));
     expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'pending', attempts: 1, error: 'backend: boom' });
     const c = await coordinator(runId, 'c1');
-    await cas(fail(c.token()!, runId, id, { state: 'pending' }, 'poison: 5 receives'));
-    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', attempts: 2, error: 'poison: 5 receives' });
+    // What was already tried is failed as tried: no attempt ended here.
+    await cas(fail(c.token()!, runId, id, { state: 'pending' }, 'poison: tried 1 times', { counts: false }));
+    expect(await backend.ledger.get(runId, id)).toMatchObject({ state: 'failed', attempts: 1, error: 'poison: tried 1 times' });
+    // A started item whose worker went silent: that attempt ended here, and counts.
+    const silent = await run([{ job: 'silent' }]);
+    const s = silent.ids[0]!;
+    await cas(claim(silent.runId, s, 'w2', 0, clock.now()));
+    await cas(start(silent.runId, s, 'w2', clock.now()));
+    const cs = await coordinator(silent.runId, 'c2');
+    await cas(fail(cs.token()!, silent.runId, s, { state: 'running', worker: 'w2' }, 'poison: started 1 times', { counts: true }));
+    expect(await backend.ledger.get(silent.runId, s)).toMatchObject({ state: 'failed', attempts: 1, error: 'poison: started 1 times' });
   });
 
   it('reject: the holder fails an item whose result cannot be stored, once; nobody else can', async () => {
@@ -287,8 +296,8 @@ forEachBackend('ledger on %s', (backend) => {
     ]);
     await step([
       ...[a1, a2].map((id) => heartbeat(runId, id, 'w1', clock.now())),
-      fail(token, runId, b1, { state: 'pending' }, 'poison'),
-      fail(token, runId, b2, { state: 'pending', version: (await read(b2)).version }, 'poison'),
+      fail(token, runId, b1, { state: 'pending' }, 'poison', { counts: false }),
+      fail(token, runId, b2, { state: 'pending', version: (await read(b2)).version }, 'poison', { counts: false }),
       start(runId, d1, 'w2', clock.now()),
     ]);
     await step([
@@ -298,8 +307,8 @@ forEachBackend('ledger on %s', (backend) => {
     ]);
     await step([d1, d2].map((id) => claim(runId, id, 'w3', token.epoch, clock.now())));
     await step([
-      fail(token, runId, d1, { state: 'running', worker: 'w3', version: (await read(d1)).version }, 'poison'),
-      fail(token, runId, d2, { state: 'running', worker: 'w3' }, 'poison'),
+      fail(token, runId, d1, { state: 'running', worker: 'w3', version: (await read(d1)).version }, 'poison', { counts: true }),
+      fail(token, runId, d2, { state: 'running', worker: 'w3' }, 'poison', { counts: true }),
     ]);
     expect(await backend.ledger.counts(runId)).toEqual({ pending: 0, running: 0, done: 2, failed: 6 });
   });

@@ -16,7 +16,7 @@ import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { mockBackend, type ExecutionBackend } from '../../shared/ledger/backends.js';
 import { Coordinator } from '../../shared/ledger/coordinator.js';
-import { contentId, MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
+import { contentId, MAX_ATTEMPTS, MAX_RESULT_BYTES } from '../../shared/ledger/model.js';
 import { StoreContendedError } from '../../shared/errors.js';
 import { coordinatorLease, type LedgerStore } from '../../shared/ledger/store.js';
 import { Worker } from '../../shared/ledger/worker/index.js';
@@ -274,6 +274,48 @@ describe.each(labelled(SQS_ONLY))('a crash between storing and sending never str
       error: expect.stringMatching(/^poison: tried 2 times without a result; last error: .*backend says no/) as unknown,
     });
     expect(await coordinator.scan()).toMatchObject({ resent: [], failed: [] });
+  });
+
+  it('copy_after_the_last_attempt: a copy of an old message, received after the item was tried MAX_ATTEMPTS times, does not run it again; the scan fails it', async () => {
+    const { runId, ids, forWorker } = await h.run(1);
+    const coordinator = await h.coordinator(runId, forWorker('c'));
+    let calls = 0;
+    const failing = h.worker(runId, 'failing', forWorker('failing'), {
+      backend: () => {
+        calls++;
+        return Promise.reject(new Error('backend says no'));
+      },
+    });
+    await until(`the item is tried ${MAX_ATTEMPTS} times`, async () => {
+      await failing.step().catch(() => undefined);
+      return (await h.backend.ledger.get(runId, ids[0]!))!.attempts >= MAX_ATTEMPTS;
+    });
+    // A copy of its message was still in flight: a re-pend sends a new one while the old one goes round.
+    await forWorker('copy').send(runId, ids);
+    const other = h.worker(runId, 'other', forWorker('other'), {
+      backend: () => {
+        calls++;
+        return Promise.resolve('ran');
+      },
+    });
+    const before = (await h.backend.ledger.get(runId, ids[0]!))!.version;
+    await until('the copy is received, the item claimed and left', async () => {
+      await other.step();
+      const item = (await h.backend.ledger.get(runId, ids[0]!))!;
+      return item.version > before && item.state !== 'running';
+    });
+    expect(calls).toBe(MAX_ATTEMPTS);
+    expect(await h.backend.ledger.get(runId, ids[0]!)).toMatchObject({
+      state: 'pending',
+      attempts: MAX_ATTEMPTS,
+      error: expect.stringMatching(/backend says no/) as unknown,
+    });
+    expect(await coordinator.scan()).toMatchObject({ resent: [], failed: ids, failedBy: { attempts: 1, cancelled: 0, dead_letter: 0 } });
+    expect(await h.backend.ledger.get(runId, ids[0]!)).toMatchObject({
+      state: 'failed',
+      attempts: MAX_ATTEMPTS,
+      error: expect.stringMatching(new RegExp(`^poison: tried ${MAX_ATTEMPTS} times without a result; last error: .*backend says no`)) as unknown,
+    });
   });
 
   it('pending_without_message_after_post_runs: POST /runs stores its items, the send is refused (500); nobody retries, the scan sends them', async () => {

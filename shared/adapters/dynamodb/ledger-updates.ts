@@ -148,14 +148,21 @@ function parts(c: ItemCas, k: IndexKeys): Parts {
           'SET worker = :thief, epoch = :epoch, claimedAt = :claimedAt, started = :false, heartbeatAt = :heartbeatAt, version = version + :one, updatedAt = :now',
         values: { ':worker': c.expect.worker, ':thief': c.set.worker, ':epoch': c.set.epoch, ':claimedAt': c.set.claimedAt, ':heartbeatAt': c.set.heartbeatAt },
       };
-    // fail (fenced) — a poison item ends Failed with the reason, an attempt counted. Found as judged: Pending, or
-    // Running held by the worker seen; at the version seen when one is given.
+    // fail (fenced) — a poison item (or a cancelled run's) ends Failed with the reason; an attempt counts when one ended
+    // here (a started item whose worker went silent). Found as judged: Pending, or Running held by the worker seen; at
+    // the version seen when one is given.
     case 'fail':
       return {
         when: [c.expect.state === 'pending' ? PENDING : HELD, ...(c.expect.version === undefined ? [] : [AT_VERSION])].join(' AND '),
         update:
-          'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :one, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, pendingVersion',
-        values: { ':worker': c.expect.state === 'running' ? c.expect.worker : null, ':version': c.expect.version, ':error': c.set.error, ...failed(c, k) },
+          'SET #state = :failed, #error = :error, started = :false, attempts = attempts + :counts, #ipk = :ipk, #isk = :isk, version = version + :one, updatedAt = :now REMOVE worker, epoch, claimedAt, heartbeatAt, pendingVersion',
+        values: {
+          ':worker': c.expect.state === 'running' ? c.expect.worker : null,
+          ':version': c.expect.version,
+          ':error': c.set.error,
+          ':counts': c.bumpAttempts ? 1 : 0,
+          ...failed(c, k),
+        },
       };
   }
 }

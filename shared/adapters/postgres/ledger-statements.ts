@@ -211,22 +211,24 @@ export const STEAL: LedgerStatement<StealCas> = {
 };
 
 /**
- * fail (coordinator, fenced) — a poison item ends Failed with the reason, an attempt counted.
+ * fail (coordinator, fenced) — a poison item (or a cancelled run's) ends Failed with the reason; an attempt
+ * counts when v.counts (a started item whose worker went silent).
  * When: as judged — Pending, or Running held by v.worker; at version v.version
  * when one is given — and the coordinator still holds the lease.
  */
 export const FAIL: LedgerStatement<FailCas> = {
   text: (fence) => `${fence.with}
   UPDATE work_items w
-     SET state = 'failed', error = v.error, attempts = w.attempts + 1,
+     SET state = 'failed', error = v.error, attempts = w.attempts + v.counts::int,
          worker = NULL, epoch = NULL, claimed_at = NULL, started = false, heartbeat_at = NULL,
          version = w.version + 1, updated_at = $2
-    FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[]) AS v(id, state, worker, version, error)
+    FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::boolean[]) AS v(id, state, worker, version, error, counts)
    WHERE w.run_id = $1 AND w.id = ANY($3::text[]) AND w.id = v.id
      AND w.state = v.state AND (v.state = 'pending' OR w.worker = v.worker)
      AND (v.version IS NULL OR w.version = v.version)
      AND ${fence.holds}`,
-  params: (cs) => columns(cs, (c) => [c.expect.state, c.expect.state === 'running' ? c.expect.worker : null, c.expect.version ?? null, c.set.error]),
+  params: (cs) =>
+    columns(cs, (c) => [c.expect.state, c.expect.state === 'running' ? c.expect.worker : null, c.expect.version ?? null, c.set.error, c.bumpAttempts]),
 };
 
 /** The statement of each transition. */

@@ -3,8 +3,8 @@ import { errorMessage } from '../../log.js';
 import type { QueueMessage } from '../../queue/port.js';
 import { activeIn, failSpan, SPAN, startSpan } from '../../tracing.js';
 import type { ItemCasOutcome } from '../store.js';
-import { start } from '../transitions.js';
-import { deleteAll, type Held, type WorkerContext } from './context.js';
+import { nack, start } from '../transitions.js';
+import { deleteAll, spent, type Held, type WorkerContext } from './context.js';
 import type { Flusher } from './flush.js';
 import { giveBack } from './give-back.js';
 import type { Heartbeats } from './heartbeat.js';
@@ -112,6 +112,24 @@ export class Chunks {
     }
   }
 
+  /**
+   * Items a copy of an old message brought after their last attempt: back to
+   * Pending as they were (last error kept, no attempt counted) with no
+   * message, for the coordinator's scan to fail.
+   */
+  private async leaveSpent(items: readonly { h: Held; error: string | null }[]): Promise<void> {
+    const { ledger, queue, runId } = this.w.o;
+    await ledger.casMany(
+      items.map(({ h, error }) => nack(runId, h.itemId, this.w.id, error ?? 'tried the most times an item is tried', { counts: false })),
+      this.w.clock.now(),
+    );
+    await deleteAll(
+      queue,
+      items.flatMap(({ h }) => (h.message ? [h.message] : [])),
+    );
+    this.w.logger.info('items already tried the most times: not run, left to the coordinator to fail', { runId, items: items.length });
+  }
+
   /** Start the chunk in one round trip, run its items one by one, record outcomes in batches. Returns the ids given back by a drain. */
   private async run(chunk: Held[], ctl: { c: AbortController }): Promise<string[]> {
     const w = this.w;
@@ -124,9 +142,11 @@ export class Chunks {
     const startOuts = toStart.length ? await this.startRound(chunk, toStart, now) : [];
     const todo: { h: Held; payload: unknown }[] = chunk.flatMap((h) => (h.started ? [{ h, payload: h.started.payload }] : []));
     const gone: QueueMessage[] = [];
+    const spentOnes: { h: Held; error: string | null }[] = [];
     toStart.forEach((h, i) => {
       const out = startOuts[i]!;
-      if (out.ok) {
+      if (out.ok && spent(w.o.queue, out.item)) spentOnes.push({ h, error: out.item.error });
+      else if (out.ok) {
         todo.push({ h, payload: out.item.payload });
         this.beats.wrote(h.itemId, sent);
       } else {
@@ -135,6 +155,7 @@ export class Chunks {
         if (h.message) gone.push(h.message);
       }
     });
+    if (spentOnes.length) await this.leaveSpent(spentOnes);
     lostIds.clear();
     for (const t of todo) executing.set(t.h.itemId, { ...t.h, started: { payload: t.payload } });
     const given: string[] = [];

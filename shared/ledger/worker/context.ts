@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../../clock.js';
 import { silentLogger, type Logger } from '../../log.js';
 import type { QueueMessage, WorkQueue } from '../../queue/port.js';
+import { MAX_ATTEMPTS, type WorkItem } from '../model.js';
 import type { WorkerOptions, WorkerStats } from './options.js';
 
 /** An item this worker claimed, with the message that brought it (none when stolen or adopted). */
@@ -10,6 +11,17 @@ export interface Held {
   /** Started already (by the queue as it claimed, or before a store error interrupted its chunk): run it, no start CAS. */
   readonly started?: { readonly payload: unknown };
 }
+
+/**
+ * Tried MAX_ATTEMPTS times by the ledger's count. On SQS a receive count is a
+ * message's, and an item can have had several messages (a re-pend sends a new
+ * one while the old copy is still in flight): such an item is not run again
+ * and no message goes out for it; the coordinator's scan fails it, as it does
+ * an item whose dead letter it reads. The ledger queue claims none (its claim
+ * reads attempts).
+ */
+export const spent = (queue: Pick<WorkQueue, 'deliversFromLedger'>, item: Pick<WorkItem, 'attempts'>): boolean =>
+  !queue.deliversFromLedger && item.attempts >= MAX_ATTEMPTS;
 
 /** What became of an executed item, until the ledger has it. */
 export type Outcome =

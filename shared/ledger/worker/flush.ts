@@ -3,7 +3,7 @@ import { dispatch } from '../dispatch.js';
 import { canonicalJson, MAX_RESULT_BYTES, type WorkItem } from '../model.js';
 import { PartialBatchError } from '../store.js';
 import { ack, nack, reject, type ItemCas } from '../transitions.js';
-import { deleteAll, type Held, type Outcome, type WorkerContext } from './context.js';
+import { deleteAll, spent, type Held, type Outcome, type WorkerContext } from './context.js';
 
 /**
  * Records executed items: results as acks (or, when a result cannot be
@@ -73,10 +73,15 @@ export class Flusher {
       // longer be released (another worker deleted the copy it got), a new one is sent.
       const released: WorkItem[] = [];
       const resend: WorkItem[] = [];
+      const exhausted: string[] = [];
       await Promise.all(
         failures.map(async (f, i) => {
           const out = outs[i]!;
           if (!out.ok) return f.h.message ? queue.delete(f.h.message) : undefined;
+          if (spent(queue, out.item)) {
+            exhausted.push(out.item.id);
+            return f.h.message ? queue.delete(f.h.message) : undefined;
+          }
           if (!f.h.message) return resend.push(out.item);
           try {
             await queue.release(f.h.message);
@@ -88,6 +93,7 @@ export class Flusher {
           return undefined;
         }),
       );
+      if (exhausted.length) this.w.logger.info('items tried for the last time: left to the coordinator to fail', { runId, items: exhausted.length });
       if (released.length && !queue.deliversFromLedger) await ledger.markSent(runId, released, this.w.clock.now());
       await dispatch(ledger, queue, runId, resend, this.w.clock.now());
     }

@@ -367,7 +367,7 @@ export function ledgerModel(scope: LedgerScope, variant: Variant = 'correct', ti
       for (const it of running(s)) {
         const change =
           it.started && it.attempts + 1 >= MAX_ATTEMPTS
-            ? fail(token, RUN, it.id, { state: 'running', worker: it.worker, version: it.version }, 'poison')
+            ? fail(token, RUN, it.id, { state: 'running', worker: it.worker, version: it.version }, 'poison', { counts: true })
             : repend(token, RUN, it, 'silent');
         // The scan awaits its batch: one in flight per coordinator.
         if (s.net.some((m) => m.kind === 'scan' && m.from === me)) break;
