@@ -73,7 +73,8 @@ import { MAX_ATTEMPTS } from '../../shared/ledger/model.js';
  *                                claims it again, so its coordinator must have failed it
  *   reads-answer                 every read through the proxy was answered by a node, throughout
  *   live-worker-keeps-items      an item is taken from a worker (re-pended) only when that
- *                                worker was silent for the failure timeout, or a fault explains it,
+ *                                worker was silent for the failure timeout, or a fault explains it
+ *                                (a worker drains, however late, on a spot notice sent to it),
  *                                or the worker (or the harness carrying its heartbeats) was stalled
  *                                for all of the failure timeout but two heartbeat intervals
  *   actuation-converges          once faults stop, every rollout's targets carry its committed state
@@ -581,6 +582,13 @@ export function check(h: ChaosHistory): Violation[] {
     if (!aliveThroughout(h.processes, worker, window[0], window[1])) continue;
     // The worker gave it back itself (its backend failed it, or it was told to stop).
     if (h.ops.some((o) => o.kind === 'backend.execute' && o.target === t.itemId && o.outcome === 'failed' && o.invokedAt <= t.at)) continue;
+    // It drained on a spot notice for its instance: however late the drain came (on a starved machine, after the
+    // notice's fault was recorded as over), handing its items back is what a notice asks of it.
+    if (
+      t.to.error === 'drained' &&
+      h.faults.some((f) => (f.kind === 'notice-duplicated' || f.kind === 'notice-late') && f.target === worker && f.startAt <= t.at)
+    )
+      continue;
     const excuses = faultsOverlapping(h.faults, window[0], window[1], end).filter(
       (f) => f.target === worker || f.kind.startsWith('store-') || f.kind === 'clock-offset',
     );

@@ -29,13 +29,23 @@ function item(
 }
 
 /** w1 gets i1 at 12 s and loses it at `takenAt`; another worker finishes it at `doneAt`. */
-function history(o: { stalls?: Stall[]; takenAt?: number | null; doneAt?: number; leases?: LeaseChange[]; rolloutRunning?: boolean } = {}): ChaosHistory {
+function history(
+  o: {
+    stalls?: Stall[];
+    takenAt?: number | null;
+    takenWith?: string;
+    faults?: ChaosHistory['faults'];
+    doneAt?: number;
+    leases?: LeaseChange[];
+    rolloutRunning?: boolean;
+  } = {},
+): ChaosHistory {
   const takenAt = o.takenAt === undefined ? 16_000 : o.takenAt;
   const doneAt = o.doneAt ?? 20_000;
   const items: ItemTransition[] = [
     item(1, 11_000, null, { state: 'pending' }),
     item(2, 12_000, { state: 'pending', worker: null, started: false }, { state: 'running', worker: 'w1' }),
-    ...(takenAt === null ? [] : [item(3, takenAt, { state: 'running', worker: 'w1', started: false }, { state: 'pending' })]),
+    ...(takenAt === null ? [] : [item(3, takenAt, { state: 'running', worker: 'w1', started: false }, { state: 'pending', error: o.takenWith ?? null })]),
     item(4, doneAt, { state: 'running', worker: 'w2', started: true }, { state: 'done', worker: 'w2', started: true, resultHash: 'h' }),
   ];
   return {
@@ -47,7 +57,7 @@ function history(o: { stalls?: Stall[]; takenAt?: number | null; doneAt?: number
     nodes: ['node-1'],
     workers: ['w1', 'w2'],
     ops: [],
-    faults: [{ kind: 'kill-follower', target: 'node-2', startAt: 2_000, endAt: HEALED }],
+    faults: [{ kind: 'kill-follower', target: 'node-2', startAt: 2_000, endAt: HEALED }, ...(o.faults ?? [])],
     processes: [
       { process: 'node-1', role: 'node', from: 0, to: null },
       { process: 'w1', role: 'worker', from: 0, to: null },
@@ -118,6 +128,21 @@ describe('live-worker-keeps-items on a busy machine', () => {
   it("another process's stall, or the worker's own outside the failure timeout, does not excuse it", () => {
     expect(named(history({ stalls: [stall('w2', 13_000, 3_000)] }), 'live-worker-keeps-items')).toHaveLength(1);
     expect(named(history({ stalls: [stall('w1', 9_000, 3_900)] }), 'live-worker-keeps-items')).toHaveLength(1);
+  });
+});
+
+describe('live-worker-keeps-items and drains', () => {
+  // Its notice's fault was over at 8 s (the harness stops waiting for the drain); the drain came at 16 s, on a starved machine.
+  const notice = (target: string) => ({ kind: 'notice-duplicated' as const, target, startAt: 5_000, endAt: 8_000, detail: 'spot interruption notice' });
+
+  it('a give-back by a worker that drained on a spot notice sent to it is excused, however late the drain came', () => {
+    expect(named(history({ takenWith: 'drained', faults: [notice('w1')] }), 'live-worker-keeps-items')).toEqual([]);
+  });
+
+  it("a drain no notice to that worker explains, or a take-back after another worker's notice, is flagged", () => {
+    expect(named(history({ takenWith: 'drained' }), 'live-worker-keeps-items')).toHaveLength(1);
+    expect(named(history({ takenWith: 'drained', faults: [notice('w2')] }), 'live-worker-keeps-items')).toHaveLength(1);
+    expect(named(history({ faults: [notice('w1')] }), 'live-worker-keeps-items')).toHaveLength(1);
   });
 });
 
