@@ -77,6 +77,13 @@ export interface RolloutControlPlaneProps {
    */
   readonly dashboard?: boolean;
   /**
+   * A stack output of the HTTP API's URL (`apiUrl`), for `cdk deploy
+   * --outputs-file` and your pipeline: `true` for an output named by the
+   * construct's path, or `{ exportName }` to export it too (another stack
+   * reads it with `Fn.importValue`). Default: none; `apiUrl` is there either way.
+   */
+  readonly apiUrlOutput?: boolean | { readonly exportName: string };
+  /**
    * What a rollout spec may make the stack request: the origins its gates may
    * read and the credentials bound to them (secrets in Secrets Manager; the
    * functions that read gates may read those secrets, nothing else). None by

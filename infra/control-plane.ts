@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, Lazy, Names, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Lazy, Names, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import type { HttpRoute, HttpStage } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Alarm, ComparisonOperator, TreatMissingData, type IAlarmAction } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -110,6 +110,18 @@ export class RolloutControlPlane extends Construct {
     this.stack = Stack.of(this);
     const nodeId = props.nodeId ?? this.stack.stackName;
 
+    // Refused before anything is made.
+    const exportName = typeof props.apiUrlOutput === 'object' ? props.apiUrlOutput.exportName : undefined;
+    // CloudFormation's rule for an export's name; a token (the stack's name in it, say) is CloudFormation's to check.
+    if (exportName !== undefined && !Token.isUnresolved(exportName) && !/^[A-Za-z0-9:-]{1,255}$/.test(exportName))
+      throw new Error(
+        `invalid control plane config: apiUrlOutput.exportName: ${JSON.stringify(exportName)} is not an export name (letters, digits, ':' and '-', at most 255)`,
+      );
+    if (props.bus && props.eventSenders?.length)
+      throw new Error(
+        'invalid control plane config: eventSenders: the control plane locks only a bus it creates; with an existing bus, its own policy says who may put events on it',
+      );
+
     if (props.store === 'aurora') {
       if (props.table || props.sharedTableName)
         throw new Error('invalid control plane config: table: the Aurora store keeps no table; leave out table and sharedTableName');
@@ -144,10 +156,6 @@ export class RolloutControlPlane extends Construct {
       this.table = table;
     }
 
-    if (props.bus && props.eventSenders?.length)
-      throw new Error(
-        'invalid control plane config: eventSenders: the control plane locks only a bus it creates; with an existing bus, its own policy says who may put events on it',
-      );
     this.ownBus = props.bus ? null : new EventBus(this, 'RolloutBus', { eventBusName: `${this.stack.stackName}-rollout` });
     this.bus = props.bus ?? this.ownBus!;
     // Named here, within EventBridge's 48 characters for an archive: a name generated from the stack's name and the
@@ -268,6 +276,8 @@ export class RolloutControlPlane extends Construct {
     for (const [name, spec] of Object.entries(FUNCTIONS) as [FunctionName, FunctionSpec][]) {
       this.functions[name] = controlPlaneFunction(this, name, spec, context, props.functions?.[name] ?? {});
     }
+    if (props.apiUrlOutput)
+      new CfnOutput(this, 'ApiUrl', { value: this.apiUrl, description: "The control plane's HTTP API", ...(exportName ? { exportName } : {}) });
     // Aurora: the schema and the functions' database roles, set up at deploy before the functions change.
     this.migrator = this.aurora ? auroraMigrator(this, this.aurora, Object.values(this.functions)) : null;
     // The work DLQ's consumer is the coordinator's scan (no event source mapping: its pollers would long-poll the DLQ

@@ -11,9 +11,9 @@
  * result read back through the client.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../infra/local/processes.js';
 import { freshDatabase } from '../support/backends.js';
@@ -21,6 +21,12 @@ import { packAndInstall, typecheck, type Consumer } from '../support/package-con
 import { FUNCTIONS } from '../../shared/topology.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rollout-package-'));
+const root = resolve(import.meta.dirname, '../..');
+const examples = join(root, 'examples');
+/** A budget for a hang: compiling against aws-cdk-lib's declarations, or a synthesis, takes a minute on a busy 2-core machine. */
+const ADOPTER_STEP_TIMEOUT = 600_000;
+/** The same for packing (a whole build and its bundles), installing and starting a node: three minutes on a busy 2-core machine. */
+const PACK_AND_INSTALL_TIMEOUT = 900_000;
 
 const CONSUMER_TS = `
 import { ApiError, RolloutClient, assign, parseRolloutSpec, type RolloutJson, type RolloutTraffic } from 'rollout-control-plane';
@@ -144,7 +150,6 @@ describe('npm pack', () => {
     // The tracked files alone, as a fresh clone has them, beside this checkout's dependencies.
     const copy = mkdtempSync(join(tmpdir(), 'rollout-unbuilt-'));
     try {
-      const root = join(import.meta.dirname, '../..');
       const files = spawnSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' }).stdout.split('\0').filter(Boolean);
       for (const f of files) cpSync(join(root, f), join(copy, f), { recursive: true });
       symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
@@ -185,7 +190,7 @@ describe('the package, as an adopter installs it', () => {
       node!.stdout!.on('data', keep);
       node!.stderr!.on('data', (b: Buffer) => (log += b.toString()));
     });
-  }, 300_000);
+  }, PACK_AND_INSTALL_TIMEOUT);
 
   afterAll(async () => {
     if (node && node.exitCode === null) {
@@ -199,71 +204,156 @@ describe('the package, as an adopter installs it', () => {
 
   const rollout = (...args: string[]) => spawnSync(consumer.bin, ['rollouts', ...args, '--url', url], { cwd: consumer.dir, encoding: 'utf8' });
 
-  it('installs with its bin and its declarations: a consumer using the client, assign, the OpenFeature provider, the worker SDK and the constructs typechecks', () => {
-    expect(spawnSync(consumer.bin, ['--version'], { encoding: 'utf8' }).stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
-    writeFileSync(join(consumer.dir, 'consumer.ts'), CONSUMER_TS);
-    expect(() => typecheck(consumer.dir, ['consumer.ts'])).not.toThrow();
-  });
+  it(
+    'installs with its bin and its declarations: a consumer using the client, assign, the OpenFeature provider, the worker SDK and the constructs typechecks',
+    () => {
+      expect(spawnSync(consumer.bin, ['--version'], { encoding: 'utf8' }).stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+      writeFileSync(join(consumer.dir, 'consumer.ts'), CONSUMER_TS);
+      expect(() => typecheck(consumer.dir, ['consumer.ts'])).not.toThrow();
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
 
-  it("synthesises the consumer's own app: RolloutControlPlane and a WorkerFleet with its worker module, nested in its stack, from the installed package", () => {
-    writeFileSync(join(consumer.dir, 'fleet-worker.mjs'), 'export default async (item) => ({ seen: item.payload });\n');
-    writeFileSync(join(consumer.dir, 'cdk-app.mjs'), CDK_APP_MJS);
-    const r = spawnSync(process.execPath, ['cdk-app.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, CDK_DISABLE_VERSION_CHECK: '1' } });
-    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
-    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as {
-      functions: number;
-      tables: number;
-      groups: number;
-      lambdaBundles: number;
-      fleetFiles: string[] | null;
-    };
-    expect(out).toMatchObject({ tables: 1, groups: 1, fleetFiles: ['rollout.mjs', 'worker.mjs'] });
-    // The package's prebuilt bundles, one per function of the topology (plus CDK's own helpers, if any).
-    expect(out.lambdaBundles).toBeGreaterThanOrEqual(Object.keys(FUNCTIONS).length);
-    expect(out.functions).toBeGreaterThanOrEqual(Object.keys(FUNCTIONS).length);
-  });
+  it(
+    "the docs' examples compile, strict, against the installed package (an ESM project)",
+    () => {
+      const files = readdirSync(examples).filter((f) => f.endsWith('.ts'));
+      expect(files).toEqual(expect.arrayContaining(['cdk-app.ts', 'client.ts', 'quick-start.ts', 'worker.ts', 'own-worker.ts', 'openfeature.ts']));
+      mkdirSync(join(consumer.dir, 'examples'));
+      for (const f of files) cpSync(join(examples, f), join(consumer.dir, 'examples', f));
+      expect(() =>
+        typecheck(
+          consumer.dir,
+          files.map((f) => `examples/${f}`),
+        ),
+      ).not.toThrow();
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
 
-  it("drives rollouts through the client from the consumer's own script; `rollouts status` exits 0 completed, 1 aborted, 3 at --timeout", () => {
-    writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
-    const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
-    expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
-    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({
-      completed: 'completed',
-      assigned: 'new',
-      abort: true,
-      items: [200, 200],
-      openapi: ['3.1.0', true, 'healthy'],
-      refused: [400, true],
-    });
+  it(
+    "a CommonJS project laid out as `cdk init app --language typescript` makes it: its tsc passes, every entry point loads with require(), and the docs' CDK app synthesises under tsx",
+    () => {
+      const cjs = join(dir, 'cdk-init');
+      mkdirSync(join(cjs, 'bin'), { recursive: true });
+      symlinkSync(join(consumer.dir, 'node_modules'), join(cjs, 'node_modules'));
+      // The template's own files: no "type" (CommonJS), its tsconfig (jest's types left out: its test runner is not installed here).
+      const template = join(root, 'node_modules/aws-cdk/lib/init-templates/app/typescript');
+      writeFileSync(join(cjs, 'package.json'), JSON.stringify({ name: 'platform', version: '0.1.0', bin: { platform: 'bin/platform.js' } }));
+      const tsconfig = JSON.parse(readFileSync(join(template, 'tsconfig.json'), 'utf8')) as { compilerOptions: Record<string, unknown> };
+      tsconfig.compilerOptions.types = ['node'];
+      tsconfig.compilerOptions.typeRoots = [join(root, 'node_modules/@types')];
+      writeFileSync(join(cjs, 'tsconfig.json'), JSON.stringify(tsconfig));
+      cpSync(join(examples, 'cdk-app.ts'), join(cjs, 'bin/platform.ts'));
+      cpSync(join(examples, 'worker.ts'), join(cjs, 'worker.ts'));
+      const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: cjs, encoding: 'utf8' });
+      expect(tsc.status, tsc.stdout + tsc.stderr).toBe(0);
 
-    const completed = rollout('status', 'pkg-completes', '--timeout', '60s');
-    expect(completed.status, completed.stderr).toBe(0);
-    expect(completed.stdout).toMatch(/^pkg-completes {2}completed/);
-    const aborted = rollout('status', 'pkg-aborted', '--timeout', '60s');
-    expect(aborted.status, aborted.stderr).toBe(1);
-    expect(aborted.stdout).toMatch(/pkg-aborted {2}aborted {2}\(wrong build\)/);
-    const stays = rollout('status', 'pkg-stays', '--timeout', '1s', '--poll', '200ms');
-    expect(stays.status, stays.stderr).toBe(3);
-    expect(stays.stdout).toMatch(/pkg-stays {2}running: not ended after 1 s/);
-    const history = rollout('history', 'pkg-aborted');
-    expect(history.status, history.stderr).toBe(0);
-    expect(history.stdout).toMatch(/aborted .* ci .*wrong build/);
-    const watched = rollout('get', 'pkg-completes', '--watch', '--poll', '200ms');
-    expect(watched.status, watched.stderr).toBe(0);
-    expect(watched.stdout).toMatch(/pkg-completes {2}completed/);
-    const missing = rollout('status', 'no-such-rollout', '--timeout', '5s');
-    expect(missing.status).toBe(1);
-    expect(missing.stderr).toMatch(/HTTP 404/);
-  });
+      writeFileSync(
+        join(cjs, 'load.js'),
+        `const entries = ['rollout-control-plane', 'rollout-control-plane/worker', 'rollout-control-plane/openfeature', 'rollout-control-plane/cdk'];
+console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys(require(e)).sort()]))));`,
+      );
+      const loaded = spawnSync(process.execPath, ['load.js'], { cwd: cjs, encoding: 'utf8' });
+      expect(loaded.status, loaded.stderr).toBe(0);
+      const exports = JSON.parse(loaded.stdout.trim().split('\n').at(-1)!) as Record<string, string[]>;
+      expect(exports['rollout-control-plane']).toEqual(expect.arrayContaining(['RolloutClient', 'assign', 'parseRolloutSpec', 'ApiError']));
+      expect(exports['rollout-control-plane/worker']).toContain('createWorker');
+      expect(exports['rollout-control-plane/openfeature']).toContain('RolloutProvider');
+      expect(exports['rollout-control-plane/cdk']).toEqual(expect.arrayContaining(['RolloutControlPlane', 'WorkerFleet']));
 
-  it("runs the consumer's own handler on the run of 200 items through the worker SDK, and reads every result back through the client", () => {
-    writeFileSync(join(consumer.dir, 'worker.mjs'), WORKER_MJS);
-    const worked = spawnSync(process.execPath, ['worker.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, DATABASE_URL: db.url } });
-    expect(worked.status, `${worked.stdout}\n${worked.stderr}`).toBe(0);
-    expect(JSON.parse(worked.stdout.trim().split('\n').at(-1)!)).toMatchObject({ exit: 'done', done: 200, failedRuns: 0 });
-    writeFileSync(join(consumer.dir, 'read-back.mjs'), READ_BACK_MJS);
-    const read = spawnSync(process.execPath, ['read-back.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
-    expect(read.status, `${read.stdout}\n${read.stderr}`).toBe(0);
-    expect(JSON.parse(read.stdout.trim().split('\n').at(-1)!)).toEqual({ counts: { pending: 0, running: 0, done: 200, failed: 0 }, done: true, right: 200 });
-  });
+      // What the template's cdk.json runs ("npx tsx bin/<name>.ts"), with the CLI's environment.
+      const out = join(cjs, 'cdk.out');
+      const synth = spawnSync(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), 'bin/platform.ts'], {
+        cwd: cjs,
+        encoding: 'utf8',
+        env: { ...process.env, CDK_OUTDIR: out, CDK_DEFAULT_ACCOUNT: '123456789012', CDK_DEFAULT_REGION: 'eu-west-1', CDK_DISABLE_VERSION_CHECK: '1' },
+      });
+      expect(synth.status, synth.stdout + synth.stderr).toBe(0);
+      const stack = JSON.parse(readFileSync(join(out, 'Platform.template.json'), 'utf8')) as {
+        Resources: Record<string, { Type: string }>;
+        Outputs: Record<string, { Description?: string; Value: unknown }>;
+      };
+      const types = Object.values(stack.Resources).map((r) => r.Type);
+      expect(types.filter((t) => t === 'AWS::AutoScaling::AutoScalingGroup').length).toBe(1);
+      expect(types.filter((t) => t === 'AWS::Lambda::Function').length).toBeGreaterThanOrEqual(Object.keys(FUNCTIONS).length);
+      // apiUrlOutput: true
+      expect(Object.values(stack.Outputs).filter((o) => o.Description === "The control plane's HTTP API").length).toBe(1);
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
+
+  it(
+    "synthesises the consumer's own app: RolloutControlPlane and a WorkerFleet with its worker module, nested in its stack, from the installed package",
+    () => {
+      writeFileSync(join(consumer.dir, 'fleet-worker.mjs'), 'export default async (item) => ({ seen: item.payload });\n');
+      writeFileSync(join(consumer.dir, 'cdk-app.mjs'), CDK_APP_MJS);
+      const r = spawnSync(process.execPath, ['cdk-app.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, CDK_DISABLE_VERSION_CHECK: '1' } });
+      expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as {
+        functions: number;
+        tables: number;
+        groups: number;
+        lambdaBundles: number;
+        fleetFiles: string[] | null;
+      };
+      expect(out).toMatchObject({ tables: 1, groups: 1, fleetFiles: ['rollout.mjs', 'worker.mjs'] });
+      // The package's prebuilt bundles, one per function of the topology (plus CDK's own helpers, if any).
+      expect(out.lambdaBundles).toBeGreaterThanOrEqual(Object.keys(FUNCTIONS).length);
+      expect(out.functions).toBeGreaterThanOrEqual(Object.keys(FUNCTIONS).length);
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
+
+  it(
+    "drives rollouts through the client from the consumer's own script; `rollouts status` exits 0 completed, 1 aborted, 3 at --timeout",
+    () => {
+      writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
+      const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
+      expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
+      expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({
+        completed: 'completed',
+        assigned: 'new',
+        abort: true,
+        items: [200, 200],
+        openapi: ['3.1.0', true, 'healthy'],
+        refused: [400, true],
+      });
+
+      const completed = rollout('status', 'pkg-completes', '--timeout', '60s');
+      expect(completed.status, completed.stderr).toBe(0);
+      expect(completed.stdout).toMatch(/^pkg-completes {2}completed/);
+      const aborted = rollout('status', 'pkg-aborted', '--timeout', '60s');
+      expect(aborted.status, aborted.stderr).toBe(1);
+      expect(aborted.stdout).toMatch(/pkg-aborted {2}aborted {2}\(wrong build\)/);
+      const stays = rollout('status', 'pkg-stays', '--timeout', '1s', '--poll', '200ms');
+      expect(stays.status, stays.stderr).toBe(3);
+      expect(stays.stdout).toMatch(/pkg-stays {2}running: not ended after 1 s/);
+      const history = rollout('history', 'pkg-aborted');
+      expect(history.status, history.stderr).toBe(0);
+      expect(history.stdout).toMatch(/aborted .* ci .*wrong build/);
+      const watched = rollout('get', 'pkg-completes', '--watch', '--poll', '200ms');
+      expect(watched.status, watched.stderr).toBe(0);
+      expect(watched.stdout).toMatch(/pkg-completes {2}completed/);
+      const missing = rollout('status', 'no-such-rollout', '--timeout', '5s');
+      expect(missing.status).toBe(1);
+      expect(missing.stderr).toMatch(/HTTP 404/);
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
+
+  it(
+    "runs the consumer's own handler on the run of 200 items through the worker SDK, and reads every result back through the client",
+    () => {
+      writeFileSync(join(consumer.dir, 'worker.mjs'), WORKER_MJS);
+      const worked = spawnSync(process.execPath, ['worker.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, DATABASE_URL: db.url } });
+      expect(worked.status, `${worked.stdout}\n${worked.stderr}`).toBe(0);
+      expect(JSON.parse(worked.stdout.trim().split('\n').at(-1)!)).toMatchObject({ exit: 'done', done: 200, failedRuns: 0 });
+      writeFileSync(join(consumer.dir, 'read-back.mjs'), READ_BACK_MJS);
+      const read = spawnSync(process.execPath, ['read-back.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
+      expect(read.status, `${read.stdout}\n${read.stderr}`).toBe(0);
+      expect(JSON.parse(read.stdout.trim().split('\n').at(-1)!)).toEqual({ counts: { pending: 0, running: 0, done: 200, failed: 0 }, done: true, right: 200 });
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
 });

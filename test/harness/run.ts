@@ -143,6 +143,8 @@ async function main(): Promise<number> {
     if ((await run(bin('prettier'), ['--check', '--log-level', 'warn', '.'])) !== 0) return 1;
     console.log('[harness] typecheck');
     if ((await run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'])) !== 0) return 1;
+    // The docs' examples, against the sources (the package test compiles them against the packed package).
+    if ((await run(bin('tsc'), ['-p', 'examples/tsconfig.json', '--noEmit'])) !== 0) return 1;
   }
 
   let services: ServiceSet | undefined;

@@ -4,7 +4,7 @@
  * created, alarm actions, per-function overrides, the grant methods, and a
  * WorkerFleet running the user's own module. cdk-nag stays clean.
  */
-import { App, Stack, Validations } from 'aws-cdk-lib';
+import { App, CfnResource, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
@@ -70,6 +70,7 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
         streamingPromoter: { reservedConcurrency: 50 },
         batchPromoter: { reservedConcurrency: 5 },
       },
+      apiUrlOutput: { exportName: 'platform-rollouts-api' },
     });
     const assume = () => new AccountRootPrincipal();
     roles = {
@@ -120,6 +121,17 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
       const role = plane.functions[name].role as Role;
       expect(policyOf(role), name).toContain('kms:Decrypt');
     }
+  });
+
+  it("the API's URL: a property, and the output asked for with its export; a name CloudFormation would refuse is refused before anything is made", () => {
+    expect(JSON.stringify(stack.resolve(plane.apiUrl))).toContain('execute-api');
+    const outputs = Object.values(template.findOutputs('*')).filter((o) => (o as { Export?: unknown }).Export);
+    expect(outputs).toEqual([expect.objectContaining({ Export: { Name: 'platform-rollouts-api' }, Value: stack.resolve(plane.apiUrl) })]);
+    const s = new Stack(new App(), 'Named', { env });
+    expect(() => new RolloutControlPlane(s, 'Rollouts', { apiUrlOutput: { exportName: 'rollouts api' } })).toThrow(
+      /apiUrlOutput\.exportName: "rollouts api" is not an export name/,
+    );
+    expect(s.node.findAll().filter((c) => c instanceof CfnResource).length).toBe(0);
   });
 
   it('every alarm notifies the topic', () => {
