@@ -54,7 +54,7 @@ describe('npm start', () => {
   it('keeps its state across a restart and stops cleanly on Ctrl-C', async () => {
     const port = await freePort();
     const p = npmStart(['--port', String(port), '--no-demo']);
-    let state: { rollouts: { id: string; state: string }[]; runs: { id: string; done: boolean; counts: { done: number } }[] } | null = null;
+    let state: { notes: string[]; rollouts: { id: string; state: string }[]; runs: { id: string; done: boolean; counts: { done: number } }[] } | null = null;
     const deadline = Date.now() + 30_000;
     while (!state && Date.now() < deadline) {
       state = await fetch(`http://127.0.0.1:${port}/ui/state`)
@@ -65,6 +65,10 @@ describe('npm start', () => {
     expect(state, p.err()).not.toBeNull();
     expect(state!.rollouts.some((r) => r.id.startsWith('demo-rollout-') && r.state === 'completed')).toBe(true);
     expect(state!.runs.some((r) => r.id.startsWith('demo-run-') && r.done && r.counts.done === 150)).toBe(true);
+    // Its mock workers complete any run with made-up results: said on the page and at start.
+    const mocks = /^3 in-process mock workers per open run complete every item with a made-up result after 25 ms \(--workers 0 runs none\)$/m;
+    expect(state!.notes).toEqual([expect.stringMatching(mocks)]);
+    expect(p.out()).toMatch(mocks);
     // A second control plane on the same directory is refused (PGlite is one process's database).
     const second = npmStart(['--port', String(await freePort()), '--no-demo']);
     expect(await second.exit).toBe(2);
@@ -73,5 +77,28 @@ describe('npm start', () => {
     await p.exit;
     expect(p.out()).toMatch(/SIGINT: stopping…\nstopped\n$/);
     expect(existsSync(join(dir, 'data', 'rollout.pid'))).toBe(false);
+  }, 60_000);
+
+  it('--workers 0 runs no mock workers, says so at start, and the page has no note of them', async () => {
+    const port = await freePort();
+    const p = npmStart(['--data-dir', 'memory', '--port', String(port), '--no-demo', '--workers', '0']);
+    const url = `http://127.0.0.1:${port}`;
+    let created: Response | null = null;
+    const deadline = Date.now() + 60_000;
+    while (!created && Date.now() < deadline) {
+      created = await fetch(`${url}/runs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'mine', items: [{ n: 1 }] }),
+      }).catch(() => null);
+      if (!created) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(created?.status, p.err()).toBe(201);
+    const state = (await (await fetch(`${url}/ui/state`)).json()) as { notes: string[] };
+    expect(state.notes).toEqual([]);
+    expect(p.out()).toMatch(/^no in-process workers: runs wait for workers of yours$/m);
+    p.ctrlC();
+    await p.exit;
+    expect(p.out()).toMatch(/SIGINT: stopping…\nstopped\n$/);
   }, 60_000);
 });

@@ -58,6 +58,7 @@ export const uiState = route({
       'cluster, recent rollouts and runs, events',
       read({
         cluster: z.record(z.string(), z.unknown()),
+        notes: z.array(z.string()),
         rollouts: z.array(z.record(z.string(), z.unknown())),
         runs: z.array(z.record(z.string(), z.unknown())),
         events: z.array(z.record(z.string(), z.unknown())),

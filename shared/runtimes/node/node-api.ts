@@ -536,7 +536,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
     .filter((e) => e.type !== 'lease_renewed')
     .slice(0, 12)
     .map(eventJson);
-  return { cluster: status, rollouts, runs: withFailures, events };
+  return { cluster: status, notes: [...node.statusNotes], rollouts, runs: withFailures, events };
 }
 
 /**

@@ -170,6 +170,13 @@ export async function startCommand(o: StartOptions, logger: Logger, out: NodeJS.
     const pool = new LocalWorkerPool(node, { size: o.workers, itemMs: o.itemMs, logger });
     pool.start();
     out.write(`Rollout control plane: node ${o.nodeId} on ${server.url} (store: ${o.dataDir ? `PGlite in ${o.dataDir}` : 'PGlite in memory'})\n`);
+    // Said where it is seen: a run of yours created here is completed by them, with results they make up.
+    const mocks =
+      o.workers > 0
+        ? `${o.workers} in-process mock workers per open run complete every item with a made-up result after ${o.itemMs} ms (--workers 0 runs none)`
+        : 'no in-process workers: runs wait for workers of yours';
+    if (o.workers > 0) node.statusNotes.add(mocks);
+    out.write(`${mocks}\n`);
     const started =
       extension.afterStart && !signalled
         ? await extension.afterStart({ node, pool, url: server.url, workers: o.workers, logger, out, stop: () => stopped.abort() })

@@ -69,6 +69,8 @@ export class ControlPlaneNode {
   private readonly timers: NodeJS.Timeout[] = [];
   /** What companions add to each rollout on the status page; each adds and removes its own. */
   readonly statusFields = new Set<RolloutFields>();
+  /** Lines the status page shows above everything, about this node (npm start: its mock workers). */
+  readonly statusNotes = new Set<string>();
   private stopping = false;
   /** The API over the pool: built once, not per request. */
   private pooledApi: ReturnType<typeof apiHandler> | undefined;

@@ -73,6 +73,7 @@ export class LocalWorkerPool {
     options: PoolOptions = {},
   ) {
     this.size = options.size ?? 3;
+    if (!(Number.isInteger(this.size) && this.size >= 0)) throw new Error(`invalid pool config: size: an integer, 0 or more, got ${this.size}`);
     this.itemMs = options.itemMs ?? 25;
     this.staggerMs = options.staggerMs ?? 400;
     this.backoff = options.restartBackoffMs ?? { initial: 250, max: 30_000 };
@@ -86,6 +87,7 @@ export class LocalWorkerPool {
   }
 
   start(): void {
+    if (this.size === 0) return;
     const look = () => {
       this.adoptRuns()
         .catch((err: unknown) => this.logger.warn('worker pool: listing runs failed', { error: errorMessage(err) }))

@@ -51,7 +51,12 @@ const HEAD: readonly OptionSpec[] = [
   { flags: '--node-id <id>', description: 'this node', default: 'local-1' },
 ];
 const TAIL: readonly OptionSpec[] = [
-  { flags: '--workers <n>', description: 'in-process workers per open run', parser: int('--workers'), default: 3 },
+  {
+    flags: '--workers <n>',
+    description: 'in-process mock workers per open run: they complete every item with a made-up result; 0 runs none',
+    parser: int('--workers'),
+    default: 3,
+  },
   { flags: '--item-ms <ms>', description: 'mock backend: time per item', parser: int('--item-ms'), default: 25 },
   { flags: '--json', description: 'logs as JSON lines', default: false },
 ];
@@ -81,7 +86,7 @@ export const startCommand: CommandSpec = {
     return [...HEAD, ...(addition?.options ?? WITHOUT_DEMO), ...TAIL];
   },
   action: async (o: StartOpts) => {
-    if (o.workers < 1) throw new UsageError('--workers must be at least 1');
+    if (o.workers < 0) throw new UsageError(`--workers: 0 or more, got ${o.workers}`);
     if (!addition)
       for (const [key, flag] of REFUSED)
         if (o[key] !== undefined) throw new UsageError(`${flag}: the demo runs from a checkout of the repository, with npm start`);
