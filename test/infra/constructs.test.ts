@@ -126,7 +126,7 @@ describe('RolloutControlPlane and WorkerFleet in a stack of your own', () => {
   it("the API's URL: a property, and the output asked for with its export; a name CloudFormation would refuse is refused before anything is made", () => {
     expect(JSON.stringify(stack.resolve(plane.apiUrl))).toContain('execute-api');
     const outputs = Object.values(template.findOutputs('*')).filter((o) => (o as { Export?: unknown }).Export);
-    expect(outputs).toEqual([expect.objectContaining({ Export: { Name: 'platform-rollouts-api' }, Value: stack.resolve(plane.apiUrl) })]);
+    expect(outputs).toEqual([expect.objectContaining({ Export: { Name: 'platform-rollouts-api' }, Value: stack.resolve(plane.apiUrl) as unknown })]);
     const s = new Stack(new App(), 'Named', { env });
     expect(() => new RolloutControlPlane(s, 'Rollouts', { apiUrlOutput: { exportName: 'rollouts api' } })).toThrow(
       /apiUrlOutput\.exportName: "rollouts api" is not an export name/,
