@@ -119,15 +119,21 @@ export class Chunks {
    */
   private async leaveSpent(items: readonly { h: Held; error: string | null }[]): Promise<void> {
     const { ledger, queue, runId } = this.w.o;
-    await ledger.casMany(
-      items.map(({ h, error }) => nack(runId, h.itemId, this.w.id, error ?? 'tried the most times an item is tried', { counts: false })),
-      this.w.clock.now(),
-    );
-    await deleteAll(
-      queue,
-      items.flatMap(({ h }) => (h.message ? [h.message] : [])),
-    );
-    this.w.logger.info('items already tried the most times: not run, left to the coordinator to fail', { runId, items: items.length });
+    try {
+      await ledger.casMany(
+        items.map(({ h, error }) => nack(runId, h.itemId, this.w.id, error ?? 'tried the most times an item is tried', { counts: false })),
+        this.w.clock.now(),
+      );
+      await deleteAll(
+        queue,
+        items.flatMap(({ h }) => (h.message ? [h.message] : [])),
+      );
+      this.w.logger.info('items already tried the most times: not run, left to the coordinator to fail', { runId, items: items.length });
+    } catch (err) {
+      // Not held, so not heartbeated: the failure scan finds them silent and, started and spent, fails them.
+      // The chunk's other items go on.
+      this.w.logger.warn('giving back items already tried the most times failed: the failure scan ends them', { runId, error: errorMessage(err) });
+    }
   }
 
   /** Start the chunk in one round trip, run its items one by one, record outcomes in batches. Returns the ids given back by a drain. */
