@@ -15,6 +15,6 @@ const worker = createWorker({
   },
 });
 process.once('SIGTERM', () => worker.drain());
-const summary = await worker.run();         // { exit, done, failedRuns, …, runs: [...] }
+const summary = await worker.run();         // { exit, done, failedAttempts, …, runs: [...] }
 // #endregion create-worker
 void summary;

@@ -64,6 +64,8 @@ export interface ApiRequest {
   readonly scopes?: ReadonlySet<Scope>;
   /** Who the guard found the caller to be, with what its credential is bound to (a node's /coordinator checks a worker's runs by it). */
   readonly identity?: Identity;
+  /** Aborted when the client has gone away: a long wait on its behalf (a remote worker's claim) stops. */
+  readonly signal?: AbortSignal;
 }
 
 export type { ApiResponse } from './route.js';

@@ -94,6 +94,7 @@ export function openApiDocument(): Record<string, unknown> {
       { name: 'cluster', description: 'who leads, health' },
       { name: 'rollouts', description: 'progressive rollouts: create, command, read, assign' },
       { name: 'runs', description: 'work runs: submit, read back, cancel' },
+      { name: 'work', description: "a remote worker's protocol (a node only): claim, change, read and register, for a worker without a store of its own" },
       { name: 'node', description: 'served by a node only' },
     ],
     paths,

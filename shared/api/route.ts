@@ -32,7 +32,7 @@ export interface RouteDef<Id extends string = string, Path extends string = stri
   /** OpenAPI's template: /rollouts/{id}. */
   readonly path: Path;
   readonly summary: string;
-  readonly tag: 'cluster' | 'rollouts' | 'runs' | 'node';
+  readonly tag: 'cluster' | 'rollouts' | 'runs' | 'work' | 'node';
   /** Only a node serves it (npm start, a cluster): the deployed API has none. */
   readonly nodeOnly?: true;
   /** What the caller needs (auth/scopes.ts); null: open. */
@@ -80,6 +80,8 @@ export interface Caller {
   readonly identity?: Identity;
   /** Request headers, names lower-cased (If-None-Match is read). */
   readonly headers?: Readonly<Record<string, string | undefined>>;
+  /** Aborted when the client has gone away (a node: the connection closed before the answer). */
+  readonly signal?: AbortSignal;
 }
 
 /** A request to route R as its handler is given it: parsed against R's schemas. */

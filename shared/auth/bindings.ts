@@ -5,10 +5,11 @@ import type { Identity } from './identity.js';
  * What a `worker` credential is bound to, and the check of a coordinator
  * request against it.
  *
- * A remote worker reaches a node in one way only: POST /coordinator with
- * `{action: "steal", runId, workerId}` (HttpCoordinatorClient), asking work
- * for one run as one worker. Its claims, heartbeats and registration go to
- * the store, not to a node. So a worker credential names:
+ * A remote worker reaches a node to ask work for one run as one worker: POST
+ * /coordinator with `{action: "steal", runId, workerId}`
+ * (HttpCoordinatorClient), and, when it has no store of its own, its claims,
+ * changes, reads and registration (api/routes/work.ts). So a worker
+ * credential names:
  *
  *   runs     the runs it may ask work for: ids, or any ('*', or no binding)
  *   worker   the worker id it may ask as: an id, a prefix ending in `*`
@@ -96,6 +97,15 @@ export function authorizeWorkerRequest(identity: Identity, body: unknown): strin
   }
   const { runId, workerId } = request;
   if (typeof runId !== 'string' || typeof workerId !== 'string') return null;
+  return authorizeWorker(identity, runId, workerId);
+}
+
+/**
+ * Whether `identity` may act in `runId` as `workerId` (a steal, or any call
+ * of a remote worker's protocol: api/routes/work.ts): null when it may, else
+ * why not, for a 403.
+ */
+export function authorizeWorker(identity: Identity, runId: string, workerId: string): string | null {
   const runs = identity.runs ?? 'any';
   if (runs !== 'any' && !runs.has(runId))
     return `${identity.actor} may not ask work for run ${quoted(runId)}: its credential is bound to runs ${describeRuns(runs)}`;

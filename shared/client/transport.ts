@@ -23,6 +23,8 @@ export interface Target {
   readonly sign?: { readonly reporter: string; readonly secret: string };
   /** How long a write keeps being retried while the answer is "try again" (default 60 s; 0: sent once). */
   readonly retryWritesForMs?: number;
+  /** Abandons a request in flight when it aborts (a worker's long poll when the worker stops). */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -129,6 +131,7 @@ async function send(target: Target, method: string, path: string, body: unknown,
       ...(payload !== undefined ? { body: payload } : {}),
       timeoutMs: method === 'GET' ? READ_TIMEOUT_MS : WRITE_TIMEOUT_MS,
       ...(target.ca ? { tls: { ca: target.ca } } : {}),
+      ...(target.signal ? { signal: target.signal } : {}),
     });
   } catch (err) {
     const code = (err as { code?: unknown }).code;

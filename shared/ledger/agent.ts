@@ -3,7 +3,7 @@ import type { ComputeHint, PreemptionNotice } from '../drain/compute-hint.js';
 import { drain, type DrainReport } from '../drain/drain.js';
 import { RegistryHint } from '../registry/hint.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
-import type { Registration, WorkerRegistry } from '../registry/registry.js';
+import type { AgentRegistry, Registration } from '../registry/registry.js';
 import type { LedgerStore } from './store.js';
 import type { Worker } from './worker/index.js';
 
@@ -16,9 +16,9 @@ import type { Worker } from './worker/index.js';
  */
 export interface AgentOptions {
   worker: Worker;
-  registry: WorkerRegistry;
+  registry: AgentRegistry;
   registration: Registration;
-  ledger: LedgerStore;
+  ledger: Pick<LedgerStore, 'isDone'>;
   /** Extra preemption sources (instance metadata); the registry's drain requests are always watched. */
   hints?: readonly ComputeHint[];
   registryHeartbeatMs?: number;
@@ -68,11 +68,16 @@ export class WorkerAgent {
           .catch((err: unknown) => this.logger.warn('registry heartbeat failed', { error: errorMessage(err) }));
       }, this.o.registryHeartbeatMs ?? 5_000);
       let done = false;
-      await worker.run(stopAll, async () => {
-        if (!this.o.exitWhenDone) return false;
-        done = await this.o.ledger.isDone(reg.runId);
-        return done;
-      });
+      // Only a worker that exits when its run is done checks on idle: the others long-poll undisturbed.
+      await worker.run(
+        stopAll,
+        this.o.exitWhenDone
+          ? async () => {
+              done = await this.o.ledger.isDone(reg.runId);
+              return done;
+            }
+          : undefined,
+      );
       if (state.draining) {
         const report = await state.draining;
         this.logger.info('drained', { ...report });

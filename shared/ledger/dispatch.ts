@@ -17,7 +17,7 @@ import type { LedgerStore } from './store.js';
  * row claimed since then is not marked.
  */
 export async function dispatch(
-  ledger: LedgerStore,
+  ledger: Pick<LedgerStore, 'markSent'>,
   queue: WorkQueue,
   runId: string,
   items: readonly Pick<WorkItem, 'id' | 'version'>[],

@@ -11,13 +11,21 @@ import type { LedgerStore, RunningEntry } from './store.js';
  * it reads `running`, the items whole.
  */
 
+/**
+ * What reading the running set takes: the store's index of holders, or the
+ * items themselves (a store port has one or both; a remote worker's view of
+ * a node has holders only), and reads of items by id.
+ */
+export type RunningReader = Pick<LedgerStore, 'get' | 'getMany'> &
+  ({ readonly holders: NonNullable<LedgerStore['holders']>; readonly running?: undefined } | Pick<LedgerStore, 'running' | 'holders'>);
+
 /** Who holds each Running item: the store's index where it has one, else the items. */
-export function runningEntries(ledger: LedgerStore, runId: string): Promise<readonly RunningEntry[]> {
-  return ledger.holders ? ledger.holders(runId) : ledger.running(runId);
+export function runningEntries(ledger: RunningReader, runId: string): Promise<readonly RunningEntry[]> {
+  return ledger.holders ? ledger.holders(runId) : ledger.running!(runId);
 }
 
 /** The items named, read consistently (the store's batch read, else one read each); missing ones left out. */
-export async function readItems(ledger: LedgerStore, runId: string, ids: readonly string[]): Promise<WorkItem[]> {
+export async function readItems(ledger: RunningReader, runId: string, ids: readonly string[]): Promise<WorkItem[]> {
   if (!ids.length) return [];
   if (ledger.getMany) return ledger.getMany(runId, ids);
   return (await Promise.all(ids.map((id) => ledger.get(runId, id)))).filter((i): i is WorkItem => i !== null);
@@ -32,7 +40,7 @@ export type Held = RunningEntry & { readonly started: boolean };
  * reading it came in), the others are read. A decision taken on either is
  * then made by a compare-and-swap on the item, so a stale answer never wins.
  */
-export async function heldBy(ledger: LedgerStore, runId: string, worker: string, entries: readonly RunningEntry[]): Promise<Held[]> {
+export async function heldBy(ledger: RunningReader, runId: string, worker: string, entries: readonly RunningEntry[]): Promise<Held[]> {
   const known = entries.filter((e): e is Held => e.started !== undefined);
   const read = await readItems(
     ledger,

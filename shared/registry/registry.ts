@@ -103,6 +103,9 @@ export interface RegistryStore {
   worker(runId: string, workerId: string): Promise<WorkerRecord | null>;
 }
 
+/** What a worker asks of the registry: the registry itself, or a node's API for a worker without a store (client/node-work.ts). */
+export type AgentRegistry = Pick<WorkerRegistry, 'register' | 'heartbeat' | 'deregister'>;
+
 export interface RegistryOptions {
   /** A worker not heard from for this long is reported silent (it crashed without deregistering). */
   staleAfterMs?: number;

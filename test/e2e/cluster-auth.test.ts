@@ -132,7 +132,7 @@ describe('the cluster behind nginx with TLS and authentication', () => {
     const got = await rollout(['rollouts', 'get', 'cli-ro', ...over(), '--json'], { ROLLOUT_TOKEN: reader.token });
     expect(got.code, got.err).toBe(0);
     expect(JSON.parse(got.out)).toMatchObject({ id: 'cli-ro', state: 'paused', stateBy: 'release-bot' });
-  }, 120_000);
+  }, 150_000);
 
   it('the CLI works with an OIDC token from the issuer: the actor is its subject', async () => {
     const token = await signJwt({ sub: 'erin@example.com', scope: 'read operate' });

@@ -135,6 +135,28 @@ const summary = await createWorker({
 console.log(JSON.stringify(summary));
 `;
 
+/**
+ * A worker of \`rollout start\` (PGlite inside the node's process): the run
+ * is created through the client, and the consumer's handler serves it
+ * through the node's API, with no database URL anywhere.
+ */
+const NODE_WORKER_MJS = `
+import { RolloutClient } from 'rollout-control-plane';
+import { createWorker } from 'rollout-control-plane/worker';
+const url = process.env.ROLLOUT_URL;
+const client = new RolloutClient({ url });
+await client.createRun({ id: 'pkg-node-run', items: Array.from({ length: 50 }, (_, n) => ({ n })) });
+const summary = await createWorker({
+  runs: ['pkg-node-run'],
+  url,
+  waitSeconds: 1,
+  exitWhenDone: true,
+  handler: async (item) => ({ doubled: item.payload.n * 2 }),
+}).run();
+const run = await client.getRun('pkg-node-run');
+console.log(JSON.stringify({ exit: summary.exit, done: summary.done, counts: run.counts }));
+`;
+
 /** …and every result read back through the client. */
 const READ_BACK_MJS = `
 import { RolloutClient } from 'rollout-control-plane';
@@ -343,12 +365,50 @@ console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys
   );
 
   it(
+    "runs the consumer's own handler on a run of `rollout start` (PGlite, no mock workers) through the node's API, with no database credentials",
+    async () => {
+      const port = await freePort();
+      const local = spawn(consumer.bin, ['start', '--no-demo', '--workers', '0', '--data-dir', 'memory', '--port', String(port)], {
+        cwd: consumer.dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      try {
+        await new Promise<void>((ready, fail) => {
+          local.once('exit', (code) => fail(new Error(`rollout start exited with ${code}:\n${out}`)));
+          local.stdout.on('data', (b: Buffer) => {
+            out += b.toString();
+            if (out.includes('status page http://')) ready();
+          });
+          local.stderr.on('data', (b: Buffer) => (out += b.toString()));
+        });
+        expect(out).toMatch(/no in-process workers: runs wait for workers of yours/);
+        writeFileSync(join(consumer.dir, 'node-worker.mjs'), NODE_WORKER_MJS);
+        const env: NodeJS.ProcessEnv = { ...process.env, ROLLOUT_URL: `http://127.0.0.1:${port}` };
+        delete env.DATABASE_URL;
+        const worked = spawnSync(process.execPath, ['node-worker.mjs'], { cwd: consumer.dir, encoding: 'utf8', env });
+        expect(worked.status, `${worked.stdout}\n${worked.stderr}\n${out}`).toBe(0);
+        expect(JSON.parse(worked.stdout.trim().split('\n').at(-1)!)).toEqual({
+          exit: 'done',
+          done: 50,
+          counts: { pending: 0, running: 0, done: 50, failed: 0 },
+        });
+      } finally {
+        const exited = new Promise((r) => local.once('exit', r));
+        if (local.exitCode === null) local.kill('SIGTERM');
+        await exited;
+      }
+    },
+    ADOPTER_STEP_TIMEOUT,
+  );
+
+  it(
     "runs the consumer's own handler on the run of 200 items through the worker SDK, and reads every result back through the client",
     () => {
       writeFileSync(join(consumer.dir, 'worker.mjs'), WORKER_MJS);
       const worked = spawnSync(process.execPath, ['worker.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, DATABASE_URL: db.url } });
       expect(worked.status, `${worked.stdout}\n${worked.stderr}`).toBe(0);
-      expect(JSON.parse(worked.stdout.trim().split('\n').at(-1)!)).toMatchObject({ exit: 'done', done: 200, failedRuns: 0 });
+      expect(JSON.parse(worked.stdout.trim().split('\n').at(-1)!)).toMatchObject({ exit: 'done', done: 200, failedAttempts: 0 });
       writeFileSync(join(consumer.dir, 'read-back.mjs'), READ_BACK_MJS);
       const read = spawnSync(process.execPath, ['read-back.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
       expect(read.status, `${read.stdout}\n${read.stderr}`).toBe(0);

@@ -88,7 +88,7 @@ describe('rollout client commands', () => {
     expect(JSON.parse(json.out)).toMatchObject({ id: 'ro-cli', state: 'paused', stateBy: 'alice' });
     const status = await rollout(['status', '--url', node.url]);
     expect(status.out).toMatch(/^node node-1 \(leader\)\nleader node-1 \(epoch 0, lease until /);
-  });
+  }, 150_000);
 
   it('runs: create from an array of payloads, status as a table', async () => {
     const created = await rollout(['runs', 'create', '--url', node.url, '--file', file('items.json', [{ n: 1 }, { n: 2 }]), '--id', 'run-cli']);
@@ -190,7 +190,7 @@ describe('rollout client commands', () => {
     } finally {
       proxy.close();
     }
-  });
+  }, 120_000);
 
   it('errors: a refused request exits non-zero with the reason; an unreachable node and a bad file say so', async () => {
     const bad = await rollout(['rollouts', 'create', '--url', node.url, '--file', file('bad.json', { stages: [] })]);
@@ -211,7 +211,7 @@ describe('rollout client commands', () => {
     const stray = await rollout(['runs', 'create', '--url', node.url, '--file', file('stray.json', { items: [1], shard: 3 })]);
     expect(stray.code).toBe(2);
     expect(stray.err).toMatch(/stray\.json: unknown field shard \(items, spec, shards, itemsPerSecond, id\)/);
-  });
+  }, 180_000);
 
   it('a write answered "try again" (503 during an election, 502/504 from a proxy) is sent again with the same Idempotency-Key; a read is not', async () => {
     const seen: { method: string; key: string | undefined }[] = [];

@@ -129,7 +129,7 @@ describe.each(['postgres', 'pglite'] as const)('ledger-backed queue on %s', (bac
       expect(await w.step()).toBe('received');
       expect(await w.step()).toBe('ran');
     }
-    expect(w.stats.failedRuns).toBe(3);
+    expect(w.stats.failedAttempts).toBe(3);
     expect(await w.step()).toBe('idle'); // not delivered a fourth time
     const elector = new LeaseElector(backend.runLeases(runId), { name: coordinatorLease(runId), holderId: 'c', ...LEASE });
     await elector.campaign();

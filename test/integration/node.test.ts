@@ -351,7 +351,7 @@ describe('cluster node', () => {
     const noDb = await rollout(['serve'], { CLUSTER_NODE_ID: 'n-bad', DATABASE_URL: '' });
     expect(noDb.code).toBe(2);
     expect(noDb.err).toMatch(/store.databaseUrl: DATABASE_URL is required for a PostgreSQL node/);
-  }, 60_000);
+  }, 270_000);
 
   it('a remote worker asks a follower for work: it is sent on to the leader, whose coordinator steals for it', async () => {
     const a = await startNode('n-steal-a', database.url);

@@ -344,7 +344,7 @@ describe('with the SDK and an in-memory exporter registered', () => {
       });
     // Not until done: a failed item waits for the coordinator (none here) to fail it for good.
     const summary = await createWorker({ ...workerOptions(databaseUrl, runId, 'traced-worker', handler), exitWhenDone: false }).run(stop.signal);
-    expect(summary).toMatchObject({ exit: 'stopped', done: 1, failedRuns: 1 });
+    expect(summary).toMatchObject({ exit: 'stopped', done: 1, failedAttempts: 1 });
 
     const items = (await backend.ledger.items(runId, { limit: 10 })).items;
     const idOf = (n: number) => items.find((i) => (i.payload as { n: number }).n === n)!.id;

@@ -304,8 +304,8 @@ describe.each(['postgres', 'dynamodb'] as const)('work runs on %s with SQS', (ba
     await queue.send(runId, ids);
     const { c } = await coordinator(runId, 'c1', queue);
     const w = new Worker({ runId, workerId: 'w', ledger: backend.ledger, queue, backend: mockBackend({ failureRate: 1 }), clock, waitSeconds: 0 });
-    for (let i = 0; i < 20 && w.stats.failedRuns < 3; i++) await w.step();
-    expect(w.stats.failedRuns).toBe(3);
+    for (let i = 0; i < 20 && w.stats.failedAttempts < 3; i++) await w.step();
+    expect(w.stats.failedAttempts).toBe(3);
     expect(await w.pull()).toBe(0); // redriven: the main queue no longer offers it
     const swept = await c.failDeadLetters(dlq);
     expect(swept).toEqual({ failed: ids, dropped: [] });

@@ -153,8 +153,8 @@ describe('rollout worker', () => {
     expect(both.stderr()).toMatch(/--module: runs items itself: leave out --backend http/);
     const stall = rollout(['worker', '--run', a, '--database-url', schema.url, '--stall', '30s']);
     expect(await stall.exit).toBe(2);
-    expect(stall.stderr()).toMatch(/--stall-ms: needs --module: only your handler calls heartbeat\(\)/);
-  });
+    expect(stall.stderr()).toMatch(/--stall: needs --module: only your handler calls heartbeat\(\)/);
+  }, 120_000);
 
   it('a reader that goes away (its stdout and stderr closed) does not crash the worker: it finishes the run and exits 0', async () => {
     const runId = await run(40);
@@ -201,5 +201,5 @@ describe('rollout worker', () => {
     const missing = rollout(['worker', '--run', 'no-such-run', '--database-url', schema.url]);
     expect(await missing.exit).toBe(1);
     expect(missing.stderr()).toMatch(/run no-such-run does not exist in the postgres store/);
-  });
+  }, 150_000);
 });

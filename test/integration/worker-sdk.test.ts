@@ -33,7 +33,7 @@ describe('createWorker', () => {
       return { doubled: (item.payload as { n: number }).n * 2, run: item.runId };
     };
     const summary = await createWorker({ ...base(), runs: [a, b], workerId: 'sdk-1', handler }).run();
-    expect(summary).toMatchObject({ exit: 'done', workerId: 'sdk-1', instanceId: 'test-host', done: 100, failedRuns: 0 });
+    expect(summary).toMatchObject({ exit: 'done', workerId: 'sdk-1', instanceId: 'test-host', done: 100, failedAttempts: 0 });
     expect(summary.runs.map((r) => [r.runId, r.exit, r.done])).toEqual([
       [a, 'done', 60],
       [b, 'done', 40],
@@ -81,7 +81,7 @@ describe('createWorker', () => {
     stop.abort();
     const summary = await running;
     expect(summary).toMatchObject({ exit: 'stopped', done: 1 });
-    expect(summary.failedRuns).toBeGreaterThanOrEqual(3);
+    expect(summary.failedAttempts).toBeGreaterThanOrEqual(3);
     expect(await byKind('ok')).toMatchObject({ state: 'done', result: null });
     expect((await byKind('throw')).error).toContain('bad input: no such document');
     expect((await byKind('slow')).error).toContain('timed out after 400 ms');
@@ -112,21 +112,27 @@ describe('createWorker', () => {
     expect(await schema.ledger.counts(runId)).toEqual({ pending: 5, running: 0, done: 0, failed: 0 });
   });
 
-  it('bad options are refused naming them, before anything connects', () => {
+  it('bad options are refused naming them as the SDK spells them (fields, not flags), before anything connects', () => {
     expect(() => createWorker({ runs: [], store: 'postgres', databaseUrl: schema.url, handler: () => 1 })).toThrow(ConfigError);
-    expect(() => createWorker({ runs: [], store: 'postgres', databaseUrl: schema.url, handler: () => 1 })).toThrow('--run: at least one run');
-    expect(() => createWorker({ runs: ['r'], store: 'postgres', handler: () => 1 })).toThrow('--database-url: required with --store postgres');
-    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: -1, handler: () => 1 })).toThrow('--item-timeout-ms');
+    expect(() => createWorker({ runs: [], store: 'postgres', databaseUrl: schema.url, handler: () => 1 })).toThrow('runs: at least one run');
+    expect(() => createWorker({ runs: ['r'], store: 'postgres', handler: () => 1 })).toThrow('databaseUrl: required with store postgres');
+    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: -1, handler: () => 1 })).toThrow('itemTimeoutMs');
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url } as never)).toThrow('handler must be a function');
     expect(() =>
       createWorker({ runs: ['a', 'b'], store: 'dynamodb', table: 't', queue: 'https://sqs.eu-west-1.amazonaws.com/1/work', handler: () => 1 }),
-    ).toThrow('--run: one run per process with an SQS queue');
-    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: 2 ** 31, handler: () => 1 })).toThrow(
-      '--item-timeout-ms: at most 24 days',
-    );
+    ).toThrow('runs: one run per process with an SQS queue');
+    expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, itemTimeoutMs: 2 ** 31, handler: () => 1 })).toThrow('itemTimeoutMs: at most 24 days');
     // How many times an item is tried is not a worker's to choose: one stopping sooner than the coordinator fails would strand items.
     expect(() => createWorker({ runs: ['r'], databaseUrl: schema.url, maxReceiveCount: 2, handler: () => 1 } as never)).toThrow(
-      /--max-receive-count: an item is tried 5 times by every worker and coordinator alike/,
+      /maxReceiveCount: an item is tried 5 times by every worker and coordinator alike/,
+    );
+    // A worker of a node needs its URL, and nothing of a store.
+    expect(() => createWorker({ runs: ['r'], store: 'node', handler: () => 1 })).toThrow("url: required with store node: the node's API URL");
+    expect(() => createWorker({ runs: ['r'], url: 'http://127.0.0.1:1', databaseUrl: schema.url, handler: () => 1 })).toThrow(
+      'databaseUrl: a worker of a node talks to the node only: leave out databaseUrl',
+    );
+    expect(() => createWorker({ runs: ['r'], store: 'postgres', url: 'http://127.0.0.1:1', databaseUrl: schema.url, handler: () => 1 })).toThrow(
+      "url: a node's URL makes a worker of the node (store node), not of postgres",
     );
   });
 });

@@ -22,7 +22,7 @@ export interface ClientAnswer {
 
 export function send(
   url: URL,
-  o: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; tls?: ClientTls },
+  o: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; tls?: ClientTls; signal?: AbortSignal },
 ): Promise<ClientAnswer> {
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
@@ -31,7 +31,7 @@ export function send(
       {
         method: o.method,
         headers: { ...o.headers, ...(o.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(o.body)) }) },
-        signal: AbortSignal.timeout(o.timeoutMs),
+        signal: o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(o.timeoutMs)]) : AbortSignal.timeout(o.timeoutMs),
         ...(url.protocol === 'https:' && o.tls?.ca ? { ca: o.tls.ca } : {}),
       },
       (res) => {

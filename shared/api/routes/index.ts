@@ -3,6 +3,7 @@ import { clusterHealth, clusterLeader, clusterStatus, openapi } from './cluster.
 import { clusterEvents, coordinator, metrics, postEvent, statusPage, uiState } from './node.js';
 import { commandRoutes, createRollout, getRollout, listRollouts, rolloutAssignment, rolloutHistory, rolloutTraffic } from './rollouts.js';
 import { cancelRun, createRun, getRun, listRuns, runItems } from './runs.js';
+import { WORK_ROUTES } from './work.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -25,6 +26,7 @@ export const ROUTES = [
   getRun,
   runItems,
   cancelRun,
+  ...WORK_ROUTES,
   statusPage,
   metrics,
   uiState,

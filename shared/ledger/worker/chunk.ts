@@ -223,7 +223,7 @@ export class Chunks {
             continue;
           }
           // The backend failed: give the item back now (it counts toward poison).
-          stats.failedRuns++;
+          stats.failedAttempts++;
           this.itemMs = this.itemMs ?? performance.now() - began;
           this.flusher.add({ h: t.h, kind: 'failure', reason: errorMessage(err) });
           await this.flusher.flush();

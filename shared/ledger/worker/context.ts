@@ -64,7 +64,7 @@ export class WorkerContext {
   readonly logger: Logger;
   readonly heartbeatMs: number;
   readonly visibilitySeconds: number;
-  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedRuns: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0, throttledRounds: 0 };
+  readonly stats: WorkerStats = { done: 0, lost: 0, stolen: 0, failedAttempts: 0, rejected: 0, staleNotices: 0, errors: 0, stealErrors: 0, throttledRounds: 0 };
   readonly held = new Holdings();
   /** Draining: no more pulls or runs; what is held is given back. */
   stopping = false;

@@ -47,6 +47,9 @@ import { Steals } from './steal.js';
  * when idle; what they share is the context's holdings (context.ts).
  */
 
+/** How often an idle worker with an idle check (exitWhenDone) runs it: a second after its run's last item at most. */
+export const IDLE_CHECK_SECONDS = 1;
+
 /** Backoff after consecutive failed steps: 250 ms doubling to 30 s, each drawn from [½, 1] of that (jitter). */
 export function backoffMs(failures: number, random: () => number = Math.random): number {
   const cap = Math.min(30_000, 250 * 2 ** Math.min(Math.max(failures, 1) - 1, 10));
@@ -64,6 +67,12 @@ export class Worker {
   private readonly chunks: Chunks;
   private readonly claims: Claims;
   private readonly steals: Steals;
+  /**
+   * With an `idle` check (run's), the longest an idle worker waits between
+   * checks: a run finished by another worker's last ack wakes no one's poll,
+   * so a worker that exits when its run is done finds out within this long.
+   */
+  private idleCheckSeconds: number | null = null;
 
   constructor(private readonly o: WorkerOptions) {
     this.w = new WorkerContext(o);
@@ -122,19 +131,21 @@ export class Worker {
       if (adopted) return steals.workCame('stole');
     }
     if (steals.askDue && (await steals.ask())) return steals.workCame('stole');
-    if (wait > 0 && (await this.pull(signal, steals.pollSeconds(wait))) > 0) return steals.workCame('received');
+    const poll = this.idleCheckSeconds === null ? steals.pollSeconds(wait) : Math.min(steals.pollSeconds(wait), this.idleCheckSeconds);
+    if (wait > 0 && (await this.pull(signal, poll)) > 0) return steals.workCame('received');
     return 'idle';
   }
 
   /**
    * Step until `signal` aborts or the worker drains. `idle` is called when a
-   * step found nothing to do (after the long poll), e.g. to stop once the
-   * run is finished. A failed step (a store or queue error, a malformed
+   * step found nothing to do (after the long poll, then at most
+   * IDLE_CHECK_SECONDS long), e.g. to stop once the run is finished. A failed step (a store or queue error, a malformed
    * answer) is logged and retried after a jittered backoff; it never ends the
    * loop.
    */
   async run(signal: AbortSignal, idle?: () => Promise<boolean>): Promise<void> {
     this.heartbeats.activate();
+    this.idleCheckSeconds = idle ? IDLE_CHECK_SECONDS : null;
     let failures = 0;
     try {
       while (!signal.aborted && !this.w.stopping) {

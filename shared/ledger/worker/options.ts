@@ -3,17 +3,28 @@ import type { Logger } from '../../log.js';
 import type { WorkQueue } from '../../queue/port.js';
 import type { ExecutionBackend } from '../backends.js';
 import type { StealNotice } from '../coordinator.js';
-import type { LedgerStore } from '../store.js';
+import type { LedgerStore, RunRecord } from '../store.js';
+import type { RunningReader } from '../running.js';
 
 export interface CoordinatorClient {
   /** An idle worker asks for work; the answer carries the coordinator epoch for the EpochGuard. */
   requestWork(workerId: string): Promise<StealNotice>;
 }
 
+/**
+ * What a worker asks of the ledger: a store (LedgerStore has it all), or a
+ * node's API for a worker without one (client/node-work.ts).
+ */
+export type WorkerLedger = Pick<LedgerStore, 'isDone' | 'casMany' | 'applyMany' | 'markSent'> &
+  RunningReader & {
+    /** The run, as far as a worker reads it: its coordinator epoch (null: no such run). */
+    getRun(id: string): Promise<Pick<RunRecord, 'id' | 'coordinatorEpoch'> | null>;
+  };
+
 export interface WorkerOptions {
   runId: string;
   workerId: string;
-  ledger: LedgerStore;
+  ledger: WorkerLedger;
   queue: WorkQueue;
   backend: ExecutionBackend;
   coordinator?: CoordinatorClient;
@@ -56,7 +67,7 @@ export interface WorkerStats {
   /** Items whose claim was lost while held or running (stolen, re-pended): someone else records the result. */
   lost: number;
   stolen: number;
-  failedRuns: number;
+  failedAttempts: number;
   /** Items that ran but whose result could not be recorded (too large, not JSON): Failed with the reason. */
   rejected: number;
   staleNotices: number;

@@ -222,6 +222,7 @@ function inward(req: HttpRequest, actor: string, scopes: ReadonlySet<Scope>, ide
     remoteAddress: req.remoteAddress,
     clientCertificate: req.clientCertificate,
     secure: req.secure,
+    signal: req.signal,
     actor,
     scopes,
     identity,

@@ -165,7 +165,13 @@ export async function serveApi(
         // Node joins repeated request headers into one string, all but set-cookie (an array): only then is a copy needed.
         let headers = req.headers as Record<string, string>;
         if (req.headers['set-cookie'] !== undefined) headers = { ...headers, 'set-cookie': req.headers['set-cookie'].join(', ') };
+        // The client gone before its answer (a closed connection): what waits on its behalf stops.
+        const gone = new AbortController();
+        res.once('close', () => {
+          if (!res.writableFinished) gone.abort();
+        });
         const out = await handle({
+          signal: gone.signal,
           method: req.method ?? 'GET',
           path: pathname,
           body,

@@ -1,3 +1,4 @@
+import { workHandlers } from './work-api.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
@@ -329,6 +330,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
       if (refused) return { status: 403, body: { error: refused } };
       return { status: 200, body: await node.triggers.invoke('coordinator', body) };
     },
+    ...workHandlers(node),
   };
 
   // What a node does once a route that declares it (its nodeHooks) has answered.
@@ -409,8 +411,8 @@ const OWN: ReadonlySet<string> = new Set<NodeOwnRoute['id']>([
 function isOwn(route: Route): route is NodeOwnRoute {
   return OWN.has(route.id);
 }
-/** Own reads never answered from the last good answer: the page, metrics, and health (which says what the store says now). */
-const FRESH: ReadonlySet<string> = new Set<NodeOwnRoute['id']>(['statusPage', 'metrics', 'clusterHealth']);
+/** Own reads never answered from the last good answer: the page, metrics, health (which says what the store says now), and a worker's reads. */
+const FRESH: ReadonlySet<string> = new Set<NodeOwnRoute['id']>(['statusPage', 'metrics', 'clusterHealth', 'workRun', 'workItem', 'workHolders']);
 
 /**
  * Said once when a node starts serving: rollouts and runs whose id no request

@@ -39,7 +39,7 @@ export class WorkerMetrics {
           const s = w.stats;
           for (const [outcome, n] of [
             ['done', s.done],
-            ['failed', s.failedRuns],
+            ['failed', s.failedAttempts],
             ['lost', s.lost],
             ['rejected', s.rejected],
             ['stolen', s.stolen],

@@ -16,7 +16,10 @@ import { PgNotifyWake } from '../../adapters/postgres/wake.js';
 import type { WorkQueue } from '../../queue/port.js';
 import { sqsClient } from '../../adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../adapters/sqs/queue.js';
-import { WorkerRegistry } from '../../registry/registry.js';
+import { WorkerRegistry, type AgentRegistry } from '../../registry/registry.js';
+import { NodeWork } from '../../client/node-work.js';
+import type { Target } from '../../client/transport.js';
+import type { WorkerLedger } from '../../ledger/worker/options.js';
 import { parseWorkerOptions, type WorkerOptions, type WorkerOptionsInput } from './config.js';
 import { WorkerMetrics } from './metrics.js';
 
@@ -70,8 +73,8 @@ export type WorkHandler = (item: WorkItemInput, context: WorkContext) => unknown
 
 export interface CreateWorkerOptions extends Omit<WorkerOptionsInput, 'store'> {
   readonly handler: WorkHandler;
-  /** Default: postgres with a databaseUrl, else dynamodb. */
-  readonly store?: 'postgres' | 'dynamodb';
+  /** Default: node with a url, postgres with a databaseUrl, else dynamodb. */
+  readonly store?: 'postgres' | 'dynamodb' | 'node';
   readonly logger?: Logger;
 }
 
@@ -81,23 +84,31 @@ export interface WorkerSummary {
   readonly exit: AgentExit['reason'];
   readonly workerId: string;
   readonly instanceId: string;
+  /** Items whose result this worker recorded. */
   readonly done: number;
+  /** Items it held or ran whose claim it lost (stolen, or re-pended as silent): another worker records them. */
   readonly lost: number;
+  /** Items it stole from another worker (the coordinator moved them to it). */
   readonly stolen: number;
-  readonly failedRuns: number;
+  /** Attempts whose handler threw (or timed out, or stalled): each is given back and tried again, up to 5 times in all. */
+  readonly failedAttempts: number;
+  /** Items handed back by a drain, unrun. */
   readonly nacked: number;
+  /** How long the drain took, null when it did not drain. */
   readonly drainMs: number | null;
+  /** Whether every drain ended before its provider's deadline; null when it did not drain. */
   readonly withinDeadline: boolean | null;
   readonly runs: readonly RunSummary[];
 }
 
+/** What a worker did in one run (the same fields). */
 export interface RunSummary {
   readonly runId: string;
   readonly exit: AgentExit['reason'];
   readonly done: number;
   readonly lost: number;
   readonly stolen: number;
-  readonly failedRuns: number;
+  readonly failedAttempts: number;
   readonly nacked: number;
 }
 
@@ -111,7 +122,7 @@ export interface RolloutWorker {
 export function createWorker(options: CreateWorkerOptions): RolloutWorker {
   const { handler, logger = silentLogger, store, ...rest } = options;
   if (typeof handler !== 'function') throw new TypeError('createWorker: handler must be a function (item, context) => result');
-  const o = parseWorkerOptions({ ...rest, store: store ?? (rest.databaseUrl ? 'postgres' : 'dynamodb') });
+  const o = parseWorkerOptions({ ...rest, store: store ?? (rest.url ? 'node' : rest.databaseUrl ? 'postgres' : 'dynamodb') });
   return workerOf(o, handlerBackend(handler, o, logger), logger);
 }
 
@@ -127,6 +138,63 @@ export function workerOf(o: WorkerOptions, backend: ExecutionBackend, logger: Lo
     },
     run: (signal) => runWorkers(o, backend, logger, manual, signal ?? new AbortController().signal, asked),
   };
+}
+
+/** Where a worker's ledger, queue and registry are: a store of its own, or a node's API. */
+interface WorkerPorts {
+  readonly ledger: WorkerLedger;
+  readonly registry: AgentRegistry;
+  queue(runId: string): WorkQueue;
+  /** For messages: "in the postgres store", "on the node at …". */
+  readonly where: string;
+  close(): Promise<void>;
+}
+
+async function openPorts(o: WorkerOptions, logger: Logger): Promise<WorkerPorts> {
+  const staleAfterMs = Math.max(60_000, 6 * o.heartbeatMs);
+  if (o.store === 'node') {
+    const remote = new NodeWork(nodeTarget(o), o.workerId);
+    return { ledger: remote.ledger, registry: remote.registry, queue: (runId) => remote.queue(runId), where: `on the node at ${o.url}`, close: async () => {} };
+  }
+  const stores = await openStores(
+    o.store === 'postgres'
+      ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } }
+      : { kind: 'dynamodb', table: o.table!, retainRunDays: o.retainRunDays },
+  );
+  let wake: PgNotifyWake | null = null;
+  try {
+    if (o.queue === 'ledger' && stores.sql) wake = await PgNotifyWake.open({ connectionString: o.databaseUrl! }, logger);
+  } catch (err) {
+    await stores.close().catch(() => undefined);
+    throw err;
+  }
+  return {
+    ledger: stores.ledger,
+    registry: new WorkerRegistry(stores.registry, { staleAfterMs }),
+    queue: (runId) => (wake ? new LedgerWorkQueue(stores.sql!, wake, runId, o.workerId) : new SqsWorkQueue(sqsClient(), o.queue, { logger })),
+    where: `in the ${o.store} store`,
+    close: async () => {
+      await wake?.close().catch(() => undefined);
+      await stores.close();
+    },
+  };
+}
+
+/** The worker's credential for a node (its token) and the CA of the node's certificate. */
+function nodeAuth(o: WorkerOptions): { token?: string; ca?: Buffer } {
+  return { ...(o.token ? { token: o.token } : {}), ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}) };
+}
+
+/** The node (or nginx in front of a cluster) as a client reaches it. */
+function nodeTarget(o: WorkerOptions): Target {
+  return { url: o.url!, ...nodeAuth(o) };
+}
+
+/** Where an idle worker asks for work: `coordinator`, else a worker of a node asks that node. */
+function coordinatorOf(o: WorkerOptions, runId: string): CoordinatorClient | undefined {
+  if (o.coordinator.startsWith('lambda:')) return new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), runId);
+  const url = o.coordinator !== 'none' ? o.coordinator : o.store === 'node' ? new URL('coordinator', o.url!.endsWith('/') ? o.url : `${o.url}/`).href : null;
+  return url ? new HttpCoordinatorClient(url, runId, nodeAuth(o)) : undefined;
 }
 
 async function instanceIdFor(o: WorkerOptions): Promise<string> {
@@ -147,19 +215,9 @@ async function runWorkers(
 ): Promise<WorkerSummary> {
   const closers: (() => Promise<void>)[] = [];
   try {
-    const stores = await openStores(
-      o.store === 'postgres'
-        ? { kind: 'postgres', connection: { connectionString: o.databaseUrl!, max: 2 + 2 * o.runs.length } }
-        : { kind: 'dynamodb', table: o.table!, retainRunDays: o.retainRunDays },
-    );
-    closers.push(() => stores.close());
-    const { ledger, registry: registryStore } = stores;
-    for (const run of o.runs) if (!(await ledger.getRun(run))) throw new Error(`run ${run} does not exist in the ${o.store} store`);
-    let wake: PgNotifyWake | null = null;
-    if (o.queue === 'ledger' && stores.sql) {
-      wake = await PgNotifyWake.open({ connectionString: o.databaseUrl! }, logger);
-      closers.unshift(() => wake!.close());
-    }
+    const ports = await openPorts(o, logger);
+    closers.push(() => ports.close());
+    for (const run of o.runs) if (!(await ports.ledger.getRun(run))) throw new Error(`run ${run} does not exist ${ports.where}`);
     const instanceId = await instanceIdFor(o);
     const metadata = o.metadataEndpoint ? { endpoint: o.metadataEndpoint, logger } : { logger };
     const watching =
@@ -179,16 +237,10 @@ async function runWorkers(
       run = metrics.timed(backend);
     }
     const stopAll = new AbortController();
-    const registry = new WorkerRegistry(registryStore, { staleAfterMs: Math.max(60_000, 6 * o.heartbeatMs) });
+    const { ledger, registry } = ports;
     const per = o.runs.map((runId) => {
-      const queue: WorkQueue = wake ? new LedgerWorkQueue(stores.sql!, wake, runId, o.workerId) : new SqsWorkQueue(sqsClient(), o.queue, { logger });
-      let coordinator: CoordinatorClient | undefined;
-      if (o.coordinator.startsWith('lambda:')) coordinator = new LambdaCoordinatorClient(new LambdaClient({}), o.coordinator.slice('lambda:'.length), runId);
-      else if (o.coordinator !== 'none')
-        coordinator = new HttpCoordinatorClient(o.coordinator, runId, {
-          ...(o.token ? { token: o.token } : {}),
-          ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}),
-        });
+      const queue = ports.queue(runId);
+      const coordinator = coordinatorOf(o, runId);
       const worker = new Worker({
         runId,
         workerId: o.workerId,
@@ -249,7 +301,7 @@ async function runWorkers(
       return { runId: p.runId, exit: exit.reason, ...p.worker.stats, nacked: exit.reason === 'drained' ? exit.report.nacked.length : 0 };
     });
     const drained = exits.filter((e): e is Extract<AgentExit, { reason: 'drained' }> => e.reason === 'drained');
-    const sum = (k: 'done' | 'lost' | 'stolen' | 'failedRuns' | 'nacked') => runs.reduce((n, r) => n + r[k], 0);
+    const sum = (k: 'done' | 'lost' | 'stolen' | 'failedAttempts' | 'nacked') => runs.reduce((n, r) => n + r[k], 0);
     return {
       exit: drained.length ? 'drained' : exits.every((e) => e.reason === 'done') ? 'done' : 'stopped',
       workerId: o.workerId,
@@ -257,7 +309,7 @@ async function runWorkers(
       done: sum('done'),
       lost: sum('lost'),
       stolen: sum('stolen'),
-      failedRuns: sum('failedRuns'),
+      failedAttempts: sum('failedAttempts'),
       nacked: sum('nacked'),
       drainMs: drained.length ? Math.max(...drained.map((d) => d.report.elapsedMs)) : null,
       withinDeadline: drained.length ? drained.every((d) => d.report.withinDeadline) : null,

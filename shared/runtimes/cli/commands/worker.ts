@@ -6,7 +6,7 @@ import { runWorkerCommand, type WorkerCommandOptions, type WorkerSummary } from 
 
 function summaryLine(s: WorkerSummary): string {
   const drain = s.drainMs === null ? '' : `, drained ${s.nacked} items in ${s.drainMs} ms${s.withinDeadline ? '' : ' (past the deadline)'}`;
-  return `worker ${s.workerId} on ${s.instanceId}${s.runs.length > 1 ? ` (${s.runs.length} runs)` : ''}: ${s.exit}; done ${s.done}, stolen ${s.stolen}, lost ${s.lost}, backend failures ${s.failedRuns}${drain}`;
+  return `worker ${s.workerId} on ${s.instanceId}${s.runs.length > 1 ? ` (${s.runs.length} runs)` : ''}: ${s.exit}; done ${s.done}, stolen ${s.stolen}, lost ${s.lost}, failed attempts ${s.failedAttempts}${drain}`;
 }
 
 /** `rollout worker`: a worker of one or more work runs. */
@@ -16,12 +16,26 @@ export const workerCommand: CommandSpec = {
     'Run a worker of one or more work runs: pull items, claim them in the ledger, run them (on a backend, or your --module), record the results; drain on a spot notice.',
   options: [
     { flags: '--run <id...>', description: 'the run to work on (several: --run a --run b, or --run a b)', required: true },
-    { flags: '--store <kind>', description: 'where the ledger is', choices: ['postgres', 'dynamodb'], env: 'ROLLOUT_STORE' },
+    {
+      flags: '--url <url>',
+      // Not ROLLOUT_URL: a shell set up for the CLI would turn every worker started from it into a worker of that node.
+      description: "a node's API URL (npm start, a cluster): the worker claims and records through the node, with no store credentials (--store node)",
+    },
+    {
+      flags: '--store <kind>',
+      description: 'where the ledger is (default: node with --url, postgres with --database-url, else dynamodb)',
+      choices: ['postgres', 'dynamodb', 'node'],
+      env: 'ROLLOUT_STORE',
+    },
     { flags: '--database-url <url>', description: 'PostgreSQL connection string', env: 'DATABASE_URL' },
     { flags: '--table <name>', description: 'DynamoDB table', env: 'ROLLOUT_TABLE' },
     { flags: '--queue <ledger|url>', description: '"ledger" (PostgreSQL: the ledger is the queue) or an SQS queue URL', env: 'ROLLOUT_WORK_QUEUE_URL' },
     { flags: '--coordinator <none|lambda:name|url>', description: 'where an idle worker asks for work (steals)', env: 'ROLLOUT_COORDINATOR' },
-    { flags: '--token <token>', description: "a bearer token with the worker scope, for a node's coordinator with authentication on", env: 'ROLLOUT_TOKEN' },
+    {
+      flags: '--token <token>',
+      description: 'a bearer token with the worker scope, for a node with authentication on (its coordinator, or all of it with --url)',
+      env: 'ROLLOUT_TOKEN',
+    },
     { flags: '--ca-file <pem>', description: "the CA a node's HTTPS certificate chains to", env: 'ROLLOUT_CA_FILE' },
     { flags: '--backend <kind>', description: 'how items run (default mock; module with --module)', choices: ['mock', 'http', 'module'] },
     {
@@ -106,7 +120,7 @@ export const workerCommand: CommandSpec = {
       ...flags,
       retainRunDays: retainRuns,
       runs: run,
-      store: store ?? (opts.databaseUrl ? 'postgres' : 'dynamodb'),
+      store: store ?? (opts.url ? 'node' : opts.databaseUrl ? 'postgres' : 'dynamodb'),
       queue: queue ?? 'ledger',
       backend: backend ?? (opts.module ? 'module' : 'mock'),
       ...(backendTimeout !== undefined ? { backendTimeoutMs: backendTimeout } : {}),
