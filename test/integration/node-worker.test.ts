@@ -7,6 +7,7 @@
  * credential is refused.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,9 @@ import { contentId } from '../../shared/ledger/model.js';
 import { createWorker } from '../../shared/runtimes/worker/sdk.js';
 import { uniqueName } from '../support/backends.js';
 import { nodeUnderTest } from '../support/node-under-test.js';
+import { until } from '../support/gate.js';
+import { forwardHttp } from '../support/http-forward.js';
+import { closeNow, listenOnLoopback } from '../support/local-server.js';
 
 const runA = uniqueName('node-work-a');
 const runB = uniqueName('node-work-b');
@@ -122,6 +126,73 @@ describe('a worker of a node (no store credentials)', () => {
       handler: () => 'ok',
     });
     expect(await second.run()).toMatchObject({ exit: 'done', done: 6 });
+  }, 300_000);
+});
+
+describe('a worker that exits when its run is done', () => {
+  it('exit_when_done_checks_each_second: a run another worker finishes is seen at the next check, not after the 20 s poll', async () => {
+    const run = `${runA}-exit`;
+    // One item, held and running (a worker runs its items one at a time): nothing the waiter can claim or steal.
+    await createRun(run, [{ e: 1 }]);
+    // A proxy in front of the node records what the waiting worker asks for.
+    const claims: { workerId: string; waitSeconds: number }[] = [];
+    const upstream = new URL(target.url);
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        if (req.url?.endsWith('/work/claim')) claims.push(JSON.parse(body.toString()) as { workerId: string; waitSeconds: number });
+        forwardHttp(upstream, req.headers, body, req.method ?? 'GET', req.url ?? '/').then(
+          (f) => res.writeHead(f.status, f.headers).end(f.body),
+          () => res.writeHead(502).end(),
+        );
+      });
+    });
+    const proxied = await listenOnLoopback(proxy);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let running = 0;
+    let allRunning!: () => void;
+    const holding = new Promise<void>((r) => (allRunning = r));
+    const stopHolder = new AbortController();
+    const holder = createWorker({
+      runs: [run],
+      url: target.url,
+      token: fleet.token,
+      workerId: 'holder',
+      waitSeconds: 1,
+      heartbeatMs: 500,
+      handler: async () => {
+        if (++running === 1) allRunning();
+        await released;
+        return 'ok';
+      },
+    }).run(stopHolder.signal);
+    try {
+      await holding;
+      const waiter = createWorker({
+        runs: [run],
+        url: proxied,
+        token: fleet.token,
+        workerId: 'waiter',
+        waitSeconds: 20,
+        exitWhenDone: true,
+        handler: () => 'never',
+      });
+      const exited = waiter.run();
+      await until('the waiter long-polls', () => claims.some((c) => c.workerId === 'waiter' && c.waitSeconds > 0), 120_000);
+      release();
+      expect(await exited).toMatchObject({ exit: 'done', done: 0 });
+      // Every wait it asked for was at most a second, although it was given 20.
+      const waits = claims.filter((c) => c.workerId === 'waiter').map((c) => c.waitSeconds);
+      expect(Math.max(...waits)).toBe(1);
+    } finally {
+      release();
+      stopHolder.abort();
+      expect(await holder).toMatchObject({ done: 1 });
+      await closeNow(proxy);
+    }
   }, 300_000);
 });
 
