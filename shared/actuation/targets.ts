@@ -101,6 +101,8 @@ export const webhookTargetSchema = z
 
 export const targetSchema = z.discriminatedUnion('type', [nginxTargetSchema, lambdaAliasTargetSchema, albWeightsTargetSchema, webhookTargetSchema]);
 export type TargetConfig = z.output<typeof targetSchema>;
+/** A target as an operator writes it (a targets file, the `targets` a node takes): the schema's input. */
+export type TargetInput = z.input<typeof targetSchema>;
 export type NginxTarget = z.output<typeof nginxTargetSchema>;
 export type LambdaAliasTarget = z.output<typeof lambdaAliasTargetSchema>;
 export type AlbWeightsTarget = z.output<typeof albWeightsTargetSchema>;

@@ -5,6 +5,8 @@ import * as rollouts from '../api/routes/rollouts.js';
 import * as runs from '../api/routes/runs.js';
 import type { RolloutJson } from '../api/rollout-json.js';
 import type { Command } from '../rollout/commands.js';
+import type { SignalInput } from '../rollout/inbound.js';
+import type { RolloutSpec, RolloutSpecInput } from '../rollout/spec.js';
 import type { RolloutTraffic } from '../rollout/assignment.js';
 import type { RolloutState } from '../rollout/model.js';
 import { enqueueRun, type CreatedRun, type CreateRunInput, type EnqueueOptions, type EnqueueReport, type EnqueueRunInput } from './producer.js';
@@ -136,7 +138,7 @@ export class RolloutClient {
   }
 
   /** Create a rollout from a spec (validated by the server: a bad one is an ApiError 400 naming every field). Idempotent on `id`. */
-  createRollout(spec: unknown, o: { readonly id?: string } = {}): Promise<CreatedRollout> {
+  createRollout(spec: RolloutSpecInput | RolloutSpec, o: { readonly id?: string } = {}): Promise<CreatedRollout> {
     return this.call(rollouts.createRollout, { body: { spec, ...(o.id !== undefined ? { id: o.id } : {}) } });
   }
 
@@ -191,7 +193,7 @@ export class RolloutClient {
   }
 
   /** A rollout signal (`rollout.metrics_reported`, `rollout.alarm_changed`, …) as the CLI's `events publish` sends it. */
-  publishSignal(event: { readonly type: string } & Readonly<Record<string, unknown>>): Promise<SignalResult> {
+  publishSignal(event: SignalInput): Promise<SignalResult> {
     return this.call(node.postEvent, { body: event }) as Promise<SignalResult>;
   }
 

@@ -66,6 +66,8 @@ export const inboundEventSchema = z.discriminatedUnion('type', [
 ]);
 
 export type InboundEvent = z.output<typeof inboundEventSchema>;
+/** A signal as a client sends it (`RolloutClient.publishSignal`): the schema's input, so a misspelt field or type does not compile. */
+export type SignalInput = z.input<typeof inboundEventSchema>;
 
 export class InvalidEventError extends Error {
   override readonly name = 'InvalidEventError';

@@ -177,10 +177,24 @@ describe('npm pack', () => {
       symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
       const packed = spawnSync('npm', ['pack', '--dry-run', '--json'], { cwd: copy, encoding: 'utf8' });
       expect(packed.status, packed.stderr).toBe(0);
-      const listed = (JSON.parse(packed.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
+      const pack = (JSON.parse(packed.stdout) as { size: number; unpackedSize: number; files: { path: string }[] }[])[0]!;
+      const listed = pack.files.map((f) => f.path);
+      // The sizes README states, as bounds.
+      expect(pack.size).toBeLessThan(10_000_000);
+      expect(pack.unpackedSize).toBeLessThan(40_000_000);
       expect(listed).toEqual(
         expect.arrayContaining(['dist/shared/index.js', 'dist/shared/index.d.ts', 'dist/shared/runtimes/cli/cli.js', 'dist/infra/cdk.js']),
       );
+      // Maps shipped whole or not at all: every map a packed file points to is packed too (the Lambda bundles carry theirs).
+      const dangling = listed.flatMap((f) => {
+        if (!/\.(m?js|d\.ts)$/.test(f)) return [];
+        const map = /\/\/# sourceMappingURL=(\S+)\s*$/.exec(readFileSync(join(copy, f), 'utf8'))?.[1];
+        if (!map || map.startsWith('data:')) return [];
+        const target = join(f, '..', map);
+        return listed.includes(target) ? [] : [`${f} -> ${target}`];
+      });
+      expect(dangling).toEqual([]);
+      expect(listed.some((f) => f.startsWith('dist/lambda/') && f.endsWith('.js.map'))).toBe(true);
     } finally {
       rmSync(copy, { recursive: true, force: true });
     }

@@ -10,7 +10,8 @@ import { basename, join, resolve } from 'node:path';
  * package's dependencies to the versions this repository's lockfile holds
  * (what was tested here, and what `npm ci` of this repository put in npm's
  * cache), so nothing is fetched. The consumer deploys with the constructs
- * too: aws-cdk-lib, constructs and esbuild are installed beside it.
+ * and uses the OpenFeature provider too: aws-cdk-lib, constructs, esbuild and
+ * the OpenFeature SDK are installed beside it.
  */
 const root = resolve(import.meta.dirname, '../..');
 
@@ -53,8 +54,12 @@ export function packAndInstall(dir: string): Consumer {
   return { dir: project, tarball, bin: join(project, 'node_modules/.bin/rollout') };
 }
 
-/** What a consumer who deploys with the constructs installs beside the package: its peers (esbuild for a fleet with a module of theirs). */
-const CDK_PEERS = ['aws-cdk-lib', 'constructs', 'esbuild'];
+/**
+ * What this consumer installs beside the package: its optional peers, as one
+ * who deploys with the constructs (esbuild for a fleet with a module of
+ * theirs) and uses the OpenFeature provider would.
+ */
+const PEERS = ['aws-cdk-lib', 'constructs', 'esbuild', '@openfeature/server-sdk', '@openfeature/core'];
 
 type LockEntry = Record<string, unknown> & {
   dependencies?: Record<string, string>;
@@ -91,7 +96,7 @@ function closure(packages: Record<string, LockEntry>, names: readonly string[]):
 function consumerLock(tarball: string, rel: string): { name: string; lockfileVersion: number; requires: boolean; packages: Record<string, unknown> } {
   const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
   const self = lock.packages['']!;
-  const peers = Object.fromEntries(CDK_PEERS.map((n) => [n, String(lock.packages[`node_modules/${n}`]!.version)]));
+  const peers = Object.fromEntries(PEERS.map((n) => [n, String(lock.packages[`node_modules/${n}`]!.version)]));
   const packages: Record<string, unknown> = {
     '': { name: 'consumer', dependencies: { 'rollout-control-plane': rel, ...peers } },
     'node_modules/rollout-control-plane': {
@@ -107,7 +112,7 @@ function consumerLock(tarball: string, rel: string): { name: string; lockfileVer
     },
   };
   for (const [path, entry] of Object.entries(lock.packages)) if (path && !entry.dev && !entry.link) packages[path] = entry;
-  for (const path of closure(lock.packages, CDK_PEERS)) {
+  for (const path of closure(lock.packages, PEERS)) {
     const { dev: _dev, devOptional: _devOptional, ...entry } = lock.packages[path]!;
     packages[path] ??= entry;
   }
