@@ -342,8 +342,8 @@ console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys
   );
 
   it(
-    "drives rollouts through the client from the consumer's own script; `rollouts status` exits 0 completed, 1 aborted, 3 at --timeout",
-    () => {
+    "drives rollouts through the client from the consumer's own script; `rollouts status` exits 0 completed, 1 aborted, 3 at --timeout, 1 at once when unreachable",
+    async () => {
       writeFileSync(join(consumer.dir, 'deploy.mjs'), CONSUMER_MJS);
       const r = spawnSync(process.execPath, ['deploy.mjs'], { cwd: consumer.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
       expect(r.status, `${r.stdout}\n${r.stderr}\n${log}`).toBe(0);
@@ -374,6 +374,15 @@ console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys
       const missing = rollout('status', 'no-such-rollout', '--timeout', '5s');
       expect(missing.status).toBe(1);
       expect(missing.stderr).toMatch(/HTTP 404/);
+      // A mistyped URL fails the gate at once, whatever the --timeout, naming what it could not reach.
+      const nowhere = `http://127.0.0.1:${await freePort()}`;
+      const unreachable = spawnSync(consumer.bin, ['rollouts', 'status', 'pkg-completes', '--timeout', '10m', '--url', nowhere], {
+        cwd: consumer.dir,
+        encoding: 'utf8',
+        timeout: 300_000,
+      });
+      expect(unreachable.status, unreachable.stderr).toBe(1);
+      expect(unreachable.stderr).toMatch(new RegExp(`cannot reach ${nowhere.replaceAll('.', '\\.')}`));
     },
     ADOPTER_STEP_TIMEOUT,
   );
