@@ -60,7 +60,7 @@ const ownProperties = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'cdk.out/**', '.rollout/**', 'coverage/**', 'dist/**'] },
+  { ignores: ['node_modules/**', 'cdk.out/**', '.rollout/**', 'coverage/**', 'dist/**', 'packages/*/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import type { RolloutControlPlaneProps } from './control-plane-props.js';
 import { ControlPlaneStack } from './stack.js';
 
-/** `-c targetsFile=targets.json`: the targets rollouts may move (validated by the stack). */
-function targetsFrom(path: string): Record<string, unknown> {
+/** `-c targetsFile=targets.json`: the targets rollouts may move (a file: validated by the stack at synth, naming the field). */
+function targetsFrom(path: string): RolloutControlPlaneProps['targets'] {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -12,7 +13,7 @@ function targetsFrom(path: string): Record<string, unknown> {
     throw new Error(`invalid context: targetsFile: cannot read ${path}: ${(err as Error).message}`);
   }
   try {
-    return JSON.parse(text) as Record<string, unknown>;
+    return JSON.parse(text) as RolloutControlPlaneProps['targets'];
   } catch {
     throw new Error(`invalid context: targetsFile: ${path} is not JSON`);
   }

@@ -5,6 +5,7 @@ import type { IEventBus } from 'aws-cdk-lib/aws-events';
 import type { IKey } from 'aws-cdk-lib/aws-kms';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
+import type { TargetInput } from '../shared/actuation/targets.js';
 import type { OutboundConfigInput } from '../shared/outbound/policy.js';
 import type { Retention } from '../shared/retention.js';
 import type { FunctionName } from '../shared/topology.js';
@@ -137,7 +138,8 @@ export interface RolloutControlPlaneProps {
   /**
    * The targets a rollout spec may move, by name (README "Moving traffic"):
    * Lambda aliases and ALB rules. The functions that actuate are granted
-   * exactly these resources. None by default: a spec naming one is refused.
+   * exactly these resources, and webhooks (an nginx target is a file on a
+   * node's machine: refused). None by default: a spec naming one is refused.
    */
-  readonly targets?: Readonly<Record<string, unknown>>;
+  readonly targets?: Readonly<Record<string, Exclude<TargetInput, { readonly type: 'nginx' }>>>;
 }

@@ -6,7 +6,7 @@ import { PolicyStatement, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-import { COMMANDS } from '../shared/rollout/commands.js';
+import { COMMANDS } from '../shared/rollout/command-names.js';
 
 /** The HTTP API's routes, by the role an IAM policy grants: what the shared API (shared/api/handler.ts) answers. */
 export const API_ROUTES = {

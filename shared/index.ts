@@ -33,7 +33,7 @@ export type { RolloutJson, GateJson, ActuationJson } from './api/rollout-json.js
 export { parseRolloutSpec, type RolloutSpec, type RolloutSpecInput } from './rollout/spec.js';
 export type { SignalInput } from './rollout/inbound.js';
 export type { TargetInput } from './actuation/targets.js';
-export { COMMANDS, type Command } from './rollout/commands.js';
+export { COMMANDS, type Command } from './rollout/command-names.js';
 export type { Rollout, RolloutState, StageStatus, StagePhase, StageMetrics, AlarmState } from './rollout/model.js';
 export { assign, bucketOf, type Assignment, type RolloutTraffic } from './rollout/assignment.js';
 export type { Stamp } from './rollout/actuation-record.js';

@@ -20,7 +20,8 @@ import type { WorkItem } from '../ledger/model.js';
 import { dispatch } from '../ledger/dispatch.js';
 import { shardsFor } from '../ledger/capacity.js';
 import type { WorkQueue } from '../queue/port.js';
-import { AbortIsFinalError, COMMANDS, createRollout, runCommand, type Command } from '../rollout/commands.js';
+import { COMMANDS, type Command } from '../rollout/command-names.js';
+import { AbortIsFinalError, createRollout, runCommand } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { gateNamespaceIssues, outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
@@ -364,7 +365,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     listRollouts: async ({ query }) => {
       // Bare: the running rollouts, whole. With state, cursor or limit: every rollout, newest first, a page of rows.
       if (query.state === undefined && query.cursor === undefined && query.limit === undefined)
-        return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v)) } };
+        return { status: 200, body: { rollouts: (await deps.engine.store.loadRunning()).map((v) => viewJson(v, clock.now())) } };
       const page = await deps.engine.store.list({
         limit: query.limit ?? 50,
         ...(query.state !== undefined && query.state !== 'all' ? { state: query.state } : {}),
@@ -379,7 +380,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
         hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
         movesTargets(view) ? deps.engine.store.actuations(id) : undefined,
       ]);
-      return { status: 200, body: viewJson(view, readings, actuations) };
+      return { status: 200, body: viewJson(view, clock.now(), readings, actuations) };
     },
     // Every transition, oldest first: what its events recorded (who, when, under which epoch, why).
     rolloutHistory: async ({ params: { id } }) => {

@@ -2,6 +2,7 @@ import { beforeRolloutHooks, queryOf, type ProviderGate } from '../rollout/gate-
 import { currentTally, type GateReading } from '../rollout/gates.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
+import { waitingOn } from '../rollout/waiting.js';
 
 /**
  * A rollout as the API, the status page and the CLI show it: the rollout
@@ -88,6 +89,8 @@ export interface RolloutJson extends Rollout {
   readonly alarms: Readonly<Record<string, AlarmState>>;
   readonly gates: readonly GateJson[];
   readonly actuation?: readonly ActuationJson[];
+  /** What a running rollout waits for before its next step (`waitingOn`); empty when it is not running or would act now. */
+  readonly waiting: readonly string[];
 }
 
 /** What was applied to each target (a rollout that moves targets), and when, as the API shows it. */
@@ -110,7 +113,7 @@ export function actuationJson(records: readonly ActuationRecord[]): ActuationJso
   }));
 }
 
-export function viewJson(v: RolloutView, history?: readonly GateReading[], actuations?: readonly ActuationRecord[]): RolloutJson {
+export function viewJson(v: RolloutView, now: number, history?: readonly GateReading[], actuations?: readonly ActuationRecord[]): RolloutJson {
   return {
     ...v.rollout,
     stages: v.stages,
@@ -118,5 +121,6 @@ export function viewJson(v: RolloutView, history?: readonly GateReading[], actua
     alarms: v.alarms,
     gates: gatesJson(v, history),
     ...(actuations ? { actuation: actuationJson(actuations) } : {}),
+    waiting: waitingOn(v, now),
   };
 }

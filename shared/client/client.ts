@@ -4,7 +4,7 @@ import * as node from '../api/routes/node.js';
 import * as rollouts from '../api/routes/rollouts.js';
 import * as runs from '../api/routes/runs.js';
 import type { RolloutJson } from '../api/rollout-json.js';
-import type { Command } from '../rollout/commands.js';
+import type { Command } from '../rollout/command-names.js';
 import type { SignalInput } from '../rollout/inbound.js';
 import type { RolloutSpec, RolloutSpecInput } from '../rollout/spec.js';
 import type { RolloutTraffic } from '../rollout/assignment.js';
@@ -254,7 +254,8 @@ export class RolloutClient {
 
   /**
    * The rollout once it has ended (completed, rolled back or aborted), read
-   * every `pollMs` (default 2 s); `onChange` sees each new state or stage.
+   * every `pollMs` (default 2 s); `onChange` sees each new state or stage,
+   * `onRead` every read.
    * RolloutWaitTimeoutError past `timeoutMs` (default: none). A read that
    * fails (no leader for a moment, a node restarting) is tried again at the
    * next poll, until the timeout, and `onError` sees each new failure as it
@@ -270,6 +271,8 @@ export class RolloutClient {
       readonly timeoutMs?: number;
       readonly pollMs?: number;
       readonly onChange?: (r: RolloutJson) => void;
+      /** Every read, awaited before the next (a watcher that redraws on any change: a reading, a metric, an actuation). */
+      readonly onRead?: (r: RolloutJson) => void | Promise<void>;
       readonly onError?: (err: Error) => void;
       readonly signal?: AbortSignal;
     } = {},
@@ -288,6 +291,7 @@ export class RolloutClient {
           seen = now;
           o.onChange?.(last);
         }
+        await o.onRead?.(last);
         if (ENDED_STATES.includes(last.state)) return last;
       } catch (err) {
         if (willNotHeal(err, last !== undefined)) throw err;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { send as sendHttp, type ClientAnswer } from '../adapters/http/client.js';
 import { SIGNATURE_HEADER, signatureHeader } from '../auth/signature.js';
+import type { sigv4Headers } from '../adapters/http/sigv4.js';
 
 /**
  * How the `rollout` command talks to a control plane: a node or any URL over
@@ -102,6 +103,23 @@ export async function call(
   }
 }
 
+/**
+ * Loaded on use: a client of a node never loads the AWS SDK's credential
+ * chain, and `rollout-control-plane-client` has it as optional peers.
+ */
+async function loadSigv4(): Promise<{ sigv4Headers: typeof sigv4Headers }> {
+  try {
+    return await import('../adapters/http/sigv4.js');
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw err;
+    throw new Error(
+      `signing for the deployed API (awsRegion) needs @aws-sdk/credential-provider-node and @smithy/signature-v4 installed beside the client: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
 async function send(target: Target, method: string, path: string, body: unknown, idempotencyKey: string | null, followed = false): Promise<unknown> {
   const url = new URL(path, target.url.endsWith('/') ? target.url : `${target.url}/`);
   const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -115,8 +133,7 @@ async function send(target: Target, method: string, path: string, body: unknown,
     ...(target.sign && payload !== undefined ? { [SIGNATURE_HEADER]: signatureHeader(target.sign.reporter, target.sign.secret, payload) } : {}),
   };
   if (target.awsRegion) {
-    // Loaded on use: a client of a node never loads the AWS SDK's credential chain.
-    const { sigv4Headers } = await import('../adapters/http/sigv4.js');
+    const { sigv4Headers } = await loadSigv4();
     headers = await sigv4Headers(
       { service: 'execute-api', region: target.awsRegion },
       { method, url, headers, ...(payload !== undefined ? { body: payload } : {}) },

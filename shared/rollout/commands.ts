@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { LeaseToken } from '../lease/record.js';
+import type { Command } from './command-names.js';
 import type { Action, RolloutEngine } from './engine.js';
 import { activeStage } from './model.js';
 import { parseRolloutSpec } from './spec.js';
@@ -10,9 +11,6 @@ import { TransitionRejectedError, type Transition } from './transitions.js';
  * token, recorded with who and when (on the rollout row and in its event),
  * and emits its event.
  */
-export const COMMANDS = ['promote', 'promote-full', 'pause', 'resume', 'abort', 'retry'] as const;
-export type Command = (typeof COMMANDS)[number];
-
 export interface CommandInput {
   readonly rolloutId: string;
   readonly command: Command;

@@ -17,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../infra/local/processes.js';
 import { freshDatabase } from '../support/backends.js';
-import { packAndInstall, typecheck, type Consumer } from '../support/package-consumer.js';
+import { packAndInstall, packAndInstallClient, typecheck, type Consumer } from '../support/package-consumer.js';
 import { FUNCTIONS } from '../../shared/topology.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rollout-package-'));
@@ -167,6 +167,48 @@ for await (const item of client.allRunItems('pkg-run', { state: 'done', pageSize
 console.log(JSON.stringify({ counts: run.counts, done: run.done, right }));
 `;
 
+/**
+ * An application that only talks to the control plane, with
+ * \`rollout-control-plane-client\` alone: the client, the assignment rule and
+ * the OpenFeature provider against a node, each answer checked against the
+ * others; signing for AWS without its optional peers fails naming them.
+ */
+const CLIENT_ONLY_MJS = `
+import { OpenFeature } from '@openfeature/server-sdk';
+import { RolloutClient, assign } from 'rollout-control-plane-client';
+import { RolloutProvider } from 'rollout-control-plane-client/openfeature';
+const url = process.env.ROLLOUT_URL;
+const client = new RolloutClient({ url, actor: 'app' });
+const spec = { target: { service: 'shop', version: 'v2', stableVersion: 'v1' }, stages: [{ name: 'canary', percent: 50, bakeSeconds: 3600 }, { name: 'all', percent: 100, bakeSeconds: 0 }] };
+const { id } = await client.createRollout(spec, { id: 'pkg-client-only' });
+// Its first stage starts as it is created, or at the node's next tick.
+let traffic = await client.traffic(id);
+for (let n = 0; traffic.percent === 0 && n < 600; n++) {
+  await new Promise((r) => setTimeout(r, 100));
+  traffic = await client.traffic(id);
+}
+const users = Array.from({ length: 40 }, (_, n) => 'user-' + n);
+await OpenFeature.setProviderAndWait(new RolloutProvider({ baseUrl: url, maxAgeMs: 60_000 }));
+const flags = OpenFeature.getClient();
+let agree = 0;
+for (const u of users) {
+  const server = await client.assignment(id, u);
+  const local = assign(traffic, u);
+  const flag = await flags.getStringValue(id, 'none', { targetingKey: u });
+  if (server.version === local.version && flag === local.version) agree++;
+}
+const versions = new Set(users.map((u) => assign(traffic, u).version));
+let signing;
+try {
+  await new RolloutClient({ url, awsRegion: 'eu-west-1' }).getRollout(id);
+  signing = 'signed';
+} catch (err) {
+  signing = err.message;
+}
+await OpenFeature.close();
+console.log(JSON.stringify({ agree, versions: [...versions].sort(), signing }));
+`;
+
 describe('npm pack', () => {
   it('builds first: packed from a checkout that was never built, the tarball holds the built package', () => {
     // The tracked files alone, as a fresh clone has them, beside this checkout's dependencies.
@@ -253,7 +295,8 @@ describe('the package, as an adopter installs it', () => {
   it(
     "the docs' examples compile, strict, against the installed package (an ESM project)",
     () => {
-      const files = readdirSync(examples).filter((f) => f.endsWith('.ts'));
+      // client-only.ts imports rollout-control-plane-client: compiled against that package, below.
+      const files = readdirSync(examples).filter((f) => f.endsWith('.ts') && f !== 'client-only.ts');
       expect(files).toEqual(expect.arrayContaining(['cdk-app.ts', 'client.ts', 'quick-start.ts', 'worker.ts', 'own-worker.ts', 'openfeature.ts']));
       mkdirSync(join(consumer.dir, 'examples'));
       for (const f of files) cpSync(join(examples, f), join(consumer.dir, 'examples', f));
@@ -438,5 +481,51 @@ console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys
       expect(JSON.parse(read.stdout.trim().split('\n').at(-1)!)).toEqual({ counts: { pending: 0, running: 0, done: 200, failed: 0 }, done: true, right: 200 });
     },
     ADOPTER_STEP_TIMEOUT,
+  );
+  it(
+    'the client alone: `rollout-control-plane-client` installs under 15 MB with the OpenFeature SDK, typechecks, loads from CommonJS and ESM, and answers as the node does',
+    () => {
+      const client = packAndInstallClient(join(dir, 'client'));
+      const installed = readdirSync(join(client.dir, 'node_modules'), { recursive: true }).length;
+      const kib = Number(spawnSync('du', ['-sk', 'node_modules'], { cwd: client.dir, encoding: 'utf8' }).stdout.split('\t')[0]);
+      // The figure README states, as a bound: on disk, in blocks, not the files' sizes.
+      expect(installed).toBeGreaterThan(0);
+      expect(kib * 1024).toBeLessThan(15_000_000);
+      // Nothing of the server came with it.
+      const top = readdirSync(join(client.dir, 'node_modules')).filter((d) => !d.startsWith('.'));
+      expect(top.sort()).toEqual(['@openfeature', 'rollout-control-plane-client', 'zod']);
+
+      cpSync(join(examples, 'client-only.ts'), join(client.dir, 'client-only.ts'));
+      expect(() => typecheck(client.dir, ['client-only.ts'])).not.toThrow();
+
+      writeFileSync(
+        join(client.dir, 'load.cjs'),
+        `const entries = ['rollout-control-plane-client', 'rollout-control-plane-client/openfeature'];
+console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys(require(e)).sort()]))));`,
+      );
+      const loaded = spawnSync(process.execPath, ['load.cjs'], { cwd: client.dir, encoding: 'utf8' });
+      expect(loaded.status, loaded.stderr).toBe(0);
+      const exports = JSON.parse(loaded.stdout.trim().split('\n').at(-1)!) as Record<string, string[]>;
+      // The same names as the full package's main entry.
+      const full = spawnSync(
+        process.execPath,
+        ['--input-type=module', '-e', "console.log(JSON.stringify(Object.keys(await import('rollout-control-plane')).sort()))"],
+        {
+          cwd: consumer.dir,
+          encoding: 'utf8',
+        },
+      );
+      expect(exports['rollout-control-plane-client']).toEqual(JSON.parse(full.stdout.trim()));
+      expect(exports['rollout-control-plane-client/openfeature']).toContain('RolloutProvider');
+
+      writeFileSync(join(client.dir, 'app.mjs'), CLIENT_ONLY_MJS);
+      const r = spawnSync(process.execPath, ['app.mjs'], { cwd: client.dir, encoding: 'utf8', env: { ...process.env, ROLLOUT_URL: url } });
+      expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { agree: number; versions: string[]; signing: string };
+      expect(out.agree).toBe(40);
+      expect(out.versions).toEqual(['v1', 'v2']);
+      expect(out.signing).toMatch(/needs @aws-sdk\/credential-provider-node and @smithy\/signature-v4 installed/);
+    },
+    PACK_AND_INSTALL_TIMEOUT,
   );
 });

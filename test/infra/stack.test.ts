@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAMBDA_RUNTIME, MAX_RECEIVE_COUNT, ControlPlaneStack } from '../../infra/stack.js';
 import { AURORA_WITHOUT_DATABASE } from '../../infra/control-plane.js';
+import type { RolloutControlPlaneProps } from '../../infra/control-plane-props.js';
 import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT, type Synthesised } from './synth.js';
 import { FUNCTIONS, MIGRATOR, type FunctionSpec } from '../../shared/topology.js';
 import { METRICS } from '../../shared/api/metrics.js';
@@ -745,8 +746,8 @@ describe('targets a rollout may move (targets prop)', () => {
   const rule = 'arn:aws:elasticloadbalancing:eu-west-1:123456789012:listener-rule/app/shop/50dc6c495c0c9188/f2f7dc8efc522ab2/9683b2d02a6cabee';
   const tg = (n: string) => `arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/${n}/6d0ecf831eec9f09`;
   const targets = {
-    api: { type: 'lambdaAlias', functionName: 'checkout', alias: 'live' },
-    edge: { type: 'albWeights', ruleArn: rule, stableTargetGroupArn: tg('blue'), canaryTargetGroupArn: tg('green') },
+    api: { type: 'lambdaAlias' as const, functionName: 'checkout', alias: 'live' },
+    edge: { type: 'albWeights' as const, ruleArn: rule, stableTargetGroupArn: tg('blue'), canaryTargetGroupArn: tg('green') },
   };
   let json: Synthesised['json'];
   // cdk-nag clean with targets too.
@@ -786,7 +787,10 @@ describe('targets a rollout may move (targets prop)', () => {
       () =>
         new ControlPlaneStack(new App(), 'Nginx', {
           env,
-          targets: { web: { type: 'nginx', include: '/etc/nginx/x.conf', config: '/etc/nginx/nginx.conf', stableUpstream: 'a', canaryUpstream: 'b' } },
+          // A JavaScript app (or a targets file) can pass one; TypeScript refuses it (test/types/inputs.ts).
+          targets: JSON.parse(
+            JSON.stringify({ web: { type: 'nginx', include: '/etc/nginx/x.conf', config: '/etc/nginx/nginx.conf', stableUpstream: 'a', canaryUpstream: 'b' } }),
+          ) as RolloutControlPlaneProps['targets'],
         }),
     ).toThrow(/targets\.web: an nginx target/);
   });

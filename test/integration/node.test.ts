@@ -353,6 +353,47 @@ describe('cluster node', () => {
     expect(noDb.err).toMatch(/store.databaseUrl: DATABASE_URL is required for a PostgreSQL node/);
   }, 270_000);
 
+  it('rollouts get: a tree of stages (percent, bake, gates against their thresholds, what it waits for, the last transitions); --watch redraws when metrics come in, not only on a transition', async () => {
+    const a = await startNode('n-watch', database.url);
+    await until('a leads', 5_000, () => a.node.state === 'leader');
+    const created = await http(`${a.url}/rollouts`, 'POST', {
+      id: 'watched',
+      spec: {
+        target: { service: 'watch', version: 'v2', stableVersion: 'v1' },
+        stages: [
+          { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { minRequests: 10, maxErrorRate: 0.05 } },
+          { name: 'all', percent: 100, bakeSeconds: 0 },
+        ],
+      },
+    });
+    expect(created.status).toBe(201);
+    await until('canary active', 30_000, async () => ((await http(`${a.url}/rollouts/watched`)).body.stages as { phase: string }[])[0]!.phase === 'active');
+
+    const got = await rollout(['rollouts', 'get', 'watched', '--url', a.url]);
+    expect(got.code, got.err).toBe(0);
+    expect(got.out).toMatch(/^watched {2}running {2}attempt 1\nwatch: v1 → v2\nwaiting for:\n/);
+    expect(got.out).toMatch(/^ {2}- the bake, until \S+Z \(3600 s\)$/m);
+    expect(got.out).toMatch(/^ {2}- 10 requests reported \(0 so far\)$/m);
+    expect(got.out).toMatch(/^● canary +10% {2}active +bake \d+ s of 3600 s, \d+ s left$/m);
+    expect(got.out).toMatch(/^│ └ metrics: none reported · minRequests 10, maxErrorRate 0\.05$/m);
+    expect(got.out).toMatch(/^○ all +100% {2}pending +bake 0 s$/m);
+    expect(got.out).toMatch(/^last transitions\n(.*\n)*?\S+\s+stage_activated\s+canary 10%/m);
+
+    // Into a pipe, each change is appended once: a draw before the metrics, one after them, one when it ends.
+    let drawn = '';
+    const watching = rollout(['rollouts', 'get', 'watched', '--watch', '--poll', '200ms', '--url', a.url], {}, undefined, (out) => (drawn = out));
+    await until('the first draw', 60_000, () => drawn.includes('metrics: none reported'));
+    const metrics = { type: 'rollout.metrics_reported', rolloutId: 'watched', stage: 0, requests: 40, errors: 1, observedAt: Date.now() };
+    expect((await http(`${a.url}/events`, 'POST', metrics)).status).toBe(202);
+    await until('a draw with the metrics', 60_000, () => drawn.includes('metrics: 40 requests, 1 errors (2.50 %) · minRequests 10, maxErrorRate 0.05'));
+    expect(drawn).not.toMatch(/aborted/);
+    expect((await http(`${a.url}/rollouts/watched/abort`, 'POST', { reason: 'seen enough' })).status).toBe(200);
+    const watched = await watching;
+    expect(watched.code, watched.err).toBe(0);
+    expect(watched.out).toMatch(/^watched {2}aborted {2}\(seen enough\)/m);
+    expect(watched.out.split('metrics: 40 requests').length - 1).toBeGreaterThanOrEqual(2);
+  }, 120_000);
+
   it('a remote worker asks a follower for work: it is sent on to the leader, whose coordinator steals for it', async () => {
     const a = await startNode('n-steal-a', database.url);
     await until('a leads', 5_000, () => a.node.state === 'leader');

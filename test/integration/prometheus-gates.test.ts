@@ -129,14 +129,16 @@ describe('a rollout gated on Prometheus', () => {
     const paused = (await events('outage')).find((e) => e.detailType === 'ai.rollout.paused')!;
     expect(paused.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'inconclusive', value: null })]);
 
-    // What a user sees from the CLI: the reason, the gate's state and its readings.
+    // What a user sees from the CLI: the reason, the gate's newest reading against its threshold, its tally against its limits, and why.
     const shown = await rollout(['rollouts', 'get', 'outage', '--url', served.url]);
     expect(shown.code, shown.err).toBe(0);
     expect(shown.out).toMatch(/^outage {2}paused {2}\(gate error-rate \(prometheus\): 3 inconclusive readings/);
+    expect(shown.out).toMatch(/^waiting for:\n {2}- a resume \(paused: gate error-rate/m);
+    expect(shown.out).toMatch(/^● canary +\d+% {2}active +bake \d+ s of \d+ s/m);
     expect(shown.out).toMatch(
-      /gate error-rate \(prometheus, stage canary\): inconclusive · \d+ readings, 0 failed, 3 inconclusive \(failureLimit 0, inconclusiveLimit 2\) · passes when value < 0\.02/,
+      /[├└] gate error-rate \(prometheus\): inconclusive · - \(passes when < 0\.02\) · \d+ readings, 0 failed, 3 inconclusive \(failureLimit 0, inconclusiveLimit 2\) · last: prometheus 127\.0\.0\.1:\d+: connect ECONNREFUSED/,
     );
-    expect(shown.out).toMatch(/inconclusive\s+-\s+poll\s+prometheus 127\.0\.0\.1:\d+: connect ECONNREFUSED/);
-    expect(shown.out).toMatch(/pass\s+0\.002\s+poll/);
+    expect(shown.out).toMatch(/^last transitions\n/m);
+    expect(shown.out).toMatch(/^\S+\s+paused\s.*gate error-rate/m);
   });
 });

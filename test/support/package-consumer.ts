@@ -32,27 +32,70 @@ export interface Consumer {
   readonly bin: string;
 }
 
+/** Packs the package in `from` (its prepack builds it first) into `dir`; the tarball's path. */
+function pack(from: string, dir: string): string {
+  const name = run('npm', ['pack', '--silent', '--pack-destination', dir], from).trim().split('\n').at(-1)!;
+  return join(dir, basename(name));
+}
+
+/** Installs `lock` (offline) as the project `name` in `dir`. */
+function install(dir: string, name: string, lock: ConsumerLock): string {
+  const project = join(dir, name);
+  mkdirSync(project, { recursive: true });
+  const { dependencies } = lock.packages[''] as { dependencies: Record<string, string> };
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name, private: true, type: 'module', dependencies }, null, 2));
+  writeFileSync(join(project, 'package-lock.json'), JSON.stringify({ ...lock, name, packages: { ...lock.packages, '': { name, dependencies } } }, null, 2));
+  run('npm', ['ci', '--offline', '--ignore-scripts'], project);
+  return project;
+}
+
 export function packAndInstall(dir: string): Consumer {
   mkdirSync(dir, { recursive: true });
-  // Packing builds first (prepack).
-  const name = run('npm', ['pack', '--silent', '--pack-destination', dir], root).trim().split('\n').at(-1)!;
-  const tarball = join(dir, basename(name));
-  const project = join(dir, 'consumer');
-  mkdirSync(project, { recursive: true });
-  const rel = `file:../${basename(tarball)}`;
-  const lock = consumerLock(tarball, rel);
-  writeFileSync(
-    join(project, 'package.json'),
-    JSON.stringify(
-      { name: 'consumer', private: true, type: 'module', dependencies: (lock.packages[''] as { dependencies: Record<string, string> }).dependencies },
-      null,
-      2,
-    ),
-  );
-  writeFileSync(join(project, 'package-lock.json'), JSON.stringify(lock, null, 2));
-  run('npm', ['ci', '--offline', '--ignore-scripts'], project);
+  const tarball = pack(root, dir);
+  const project = install(dir, 'consumer', consumerLock(tarball, `file:../${basename(tarball)}`));
   return { dir: project, tarball, bin: join(project, 'node_modules/.bin/rollout') };
 }
+
+/** What a client-only user installs beside `rollout-control-plane-client`: the OpenFeature SDK, for its provider. */
+const CLIENT_PEERS = ['@openfeature/server-sdk', '@openfeature/core'];
+
+/**
+ * A fresh project with `rollout-control-plane-client` alone (and the
+ * OpenFeature SDK), packed from packages/client: what an application that only
+ * talks to the control plane installs.
+ */
+export function packAndInstallClient(dir: string): Omit<Consumer, 'bin'> {
+  mkdirSync(dir, { recursive: true });
+  const tarball = pack(join(root, 'packages/client'), dir);
+  const rel = `file:../${basename(tarball)}`;
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
+  const self = JSON.parse(readFileSync(join(root, 'packages/client/package.json'), 'utf8')) as LockEntry & { name: string; version: string };
+  const packages: Record<string, unknown> = {
+    '': { dependencies: { [self.name]: rel, ...versions(lock.packages, CLIENT_PEERS) } },
+    [`node_modules/${self.name}`]: entryOf(self, tarball, rel),
+  };
+  for (const path of closure(lock.packages, [...Object.keys(self.dependencies ?? {}), ...CLIENT_PEERS])) packages[path] ??= withoutDev(lock.packages[path]!);
+  const project = install(dir, 'client-consumer', { name: 'client-consumer', lockfileVersion: 3, requires: true, packages });
+  return { dir: project, tarball };
+}
+
+const versions = (packages: Record<string, LockEntry>, names: readonly string[]): Record<string, string> =>
+  Object.fromEntries(names.map((n) => [n, String(packages[`node_modules/${n}`]!.version)]));
+
+const withoutDev = ({ dev: _dev, devOptional: _devOptional, ...entry }: LockEntry): LockEntry => entry;
+
+/** A packed package's lock entry, from its package.json and its tarball. */
+const entryOf = (self: LockEntry, tarball: string, rel: string): Record<string, unknown> => ({
+  version: self.version,
+  resolved: rel,
+  integrity: `sha512-${createHash('sha512').update(readFileSync(tarball)).digest('base64')}`,
+  license: self.license,
+  dependencies: self.dependencies,
+  ...(self.bin ? { bin: self.bin } : {}),
+  engines: self.engines,
+  peerDependencies: self.peerDependencies,
+  peerDependenciesMeta: self.peerDependenciesMeta,
+});
 
 /**
  * What this consumer installs beside the package: its optional peers, as one
@@ -92,30 +135,22 @@ function closure(packages: Record<string, LockEntry>, names: readonly string[]):
   return out;
 }
 
+interface ConsumerLock {
+  readonly name: string;
+  readonly lockfileVersion: number;
+  readonly requires: boolean;
+  readonly packages: Record<string, unknown>;
+}
+
 /** The consumer's lockfile: the tarball, every package this repository installs for production (not dev), and the CDK peers with what they need. */
-function consumerLock(tarball: string, rel: string): { name: string; lockfileVersion: number; requires: boolean; packages: Record<string, unknown> } {
+function consumerLock(tarball: string, rel: string): ConsumerLock {
   const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
-  const self = lock.packages['']!;
-  const peers = Object.fromEntries(PEERS.map((n) => [n, String(lock.packages[`node_modules/${n}`]!.version)]));
   const packages: Record<string, unknown> = {
-    '': { name: 'consumer', dependencies: { 'rollout-control-plane': rel, ...peers } },
-    'node_modules/rollout-control-plane': {
-      version: self.version,
-      resolved: rel,
-      integrity: `sha512-${createHash('sha512').update(readFileSync(tarball)).digest('base64')}`,
-      license: self.license,
-      dependencies: self.dependencies,
-      bin: self.bin,
-      engines: self.engines,
-      peerDependencies: self.peerDependencies,
-      peerDependenciesMeta: self.peerDependenciesMeta,
-    },
+    '': { dependencies: { 'rollout-control-plane': rel, ...versions(lock.packages, PEERS) } },
+    'node_modules/rollout-control-plane': entryOf(lock.packages['']!, tarball, rel),
   };
   for (const [path, entry] of Object.entries(lock.packages)) if (path && !entry.dev && !entry.link) packages[path] = entry;
-  for (const path of closure(lock.packages, PEERS)) {
-    const { dev: _dev, devOptional: _devOptional, ...entry } = lock.packages[path]!;
-    packages[path] ??= entry;
-  }
+  for (const path of closure(lock.packages, PEERS)) packages[path] ??= withoutDev(lock.packages[path]!);
   return { name: 'consumer', lockfileVersion: 3, requires: true, packages };
 }
 

@@ -1,13 +1,14 @@
 /**
  * Type tests of the package's input types (compiled by `npm run typecheck`
  * and the lint step of `npm test`; nothing runs): what a user writes for a
- * spec, a signal, a target or a worker's options is checked by the compiler,
- * from the same schemas the server parses with. Each `@ts-expect-error` is
- * a typo that must not compile: were the type loose, the directive itself
- * would be the error.
+ * spec, a signal, a target, a worker's options or a construct's props is
+ * checked by the compiler, from the same schemas the server parses with.
+ * Each `@ts-expect-error` is a typo that must not compile: were the type
+ * loose, the directive itself would be the error.
  */
 import type { RolloutClient, RolloutSpecInput, SignalInput, TargetInput } from '../../shared/index.js';
 import type { CreateWorkerOptions } from '../../shared/runtimes/worker/sdk.js';
+import type { RolloutControlPlane, RolloutControlPlaneProps, WorkerFleetProps } from '../../infra/cdk.js';
 
 declare const client: RolloutClient;
 
@@ -46,3 +47,21 @@ export async function calls(): Promise<void> {
 export const worker: CreateWorkerOptions = { runs: ['r'], url: 'http://127.0.0.1:8000', handler: () => null };
 // @ts-expect-error an option that does not exist
 export const typoWorker: CreateWorkerOptions = { runs: ['r'], url: 'http://127.0.0.1:8000', exitWhenDon: true, handler: () => null };
+
+// The constructs' props: interfaces, so a misspelt prop, a function the topology does not have or a target the stack cannot move does not compile.
+export const plane: RolloutControlPlaneProps = { store: 'aurora', functions: { api: { memoryMb: 1024 } }, targets: { live: target }, apiUrlOutput: true };
+// @ts-expect-error a store that does not exist
+export const typoStore: RolloutControlPlaneProps = { store: 'postgres' };
+// @ts-expect-error memoryMb misspelt
+export const typoMemory: RolloutControlPlaneProps = { functions: { api: { memoryMB: 1024 } } };
+// @ts-expect-error a function the topology does not have
+export const typoFunction: RolloutControlPlaneProps = { functions: { apis: { memoryMb: 1024 } } };
+const nginx = { type: 'nginx', include: '/x', config: '/y', stableUpstream: 'a', canaryUpstream: 'b' } as const;
+// @ts-expect-error an nginx target is a file on a node's machine: the stack's functions cannot move it
+export const nginxOnAws: RolloutControlPlaneProps = { targets: { web: nginx } };
+// @ts-expect-error alias misspelt in a target
+export const typoAlias: RolloutControlPlaneProps = { targets: { live: { type: 'lambdaAlias', functionName: 'checkout', alais: 'live' } } };
+declare const controlPlane: RolloutControlPlane;
+export const fleet: WorkerFleetProps = { controlPlane, runs: ['nightly'], desiredCapacity: 2, spot: true };
+// @ts-expect-error desiredCapacity misspelt
+export const typoFleet: WorkerFleetProps = { controlPlane, runs: ['nightly'], desiredCapcity: 2 };

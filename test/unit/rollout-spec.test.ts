@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../shared/errors.js';
 import { evaluate } from '../../shared/rollout/evaluate.js';
+import { waitingOn } from '../../shared/rollout/waiting.js';
 import type { RolloutView, StageStatus } from '../../shared/rollout/model.js';
 import { parseRolloutSpec, stageIndexOf } from '../../shared/rollout/spec.js';
 import { freshStages, planTransition, TransitionRejectedError, viewAfter } from '../../shared/rollout/transitions.js';
@@ -134,6 +135,27 @@ describe('evaluator', () => {
     expect(evaluate(view([active], { metrics: few }), T + 120_000)).toBeNull();
     expect(evaluate(view([active], { metrics: healthy, alarms: {} }), T + 120_000)).toBeNull();
     expect(evaluate(view([active], { metrics: healthy, alarms: { a1: 'INSUFFICIENT_DATA' } }), T + 120_000)).toBeNull();
+  });
+  it('says what it waits for (waitingOn): nothing exactly when the evaluator promotes, each unmet condition otherwise', () => {
+    const few = new Map([[0, { requests: 99, errors: 0, p99LatencyMs: 1, observedAt: T }]]);
+    let promoted = 0;
+    for (const metrics of [new Map(), few, healthy])
+      for (const alarms of [{ a1: 'OK' }, { a1: 'INSUFFICIENT_DATA' }, {}] as RolloutView['alarms'][])
+        for (const at of [T, T + 59_999, T + 60_000, T + 600_000]) {
+          const v = view([active], { metrics, alarms });
+          const waits = waitingOn(v, at);
+          const decision = evaluate(v, at);
+          expect([decision?.kind === 'promote', waits.length === 0], JSON.stringify({ waits, decision, at })).toEqual([waits.length === 0, waits.length === 0]);
+          if (!waits.length) promoted++;
+        }
+    expect(promoted).toBe(2);
+    expect(waitingOn(view([active], { metrics: few, alarms: {} }), T + 1_000)).toEqual([
+      `the bake, until ${new Date(T + 60_000).toISOString()} (60 s)`,
+      'alarm a1 to be OK (not reported yet)',
+      '100 requests reported (99 so far)',
+    ]);
+    expect(waitingOn(view([active], {}, 'paused'), T)).toEqual(['a resume (paused)']);
+    expect(waitingOn(view([{ phase: 'promoted' }, { phase: 'promoted' }], {}, 'completed'), T)).toEqual([]);
   });
   it('rolls back on a breach, even once the bake has elapsed', () => {
     const bad = new Map([[0, { requests: 200, errors: 20, p99LatencyMs: 100, observedAt: T }]]);

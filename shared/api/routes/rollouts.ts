@@ -5,7 +5,7 @@ import { GATE_OUTCOMES } from '../../rollout/gates.js';
 import { PROVIDER_TYPES } from '../../rollout/gate-spec.js';
 import { ACTUATION_STATES, type ActuationRecordKind } from '../../rollout/actuation-record.js';
 import { TRANSITION_KINDS } from '../../rollout/transition.js';
-import { COMMANDS, type Command } from '../../rollout/commands.js';
+import { COMMANDS, type Command } from '../../rollout/command-names.js';
 import type { Scope } from '../../auth/scopes.js';
 import {
   badRequest,
@@ -108,6 +108,9 @@ export const rolloutBody = z
     alarms: z.record(z.string(), z.enum(['OK', 'ALARM', 'INSUFFICIENT_DATA'])),
     gates: z.array(gate),
     actuation: z.array(actuation).optional(),
+    waiting: z
+      .array(z.string())
+      .describe('What a running rollout waits for before its next step; empty when it is not running or would act at its next evaluation'),
   })
   .meta({ id: 'Rollout' });
 const rolloutSummary = z

@@ -1,49 +1,14 @@
-import type { ActuationJson, GateJson, RolloutJson } from '../../../api/rollout-json.js';
+import type { RolloutJson } from '../../../api/rollout-json.js';
 import { RolloutClient, RolloutWaitTimeoutError, type HistoryEntryJson, type RolloutsPage } from '../../../client/client.js';
-import { COMMANDS } from '../../../rollout/commands.js';
+import { COMMANDS } from '../../../rollout/command-names.js';
 import type { CommandSpec } from '../command-spec.js';
 import { run, TARGET_OPTIONS, targetOf, type ClientOpts } from '../client-options.js';
 import { ExitCode } from '../errors.js';
 import { readJsonFile, table } from '../io.js';
+import { rolloutTree, transitions } from '../rollout-view.js';
 import { duration, int } from '../parsers.js';
 
-/** What each target was asked to carry and what it was last found carrying. */
-const actuationTable = (rows: readonly ActuationJson[]) =>
-  table(
-    rows.map((a) => ({
-      target: a.target,
-      kind: a.kind,
-      state: a.state,
-      applied: a.final ? 'final' : `${a.percent}%`,
-      found: a.observed ? (a.observed.final ? 'final' : `${a.observed.percent}%`) : '-',
-      at: a.appliedAt ?? '-',
-      reason: a.reason ?? '',
-    })),
-    ['target', 'kind', 'state', 'applied', 'found', 'at', 'reason'],
-  );
 const stagesLine = (r: RolloutJson) => r.stages.map((s) => `${s.name}:${s.phase}`).join(' ');
-
-/** One provider gate: its state in the stage's current period, what it asks, and its newest readings. */
-function gateLines(g: GateJson, stage: string): string {
-  const limits = `failureLimit ${g.failureLimit}, inconclusiveLimit ${g.inconclusiveLimit}`;
-  const passWhen = g.comparison === null ? 'fails while an alarm is in ALARM' : `passes when value ${g.comparison} ${g.threshold}`;
-  const head = `\ngate ${g.name} (${g.type}, stage ${stage}): ${g.status} · ${g.counts.readings} readings, ${g.counts.failures} failed, ${g.counts.inconclusive} inconclusive (${limits}) · ${passWhen}\n  ${g.query}`;
-  const rows = (g.readings ?? (g.last ? [g.last] : []))
-    .slice(0, 10)
-    .map((r) => ({ at: new Date(r.at).toISOString(), outcome: r.outcome, value: r.value, source: r.source, reason: r.reason }));
-  return rows.length ? `${head}\n${table(rows, ['at', 'outcome', 'value', 'source', 'reason']).replace(/^/gm, '  ')}` : `${head}\n  no readings yet`;
-}
-
-const rolloutText = (x: RolloutJson) =>
-  [
-    `${x.id}  ${x.state}${x.stateReason ? `  (${x.stateReason})` : ''}`,
-    table(
-      x.stages.map((st) => ({ ...st })),
-      ['name', 'phase'],
-    ),
-    ...(x.gates ?? []).map((g) => gateLines(g, x.stages[g.stage]?.name ?? String(g.stage))),
-    ...(x.actuation?.length ? [actuationTable(x.actuation)] : []),
-  ].join('\n');
 
 /** `rollout rollouts`: create, read, wait for and steer progressive rollouts. */
 export const rolloutsCommand: CommandSpec = {
@@ -118,15 +83,31 @@ export const rolloutsCommand: CommandSpec = {
         ...TARGET_OPTIONS,
       ],
       action: async (id: string, o: ClientOpts & { watch: boolean; poll: number }) => {
-        if (!o.watch) return run(o, 'GET', `/rollouts/${encodeURIComponent(id)}`, undefined, (r) => rolloutText(r as RolloutJson));
-        const tty = process.stdout.isTTY;
-        // On a terminal the view is redrawn in place; into a file or a pipe, each change is appended.
-        await new RolloutClient(targetOf(o)).waitForRollout(id, {
+        const client = new RolloutClient(targetOf(o));
+        if (!o.watch) {
+          const r = await client.getRollout(id);
+          process.stdout.write(o.json ? `${JSON.stringify(r, null, 2)}\n` : `${rolloutTree(r, await client.rolloutHistory(id), Date.now())}\n`);
+          return;
+        }
+        // Redrawn on every change of what the server answers (a reading, a metric, an actuation, a transition):
+        // on a terminal in place, at every read (the bake counts down); into a file or a pipe, appended once per change.
+        const tty = process.stdout.isTTY && !o.json;
+        let seen = '';
+        let history: readonly HistoryEntryJson[] | null = null;
+        let historyAt = -1;
+        await client.waitForRollout(id, {
           pollMs: o.poll,
-          onChange: (r) =>
-            process.stdout.write(
-              o.json ? `${JSON.stringify(r)}\n` : `${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}\n${rolloutText(r)}\n${tty ? '' : '\n'}`,
-            ),
+          onRead: async (r) => {
+            const changed = JSON.stringify(r) !== seen;
+            seen = JSON.stringify(r);
+            if (o.json) {
+              if (changed) process.stdout.write(`${seen}\n`);
+              return;
+            }
+            if (r.version !== historyAt) [history, historyAt] = [await client.rolloutHistory(id), r.version];
+            if (tty) process.stdout.write(`\x1b[2J\x1b[H${new Date().toISOString()}\n${rolloutTree(r, history, Date.now())}\n`);
+            else if (changed) process.stdout.write(`${new Date().toISOString()}\n${rolloutTree(r, history, Date.now())}\n\n`);
+          },
         });
       },
     },
@@ -136,19 +117,7 @@ export const rolloutsCommand: CommandSpec = {
       arguments: [{ name: '<id>' }],
       options: TARGET_OPTIONS,
       action: (id: string, o: ClientOpts) =>
-        run(o, 'GET', `/rollouts/${encodeURIComponent(id)}/history`, undefined, (r) =>
-          table(
-            (r as { history: HistoryEntryJson[] }).history.map((h) => ({
-              at: h.at,
-              event: h.type.replace(/^ai\.rollout\./, ''),
-              stage: h.stage ? `${h.stage.name} ${h.stage.percent}%` : '',
-              actor: h.actor,
-              epoch: h.epoch,
-              reason: h.reason ?? '',
-            })),
-            ['at', 'event', 'stage', 'actor', 'epoch', 'reason'],
-          ),
-        ),
+        run(o, 'GET', `/rollouts/${encodeURIComponent(id)}/history`, undefined, (r) => transitions((r as { history: HistoryEntryJson[] }).history)),
     },
     {
       name: 'status',
