@@ -3,6 +3,8 @@ import type { RolloutView } from '../rollout/model.js';
 import type { WorkItem } from '../ledger/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { gatesJson } from './rollout-json.js';
+import { GATE_OUTCOMES } from '../rollout/gates.js';
+import { readingInterval } from '../judge/gate.js';
 import type { RolloutStore } from '../rollout/store.js';
 import { mapLimit } from '../concurrency.js';
 
@@ -75,7 +77,7 @@ export const METRICS = {
     unit: 'None',
   },
   rollout_gate_threshold: {
-    help: 'The threshold a provider gate of the active stage compares its value with',
+    help: 'The threshold a provider gate of the active stage compares its value with (a one-sided relative judge: its bound on the ratio or difference)',
     labels: ['rollout', 'gate', 'type', 'comparison'],
     dimensions: ['rollout', 'gate'],
     unit: 'None',
@@ -85,6 +87,18 @@ export const METRICS = {
     labels: ['rollout', 'gate', 'outcome'],
     dimensions: ['rollout', 'gate', 'outcome'],
     unit: 'Count',
+  },
+  rollout_gate_judgement: {
+    help: "A judged gate of the active stage: its newest verdict on the canary against the baseline in the stage's current period (1, the others 0), by verdict",
+    labels: ['rollout', 'gate', 'judge', 'verdict'],
+    dimensions: ['rollout', 'gate', 'verdict'],
+    unit: 'None',
+  },
+  rollout_gate_interval: {
+    help: "A mann-whitney gate of the active stage: its newest interval for the canary's shift against the baseline (the estimate is rollout_gate_value), by bound",
+    labels: ['rollout', 'gate', 'bound'],
+    dimensions: ['rollout', 'gate', 'bound'],
+    unit: 'None',
   },
   rollout_actuation_drift: {
     help: 'A target someone else changed (1): the rollout is paused and nothing is written to it until a person acts',
@@ -141,6 +155,8 @@ export const ROLLOUT_METRICS = [
   'rollout_gate_value',
   'rollout_gate_threshold',
   'rollout_gate_readings',
+  'rollout_gate_judgement',
+  'rollout_gate_interval',
   'rollout_actuation_drift',
   'rollout_actuation_state',
   'rollout_actuation_lag_seconds',
@@ -154,6 +170,9 @@ export const ACTUATION_METRICS = [
   'rollout_actuation_lag_seconds',
   'rollout_hook_answers',
 ] as const satisfies readonly MetricName[];
+
+/** The per-rollout metrics of judged gates only (shared/judge/gate.ts): none for a rollout whose gates compare with a threshold. */
+export const JUDGED_GATE_METRICS = ['rollout_gate_judgement', 'rollout_gate_interval'] as const satisfies readonly MetricName[];
 
 /** The per-run metrics runSamples gives. */
 export const RUN_METRICS = ['rollout_run_items', 'rollout_run_steals', 'rollout_run_drains'] as const satisfies readonly MetricName[];
@@ -215,6 +234,17 @@ export function rolloutSamples(view: RolloutView, actuations: readonly Actuation
     add('rollout_gate_readings', { ...base, outcome: 'pass' }, g.counts.readings - g.counts.failures - g.counts.inconclusive);
     add('rollout_gate_readings', { ...base, outcome: 'fail' }, g.counts.failures);
     add('rollout_gate_readings', { ...base, outcome: 'inconclusive' }, g.counts.inconclusive);
+  }
+  for (const g of gates) {
+    if (!g.judge || !g.last) continue;
+    const base = { rollout: id, gate: labelValue(g.name) };
+    for (const verdict of GATE_OUTCOMES) add('rollout_gate_judgement', { ...base, judge: g.judge, verdict }, g.last.outcome === verdict ? 1 : 0);
+  }
+  for (const g of gates) {
+    const ci = g.judge === 'mann-whitney' ? readingInterval(g.last?.answer) : null;
+    if (!ci) continue;
+    add('rollout_gate_interval', { rollout: id, gate: labelValue(g.name), bound: 'low' }, ci[0]);
+    add('rollout_gate_interval', { rollout: id, gate: labelValue(g.name), bound: 'high' }, ci[1]);
   }
   for (const a of actuations) {
     const base = { rollout: id, target: labelValue(a.target) };

@@ -3,6 +3,7 @@ import { currentTally, type GateReading } from '../rollout/gates.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { waitingOn } from '../rollout/waiting.js';
+import { relativeBound, type GateJudge } from '../judge/gate.js';
 
 /**
  * A rollout as the API, the status page and the CLI show it: the rollout
@@ -16,8 +17,13 @@ export interface GateJson {
   readonly stage: number;
   readonly name: string;
   readonly type: ProviderGate['type'];
+  /** How the canary is judged against the baseline (shared/judge/gate.ts); null: against `threshold`. */
+  readonly judge: GateJudge['kind'] | null;
   readonly query: string;
-  /** Pass when `value <comparison> threshold` (absent for alarm and webhook gates, and for judged gates: see `query`). */
+  /**
+   * Pass when `value <comparison> threshold`: absent for alarm and webhook gates and for judged gates,
+   * but for a one-sided `relative` judge, whose bound on the ratio or difference it is.
+   */
   readonly comparison: string | null;
   readonly threshold: number | null;
   readonly intervalSeconds: number;
@@ -44,13 +50,15 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
       const status = v.stages[index];
       // The active stage counts from its current period; a finished one shows what it ended with.
       const t = status?.phase === 'active' ? currentTally(v.gates, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
+      const bound = g.type === 'prometheus' && g.judge?.kind === 'relative' ? relativeBound(g.judge) : null;
       return {
         stage: index,
         name: g.name,
         type: g.type,
+        judge: (g.type === 'prometheus' && g.judge?.kind) || null,
         query: t?.last.query ?? queryOf(g),
-        comparison: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.comparison ?? null),
-        threshold: g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null),
+        comparison: bound ? bound.comparison : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.comparison ?? null),
+        threshold: bound ? bound.threshold : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null),
         intervalSeconds: g.intervalSeconds,
         failureLimit: g.failureLimit,
         inconclusiveLimit: g.inconclusiveLimit,

@@ -72,6 +72,8 @@ export const sequentialRateJudgeSchema = z
 
 export const gateJudgeSchema = z.discriminatedUnion('kind', [mannWhitneyJudgeSchema, relativeJudgeSchema, sequentialRateJudgeSchema]);
 export type GateJudge = z.output<typeof gateJudgeSchema>;
+export const JUDGE_KINDS = ['mann-whitney', 'relative', 'sequential-rate'] as const satisfies readonly GateJudge['kind'][];
+const _everyJudge: Exclude<GateJudge['kind'], (typeof JUDGE_KINDS)[number]> extends never ? true : never = true;
 /** The judges that compare two series of values (the others read counts). */
 export type SeriesJudge = Exclude<GateJudge, { kind: 'sequential-rate' }>;
 export type CountsJudge = Extract<GateJudge, { kind: 'sequential-rate' }>;
@@ -134,6 +136,29 @@ export function judgeSeries(judge: SeriesJudge, canaryIn: readonly (number | nul
     return { outcome: 'fail', value, reason: `${said} is ${high ? 'above' : 'below'} ${center} ${high ? '+' : '−'} ${judge.tolerance}`, detail };
   }
   return { outcome: 'pass', value, reason: null, detail };
+}
+
+/**
+ * A one-sided relative judge as a threshold on the figure it compares (the
+ * ratio or the difference): what the API, the CLI and the metrics show beside
+ * the value. Null for `either` (two bounds): its reason names the one crossed.
+ */
+export function relativeBound(judge: Extract<GateJudge, { kind: 'relative' }>): { readonly comparison: '<=' | '>='; readonly threshold: number } | null {
+  const center = judge.measure === 'ratio' ? 1 : 0;
+  if (judge.direction === 'increase') return { comparison: '<=', threshold: center + judge.tolerance };
+  if (judge.direction === 'decrease') return { comparison: '>=', threshold: center - judge.tolerance };
+  return null;
+}
+
+/** The interval a mann-whitney reading kept in its answer (its judgement's `detail`), when it has two finite ends. */
+export function readingInterval(answer: string | null | undefined): readonly [number, number] | null {
+  if (!answer) return null;
+  try {
+    const ci = (JSON.parse(answer) as { ci?: unknown }).ci;
+    return Array.isArray(ci) && ci.length === 2 && ci.every((x) => typeof x === 'number' && Number.isFinite(x)) ? [ci[0] as number, ci[1] as number] : null;
+  } catch {
+    return null; // a clipped or foreign answer: no interval to show
+  }
 }
 
 /** One cohort's requests and errors in each step of the period, oldest first (null: no point for that step). */

@@ -158,12 +158,22 @@ describe('status page', () => {
       initialDelaySeconds: 86_400,
     };
     const alarms = { type: 'cloudwatchAlarm', name: 'alarms', alarms: ['checkout-5xx'], initialDelaySeconds: 86_400, failureLimit: 5 };
+    const judged = {
+      type: 'prometheus',
+      name: 'latency',
+      address: 'http://prometheus.invalid:9090',
+      query: 'app_latency_seconds{version="{{version}}"}',
+      judge: { kind: 'mann-whitney' },
+      initialDelaySeconds: 86_400,
+      failureLimit: 5,
+      inconclusiveLimit: 5,
+    };
     await post('/rollouts', {
       id: 'charted',
       spec: {
-        target: { service: 'cart', version: 'v9' },
+        target: { service: 'cart', version: 'v9', stableVersion: 'v8' },
         stages: [
-          { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate, alarms] } },
+          { name: 'canary', percent: 10, bakeSeconds: 3_600, gates: { providers: [gate, alarms, judged] } },
           { name: 'all', percent: 100, bakeSeconds: 0 },
         ],
       },
@@ -173,6 +183,31 @@ describe('status page', () => {
     const T = Date.now();
     const values = [0.01, 0.02, null, 0.03, 0.2];
     const at = (i: number) => T - (values.length - i) * 1_000;
+    // A judged gate's readings keep their interval in the answer: two of three have one. Stored first: the error-rate failure below rolls the stage back.
+    const shifts = [
+      { value: 0.01, ci: [-0.02, 0.03] },
+      { value: 0.02, ci: [-0.01, 0.04] },
+      { value: null, ci: null },
+    ];
+    await node.plane.engine.store.recordGateReadings(
+      shifts.map((sh, i) => ({
+        rolloutId: 'charted',
+        origin: view.rollout.lastProgressAt,
+        reading: {
+          gate: 'latency',
+          type: 'prometheus',
+          attempt: 1,
+          stage: 0,
+          at: at(i),
+          value: sh.value,
+          query: 'mann-whitney of the canary against the baseline: app_latency_seconds{version="{{version}}"}',
+          answer: JSON.stringify({ estimate: sh.value, ci: sh.ci, classification: sh.value === null ? 'nodata' : 'pass' }),
+          source: 'poll',
+          outcome: sh.value === null ? 'inconclusive' : 'pass',
+          reason: sh.value === null ? 'not enough data: 3 of 10 points' : null,
+        },
+      })),
+    );
     await node.plane.engine.store.recordGateReadings(
       values.map((value, i) => ({
         rolloutId: 'charted',
@@ -242,6 +277,20 @@ describe('status page', () => {
     expect(await alarmChart.innerText()).toContain('fails while an alarm is in ALARM');
     expect(await alarmChart.locator('line.threshold').count()).toBe(0);
     expect(await alarmChart.locator('circle.point.pass').count()).toBe(1);
+    // A judged gate says how it judges, draws each reading's interval around its estimate, and the line of no shift.
+    const judgedChart = page.locator('.rollout[data-id="charted"] .chart[data-gate="latency"]');
+    expect(await judgedChart.innerText()).toMatch(/latency\s+prometheus · mann-whitney/);
+    expect(await judgedChart.innerText()).toContain('judges the canary against the baseline (mann-whitney): the shift estimate, its interval');
+    expect(await judgedChart.locator('line.interval').count()).toBe(2);
+    expect(await judgedChart.locator('line.zero').count()).toBe(1);
+    const zeroY = Number(await judgedChart.locator('line.zero').getAttribute('y1'));
+    for (let i = 0; i < 2; i++) {
+      const whisker = judgedChart.locator('line.interval').nth(i);
+      const [top, bottom] = [Number(await whisker.getAttribute('y2')), Number(await whisker.getAttribute('y1'))];
+      // Each interval holds 0: its whisker crosses the line of no shift.
+      expect(top).toBeLessThan(zeroY);
+      expect(bottom).toBeGreaterThan(zeroY);
+    }
 
     mkdirSync(shots, { recursive: true });
     await page.locator('.rollout[data-id="charted"]').screenshot({ path: resolve(shots, 'status-page-gates.png') });

@@ -111,6 +111,28 @@ describe('a gate that judges the canary against the baseline', () => {
     expect(failed.query).toBe('mann-whitney of the canary against the baseline: app_latency_seconds{version="{{version}}"}');
   }, 200_000);
 
+  it("shows a judged gate's verdict and interval: on GET /rollouts/{id} and the node's /metrics (rollout_gate_judgement, rollout_gate_interval)", async () => {
+    await create('shown', spec('v3', judged(), 3_600));
+    await expect.poll(async () => (await get('shown')).gates[0]?.last?.outcome, { timeout: 90_000 }).toBe('pass');
+    const r = await get('shown');
+    expect(r.gates[0]).toMatchObject({ judge: 'mann-whitney', comparison: null, threshold: null });
+    const metrics = await (await fetch(`${served.url}/metrics`)).text();
+    // The node adds its own labels (node_id) after the metric's.
+    const series = (name: string, labels: string) => new RegExp(`^${name}\\{${labels}[^}]*\\} (\\S+)$`, 'm').exec(metrics)?.[1];
+    const verdict = (v: string) => series('rollout_gate_judgement', `rollout="shown",gate="latency",judge="mann-whitney",verdict="${v}"`);
+    // The metrics are read at the scrape, the rollout just before: a newer reading may have come between, so each is one of the outcomes.
+    expect([verdict('pass'), verdict('fail'), verdict('inconclusive')].map(Number).sort()).toEqual([0, 0, 1]);
+    const low = Number(series('rollout_gate_interval', 'rollout="shown",gate="latency",bound="low"'));
+    const high = Number(series('rollout_gate_interval', 'rollout="shown",gate="latency",bound="high"'));
+    expect(Number.isFinite(low) && Number.isFinite(high)).toBe(true);
+    expect(low).toBeLessThanOrEqual(high);
+    // A canary that behaves as the baseline: its shift's interval holds 0.
+    expect(low).toBeLessThanOrEqual(0);
+    expect(high).toBeGreaterThanOrEqual(0);
+    const abort = await fetch(`${served.url}/rollouts/shown/abort`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(abort.status).toBe(200);
+  }, 120_000);
+
   it('completes a canary that behaves as the baseline, on readings that passed with enough data', async () => {
     await create('same', spec('v3', judged(), 12));
     await expect.poll(async () => (await get('same')).state, { timeout: 90_000 }).toBe('completed');

@@ -14,7 +14,7 @@ import { batchPromoterHandler } from '../../functions/batch-promoter.js';
 import { coordinatorHandler } from '../../functions/coordinator.js';
 import { runtimeFrom, type Runtime } from '../../functions/runtime.js';
 import { streamingPromoterHandler } from '../../functions/streaming-promoter.js';
-import { ACTUATION_METRICS, METRICS, METRICS_NAMESPACE, ROLLOUT_METRICS, rolloutSamples } from '../../shared/api/metrics.js';
+import { ACTUATION_METRICS, JUDGED_GATE_METRICS, METRICS, METRICS_NAMESPACE, ROLLOUT_METRICS, rolloutSamples } from '../../shared/api/metrics.js';
 import { sqsClient } from '../../shared/adapters/sqs/connect.js';
 import { SqsWorkQueue } from '../../shared/adapters/sqs/queue.js';
 import { InProcessBus } from '../../shared/events/bus.js';
@@ -150,8 +150,9 @@ describe('the Lambdas publish EMF under the Prometheus names (DynamoDB)', () => 
     const published = samples(emf.blobs.splice(0));
     const emitted = published.filter((s) => s.name.startsWith('rollout_'));
 
-    // Every per-rollout gauge the node has for this rollout (no targets: none of theirs), under the node's name, in the Rollout namespace.
-    expect(new Set(emitted.map((s) => s.name))).toEqual(new Set(ROLLOUT_METRICS.filter((n) => !(ACTUATION_METRICS as readonly string[]).includes(n))));
+    // Every per-rollout gauge the node has for this rollout (no targets and no judged gate: none of theirs), under the node's name, in the Rollout namespace.
+    const notHere: readonly string[] = [...ACTUATION_METRICS, ...JUDGED_GATE_METRICS];
+    expect(new Set(emitted.map((s) => s.name))).toEqual(new Set(ROLLOUT_METRICS.filter((n) => !notHere.includes(n))));
     const onNode = prometheusNames();
     for (const s of emitted) expect(onNode, s.name).toContain(s.name);
     for (const s of emitted) expect(s.namespace).toBe(METRICS_NAMESPACE);

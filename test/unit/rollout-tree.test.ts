@@ -61,6 +61,7 @@ const rollout = {
       stage: 1,
       name: 'errors',
       type: 'prometheus',
+      judge: null,
       query: 'sum(rate(e[1m]))',
       comparison: '<',
       threshold: 0.02,
@@ -109,5 +110,21 @@ describe('rollouts get: the tree', () => {
     expect(drawn.slice(drawn.indexOf('last transitions') + 2).map((l) => l.split(/\s+/)[1])).toEqual(['e2', 'e3', 'e4', 'e5', 'e6']);
     expect(drawn.filter((l) => l.startsWith('○ all')).length).toBe(1);
     expect(drawn[drawn.indexOf('○ all     100%  pending      bake 0 s') + 1]).toBe('');
+  });
+
+  it("a judged gate names its judge; a mann-whitney gate's line carries its newest interval, a clipped answer none", () => {
+    const judged = (answer: string) =>
+      rolloutTree(
+        {
+          ...rollout,
+          gates: [{ ...rollout.gates[0]!, judge: 'mann-whitney', comparison: null, threshold: null, last: { ...reading, value: 0.01, answer } }],
+        } as unknown as RolloutJson,
+        null,
+        T,
+      );
+    expect(judged(JSON.stringify({ estimate: 0.01, ci: [-0.02, 0.03] }))).toContain(
+      'gate errors (prometheus, mann-whitney): fail · 0.01 [-0.02, 0.03] · 1 readings',
+    );
+    expect(judged('{"estimate": 0.01, "ci": [-0.0')).toContain('gate errors (prometheus, mann-whitney): fail · 0.01 · 1 readings');
   });
 });

@@ -60,7 +60,10 @@ export const STACK_METRICS: readonly string[] = ['LeasesLost', 'RolloutsNeedingA
  * blobs they take: those whose one dimension is the rollout share a blob;
  * each provider gate of the active stage adds its value and threshold (one
  * blob) and its readings by outcome (a blob each). Drift is never among them
- * (a drifted rollout is paused, and paused ones are not published).
+ * (a drifted rollout is paused, and paused ones are not published). Priced
+ * for threshold gates: a judged gate adds its verdicts (3 series, a blob
+ * each) and, for mann-whitney, its interval's two ends (a blob each), less
+ * the threshold it does not have.
  */
 export function rolloutGauges(providerGates: number): { readonly metrics: number; readonly blobs: number } {
   const rolloutOnly = ROLLOUT_METRICS.filter((n) => METRICS[n].dimensions.join() === 'rollout').length;

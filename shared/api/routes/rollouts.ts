@@ -3,6 +3,7 @@ import { storedSpecSchema } from '../../rollout/spec.js';
 import { ROLLOUT_STATES, STAGE_PHASES } from '../../rollout/model.js';
 import { GATE_OUTCOMES } from '../../rollout/gates.js';
 import { PROVIDER_TYPES } from '../../rollout/gate-spec.js';
+import { JUDGE_KINDS } from '../../judge/gate.js';
 import { ACTUATION_STATES, type ActuationRecordKind } from '../../rollout/actuation-record.js';
 import { TRANSITION_KINDS } from '../../rollout/transition.js';
 import { COMMANDS, type Command } from '../../rollout/command-names.js';
@@ -63,6 +64,7 @@ const gate = z.object({
   stage: z.number().int(),
   name: z.string(),
   type: z.enum(PROVIDER_TYPES),
+  judge: z.enum(JUDGE_KINDS).nullable(),
   query: z.string(),
   comparison: z.string().nullable(),
   threshold: z.number().nullable(),

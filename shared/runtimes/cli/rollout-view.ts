@@ -1,6 +1,7 @@
 import type { ActuationJson, GateJson, RolloutJson } from '../../api/rollout-json.js';
 import type { HistoryEntryJson } from '../../client/client.js';
 import { own } from '../../own.js';
+import { readingInterval } from '../../judge/gate.js';
 import { table } from './io.js';
 
 /**
@@ -64,11 +65,12 @@ function bake(st: RolloutJson['stages'][number], spec: RolloutJson['spec']['stag
 
 /** A gate's newest reading of the stage's period against what it asks, its tally against its limits, and why, when it did not pass. */
 function gateLine(g: GateJson): string {
-  const value = g.last ? (g.last.value ?? '-') : 'no reading';
+  const ci = g.judge === 'mann-whitney' ? readingInterval(g.last?.answer) : null;
+  const value = g.last ? `${g.last.value ?? '-'}${ci ? ` [${ci[0]}, ${ci[1]}]` : ''}` : 'no reading';
   const asks = g.comparison !== null && g.threshold !== null ? ` (passes when ${g.comparison} ${g.threshold})` : '';
   const counts = `${g.counts.readings} readings, ${g.counts.failures} failed, ${g.counts.inconclusive} inconclusive (failureLimit ${g.failureLimit}, inconclusiveLimit ${g.inconclusiveLimit})`;
   const why = g.last && g.last.outcome !== 'pass' && g.last.reason ? ` · last: ${g.last.reason}` : '';
-  return `gate ${g.name} (${g.type}): ${g.status} · ${value}${asks} · ${counts}${why}`;
+  return `gate ${g.name} (${g.type}${g.judge ? `, ${g.judge}` : ''}): ${g.status} · ${value}${asks} · ${counts}${why}`;
 }
 
 /** The stage's pushed reading against its thresholds. */

@@ -25,6 +25,7 @@ import type { ControlPlaneNode } from './node.js';
  *   rollout_info, rollout_percent, rollout_stage_index, rollout_stage_seconds,
  *   rollout_last_progress_timestamp_seconds, rollout_progress_deadline_seconds,
  *   rollout_gate_value, rollout_gate_threshold, rollout_gate_readings,
+ *   rollout_gate_judgement, rollout_gate_interval (judged gates),
  *   rollout_actuation_drift, rollout_actuation_state, rollout_actuation_lag_seconds,
  *   rollout_hook_answers                          per rollout running or paused
  *   rollout_events_total{type}                    transitions, by the event each emitted
