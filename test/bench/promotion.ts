@@ -7,7 +7,10 @@
  * receiving events at once; one raw conditional write on the same store in
  * the same run, taken alternately with the 1-rollout events (the ratios'
  * baseline) and also alone, back to back; and BatchPromoter ticks over 1,000 running rollouts (nothing
- * due, and every rollout promoting one stage). Last line: one JSON object.
+ * due, and every rollout promoting one stage). On PostgreSQL the all-due tick's promotion is broken down:
+ * statements a promotion by kind (`batch_tick_1000_all_due_statements_<kind>`: the function called, or
+ * verb and table; BEGIN and COMMIT as `begin_commit`) and this process's CPU a promotion. Last line: one
+ * JSON object.
  *
  * `held_view_share`: of the 1-rollout metrics events, those the leader wrote
  * with their decision in one round trip on its held view (one statement on
@@ -50,6 +53,7 @@ import { conflictStats } from '../../shared/adapters/dynamodb/conflicts.js';
 import { openBackend, type BackendName, type LeaseBackend } from '../support/backends.js';
 import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.js';
 import { rawConditionalWrite, percentile, round3 } from './raw.js';
+import { sqlCensus } from './sql-census.js';
 import { GateReader } from '../../shared/rollout/gate-reader.js';
 import { providerGatesSchema } from '../../shared/rollout/gate-spec.js';
 import { judge } from '../../shared/rollout/gates.js';
@@ -172,7 +176,14 @@ async function eventToPromotion(
   return { samples: out, ...counts };
 }
 
-async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: number; allDue: number; setupMs: number }> {
+/** What one promotion of the all-due tick cost on PostgreSQL: statements by kind and CPU in this process, each over the promotions. */
+interface PerPromotion {
+  readonly statements: Readonly<Record<string, number>>;
+  readonly statementsTotal: number;
+  readonly cpuMs: number;
+}
+
+async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: number; allDue: number; setupMs: number; perPromotion: PerPromotion | null }> {
   const { engine, elector } = await setup(backend);
   const batch = new BatchPromoter(engine, campaignEachTime(elector), { concurrency: 16, duePerTick: Math.max(1_000, n) });
   const t0 = performance.now();
@@ -197,12 +208,28 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
       ids.slice(i, i + 50).map((id) => backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: now })),
     );
   }
+  // Counted around the timed tick alone (the census's own cost is a counter per statement).
+  const census = backend.sql ? sqlCensus(backend.sql) : null;
+  const cpu = process.cpuUsage();
   t = performance.now();
   const due = await batch.tick(); // every rollout promotes stage 0
   const dueMs = performance.now() - t;
+  const cpuUsed = process.cpuUsage(cpu);
+  const statements = census?.take() ?? null;
+  census?.restore();
   const promoted = due.actions.filter((a) => a.applied && a.transition === 'promote').length;
   if (promoted !== n) throw new Error(`all-due tick promoted ${promoted} of ${n}`);
-  return { idle: idleMs, allDue: dueMs, setupMs };
+  const per = (x: number) => round3(x / promoted);
+  const perPromotion = statements && {
+    statements: Object.fromEntries(
+      Object.entries(statements)
+        .sort(([, a], [, b]) => b - a)
+        .map(([k, v]) => [k, per(v)]),
+    ),
+    statementsTotal: per(Object.values(statements).reduce((a, b) => a + b, 0)),
+    cpuMs: per((cpuUsed.user + cpuUsed.system) / 1000),
+  };
+  return { idle: idleMs, allDue: dueMs, setupMs, perPromotion };
 }
 
 /**
@@ -407,6 +434,16 @@ async function main() {
         event_to_promotion_100_rollouts_p99_ms: round3(percentile(hundred, 99)),
         batch_tick_1000_ms: Math.round(ticks.idle),
         batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
+        ...(ticks.perPromotion
+          ? {
+              batch_tick_1000_all_due_statements_per_promotion: ticks.perPromotion.statementsTotal,
+              // One key per kind of statement, e.g. batch_tick_1000_all_due_statements_rollout_apply.
+              ...Object.fromEntries(
+                Object.entries(ticks.perPromotion.statements).map(([kind, v]) => [`batch_tick_1000_all_due_statements_${kind.replace(/[^a-z0-9]+/g, '_')}`, v]),
+              ),
+              batch_tick_1000_all_due_cpu_ms_per_promotion: ticks.perPromotion.cpuMs,
+            }
+          : {}),
         batch_tick_1000_prometheus_gates_ms: Math.round(gated.allDue),
         batch_tick_1000_prometheus_gates_none_due_ms: Math.round(gated.noneDue),
         batch_tick_prometheus_share_of_interval: round3(gated.allDue / (BATCH_TICK_SECONDS * 1000)),
@@ -434,7 +471,13 @@ async function main() {
         `${name.padEnd(9)} event→promotion, 1 rollout, after ${EARLY}: ${window(latency, (k) => k)} · after ${WARMUP}: ${window(latency, steadyKey)} · ` +
           `${(100 * row.held_view_share).toFixed(0)}% in one write on the held view · ` +
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
-          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms) · ` +
+          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms` +
+          (ticks.perPromotion
+            ? `; a promotion: ${ticks.perPromotion.statementsTotal} statements (${Object.entries(ticks.perPromotion.statements)
+                .map(([k, v]) => `${k} ${v}`)
+                .join(', ')}), ${ticks.perPromotion.cpuMs} ms CPU here`
+            : '') +
+          `) · ` +
           `with a Prometheus gate each: ${row.batch_tick_1000_prometheus_gates_ms} ms all read (${TICK_ROLLOUTS} queries, ${row.prometheus_readings_inconclusive} inconclusive; ${(100 * row.batch_tick_prometheus_share_of_interval).toFixed(1)}% of the ${BATCH_TICK_SECONDS} s interval), ${row.batch_tick_1000_prometheus_gates_none_due_ms} ms none due` +
           (name === 'dynamodb'
             ? ` · transaction conflicts ${row.transaction_conflicts}, retries ${row.transaction_retries}, given up ${row.transaction_retries_exhausted}${proxy ? ' (emulated)' : ''}`
