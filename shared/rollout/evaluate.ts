@@ -70,9 +70,10 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   if (providers.kind === 'rollback') return { kind: 'rollback', stage: active.index, reason: providers.reason, readings: providers.readings };
   if (providers.kind === 'pause') return { kind: 'pause', reason: providers.reason, readings: providers.readings };
 
-  const baked = active.activatedAt !== null && now >= active.activatedAt + spec.bakeSeconds * 1000;
-  const alarmsOk = gates.alarms.every((a) => own(view.alarms, a) === 'OK');
-  const enoughTraffic = gates.minRequests === 0 || (m !== undefined && m.requests >= gates.minRequests);
+  const holds = stageHolds(view, active.index, m, now);
+  const baked = !holds.baking;
+  const alarmsOk = holds.alarmsNotOk.length === 0;
+  const enoughTraffic = !holds.requestsShort;
   if (baked && alarmsOk && enoughTraffic && providers.kind === 'pass') {
     const last = active.index === stages.length - 1;
     const judged = m !== undefined && (gates.minRequests > 0 || gates.maxErrorRate !== undefined || gates.maxP99LatencyMs !== undefined);
@@ -95,6 +96,33 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
     }
   }
   return deadline(view, now);
+}
+
+/**
+ * What holds the active stage besides its provider gates: its bake (until
+ * `bakeEndsAt`; a stage never activated has not baked), each alarm it names
+ * that is not OK, and pushed traffic short of `minRequests`. `evaluate`
+ * promotes once none holds and the gates pass; `waitingOn` words the same.
+ */
+export interface StageHolds {
+  readonly baking: boolean;
+  readonly bakeEndsAt: number | null;
+  readonly alarmsNotOk: readonly string[];
+  readonly requestsShort: boolean;
+}
+
+export function stageHolds(view: RolloutView, stage: number, m: StageMetrics | undefined, now: number): StageHolds {
+  const spec = view.rollout.spec.stages[stage]!;
+  const activatedAt = view.stages[stage]?.activatedAt ?? null;
+  const bakeEndsAt = activatedAt === null ? null : activatedAt + spec.bakeSeconds * 1000;
+  const { gates } = spec;
+  return {
+    baking: bakeEndsAt === null || now < bakeEndsAt,
+    bakeEndsAt,
+    // Most stages name no alarm: nothing to allocate on the promotion path.
+    alarmsNotOk: gates.alarms.length ? [...new Set(gates.alarms)].filter((a) => own(view.alarms, a) !== 'OK') : [],
+    requestsShort: gates.minRequests > 0 && (m === undefined || m.requests < gates.minRequests),
+  };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { beforeRolloutHooks } from './gate-spec.js';
 import { providerVerdict } from './gates.js';
 import { activeStage, type RolloutView } from './model.js';
-import { stageReading, stretchEndOf } from './evaluate.js';
+import { stageHolds, stageReading, stretchEndOf } from './evaluate.js';
 import { own } from '../own.js';
 
 /**
@@ -24,16 +24,13 @@ export function waitingOn(view: RolloutView, now: number): string[] {
     return gateWaits(view, beforeRolloutHooks(rollout.spec.hooks), 0);
   }
   const spec = rollout.spec.stages[active.index]!;
-  const out: string[] = [];
-  const bakeEnds = active.activatedAt === null ? null : active.activatedAt + spec.bakeSeconds * 1000;
-  if (bakeEnds !== null && now < bakeEnds) out.push(`the bake, until ${new Date(bakeEnds).toISOString()} (${spec.bakeSeconds} s)`);
-  for (const a of new Set(spec.gates.alarms)) {
-    const state = own(view.alarms, a);
-    if (state !== 'OK') out.push(`alarm ${a} to be OK (${state ?? 'not reported yet'})`);
-  }
   const m = stageReading(view, active.index);
-  if (spec.gates.minRequests > 0 && (m?.requests ?? 0) < spec.gates.minRequests)
-    out.push(`${spec.gates.minRequests} requests reported (${m?.requests ?? 0} so far)`);
+  const holds = stageHolds(view, active.index, m, now);
+  const out: string[] = [];
+  if (holds.baking)
+    out.push(holds.bakeEndsAt === null ? 'the bake, not begun' : `the bake, until ${new Date(holds.bakeEndsAt).toISOString()} (${spec.bakeSeconds} s)`);
+  for (const a of holds.alarmsNotOk) out.push(`alarm ${a} to be OK (${own(view.alarms, a) ?? 'not reported yet'})`);
+  if (holds.requestsShort) out.push(`${spec.gates.minRequests} requests reported (${m?.requests ?? 0} so far)`);
   out.push(...gateWaits(view, spec.gates.providers ?? [], active.index));
   const stretch = stretchEndOf(view);
   if (out.length && stretch !== null && now < stretch)

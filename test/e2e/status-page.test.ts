@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium, type Browser, type Locator } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GateReading, ReadingToStore } from '../../shared/rollout/gates.js';
 import { assign, type RolloutTraffic } from '../../shared/rollout/assignment.js';
 import { Demo, fleetOf } from '../../tools/demo/demo.js';
 import { serveApi } from '../../shared/runtimes/node/http.js';
@@ -183,6 +184,12 @@ describe('status page', () => {
     const T = Date.now();
     const values = [0.01, 0.02, null, 0.03, 0.2];
     const at = (i: number) => T - (values.length - i) * 1_000;
+    // As a reader stores them: the canary stage's current period, read by polling unless said otherwise.
+    const stored = (reading: Omit<GateReading, 'attempt' | 'stage' | 'source'> & Partial<Pick<GateReading, 'source'>>): ReadingToStore => ({
+      rolloutId: 'charted',
+      origin: view.rollout.lastProgressAt,
+      reading: { attempt: 1, stage: 0, source: 'poll', ...reading },
+    });
     // A judged gate's readings keep their interval in the answer: two of three have one. Stored first: the error-rate failure below rolls the stage back.
     const shifts = [
       { value: 0.01, ci: [-0.02, 0.03] },
@@ -190,61 +197,45 @@ describe('status page', () => {
       { value: null, ci: null },
     ];
     await node.plane.engine.store.recordGateReadings(
-      shifts.map((sh, i) => ({
-        rolloutId: 'charted',
-        origin: view.rollout.lastProgressAt,
-        reading: {
+      shifts.map((sh, i) =>
+        stored({
           gate: 'latency',
           type: 'prometheus',
-          attempt: 1,
-          stage: 0,
           at: at(i),
           value: sh.value,
           query: 'mann-whitney of the canary against the baseline: app_latency_seconds{version="{{version}}"}',
           answer: JSON.stringify({ estimate: sh.value, ci: sh.ci, classification: sh.value === null ? 'nodata' : 'pass' }),
-          source: 'poll',
           outcome: sh.value === null ? 'inconclusive' : 'pass',
           reason: sh.value === null ? 'not enough data: 3 of 10 points' : null,
-        },
-      })),
+        }),
+      ),
     );
     await node.plane.engine.store.recordGateReadings(
-      values.map((value, i) => ({
-        rolloutId: 'charted',
-        origin: view.rollout.lastProgressAt,
-        reading: {
+      values.map((value, i) =>
+        stored({
           gate: 'error-rate',
           type: 'prometheus',
-          attempt: 1,
-          stage: 0,
           at: at(i),
           value,
           query: gate.query,
           answer: '',
-          source: 'poll',
           outcome: value === null ? 'inconclusive' : value < 0.05 ? 'pass' : 'fail',
           reason: value === null ? 'connect ECONNREFUSED 10.0.0.9:9090' : value < 0.05 ? null : `${value} does not meet < 0.05`,
-        },
-      })),
+        }),
+      ),
     );
     await node.plane.engine.store.recordGateReadings([
-      {
-        rolloutId: 'charted',
-        origin: view.rollout.lastProgressAt,
-        reading: {
-          gate: 'alarms',
-          type: 'cloudwatchAlarm',
-          attempt: 1,
-          stage: 0,
-          at: T,
-          value: null,
-          query: 'alarms checkout-5xx',
-          answer: '',
-          source: 'event',
-          outcome: 'pass',
-          reason: null,
-        },
-      },
+      stored({
+        gate: 'alarms',
+        type: 'cloudwatchAlarm',
+        at: T,
+        value: null,
+        query: 'alarms checkout-5xx',
+        answer: '',
+        source: 'event',
+        outcome: 'pass',
+        reason: null,
+      }),
     ]);
 
     const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });

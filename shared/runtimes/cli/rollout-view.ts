@@ -19,11 +19,10 @@ export function rolloutTree(r: RolloutJson, history: readonly HistoryEntryJson[]
     `${target.service}: ${target.stableVersion ?? '-'} → ${target.version}`,
     ...(r.waiting.length ? ['waiting for:', ...r.waiting.map((w) => `  - ${w}`)] : []),
   ];
+  const width = Math.max(...r.stages.map((s) => s.name.length));
   const stages = r.stages.flatMap((st, i) => {
     const spec = r.spec.stages[i]!;
-    const lines = [
-      `${PHASE_MARK[st.phase]} ${st.name.padEnd(nameWidth(r))}  ${`${spec.percent}%`.padStart(4)}  ${st.phase.padEnd(11)}  ${bake(st, spec, now)}`,
-    ];
+    const lines = [`${PHASE_MARK[st.phase]} ${st.name.padEnd(width)}  ${`${spec.percent}%`.padStart(4)}  ${st.phase.padEnd(11)}  ${bake(st, spec, now)}`];
     // The signals a stage was judged on, once it has been active: the active one's in its current period.
     if (st.phase !== 'pending') {
       // Each detail is a line and its continuations (a gate's query), drawn under the stage.
@@ -50,8 +49,6 @@ export function rolloutTree(r: RolloutJson, history: readonly HistoryEntryJson[]
 }
 
 const PHASE_MARK: Record<RolloutJson['stages'][number]['phase'], string> = { pending: '○', active: '●', promoted: '✔', rolled_back: '✖' };
-
-const nameWidth = (r: RolloutJson) => Math.max(...r.stages.map((s) => s.name.length));
 
 const secs = (ms: number) => `${Math.max(0, Math.round(ms / 1000))} s`;
 

@@ -98,8 +98,9 @@ export const rolloutsCommand: CommandSpec = {
         await client.waitForRollout(id, {
           pollMs: o.poll,
           onRead: async (r) => {
-            const changed = JSON.stringify(r) !== seen;
-            seen = JSON.stringify(r);
+            const json = JSON.stringify(r);
+            const changed = json !== seen;
+            seen = json;
             if (o.json) {
               if (changed) process.stdout.write(`${seen}\n`);
               return;
