@@ -23,7 +23,7 @@ import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, type Command } from '../rollout/command-names.js';
 import { AbortIsFinalError, createRollout, runCommand } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { gateNamespaceIssues, outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
+import { gateNamespaceIssues, hasProviderGates, outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
@@ -375,7 +375,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     },
     getRollout: async ({ params: { id } }) => {
       const view = await mustLoad(id);
-      const hasGates = view.rollout.spec.stages.some((s) => s.gates.providers?.length);
+      const hasGates = hasProviderGates(view.rollout.spec);
       const [readings, actuations] = await Promise.all([
         hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
         movesTargets(view) ? deps.engine.store.actuations(id) : undefined,

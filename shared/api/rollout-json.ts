@@ -1,5 +1,6 @@
+import { stageProviders } from '../rollout/spec.js';
 import { beforeRolloutHooks, queryOf, type ProviderGate } from '../rollout/gate-spec.js';
-import { currentTally, type GateReading } from '../rollout/gates.js';
+import { currentTally, passStreakOf, type GateReading } from '../rollout/gates.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { waitingOn } from '../rollout/waiting.js';
@@ -29,13 +30,18 @@ export interface GateJson {
   readonly intervalSeconds: number;
   readonly failureLimit: number;
   readonly inconclusiveLimit: number;
+  /** Passes in a row the stage needs before it may promote (1: the newest reading's). */
+  readonly consecutiveSuccesses: number;
+  /** Declared once in the spec's rolloutGates and read in every stage from its fromStage on, not in this stage's own gates. */
+  readonly rolloutWide: boolean;
   /**
    * The newest reading's outcome in the stage's current period (activation
    * or last resume), or `no-data` when the gate has not been read in it. A
    * stage that is no longer active shows the readings it ended with.
    */
   readonly status: GateReading['outcome'] | 'no-data';
-  readonly counts: { readonly readings: number; readonly failures: number; readonly inconclusive: number };
+  /** The current period's readings, failures and inconclusive readings, and the passes in a row ending with the newest. */
+  readonly counts: { readonly readings: number; readonly failures: number; readonly inconclusive: number; readonly passStreak: number };
   readonly last: GateReading | null;
   /** Newest first; only where asked for (one rollout, the status page). */
   readonly readings?: readonly GateReading[];
@@ -45,8 +51,9 @@ export interface GateJson {
 export function gatesJson(v: RolloutView, history?: readonly GateReading[]): GateJson[] {
   // The spec's before-rollout hooks are read and counted with the first stage.
   const hooks = beforeRolloutHooks(v.rollout.spec.hooks);
+  const wide = new Set<ProviderGate>(v.rollout.spec.rolloutGates?.providers);
   return v.rollout.spec.stages.flatMap((stage, index) =>
-    [...(index === 0 ? hooks : []), ...(stage.gates.providers ?? [])].map((g) => {
+    [...(index === 0 ? hooks : []), ...stageProviders(v.rollout.spec, index)].map((g) => {
       const status = v.stages[index];
       // The active stage counts from its current period; a finished one shows what it ended with.
       const t = status?.phase === 'active' ? currentTally(v.gates, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
@@ -62,8 +69,10 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         intervalSeconds: g.intervalSeconds,
         failureLimit: g.failureLimit,
         inconclusiveLimit: g.inconclusiveLimit,
+        consecutiveSuccesses: g.consecutiveSuccesses ?? 1,
+        rolloutWide: wide.has(g),
         status: t ? t.last.outcome : 'no-data',
-        counts: { readings: t?.readings ?? 0, failures: t?.failures ?? 0, inconclusive: t?.inconclusive ?? 0 },
+        counts: { readings: t?.readings ?? 0, failures: t?.failures ?? 0, inconclusive: t?.inconclusive ?? 0, passStreak: t ? passStreakOf(t) : 0 },
         last: t?.last ?? null,
         ...(history ? { readings: history.filter((r) => r.stage === index && r.gate === g.name).slice(0, READINGS_SHOWN) } : {}),
       };

@@ -2,7 +2,7 @@ import { beforeRolloutHooks } from './gate-spec.js';
 import { currentTally, providerVerdict, type GateReading } from './gates.js';
 import { NOT_ENOUGH_DATA } from '../judge/gate.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
-import type { Gates } from './spec.js';
+import { stageProviders, type Gates } from './spec.js';
 import { own } from '../own.js';
 import type { TransitionOf } from './transitions.js';
 
@@ -66,7 +66,9 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   // Provider gates count readings since the stage's activation or last resume: both set lastProgressAt.
   // In a stage that stretches its bake, readings short of data wait for it: onInsufficientData decides (below), not the limit.
   const stretch = stretchEndOf(view);
-  const providers = providerVerdict(gates.providers ?? [], view.gates, active.index, rollout.lastProgressAt, { shortOfDataWaits: stretch !== null });
+  const providers = providerVerdict(stageProviders(rollout.spec, active.index), view.gates, active.index, rollout.lastProgressAt, {
+    shortOfDataWaits: stretch !== null,
+  });
   if (providers.kind === 'rollback') return { kind: 'rollback', stage: active.index, reason: providers.reason, readings: providers.readings };
   if (providers.kind === 'pause') return { kind: 'pause', reason: providers.reason, readings: providers.readings };
 
@@ -148,7 +150,7 @@ function insufficientData(view: RolloutView, stage: number, shortReading: StageM
   const reasons: string[] = [];
   const readings: GateReading[] = [];
   if (shortReading !== null) reasons.push(`${shortReading?.requests ?? 0} of ${gates.minRequests} requests reported`);
-  for (const g of gates.providers ?? []) {
+  for (const g of stageProviders(rollout.spec, stage)) {
     if (g.dryRun) continue;
     const last = currentTally(view.gates, stage, g.name, rollout.lastProgressAt)?.last;
     if (last?.outcome === 'inconclusive' && last.reason?.startsWith(NOT_ENOUGH_DATA)) {
@@ -171,7 +173,7 @@ export function signalsRead(view: RolloutView): { readonly stage: number; readon
   const active = view.rollout.state === 'running' ? activeStage(view) : undefined;
   const gates = active && view.rollout.spec.stages[active.index]?.gates;
   if (!active || !gates) return null;
-  return { stage: active.index, alarms: [...new Set(gates.alarms)], gates: (gates.providers ?? []).map((g) => g.name) };
+  return { stage: active.index, alarms: [...new Set(gates.alarms)], gates: stageProviders(view.rollout.spec, active.index).map((g) => g.name) };
 }
 
 /** Why the stage's gates are breached, or null. */

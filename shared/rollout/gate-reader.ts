@@ -1,3 +1,4 @@
+import { stageProviders } from './spec.js';
 import { setMaxListeners } from 'node:events';
 import type { Attributes } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../clock.js';
@@ -120,7 +121,7 @@ export class GateReader {
       const active = activeStage(view);
       // Before the attempt's first stage: its before-rollout hooks (counted with stage 0).
       const gates = active
-        ? view.rollout.spec.stages[active.index]?.gates.providers
+        ? stageProviders(view.rollout.spec, active.index)
         : view.stages[0]?.phase === 'pending'
           ? beforeRolloutHooks(view.rollout.spec.hooks)
           : undefined;

@@ -44,6 +44,11 @@ const limits = (type: keyof typeof DEFAULT_INTERVAL_SECONDS) => ({
   onFail: z.enum(['rollback', 'pause', 'hold']).optional(),
   /** Read, judged and recorded beside the other gates, never acting: a gate on trial. */
   dryRun: z.boolean().optional(),
+  /**
+   * The stage may promote only once this many readings in a row have passed (absent: 1, the newest).
+   * A failure or an inconclusive reading starts the count again; a resume does too, as it starts the period.
+   */
+  consecutiveSuccesses: z.number().int().min(1).max(1_000).optional(),
 });
 
 const comparisonFields = { comparison: z.enum(COMPARISONS), threshold: finite };

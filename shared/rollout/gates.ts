@@ -89,6 +89,11 @@ export interface GateTally {
   readonly readings: number;
   readonly failures: number;
   readonly inconclusive: number;
+  /**
+   * Passes in a row ending with `last` (0 when it did not pass): what `consecutiveSuccesses` asks
+   * for. A reading that arrives after a newer one leaves it alone, as it leaves `last`.
+   */
+  readonly passStreak: number;
   readonly last: GateReading;
   readonly lastFailure: GateReading | null;
   readonly lastInconclusive: GateReading | null;
@@ -116,8 +121,9 @@ export interface ReadingToStore {
 export function tallyWith(tally: GateTally | undefined, reading: GateReading, origin: number): GateTally | null {
   const fresh = !tally || tally.origin < origin;
   if (!fresh && tally.origin > origin) return null;
-  const base = fresh ? { readings: 0, failures: 0, inconclusive: 0, last: null, lastFailure: null, lastInconclusive: null } : tally;
+  const base = fresh ? { readings: 0, failures: 0, inconclusive: 0, passStreak: 0, last: null, lastFailure: null, lastInconclusive: null } : tally;
   const newer = (a: GateReading | null) => (a === null || reading.at >= a.at ? reading : a);
+  const newest = base.last === null || reading.at >= base.last.at;
   return {
     gate: reading.gate,
     stage: reading.stage,
@@ -125,6 +131,7 @@ export function tallyWith(tally: GateTally | undefined, reading: GateReading, or
     readings: base.readings + 1,
     failures: base.failures + (reading.outcome === 'fail' ? 1 : 0),
     inconclusive: base.inconclusive + (reading.outcome === 'inconclusive' ? 1 : 0),
+    passStreak: !newest ? passStreakOf(base) : reading.outcome === 'pass' ? passStreakOf(base) + 1 : 0,
     last: newer(base.last),
     lastFailure: reading.outcome === 'fail' ? newer(base.lastFailure) : base.lastFailure,
     lastInconclusive: reading.outcome === 'inconclusive' ? newer(base.lastInconclusive) : base.lastInconclusive,
@@ -230,6 +237,14 @@ export function judge(
   }
 }
 
+/**
+ * A tally's passes in a row. A tally stored before streaks were kept has none: its newest reading
+ * stands for a streak of one when it passed.
+ */
+export function passStreakOf(t: { readonly passStreak?: number; readonly last: GateReading | null }): number {
+  return typeof t.passStreak === 'number' ? t.passStreak : t.last?.outcome === 'pass' ? 1 : 0;
+}
+
 /** The tally of `gate` for the current period of `stage`, or undefined (no data). */
 export function currentTally(tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, gate: string, origin: number): GateTally | undefined {
   const t = tallies.get(stage)?.get(gate);
@@ -299,13 +314,16 @@ export function providerVerdict(
       };
     }
   }
-  const waiting = current.find(({ t }) => !t || t.last.outcome !== 'pass');
+  const waiting = current.find(({ g, t }) => !t || t.last.outcome !== 'pass' || passStreakOf(t) < (g.consecutiveSuccesses ?? 1));
   if (waiting) {
-    const held = waiting.g.onFail === 'hold' && waiting.t?.last.outcome === 'fail' ? ' (onFail hold: the stage waits while it fails)' : '';
-    return {
-      kind: 'wait',
-      reason: waiting.t ? `${describe(waiting.g)}: last reading ${waiting.t.last.outcome}${held}` : `${describe(waiting.g)}: no data yet`,
-    };
+    const { g, t } = waiting;
+    const held = g.onFail === 'hold' && t?.last.outcome === 'fail' ? ' (onFail hold: the stage waits while it fails)' : '';
+    const reason = !t
+      ? `${describe(g)}: no data yet`
+      : t.last.outcome !== 'pass'
+        ? `${describe(g)}: last reading ${t.last.outcome}${held}`
+        : `${describe(g)}: ${passStreakOf(t)} of ${g.consecutiveSuccesses} passes in a row (consecutiveSuccesses)`;
+    return { kind: 'wait', reason };
   }
   return { kind: 'pass', readings: current.map(({ t }) => t!.last) };
 }

@@ -9,7 +9,7 @@ export const STAGE_PHASES = ['pending', 'active', 'promoted', 'rolled_back'] as 
 export type RolloutState = (typeof ROLLOUT_STATES)[number];
 export type StagePhase = (typeof STAGE_PHASES)[number];
 export type { AlarmState } from './gate-spec.js';
-import type { AlarmState } from './gate-spec.js';
+import type { AlarmState, ProviderGate } from './gate-spec.js';
 
 export const TERMINAL_STATES: readonly RolloutState[] = ['completed', 'rolled_back', 'aborted'];
 
@@ -112,9 +112,8 @@ export interface RolloutView {
 
 /** The alarm names a spec's stages watch: their `alarms` lists and their cloudwatchAlarm gates. */
 export function alarmNamesOf(spec: RolloutSpec): string[] {
-  return [
-    ...new Set(spec.stages.flatMap((s) => [...s.gates.alarms, ...(s.gates.providers ?? []).flatMap((g) => (g.type === 'cloudwatchAlarm' ? g.alarms : []))])),
-  ];
+  const alarmsOf = (gates: readonly ProviderGate[] | undefined) => (gates ?? []).flatMap((g) => (g.type === 'cloudwatchAlarm' ? g.alarms : []));
+  return [...new Set([...spec.stages.flatMap((s) => [...s.gates.alarms, ...alarmsOf(s.gates.providers)]), ...alarmsOf(spec.rolloutGates?.providers)])];
 }
 
 /** Tallies as a view holds them, from a flat list. */

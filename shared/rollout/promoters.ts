@@ -7,7 +7,7 @@ import { recordReadings, toStoreOf, type GateReader } from './gate-reader.js';
 import { judge, READING_RETENTION_DAYS, type ReadingToStore } from './gates.js';
 import { CLOUDWATCH_ALARM_CHANGE, READING_SKEW_MARGIN_MS, refuseFromTheFuture, type InboundEvent } from './inbound.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
-import { stageIndexOf } from './spec.js';
+import { stageIndexOf, stageProviders } from './spec.js';
 import { BoundedMap } from '../bounded-map.js';
 import { DAY_MS, retentionSchema, type Retention } from '../retention.js';
 import type { LeaseToken } from '../lease/record.js';
@@ -338,7 +338,7 @@ async function alarmReadings(
   for (const v of views) {
     const active = v.rollout.state === 'running' ? activeStage(v) : undefined;
     if (!active) continue;
-    for (const gate of v.rollout.spec.stages[active.index]?.gates.providers ?? []) {
+    for (const gate of stageProviders(v.rollout.spec, active.index)) {
       if (gate.type !== 'cloudwatchAlarm' || !gate.alarms.includes(alarm)) continue;
       // As the tick reads it: not before its initial delay, and not from a same-named alarm of another region.
       if (at < v.rollout.lastProgressAt + gate.initialDelaySeconds * 1000) continue;

@@ -1,3 +1,4 @@
+import { stageProviders } from './spec.js';
 import { beforeRolloutHooks } from './gate-spec.js';
 import { currentTally } from './gates.js';
 import { movesTargets } from './engine.js';
@@ -30,11 +31,7 @@ export function nextEvaluationAt(view: RolloutView, now: number): number {
   // A stage short of data acts when its stretched bake ends.
   const stretch = stretchEndOf(view);
   if (stretch !== null) at.push(stretch);
-  const gates = active
-    ? rollout.spec.stages[active.index]?.gates.providers
-    : view.stages[0]?.phase === 'pending'
-      ? beforeRolloutHooks(rollout.spec.hooks)
-      : undefined;
+  const gates = active ? stageProviders(rollout.spec, active.index) : view.stages[0]?.phase === 'pending' ? beforeRolloutHooks(rollout.spec.hooks) : undefined;
   const stage = active?.index ?? 0;
   for (const g of gates ?? []) {
     // As dueGates() says: after its initial delay, then one interval after its last reading in this period.

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { specHooksSchema, providerGatesSchema, type CloudwatchMetricGate, type WebhookGate } from './gate-spec.js';
+import { specHooksSchema, providerGatesSchema, MAX_PROVIDER_GATES, type CloudwatchMetricGate, type ProviderGate, type WebhookGate } from './gate-spec.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -86,6 +86,18 @@ const common = {
    */
   /** confirm-rollout and pre-rollout hooks: asked before the first stage of each attempt; post-rollout: sent once it has ended (gate-spec.ts). */
   hooks: specHooksSchema.optional(),
+  /**
+   * Gates that watch every stage from `fromStage` (a name or an index; absent: the first) to the end,
+   * declared once (Argo's background analysis): read and counted in each of those stages like the
+   * stage's own gates (see stageProviders). A judged one skips stages at 100 %, where no baseline is left.
+   */
+  rolloutGates: z
+    .object({
+      fromStage: z.union([z.number().int().nonnegative(), z.string().trim().min(1).max(100)]).optional(),
+      providers: providerGatesSchema.refine((g) => g.length > 0, 'at least one gate (or no rolloutGates)'),
+    })
+    .strict()
+    .optional(),
   actuators: z
     .array(z.string().regex(TARGET_NAME, 'a target name: lower-case letters, digits and - (at most 63)'))
     .min(1)
@@ -131,6 +143,33 @@ export interface RolloutSpec {
   readonly progressDeadlineAbort: boolean;
   readonly actuators?: readonly string[];
   readonly hooks?: readonly WebhookGate[];
+  readonly rolloutGates?: { readonly fromStage?: number | string; readonly providers: readonly ProviderGate[] };
+}
+
+/**
+ * The provider gates read in stage `index`: its own, then the spec's rolloutGates from their
+ * fromStage on (a judged one only where a baseline is left, below 100 %). Every reader of a stage's
+ * gates goes through here: the evaluator, the reader, the schedule, the API and the stores' fences.
+ */
+export function stageProviders(spec: Pick<RolloutSpec, 'stages' | 'rolloutGates'>, index: number): readonly ProviderGate[] {
+  const stage = spec.stages[index];
+  const own = stage?.gates.providers ?? [];
+  const wide = spec.rolloutGates;
+  if (!wide || !stage) return own;
+  const from = stageIndexOf(spec, wide.fromStage ?? 0);
+  if (from === null || index < from) return own;
+  const extra = wide.providers.filter((g) => stage.percent < 100 || !isJudged(g));
+  return extra.length ? [...own, ...extra] : own;
+}
+
+/** Whether a gate compares the canary with the baseline (and so needs a baseline to read). */
+export function isJudged(g: ProviderGate): boolean {
+  return (g.type === 'prometheus' || g.type === 'cloudwatchMetric') && 'judge' in g && g.judge !== undefined;
+}
+
+/** Whether any stage of the spec reads a provider gate. */
+export function hasProviderGates(spec: Pick<RolloutSpec, 'stages' | 'rolloutGates'>): boolean {
+  return spec.stages.some((s) => s.gates.providers?.length) || (spec.rolloutGates?.providers.length ?? 0) > 0;
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
@@ -260,6 +299,35 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
         `stages.${i}.gates.providers.${g}.judge: stage ${st.name} sends 100 % to the new version, so no baseline is left to judge the canary against; judge an earlier stage`,
       ]);
   }
+  const wide = parsed.rolloutGates;
+  if (wide) {
+    const from = stageIndexOf({ stages }, wide.fromStage ?? 0);
+    if (from === null)
+      throw new ConfigError('rollout spec', [
+        `rolloutGates.fromStage: ${JSON.stringify(wide.fromStage)} names no stage; the stages are ${stages.map((st, i) => `${i} "${st.name}"`).join(', ')}`,
+      ]);
+    for (const [i, st] of stages.entries()) {
+      if (i < from) continue;
+      const own = new Set((st.gates.providers ?? []).map((g) => g.name));
+      const j = wide.providers.findIndex((g) => own.has(g.name));
+      if (j >= 0)
+        throw new ConfigError('rollout spec', [
+          `rolloutGates.providers.${j}.name: "${wide.providers[j]!.name}" is also a gate of stage ${st.name}; a stage counts each gate by its name, so give one of them another`,
+        ]);
+      const n = stageProviders({ stages, rolloutGates: wide }, i).length;
+      if (n > MAX_PROVIDER_GATES)
+        throw new ConfigError('rollout spec', [
+          `rolloutGates.providers: stage ${st.name} would read ${n} provider gates with its own; at most ${MAX_PROVIDER_GATES} a stage`,
+        ]);
+    }
+    if (from === 0) {
+      const j = (parsed.hooks ?? []).findIndex((h) => wide.providers.some((g) => g.name === h.name));
+      if (j >= 0)
+        throw new ConfigError('rollout spec', [
+          `hooks.${j}.name: "${parsed.hooks![j]!.name}" is also a rollout gate read in the first stage; give the hook another name`,
+        ]);
+    }
+  }
   const clash = (parsed.hooks ?? []).findIndex((h) => first.has(h.name));
   if (clash >= 0)
     throw new ConfigError('rollout spec', [
@@ -272,6 +340,7 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
     progressDeadlineAbort: parsed.progressDeadlineAbort,
     ...(parsed.actuators ? { actuators: parsed.actuators } : {}),
     ...(parsed.hooks ? { hooks: parsed.hooks } : {}),
+    ...(wide ? { rolloutGates: wide } : {}),
   };
 }
 
@@ -294,7 +363,7 @@ export function stageIndexOf(spec: Pick<RolloutSpec, 'stages'>, stage: number | 
  * accepted (a 400 naming the field, not an inconclusive gate at the first
  * tick), and again at every read, since the operator's list may change.
  */
-export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks'>, policy: OutboundPolicy): string[] {
+export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks' | 'rolloutGates'>, policy: OutboundPolicy): string[] {
   const out: string[] = [];
   spec.hooks?.forEach((h, i) => {
     const url = policy.refuseUrl(h.url, `hooks.${i}.url`);
@@ -304,10 +373,14 @@ export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks'>, poli
       if (cred) out.push(cred);
     }
   });
-  spec.stages.forEach((stage, i) => {
-    stage.gates.providers?.forEach((g, j) => {
+  const declared = [
+    ...spec.stages.map((stage, i) => [`stages.${i}.gates.providers`, stage.gates.providers] as const),
+    ['rolloutGates.providers', spec.rolloutGates?.providers] as const,
+  ];
+  declared.forEach(([where, providers]) => {
+    providers?.forEach((g, j) => {
       if (g.type !== 'prometheus' && g.type !== 'webhook') return;
-      const at = `stages.${i}.gates.providers.${j}`;
+      const at = `${where}.${j}`;
       const [address, field] = g.type === 'prometheus' ? [g.address, 'address'] : [g.url, 'url'];
       const url = policy.refuseUrl(address, `${at}.${field}`);
       if (url) out.push(url);
@@ -343,16 +416,17 @@ export function namespaceIssue(gate: Pick<CloudwatchMetricGate, 'metric' | 'metr
  * naming its stage and gate. Checked when a spec is accepted (a 400, not an
  * error reading that rolls the rollout back), and again at every read.
  */
-export function gateNamespaceIssues(spec: Pick<RolloutSpec, 'stages'>, allowed: readonly string[] | null): string[] {
+export function gateNamespaceIssues(spec: Pick<RolloutSpec, 'stages' | 'rolloutGates'>, allowed: readonly string[] | null): string[] {
   if (allowed === null) return [];
   const out: string[] = [];
-  spec.stages.forEach((stage, i) => {
-    stage.gates.providers?.forEach((g, j) => {
+  const check = (providers: readonly ProviderGate[] | undefined, where: string, what: string) =>
+    providers?.forEach((g, j) => {
       if (g.type !== 'cloudwatchMetric') return;
       const issue = namespaceIssue(g, allowed);
-      if (issue) out.push(`stages.${i}.gates.providers.${j}.${issue} (stage "${stage.name}", gate "${g.name}")`);
+      if (issue) out.push(`${where}.${j}.${issue} (${what}gate "${g.name}")`);
     });
-  });
+  spec.stages.forEach((stage, i) => check(stage.gates.providers, `stages.${i}.gates.providers`, `stage "${stage.name}", `));
+  check(spec.rolloutGates?.providers, 'rolloutGates.providers', 'rollout ');
   return out;
 }
 

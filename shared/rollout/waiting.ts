@@ -1,3 +1,4 @@
+import { stageProviders } from './spec.js';
 import { beforeRolloutHooks } from './gate-spec.js';
 import { providerVerdict } from './gates.js';
 import { activeStage, type RolloutView } from './model.js';
@@ -31,7 +32,7 @@ export function waitingOn(view: RolloutView, now: number): string[] {
     out.push(holds.bakeEndsAt === null ? 'the bake, not begun' : `the bake, until ${new Date(holds.bakeEndsAt).toISOString()} (${spec.bakeSeconds} s)`);
   for (const a of holds.alarmsNotOk) out.push(`alarm ${a} to be OK (${own(view.alarms, a) ?? 'not reported yet'})`);
   if (holds.requestsShort) out.push(`${spec.gates.minRequests} requests reported (${m?.requests ?? 0} so far)`);
-  out.push(...gateWaits(view, spec.gates.providers ?? [], active.index));
+  out.push(...gateWaits(view, stageProviders(rollout.spec, active.index), active.index));
   const stretch = stretchEndOf(view);
   if (out.length && stretch !== null && now < stretch)
     out.push(`or the end of maxBakeSeconds at ${new Date(stretch).toISOString()}, when it does what onInsufficientData says`);

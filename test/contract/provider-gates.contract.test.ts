@@ -91,6 +91,12 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         [{ rolloutId: id, origin: T, reading: reading({ at: T + 4, outcome: 'fail', value: 0.9 }) }],
         // Equal times: the later write is the last.
         [{ rolloutId: id, origin: T + 10, reading: reading({ at: T + 11, outcome: 'fail', value: 0.2, reason: '0.2 does not meet < 0.05' }) }],
+        // Passes in a row make a streak; a failure taken before the newest pass, stored after it, does not end it.
+        [{ rolloutId: id, origin: T + 10, reading: reading({ at: T + 12 }) }],
+        [
+          { rolloutId: id, origin: T + 10, reading: reading({ at: T + 14 }) },
+          { rolloutId: id, origin: T + 10, reading: reading({ at: T + 13, outcome: 'fail', value: 0.3, reason: '0.3 does not meet < 0.05' }) },
+        ],
       ];
       const model = new Map<string, GateTally>();
       for (const batch of steps) {
@@ -108,7 +114,15 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         const last = (xs: { rolloutId: string; tally: GateTally }[]) => Object.fromEntries(xs.map((x) => [`${x.rolloutId}/${x.tally.gate}`, x.tally]));
         expect(last(counted)).toEqual(last(expected));
       }
-      expect(model.get(`${id}/error-rate`)).toMatchObject({ origin: T + 10, readings: 2, failures: 1, inconclusive: 0, last: { outcome: 'fail', value: 0.2 } });
+      expect(model.get(`${id}/error-rate`)).toMatchObject({
+        origin: T + 10,
+        readings: 5,
+        failures: 2,
+        inconclusive: 0,
+        passStreak: 2,
+        last: { outcome: 'pass', at: T + 14 },
+        lastFailure: { value: 0.3 },
+      });
       // A reader's stale idea of the tally (none at all, or one reading behind) is only a hint: the count is made on the tally as it is.
       const behind = tallyWith(undefined, reading({ at: T + 11 }), T + 10)!;
       for (const prior of [null, behind]) {
@@ -118,7 +132,7 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         model.set(`${id}/error-rate`, next);
         expect(counted?.tally).toEqual(next);
       }
-      expect(model.get(`${id}/error-rate`)).toMatchObject({ readings: 4, failures: 1, inconclusive: 2 });
+      expect(model.get(`${id}/error-rate`)).toMatchObject({ readings: 7, failures: 2, inconclusive: 2, passStreak: 0 });
       const view = (await backend.rollouts.load(id))!;
       expect(view.gates.get(0)?.get('error-rate')).toEqual(model.get(`${id}/error-rate`));
       expect(view.gates.get(0)?.get('latency')).toEqual(model.get(`${id}/latency`));
@@ -200,6 +214,48 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         [0, 'pass', 'sum(errors) / sum(requests)'],
         [0, 'pass', 'sum(errors) / sum(requests)'],
         [1, 'fail', 'sum(errors) / sum(requests)'],
+      ]);
+    });
+
+    it('a rollout-wide gate is read in every stage from its fromStage on; consecutiveSuccesses holds each stage until that many passes in a row', async () => {
+      const wide = { ...PROM, name: 'fleet-errors', consecutiveSuccesses: 2 };
+      const { id } = await createRollout(engine, {
+        spec: {
+          target: { service: 'checkout', version: 'v2' },
+          stages: [
+            { name: 'canary', percent: 10, bakeSeconds: 0 },
+            { name: 'half', percent: 50, bakeSeconds: 0 },
+            { name: 'all', percent: 100, bakeSeconds: 0 },
+          ],
+          rolloutGates: { fromStage: 'half', providers: [wide] },
+        },
+        actor: 'alice',
+      });
+      answers.set('fleet-errors', { kind: 'number', value: 0.01, answer: '0.01' });
+      await batch.tick(); // activates the canary, which reads no gate
+      await batch.tick(); // promotes it: the rollout gate starts with half
+      expect(await stateOf(id)).toMatchObject({ phases: ['promoted', 'active', 'pending'] });
+      await batch.tick(); // half's first pass: one in a row of two
+      expect(await stateOf(id)).toMatchObject({ phases: ['promoted', 'active', 'pending'] });
+      clock.advance(10_000);
+      await batch.tick(); // the second pass in a row: promote
+      expect(await stateOf(id)).toMatchObject({ phases: ['promoted', 'promoted', 'active'] });
+      // The last stage counts afresh: a pass, then a failure past failureLimit 0 rolls back.
+      await batch.tick();
+      answers.set('fleet-errors', { kind: 'number', value: 0.3, answer: '0.3' });
+      clock.advance(10_000);
+      await batch.tick();
+      expect(await stateOf(id)).toEqual({
+        state: 'rolled_back',
+        phases: ['promoted', 'promoted', 'rolled_back'],
+        reason: 'gate fleet-errors (prometheus): 1 failed reading > failureLimit 0; last: 0.3 does not meet < 0.05',
+      });
+      // Read in half and in all (the history is newest first within each stage's gate), never in the canary.
+      expect((await backend.rollouts.gateReadings(id)).map((r) => [r.stage, r.gate, r.outcome])).toEqual([
+        [1, 'fleet-errors', 'pass'],
+        [1, 'fleet-errors', 'pass'],
+        [2, 'fleet-errors', 'fail'],
+        [2, 'fleet-errors', 'pass'],
       ]);
     });
 

@@ -1,19 +1,19 @@
 /**
  * What a gate's failures do (onFail) and gates on trial (dryRun), on the
  * pure verdict every runtime evaluates: rollback stays the default, pause
- * stops where it is, hold only keeps the stage from promoting, and a dry-run
- * gate is never acted on.
+ * stops where it is, hold only keeps the stage from promoting, a dry-run
+ * gate is never acted on, and consecutiveSuccesses asks for passes in a row.
  */
 import { describe, expect, it } from 'vitest';
 import { providerGatesSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
-import { providerVerdict, tallyWith, type GateReading, type GateTally } from '../../shared/rollout/gates.js';
+import { passStreakOf, providerVerdict, tallyWith, type GateReading, type GateTally } from '../../shared/rollout/gates.js';
 
 const origin = 1_000;
 const gate = (o: Record<string, unknown> = {}) =>
   providerGatesSchema.parse([{ type: 'prometheus', name: 'errors', address: 'http://prometheus:9090', query: 'q', comparison: '<', threshold: 1, ...o }])[0]!;
 
 /** The tallies a run of readings of `g` (outcomes in order) makes in stage 0. */
-function tallies(g: ProviderGate, outcomes: readonly GateReading['outcome'][]): Map<number, Map<string, GateTally>> {
+function tallies(g: ProviderGate, outcomes: readonly GateReading['outcome'][], at = (i: number) => origin + i): Map<number, Map<string, GateTally>> {
   let t: GateTally | undefined;
   outcomes.forEach((outcome, i) => {
     const reading: GateReading = {
@@ -21,7 +21,7 @@ function tallies(g: ProviderGate, outcomes: readonly GateReading['outcome'][]): 
       type: g.type,
       attempt: 1,
       stage: 0,
-      at: origin + i,
+      at: at(i),
       outcome,
       value: outcome === 'pass' ? 0 : 2,
       query: 'q',
@@ -78,5 +78,45 @@ describe('a dry-run gate', () => {
   it('is refused with a misspelt policy, naming the field', () => {
     expect(() => gate({ onFail: 'stop' })).toThrow(/onFail/);
     expect(() => gate({ dryRun: 'yes' })).toThrow(/dryRun/);
+  });
+});
+
+describe('consecutiveSuccesses', () => {
+  it('holds the stage until that many readings in a row have passed; a failure or an inconclusive reading starts the count again', () => {
+    const g = gate({ consecutiveSuccesses: 3, failureLimit: 5, inconclusiveLimit: 5 });
+    const verdict = (outcomes: GateReading['outcome'][]) => providerVerdict([g], tallies(g, outcomes), 0, origin);
+    expect(verdict(['pass', 'pass'])).toEqual({ kind: 'wait', reason: 'gate errors (prometheus): 2 of 3 passes in a row (consecutiveSuccesses)' });
+    expect(verdict(['pass', 'pass', 'pass'])).toMatchObject({ kind: 'pass' });
+    expect(verdict(['pass', 'pass', 'fail', 'pass', 'pass'])).toEqual({
+      kind: 'wait',
+      reason: 'gate errors (prometheus): 2 of 3 passes in a row (consecutiveSuccesses)',
+    });
+    expect(verdict(['pass', 'inconclusive', 'pass', 'pass', 'pass'])).toMatchObject({ kind: 'pass' });
+    // Absent, the newest reading alone decides, as before.
+    expect(providerVerdict([gate({ failureLimit: 1 })], tallies(gate(), ['fail', 'pass']), 0, origin)).toMatchObject({ kind: 'pass' });
+  });
+
+  it('counts only the newest reading: one taken earlier but stored late neither extends nor ends the streak', () => {
+    const g = gate({ consecutiveSuccesses: 2, failureLimit: 5 });
+    // Readings taken at +0, +2, +1 (the failure arrives last but was taken before the second pass).
+    const late = tallies(g, ['pass', 'pass', 'fail'], (i) => origin + [0, 2, 1][i]!);
+    expect(late.get(0)!.get('errors')).toMatchObject({ passStreak: 2, failures: 1 });
+    expect(providerVerdict([g], late, 0, origin)).toMatchObject({ kind: 'pass' });
+    // A late pass does not extend a streak the newest reading ended.
+    const ended = tallies(g, ['pass', 'fail', 'pass'], (i) => origin + [0, 2, 1][i]!);
+    expect(ended.get(0)!.get('errors')).toMatchObject({ passStreak: 0 });
+  });
+
+  it('reads a tally stored before streaks were kept as a streak of one when its newest reading passed', () => {
+    const g = gate({ consecutiveSuccesses: 2 });
+    const t = tallies(g, ['pass']).get(0)!.get('errors')!;
+    const { passStreak: _, ...old } = t;
+    expect(passStreakOf(old as GateTally)).toBe(1);
+    expect(tallyWith(old as GateTally, { ...t.last, at: origin + 5 }, origin)).toMatchObject({ passStreak: 2 });
+  });
+
+  it('is refused unless a whole number from 1, naming the field', () => {
+    expect(() => gate({ consecutiveSuccesses: 0 })).toThrow(/consecutiveSuccesses/);
+    expect(() => gate({ consecutiveSuccesses: 1.5 })).toThrow(/consecutiveSuccesses/);
   });
 });

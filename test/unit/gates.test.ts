@@ -204,7 +204,19 @@ describe('tallies', () => {
 
 function tally(t: Partial<GateTally>): GateTally {
   const last = t.last ?? reading('pass', T + 1);
-  return { gate: 'errors', stage: 0, origin: T, readings: 1, failures: 0, inconclusive: 0, last, lastFailure: null, lastInconclusive: null, ...t };
+  return {
+    gate: 'errors',
+    stage: 0,
+    origin: T,
+    readings: 1,
+    failures: 0,
+    inconclusive: 0,
+    passStreak: last.outcome === 'pass' ? 1 : 0,
+    last,
+    lastFailure: null,
+    lastInconclusive: null,
+    ...t,
+  };
 }
 
 describe('the provider verdict', () => {

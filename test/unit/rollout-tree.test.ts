@@ -68,8 +68,10 @@ const rollout = {
       intervalSeconds: 60,
       failureLimit: 2,
       inconclusiveLimit: 3,
+      consecutiveSuccesses: 1,
+      rolloutWide: false,
       status: 'fail',
-      counts: { readings: 1, failures: 1, inconclusive: 0 },
+      counts: { readings: 1, failures: 1, inconclusive: 0, passStreak: 0 },
       last: reading,
     },
   ],
@@ -126,5 +128,28 @@ describe('rollouts get: the tree', () => {
       'gate errors (prometheus, mann-whitney): fail · 0.01 [-0.02, 0.03] · 1 readings',
     );
     expect(judged('{"estimate": 0.01, "ci": [-0.0')).toContain('gate errors (prometheus, mann-whitney): fail · 0.01 · 1 readings');
+  });
+
+  it('a rollout-wide gate says so, and a gate asking for passes in a row shows how many it has', () => {
+    const drawn = rolloutTree(
+      {
+        ...rollout,
+        gates: [
+          {
+            ...rollout.gates[0]!,
+            rolloutWide: true,
+            consecutiveSuccesses: 3,
+            status: 'pass',
+            counts: { readings: 4, failures: 1, inconclusive: 0, passStreak: 2 },
+            last: { ...reading, outcome: 'pass', value: 0.01, reason: null },
+          },
+        ],
+      } as unknown as RolloutJson,
+      null,
+      T,
+    );
+    expect(drawn).toContain(
+      'gate errors (prometheus, rollout-wide): pass · 0.01 (passes when < 0.02) · 4 readings, 1 failed, 0 inconclusive (failureLimit 2, inconclusiveLimit 3) · 2 of 3 passes in a row',
+    );
   });
 });

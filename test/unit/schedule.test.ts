@@ -85,6 +85,7 @@ function randomView(rng: Rng): { view: RolloutView; now: number } {
       readings: 1 + failures + inconclusive,
       failures,
       inconclusive,
+      passStreak: outcome === 'pass' ? 1 + rng.int(3) : 0,
       last: reading,
       lastFailure: failures ? reading : null,
       lastInconclusive: inconclusive ? reading : null,
@@ -224,7 +225,7 @@ describe('nextEvaluationAt', () => {
     const tallied: RolloutView = {
       ...view,
       gates: talliesByStage([
-        { gate: 'p', stage: 0, origin: T, readings: 1, failures: 0, inconclusive: 1, last: read, lastFailure: null, lastInconclusive: read },
+        { gate: 'p', stage: 0, origin: T, readings: 1, failures: 0, inconclusive: 1, passStreak: 0, last: read, lastFailure: null, lastInconclusive: read },
       ]),
     };
     expect(nextEvaluationAt(tallied, T + 60_000)).toBe(T + 90_000);

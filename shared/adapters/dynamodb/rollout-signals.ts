@@ -4,7 +4,7 @@ import { mapLimit } from '../../concurrency.js';
 import { StoreContendedError } from '../../errors.js';
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import type { AlarmState, RolloutView, StageMetrics } from '../../rollout/model.js';
-import { stageIndexOf, type RolloutSpec } from '../../rollout/spec.js';
+import { stageIndexOf, stageProviders, type RolloutSpec } from '../../rollout/spec.js';
 import { UnknownRolloutError, type CountedReading, type MetricsTarget, type SignalOutcome } from '../../rollout/store.js';
 import { queryAll, batchPut } from './query.js';
 import type { DueIndex } from './rollout-due.js';
@@ -175,7 +175,7 @@ export class RolloutSignals {
     if (!head.Item) return [];
     const attempt = o.attempt ?? Number(head.Item.attempt);
     const spec = head.Item.spec as RolloutSpec;
-    const gates = spec.stages.flatMap((s, i) => (s.gates.providers ?? []).map((g) => ({ stage: i, gate: g.name })));
+    const gates = spec.stages.flatMap((_, i) => stageProviders(spec, i).map((g) => ({ stage: i, gate: g.name })));
     // One query per gate, newest first, so a long bake's history is never read in full.
     const perGate = await mapLimit(gates, this.t.readConcurrency, ({ stage, gate }) =>
       queryAll(

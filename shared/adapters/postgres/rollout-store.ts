@@ -52,7 +52,8 @@ const VIEW_SQL = viewSql('spec');
 /**
  * Readings counted into their tallies in one statement, by the rule of
  * \`tallyWith\` (shared/rollout/gates.ts): same period, add; a newer period,
- * start again; an older one, leave the tally alone. Ties on \`at\` go to the
+ * start again; an older one, leave the tally alone (and its pass streak:
+ * only the newest reading extends or ends it). Ties on \`at\` go to the
  * newer write, as there. The history row is kept either way.
  */
 const RECORD_READINGS_SQL = `
@@ -65,15 +66,20 @@ const RECORD_READINGS_SQL = `
            (r->>'value')::double precision, r->>'query', r->>'answer', r->>'reason', r->>'source'
       FROM input
     ON CONFLICT DO NOTHING)
-  INSERT INTO gate_tallies AS t (rollout_id, attempt, stage_index, gate, origin, readings, failures, inconclusive, last, last_failure, last_inconclusive)
+  INSERT INTO gate_tallies AS t (rollout_id, attempt, stage_index, gate, origin, readings, failures, inconclusive, pass_streak, last, last_failure, last_inconclusive)
   SELECT rollout_id, (r->>'attempt')::int, (r->>'stage')::int, r->>'gate', origin, 1,
-         (r->>'outcome' = 'fail')::int, (r->>'outcome' = 'inconclusive')::int, r,
+         (r->>'outcome' = 'fail')::int, (r->>'outcome' = 'inconclusive')::int, (r->>'outcome' = 'pass')::int, r,
          CASE WHEN r->>'outcome' = 'fail' THEN r END, CASE WHEN r->>'outcome' = 'inconclusive' THEN r END
     FROM input
   ON CONFLICT (rollout_id, attempt, stage_index, gate) DO UPDATE SET
     readings     = CASE WHEN t.origin = excluded.origin THEN t.readings + 1 ELSE 1 END,
     failures     = CASE WHEN t.origin = excluded.origin THEN t.failures ELSE 0 END + excluded.failures,
     inconclusive = CASE WHEN t.origin = excluded.origin THEN t.inconclusive ELSE 0 END + excluded.inconclusive,
+    pass_streak = CASE
+      WHEN t.origin = excluded.origin AND (t.last->>'at')::bigint > (excluded.last->>'at')::bigint THEN t.pass_streak
+      WHEN excluded.pass_streak = 0 THEN 0
+      WHEN t.origin = excluded.origin THEN t.pass_streak + 1
+      ELSE 1 END,
     last = CASE WHEN t.origin = excluded.origin AND (t.last->>'at')::bigint > (excluded.last->>'at')::bigint THEN t.last ELSE excluded.last END,
     last_failure = CASE
       WHEN t.origin <> excluded.origin THEN excluded.last_failure
@@ -156,6 +162,7 @@ function tallyOf(g: Record<string, unknown>): GateTally {
     readings: toInt(g.readings),
     failures: toInt(g.failures),
     inconclusive: toInt(g.inconclusive),
+    passStreak: toInt(g.pass_streak),
     last: readingOf(g.last)!,
     lastFailure: readingOf(g.last_failure),
     lastInconclusive: readingOf(g.last_inconclusive),

@@ -367,7 +367,8 @@ CREATE TABLE public.gate_tallies (
     inconclusive integer NOT NULL,
     last jsonb NOT NULL,
     last_failure jsonb,
-    last_inconclusive jsonb
+    last_inconclusive jsonb,
+    pass_streak integer DEFAULT 0 NOT NULL
 );
 
 --

@@ -71,8 +71,10 @@ const gate = z.object({
   intervalSeconds: z.number(),
   failureLimit: z.number().int(),
   inconclusiveLimit: z.number().int(),
+  consecutiveSuccesses: z.number().int(),
+  rolloutWide: z.boolean(),
   status: z.enum([...GATE_OUTCOMES, 'no-data']),
-  counts: z.object({ readings: z.number().int(), failures: z.number().int(), inconclusive: z.number().int() }),
+  counts: z.object({ readings: z.number().int(), failures: z.number().int(), inconclusive: z.number().int(), passStreak: z.number().int() }),
   last: gateReading.nullable(),
   readings: z.array(gateReading).optional(),
 });

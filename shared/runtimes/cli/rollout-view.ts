@@ -66,8 +66,10 @@ function gateLine(g: GateJson): string {
   const value = g.last ? `${g.last.value ?? '-'}${ci ? ` [${ci[0]}, ${ci[1]}]` : ''}` : 'no reading';
   const asks = g.comparison !== null && g.threshold !== null ? ` (passes when ${g.comparison} ${g.threshold})` : '';
   const counts = `${g.counts.readings} readings, ${g.counts.failures} failed, ${g.counts.inconclusive} inconclusive (failureLimit ${g.failureLimit}, inconclusiveLimit ${g.inconclusiveLimit})`;
+  const streak = g.consecutiveSuccesses > 1 ? ` · ${g.counts.passStreak} of ${g.consecutiveSuccesses} passes in a row` : '';
   const why = g.last && g.last.outcome !== 'pass' && g.last.reason ? ` · last: ${g.last.reason}` : '';
-  return `gate ${g.name} (${g.type}${g.judge ? `, ${g.judge}` : ''}): ${g.status} · ${value}${asks} · ${counts}${why}`;
+  const kind = [g.type, g.judge, g.rolloutWide ? 'rollout-wide' : null].filter(Boolean).join(', ');
+  return `gate ${g.name} (${kind}): ${g.status} · ${value}${asks} · ${counts}${streak}${why}`;
 }
 
 /** The stage's pushed reading against its thresholds. */

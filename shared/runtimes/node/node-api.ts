@@ -1,3 +1,4 @@
+import { hasProviderGates } from '../../rollout/spec.js';
 import { workHandlers } from './work-api.js';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -497,9 +498,7 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
           alarms: spec.gates.alarms.map((a) => ({ name: a, state: alarms.get(a) ?? 'INSUFFICIENT_DATA' })),
         };
       }),
-      gates: v.rollout.spec.stages.some((s) => s.gates.providers?.length)
-        ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }))
-        : [],
+      gates: hasProviderGates(v.rollout.spec) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
       actuators,
       actuation: movesTargets(v) ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
       // Newest first; `historyMore`: older transitions exist beyond these.

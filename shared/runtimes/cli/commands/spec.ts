@@ -24,21 +24,22 @@ export const specCommand: CommandSpec = {
       description: 'Check a rollout spec as the API would, and print the stages it expands to (exit 2 naming each bad field)',
       options: [{ flags: '--file <spec.json>', description: 'the spec', required: true }],
       action: async (o: { file: string }) => {
-        const { parseRolloutSpec } = await import('../../../rollout/spec.js');
+        const { parseRolloutSpec, stageProviders } = await import('../../../rollout/spec.js');
         const spec = parseRolloutSpec(readJsonFile(o.file));
-        const gates = (g: (typeof spec.stages)[number]['gates']) =>
+        const wide = new Set(spec.rolloutGates?.providers);
+        const gates = (g: (typeof spec.stages)[number]['gates'], i: number) =>
           [
             g.maxErrorRate !== undefined ? `errors ≤ ${g.maxErrorRate * 100}%` : '',
             g.maxP99LatencyMs !== undefined ? `p99 ≤ ${g.maxP99LatencyMs} ms` : '',
             g.minRequests ? `≥ ${g.minRequests} requests` : '',
             ...g.alarms.map((a) => `alarm ${a}`),
-            ...(g.providers ?? []).map((p) => `${p.type} ${p.name}`),
+            ...stageProviders(spec, i).map((p) => `${p.type} ${p.name}${wide.has(p) ? ' (rollout-wide)' : ''}`),
           ]
             .filter(Boolean)
             .join(', ') || '-';
         process.stdout.write(
           `${spec.target.service} ${spec.target.version}: ${spec.stages.length} stages\n${table(
-            spec.stages.map((st) => ({ stage: st.name, percent: st.percent, bake: `${st.bakeSeconds}s`, gates: gates(st.gates) })),
+            spec.stages.map((st, i) => ({ stage: st.name, percent: st.percent, bake: `${st.bakeSeconds}s`, gates: gates(st.gates, i) })),
             ['stage', 'percent', 'bake', 'gates'],
           )}\n`,
         );
