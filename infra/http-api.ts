@@ -11,7 +11,10 @@ import { COMMANDS } from '../shared/rollout/command-names.js';
 /** The HTTP API's routes, by the role an IAM policy grants: what the shared API (shared/api/handler.ts) answers. */
 export const API_ROUTES = {
   read: [['GET', '/{proxy+}']],
-  operate: [['POST', '/rollouts/{id}/{command}']],
+  operate: [
+    ['POST', '/rollouts/{id}/{command}'],
+    ['POST', '/rollouts/{id}/gates/{gate}/test'],
+  ],
   // API Gateway takes the literal segment first: abort is admin's, the other commands operate's.
   admin: [
     ['POST', '/rollouts'],
@@ -59,7 +62,7 @@ export function grantApi(routes: Record<ApiRole, HttpRoute[]>, grantee: IGrantab
   const arn = (method: string, path: string) => `arn:${stack.partition}:execute-api:${stack.region}:${stack.account}:${api.apiId}/*/${method}${path}`;
   const paths: Record<ApiRole, string[]> = {
     read: [arn('GET', '/*')],
-    operate: COMMANDS.filter((c) => c !== 'abort').map((c) => arn('POST', `/rollouts/*/${c}`)),
+    operate: [...COMMANDS.filter((c) => c !== 'abort').map((c) => arn('POST', `/rollouts/*/${c}`)), arn('POST', '/rollouts/*/gates/*/test')],
     admin: [arn('POST', '/rollouts'), arn('POST', '/runs'), arn('POST', '/rollouts/*/abort'), arn('POST', '/runs/*/cancel')],
   };
   grantee.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ actions: ['execute-api:Invoke'], resources: roles.flatMap((r) => paths[r]) }));

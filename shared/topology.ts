@@ -135,7 +135,8 @@ export const FUNCTIONS = {
     timeoutSeconds: 29,
     memoryMb: 512,
     tracing: 'active',
-    grants: ['store:read', 'store:write', 'bus:put', 'queue:send', 'targets:actuate'],
+    // cloudwatch:read: `POST /rollouts/{id}/gates/{gate}/test` reads a gate as the batch promoter does.
+    grants: ['store:read', 'store:write', 'bus:put', 'queue:send', 'cloudwatch:read', 'targets:actuate'],
     // Commands campaign for the promotion lease; a run's status reads its items' index.
     keys: ['promotionLease', 'rollouts', 'runs'],
     databaseRole: 'rollout_api',

@@ -23,12 +23,14 @@ import type { WorkQueue } from '../queue/port.js';
 import { COMMANDS, type Command } from '../rollout/command-names.js';
 import { AbortIsFinalError, createRollout, runCommand } from '../rollout/commands.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { gateNamespaceIssues, hasProviderGates, outboundIssues, parseRolloutSpec } from '../rollout/spec.js';
+import { gateNamespaceIssues, hasProviderGates, outboundIssues, parseRolloutSpec, stageProviders } from '../rollout/spec.js';
+import type { GateReader } from '../rollout/gate-reader.js';
+import { beforeRolloutHooks } from '../rollout/gate-spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
 import { READINGS_SHOWN, viewJson } from './rollout-json.js';
 import { assign, trafficJson, type RolloutTraffic } from '../rollout/assignment.js';
-import type { Rollout, RolloutView } from '../rollout/model.js';
+import { activeStage, type Rollout, type RolloutView } from '../rollout/model.js';
 import type { RolloutEvent } from '../rollout/events.js';
 import { RolloutConflictError, UnknownRolloutError } from '../rollout/store.js';
 import { TransitionRejectedError } from '../rollout/transitions.js';
@@ -87,6 +89,8 @@ export interface ApiDeps {
   readonly gateNamespaces?: readonly string[] | null;
   /** Where assignment and traffic answers read rollouts (default: the store, every time); shared by a process's handlers. */
   readonly assignmentReads?: AssignmentReads;
+  /** Reads a gate on demand (`POST /rollouts/{id}/gates/{gate}/test`); absent: that route answers 503. */
+  readonly gateReader?: Pick<GateReader, 'readNow'>;
   readonly clock?: Clock;
 }
 
@@ -399,6 +403,25 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       }),
     // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
     rolloutTraffic: async ({ params: { id }, caller }) => cacheable(caller, await assignmentView(id), trafficFor),
+    // One gate read now and judged, never stored or acted on: what a tick would make of it.
+    testRolloutGate: async ({ params: { id, gate: name }, query }) => {
+      const reader = deps.gateReader;
+      if (!reader) throw new HttpError(503, 'gates are not read where this API runs');
+      const view = await mustLoad(id);
+      const stage = query.stage ?? activeStage(view)?.index;
+      if (stage === undefined) throw new HttpError(409, `rollout ${id} has no active stage (${view.rollout.state}); name one with ?stage=`);
+      const spec = view.rollout.spec.stages[stage];
+      if (!spec) throw new HttpError(404, `rollout ${id} has no stage ${stage} (it has ${view.rollout.spec.stages.length})`);
+      const gates = [...(stage === 0 ? beforeRolloutHooks(view.rollout.spec.hooks) : []), ...stageProviders(view.rollout.spec, stage)];
+      const gate = gates.find((g) => g.name === name);
+      if (!gate)
+        throw new HttpError(
+          404,
+          `rollout ${id} has no gate ${name} in stage ${stage} (${spec.name}); its gates there: ${gates.map((g) => g.name).join(', ') || 'none'}`,
+        );
+      if (gate.type === 'webhook') throw new HttpError(409, `gate ${name} is a ${gate.hook} hook: a call into another system, never made as a test`);
+      return { status: 200, body: { rolloutId: id, stage, stored: false as const, reading: await reader.readNow(view, stage, gate) } };
+    },
     ...commands,
     createRun: async ({ body }) => {
       const id = body.id ?? `run_${randomUUID()}`;

@@ -9,6 +9,7 @@ import type { SignalInput } from '../rollout/inbound.js';
 import type { RolloutSpec, RolloutSpecInput } from '../rollout/spec.js';
 import type { RolloutTraffic } from '../rollout/assignment.js';
 import type { RolloutState } from '../rollout/model.js';
+import type { GateReading } from '../rollout/gates.js';
 import { enqueueRun, type CreatedRun, type CreateRunInput, type EnqueueOptions, type EnqueueReport, type EnqueueRunInput } from './producer.js';
 import { callRoute } from './route-call.js';
 
@@ -171,6 +172,12 @@ export class RolloutClient {
   async command(id: string, command: Command, o: { readonly reason?: string; readonly idempotencyKey?: string } = {}): Promise<CommandResult> {
     const body = o.reason !== undefined ? { reason: o.reason } : {};
     return (await this.call(commandRouteOf(command), { params: { id }, body }, o.idempotencyKey)).action;
+  }
+
+  /** Reads one of the rollout's gates now (for `stage`, default the active one) and judges it, storing and acting on nothing. */
+  async testGate(id: string, gate: string, o: { readonly stage?: number } = {}): Promise<GateReading> {
+    const query = o.stage === undefined ? {} : { stage: String(o.stage) };
+    return (await this.call(rollouts.testRolloutGate, { params: { id, gate }, query })).reading;
   }
 
   /** What assignment answers from: evaluate it in process with `assign(traffic, entity)`. */

@@ -165,10 +165,11 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
   const actuation = new Actuation(stores.rollouts, actuators, systemClock, logger, gateProviders.webhook);
   const engine = new RolloutEngine({ store: stores.rollouts, bus: c.bus, logger, actuation });
   const assignmentReads = new AssignmentReads(c.assignmentReadMs ?? 0);
+  const gateReader = new GateReader(gateProviders, stores.rollouts, { logger });
   return {
     stores,
     engine,
-    gateReader: new GateReader(gateProviders, stores.rollouts, { logger }),
+    gateReader,
     registry: new WorkerRegistry(stores.registry),
     elector,
     leadership,
@@ -199,6 +200,7 @@ export async function openControlPlane(c: ControlPlaneConfig): Promise<ControlPl
         targets,
         assignmentReads,
         gateNamespaces: c.gateNamespaces ?? null,
+        gateReader,
         ...over,
       });
     },

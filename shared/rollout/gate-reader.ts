@@ -166,6 +166,16 @@ export class GateReader {
     return { views: await recordReadings(this.store, views, toStore), readings: toStore.map((r) => r.reading) };
   }
 
+  /**
+   * Reads `gate` for `stage` of the view now, as a tick would, and judges the answer: the reading a
+   * tick would store, neither stored nor counted (`rollout gates test`). Outside any leader's tick.
+   */
+  async readNow(view: RolloutView, stage: number, gate: ProviderGate): Promise<GateReading> {
+    const now = this.clock.now();
+    const [result] = await this.ask(gate.type, [{ view, stage, gate }], now, null);
+    return judge(gate, result!, { attempt: view.rollout.attempt, stage, at: this.clock.now(), source: 'poll' });
+  }
+
   /** One kind's gates through its provider, bounded by the longest of their timeouts; a failure of the whole call is every gate's error. */
   private async ask(type: ProviderType, list: readonly Due[], now: number, epoch: number | null): Promise<ProviderResult[]> {
     // Each provider reads its own kind: `list` holds only gates of `type`.

@@ -49,16 +49,20 @@ describe('outbound secrets and CloudWatch namespaces', () => {
   }, SYNTH_HOOK_TIMEOUT);
 
   it('the gate readers may read exactly the operator’s secrets: a name with the six characters Secrets Manager appends, an ARN as it is', () => {
-    const reads = statementsOf(json, 'BatchPromoter').filter((st) => [st.Action].flat().includes('secretsmanager:GetSecretValue'));
-    expect(reads).toHaveLength(1);
-    const resources = [reads[0]!.Resource].flat().map((r) => JSON.stringify(r));
-    expect(resources).toHaveLength(2);
-    // A name: NAME-?????? (never NAME-*, which also matches NAME-old-… and NAME-prod-…).
-    expect(resources.find((r) => r.includes('prom/basic'))).toMatch(/:secret:prom\/basic-\?{6}"\]\]\}$/);
-    expect(resources).toContain(JSON.stringify(HMAC_ARN));
-    expect(JSON.stringify(reads)).not.toContain('*');
+    // The batch promoter reads gates on its tick; the API reads one on demand (POST /rollouts/{id}/gates/{gate}/test).
+    for (const reader of ['BatchPromoter', 'Api']) {
+      const reads = statementsOf(json, reader).filter((st) => [st.Action].flat().includes('secretsmanager:GetSecretValue'));
+      expect(reads, reader).toHaveLength(1);
+      const resources = [reads[0]!.Resource].flat().map((r) => JSON.stringify(r));
+      expect(resources).toHaveLength(2);
+      // A name: NAME-?????? (never NAME-*, which also matches NAME-old-… and NAME-prod-…).
+      expect(resources.find((r) => r.includes('prom/basic'))).toMatch(/:secret:prom\/basic-\?{6}"\]\]\}$/);
+      expect(resources).toContain(JSON.stringify(HMAC_ARN));
+      expect(JSON.stringify(reads)).not.toContain('*');
+    }
     // No other function reads them.
-    for (const fn of Object.keys(FUNCTIONS).filter((n) => n !== 'batchPromoter')) expect(policyText(json, fn), fn).not.toContain('secretsmanager:');
+    for (const fn of Object.keys(FUNCTIONS).filter((n) => n !== 'batchPromoter' && n !== 'api'))
+      expect(policyText(json, fn), fn).not.toContain('secretsmanager:');
   });
 
   // Constructs a stack that is refused before synthesis.

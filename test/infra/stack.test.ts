@@ -126,7 +126,15 @@ describe('ControlPlaneStack', () => {
             ofType('AWS::ApiGatewayV2::Route')
               .map(([, r]) => r.Properties.RouteKey)
               .sort(),
-          ).toEqual(['GET /{proxy+}', 'POST /rollouts', 'POST /rollouts/{id}/abort', 'POST /rollouts/{id}/{command}', 'POST /runs', 'POST /runs/{id}/cancel']);
+          ).toEqual([
+            'GET /{proxy+}',
+            'POST /rollouts',
+            'POST /rollouts/{id}/abort',
+            'POST /rollouts/{id}/gates/{gate}/test',
+            'POST /rollouts/{id}/{command}',
+            'POST /runs',
+            'POST /runs/{id}/cancel',
+          ]);
           for (const [, r] of ofType('AWS::ApiGatewayV2::Route')) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
           template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
             StageName: '$default',
@@ -233,19 +241,24 @@ describe('ControlPlaneStack', () => {
       if (!id.startsWith('CoordinatorServiceRole') && !id.startsWith('ApiServiceRole')) expect(doc, id).not.toContain(logicalId(stack.workQueue));
       if (!id.startsWith('CoordinatorServiceRole')) expect(doc, id).not.toContain('sqs:ReceiveMessage');
     }
-    // Provider gates are read on the BatchPromoter's tick: it alone may read CloudWatch, and DescribeAlarms only on this account's alarms.
+    // Provider gates are read on the BatchPromoter's tick, and by the API's gate test: they alone may read CloudWatch, and DescribeAlarms only on this account's alarms.
     const cloudwatch = ofType('AWS::IAM::Policy').flatMap(([id, p]) =>
       (p.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement.filter((st) =>
         [st.Action].flat().some((a) => a.startsWith('cloudwatch:')),
       ).map((st) => ({ id, st })),
     );
-    expect(cloudwatch.map(({ id }) => id.replace(/ServiceRole.*/, ''))).toEqual(['BatchPromoter', 'BatchPromoter']);
-    expect(cloudwatch.flatMap(({ st }) => [st.Action].flat()).sort()).toEqual(['cloudwatch:DescribeAlarms', 'cloudwatch:GetMetricData']);
+    expect(cloudwatch.map(({ id }) => id.replace(/ServiceRole.*/, '')).sort()).toEqual(['Api', 'Api', 'BatchPromoter', 'BatchPromoter']);
+    expect(cloudwatch.flatMap(({ st }) => [st.Action].flat()).sort()).toEqual([
+      'cloudwatch:DescribeAlarms',
+      'cloudwatch:DescribeAlarms',
+      'cloudwatch:GetMetricData',
+      'cloudwatch:GetMetricData',
+    ]);
     // …in the gate regions only: the stack's own by default.
-    const describeAlarms = cloudwatch.find(({ st }) => [st.Action].flat().includes('cloudwatch:DescribeAlarms'))!;
-    expect(JSON.stringify(describeAlarms.st.Resource)).toMatch(/cloudwatch:",\{"Ref":"AWS::Region"\},":",\{"Ref":"AWS::AccountId"\},":alarm:\*/);
-    const metricData = cloudwatch.find(({ st }) => [st.Action].flat().includes('cloudwatch:GetMetricData'))!.st as { Condition?: unknown };
-    expect(metricData.Condition).toEqual({ StringEquals: { 'aws:RequestedRegion': [{ Ref: 'AWS::Region' }] } });
+    for (const describeAlarms of cloudwatch.filter(({ st }) => [st.Action].flat().includes('cloudwatch:DescribeAlarms')))
+      expect(JSON.stringify(describeAlarms.st.Resource)).toMatch(/cloudwatch:",\{"Ref":"AWS::Region"\},":",\{"Ref":"AWS::AccountId"\},":alarm:\*/);
+    for (const { st } of cloudwatch.filter(({ st }) => [st.Action].flat().includes('cloudwatch:GetMetricData')))
+      expect((st as { Condition?: unknown }).Condition).toEqual({ StringEquals: { 'aws:RequestedRegion': [{ Ref: 'AWS::Region' }] } });
   });
 
   it('IAM: each function reaches only its key families of the store (dynamodb:LeadingKeys), and never scans', () => {

@@ -9,6 +9,7 @@
  */
 import { Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RolloutClient } from '../../shared/client/client.js';
 import { gatedSpec, getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
 import { databaseForFile } from '../support/database.js';
 import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
@@ -131,6 +132,38 @@ describe('a gate that judges the canary against the baseline', () => {
     expect(high).toBeGreaterThanOrEqual(0);
     const abort = await fetch(`${served.url}/rollouts/shown/abort`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(abort.status).toBe(200);
+  }, 120_000);
+
+  it('reads a gate on demand (POST /rollouts/{id}/gates/{gate}/test, RolloutClient.testGate): judged now, stored and acted on never', async () => {
+    // The promoter's own first reading is a day away: every reading here is the test's.
+    await create('tested', spec('v2', { ...judged(), initialDelaySeconds: 86_400 }, 3_600));
+    const client = new RolloutClient({ url: served.url });
+    await expect.poll(async () => (await client.getRollout('tested')).stages[0]?.phase, { timeout: 30_000 }).toBe('active');
+    const post = (path: string) => fetch(`${served.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    // Until 8 points a side have been scraped since the stage began, the judgement is short of data.
+    await expect.poll(async () => (await client.testGate('tested', 'latency')).outcome, { timeout: 60_000, interval: 1_000 }).toBe('fail');
+    const res = await post('/rollouts/tested/gates/latency/test?stage=0');
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { rolloutId: string; stage: number; stored: boolean; reading: { outcome: string; reason: string; source: string } };
+    expect(body).toMatchObject({ rolloutId: 'tested', stage: 0, stored: false, reading: { outcome: 'fail', source: 'poll' } });
+    expect(body.reading.reason).toMatch(/^the canary is higher: shift 0\.\d+/);
+    // Nothing counted, nothing acted on.
+    const r = await get('tested');
+    expect(r.state).toBe('running');
+    expect(r.gates[0]).toMatchObject({ status: 'no-data', counts: { readings: 0, failures: 0, inconclusive: 0, passStreak: 0 }, last: null });
+    expect(r.gates[0]!.readings).toEqual([]);
+    // A gate the stage does not read, and a stage the rollout does not have, are named.
+    const missing = await post('/rollouts/tested/gates/errors/test');
+    expect(missing.status).toBe(404);
+    expect(await missing.text()).toContain('rollout tested has no gate errors in stage 0 (canary); its gates there: latency');
+    const noStage = await post('/rollouts/tested/gates/latency/test?stage=7');
+    expect(noStage.status).toBe(404);
+    expect(await noStage.text()).toContain('rollout tested has no stage 7 (it has 2)');
+    await client.command('tested', 'abort');
+    // An ended rollout has no active stage: name one.
+    const ended = await post('/rollouts/tested/gates/latency/test');
+    expect(ended.status).toBe(409);
+    expect(await ended.text()).toContain('has no active stage');
   }, 120_000);
 
   it('completes a canary that behaves as the baseline, on readings that passed with enough data', async () => {

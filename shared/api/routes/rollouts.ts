@@ -317,6 +317,35 @@ export const rolloutTraffic = route({
   },
 });
 
+export const testRolloutGate = route({
+  id: 'testRolloutGate',
+  method: 'POST',
+  path: '/rollouts/{id}/gates/{gate}/test',
+  params: { ...rolloutId, gate: 'the gate name' },
+  tag: 'rollouts',
+  // It makes the gate's requests (with the operator's credentials) now: as much an act as a command.
+  scope: 'operate',
+  summary: "read one of the rollout's gates now and judge the answer, without storing or acting on it",
+  query: z.object({
+    stage: z
+      .string()
+      .regex(/^\d{1,3}$/, 'a stage index')
+      .transform(Number)
+      .optional()
+      .describe("the stage to read it for (absent: the active one): its percent, period and cohorts' versions"),
+  }),
+  responses: {
+    200: json(
+      'the reading, as the promoter would have stored it',
+      z.object({ rolloutId: z.string(), stage: z.number().int(), stored: z.literal(false), reading: gateReading }),
+    ),
+    400: badRequest,
+    404: refused('no such rollout, or no such gate in that stage'),
+    409: refused('no stage is active and none was named, or the gate is a webhook (a call into another system, never made as a test)'),
+    503: refused('the store cannot be read, or gates cannot be read where this API runs'),
+  },
+});
+
 /** A command's route: on a node, its traffic is carried out once its answer is committed. */
 function commandRoute<C extends Command>(command: C) {
   const refusals: Readonly<Record<number, ResponseDef>> = command === 'retry' ? abortIsFinal : {};
