@@ -403,6 +403,14 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       }),
     // What assignment answers from, for a client that evaluates in process (the OpenFeature provider).
     rolloutTraffic: async ({ params: { id }, caller }) => cacheable(caller, await assignmentView(id), trafficFor),
+    rolloutReadings: async ({ params: { id }, query }) => {
+      const view = await mustLoad(id);
+      const readings = await deps.engine.store.gateReadings(id, { perGate: query.limit ?? 1_000, attempt: view.rollout.attempt });
+      return {
+        status: 200,
+        body: { rolloutId: id, attempt: view.rollout.attempt, readings: query.gate === undefined ? readings : readings.filter((r) => r.gate === query.gate) },
+      };
+    },
     // One gate read now and judged, never stored or acted on: what a tick would make of it.
     testRolloutGate: async ({ params: { id, gate: name }, query }) => {
       const reader = deps.gateReader;

@@ -174,6 +174,15 @@ export class RolloutClient {
     return (await this.call(commandRouteOf(command), { params: { id }, body }, o.idempotencyKey)).action;
   }
 
+  /** The current attempt's stored readings (of `gate`, or every gate), newest first by stage and gate, at most `limit` a gate and stage. */
+  async readings(
+    id: string,
+    o: { readonly gate?: string; readonly limit?: number } = {},
+  ): Promise<{ readonly attempt: number; readonly readings: readonly GateReading[] }> {
+    const query = { ...(o.gate === undefined ? {} : { gate: o.gate }), ...(o.limit === undefined ? {} : { limit: String(o.limit) }) };
+    return this.call(rollouts.rolloutReadings, { params: { id }, query });
+  }
+
   /** Reads one of the rollout's gates now (for `stage`, default the active one) and judges it, storing and acting on nothing. */
   async testGate(id: string, gate: string, o: { readonly stage?: number } = {}): Promise<GateReading> {
     const query = o.stage === undefined ? {} : { stage: String(o.stage) };

@@ -400,6 +400,13 @@ export function queryOf(g: ProviderGate): string {
   }
 }
 
+/** The judge a stored reading's query names (`queryOf` writes "<judge> of the canary against the baseline: …"), or null: a threshold gate's. */
+export function judgeOfQuery(query: string): (typeof JUDGE_KIND_NAMES)[number] | null {
+  const kind = /^([a-z-]+) of the canary against the baseline: /.exec(query)?.[1];
+  return JUDGE_KIND_NAMES.find((k) => k === kind) ?? null;
+}
+const JUDGE_KIND_NAMES = ['mann-whitney', 'relative', 'sequential-rate'] as const;
+
 /** Whether `value` passes `comparison threshold`. */
 export function passes(value: number, comparison: Comparison, threshold: number): boolean {
   switch (comparison) {

@@ -9,7 +9,11 @@
  */
 import { Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { RolloutClient } from '../../shared/client/client.js';
+import { rollout } from '../support/cli.js';
 import { gatedSpec, getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
 import { databaseForFile } from '../support/database.js';
 import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
@@ -165,6 +169,34 @@ describe('a gate that judges the canary against the baseline', () => {
     expect(ended.status).toBe(409);
     expect(await ended.text()).toContain('has no active stage');
   }, 120_000);
+
+  it('backtests a proposed gate over the stored readings (rollout gates backtest): a tighter threshold stops a good rollout, the one it ran with lets it through', async () => {
+    await create('kept', spec('v3', { ...threshold(), query: 'app_latency_seconds{version="v3"}' }, 2));
+    await expect.poll(async () => (await get('kept')).state, { timeout: 60_000 }).toBe('completed');
+    const client = new RolloutClient({ url: served.url });
+    const { readings } = await client.readings('kept', { gate: 'latency' });
+    expect(readings.length).toBeGreaterThan(0);
+    expect(readings.every((r) => r.gate === 'latency' && r.outcome === 'pass' && r.value! < 0.5)).toBe(true);
+    const proposed = (t: number) => {
+      const path = join(mkdtempSync(join(tmpdir(), 'backtest-')), 'gate.json');
+      writeFileSync(path, JSON.stringify({ ...threshold(), threshold: t }));
+      return path;
+    };
+    // At 0.05 every reading of a ~100 ms canary fails: the first one would have rolled the stage back.
+    const tight = await rollout(['gates', 'backtest', '--gate', proposed(0.05), '--rollouts', 'kept', '--url', served.url, '--json']);
+    expect(tight.code, tight.err).toBe(0);
+    const [row, summary] = tight.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(row).toMatchObject({ rollout: 'kept', outcome: 'completed', verdict: 'falseAlarm', replayed: { kind: 'stop', action: 'rollback', stage: 0 } });
+    expect(summary).toEqual({ summary: { caught: 0, falseAlarm: 1, missed: 0, agreed: 0, unknown: 0 } });
+    // The bound it ran with agrees with what happened, in words.
+    const same = await rollout(['gates', 'backtest', '--gate', proposed(0.5), '--rollouts', 'kept', '--url', served.url]);
+    expect(same.code, same.err).toBe(0);
+    expect(same.out).toContain('kept  completed  agreed');
+    expect(same.out).toContain('1 rollouts: 0 caught, 0 false alarms, 0 missed, 1 agreed, 0 unknown');
+  }, 150_000);
 
   it('completes a canary that behaves as the baseline, on readings that passed with enough data', async () => {
     await create('same', spec('v3', judged(), 12));

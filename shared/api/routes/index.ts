@@ -1,7 +1,17 @@
 import type { RouteDef } from '../route.js';
 import { clusterHealth, clusterLeader, clusterStatus, openapi } from './cluster.js';
 import { clusterEvents, coordinator, metrics, postEvent, statusPage, uiState } from './node.js';
-import { commandRoutes, createRollout, getRollout, listRollouts, rolloutAssignment, rolloutHistory, rolloutTraffic, testRolloutGate } from './rollouts.js';
+import {
+  commandRoutes,
+  createRollout,
+  getRollout,
+  listRollouts,
+  rolloutAssignment,
+  rolloutHistory,
+  rolloutReadings,
+  rolloutTraffic,
+  testRolloutGate,
+} from './rollouts.js';
 import { cancelRun, createRun, getRun, listRuns, runItems } from './runs.js';
 import { WORK_ROUTES } from './work.js';
 
@@ -20,6 +30,7 @@ export const ROUTES = [
   rolloutHistory,
   rolloutAssignment,
   rolloutTraffic,
+  rolloutReadings,
   testRolloutGate,
   ...commandRoutes,
   createRun,

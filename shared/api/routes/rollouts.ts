@@ -317,6 +317,33 @@ export const rolloutTraffic = route({
   },
 });
 
+/** At most this many readings of each gate of each stage a `GET /rollouts/{id}/readings` answers (the newest). */
+export const MAX_READINGS_PER_GATE = 5_000;
+
+export const rolloutReadings = route({
+  id: 'rolloutReadings',
+  method: 'GET',
+  path: '/rollouts/{id}/readings',
+  params: rolloutId,
+  tag: 'rollouts',
+  scope: 'read',
+  summary: "the current attempt's stored gate readings, newest first by stage and gate (what `rollout gates backtest` replays)",
+  query: z.object({
+    gate: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a gate name')
+      .optional()
+      .describe('only this gate'),
+    limit: pageQuery(MAX_READINGS_PER_GATE, 1_000),
+  }),
+  responses: {
+    200: json('its readings', z.object({ rolloutId: z.string(), attempt: z.number().int(), readings: z.array(gateReading) })),
+    400: badRequest,
+    404: notFound,
+    503: unreadable,
+  },
+});
+
 export const testRolloutGate = route({
   id: 'testRolloutGate',
   method: 'POST',

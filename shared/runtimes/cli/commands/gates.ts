@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { errorMessage } from '../../../log.js';
+import type { RolloutClient } from '../../../client/client.js';
 import type { GateReading } from '../../../rollout/gates.js';
 import type { CommandSpec } from '../command-spec.js';
-import { run, TARGET_OPTIONS, type ClientOpts } from '../client-options.js';
+import { run, TARGET_OPTIONS, targetOf, type ClientOpts } from '../client-options.js';
 import { ExitCode, UsageError } from '../errors.js';
-import { int } from '../parsers.js';
+import { days, int } from '../parsers.js';
+import { readJsonFile } from '../io.js';
 
 /** `rollout gates`: the judges a gate uses, run on this machine, for pipelines, notebooks and tests. */
 export const gatesCommand: CommandSpec = {
@@ -25,6 +27,59 @@ export const gatesCommand: CommandSpec = {
           undefined,
           (r) => readingLines((r as { stage: number; reading: GateReading }).reading),
         ),
+    },
+    {
+      name: 'backtest',
+      description:
+        "Replay a proposed gate over the stored readings of past rollouts (of a gate of the same name, or --as's) and print what it would have decided against what happened: caught, false alarm, missed, agreed",
+      options: [
+        { flags: '--gate <gate.json>', description: 'the proposed gate (a provider gate, as in a stage)', required: true },
+        { flags: '--as <name>', description: "replay the readings of this gate (default: the proposed gate's name)" },
+        { flags: '--since <days>', description: 'rollouts created in the last this many days', parser: days('--since'), default: 30 },
+        { flags: '--rollouts <ids>', description: 'these rollouts (comma-separated) instead of --since' },
+        { flags: '--max <n>', description: 'at most this many rollouts, newest first', parser: int('--max'), default: 200 },
+        ...TARGET_OPTIONS,
+      ],
+      action: async (o: ClientOpts & { gate: string; as?: string; since: number; rollouts?: string; max: number }) => {
+        const [{ providerGateSchema }, { parseConfig }, { backtestRow, backtestSummary }, { RolloutClient }] = await Promise.all([
+          import('../../../rollout/gate-spec.js'),
+          import('../../../config.js'),
+          import('../../../rollout/backtest.js'),
+          import('../../../client/client.js'),
+        ]);
+        const parsed = parseConfig('gate', providerGateSchema, readJsonFile(o.gate));
+        const proposed = o.as === undefined ? parsed : { ...parsed, name: o.as };
+        const client = new RolloutClient(targetOf(o));
+        const ids =
+          o.rollouts
+            ?.split(',')
+            .map((x) => x.trim())
+            .filter(Boolean) ?? (await recentRollouts(client, Date.now() - o.since * 86_400_000, o.max));
+        const rows = [];
+        for (const id of ids.slice(0, o.max)) {
+          const [r, { readings }] = await Promise.all([client.getRollout(id), client.readings(id, { gate: proposed.name, limit: 5_000 })]);
+          rows.push(backtestRow(proposed, { ...r, stages: r.stages }, readings));
+        }
+        const summary = backtestSummary(rows);
+        if (o.json) {
+          process.stdout.write(`${rows.map((r) => JSON.stringify(r)).join('\n')}${rows.length ? '\n' : ''}${JSON.stringify({ summary })}\n`);
+          return;
+        }
+        const mins = (ms: number) => `${Math.round(ms / 60_000)} min`;
+        for (const r of rows) {
+          const would =
+            r.replayed.kind === 'stop'
+              ? `would ${r.replayed.action === 'rollback' ? 'roll back' : 'pause'} in stage ${r.replayed.stage} at ${new Date(r.replayed.at).toISOString()}: ${r.replayed.reason}`
+              : r.replayed.kind === 'pass'
+                ? `would pass (${r.replayed.readings} readings in ${r.replayed.stages} stages)`
+                : `nothing to replay: ${r.replayed.reason}`;
+          const earlier = r.earlierMs !== null ? `, ${mins(r.earlierMs)} before it ended` : '';
+          process.stdout.write(`${r.rollout}  ${r.outcome}  ${r.verdict}${earlier}\n  ${would}\n`);
+        }
+        process.stdout.write(
+          `${rows.length} rollouts: ${summary.caught} caught, ${summary.falseAlarm} false alarms, ${summary.missed} missed, ${summary.agreed} agreed, ${summary.unknown} unknown\n`,
+        );
+      },
     },
     {
       name: 'judge',
@@ -66,4 +121,19 @@ function readingLines(r: GateReading): string {
     ...(r.answer ? [`answer: ${r.answer}`] : []),
     '(not stored: a test reading counts towards nothing)',
   ].join('\n');
+}
+
+/** The ids of rollouts created since `since` (ms), newest first, at most `max`. */
+async function recentRollouts(client: RolloutClient, since: number, max: number): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await client.rolloutsPage({ limit: Math.min(500, max), ...(cursor ? { cursor } : {}) });
+    for (const r of page.rollouts) {
+      if (r.createdAt === null || Date.parse(r.createdAt) < since || ids.length >= max) return ids;
+      ids.push(r.id);
+    }
+    if (!page.next) return ids;
+    cursor = page.next;
+  }
 }
