@@ -6,11 +6,14 @@
  * fails a mann-whitney gate, a canary drawn from the stable version's own
  * distribution ("3") passes it; a canary erring twice as often fails a
  * sequential-rate gate on Invocations and Errors, one erring as often passes;
- * a rollout without a stableVersion is inconclusive and says why.
+ * a rollout without a stableVersion is inconclusive and says why. Last, a
+ * node on PostgreSQL reading moto rolls a slow canary back on such a gate and
+ * completes one that behaves as the stable version.
  *
  * moto serves PutMetricData and GetMetricData with MetricStat queries (not
  * metric math, which judged gates refuse). Datapoints are put at fixed times
- * and read with a fixed `now`: what is asserted is the reading, never timing.
+ * and read with a fixed `now`: what is asserted is the reading, never timing
+ * (the node's rollouts read at its own clock, over datapoints put ahead of it).
  */
 import { CloudWatchClient, PutMetricDataCommand, type MetricDatum } from '@aws-sdk/client-cloudwatch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +21,8 @@ import { CloudWatchMetricProvider, cloudWatchClients } from '../../shared/adapte
 import { providerGateSchema, type CloudwatchMetricGate } from '../../shared/rollout/gate-spec.js';
 import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { judge, type GateReading, type ProviderResult } from '../../shared/rollout/gates.js';
+import { databaseForFile } from '../support/database.js';
+import { getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL ?? '';
 if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
@@ -61,10 +66,11 @@ function normals(seed: number): () => number {
   return () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
 }
 
+/** By name, the order the provider asks in: moto matches a query's dimensions to a datapoint's in order. */
 const dimensions = (version: string) => [
+  { Name: 'ExecutedVersion', Value: version },
   { Name: 'FunctionName', Value: FUNCTION },
   { Name: 'Resource', Value: ALIAS },
-  { Name: 'ExecutedVersion', Value: version },
 ];
 const datum = (MetricName: string, version: string, Timestamp: Date, Value: number, Unit: 'Milliseconds' | 'Count'): MetricDatum => ({
   MetricName,
@@ -218,4 +224,90 @@ describe('a cloudwatchMetric gate judged by ExecutedVersion (moto)', () => {
     }
     expect(sent).toHaveLength(0);
   });
+});
+
+describe('a rollout on a node, judged on moto by ExecutedVersion', () => {
+  const db = databaseForFile('cloudwatch_judged');
+  let served: ServedNode;
+  /** The stable version "11", a canary twice as slow "12", one that answers as the stable version does "13", under a function of their own. */
+  const fn = 'judged-node-api';
+
+  beforeAll(async () => {
+    // The node's providers make their clients on first use, with this endpoint and the harness's test credentials.
+    process.env.AWS_ENDPOINT_URL_CLOUDWATCH = moto;
+    // One-second periods from a little before now to five minutes ahead: each whole period the node reads has its points.
+    const from = Math.floor(Date.now() / 1000) - 5;
+    const draw = normals(11);
+    const data: MetricDatum[] = [];
+    const dims = (version: string) => [
+      { Name: 'ExecutedVersion', Value: version },
+      { Name: 'FunctionName', Value: fn },
+      { Name: 'Resource', Value: `${fn}:live` },
+    ];
+    for (let s = 0; s < 300; s++) {
+      const t = new Date((from + s) * 1000);
+      const stable = 100 + 10 * draw();
+      data.push({ MetricName: 'Duration', Dimensions: dims('11'), Timestamp: t, Value: stable, Unit: 'Milliseconds' });
+      data.push({ MetricName: 'Duration', Dimensions: dims('12'), Timestamp: t, Value: 2 * stable, Unit: 'Milliseconds' });
+      // Each reading reads the seconds that have passed, whichever they are: a canary that answers as the stable version does passes any of them.
+      data.push({ MetricName: 'Duration', Dimensions: dims('13'), Timestamp: t, Value: stable, Unit: 'Milliseconds' });
+    }
+    for (let i = 0; i < data.length; i += 500) await cloudwatch.send(new PutMetricDataCommand({ Namespace: 'AWS/Lambda', MetricData: data.slice(i, i + 500) }));
+    served = await servedNode({ nodeId: 'cloudwatch-judged-node', databaseUrl: db.url, origins: [] });
+  }, 60_000);
+
+  afterAll(async () => {
+    await served?.close();
+  });
+
+  const spec = (version: string, bakeSeconds: number) => ({
+    target: { service: fn, version, stableVersion: '11' },
+    stages: [
+      {
+        name: 'canary',
+        percent: 10,
+        bakeSeconds,
+        gates: {
+          providers: [
+            {
+              type: 'cloudwatchMetric',
+              name: 'duration',
+              region: REGION,
+              metric: {
+                namespace: 'AWS/Lambda',
+                metricName: 'Duration',
+                stat: 'Average',
+                dimensions: { FunctionName: fn, Resource: `${fn}:live`, ExecutedVersion: '{{version}}' },
+              },
+              // Until 8 points a side the readings are inconclusive, which the limit allows.
+              judge: { kind: 'mann-whitney', direction: 'increase', minSamples: 8 },
+              periodSeconds: 1,
+              windowSeconds: 60,
+              intervalSeconds: 1,
+              inconclusiveLimit: 1_000,
+            },
+          ],
+        },
+      },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+  });
+
+  it('rolls back a canary twice as slow, naming the judgement', async () => {
+    const res = await postRollout(served.url, 'slow', spec('12', 3_600));
+    expect(res.status, await res.clone().text()).toBe(201);
+    await expect.poll(async () => (await getRollout(served.url, 'slow')).state, { timeout: 60_000 }).toBe('rolled_back');
+    const r = await getRollout(served.url, 'slow');
+    expect(r.stateReason).toMatch(/^gate duration \(cloudwatchMetric\): 1 failed reading > failureLimit 0; last: the canary is higher: shift \d/);
+    expect(r.gates[0]).toMatchObject({ type: 'cloudwatchMetric', judge: 'mann-whitney', comparison: null, threshold: null });
+  }, 90_000);
+
+  it('completes a canary that behaves as the stable version', async () => {
+    const res = await postRollout(served.url, 'same', spec('13', 12));
+    expect(res.status, await res.clone().text()).toBe(201);
+    await expect.poll(async () => (await getRollout(served.url, 'same')).state, { timeout: 60_000 }).toBe('completed');
+    const readings = (await getRollout(served.url, 'same')).gates[0]!.readings!;
+    expect(readings[0]).toMatchObject({ outcome: 'pass' });
+    expect(readings.some((x) => x.outcome === 'fail')).toBe(false);
+  }, 90_000);
 });

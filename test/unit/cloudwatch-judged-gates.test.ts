@@ -224,14 +224,14 @@ describe('the CloudWatch metric provider reading a judged gate', () => {
     expect(calls[0]).toMatchObject({ StartTime: new Date(T), EndTime: minute(3), ScanBy: 'TimestampAscending', MaxDatapoints: 6 });
     expect(calls[0]!.MetricDataQueries!.map((q) => q.MetricStat!.Metric!.Dimensions)).toEqual([
       [
+        { Name: 'ExecutedVersion', Value: '7' },
         { Name: 'FunctionName', Value: 'api' },
         { Name: 'Resource', Value: 'api:live' },
-        { Name: 'ExecutedVersion', Value: '7' },
       ],
       [
+        { Name: 'ExecutedVersion', Value: '6' },
         { Name: 'FunctionName', Value: 'api' },
         { Name: 'Resource', Value: 'api:live' },
-        { Name: 'ExecutedVersion', Value: '6' },
       ],
     ]);
   });

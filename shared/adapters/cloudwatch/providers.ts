@@ -355,9 +355,15 @@ function packQueries<T extends { gate: CloudwatchMetricGate }>(group: readonly T
   return out;
 }
 
+/**
+ * A MetricStat query. Its dimensions go by name, in one order whatever order the store kept them in
+ * (PostgreSQL's jsonb orders keys its own way): the same gate asks the same query everywhere, and an
+ * emulator that matches dimensions in order (moto) finds what was put in that order.
+ */
 function metricStat(m: MetricStat, period: number): NonNullable<MetricDataQuery['MetricStat']> {
+  const dimensions = Object.entries(m.dimensions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return {
-    Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: Object.entries(m.dimensions).map(([Name, Value]) => ({ Name, Value })) },
+    Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: dimensions.map(([Name, Value]) => ({ Name, Value })) },
     Period: period,
     Stat: m.stat,
   };
