@@ -269,6 +269,23 @@ describe('the CloudWatch metric provider reading a judged gate', () => {
     expect(calls).toHaveLength(0);
   });
 
+  it('answers one gate read for two rollouts with each rollout’s own cohorts', async () => {
+    const { provider } = stubbed((input) => ({
+      MetricDataResults: input.MetricDataQueries!.map((q) => ({
+        Id: q.Id,
+        Timestamps: [minute(0)],
+        Values: [Number(q.MetricStat!.Metric!.Dimensions!.find((d) => d.Name === 'ExecutedVersion')!.Value)],
+        StatusCode: 'Complete' as const,
+      })),
+    }));
+    const g = gateOf(latency);
+    const results = await provider.read([g, g], { now: T + 60_000, signal, contexts: [context, { ...context, rolloutId: 'r2', newVersion: '8' }] });
+    expect(results).toEqual([
+      { kind: 'cohorts', canary: [7], baseline: [6], answer: '' },
+      { kind: 'cohorts', canary: [8], baseline: [6], answer: '' },
+    ]);
+  });
+
   it('reads threshold gates batched as before beside judged ones, each answered by its own call', async () => {
     const { calls, provider } = stubbed((input) => ({
       MetricDataResults: input.MetricDataQueries!.map((q) => ({

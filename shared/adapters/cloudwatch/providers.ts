@@ -142,14 +142,15 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
   ): Promise<ProviderResult[]> {
     const answers = new Map<CloudwatchMetricGate, ProviderResult>();
     const indexed = gates.flatMap((gate, i) => (gate.judge ? [] : [{ gate, id: `g${i}` }]));
-    const judged = gates.flatMap((gate, i) => (gate.judge ? [{ gate, context: o.contexts?.[i] }] : []));
+    const judged = gates.flatMap((gate, i) => (gate.judge ? [{ i, gate, context: o.contexts?.[i] }] : []));
     const groups = groupBy(indexed, ({ gate }) => `${gate.region ?? ''}|${gate.periodSeconds}`);
     const [judgedAnswers] = await Promise.all([
       mapLimit(judged, JUDGED_CONCURRENCY, ({ gate, context }) => this.cohorts(gate, context, o.now, o.signal)),
       this.plain(groups, answers, o),
     ]);
-    const byGate = new Map(judged.map(({ gate }, i) => [gate, judgedAnswers[i]!]));
-    return gates.map((g) => byGate.get(g) ?? answers.get(g)!);
+    // By position: a judged reading is its rollout's (its context), whoever else reads the same gate.
+    const byIndex = new Map(judged.map(({ i }, k) => [i, judgedAnswers[k]!]));
+    return gates.map((g, i) => byIndex.get(i) ?? answers.get(g)!);
   }
 
   /** Plain gates, batched: every gate of a region and period in one GetMetricData (up to 500 queries). */
