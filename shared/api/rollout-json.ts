@@ -57,12 +57,13 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
       const status = v.stages[index];
       // The active stage counts from its current period; a finished one shows what it ended with.
       const t = status?.phase === 'active' ? currentTally(v.gates, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
-      const bound = g.type === 'prometheus' && g.judge?.kind === 'relative' ? relativeBound(g.judge) : null;
+      const judge = g.type === 'prometheus' || g.type === 'cloudwatchMetric' ? (g.judge ?? null) : null;
+      const bound = judge?.kind === 'relative' ? relativeBound(judge) : null;
       return {
         stage: index,
         name: g.name,
         type: g.type,
-        judge: (g.type === 'prometheus' && g.judge?.kind) || null,
+        judge: judge?.kind ?? null,
         query: t?.last.query ?? queryOf(g),
         comparison: bound ? bound.comparison : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.comparison ?? null),
         threshold: bound ? bound.threshold : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null),

@@ -234,25 +234,57 @@ export type MetricStat = z.output<typeof metricSchema>;
 
 const metricId = z.string().regex(/^[a-z][a-zA-Z0-9_]{0,254}$/, 'starts with a lowercase letter; letters, digits and _ (GetMetricData ids)');
 
+/** How long a sequential-rate cloudwatchMetric gate lets a period settle before reading it, by default: CloudWatch data lands a minute or two late. */
+export const DEFAULT_CLOUDWATCH_SETTLE_SECONDS = 180;
+/** A judged cloudwatchMetric gate's window, by default, in periods. */
+export const DEFAULT_JUDGED_PERIODS = 20;
+/** The statistics that count a period (a sequential-rate gate's requests and errors). */
+const COUNTING_STATS = ['Sum', 'SampleCount'];
+
+/** The placeholders a metric carries outside its dimensions' values, where nothing fills them. */
+function misplacedPlaceholder(m: MetricStat): 'namespace' | 'metricName' | 'dimensions' | null {
+  const has = (s: string) => COHORT_PLACEHOLDERS.some((p) => s.includes(p));
+  if (has(m.namespace)) return 'namespace';
+  if (has(m.metricName)) return 'metricName';
+  return Object.keys(m.dimensions).some(has) ? 'dimensions' : null;
+}
+
 export const cloudwatchMetricGateSchema = z
   .object({
     type: z.literal('cloudwatchMetric'),
     ...limits('cloudwatchMetric'),
-    /** One metric and statistic… */
+    /**
+     * One metric and statistic… With a `judge`, one series per cohort: a dimension's value names the cohort
+     * with `{{version}}` (the version it runs: `"ExecutedVersion": "{{version}}"` for a Lambda alias) or `{{cohort}}`.
+     */
     metric: metricSchema.optional(),
-    /** …or a metric math expression over `metrics`, each named by its id (`errors / requests`). */
+    /** …or a metric math expression over `metrics`, each named by its id (`errors / requests`). Not with a judge. */
     expression: z.string().trim().min(1).max(2_048).optional(),
     metrics: z
       .record(metricId, metricSchema)
       .refine((m) => Object.keys(m).length >= 1 && Object.keys(m).length <= 10, 'between 1 and 10 metrics')
       .optional(),
-    /** The value is the statistic over the last whole period. */
+    /** The value is the statistic over the last whole period; a judged reading has one point a period. */
     periodSeconds: z
       .number()
       .int()
       .refine((p) => [1, 5, 10, 30].includes(p) || (p >= 60 && p <= 86_400 && p % 60 === 0), 'must be 1, 5, 10, 30 or a multiple of 60 up to 86400')
       .default(60),
-    ...comparisonFields,
+    comparison: comparisonFields.comparison.optional(),
+    threshold: comparisonFields.threshold.optional(),
+    /** Judge the canary against the baseline instead of against a threshold (shared/judge/gate.ts). */
+    judge: gateJudgeSchema.optional(),
+    /** A judged reading's range: the last `windowSeconds` of whole periods (default DEFAULT_JUDGED_PERIODS periods; never before the stage's period began). */
+    windowSeconds: z.number().int().min(1).max(86_400).optional(),
+    /** A Prometheus gate's step is a CloudWatch gate's period: named here only to say so. */
+    stepSeconds: z.never({ error: 'a CloudWatch reading has one point a period: give periodSeconds, not stepSeconds' }).optional(),
+    /** With `judge: sequential-rate`: each cohort's requests per period (`metric` is then its errors per period), e.g. Lambda's Invocations, Sum. */
+    requestsMetric: metricSchema.optional(),
+    /**
+     * With `judge: sequential-rate`: only periods that ended at least this long ago are read (default
+     * DEFAULT_CLOUDWATCH_SETTLE_SECONDS), so a period's counts are whole when first read.
+     */
+    settleSeconds: z.number().int().min(0).max(3_600).optional(),
     region: region.optional(),
   })
   .strict()
@@ -264,7 +296,85 @@ export const cloudwatchMetricGateSchema = z
       ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'an expression needs the metrics it names' });
     if (g.metric !== undefined && g.metrics !== undefined)
       ctx.addIssue({ code: 'custom', path: ['metrics'], message: 'metrics go with an expression, not with metric' });
+    if (!g.judge) {
+      if (g.comparison === undefined)
+        ctx.addIssue({ code: 'custom', path: ['comparison'], message: 'a gate without a judge needs a comparison (<, <=, >, >=)' });
+      if (g.threshold === undefined) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'a gate without a judge needs a threshold' });
+      for (const f of ['windowSeconds', 'requestsMetric', 'settleSeconds'] as const) {
+        if (g[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with a judge: a threshold gate reads one value` });
+      }
+      return;
+    }
+    for (const f of ['comparison', 'threshold'] as const) {
+      if (g[f] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [f], message: `a judged gate compares the canary with the baseline, not with a ${f}: drop ${f}` });
+    }
+    const counts = g.judge.kind === 'sequential-rate';
+    if (g.expression !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['expression'],
+        message: `a judged gate reads one metric a cohort: give metric${counts ? ' (its errors) and requestsMetric' : ''}, not metric math`,
+      });
+    if (counts && g.requestsMetric === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['requestsMetric'],
+        message: "a sequential-rate gate needs requestsMetric (each cohort's requests per period) beside metric (its errors)",
+      });
+    for (const f of ['requestsMetric', 'settleSeconds'] as const) {
+      if (!counts && g[f] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with judge sequential-rate; ${g.judge.kind} judges one series a cohort` });
+    }
+    if (counts && g.windowSeconds !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['windowSeconds'],
+        message: 'a sequential-rate gate reads every period since the stage began (its guarantee needs all of them): drop windowSeconds',
+      });
+    for (const f of ['metric', 'requestsMetric'] as const) {
+      const m = g[f];
+      if (m === undefined) continue;
+      const misplaced = misplacedPlaceholder(m);
+      if (misplaced)
+        ctx.addIssue({
+          code: 'custom',
+          path: [f, misplaced],
+          message: `{{cohort}} and {{version}} are filled in dimensions' values only, not in a ${misplaced === 'dimensions' ? "dimension's name" : misplaced}`,
+        });
+      if (!Object.values(m.dimensions).some((v) => COHORT_PLACEHOLDERS.some((p) => v.includes(p))))
+        ctx.addIssue({
+          code: 'custom',
+          path: [f, 'dimensions'],
+          message:
+            'a judged metric names its cohort in a dimension\'s value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"): otherwise both cohorts read the same series',
+        });
+      if (counts && !COUNTING_STATS.includes(m.stat))
+        ctx.addIssue({
+          code: 'custom',
+          path: [f, 'stat'],
+          message: `a sequential-rate gate counts each period: stat Sum (or SampleCount), not ${m.stat}`,
+        });
+    }
+    const { windowSeconds, periodSeconds } = judgedMetricRange(g);
+    if (windowSeconds < periodSeconds)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['windowSeconds'],
+        message: `${windowSeconds} s is shorter than one period (${periodSeconds} s): a reading would hold no whole period`,
+      });
+    if (windowSeconds / periodSeconds > MAX_JUDGED_POINTS)
+      ctx.addIssue({
+        code: 'custom',
+        path: [g.windowSeconds === undefined ? 'periodSeconds' : 'windowSeconds'],
+        message: `${windowSeconds} s every ${periodSeconds} s is more than ${MAX_JUDGED_POINTS} points a cohort`,
+      });
   });
+
+/** A judged cloudwatchMetric gate's range: DEFAULT_JUDGED_PERIODS periods by default, a point per period. */
+export function judgedMetricRange(g: { windowSeconds?: number | undefined; periodSeconds: number }): { windowSeconds: number; periodSeconds: number } {
+  return { windowSeconds: g.windowSeconds ?? DEFAULT_JUDGED_PERIODS * g.periodSeconds, periodSeconds: g.periodSeconds };
+}
 
 /**
  * A hook (Flagger's, as a gate): an HTTP POST we make while the stage is
@@ -388,6 +498,10 @@ export function queryOf(g: ProviderGate): string {
                 .join(', ')}}`
             : ''
         })`;
+      if (g.judge && g.metric) {
+        const what = g.requestsMetric === undefined ? m(g.metric) : `errors ${m(g.metric)}; requests ${m(g.requestsMetric)}`;
+        return `${g.judge.kind} of the canary against the baseline: ${what} over ${g.periodSeconds} s`;
+      }
       const what = g.metric
         ? m(g.metric)
         : `${g.expression} where ${Object.entries(g.metrics ?? {})

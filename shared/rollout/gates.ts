@@ -213,14 +213,15 @@ export function judge(
       return said === 'yes' ? reading('pass', s, null) : reading('fail', s, `the ${gate.hook} hook refused (${s})`);
     }
     case 'cohorts': {
-      if (gate.type !== 'prometheus' || !gate.judge) return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
+      if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || !gate.judge)
+        return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
       if (gate.judge.kind === 'sequential-rate') return reading('inconclusive', null, 'a sequential-rate gate got series, not counts');
       const j = judgeSeries(gate.judge, result.canary, result.baseline);
       // What is kept is what the judgement stands on (sizes, estimate, interval), not the series.
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
     }
     case 'counts': {
-      if (gate.type !== 'prometheus' || gate.judge?.kind !== 'sequential-rate')
+      if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || gate.judge?.kind !== 'sequential-rate')
         return reading('inconclusive', null, `a ${gate.type} gate that judges no counts got counts`);
       const j = judgeCounts(gate.judge, result.canary, result.baseline, result.percent);
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };

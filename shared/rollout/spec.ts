@@ -293,7 +293,7 @@ export function parseRolloutSpec(input: unknown): RolloutSpec {
     ]);
   // A judged gate compares the canary with the baseline: at 100 % there is no baseline left to compare with.
   for (const [i, st] of stages.entries()) {
-    const g = st.percent === 100 ? (st.gates.providers ?? []).findIndex((p) => p.type === 'prometheus' && p.judge !== undefined) : -1;
+    const g = st.percent === 100 ? (st.gates.providers ?? []).findIndex((p) => 'judge' in p && p.judge !== undefined) : -1;
     if (g >= 0)
       throw new ConfigError('rollout spec', [
         `stages.${i}.gates.providers.${g}.judge: stage ${st.name} sends 100 % to the new version, so no baseline is left to judge the canary against; judge an earlier stage`,
@@ -397,12 +397,18 @@ export function outboundIssues(spec: Pick<RolloutSpec, 'stages' | 'hooks' | 'rol
 const REACHES_OUT = /\b(SEARCH|SELECT|INSIGHT_RULE_METRIC|SERVICE_QUOTA|LAMBDA)\b/i;
 
 /** Why a cloudwatchMetric gate may not be read under the namespaces allowed (`field: why`, relative to the gate), or null. */
-export function namespaceIssue(gate: Pick<CloudwatchMetricGate, 'metric' | 'metrics' | 'expression'>, allowed: readonly string[]): string | null {
+export function namespaceIssue(
+  gate: Pick<CloudwatchMetricGate, 'metric' | 'metrics' | 'expression' | 'requestsMetric'>,
+  allowed: readonly string[],
+): string | null {
   if (gate.expression !== undefined) {
     const found = REACHES_OUT.exec(gate.expression);
     if (found) return `expression: ${found[1]} reads beyond the gate's own metrics; only metric math over them is allowed`;
   }
-  const metrics = gate.metric ? [['metric', gate.metric] as const] : Object.entries(gate.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const);
+  const metrics: (readonly [string, NonNullable<CloudwatchMetricGate['metric']>])[] = gate.metric
+    ? [['metric', gate.metric]]
+    : Object.entries(gate.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const);
+  if (gate.requestsMetric) metrics.push(['requestsMetric', gate.requestsMetric]);
   for (const [path, m] of metrics) {
     if (!allowed.includes(m.namespace))
       return `${path}.namespace: "${m.namespace}" is not a namespace this deployment's gates may read (${allowed.length ? allowed.join(', ') : 'none: the gateNamespaces setting names them'})`;

@@ -40,6 +40,7 @@ const MOTO_FILES = [
   'test/integration/sqs-emulators.test.ts',
   'test/integration/lambda-alias.test.ts',
   'test/integration/alb-weights.test.ts',
+  'test/integration/cloudwatch-judged-gates.test.ts',
   'test/contract/actuator.contract.test.ts',
   'test/e2e/actuation.test.ts',
 ];

@@ -92,7 +92,7 @@ describe('outbound secrets and CloudWatch namespaces', () => {
     );
   });
 
-  it('the functions read a metric gate only in the namespaces named: any other, or a search past its own metrics, is an error reading never sent', async () => {
+  it('the functions read a metric gate only in the namespaces named: any other (a judged gate’s requests metric too), or a search past its own metrics, is an error reading never sent', async () => {
     const gate = (g: Record<string, unknown>): CloudwatchMetricGate =>
       cloudwatchMetricGateSchema.parse({ type: 'cloudwatchMetric', name: 'g', comparison: '<', threshold: 1, ...g });
     const allowed = gate({ metric: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } });
@@ -116,6 +116,18 @@ describe('outbound secrets and CloudWatch namespaces', () => {
       expression: 'select max(CPUUtilization) from "AWS/EC2"',
       metrics: { e: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum' } },
     });
+    // A judged gate's requests metric is read too: it is held to the same namespaces.
+    const byVersion = { FunctionName: 'api', ExecutedVersion: '{{version}}' };
+    const judged = (requestsNamespace: string): CloudwatchMetricGate =>
+      cloudwatchMetricGateSchema.parse({
+        type: 'cloudwatchMetric',
+        name: 'j',
+        metric: { namespace: 'Shop', metricName: 'Errors', stat: 'Sum', dimensions: byVersion },
+        requestsMetric: { namespace: requestsNamespace, metricName: 'Invocations', stat: 'Sum', dimensions: byVersion },
+        judge: { kind: 'sequential-rate' },
+      });
+    const judgedOk = judged('Shop');
+    const judgedOther = judged('AWS/Lambda');
     const sent: { gates: CloudwatchMetricGate[]; contexts: readonly GateContext[] }[] = [];
     const limited = namespaceLimited(
       {
@@ -128,11 +140,11 @@ describe('outbound secrets and CloudWatch namespaces', () => {
       },
       ['AWS/ApplicationELB', 'Shop'],
     );
-    const gates = [allowed, other, mathOk, mathOther, search, insights];
+    const gates = [allowed, other, mathOk, mathOther, search, insights, judgedOk, judgedOther];
     const contexts = gates.map((_, i) => ({ rolloutId: `r${i}` }) as GateContext);
     const results = await limited.cloudwatchMetric!.read(gates, { now: 0, signal: new AbortController().signal, contexts });
     // Only the two within the namespaces were sent, each with its own context.
-    expect(sent).toEqual([{ gates: [allowed, mathOk], contexts: [contexts[0], contexts[2]] }]);
+    expect(sent).toEqual([{ gates: [allowed, mathOk, judgedOk], contexts: [contexts[0], contexts[2], contexts[6]] }]);
     expect(results[0]).toEqual({ kind: 'number', value: 0, answer: '' });
     expect(results[2]).toEqual({ kind: 'number', value: 1, answer: '' });
     expect(results[1]).toMatchObject({ kind: 'error' });
@@ -145,6 +157,9 @@ describe('outbound secrets and CloudWatch namespaces', () => {
     expect((results[4] as { message: string }).message).toMatch(/expression: SEARCH reads beyond the gate's own metrics/);
     expect(results[5]).toMatchObject({ kind: 'error' });
     expect((results[5] as { message: string }).message).toMatch(/expression: select reads beyond/);
+    expect(results[6]).toEqual({ kind: 'number', value: 2, answer: '' });
+    expect(results[7]).toMatchObject({ kind: 'error' });
+    expect((results[7] as { message: string }).message).toMatch(/requestsMetric\.namespace: "AWS\/Lambda" is not a namespace this deployment's gates may read/);
   });
 });
 

@@ -1,7 +1,15 @@
 import { CloudWatchClient, DescribeAlarmsCommand, GetMetricDataCommand, type MetricDataQuery, type MetricDataResult } from '@aws-sdk/client-cloudwatch';
+import { mapLimit } from '../../concurrency.js';
 import { errorMessage } from '../../log.js';
-import type { CloudwatchAlarmGate, CloudwatchMetricGate, MetricStat } from '../../rollout/gate-spec.js';
-import { deadline, type GateProvider } from '../../rollout/gate-reader.js';
+import {
+  DEFAULT_CLOUDWATCH_SETTLE_SECONDS,
+  judgedMetricRange,
+  MAX_JUDGED_POINTS,
+  type CloudwatchAlarmGate,
+  type CloudwatchMetricGate,
+  type MetricStat,
+} from '../../rollout/gate-spec.js';
+import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
 import type { AlarmState } from '../../rollout/model.js';
 
@@ -103,18 +111,54 @@ export class CloudWatchAlarmProvider implements GateProvider<CloudwatchAlarmGate
 /** How many periods back the newest datapoint may lie: CloudWatch data lands a minute or two late. */
 export const METRIC_LOOKBACK_PERIODS = 5;
 
+/** At most this many judged gates are read at once (each in a GetMetricData call of its own). */
+const JUDGED_CONCURRENCY = 8;
+/** At most this many pages of one judged reading: it asks for at most 4 × MAX_JUDGED_POINTS points, and a page holds up to 100,800. */
+const MAX_JUDGED_PAGES = 10;
+
 /**
  * cloudwatchMetric gates: the newest datapoint of the gate's metric (or of
  * its metric math expression) among the last METRIC_LOOKBACK_PERIODS whole
  * periods. No datapoint in that window is an empty result.
+ *
+ * A judged gate (one with a `judge`) is read as one GetMetricData call of
+ * its own (paginated, within its timeout): a MetricStat query per cohort,
+ * its metric's `{{cohort}}` or `{{version}}` dimension values filled in once
+ * for the canary and once for the baseline, over the last `windowSeconds` of
+ * whole periods (never before the stage's period began), one point a period,
+ * oldest first, null where a period has no datapoint.
+ *
+ * A sequential-rate gate is read as four queries, requests and errors of each
+ * cohort, on a grid of periods fixed at the first whole period of the stage's
+ * period, each period read once it ended `settleSeconds` ago, so every
+ * reading sees the periods the last one saw.
  */
 export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGate> {
   constructor(private readonly clients: CloudWatchClients) {}
 
-  async read(gates: readonly CloudwatchMetricGate[], o: { readonly now: number; readonly signal: AbortSignal }): Promise<ProviderResult[]> {
+  async read(
+    gates: readonly CloudwatchMetricGate[],
+    o: { readonly now: number; readonly signal: AbortSignal; readonly contexts?: readonly GateContext[] },
+  ): Promise<ProviderResult[]> {
     const answers = new Map<CloudwatchMetricGate, ProviderResult>();
-    const indexed = gates.map((gate, i) => ({ gate, id: `g${i}` }));
+    const indexed = gates.flatMap((gate, i) => (gate.judge ? [] : [{ gate, id: `g${i}` }]));
+    const judged = gates.flatMap((gate, i) => (gate.judge ? [{ i, gate, context: o.contexts?.[i] }] : []));
     const groups = groupBy(indexed, ({ gate }) => `${gate.region ?? ''}|${gate.periodSeconds}`);
+    const [judgedAnswers] = await Promise.all([
+      mapLimit(judged, JUDGED_CONCURRENCY, ({ gate, context }) => this.cohorts(gate, context, o.now, o.signal)),
+      this.plain(groups, answers, o),
+    ]);
+    // By position: a judged reading is its rollout's (its context), whoever else reads the same gate.
+    const byIndex = new Map(judged.map(({ i }, k) => [i, judgedAnswers[k]!]));
+    return gates.map((g, i) => byIndex.get(i) ?? answers.get(g)!);
+  }
+
+  /** Plain gates, batched: every gate of a region and period in one GetMetricData (up to 500 queries). */
+  private async plain(
+    groups: Map<string, { gate: CloudwatchMetricGate; id: string }[]>,
+    answers: Map<CloudwatchMetricGate, ProviderResult>,
+    o: { readonly now: number; readonly signal: AbortSignal },
+  ): Promise<void> {
     await Promise.all(
       [...groups.values()].map(async (group) => {
         const { region, periodSeconds: period } = group[0]!.gate;
@@ -159,8 +203,138 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
         }
       }),
     );
-    return gates.map((g) => answers.get(g)!);
   }
+
+  /** A judged gate: each cohort's series over the same whole periods, or why not. */
+  private async cohorts(gate: CloudwatchMetricGate, context: GateContext | undefined, now: number, signal: AbortSignal): Promise<ProviderResult> {
+    if (!context) return { kind: 'error', message: 'a judged gate is read for a rollout: no rollout was given', answer: '' };
+    const metric = gate.metric;
+    if (!metric) return { kind: 'error', message: 'a judged gate reads one metric a cohort: it has no metric', answer: '' };
+    const version = (cohort: Cohort) => (cohort === 'canary' ? context.newVersion : (context.stableVersion ?? ''));
+    if (context.stableVersion === null && [metric, gate.requestsMetric].some((m) => m && Object.values(m.dimensions).some((v) => v.includes('{{version}}')))) {
+      return { kind: 'error', message: 'the rollout names no stableVersion: a {{version}} dimension cannot find the baseline', answer: '' };
+    }
+    const period = gate.periodSeconds;
+    if (gate.requestsMetric !== undefined) {
+      const requests = gate.requestsMetric;
+      // The grid starts at the first whole period of the stage's period, so a period's point is the same at every reading.
+      const anchor = Math.ceil((context.periodStart ?? now) / 1000 / period) * period;
+      // Only periods that ended settleSeconds ago: a period read while its datapoints are still arriving would be read again changed.
+      const settled = Math.floor(now / 1000) - (gate.settleSeconds ?? DEFAULT_CLOUDWATCH_SETTLE_SECONDS);
+      const steps = Math.max(0, Math.floor((settled - anchor) / period));
+      const none = { requests: [], errors: [] };
+      if (steps === 0) return { kind: 'counts', canary: none, baseline: none, percent: context.stage.percent, answer: '' };
+      if (steps > MAX_JUDGED_POINTS) {
+        return {
+          kind: 'error',
+          message: `the stage has run ${steps} periods of ${period} s, more than the ${MAX_JUDGED_POINTS} a reading holds: give the gate a longer periodSeconds`,
+          answer: '',
+        };
+      }
+      const got = await this.series(
+        gate,
+        [
+          { label: 'canary requests', metric: cohortMetric(requests, 'canary', version('canary')) },
+          { label: 'canary errors', metric: cohortMetric(metric, 'canary', version('canary')) },
+          { label: 'baseline requests', metric: cohortMetric(requests, 'baseline', version('baseline')) },
+          { label: 'baseline errors', metric: cohortMetric(metric, 'baseline', version('baseline')) },
+        ],
+        anchor,
+        steps,
+        signal,
+      );
+      if (!Array.isArray(got)) return got;
+      const [cn, ce, bn, be] = got;
+      return { kind: 'counts', canary: { requests: cn!, errors: ce! }, baseline: { requests: bn!, errors: be! }, percent: context.stage.percent, answer: '' };
+    }
+    const { windowSeconds } = judgedMetricRange(gate);
+    // Whole periods only (the one still filling would read low), and never before the stage's period began: older points are another split's.
+    const end = Math.floor(now / 1000 / period) * period;
+    const from = Math.ceil((context.periodStart ?? 0) / 1000 / period) * period;
+    const start = Math.min(end, Math.max(end - Math.floor(windowSeconds / period) * period, from));
+    const count = (end - start) / period;
+    if (count === 0) return { kind: 'cohorts', canary: [], baseline: [], answer: '' };
+    const got = await this.series(
+      gate,
+      [
+        { label: 'canary', metric: cohortMetric(metric, 'canary', version('canary')) },
+        { label: 'baseline', metric: cohortMetric(metric, 'baseline', version('baseline')) },
+      ],
+      start,
+      count,
+      signal,
+    );
+    if (!Array.isArray(got)) return got;
+    return { kind: 'cohorts', canary: got[0]!, baseline: got[1]!, answer: '' };
+  }
+
+  /**
+   * One GetMetricData call (and its pages) for `metrics` over `count` periods from `start` (seconds):
+   * each metric's point at each period, oldest first, null where it has none; or why not.
+   */
+  private async series(
+    gate: CloudwatchMetricGate,
+    metrics: readonly { readonly label: string; readonly metric: MetricStat }[],
+    start: number,
+    count: number,
+    signal: AbortSignal,
+  ): Promise<(number | null)[][] | ProviderResult> {
+    const period = gate.periodSeconds;
+    const region = gate.region;
+    const failed = (message: string): ProviderResult => ({
+      kind: 'error',
+      message: `cloudwatch GetMetricData${region ? ` (${region})` : ''}: ${message}`,
+      answer: '',
+    });
+    try {
+      return await deadline(gate.timeoutSeconds * 1000, signal, async (s) => {
+        const grids = metrics.map(() => Array.from({ length: count }, (): number | null => null));
+        const seen = new Set<number>();
+        let token: string | undefined;
+        for (let page = 1; ; page++) {
+          if (page > MAX_JUDGED_PAGES) return failed(`more than ${MAX_JUDGED_PAGES} pages for ${metrics.length * count} points`);
+          const answer = await this.clients(region).send(
+            new GetMetricDataCommand({
+              MetricDataQueries: metrics.map((m, i) => ({ Id: `q${i}`, MetricStat: metricStat(m.metric, period), ReturnData: true })),
+              StartTime: new Date(start * 1000),
+              EndTime: new Date((start + count * period) * 1000),
+              ScanBy: 'TimestampAscending',
+              MaxDatapoints: metrics.length * count,
+              NextToken: token,
+            }),
+            { abortSignal: s },
+          );
+          for (const r of answer.MetricDataResults ?? []) {
+            const i = /^q(\d+)$/.exec(r.Id ?? '')?.[1];
+            const grid = i === undefined ? undefined : grids[Number(i)];
+            if (!grid) continue;
+            seen.add(Number(i));
+            if (r.StatusCode === 'InternalError' || r.StatusCode === 'Forbidden')
+              return failed(`${metrics[Number(i)]!.label}: ${r.StatusCode}${r.Messages?.length ? `: ${r.Messages.map((m) => m.Value).join('; ')}` : ''}`);
+            (r.Timestamps ?? []).forEach((t, k) => {
+              const at = Math.round((t.getTime() / 1000 - start) / period);
+              const v = r.Values?.[k];
+              if (at >= 0 && at < count && v !== undefined && Number.isFinite(v)) grid[at] = v;
+            });
+          }
+          token = answer.NextToken;
+          if (!token) break;
+        }
+        const missing = metrics.findIndex((_, i) => !seen.has(i));
+        return missing >= 0 ? failed(`no result for the ${metrics[missing]!.label} query`) : grids;
+      });
+    } catch (err) {
+      return { kind: 'error', message: why('GetMetricData', region, err), answer: '' };
+    }
+  }
+}
+
+type Cohort = 'canary' | 'baseline';
+
+/** The metric with its cohort named: in each dimension's value, `{{cohort}}` as canary or baseline, `{{version}}` as the version it runs. */
+export function cohortMetric(m: MetricStat, cohort: Cohort, version: string): MetricStat {
+  const fill = (v: string) => v.replaceAll('{{cohort}}', () => cohort).replaceAll('{{version}}', () => version);
+  return { ...m, dimensions: Object.fromEntries(Object.entries(m.dimensions).map(([name, value]) => [name, fill(value)])) };
 }
 
 /** The gates split so that no GetMetricData carries more than 500 queries. */
@@ -182,9 +356,15 @@ function packQueries<T extends { gate: CloudwatchMetricGate }>(group: readonly T
   return out;
 }
 
+/**
+ * A MetricStat query. Its dimensions go by name, in one order whatever order the store kept them in
+ * (PostgreSQL's jsonb orders keys its own way): the same gate asks the same query everywhere, and an
+ * emulator that matches dimensions in order (moto) finds what was put in that order.
+ */
 function metricStat(m: MetricStat, period: number): NonNullable<MetricDataQuery['MetricStat']> {
+  const dimensions = Object.entries(m.dimensions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return {
-    Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: Object.entries(m.dimensions).map(([Name, Value]) => ({ Name, Value })) },
+    Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: dimensions.map(([Name, Value]) => ({ Name, Value })) },
     Period: period,
     Stat: m.stat,
   };
