@@ -99,7 +99,7 @@ export const FUNCTIONS = {
     memoryMb: 256,
     reservedConcurrency: 1,
     tracing: 'passthrough',
-    // Provider gates are read on its tick only: DescribeAlarms and GetMetricData are granted here and nowhere else.
+    // Provider gates are read on its tick (and by the API's gate test, which has the same grant).
     grants: ['store:read', 'store:write', 'bus:put', 'cloudwatch:read', 'targets:actuate'],
     keys: ['promotionLease', 'rollouts'],
     // It alone deletes ended rollouts past their retention.

@@ -50,6 +50,11 @@ export interface RouteDef<Id extends string = string, Path extends string = stri
   readonly family?: string;
   /** A write any node takes, leader or not (its handling asks for the lease itself); every other write needs the leader. */
   readonly anyNode?: true;
+  /**
+   * A POST that writes nothing to the store (it asks the outside world, as a gate test does): any node
+   * answers it, outside any transaction, and an Idempotency-Key is not recorded for it.
+   */
+  readonly storesNothing?: true;
   /** What a node does once it has answered (after the commit, for a write with an Idempotency-Key): see NodeHook. */
   readonly nodeHooks?: { readonly afterCommit?: NodeHook; readonly afterAnswer?: NodeHook };
 }

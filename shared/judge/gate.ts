@@ -168,6 +168,22 @@ export interface StepCounts {
 }
 
 /**
+ * The whole steps a counts reading reads: on a grid that starts at the stage's period start (rounded up
+ * to a multiple of `alignSeconds`, so a step's point is the same at every reading), ending at the last
+ * step that closed `settleSeconds` before `now` (a step read while its data still arrive would be read
+ * again changed). Times in ms; `anchor` in epoch seconds.
+ */
+export function countGrid(o: { periodStart: number; now: number; stepSeconds: number; settleSeconds: number; alignSeconds?: number }): {
+  readonly anchor: number;
+  readonly steps: number;
+} {
+  const align = o.alignSeconds ?? 1;
+  const anchor = Math.ceil(o.periodStart / 1000 / align) * align;
+  const settled = Math.floor(o.now / 1000) - o.settleSeconds;
+  return { anchor, steps: Math.max(0, Math.floor((settled - anchor) / o.stepSeconds)) };
+}
+
+/**
  * The cumulative looks behind a counts reading: step i of each cohort is a look. A missing point adds
  * nothing; counts are whole (Prometheus's `increase()` extrapolates to fractions), never negative, and a
  * step's errors never exceed its requests, so what reaches the test is always a valid look.

@@ -17,7 +17,9 @@ import type { RolloutState } from './model.js';
  * An inconclusive reading stays inconclusive. Then the proposed limits
  * (initialDelaySeconds, failureLimit, inconclusiveLimit, onFail,
  * consecutiveSuccesses) are applied stage by stage with the promoter's own
- * rule (tallyWith, providerVerdict), from the stage's first reading.
+ * rule (tallyWith, providerVerdict), counted from the stage's activation (a
+ * resume, which starts the promoter's count again, is not seen here). A
+ * stage that went on while the proposal would still have waited is a hold.
  */
 
 export interface PastRollout {
@@ -30,7 +32,8 @@ export interface PastRollout {
 }
 
 export type Replayed =
-  | { readonly kind: 'stop'; readonly action: 'rollback' | 'pause'; readonly stage: number; readonly at: number; readonly reason: string }
+  /** It would have rolled back or paused; or held a stage that in fact went on (its newest reading failing under onFail hold, or passes short of consecutiveSuccesses). */
+  | { readonly kind: 'stop'; readonly action: 'rollback' | 'pause' | 'hold'; readonly stage: number; readonly at: number; readonly reason: string }
   /** Every stage it read passed, or waited within its limits. */
   | { readonly kind: 'pass'; readonly stages: number; readonly readings: number }
   /** Nothing of it to replay: no readings of that gate, or none the proposed judge can be judged from. */
@@ -38,8 +41,8 @@ export type Replayed =
 
 export interface BacktestRow {
   readonly rollout: string;
-  /** What happened. */
-  readonly outcome: RolloutState;
+  /** What happened (null: the rollout could not be read). */
+  readonly outcome: RolloutState | null;
   readonly reason: string | null;
   readonly replayed: Replayed;
   /**
@@ -60,6 +63,8 @@ export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['ou
   if (proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric') {
     const judge = 'judge' in proposed ? proposed.judge : undefined;
     if (!judge) {
+      const stored = judgeOfQuery(r.query);
+      if (stored) return { cannot: `the readings were judged ${stored}, the proposed gate against a threshold` };
       if (r.value === null || proposed.comparison === undefined || proposed.threshold === undefined) return { cannot: 'the reading kept no value' };
       return passes(r.value, proposed.comparison, proposed.threshold) ? 'pass' : 'fail';
     }
@@ -104,6 +109,12 @@ export function replay(proposed: ProviderGate, past: PastRollout, readings: read
       tally = next;
       const verdict = providerVerdict([acting], new Map([[stage, new Map([[proposed.name, next]])]]), stage, origin);
       if (verdict.kind === 'rollback' || verdict.kind === 'pause') return { kind: 'stop', action: verdict.kind, stage, at: r.at, reason: verdict.reason };
+    }
+    // A stage that went on (a later stage was read, or the rollout completed) while the proposal would still wait: it would have held it.
+    const wentOn = stage < stages.at(-1)! || past.state === 'completed';
+    if (tally && wentOn) {
+      const verdict = providerVerdict([acting], new Map([[stage, new Map([[proposed.name, tally]])]]), stage, tally.origin);
+      if (verdict.kind === 'wait') return { kind: 'stop', action: 'hold', stage, at: tally.last.at, reason: verdict.reason };
     }
   }
   if (!judged) return { kind: 'none', reason: why ?? 'every reading came before the initial delay' };

@@ -91,7 +91,8 @@ export interface GateTally {
   readonly inconclusive: number;
   /**
    * Passes in a row ending with `last` (0 when it did not pass): what `consecutiveSuccesses` asks
-   * for. A reading that arrives after a newer one leaves it alone, as it leaves `last`.
+   * for. A pass that arrives after a newer reading adds nothing; a failure or an inconclusive reading
+   * that arrives late ends the streak all the same, since it may have been taken inside it.
    */
   readonly passStreak: number;
   readonly last: GateReading;
@@ -131,7 +132,8 @@ export function tallyWith(tally: GateTally | undefined, reading: GateReading, or
     readings: base.readings + 1,
     failures: base.failures + (reading.outcome === 'fail' ? 1 : 0),
     inconclusive: base.inconclusive + (reading.outcome === 'inconclusive' ? 1 : 0),
-    passStreak: !newest ? passStreakOf(base) : reading.outcome === 'pass' ? passStreakOf(base) + 1 : 0,
+    // A late pass adds nothing; a late failure or inconclusive reading may have been taken inside the streak, so it ends it (safe: it only delays).
+    passStreak: reading.outcome !== 'pass' ? 0 : newest ? passStreakOf(base) + 1 : passStreakOf(base),
     last: newer(base.last),
     lastFailure: reading.outcome === 'fail' ? newer(base.lastFailure) : base.lastFailure,
     lastInconclusive: reading.outcome === 'inconclusive' ? newer(base.lastInconclusive) : base.lastInconclusive,

@@ -91,8 +91,8 @@ export interface RolloutStore {
    * that counted (one taken in an older period than its tally's does not).
    */
   recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]>;
-  /** The newest `perGate` (default 50) readings of every gate of the rollout's current attempt (or `attempt`), newest first. */
-  gateReadings(rolloutId: string, o?: { readonly perGate?: number; readonly attempt?: number }): Promise<GateReading[]>;
+  /** The newest `perGate` (default 50) readings of every gate (or of `gate`) of the rollout's current attempt (or `attempt`), newest first. */
+  gateReadings(rolloutId: string, o?: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string }): Promise<GateReading[]>;
   /**
    * Deletes up to `limit` readings taken before `before` (the history only:
    * tallies stay), oldest first; returns how many. A store whose readings

@@ -91,7 +91,7 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         [{ rolloutId: id, origin: T, reading: reading({ at: T + 4, outcome: 'fail', value: 0.9 }) }],
         // Equal times: the later write is the last.
         [{ rolloutId: id, origin: T + 10, reading: reading({ at: T + 11, outcome: 'fail', value: 0.2, reason: '0.2 does not meet < 0.05' }) }],
-        // Passes in a row make a streak; a failure taken before the newest pass, stored after it, does not end it.
+        // Passes in a row make a streak; a failure stored after the newest pass ends it, though taken before it.
         [{ rolloutId: id, origin: T + 10, reading: reading({ at: T + 12 }) }],
         [
           { rolloutId: id, origin: T + 10, reading: reading({ at: T + 14 }) },
@@ -119,7 +119,7 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
         readings: 5,
         failures: 2,
         inconclusive: 0,
-        passStreak: 2,
+        passStreak: 0,
         last: { outcome: 'pass', at: T + 14 },
         lastFailure: { value: 0.3 },
       });
@@ -308,6 +308,24 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
       }
       expect((await backend.rollouts.load(id))!.gates.get(0)?.get('error-rate')?.readings).toBe(2);
       expect((await batch.tick()).pruned).toBe(0);
+    });
+
+    it("a rollout-wide alarm gate is watched as a stage's: its alarm's change rolls the stage back in one delivery", async () => {
+      const { id } = await createRollout(engine, {
+        spec: { target: { service: 'checkout', version: 'v2' }, stages: spec([]).stages, rolloutGates: { providers: [ALARMS] } },
+        actor: 'alice',
+      });
+      await batch.tick(); // activates
+      await batch.tick(); // the poll has no answer set: an inconclusive reading
+      const at = (ms: number) => new Date(ms).toISOString().replace('Z', '+0000');
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-5xx', 'OK', at(clock.now() - 5_000))));
+      await streaming.handle(inboundFromEnvelope(alarmStateChange('checkout-latency', 'ALARM', at(clock.now() - 1_000))));
+      expect(await stateOf(id)).toEqual({
+        state: 'rolled_back',
+        phases: ['rolled_back', 'pending'],
+        reason: 'gate alarms (cloudwatchAlarm): 1 failed reading > failureLimit 0; last: in ALARM: checkout-latency',
+      });
+      expect((await backend.rollouts.load(id))!.alarms).toEqual({ 'checkout-5xx': 'OK', 'checkout-latency': 'ALARM' });
     });
 
     it('a native CloudWatch alarm change rolls the stage back in one delivery; an older one changes nothing', async () => {

@@ -73,7 +73,8 @@ describe('rejudge', () => {
     const [m] = readings(mw, 0, T, [0.2], () => 'fail');
     expect(rejudge(judged({ kind: 'mann-whitney', tolerance: 0.5 }), m!)).toBe('fail');
     expect(rejudge(rel, m!)).toEqual({ cannot: 'the readings were judged mann-whitney, the proposed gate relative' });
-    expect(rejudge(gate(), m!)).toBe('fail'); // a threshold on the kept shift estimate
+    // Nor is a judged reading's figure (a shift, a ratio) read against a threshold.
+    expect(rejudge(gate(), m!)).toEqual({ cannot: 'the readings were judged mann-whitney, the proposed gate against a threshold' });
     expect(rejudge({ ...gate(), type: 'cloudwatchAlarm', alarms: ['a'] }, m!)).toEqual({
       cannot: 'a prometheus reading, not a cloudwatchAlarm one',
     });
@@ -92,8 +93,30 @@ describe('replay', () => {
       action: 'pause',
       at: T + 4 * 60_000,
     });
-    // Not read within its initial delay: the failures before it do not count.
-    expect(replay(gate({ failureLimit: 1, initialDelaySeconds: 150 }), past('r', 'completed', T), rs)).toEqual({ kind: 'pass', stages: 1, readings: 2 });
+    // Not read within its initial delay: the failures before it do not count. Its newest reading failed within
+    // failureLimit, so the stage would have waited on it: a hold, where the rollout in fact went on.
+    expect(replay(gate({ failureLimit: 1, initialDelaySeconds: 150 }), past('r', 'completed', T), rs)).toMatchObject({
+      kind: 'stop',
+      action: 'hold',
+      stage: 0,
+      at: T + 4 * 60_000,
+      reason: 'gate errors (prometheus): last reading fail',
+    });
+    expect(replay(gate({ failureLimit: 1, initialDelaySeconds: 150 }), past('r', 'completed', T), rs.slice(0, 3))).toEqual({
+      kind: 'pass',
+      stages: 1,
+      readings: 1,
+    });
+    // Passes short of consecutiveSuccesses at the end of a stage that went on: a hold too.
+    expect(replay(gate({ consecutiveSuccesses: 3 }), past('r', 'completed', T), readings(gate(), 0, T + 60_000, [0.01, 0.01]))).toMatchObject({
+      kind: 'stop',
+      action: 'hold',
+      reason: 'gate errors (prometheus): 2 of 3 passes in a row (consecutiveSuccesses)',
+    });
+    // A stage still going when it ended (a rollout rolled back in it) is no hold: it never went on.
+    expect(replay(gate({ consecutiveSuccesses: 3 }), past('r', 'rolled_back', T), readings(gate(), 0, T + 60_000, [0.01, 0.01]))).toMatchObject({
+      kind: 'pass',
+    });
     // Counted per stage: one failure in each of two stages stays within failureLimit 1.
     const twoStages = [...readings(gate(), 0, T + 60_000, [0.06, 0.01]), ...readings(gate(), 1, T + 11 * 60_000, [0.06, 0.01])];
     expect(replay(gate({ failureLimit: 1 }), past('r', 'completed', T), twoStages)).toEqual({ kind: 'pass', stages: 2, readings: 4 });

@@ -96,15 +96,15 @@ describe('consecutiveSuccesses', () => {
     expect(providerVerdict([gate({ failureLimit: 1 })], tallies(gate(), ['fail', 'pass']), 0, origin)).toMatchObject({ kind: 'pass' });
   });
 
-  it('counts only the newest reading: one taken earlier but stored late neither extends nor ends the streak', () => {
+  it('a pass stored late adds nothing; a failure stored late ends the streak, since it may have been taken inside it', () => {
     const g = gate({ consecutiveSuccesses: 2, failureLimit: 5 });
-    // Readings taken at +0, +2, +1 (the failure arrives last but was taken before the second pass).
+    // Readings taken at +0, +2, +1: the failure arrives last but was taken between the two passes.
     const late = tallies(g, ['pass', 'pass', 'fail'], (i) => origin + [0, 2, 1][i]!);
-    expect(late.get(0)!.get('errors')).toMatchObject({ passStreak: 2, failures: 1 });
-    expect(providerVerdict([g], late, 0, origin)).toMatchObject({ kind: 'pass' });
-    // A late pass does not extend a streak the newest reading ended.
-    const ended = tallies(g, ['pass', 'fail', 'pass'], (i) => origin + [0, 2, 1][i]!);
-    expect(ended.get(0)!.get('errors')).toMatchObject({ passStreak: 0 });
+    expect(late.get(0)!.get('errors')).toMatchObject({ passStreak: 0, failures: 1, last: { outcome: 'pass' } });
+    expect(providerVerdict([g], late, 0, origin)).toMatchObject({ kind: 'wait', reason: expect.stringContaining('0 of 2') as string });
+    // A late pass does not extend a streak: +0 pass, +2 pass, +1 pass is two in a row, not three.
+    const passes = tallies(gate({ consecutiveSuccesses: 3 }), ['pass', 'pass', 'pass'], (i) => origin + [0, 2, 1][i]!);
+    expect(passes.get(0)!.get('errors')).toMatchObject({ passStreak: 2 });
   });
 
   it('reads a tally stored before streaks were kept as a streak of one when its newest reading passed', () => {

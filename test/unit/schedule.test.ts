@@ -11,7 +11,7 @@ import { evaluate } from '../../shared/rollout/evaluate.js';
 import { movesTargets } from '../../shared/rollout/engine.js';
 import { activeStage, talliesByStage, type AlarmState, type RolloutView, type StageMetrics, type StageStatus } from '../../shared/rollout/model.js';
 import { nextEvaluationAt } from '../../shared/rollout/schedule.js';
-import { parseRolloutSpec, type RolloutSpec } from '../../shared/rollout/spec.js';
+import { parseRolloutSpec, stageProviders, type RolloutSpec } from '../../shared/rollout/spec.js';
 import { freshStages } from '../../shared/rollout/transitions.js';
 import { Rng } from '../chaos/rng.js';
 
@@ -44,7 +44,16 @@ function randomSpec(rng: Rng): RolloutSpec {
     rng.int(4) === 0
       ? [{ type: 'webhook', name: 'confirm', hook: 'confirm-rollout', url: 'https://hooks.example.com/ok', intervalSeconds: 5 + rng.int(30) }]
       : undefined;
-  return parseRolloutSpec({ target: { service: 'checkout', version: 'v2' }, progressDeadlineSeconds: 30 + rng.int(900), stages, ...(hooks ? { hooks } : {}) });
+  // Now and then gates that watch every stage from one on, with passes in a row asked of them.
+  const rolloutGates =
+    rng.int(3) === 0 ? { fromStage: rng.int(stages.length), providers: [{ ...prom(9), name: 'wide', consecutiveSuccesses: 1 + rng.int(3) }] } : undefined;
+  return parseRolloutSpec({
+    target: { service: 'checkout', version: 'v2' },
+    progressDeadlineSeconds: 30 + rng.int(900),
+    stages,
+    ...(hooks ? { hooks } : {}),
+    ...(rolloutGates ? { rolloutGates } : {}),
+  });
 }
 
 function randomView(rng: Rng): { view: RolloutView; now: number } {
@@ -55,7 +64,7 @@ function randomView(rng: Rng): { view: RolloutView; now: number } {
   for (let i = 0; i < reached; i++) stages[i] = { ...stages[i]!, phase: 'promoted', activatedAt: T, promotedAt: T };
   if (reached >= 0) stages[reached] = { ...stages[reached]!, phase: 'active', activatedAt: lastProgressAt - rng.int(2) * rng.int(50_000) };
   const stage = Math.max(0, reached);
-  const gates = reached >= 0 ? (spec.stages[reached]!.gates.providers ?? []) : stages[0]?.phase === 'pending' ? [...beforeRolloutHooks(spec.hooks)] : [];
+  const gates = reached >= 0 ? stageProviders(spec, reached) : stages[0]?.phase === 'pending' ? [...beforeRolloutHooks(spec.hooks)] : [];
   const tallies: GateTally[] = [];
   for (const g of gates) {
     if (rng.int(6) === 0) continue;
@@ -129,7 +138,7 @@ function randomView(rng: Rng): { view: RolloutView; now: number } {
 function dueAt(view: RolloutView, t: number): boolean {
   const active = activeStage(view);
   const gates = active
-    ? view.rollout.spec.stages[active.index]?.gates.providers
+    ? stageProviders(view.rollout.spec, active.index)
     : view.stages[0]?.phase === 'pending'
       ? beforeRolloutHooks(view.rollout.spec.hooks)
       : undefined;

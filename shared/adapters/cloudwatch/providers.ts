@@ -11,6 +11,7 @@ import {
 } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
+import { countGrid } from '../../judge/gate.js';
 import type { AlarmState } from '../../rollout/model.js';
 
 /**
@@ -217,11 +218,14 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
     const period = gate.periodSeconds;
     if (gate.requestsMetric !== undefined) {
       const requests = gate.requestsMetric;
-      // The grid starts at the first whole period of the stage's period, so a period's point is the same at every reading.
-      const anchor = Math.ceil((context.periodStart ?? now) / 1000 / period) * period;
-      // Only periods that ended settleSeconds ago: a period read while its datapoints are still arriving would be read again changed.
-      const settled = Math.floor(now / 1000) - (gate.settleSeconds ?? DEFAULT_CLOUDWATCH_SETTLE_SECONDS);
-      const steps = Math.max(0, Math.floor((settled - anchor) / period));
+      // The grid starts at the first whole period of the stage's period (CloudWatch's periods are aligned).
+      const { anchor, steps } = countGrid({
+        periodStart: context.periodStart ?? now,
+        now,
+        stepSeconds: period,
+        settleSeconds: gate.settleSeconds ?? DEFAULT_CLOUDWATCH_SETTLE_SECONDS,
+        alignSeconds: period,
+      });
       const none = { requests: [], errors: [] };
       if (steps === 0) return { kind: 'counts', canary: none, baseline: none, percent: context.stage.percent, answer: '' };
       if (steps > MAX_JUDGED_POINTS) {

@@ -5,6 +5,7 @@ import { StoreContendedError } from '../../errors.js';
 import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
 import type { AlarmState, RolloutView, StageMetrics } from '../../rollout/model.js';
 import { stageIndexOf, stageProviders, type RolloutSpec } from '../../rollout/spec.js';
+import { beforeRolloutHooks } from '../../rollout/gate-spec.js';
 import { UnknownRolloutError, type CountedReading, type MetricsTarget, type SignalOutcome } from '../../rollout/store.js';
 import { queryAll, batchPut } from './query.js';
 import type { DueIndex } from './rollout-due.js';
@@ -163,7 +164,7 @@ export class RolloutSignals {
     throw new StoreContendedError(`gate ${reading.gate} of rollout ${rolloutId}: the tally kept changing under ${TALLY_ATTEMPTS} writes; try again`);
   }
 
-  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number } = {}): Promise<GateReading[]> {
+  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string } = {}): Promise<GateReading[]> {
     const head = await this.t.doc.send(
       new GetCommand({
         TableName: this.t.table,
@@ -175,7 +176,10 @@ export class RolloutSignals {
     if (!head.Item) return [];
     const attempt = o.attempt ?? Number(head.Item.attempt);
     const spec = head.Item.spec as RolloutSpec;
-    const gates = spec.stages.flatMap((_, i) => stageProviders(spec, i).map((g) => ({ stage: i, gate: g.name })));
+    // Stage 0 also counts the spec's before-rollout hooks.
+    const gates = spec.stages
+      .flatMap((_, i) => [...(i === 0 ? beforeRolloutHooks(spec.hooks) : []), ...stageProviders(spec, i)].map((g) => ({ stage: i, gate: g.name })))
+      .filter((g) => o.gate === undefined || g.gate === o.gate);
     // One query per gate, newest first, so a long bake's history is never read in full.
     const perGate = await mapLimit(gates, this.t.readConcurrency, ({ stage, gate }) =>
       queryAll(

@@ -131,7 +131,7 @@ export class DynamoRolloutStore implements RolloutStore {
     return this.signals.recordGateReadings(readings);
   }
 
-  gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number } = {}): Promise<GateReading[]> {
+  gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string } = {}): Promise<GateReading[]> {
     return this.signals.gateReadings(rolloutId, o);
   }
 

@@ -52,8 +52,8 @@ const VIEW_SQL = viewSql('spec');
 /**
  * Readings counted into their tallies in one statement, by the rule of
  * \`tallyWith\` (shared/rollout/gates.ts): same period, add; a newer period,
- * start again; an older one, leave the tally alone (and its pass streak:
- * only the newest reading extends or ends it). Ties on \`at\` go to the
+ * start again; an older one, leave the tally alone. A pass extends the pass
+ * streak only when it is the newest; any other reading ends it, late or not. Ties on \`at\` go to the
  * newer write, as there. The history row is kept either way.
  */
 const RECORD_READINGS_SQL = `
@@ -76,8 +76,8 @@ const RECORD_READINGS_SQL = `
     failures     = CASE WHEN t.origin = excluded.origin THEN t.failures ELSE 0 END + excluded.failures,
     inconclusive = CASE WHEN t.origin = excluded.origin THEN t.inconclusive ELSE 0 END + excluded.inconclusive,
     pass_streak = CASE
-      WHEN t.origin = excluded.origin AND (t.last->>'at')::bigint > (excluded.last->>'at')::bigint THEN t.pass_streak
       WHEN excluded.pass_streak = 0 THEN 0
+      WHEN t.origin = excluded.origin AND (t.last->>'at')::bigint > (excluded.last->>'at')::bigint THEN t.pass_streak
       WHEN t.origin = excluded.origin THEN t.pass_streak + 1
       ELSE 1 END,
     last = CASE WHEN t.origin = excluded.origin AND (t.last->>'at')::bigint > (excluded.last->>'at')::bigint THEN t.last ELSE excluded.last END,
@@ -412,14 +412,14 @@ export class PostgresRolloutStore implements RolloutStore {
     return out;
   }
 
-  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number } = {}): Promise<GateReading[]> {
+  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string } = {}): Promise<GateReading[]> {
     const { rows } = await this.sql.query<Record<string, unknown>>(
       `SELECT * FROM (
          SELECT g.*, row_number() OVER (PARTITION BY g.stage_index, g.gate ORDER BY g.at DESC) AS n
            FROM gate_readings g JOIN rollouts r ON r.id = g.rollout_id
-          WHERE g.rollout_id = $1 AND g.attempt = coalesce($2::int, r.attempt)) x
+          WHERE g.rollout_id = $1 AND g.attempt = coalesce($2::int, r.attempt) AND ($4::text IS NULL OR g.gate = $4)) x
         WHERE n <= $3 ORDER BY stage_index, gate, at DESC`,
-      [rolloutId, o.attempt ?? null, o.perGate ?? 50],
+      [rolloutId, o.attempt ?? null, o.perGate ?? 50, o.gate ?? null],
     );
     return rows.map((g) => ({
       gate: String(g.gate),

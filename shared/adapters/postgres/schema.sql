@@ -28,6 +28,10 @@ CREATE FUNCTION public.rollout_alarm_names(spec jsonb) RETURNS text[]
     UNION ALL
     SELECT jsonb_array_elements_text(p->'alarms')
       FROM jsonb_array_elements(spec->'stages') g, jsonb_array_elements(coalesce(g->'gates'->'providers', '[]')) p
+     WHERE p->>'type' = 'cloudwatchAlarm'
+    UNION ALL
+    SELECT jsonb_array_elements_text(p->'alarms')
+      FROM jsonb_array_elements(coalesce(spec->'rolloutGates'->'providers', '[]')) p
      WHERE p->>'type' = 'cloudwatchAlarm') AS x(n)
 $$;
 

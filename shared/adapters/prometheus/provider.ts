@@ -5,7 +5,7 @@ import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../o
 import { DEFAULT_SETTLE_SECONDS, judgedRange, MAX_JUDGED_POINTS, type PrometheusGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
-import type { StepCounts } from '../../judge/gate.js';
+import { countGrid, type StepCounts } from '../../judge/gate.js';
 import { credentialHeaders, scrubbed } from '../http/credentials.js';
 import { OutboundHttp, type OutboundClient } from '../http/outbound.js';
 import { sigv4Headers } from '../http/sigv4.js';
@@ -132,10 +132,12 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
    */
   private async counts(gate: PrometheusGate, requestsQuery: string, context: GateContext, now: number, signal: AbortSignal): Promise<ProviderResult> {
     const { stepSeconds } = judgedRange(gate);
-    const anchor = Math.ceil((context.periodStart ?? now) / 1000);
-    // Only steps that ended settleSeconds ago: a step read while its scrapes are still arriving would be read again changed.
-    const settled = Math.floor(now / 1000) - (gate.settleSeconds ?? DEFAULT_SETTLE_SECONDS);
-    const steps = Math.max(0, Math.floor((settled - anchor) / stepSeconds));
+    const { anchor, steps } = countGrid({
+      periodStart: context.periodStart ?? now,
+      now,
+      stepSeconds,
+      settleSeconds: gate.settleSeconds ?? DEFAULT_SETTLE_SECONDS,
+    });
     const none: StepCounts = { requests: [], errors: [] };
     if (steps === 0) return { kind: 'counts', canary: none, baseline: none, percent: context.stage.percent, answer: '' };
     if (steps > MAX_JUDGED_POINTS) {

@@ -318,7 +318,7 @@ export const rolloutTraffic = route({
 });
 
 /** At most this many readings of each gate of each stage a `GET /rollouts/{id}/readings` answers (the newest). */
-export const MAX_READINGS_PER_GATE = 5_000;
+export const MAX_READINGS_PER_GATE = 2_000;
 
 export const rolloutReadings = route({
   id: 'rolloutReadings',
@@ -352,6 +352,7 @@ export const testRolloutGate = route({
   tag: 'rollouts',
   // It makes the gate's requests (with the operator's credentials) now: as much an act as a command.
   scope: 'operate',
+  storesNothing: true,
   summary: "read one of the rollout's gates now and judge the answer, without storing or acting on it",
   query: z.object({
     stage: z

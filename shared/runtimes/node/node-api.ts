@@ -366,7 +366,7 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
     const route = found.route;
     const write = !READ_METHODS.has(req.method.toUpperCase());
     // A write any node takes (a signal: its handling asks for the lease itself); every other write needs the leader.
-    if (write && !route?.anyNode && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
+    if (write && !route?.anyNode && !route?.storesNothing && !(await node.isLeader().catch(() => false))) return notLeader(req.path);
     // The node's own routes, and those it answers itself rather than from the shared handler's view (cluster, health).
     if (route && isOwn(route)) {
       const refused = (err: unknown): ApiResponse => {
@@ -383,7 +383,8 @@ function nodeRoutes(node: ControlPlaneNode, metrics: Registry, options: { readDe
       return route.method === 'GET' && !FRESH.has(route.id) ? read(req, found, run) : run();
     }
     if (!write) return read(req, found, () => shared(req));
-    const key = req.headers['idempotency-key'];
+    // A route that stores nothing holds no transaction open while it waits on the outside world.
+    const key = route?.storesNothing ? undefined : req.headers['idempotency-key'];
     const res = key ? await idempotent(req, key, found) : await shared(req);
     const after = route?.nodeHooks?.afterAnswer;
     return after && route ? hooks[after](found.route ? found.params : {}, res) : res;

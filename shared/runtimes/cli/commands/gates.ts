@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { errorMessage } from '../../../log.js';
+import { InvalidArgumentError } from 'commander';
 import type { RolloutClient } from '../../../client/client.js';
+import type { BacktestRow } from '../../../rollout/backtest.js';
 import type { GateReading } from '../../../rollout/gates.js';
 import type { CommandSpec } from '../command-spec.js';
 import { run, TARGET_OPTIONS, targetOf, type ClientOpts } from '../client-options.js';
@@ -35,9 +37,14 @@ export const gatesCommand: CommandSpec = {
       options: [
         { flags: '--gate <gate.json>', description: 'the proposed gate (a provider gate, as in a stage)', required: true },
         { flags: '--as <name>', description: "replay the readings of this gate (default: the proposed gate's name)" },
-        { flags: '--since <days>', description: 'rollouts created in the last this many days', parser: days('--since'), default: 30 },
+        {
+          flags: '--since <days>',
+          description: 'rollouts created in the last this many days (30 or 30d)',
+          parser: (v: string) => days('--since')(v.replace(/d$/, '')),
+          default: 30,
+        },
         { flags: '--rollouts <ids>', description: 'these rollouts (comma-separated) instead of --since' },
-        { flags: '--max <n>', description: 'at most this many rollouts, newest first', parser: int('--max'), default: 200 },
+        { flags: '--max <n>', description: 'at most this many rollouts, newest first (1–10000)', parser: between('--max', 1, 10_000), default: 200 },
         ...TARGET_OPTIONS,
       ],
       action: async (o: ClientOpts & { gate: string; as?: string; since: number; rollouts?: string; max: number }) => {
@@ -55,10 +62,22 @@ export const gatesCommand: CommandSpec = {
             ?.split(',')
             .map((x) => x.trim())
             .filter(Boolean) ?? (await recentRollouts(client, Date.now() - o.since * 86_400_000, o.max));
-        const rows = [];
+        const rows: BacktestRow[] = [];
         for (const id of ids.slice(0, o.max)) {
-          const [r, { readings }] = await Promise.all([client.getRollout(id), client.readings(id, { gate: proposed.name, limit: 5_000 })]);
-          rows.push(backtestRow(proposed, { ...r, stages: r.stages }, readings));
+          let r;
+          try {
+            r = await client.getRollout(id);
+          } catch (err) {
+            // One rollout gone (retention) or mistyped does not end the backtest: it is said, and counted as unknown.
+            process.stderr.write(`${id}: ${errorMessage(err)}\n`);
+            rows.push(unreadRow(id, errorMessage(err)));
+            continue;
+          }
+          const { readings } = await client.readings(id, { gate: proposed.name, limit: READINGS_READ });
+          const full = new Set(readings.map((x) => x.stage)).size * READINGS_READ;
+          if (readings.length && readings.length >= full)
+            process.stderr.write(`${id}: only the newest ${READINGS_READ} readings of each stage are replayed; older ones are not\n`);
+          rows.push(backtestRow(proposed, r, readings));
         }
         const summary = backtestSummary(rows);
         if (o.json) {
@@ -69,12 +88,12 @@ export const gatesCommand: CommandSpec = {
         for (const r of rows) {
           const would =
             r.replayed.kind === 'stop'
-              ? `would ${r.replayed.action === 'rollback' ? 'roll back' : 'pause'} in stage ${r.replayed.stage} at ${new Date(r.replayed.at).toISOString()}: ${r.replayed.reason}`
+              ? `would ${{ rollback: 'roll back', pause: 'pause', hold: 'hold' }[r.replayed.action]} in stage ${r.replayed.stage} at ${new Date(r.replayed.at).toISOString()}: ${r.replayed.reason}`
               : r.replayed.kind === 'pass'
                 ? `would pass (${r.replayed.readings} readings in ${r.replayed.stages} stages)`
                 : `nothing to replay: ${r.replayed.reason}`;
           const earlier = r.earlierMs !== null ? `, ${mins(r.earlierMs)} before it ended` : '';
-          process.stdout.write(`${r.rollout}  ${r.outcome}  ${r.verdict}${earlier}\n  ${would}\n`);
+          process.stdout.write(`${r.rollout}  ${r.outcome ?? 'not read'}  ${r.verdict}${earlier}\n  ${would}\n`);
         }
         process.stdout.write(
           `${rows.length} rollouts: ${summary.caught} caught, ${summary.falseAlarm} false alarms, ${summary.missed} missed, ${summary.agreed} agreed, ${summary.unknown} unknown\n`,
@@ -130,10 +149,30 @@ async function recentRollouts(client: RolloutClient, since: number, max: number)
   for (;;) {
     const page = await client.rolloutsPage({ limit: Math.min(500, max), ...(cursor ? { cursor } : {}) });
     for (const r of page.rollouts) {
-      if (r.createdAt === null || Date.parse(r.createdAt) < since || ids.length >= max) return ids;
+      if (ids.length >= max) return ids;
+      if (r.createdAt === null) continue;
+      // Newest first by creation: the first one older than `since` ends the list.
+      if (Date.parse(r.createdAt) < since) return ids;
       ids.push(r.id);
     }
     if (!page.next) return ids;
     cursor = page.next;
   }
+}
+
+/** Readings of the gate a backtest reads for each stage of a rollout (the API's most). */
+const READINGS_READ = 2_000;
+
+/** A rollout the backtest could not read. */
+function unreadRow(id: string, why: string): BacktestRow {
+  return { rollout: id, outcome: null, reason: null, replayed: { kind: 'none', reason: `not read: ${why}` }, verdict: 'unknown', earlierMs: null };
+}
+
+/** A whole number within [lo, hi], for a flag. */
+function between(name: string, lo: number, hi: number): (v: string) => number {
+  return (v) => {
+    const n = int(name)(v);
+    if (n < lo || n > hi) throw new InvalidArgumentError(`${name} must be from ${lo} to ${hi}, got ${n}`);
+    return n;
+  };
 }
