@@ -7,7 +7,8 @@
  * receiving events at once; one raw conditional write on the same store in
  * the same run, taken alternately with the 1-rollout events (the ratios'
  * baseline) and also alone, back to back; and BatchPromoter ticks over 1,000 running rollouts (nothing
- * due, and every rollout promoting one stage). On PostgreSQL the all-due tick's promotion is broken down:
+ * due, and every rollout promoting one stage; the all-due tick also a promotion, in ms and against the
+ * raw write alone's steady p50: `batch_tick_1000_all_due_per_promotion_vs_raw_alone_p50`). On PostgreSQL the all-due tick's promotion is broken down:
  * statements a promotion by kind (`batch_tick_1000_all_due_statements_<kind>`: the function called, or
  * verb and table; BEGIN and COMMIT as `begin_commit`) and this process's CPU a promotion. Last line: one
  * JSON object.
@@ -434,6 +435,9 @@ async function main() {
         event_to_promotion_100_rollouts_p99_ms: round3(percentile(hundred, 99)),
         batch_tick_1000_ms: Math.round(ticks.idle),
         batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
+        // What the all-due tick took a promotion, against the raw write alone (steady p50) of the same run: the issue's ×raw.
+        batch_tick_1000_all_due_ms_per_promotion: round3(ticks.allDue / TICK_ROLLOUTS),
+        batch_tick_1000_all_due_per_promotion_vs_raw_alone_p50: round3(ticks.allDue / TICK_ROLLOUTS / percentile(steady.alone, 50)),
         ...(ticks.perPromotion
           ? {
               batch_tick_1000_all_due_statements_per_promotion: ticks.perPromotion.statementsTotal,
@@ -471,7 +475,7 @@ async function main() {
         `${name.padEnd(9)} event→promotion, 1 rollout, after ${EARLY}: ${window(latency, (k) => k)} · after ${WARMUP}: ${window(latency, steadyKey)} · ` +
           `${(100 * row.held_view_share).toFixed(0)}% in one write on the held view · ` +
           `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
-          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms` +
+          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due = ${row.batch_tick_1000_all_due_ms_per_promotion} ms a promotion, ${row.batch_tick_1000_all_due_per_promotion_vs_raw_alone_p50}× the raw write alone (setup ${Math.round(ticks.setupMs)} ms` +
           (ticks.perPromotion
             ? `; a promotion: ${ticks.perPromotion.statementsTotal} statements (${Object.entries(ticks.perPromotion.statements)
                 .map(([k, v]) => `${k} ${v}`)
