@@ -19,6 +19,9 @@ export type PauseForDrift = (rolloutId: string, target: string, reason: string, 
 /** Transitions whose published events one markPublished call marks at most. */
 const MARKS_PER_CALL = 100;
 
+/** markPublished calls of one engine under way at once. */
+const MARKS_IN_FLIGHT = 4;
+
 /** Where committed traffic is carried out to a rollout's targets (actuation/reconcile.ts's Actuation). */
 export interface TrafficActuation {
   converge(view: RolloutView, token: LeaseToken, pause: PauseForDrift): Promise<readonly unknown[]>;
@@ -98,7 +101,8 @@ export class RolloutEngine {
         await this.store.markPublished(batches.flat());
         return batches.map(() => undefined);
       },
-      { maxBatch: MARKS_PER_CALL, linger: true },
+      // Several at once: a slow mark holds back no other transition's.
+      { maxBatch: MARKS_PER_CALL, maxInFlight: MARKS_IN_FLIGHT, linger: true },
     );
   }
 

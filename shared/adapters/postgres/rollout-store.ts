@@ -222,8 +222,12 @@ type ApplyAnswer = { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; 
  */
 const PLANS_PER_STATEMENT = 8;
 
-/** rollout_apply statements of this store on the wire at once: the rest wait, and go together. */
-const APPLIES_IN_FLIGHT = 2;
+/**
+ * rollout_apply statements of this store on the wire at once: the rest wait, and go together. As many
+ * as a tick has lanes at most, so that one slow statement (a lock wait, a slow link) holds back no other
+ * plan: the plans of one turn go together, and none waits for a statement already under way.
+ */
+const APPLIES_IN_FLIGHT = 16;
 
 /** SQLSTATE raised by rollout_apply when a stage is no longer in the evaluated phase. */
 const STAGE_MOVED = 'RB001';
