@@ -6,6 +6,7 @@ import type { Attributes } from '@opentelemetry/api';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { FencedError } from '../lease/fencing.js';
 import { inSpan, SPAN } from '../tracing.js';
+import { Batcher } from '../concurrency.js';
 import { evaluate } from './evaluate.js';
 import type { RolloutEvent } from './events.js';
 import type { RolloutView } from './model.js';
@@ -14,6 +15,12 @@ import { planTransition, TransitionRejectedError, viewAfter, type Transition, ty
 
 /** How a rollout is paused for drift: a fenced transition by the leader; the rollout's version after it, or null if it was not running. */
 export type PauseForDrift = (rolloutId: string, target: string, reason: string, token: LeaseToken) => Promise<number | null>;
+
+/** Transitions whose published events one markPublished call marks at most. */
+const MARKS_PER_CALL = 100;
+
+/** markPublished calls of one engine under way at once. */
+const MARKS_IN_FLIGHT = 4;
 
 /** Where committed traffic is carried out to a rollout's targets (actuation/reconcile.ts's Actuation). */
 export interface TrafficActuation {
@@ -76,6 +83,11 @@ export class RolloutEngine {
   private readonly logger: Logger;
   private readonly deferPublish: boolean;
   readonly actuation: TrafficActuation | undefined;
+  /**
+   * Marks of published events, group-committed: the events of transitions published while a mark is
+   * under way (a tick's, many events' at once) are marked together in one store call, not one each.
+   */
+  private readonly marks: Batcher<readonly RolloutEvent[], undefined>;
 
   constructor(opts: EngineOptions) {
     this.deferPublish = opts.deferPublish ?? false;
@@ -84,6 +96,14 @@ export class RolloutEngine {
     this.bus = opts.bus;
     this.clock = opts.clock ?? systemClock;
     this.logger = opts.logger ?? silentLogger;
+    this.marks = new Batcher(
+      async (batches) => {
+        await this.store.markPublished(batches.flat());
+        return batches.map(() => undefined);
+      },
+      // Several at once: a slow mark holds back no other transition's.
+      { maxBatch: MARKS_PER_CALL, maxInFlight: MARKS_IN_FLIGHT, linger: true },
+    );
   }
 
   async evaluate(rolloutId: string, token: LeaseToken): Promise<Action[]> {
@@ -221,7 +241,7 @@ export class RolloutEngine {
     if (!events.length || this.deferPublish) return;
     try {
       await this.bus.publish(events);
-      await this.store.markPublished(events);
+      await this.marks.add(events);
     } catch (err) {
       this.logger.warn('event publish failed; left in the outbox', { count: events.length, error: errorMessage(err) });
     }

@@ -7,10 +7,15 @@
  * receiving events at once; one raw conditional write on the same store in
  * the same run, taken alternately with the 1-rollout events (the ratios'
  * baseline) and also alone, back to back; and BatchPromoter ticks over 1,000 running rollouts (nothing
- * due, and every rollout promoting one stage). On PostgreSQL the all-due tick's promotion is broken down:
- * statements a promotion by kind (`batch_tick_1000_all_due_statements_<kind>`: the function called, or
- * verb and table; BEGIN and COMMIT as `begin_commit`) and this process's CPU a promotion. Last line: one
- * JSON object.
+ * due, and every rollout promoting one stage; the all-due tick also a promotion, in ms and against the
+ * raw write alone's steady p50: `batch_tick_1000_all_due_per_promotion_vs_raw_alone_p50`). The all-due
+ * tick's promotion and the 100-rollout events' are broken down on both stores: round trips a promotion by
+ * kind — on PostgreSQL statements (`batch_tick_1000_all_due_statements_<kind>`: the function called, or
+ * verb and table; BEGIN and COMMIT as `begin_commit`), on DynamoDB requests (`…_requests_<kind>`: the
+ * command and table, counted by a middleware on the store's client; `<kind>_items`: the items those
+ * requests carried) — with their total (`…_statements_per_promotion`, `…_requests_per_promotion`) and this
+ * process's CPU a promotion (`…_cpu_ms_per_promotion`); prefixes `batch_tick_1000_all_due` and
+ * `event_to_promotion_100_rollouts`. Last line: one JSON object.
  *
  * `held_view_share`: of the 1-rollout metrics events, those the leader wrote
  * with their decision in one round trip on its held view (one statement on
@@ -54,6 +59,7 @@ import { openBackend, type BackendName, type LeaseBackend } from '../support/bac
 import { ContentionProxy, dynamoEndpoint } from '../support/dynamodb-contention.js';
 import { rawConditionalWrite, percentile, round3 } from './raw.js';
 import { sqlCensus } from './sql-census.js';
+import { dynamoCensus } from './dynamo-census.js';
 import { GateReader } from '../../shared/rollout/gate-reader.js';
 import { providerGatesSchema } from '../../shared/rollout/gate-spec.js';
 import { judge } from '../../shared/rollout/gates.js';
@@ -133,8 +139,11 @@ async function eventToPromotion(
   parallel: number,
   samples: number,
   before?: () => Promise<void>,
-): Promise<{ samples: number[]; held: number; events: number }> {
+  breakdown = false,
+): Promise<{ samples: number[]; held: number; events: number; perPromotion: PerPromotion | null }> {
   const { bus, engine, streaming } = await setup(backend);
+  // Counted over the metrics events alone (not the rollouts' creation and activation between them).
+  const census = breakdown ? promotionCensus(backend) : null;
   // How many events went in one write on the leader's held view (PostgreSQL), against all metrics events.
   const counts = { held: 0, events: 0 };
   const store = backend.rollouts;
@@ -159,29 +168,110 @@ async function eventToPromotion(
       // Newer than the last report, and not before the stage became active (a reading from before is ignored).
       observedAt = Math.max(observedAt + 1, Date.now());
       await before?.();
-      await Promise.all(
-        ids.map(async (rolloutId) => {
-          const key = `${rolloutId}/${stage}`;
-          const promoted = new Promise<number>((r) => waiting.set(key, r));
-          const t = performance.now();
-          counts.events++;
-          await streaming.handle({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 100, errors: 0, p99LatencyMs: null, observedAt });
-          out.push((await promoted) - t);
-          waiting.delete(key);
-        }),
-      );
+      const events = () =>
+        Promise.all(
+          ids.map(async (rolloutId) => {
+            const key = `${rolloutId}/${stage}`;
+            const promoted = new Promise<number>((r) => waiting.set(key, r));
+            const t = performance.now();
+            counts.events++;
+            await streaming.handle({ type: 'rollout.metrics_reported', rolloutId, stage, requests: 100, errors: 0, p99LatencyMs: null, observedAt });
+            out.push((await promoted) - t);
+            waiting.delete(key);
+          }),
+        );
+      await (census ? census.window(events) : events());
     }
   }
   if (withReading) store.recordMetricsAndApply = withReading;
-  return { samples: out, ...counts };
+  return { samples: out, ...counts, perPromotion: census?.per(out.length) ?? null };
 }
 
-/** What one promotion of the all-due tick cost on PostgreSQL: statements by kind and CPU in this process, each over the promotions. */
+/**
+ * What one promotion cost: round trips by kind (PostgreSQL: statements, through a census of the store's
+ * Sql; DynamoDB: requests, through a middleware on the store's client) and CPU in this process, each
+ * over the promotions.
+ */
 interface PerPromotion {
-  readonly statements: Readonly<Record<string, number>>;
-  readonly statementsTotal: number;
+  /** `statements` (PostgreSQL) or `requests` (DynamoDB). */
+  readonly unit: 'statements' | 'requests';
+  readonly kinds: Readonly<Record<string, number>>;
+  readonly total: number;
   readonly cpuMs: number;
 }
+
+/** Counts a backend's round trips by kind and this process's CPU, over the windows it is told of. */
+function promotionCensus(backend: LeaseBackend) {
+  const census = backend.sql
+    ? { unit: 'statements' as const, ...sqlCensus(backend.sql) }
+    : backend.dynamo
+      ? { unit: 'requests' as const, ...dynamoCensus(backend.dynamo.doc, { [backend.dynamo.table]: 'table' }) }
+      : null;
+  if (!census) return null;
+  const counts: Record<string, number> = {};
+  let cpuMicros = 0;
+  return {
+    /** Counts what `work` sends (the census's own cost is a counter per round trip). */
+    async window<T>(work: () => Promise<T>): Promise<T> {
+      census.take();
+      const cpu = process.cpuUsage();
+      try {
+        return await work();
+      } finally {
+        const used = process.cpuUsage(cpu);
+        cpuMicros += used.user + used.system;
+        for (const [k, v] of Object.entries(census.take())) counts[k] = (counts[k] ?? 0) + v;
+      }
+    },
+    /** The counts over `promotions`, and the census taken off. */
+    per(promotions: number): PerPromotion {
+      census.restore();
+      const per = (x: number) => round3(x / promotions);
+      return {
+        unit: census.unit,
+        kinds: Object.fromEntries(
+          Object.entries(counts)
+            .sort(([, a], [, b]) => b - a)
+            .map(([k, v]) => [k, per(v)]),
+        ),
+        // Items a request carries are counted beside it, not as requests.
+        total: per(
+          Object.entries(counts)
+            .filter(([k]) => !k.endsWith(' items'))
+            .reduce((a, [, b]) => a + b, 0),
+        ),
+        cpuMs: per(cpuMicros / 1000),
+      };
+    },
+  };
+}
+
+/** A breakdown's JSON keys: `<prefix>_<unit>_per_promotion`, one `<prefix>_<unit>_<kind>` a kind, `<prefix>_cpu_ms_per_promotion`. */
+function breakdownKeys(prefix: string, p: PerPromotion | null): Record<string, number> {
+  if (!p) return {};
+  return {
+    [`${prefix}_${p.unit}_per_promotion`]: p.total,
+    // e.g. batch_tick_1000_all_due_statements_rollout_apply, batch_tick_1000_all_due_requests_transact_write_items_table.
+    ...Object.fromEntries(Object.entries(p.kinds).map(([kind, v]) => [`${prefix}_${p.unit}_${kindKey(kind)}`, v])),
+    [`${prefix}_cpu_ms_per_promotion`]: p.cpuMs,
+  };
+}
+
+/** A kind as a key: lower case, words joined by `_` (TransactWriteItems → transact_write_items). */
+const kindKey = (kind: string) =>
+  kind
+    .replace(/([a-z])([A-Z])/g, '$1_$2')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_|_$/g, '');
+
+/** A breakdown for the human line. */
+const breakdownText = (p: PerPromotion | null) =>
+  p
+    ? `; a promotion: ${p.total} ${p.unit} (${Object.entries(p.kinds)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}), ${p.cpuMs} ms CPU here`
+    : '';
 
 async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: number; allDue: number; setupMs: number; perPromotion: PerPromotion | null }> {
   const { engine, elector } = await setup(backend);
@@ -208,27 +298,14 @@ async function batchTicks(backend: LeaseBackend, n: number): Promise<{ idle: num
       ids.slice(i, i + 50).map((id) => backend.rollouts.recordMetrics(id, { stage: 0 }, { requests: 100, errors: 0, p99LatencyMs: null, observedAt: now })),
     );
   }
-  // Counted around the timed tick alone (the census's own cost is a counter per statement).
-  const census = backend.sql ? sqlCensus(backend.sql) : null;
-  const cpu = process.cpuUsage();
+  // Counted around the timed tick alone.
+  const census = promotionCensus(backend);
   t = performance.now();
-  const due = await batch.tick(); // every rollout promotes stage 0
+  const due = await (census ? census.window(() => batch.tick()) : batch.tick()); // every rollout promotes stage 0
   const dueMs = performance.now() - t;
-  const cpuUsed = process.cpuUsage(cpu);
-  const statements = census?.take() ?? null;
-  census?.restore();
   const promoted = due.actions.filter((a) => a.applied && a.transition === 'promote').length;
   if (promoted !== n) throw new Error(`all-due tick promoted ${promoted} of ${n}`);
-  const per = (x: number) => round3(x / promoted);
-  const perPromotion = statements && {
-    statements: Object.fromEntries(
-      Object.entries(statements)
-        .sort(([, a], [, b]) => b - a)
-        .map(([k, v]) => [k, per(v)]),
-    ),
-    statementsTotal: per(Object.values(statements).reduce((a, b) => a + b, 0)),
-    cpuMs: per((cpuUsed.user + cpuUsed.system) / 1000),
-  };
+  const perPromotion = census?.per(promoted) ?? null;
   return { idle: idleMs, allDue: dueMs, setupMs, perPromotion };
 }
 
@@ -399,7 +476,8 @@ async function main() {
       });
       const early = windowed(EARLY);
       const steady = windowed(WARMUP);
-      const hundred = (await eventToPromotion(backend, 100, SAMPLES)).samples;
+      const hundredRun = await eventToPromotion(backend, 100, SAMPLES, undefined, true);
+      const hundred = hundredRun.samples;
       // A store of its own: the tick must see exactly its 1,000 rollouts.
       const tickBackend = await openBackend(name);
       const ticks = await batchTicks(tickBackend, TICK_ROLLOUTS).finally(() => tickBackend.close());
@@ -432,18 +510,16 @@ async function main() {
         ...latency,
         event_to_promotion_100_rollouts_p50_ms: round3(percentile(hundred, 50)),
         event_to_promotion_100_rollouts_p99_ms: round3(percentile(hundred, 99)),
+        // Against the raw write alone (steady p50) of the same run, as the issue's figures compare them.
+        event_to_promotion_100_rollouts_p50_vs_raw_alone_p50: round3(percentile(hundred, 50) / percentile(steady.alone, 50)),
+        event_to_promotion_100_rollouts_p99_vs_raw_alone_p50: round3(percentile(hundred, 99) / percentile(steady.alone, 50)),
+        ...breakdownKeys('event_to_promotion_100_rollouts', hundredRun.perPromotion),
         batch_tick_1000_ms: Math.round(ticks.idle),
         batch_tick_1000_all_due_ms: Math.round(ticks.allDue),
-        ...(ticks.perPromotion
-          ? {
-              batch_tick_1000_all_due_statements_per_promotion: ticks.perPromotion.statementsTotal,
-              // One key per kind of statement, e.g. batch_tick_1000_all_due_statements_rollout_apply.
-              ...Object.fromEntries(
-                Object.entries(ticks.perPromotion.statements).map(([kind, v]) => [`batch_tick_1000_all_due_statements_${kind.replace(/[^a-z0-9]+/g, '_')}`, v]),
-              ),
-              batch_tick_1000_all_due_cpu_ms_per_promotion: ticks.perPromotion.cpuMs,
-            }
-          : {}),
+        // What the all-due tick took a promotion, against the raw write alone (steady p50) of the same run: the issue's ×raw.
+        batch_tick_1000_all_due_ms_per_promotion: round3(ticks.allDue / TICK_ROLLOUTS),
+        batch_tick_1000_all_due_per_promotion_vs_raw_alone_p50: round3(ticks.allDue / TICK_ROLLOUTS / percentile(steady.alone, 50)),
+        ...breakdownKeys('batch_tick_1000_all_due', ticks.perPromotion),
         batch_tick_1000_prometheus_gates_ms: Math.round(gated.allDue),
         batch_tick_1000_prometheus_gates_none_due_ms: Math.round(gated.noneDue),
         batch_tick_prometheus_share_of_interval: round3(gated.allDue / (BATCH_TICK_SECONDS * 1000)),
@@ -470,13 +546,11 @@ async function main() {
       console.log(
         `${name.padEnd(9)} event→promotion, 1 rollout, after ${EARLY}: ${window(latency, (k) => k)} · after ${WARMUP}: ${window(latency, steadyKey)} · ` +
           `${(100 * row.held_view_share).toFixed(0)}% in one write on the held view · ` +
-          `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms · ` +
-          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due (setup ${Math.round(ticks.setupMs)} ms` +
-          (ticks.perPromotion
-            ? `; a promotion: ${ticks.perPromotion.statementsTotal} statements (${Object.entries(ticks.perPromotion.statements)
-                .map(([k, v]) => `${k} ${v}`)
-                .join(', ')}), ${ticks.perPromotion.cpuMs} ms CPU here`
-            : '') +
+          `100 rollouts p50 ${row.event_to_promotion_100_rollouts_p50_ms} / p99 ${row.event_to_promotion_100_rollouts_p99_ms} ms ` +
+          `= ${row.event_to_promotion_100_rollouts_p50_vs_raw_alone_p50}× / ${row.event_to_promotion_100_rollouts_p99_vs_raw_alone_p50}× the raw write alone's p50` +
+          `${breakdownText(hundredRun.perPromotion)} · ` +
+          `tick over ${TICK_ROLLOUTS}: ${row.batch_tick_1000_ms} ms idle, ${row.batch_tick_1000_all_due_ms} ms all due = ${row.batch_tick_1000_all_due_ms_per_promotion} ms a promotion, ${row.batch_tick_1000_all_due_per_promotion_vs_raw_alone_p50}× the raw write alone (setup ${Math.round(ticks.setupMs)} ms` +
+          breakdownText(ticks.perPromotion) +
           `) · ` +
           `with a Prometheus gate each: ${row.batch_tick_1000_prometheus_gates_ms} ms all read (${TICK_ROLLOUTS} queries, ${row.prometheus_readings_inconclusive} inconclusive; ${(100 * row.batch_tick_prometheus_share_of_interval).toFixed(1)}% of the ${BATCH_TICK_SECONDS} s interval), ${row.batch_tick_1000_prometheus_gates_none_due_ms} ms none due` +
           (name === 'dynamodb'

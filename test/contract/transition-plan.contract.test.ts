@@ -119,6 +119,8 @@ function planned(name: string, transitions: readonly Transition[]) {
 }
 
 const PLANNED = Object.entries(SCENARIOS).map(([name, transitions]) => ({ name, ...planned(name, transitions) }));
+/** The same scenarios on rollouts of their own, their plans applied all at once. */
+const TOGETHER = Object.entries(SCENARIOS).map(([name, transitions]) => ({ name, ...planned(`${name} together`, transitions) }));
 
 it('the scenarios apply every kind of transition', () => {
   expect(new Set(PLANNED.flatMap((s) => s.steps.map((step) => step.plan.transition)))).toEqual(new Set(TRANSITION_KINDS));
@@ -168,5 +170,32 @@ forEachBackend('transition plans on %s', (backend) => {
       expect(await store.apply(token, plan), `${step}, again`).toBe(false);
       expect(await read(store, id), `${step}, again`).toEqual(after);
     }
+  });
+
+  // A store may send plans applied at once together (PostgreSQL: rollout_apply_many); each is still its own
+  // fenced conditional write, answered as it would be alone. Calls made at once have no order among them.
+  it('plans applied at once each get the answer they would alone', async () => {
+    const store = backend.rollouts;
+    for (const { id } of TOGETHER) expect(await store.create(id, SPEC, T0, 'alice')).toEqual({ created: true });
+    const longest = Math.max(...TOGETHER.map((s) => s.steps.length));
+    for (let i = 0; i < longest; i++) {
+      const now = TOGETHER.filter((s) => s.steps[i]);
+      // Per rollout, at once: a plan with a stage not as evaluated (never written, before the plan or after it), and the
+      // plan twice (written once: whichever goes second finds the rollout no longer as evaluated).
+      const answers = await Promise.all(
+        now.map(async ({ steps }) => {
+          const { plan, moved } = steps[i]!;
+          const [m, ...twice] = await Promise.all([moved ? store.apply(token, moved) : false, store.apply(token, plan), store.apply(token, plan)]);
+          return { moved: m, twice: twice.sort() };
+        }),
+      );
+      expect(answers).toEqual(now.map(() => ({ moved: false, twice: [false, true] })));
+      for (const { id, steps } of now) expect(await read(store, id), `${id} step ${i}`).toEqual(steps[i]!.after);
+    }
+    // Under a token the lease no longer has, every one of them is fenced, and nothing is written.
+    const deposed = { ...token, epoch: token.epoch + 1 };
+    const fenced = await Promise.allSettled(TOGETHER.map(({ steps }) => store.apply(deposed, steps[0]!.plan)));
+    expect(fenced.map((r) => (r.status === 'rejected' ? (r.reason as Error).name : r.status))).toEqual(TOGETHER.map(() => 'FencedError'));
+    for (const { id, steps } of TOGETHER) expect(await read(store, id)).toEqual(steps.at(-1)!.after);
   });
 });

@@ -44,6 +44,8 @@ export interface LeaseBackend {
   probe(key: string): Promise<string | null>;
   /** PostgreSQL / PGlite only: the SQL port (the ledger-backed queue runs on it). */
   readonly sql?: Sql;
+  /** DynamoDB only: the client every store of the backend sends through, and the table. */
+  readonly dynamo?: { readonly doc: DynamoDBDocumentClient; readonly table: string };
   /** PostgreSQL only: the server's connection string (for LISTEN/NOTIFY connections). */
   readonly url?: string;
   /** PostgreSQL only: the fixture's schema; a connection of its own needs `-c search_path=<schema>`. */
@@ -221,6 +223,7 @@ export async function openBackend(name: BackendName): Promise<LeaseBackend> {
       const t = await dynamoTable();
       return {
         name,
+        dynamo: { doc: t.doc, table: t.table },
         store: new DynamoLeaseStore(t.doc, t.table),
         rollouts: new DynamoRolloutStore(t.doc, t.table),
         // Runs spread over 4 shards: every contract suite exercises the fan-out, not one key.

@@ -10,7 +10,8 @@ import { RolloutConflictError, type HeldReading, type MetricsTarget, type Readin
 import { freshStages, type TransitionPlan } from '../../rollout/transitions.js';
 import { own } from '../../own.js';
 import { transactWrite } from './conflicts.js';
-import { fencedTransactWrite, WriteConditionFailedError } from './fence.js';
+import { WriteConditionFailedError } from './fence.js';
+import { FencedBatches } from './fenced-batch.js';
 import { batchPut } from './query.js';
 import {
   ENDED,
@@ -40,10 +41,15 @@ import { GSI1 } from './table.js';
  * reading it was decided on, when there is one).
  */
 export class RolloutTransitions {
+  /** Transitions written at once (a tick's) go in as few transactions as they fit, each still fenced and conditioned as alone. */
+  private readonly fenced: FencedBatches;
+
   constructor(
     private readonly t: RolloutTable,
     private readonly signals: RolloutSignals,
-  ) {}
+  ) {
+    this.fenced = new FencedBatches(t.doc, t.table);
+  }
 
   async create(id: string, spec: RolloutSpec, now: number, actor: string): Promise<{ created: boolean }> {
     const rollout: Rollout = {
@@ -85,7 +91,7 @@ export class RolloutTransitions {
 
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
     try {
-      await fencedTransactWrite(this.t.doc, this.t.table, token, this.planItems(plan));
+      await this.fenced.write(token, this.planItems(plan));
       return true;
     } catch (err) {
       // The evaluated state moved on. (A conflict with a concurrent transaction is no verdict: fencedTransactWrite retries it.)
@@ -119,7 +125,7 @@ export class RolloutTransitions {
     // More checks than a transaction holds: the usual way.
     if (items.length > 99) return usual();
     try {
-      await fencedTransactWrite(this.t.doc, this.t.table, token, items);
+      await this.fenced.write(token, items);
       return { applied: true };
     } catch (err) {
       // Stored whoever leads, as a signal always is.

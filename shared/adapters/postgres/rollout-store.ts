@@ -34,6 +34,7 @@ import { FencedError } from '../../lease/fencing.js';
 import { toInt, toMillis, type Sql } from './sql.js';
 import { signalsRead } from '../../rollout/evaluate.js';
 import { BoundedMap } from '../../bounded-map.js';
+import { Batcher } from '../../concurrency.js';
 import { own } from '../../own.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
@@ -217,6 +218,23 @@ function heldInputs(v: RolloutView) {
 
 /** A rollout list's cursor: the last row's created_at and id, what the page's order is keyed by. */
 const LIST_CURSOR = cursorObject({ at: cursorTime(), id: cursorText(512) });
+
+/** What rollout_apply answers for one plan. */
+type ApplyAnswer = { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; epoch?: number | string | null };
+
+/**
+ * Plans one rollout_apply_many carries at most. Each is a subtransaction (a transaction that writes
+ * in more than 64 overflows every backend's cache of them); and a tick's lanes (16 at most) fill two
+ * statements of 8, one for each of two server processes, while one statement would leave a core idle.
+ */
+const PLANS_PER_STATEMENT = 8;
+
+/**
+ * rollout_apply statements of this store on the wire at once: the rest wait, and go together. As many
+ * as a tick has lanes at most, so that one slow statement (a lock wait, a slow link) holds back no other
+ * plan: the plans of one turn go together, and none waits for a statement already under way.
+ */
+const APPLIES_IN_FLIGHT = 16;
 
 /** SQLSTATE raised by rollout_apply when a stage is no longer in the evaluated phase. */
 const STAGE_MOVED = 'RB001';
@@ -477,25 +495,68 @@ export class PostgresRolloutStore implements RolloutStore {
     return toInt(rows[0]?.n ?? 0);
   }
 
-  /** One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 10). */
+  /**
+   * One round trip: the whole fenced, state-conditioned transition runs in `rollout_apply` (migration 10).
+   * Group-committed: plans applied while earlier ones are on the wire (a tick's, many at once) go
+   * together in one `rollout_apply_many` (migration 28), each still rollout_apply's own write with its
+   * own answer; a plan applied alone goes alone, as before.
+   */
   async apply(token: LeaseToken, plan: TransitionPlan): Promise<boolean> {
-    try {
-      const { rows } = await this.sql.query<{ r: { status: 'ok' | 'stale' | 'fenced'; holder?: string | null; epoch?: number | string | null } | string }>(
-        'SELECT rollout_apply($1, $2, $3, $4::jsonb) AS r',
-        // rollout_apply never reads the spec, the largest part of the plan: it is not sent.
-        [token.name, token.holder, token.epoch, JSON.stringify({ ...plan, next: { ...plan.next, spec: undefined } })],
-        'rollout_apply',
-      );
-      const raw = rows[0]!.r;
-      const r = typeof raw === 'string' ? (JSON.parse(raw) as Exclude<typeof raw, string>) : raw;
-      if (r.status === 'fenced') {
-        throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
-      }
-      return r.status === 'ok';
-    } catch (err) {
-      if ((err as { code?: string }).code === STAGE_MOVED) return false;
-      throw err;
+    const r = await this.applies.add({ token, plan });
+    if (r.status === 'fenced') {
+      throw new FencedError(token, r.epoch === null || r.epoch === undefined ? null : { holder: r.holder ?? null, epoch: toInt(r.epoch) });
     }
+    return r.status === 'ok';
+  }
+
+  private readonly applies = new Batcher<{ token: LeaseToken; plan: TransitionPlan }, ApplyAnswer>(
+    async (items) => {
+      // One statement a lease token (a process normally has one at a time).
+      const byToken = new Map<string, number[]>();
+      items.forEach(({ token }, i) => {
+        const key = `${token.name}\u0000${token.holder}\u0000${token.epoch}`;
+        const group = byToken.get(key);
+        if (group) group.push(i);
+        else byToken.set(key, [i]);
+      });
+      const answers = new Array<ApplyAnswer>(items.length);
+      await Promise.all(
+        [...byToken.values()].map(async (group) => {
+          const token = items[group[0]!]!.token;
+          const got = await this.applyPlans(
+            token,
+            group.map((i) => items[i]!.plan),
+          );
+          group.forEach((i, j) => (answers[i] = got[j]!));
+        }),
+      );
+      return answers;
+    },
+    { maxInFlight: APPLIES_IN_FLIGHT, maxBatch: PLANS_PER_STATEMENT, linger: true },
+  );
+
+  private async applyPlans(token: LeaseToken, plans: readonly TransitionPlan[]): Promise<ApplyAnswer[]> {
+    // rollout_apply never reads the spec, the largest part of the plan: it is not sent.
+    const sent = (plan: TransitionPlan) => ({ ...plan, next: { ...plan.next, spec: undefined } });
+    if (plans.length === 1) {
+      try {
+        const { rows } = await this.sql.query<{ r: ApplyAnswer | string }>(
+          'SELECT rollout_apply($1, $2, $3, $4::jsonb) AS r',
+          [token.name, token.holder, token.epoch, JSON.stringify(sent(plans[0]!))],
+          'rollout_apply',
+        );
+        return [json(rows[0]!.r)];
+      } catch (err) {
+        if ((err as { code?: string }).code === STAGE_MOVED) return [{ status: 'stale' }];
+        throw err;
+      }
+    }
+    const { rows } = await this.sql.query<{ r: ApplyAnswer[] | string }>(
+      'SELECT rollout_apply_many($1, $2, $3, $4::jsonb) AS r',
+      [token.name, token.holder, token.epoch, JSON.stringify(plans.map(sent))],
+      'rollout_apply_many',
+    );
+    return json(rows[0]!.r);
   }
 
   /**

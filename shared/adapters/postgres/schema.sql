@@ -103,6 +103,31 @@ END
 $$;
 
 --
+-- Name: rollout_apply_many(text, text, bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollout_apply_many(p_lease text, p_holder text, p_epoch bigint, p_plans jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  answers jsonb := '[]';
+  r jsonb;
+BEGIN
+  FOR i IN 0 .. jsonb_array_length(p_plans) - 1 LOOP
+    IF r IS NULL OR r->>'status' <> 'fenced' THEN
+      BEGIN
+        r := rollout_apply(p_lease, p_holder, p_epoch, p_plans->i);
+      EXCEPTION WHEN SQLSTATE 'RB001' THEN
+        r := '{"status": "stale"}';
+      END;
+    END IF;
+    answers := answers || jsonb_build_array(r);
+  END LOOP;
+  RETURN answers;
+END
+$$;
+
+--
 -- Name: rollout_apply_with_reading(text, text, bigint, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
