@@ -23,6 +23,7 @@ import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { judge, type GateReading, type ProviderResult } from '../../shared/rollout/gates.js';
 import { databaseForFile } from '../support/database.js';
 import { getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
+import { normals } from '../support/normals.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL ?? '';
 if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
@@ -53,18 +54,6 @@ const provider = new CloudWatchMetricProvider(
     return client;
   }),
 );
-
-/** A seeded normal draw (Box-Muller over mulberry32): the same latencies on every run. */
-function normals(seed: number): () => number {
-  let a = seed >>> 0;
-  const uniform = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) + 1) / 4294967297;
-  };
-  return () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
-}
 
 /** By name, the order the provider asks in: moto matches a query's dimensions to a datapoint's in order. */
 const dimensions = (version: string) => [

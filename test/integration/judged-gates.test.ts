@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { RolloutClient } from '../../shared/client/client.js';
 import { rollout } from '../support/cli.js';
 import { gatedSpec, getRollout, postRollout, servedNode, type ServedNode } from '../support/gated-node.js';
+import { normals } from '../support/normals.js';
 import { databaseForFile } from '../support/database.js';
 import { startExporter, startPrometheus, waitForSeries, type Exporter, type PrometheusServer } from '../support/prometheus.js';
 
@@ -22,18 +23,6 @@ const db = databaseForFile('judged_gates');
 let prometheus: PrometheusServer;
 let exporter: Exporter;
 let served: ServedNode;
-
-/** A seeded normal draw (Box-Muller over mulberry32): the same latencies on every run. */
-function normals(seed: number): () => number {
-  let a = seed >>> 0;
-  const uniform = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) + 1) / 4294967297;
-  };
-  return () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
-}
 
 beforeAll(async () => {
   exporter = await startExporter();
