@@ -3,7 +3,7 @@ import { BoundedMap } from '../bounded-map.js';
 import { leaderViewOf } from '../cluster/member.js';
 import { clusterHealth, clusterLeader, clusterStatus, leaderJson, type ClusterView } from './cluster.js';
 import { API_VERSION, SHARED_ROUTES, type SharedRoute } from './routes/index.js';
-import { commandRouteId, RETRY_ABORTED_SCOPE, type CommandRouteId } from './routes/rollouts.js';
+import { commandRouteId, MAX_SERIES_READINGS, RETRY_ABORTED_SCOPE, SERIES_POINTS_BUDGET, type CommandRouteId } from './routes/rollouts.js';
 import { openApiDocument } from './openapi.js';
 import { handlerOf, parseInput, published, routerOf, TargetError, unmatched, type Match } from './router.js';
 import { HttpError, type ApiResponse, type Caller, type Handlers, type Parsed } from './route.js';
@@ -25,6 +25,7 @@ import { AbortIsFinalError, createRollout, runCommand } from '../rollout/command
 import type { OutboundPolicy } from '../outbound/policy.js';
 import { gateNamespaceIssues, hasProviderGates, outboundIssues, parseRolloutSpec, stageProviders } from '../rollout/spec.js';
 import type { GateReader } from '../rollout/gate-reader.js';
+import { withoutSeries, type GateReading } from '../rollout/gates.js';
 import { beforeRolloutHooks } from '../rollout/gate-spec.js';
 import { actuationIssues, type TargetsConfig } from '../actuation/targets.js';
 import { movesTargets, type Leadership, type RolloutEngine } from '../rollout/engine.js';
@@ -246,6 +247,26 @@ function orLastGood(read: Promise<RolloutView | null>, good: { at: number; view:
 
 /** A read view's traffic, worked out once per view rather than once per entity asked about. */
 const traffics = new WeakMap<RolloutView, RolloutTraffic>();
+/** Readings whose series fit SERIES_POINTS_BUDGET, the newest first; the older ones' series are left out and counted. */
+export function withinBudget(readings: readonly GateReading[]): { readonly readings: GateReading[]; readonly seriesOmitted?: number } {
+  const size = (r: GateReading) => {
+    const s = r.series;
+    if (!s) return 0;
+    return s.kind === 'values'
+      ? s.canary.length + s.baseline.length
+      : s.canary.requests.length + s.canary.errors.length + s.baseline.requests.length + s.baseline.errors.length;
+  };
+  const keep = new Set<GateReading>();
+  let spent = 0;
+  for (const r of [...readings].filter((x) => x.series).sort((a, b) => b.at - a.at)) {
+    if (spent + size(r) > SERIES_POINTS_BUDGET) break;
+    spent += size(r);
+    keep.add(r);
+  }
+  const omitted = readings.filter((r) => r.series && !keep.has(r)).length;
+  return { readings: readings.map((r) => (r.series && !keep.has(r) ? withoutSeries(r) : r)), ...(omitted ? { seriesOmitted: omitted } : {}) };
+}
+
 function trafficFor(view: RolloutView): RolloutTraffic {
   let t = traffics.get(view);
   if (!t) traffics.set(view, (t = trafficJson(view)));
@@ -381,7 +402,7 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
       const view = await mustLoad(id);
       const hasGates = hasProviderGates(view.rollout.spec);
       const [readings, actuations] = await Promise.all([
-        hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN }) : undefined,
+        hasGates ? deps.engine.store.gateReadings(id, { perGate: READINGS_SHOWN, series: 'newest' }) : undefined,
         movesTargets(view) ? deps.engine.store.actuations(id) : undefined,
       ]);
       return { status: 200, body: viewJson(view, clock.now(), readings, actuations) };
@@ -405,12 +426,15 @@ export function apiHandler(deps: ApiDeps): (req: ApiRequest) => Promise<ApiRespo
     rolloutTraffic: async ({ params: { id }, caller }) => cacheable(caller, await assignmentView(id), trafficFor),
     rolloutReadings: async ({ params: { id }, query }) => {
       const view = await mustLoad(id);
+      if (query.series && query.limit !== undefined && query.limit > MAX_SERIES_READINGS)
+        throw new HttpError(400, `limit: at most ${MAX_SERIES_READINGS} readings a stage with series=true, got ${query.limit}`);
       const readings = await deps.engine.store.gateReadings(id, {
-        perGate: query.limit ?? 1_000,
+        perGate: query.limit ?? (query.series ? MAX_SERIES_READINGS : 1_000),
         attempt: view.rollout.attempt,
         ...(query.gate === undefined ? {} : { gate: query.gate }),
+        ...(query.series ? { series: 'all' as const } : {}),
       });
-      return { status: 200, body: { rolloutId: id, attempt: view.rollout.attempt, readings } };
+      return { status: 200, body: { rolloutId: id, attempt: view.rollout.attempt, ...withinBudget(readings) } };
     },
     // One gate read now and judged, never stored or acted on: what a tick would make of it.
     testRolloutGate: async ({ params: { id, gate: name }, query }) => {

@@ -1,6 +1,6 @@
 import { stageProviders } from '../rollout/spec.js';
 import { beforeRolloutHooks, queryOf, type ProviderGate } from '../rollout/gate-spec.js';
-import { currentTally, passStreakOf, type GateReading } from '../rollout/gates.js';
+import { currentTally, passStreakOf, withoutSeries, type GateReading, type ReadingSeries } from '../rollout/gates.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { waitingOn } from '../rollout/waiting.js';
@@ -45,6 +45,8 @@ export interface GateJson {
   readonly last: GateReading | null;
   /** Newest first; only where asked for (one rollout, the status page). */
   readonly readings?: readonly GateReading[];
+  /** Where readings are shown: what the newest of them was judged on (both cohorts' series), when it kept any; null otherwise. */
+  readonly series?: ReadingSeries | null;
 }
 
 /** Every provider gate of every stage of the current attempt, with its tally and, given `history`, its recent readings. */
@@ -74,11 +76,16 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         rolloutWide: wide.has(g),
         status: t ? t.last.outcome : 'no-data',
         counts: { readings: t?.readings ?? 0, failures: t?.failures ?? 0, inconclusive: t?.inconclusive ?? 0, passStreak: t ? passStreakOf(t) : 0 },
-        last: t?.last ?? null,
-        ...(history ? { readings: history.filter((r) => r.stage === index && r.gate === g.name).slice(0, READINGS_SHOWN) } : {}),
+        last: t?.last ? withoutSeries(t.last) : null,
+        ...(history ? shown(history.filter((r) => r.stage === index && r.gate === g.name).slice(0, READINGS_SHOWN)) : {}),
       };
     }),
   );
+}
+
+/** A gate's recent readings, each without its series, and the newest one's series beside them. */
+function shown(readings: readonly GateReading[]): Pick<GateJson, 'readings' | 'series'> {
+  return { readings: readings.map(withoutSeries), series: readings[0]?.series ?? null };
 }
 
 /** What was applied to one target (or sent as a post-rollout hook), as the API shows it. */

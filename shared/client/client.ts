@@ -174,12 +174,19 @@ export class RolloutClient {
     return (await this.call(commandRouteOf(command), { params: { id }, body }, o.idempotencyKey)).action;
   }
 
-  /** The current attempt's stored readings (of `gate`, or every gate), newest first by stage and gate, at most `limit` a gate and stage. */
+  /**
+   * The current attempt's stored readings (of `gate`, or every gate), newest first by stage and gate, at most `limit` a gate and
+   * stage; with `series`, each judged reading's series too (at most 200 a stage; `seriesOmitted` counts older ones left without).
+   */
   async readings(
     id: string,
-    o: { readonly gate?: string; readonly limit?: number } = {},
-  ): Promise<{ readonly attempt: number; readonly readings: readonly GateReading[] }> {
-    const query = { ...(o.gate === undefined ? {} : { gate: o.gate }), ...(o.limit === undefined ? {} : { limit: String(o.limit) }) };
+    o: { readonly gate?: string; readonly limit?: number; readonly series?: boolean } = {},
+  ): Promise<{ readonly attempt: number; readonly readings: readonly GateReading[]; readonly seriesOmitted?: number }> {
+    const query = {
+      ...(o.gate === undefined ? {} : { gate: o.gate }),
+      ...(o.limit === undefined ? {} : { limit: String(o.limit) }),
+      ...(o.series ? { series: 'true' as const } : {}),
+    };
     return this.call(rollouts.rolloutReadings, { params: { id }, query });
   }
 

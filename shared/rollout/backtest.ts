@@ -1,5 +1,6 @@
 import { judgeOfQuery, passes, type ProviderGate } from './gate-spec.js';
 import { tallyWith, providerVerdict, type GateReading, type GateTally } from './gates.js';
+import { judgeCounts, judgeSeries } from '../judge/gate.js';
 import type { RolloutState } from './model.js';
 
 /**
@@ -8,13 +9,16 @@ import type { RolloutState } from './model.js';
  * CLI fetches the rollouts and readings, this decides.
  *
  * A reading is judged again from what it kept:
- * - a threshold gate's value against the proposed comparison and threshold;
- * - a relative gate's value (the ratio or difference it compared) against the
- *   proposed bound, when the stored gate compared the same figure;
- * - a mann-whitney or sequential-rate gate's outcome as stored, when the
- *   proposed judge is the stored one: those judgements need the series, which
- *   a reading does not keep, so only the limits are replayed.
- * An inconclusive reading stays inconclusive. Then the proposed limits
+ * - a judged reading's series (both cohorts' points, or their counts per
+ *   step), by the proposed judge, whichever judge took it: so a mann-whitney
+ *   gate's readings can be replayed as a stricter mann-whitney or a relative
+ *   one, and a sequential-rate gate's counts with another alpha;
+ * - without its series (a reading stored before they were kept, or one whose
+ *   series the API left out for size): a relative gate's value against the
+ *   proposed bound, or a mann-whitney or sequential-rate gate's outcome as
+ *   stored when the proposed judge is the stored one (only the limits change);
+ * - a threshold gate's value against the proposed comparison and threshold.
+ * An inconclusive reading without series stays inconclusive. Then the proposed limits
  * (initialDelaySeconds, failureLimit, inconclusiveLimit, onFail,
  * consecutiveSuccesses) are applied stage by stage with the promoter's own
  * rule (tallyWith, providerVerdict), counted from the stage's activation (a
@@ -59,9 +63,18 @@ const BAD: readonly RolloutState[] = ['rolled_back', 'aborted'];
 /** One reading judged again as the proposed gate would, or why it cannot be. */
 export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['outcome'] | { readonly cannot: string } {
   if (r.type !== proposed.type) return { cannot: `a ${r.type} reading, not a ${proposed.type} one` };
+  const judge = proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric' ? proposed.judge : undefined;
+  if (judge && r.series) {
+    const s = r.series;
+    if (judge.kind === 'sequential-rate') {
+      if (s.kind !== 'counts') return { cannot: 'the readings kept series of values; a sequential-rate gate judges counts' };
+      return judgeCounts(judge, s.canary, s.baseline, s.percent).outcome;
+    }
+    if (s.kind !== 'values') return { cannot: `the readings kept counts; a ${judge.kind} gate judges series of values` };
+    return judgeSeries(judge, s.canary, s.baseline).outcome;
+  }
   if (r.outcome === 'inconclusive') return 'inconclusive';
   if (proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric') {
-    const judge = 'judge' in proposed ? proposed.judge : undefined;
     if (!judge) {
       const stored = judgeOfQuery(r.query);
       if (stored) return { cannot: `the readings were judged ${stored}, the proposed gate against a threshold` };

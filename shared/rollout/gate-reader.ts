@@ -4,7 +4,7 @@ import type { Attributes } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../clock.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { beforeRolloutHooks, type ProviderGate, type ProviderType } from './gate-spec.js';
-import { dueGates, judge, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from './gates.js';
+import { dueGates, judge, seriesOf, type GateReading, type GateTally, type ProviderResult, type ReadingSeries, type ReadingToStore } from './gates.js';
 import { activeStage, withTallies, type RolloutView } from './model.js';
 import type { RolloutStore } from './store.js';
 import { failSpan, SPAN, startSpan } from '../tracing.js';
@@ -146,7 +146,12 @@ export class GateReader {
       const at = this.clock.now();
       toStore = due.map((d, i) => {
         const result = results.get(d)!;
-        const judged = toStoreOf(d.view, d.gate, judge(d.gate, result, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' }));
+        const judged = toStoreOf(
+          d.view,
+          d.gate,
+          judge(d.gate, result, { attempt: d.view.rollout.attempt, stage: d.stage, at, source: 'poll' }),
+          seriesOf(result),
+        );
         const span = spans[i]!;
         span.setAttributes({ 'rollout.gate.outcome': judged.reading.outcome, 'rollout.gate.value': judged.reading.value ?? undefined });
         // A provider that could not answer is the span's failure; a threshold not met is an answer.
@@ -173,7 +178,9 @@ export class GateReader {
   async readNow(view: RolloutView, stage: number, gate: ProviderGate): Promise<GateReading> {
     const now = this.clock.now();
     const [result] = await this.ask(gate.type, [{ view, stage, gate }], now, null);
-    return judge(gate, result!, { attempt: view.rollout.attempt, stage, at: this.clock.now(), source: 'poll' });
+    const reading = judge(gate, result!, { attempt: view.rollout.attempt, stage, at: this.clock.now(), source: 'poll' });
+    const series = seriesOf(result!);
+    return series ? { ...reading, series } : reading;
   }
 
   /** One kind's gates through its provider, bounded by the longest of their timeouts; a failure of the whole call is every gate's error. */
@@ -231,8 +238,14 @@ export function contextOf(view: RolloutView, index: number, epoch: number | null
 }
 
 /** A reading of one of the view's gates, to be counted in the period the view is in, with the tally the view holds as a hint. */
-export function toStoreOf(view: RolloutView, gate: ProviderGate, reading: GateReading): ReadingToStore {
-  return { rolloutId: view.rollout.id, origin: view.rollout.lastProgressAt, reading, prior: view.gates.get(reading.stage)?.get(gate.name) ?? null };
+export function toStoreOf(view: RolloutView, gate: ProviderGate, reading: GateReading, series: ReadingSeries | null = null): ReadingToStore {
+  return {
+    rolloutId: view.rollout.id,
+    origin: view.rollout.lastProgressAt,
+    reading,
+    ...(series ? { series } : {}),
+    prior: view.gates.get(reading.stage)?.get(gate.name) ?? null,
+  };
 }
 
 /** Stores the readings; the views come back with the tallies they made, so a decision is made from exactly what was stored. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
-import { passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
+import { MAX_JUDGED_POINTS, passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
 import { own } from '../own.js';
 import { judgeCounts, judgeSeries, NOT_ENOUGH_DATA, type StepCounts } from '../judge/gate.js';
 
@@ -58,6 +58,55 @@ export interface GateReading {
   readonly reason: string | null;
   /** `poll`: read on a tick; `event`: from a pushed alarm state change. */
   readonly source: 'poll' | 'event';
+  /**
+   * What a judged reading was judged on: both cohorts' series (or counts per step), as the provider
+   * returned them. Kept in the reading's history only, never in a tally or an event, and read back
+   * only when asked (`gateReadings`' `series`): it is up to MAX_JUDGED_POINTS numbers a cohort.
+   */
+  readonly series?: ReadingSeries;
+}
+
+/** A judged reading's input: what the status page draws, a backtest judges again, and the chaos checker recomputes. */
+export type ReadingSeries =
+  | { readonly kind: 'values'; readonly canary: readonly (number | null)[]; readonly baseline: readonly (number | null)[] }
+  | { readonly kind: 'counts'; readonly canary: StepCounts; readonly baseline: StepCounts; readonly percent: number | null };
+
+const points = z.array(z.number().nullable()).max(MAX_JUDGED_POINTS).readonly();
+const stepCounts = z.object({ requests: points, errors: points }).strict().readonly();
+export const readingSeriesSchema = z.discriminatedUnion('kind', [
+  z
+    .object({ kind: z.literal('values'), canary: points, baseline: points })
+    .strict()
+    .readonly(),
+  z
+    .object({ kind: z.literal('counts'), canary: stepCounts, baseline: stepCounts, percent: z.number().min(0).max(100).nullable() })
+    .strict()
+    .readonly(),
+]);
+const _sameSeries: Same<z.output<typeof readingSeriesSchema>, ReadingSeries> = true;
+
+/**
+ * The series a provider's result carries, to keep with its reading; null for any other answer. A
+ * provider never returns more than MAX_JUDGED_POINTS a cohort (gate-spec.ts refuses a window that
+ * would); a longer one is not kept rather than kept in part, since a part would judge differently.
+ */
+export function seriesOf(result: ProviderResult): ReadingSeries | null {
+  const fits = (...xs: readonly (readonly unknown[])[]) => xs.every((x) => x.length <= MAX_JUDGED_POINTS);
+  // JSON has no NaN or Infinity: a point that is not a finite number is a missing one, as the judges read it.
+  const finite = (xs: readonly (number | null)[]) => xs.map((v) => (v !== null && Number.isFinite(v) ? v : null));
+  const counts = (c: StepCounts): StepCounts => ({ requests: finite(c.requests), errors: finite(c.errors) });
+  if (result.kind === 'cohorts' && fits(result.canary, result.baseline))
+    return { kind: 'values', canary: finite(result.canary), baseline: finite(result.baseline) };
+  if (result.kind === 'counts' && fits(result.canary.requests, result.canary.errors, result.baseline.requests, result.baseline.errors))
+    return { kind: 'counts', canary: counts(result.canary), baseline: counts(result.baseline), percent: result.percent };
+  return null;
+}
+
+/** A reading as a tally or an event carries it: without its series. */
+export function withoutSeries(r: GateReading): GateReading {
+  if (r.series === undefined) return r;
+  const { series: _series, ...rest } = r;
+  return rest;
 }
 
 /** How long a reading's history is kept: a record for people, not for decisions (the tallies stay). */
@@ -76,6 +125,7 @@ export const gateReadingSchema = z
     answer: z.string(),
     reason: z.string().nullable(),
     source: z.enum(['poll', 'event']),
+    series: readingSeriesSchema.optional(),
   })
   .readonly();
 const _sameReading: Same<z.output<typeof gateReadingSchema>, GateReading> = true;
@@ -105,6 +155,8 @@ export interface ReadingToStore {
   readonly rolloutId: string;
   readonly origin: number;
   readonly reading: GateReading;
+  /** What a judged reading was judged on, kept with its history row (null or absent: nothing to keep). */
+  readonly series?: ReadingSeries | null;
   /**
    * The gate's tally as the reader saw it (null: none yet). A hint: a store
    * may count on it and read the tally again only when its write finds it
@@ -119,7 +171,8 @@ export interface ReadingToStore {
  * store applies this rule: DynamoDB calls it, PostgreSQL's upsert mirrors it
  * in SQL; the gate readings contract test holds both to it.
  */
-export function tallyWith(tally: GateTally | undefined, reading: GateReading, origin: number): GateTally | null {
+export function tallyWith(tally: GateTally | undefined, read: GateReading, origin: number): GateTally | null {
+  const reading = withoutSeries(read);
   const fresh = !tally || tally.origin < origin;
   if (!fresh && tally.origin > origin) return null;
   const base = fresh ? { readings: 0, failures: 0, inconclusive: 0, passStreak: 0, last: null, lastFailure: null, lastInconclusive: null } : tally;
@@ -219,7 +272,7 @@ export function judge(
         return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
       if (gate.judge.kind === 'sequential-rate') return reading('inconclusive', null, 'a sequential-rate gate got series, not counts');
       const j = judgeSeries(gate.judge, result.canary, result.baseline);
-      // What is kept is what the judgement stands on (sizes, estimate, interval), not the series.
+      // The answer keeps what the judgement stands on (sizes, estimate, interval); the series go with the history row (seriesOf).
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
     }
     case 'counts': {

@@ -6,6 +6,14 @@ import type { AlarmState, Rollout, RolloutState, RolloutView, StageMetrics } fro
 import type { RolloutSpec } from './spec.js';
 import type { TransitionPlan } from './transitions.js';
 
+/** Which readings `gateReadings` answers, and with which series. */
+export interface GateReadingsQuery {
+  readonly perGate?: number;
+  readonly attempt?: number;
+  readonly gate?: string;
+  readonly series?: 'newest' | 'all';
+}
+
 export type SignalOutcome = 'stored' | 'stale';
 export interface MetricsTarget {
   readonly stage: number | string;
@@ -91,8 +99,12 @@ export interface RolloutStore {
    * that counted (one taken in an older period than its tally's does not).
    */
   recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]>;
-  /** The newest `perGate` (default 50) readings of every gate (or of `gate`) of the rollout's current attempt (or `attempt`), newest first. */
-  gateReadings(rolloutId: string, o?: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string }): Promise<GateReading[]>;
+  /**
+   * The newest `perGate` (default 50) readings of every gate (or of `gate`) of the rollout's current
+   * attempt (or `attempt`), newest first by stage and gate. Judged readings come with their `series`
+   * only when asked: `newest`, each stage's newest reading of each gate; `all`, every one returned.
+   */
+  gateReadings(rolloutId: string, o?: GateReadingsQuery): Promise<GateReading[]>;
   /**
    * Deletes up to `limit` readings taken before `before` (the history only:
    * tallies stay), oldest first; returns how many. A store whose readings

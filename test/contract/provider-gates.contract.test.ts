@@ -14,7 +14,15 @@ import { LeaseElector } from '../../shared/lease/elector.js';
 import { createRollout, runCommand } from '../../shared/rollout/commands.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { GateReader, type GateProviders } from '../../shared/rollout/gate-reader.js';
-import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ProviderResult, type ReadingToStore } from '../../shared/rollout/gates.js';
+import {
+  READING_RETENTION_DAYS,
+  tallyWith,
+  type GateReading,
+  type GateTally,
+  type ProviderResult,
+  type ReadingSeries,
+  type ReadingToStore,
+} from '../../shared/rollout/gates.js';
 import { inboundFromEnvelope } from '../../shared/rollout/inbound.js';
 import { BatchPromoter, StreamingPromoter } from '../../shared/rollout/promoters.js';
 import { forEachBackend } from '../support/backends.js';
@@ -163,6 +171,52 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
       expect(three).toEqual([...written.slice(2).reverse(), reading({ at: T, gate: 'latency', source: 'event' })]);
       expect(await backend.rollouts.gateReadings(id)).toHaveLength(6);
       expect(await backend.rollouts.gateReadings('no-such-rollout')).toEqual([]);
+    });
+
+    it("a judged reading's series is kept with its history row: read back only when asked, never in the tally", async () => {
+      const { id } = await createRollout(engine, { spec: spec([PROM, { ...PROM, name: 'latency' }]), actor: 'alice' });
+      const T = clock.now();
+      const values = (k: number): ReadingSeries => ({ kind: 'values', canary: [k, null, k + 0.5], baseline: [1, 1.25, 1.5, 1.75] });
+      const counts: ReadingSeries = {
+        kind: 'counts',
+        canary: { requests: [10, 12, null], errors: [1, 0, null] },
+        baseline: { requests: [90, 88, 91], errors: [2, 1, 3] },
+        percent: 10,
+      };
+      const at = (i: number) => T + i * 1_000;
+      for (const i of [0, 1, 2]) {
+        await backend.rollouts.recordGateReadings([
+          // The newest error-rate reading keeps none: an error, say.
+          { rolloutId: id, origin: T, reading: reading({ at: at(i) }), ...(i < 2 ? { series: values(i) } : {}) },
+          { rolloutId: id, origin: T, reading: reading({ at: at(i), gate: 'latency' }), series: i === 2 ? counts : values(10 + i) },
+        ]);
+      }
+      const plain = await backend.rollouts.gateReadings(id);
+      expect(plain).toHaveLength(6);
+      expect(plain.filter((r) => r.series !== undefined)).toEqual([]);
+      const newest = await backend.rollouts.gateReadings(id, { series: 'newest' });
+      expect(newest.map((r) => [r.gate, r.at, r.series ?? null])).toEqual([
+        ['error-rate', at(2), null],
+        ['error-rate', at(1), null],
+        ['error-rate', at(0), null],
+        ['latency', at(2), counts],
+        ['latency', at(1), null],
+        ['latency', at(0), null],
+      ]);
+      const all = await backend.rollouts.gateReadings(id, { series: 'all', gate: 'latency', perGate: 2 });
+      expect(all.map((r) => [r.gate, r.at, r.series ?? null])).toEqual([
+        ['latency', at(2), counts],
+        ['latency', at(1), values(11)],
+      ]);
+      expect((await backend.rollouts.gateReadings(id, { series: 'all' })).filter((r) => r.gate === 'error-rate').map((r) => r.series ?? null)).toEqual([
+        null,
+        values(1),
+        values(0),
+      ]);
+      // The tally names its newest reading without the series, on every backend.
+      const tally = (await backend.rollouts.load(id))!.gates.get(0)!.get('latency')!;
+      expect(tally.last).toEqual(reading({ at: at(2), gate: 'latency' }));
+      expect('series' in tally.last).toBe(false);
     });
   });
 

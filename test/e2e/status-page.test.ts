@@ -196,9 +196,12 @@ describe('status page', () => {
       { value: 0.02, ci: [-0.01, 0.04] },
       { value: null, ci: null },
     ];
+    // The newest keeps the series it was judged on (too few points to judge): the page draws both cohorts from it.
+    const series = { kind: 'values' as const, canary: [0.31, null, 0.35, 0.4], baseline: [0.2, 0.22, 0.21, 0.19, 0.2] };
     await node.plane.engine.store.recordGateReadings(
-      shifts.map((sh, i) =>
-        stored({
+      shifts.map((sh, i) => ({
+        ...(i === shifts.length - 1 ? { series } : {}),
+        ...stored({
           gate: 'latency',
           type: 'prometheus',
           at: at(i),
@@ -208,7 +211,7 @@ describe('status page', () => {
           outcome: sh.value === null ? 'inconclusive' : 'pass',
           reason: sh.value === null ? 'not enough data: 3 of 10 points' : null,
         }),
-      ),
+      })),
     );
     await node.plane.engine.store.recordGateReadings(
       values.map((value, i) =>
@@ -274,6 +277,13 @@ describe('status page', () => {
     expect(await judgedChart.innerText()).toContain('judges the canary against the baseline (mann-whitney): the shift estimate, its interval');
     expect(await judgedChart.locator('line.interval').count()).toBe(2);
     expect(await judgedChart.locator('line.zero').count()).toBe(1);
+    // Both cohorts' series of the newest reading, a line each, a missing point left out.
+    expect(await judgedChart.locator('.cohorts').getAttribute('data-kind')).toBe('values');
+    expect(await judgedChart.locator('polyline[data-cohort="canary"]').getAttribute('data-points')).toBe('3');
+    expect(await judgedChart.locator('polyline[data-cohort="baseline"]').getAttribute('data-points')).toBe('5');
+    expect(await judgedChart.locator('.cohorts').innerText()).toMatch(/canary 3 points, mean 0\.3533 · baseline 5 points, mean 0\.204/);
+    // The other gates kept no series: nothing drawn for them.
+    expect(await page.locator('.rollout[data-id="charted"] .chart[data-gate!="latency"] .cohorts').count()).toBe(0);
     const zeroY = Number(await judgedChart.locator('line.zero').getAttribute('y1'));
     for (let i = 0; i < 2; i++) {
       const whisker = judgedChart.locator('line.interval').nth(i);

@@ -103,6 +103,32 @@ describe('a gate that judges the canary against the baseline', () => {
     expect(detail.ci[0]).toBeGreaterThan(0.05);
     expect(failed.value).toBeGreaterThan(0.05);
     expect(failed.query).toBe('mann-whitney of the canary against the baseline: app_latency_seconds{version="{{version}}"}');
+    // Beside the readings, what the newest was judged on: both cohorts' points, the canary's about twice the baseline's.
+    const series = r.gates[0]!.series!;
+    expect(series.kind).toBe('values');
+    if (series.kind !== 'values') return;
+    const mean = (xs: readonly (number | null)[]) => xs.filter((x): x is number => x !== null).reduce((a, b, _, all) => a + b / all.length, 0);
+    expect(series.canary.filter((x) => x !== null).length).toBeGreaterThanOrEqual(8);
+    expect(mean(series.canary) / mean(series.baseline)).toBeGreaterThan(1.5);
+    expect(r.gates[0]!.readings!.every((x) => x.series === undefined)).toBe(true);
+
+    // Each reading's series is kept, so a backtest judges them again: a relative gate allowing 2.5× would have missed this
+    // canary, one allowing 1.5× would have caught it, as mann-whitney did.
+    const client = new RolloutClient({ url: served.url });
+    const kept = await client.readings('slow-judged', { gate: 'latency', series: true });
+    expect(kept.readings.filter((x) => x.outcome !== 'inconclusive').every((x) => x.series?.kind === 'values')).toBe(true);
+    const proposed = (tolerance: number) => {
+      const path = join(mkdtempSync(join(tmpdir(), 'backtest-')), 'gate.json');
+      writeFileSync(path, JSON.stringify({ ...judged(), judge: { kind: 'relative', measure: 'ratio', tolerance, minSamples: 8 } }));
+      return path;
+    };
+    const verdictOf = async (tolerance: number) => {
+      const out = await rollout(['gates', 'backtest', '--gate', proposed(tolerance), '--rollouts', 'slow-judged', '--url', served.url, '--json']);
+      expect(out.code, out.err).toBe(0);
+      return (JSON.parse(out.out.trim().split('\n')[0]!) as { verdict: string }).verdict;
+    };
+    expect(await verdictOf(1.5)).toBe('missed');
+    expect(await verdictOf(0.5)).toBe('caught');
   }, 200_000);
 
   it("shows a judged gate's verdict and interval: on GET /rollouts/{id} and the node's /metrics (rollout_gate_judgement, rollout_gate_interval)", async () => {

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { backtestRow, backtestSummary, rejudge, replay, type PastRollout } from '../../shared/rollout/backtest.js';
 import { providerGateSchema, queryOf, type ProviderGate } from '../../shared/rollout/gate-spec.js';
 import type { GateReading } from '../../shared/rollout/gates.js';
+import { judgeCounts, judgeSeries, mannWhitneyJudgeSchema, sequentialRateJudgeSchema } from '../../shared/judge/gate.js';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
 const gate = (o: Record<string, unknown> = {}): ProviderGate =>
@@ -78,6 +79,45 @@ describe('rejudge', () => {
     expect(rejudge({ ...gate(), type: 'cloudwatchAlarm', alarms: ['a'] }, m!)).toEqual({
       cannot: 'a prometheus reading, not a cloudwatchAlarm one',
     });
+  });
+
+  it("judges a reading that kept its series again by the proposed judge, whichever judge took it, the judges' own code deciding", () => {
+    const SEQ = { query: 'sum(increase(e{version="{{version}}"}[{{step}}]))', requestsQuery: 'sum(increase(r{version="{{version}}"}[{{step}}]))' };
+    const seeded = (n: number, shift: number) => Array.from({ length: n }, (_, i) => 100 + ((i * 37) % 23) + shift);
+    const slower = { kind: 'values' as const, canary: seeded(30, 10), baseline: seeded(30, 0) };
+    const mw = judged({ kind: 'mann-whitney' });
+    const [m] = readings(mw, 0, T, [10], () => 'fail');
+    const kept = { ...m!, series: slower };
+    expect(rejudge(mw, kept)).toBe(judgeSeries(mannWhitneyJudgeSchema.parse({ kind: 'mann-whitney' }), slower.canary, slower.baseline).outcome);
+    expect(rejudge(mw, kept)).toBe('fail');
+    // A tolerance wide enough for the 9 % shift passes it; so does a relative ratio of 10 %; 5 % does not.
+    expect(rejudge(judged({ kind: 'mann-whitney', tolerance: 2 }), kept)).toBe('pass');
+    expect(rejudge(judged({ kind: 'relative', measure: 'ratio', tolerance: 0.1 }), kept)).toBe('pass');
+    expect(rejudge(judged({ kind: 'relative', measure: 'ratio', tolerance: 0.05 }), kept)).toBe('fail');
+    // A stricter minimum turns it into too little data; an inconclusive reading with its series is judged again too.
+    expect(rejudge(judged({ kind: 'mann-whitney', minSamples: 31 }), kept)).toBe('inconclusive');
+    expect(rejudge(judged({ kind: 'mann-whitney', minSamples: 5 }), { ...kept, outcome: 'inconclusive' })).toBe('fail');
+    expect(rejudge(judged({ kind: 'sequential-rate' }, SEQ), kept)).toEqual({
+      cannot: 'the readings kept series of values; a sequential-rate gate judges counts',
+    });
+
+    const seq = judged({ kind: 'sequential-rate', minSamples: 100 }, SEQ);
+    const step = (n: number) => Array.from({ length: 12 }, () => n);
+    const counts = {
+      kind: 'counts' as const,
+      canary: { requests: step(100), errors: step(4) },
+      baseline: { requests: step(900), errors: step(18) },
+      percent: 10,
+    };
+    const [c] = readings(seq, 0, T, [2], () => 'fail');
+    const withCounts = { ...c!, series: counts };
+    expect(rejudge(seq, withCounts)).toBe('fail');
+    // A smaller alpha asks for more evidence than 12 steps of 4 % against 2 % give.
+    expect(rejudge(judged({ kind: 'sequential-rate', alpha: 1e-12 }, SEQ), withCounts)).toBe('pass');
+    expect(rejudge(judged({ kind: 'sequential-rate', alpha: 1e-12 }, SEQ), withCounts)).toBe(
+      judgeCounts(sequentialRateJudgeSchema.parse({ kind: 'sequential-rate', alpha: 1e-12 }), counts.canary, counts.baseline, 10).outcome,
+    );
+    expect(rejudge(mw, withCounts)).toEqual({ cannot: 'the readings kept counts; a mann-whitney gate judges series of values' });
   });
 });
 

@@ -28,6 +28,9 @@ export const metricsSk = (attempt: number, i: number) => `METRICS#${pad(attempt,
 export const tallySk = (attempt: number, i: number, gate: string) => `TALLY#${pad(attempt, 6)}#${pad(i, 3)}#${gate}`;
 export const readingPrefix = (attempt: number) => `GATEREADING#${pad(attempt, 6)}#`;
 export const readingSk = (r: GateReading) => `${readingPrefix(r.attempt)}${pad(r.stage, 3)}#${r.gate}#${pad(r.at, 15)}`;
+// A judged reading's series, beside its reading (G…: outside a view's range too), in an item of its own so that reading the history does not read them.
+export const seriesPrefix = (attempt: number) => `GATESERIES#${pad(attempt, 6)}#`;
+export const seriesSk = (r: GateReading) => `${seriesPrefix(r.attempt)}${pad(r.stage, 3)}#${r.gate}#${pad(r.at, 15)}`;
 /** A tally is read, recomputed by tallyWith and written back only if unchanged: this many tries before giving up. */
 export const TALLY_ATTEMPTS = 8;
 export const OUTBOX = 'OUTBOX';

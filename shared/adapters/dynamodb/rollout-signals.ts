@@ -2,14 +2,14 @@ import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { mapLimit } from '../../concurrency.js';
 import { StoreContendedError } from '../../errors.js';
-import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingToStore } from '../../rollout/gates.js';
+import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, type ReadingSeries, type ReadingToStore } from '../../rollout/gates.js';
 import type { AlarmState, RolloutView, StageMetrics } from '../../rollout/model.js';
 import { stageIndexOf, stageProviders, type RolloutSpec } from '../../rollout/spec.js';
 import { beforeRolloutHooks } from '../../rollout/gate-spec.js';
-import { UnknownRolloutError, type CountedReading, type MetricsTarget, type SignalOutcome } from '../../rollout/store.js';
+import { UnknownRolloutError, type CountedReading, type GateReadingsQuery, type MetricsTarget, type SignalOutcome } from '../../rollout/store.js';
 import { queryAll, batchPut } from './query.js';
 import type { DueIndex } from './rollout-due.js';
-import { metricsSk, pad, readingPrefix, readingSk, rolloutPk, TALLY_ATTEMPTS, tallySk, type RolloutTable } from './rollout-items.js';
+import { metricsSk, pad, readingPrefix, readingSk, rolloutPk, seriesSk, TALLY_ATTEMPTS, tallySk, type RolloutTable } from './rollout-items.js';
 import type { RolloutReads } from './rollout-reads.js';
 
 /** The signals a rollout's gates read: stage metrics, alarm states, provider readings and their tallies; each stored one makes its rollouts due. */
@@ -112,17 +112,13 @@ export class RolloutSignals {
       return out;
     });
     // The history is for people, not decisions: written after the counts, in batches, whatever they said.
-    await batchPut(
-      this.t.doc,
-      this.t.table,
-      readings.map(({ rolloutId, reading }) => ({
-        pk: rolloutPk(rolloutId),
-        sk: readingSk(reading),
-        type: 'reading',
-        reading,
-        ttl: Math.floor(reading.at / 1000) + READING_RETENTION_DAYS * 86_400,
-      })),
-    );
+    const ttl = (reading: GateReading) => Math.floor(reading.at / 1000) + READING_RETENTION_DAYS * 86_400;
+    await batchPut(this.t.doc, this.t.table, [
+      ...readings.map(({ rolloutId, reading }) => ({ pk: rolloutPk(rolloutId), sk: readingSk(reading), type: 'reading', reading, ttl: ttl(reading) })),
+      ...readings.flatMap(({ rolloutId, reading, series }) =>
+        series ? [{ pk: rolloutPk(rolloutId), sk: seriesSk(reading), type: 'series', series, ttl: ttl(reading) }] : [],
+      ),
+    ]);
     return counted.flat();
   }
 
@@ -164,7 +160,7 @@ export class RolloutSignals {
     throw new StoreContendedError(`gate ${reading.gate} of rollout ${rolloutId}: the tally kept changing under ${TALLY_ATTEMPTS} writes; try again`);
   }
 
-  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string } = {}): Promise<GateReading[]> {
+  async gateReadings(rolloutId: string, o: GateReadingsQuery = {}): Promise<GateReading[]> {
     const head = await this.t.doc.send(
       new GetCommand({
         TableName: this.t.table,
@@ -193,6 +189,33 @@ export class RolloutSignals {
         o.perGate ?? 50,
       ),
     );
-    return perGate.flat().map((i) => i.reading as GateReading);
+    const readings = perGate.map((items) => items.map((i) => i.reading as GateReading));
+    if (!o.series) return readings.flat();
+    // The series are items of their own, under the same keys: each gate's newest one, or as many as its readings.
+    const series = await mapLimit(gates, this.t.readConcurrency, (_gate, i) =>
+      readings[i]!.length
+        ? queryAll(
+            this.t.doc,
+            {
+              TableName: this.t.table,
+              KeyConditionExpression: 'pk = :p AND sk BETWEEN :from AND :to',
+              ExpressionAttributeValues: {
+                ':p': rolloutPk(rolloutId),
+                ':from': seriesSk(readings[i]!.at(-1)!),
+                ':to': seriesSk(readings[i]![0]!),
+              },
+              ScanIndexForward: false,
+            },
+            o.series === 'newest' ? 1 : readings[i]!.length,
+          )
+        : Promise.resolve([]),
+    );
+    return readings.flatMap((list, i) => {
+      const kept = new Map(series[i]!.map((item) => [String(item.sk), item.series as ReadingSeries]));
+      return list.map((r, n) => {
+        const s = o.series === 'newest' && n > 0 ? undefined : kept.get(seriesSk(r));
+        return s ? { ...r, series: s } : r;
+      });
+    });
   }
 }

@@ -8,6 +8,7 @@ import type { GateReading, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import type {
   CountedReading,
+  GateReadingsQuery,
   DueView,
   HeldReading,
   MetricsTarget,
@@ -32,6 +33,7 @@ import { RolloutTransitions } from './rollout-transitions.js';
  *   ROLLOUT#<id> / METRICS#<attempt>#<i>
  *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
  *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_RETENTION_DAYS, by TTL on `ttl`)
+ *   ROLLOUT#<id> / GATESERIES#<attempt>#<i>#<gate>#<at>    a judged reading's series (as its reading: read only when asked)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query), with
@@ -131,7 +133,7 @@ export class DynamoRolloutStore implements RolloutStore {
     return this.signals.recordGateReadings(readings);
   }
 
-  gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string } = {}): Promise<GateReading[]> {
+  gateReadings(rolloutId: string, o: GateReadingsQuery = {}): Promise<GateReading[]> {
     return this.signals.gateReadings(rolloutId, o);
   }
 

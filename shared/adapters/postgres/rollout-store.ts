@@ -12,7 +12,7 @@ import {
   type StagePhase,
   type StageStatus,
 } from '../../rollout/model.js';
-import type { GateReading, GateTally, ReadingToStore } from '../../rollout/gates.js';
+import type { GateReading, GateTally, ReadingSeries, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import {
   NEVER_DUE,
@@ -20,6 +20,7 @@ import {
   UnknownRolloutError,
   type CountedReading,
   type DueView,
+  type GateReadingsQuery,
   type HeldReading,
   type MetricsTarget,
   type ReadingApplied,
@@ -59,12 +60,12 @@ const VIEW_SQL = viewSql('spec');
  */
 const RECORD_READINGS_SQL = `
   WITH input AS (
-    SELECT x->>'rolloutId' AS rollout_id, rollout_ts(x->'origin') AS origin, x->'reading' AS r
+    SELECT x->>'rolloutId' AS rollout_id, rollout_ts(x->'origin') AS origin, x->'reading' AS r, x->'series' AS series
       FROM jsonb_array_elements($1::jsonb) AS x),
   history AS (
-    INSERT INTO gate_readings (rollout_id, attempt, stage_index, gate, at, type, outcome, value, query, answer, reason, source)
+    INSERT INTO gate_readings (rollout_id, attempt, stage_index, gate, at, type, outcome, value, query, answer, reason, source, series)
     SELECT rollout_id, (r->>'attempt')::int, (r->>'stage')::int, r->>'gate', rollout_ts(r->'at'), r->>'type', r->>'outcome',
-           (r->>'value')::double precision, r->>'query', r->>'answer', r->>'reason', r->>'source'
+           (r->>'value')::double precision, r->>'query', r->>'answer', r->>'reason', r->>'source', series
       FROM input
     ON CONFLICT DO NOTHING)
   INSERT INTO gate_tallies AS t (rollout_id, attempt, stage_index, gate, origin, readings, failures, inconclusive, pass_streak, last, last_failure, last_inconclusive)
@@ -430,15 +431,18 @@ export class PostgresRolloutStore implements RolloutStore {
     return out;
   }
 
-  async gateReadings(rolloutId: string, o: { readonly perGate?: number; readonly attempt?: number; readonly gate?: string } = {}): Promise<GateReading[]> {
+  async gateReadings(rolloutId: string, o: GateReadingsQuery = {}): Promise<GateReading[]> {
+    // The series leave the table only where asked: they are up to 1,000 points a cohort each.
     const { rows } = await this.sql.query<Record<string, unknown>>(
-      `SELECT * FROM (
-         SELECT g.*, row_number() OVER (PARTITION BY g.stage_index, g.gate ORDER BY g.at DESC) AS n
-           FROM gate_readings g JOIN rollouts r ON r.id = g.rollout_id
-          WHERE g.rollout_id = $1 AND g.attempt = coalesce($2::int, r.attempt) AND ($4::text IS NULL OR g.gate = $4)) x
+      `SELECT attempt, stage_index, gate, at, type, outcome, value, query, answer, reason, source,
+              CASE WHEN $5::text = 'all' OR ($5::text = 'newest' AND n = 1) THEN series END AS kept
+         FROM (SELECT g.*, row_number() OVER (PARTITION BY g.stage_index, g.gate ORDER BY g.at DESC) AS n
+                 FROM gate_readings g JOIN rollouts r ON r.id = g.rollout_id
+                WHERE g.rollout_id = $1 AND g.attempt = coalesce($2::int, r.attempt) AND ($4::text IS NULL OR g.gate = $4)) x
         WHERE n <= $3 ORDER BY stage_index, gate, at DESC`,
-      [rolloutId, o.attempt ?? null, o.perGate ?? 50, o.gate ?? null],
+      [rolloutId, o.attempt ?? null, o.perGate ?? 50, o.gate ?? null, o.series ?? null],
     );
+    const kept = (g: Record<string, unknown>) => (g.kept === null || g.kept === undefined ? {} : { series: json(g.kept as ReadingSeries) });
     return rows.map((g) => ({
       gate: String(g.gate),
       type: g.type as GateReading['type'],
@@ -451,6 +455,7 @@ export class PostgresRolloutStore implements RolloutStore {
       answer: String(g.answer),
       reason: (g.reason as string | null) ?? null,
       source: g.source as GateReading['source'],
+      ...kept(g),
     }));
   }
 

@@ -377,6 +377,7 @@ CREATE TABLE public.gate_readings (
     answer text NOT NULL,
     reason text,
     source text NOT NULL,
+    series jsonb,
     CONSTRAINT gate_readings_outcome_check CHECK ((outcome = ANY (ARRAY['pass'::text, 'fail'::text, 'inconclusive'::text]))),
     CONSTRAINT gate_readings_source_check CHECK ((source = ANY (ARRAY['poll'::text, 'event'::text])))
 );

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { storedSpecSchema } from '../../rollout/spec.js';
 import { ROLLOUT_STATES, STAGE_PHASES } from '../../rollout/model.js';
-import { GATE_OUTCOMES } from '../../rollout/gates.js';
+import { GATE_OUTCOMES, readingSeriesSchema } from '../../rollout/gates.js';
 import { PROVIDER_TYPES } from '../../rollout/gate-spec.js';
 import { JUDGE_KINDS } from '../../judge/gate.js';
 import { ACTUATION_STATES, type ActuationRecordKind } from '../../rollout/actuation-record.js';
@@ -58,6 +58,7 @@ const gateReading = z
     answer: z.string(),
     reason: z.string().nullable(),
     source: z.enum(['poll', 'event']),
+    series: readingSeriesSchema.optional().describe("what a judged reading was judged on: both cohorts' series, or their requests and errors per step"),
   })
   .meta({ id: 'GateReading' });
 const gate = z.object({
@@ -77,6 +78,7 @@ const gate = z.object({
   counts: z.object({ readings: z.number().int(), failures: z.number().int(), inconclusive: z.number().int(), passStreak: z.number().int() }),
   last: gateReading.nullable(),
   readings: z.array(gateReading).optional(),
+  series: readingSeriesSchema.nullable().optional().describe("a judged gate's newest reading's series, where readings are shown"),
 });
 const actuation = z.object({
   target: z.string(),
@@ -319,6 +321,10 @@ export const rolloutTraffic = route({
 
 /** At most this many readings of each gate of each stage a `GET /rollouts/{id}/readings` answers (the newest). */
 export const MAX_READINGS_PER_GATE = 2_000;
+/** With `series=true`, at most this many readings a stage, since each may carry up to 1,000 points a cohort. */
+export const MAX_SERIES_READINGS = 200;
+/** At most this many series points in one answer (about 3 MB of JSON, inside API Gateway's and Lambda's 6 MB); older readings' series past it are left out and counted. */
+export const SERIES_POINTS_BUDGET = 300_000;
 
 export const rolloutReadings = route({
   id: 'rolloutReadings',
@@ -335,9 +341,26 @@ export const rolloutReadings = route({
       .optional()
       .describe('only this gate'),
     limit: pageQuery(MAX_READINGS_PER_GATE, 1_000),
+    series: z
+      .enum(['true', 'false'])
+      .optional()
+      .transform((v) => v === 'true')
+      .describe(`with each judged reading's series (then \`limit\` is at most ${MAX_SERIES_READINGS}, default ${MAX_SERIES_READINGS})`),
   }),
   responses: {
-    200: json('its readings', z.object({ rolloutId: z.string(), attempt: z.number().int(), readings: z.array(gateReading) })),
+    200: json(
+      'its readings',
+      z.object({
+        rolloutId: z.string(),
+        attempt: z.number().int(),
+        readings: z.array(gateReading),
+        seriesOmitted: z
+          .number()
+          .int()
+          .optional()
+          .describe(`with series=true: the older readings whose series were left out to keep the answer under ${SERIES_POINTS_BUDGET} points`),
+      }),
+    ),
     400: badRequest,
     404: notFound,
     503: unreadable,

@@ -499,7 +499,9 @@ export async function uiState(node: ControlPlaneNode, cluster: ClusterView) {
           alarms: spec.gates.alarms.map((a) => ({ name: a, state: alarms.get(a) ?? 'INSUFFICIENT_DATA' })),
         };
       }),
-      gates: hasProviderGates(v.rollout.spec) ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN })) : [],
+      gates: hasProviderGates(v.rollout.spec)
+        ? gatesJson(v, await node.plane.engine.store.gateReadings(id, { perGate: READINGS_SHOWN, series: 'newest' }))
+        : [],
       actuators,
       actuation: movesTargets(v) ? actuationJson(await node.plane.engine.store.actuations(id)) : [],
       // Newest first; `historyMore`: older transitions exist beyond these.

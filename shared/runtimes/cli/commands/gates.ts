@@ -9,6 +9,7 @@ import { run, TARGET_OPTIONS, targetOf, type ClientOpts } from '../client-option
 import { ExitCode, UsageError } from '../errors.js';
 import { days, int } from '../parsers.js';
 import { readJsonFile } from '../io.js';
+import { MAX_SERIES_READINGS } from '../../../api/routes/rollouts.js';
 
 /** `rollout gates`: the judges a gate uses, run on this machine, for pipelines, notebooks and tests. */
 export const gatesCommand: CommandSpec = {
@@ -73,10 +74,15 @@ export const gatesCommand: CommandSpec = {
             rows.push(unreadRow(id, errorMessage(err)));
             continue;
           }
-          const { readings } = await client.readings(id, { gate: proposed.name, limit: READINGS_READ });
-          const full = new Set(readings.map((x) => x.stage)).size * READINGS_READ;
+          // A judged proposal is judged again on each reading's series: fewer readings a stage fit in one answer.
+          const judged = (proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric') && proposed.judge !== undefined;
+          const limit = judged ? MAX_SERIES_READINGS : READINGS_READ;
+          const { readings, seriesOmitted } = await client.readings(id, { gate: proposed.name, limit, series: judged });
+          const full = new Set(readings.map((x) => x.stage)).size * limit;
           if (readings.length && readings.length >= full)
-            process.stderr.write(`${id}: only the newest ${READINGS_READ} readings of each stage are replayed; older ones are not\n`);
+            process.stderr.write(`${id}: only the newest ${limit} readings of each stage are replayed; older ones are not\n`);
+          if (seriesOmitted)
+            process.stderr.write(`${id}: ${seriesOmitted} older readings came without their series (the answer's size limit); they are replayed as stored\n`);
           rows.push(backtestRow(proposed, r, readings));
         }
         const summary = backtestSummary(rows);
