@@ -4,6 +4,7 @@ import { currentTally, passStreakOf, withoutSeries, type GateReading, type Readi
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
 import { waitingOn } from '../rollout/waiting.js';
+import { countedTallies } from '../rollout/evaluate.js';
 import { relativeBound, type GateJudge } from '../judge/gate.js';
 
 /**
@@ -58,7 +59,9 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
     [...(index === 0 ? hooks : []), ...stageProviders(v.rollout.spec, index)].map((g) => {
       const status = v.stages[index];
       // The active stage counts from its current period; a finished one shows what it ended with.
-      const t = status?.phase === 'active' ? currentTally(v.gates, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
+      // A rollout-wide gate that counts across the rollout shows the counts its limits are held to.
+      const t =
+        status?.phase === 'active' ? currentTally(countedTallies(v, index).tallies, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
       const judge = g.type === 'prometheus' || g.type === 'cloudwatchMetric' ? (g.judge ?? null) : null;
       const bound = judge?.kind === 'relative' ? relativeBound(judge) : null;
       return {

@@ -1,8 +1,8 @@
 import { beforeRolloutHooks } from './gate-spec.js';
-import { currentTally, providerVerdict, type GateReading } from './gates.js';
+import { currentTally, providerVerdict, type GateReading, type GateTally } from './gates.js';
 import { NOT_ENOUGH_DATA } from '../judge/gate.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
-import { stageProviders, type Gates } from './spec.js';
+import { stageIndexOf, stageProviders, type Gates } from './spec.js';
 import { own } from '../own.js';
 import type { TransitionOf } from './transitions.js';
 
@@ -66,8 +66,10 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
   // Provider gates count readings since the stage's activation or last resume: both set lastProgressAt.
   // In a stage that stretches its bake, readings short of data wait for it: onInsufficientData decides (below), not the limit.
   const stretch = stretchEndOf(view);
-  const providers = providerVerdict(stageProviders(rollout.spec, active.index), view.gates, active.index, rollout.lastProgressAt, {
+  const counted = countedTallies(view, active.index);
+  const providers = providerVerdict(stageProviders(rollout.spec, active.index), counted.tallies, active.index, rollout.lastProgressAt, {
     shortOfDataWaits: stretch !== null,
+    countedFrom: counted.from,
   });
   if (providers.kind === 'rollback') return { kind: 'rollback', stage: active.index, reason: providers.reason, readings: providers.readings };
   if (providers.kind === 'pause') return { kind: 'pause', reason: providers.reason, readings: providers.readings };
@@ -218,4 +220,44 @@ function deadline(view: RolloutView, now: number): Decision | null {
   if (rollout.deadlineExceededAt !== null) return null;
   if (now - rollout.lastProgressAt <= rollout.spec.progressDeadlineSeconds * 1000) return null;
   return { kind: 'deadline', abort: rollout.spec.progressDeadlineAbort };
+}
+
+/**
+ * The tallies a stage's gates are counted from. The view's own, but for rollout-wide gates that count
+ * across the rollout (`rolloutGates.count: "rollout"`): in a stage after their fromStage, the failures
+ * and inconclusive readings each earlier stage from fromStage ended with are added to the active
+ * stage's current tally, so one failureLimit holds for the whole run. Nothing else is carried over: a
+ * stage waits for a pass of its own traffic split, and passes in a row never cross stages. Until the
+ * stage has a reading of its own nothing is added (an earlier stage's count over its limit had already
+ * acted there, or the gate holds rather than acts).
+ */
+export function countedTallies(view: RolloutView, stage: number): { readonly tallies: RolloutView['gates']; readonly from: ReadonlyMap<string, string> } {
+  const wide = view.rollout.spec.rolloutGates;
+  const none = { tallies: view.gates, from: new Map<string, string>() };
+  if (wide?.count !== 'rollout') return none;
+  const start = stageIndexOf(view.rollout.spec, wide.fromStage ?? 0);
+  if (start === null || stage < start) return none;
+  const name = view.rollout.spec.stages[start]!.name;
+  const from = new Map(wide.providers.map((g) => [g.name, name]));
+  if (stage === start) return { tallies: view.gates, from };
+  const newer = (a: GateReading | null, b: GateReading | null) => (a === null ? b : b === null || a.at >= b.at ? a : b);
+  const here = new Map(view.gates.get(stage));
+  for (const g of wide.providers) {
+    const t = currentTally(view.gates, stage, g.name, view.rollout.lastProgressAt);
+    if (!t) continue;
+    let sum: GateTally = t;
+    for (let s = start; s < stage; s++) {
+      const e = view.gates.get(s)?.get(g.name);
+      if (!e) continue;
+      sum = {
+        ...sum,
+        failures: sum.failures + e.failures,
+        inconclusive: sum.inconclusive + e.inconclusive,
+        lastFailure: newer(sum.lastFailure, e.lastFailure),
+        lastInconclusive: newer(sum.lastInconclusive, e.lastInconclusive),
+      };
+    }
+    here.set(g.name, sum);
+  }
+  return { tallies: new Map(view.gates).set(stage, here), from };
 }

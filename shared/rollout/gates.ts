@@ -347,15 +347,20 @@ export function providerVerdict(
   tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>,
   stage: number,
   origin: number,
-  /** The stage stretches its bake for data: readings short of data (NOT_ENOUGH_DATA) wait instead of counting towards a pause. */
-  o: { readonly shortOfDataWaits?: boolean } = {},
+  o: {
+    /** The stage stretches its bake for data: readings short of data (NOT_ENOUGH_DATA) wait instead of counting towards a pause. */
+    readonly shortOfDataWaits?: boolean;
+    /** Gates whose tallies count across stages (rolloutGates `count: "rollout"`), by name, with the stage they count from: said in a reason. */
+    readonly countedFrom?: ReadonlyMap<string, string>;
+  } = {},
 ): GateVerdict {
+  const since = (g: ProviderGate) => (o.countedFrom?.has(g.name) ? ` since stage ${o.countedFrom.get(g.name)}` : '');
   // A dry-run gate is read and recorded like the others; it never holds, pauses or rolls back anything.
   const current = gates.filter((g) => !g.dryRun).map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
   for (const { g, t } of current) {
     if (t && t.failures > g.failureLimit && (g.onFail ?? 'rollback') !== 'hold') {
       const r = t.lastFailure ?? t.last;
-      const reason = `${describe(g)}: ${plural(t.failures, 'failed reading')} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`;
+      const reason = `${describe(g)}: ${plural(t.failures, 'failed reading')}${since(g)} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`;
       return { kind: g.onFail === 'pause' ? 'pause' : 'rollback', reason, readings: [r] };
     }
   }
@@ -365,7 +370,7 @@ export function providerVerdict(
       if (o.shortOfDataWaits && r.reason?.startsWith(NOT_ENOUGH_DATA)) continue;
       return {
         kind: 'pause',
-        reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`,
+        reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')}${since(g)} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`,
         readings: [r],
       };
     }

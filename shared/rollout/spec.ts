@@ -94,6 +94,12 @@ const common = {
   rolloutGates: z
     .object({
       fromStage: z.union([z.number().int().nonnegative(), z.string().trim().min(1).max(100)]).optional(),
+      /**
+       * `stage` (absent): each stage counts its own failures and inconclusive readings against the limits.
+       * `rollout`: they add up from fromStage on (one failureLimit for the whole run, as Argo's background
+       * analysis counts); each stage still waits for its own pass, and passes in a row never cross stages.
+       */
+      count: z.enum(['stage', 'rollout']).optional(),
       providers: providerGatesSchema.refine((g) => g.length > 0, 'at least one gate (or no rolloutGates)'),
     })
     .strict()
@@ -143,7 +149,7 @@ export interface RolloutSpec {
   readonly progressDeadlineAbort: boolean;
   readonly actuators?: readonly string[];
   readonly hooks?: readonly WebhookGate[];
-  readonly rolloutGates?: { readonly fromStage?: number | string; readonly providers: readonly ProviderGate[] };
+  readonly rolloutGates?: { readonly fromStage?: number | string; readonly count?: 'stage' | 'rollout'; readonly providers: readonly ProviderGate[] };
 }
 
 /**

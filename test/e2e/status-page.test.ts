@@ -28,6 +28,23 @@ const UI_WAIT_MS = 60_000;
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const shots = resolve(import.meta.dirname, '../../test-results');
 
+/**
+ * A picture of one part of the page, for people (not an assertion). The page redraws every second by
+ * replacing its sections, so on a slow machine the element can be replaced while it is being taken:
+ * the locator finds the new one, and the picture is taken again.
+ */
+async function shot(part: Locator, name: string): Promise<void> {
+  mkdirSync(shots, { recursive: true });
+  for (let tries = 1; ; tries++) {
+    try {
+      await part.screenshot({ path: resolve(shots, name) });
+      return;
+    } catch (err) {
+      if (tries >= 10 || !/not attached|not visible|not stable/i.test(String(err))) throw err;
+    }
+  }
+}
+
 let node: ControlPlaneNode;
 let pool: LocalWorkerPool;
 let server: Awaited<ReturnType<typeof serveApi>>;
@@ -283,7 +300,7 @@ describe('status page', () => {
     expect(await judgedChart.locator('polyline[data-cohort="baseline"]').getAttribute('data-points')).toBe('5');
     expect(await judgedChart.locator('.cohorts').innerText()).toMatch(/canary 3 points, mean 0\.3533 · baseline 5 points, mean 0\.204/);
     // The other gates kept no series: nothing drawn for them.
-    expect(await page.locator('.rollout[data-id="charted"] .chart[data-gate!="latency"] .cohorts').count()).toBe(0);
+    expect(await page.locator('.rollout[data-id="charted"] .chart:not([data-gate="latency"]) .cohorts').count()).toBe(0);
     const zeroY = Number(await judgedChart.locator('line.zero').getAttribute('y1'));
     for (let i = 0; i < 2; i++) {
       const whisker = judgedChart.locator('line.interval').nth(i);
@@ -293,8 +310,7 @@ describe('status page', () => {
       expect(bottom).toBeGreaterThan(zeroY);
     }
 
-    mkdirSync(shots, { recursive: true });
-    await page.locator('.rollout[data-id="charted"]').screenshot({ path: resolve(shots, 'status-page-gates.png') });
+    await shot(page.locator('.rollout[data-id="charted"]'), 'status-page-gates.png');
     await page.close();
   }, 300_000);
 
@@ -351,8 +367,7 @@ describe('status page', () => {
     expect(await style(edgeRow, 'backgroundColor')).toBe('rgb(254, 242, 242)');
     expect([await style(`${edgeRow} .why`, 'color'), await style(`${edgeRow} .why`, 'fontWeight')]).toEqual(['rgb(127, 29, 29)', '600']);
 
-    mkdirSync(shots, { recursive: true });
-    await rollout.screenshot({ path: resolve(shots, 'status-page-applied.png') });
+    await shot(rollout, 'status-page-applied.png');
     await page.close();
   }, 300_000);
 
@@ -394,8 +409,7 @@ describe('status page', () => {
       expect(await row('quarter').locator('.mark').getAttribute('style')).toBe('left:25%');
       expect(await row('canary').locator('.told').innerText()).toBe(told(canary.count));
 
-      mkdirSync(shots, { recursive: true });
-      await page.locator(`.rollout[data-id="${id}"]`).screenshot({ path: resolve(shots, 'status-page-fleet.png') });
+      await shot(page.locator(`.rollout[data-id="${id}"]`), 'status-page-fleet.png');
       await page.close();
     } finally {
       await demo.stop();
@@ -505,8 +519,7 @@ describe('status page', () => {
     expect(lines[2]!.x2).toBeGreaterThan(lines[2]!.x1);
     expect(await card.locator('.percent .title').innerText()).toBe('percent in force now 100%');
 
-    mkdirSync(shots, { recursive: true });
-    await card.screenshot({ path: resolve(shots, 'status-page-history.png') });
+    await shot(card, 'status-page-history.png');
     await page.close();
   }, 300_000);
 
@@ -538,8 +551,7 @@ describe('status page', () => {
     // The reason was shown as text: none of its markup became an element, nothing of it ran.
     expect(await run.locator('.pwned, img, b').count()).toBe(0);
     expect(await page.evaluate('document.body.dataset.pwned')).toBeUndefined();
-    mkdirSync(shots, { recursive: true });
-    await run.screenshot({ path: resolve(shots, 'status-page-failures.png') });
+    await shot(run, 'status-page-failures.png');
     await page.close();
   }, 300_000);
 

@@ -516,3 +516,61 @@ describe('native CloudWatch alarm state changes', () => {
     expect(() => inboundFromEnvelope(noTime)).toThrow(/detail\.state\.timestamp: not a timestamp: "yesterday"/);
   });
 });
+
+describe('rollout-wide gates counted across the rollout (rolloutGates.count: "rollout")', () => {
+  const wide = (count?: 'stage' | 'rollout') =>
+    parseRolloutSpec({
+      target,
+      stages: [
+        { name: 'canary', percent: 5, bakeSeconds: 0 },
+        { name: 'half', percent: 50, bakeSeconds: 0 },
+        { name: 'most', percent: 80, bakeSeconds: 0 },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+      rolloutGates: { fromStage: 'canary', ...(count ? { count } : {}), providers: [{ ...prom, failureLimit: 1, inconclusiveLimit: 2 }] },
+    });
+  /** Stage 2 active since T + 100 (its period), after canary and half each ended with these counts. */
+  const inThird = (spec: ReturnType<typeof parseRolloutSpec>, here: Partial<GateTally>) => {
+    const v = runningView(spec, {
+      lastProgressAt: T + 100,
+      tallies: [
+        tally({ stage: 0, failures: 1, lastFailure: reading('fail', T + 10, 0), last: reading('pass', T + 11, 0) }),
+        tally({ stage: 1, inconclusive: 2, lastInconclusive: reading('inconclusive', T + 50, 1), last: reading('pass', T + 51, 1) }),
+        ...(Object.keys(here).length ? [tally({ stage: 2, origin: T + 100, ...here })] : []),
+      ],
+    });
+    const stages = v.stages.map((s, i) =>
+      i < 2 ? { ...s, phase: 'promoted' as const } : i === 2 ? { ...s, phase: 'active' as const, activatedAt: T + 100 } : { ...s, phase: 'pending' as const },
+    );
+    return { ...v, stages };
+  };
+
+  it('adds the earlier stages’ failures and inconclusive readings to the active stage’s, and says since when', () => {
+    const failed = reading('fail', T + 120, 2);
+    const v = inThird(wide('rollout'), { failures: 1, lastFailure: failed, last: failed, passStreak: 0 });
+    expect(evaluate(v, T + 200_000)).toEqual({
+      kind: 'rollback',
+      stage: 2,
+      reason: 'gate errors (prometheus): 2 failed readings since stage canary > failureLimit 1; last: fail',
+      readings: [failed],
+    });
+    const down = reading('inconclusive', T + 130, 2);
+    expect(evaluate(inThird(wide('rollout'), { inconclusive: 1, lastInconclusive: down, last: down, passStreak: 0 }), T + 200_000)).toMatchObject({
+      kind: 'pause',
+      reason: 'gate errors (prometheus): 3 inconclusive readings since stage canary > inconclusiveLimit 2; last: inconclusive',
+    });
+    // Counted by stage (the default), the same readings are within the limits: the stage waits for its pass.
+    expect(evaluate(inThird(wide(), { failures: 1, lastFailure: failed, last: failed, passStreak: 0 }), T + 200_000)).toBeNull();
+    expect(evaluate(inThird(wide('stage'), { inconclusive: 1, lastInconclusive: down, last: down, passStreak: 0 }), T + 200_000)).toBeNull();
+  });
+
+  it('carries nothing else: a stage still waits for a pass of its own, and then promotes', () => {
+    expect(evaluate(inThird(wide('rollout'), {}), T + 200_000)).toBeNull();
+    const passed = reading('pass', T + 140, 2);
+    expect(evaluate(inThird(wide('rollout'), { last: passed }), T + 200_000)).toMatchObject({ kind: 'promote', stage: 2, readings: [passed] });
+  });
+
+  it('is refused naming the field when it is neither stage nor rollout', () => {
+    expect(() => parseRolloutSpec({ ...wide(), rolloutGates: { count: 'attempt', providers: [prom] } })).toThrow(/rolloutGates\.count/);
+  });
+});
