@@ -69,7 +69,7 @@ beforeAll(async () => {
   pool = new LocalWorkerPool(node, { size: 3, itemMs: 5 });
   pool.start();
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   await browser?.close();

@@ -8,6 +8,7 @@ import { nodeMetrics } from '../../shared/runtimes/node/metrics.js';
 import { nodeApi } from '../../shared/runtimes/node/node-api.js';
 import { ControlPlaneNode } from '../../shared/runtimes/node/node.js';
 import type { GateJson } from '../../shared/api/rollout-json.js';
+import type { NginxTarget } from '../../shared/actuation/targets.js';
 
 export interface ServedNode {
   readonly node: ControlPlaneNode;
@@ -15,7 +16,13 @@ export interface ServedNode {
   close(): Promise<void>;
 }
 
-export async function servedNode(o: { nodeId: string; databaseUrl: string; origins: readonly string[] }): Promise<ServedNode> {
+export async function servedNode(o: {
+  nodeId: string;
+  databaseUrl: string;
+  origins: readonly string[];
+  /** Actuation targets by name, for a spec's `actuators`. */
+  targets?: Record<string, NginxTarget>;
+}): Promise<ServedNode> {
   const port = await freePort();
   // The operator allows the test's servers by address: a loopback server is reached only so.
   const node = await ControlPlaneNode.open({
@@ -25,6 +32,7 @@ export async function servedNode(o: { nodeId: string; databaseUrl: string; origi
     elector: 'static',
     tickIntervalSeconds: 0.25,
     outbound: { origins: [...o.origins] },
+    ...(o.targets ? { targets: o.targets } : {}),
   });
   const server = await serveApi(nodeApi(node, nodeMetrics(node)), { port });
   await node.start();

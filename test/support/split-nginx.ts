@@ -26,19 +26,26 @@ export interface SplitNginx {
   stop(): Promise<void>;
 }
 
-function version(name: string): Promise<{ server: Server; port: number }> {
+/** How a version serves a request before it answers (a test's latency, its metrics): by default at once. */
+export type Serve = (version: 'stable' | 'canary') => Promise<void> | void;
+
+function version(name: 'stable' | 'canary', serve?: Serve): Promise<{ server: Server; port: number }> {
   const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/plain', 'x-version': name });
-    res.end(name);
+    const answer = () => {
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-version': name });
+      res.end(name);
+    };
+    if (!serve) return answer();
+    Promise.resolve(serve(name)).then(answer, (err: unknown) => res.writeHead(500).end(String(err)));
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as { port: number }).port })));
 }
 
-export async function startSplitNginx(o: { port?: number } = {}): Promise<SplitNginx> {
+export async function startSplitNginx(o: { port?: number; serve?: Serve } = {}): Promise<SplitNginx> {
   const dir = mkdtempSync(join(tmpdir(), 'rollout-split-'));
   for (const sub of ['tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, sub), { recursive: true });
   chmodSync(dir, 0o755);
-  const [stable, canary] = await Promise.all([version('stable'), version('canary')]);
+  const [stable, canary] = await Promise.all([version('stable', o.serve), version('canary', o.serve)]);
   const port = o.port ?? (await freePort());
   const include = join(dir, 'split.conf');
   const conf = join(dir, 'nginx.conf');
