@@ -33,6 +33,12 @@ export interface Desired {
   readonly newVersion: string;
   /** The rollout's version (+1 at every transition) of the committed state this is: an older state never overwrites a newer one. */
   readonly version: number;
+  /**
+   * The version the rollout's judged gates read as the baseline (spec.target.stableVersion), set only
+   * when one of them names its cohorts by `{{version}}`: a target that reports the version it serves
+   * (`Observed.servedVersion`) must serve this one before the rollout first moves it.
+   */
+  readonly baselineVersion?: string;
 }
 
 /**
@@ -76,6 +82,8 @@ export interface Observed {
   readonly revision?: string;
   /** A split the target carries towards something other than the new version (an alias weighted to another version): never ours. */
   readonly foreignSplit?: string;
+  /** The version the target serves outside any split (a Lambda alias's own version), where the target names versions. */
+  readonly servedVersion?: string;
 }
 
 export interface Actuator {

@@ -4,6 +4,8 @@ import type { LeaseToken } from '../lease/record.js';
 import { errorMessage, silentLogger, type Logger } from '../log.js';
 import { trafficOf } from '../rollout/assignment.js';
 import type { RolloutView } from '../rollout/model.js';
+import { isJudged, type RolloutSpec } from '../rollout/spec.js';
+import type { ProviderGate } from '../rollout/gate-spec.js';
 import type { RolloutStore } from '../rollout/store.js';
 import { movesTargets, type PauseForDrift, type TrafficActuation } from '../rollout/engine.js';
 import { isTerminal } from '../rollout/transitions.js';
@@ -23,6 +25,7 @@ import { failSpan, inSpan, SPAN } from '../tracing.js';
 /** What a rollout's committed state asks of every target. */
 export function desiredOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Desired {
   const t = trafficOf(view);
+  const { stableVersion } = view.rollout.spec.target;
   return {
     rolloutId: view.rollout.id,
     attempt: t.attempt,
@@ -31,7 +34,23 @@ export function desiredOf(view: Pick<RolloutView, 'rollout' | 'stages'>): Desire
     final: t.final,
     newVersion: view.rollout.spec.target.version,
     version: view.rollout.version,
+    ...(stableVersion !== undefined && judgesBaselineByVersion(view.rollout.spec) ? { baselineVersion: stableVersion } : {}),
   };
+}
+
+/**
+ * Whether a judged gate of the spec (a dry-run one too, from any stage or rollout-wide) names its
+ * cohorts by `{{version}}`: it then reads spec.target.stableVersion as the baseline, whatever the
+ * target serves. A threshold gate's `{{version}}`, if any, is the canary's alone.
+ */
+export function judgesBaselineByVersion(spec: Pick<RolloutSpec, 'stages' | 'rolloutGates'>): boolean {
+  const gates = [...spec.stages.flatMap((s) => s.gates.providers ?? []), ...(spec.rolloutGates?.providers ?? [])];
+  const templates = (g: ProviderGate): (string | undefined)[] => {
+    if (g.type === 'prometheus') return [g.query, g.requestsQuery];
+    if (g.type === 'cloudwatchMetric') return [g.metric, g.requestsMetric].flatMap((m) => (m ? Object.values(m.dimensions) : []));
+    return [];
+  };
+  return gates.some((g) => isJudged(g) && templates(g).some((t) => t?.includes('{{version}}')));
 }
 
 export type Verdict =
@@ -100,6 +119,14 @@ export function decide(
       return {
         kind: 'drift',
         reason: `it carries ${shareOf(observed)}% on the new side ${stamp ? `under rollout ${stamp.rolloutId}'s stamp` : 'and no stamp of ours'}: ${observed.detail}`,
+      };
+    // About to be moved for the first time: its stable side is the baseline its judged gates read, or they would judge the canary against a version no one runs.
+    if (!rollout.ended && desired.baselineVersion !== undefined && observed.servedVersion !== undefined && observed.servedVersion !== desired.baselineVersion)
+      return {
+        kind: 'drift',
+        reason:
+          `it serves version ${observed.servedVersion}, but the rollout's stableVersion is ${desired.baselineVersion}, the baseline its judged gates read by {{version}}; ` +
+          `nothing was moved. Put the target back on ${desired.baselineVersion} and resume, or abort and create the rollout again with stableVersion ${observed.servedVersion}: ${observed.detail}`,
       };
     return { kind: 'write' };
   }

@@ -3,11 +3,12 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_ASSUMPTIONS, ENDPOINT_SERVICES, FLAG_READ_UNITS } from '../../tools/cost/assumptions.js';
-import { parseArgs } from '../../tools/cost/cli.js';
+import { assumptionsFor, parseArgs } from '../../tools/cost/cli.js';
 import { estimateCost } from '../../tools/cost/estimate.js';
-import { METRICS_BY_SERVICE, rolloutGauges, STACK_METRICS } from '../../tools/cost/metrics.js';
+import { EXAMPLE_GATES, gateRead, gatesCost, parseGate, readEverySeconds, rolloutGauges } from '../../tools/cost/gates.js';
+import { METRICS_BY_SERVICE, STACK_METRICS } from '../../tools/cost/metrics.js';
 import { PRICES } from '../../tools/cost/prices.js';
-import { jsonLine, markdownTable } from '../../tools/cost/report.js';
+import { gateCostTable, jsonLine, markdownTable } from '../../tools/cost/report.js';
 import { rateMinutes, type CfnTemplate } from '../../tools/cost/template.js';
 import { RAISE_GRACE_MS, SWEEP_EVERY_MS } from '../../functions/activity.js';
 import type { ControlPlaneProps } from '../../infra/stack.js';
@@ -263,24 +264,141 @@ describe('the metric catalog', () => {
       const one = estimateCost(json);
       const two = estimateCost(json, { ...DEFAULT_ASSUMPTIONS, rolloutsRunning: 2 });
       const metricsLine = (e: typeof one) => e.lines.find((l) => l.what.startsWith('CloudWatch custom metrics'))!;
-      expect(metricsLine(two).busy - metricsLine(one).busy).toBeCloseTo(
-        rolloutGauges(DEFAULT_ASSUMPTIONS.providerGatesPerRollout).metrics * PRICES.customMetric.usd,
-        10,
-      );
+      expect(metricsLine(two).busy - metricsLine(one).busy).toBeCloseTo(rolloutGauges(DEFAULT_ASSUMPTIONS.gates).metrics * PRICES.customMetric.usd, 10);
       expect(metricsLine(two).idle).toBe(0);
     },
   );
 });
 
+describe('judged gates in the cost model', () => {
+  const lambda = (metricName: string, stat: string) => ({
+    namespace: 'AWS/Lambda',
+    metricName,
+    stat,
+    dimensions: { FunctionName: 'checkout', Resource: 'checkout:live', ExecutedVersion: '{{version}}' },
+  });
+  const cw = (o: object) => parseGate({ type: 'cloudwatchMetric', name: 'g', metric: lambda('Duration', 'Average'), ...o });
+  const threshold = cw({ comparison: '<', threshold: 800 });
+  const mannWhitney = cw({ judge: { kind: 'mann-whitney' } });
+  const sequential = cw({ metric: lambda('Errors', 'Sum'), requestsMetric: lambda('Invocations', 'Sum'), judge: { kind: 'sequential-rate' } });
+  const amp = (o: object) =>
+    parseGate({ type: 'prometheus', name: 'p', address: 'https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1', query: 'x{v="{{version}}"}', ...o });
+  let json: CfnTemplate;
+  beforeAll(() => ({ json } = synth()), SYNTH_HOOK_TIMEOUT);
+  const with_ = (gates: ReturnType<typeof parseGate>[]) => estimateCost(json, { ...DEFAULT_ASSUMPTIONS, gates });
+  const lineOf = (e: ReturnType<typeof estimateCost>, prefix: string) => e.lines.find((l) => l.what.startsWith(prefix));
+
+  it('a judged CloudWatch reading asks for both cohorts: 2 metrics, 4 with sequential-rate; GetMetricData is billed per metric', () => {
+    expect([threshold, mannWhitney, sequential].map((g) => gateRead(g, 1_800).metrics)).toEqual([1, 2, 4]);
+    const reads = (g: ReturnType<typeof parseGate>) => lineOf(with_([g]), 'CloudWatch GetMetricData')!.busy;
+    // Read every 60 s all month: 43,200 readings.
+    expect(reads(threshold)).toBeCloseTo(43_200 * PRICES.getMetricData.usd, 10);
+    expect(reads(mannWhitney)).toBeCloseTo(2 * reads(threshold), 10);
+    expect(reads(sequential)).toBeCloseTo(4 * reads(threshold), 10);
+    // The same gate read twice as often costs twice; two rollouts running, twice again.
+    expect(reads(cw({ judge: { kind: 'mann-whitney' }, intervalSeconds: 30 }))).toBeCloseTo(2 * reads(mannWhitney), 10);
+    expect(lineOf(estimateCost(json, { ...DEFAULT_ASSUMPTIONS, gates: [sequential], rolloutsRunning: 2 }), 'CloudWatch GetMetricData')!.busy).toBeCloseTo(
+      2 * reads(sequential),
+      10,
+    );
+    // Read on the BatchPromoter's ticks: an interval is rounded up to 10 s.
+    expect(readEverySeconds(cw({ judge: { kind: 'mann-whitney' }, intervalSeconds: 15 }))).toBe(20);
+  });
+
+  it("a judged gate's gauges: its verdicts, a mann-whitney one its interval, no threshold unless a one-sided relative judge", () => {
+    const own = rolloutGauges([]).metrics;
+    const gauges = (g: ReturnType<typeof parseGate>) => rolloutGauges([g]).metrics - own;
+    expect(gauges(threshold)).toBe(5);
+    expect(gauges(mannWhitney)).toBe(9);
+    expect(gauges(cw({ judge: { kind: 'relative', measure: 'ratio', tolerance: 0.2 } }))).toBe(8);
+    expect(gauges(cw({ judge: { kind: 'relative', measure: 'ratio', tolerance: 0.2, direction: 'either' } }))).toBe(7);
+    expect(gauges(sequential)).toBe(7);
+    expect(gauges(parseGate({ type: 'cloudwatchAlarm', name: 'a', alarms: ['x'] }))).toBe(3);
+    // The number form (threshold gates) is what the Lambda metrics test compares with the EMF the function writes.
+    expect(rolloutGauges(1)).toEqual(rolloutGauges([threshold]));
+    const metrics = (g: ReturnType<typeof parseGate>) => lineOf(with_([g]), 'CloudWatch custom metrics')!.busy;
+    expect(metrics(mannWhitney) - metrics(threshold)).toBeCloseTo(4 * PRICES.customMetric.usd, 10);
+    expect(with_([mannWhitney]).busy).toBeGreaterThan(with_([threshold]).busy);
+  });
+
+  it('a judged Prometheus reading is 2 range queries (4 with sequential-rate), billed by the samples processed on AMP only', () => {
+    const plain = amp({ comparison: '<', threshold: 1 });
+    const judged = amp({ judge: { kind: 'mann-whitney' }, windowSeconds: 600, stepSeconds: 30 });
+    const counts = amp({
+      query: 'sum(increase(e{v="{{version}}"}[{{step}}]))',
+      requestsQuery: 'sum(increase(r{v="{{version}}"}[{{step}}]))',
+      judge: { kind: 'sequential-rate' },
+      stepSeconds: 60,
+    });
+    expect(gateRead(plain, 1_800)).toMatchObject({ promQueries: 1, promPoints: 1, amp: true });
+    expect(gateRead(judged, 1_800)).toMatchObject({ promQueries: 2, promPoints: 2 * 21 });
+    expect(gateRead(counts, 1_800)).toMatchObject({ promQueries: 4, promPoints: 4 * 31 });
+    expect(gateRead(counts, 3_600).promPoints).toBe(4 * 61);
+    const queries = (g: ReturnType<typeof parseGate>) => lineOf(with_([g]), 'Amazon Managed Service for Prometheus')!.busy;
+    // At the default 30 s: 86,400 readings a month.
+    expect(queries(judged)).toBeCloseTo(86_400 * 42 * DEFAULT_ASSUMPTIONS.promSamplesPerPoint * PRICES.ampQuerySample.usd, 12);
+    expect(queries(judged)).toBeGreaterThan(queries(plain));
+    const own = parseGate({ type: 'prometheus', name: 'p', address: 'http://prometheus:9090', query: 'x{v="{{version}}"}', judge: { kind: 'mann-whitney' } });
+    expect(lineOf(with_([own]), 'Amazon Managed Service for Prometheus')).toMatchObject({
+      busy: 0,
+      basis: expect.stringContaining('172,800 PromQL queries') as unknown,
+    });
+    expect(lineOf(with_([threshold]), 'Amazon Managed Service for Prometheus')).toBeUndefined();
+  });
+
+  it("--spec prices the spec's costliest stage, its rollout-wide gates included", () => {
+    const spec = {
+      target: { service: 'checkout', version: '7', stableVersion: '6' },
+      stages: [
+        {
+          name: 'canary',
+          percent: 10,
+          bakeSeconds: 600,
+          gates: { providers: [{ type: 'cloudwatchMetric', name: 't', metric: lambda('Errors', 'Sum'), comparison: '<', threshold: 5 }] },
+        },
+        { name: 'half', percent: 50, bakeSeconds: 600 },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+      rolloutGates: {
+        fromStage: 'half',
+        providers: [
+          {
+            type: 'cloudwatchMetric',
+            name: 'e',
+            metric: lambda('Errors', 'Sum'),
+            requestsMetric: lambda('Invocations', 'Sum'),
+            judge: { kind: 'sequential-rate' },
+          },
+        ],
+      },
+    };
+    const a = assumptionsFor(spec);
+    expect(a.gates.map((g) => g.name)).toEqual(['e']);
+    expect(gatesCost(a.gates, a).metrics).toBe(4 * 43_200);
+    expect(() => assumptionsFor({ ...spec, stages: [] })).toThrow(/--spec: .*stages/);
+  });
+
+  it("README's table of what each gate costs is the one the model prints (npm run cost -- --gates)", () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const table = gateCostTable(DEFAULT_ASSUMPTIONS);
+    expect(table.split('\n')).toHaveLength(EXAMPLE_GATES.length + 2);
+    expect(readme, 'run `npm run cost -- --gates` and copy its table into README').toContain(table);
+  });
+});
+
 describe('the CLI options', () => {
-  it('parses --store, --dashboard, --events and --markdown, and refuses anything else', () => {
-    expect(parseArgs([])).toEqual({ store: 'both', dashboard: false, events: 1_000_000, markdown: false });
+  it('parses --store, --dashboard, --events, --spec, --markdown and --gates, and refuses anything else', () => {
+    expect(parseArgs([])).toEqual({ store: 'both', dashboard: false, events: 1_000_000, markdown: false, spec: null, gates: false });
+    expect(parseArgs(['--spec', 'r.json', '--gates'])).toMatchObject({ spec: 'r.json', gates: true });
+    expect(() => parseArgs(['--spec'])).toThrow(/--spec: needs a value/);
     expect(parseArgs(['--store', 'dynamodb'])).toMatchObject({ store: 'dynamodb' });
     expect(parseArgs(['--store', 'aurora', '--dashboard', '--events', '2,000,000', '--markdown'])).toEqual({
       store: 'aurora',
       dashboard: true,
       events: 2_000_000,
       markdown: true,
+      spec: null,
+      gates: false,
     });
     expect(parseArgs(['--events=500'])).toMatchObject({ events: 500 });
     expect(() => parseArgs(['--store', 'mysql'])).toThrow(/--store/);

@@ -8,6 +8,14 @@
  * asynchronous invocation, retries and DLQ). CloudWatch's DescribeAlarms is
  * moto's, on alarms the test puts and sets there.
  *
+ * Judged gates: the stack declares Lambda aliases on moto (behind the
+ * RevisionId proxy, test/support/lambda/revision-proxy.ts) as targets and
+ * `AWS/Lambda` as a gate namespace; the functions get the environment the
+ * template gives them. Lambda's per-version metrics (`ExecutedVersion`) are
+ * put on moto's CloudWatch by the test, one point a second around now, since
+ * nothing runs the functions; moto cannot read a gzipped large PutMetricData,
+ * so the test's own client sends them uncompressed.
+ *
  * Emulator liberty: real EventBridge refuses PutEvents with an `aws.*`
  * source; the Spot notice and the CloudWatch alarm state change here are put
  * the way AWS itself would deliver them.
@@ -16,7 +24,8 @@
  * has Lambda targets on the default bus, which moto cannot deliver to.
  */
 import { CreateEventBusCommand, EventBridgeClient, PutEventsCommand, PutRuleCommand, PutTargetsCommand } from '@aws-sdk/client-eventbridge';
-import { CloudWatchClient, PutMetricAlarmCommand, SetAlarmStateCommand } from '@aws-sdk/client-cloudwatch';
+import { CloudWatchClient, PutMetricAlarmCommand, PutMetricDataCommand, SetAlarmStateCommand, type MetricDatum } from '@aws-sdk/client-cloudwatch';
+import { GetAliasCommand } from '@aws-sdk/client-lambda';
 import {
   CreateQueueCommand,
   DeleteQueueCommand,
@@ -52,6 +61,9 @@ import { dynamoTable, uniqueName } from '../support/backends.js';
 import type { Handler } from '../support/eventbridge/server.js';
 import { MotoEventBridge } from '../support/eventbridge/moto.js';
 import { alarmStateChange } from '../support/cloudwatch/events.js';
+import { setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';
+import { LambdaRevisionProxy } from '../support/lambda/revision-proxy.js';
+import { normals } from '../support/normals.js';
 
 const SPEC = {
   target: { service: 'checkout', version: 'v2' },
@@ -78,9 +90,13 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   let rt: () => Promise<Runtime>;
   let observed: string; // a queue subscribed to the rollout bus's ai.rollout events
   let eventsDlq: string;
+  let batchPromoterTemplate: { template: { Resources: Record<string, { Type: string; Properties: Record<string, unknown> }> }; id: string };
   let workQueue: string;
   let workDlq: string;
   const busName = uniqueName('bus');
+  /** Lambda aliases the stack may move (functions with versions 1 and 2, `live` → 1), by target name; the proxy the functions reach Lambda through. */
+  const aliases: Record<'judged-slow' | 'judged-same' | 'judged-errors', LambdaAliasUnderTest> = {} as never;
+  let lambdaProxy: LambdaRevisionProxy;
   const lambdaArn = (name: string) => `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${name}`;
   /** An alarm on moto, in the state given (created on first use). */
   async function setAlarm(name: string, state: 'OK' | 'ALARM', reason = `set by the test: ${state}`): Promise<void> {
@@ -128,18 +144,33 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
     process.env.AWS_ENDPOINT_URL_CLOUDWATCH = moto;
     cloudwatch = new CloudWatchClient({});
     [workQueue, workDlq] = await Promise.all([queue('work'), queue('work-dlq')]);
+    for (const name of ['judged-slow', 'judged-same', 'judged-errors'] as const) aliases[name] = await setupLambdaAlias(moto);
+    lambdaProxy = await new LambdaRevisionProxy(moto).start();
+    // Before any runtime is made: its actuators make their Lambda clients then.
+    process.env.AWS_ENDPOINT_URL_LAMBDA = lambdaProxy.url;
     // The stack as it deploys (bundling skipped: the handlers run in-process here).
     const outdir = mkdtempSync(join(tmpdir(), 'rollout-e2e-cdk-'));
     const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
-    const stack = new ControlPlaneStack(app, 'E2e', { gateAlarms: ['checkout-*'] });
+    const stack = new ControlPlaneStack(app, 'E2e', {
+      gateAlarms: ['checkout-*'],
+      gateNamespaces: ['AWS/Lambda'],
+      targets: Object.fromEntries(
+        Object.entries(aliases).map(([name, a]) => [name, { type: 'lambdaAlias' as const, functionName: a.functionName, alias: a.alias, region: REGION }]),
+      ),
+    });
     // The template file of the cloud assembly, as `cdk deploy` would upload it.
     const template = JSON.parse(readFileSync(join(app.synth().directory, stack.templateFile), 'utf8')) as {
       Resources: Record<string, { Type: string; Properties: Record<string, unknown> }>;
     };
     rmSync(outdir, { recursive: true, force: true });
     const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
+    batchPromoterTemplate = { template, id: id(stack.functions.batchPromoter) };
+    // The targets and gate namespaces as the template hands them to the functions.
+    const deployed = (template.Resources[id(stack.functions.batchPromoter)]!.Properties.Environment as { Variables: Record<string, string> }).Variables;
     const env = {
       ...process.env,
+      ROLLOUT_TARGETS: deployed.ROLLOUT_TARGETS,
+      ROLLOUT_GATE_NAMESPACES: deployed.ROLLOUT_GATE_NAMESPACES,
       ROLLOUT_STORE: 'dynamodb',
       ROLLOUT_TABLE: table.table,
       ROLLOUT_NODE_ID: 'e2e',
@@ -185,6 +216,9 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
   afterAll(async () => {
     for (const q of queues) await sqs.send(new DeleteQueueCommand({ QueueUrl: q })).catch(() => undefined);
     await eb?.stop();
+    for (const a of Object.values(aliases)) await a.close();
+    await lambdaProxy?.stop();
+    delete process.env.AWS_ENDPOINT_URL_LAMBDA;
     cloudwatch?.destroy();
     await table?.close();
     delete process.env.AWS_ENDPOINT_URL_EVENTBRIDGE;
@@ -366,6 +400,148 @@ describe('the deployed topology over AWS-compatible endpoints', () => {
       // The reason lives on moto's alarm only: the reading came from DescribeAlarms.
       expect(rollback.detail.readings![0]!.answer).toContain('Threshold Crossed: 3 datapoints');
     });
+  });
+
+  describe('judged gates on a Lambda alias, by ExecutedVersion', () => {
+    type AliasName = keyof typeof aliases;
+    /** One point a second from a little before now to ten minutes ahead, for each alias's versions 1 (stable) and 2 (the canary). */
+    beforeAll(async () => {
+      const put = new CloudWatchClient({ disableRequestCompression: true });
+      const from = Math.floor(Date.now() / 1000) - 5;
+      const draw = normals(47);
+      const data: MetricDatum[] = [];
+      const datum = (name: AliasName, MetricName: string, version: string, s: number, Value: number, Unit: 'Milliseconds' | 'Count'): MetricDatum => ({
+        MetricName,
+        Dimensions: [
+          { Name: 'ExecutedVersion', Value: version },
+          { Name: 'FunctionName', Value: aliases[name].functionName },
+          { Name: 'Resource', Value: `${aliases[name].functionName}:${aliases[name].alias}` },
+        ],
+        Timestamp: new Date((from + s) * 1000),
+        Value,
+        Unit,
+      });
+      for (let s = 0; s < 600; s++) {
+        const stable = 100 + 10 * draw();
+        // A canary twice as slow as the stable version, and one that answers exactly as it does.
+        data.push(datum('judged-slow', 'Duration', '1', s, stable, 'Milliseconds'), datum('judged-slow', 'Duration', '2', s, 2 * stable, 'Milliseconds'));
+        data.push(datum('judged-same', 'Duration', '1', s, stable, 'Milliseconds'), datum('judged-same', 'Duration', '2', s, stable, 'Milliseconds'));
+        // The stage's 10 %: the stable version errs 1 %, the canary 2 %.
+        data.push(datum('judged-errors', 'Invocations', '1', s, 9_000, 'Count'), datum('judged-errors', 'Errors', '1', s, 90, 'Count'));
+        data.push(datum('judged-errors', 'Invocations', '2', s, 1_000, 'Count'), datum('judged-errors', 'Errors', '2', s, 20, 'Count'));
+      }
+      for (let i = 0; i < data.length; i += 500) await put.send(new PutMetricDataCommand({ Namespace: 'AWS/Lambda', MetricData: data.slice(i, i + 500) }));
+      put.destroy();
+    }, 60_000);
+
+    const metric = (name: AliasName, metricName: string, stat: string) => ({
+      namespace: 'AWS/Lambda',
+      metricName,
+      stat,
+      dimensions: {
+        FunctionName: aliases[name].functionName,
+        Resource: `${aliases[name].functionName}:${aliases[name].alias}`,
+        ExecutedVersion: '{{version}}',
+      },
+    });
+    const spec = (name: AliasName, gate: Record<string, unknown>, bakeSeconds: number) => ({
+      target: { service: aliases[name].functionName, version: '2', stableVersion: '1' },
+      actuators: [name],
+      stages: [
+        {
+          name: 'canary',
+          percent: 10,
+          bakeSeconds,
+          // One-second periods, read every second; until a judge has its minimum sample the readings are inconclusive, which the limit allows.
+          gates: { providers: [{ type: 'cloudwatchMetric', periodSeconds: 1, intervalSeconds: 1, inconclusiveLimit: 1_000, ...gate }] },
+        },
+        { name: 'all', percent: 100, bakeSeconds: 0 },
+      ],
+    });
+    const latency = (name: AliasName) => ({
+      name: 'latency',
+      metric: metric(name, 'Duration', 'Average'),
+      windowSeconds: 60,
+      judge: { kind: 'mann-whitney', direction: 'increase', minSamples: 8 },
+    });
+    /** Scheduled BatchPromoter ticks (what the clock would fire) until the rollout has ended; its view then. */
+    const tickUntilEnded = async (id: string) => {
+      const {
+        stores: { rollouts },
+      } = await rt();
+      await expect
+        .poll(
+          async () => {
+            await eb.tick();
+            await eb.idle();
+            return (await rollouts.load(id))!.rollout.state;
+          },
+          { timeout: 120_000, interval: 200 },
+        )
+        .toMatch(/^(completed|rolled_back|aborted|failed)$/);
+      return (await rollouts.load(id))!;
+    };
+    const aliasNow = async (name: AliasName) => {
+      const a = await aliases[name].onMoto.send(new GetAliasCommand({ FunctionName: aliases[name].functionName, Name: aliases[name].alias }));
+      return { version: a.FunctionVersion, weights: a.RoutingConfig?.AdditionalVersionWeights ?? {} };
+    };
+
+    it('the BatchPromoter is granted GetMetricData and the declared aliases, and is handed the targets and namespaces', () => {
+      const { template, id: fn } = batchPromoterTemplate;
+      const role = JSON.stringify(template.Resources[fn]!.Properties.Role).match(/"Fn::GetAtt":\["([^"]+)"/)![1]!;
+      const statements = Object.values(template.Resources)
+        .filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties.Roles).includes(`"${role}"`))
+        .flatMap((r) => (r.Properties.PolicyDocument as { Statement: { Action: string | string[]; Resource: unknown }[] }).Statement);
+      const granted = (action: string) => statements.filter((s) => [s.Action].flat().includes(action));
+      expect(granted('cloudwatch:GetMetricData')).toHaveLength(1);
+      const aliasGrant = JSON.stringify(granted('lambda:UpdateAlias').map((s) => s.Resource));
+      for (const a of Object.values(aliases)) expect(aliasGrant).toContain(`:function:${a.functionName}:${a.alias}`);
+      expect(granted('lambda:GetAlias')).toHaveLength(1);
+    });
+
+    it('a canary twice as slow is rolled back by a mann-whitney gate through the scheduled tick; the alias returns to the stable version', async () => {
+      const { engine, stores } = await rt();
+      const { id } = await createRollout(engine, { spec: spec('judged-slow', latency('judged-slow'), 3_600), actor: 'alice' });
+      const v = await tickUntilEnded(id);
+      expect(v.rollout.state).toBe('rolled_back');
+      expect(v.rollout.stateReason).toMatch(/^gate latency \(cloudwatchMetric\): 1 failed reading > failureLimit 0; last: the canary is higher: shift \d/);
+      const rollback = (await stores.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.rollback_detected')!;
+      expect(rollback.detail.readings).toEqual([expect.objectContaining({ gate: 'latency', outcome: 'fail', source: 'poll' })]);
+      expect(JSON.parse(rollback.detail.readings![0]!.answer)).toMatchObject({ classification: 'high' });
+      // The alias carried the canary's 10 % and is back on version 1 alone.
+      expect(await aliasNow('judged-slow')).toEqual({ version: '1', weights: {} });
+      expect((await stores.rollouts.actuations(id)).map((r) => [r.target, r.state])).toEqual([['judged-slow', 'converged']]);
+    }, 180_000);
+
+    it('a canary that answers as the stable version does completes through the same gate; the alias is finalised on it', async () => {
+      const { engine } = await rt();
+      const { id } = await createRollout(engine, { spec: spec('judged-same', latency('judged-same'), 12), actor: 'alice' });
+      const v = await tickUntilEnded(id);
+      expect(v.rollout.state, v.rollout.stateReason ?? '').toBe('completed');
+      const tally = v.gates.get(0)!.get('latency')!;
+      expect(tally).toMatchObject({ failures: 0, last: { outcome: 'pass' } });
+      expect(JSON.parse(tally.last.answer)).toMatchObject({ classification: 'pass' });
+      expect(await aliasNow('judged-same')).toEqual({ version: '2', weights: {} });
+    }, 180_000);
+
+    it('a canary erring twice as often is rolled back by a sequential-rate gate on Errors and Invocations', async () => {
+      const { engine } = await rt();
+      const gate = {
+        name: 'errors',
+        metric: metric('judged-errors', 'Errors', 'Sum'),
+        requestsMetric: metric('judged-errors', 'Invocations', 'Sum'),
+        // Each one-second period is whole once it has ended: the points were put ahead.
+        settleSeconds: 0,
+        judge: { kind: 'sequential-rate', alpha: 0.05, minSamples: 1_000 },
+      };
+      const { id } = await createRollout(engine, { spec: spec('judged-errors', gate, 3_600), actor: 'alice' });
+      const v = await tickUntilEnded(id);
+      expect(v.rollout.state).toBe('rolled_back');
+      expect(v.rollout.stateReason).toMatch(
+        /^gate errors \(cloudwatchMetric\): 1 failed reading > failureLimit 0; last: the canary's error rate is higher: \d+\/\d+ against the baseline's \d+\/\d+/,
+      );
+      expect(await aliasNow('judged-errors')).toEqual({ version: '1', weights: {} });
+    }, 180_000);
   });
 
   it('an invalid event is retried, then lands in the events DLQ with its reason', async () => {

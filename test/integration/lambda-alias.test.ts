@@ -4,7 +4,10 @@
  * its UpdateAlias neither changes nor checks RevisionId and accepts any
  * RoutingConfig; test/support/lambda/revision-proxy.ts adds Lambda's alias
  * rules in front of it. The first part holds the proxy to those rules (and
- * shows moto alone still lacks them), the second the actuator to the port's.
+ * shows moto alone still lacks them), the second the actuator to the port's,
+ * the third the check that an alias serves the rollout's stableVersion
+ * before its judged gates read that version as the baseline, through the
+ * engine on a node's store (PostgreSQL) and the stack's (DynamoDB).
  */
 import {
   CreateAliasCommand,
@@ -19,9 +22,18 @@ import {
   type UpdateAliasCommandInput,
 } from '@aws-sdk/client-lambda';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Actuation } from '../../shared/actuation/reconcile.js';
+import { LambdaAliasActuator } from '../../shared/adapters/actuators/lambda-alias/actuator.js';
+import { InProcessBus } from '../../shared/events/bus.js';
+import { LeaseElector } from '../../shared/lease/elector.js';
+import { createRollout, runCommand } from '../../shared/rollout/commands.js';
+import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
+import { StreamingPromoter } from '../../shared/rollout/promoters.js';
+import { forEachBackend } from '../support/backends.js';
+import { ManualClock } from '../support/clock.js';
 import { lambdaVersionIssues } from '../../shared/actuation/targets.js';
 import { parseStamp, TargetMovedError, TargetRefusedError, type Desired, type Stamp } from '../../shared/actuation/port.js';
-import { lambdaAliasFixture, setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';
+import { LAMBDA_REGION, lambdaAliasFixture, setupLambdaAlias, type LambdaAliasUnderTest } from '../support/actuators/lambda-alias.js';
 
 const moto = process.env.ROLLOUT_MOTO_URL ?? '';
 if (!moto) throw new Error('ROLLOUT_MOTO_URL is not set: run through npm test (the harness starts moto)');
@@ -341,5 +353,102 @@ describe('the lambdaAlias actuator on moto, through the proxy', () => {
     expect(lambdaVersionIssues('1024')).toEqual([]);
     for (const bad of ['$LATEST', '$latest', 'live', '', '01', '2.1', '-1', '3 ']) expect(lambdaVersionIssues(bad), bad).toHaveLength(1);
     expect(lambdaVersionIssues('$LATEST')[0]).toMatch(/\$LATEST is not a published version/);
+  });
+});
+
+forEachBackend('a rollout on a Lambda alias whose judged gates read stableVersion as the baseline, on %s', { only: ['postgres', 'dynamodb'] }, (backend) => {
+  const LEASE = { ttlMs: 30_000, renewIntervalMs: 10_000, retryIntervalMs: 5_000, clockSkewMs: 1_000 };
+  /** The engine as a node or the stack's promoters run it, moving the fixture's alias as target `live`. */
+  function promoter(t: LambdaAliasUnderTest) {
+    const clock = new ManualClock();
+    const elector = new LeaseElector(backend.store, { name: 'promotion_leader', holderId: 'a', clock, ...LEASE });
+    const actuator = new LambdaAliasActuator('live', { type: 'lambdaAlias', functionName: t.functionName, alias: t.alias, region: LAMBDA_REGION }, t.viaProxy);
+    const engine = new RolloutEngine({
+      store: backend.rollouts,
+      bus: new InProcessBus(),
+      clock,
+      actuation: new Actuation(backend.rollouts, new Map([['live', actuator]]), clock),
+    });
+    const leadership = campaignEachTime(elector);
+    return { engine, streaming: new StreamingPromoter(engine, leadership), token: async () => (await leadership())! };
+  }
+  const latency = (dimension: string) => ({
+    type: 'cloudwatchMetric',
+    name: 'latency',
+    metric: { namespace: 'AWS/Lambda', metricName: 'Duration', stat: 'Average', dimensions: { FunctionName: 'api', ExecutedVersion: dimension } },
+    judge: { kind: 'mann-whitney', direction: 'increase' },
+  });
+  const threshold = {
+    type: 'cloudwatchMetric',
+    name: 'latency',
+    metric: { namespace: 'AWS/Lambda', metricName: 'Duration', stat: 'Average', dimensions: { FunctionName: 'api', ExecutedVersion: '{{version}}' } },
+    comparison: '<',
+    threshold: 800,
+  };
+  const spec = (stableVersion: string, gate: object, where: 'stage' | 'rolloutGates' = 'stage') => ({
+    target: { service: 'api', version: '2', stableVersion },
+    actuators: ['live'],
+    stages: [
+      { name: 'canary', percent: 10, bakeSeconds: 600, ...(where === 'stage' ? { gates: { providers: [gate] } } : {}) },
+      { name: 'all', percent: 100, bakeSeconds: 0 },
+    ],
+    ...(where === 'rolloutGates' ? { rolloutGates: { providers: [{ ...gate, dryRun: true }] } } : {}),
+  });
+  async function started(t: LambdaAliasUnderTest, s: object) {
+    const p = promoter(t);
+    const { id } = await createRollout(p.engine, { spec: s, actor: 'alice' });
+    await p.streaming.handle({ type: 'rollout.created', rolloutId: id });
+    return { ...p, id, view: (await backend.rollouts.load(id))!, records: await backend.rollouts.actuations(id) };
+  }
+
+  it('pauses before the alias first moves when it serves another version than stableVersion, naming both; nothing is written to it', async () => {
+    const t = await fresh();
+    const before = await aliasOn(t);
+    const { view, records } = await started(t, spec('3', latency('{{version}}')));
+    expect(view.rollout.state).toBe('paused');
+    expect(view.rollout.stateReason).toBe(
+      "actuation drift on live (lambdaAlias): it serves version 1, but the rollout's stableVersion is 3, the baseline its judged gates read by {{version}}; " +
+        `nothing was moved. Put the target back on 3 and resume, or abort and create the rollout again with stableVersion 1: alias live → 1, revision ${before.RevisionId}`,
+    );
+    expect(records).toEqual([expect.objectContaining({ target: 'live', state: 'drift' })]);
+    expect(await aliasOn(t)).toEqual(before);
+  });
+
+  it('a dry-run judged gate of the whole rollout counts too', async () => {
+    const t = await fresh();
+    const before = await aliasOn(t);
+    const { view } = await started(t, spec('3', latency('{{version}}'), 'rolloutGates'));
+    expect(view.rollout.state).toBe('paused');
+    expect(view.rollout.stateReason).toMatch(/it serves version 1, but the rollout's stableVersion is 3/);
+    expect(await aliasOn(t)).toEqual(before);
+  });
+
+  it('moves an alias that serves stableVersion, as before', async () => {
+    const t = await fresh();
+    const { view } = await started(t, spec('1', latency('{{version}}')));
+    expect(view.rollout.state).toBe('running');
+    expect(await aliasOn(t)).toMatchObject({ FunctionVersion: '1', RoutingConfig: { AdditionalVersionWeights: { '2': 0.1 } } });
+  });
+
+  it('leaves a spec whose gates do not read the baseline by {{version}} as it was: the alias moves from the version it serves', async () => {
+    for (const gate of [threshold, latency('{{cohort}}')]) {
+      const t = await fresh();
+      const { view } = await started(t, spec('3', gate));
+      expect(view.rollout.state).toBe('running');
+      expect(await aliasOn(t)).toMatchObject({ FunctionVersion: '1', RoutingConfig: { AdditionalVersionWeights: { '2': 0.1 } } });
+    }
+  });
+
+  it('once the alias is put back on stableVersion, a resume moves it from there', async () => {
+    const t = await fresh();
+    const third = await publishThird(t);
+    const { engine, id, token } = await started(t, spec(third, latency('{{version}}')));
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('paused');
+    // The operator puts the alias back on the version the gates judge against, then resumes.
+    await update(t, { FunctionVersion: third, RevisionId: (await aliasOn(t)).RevisionId });
+    await runCommand(engine, await token(), { rolloutId: id, command: 'resume', actor: 'alice' });
+    expect((await backend.rollouts.load(id))!.rollout.state).toBe('running');
+    expect(await aliasOn(t)).toMatchObject({ FunctionVersion: third, RoutingConfig: { AdditionalVersionWeights: { '2': 0.1 } } });
+    expect(parseStamp((await aliasOn(t)).Description)).toMatchObject({ rolloutId: id, percent: 10, base: third });
   });
 });

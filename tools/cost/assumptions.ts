@@ -3,7 +3,9 @@
  * tick reads… each a named assumption with why, and what the code fixes
  * instead (the idle reads, the services behind the NAT gateway).
  */
+import type { ProviderGate } from '../../shared/rollout/gate-spec.js';
 import type { FunctionName } from '../../shared/topology.js';
+import { parseGate } from './gates.js';
 
 export interface Assumptions {
   /** Busy column: rollout signals a month put on the rollout bus (`--events`). */
@@ -56,9 +58,18 @@ export interface Assumptions {
   readonly platformLogEvents: number;
   /** A busy invocation's own log line plus its EMF metrics blob. */
   readonly appLogBytesBusy: number;
-  /** Busy: rollouts running at once (the BatchPromoter publishes each one's gauges a minute), and the provider gates of each one's active stage. */
+  /** Busy: rollouts running at once (the BatchPromoter reads their gates and publishes each one's gauges a minute). */
   readonly rolloutsRunning: number;
-  readonly providerGatesPerRollout: number;
+  /**
+   * The provider gates of each running rollout's active stage, as a spec writes them (`--spec FILE`: those of
+   * the spec's costliest stage). Each is read every intervalSeconds (rounded up to a 10 s tick): by default
+   * one threshold cloudwatchMetric gate at its default 60 s, one GetMetricData metric a minute.
+   */
+  readonly gates: readonly ProviderGate[];
+  /** How long the active stage has run when a gate is read, on average: a sequential-rate Prometheus gate reads every step since it began. */
+  readonly judgedStageSeconds: number;
+  /** Samples a Prometheus query processes for each point it answers (a rate over [5m] of a series scraped every 15 s reads 20). */
+  readonly promSamplesPerPoint: number;
   /** One EMF blob of those gauges (one dimension set: a rollout, a gate, a reading outcome). */
   readonly figureBlobBytes: number;
   /** Reading the running rollouts for their gauges, once a busy BatchPromoter invocation: the RUNNING partition, then each rollout's partition. */
@@ -70,10 +81,6 @@ export interface Assumptions {
   /** X-Ray's default sampling: the first request each second, then 5 % (quoted on awsnegotiations.com; not confirmed on an AWS page in the copies read). */
   readonly xrayReservoirPerSecond: number;
   readonly xrayFixedRate: number;
-  /** Busy gate reads: one cloudwatchMetric gate at its default 60 s interval (gate-spec.ts) is one GetMetricData metric a minute. */
-  readonly gateMetricsPerMinute: number;
-  /** cloudwatchAlarm gates are read every tick (10 s): DescribeAlarms requests a minute; none by default. */
-  readonly alarmGateReadsPerMinute: number;
   /** Aurora: average ACUs of each instance while busy (~0.4 signals/s at 1M a month). */
   readonly auroraBusyAcu: number;
   readonly auroraStorageGb: number;
@@ -128,15 +135,23 @@ export const DEFAULT_ASSUMPTIONS: Assumptions = {
   platformLogEvents: 3,
   appLogBytesBusy: 800,
   rolloutsRunning: 1,
-  providerGatesPerRollout: 1,
+  gates: [
+    parseGate({
+      type: 'cloudwatchMetric',
+      name: 'errors',
+      metric: { namespace: 'AWS/Lambda', metricName: 'Errors', stat: 'Sum', dimensions: { FunctionName: 'checkout', Resource: 'checkout:live' } },
+      comparison: '<',
+      threshold: 5,
+    }),
+  ],
+  judgedStageSeconds: 1_800,
+  promSamplesPerPoint: 20,
   figureBlobBytes: 400,
   rruPerRolloutRead: 1,
   accessLogBytes: 250,
   logCompression: 0.15,
   xrayReservoirPerSecond: 1,
   xrayFixedRate: 0.05,
-  gateMetricsPerMinute: 1,
-  alarmGateReadsPerMinute: 0,
   auroraBusyAcu: 1,
   auroraStorageGb: 1,
   auroraIosPerSignal: 5,

@@ -18,7 +18,8 @@
  */
 import { BATCH_TICK_SECONDS, FUNCTIONS, type FunctionName } from '../../shared/topology.js';
 import { DEFAULT_ASSUMPTIONS, ENDPOINT_SERVICES, FLAG_READ_UNITS, IDLE_READ_UNITS, type Assumptions } from './assumptions.js';
-import { METRICS_BY_SERVICE, rolloutGauges, STACK_METRICS } from './metrics.js';
+import { describeGate, gatesCost, rolloutGauges } from './gates.js';
+import { METRICS_BY_SERVICE, STACK_METRICS } from './metrics.js';
 import { FREE_TIER, PRICES } from './prices.js';
 import {
   fmtInt,
@@ -376,12 +377,14 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
   const busyMetrics = services.flatMap((s) => (METRICS_BY_SERVICE[s]?.busy ?? []).map((m) => `${s}/${m}`));
   const possible =
     services.reduce((n, s) => n + (METRICS_BY_SERVICE[s]?.busy.length ?? 0) + (METRICS_BY_SERVICE[s]?.onEvent.length ?? 0), 0) + STACK_METRICS.length;
-  const gauges = gaugeReads ? a.rolloutsRunning * rolloutGauges(a.providerGatesPerRollout).metrics : 0;
+  const perRollout = rolloutGauges(a.gates);
+  const gauges = gaugeReads ? a.rolloutsRunning * perRollout.metrics : 0;
+  const judged = gatesCost(a.gates, a);
   line({
     what: 'CloudWatch custom metrics (Rollout namespace)',
     idle: 0,
     busy: (busyMetrics.length + gauges) * PRICES.customMetric.usd,
-    basis: `idle: none (an invocation that counted nothing publishes nothing); busy: ${busyMetrics.length} with data every hour (${busyMetrics.join(', ')}), and ${gauges} rollout gauges (${a.rolloutsRunning} rollout(s) running, ${a.providerGatesPerRollout} provider gate(s) each: a metric per dimension combination while it runs); ${possible} possible counts, the others only when what they count happens (all ${possible} every hour: US$ ${(possible * PRICES.customMetric.usd).toFixed(2)}), and rollout_events_total per event type the same way`,
+    basis: `idle: none (an invocation that counted nothing publishes nothing); busy: ${busyMetrics.length} with data every hour (${busyMetrics.join(', ')}), and ${gauges} rollout gauges (${a.rolloutsRunning} rollout(s) running, each with ${perRollout.metrics - judged.gaugeMetrics} of its own and ${judged.gaugeMetrics} for its ${a.gates.length} provider gate(s): a metric per dimension combination while it runs; a judged gate adds its verdicts, a mann-whitney one its interval); ${possible} possible counts, the others only when what they count happens (all ${possible} every hour: US$ ${(possible * PRICES.customMetric.usd).toFixed(2)}), and rollout_events_total per event type the same way`,
     freeTier: FREE_TIER.metrics,
   });
 
@@ -407,7 +410,7 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
         n + invocations[f.id]![col] * (perInvocation + (col === 'busy' && (signalTargets.has(f.id) || apiTargets.has(f.id)) ? a.appLogBytesBusy + 2 * 26 : 0)),
       0,
     );
-  const gaugeBlobs = a.rolloutsRunning * rolloutGauges(a.providerGatesPerRollout).blobs;
+  const gaugeBlobs = a.rolloutsRunning * rolloutGauges(a.gates).blobs;
   const batchBusyLogs = fns
     .filter((f) => f.role === 'batchPromoter')
     .reduce((n, f) => n + invocations[f.id]!.busy * (a.appLogBytesBusy + 2 * 26 + gaugeBlobs * (a.figureBlobBytes + 26)), 0);
@@ -422,17 +425,24 @@ export function estimateCost(template: CfnTemplate, assumptions: Assumptions = D
     freeTier: FREE_TIER.logs,
   });
 
-  // Gate reads: provider gates are read on the BatchPromoter's ticks only while rollouts run.
+  // Gate reads: each running rollout's gates, on the BatchPromoter's ticks (tools/cost/gates.ts); a judged gate reads both cohorts.
   if (fns.some((f) => f.role === 'batchPromoter')) {
-    const metricsRead = a.gateMetricsPerMinute * monthMinutes;
-    const alarmReads = a.alarmGateReadsPerMinute * monthMinutes;
+    const n = a.rolloutsRunning;
+    const gates = a.gates.map(describeGate).join('; ') || 'none';
     line({
       what: 'CloudWatch GetMetricData / DescribeAlarms (gates)',
       idle: 0,
-      busy: metricsRead * PRICES.getMetricData.usd + alarmReads * PRICES.cloudWatchApiRequest.usd,
-      basis: `busy: ${fmtInt(metricsRead)} metrics read (one cloudwatchMetric gate a minute), ${fmtInt(alarmReads)} DescribeAlarms; an alarm gate read every 10 s tick would be ${fmtInt(6 * monthMinutes)} requests (US$ ${(6 * monthMinutes * PRICES.cloudWatchApiRequest.usd).toFixed(2)})`,
+      busy: n * (judged.metrics * PRICES.getMetricData.usd + judged.describeAlarms * PRICES.cloudWatchApiRequest.usd),
+      basis: `busy: ${n} rollout(s) × ${a.gates.length} gate(s) (${gates}): ${fmtInt(n * judged.metrics)} metrics requested (billed per metric: a threshold gate asks 1 a read, a judged one 2, 4 with sequential-rate), ${fmtInt(n * judged.describeAlarms)} DescribeAlarms; an alarm gate read every 10 s tick would be ${fmtInt(6 * monthMinutes)} requests (US$ ${(6 * monthMinutes * PRICES.cloudWatchApiRequest.usd).toFixed(2)})`,
       freeTier: FREE_TIER.cloudwatchApi,
     });
+    if (judged.promQueries > 0)
+      line({
+        what: 'Amazon Managed Service for Prometheus queries (gates)',
+        idle: 0,
+        busy: n * judged.ampSamples * PRICES.ampQuerySample.usd,
+        basis: `busy: ${fmtInt(n * judged.promQueries)} PromQL queries (a judged gate makes 2 range queries a read, 4 with sequential-rate), ${fmtInt(n * judged.ampSamples)} samples processed on AMP workspaces (${a.promSamplesPerPoint} a point answered); a Prometheus of your own bills nothing here`,
+      });
   }
 
   const apis = ofType('AWS::ApiGatewayV2::Api');

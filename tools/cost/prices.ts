@@ -87,6 +87,12 @@ export const PRICES = {
     unit: 'metric requested by GetMetricData',
     source: 'aws.amazon.com/cloudwatch/pricing (its free tier excludes GetMetricData, confirmed); US$ 0.01 per 1,000 NOT confirmed in the copies read',
   },
+  ampQuerySample: {
+    usd: 0.1 / 1e9,
+    unit: 'query sample processed by Amazon Managed Service for Prometheus (QSP)',
+    source:
+      'aws.amazon.com/prometheus/pricing (QSP metered on every query, confirmed on the stored page); US$ 0.10 per billion NOT confirmed in the copies read',
+  },
   cloudWatchApiRequest: {
     usd: 0.01 / 1000,
     unit: 'other CloudWatch API request (DescribeAlarms)',

@@ -1,4 +1,6 @@
 /** The cost estimate printed: README's table, the JSON line, and the free tiers, assumptions and prices behind them. */
+import type { Assumptions } from './assumptions.js';
+import { EXAMPLE_GATES, gateRead, gatesCost, readEverySeconds } from './gates.js';
 import { PRICE_REGION, PRICES, PRICES_READ_ON, type Price } from './prices.js';
 import { fmtInt, type CostEstimate } from './template.js';
 
@@ -36,9 +38,34 @@ export function details(estimates: readonly CostEstimate[]): string {
     '',
     '#### Assumptions (what the template cannot say; see DEFAULT_ASSUMPTIONS in tools/cost/assumptions.ts for why each)',
   ];
-  for (const [k, v] of Object.entries(estimates[0]!.assumptions)) out.push(`- ${k}: ${v}`);
+  for (const [k, v] of Object.entries(estimates[0]!.assumptions)) out.push(`- ${k}: ${typeof v === 'object' ? JSON.stringify(v) : v}`);
   out.push('', `#### Prices (${PRICE_REGION}, read ${PRICES_READ_ON})`);
   const price = (p: Price) => (p.usd < 0.001 ? `US$ ${+(p.usd * 1e6).toPrecision(6)} per million (${p.unit})` : `US$ ${+p.usd.toPrecision(6)} per ${p.unit}`);
   for (const [k, p] of Object.entries(PRICES) as [string, Price][]) out.push(`- ${k}: ${price(p)} — ${p.source}`);
   return out.join('\n');
+}
+
+/**
+ * README's table of what one gate costs a month on one rollout running all
+ * month (`npm run cost -- --gates`): its reads and its own gauges.
+ */
+export function gateCostTable(a: Assumptions): string {
+  const head = '| gate | read every | a reading asks | a month | reads | its gauges | total |\n|---|---|---|---|---|---|---|';
+  const plural = (n: number, one: string, many: string) => `${fmtInt(n)} ${n === 1 ? one : many}`;
+  const rows = EXAMPLE_GATES.map(({ label, gate }) => {
+    const r = gateRead(gate, a.judgedStageSeconds);
+    const c = gatesCost([gate], a);
+    const asks = [
+      r.metrics ? plural(r.metrics, 'metric', 'metrics') : '',
+      r.describeAlarms ? 'DescribeAlarms' : '',
+      r.promQueries ? `${plural(r.promQueries, 'query', 'queries')}, ${plural(r.promPoints, 'point', 'points')}` : '',
+    ].filter(Boolean);
+    const month = [
+      c.metrics ? `${fmtInt(c.metrics)} metrics` : '',
+      c.describeAlarms ? `${fmtInt(c.describeAlarms)} requests` : '',
+      c.promQueries ? `${fmtInt(c.promQueries)} queries${r.amp ? `, ${fmtInt(c.ampSamples)} samples processed` : ' (not billed by AWS)'}` : '',
+    ].filter(Boolean);
+    return `| ${label} | ${readEverySeconds(gate)} s | ${asks.join(', ')} | ${month.join(', ')} | ${usd(c.usd.reads)} | ${c.gaugeMetrics} metrics, ${usd(c.usd.gauges)} | ${usd(c.usd.total)} |`;
+  });
+  return [head, ...rows].join('\n');
 }

@@ -26,7 +26,10 @@ import { lambdaVersionIssues, type LambdaAliasTarget } from '../../../actuation/
  *
  * The stable version is the one the alias served when the rollout started: it
  * travels in the stamp (`base`), because once the alias is finalised on the
- * new version, a rollback could not learn it from the alias any more.
+ * new version, a rollback could not learn it from the alias any more. A
+ * reading reports it (`servedVersion`), so that a rollout whose judged gates
+ * read another version as the baseline is paused before the alias first
+ * moves (reconcile.ts, `decide`).
  */
 
 /** Lambda keeps at most 256 characters of an alias's description. */
@@ -116,6 +119,7 @@ export class LambdaAliasActuator implements Actuator {
       stamp: parseStamp(a.Description),
       detail: [`alias ${this.config.alias} → ${version}`, ...shares, `revision ${a.RevisionId ?? 'none'}`].join(', '),
       ...(a.RevisionId !== undefined ? { revision: a.RevisionId } : {}),
+      ...(a.FunctionVersion !== undefined ? { servedVersion: a.FunctionVersion } : {}),
       ...(foreign.length > 0 ? { foreignSplit: `alias ${this.config.alias} → ${version} sends ${foreign.join(', ')}` } : {}),
     };
   }
