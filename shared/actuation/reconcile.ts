@@ -11,7 +11,7 @@ import { movesTargets, type PauseForDrift, type TrafficActuation } from '../roll
 import { isTerminal } from '../rollout/transitions.js';
 import { TargetMovedError, TargetRefusedError, type Actuator, type Desired, type Observed, type Stamp } from './port.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
-import { postRolloutHooks, type WebhookGate } from '../rollout/gate-spec.js';
+import { dimensionStrings, postRolloutHooks, type WebhookGate } from '../rollout/gate-spec.js';
 import { contextOf, type GateProvider } from '../rollout/gate-reader.js';
 import type { ProviderResult } from '../rollout/gates.js';
 import { failSpan, inSpan, SPAN } from '../tracing.js';
@@ -47,7 +47,7 @@ export function judgesBaselineByVersion(spec: Pick<RolloutSpec, 'stages' | 'roll
   const gates = [...spec.stages.flatMap((s) => s.gates.providers ?? []), ...(spec.rolloutGates?.providers ?? [])];
   const templates = (g: ProviderGate): (string | undefined)[] => {
     if (g.type === 'prometheus') return [g.query, g.requestsQuery];
-    if (g.type === 'cloudwatchMetric') return [g.metric, g.requestsMetric].flatMap((m) => (m ? Object.values(m.dimensions) : []));
+    if (g.type === 'cloudwatchMetric') return [g.metric, g.requestsMetric].flatMap((m) => (m ? Object.values(m.dimensions).flatMap(dimensionStrings) : []));
     return [];
   };
   return gates.some((g) => isJudged(g) && templates(g).some((t) => t?.includes('{{version}}')));

@@ -219,12 +219,22 @@ const stat = z
     /^(SampleCount|Average|Sum|Minimum|Maximum|(p|tm|wm|tc|ts)\d{1,2}(\.\d{1,3})?|p100|IQM)$/,
     'a CloudWatch statistic: Sum, Average, Minimum, Maximum, SampleCount, pNN, tmNN…',
   );
+const dimensionValue = z.string().min(1).max(1_024);
+/**
+ * A dimension's value: one string, or in a judged gate one a cohort, where no template names both (an
+ * ALB's `TargetGroup`, `targetgroup/web-v2/73e2d6bc24d8a067` against `targetgroup/web-v1/9a1c…`).
+ */
+const cohortValues = z.object({ canary: dimensionValue, baseline: dimensionValue }).strict();
+export type DimensionValue = string | z.output<typeof cohortValues>;
+/** Every string a dimension's value holds: itself, or each cohort's. */
+export const dimensionStrings = (v: DimensionValue): string[] => (typeof v === 'string' ? [v] : [v.canary, v.baseline]);
+
 export const metricSchema = z
   .object({
     namespace: z.string().min(1).max(255),
     metricName: z.string().min(1).max(255),
     dimensions: z
-      .record(z.string().min(1).max(255), z.string().min(1).max(1_024))
+      .record(z.string().min(1).max(255), z.union([dimensionValue, cohortValues]))
       .refine((d) => Object.keys(d).length <= 30, 'at most 30 dimensions')
       .default({}),
     stat,
@@ -303,6 +313,16 @@ export const cloudwatchMetricGateSchema = z
       for (const f of ['windowSeconds', 'requestsMetric', 'settleSeconds'] as const) {
         if (g[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with a judge: a threshold gate reads one value` });
       }
+      const metrics = [['metric', g.metric], ...Object.entries(g.metrics ?? {}).map(([id, m]) => [`metrics.${id}`, m] as const)] as const;
+      for (const [f, m] of metrics) {
+        const split = Object.entries(m?.dimensions ?? {}).find(([, v]) => typeof v !== 'string');
+        if (split)
+          ctx.addIssue({
+            code: 'custom',
+            path: [...f.split('.'), 'dimensions', split[0]],
+            message: 'a value for each cohort goes with a judge: a threshold gate reads one series',
+          });
+      }
       return;
     }
     for (const f of ['comparison', 'threshold'] as const) {
@@ -342,12 +362,12 @@ export const cloudwatchMetricGateSchema = z
           path: [f, misplaced],
           message: `{{cohort}} and {{version}} are filled in dimensions' values only, not in a ${misplaced === 'dimensions' ? "dimension's name" : misplaced}`,
         });
-      if (!Object.values(m.dimensions).some((v) => COHORT_PLACEHOLDERS.some((p) => v.includes(p))))
+      if (!Object.values(m.dimensions).some((v) => typeof v !== 'string' || COHORT_PLACEHOLDERS.some((p) => v.includes(p))))
         ctx.addIssue({
           code: 'custom',
           path: [f, 'dimensions'],
           message:
-            'a judged metric names its cohort in a dimension\'s value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"): otherwise both cohorts read the same series',
+            'a judged metric names its cohort in a dimension\'s value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"), or gives a dimension a value for each ({"canary": …, "baseline": …}): otherwise both cohorts read the same series',
         });
       if (counts && !COUNTING_STATS.includes(m.stat))
         ctx.addIssue({
@@ -494,7 +514,7 @@ export function queryOf(g: ProviderGate): string {
         `${x.stat}(${x.namespace} ${x.metricName}${
           Object.keys(x.dimensions).length
             ? ` {${Object.entries(x.dimensions)
-                .map(([k, v]) => `${k}=${v}`)
+                .map(([k, v]) => `${k}=${typeof v === 'string' ? v : `canary:${v.canary}|baseline:${v.baseline}`}`)
                 .join(', ')}}`
             : ''
         })`;

@@ -92,7 +92,44 @@ beforeAll(async () => {
     data.push(datum('Invocations', '3', at(minute, 5), CANARY, 'Count'), datum('Errors', '3', at(minute, 5), CANARY / 100, 'Count'));
   }
   for (let i = 0; i < data.length; i += 500) await cloudwatch.send(new PutMetricDataCommand({ Namespace: 'AWS/Lambda', MetricData: data.slice(i, i + 500) }));
+  // An ALB's target groups, one a version: the canary's answers in twice the stable one's time, the same one's as it.
+  const alb: MetricDatum[] = [];
+  const groupDatum = (group: string, minute: number, Value: number): MetricDatum => ({
+    MetricName: 'TargetResponseTime',
+    // By name, as the provider asks: LoadBalancer, then TargetGroup.
+    Dimensions: [
+      { Name: 'LoadBalancer', Value: LOAD_BALANCER },
+      { Name: 'TargetGroup', Value: group },
+    ],
+    Timestamp: at(minute, 30),
+    Value,
+    Unit: 'Seconds',
+  });
+  for (let minute = 0; minute < MINUTES; minute++) {
+    const stable = 0.1 + 0.01 * draw();
+    alb.push(groupDatum(GROUPS.stable, minute, stable), groupDatum(GROUPS.slow, minute, 2 * stable), groupDatum(GROUPS.same, minute, 0.1 + 0.01 * draw()));
+  }
+  await cloudwatch.send(new PutMetricDataCommand({ Namespace: 'AWS/ApplicationELB', MetricData: alb }));
 });
+
+const LOAD_BALANCER = 'app/checkout/50dc6c495c0c9188';
+const GROUPS = {
+  stable: 'targetgroup/checkout-v41/73e2d6bc24d8a067',
+  slow: 'targetgroup/checkout-v42/6d0ecf831eec9f09',
+  same: 'targetgroup/checkout-v43/1f2e3d4c5b6a7980',
+};
+/** A judged gate on an ALB: each cohort's target group by name, where no template names both. */
+const albGate = (canaryGroup: string) =>
+  gateOf({
+    name: 'alb-latency',
+    metric: {
+      namespace: 'AWS/ApplicationELB',
+      metricName: 'TargetResponseTime',
+      stat: 'Average',
+      dimensions: { LoadBalancer: LOAD_BALANCER, TargetGroup: { canary: canaryGroup, baseline: GROUPS.stable } },
+    },
+    judge: { kind: 'mann-whitney', direction: 'increase' },
+  });
 
 afterAll(() => cloudwatch?.destroy());
 
@@ -157,6 +194,18 @@ describe('a cloudwatchMetric gate judged by ExecutedVersion (moto)', () => {
     expect(reading.query).toBe(
       `mann-whitney of the canary against the baseline: Average(AWS/Lambda Duration {FunctionName=${FUNCTION}, Resource=${ALIAS}, ExecutedVersion={{version}}}) over 60 s`,
     );
+  });
+
+  it("judges an ALB's target groups, a dimension value for each cohort: the slow one fails, the same one passes", async () => {
+    sent.length = 0;
+    const slow = await read(albGate(GROUPS.slow), contextOf('42', '41'));
+    const groups = sent[0]!.MetricDataQueries!.map((q) => q.MetricStat?.Metric?.Dimensions?.find((d) => d.Name === 'TargetGroup')?.Value);
+    expect(groups).toEqual([GROUPS.slow, GROUPS.stable]);
+    expect(slow.reading.outcome, JSON.stringify(slow.reading)).toBe('fail');
+    expect(detailOf(slow.reading)).toMatchObject({ classification: 'high', canary: { n: 20 }, baseline: { n: 20 } });
+    expect(slow.reading.query).toContain(`TargetGroup=canary:${GROUPS.slow}|baseline:${GROUPS.stable}`);
+    const same = await read(albGate(GROUPS.same), contextOf('43', '41'));
+    expect(same.reading.outcome, JSON.stringify(same.reading)).toBe('pass');
   });
 
   it('passes a canary that behaves as the stable version', async () => {

@@ -3,10 +3,12 @@ import { mapLimit } from '../../concurrency.js';
 import { errorMessage } from '../../log.js';
 import {
   DEFAULT_CLOUDWATCH_SETTLE_SECONDS,
+  dimensionStrings,
   judgedMetricRange,
   MAX_JUDGED_POINTS,
   type CloudwatchAlarmGate,
   type CloudwatchMetricGate,
+  type DimensionValue,
   type MetricStat,
 } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
@@ -212,7 +214,10 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
     const metric = gate.metric;
     if (!metric) return { kind: 'error', message: 'a judged gate reads one metric a cohort: it has no metric', answer: '' };
     const version = (cohort: Cohort) => (cohort === 'canary' ? context.newVersion : (context.stableVersion ?? ''));
-    if (context.stableVersion === null && [metric, gate.requestsMetric].some((m) => m && Object.values(m.dimensions).some((v) => v.includes('{{version}}')))) {
+    if (
+      context.stableVersion === null &&
+      [metric, gate.requestsMetric].some((m) => m && Object.values(m.dimensions).some((v) => dimensionStrings(v).some((x) => x.includes('{{version}}'))))
+    ) {
       return { kind: 'error', message: 'the rollout names no stableVersion: a {{version}} dimension cannot find the baseline', answer: '' };
     }
     const period = gate.periodSeconds;
@@ -335,9 +340,13 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
 
 type Cohort = 'canary' | 'baseline';
 
-/** The metric with its cohort named: in each dimension's value, `{{cohort}}` as canary or baseline, `{{version}}` as the version it runs. */
+/**
+ * The metric with its cohort named: a dimension with a value for each cohort takes the cohort's, and in
+ * each value `{{cohort}}` is canary or baseline, `{{version}}` the version it runs.
+ */
 export function cohortMetric(m: MetricStat, cohort: Cohort, version: string): MetricStat {
-  const fill = (v: string) => v.replaceAll('{{cohort}}', () => cohort).replaceAll('{{version}}', () => version);
+  const fill = (v: DimensionValue) =>
+    (typeof v === 'string' ? v : v[cohort]).replaceAll('{{cohort}}', () => cohort).replaceAll('{{version}}', () => version);
   return { ...m, dimensions: Object.fromEntries(Object.entries(m.dimensions).map(([name, value]) => [name, fill(value)])) };
 }
 
@@ -366,7 +375,10 @@ function packQueries<T extends { gate: CloudwatchMetricGate }>(group: readonly T
  * emulator that matches dimensions in order (moto) finds what was put in that order.
  */
 function metricStat(m: MetricStat, period: number): NonNullable<MetricDataQuery['MetricStat']> {
-  const dimensions = Object.entries(m.dimensions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  // One value a dimension by now: a judged gate's metric comes through cohortMetric, and a threshold gate's may not split (gate-spec.ts).
+  const dimensions = Object.entries(m.dimensions)
+    .map(([name, v]) => [name, typeof v === 'string' ? v : v.canary] as const)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return {
     Metric: { Namespace: m.namespace, MetricName: m.metricName, Dimensions: dimensions.map(([Name, Value]) => ({ Name, Value })) },
     Period: period,
