@@ -1,6 +1,7 @@
 import { judgeOfQuery, passes, type ProviderGate } from './gate-spec.js';
 import { tallyWith, providerVerdict, type GateReading, type GateTally } from './gates.js';
 import type { RolloutState } from './model.js';
+import { rejudgeSampleRatio } from '../judge/sample-ratio.js';
 
 /**
  * Backtesting a proposed gate: its judgement and limits replayed over the
@@ -11,6 +12,8 @@ import type { RolloutState } from './model.js';
  * - a threshold gate's value against the proposed comparison and threshold;
  * - a relative gate's value (the ratio or difference it compared) against the
  *   proposed bound, when the stored gate compared the same figure;
+ * - a sample-ratio gate's counts (kept in its answer) against the proposed
+ *   alpha and minSamples;
  * - a mann-whitney or sequential-rate gate's outcome as stored, when the
  *   proposed judge is the stored one: those judgements need the series, which
  *   a reading does not keep, so only the limits are replayed.
@@ -77,6 +80,8 @@ export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['ou
       const low = judge.direction !== 'increase' && r.value < center - judge.tolerance;
       return high || low ? 'fail' : 'pass';
     }
+    // The counts a sample-ratio reading kept are the whole of its judgement: judged again with the proposed alpha and minSamples.
+    if (judge.kind === 'sample-ratio') return rejudgeSampleRatio(judge, r.answer) ?? r.outcome;
     return r.outcome;
   }
   // Alarm states and hook answers are kept as outcomes: the limits are what a proposal changes.
