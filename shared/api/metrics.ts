@@ -77,7 +77,7 @@ export const METRICS = {
     unit: 'None',
   },
   rollout_gate_threshold: {
-    help: 'The threshold a provider gate of the active stage compares its value with (a one-sided relative judge: its bound on the ratio or difference)',
+    help: "The threshold a provider gate of the active stage compares its value with (a one-sided relative judge: its bound on the ratio or difference; a sample-ratio judge: the stage's percent)",
     labels: ['rollout', 'gate', 'type', 'comparison'],
     dimensions: ['rollout', 'gate'],
     unit: 'None',

@@ -24,7 +24,9 @@ export interface GateJson {
   readonly query: string;
   /**
    * Pass when `value <comparison> threshold`: absent for alarm and webhook gates and for judged gates,
-   * but for a one-sided `relative` judge, whose bound on the ratio or difference it is.
+   * but for a one-sided `relative` judge, whose bound on the ratio or difference it is. A `sample-ratio`
+   * gate has no comparison and the stage's percent as its threshold: the split its value (the canary's
+   * observed percent) is tested against.
    */
   readonly comparison: string | null;
   readonly threshold: number | null;
@@ -64,6 +66,7 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         status?.phase === 'active' ? currentTally(countedTallies(v, index).tallies, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
       const judge = g.type === 'prometheus' || g.type === 'cloudwatchMetric' ? (g.judge ?? null) : null;
       const bound = judge?.kind === 'relative' ? relativeBound(judge) : null;
+      const intended = judge?.kind === 'sample-ratio' ? stage.percent : null;
       return {
         stage: index,
         name: g.name,
@@ -71,7 +74,7 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         judge: judge?.kind ?? null,
         query: t?.last.query ?? queryOf(g),
         comparison: bound ? bound.comparison : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.comparison ?? null),
-        threshold: bound ? bound.threshold : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null),
+        threshold: bound ? bound.threshold : (intended ?? (g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null))),
         intervalSeconds: g.intervalSeconds,
         failureLimit: g.failureLimit,
         inconclusiveLimit: g.inconclusiveLimit,

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { effectSizeDefaults, judgeMannWhitney, MANN_WHITNEY_DEFAULTS, type MannWhitneyVerdict } from './mann-whitney.js';
 import { judgeSequentialRate } from './sequential-rate.js';
+import { sampleRatioMismatch, SRM_ALPHA } from './srm.js';
 
 const probability = (what: string) =>
   z.number({ error: `${what} must be a number in (0, 1)` }).refine((v) => v > 0 && v < 1, { message: `${what} must be in (0, 1), exclusive` });
@@ -50,9 +51,24 @@ const sequentialCase = z
   })
   .strict();
 
+const sampleRatioCase = z
+  .object({
+    id: z.string(),
+    kind: z.literal('sample-ratio'),
+    canary: count,
+    baseline: count,
+    percent: z
+      .number({ error: 'percent must be a number in (0, 100)' })
+      .refine((v) => v > 0 && v < 100, { message: 'percent must be in (0, 100), exclusive: at 0 or 100 % there is no split to check' }),
+    alpha: probability('alpha').default(SRM_ALPHA),
+  })
+  .strict();
+
 export type JudgeAnswer =
   | ({ readonly id: string } & Omit<MannWhitneyVerdict, 'reason'>)
   | { readonly id: string; readonly verdict: 'fail' | 'continue'; readonly decidedAt: number | null }
+  /** sample-ratio: `observed` is the canary's share (0..1) of the counts. */
+  | { readonly id: string; readonly mismatch: boolean; readonly observed: number | null; readonly chiSquare: number | null; readonly pValue: number | null }
   | { readonly id: string | null; readonly error: { readonly field: string; readonly message: string } };
 
 /** `looks[1].canary` from zod's path. */
@@ -71,8 +87,9 @@ export function judgeCase(raw: unknown): JudgeAnswer {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return refused(null, '(case)', 'a case must be an object');
   const c = raw as Record<string, unknown>;
   if (typeof c.id !== 'string' || c.id === '') return refused(null, 'id', 'every case needs an id (a non-empty string)');
-  const schema = c.kind === 'mann-whitney' ? mannWhitneyCase : c.kind === 'sequential-rate' ? sequentialCase : null;
-  if (!schema) return refused(c.id, 'kind', `unknown kind ${JSON.stringify(c.kind)}: expected "mann-whitney" or "sequential-rate"`);
+  const schema =
+    c.kind === 'mann-whitney' ? mannWhitneyCase : c.kind === 'sequential-rate' ? sequentialCase : c.kind === 'sample-ratio' ? sampleRatioCase : null;
+  if (!schema) return refused(c.id, 'kind', `unknown kind ${JSON.stringify(c.kind)}: expected "mann-whitney", "sequential-rate" or "sample-ratio"`);
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -85,6 +102,13 @@ export function judgeCase(raw: unknown): JudgeAnswer {
       effectSize: { ...effectSizeDefaults(v.effectSize.measure), ...v.effectSize },
     });
     return { id: v.id, ...verdict };
+  }
+  if (v.kind === 'sample-ratio') {
+    const r = sampleRatioMismatch(v.canary, v.baseline, v.percent, v.alpha);
+    // Nothing counted: nothing to say, and no mismatch.
+    return r
+      ? { id: v.id, mismatch: r.mismatch, observed: r.observed, chiSquare: r.chiSquare, pValue: r.pValue }
+      : { id: v.id, mismatch: false, observed: null, chiSquare: null, pValue: null };
   }
   for (let k = 1; k < v.looks.length; k++) {
     for (const side of ['baseline', 'canary'] as const) {

@@ -9,10 +9,11 @@ import { z } from 'zod';
 import { effectSizeDefaults, judgeMannWhitney, MANN_WHITNEY_DEFAULTS } from './mann-whitney.js';
 import { judgeSequentialRate, type Look } from './sequential-rate.js';
 import { sampleRatioMismatch, SRM_ALPHA } from './srm.js';
+import { NOT_ENOUGH_DATA } from './outcome.js';
+import { judgeSampleRatio, sampleRatioJudgeSchema } from './sample-ratio.js';
 
+export { NOT_ENOUGH_DATA };
 const direction = z.enum(['increase', 'decrease', 'either']);
-/** How a reading with too little data to judge begins its reason: the evaluator stretches a bake on it (rollout/evaluate.ts). */
-export const NOT_ENOUGH_DATA = 'not enough data';
 /** Fewer points than this on either side: the reading is inconclusive, not a verdict. */
 const minSamples = z.number().int().min(1).max(10_000);
 
@@ -70,13 +71,16 @@ export const sequentialRateJudgeSchema = z
   })
   .strict();
 
-export const gateJudgeSchema = z.discriminatedUnion('kind', [mannWhitneyJudgeSchema, relativeJudgeSchema, sequentialRateJudgeSchema]);
+export const gateJudgeSchema = z.discriminatedUnion('kind', [mannWhitneyJudgeSchema, relativeJudgeSchema, sequentialRateJudgeSchema, sampleRatioJudgeSchema]);
 export type GateJudge = z.output<typeof gateJudgeSchema>;
-export const JUDGE_KINDS = ['mann-whitney', 'relative', 'sequential-rate'] as const satisfies readonly GateJudge['kind'][];
+export const JUDGE_KINDS = ['mann-whitney', 'relative', 'sequential-rate', 'sample-ratio'] as const satisfies readonly GateJudge['kind'][];
 const _everyJudge: Exclude<GateJudge['kind'], (typeof JUDGE_KINDS)[number]> extends never ? true : never = true;
-/** The judges that compare two series of values (the others read counts). */
-export type SeriesJudge = Exclude<GateJudge, { kind: 'sequential-rate' }>;
-export type CountsJudge = Extract<GateJudge, { kind: 'sequential-rate' }>;
+/** The judges that read counts per step since the period began (sample-ratio reads only `requests`, each cohort's count). */
+export const COUNTS_JUDGE_KINDS = ['sequential-rate', 'sample-ratio'] as const satisfies readonly GateJudge['kind'][];
+export type CountsJudge = Extract<GateJudge, { kind: (typeof COUNTS_JUDGE_KINDS)[number] }>;
+/** The judges that compare two series of values. */
+export type SeriesJudge = Exclude<GateJudge, CountsJudge>;
+export const isCountsJudge = (j: GateJudge): j is CountsJudge => (COUNTS_JUDGE_KINDS as readonly string[]).includes(j.kind);
 
 export interface SeriesJudgement {
   readonly outcome: 'pass' | 'fail' | 'inconclusive';
@@ -210,6 +214,7 @@ export function looksOf(canary: StepCounts, baseline: StepCounts): Look[] {
  * one test, read often, and its alpha holds across all of its readings.
  */
 export function judgeCounts(judge: CountsJudge, canary: StepCounts, baseline: StepCounts, percent: number | null): SeriesJudgement {
+  if (judge.kind === 'sample-ratio') return judgeSampleRatio(judge, canary, baseline, percent);
   const looks = looksOf(canary, baseline);
   const last = looks.at(-1) ?? { canary: [0, 0], baseline: [0, 0] };
   const side = ([n, e]: readonly [number, number]) => ({ requests: n, errors: e, errorRate: n ? round(e / n) : null });

@@ -23,9 +23,9 @@ export function sampleRatioMismatch(canary: number, baseline: number, percent: n
   const total = canary + baseline;
   // 0 % and 100 % have no second cohort to compare; nothing counted, nothing to say.
   if (total === 0 || !(percent > 0 && percent < 100)) return null;
-  const p = percent / 100;
-  const expectedCanary = total * p;
-  const expectedBaseline = total * (1 - p);
+  // Multiplied before dividing, as scipy's reference does: 30,000,000 × 10 / 100 is exactly 3,000,000; × 0.1 is not.
+  const expectedCanary = (total * percent) / 100;
+  const expectedBaseline = (total * (100 - percent)) / 100;
   const chiSquare = (canary - expectedCanary) ** 2 / expectedCanary + (baseline - expectedBaseline) ** 2 / expectedBaseline;
   // χ²(1) is Z²: its tail is both tails of a standard normal.
   const pValue = Math.min(1, 2 * normalSf(Math.sqrt(chiSquare)));

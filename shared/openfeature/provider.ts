@@ -11,8 +11,15 @@
  * refreshes fail the last good state is served, marked stale, for
  * `maxStaleMs`; after that evaluations are errors.
  *
+ * Each answered evaluation is an exposure (which cohort the entity was told):
+ * counted on `rollout.exposures` (OpenTelemetry, attributes rollout, cohort,
+ * version), so every process's counts add up in the application's own
+ * metrics pipeline and a sample-ratio gate can read the split, and handed to
+ * `onExposure`, with the entity, for whatever else wants them.
+ *
  * It imports the pure assignment rule and the id rule, nothing else of ours (no store, no
- * AWS SDK): it is what the package exports as `./openfeature`.
+ * AWS SDK): it is what the package exports as `./openfeature`. `@opentelemetry/api` is
+ * loaded only if it is installed (an optional peer of the client package).
  */
 import {
   ErrorCode,
@@ -26,8 +33,40 @@ import {
   type Provider,
   type ResolutionDetails,
 } from '@openfeature/server-sdk';
+import { createRequire } from 'node:module';
 import { assign, type Assignment, type RolloutTraffic } from '../rollout/assignment.js';
 import { ID_MESSAGE, ID_RULE } from '../ids.js';
+
+/** The counter exposures are counted on; its Prometheus name is `rollout_exposures_total`. */
+export const EXPOSURES_COUNTER = 'rollout.exposures';
+
+/**
+ * What `meter` needs: an OpenTelemetry `Meter` has it. Declared here, not imported, so the provider's
+ * types name nothing of `@opentelemetry/api` for an application that does not install it.
+ */
+export interface ExposureMeter {
+  createCounter(
+    name: string,
+    options?: { readonly description?: string; readonly unit?: string },
+  ): { add(value: number, attributes?: Readonly<Record<string, string>>): void };
+}
+
+/** One evaluation's answer, as an exposure: which cohort the entity was told, and the version. */
+export interface Exposure {
+  readonly rolloutId: string;
+  /** The evaluation context's `targetingKey`. Never a metric attribute: there are as many as entities. */
+  readonly entity: string;
+  /** `canary`: the new version; `baseline`: the stable one. */
+  readonly cohort: 'canary' | 'baseline';
+  /** The version it was told to run; null on stable when the spec names no stable version (the caller's default). */
+  readonly version: string | null;
+  readonly attempt: number;
+  /** The stage whose percent is in force (null when none is). */
+  readonly stage: string | null;
+  readonly percent: number;
+  /** Served from a state the server could not confirm on the last refresh. */
+  readonly stale: boolean;
+}
 
 export interface RolloutProviderOptions {
   /** Where the API is: `https://rollouts.example.com`, or API Gateway's URL with its stage. */
@@ -48,6 +87,18 @@ export interface RolloutProviderOptions {
   readonly preload?: readonly string[];
   /** Milliseconds since the epoch (default `Date.now`): what staleness is measured by. */
   readonly now?: () => number;
+  /**
+   * Where exposures are counted: the counter `rollout.exposures` (attributes `rollout`, `cohort`,
+   * `version`) of this meter. Default: a meter of the global OpenTelemetry meter provider when
+   * `@opentelemetry/api` is installed, which counts nothing until the application registers one (and
+   * counts from when it does); null: no counter.
+   */
+  readonly meter?: ExposureMeter | null;
+  /**
+   * Called with every exposure, synchronously, before the evaluation returns: for an exposure log, or a
+   * metrics library other than OpenTelemetry. Keep it cheap; what it throws is ignored.
+   */
+  readonly onExposure?: (exposure: Exposure) => void;
 }
 
 /** What the provider holds for one rollout (`cached`). */
@@ -115,6 +166,8 @@ export class RolloutProvider implements Provider {
   private readonly maxRollouts: number;
   private readonly preload: readonly string[];
   private readonly now: () => number;
+  private readonly exposures: ExposureCounter | null;
+  private readonly onExposure: ((exposure: Exposure) => void) | null;
 
   /** In order of last evaluation, oldest first. */
   private readonly entries = new Map<string, Entry>();
@@ -144,6 +197,11 @@ export class RolloutProvider implements Provider {
     this.maxRollouts = Math.floor(positive('maxRollouts', options.maxRollouts, DEFAULT_MAX_ROLLOUTS)!);
     this.preload = options.preload ?? [];
     this.now = options.now ?? Date.now;
+    if (options.meter !== undefined && options.meter !== null && typeof options.meter.createCounter !== 'function')
+      throw new TypeError('meter: an OpenTelemetry Meter (anything with createCounter), or null for none');
+    if (options.onExposure !== undefined && typeof options.onExposure !== 'function') throw new TypeError('onExposure: a function');
+    this.exposures = options.meter === null ? null : options.meter ? fixedCounter(options.meter) : globalCounter();
+    this.onExposure = options.onExposure ?? null;
   }
 
   async initialize(): Promise<void> {
@@ -260,6 +318,7 @@ export class RolloutProvider implements Provider {
       const assignment = assign(traffic, entity);
       const stale = entry.failure !== null;
       const flagMetadata = metadataOf(traffic, assignment, stale);
+      // The cohort and version are what the entity was told: absent from an error's metadata, whose value is the caller's default.
       if (entry.failure && this.now() - (entry.confirmedAt ?? -Infinity) > this.maxStaleMs) {
         const age = Math.round((this.now() - entry.confirmedAt!) / 1000);
         return failed(
@@ -269,12 +328,42 @@ export class RolloutProvider implements Provider {
           flagMetadata,
         );
       }
+      const told = this.expose(traffic, assignment, entity, stale);
       const value = pick(assignment);
-      if (value === undefined) return { value: defaultValue, variant: assignment.variant, reason: StandardResolutionReasons.DEFAULT, flagMetadata };
-      return { value, variant: assignment.variant, reason: reasonOf(traffic), flagMetadata };
+      const metadata = { ...flagMetadata, ...told };
+      if (value === undefined) return { value: defaultValue, variant: assignment.variant, reason: StandardResolutionReasons.DEFAULT, flagMetadata: metadata };
+      return { value, variant: assignment.variant, reason: reasonOf(traffic), flagMetadata: metadata };
     } catch (err) {
       return failed(fallback(null), ErrorCode.GENERAL, `${flagKey}: ${messageOf(err)}`);
     }
+  }
+
+  /** Counts an answered evaluation and tells `onExposure`; returns the cohort and version for the answer's metadata. */
+  private expose(traffic: RolloutTraffic, a: Assignment, entity: string, stale: boolean): { cohort: 'canary' | 'baseline'; version?: string } {
+    const cohort = a.variant === 'new' ? 'canary' : 'baseline';
+    // A counter that throws (a misbehaving SDK) costs the count, never the answer.
+    try {
+      this.exposures?.add(traffic.rolloutId, cohort, a.version);
+    } catch {
+      // nothing to do: the evaluation stands
+    }
+    if (this.onExposure) {
+      try {
+        this.onExposure({
+          rolloutId: traffic.rolloutId,
+          entity,
+          cohort,
+          version: a.version,
+          attempt: a.attempt,
+          stage: a.stage,
+          percent: a.percent,
+          stale,
+        });
+      } catch {
+        // the hook's failure is the application's; the evaluation stands
+      }
+    }
+    return a.version === null ? { cohort } : { cohort, version: a.version };
   }
 
   /** The rollout's entry, created (the least recently evaluated dropped past the bound) if need be; `touch` marks it evaluated. */
@@ -461,6 +550,53 @@ export class RolloutProvider implements Provider {
       this.schedule();
     }
   }
+}
+
+/** Counts exposures on a counter; the attributes are bounded (rollout, cohort, version), never the entity. */
+interface ExposureCounter {
+  add(rollout: string, cohort: 'canary' | 'baseline', version: string | null): void;
+}
+
+const EXPOSURES_OPTIONS = { description: 'Evaluations answered by the rollout provider, by rollout, cohort and version', unit: '{exposure}' };
+
+function counting(counter: ReturnType<ExposureMeter['createCounter']>): ExposureCounter['add'] {
+  return (rollout, cohort, version) => counter.add(1, version === null ? { rollout, cohort } : { rollout, cohort, version });
+}
+
+function fixedCounter(meter: ExposureMeter): ExposureCounter {
+  return { add: counting(meter.createCounter(EXPOSURES_COUNTER, EXPOSURES_OPTIONS)) };
+}
+
+/** What the provider uses of `@opentelemetry/api`. */
+interface OtelApi {
+  readonly metrics: { getMeterProvider(): { getMeter(name: string): ExposureMeter } };
+}
+
+/**
+ * The global meter provider's counter, or null when `@opentelemetry/api` is not installed. Loaded with
+ * require, not import: synchronous (no exposure before it is lost) and no top-level await, which would
+ * keep CommonJS from requiring this module. The global provider is looked up at each count, since an
+ * application often registers its SDK after constructing the provider, and the API hands out no proxy.
+ */
+function globalCounter(): ExposureCounter | null {
+  let api: OtelApi;
+  try {
+    api = createRequire(import.meta.url)('@opentelemetry/api') as OtelApi;
+  } catch {
+    return null;
+  }
+  let provider: unknown = null;
+  let add: ExposureCounter['add'] = () => {};
+  return {
+    add(rollout, cohort, version) {
+      const current = api.metrics.getMeterProvider();
+      if (current !== provider) {
+        provider = current;
+        add = counting(current.getMeter('rollout-control-plane').createCounter(EXPOSURES_COUNTER, EXPOSURES_OPTIONS));
+      }
+      add(rollout, cohort, version);
+    },
+  };
 }
 
 function failed<T>(value: T, errorCode: ErrorCode, errorMessage: string, flagMetadata?: FlagMetadata): ResolutionDetails<T> {

@@ -1,7 +1,8 @@
 import { judgeOfQuery, passes, type ProviderGate } from './gate-spec.js';
 import { tallyWith, providerVerdict, type GateReading, type GateTally } from './gates.js';
-import { judgeCounts, judgeSeries } from '../judge/gate.js';
+import { isCountsJudge, judgeCounts, judgeSeries } from '../judge/gate.js';
 import type { RolloutState } from './model.js';
+import { rejudgeSampleRatio } from '../judge/sample-ratio.js';
 
 /**
  * Backtesting a proposed gate: its judgement and limits replayed over the
@@ -17,6 +18,8 @@ import type { RolloutState } from './model.js';
  *   series the API left out for size): a relative gate's value against the
  *   proposed bound, or a mann-whitney or sequential-rate gate's outcome as
  *   stored when the proposed judge is the stored one (only the limits change);
+ * - a sample-ratio gate's counts, kept in its answer when a reading has no
+ *   series, against the proposed alpha and minSamples;
  * - a threshold gate's value against the proposed comparison and threshold.
  * An inconclusive reading without series stays inconclusive. Then the proposed limits
  * (initialDelaySeconds, failureLimit, inconclusiveLimit, onFail,
@@ -66,8 +69,8 @@ export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['ou
   const judge = proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric' ? proposed.judge : undefined;
   if (judge && r.series) {
     const s = r.series;
-    if (judge.kind === 'sequential-rate') {
-      if (s.kind !== 'counts') return { cannot: 'the readings kept series of values; a sequential-rate gate judges counts' };
+    if (isCountsJudge(judge)) {
+      if (s.kind !== 'counts') return { cannot: `the readings kept series of values; a ${judge.kind} gate judges counts` };
       return judgeCounts(judge, s.canary, s.baseline, s.percent).outcome;
     }
     if (s.kind !== 'values') return { cannot: `the readings kept counts; a ${judge.kind} gate judges series of values` };
@@ -90,6 +93,8 @@ export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['ou
       const low = judge.direction !== 'increase' && r.value < center - judge.tolerance;
       return high || low ? 'fail' : 'pass';
     }
+    // The counts a sample-ratio reading kept are the whole of its judgement: judged again with the proposed alpha and minSamples.
+    if (judge.kind === 'sample-ratio') return rejudgeSampleRatio(judge, r.answer) ?? r.outcome;
     return r.outcome;
   }
   // Alarm states and hook answers are kept as outcomes: the limits are what a proposal changes.

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { gateJudgeSchema } from '../judge/gate.js';
+import { gateJudgeSchema, isCountsJudge } from '../judge/gate.js';
 
 /**
  * Provider gates: a stage's gates that we read ourselves from where the
@@ -37,7 +37,7 @@ const limits = (type: keyof typeof DEFAULT_INTERVAL_SECONDS) => ({
   /** The rollout pauses when more readings than this are inconclusive (Argo's inconclusiveLimit; Argo's default is 0, ours tolerates two blips). */
   inconclusiveLimit: z.number().int().nonnegative().max(1_000).default(2),
   /**
-   * What failures past failureLimit do (absent: rollback): `pause` stops the rollout where it is (a
+   * What failures past failureLimit do (absent: rollback; hold for a sample-ratio gate, onFailOf): `pause` stops the rollout where it is (a
    * change that cannot be rolled back, such as a migration); `hold` only keeps the stage from
    * promoting while the gate's newest reading fails.
    */
@@ -115,16 +115,27 @@ export const prometheusGateSchema = z
       }
       return;
     }
-    const counts = g.judge.kind === 'sequential-rate';
-    if (counts && g.requestsQuery === undefined)
+    const kind = g.judge.kind;
+    const counts = isCountsJudge(g.judge);
+    if (kind === 'sequential-rate' && g.requestsQuery === undefined)
       ctx.addIssue({
         code: 'custom',
         path: ['requestsQuery'],
         message: "a sequential-rate gate needs requestsQuery (each cohort's requests per step) beside query (its errors)",
       });
+    if (kind === 'sample-ratio' && g.requestsQuery !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['requestsQuery'],
+        message: "a sample-ratio gate counts with query alone (each cohort's requests or exposures per step): drop requestsQuery",
+      });
     for (const f of ['requestsQuery', 'settleSeconds'] as const) {
       if (!counts && g[f] !== undefined)
-        ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with judge sequential-rate; ${g.judge.kind} judges one series a cohort` });
+        ctx.addIssue({
+          code: 'custom',
+          path: [f],
+          message: `${f} goes with judge ${f === 'settleSeconds' ? 'sequential-rate or sample-ratio' : 'sequential-rate'}; ${kind} judges one series a cohort`,
+        });
     }
     if (counts) {
       for (const f of ['query', 'requestsQuery'] as const) {
@@ -133,7 +144,7 @@ export const prometheusGateSchema = z
           ctx.addIssue({
             code: 'custom',
             path: [f],
-            message: 'a sequential-rate query counts each step: write its range as {{step}}, e.g. sum(increase(x{version="{{version}}"}[{{step}}]))',
+            message: `a ${kind} query counts each step: write its range as {{step}}, e.g. sum(increase(x{version="{{version}}"}[{{step}}]))`,
           });
       }
     }
@@ -141,7 +152,10 @@ export const prometheusGateSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['windowSeconds'],
-        message: 'a sequential-rate gate reads every step since the stage began (its guarantee needs all of them): drop windowSeconds',
+        message:
+          kind === 'sequential-rate'
+            ? 'a sequential-rate gate reads every step since the stage began (its guarantee needs all of them): drop windowSeconds'
+            : "a sample-ratio gate reads every step since the stage began (the split of the stage's whole period): drop windowSeconds",
       });
     if (g.requestsQuery !== undefined && !COHORT_PLACEHOLDERS.some((p) => g.requestsQuery!.includes(p))) {
       ctx.addIssue({
@@ -329,28 +343,42 @@ export const cloudwatchMetricGateSchema = z
       if (g[f] !== undefined)
         ctx.addIssue({ code: 'custom', path: [f], message: `a judged gate compares the canary with the baseline, not with a ${f}: drop ${f}` });
     }
-    const counts = g.judge.kind === 'sequential-rate';
+    const kind = g.judge.kind;
+    const counts = isCountsJudge(g.judge);
     if (g.expression !== undefined)
       ctx.addIssue({
         code: 'custom',
         path: ['expression'],
-        message: `a judged gate reads one metric a cohort: give metric${counts ? ' (its errors) and requestsMetric' : ''}, not metric math`,
+        message: `a judged gate reads one metric a cohort: give metric${kind === 'sequential-rate' ? ' (its errors) and requestsMetric' : ''}, not metric math`,
       });
-    if (counts && g.requestsMetric === undefined)
+    if (kind === 'sequential-rate' && g.requestsMetric === undefined)
       ctx.addIssue({
         code: 'custom',
         path: ['requestsMetric'],
         message: "a sequential-rate gate needs requestsMetric (each cohort's requests per period) beside metric (its errors)",
       });
+    if (kind === 'sample-ratio' && g.requestsMetric !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['requestsMetric'],
+        message: "a sample-ratio gate counts with metric alone (each cohort's requests or exposures per period): drop requestsMetric",
+      });
     for (const f of ['requestsMetric', 'settleSeconds'] as const) {
       if (!counts && g[f] !== undefined)
-        ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with judge sequential-rate; ${g.judge.kind} judges one series a cohort` });
+        ctx.addIssue({
+          code: 'custom',
+          path: [f],
+          message: `${f} goes with judge ${f === 'settleSeconds' ? 'sequential-rate or sample-ratio' : 'sequential-rate'}; ${kind} judges one series a cohort`,
+        });
     }
     if (counts && g.windowSeconds !== undefined)
       ctx.addIssue({
         code: 'custom',
         path: ['windowSeconds'],
-        message: 'a sequential-rate gate reads every period since the stage began (its guarantee needs all of them): drop windowSeconds',
+        message:
+          kind === 'sequential-rate'
+            ? 'a sequential-rate gate reads every period since the stage began (its guarantee needs all of them): drop windowSeconds'
+            : "a sample-ratio gate reads every period since the stage began (the split of the stage's whole period): drop windowSeconds",
       });
     for (const f of ['metric', 'requestsMetric'] as const) {
       const m = g[f];
@@ -373,7 +401,7 @@ export const cloudwatchMetricGateSchema = z
         ctx.addIssue({
           code: 'custom',
           path: [f, 'stat'],
-          message: `a sequential-rate gate counts each period: stat Sum (or SampleCount), not ${m.stat}`,
+          message: `a ${kind} gate counts each period: stat Sum (or SampleCount), not ${m.stat}`,
         });
     }
     const { windowSeconds, periodSeconds } = judgedMetricRange(g);
@@ -539,7 +567,16 @@ export function judgeOfQuery(query: string): (typeof JUDGE_KIND_NAMES)[number] |
   const kind = /^([a-z-]+) of the canary against the baseline: /.exec(query)?.[1];
   return JUDGE_KIND_NAMES.find((k) => k === kind) ?? null;
 }
-const JUDGE_KIND_NAMES = ['mann-whitney', 'relative', 'sequential-rate'] as const;
+const JUDGE_KIND_NAMES = ['mann-whitney', 'relative', 'sequential-rate', 'sample-ratio'] as const;
+
+/**
+ * What a gate's failures past failureLimit do: its `onFail`, or by default `rollback`, but `hold` for a
+ * sample-ratio gate, whose failure says the split is not the one meant (nothing about the canary's health).
+ */
+export function onFailOf(g: ProviderGate): 'rollback' | 'pause' | 'hold' {
+  if (g.onFail) return g.onFail;
+  return (g.type === 'prometheus' || g.type === 'cloudwatchMetric') && g.judge?.kind === 'sample-ratio' ? 'hold' : 'rollback';
+}
 
 /** Whether `value` passes `comparison threshold`. */
 export function passes(value: number, comparison: Comparison, threshold: number): boolean {

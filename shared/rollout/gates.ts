@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
-import { MAX_JUDGED_POINTS, passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
+import { MAX_JUDGED_POINTS, onFailOf, passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
 import { own } from '../own.js';
-import { judgeCounts, judgeSeries, NOT_ENOUGH_DATA, type StepCounts } from '../judge/gate.js';
+import { isCountsJudge, judgeCounts, judgeSeries, NOT_ENOUGH_DATA, type StepCounts } from '../judge/gate.js';
 
 /**
  * What a provider gate saw, and what it means. Pure: the GateReader asks the
@@ -270,13 +270,13 @@ export function judge(
     case 'cohorts': {
       if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || !gate.judge)
         return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
-      if (gate.judge.kind === 'sequential-rate') return reading('inconclusive', null, 'a sequential-rate gate got series, not counts');
+      if (isCountsJudge(gate.judge)) return reading('inconclusive', null, `a ${gate.judge.kind} gate got series, not counts`);
       const j = judgeSeries(gate.judge, result.canary, result.baseline);
       // The answer keeps what the judgement stands on (sizes, estimate, interval); the series go with the history row (seriesOf).
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
     }
     case 'counts': {
-      if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || gate.judge?.kind !== 'sequential-rate')
+      if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || !gate.judge || !isCountsJudge(gate.judge))
         return reading('inconclusive', null, `a ${gate.type} gate that judges no counts got counts`);
       const j = judgeCounts(gate.judge, result.canary, result.baseline, result.percent);
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
@@ -358,10 +358,10 @@ export function providerVerdict(
   // A dry-run gate is read and recorded like the others; it never holds, pauses or rolls back anything.
   const current = gates.filter((g) => !g.dryRun).map((g) => ({ g, t: currentTally(tallies, stage, g.name, origin) }));
   for (const { g, t } of current) {
-    if (t && t.failures > g.failureLimit && (g.onFail ?? 'rollback') !== 'hold') {
+    if (t && t.failures > g.failureLimit && onFailOf(g) !== 'hold') {
       const r = t.lastFailure ?? t.last;
       const reason = `${describe(g)}: ${plural(t.failures, 'failed reading')}${since(g)} > failureLimit ${g.failureLimit}; last: ${r.reason ?? r.outcome}`;
-      return { kind: g.onFail === 'pause' ? 'pause' : 'rollback', reason, readings: [r] };
+      return { kind: onFailOf(g) === 'pause' ? 'pause' : 'rollback', reason, readings: [r] };
     }
   }
   for (const { g, t } of current) {
@@ -378,7 +378,7 @@ export function providerVerdict(
   const waiting = current.find(({ g, t }) => !t || t.last.outcome !== 'pass' || passStreakOf(t) < (g.consecutiveSuccesses ?? 1));
   if (waiting) {
     const { g, t } = waiting;
-    const held = g.onFail === 'hold' && t?.last.outcome === 'fail' ? ' (onFail hold: the stage waits while it fails)' : '';
+    const held = onFailOf(g) === 'hold' && t?.last.outcome === 'fail' ? ' (onFail hold: the stage waits while it fails)' : '';
     const reason = !t
       ? `${describe(g)}: no data yet`
       : t.last.outcome !== 'pass'

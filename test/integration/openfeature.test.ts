@@ -18,13 +18,14 @@ import {
   type EvaluationDetails,
   type FlagValue,
 } from '@openfeature/server-sdk';
+import { metrics, type Meter, type MeterProvider } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { apiHandler, type ApiRequest } from '../../shared/api/handler.js';
 import { PROMOTION_LEASE } from '../../shared/lease/names.js';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { OutboundPolicy } from '../../shared/outbound/policy.js';
-import { RolloutProvider, type RolloutProviderOptions } from '../../shared/openfeature/provider.js';
+import { RolloutProvider, type Exposure, type RolloutProviderOptions } from '../../shared/openfeature/provider.js';
 import type { Assignment } from '../../shared/rollout/assignment.js';
 import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js';
 import { serveApi, type HttpRequest } from '../../shared/runtimes/node/http.js';
@@ -43,6 +44,30 @@ const specOf = (stableVersion: string | null) => ({
     { name: 'all', percent: 100, bakeSeconds: 0, gates: { minRequests: 10 } },
   ],
 });
+
+/**
+ * A meter that keeps what is added to each counter, by attributes: what an OpenTelemetry SDK would
+ * aggregate and export (no metrics SDK is installed here; the API's Meter is what the provider talks to).
+ */
+class RecordingMeter {
+  readonly counters = new Map<string, { options: unknown; sums: Map<string, number> }>();
+  createCounter(name: string, options?: unknown) {
+    const c = this.counters.get(name) ?? { options, sums: new Map<string, number>() };
+    this.counters.set(name, c);
+    return {
+      add: (value: number, attributes: Record<string, unknown> = {}) => {
+        const key = JSON.stringify(Object.fromEntries(Object.entries(attributes).sort(([a], [b]) => a.localeCompare(b))));
+        c.sums.set(key, (c.sums.get(key) ?? 0) + value);
+      },
+    };
+  }
+  /** The counter's sums as `{attributes…, value}`, sorted. */
+  sums(name: string): Record<string, unknown>[] {
+    return [...(this.counters.get(name)?.sums ?? [])]
+      .map(([k, value]) => ({ ...(JSON.parse(k) as object), value }))
+      .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  }
+}
 
 interface Seen {
   readonly path: string;
@@ -153,6 +178,8 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
           bucket: s.bucket,
           stage: 'canary',
           stale: false,
+          cohort: s.variant === 'new' ? 'canary' : 'baseline',
+          version: s.version,
         },
       });
       expect(booleans[i]).toMatchObject({ value: s.variant === 'new', variant: s.variant, reason: StandardResolutionReasons.SPLIT });
@@ -254,6 +281,99 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
     expect((await client.getObjectDetails(id, {}, { targetingKey: stableOne })).value).toMatchObject({ version: null, variant: 'stable' });
   });
 
+  it('exposures: every answered evaluation counted on rollout.exposures by rollout, cohort and version, and handed to onExposure with its entity; errors are not exposures', async () => {
+    const id = 'of-exposures';
+    await rolloutAt10(id);
+    const meter = new RecordingMeter();
+    const told: Exposure[] = [];
+    const { client } = await clientWith({ meter: meter as unknown as Meter, onExposure: (e) => told.push(e) });
+    const server10 = await served(id);
+    const details = await all((e) => client.getStringDetails(id, 'fallback', { targetingKey: e }));
+    await all((e) => client.getBooleanDetails(id, false, { targetingKey: e }));
+    const canary = ENTITIES.filter((e) => server10.get(e)!.variant === 'new').length;
+    // Each entity evaluated twice: two exposures each, in its cohort.
+    expect(meter.sums('rollout.exposures')).toEqual([
+      { cohort: 'baseline', rollout: id, version: 'v1', value: 2 * (ENTITIES.length - canary) },
+      { cohort: 'canary', rollout: id, version: 'v2', value: 2 * canary },
+    ]);
+    expect(meter.counters.get('rollout.exposures')!.options).toMatchObject({ unit: '{exposure}' });
+    expect(canary).toBeGreaterThan(50);
+    // The answer names the cohort and the version, for the application's own metrics.
+    ENTITIES.forEach((e, i) => {
+      const s = server10.get(e)!;
+      expect(details[i]!.flagMetadata).toMatchObject({ cohort: s.variant === 'new' ? 'canary' : 'baseline', version: s.version });
+    });
+    expect(told).toHaveLength(2 * ENTITIES.length);
+    expect(told[0]).toEqual({
+      rolloutId: id,
+      entity: ENTITIES[0],
+      cohort: server10.get(ENTITIES[0]!)!.variant === 'new' ? 'canary' : 'baseline',
+      version: server10.get(ENTITIES[0]!)!.version,
+      attempt: 1,
+      stage: 'canary',
+      percent: 10,
+      stale: false,
+    });
+    // Errors: no exposure, and no cohort in their metadata.
+    const before = told.length;
+    expect((await client.getStringDetails('of-nobody', 'v1', { targetingKey: 'host-1' })).errorCode).toBe(ErrorCode.FLAG_NOT_FOUND);
+    expect((await client.getStringDetails(id, 'v1', {})).errorCode).toBe(ErrorCode.TARGETING_KEY_MISSING);
+    expect((await client.getNumberDetails(id, 1, { targetingKey: 'host-1' })).errorCode).toBe(ErrorCode.TYPE_MISMATCH);
+    expect(told).toHaveLength(before);
+    expect(meter.sums('rollout.exposures').reduce((n, r) => n + (r.value as number), 0)).toBe(2 * ENTITIES.length);
+  });
+
+  it('exposures: a hook or a counter that throws costs nothing but itself; without a meter, the global meter provider, registered after the provider was made, counts from then on', async () => {
+    const id = 'of-exposures-global';
+    await rolloutAt10(id);
+    const throwing = {
+      createCounter: () => ({
+        add: () => {
+          throw new Error('broken SDK');
+        },
+      }),
+    };
+    const { client: broken } = await clientWith({
+      meter: throwing as unknown as Meter,
+      onExposure: () => {
+        throw new Error('broken hook');
+      },
+    });
+    const answered = await broken.getStringDetails(id, 'fallback', { targetingKey: 'host-1' });
+    expect(answered.reason).toBe(StandardResolutionReasons.SPLIT);
+    expect(answered.errorCode).toBeUndefined();
+
+    const { client } = await clientWith();
+    // No meter provider registered: the API's no-op meter, nothing to see and nothing broken.
+    expect((await client.getStringDetails(id, 'fallback', { targetingKey: 'host-1' })).reason).toBe(StandardResolutionReasons.SPLIT);
+    const meter = new RecordingMeter();
+    const names: string[] = [];
+    const registered: MeterProvider = {
+      getMeter: (name) => {
+        names.push(name);
+        return meter as unknown as Meter;
+      },
+    };
+    expect(metrics.setGlobalMeterProvider(registered)).toBe(true);
+    try {
+      await all((e) => client.getStringDetails(id, 'fallback', { targetingKey: e }));
+      const server10 = await served(id);
+      const canary = ENTITIES.filter((e) => server10.get(e)!.variant === 'new').length;
+      expect(meter.sums('rollout.exposures')).toEqual([
+        { cohort: 'baseline', rollout: id, version: 'v1', value: ENTITIES.length - canary },
+        { cohort: 'canary', rollout: id, version: 'v2', value: canary },
+      ]);
+      // One meter, asked for once: not one per evaluation.
+      expect(names).toEqual(['rollout-control-plane']);
+      // meter: null counts nothing, whatever is registered.
+      const { client: silent } = await clientWith({ meter: null });
+      await silent.getStringDetails(id, 'fallback', { targetingKey: 'host-1' });
+      expect(meter.sums('rollout.exposures').reduce((n, r) => n + (r.value as number), 0)).toBe(ENTITIES.length);
+    } finally {
+      metrics.disable();
+    }
+  });
+
   it("errors are answers with the caller's default: unknown rollout FLAG_NOT_FOUND, no targetingKey TARGETING_KEY_MISSING, a number TYPE_MISMATCH", async () => {
     const mark = seen.length;
     const { client, provider } = await clientWith();
@@ -326,6 +446,8 @@ describe('OpenFeature provider against the HTTP API on PostgreSQL', () => {
       errorCode: ErrorCode.GENERAL,
       flagMetadata: { rolloutId: id, stale: true },
     });
+    // Past the limit the answer is the caller's default: it names no cohort.
+    expect(past.flagMetadata).not.toHaveProperty('cohort');
     expect(past.errorMessage).toMatch(/^of-outage: last confirmed 60 s ago, past the 60 s a stale state is served: request failed/);
     // Asked directly, the provider falls back to the last known stable version.
     expect(await provider.resolveStringEvaluation(id, 'fallback', { targetingKey: 'host-1' })).toMatchObject({ value: 'v1', errorCode: ErrorCode.GENERAL });

@@ -73,7 +73,7 @@ describe('a judged cloudwatchMetric gate in the spec', () => {
     ]);
     expect(errorsOf({ ...latency, requestsMetric: invocations, settleSeconds: 60 })).toEqual([
       `${at}.requestsMetric: requestsMetric goes with judge sequential-rate; mann-whitney judges one series a cohort`,
-      `${at}.settleSeconds: settleSeconds goes with judge sequential-rate; mann-whitney judges one series a cohort`,
+      `${at}.settleSeconds: settleSeconds goes with judge sequential-rate or sample-ratio; mann-whitney judges one series a cohort`,
     ]);
     expect(errorsOf({ ...counted, windowSeconds: 600 })).toEqual([
       `${at}.windowSeconds: a sequential-rate gate reads every period since the stage began (its guarantee needs all of them): drop windowSeconds`,

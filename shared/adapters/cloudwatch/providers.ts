@@ -13,7 +13,7 @@ import {
 } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
-import { countGrid } from '../../judge/gate.js';
+import { countGrid, isCountsJudge } from '../../judge/gate.js';
 import type { AlarmState } from '../../rollout/model.js';
 
 /**
@@ -134,7 +134,8 @@ const MAX_JUDGED_PAGES = 10;
  * A sequential-rate gate is read as four queries, requests and errors of each
  * cohort, on a grid of periods fixed at the first whole period of the stage's
  * period, each period read once it ended `settleSeconds` ago, so every
- * reading sees the periods the last one saw.
+ * reading sees the periods the last one saw. A sample-ratio gate is read the
+ * same way as two queries: each cohort's count (`metric`).
  */
 export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGate> {
   constructor(private readonly clients: CloudWatchClients) {}
@@ -221,8 +222,10 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
       return { kind: 'error', message: 'the rollout names no stableVersion: a {{version}} dimension cannot find the baseline', answer: '' };
     }
     const period = gate.periodSeconds;
-    if (gate.requestsMetric !== undefined) {
-      const requests = gate.requestsMetric;
+    if (gate.judge && isCountsJudge(gate.judge)) {
+      // A sequential-rate gate counts requests (requestsMetric) and errors (metric); a sample-ratio gate one count (metric).
+      const withErrors = gate.requestsMetric !== undefined;
+      const requests = gate.requestsMetric ?? metric;
       // The grid starts at the first whole period of the stage's period (CloudWatch's periods are aligned).
       const { anchor, steps } = countGrid({
         periodStart: context.periodStart ?? now,
@@ -240,21 +243,25 @@ export class CloudWatchMetricProvider implements GateProvider<CloudwatchMetricGa
           answer: '',
         };
       }
+      const canaryRequests = { label: 'canary requests', metric: cohortMetric(requests, 'canary', version('canary')) };
+      const baselineRequests = { label: 'baseline requests', metric: cohortMetric(requests, 'baseline', version('baseline')) };
       const got = await this.series(
         gate,
-        [
-          { label: 'canary requests', metric: cohortMetric(requests, 'canary', version('canary')) },
-          { label: 'canary errors', metric: cohortMetric(metric, 'canary', version('canary')) },
-          { label: 'baseline requests', metric: cohortMetric(requests, 'baseline', version('baseline')) },
-          { label: 'baseline errors', metric: cohortMetric(metric, 'baseline', version('baseline')) },
-        ],
+        withErrors
+          ? [
+              canaryRequests,
+              { label: 'canary errors', metric: cohortMetric(metric, 'canary', version('canary')) },
+              baselineRequests,
+              { label: 'baseline errors', metric: cohortMetric(metric, 'baseline', version('baseline')) },
+            ]
+          : [canaryRequests, baselineRequests],
         anchor,
         steps,
         signal,
       );
       if (!Array.isArray(got)) return got;
-      const [cn, ce, bn, be] = got;
-      return { kind: 'counts', canary: { requests: cn!, errors: ce! }, baseline: { requests: bn!, errors: be! }, percent: context.stage.percent, answer: '' };
+      const [cn, ce, bn, be] = withErrors ? got : [got[0], [], got[1], []];
+      return { kind: 'counts', canary: { requests: cn!, errors: ce }, baseline: { requests: bn!, errors: be }, percent: context.stage.percent, answer: '' };
     }
     const { windowSeconds } = judgedMetricRange(gate);
     // Whole periods only (the one still filling would read low), and never before the stage's period began: older points are another split's.

@@ -5,7 +5,7 @@ import { OperatorSecrets, SecretNotFoundError, type SecretSource } from '../../o
 import { DEFAULT_SETTLE_SECONDS, judgedRange, MAX_JUDGED_POINTS, type PrometheusGate } from '../../rollout/gate-spec.js';
 import { deadline, type GateContext, type GateProvider } from '../../rollout/gate-reader.js';
 import type { ProviderResult } from '../../rollout/gates.js';
-import { countGrid, type StepCounts } from '../../judge/gate.js';
+import { countGrid, isCountsJudge, type StepCounts } from '../../judge/gate.js';
 import { credentialHeaders, scrubbed } from '../http/credentials.js';
 import { OutboundHttp, type OutboundClient } from '../http/outbound.js';
 import { sigv4Headers } from '../http/sigv4.js';
@@ -29,6 +29,7 @@ import { sigv4Headers } from '../http/sigv4.js';
  * of each cohort, on a grid of steps fixed at the stage's period start, each
  * step read once it has settled, so every reading sees the steps the last one
  * saw (`{{step}}` is the step as a PromQL duration, for `increase(…[{{step}}])`).
+ * A sample-ratio gate is read the same way as two: each cohort's count (`query`).
  *
  * Every request goes through the operator's outbound policy: to an
  * allow-listed origin, with the credential the operator bound to that
@@ -99,7 +100,7 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
     if ([gate.query, gate.requestsQuery ?? ''].some((q) => q.includes('{{version}}')) && stable === null) {
       return { kind: 'error', message: 'the rollout names no stableVersion: a {{version}} query cannot find the baseline', answer: '' };
     }
-    if (gate.requestsQuery !== undefined) return this.counts(gate, gate.requestsQuery, context, now, signal);
+    if (gate.judge && isCountsJudge(gate.judge)) return this.counts(gate, context, now, signal);
     const { windowSeconds, stepSeconds } = judgedRange(gate);
     const end = Math.floor(now / 1000);
     // Never before the stage's period began: older points are another split's.
@@ -130,7 +131,10 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
    * A counts gate: each cohort's requests and errors in every whole step since the period began. The
    * grid starts at the period's start, so a step's point is the same at every reading.
    */
-  private async counts(gate: PrometheusGate, requestsQuery: string, context: GateContext, now: number, signal: AbortSignal): Promise<ProviderResult> {
+  private async counts(gate: PrometheusGate, context: GateContext, now: number, signal: AbortSignal): Promise<ProviderResult> {
+    // A sequential-rate gate counts requests (requestsQuery) and errors (query); a sample-ratio gate one count (query).
+    const withErrors = gate.requestsQuery !== undefined;
+    const requestsQuery = gate.requestsQuery ?? gate.query;
     const { stepSeconds } = judgedRange(gate);
     const { anchor, steps } = countGrid({
       periodStart: context.periodStart ?? now,
@@ -165,10 +169,14 @@ export class PrometheusProvider implements GateProvider<PrometheusGate> {
         got.sent,
       );
     };
-    const got = await Promise.all([read('canary', 'requests'), read('canary', 'errors'), read('baseline', 'requests'), read('baseline', 'errors')]);
+    const got = await Promise.all(
+      withErrors
+        ? [read('canary', 'requests'), read('canary', 'errors'), read('baseline', 'requests'), read('baseline', 'errors')]
+        : [read('canary', 'requests'), read('baseline', 'requests')],
+    );
     const bad = got.find((r) => !isSeries(r));
     if (bad) return bad as ProviderResult;
-    const [cn, ce, bn, be] = got as (readonly (number | null)[])[];
+    const [cn, ce, bn, be] = (withErrors ? got : [got[0], [], got[1], []]) as (readonly (number | null)[])[];
     return { kind: 'counts', canary: { requests: cn!, errors: ce! }, baseline: { requests: bn!, errors: be! }, percent: context.stage.percent, answer: '' };
   }
 

@@ -109,7 +109,7 @@ export const gatesCommand: CommandSpec = {
     {
       name: 'judge',
       description:
-        'Judge each case of a {"cases": [...]} file (mann-whitney, sequential-rate): one JSON line per case on stdout, in order; exit 1 when a case is refused, 2 when the file is unusable',
+        'Judge each case of a {"cases": [...]} file (mann-whitney, sequential-rate, sample-ratio): one JSON line per case on stdout, in order; exit 1 when a case is refused, 2 when the file is unusable',
       options: [{ flags: '--file <cases.json>', description: 'the cases', required: true }],
       action: async (o: { file: string }) => {
         const { CasesFileError, judgeCases } = await import('../../../judge/cases.js');
