@@ -63,11 +63,18 @@ describe('a judged cloudwatchMetric gate in the spec', () => {
       `${at}.threshold: a judged gate compares the canary with the baseline, not with a threshold: drop threshold`,
     ]);
     expect(errorsOf({ ...latency, metric: { ...duration, dimensions: { FunctionName: 'api', ExecutedVersion: '7' } } })).toEqual([
-      `${at}.metric.dimensions: a judged metric names its cohort in a dimension's value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"): otherwise both cohorts read the same series`,
+      `${at}.metric.dimensions: a judged metric names its cohort in a dimension's value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"), or gives a dimension a value for each ({"canary": …, "baseline": …}): otherwise both cohorts read the same series`,
     ]);
     expect(errorsOf({ ...counted, requestsMetric: { ...invocations, dimensions: { FunctionName: 'api' } } })).toEqual([
-      `${at}.requestsMetric.dimensions: a judged metric names its cohort in a dimension's value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"): otherwise both cohorts read the same series`,
+      `${at}.requestsMetric.dimensions: a judged metric names its cohort in a dimension's value with {{version}} or {{cohort}} (e.g. "ExecutedVersion": "{{version}}"), or gives a dimension a value for each ({"canary": …, "baseline": …}): otherwise both cohorts read the same series`,
     ]);
+    // A value for each cohort names them too (an ALB's target groups); a threshold gate reads one series, so it may not.
+    const groups = { LoadBalancer: 'app/web/1', TargetGroup: { canary: 'targetgroup/web-v2/2', baseline: 'targetgroup/web-v1/1' } };
+    expect(errorsOf({ ...latency, metric: { ...duration, dimensions: groups } })).toEqual([]);
+    expect(errorsOf({ ...latency, judge: undefined, comparison: '<', threshold: 300, metric: { ...duration, dimensions: groups } })).toEqual([
+      `${at}.metric.dimensions.TargetGroup: a value for each cohort goes with a judge: a threshold gate reads one series`,
+    ]);
+    expect(errorsOf({ ...latency, metric: { ...duration, dimensions: { TargetGroup: { canary: 'a' } } } })[0]).toMatch(/metric\.dimensions\.TargetGroup/);
     expect(errorsOf({ ...counted, requestsMetric: undefined })).toEqual([
       `${at}.requestsMetric: a sequential-rate gate needs requestsMetric (each cohort's requests per period) beside metric (its errors)`,
     ]);

@@ -352,8 +352,7 @@ type Cohort = 'canary' | 'baseline';
  * each value `{{cohort}}` is canary or baseline, `{{version}}` the version it runs.
  */
 export function cohortMetric(m: MetricStat, cohort: Cohort, version: string): MetricStat {
-  const fill = (v: DimensionValue) =>
-    (typeof v === 'string' ? v : v[cohort]).replaceAll('{{cohort}}', () => cohort).replaceAll('{{version}}', () => version);
+  const fill = (v: DimensionValue) => (typeof v === 'string' ? v : v[cohort]).replaceAll('{{cohort}}', () => cohort).replaceAll('{{version}}', () => version);
   return { ...m, dimensions: Object.fromEntries(Object.entries(m.dimensions).map(([name, value]) => [name, fill(value)])) };
 }
 
