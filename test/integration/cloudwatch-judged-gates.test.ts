@@ -202,7 +202,7 @@ describe('a cloudwatchMetric gate judged by ExecutedVersion (moto)', () => {
     const groups = sent[0]!.MetricDataQueries!.map((q) => q.MetricStat?.Metric?.Dimensions?.find((d) => d.Name === 'TargetGroup')?.Value);
     expect(groups).toEqual([GROUPS.slow, GROUPS.stable]);
     expect(slow.reading.outcome, JSON.stringify(slow.reading)).toBe('fail');
-    expect(detailOf(slow.reading)).toMatchObject({ classification: 'high', canary: { n: 20 }, baseline: { n: 20 } });
+    expect(detailOf(slow.reading)).toMatchObject({ classification: 'high', canary: { n: 15 }, baseline: { n: 15 } });
     expect(slow.reading.query).toContain(`TargetGroup=canary:${GROUPS.slow}|baseline:${GROUPS.stable}`);
     const same = await read(albGate(GROUPS.same), contextOf('43', '41'));
     expect(same.reading.outcome, JSON.stringify(same.reading)).toBe('pass');
