@@ -56,15 +56,39 @@ export function batchDelete(doc: DynamoDBDocumentClient, table: string, keys: re
   );
 }
 
-/** Items by key, read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
-export async function batchGetAll(doc: DynamoDBDocumentClient, table: string, keys: readonly Item[], each: EachRequest = plain): Promise<Item[]> {
+/** A ProjectionExpression and the attribute names it uses. */
+export interface Projection {
+  readonly expression: string;
+  readonly names?: Record<string, string>;
+}
+
+/** Items by key (or `projection` of them), read consistently, 100 to a BatchGetItem, what DynamoDB leaves unprocessed asked again; missing keys are absent from the answer. */
+export async function batchGetAll(
+  doc: DynamoDBDocumentClient,
+  table: string,
+  keys: readonly Item[],
+  each: EachRequest = plain,
+  projection?: Projection,
+): Promise<Item[]> {
   const out: Item[] = [];
   for (let i = 0; i < keys.length; i += 100) {
     let batch: Item[] | undefined = keys.slice(i, i + 100);
     for (let attempt = 0; batch?.length; attempt++) {
       if (attempt) await new Promise((r) => setTimeout(r, Math.min(1_000, 25 * 2 ** attempt) * Math.random()));
       const keysNow = batch;
-      const res = await each(() => doc.send(new BatchGetCommand({ RequestItems: { [table]: { Keys: keysNow, ConsistentRead: true } } })));
+      const res = await each(() =>
+        doc.send(
+          new BatchGetCommand({
+            RequestItems: {
+              [table]: {
+                Keys: keysNow,
+                ConsistentRead: true,
+                ...(projection && { ProjectionExpression: projection.expression, ExpressionAttributeNames: projection.names }),
+              },
+            },
+          }),
+        ),
+      );
       out.push(...(own(res.Responses, table) ?? []));
       batch = own(res.UnprocessedKeys, table)?.Keys as Item[] | undefined;
     }

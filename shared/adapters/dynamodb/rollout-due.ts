@@ -44,7 +44,7 @@ export class DueIndex {
       entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })),
     );
     const marks = new Map(registry.filter((r) => Number(r.dueAt) <= now).map((r) => [String(r.sk), String(r.mark)]));
-    const views = await this.reads.views([...marks.keys()]);
+    const views = await this.reads.views([...marks.keys()], { running: true });
     return views.filter((v) => v.rollout.state === 'running').map((view) => ({ view, mark: marks.get(view.rollout.id)! }));
   }
 

@@ -3,8 +3,10 @@ import { mapLimit } from '../../concurrency.js';
 import type { GateTally } from '../../rollout/gates.js';
 import { alarmNamesOf, talliesByStage, type AlarmState, type Rollout, type RolloutView, type StageMetrics } from '../../rollout/model.js';
 import type { RolloutListQuery, RolloutPage } from '../../rollout/store.js';
-import { batchGetAll, listCursor, listPage, listStart, queryAll } from './query.js';
-import { orNull, rolloutOf, rolloutPk, ROLLOUTS, stageOf, type RolloutTable } from './rollout-items.js';
+import { batchGetAll, listCursor, listPage, listStart, queryAll, type Projection } from './query.js';
+import { metricsSk, orNull, rolloutOf, rolloutPk, ROLLOUTS, stageOf, stageSk, tallySk, type Item, type RolloutTable } from './rollout-items.js';
+import { beforeRolloutHooks } from '../../rollout/gate-spec.js';
+import { stageProviders, type RolloutSpec } from '../../rollout/spec.js';
 
 /** Rollouts read: one, a page of the list, the running ones, those watching an alarm; each view with its stages, signals and alarms. */
 export class RolloutReads {
@@ -72,11 +74,13 @@ export class RolloutReads {
       ConsistentRead: true,
     });
     const ids = registry.map((i) => String(i.sk));
-    return (await this.views(ids)).filter((v) => v.rollout.state === 'running');
+    return (await this.views(ids, { running: true })).filter((v) => v.rollout.state === 'running');
   }
 
   async loadWatching(alarm: string): Promise<RolloutView[]> {
-    return (await this.views(await this.watching(alarm))).filter((v) => v.rollout.state === 'running' && alarmNamesOf(v.rollout.spec).includes(alarm));
+    return (await this.views(await this.watching(alarm), { running: true })).filter(
+      (v) => v.rollout.state === 'running' && alarmNamesOf(v.rollout.spec).includes(alarm),
+    );
   }
 
   /** Ids of the running rollouts that watch `alarm`: its WATCH entries, kept if their rollout is in the registry. No rollout is read. */
@@ -96,9 +100,30 @@ export class RolloutReads {
     return running.map((r) => String(r.sk));
   }
 
-  /** One query per rollout (rollout, stages, metrics; events sort before and are skipped), then alarms in one batch. */
-  async views(ids: readonly string[]): Promise<RolloutView[]> {
-    const partitions = await mapLimit(ids, this.t.readConcurrency, (id) =>
+  /**
+   * Each rollout's view (none for a rollout that does not exist), alarms
+   * read in one batch. A few at a time: one query a rollout (rollout, stages,
+   * metrics, tallies; events and readings sort before and are skipped). More
+   * than a round of those queries (a tick's due rollouts): in batches
+   * (viewsInBatches), a few requests for them all.
+   */
+  async views(ids: readonly string[], o: { readonly running?: boolean } = {}): Promise<RolloutView[]> {
+    const parts = ids.length > this.t.readConcurrency ? await this.viewsInBatches(ids, o) : await this.partitions(ids);
+    const views: Omit<RolloutView, 'alarms'>[] = [];
+    for (const items of parts) {
+      const view = viewOf(items);
+      if (view) views.push(view);
+    }
+    const alarms = await this.alarms([...new Set(views.flatMap((v) => alarmNamesOf(v.rollout.spec)))]);
+    return views.map((v) => {
+      const own = alarmNamesOf(v.rollout.spec);
+      return { ...v, alarms: Object.fromEntries(own.filter((n) => alarms.has(n)).map((n) => [n, alarms.get(n)!])) };
+    });
+  }
+
+  /** The items a view is made of, one query a rollout. */
+  private partitions(ids: readonly string[]): Promise<Item[][]> {
+    return mapLimit(ids, this.t.readConcurrency, (id) =>
       queryAll(this.t.doc, {
         TableName: this.t.table,
         KeyConditionExpression: 'pk = :p AND sk >= :from',
@@ -106,33 +131,51 @@ export class RolloutReads {
         ConsistentRead: true,
       }),
     );
+  }
 
-    const views: Omit<RolloutView, 'alarms'>[] = [];
-    for (const items of partitions) {
-      const head = items.find((i) => i.sk === 'ROLLOUT');
-      if (!head) continue;
-      const rollout = rolloutOf(head);
-      const stages = items
-        .filter((i) => i.type === 'stage' && Number(i.attempt) === rollout.attempt)
-        .map(stageOf)
-        .sort((a, b) => a.index - b.index);
-      const metrics = new Map<number, StageMetrics>();
-      for (const m of items.filter((i) => i.type === 'metrics' && Number(i.attempt) === rollout.attempt)) {
-        metrics.set(Number(m.index), {
-          requests: Number(m.requests),
-          errors: Number(m.errors),
-          p99LatencyMs: orNull(m.p99LatencyMs),
-          observedAt: Number(m.observedAt),
-        });
-      }
-      const tallies = items.filter((i) => i.type === 'tally' && Number(i.attempt) === rollout.attempt).map((i) => i.tally as GateTally);
-      views.push({ rollout, stages, metrics, gates: talliesByStage(tallies) });
-    }
-    const alarms = await this.alarms([...new Set(views.flatMap((v) => alarmNamesOf(v.rollout.spec)))]);
-    return views.map((v) => {
-      const own = alarmNamesOf(v.rollout.spec);
-      return { ...v, alarms: Object.fromEntries(own.filter((n) => alarms.has(n)).map((n) => [n, alarms.get(n)!])) };
+  /**
+   * The items of many views by key, 100 to a BatchGetItem, instead of a query
+   * each: the rollout rows, then what each row's spec says its view holds
+   * (viewKeys), then the rows' versions again. A rollout whose version moved
+   * in between (a transition committed while its items were read) is read
+   * again by its query, so every view is of one version of its rollout, as a
+   * query's is. `running`: a rollout not running needs no view (a tick's), its items are not read.
+   *
+   * Costs more read capacity than the queries (each key is a read of its
+   * own, one for a missing item too); it is used where many rollouts are read
+   * at once.
+   */
+  private async viewsInBatches(ids: readonly string[], o: { readonly running?: boolean }): Promise<Item[][]> {
+    const rowKey = (id: string) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' });
+    const rows = (await this.batchGet([...new Set(ids)].map(rowKey))).filter((r) => !o.running || r.state === 'running');
+    const items = await this.batchGet(rows.flatMap((r) => viewKeys(String(r.id), r.spec as RolloutSpec, Number(r.attempt))));
+    const again = new Map(
+      (
+        await this.batchGet(
+          rows.map((r) => rowKey(String(r.id))),
+          { expression: '#i, #v', names: { '#i': 'id', '#v': 'version' } },
+        )
+      ).map((r) => [String(r.id), Number(r.version)]),
+    );
+    const byPk = new Map<string, Item[]>(rows.map((r) => [String(r.pk), [r]]));
+    for (const i of items) byPk.get(String(i.pk))?.push(i);
+    const moved = rows.filter((r) => again.get(String(r.id)) !== Number(r.version)).map((r) => String(r.id));
+    const reread = await this.partitions(moved);
+    moved.forEach((id, i) => byPk.set(rolloutPk(id), reread[i]!));
+    // In the order asked, as the queries answer.
+    return [...new Set(ids)].flatMap((id) => {
+      const parts = byPk.get(rolloutPk(id));
+      return parts ? [parts] : [];
     });
+  }
+
+  /** batchGetAll, several requests at once. */
+  private async batchGet(keys: readonly Item[], projection?: Projection): Promise<Item[]> {
+    const chunks = Array.from({ length: Math.ceil(keys.length / 100) }, (_, i) => keys.slice(i * 100, (i + 1) * 100));
+    const got = await mapLimit(chunks, Math.max(1, Math.ceil(this.t.readConcurrency / 4)), (chunk) =>
+      batchGetAll(this.t.doc, this.t.table, chunk, undefined, projection),
+    );
+    return got.flat();
   }
 
   private async alarms(names: readonly string[]): Promise<Map<string, AlarmState>> {
@@ -143,4 +186,45 @@ export class RolloutReads {
     );
     return new Map(items.map((item) => [String(item.name), item.state as AlarmState]));
   }
+}
+
+/** A view (without its alarms) from its rollout's items: the row, and its attempt's stages, metrics and tallies. Null without the row. */
+function viewOf(items: readonly Item[]): Omit<RolloutView, 'alarms'> | null {
+  const head = items.find((i) => i.sk === 'ROLLOUT');
+  if (!head) return null;
+  const rollout = rolloutOf(head);
+  const stages = items
+    .filter((i) => i.type === 'stage' && Number(i.attempt) === rollout.attempt)
+    .map(stageOf)
+    .sort((a, b) => a.index - b.index);
+  const metrics = new Map<number, StageMetrics>();
+  for (const m of items.filter((i) => i.type === 'metrics' && Number(i.attempt) === rollout.attempt)) {
+    metrics.set(Number(m.index), {
+      requests: Number(m.requests),
+      errors: Number(m.errors),
+      p99LatencyMs: orNull(m.p99LatencyMs),
+      observedAt: Number(m.observedAt),
+    });
+  }
+  const tallies = items.filter((i) => i.type === 'tally' && Number(i.attempt) === rollout.attempt).map((i) => i.tally as GateTally);
+  return { rollout, stages, metrics, gates: talliesByStage(tallies) };
+}
+
+/**
+ * The keys of what a rollout's view holds besides its row, from its spec:
+ * each stage of the attempt, its metrics, and a tally for each gate the
+ * evaluation reads at that stage (its providers, the rollout-wide ones
+ * included, and at stage 0 the before-rollout hooks): every tally a gate
+ * reader writes.
+ */
+export function viewKeys(id: string, spec: RolloutSpec, attempt: number): Item[] {
+  const pk = rolloutPk(id);
+  return spec.stages.flatMap((_, i) => [
+    { pk, sk: stageSk(attempt, i) },
+    { pk, sk: metricsSk(attempt, i) },
+    ...[...new Set([...(i === 0 ? beforeRolloutHooks(spec.hooks) : []), ...stageProviders(spec, i)].map((g) => g.name))].map((gate) => ({
+      pk,
+      sk: tallySk(attempt, i, gate),
+    })),
+  ]);
 }
