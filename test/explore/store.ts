@@ -3,6 +3,7 @@ import type { LeaseRecord, LeaseToken } from '../../shared/lease/record.js';
 import type { ItemFields, ItemChange } from '../../shared/ledger/transitions.js';
 import type { Rollout, StageStatus } from '../../shared/rollout/model.js';
 import type { TransitionPlan } from '../../shared/rollout/transitions.js';
+import { passStreakOf, tallyWith, type GateReading, type GateTally } from '../../shared/rollout/gates.js';
 
 /**
  * The store as the explorer sees it: plain data, and the write conditions the
@@ -47,6 +48,10 @@ export const VARIANTS = [
   'held-no-metrics-check',
   'late-read-applied',
   'actuate-without-revision',
+  'tally-late-pass',
+  'gates-any-period',
+  'gates-no-streak',
+  'gates-dry-run',
 ] as const;
 export type Variant = (typeof VARIANTS)[number];
 
@@ -216,4 +221,21 @@ export function applyPlan(cell: RolloutCell, plan: PlanWrite, variant: Variant):
   const byAttempt = { ...cell.stages, [x.attempt]: stages };
   if (plan.newStages.length) byAttempt[plan.next.attempt] = plan.newStages;
   return { status: 'ok', cell: { rollout: plan.next, stages: byAttempt } };
+}
+
+// ── gate readings ─────────────────────────────────────────────────────────
+
+/**
+ * `recordGateReadings`: a reading taken in period `origin` counted into its
+ * (attempt, stage, gate) tally by `tallyWith`, as DynamoDB calls it and
+ * PostgreSQL's upsert mirrors it; null when it belongs to an older period and
+ * does not count. tally-late-pass: a store whose count adds a pass to the
+ * streak even when it arrives after a newer reading (taken before a failure
+ * already counted).
+ */
+export function countReading(tally: GateTally | undefined, reading: GateReading, origin: number, variant: Variant): GateTally | null {
+  const next = tallyWith(tally, reading, origin);
+  if (next === null || variant !== 'tally-late-pass' || reading.outcome !== 'pass') return next;
+  const fresh = !tally || tally.origin < origin;
+  return { ...next, passStreak: (fresh ? 0 : passStreakOf(tally)) + 1 };
 }

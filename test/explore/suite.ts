@@ -12,8 +12,8 @@ import type { Variant } from './store.js';
  * and the unit test, so both check the same thing.
  */
 
-export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held' | 'alias';
-export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held', 'alias'];
+export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held' | 'judged' | 'alias';
+export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held', 'judged', 'alias'];
 
 export interface Scope {
   readonly lease: LeaseScope;
@@ -21,6 +21,8 @@ export interface Scope {
   readonly promotion: PromotionScope;
   /** The promotion model's held-view scope: a metrics reading and its decision in one write on a view a promoter held. */
   readonly held: PromotionScope;
+  /** The promotion model's judged-gate scope: provider gate readings counted into tallies, pause and resume. */
+  readonly judged: PromotionScope;
   /** Leaders in turn converging a Lambda alias, each deposed one a zombie. */
   readonly alias: AliasScope;
 }
@@ -43,6 +45,13 @@ export const SCOPES = {
       budget: { ticks: 1, crashes: 0, lost: 0, signals: 1, commands: 0, readings: 2, bakes: 1 },
       maxDepth: 7,
     },
+    judged: {
+      judged: true,
+      promoters: [1, 1],
+      commands: ['pause', 'resume'],
+      budget: { ticks: 1, crashes: 0, lost: 0, signals: 0, commands: 2, readings: 3, bakes: 0 },
+      maxDepth: 9,
+    },
     alias: { leaders: 3, maxDepth: 20 },
   },
   /** More processes, items, faults and depth: minutes, not seconds. */
@@ -61,6 +70,13 @@ export const SCOPES = {
       commands: ['abort', 'retry'],
       budget: { ticks: 2, crashes: 1, lost: 1, signals: 2, commands: 1, readings: 2, bakes: 1 },
       maxDepth: 8,
+    },
+    judged: {
+      judged: true,
+      promoters: [2, 1],
+      commands: ['pause', 'resume', 'abort', 'retry'],
+      budget: { ticks: 1, crashes: 1, lost: 1, signals: 0, commands: 2, readings: 3, bakes: 0 },
+      maxDepth: 9,
     },
     alias: { leaders: 4, maxDepth: 24, aliasAtRest: true },
   },
@@ -131,6 +147,30 @@ export const VARIANT_RUNS: readonly VariantRun[] = [
     what: "a reading's decision on a held view ignores the active stage's newer reading",
   },
   {
+    variant: 'gates-any-period',
+    model: 'judged',
+    breaks: ['promotion-needs-passing-verdict'],
+    what: "the verdict counts a gate's tally of an older period (before a resume) as the current one's",
+  },
+  {
+    variant: 'gates-no-streak',
+    model: 'judged',
+    breaks: ['promotion-needs-passing-verdict'],
+    what: 'the verdict promotes on one pass, ignoring consecutiveSuccesses',
+  },
+  {
+    variant: 'gates-dry-run',
+    model: 'judged',
+    breaks: ['promotion-needs-passing-verdict'],
+    what: 'the verdict takes a gate that is not dryRun for a dry run: it promotes on no reading',
+  },
+  {
+    variant: 'tally-late-pass',
+    model: 'judged',
+    breaks: ['promotion-needs-passing-verdict'],
+    what: 'the store adds a pass that arrives after a newer failure to the streak',
+  },
+  {
     variant: 'actuate-without-revision',
     model: 'alias',
     breaks: ['alias-never-ahead', 'alias-stays-converged'],
@@ -148,6 +188,8 @@ function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Mode
       return { model: promotionModel(scope.promotion, variant) as Model<unknown>, maxDepth: scope.promotion.maxDepth };
     case 'held':
       return { model: promotionModel(scope.held, variant) as Model<unknown>, maxDepth: scope.held.maxDepth };
+    case 'judged':
+      return { model: promotionModel(scope.judged, variant) as Model<unknown>, maxDepth: scope.judged.maxDepth };
     case 'alias':
       return { model: aliasModel(scope.alias, variant) as Model<unknown>, maxDepth: scope.alias.maxDepth };
   }

@@ -1,11 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical-json.js';
-import { canonicalText, explore, type Model } from '../explore/explorer.js';
+import { canonicalText, explore, type Invariant, type Model } from '../explore/explorer.js';
 import { leaseModel } from '../explore/models/lease.js';
 import { ledgerModel } from '../explore/models/ledger.js';
-import { promotionModel } from '../explore/models/promotion.js';
+import { promotionModel, type PromotionState } from '../explore/models/promotion.js';
 import { aliasModel } from '../explore/models/alias.js';
-import { MODELS, SCOPES, VARIANT_RUNS, runCorrect, runVariant } from '../explore/suite.js';
+import { MODELS, SCOPES, VARIANT_RUNS, runCorrect, runVariant, type RunResult, type VariantRun } from '../explore/suite.js';
+
+/** Each variant's run once: the tests below that read a counterexample's trace share the run that caught it. */
+const variantRuns = new Map<VariantRun, RunResult>();
+function variantRun(run: VariantRun): RunResult {
+  let r = variantRuns.get(run);
+  if (r === undefined) variantRuns.set(run, (r = runVariant('default', run)));
+  return r;
+}
+const counterexampleOf = (variant: VariantRun['variant'], invariant: string) =>
+  variantRun(VARIANT_RUNS.find((r) => r.variant === variant)!).violations.find((v) => v.invariant === invariant)!;
 
 /** A number line: +1 or +2 per step, up to 10. */
 const line = (bad: number): Model<{ x: number }> => ({
@@ -56,6 +66,7 @@ describe('the explorer', () => {
       ledgerModel(SCOPES.default.ledger) as Model<unknown>,
       promotionModel(SCOPES.default.promotion) as Model<unknown>,
       promotionModel(SCOPES.default.held) as Model<unknown>,
+      promotionModel(SCOPES.default.judged) as Model<unknown>,
       aliasModel(SCOPES.default.alias) as Model<unknown>,
     ];
     let compared = 0;
@@ -86,7 +97,7 @@ describe.each(MODELS)('the %s model in the default scope', (name) => {
 
 describe('each broken variant is caught', () => {
   it.each(VARIANT_RUNS.map((run) => [`${run.variant} in the ${run.model} model breaks ${run.breaks.join(', ')}`, run] as const))('%s', (_, run) => {
-    const r = runVariant('default', run);
+    const r = variantRun(run);
     const caught = r.violations.filter((v) => run.breaks.includes(v.invariant));
     expect(caught.map((v) => v.invariant).sort()).toEqual([...run.breaks].sort());
     for (const v of caught) expect(v.trace.length).toBeGreaterThan(0);
@@ -96,10 +107,7 @@ describe('each broken variant is caught', () => {
 describe('the held-view write', () => {
   // The checks rollout_apply_with_reading makes beyond rollout_apply's, each shown to be needed: without it a
   // reading's decision on a held view applies where the evaluator, on the store as it is, decides otherwise.
-  const counterexample = (variant: 'held-no-alarm-check' | 'held-no-metrics-check') => {
-    const run = VARIANT_RUNS.find((r) => r.variant === variant)!;
-    return runVariant('default', run).violations.find((v) => v.invariant === 'held-decision-current')!;
-  };
+  const counterexample = (variant: 'held-no-alarm-check' | 'held-no-metrics-check') => counterexampleOf(variant, 'held-decision-current');
 
   it('without the alarm check: a promotion decided before the alarm went to ALARM applies', () => {
     const v = counterexample('held-no-alarm-check');
@@ -115,12 +123,48 @@ describe('the held-view write', () => {
   });
 });
 
+describe('the judged gates', () => {
+  // What promotion-needs-passing-verdict stands on: the promote carries a passing reading of the stage's period
+  // current at the decision, and that period's newest readings are consecutiveSuccesses passes, by when they were taken.
+  it('a verdict that counts a tally of the period before a resume promotes on it', () => {
+    const v = counterexampleOf('gates-any-period', 'promotion-needs-passing-verdict');
+    const resumed = v.trace.findIndex((l) => /^ops's resume .* arrives: applied/.test(l));
+    const passes = v.trace.filter((l) => /^the gate reader reads latency on stage 0 .*: pass; counted/.test(l));
+    expect(passes).toHaveLength(2);
+    expect(v.trace.findIndex((l) => l === passes[1])).toBeLessThan(resumed);
+    expect(v.trace.at(-1)).toMatch(/promote \(stage 0 active→promoted.*arrives: applied/);
+    expect(v.message).toMatch(/in period 1000, not in the stage's current period/);
+  });
+
+  it('a store that adds a late pass to the streak promotes past a failure taken after it', () => {
+    const v = counterexampleOf('tally-late-pass', 'promotion-needs-passing-verdict');
+    expect(v.trace.some((l) => /^the pass reading of latency .* reaches the store late; counted: .* 2 passes in a row$/.test(l))).toBe(true);
+    expect(v.message).toMatch(/newest readings in period 1000 are \[pass at \d+, fail at \d+\], not 2 passes in a row/);
+  });
+
+  it('the correct model promotes on the gate: two passes in a row, after a resume too', () => {
+    // Not vacuous: within the default scope promotes commit, some on readings of a period a resume began.
+    const m = promotionModel(SCOPES.default.judged);
+    const probe = (name: string, passedIn: (origin: number) => boolean): Invariant<PromotionState> => ({
+      name,
+      check: (s) =>
+        s.store.stages[1]![0]!.phase === 'promoted' && s.delivered!.some((d) => d.stage === 0 && d.outcome === 'pass' && passedIn(d.origin)) ? 'reached' : null,
+    });
+    const probes = [probe('first period', (o) => o === 1_000), probe('after a resume', (o) => o > 1_000)];
+    const r = explore({ ...m, invariants: [...m.invariants, ...probes] }, { maxDepth: SCOPES.default.judged.maxDepth, stopWhen: probes.map((p) => p.name) });
+    expect(r.violations.map((v) => v.invariant).sort()).toEqual(['after a resume', 'first period']);
+    const [first, resumed] = ['first period', 'after a resume'].map((n) => r.violations.find((v) => v.invariant === n)!.trace);
+    for (const t of [first!, resumed!]) expect(t.at(-1)).toMatch(/promote \(stage 0 active→promoted.*arrives: applied/);
+    expect(first!.filter((l) => /: pass; counted: .* 2 passes in a row$/.test(l))).toHaveLength(1);
+    expect(resumed!.some((l) => /^ops's resume .* arrives: applied/.test(l))).toBe(true);
+  });
+});
+
 describe('the alias write', () => {
   // UpdateAlias conditioned on the RevisionId read is what stops a deposed leader's write, decided before the
   // takeover, from landing after its successor converged the alias: the fence stopped nothing (it was passed in time).
   it('without the RevisionId: a zombie writes 50 % over the rollback its successor converged', () => {
-    const run = VARIANT_RUNS.find((r) => r.variant === 'actuate-without-revision')!;
-    const v = runVariant('default', run).violations.find((x) => x.invariant === 'alias-never-ahead')!;
+    const v = counterexampleOf('actuate-without-revision', 'alias-never-ahead');
     const zombie = v.trace.findIndex((l) => /^n0@1 converges half .*: write; pending record saved$/.test(l));
     const converged = v.trace.findIndex((l) => /^n1@2 reads back 0 % under epoch 2.*: verified; converged record saved$/.test(l));
     expect(zombie).toBeGreaterThanOrEqual(0);

@@ -1,13 +1,16 @@
 import type { LeaseToken } from '../../../shared/lease/record.js';
 import { evaluate } from '../../../shared/rollout/evaluate.js';
+import { judge, type GateOutcome, type GateReading, type GateTally } from '../../../shared/rollout/gates.js';
+import type { ProviderGate } from '../../../shared/rollout/gate-spec.js';
 import { type AlarmState, type RolloutView, type StageMetrics, type StageStatus } from '../../../shared/rollout/model.js';
-import { parseRolloutSpec } from '../../../shared/rollout/spec.js';
+import { parseRolloutSpec, stageProviders, type RolloutSpec } from '../../../shared/rollout/spec.js';
 import { freshStages, planTransition, TransitionRejectedError, viewAfter, type TransitionPlan } from '../../../shared/rollout/transitions.js';
 import { canonicalJson } from '../../../shared/canonical-json.js';
 import type { Invariant, Model, Step } from '../explorer.js';
 import {
   applyPlan,
   checksAtIssue,
+  countReading,
   emptyLeaseGhost,
   fenceAdmits,
   noLease,
@@ -74,6 +77,30 @@ import {
  * evaluate later. `held-decision-current` then checks what the write exists
  * for: a plan it applies is the one the evaluator makes on the store at that
  * moment, the reading included.
+ *
+ * With `judged` (the judged-gate scope), provider gates instead of the alarm:
+ * three stages, the first two (10 % and 50 %) read by a rollout-wide
+ * `relative` Prometheus gate counted across the rollout (`count: rollout`,
+ * failureLimit 1, inconclusiveLimit 0, consecutiveSuccesses 2); the last, at
+ * 100 %, has no baseline left and no gate. The canary starts active.
+ * The gate reader takes a reading of the active stage of a running rollout
+ * (pass, fail or inconclusive, made by the product's `judge` from canned
+ * series) in the period it read (`lastProgressAt`), each at a later time on
+ * the rollout clock; the store counts it into its (attempt, stage, gate)
+ * tally with `tallyWith` as `recordGateReadings` does, at once or late (one
+ * may be in flight: delivered after newer readings, a promotion, a pause or
+ * a resume). Promoters read the tallies with the view, so `evaluate` decides
+ * on them through `providerVerdict` and `countedTallies`; a failure past the
+ * limit rolls back, an inconclusive reading pauses, the operator pauses and
+ * resumes (a new period). `promotion-needs-passing-verdict` checks every
+ * committed promote against a ghost record of the readings delivered, with
+ * its own rule, not the verdict's: the promote carries, for each non-dryRun
+ * gate of the stage, a passing reading that was delivered before the
+ * decision, of that stage and attempt, taken in the stage's period current at
+ * the decision (as the ghost saw activations and resumes commit), and the
+ * newest of that period; and that period's consecutiveSuccesses newest
+ * readings (by when they were taken) all pass. An operator's promote-full
+ * skips the gates by design and is not judged.
  */
 
 const ROLLOUT = 'rollout';
@@ -97,6 +124,62 @@ const HELD_SPEC = parseRolloutSpec({
   ],
 });
 const BAKE_MS = 1_000;
+
+/** The judged-gate scope's gate: read in the stages below 100 % (a judged gate needs a baseline), its failures counted across them. */
+const GATE = 'latency';
+const JUDGED_GATE = {
+  type: 'prometheus',
+  name: GATE,
+  address: 'http://prometheus:9090',
+  query: 'avg(rate(http_request_duration_seconds_sum{version="{{version}}"}[1m]))',
+  judge: { kind: 'relative', measure: 'ratio', tolerance: 0.2 },
+  consecutiveSuccesses: 2,
+  failureLimit: 1,
+  inconclusiveLimit: 0,
+} as const;
+const JUDGED_SPEC = parseRolloutSpec({
+  target: { service: 'svc', version: 'v2' },
+  stages: [
+    { name: 'canary', percent: 10, bakeSeconds: 0 },
+    { name: 'half', percent: 50, bakeSeconds: 0 },
+    { name: 'all', percent: 100, bakeSeconds: 0 },
+  ],
+  rolloutGates: { count: 'rollout', providers: [JUDGED_GATE] },
+});
+/**
+ * What the invariant asks of each stage's promotion, written out by the model, not derived by the
+ * product's helpers: the non-dryRun gates the stage is read by, and their passes in a row.
+ */
+const REQUIRED: readonly (readonly { readonly gate: string; readonly passes: number }[])[] = [
+  [{ gate: GATE, passes: JUDGED_GATE.consecutiveSuccesses }],
+  [{ gate: GATE, passes: JUDGED_GATE.consecutiveSuccesses }],
+  // At 100 % no baseline is left: the judged gate does not read the last stage.
+  [],
+];
+/** The verdicts the broken variants make, as the evaluator would with these specs. */
+const withGates = (spec: RolloutSpec, f: (g: ProviderGate) => ProviderGate): RolloutSpec => ({
+  ...spec,
+  rolloutGates: spec.rolloutGates && { ...spec.rolloutGates, providers: spec.rolloutGates.providers.map(f) },
+});
+const NO_STREAK_SPEC = withGates(JUDGED_SPEC, ({ consecutiveSuccesses: _c, ...g }) => g);
+const DRY_RUN_SPEC = withGates(JUDGED_SPEC, (g) => ({ ...g, dryRun: true }));
+
+/** The product's judgement of canned cohort series (or a provider error), one reading per outcome, re-stamped for each reading taken. */
+const READINGS: Readonly<Record<GateOutcome, GateReading>> = (() => {
+  const gate = stageProviders(JUDGED_SPEC, 0)[0]!;
+  const where = { attempt: 1, stage: 0, at: 0, source: 'poll' as const };
+  const cohorts = (canary: number[]) => ({ kind: 'cohorts' as const, canary, baseline: [0.1, 0.1, 0.1], answer: '' });
+  const out = {
+    pass: judge(gate, cohorts([0.1, 0.1, 0.1]), where),
+    fail: judge(gate, cohorts([0.2, 0.2, 0.2]), where),
+    inconclusive: judge(gate, { kind: 'error', message: 'connect ECONNREFUSED', answer: '' }, where),
+  };
+  for (const [want, r] of Object.entries(out)) if (r.outcome !== want) throw new Error(`the canned ${want} series judged ${r.outcome}`);
+  return out;
+})();
+const OUTCOMES: readonly GateOutcome[] = ['pass', 'fail', 'inconclusive'];
+/** Readings the store may have been handed and not yet counted. */
+const IN_FLIGHT = 1;
 /** Every reading reports this many requests: a good one has no errors, a bad one nothing else. */
 const REQUESTS = 2;
 
@@ -107,7 +190,7 @@ export interface PromotionBudget extends Budget {
   readonly signals: number;
   /** Operator commands sent. */
   readonly commands: number;
-  /** Metrics readings arriving (held-view scope). */
+  /** Metrics readings arriving (held-view scope); gate readings taken (judged-gate scope). */
   readonly readings: number;
   /** Moves of the rollout clock past a bake (held-view scope). */
   readonly bakes: number;
@@ -121,6 +204,8 @@ export interface PromotionScope {
   readonly maxDepth: number;
   /** The held-view scope: readings, bakes and the one-write path (see the model's comment). */
   readonly held?: boolean;
+  /** The judged-gate scope: provider gate readings, counted into tallies, instead of the alarm (see the model's comment). */
+  readonly judged?: boolean;
 }
 
 /** A stored metrics reading, as far as the evaluator tells readings apart. */
@@ -135,6 +220,9 @@ interface ViewLite {
   readonly stages: readonly StageStatus[];
   readonly metrics: Readonly<Record<number, Reading>>;
   readonly alarm: AlarmState;
+  /** Judged-gate scope: the gate tallies read, and (ghost) how many readings had been delivered then. */
+  readonly gates?: Tallies;
+  readonly seen?: number;
 }
 
 interface Promoter {
@@ -157,13 +245,46 @@ interface Apply {
   /** `n0/1` for a promoter, `ops` for the operator. */
   readonly from: string;
   readonly token: HeldToken;
-  readonly plan: PlanWrite;
+  readonly plan: Sent;
   /** Its sender still awaits the answer. */
   readonly listening: boolean;
   readonly admitted: boolean | null;
   /** Held-view scope: the write also stores a reading, and applies only on the view held. */
   readonly withReading?: HeldWrite;
 }
+
+/** Judged-gate scope, ghost: the period a stage of an attempt is in (set when its activation or a resume commits). */
+interface Period {
+  readonly attempt: number;
+  readonly stage: number;
+  readonly origin: number;
+}
+
+/** Judged-gate scope, ghost: what a promote was decided on. */
+interface Decided {
+  /** The period current when it was decided (null: no stage active, as the ghost saw it). */
+  readonly period: Period | null;
+  /** How many readings had been delivered when the view decided on was read. */
+  readonly seen: number;
+  /** The readings the plan carries (its stage_promoted event's). */
+  readonly readings: readonly GateReading[];
+}
+
+/** A plan as a promoter sends it; judged-gate scope: with what a promote was decided on (ghost). */
+type Sent = PlanWrite & { readonly decided?: Decided };
+
+/** Judged-gate scope, ghost: a reading the store was handed, as it was taken. */
+interface Delivered {
+  readonly gate: string;
+  readonly attempt: number;
+  readonly stage: number;
+  readonly origin: number;
+  readonly at: number;
+  readonly outcome: GateOutcome;
+}
+
+/** Tallies of one attempt, by stage, then gate. */
+type Tallies = Readonly<Record<number, Readonly<Record<string, GateTally>>>>;
 
 interface StageGhost {
   readonly promotions: number;
@@ -190,13 +311,20 @@ export interface PromotionState extends HasLease {
   readonly budget: PromotionBudget;
   /** Ghost: the first held-view write that applied a plan the evaluator would not make on the store as it was. */
   readonly staleDecision: string | null;
+  /** Judged-gate scope: gate tallies by attempt; readings taken, not yet counted, with their period. */
+  readonly tallies?: Readonly<Record<number, Tallies>>;
+  readonly inFlight?: readonly { readonly reading: GateReading; readonly origin: number }[];
+  /** Judged-gate scope, ghost: every reading handed to the store, in order; the current period; the first promote without a passing verdict. */
+  readonly delivered?: readonly Delivered[];
+  readonly period?: Period | null;
+  readonly unjustified?: string | null;
 }
 
 export const PROMOTION_TIMING: LeaseTiming = { name: 'promotion_leader', tickMs: 1_000, ttlMs: 1_000, skewMs: 0 };
 
 const nodeId = (i: number) => `n${i}`;
 const freshStageGhost: StageGhost = { promotions: 0, rolledBack: false, promotedAfterEnd: null, leftPromoted: null };
-const freshAttempt = { ended: false, stages: SPEC.stages.map(() => freshStageGhost) };
+const freshAttempt = (stages: number) => ({ ended: false, stages: Array.from({ length: stages }, () => freshStageGhost) });
 
 function fenceOf(t: HeldToken): LeaseToken {
   return { name: t.name, holder: t.holder, epoch: t.epoch };
@@ -208,20 +336,34 @@ function setAt<T>(xs: readonly T[], i: number, x: T): T[] {
 
 const metricsOf = (r: Reading): StageMetrics => ({ requests: REQUESTS, errors: r.errors, p99LatencyMs: null, observedAt: r.observedAt });
 
-function fullView(v: ViewLite, spec: typeof SPEC): RolloutView {
+function fullView(v: ViewLite, spec: RolloutSpec): RolloutView {
   const metrics = new Map(Object.entries(v.metrics).map(([stage, r]) => [Number(stage), metricsOf(r)]));
-  return { rollout: { ...v.rollout, spec }, stages: v.stages, metrics, alarms: { [ALARM]: v.alarm }, gates: new Map() };
+  const gates = new Map(Object.entries(v.gates ?? {}).map(([stage, g]) => [Number(stage), new Map(Object.entries(g))]));
+  return { rollout: { ...v.rollout, spec }, stages: v.stages, metrics, alarms: { [ALARM]: v.alarm }, gates };
 }
 
-function liteView(v: RolloutView): ViewLite {
+/** Judged-gate scope: `seen`, the ghost count of readings delivered when the tallies were read, is kept with them. */
+function liteView(v: RolloutView, seen?: number): ViewLite {
   const { spec: _spec, ...rollout } = v.rollout;
   const metrics = Object.fromEntries([...v.metrics].map(([stage, m]) => [stage, { errors: m.errors, observedAt: m.observedAt }]));
-  return { rollout, stages: v.stages, metrics, alarm: v.alarms[ALARM] ?? 'INSUFFICIENT_DATA' };
+  const lite = { rollout, stages: v.stages, metrics, alarm: v.alarms[ALARM] ?? 'INSUFFICIENT_DATA' };
+  if (seen === undefined) return lite;
+  return { ...lite, gates: Object.fromEntries([...v.gates].map(([stage, g]) => [stage, Object.fromEntries(g)])), seen };
 }
 
-function read(s: PromotionState): ViewLite {
+/**
+ * The view as a promoter reads it. gates-any-period: tallies read without their period, as if each
+ * were of the stage's current one (a verdict that counts a tally of an older period).
+ */
+function read(s: PromotionState, variant: Variant = 'correct'): ViewLite {
   const attempt = s.store.rollout.attempt;
-  return { rollout: s.store.rollout, stages: s.store.stages[attempt] ?? [], metrics: s.metrics[attempt] ?? {}, alarm: s.alarm };
+  const view = { rollout: s.store.rollout, stages: s.store.stages[attempt] ?? [], metrics: s.metrics[attempt] ?? {}, alarm: s.alarm };
+  if (s.tallies === undefined) return view;
+  const origin = s.store.rollout.lastProgressAt;
+  const gates = s.tallies[attempt] ?? {};
+  const anyPeriod = (g: Tallies[number]) => Object.fromEntries(Object.entries(g).map(([name, t]) => [name, { ...t, origin }]));
+  const read = variant === 'gates-any-period' ? Object.fromEntries(Object.entries(gates).map(([stage, g]) => [stage, anyPeriod(g)])) : gates;
+  return { ...view, gates: read, seen: s.delivered?.length ?? 0 };
 }
 
 /** The active stage of a view, as evaluate finds it. */
@@ -239,19 +381,66 @@ function describePlan(p: PlanWrite): string {
   return `${p.transition}${stages ? ` (${stages})` : ''} on v${p.expect.version}`;
 }
 
-/** A decision of the evaluator on `view` at `now`, planned: the step the engine would send, or null. */
-function decide(spec: typeof SPEC, view: ViewLite, token: HeldToken, actor: string, now: number): PlanWrite | null {
+/**
+ * A decision of the evaluator on `view` at `now`, planned: the step the engine would send, or null.
+ * Judged-gate scope: a promote goes with what it was decided on (ghost): the period current then, the
+ * readings delivered by the time the view was read, and the readings its event carries.
+ */
+function decide(spec: RolloutSpec, view: ViewLite, token: HeldToken, actor: string, now: number, period: Period | null = null): Sent | null {
   const full = fullView(view, spec);
   const decision = evaluate(full, now);
   if (decision === null) return null;
-  return planWrite(planTransition(full, decision, { now, token: fenceOf(token), actor }));
+  const plan = planTransition(full, decision, { now, token: fenceOf(token), actor });
+  const w = planWrite(plan);
+  if (view.seen === undefined || plan.transition !== 'promote') return w;
+  const readings = plan.events.find((e) => e.detailType === 'ai.rollout.stage_promoted')?.detail.readings ?? [];
+  return { ...w, decided: { period, seen: view.seen, readings } };
+}
+
+const outcomesOf = (xs: readonly Delivered[]) => `[${xs.map((x) => `${x.outcome} at ${x.at}`).join(', ')}]`;
+
+/**
+ * promotion-needs-passing-verdict, at a promote's commit: why it was not decided on passing readings of
+ * each of its stage's gates (REQUIRED) in the stage's current period, by the ghost's record of the
+ * readings delivered; null when it was. Its own rule, not providerVerdict's: by when readings were taken.
+ */
+function unjustifiedPromotion(plan: Sent, delivered: readonly Delivered[]): string | null {
+  const change = plan.stageChanges.find((c) => c.set.phase === 'promoted');
+  if (!change) return null;
+  const attempt = plan.expect.attempt;
+  const stage = change.index;
+  const what = `the promote of stage ${stage} of attempt ${attempt}`;
+  const d = plan.decided;
+  if (!d) return `${what} carries no record of what it was decided on`;
+  const p = d.period;
+  if (!p || p.attempt !== attempt || p.stage !== stage)
+    return `${what} was decided while ${p ? `stage ${p.stage} of attempt ${p.attempt}` : 'no stage'} was in its current period`;
+  const known = delivered.slice(0, d.seen);
+  for (const { gate, passes } of REQUIRED[stage] ?? []) {
+    const period = known.filter((x) => x.gate === gate && x.attempt === attempt && x.stage === stage && x.origin === p.origin).sort((a, b) => b.at - a.at);
+    const carried = d.readings.filter((r) => r.gate === gate);
+    if (!carried.length) return `${what} carries no reading of gate ${gate} (delivered in its period ${p.origin}: ${outcomesOf(period)})`;
+    for (const r of carried) {
+      const x = known.find((k) => k.gate === gate && k.at === r.at);
+      if (!x) return `${what} carries a reading of gate ${gate} taken at ${r.at}, not delivered before the decision`;
+      if (x.outcome !== 'pass' || r.outcome !== 'pass') return `${what} carries gate ${gate}'s ${x.outcome} reading taken at ${x.at}`;
+      if (x.attempt !== attempt || x.stage !== stage) return `${what} carries gate ${gate}'s reading of stage ${x.stage} of attempt ${x.attempt}`;
+      if (x.origin !== p.origin)
+        return `${what} carries gate ${gate}'s reading taken at ${x.at} in period ${x.origin}, not in the stage's current period ${p.origin}`;
+      if (x.at !== period[0]!.at) return `${what} carries gate ${gate}'s reading taken at ${x.at}, not its period's newest (taken at ${period[0]!.at})`;
+    }
+    const newest = period.slice(0, passes);
+    if (newest.length < passes || newest.some((x) => x.outcome !== 'pass'))
+      return `${what}: gate ${gate}'s newest readings in period ${p.origin} are ${outcomesOf(newest)}, not ${passes} passes in a row (consecutiveSuccesses)`;
+  }
+  return null;
 }
 
 /** Ghost: what a committed plan did to each stage and attempt. */
 function recordPlan(ghost: PromotionState['ghost'], before: RolloutCell, plan: PlanWrite): PromotionState['ghost'] {
   const out = [...ghost];
   const attempt = plan.expect.attempt;
-  let g = out[attempt - 1] ?? freshAttempt;
+  let g = out[attempt - 1] ?? freshAttempt(ghost[0]!.stages.length);
   const stages = [...g.stages];
   for (const c of plan.stageChanges) {
     const prior = before.stages[attempt]?.[c.index]?.phase;
@@ -273,18 +462,21 @@ function recordPlan(ghost: PromotionState['ghost'], before: RolloutCell, plan: P
   }
   g = { ...g, stages, ended: g.ended || plan.next.state === 'rolled_back' || plan.next.state === 'aborted' };
   out[attempt - 1] = g;
-  if (plan.newStages.length && !out[plan.next.attempt - 1]) out[plan.next.attempt - 1] = freshAttempt;
+  if (plan.newStages.length && !out[plan.next.attempt - 1]) out[plan.next.attempt - 1] = freshAttempt(plan.newStages.length);
   return out;
 }
 
 export function promotionModel(scope: PromotionScope, variant: Variant = 'correct', timing: LeaseTiming = PROMOTION_TIMING): Model<PromotionState> {
   const held = scope.held === true;
-  const spec = held ? HELD_SPEC : SPEC;
+  const judged = scope.judged === true;
+  const spec = held ? HELD_SPEC : judged ? JUDGED_SPEC : SPEC;
+  // The spec the evaluator decides with: a broken verdict of the judged-gate scope reads the gate otherwise.
+  const verdictSpec = variant === 'gates-no-streak' ? NO_STREAK_SPEC : variant === 'gates-dry-run' ? DRY_RUN_SPEC : spec;
   const rollout: RolloutRow = {
     id: ROLLOUT,
     state: 'running',
     attempt: 1,
-    version: held ? 1 : 0,
+    version: held || judged ? 1 : 0,
     createdAt: NOW,
     updatedAt: NOW,
     lastProgressAt: NOW,
@@ -293,8 +485,9 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     stateReason: null,
   };
   // Held-view scope: the canary active with a good reading, baking; n0's promoter left it so and holds that view.
+  // Judged-gate scope: the canary active, its gate not read yet.
   const fresh = freshStages({ rollout: { ...rollout, spec } });
-  const stages = held ? fresh.map((x) => (x.index === 0 ? { ...x, phase: 'active' as const, activatedAt: NOW } : x)) : fresh;
+  const stages = held || judged ? fresh.map((x) => (x.index === 0 ? { ...x, phase: 'active' as const, activatedAt: NOW } : x)) : fresh;
   const canary: Record<number, Reading> = held ? { 0: { errors: 0, observedAt: NOW } } : {};
   const heldView: ViewLite = { rollout, stages, metrics: canary, alarm: 'OK' };
   const initial: PromotionState = {
@@ -311,13 +504,42 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       Array.from({ length: n }, (_, i) => ({ node, view: null, held: held && node === 0 && i === 0 ? heldView : null })),
     ),
     net: [],
-    ghost: [freshAttempt],
+    ghost: [freshAttempt(spec.stages.length)],
     budget: scope.budget,
     staleDecision: null,
+    ...(judged ? { tallies: { 1: {} }, inFlight: [], delivered: [], period: { attempt: 1, stage: 0, origin: NOW }, unjustified: null } : {}),
   };
-  /** Promoter `pi`'s decision on `view` at the rollout clock. */
+  /** Promoter `pi`'s decision on `view` at the rollout clock (with the period current in `s`, for the ghost). */
   const decideAt = (s: PromotionState, view: ViewLite, token: HeldToken, pi: number) =>
-    decide(spec, view, token, `promoter:${nodeId(s.promoters[pi]!.node)}`, s.clock);
+    decide(verdictSpec, view, token, `promoter:${nodeId(s.promoters[pi]!.node)}`, s.clock, s.period ?? null);
+  /** Judged-gate scope: the store handed a reading taken in period `origin`, counted as recordGateReadings counts it. */
+  const deliver = (s: PromotionState, reading: GateReading, origin: number): { state: PromotionState; counted: GateTally | null } => {
+    const { gate, attempt, stage, at, outcome } = reading;
+    const byStage = s.tallies?.[attempt] ?? {};
+    const counted = countReading(byStage[stage]?.[gate], reading, origin, variant);
+    const delivered = [...(s.delivered ?? []), { gate, attempt, stage, origin, at, outcome }];
+    if (counted === null) return { state: { ...s, delivered }, counted };
+    const tallies = { ...s.tallies, [attempt]: { ...byStage, [stage]: { ...byStage[stage], [gate]: counted } } };
+    return { state: { ...s, delivered, tallies }, counted };
+  };
+  const describeCount = (t: GateTally | null) =>
+    t === null
+      ? 'not counted (an older period than its tally)'
+      : `counted: period ${t.origin}, ${t.readings} read, ${t.failures} failed, ${t.inconclusive} inconclusive, ${t.passStreak} passes in a row`;
+  /** Judged-gate scope, ghost: the period after a committed plan, and the first promote without a passing verdict. */
+  const judgedGhost = (s: PromotionState, plan: Sent): Pick<PromotionState, 'period' | 'unjustified'> => {
+    const activated = plan.stageChanges.find((c) => c.set.phase === 'active');
+    const prior = s.period ?? null;
+    const period = activated
+      ? { attempt: plan.next.attempt, stage: activated.index, origin: plan.next.lastProgressAt }
+      : plan.newStages.length
+        ? null
+        : plan.transition === 'resume' && prior
+          ? { ...prior, origin: plan.next.lastProgressAt }
+          : prior;
+    const why = plan.transition === 'promote' ? unjustifiedPromotion(plan, s.delivered ?? []) : null;
+    return { period, unjustified: s.unjustified ?? why };
+  };
   /** The store with a reading recorded as recordMetrics does (the current attempt; only over an older one). */
   const withReading = (s: PromotionState, stage: number, r: Reading): { state: PromotionState; stored: boolean } => {
     const attempt = s.store.rollout.attempt;
@@ -360,7 +582,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     s.promoters.forEach((p, pi) => {
       const token = s.nodes[p.node]!.token;
       if (p.view !== null || token === null) return;
-      const view = read(s);
+      const view = read(s, variant);
       const plan = decideAt(s, view, token, pi);
       if (plan === null) {
         // Held-view scope: an evaluation that decides nothing still leaves the promoter holding what it read.
@@ -384,9 +606,11 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         if (c.token === null) return;
         const view = fullView(read(s), spec);
         for (const kind of scope.commands) {
+          // Judged-gate scope: a command that starts a period is made a moment later on the rollout clock, so the period is a new one.
+          const now = judged && (kind === 'resume' || kind === 'retry') ? s.clock + 1 : s.clock;
           let plan: TransitionPlan;
           try {
-            plan = planTransition(view, { kind }, { now: s.clock, token: fenceOf(c.token), actor: 'ops' });
+            plan = planTransition(view, { kind }, { now, token: fenceOf(c.token), actor: 'ops' });
           } catch (err) {
             if (err instanceof TransitionRejectedError) continue;
             throw err;
@@ -394,7 +618,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
           const w = planWrite(plan);
           out.push({
             label: `ops sends ${describePlan(w)} through ${nodeId(ni)} (epoch ${c.token.epoch}), having read ${describeStages(s.store)}`,
-            next: spend(send(s, { from: 'ops', token: c.token, plan: w, listening: true }), 'commands'),
+            next: spend(send({ ...s, clock: now }, { from: 'ops', token: c.token, plan: w, listening: true }), 'commands'),
           });
         }
       });
@@ -466,6 +690,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         store: r.cell,
         ghost: recordPlan(before.ghost, before.store, m.plan),
         leaseGhost: recordFencedWrite(before.leaseGhost, before.lease, m.token),
+        ...(judged ? judgedGhost(before, m.plan) : {}),
       };
       const what = `${head}: applied → ${describeStages(r.cell)}`;
       const p = pi >= 0 ? s.promoters[pi]! : null;
@@ -475,8 +700,8 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       }
       // RolloutEngine.evaluateView: go on from the view after the plan, without reading again.
       const plan: TransitionPlan = { rolloutId: ROLLOUT, events: [], ...m.plan, next: { ...m.plan.next, spec } };
-      const view = liteView(viewAfter(fullView(p.view, spec), plan));
-      const again = decideAt(s, view, m.token, pi);
+      const view = liteView(viewAfter(fullView(p.view, spec), plan), p.view.seen);
+      const again = decideAt(applied, view, m.token, pi);
       if (again === null) out.push({ label: what, next: idle(applied, view) });
       else {
         out.push({
@@ -522,6 +747,34 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         }
       });
     }
+    if (judged) {
+      // The gate reader: a reading of the active stage of a running rollout, in the period it read.
+      const { attempt, lastProgressAt: origin } = s.store.rollout;
+      const active = activeOf(read(s));
+      const inFlight = s.inFlight ?? [];
+      if (s.budget.readings > 0 && active !== undefined) {
+        for (const gate of stageProviders(spec, active)) {
+          for (const outcome of OUTCOMES) {
+            const at = s.clock + 1;
+            const reading: GateReading = { ...READINGS[outcome], gate: gate.name, attempt, stage: active, at };
+            const taken = spend({ ...s, clock: at }, 'readings');
+            const what = `the gate reader reads ${gate.name} on stage ${active} (period ${origin}) at ${at}: ${outcome}`;
+            const { state, counted } = deliver(taken, reading, origin);
+            out.push({ label: `${what}; ${describeCount(counted)}`, next: state });
+            if (inFlight.length < IN_FLIGHT)
+              out.push({ label: `${what}; held up on its way to the store`, next: { ...taken, inFlight: [...inFlight, { reading, origin }] } });
+          }
+        }
+      }
+      inFlight.forEach((f, k) => {
+        const { state, counted } = deliver({ ...s, inFlight: inFlight.filter((_, j) => j !== k) }, f.reading, f.origin);
+        const r = f.reading;
+        out.push({
+          label: `the ${r.outcome} reading of ${r.gate} on stage ${r.stage} (attempt ${r.attempt}, period ${f.origin}) taken at ${r.at} reaches the store late; ${describeCount(counted)}`,
+          next: state,
+        });
+      });
+    }
     if (held && s.budget.bakes > 0) {
       out.push({ label: `the rollout clock passes a bake: ${s.clock + BAKE_MS}`, next: spend({ ...s, clock: s.clock + BAKE_MS }, 'bakes') });
     }
@@ -535,11 +788,11 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
   };
 
   return {
-    name: held ? 'held' : 'promotion',
+    name: held ? 'held' : judged ? 'judged' : 'promotion',
     initial,
     steps,
-    invariants: [...leaseInvariants, ...promotionInvariants, ...(held ? [heldDecisionCurrent] : [])],
-    project: (s) => project(s, held),
+    invariants: [...leaseInvariants, ...promotionInvariants, ...(held ? [heldDecisionCurrent] : []), ...(judged ? [promotionNeedsPassingVerdict] : [])],
+    project: (s) => project(s, held, judged),
   };
 }
 
@@ -549,7 +802,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
  * phases (and, with bakes, when each stage became active), not who promoted
  * when; fenced writes that were fine.
  */
-function project(s: PromotionState, held: boolean): unknown {
+function project(s: PromotionState, held: boolean, judged: boolean): unknown {
   const versions = [
     ...new Set([
       s.store.rollout.version,
@@ -558,11 +811,12 @@ function project(s: PromotionState, held: boolean): unknown {
     ]),
   ].sort((a, b) => a - b);
   const rank = (v: number) => versions.indexOf(v);
-  const row = (r: RolloutRow) => ({ state: r.state, attempt: r.attempt, version: rank(r.version) });
+  // Judged-gate scope: lastProgressAt is the period gate readings are counted in.
+  const row = (r: RolloutRow) => ({ state: r.state, attempt: r.attempt, version: rank(r.version), ...(judged ? { period: r.lastProgressAt } : {}) });
   // With bakes, when a stage became active decides when it has baked and which readings are its own.
   const phases = (stages: readonly StageStatus[]) => stages.map((x) => (held ? [x.phase, x.activatedAt] : x.phase));
   // Readings stay whole: which is newer, and equal observedAt, are what the held-view write compares.
-  const lite = (v: ViewLite) => ({ rollout: row(v.rollout), stages: phases(v.stages), alarm: v.alarm, metrics: v.metrics });
+  const lite = (v: ViewLite) => ({ rollout: row(v.rollout), stages: phases(v.stages), alarm: v.alarm, metrics: v.metrics, gates: v.gates, seen: v.seen });
   return {
     ...s,
     leaseGhost: { ...s.leaseGhost, writes: s.leaseGhost.writes.filter((w) => w.under !== w.atCommit) },
@@ -574,9 +828,10 @@ function project(s: PromotionState, held: boolean): unknown {
       plan: {
         transition: m.plan.transition,
         expect: { ...m.plan.expect, version: rank(m.plan.expect.version) },
-        next: { state: m.plan.next.state, attempt: m.plan.next.attempt },
+        next: { state: m.plan.next.state, attempt: m.plan.next.attempt, ...(judged ? { period: m.plan.next.lastProgressAt } : {}) },
         stageChanges: m.plan.stageChanges.map((c) => ({ index: c.index, expect: c.expect, phase: c.set.phase })),
         newStages: m.plan.newStages.length,
+        decided: m.plan.decided,
       },
       ...(m.withReading ? { withReading: { ...m.withReading, held: lite(m.withReading.held) } } : {}),
     })),
@@ -606,6 +861,11 @@ export const promotionMonotonic: Invariant<PromotionState> = {
 };
 
 export const promotionInvariants = [stagePromotedAtMostOnce, noPromotionAfterRollback, promotionMonotonic] as const;
+
+export const promotionNeedsPassingVerdict: Invariant<PromotionState> = {
+  name: 'promotion-needs-passing-verdict',
+  check: (s) => s.unjustified ?? null,
+};
 
 export const heldDecisionCurrent: Invariant<PromotionState> = {
   name: 'held-decision-current',
