@@ -8,9 +8,9 @@
  */
 import type { CloudWatchClient, GetMetricDataCommandInput, GetMetricDataCommandOutput } from '@aws-sdk/client-cloudwatch';
 import { describe, expect, it } from 'vitest';
+import { GATE_AT, gateErrors, oneGateSpec } from '../support/one-gate-spec.js';
 import { CloudWatchMetricProvider, cloudWatchClients, cohortMetric } from '../../shared/adapters/cloudwatch/providers.js';
 import { gatesJson } from '../../shared/api/rollout-json.js';
-import { ConfigError } from '../../shared/errors.js';
 import { providerGateSchema, queryOf, type CloudwatchMetricGate, type MetricStat } from '../../shared/rollout/gate-spec.js';
 import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { judge } from '../../shared/rollout/gates.js';
@@ -28,24 +28,9 @@ const invocations = { namespace: 'AWS/Lambda', metricName: 'Invocations', stat: 
 const latency = { type: 'cloudwatchMetric', name: 'latency', metric: duration, judge: { kind: 'mann-whitney' } };
 const counted = { type: 'cloudwatchMetric', name: 'errors', metric: errorsMetric, requestsMetric: invocations, judge: { kind: 'sequential-rate' } };
 
-const specOf = (gate: unknown, percent = 10) =>
-  parseRolloutSpec({
-    target,
-    stages: [
-      { name: 'canary', percent, bakeSeconds: 0, gates: { providers: [gate] } },
-      { name: 'all', percent: 100, bakeSeconds: 0 },
-    ],
-  });
-function errorsOf(gate: unknown): string[] {
-  try {
-    specOf(gate);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.issues as string[];
-    throw err;
-  }
-  return [];
-}
-const at = 'stages.0.gates.providers.0';
+const specOf = (gate: unknown, percent = 10) => oneGateSpec(target, gate, percent);
+const errorsOf = (gate: unknown) => gateErrors(target, gate);
+const at = GATE_AT;
 const gateOf = (g: Record<string, unknown>) => providerGateSchema.parse({ timeoutSeconds: 5, ...g }) as CloudwatchMetricGate;
 
 describe('a judged cloudwatchMetric gate in the spec', () => {

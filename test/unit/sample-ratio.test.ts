@@ -9,10 +9,10 @@
 import { readFileSync } from 'node:fs';
 import type { CloudWatchClient, GetMetricDataCommandInput, GetMetricDataCommandOutput } from '@aws-sdk/client-cloudwatch';
 import { describe, expect, it } from 'vitest';
+import { GATE_AT, gateErrors, oneGateSpec } from '../support/one-gate-spec.js';
 import { CloudWatchMetricProvider, cloudWatchClients } from '../../shared/adapters/cloudwatch/providers.js';
 import { gatesJson } from '../../shared/api/rollout-json.js';
 import { rolloutSamples } from '../../shared/api/metrics.js';
-import { ConfigError } from '../../shared/errors.js';
 import { judgeCase } from '../../shared/judge/cases.js';
 import { gateJudgeSchema, judgeCounts, NOT_ENOUGH_DATA } from '../../shared/judge/gate.js';
 import { judgeSplit, rejudgeSampleRatio, sampleRatioJudgeSchema } from '../../shared/judge/sample-ratio.js';
@@ -21,7 +21,6 @@ import { onFailOf, providerGateSchema, queryOf } from '../../shared/rollout/gate
 import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { judge, providerVerdict, tallyWith, type GateTally } from '../../shared/rollout/gates.js';
 import type { RolloutView } from '../../shared/rollout/model.js';
-import { parseRolloutSpec } from '../../shared/rollout/spec.js';
 import { freshStages } from '../../shared/rollout/transitions.js';
 
 interface SrmFixture {
@@ -42,25 +41,10 @@ const promGate = { type: 'prometheus', name: 'split', address: 'http://prometheu
 const byVersion = { FunctionName: 'api', Resource: 'api:live', ExecutedVersion: '{{version}}' };
 const invocations = { namespace: 'AWS/Lambda', metricName: 'Invocations', stat: 'Sum', dimensions: byVersion };
 const cwGate = { type: 'cloudwatchMetric', name: 'split', metric: invocations, judge: { kind: 'sample-ratio' } };
-const at = 'stages.0.gates.providers.0';
+const at = GATE_AT;
 
-const specOf = (gate: unknown) =>
-  parseRolloutSpec({
-    target,
-    stages: [
-      { name: 'canary', percent: 10, bakeSeconds: 0, gates: { providers: [gate] } },
-      { name: 'all', percent: 100, bakeSeconds: 0 },
-    ],
-  });
-function errorsOf(gate: unknown): string[] {
-  try {
-    specOf(gate);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.issues as string[];
-    throw err;
-  }
-  return [];
-}
+const specOf = (gate: unknown, percent = 10) => oneGateSpec(target, gate, percent);
+const errorsOf = (gate: unknown) => gateErrors(target, gate);
 const gateOf = (g: Record<string, unknown>) => providerGateSchema.parse(g);
 const srm = sampleRatioJudgeSchema.parse({ kind: 'sample-ratio', minSamples: 1 });
 const steps = (...xs: (number | null)[]) => ({ requests: xs, errors: [] });
