@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { effectSizeDefaults, judgeMannWhitney, MANN_WHITNEY_DEFAULTS } from './mann-whitney.js';
 import { judgeSequentialRate, type Look } from './sequential-rate.js';
 import { sampleRatioMismatch, SRM_ALPHA } from './srm.js';
-import { NOT_ENOUGH_DATA } from './outcome.js';
+import { NOT_ENOUGH_DATA, type SeriesJudgement, type StepCounts } from './outcome.js';
 import { judgeSampleRatio, sampleRatioJudgeSchema } from './sample-ratio.js';
 
 export { NOT_ENOUGH_DATA };
@@ -82,15 +82,7 @@ export type CountsJudge = Extract<GateJudge, { kind: (typeof COUNTS_JUDGE_KINDS)
 export type SeriesJudge = Exclude<GateJudge, CountsJudge>;
 export const isCountsJudge = (j: GateJudge): j is CountsJudge => (COUNTS_JUDGE_KINDS as readonly string[]).includes(j.kind);
 
-export interface SeriesJudgement {
-  readonly outcome: 'pass' | 'fail' | 'inconclusive';
-  /** The figure compared: the shift estimate (mann-whitney), or the ratio or difference (relative); null when none. */
-  readonly value: number | null;
-  /** Why it failed or was inconclusive; null on a pass. */
-  readonly reason: string | null;
-  /** The figures behind it, for people: each cohort's size and middle, and the judge's own numbers. */
-  readonly detail: Readonly<Record<string, unknown>>;
-}
+export type { SeriesJudgement, StepCounts } from './outcome.js';
 
 const present = (xs: readonly (number | null)[]) => xs.filter((v): v is number => v !== null && Number.isFinite(v));
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -163,12 +155,6 @@ export function readingInterval(answer: string | null | undefined): readonly [nu
   } catch {
     return null; // a clipped or foreign answer: no interval to show
   }
-}
-
-/** One cohort's requests and errors in each step of the period, oldest first (null: no point for that step). */
-export interface StepCounts {
-  readonly requests: readonly (number | null)[];
-  readonly errors: readonly (number | null)[];
 }
 
 /**

@@ -6,8 +6,7 @@
  * they are counted), so the gate holds the stage by default (its `onFail`, `onFailOf` in gate-spec.ts).
  */
 import { z } from 'zod';
-import type { SeriesJudgement, StepCounts } from './gate.js';
-import { NOT_ENOUGH_DATA } from './outcome.js';
+import { NOT_ENOUGH_DATA, type SeriesJudgement, type StepCounts } from './outcome.js';
 import { sampleRatioMismatch, SRM_ALPHA } from './srm.js';
 
 /** The chi-square's approximation wants this many expected in each cohort before its p-value means anything. */

@@ -3,9 +3,8 @@
  * tick reads… each a named assumption with why, and what the code fixes
  * instead (the idle reads, the services behind the NAT gateway).
  */
-import type { ProviderGate } from '../../shared/rollout/gate-spec.js';
+import { providerGateSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
 import type { FunctionName } from '../../shared/topology.js';
-import { parseGate } from './gates.js';
 
 export interface Assumptions {
   /** Busy column: rollout signals a month put on the rollout bus (`--events`). */
@@ -136,7 +135,7 @@ export const DEFAULT_ASSUMPTIONS: Assumptions = {
   appLogBytesBusy: 800,
   rolloutsRunning: 1,
   gates: [
-    parseGate({
+    providerGateSchema.parse({
       type: 'cloudwatchMetric',
       name: 'errors',
       metric: { namespace: 'AWS/Lambda', metricName: 'Errors', stat: 'Sum', dimensions: { FunctionName: 'checkout', Resource: 'checkout:live' } },
