@@ -185,6 +185,19 @@ export const VARIANTS: Record<string, Variant> = {
       },
     ],
   },
+  'promote-on-failing-judgement': {
+    name: 'promote-on-failing-judgement',
+    description:
+      "the evaluator leaves a stage's judged gates out of its verdict: they are still read, judged and stored, and a canary they fail (or have not judged yet) is promoted",
+    breaks: 'promotion-judged-pass',
+    edits: [
+      {
+        file: 'shared/rollout/evaluate.ts',
+        find: 'const providers = providerVerdict(stageProviders(rollout.spec, active.index), view.gates,',
+        replace: "const providers = providerVerdict(stageProviders(rollout.spec, active.index).filter((g) => !('judge' in g && g.judge)), view.gates,",
+      },
+    ],
+  },
 };
 
 export function variantNamed(name: string): Variant {
