@@ -188,13 +188,14 @@ export const VARIANTS: Record<string, Variant> = {
   'promote-on-failing-judgement': {
     name: 'promote-on-failing-judgement',
     description:
-      "the evaluator leaves a stage's judged gates out of its verdict: they are still read, judged and stored, and a canary they fail (or have not judged yet) is promoted",
+      'the evaluator leaves a judged gate whose newest reading failed out of its verdict: the reading is stored as a failure, and instead of rolling back the stage promotes on its other gates',
     breaks: 'promotion-judged-pass',
     edits: [
       {
         file: 'shared/rollout/evaluate.ts',
         find: 'const providers = providerVerdict(stageProviders(rollout.spec, active.index), view.gates,',
-        replace: "const providers = providerVerdict(stageProviders(rollout.spec, active.index).filter((g) => !('judge' in g && g.judge)), view.gates,",
+        replace:
+          "const providers = providerVerdict(stageProviders(rollout.spec, active.index).filter((g) => !('judge' in g && g.judge && currentTally(view.gates, active.index, g.name, rollout.lastProgressAt)?.last.outcome === 'fail')), view.gates,",
       },
     ],
   },
