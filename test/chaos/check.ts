@@ -14,6 +14,7 @@ import type {
   TargetStamp,
   Violation,
 } from './history.js';
+import { checkJudged } from './judged-check.js';
 import { stalledSpans, worstStall } from './stalls.js';
 import { MAX_ATTEMPTS } from '../../shared/ledger/model.js';
 
@@ -35,6 +36,10 @@ import { MAX_ATTEMPTS } from '../../shared/ledger/model.js';
  *   one-result-per-item          at most one result per item; Done and Failed are final
  *   idempotency-once             a write sent under one Idempotency-Key took effect once
  *   acknowledged-write-kept      what the system acknowledged is in the store
+ *   judged-reading-agrees        a judged gate's kept reading has the outcome its kept series give,
+ *   promotion-judged-pass        and a stage the system promoted had each acting judged gate's tally
+ *                                pass in its period, judged again by the checker's own judges: see
+ *                                judged-check.ts for what the rule can know
  *   actuation-never-ahead        a target's observed share never exceeds the percent of the most
  *                                advanced stage committed so far in the attempt of the rollout whose
  *                                stamp it carries (final counts as 100 and needs a committed
@@ -424,6 +429,7 @@ export function check(h: ChaosHistory): Violation[] {
   }
 
   if (h.targets) checkActuation(h, h.targets, v);
+  checkJudged(h, v);
 
   // ── liveness ────────────────────────────────────────────────────────────
   const healed = h.phases.healedAt;

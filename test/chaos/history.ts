@@ -209,6 +209,32 @@ export interface RolloutRow {
   readonly actuators?: readonly string[];
   /** The spec's stage percents, by index. */
   readonly stagePercents?: readonly number[];
+  /** Each stage's provider gates as the spec holds them (`stages[i].gates.providers`), where the spec has any. */
+  readonly stageGates?: readonly (readonly Record<string, unknown>[])[];
+  /** The spec's rollout-wide gates (`rolloutGates`: `fromStage` and `providers`), where it has them. */
+  readonly rolloutGates?: Record<string, unknown>;
+}
+
+/**
+ * One provider gate reading the store kept (gate_readings), with when the
+ * store took it: `seq` and `at` come from the harness's trigger on the
+ * insert (the same log, clock and order as the stage and rollout changes),
+ * not from the reading, whose own time (`readAt`) is the reader's clock.
+ */
+export interface GateReadingRow {
+  readonly seq: number;
+  readonly at: number;
+  readonly rolloutId: string;
+  readonly attempt: number;
+  readonly stage: number;
+  readonly gate: string;
+  /** The reading's own time (the reading node's clock), schedule clock: what a tally orders readings by. */
+  readonly readAt: number;
+  readonly outcome: 'pass' | 'fail' | 'inconclusive';
+  readonly value: number | null;
+  readonly reason: string | null;
+  /** What a judged reading was judged on (gate_readings.series), or null. */
+  readonly series: Record<string, unknown> | null;
 }
 
 export interface ItemRow {
@@ -258,6 +284,8 @@ export interface StoreDump {
   readonly items: readonly ItemRow[];
   readonly idempotency: readonly IdempotencyRow[];
   readonly events: readonly EventRow[];
+  /** The schedule's rollouts' gate readings (absent in histories saved before they were dumped). */
+  readonly gateReadings?: readonly GateReadingRow[];
 }
 
 // ── targets, as the harness saw them ──────────────────────────────────────

@@ -185,6 +185,20 @@ export const VARIANTS: Record<string, Variant> = {
       },
     ],
   },
+  'promote-on-failing-judgement': {
+    name: 'promote-on-failing-judgement',
+    description:
+      'the evaluator leaves a judged gate whose newest reading failed out of its verdict: the reading is stored as a failure, and instead of rolling back the stage promotes on its other gates',
+    breaks: 'promotion-judged-pass',
+    edits: [
+      {
+        file: 'shared/rollout/evaluate.ts',
+        find: 'const providers = providerVerdict(stageProviders(rollout.spec, active.index), view.gates,',
+        replace:
+          "const providers = providerVerdict(stageProviders(rollout.spec, active.index).filter((g) => !('judge' in g && g.judge && currentTally(view.gates, active.index, g.name, rollout.lastProgressAt)?.last.outcome === 'fail')), view.gates,",
+      },
+    ],
+  },
 };
 
 export function variantNamed(name: string): Variant {

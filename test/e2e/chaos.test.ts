@@ -61,6 +61,9 @@ describe('chaos smoke (local cluster)', () => {
       expect(h.store.stageTransitions.some((t) => t.to === 'promoted')).toBe(true);
       // Targets moved: some carried a rollout's stamp and a share on the new version.
       expect(h.targets?.samples.some((x) => x.stamp !== null && x.percent > 0)).toBe(true);
+      // Judged gates were read and kept their series, so the checker judged them again.
+      expect(h.store.gateReadings?.some((x) => x.series !== null && x.outcome === 'pass')).toBe(true);
+      expect(h.store.gateReadings?.some((x) => x.series !== null && x.outcome === 'fail')).toBe(true);
       const violations = check(h);
       // Kept for a look afterwards (and for the timeline page), as `npm run chaos` keeps its histories.
       const out = resolve('test-results/chaos');

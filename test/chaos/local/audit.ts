@@ -14,6 +14,7 @@ import type {
   StagePhase,
   StageTransition,
   StoreDump,
+  GateReadingRow,
 } from '../history.js';
 
 /**
@@ -90,6 +91,22 @@ DROP TRIGGER IF EXISTS chaos_audit_events ON rollout_events;
 CREATE TRIGGER chaos_audit_events AFTER INSERT ON rollout_events
   FOR EACH ROW EXECUTE FUNCTION chaos_audit_row();
 
+-- A gate reading's place in the log: its key only (its series stay in gate_readings), so the checker
+-- knows which readings the store held before a promotion committed, in the store's own order.
+CREATE OR REPLACE FUNCTION chaos_audit_reading() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  INSERT INTO chaos_audit (tbl, op, old, new, lease)
+  VALUES (TG_TABLE_NAME, TG_OP, NULL,
+          jsonb_build_object('rollout_id', NEW.rollout_id, 'attempt', NEW.attempt, 'stage_index', NEW.stage_index, 'gate', NEW.gate,
+                             'at_ms', floor(extract(epoch FROM NEW.at) * 1000)::bigint),
+          NULL);
+  RETURN NULL;
+END
+$f$;
+DROP TRIGGER IF EXISTS chaos_audit_gate_readings ON gate_readings;
+CREATE TRIGGER chaos_audit_gate_readings AFTER INSERT ON gate_readings
+  FOR EACH ROW EXECUTE FUNCTION chaos_audit_reading();
+
 DROP TRIGGER IF EXISTS chaos_audit_items ON work_items;
 CREATE TRIGGER chaos_audit_items AFTER UPDATE ON work_items
   FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.worker IS DISTINCT FROM NEW.worker OR OLD.started IS DISTINCT FROM NEW.started OR OLD.result_hash IS DISTINCT FROM NEW.result_hash)
@@ -152,6 +169,9 @@ export async function dumpStore(
     const stageTransitions: StageTransition[] = [];
     const rolloutTransitions: RolloutTransition[] = [];
     const itemTransitions: ItemTransition[] = [];
+    /** Each kept reading's insert: its key → the log's seq and time. */
+    const readingLog = new Map<string, { seq: number; at: number }>();
+    const readingKey = (r: Json, atMs: number) => `${String(r.rollout_id)}/${num(r.attempt)}/${num(r.stage_index)}/${String(r.gate)}/${atMs}`;
     for (const a of audit) {
       const seq = Number(a.seq);
       const at = rel(a.at);
@@ -167,6 +187,10 @@ export async function dumpStore(
           epoch: num(row.epoch),
           expiresAt: a.op === 'DELETE' ? null : rel(row.expires_at),
         });
+        continue;
+      }
+      if (a.tbl === 'gate_readings') {
+        if (mine(row.rollout_id, o.rollouts)) readingLog.set(readingKey(row, num(row.at_ms)), { seq, at });
         continue;
       }
       if (a.tbl === 'rollout_stages') {
@@ -279,8 +303,12 @@ export async function dumpStore(
       labels: Record<string, string> | null;
       actuators: string[] | null;
       percents: number[] | null;
+      providers: (Record<string, unknown>[] | null)[] | null;
+      rollout_gates: Record<string, unknown> | null;
     }>(
       `SELECT id, state, attempt, state_reason, spec #> '{target,labels}' AS labels, spec -> 'actuators' AS actuators,
+              (SELECT jsonb_agg(s #> '{gates,providers}' ORDER BY i) FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS providers,
+              spec -> 'rolloutGates' AS rollout_gates,
               (SELECT jsonb_agg((s ->> 'percent')::numeric ORDER BY i) FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS percents
          FROM rollouts WHERE id = ANY($1::text[])`,
       [o.rollouts],
@@ -306,6 +334,8 @@ export async function dumpStore(
       labels: r.labels ?? {},
       ...(r.actuators?.length ? { actuators: r.actuators } : {}),
       ...(r.percents ? { stagePercents: r.percents.map(Number) } : {}),
+      ...(r.providers?.some((p) => p?.length) ? { stageGates: r.providers.map((p) => p ?? []) } : {}),
+      ...(r.rollout_gates ? { rolloutGates: r.rollout_gates } : {}),
       stages: stageRows
         .filter((s) => s.rollout_id === r.id)
         .map((s) => ({
@@ -360,6 +390,44 @@ export async function dumpStore(
       at: rel(e.time),
       publishedAt: e.published_at === null ? null : rel(e.published_at),
     }));
-    return { leaseChanges, writes, stageTransitions, rolloutTransitions, itemTransitions, rollouts, runs, items, idempotency, events };
+    const { rows: readingRows } = await c.query<{
+      rollout_id: string;
+      attempt: number;
+      stage_index: number;
+      gate: string;
+      at: Date;
+      at_ms: string;
+      outcome: GateReadingRow['outcome'];
+      value: number | null;
+      reason: string | null;
+      series: Record<string, unknown> | null;
+    }>(
+      // The key as the trigger wrote it (the same expression), so no rounding of microseconds can tell them apart.
+      `SELECT rollout_id, attempt, stage_index, gate, at, floor(extract(epoch FROM at) * 1000)::bigint AS at_ms, outcome, value, reason, series
+         FROM gate_readings WHERE rollout_id = ANY($1::text[])`,
+      [o.rollouts],
+    );
+    const gateReadings: GateReadingRow[] = readingRows
+      .flatMap((r) => {
+        const logged = readingLog.get(readingKey(r, num(r.at_ms)));
+        // A reading the log did not see (before the schedule's mark) has no place in its order.
+        if (!logged) return [];
+        return [
+          {
+            ...logged,
+            rolloutId: r.rollout_id,
+            attempt: Number(r.attempt),
+            stage: Number(r.stage_index),
+            gate: r.gate,
+            readAt: num(r.at_ms) - o.epochMs,
+            outcome: r.outcome,
+            value: r.value === null ? null : Number(r.value),
+            reason: r.reason,
+            series: r.series,
+          },
+        ];
+      })
+      .sort((a, b) => a.seq - b.seq);
+    return { leaseChanges, writes, stageTransitions, rolloutTransitions, itemTransitions, rollouts, runs, items, idempotency, events, gateReadings };
   });
 }

@@ -1,16 +1,18 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { proxyTimeouts, startNginx } from '../../../infra/local/cluster.js';
 import { collect, exited, freePort, postgresAnswers, postgresBinDir, serverUser, waitFor } from '../../../infra/local/processes.js';
+import { startFakePrometheus, type FakePrometheus } from '../../support/fake-prometheus.js';
 import { FaultyProxy } from '../../support/tcp-proxy.js';
 import type { ProcessSpan, Stall } from '../history.js';
 import { onScheduleClock, readStallDir } from '../stalls.js';
 import { variantNamed } from '../variants.js';
 import { installAudit } from './audit.js';
+import { chaosSeries } from './judged.js';
 import { ChaosTargets } from './targets.js';
 
 /**
@@ -18,9 +20,11 @@ import { ChaosTargets } from './targets.js';
  * a PostgreSQL server (restartable on its data directory), `rollout serve`
  * nodes — each reaching PostgreSQL through its own faulty TCP link — nginx
  * with the shipped configuration, the split nginx targets the rollouts move
- * (targets.ts, declared to every node), `rollout worker` processes, and an HTTP
+ * (targets.ts, declared to every node), `rollout worker` processes, an HTTP
  * execution backend the workers call (the harness's own: it records every
- * execution as an op, independently of what workers report).
+ * execution as an op, independently of what workers report), and a
+ * Prometheus-compatible answerer the judged gates read (judged.ts), the one
+ * origin the nodes' outbound configuration allows.
  */
 
 const root = resolve(import.meta.dirname, '../../..');
@@ -245,6 +249,10 @@ export class ChaosCluster {
   readonly targets = new ChaosTargets();
   /** Where every process it starts records its scheduling stalls (stalls.ts). */
   readonly stallDir = mkdtempSync(join(tmpdir(), 'rollout-chaos-stalls-'));
+  /** The judged gates' provider: a range-query answerer in the harness process. */
+  prometheus: FakePrometheus | null = null;
+  /** The nodes' outbound configuration: the answerer's origin. */
+  private readonly outboundFile = join(this.stallDir, 'outbound.json');
   nginxUrl = '';
   private nginx: { url: string; stop(): Promise<void> } | null = null;
   private readonly links: FaultyProxy[] = [];
@@ -253,6 +261,10 @@ export class ChaosCluster {
 
   private nodeArgs(): string[] {
     return ['--import', 'tsx', '--import', join(root, 'test/chaos/preload.ts'), join(root, 'shared/runtimes/cli/cli.ts')];
+  }
+
+  private serveArgs(): string[] {
+    return [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile, '--outbound-config', this.outboundFile];
   }
 
   private env(offsetMs: number, name: string): NodeJS.ProcessEnv {
@@ -277,6 +289,8 @@ export class ChaosCluster {
     await this.store.init();
     await this.backend.start();
     await this.targets.start();
+    this.prometheus = await startFakePrometheus(chaosSeries);
+    writeFileSync(this.outboundFile, JSON.stringify({ origins: [this.prometheus.url] }));
     for (let i = 1; i <= this.o.nodes; i++) {
       const id = `node-${i}`;
       const port = await freePort();
@@ -284,7 +298,7 @@ export class ChaosCluster {
       this.links.push(link);
       const url = `http://127.0.0.1:${port}`;
       const proc = new ManagedProcess(id, 'node', (offset) =>
-        spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
+        spawn(process.execPath, this.serveArgs(), {
           cwd: root,
           env: {
             ...this.env(offset, id),
@@ -330,7 +344,7 @@ export class ChaosCluster {
     const link = await new FaultyProxy('127.0.0.1', this.store.port).start();
     this.links.push(link);
     const proc = new ManagedProcess(of.id, 'node', (offset) =>
-      spawn(process.execPath, [...this.nodeArgs(), 'serve', '--json', '--targets-config', this.targets.configFile], {
+      spawn(process.execPath, this.serveArgs(), {
         cwd: root,
         env: {
           ...this.env(offset, of.id),
@@ -480,6 +494,7 @@ export class ChaosCluster {
     for (const l of this.links) await l.stop();
     await this.backend.stop();
     await this.targets.stop();
+    await this.prometheus?.stop();
     await this.store.destroy();
     rmSync(this.stallDir, { recursive: true, force: true });
   }

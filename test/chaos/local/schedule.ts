@@ -7,6 +7,7 @@ import { Rng } from '../rng.js';
 import { onScheduleClock, StallWatch, worstStall } from '../stalls.js';
 import { auditMark, dumpStore } from './audit.js';
 import { SKEW_MARGIN_MS, TIMINGS, WORKER_HEARTBEAT_MS, type ChaosCluster, type ClusterNode, type ManagedProcess } from './cluster.js';
+import { JUDGED_KINDS, judgedSpec, type JudgedKind } from './judged.js';
 import type { Sampler, TargetName } from './targets.js';
 
 /**
@@ -770,6 +771,11 @@ export async function runLocalSchedule(cluster: ChaosCluster, o: ScheduleOptions
     quiet: `${tag}-Q`,
     slow: `${tag}-S`,
     act: `${tag}-T`,
+    // Judged gates (judged.ts): as good as the stable version, or worse; nothing but their gates moves them.
+    judgedJ: `${tag}-J`,
+    judgedK: `${tag}-K`,
+    judgedL: `${tag}-L`,
+    judgedM: `${tag}-M`,
   };
   // Most rollouts move a target of their own; three racers and the quiet one move none, as before targets existed.
   const targetOf = new Map<string, TargetName>([
@@ -820,7 +826,24 @@ async function schedule(
     tag,
     mark,
   }: {
-    ids: Record<'healthy' | 'breach' | 'manual' | 'late' | 'racer1' | 'racer2' | 'racer3' | 'racer4' | 'quiet' | 'slow' | 'act', string>;
+    ids: Record<
+      | 'healthy'
+      | 'breach'
+      | 'manual'
+      | 'late'
+      | 'racer1'
+      | 'racer2'
+      | 'racer3'
+      | 'racer4'
+      | 'quiet'
+      | 'slow'
+      | 'act'
+      | 'judgedJ'
+      | 'judgedK'
+      | 'judgedL'
+      | 'judgedM',
+      string
+    >;
     tag: string;
     mark: number;
   },
@@ -849,6 +872,22 @@ async function schedule(
   await create(ids.quiet, 'any');
   await create(ids.slow, 'any');
   await create(ids.act, 'any');
+  const judgedIds: Record<JudgedKind, string> = { 'mw-same': ids.judgedJ, 'mw-slow': ids.judgedK, 'seq-same': ids.judgedL, 'seq-bad': ids.judgedM };
+  for (const kind of JUDGED_KINDS) {
+    const id = judgedIds[kind];
+    await call(c, {
+      client: 'creator',
+      kind: 'rollout.create',
+      base: cluster.nginxUrl,
+      via: 'nginx',
+      method: 'POST',
+      path: '/rollouts',
+      body: { id, spec: judgedSpec(kind, `${id}-key`, cluster.prometheus!.url) },
+      key: `${id}-key`,
+      target: id,
+      retries: 10,
+    });
+  }
 
   // A run: short items, long ones spread through it, a few poison ones.
   // Long items outlast the failure timeout and two scans: an item is judged by its heartbeats, never by
@@ -937,7 +976,7 @@ async function schedule(
       runIds,
     ]);
     const running = await sqlValue(cluster.store.url, "SELECT count(*) AS v FROM rollouts WHERE id = ANY($1::text[]) AND state = 'running'", [
-      [ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4],
+      [ids.healthy, ids.breach, ids.late, ids.racer1, ids.racer2, ids.racer3, ids.racer4, ids.judgedJ, ids.judgedK, ids.judgedL, ids.judgedM],
     ]);
     return open === 0 && running === 0;
   };
