@@ -193,9 +193,9 @@ export const VARIANTS: Record<string, Variant> = {
     edits: [
       {
         file: 'shared/rollout/evaluate.ts',
-        find: 'const providers = providerVerdict(stageProviders(rollout.spec, active.index), view.gates,',
+        find: 'const providers = providerVerdict(stageProviders(rollout.spec, active.index), counted.tallies,',
         replace:
-          "const providers = providerVerdict(stageProviders(rollout.spec, active.index).filter((g) => !('judge' in g && g.judge && currentTally(view.gates, active.index, g.name, rollout.lastProgressAt)?.last.outcome === 'fail')), view.gates,",
+          "const providers = providerVerdict(stageProviders(rollout.spec, active.index).filter((g) => !('judge' in g && g.judge && currentTally(view.gates, active.index, g.name, rollout.lastProgressAt)?.last.outcome === 'fail')), counted.tallies,",
       },
     ],
   },
