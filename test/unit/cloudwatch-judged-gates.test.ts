@@ -6,13 +6,12 @@
  * GetMetricData's pages together and bounds them. The same gates against
  * moto are test/integration/cloudwatch-judged-gates.test.ts.
  */
-import type { CloudWatchClient, GetMetricDataCommandInput, GetMetricDataCommandOutput } from '@aws-sdk/client-cloudwatch';
 import { describe, expect, it } from 'vitest';
+import { canaryContext, stubbed } from '../support/cloudwatch/stubbed-metrics.js';
 import { GATE_AT, gateErrors, oneGateSpec } from '../support/one-gate-spec.js';
-import { CloudWatchMetricProvider, cloudWatchClients, cohortMetric } from '../../shared/adapters/cloudwatch/providers.js';
+import { cohortMetric } from '../../shared/adapters/cloudwatch/providers.js';
 import { gatesJson } from '../../shared/api/rollout-json.js';
 import { providerGateSchema, queryOf, type CloudwatchMetricGate, type MetricStat } from '../../shared/rollout/gate-spec.js';
-import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { judge } from '../../shared/rollout/gates.js';
 import type { RolloutView } from '../../shared/rollout/model.js';
 import { namespaceIssue, parseRolloutSpec } from '../../shared/rollout/spec.js';
@@ -169,29 +168,7 @@ describe('judging what a judged cloudwatchMetric gate read', () => {
   });
 });
 
-/** A CloudWatch client that answers GetMetricData from `answer`, recording each request. */
-function stubbed(answer: (input: GetMetricDataCommandInput, call: number) => Partial<GetMetricDataCommandOutput>) {
-  const calls: GetMetricDataCommandInput[] = [];
-  const client = {
-    send: (command: { input: GetMetricDataCommandInput }) => {
-      calls.push(command.input);
-      return Promise.resolve(answer(command.input, calls.length));
-    },
-  } as unknown as CloudWatchClient;
-  return { calls, provider: new CloudWatchMetricProvider(cloudWatchClients(() => client)) };
-}
-
-const context: GateContext = {
-  rolloutId: 'r',
-  attempt: 1,
-  stage: { index: 0, name: 'canary', percent: 10 },
-  epoch: 1,
-  service: 'api',
-  newVersion: '7',
-  stableVersion: '6',
-  labels: {},
-  periodStart: T,
-};
+const context = canaryContext(T);
 const signal = new AbortController().signal;
 const minute = (m: number) => new Date(T + m * 60_000);
 

@@ -7,10 +7,9 @@
  * from the counts a reading kept; the CloudWatch provider's two queries.
  */
 import { readFileSync } from 'node:fs';
-import type { CloudWatchClient, GetMetricDataCommandInput, GetMetricDataCommandOutput } from '@aws-sdk/client-cloudwatch';
 import { describe, expect, it } from 'vitest';
+import { canaryContext, stubbed } from '../support/cloudwatch/stubbed-metrics.js';
 import { GATE_AT, gateErrors, oneGateSpec } from '../support/one-gate-spec.js';
-import { CloudWatchMetricProvider, cloudWatchClients } from '../../shared/adapters/cloudwatch/providers.js';
 import { gatesJson } from '../../shared/api/rollout-json.js';
 import { rolloutSamples } from '../../shared/api/metrics.js';
 import { judgeCase } from '../../shared/judge/cases.js';
@@ -18,7 +17,6 @@ import { gateJudgeSchema, judgeCounts, NOT_ENOUGH_DATA } from '../../shared/judg
 import { judgeSplit, rejudgeSampleRatio, sampleRatioJudgeSchema } from '../../shared/judge/sample-ratio.js';
 import { rejudge } from '../../shared/rollout/backtest.js';
 import { onFailOf, providerGateSchema, queryOf } from '../../shared/rollout/gate-spec.js';
-import type { GateContext } from '../../shared/rollout/gate-reader.js';
 import { judge, providerVerdict, tallyWith, type GateTally } from '../../shared/rollout/gates.js';
 import type { RolloutView } from '../../shared/rollout/model.js';
 import { freshStages } from '../../shared/rollout/transitions.js';
@@ -282,30 +280,8 @@ describe('rollout gates judge: sample-ratio cases', () => {
   });
 });
 
-/** A CloudWatch client answering GetMetricData from `answer`, recording each request. */
-function stubbed(answer: (input: GetMetricDataCommandInput) => Partial<GetMetricDataCommandOutput>) {
-  const calls: GetMetricDataCommandInput[] = [];
-  const client = {
-    send: (command: { input: GetMetricDataCommandInput }) => {
-      calls.push(command.input);
-      return Promise.resolve(answer(command.input));
-    },
-  } as unknown as CloudWatchClient;
-  return { calls, provider: new CloudWatchMetricProvider(cloudWatchClients(() => client)) };
-}
-
 describe('the CloudWatch metric provider reading a sample-ratio gate', () => {
-  const context: GateContext = {
-    rolloutId: 'r',
-    attempt: 1,
-    stage: { index: 0, name: 'canary', percent: 10 },
-    epoch: 1,
-    service: 'api',
-    newVersion: '7',
-    stableVersion: '6',
-    labels: {},
-    periodStart: T,
-  };
+  const context = canaryContext(T);
   const minute = (m: number) => new Date(T + m * 60_000);
 
   it("asks two queries, each cohort's count per period on the settled grid, and judges the split", async () => {
