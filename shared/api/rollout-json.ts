@@ -1,5 +1,5 @@
 import { stageProviders } from '../rollout/spec.js';
-import { beforeRolloutHooks, queryOf, type ProviderGate } from '../rollout/gate-spec.js';
+import { beforeRolloutHooks, gateJudgeOf, queryOf, type ProviderGate } from '../rollout/gate-spec.js';
 import { currentTally, passStreakOf, withoutSeries, type GateReading, type ReadingSeries } from '../rollout/gates.js';
 import type { AlarmState, Rollout, RolloutView, StageMetrics, StageStatus } from '../rollout/model.js';
 import type { ActuationRecord } from '../rollout/actuation-record.js';
@@ -64,7 +64,7 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
       // A rollout-wide gate that counts across the rollout shows the counts its limits are held to.
       const t =
         status?.phase === 'active' ? currentTally(countedTallies(v, index).tallies, index, g.name, v.rollout.lastProgressAt) : v.gates.get(index)?.get(g.name);
-      const judge = g.type === 'prometheus' || g.type === 'cloudwatchMetric' ? (g.judge ?? null) : null;
+      const judge = gateJudgeOf(g);
       const bound = judge?.kind === 'relative' ? relativeBound(judge) : null;
       const intended = judge?.kind === 'sample-ratio' ? stage.percent : null;
       return {
@@ -73,8 +73,10 @@ export function gatesJson(v: RolloutView, history?: readonly GateReading[]): Gat
         type: g.type,
         judge: judge?.kind ?? null,
         query: t?.last.query ?? queryOf(g),
-        comparison: bound ? bound.comparison : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.comparison ?? null),
-        threshold: bound ? bound.threshold : (intended ?? (g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : (g.threshold ?? null))),
+        comparison: bound ? bound.comparison : g.type === 'cloudwatchAlarm' || g.type === 'webhook' || g.type === 'signals' ? null : (g.comparison ?? null),
+        threshold: bound
+          ? bound.threshold
+          : (intended ?? (g.type === 'cloudwatchAlarm' || g.type === 'webhook' || g.type === 'signals' ? null : (g.threshold ?? null))),
         intervalSeconds: g.intervalSeconds,
         failureLimit: g.failureLimit,
         inconclusiveLimit: g.inconclusiveLimit,

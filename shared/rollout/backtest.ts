@@ -1,4 +1,4 @@
-import { judgeOfQuery, passes, type ProviderGate } from './gate-spec.js';
+import { gateJudgeOf, judgeOfQuery, passes, type ProviderGate } from './gate-spec.js';
 import { tallyWith, providerVerdict, type GateReading, type GateTally } from './gates.js';
 import { isCountsJudge, judgeCounts, judgeSeries } from '../judge/gate.js';
 import type { RolloutState } from './model.js';
@@ -66,7 +66,7 @@ const BAD: readonly RolloutState[] = ['rolled_back', 'aborted'];
 /** One reading judged again as the proposed gate would, or why it cannot be. */
 export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['outcome'] | { readonly cannot: string } {
   if (r.type !== proposed.type) return { cannot: `a ${r.type} reading, not a ${proposed.type} one` };
-  const judge = proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric' ? proposed.judge : undefined;
+  const judge = gateJudgeOf(proposed) ?? undefined;
   if (judge && r.series) {
     const s = r.series;
     if (isCountsJudge(judge)) {
@@ -77,13 +77,13 @@ export function rejudge(proposed: ProviderGate, r: GateReading): GateReading['ou
     return judgeSeries(judge, s.canary, s.baseline).outcome;
   }
   if (r.outcome === 'inconclusive') return 'inconclusive';
-  if (proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric') {
-    if (!judge) {
-      const stored = judgeOfQuery(r.query);
-      if (stored) return { cannot: `the readings were judged ${stored}, the proposed gate against a threshold` };
-      if (r.value === null || proposed.comparison === undefined || proposed.threshold === undefined) return { cannot: 'the reading kept no value' };
-      return passes(r.value, proposed.comparison, proposed.threshold) ? 'pass' : 'fail';
-    }
+  if (!judge && (proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric')) {
+    const stored = judgeOfQuery(r.query);
+    if (stored) return { cannot: `the readings were judged ${stored}, the proposed gate against a threshold` };
+    if (r.value === null || proposed.comparison === undefined || proposed.threshold === undefined) return { cannot: 'the reading kept no value' };
+    return passes(r.value, proposed.comparison, proposed.threshold) ? 'pass' : 'fail';
+  }
+  if (judge) {
     const stored = judgeOfQuery(r.query);
     if (stored !== judge.kind) return { cannot: `the readings were judged ${stored ?? 'against a threshold'}, the proposed gate ${judge.kind}` };
     if (judge.kind === 'relative') {

@@ -8,6 +8,7 @@ import { dueGates, judge, seriesOf, type GateReading, type GateTally, type Provi
 import { activeStage, withTallies, type RolloutView } from './model.js';
 import type { RolloutStore } from './store.js';
 import { failSpan, SPAN, startSpan } from '../tracing.js';
+import { SignalsGateProvider } from './signals-gate.js';
 
 /**
  * The gate provider port: one adapter per kind of gate (Prometheus,
@@ -103,12 +104,15 @@ interface Due {
 export class GateReader {
   private readonly clock: Clock;
   private readonly logger: Logger;
+  private readonly providers: GateProviders;
 
   constructor(
-    private readonly providers: GateProviders,
+    providers: GateProviders,
     private readonly store: RolloutStore,
     o: { clock?: Clock; logger?: Logger } = {},
   ) {
+    // Pushed cohort reports are read from the store itself: every reader has their provider.
+    this.providers = { signals: new SignalsGateProvider(store), ...providers };
     this.clock = o.clock ?? systemClock;
     this.logger = o.logger ?? silentLogger;
   }

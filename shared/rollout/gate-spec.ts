@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { gateJudgeSchema, isCountsJudge } from '../judge/gate.js';
+import { gateJudgeSchema, isCountsJudge, type GateJudge } from '../judge/gate.js';
 
 /**
  * Provider gates: a stage's gates that we read ourselves from where the
@@ -16,7 +16,7 @@ export const COMPARISONS = ['<', '<=', '>', '>='] as const;
 export type Comparison = (typeof COMPARISONS)[number];
 
 /** The per-type default read interval: alarms are cheap and batched (read every tick); metrics follow their resolution. */
-export const DEFAULT_INTERVAL_SECONDS = { prometheus: 30, cloudwatchAlarm: 10, cloudwatchMetric: 60, webhook: 30 } as const;
+export const DEFAULT_INTERVAL_SECONDS = { prometheus: 30, cloudwatchAlarm: 10, cloudwatchMetric: 60, webhook: 30, signals: 30 } as const;
 /** At most this many provider gates on one stage (a tick reads them all; an event's plan carries their readings). */
 export const MAX_PROVIDER_GATES = 10;
 
@@ -424,6 +424,62 @@ export function judgedMetricRange(g: { windowSeconds?: number | undefined; perio
   return { windowSeconds: g.windowSeconds ?? DEFAULT_JUDGED_PERIODS * g.periodSeconds, periodSeconds: g.periodSeconds };
 }
 
+/** How long a `signals` gate lets a step settle before counting it, by default: reporters send within seconds of a step's end. */
+export const DEFAULT_SIGNALS_SETTLE_SECONDS = 30;
+
+/**
+ * A gate on pushed reports by cohort (cohort-signals.ts): the canary's against the baseline's, as the
+ * reporters sent them, read from the store at the gate's interval. Always judged: a threshold on one
+ * number is a stage's `thresholds`.
+ *   metric `errors`   each cohort's requests and errors: counted per step since the stage's period began
+ *                     by sequential-rate and sample-ratio (its requests); mann-whitney and relative
+ *                     compare the error rate step by step over the window
+ *   metric `latency`  each cohort's latency samples over the window (mann-whitney, relative)
+ */
+export const signalsGateSchema = z
+  .object({
+    type: z.literal('signals'),
+    ...limits('signals'),
+    metric: z.enum(['errors', 'latency']),
+    judge: gateJudgeSchema,
+    /** The series judges' range: the last `windowSeconds` (never before the stage's period began); default 600. */
+    windowSeconds: z.number().int().min(1).max(86_400).optional(),
+    /** The grid reports are counted on (default: the interval, at most 60 s). */
+    stepSeconds: z.number().int().min(1).max(3_600).optional(),
+    /** Counted steps only once they ended this long ago (default DEFAULT_SIGNALS_SETTLE_SECONDS), so a late report still counts. */
+    settleSeconds: z.number().int().min(0).max(600).optional(),
+  })
+  .strict()
+  .superRefine((g, ctx) => {
+    const kind = g.judge.kind;
+    const counts = isCountsJudge(g.judge);
+    if (counts && g.metric === 'latency')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['metric'],
+        message: `${kind} counts requests${kind === 'sequential-rate' ? ' and errors' : ''}: metric errors (latency samples are judged by mann-whitney or relative)`,
+      });
+    if (counts && g.windowSeconds !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['windowSeconds'],
+        message: `a ${kind} gate counts every step since the stage began: drop windowSeconds`,
+      });
+    if (!counts && g.settleSeconds !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['settleSeconds'],
+        message: `settleSeconds goes with judge sequential-rate or sample-ratio; ${kind} judges the window`,
+      });
+    const { windowSeconds, stepSeconds } = judgedRange(g);
+    if (!counts && g.metric === 'errors' && windowSeconds / stepSeconds > MAX_JUDGED_POINTS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['stepSeconds'],
+        message: `${windowSeconds} s every ${stepSeconds} s is more than ${MAX_JUDGED_POINTS} points a cohort`,
+      });
+  });
+
 /**
  * A hook (Flagger's, as a gate): an HTTP POST we make while the stage is
  * active, every interval, judged like any reading so no hook can stall a
@@ -465,7 +521,7 @@ export const webhookGateSchema = z
 export const providerGateSchema = z
   .unknown()
   .superRefine(noAuth)
-  .pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema, webhookGateSchema]));
+  .pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema, webhookGateSchema, signalsGateSchema]));
 
 export const providerGatesSchema = z
   .array(providerGateSchema)
@@ -513,6 +569,7 @@ export type PrometheusGate = z.output<typeof prometheusGateSchema>;
 export type CloudwatchAlarmGate = z.output<typeof cloudwatchAlarmGateSchema>;
 export type CloudwatchMetricGate = z.output<typeof cloudwatchMetricGateSchema>;
 export type WebhookGate = z.output<typeof webhookGateSchema>;
+export type SignalsGate = z.output<typeof signalsGateSchema>;
 
 /** The spec's hooks asked before the first stage of an attempt (counted with stage 0). */
 export function beforeRolloutHooks(hooks: readonly WebhookGate[] | undefined): readonly WebhookGate[] {
@@ -525,7 +582,7 @@ export function postRolloutHooks(hooks: readonly WebhookGate[] | undefined): rea
 }
 export type ProviderGate = z.output<typeof providerGateSchema>;
 export type ProviderType = ProviderGate['type'];
-export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric', 'webhook'] as const satisfies readonly ProviderType[];
+export const PROVIDER_TYPES = ['prometheus', 'cloudwatchAlarm', 'cloudwatchMetric', 'webhook', 'signals'] as const satisfies readonly ProviderType[];
 
 /** What a reading of the gate asks, in words a person can check: the PromQL, the alarms, the metric query. */
 export function queryOf(g: ProviderGate): string {
@@ -559,6 +616,8 @@ export function queryOf(g: ProviderGate): string {
     }
     case 'webhook':
       return `${g.hook} hook: POST ${g.url}`;
+    case 'signals':
+      return `${g.judge.kind} of the canary against the baseline: pushed ${g.metric === 'errors' ? 'requests and errors' : 'latency samples'} by cohort`;
   }
 }
 
@@ -575,7 +634,12 @@ const JUDGE_KIND_NAMES = ['mann-whitney', 'relative', 'sequential-rate', 'sample
  */
 export function onFailOf(g: ProviderGate): 'rollback' | 'pause' | 'hold' {
   if (g.onFail) return g.onFail;
-  return (g.type === 'prometheus' || g.type === 'cloudwatchMetric') && g.judge?.kind === 'sample-ratio' ? 'hold' : 'rollback';
+  return gateJudgeOf(g)?.kind === 'sample-ratio' ? 'hold' : 'rollback';
+}
+
+/** The judge a gate names: a judged Prometheus or CloudWatch gate's, a signals gate's (always judged); null for a threshold gate, an alarm or a hook. */
+export function gateJudgeOf(g: ProviderGate): GateJudge | null {
+  return g.type === 'prometheus' || g.type === 'cloudwatchMetric' || g.type === 'signals' ? (g.judge ?? null) : null;
 }
 
 /** Whether `value` passes `comparison threshold`. */

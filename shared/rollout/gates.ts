@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Same } from '../types.js';
-import { MAX_JUDGED_POINTS, onFailOf, passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
+import { gateJudgeOf, MAX_JUDGED_POINTS, onFailOf, passes, PROVIDER_TYPES, queryOf, type AlarmState, type ProviderGate } from './gate-spec.js';
 import { own } from '../own.js';
 import { isCountsJudge, judgeCounts, judgeSeries, NOT_ENOUGH_DATA, type StepCounts } from '../judge/gate.js';
 
@@ -268,21 +268,22 @@ export function judge(
       return said === 'yes' ? reading('pass', s, null) : reading('fail', s, `the ${gate.hook} hook refused (${s})`);
     }
     case 'cohorts': {
-      if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || !gate.judge)
-        return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
-      if (isCountsJudge(gate.judge)) return reading('inconclusive', null, `a ${gate.judge.kind} gate got series, not counts`);
-      const j = judgeSeries(gate.judge, result.canary, result.baseline);
+      const judged = gateJudgeOf(gate);
+      if (!judged) return reading('inconclusive', null, `a ${gate.type} gate without a judge got two cohorts' series`);
+      if (isCountsJudge(judged)) return reading('inconclusive', null, `a ${judged.kind} gate got series, not counts`);
+      const j = judgeSeries(judged, result.canary, result.baseline);
       // The answer keeps what the judgement stands on (sizes, estimate, interval); the series go with the history row (seriesOf).
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
     }
     case 'counts': {
-      if ((gate.type !== 'prometheus' && gate.type !== 'cloudwatchMetric') || !gate.judge || !isCountsJudge(gate.judge))
-        return reading('inconclusive', null, `a ${gate.type} gate that judges no counts got counts`);
-      const j = judgeCounts(gate.judge, result.canary, result.baseline, result.percent);
+      const judged = gateJudgeOf(gate);
+      if (!judged || !isCountsJudge(judged)) return reading('inconclusive', null, `a ${gate.type} gate that judges no counts got counts`);
+      const j = judgeCounts(judged, result.canary, result.baseline, result.percent);
       return { ...reading(j.outcome, j.value, j.reason), answer: clip(JSON.stringify(j.detail)) };
     }
     case 'number': {
-      if (gate.type === 'cloudwatchAlarm' || gate.type === 'webhook') return reading('inconclusive', null, `a ${gate.type} gate got a number`);
+      if (gate.type === 'cloudwatchAlarm' || gate.type === 'webhook' || gate.type === 'signals')
+        return reading('inconclusive', null, `a ${gate.type} gate got a number`);
       if (gate.comparison === undefined || gate.threshold === undefined)
         return reading('inconclusive', null, `a judged gate got one number, not a series per cohort`);
       const v = result.value;

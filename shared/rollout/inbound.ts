@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { COHORTS, MAX_REPORT_SAMPLES } from './cohort-signals.js';
 
 /**
  * Inbound rollout events (EventBridge detail-type + detail in AWS, the same
@@ -41,9 +42,35 @@ export const inboundEventSchema = z.discriminatedUnion('type', [
       errors: count,
       p99LatencyMs: z.number().nonnegative().max(86_400_000).nullable().default(null),
       observedAt: when,
+      /**
+       * A cohort's report (cohort-signals.ts), for the stage's `signals` gates: what the canary or the
+       * baseline served since this reporter's previous report. Named, or by the version that served it.
+       * Without either, the stage's own reading, judged by its thresholds (newest wins).
+       */
+      cohort: z.enum(COHORTS).optional(),
+      version: z.string().trim().min(1).max(200).optional(),
+      /** Who reports, when several reporters count one cohort (each instance of an application): their reports add up. */
+      reporter: z.string().trim().min(1).max(200).optional(),
+      /** Latencies in ms that the cohort served in the interval (a sample of them, at most MAX_REPORT_SAMPLES). */
+      samples: z.array(z.number().nonnegative().max(86_400_000)).min(1).max(MAX_REPORT_SAMPLES).optional(),
     })
     .strict()
-    .refine((e) => e.errors <= e.requests, { path: ['errors'], message: 'must not exceed requests' }),
+    .refine((e) => e.errors <= e.requests, { path: ['errors'], message: 'must not exceed requests' })
+    .superRefine((e, ctx) => {
+      if (e.cohort !== undefined && e.version !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['version'], message: 'name the cohort or the version that served it, not both' });
+      const cohorted = e.cohort !== undefined || e.version !== undefined;
+      for (const f of ['reporter', 'samples'] as const) {
+        if (!cohorted && e[f] !== undefined)
+          ctx.addIssue({ code: 'custom', path: [f], message: `${f} goes with a cohort's report: give cohort (canary, baseline) or version` });
+      }
+      if (cohorted && e.p99LatencyMs !== null)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['p99LatencyMs'],
+          message: "a cohort's report carries its latencies as samples; p99LatencyMs goes with the stage's own reading",
+        });
+    }),
   z
     .object({
       type: z.literal('rollout.alarm_changed'),

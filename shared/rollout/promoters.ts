@@ -14,6 +14,7 @@ import type { LeaseToken } from '../lease/record.js';
 import { NEVER_DUE, UnknownRolloutError, type DueView, type RolloutStore } from './store.js';
 import { nextEvaluationAt } from './schedule.js';
 import { own } from '../own.js';
+import type { CohortReportInput } from './cohort-signals.js';
 
 /** Views a StreamingPromoter keeps for its fast path: every running rollout of a busy deployment. */
 const HELD_VIEWS = 10_000;
@@ -205,9 +206,23 @@ export interface HandleResult {
  * now, so a real breach reported a moment later is newer and is judged.
  */
 export function clampedToReceipt(event: InboundEvent, now: number): InboundEvent {
-  if (event.type === 'rollout.metrics_reported' && event.observedAt > now) return { ...event, observedAt: now };
+  // A cohort's report is not clamped: its time is its key (a report delivered again must land on itself), and nothing outranks anything there.
+  const cohorted = event.type === 'rollout.metrics_reported' && (event.cohort !== undefined || event.version !== undefined);
+  if (event.type === 'rollout.metrics_reported' && !cohorted && event.observedAt > now) return { ...event, observedAt: now };
   if ((event.type === 'rollout.alarm_changed' || event.type === CLOUDWATCH_ALARM_CHANGE) && event.changedAt > now) return { ...event, changedAt: now };
   return event;
+}
+
+/** The report a cohort's `rollout.metrics_reported` carries. */
+function cohortReportOf(e: InboundEvent & { type: 'rollout.metrics_reported' }): CohortReportInput {
+  return {
+    cohort: e.cohort ?? { version: e.version! },
+    reporter: e.reporter ?? '',
+    requests: e.requests,
+    errors: e.errors,
+    samples: e.samples ?? null,
+    observedAt: e.observedAt,
+  };
 }
 
 /**
@@ -246,6 +261,15 @@ export class StreamingPromoter {
     const lead = () => (leadership ??= this.leadership());
     switch (event.type) {
       case 'rollout.metrics_reported': {
+        if (event.cohort !== undefined || event.version !== undefined) {
+          // A cohort's report: kept for the stage's signals gates, which judge it at their next read.
+          stored = await store.recordCohortReport(event.rolloutId, { stage: event.stage, attempt: event.attempt }, cohortReportOf(event));
+          affected = async () => {
+            const view = await store.load(event.rolloutId);
+            return view ? [view] : [];
+          };
+          break;
+        }
         const metrics = { requests: event.requests, errors: event.errors, p99LatencyMs: event.p99LatencyMs, observedAt: event.observedAt };
         const fast = await this.withHeldView(event, metrics, lead);
         if (fast) return fast;

@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { parseConfig } from '../config.js';
 import type { OutboundPolicy } from '../outbound/policy.js';
-import { specHooksSchema, providerGatesSchema, MAX_PROVIDER_GATES, type CloudwatchMetricGate, type ProviderGate, type WebhookGate } from './gate-spec.js';
+import {
+  gateJudgeOf,
+  specHooksSchema,
+  providerGatesSchema,
+  MAX_PROVIDER_GATES,
+  type CloudwatchMetricGate,
+  type ProviderGate,
+  type WebhookGate,
+} from './gate-spec.js';
 
 /**
  * Rollout specs. A spec names an opaque target and either explicit stages or
@@ -170,7 +178,7 @@ export function stageProviders(spec: Pick<RolloutSpec, 'stages' | 'rolloutGates'
 
 /** Whether a gate compares the canary with the baseline (and so needs a baseline to read). */
 export function isJudged(g: ProviderGate): boolean {
-  return (g.type === 'prometheus' || g.type === 'cloudwatchMetric') && 'judge' in g && g.judge !== undefined;
+  return gateJudgeOf(g) !== null;
 }
 
 /** Whether any stage of the spec reads a provider gate. */

@@ -1,4 +1,5 @@
 import type { ActuationRecord } from './actuation-record.js';
+import type { CohortReport, CohortReportInput } from './cohort-signals.js';
 import type { LeaseToken } from '../lease/record.js';
 import type { RolloutEvent } from './events.js';
 import type { GateReading, GateTally, ReadingToStore } from './gates.js';
@@ -15,6 +16,15 @@ export interface GateReadingsQuery {
 }
 
 export type SignalOutcome = 'stored' | 'stale';
+
+/** Which of a stage's cohort reports `cohortReports` answers. */
+export interface CohortReportsQuery {
+  readonly since: number;
+  readonly limit: number;
+  readonly order: 'oldest' | 'newest';
+  /** Read each report's latency samples (up to MAX_REPORT_SAMPLES numbers each); otherwise `samples` is null. */
+  readonly samples: boolean;
+}
 export interface MetricsTarget {
   readonly stage: number | string;
   readonly attempt?: number | undefined;
@@ -93,6 +103,15 @@ export interface RolloutStore {
   recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, metrics: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }>;
   recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome>;
   /**
+   * Stores a cohort's report (cohort-signals.ts) whoever leads, once per (cohort, reporter,
+   * observedAt): the same report again is 'stale'. The stage and attempt resolve as recordMetrics's;
+   * a version names the cohort that runs it on the rollout's target, and any other version is refused
+   * (InvalidEventError, naming `version`). Throws UnknownRolloutError as recordMetrics does.
+   */
+  recordCohortReport(rolloutId: string, at: MetricsTarget, report: CohortReportInput): Promise<SignalOutcome>;
+  /** A stage's reports observed at or after `since` (ms), at most `limit`, the oldest first or the newest; without their samples unless asked. */
+  cohortReports(rolloutId: string, attempt: number, stage: number, o: CohortReportsQuery): Promise<CohortReport[]>;
+  /**
    * Stores provider gate readings, whoever leads (a reading is a fact, not a
    * decision: no fence), and counts each in its gate's tally by `tallyWith`'s
    * rule. Returns the tallies as they stand after the write, for the readings
@@ -107,7 +126,8 @@ export interface RolloutStore {
   gateReadings(rolloutId: string, o?: GateReadingsQuery): Promise<GateReading[]>;
   /**
    * Deletes up to `limit` readings taken before `before` (the history only:
-   * tallies stay), oldest first; returns how many. A store whose readings
+   * tallies stay), oldest first, and as many cohort reports observed before
+   * it; returns how many of both. A store whose readings
    * expire by themselves (DynamoDB's TTL) deletes none here.
    */
   pruneGateReadings(before: number, limit: number): Promise<number>;

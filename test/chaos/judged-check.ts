@@ -47,7 +47,7 @@ export interface JudgedGate {
 
 /** The judged gates a stage reads, from the spec: its own, and the rollout-wide ones from `fromStage` on (judged ones not at 100 %, where no baseline is left). */
 export function judgedGatesOf(r: RolloutRow, stage: number): JudgedGate[] {
-  const judged = (g: Json) => (g.type === 'prometheus' || g.type === 'cloudwatchMetric') && typeof g.judge === 'object' && g.judge !== null;
+  const judged = (g: Json) => ['prometheus', 'cloudwatchMetric', 'signals'].includes(String(g.type)) && typeof g.judge === 'object' && g.judge !== null;
   const gates: Json[] = [...(r.stageGates?.[stage] ?? [])];
   const wide = r.rolloutGates;
   if (wide && Array.isArray(wide.providers)) {

@@ -10,7 +10,7 @@
  */
 import { relativeBound } from '../../shared/judge/gate.js';
 import { GATE_OUTCOMES } from '../../shared/rollout/gates.js';
-import { judgedRange, MAX_JUDGED_POINTS, providerGateSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
+import { gateJudgeOf, judgedRange, MAX_JUDGED_POINTS, providerGateSchema, type ProviderGate } from '../../shared/rollout/gate-spec.js';
 import { isJudged, stageProviders, type RolloutSpec } from '../../shared/rollout/spec.js';
 import { BATCH_TICK_SECONDS } from '../../shared/topology.js';
 import { METRICS, ROLLOUT_METRICS } from '../../shared/api/metrics.js';
@@ -38,7 +38,7 @@ const AMP = /^https:\/\/aps-workspaces\.[a-z0-9-]+\.amazonaws\.com\//i;
  */
 export function gateRead(g: ProviderGate, stageSeconds: number): GateRead {
   const none = { metrics: 0, describeAlarms: 0, promQueries: 0, promPoints: 0, amp: false };
-  const counts = isJudged(g) && 'judge' in g && g.judge?.kind === 'sequential-rate';
+  const counts = gateJudgeOf(g)?.kind === 'sequential-rate';
   switch (g.type) {
     case 'cloudwatchMetric':
       // Judged: each cohort's metric (and requests); metric math: each metric it reads.
@@ -55,6 +55,9 @@ export function gateRead(g: ProviderGate, stageSeconds: number): GateRead {
       return { ...none, promQueries: queries, promPoints: queries * points, amp };
     }
     case 'webhook':
+      return none;
+    case 'signals':
+      // Reads the store, not a metrics service: the stage's reports, counted with the table's own reads.
       return none;
   }
 }
@@ -81,7 +84,7 @@ export function rolloutGauges(gates: readonly ProviderGate[] | number): { readon
   let blobs = 1;
   // A number: that many threshold gates.
   for (const g of typeof gates === 'number' ? Array.from({ length: gates }, () => null) : gates) {
-    const judge = g && isJudged(g) && 'judge' in g ? g.judge : undefined;
+    const judge = g ? (gateJudgeOf(g) ?? undefined) : undefined;
     // An alarm gate's reading has no value; neither it nor a webhook's has a threshold.
     const value = g?.type === 'cloudwatchAlarm' ? 0 : 1;
     const plain = g === null || g.type === 'prometheus' || g.type === 'cloudwatchMetric';
@@ -165,7 +168,7 @@ export function gatesCost(
 
 /** A gate in a few words: its provider, judge and cadence. */
 export function describeGate(g: ProviderGate): string {
-  const judge = isJudged(g) && 'judge' in g && g.judge ? g.judge.kind : g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : 'threshold';
+  const judge = gateJudgeOf(g)?.kind ?? (g.type === 'cloudwatchAlarm' || g.type === 'webhook' ? null : 'threshold');
   const where = g.type === 'prometheus' ? (AMP.test(g.address) ? 'prometheus (AMP)' : 'prometheus (yours)') : g.type;
   return `${where}${judge ? ` ${judge}` : ''}, every ${readEverySeconds(g)} s`;
 }

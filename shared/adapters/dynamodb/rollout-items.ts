@@ -31,6 +31,13 @@ export const readingSk = (r: GateReading) => `${readingPrefix(r.attempt)}${pad(r
 // A judged reading's series, beside its reading (G…: outside a view's range too), in an item of its own so that reading the history does not read them.
 export const seriesPrefix = (attempt: number) => `GATESERIES#${pad(attempt, 6)}#`;
 export const seriesSk = (r: GateReading) => `${seriesPrefix(r.attempt)}${pad(r.stage, 3)}#${r.gate}#${pad(r.at, 15)}`;
+/**
+ * A cohort's report (cohort-signals.ts): one item per (stage, observedAt, cohort, reporter), so a report delivered again is one
+ * item. C… sorts before a view's range (>= METRICS#); by time within a stage, so a gate reads from its window's start.
+ */
+export const cohortReportPrefix = (attempt: number, stage: number) => `COHORTREPORT#${pad(attempt, 6)}#${pad(stage, 3)}#`;
+export const cohortReportSk = (attempt: number, stage: number, observedAt: number, cohort: string, reporter: string) =>
+  `${cohortReportPrefix(attempt, stage)}${pad(observedAt, 15)}#${cohort}#${reporter}`;
 /** A tally is read, recomputed by tallyWith and written back only if unchanged: this many tries before giving up. */
 export const TALLY_ATTEMPTS = 8;
 export const OUTBOX = 'OUTBOX';

@@ -6,10 +6,31 @@ import { READING_RETENTION_DAYS, tallyWith, type GateReading, type GateTally, ty
 import type { AlarmState, RolloutView, StageMetrics } from '../../rollout/model.js';
 import { stageIndexOf, stageProviders, type RolloutSpec } from '../../rollout/spec.js';
 import { beforeRolloutHooks } from '../../rollout/gate-spec.js';
-import { UnknownRolloutError, type CountedReading, type GateReadingsQuery, type MetricsTarget, type SignalOutcome } from '../../rollout/store.js';
+import {
+  UnknownRolloutError,
+  type CohortReportsQuery,
+  type CountedReading,
+  type GateReadingsQuery,
+  type MetricsTarget,
+  type SignalOutcome,
+} from '../../rollout/store.js';
 import { queryAll, batchPut } from './query.js';
 import type { DueIndex } from './rollout-due.js';
-import { metricsSk, pad, readingPrefix, readingSk, rolloutPk, seriesSk, TALLY_ATTEMPTS, tallySk, type RolloutTable } from './rollout-items.js';
+import { cohortOf, unknownVersion, type CohortReport, type CohortReportInput } from '../../rollout/cohort-signals.js';
+import { InvalidEventError } from '../../rollout/inbound.js';
+import {
+  cohortReportPrefix,
+  cohortReportSk,
+  metricsSk,
+  pad,
+  readingPrefix,
+  readingSk,
+  rolloutPk,
+  seriesSk,
+  TALLY_ATTEMPTS,
+  tallySk,
+  type RolloutTable,
+} from './rollout-items.js';
 import type { RolloutReads } from './rollout-reads.js';
 
 /** The signals a rollout's gates read: stage metrics, alarm states, provider readings and their tallies; each stored one makes its rollouts due. */
@@ -75,6 +96,68 @@ export class RolloutSignals {
     if (outcome === 'stale') return { outcome, view: (await this.reads.load(rolloutId))! };
     if (attempt === before.rollout.attempt) (before.metrics as Map<number, StageMetrics>).set(stage, m);
     return { outcome, view: before };
+  }
+
+  async recordCohortReport(rolloutId: string, at: MetricsTarget, r: CohortReportInput): Promise<SignalOutcome> {
+    const head = await this.t.doc.send(
+      new GetCommand({
+        TableName: this.t.table,
+        Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' },
+        ProjectionExpression: 'attempt, spec',
+        ConsistentRead: true,
+      }),
+    );
+    if (!head.Item) throw new UnknownRolloutError(rolloutId);
+    const spec = head.Item.spec as RolloutSpec;
+    const stage = stageIndexOf(spec, at.stage);
+    if (stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
+    const cohort = cohortOf(spec, r.cohort);
+    if (cohort === null) throw new InvalidEventError([unknownVersion(spec, typeof r.cohort === 'string' ? r.cohort : r.cohort.version)]);
+    const attempt = at.attempt ?? Number(head.Item.attempt);
+    const report: CohortReport = { ...r, cohort };
+    try {
+      await this.t.doc.send(
+        new PutCommand({
+          TableName: this.t.table,
+          Item: {
+            pk: rolloutPk(rolloutId),
+            sk: cohortReportSk(attempt, stage, r.observedAt, cohort, r.reporter),
+            type: 'cohortReport',
+            report,
+            // Kept as long as gate readings are: what a backtest reads of a stage is gone by then in any case.
+            ttl: Math.floor(r.observedAt / 1000) + READING_RETENTION_DAYS * 86_400,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return 'stored';
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return 'stale';
+      throw err;
+    }
+  }
+
+  async cohortReports(rolloutId: string, attempt: number, stage: number, o: CohortReportsQuery): Promise<CohortReport[]> {
+    const prefix = cohortReportPrefix(attempt, stage);
+    const fields = ['cohort', 'reporter', 'requests', 'errors', 'observedAt', ...(o.samples ? ['samples'] : [])];
+    const items = await queryAll(
+      this.t.doc,
+      {
+        TableName: this.t.table,
+        KeyConditionExpression: 'pk = :p AND sk BETWEEN :from AND :to',
+        ExpressionAttributeValues: { ':p': rolloutPk(rolloutId), ':from': `${prefix}${pad(Math.max(0, o.since), 15)}`, ':to': `${prefix}~` },
+        // Samples are most of a report's bytes: a counting gate leaves them in the table.
+        ProjectionExpression: fields.map((_, i) => `#r.#f${i}`).join(', '),
+        ExpressionAttributeNames: { '#r': 'report', ...Object.fromEntries(fields.map((f, i) => [`#f${i}`, f])) },
+        ScanIndexForward: o.order === 'oldest',
+        ConsistentRead: true,
+      },
+      o.limit,
+    );
+    return items.map((i) => {
+      const r = i.report as Omit<CohortReport, 'samples'> & { samples?: number[] | null };
+      return { ...r, samples: r.samples ?? null };
+    });
   }
 
   async recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {

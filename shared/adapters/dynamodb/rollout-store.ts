@@ -1,12 +1,14 @@
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { systemClock, type Clock } from '../../clock.js';
 import type { ActuationRecord } from '../../rollout/actuation-record.js';
+import type { CohortReport, CohortReportInput } from '../../rollout/cohort-signals.js';
 import type { LeaseToken } from '../../lease/record.js';
 import type { RolloutEvent } from '../../rollout/events.js';
 import type { AlarmState, RolloutView, StageMetrics } from '../../rollout/model.js';
 import type { GateReading, ReadingToStore } from '../../rollout/gates.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import type {
+  CohortReportsQuery,
   CountedReading,
   GateReadingsQuery,
   DueView,
@@ -34,6 +36,7 @@ import { RolloutTransitions } from './rollout-transitions.js';
  *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
  *   ROLLOUT#<id> / GATEREADING#<attempt>#<i>#<gate>#<at>   every reading (expires after READING_RETENTION_DAYS, by TTL on `ttl`)
  *   ROLLOUT#<id> / GATESERIES#<attempt>#<i>#<gate>#<at>    a judged reading's series (as its reading: read only when asked)
+ *   ROLLOUT#<id> / COHORTREPORT#<attempt>#<i>#<observedAt>#<cohort>#<reporter>   a cohort's pushed report (expires as readings do)
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query), with
@@ -123,6 +126,14 @@ export class DynamoRolloutStore implements RolloutStore {
 
   recordMetricsAndLoad(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<{ outcome: SignalOutcome; view: RolloutView }> {
     return this.signals.recordMetricsAndLoad(rolloutId, at, m);
+  }
+
+  recordCohortReport(rolloutId: string, at: MetricsTarget, report: CohortReportInput): Promise<SignalOutcome> {
+    return this.signals.recordCohortReport(rolloutId, at, report);
+  }
+
+  cohortReports(rolloutId: string, attempt: number, stage: number, o: CohortReportsQuery): Promise<CohortReport[]> {
+    return this.signals.cohortReports(rolloutId, attempt, stage, o);
   }
 
   recordAlarm(name: string, state: AlarmState, changedAt: number): Promise<SignalOutcome> {

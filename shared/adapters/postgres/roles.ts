@@ -23,6 +23,7 @@ export const ROLLOUT_TABLES = [
   'rollout_due',
   'gate_readings',
   'gate_tallies',
+  'rollout_cohort_reports',
   'stage_metrics',
   'alarm_states',
 ] as const;

@@ -13,6 +13,7 @@ import {
   type StageStatus,
 } from '../../rollout/model.js';
 import type { GateReading, GateTally, ReadingSeries, ReadingToStore } from '../../rollout/gates.js';
+import type { CohortReportsQuery } from '../../rollout/store.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import {
   NEVER_DUE,
@@ -37,6 +38,8 @@ import { signalsRead } from '../../rollout/evaluate.js';
 import { BoundedMap } from '../../bounded-map.js';
 import { Batcher } from '../../concurrency.js';
 import { own } from '../../own.js';
+import { unknownVersion, type Cohort, type CohortReport, type CohortReportInput } from '../../rollout/cohort-signals.js';
+import { InvalidEventError } from '../../rollout/inbound.js';
 
 const ms = (v: unknown): number | null => (v === null || v === undefined ? null : toMillis(v));
 
@@ -421,6 +424,76 @@ export class PostgresRolloutStore implements RolloutStore {
     return rows.length ? 'stored' : 'stale';
   }
 
+  async recordCohortReport(rolloutId: string, at: MetricsTarget, r: CohortReportInput): Promise<SignalOutcome> {
+    // One statement, as a stage's reading is: the stage, the attempt and the version's cohort resolved on the rollout's row.
+    const named = typeof r.cohort === 'string' ? r.cohort : null;
+    const version = typeof r.cohort === 'string' ? null : r.cohort.version;
+    const { rows } = await this.sql.query<{
+      found: unknown;
+      stage: number | null;
+      cohort: string | null;
+      target: RolloutSpec['target'] | string | null;
+      stored: unknown;
+    }>(
+      `WITH tgt AS (
+         SELECT id, coalesce($2::int, attempt) AS attempt, jsonb_array_length(spec->'stages') AS n, spec->'target' AS target,
+                coalesce($3::int, (SELECT (o - 1)::int FROM jsonb_array_elements(spec->'stages') WITH ORDINALITY AS s(v, o) WHERE v->>'name' = $4)) AS stage,
+                coalesce($5::text, CASE WHEN $6::text = spec->'target'->>'version' THEN 'canary'
+                                        WHEN $6::text = spec->'target'->>'stableVersion' THEN 'baseline' END) AS cohort
+           FROM rollouts WHERE id = $1),
+       ins AS (
+         INSERT INTO rollout_cohort_reports (rollout_id, attempt, stage_index, observed_at, cohort, reporter, requests, errors, samples)
+         SELECT id, attempt, stage, $7, cohort, $8, $9, $10, $11::jsonb FROM tgt WHERE stage >= 0 AND stage < n AND cohort IS NOT NULL
+         ON CONFLICT DO NOTHING
+         RETURNING 1)
+       SELECT (SELECT count(*) FROM tgt) AS found,
+              (SELECT stage FROM tgt WHERE stage >= 0 AND stage < n) AS stage,
+              (SELECT cohort FROM tgt) AS cohort,
+              (SELECT target FROM tgt) AS target,
+              (SELECT count(*) FROM ins) AS stored`,
+      [
+        rolloutId,
+        at.attempt ?? null,
+        typeof at.stage === 'number' ? at.stage : null,
+        typeof at.stage === 'string' ? at.stage : null,
+        named,
+        version,
+        new Date(r.observedAt),
+        r.reporter,
+        r.requests,
+        r.errors,
+        r.samples === null ? null : JSON.stringify(r.samples),
+      ],
+      'rollout_record_cohort',
+    );
+    const row = rows[0]!;
+    if (toInt(row.found) === 0) throw new UnknownRolloutError(rolloutId);
+    if (row.stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
+    if (row.cohort === null) {
+      const target = (typeof row.target === 'string' ? JSON.parse(row.target) : row.target) as RolloutSpec['target'];
+      throw new InvalidEventError([unknownVersion({ target }, version ?? '')]);
+    }
+    return toInt(row.stored) > 0 ? 'stored' : 'stale';
+  }
+
+  async cohortReports(rolloutId: string, attempt: number, stage: number, o: CohortReportsQuery): Promise<CohortReport[]> {
+    const order = o.order === 'oldest' ? 'ASC' : 'DESC';
+    const { rows } = await this.sql.query<Record<string, unknown>>(
+      `SELECT cohort, reporter, requests, errors, ${o.samples ? 'samples' : 'NULL AS samples'}, observed_at FROM rollout_cohort_reports
+        WHERE rollout_id = $1 AND attempt = $2 AND stage_index = $3 AND observed_at >= $4
+        ORDER BY observed_at ${order}, cohort ${order}, reporter ${order} LIMIT $5`,
+      [rolloutId, attempt, stage, new Date(o.since), o.limit],
+    );
+    return rows.map((row) => ({
+      cohort: row.cohort as Cohort,
+      reporter: String(row.reporter),
+      requests: toInt(row.requests),
+      errors: toInt(row.errors),
+      samples: (typeof row.samples === 'string' ? JSON.parse(row.samples) : row.samples) as number[] | null,
+      observedAt: toMillis(row.observed_at),
+    }));
+  }
+
   async recordGateReadings(readings: readonly ReadingToStore[]): Promise<CountedReading[]> {
     const out: CountedReading[] = [];
     // One statement may not update a row twice: readings of the same gate go in successive rounds.
@@ -464,8 +537,14 @@ export class PostgresRolloutStore implements RolloutStore {
       `WITH old AS (SELECT rollout_id, attempt, stage_index, gate, at FROM gate_readings WHERE at < $1 ORDER BY at LIMIT $2),
        gone AS (DELETE FROM gate_readings g USING old
                  WHERE (g.rollout_id, g.attempt, g.stage_index, g.gate, g.at) = (old.rollout_id, old.attempt, old.stage_index, old.gate, old.at)
-                 RETURNING 1)
-       SELECT count(*) AS n FROM gone`,
+                 RETURNING 1),
+       old_reports AS (SELECT rollout_id, attempt, stage_index, observed_at, cohort, reporter FROM rollout_cohort_reports
+                        WHERE observed_at < $1 ORDER BY observed_at LIMIT $2),
+       reports AS (DELETE FROM rollout_cohort_reports c USING old_reports o
+                    WHERE (c.rollout_id, c.attempt, c.stage_index, c.observed_at, c.cohort, c.reporter)
+                        = (o.rollout_id, o.attempt, o.stage_index, o.observed_at, o.cohort, o.reporter)
+                    RETURNING 1)
+       SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM reports) AS n`,
       [new Date(before), limit],
       'rollout_prune_readings',
     );
@@ -487,6 +566,7 @@ export class PostgresRolloutStore implements RolloutStore {
        metrics AS (DELETE FROM stage_metrics WHERE rollout_id IN (SELECT id FROM old)),
        events AS (DELETE FROM rollout_events WHERE rollout_id IN (SELECT id FROM old)),
        readings AS (DELETE FROM gate_readings WHERE rollout_id IN (SELECT id FROM old)),
+       reports AS (DELETE FROM rollout_cohort_reports WHERE rollout_id IN (SELECT id FROM old)),
        tallies AS (DELETE FROM gate_tallies WHERE rollout_id IN (SELECT id FROM old)),
        targets AS (DELETE FROM rollout_actuations WHERE rollout_id IN (SELECT id FROM old)),
        alarms AS (

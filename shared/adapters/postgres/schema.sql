@@ -438,6 +438,25 @@ CREATE TABLE public.rollout_actuations (
 );
 
 --
+-- Name: rollout_cohort_reports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollout_cohort_reports (
+    rollout_id text NOT NULL,
+    attempt integer NOT NULL,
+    stage_index integer NOT NULL,
+    observed_at timestamp with time zone NOT NULL,
+    cohort text NOT NULL,
+    reporter text NOT NULL,
+    requests bigint NOT NULL,
+    errors bigint NOT NULL,
+    samples jsonb,
+    CONSTRAINT rollout_cohort_reports_check CHECK (((errors >= 0) AND (errors <= requests))),
+    CONSTRAINT rollout_cohort_reports_cohort_check CHECK ((cohort = ANY (ARRAY['canary'::text, 'baseline'::text]))),
+    CONSTRAINT rollout_cohort_reports_requests_check CHECK ((requests >= 0))
+);
+
+--
 -- Name: rollout_due; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -719,6 +738,13 @@ ALTER TABLE ONLY public.rollout_actuations
     ADD CONSTRAINT rollout_actuations_pkey PRIMARY KEY (rollout_id, target);
 
 --
+-- Name: rollout_cohort_reports rollout_cohort_reports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollout_cohort_reports
+    ADD CONSTRAINT rollout_cohort_reports_pkey PRIMARY KEY (rollout_id, attempt, stage_index, observed_at, cohort, reporter);
+
+--
 -- Name: rollout_due rollout_due_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -812,6 +838,12 @@ CREATE INDEX gate_readings_at ON public.gate_readings USING btree (at);
 --
 
 CREATE INDEX rollout_actuations_unsettled ON public.rollout_actuations USING btree (updated_at) WHERE (NOT settled);
+
+--
+-- Name: rollout_cohort_reports_by_age; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX rollout_cohort_reports_by_age ON public.rollout_cohort_reports USING btree (observed_at);
 
 --
 -- Name: rollout_due_at; Type: INDEX; Schema: public; Owner: -
@@ -941,6 +973,13 @@ ALTER TABLE ONLY public.gate_tallies
 
 ALTER TABLE ONLY public.rollout_actuations
     ADD CONSTRAINT rollout_actuations_rollout_id_fkey FOREIGN KEY (rollout_id) REFERENCES public.rollouts(id);
+
+--
+-- Name: rollout_cohort_reports rollout_cohort_reports_rollout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollout_cohort_reports
+    ADD CONSTRAINT rollout_cohort_reports_rollout_id_fkey FOREIGN KEY (rollout_id) REFERENCES public.rollouts(id);
 
 --
 -- Name: rollout_due rollout_due_rollout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

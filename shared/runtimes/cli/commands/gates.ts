@@ -10,6 +10,7 @@ import { ExitCode, UsageError } from '../errors.js';
 import { days, int } from '../parsers.js';
 import { readJsonFile } from '../io.js';
 import { MAX_SERIES_READINGS } from '../../../api/routes/rollouts.js';
+import { gateJudgeOf } from '../../../rollout/gate-spec.js';
 
 /** `rollout gates`: the judges a gate uses, run on this machine, for pipelines, notebooks and tests. */
 export const gatesCommand: CommandSpec = {
@@ -75,7 +76,7 @@ export const gatesCommand: CommandSpec = {
             continue;
           }
           // A judged proposal is judged again on each reading's series: fewer readings a stage fit in one answer.
-          const judged = (proposed.type === 'prometheus' || proposed.type === 'cloudwatchMetric') && proposed.judge !== undefined;
+          const judged = gateJudgeOf(proposed) !== null;
           const limit = judged ? MAX_SERIES_READINGS : READINGS_READ;
           const { readings, seriesOmitted } = await client.readings(id, { gate: proposed.name, limit, series: judged });
           const full = new Set(readings.map((x) => x.stage)).size * limit;
