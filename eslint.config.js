@@ -60,7 +60,18 @@ const ownProperties = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'cdk.out/**', '.rollout/**', 'coverage/**', 'dist/**', 'packages/*/dist/**'] },
+  {
+    ignores: [
+      'node_modules/**',
+      'cdk.out/**',
+      '.rollout/**',
+      'coverage/**',
+      'dist/**',
+      'packages/*/dist/**',
+      'docs/.vitepress/dist/**',
+      'docs/.vitepress/cache/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -1,6 +1,6 @@
 /**
  * The control plane and a Spot fleet running your worker, in a CDK app of
- * your own (README, "In your own CDK app"). `bin/` of a `cdk init app
+ * your own (docs/getting-started/package.md#in-your-own-cdk-app). `bin/` of a `cdk init app
  * --language typescript` project, say.
  */
 import { App, Stack } from 'aws-cdk-lib';

@@ -1,4 +1,4 @@
-/** The client alone: `rollout-control-plane-client` (packages/client/README.md; README, "As a package"). */
+/** The client alone: `rollout-control-plane-client` (packages/client/README.md; docs/getting-started/package.md#as-a-package). */
 // #region client
 import { RolloutClient, assign } from 'rollout-control-plane-client';
 import { RolloutProvider } from 'rollout-control-plane-client/openfeature';

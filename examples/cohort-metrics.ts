@@ -1,4 +1,4 @@
-/** An application's metrics split by cohort with the OpenFeature provider (README, "Checking the split (sample-ratio)"). */
+/** An application's metrics split by cohort with the OpenFeature provider (docs/concepts/gates.md#checking-the-split-sample-ratio). */
 // #region cohort-metrics
 import { metrics } from '@opentelemetry/api';
 import { OpenFeature } from '@openfeature/server-sdk';

@@ -1,5 +1,5 @@
 /**
- * A worker of a node (README, "A worker of `npm start`"): no database, no AWS
+ * A worker of a node (docs/guides/own-worker.md#a-worker-of-npm-start-or-of-a-cluster): no database, no AWS
  * credentials, only the node's URL (and, with authentication on, a token
  * with the worker scope).
  */

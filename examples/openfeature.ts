@@ -1,4 +1,4 @@
-/** The OpenFeature provider (README, "OpenFeature provider"). */
+/** The OpenFeature provider (docs/guides/openfeature.md#openfeature-provider). */
 // #region provider
 import { OpenFeature } from '@openfeature/server-sdk';
 import { RolloutProvider } from 'rollout-control-plane/openfeature';

@@ -1,4 +1,4 @@
-/** The worker SDK: your handler runs a run's items in your own process (README, "The worker SDK"). */
+/** The worker SDK: your handler runs a run's items in your own process (docs/guides/own-worker.md#the-worker-sdk). */
 declare function reindex(payload: unknown, o: { signal: AbortSignal; onPage: () => void }): Promise<{ pages: number }>;
 
 // #region create-worker

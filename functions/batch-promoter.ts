@@ -26,7 +26,7 @@ import { activityFlagsFrom, type ActivityFlags } from './activity.js';
  * stops ticking as soon as the last rollout ends. So an idle control plane
  * pays for a few milliseconds a minute, and a rollout started meanwhile
  * (whose `rollout.created` event was lost) is caught up by the next
- * invocation, within a minute. See README for the cost.
+ * invocation, within a minute. See docs/operating/capacity-and-cost.md#monthly-cost.
  *
  * On Aurora those two reads would keep the cluster awake: there the
  * `promotion` activity flag comes first (activity.ts), and the database is

@@ -30,7 +30,7 @@ export interface AlarmSources {
 
 /**
  * The alarms, one per concern, each for something a person must act on
- * (README "Operating" says what to do); and the opt-in dashboard. An alarm
+ * (docs/operating/observability.md#operating says what to do); and the opt-in dashboard. An alarm
  * is billed per metric it reads, so where two would read the same failure
  * one does: a function invoked by a rule or a schedule that keeps failing
  * lands in the events DLQ once its retries are used up (EventsDlqNotEmpty),

@@ -37,8 +37,8 @@ export interface RolloutControlPlaneProps {
    * The table this construct creates: what gsi1 projects. `include` (the
    * default) projects only what its readers need; `all` is what stacks
    * deployed before it have, and DynamoDB cannot change a projection in
-   * place: keep `all` on such a stack (the code runs on either; README,
-   * "Upgrading a deployed table").
+   * place: keep `all` on such a stack (the code runs on either;
+   * docs/operating/upgrades.md#upgrading-a-deployed-table).
    */
   readonly indexProjection?: 'include' | 'all';
   /** Aurora: the VPC to put the cluster and the functions in (private subnets with egress, isolated subnets). Default: a new one. */
@@ -95,7 +95,7 @@ export interface RolloutControlPlaneProps {
    * How long what ended is kept, in days: a rollout that ended is deleted
    * whole `rolloutDays` (90) after it ended; a finished run's items
    * `runDays` (30) after each finished (TTL), the run's record that long
-   * after the run finished (README, "What is kept"). A WorkerFleet's workers
+   * after the run finished (docs/operating/retention.md#what-is-kept). A WorkerFleet's workers
    * stamp the items they finish with the same `runDays`.
    */
   readonly retention?: Partial<Retention>;
@@ -136,7 +136,7 @@ export interface RolloutControlPlaneProps {
    */
   readonly gateAlarms?: readonly string[];
   /**
-   * The targets a rollout spec may move, by name (README "Moving traffic"):
+   * The targets a rollout spec may move, by name (docs/concepts/actuators-and-assignment.md#moving-traffic-actuators):
    * Lambda aliases and ALB rules. The functions that actuate are granted
    * exactly these resources, and webhooks (an nginx target is a file on a
    * node's machine: refused). None by default: a spec naming one is refused.

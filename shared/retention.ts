@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * How long what has finished is kept, per deployment. What runs, and what a
- * paused rollout needs, is never pruned; see README, "What is kept".
+ * paused rollout needs, is never pruned; see docs/operating/retention.md#what-is-kept.
  */
 export const retentionSchema = z
   .object({

@@ -94,7 +94,7 @@ export const FUNCTIONS = {
     description: 'Ticks every 10 s within a once-a-minute invocation: reads due gates, promotes what is due, catches up on dropped events',
     triggers: [{ kind: 'schedule', everyMinutes: 1 }],
     // Ticks through one minute and ends before the next invocation; concurrency 1 so ticks never overlap.
-    // Mostly waiting between ticks, so memory (and CPU, which scales with it) is kept small; see README for the cost.
+    // Mostly waiting between ticks, so memory (and CPU, which scales with it) is kept small; see docs/operating/capacity-and-cost.md#monthly-cost.
     timeoutSeconds: 70,
     memoryMb: 256,
     reservedConcurrency: 1,

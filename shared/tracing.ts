@@ -2,7 +2,7 @@ import { context, SpanStatusCode, trace, type Attributes, type Span } from '@ope
 
 /**
  * Spans through the OpenTelemetry API, recorded by whatever SDK the process
- * registers (README, "Operating": traces). We register none.
+ * registers (docs/operating/observability.md#operating: traces). We register none.
  *
  * Guarantees:
  * - With no SDK registered every span is the API's no-op: one small object,
@@ -18,7 +18,7 @@ import { context, SpanStatusCode, trace, type Attributes, type Span } from '@ope
  * gates read in one provider call share that call's timing.
  */
 
-/** Span names: stable, documented in README. */
+/** Span names: stable, documented in docs/operating/observability.md#operating. */
 export const SPAN = {
   /** One transition decided on a rollout and written (fenced), its events published. */
   decide: 'rollout.decide',

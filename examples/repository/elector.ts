@@ -1,4 +1,4 @@
-/** An elector of the repository's own (README, "Electors"): imported from a checkout, not from the package. */
+/** An elector of the repository's own (docs/concepts/leases-and-fencing.md#electors): imported from a checkout, not from the package. */
 // #region elector
 import { hostname } from 'node:os';
 import { LeaseElector } from './shared/lease/elector.js';

@@ -5,7 +5,7 @@
  * target carries. The decisions (whether to write, drift, who may overwrite
  * whom) are made once, in reconcile.ts; an actuator only reads and writes.
  *
- * The rule every actuator keeps (README, "Moving traffic: actuators"):
+ * The rule every actuator keeps (docs/concepts/actuators-and-assignment.md#moving-traffic-actuators):
  * - a write is idempotent: "make the target carry attempt A, stage S, P %";
  * - it carries a stamp (rollout, attempt, stage, lease epoch, the percent
  *   written), kept on the target where the target can keep one;

@@ -211,7 +211,7 @@ export class Actuation implements TrafficActuation {
     return out;
   }
 
-  /** One target's convergence in a `rollout.actuate` span (README, "Operating": traces): what was asked, and the verdict. */
+  /** One target's convergence in a `rollout.actuate` span (docs/operating/observability.md#operating: traces): what was asked, and the verdict. */
   private traced(desired: Desired, target: string, kind: string, token: LeaseToken, converge: () => Promise<TargetOutcome>): Promise<TargetOutcome> {
     const attributes = {
       'rollout.id': desired.rolloutId,

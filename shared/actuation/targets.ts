@@ -6,7 +6,7 @@ import { own } from '../own.js';
 /**
  * The targets an operator lets rollouts move, by name. A spec names targets
  * from this list only (`actuators: ["web"]`): it never names a file, a
- * command, a function or a load balancer itself (README, "Security"). Unknown fields are refused.
+ * command, a function or a load balancer itself (docs/operating/security.md#security-who-may-do-what). Unknown fields are refused.
  */
 
 export { TARGET_NAME };
@@ -81,7 +81,7 @@ export const webhookTargetSchema = z
   .object({
     type: z.literal('webhook'),
     /**
-     * A receiver that keeps the split itself (README, "webhook"): GET answers
+     * A receiver that keeps the split itself (docs/concepts/actuators-and-assignment.md#moving-traffic-actuators): GET answers
      * what it carries, POST asks it to carry a new state. The operator's
      * outbound allow-list must name its origin.
      */

@@ -194,7 +194,7 @@ export function capRollouts<T extends RolloutView>(views: readonly T[]): { shown
 }
 
 /**
- * One rollout's samples at `nowMs`: the gauges of README's "Operating" table.
+ * One rollout's samples at `nowMs`: the gauges of the table in docs/operating/observability.md#operating.
  * `actuations`: what was applied to each of its targets (none: no target
  * samples).
  */

@@ -71,7 +71,7 @@ export interface Exposure {
 export interface RolloutProviderOptions {
   /** Where the API is: `https://rollouts.example.com`, or API Gateway's URL with its stage. */
   readonly baseUrl: string;
-  /** A bearer credential with the `read` scope (README "Security"); a function for one that rotates, such as an OIDC token. */
+  /** A bearer credential with the `read` scope (docs/operating/security.md#security-who-may-do-what); a function for one that rotates, such as an OIDC token. */
   readonly token?: string | (() => string | Promise<string>);
   /** The fetch to send requests with (default: the global one): to sign them (SigV4 behind API Gateway), or to go through a proxy. */
   readonly fetch?: typeof fetch;

@@ -255,7 +255,7 @@ export class RolloutEngine {
   }
 }
 
-/** What a `rollout.decide` span carries (README, "Operating": traces). */
+/** What a `rollout.decide` span carries (docs/operating/observability.md#operating: traces). */
 function decisionAttributes(view: RolloutView, t: Transition, token: LeaseToken, actor: string): Attributes {
   const stage = 'stage' in t ? t.stage : undefined;
   return {

@@ -210,7 +210,7 @@ export class GateReader {
   }
 }
 
-/** What a `rollout.gate.read` span carries (README, "Operating": traces): names and ids, never the gate's address or query. */
+/** What a `rollout.gate.read` span carries (docs/operating/observability.md#operating: traces): names and ids, never the gate's address or query. */
 function gateAttributes(d: Due, epoch: number | undefined): Attributes {
   const { rollout } = d.view;
   return {

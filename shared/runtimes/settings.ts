@@ -11,7 +11,7 @@ import { DEFAULT_RETENTION, retentionSchema } from '../retention.js';
  * both fall back on the same defaults.
  */
 export const runtimeSettings = {
-  /** How long what ended is kept (`--retain-rollouts`, the stack's `retention`): README, "What is kept". */
+  /** How long what ended is kept (`--retain-rollouts`, the stack's `retention`): docs/operating/retention.md#what-is-kept. */
   retention: retentionSchema.default(DEFAULT_RETENTION),
   /** What a spec may make the runtime request (`--outbound-config`, the stack's `outbound`): nothing by default. */
   outbound: outboundConfigSchema.default({ origins: [], credentials: {} }),

@@ -1,6 +1,6 @@
 /**
  * Retention: a test clock runs past every lifetime, on every backend, and
- * each family is pruned, except what README ("What is kept") lists as kept.
+ * each family is pruned, except what docs/operating/retention.md#what-is-kept lists as kept.
  */
 import { beforeEach, expect, it } from 'vitest';
 import { InProcessBus, type EventBus } from '../../shared/events/bus.js';

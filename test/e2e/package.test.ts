@@ -221,7 +221,7 @@ describe('npm pack', () => {
       expect(packed.status, packed.stderr).toBe(0);
       const pack = (JSON.parse(packed.stdout) as { size: number; unpackedSize: number; files: { path: string }[] }[])[0]!;
       const listed = pack.files.map((f) => f.path);
-      // The sizes README states, as bounds.
+      // The sizes docs/getting-started/package.md#as-a-package states, as bounds.
       expect(pack.size).toBeLessThan(10_000_000);
       expect(pack.unpackedSize).toBeLessThan(40_000_000);
       expect(listed).toEqual(
@@ -488,7 +488,7 @@ console.log(JSON.stringify(Object.fromEntries(entries.map((e) => [e, Object.keys
       const client = packAndInstallClient(join(dir, 'client'));
       const installed = readdirSync(join(client.dir, 'node_modules'), { recursive: true }).length;
       const kib = Number(spawnSync('du', ['-sk', 'node_modules'], { cwd: client.dir, encoding: 'utf8' }).stdout.split('\t')[0]);
-      // The figure README states, as a bound: on disk, in blocks, not the files' sizes.
+      // The figure docs/getting-started/package.md#as-a-package states, as a bound: on disk, in blocks, not the files' sizes.
       expect(installed).toBeGreaterThan(0);
       expect(kib * 1024).toBeLessThan(15_000_000);
       // Nothing of the server came with it.

@@ -54,6 +54,7 @@ const FILE_NEEDS: Record<string, readonly Need[]> = {
   'test/contract/actuation.contract.test.ts': ['nginx'],
   'test/integration/nginx-actuator.test.ts': ['nginx'],
   'test/e2e/chaos-timeline.test.ts': ['chromium'],
+  'test/e2e/docs-site.test.ts': ['chromium'],
   'test/integration/prometheus-support.test.ts': ['prometheus'],
   'test/integration/prometheus-gates.test.ts': ['prometheus'],
   'test/integration/operate.test.ts': ['prometheus'],

@@ -89,8 +89,7 @@ export function motoAvailable(): boolean {
 /**
  * moto (an AWS emulator, shipped in this machine's image) on a loopback port:
  * CloudFormation, S3, IAM, SSM, EventBridge, CloudWatch, Lambda, ELBv2 and
- * the rest, for what it emulates faithfully (README "Testing against AWS
- * emulators"). Each test names it as its endpoint; nothing else is pointed
+ * the rest, for what it emulates faithfully (docs/development/testing.md#testing-against-aws-emulators). Each test names it as its endpoint; nothing else is pointed
  * at it by default.
  */
 export async function startMoto(): Promise<{ url: string; stop: Stopper }> {

@@ -15,6 +15,8 @@ import type { ControlPlaneProps } from '../../infra/stack.js';
 import { synthStack, SYNTH_HOOK_TIMEOUT, VARIANT_TEST_TIMEOUT } from './synth.js';
 
 const root = join(import.meta.dirname, '../..');
+/** Where the monthly cost tables live (docs/operating/capacity-and-cost.md#monthly-cost). */
+const COST_PAGE = 'docs/operating/capacity-and-cost.md';
 
 /** The stack as it deploys, bundling skipped (the template is the same; only the asset hashes differ); once per shape. */
 function synth(props: ControlPlaneProps = {}): { template: Template; json: CfnTemplate } {
@@ -74,16 +76,16 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
 
   // Synthesises the Aurora shape too.
   it(
-    "README's cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack",
+    "the docs' cost tables are the ones the two stores imply: their totals are estimateCost's, so the tables cannot drift from the stack",
     { timeout: VARIANT_TEST_TIMEOUT },
     () => {
-      const readme = readFileSync(join(root, 'README.md'), 'utf8');
+      const readme = readFileSync(join(root, COST_PAGE), 'utf8');
       const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
       const totals = [...section.matchAll(/\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/g)].map((m) => [Number(m[1]), Number(m[2])]);
       expect(totals, 'the Monthly cost section has a total row per store, DynamoDB first').toHaveLength(2);
       const aurora = estimateCost(synth({ store: 'aurora' }).json);
       const rounded = (e: typeof estimate) => [Math.round(e.idle * 100) / 100, Math.round(e.busy * 100) / 100];
-      expect(totals, 'run `npm run cost` and copy its figures into README').toEqual([rounded(estimate), rounded(aurora)]);
+      expect(totals, `run npm run cost and copy its figures into ${COST_PAGE}`).toEqual([rounded(estimate), rounded(aurora)]);
       expect(section).toContain(`CloudWatch: ${ids(template, 'AWS::CloudWatch::Alarm').length} alarms`);
     },
   );
@@ -378,11 +380,11 @@ describe('judged gates in the cost model', () => {
     expect(() => assumptionsFor({ ...spec, stages: [] })).toThrow(/--spec: .*stages/);
   });
 
-  it("README's table of what each gate costs is the one the model prints (npm run cost -- --gates)", () => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  it("the docs' table of what each gate costs is the one the model prints (npm run cost -- --gates)", () => {
+    const readme = readFileSync(join(root, COST_PAGE), 'utf8');
     const table = gateCostTable(DEFAULT_ASSUMPTIONS);
     expect(table.split('\n')).toHaveLength(EXAMPLE_GATES.length + 2);
-    expect(readme, 'run `npm run cost -- --gates` and copy its table into README').toContain(table);
+    expect(readme, `run npm run cost -- --gates and copy its table into ${COST_PAGE}`).toContain(table);
   });
 });
 

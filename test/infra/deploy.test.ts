@@ -1,7 +1,7 @@
 /**
  * `cdk deploy` for real: the CDK CLI bootstraps an environment, deploys the
  * stack (DynamoDB variant) and destroys it, against moto, an AWS emulator
- * (README "Testing against AWS emulators"). What the stack wires is then
+ * (docs/development/testing.md#testing-against-aws-emulators). What the stack wires is then
  * read back through the services' own APIs, not from the template.
  *
  * Where moto falls short of AWS, the test works around it and says what AWS
@@ -26,7 +26,7 @@
  *   skipped (so a type moto starts to support, or one that silently fails,
  *   shows here); the alarms, the API's routes and authorizer, the queue
  *   policies and the retry settings are asserted on the template
- *   (stack.test.ts) and listed in README as untested on an emulator.
+ *   (stack.test.ts) and listed in docs/development/testing.md#testing-against-aws-emulators as untested on an emulator.
  * - Lambda functions cannot be invoked without Docker: a rule's target is
  *   checked by name, and delivery is shown through a queue target that the
  *   test adds beside the deployed rule, with the deployed rule's pattern.

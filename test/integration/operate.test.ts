@@ -1,5 +1,5 @@
 /**
- * What someone on call sees (README "Operating"), against a real Prometheus:
+ * What someone on call sees (docs/operating/observability.md#operating), against a real Prometheus:
  * it scrapes a node and a worker (`rollout worker --metrics-port`) through
  * rollouts (one completes, one stays in its first stage with a Prometheus
  * gate) and a run of 200 items; every panel query of the shipped Grafana

@@ -6,7 +6,7 @@
  * asserted to still deviate, so the choice below is remade when either
  * changes.
  *
- * The choice (README "Testing against AWS emulators"): the suites run their
+ * The choice (docs/development/testing.md#testing-against-aws-emulators): the suites run their
  * work queues on fauxqs. moto is the more faithful on these cases (fauxqs
  * misreports one batch failure, which this file covers on moto), but moto's
  * SQS scans every message of a queue on each receive: measured on this

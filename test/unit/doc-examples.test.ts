@@ -8,10 +8,11 @@
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { codeBlocks, expected, region } from '../../tools/docs/examples.js';
+import { codeBlocks, defaultDocs, expected, region } from '../../tools/docs/examples.js';
 
 const root = resolve(import.meta.dirname, '../..');
-const SKIP = new Set(['node_modules', 'dist', 'cdk.out', 'test-results', '.git', '.rollout', 'coverage']);
+// docs/.vitepress holds the site's config, build and cache: no doc of ours.
+const SKIP = new Set(['node_modules', 'dist', 'cdk.out', 'test-results', '.git', '.rollout', 'coverage', '.vitepress']);
 
 function markdown(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -25,7 +26,11 @@ describe("the docs' code", () => {
 
   it('finds the docs and their blocks', () => {
     expect(docs).toContain('README.md');
-    expect(blocks.filter((b) => b.doc === 'README.md').length).toBeGreaterThanOrEqual(7);
+    expect(docs).toContain('docs/getting-started/package.md');
+    expect(blocks.filter((b) => b.doc === 'README.md').length).toBeGreaterThanOrEqual(1);
+    expect(blocks.filter((b) => b.doc.startsWith('docs/')).length).toBeGreaterThanOrEqual(7);
+    // `npm run docs:examples` rewrites every doc this test reads.
+    expect(new Set(defaultDocs())).toEqual(new Set(docs));
   });
 
   it('every TypeScript or JavaScript block names the example regions it shows, and reads as they do', () => {

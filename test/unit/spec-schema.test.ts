@@ -1,7 +1,7 @@
 /**
  * The JSON Schemas of a rollout spec and a run request (`rollout spec
  * schema`), checked with a real JSON Schema validator (Ajv, draft 2020-12):
- * every spec README shows validates and parses; what the parser refuses for
+ * every spec the docs show validates and parses; what the parser refuses for
  * its shape, the schema refuses too.
  */
 import { readFileSync } from 'node:fs';
@@ -10,29 +10,34 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { runRequestJsonSchema } from '../../shared/api/handler.js';
 import { parseRolloutSpec, rolloutSpecJsonSchema } from '../../shared/rollout/spec.js';
+import { docsPages } from '../../tools/docs/anchors.js';
 
-const readme = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8');
+const root = join(import.meta.dirname, '../..');
+/** README and the docs site's pages, where specs are shown. */
+const docs = ['README.md', ...docsPages()].map((doc) => ({ doc, text: readFileSync(join(root, doc), 'utf8') }));
 const ajv = new Ajv2020({ allErrors: true, strict: true, validateFormats: false });
 const spec = ajv.compile(rolloutSpecJsonSchema());
 const run = ajv.compile(runRequestJsonSchema());
 const target = { service: 'checkout', version: 'v42' };
 
-/** The specs README shows: each ```json block that is one, and each inline preset (with a target added: README shows them without). */
-function readmeSpecs(): { where: string; value: unknown }[] {
+/** The specs the docs show: each ```json block that is one, and each inline preset (with a target added: the docs show them without). */
+function docSpecs(): { where: string; value: unknown }[] {
   const out: { where: string; value: unknown }[] = [];
-  for (const m of readme.matchAll(/```json\n([\s\S]*?)```/g)) {
-    const text = m[1]!;
-    if (/"target"/.test(text) && /"stages"|"preset"/.test(text))
-      out.push({ where: `README line ${readme.slice(0, m.index).split('\n').length}`, value: JSON.parse(text) });
+  for (const { doc, text: page } of docs) {
+    for (const m of page.matchAll(/```json\n([\s\S]*?)```/g)) {
+      const text = m[1]!;
+      if (/"target"/.test(text) && /"stages"|"preset"/.test(text))
+        out.push({ where: `${doc} line ${page.slice(0, m.index).split('\n').length}`, value: JSON.parse(text) });
+    }
+    for (const m of page.matchAll(/`(\{"preset": [^`]*\})`/g))
+      out.push({ where: `${doc} preset ${m[1]}`, value: { target, ...(JSON.parse(m[1]!) as object) } });
   }
-  for (const m of readme.matchAll(/`(\{"preset": [^`]*\})`/g))
-    out.push({ where: `README preset ${m[1]}`, value: { target, ...(JSON.parse(m[1]!) as object) } });
   return out;
 }
 
 describe('rollout spec JSON Schema', () => {
-  it('every spec README shows is valid by the schema and by the parser', () => {
-    const specs = readmeSpecs();
+  it('every spec the docs show is valid by the schema and by the parser', () => {
+    const specs = docSpecs();
     expect(specs.length).toBeGreaterThanOrEqual(5);
     for (const { where, value } of specs) {
       expect(spec(value), `${where}: ${ajv.errorsText(spec.errors)}`).toBe(true);

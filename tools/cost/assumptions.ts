@@ -9,7 +9,7 @@ import type { FunctionName } from '../../shared/topology.js';
 export interface Assumptions {
   /** Busy column: rollout signals a month put on the rollout bus (`--events`). */
   readonly eventsPerMonth: number;
-  /** A month is 30 days (43,200 minutes), as README counts; AWS's calculator uses 730 h, 1.4 % more. */
+  /** A month is 30 days (43,200 minutes), as docs/operating/capacity-and-cost.md#monthly-cost counts; AWS's calculator uses 730 h, 1.4 % more. */
   readonly daysPerMonth: number;
   /** An idle BatchPromoter invocation: two small DynamoDB queries in parallel on a warm connection, plus the handler's own work. */
   readonly idleBatchInvocationMs: number;
@@ -23,7 +23,7 @@ export interface Assumptions {
   readonly initMs: number;
   /** One busy BatchPromoter tick's own work (reads, one campaign write, maybe an evaluation): only its last tick adds to the ~60 s. */
   readonly tickMs: number;
-  /** One StreamingPromoter invocation: store the signal, load the rollout, evaluate (README's ~100 ms). */
+  /** One StreamingPromoter invocation: store the signal, load the rollout, evaluate (docs/operating/capacity-and-cost.md#monthly-cost: ~100 ms). */
   readonly signalInvocationMs: number;
   /** Busy: HTTP API requests a month (operators and CI reading status, creating rollouts). */
   readonly apiRequestsPerMonth: number;

@@ -5,7 +5,7 @@
  * in-process. Both stores by default, the DynamoDB one first. `--spec` prices
  * a rollout spec's gates (its costliest stage's) for each running rollout in
  * place of the default one threshold gate; `--gates` prints what one gate of
- * each kind costs a month (README's table) and nothing else.
+ * each kind costs a month (docs/operating/capacity-and-cost.md#monthly-cost) and nothing else.
  */
 import { App } from 'aws-cdk-lib';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

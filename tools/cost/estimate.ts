@@ -1,6 +1,6 @@
 /**
  * The stack's monthly cost, recomputed from its synthesized CloudFormation
- * template so that README's "Monthly cost" table cannot drift from what
+ * template so that the table of docs/operating/capacity-and-cost.md#monthly-cost cannot drift from what
  * deploys: it counts the resources the template holds (functions, schedules,
  * alarms, the dashboard, queues and their event source mappings, the table or
  * the Aurora cluster with its VPC) and the invocations they imply (a

@@ -187,7 +187,7 @@ const lambdaMetric = (metricName: string, stat: string) => ({
 const AMP_URL = 'https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-example';
 const promLatency = 'histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{version="{{version}}"}[5m])))';
 
-/** The gates README's table prices, one a row: each provider and judge at its default cadence (judged ones read every minute or 30 s). */
+/** The gates the table of docs/operating/capacity-and-cost.md#monthly-cost prices, one a row: each provider and judge at its default cadence (judged ones read every minute or 30 s). */
 export const EXAMPLE_GATES: readonly { readonly label: string; readonly gate: ProviderGate }[] = [
   {
     label: 'cloudwatchMetric, threshold (Errors < 5)',

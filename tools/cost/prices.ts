@@ -102,7 +102,7 @@ export const PRICES = {
   httpApiRequest: {
     usd: 1 / 1e6,
     unit: 'HTTP API request (first 300 million, per 512 KB)',
-    source: 'aws.amazon.com/api-gateway/pricing; NOT confirmed in the copies read (README says US$ 1 per million)',
+    source: 'aws.amazon.com/api-gateway/pricing; NOT confirmed in the copies read (the docs say US$ 1 per million)',
   },
   natGatewayHour: {
     usd: 0.045,

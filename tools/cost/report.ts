@@ -1,4 +1,4 @@
-/** The cost estimate printed: README's table, the JSON line, and the free tiers, assumptions and prices behind them. */
+/** The cost estimate printed: the table of docs/operating/capacity-and-cost.md#monthly-cost, the JSON line, and the free tiers, assumptions and prices behind them. */
 import type { Assumptions } from './assumptions.js';
 import { EXAMPLE_GATES, gateRead, gatesCost, readEverySeconds } from './gates.js';
 import { PRICE_REGION, PRICES, PRICES_READ_ON, type Price } from './prices.js';
@@ -10,7 +10,7 @@ export function usd(x: number): string {
   return `US$ ${x.toFixed(2)}`;
 }
 
-/** The table README's "Monthly cost" section holds: one row a line, its basis in parentheses. */
+/** The table docs/operating/capacity-and-cost.md#monthly-cost holds: one row a line, its basis in parentheses. */
 export function markdownTable(e: CostEstimate): string {
   const head = `| ${e.store === 'aurora' ? 'Aurora store' : 'DynamoDB store'} | idle | ${fmtInt(e.assumptions.eventsPerMonth)} rollout events/month |\n|---|---|---|`;
   const rows = e.lines.map((l) => `| ${l.what} (${l.basis.replace(/\|/g, '/')}) | ${usd(l.idle)} | ${usd(l.busy)} |`);
@@ -46,7 +46,7 @@ export function details(estimates: readonly CostEstimate[]): string {
 }
 
 /**
- * README's table of what one gate costs a month on one rollout running all
+ * The table of what one gate costs (docs/operating/capacity-and-cost.md#monthly-cost) a month on one rollout running all
  * month (`npm run cost -- --gates`): its reads and its own gauges.
  */
 export function gateCostTable(a: Assumptions): string {

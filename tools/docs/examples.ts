@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { docsPages } from './anchors.js';
 
 /**
  * The docs' code blocks and the examples they come from. A ```ts (or js)
@@ -69,7 +70,10 @@ export function syncDoc(doc: string): number {
   return changed;
 }
 
-// npm run docs:examples [docs…]: the docs' marked blocks rewritten from the examples (default README.md).
+/** The docs whose blocks `npm run docs:examples` rewrites by default: README, the site's pages, the client package's README. */
+export const defaultDocs = (): string[] => ['README.md', 'packages/client/README.md', ...docsPages()];
+
+// npm run docs:examples [docs…]: the docs' marked blocks rewritten from the examples (default: every doc).
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename)) {
-  for (const doc of process.argv.slice(2).length ? process.argv.slice(2) : ['README.md']) console.log(`${doc}: ${syncDoc(doc)} block(s) rewritten`);
+  for (const doc of process.argv.slice(2).length ? process.argv.slice(2) : defaultDocs()) console.log(`${doc}: ${syncDoc(doc)} block(s) rewritten`);
 }

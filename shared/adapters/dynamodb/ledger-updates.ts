@@ -171,7 +171,7 @@ function parts(c: ItemCas, k: IndexKeys): Parts {
 /**
  * `expiresAt` (epoch seconds): a transition that ends the item sets the
  * table's TTL attribute to it, in the same write, so a finished item's
- * retention costs no write of its own (README, "What is kept").
+ * retention costs no write of its own (docs/operating/retention.md#what-is-kept).
  */
 export function ledgerUpdate(c: ItemCas, now: number, keys: IndexKeys, expiresAt?: number): ItemUpdate {
   const ends = expiresAt !== undefined && ENDING.has(c.transition);

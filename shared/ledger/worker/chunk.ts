@@ -10,8 +10,8 @@ import { giveBack } from './give-back.js';
 import type { Heartbeats } from './heartbeat.js';
 
 /**
- * Ends a `run.item` span with what became of the item's run (README,
- * "Operating": traces). Only a backend's own failure is the span's error: a
+ * Ends a `run.item` span with what became of the item's run
+ * (docs/operating/observability.md#operating: traces). Only a backend's own failure is the span's error: a
  * run stopped because the claim was lost or the worker drained did nothing wrong.
  */
 function endItem(span: Span, outcome: 'ok' | 'failed' | 'lost' | 'drained', err?: unknown): void {

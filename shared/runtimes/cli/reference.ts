@@ -7,7 +7,7 @@ import { COMMAND_TABLE, ROOT } from './commands/index.js';
  * A Markdown reference of every command and option, printed from the same
  * table the commands are built from (commands/), so it cannot drift from them:
  *
- *   node --import tsx shared/runtimes/cli/reference.ts > docs/cli.md
+ *   node --import tsx shared/runtimes/cli/reference.ts > docs/reference/cli.md
  */
 export function cliReference(): string {
   const out: string[] = [

@@ -425,7 +425,8 @@ const FRESH: ReadonlySet<string> = new Set<NodeOwnRoute['id']>(['statusPage', 'm
 export async function reportUnaddressable(node: ControlPlaneNode): Promise<{ kind: string; id: string }[]> {
   try {
     const rows = await node.plane.stores.statusReads.unaddressable();
-    for (const r of rows) node.logger.warn('an id no request path reaches: see README "Ids"', { kind: r.kind, id: r.id });
+    for (const r of rows)
+      node.logger.warn('an id no request path reaches: see docs/operating/security.md#security-who-may-do-what ("Ids")', { kind: r.kind, id: r.id });
     return rows;
   } catch (err) {
     node.logger.warn('could not look for ids no request path reaches', { error: errorMessage(err) });

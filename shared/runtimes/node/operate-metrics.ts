@@ -20,7 +20,7 @@ import type { ControlPlaneNode } from './node.js';
 
 /**
  * What someone on call needs of rollouts and runs, on a node's /metrics
- * (README "Operating" lists every series):
+ * (docs/operating/observability.md#operating lists every series):
  *
  *   rollout_info, rollout_percent, rollout_stage_index, rollout_stage_seconds,
  *   rollout_last_progress_timestamp_seconds, rollout_progress_deadline_seconds,

@@ -112,7 +112,7 @@ const MODULES: Record<string, string> = {
  * drains the work DLQ). Both stacks use one work queue and DLQ here, so a
  * dead letter one stack's scan cannot settle (the other coordinates the run)
  * comes back after the DLQ's visibility timeout, to either stack's next scan
- * (MULTI-REGION.md's second stack has queues of its own).
+ * (docs/guides/multi-region.md: the second stack has queues of its own).
  */
 const STACK_B_FUNCTIONS = ['batchPromoter', 'coordinator'];
 /** Short codes for the sandboxes' names at the store proxy (`a.sp.3`: stack-a's StreamingPromoter, third sandbox). */

@@ -8,7 +8,7 @@ import { OperatorSecrets } from '../../../shared/outbound/secrets.js';
 import type { ActuatorFixture } from './fixture.js';
 
 /**
- * A receiver of the webhook actuator's protocol (README, "webhook"), as a
+ * A receiver of the webhook actuator's protocol (docs/concepts/actuators-and-assignment.md#moving-traffic-actuators, "The webhook protocol"), as a
  * team would write one in front of whatever keeps their split: one state,
  * GET answers it, POST replaces it. With `revisions` it conditions a write on
  * the revision it last answered (409 on a stale one); without, it takes any

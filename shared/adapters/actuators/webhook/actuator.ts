@@ -21,7 +21,7 @@ import type { OutboundClient } from '../../http/outbound.js';
 /**
  * A target that keeps the split itself, reached over HTTP: a feature-flag
  * service, a service mesh's controller, anything with an API. The receiver
- * keeps one state and answers it (README, "webhook actuator"):
+ * keeps one state and answers it (docs/concepts/actuators-and-assignment.md#moving-traffic-actuators, "The webhook protocol"):
  *
  *   GET  <url>  → 200 {"percent": 0–100, "final": bool, "stamp": "<line>"|null,
  *                      "revision"?: "<opaque>", "detail"?: "...", "foreign"?: "..."}
