@@ -1,4 +1,4 @@
-/** The typed client in a pipeline and a producer (docs/guides/pipeline.md#the-typed-client, and "Many items: enqueueRun" in docs/reference/cli.md). */
+/** The typed client in a pipeline and a producer (docs/guides/pipeline.md#the-typed-client, and docs/guides/cli.md#client-commands). */
 import type { RolloutSpec } from 'rollout-control-plane';
 declare const spec: RolloutSpec; // parseRolloutSpec(yourSpec): refused here, naming the field, before it is sent
 declare const url: string;

@@ -38,6 +38,7 @@ const sidebar = [
       { text: 'Split with nginx', link: '/guides/nginx' },
       { text: 'OpenFeature', link: '/guides/openfeature' },
       { text: 'Run your own worker', link: '/guides/own-worker' },
+      { text: 'Use the command line', link: '/guides/cli' },
       { text: 'Gate a pipeline', link: '/guides/pipeline' },
       { text: 'Multi-region', link: '/guides/multi-region' },
     ],

@@ -36,7 +36,7 @@ function jsonVar<S extends z.ZodType>(schema: S) {
     .pipe(schema);
 }
 
-const lambdaEnvSchema = z
+export const lambdaEnvSchema = z
   .object({
     ROLLOUT_STORE: z.enum(['dynamodb', 'postgres']).default('dynamodb'),
     ROLLOUT_TABLE: z.string().min(1).optional(),

@@ -15,6 +15,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { runBench } from './bench-record.js';
 import { checkRecorded } from './contract-check.js';
 import { ensurePackages, needsOf } from './packages.js';
 import { MOTO_INSTALL, motoAvailable, startServices, type ServiceSet } from './services.js';
@@ -189,7 +190,7 @@ async function main(): Promise<number> {
         console.error(`usage: npm run bench -- <name>   (test/bench/<name>.ts; got ${name ?? 'nothing'})`);
         return 2;
       }
-      return await run(process.execPath, ['--import', 'tsx', file, ...args], env);
+      return await runBench(root, name, file, args, env);
     }
     if (mode === 'chaos') return await run(process.execPath, ['--import', 'tsx', resolve(root, 'test/chaos/cli.ts'), ...rest], env);
     if (mode === 'smoke') return await run(process.execPath, ['--import', 'tsx', resolve(root, 'test/smoke/three-node.ts'), ...rest], env);

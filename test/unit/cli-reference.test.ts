@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { program } from '../../shared/runtimes/cli/cli.js';
-import { cliReference } from '../../shared/runtimes/cli/reference.js';
+import { cliReference } from '../../tools/docs/reference/cli.js';
+import { cell, text as prose } from '../../tools/docs/reference/markdown.js';
 
 /** The reference's sections by heading (`## rollout runs status`), each with its text. */
 function sections(reference: string): Map<string, string> {
@@ -26,7 +27,7 @@ function drift(cli: Command, reference: string): string[] {
     if (text === undefined) {
       missing.push(`command ${name}`);
     } else {
-      if (path.length > 1 && !text.includes(cmd.description())) missing.push(`description of ${name}`);
+      if (path.length > 1 && !text.includes(prose(cmd.description()))) missing.push(`description of ${name}`);
       for (const a of cmd.registeredArguments) {
         const arg = a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`;
         if (!text.includes(`\`${arg}\``)) missing.push(`argument ${arg} of ${name}`);
@@ -38,7 +39,7 @@ function drift(cli: Command, reference: string): string[] {
           missing.push(`option ${o.flags} of ${name}`);
           continue;
         }
-        if (!row.includes(esc(o.description))) missing.push(`description of ${o.flags} of ${name}`);
+        if (!row.includes(cell(o.description))) missing.push(`description of ${o.flags} of ${name}`);
         if (o.envVar && !row.includes(`\`${o.envVar}\``)) missing.push(`env ${o.envVar} of ${o.flags} of ${name}`);
         if (o.defaultValue !== undefined && !row.includes(esc(`default \`${JSON.stringify(o.defaultValue)}\``)))
           missing.push(`default of ${o.flags} of ${name}`);

@@ -62,7 +62,13 @@ export function headingsOf(markdown: string): Heading[] {
     if (/^(```|~~~)/.test(line)) fence = !fence;
     const m = fence ? null : /^(#{1,6}) (.*?)\s*$/.exec(line);
     if (!m) return;
-    const text = headingText(m[2]!);
+    // `## Title {#id}`: VitePress's custom anchor, taken as written (generated pages name operations by id).
+    const custom = /^(.*?)\s*\{#([^}\s]+)\}$/.exec(m[2]!);
+    const text = headingText(custom ? custom[1]! : m[2]!);
+    if (custom) {
+      out.push({ level: m[1]!.length, source: m[2]!, text, anchor: custom[2]!, line: i + 1 });
+      return;
+    }
     const slug = slugify(text);
     const n = seen.get(slug);
     seen.set(slug, (n ?? -1) + 1);
