@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { cohortOf, countsOnGrid, MAX_REPORT_SAMPLES, samplesSince, unknownVersion, type CohortReport } from '../../shared/rollout/cohort-signals.js';
 import { InvalidEventError, parseInboundEvent } from '../../shared/rollout/inbound.js';
 import { clampedToReceipt } from '../../shared/rollout/promoters.js';
@@ -127,5 +128,14 @@ describe('a signals gate in a spec', () => {
       /stepSeconds: 3600 s every 1 s is more than 1000 points a cohort/,
     );
     expect(issues({ metric: 'errors', judge: { kind: 'sequential-rate' }, query: 'x' })).toMatch(/query/);
+  });
+});
+
+describe('the docs', () => {
+  it('show reports the schema takes', () => {
+    const page = readFileSync(new URL('../../docs/concepts/gates.md', import.meta.url), 'utf8');
+    const reports = [...page.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((b) => b.includes('"rollout.metrics_reported"'));
+    expect(reports.length).toBeGreaterThan(0);
+    for (const r of reports) expect(parseInboundEvent(JSON.parse(r))).toMatchObject({ type: 'rollout.metrics_reported' });
   });
 });
