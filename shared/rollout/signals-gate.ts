@@ -2,7 +2,7 @@ import { mapLimit } from '../concurrency.js';
 import { countGrid, isCountsJudge } from '../judge/gate.js';
 import { countsOnGrid, MAX_STAGE_REPORTS, samplesSince, type CohortReport } from './cohort-signals.js';
 import { DEFAULT_SIGNALS_SETTLE_SECONDS, judgedRange, MAX_JUDGED_POINTS, type SignalsGate } from './gate-spec.js';
-import type { GateContext, GateProvider } from './gate-reader.js';
+import type { GateContext, GateProvider } from './gate-provider.js';
 import type { ProviderResult } from './gates.js';
 import type { RolloutStore } from './store.js';
 
