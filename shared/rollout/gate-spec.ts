@@ -518,10 +518,16 @@ export const webhookGateSchema = z
   })
   .strict();
 
-export const providerGateSchema = z
-  .unknown()
-  .superRefine(noAuth)
-  .pipe(z.discriminatedUnion('type', [prometheusGateSchema, cloudwatchAlarmGateSchema, cloudwatchMetricGateSchema, webhookGateSchema, signalsGateSchema]));
+/** The gates themselves, by `type` (providerGateSchema checks a spec's old `auth` first, to say what replaced it). */
+export const providerGateUnion = z.discriminatedUnion('type', [
+  prometheusGateSchema,
+  cloudwatchAlarmGateSchema,
+  cloudwatchMetricGateSchema,
+  webhookGateSchema,
+  signalsGateSchema,
+]);
+
+export const providerGateSchema = z.unknown().superRefine(noAuth).pipe(providerGateUnion);
 
 export const providerGatesSchema = z
   .array(providerGateSchema)

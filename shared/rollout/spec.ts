@@ -6,6 +6,8 @@ import {
   gateJudgeOf,
   specHooksSchema,
   providerGatesSchema,
+  providerGateSchema,
+  providerGateUnion,
   MAX_PROVIDER_GATES,
   type CloudwatchMetricGate,
   type ProviderGate,
@@ -458,7 +460,17 @@ export function gateNamespaceIssues(spec: Pick<RolloutSpec, 'stages' | 'rolloutG
  * expands to, hook names) — the API names those when it refuses a spec.
  */
 export function rolloutSpecJsonSchema(): Record<string, unknown> {
-  const schema = z.toJSONSchema(z.union([explicitSpec, ...Object.values(presets)]), { io: 'input', unrepresentable: 'any' });
+  // A provider gate is checked as `unknown` first (to name a spec's old `auth`): its JSON Schema is the gates' own, so editors know them.
+  const { $schema: _, ...gates } = z.toJSONSchema(providerGateUnion, { io: 'input', unrepresentable: 'any' });
+  const schema = z.toJSONSchema(z.union([explicitSpec, ...Object.values(presets)]), {
+    io: 'input',
+    unrepresentable: 'any',
+    // Each form's stages name the same gates: once, under $defs.
+    reused: 'ref',
+    override: (ctx) => {
+      if (ctx.zodSchema === providerGateSchema) Object.assign(ctx.jsonSchema, gates);
+    },
+  });
   return {
     ...schema,
     $id: 'https://rollout-control-plane.dev/schemas/rollout-spec.json',

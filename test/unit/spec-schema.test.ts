@@ -55,6 +55,17 @@ describe('rollout spec JSON Schema', () => {
       ['no stages', { target, stages: [] }],
       ['a negative bake', { target, stages: [{ ...stages[0], bakeSeconds: -1 }] }],
       ['an unknown key', { target, stages, color: 'blue' }],
+      // A gate's own fields are the schema's too: an editor names the misspelt one.
+      [
+        'a misspelt gate field',
+        {
+          target,
+          stages: [
+            { ...stages[0], gates: { providers: [{ type: 'prometheus', name: 'p', address: 'http://p:9090', query: 'q', comparison: '<', thresold: 1 }] } },
+          ],
+        },
+      ],
+      ['an unknown gate type', { target, stages: [{ ...stages[0], gates: { providers: [{ type: 'datadog', name: 'd' }] } }] }],
       ['a canary of 100', { target, preset: 'canary', canaryPercent: 100 }],
     ];
     for (const [why, value] of bad) {
