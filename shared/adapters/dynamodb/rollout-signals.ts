@@ -41,8 +41,9 @@ export class RolloutSignals {
     private readonly due: DueIndex,
   ) {}
 
-  async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
-    const head = await this.t.doc.send(
+  /** The rollout row's attempt and spec (what resolves a signal's stage and attempt), read strongly; null for an unknown rollout. */
+  private async head(rolloutId: string): Promise<{ attempt: number; spec: RolloutSpec } | null> {
+    const got = await this.t.doc.send(
       new GetCommand({
         TableName: this.t.table,
         Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' },
@@ -50,8 +51,13 @@ export class RolloutSignals {
         ConsistentRead: true,
       }),
     );
-    if (!head.Item) throw new UnknownRolloutError(rolloutId);
-    const { outcome } = await this.putMetrics(rolloutId, head.Item.spec as RolloutSpec, Number(head.Item.attempt), at, m);
+    return got.Item ? { attempt: Number(got.Item.attempt), spec: got.Item.spec as RolloutSpec } : null;
+  }
+
+  async recordMetrics(rolloutId: string, at: MetricsTarget, m: StageMetrics): Promise<SignalOutcome> {
+    const head = await this.head(rolloutId);
+    if (!head) throw new UnknownRolloutError(rolloutId);
+    const { outcome } = await this.putMetrics(rolloutId, head.spec, head.attempt, at, m);
     await this.due.markDue([rolloutId]);
     return outcome;
   }
@@ -99,21 +105,14 @@ export class RolloutSignals {
   }
 
   async recordCohortReport(rolloutId: string, at: MetricsTarget, r: CohortReportInput): Promise<SignalOutcome> {
-    const head = await this.t.doc.send(
-      new GetCommand({
-        TableName: this.t.table,
-        Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' },
-        ProjectionExpression: 'attempt, spec',
-        ConsistentRead: true,
-      }),
-    );
-    if (!head.Item) throw new UnknownRolloutError(rolloutId);
-    const spec = head.Item.spec as RolloutSpec;
+    const head = await this.head(rolloutId);
+    if (!head) throw new UnknownRolloutError(rolloutId);
+    const { spec } = head;
     const stage = stageIndexOf(spec, at.stage);
     if (stage === null) throw new UnknownRolloutError(rolloutId, at.stage);
     const cohort = cohortOf(spec, r.cohort);
     if (cohort === null) throw new InvalidEventError([unknownVersion(spec, typeof r.cohort === 'string' ? r.cohort : r.cohort.version)]);
-    const attempt = at.attempt ?? Number(head.Item.attempt);
+    const attempt = at.attempt ?? head.attempt;
     const report: CohortReport = { ...r, cohort };
     try {
       await this.t.doc.send(
@@ -244,17 +243,10 @@ export class RolloutSignals {
   }
 
   async gateReadings(rolloutId: string, o: GateReadingsQuery = {}): Promise<GateReading[]> {
-    const head = await this.t.doc.send(
-      new GetCommand({
-        TableName: this.t.table,
-        Key: { pk: rolloutPk(rolloutId), sk: 'ROLLOUT' },
-        ProjectionExpression: 'attempt, spec',
-        ConsistentRead: true,
-      }),
-    );
-    if (!head.Item) return [];
-    const attempt = o.attempt ?? Number(head.Item.attempt);
-    const spec = head.Item.spec as RolloutSpec;
+    const head = await this.head(rolloutId);
+    if (!head) return [];
+    const attempt = o.attempt ?? head.attempt;
+    const { spec } = head;
     // Stage 0 also counts the spec's before-rollout hooks.
     const gates = spec.stages
       .flatMap((_, i) => [...(i === 0 ? beforeRolloutHooks(spec.hooks) : []), ...stageProviders(spec, i)].map((g) => ({ stage: i, gate: g.name })))
