@@ -136,6 +136,7 @@ export function historyJson(e: RolloutEvent) {
     percent: d.percent ?? null,
     reason: d.reason ?? null,
     ...(d.target ? { target: d.target } : {}),
+    ...(d.insufficientData ? { insufficientData: d.insufficientData } : {}),
   };
 }
 

@@ -1,6 +1,5 @@
 import { beforeRolloutHooks } from './gate-spec.js';
-import { currentTally, providerVerdict, type GateReading, type GateTally } from './gates.js';
-import { NOT_ENOUGH_DATA } from '../judge/gate.js';
+import { currentTally, isShortOfData, providerVerdict, type GateReading, type GateTally } from './gates.js';
 import { activeStage, type RolloutView, type StageMetrics } from './model.js';
 import { stageIndexOf, stageProviders, type Gates } from './spec.js';
 import { own } from '../own.js';
@@ -96,7 +95,27 @@ export function evaluate(view: RolloutView, now: number): Decision | null {
       const reason = `stage ${spec.name}: not enough data ${Math.round((now - rollout.lastProgressAt) / 1000)} s into its period (maxBakeSeconds ${spec.maxBakeSeconds ?? spec.bakeSeconds}): ${short.reason}`;
       if (spec.onInsufficientData === 'rollback')
         return { kind: 'rollback', stage: active.index, reason, ...(short.readings.length ? { readings: short.readings } : {}) };
-      return { kind: 'pause', reason, readings: short.readings };
+      if (spec.onInsufficientData !== 'pass') return { kind: 'pause', reason, readings: short.readings };
+      // Pass what was short, never what was seen failing: a short pushed reading over the thresholds pauses instead.
+      const seenOver = enoughTraffic ? null : thresholdsExceededBy(gates, m);
+      if (seenOver)
+        return { kind: 'pause', reason: `${reason}; onInsufficientData pass does not pass over what was seen: ${seenOver}`, readings: short.readings };
+      // Every other gate must pass as ever: only those short of data stand as passed.
+      const passing = providerVerdict(stageProviders(rollout.spec, active.index), counted.tallies, active.index, rollout.lastProgressAt, {
+        shortOfDataWaits: true,
+        shortOfDataPasses: true,
+        countedFrom: counted.from,
+      });
+      if (passing.kind === 'pass') {
+        return {
+          kind: 'promote',
+          stage: active.index,
+          then: active.index === stages.length - 1 ? 'complete' : 'activate_next',
+          ...(passing.readings.length ? { readings: passing.readings } : {}),
+          ...(m !== undefined ? { metrics: m } : {}),
+          insufficientData: reason,
+        };
+      }
     }
   }
   return deadline(view, now);
@@ -155,7 +174,7 @@ function insufficientData(view: RolloutView, stage: number, shortReading: StageM
   for (const g of stageProviders(rollout.spec, stage)) {
     if (g.dryRun) continue;
     const last = currentTally(view.gates, stage, g.name, rollout.lastProgressAt)?.last;
-    if (last?.outcome === 'inconclusive' && last.reason?.startsWith(NOT_ENOUGH_DATA)) {
+    if (last && isShortOfData(last)) {
       reasons.push(`gate ${g.name}: ${last.reason}`);
       readings.push(last);
     }
@@ -192,7 +211,13 @@ function alarmBreachOf(view: RolloutView, alarms: readonly string[]): string | n
 
 /** Why the stage's pushed reading breaches its thresholds, or null (none, too little traffic, within them). */
 function metricsBreachOf(gates: Gates, m: StageMetrics | undefined): string | null {
-  if (!m || m.requests === 0 || m.requests < gates.minRequests) return null;
+  if (!m || m.requests < gates.minRequests) return null;
+  return thresholdsExceededBy(gates, m);
+}
+
+/** Why a pushed reading is over the error rate or p99 it is held to, however few requests it counts; null when it is not (or counts none). */
+function thresholdsExceededBy(gates: Gates, m: StageMetrics | undefined): string | null {
+  if (!m || m.requests === 0) return null;
   const errorRate = m.errors / m.requests;
   if (gates.maxErrorRate !== undefined && errorRate > gates.maxErrorRate) {
     return `error rate ${errorRate.toFixed(4)} > ${gates.maxErrorRate} over ${m.requests} requests`;

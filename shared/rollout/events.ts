@@ -38,6 +38,11 @@ export interface RolloutEventDetail {
   readonly readings?: readonly GateReading[];
   /** The pushed metrics reading the stage's traffic and threshold gates judged (stage_promoted; rollback_detected on a breach of them). */
   readonly metrics?: StageMetrics;
+  /**
+   * stage_promoted by `onInsufficientData: "pass"`: what the stage was short of when its stretched bake ended. The
+   * readings then include the gates' "not enough data" readings it passed on, and metrics the short pushed reading.
+   */
+  readonly insufficientData?: string;
   /** Who acted: `promoter:<holder>` for automatic actions, the caller's identity for commands. */
   readonly actor: string;
   /** Lease epoch the action was fenced under. */
@@ -93,6 +98,7 @@ export const rolloutEventSchema = z
         target: z.string().optional(),
         readings: z.array(gateReadingSchema).readonly().optional(),
         metrics: stageMetricsSchema.optional(),
+        insufficientData: z.string().optional(),
         actor: z.string(),
         epoch: z.number().int().nonnegative(),
         seq: z.number().int().nonnegative().optional(),

@@ -302,6 +302,11 @@ export function passStreakOf(t: { readonly passStreak?: number; readonly last: G
   return typeof t.passStreak === 'number' ? t.passStreak : t.last?.outcome === 'pass' ? 1 : 0;
 }
 
+/** A reading that could not judge for too little data (a judged gate's "not enough data"): what a stretched bake waits for. */
+export function isShortOfData(r: Pick<GateReading, 'outcome' | 'reason'>): boolean {
+  return r.outcome === 'inconclusive' && r.reason?.startsWith(NOT_ENOUGH_DATA) === true;
+}
+
 /** The tally of `gate` for the current period of `stage`, or undefined (no data). */
 export function currentTally(tallies: ReadonlyMap<number, ReadonlyMap<string, GateTally>>, stage: number, gate: string, origin: number): GateTally | undefined {
   const t = tallies.get(stage)?.get(gate);
@@ -351,6 +356,11 @@ export function providerVerdict(
   o: {
     /** The stage stretches its bake for data: readings short of data (NOT_ENOUGH_DATA) wait instead of counting towards a pause. */
     readonly shortOfDataWaits?: boolean;
+    /**
+     * The stage's stretch is over and it says `onInsufficientData: "pass"`: a gate whose newest reading is short of data
+     * (NOT_ENOUGH_DATA) stands as passed (its reading is among those returned). Limits are looked at first, as ever.
+     */
+    readonly shortOfDataPasses?: boolean;
     /** Gates whose tallies count across stages (rolloutGates `count: "rollout"`), by name, with the stage they count from: said in a reason. */
     readonly countedFrom?: ReadonlyMap<string, string>;
   } = {},
@@ -368,7 +378,7 @@ export function providerVerdict(
   for (const { g, t } of current) {
     if (t && t.inconclusive > g.inconclusiveLimit) {
       const r = t.lastInconclusive ?? t.last;
-      if (o.shortOfDataWaits && r.reason?.startsWith(NOT_ENOUGH_DATA)) continue;
+      if (o.shortOfDataWaits && isShortOfData(r)) continue;
       return {
         kind: 'pause',
         reason: `${describe(g)}: ${plural(t.inconclusive, 'inconclusive reading')}${since(g)} > inconclusiveLimit ${g.inconclusiveLimit}; last: ${r.reason ?? r.outcome}`,
@@ -376,7 +386,8 @@ export function providerVerdict(
       };
     }
   }
-  const waiting = current.find(({ g, t }) => !t || t.last.outcome !== 'pass' || passStreakOf(t) < (g.consecutiveSuccesses ?? 1));
+  const passedShort = (t: GateTally) => o.shortOfDataPasses === true && isShortOfData(t.last);
+  const waiting = current.find(({ g, t }) => !t || (!passedShort(t) && (t.last.outcome !== 'pass' || passStreakOf(t) < (g.consecutiveSuccesses ?? 1))));
   if (waiting) {
     const { g, t } = waiting;
     const held = onFailOf(g) === 'hold' && t?.last.outcome === 'fail' ? ' (onFail hold: the stage waits while it fails)' : '';

@@ -69,11 +69,12 @@ export class PlanDraft {
     this.stageChanges.push({ index: i, expect: 'pending', set: { phase: 'active', activatedAt: this.now } });
   }
 
-  promote(i: number): void {
+  /** `reason`: why a stage promoted on less than its gates ask (onInsufficientData pass), kept on its row. */
+  promote(i: number, reason?: string): void {
     this.stageChanges.push({
       index: i,
       expect: 'active',
-      set: { phase: 'promoted', promotedAt: this.now, promotedEpoch: this.ctx.token.epoch, promotedBy: this.ctx.actor },
+      set: { phase: 'promoted', promotedAt: this.now, promotedEpoch: this.ctx.token.epoch, promotedBy: this.ctx.actor, ...(reason ? { reason } : {}) },
     });
   }
 

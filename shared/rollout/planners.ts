@@ -31,9 +31,15 @@ function activate(d: PlanDraft, t: Of<'activate'>): void {
 function promote(d: PlanDraft, t: Of<'promote'>): void {
   d.requireState('running');
   d.stageAt(t.stage, 'active');
-  d.promote(t.stage);
+  // A pass on too little data says so where the stage is read, as a rollback's reason does.
+  d.promote(t.stage, t.insufficientData === undefined ? undefined : `passed on insufficient data (onInsufficientData pass): ${t.insufficientData}`);
   d.update({ lastProgressAt: d.now });
-  const decided = { ...readingsOf(t), ...metricsOf(t), ...(t.reason ? { reason: t.reason } : {}) };
+  const decided = {
+    ...readingsOf(t),
+    ...metricsOf(t),
+    ...(t.reason ? { reason: t.reason } : {}),
+    ...(t.insufficientData === undefined ? {} : { insufficientData: t.insufficientData }),
+  };
   if (t.then === 'activate_next') {
     d.stageAt(t.stage + 1, 'pending');
     d.activate(t.stage + 1);

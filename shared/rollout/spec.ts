@@ -61,9 +61,11 @@ export const stageSchema = z
     maxBakeSeconds: bakeSeconds.optional(),
     /**
      * What the stage does once its bake (stretched to maxBakeSeconds) is over with too little data: pause
-     * (default) or rollback. Never pass: too little data to judge is not a good judgement.
+     * (default), rollback, or pass: promote as if the gates short of data had passed, an explicit opt-in
+     * recorded on the promotion (`insufficientData`). Pass never overrides a failure, a breach, an alarm
+     * not OK or a gate that has data and does not pass.
      */
-    onInsufficientData: z.enum(['pause', 'rollback']).optional(),
+    onInsufficientData: z.enum(['pause', 'rollback', 'pass']).optional(),
   })
   .strict()
   .refine((s) => s.maxBakeSeconds === undefined || s.maxBakeSeconds >= s.bakeSeconds, {

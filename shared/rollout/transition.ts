@@ -21,6 +21,8 @@ export type Transition =
       readonly readings?: readonly GateReading[];
       readonly metrics?: StageMetrics;
       readonly reason?: string;
+      /** Why the stage passed on too little data (`onInsufficientData: "pass"` once its stretch was over): on its event and stage row. */
+      readonly insufficientData?: string;
     }
   | { readonly kind: 'rollback'; readonly stage: number; readonly reason: string; readonly readings?: readonly GateReading[]; readonly metrics?: StageMetrics }
   | { readonly kind: 'deadline'; readonly abort: boolean }

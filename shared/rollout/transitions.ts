@@ -184,7 +184,7 @@ export function isWellFormedPlan(p: unknown): boolean {
       (d.reason !== undefined && !isStr(d.reason))
     )
       return false;
-    if (d.target !== undefined && !isStr(d.target)) return false;
+    if ((d.target !== undefined && !isStr(d.target)) || (d.insufficientData !== undefined && !isStr(d.insufficientData))) return false;
     if ((d.seq !== undefined && !isInt(d.seq, 0)) || (d.percent !== undefined && !(typeof d.percent === 'number' && d.percent >= 0 && d.percent <= 100)))
       return false;
     if (d.stableVersion !== undefined && !orNull(d.stableVersion, isStr)) return false;

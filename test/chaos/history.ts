@@ -213,6 +213,8 @@ export interface RolloutRow {
   readonly stageGates?: readonly (readonly Record<string, unknown>[])[];
   /** The spec's rollout-wide gates (`rolloutGates`: `fromStage` and `providers`), where it has them. */
   readonly rolloutGates?: Record<string, unknown>;
+  /** Each stage's stretch for data, by index: how long its bake may stretch and what it does then (null: a stage with neither field). */
+  readonly stageStretch?: readonly ({ readonly seconds: number; readonly onInsufficientData: string } | null)[];
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { check } from './check.js';
-import type { ChaosHistory, GateReadingRow, LeaseChange, RolloutTransition, StageTransition } from './history.js';
+import type { ChaosHistory, EventRow, GateReadingRow, LeaseChange, RolloutRow, RolloutTransition, StageTransition } from './history.js';
 
 /**
  * The judged-gate rules on hand-made histories: rollout r1 (stable v1, canary
@@ -54,6 +54,8 @@ interface Made {
   by?: string;
   leases?: LeaseChange[];
   rollout?: RolloutTransition[];
+  stretch?: RolloutRow['stageStretch'];
+  events?: EventRow[];
 }
 
 function history(o: Made): ChaosHistory {
@@ -103,12 +105,13 @@ function history(o: Made): ChaosHistory {
           ],
           stagePercents: [10, 100],
           stageGates: [o.gates ?? [latency, ratio], []],
+          ...(o.stretch ? { stageStretch: o.stretch } : {}),
         },
       ],
       runs: [],
       items: [],
       idempotency: [],
-      events: [],
+      events: o.events ?? [],
       gateReadings: o.readings,
     },
   };
@@ -232,5 +235,53 @@ describe('promotion-judged-pass and judged-reading-agrees', () => {
     expect(judged(h(1, 'pass'))).toEqual([]);
     expect(judged(h(5, 'fail')).map((x) => x.invariant)).toEqual(['promotion-judged-pass']);
     expect(judged(h(5, 'pass')).map((x) => x.invariant)).toEqual(['judged-reading-agrees', 'promotion-judged-pass']);
+  });
+
+  describe('onInsufficientData: "pass"', () => {
+    // Stage 0 stretches to 3 s and then passes on too little data; its period began with the activation event at 1 s.
+    const stretch = [{ seconds: 3, onInsufficientData: 'pass' }, null];
+    const event = (seq: number, type: string, at: number, extra: Record<string, unknown> = {}): EventRow => ({
+      seq,
+      rolloutId: 'r1',
+      detailType: `ai.rollout.${type}`,
+      detail: { rolloutId: 'r1', attempt: 1, stage: { index: 0, name: 'canary', percent: 10 }, ...extra },
+      at,
+      publishedAt: null,
+    });
+    const events = (promotedAt: number, marked = true) => [
+      event(1, 'stage_activated', 1_000),
+      event(2, 'stage_promoted', promotedAt, marked ? { insufficientData: 'stage canary: not enough data 4 s into its period' } : {}),
+    ];
+    const shortReading = reading(40, 'latency', 'inconclusive', same.slice(0, 3), { reason: 'not enough data: 3 canary and 10 baseline points' });
+
+    it('a promotion on a newest reading short of data, marked, once the stretch was over, is not flagged', () => {
+      expect(judged(history({ stretch, events: events(4_900), readings: [shortReading] }))).toEqual([]);
+    });
+
+    it('is flagged before the stretch was over, without the mark, or where the spec does not say pass', () => {
+      expect(judged(history({ stretch, events: events(3_500), readings: [shortReading] })).map((x) => x.message)).toEqual([
+        "r1 attempt 1 stage #0 was promoted while its judged gate latency's newest reading was short of data, judged again, and it passed on insufficient data 2.50s into its period, before the stretch (3 s) was over",
+      ]);
+      expect(judged(history({ stretch, events: events(4_900, false), readings: [shortReading] })).map((x) => x.message)).toEqual([
+        "r1 attempt 1 stage #0 was promoted while its judged gate latency's newest reading was short of data, judged again, and its stage_promoted event does not say it passed on insufficient data",
+      ]);
+      const pause = [{ seconds: 3, onInsufficientData: 'pause' }, null];
+      expect(judged(history({ stretch: pause, events: events(4_900), readings: [shortReading] })).map((x) => x.message)).toEqual([
+        "r1 attempt 1 stage #0 was promoted while its judged gate latency's newest reading, judged again, was inconclusive",
+      ]);
+    });
+
+    it('never over a failing or otherwise inconclusive reading: those are flagged as ever', () => {
+      const failing = history({ stretch, events: events(4_900), readings: [shortReading, reading(45, 'latency', 'fail', slow)] });
+      expect(judged(failing).map((x) => x.message)).toEqual([
+        "r1 attempt 1 stage #0 was promoted while its judged gate latency's newest reading, judged again, was fail",
+      ]);
+      // A provider error is inconclusive with no series: not short of data.
+      const down = history({ stretch, events: events(4_900), readings: [reading(40, 'latency', 'inconclusive', null, { reason: 'connect ECONNREFUSED' })] });
+      expect(judged(down).map((x) => x.invariant)).toEqual(['promotion-judged-pass']);
+      // A stored reading that claims to be short while its series judge a failure is judged by its series.
+      const claimed = history({ stretch, events: events(4_900), readings: [reading(40, 'latency', 'inconclusive', slow, { reason: 'not enough data' })] });
+      expect(judged(claimed).map((x) => x.invariant)).toEqual(['judged-reading-agrees', 'promotion-judged-pass']);
+    });
   });
 });

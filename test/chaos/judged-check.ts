@@ -1,4 +1,4 @@
-import type { ChaosHistory, GateReadingRow, RolloutRow, StageTransition, Violation } from './history.js';
+import type { ChaosHistory, EventRow, GateReadingRow, RolloutRow, StageTransition, Violation } from './history.js';
 import { recompute, type JudgedOutcome, type KeptSeries, type Recomputed } from './judge.js';
 
 /**
@@ -31,6 +31,16 @@ import { recompute, type JudgedOutcome, type KeptSeries, type Recomputed } from 
  * says which form it judged by. onFail changes what failures past the limit
  * do, never that a failing newest reading holds the stage, so it changes
  * nothing here.
+ *
+ * A stage whose spec says `onInsufficientData: "pass"` may promote with a gate
+ * whose newest reading could not judge for too little data ("not enough data",
+ * judged again): the rule accepts that reading in place of a pass only when
+ * the stage's stage_promoted event says it passed on insufficient data and its
+ * time is at least the stretch (maxBakeSeconds, or the bake) after the time of
+ * the event that began the period (the activation or the resume). Those are
+ * the promoters' own `now` as the evaluator compared them (lastProgressAt is
+ * the beginning event's time), so no margin for commit latency is needed. A
+ * failing or otherwise inconclusive newest reading is never accepted.
  */
 
 type Json = Record<string, unknown>;
@@ -173,6 +183,7 @@ export function checkJudged(h: ChaosHistory, v: Add): void {
       return c.change === 'delete' || !before || before.holder !== c.holder || before.epoch !== c.epoch;
     });
     const strict = !moved && !resumed;
+    const shortPass = r ? passOnShortData(h, r, p) : null;
     for (const g of gates) {
       const period = (byGate.get(`${p.rolloutId}/${p.attempt}/${p.index}/${g.name}`) ?? []).filter((x) => x.row.seq > start.seq && x.row.seq < p.seq);
       const where = `${p.rolloutId} attempt ${p.attempt} stage #${p.index}`;
@@ -187,9 +198,22 @@ export function checkJudged(h: ChaosHistory, v: Add): void {
         continue;
       }
       const steps = tallySteps(period);
-      const passed = (x: (typeof steps)[number]) => x.last.outcome === 'pass' && x.streak >= g.consecutiveSuccesses;
+      const short = (x: (typeof steps)[number]) => x.last.outcome === 'inconclusive' && /^not enough data/.test(x.last.again?.why ?? x.last.row.reason ?? '');
+      const passedShort = shortPass?.ok === true;
+      const passed = (x: (typeof steps)[number]) => (x.last.outcome === 'pass' && x.streak >= g.consecutiveSuccesses) || (passedShort && short(x));
       const final = steps.at(-1)!;
       if (strict ? passed(final) : steps.some(passed)) continue;
+      // The newest reading was short of data, but the promotion was no legitimate pass on it: say why not.
+      if (shortPass && !shortPass.ok && (strict ? short(final) : steps.some(short))) {
+        v(
+          'promotion-judged-pass',
+          'safety',
+          `${where} was promoted while its judged gate ${g.name}'s newest reading was short of data, judged again, and ${shortPass.why}`,
+          [start.line, ...period.slice(-4).map(readingLine), ...shortPass.evidence, stageLine(p)],
+          p.at,
+        );
+        continue;
+      }
       const need = g.consecutiveSuccesses > 1 ? ` (${g.consecutiveSuccesses} passes in a row needed; ${final.streak} at the end)` : '';
       const newest =
         final.last.outcome === 'pass'
@@ -206,4 +230,34 @@ export function checkJudged(h: ChaosHistory, v: Add): void {
       );
     }
   }
+}
+
+/**
+ * Whether promotion `p` was made by `onInsufficientData: "pass"` as the spec allows it: null when the
+ * stage's spec does not say pass; otherwise ok, or why not (with the events that show it).
+ */
+function passOnShortData(h: ChaosHistory, r: RolloutRow, p: StageTransition): { ok: boolean; why: string; evidence: string[] } | null {
+  const stretch = r.stageStretch?.[p.index] ?? null;
+  if (stretch?.onInsufficientData !== 'pass') return null;
+  const events = h.store.events.filter((e) => e.rolloutId === p.rolloutId && e.detail.attempt === p.attempt);
+  const indexOf = (e: EventRow) => (e.detail.stage as { index?: number } | undefined)?.index;
+  const promoted = events.find((e) => e.detailType === 'ai.rollout.stage_promoted' && indexOf(e) === p.index);
+  if (!promoted) return { ok: false, why: 'its stage_promoted event was not found', evidence: [] };
+  const line = (e: EventRow) =>
+    `${fmt(e.at)} event ${e.detailType.replace(/^ai\.rollout\./, '')}${typeof e.detail.insufficientData === 'string' ? ` (insufficientData: ${e.detail.insufficientData.slice(0, 160)})` : ''}`;
+  if (typeof promoted.detail.insufficientData !== 'string')
+    return { ok: false, why: 'its stage_promoted event does not say it passed on insufficient data', evidence: [line(promoted)] };
+  const begun = events
+    .filter((e) => e.at <= promoted.at && ((e.detailType === 'ai.rollout.stage_activated' && indexOf(e) === p.index) || e.detailType === 'ai.rollout.resumed'))
+    .sort((a, b) => a.at - b.at)
+    .at(-1);
+  if (!begun) return { ok: false, why: "the event that began the stage's period was not found", evidence: [line(promoted)] };
+  const waited = promoted.at - begun.at;
+  if (waited < stretch.seconds * 1000)
+    return {
+      ok: false,
+      why: `it passed on insufficient data ${fmt(waited)} into its period, before the stretch (${stretch.seconds} s) was over`,
+      evidence: [line(begun), line(promoted)],
+    };
+  return { ok: true, why: '', evidence: [] };
 }

@@ -1,5 +1,5 @@
 /**
- * Explores the lease, ledger, promotion, held-view, judged-gate and alias models exhaustively within a
+ * Explores the lease, ledger, promotion, held-view, judged-gate, stretch and alias models exhaustively within a
  * scope, correct and broken, and reports what it found.
  *
  *   node --import tsx test/explore/cli.ts [--scope default|large] [--variant correct|all|NAME]
@@ -63,7 +63,7 @@ console.log(
   `scope ${scope}: lease ${s.lease.nodes} nodes, depth ${s.lease.maxDepth}; ledger ${s.ledger.coordinators} coordinators, ${s.ledger.workers} workers, ` +
     `${s.ledger.items} items, depth ${s.ledger.maxDepth}; promotion ${s.promotion.promoters.join('+')} promoters, depth ${s.promotion.maxDepth}; ` +
     `held ${s.held.promoters.join('+')} promoters, ${s.held.budget.readings} readings, depth ${s.held.maxDepth}; ` +
-    `judged ${s.judged.promoters.join('+')} promoters, ${s.judged.budget.readings} gate readings, depth ${s.judged.maxDepth}; alias ${s.alias.leaders} leaders, depth ${s.alias.maxDepth}; ` +
+    `judged ${s.judged.promoters.join('+')} promoters, ${s.judged.budget.readings} gate readings, depth ${s.judged.maxDepth}; stretch ${s.stretch.promoters.join('+')} promoters, ${s.stretch.budget.readings} gate readings, depth ${s.stretch.maxDepth}; alias ${s.alias.leaders} leaders, depth ${s.alias.maxDepth}; ` +
     `variants within depth ${VARIANT_DEPTH}`,
 );
 

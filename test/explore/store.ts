@@ -52,6 +52,7 @@ export const VARIANTS = [
   'gates-any-period',
   'gates-no-streak',
   'gates-dry-run',
+  'insufficient-pass-early',
 ] as const;
 export type Variant = (typeof VARIANTS)[number];
 

@@ -12,8 +12,8 @@ import type { Variant } from './store.js';
  * and the unit test, so both check the same thing.
  */
 
-export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held' | 'judged' | 'alias';
-export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held', 'judged', 'alias'];
+export type ModelName = 'lease' | 'ledger' | 'promotion' | 'held' | 'judged' | 'stretch' | 'alias';
+export const MODELS: readonly ModelName[] = ['lease', 'ledger', 'promotion', 'held', 'judged', 'stretch', 'alias'];
 
 export interface Scope {
   readonly lease: LeaseScope;
@@ -23,6 +23,8 @@ export interface Scope {
   readonly held: PromotionScope;
   /** The promotion model's judged-gate scope: provider gate readings counted into tallies, pause and resume. */
   readonly judged: PromotionScope;
+  /** The judged-gate scope whose stages stretch for data, then pass on too little of it (onInsufficientData pass). */
+  readonly stretch: PromotionScope;
   /** Leaders in turn converging a Lambda alias, each deposed one a zombie. */
   readonly alias: AliasScope;
 }
@@ -52,6 +54,14 @@ export const SCOPES = {
       budget: { ticks: 1, crashes: 0, lost: 0, signals: 0, commands: 2, readings: 3, bakes: 0 },
       maxDepth: 9,
     },
+    stretch: {
+      judged: true,
+      stretch: true,
+      promoters: [1, 1],
+      commands: ['pause', 'resume'],
+      budget: { ticks: 0, crashes: 0, lost: 0, signals: 0, commands: 2, readings: 2, bakes: 1 },
+      maxDepth: 10,
+    },
     alias: { leaders: 3, maxDepth: 20 },
   },
   /** More processes, items, faults and depth: minutes, not seconds. */
@@ -76,6 +86,14 @@ export const SCOPES = {
       promoters: [2, 1],
       commands: ['pause', 'resume', 'abort', 'retry'],
       budget: { ticks: 1, crashes: 1, lost: 1, signals: 0, commands: 2, readings: 3, bakes: 0 },
+      maxDepth: 9,
+    },
+    stretch: {
+      judged: true,
+      stretch: true,
+      promoters: [2, 1],
+      commands: ['pause', 'resume', 'abort', 'retry'],
+      budget: { ticks: 1, crashes: 1, lost: 1, signals: 0, commands: 2, readings: 3, bakes: 2 },
       maxDepth: 9,
     },
     alias: { leaders: 4, maxDepth: 24, aliasAtRest: true },
@@ -171,6 +189,12 @@ export const VARIANT_RUNS: readonly VariantRun[] = [
     what: 'the store adds a pass that arrives after a newer failure to the streak',
   },
   {
+    variant: 'insufficient-pass-early',
+    model: 'stretch',
+    breaks: ['promotion-needs-passing-verdict'],
+    what: 'the verdict passes a stage on too little data before its stretch (maxBakeSeconds) is over',
+  },
+  {
     variant: 'actuate-without-revision',
     model: 'alias',
     breaks: ['alias-never-ahead', 'alias-stays-converged'],
@@ -190,6 +214,8 @@ function modelOf(scope: Scope, name: ModelName, variant: Variant): { model: Mode
       return { model: promotionModel(scope.held, variant) as Model<unknown>, maxDepth: scope.held.maxDepth };
     case 'judged':
       return { model: promotionModel(scope.judged, variant) as Model<unknown>, maxDepth: scope.judged.maxDepth };
+    case 'stretch':
+      return { model: promotionModel(scope.stretch, variant) as Model<unknown>, maxDepth: scope.stretch.maxDepth };
     case 'alias':
       return { model: aliasModel(scope.alias, variant) as Model<unknown>, maxDepth: scope.alias.maxDepth };
   }

@@ -67,6 +67,7 @@ describe('the explorer', () => {
       promotionModel(SCOPES.default.promotion) as Model<unknown>,
       promotionModel(SCOPES.default.held) as Model<unknown>,
       promotionModel(SCOPES.default.judged) as Model<unknown>,
+      promotionModel(SCOPES.default.stretch) as Model<unknown>,
       aliasModel(SCOPES.default.alias) as Model<unknown>,
     ];
     let compared = 0;
@@ -180,5 +181,35 @@ describe('the alias write', () => {
     expect(r.violations).toEqual([]);
     expect(r.exhaustive).toBe(true);
     expect(r.states).toBeGreaterThan(100);
+  });
+});
+
+describe('a stage that passes on too little data (onInsufficientData pass)', () => {
+  it('a verdict that passes before the stretch is over is caught', () => {
+    const v = counterexampleOf('insufficient-pass-early', 'promotion-needs-passing-verdict');
+    expect(v.trace.some((l) => /^the gate reader reads latency on stage 0 .*: short; counted/.test(l))).toBe(true);
+    expect(v.trace.some((l) => l.startsWith('the rollout clock passes a stretch'))).toBe(false);
+    expect(v.message).toMatch(/passed gate latency's reading short of data at \d+, before the stretch of period 1000 was over/);
+  });
+
+  it('the correct model passes on a reading short of data once the stretch is over, after a resume too', () => {
+    // Not vacuous: within the default scope such promotes commit, the invariant having judged each.
+    const m = promotionModel(SCOPES.default.stretch);
+    const probe = (name: string, passedIn: (origin: number) => boolean): Invariant<PromotionState> => ({
+      name,
+      check: (s) => {
+        if (s.store.stages[1]![0]!.phase !== 'promoted') return null;
+        const newest = s.delivered!.filter((d) => d.stage === 0 && passedIn(d.origin)).sort((a, b) => b.at - a.at)[0];
+        return newest?.outcome === 'short' ? 'reached' : null;
+      },
+    });
+    const probes = [probe('first period', (o) => o === 1_000), probe('after a resume', (o) => o > 1_000)];
+    const r = explore({ ...m, invariants: [...m.invariants, ...probes] }, { maxDepth: SCOPES.default.stretch.maxDepth, stopWhen: probes.map((p) => p.name) });
+    expect(r.violations.map((v) => v.invariant).sort()).toEqual(['after a resume', 'first period']);
+    for (const n of ['first period', 'after a resume']) {
+      const t = r.violations.find((v) => v.invariant === n)!.trace;
+      expect(t.some((l) => l.startsWith('the rollout clock passes a stretch'))).toBe(true);
+      expect(t.at(-1)).toMatch(/promote \(stage 0 active→promoted.*arrives: applied/);
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../shared/errors.js';
 import { evaluate } from '../../shared/rollout/evaluate.js';
+import { historyJson } from '../../shared/api/handler.js';
 import { nextEvaluationAt } from '../../shared/rollout/schedule.js';
 import { deadline, GateReader, GateTimeoutError, type GateProvider } from '../../shared/rollout/gate-reader.js';
 import { dueGates, judge, providerVerdict, tallyWith, type GateReading, type GateTally, type ProviderResult } from '../../shared/rollout/gates.js';
@@ -388,7 +389,7 @@ describe('a stage short of data (maxBakeSeconds, onInsufficientData)', () => {
     expect(nextEvaluationAt(waiting, T + 401_000)).toBe(T + 700_000);
   });
 
-  it('rolls back when told; never passes over too little data', () => {
+  it('rolls back when told', () => {
     expect(evaluate(view(specOf({ maxBakeSeconds: 120, onInsufficientData: 'rollback' }), [shortTally]), T + 120_000)).toMatchObject({
       kind: 'rollback',
       stage: 0,
@@ -396,7 +397,84 @@ describe('a stage short of data (maxBakeSeconds, onInsufficientData)', () => {
         'stage canary: not enough data 120 s into its period (maxBakeSeconds 120): gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side',
       readings: [short],
     });
-    expect(() => specOf({ onInsufficientData: 'pass' })).toThrow(/onInsufficientData/);
+  });
+
+  describe('onInsufficientData: "pass"', () => {
+    const passSpec = (gates?: Record<string, unknown>) => specOf({ maxBakeSeconds: 120, onInsufficientData: 'pass' }, gates);
+    const END = T + 120_000;
+    const WHY =
+      'stage canary: not enough data 120 s into its period (maxBakeSeconds 120): gate errors: not enough data: 3 canary and 9 baseline points, 10 needed on each side';
+    const ctx = { now: END, token: { name: 'promotion_leader', holder: 'n1', epoch: 3 }, actor: 'promoter:n1' };
+    const other = (outcome: GateReading['outcome'], o: Partial<GateTally> = {}, why?: string) => {
+      const r = { ...reading(outcome, T + 60_000), gate: 'latency', ...(why ? { reason: why } : {}) };
+      return tally({ gate: 'latency', last: r, passStreak: outcome === 'pass' ? 1 : 0, ...o });
+    };
+    const two = (extra: Record<string, unknown> = {}) => passSpec({ providers: [judged, { ...judged, name: 'latency', ...extra }] });
+
+    it('promotes once the stretch is over and the stage is short, never before; the promotion says why and on what', () => {
+      expect(evaluate(view(passSpec(), [shortTally]), END - 1_000)).toBeNull();
+      const d = evaluate(view(passSpec(), [shortTally]), END);
+      expect(d).toEqual({ kind: 'promote', stage: 0, then: 'activate_next', readings: [short], insufficientData: WHY });
+      // The event and the stage row carry it: an operator sees the stage passed on too little data, and what it passed on.
+      const plan = planTransition(view(passSpec(), [shortTally]), d!, ctx);
+      expect(plan.events[0]).toMatchObject({ detailType: 'ai.rollout.stage_promoted', detail: { insufficientData: WHY, readings: [short] } });
+      expect(plan.stageChanges[0]).toMatchObject({
+        index: 0,
+        set: { phase: 'promoted', reason: `passed on insufficient data (onInsufficientData pass): ${WHY}` },
+      });
+      expect(historyJson(plan.events[0]!)).toMatchObject({ type: 'ai.rollout.stage_promoted', insufficientData: WHY, reason: null });
+      // A stage with enough data promotes as ever, with no such mark.
+      const normal = evaluate(view(passSpec(), [tally({})]), T + 61_000);
+      expect(normal).toMatchObject({ kind: 'promote' });
+      expect(normal).not.toHaveProperty('insufficientData');
+    });
+
+    it('never over a failure: a failing gate past its limit rolls back, a newest failure within it holds', () => {
+      const failed = { ...reading('fail', T + 40_000), reason: 'canary higher' };
+      const past = tally({ failures: 1, lastFailure: failed, last: short, lastInconclusive: short, inconclusive: 1 });
+      expect(evaluate(view(passSpec(), [past]), END)).toMatchObject({ kind: 'rollback', readings: [failed] });
+      const within = passSpec({ providers: [{ ...judged, failureLimit: 3 }] });
+      expect(evaluate(view(within, [tally({ failures: 1, last: failed, lastFailure: failed })]), END)).toBeNull();
+    });
+
+    it('a gate that is not short of data must still pass', () => {
+      // The other gate failed (within its limit), has a provider error, has no reading, or has too few passes in a row: the stage holds.
+      expect(evaluate(view(two({ failureLimit: 3 }), [shortTally, other('fail', { failures: 1 })]), END)).toBeNull();
+      expect(evaluate(view(two(), [shortTally, other('inconclusive', { inconclusive: 1 }, 'connect ECONNREFUSED')]), END)).toBeNull();
+      expect(evaluate(view(two(), [shortTally]), END)).toBeNull();
+      expect(evaluate(view(two({ consecutiveSuccesses: 2 }), [shortTally, other('pass')]), END)).toBeNull();
+      // Once it passes, the stage promotes on both: the short reading and the passing one.
+      const passing = other('pass');
+      expect(evaluate(view(two(), [shortTally, passing]), END)).toMatchObject({ kind: 'promote', readings: [short, passing.last], insufficientData: WHY });
+    });
+
+    it('an alarm that is not OK holds it; one in ALARM rolls back', () => {
+      const alarmed = passSpec({ providers: [judged], alarms: ['checkout-5xx'] });
+      const at = (state: 'OK' | 'ALARM' | 'INSUFFICIENT_DATA') => ({ ...view(alarmed, [shortTally]), alarms: { 'checkout-5xx': state } });
+      expect(evaluate(at('INSUFFICIENT_DATA'), END)).toBeNull();
+      expect(evaluate(at('ALARM'), END)).toMatchObject({ kind: 'rollback', reason: 'alarm checkout-5xx is in ALARM' });
+      expect(evaluate(at('OK'), END)).toMatchObject({ kind: 'promote', insufficientData: WHY });
+    });
+
+    it('passes too few pushed requests on what was seen, and pauses when what was seen is over the thresholds', () => {
+      const pushed = passSpec({ minRequests: 1_000, maxErrorRate: 0.05 });
+      const seen = (errors: number) => {
+        const v = view(pushed, [], { requests: 200 });
+        return { ...v, metrics: new Map([[0, { requests: 200, errors, p99LatencyMs: null, observedAt: T + 1 }]]) };
+      };
+      expect(evaluate(seen(2), END)).toEqual({
+        kind: 'promote',
+        stage: 0,
+        then: 'activate_next',
+        metrics: { requests: 200, errors: 2, p99LatencyMs: null, observedAt: T + 1 },
+        insufficientData: 'stage canary: not enough data 120 s into its period (maxBakeSeconds 120): 200 of 1000 requests reported',
+      });
+      expect(evaluate(seen(50), END)).toMatchObject({
+        kind: 'pause',
+        reason:
+          'stage canary: not enough data 120 s into its period (maxBakeSeconds 120): 200 of 1000 requests reported; onInsufficientData pass does not pass over what was seen: error rate 0.2500 > 0.05 over 200 requests',
+      });
+    });
   });
 
   it('counts too few pushed requests as short of data too, and without either field waits as before', () => {

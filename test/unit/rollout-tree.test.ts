@@ -114,6 +114,18 @@ describe('rollouts get: the tree', () => {
     expect(drawn[drawn.indexOf('○ all     100%  pending      bake 0 s') + 1]).toBe('');
   });
 
+  it('a stage passed on too little data says so under it, and its transition says why', () => {
+    const why = 'stage canary: not enough data 60 s into its period (maxBakeSeconds 60): 40 of 100 requests reported';
+    const stages = [{ ...rollout.stages[0]!, reason: `passed on insufficient data (onInsufficientData pass): ${why}` }, ...rollout.stages.slice(1)];
+    const history = [
+      { at: new Date(T).toISOString(), type: 'ai.rollout.stage_promoted', stage: null, actor: 'promoter:n1', epoch: 3, reason: null, insufficientData: why },
+    ] as unknown as Parameters<typeof rolloutTree>[1];
+    const drawn = rolloutTree({ ...rollout, stages }, history, T).split('\n');
+    expect(drawn[drawn.findIndex((l) => l.startsWith('✔ canary')) + 1]).toBe(`│ ├ passed on insufficient data (onInsufficientData pass): ${why}`);
+    expect(drawn.at(-1)).toContain(`stage_promoted`);
+    expect(drawn.at(-1)).toContain(`passed on insufficient data: ${why}`);
+  });
+
   it("a judged gate names its judge; a mann-whitney gate's line carries its newest interval, a clipped answer none", () => {
     const judged = (answer: string) =>
       rolloutTree(

@@ -148,6 +148,8 @@ const historyEntry = z.looseObject({
   percent: z.number().nullable(),
   reason: z.string().nullable(),
   target: z.string().optional(),
+  /** A stage promoted by `onInsufficientData: "pass"`: what it was short of when its stretched bake ended. */
+  insufficientData: z.string().optional(),
 });
 const assignment = {
   entity: z.string(),

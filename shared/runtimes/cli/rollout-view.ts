@@ -27,6 +27,8 @@ export function rolloutTree(r: RolloutJson, history: readonly HistoryEntryJson[]
     if (st.phase !== 'pending') {
       // Each detail is a line and its continuations (a gate's query), drawn under the stage.
       const details: string[][] = [
+        // A stage promoted on less than its gates ask (onInsufficientData pass) says so first.
+        ...(st.phase === 'promoted' && st.reason ? [[st.reason]] : []),
         ...r.gates.filter((g) => g.stage === i).map((g) => [gateLine(g), `  ${g.query}`]),
         ...[...new Set(spec.gates.alarms)].map((a) => [`alarm ${a}: ${own(r.alarms, a) ?? 'not reported'}`]),
         ...metricsLine(r, i).map((m) => [m]),
@@ -111,7 +113,7 @@ export const transitions = (history: readonly HistoryEntryJson[]) =>
       stage: h.stage ? `${h.stage.name} ${h.stage.percent}%` : '',
       actor: h.actor,
       epoch: h.epoch,
-      reason: h.reason ?? '',
+      reason: h.reason ?? (h.insufficientData ? `passed on insufficient data: ${h.insufficientData}` : ''),
     })),
     ['at', 'event', 'stage', 'actor', 'epoch', 'reason'],
   );

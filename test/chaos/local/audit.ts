@@ -305,10 +305,13 @@ export async function dumpStore(
       percents: number[] | null;
       providers: (Record<string, unknown>[] | null)[] | null;
       rollout_gates: Record<string, unknown> | null;
+      stretches: ({ bakeSeconds: number; maxBakeSeconds: number | null; onInsufficientData: string | null } | null)[] | null;
     }>(
       `SELECT id, state, attempt, state_reason, spec #> '{target,labels}' AS labels, spec -> 'actuators' AS actuators,
               (SELECT jsonb_agg(s #> '{gates,providers}' ORDER BY i) FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS providers,
               spec -> 'rolloutGates' AS rollout_gates,
+              (SELECT jsonb_agg(jsonb_build_object('bakeSeconds', s -> 'bakeSeconds', 'maxBakeSeconds', s -> 'maxBakeSeconds', 'onInsufficientData', s -> 'onInsufficientData') ORDER BY i)
+                 FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS stretches,
               (SELECT jsonb_agg((s ->> 'percent')::numeric ORDER BY i) FROM jsonb_array_elements(spec -> 'stages') WITH ORDINALITY AS x(s, i)) AS percents
          FROM rollouts WHERE id = ANY($1::text[])`,
       [o.rollouts],
@@ -336,6 +339,16 @@ export async function dumpStore(
       ...(r.percents ? { stagePercents: r.percents.map(Number) } : {}),
       ...(r.providers?.some((p) => p?.length) ? { stageGates: r.providers.map((p) => p ?? []) } : {}),
       ...(r.rollout_gates ? { rolloutGates: r.rollout_gates } : {}),
+      // As stretchEndOf reads a stage: maxBakeSeconds, or the bake itself when only onInsufficientData is set; pause by default.
+      ...(r.stretches?.some((x) => x && (x.maxBakeSeconds !== null || x.onInsufficientData !== null))
+        ? {
+            stageStretch: r.stretches.map((x) =>
+              x && (x.maxBakeSeconds !== null || x.onInsufficientData !== null)
+                ? { seconds: Number(x.maxBakeSeconds ?? x.bakeSeconds), onInsufficientData: x.onInsufficientData ?? 'pause' }
+                : null,
+            ),
+          }
+        : {}),
       stages: stageRows
         .filter((s) => s.rollout_id === r.id)
         .map((s) => ({

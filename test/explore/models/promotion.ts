@@ -1,6 +1,6 @@
 import type { LeaseToken } from '../../../shared/lease/record.js';
 import { evaluate } from '../../../shared/rollout/evaluate.js';
-import { judge, type GateOutcome, type GateReading, type GateTally } from '../../../shared/rollout/gates.js';
+import { isShortOfData, judge, type GateOutcome, type GateReading, type GateTally } from '../../../shared/rollout/gates.js';
 import type { ProviderGate } from '../../../shared/rollout/gate-spec.js';
 import { type AlarmState, type RolloutView, type StageMetrics, type StageStatus } from '../../../shared/rollout/model.js';
 import { parseRolloutSpec, stageProviders, type RolloutSpec } from '../../../shared/rollout/spec.js';
@@ -101,6 +101,16 @@ import {
  * newest of that period; and that period's consecutiveSuccesses newest
  * readings (by when they were taken) all pass. An operator's promote-full
  * skips the gates by design and is not judged.
+ *
+ * With `stretch` as well (the stretch scope), the two gated stages stretch
+ * their bake to maxBakeSeconds 1 and then say `onInsufficientData: "pass"`:
+ * the gate reader may also take a reading short of data (the product's "not
+ * enough data" judgement of too few points), and the rollout clock may move
+ * once past the stretch. The invariant then accepts, in place of the passes,
+ * a promote decided at or after the period's origin plus the stretch, marked
+ * `insufficientData`, that carries the period's newest reading, short of
+ * data; never a failing or otherwise inconclusive one, never before the
+ * stretch is over.
  */
 
 const ROLLOUT = 'rollout';
@@ -161,11 +171,22 @@ const withGates = (spec: RolloutSpec, f: (g: ProviderGate) => ProviderGate): Rol
   ...spec,
   rolloutGates: spec.rolloutGates && { ...spec.rolloutGates, providers: spec.rolloutGates.providers.map(f) },
 });
+/** The stretch scope's: the gated stages stretch for data for 1 s, then pass on what was seen. */
+const STRETCH_MS = 1_000;
+const STRETCH_SPEC: RolloutSpec = {
+  ...JUDGED_SPEC,
+  stages: JUDGED_SPEC.stages.map((x, i) => (i < 2 ? { ...x, maxBakeSeconds: STRETCH_MS / 1000, onInsufficientData: 'pass' as const } : x)),
+};
+/** insufficient-pass-early: the verdict passes on too little data with no stretch at all. */
+const EARLY_SPEC: RolloutSpec = { ...STRETCH_SPEC, stages: STRETCH_SPEC.stages.map((x) => (x.maxBakeSeconds === undefined ? x : { ...x, maxBakeSeconds: 0 })) };
 const NO_STREAK_SPEC = withGates(JUDGED_SPEC, ({ consecutiveSuccesses: _c, ...g }) => g);
 const DRY_RUN_SPEC = withGates(JUDGED_SPEC, (g) => ({ ...g, dryRun: true }));
 
+/** What the gate reader may read: the three outcomes, and (stretch scope) an inconclusive reading short of data. */
+type Read = GateOutcome | 'short';
+
 /** The product's judgement of canned cohort series (or a provider error), one reading per outcome, re-stamped for each reading taken. */
-const READINGS: Readonly<Record<GateOutcome, GateReading>> = (() => {
+const READINGS: Readonly<Record<Read, GateReading>> = (() => {
   const gate = stageProviders(JUDGED_SPEC, 0)[0]!;
   const where = { attempt: 1, stage: 0, at: 0, source: 'poll' as const };
   const cohorts = (canary: number[]) => ({ kind: 'cohorts' as const, canary, baseline: [0.1, 0.1, 0.1], answer: '' });
@@ -173,11 +194,15 @@ const READINGS: Readonly<Record<GateOutcome, GateReading>> = (() => {
     pass: judge(gate, cohorts([0.1, 0.1, 0.1]), where),
     fail: judge(gate, cohorts([0.2, 0.2, 0.2]), where),
     inconclusive: judge(gate, { kind: 'error', message: 'connect ECONNREFUSED', answer: '' }, where),
+    short: judge(gate, cohorts([]), where),
   };
-  for (const [want, r] of Object.entries(out)) if (r.outcome !== want) throw new Error(`the canned ${want} series judged ${r.outcome}`);
+  for (const [want, r] of Object.entries(out))
+    if (r.outcome !== (want === 'short' ? 'inconclusive' : want) || (want === 'short') !== isShortOfData(r))
+      throw new Error(`the canned ${want} series judged ${r.outcome}`);
   return out;
 })();
-const OUTCOMES: readonly GateOutcome[] = ['pass', 'fail', 'inconclusive'];
+const OUTCOMES: readonly Read[] = ['pass', 'fail', 'inconclusive'];
+const STRETCH_OUTCOMES: readonly Read[] = [...OUTCOMES, 'short'];
 /** Readings the store may have been handed and not yet counted. */
 const IN_FLIGHT = 1;
 /** Every reading reports this many requests: a good one has no errors, a bad one nothing else. */
@@ -206,6 +231,8 @@ export interface PromotionScope {
   readonly held?: boolean;
   /** The judged-gate scope: provider gate readings, counted into tallies, instead of the alarm (see the model's comment). */
   readonly judged?: boolean;
+  /** With judged: the stretch scope (maxBakeSeconds, onInsufficientData pass, readings short of data; see the model's comment). */
+  readonly stretch?: boolean;
 }
 
 /** A stored metrics reading, as far as the evaluator tells readings apart. */
@@ -268,6 +295,10 @@ interface Decided {
   readonly seen: number;
   /** The readings the plan carries (its stage_promoted event's). */
   readonly readings: readonly GateReading[];
+  /** The rollout clock it was decided at. */
+  readonly at: number;
+  /** The plan says it passed on insufficient data (its event's `insufficientData`). */
+  readonly insufficient: boolean;
 }
 
 /** A plan as a promoter sends it; judged-gate scope: with what a promote was decided on (ghost). */
@@ -280,7 +311,7 @@ interface Delivered {
   readonly stage: number;
   readonly origin: number;
   readonly at: number;
-  readonly outcome: GateOutcome;
+  readonly outcome: Read;
 }
 
 /** Tallies of one attempt, by stage, then gate. */
@@ -393,8 +424,8 @@ function decide(spec: RolloutSpec, view: ViewLite, token: HeldToken, actor: stri
   const plan = planTransition(full, decision, { now, token: fenceOf(token), actor });
   const w = planWrite(plan);
   if (view.seen === undefined || plan.transition !== 'promote') return w;
-  const readings = plan.events.find((e) => e.detailType === 'ai.rollout.stage_promoted')?.detail.readings ?? [];
-  return { ...w, decided: { period, seen: view.seen, readings } };
+  const promoted = plan.events.find((e) => e.detailType === 'ai.rollout.stage_promoted')?.detail;
+  return { ...w, decided: { period, seen: view.seen, readings: promoted?.readings ?? [], at: now, insufficient: promoted?.insufficientData !== undefined } };
 }
 
 const outcomesOf = (xs: readonly Delivered[]) => `[${xs.map((x) => `${x.outcome} at ${x.at}`).join(', ')}]`;
@@ -404,7 +435,7 @@ const outcomesOf = (xs: readonly Delivered[]) => `[${xs.map((x) => `${x.outcome}
  * each of its stage's gates (REQUIRED) in the stage's current period, by the ghost's record of the
  * readings delivered; null when it was. Its own rule, not providerVerdict's: by when readings were taken.
  */
-function unjustifiedPromotion(plan: Sent, delivered: readonly Delivered[]): string | null {
+function unjustifiedPromotion(plan: Sent, delivered: readonly Delivered[], stretchMs: number | null): string | null {
   const change = plan.stageChanges.find((c) => c.set.phase === 'promoted');
   if (!change) return null;
   const attempt = plan.expect.attempt;
@@ -423,11 +454,21 @@ function unjustifiedPromotion(plan: Sent, delivered: readonly Delivered[]): stri
     for (const r of carried) {
       const x = known.find((k) => k.gate === gate && k.at === r.at);
       if (!x) return `${what} carries a reading of gate ${gate} taken at ${r.at}, not delivered before the decision`;
-      if (x.outcome !== 'pass' || r.outcome !== 'pass') return `${what} carries gate ${gate}'s ${x.outcome} reading taken at ${x.at}`;
+      // A reading short of data stands for a pass only as onInsufficientData pass allows (below).
+      if ((x.outcome !== 'pass' && x.outcome !== 'short') || (x.outcome === 'pass') !== (r.outcome === 'pass'))
+        return `${what} carries gate ${gate}'s ${x.outcome} reading taken at ${x.at}`;
       if (x.attempt !== attempt || x.stage !== stage) return `${what} carries gate ${gate}'s reading of stage ${x.stage} of attempt ${x.attempt}`;
       if (x.origin !== p.origin)
         return `${what} carries gate ${gate}'s reading taken at ${x.at} in period ${x.origin}, not in the stage's current period ${p.origin}`;
       if (x.at !== period[0]!.at) return `${what} carries gate ${gate}'s reading taken at ${x.at}, not its period's newest (taken at ${period[0]!.at})`;
+    }
+    if (period[0]!.outcome === 'short') {
+      // onInsufficientData pass: the spec says so, the stretch is over, the newest reading is short of data, and the promote says so.
+      if (stretchMs === null) return `${what} passed gate ${gate}'s reading short of data, and the stage does not say onInsufficientData pass`;
+      if (d.at < p.origin + stretchMs)
+        return `${what} passed gate ${gate}'s reading short of data at ${d.at}, before the stretch of period ${p.origin} was over (at ${p.origin + stretchMs})`;
+      if (!d.insufficient) return `${what} passed gate ${gate}'s reading short of data without saying it passed on insufficient data`;
+      continue;
     }
     const newest = period.slice(0, passes);
     if (newest.length < passes || newest.some((x) => x.outcome !== 'pass'))
@@ -469,9 +510,17 @@ function recordPlan(ghost: PromotionState['ghost'], before: RolloutCell, plan: P
 export function promotionModel(scope: PromotionScope, variant: Variant = 'correct', timing: LeaseTiming = PROMOTION_TIMING): Model<PromotionState> {
   const held = scope.held === true;
   const judged = scope.judged === true;
-  const spec = held ? HELD_SPEC : judged ? JUDGED_SPEC : SPEC;
+  const stretch = judged && scope.stretch === true;
+  const spec = held ? HELD_SPEC : stretch ? STRETCH_SPEC : judged ? JUDGED_SPEC : SPEC;
   // The spec the evaluator decides with: a broken verdict of the judged-gate scope reads the gate otherwise.
-  const verdictSpec = variant === 'gates-no-streak' ? NO_STREAK_SPEC : variant === 'gates-dry-run' ? DRY_RUN_SPEC : spec;
+  const verdictSpec =
+    variant === 'gates-no-streak'
+      ? NO_STREAK_SPEC
+      : variant === 'gates-dry-run'
+        ? DRY_RUN_SPEC
+        : variant === 'insufficient-pass-early' && stretch
+          ? EARLY_SPEC
+          : spec;
   const rollout: RolloutRow = {
     id: ROLLOUT,
     state: 'running',
@@ -514,7 +563,8 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     decide(verdictSpec, view, token, `promoter:${nodeId(s.promoters[pi]!.node)}`, s.clock, s.period ?? null);
   /** Judged-gate scope: the store handed a reading taken in period `origin`, counted as recordGateReadings counts it. */
   const deliver = (s: PromotionState, reading: GateReading, origin: number): { state: PromotionState; counted: GateTally | null } => {
-    const { gate, attempt, stage, at, outcome } = reading;
+    const { gate, attempt, stage, at } = reading;
+    const outcome: Read = isShortOfData(reading) ? 'short' : reading.outcome;
     const byStage = s.tallies?.[attempt] ?? {};
     const counted = countReading(byStage[stage]?.[gate], reading, origin, variant);
     const delivered = [...(s.delivered ?? []), { gate, attempt, stage, origin, at, outcome }];
@@ -537,7 +587,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
         : plan.transition === 'resume' && prior
           ? { ...prior, origin: plan.next.lastProgressAt }
           : prior;
-    const why = plan.transition === 'promote' ? unjustifiedPromotion(plan, s.delivered ?? []) : null;
+    const why = plan.transition === 'promote' ? unjustifiedPromotion(plan, s.delivered ?? [], stretch ? STRETCH_MS : null) : null;
     return { period, unjustified: s.unjustified ?? why };
   };
   /** The store with a reading recorded as recordMetrics does (the current attempt; only over an older one). */
@@ -754,7 +804,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
       const inFlight = s.inFlight ?? [];
       if (s.budget.readings > 0 && active !== undefined) {
         for (const gate of stageProviders(spec, active)) {
-          for (const outcome of OUTCOMES) {
+          for (const outcome of stretch ? STRETCH_OUTCOMES : OUTCOMES) {
             const at = s.clock + 1;
             const reading: GateReading = { ...READINGS[outcome], gate: gate.name, attempt, stage: active, at };
             const taken = spend({ ...s, clock: at }, 'readings');
@@ -778,6 +828,9 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
     if (held && s.budget.bakes > 0) {
       out.push({ label: `the rollout clock passes a bake: ${s.clock + BAKE_MS}`, next: spend({ ...s, clock: s.clock + BAKE_MS }, 'bakes') });
     }
+    if (stretch && s.budget.bakes > 0) {
+      out.push({ label: `the rollout clock passes a stretch: ${s.clock + STRETCH_MS}`, next: spend({ ...s, clock: s.clock + STRETCH_MS }, 'bakes') });
+    }
 
     if (s.budget.signals > 0) {
       const to: AlarmState = s.alarm === 'OK' ? 'ALARM' : 'OK';
@@ -788,7 +841,7 @@ export function promotionModel(scope: PromotionScope, variant: Variant = 'correc
   };
 
   return {
-    name: held ? 'held' : judged ? 'judged' : 'promotion',
+    name: held ? 'held' : stretch ? 'stretch' : judged ? 'judged' : 'promotion',
     initial,
     steps,
     invariants: [...leaseInvariants, ...promotionInvariants, ...(held ? [heldDecisionCurrent] : []), ...(judged ? [promotionNeedsPassingVerdict] : [])],
