@@ -191,7 +191,8 @@ export class RolloutTransitions {
           TableName: this.t.table,
           Item: rolloutItem(next),
           // The rollout row exactly as evaluated. Left running, it is due at once in the same item (rolloutItem:
-          // the due index is on the row), so the next tick looks at it from where it is now.
+          // the due index is on the row), so the next tick looks at it from where it is now. Put whole: an update
+          // of the changed fields alone (not the spec) measured slower on DynamoDB Local.
           ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',
           ExpressionAttributeNames: { '#state': 'state' },
           ExpressionAttributeValues: { ':v': expect.version, ':s': expect.state, ':a': expect.attempt },
