@@ -4,7 +4,8 @@
  * one. On every backend; time is a ManualClock.
  */
 import { beforeEach, expect, it } from 'vitest';
-import { DeleteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { randomUUID } from 'node:crypto';
+import { DeleteCommand, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { InProcessBus } from '../../shared/events/bus.js';
 import { LeaseElector } from '../../shared/lease/elector.js';
 import { createRollout } from '../../shared/rollout/commands.js';
@@ -12,6 +13,7 @@ import { campaignEachTime, RolloutEngine } from '../../shared/rollout/engine.js'
 import { BatchPromoter } from '../../shared/rollout/promoters.js';
 import { DynamoRolloutStore } from '../../shared/adapters/dynamodb/rollout-store.js';
 import { DynamoLeaseStore } from '../../shared/adapters/dynamodb/lease-store.js';
+import { rolloutKey } from '../../shared/adapters/dynamodb/rollout-items.js';
 import { dynamoTable, forEachBackend } from '../support/backends.js';
 import { ManualClock } from '../support/clock.js';
 import type { RolloutStore } from '../../shared/rollout/store.js';
@@ -30,23 +32,23 @@ function node(store: RolloutStore, lease: ConstructorParameters<typeof LeaseElec
   return { elector, engine, batch: new BatchPromoter(engine, leadership, duePerTick === undefined ? {} : { duePerTick }) };
 }
 
+/** Ticks until one finds nothing due; how many each evaluated. */
+async function settle(batch: BatchPromoter): Promise<number[]> {
+  const counts: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const { evaluated } = await batch.tick();
+    counts.push(evaluated);
+    if (evaluated === 0) return counts;
+  }
+  throw new Error(`still due after 10 ticks: ${counts.join(', ')}`);
+}
+
 forEachBackend('due rollouts on %s', { fresh: 'each' }, (backend) => {
   let clock: ManualClock;
   beforeEach(() => {
     clock = new ManualClock();
   });
   const healthy = (observedAt = clock.now()) => ({ requests: 200, errors: 0, p99LatencyMs: 50, observedAt });
-
-  /** Ticks until one finds nothing due; how many each evaluated. */
-  async function settle(batch: BatchPromoter): Promise<number[]> {
-    const counts: number[] = [];
-    for (let i = 0; i < 10; i++) {
-      const { evaluated } = await batch.tick();
-      counts.push(evaluated);
-      if (evaluated === 0) return counts;
-    }
-    throw new Error(`still due after 10 ticks: ${counts.join(', ')}`);
-  }
 
   it('a tick evaluates what is due: new rollouts, a transition’s rollout, then none until a bake ends', async () => {
     const a = node(backend.rollouts, backend.store, clock);
@@ -136,12 +138,20 @@ it('DynamoDB: a running rollout registered before the due index and the watch en
     const clock = new ManualClock();
     const before = node(new DynamoRolloutStore(t.doc, t.table, 16, clock), new DynamoLeaseStore(t.doc, t.table), clock);
     const { id } = await createRollout(before.engine, { spec: { ...SPEC, stages: stages(['checkout-5xx']) }, actor: 'alice' });
-    // The registry item as an older release wrote it: no due time, no mark, not in the index, no watch entry.
+    // The registry item and the row as an older release wrote them: no due time, no mark, not in the index, no watch entry.
     await t.doc.send(
       new UpdateCommand({
         TableName: t.table,
         Key: { pk: 'RUNNING', sk: id },
-        UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk, watchIndexed',
+        UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk, watchIndexed, dueOnRow',
+        ExpressionAttributeNames: { '#m': 'mark' },
+      }),
+    );
+    await t.doc.send(
+      new UpdateCommand({
+        TableName: t.table,
+        Key: rolloutKey(id),
+        UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk',
         ExpressionAttributeNames: { '#m': 'mark' },
       }),
     );
@@ -151,6 +161,73 @@ it('DynamoDB: a running rollout registered before the due index and the watch en
     expect(tick.actions.map((x) => [x.rolloutId, x.transition])).toEqual([[id, 'activate']]);
     // Its watch entry written by that tick: another store, in another process, finds it by its alarm.
     expect((await new DynamoRolloutStore(t.doc, t.table, 16, clock).loadWatching('checkout-5xx')).map((v) => v.rollout.id)).toEqual([id]);
+  } finally {
+    await t.close();
+  }
+});
+
+/**
+ * The previous release kept the due index on the registry items (RUNNING / <id>) and wrote rows without a
+ * due time; its functions keep doing so while an upgrade rolls out. This release reads both and moves a
+ * registry entry onto the row when it reschedules it.
+ */
+it('DynamoDB: due entries the previous release writes on the registry items are read, and moved onto the row', async () => {
+  const t = await dynamoTable();
+  try {
+    const clock = new ManualClock();
+    const store = new DynamoRolloutStore(t.doc, t.table, 16, clock);
+    const a = node(store, new DynamoLeaseStore(t.doc, t.table), clock);
+    const running = (id: string) => t.doc.send(new GetCommand({ TableName: t.table, Key: { pk: 'RUNNING', sk: id }, ConsistentRead: true }));
+    const row = (id: string) => t.doc.send(new GetCommand({ TableName: t.table, Key: rolloutKey(id), ConsistentRead: true }));
+    // The previous release's writes: a transition's row (no due time) and its mark on the registry item.
+    const previousRow = (id: string) =>
+      t.doc.send(
+        new UpdateCommand({
+          TableName: t.table,
+          Key: rolloutKey(id),
+          UpdateExpression: 'REMOVE dueAt, #m, gsi1pk, gsi1sk',
+          ExpressionAttributeNames: { '#m': 'mark' },
+        }),
+      );
+    const previousMarkDue = (id: string) =>
+      t.doc.send(
+        new UpdateCommand({
+          TableName: t.table,
+          Key: { pk: 'RUNNING', sk: id },
+          UpdateExpression: 'SET dueAt = :at, #m = :m, gsi1pk = :gp, gsi1sk = :gs REMOVE dueOnRow',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeNames: { '#m': 'mark' },
+          ExpressionAttributeValues: { ':at': 0, ':m': randomUUID(), ':gp': 'DUE', ':gs': `${'0'.repeat(15)}#${id}` },
+        }),
+      );
+    const [old, current] = (await Promise.all([1, 2].map(async () => (await createRollout(a.engine, { spec: SPEC, actor: 'alice' })).id))) as [string, string];
+    // Created by the previous release: its row has no due time, its registry item is in the index.
+    await previousRow(old);
+    await previousMarkDue(old);
+    expect((await store.loadDue(clock.now(), 10)).map((d) => d.view.rollout.id).sort()).toEqual([old, current].sort());
+    // Both activated, looked at again, then scheduled for the bake's end: the old entry moved onto the row.
+    expect(await settle(a.batch)).toEqual([2, 2, 0]);
+    const moved = (await running(old)).Item!;
+    expect([moved.gsi1pk, moved.dueAt, moved.dueOnRow]).toEqual([undefined, undefined, true]);
+    expect((await row(old)).Item!.dueAt).toBe(clock.now() + 60_000);
+    // A signal the previous release stores marks the registry item: read by the next tick, then moved again.
+    await previousMarkDue(old);
+    expect(await settle(a.batch)).toEqual([1, 0]);
+    // A transition by the previous release: the row loses its due time, the registry item is marked.
+    await previousRow(old);
+    await previousMarkDue(old);
+    expect(await settle(a.batch)).toEqual([1, 0]);
+    // A reschedule read before the previous release marks the registry item again is refused: it stays due.
+    await previousMarkDue(old);
+    const [due] = await store.loadDue(clock.now(), 10);
+    expect(due?.view.rollout.id).toBe(old);
+    await previousMarkDue(old);
+    expect(await store.reschedule(old, due!.mark, clock.now() + 60_000)).toBe(false);
+    expect((await store.loadDue(clock.now(), 10)).map((d) => d.view.rollout.id)).toEqual([old]);
+    expect(await settle(a.batch)).toEqual([1, 0]);
+    // At the bake's end both are due on their rows alone.
+    clock.advance(60_000);
+    expect((await store.loadDue(clock.now(), 10)).map((d) => d.view.rollout.id).sort()).toEqual([old, current].sort());
   } finally {
     await t.close();
   }

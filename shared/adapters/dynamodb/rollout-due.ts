@@ -1,18 +1,31 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { randomUUID } from 'node:crypto';
+import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
+import { UpdateCommand, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { mapLimit } from '../../concurrency.js';
 import { alarmNamesOf } from '../../rollout/model.js';
 import type { RolloutSpec } from '../../rollout/spec.js';
 import { NEVER_DUE, type DueView } from '../../rollout/store.js';
 import { batchGetAll, batchPut, queryAll } from './query.js';
-import { DUE, dueSk, markDueUpdate, pad, type RolloutTable } from './rollout-items.js';
+import { transactWrite } from './conflicts.js';
+import { DUE, dueSk, markDueUpdate, pad, rolloutKey, rolloutPk, type Item, type RolloutTable } from './rollout-items.js';
 import type { RolloutReads } from './rollout-reads.js';
 import { GSI1 } from './table.js';
 
 /**
  * The due index: when a tick next reads each running rollout (gsi1 under
- * DUE), made due at once by every signal and transition, rescheduled by a
- * tick only under the mark it read.
+ * DUE, on the rollout's row), made due at once by every signal and
+ * transition, rescheduled by a tick only under the mark it read.
+ *
+ * Upgrading from the release that kept the index on the registry items
+ * (RUNNING / <id>): entries of both layouts are read (a rollout is due if
+ * either says so), and a reschedule moves a registry entry onto the row, in
+ * one transaction conditioned on both marks. Until every function runs this
+ * release, the previous one's keep writing registry entries (its signals,
+ * transitions and creations); they are read here, so nothing is missed. The
+ * previous release's tick reads registry entries only: upgrade the batch
+ * promoter first, then the functions that record signals and transitions
+ * (the streaming promoter, the API); a rollout created or moved by this
+ * release is otherwise not found by the old tick until a signal finds it.
  */
 export class DueIndex {
   constructor(
@@ -21,10 +34,12 @@ export class DueIndex {
   ) {}
 
   /**
-   * The due index's entries up to `now` (eventually consistent), then their
-   * registry items read consistently (an entry the index still shows after a
-   * reschedule is dropped here), then the views: each mark is read before
-   * its view, so a mark newer than the view it comes with cannot be.
+   * The due index's entries up to `now` (eventually consistent), then the
+   * previous layout's registry items read consistently, then the views with
+   * their rows (an entry the index still shows after a reschedule is
+   * dropped here, by the row's or the registry item's own due time). Each
+   * mark is read before its view (a row as first read, before the rest of
+   * its view), so a mark newer than the view it comes with cannot be.
    */
   async loadDue(now: number, limit: number): Promise<DueView[]> {
     await this.backfillDue();
@@ -38,23 +53,38 @@ export class DueIndex {
       },
       limit,
     );
+    const legacyIds = entries.filter((e) => e.pk === 'RUNNING').map((e) => String(e.sk));
     const registry = await batchGetAll(
       this.t.doc,
       this.t.table,
-      entries.map((e) => ({ pk: 'RUNNING', sk: String(e.sk) })),
+      legacyIds.map((id) => ({ pk: 'RUNNING', sk: id })),
     );
-    const marks = new Map(registry.filter((r) => Number(r.dueAt) <= now).map((r) => [String(r.sk), String(r.mark)]));
-    const views = await this.reads.views([...marks.keys()], { running: true });
-    return views.filter((v) => v.rollout.state === 'running').map((view) => ({ view, mark: marks.get(view.rollout.id)! }));
+    const legacy = new Map(registry.filter((r) => r[GSI1.pk] === DUE && Number(r.dueAt) <= now).map((r) => [String(r.sk), String(r.mark)]));
+    const ids = [...new Set(entries.map((e) => (e.pk === 'RUNNING' ? String(e.sk) : String(e.pk).slice(rolloutPk('').length))))];
+    const rows = new Map<string, Item>();
+    const views = await this.reads.views(ids, { running: true, rows });
+    return views.flatMap((view) => {
+      const row = rows.get(view.rollout.id);
+      if (view.rollout.state !== 'running' || !row) return [];
+      const rowMark = row[GSI1.pk] === DUE && typeof row.mark === 'string' ? row.mark : null;
+      const old = legacy.get(view.rollout.id);
+      if (old !== undefined) return [{ view, mark: legacyMark(old, rowMark) }];
+      return rowMark !== null && Number(row.dueAt) <= now ? [{ view, mark: rowMark }] : [];
+    });
   }
 
   async reschedule(rolloutId: string, mark: string, at: number): Promise<boolean> {
     const when = Math.min(at, NEVER_DUE);
+    const legacy = parseLegacyMark(mark);
     try {
+      if (legacy) {
+        await transactWrite(this.t.doc, { TransactItems: this.moveOntoRow(rolloutId, legacy, when) });
+        return true;
+      }
       await this.t.doc.send(
         new UpdateCommand({
           TableName: this.t.table,
-          Key: { pk: 'RUNNING', sk: rolloutId },
+          Key: rolloutKey(rolloutId),
           UpdateExpression: 'SET dueAt = :at, #gs = :gs',
           ConditionExpression: '#m = :m',
           ExpressionAttributeNames: { '#m': 'mark', '#gs': GSI1.sk },
@@ -64,8 +94,46 @@ export class DueIndex {
       return true;
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) return false;
+      if (err instanceof TransactionCanceledException && err.CancellationReasons?.some((r) => r.Code === 'ConditionalCheckFailed')) return false;
       throw err;
     }
+  }
+
+  /**
+   * A registry entry of the previous layout moved onto the row, due at `when`: the row only under the mark
+   * it was read with (none, if it had none) and while running, the registry entry only under its own mark
+   * (one the previous release wrote since stays, and is read on a later tick).
+   */
+  private moveOntoRow(id: string, marks: { legacy: string; row: string | null }, when: number): NonNullable<TransactWriteCommandInput['TransactItems']> {
+    const running = { TableName: this.t.table, Key: { pk: 'RUNNING', sk: id } };
+    return [
+      {
+        Update: {
+          TableName: this.t.table,
+          Key: rolloutKey(id),
+          UpdateExpression: 'SET dueAt = :at, #m = :new, #gp = :gp, #gs = :gs',
+          ConditionExpression: `#state = :running AND ${marks.row === null ? 'attribute_not_exists(#m)' : '#m = :m'}`,
+          ExpressionAttributeNames: { '#m': 'mark', '#gp': GSI1.pk, '#gs': GSI1.sk, '#state': 'state' },
+          ExpressionAttributeValues: {
+            ':at': when,
+            ':new': randomUUID(),
+            ':gp': DUE,
+            ':gs': dueSk(when, id),
+            ':running': 'running',
+            ...(marks.row === null ? {} : { ':m': marks.row }),
+          },
+        },
+      },
+      {
+        Update: {
+          ...running,
+          UpdateExpression: 'SET dueOnRow = :t REMOVE dueAt, #m, #gp, #gs',
+          ConditionExpression: '#m = :m',
+          ExpressionAttributeNames: { '#m': 'mark', '#gp': GSI1.pk, '#gs': GSI1.sk },
+          ExpressionAttributeValues: { ':t': true, ':m': marks.legacy },
+        },
+      },
+    ];
   }
 
   /**
@@ -76,7 +144,7 @@ export class DueIndex {
   async markDue(ids: readonly string[]): Promise<void> {
     await mapLimit(ids, this.t.readConcurrency, async (id) => {
       try {
-        await this.t.doc.send(new UpdateCommand({ TableName: this.t.table, ...markDueUpdate(id), ConditionExpression: 'attribute_exists(pk)' }));
+        await this.t.doc.send(new UpdateCommand({ TableName: this.t.table, ...markDueUpdate(id) }));
       } catch (err) {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       }
@@ -98,7 +166,7 @@ export class DueIndex {
       KeyConditionExpression: 'pk = :p',
       ExpressionAttributeValues: { ':p': 'RUNNING' },
       ConsistentRead: true,
-      ProjectionExpression: 'sk, dueAt, watches, watchIndexed',
+      ProjectionExpression: 'sk, dueAt, dueOnRow, watches, watchIndexed',
     });
     const old = registry.filter((i) => i.watchIndexed !== true);
     await mapLimit(old, this.t.readConcurrency, async (i) => {
@@ -125,7 +193,20 @@ export class DueIndex {
           if (!(err instanceof ConditionalCheckFailedException)) throw err;
         });
     });
-    await this.markDue(registry.filter((i) => i.dueAt === undefined || i.watchIndexed !== true).map((i) => String(i.sk)));
+    // Due nowhere (older than the due index: neither a due time of its own nor one on its row), or not yet found by its alarms.
+    await this.markDue(registry.filter((i) => (i.dueAt === undefined && i.dueOnRow !== true) || i.watchIndexed !== true).map((i) => String(i.sk)));
     this.backfilled = true;
   }
+}
+
+/**
+ * A due rollout found by a registry entry of the previous layout: both marks in one (the row's mark, none
+ * if its row carries no due time), for reschedule to move the entry onto the row. Marks are UUIDs.
+ */
+const LEGACY = 'registry:';
+const legacyMark = (legacy: string, row: string | null) => `${LEGACY}${legacy}:${row ?? ''}`;
+function parseLegacyMark(mark: string): { legacy: string; row: string | null } | null {
+  if (!mark.startsWith(LEGACY)) return null;
+  const [legacy = '', row = ''] = mark.slice(LEGACY.length).split(':');
+  return { legacy, row: row === '' ? null : row };
 }

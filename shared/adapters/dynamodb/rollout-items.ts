@@ -44,10 +44,17 @@ export const OUTBOX = 'OUTBOX';
 export const ACTUATION = 'ACTUATION#';
 export const ACTUATING = 'ACTUATING';
 /**
- * The due index (gsi1 under DUE, sorted by when): a running rollout's
- * registry item carries when it is next due (0: at once) and a mark that
- * every signal and transition replaces, so a reschedule decided on an older
- * reading is refused.
+ * The due index (gsi1 under DUE, sorted by when): a running rollout's row
+ * carries when it is next due (0: at once) and a mark that every signal and
+ * transition replaces, so a reschedule decided on an older reading is
+ * refused. On the row itself, a transition's Put of the row makes it due in
+ * the same item (no item of its own a promotion).
+ *
+ * The previous release kept them on the registry item (RUNNING / <id>,
+ * entries DUE / <when>#<id> with pk RUNNING). Such entries are still read
+ * (loadDue: the legacy layout) and moved onto the row when rescheduled, so a
+ * table written by that release, or by its functions still running during
+ * the upgrade, loses no due rollout.
  */
 export const DUE = 'DUE';
 /** ENDED / <id>: a rollout that ended, indexed on gsi1 as ENDED / <when>#<id>, so retention finds the oldest without a scan. */
@@ -55,18 +62,29 @@ export const ENDED = 'ENDED';
 export const endedItem = (r: Rollout): Item => ({ pk: ENDED, sk: r.id, endedAt: r.updatedAt, [GSI1.pk]: ENDED, [GSI1.sk]: `${pad(r.updatedAt, 15)}#${r.id}` });
 export const dueSk = (at: number, id: string) => `${pad(at, 15)}#${id}`;
 export const dueNow = (id: string): Item => ({ dueAt: 0, mark: randomUUID(), [GSI1.pk]: DUE, [GSI1.sk]: dueSk(0, id) });
-/** A running rollout's registry item, due at once: the spec never changes, so the alarms it watches are written with it once. */
-export const runningItem = (id: string, spec: RolloutSpec): Item => ({ pk: 'RUNNING', sk: id, watches: alarmNamesOf(spec), watchIndexed: true, ...dueNow(id) });
+export const rolloutKey = (id: string) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' });
+/**
+ * A running rollout's registry item: the spec never changes, so the alarms it watches are written with it once.
+ * `dueOnRow`: its due time is on its row (the previous release's registry items have none, and carry it themselves).
+ */
+export const runningItem = (id: string, spec: RolloutSpec): Item => ({
+  pk: 'RUNNING',
+  sk: id,
+  watches: alarmNamesOf(spec),
+  watchIndexed: true,
+  dueOnRow: true,
+});
 /** WATCH#<alarm> / <id>: who watches an alarm, so an alarm's change reads its watchers only (filtered by RUNNING: kept while the rollout is). */
 export const watchItems = (id: string, spec: RolloutSpec): Item[] => alarmNamesOf(spec).map((a) => ({ pk: `WATCH#${a}`, sk: id }));
-/** The registry item's update that makes a rollout due at once (and creates the item of a rollout running before it had one). */
+/** The row's update that makes a running rollout due at once (a rollout not running is left alone). */
 export const markDueUpdate = (id: string) => {
   const due = dueNow(id);
   return {
-    Key: { pk: 'RUNNING', sk: id },
+    Key: rolloutKey(id),
     UpdateExpression: 'SET dueAt = :at, #m = :m, #gp = :gp, #gs = :gs',
-    ExpressionAttributeNames: { '#m': 'mark', '#gp': GSI1.pk, '#gs': GSI1.sk },
-    ExpressionAttributeValues: { ':at': due.dueAt, ':m': due.mark, ':gp': DUE, ':gs': due[GSI1.sk] },
+    ConditionExpression: '#state = :running',
+    ExpressionAttributeNames: { '#m': 'mark', '#gp': GSI1.pk, '#gs': GSI1.sk, '#state': 'state' },
+    ExpressionAttributeValues: { ':at': due.dueAt, ':m': due.mark, ':gp': DUE, ':gs': due[GSI1.sk], ':running': 'running' },
   };
 };
 
@@ -89,6 +107,8 @@ export function rolloutItem(r: Rollout): Item {
     deadlineExceededAt: r.deadlineExceededAt,
     stateBy: r.stateBy,
     stateReason: r.stateReason,
+    // Running: due at once, under a new mark (the due index, above); otherwise in no index.
+    ...(r.state === 'running' ? dueNow(r.id) : {}),
   };
 }
 

@@ -107,8 +107,8 @@ export class RolloutReads {
    * than a round of those queries (a tick's due rollouts): in batches
    * (viewsInBatches), a few requests for them all.
    */
-  async views(ids: readonly string[], o: { readonly running?: boolean } = {}): Promise<RolloutView[]> {
-    const parts = ids.length > this.t.readConcurrency ? await this.viewsInBatches(ids, o) : await this.partitions(ids);
+  async views(ids: readonly string[], o: ViewsOptions = {}): Promise<RolloutView[]> {
+    const parts = ids.length > this.t.readConcurrency || o.rows ? await this.viewsInBatches(ids, o) : await this.partitions(ids);
     const views: Omit<RolloutView, 'alarms'>[] = [];
     for (const items of parts) {
       const view = viewOf(items);
@@ -140,14 +140,16 @@ export class RolloutReads {
    * in between (a transition committed while its items were read) is read
    * again by its query, so every view is of one version of its rollout, as a
    * query's is. `running`: a rollout not running needs no view (a tick's), its items are not read.
+   * `rows`: each row as first read, before the rest of its view (its due mark, for loadDue).
    *
    * Costs more read capacity than the queries (each key is a read of its
    * own, one for a missing item too); it is used where many rollouts are read
    * at once.
    */
-  private async viewsInBatches(ids: readonly string[], o: { readonly running?: boolean }): Promise<Item[][]> {
+  private async viewsInBatches(ids: readonly string[], o: ViewsOptions): Promise<Item[][]> {
     const rowKey = (id: string) => ({ pk: rolloutPk(id), sk: 'ROLLOUT' });
     const rows = (await this.batchGet([...new Set(ids)].map(rowKey))).filter((r) => !o.running || r.state === 'running');
+    for (const r of rows) o.rows?.set(String(r.id), r);
     const items = await this.batchGet(rows.flatMap((r) => viewKeys(String(r.id), r.spec as RolloutSpec, Number(r.attempt))));
     const again = new Map(
       (
@@ -186,6 +188,13 @@ export class RolloutReads {
     );
     return new Map(items.map((item) => [String(item.name), item.state as AlarmState]));
   }
+}
+
+interface ViewsOptions {
+  /** Only running rollouts' views: the items of others are not read. */
+  readonly running?: boolean;
+  /** Filled with each row as first read, before the rest of its view; views are then read in batches whatever their number. */
+  readonly rows?: Map<string, Item>;
 }
 
 /** A view (without its alarms) from its rollout's items: the row, and its attempt's stages, metrics and tallies. Null without the row. */

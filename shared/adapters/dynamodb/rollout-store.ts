@@ -30,7 +30,8 @@ import { RolloutTransitions } from './rollout-transitions.js';
 
 /**
  * Rollouts on DynamoDB, single table:
- *   ROLLOUT#<id> / ROLLOUT              the rollout row (version, state, attempt, …)
+ *   ROLLOUT#<id> / ROLLOUT              the rollout row (version, state, attempt, …); while running also
+ *                                       `dueAt` and `mark`: when a tick next reads it (gsi1: DUE / <dueAt>#<id>)
  *   ROLLOUT#<id> / STAGE#<attempt>#<i>  one item per stage of an attempt
  *   ROLLOUT#<id> / METRICS#<attempt>#<i>
  *   ROLLOUT#<id> / TALLY#<attempt>#<i>#<gate>   a provider gate's counts in its current period
@@ -40,8 +41,8 @@ import { RolloutTransitions } from './rollout-transitions.js';
  *   ROLLOUT#<id> / EVENT#<event id>     history; carries gsi1pk = OUTBOX until published
  *   ROLLOUT#<id> / ACTUATION#<target>   what was applied to a target (actuation-record.ts)
  *   RUNNING / <id>                      registry of running rollouts (strongly consistent query), with
- *                                       `watches`: the alarms its gates watch (what an alarm change reads),
- *                                       `dueAt` and `mark`: when a tick next reads it (gsi1: DUE / <dueAt>#<id>)
+ *                                       `watches`: the alarms its gates watch (what an alarm change reads);
+ *                                       the previous release's carry the due time here (rollout-due.ts)
  *   WATCH#<alarm> / <id>                a rollout that watches the alarm (written at creation; read through RUNNING)
  *   ROLLOUTS / <createdAt>#<id>         every rollout, for listing newest first
  *   ENDED / <id>                        a rollout that ended (gsi1: ENDED / <endedAt>#<id>): what retention deletes

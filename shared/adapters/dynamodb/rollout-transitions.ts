@@ -17,7 +17,6 @@ import {
   ENDED,
   endedItem,
   listSk,
-  markDueUpdate,
   metricsSk,
   OUTBOX,
   pad,
@@ -191,7 +190,9 @@ export class RolloutTransitions {
         Put: {
           TableName: this.t.table,
           Item: rolloutItem(next),
-          // The rollout row exactly as evaluated.
+          // The rollout row exactly as evaluated. Left running, it is due at once in the same item (rolloutItem:
+          // the due index is on the row), so the next tick looks at it from where it is now. Put whole: an update
+          // of the changed fields alone (not the spec) measured slower on DynamoDB Local.
           ConditionExpression: 'version = :v AND #state = :s AND attempt = :a',
           ExpressionAttributeNames: { '#state': 'state' },
           ExpressionAttributeValues: { ':v': expect.version, ':s': expect.state, ':a': expect.attempt },
@@ -236,8 +237,6 @@ export class RolloutTransitions {
     const ended = (state: Rollout['state']) => TERMINAL_STATES.includes(state);
     if (!ended(expect.state) && ended(next.state)) items.push({ Put: { TableName: this.t.table, Item: endedItem(next) } });
     if (ended(expect.state) && !ended(next.state)) items.push({ Delete: { TableName: this.t.table, Key: { pk: ENDED, sk: id } } });
-    // A transition that leaves it running makes it due at once: the next tick looks at it from where it is now.
-    if (expect.state === 'running' && next.state === 'running') items.push({ Update: { TableName: this.t.table, ...markDueUpdate(id) } });
     if (expect.state === 'running' && next.state !== 'running') items.push({ Delete: { TableName: this.t.table, Key: { pk: 'RUNNING', sk: id } } });
     return items;
   }
