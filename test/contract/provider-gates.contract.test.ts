@@ -242,6 +242,38 @@ forEachBackend('provider gates on %s', { fresh: 'each' }, (backend, name) => {
     };
     const events = async (id: string) => (await backend.rollouts.events(id)).map((e) => e.detailType);
 
+    it('onInsufficientData pass: a stage short of data past its stretched bake promotes, and its row and event say why', async () => {
+      const judged = {
+        ...PROM,
+        comparison: undefined,
+        threshold: undefined,
+        query: 'x{version="{{version}}"}',
+        judge: { kind: 'mann-whitney', minSamples: 10 },
+      };
+      const quiet = {
+        target: { service: 'checkout', version: 'v2', stableVersion: 'v1' },
+        stages: [
+          { name: 'canary', percent: 10, bakeSeconds: 30, maxBakeSeconds: 60, onInsufficientData: 'pass', gates: { providers: [judged] } },
+          { name: 'all', percent: 100, bakeSeconds: 600 },
+        ],
+      };
+      const { id } = await createRollout(engine, { spec: quiet, actor: 'alice' });
+      answers.set('error-rate', { kind: 'cohorts', canary: [1, 2], baseline: [1, 2], answer: '' });
+      await batch.tick(); // activates the canary
+      await batch.tick(); // not enough data: the stage waits
+      clock.advance(40_000);
+      await batch.tick(); // baked, still short, the stretch not over: waits
+      expect(await stateOf(id)).toMatchObject({ phases: ['active', 'pending'] });
+      clock.advance(30_000);
+      await batch.tick(); // past maxBakeSeconds and still short: passes on what was seen
+      const v = (await backend.rollouts.load(id))!;
+      expect(v.stages.map((s) => s.phase)).toEqual(['promoted', 'active']);
+      expect(v.stages[0]!.reason).toMatch(/^passed on insufficient data \(onInsufficientData pass\): .*not enough data/);
+      const promoted = (await backend.rollouts.events(id)).find((e) => e.detailType === 'ai.rollout.stage_promoted')!;
+      expect(promoted.detail.insufficientData).toMatch(/not enough data/);
+      expect(promoted.detail.readings).toEqual([expect.objectContaining({ gate: 'error-rate', outcome: 'inconclusive' })]);
+    });
+
     it('promote on a passing reading once baked; roll back on a failing one, the reading in the event', async () => {
       const { id } = await createRollout(engine, { spec: spec([PROM]), actor: 'alice' });
       answers.set('error-rate', { kind: 'number', value: 0.01, answer: '0.01' });
