@@ -80,7 +80,7 @@ describe('estimateCost on the default stack (DynamoDB store)', () => {
     { timeout: VARIANT_TEST_TIMEOUT },
     () => {
       const readme = readFileSync(join(root, COST_PAGE), 'utf8');
-      const section = readme.slice(readme.indexOf('### Monthly cost'), readme.indexOf('### Capacity and cost at scale'));
+      const section = readme.slice(readme.indexOf('\n## Monthly cost'), readme.indexOf('\n## Capacity and cost at scale'));
       const totals = [...section.matchAll(/\| \*\*total\*\* \| \*\*US\$ ([\d.]+)\*\* \| \*\*US\$ ([\d.]+)\*\* \|/g)].map((m) => [Number(m[1]), Number(m[2])]);
       expect(totals, 'the Monthly cost section has a total row per store, DynamoDB first').toHaveLength(2);
       const aurora = estimateCost(synth({ store: 'aurora' }).json);
